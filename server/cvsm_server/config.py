@@ -1,0 +1,119 @@
+"""Server settings: every `CVSM_*` environment variable is read here and nowhere else."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import ipaddress
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+
+class ConfigError(Exception):
+    """A setting is missing or malformed; the message names the variable."""
+
+
+@dataclass(frozen=True)
+class RateLimit:
+    """At most `limit` requests per `period` seconds."""
+
+    limit: int
+    period: int
+
+    @classmethod
+    def parse(cls, name: str, text: str) -> RateLimit | None:
+        text = text.strip().lower()
+        if text == "off":
+            return None
+        try:
+            limit_text, period_text = text.split("/", 1)
+            limit, period = int(limit_text), int(period_text)
+        except ValueError:
+            raise ConfigError(f"{name} must be N/SECONDS or off, got {text!r}") from None
+        if limit < 1 or period < 1:
+            raise ConfigError(f"{name} must be N/SECONDS with N and SECONDS at least 1")
+        return cls(limit, period)
+
+
+DEFAULT_RATE_LIMITS = {
+    "auth": "10/60",
+    "api": "60/60",
+    "public": "30/60",
+    "newsletter": "5/10",
+}
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything the server needs to run, built once by `from_env`."""
+
+    data_dir: Path
+    database_url: str | None = None
+    master_key: bytes | None = None
+    jwt_secret: str | None = None
+    app_url: str = "http://localhost:8080"
+    env: str = "development"
+    cors_origins: tuple[str, ...] = ()
+    trusted_proxies: tuple[IPNetwork, ...] = ()
+    rate_limits: Mapping[str, RateLimit | None] = field(default_factory=dict)
+    jwt_lifetime_seconds: int = 12 * 3600
+    background_jobs: bool = True
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
+        """Settings from `CVSM_*` variables (the process environment by default)."""
+        env = os.environ if environ is None else environ
+
+        def get(name: str) -> str | None:
+            value = env.get(name)
+            return value if value not in (None, "") else None
+
+        data_dir = Path(get("CVSM_DATA_DIR") or Path.home() / ".local" / "share" / "cvsm")
+        master_key = None
+        if (raw := get("CVSM_MASTER_KEY")) is not None:
+            master_key = parse_master_key(raw)
+        rate_limits = {
+            kind: RateLimit.parse(
+                f"CVSM_RATELIMIT_{kind.upper()}",
+                get(f"CVSM_RATELIMIT_{kind.upper()}") or default,
+            )
+            for kind, default in DEFAULT_RATE_LIMITS.items()
+        }
+        origins = tuple(o.strip() for o in (get("CVSM_CORS_ORIGINS") or "").split(",") if o.strip())
+        proxies = []
+        for item in (get("CVSM_TRUSTED_PROXIES") or "").split(","):
+            if item.strip():
+                try:
+                    proxies.append(ipaddress.ip_network(item.strip(), strict=False))
+                except ValueError:
+                    raise ConfigError(f"CVSM_TRUSTED_PROXIES: {item.strip()!r} is not an IP or CIDR") from None
+        return cls(
+            data_dir=data_dir.expanduser(),
+            database_url=get("CVSM_DATABASE_URL"),
+            master_key=master_key,
+            jwt_secret=get("CVSM_JWT_SECRET"),
+            app_url=(get("CVSM_APP_URL") or "http://localhost:8080").rstrip("/"),
+            env=(get("CVSM_ENV") or "development").lower(),
+            cors_origins=origins,
+            trusted_proxies=tuple(proxies),
+            rate_limits=rate_limits,
+            background_jobs=(get("CVSM_BACKGROUND_JOBS") or "on").lower() != "off",
+        )
+
+    def rate_limit(self, kind: str) -> RateLimit | None:
+        return self.rate_limits.get(kind)
+
+
+def parse_master_key(raw: str) -> bytes:
+    """Decode `CVSM_MASTER_KEY`: base64 of exactly 32 bytes."""
+    try:
+        key = base64.b64decode(raw.strip(), validate=True)
+    except (binascii.Error, ValueError):
+        raise ConfigError("CVSM_MASTER_KEY must be base64 of 32 bytes") from None
+    if len(key) != 32:
+        raise ConfigError(f"CVSM_MASTER_KEY must decode to 32 bytes, not {len(key)}")
+    return key

@@ -1,0 +1,132 @@
+"""Two-factor login with TOTP (RFC 6238: SHA-1, 6 digits, 30-second steps, one step of drift).
+
+The TOTP secret is encrypted at rest like secret values. A code is accepted at most once: the
+step it matched is recorded and a code for that step or an earlier one is refused.
+"""
+
+from __future__ import annotations
+
+import hmac
+import time
+
+import pyotp
+from aiohttp import web
+
+from . import audit, db
+from .crypto import totp_aad
+from .errors import BadRequest, Conflict, Unauthorized
+from .inputs import field, read_json
+from .state import KEYRING, PASSWORDS, POOL
+from .tokens import require_jwt
+
+STEP_SECONDS = 30
+DIGITS = 6
+DRIFT_STEPS = 1
+ISSUER = "cvsm"
+
+INVALID_CODE = "Kode dua faktor tidak valid"
+
+
+def match_step(secret_b32: str, code: str, at: float | None = None) -> int | None:
+    """The time step whose code equals `code` (within one step of drift), or None."""
+    if not (isinstance(code, str) and len(code) == DIGITS and code.isdigit()):
+        return None
+    otp = pyotp.TOTP(secret_b32, digits=DIGITS, interval=STEP_SECONDS)
+    current = int((time.time() if at is None else at) // STEP_SECONDS)
+    found = None
+    for step in range(current - DRIFT_STEPS, current + DRIFT_STEPS + 1):
+        if hmac.compare_digest(otp.generate_otp(step), code):
+            found = step
+    return found
+
+
+def _open_secret(app: web.Application, user: dict) -> str | None:
+    if user["totp_ciphertext"] is None:
+        return None
+    return app[KEYRING].open(user["totp_key_id"], user["totp_nonce"], user["totp_ciphertext"],
+                             totp_aad(user["id"])).decode()
+
+
+async def consume_code(cur: db.Cursor, app: web.Application, user: dict, code: str) -> bool:
+    """Check `code` for `user` and burn its step; False when wrong or already used."""
+    secret = _open_secret(app, user)
+    if secret is None:
+        return False
+    step = match_step(secret, code)
+    if step is None:
+        return False
+    await cur.execute(
+        """UPDATE users SET totp_last_step = %s
+           WHERE id = %s AND (totp_last_step IS NULL OR totp_last_step < %s)""",
+        (step, user["id"], step),
+    )
+    return cur.rowcount == 1
+
+
+_USER = """SELECT id, email, username, password_hash, totp_enabled, totp_key_id, totp_nonce,
+                  totp_ciphertext, totp_last_step FROM users WHERE id = %s FOR UPDATE"""
+
+
+async def setup(request: web.Request) -> web.Response:
+    """POST /me/2fa/setup — a new (not yet enabled) TOTP secret and its otpauth:// URL."""
+    who = require_jwt(request)
+    secret = pyotp.random_base32()
+    async with db.transaction(request.app[POOL]) as cur:
+        user = await db.fetchone(cur, _USER, (who.user_id,))
+        if user["totp_enabled"]:
+            raise Conflict("Autentikasi dua faktor sudah aktif")
+        sealed = request.app[KEYRING].seal(secret.encode(), totp_aad(who.user_id))
+        await cur.execute(
+            """UPDATE users SET totp_key_id = %s, totp_nonce = %s, totp_ciphertext = %s,
+                                totp_last_step = NULL WHERE id = %s""",
+            (sealed.key_id, sealed.nonce, sealed.ciphertext, who.user_id),
+        )
+    url = pyotp.TOTP(secret).provisioning_uri(name=user["email"], issuer_name=ISSUER)
+    return web.json_response({"secret": secret, "otpauth_url": url})
+
+
+async def enable(request: web.Request) -> web.Response:
+    """POST /me/2fa/enable {code} — turns two-factor on once a code from the app matches."""
+    who = require_jwt(request)
+    body = await read_json(request, max_bytes=4096)
+    code = field(body, "code", str)
+    async with db.transaction(request.app[POOL]) as cur:
+        user = await db.fetchone(cur, _USER, (who.user_id,))
+        if user["totp_enabled"]:
+            raise Conflict("Autentikasi dua faktor sudah aktif")
+        if user["totp_ciphertext"] is None:
+            raise BadRequest("Jalankan penyiapan dua faktor terlebih dahulu")
+        if not await consume_code(cur, request.app, user, code):
+            raise BadRequest(INVALID_CODE)
+        await cur.execute("UPDATE users SET totp_enabled = true WHERE id = %s", (who.user_id,))
+        await audit.record(cur, request, "2fa_enable", "user", resource_id=who.user_id)
+    return web.json_response({"ok": True, "totp_enabled": True})
+
+
+async def disable(request: web.Request) -> web.Response:
+    """POST /me/2fa/disable {code, password} — needs both a fresh code and the password."""
+    who = require_jwt(request)
+    body = await read_json(request, max_bytes=4096)
+    code = field(body, "code", str)
+    password = field(body, "password", str)
+    async with db.transaction(request.app[POOL]) as cur:
+        user = await db.fetchone(cur, _USER, (who.user_id,))
+        if not user["totp_enabled"]:
+            raise BadRequest("Autentikasi dua faktor belum aktif")
+        password_ok = await request.app[PASSWORDS].verify(password, user["password_hash"])
+        if not password_ok or not await consume_code(cur, request.app, user, code):
+            raise Unauthorized("Kode dua faktor atau kata sandi salah")
+        await cur.execute(
+            """UPDATE users SET totp_enabled = false, totp_key_id = NULL, totp_nonce = NULL,
+                                totp_ciphertext = NULL, totp_last_step = NULL WHERE id = %s""",
+            (who.user_id,),
+        )
+        await audit.record(cur, request, "2fa_disable", "user", resource_id=who.user_id)
+    return web.json_response({"ok": True, "totp_enabled": False})
+
+
+def setup_routes(app: web.Application) -> None:
+    app.router.add_post("/api/v1/me/2fa/setup", setup)
+    app.router.add_post("/api/v1/me/2fa/enable", enable)
+    app.router.add_post("/api/v1/me/2fa/disable", disable)
+
