@@ -1,0 +1,200 @@
+"""Test fixtures: one embedded PostgreSQL per run, a fresh database per test (cloned from a
+migrated template), and the app built by its own factory on it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import itertools
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import psycopg2
+import pytest
+from aiohttp.test_utils import TestClient
+
+from cvsm_server import db
+from cvsm_server.app import create_app
+from cvsm_server.config import Settings
+
+MASTER_KEY = base64.b64encode(bytes(range(32))).decode()
+JWT_SECRET = "test-jwt-secret-" + "x" * 32
+TEMPLATE = "cvsm_template"
+_counter = itertools.count()
+
+
+def admin_execute(url: str, sql: str) -> None:
+    conn = psycopg2.connect(url)
+    try:
+        conn.autocommit = True
+        with conn.cursor() as cur:
+            cur.execute(sql)
+    finally:
+        conn.close()
+
+
+@pytest.fixture(scope="session")
+def postgres(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """The embedded PostgreSQL for the whole run; yields the URL of its `postgres` database."""
+    server = db.EmbeddedPostgres(tmp_path_factory.mktemp("embedded"))
+    url = server.start(database="postgres")
+    template_url = url.replace("/postgres?", f"/{TEMPLATE}?")
+    admin_execute(url, f"CREATE DATABASE {TEMPLATE}")
+
+    async def migrate_template() -> None:
+        pool = await db.create_pool(template_url, maxsize=2)
+        try:
+            await db.migrate(pool)
+        finally:
+            pool.close()
+            await pool.wait_closed()
+
+    asyncio.run(migrate_template())
+    yield url
+    server.stop()
+
+
+def database_url_for(postgres: str, name: str) -> str:
+    return postgres.replace("/postgres?", f"/{name}?")
+
+
+@pytest.fixture
+def fresh_database(postgres: str) -> Callable[..., str]:
+    """Make a new database: migrated (from the template) or, with `empty=True`, blank."""
+    made: list[str] = []
+
+    def make(*, empty: bool = False) -> str:
+        name = f"t_{next(_counter)}_{uuid.uuid4().hex[:8]}"
+        template = "template0" if empty else TEMPLATE
+        admin_execute(postgres, f"CREATE DATABASE {name} TEMPLATE {template}")
+        made.append(name)
+        return database_url_for(postgres, name)
+
+    yield make
+    for name in made:
+        admin_execute(postgres, f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+@pytest.fixture
+def database_url(fresh_database: Callable[..., str]) -> str:
+    return fresh_database()
+
+
+@pytest.fixture
+def make_settings(database_url: str, tmp_path: Path) -> Callable[..., Settings]:
+    """Settings for the test database; keyword overrides are `CVSM_*` names without the prefix."""
+
+    def make(**overrides: str) -> Settings:
+        env = {
+            "CVSM_DATABASE_URL": database_url,
+            "CVSM_DATA_DIR": str(tmp_path / "data"),
+            "CVSM_MASTER_KEY": MASTER_KEY,
+            "CVSM_JWT_SECRET": JWT_SECRET,
+            "CVSM_RATELIMIT_AUTH": "off",
+            "CVSM_RATELIMIT_API": "off",
+            "CVSM_RATELIMIT_PUBLIC": "off",
+            "CVSM_BACKGROUND_JOBS": "off",
+            "CVSM_APP_URL": "https://cvsm.test",
+        }
+        env.update({f"CVSM_{k.upper()}": v for k, v in overrides.items()})
+        return Settings.from_env(env)
+
+    return make
+
+
+@pytest.fixture
+def settings(make_settings: Callable[..., Settings]) -> Settings:
+    return make_settings()
+
+
+@pytest.fixture
+async def start_client(aiohttp_client: Any) -> Callable[..., Any]:
+    """Start the app from its factory with the given settings; returns an aiohttp TestClient."""
+
+    async def start(settings: Settings) -> TestClient:
+        return await aiohttp_client(create_app(settings))
+
+    return start
+
+
+@pytest.fixture
+async def client(start_client: Callable[..., Any], settings: Settings) -> TestClient:
+    return await start_client(settings)
+
+
+class Api:
+    """Small helpers over the real HTTP API, for arranging a test."""
+
+    def __init__(self, client: TestClient) -> None:
+        self.client = client
+
+    @staticmethod
+    def auth(token: str) -> dict[str, str]:
+        return {"Authorization": f"Bearer {token}"}
+
+    async def register(self, username: str | None = None, *, password: str = "correct horse 1",
+                       email: str | None = None) -> dict[str, Any]:
+        username = username or f"user_{uuid.uuid4().hex[:10]}"
+        resp = await self.client.post("/api/v1/auth/register", json={
+            "email": email or f"{username}@example.com", "username": username,
+            "password": password, "name": username.title(),
+        })
+        assert resp.status == 201, await resp.text()
+        body = await resp.json()
+        return {"token": body["token"], "id": body["user"]["id"], "username": username,
+                "email": body["user"]["email"], "password": password}
+
+    async def team(self, owner: dict[str, Any], slug: str | None = None) -> str:
+        resp = await self.client.post("/api/v1/teams", headers=self.auth(owner["token"]),
+                                      json={"name": "Team", "slug": slug or f"team-{uuid.uuid4().hex[:10]}"})
+        assert resp.status == 201, await resp.text()
+        return (await resp.json())["team"]["id"]
+
+    async def add_member(self, owner: dict[str, Any], team_id: str, user: dict[str, Any], role: str) -> None:
+        resp = await self.client.post(f"/api/v1/teams/{team_id}/members", headers=self.auth(owner["token"]),
+                                      json={"identifier": user["username"], "role": role})
+        assert resp.status == 201, await resp.text()
+
+    async def secret(self, user: dict[str, Any], team_id: str, name: str, value: str,
+                     environment: str = "production", **extra: Any) -> str:
+        resp = await self.client.post(f"/api/v1/teams/{team_id}/secrets", headers=self.auth(user["token"]),
+                                      json={"name": name, "value": value, "environment": environment, **extra})
+        assert resp.status == 201, await resp.text()
+        return (await resp.json())["secret"]["id"]
+
+    async def api_token(self, user: dict[str, Any], **body: Any) -> dict[str, Any]:
+        resp = await self.client.post("/api/v1/tokens", headers=self.auth(user["token"]),
+                                      json={"name": "ci", **body})
+        assert resp.status == 201, await resp.text()
+        return await resp.json()
+
+
+@pytest.fixture
+def api(client: TestClient) -> Api:
+    return Api(client)
+
+
+@pytest.fixture
+async def owner(api: Api) -> dict[str, Any]:
+    return await api.register("owner_user")
+
+
+@pytest.fixture
+async def team_id(api: Api, owner: dict[str, Any]) -> str:
+    return await api.team(owner, "acme")
+
+
+async def query(database_url: str, sql: str, args: tuple = ()) -> list[dict]:
+    """Run SQL directly against the test database (to look at what is stored)."""
+    pool = await db.create_pool(database_url, maxsize=1)
+    try:
+        async with db.cursor(pool) as cur:
+            await cur.execute(sql, args or None)
+            return list(await cur.fetchall()) if cur.description else []
+    finally:
+        pool.close()
+        await pool.wait_closed()
+

@@ -1,0 +1,173 @@
+"""Register, login, /me, sessions and logout-all, on the real app and database."""
+
+import jwt
+import pytest
+
+from conftest import JWT_SECRET, Api, query
+
+
+async def test_register_returns_201_with_jwt_and_user(client):
+    resp = await client.post("/api/v1/auth/register", json={
+        "email": "Ana@Example.com", "username": "ana_1", "password": "password1", "name": "Ana"})
+    assert resp.status == 201
+    body = await resp.json()
+    assert set(body) == {"token", "user"}
+    assert set(body["user"]) == {"id", "email", "username", "name"}
+    assert body["user"]["username"] == "ana_1"
+    claims = jwt.decode(body["token"], JWT_SECRET, algorithms=["HS256"])
+    assert {"sub", "iat", "exp", "jti"} <= set(claims)
+    assert claims["sub"] == body["user"]["id"]
+    assert claims["exp"] - claims["iat"] == 12 * 3600
+
+
+async def test_duplicate_email_is_409_case_insensitively(client, api: Api):
+    await api.register("first", email="same@example.com")
+    resp = await client.post("/api/v1/auth/register", json={
+        "email": "SAME@example.com", "username": "second", "password": "password1", "name": "S"})
+    assert resp.status == 409
+    assert "error" in await resp.json()
+
+
+async def test_duplicate_username_is_409_case_insensitively(client, api: Api):
+    await api.register("Budi")
+    resp = await client.post("/api/v1/auth/register", json={
+        "email": "other@example.com", "username": "bUDI", "password": "password1", "name": "B"})
+    assert resp.status == 409
+
+
+@pytest.mark.parametrize("username", ["admin", "ROOT", "Support", "www", "me", "health"])
+async def test_reserved_usernames_are_400(client, username):
+    resp = await client.post("/api/v1/auth/register", json={
+        "email": f"{username}@example.com", "username": username, "password": "password1", "name": "X"})
+    assert resp.status == 400
+
+
+@pytest.mark.parametrize("username", ["ab", "x" * 41, "has space", "dash-ed", "café", "名字名字", ""])
+async def test_invalid_usernames_are_400(client, username):
+    resp = await client.post("/api/v1/auth/register", json={
+        "email": "valid@example.com", "username": username, "password": "password1", "name": "X"})
+    assert resp.status == 400
+
+
+@pytest.mark.parametrize("body", [
+    {"email": "a@example.com", "username": "abc", "password": "short", "name": "A"},
+    {"email": "not-an-email", "username": "abc", "password": "password1", "name": "A"},
+    {"email": "a@example.com", "username": 123, "password": "password1", "name": "A"},
+    {"email": "a@example.com", "username": "abc", "password": "password1"},
+    {"email": "a@example.com", "username": "abc", "password": "password1", "name": "A",
+     "newsletter_opt_in": "yes"},
+    ["not", "an", "object"],
+])
+async def test_bad_register_input_is_400_with_error_only(client, body):
+    resp = await client.post("/api/v1/auth/register", json=body)
+    assert resp.status == 400
+    assert list(await resp.json()) == ["error"]
+
+
+async def test_malformed_json_is_400(client):
+    resp = await client.post("/api/v1/auth/register", data=b'{"email": ',
+                             headers={"Content-Type": "application/json"})
+    assert resp.status == 400
+
+
+async def test_login_by_email_username_and_legacy_email_field(client, api: Api):
+    user = await api.register("citra", password="password99")
+    for body in ({"identifier": user["email"].upper(), "password": "password99"},
+                 {"identifier": "CITRA", "password": "password99"},
+                 {"email": user["email"], "password": "password99"}):
+        resp = await client.post("/api/v1/auth/login", json=body)
+        assert resp.status == 200, body
+        data = await resp.json()
+        assert data["user"]["id"] == user["id"]
+        me = await client.get("/api/v1/me", headers=api.auth(data["token"]))
+        assert me.status == 200
+
+
+async def test_login_failures_are_indistinguishable(client, api: Api):
+    await api.register("dewi", password="password99")
+    wrong_password = await client.post("/api/v1/auth/login", json={"identifier": "dewi", "password": "nope-nope"})
+    unknown_user = await client.post("/api/v1/auth/login", json={"identifier": "ghost", "password": "nope-nope"})
+    unknown_email = await client.post("/api/v1/auth/login",
+                                      json={"identifier": "ghost@example.com", "password": "nope-nope"})
+    bodies = [await r.json() for r in (wrong_password, unknown_user, unknown_email)]
+    assert {r.status for r in (wrong_password, unknown_user, unknown_email)} == {401}
+    assert bodies[0] == bodies[1] == bodies[2]
+
+
+async def test_failed_and_successful_logins_are_audited_without_password(client, api: Api, database_url):
+    user = await api.register("eka", password="password99")
+    await client.post("/api/v1/auth/login", json={"identifier": "eka", "password": "wrong-password"})
+    await client.post("/api/v1/auth/login", json={"identifier": "eka", "password": "password99"})
+    rows = await query(database_url, "SELECT action, user_id, metadata::text AS m FROM audit_logs ORDER BY created_at")
+    actions = [(r["action"], str(r["user_id"])) for r in rows]
+    assert ("login_failed", user["id"]) in actions and ("login", user["id"]) in actions
+    assert all("password99" not in r["m"] and "wrong-password" not in r["m"] for r in rows)
+
+
+async def test_me_reports_account_flags_and_has_team(client, api: Api):
+    user = await api.register("fajar")
+    resp = await client.get("/api/v1/me", headers=api.auth(user["token"]))
+    body = await resp.json()
+    assert body["user_id"] == user["id"] and body["email"] == user["email"]
+    assert body["has_team"] is False and body["totp_enabled"] is False
+    assert body["is_admin"] is False and body["email_verified"] is False
+    await api.team(user)
+    body = await (await client.get("/api/v1/me", headers=api.auth(user["token"]))).json()
+    assert body["has_team"] is True
+
+
+async def test_logout_all_rejects_earlier_jwts_and_accepts_one_issued_right_after(client, api: Api):
+    user = await api.register("gita", password="password99")
+    login = await client.post("/api/v1/auth/login", json={"identifier": "gita", "password": "password99"})
+    second = (await login.json())["token"]
+    resp = await client.post("/api/v1/me/logout-all", headers=api.auth(user["token"]))
+    assert resp.status == 200 and await resp.json() == {"ok": True}
+    for old in (user["token"], second):
+        assert (await client.get("/api/v1/me", headers=api.auth(old))).status == 401
+    # Same second as the logout: still valid, because sessions are rows, not timestamps.
+    fresh = (await (await client.post("/api/v1/auth/login",
+                                      json={"identifier": "gita", "password": "password99"})).json())["token"]
+    assert (await client.get("/api/v1/me", headers=api.auth(fresh))).status == 200
+
+
+async def test_logout_all_leaves_other_users_sessions_alone(client, api: Api):
+    a, b = await api.register("hadi"), await api.register("indah")
+    await client.post("/api/v1/me/logout-all", headers=api.auth(a["token"]))
+    assert (await client.get("/api/v1/me", headers=api.auth(b["token"]))).status == 200
+
+
+@pytest.mark.parametrize("token", [
+    "garbage", "eyJhbGciOiJub25lIn0.eyJzdWIiOiJ4In0.", "cvsm_" + "0" * 64, "cvsm_short",
+])
+async def test_bad_bearer_credentials_are_401(client, token):
+    resp = await client.get("/api/v1/me", headers={"Authorization": f"Bearer {token}"})
+    assert resp.status == 401
+
+
+async def test_jwt_signed_with_another_secret_or_expired_is_401(client, api: Api):
+    user = await api.register("joko")
+    claims = jwt.decode(user["token"], JWT_SECRET, algorithms=["HS256"])
+    forged = jwt.encode(claims, "another-secret-another-secret-123456", algorithm="HS256")
+    expired = jwt.encode({**claims, "exp": claims["iat"] - 1}, JWT_SECRET, algorithm="HS256")
+    none_alg = jwt.encode(claims, None, algorithm="none")
+    for token in (forged, expired, none_alg):
+        assert (await client.get("/api/v1/me", headers=api.auth(token))).status == 401
+
+
+async def test_api_tokens_cannot_manage_credentials(client, api: Api):
+    user = await api.register("kiki")
+    token = (await api.api_token(user))["token"]
+    headers = api.auth(token)
+    assert (await client.get("/api/v1/me", headers=headers)).status == 200
+    for method, path in (("GET", "/api/v1/tokens"), ("POST", "/api/v1/tokens"),
+                         ("POST", "/api/v1/me/logout-all"), ("POST", "/api/v1/me/2fa/setup"),
+                         ("POST", "/api/v1/me/2fa/enable"), ("POST", "/api/v1/me/2fa/disable")):
+        resp = await client.request(method, path, headers=headers, json={"name": "x", "code": "123456"})
+        assert resp.status == 403, path
+
+
+async def test_password_is_stored_as_argon2id_hash(client, api: Api, database_url):
+    await api.register("lina", password="my secret password")
+    rows = await query(database_url, "SELECT password_hash FROM users")
+    assert rows[0]["password_hash"].startswith("$argon2id$")
+    assert "my secret password" not in rows[0]["password_hash"]
