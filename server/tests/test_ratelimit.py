@@ -1,0 +1,79 @@
+"""Rate limits: per IP on /auth and /public, per credential on the API, shared by every server
+process on one database, answered with 429 and a whole-second Retry-After."""
+
+import asyncio
+
+from aiohttp.test_utils import TestClient
+
+from cvsm_server.config import ConfigError, RateLimit, Settings
+from conftest import Api
+
+import pytest
+
+
+async def statuses(coros):
+    return [r.status for r in await asyncio.gather(*coros)]
+
+
+async def test_auth_limit_is_per_ip_with_retry_after(make_settings, start_client):
+    client: TestClient = await start_client(make_settings(ratelimit_auth="3/3600", trusted_proxies="127.0.0.1"))
+    body = {"identifier": "nobody", "password": "whatever1"}
+    results = [await client.post("/api/v1/auth/login", json=body) for _ in range(4)]
+    assert [r.status for r in results] == [401, 401, 401, 429]
+    retry = results[3].headers["Retry-After"]
+    assert retry.isdigit() and 1 <= int(retry) <= 3600
+    assert "error" in await results[3].json()
+    # another client address has its own budget
+    other = await client.post("/api/v1/auth/login", json=body, headers={"X-Forwarded-For": "198.51.100.1"})
+    assert other.status == 401
+
+
+async def test_public_limit_is_per_ip(make_settings, start_client):
+    client = await start_client(make_settings(ratelimit_public="2/3600"))
+    got = [(await client.get("/api/v1/public/stats")).status for _ in range(3)]
+    assert got == [200, 200, 429]
+    # /health is for probes and is not limited
+    assert all([(await client.get("/api/v1/health")).status == 200 for _ in range(5)])
+
+
+async def test_api_limit_is_per_credential(make_settings, start_client):
+    client = await start_client(make_settings(ratelimit_api="3/3600"))
+    api = Api(client)
+    user = await api.register()
+    first = (await api.api_token(user))["token"]
+    second = (await api.api_token(user))["token"]
+    got = [(await client.get("/api/v1/me", headers=api.auth(first))).status for _ in range(4)]
+    assert got == [200, 200, 200, 429]
+    assert (await client.get("/api/v1/me", headers=api.auth(second))).status == 200
+
+
+async def test_concurrent_requests_never_pass_the_limit(make_settings, start_client):
+    client = await start_client(make_settings(ratelimit_api="10/3600"))
+    api = Api(client)
+    token = (await api.api_token(await api.register()))["token"]
+    got = await statuses([client.get("/api/v1/me", headers=api.auth(token)) for _ in range(25)])
+    assert got.count(200) == 10 and got.count(429) == 15
+
+
+async def test_two_server_processes_share_one_limit(make_settings, start_client):
+    settings = make_settings(ratelimit_api="4/3600")
+    one, two = await start_client(settings), await start_client(settings)
+    api = Api(one)
+    token = (await api.api_token(await api.register()))["token"]
+    got = []
+    for client in (one, two, one, two, one, two):
+        got.append((await client.get("/api/v1/me", headers=api.auth(token))).status)
+    assert got == [200, 200, 200, 200, 429, 429]
+
+
+def test_rate_limit_settings_parse_and_reject_garbage():
+    assert RateLimit.parse("X", "60/60") == RateLimit(60, 60)
+    assert RateLimit.parse("X", "off") is None
+    for bad in ("60", "a/b", "0/60", "10/0"):
+        with pytest.raises(ConfigError, match="X"):
+            RateLimit.parse("X", bad)
+    defaults = Settings.from_env({})
+    assert defaults.rate_limit("auth") == RateLimit(10, 60)
+    assert defaults.rate_limit("api") == RateLimit(60, 60)
+    assert defaults.rate_limit("public") == RateLimit(30, 60)
+    assert defaults.rate_limit("newsletter") == RateLimit(5, 10)
