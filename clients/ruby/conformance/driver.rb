@@ -1,0 +1,134 @@
+# frozen_string_literal: true
+
+# The cvsm conformance driver for the Ruby SDK: reads one JSON request per line on stdin and
+# writes one JSON response per line on stdout, as conformance/PROTOCOL.md describes.
+# Run from anywhere: ruby clients/ruby/conformance/driver.rb
+
+$LOAD_PATH.unshift(File.expand_path("../lib", __dir__))
+require "json"
+require "cvsm"
+
+# ConformanceDriver keeps the current client and answers protocol requests.
+class ConformanceDriver
+  OPTION_KEYS = %w[token base_url team environment cache_ttl timeout max_retries].freeze
+
+  # Error kinds by SDK error class; the first match wins, so subclasses come first.
+  KINDS = {
+    Cvsm::ConfigurationError => "configuration",
+    Cvsm::AuthenticationError => "authentication",
+    Cvsm::PermissionDeniedError => "permission_denied",
+    Cvsm::SecretNotFoundError => "not_found",
+    Cvsm::RateLimitError => "rate_limited",
+    Cvsm::ApiError => "api",
+    Cvsm::NetworkError => "network"
+  }.freeze
+
+  # Raised for an op the driver does not know.
+  class UnsupportedOp < StandardError; end
+
+  # Raised when an op needs a client and none exists.
+  class NoClient < StandardError; end
+
+  def initialize(input, output)
+    @input = input
+    @output = output
+    @client = nil
+  end
+
+  # ConformanceDriver#run answers every line of input until shutdown or end of input.
+  def run
+    @input.each_line do |line|
+      next if line.strip.empty?
+
+      request = parse(line)
+      next if request.nil?
+
+      respond(request)
+      break if request["op"] == "shutdown"
+    end
+  end
+
+  private
+
+  def parse(line)
+    request = JSON.parse(line)
+    raise JSON::ParserError, "request is not an object" unless request.is_a?(Hash)
+
+    request
+  rescue JSON::ParserError => e
+    write("id" => nil, "ok" => false, "error" => error_body("internal", "bad request line: #{e.message}"))
+    nil
+  end
+
+  def respond(request)
+    args = request["args"].is_a?(Hash) ? request["args"] : {}
+    result = dispatch(request["op"], args)
+    write("id" => request["id"], "ok" => true, "result" => result)
+  rescue Cvsm::Error => e
+    kind = KINDS.find { |klass, _| e.is_a?(klass) }&.last || "internal"
+    retry_after = e.respond_to?(:retry_after) ? e.retry_after : nil
+    write("id" => request["id"], "ok" => false,
+          "error" => error_body(kind, e.message, e.status, retry_after))
+  rescue UnsupportedOp => e
+    write("id" => request["id"], "ok" => false, "error" => error_body("unsupported", e.message))
+  rescue StandardError => e
+    warn("#{e.class}: #{e.message}\n  #{Array(e.backtrace).first(5).join("\n  ")}")
+    write("id" => request["id"], "ok" => false,
+          "error" => error_body("internal", "#{e.class}: #{e.message}"))
+  end
+
+  def dispatch(op, args)
+    case op
+    when "new_client" then new_client(args["options"] || {})
+    when "get" then { "value" => client.get(args["name"]) }
+    when "get_all" then { "values" => client.get_all }
+    when "inject" then { "names" => client.inject(overwrite: args["overwrite"] == true) }
+    when "clear_cache" then client.clear_cache.then { {} }
+    when "describe" then { "text" => client.inspect }
+    when "set_env" then set_env(args["set"] || {}, args["unset"] || [])
+    when "get_env" then { "values" => Array(args["names"]).to_h { |name| [name, env_value(name)] } }
+    when "shutdown" then {}
+    else raise UnsupportedOp, "unsupported op #{op.inspect}"
+    end
+  end
+
+  def new_client(options)
+    @client = nil
+    unknown = options.keys - OPTION_KEYS
+    warn("ignoring unknown options: #{unknown.join(', ')}") unless unknown.empty?
+    keywords = options.slice(*OPTION_KEYS).transform_keys(&:to_sym)
+    @client = Cvsm::Client.new(**keywords)
+    { "config" => @client.config.transform_keys(&:to_s) }
+  end
+
+  def set_env(set, unset)
+    set.each { |name, value| value.nil? ? ENV.delete(name) : ENV[name] = value.to_s }
+    unset.each { |name| ENV.delete(name) }
+    {}
+  end
+
+  # The variable's value as UTF-8 text, or nil when unset.
+  def env_value(name)
+    value = ENV.fetch(name, nil)
+    value&.dup&.force_encoding(Encoding::UTF_8)
+  end
+
+  def client
+    @client || raise(NoClient, "no client: call new_client first")
+  end
+
+  def error_body(kind, message, status = nil, retry_after = nil)
+    { "kind" => kind, "message" => message, "status" => status, "retry_after" => retry_after }
+  end
+
+  def write(response)
+    @output.write("#{JSON.generate(response)}\n")
+    @output.flush
+  end
+end
+
+$stdin.set_encoding(Encoding::UTF_8)
+$stdout.set_encoding(Encoding::UTF_8)
+$stdout.sync = true
+ConformanceDriver.new($stdin, $stdout).run
+exit 0

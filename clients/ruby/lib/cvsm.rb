@@ -1,0 +1,9 @@
+# frozen_string_literal: true
+
+# cvsm: the Ruby client for the cvsm secrets manager. Start with Cvsm::Client.
+require_relative "cvsm/version"
+require_relative "cvsm/errors"
+require_relative "cvsm/configuration"
+require_relative "cvsm/cache"
+require_relative "cvsm/transport"
+require_relative "cvsm/client"
