@@ -1,0 +1,163 @@
+#!/usr/bin/env node
+/**
+ * driver: the cvsm conformance driver for the Node client. It reads one JSON request per line
+ * on stdin and answers one JSON line per request on stdout, in order, as
+ * conformance/PROTOCOL.md describes. Error kinds come from the error classes, never messages.
+ */
+import { createInterface } from 'node:readline';
+import { inspect } from 'node:util';
+import {
+  Client,
+  CvsmError,
+  ConfigurationError,
+  AuthenticationError,
+  PermissionDeniedError,
+  SecretNotFoundError,
+  RateLimitError,
+  ApiError,
+  NetworkError,
+} from '../lib/index.mjs';
+
+const KINDS = [
+  [ConfigurationError, 'configuration'],
+  [AuthenticationError, 'authentication'],
+  [PermissionDeniedError, 'permission_denied'],
+  [SecretNotFoundError, 'not_found'],
+  [RateLimitError, 'rate_limited'],
+  [ApiError, 'api'],
+  [NetworkError, 'network'],
+];
+
+const OPTION_NAMES = {
+  token: 'token',
+  base_url: 'baseUrl',
+  team: 'team',
+  environment: 'environment',
+  cache_ttl: 'cacheTtl',
+  timeout: 'timeout',
+  max_retries: 'maxRetries',
+};
+
+/** DriverError is an answer with a fixed kind that no SDK error produced. */
+class DriverError extends Error {
+  constructor(kind, message) {
+    super(message);
+    this.kind = kind;
+  }
+}
+
+let client = null;
+
+function requireClient() {
+  if (client === null) throw new DriverError('configuration', 'no client: new_client has not succeeded');
+  return client;
+}
+
+function configOf(c) {
+  return {
+    base_url: c.baseUrl,
+    team: c.team,
+    environment: c.environment,
+    cache_ttl: c.cacheTtl,
+    timeout: c.timeout,
+    max_retries: c.maxRetries,
+  };
+}
+
+const OPS = {
+  async new_client({ options = {} }) {
+    client = null;
+    const opts = {};
+    for (const [key, value] of Object.entries(options)) {
+      opts[OPTION_NAMES[key] ?? key] = value;
+    }
+    client = new Client(opts);
+    return { config: configOf(client) };
+  },
+  async get({ name }) {
+    return { value: await requireClient().get(name) };
+  },
+  async get_all() {
+    return { values: await requireClient().getAll() };
+  },
+  async inject({ overwrite = false }) {
+    return { names: await requireClient().inject({ overwrite }) };
+  },
+  async clear_cache() {
+    requireClient().clearCache();
+    return {};
+  },
+  async describe() {
+    return { text: inspect(requireClient()) };
+  },
+  async set_env({ set = {}, unset = [] }) {
+    for (const [name, value] of Object.entries(set)) process.env[name] = String(value);
+    for (const name of unset) delete process.env[name];
+    return {};
+  },
+  async get_env({ names = [] }) {
+    const values = {};
+    for (const name of names) values[name] = process.env[name] ?? null;
+    return { values };
+  },
+  async shutdown() {
+    return {};
+  },
+};
+
+function failure(err) {
+  if (err instanceof DriverError) {
+    return { kind: err.kind, message: err.message, status: null, retry_after: null };
+  }
+  if (err instanceof CvsmError) {
+    const found = KINDS.find(([cls]) => err instanceof cls);
+    return {
+      kind: found ? found[1] : 'internal',
+      message: err.message,
+      status: err.status ?? null,
+      retry_after: err instanceof RateLimitError ? (err.retryAfter ?? null) : null,
+    };
+  }
+  return {
+    kind: 'internal',
+    message: `${err && err.name ? err.name : 'Error'}: ${err && err.message ? err.message : String(err)}`,
+    status: null,
+    retry_after: null,
+  };
+}
+
+function write(obj) {
+  return new Promise((resolve) => process.stdout.write(`${JSON.stringify(obj)}\n`, resolve));
+}
+
+async function handle(line) {
+  let request;
+  try {
+    request = JSON.parse(line);
+  } catch (err) {
+    await write({ id: null, ok: false, error: failure(new DriverError('unsupported', `bad request line: ${err.message}`)) });
+    return false;
+  }
+  const id = request && request.id !== undefined ? request.id : null;
+  const op = request && request.op;
+  const args = (request && request.args) || {};
+  const fn = Object.hasOwn(OPS, op) ? OPS[op] : null;
+  if (fn === null) {
+    await write({ id, ok: false, error: failure(new DriverError('unsupported', `unknown op ${JSON.stringify(op)}`)) });
+    return false;
+  }
+  try {
+    const result = await fn(args);
+    await write({ id, ok: true, result });
+  } catch (err) {
+    await write({ id, ok: false, error: failure(err) });
+  }
+  return op === 'shutdown';
+}
+
+const lines = createInterface({ input: process.stdin, crlfDelay: Infinity });
+for await (const line of lines) {
+  if (line.trim() === '') continue;
+  if (await handle(line)) process.exit(0);
+}
+process.exit(0);

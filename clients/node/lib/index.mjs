@@ -1,0 +1,20 @@
+/**
+ * cvsm (ESM entry): the same Client and error classes as the CommonJS entry, so instanceof
+ * checks hold whichever way the package is loaded.
+ */
+import cvsm from './index.js';
+
+export const {
+  Client,
+  VERSION,
+  CvsmError,
+  ConfigurationError,
+  AuthenticationError,
+  PermissionDeniedError,
+  SecretNotFoundError,
+  RateLimitError,
+  ApiError,
+  NetworkError,
+} = cvsm;
+
+export default cvsm;

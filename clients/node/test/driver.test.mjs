@@ -1,0 +1,157 @@
+/**
+ * driver.test: the conformance driver as the harness uses it: one process, JSON lines in and
+ * out, error kinds from error classes, environment ops, and exit 0 on shutdown or end of input.
+ */
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
+import { createRequire } from 'node:module';
+
+const require = createRequire(import.meta.url);
+const { StubServer, TOKEN, TEAM_SLUG } = require('./helpers/stub.js');
+const DRIVER = fileURLToPath(new URL('../conformance/driver.mjs', import.meta.url));
+
+let stub;
+before(async () => {
+  stub = await new StubServer().start();
+});
+after(async () => {
+  await stub.close();
+});
+
+/** startDriver spawns the driver with no CVSM_* variables; `send` returns the next answer. */
+function startDriver() {
+  const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('CVSM_')));
+  const child = spawn(process.execPath, [DRIVER], { env, stdio: ['pipe', 'pipe', 'pipe'] });
+  const lines = createInterface({ input: child.stdout });
+  const waiting = [];
+  const received = [];
+  lines.on('line', (line) => {
+    const next = waiting.shift();
+    if (next) next(line);
+    else received.push(line);
+  });
+  let nextId = 1;
+  const exited = new Promise((resolve) => child.on('exit', (code) => resolve(code)));
+  return {
+    child,
+    exited,
+    async send(op, args) {
+      const id = nextId++;
+      const line = await new Promise((resolve) => {
+        waiting.push(resolve);
+        child.stdin.write(`${JSON.stringify(args === undefined ? { id, op } : { id, op, args })}\n`);
+      });
+      const answer = JSON.parse(line);
+      assert.equal(answer.id, id);
+      return answer;
+    },
+  };
+}
+
+test('a session: configuration, get, cache, not found, describe, inject, env ops, shutdown', async () => {
+  const d = startDriver();
+  try {
+    let a = await d.send('new_client', { options: { base_url: stub.baseUrl, team: TEAM_SLUG } });
+    assert.deepEqual(a, {
+      id: 1,
+      ok: false,
+      error: { kind: 'configuration', message: 'CVSM_TOKEN is not set', status: null, retry_after: null },
+    });
+    a = await d.send('get', { name: 'API_KEY' });
+    assert.equal(a.ok, false);
+
+    a = await d.send('set_env', { set: { CVSM_TOKEN: TOKEN, CVSM_CACHE_TTL: '60' }, unset: [] });
+    assert.deepEqual(a.result, {});
+    a = await d.send('new_client', { options: { base_url: `${stub.baseUrl}/`, team: TEAM_SLUG, timeout: 2.5 } });
+    assert.deepEqual(a.result, {
+      config: {
+        base_url: stub.baseUrl,
+        team: TEAM_SLUG,
+        environment: 'production',
+        cache_ttl: 60,
+        timeout: 2.5,
+        max_retries: 2,
+      },
+    });
+
+    stub.requests.length = 0;
+    a = await d.send('get', { name: 'API_KEY' });
+    assert.deepEqual(a.result, { value: 'prod-api-key-value' });
+    a = await d.send('get', { name: 'API_KEY' });
+    assert.deepEqual(a.result, { value: 'prod-api-key-value' });
+    assert.equal(stub.requests.length, 3);
+    a = await d.send('clear_cache', {});
+    assert.deepEqual(a.result, {});
+    await d.send('get', { name: 'API_KEY' });
+    assert.equal(stub.requests.length, 5);
+
+    a = await d.send('get', { name: 'api_key' });
+    assert.equal(a.ok, false);
+    assert.equal(a.error.kind, 'not_found');
+    assert.equal(a.error.status, null);
+    assert.match(a.error.message, /did you mean "API_KEY"\?/);
+
+    a = await d.send('describe', {});
+    assert.match(a.result.text, /^Client \{/);
+    assert.ok(!a.result.text.includes(TOKEN));
+    assert.ok(!a.result.text.includes('prod-api-key-value'));
+
+    a = await d.send('get_all', {});
+    assert.equal(a.result.values.DATABASE_URL, 'postgres://prod-db-value');
+
+    await d.send('set_env', { set: { API_KEY: 'local' }, unset: ['DATABASE_URL'] });
+    a = await d.send('inject', {});
+    assert.deepEqual(a.result, { names: ['API_KEY_OLD', 'DATABASE_URL'] });
+    a = await d.send('get_env', { names: ['API_KEY', 'DATABASE_URL', 'NEVER_SET'] });
+    assert.deepEqual(a.result.values, { API_KEY: 'local', DATABASE_URL: 'postgres://prod-db-value', NEVER_SET: null });
+    a = await d.send('inject', { overwrite: true });
+    assert.deepEqual(a.result, { names: ['API_KEY', 'API_KEY_OLD', 'DATABASE_URL'] });
+
+    a = await d.send('frobnicate', {});
+    assert.equal(a.error.kind, 'unsupported');
+
+    a = await d.send('shutdown', {});
+    assert.deepEqual(a, { id: a.id, ok: true, result: {} });
+    assert.equal(await d.exited, 0);
+  } finally {
+    d.child.kill();
+  }
+});
+
+test('error kinds come from the error classes, with status and retry_after', async () => {
+  const d = startDriver();
+  try {
+    await d.send('new_client', {
+      options: { token: TOKEN, base_url: stub.baseUrl, team: TEAM_SLUG, cache_ttl: 0, max_retries: 0 },
+    });
+    const expected = [
+      [{ status: 401 }, 'authentication', 401, null],
+      [{ status: 403 }, 'permission_denied', 403, null],
+      [{ status: 404 }, 'not_found', 404, null],
+      [{ status: 429, headers: { 'Retry-After': '12' } }, 'rate_limited', 429, 12],
+      [{ status: 503 }, 'api', 503, null],
+      [{ destroy: true }, 'network', null, null],
+    ];
+    for (const [fault, kind, status, retryAfter] of expected) {
+      stub.faults.length = 0;
+      stub.fault(fault);
+      const a = await d.send('get_all', {});
+      assert.equal(a.ok, false, kind);
+      assert.deepEqual(
+        { kind: a.error.kind, status: a.error.status, retry_after: a.error.retry_after },
+        { kind, status, retry_after: retryAfter },
+      );
+      assert.equal(typeof a.error.message, 'string');
+    }
+    await d.send('new_client', { options: { token: TOKEN, base_url: stub.baseUrl, team: 'nobody' } });
+    const a = await d.send('get', { name: 'API_KEY' });
+    assert.equal(a.error.kind, 'configuration');
+    d.child.stdin.end();
+    assert.equal(await d.exited, 0);
+  } finally {
+    d.child.kill();
+  }
+});

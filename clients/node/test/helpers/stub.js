@@ -1,0 +1,144 @@
+'use strict';
+/**
+ * stub: a tiny in-process imitation of the cvsm API (teams, secret list, secret by id, JSON
+ * export) on 127.0.0.1, recording every request, with a queue of one-shot faults for tests.
+ */
+
+const http = require('node:http');
+
+const TOKEN = 'cvsm_' + 'a1b2c3d4'.repeat(8);
+const TEAM_ID = '6f1c2b9e-3d4a-4f5b-8c7d-9e0f1a2b3c4d';
+const TEAM_SLUG = 'acme';
+
+function send(res, status, body, headers = {}) {
+  const text = typeof body === 'string' ? body : JSON.stringify(body);
+  res.writeHead(status, { 'Content-Type': 'application/json', ...headers });
+  res.end(text);
+}
+
+/**
+ * StubServer answers like the cvsm API. `secrets` maps environment -> name -> value.
+ * `fault(spec)` queues a one-shot answer for the next request: `{status, body, headers}`,
+ * `{destroy: true}` (drop the connection) or `{delayMs}` (answer normally, but late).
+ */
+class StubServer {
+  constructor({ secrets } = {}) {
+    this.requests = [];
+    this.faults = [];
+    this.teams = [
+      { id: '0b7c2c3e-0000-4000-8000-000000000000', slug: 'other', name: 'Other', plan: 'starter' },
+      { id: TEAM_ID, slug: TEAM_SLUG, name: 'Acme', plan: 'starter' },
+    ];
+    this.secrets = secrets || {
+      production: {
+        DATABASE_URL: 'postgres://prod-db-value',
+        API_KEY: 'prod-api-key-value',
+        API_KEY_OLD: 'prod-old-key-value',
+      },
+      staging: { DATABASE_URL: 'postgres://staging-db-value' },
+    };
+    this.server = http.createServer((req, res) => this.#handle(req, res));
+  }
+
+  /** start listens on a free port of 127.0.0.1. */
+  async start() {
+    await new Promise((resolve) => this.server.listen(0, '127.0.0.1', resolve));
+    this.port = this.server.address().port;
+    this.baseUrl = `http://127.0.0.1:${this.port}/api/v1`;
+    return this;
+  }
+
+  async close() {
+    this.server.closeAllConnections();
+    await new Promise((resolve) => this.server.close(resolve));
+  }
+
+  fault(...specs) {
+    this.faults.push(...specs);
+  }
+
+  /** paths lists the recorded request paths with their query strings. */
+  get paths() {
+    return this.requests.map((r) => r.url);
+  }
+
+  #idOf(environment, name) {
+    const envIndex = Object.keys(this.secrets).indexOf(environment);
+    const nameIndex = Object.keys(this.secrets[environment]).indexOf(name);
+    return `00000000-0000-4000-8000-${String(envIndex).padStart(4, '0')}${String(nameIndex).padStart(8, '0')}`;
+  }
+
+  #handle(req, res) {
+    this.requests.push({ method: req.method, url: req.url, headers: req.headers });
+    const fault = this.faults.shift();
+    if (fault && fault.destroy) {
+      req.socket.destroy();
+      return;
+    }
+    if (fault && fault.delayMs) {
+      const timer = setTimeout(() => {
+        if (!res.destroyed) this.#route(req, res);
+      }, fault.delayMs);
+      res.on('close', () => clearTimeout(timer));
+      return;
+    }
+    if (fault) {
+      send(res, fault.status, fault.body === undefined ? { error: 'gangguan' } : fault.body, fault.headers);
+      return;
+    }
+    this.#route(req, res);
+  }
+
+  #route(req, res) {
+    if (req.headers.authorization !== `Bearer ${TOKEN}`) {
+      send(res, 401, { error: 'token tidak valid' });
+      return;
+    }
+    const url = new URL(req.url, 'http://stub');
+    const parts = url.pathname.split('/').filter(Boolean);
+    if (parts[0] !== 'api' || parts[1] !== 'v1') return send(res, 404, { error: 'tidak ditemukan' });
+    const [, , resource, teamId, sub, id] = parts;
+    if (resource === 'teams' && teamId === undefined) return send(res, 200, { teams: this.teams });
+    if (resource !== 'teams' || teamId !== TEAM_ID || sub !== 'secrets') {
+      return send(res, 404, { error: 'tidak ditemukan' });
+    }
+    if (id === 'export') {
+      const environment = url.searchParams.get('environment');
+      return send(res, 200, { ...(this.secrets[environment] || {}) });
+    }
+    if (id === undefined) {
+      const environment = url.searchParams.get('environment');
+      const search = (url.searchParams.get('search') || '').toLowerCase();
+      const names = Object.keys(this.secrets[environment] || {}).sort();
+      const secrets = names
+        .filter((name) => name.toLowerCase().includes(search))
+        .map((name) => ({
+          id: this.#idOf(environment, name),
+          name,
+          type: 'credential',
+          environment,
+          description: '',
+        }));
+      return send(res, 200, { secrets, total: secrets.length });
+    }
+    for (const [environment, values] of Object.entries(this.secrets)) {
+      for (const [name, value] of Object.entries(values)) {
+        if (this.#idOf(environment, name) === id) {
+          return send(res, 200, { secret: { id, name, environment, type: 'credential' }, value });
+        }
+      }
+    }
+    return send(res, 404, { error: 'rahasia tidak ditemukan' });
+  }
+}
+
+/** freePort returns a port on 127.0.0.1 that nothing listens on (connections are refused). */
+async function freePort() {
+  const server = http.createServer();
+  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address();
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
+
+module.exports = { StubServer, TOKEN, TEAM_ID, TEAM_SLUG, freePort };
