@@ -1,0 +1,28 @@
+<?php
+
+declare(strict_types=1);
+
+namespace Cvsm\Exception;
+
+/**
+ * ApiException is thrown for any other non-2xx answer (400, 409, 500, and 502/503/504 once the
+ * retries are spent); getStatus() returns the HTTP status.
+ */
+class ApiException extends CvsmException
+{
+    /**
+     * ApiException builds the exception with its HTTP status.
+     */
+    public function __construct(string $message, int $status, ?\Throwable $previous = null)
+    {
+        parent::__construct($message, $status, $previous);
+    }
+
+    /**
+     * getStatus returns the HTTP status of the failed response.
+     */
+    public function getStatus(): int
+    {
+        return (int) parent::getStatus();
+    }
+}

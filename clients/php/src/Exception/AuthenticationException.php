@@ -1,0 +1,20 @@
+<?php
+
+declare(strict_types=1);
+
+namespace Cvsm\Exception;
+
+/**
+ * AuthenticationException is thrown on HTTP 401: the token is invalid, expired, revoked or
+ * locked. The client empties its cache when it happens.
+ */
+class AuthenticationException extends CvsmException
+{
+    /**
+     * AuthenticationException builds the exception; the status defaults to 401.
+     */
+    public function __construct(string $message, ?int $status = 401, ?\Throwable $previous = null)
+    {
+        parent::__construct($message, $status, $previous);
+    }
+}

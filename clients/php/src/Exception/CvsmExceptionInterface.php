@@ -1,0 +1,18 @@
+<?php
+
+declare(strict_types=1);
+
+namespace Cvsm\Exception;
+
+/**
+ * CvsmExceptionInterface marks every exception the cvsm client throws, so one catch block
+ * (`catch (CvsmExceptionInterface $e)`) handles them all.
+ */
+interface CvsmExceptionInterface extends \Throwable
+{
+    /**
+     * getStatus returns the HTTP status code behind the error, or null when there was no HTTP
+     * response (configuration and network errors, a name absent from the listing).
+     */
+    public function getStatus(): ?int;
+}

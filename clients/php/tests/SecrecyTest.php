@@ -1,0 +1,138 @@
+<?php
+
+declare(strict_types=1);
+
+namespace Cvsm\Tests;
+
+use Cvsm\Client;
+use Cvsm\Exception\AuthenticationException;
+use Cvsm\Exception\ConfigurationException;
+use Cvsm\Exception\SecretNotFoundException;
+
+final class SecrecyTest extends TestCase
+{
+    private const VALUE = 's3cr3t-value-that-must-not-leak';
+
+    public function testPrintedClientShowsConfigurationButNoTokenOrValue(): void
+    {
+        $this->routeSecret('A', self::VALUE, 'id-a');
+        $this->routeExport(['A' => self::VALUE]);
+        $client = $this->client();
+        $client->get('A');
+        $client->getAll();
+
+        ob_start();
+        var_dump($client);
+        $dumped = (string) ob_get_clean();
+        $forms = [
+            'var_dump' => $dumped,
+            'print_r' => print_r($client, true),
+            'var_export' => var_export($client, true),
+            'json_encode' => (string) json_encode($client),
+            'array cast' => print_r((array) $client, true),
+        ];
+
+        foreach ($forms as $form => $text) {
+            self::assertStringNotContainsString(self::TOKEN, $text, $form);
+            self::assertStringNotContainsString(self::VALUE, $text, $form);
+        }
+        self::assertStringContainsString($this->stub->url(), $forms['print_r']);
+        self::assertStringContainsString('[redacted]', $forms['var_dump']);
+        self::assertStringContainsString('max_retries', $forms['var_dump']);
+    }
+
+    public function testClientCannotBeSerialized(): void
+    {
+        $this->expectException(\LogicException::class);
+        serialize($this->client());
+    }
+
+    public function testCloneKeepsTheTokenButNotTheCache(): void
+    {
+        $this->routeSecret('A', self::VALUE, 'id-a');
+        $client = $this->client();
+        $client->get('A');
+
+        $copy = clone $client;
+        self::assertSame(self::VALUE, $copy->get('A'));
+
+        self::assertSame(4, $this->requestCount());
+        self::assertSame('Bearer ' . self::TOKEN, $this->stub->requests()[3]['headers']['authorization']);
+    }
+
+    public function testServerMessageEchoingTheTokenIsRedacted(): void
+    {
+        $this->stub->route(
+            'GET /teams/' . self::TEAM_ID . '/secrets/export?format=json&environment=production',
+            ['status' => 401, 'body' => ['error' => 'token ' . self::TOKEN . ' tidak valid']]
+        );
+
+        try {
+            $this->client()->getAll();
+            self::fail('no AuthenticationException');
+        } catch (AuthenticationException $e) {
+            self::assertStringNotContainsString(self::TOKEN, $e->getMessage());
+            self::assertStringNotContainsString(self::TOKEN, (string) $e);
+            self::assertStringContainsString('[redacted]', $e->getMessage());
+        }
+    }
+
+    public function testNotFoundMessageNamesNoValue(): void
+    {
+        $this->stub->route('GET /teams/' . self::TEAM_ID . '/secrets?environment=production&search=a', ['body' => [
+            'secrets' => [['id' => 'id-a', 'name' => 'A']], 'total' => 1,
+        ]]);
+
+        try {
+            $this->client()->get('a');
+            self::fail('no SecretNotFoundException');
+        } catch (SecretNotFoundException $e) {
+            self::assertStringNotContainsString(self::TOKEN, (string) $e);
+        }
+    }
+
+    public function testConfigurationErrorTraceHidesTheTokenEvenWithArgumentsInTraces(): void
+    {
+        if (PHP_VERSION_ID < 80200) {
+            self::markTestSkipped('#[\SensitiveParameter] needs PHP 8.2');
+        }
+        $previous = ini_set('zend.exception_ignore_args', '0');
+        try {
+            new Client(['token' => self::TOKEN, 'base_url' => 'not a url', 'team' => 'acme']);
+            self::fail('no ConfigurationException');
+        } catch (ConfigurationException $e) {
+            self::assertStringNotContainsString(self::TOKEN, $e->getMessage());
+            $sdkFrames = array_filter(
+                $e->getTrace(),
+                static fn (array $frame) => str_starts_with($frame['class'] ?? '', 'Cvsm\\') && !str_starts_with($frame['class'] ?? '', 'Cvsm\\Tests\\')
+            );
+            self::assertNotEmpty($sdkFrames);
+            self::assertArrayHasKey('args', reset($sdkFrames), 'the trace keeps arguments');
+            self::assertStringNotContainsString(self::TOKEN, print_r($sdkFrames, true));
+        } finally {
+            ini_set('zend.exception_ignore_args', (string) $previous);
+        }
+    }
+
+    public function testRequestErrorTraceHidesTheTokenEvenWithArgumentsInTraces(): void
+    {
+        if (PHP_VERSION_ID < 80200) {
+            self::markTestSkipped('#[\SensitiveParameter] needs PHP 8.2');
+        }
+        $this->stub->route('GET /teams/' . self::TEAM_ID . '/secrets/export?format=json&environment=production', ['status' => 401, 'body' => ['error' => 'x']]);
+        $previous = ini_set('zend.exception_ignore_args', '0');
+        try {
+            $this->client()->getAll();
+            self::fail('no AuthenticationException');
+        } catch (AuthenticationException $e) {
+            $sdkFrames = array_filter(
+                $e->getTrace(),
+                static fn (array $frame) => str_starts_with($frame['class'] ?? '', 'Cvsm\\Internal\\')
+            );
+            self::assertNotEmpty($sdkFrames);
+            self::assertStringNotContainsString(self::TOKEN, print_r($sdkFrames, true));
+        } finally {
+            ini_set('zend.exception_ignore_args', (string) $previous);
+        }
+    }
+}
