@@ -35,6 +35,7 @@ async def record(
 ) -> None:
     """Write one entry in the current transaction; if it fails, the whole request fails."""
     who = actor if actor is not None else request.get(PRINCIPAL)
+    params = actor_params(request)
     await cur.execute(
         """INSERT INTO audit_logs (team_id, user_id, user_email, action, resource, resource_id,
                                    ip_address, user_agent, metadata)
@@ -46,11 +47,23 @@ async def record(
             action,
             resource,
             str(resource_id) if resource_id is not None else None,
-            request.get(CLIENT_IP),
-            (request.headers.get("User-Agent") or "")[:512],
+            params["ip"],
+            params["user_agent"],
             Json(metadata or {}),
         ),
     )
+
+
+def actor_params(request: web.Request) -> dict[str, Any]:
+    """The request's actor, address and agent as SQL parameters (for statements that write an
+    entry themselves, like the single-statement secret read)."""
+    who = request.get(PRINCIPAL)
+    return {
+        "actor_id": who.user_id if who else None,
+        "actor_email": who.email if who else None,
+        "ip": request.get(CLIENT_IP),
+        "user_agent": (request.headers.get("User-Agent") or "")[:512],
+    }
 
 
 def _entry(row: dict) -> dict:

@@ -219,17 +219,36 @@ async def list_secrets(request: web.Request) -> web.Response:
     return web.json_response({"secrets": [secret_json(r) for r in rows], "total": total["n"]})
 
 
+# One statement: the membership check, the row and its `read` audit entry. A statement is atomic,
+# so the row comes back only if the entry was written (fail-closed), in one round trip.
+_READ_AUDITED = f"""
+WITH s AS (
+    SELECT {", ".join("s." + c.strip() for c in _COLUMNS.split(","))}, s.key_id, s.nonce, s.ciphertext
+    FROM secrets s JOIN team_members m ON m.team_id = s.team_id AND m.user_id = %(actor_id)s
+    WHERE s.id = %(secret_id)s AND s.team_id = %(team_id)s AND s.deleted_at IS NULL
+), entry AS (
+    INSERT INTO audit_logs (team_id, user_id, user_email, action, resource, resource_id,
+                            ip_address, user_agent, metadata)
+    SELECT s.team_id, %(actor_id)s, %(actor_email)s, 'read', 'secret', s.id::text, %(ip)s,
+           %(user_agent)s, jsonb_build_object('name', s.name, 'environment', s.environment)
+    FROM s
+    RETURNING id
+)
+SELECT s.* FROM s WHERE EXISTS (SELECT 1 FROM entry)
+"""
+
+
 async def read_secret(request: web.Request) -> web.Response:
     """GET one secret with its value; the `read` audit entry commits with it or nothing leaves."""
     team_id = path_uuid(request, "team_id")
     secret_id = path_uuid(request, "secret_id")
-    keyring = request.app[KEYRING]
-    async with db.transaction(request.app[POOL]) as cur:
-        await teams.require_role(cur, team_id, principal(request).user_id, teams.VIEWER)
-        row = await load_secret(cur, team_id, secret_id)
-        value = _decrypt_or_fail(keyring, row)
-        await audit.record(cur, request, "read", "secret", team_id=team_id, resource_id=secret_id,
-                           metadata={"name": row["name"], "environment": row["environment"]})
+    params = {**audit.actor_params(request), "team_id": team_id, "secret_id": secret_id}
+    async with db.cursor(request.app[POOL]) as cur:
+        row = await db.fetchone(cur, _READ_AUDITED, params)
+        if row is None:  # tell "not your team" from "no such secret" only on the miss path
+            await teams.require_role(cur, team_id, params["actor_id"], teams.VIEWER)
+            raise NotFound(SECRET_NOT_FOUND)
+    value = _decrypt_or_fail(request.app[KEYRING], row)
     return web.json_response({"secret": secret_json(row), "value": value})
 
 
