@@ -1,0 +1,32 @@
+//! cvsm is the blocking Rust client for the cvsm team secrets manager.
+//!
+//! ```no_run
+//! use cvsm::{Client, ClientOptions};
+//!
+//! let client = Client::new(ClientOptions { team: Some("acme".into()), ..Default::default() })?;
+//! let database_url = client.get("DATABASE_URL")?;
+//! let injected = client.inject(false)?; // every secret into the process environment
+//! # let _ = (database_url, injected);
+//! # Ok::<(), cvsm::Error>(())
+//! ```
+//!
+//! Options left `None` come from `CVSM_TOKEN`, `CVSM_BASE_URL`, `CVSM_TEAM`,
+//! `CVSM_ENVIRONMENT` and `CVSM_CACHE_TTL`. Values are cached per client for
+//! 30 seconds by default; failed GETs are retried on network errors and
+//! 502/503/504. Every failure is a [`cvsm::Error`](Error) variant.
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+mod client;
+mod error;
+mod options;
+mod transport;
+
+pub use client::Client;
+pub use error::{Error, Result};
+pub use options::{
+    ClientOptions, DEFAULT_CACHE_TTL, DEFAULT_ENVIRONMENT, DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT,
+};
+
+/// USER_AGENT is the `User-Agent` header the client sends: `cvsm-rust/<version>`.
+pub const USER_AGENT: &str = transport::USER_AGENT;
