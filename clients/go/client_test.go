@@ -1,0 +1,684 @@
+package cvsm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+var ctx = context.Background()
+
+func TestEveryRequestSendsBearerTokenAcceptAndUserAgent(t *testing.T) {
+	s := newStub(t)
+	c := newTestClient(t, s, Options{})
+	if _, err := c.Get(ctx, "DATABASE_URL"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.GetAll(ctx); err != nil {
+		t.Fatal(err)
+	}
+	reqs := s.reqs()
+	if len(reqs) != 4 {
+		t.Fatalf("want 4 requests (teams, list, read, export), got %d: %v", len(reqs), s.paths())
+	}
+	for _, r := range reqs {
+		if r.method != "GET" {
+			t.Errorf("%s: method %s, want GET", r.path, r.method)
+		}
+		if got := r.header.Get("Authorization"); got != "Bearer "+testToken {
+			t.Errorf("%s: Authorization %q", r.path, got)
+		}
+		if got := r.header.Get("Accept"); got != "application/json" {
+			t.Errorf("%s: Accept %q", r.path, got)
+		}
+		if got := r.header.Get("User-Agent"); got != "cvsm-go/0.1.0" {
+			t.Errorf("%s: User-Agent %q", r.path, got)
+		}
+	}
+}
+
+func TestGetResolvesSlugOnceThenListsAndReadsByID(t *testing.T) {
+	s := newStub(t)
+	c := newTestClient(t, s, Options{})
+	v, err := c.Get(ctx, "DATABASE_URL")
+	if err != nil || v != dbURLValue {
+		t.Fatalf("Get = %q, %v", v, err)
+	}
+	if _, err := c.Get(ctx, "API_KEY"); err != nil {
+		t.Fatal(err)
+	}
+	reqs := s.reqs()
+	want := []struct{ path string }{
+		{"/api/v1/teams"},
+		{"/api/v1/teams/" + teamID + "/secrets"},
+		{"/api/v1/teams/" + teamID + "/secrets/11111111-0000-4000-8000-000000000001"},
+		{"/api/v1/teams/" + teamID + "/secrets"},
+		{"/api/v1/teams/" + teamID + "/secrets/11111111-0000-4000-8000-000000000002"},
+	}
+	if len(reqs) != len(want) {
+		t.Fatalf("requests %v, want %d", s.paths(), len(want))
+	}
+	for i, w := range want {
+		if reqs[i].path != w.path {
+			t.Errorf("request %d: path %s, want %s", i, reqs[i].path, w.path)
+		}
+	}
+	q, _ := url.ParseQuery(reqs[1].query)
+	if q.Get("environment") != "production" || q.Get("search") != "DATABASE_URL" {
+		t.Errorf("list query %q, want environment=production&search=DATABASE_URL", reqs[1].query)
+	}
+}
+
+func TestTeamUUIDIsUsedWithoutLookup(t *testing.T) {
+	s := newStub(t)
+	c := newTestClient(t, s, Options{Team: teamID})
+	if _, err := c.Get(ctx, "API_KEY"); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range s.paths() {
+		if strings.HasSuffix(p, "/teams") {
+			t.Fatalf("a team id must not be looked up, got %v", s.paths())
+		}
+	}
+}
+
+func TestUnknownTeamSlugIsConfigurationErrorAndLookupIsRetriedLater(t *testing.T) {
+	s := newStub(t)
+	c := newTestClient(t, s, Options{Team: "nope"})
+	for i := 0; i < 2; i++ {
+		_, err := c.Get(ctx, "API_KEY")
+		if !errors.Is(err, ErrConfiguration) {
+			t.Fatalf("want configuration error, got %v", err)
+		}
+		if !strings.Contains(err.Error(), `"nope"`) {
+			t.Errorf("message should name the team: %v", err)
+		}
+	}
+	if n := s.count(); n != 2 {
+		t.Errorf("a failed resolution is not remembered: want 2 lookups, got %d", n)
+	}
+}
+
+func TestGetNameIsCaseSensitiveAndSuggestsTheOtherCase(t *testing.T) {
+	s := newStub(t)
+	c := newTestClient(t, s, Options{})
+	_, err := c.Get(ctx, "database_url")
+	if !errors.Is(err, ErrNotFound) {
+		t.Fatalf("want not found, got %v", err)
+	}
+	var ce *Error
+	if !errors.As(err, &ce) || ce.Status != 0 || ce.Kind != KindNotFound {
+		t.Fatalf("want *Error{Kind: not_found, Status: 0}, got %#v", err)
+	}
+	want := `cvsm: secret "database_url" not found in production; did you mean "DATABASE_URL"?`
+	if err.Error() != want {
+		t.Errorf("message %q, want %q", err.Error(), want)
+	}
+	if s.count() != 2 { // teams + list, no read by id
+		t.Errorf("requests %v", s.paths())
+	}
+}
+
+func TestGetAbsentNameIsNotFoundWithoutSuggestion(t *testing.T) {
+	s := newStub(t)
+	c := newTestClient(t, s, Options{})
+	_, err := c.Get(ctx, "MISSING")
+	if !errors.Is(err, ErrNotFound) {
+		t.Fatalf("want not found, got %v", err)
+	}
+	if strings.Contains(err.Error(), "did you mean") {
+		t.Errorf("no suggestion expected: %v", err)
+	}
+}
+
+func TestGetOnlyMatchesTheClientsEnvironment(t *testing.T) {
+	s := newStub(t)
+	c := newTestClient(t, s, Options{Environment: "staging"})
+	v, err := c.Get(ctx, "API_KEY")
+	if err != nil || v != "staging-key" {
+		t.Fatalf("Get = %q, %v", v, err)
+	}
+	if _, err := c.Get(ctx, "DATABASE_URL"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("DATABASE_URL exists only in production, got %v", err)
+	}
+}
+
+func TestGetAllUsesExportAsJSONAndFillsTheCacheForGet(t *testing.T) {
+	s := newStub(t)
+	c := newTestClient(t, s, Options{Team: teamID})
+	all, err := c.GetAll(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"DATABASE_URL": dbURLValue, "API_KEY": apiKeyVal}
+	if !reflect.DeepEqual(all, want) {
+		t.Fatalf("GetAll = %v", all)
+	}
+	reqs := s.reqs()
+	if len(reqs) != 1 || reqs[0].path != "/api/v1/teams/"+teamID+"/secrets/export" {
+		t.Fatalf("requests %v", s.paths())
+	}
+	q, _ := url.ParseQuery(reqs[0].query)
+	if q.Get("format") != "json" || q.Get("environment") != "production" {
+		t.Errorf("export query %q", reqs[0].query)
+	}
+	for name, value := range want {
+		v, err := c.Get(ctx, name)
+		if err != nil || v != value {
+			t.Errorf("Get(%s) = %q, %v", name, v, err)
+		}
+	}
+	if _, err := c.GetAll(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := s.count(); n != 1 {
+		t.Errorf("Get and GetAll after GetAll must be cached, got requests %v", s.paths())
+	}
+	all["API_KEY"] = "changed by caller"
+	again, _ := c.GetAll(ctx)
+	if again["API_KEY"] != apiKeyVal {
+		t.Error("the caller's map must not alias the cache")
+	}
+}
+
+func TestCachedValueIsServedUntilTheTTLExpires(t *testing.T) {
+	s := newStub(t)
+	c := newTestClient(t, s, Options{Team: teamID, CacheTTL: 5 * time.Second})
+	if _, err := c.Get(ctx, "API_KEY"); err != nil {
+		t.Fatal(err)
+	}
+	c.clock.Advance(4999 * time.Millisecond)
+	if _, err := c.Get(ctx, "API_KEY"); err != nil {
+		t.Fatal(err)
+	}
+	if n := s.count(); n != 2 {
+		t.Fatalf("within the TTL: want 2 requests, got %v", s.paths())
+	}
+	c.clock.Advance(time.Millisecond)
+	if _, err := c.Get(ctx, "API_KEY"); err != nil {
+		t.Fatal(err)
+	}
+	if n := s.count(); n != 4 {
+		t.Fatalf("after the TTL: want 4 requests, got %v", s.paths())
+	}
+}
+
+func TestGetAllResultExpiresWithTheTTL(t *testing.T) {
+	s := newStub(t)
+	c := newTestClient(t, s, Options{Team: teamID})
+	c.GetAll(ctx)
+	c.clock.Advance(29 * time.Second)
+	c.GetAll(ctx)
+	if n := s.count(); n != 1 {
+		t.Fatalf("default TTL is 30s: want 1 request, got %d", n)
+	}
+	c.clock.Advance(time.Second)
+	c.GetAll(ctx)
+	c.Get(ctx, "API_KEY")
+	if n := s.count(); n != 2 {
+		t.Fatalf("after 30s GetAll asks again and refills Get's cache: want 2 requests, got %v", s.paths())
+	}
+}
+
+func TestClearCacheMakesTheNextCallAskTheServer(t *testing.T) {
+	s := newStub(t)
+	c := newTestClient(t, s, Options{Team: teamID})
+	c.GetAll(ctx)
+	c.ClearCache()
+	c.GetAll(ctx)
+	if _, err := c.Get(ctx, "API_KEY"); err != nil {
+		t.Fatal(err)
+	}
+	c.ClearCache()
+	if _, err := c.Get(ctx, "API_KEY"); err != nil {
+		t.Fatal(err)
+	}
+	if n := s.count(); n != 4 { // export, export, list+read
+		t.Fatalf("want 4 requests, got %v", s.paths())
+	}
+}
+
+func TestNoCacheDisablesCachingEvenWhenTheEnvironmentSetsATTL(t *testing.T) {
+	s := newStub(t)
+	c := newTestClient(t, s, Options{Team: teamID, CacheTTL: NoCache})
+	t.Setenv(EnvCacheTTL, "60") // set after construction: explicit NoCache wins anyway
+	if c.CacheTTL() != 0 {
+		t.Fatalf("CacheTTL() = %s, want 0", c.CacheTTL())
+	}
+	c.Get(ctx, "API_KEY")
+	c.Get(ctx, "API_KEY")
+	c.GetAll(ctx)
+	c.Get(ctx, "API_KEY")
+	if n := s.count(); n != 7 {
+		t.Fatalf("without a cache every call asks: want 7 requests, got %v", s.paths())
+	}
+}
+
+func TestErrorsAreNeverCached(t *testing.T) {
+	s := newStub(t)
+	c := newTestClient(t, s, Options{Team: teamID, MaxRetries: Int(0)})
+	s.inject(fault{pathPrefix: "/teams/", remaining: 1, status: 500, body: `{"error":"rusak"}`})
+	if _, err := c.Get(ctx, "API_KEY"); !errors.Is(err, ErrAPI) {
+		t.Fatalf("want API error, got %v", err)
+	}
+	v, err := c.Get(ctx, "API_KEY")
+	if err != nil || v != apiKeyVal {
+		t.Fatalf("after an error the next call asks again: %q, %v", v, err)
+	}
+	if _, err := c.Get(ctx, "NOPE"); !errors.Is(err, ErrNotFound) {
+		t.Fatal(err)
+	}
+	c.Get(ctx, "NOPE")
+	if n := s.count(); n != 5 { // failed list, list+read, list, list
+		t.Fatalf("want 5 requests, got %v", s.paths())
+	}
+}
+
+func TestAuthenticationErrorEmptiesTheCache(t *testing.T) {
+	s := newStub(t)
+	c := newTestClient(t, s, Options{Team: teamID})
+	c.GetAll(ctx) // caches API_KEY and DATABASE_URL
+	c.ClearCache()
+	c.Get(ctx, "API_KEY") // caches API_KEY only, via list+read
+	s.inject(fault{pathPrefix: "/teams/", remaining: 1, status: 401, body: `{"error":"token tidak valid"}`})
+	_, err := c.Get(ctx, "DATABASE_URL")
+	if !errors.Is(err, ErrAuthentication) {
+		t.Fatalf("want authentication error, got %v", err)
+	}
+	before := s.count()
+	if _, err := c.Get(ctx, "API_KEY"); err != nil {
+		t.Fatal(err)
+	}
+	if s.count() == before {
+		t.Fatal("API_KEY was still cached after an authentication error")
+	}
+}
+
+func TestHTTPStatusesMapToErrorKinds(t *testing.T) {
+	cases := []struct {
+		status   int
+		sentinel error
+		kind     Kind
+	}{
+		{401, ErrAuthentication, KindAuthentication},
+		{403, ErrPermissionDenied, KindPermissionDenied},
+		{404, ErrNotFound, KindNotFound},
+		{429, ErrRateLimited, KindRateLimited},
+		{400, ErrAPI, KindAPI},
+		{409, ErrAPI, KindAPI},
+		{500, ErrAPI, KindAPI},
+		{503, ErrAPI, KindAPI},
+	}
+	for _, tc := range cases {
+		t.Run(fmt.Sprint(tc.status), func(t *testing.T) {
+			s := newStub(t)
+			c := newTestClient(t, s, Options{Team: teamID})
+			s.inject(fault{pathPrefix: "/teams/", remaining: 10, status: tc.status,
+				header: map[string]string{"Retry-After": "7"}, body: `{"error":"pesan server"}`})
+			_, err := c.GetAll(ctx)
+			if !errors.Is(err, tc.sentinel) {
+				t.Fatalf("want %v, got %v", tc.sentinel, err)
+			}
+			for _, other := range []error{ErrAuthentication, ErrPermissionDenied, ErrNotFound, ErrRateLimited, ErrAPI, ErrNetwork, ErrConfiguration} {
+				if other != tc.sentinel && errors.Is(err, other) {
+					t.Errorf("error also matches %v", other)
+				}
+			}
+			var ce *Error
+			if !errors.As(err, &ce) {
+				t.Fatalf("errors.As(*Error) failed for %T", err)
+			}
+			if ce.Kind != tc.kind || ce.Status != tc.status {
+				t.Errorf("Kind %s Status %d, want %s %d", ce.Kind, ce.Status, tc.kind, tc.status)
+			}
+			if !strings.HasPrefix(ce.Message, fmt.Sprint(tc.status)) || !strings.HasSuffix(ce.Message, ": pesan server") {
+				t.Errorf("message %q should be the status then the server's message", ce.Message)
+			}
+			wantRetryAfter := time.Duration(0)
+			if tc.status == 429 {
+				wantRetryAfter = 7 * time.Second
+			}
+			if ce.RetryAfter != wantRetryAfter {
+				t.Errorf("RetryAfter %s, want %s", ce.RetryAfter, wantRetryAfter)
+			}
+		})
+	}
+}
+
+func TestRetryAfterAcceptsAnHTTPDate(t *testing.T) {
+	now := time.Date(2025, 1, 1, 12, 0, 0, 0, time.UTC)
+	if got := parseRetryAfter(now.Add(90*time.Second).Format(httpTimeFormat), now); got != 90*time.Second {
+		t.Errorf("got %s, want 90s", got)
+	}
+	for _, h := range []string{"", "soon", "-3"} {
+		if got := parseRetryAfter(h, now); got != 0 {
+			t.Errorf("%q: got %s, want 0", h, got)
+		}
+	}
+}
+
+const httpTimeFormat = "Mon, 02 Jan 2006 15:04:05 GMT"
+
+func TestRetriesOn502503504ThenSucceeds(t *testing.T) {
+	for _, status := range []int{502, 503, 504} {
+		t.Run(fmt.Sprint(status), func(t *testing.T) {
+			s := newStub(t)
+			c := newTestClient(t, s, Options{Team: teamID})
+			s.inject(fault{pathPrefix: "/teams/", remaining: 2, status: status})
+			all, err := c.GetAll(ctx)
+			if err != nil || all["API_KEY"] != apiKeyVal {
+				t.Fatalf("GetAll = %v, %v", all, err)
+			}
+			if n := s.count(); n != 3 {
+				t.Errorf("want 3 attempts, got %d", n)
+			}
+			if got := len(c.sleeps.recorded()); got != 2 {
+				t.Errorf("want a backoff sleep before each of 2 retries, got %d", got)
+			}
+		})
+	}
+}
+
+func TestRetriesExhaustedGiveAPIErrorWithStatus(t *testing.T) {
+	s := newStub(t)
+	c := newTestClient(t, s, Options{Team: teamID, MaxRetries: Int(3)})
+	s.inject(fault{pathPrefix: "/teams/", remaining: 100, status: 503, body: `{"error":"sibuk"}`})
+	_, err := c.GetAll(ctx)
+	var ce *Error
+	if !errors.As(err, &ce) || ce.Kind != KindAPI || ce.Status != 503 {
+		t.Fatalf("want API error with status 503, got %v", err)
+	}
+	if n := s.count(); n != 4 {
+		t.Errorf("MaxRetries 3: want 4 attempts, got %d", n)
+	}
+}
+
+func TestMaxRetriesZeroMakesOneAttempt(t *testing.T) {
+	s := newStub(t)
+	c := newTestClient(t, s, Options{Team: teamID, MaxRetries: Int(0)})
+	s.inject(fault{pathPrefix: "/teams/", remaining: 100, status: 502})
+	if _, err := c.GetAll(ctx); !errors.Is(err, ErrAPI) {
+		t.Fatal(err)
+	}
+	if n := s.count(); n != 1 {
+		t.Errorf("want 1 attempt, got %d", n)
+	}
+}
+
+func TestNeverRetriesAfter4xx(t *testing.T) {
+	for _, status := range []int{400, 401, 403, 404, 409, 429} {
+		t.Run(fmt.Sprint(status), func(t *testing.T) {
+			s := newStub(t)
+			c := newTestClient(t, s, Options{Team: teamID})
+			s.inject(fault{pathPrefix: "/teams/", remaining: 100, status: status})
+			if _, err := c.GetAll(ctx); err == nil {
+				t.Fatal("want an error")
+			}
+			if n := s.count(); n != 1 {
+				t.Errorf("want 1 attempt, got %d", n)
+			}
+			if len(c.sleeps.recorded()) != 0 {
+				t.Error("no backoff expected")
+			}
+		})
+	}
+}
+
+func TestInternalServerErrorIsNotRetried(t *testing.T) {
+	s := newStub(t)
+	c := newTestClient(t, s, Options{Team: teamID})
+	s.inject(fault{pathPrefix: "/teams/", remaining: 100, status: 500})
+	var ce *Error
+	if _, err := c.GetAll(ctx); !errors.As(err, &ce) || ce.Status != 500 {
+		t.Fatalf("want API error 500, got %v", err)
+	}
+	if n := s.count(); n != 1 {
+		t.Errorf("want 1 attempt, got %d", n)
+	}
+}
+
+func TestDroppedConnectionsAreRetriedThenNetworkError(t *testing.T) {
+	s := newStub(t)
+	c := newTestClient(t, s, Options{Team: teamID})
+	s.inject(fault{pathPrefix: "/teams/", remaining: 2, drop: true})
+	if _, err := c.GetAll(ctx); err != nil {
+		t.Fatalf("two drops then success: %v", err)
+	}
+	if n := s.count(); n != 3 {
+		t.Fatalf("want 3 attempts, got %d", n)
+	}
+
+	s2 := newStub(t)
+	c2 := newTestClient(t, s2, Options{Team: teamID})
+	s2.inject(fault{pathPrefix: "/teams/", remaining: 100, drop: true})
+	_, err := c2.GetAll(ctx)
+	var ce *Error
+	if !errors.As(err, &ce) || ce.Kind != KindNetwork || ce.Status != 0 || ce.Err == nil {
+		t.Fatalf("want network error with a cause and no status, got %#v", err)
+	}
+	if n := s2.count(); n != 3 {
+		t.Errorf("want 3 attempts, got %d", n)
+	}
+}
+
+func TestConnectionRefusedIsNetworkError(t *testing.T) {
+	s := newStub(t)
+	base := s.baseURL()
+	s.srv.Close()
+	c := newTestClient(t, s, Options{Team: teamID, BaseURL: base, MaxRetries: Int(1)})
+	if _, err := c.Get(ctx, "API_KEY"); !errors.Is(err, ErrNetwork) {
+		t.Fatalf("want network error, got %v", err)
+	}
+	if got := len(c.sleeps.recorded()); got != 1 {
+		t.Errorf("want 1 retry, got %d", got)
+	}
+}
+
+func TestTimeoutAppliesPerAttemptAndIsANetworkError(t *testing.T) {
+	s := newStub(t)
+	c := newTestClient(t, s, Options{Team: teamID, Timeout: 50 * time.Millisecond, MaxRetries: Int(1)})
+	s.inject(fault{pathPrefix: "/teams/", remaining: 100, delay: 2 * time.Second, status: 200, body: "{}"})
+	start := time.Now()
+	_, err := c.GetAll(ctx)
+	if !errors.Is(err, ErrNetwork) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("want a network error wrapping context.DeadlineExceeded, got %v", err)
+	}
+	if !strings.Contains(err.Error(), "timed out after 50ms") {
+		t.Errorf("message %q", err.Error())
+	}
+	if elapsed := time.Since(start); elapsed > time.Second {
+		t.Errorf("two 50ms attempts took %s", elapsed)
+	}
+	if n := s.count(); n != 2 {
+		t.Errorf("want 2 attempts, got %d", n)
+	}
+}
+
+func TestCanceledContextStopsRetrying(t *testing.T) {
+	s := newStub(t)
+	c := newTestClient(t, s, Options{Team: teamID})
+	s.inject(fault{pathPrefix: "/teams/", remaining: 100, status: 503})
+	cctx, cancel := context.WithCancel(ctx)
+	c.sleep = func(ctx context.Context, d time.Duration) error { cancel(); return sleepContext(ctx, d) }
+	_, err := c.GetAll(cctx)
+	if !errors.Is(err, ErrNetwork) || !errors.Is(err, context.Canceled) {
+		t.Fatalf("want a network error wrapping context.Canceled, got %v", err)
+	}
+	if n := s.count(); n != 1 {
+		t.Errorf("want 1 attempt, got %d", n)
+	}
+}
+
+func TestBackoffIsFullJitterBelowTheDoublingCap(t *testing.T) {
+	for retry := 0; retry < 4; retry++ {
+		limit := time.Duration(float64(100*time.Millisecond) * float64(int(1)<<retry))
+		seen := map[time.Duration]bool{}
+		for i := 0; i < 200; i++ {
+			d := backoff(retry)
+			if d < 0 || d > limit {
+				t.Fatalf("retry %d: sleep %s outside [0, %s]", retry, d, limit)
+			}
+			seen[d] = true
+		}
+		if len(seen) < 50 {
+			t.Errorf("retry %d: only %d distinct sleeps in 200, not random", retry, len(seen))
+		}
+	}
+	// The client asks for one sleep per retry with the growing cap.
+	s := newStub(t)
+	c := newTestClient(t, s, Options{Team: teamID, MaxRetries: Int(3)})
+	s.inject(fault{pathPrefix: "/teams/", remaining: 100, status: 504})
+	c.GetAll(ctx)
+	sleeps := c.sleeps.recorded()
+	if len(sleeps) != 3 {
+		t.Fatalf("want 3 sleeps, got %v", sleeps)
+	}
+	for i, d := range sleeps {
+		if d > time.Duration(100<<i)*time.Millisecond {
+			t.Errorf("sleep %d = %s above its cap", i, d)
+		}
+	}
+}
+
+func TestUnreadableResponseIsRetriedThenNetworkErrorWithoutTheBody(t *testing.T) {
+	s := newStub(t)
+	c := newTestClient(t, s, Options{Team: teamID})
+	body := `{"API_KEY": "` + apiKeyVal + `", broken`
+	s.inject(fault{pathPrefix: "/teams/", remaining: 100, status: 200, body: body})
+	_, err := c.GetAll(ctx)
+	if !errors.Is(err, ErrNetwork) {
+		t.Fatalf("want network error, got %v", err)
+	}
+	if strings.Contains(err.Error(), apiKeyVal) || strings.Contains(err.Error(), "broken") {
+		t.Errorf("message quotes the body: %v", err)
+	}
+	if n := s.count(); n != 3 {
+		t.Errorf("want 3 attempts, got %d", n)
+	}
+}
+
+func TestErrorMessagesNeverContainTheToken(t *testing.T) {
+	s := newStub(t)
+	c := newTestClient(t, s, Options{Team: teamID})
+	s.inject(fault{pathPrefix: "/teams/", remaining: 1, status: 401, body: `{"error":"token ` + testToken + ` ditolak"}`})
+	_, err := c.GetAll(ctx)
+	if !errors.Is(err, ErrAuthentication) {
+		t.Fatal(err)
+	}
+	if strings.Contains(err.Error(), testToken) {
+		t.Fatalf("token in message: %v", err)
+	}
+	if !strings.Contains(err.Error(), "<redacted>") {
+		t.Errorf("the echoed token should be replaced: %v", err)
+	}
+}
+
+func TestInjectSetsMissingVariablesAndKeepsExistingOnes(t *testing.T) {
+	s := newStub(t)
+	c := newTestClient(t, s, Options{Team: teamID})
+	t.Setenv("API_KEY", "already here")
+	t.Setenv("DATABASE_URL", "")
+	os.Unsetenv("DATABASE_URL")
+	names, err := c.Inject(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(names, []string{"DATABASE_URL"}) {
+		t.Errorf("names %v, want [DATABASE_URL]", names)
+	}
+	if got := os.Getenv("API_KEY"); got != "already here" {
+		t.Errorf("API_KEY overwritten: %q", got)
+	}
+	if got := os.Getenv("DATABASE_URL"); got != dbURLValue {
+		t.Errorf("DATABASE_URL = %q", got)
+	}
+}
+
+func TestInjectKeepsAVariableSetToTheEmptyString(t *testing.T) {
+	s := newStub(t)
+	c := newTestClient(t, s, Options{Team: teamID})
+	t.Setenv("API_KEY", "")
+	t.Setenv("DATABASE_URL", "")
+	os.Unsetenv("DATABASE_URL")
+	names, err := c.Inject(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, ok := os.LookupEnv("API_KEY"); !ok || v != "" || !reflect.DeepEqual(names, []string{"DATABASE_URL"}) {
+		t.Errorf("API_KEY=%q set=%v names=%v: an empty variable is still set and kept", v, ok, names)
+	}
+}
+
+func TestInjectWithOverwriteReplacesAndReturnsSortedNames(t *testing.T) {
+	s := newStub(t)
+	c := newTestClient(t, s, Options{Team: teamID})
+	t.Setenv("API_KEY", "old")
+	t.Setenv("DATABASE_URL", "") // set but empty still counts as set
+	names, err := c.Inject(ctx, Overwrite(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(names, []string{"API_KEY", "DATABASE_URL"}) {
+		t.Errorf("names %v", names)
+	}
+	if os.Getenv("API_KEY") != apiKeyVal || os.Getenv("DATABASE_URL") != dbURLValue {
+		t.Error("values not overwritten")
+	}
+	t.Setenv("API_KEY", "old")
+	names, _ = c.Inject(ctx)
+	if len(names) != 0 || os.Getenv("API_KEY") != "old" {
+		t.Errorf("without Overwrite nothing set is replaced: %v", names)
+	}
+}
+
+func TestConcurrentUseIsSafe(t *testing.T) {
+	s := newStub(t)
+	c := newTestClient(t, s, Options{})
+	var wg sync.WaitGroup
+	errs := make(chan error, 64)
+	for i := 0; i < 16; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			for j := 0; j < 5; j++ {
+				var err error
+				switch (i + j) % 3 {
+				case 0:
+					var v string
+					v, err = c.Get(ctx, "API_KEY")
+					if err == nil && v != apiKeyVal {
+						err = fmt.Errorf("wrong value %q", v)
+					}
+				case 1:
+					_, err = c.GetAll(ctx)
+				default:
+					c.ClearCache()
+				}
+				if err != nil {
+					errs <- err
+				}
+			}
+		}(i)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	teamsLookups := 0
+	for _, p := range s.paths() {
+		if p == "/api/v1/teams" {
+			teamsLookups++
+		}
+	}
+	if teamsLookups != 1 {
+		t.Errorf("the slug is resolved once per client, got %d lookups", teamsLookups)
+	}
+}

@@ -1,0 +1,117 @@
+package main
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"testing"
+)
+
+// call sends one request line through the driver and decodes the answer.
+func call(t *testing.T, d *driver, line string) map[string]any {
+	t.Helper()
+	resp, _ := d.handle([]byte(line))
+	raw, err := json.Marshal(resp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out map[string]any
+	if err := json.Unmarshal(raw, &out); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func errorOf(t *testing.T, resp map[string]any) map[string]any {
+	t.Helper()
+	e, ok := resp["error"].(map[string]any)
+	if !ok || resp["ok"] != false {
+		t.Fatalf("want a failure, got %v", resp)
+	}
+	return e
+}
+
+func clearCVSMEnv(t *testing.T) {
+	for _, name := range []string{"CVSM_TOKEN", "CVSM_BASE_URL", "CVSM_TEAM", "CVSM_ENVIRONMENT", "CVSM_CACHE_TTL"} {
+		t.Setenv(name, "") // restores the variable after the test
+		os.Unsetenv(name)
+	}
+}
+
+func TestNewClientWithoutTokenIsConfigurationAndLeavesNoClient(t *testing.T) {
+	clearCVSMEnv(t)
+	d := &driver{}
+	ok := call(t, d, `{"id":1,"op":"new_client","args":{"options":{"token":"cvsm_abc12345","base_url":"http://127.0.0.1:9/api/v1","team":"acme"}}}`)
+	if ok["ok"] != true {
+		t.Fatal(ok)
+	}
+	e := errorOf(t, call(t, d, `{"id":2,"op":"new_client","args":{"options":{"base_url":"http://x/api/v1","team":"acme"}}}`))
+	if e["kind"] != "configuration" || !strings.Contains(e["message"].(string), "CVSM_TOKEN is not set") || e["status"] != nil || e["retry_after"] != nil {
+		t.Errorf("error %v", e)
+	}
+	if d.client != nil {
+		t.Error("a failed new_client must leave no client")
+	}
+}
+
+func TestNewClientReportsTheEffectiveConfigAndDescribeHidesTheToken(t *testing.T) {
+	clearCVSMEnv(t)
+	t.Setenv("CVSM_ENVIRONMENT", "staging")
+	d := &driver{}
+	resp := call(t, d, `{"id":7,"op":"new_client","args":{"options":{"token":"cvsm_abc12345","base_url":"http://127.0.0.1:9/api/v1/","team":"acme","cache_ttl":0,"timeout":2.5,"max_retries":0}}}`)
+	if resp["id"] != float64(7) || resp["ok"] != true {
+		t.Fatal(resp)
+	}
+	cfg := resp["result"].(map[string]any)["config"].(map[string]any)
+	want := map[string]any{"base_url": "http://127.0.0.1:9/api/v1", "team": "acme", "environment": "staging",
+		"cache_ttl": float64(0), "timeout": 2.5, "max_retries": float64(0)}
+	for k, v := range want {
+		if cfg[k] != v {
+			t.Errorf("config[%s] = %v, want %v", k, cfg[k], v)
+		}
+	}
+	if _, has := cfg["token"]; has {
+		t.Error("config must not hold the token")
+	}
+	text := call(t, d, `{"id":8,"op":"describe","args":{}}`)["result"].(map[string]any)["text"].(string)
+	if strings.Contains(text, "cvsm_abc12345") || !strings.Contains(text, "acme") {
+		t.Errorf("describe: %s", text)
+	}
+}
+
+func TestErrorsCarryKindStatusAndRetryAfter(t *testing.T) {
+	clearCVSMEnv(t)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Retry-After", "12")
+		w.WriteHeader(429)
+		w.Write([]byte(`{"error":"terlalu banyak"}`))
+	}))
+	defer srv.Close()
+	d := &driver{}
+	call(t, d, `{"id":1,"op":"new_client","args":{"options":{"token":"cvsm_abc12345","base_url":"`+srv.URL+`/api/v1","team":"6f1c2a9e-4b7d-4c1e-9a55-3d2f8e7b1a00"}}}`)
+	e := errorOf(t, call(t, d, `{"id":2,"op":"get_all","args":{}}`))
+	if e["kind"] != "rate_limited" || e["status"] != float64(429) || e["retry_after"] != float64(12) {
+		t.Errorf("error %v", e)
+	}
+}
+
+func TestEnvOpsAndUnknownOps(t *testing.T) {
+	d := &driver{}
+	t.Setenv("CVSM_DRIVER_TEST_A", "")
+	call(t, d, `{"id":1,"op":"set_env","args":{"set":{"CVSM_DRIVER_TEST_A":"1"},"unset":["CVSM_DRIVER_TEST_B"]}}`)
+	values := call(t, d, `{"id":2,"op":"get_env","args":{"names":["CVSM_DRIVER_TEST_A","CVSM_DRIVER_TEST_B"]}}`)["result"].(map[string]any)["values"].(map[string]any)
+	if values["CVSM_DRIVER_TEST_A"] != "1" || values["CVSM_DRIVER_TEST_B"] != nil {
+		t.Errorf("values %v", values)
+	}
+	if e := errorOf(t, call(t, d, `{"id":3,"op":"fly","args":{}}`)); e["kind"] != "unsupported" {
+		t.Errorf("error %v", e)
+	}
+	if e := errorOf(t, call(t, d, `{"id":4,"op":"get","args":{"name":"X"}}`)); e["kind"] != "internal" {
+		t.Errorf("get without a client: %v", e)
+	}
+	if _, stop := d.handle([]byte(`{"id":5,"op":"shutdown"}`)); !stop {
+		t.Error("shutdown must stop the driver")
+	}
+}

@@ -1,0 +1,54 @@
+package cvsm_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"time"
+
+	cvsm "github.com/cvsm/cvsm/clients/go"
+)
+
+// The token and base URL come from CVSM_TOKEN and CVSM_BASE_URL here.
+func Example() {
+	ctx := context.Background()
+	client, err := cvsm.NewClient(cvsm.Options{Team: "acme"})
+	if err != nil {
+		log.Fatal(err) // e.g. "cvsm: CVSM_TOKEN is not set: ..."
+	}
+	dsn, err := client.Get(ctx, "DATABASE_URL")
+	if err != nil {
+		log.Fatal(err)
+	}
+	_ = dsn
+}
+
+func ExampleClient_Get_errors() {
+	client, err := cvsm.NewClient(cvsm.Options{Team: "acme", CacheTTL: cvsm.NoCache, MaxRetries: cvsm.Int(0)})
+	if err != nil {
+		log.Fatal(err)
+	}
+	_, err = client.Get(context.Background(), "DATABASE_URL")
+	var cerr *cvsm.Error
+	switch {
+	case errors.Is(err, cvsm.ErrNotFound):
+		fmt.Println("not there:", err)
+	case errors.As(err, &cerr) && cerr.Kind == cvsm.KindRateLimited:
+		time.Sleep(cerr.RetryAfter)
+	case err != nil:
+		log.Fatal(err)
+	}
+}
+
+func ExampleClient_Inject() {
+	client, err := cvsm.NewClient(cvsm.Options{Team: "acme", Environment: "staging"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	names, err := client.Inject(context.Background(), cvsm.Overwrite(true))
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("set", names)
+}

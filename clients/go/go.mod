@@ -1,0 +1,3 @@
+module github.com/cvsm/cvsm/clients/go
+
+go 1.22
