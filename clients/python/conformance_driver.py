@@ -1,0 +1,143 @@
+#!/usr/bin/env python3
+"""conformance_driver speaks the conformance protocol (conformance/PROTOCOL.md) for cvsm.
+
+One JSON request per line on stdin, one JSON response per line on stdout. With ``--async`` it
+drives :class:`cvsm.AsyncClient` on one event loop kept for the whole session; otherwise
+:class:`cvsm.Client`. Error kinds come from the exception types, never from messages.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+# Drive the working tree even when the package is not installed.
+sys.path.insert(0, str(Path(__file__).resolve().parent / "src"))
+
+import cvsm  # noqa: E402
+
+KINDS: list[tuple[type[cvsm.CvsmError], str]] = [
+    (cvsm.ConfigurationError, "configuration"),
+    (cvsm.AuthenticationError, "authentication"),
+    (cvsm.PermissionDeniedError, "permission_denied"),
+    (cvsm.SecretNotFoundError, "not_found"),
+    (cvsm.RateLimitError, "rate_limited"),
+    (cvsm.ApiError, "api"),
+    (cvsm.NetworkError, "network"),
+]
+OPTION_NAMES = ("token", "base_url", "team", "environment", "cache_ttl", "timeout", "max_retries")
+
+
+class Unsupported(Exception):
+    """Unsupported is raised for an op this driver does not know."""
+
+
+def error_body(exc: BaseException) -> dict[str, Any]:
+    """error_body maps an exception to the protocol's error object, by type."""
+    if isinstance(exc, Unsupported):
+        return {"kind": "unsupported", "message": str(exc), "status": None, "retry_after": None}
+    kind = "internal"
+    for error_type, name in KINDS:
+        if isinstance(exc, error_type):
+            kind = name
+            break
+    return {
+        "kind": kind,
+        "message": str(exc) if kind != "internal" else f"{type(exc).__name__}: {exc}",
+        "status": getattr(exc, "status", None),
+        "retry_after": getattr(exc, "retry_after", None),
+    }
+
+
+class Driver:
+    """Driver holds the current client and runs one op at a time."""
+
+    def __init__(self, use_async: bool) -> None:
+        self.use_async = use_async
+        self.loop = asyncio.new_event_loop() if use_async else None
+        self.client: cvsm.Client | cvsm.AsyncClient | None = None
+
+    def call(self, value: Any) -> Any:
+        """call awaits ``value`` on the driver's loop when it is a coroutine."""
+        if self.loop is not None and asyncio.iscoroutine(value):
+            return self.loop.run_until_complete(value)
+        return value
+
+    def current(self) -> cvsm.Client | cvsm.AsyncClient:
+        if self.client is None:
+            raise RuntimeError("no client: call new_client first")
+        return self.client
+
+    def close_client(self) -> None:
+        client, self.client = self.client, None
+        if isinstance(client, cvsm.AsyncClient):
+            self.call(client.aclose())
+        elif client is not None:
+            client.close()
+
+    def run(self, op: str, args: dict[str, Any]) -> dict[str, Any]:
+        if op == "new_client":
+            self.close_client()
+            options = {k: v for k, v in (args.get("options") or {}).items() if k in OPTION_NAMES}
+            factory = cvsm.AsyncClient if self.use_async else cvsm.Client
+            if self.loop is not None:
+                # httpx.AsyncClient wants to be created with the loop running.
+                async def make() -> cvsm.AsyncClient:
+                    return cvsm.AsyncClient(**options)
+
+                self.client = self.call(make())
+            else:
+                self.client = factory(**options)
+            return {"config": self.client.config.as_dict()}
+        if op == "get":
+            return {"value": self.call(self.current().get(args["name"]))}
+        if op == "get_all":
+            return {"values": self.call(self.current().get_all())}
+        if op == "inject":
+            return {"names": self.call(self.current().inject(overwrite=bool(args.get("overwrite", False))))}
+        if op == "clear_cache":
+            self.current().clear_cache()
+            return {}
+        if op == "describe":
+            return {"text": repr(self.current())}
+        if op == "set_env":
+            for name, value in (args.get("set") or {}).items():
+                os.environ[name] = value
+            for name in args.get("unset") or []:
+                os.environ.pop(name, None)
+            return {}
+        if op == "get_env":
+            return {"values": {name: os.environ.get(name) for name in args.get("names") or []}}
+        raise Unsupported(f"unknown op {op!r}")
+
+
+def main() -> int:
+    use_async = "--async" in sys.argv[1:]
+    sys.stdin.reconfigure(encoding="utf-8")  # type: ignore[union-attr]
+    driver = Driver(use_async)
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        request_id = None
+        try:
+            request = json.loads(line)
+            request_id = request.get("id")
+            op = request.get("op")
+            if op == "shutdown":
+                print(json.dumps({"id": request_id, "ok": True, "result": {}}), flush=True)
+                break
+            result = driver.run(op, request.get("args") or {})
+            response = {"id": request_id, "ok": True, "result": result}
+        except Exception as exc:  # noqa: BLE001 - every failure becomes a protocol answer
+            response = {"id": request_id, "ok": False, "error": error_body(exc)}
+        print(json.dumps(response), flush=True)
+    driver.close_client()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,64 @@
+"""Exact, case-sensitive names; not-found errors and their case suggestion; the values themselves."""
+
+from __future__ import annotations
+
+import pytest
+
+import cvsm
+
+from .conftest import FakeApi, Sdk
+
+
+async def test_name_that_differs_only_in_case_is_a_different_secret(sdk: Sdk, api: FakeApi) -> None:
+    api.add("API_KEY", "upper")
+    api.add("api_key", "lower")
+    client = sdk.client()
+    assert await sdk.call(client.get("API_KEY")) == "upper"
+    assert await sdk.call(client.get("api_key")) == "lower"
+
+
+async def test_not_found_suggests_the_name_that_differs_only_in_case(sdk: Sdk, api: FakeApi) -> None:
+    api.add("DATABASE_URL", "postgres://x")
+    with pytest.raises(cvsm.SecretNotFoundError) as caught:
+        await sdk.call(sdk.client().get("database_url"))
+    error = caught.value
+    assert str(error) == 'secret "database_url" not found in production; did you mean "DATABASE_URL"?'
+    assert (error.name, error.environment, error.suggestion, error.status) == (
+        "database_url",
+        "production",
+        "DATABASE_URL",
+        None,
+    )
+
+
+async def test_not_found_without_a_near_name_makes_no_suggestion(sdk: Sdk, api: FakeApi) -> None:
+    api.add("API_KEY_OLD", "x")
+    with pytest.raises(cvsm.SecretNotFoundError) as caught:
+        await sdk.call(sdk.client().get("API_KEY"))
+    assert caught.value.suggestion is None
+    assert "did you mean" not in str(caught.value)
+
+
+async def test_secret_in_another_environment_is_not_found(sdk: Sdk, api: FakeApi) -> None:
+    api.add("ONLY_STAGING", "x", environment="staging")
+    with pytest.raises(cvsm.SecretNotFoundError, match="not found in production"):
+        await sdk.call(sdk.client().get("ONLY_STAGING"))
+
+
+async def test_http_404_is_a_not_found_error_with_status(sdk: Sdk, api: FakeApi) -> None:
+    with pytest.raises(cvsm.SecretNotFoundError) as caught:
+        await sdk.call(sdk.client(team="00000000-0000-4000-8000-000000000000").get("A"))
+    assert caught.value.status == 404
+    assert str(caught.value) == "HTTP 404: tidak ditemukan"
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["", "line one\nline two\r\n", "héllo wörld ✓ 秘密", "x" * 65_536, "é" * 32_768, "a\"b'c$HOME`x`\\n"],
+    ids=["empty", "multi-line", "non-ascii", "64KiB", "64KiB-utf8", "shell-quotes"],
+)
+async def test_values_come_back_byte_for_byte(sdk: Sdk, api: FakeApi, value: str) -> None:
+    api.add("V", value)
+    client = sdk.client()
+    assert await sdk.call(client.get("V")) == value
+    assert await sdk.call(client.get_all()) == {"V": value}

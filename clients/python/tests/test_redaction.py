@@ -1,0 +1,61 @@
+"""No token or secret value in a printed client, an error message or a log line."""
+
+from __future__ import annotations
+
+import logging
+
+import httpx
+import pytest
+
+import cvsm
+
+from .conftest import TOKEN, FakeApi, Sdk
+
+VALUE = "s3cr3t-v4lue-that-must-not-leak"
+
+
+async def test_printed_client_holds_no_token_or_value(sdk: Sdk, api: FakeApi) -> None:
+    api.add("A", VALUE)
+    client = sdk.client()
+    await sdk.call(client.get("A"))
+    for text in (repr(client), str(client), repr(client.config), repr(vars(client))):
+        assert TOKEN not in text
+        assert VALUE not in text
+    assert "base_url='http://cvsm.test/api/v1'" in repr(client)
+
+
+async def test_error_messages_hold_no_token_even_when_the_server_echoes_it(sdk: Sdk, api: FakeApi) -> None:
+    api.fail("list", httpx.Response(401, json={"error": f"token {TOKEN} ditolak"}))
+    with pytest.raises(cvsm.AuthenticationError) as caught:
+        await sdk.call(sdk.client().get("A"))
+    assert TOKEN not in str(caught.value)
+    assert TOKEN not in repr(caught.value)
+    assert "[redacted]" in str(caught.value)
+
+
+async def test_network_error_message_holds_no_token(sdk: Sdk, api: FakeApi) -> None:
+    api.fail("list", *[httpx.ConnectError("refused")] * 3)
+    with pytest.raises(cvsm.NetworkError) as caught:
+        await sdk.call(sdk.client().get("A"))
+    assert TOKEN not in str(caught.value)
+    assert "could not connect" in str(caught.value)
+
+
+async def test_log_lines_hold_no_token_or_value(sdk: Sdk, api: FakeApi, caplog: pytest.LogCaptureFixture) -> None:
+    api.add("A", VALUE)
+    api.fail("value", 503)
+    caplog.set_level(logging.DEBUG)
+    client = sdk.client(team="acme")
+    await sdk.call(client.get("A"))
+    await sdk.call(client.get_all())
+    assert any(r.name == "cvsm" for r in caplog.records)
+    logged = "\n".join(r.getMessage() for r in caplog.records)
+    assert TOKEN not in logged
+    assert VALUE not in logged
+
+
+def test_missing_configuration_message_does_not_echo_other_options(monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(cvsm.ConfigurationError) as caught:
+        cvsm.Client(token=TOKEN, base_url="http://cvsm.test/api/v1")
+    assert TOKEN not in str(caught.value)
+    assert str(caught.value).startswith("CVSM_TEAM is not set")
