@@ -1,0 +1,111 @@
+"""conformance.report writes the case-by-language matrix (Markdown) and JUnit XML.
+
+The printed report ends with the plain line ``N passed, N failed`` (``, N skipped`` when any
+were skipped), counted per case and language.
+"""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+
+from .cases import Case
+from .runner import CaseResult
+
+_CELL = {"passed": "pass", "failed": "**FAIL**", "skipped": "skip"}
+
+
+def summary_line(results: Sequence[CaseResult]) -> str:
+    passed = sum(r.status == "passed" for r in results)
+    failed = sum(r.status == "failed" for r in results)
+    skipped = sum(r.status == "skipped" for r in results)
+    line = f"{passed} passed, {failed} failed"
+    return line + (f", {skipped} skipped" if skipped else "")
+
+
+def markdown(
+    cases: Sequence[Case],
+    languages: Sequence[str],
+    results: Sequence[CaseResult],
+    notes: Mapping[str, str],
+    header: Sequence[str],
+) -> str:
+    """markdown renders the report; ``notes`` says per language why it was skipped or failed whole."""
+    by_key = {(r.case_id, r.language): r for r in results}
+    lines = ["# cvsm conformance report", ""]
+    lines += [f"- {h}" for h in header]
+    lines.append("")
+    if languages:
+        lines.append("| case | " + " | ".join(languages) + " |")
+        lines.append("|---|" + "---|" * len(languages))
+        for case in cases:
+            cells = []
+            for language in languages:
+                result = by_key.get((case.id, language))
+                cells.append(_CELL[result.status] if result else "-")
+            lines.append(f"| `{case.id}` {case.title} | " + " | ".join(cells) + " |")
+        lines.append("")
+    if notes:
+        lines.append("## Languages not run in full")
+        lines.append("")
+        for language, note in notes.items():
+            lines.append(f"- **{language}**: {note}")
+        lines.append("")
+    failures = [r for r in results if r.status == "failed"]
+    if failures:
+        lines.append("## Failures")
+        lines.append("")
+        for result in failures:
+            lines.append(f"### {result.language} / {result.case_id}")
+            lines.append("")
+            lines.append(result.message)
+            if result.details:
+                lines.append("")
+                lines.append("```")
+                lines.extend(result.details)
+                lines.append("```")
+            lines.append("")
+    lines.append(summary_line(results))
+    return "\n".join(lines) + "\n"
+
+
+def junit(results: Sequence[CaseResult], languages: Sequence[str]) -> ET.ElementTree:
+    suites = ET.Element("testsuites", name="cvsm-conformance")
+    for language in languages:
+        mine = [r for r in results if r.language == language]
+        suite = ET.SubElement(
+            suites,
+            "testsuite",
+            name=f"conformance.{language}",
+            tests=str(len(mine)),
+            failures=str(sum(r.status == "failed" for r in mine)),
+            skipped=str(sum(r.status == "skipped" for r in mine)),
+            errors="0",
+            time=f"{sum(r.seconds for r in mine):.3f}",
+            timestamp=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        )
+        for result in mine:
+            case = ET.SubElement(
+                suite, "testcase", classname=f"conformance.{language}", name=result.case_id,
+                time=f"{result.seconds:.3f}",
+            )
+            if result.status == "failed":
+                failure = ET.SubElement(case, "failure", message=result.message[:500])
+                failure.text = "\n".join([result.message, *result.details])
+            elif result.status == "skipped":
+                ET.SubElement(case, "skipped", message=result.message[:500])
+    ET.indent(suites)
+    return ET.ElementTree(suites)
+
+
+def write(directory: Path, name: str, text: str, tree: ET.ElementTree | None) -> list[Path]:
+    directory.mkdir(parents=True, exist_ok=True)
+    written = [directory / f"{name}.md"]
+    written[0].write_text(text, encoding="utf-8")
+    if tree is not None:
+        path = directory / f"{name}.junit.xml"
+        tree.write(path, encoding="utf-8", xml_declaration=True)
+        written.append(path)
+    return written

@@ -1,0 +1,357 @@
+"""conformance.runner runs the cases against one driver and judges every step.
+
+A case passes when every step does. The runner owns the assertions: the expected result or
+error, the requests the proxy saw during the step, and two checks made on every answer — an
+error message never holds a token or a seeded value, and ``describe`` never holds a token.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import time
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import attrs
+
+from .cases import Case, DriverSpec, substitute
+from .driver import DriverProcess
+from .proxy import API_PREFIX, Fault, FaultProxy, RequestRecord
+from .server import MintedToken, Seeder, bad_token, refused_port, unknown_team_id
+
+CVSM_VARIABLES = (
+    "CVSM_TOKEN", "CVSM_BASE_URL", "CVSM_TEAM", "CVSM_ENVIRONMENT", "CVSM_CACHE_TTL",
+    "CVSM_TIMEOUT", "CVSM_MAX_RETRIES",
+)
+DEFAULT_STEP_TIMEOUT = 20.0
+_MIN_LEAK_LENGTH = 6  # shorter seeded values could occur in any message by chance
+
+
+@attrs.define
+class CaseResult:
+    """CaseResult is the verdict of one case for one language."""
+
+    case_id: str
+    language: str
+    status: str  # "passed", "failed" or "skipped"
+    seconds: float = 0.0
+    message: str = ""
+    details: list[str] = attrs.Factory(list)
+
+
+class StepFailure(Exception):
+    """StepFailure says a step's answer or requests were not what the case expects."""
+
+
+def _short(value: Any, limit: int = 160) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} chars)"
+
+
+def _strings(value: Any) -> Iterable[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            yield str(k)
+            yield from _strings(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from _strings(v)
+
+
+def _subset_mismatch(expected: Any, actual: Any, where: str) -> str | None:
+    """_subset_mismatch compares nested objects key by key; other values must be equal."""
+    if isinstance(expected, dict):
+        if not isinstance(actual, dict):
+            return f"{where}: expected an object, got {_short(actual)}"
+        for key, value in expected.items():
+            if key not in actual:
+                return f"{where}.{key}: missing"
+            problem = _subset_mismatch(value, actual[key], f"{where}.{key}")
+            if problem:
+                return problem
+        return None
+    if not _equal(expected, actual):
+        if isinstance(expected, str) and isinstance(actual, str):
+            return f"{where}: {_string_difference(expected, actual)}"
+        return f"{where}: expected {_short(expected)}, got {_short(actual)}"
+    return None
+
+
+def _string_difference(expected: str, actual: str) -> str:
+    """_string_difference says where two strings part, readable even for 64 KiB values."""
+    if len(expected) <= 80 and len(actual) <= 80:
+        return f"expected {json.dumps(expected, ensure_ascii=False)}, got {json.dumps(actual, ensure_ascii=False)}"
+    at = next((i for i, (a, b) in enumerate(zip(expected, actual)) if a != b), min(len(expected), len(actual)))
+    window = slice(max(0, at - 20), at + 20)
+    return (
+        f"strings differ at character {at} (expected {len(expected)} characters / "
+        f"{len(expected.encode('utf-8', 'surrogatepass'))} bytes, got {len(actual)} / "
+        f"{len(actual.encode('utf-8', 'surrogatepass'))}): expected ...{json.dumps(expected[window], ensure_ascii=False)}..., "
+        f"got ...{json.dumps(actual[window], ensure_ascii=False)}..."
+    )
+
+
+def _equal(expected: Any, actual: Any) -> bool:
+    if isinstance(expected, bool) or isinstance(actual, bool):
+        return expected is actual
+    if isinstance(expected, (int, float)) and isinstance(actual, (int, float)):
+        return float(expected) == float(actual)
+    if isinstance(expected, dict) and isinstance(actual, dict):
+        return expected.keys() == actual.keys() and all(_equal(v, actual[k]) for k, v in expected.items())
+    if isinstance(expected, list) and isinstance(actual, list):
+        return len(expected) == len(actual) and all(_equal(a, b) for a, b in zip(expected, actual))
+    return bool(expected == actual)
+
+
+def _count_mismatch(expected: Any, actual: int) -> bool:
+    if isinstance(expected, int):
+        return actual != expected
+    return actual < expected.get("min", 0) or ("max" in expected and actual > expected["max"])
+
+
+def _show_count(expected: Any) -> str:
+    if isinstance(expected, int):
+        return str(expected)
+    return f"between {expected.get('min', 0)} and {expected.get('max', 'any')}"
+
+
+class CaseRun:
+    """CaseRun is one case run against one driver: its context, placeholders and steps."""
+
+    def __init__(
+        self,
+        case: Case,
+        spec: DriverSpec,
+        driver: DriverProcess,
+        proxy: FaultProxy,
+        seeder: Seeder,
+        touched_env: set[str],
+    ) -> None:
+        self.case = case
+        self.spec = spec
+        self.driver = driver
+        self.proxy = proxy
+        self.seeder = seeder
+        self.touched_env = touched_env
+        self.tokens: dict[str, MintedToken] = {}
+        self.bad_token = bad_token()
+        self.unknown_team = unknown_team_id()
+        self.refused_url = f"http://127.0.0.1:{refused_port()}{API_PREFIX}"
+        self.log: list[str] = []
+
+    # Placeholders -------------------------------------------------------------------------
+    def lookup(self, name: str, arg: str | None) -> str:
+        seed = self.seeder.teams[self.case.id]
+        if name == "token":
+            return self.seeder.token if arg is None else self.tokens[arg].token
+        if name == "secret":
+            assert arg is not None
+            secret_name, _, environment = arg.partition("@")
+            return self.case.value_of(secret_name, environment or "production")
+        simple = {
+            "base_url": self.proxy.base_url,
+            "refused_url": self.refused_url,
+            "bad_token": self.bad_token,
+            "team_id": seed.team_id,
+            "team_slug": seed.team_slug,
+            "unknown_team_id": self.unknown_team,
+            "sdk": self.spec.sdk,
+            "language": self.spec.language,
+        }
+        return simple[name]
+
+    def sub(self, value: Any) -> Any:
+        return substitute(value, self.lookup)
+
+    def secrets_never_shown(self) -> list[str]:
+        """secrets_never_shown are the strings no error message may hold."""
+        tokens = [self.seeder.token, self.bad_token] + [t.token for t in self.tokens.values()]
+        values = [s.value for s in self.case.secrets if len(s.value) >= _MIN_LEAK_LENGTH]
+        return tokens + values
+
+    # Running ------------------------------------------------------------------------------
+    async def run(self) -> None:
+        self.proxy.reset()
+        for name, spec in self.case.tokens.items():
+            self.tokens[name] = await self.seeder.mint(
+                f"conformance {self.case.id} {name} {self.spec.language}",
+                expires_in=spec.get("expires_in"),
+                allowed_ips=spec.get("allowed_ips"),
+            )
+        env = {k: (self.sub(v) if v is not None else None) for k, v in self.case.env.items()}
+        unset = sorted((set(CVSM_VARIABLES) | self.touched_env) - {k for k, v in env.items() if v is not None})
+        self.touched_env.update(env)
+        await self.driver.request(
+            "set_env", {"set": {k: v for k, v in env.items() if v is not None}, "unset": unset}
+        )
+        for index, step in enumerate(self.case.steps, start=1):
+            try:
+                await self.run_step(step)
+            except StepFailure as failure:
+                raise StepFailure(f"step {index} ({self.describe_step(step)}): {failure}") from None
+
+    def describe_step(self, step: Mapping[str, Any]) -> str:
+        if "op" in step:
+            args = step.get("args")
+            return f"{step['op']} {_short(args, 80)}" if args else str(step["op"])
+        if "sleep" in step:
+            return f"sleep {step['sleep']}s"
+        if "faults" in step:
+            return "faults " + ", ".join(f"{f['match']}x{f.get('times', 1)}" for f in step["faults"])
+        return f"server {step['server']} {step['token']}"
+
+    async def run_step(self, step: Mapping[str, Any]) -> None:
+        if "sleep" in step:
+            await asyncio.sleep(float(step["sleep"]))
+            return
+        if "faults" in step:
+            # A faults step replaces whatever is still pending from an earlier one.
+            self.proxy.reset()
+            self.proxy.add_faults([Fault.from_case(self.sub(f)) for f in step["faults"]])
+            return
+        if "server" in step:
+            token = self.tokens[step["token"]]
+            if step["server"] == "revoke_token":
+                await self.seeder.revoke(token)
+            elif token.expires_at is not None:
+                remaining = token.expires_at.timestamp() - time.time()
+                await asyncio.sleep(max(0.0, remaining) + 1.0)
+            return
+        await self.run_op(step)
+
+    async def run_op(self, step: Mapping[str, Any]) -> None:
+        op = step["op"]
+        args = self.sub(step.get("args", {}))
+        mark = len(self.proxy.log)
+        response = await self.driver.request(op, args, timeout=float(step.get("timeout", DEFAULT_STEP_TIMEOUT)))
+        seen = self.proxy.log[mark:]
+        self.log.append(
+            f"{op} -> " + ("ok " + _short(response.get("result"), 120) if response["ok"]
+                           else "error " + _short(response.get("error"), 200))
+            + "".join(f"\n      {r.describe()}" for r in seen)
+        )
+        if op == "set_env":
+            self.touched_env.update(args.get("set", {}))
+        if op == "inject" and response["ok"]:
+            names = (response.get("result") or {}).get("names")
+            if isinstance(names, list):
+                self.touched_env.update(n for n in names if isinstance(n, str))
+        self.check_universal(op, response)
+        self.check_answer(self.sub(step.get("expect", {"ok": True})), response)
+        if "requests" in step:
+            self.check_requests(self.sub(step["requests"]), seen)
+
+    def check_universal(self, op: str, response: Mapping[str, Any]) -> None:
+        if not response["ok"]:
+            error = response.get("error")
+            if not isinstance(error, dict) or not isinstance(error.get("kind"), str):
+                raise StepFailure(f"error answer without an error object and kind: {_short(response)}")
+            if error["kind"] in ("internal", "unsupported"):
+                raise StepFailure(f"driver answered {error['kind']}: {_short(error.get('message'), 400)}")
+            message = str(error.get("message", ""))
+            for secret in self.secrets_never_shown():
+                if secret in message:
+                    raise StepFailure(f"the error message holds a token or value: {_short(message)}")
+        elif op == "describe":
+            text = json.dumps(response.get("result"), ensure_ascii=False)
+            tokens = [self.seeder.token, self.bad_token] + [t.token for t in self.tokens.values()]
+            if any(t in text for t in tokens):
+                raise StepFailure("describe shows a token")
+
+    def check_answer(self, expect: Mapping[str, Any], response: Mapping[str, Any]) -> None:
+        if expect["ok"]:
+            if not response["ok"]:
+                error = response.get("error") or {}
+                raise StepFailure(
+                    f"expected success, got error kind={error.get('kind')} status={error.get('status')}: "
+                    f"{_short(error.get('message'), 300)}"
+                )
+            result = response.get("result")
+            if not isinstance(result, dict):
+                raise StepFailure(f"result is not an object: {_short(result)}")
+            if "result" in expect and not _equal(expect["result"], result):
+                problem = _subset_mismatch(expect["result"], result, "result") or (
+                    f"result has extra keys: {sorted(set(result) - set(expect['result']))}"
+                    if isinstance(expect["result"], dict) and set(result) != set(expect["result"])
+                    else f"expected {_short(expect['result'])}, got {_short(result)}"
+                )
+                raise StepFailure(problem)
+            if "result_subset" in expect:
+                problem = _subset_mismatch(expect["result_subset"], result, "result")
+                if problem:
+                    raise StepFailure(problem)
+            shown = list(_strings(result))
+        else:
+            if response["ok"]:
+                raise StepFailure(
+                    f"expected error kind {expect['error']['kind']}, got success {_short(response.get('result'))}"
+                )
+            error = response["error"]
+            want = expect["error"]
+            got = f"kind={error.get('kind')} status={error.get('status')} retry_after={error.get('retry_after')}"
+            if error.get("kind") != want["kind"]:
+                raise StepFailure(f"expected kind {want['kind']}, got {got}: {_short(error.get('message'), 300)}")
+            for field in ("status", "retry_after"):
+                if field in want and error.get(field) != want[field]:
+                    raise StepFailure(f"expected {field} {want[field]}, got {got}")
+            message = str(error.get("message", ""))
+            for text in want.get("message_contains", []):
+                if text not in message:
+                    raise StepFailure(f"message lacks {_short(text)}: {_short(message, 300)}")
+            for text in want.get("message_excludes", []):
+                if text in message:
+                    raise StepFailure(f"message holds {_short(text)}: {_short(message, 300)}")
+            if "message_matches" in want and not re.search(want["message_matches"], message):
+                raise StepFailure(f"message does not match /{want['message_matches']}/: {_short(message, 300)}")
+            shown = [message]
+        for text in expect.get("excludes", []):
+            if any(text in s for s in shown):
+                raise StepFailure(f"the answer holds {_short(text, 40)}, which it must not")
+
+    def check_requests(self, expect: Mapping[str, Any], seen: list[RequestRecord]) -> None:
+        listing = "; ".join(r.describe() for r in seen) or "none"
+        if "count" in expect and _count_mismatch(expect["count"], len(seen)):
+            raise StepFailure(
+                f"expected {_show_count(expect['count'])} request(s), the proxy saw {len(seen)}: {listing}"
+            )
+        for kind, count in expect.get("kinds", {}).items():
+            actual = sum(1 for r in seen if r.kind == kind)
+            if _count_mismatch(count, actual):
+                raise StepFailure(
+                    f"expected {_show_count(count)} {kind} request(s), the proxy saw {actual}: {listing}"
+                )
+        each = expect.get("each", {})
+        for record in seen:
+            if "method" in each and record.method != each["method"]:
+                raise StepFailure(f"expected method {each['method']}: {record.describe()}")
+            for header, pattern in each.get("headers", {}).items():
+                value = record.headers.get(header.lower())
+                if value is None or not re.fullmatch(pattern, value):
+                    shown = "absent" if value is None else _short(value, 80)
+                    if header.lower() == "authorization" and value is not None:
+                        shown = _short(value, 12)  # never print a whole credential
+                    raise StepFailure(f"header {header} is {shown}, expected /{_short(pattern, 60)}/ ({record.describe()})")
+        if "sequence" in expect:
+            wanted = expect["sequence"]
+            if len(wanted) != len(seen):
+                raise StepFailure(f"expected {len(wanted)} request(s) in sequence, the proxy saw {len(seen)}: {listing}")
+            for position, (matcher, record) in enumerate(zip(wanted, seen), start=1):
+                if "kind" in matcher and record.kind != matcher["kind"]:
+                    raise StepFailure(f"request {position} should be {matcher['kind']}: {record.describe()}")
+                path = record.path[len(API_PREFIX):] if record.path.startswith(API_PREFIX) else record.path
+                if "path" in matcher and not re.fullmatch(matcher["path"], path):
+                    raise StepFailure(f"request {position} path {path} does not match /{matcher['path']}/")
+                for key, value in matcher.get("query", {}).items():
+                    actual = record.query.get(key)
+                    if value is None:
+                        if actual is not None:
+                            raise StepFailure(f"request {position} has query {key}={actual}, expected none")
+                    elif actual != [value]:
+                        raise StepFailure(
+                            f"request {position} query {key} is {actual}, expected [{_short(value, 60)}] "
+                            f"({record.describe()})"
+                        )

@@ -1,0 +1,217 @@
+"""conformance.server runs the reference server in-process and seeds it through its public API.
+
+The server is built with the same ``create_app`` factory as everywhere else, on a fresh
+embedded PostgreSQL in a temporary data directory, with rate limits off (the suite makes many
+requests with one token). ``Seeder`` registers a user, mints the run's API token and gives every
+case a team of its own holding the case's secrets; it also mints per-case tokens on demand.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import secrets as random_secrets
+import shutil
+import socket
+import tempfile
+import uuid
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import attrs
+from aiohttp import web
+
+from .cases import Case
+
+log = logging.getLogger("conformance")
+
+
+class ServerUnavailable(Exception):
+    """ServerUnavailable says the reference server could not be imported or started."""
+
+
+class ReferenceServer:
+    """ReferenceServer is the in-process server; ``url`` is its root (without /api/v1)."""
+
+    def __init__(self, external_url: str | None = None, log_file: Path | None = None) -> None:
+        self.external_url = external_url
+        self.log_file = log_file
+        self.url = external_url.rstrip("/") if external_url else ""
+        self.version = "external" if external_url else "unknown"
+        self._runner: web.AppRunner | None = None
+        self._data_dir: str | None = None
+
+    async def start(self) -> None:
+        if self.external_url:
+            return
+        try:
+            from cvsm_server.app import create_app
+            from cvsm_server.config import Settings
+        except Exception as exc:  # noqa: BLE001 - any import failure means no server
+            raise ServerUnavailable(
+                f"cannot import the reference server (cvsm_server): {type(exc).__name__}: {exc}. "
+                "Install it into the venv (make venv) or pass --server-url."
+            ) from exc
+        self._data_dir = tempfile.mkdtemp(prefix="cvsm-conformance-")
+        settings = Settings.from_env(
+            {
+                "CVSM_DATA_DIR": self._data_dir,
+                "CVSM_RATELIMIT_AUTH": "off",
+                "CVSM_RATELIMIT_API": "off",
+                "CVSM_RATELIMIT_PUBLIC": "off",
+                "CVSM_RATELIMIT_NEWSLETTER": "off",
+                "CVSM_APP_URL": "http://127.0.0.1",
+            }
+        )
+        app = create_app(settings)
+        self._runner = web.AppRunner(app, access_log=None)
+        try:
+            await asyncio.wait_for(self._runner.setup(), 180)
+            site = web.TCPSite(self._runner, "127.0.0.1", 0)
+            await site.start()
+        except Exception as exc:
+            await self.stop()
+            raise ServerUnavailable(f"the reference server did not start: {type(exc).__name__}: {exc}") from exc
+        port = self._runner.addresses[0][1]
+        self.url = f"http://127.0.0.1:{port}"
+        with contextlib.suppress(Exception):
+            async with aiohttp.ClientSession() as session, session.get(f"{self.url}/api/v1/health") as resp:
+                self.version = str((await resp.json()).get("version", "unknown"))
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            runner, self._runner = self._runner, None
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(runner.cleanup(), 60)
+        if self._data_dir is not None:
+            shutil.rmtree(self._data_dir, ignore_errors=True)
+            self._data_dir = None
+
+
+@attrs.define
+class MintedToken:
+    id: str
+    token: str
+    expires_at: datetime | None
+
+
+@attrs.define
+class CaseSeed:
+    """CaseSeed is what the server holds for one case: its team."""
+
+    team_id: str
+    team_slug: str
+
+
+class SeedError(Exception):
+    """SeedError says the server refused a seeding call; the message shows the call and answer."""
+
+
+class Seeder:
+    """Seeder talks to the server directly (not through the proxy) with the run's user."""
+
+    def __init__(self, server_url: str) -> None:
+        self.api = server_url.rstrip("/") + "/api/v1"
+        self.run_id = random_secrets.token_hex(4)
+        self.jwt = ""
+        self.token = ""
+        self.teams: dict[str, CaseSeed] = {}
+        self._session: aiohttp.ClientSession | None = None
+
+    async def __aenter__(self) -> Seeder:
+        self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=60))
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._session is not None:
+            await self._session.close()
+
+    async def call(self, method: str, path: str, body: Any = None, *, expect: int = 200) -> Any:
+        assert self._session is not None
+        headers = {"Authorization": f"Bearer {self.jwt}"} if self.jwt else {}
+        async with self._session.request(method, self.api + path, json=body, headers=headers) as resp:
+            text = await resp.text()
+            if resp.status != expect:
+                raise SeedError(f"{method} {path} answered {resp.status} (expected {expect}): {text[:300]}")
+            try:
+                return await resp.json(content_type=None)
+            except ValueError:
+                raise SeedError(f"{method} {path} answered non-JSON: {text[:300]}") from None
+
+    async def seed(self, cases: list[Case]) -> None:
+        """seed registers the run's user, mints its token and creates one team per case."""
+        password = random_secrets.token_urlsafe(18)
+        registered = await self.call(
+            "POST",
+            "/auth/register",
+            {
+                "email": f"conformance-{self.run_id}@example.test",
+                "username": f"conformance_{self.run_id}",
+                "password": password,
+                "name": "Conformance Suite",
+            },
+            expect=201,
+        )
+        self.jwt = registered["token"]
+        self.token = (await self.mint("conformance-run")).token
+        semaphore = asyncio.Semaphore(4)
+
+        async def seed_case(index: int, case: Case) -> None:
+            async with semaphore:
+                slug = f"conf-{self.run_id}-{index:03d}"
+                created = await self.call(
+                    "POST", "/teams", {"name": f"Conformance {case.id}"[:100], "slug": slug}, expect=201
+                )
+                team_id = created["team"]["id"]
+                for secret in case.secrets:
+                    await self.call(
+                        "POST",
+                        f"/teams/{team_id}/secrets",
+                        {
+                            "name": secret.name,
+                            "value": secret.value,
+                            "environment": secret.environment,
+                            "type": "credential",
+                            "description": f"conformance case {case.id}",
+                        },
+                        expect=201,
+                    )
+                self.teams[case.id] = CaseSeed(team_id=team_id, team_slug=slug)
+
+        await asyncio.gather(*(seed_case(i, case) for i, case in enumerate(cases)))
+
+    async def mint(
+        self, name: str, *, expires_in: float | None = None, allowed_ips: list[str] | None = None
+    ) -> MintedToken:
+        """mint creates an API token of the run's user (needs the JWT)."""
+        body: dict[str, Any] = {"name": name[:100]}
+        expires_at = None
+        if expires_in is not None:
+            expires_at = datetime.now(timezone.utc) + timedelta(seconds=expires_in)
+            body["expires_at"] = expires_at.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+        if allowed_ips is not None:
+            body["allowed_ips"] = allowed_ips
+        created = await self.call("POST", "/tokens", body, expect=201)
+        return MintedToken(id=created["api_token"]["id"], token=created["token"], expires_at=expires_at)
+
+    async def revoke(self, token: MintedToken) -> None:
+        await self.call("DELETE", f"/tokens/{token.id}")
+
+
+def unknown_team_id() -> str:
+    return str(uuid.uuid4())
+
+
+def bad_token() -> str:
+    """bad_token is well-formed but never issued; a fresh prefix each time avoids prefix locks."""
+    return "cvsm_" + random_secrets.token_hex(32)
+
+
+def refused_port() -> int:
+    """refused_port is a loopback port where nothing listens (bound, then released)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])

@@ -1,0 +1,81 @@
+"""The proxy counts every request and plays its faults; tested against a stub upstream."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import httpx
+import pytest
+from aiohttp import web
+
+from conformance.proxy import Fault, FaultProxy, request_kind
+
+
+@pytest.fixture
+async def proxy() -> AsyncIterator[FaultProxy]:
+    async def answer(request: web.Request) -> web.Response:
+        return web.json_response({"path": request.path, "query": request.query_string,
+                                  "ua": request.headers.get("User-Agent")})
+
+    app = web.Application()
+    app.router.add_get("/{tail:.*}", answer)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    fault_proxy = FaultProxy(f"http://127.0.0.1:{runner.addresses[0][1]}")
+    await fault_proxy.start()
+    yield fault_proxy
+    await fault_proxy.close()
+    await runner.cleanup()
+
+
+def test_request_kinds_name_the_four_sdk_endpoints() -> None:
+    assert request_kind("/api/v1/teams") == "teams"
+    assert request_kind("/api/v1/teams/t/secrets") == "list"
+    assert request_kind("/api/v1/teams/t/secrets/export") == "export"
+    assert request_kind("/api/v1/teams/t/secrets/s") == "value"
+    assert request_kind("/api/v1/health") == "other"
+
+
+async def test_forwards_and_records_with_connection_close(proxy: FaultProxy) -> None:
+    async with httpx.AsyncClient(headers={"User-Agent": "cvsm-test/0.1.0"}) as client:
+        response = await client.get(f"{proxy.base_url}/teams/t/secrets", params={"search": "A&B", "environment": "production"})
+    assert response.json() == {"path": "/api/v1/teams/t/secrets", "query": "search=A%26B&environment=production",
+                               "ua": "cvsm-test/0.1.0"}
+    assert response.headers["connection"] == "close"
+    (record,) = proxy.log
+    assert (record.kind, record.query["search"], record.headers["user-agent"], record.status) == (
+        "list", ["A&B"], "cvsm-test/0.1.0", 200)
+
+
+async def test_status_fault_answers_in_place_of_the_server_for_the_matching_kind_only(proxy: FaultProxy) -> None:
+    proxy.add_faults([Fault(match="export", times=2, status=429, headers={"Retry-After": "7"})])
+    async with httpx.AsyncClient() as client:
+        other = await client.get(f"{proxy.base_url}/teams/t/secrets")
+        first = await client.get(f"{proxy.base_url}/teams/t/secrets/export")
+        second = await client.get(f"{proxy.base_url}/teams/t/secrets/export")
+        third = await client.get(f"{proxy.base_url}/teams/t/secrets/export")
+    assert other.status_code == 200
+    assert (first.status_code, first.headers["retry-after"], second.status_code, third.status_code) == (429, "7", 429, 200)
+    assert [r.fault for r in proxy.log] == [None, "status 429", "status 429", None]
+
+
+@pytest.mark.parametrize("drop", ["before_response", "mid_response"])
+async def test_dropped_connection_is_a_transport_error_and_still_counted(proxy: FaultProxy, drop: str) -> None:
+    proxy.add_faults([Fault(match="any", drop=drop)])
+    async with httpx.AsyncClient() as client:
+        with pytest.raises(httpx.TransportError):
+            await client.get(f"{proxy.base_url}/teams")
+        assert (await client.get(f"{proxy.base_url}/teams")).status_code == 200
+    assert len(proxy.log) == 2
+
+
+async def test_delay_fault_outlasts_a_short_client_timeout(proxy: FaultProxy) -> None:
+    proxy.add_faults([Fault(match="teams", delay=1.0)])
+    async with httpx.AsyncClient(timeout=0.2) as client:
+        with pytest.raises(httpx.TimeoutException):
+            await client.get(f"{proxy.base_url}/teams")
+    await asyncio.sleep(0)
+    assert len(proxy.log) == 1
