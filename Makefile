@@ -1,0 +1,49 @@
+# cvsm: the two commands of the README are `make serve` and `make test`; everything else is here
+# for them. All set-up (a virtualenv in .venv, client build steps) happens on demand.
+
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed-stamp
+HOST   ?= 127.0.0.1
+PORT   ?= 8080
+
+# `make conformance LANG=python` runs one language. LANG is also the locale variable, so only a
+# value given on the make command line selects a language.
+ifeq ($(origin LANG),command line)
+LANG_ARGS := --lang $(LANG)
+endif
+
+.PHONY: serve test server-test clients-test conformance bench venv clean
+
+$(STAMP): pyproject.toml clients/python/pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check --upgrade pip
+	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[dev]' -e 'clients/python[dev]'
+	touch $@
+
+venv: $(STAMP)
+
+## make serve: install and start the server on the embedded PostgreSQL (data in ~/.local/share/cvsm)
+serve: $(STAMP)
+	$(VENV)/bin/cvsm-server serve --host $(HOST) --port $(PORT)
+
+## make test: the server's tests, every client's own tests, then the conformance suite
+test: server-test clients-test conformance
+
+server-test: $(STAMP)
+	$(PY) -m pytest server/tests -q -p no:cacheprovider
+	$(PY) -m pytest conformance/tests -q -p no:cacheprovider
+
+clients-test: $(STAMP)
+	$(PY) -m conformance unit-tests $(LANG_ARGS)
+
+conformance: $(STAMP)
+	$(PY) -m conformance run $(LANG_ARGS)
+
+## make bench: every benchmark in bench/, each printing ratios measured in one run
+bench: $(STAMP)
+	@for b in bench/*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+
+clean:
+	rm -rf $(VENV) conformance/reports
