@@ -15,7 +15,8 @@ from collections.abc import AsyncIterator
 
 from aiohttp import web
 
-from . import audit, auth, db, keys, public, ratelimit, secrets, teams, tokens, totp, users
+from . import (audit, auth, bulk, db, keys, public, ratelimit, secrets, shares, teams, tokens,
+               totp, users)
 from .config import Settings
 from .crypto import Keyring
 from .errors import error_middleware
@@ -110,5 +111,7 @@ def create_app(settings: Settings | None = None) -> web.Application:
     tokens.setup_routes(app)
     teams.setup_routes(app)
     audit.setup_routes(app)
+    bulk.setup_routes(app)  # before secrets: /secrets/bulk must not match /secrets/{secret_id}
+    shares.setup_routes(app)
     secrets.setup_routes(app)
     return app

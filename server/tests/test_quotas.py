@@ -1,0 +1,217 @@
+"""Plans and quotas: `max_secrets` on create, bulk create, import and rollback; `max_members` on
+member add; concurrent requests at the limit never pass it; new teams get the plan's defaults."""
+
+from __future__ import annotations
+
+import asyncio
+
+from conftest import Api, query
+from cvsm_server import secrets, teams
+
+SECRET_QUOTA = secrets.SECRET_QUOTA
+MEMBER_QUOTA = teams.MEMBER_QUOTA
+
+
+async def set_quota(database_url: str, team_id: str, *, max_secrets=None, max_members=None,
+                    plan: str = "starter") -> None:
+    await query(database_url, "UPDATE teams SET plan = %s, max_secrets = %s, max_members = %s "
+                              "WHERE id = %s", (plan, max_secrets, max_members, team_id))
+
+
+async def live_count(database_url: str, team_id: str) -> int:
+    [row] = await query(database_url, "SELECT count(*) AS n FROM secrets WHERE team_id = %s "
+                                      "AND deleted_at IS NULL", (team_id,))
+    return row["n"]
+
+
+async def fill(client, api: Api, user: dict, team_id: str, count: int, prefix: str = "S") -> None:
+    resp = await client.post(f"/api/v1/teams/{team_id}/secrets/bulk", headers=api.auth(user["token"]),
+                             json={"items": [{"name": f"{prefix}{i}", "value": "v",
+                                              "environment": "production"} for i in range(count)]})
+    assert resp.status == 200, await resp.text()
+    assert (await resp.json())["summary"]["ok"] == count
+
+
+async def create(client, api: Api, user: dict, team_id: str, name: str):
+    return await client.post(f"/api/v1/teams/{team_id}/secrets", headers=api.auth(user["token"]),
+                             json={"name": name, "value": "v", "environment": "production"})
+
+
+async def warm_pool(client, api: Api, user: dict, team_id: str) -> None:
+    """Open the pool's connections first, so concurrent requests really overlap in the database."""
+    responses = await asyncio.gather(*(client.get(f"/api/v1/teams/{team_id}/secrets",
+                                                  headers=api.auth(user["token"])) for _ in range(25)))
+    assert {r.status for r in responses} == {200}
+
+
+# --- plans ------------------------------------------------------------------------------------
+
+def test_plan_table_is_the_spec_table():
+    assert teams.PLANS == {
+        "starter": {"max_secrets": 50, "max_members": 5, "audit_retention_days": 30},
+        "professional": {"max_secrets": 500, "max_members": 25, "audit_retention_days": 90},
+        "enterprise": {"max_secrets": None, "max_members": None, "audit_retention_days": None},
+    }
+
+
+async def test_new_team_gets_starter_plan_with_50_secrets_and_5_members(client, api: Api, owner,
+                                                                        team_id, database_url):
+    resp = await client.get(f"/api/v1/teams/{team_id}", headers=api.auth(owner["token"]))
+    team = (await resp.json())["team"]
+    assert (team["plan"], team["max_secrets"], team["max_members"]) == ("starter", 50, 5)
+    [row] = await query(database_url, "SELECT plan, max_secrets, max_members FROM teams")
+    assert row == {"plan": "starter", "max_secrets": 50, "max_members": 5}
+
+
+# --- secrets ----------------------------------------------------------------------------------
+
+async def test_create_at_the_starter_limit_is_403_with_quota_message(client, api: Api, owner, team_id,
+                                                                     database_url):
+    await fill(client, api, owner, team_id, 49)
+    assert (await create(client, api, owner, team_id, "FIFTIETH")).status == 201
+    resp = await create(client, api, owner, team_id, "FIFTY_FIRST")
+    assert resp.status == 403
+    assert await resp.json() == {"error": SECRET_QUOTA}
+    assert await live_count(database_url, team_id) == 50
+
+
+async def test_deleted_secrets_do_not_count_against_the_quota(client, api: Api, owner, team_id,
+                                                             database_url):
+    await set_quota(database_url, team_id, max_secrets=2, max_members=5)
+    first = await api.secret(owner, team_id, "A", "1")
+    await api.secret(owner, team_id, "B", "2")
+    assert (await create(client, api, owner, team_id, "C")).status == 403
+    await client.delete(f"/api/v1/teams/{team_id}/secrets/{first}", headers=api.auth(owner["token"]))
+    assert (await create(client, api, owner, team_id, "C")).status == 201
+
+
+async def test_quota_is_per_team(client, api: Api, owner, team_id, database_url):
+    await set_quota(database_url, team_id, max_secrets=1, max_members=5)
+    await api.secret(owner, team_id, "A", "1")
+    other = await api.team(owner, "second-team")
+    assert (await create(client, api, owner, other, "A")).status == 201
+    assert (await create(client, api, owner, team_id, "B")).status == 403
+
+
+async def test_20_concurrent_creates_one_below_the_limit_create_exactly_one(client, api: Api, owner,
+                                                                           team_id, database_url):
+    await fill(client, api, owner, team_id, 49)
+    await warm_pool(client, api, owner, team_id)
+    responses = await asyncio.gather(*(create(client, api, owner, team_id, f"RACE_{i}")
+                                       for i in range(20)))
+    assert sorted(r.status for r in responses) == [201] + [403] * 19
+    assert await live_count(database_url, team_id) == 50
+
+
+async def test_bulk_create_that_would_pass_the_quota_inserts_nothing(client, api: Api, owner, team_id,
+                                                                     database_url):
+    await fill(client, api, owner, team_id, 45)
+    items = [{"name": f"NEW{i}", "value": "v", "environment": "production"} for i in range(6)]
+    resp = await client.post(f"/api/v1/teams/{team_id}/secrets/bulk", headers=api.auth(owner["token"]),
+                             json={"items": items})
+    assert resp.status == 403
+    assert await resp.json() == {"error": SECRET_QUOTA}
+    assert await live_count(database_url, team_id) == 45
+    assert await query(database_url, "SELECT id FROM audit_logs WHERE action = 'bulk_create' "
+                                     "AND metadata->>'total' = '6'") == []
+    resp = await client.post(f"/api/v1/teams/{team_id}/secrets/bulk", headers=api.auth(owner["token"]),
+                             json={"items": items[:5]})
+    assert resp.status == 200
+    assert await live_count(database_url, team_id) == 50
+
+
+async def test_bulk_quota_counts_every_item_in_the_request_including_invalid_ones(
+        client, api: Api, owner, team_id, database_url):
+    await fill(client, api, owner, team_id, 48)
+    items = [{"name": "OK1", "value": "v", "environment": "production"},
+             {"name": "OK2", "value": "v", "environment": "production"},
+             {"name": "1INVALID", "value": "v", "environment": "production"}]
+    resp = await client.post(f"/api/v1/teams/{team_id}/secrets/bulk", headers=api.auth(owner["token"]),
+                             json={"items": items})
+    assert resp.status == 403
+    assert await live_count(database_url, team_id) == 48
+
+
+async def test_import_that_would_pass_the_quota_inserts_nothing(client, api: Api, owner, team_id,
+                                                                database_url):
+    await fill(client, api, owner, team_id, 48)
+    url = f"/api/v1/teams/{team_id}/secrets/bulk/import-dotenv"
+    resp = await client.post(url, headers=api.auth(owner["token"]),
+                             json={"content": "# header\nA=1\nB=2\nC=3\n", "environment": "staging"})
+    assert resp.status == 403
+    assert await resp.json() == {"error": SECRET_QUOTA}
+    assert await live_count(database_url, team_id) == 48
+    resp = await client.post(url, headers=api.auth(owner["token"]),
+                             json={"content": "# header\nA=1\nB=2\n", "environment": "staging"})
+    assert resp.status == 200
+    assert await live_count(database_url, team_id) == 50
+
+
+async def test_concurrent_bulk_creates_at_the_limit_never_pass_it(client, api: Api, owner, team_id,
+                                                                 database_url):
+    await fill(client, api, owner, team_id, 40)
+    await warm_pool(client, api, owner, team_id)
+
+    async def bulk(n: int):
+        items = [{"name": f"B{n}_{i}", "value": "v", "environment": "production"} for i in range(4)]
+        return await client.post(f"/api/v1/teams/{team_id}/secrets/bulk",
+                                 headers=api.auth(owner["token"]), json={"items": items})
+
+    responses = await asyncio.gather(*(bulk(n) for n in range(6)))
+    assert sorted(r.status for r in responses) == [200, 200, 403, 403, 403, 403]
+    assert await live_count(database_url, team_id) == 48
+
+
+async def test_rollback_at_the_limit_restores_a_value_without_adding_a_secret(
+        client, api: Api, owner, team_id, database_url):
+    await set_quota(database_url, team_id, max_secrets=1, max_members=5)
+    secret_id = await api.secret(owner, team_id, "A", "first")
+    base = f"/api/v1/teams/{team_id}/secrets/{secret_id}"
+    await client.put(base, headers=api.auth(owner["token"]), json={"value": "second"})
+    assert (await create(client, api, owner, team_id, "B")).status == 403
+    resp = await client.post(f"{base}/rollback", headers=api.auth(owner["token"]), json={"version": 1})
+    assert resp.status == 200
+    resp = await client.get(base, headers=api.auth(owner["token"]))
+    assert (await resp.json())["value"] == "first"
+    assert await live_count(database_url, team_id) == 1
+
+
+async def test_enterprise_team_without_quota_is_unlimited(client, api: Api, owner, team_id, database_url):
+    await set_quota(database_url, team_id, plan="enterprise")
+    await fill(client, api, owner, team_id, 60)
+    assert (await create(client, api, owner, team_id, "MORE")).status == 201
+    assert await live_count(database_url, team_id) == 61
+
+
+# --- members ----------------------------------------------------------------------------------
+
+async def add(client, api: Api, owner: dict, team_id: str, user: dict, role: str = "Member"):
+    return await client.post(f"/api/v1/teams/{team_id}/members", headers=api.auth(owner["token"]),
+                             json={"identifier": user["username"], "role": role})
+
+
+async def member_count(database_url: str, team_id: str) -> int:
+    [row] = await query(database_url, "SELECT count(*) AS n FROM team_members WHERE team_id = %s",
+                        (team_id,))
+    return row["n"]
+
+
+async def test_member_add_past_max_members_is_403_with_quota_message(client, api: Api, owner, team_id,
+                                                                     database_url):
+    users = [await api.register(f"member_{i}") for i in range(5)]
+    for user in users[:4]:
+        assert (await add(client, api, owner, team_id, user)).status == 201
+    resp = await add(client, api, owner, team_id, users[4])
+    assert resp.status == 403
+    assert await resp.json() == {"error": MEMBER_QUOTA}
+    assert await member_count(database_url, team_id) == 5
+
+
+async def test_concurrent_member_adds_at_the_limit_add_exactly_one(client, api: Api, owner, team_id,
+                                                                   database_url):
+    await set_quota(database_url, team_id, max_secrets=50, max_members=2)
+    users = [await api.register(f"member_{i}") for i in range(4)]
+    await warm_pool(client, api, owner, team_id)
+    responses = await asyncio.gather(*(add(client, api, owner, team_id, u) for u in users))
+    assert sorted(r.status for r in responses) == [201, 403, 403, 403]
+    assert await member_count(database_url, team_id) == 2
