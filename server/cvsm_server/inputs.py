@@ -46,9 +46,23 @@ async def read_json(request: web.Request, *, max_bytes: int = DEFAULT_BODY_LIMIT
 _MISSING = object()
 
 
+def check_text(name: str, value: str, *, allow_nul: bool = False) -> str:
+    """400 for text PostgreSQL cannot store or UTF-8 cannot encode: NUL characters (unless the
+    text is only ever stored encrypted) and unpaired surrogates (JSON allows `\ud800`)."""
+    if not allow_nul and "\x00" in value:
+        raise BadRequest(f"Kolom '{name}' berisi karakter yang tidak valid")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise BadRequest(f"Kolom '{name}' berisi karakter yang tidak valid") from None
+    return value
+
+
 def field(body: dict[str, Any], name: str, kind: type | tuple[type, ...], *, required: bool = True,
-          default: Any = None) -> Any:
-    """`body[name]` checked against `kind`; 400 when missing (if required) or of the wrong type."""
+          default: Any = None, allow_nul: bool = False) -> Any:
+    """`body[name]` checked against `kind`; 400 when missing (if required) or of the wrong type.
+
+    Text is also checked with `check_text`: `allow_nul` is for values stored only encrypted."""
     value = body.get(name, _MISSING)
     if value is _MISSING or value is None:
         if required:
@@ -60,6 +74,8 @@ def field(body: dict[str, Any], name: str, kind: type | tuple[type, ...], *, req
         raise BadRequest(f"Kolom '{name}' memiliki tipe yang salah")
     if not isinstance(value, kinds):
         raise BadRequest(f"Kolom '{name}' memiliki tipe yang salah")
+    if isinstance(value, str):
+        check_text(name, value, allow_nul=allow_nul)
     return value
 
 
@@ -69,7 +85,15 @@ def string_list(body: dict[str, Any], name: str, *, required: bool = True, max_i
         raise BadRequest(f"Kolom '{name}' berisi lebih dari {max_items} item")
     if not all(isinstance(i, str) for i in items):
         raise BadRequest(f"Kolom '{name}' harus berupa daftar teks")
+    for item in items:
+        check_text(name, item)
     return items
+
+
+def query_text(request: web.Request, name: str) -> str | None:
+    """A text query parameter, checked like body text."""
+    value = request.query.get(name)
+    return None if value is None else check_text(name, value)
 
 
 def path_uuid(request: web.Request, name: str) -> uuid.UUID:

@@ -16,7 +16,7 @@ from aiohttp import web
 from . import audit, db, dotenv, teams
 from .crypto import DecryptionError, Keyring, secret_aad
 from .errors import BadRequest, Conflict, Forbidden, NotFound
-from .inputs import field, path_uuid, query_int, read_json
+from .inputs import check_text, field, path_uuid, query_int, query_text, read_json
 from .state import KEYRING, POOL, principal
 from .timeutil import iso
 
@@ -84,6 +84,7 @@ def check_value(value: object) -> str:
 def check_description(description: object) -> str:
     if not isinstance(description, str):
         raise BadRequest("Kolom 'description' harus berupa teks")
+    check_text("description", description)
     if len(description) > MAX_DESCRIPTION:
         raise BadRequest(f"Deskripsi maksimal {MAX_DESCRIPTION} karakter")
     return description
@@ -195,7 +196,7 @@ async def list_secrets(request: web.Request) -> web.Response:
     environment = request.query.get("environment")
     if environment is not None:
         check_environment(environment)
-    search = request.query.get("search")
+    search = query_text(request, "search")
     limit = query_int(request, "limit", default=None, minimum=1, maximum=1000)
     offset = query_int(request, "offset", default=0, minimum=0)
     where, args = ["team_id = %s", "deleted_at IS NULL"], [team_id]
@@ -256,7 +257,7 @@ async def create_secret(request: web.Request) -> web.Response:
     team_id = path_uuid(request, "team_id")
     body = await read_json(request)
     name = check_name(field(body, "name", str))
-    value = check_value(field(body, "value", str))
+    value = check_value(field(body, "value", str, allow_nul=True))
     environment = check_environment(field(body, "environment", str))
     kind = check_type(field(body, "type", str, required=False, default="credential"))
     description = check_description(field(body, "description", str, required=False, default=""))
