@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import shutil
 import socket
 import statistics
 import subprocess
@@ -140,6 +141,7 @@ async def run(seconds: float, concurrency: int) -> None:
         bare.terminate()
         server.wait(timeout=60)
         bare.wait(timeout=10)
+        shutil.rmtree(data_dir, ignore_errors=True)
 
     print(f"cvsm server benchmarks ({seconds:.0f} s per measurement, {concurrency} concurrent clients, "
           f"{os.cpu_count()} cores)")

@@ -47,17 +47,6 @@ def _item_error(index: int, name: object, message: str, **extra: Any) -> dict:
             "error": message, **extra}
 
 
-def _storable_text(text: str, name: str) -> str:
-    """PostgreSQL text holds neither NUL nor a lone surrogate: a 400, never a 500."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        raise BadRequest(f"Kolom '{name}' berisi karakter yang tidak valid") from None
-    if "\x00" in text:
-        raise BadRequest(f"Kolom '{name}' berisi karakter yang tidak valid")
-    return text
-
-
 def _validate_item(item: object) -> dict:
     """The fields of one bulk item; raises BadRequest (reported as that item's error)."""
     if not isinstance(item, dict):
@@ -65,10 +54,10 @@ def _validate_item(item: object) -> dict:
     description = field(item, "description", str, required=False, default="")
     return {
         "name": secrets.check_name(field(item, "name", str)),
-        "value": secrets.check_value(field(item, "value", str)),
+        "value": secrets.check_value(field(item, "value", str, allow_nul=True)),
         "environment": secrets.check_environment(field(item, "environment", str)),
         "kind": secrets.check_type(field(item, "type", str, required=False, default="credential")),
-        "description": _storable_text(secrets.check_description(description), "description"),
+        "description": secrets.check_description(description),
     }
 
 
@@ -116,7 +105,7 @@ async def import_dotenv(request: web.Request) -> web.Response:
     """
     team_id = path_uuid(request, "team_id")
     body = await read_json(request, max_bytes=MAX_DOTENV_BODY)
-    content = field(body, "content", str)
+    content = field(body, "content", str, allow_nul=True)  # values are stored encrypted
     environment = secrets.check_environment(field(body, "environment", str))
     try:
         size = len(content.encode("utf-8"))

@@ -7,6 +7,8 @@ from __future__ import annotations
 import asyncio
 import base64
 import itertools
+import shutil
+import tempfile
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -36,10 +38,21 @@ def admin_execute(url: str, sql: str) -> None:
         conn.close()
 
 
+def postgres_home() -> Path:
+    """A directory for an embedded PostgreSQL's data, outside pytest's temp root.
+
+    As root, the embedded server runs as a `pgserver` system user that must traverse every parent
+    of its data dir, and each pytest start resets `/tmp/pytest-of-<user>` to mode 0700: a data
+    dir under it becomes unreachable (PANIC at the next checkpoint) when any other pytest starts.
+    """
+    return Path(tempfile.mkdtemp(prefix="cvsm-test-pg-"))
+
+
 @pytest.fixture(scope="session")
-def postgres(tmp_path_factory: pytest.TempPathFactory) -> Any:
+def postgres() -> Any:
     """The embedded PostgreSQL for the whole run; yields the URL of its `postgres` database."""
-    server = db.EmbeddedPostgres(tmp_path_factory.mktemp("embedded"))
+    home = postgres_home()
+    server = db.EmbeddedPostgres(home)
     url = server.start(database="postgres")
     template_url = url.replace("/postgres?", f"/{TEMPLATE}?")
     admin_execute(url, f"CREATE DATABASE {TEMPLATE}")
@@ -55,6 +68,7 @@ def postgres(tmp_path_factory: pytest.TempPathFactory) -> Any:
     asyncio.run(migrate_template())
     yield url
     server.stop()
+    shutil.rmtree(home, ignore_errors=True)
 
 
 def database_url_for(postgres: str, name: str) -> str:

@@ -5,6 +5,7 @@ import asyncio
 import base64
 import os
 import re
+import shutil
 import socket
 import stat
 import subprocess
@@ -17,7 +18,7 @@ from aiohttp import web
 from cvsm_server import db
 from cvsm_server.app import create_app
 from cvsm_server.keys import KeyMismatch
-from conftest import Api, query
+from conftest import Api, postgres_home, query
 
 
 async def test_migrations_are_recorded_and_idempotent(database_url):
@@ -96,9 +97,10 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-async def test_cvsm_server_serve_starts_on_embedded_postgres_with_generated_keys(tmp_path):
+async def test_cvsm_server_serve_starts_on_embedded_postgres_with_generated_keys():
     """What `make serve` does: no database URL, no keys; the server makes them in the data dir."""
-    data_dir = tmp_path / "data"
+    home = postgres_home()
+    data_dir = home / "data"
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("CVSM_")}
     env["CVSM_DATA_DIR"] = str(data_dir)
@@ -126,6 +128,7 @@ async def test_cvsm_server_serve_starts_on_embedded_postgres_with_generated_keys
     key = (data_dir / "master.key").read_text().strip()
     assert key not in output  # the generated key is never logged
     assert "generated a master key" in output
+    shutil.rmtree(home, ignore_errors=True)
 
 
 def test_create_app_reads_its_settings_from_the_environment(monkeypatch, tmp_path):
