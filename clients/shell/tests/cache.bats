@@ -1,0 +1,207 @@
+#!/usr/bin/env bats
+# cache.bats - the file cache: hits, expiry, keys, clearing, authentication errors, and a private
+# cache directory.
+
+load helpers
+
+setup_file() { stub_start; }
+teardown_file() { stub_stop; }
+setup() { common_setup; }
+
+mode_of() { stat -c '%a' "$1"; }
+
+@test "a second cvsm_get within the TTL makes no request, from a subshell or another process too" {
+  [ "$(cvsm_get API_KEY)" = "k-prod" ]
+  [ "$(count_requests)" -eq 3 ]
+  [ "$(cvsm_get API_KEY)" = "k-prod" ]
+  run bash -c 'source "$1"; cvsm_get API_KEY' _ "$SDK"
+  [ "$output" = "k-prod" ]
+  if command -v zsh >/dev/null; then
+    run zsh -c 'source "$1"; cvsm_get API_KEY' _ "$SDK"
+    [ "$output" = "k-prod" ]
+  fi
+  [ "$(count_requests)" -eq 3 ]
+}
+
+@test "an entry expires after CVSM_CACHE_TTL seconds" {
+  export CVSM_CACHE_TTL=1
+  cvsm_get API_KEY >/dev/null
+  cvsm_get API_KEY >/dev/null
+  [ "$(count_requests /secrets/s-api)" -eq 1 ]
+  sleep 1.1
+  cvsm_get API_KEY >/dev/null
+  [ "$(count_requests /secrets/s-api)" -eq 2 ]
+}
+
+@test "CVSM_CACHE_TTL=0 disables the cache and writes no value to disk" {
+  export CVSM_CACHE_TTL=0
+  cvsm_get API_KEY >/dev/null
+  cvsm_get API_KEY >/dev/null
+  cvsm_get_all >/dev/null
+  cvsm_get_all >/dev/null
+  [ "$(count_requests /secrets/s-api)" -eq 2 ]
+  [ "$(count_requests /export)" -eq 2 ]
+  [ ! -e "$CVSM_CACHE_DIR/values" ]
+}
+
+@test "the --cache-ttl option wins over CVSM_CACHE_TTL" {
+  export CVSM_CACHE_TTL=60
+  cvsm_get --cache-ttl 0 API_KEY >/dev/null
+  cvsm_get --cache-ttl 0 API_KEY >/dev/null
+  [ "$(count_requests /secrets/s-api)" -eq 2 ]
+}
+
+@test "cvsm_get_all is cached as a whole, and a cvsm_get after it makes no request" {
+  cvsm_get_all >/dev/null
+  cvsm_get_all >/dev/null
+  [ "$(count_requests /export)" -eq 1 ]
+  run cvsm_get MULTI
+  [ "$output" = "$(printf 'line1\nline2\n\n')" ]
+  [ "$(cvsm_get EMPTY; echo x)" = "x" ]
+  [ "$(count_requests)" -eq 2 ]
+}
+
+@test "cvsm_clear_cache makes the next call ask the server again" {
+  cvsm_get API_KEY >/dev/null
+  cvsm_get_all >/dev/null
+  cvsm_clear_cache
+  cvsm_get API_KEY >/dev/null
+  cvsm_get_all >/dev/null
+  [ "$(count_requests /secrets/s-api)" -eq 2 ]
+  [ "$(count_requests /export)" -eq 2 ]
+}
+
+@test "cvsm_clear_cache needs no configuration and succeeds when there is no cache yet" {
+  unset CVSM_TOKEN CVSM_BASE_URL CVSM_TEAM
+  run cvsm_clear_cache
+  [ "$status" -eq 0 ]
+  run cvsm_clear_cache extra
+  [ "$status" -eq 2 ]
+}
+
+@test "the cache is keyed by environment" {
+  [ "$(cvsm_get API_KEY)" = "k-prod" ]
+  [ "$(CVSM_ENVIRONMENT=staging cvsm_get API_KEY)" = "k-staging" ]
+  [ "$(cvsm_get API_KEY)" = "k-prod" ]
+  [ "$(count_requests /secrets/s-api)" -eq 1 ]
+  [ "$(count_requests /secrets/s-api-st)" -eq 1 ]
+}
+
+@test "the cache is keyed by token: another token never reads cached values" {
+  cvsm_get API_KEY >/dev/null
+  CVSM_TOKEN=$OTHER_TOKEN run cvsm_get API_KEY
+  [ "$status" -eq 3 ]
+  [ "$output" != "k-prod" ]
+}
+
+@test "an authentication error empties the whole cache" {
+  cvsm_get API_KEY >/dev/null
+  cvsm_get_all >/dev/null
+  stub_fault '[{"path": "/api/v1/teams/", "status": 401, "count": 1}]'
+  CVSM_ENVIRONMENT=staging run cvsm_get API_KEY
+  [ "$status" -eq 3 ]
+  cvsm_get API_KEY >/dev/null
+  cvsm_get_all >/dev/null
+  [ "$(count_requests /secrets/s-api)" -eq 2 ]
+  [ "$(count_requests /export)" -eq 2 ]
+}
+
+@test "errors are never cached" {
+  stub_fault '[{"path": "/api/v1/teams/'"$TEAM_ID"'/secrets/s-api", "status": 500, "count": 1}]'
+  run cvsm_get API_KEY
+  [ "$status" -eq 7 ]
+  run cvsm_get API_KEY
+  [ "$status" -eq 0 ]
+  [ "$output" = "k-prod" ]
+}
+
+@test "the cache directory is created with mode 0700 and its files with mode 0600" {
+  cvsm_get API_KEY >/dev/null
+  cvsm_get_all >/dev/null
+  [ "$(mode_of "$CVSM_CACHE_DIR")" = 700 ]
+  [ "$(find "$CVSM_CACHE_DIR" -type f | wc -l)" -ge 3 ]
+  [ -z "$(find "$CVSM_CACHE_DIR" -type f ! -perm 600)" ]
+  [ -z "$(find "$CVSM_CACHE_DIR" -type d ! -perm 700)" ]
+}
+
+@test "the cache files never hold the token" {
+  cvsm_get API_KEY >/dev/null
+  cvsm_get_all >/dev/null
+  run grep -r -- "$TOKEN" "$CVSM_CACHE_DIR"
+  [ "$status" -eq 1 ]
+}
+
+@test "by default the cache lives in \$XDG_RUNTIME_DIR/cvsm-\$UID, else \$TMPDIR/cvsm-\$UID" {
+  unset CVSM_CACHE_DIR
+  export XDG_RUNTIME_DIR="$BATS_TEST_TMPDIR/run"
+  mkdir -m 700 "$XDG_RUNTIME_DIR"
+  cvsm_get API_KEY >/dev/null
+  [ "$(mode_of "$XDG_RUNTIME_DIR/cvsm-$UID")" = 700 ]
+  run cvsm_describe
+  [[ $output == *"cache_dir=$XDG_RUNTIME_DIR/cvsm-$UID"* ]]
+  unset XDG_RUNTIME_DIR
+  export TMPDIR="$BATS_TEST_TMPDIR/tmp"
+  mkdir "$TMPDIR"
+  cvsm_get API_KEY >/dev/null
+  [ -d "$TMPDIR/cvsm-$UID" ]
+}
+
+@test "a cache directory that others can read is refused with a configuration error" {
+  mkdir -m 755 "$CVSM_CACHE_DIR"
+  run --separate-stderr cvsm_get API_KEY
+  [ "$status" -eq 2 ]
+  [[ $stderr == *"must have mode 0700"* ]]
+  [ "$(count_requests)" -eq 0 ]
+  run cvsm_clear_cache
+  [ "$status" -eq 2 ]
+}
+
+@test "a cache directory that is a symlink is refused" {
+  mkdir -m 700 "$BATS_TEST_TMPDIR/elsewhere"
+  ln -s "$BATS_TEST_TMPDIR/elsewhere" "$CVSM_CACHE_DIR"
+  run --separate-stderr cvsm_get API_KEY
+  [ "$status" -eq 2 ]
+  [[ $stderr == *"is not a directory owned by you"* ]]
+  [ -z "$(ls -A "$BATS_TEST_TMPDIR/elsewhere")" ]
+}
+
+@test "a cache directory owned by someone else is refused" {
+  [ "$(id -u)" = 0 ] || skip "needs root to create a directory owned by another user"
+  mkdir -m 700 "$CVSM_CACHE_DIR"
+  chown nobody "$CVSM_CACHE_DIR"
+  run --separate-stderr cvsm_get API_KEY
+  [ "$status" -eq 2 ]
+  [[ $stderr == *"is not a directory owned by you"* ]]
+}
+
+@test "an unusable cache directory does not matter when caching is off" {
+  mkdir -m 755 "$CVSM_CACHE_DIR"
+  CVSM_CACHE_TTL=0 run cvsm_get API_KEY
+  [ "$status" -eq 0 ]
+  [ "$output" = "k-prod" ]
+}
+
+@test "the caller's noclobber option does not stop the cache from being refreshed" {
+  set -C
+  export CVSM_CACHE_TTL=1
+  cvsm_get API_KEY >/dev/null
+  sleep 1.1
+  cvsm_get API_KEY >/dev/null
+  cvsm_get API_KEY >/dev/null
+  set +C
+  [ "$(count_requests /secrets/s-api)" -eq 2 ]
+}
+
+@test "concurrent calls from one shell all succeed and leave only complete cache files" {
+  local i
+  for i in $(seq 1 8); do
+    (cvsm_get API_KEY >"$BATS_TEST_TMPDIR/out.$i"; cvsm_get_all --json >"$BATS_TEST_TMPDIR/all.$i") &
+  done
+  wait
+  for i in $(seq 1 8); do
+    [ "$(cat "$BATS_TEST_TMPDIR/out.$i")" = k-prod ]
+    [ "$(jq -r .DB "$BATS_TEST_TMPDIR/all.$i")" = db-short ]
+  done
+  [ "$(find "$CVSM_CACHE_DIR/values" -type f | wc -l)" -eq 2 ]
+  find "$CVSM_CACHE_DIR" -type f -exec jq -e . {} + >/dev/null
+}

@@ -1,0 +1,146 @@
+#!/usr/bin/env bats
+# get.bats - cvsm_get: the requests it sends, exact output, name matching and team resolution.
+
+load helpers
+
+setup_file() { stub_start; }
+teardown_file() { stub_stop; }
+setup() { common_setup; }
+
+@test "cvsm_get prints the value exactly, adding no newline" {
+  cvsm_get API_KEY >"$BATS_TEST_TMPDIR/out"
+  [ "$(od -An -c "$BATS_TEST_TMPDIR/out" | tr -d ' \n')" = "k-prod" ]
+}
+
+@test "cvsm_get keeps a multi-line value byte for byte, trailing newlines included" {
+  cvsm_get MULTI >"$BATS_TEST_TMPDIR/out"
+  printf 'line1\nline2\n\n' >"$BATS_TEST_TMPDIR/want"
+  cmp "$BATS_TEST_TMPDIR/want" "$BATS_TEST_TMPDIR/out"
+}
+
+@test "cvsm_get prints nothing and succeeds for an empty value" {
+  cvsm_get EMPTY >"$BATS_TEST_TMPDIR/out"
+  [ ! -s "$BATS_TEST_TMPDIR/out" ]
+}
+
+@test "cvsm_get keeps quotes, backslashes, dollar signs and unicode as they are" {
+  run cvsm_get QUOTE
+  [ "$status" -eq 0 ]
+  [ "$output" = "it's \"q\" \$(touch PWNED) \`id\` \\ \$HOME" ]
+  [ ! -e PWNED ]
+  run cvsm_get UNICODE
+  [ "$output" = "héllo wörld ✓" ]
+}
+
+@test "every request carries the bearer token, Accept: application/json and the cvsm-shell user agent" {
+  cvsm_get API_KEY >/dev/null
+  cvsm_get_all >/dev/null
+  run stub_requests
+  [ "$(jq 'length' <<<"$output")" -eq 4 ]
+  [ "$(jq --arg t "Bearer $TOKEN" '[.[] | select(.headers.authorization == $t)] | length' <<<"$output")" -eq 4 ]
+  [ "$(jq '[.[] | select(.headers.accept == "application/json")] | length' <<<"$output")" -eq 4 ]
+  [ "$(jq '[.[] | select(.headers["user-agent"] == "cvsm-shell/0.1.0")] | length' <<<"$output")" -eq 4 ]
+}
+
+@test "cvsm_get resolves the slug, lists with environment and search, then fetches the exact match by id" {
+  cvsm_get API_KEY >/dev/null
+  run stub_requests
+  [ "$(jq -r '.[0].path' <<<"$output")" = "/api/v1/teams" ]
+  [ "$(jq -r '.[1].path' <<<"$output")" = "/api/v1/teams/$TEAM_ID/secrets" ]
+  [ "$(jq -r '.[1].query' <<<"$output")" = "environment=production&search=API_KEY" ]
+  [ "$(jq -r '.[2].path' <<<"$output")" = "/api/v1/teams/$TEAM_ID/secrets/s-api" ]
+  [ "$(jq 'length' <<<"$output")" -eq 3 ]
+}
+
+@test "cvsm_get takes the exact name among the search results" {
+  run cvsm_get DB
+  [ "$status" -eq 0 ]
+  [ "$output" = "db-short" ]
+  [ "$(count_requests /secrets/s-db)" -eq 1 ]
+  [ "$(count_requests /secrets/s-dburl)" -eq 0 ]
+}
+
+@test "a name that differs only in case is not found, and the message suggests the existing name" {
+  run --separate-stderr cvsm_get api_key
+  [ "$status" -eq 5 ]
+  [ "$output" = "" ]
+  [ "$stderr" = 'cvsm: secret "api_key" not found in production; did you mean "API_KEY"?' ]
+}
+
+@test "an absent name is not found (exit 5) without a suggestion" {
+  run --separate-stderr cvsm_get NOPE
+  [ "$status" -eq 5 ]
+  [ "$stderr" = 'cvsm: secret "NOPE" not found in production' ]
+  [ "$(count_requests)" -eq 2 ]
+}
+
+@test "CVSM_ENVIRONMENT selects the environment, production being the default" {
+  run cvsm_get API_KEY
+  [ "$output" = "k-prod" ]
+  CVSM_ENVIRONMENT=development run cvsm_get API_KEY
+  [ "$output" = "k-dev" ]
+  [ "$(stub_requests | jq -r '[.[] | select(.query | startswith("environment=development"))] | length')" -eq 1 ]
+}
+
+@test "the --environment option wins over CVSM_ENVIRONMENT" {
+  export CVSM_ENVIRONMENT=development
+  run cvsm_get --environment staging API_KEY
+  [ "$output" = "k-staging" ]
+  run cvsm_get API_KEY --environment=production
+  [ "$output" = "k-prod" ]
+}
+
+@test "a team slug is resolved through /teams once, then reused by later calls and processes" {
+  cvsm_get API_KEY >/dev/null
+  cvsm_get DB >/dev/null
+  bash -c 'source "$1"; cvsm_get DB_URL' _ "$SDK" >/dev/null
+  [ "$(count_requests /teams)" -eq 1 ]
+}
+
+@test "a team id is used as is, without asking /teams" {
+  CVSM_TEAM=$TEAM_ID run cvsm_get API_KEY
+  [ "$output" = "k-prod" ]
+  [ "$(count_requests /teams)" -eq 0 ]
+}
+
+@test "a team slug that matches none of the caller's teams is a configuration error" {
+  CVSM_TEAM=unknown-team run --separate-stderr cvsm_get API_KEY
+  [ "$status" -eq 2 ]
+  [[ $stderr == 'cvsm: team "unknown-team" matches none of your teams'* ]]
+}
+
+@test "the --team option wins over CVSM_TEAM" {
+  export CVSM_TEAM=nobody
+  run cvsm_get --team acme API_KEY
+  [ "$output" = "k-prod" ]
+}
+
+@test "names and environments are percent-encoded in the query" {
+  run cvsm_get 'A&B=C D'
+  [ "$status" -eq 5 ]
+  [ "$(stub_requests | jq -r '.[1].query')" = "environment=production&search=A%26B%3DC%20D" ]
+}
+
+@test "a trailing slash on the base URL is ignored" {
+  export CVSM_BASE_URL="$CVSM_BASE_URL/"
+  cvsm_get API_KEY >/dev/null
+  [ "$(stub_requests | jq '[.[] | select(.path | contains("//"))] | length')" -eq 0 ]
+}
+
+@test "a 65,536-byte value of two-byte characters, and CR and tab characters, come back byte for byte" {
+  local big
+  big=$(python3 -c 'print("é" * 32768, end="")')
+  stub_reset "$(jq -nc --arg big "$big" '[{id: "b", name: "BIG", environment: "production", value: $big},
+    {id: "c", name: "CTRL", environment: "production", value: "a\r\nb\tc\n"}]')"
+  cvsm_get BIG >"$BATS_TEST_TMPDIR/out"
+  [ "$(wc -c <"$BATS_TEST_TMPDIR/out")" -eq 65536 ]
+  printf '%s' "$big" | cmp - "$BATS_TEST_TMPDIR/out"
+  cvsm_get BIG >"$BATS_TEST_TMPDIR/out"
+  printf '%s' "$big" | cmp - "$BATS_TEST_TMPDIR/out"
+  cvsm_get CTRL | cmp - <(printf 'a\r\nb\tc\n')
+  cvsm_get_all >"$BATS_TEST_TMPDIR/vars"
+  # shellcheck disable=SC1091
+  . "$BATS_TEST_TMPDIR/vars"
+  [ "$BIG" = "$big" ]
+  [ "$CTRL" = $'a\r\nb\tc\n' ]
+}

@@ -1,0 +1,170 @@
+"""Stub cvsm API for the shell SDK's bats tests.
+
+It serves the four endpoints the SDK uses (GET /api/v1/teams, the secret list with environment and
+search, one secret by id, and the JSON export) from in-memory state, records every request, and
+replays scripted faults. Tests drive it over HTTP:
+
+  POST /_stub/reset     {"token", "teams": [...], "secrets": [{"id","name","environment","value"}]}
+  POST /_stub/faults    [{"path": "<prefix>", "count": N, "status": S, "retry_after": "5",
+                          "body": "<raw>", "drop": true, "garbage": true, "delay": SECONDS}]
+  GET  /_stub/requests  -> [{"method","path","query","headers"}] (header names lower-cased)
+
+Usage: python3 stub_server.py PORT_FILE  (binds 127.0.0.1 on a free port and writes it there).
+"""
+
+import json
+import os
+import socket
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs, urlsplit
+
+LOCK = threading.Lock()
+STATE = {"token": "", "teams": [], "secrets": []}
+FAULTS = []
+REQUESTS = []
+
+
+def _json(handler, status, payload, headers=None):
+    body = json.dumps(payload).encode()
+    handler.send_response(status)
+    handler.send_header("Content-Type", "application/json")
+    handler.send_header("Content-Length", str(len(body)))
+    for name, value in (headers or {}).items():
+        handler.send_header(name, value)
+    handler.end_headers()
+    handler.wfile.write(body)
+
+
+def _take_fault(path):
+    with LOCK:
+        for fault in FAULTS:
+            if path.startswith(fault.get("path", "")) and fault.get("count", 1) > 0:
+                fault["count"] = fault.get("count", 1) - 1
+                return dict(fault)
+    return None
+
+
+def _meta(secret):
+    return {k: secret[k] for k in ("id", "name", "environment")} | {
+        "type": "credential",
+        "description": "",
+        "updated_at": "2025-01-01T00:00:00Z",
+    }
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args):  # keep the bats output clean
+        pass
+
+    def _body(self):
+        length = int(self.headers.get("Content-Length") or 0)
+        return json.loads(self.rfile.read(length) or b"null")
+
+    def do_POST(self):
+        url = urlsplit(self.path)
+        if url.path == "/_stub/reset":
+            data = self._body()
+            with LOCK:
+                STATE.update(data)
+                FAULTS.clear()
+                REQUESTS.clear()
+            return _json(self, 200, {"ok": True})
+        if url.path == "/_stub/faults":
+            with LOCK:
+                FAULTS.extend(self._body())
+            return _json(self, 200, {"ok": True})
+        return _json(self, 404, {"error": "tidak ditemukan"})
+
+    def do_GET(self):
+        url = urlsplit(self.path)
+        if url.path == "/_stub/requests":
+            with LOCK:
+                return _json(self, 200, list(REQUESTS))
+        with LOCK:
+            REQUESTS.append(
+                {
+                    "method": "GET",
+                    "path": url.path,
+                    "query": url.query,
+                    "headers": {k.lower(): v for k, v in self.headers.items()},
+                }
+            )
+        fault = _take_fault(url.path)
+        if fault:
+            if fault.get("delay"):
+                time.sleep(fault["delay"])
+            if fault.get("drop"):
+                self.connection.shutdown(socket.SHUT_RDWR)
+                self.close_connection = True
+                return
+            if fault.get("garbage"):
+                self.wfile.write(b"this is not http\r\n\r\n")
+                self.close_connection = True
+                return
+            if "status" in fault:
+                headers = {}
+                if "retry_after" in fault:
+                    headers["Retry-After"] = str(fault["retry_after"])
+                if "body" in fault:
+                    raw = fault["body"].encode()
+                    self.send_response(fault["status"])
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(raw)))
+                    for name, value in headers.items():
+                        self.send_header(name, value)
+                    self.end_headers()
+                    self.wfile.write(raw)
+                    return
+                return _json(self, fault["status"], {"error": "kesalahan buatan"}, headers)
+        self._api(url)
+
+    def _api(self, url):
+        if self.headers.get("Authorization") != f"Bearer {STATE['token']}":
+            return _json(self, 401, {"error": "token tidak valid"})
+        parts = url.path.split("/")
+        query = {k: v[0] for k, v in parse_qs(url.query, keep_blank_values=True).items()}
+        if url.path == "/api/v1/teams":
+            return _json(self, 200, {"teams": STATE["teams"]})
+        if len(parts) >= 6 and parts[:4] == ["", "api", "v1", "teams"] and parts[5] == "secrets":
+            team = parts[4]
+            if team not in {t["id"] for t in STATE["teams"]}:
+                return _json(self, 404, {"error": "tim tidak ditemukan"})
+            secrets = [s for s in STATE["secrets"] if s.get("team", team) == team]
+            if len(parts) == 6:
+                env, search = query.get("environment"), query.get("search", "").lower()
+                found = [
+                    _meta(s)
+                    for s in sorted(secrets, key=lambda s: (s["name"], s["environment"]))
+                    if (env is None or s["environment"] == env) and search in s["name"].lower()
+                ]
+                return _json(self, 200, {"secrets": found, "total": len(found)})
+            if len(parts) == 7 and parts[6] == "export":
+                env = query.get("environment")
+                if query.get("format") != "json":
+                    return _json(self, 400, {"error": "format harus json"})
+                out = {s["name"]: s["value"] for s in secrets if env is None or s["environment"] == env}
+                return _json(self, 200, out)
+            if len(parts) == 7:
+                for s in secrets:
+                    if s["id"] == parts[6]:
+                        return _json(self, 200, {"secret": _meta(s), "value": s["value"]})
+                return _json(self, 404, {"error": "rahasia tidak ditemukan"})
+        return _json(self, 404, {"error": "tidak ditemukan"})
+
+
+def main():
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    with open(sys.argv[1] + ".tmp", "w") as f:
+        f.write(str(server.server_address[1]))
+    os.replace(sys.argv[1] + ".tmp", sys.argv[1])
+    server.serve_forever()
+
+
+if __name__ == "__main__":
+    main()
