@@ -25,8 +25,9 @@ const (
 	DefaultMaxRetries  = 2
 )
 
-// NoCache, as Options.CacheTTL, turns caching off. Any negative CacheTTL
-// does the same; a zero CacheTTL means "use CVSM_CACHE_TTL or the default".
+// NoCache, as Options.CacheTTL, turns caching off. A zero CacheTTL means
+// "use CVSM_CACHE_TTL or the default"; any other negative CacheTTL is a
+// configuration error, as a negative CVSM_CACHE_TTL is.
 const NoCache time.Duration = -1
 
 // Environment variables read by NewClient for the options left empty.
@@ -56,8 +57,8 @@ type Options struct {
 	// CVSM_ENVIRONMENT, then "production".
 	Environment string
 	// CacheTTL is how long fetched values are kept. Zero means
-	// CVSM_CACHE_TTL (whole seconds), then 30 seconds; NoCache (or any
-	// negative value) turns caching off.
+	// CVSM_CACHE_TTL (whole seconds), then 30 seconds; NoCache turns
+	// caching off; any other negative value is a configuration error.
 	CacheTTL time.Duration
 	// Timeout bounds each HTTP attempt, including reading the body.
 	// Zero means 10 seconds.
@@ -157,8 +158,10 @@ func resolveConfig(o Options) (config, error) {
 	}
 
 	switch {
-	case o.CacheTTL < 0:
+	case o.CacheTTL == NoCache:
 		c.cacheTTL = 0
+	case o.CacheTTL < 0:
+		return config{}, newError(KindConfiguration, "CacheTTL must not be negative, got %s (use cvsm.NoCache to turn caching off)", o.CacheTTL)
 	case o.CacheTTL > 0:
 		c.cacheTTL = o.CacheTTL
 	default:
@@ -184,11 +187,12 @@ func resolveConfig(o Options) (config, error) {
 	return c, nil
 }
 
-// cacheTTLFromEnv reads CVSM_CACHE_TTL: unset means the default, anything
+// cacheTTLFromEnv reads CVSM_CACHE_TTL: unset or empty means the default
+// (an empty variable counts as unset, as for every CVSM_* variable); anything
 // but a non-negative whole number of seconds is a configuration error.
 func cacheTTLFromEnv() (time.Duration, error) {
-	raw, ok := os.LookupEnv(EnvCacheTTL)
-	if !ok {
+	raw := os.Getenv(EnvCacheTTL)
+	if strings.TrimSpace(raw) == "" {
 		return DefaultCacheTTL, nil
 	}
 	s := strings.TrimSpace(raw)

@@ -87,7 +87,7 @@ func TestMissingSettingsAreConfigurationErrorsNamingTheVariable(t *testing.T) {
 }
 
 func TestInvalidCacheTTLVariableIsAConfigurationError(t *testing.T) {
-	for _, raw := range []string{"abc", "-1", "1.5", "", "30s", "99999999999999999999"} {
+	for _, raw := range []string{"abc", "-1", "1.5", "30s", "99999999999999999999"} {
 		clearEnv(t)
 		t.Setenv(EnvCacheTTL, raw)
 		_, err := NewClient(Options{Token: testToken, BaseURL: "http://x/api/v1", Team: "acme"})
@@ -100,6 +100,29 @@ func TestInvalidCacheTTLVariableIsAConfigurationError(t *testing.T) {
 	c, err := NewClient(Options{Token: testToken, BaseURL: "http://x/api/v1", Team: "acme"})
 	if err != nil || c.CacheTTL() != 0 {
 		t.Errorf("CVSM_CACHE_TTL=0 disables the cache: %v, %v", c, err)
+	}
+}
+
+func TestEmptyCacheTTLVariableCountsAsUnset(t *testing.T) {
+	for _, raw := range []string{"", "  "} {
+		clearEnv(t)
+		t.Setenv(EnvCacheTTL, raw)
+		c, err := NewClient(Options{Token: testToken, BaseURL: "http://x/api/v1", Team: "acme"})
+		if err != nil || c.CacheTTL() != DefaultCacheTTL {
+			t.Errorf("CVSM_CACHE_TTL=%q: want the default %s, got %v, %v", raw, DefaultCacheTTL, c, err)
+		}
+	}
+}
+
+func TestNegativeCacheTTLOptionIsAConfigurationError(t *testing.T) {
+	clearEnv(t)
+	_, err := NewClient(Options{Token: testToken, BaseURL: "http://x/api/v1", Team: "acme", CacheTTL: -5 * time.Second})
+	if !errors.Is(err, ErrConfiguration) {
+		t.Errorf("CacheTTL -5s: want a configuration error, got %v", err)
+	}
+	c, err := NewClient(Options{Token: testToken, BaseURL: "http://x/api/v1", Team: "acme", CacheTTL: NoCache})
+	if err != nil || c.CacheTTL() != 0 {
+		t.Errorf("CacheTTL NoCache turns caching off: %v, %v", c, err)
 	}
 }
 
