@@ -139,6 +139,14 @@ async def client(start_client: Callable[..., Any], settings: Settings) -> TestCl
     return await start_client(settings)
 
 
+class User(dict):
+    """A registered test user (`token`, `id`, `username`, `email`, `password`) whose repr, which
+    pytest and hypothesis print on failure, holds no token or password."""
+
+    def __repr__(self) -> str:
+        return f"User({self.get('username')!r}, id={self.get('id')!r})"
+
+
 class Api:
     """Small helpers over the real HTTP API, for arranging a test."""
 
@@ -158,8 +166,8 @@ class Api:
         })
         assert resp.status == 201, await resp.text()
         body = await resp.json()
-        return {"token": body["token"], "id": body["user"]["id"], "username": username,
-                "email": body["user"]["email"], "password": password}
+        return User(token=body["token"], id=body["user"]["id"], username=username,
+                    email=body["user"]["email"], password=password)
 
     async def team(self, owner: dict[str, Any], slug: str | None = None) -> str:
         resp = await self.client.post("/api/v1/teams", headers=self.auth(owner["token"]),
