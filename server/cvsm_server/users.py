@@ -104,18 +104,17 @@ async def login(request: web.Request) -> web.Response:
                 # The password was right: ask for the second factor (the spec's fixed value).
                 raise Unauthorized("2fa_required")
             ok = await totp.consume_code(cur, request.app, user, code.strip())
-        if not ok:
-            failed = user is not None
-        else:
+        if ok:
             token = await auth.issue_jwt(cur, request.app, user["id"])
             actor = Principal(user_id=user["id"], email=user["email"], via="jwt")
             await audit.record(cur, request, "login", "user", resource_id=user["id"], actor=actor)
     if not ok:
-        if failed:
-            async with db.transaction(pool) as cur:
-                actor = Principal(user_id=user["id"], email=user["email"], via="jwt")
-                await audit.record(cur, request, "login_failed", "user", resource_id=user["id"],
-                                   actor=actor)
+        # Audited for unknown accounts too (no actor, and never the identifier, which is sometimes
+        # a mistyped password), so both failures cost the same work.
+        async with db.transaction(pool) as cur:
+            actor = Principal(user_id=user["id"], email=user["email"], via="jwt") if user else None
+            await audit.record(cur, request, "login_failed", "user",
+                               resource_id=user["id"] if user else None, actor=actor)
         raise Unauthorized(LOGIN_FAILED)
     return web.json_response({"token": token, "user": _user_json(user)})
 

@@ -171,3 +171,10 @@ async def test_password_is_stored_as_argon2id_hash(client, api: Api, database_ur
     rows = await query(database_url, "SELECT password_hash FROM users")
     assert rows[0]["password_hash"].startswith("$argon2id$")
     assert "my secret password" not in rows[0]["password_hash"]
+
+
+async def test_failed_login_for_unknown_account_is_audited_without_identifier(client, database_url):
+    await client.post("/api/v1/auth/login", json={"identifier": "MyPassw0rdTypo", "password": "whatever1"})
+    rows = await query(database_url, "SELECT a::text AS row, user_id, action FROM audit_logs a")
+    assert [(r["action"], r["user_id"]) for r in rows] == [("login_failed", None)]
+    assert "MyPassw0rdTypo" not in rows[0]["row"] and "whatever1" not in rows[0]["row"]
