@@ -9,9 +9,11 @@ HOST   ?= 127.0.0.1
 PORT   ?= 8080
 
 # `make conformance LANG=python` runs one language. LANG is also the locale variable, so only a
-# value given on the make command line selects a language.
+# value given on the make command line selects a language, and it is kept out of the commands'
+# environment (where `LANG=python` would be an invalid locale for PostgreSQL's initdb).
 ifeq ($(origin LANG),command line)
 LANG_ARGS := --lang $(LANG)
+unexport LANG
 endif
 
 .PHONY: serve test server-test clients-test conformance bench venv clean
