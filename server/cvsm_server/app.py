@@ -15,8 +15,8 @@ from collections.abc import AsyncIterator
 
 from aiohttp import web
 
-from . import (audit, auth, bulk, db, keys, public, ratelimit, secrets, shares, teams, tokens,
-               totp, users)
+from . import (audit, auth, bulk, db, keys, pages, public, ratelimit, secrets, shares, teams,
+               tokens, totp, users)
 from .config import Settings
 from .crypto import Keyring
 from .errors import error_middleware
@@ -114,4 +114,5 @@ def create_app(settings: Settings | None = None) -> web.Application:
     bulk.setup_routes(app)  # before secrets: /secrets/bulk must not match /secrets/{secret_id}
     shares.setup_routes(app)
     secrets.setup_routes(app)
+    pages.setup_routes(app)
     return app

@@ -1,0 +1,50 @@
+"""Web pages that the API's links point at: the share-link page.
+
+`POST .../shares` answers `url = {CVSM_APP_URL}/share/shr_<token>`; with the default app URL that
+is this server. The page is static: the server never reads, logs or embeds the token, and
+loading the page consumes nothing (so a chat app that previews the link does not burn a view).
+Its script reveals the value only when the recipient asks, through `GET /public/share/:token`,
+and renders it as text, never as HTML.
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+
+from aiohttp import web
+
+from .errors import NotFound
+
+STATIC_DIR = Path(str(resources.files("cvsm_server") / "static"))
+
+# The page runs only its own script and style and talks only to this origin.
+PAGE_CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
+            "img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
+
+
+async def share_page(request: web.Request) -> web.StreamResponse:
+    response = web.FileResponse(STATIC_DIR / "share.html")
+    response.headers["Content-Security-Policy"] = PAGE_CSP
+    response.headers["Cache-Control"] = "no-store"
+    response.headers["X-Robots-Tag"] = "noindex, nofollow"
+    return response
+
+
+# The only files served: an allowlist, so no path can reach anything else.
+ASSETS = {"share.js": "text/javascript", "share.css": "text/css"}
+
+
+async def asset(request: web.Request) -> web.StreamResponse:
+    name = request.match_info["name"]
+    if name not in ASSETS:
+        raise NotFound()
+    response = web.FileResponse(STATIC_DIR / name)
+    response.content_type = ASSETS[name]
+    response.headers["Cache-Control"] = "no-cache"
+    return response
+
+
+def setup_routes(app: web.Application) -> None:
+    app.router.add_get("/share/{token}", share_page)
+    app.router.add_get("/static/{name}", asset)
