@@ -1,6 +1,14 @@
 """The share-link page that share URLs point at: static, token-free, and it consumes no view."""
 
+import contextlib
+import logging
 from urllib.parse import urlsplit
+
+import aiohttp
+from aiohttp import web
+
+from cvsm_server.accesslog import RedactingAccessLogger
+from cvsm_server.app import create_app
 
 from conftest import Api
 from test_public import assert_security_headers
@@ -51,3 +59,32 @@ async def test_missing_static_file_is_a_json_404_with_headers(client):
     assert resp.status == 404
     assert "error" in await resp.json()
     assert_security_headers(resp)
+
+
+@contextlib.asynccontextmanager
+async def serving_like_the_cli(settings):
+    """The app on a real socket with the access logger `cvsm-server serve` uses."""
+    runner = web.AppRunner(create_app(settings), access_log_class=RedactingAccessLogger)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    try:
+        host, port = runner.addresses[0][:2]
+        yield f"http://{host}:{port}"
+    finally:
+        await runner.cleanup()
+
+
+async def test_access_log_never_holds_a_share_token(make_settings, caplog):
+    async with serving_like_the_cli(make_settings()) as base:
+        async with aiohttp.ClientSession() as session:
+            token = "shr_" + "A" * 43
+            with caplog.at_level(logging.INFO, logger="aiohttp.access"):
+                async with session.get(f"{base}/share/{token}") as resp:
+                    assert resp.status == 200
+                async with session.get(f"{base}/api/v1/public/share/{token}") as resp:
+                    assert resp.status == 404
+    lines = [r.getMessage() for r in caplog.records if r.name == "aiohttp.access"]
+    assert len(lines) == 2
+    assert all(token not in line and "shr_[redacted]" in line for line in lines)
+    assert '"GET /share/shr_[redacted]" 200' in lines[0]
