@@ -45,16 +45,23 @@ def _failure_lock_key(prefix: str) -> int:
     return int.from_bytes(prefix.encode()[-8:].rjust(8, b"\0"), "big", signed=True)
 
 
-async def _check_prefix_lock(cur: db.Cursor, prefix: str) -> None:
-    row = await db.fetchone(
-        cur,
-        """SELECT extract(epoch FROM locked_until - clock_timestamp()) AS remaining
-           FROM token_prefix_locks WHERE prefix = %s AND locked_until > clock_timestamp()""",
-        (prefix,),
-    )
-    if row is not None:
-        raise TooManyRequests(math.ceil(float(row["remaining"])),
-                              "Terlalu banyak percobaan token, coba lagi nanti")
+# One round trip: the prefix lock (an aggregate, so always exactly one row) and every token with
+# that prefix (none: one row of NULLs).
+_LOOKUP = """
+SELECT lock.remaining AS lock_remaining, c.*
+FROM (SELECT max(extract(epoch FROM locked_until - clock_timestamp())) AS remaining
+      FROM token_prefix_locks
+      WHERE prefix = %(prefix)s AND locked_until > clock_timestamp()) AS lock
+LEFT JOIN LATERAL (
+    SELECT t.id, t.user_id, t.token_hash, t.allowed_ips, t.last_ip, t.last_user_agent,
+           t.last_used_at,
+           (t.revoked_at IS NULL AND (t.expires_at IS NULL OR t.expires_at > now())) AS active,
+           (t.locked_until IS NOT NULL AND t.locked_until > now()) AS locked,
+           u.email
+    FROM api_tokens t JOIN users u ON u.id = t.user_id
+    WHERE t.token_prefix = %(prefix)s
+) AS c ON true
+"""
 
 
 async def _record_failed_lookup(pool, prefix: str) -> None:
@@ -87,19 +94,11 @@ async def authenticate(request: web.Request, token: str) -> Principal:
     prefix = token[:PREFIX_LENGTH]
     digest = request.app[KEYRING].token_hash(token)
     async with db.cursor(pool) as cur:
-        await _check_prefix_lock(cur, prefix)
-        candidates = await db.fetchall(
-            cur,
-            """SELECT t.id, t.user_id, t.token_hash, t.allowed_ips, t.last_ip, t.last_user_agent,
-                      t.last_used_at,
-                      (t.revoked_at IS NULL AND (t.expires_at IS NULL OR t.expires_at > now()))
-                          AS active,
-                      (t.locked_until IS NOT NULL AND t.locked_until > now()) AS locked,
-                      u.email
-               FROM api_tokens t JOIN users u ON u.id = t.user_id
-               WHERE t.token_prefix = %s""",
-            (prefix,),
-        )
+        rows = await db.fetchall(cur, _LOOKUP, {"prefix": prefix})
+    if rows[0]["lock_remaining"] is not None:
+        raise TooManyRequests(math.ceil(float(rows[0]["lock_remaining"])),
+                              "Terlalu banyak percobaan token, coba lagi nanti")
+    candidates = [row for row in rows if row["id"] is not None]
     match = None
     for row in candidates:  # compare every candidate: timing does not depend on which matched
         if hmac.compare_digest(bytes(row["token_hash"]), digest):
