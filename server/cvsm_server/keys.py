@@ -11,6 +11,7 @@ import base64
 import logging
 import os
 import secrets
+from collections.abc import Callable
 from pathlib import Path
 
 from . import db
@@ -24,7 +25,7 @@ class KeyMismatch(Exception):
     """The configured master key cannot decrypt the data in this database."""
 
 
-def _read_or_create(path: Path, make: callable, what: str, variable: str, loss: str) -> str:
+def _read_or_create(path: Path, make: Callable[[], str], what: str, variable: str, loss: str) -> str:
     if path.exists():
         return path.read_text(encoding="ascii").strip()
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -2,18 +2,15 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
 import uuid
+from dataclasses import dataclass
 
 import aiopg
 from aiohttp import web
 
 from .config import Settings
 from .crypto import Keyring
-
-if TYPE_CHECKING:
-    from .passwords import PasswordHasher
+from .passwords import PasswordHasher
 
 
 @dataclass(frozen=True)
@@ -31,7 +28,7 @@ SETTINGS = web.AppKey("settings", Settings)
 POOL = web.AppKey("pool", aiopg.Pool)
 KEYRING = web.AppKey("keyring", Keyring)
 JWT_SECRET = web.AppKey("jwt_secret", str)
-PASSWORDS = web.AppKey("passwords", object)
+PASSWORDS = web.AppKey("passwords", PasswordHasher)
 
 CLIENT_IP = web.RequestKey("client_ip", str)
 PRINCIPAL = web.RequestKey("principal", Principal)
