@@ -300,8 +300,7 @@ async def update_secret(request: web.Request) -> web.Response:
             changed.append("value")
         if any(k != "value" for k in changed):
             sets = ", ".join(f"{k} = %s" for k in changed if k != "value")
-            await cur.execute("SAVEPOINT move_env")
-            try:
+            try:  # a unique violation aborts the transaction; Conflict rolls it all back
                 await cur.execute(
                     f"UPDATE secrets SET {sets}, updated_at = now() WHERE id = %s",
                     (*[changes[k] for k in changed if k != "value"], secret_id),
