@@ -12,7 +12,7 @@ import re
 from aiohttp import web
 from aiohttp.abc import AbstractAccessLogger
 
-from .state import CLIENT_IP
+from .web.state import ACTOR, REQUEST_ID
 
 SHARE_TOKEN = re.compile(r"shr_[^/?#]*")
 
@@ -22,13 +22,14 @@ def redact_path(path: str) -> str:
 
 
 class RedactingAccessLogger(AbstractAccessLogger):
-    """`<client ip> "<METHOD> <path>" <status> <bytes> <ms>ms "<user agent>"`."""
+    """`<client ip> "<METHOD> <path>" <status> <bytes> <ms>ms "<user agent>" <request id>`."""
 
     def log(self, request: web.BaseRequest, response: web.StreamResponse, time: float) -> None:
-        client = request.get(CLIENT_IP) or request.remote or "-"
+        actor = request.get(ACTOR)
+        client = (actor.ip if actor else None) or request.remote or "-"
         agent = (request.headers.get("User-Agent") or "-").replace('"', "'")[:200]
         self.logger.info(
-            '%s "%s %s" %s %s %.1fms "%s"',
+            '%s "%s %s" %s %s %.1fms "%s" %s',
             client, request.method, redact_path(request.rel_url.path), response.status,
-            response.body_length, time * 1000, agent,
+            response.body_length, time * 1000, agent, request.get(REQUEST_ID) or "-",
         )

@@ -1,7 +1,11 @@
-"""The audit log: writing entries (inside the caller's transaction), listing, retention purge.
+"""The audit log: the one writer of entries (inside the caller's transaction), listing, and the
+retention purge.
 
-Entries are immutable in the database itself (see migration 0003): only the retention purge and
-nulling the actor of a deleted user or team get through.
+Every entry is written by the INSERT in this module: `record` for ordinary actions, and
+`INSERT_ENTRY` as a fragment for statements that write their entry themselves (the
+single-statement secret read). Entries are immutable in the database itself (migrations 0003
+and 0004): only the retention purge and nulling the actor of a deleted user or team get through,
+and the server's database role holds no UPDATE or TRUNCATE on the table.
 """
 
 from __future__ import annotations
@@ -11,62 +15,59 @@ import logging
 import uuid
 from typing import Any
 
-from aiohttp import web
 from psycopg2.extras import Json
 
-from . import db, teams
-from .inputs import path_uuid, query_int
-from .state import CLIENT_IP, POOL, PRINCIPAL, Principal, principal
+from . import db, roles
+from .actor import Actor
 from .timeutil import iso
 
 log = logging.getLogger("cvsm.audit")
 
+# The columns every entry is written with; `record` and the read statement both use this.
+INSERT_ENTRY = """INSERT INTO audit_logs (team_id, user_id, user_email, action, resource,
+                                          resource_id, ip_address, user_agent, metadata)"""
+
+DEFAULT_LIMIT = 50
+MAX_LIMIT = 200
+
+
+def actor_params(actor: Actor | None) -> dict[str, Any]:
+    """The actor, address and agent as named SQL parameters."""
+    return {
+        "actor_id": actor.user_id if actor else None,
+        "actor_email": actor.email if actor else None,
+        "ip": actor.ip if actor else None,
+        "user_agent": actor.user_agent if actor else None,
+    }
+
 
 async def record(
     cur: db.Cursor,
-    request: web.Request,
+    actor: Actor | None,
     action: str,
     resource: str,
     *,
     team_id: uuid.UUID | None = None,
     resource_id: object | None = None,
-    actor: Principal | None = None,
     metadata: dict[str, Any] | None = None,
 ) -> None:
-    """Write one entry in the current transaction; if it fails, the whole request fails."""
-    who = actor if actor is not None else request.get(PRINCIPAL)
-    params = actor_params(request)
+    """Write one entry in the current transaction; if it fails, the whole action fails."""
     await cur.execute(
-        """INSERT INTO audit_logs (team_id, user_id, user_email, action, resource, resource_id,
-                                   ip_address, user_agent, metadata)
-           VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)""",
-        (
-            team_id,
-            who.user_id if who else None,
-            who.email if who else None,
-            action,
-            resource,
-            str(resource_id) if resource_id is not None else None,
-            params["ip"],
-            params["user_agent"],
-            Json(metadata or {}),
-        ),
+        INSERT_ENTRY + """ VALUES (%(team_id)s, %(actor_id)s, %(actor_email)s, %(action)s,
+                                   %(resource)s, %(resource_id)s, %(ip)s, %(user_agent)s,
+                                   %(metadata)s)""",
+        {
+            **actor_params(actor),
+            "team_id": team_id,
+            "action": action,
+            "resource": resource,
+            "resource_id": str(resource_id) if resource_id is not None else None,
+            "metadata": Json(metadata or {}),
+        },
     )
 
 
-def actor_params(request: web.Request) -> dict[str, Any]:
-    """The request's actor, address and agent as SQL parameters (for statements that write an
-    entry themselves, like the single-statement secret read)."""
-    who = request.get(PRINCIPAL)
-    return {
-        "actor_id": who.user_id if who else None,
-        "actor_email": who.email if who else None,
-        "ip": request.get(CLIENT_IP),
-        "user_agent": (request.headers.get("User-Agent") or "")[:512],
-    }
-
-
-def _entry(row: dict) -> dict:
+def entry_json(row: dict) -> dict:
     return {
         "id": str(row["id"]),
         "action": row["action"],
@@ -80,25 +81,23 @@ def _entry(row: dict) -> dict:
     }
 
 
-async def list_audit(request: web.Request) -> web.Response:
-    """GET /teams/:teamId/audit — newest first; Admin or above."""
-    team_id = path_uuid(request, "team_id")
-    limit = query_int(request, "limit", default=50, minimum=1, maximum=200)
-    offset = query_int(request, "offset", default=0, minimum=0)
-    async with db.cursor(request.app[POOL]) as cur:
-        await teams.require_role(cur, team_id, principal(request).user_id, teams.ADMIN)
+async def list_entries(conn: db.Connection, actor: Actor, team_id: uuid.UUID, *,
+                       limit: int = DEFAULT_LIMIT, offset: int = 0) -> tuple[list[dict], int]:
+    """A page of the team's entries, newest first, and the total; Admin or above."""
+    async with db.cursor(conn) as cur:
+        await roles.require(cur, team_id, actor, roles.ADMIN)
         rows = await db.fetchall(
             cur,
             """SELECT * FROM audit_logs WHERE team_id = %s
                ORDER BY created_at DESC, id DESC LIMIT %s OFFSET %s""",
             (team_id, limit, offset),
         )
-        total = await db.fetchone(cur, "SELECT count(*) AS n FROM audit_logs WHERE team_id = %s", (team_id,))
-    return web.json_response({"logs": [_entry(r) for r in rows], "total": total["n"],
-                              "limit": limit, "offset": offset})
+        total = await db.fetchone(cur, "SELECT count(*) AS n FROM audit_logs WHERE team_id = %s",
+                                  (team_id,))
+    return rows, total["n"]
 
 
-async def purge_expired(pool) -> int:
+async def purge_expired(pool: db.Pool) -> int:
     """Delete entries older than their team's plan retention; returns how many."""
     async with db.cursor(pool) as cur:
         await cur.execute(
@@ -109,7 +108,7 @@ async def purge_expired(pool) -> int:
         return cur.rowcount
 
 
-async def purge_loop(pool, interval: float = 3600.0) -> None:
+async def purge_loop(pool: db.Pool, interval: float = 3600.0) -> None:
     while True:
         try:
             removed = await purge_expired(pool)
@@ -120,7 +119,3 @@ async def purge_loop(pool, interval: float = 3600.0) -> None:
         except Exception:
             log.exception("audit retention purge failed")
         await asyncio.sleep(interval)
-
-
-def setup_routes(app: web.Application) -> None:
-    app.router.add_get("/api/v1/teams/{team_id}/audit", list_audit)

@@ -32,24 +32,6 @@ def _serve(settings: Settings, host: str, port: int) -> int:
     return 0
 
 
-async def _migrate(settings: Settings) -> list[int]:
-    embedded = None
-    url = settings.database_url
-    if not url:
-        embedded = db.EmbeddedPostgres(settings.data_dir)
-        url = embedded.start()
-    try:
-        pool = await db.create_pool(url, maxsize=2)
-        try:
-            return await db.migrate(pool)
-        finally:
-            pool.close()
-            await pool.wait_closed()
-    finally:
-        if embedded is not None:
-            embedded.stop()
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="cvsm-server", description="cvsm reference server")
     parser.add_argument("--version", action="version", version=f"cvsm-server {__version__}")
@@ -67,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.command == "serve":
         return _serve(settings, args.host, args.port)
-    applied = asyncio.run(_migrate(settings))
+    applied = asyncio.run(db.migrate_database(settings))
     print(f"applied migrations: {', '.join(f'{n:04d}' for n in applied) or 'none (up to date)'}")
     return 0
 

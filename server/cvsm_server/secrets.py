@@ -1,8 +1,9 @@
-"""Secrets: list, read (audited, fail-closed), create, update with versions, soft delete,
-rollback and export.
+"""Secrets: the input rule (`SecretInput`), list, read (audited, fail-closed), create, update
+with versions, soft delete, rollback and export.
 
 Values are sealed with AES-256-GCM bound to (team, secret, version); they leave the server only
-in a transaction whose audit entry was written.
+in a transaction whose audit entry was written. Every function takes the acting `Actor` and a
+connection, holds its SQL, and raises domain errors; none knows about HTTP.
 """
 
 from __future__ import annotations
@@ -10,14 +11,14 @@ from __future__ import annotations
 import logging
 import re
 import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
 
-from aiohttp import web
-
-from . import audit, db, dotenv, teams
+from . import audit, credentials, db, ratelimit, roles, teams
+from .actor import Actor
 from .crypto import DecryptionError, Keyring, secret_aad
 from .errors import BadRequest, Conflict, Forbidden, NotFound
-from .inputs import check_text, field, path_uuid, query_int, query_text, read_json
-from .state import KEYRING, POOL, principal
+from .inputs import check_text
 from .timeutil import iso
 
 log = logging.getLogger("cvsm.secrets")
@@ -27,15 +28,20 @@ TYPES = ("credential", "api_key", "certificate", "connection_string", "password"
 ENVIRONMENTS = ("production", "staging", "development")
 MAX_VALUE_BYTES = 65536
 MAX_DESCRIPTION = 1000
+MAX_VERSION = 2**31 - 1
 
 SECRET_NOT_FOUND = "Secret tidak ditemukan"
 SECRET_EXISTS = "Secret dengan nama ini sudah ada di environment tersebut"
 SECRET_QUOTA = "Kuota secret tim untuk paket ini sudah penuh"
+INVALID_NAME = ("Nama secret harus diawali huruf atau garis bawah, lalu huruf, angka, atau garis "
+                "bawah (maksimal 255 karakter)")
+INVALID_ENVIRONMENT = "Environment harus salah satu dari production, staging, development"
 
 _COLUMNS = "id, team_id, name, type, environment, description, version, created_at, updated_at"
+_ENV_ORDER = "array_position(ARRAY['production','staging','development'], environment)"
 
 
-def secret_json(row: dict) -> dict:
+def secret_json(row: Mapping) -> dict:
     return {
         "id": str(row["id"]),
         "name": row["name"],
@@ -48,18 +54,17 @@ def secret_json(row: dict) -> dict:
     }
 
 
-# --- validation -------------------------------------------------------------------------------
+# --- the input rule, shared by create, bulk create and .env import ---------------------------
 
 def check_name(name: object) -> str:
     if not isinstance(name, str) or not NAME_RE.match(name):
-        raise BadRequest("Nama secret harus diawali huruf atau garis bawah, lalu huruf, angka, "
-                         "atau garis bawah (maksimal 255 karakter)")
+        raise BadRequest(INVALID_NAME)
     return name
 
 
 def check_environment(environment: object) -> str:
     if environment not in ENVIRONMENTS:
-        raise BadRequest("Environment harus salah satu dari production, staging, development")
+        raise BadRequest(INVALID_ENVIRONMENT)
     return environment  # type: ignore[return-value]
 
 
@@ -90,20 +95,68 @@ def check_description(description: object) -> str:
     return description
 
 
-# --- storage helpers used here and by bulk, shares and rollback -------------------------------
+@dataclass(frozen=True, slots=True)
+class SecretInput:
+    """A new secret, valid by construction: `SecretInput.checked(...)` applies every rule."""
+
+    name: str
+    value: str
+    environment: str
+    type: str = "credential"
+    description: str = ""
+
+    def __repr__(self) -> str:  # never the value
+        return f"SecretInput(name={self.name!r}, environment={self.environment!r})"
+
+    @classmethod
+    def checked(cls, *, name: object, value: object, environment: object,
+                type: object = "credential", description: object = "") -> SecretInput:
+        return cls(name=check_name(name), value=check_value(value),
+                   environment=check_environment(environment), type=check_type(type),
+                   description=check_description(description))
+
+
+@dataclass(frozen=True, slots=True)
+class SecretUpdate:
+    """The fields a PUT may change; None leaves a field as it is."""
+
+    value: str | None = None
+    type: str | None = None
+    environment: str | None = None
+    description: str | None = None
+
+    def __repr__(self) -> str:  # never the value
+        return f"SecretUpdate(value={'<set>' if self.value is not None else None}, " \
+               f"type={self.type!r}, environment={self.environment!r})"
+
+    @classmethod
+    def checked(cls, *, value: object = None, type: object = None, environment: object = None,
+                description: object = None) -> SecretUpdate:
+        return cls(
+            value=None if value is None else check_value(value),
+            type=None if type is None else check_type(type),
+            environment=None if environment is None else check_environment(environment),
+            description=None if description is None else check_description(description),
+        )
+
+
+# --- storage helpers used here and by bulk and shares ----------------------------------------
 
 def seal_value(keyring: Keyring, team_id: uuid.UUID, secret_id: uuid.UUID, version: int,
                value: str):
     return keyring.seal(value.encode("utf-8"), secret_aad(team_id, secret_id, version))
 
 
-def open_value(keyring: Keyring, row: dict, *, version: int | None = None) -> str:
-    """Decrypt a secret row (or a version row, with `version`)."""
+def open_value(keyring: Keyring, row: Mapping, *, version: int | None = None) -> str:
+    """Decrypt a secret row (or a version row, with `version`); logs which row did not."""
     v = row["version"] if version is None else version
-    team_id = row["team_id"]
     secret_id = row.get("secret_id", row["id"])
-    return keyring.open(row["key_id"], row["nonce"], row["ciphertext"],
-                        secret_aad(team_id, secret_id, v)).decode("utf-8")
+    try:
+        return keyring.open(row["key_id"], row["nonce"], row["ciphertext"],
+                            secret_aad(row["team_id"], secret_id, v)).decode("utf-8")
+    except DecryptionError:
+        log.error("secret %s does not decrypt with the configured master key", secret_id)
+        raise
 
 
 async def check_quota(cur: db.Cursor, team_id: uuid.UUID, adding: int) -> None:
@@ -118,29 +171,21 @@ async def check_quota(cur: db.Cursor, team_id: uuid.UUID, adding: int) -> None:
         raise Forbidden(SECRET_QUOTA)
 
 
-async def insert_secret(cur: db.Cursor, keyring: Keyring, team_id: uuid.UUID, *, name: str,
-                        value: str, environment: str, kind: str, description: str,
-                        created_by: uuid.UUID | None) -> dict:
-    """Insert one live secret (version 1). Raises Conflict on a duplicate name."""
+async def insert_secret(cur: db.Cursor, actor: Actor, keyring: Keyring, team_id: uuid.UUID,
+                        item: SecretInput) -> dict:
+    """Insert one live secret (version 1) under a savepoint. Raises Conflict on a duplicate name
+    and leaves the transaction usable (bulk items go on)."""
     secret_id = uuid.uuid4()
-    sealed = seal_value(keyring, team_id, secret_id, 1, value)
-    await cur.execute("SAVEPOINT insert_secret")
-    try:
-        row = await db.fetchone(
+    sealed = seal_value(keyring, team_id, secret_id, 1, item.value)
+    async with db.unique_as_conflict(cur, SECRET_EXISTS, savepoint="insert_secret"):
+        return await db.fetchone(
             cur,
             f"""INSERT INTO secrets (id, team_id, name, type, environment, description, version,
                                      key_id, nonce, ciphertext, created_by)
                 VALUES (%s, %s, %s, %s, %s, %s, 1, %s, %s, %s, %s) RETURNING {_COLUMNS}""",
-            (secret_id, team_id, name, kind, environment, description, sealed.key_id,
-             sealed.nonce, sealed.ciphertext, created_by),
+            (secret_id, team_id, item.name, item.type, item.environment, item.description,
+             sealed.key_id, sealed.nonce, sealed.ciphertext, actor.user_id),
         )
-    except Exception as exc:
-        if db.is_unique_violation(exc):
-            await cur.execute("ROLLBACK TO SAVEPOINT insert_secret")
-            raise Conflict(SECRET_EXISTS) from None
-        raise
-    await cur.execute("RELEASE SAVEPOINT insert_secret")
-    return row
 
 
 async def load_secret(cur: db.Cursor, team_id: uuid.UUID, secret_id: uuid.UUID, *,
@@ -157,14 +202,14 @@ async def load_secret(cur: db.Cursor, team_id: uuid.UUID, secret_id: uuid.UUID, 
     return row
 
 
-async def store_new_value(cur: db.Cursor, keyring: Keyring, current: dict, value: str,
-                          actor: uuid.UUID) -> int:
+async def store_new_value(cur: db.Cursor, actor: Actor, keyring: Keyring, current: dict,
+                          value: str) -> int:
     """Keep the current value as a version record and make `value` the next version."""
     await cur.execute(
         """INSERT INTO secret_versions (secret_id, version, key_id, nonce, ciphertext, created_by)
            VALUES (%s, %s, %s, %s, %s, %s)""",
         (current["id"], current["version"], current["key_id"], current["nonce"],
-         current["ciphertext"], actor),
+         current["ciphertext"], actor.user_id),
     )
     version = current["version"] + 1
     sealed = seal_value(keyring, current["team_id"], current["id"], version, value)
@@ -176,29 +221,33 @@ async def store_new_value(cur: db.Cursor, keyring: Keyring, current: dict, value
     return version
 
 
-def _decrypt_or_fail(keyring: Keyring, row: dict, **kw) -> str:
-    try:
-        return open_value(keyring, row, **kw)
-    except DecryptionError:
-        log.error("secret %s does not decrypt with the configured master key", row["id"])
-        raise
+async def soft_delete(cur: db.Cursor, secret_ids: list[uuid.UUID]) -> None:
+    """Mark secrets deleted and revoke their share links."""
+    ids = [str(i) for i in secret_ids]
+    await cur.execute(
+        "UPDATE secrets SET deleted_at = now() WHERE id = ANY(%s::uuid[]) AND deleted_at IS NULL",
+        (ids,),
+    )
+    await cur.execute(
+        """UPDATE secret_shares SET revoked_at = now()
+           WHERE secret_id = ANY(%s::uuid[]) AND revoked_at IS NULL""",
+        (ids,),
+    )
 
 
-# --- handlers ---------------------------------------------------------------------------------
+# --- operations --------------------------------------------------------------------------------
 
 def _like_pattern(text: str) -> str:
     escaped = text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
     return f"%{escaped}%"
 
 
-async def list_secrets(request: web.Request) -> web.Response:
-    team_id = path_uuid(request, "team_id")
-    environment = request.query.get("environment")
+async def list_secrets(conn: db.Connection, actor: Actor, team_id: uuid.UUID, *,
+                       environment: str | None = None, search: str | None = None,
+                       limit: int | None = None, offset: int = 0) -> tuple[list[dict], int]:
+    """The team's live secrets (metadata only), by name then environment, and their total."""
     if environment is not None:
         check_environment(environment)
-    search = query_text(request, "search")
-    limit = query_int(request, "limit", default=None, minimum=1, maximum=1000)
-    offset = query_int(request, "offset", default=0, minimum=0)
     where, args = ["team_id = %s", "deleted_at IS NULL"], [team_id]
     if environment:
         where.append("environment = %s")
@@ -207,29 +256,36 @@ async def list_secrets(request: web.Request) -> web.Response:
         where.append("name ILIKE %s ESCAPE '\\'")
         args.append(_like_pattern(search[:255]))
     clause = " AND ".join(where)
-    async with db.cursor(request.app[POOL]) as cur:
-        await teams.require_role(cur, team_id, principal(request).user_id, teams.VIEWER)
+    async with db.cursor(conn) as cur:
+        await roles.require(cur, team_id, actor, roles.VIEWER)
         rows = await db.fetchall(
             cur,
-            f"""SELECT {_COLUMNS} FROM secrets WHERE {clause}
-                ORDER BY name, array_position(ARRAY['production','staging','development'], environment)
-                LIMIT %s OFFSET %s""",
+            f"""SELECT {_COLUMNS}, count(*) OVER () AS total FROM secrets WHERE {clause}
+                ORDER BY name, {_ENV_ORDER} LIMIT %s OFFSET %s""",
             (*args, limit, offset),
         )
-        total = await db.fetchone(cur, f"SELECT count(*) AS n FROM secrets WHERE {clause}", tuple(args))
-    return web.json_response({"secrets": [secret_json(r) for r in rows], "total": total["n"]})
+        if rows or not offset:
+            total = rows[0]["total"] if rows else 0
+        else:  # a page past the end still reports the total
+            total = (await db.fetchone(cur, f"SELECT count(*) AS n FROM secrets WHERE {clause}",
+                                       tuple(args)))["n"]
+    return rows, total
 
 
-# One statement: the membership check, the row and its `read` audit entry. A statement is atomic,
-# so the row comes back only if the entry was written (fail-closed), in one round trip.
-_READ_AUDITED = f"""
-WITH s AS (
-    SELECT {", ".join("s." + c.strip() for c in _COLUMNS.split(","))}, s.key_id, s.nonce, s.ciphertext
+_SECRET_COLUMNS = ", ".join("s." + c.strip() for c in _COLUMNS.split(","))
+# One statement: the membership check, the row and its `read` audit entry (and, when the caller
+# is charged, the rate-limit count). A statement is atomic, so the row comes back only if the
+# entry was written (fail-closed), in one round trip.
+_READ = f"""
+SELECT s.* FROM (
+    SELECT {_SECRET_COLUMNS}, s.key_id, s.nonce, s.ciphertext
     FROM secrets s JOIN team_members m ON m.team_id = s.team_id AND m.user_id = %(actor_id)s
     WHERE s.id = %(secret_id)s AND s.team_id = %(team_id)s AND s.deleted_at IS NULL
-), entry AS (
-    INSERT INTO audit_logs (team_id, user_id, user_email, action, resource, resource_id,
-                            ip_address, user_agent, metadata)
+) AS s
+"""
+_READ_AUDITED = f"""
+WITH s AS ({_READ}), entry AS (
+    {audit.INSERT_ENTRY}
     SELECT s.team_id, %(actor_id)s, %(actor_email)s, 'read', 'secret', s.id::text, %(ip)s,
            %(user_agent)s, jsonb_build_object('name', s.name, 'environment', s.environment)
     FROM s
@@ -237,199 +293,181 @@ WITH s AS (
 )
 SELECT s.* FROM s WHERE EXISTS (SELECT 1 FROM entry)
 """
+_READ_AUDITED_CHARGED = f"""
+WITH hit AS ({ratelimit.HIT_CTE}), epoch AS (SELECT {credentials.EPOCH_SQL} AS epoch), s AS (
+    {_READ} WHERE (SELECT count FROM hit) <= %(rate_limit)s
+                AND (%(epoch)s::bigint IS NULL OR (SELECT epoch FROM epoch) = %(epoch)s)
+), entry AS (
+    {audit.INSERT_ENTRY}
+    SELECT s.team_id, %(actor_id)s, %(actor_email)s, 'read', 'secret', s.id::text, %(ip)s,
+           %(user_agent)s, jsonb_build_object('name', s.name, 'environment', s.environment)
+    FROM s
+    RETURNING id
+)
+SELECT hit.count AS rate_count, hit.remaining AS rate_remaining, epoch.epoch AS current_epoch,
+       s.*
+FROM hit CROSS JOIN epoch LEFT JOIN s ON EXISTS (SELECT 1 FROM entry)
+"""
+_READ_AUDITED_CONFIRMING = f"""
+WITH epoch AS (SELECT {credentials.EPOCH_SQL} AS epoch), s AS (
+    {_READ} WHERE (SELECT epoch FROM epoch) = %(epoch)s
+), entry AS (
+    {audit.INSERT_ENTRY}
+    SELECT s.team_id, %(actor_id)s, %(actor_email)s, 'read', 'secret', s.id::text, %(ip)s,
+           %(user_agent)s, jsonb_build_object('name', s.name, 'environment', s.environment)
+    FROM s
+    RETURNING id
+)
+SELECT epoch.epoch AS current_epoch, s.*
+FROM epoch LEFT JOIN s ON EXISTS (SELECT 1 FROM entry)
+"""
 
 
-async def read_secret(request: web.Request) -> web.Response:
-    """GET one secret with its value; the `read` audit entry commits with it or nothing leaves."""
-    team_id = path_uuid(request, "team_id")
-    secret_id = path_uuid(request, "secret_id")
-    params = {**audit.actor_params(request), "team_id": team_id, "secret_id": secret_id}
-    async with db.cursor(request.app[POOL]) as cur:
-        row = await db.fetchone(cur, _READ_AUDITED, params)
+async def read_secret(conn: db.Connection, actor: Actor, keyring: Keyring, team_id: uuid.UUID,
+                      secret_id: uuid.UUID, *, charge: ratelimit.Charge | None = None
+                      ) -> tuple[dict, str]:
+    """One secret and its value; the `read` audit entry commits with it or nothing leaves.
+
+    With `charge`, the caller's rate-limit count happens in the same statement, and a cached
+    credential (`actor.epoch`) is confirmed there too: one round trip for the whole read. A
+    moved epoch raises `credentials.StaleCredential` before anything is read or audited."""
+    params = {**audit.actor_params(actor), "team_id": team_id, "secret_id": secret_id,
+              "epoch": actor.epoch}
+    async with db.cursor(conn) as cur:
+        if charge is not None:
+            row = await db.fetchone(cur, _READ_AUDITED_CHARGED, {**params, **charge.params()})
+        elif actor.epoch is not None:
+            row = await db.fetchone(cur, _READ_AUDITED_CONFIRMING, params)
+        else:
+            row = await db.fetchone(cur, _READ_AUDITED, params)
+        if charge is not None or actor.epoch is not None:
+            if actor.epoch is not None and row["current_epoch"] != actor.epoch:
+                raise credentials.StaleCredential()
+            if charge is not None:
+                charge.check(row["rate_count"], row["rate_remaining"])
+            if row["id"] is None:
+                row = None
         if row is None:  # tell "not your team" from "no such secret" only on the miss path
-            await teams.require_role(cur, team_id, params["actor_id"], teams.VIEWER)
+            await roles.require(cur, team_id, actor, roles.VIEWER)
             raise NotFound(SECRET_NOT_FOUND)
-    value = _decrypt_or_fail(request.app[KEYRING], row)
-    return web.json_response({"secret": secret_json(row), "value": value})
+    return row, open_value(keyring, row)
 
 
-async def create_secret(request: web.Request) -> web.Response:
-    team_id = path_uuid(request, "team_id")
-    body = await read_json(request)
-    name = check_name(field(body, "name", str))
-    value = check_value(field(body, "value", str, allow_nul=True))
-    environment = check_environment(field(body, "environment", str))
-    kind = check_type(field(body, "type", str, required=False, default="credential"))
-    description = check_description(field(body, "description", str, required=False, default=""))
-    who = principal(request)
-    async with db.transaction(request.app[POOL]) as cur:
-        await teams.require_role(cur, team_id, who.user_id, teams.MEMBER)
+async def create_secret(conn: db.Connection, actor: Actor, keyring: Keyring,
+                        team_id: uuid.UUID, item: SecretInput) -> dict:
+    """A new secret (Member or above), within the plan's quota, audited as `create`."""
+    async with db.transaction(conn) as cur:
+        await roles.require(cur, team_id, actor, roles.MEMBER)
         await check_quota(cur, team_id, 1)
-        row = await insert_secret(cur, request.app[KEYRING], team_id, name=name, value=value,
-                                  environment=environment, kind=kind, description=description,
-                                  created_by=who.user_id)
-        await audit.record(cur, request, "create", "secret", team_id=team_id, resource_id=row["id"],
-                           metadata={"name": name, "environment": environment})
-    return web.json_response({"secret": secret_json(row)}, status=201)
+        row = await insert_secret(cur, actor, keyring, team_id, item)
+        await audit.record(cur, actor, "create", "secret", team_id=team_id, resource_id=row["id"],
+                           metadata={"name": item.name, "environment": item.environment})
+    return row
 
 
-async def update_secret(request: web.Request) -> web.Response:
-    team_id = path_uuid(request, "team_id")
-    secret_id = path_uuid(request, "secret_id")
-    body = await read_json(request)
-    if "name" in body:
-        raise BadRequest("Nama secret tidak dapat diubah")
-    value = body.get("value")
-    if value is not None:
-        check_value(value)
-    changes = {}
-    if body.get("type") is not None:
-        changes["type"] = check_type(body["type"])
-    if body.get("environment") is not None:
-        changes["environment"] = check_environment(body["environment"])
-    if body.get("description") is not None:
-        changes["description"] = check_description(body["description"])
-    who = principal(request)
-    keyring = request.app[KEYRING]
-    async with db.transaction(request.app[POOL]) as cur:
-        await teams.require_role(cur, team_id, who.user_id, teams.MEMBER)
+async def update_secret(conn: db.Connection, actor: Actor, keyring: Keyring, team_id: uuid.UUID,
+                        secret_id: uuid.UUID, update: SecretUpdate) -> dict:
+    """Apply `update` (Member or above); a changed value keeps the previous one as a version."""
+    changes = {k: v for k, v in (("type", update.type), ("environment", update.environment),
+                                  ("description", update.description)) if v is not None}
+    async with db.transaction(conn) as cur:
+        await roles.require(cur, team_id, actor, roles.MEMBER)
         current = await load_secret(cur, team_id, secret_id, for_update=True)
-        changed = [k for k, v in changes.items() if current[k] != v]
-        if value is not None and _decrypt_or_fail(keyring, current) != value:
-            await store_new_value(cur, keyring, current, value, who.user_id)
-            changed.append("value")
-        if any(k != "value" for k in changed):
-            sets = ", ".join(f"{k} = %s" for k in changed if k != "value")
-            try:  # a unique violation aborts the transaction; Conflict rolls it all back
-                await cur.execute(
-                    f"UPDATE secrets SET {sets}, updated_at = now() WHERE id = %s",
-                    (*[changes[k] for k in changed if k != "value"], secret_id),
-                )
-            except Exception as exc:
-                if db.is_unique_violation(exc):
-                    raise Conflict(SECRET_EXISTS) from None
-                raise
+        changed = {k: v for k, v in changes.items() if current[k] != v}
+        fields = sorted(changed)
+        if update.value is not None and open_value(keyring, current) != update.value:
+            await store_new_value(cur, actor, keyring, current, update.value)
+            fields = sorted([*fields, "value"])
         if changed:
-            await audit.record(cur, request, "update", "secret", team_id=team_id,
+            sets = ", ".join(f"{k} = %s" for k in changed)
+            # A unique violation aborts the transaction; Conflict rolls it all back.
+            async with db.unique_as_conflict(cur, SECRET_EXISTS):
+                await cur.execute(f"UPDATE secrets SET {sets}, updated_at = now() WHERE id = %s",
+                                  (*changed.values(), secret_id))
+        if fields:
+            await audit.record(cur, actor, "update", "secret", team_id=team_id,
                                resource_id=secret_id,
-                               metadata={"name": current["name"], "fields": sorted(changed)})
-        row = await load_secret(cur, team_id, secret_id)
-    return web.json_response({"secret": secret_json(row)})
+                               metadata={"name": current["name"], "fields": fields})
+        return await load_secret(cur, team_id, secret_id)
 
 
-async def delete_secret(request: web.Request) -> web.Response:
-    team_id = path_uuid(request, "team_id")
-    secret_id = path_uuid(request, "secret_id")
-    async with db.transaction(request.app[POOL]) as cur:
-        await teams.require_role(cur, team_id, principal(request).user_id, teams.ADMIN)
+async def delete_secret(conn: db.Connection, actor: Actor, team_id: uuid.UUID,
+                        secret_id: uuid.UUID) -> None:
+    """Soft-delete a secret and revoke its shares (Admin or above)."""
+    async with db.transaction(conn) as cur:
+        await roles.require(cur, team_id, actor, roles.ADMIN)
         row = await load_secret(cur, team_id, secret_id, for_update=True)
         await soft_delete(cur, [secret_id])
-        await audit.record(cur, request, "delete", "secret", team_id=team_id, resource_id=secret_id,
+        await audit.record(cur, actor, "delete", "secret", team_id=team_id, resource_id=secret_id,
                            metadata={"name": row["name"], "environment": row["environment"]})
-    return web.json_response({"ok": True})
 
 
-async def soft_delete(cur: db.Cursor, secret_ids: list[uuid.UUID]) -> None:
-    """Mark secrets deleted and revoke their share links."""
-    await cur.execute(
-        "UPDATE secrets SET deleted_at = now() WHERE id = ANY(%s::uuid[]) AND deleted_at IS NULL",
-        ([str(i) for i in secret_ids],),
-    )
-    await cur.execute(
-        """UPDATE secret_shares SET revoked_at = now()
-           WHERE secret_id = ANY(%s::uuid[]) AND revoked_at IS NULL""",
-        ([str(i) for i in secret_ids],),
-    )
-
-
-async def list_versions(request: web.Request) -> web.Response:
-    team_id = path_uuid(request, "team_id")
-    secret_id = path_uuid(request, "secret_id")
-    async with db.cursor(request.app[POOL]) as cur:
-        await teams.require_role(cur, team_id, principal(request).user_id, teams.VIEWER)
+async def list_versions(conn: db.Connection, actor: Actor, team_id: uuid.UUID,
+                        secret_id: uuid.UUID) -> tuple[int, list[dict]]:
+    """The current version number and the stored earlier versions (no values), newest first."""
+    async with db.cursor(conn) as cur:
+        await roles.require(cur, team_id, actor, roles.VIEWER)
         current = await load_secret(cur, team_id, secret_id)
         rows = await db.fetchall(
             cur,
             "SELECT version, created_at FROM secret_versions WHERE secret_id = %s ORDER BY version DESC",
             (secret_id,),
         )
-    return web.json_response({
-        "current_version": current["version"],
-        "versions": [{"version": r["version"], "created_at": iso(r["created_at"])} for r in rows],
-    })
+    return current["version"], rows
 
 
-async def rollback(request: web.Request) -> web.Response:
-    """POST .../rollback {version} — the value of `version` becomes a new current version."""
-    team_id = path_uuid(request, "team_id")
-    secret_id = path_uuid(request, "secret_id")
-    body = await read_json(request, max_bytes=4096)
-    target = field(body, "version", int)
-    who = principal(request)
-    keyring = request.app[KEYRING]
-    async with db.transaction(request.app[POOL]) as cur:
-        await teams.require_role(cur, team_id, who.user_id, teams.MEMBER)
+async def rollback(conn: db.Connection, actor: Actor, keyring: Keyring, team_id: uuid.UUID,
+                   secret_id: uuid.UUID, version: int) -> dict:
+    """The value of `version` becomes a new current version (Member or above)."""
+    if not 1 <= version <= MAX_VERSION:
+        raise NotFound("Versi secret tidak ditemukan")
+    async with db.transaction(conn) as cur:
+        await roles.require(cur, team_id, actor, roles.MEMBER)
         current = await load_secret(cur, team_id, secret_id, for_update=True)
         old = await db.fetchone(
             cur,
             """SELECT v.*, s.team_id FROM secret_versions v JOIN secrets s ON s.id = v.secret_id
                WHERE v.secret_id = %s AND v.version = %s""",
-            (secret_id, target),
+            (secret_id, version),
         )
         if old is None:
             raise NotFound("Versi secret tidak ditemukan")
-        value = _decrypt_or_fail(keyring, old, version=target)
-        new_version = await store_new_value(cur, keyring, current, value, who.user_id)
-        await audit.record(cur, request, "rollback", "secret", team_id=team_id,
+        value = open_value(keyring, old, version=version)
+        new_version = await store_new_value(cur, actor, keyring, current, value)
+        await audit.record(cur, actor, "rollback", "secret", team_id=team_id,
                            resource_id=secret_id,
                            metadata={"name": current["name"], "from_version": current["version"],
-                                     "restored_version": target, "new_version": new_version})
-        row = await load_secret(cur, team_id, secret_id)
-    return web.json_response({"secret": secret_json(row)})
+                                     "restored_version": version, "new_version": new_version})
+        return await load_secret(cur, team_id, secret_id)
 
 
-async def export(request: web.Request) -> web.StreamResponse:
-    """GET .../secrets/export?format=dotenv|json&environment= — audited like reads.
+async def export(conn: db.Connection, actor: Actor, keyring: Keyring, team_id: uuid.UUID, *,
+                 environment: str | None = None, fmt: str = "dotenv") -> dict[str, str]:
+    """Every live value of the team (or of one environment), audited as `export`.
 
     Without an environment every environment is exported; a name present in several takes its
-    production, then staging, then development value.
+    production, then staging, then development value. The audit entry records the environments
+    whose values were actually exported and the names' count.
     """
-    team_id = path_uuid(request, "team_id")
-    fmt = request.query.get("format", "dotenv")
-    if fmt not in ("dotenv", "json"):
-        raise BadRequest("Format ekspor harus dotenv atau json")
-    environment = request.query.get("environment")
     if environment is not None:
         check_environment(environment)
-    keyring = request.app[KEYRING]
-    async with db.transaction(request.app[POOL]) as cur:
-        await teams.require_role(cur, team_id, principal(request).user_id, teams.VIEWER)
+    async with db.transaction(conn) as cur:
+        await roles.require(cur, team_id, actor, roles.VIEWER)
         rows = await db.fetchall(
             cur,
             f"""SELECT {_COLUMNS}, key_id, nonce, ciphertext FROM secrets
                 WHERE team_id = %s AND deleted_at IS NULL {"AND environment = %s" if environment else ""}
-                ORDER BY name, array_position(ARRAY['production','staging','development'], environment)""",
+                ORDER BY name, {_ENV_ORDER}""",
             (team_id, environment) if environment else (team_id,),
         )
         values: dict[str, str] = {}
+        exported_from: set[str] = set()
         for row in rows:
             if row["name"] not in values:  # first per name is the highest-precedence environment
-                values[row["name"]] = _decrypt_or_fail(keyring, row)
-        await audit.record(cur, request, "export", "secret", team_id=team_id,
-                           metadata={"format": fmt, "environment": environment,
+                values[row["name"]] = open_value(keyring, row)
+                exported_from.add(row["environment"])
+        await audit.record(cur, actor, "export", "secret", team_id=team_id,
+                           metadata={"format": fmt, "environment": environment or "all",
+                                     "environments": [e for e in ENVIRONMENTS if e in exported_from],
                                      "count": len(values)})
-    if fmt == "json":
-        return web.json_response(values)
-    return web.Response(text=dotenv.render(values), content_type="text/plain", charset="utf-8")
-
-
-def setup_routes(app: web.Application) -> None:
-    base = "/api/v1/teams/{team_id}/secrets"
-    app.router.add_get(base, list_secrets)
-    app.router.add_post(base, create_secret)
-    app.router.add_get(base + "/export", export)
-    app.router.add_get(base + "/{secret_id}", read_secret)
-    app.router.add_put(base + "/{secret_id}", update_secret)
-    app.router.add_delete(base + "/{secret_id}", delete_secret)
-    app.router.add_get(base + "/{secret_id}/versions", list_versions)
-    app.router.add_post(base + "/{secret_id}/rollback", rollback)
+    return values

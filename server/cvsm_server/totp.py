@@ -8,16 +8,16 @@ from __future__ import annotations
 
 import hmac
 import time
+from collections.abc import Mapping
 
 import pyotp
-from aiohttp import web
 
 from . import audit, db
-from .crypto import totp_aad
+from .actor import Actor
+from .crypto import Keyring, totp_aad
 from .errors import BadRequest, Conflict, Unauthorized
-from .inputs import field, read_json
-from .state import KEYRING, PASSWORDS, POOL
-from .tokens import require_jwt
+from .passwords import PasswordHasher
+from .sessions import require_jwt
 
 STEP_SECONDS = 30
 DIGITS = 6
@@ -25,6 +25,7 @@ DRIFT_STEPS = 1
 ISSUER = "cvsm"
 
 INVALID_CODE = "Kode dua faktor tidak valid"
+ALREADY_ON = "Autentikasi dua faktor sudah aktif"
 
 
 def match_step(secret_b32: str, code: str, at: float | None = None) -> int | None:
@@ -40,16 +41,16 @@ def match_step(secret_b32: str, code: str, at: float | None = None) -> int | Non
     return found
 
 
-def _open_secret(app: web.Application, user: dict) -> str | None:
+def _open_secret(keyring: Keyring, user: Mapping) -> str | None:
     if user["totp_ciphertext"] is None:
         return None
-    return app[KEYRING].open(user["totp_key_id"], user["totp_nonce"], user["totp_ciphertext"],
-                             totp_aad(user["id"])).decode()
+    return keyring.open(user["totp_key_id"], user["totp_nonce"], user["totp_ciphertext"],
+                        totp_aad(user["id"])).decode()
 
 
-async def consume_code(cur: db.Cursor, app: web.Application, user: dict, code: str) -> bool:
+async def consume_code(cur: db.Cursor, keyring: Keyring, user: Mapping, code: str) -> bool:
     """Check `code` for `user` and burn its step; False when wrong or already used."""
-    secret = _open_secret(app, user)
+    secret = _open_secret(keyring, user)
     if secret is None:
         return False
     step = match_step(secret, code)
@@ -67,66 +68,53 @@ _USER = """SELECT id, email, username, password_hash, totp_enabled, totp_key_id,
                   totp_ciphertext, totp_last_step FROM users WHERE id = %s FOR UPDATE"""
 
 
-async def setup(request: web.Request) -> web.Response:
-    """POST /me/2fa/setup — a new (not yet enabled) TOTP secret and its otpauth:// URL."""
-    who = require_jwt(request)
+async def setup(conn: db.Connection, actor: Actor, keyring: Keyring) -> tuple[str, str]:
+    """A new (not yet enabled) TOTP secret and its otpauth:// URL."""
+    require_jwt(actor)
     secret = pyotp.random_base32()
-    async with db.transaction(request.app[POOL]) as cur:
-        user = await db.fetchone(cur, _USER, (who.user_id,))
+    async with db.transaction(conn) as cur:
+        user = await db.fetchone(cur, _USER, (actor.user_id,))
         if user["totp_enabled"]:
-            raise Conflict("Autentikasi dua faktor sudah aktif")
-        sealed = request.app[KEYRING].seal(secret.encode(), totp_aad(who.user_id))
+            raise Conflict(ALREADY_ON)
+        sealed = keyring.seal(secret.encode(), totp_aad(actor.user_id))
         await cur.execute(
             """UPDATE users SET totp_key_id = %s, totp_nonce = %s, totp_ciphertext = %s,
                                 totp_last_step = NULL WHERE id = %s""",
-            (sealed.key_id, sealed.nonce, sealed.ciphertext, who.user_id),
+            (sealed.key_id, sealed.nonce, sealed.ciphertext, actor.user_id),
         )
     url = pyotp.TOTP(secret).provisioning_uri(name=user["email"], issuer_name=ISSUER)
-    return web.json_response({"secret": secret, "otpauth_url": url})
+    return secret, url
 
 
-async def enable(request: web.Request) -> web.Response:
-    """POST /me/2fa/enable {code} — turns two-factor on once a code from the app matches."""
-    who = require_jwt(request)
-    body = await read_json(request, max_bytes=4096)
-    code = field(body, "code", str)
-    async with db.transaction(request.app[POOL]) as cur:
-        user = await db.fetchone(cur, _USER, (who.user_id,))
+async def enable(conn: db.Connection, actor: Actor, keyring: Keyring, code: str) -> None:
+    """Turn two-factor on once a code from the app matches."""
+    require_jwt(actor)
+    async with db.transaction(conn) as cur:
+        user = await db.fetchone(cur, _USER, (actor.user_id,))
         if user["totp_enabled"]:
-            raise Conflict("Autentikasi dua faktor sudah aktif")
+            raise Conflict(ALREADY_ON)
         if user["totp_ciphertext"] is None:
             raise BadRequest("Jalankan penyiapan dua faktor terlebih dahulu")
-        if not await consume_code(cur, request.app, user, code):
+        if not await consume_code(cur, keyring, user, code):
             raise BadRequest(INVALID_CODE)
-        await cur.execute("UPDATE users SET totp_enabled = true WHERE id = %s", (who.user_id,))
-        await audit.record(cur, request, "2fa_enable", "user", resource_id=who.user_id)
-    return web.json_response({"ok": True, "totp_enabled": True})
+        await cur.execute("UPDATE users SET totp_enabled = true WHERE id = %s", (actor.user_id,))
+        await audit.record(cur, actor, "2fa_enable", "user", resource_id=actor.user_id)
 
 
-async def disable(request: web.Request) -> web.Response:
-    """POST /me/2fa/disable {code, password} — needs both a fresh code and the password."""
-    who = require_jwt(request)
-    body = await read_json(request, max_bytes=4096)
-    code = field(body, "code", str)
-    password = field(body, "password", str)
-    async with db.transaction(request.app[POOL]) as cur:
-        user = await db.fetchone(cur, _USER, (who.user_id,))
+async def disable(conn: db.Connection, actor: Actor, keyring: Keyring, hasher: PasswordHasher,
+                  code: str, password: str) -> None:
+    """Turn two-factor off; needs both a fresh code and the password."""
+    require_jwt(actor)
+    async with db.transaction(conn) as cur:
+        user = await db.fetchone(cur, _USER, (actor.user_id,))
         if not user["totp_enabled"]:
             raise BadRequest("Autentikasi dua faktor belum aktif")
-        password_ok = await request.app[PASSWORDS].verify(password, user["password_hash"])
-        if not password_ok or not await consume_code(cur, request.app, user, code):
+        password_ok = await hasher.verify(password, user["password_hash"])
+        if not password_ok or not await consume_code(cur, keyring, user, code):
             raise Unauthorized("Kode dua faktor atau kata sandi salah")
         await cur.execute(
             """UPDATE users SET totp_enabled = false, totp_key_id = NULL, totp_nonce = NULL,
                                 totp_ciphertext = NULL, totp_last_step = NULL WHERE id = %s""",
-            (who.user_id,),
+            (actor.user_id,),
         )
-        await audit.record(cur, request, "2fa_disable", "user", resource_id=who.user_id)
-    return web.json_response({"ok": True, "totp_enabled": False})
-
-
-def setup_routes(app: web.Application) -> None:
-    app.router.add_post("/api/v1/me/2fa/setup", setup)
-    app.router.add_post("/api/v1/me/2fa/enable", enable)
-    app.router.add_post("/api/v1/me/2fa/disable", disable)
-
+        await audit.record(cur, actor, "2fa_disable", "user", resource_id=actor.user_id)

@@ -66,6 +66,7 @@ def postgres() -> Any:
             await pool.wait_closed()
 
     asyncio.run(migrate_template())
+    admin_execute(url, f"ALTER ROLE {db.APP_ROLE} LOGIN")
     yield url
     server.stop()
     shutil.rmtree(home, ignore_errors=True)
@@ -94,7 +95,13 @@ def fresh_database(postgres: str) -> Callable[..., str]:
 
 @pytest.fixture
 def database_url(fresh_database: Callable[..., str]) -> str:
+    """The test database as its owner (to arrange and inspect); the app serves as `cvsm_app`."""
     return fresh_database()
+
+
+def server_url(owner_url: str) -> str:
+    """The same database as the server's own role (`cvsm_app`), as the app connects."""
+    return db.with_user(owner_url, db.APP_ROLE)
 
 
 @pytest.fixture
@@ -103,13 +110,15 @@ def make_settings(database_url: str, tmp_path: Path) -> Callable[..., Settings]:
 
     def make(**overrides: str) -> Settings:
         env = {
-            "CVSM_DATABASE_URL": database_url,
+            "CVSM_DATABASE_URL": server_url(database_url),
+            "CVSM_MIGRATION_DATABASE_URL": database_url,
             "CVSM_DATA_DIR": str(tmp_path / "data"),
             "CVSM_MASTER_KEY": MASTER_KEY,
             "CVSM_JWT_SECRET": JWT_SECRET,
             "CVSM_RATELIMIT_AUTH": "off",
             "CVSM_RATELIMIT_API": "off",
             "CVSM_RATELIMIT_PUBLIC": "off",
+            "CVSM_RATELIMIT_FAILED_AUTH": "off",
             "CVSM_BACKGROUND_JOBS": "off",
             "CVSM_APP_URL": "https://cvsm.test",
         }

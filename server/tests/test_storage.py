@@ -135,6 +135,6 @@ def test_create_app_reads_its_settings_from_the_environment(monkeypatch, tmp_pat
     monkeypatch.setenv("CVSM_DATA_DIR", str(tmp_path))
     monkeypatch.setenv("CVSM_RATELIMIT_API", "5/10")
     app = create_app()
-    from cvsm_server.state import SETTINGS
+    from cvsm_server.web.state import SETTINGS
     assert app[SETTINGS].rate_limit("api").limit == 5
     assert app[SETTINGS].rate_limit("auth").limit == 10

@@ -10,7 +10,7 @@ from datetime import datetime, timedelta, timezone
 import aiohttp
 import pytest
 
-from conftest import JWT_SECRET, MASTER_KEY, Api, query
+from conftest import JWT_SECRET, MASTER_KEY, Api, query, server_url
 from test_storage import free_port
 
 
@@ -121,6 +121,7 @@ async def test_lock_expires_after_its_window(client, api: Api, owner, database_u
 async def test_fifty_concurrent_wrong_lookups_are_all_counted(client, api: Api, owner, database_url):
     token = (await api.api_token(owner))["token"]
     await query(database_url, "CREATE TABLE seen_failures (n integer)")
+    await query(database_url, "GRANT INSERT ON seen_failures TO cvsm_app")  # the server's role
     await query(database_url, """
         CREATE FUNCTION count_failure() RETURNS trigger LANGUAGE plpgsql AS
         $$ BEGIN INSERT INTO seen_failures VALUES (1); RETURN NEW; END $$;
@@ -221,7 +222,7 @@ async def test_prefix_lock_holds_on_a_second_server_process(client, api: Api, ow
     token = (await api.api_token(owner))["token"]
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("CVSM_")}
-    env.update({"CVSM_DATABASE_URL": database_url, "CVSM_MASTER_KEY": MASTER_KEY, "CVSM_JWT_SECRET": JWT_SECRET,
+    env.update({"CVSM_DATABASE_URL": server_url(database_url), "CVSM_MASTER_KEY": MASTER_KEY, "CVSM_JWT_SECRET": JWT_SECRET,
                 "CVSM_DATA_DIR": str(tmp_path / "second"), "CVSM_RATELIMIT_API": "off",
                 "CVSM_BACKGROUND_JOBS": "off"})
     proc = subprocess.Popen([sys.executable, "-m", "cvsm_server.cli", "serve", "--port", str(port)],

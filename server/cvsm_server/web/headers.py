@@ -10,7 +10,7 @@ from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 
-from .state import SETTINGS
+from .state import REQUEST_ID, SETTINGS
 
 SECURITY_HEADERS = {
     "X-Frame-Options": "DENY",
@@ -20,7 +20,8 @@ SECURITY_HEADERS = {
     "Referrer-Policy": "no-referrer",
 }
 ALLOWED_METHODS = "GET, POST, PUT, PATCH, DELETE, OPTIONS"
-ALLOWED_HEADERS = "Authorization, Content-Type"
+ALLOWED_HEADERS = "Authorization, Content-Type, X-Request-Id"
+EXPOSED_HEADERS = "Retry-After, X-Request-Id"
 
 
 async def on_prepare(request: web.Request, response: web.StreamResponse) -> None:
@@ -28,6 +29,8 @@ async def on_prepare(request: web.Request, response: web.StreamResponse) -> None
         response.headers[name] = value
     response.headers.popall("Server", None)
     response.headers.popall("X-Powered-By", None)
+    if (request_id := request.get(REQUEST_ID)) is not None:
+        response.headers["X-Request-Id"] = request_id
     if request.path.startswith("/api/"):
         response.headers.setdefault("Cache-Control", "no-store")
 
@@ -57,7 +60,7 @@ async def cors_middleware(
         response = await handler(request)
     if origin:
         response.headers["Access-Control-Allow-Origin"] = origin
-        response.headers["Access-Control-Expose-Headers"] = "Retry-After"
+        response.headers["Access-Control-Expose-Headers"] = EXPOSED_HEADERS
         if origin != "*":
             response.headers["Vary"] = "Origin"
     return response

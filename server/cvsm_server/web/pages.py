@@ -14,7 +14,7 @@ from pathlib import Path
 
 from aiohttp import web
 
-from .errors import NotFound
+from ..errors import NotFound
 
 STATIC_DIR = Path(str(resources.files("cvsm_server") / "static"))
 
@@ -43,8 +43,3 @@ async def asset(request: web.Request) -> web.StreamResponse:
     response.content_type = ASSETS[name]
     response.headers["Cache-Control"] = "no-cache"
     return response
-
-
-def setup_routes(app: web.Application) -> None:
-    app.router.add_get("/share/{token}", share_page)
-    app.router.add_get("/static/{name}", asset)

@@ -1,0 +1,120 @@
+"""Account routes: register, login, /me, logout-all, two-factor and API tokens."""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from .. import ratelimit, sessions, tokens, totp, users
+from ..errors import BadRequest
+from ..inputs import field, string_list
+from .request import actor, connection, path_id, read_json
+from .state import KEYRING, PASSWORDS, SETTINGS, SIGNER
+
+SMALL_BODY = 16 * 1024
+
+
+async def register(request: web.Request) -> web.Response:
+    body = await read_json(request, max_bytes=SMALL_BODY)
+    fields = {
+        "email": field(body, "email", str),
+        "username": field(body, "username", str),
+        "password": field(body, "password", str),
+        "name": field(body, "name", str),
+        "newsletter_opt_in": field(body, "newsletter_opt_in", bool, required=False, default=False),
+    }
+    async with connection(request) as conn:
+        user, token = await users.register(conn, request.app[PASSWORDS], request.app[SIGNER],
+                                           **fields)
+    return web.json_response({"token": token, "user": users.user_json(user)}, status=201)
+
+
+async def login(request: web.Request) -> web.Response:
+    body = await read_json(request, max_bytes=SMALL_BODY)
+    identifier = field(body, "identifier", str, required=False)
+    if identifier is None:
+        identifier = field(body, "email", str, required=False)  # legacy until v0.4
+    if identifier is None:
+        raise BadRequest("Kolom 'identifier' wajib diisi")
+    password = field(body, "password", str)
+    code = field(body, "totp_code", str, required=False)
+    client = actor(request)
+    app = request.app
+    failures = ratelimit.Charge.of("failed_auth", client.ip or "-",
+                                   app[SETTINGS].rate_limit("failed_auth"))
+    async with connection(request) as conn:
+        user, token = await users.login(conn, client, app[PASSWORDS], app[KEYRING], app[SIGNER],
+                                        identifier=identifier, password=password,
+                                        totp_code=code, failures=failures)
+    return web.json_response({"token": token, "user": users.user_json(user)})
+
+
+async def me(request: web.Request) -> web.Response:
+    async with connection(request) as conn:
+        row = await users.profile(conn, actor(request))
+    return web.json_response({
+        "user_id": str(row["id"]),
+        "email": row["email"],
+        "username": row["username"],
+        "name": row["name"],
+        "is_admin": row["is_admin"],
+        "email_verified": row["email_verified"],
+        "has_team": row["has_team"],
+        "totp_enabled": row["totp_enabled"],
+    })
+
+
+async def logout_all(request: web.Request) -> web.Response:
+    async with connection(request) as conn:
+        await sessions.logout_all(conn, actor(request))
+    return web.json_response({"ok": True})
+
+
+async def totp_setup(request: web.Request) -> web.Response:
+    async with connection(request) as conn:
+        secret, url = await totp.setup(conn, actor(request), request.app[KEYRING])
+    return web.json_response({"secret": secret, "otpauth_url": url})
+
+
+async def totp_enable(request: web.Request) -> web.Response:
+    sessions.require_jwt(actor(request))
+    body = await read_json(request, max_bytes=4096)
+    code = field(body, "code", str)
+    async with connection(request) as conn:
+        await totp.enable(conn, actor(request), request.app[KEYRING], code)
+    return web.json_response({"ok": True, "totp_enabled": True})
+
+
+async def totp_disable(request: web.Request) -> web.Response:
+    sessions.require_jwt(actor(request))
+    body = await read_json(request, max_bytes=4096)
+    code, password = field(body, "code", str), field(body, "password", str)
+    async with connection(request) as conn:
+        await totp.disable(conn, actor(request), request.app[KEYRING], request.app[PASSWORDS],
+                           code, password)
+    return web.json_response({"ok": True, "totp_enabled": False})
+
+
+async def list_tokens(request: web.Request) -> web.Response:
+    async with connection(request) as conn:
+        rows = await tokens.list_tokens(conn, actor(request))
+    return web.json_response({"tokens": [tokens.token_json(r) for r in rows]})
+
+
+async def create_token(request: web.Request) -> web.Response:
+    sessions.require_jwt(actor(request))
+    body = await read_json(request, max_bytes=64 * 1024)
+    name = field(body, "name", str)
+    expires_at = field(body, "expires_at", str, required=False)
+    allowed_ips = string_list(body, "allowed_ips", required=False, max_items=100)
+    async with connection(request) as conn:
+        row, token = await tokens.create_token(conn, actor(request), request.app[KEYRING],
+                                               name=name, expires_at=expires_at,
+                                               allowed_ips=allowed_ips)
+    return web.json_response({"api_token": tokens.token_json(row), "token": token}, status=201)
+
+
+async def revoke_token(request: web.Request) -> web.Response:
+    token_id = path_id(request, "token_id")
+    async with connection(request) as conn:
+        await tokens.revoke_token(conn, actor(request), token_id)
+    return web.json_response({"ok": True})

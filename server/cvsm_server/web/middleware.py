@@ -1,0 +1,177 @@
+"""The request pipeline, outermost first: request id, CORS, errors, the actor (client address
+and credential), rate limits.
+
+- `request_id_middleware`: every answer carries `X-Request-Id` (a sane incoming one is kept,
+  otherwise a new one is made); it is in the access-log and error-log lines.
+- `error_middleware`: every failure becomes `{"error": "<Indonesian message>"}` with its status;
+  a database outage is a 503 with `Retry-After`; anything unexpected a 500 with no detail.
+- `auth_middleware`: builds the request's `Actor` once (client IP, user agent) and, on private
+  API routes, checks the bearer credential (`sessions`, `tokens`).
+- `rate_limit_middleware`: counts the request against its kind's limit, or leaves the charge to
+  a handler that counts it inside its own statement (`counts_own_rate_limit`). The same
+  statement confirms a credential served from the process's cache (`credentials`).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import uuid
+from collections.abc import Awaitable, Callable
+
+from aiohttp import web
+
+from .. import credentials, db, ratelimit, sessions, tokens
+from ..actor import Actor
+from ..clientip import client_ip
+from ..errors import DomainError, ServiceUnavailable, Unauthorized
+from .state import (ACTOR, CREDENTIALS, KEYRING, POOL, RATE_CHARGE, REQUEST_ID, SETTINGS,
+                    SIGNER)
+
+log = logging.getLogger("cvsm.errors")
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+API_PREFIX = "/api/v1/"
+AUTH_PREFIX = "/api/v1/auth/"
+PUBLIC_PREFIX = "/api/v1/public/"
+# Public API routes that are neither rate limited nor authenticated.
+OPEN_ROUTES = ("/api/v1/health",)
+
+REQUEST_ID_RE = re.compile(r"[A-Za-z0-9._:-]{1,128}\Z")
+
+# Messages for the errors aiohttp raises itself (unknown route, wrong method, body too large).
+_HTTP_MESSAGES = {
+    400: "Permintaan tidak valid",
+    404: "Tidak ditemukan",
+    405: "Metode tidak diizinkan",
+    413: "Isi permintaan terlalu besar",
+    415: "Jenis konten tidak didukung",
+}
+
+
+def error_response(status: int, message: str, headers: dict[str, str] | None = None) -> web.Response:
+    return web.json_response({"error": message}, status=status, headers=headers)
+
+
+@web.middleware
+async def request_id_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    incoming = request.headers.get("X-Request-Id", "")
+    request[REQUEST_ID] = incoming if REQUEST_ID_RE.match(incoming) else uuid.uuid4().hex
+    return await handler(request)
+
+
+@web.middleware
+async def error_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Answer every failure as `{"error": "<Indonesian message>"}` with the right status."""
+    try:
+        return await handler(request)
+    except DomainError as exc:
+        return error_response(exc.status, exc.message, exc.headers)
+    except web.HTTPException as exc:
+        if exc.status < 400:
+            raise
+        message = _HTTP_MESSAGES.get(exc.status, "Permintaan tidak dapat diproses")
+        headers = {k: v for k, v in exc.headers.items() if k.lower() in ("allow", "retry-after")}
+        return error_response(exc.status, message, headers)
+    except db.UNAVAILABLE as exc:
+        log.warning("[%s] database unavailable on %s %s: %s", request.get(REQUEST_ID),
+                    request.method, request.match_info.route.resource.canonical
+                    if request.match_info.route.resource else "-", type(exc).__name__)
+        unavailable = ServiceUnavailable()
+        return error_response(unavailable.status, unavailable.message, unavailable.headers)
+    except Exception:
+        # The traceback names code locations only; request bodies and values are never logged,
+        # and the route is named by its pattern (never a token from the path).
+        resource = request.match_info.route.resource
+        log.exception("[%s] unhandled error on %s %s", request.get(REQUEST_ID), request.method,
+                      resource.canonical if resource else "-")
+        return error_response(500, "Terjadi kesalahan pada server")
+
+
+def _bearer(request: web.Request) -> str:
+    header = request.headers.get("Authorization", "")
+    scheme, _, credential = header.partition(" ")
+    credential = credential.strip()
+    if scheme.lower() != "bearer" or not credential:
+        raise Unauthorized("Header Authorization: Bearer <token> diperlukan")
+    return credential
+
+
+def _is_private(request: web.Request) -> bool:
+    path = request.path
+    return (path.startswith(API_PREFIX) and not path.startswith((AUTH_PREFIX, PUBLIC_PREFIX))
+            and path not in OPEN_ROUTES)
+
+
+@web.middleware
+async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """The request's actor: the client, and on private API routes the user behind the bearer."""
+    app = request.app
+    settings = app[SETTINGS]
+    peer = request.transport.get_extra_info("peername") if request.transport else None
+    ip = client_ip(peer[0] if peer else None, request.headers.getall("X-Forwarded-For", []),
+                   settings.trusted_proxies)
+    client = Actor.anonymous(ip, request.headers.get("User-Agent"))
+    request[ACTOR] = client
+    if request.method == "OPTIONS" or not _is_private(request):
+        return await handler(request)
+    credential = _bearer(request)
+    request[ACTOR] = await _authenticate(app, credential, client)
+    try:
+        return await handler(request)
+    except credentials.StaleCredential:
+        # A credential was revoked somewhere since this process cached the caller's: check it
+        # in the database now (the statement that noticed did nothing), then run the request.
+        app[CREDENTIALS].clear()
+        request[ACTOR] = await _authenticate(app, credential, client)
+        return await handler(request)
+
+
+async def _authenticate(app: web.Application, credential: str, client: Actor) -> Actor:
+    if credential.startswith("cvsm_"):
+        failures = ratelimit.Charge.of("failed_auth", client.ip or "-",
+                                       app[SETTINGS].rate_limit("failed_auth"))
+        return await tokens.authenticate(app[POOL], app[CREDENTIALS], app[KEYRING], credential,
+                                         client, failures=failures)
+    return await sessions.authenticate(app[POOL], app[CREDENTIALS], app[SIGNER], credential,
+                                       client)
+
+
+def counts_own_rate_limit(handler: Handler) -> Handler:
+    """Mark a handler that passes `request[RATE_CHARGE]` into its own statement."""
+    handler.counts_own_rate_limit = True  # type: ignore[attr-defined]
+    return handler
+
+
+def charge_for(request: web.Request) -> ratelimit.Charge | None:
+    """What this request counts against: per client IP on /auth and /public, per credential on
+    the rest of the API; nothing on /health, pages and preflights."""
+    path = request.path
+    if request.method == "OPTIONS" or not path.startswith(API_PREFIX) or path in OPEN_ROUTES:
+        return None
+    settings = request.app[SETTINGS]
+    who = request[ACTOR]
+    if path.startswith(AUTH_PREFIX):
+        return ratelimit.Charge.of("auth", who.ip or "-", settings.rate_limit("auth"))
+    if path.startswith(PUBLIC_PREFIX):
+        return ratelimit.Charge.of("public", who.ip or "-", settings.rate_limit("public"))
+    return ratelimit.Charge.of("api", who.rate_key, settings.rate_limit("api"))
+
+
+@web.middleware
+async def rate_limit_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Count the request, confirming a cached credential in the same statement; a handler that
+    counts in its own statement gets the charge instead (and confirms the credential there)."""
+    charge = charge_for(request)
+    epoch = request[ACTOR].epoch
+    if getattr(request.match_info.handler, "counts_own_rate_limit", False):
+        if charge is not None:
+            request[RATE_CHARGE] = charge
+    elif charge is not None or epoch is not None:
+        async with db.connection(request.app[POOL]) as conn:
+            await ratelimit.hit(conn, charge, epoch=epoch)
+    return await handler(request)
+
+
+

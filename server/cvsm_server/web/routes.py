@@ -1,0 +1,63 @@
+"""The one route table. Ids in paths are constrained to UUIDs, so `/secrets/bulk` and
+`/secrets/export` can never be taken for a secret id, whatever the order of registration; a
+malformed id matches no route and is a 404."""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from . import accounts, pages, secrets, shares, teams
+
+UUID = r"{%s:[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}}"
+TEAM = "/api/v1/teams/{team_id}"
+SECRET = f"{TEAM}/secrets/{UUID % 'secret_id'}"
+
+ROUTES = [
+    web.get("/api/v1/health", shares.health),
+    web.get("/api/v1/public/stats", shares.stats),
+    web.get("/api/v1/public/share/{token}", shares.view_share),
+
+    web.post("/api/v1/auth/register", accounts.register),
+    web.post("/api/v1/auth/login", accounts.login),
+    web.get("/api/v1/me", accounts.me),
+    web.post("/api/v1/me/logout-all", accounts.logout_all),
+    web.post("/api/v1/me/2fa/setup", accounts.totp_setup),
+    web.post("/api/v1/me/2fa/enable", accounts.totp_enable),
+    web.post("/api/v1/me/2fa/disable", accounts.totp_disable),
+    web.get("/api/v1/tokens", accounts.list_tokens),
+    web.post("/api/v1/tokens", accounts.create_token),
+    web.delete(f"/api/v1/tokens/{UUID % 'token_id'}", accounts.revoke_token),
+
+    web.get("/api/v1/teams", teams.list_teams),
+    web.post("/api/v1/teams", teams.create_team),
+    web.get(TEAM, teams.get_team),
+    web.delete(TEAM, teams.delete_team),
+    web.get(f"{TEAM}/members", teams.list_members),
+    web.post(f"{TEAM}/members", teams.add_member),
+    web.patch(f"{TEAM}/members/{UUID % 'user_id'}", teams.update_member),
+    web.delete(f"{TEAM}/members/{UUID % 'user_id'}", teams.remove_member),
+    web.get(f"{TEAM}/audit", teams.list_audit),
+
+    web.get(f"{TEAM}/secrets", secrets.list_secrets),
+    web.post(f"{TEAM}/secrets", secrets.create_secret),
+    web.get(f"{TEAM}/secrets/export", secrets.export),
+    web.post(f"{TEAM}/secrets/bulk", secrets.bulk_create),
+    web.delete(f"{TEAM}/secrets/bulk", secrets.bulk_delete),
+    web.post(f"{TEAM}/secrets/bulk/import-dotenv", secrets.import_dotenv),
+    web.post(f"{TEAM}/secrets/bulk/move-env", secrets.move_env),
+    web.get(SECRET, secrets.read_secret),
+    web.put(SECRET, secrets.update_secret),
+    web.delete(SECRET, secrets.delete_secret),
+    web.get(f"{SECRET}/versions", secrets.list_versions),
+    web.post(f"{SECRET}/rollback", secrets.rollback),
+    web.post(f"{SECRET}/shares", shares.create_share),
+    web.get(f"{SECRET}/shares", shares.list_shares),
+    web.delete(f"{SECRET}/shares/{UUID % 'share_id'}", shares.revoke_share),
+
+    web.get("/share/{token}", pages.share_page),
+    web.get("/static/{name}", pages.asset),
+]
+
+
+def setup_routes(app: web.Application) -> None:
+    app.router.add_routes(ROUTES)

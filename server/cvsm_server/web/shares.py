@@ -1,0 +1,71 @@
+"""Share routes, and the public endpoints (`/health`, `/public/stats`, the share view)."""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from .. import __version__, public, shares
+from ..inputs import field
+from ..timeutil import iso
+from .request import actor, connection, path_id, read_json
+from .state import KEYRING, POOL, SETTINGS
+
+
+async def create_share(request: web.Request) -> web.Response:
+    team_id = path_id(request, "team_id")
+    secret_id = path_id(request, "secret_id")
+    body = await read_json(request, max_bytes=4096, optional=True)
+    max_views = field(body, "max_views", int, required=False, default=1)
+    ttl_hours = field(body, "ttl_hours", int, required=False, default=24)
+    async with connection(request) as conn:
+        row, token = await shares.create_share(conn, actor(request), request.app[KEYRING],
+                                               team_id, secret_id, max_views=max_views,
+                                               ttl_hours=ttl_hours)
+    url = f"{request.app[SETTINGS].app_url}/share/{token}"
+    return web.json_response({"share": shares.share_json(row), "url": url}, status=201)
+
+
+async def list_shares(request: web.Request) -> web.Response:
+    team_id = path_id(request, "team_id")
+    secret_id = path_id(request, "secret_id")
+    async with connection(request) as conn:
+        rows = await shares.list_shares(conn, actor(request), team_id, secret_id)
+    return web.json_response({"shares": [shares.share_json(r) for r in rows]})
+
+
+async def revoke_share(request: web.Request) -> web.Response:
+    team_id = path_id(request, "team_id")
+    secret_id = path_id(request, "secret_id")
+    share_id = path_id(request, "share_id")
+    async with connection(request) as conn:
+        await shares.revoke_share(conn, actor(request), team_id, secret_id, share_id)
+    return web.json_response({"ok": True})
+
+
+async def view_share(request: web.Request) -> web.Response:
+    """GET consumes one view; HEAD answers the same status and consumes nothing."""
+    token = request.match_info["token"]
+    async with connection(request) as conn:
+        if request.method == "HEAD":
+            await shares.peek(conn, request.app[KEYRING], token)
+            return web.json_response({})
+        row, value = await shares.view(conn, actor(request), request.app[KEYRING], token)
+    return web.json_response({
+        "secret_name": row["secret_name"],
+        "value": value,
+        "view_count": row["view_count"],
+        "max_views": row["max_views"],
+        "expires_at": iso(row["expires_at"]),
+    })
+
+
+async def health(request: web.Request) -> web.Response:
+    """200 `{status: "ok", version}`; 503 when the database does not answer within 2 seconds."""
+    await public.check_database(request.app[POOL])
+    return web.json_response({"status": "ok", "version": __version__})
+
+
+async def stats(request: web.Request) -> web.Response:
+    async with connection(request) as conn:
+        row = await public.stats(conn)
+    return web.json_response({"teams": row["teams"], "secrets": row["secrets"]})

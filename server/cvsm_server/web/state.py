@@ -1,0 +1,27 @@
+"""Typed application and request state (`web.AppKey`, `web.RequestKey`)."""
+
+from __future__ import annotations
+
+import aiopg
+from aiohttp import web
+
+from ..actor import Actor
+from ..config import Settings
+from ..credentials import CredentialCache
+from ..crypto import Keyring
+from ..passwords import PasswordHasher
+from ..ratelimit import Charge
+from ..sessions import JwtSigner
+
+SETTINGS = web.AppKey("settings", Settings)
+POOL = web.AppKey("pool", aiopg.Pool)
+DATABASE_URL = web.AppKey("database_url", str)
+KEYRING = web.AppKey("keyring", Keyring)
+SIGNER = web.AppKey("jwt_signer", JwtSigner)
+PASSWORDS = web.AppKey("passwords", PasswordHasher)
+CREDENTIALS = web.AppKey("credentials", CredentialCache)
+
+REQUEST_ID = web.RequestKey("request_id", str)
+ACTOR = web.RequestKey("actor", Actor)
+# Set instead of counting when the handler counts the rate limit in its own statement.
+RATE_CHARGE = web.RequestKey("rate_charge", Charge)

@@ -1,0 +1,85 @@
+"""Team, member and audit-log routes: parse, call `teams` / `audit`, shape the answer."""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from .. import audit, teams
+from ..inputs import field
+from .request import actor, connection, path_id, query_int, read_json
+
+SMALL_BODY = 16 * 1024
+
+
+async def list_teams(request: web.Request) -> web.Response:
+    async with connection(request) as conn:
+        rows = await teams.list_teams(conn, actor(request))
+    return web.json_response({"teams": [teams.team_json(r, r["role"]) for r in rows]})
+
+
+async def create_team(request: web.Request) -> web.Response:
+    body = await read_json(request, max_bytes=SMALL_BODY)
+    name, slug = field(body, "name", str), field(body, "slug", str)
+    async with connection(request) as conn:
+        team = await teams.create_team(conn, actor(request), name, slug)
+    return web.json_response({"team": teams.team_json(team, team["role"])}, status=201)
+
+
+async def get_team(request: web.Request) -> web.Response:
+    team_id = path_id(request, "team_id")
+    async with connection(request) as conn:
+        team = await teams.get_team(conn, actor(request), team_id)
+    return web.json_response({"team": teams.team_json(team, team["role"])})
+
+
+async def delete_team(request: web.Request) -> web.Response:
+    team_id = path_id(request, "team_id")
+    async with connection(request) as conn:
+        await teams.delete_team(conn, actor(request), team_id)
+    return web.json_response({"ok": True})
+
+
+async def list_members(request: web.Request) -> web.Response:
+    team_id = path_id(request, "team_id")
+    async with connection(request) as conn:
+        rows = await teams.list_members(conn, actor(request), team_id)
+    return web.json_response({"members": [teams.member_json(r) for r in rows]})
+
+
+async def add_member(request: web.Request) -> web.Response:
+    team_id = path_id(request, "team_id")
+    body = await read_json(request, max_bytes=SMALL_BODY)
+    identifier, role = field(body, "identifier", str), field(body, "role", str)
+    async with connection(request) as conn:
+        row = await teams.add_member(conn, actor(request), team_id, identifier, role)
+    return web.json_response({"member": teams.member_json(row)}, status=201)
+
+
+async def update_member(request: web.Request) -> web.Response:
+    team_id = path_id(request, "team_id")
+    user_id = path_id(request, "user_id")
+    body = await read_json(request, max_bytes=SMALL_BODY)
+    role = field(body, "role", str)
+    async with connection(request) as conn:
+        row = await teams.update_member(conn, actor(request), team_id, user_id, role)
+    return web.json_response({"member": teams.member_json(row)})
+
+
+async def remove_member(request: web.Request) -> web.Response:
+    team_id = path_id(request, "team_id")
+    user_id = path_id(request, "user_id")
+    async with connection(request) as conn:
+        await teams.remove_member(conn, actor(request), team_id, user_id)
+    return web.json_response({"ok": True})
+
+
+async def list_audit(request: web.Request) -> web.Response:
+    team_id = path_id(request, "team_id")
+    limit = query_int(request, "limit", default=audit.DEFAULT_LIMIT, minimum=1,
+                      maximum=audit.MAX_LIMIT)
+    offset = query_int(request, "offset", default=0, minimum=0)
+    async with connection(request) as conn:
+        rows, total = await audit.list_entries(conn, actor(request), team_id, limit=limit,
+                                               offset=offset)
+    return web.json_response({"logs": [audit.entry_json(r) for r in rows], "total": total,
+                              "limit": limit, "offset": offset})
