@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
+import socket
 import sys
 
 from aiohttp import web
@@ -12,6 +14,37 @@ from aiohttp import web
 from . import __version__, db, keys
 from .accesslog import RedactingAccessLogger
 from .config import ConfigError, Settings
+from .embedded import EmbeddedStartError
+
+
+class _CannotListen(Exception):
+    """The HTTP socket could not be bound; the message is the reason, in one line."""
+
+
+def _listen_error(host: str, port: int, exc: OSError) -> _CannotListen:
+    reason = exc.strerror if isinstance(exc, socket.gaierror) else None
+    if not reason and exc.errno and exc.errno > 0:
+        reason = os.strerror(exc.errno)
+    address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    return _CannotListen(f"cannot listen on {address}: {(reason or str(exc)).lower()}")
+
+
+async def _run(app: web.Application, host: str, port: int) -> None:
+    """Start the app (database, migrations, key check), listen, and serve until SIGINT or SIGTERM;
+    then, or when any of it fails, clean up what started (the embedded PostgreSQL included)."""
+    runner = web.AppRunner(app, handle_signals=True, access_log_class=RedactingAccessLogger,
+                           keepalive_timeout=75.0)
+    try:
+        await runner.setup()
+        site = web.TCPSite(runner, host, port)
+        try:
+            await site.start()
+        except OSError as exc:
+            raise _listen_error(host, port, exc) from None
+        logging.getLogger("cvsm").info("cvsm-server %s listening on http://%s:%d", __version__, host, port)
+        await asyncio.Event().wait()  # until a signal raises GracefulExit
+    finally:
+        await runner.cleanup()
 
 
 def _serve(settings: Settings, host: str, port: int) -> int:
@@ -23,12 +56,15 @@ def _serve(settings: Settings, host: str, port: int) -> int:
         print(f"cvsm-server: {exc}", file=sys.stderr)
         return 2
     try:
-        web.run_app(app, host=host, port=port, access_log_class=RedactingAccessLogger,
-                    print=lambda *_: logging.getLogger("cvsm").info(
-                        "cvsm-server %s listening on http://%s:%d", __version__, host, port))
+        asyncio.run(_run(app, host, port))
+    except (web.GracefulExit, KeyboardInterrupt):
+        pass
     except keys.KeyMismatch as exc:
         print(f"cvsm-server: refusing to start: {exc}", file=sys.stderr)
         return 3
+    except (_CannotListen, EmbeddedStartError) as exc:
+        print(f"cvsm-server: {exc}", file=sys.stderr)
+        return 1
     return 0
 
 
