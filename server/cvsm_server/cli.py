@@ -18,7 +18,7 @@ from .embedded import EmbeddedStartError
 
 
 class _CannotListen(Exception):
-    """The HTTP socket could not be bound; the message is the reason, in one line."""
+    """The HTTP address could not be bound; the message says why, in one line."""
 
 
 def _listen_error(host: str, port: int, exc: OSError) -> _CannotListen:
@@ -29,22 +29,48 @@ def _listen_error(host: str, port: int, exc: OSError) -> _CannotListen:
     return _CannotListen(f"cannot listen on {address}: {(reason or str(exc)).lower()}")
 
 
+def _bind(host: str, port: int) -> list[socket.socket]:
+    """Sockets bound to the address (listening comes later), made the way `loop.create_server`
+    makes them, so that an address in use fails at once: before the database starts, migrations
+    run and background jobs begin."""
+    sockets: list[socket.socket] = []
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+        for family, kind, proto, _, address in dict.fromkeys(infos):
+            sock = socket.socket(family, kind, proto)
+            sockets.append(sock)
+            if os.name == "posix":
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6:
+                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            sock.bind(address)
+    except OSError as exc:
+        for sock in sockets:
+            sock.close()
+        raise _listen_error(host, port, exc) from None
+    return sockets
+
+
 async def _run(app: web.Application, host: str, port: int) -> None:
-    """Start the app (database, migrations, key check), listen, and serve until SIGINT or SIGTERM;
-    then, or when any of it fails, clean up what started (the embedded PostgreSQL included)."""
+    """Bind the address, start the app (database, migrations, key check), listen, and serve until
+    SIGINT or SIGTERM; then, or when any of it fails, clean up what started (the embedded
+    PostgreSQL included)."""
+    sockets = _bind(host, port)
     runner = web.AppRunner(app, handle_signals=True, access_log_class=RedactingAccessLogger,
                            keepalive_timeout=75.0)
     try:
         await runner.setup()
-        site = web.TCPSite(runner, host, port)
-        try:
-            await site.start()
-        except OSError as exc:
-            raise _listen_error(host, port, exc) from None
+        for sock in sockets:
+            try:
+                await web.SockSite(runner, sock).start()
+            except OSError as exc:
+                raise _listen_error(host, port, exc) from None
         logging.getLogger("cvsm").info("cvsm-server %s listening on http://%s:%d", __version__, host, port)
         await asyncio.Event().wait()  # until a signal raises GracefulExit
     finally:
         await runner.cleanup()
+        for sock in sockets:
+            sock.close()
 
 
 def _serve(settings: Settings, host: str, port: int) -> int:

@@ -62,8 +62,6 @@ def test_serve_on_a_port_in_use_says_so_in_one_line_and_stops_the_embedded_postg
     assert "Traceback" not in result.stderr
     assert messages(result.stderr) == [f"cvsm-server: cannot listen on 127.0.0.1:{port}: address already in use"]
     assert result.returncode == 1
-    # It got as far as starting the embedded PostgreSQL (and migrating), then stopped it cleanly.
-    assert (pgdata / "PG_VERSION").exists()
     assert not (pgdata / "postmaster.pid").exists()
     assert running_postgres(pgdata) == []
 
