@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
+import socket
 import sys
 
 from aiohttp import web
@@ -12,6 +14,63 @@ from aiohttp import web
 from . import __version__, db, keys
 from .accesslog import RedactingAccessLogger
 from .config import ConfigError, Settings
+from .embedded import EmbeddedStartError
+
+
+class _CannotListen(Exception):
+    """The HTTP address could not be bound; the message says why, in one line."""
+
+
+def _listen_error(host: str, port: int, exc: OSError) -> _CannotListen:
+    reason = exc.strerror if isinstance(exc, socket.gaierror) else None
+    if not reason and exc.errno and exc.errno > 0:
+        reason = os.strerror(exc.errno)
+    address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    return _CannotListen(f"cannot listen on {address}: {(reason or str(exc)).lower()}")
+
+
+def _bind(host: str, port: int) -> list[socket.socket]:
+    """Sockets bound to the address (listening comes later), made the way `loop.create_server`
+    makes them, so that an address in use fails at once: before the database starts, migrations
+    run and background jobs begin."""
+    sockets: list[socket.socket] = []
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+        for family, kind, proto, _, address in dict.fromkeys(infos):
+            sock = socket.socket(family, kind, proto)
+            sockets.append(sock)
+            if os.name == "posix":
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6:
+                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            sock.bind(address)
+    except OSError as exc:
+        for sock in sockets:
+            sock.close()
+        raise _listen_error(host, port, exc) from None
+    return sockets
+
+
+async def _run(app: web.Application, host: str, port: int) -> None:
+    """Bind the address, start the app (database, migrations, key check), listen, and serve until
+    SIGINT or SIGTERM; then, or when any of it fails, clean up what started (the embedded
+    PostgreSQL included)."""
+    sockets = _bind(host, port)
+    runner = web.AppRunner(app, handle_signals=True, access_log_class=RedactingAccessLogger,
+                           keepalive_timeout=75.0)
+    try:
+        await runner.setup()
+        for sock in sockets:
+            try:
+                await web.SockSite(runner, sock).start()
+            except OSError as exc:
+                raise _listen_error(host, port, exc) from None
+        logging.getLogger("cvsm").info("cvsm-server %s listening on http://%s:%d", __version__, host, port)
+        await asyncio.Event().wait()  # until a signal raises GracefulExit
+    finally:
+        await runner.cleanup()
+        for sock in sockets:
+            sock.close()
 
 
 def _serve(settings: Settings, host: str, port: int) -> int:
@@ -23,12 +82,38 @@ def _serve(settings: Settings, host: str, port: int) -> int:
         print(f"cvsm-server: {exc}", file=sys.stderr)
         return 2
     try:
-        web.run_app(app, host=host, port=port, access_log_class=RedactingAccessLogger,
-                    print=lambda *_: logging.getLogger("cvsm").info(
-                        "cvsm-server %s listening on http://%s:%d", __version__, host, port))
+        asyncio.run(_run(app, host, port))
+    except (web.GracefulExit, KeyboardInterrupt):
+        pass
     except keys.KeyMismatch as exc:
         print(f"cvsm-server: refusing to start: {exc}", file=sys.stderr)
         return 3
+    except ConfigError as exc:
+        print(f"cvsm-server: {exc}", file=sys.stderr)
+        return 2
+    except (_CannotListen, EmbeddedStartError) as exc:
+        print(f"cvsm-server: {exc}", file=sys.stderr)
+        return 1
+    except db.UNAVAILABLE as exc:
+        print(f"cvsm-server: cannot reach the database: {_first_line(exc)}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+
+
+def _migrate(settings: Settings) -> int:
+    try:
+        applied = asyncio.run(db.migrate_database(settings))
+    except (ConfigError, EmbeddedStartError) as exc:
+        print(f"cvsm-server: {exc}", file=sys.stderr)
+        return 2 if isinstance(exc, ConfigError) else 1
+    except db.UNAVAILABLE as exc:
+        print(f"cvsm-server: cannot reach the database: {_first_line(exc)}", file=sys.stderr)
+        return 1
+    print(f"applied migrations: {', '.join(f'{n:04d}' for n in applied) or 'none (up to date)'}")
     return 0
 
 
@@ -49,9 +134,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.command == "serve":
         return _serve(settings, args.host, args.port)
-    applied = asyncio.run(db.migrate_database(settings))
-    print(f"applied migrations: {', '.join(f'{n:04d}' for n in applied) or 'none (up to date)'}")
-    return 0
+    return _migrate(settings)
 
 
 if __name__ == "__main__":

