@@ -17,6 +17,7 @@ from aiohttp import web
 
 from . import (audit, auth, bulk, db, keys, pages, public, ratelimit, secrets, shares, teams,
                tokens, totp, users)
+from . import lowlevel
 from .config import Settings
 from .crypto import Keyring
 from .errors import error_middleware
@@ -94,7 +95,9 @@ def create_app(settings: Settings | None = None) -> web.Application:
     app = web.Application(
         middlewares=[cors_middleware, error_middleware, auth.auth_middleware],
         client_max_size=CLIENT_MAX_SIZE,
+        handler_args=lowlevel.HANDLER_ARGS,  # the access log, for every runner
     )
+    lowlevel.install(app)  # parser-rejected requests: JSON error, security headers, redacted logs
     app[SETTINGS] = settings
     app[KEYRING] = Keyring(keys.load_master_key(settings))
     app[JWT_SECRET] = keys.load_jwt_secret(settings)
