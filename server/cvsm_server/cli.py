@@ -10,7 +10,6 @@ import sys
 from aiohttp import web
 
 from . import __version__, db, keys
-from .accesslog import RedactingAccessLogger
 from .config import ConfigError, Settings
 
 
@@ -23,7 +22,7 @@ def _serve(settings: Settings, host: str, port: int) -> int:
         print(f"cvsm-server: {exc}", file=sys.stderr)
         return 2
     try:
-        web.run_app(app, host=host, port=port, access_log_class=RedactingAccessLogger,
+        web.run_app(app, host=host, port=port,  # the app wires its own access logger
                     print=lambda *_: logging.getLogger("cvsm").info(
                         "cvsm-server %s listening on http://%s:%d", __version__, host, port))
     except keys.KeyMismatch as exc:
