@@ -34,7 +34,7 @@ from cvsm_server import db  # noqa: E402
 from cvsm_server.app import create_app  # noqa: E402
 from cvsm_server.config import Settings  # noqa: E402
 from cvsm_server.dotenv import quote  # noqa: E402
-from cvsm_server.state import POOL  # noqa: E402
+from cvsm_server.web.state import POOL  # noqa: E402
 
 N = 500
 REPEATS = 3

@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator
 from aiohttp import web
 
 from . import audit, credentials, db, keys, ratelimit, sessions, tokens
-from .accesslog import RedactingAccessLogger
+from .web import lowlevel
 from .config import Settings
 from .crypto import Keyring
 from .passwords import PasswordHasher
@@ -78,8 +78,9 @@ def create_app(settings: Settings | None = None) -> web.Application:
         middlewares=[request_id_middleware, cors_middleware, error_middleware, auth_middleware,
                      rate_limit_middleware],
         client_max_size=CLIENT_MAX_SIZE,
-        handler_args={"access_log_class": RedactingAccessLogger},
+        handler_args=lowlevel.HANDLER_ARGS,  # the access log, for every runner
     )
+    lowlevel.install(app)  # parser-rejected requests: JSON error, security headers, redacted logs
     app[SETTINGS] = settings
     app[KEYRING] = Keyring(keys.load_master_key(settings))
     app[SIGNER] = sessions.JwtSigner(keys.load_jwt_secret(settings), settings.jwt_lifetime_seconds)

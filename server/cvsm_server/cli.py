@@ -12,7 +12,6 @@ import sys
 from aiohttp import web
 
 from . import __version__, db, keys
-from .accesslog import RedactingAccessLogger
 from .config import ConfigError, Settings
 from .embedded import EmbeddedStartError
 
@@ -56,8 +55,7 @@ async def _run(app: web.Application, host: str, port: int) -> None:
     SIGINT or SIGTERM; then, or when any of it fails, clean up what started (the embedded
     PostgreSQL included)."""
     sockets = _bind(host, port)
-    runner = web.AppRunner(app, handle_signals=True, access_log_class=RedactingAccessLogger,
-                           keepalive_timeout=75.0)
+    runner = web.AppRunner(app, handle_signals=True, keepalive_timeout=75.0)
     try:
         await runner.setup()
         for sock in sockets:

@@ -47,6 +47,14 @@ Pool = aiopg.Pool
 UNAVAILABLE = (psycopg2.OperationalError, psycopg2.InterfaceError)
 
 
+def with_user(url: str, user: str) -> str:
+    """The same database as `url`, connecting as `user` (a key=value DSN)."""
+    params = psycopg2.extensions.parse_dsn(url)
+    params["user"] = user
+    params.pop("password", None)
+    return psycopg2.extensions.make_dsn(**params)
+
+
 async def create_pool(url: str, *, maxsize: int = 20) -> aiopg.Pool:
     return await aiopg.create_pool(
         url,

@@ -7,7 +7,7 @@ from urllib.parse import urlsplit
 import aiohttp
 from aiohttp import web
 
-from cvsm_server.accesslog import RedactingAccessLogger
+from cvsm_server.web.accesslog import RedactingAccessLogger
 from cvsm_server.app import create_app
 
 from conftest import Api

@@ -57,7 +57,7 @@ def error_response(status: int, message: str, headers: dict[str, str] | None = N
 @web.middleware
 async def request_id_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
     incoming = request.headers.get("X-Request-Id", "")
-    request[REQUEST_ID] = incoming if REQUEST_ID_RE.match(incoming) else uuid.uuid4().hex
+    request[REQUEST_ID] = incoming if REQUEST_ID_RE.match(incoming) else str(uuid.uuid4())
     return await handler(request)
 
 

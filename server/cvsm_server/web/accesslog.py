@@ -1,0 +1,51 @@
+"""The access log: one line per request, with credentials cut out; and `redact()`, the one
+function that removes credentials from text on its way to a log.
+
+Share links carry their token in the URL (`/share/shr_…`, `/api/v1/public/share/shr_…`), so
+the default aiohttp access log would write live credentials to disk. This logger never writes a
+header other than the user agent, and redacts every share token (`shr_…`) and API token
+(`cvsm_<hex>`) in what it writes. `create_app` wires it for every runner (`handler_args`).
+"""
+
+from __future__ import annotations
+
+import re
+
+from aiohttp import web
+from aiohttp.abc import AbstractAccessLogger
+
+from .state import ACTOR, REQUEST_ID
+
+# `shr_` (or `shr%5F`, any case) and the rest of the URL segment or word: the token is URL-safe base64.
+SHARE_TOKEN = re.compile(r"(?i:shr)(?:_|%5[fF])[^\s/?#&'\"\\<>]*")
+# `cvsm_` (or `cvsm%5F`, any case) and hex: a run of 8 or more, or a shorter run that ends the word (a cut-off token),
+# whatever follows it in the same word. Identifiers such as `cvsm_server` do not match.
+API_TOKEN = re.compile(r"(?i:cvsm)(?:_|%5[fF])(?:[0-9a-fA-F]{8,}|[0-9a-fA-F]+(?![0-9A-Za-z_]))[0-9A-Za-z]*")
+# A long hex run without its prefix: the tail of an API token cut where a line or packet was.
+BARE_SECRET_HEX = re.compile(r"[0-9a-fA-F]{32,}")
+
+
+def redact(text: str) -> str:
+    """`text` with every API token, share token and long hex run replaced by a marker."""
+    text = SHARE_TOKEN.sub("shr_[redacted]", text)
+    text = API_TOKEN.sub("cvsm_[redacted]", text)
+    return BARE_SECRET_HEX.sub("[redacted]", text)
+
+
+def redact_path(path: str) -> str:
+    return redact(path)
+
+
+class RedactingAccessLogger(AbstractAccessLogger):
+    """`<client ip> "<METHOD> <path>" <status> <bytes> <ms>ms "<user agent>" <request id>`."""
+
+    def log(self, request: web.BaseRequest, response: web.StreamResponse, time: float) -> None:
+        actor = request.get(ACTOR)
+        client = (actor.ip if actor else None) or request.remote or "-"
+        agent = redact(request.headers.get("User-Agent") or "-").replace('"', "'")[:200]
+        self.logger.info(
+            '%s "%s %s" %s %s %.1fms "%s" %s',
+            redact(str(client)), redact(request.method), redact_path(request.rel_url.path),
+            response.status, response.body_length, time * 1000, agent,
+            request.get(REQUEST_ID) or "-",
+        )
