@@ -67,6 +67,9 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
     try:
         return await handler(request)
     except DomainError as exc:
+        if exc.status >= 500:
+            log.warning("[%s] %s on %s %s", request.get(REQUEST_ID), exc.message, request.method,
+                        _route(request))
         return error_response(exc.status, exc.message, exc.headers)
     except web.HTTPException as exc:
         if exc.status < 400:
@@ -76,17 +79,21 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
         return error_response(exc.status, message, headers)
     except db.UNAVAILABLE as exc:
         log.warning("[%s] database unavailable on %s %s: %s", request.get(REQUEST_ID),
-                    request.method, request.match_info.route.resource.canonical
-                    if request.match_info.route.resource else "-", type(exc).__name__)
+                    request.method, _route(request), type(exc).__name__)
         unavailable = ServiceUnavailable()
         return error_response(unavailable.status, unavailable.message, unavailable.headers)
     except Exception:
         # The traceback names code locations only; request bodies and values are never logged,
         # and the route is named by its pattern (never a token from the path).
-        resource = request.match_info.route.resource
         log.exception("[%s] unhandled error on %s %s", request.get(REQUEST_ID), request.method,
-                      resource.canonical if resource else "-")
+                      _route(request))
         return error_response(500, "Terjadi kesalahan pada server")
+
+
+def _route(request: web.Request) -> str:
+    """The matched route's pattern: never the path itself, which may carry a share token."""
+    resource = request.match_info.route.resource
+    return resource.canonical if resource is not None else "-"
 
 
 def _bearer(request: web.Request) -> str:
