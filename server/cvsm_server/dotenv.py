@@ -1,8 +1,39 @@
 """The `.env` format: rendering an export and parsing an import.
 
-Rendering (`render`, the export) writes one `NAME="value"` line per secret, sorted by name,
-escaping `\\`, `"`, newline, carriage return and tab, so that importing an export gives back
-exactly the same values.
+Rendering (`render`, the export)
+--------------------------------
+One `NAME=value` line per secret, sorted by name, LF line ends, no `export` prefix, so that a
+POSIX shell can load the file with `set -a; . ./file; set +a`. Each value is written literally
+(newlines, tabs and carriage returns as they are; nothing is expanded or executed when sourced):
+
+- In single quotes, character for character, when the value has no `'`, no two backslashes in a
+  row and does not end with a backslash: `NAME='value'`.
+- Otherwise in double quotes, with a backslash before each `\\`, `"`, `$` and backtick:
+  `NAME="it's \\$5"`. A value that ends with a backslash also gets the comment
+  ` # ends with a backslash: "\\"` after its closing quote: without it, Node's dotenv may take
+  that closing quote as escaped and read on into the next lines; the `"` in the comment stops it.
+
+What each reader gets (each checked against the real program in server/tests/test_dotenv.py):
+
+- bash and dash (`set -a; . ./file`): every value exactly, except NUL, which no environment
+  variable can hold: the shells drop NUL characters (the file keeps them). A secret whose name
+  means something to the shell itself (`PATH`, `IFS`, read-only `UID`, ...) acts as that variable.
+- `parse` below: every value exactly, NUL included (the export round-trips through the import).
+- python-dotenv 1.2 (`dotenv_values(stream=..., interpolate=False)`): every value exactly but a
+  value written in double quotes (one holding `'`, two backslashes in a row or a trailing
+  backslash) that also holds `$` or a backtick: python-dotenv keeps the backslash written before
+  each `$` and backtick. Given a path instead of a stream, Python reads the file with universal
+  newlines, so a CR or CRLF inside a value becomes LF. With `interpolate=True` (its default) it
+  expands `${NAME}` in every value.
+- Node's dotenv (`dotenv.parse`, tested with dotenv 18.0.10, whose default parser has the line
+  pattern of 16 and 17 too, and with its `{fast: true}` parser): every value exactly when it
+  holds no CR and is either written in single quotes or holds none of `\\`, `"`, `$` and
+  backtick. Otherwise Node turns each CR and CRLF in the file into LF, and inside double quotes
+  keeps every backslash as written, turning only the two-character sequences `\\n` and `\\r`
+  into a newline and a CR. The name `__proto__` is lost (it sets the prototype of Node's result
+  object).
+- Every reader finds exactly the exported names (Node: but `__proto__`): no value can end a line
+  early or make a reader take part of a value for a line of its own.
 
 Parsing (`parse`, the import)
 -----------------------------
@@ -23,7 +54,8 @@ import as an item error naming its line:
 - A line with no `=` after its key, or no key, is an item error not counted in `parsed`.
 - A value in double quotes may span lines. A backslash always takes the character after it
   (so `\\"` does not close the value); `\\\\ \\" \\' \\n \\r \\t \\a \\b \\f \\v` are decoded as
-  python-dotenv does. Other backslashes stay.
+  python-dotenv does, and, unlike python-dotenv, `\\$` and backtick after a backslash give `$`
+  and a backtick, as in a shell (that is how the export writes them). Other backslashes stay.
 - A value in single quotes may span lines; as in python-dotenv, `\\\\` and `\\'` in it give `\\`
   and `'`, every other character is taken as written.
 - An unquoted value is the rest of the line, cut at the first `#` that follows white space,
@@ -60,11 +92,21 @@ DUPLICATE = "Nama ganda di dalam file (pertama kali di baris {first})"
 
 # --- rendering --------------------------------------------------------------------------------
 
-_ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+_DOUBLE_QUOTE_ESCAPES = {"\\": "\\\\", '"': '\\"', "$": "\\$", "`": "\\`"}
+BACKSLASH_END_NOTE = ' # ends with a backslash: "\\"'
+
+
+def single_quotable(value: str) -> bool:
+    """True when `value` is written in single quotes (see the module docstring)."""
+    return "'" not in value and "\\\\" not in value and not value.endswith("\\")
 
 
 def quote(value: str) -> str:
-    return '"' + "".join(_ESCAPES.get(ch, ch) for ch in value) + '"'
+    """`value` as it follows `NAME=` in an export, comment included where there is one."""
+    if single_quotable(value):
+        return "'" + value + "'"
+    quoted = '"' + "".join(_DOUBLE_QUOTE_ESCAPES.get(ch, ch) for ch in value) + '"'
+    return quoted + BACKSLASH_END_NOTE if value.endswith("\\") else quoted
 
 
 def render(values: Mapping[str, str]) -> str:
@@ -105,9 +147,9 @@ _END_OF_LINE = re.compile(r"[^\S\r\n]*(?:\r\n|\n|\r|\Z)")
 _REST_OF_LINE = re.compile(r"[^\r\n]*(?:\r\n|\n|\r)?")
 
 _SINGLE_ESCAPES = re.compile(r"\\[\\']")
-_DOUBLE_ESCAPES = re.compile(r"\\[\\'\"abfnrtv]")
+_DOUBLE_ESCAPES = re.compile(r"\\[\\'\"abfnrtv$`]")
 _DOUBLE_DECODED = {"\\": "\\", "'": "'", '"': '"', "a": "\a", "b": "\b", "f": "\f", "n": "\n",
-                   "r": "\r", "t": "\t", "v": "\v"}
+                   "r": "\r", "t": "\t", "v": "\v", "$": "$", "`": "`"}
 
 
 def _unquoted(part: str) -> str:

@@ -1,17 +1,24 @@
-"""The `.env` format: the parser over a corpus (and against python-dotenv, its reference), and the
-export -> import round trip, both as a pure property and through the real server."""
+"""The `.env` format: the parser over a corpus (and against python-dotenv, its reference), the
+export as the real readers read it (bash and dash sourcing it, python-dotenv, Node's dotenv), and
+the export -> import round trip, both as a pure property and through the real server."""
 
 from __future__ import annotations
 
+import re
 import uuid
+from pathlib import Path
 
+import dotenv as python_dotenv
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import Api
 from cvsm_server import dotenv, secrets
-from dotenv_readers import python_dotenv_bindings, python_dotenv_values
+from dotenv_readers import (NodeDotenv, node_reads, python_dotenv_bindings, python_dotenv_reads,
+                            python_dotenv_values, shell_reads, source_in_shell)
+
+SHELLS = ["bash", "dash"]
 
 
 def values_of(content: str) -> dict[str, str]:
@@ -109,6 +116,12 @@ def test_double_quotes_also_decode_backslash_and_carriage_return_for_round_trips
 
 def test_double_quotes_decode_the_other_escapes_python_dotenv_decodes():
     assert values_of(r'''A="\'\a\b\f\v"''') == {"A": "'\a\b\f\v"}
+
+
+def test_double_quotes_decode_dollar_and_backtick_after_a_backslash_as_a_shell_does():
+    # The export writes `$` and backticks so; python-dotenv would keep the backslashes here.
+    assert values_of(r'A="\$HOME \`id\` \\$"') == {"A": "$HOME `id` \\$"}
+    assert python_dotenv_values(r'A="\$HOME \`id\`"') == {"A": r"\$HOME \`id\`"}
 
 
 def test_unknown_escapes_in_double_quotes_stay_as_written():
@@ -360,6 +373,128 @@ def hostile_values(*, nul: bool = True) -> st.SearchStrategy[str]:
 value_maps = st.dictionaries(names, hostile_values(), min_size=1, max_size=8)
 
 
+# --- rendering: what the export looks like ----------------------------------------------------
+
+def test_render_writes_single_quotes_when_it_can_and_escaped_double_quotes_otherwise():
+    values = {
+        "PLAIN": "abc", "EMPTY": "", "CMD": "$(id) `id` ${HOME} $HOME", "HASH": "#x", "LINES": "a\nb\tc",
+        "QUOTE": "it's", "TWO_BACKSLASHES": "a\\\\b", "ONE_BACKSLASH": "a\\b", "MIXED": "it's $HOME \"q\"",
+        "ENDS": "C:\\dir\\",
+    }
+    assert dotenv.render(values) == (
+        "CMD='$(id) `id` ${HOME} $HOME'\n"
+        "EMPTY=''\n"
+        "ENDS=\"C:\\\\dir\\\\\" # ends with a backslash: \"\\\"\n"
+        "HASH='#x'\n"
+        "LINES='a\nb\tc'\n"
+        "MIXED=\"it's \\$HOME \\\"q\\\"\"\n"
+        "ONE_BACKSLASH='a\\b'\n"
+        "PLAIN='abc'\n"
+        "QUOTE=\"it's\"\n"
+        "TWO_BACKSLASHES=\"a\\\\\\\\b\"\n"
+    )
+
+
+# --- rendering: what bash, dash, python-dotenv and Node's dotenv read -------------------------
+
+# Shell: names of our own (no PATH, IFS, read-only UID...), and no NUL, which a shell drops.
+shell_maps = st.dictionaries(names.map(lambda n: "T_" + n), hostile_values(nul=False),
+                             min_size=1, max_size=8)
+# Node: `__proto__` would set the prototype of Node's result object.
+node_maps = st.dictionaries(names.filter(lambda n: n != "__proto__"), hostile_values(),
+                            min_size=1, max_size=8)
+
+
+@pytest.fixture(scope="session")
+def node_dotenv():
+    reader = NodeDotenv()
+    yield reader
+    reader.close()
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+@settings(max_examples=150, deadline=None)
+@given(mapping=shell_maps)
+def test_sourcing_the_export_in_a_shell_gives_exactly_the_values(shell, mapping):
+    environment = source_in_shell(shell, dotenv.render(mapping))
+    assert {k: v for k, v in environment.items() if k.startswith("T_")} == mapping
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+def test_sourcing_the_export_runs_and_expands_nothing(shell, tmp_path: Path):
+    values = {
+        "CMD": "$(touch pwned1)", "TICKS": "`touch pwned2`", "VARS": "$HOME ${HOME} $0 $$ $1",
+        "BREAK_SINGLE": "'; touch pwned3; echo '", "BREAK_DOUBLE": '"; touch pwned4; echo "',
+        "BREAK_BOTH": "'\"$(touch pwned5)\"'", "LINES": "x\ntouch pwned6\n", "ESCAPED": "\\$(touch pwned7)\\",
+        "EXPORT": "'\nexport INJECTED=1\n'",
+    }
+    environment = source_in_shell(shell, dotenv.render(values), cwd=tmp_path)
+    assert {k: environment.get(k) for k in values} == values
+    assert "INJECTED" not in environment
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+def test_shells_drop_nul_characters(shell):
+    assert source_in_shell(shell, dotenv.render({"N": "a\0b"}))["N"] == shell_reads("a\0b") == "ab"
+    assert values_of(dotenv.render({"N": "a\0b"})) == {"N": "a\0b"}
+
+
+@settings(max_examples=400, deadline=None)
+@given(value_maps)
+def test_python_dotenv_reads_the_export_as_documented(mapping):
+    read = python_dotenv_values(dotenv.render(mapping))
+    assert read == {name: python_dotenv_reads(value) for name, value in mapping.items()}
+
+
+def test_python_dotenv_reads_exactly_all_but_dollars_and_backticks_in_double_quotes():
+    exact = {"A": "$(id) `x`", "B": "it's \"q\" \\n", "C": "a\\\\b\\", "D": "x\r\ny", "E": "\\"}
+    assert python_dotenv_values(dotenv.render(exact)) == exact
+    assert python_dotenv_values(dotenv.render({"F": "it's $HOME `id`"})) == {"F": "it's \\$HOME \\`id\\`"}
+
+
+def test_python_dotenv_from_a_path_or_with_interpolation_reads_what_the_docstring_says(tmp_path: Path):
+    path = tmp_path / "exported.env"
+    path.write_bytes(dotenv.render({"A": "x\r\ny\rz", "B": "b", "C": "${B}"}).encode())
+    assert python_dotenv.dotenv_values(path, interpolate=False) == {"A": "x\ny\nz", "B": "b", "C": "${B}"}
+    assert python_dotenv.dotenv_values(path)["C"] == "b"
+
+
+@settings(max_examples=300, deadline=None)
+@given(node_maps)
+def test_node_dotenv_reads_the_export_as_documented(node_dotenv, mapping):
+    expected = {name: node_reads(value) for name, value in mapping.items()}
+    default, fast = node_dotenv.parse(dotenv.render(mapping))
+    assert default == expected
+    assert fast == expected
+
+
+def test_node_dotenv_reads_exactly_single_quoted_and_plain_double_quoted_values(node_dotenv):
+    exact = {"A": "$(id) `x` ${HOME}", "B": "it's", "C": "multi\nline #x", "D": "a\\b \"q\""}
+    assert node_dotenv.parse(dotenv.render(exact)) == (exact, exact)
+
+
+@settings(max_examples=500, deadline=None)
+@given(hostile_values())
+def test_the_values_each_reader_reads_exactly_are_those_the_docstring_names(value):
+    in_single_quotes = dotenv.single_quotable(value)
+    assert (python_dotenv_reads(value) == value) == (in_single_quotes or not ({"$", "`"} & set(value)))
+    assert (node_reads(value) == value) == ("\r" not in value and (
+        in_single_quotes or not ({"\\", '"', "$", "`"} & set(value))))
+    assert (shell_reads(value) == value) == ("\0" not in value)
+
+
+def test_a_value_ending_in_a_backslash_cannot_pull_the_next_lines_into_it(node_dotenv):
+    # Without the comment after it, Node's dotenv takes A's closing quote as escaped, reads A on to
+    # the `"` in B, and then C=evil' from inside B's value.
+    mapping = {"A": "x\\", "B": 'y" #\nC=evil'}
+    text = dotenv.render(mapping)
+    assert node_dotenv.parse(text) == ({"A": "x\\\\", "B": 'y" #\nC=evil'},) * 2
+    assert python_dotenv_values(text) == mapping
+    environment = source_in_shell("bash", text)
+    assert {name: environment.get(name) for name in mapping} == mapping and "C" not in environment
+
+
 # --- round trip: the pure property ------------------------------------------------------------
 
 @settings(max_examples=400, deadline=None)
@@ -434,3 +569,27 @@ async def test_import_of_multi_line_pem_values_through_the_api(client, api: Api,
         assert (await resp.json())["value"] == expected[result["name"]]
     resp = await client.get(f"{base}/export", params={"format": "json"}, headers=headers)
     assert await resp.json() == expected
+
+
+HOSTILE = {
+    "CMD": "$(touch pwned1)", "TICKS": "`touch pwned2`", "VARS": "$HOME ${HOME:-x} $0 $$",
+    "BREAK_SINGLE": "'; touch pwned3; echo '", "BREAK_DOUBLE": '"; touch pwned4; echo "',
+    "LINES": "line1\nINJECTED=1\n$(touch pwned5)", "BACKSLASHES": "C:\\dir\\\\share\\",
+    "QUOTES": "it's \"quoted\" '\\''", "HASH": "#not a comment", "EMPTY": "", "SPACES": "  x  ",
+    "TABS_CR": "\tx\r\ny\r", "UNICODE": "日本語 🔑 é\u2028", "PEM": PEM,
+}
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+async def test_export_through_the_api_sourced_in_a_shell_gives_exactly_the_values(
+        client, api: Api, owner, team_id, shell, tmp_path: Path):
+    for name, value in HOSTILE.items():
+        await api.secret(owner, team_id, name, value)
+    resp = await client.get(f"/api/v1/teams/{team_id}/secrets/export", headers=api.auth(owner["token"]))
+    assert resp.status == 200
+    exported = await resp.text()
+    environment = source_in_shell(shell, exported, cwd=tmp_path)
+    assert {name: environment.get(name) for name in HOSTILE} == HOSTILE
+    assert "INJECTED" not in environment
+    assert list(tmp_path.iterdir()) == []
+    assert re.search(r"^PEM='-----BEGIN", exported, re.MULTILINE)
