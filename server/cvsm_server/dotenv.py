@@ -1,170 +1,273 @@
 """The `.env` format: rendering an export and parsing an import.
 
-Rendering writes one `NAME="value"` line per secret, sorted by name, escaping `\\`, `"`, newline,
-carriage return and tab, so that importing an export gives back exactly the same values.
+Rendering (`render`, the export)
+--------------------------------
+One `NAME=value` line per secret, sorted by name, LF line ends, no `export` prefix, so that a
+POSIX shell can load the file with `set -a; . ./file; set +a`. Each value is written literally
+(newlines, tabs and carriage returns as they are; nothing is expanded or executed when sourced):
 
-Parsing (`parse`) follows the spec's rules and decides what the spec leaves open:
+- In single quotes, character for character, when the value has no `'`, no two backslashes in a
+  row and does not end with a backslash: `NAME='value'`.
+- Otherwise in double quotes, with a backslash before each `\\`, `"`, `$` and backtick:
+  `NAME="it's \\$5"`. A value that ends with a backslash also gets the comment
+  ` # ends with a backslash: "\\"` after its closing quote: without it, Node's dotenv may take
+  that closing quote as escaped and read on into the next lines; the `"` in the comment stops it.
 
-- The input may start with a UTF-8 byte order mark (dropped) and use LF or CRLF line ends. Lines
-  are split on LF only (one CR before it is dropped), never on other Unicode line breaks, so a
-  value may hold any other character.
-- Blank lines and lines whose first non-blank character is `#` are skipped.
-- A KEY line has the shape `[export ]KEY=VALUE`: optional blanks, an optional `export` prefix,
-  a key without blanks or `=`, optional blanks, `=`, the value. `parsed` counts these lines.
-  The key must then be a valid secret name, or the line is an item error.
-- Any other non-blank, non-comment line is an item error too (it is not counted in `parsed`).
-- Values: blanks after `=` are dropped. A value in double quotes decodes `\\n`, `\\t`, `\\"`
-  (the spec) and also `\\\\` and `\\r` (so an export round-trips); any other backslash stays as
-  written. A value in single quotes is taken literally. After the closing quote only blanks and
-  a `#` comment may follow; anything else makes the line an item error. An unquoted value ends
-  at a blank followed by `#` (an inline comment) and loses its trailing blanks; a `#` with no
-  blank before it is part of the value (`URL=https://host/#frag`).
-- A quote that is never closed on its line makes that line an item error; heredocs and values
-  spanning lines are not supported. The other lines still import.
+What each reader gets (each checked against the real program in server/tests/test_dotenv.py):
+
+- bash and dash (`set -a; . ./file`): every value exactly, except NUL, which no environment
+  variable can hold: the shells drop NUL characters (the file keeps them). A secret whose name
+  means something to the shell itself (`PATH`, `IFS`, read-only `UID`, ...) acts as that variable.
+- `parse` below: every value exactly, NUL included (the export round-trips through the import).
+- python-dotenv 1.2 (`dotenv_values(stream=..., interpolate=False)`): every value exactly but a
+  value written in double quotes (one holding `'`, two backslashes in a row or a trailing
+  backslash) that also holds `$` or a backtick: python-dotenv keeps the backslash written before
+  each `$` and backtick. Given a path instead of a stream, Python reads the file with universal
+  newlines, so a CR or CRLF inside a value becomes LF. With `interpolate=True` (its default) it
+  expands `${NAME}` in every value.
+- Node's dotenv (`dotenv.parse`, tested with dotenv 18.0.10, whose default parser has the line
+  pattern of 16 and 17 too, and with its `{fast: true}` parser): every value exactly when it
+  holds no CR and is either written in single quotes or holds none of `\\`, `"`, `$` and
+  backtick. Otherwise Node turns each CR and CRLF in the file into LF, and inside double quotes
+  keeps every backslash as written, turning only the two-character sequences `\\n` and `\\r`
+  into a newline and a CR. The name `__proto__` is lost (it sets the prototype of Node's result
+  object).
+- Every reader finds exactly the exported names (Node: but `__proto__`): no value can end a line
+  early or make a reader take part of a value for a line of its own.
+
+Parsing (`parse`, the import)
+-----------------------------
+`parse` reads what python-dotenv reads (its parser is the reference: the tests compare the two on
+a corpus and on generated text), with no variable expansion, and reports each entry it does not
+import as an item error naming its line:
+
+- A leading UTF-8 byte order mark is dropped. LF, CRLF and a lone CR end a line outside quotes.
+  Line numbers are 1-based; an entry's `line` is where its key is, `end_line` where it ends.
+- Blank space (any Unicode white space, blank lines included) before an entry is skipped. A `#`
+  there starts a comment up to the end of the line.
+- An entry is `[export ]KEY=VALUE`: an optional `export` and blanks, a key (no white space, `=` or
+  `#`; or a `'quoted'` key), optional blanks, `=`, optional blanks, the value, then optional
+  blanks, an optional `#` comment and the end of the line. `parsed` counts the entries that
+  have the `KEY=` part; the key as written must then be a valid secret name (a quoted key never
+  is), or the entry is an item error. Its value is still read, so that a multi-line value of an
+  invalid key is one item error, never lines of its own.
+- A line with no `=` after its key, or no key, is an item error not counted in `parsed`.
+- A value in double quotes may span lines. A backslash always takes the character after it
+  (so `\\"` does not close the value); `\\\\ \\" \\' \\n \\r \\t \\a \\b \\f \\v` are decoded as
+  python-dotenv does, and, unlike python-dotenv, `\\$` and backtick after a backslash give `$`
+  and a backtick, as in a shell (that is how the export writes them). Other backslashes stay.
+- A value in single quotes may span lines; as in python-dotenv, `\\\\` and `\\'` in it give `\\`
+  and `'`, every other character is taken as written.
+- An unquoted value is the rest of the line, cut at the first `#` that follows white space,
+  trailing white space removed. With only blanks and a `#` after `=`, the value is empty; a `#`
+  right after `=` or inside a word is part of the value (`URL=https://host/#frag`).
+- A quote with no closing quote anywhere after it is an item error for its line, and reading
+  goes on at the next line. Text other than a comment after the closing quote is an item error
+  for the whole entry, up to the end of the line where the quote closed (python-dotenv skips the
+  same lines); its message names both lines.
 - Nothing is ever expanded or executed: `$VAR`, `${VAR}`, `$(cmd)` and backticks stay literal.
-- Duplicate keys: each line is one item. The first line that gives a key a valid value imports;
-  a later line with the same key is an item error ("duplicate in file"), never a silent override.
+- Duplicate keys: the first entry that gives a key a valid value imports; a later one with the
+  same key is an item error ("duplicate in file"), never a silent override.
 
-Error messages name the line, never its value.
+Error messages name the line, never the value.
 """
 
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-_ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t"}
-_UNESCAPES = {"n": "\n", "t": "\t", '"': '"', "\\": "\\", "r": "\r"}
-
 NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,254}\Z")  # the same rule as secrets.NAME_RE
-_KEY_LINE = re.compile(r"[ \t]*(?:export[ \t]+)?([^\s=]+)[ \t]*=(.*)\Z", re.DOTALL)
-_BLANKS = " \t"
 
 INVALID_NAME = ("Nama harus diawali huruf atau garis bawah, lalu huruf, angka, atau garis bawah "
                 "(maksimal 255 karakter)")
 NOT_KEY_VALUE = "Baris {line} bukan format KEY=VALUE"
 UNTERMINATED = "Baris {line}: tanda kutip pembuka tidak ditutup"
 TRAILING_TEXT = "Baris {line}: ada teks setelah tanda kutip penutup"
+TRAILING_TEXT_SPAN = ("Baris {line}: tanda kutip yang dibuka di baris ini baru ditutup di baris "
+                      "{end} dan diikuti teks lain; baris {line} sampai {end} tidak diimpor")
 DUPLICATE = "Nama ganda di dalam file (pertama kali di baris {first})"
+
+# --- rendering --------------------------------------------------------------------------------
+
+_DOUBLE_QUOTE_ESCAPES = {"\\": "\\\\", '"': '\\"', "$": "\\$", "`": "\\`"}
+BACKSLASH_END_NOTE = ' # ends with a backslash: "\\"'
+
+
+def single_quotable(value: str) -> bool:
+    """True when `value` is written in single quotes (see the module docstring)."""
+    return "'" not in value and "\\\\" not in value and not value.endswith("\\")
 
 
 def quote(value: str) -> str:
-    return '"' + "".join(_ESCAPES.get(ch, ch) for ch in value) + '"'
+    """`value` as it follows `NAME=` in an export, comment included where there is one."""
+    if single_quotable(value):
+        return "'" + value + "'"
+    quoted = '"' + "".join(_DOUBLE_QUOTE_ESCAPES.get(ch, ch) for ch in value) + '"'
+    return quoted + BACKSLASH_END_NOTE if value.endswith("\\") else quoted
 
 
 def render(values: Mapping[str, str]) -> str:
     return "".join(f"{name}={quote(values[name])}\n" for name in sorted(values))
 
 
+# --- parsing ----------------------------------------------------------------------------------
+
 @dataclass(frozen=True)
 class Entry:
-    """One non-blank, non-comment line: a `name` and `value`, or an `error` (Indonesian)."""
+    """One entry of the file: a `name` and `value`, or an `error` (Indonesian)."""
 
-    line: int  # 1-based line number
-    name: str | None  # the key as written; None when the line has no KEY=VALUE shape
+    line: int  # 1-based line where the entry (its key) starts
+    name: str | None  # the key as written; None when the entry has no KEY= part
     value: str | None = None
     error: str | None = None
-    key_line: bool = True  # matched the KEY=VALUE shape (counted in `parsed`)
+    key_line: bool = True  # has the KEY= part (counted in `parsed`)
+    end_line: int | None = None  # the line where the entry ends; None: the same as `line`
 
     @property
     def ok(self) -> bool:
         return self.error is None
 
 
-def _after_quote(rest: str, line: int) -> None:
-    """Only blanks and a `#` comment may follow a closing quote."""
-    stripped = rest.lstrip(_BLANKS)
-    if stripped and not stripped.startswith("#"):
-        raise ValueError(TRAILING_TEXT.format(line=line))
+# The pieces of python-dotenv's grammar (dotenv/parser.py), matched at a position.
+_NEWLINE = re.compile(r"\r\n|\n|\r")
+_SPACE = re.compile(r"\s*")
+_BLANKS = re.compile(r"[^\S\r\n]*")
+_EXPORT = re.compile(r"export[^\S\r\n]+")
+_QUOTED_KEY = re.compile(r"'[^']+'")
+_KEY = re.compile(r"[^=#\s]+")
+_EQUALS = re.compile(r"=[^\S\r\n]*")
+_SINGLE_QUOTED = re.compile(r"'((?:\\.|[^'\\])*)'", re.DOTALL)
+_DOUBLE_QUOTED = re.compile(r'"((?:\\.|[^"\\])*)"', re.DOTALL)
+_UNQUOTED = re.compile(r"[^\r\n]*")
+_COMMENT = re.compile(r"[^\S\r\n]*#[^\r\n]*")
+_END_OF_LINE = re.compile(r"[^\S\r\n]*(?:\r\n|\n|\r|\Z)")
+_REST_OF_LINE = re.compile(r"[^\r\n]*(?:\r\n|\n|\r)?")
+
+_SINGLE_ESCAPES = re.compile(r"\\[\\']")
+_DOUBLE_ESCAPES = re.compile(r"\\[\\'\"abfnrtv$`]")
+_DOUBLE_DECODED = {"\\": "\\", "'": "'", '"': '"', "a": "\a", "b": "\b", "f": "\f", "n": "\n",
+                   "r": "\r", "t": "\t", "v": "\v", "$": "$", "`": "`"}
 
 
-def _double_quoted(text: str, line: int) -> str:
-    out = []
-    i = 1
-    while i < len(text):
-        ch = text[i]
-        if ch == "\\" and i + 1 < len(text):
-            nxt = text[i + 1]
-            if nxt in _UNESCAPES:
-                out.append(_UNESCAPES[nxt])
-            else:
-                out.append(ch + nxt)
-            i += 2
-            continue
-        if ch == '"':
-            _after_quote(text[i + 1:], line)
-            return "".join(out)
-        out.append(ch)
-        i += 1
-    raise ValueError(UNTERMINATED.format(line=line))
+def _unquoted(part: str) -> str:
+    """python-dotenv's `re.sub(r"\\s+#.*", "", part).rstrip()`, in linear time."""
+    hash_at = part.find("#", 1)
+    while hash_at > 0:
+        if part[hash_at - 1].isspace():
+            return part[:hash_at].rstrip()
+        hash_at = part.find("#", hash_at + 1)
+    return part.rstrip()
 
 
-def _single_quoted(text: str, line: int) -> str:
-    end = text.find("'", 1)
-    if end < 0:
-        raise ValueError(UNTERMINATED.format(line=line))
-    _after_quote(text[end + 1:], line)
-    return text[1:end]
+class _Failed(Exception):
+    """The entry cannot be read: `message` (with `{line}` and `{end}`); reading stopped at `at`."""
+
+    def __init__(self, message: str, at: int, key: str | None, *, key_line: bool = True) -> None:
+        super().__init__(message)
+        self.message, self.at, self.key, self.key_line = message, at, key, key_line
 
 
-def _unquoted(raw: str) -> str:
-    """`raw` (with its leading blanks, so `A= # note` is an empty value) up to ` #`, stripped."""
-    for i, ch in enumerate(raw):
-        if ch == "#" and i > 0 and raw[i - 1] in _BLANKS:
-            raw = raw[:i]
-            break
-    return raw.strip(_BLANKS)
+class _Reader:
+    """python-dotenv's reader over the whole text (so quoted values may span lines)."""
 
+    def __init__(self, content: str) -> None:
+        self.text = content[1:] if content.startswith("\ufeff") else content
+        self.pos = 0
+        self._line_ends = [m.end() for m in _NEWLINE.finditer(self.text)]
 
-def parse_value(raw: str, line: int = 1) -> str:
-    """The value part of a KEY line (everything after `=`). Raises ValueError on a bad quote."""
-    text = raw.lstrip(_BLANKS)
-    if text.startswith('"'):
-        return _double_quoted(text, line)
-    if text.startswith("'"):
-        return _single_quoted(text, line)
-    return _unquoted(raw)
+    def line_at(self, offset: int) -> int:
+        """The line of the character at `offset` (a line break belongs to the line it ends)."""
+        return bisect_right(self._line_ends, offset) + 1
 
+    def take(self, pattern: re.Pattern[str]) -> re.Match[str] | None:
+        match = pattern.match(self.text, self.pos)
+        if match is not None:
+            self.pos = match.end()
+        return match
 
-def lines(content: str) -> list[str]:
-    """Split on LF (dropping one CR before it) after removing a leading byte order mark."""
-    if content.startswith("\ufeff"):
-        content = content[1:]
-    out = content.split("\n")
-    if out and out[-1] == "":
-        out.pop()
-    return [ln[:-1] if ln.endswith("\r") else ln for ln in out]
+    def peek(self) -> str:
+        return self.text[self.pos:self.pos + 1]
+
+    def entry(self) -> tuple[str, str, int] | None:
+        """Read the entry at `pos` (past its leading space): (key as written, value, offset of
+        its last character), or None for a comment. Raises _Failed."""
+        self.take(_EXPORT)
+        if self.peek() == "#":
+            self.take(_REST_OF_LINE)
+            return None
+        key = self.take(_QUOTED_KEY if self.peek() == "'" else _KEY)
+        if key is None:
+            raise _Failed(NOT_KEY_VALUE, self.pos, None, key_line=False)
+        self.take(_BLANKS)
+        if self.peek() != "=":
+            raise _Failed(NOT_KEY_VALUE, self.pos, None, key_line=False)
+        equals = self.take(_EQUALS)
+        assert equals is not None
+        if len(equals.group()) > 1 and self.peek() == "#":
+            value = ""  # `KEY= # comment`
+        else:
+            value = self.value(key.group())
+        self.take(_COMMENT)
+        last = self.pos - 1
+        if self.take(_END_OF_LINE) is None:
+            raise _Failed(TRAILING_TEXT, self.pos, key.group())
+        return key.group(), value, last
+
+    def value(self, key: str) -> str:
+        first = self.peek()
+        if first == "'":
+            match = self.take(_SINGLE_QUOTED)
+            if match is None:
+                raise _Failed(UNTERMINATED, self.pos, key)
+            return _SINGLE_ESCAPES.sub(lambda m: m.group()[1], match.group(1))
+        if first == '"':
+            match = self.take(_DOUBLE_QUOTED)
+            if match is None:
+                raise _Failed(UNTERMINATED, self.pos, key)
+            return _DOUBLE_ESCAPES.sub(lambda m: _DOUBLE_DECODED[m.group()[1]], match.group(1))
+        if first in ("", "\n", "\r"):
+            return ""
+        match = self.take(_UNQUOTED)
+        assert match is not None
+        return _unquoted(match.group())
 
 
 def parse(content: str) -> list[Entry]:
-    """Every non-blank, non-comment line of `content` as an Entry, in file order."""
+    """Every entry of `content` (comments and blank space skipped) as an Entry, in file order."""
+    reader = _Reader(content)
     entries: list[Entry] = []
     first_line: dict[str, int] = {}
-    for number, text in enumerate(lines(content), start=1):
-        stripped = text.strip(_BLANKS)
-        if not stripped or stripped.startswith("#"):
-            continue
-        match = _KEY_LINE.match(text)
-        if match is None:
-            entries.append(Entry(number, None, error=NOT_KEY_VALUE.format(line=number),
-                                 key_line=False))
-            continue
-        name, raw = match.group(1), match.group(2)
-        if not NAME_RE.match(name):
-            entries.append(Entry(number, name, error=INVALID_NAME))
-            continue
+    while True:
+        reader.take(_SPACE)
+        if reader.pos >= len(reader.text):
+            return entries
+        line = reader.line_at(reader.pos)
         try:
-            value = parse_value(raw, number)
-        except ValueError as exc:
-            entries.append(Entry(number, name, error=str(exc)))
+            read = reader.entry()
+        except _Failed as failed:
+            reader.pos = failed.at
+            reader.take(_REST_OF_LINE)  # python-dotenv goes on after the line where it failed
+            end = reader.line_at(failed.at)
+            message = TRAILING_TEXT_SPAN if failed.message == TRAILING_TEXT and end > line \
+                else failed.message
+            entries.append(Entry(line, failed.key, error=message.format(line=line, end=end),
+                                 key_line=failed.key_line, end_line=end))
             continue
-        if name in first_line:
-            entries.append(Entry(number, name, error=DUPLICATE.format(first=first_line[name])))
+        if read is None:
             continue
-        first_line[name] = number
-        entries.append(Entry(number, name, value=value))
-    return entries
+        name, value, last = read
+        end = reader.line_at(last)
+        if not NAME_RE.match(name):
+            entries.append(Entry(line, name, error=INVALID_NAME, end_line=end))
+        elif name in first_line:
+            entries.append(Entry(line, name, error=DUPLICATE.format(first=first_line[name]),
+                                 end_line=end))
+        else:
+            first_line[name] = line
+            entries.append(Entry(line, name, value=value, end_line=end))
 
 
 def parsed_count(entries: list[Entry]) -> int:

@@ -1,16 +1,24 @@
-"""The `.env` parser (unit tests over a corpus) and the export -> import round trip, both as a
-pure property and through the real server."""
+"""The `.env` format: the parser over a corpus (and against python-dotenv, its reference), the
+export as the real readers read it (bash and dash sourcing it, python-dotenv, Node's dotenv), and
+the export -> import round trip, both as a pure property and through the real server."""
 
 from __future__ import annotations
 
+import re
 import uuid
+from pathlib import Path
 
+import dotenv as python_dotenv
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import Api
 from cvsm_server import dotenv, secrets
+from dotenv_readers import (NodeDotenv, node_reads, python_dotenv_bindings, python_dotenv_reads,
+                            python_dotenv_values, shell_reads, source_in_shell)
+
+SHELLS = ["bash", "dash"]
 
 
 def values_of(content: str) -> dict[str, str]:
@@ -19,6 +27,17 @@ def values_of(content: str) -> dict[str, str]:
 
 def errors_of(content: str) -> dict[int, str]:
     return {e.line: e.error for e in dotenv.parse(content) if not e.ok}
+
+
+PEM = ("-----BEGIN PRIVATE KEY-----\n"
+       "MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC7VJTUt9Us8cKj\n"
+       "MzEfYyjiWA4R4/M2bS1GB4t7NXp98C3SC6dVMvDuictGeurT8jNbvJZHtCSuYEvu\n"
+       "NMoSfm76oqFvAp8Gy0iz5sxjZmSnXyCdPEovGhLa0VzMaQ8s+CLOyS56YyCFGeJZ==\n"
+       "-----END PRIVATE KEY-----")
+CERT = ("-----BEGIN CERTIFICATE-----\n"
+        "MIIDdzCCAl+gAwIBAgIEAgAAuTANBgkqhkiG9w0BAQUFADBaMQswCQYDVQQGEwJJ\n"
+        "RTESMBAGA1UEChMJQmFsdGltb3JlMRMwEQYDVQQLEwpDeWJlclRydXN0MSIwIAYD=\n"
+        "-----END CERTIFICATE-----")
 
 
 # --- corpus -----------------------------------------------------------------------------------
@@ -42,14 +61,19 @@ def test_crlf_line_ends_are_not_part_of_values():
     assert values_of('A=1\r\nB="two"\r\nC=\'three\'\r\n') == {"A": "1", "B": "two", "C": "three"}
 
 
+def test_a_lone_carriage_return_ends_a_line_outside_quotes():
+    entries = dotenv.parse("A=1\rB='2'\r\rC=3")
+    assert [(e.line, e.name, e.value) for e in entries] == [(1, "A", "1"), (2, "B", "2"), (4, "C", "3")]
+
+
 def test_leading_byte_order_mark_is_dropped():
     entries = dotenv.parse("\ufeffA=1\nB=2")
     assert [(e.name, e.value) for e in entries] == [("A", "1"), ("B", "2")]
 
 
-def test_only_lf_splits_lines_other_unicode_breaks_stay_in_values():
-    content = 'A="x\u2028y\x0bz\x1c\x85"\nB=p\x0cq\n'
-    assert values_of(content) == {"A": "x\u2028y\x0bz\x1c\x85", "B": "p\x0cq"}
+def test_other_unicode_line_breaks_are_not_line_ends():
+    content = 'A="x\u2028y\x0bz\x1c\x85"\nB=p\x0cq\u2029r\n'
+    assert values_of(content) == {"A": "x\u2028y\x0bz\x1c\x85", "B": "p\x0cq\u2029r"}
 
 
 def test_equals_sign_inside_values_is_kept():
@@ -90,16 +114,31 @@ def test_double_quotes_also_decode_backslash_and_carriage_return_for_round_trips
     assert values_of(r'A="C:\\dir\\ and \r end"') == {"A": "C:\\dir\\ and \r end"}
 
 
+def test_double_quotes_decode_the_other_escapes_python_dotenv_decodes():
+    assert values_of(r'''A="\'\a\b\f\v"''') == {"A": "'\a\b\f\v"}
+
+
+def test_double_quotes_decode_dollar_and_backtick_after_a_backslash_as_a_shell_does():
+    # The export writes `$` and backticks so; python-dotenv would keep the backslashes here.
+    assert values_of(r'A="\$HOME \`id\` \\$"') == {"A": "$HOME `id` \\$"}
+    assert python_dotenv_values(r'A="\$HOME \`id\`"') == {"A": r"\$HOME \`id\`"}
+
+
 def test_unknown_escapes_in_double_quotes_stay_as_written():
-    assert values_of(r'A="\d\x41\u0041\$"') == {"A": r"\d\x41\u0041\$"}
+    assert values_of(r'A="\d\x41\u0041\z\#"') == {"A": r"\d\x41\u0041\z\#"}
 
 
-def test_single_quotes_are_literal():
-    assert values_of(r"A='raw \n \t \" $HOME'") == {"A": r'raw \n \t \" $HOME'}
+def test_single_quotes_are_literal_but_for_escaped_backslash_and_quote():
+    assert values_of(r"A='raw \n \t \" $HOME \$ \x'") == {"A": r'raw \n \t \" $HOME \$ \x'}
+    assert values_of(r"A='C:\\dir it\'s'") == {"A": "C:\\dir it's"}
 
 
 def test_quote_characters_inside_unquoted_value_are_literal():
     assert values_of("A=it's \"fine\"\n") == {"A": "it's \"fine\""}
+
+
+def test_backslashes_in_unquoted_values_are_literal():
+    assert values_of("A=C:\\dir\\\nB=a\\'b\\\"\n") == {"A": "C:\\dir\\", "B": "a\\'b\\\""}
 
 
 def test_no_variable_expansion_or_command_substitution_ever():
@@ -111,19 +150,42 @@ def test_no_variable_expansion_or_command_substitution_ever():
     }
 
 
-def test_unterminated_quote_is_an_item_error_and_other_lines_still_parse():
-    content = 'A=1\nB="never closed\nC=\'also open\nD="escaped at end\\"\nE=5\n'
+def test_a_double_quoted_value_may_span_lines():
+    content = f'# key\nTLS_KEY="{PEM}"\nNEXT=1\n'
     entries = dotenv.parse(content)
-    assert values_of(content) == {"A": "1", "E": "5"}
-    assert {e.line: e.name for e in entries if not e.ok} == {2: "B", 3: "C", 4: "D"}
-    assert all("tanda kutip" in e.error for e in entries if not e.ok)
-    assert dotenv.parsed_count(entries) == 5
+    assert [(e.line, e.end_line, e.name, e.value) for e in entries] == [
+        (2, 6, "TLS_KEY", PEM), (7, 7, "NEXT", "1")]
+    assert dotenv.parsed_count(entries) == 2
 
 
-def test_a_quoted_value_does_not_continue_on_the_next_line():
-    content = 'A="first\nsecond"\nB=2\n'
+def test_a_single_quoted_value_may_span_lines_with_crlf_kept_inside():
+    content = "export TLS_CERT='" + CERT.replace("\n", "\r\n") + "' # the chain\r\nNEXT=1\r\n"
+    assert values_of(content) == {"TLS_CERT": CERT.replace("\n", "\r\n"), "NEXT": "1"}
+
+
+def test_an_escaped_quote_does_not_end_a_multi_line_value():
+    assert values_of('A="say \\"\nhi\\""\nB=\'it\\\'s\nme\'\n') == {"A": 'say "\nhi"', "B": "it's\nme"}
+
+
+def test_unterminated_quote_is_an_item_error_and_the_next_lines_still_parse():
+    content = "A=1\nB=\"never closed\nC='also open\nD=4\n"
     entries = dotenv.parse(content)
-    assert [(e.line, e.name, e.ok) for e in entries] == [(1, "A", False), (2, None, False), (3, "B", True)]
+    assert values_of(content) == {"A": "1", "D": "4"}
+    assert {e.line: e.name for e in entries if not e.ok} == {2: "B", 3: "C"}
+    assert all("tanda kutip pembuka tidak ditutup" in e.error for e in entries if not e.ok)
+    assert dotenv.parsed_count(entries) == 4
+
+
+def test_a_quote_closed_lines_later_by_another_quote_is_one_failed_entry_naming_its_lines():
+    # B's quote is closed by D's opening quote: python-dotenv, Node and a shell all read B on to
+    # there. The entry is one item error naming lines 2 to 4; reading goes on at line 5.
+    content = 'A=1\nB="never closed\nC=3\nD="four"\nE=5\n'
+    entries = dotenv.parse(content)
+    assert [(e.line, e.end_line, e.name, e.ok) for e in entries] == [
+        (1, 1, "A", True), (2, 4, "B", False), (5, 5, "E", True)]
+    assert entries[1].error == ("Baris 2: tanda kutip yang dibuka di baris ini baru ditutup di baris 4 "
+                                "dan diikuti teks lain; baris 2 sampai 4 tidak diimpor")
+    assert dotenv.parsed_count(entries) == 3
 
 
 def test_text_after_closing_quote_is_an_item_error():
@@ -151,7 +213,7 @@ def test_keys_are_case_sensitive_so_differing_case_is_not_a_duplicate():
 
 
 @pytest.mark.parametrize("line", ["1ABC=x", "MY-KEY=x", "KÉY=x", '"A"=x', "A.B=x", "$A=x",
-                                  "A" * 256 + "=x"])
+                                  "'A'=x", "A" * 256 + "=x"])
 def test_invalid_names_are_item_errors_counted_as_parsed(line):
     entries = dotenv.parse(line + "\nGOOD=1\n")
     assert [e.ok for e in entries] == [False, True]
@@ -160,7 +222,14 @@ def test_invalid_names_are_item_errors_counted_as_parsed(line):
     assert dotenv.parsed_count(entries) == 2
 
 
-@pytest.mark.parametrize("line", ["just words", "=value", "export ONLY", "A B=1", '"unterminated'])
+def test_an_invalid_name_with_a_multi_line_value_is_one_item_error():
+    entries = dotenv.parse('MY-KEY="-----BEGIN\nAAAA=\n-----END"\nGOOD=1\n')
+    assert [(e.line, e.end_line, e.name, e.ok) for e in entries] == [
+        (1, 3, "MY-KEY", False), (4, 4, "GOOD", True)]
+
+
+@pytest.mark.parametrize("line", ["just words", "=value", "export ONLY", "A B=1", '"unterminated',
+                                  "JUST_KEY", "A#B=1", "export   "])
 def test_lines_without_key_value_shape_are_item_errors_not_counted_as_parsed(line):
     entries = dotenv.parse(f"{line}\nGOOD=1\n")
     assert [(e.name, e.ok, e.key_line) for e in entries] == [(None, False, False), ("GOOD", True, True)]
@@ -169,9 +238,10 @@ def test_lines_without_key_value_shape_are_item_errors_not_counted_as_parsed(lin
 
 
 def test_error_messages_never_contain_the_value():
-    content = 'A="s3cr3t-unterminated\nB="s3cr3t" trailing\nbad line s3cr3t\n1X=s3cr3t\n'
+    content = ("A='s3cr3t-unterminated\nB=\"s3cr3t\" trailing\nbad line s3cr3t\n1X=s3cr3t\n"
+               'C="s3cr3t\ns3cr3t" s3cr3t\n')
     entries = dotenv.parse(content)
-    assert len(entries) == 4 and not any(e.ok for e in entries)
+    assert len(entries) == 5 and not any(e.ok for e in entries)
     assert not any("s3cr3t" in e.error for e in entries)
 
 
@@ -179,13 +249,253 @@ def test_parser_name_rule_is_the_secret_name_rule():
     assert dotenv.NAME_RE.pattern == secrets.NAME_RE.pattern
 
 
-# --- round trip: the pure property ------------------------------------------------------------
+def test_parser_is_linear_on_long_runs_of_blanks():
+    # python-dotenv's own `re.sub(r"\s+#.*", ...)` is quadratic here.
+    content = "A=x" + " " * 150_000 + "y\nB=x" + "\t" * 50_000 + "#c\n"
+    assert values_of(content) == {"A": "x" + " " * 150_000 + "y", "B": "x"}
+
+
+# --- the parser against python-dotenv ---------------------------------------------------------
+
+CORPUS = {
+    "pem double quoted": f'KEY="{PEM}"\nNEXT=1\n',
+    "pem single quoted": f"CERT='{CERT}'\n",
+    "multi-line with crlf inside": 'A="one\r\ntwo"\r\nB=2\r\n',
+    "multi-line then comment": 'A="x\ny" # note\nB=1\n',
+    "multi-line with blank lines": "A='x\n\n\ny'\n\n\nB=2",
+    "export prefix": "export A=1\nexport\tB='2'\n  export   C = \"3\"\nexport D=\"x\ny\"\n",
+    "export as key": "export=1\nexportX=2\nexport # comment\n",
+    "comments": ("# c\n  # indented\n\t# tab\nA=1 # trailing\nB=2#not\nC= # empty\nD=#x\n"
+                 "E='q' # c\nF=\"q\"# c\n#G=7\nH=#  # c\n"),
+    "empty values": "A=\nB=\"\"\nC=''\nD=   \nE= # c\nF=\n",
+    "quotes inside": "A=it's \"fine\"\nB=\"it's\"\nC='say \"hi\"'\nD=\"say \\\"hi\\\"\"\nE=a'b'c\n",
+    "escapes in double quotes": ('A="a\\nb\\tc\\\\d\\"e\\\'f\\rg\\ah\\bi\\fj\\vk"\n'
+                                 'B="\\d\\x41\\u0041\\z"\nC="\\\\n"\n'),
+    "escapes in single quotes": "A='a\\nb\\\\c\\'d'\nB='\\\\\\\\'\n",
+    "escaped quote does not close": 'A="x\\"\ny"\nB=1\n',
+    "crlf": "A=1\r\nB='2'\r\nC=\"3\"\r\n\r\n# c\r\nD=4 # c\r\nE=\"x\" y\r\nF=6\r\n",
+    "lone cr": "A=1\rB=2\r\rC='3'\r",
+    "bom": "\ufeffA=1\nB=2\n",
+    "spaces around equals": "A = 1\nB\t=\t2\nC =\t'3'  \nD=  x  y  \n",
+    "invalid keys": "MY-KEY=1\nA.B=2\nA.C=\"x\ny\"\n1X=3\nK\u00c9Y=4\nGOOD=5\n",
+    "quoted keys": "'A'=1\n'B C'=2\nD=4\n",
+    "no equals": "JUST_KEY\njust words\n=value\nexport ONLY\nA B=1\nOK=1\nA#B=1\n",
+    "unterminated": 'A="open\nB=2\nC=\'open\nD=4\n',
+    "unterminated closed later": 'A="open\nB=2\nC="3"\nD=4\n',
+    "text after quote": "A=\"x\" y\nB='x'y\nC=\"x\ny\" z\nD=4\n",
+    "duplicates": "A=1\nB=2\nA=3\n",
+    "unicode": "A=日本語\nB='🔑 é'\nC=\"\u2028\"\nD=x\u00a0#c\nE=x\u2028y\n",
+    "unicode blank space": "\u00a0A=1\n\u3000# c\nB=\u00a0 2\u00a0\n",
+    "dollars stay literal": "A=$HOME\nB='${HOME}'\nC=\"$(id)\"\nD=`id`\nE='`id`'\n",
+    "backslash endings": "A='x\\\\'\nB=\"x\\\\\"\nC=x\\\n",
+    "no newline at the end": "A=1   ",
+    "nul inside": "A='x\0y'\nB=\"\0\"\nC=\0\n",
+}
+
+
+def assert_reads_like_python_dotenv(text: str) -> None:
+    """Each entry of ours is a binding of python-dotenv's at the same line. Where python-dotenv
+    reads a name and value we read the same, or report one of our stricter item errors (an
+    invalid name, a duplicate); where it fails or finds no `=`, we report an item error."""
+    ours = dotenv.parse(text)
+    theirs = python_dotenv_bindings(text)
+    assert [e.line for e in ours] == [line for line, *_ in theirs]
+    seen: set[str] = set()
+    for entry, (_, key, value, failed) in zip(ours, theirs, strict=True):
+        if failed or value is None:
+            assert not entry.ok
+            if value is None and not failed:  # `KEY` with no `=`
+                assert not entry.key_line
+        elif entry.ok:
+            assert (entry.name, entry.value) == (key, value)
+        elif entry.error == dotenv.INVALID_NAME:
+            assert not dotenv.NAME_RE.match(entry.name)
+        else:
+            assert entry.error.startswith("Nama ganda") and key in seen
+        if key is not None and value is not None and not failed:
+            seen.add(key)
+    once = [key for _, key, _, failed in theirs if not failed]
+    final = python_dotenv_values(text)
+    for entry in ours:
+        if entry.ok and once.count(entry.name) == 1:
+            assert final[entry.name] == entry.value
+
+
+@pytest.mark.parametrize("text", CORPUS.values(), ids=CORPUS.keys())
+def test_corpus_reads_like_python_dotenv(text):
+    assert_reads_like_python_dotenv(text)
+
+
+def test_corpus_values_we_import():
+    assert values_of(CORPUS["pem double quoted"]) == {"KEY": PEM, "NEXT": "1"}
+    assert values_of(CORPUS["multi-line with crlf inside"]) == {"A": "one\r\ntwo", "B": "2"}
+    assert values_of(CORPUS["escapes in double quotes"]) == {
+        "A": "a\nb\tc\\d\"e'f\rg\ah\bi\fj\vk", "B": r"\d\x41\u0041\z", "C": "\\n"}
+    assert values_of(CORPUS["escapes in single quotes"]) == {"A": "a\\nb\\c'd", "B": "\\\\"}
+    assert values_of(CORPUS["unicode blank space"]) == {"A": "1", "B": "2"}
+    assert errors_of(CORPUS["text after quote"]).keys() == {1, 2, 3}
+
+
+# The parser's pieces, in any order: python-dotenv reads each text as we do (`$` and backticks
+# are left out: after a backslash in double quotes we read them as a shell does).
+_PIECES = ["A", "B", "_", "export ", "=", " ", "\t", '"', "'", "\\", "#", "\n", "\r\n", "\r", "x",
+           "-", ".", "\u00a0", "\u2028", "é", "\ufeff", "\0"]
+
+
+@settings(max_examples=600, deadline=None)
+@given(st.lists(st.sampled_from(_PIECES), max_size=40).map("".join))
+def test_any_text_reads_like_python_dotenv(text):
+    assert_reads_like_python_dotenv(text)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=200))
+def test_parser_never_raises_on_arbitrary_text(content):
+    entries = dotenv.parse(content)
+    assert all(e.ok == (e.error is None) for e in entries)
+
+
+# --- generated values -------------------------------------------------------------------------
 
 names = st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,40}", fullmatch=True)
-# Any string PostgreSQL-free code can carry: everything but lone surrogates (not UTF-8).
-values = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=60)
-value_maps = st.dictionaries(names, values, min_size=1, max_size=8)
+# What a hostile or merely unusual value is made of: shell syntax, quotes, escapes, line breaks.
+_FRAGMENTS = ["$", "`", "$(id)", "`id`", "${HOME}", "$HOME", "$0", "'", '"', "\\", "\\\\", "\\'",
+              '\\"', "\\n", "\\r", "\\$", "\n", "\r", "\r\n", "\t", " ", "#", " # c", "=", "'\\''",
+              '"; touch pwned; "', "'; touch pwned; '", "é", "日本", "🔑", "\u2028", "\x0b",
+              "\x85", "-----BEGIN KEY-----", "\nX=injected\n", "\nX='injected'", '"\nX="injected']
 
+
+def hostile_values(*, nul: bool = True) -> st.SearchStrategy[str]:
+    characters = st.characters(exclude_categories=("Cs",), exclude_characters="" if nul else "\0")
+    return st.lists(st.one_of(st.sampled_from(_FRAGMENTS), characters), max_size=12).map("".join)
+
+
+value_maps = st.dictionaries(names, hostile_values(), min_size=1, max_size=8)
+
+
+# --- rendering: what the export looks like ----------------------------------------------------
+
+def test_render_writes_single_quotes_when_it_can_and_escaped_double_quotes_otherwise():
+    values = {
+        "PLAIN": "abc", "EMPTY": "", "CMD": "$(id) `id` ${HOME} $HOME", "HASH": "#x", "LINES": "a\nb\tc",
+        "QUOTE": "it's", "TWO_BACKSLASHES": "a\\\\b", "ONE_BACKSLASH": "a\\b", "MIXED": "it's $HOME \"q\"",
+        "ENDS": "C:\\dir\\",
+    }
+    assert dotenv.render(values) == (
+        "CMD='$(id) `id` ${HOME} $HOME'\n"
+        "EMPTY=''\n"
+        "ENDS=\"C:\\\\dir\\\\\" # ends with a backslash: \"\\\"\n"
+        "HASH='#x'\n"
+        "LINES='a\nb\tc'\n"
+        "MIXED=\"it's \\$HOME \\\"q\\\"\"\n"
+        "ONE_BACKSLASH='a\\b'\n"
+        "PLAIN='abc'\n"
+        "QUOTE=\"it's\"\n"
+        "TWO_BACKSLASHES=\"a\\\\\\\\b\"\n"
+    )
+
+
+# --- rendering: what bash, dash, python-dotenv and Node's dotenv read -------------------------
+
+# Shell: names of our own (no PATH, IFS, read-only UID...), and no NUL, which a shell drops.
+shell_maps = st.dictionaries(names.map(lambda n: "T_" + n), hostile_values(nul=False),
+                             min_size=1, max_size=8)
+# Node: `__proto__` would set the prototype of Node's result object.
+node_maps = st.dictionaries(names.filter(lambda n: n != "__proto__"), hostile_values(),
+                            min_size=1, max_size=8)
+
+
+@pytest.fixture(scope="session")
+def node_dotenv():
+    reader = NodeDotenv()
+    yield reader
+    reader.close()
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+@settings(max_examples=150, deadline=None)
+@given(mapping=shell_maps)
+def test_sourcing_the_export_in_a_shell_gives_exactly_the_values(shell, mapping):
+    environment = source_in_shell(shell, dotenv.render(mapping))
+    assert {k: v for k, v in environment.items() if k.startswith("T_")} == mapping
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+def test_sourcing_the_export_runs_and_expands_nothing(shell, tmp_path: Path):
+    values = {
+        "CMD": "$(touch pwned1)", "TICKS": "`touch pwned2`", "VARS": "$HOME ${HOME} $0 $$ $1",
+        "BREAK_SINGLE": "'; touch pwned3; echo '", "BREAK_DOUBLE": '"; touch pwned4; echo "',
+        "BREAK_BOTH": "'\"$(touch pwned5)\"'", "LINES": "x\ntouch pwned6\n", "ESCAPED": "\\$(touch pwned7)\\",
+        "EXPORT": "'\nexport INJECTED=1\n'",
+    }
+    environment = source_in_shell(shell, dotenv.render(values), cwd=tmp_path)
+    assert {k: environment.get(k) for k in values} == values
+    assert "INJECTED" not in environment
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+def test_shells_drop_nul_characters(shell):
+    assert source_in_shell(shell, dotenv.render({"N": "a\0b"}))["N"] == shell_reads("a\0b") == "ab"
+    assert values_of(dotenv.render({"N": "a\0b"})) == {"N": "a\0b"}
+
+
+@settings(max_examples=400, deadline=None)
+@given(value_maps)
+def test_python_dotenv_reads_the_export_as_documented(mapping):
+    read = python_dotenv_values(dotenv.render(mapping))
+    assert read == {name: python_dotenv_reads(value) for name, value in mapping.items()}
+
+
+def test_python_dotenv_reads_exactly_all_but_dollars_and_backticks_in_double_quotes():
+    exact = {"A": "$(id) `x`", "B": "it's \"q\" \\n", "C": "a\\\\b\\", "D": "x\r\ny", "E": "\\"}
+    assert python_dotenv_values(dotenv.render(exact)) == exact
+    assert python_dotenv_values(dotenv.render({"F": "it's $HOME `id`"})) == {"F": "it's \\$HOME \\`id\\`"}
+
+
+def test_python_dotenv_from_a_path_or_with_interpolation_reads_what_the_docstring_says(tmp_path: Path):
+    path = tmp_path / "exported.env"
+    path.write_bytes(dotenv.render({"A": "x\r\ny\rz", "B": "b", "C": "${B}"}).encode())
+    assert python_dotenv.dotenv_values(path, interpolate=False) == {"A": "x\ny\nz", "B": "b", "C": "${B}"}
+    assert python_dotenv.dotenv_values(path)["C"] == "b"
+
+
+@settings(max_examples=300, deadline=None)
+@given(node_maps)
+def test_node_dotenv_reads_the_export_as_documented(node_dotenv, mapping):
+    expected = {name: node_reads(value) for name, value in mapping.items()}
+    default, fast = node_dotenv.parse(dotenv.render(mapping))
+    assert default == expected
+    assert fast == expected
+
+
+def test_node_dotenv_reads_exactly_single_quoted_and_plain_double_quoted_values(node_dotenv):
+    exact = {"A": "$(id) `x` ${HOME}", "B": "it's", "C": "multi\nline #x", "D": "a\\b \"q\""}
+    assert node_dotenv.parse(dotenv.render(exact)) == (exact, exact)
+
+
+@settings(max_examples=500, deadline=None)
+@given(hostile_values())
+def test_the_values_each_reader_reads_exactly_are_those_the_docstring_names(value):
+    in_single_quotes = dotenv.single_quotable(value)
+    assert (python_dotenv_reads(value) == value) == (in_single_quotes or not ({"$", "`"} & set(value)))
+    assert (node_reads(value) == value) == ("\r" not in value and (
+        in_single_quotes or not ({"\\", '"', "$", "`"} & set(value))))
+    assert (shell_reads(value) == value) == ("\0" not in value)
+
+
+def test_a_value_ending_in_a_backslash_cannot_pull_the_next_lines_into_it(node_dotenv):
+    # Without the comment after it, Node's dotenv takes A's closing quote as escaped, reads A on to
+    # the `"` in B, and then C=evil' from inside B's value.
+    mapping = {"A": "x\\", "B": 'y" #\nC=evil'}
+    text = dotenv.render(mapping)
+    assert node_dotenv.parse(text) == ({"A": "x\\\\", "B": 'y" #\nC=evil'},) * 2
+    assert python_dotenv_values(text) == mapping
+    environment = source_in_shell("bash", text)
+    assert {name: environment.get(name) for name in mapping} == mapping and "C" not in environment
+
+
+# --- round trip: the pure property ------------------------------------------------------------
 
 @settings(max_examples=400, deadline=None)
 @given(value_maps)
@@ -198,24 +508,18 @@ def test_parse_of_render_gives_back_exactly_the_same_values(mapping):
 
 
 @settings(max_examples=200, deadline=None)
-@given(value_maps)
-def test_round_trip_survives_crlf_and_a_byte_order_mark(mapping):
+@given(st.dictionaries(names, hostile_values().filter(lambda v: "\n" not in v and "\r" not in v),
+                       min_size=1, max_size=8))
+def test_round_trip_of_single_line_values_survives_crlf_and_a_byte_order_mark(mapping):
     rendered = "\ufeff" + dotenv.render(mapping).replace("\n", "\r\n")
     assert values_of(rendered) == mapping
 
 
-@settings(max_examples=300, deadline=None)
-@given(st.text(max_size=200))
-def test_parser_never_raises_on_arbitrary_text(content):
-    entries = dotenv.parse(content)
-    assert all(e.ok == (e.error is None) for e in entries)
-
-
-# --- round trip through the real server -------------------------------------------------------
+# --- through the real server ------------------------------------------------------------------
 
 @settings(max_examples=60, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(mapping=value_maps)
+@given(mapping=st.dictionaries(names, hostile_values(), min_size=1, max_size=8))
 async def test_export_then_import_through_the_server_gives_back_the_same_values(
         client, api: Api, owner, mapping):
     # One app and database for all examples: each example works in a team of its own.
@@ -242,3 +546,50 @@ async def test_export_then_import_through_the_server_gives_back_the_same_values(
     resp = await client.get(f"{base}/export", params={"environment": "staging", "format": "json"},
                             headers=headers)
     assert await resp.json() == mapping
+
+
+async def test_import_of_multi_line_pem_values_through_the_api(client, api: Api, owner, team_id):
+    base = f"/api/v1/teams/{team_id}/secrets"
+    headers = api.auth(owner["token"])
+    crlf_pem = PEM.replace("\n", "\r\n")
+    content = (f'# TLS\nexport TLS_KEY="{PEM}"\n'
+               f"TLS_CERT='{CERT}' # chain\n"
+               f'CRLF_KEY="{crlf_pem}"\r\n'
+               "AFTER=1\n")
+    resp = await client.post(f"{base}/bulk/import-dotenv", headers=headers,
+                             json={"content": content, "environment": "production"})
+    assert resp.status == 200, await resp.text()
+    body = await resp.json()
+    assert body["parsed"] == 4
+    assert [(r["line"], r["name"], r["ok"]) for r in body["results"]] == [
+        (2, "TLS_KEY", True), (7, "TLS_CERT", True), (11, "CRLF_KEY", True), (16, "AFTER", True)]
+    expected = {"TLS_KEY": PEM, "TLS_CERT": CERT, "CRLF_KEY": crlf_pem, "AFTER": "1"}
+    for result in body["results"]:
+        resp = await client.get(f"{base}/{result['id']}", headers=headers)
+        assert (await resp.json())["value"] == expected[result["name"]]
+    resp = await client.get(f"{base}/export", params={"format": "json"}, headers=headers)
+    assert await resp.json() == expected
+
+
+HOSTILE = {
+    "CMD": "$(touch pwned1)", "TICKS": "`touch pwned2`", "VARS": "$HOME ${HOME:-x} $0 $$",
+    "BREAK_SINGLE": "'; touch pwned3; echo '", "BREAK_DOUBLE": '"; touch pwned4; echo "',
+    "LINES": "line1\nINJECTED=1\n$(touch pwned5)", "BACKSLASHES": "C:\\dir\\\\share\\",
+    "QUOTES": "it's \"quoted\" '\\''", "HASH": "#not a comment", "EMPTY": "", "SPACES": "  x  ",
+    "TABS_CR": "\tx\r\ny\r", "UNICODE": "日本語 🔑 é\u2028", "PEM": PEM,
+}
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+async def test_export_through_the_api_sourced_in_a_shell_gives_exactly_the_values(
+        client, api: Api, owner, team_id, shell, tmp_path: Path):
+    for name, value in HOSTILE.items():
+        await api.secret(owner, team_id, name, value)
+    resp = await client.get(f"/api/v1/teams/{team_id}/secrets/export", headers=api.auth(owner["token"]))
+    assert resp.status == 200
+    exported = await resp.text()
+    environment = source_in_shell(shell, exported, cwd=tmp_path)
+    assert {name: environment.get(name) for name in HOSTILE} == HOSTILE
+    assert "INJECTED" not in environment
+    assert list(tmp_path.iterdir()) == []
+    assert re.search(r"^PEM='-----BEGIN", exported, re.MULTILINE)
