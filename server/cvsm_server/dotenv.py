@@ -79,10 +79,8 @@ from bisect import bisect_right
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,254}\Z")  # the same rule as secrets.NAME_RE
+from .secrets import INVALID_NAME, NAME_RE  # one name rule, one message, for every input
 
-INVALID_NAME = ("Nama harus diawali huruf atau garis bawah, lalu huruf, angka, atau garis bawah "
-                "(maksimal 255 karakter)")
 NOT_KEY_VALUE = "Baris {line} bukan format KEY=VALUE"
 UNTERMINATED = "Baris {line}: tanda kutip pembuka tidak ditutup"
 TRAILING_TEXT = "Baris {line}: ada teks setelah tanda kutip penutup"

@@ -245,8 +245,14 @@ def test_error_messages_never_contain_the_value():
     assert not any("s3cr3t" in e.error for e in entries)
 
 
-def test_parser_name_rule_is_the_secret_name_rule():
-    assert dotenv.NAME_RE.pattern == secrets.NAME_RE.pattern
+def test_an_invalid_name_in_a_file_gets_the_same_message_as_a_single_create():
+    [entry] = dotenv.parse("1BAD=x\n")
+    try:
+        secrets.check_name("1BAD")
+    except secrets.BadRequest as exc:
+        assert entry.error == exc.message
+    else:
+        raise AssertionError("1BAD is not a valid secret name")
 
 
 def test_parser_is_linear_on_long_runs_of_blanks():
