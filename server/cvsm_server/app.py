@@ -9,7 +9,6 @@ the server's own role) and the master-key check, then background jobs.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import AsyncIterator
 
@@ -24,7 +23,7 @@ from .web.headers import cors_middleware, on_prepare
 from .web.middleware import (auth_middleware, error_middleware, rate_limit_middleware,
                              request_id_middleware)
 from .web.routes import setup_routes
-from .web.state import CREDENTIALS, DATABASE_URL, KEYRING, PASSWORDS, POOL, SETTINGS, SIGNER
+from .web.state import CREDENTIALS, KEYRING, PASSWORDS, POOL, SETTINGS, SIGNER
 
 log = logging.getLogger("cvsm.app")
 
@@ -36,7 +35,6 @@ async def _database(app: web.Application) -> AsyncIterator[None]:
     async with db.open(app[SETTINGS]) as database:
         await keys.check_master_key(database.pool, app[KEYRING])
         app[POOL] = database.pool
-        app[DATABASE_URL] = database.url
         yield
 
 
@@ -64,11 +62,18 @@ async def _background_jobs(app: web.Application) -> AsyncIterator[None]:
     pool = app[POOL]
     jobs = [asyncio.create_task(audit.purge_loop(pool)), asyncio.create_task(_housekeeping_loop(pool))]
     yield
+    # A cancel can be swallowed by a database wait in flight (asyncio.wait_for on Python 3.11):
+    # cancel again until the jobs have ended, so shutdown never waits for a job's next sleep.
+    for _ in range(10):
+        pending = [job for job in jobs if not job.done()]
+        if not pending:
+            break
+        for job in pending:
+            job.cancel()
+        await asyncio.wait(pending, timeout=1)
     for job in jobs:
-        job.cancel()
-    for job in jobs:
-        with contextlib.suppress(asyncio.CancelledError):
-            await job
+        if job.done() and not job.cancelled() and job.exception() is not None:
+            log.warning("background job ended with %s", type(job.exception()).__name__)
 
 
 def create_app(settings: Settings | None = None) -> web.Application:

@@ -223,10 +223,6 @@ async def fetchall(cur: aiopg.Cursor, sql: str, args: tuple | dict | None = None
     return list(await cur.fetchall())
 
 
-def is_unique_violation(exc: BaseException) -> bool:
-    return isinstance(exc, psycopg2.errors.UniqueViolation)
-
-
 @asynccontextmanager
 async def unique_as_conflict(cur: aiopg.Cursor, message: str, *,
                              savepoint: str | None = None) -> AsyncIterator[None]:

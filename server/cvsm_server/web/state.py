@@ -15,7 +15,6 @@ from ..sessions import JwtSigner
 
 SETTINGS = web.AppKey("settings", Settings)
 POOL = web.AppKey("pool", aiopg.Pool)
-DATABASE_URL = web.AppKey("database_url", str)
 KEYRING = web.AppKey("keyring", Keyring)
 SIGNER = web.AppKey("jwt_signer", JwtSigner)
 PASSWORDS = web.AppKey("passwords", PasswordHasher)
