@@ -1,0 +1,271 @@
+"""Audited secret reads against a bare aiohttp endpoint, with the default rate limits on and off,
+measured in one run with `wrk` (a C load generator, not a Python client) as the load.
+
+Prints, for each setting:
+- requests per second of audited reads (GET a secret by id with a JWT: credential check, role
+  check, rate-limit count, decryption, audit insert, commit) and of a bare aiohttp JSON endpoint
+  serving the same body, and their ratio;
+- database round trips per audited read, counted exactly by wrapping aiopg's `Cursor.execute`
+  in an in-process app over 200 warm reads;
+- PostgreSQL CPU time and server CPU time per request (from the processes' CPU times, psutil).
+
+"Limits on" counts every request against the API limit in PostgreSQL, as by default, with a
+limit high enough never to refuse one (the default 60/min would turn the run into 429s).
+The server and the bare endpoint run `--workers` processes each on one port (SO_REUSEPORT), both
+without an access log. Usage:
+    python bench/bench_reads.py [--seconds 5] [--connections 32] [--workers 1]
+Needs `wrk` (Debian: apt-get install wrk).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import aiohttp
+import aiopg
+import psutil
+from aiohttp.test_utils import TestClient, TestServer
+
+from cvsm_server import db
+from cvsm_server.app import create_app
+from cvsm_server.config import Settings
+
+BARE = """
+import asyncio, sys
+from aiohttp import web
+BODY = {"secret": {"id": "x", "name": "BENCH", "type": "credential", "environment": "production",
+                   "description": "", "version": 1, "created_at": "", "updated_at": ""},
+        "value": "v" * 64}
+async def handler(request):
+    return web.json_response(BODY)
+async def main(port):
+    app = web.Application()
+    app.router.add_get("/bare", handler)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", port, reuse_port=True).start()
+    await asyncio.Event().wait()
+asyncio.run(main(int(sys.argv[1])))
+"""
+
+SERVER = """
+import asyncio, sys
+from aiohttp import web
+from cvsm_server.app import create_app
+async def main(port):
+    runner = web.AppRunner(create_app(), access_log=None)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", port, reuse_port=True).start()
+    await asyncio.Event().wait()
+asyncio.run(main(int(sys.argv[1])))
+"""
+
+LIMITS = {"off": "off", "on": "1000000000/60"}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wrk(url: str, seconds: float, connections: int, token: str | None = None) -> tuple[float, int]:
+    """(requests/s, requests) from one wrk run; fails on any non-2xx answer."""
+    cmd = ["wrk", "-t1", f"-c{connections}", f"-d{seconds}s", "--latency", url]
+    if token:
+        cmd[1:1] = ["-H", f"Authorization: Bearer {token}"]
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    if "Non-2xx" in out:
+        raise RuntimeError(f"{url}: non-2xx answers during the run:\n{out}")
+    rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
+    total = int(re.search(r"(\d+) requests in", out).group(1))
+    return rps, total
+
+
+def cpu_seconds(procs: list[psutil.Process]) -> float:
+    total = 0.0
+    for p in procs:
+        try:
+            t = p.cpu_times()
+            total += t.user + t.system
+        except psutil.NoSuchProcess:
+            pass
+    return total
+
+
+def postgres_processes(pgdata: Path) -> list[psutil.Process]:
+    found = []
+    for p in psutil.process_iter(["name"]):
+        try:
+            if p.info["name"] == "postgres" and Path(p.cwd()) == pgdata:
+                found.append(p)
+        except (psutil.AccessDenied, psutil.NoSuchProcess):
+            pass
+    return found
+
+
+async def wait_ready(url: str, timeout: float = 90) -> None:
+    deadline = time.monotonic() + timeout
+    async with aiohttp.ClientSession() as session:
+        while time.monotonic() < deadline:
+            try:
+                async with session.get(url) as resp:
+                    if resp.status < 500:
+                        return
+            except aiohttp.ClientError:
+                pass
+            await asyncio.sleep(0.2)
+    raise RuntimeError(f"{url} did not come up")
+
+
+def start(code: str, port: int, workers: int, env: dict) -> list[subprocess.Popen]:
+    return [subprocess.Popen([sys.executable, "-c", code, str(port)], env=env,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            for _ in range(workers)]
+
+
+def stop(procs: list[subprocess.Popen]) -> None:
+    for p in procs:
+        p.terminate()
+    for p in procs:
+        p.wait(timeout=60)
+
+
+async def arrange(base: str) -> tuple[str, str]:
+    """A user, a team and a secret; returns (JWT, read URL)."""
+    async with aiohttp.ClientSession() as s:
+        async with s.post(f"{base}/auth/register", json={
+                "email": "bench@example.com", "username": "bench", "password": "bench-password",
+                "name": "Bench"}) as r:
+            jwt = (await r.json())["token"]
+        auth = {"Authorization": f"Bearer {jwt}"}
+        async with s.post(f"{base}/teams", json={"name": "Bench", "slug": "bench"}, headers=auth) as r:
+            team = (await r.json())["team"]["id"]
+        async with s.post(f"{base}/teams/{team}/secrets", headers=auth, json={
+                "name": "BENCH", "value": "v" * 64, "environment": "production"}) as r:
+            secret = (await r.json())["secret"]["id"]
+    return jwt, f"{base}/teams/{team}/secrets/{secret}"
+
+
+async def round_trips_per_read(env: dict, reads: int = 200) -> float:
+    """Statements sent to PostgreSQL per audited read, counted in-process over warm reads."""
+    count = 0
+    original = aiopg.Cursor.execute
+
+    async def counting(self, *args, **kwargs):
+        nonlocal count
+        count += 1
+        return await original(self, *args, **kwargs)
+
+    settings = Settings.from_env(env)
+    client = TestClient(TestServer(create_app(settings)))
+    await client.start_server()
+    try:
+        base = "/api/v1"
+        login = await client.post(f"{base}/auth/login", json={"identifier": "bench",
+                                                               "password": "bench-password"})
+        auth = {"Authorization": f"Bearer {(await login.json())['token']}"}
+        teams = await (await client.get(f"{base}/teams", headers=auth)).json()
+        team = teams["teams"][0]["id"]
+        listing = await (await client.get(f"{base}/teams/{team}/secrets", headers=auth)).json()
+        url = f"{base}/teams/{team}/secrets/{listing['secrets'][0]['id']}"
+        assert (await client.get(url, headers=auth)).status == 200  # warm the credential cache
+        aiopg.Cursor.execute = counting
+        try:
+            for _ in range(reads):
+                resp = await client.get(url, headers=auth)
+                assert resp.status == 200, await resp.text()
+        finally:
+            aiopg.Cursor.execute = original
+    finally:
+        await client.close()
+    return count / reads
+
+
+async def run(seconds: float, connections: int, workers: int) -> None:
+    if shutil.which("wrk") is None:
+        sys.exit("bench_reads: needs wrk (Debian: apt-get install wrk)")
+    home = Path(tempfile.mkdtemp(prefix="cvsm-bench-reads-"))
+    embedded = db.EmbeddedPostgres(home)
+    owner_url = embedded.start()
+    try:
+        pool = await db.create_pool(owner_url, maxsize=2)
+        await db.migrate(pool)
+        async with db.cursor(pool) as cur:
+            await cur.execute(f"ALTER ROLE {db.APP_ROLE} LOGIN")
+        pool.close()
+        await pool.wait_closed()
+        base_env = {k: v for k, v in os.environ.items() if not k.startswith("CVSM_")}
+        base_env.update({
+            "CVSM_DATABASE_URL": db.with_user(owner_url, db.APP_ROLE),
+            "CVSM_MIGRATION_DATABASE_URL": owner_url, "CVSM_DATA_DIR": str(home / "data"),
+            "CVSM_MASTER_KEY": base64.b64encode(os.urandom(32)).decode(),
+            "CVSM_JWT_SECRET": base64.b64encode(os.urandom(32)).decode(),
+            "CVSM_RATELIMIT_AUTH": "off", "CVSM_BACKGROUND_JOBS": "off"})
+        bare_port = free_port()
+        bare = start(BARE, bare_port, workers, base_env)
+        await wait_ready(f"http://127.0.0.1:{bare_port}/bare")
+        bare_url = f"http://127.0.0.1:{bare_port}/bare"
+        wrk(bare_url, 1, connections)  # warm-up
+        bare_rps, _ = wrk(bare_url, seconds, connections)
+        pgdata = embedded.pgdata
+        results = {}
+        jwt = read_url = None
+        for name, limit in LIMITS.items():
+            env = {**base_env, "CVSM_RATELIMIT_API": limit}
+            port = free_port()
+            servers = start(SERVER, port, workers, env)
+            try:
+                base = f"http://127.0.0.1:{port}/api/v1"
+                await wait_ready(f"{base}/health")
+                if jwt is None:
+                    jwt, path = await arrange(base)
+                    read_url = path.replace(base, "")
+                url = base + read_url
+                wrk(url, 1, connections, jwt)  # warm-up: connections and credential cache
+                pg, srv = postgres_processes(pgdata), [psutil.Process(p.pid) for p in servers]
+                pg_before, srv_before = cpu_seconds(pg), cpu_seconds(srv)
+                rps, total = wrk(url, seconds, connections, jwt)
+                pg_cpu = cpu_seconds(postgres_processes(pgdata)) - pg_before
+                srv_cpu = cpu_seconds(srv) - srv_before
+            finally:
+                stop(servers)
+            trips = await round_trips_per_read(env)
+            results[name] = (rps, pg_cpu / total * 1000, srv_cpu / total * 1000, trips)
+        stop(bare)
+    finally:
+        embedded.stop()
+        shutil.rmtree(home, ignore_errors=True)
+
+    print(f"audited reads vs bare aiohttp ({seconds:.0f} s per run, wrk with {connections} "
+          f"connections, {workers} worker process(es) each, {os.cpu_count()} cores shared by "
+          "PostgreSQL, the servers and wrk)")
+    print(f"  bare aiohttp JSON endpoint:          {bare_rps:9.0f} req/s")
+    for name, (rps, pg_ms, srv_ms, trips) in results.items():
+        print(f"  rate limits {name:3}: audited reads     {rps:9.0f} req/s   ratio {rps / bare_rps:6.3f}"
+              f"   round trips/read {trips:4.2f}   PostgreSQL CPU {pg_ms:5.2f} ms/read"
+              f"   server CPU {srv_ms:5.2f} ms/read")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument("--connections", type=int, default=32)
+    parser.add_argument("--workers", type=int, default=1)
+    args = parser.parse_args()
+    asyncio.run(run(args.seconds, args.connections, args.workers))
+
+
+if __name__ == "__main__":
+    main()
