@@ -82,7 +82,7 @@ def free_port() -> int:
 
 def wrk(url: str, seconds: float, connections: int, token: str | None = None) -> tuple[float, int]:
     """(requests/s, requests) from one wrk run; fails on any non-2xx answer."""
-    cmd = ["wrk", "-t1", f"-c{connections}", f"-d{seconds}s", "--latency", url]
+    cmd = ["wrk", "-t1", f"-c{connections}", f"-d{max(1, round(seconds))}s", "--latency", url]
     if token:
         cmd[1:1] = ["-H", f"Authorization: Bearer {token}"]
     out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout

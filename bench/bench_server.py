@@ -1,13 +1,12 @@
 """Server benchmarks, each printed as a ratio measured in this one run (no absolute targets).
 
-1. Audited secret reads per second (GET by id with a JWT: auth, role check, decrypt, audit
-   insert, commit) against a bare aiohttp JSON endpoint's requests per second.
-2. API-token request throughput against JWT request throughput (GET /me).
-3. Login time for an unknown user against a known user with a wrong password (close to 1.0
+1. API-token request throughput against JWT request throughput (GET /me).
+2. Login time for an unknown user against a known user with a wrong password (close to 1.0
    means response time does not reveal whether an account exists).
 
 The server runs as `cvsm-server serve` in its own process on an embedded PostgreSQL in a
-temporary data dir, the bare endpoint in another process; the load comes from this process.
+temporary data dir; the load comes from this process. Audited reads against a bare aiohttp
+endpoint are measured under `wrk` by `bench_reads.py`.
 Usage: python bench/bench_server.py [--seconds 3] [--concurrency 16]
 """
 
@@ -26,17 +25,6 @@ import time
 from pathlib import Path
 
 import aiohttp
-
-BARE_APP = """
-import sys
-from aiohttp import web
-async def handler(request):
-    return web.json_response({"secret": {"id": "x", "name": "BENCH"}, "value": "v" * 64})
-app = web.Application()
-app.router.add_get("/bare", handler)
-web.run_app(app, host="127.0.0.1", port=int(sys.argv[1]), access_log=None, print=None)
-"""
-
 
 def free_port() -> int:
     with socket.socket() as s:
@@ -94,40 +82,27 @@ async def login_times(session, base: str, identifier: str, rounds: int) -> list[
 
 async def run(seconds: float, concurrency: int) -> None:
     data_dir = Path(tempfile.mkdtemp(prefix="cvsm-bench-"))
-    port, bare_port = free_port(), free_port()
+    port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("CVSM_")}
     env.update({"CVSM_DATA_DIR": str(data_dir), "CVSM_RATELIMIT_AUTH": "off", "CVSM_RATELIMIT_API": "off",
-                "CVSM_RATELIMIT_PUBLIC": "off"})
+                "CVSM_RATELIMIT_PUBLIC": "off", "CVSM_RATELIMIT_FAILED_AUTH": "off"})
     server = subprocess.Popen([sys.executable, "-m", "cvsm_server.cli", "serve", "--port", str(port)],
                               env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    bare = subprocess.Popen([sys.executable, "-c", BARE_APP, str(bare_port)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     base = f"http://127.0.0.1:{port}/api/v1"
     try:
         connector = aiohttp.TCPConnector(limit=concurrency)
         async with aiohttp.ClientSession(connector=connector) as session:
             await wait_ready(session, f"{base}/health")
-            await wait_ready(session, f"http://127.0.0.1:{bare_port}/bare")
             async with session.post(f"{base}/auth/register", json={
                     "email": "bench@example.com", "username": "bench", "password": "bench-password",
                     "name": "Bench"}) as r:
                 jwt = (await r.json())["token"]
             auth = {"Authorization": f"Bearer {jwt}"}
-            async with session.post(f"{base}/teams", json={"name": "Bench", "slug": "bench"}, headers=auth) as r:
-                team = (await r.json())["team"]["id"]
-            async with session.post(f"{base}/teams/{team}/secrets", headers=auth, json={
-                    "name": "BENCH", "value": "v" * 64, "environment": "production"}) as r:
-                secret = (await r.json())["secret"]["id"]
             async with session.post(f"{base}/tokens", json={"name": "bench"}, headers=auth) as r:
                 api_token = (await r.json())["token"]
             token_auth = {"Authorization": f"Bearer {api_token}"}
 
-            # warm-up
-            await throughput(session, f"{base}/teams/{team}/secrets/{secret}", auth, 0.5, concurrency)
-            await throughput(session, f"http://127.0.0.1:{bare_port}/bare", {}, 0.5, concurrency)
-
-            bare_rps = await throughput(session, f"http://127.0.0.1:{bare_port}/bare", {}, seconds, concurrency)
-            read_rps = await throughput(session, f"{base}/teams/{team}/secrets/{secret}", auth, seconds, concurrency)
+            await throughput(session, f"{base}/me", auth, 0.5, concurrency)  # warm-up
             jwt_rps = await throughput(session, f"{base}/me", auth, seconds, concurrency)
             token_rps = await throughput(session, f"{base}/me", token_auth, seconds, concurrency)
 
@@ -138,16 +113,11 @@ async def run(seconds: float, concurrency: int) -> None:
                 known += await login_times(session, base, "bench", rounds // 3)
     finally:
         server.terminate()
-        bare.terminate()
         server.wait(timeout=60)
-        bare.wait(timeout=10)
         shutil.rmtree(data_dir, ignore_errors=True)
 
     print(f"cvsm server benchmarks ({seconds:.0f} s per measurement, {concurrency} concurrent clients, "
           f"{os.cpu_count()} cores)")
-    print(f"  bare aiohttp JSON endpoint:         {bare_rps:8.0f} req/s")
-    print(f"  audited secret reads (JWT):         {read_rps:8.0f} req/s")
-    print(f"  ratio audited reads / bare:         {read_rps / bare_rps:8.3f}")
     print(f"  GET /me with API token:             {token_rps:8.0f} req/s")
     print(f"  GET /me with JWT:                   {jwt_rps:8.0f} req/s")
     print(f"  ratio API token / JWT:              {token_rps / jwt_rps:8.3f}")
