@@ -283,27 +283,23 @@ SELECT s.* FROM (
     WHERE s.id = %(secret_id)s AND s.team_id = %(team_id)s AND s.deleted_at IS NULL
 ) AS s
 """
-_READ_AUDITED = f"""
-WITH s AS ({_READ}), entry AS (
+# The `read` audit entry for the rows of `s` (audit's one INSERT).
+_ENTRY = f"""entry AS (
     {audit.INSERT_ENTRY}
     SELECT s.team_id, %(actor_id)s, %(actor_email)s, 'read', 'secret', s.id::text, %(ip)s,
            %(user_agent)s, jsonb_build_object('name', s.name, 'environment', s.environment)
     FROM s
     RETURNING id
-)
+)"""
+_READ_AUDITED = f"""
+WITH s AS ({_READ}), {_ENTRY}
 SELECT s.* FROM s WHERE EXISTS (SELECT 1 FROM entry)
 """
 _READ_AUDITED_CHARGED = f"""
 WITH hit AS ({ratelimit.HIT_CTE}), epoch AS (SELECT {credentials.EPOCH_SQL} AS epoch), s AS (
     {_READ} WHERE (SELECT count FROM hit) <= %(rate_limit)s
                 AND (%(epoch)s::bigint IS NULL OR (SELECT epoch FROM epoch) = %(epoch)s)
-), entry AS (
-    {audit.INSERT_ENTRY}
-    SELECT s.team_id, %(actor_id)s, %(actor_email)s, 'read', 'secret', s.id::text, %(ip)s,
-           %(user_agent)s, jsonb_build_object('name', s.name, 'environment', s.environment)
-    FROM s
-    RETURNING id
-)
+), {_ENTRY}
 SELECT hit.count AS rate_count, hit.remaining AS rate_remaining, epoch.epoch AS current_epoch,
        s.*
 FROM hit CROSS JOIN epoch LEFT JOIN s ON EXISTS (SELECT 1 FROM entry)
@@ -311,13 +307,7 @@ FROM hit CROSS JOIN epoch LEFT JOIN s ON EXISTS (SELECT 1 FROM entry)
 _READ_AUDITED_CONFIRMING = f"""
 WITH epoch AS (SELECT {credentials.EPOCH_SQL} AS epoch), s AS (
     {_READ} WHERE (SELECT epoch FROM epoch) = %(epoch)s
-), entry AS (
-    {audit.INSERT_ENTRY}
-    SELECT s.team_id, %(actor_id)s, %(actor_email)s, 'read', 'secret', s.id::text, %(ip)s,
-           %(user_agent)s, jsonb_build_object('name', s.name, 'environment', s.environment)
-    FROM s
-    RETURNING id
-)
+), {_ENTRY}
 SELECT epoch.epoch AS current_epoch, s.*
 FROM epoch LEFT JOIN s ON EXISTS (SELECT 1 FROM entry)
 """

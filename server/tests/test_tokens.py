@@ -2,16 +2,12 @@
 and lock state shared with a second server process."""
 
 import asyncio
-import os
-import subprocess
-import sys
 from datetime import datetime, timedelta, timezone
 
-import aiohttp
 import pytest
 
-from conftest import JWT_SECRET, MASTER_KEY, Api, query, server_url
-from test_storage import free_port
+from conftest import Api, query
+from test_credentials import second_process
 
 
 def secrets_url(team_id):
@@ -220,33 +216,14 @@ async def test_token_records_last_ip_and_user_agent(make_settings, start_client)
 async def test_prefix_lock_holds_on_a_second_server_process(client, api: Api, owner, database_url, tmp_path):
     """Ten failures on this process, then the right token on another process sharing the database."""
     token = (await api.api_token(owner))["token"]
-    port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("CVSM_")}
-    env.update({"CVSM_DATABASE_URL": server_url(database_url), "CVSM_MASTER_KEY": MASTER_KEY, "CVSM_JWT_SECRET": JWT_SECRET,
-                "CVSM_DATA_DIR": str(tmp_path / "second"), "CVSM_RATELIMIT_API": "off",
-                "CVSM_BACKGROUND_JOBS": "off"})
-    proc = subprocess.Popen([sys.executable, "-m", "cvsm_server.cli", "serve", "--port", str(port)],
-                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        base = f"http://127.0.0.1:{port}/api/v1"
-        async with aiohttp.ClientSession() as session:
-            for _ in range(120):
-                try:
-                    async with session.get(f"{base}/health") as resp:
-                        if resp.status == 200:
-                            break
-                except aiohttp.ClientError:
-                    await asyncio.sleep(0.25)
-            async with session.get(f"{base}/me", headers=api.auth(token)) as resp:
-                assert resp.status == 200
-            for i in range(10):
-                await client.get("/api/v1/me", headers=api.auth(wrong_token_like(token, i)))
-            async with session.get(f"{base}/me", headers=api.auth(token)) as resp:
-                assert resp.status == 429
-                assert int(resp.headers["Retry-After"]) >= 1
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+    async with second_process(database_url, tmp_path, "off") as (session, base):
+        async with session.get(f"{base}/me", headers=api.auth(token)) as resp:
+            assert resp.status == 200
+        for i in range(10):
+            await client.get("/api/v1/me", headers=api.auth(wrong_token_like(token, i)))
+        async with session.get(f"{base}/me", headers=api.auth(token)) as resp:
+            assert resp.status == 429
+            assert int(resp.headers["Retry-After"]) >= 1
 
 
 @pytest.mark.parametrize("header", ["Token abc", "Bearer", "Basic dXNlcjpwYXNz", ""])
