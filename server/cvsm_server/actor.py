@@ -16,6 +16,22 @@ def cut_user_agent(agent: str | None) -> str:
 
 
 @dataclass(frozen=True, slots=True)
+class Scope:
+    """What a scoped API token may reach: one team, some environments, reads only. `None`
+    fields do not narrow anything."""
+
+    team_id: uuid.UUID | None = None
+    environments: tuple[str, ...] | None = None
+    read_only: bool = False
+
+    def allows_team(self, team_id: uuid.UUID) -> bool:
+        return self.team_id is None or self.team_id == team_id
+
+    def allows_environment(self, environment: str) -> bool:
+        return self.environments is None or environment in self.environments
+
+
+@dataclass(frozen=True, slots=True)
 class Actor:
     """The caller: a user (through a JWT session or an API token) or nobody, with the client
     address and user agent the audit log records.
@@ -33,6 +49,8 @@ class Actor:
     # Set when the credential came from this process's cache and is not yet confirmed against
     # the revocation epoch (see credentials.py); the request's first statement confirms it.
     epoch: int | None = None
+    # A scoped API token's limits (None: the user's full power).
+    scope: Scope | None = None
 
     @classmethod
     def anonymous(cls, ip: str | None, user_agent: str | None = None) -> Actor:
@@ -44,10 +62,15 @@ class Actor:
 
     def as_user(self, user_id: uuid.UUID, email: str, *, via: str = "jwt",
                 session_id: uuid.UUID | None = None, token_id: uuid.UUID | None = None,
-                epoch: int | None = None) -> Actor:
+                epoch: int | None = None, scope: Scope | None = None) -> Actor:
         """The same client, now known as a user (after login or credential checks)."""
         return Actor(ip=self.ip, user_agent=self.user_agent, user_id=user_id, email=email,
-                     via=via, session_id=session_id, token_id=token_id, epoch=epoch)
+                     via=via, session_id=session_id, token_id=token_id, epoch=epoch, scope=scope)
+
+    @property
+    def environments(self) -> list[str] | None:
+        """The environments this actor may see (None: all), as an SQL array parameter."""
+        return list(self.scope.environments) if self.scope and self.scope.environments else None
 
     @property
     def is_user(self) -> bool:

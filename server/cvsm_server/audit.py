@@ -85,7 +85,7 @@ async def list_entries(conn: db.Connection, actor: Actor, team_id: uuid.UUID, *,
                        limit: int = DEFAULT_LIMIT, offset: int = 0) -> tuple[list[dict], int]:
     """A page of the team's entries, newest first, and the total; Admin or above."""
     async with db.cursor(conn) as cur:
-        await roles.require(cur, team_id, actor, roles.ADMIN)
+        await roles.require(cur, team_id, actor, roles.ADMIN, reading=True)
         rows = await db.fetchall(
             cur,
             """SELECT * FROM audit_logs WHERE team_id = %s

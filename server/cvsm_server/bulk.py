@@ -73,6 +73,9 @@ async def bulk_create(conn: db.Connection, actor: Actor, keyring: Keyring, team_
     results: list[dict] = []
     async with db.transaction(conn) as cur:
         await roles.require(cur, team_id, actor, roles.MEMBER)
+        for raw in items:  # a scoped token writes only inside its environments: all or nothing
+            if isinstance(raw, dict) and isinstance(raw.get("environment"), str):
+                roles.check_environment_write(actor, raw["environment"])
         await secrets.check_quota(cur, team_id, len(items))
         for index, raw in enumerate(items):
             try:
@@ -92,6 +95,7 @@ async def import_dotenv(conn: db.Connection, actor: Actor, keyring: Keyring, tea
     """Bulk create from `.env` text: every entry that is not imported is an item error naming its
     line; `parsed` counts the KEY=VALUE entries, and the quota is checked against that count."""
     environment = secrets.check_environment(environment)
+    roles.check_environment_write(actor, environment)
     try:
         size = len(content.encode("utf-8"))
     except UnicodeEncodeError:
@@ -155,6 +159,8 @@ async def bulk_delete(conn: db.Connection, actor: Actor, team_id: uuid.UUID,
     async with db.transaction(conn) as cur:
         await roles.require(cur, team_id, actor, roles.ADMIN)
         live = await _lock_live(cur, team_id, ids)
+        for row in live.values():
+            roles.check_environment_write(actor, row["environment"])
         if live:
             await secrets.soft_delete(cur, list(live))
         await audit.record(cur, actor, "bulk_delete", "secret", team_id=team_id,
@@ -168,10 +174,13 @@ async def move_env(conn: db.Connection, actor: Actor, team_id: uuid.UUID, raw_id
     that item's error; the rest move. An item already there succeeds without change."""
     ids = _uuids(raw_ids)
     target = secrets.check_environment(environment)
+    roles.check_environment_write(actor, target)
     results: list[dict] = []
     async with db.transaction(conn) as cur:
         await roles.require(cur, team_id, actor, roles.MEMBER)
         live = await _lock_live(cur, team_id, ids)
+        for row in live.values():
+            roles.check_environment_write(actor, row["environment"])
         for index, secret_id in enumerate(ids):
             row = live.get(secret_id) if secret_id is not None else None
             if row is None:

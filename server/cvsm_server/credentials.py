@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from . import db
+from .actor import Scope
 
 DEFAULT_TTL = 60.0
 MAX_ENTRIES = 10_000
@@ -61,6 +62,7 @@ class TokenEntry:
     last_user_agent: str | None
     last_used_at: datetime | None
     cached_at: float
+    scope: Scope | None = None
 
 
 @dataclass

@@ -19,6 +19,8 @@ RANK = {VIEWER: 0, MEMBER: 1, ADMIN: 2, OWNER: 3}
 
 TEAM_NOT_FOUND = "Tim tidak ditemukan"
 ROLE_TOO_LOW = "Peran Anda di tim ini tidak cukup untuk tindakan ini"
+READ_ONLY = "Token ini hanya boleh membaca"
+ENVIRONMENT_OUT_OF_SCOPE = "Token ini tidak berlaku untuk environment tersebut"
 
 
 async def role_of(cur: db.Cursor, team_id: uuid.UUID, user_id: uuid.UUID | None) -> str | None:
@@ -39,6 +41,26 @@ def check_rank(role: str | None, minimum: str) -> str:
     return role
 
 
-async def require(cur: db.Cursor, team_id: uuid.UUID, actor: Actor, minimum: str) -> str:
-    """The actor's role in the team; 404 when not a member, 403 when below `minimum`."""
-    return check_rank(await role_of(cur, team_id, actor.user_id), minimum)
+def check_writable(actor: Actor) -> None:
+    """403 for a read-only token: every change needs a credential that may write."""
+    if actor.scope is not None and actor.scope.read_only:
+        raise Forbidden(READ_ONLY)
+
+
+def check_environment_write(actor: Actor, environment: str) -> None:
+    """403 when a scoped token writes outside its environments."""
+    if actor.scope is not None and not actor.scope.allows_environment(environment):
+        raise Forbidden(ENVIRONMENT_OUT_OF_SCOPE)
+
+
+async def require(cur: db.Cursor, team_id: uuid.UUID, actor: Actor, minimum: str, *,
+                  reading: bool = False) -> str:
+    """The actor's role in the team; 404 when not a member (or outside a token's team), 403 when
+    below `minimum` or, for anything above Viewer that is not `reading`, when the token is
+    read-only."""
+    if actor.scope is not None and not actor.scope.allows_team(team_id):
+        raise NotFound(TEAM_NOT_FOUND)
+    role = check_rank(await role_of(cur, team_id, actor.user_id), minimum)
+    if RANK[minimum] > RANK[VIEWER] and not reading:
+        check_writable(actor)
+    return role

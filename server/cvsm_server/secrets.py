@@ -255,6 +255,9 @@ async def list_secrets(conn: db.Connection, actor: Actor, team_id: uuid.UUID, *,
     if search:
         where.append("name ILIKE %s ESCAPE '\\'")
         args.append(_like_pattern(search[:255]))
+    if actor.environments is not None:  # a scoped token sees only its environments
+        where.append("environment = ANY(%s::text[])")
+        args.append(actor.environments)
     clause = " AND ".join(where)
     async with db.cursor(conn) as cur:
         await roles.require(cur, team_id, actor, roles.VIEWER)
@@ -280,9 +283,12 @@ _READ = f"""
 SELECT s.* FROM (
     SELECT {_SECRET_COLUMNS}, s.key_id, s.nonce, s.ciphertext
     FROM secrets s JOIN team_members m ON m.team_id = s.team_id AND m.user_id = %(actor_id)s
-    WHERE s.id = %(secret_id)s AND s.team_id = %(team_id)s AND s.deleted_at IS NULL
+    WHERE {{match}} AND s.team_id = %(team_id)s AND s.deleted_at IS NULL
+      AND (%(environments)s::text[] IS NULL OR s.environment = ANY(%(environments)s::text[]))
 ) AS s
 """
+_BY_ID = "s.id = %(secret_id)s"
+_BY_NAME = "s.name = %(name)s AND s.environment = %(environment)s"
 # The `read` audit entry for the rows of `s` (audit's one INSERT).
 _ENTRY = f"""entry AS (
     {audit.INSERT_ENTRY}
@@ -291,11 +297,11 @@ _ENTRY = f"""entry AS (
     FROM s
     RETURNING id
 )"""
-_READ_AUDITED = f"""
+_READ_AUDITED = """
 WITH s AS ({_READ}), {_ENTRY}
 SELECT s.* FROM s WHERE EXISTS (SELECT 1 FROM entry)
 """
-_READ_AUDITED_CHARGED = f"""
+_READ_AUDITED_CHARGED = """
 WITH hit AS ({ratelimit.HIT_CTE}), epoch AS (SELECT {credentials.EPOCH_SQL} AS epoch), s AS (
     {_READ} WHERE (SELECT count FROM hit) <= %(rate_limit)s
                 AND (%(epoch)s::bigint IS NULL OR (SELECT epoch FROM epoch) = %(epoch)s)
@@ -304,13 +310,25 @@ SELECT hit.count AS rate_count, hit.remaining AS rate_remaining, epoch.epoch AS 
        s.*
 FROM hit CROSS JOIN epoch LEFT JOIN s ON EXISTS (SELECT 1 FROM entry)
 """
-_READ_AUDITED_CONFIRMING = f"""
+_READ_AUDITED_CONFIRMING = """
 WITH epoch AS (SELECT {credentials.EPOCH_SQL} AS epoch), s AS (
     {_READ} WHERE (SELECT epoch FROM epoch) = %(epoch)s
 ), {_ENTRY}
 SELECT epoch.epoch AS current_epoch, s.*
 FROM epoch LEFT JOIN s ON EXISTS (SELECT 1 FROM entry)
 """
+
+
+def _statements(match: str) -> dict[str, str]:
+    """The three forms of the audited read for one way of naming the secret."""
+    parts = {"_READ": _READ.format(match=match), "_ENTRY": _ENTRY, "ratelimit": ratelimit,
+             "credentials": credentials}
+    return {"plain": _READ_AUDITED.format(**parts), "charged": _READ_AUDITED_CHARGED.format(**parts),
+            "confirming": _READ_AUDITED_CONFIRMING.format(**parts)}
+
+
+_READ_BY_ID = _statements(_BY_ID)
+_READ_BY_NAME = _statements(_BY_NAME)
 
 
 async def read_secret(conn: db.Connection, actor: Actor, keyring: Keyring, team_id: uuid.UUID,
@@ -321,15 +339,35 @@ async def read_secret(conn: db.Connection, actor: Actor, keyring: Keyring, team_
     With `charge`, the caller's rate-limit count happens in the same statement, and a cached
     credential (`actor.epoch`) is confirmed there too: one round trip for the whole read. A
     moved epoch raises `credentials.StaleCredential` before anything is read or audited."""
-    params = {**audit.actor_params(actor), "team_id": team_id, "secret_id": secret_id,
-              "epoch": actor.epoch}
+    return await _read(conn, actor, keyring, team_id, _READ_BY_ID, {"secret_id": secret_id},
+                       charge)
+
+
+async def read_secret_by_name(conn: db.Connection, actor: Actor, keyring: Keyring,
+                              team_id: uuid.UUID, name: str, environment: str = "production", *,
+                              charge: ratelimit.Charge | None = None) -> tuple[dict, str]:
+    """`read_secret` for the live secret called exactly `name` in `environment`."""
+    environment = check_environment(environment)
+    if not NAME_RE.match(name):
+        raise NotFound(SECRET_NOT_FOUND)  # no secret can have that name
+    return await _read(conn, actor, keyring, team_id, _READ_BY_NAME,
+                       {"name": name, "environment": environment}, charge)
+
+
+async def _read(conn: db.Connection, actor: Actor, keyring: Keyring, team_id: uuid.UUID,
+                statements: dict[str, str], match: dict, charge: ratelimit.Charge | None
+                ) -> tuple[dict, str]:
+    if actor.scope is not None and not actor.scope.allows_team(team_id):
+        raise NotFound(roles.TEAM_NOT_FOUND)
+    params = {**audit.actor_params(actor), **match, "team_id": team_id, "epoch": actor.epoch,
+              "environments": actor.environments}
     async with db.cursor(conn) as cur:
         if charge is not None:
-            row = await db.fetchone(cur, _READ_AUDITED_CHARGED, {**params, **charge.params()})
+            row = await db.fetchone(cur, statements["charged"], {**params, **charge.params()})
         elif actor.epoch is not None:
-            row = await db.fetchone(cur, _READ_AUDITED_CONFIRMING, params)
+            row = await db.fetchone(cur, statements["confirming"], params)
         else:
-            row = await db.fetchone(cur, _READ_AUDITED, params)
+            row = await db.fetchone(cur, statements["plain"], params)
         if charge is not None or actor.epoch is not None:
             if actor.epoch is not None and row["current_epoch"] != actor.epoch:
                 raise credentials.StaleCredential()
@@ -346,6 +384,7 @@ async def read_secret(conn: db.Connection, actor: Actor, keyring: Keyring, team_
 async def create_secret(conn: db.Connection, actor: Actor, keyring: Keyring,
                         team_id: uuid.UUID, item: SecretInput) -> dict:
     """A new secret (Member or above), within the plan's quota, audited as `create`."""
+    roles.check_environment_write(actor, item.environment)
     async with db.transaction(conn) as cur:
         await roles.require(cur, team_id, actor, roles.MEMBER)
         await check_quota(cur, team_id, 1)
@@ -363,6 +402,9 @@ async def update_secret(conn: db.Connection, actor: Actor, keyring: Keyring, tea
     async with db.transaction(conn) as cur:
         await roles.require(cur, team_id, actor, roles.MEMBER)
         current = await load_secret(cur, team_id, secret_id, for_update=True)
+        roles.check_environment_write(actor, current["environment"])
+        if update.environment is not None:
+            roles.check_environment_write(actor, update.environment)
         changed = {k: v for k, v in changes.items() if current[k] != v}
         fields = sorted(changed)
         if update.value is not None and open_value(keyring, current) != update.value:
@@ -387,6 +429,7 @@ async def delete_secret(conn: db.Connection, actor: Actor, team_id: uuid.UUID,
     async with db.transaction(conn) as cur:
         await roles.require(cur, team_id, actor, roles.ADMIN)
         row = await load_secret(cur, team_id, secret_id, for_update=True)
+        roles.check_environment_write(actor, row["environment"])
         await soft_delete(cur, [secret_id])
         await audit.record(cur, actor, "delete", "secret", team_id=team_id, resource_id=secret_id,
                            metadata={"name": row["name"], "environment": row["environment"]})
@@ -398,6 +441,8 @@ async def list_versions(conn: db.Connection, actor: Actor, team_id: uuid.UUID,
     async with db.cursor(conn) as cur:
         await roles.require(cur, team_id, actor, roles.VIEWER)
         current = await load_secret(cur, team_id, secret_id)
+        if actor.scope is not None and not actor.scope.allows_environment(current["environment"]):
+            raise NotFound(SECRET_NOT_FOUND)
         rows = await db.fetchall(
             cur,
             "SELECT version, created_at FROM secret_versions WHERE secret_id = %s ORDER BY version DESC",
@@ -414,6 +459,7 @@ async def rollback(conn: db.Connection, actor: Actor, keyring: Keyring, team_id:
     async with db.transaction(conn) as cur:
         await roles.require(cur, team_id, actor, roles.MEMBER)
         current = await load_secret(cur, team_id, secret_id, for_update=True)
+        roles.check_environment_write(actor, current["environment"])
         old = await db.fetchone(
             cur,
             """SELECT v.*, s.team_id FROM secret_versions v JOIN secrets s ON s.id = v.secret_id
@@ -446,9 +492,11 @@ async def export(conn: db.Connection, actor: Actor, keyring: Keyring, team_id: u
         rows = await db.fetchall(
             cur,
             f"""SELECT {_COLUMNS}, key_id, nonce, ciphertext FROM secrets
-                WHERE team_id = %s AND deleted_at IS NULL {"AND environment = %s" if environment else ""}
+                WHERE team_id = %s AND deleted_at IS NULL
+                  AND (%s::text IS NULL OR environment = %s)
+                  AND (%s::text[] IS NULL OR environment = ANY(%s::text[]))
                 ORDER BY name, {_ENV_ORDER}""",
-            (team_id, environment) if environment else (team_id,),
+            (team_id, environment, environment, actor.environments, actor.environments),
         )
         values: dict[str, str] = {}
         exported_from: set[str] = set()

@@ -69,6 +69,7 @@ async def create_share(conn: db.Connection, actor: Actor, keyring: Keyring, team
     async with db.transaction(conn) as cur:
         await roles.require(cur, team_id, actor, roles.MEMBER)
         secret = await secrets.load_secret(cur, team_id, secret_id)
+        roles.check_environment_write(actor, secret["environment"])
         value = secrets.open_value(keyring, secret)
         sealed = keyring.seal(value.encode("utf-8"), share_aad(share_id))
         row = await db.fetchone(
@@ -91,7 +92,8 @@ async def list_shares(conn: db.Connection, actor: Actor, team_id: uuid.UUID,
     """The secret's shares, newest first (Member or above)."""
     async with db.cursor(conn) as cur:
         await roles.require(cur, team_id, actor, roles.MEMBER)
-        await secrets.load_secret(cur, team_id, secret_id)
+        secret = await secrets.load_secret(cur, team_id, secret_id)
+        roles.check_environment_write(actor, secret["environment"])
         return await db.fetchall(
             cur,
             f"""SELECT {_COLUMNS} FROM secret_shares WHERE secret_id = %s AND team_id = %s
@@ -105,7 +107,8 @@ async def revoke_share(conn: db.Connection, actor: Actor, team_id: uuid.UUID,
     """Revoke a share (Member or above); revoking twice is fine."""
     async with db.transaction(conn) as cur:
         await roles.require(cur, team_id, actor, roles.MEMBER)
-        await secrets.load_secret(cur, team_id, secret_id)
+        secret = await secrets.load_secret(cur, team_id, secret_id)
+        roles.check_environment_write(actor, secret["environment"])
         row = await db.fetchone(
             cur,
             """UPDATE secret_shares SET revoked_at = coalesce(revoked_at, now())

@@ -9,12 +9,13 @@ import re
 import uuid
 from collections.abc import Mapping
 
-from . import audit, db, roles
+from . import audit, credentials, db, roles
 from .actor import Actor
 from .errors import BadRequest, Conflict, Forbidden, NotFound
 from .roles import ADMIN, OWNER, RANK, VIEWER
 
 SLUG_RE = re.compile(r"[a-z0-9-]{3,50}\Z")
+UUID_RE = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\Z")
 
 # Plan table (spec): quotas enforced per team; None means unlimited.
 PLANS = {
@@ -53,7 +54,17 @@ def check_team_fields(name: str, slug: str) -> tuple[str, str]:
         raise BadRequest("Kolom 'name' harus 1 sampai 100 karakter")
     if not SLUG_RE.match(slug):
         raise BadRequest("Slug harus 3-50 karakter: huruf kecil, angka, dan tanda hubung")
+    if _looks_like_an_id(slug):  # paths take an id or a slug: a slug may never read as an id
+        raise BadRequest("Slug tidak boleh berbentuk UUID")
     return name, slug
+
+
+def _looks_like_an_id(slug: str) -> bool:
+    try:
+        uuid.UUID(slug)
+    except ValueError:
+        return False
+    return True
 
 
 async def lock_team(cur: db.Cursor, team_id: uuid.UUID) -> dict:
@@ -65,19 +76,37 @@ async def lock_team(cur: db.Cursor, team_id: uuid.UUID) -> dict:
 
 
 async def list_teams(conn: db.Connection, actor: Actor) -> list[dict]:
-    """The actor's teams, each with the actor's `role`."""
+    """The actor's teams (a team-bound token's one team), each with the actor's `role`."""
+    bound = actor.scope.team_id if actor.scope else None
     async with db.cursor(conn) as cur:
         return await db.fetchall(
             cur,
             """SELECT t.*, m.role FROM teams t JOIN team_members m ON m.team_id = t.id
-               WHERE m.user_id = %s ORDER BY t.name, t.slug""",
-            (actor.user_id,),
+               WHERE m.user_id = %s AND (%s::uuid IS NULL OR t.id = %s::uuid)
+               ORDER BY t.name, t.slug""",
+            (actor.user_id, bound, bound),
         )
+
+
+async def resolve(conn: db.Connection, ref: str) -> uuid.UUID:
+    """The id of the team named by `ref`: its id (canonical UUID form) or its slug. An unknown
+    slug is a 404 like any team the caller is not in."""
+    if UUID_RE.match(ref):
+        return uuid.UUID(ref)
+    if not SLUG_RE.match(ref):
+        raise NotFound(TEAM_NOT_FOUND)
+    async with db.cursor(conn) as cur:
+        row = await db.fetchone(cur, "SELECT id FROM teams WHERE slug = %s", (ref,))
+    if row is None:
+        raise NotFound(TEAM_NOT_FOUND)
+    return row["id"]
 
 
 async def create_team(conn: db.Connection, actor: Actor, name: str, slug: str) -> dict:
     """A new `starter` team with the actor as its Owner."""
     name, slug = check_team_fields(name, slug)
+    if actor.scope is not None:  # a scoped token cannot reach past its scope by making a team
+        raise Forbidden(roles.READ_ONLY if actor.scope.read_only else "Token ini terikat pada satu tim")
     plan = PLANS["starter"]
     async with db.transaction(conn) as cur:
         async with db.unique_as_conflict(cur, SLUG_TAKEN):
@@ -104,13 +133,15 @@ async def get_team(conn: db.Connection, actor: Actor, team_id: uuid.UUID) -> dic
 
 
 async def delete_team(conn: db.Connection, actor: Actor, team_id: uuid.UUID) -> None:
-    """Owner only; secrets go with it, audit entries stay (their team reference nulled)."""
+    """Owner only; secrets and the tokens bound to it go with it, audit entries stay (their team
+    reference nulled)."""
     async with db.transaction(conn) as cur:
         await roles.require(cur, team_id, actor, OWNER)
         team = await lock_team(cur, team_id)
         await audit.record(cur, actor, "team_delete", "team", team_id=None, resource_id=team_id,
                            metadata={"slug": team["slug"]})
         await cur.execute("DELETE FROM teams WHERE id = %s", (team_id,))
+        await credentials.bump(cur)  # tokens bound to the team went with it
 
 
 _MEMBER_SQL = """SELECT m.user_id, m.role, u.email, u.username, u.name
@@ -189,6 +220,7 @@ async def update_member(conn: db.Connection, actor: Actor, team_id: uuid.UUID,
     """Change a member's role; only an Owner grants or changes Admin and Owner; the last Owner
     stays."""
     role = check_role(role)
+    roles.check_writable(actor)
     async with db.transaction(conn) as cur:
         caller_role, member = await _target(cur, actor, team_id, user_id)
         roles.check_rank(caller_role, ADMIN)
@@ -210,6 +242,7 @@ async def update_member(conn: db.Connection, actor: Actor, team_id: uuid.UUID,
 async def remove_member(conn: db.Connection, actor: Actor, team_id: uuid.UUID,
                         user_id: uuid.UUID) -> None:
     """Remove a member (Admin or above; anyone may leave); the last Owner stays."""
+    roles.check_writable(actor)
     async with db.transaction(conn) as cur:
         caller_role, member = await _target(cur, actor, team_id, user_id)
         if member["user_id"] != actor.user_id:

@@ -23,12 +23,13 @@ import uuid
 from collections.abc import Mapping
 from datetime import timedelta
 
-from . import audit, credentials, db, ratelimit
-from .actor import Actor
+from . import audit, credentials, db, ratelimit, roles, teams
+from .actor import Actor, Scope
 from .clientip import address_allowed, validate_allowlist
 from .crypto import Keyring
 from .errors import BadRequest, Forbidden, NotFound, TooManyRequests, Unauthorized
 from .inputs import timestamp
+from .secrets import ENVIRONMENTS, check_environment
 from .sessions import require_jwt
 from .timeutil import iso, now
 
@@ -65,7 +66,7 @@ FROM (SELECT max(extract(epoch FROM locked_until - clock_timestamp())) AS remain
       WHERE prefix = %(prefix)s AND locked_until > clock_timestamp()) AS lock
 LEFT JOIN LATERAL (
     SELECT t.id, t.user_id, t.token_hash, t.allowed_ips, t.last_ip, t.last_user_agent,
-           t.last_used_at, t.expires_at,
+           t.last_used_at, t.expires_at, t.team_id, t.environments, t.read_only,
            (t.revoked_at IS NULL AND (t.expires_at IS NULL OR t.expires_at > now())) AS active,
            (t.locked_until IS NOT NULL AND t.locked_until > now()) AS locked,
            u.email
@@ -147,7 +148,7 @@ async def authenticate(pool: db.Pool, cache: credentials.CredentialCache, keyrin
             )
         entry.last_ip, entry.last_user_agent, entry.last_used_at = client.ip, client.user_agent, stamp
     return client.as_user(entry.user_id, entry.email, via="api_token", token_id=entry.id,
-                          epoch=epoch)
+                          epoch=epoch, scope=entry.scope)
 
 
 async def _lookup(pool: db.Pool, cache: credentials.CredentialCache, prefix: str, digest: bytes,
@@ -170,15 +171,25 @@ async def _lookup(pool: db.Pool, cache: credentials.CredentialCache, prefix: str
         expires_at=match["expires_at"], allowed_ips=list(match["allowed_ips"] or []),
         last_ip=match["last_ip"], last_user_agent=match["last_user_agent"],
         last_used_at=match["last_used_at"], cached_at=time.monotonic(),
+        scope=scope_of(match),
     )
     cache.put_token(digest, entry, rows[0]["epoch"])
     return entry
 
 
+def scope_of(row: Mapping) -> Scope | None:
+    """A token row's scope; None for a token with the user's full power."""
+    if row["team_id"] is None and not row["environments"] and not row["read_only"]:
+        return None
+    environments = tuple(row["environments"]) if row["environments"] else None
+    return Scope(team_id=row["team_id"], environments=environments, read_only=row["read_only"])
+
+
 # --- management (JWT only) ---------------------------------------------------------------------
 
 _COLUMNS = """id, name, token_prefix, expires_at, allowed_ips, failed_auth_count, locked_until,
-              last_ip, last_user_agent, last_used_at, revoked_at, created_at"""
+              last_ip, last_user_agent, last_used_at, revoked_at, created_at, team_id,
+              environments, read_only"""
 
 
 def token_json(row: Mapping) -> dict:
@@ -196,6 +207,9 @@ def token_json(row: Mapping) -> dict:
         "last_used_at": iso(row["last_used_at"]),
         "revoked_at": iso(row["revoked_at"]),
         "created_at": iso(row["created_at"]),
+        "team_id": str(row["team_id"]) if row["team_id"] else None,
+        "environments": list(row["environments"]) if row["environments"] else None,
+        "read_only": row["read_only"],
     }
 
 
@@ -211,10 +225,20 @@ async def list_tokens(conn: db.Connection, actor: Actor) -> list[dict]:
 
 
 async def create_token(conn: db.Connection, actor: Actor, keyring: Keyring, *, name: str,
-                       expires_at: str | None = None,
-                       allowed_ips: list[str] | None = None) -> tuple[dict, str]:
-    """A new token of the actor's (JWT only); returns its row and the token (shown once)."""
+                       expires_at: str | None = None, allowed_ips: list[str] | None = None,
+                       team: str | None = None, environments: list[str] | None = None,
+                       read_only: bool = False) -> tuple[dict, str]:
+    """A new token of the actor's (JWT only); returns its row and the token (shown once).
+
+    `team` (id or slug, of a team the actor is in), `environments` and `read_only` narrow what
+    the token may do; none of them given, it has the user's full power."""
     require_jwt(actor)
+    if environments is not None:
+        if not environments:
+            raise BadRequest("Kolom 'environments' tidak boleh kosong")
+        for environment in environments:
+            check_environment(environment)
+        environments = [e for e in ENVIRONMENTS if e in environments]
     name = name.strip()
     if not 1 <= len(name) <= 100:
         raise BadRequest("Kolom 'name' harus 1 sampai 100 karakter")
@@ -228,15 +252,24 @@ async def create_token(conn: db.Connection, actor: Actor, keyring: Keyring, *, n
     except ValueError as exc:
         raise BadRequest(f"Alamat IP atau CIDR tidak valid: {str(exc)[:64]}") from None
     token = generate()
+    team_id = None
+    if team is not None:
+        team_id = await teams.resolve(conn, team)
     async with db.transaction(conn) as cur:
+        if team_id is not None:
+            await roles.require(cur, team_id, actor, roles.VIEWER)  # 404 unless a member
         row = await db.fetchone(
             cur,
-            f"""INSERT INTO api_tokens (user_id, name, token_prefix, token_hash, expires_at, allowed_ips)
-                VALUES (%s, %s, %s, %s, %s, %s) RETURNING {_COLUMNS}""",
-            (actor.user_id, name, token[:PREFIX_LENGTH], keyring.token_hash(token), expiry, allowed),
+            f"""INSERT INTO api_tokens (user_id, name, token_prefix, token_hash, expires_at,
+                                        allowed_ips, team_id, environments, read_only)
+                VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING {_COLUMNS}""",
+            (actor.user_id, name, token[:PREFIX_LENGTH], keyring.token_hash(token), expiry, allowed,
+             team_id, environments, read_only),
         )
         await audit.record(cur, actor, "token_create", "api_token", resource_id=row["id"],
-                           metadata={"name": name, "token_prefix": row["token_prefix"]})
+                           team_id=team_id,
+                           metadata={"name": name, "token_prefix": row["token_prefix"],
+                                     "environments": environments, "read_only": read_only})
     return row, token
 
 

@@ -106,10 +106,15 @@ async def create_token(request: web.Request) -> web.Response:
     name = field(body, "name", str)
     expires_at = field(body, "expires_at", str, required=False)
     allowed_ips = string_list(body, "allowed_ips", required=False, max_items=100)
+    team = field(body, "team_id", str, required=False)
+    environments = (string_list(body, "environments", max_items=3)
+                    if body.get("environments") is not None else None)
+    read_only = field(body, "read_only", bool, required=False, default=False)
     async with connection(request) as conn:
         row, token = await tokens.create_token(conn, actor(request), request.app[KEYRING],
                                                name=name, expires_at=expires_at,
-                                               allowed_ips=allowed_ips)
+                                               allowed_ips=allowed_ips, team=team,
+                                               environments=environments, read_only=read_only)
     return web.json_response({"api_token": tokens.token_json(row), "token": token}, status=201)
 
 

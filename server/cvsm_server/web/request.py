@@ -12,7 +12,7 @@ from typing import Any
 
 from aiohttp import web
 
-from .. import db
+from .. import db, teams
 from ..actor import Actor
 from ..errors import BadRequest, NotFound, PayloadTooLarge
 from ..inputs import bounded_int, check_text
@@ -62,6 +62,11 @@ def path_id(request: web.Request, name: str) -> uuid.UUID:
         return uuid.UUID(request.match_info[name])
     except (ValueError, KeyError):
         raise NotFound() from None
+
+
+async def team_of(request: web.Request, conn: db.Connection) -> uuid.UUID:
+    """The team named in the path by its id or its slug (404 for neither)."""
+    return await teams.resolve(conn, request.match_info["team_id"])
 
 
 def query_text(request: web.Request, name: str) -> str | None:

@@ -1,6 +1,7 @@
-"""The one route table. Ids in paths are constrained to UUIDs, so `/secrets/bulk` and
-`/secrets/export` can never be taken for a secret id, whatever the order of registration; a
-malformed id matches no route and is a 404."""
+"""The one route table. Ids in paths are constrained to UUIDs, so `/secrets/bulk`,
+`/secrets/export` and `/secrets/by-name/...` can never be taken for a secret id, whatever the
+order of registration; a malformed id matches no route and is a 404. `{team_id}` is a team's id
+or its slug (`web.request.team_of`)."""
 
 from __future__ import annotations
 
@@ -45,6 +46,7 @@ ROUTES = [
     web.delete(f"{TEAM}/secrets/bulk", secrets.bulk_delete),
     web.post(f"{TEAM}/secrets/bulk/import-dotenv", secrets.import_dotenv),
     web.post(f"{TEAM}/secrets/bulk/move-env", secrets.move_env),
+    web.get(f"{TEAM}/secrets/by-name/{{name}}", secrets.read_secret_by_name),
     web.get(SECRET, secrets.read_secret),
     web.put(SECRET, secrets.update_secret),
     web.delete(SECRET, secrets.delete_secret),

@@ -7,17 +7,17 @@ from aiohttp import web
 from .. import __version__, public, shares
 from ..inputs import field
 from ..timeutil import iso
-from .request import actor, connection, path_id, read_json
+from .request import actor, connection, path_id, team_of, read_json
 from .state import KEYRING, POOL, SETTINGS
 
 
 async def create_share(request: web.Request) -> web.Response:
-    team_id = path_id(request, "team_id")
     secret_id = path_id(request, "secret_id")
     body = await read_json(request, max_bytes=4096, optional=True)
     max_views = field(body, "max_views", int, required=False, default=1)
     ttl_hours = field(body, "ttl_hours", int, required=False, default=24)
     async with connection(request) as conn:
+        team_id = await team_of(request, conn)
         row, token = await shares.create_share(conn, actor(request), request.app[KEYRING],
                                                team_id, secret_id, max_views=max_views,
                                                ttl_hours=ttl_hours)
@@ -26,18 +26,18 @@ async def create_share(request: web.Request) -> web.Response:
 
 
 async def list_shares(request: web.Request) -> web.Response:
-    team_id = path_id(request, "team_id")
     secret_id = path_id(request, "secret_id")
     async with connection(request) as conn:
+        team_id = await team_of(request, conn)
         rows = await shares.list_shares(conn, actor(request), team_id, secret_id)
     return web.json_response({"shares": [shares.share_json(r) for r in rows]})
 
 
 async def revoke_share(request: web.Request) -> web.Response:
-    team_id = path_id(request, "team_id")
     secret_id = path_id(request, "secret_id")
     share_id = path_id(request, "share_id")
     async with connection(request) as conn:
+        team_id = await team_of(request, conn)
         await shares.revoke_share(conn, actor(request), team_id, secret_id, share_id)
     return web.json_response({"ok": True})
 

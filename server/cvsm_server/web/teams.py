@@ -6,7 +6,7 @@ from aiohttp import web
 
 from .. import audit, teams
 from ..inputs import field
-from .request import actor, connection, path_id, query_int, read_json
+from .request import actor, connection, path_id, team_of, query_int, read_json
 
 SMALL_BODY = 16 * 1024
 
@@ -26,59 +26,59 @@ async def create_team(request: web.Request) -> web.Response:
 
 
 async def get_team(request: web.Request) -> web.Response:
-    team_id = path_id(request, "team_id")
     async with connection(request) as conn:
+        team_id = await team_of(request, conn)
         team = await teams.get_team(conn, actor(request), team_id)
     return web.json_response({"team": teams.team_json(team, team["role"])})
 
 
 async def delete_team(request: web.Request) -> web.Response:
-    team_id = path_id(request, "team_id")
     async with connection(request) as conn:
+        team_id = await team_of(request, conn)
         await teams.delete_team(conn, actor(request), team_id)
     return web.json_response({"ok": True})
 
 
 async def list_members(request: web.Request) -> web.Response:
-    team_id = path_id(request, "team_id")
     async with connection(request) as conn:
+        team_id = await team_of(request, conn)
         rows = await teams.list_members(conn, actor(request), team_id)
     return web.json_response({"members": [teams.member_json(r) for r in rows]})
 
 
 async def add_member(request: web.Request) -> web.Response:
-    team_id = path_id(request, "team_id")
     body = await read_json(request, max_bytes=SMALL_BODY)
     identifier, role = field(body, "identifier", str), field(body, "role", str)
     async with connection(request) as conn:
+        team_id = await team_of(request, conn)
         row = await teams.add_member(conn, actor(request), team_id, identifier, role)
     return web.json_response({"member": teams.member_json(row)}, status=201)
 
 
 async def update_member(request: web.Request) -> web.Response:
-    team_id = path_id(request, "team_id")
     user_id = path_id(request, "user_id")
     body = await read_json(request, max_bytes=SMALL_BODY)
     role = field(body, "role", str)
     async with connection(request) as conn:
+        team_id = await team_of(request, conn)
         row = await teams.update_member(conn, actor(request), team_id, user_id, role)
     return web.json_response({"member": teams.member_json(row)})
 
 
 async def remove_member(request: web.Request) -> web.Response:
-    team_id = path_id(request, "team_id")
     user_id = path_id(request, "user_id")
     async with connection(request) as conn:
+        team_id = await team_of(request, conn)
         await teams.remove_member(conn, actor(request), team_id, user_id)
     return web.json_response({"ok": True})
 
 
 async def list_audit(request: web.Request) -> web.Response:
-    team_id = path_id(request, "team_id")
     limit = query_int(request, "limit", default=audit.DEFAULT_LIMIT, minimum=1,
                       maximum=audit.MAX_LIMIT)
     offset = query_int(request, "offset", default=0, minimum=0)
     async with connection(request) as conn:
+        team_id = await team_of(request, conn)
         rows, total = await audit.list_entries(conn, actor(request), team_id, limit=limit,
                                                offset=offset)
     return web.json_response({"logs": [audit.entry_json(r) for r in rows], "total": total,
