@@ -61,6 +61,7 @@ def test_the_walk_through_runs_as_printed(database_url, tmp_path):
         run = subprocess.run(["bash", str(tmp_path / "walk-through.sh")], env=env,
                              capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, f"stdout:\n{run.stdout}\nstderr:\n{run.stderr}"
+    assert run.stderr == ""
     printed = re.split(r"^::cvsm-doc-block (\d+)::\n", run.stdout, flags=re.M)[1:]
     outputs = {int(n): out.replace("\r", "") for n, out in zip(printed[::2], printed[1::2])}
     assert sorted(outputs) == list(range(len(steps)))
