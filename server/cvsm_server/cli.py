@@ -14,6 +14,7 @@ from aiohttp import web
 from . import __version__, db, keys
 from .config import ConfigError, Settings
 from .embedded import EmbeddedStartError
+from .web.state import APP_URL, SETTINGS
 
 
 class _CannotListen(Exception):
@@ -50,11 +51,33 @@ def _bind(host: str, port: int) -> list[socket.socket]:
     return sockets
 
 
+WILDCARD_HOSTS = ("", "0.0.0.0", "::")
+
+
+def listen_url(host: str, port: int) -> str:
+    """The URL to open for a server listening on `host:port`: a wildcard address (all
+    interfaces) becomes `localhost`, an IPv6 literal goes in brackets."""
+    if host in WILDCARD_HOSTS:
+        host = "localhost"
+    elif ":" in host:
+        host = f"[{host}]"
+    return f"http://{host}:{port}"
+
+
+def port_of(sockets: list[socket.socket], port: int) -> int:
+    return sockets[0].getsockname()[1] if sockets else port
+
+
 async def _run(app: web.Application, host: str, port: int) -> None:
     """Bind the address, start the app (database, migrations, key check), listen, and serve until
     SIGINT or SIGTERM; then, or when any of it fails, clean up what started (the embedded
     PostgreSQL included)."""
     sockets = _bind(host, port)
+    # The port really bound (`--port 0` picks a free one); set before start-up, where the app
+    # can still take state. CVSM_APP_URL, when set, wins (`web.request.app_url`).
+    url = listen_url(host, port_of(sockets, port))
+    app[APP_URL] = url
+    share_base = app[SETTINGS].app_url or url
     runner = web.AppRunner(app, handle_signals=True, keepalive_timeout=75.0)
     try:
         await runner.setup()
@@ -63,7 +86,9 @@ async def _run(app: web.Application, host: str, port: int) -> None:
                 await web.SockSite(runner, sock).start()
             except OSError as exc:
                 raise _listen_error(host, port, exc) from None
-        logging.getLogger("cvsm").info("cvsm-server %s listening on http://%s:%d", __version__, host, port)
+        where = url if host not in WILDCARD_HOSTS else f"{host or '*'}:{port_of(sockets, port)}, open {url}"
+        logging.getLogger("cvsm").info("cvsm-server %s listening on %s (share links: %s/share/…)",
+                                       __version__, where, share_base)
         await asyncio.Event().wait()  # until a signal raises GracefulExit
     finally:
         await runner.cleanup()

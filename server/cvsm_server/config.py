@@ -60,7 +60,8 @@ class Settings:
     allow_superuser: bool = False
     master_key: bytes | None = None
     jwt_secret: str | None = None
-    app_url: str = "http://localhost:8080"
+    # Base of share links; None: the address the server listens on (`web.request.app_url`).
+    app_url: str | None = None
     env: str = "development"
     cors_origins: tuple[str, ...] = ()
     trusted_proxies: tuple[IPNetwork, ...] = ()
@@ -104,7 +105,7 @@ class Settings:
             allow_superuser=_flag(get("CVSM_ALLOW_SUPERUSER")),
             master_key=master_key,
             jwt_secret=get("CVSM_JWT_SECRET"),
-            app_url=(get("CVSM_APP_URL") or "http://localhost:8080").rstrip("/"),
+            app_url=(get("CVSM_APP_URL") or "").rstrip("/") or None,
             env=(get("CVSM_ENV") or "development").lower(),
             cors_origins=origins,
             trusted_proxies=tuple(proxies),

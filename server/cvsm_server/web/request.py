@@ -16,12 +16,20 @@ from .. import db, teams
 from ..actor import Actor
 from ..errors import BadRequest, NotFound, PayloadTooLarge
 from ..inputs import bounded_int, check_text
-from .state import ACTOR, POOL
+from .state import ACTOR, APP_URL, POOL, SETTINGS
 
 DEFAULT_BODY_LIMIT = 1024 * 1024  # 1 MiB: a 65,536-byte value even fully \u-escaped fits
 
 NOT_JSON = "Isi permintaan bukan JSON yang valid"
 NOT_OBJECT = "Isi permintaan harus berupa objek JSON"
+
+
+def app_url(request: web.Request) -> str:
+    """Base URL of the pages this server hands out (share links): `CVSM_APP_URL` when set, else
+    the address `cvsm-server serve` listens on, else (an app started without the CLI, as in the
+    tests) the origin this request came to."""
+    return (request.app[SETTINGS].app_url or request.app.get(APP_URL)
+            or str(request.url.origin()))
 
 
 async def read_json(request: web.Request, *, max_bytes: int = DEFAULT_BODY_LIMIT,

@@ -7,8 +7,8 @@ from aiohttp import web
 from .. import __version__, public, shares
 from ..inputs import field
 from ..timeutil import iso
-from .request import actor, connection, path_id, team_of, read_json
-from .state import KEYRING, POOL, SETTINGS
+from .request import actor, app_url, connection, path_id, read_json, team_of
+from .state import KEYRING, POOL
 
 
 async def create_share(request: web.Request) -> web.Response:
@@ -21,7 +21,7 @@ async def create_share(request: web.Request) -> web.Response:
         row, token = await shares.create_share(conn, actor(request), request.app[KEYRING],
                                                team_id, secret_id, max_views=max_views,
                                                ttl_hours=ttl_hours)
-    url = f"{request.app[SETTINGS].app_url}/share/{token}"
+    url = f"{app_url(request)}/share/{token}"
     return web.json_response({"share": shares.share_json(row), "url": url}, status=201)
 
 

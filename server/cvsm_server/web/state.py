@@ -19,6 +19,8 @@ KEYRING = web.AppKey("keyring", Keyring)
 SIGNER = web.AppKey("jwt_signer", JwtSigner)
 PASSWORDS = web.AppKey("passwords", PasswordHasher)
 CREDENTIALS = web.AppKey("credentials", CredentialCache)
+# The address `cvsm-server serve` listens on (set before start-up when CVSM_APP_URL is unset).
+APP_URL = web.AppKey("app_url", str)
 
 REQUEST_ID = web.RequestKey("request_id", str)
 ACTOR = web.RequestKey("actor", Actor)
