@@ -49,7 +49,8 @@ async def test_server_conforms_to_its_openapi_document(client: Any, api: Any, ow
     ]
     env = {**os.environ, "SCHEMATHESIS_HOOKS": "", "NO_COLOR": "1"}
     proc = await asyncio.create_subprocess_exec(*args, stdout=asyncio.subprocess.PIPE,
-                                                stderr=asyncio.subprocess.STDOUT, env=env)
+                                                stderr=asyncio.subprocess.STDOUT, env=env,
+                                                cwd=tmp_path)  # its cache stays out of the repo
     out, _ = await asyncio.wait_for(proc.communicate(), timeout=540)
     text = out.decode(errors="replace")
     assert proc.returncode == 0, text[-12000:]
