@@ -7,6 +7,8 @@ from aiohttp import web
 from .. import ratelimit, sessions, tokens, totp, users
 from ..errors import BadRequest
 from ..inputs import field, string_list
+from .apidoc import (BOOL, ENVIRONMENT, OK, PASSWORD, STRING, TEAM_REF_PATTERN, USERNAME_PATTERN,
+                     UUID, answer, obj, ref)
 from .request import actor, connection, path_id, read_json
 from .state import KEYRING, PASSWORDS, SETTINGS, SIGNER
 
@@ -123,3 +125,102 @@ async def revoke_token(request: web.Request) -> web.Response:
     async with connection(request) as conn:
         await tokens.revoke_token(conn, actor(request), token_id)
     return web.json_response({"ok": True})
+
+
+# --- OpenAPI: the operations above, for `web.apidoc` ---------------------------------------
+
+_AUTH_ANSWER = answer({"token": {"type": "string", "description": "A session JWT."},
+                       "user": ref("User")})
+
+OPENAPI = {
+    "register": {
+        "summary": "Create an account and its first session.",
+        "tags": ["accounts"],
+        "body": obj({
+            "email": {"type": "string", "maxLength": 254, "format": "email"},
+            "username": {"type": "string", "pattern": USERNAME_PATTERN},
+            "password": PASSWORD,
+            "name": {"type": "string", "minLength": 1, "maxLength": 200},
+            "newsletter_opt_in": {"type": "boolean", "default": False},
+        }, ("email", "username", "password", "name")),
+        "responses": {201: _AUTH_ANSWER},
+        "errors": [409],
+    },
+    "login": {
+        "summary": "Start a session with an email or username and the password.",
+        "description": "With two-factor authentication on, `totp_code` is required (401 "
+                       "`2fa_required` without it).",
+        "tags": ["accounts"],
+        "body": obj({
+            "identifier": {"type": "string", "description": "Email or username."},
+            "email": {"type": "string", "deprecated": True,
+                      "description": "Legacy name of `identifier` (until v0.4)."},
+            "password": {"type": "string"},
+            "totp_code": {"type": "string"},
+        }, ("password",)),
+        "responses": {200: _AUTH_ANSWER},
+        "errors": [401],
+    },
+    "me": {
+        "summary": "The caller's profile.",
+        "tags": ["accounts"],
+        "responses": {200: answer({
+            "user_id": UUID, "email": STRING, "username": STRING, "name": STRING,
+            "is_admin": BOOL, "email_verified": BOOL, "has_team": BOOL, "totp_enabled": BOOL,
+        })},
+    },
+    "logout_all": {
+        "summary": "Revoke every session of the caller.",
+        "tags": ["accounts"],
+        "responses": {200: OK},
+    },
+    "totp_setup": {
+        "summary": "Start two-factor set-up: a new TOTP secret (not yet enabled).",
+        "tags": ["accounts"],
+        "responses": {200: answer({"secret": STRING, "otpauth_url": STRING})},
+        "errors": [409],
+    },
+    "totp_enable": {
+        "summary": "Enable two-factor authentication with a current code (session JWT only).",
+        "tags": ["accounts"],
+        "body": obj({"code": STRING}, ("code",)),
+        "responses": {200: answer({"ok": {"const": True}, "totp_enabled": {"const": True}})},
+        "errors": [409],
+    },
+    "totp_disable": {
+        "summary": "Disable two-factor authentication (session JWT only).",
+        "tags": ["accounts"],
+        "body": obj({"code": STRING, "password": STRING}, ("code", "password")),
+        "responses": {200: answer({"ok": {"const": True}, "totp_enabled": {"const": False}})},
+        "errors": [409],
+    },
+    "list_tokens": {
+        "summary": "The caller's API tokens that are not revoked (session JWT only).",
+        "tags": ["tokens"],
+        "responses": {200: answer({"tokens": {"type": "array", "items": ref("ApiToken")}})},
+    },
+    "create_token": {
+        "summary": "Create an API token (session JWT only); the token is shown once.",
+        "tags": ["tokens"],
+        "body": obj({
+            "name": {"type": "string", "minLength": 1, "maxLength": 100},
+            "expires_at": {"type": "string", "format": "date-time",
+                           "description": "In the future."},
+            "allowed_ips": {"type": "array", "maxItems": 100,
+                            "items": {"type": "string", "description": "An IP or CIDR."}},
+            "team_id": {"type": "string", "pattern": TEAM_REF_PATTERN,
+                        "description": "Bind the token to one team (id or slug)."},
+            "environments": {"type": "array", "items": ENVIRONMENT, "minItems": 1, "maxItems": 3,
+                             "description": "Limit the token to these environments."},
+            "read_only": {"type": "boolean", "default": False},
+        }, ("name",)),
+        "responses": {201: answer({"api_token": ref("ApiToken"),
+                                   "token": {"type": "string", "pattern": "^cvsm_[0-9a-f]{64}$"}})},
+        "errors": (404,),  # a `team_id` that is not one of the caller's teams
+    },
+    "revoke_token": {
+        "summary": "Revoke one of the caller's API tokens.",
+        "tags": ["tokens"],
+        "responses": {200: OK},
+    },
+}

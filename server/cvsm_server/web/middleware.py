@@ -36,7 +36,7 @@ API_PREFIX = "/api/v1/"
 AUTH_PREFIX = "/api/v1/auth/"
 PUBLIC_PREFIX = "/api/v1/public/"
 # Public API routes that are neither rate limited nor authenticated.
-OPEN_ROUTES = ("/api/v1/health",)
+OPEN_ROUTES = ("/api/v1/health", "/api/v1/openapi.json", "/api/v1/docs")
 
 REQUEST_ID_RE = re.compile(r"[A-Za-z0-9._:-]{1,128}\Z")
 
@@ -105,10 +105,14 @@ def _bearer(request: web.Request) -> str:
     return credential
 
 
-def _is_private(request: web.Request) -> bool:
-    path = request.path
+def is_private_path(path: str) -> bool:
+    """Whether a path (or a route pattern) needs a bearer credential."""
     return (path.startswith(API_PREFIX) and not path.startswith((AUTH_PREFIX, PUBLIC_PREFIX))
             and path not in OPEN_ROUTES)
+
+
+def _is_private(request: web.Request) -> bool:
+    return is_private_path(request.path)
 
 
 @web.middleware

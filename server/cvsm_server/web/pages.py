@@ -1,4 +1,4 @@
-"""Web pages that the API's links point at: the share-link page.
+"""Web pages: the share-link page that the API's links point at, and the API reference.
 
 `POST .../shares` answers `url = {CVSM_APP_URL}/share/shr_<token>`; with the default app URL that
 is this server. The page is static: the server never reads, logs or embeds the token, and
@@ -31,8 +31,22 @@ async def share_page(request: web.Request) -> web.StreamResponse:
     return response
 
 
+# The API reference: a static page whose script renders `/api/v1/openapi.json` client-side.
+DOCS_CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
+            "img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
+
+
+async def docs_page(request: web.Request) -> web.StreamResponse:
+    response = web.FileResponse(STATIC_DIR / "docs.html")
+    response.content_type = "text/html"
+    response.headers["Content-Security-Policy"] = DOCS_CSP
+    response.headers["Cache-Control"] = "no-cache"
+    return response
+
+
 # The only files served: an allowlist, so no path can reach anything else.
-ASSETS = {"share.js": "text/javascript", "share.css": "text/css"}
+ASSETS = {"share.js": "text/javascript", "share.css": "text/css",
+          "docs.js": "text/javascript", "docs.css": "text/css"}
 
 
 async def asset(request: web.Request) -> web.StreamResponse:

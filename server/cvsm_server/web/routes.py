@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from . import accounts, pages, secrets, shares, teams
+from . import accounts, apidoc, pages, secrets, shares, teams
 
 UUID = r"{%s:[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}}"
 TEAM = "/api/v1/teams/{team_id}"
@@ -16,6 +16,8 @@ SECRET = f"{TEAM}/secrets/{UUID % 'secret_id'}"
 ROUTES = [
     web.get("/api/v1/health", shares.health),
     web.get("/api/v1/public/stats", shares.stats),
+    web.get("/api/v1/openapi.json", apidoc.openapi_json),
+    web.get("/api/v1/docs", pages.docs_page),
     web.get("/api/v1/public/share/{token}", shares.view_share),
 
     web.post("/api/v1/auth/register", accounts.register),

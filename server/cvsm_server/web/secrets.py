@@ -8,6 +8,8 @@ from .. import bulk, dotenv, secrets
 from ..errors import BadRequest
 from ..inputs import field, string_list
 from ..timeutil import iso
+from .apidoc import (BULK_ANSWER, ENVIRONMENT, ID_LIST, INT, OK, SECRET_NAME, SECRET_TYPE,
+                     SECRET_VALUE, STRING, TIME, answer, obj, query, ref)
 from .middleware import counts_own_rate_limit
 from .request import actor, connection, path_id, team_of, query_int, query_text, read_json
 from .state import KEYRING, RATE_CHARGE
@@ -173,3 +175,116 @@ async def move_env(request: web.Request) -> web.Response:
         team_id = await team_of(request, conn)
         results, summary = await bulk.move_env(conn, actor(request), team_id, ids, environment)
     return _bulk_answer(results, summary)
+
+
+# --- OpenAPI: the operations above, for `web.apidoc` ---------------------------------------
+
+_SECRET = answer({"secret": ref("Secret")})
+_READ = answer({"secret": ref("Secret"), "value": STRING})
+_ITEM = obj({"name": SECRET_NAME, "value": SECRET_VALUE, "environment": ENVIRONMENT,
+             "type": {**SECRET_TYPE, "default": "credential"},
+             "description": {"type": "string", "maxLength": secrets.MAX_DESCRIPTION,
+                             "default": ""}},
+            ("name", "value", "environment"))
+
+OPENAPI = {
+    "list_secrets": {
+        "summary": "The team's secrets (never their values), one page.",
+        "tags": ["secrets"],
+        "query": [
+            query("environment", ENVIRONMENT),
+            query("search", STRING, "Names containing this text."),
+            query("limit", {"type": "integer", "minimum": 1},
+                  "Page size; above 1000 counts as 1000. Without it, every secret."),
+            query("offset", {"type": "integer", "minimum": 0, "default": 0}),
+        ],
+        "responses": {200: answer({"secrets": {"type": "array", "items": ref("Secret")},
+                                   "total": INT})},
+    },
+    "create_secret": {
+        "summary": "Create a secret (Member); names are unique per environment.",
+        "tags": ["secrets"],
+        "body": _ITEM,
+        "responses": {201: _SECRET},
+        "errors": [409],
+    },
+    "read_secret": {
+        "summary": "A secret and its current value (audited as a read).",
+        "tags": ["secrets"],
+        "responses": {200: _READ},
+    },
+    "read_secret_by_name": {
+        "summary": "A secret and its current value, by exact name and environment.",
+        "tags": ["secrets"],
+        "query": [query("environment", {**ENVIRONMENT, "default": "production"})],
+        "responses": {200: _READ},
+    },
+    "update_secret": {
+        "summary": "Change a secret's value, type, environment or description (Member); a new "
+                   "value makes a new version. The name cannot change.",
+        "tags": ["secrets"],
+        "body": obj({"value": SECRET_VALUE, "type": SECRET_TYPE, "environment": ENVIRONMENT,
+                     "description": {"type": "string", "maxLength": secrets.MAX_DESCRIPTION}}),
+        "responses": {200: _SECRET},
+        "errors": [409],
+    },
+    "delete_secret": {"summary": "Delete a secret (Admin).", "tags": ["secrets"],
+                      "responses": {200: OK}},
+    "list_versions": {
+        "summary": "A secret's versions (never their values).",
+        "tags": ["secrets"],
+        "responses": {200: answer({
+            "current_version": INT,
+            "versions": {"type": "array",
+                         "items": answer({"version": INT, "created_at": TIME})},
+        })},
+    },
+    "rollback": {
+        "summary": "Make an earlier version's value current again, as a new version (Member).",
+        "tags": ["secrets"],
+        "body": obj({"version": {"type": "integer", "minimum": 1,
+                                 "maximum": secrets.MAX_VERSION}}, ("version",)),
+        "responses": {200: _SECRET},
+    },
+    "export": {
+        "summary": "Every value of the team or of one environment (audited).",
+        "description": "Without an environment, a name present in several takes its production,"
+                       " then staging, then development value.",
+        "tags": ["secrets"],
+        "query": [query("format", {"type": "string", "enum": ["dotenv", "json"],
+                                   "default": "dotenv"}),
+                  query("environment", ENVIRONMENT)],
+        "responses": {200: ("The values, as a .env file or a JSON object.", {"content": {
+            "text/plain": {"schema": STRING},
+            "application/json": {"schema": {"type": "object",
+                                            "additionalProperties": STRING}},
+        }})},
+    },
+    "bulk_create": {
+        "summary": f"Create up to {bulk.MAX_ITEMS} secrets, each on its own (Member).",
+        "tags": ["bulk"],
+        "body": obj({"items": {"type": "array", "items": _ITEM, "maxItems": bulk.MAX_ITEMS}},
+                    ("items",)),
+        "responses": {200: BULK_ANSWER},
+    },
+    "bulk_delete": {
+        "summary": "Delete the listed secrets of the team (Admin).",
+        "tags": ["bulk"],
+        "body": obj({"ids": ID_LIST}, ("ids",)),
+        "responses": {200: answer({"deleted": INT})},
+    },
+    "import_dotenv": {
+        "summary": "Create secrets from a .env file's content (Member).",
+        "tags": ["bulk"],
+        "body": obj({"content": {"type": "string", "description":
+                                 f"At most {bulk.MAX_DOTENV_BYTES} bytes in UTF-8."},
+                     "environment": ENVIRONMENT}, ("content", "environment")),
+        "responses": {200: answer({"parsed": INT, **BULK_ANSWER["properties"]})},
+    },
+    "move_env": {
+        "summary": "Move the listed secrets to another environment (Member).",
+        "tags": ["bulk"],
+        "body": obj({"ids": ID_LIST, "environment": ENVIRONMENT}, ("ids", "environment")),
+        "responses": {200: BULK_ANSWER},
+    },
+}

@@ -7,6 +7,7 @@ from aiohttp import web
 from .. import __version__, public, shares
 from ..inputs import field
 from ..timeutil import iso
+from .apidoc import INT, OK, STRING, TIME, answer, obj, ref
 from .request import actor, app_url, connection, path_id, read_json, team_of
 from .state import KEYRING, POOL
 
@@ -69,3 +70,46 @@ async def stats(request: web.Request) -> web.Response:
     async with connection(request) as conn:
         row = await public.stats(conn)
     return web.json_response({"teams": row["teams"], "secrets": row["secrets"]})
+
+
+# --- OpenAPI: the operations above, for `web.apidoc` ---------------------------------------
+
+OPENAPI = {
+    "health": {
+        "summary": "Liveness: the server and its database answer.",
+        "tags": ["public"],
+        "responses": {200: answer({"status": {"const": "ok"}, "version": STRING})},
+        "errors": [503],
+    },
+    "stats": {
+        "summary": "Counts of teams and secrets.",
+        "tags": ["public"],
+        "responses": {200: answer({"teams": INT, "secrets": INT})},
+    },
+    "view_share": {
+        "summary": "Reveal a shared value; consumes one view (HEAD consumes nothing).",
+        "tags": ["public"],
+        "responses": {200: answer({"secret_name": STRING, "value": STRING, "view_count": INT,
+                                   "max_views": INT, "expires_at": TIME})},
+        "errors": [410],
+    },
+    "create_share": {
+        "summary": "A one-time link to the secret's current value (Member).",
+        "tags": ["shares"],
+        "body": obj({
+            "max_views": {"type": "integer", "minimum": shares.MAX_VIEWS[0],
+                          "maximum": shares.MAX_VIEWS[1], "default": 1},
+            "ttl_hours": {"type": "integer", "minimum": shares.TTL_HOURS[0],
+                          "maximum": shares.TTL_HOURS[1], "default": 24},
+        }),
+        "body_required": False,
+        "responses": {201: answer({"share": ref("Share"), "url": STRING})},
+    },
+    "list_shares": {
+        "summary": "The secret's shares (never their tokens).",
+        "tags": ["shares"],
+        "responses": {200: answer({"shares": {"type": "array", "items": ref("Share")}})},
+    },
+    "revoke_share": {"summary": "Revoke a share.", "tags": ["shares"],
+                     "responses": {200: OK}},
+}

@@ -6,7 +6,8 @@ from aiohttp import web
 
 from .. import audit, teams
 from ..inputs import field
-from .request import actor, connection, path_id, team_of, query_int, read_json
+from .apidoc import INT, OK, ROLE, SLUG_PATTERN, answer, obj, query, ref
+from .request import actor, connection, path_id, query_int, read_json, team_of
 
 SMALL_BODY = 16 * 1024
 
@@ -83,3 +84,61 @@ async def list_audit(request: web.Request) -> web.Response:
                                                offset=offset)
     return web.json_response({"logs": [audit.entry_json(r) for r in rows], "total": total,
                               "limit": limit, "offset": offset})
+
+
+# --- OpenAPI: the operations above, for `web.apidoc` ---------------------------------------
+
+_TEAM = answer({"team": ref("Team")})
+_MEMBER = answer({"member": ref("Member")})
+
+OPENAPI = {
+    "list_teams": {
+        "summary": "The caller's teams, with the caller's role in each.",
+        "tags": ["teams"],
+        "responses": {200: answer({"teams": {"type": "array", "items": ref("Team")}})},
+    },
+    "create_team": {
+        "summary": "Create a team; the caller becomes its Owner.",
+        "tags": ["teams"],
+        "body": obj({"name": {"type": "string", "minLength": 1, "maxLength": 100},
+                     "slug": {"type": "string", "pattern": SLUG_PATTERN}}, ("name", "slug")),
+        "responses": {201: _TEAM},
+        "errors": [409],
+    },
+    "get_team": {"summary": "One team.", "tags": ["teams"], "responses": {200: _TEAM}},
+    "delete_team": {"summary": "Delete the team and everything in it (Owner).",
+                    "tags": ["teams"], "responses": {200: OK}},
+    "list_members": {
+        "summary": "The team's members.",
+        "tags": ["teams"],
+        "responses": {200: answer({"members": {"type": "array", "items": ref("Member")}})},
+    },
+    "add_member": {
+        "summary": "Add a registered user by email or username (Admin; Owner for Admin/Owner).",
+        "tags": ["teams"],
+        "body": obj({"identifier": {"type": "string", "description": "Email or username."},
+                     "role": ROLE}, ("identifier", "role")),
+        "responses": {201: _MEMBER},
+        "errors": [409],
+    },
+    "update_member": {
+        "summary": "Change a member's role.",
+        "tags": ["teams"],
+        "body": obj({"role": ROLE}, ("role",)),
+        "responses": {200: _MEMBER},
+        "errors": [409],
+    },
+    "remove_member": {"summary": "Remove a member (or leave the team).", "tags": ["teams"],
+                      "responses": {200: OK}, "errors": [409]},
+    "list_audit": {
+        "summary": "A page of the team's audit log, newest first (Admin).",
+        "tags": ["teams"],
+        "query": [
+            query("limit", {"type": "integer", "minimum": 1, "default": audit.DEFAULT_LIMIT},
+                  f"Page size; above {audit.MAX_LIMIT} counts as {audit.MAX_LIMIT}."),
+            query("offset", {"type": "integer", "minimum": 0, "default": 0}),
+        ],
+        "responses": {200: answer({"logs": {"type": "array", "items": ref("AuditEntry")},
+                                   "total": INT, "limit": INT, "offset": INT})},
+    },
+}
