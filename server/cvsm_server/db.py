@@ -152,16 +152,13 @@ async def refuse_superuser(pool: aiopg.Pool, allowed: bool) -> None:
 async def connection(pool: aiopg.Pool) -> AsyncIterator[aiopg.Connection]:
     """A connection from the pool; 503 when the database cannot be reached."""
     try:
-        ctx = pool.acquire()
-        conn = await ctx.__aenter__()
+        conn = await pool.acquire()
     except (*UNAVAILABLE, OSError, asyncio.TimeoutError):
         raise ServiceUnavailable() from None
     try:
         yield conn
-    except BaseException as exc:
-        await ctx.__aexit__(type(exc), exc, exc.__traceback__)
-        raise
-    await ctx.__aexit__(None, None, None)
+    finally:
+        await pool.release(conn)
 
 
 @asynccontextmanager

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from . import credentials, db
-from .config import RateLimit
+from .config import RateLimit, Settings
 from .errors import TooManyRequests
 
 # A CTE body: count one request in the current window; `count` and the seconds `remaining`.
@@ -43,6 +43,11 @@ class Charge:
     @classmethod
     def of(cls, kind: str, key: str, limit: RateLimit | None) -> Charge | None:
         return None if limit is None else cls(f"{kind}:{key}", limit)
+
+    @classmethod
+    def failed_auth(cls, settings: Settings, ip: str | None) -> Charge | None:
+        """The charge for one failed credential (token or login) from `ip`."""
+        return cls.of("failed_auth", ip or "-", settings.rate_limit("failed_auth"))
 
     def params(self) -> dict:
         return {"rate_key": self.key, "rate_period": self.limit.period,

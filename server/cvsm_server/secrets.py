@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from . import audit, credentials, db, ratelimit, roles, teams
 from .actor import Actor
 from .crypto import DecryptionError, Keyring, secret_aad
-from .errors import BadRequest, Conflict, Forbidden, NotFound
+from .errors import BadRequest, Forbidden, NotFound
 from .inputs import check_text
 from .timeutil import iso
 

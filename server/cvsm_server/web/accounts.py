@@ -41,8 +41,7 @@ async def login(request: web.Request) -> web.Response:
     code = field(body, "totp_code", str, required=False)
     client = actor(request)
     app = request.app
-    failures = ratelimit.Charge.of("failed_auth", client.ip or "-",
-                                   app[SETTINGS].rate_limit("failed_auth"))
+    failures = ratelimit.Charge.failed_auth(app[SETTINGS], client.ip)
     async with connection(request) as conn:
         user, token = await users.login(conn, client, app[PASSWORDS], app[KEYRING], app[SIGNER],
                                         identifier=identifier, password=password,

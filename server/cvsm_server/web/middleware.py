@@ -141,8 +141,7 @@ async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamR
 
 async def _authenticate(app: web.Application, credential: str, client: Actor) -> Actor:
     if credential.startswith("cvsm_"):
-        failures = ratelimit.Charge.of("failed_auth", client.ip or "-",
-                                       app[SETTINGS].rate_limit("failed_auth"))
+        failures = ratelimit.Charge.failed_auth(app[SETTINGS], client.ip)
         return await tokens.authenticate(app[POOL], app[CREDENTIALS], app[KEYRING], credential,
                                          client, failures=failures)
     return await sessions.authenticate(app[POOL], app[CREDENTIALS], app[SIGNER], credential,
