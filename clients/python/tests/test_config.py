@@ -18,6 +18,7 @@ def test_options_default_to_production_30s_cache_10s_timeout_and_2_retries(sdk: 
         "cache_ttl": 30,
         "timeout": 10.0,
         "max_retries": 2,
+        "ca_file": None,
     }
 
 
@@ -49,6 +50,7 @@ def test_explicit_options_win_over_variables(sdk: Sdk, monkeypatch: pytest.Monke
         "cache_ttl": 0,
         "timeout": 2.5,
         "max_retries": 0,
+        "ca_file": None,
     }
 
 

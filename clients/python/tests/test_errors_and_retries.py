@@ -17,6 +17,7 @@ from .conftest import FakeApi, Sdk
 @pytest.mark.parametrize(
     ("status", "error_type"),
     [
+        (301, cvsm.ApiError),
         (400, cvsm.ApiError),
         (401, cvsm.AuthenticationError),
         (403, cvsm.PermissionDeniedError),
@@ -27,16 +28,17 @@ from .conftest import FakeApi, Sdk
         (500, cvsm.ApiError),
     ],
 )
-async def test_each_status_raises_its_error_once_without_retry(
+async def test_each_status_of_the_value_request_raises_its_error_once_without_retry(
     sdk: Sdk, api: FakeApi, status: int, error_type: type[cvsm.CvsmError]
 ) -> None:
-    api.fail("list", status)
+    api.add("A", "1")
+    api.fail("value", status)
     with pytest.raises(error_type) as caught:
         await sdk.call(sdk.client().get("A"))
     assert type(caught.value) is error_type
     assert caught.value.status == status
-    assert str(caught.value) == f"HTTP {status}: kesalahan {status}"
-    assert len(api.requests) == 1
+    assert str(caught.value).startswith(f"HTTP {status}: kesalahan {status}")
+    assert api.kinds() == ["list", "value"]
 
 
 @pytest.mark.parametrize("status", [502, 503, 504])

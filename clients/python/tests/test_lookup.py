@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import httpx
 import pytest
 
 import cvsm
@@ -45,11 +46,14 @@ async def test_secret_in_another_environment_is_not_found(sdk: Sdk, api: FakeApi
         await sdk.call(sdk.client().get("ONLY_STAGING"))
 
 
-async def test_http_404_is_a_not_found_error_with_status(sdk: Sdk, api: FakeApi) -> None:
+async def test_http_404_to_the_value_request_is_a_not_found_error_with_status(sdk: Sdk, api: FakeApi) -> None:
+    api.add("A", "1")
+    api.fail("value", httpx.Response(404, json={"error": "rahasia tidak ditemukan"}))
     with pytest.raises(cvsm.SecretNotFoundError) as caught:
-        await sdk.call(sdk.client(team="00000000-0000-4000-8000-000000000000").get("A"))
-    assert caught.value.status == 404
-    assert str(caught.value) == "HTTP 404: tidak ditemukan"
+        await sdk.call(sdk.client().get("A"))
+    error = caught.value
+    assert (error.status, error.name, error.environment, error.suggestion) == (404, "A", "production", None)
+    assert str(error) == "HTTP 404: rahasia tidak ditemukan"
 
 
 @pytest.mark.parametrize(
