@@ -237,10 +237,11 @@ func Overwrite(overwrite bool) InjectOption {
 // the process environment and returns the names it set, sorted. A variable
 // that is already set, even to "", is kept unless Overwrite(true) is given.
 //
-// Inject is all or nothing: before setting anything it checks every name it
-// would set ([A-Za-z_][A-Za-z0-9_]*) and every such value (no NUL character,
-// which no process environment can hold). A secret that fails is a
-// KindConfiguration error naming it (never its value), and nothing is set.
+// Inject is all or nothing: before setting anything it checks every name
+// of the export ([A-Za-z_][A-Za-z0-9_]*) and every value (no NUL character,
+// which no process environment can hold), those of variables it would keep
+// included. A secret that fails is a KindConfiguration error naming it
+// (never its value), and nothing is set.
 func (c *Client) Inject(ctx context.Context, opts ...InjectOption) ([]string, error) {
 	var o injectOptions
 	for _, opt := range opts {
