@@ -28,7 +28,6 @@ class AsyncClient(BaseClient[httpx.AsyncClient]):
     """
 
     _http_class = httpx.AsyncClient
-    _team_lock_class = asyncio.Lock
 
     async def get(self, name: str) -> str:
         """Return the value of the secret ``name`` in the client's environment.
@@ -67,6 +66,9 @@ class AsyncClient(BaseClient[httpx.AsyncClient]):
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         await self.aclose()
+
+    def _new_team_lock(self) -> asyncio.Lock:
+        return asyncio.Lock()
 
     async def _run(self, flow: Flow[T]) -> T:
         """Take the steps ``flow`` asks for, with asyncio, and return its result."""

@@ -14,8 +14,9 @@ import itertools
 import logging
 import os
 import ssl
-from collections.abc import Callable, Generator
-from typing import Any, ClassVar, ContextManager, Generic, TypeVar, Union
+from collections.abc import Generator
+from contextlib import AbstractContextManager as ContextManager
+from typing import Any, ClassVar, Generic, TypeVar
 
 import attrs
 import httpx
@@ -29,7 +30,7 @@ logger = logging.getLogger("cvsm")
 
 T = TypeVar("T")
 Http = TypeVar("Http", httpx.Client, httpx.AsyncClient)
-Step = Union[proto.Call[Any], proto.Sleep, proto._ResolveTeam]
+Step = proto.Call[Any] | proto.Sleep | proto._ResolveTeam
 Flow = Generator[Step, Any, T]
 """An operation written once for both clients; see the module docstring."""
 
@@ -42,10 +43,6 @@ class BaseClient(Generic[Http]):
 
     _http_class: ClassVar[type[Any]]
     """The httpx client class the subclass sends with (``http_client`` must be one)."""
-    _cache_lock_class: ClassVar[Callable[[], ContextManager[Any]]] = contextlib.nullcontext
-    """What guards the cache: a real lock where threads share the client."""
-    _team_lock_class: ClassVar[Callable[[], Any]]
-    """What makes concurrent first calls resolve a team slug once (threading or asyncio)."""
 
     def __init__(
         self,
@@ -126,9 +123,9 @@ class BaseClient(Generic[Http]):
             self._http = self._http_class(verify=tls, timeout=config.timeout, follow_redirects=False, trust_env=True)
             self._owns_http = True
         self._config = config
-        self._cache = ValueCache(config.cache_ttl, lock=self._cache_lock_class())
+        self._cache = ValueCache(config.cache_ttl, lock=self._new_cache_lock())
         self._team_id: str | None = config.team if config.team_is_id else None
-        self._team_lock = self._team_lock_class()
+        self._team_lock = self._new_team_lock()
 
     @property
     def config(self) -> ClientConfig:
@@ -141,6 +138,14 @@ class BaseClient(Generic[Http]):
 
     def __repr__(self) -> str:
         return proto.describe(type(self).__name__, self._config)
+
+    def _new_cache_lock(self) -> ContextManager[Any]:
+        """Return what guards the cache: a real lock where threads share the client."""
+        return contextlib.nullcontext()
+
+    def _new_team_lock(self) -> Any:
+        """Return the lock that makes concurrent first calls resolve a team slug once."""
+        raise NotImplementedError
 
     def _build_request(self, call: proto.Call[Any]) -> httpx.Request:
         """Return the HTTP request for one attempt of ``call``."""

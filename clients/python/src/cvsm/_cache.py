@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable
-from typing import ContextManager
+from contextlib import AbstractContextManager as ContextManager
 
 from cachetools import TTLCache
 

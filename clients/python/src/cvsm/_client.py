@@ -31,8 +31,6 @@ class Client(BaseClient[httpx.Client]):
     """
 
     _http_class = httpx.Client
-    _cache_lock_class = threading.Lock
-    _team_lock_class = threading.Lock
 
     def get(self, name: str) -> str:
         """Return the value of the secret ``name`` in the client's environment.
@@ -71,6 +69,12 @@ class Client(BaseClient[httpx.Client]):
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.close()
+
+    def _new_cache_lock(self) -> threading.Lock:
+        return threading.Lock()
+
+    def _new_team_lock(self) -> threading.Lock:
+        return threading.Lock()
 
     def _run(self, flow: Flow[T]) -> T:
         """Take the steps ``flow`` asks for, with blocking I/O, and return its result."""
