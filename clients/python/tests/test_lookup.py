@@ -66,3 +66,39 @@ async def test_values_come_back_byte_for_byte(sdk: Sdk, api: FakeApi, value: str
     client = sdk.client()
     assert await sdk.call(client.get("V")) == value
     assert await sdk.call(client.get_all()) == {"V": value}
+
+
+# R10: a name that is not a valid secret name is not found, without a request.
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["", "1ABC", "API-KEY", "A" * 256, "../teams", "A B", "API_KEY\n", "ÄPI"],
+    ids=["empty", "leading-digit", "dash", "too-long", "path", "space", "newline", "non-ascii"],
+)
+async def test_an_invalid_name_is_not_found_without_a_request(sdk: Sdk, api: FakeApi, name: str) -> None:
+    with pytest.raises(cvsm.SecretNotFoundError, match="is not valid") as caught:
+        await sdk.call(sdk.client().get(name))
+    assert (caught.value.name, caught.value.status, caught.value.request_id) == (name, None, None)
+    assert api.requests == []
+
+
+async def test_the_longest_valid_name_is_looked_up(sdk: Sdk, api: FakeApi) -> None:
+    name = "_" + "a9" * 127
+    assert len(name) == 255
+    api.add(name, "long")
+    assert await sdk.call(sdk.client().get(name)) == "long"
+
+
+# R2: an export of any size, in one request, kept once.
+
+
+async def test_a_large_export_is_read_in_one_request_and_answers_get(sdk: Sdk, api: FakeApi) -> None:
+    values = {f"BIG_{i}": f"{i:04d}" + "x" * (1 << 20) for i in range(12)}  # 12 MiB
+    for name, value in values.items():
+        api.add(name, value)
+    client = sdk.client()
+    assert await sdk.call(client.get_all()) == values
+    assert await sdk.call(client.get("BIG_11")) == values["BIG_11"]
+    assert await sdk.call(client.get_all()) == values
+    assert api.kinds() == ["export"]
