@@ -22,7 +22,7 @@ from .servers import RawServer, Respond, answer_with, drip, head_then_drip, http
 EXPORT_PATH = f"/api/v1/teams/{TEAM_ID}/secrets/export"
 TIMEOUT = 0.5
 # Time a loaded machine may add to an attempt that gives up at its deadline.
-SLACK = 0.6
+SLACK = 1.0
 
 
 def fast(sdk: Sdk, url: str, **options: object) -> object:

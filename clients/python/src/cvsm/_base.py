@@ -15,7 +15,7 @@ import logging
 import os
 import ssl
 from collections.abc import Generator
-from contextlib import AbstractContextManager as ContextManager
+from contextlib import AbstractContextManager
 from typing import Any, ClassVar, Generic, TypeVar
 
 import attrs
@@ -139,7 +139,7 @@ class BaseClient(Generic[Http]):
     def __repr__(self) -> str:
         return proto.describe(type(self).__name__, self._config)
 
-    def _new_cache_lock(self) -> ContextManager[Any]:
+    def _new_cache_lock(self) -> AbstractContextManager[Any]:
         """Return what guards the cache: a real lock where threads share the client."""
         return contextlib.nullcontext()
 

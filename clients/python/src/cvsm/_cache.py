@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable
-from contextlib import AbstractContextManager as ContextManager
+from contextlib import AbstractContextManager
 
 from cachetools import TTLCache
 
@@ -44,13 +44,13 @@ class ValueCache:
         ttl: int,
         *,
         timer: Callable[[], float] | None = None,
-        lock: ContextManager[object] | None = None,
+        lock: AbstractContextManager[object] | None = None,
     ) -> None:
         self._enabled = ttl > 0
         self._entries: TTLCache[tuple[str, ...], object] = TTLCache(
             _MAXSIZE, max(ttl, 1), timer=timer or (lambda: _clock())
         )
-        self._lock: ContextManager[object] = lock if lock is not None else contextlib.nullcontext()
+        self._lock: AbstractContextManager[object] = lock if lock is not None else contextlib.nullcontext()
 
     def get_value(self, environment: str, name: str) -> str | _Missing:
         """Return the cached value of ``name`` in ``environment``, or ``MISSING``."""
