@@ -119,7 +119,9 @@ class ClientTest < CvsmTest
   def test_invalid_names_are_not_found_without_a_request
     _api, server = start_api
     client = client_for(server)
-    ["", "1ABC", "A-B", "A B", "A.B", "A\0", "DATABASE_URL\n", "ÄPI", "A" * 256, nil, :A, 42].each do |name|
+    invalid = ["", "1ABC", "A-B", "A B", "A.B", "A\0", "DATABASE_URL\n", "ÄPI", "A\xff".dup.force_encoding("UTF-8"),
+               "A" * 256, nil, :A, 42]
+    invalid.each do |name|
       error = assert_raises(Cvsm::SecretNotFoundError, name.inspect) { client.get(name) }
       assert_includes error.message, "is not valid"
       assert_nil error.status

@@ -6,6 +6,11 @@ require_relative "test_helper"
 class ErrorsTest < CvsmTest
   LIST = %r{/secrets\z}.freeze
 
+  # get("A") or get_all, by name.
+  def read(client, call)
+    call == :get ? client.get("A") : client.get_all
+  end
+
   def list_requests(server)
     paths(server).count { |path| path.end_with?("/secrets") }
   end
@@ -259,7 +264,8 @@ class ErrorsTest < CvsmTest
       api, server = start_api
       api.add_secret("A", "1")
       api.script(pattern, json(404, "error" => "not found"))
-      error = assert_raises(Cvsm::ConfigurationError, pattern.source) { client_for(server).public_send(call, *(call == :get ? ["A"] : [])) }
+      client = client_for(server)
+      error = assert_raises(Cvsm::ConfigurationError, pattern.source) { read(client, call) }
       assert_equal 404, error.status
       assert_match(/\AHTTP 404: not found; check the base URL/, error.message)
       assert_match(/\Areq-\d+\z/, error.request_id)
@@ -285,7 +291,7 @@ class ErrorsTest < CvsmTest
       api, server = start_api
       api.script(pattern, json(400, "error" => "invalid environment"))
       client = client_for(server, environment: "prod")
-      error = assert_raises(Cvsm::ConfigurationError) { client.public_send(call, *(call == :get ? ["A"] : [])) }
+      error = assert_raises(Cvsm::ConfigurationError) { read(client, call) }
       assert_equal 400, error.status
       assert_includes error.message, "HTTP 400: invalid environment; check the environment"
     end

@@ -22,7 +22,7 @@ class ReadmeTest < CvsmTest
 
   def test_the_first_example_runs_exactly_as_printed
     api, server = start_api
-    api.add_secret("DATABASE_URL", "postgres://db")
+    database_url_id = api.add_secret("DATABASE_URL", "postgres://db")
     api.add_secret("API_KEY", "k-123")
     env = clean_env.merge("CVSM_TOKEN" => TOKEN, "CVSM_BASE_URL" => server.base_url)
     script = fenced("ruby")
@@ -30,8 +30,9 @@ class ReadmeTest < CvsmTest
                                       unsetenv_others: true)
     assert status.success?, err
     assert_equal "loaded API_KEY, DATABASE_URL\n", out
-    assert_equal ["/teams", "/teams/#{FakeApi::TEAM_ID}/secrets", "/teams/#{FakeApi::TEAM_ID}/secrets/00000000-0000-4000-8000-000000000001",
-                  "/teams/#{FakeApi::TEAM_ID}/secrets/export"], paths(server)
+    team = "/teams/#{FakeApi::TEAM_ID}"
+    assert_equal ["/teams", "#{team}/secrets", "#{team}/secrets/#{database_url_id}", "#{team}/secrets/export"],
+                 paths(server)
   end
 
   def test_the_install_line_builds_and_installs_the_gem_from_a_clone
@@ -54,8 +55,10 @@ class ReadmeTest < CvsmTest
     assert_equal "cvsm-ruby/#{Cvsm::VERSION}", Cvsm::USER_AGENT
     spec = Dir.chdir(ROOT) { Gem::Specification.load("cvsm.gemspec") }
     assert_equal Cvsm::VERSION, spec.version.to_s
-    holders = Dir.glob("**/*", base: ROOT).reject { |path| path.end_with?(".gem") || File.directory?(File.join(ROOT, path)) }
-                 .select { |path| File.read(File.join(ROOT, path)).include?(Cvsm::VERSION) }
+    files = Dir.glob("**/*", base: ROOT).reject do |path|
+      path.end_with?(".gem") || File.directory?(File.join(ROOT, path))
+    end
+    holders = files.select { |path| File.read(File.join(ROOT, path)).include?(Cvsm::VERSION) }
     assert_equal ["lib/cvsm/version.rb"], holders
   end
 end

@@ -107,9 +107,11 @@ class TransportTest < CvsmTest
   end
 
   def test_an_unusable_proxy_url_is_a_configuration_error_that_hides_it
-    { "https_proxy" => "socks5://user:hunter2@p:1080", "http_proxy" => "http://user:hunter2@[bad" }.each do |name, value|
+    {
+      "https_proxy" => ["socks5://user:hunter2@p:1080", "https://vault.example.com/api/v1"],
+      "http_proxy" => ["http://user:hunter2@[bad", "http://vault.example.com/api/v1"]
+    }.each do |name, (value, base_url)|
       ENV[name] = value
-      base_url = name.start_with?("https") ? "https://vault.example.com/api/v1" : "http://vault.example.com/api/v1"
       error = assert_raises(Cvsm::ConfigurationError) { Cvsm::Client.new(token: TOKEN, base_url: base_url, team: "acme") }
       assert_includes error.message, name
       refute_includes error.message, "hunter2"

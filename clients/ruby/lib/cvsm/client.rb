@@ -127,10 +127,11 @@ module Cvsm
     def inject(overwrite: false)
       values = get_all
       values.keys.sort.each do |name|
-        next if VARIABLE_PATTERN.match?(name)
+        next if VARIABLE_PATTERN.match?(name.b)
 
         raise ConfigurationError,
-              "secret #{name.inspect} cannot be set in the environment: not a valid variable name; nothing was set"
+              "secret #{name.inspect} cannot be set in the environment: not a valid variable name; " \
+              "nothing was set"
       end
       names = values.keys.select { |name| overwrite || !ENV.key?(name) }.sort
       names.each do |name|
@@ -152,8 +153,7 @@ module Cvsm
 
     # Cvsm::Client#inspect shows the effective configuration; never the token or a value.
     def inspect
-      settings = config.merge(base_url: display_url(base_url))
-      "#<#{self.class.name} #{settings.map { |k, v| "#{k}=#{v.inspect}" }.join(' ')}>"
+      "#<#{self.class.name} #{shown_settings.map { |k, v| "#{k}=#{v.inspect}" }.join(' ')}>"
     end
     alias to_s inspect
 
@@ -164,7 +164,7 @@ module Cvsm
 
     # Cvsm::Client#encode_with makes to_yaml write the configuration of #inspect, nothing else.
     def encode_with(coder)
-      config.merge(base_url: display_url(base_url)).each { |key, value| coder[key.to_s] = value }
+      shown_settings.each { |key, value| coder[key.to_s] = value }
     end
 
     # A client is not rebuilt from YAML: it would have no token. Build a new one instead.
@@ -173,7 +173,7 @@ module Cvsm
     end
 
     # Cvsm::Client#as_json and #to_json give the configuration of #inspect, nothing else.
-    def as_json(*) = config.merge(base_url: display_url(base_url)).transform_keys(&:to_s)
+    def as_json(*) = shown_settings.transform_keys(&:to_s)
     def to_json(*args) = as_json.to_json(*args)
 
     # A client cannot be marshalled: it holds the token and cached values.
@@ -183,6 +183,11 @@ module Cvsm
 
     private
 
+    # The configuration as #inspect, YAML and JSON show it: no token, no password in the URL.
+    def shown_settings
+      config.merge(base_url: display_url(base_url))
+    end
+
     # Runs a read; an authentication error empties the whole cache before it propagates.
     def reading
       yield
@@ -191,10 +196,13 @@ module Cvsm
       raise
     end
 
+    # Raises SecretNotFoundError unless +name+ is a valid secret name (R10). Matching works on
+    # the bytes, so a name that is not valid UTF-8 is refused like any other.
     def check_name(name)
-      return if name.is_a?(String) && NAME_PATTERN.match?(name)
+      return if name.is_a?(String) && NAME_PATTERN.match?(name.b)
 
-      shown = name.is_a?(String) && name.length > 64 ? "#{name[0, 64].inspect}... (#{name.length} characters)" : name.inspect
+      shown = name.inspect
+      shown = "#{name[0, 64].inspect}... (#{name.length} characters)" if name.is_a?(String) && name.length > 64
       raise SecretNotFoundError,
             "secret name #{shown} is not valid: letters, digits and _, not starting with a digit, " \
             "at most 255 characters"
