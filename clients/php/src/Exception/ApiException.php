@@ -13,9 +13,9 @@ class ApiException extends CvsmException
     /**
      * ApiException builds the exception with its HTTP status.
      */
-    public function __construct(string $message, int $status, ?\Throwable $previous = null)
+    public function __construct(string $message, int $status, ?\Throwable $previous = null, ?string $requestId = null)
     {
-        parent::__construct($message, $status, $previous);
+        parent::__construct($message, $status, $previous, $requestId);
     }
 
     /**

@@ -23,9 +23,10 @@ class SecretNotFoundException extends CvsmException
         ?int $status = null,
         ?string $secretName = null,
         ?string $suggestion = null,
-        ?\Throwable $previous = null
+        ?\Throwable $previous = null,
+        ?string $requestId = null
     ) {
-        parent::__construct($message, $status, $previous);
+        parent::__construct($message, $status, $previous, $requestId);
         $this->secretName = $secretName;
         $this->suggestion = $suggestion;
     }
