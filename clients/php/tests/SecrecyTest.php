@@ -96,9 +96,6 @@ final class SecrecyTest extends TestCase
 
     public function testConfigurationErrorTraceHidesTheTokenEvenWithArgumentsInTraces(): void
     {
-        if (PHP_VERSION_ID < 80200) {
-            self::markTestSkipped('#[\SensitiveParameter] needs PHP 8.2');
-        }
         $previous = ini_set('zend.exception_ignore_args', '0');
         try {
             new Client(['token' => self::TOKEN, 'base_url' => 'not a url', 'team' => 'acme']);
@@ -119,9 +116,6 @@ final class SecrecyTest extends TestCase
 
     public function testRequestErrorTraceHidesTheTokenEvenWithArgumentsInTraces(): void
     {
-        if (PHP_VERSION_ID < 80200) {
-            self::markTestSkipped('#[\SensitiveParameter] needs PHP 8.2');
-        }
         $this->stub->route('GET /teams/' . self::TEAM_ID . '/secrets/export?format=json&environment=production', ['status' => 401, 'body' => ['error' => 'x']]);
         $previous = ini_set('zend.exception_ignore_args', '0');
         try {

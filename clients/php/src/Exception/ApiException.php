@@ -5,8 +5,8 @@ declare(strict_types=1);
 namespace Cvsm\Exception;
 
 /**
- * ApiException is thrown for any other non-2xx answer (400, 409, 500, and 502/503/504 once the
- * retries are spent); getStatus() returns the HTTP status.
+ * ApiException is thrown for any other non-2xx answer (a redirect, which is never followed; 409;
+ * 500; 502/503/504 once the retries are spent); getStatus() returns the HTTP status.
  */
 class ApiException extends CvsmException
 {
