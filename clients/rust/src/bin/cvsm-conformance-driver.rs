@@ -4,6 +4,7 @@
 
 use std::io::{self, BufRead, Write};
 use std::panic::{self, AssertUnwindSafe};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use cvsm::{Client, ClientOptions};
@@ -47,12 +48,16 @@ impl Failure {
                 "message": err.to_string(),
                 "status": err.status(),
                 "retry_after": err.retry_after(),
+                "request_id": err.request_id(),
+                "suggestion": err.suggestion(),
             }),
             Failure::Driver { kind, message } => json!({
                 "kind": kind,
                 "message": message,
                 "status": null,
                 "retry_after": null,
+                "request_id": null,
+                "suggestion": null,
             }),
         }
     }
@@ -142,6 +147,7 @@ impl Driver {
                         })?,
                 ),
             },
+            ca_file: string_option(options, "ca_file")?.map(PathBuf::from),
         })?;
         let config = json!({
             "base_url": client.base_url(),
