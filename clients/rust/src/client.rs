@@ -287,9 +287,10 @@ impl fmt::Debug for Client {
 ///
 /// ```no_run
 /// use std::time::Duration;
+/// use cvsm::ureq;
 ///
-/// let agent: cvsm::ureq::Agent = cvsm::ureq::Agent::config_builder()
-///     .proxy(Some(cvsm::ureq::Proxy::new("http://proxy.internal:3128")?))
+/// let agent: ureq::Agent = ureq::Agent::config_builder()
+///     .proxy(Some(ureq::Proxy::new("http://proxy.internal:3128")?))
 ///     .build()
 ///     .into();
 /// let client = cvsm::Client::builder()

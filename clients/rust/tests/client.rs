@@ -763,7 +763,7 @@ fn ca_file_and_a_custom_agent_do_not_mix() {
 
 #[test]
 fn a_private_ca_is_trusted_through_ca_file_and_only_then() {
-    let stub = tls_stub(|req| fake(req));
+    let stub = tls_stub(fake);
     let with_ca = |ca: Option<&str>| {
         Client::new(ClientOptions {
             ca_file: ca.map(fixture),
