@@ -100,7 +100,7 @@ impl Client {
     pub fn get_all(&self) -> Result<BTreeMap<String, String>> {
         let environment = &self.config.environment;
         if let Some(values) = self.cache().all(environment) {
-            return Ok(values);
+            return Ok(values.clone());
         }
         let values = self.guard(self.fetch_all())?;
         self.cache()
@@ -413,27 +413,30 @@ struct Cache {
 }
 
 impl Cache {
+    /// value returns a fresh value stored by `get`, else one from a fresh
+    /// `get_all` result (which is kept once, not copied per name).
     fn value(&mut self, environment: &str, name: &str) -> Option<String> {
         let key = (environment.to_string(), name.to_string());
         match self.values.get(&key) {
-            Some((value, expires)) if Instant::now() < *expires => Some(value.clone()),
+            Some((value, expires)) if Instant::now() < *expires => return Some(value.clone()),
             Some(_) => {
                 self.values.remove(&key);
-                None
             }
-            None => None,
+            None => {}
         }
+        self.all(environment)?.get(name).cloned()
     }
 
-    fn all(&mut self, environment: &str) -> Option<BTreeMap<String, String>> {
-        match self.all.get(environment) {
-            Some((values, expires)) if Instant::now() < *expires => Some(values.clone()),
-            Some(_) => {
-                self.all.remove(environment);
-                None
-            }
-            None => None,
+    fn all(&mut self, environment: &str) -> Option<&BTreeMap<String, String>> {
+        let fresh = self
+            .all
+            .get(environment)
+            .is_some_and(|(_, expires)| Instant::now() < *expires);
+        if !fresh {
+            self.all.remove(environment);
+            return None;
         }
+        self.all.get(environment).map(|(values, _)| values)
     }
 
     fn store_value(&mut self, environment: &str, name: &str, value: &str, ttl: Duration) {
@@ -452,12 +455,6 @@ impl Cache {
             return;
         }
         let expires = Instant::now() + ttl;
-        for (name, value) in values {
-            self.values.insert(
-                (environment.to_string(), name.clone()),
-                (value.clone(), expires),
-            );
-        }
         self.all
             .insert(environment.to_string(), (values.clone(), expires));
     }
@@ -556,5 +553,19 @@ mod tests {
         assert_eq!(cache.value("staging", "A"), None, "keyed by environment");
         std::thread::sleep(Duration::from_millis(40));
         assert_eq!(cache.value("production", "A"), None);
+    }
+
+    #[test]
+    fn a_get_all_result_serves_single_values_until_it_expires() {
+        let mut cache = Cache::default();
+        let values = BTreeMap::from([("A".to_string(), "1".to_string())]);
+        cache.store_all("production", &values, Duration::from_millis(30));
+        assert_eq!(cache.value("production", "A").as_deref(), Some("1"));
+        assert_eq!(cache.value("production", "B"), None);
+        assert_eq!(cache.value("staging", "A"), None);
+        assert!(cache.values.is_empty(), "kept once, not copied per name");
+        std::thread::sleep(Duration::from_millis(40));
+        assert_eq!(cache.value("production", "A"), None);
+        assert!(cache.all.is_empty());
     }
 }
