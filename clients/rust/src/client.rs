@@ -95,8 +95,9 @@ impl Client {
     }
 
     /// get_all returns every secret of the configured environment as name ->
-    /// value (one export request), and caches the whole result as well as
-    /// each value, so a later [`get`](Client::get) makes no request.
+    /// value (one export request, read once whatever its size), and caches
+    /// the whole result, which also answers a later [`get`](Client::get)
+    /// without a request.
     pub fn get_all(&self) -> Result<BTreeMap<String, String>> {
         let environment = &self.config.environment;
         if let Some(values) = self.cache().all(environment) {
@@ -189,14 +190,16 @@ impl Client {
     fn fetch(&self, name: &str) -> Result<String> {
         let team = self.team_id()?;
         let environment = self.config.environment.as_str();
-        let Answer { body: list, request_id } = self.transport.get_json::<SecretList>(
+        let Answer {
+            body: list,
+            request_id,
+        } = self.transport.get_json::<SecretList>(
             Endpoint::List,
             &format!("/teams/{}/secrets", encode(&team)),
             &[("environment", environment), ("search", name)],
         )?;
-        let in_environment = |s: &&SecretSummary| {
-            s.environment.as_deref().is_none_or(|e| e == environment)
-        };
+        let in_environment =
+            |s: &&SecretSummary| s.environment.as_deref().is_none_or(|e| e == environment);
         let found = list
             .secrets
             .iter()
@@ -228,7 +231,10 @@ impl Client {
         let export: Answer<BTreeMap<String, String>> = self.transport.get_json(
             Endpoint::Export,
             &format!("/teams/{}/secrets/export", encode(&team)),
-            &[("format", "json"), ("environment", &self.config.environment)],
+            &[
+                ("format", "json"),
+                ("environment", &self.config.environment),
+            ],
         )?;
         Ok(export.body)
     }
@@ -240,16 +246,22 @@ impl Client {
         if let Some(id) = team_id.as_ref() {
             return Ok(id.clone());
         }
-        let Answer { body: teams, request_id } =
-            self.transport.get_json::<TeamList>(Endpoint::Teams, "/teams", &[])?;
+        let Answer {
+            body: teams,
+            request_id,
+        } = self
+            .transport
+            .get_json::<TeamList>(Endpoint::Teams, "/teams", &[])?;
         let slug = &self.config.team;
-        let team = teams.teams.into_iter().find(|t| &t.slug == slug).ok_or_else(|| {
-            Error::Configuration {
+        let team = teams
+            .teams
+            .into_iter()
+            .find(|t| &t.slug == slug)
+            .ok_or_else(|| Error::Configuration {
                 message: format!("team {slug:?} (CVSM_TEAM) matches none of your teams"),
                 status: None,
                 request_id,
-            }
-        })?;
+            })?;
         *team_id = Some(team.id.clone());
         Ok(team.id)
     }
@@ -401,7 +413,9 @@ impl fmt::Debug for ClientBuilder {
 
 /// lock ignores poisoning: the guarded data stays consistent after a panic.
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// Cache holds values by (environment, name) and whole `get_all` results by
@@ -527,7 +541,13 @@ mod tests {
     fn is_uuid_tells_ids_from_slugs() {
         assert!(is_uuid("0b7f3c1e-8a4d-4c2b-9f1e-2d3c4b5a6978"));
         assert!(is_uuid("0B7F3C1E-8A4D-4C2B-9F1E-2D3C4B5A6978"));
-        for slug in ["acme", "acme-corp", "0b7f3c1e-8a4d-4c2b-9f1e-2d3c4b5a697", "0b7f3c1e8a4d4c2b9f1e2d3c4b5a6978", "0b7f3c1e-8a4d-4c2b-9f1e-2d3c4b5a697g"] {
+        for slug in [
+            "acme",
+            "acme-corp",
+            "0b7f3c1e-8a4d-4c2b-9f1e-2d3c4b5a697",
+            "0b7f3c1e8a4d4c2b9f1e2d3c4b5a6978",
+            "0b7f3c1e-8a4d-4c2b-9f1e-2d3c4b5a697g",
+        ] {
             assert!(!is_uuid(slug), "{slug}");
         }
     }
@@ -537,10 +557,23 @@ mod tests {
         for good in ["A", "_", "a_1", "DATABASE_URL", "_9", &"A".repeat(255)] {
             assert!(is_secret_name(good), "{good}");
         }
-        for bad in ["", "1A", "A-B", "A B", "A.B", "É", "A\0", "A=B", &"A".repeat(256)] {
+        for bad in [
+            "",
+            "1A",
+            "A-B",
+            "A B",
+            "A.B",
+            "É",
+            "A\0",
+            "A=B",
+            &"A".repeat(256),
+        ] {
             assert!(!is_secret_name(bad), "{bad:?}");
         }
-        assert!(is_variable_name(&"A".repeat(300)), "no length limit for inject");
+        assert!(
+            is_variable_name(&"A".repeat(300)),
+            "no length limit for inject"
+        );
     }
 
     #[test]

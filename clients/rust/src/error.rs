@@ -192,7 +192,11 @@ impl Error {
         }
     }
 
-    pub(crate) fn not_found(message: String, request_id: Option<String>, suggestion: Option<String>) -> Self {
+    pub(crate) fn not_found(
+        message: String,
+        request_id: Option<String>,
+        suggestion: Option<String>,
+    ) -> Self {
         Error::NotFound {
             status: None,
             message,

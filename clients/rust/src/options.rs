@@ -100,7 +100,12 @@ impl Config {
     /// resolve applies the precedence explicit option, then `CVSM_*`
     /// variable, then default, and validates the result.
     pub fn resolve(options: ClientOptions, custom_agent: bool) -> Result<Config> {
-        let token = required(options.token.map(trim_token), "token", "CVSM_TOKEN", trim_token)?;
+        let token = required(
+            options.token.map(trim_token),
+            "token",
+            "CVSM_TOKEN",
+            trim_token,
+        )?;
         if !token.bytes().all(|b| b.is_ascii_graphic()) {
             return Err(Error::configuration(
                 "the token (CVSM_TOKEN) contains spaces or characters other than visible ASCII",
@@ -148,17 +153,16 @@ impl Config {
                 None => DEFAULT_MAX_RETRIES,
             },
         };
-        let ca_file = match options.ca_file.filter(|path| !path.as_os_str().is_empty()) {
-            Some(_) if custom_agent => {
-                return Err(Error::configuration(
+        let ca_file =
+            match options.ca_file.filter(|path| !path.as_os_str().is_empty()) {
+                Some(_) if custom_agent => return Err(Error::configuration(
                     "ca_file cannot be combined with a custom agent: configure the CA on the agent",
-                ))
-            }
-            Some(path) => Some(path),
-            // A custom agent owns the transport: CVSM_CA_FILE is not read.
-            None if custom_agent => None,
-            None => env_var("CVSM_CA_FILE")?.map(PathBuf::from),
-        };
+                )),
+                Some(path) => Some(path),
+                // A custom agent owns the transport: CVSM_CA_FILE is not read.
+                None if custom_agent => None,
+                None => env_var("CVSM_CA_FILE")?.map(PathBuf::from),
+            };
 
         let base_url = base_url.trim().trim_end_matches('/').to_string();
         let host = base_url
@@ -246,7 +250,9 @@ fn parse_timeout(raw: &str) -> Option<Duration> {
         return None;
     }
     let seconds: f64 = raw.parse().ok()?;
-    Duration::try_from_secs_f64(seconds).ok().filter(|d| !d.is_zero())
+    Duration::try_from_secs_f64(seconds)
+        .ok()
+        .filter(|d| !d.is_zero())
 }
 
 /// parse_count accepts only ASCII digits (no sign), with surrounding spaces.
@@ -266,7 +272,16 @@ mod tests {
     fn parse_seconds_accepts_only_plain_non_negative_integers() {
         assert_eq!(parse_seconds("0"), Some(Duration::ZERO));
         assert_eq!(parse_seconds(" 45 "), Some(Duration::from_secs(45)));
-        for bad in ["", " ", "-1", "+5", "1 5", "1.5", "abc", "99999999999999999999999"] {
+        for bad in [
+            "",
+            " ",
+            "-1",
+            "+5",
+            "1 5",
+            "1.5",
+            "abc",
+            "99999999999999999999999",
+        ] {
             assert_eq!(parse_seconds(bad), None, "{bad:?} must be rejected");
         }
     }
@@ -275,7 +290,9 @@ mod tests {
     fn parse_timeout_accepts_positive_numbers_of_seconds() {
         assert_eq!(parse_timeout("2.5"), Some(Duration::from_millis(2500)));
         assert_eq!(parse_timeout(" 10 "), Some(Duration::from_secs(10)));
-        for bad in ["", "0", "0.0", "-1", "+1", "1e3", "inf", "NaN", "abc", "1.2.3"] {
+        for bad in [
+            "", "0", "0.0", "-1", "+1", "1e3", "inf", "NaN", "abc", "1.2.3",
+        ] {
             assert_eq!(parse_timeout(bad), None, "{bad:?} must be rejected");
         }
     }
@@ -294,7 +311,11 @@ mod tests {
         assert_eq!(trim_token(" \t\r\ncvsm_abc\r\n".into()), "cvsm_abc");
         assert_eq!(trim_token("cvsm_abc".into()), "cvsm_abc");
         assert_eq!(trim_token("cvsm a\nb".into()), "cvsm a\nb");
-        assert_eq!(trim_token("\u{a0}cvsm".into()), "\u{a0}cvsm", "only ASCII whitespace");
+        assert_eq!(
+            trim_token("\u{a0}cvsm".into()),
+            "\u{a0}cvsm",
+            "only ASCII whitespace"
+        );
     }
 
     #[test]
@@ -306,6 +327,9 @@ mod tests {
         };
         let text = format!("{options:?} {options:#?}");
         assert!(!text.contains("supersecret"), "{text}");
-        assert!(text.contains("[redacted]") && text.contains("acme"), "{text}");
+        assert!(
+            text.contains("[redacted]") && text.contains("acme"),
+            "{text}"
+        );
     }
 }

@@ -31,7 +31,9 @@ impl Target {
             (false, strip_prefix_ignore_case(url, "http://")?)
         };
         let authority = rest.split(['/', '?', '#']).next()?;
-        let authority = authority.rsplit_once('@').map_or(authority, |(_, host)| host);
+        let authority = authority
+            .rsplit_once('@')
+            .map_or(authority, |(_, host)| host);
         let (host, port) = split_host_port(authority)?;
         let port = match port {
             Some(port) => port.parse().ok()?,
@@ -48,7 +50,8 @@ impl Target {
 
 fn strip_prefix_ignore_case<'a>(s: &'a str, prefix: &str) -> Option<&'a str> {
     let head = s.get(..prefix.len())?;
-    head.eq_ignore_ascii_case(prefix).then(|| &s[prefix.len()..])
+    head.eq_ignore_ascii_case(prefix)
+        .then(|| &s[prefix.len()..])
 }
 
 /// split_host_port splits `host`, `host:port`, `[v6]` or `[v6]:port`; a bare
@@ -176,14 +179,26 @@ mod tests {
     #[test]
     fn target_reads_scheme_host_and_port() {
         let t = target("https://Cvsm.Example.com/api/v1");
-        assert_eq!((t.https, t.host.as_str(), t.port), (true, "cvsm.example.com", 443));
+        assert_eq!(
+            (t.https, t.host.as_str(), t.port),
+            (true, "cvsm.example.com", 443)
+        );
         let t = target("http://127.0.0.1:5501/api/v1");
-        assert_eq!((t.https, t.host.as_str(), t.port), (false, "127.0.0.1", 5501));
+        assert_eq!(
+            (t.https, t.host.as_str(), t.port),
+            (false, "127.0.0.1", 5501)
+        );
         let t = target("http://user:pw@[::1]:8080/x");
         assert_eq!((t.host.as_str(), t.port), ("::1", 8080));
         let t = target("HTTP://host?x=1");
         assert_eq!((t.https, t.host.as_str(), t.port), (false, "host", 80));
-        for bad in ["ftp://host", "host:80", "http://", "http://host:port/", "http://[::1/"] {
+        for bad in [
+            "ftp://host",
+            "host:80",
+            "http://",
+            "http://host:port/",
+            "http://[::1/",
+        ] {
             assert_eq!(Target::parse(bad), None, "{bad}");
         }
     }
@@ -205,15 +220,35 @@ mod tests {
         ] {
             assert!(bypasses(yes, &t), "{yes:?} should match");
         }
-        for no in ["", "other.com", "ample.com", "xapi.cvsm.example.com", "example.com:80", "*.other"] {
+        for no in [
+            "",
+            "other.com",
+            "ample.com",
+            "xapi.cvsm.example.com",
+            "example.com:80",
+            "*.other",
+        ] {
             assert!(!bypasses(no, &t), "{no:?} should not match");
         }
 
         let ip = target("http://127.0.0.1:5501/api/v1");
-        for yes in ["127.0.0.1", "localhost,127.0.0.1", "127.0.0.0/8", "127.0.0.1:5501", "0.0.0.0/0"] {
+        for yes in [
+            "127.0.0.1",
+            "localhost,127.0.0.1",
+            "127.0.0.0/8",
+            "127.0.0.1:5501",
+            "0.0.0.0/0",
+        ] {
             assert!(bypasses(yes, &ip), "{yes:?} should match");
         }
-        for no in ["localhost", "127.0.0.2", "10.0.0.0/8", "127.0.0.1:80", "127.0.0.1/40", "::1"] {
+        for no in [
+            "localhost",
+            "127.0.0.2",
+            "10.0.0.0/8",
+            "127.0.0.1:80",
+            "127.0.0.1/40",
+            "::1",
+        ] {
             assert!(!bypasses(no, &ip), "{no:?} should not match");
         }
 

@@ -164,7 +164,13 @@ impl Transport {
                 .or_else(|| status.canonical_reason().map(str::to_string))
                 .unwrap_or_else(|| "error".to_string());
             let retry_after = retry_after.and_then(|v| retry_after_seconds(&v, SystemTime::now()));
-            return Err(self.status_error(endpoint, status.as_u16(), detail, retry_after, request_id));
+            return Err(self.status_error(
+                endpoint,
+                status.as_u16(),
+                detail,
+                retry_after,
+                request_id,
+            ));
         }
 
         // Any size, read once: the body streams into the decoder with no
@@ -325,7 +331,9 @@ fn without_query(url: &str) -> &str {
 fn tls_trusting(path: &std::path::Path) -> Result<ureq::tls::TlsConfig> {
     let shown = path.display();
     let pem = std::fs::read(path).map_err(|err| {
-        Error::configuration(format!("cannot read the CA file {shown} (ca_file, CVSM_CA_FILE): {err}"))
+        Error::configuration(format!(
+            "cannot read the CA file {shown} (ca_file, CVSM_CA_FILE): {err}"
+        ))
     })?;
     let mut certs = Vec::new();
     for item in ureq::tls::parse_pem(&pem) {
@@ -372,7 +380,11 @@ fn retry_after_seconds(value: &str, now: SystemTime) -> Option<u64> {
 fn is_retryable(err: &Error) -> bool {
     matches!(
         err,
-        Error::Network { .. } | Error::Api { status: 502..=504, .. }
+        Error::Network { .. }
+            | Error::Api {
+                status: 502..=504,
+                ..
+            }
     )
 }
 
@@ -416,11 +428,18 @@ mod tests {
         for retry in 0..4 {
             for _ in 0..50 {
                 let pause = jitter(retry);
-                assert!(pause <= Duration::from_millis(100) * (1 << retry), "{pause:?}");
+                assert!(
+                    pause <= Duration::from_millis(100) * (1 << retry),
+                    "{pause:?}"
+                );
                 seen.insert(pause);
             }
         }
-        assert!(seen.len() > 100, "pauses should be random, got {}", seen.len());
+        assert!(
+            seen.len() > 100,
+            "pauses should be random, got {}",
+            seen.len()
+        );
     }
 
     #[test]
@@ -430,17 +449,48 @@ mod tests {
         assert_eq!(retry_after_seconds("7", now), Some(7));
         assert_eq!(retry_after_seconds("0", now), Some(0));
         assert_eq!(retry_after_seconds(" 120 ", now), Some(120));
-        assert_eq!(retry_after_seconds("Sun, 06 Nov 1994 08:50:07 GMT", now), Some(30));
-        assert_eq!(retry_after_seconds("Sun, 06 Nov 1994 08:49:37 GMT", now), Some(0));
-        assert_eq!(retry_after_seconds("Sun, 06 Nov 1994 08:49:00 GMT", now), Some(0), "past");
+        assert_eq!(
+            retry_after_seconds("Sun, 06 Nov 1994 08:50:07 GMT", now),
+            Some(30)
+        );
+        assert_eq!(
+            retry_after_seconds("Sun, 06 Nov 1994 08:49:37 GMT", now),
+            Some(0)
+        );
+        assert_eq!(
+            retry_after_seconds("Sun, 06 Nov 1994 08:49:00 GMT", now),
+            Some(0),
+            "past"
+        );
         // The two obsolete forms RFC 9110 asks recipients to accept.
-        assert_eq!(retry_after_seconds("Sunday, 06-Nov-94 08:50:07 GMT", now), Some(30));
-        assert_eq!(retry_after_seconds("Sun Nov  6 08:50:07 1994", now), Some(30));
+        assert_eq!(
+            retry_after_seconds("Sunday, 06-Nov-94 08:50:07 GMT", now),
+            Some(30)
+        );
+        assert_eq!(
+            retry_after_seconds("Sun Nov  6 08:50:07 1994", now),
+            Some(30)
+        );
         // Part of a second ahead counts as a whole one.
         let now_and_a_bit = now + Duration::from_millis(300);
-        assert_eq!(retry_after_seconds("Sun, 06 Nov 1994 08:50:07 GMT", now_and_a_bit), Some(30));
-        assert_eq!(retry_after_seconds("Sun, 06 Nov 1994 08:49:38 GMT", now_and_a_bit), Some(1));
-        for bad in ["", "-1", "1.5", "+3", "soon", "Sun, 06 Nov 1994 08:49:37 PST", "Sun, 06 Foo 1994 08:49:37 GMT", "99999999999999999999999"] {
+        assert_eq!(
+            retry_after_seconds("Sun, 06 Nov 1994 08:50:07 GMT", now_and_a_bit),
+            Some(30)
+        );
+        assert_eq!(
+            retry_after_seconds("Sun, 06 Nov 1994 08:49:38 GMT", now_and_a_bit),
+            Some(1)
+        );
+        for bad in [
+            "",
+            "-1",
+            "1.5",
+            "+3",
+            "soon",
+            "Sun, 06 Nov 1994 08:49:37 PST",
+            "Sun, 06 Foo 1994 08:49:37 GMT",
+            "99999999999999999999999",
+        ] {
             assert_eq!(retry_after_seconds(bad, now), None, "{bad:?}");
         }
     }

@@ -58,7 +58,11 @@ fn configuration_comes_from_cvsm_variables() {
     std::env::set_var("CVSM_CACHE_TTL", "5");
 
     let client = Client::from_env().unwrap();
-    assert_eq!(client.base_url(), "http://127.0.0.1:9/api/v1", "trailing / ignored");
+    assert_eq!(
+        client.base_url(),
+        "http://127.0.0.1:9/api/v1",
+        "trailing / ignored"
+    );
     assert_eq!(client.team(), "acme");
     assert_eq!(client.environment(), "staging");
     assert_eq!(client.cache_ttl(), Duration::from_secs(5));
@@ -104,11 +108,17 @@ fn missing_token_base_url_or_team_is_a_configuration_error_naming_the_variable()
         set_required();
         std::env::remove_var(missing);
         let message = configuration_error(Client::from_env());
-        assert!(message.starts_with(&format!("{missing} is not set")), "{message}");
+        assert!(
+            message.starts_with(&format!("{missing} is not set")),
+            "{message}"
+        );
 
         std::env::set_var(missing, "");
         let message = configuration_error(Client::from_env());
-        assert!(message.contains(missing), "an empty {missing} counts as unset: {message}");
+        assert!(
+            message.contains(missing),
+            "an empty {missing} counts as unset: {message}"
+        );
     }
 }
 
@@ -141,9 +151,18 @@ fn timeout_and_max_retries_come_from_their_variables() {
         ..Default::default()
     })
     .unwrap();
-    assert_eq!((explicit.timeout(), explicit.max_retries()), (Duration::from_secs(1), 4));
+    assert_eq!(
+        (explicit.timeout(), explicit.max_retries()),
+        (Duration::from_secs(1), 4)
+    );
 
-    for (name, bad) in [("CVSM_TIMEOUT", "0"), ("CVSM_TIMEOUT", "-1"), ("CVSM_TIMEOUT", "ten"), ("CVSM_MAX_RETRIES", "-1"), ("CVSM_MAX_RETRIES", "1.5")] {
+    for (name, bad) in [
+        ("CVSM_TIMEOUT", "0"),
+        ("CVSM_TIMEOUT", "-1"),
+        ("CVSM_TIMEOUT", "ten"),
+        ("CVSM_MAX_RETRIES", "-1"),
+        ("CVSM_MAX_RETRIES", "1.5"),
+    ] {
         std::env::set_var("CVSM_TIMEOUT", "1");
         std::env::set_var("CVSM_MAX_RETRIES", "1");
         std::env::set_var(name, bad);
@@ -160,11 +179,17 @@ fn token_from_the_variable_is_trimmed_like_a_mounted_file() {
     std::env::set_var("CVSM_BASE_URL", &stub.base_url);
     std::env::set_var("CVSM_TEAM", TEAM_ID);
     Client::from_env().unwrap().get_all().unwrap();
-    assert_eq!(stub.requests()[0].header("authorization"), Some(&*format!("Bearer {TOKEN}")));
+    assert_eq!(
+        stub.requests()[0].header("authorization"),
+        Some(&*format!("Bearer {TOKEN}"))
+    );
 
     std::env::set_var("CVSM_TOKEN", " \r\n\t");
     let message = configuration_error(Client::from_env());
-    assert!(message.starts_with("CVSM_TOKEN is not set"), "only whitespace is no token: {message}");
+    assert!(
+        message.starts_with("CVSM_TOKEN is not set"),
+        "only whitespace is no token: {message}"
+    );
 
     std::env::set_var("CVSM_TOKEN", format!("{TOKEN}\u{1b}x"));
     let message = configuration_error(Client::from_env());
@@ -176,14 +201,23 @@ fn ca_file_comes_from_its_variable_and_an_unreadable_one_fails_at_construction()
     let _env = clean_env();
     set_required();
     std::env::set_var("CVSM_CA_FILE", fixture("ca.pem"));
-    assert_eq!(Client::from_env().unwrap().ca_file(), Some(&*fixture("ca.pem")));
+    assert_eq!(
+        Client::from_env().unwrap().ca_file(),
+        Some(&*fixture("ca.pem"))
+    );
 
     std::env::set_var("CVSM_CA_FILE", fixture("missing.pem"));
     let message = configuration_error(Client::from_env());
-    assert!(message.contains("missing.pem") && message.contains("CVSM_CA_FILE"), "{message}");
+    assert!(
+        message.contains("missing.pem") && message.contains("CVSM_CA_FILE"),
+        "{message}"
+    );
 
     // A custom agent owns TLS: the variable is not read.
-    let client = Client::builder().agent(cvsm::ureq::Agent::new_with_defaults()).build().unwrap();
+    let client = Client::builder()
+        .agent(cvsm::ureq::Agent::new_with_defaults())
+        .build()
+        .unwrap();
     assert_eq!(client.ca_file(), None);
 }
 
@@ -204,7 +238,11 @@ fn proxy_client(stub: &Stub) -> Client {
 fn http_proxy_variables_are_honoured_when_the_client_is_created() {
     let _env = clean_env();
     let stub = Stub::secrets(&[("A", "1")], |_| None);
-    let authority = stub.base_url.trim_start_matches("http://").trim_end_matches("/api/v1").to_string();
+    let authority = stub
+        .base_url
+        .trim_start_matches("http://")
+        .trim_end_matches("/api/v1")
+        .to_string();
     let connect = format!("CONNECT {authority} HTTP/1.1");
 
     for variable in ["http_proxy", "HTTP_PROXY"] {
@@ -213,7 +251,10 @@ fn http_proxy_variables_are_honoured_when_the_client_is_created() {
         std::env::set_var(variable, &proxy.url);
         let after = proxy_client(&stub);
         before.get_all().unwrap();
-        assert!(proxy.lines().is_empty(), "{variable}: read when the client is created, not later");
+        assert!(
+            proxy.lines().is_empty(),
+            "{variable}: read when the client is created, not later"
+        );
         after.get_all().unwrap();
         assert_eq!(proxy.lines(), vec![connect.clone()], "{variable}");
         std::env::remove_var(variable);
@@ -233,7 +274,11 @@ fn no_proxy_exempts_matching_hosts() {
     let stub = Stub::secrets(&[("A", "1")], |_| None);
     let proxy = ConnectProxy::start();
     std::env::set_var("http_proxy", &proxy.url);
-    for (variable, value) in [("no_proxy", "localhost,127.0.0.1"), ("NO_PROXY", "*"), ("NO_PROXY", "127.0.0.0/8")] {
+    for (variable, value) in [
+        ("no_proxy", "localhost,127.0.0.1"),
+        ("NO_PROXY", "*"),
+        ("NO_PROXY", "127.0.0.0/8"),
+    ] {
         std::env::set_var(variable, value);
         proxy_client(&stub).get_all().unwrap();
         assert!(proxy.lines().is_empty(), "{variable}={value}");
@@ -241,7 +286,11 @@ fn no_proxy_exempts_matching_hosts() {
     }
     std::env::set_var("NO_PROXY", "example.com,10.0.0.0/8");
     proxy_client(&stub).get_all().unwrap();
-    assert_eq!(proxy.lines().len(), 1, "a non-matching no_proxy leaves the proxy in use");
+    assert_eq!(
+        proxy.lines().len(),
+        1,
+        "a non-matching no_proxy leaves the proxy in use"
+    );
 }
 
 #[test]
@@ -250,7 +299,10 @@ fn an_invalid_proxy_url_is_a_configuration_error_that_hides_the_value() {
     set_required();
     std::env::set_var("http_proxy", "http://user:hunter2@[broken");
     let message = configuration_error(Client::from_env());
-    assert!(message.contains("http_proxy") && !message.contains("hunter2"), "{message}");
+    assert!(
+        message.contains("http_proxy") && !message.contains("hunter2"),
+        "{message}"
+    );
 }
 
 #[test]
@@ -261,7 +313,11 @@ fn inject_keeps_existing_variables_unless_asked_to_overwrite() {
         std::env::remove_var(name);
     }
     let stub = Stub::secrets(
-        &[("RS_INJECT_TEST_B", "b"), ("RS_INJECT_TEST_A", "a"), ("RS_INJECT_TEST_C", "")],
+        &[
+            ("RS_INJECT_TEST_B", "b"),
+            ("RS_INJECT_TEST_A", "a"),
+            ("RS_INJECT_TEST_C", ""),
+        ],
         |_| None,
     );
     let client = Client::new(ClientOptions {
@@ -273,7 +329,10 @@ fn inject_keeps_existing_variables_unless_asked_to_overwrite() {
     .unwrap();
 
     std::env::set_var("RS_INJECT_TEST_A", "kept");
-    assert_eq!(client.inject(false).unwrap(), vec!["RS_INJECT_TEST_B", "RS_INJECT_TEST_C"]);
+    assert_eq!(
+        client.inject(false).unwrap(),
+        vec!["RS_INJECT_TEST_B", "RS_INJECT_TEST_C"]
+    );
     assert_eq!(std::env::var("RS_INJECT_TEST_A").unwrap(), "kept");
     assert_eq!(std::env::var("RS_INJECT_TEST_B").unwrap(), "b");
     assert_eq!(std::env::var("RS_INJECT_TEST_C").unwrap(), "");
@@ -283,7 +342,11 @@ fn inject_keeps_existing_variables_unless_asked_to_overwrite() {
         vec!["RS_INJECT_TEST_A", "RS_INJECT_TEST_B", "RS_INJECT_TEST_C"]
     );
     assert_eq!(std::env::var("RS_INJECT_TEST_A").unwrap(), "a");
-    assert_eq!(stub.count(), 1, "the second inject reuses the cached export");
+    assert_eq!(
+        stub.count(),
+        1,
+        "the second inject reuses the cached export"
+    );
 
     for name in names {
         std::env::remove_var(name);
@@ -294,8 +357,18 @@ fn inject_keeps_existing_variables_unless_asked_to_overwrite() {
 fn inject_is_all_or_nothing() {
     let _env = clean_env();
     let cases: [(&[(&str, &str)], &str); 3] = [
-        (&[("RS_ALL_A", "a"), ("RS_ALL_B", "nul\0inside"), ("RS_ALL_C", "c")], "RS_ALL_B"),
-        (&[("RS_ALL_A", "a"), ("RS_ALL-B", "b"), ("RS_ALL_C", "c")], "RS_ALL-B"),
+        (
+            &[
+                ("RS_ALL_A", "a"),
+                ("RS_ALL_B", "nul\0inside"),
+                ("RS_ALL_C", "c"),
+            ],
+            "RS_ALL_B",
+        ),
+        (
+            &[("RS_ALL_A", "a"), ("RS_ALL-B", "b"), ("RS_ALL_C", "c")],
+            "RS_ALL-B",
+        ),
         (&[("1RS_ALL", "a"), ("RS_ALL_A", "a")], "1RS_ALL"),
     ];
     for (secrets, culprit) in cases {
@@ -311,7 +384,10 @@ fn inject_is_all_or_nothing() {
         })
         .unwrap();
         let err = client.inject(true).unwrap_err();
-        assert!(matches!(err, Error::Configuration { status: None, .. }), "{err:?}");
+        assert!(
+            matches!(err, Error::Configuration { status: None, .. }),
+            "{err:?}"
+        );
         let printed = format!("{err} {err:?}");
         assert!(printed.contains(culprit), "{printed}");
         assert!(!printed.contains("nul"), "never the value: {printed}");

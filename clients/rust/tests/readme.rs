@@ -36,10 +36,27 @@ fn the_first_readme_example_is_examples_readme_rs() {
 #[test]
 fn the_first_readme_example_runs() {
     // This binary has one test that touches the environment: this one.
-    let stub = Stub::secrets(&[("DATABASE_URL", "postgres://db"), ("README_TEST_OTHER", "x")], |_| None);
+    let stub = Stub::secrets(
+        &[
+            ("DATABASE_URL", "postgres://db"),
+            ("README_TEST_OTHER", "x"),
+        ],
+        |_| None,
+    );
     std::env::set_var("CVSM_TOKEN", TOKEN);
     std::env::set_var("CVSM_BASE_URL", &stub.base_url);
-    for name in ["CVSM_TEAM", "CVSM_ENVIRONMENT", "CVSM_CACHE_TTL", "CVSM_TIMEOUT", "CVSM_MAX_RETRIES", "CVSM_CA_FILE", "http_proxy", "HTTP_PROXY", "DATABASE_URL", "README_TEST_OTHER"] {
+    for name in [
+        "CVSM_TEAM",
+        "CVSM_ENVIRONMENT",
+        "CVSM_CACHE_TTL",
+        "CVSM_TIMEOUT",
+        "CVSM_MAX_RETRIES",
+        "CVSM_CA_FILE",
+        "http_proxy",
+        "HTTP_PROXY",
+        "DATABASE_URL",
+        "README_TEST_OTHER",
+    ] {
         std::env::remove_var(name);
     }
 
@@ -48,6 +65,12 @@ fn the_first_readme_example_runs() {
     assert_eq!(std::env::var("DATABASE_URL").unwrap(), "postgres://db");
     assert_eq!(std::env::var("README_TEST_OTHER").unwrap(), "x");
     let targets = stub.targets();
-    assert_eq!(targets[0], "/api/v1/teams", "the slug acme is resolved: {targets:?}");
-    assert!(targets.iter().any(|t| t.contains("/secrets/export")), "{targets:?}");
+    assert_eq!(
+        targets[0], "/api/v1/teams",
+        "the slug acme is resolved: {targets:?}"
+    );
+    assert!(
+        targets.iter().any(|t| t.contains("/secrets/export")),
+        "{targets:?}"
+    );
 }

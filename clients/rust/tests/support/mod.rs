@@ -166,7 +166,10 @@ fn fake_server(secrets: &[(String, String)], req: &Request) -> Reply {
             })
             .collect();
         let total = matches.len();
-        return json(200, serde_json::json!({ "secrets": matches, "total": total }));
+        return json(
+            200,
+            serde_json::json!({ "secrets": matches, "total": total }),
+        );
     }
     if let Some(id) = path.strip_prefix(&format!("{team}/secrets/")) {
         if let Some(i) = (0..secrets.len()).find(|i| secret_id(*i) == id) {
@@ -217,7 +220,11 @@ fn serve(stream: Box<dyn Stream>, handler: &Handler, recorded: &Mutex<Vec<Reques
         recorded.push(request.clone());
         recorded.len()
     };
-    respond(reader.get_mut(), handler(&request), &format!("req-{number}"));
+    respond(
+        reader.get_mut(),
+        handler(&request),
+        &format!("req-{number}"),
+    );
 }
 
 /// respond sends `reply`; every answer carries `X-Request-Id: req-<n>` (n
@@ -252,7 +259,10 @@ fn respond(stream: &mut dyn Stream, reply: Reply, request_id: &str) {
         "HTTP/1.1 {status} Stub\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n",
         body.len()
     );
-    if !headers.iter().any(|(name, _)| name.eq_ignore_ascii_case("x-request-id")) {
+    if !headers
+        .iter()
+        .any(|(name, _)| name.eq_ignore_ascii_case("x-request-id"))
+    {
         head.push_str(&format!("X-Request-Id: {request_id}\r\n"));
     }
     for (name, value) in headers {
@@ -362,5 +372,7 @@ pub fn tls_stub(handler: impl Fn(&Request) -> Reply + Send + Sync + 'static) -> 
 
 /// fixture returns the path of a file in tests/fixtures.
 pub fn fixture(name: &str) -> std::path::PathBuf {
-    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(name)
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name)
 }
