@@ -9,7 +9,8 @@ blur the counts.
 
 The same proxy also listens with TLS (a certificate for 127.0.0.1 signed by a private CA made
 for the run, see ``PrivateCA``) and serves as a forward proxy: a request whose target is an
-absolute ``http://`` URL is answered as if it had come straight, and recorded as proxied.
+absolute ``http://`` URL, or one sent through a ``CONNECT`` tunnel, is answered as if it had
+come straight, and recorded as proxied.
 Every answer it makes up itself carries an ``X-Request-Id`` of its own.
 """
 
@@ -234,10 +235,19 @@ class FaultProxy:
             with contextlib.suppress(Exception):
                 await writer.wait_closed()
 
-    async def _serve_one(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _serve_one(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, tunneled: bool = False
+    ) -> None:
         head = await reader.readuntil(b"\r\n\r\n")
         lines = head.decode("latin-1").split("\r\n")
         method, target, _version = lines[0].split(" ", 2)
+        if method == "CONNECT" and not tunneled:
+            # Some HTTP stacks (ureq) reach every proxy through a tunnel, plain http included:
+            # open it, then serve the one request that comes through it.
+            writer.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
+            await writer.drain()
+            await self._serve_one(reader, writer, tunneled=True)
+            return
         headers: dict[str, str] = {}
         for line in lines[1:]:
             if not line:
@@ -246,7 +256,7 @@ class FaultProxy:
             key = name.strip().lower()
             headers[key] = f"{headers[key]}, {value.strip()}" if key in headers else value.strip()
         body = await self._read_body(reader, headers)
-        forward_proxy = target.lower().startswith("http://")
+        forward_proxy = tunneled or target.lower().startswith("http://")
         parts = urlsplit(target)
         if forward_proxy:  # absolute form: the client took us for its HTTP proxy
             target = parts.path + (f"?{parts.query}" if parts.query else "")

@@ -123,3 +123,15 @@ async def test_tls_listener_is_trusted_only_through_the_private_ca(tmp_path: Pat
                 await client.get(f"{tls_proxy.tls_base_url}/teams")
     finally:
         await tls_proxy.close()
+
+
+async def test_serves_a_request_sent_through_a_connect_tunnel(proxy: FaultProxy) -> None:
+    reader, writer = await asyncio.open_connection("127.0.0.1", proxy.port)
+    writer.write(b"CONNECT cvsm-conformance.invalid:80 HTTP/1.1\r\nHost: cvsm-conformance.invalid:80\r\n\r\n")
+    assert (await reader.readuntil(b"\r\n\r\n")).startswith(b"HTTP/1.1 200")
+    writer.write(b"GET /api/v1/teams HTTP/1.1\r\nHost: cvsm-conformance.invalid\r\n\r\n")
+    answer = await reader.read()
+    writer.close()
+    assert answer.startswith(b"HTTP/1.1 200") and b'"path": "/api/v1/teams"' in answer
+    (record,) = proxy.log
+    assert (record.forward_proxy, record.kind) == (True, "teams")
