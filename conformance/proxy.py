@@ -35,6 +35,7 @@ API_PREFIX = "/api/v1"
 _KINDS = [
     ("teams", re.compile(r"^/teams/?$")),
     ("export", re.compile(r"^/teams/[^/]+/secrets/export/?$")),
+    ("by_name", re.compile(r"^/teams/[^/]+/secrets/by-name/[^/]+/?$")),
     ("list", re.compile(r"^/teams/[^/]+/secrets/?$")),
     ("value", re.compile(r"^/teams/[^/]+/secrets/[^/]+/?$")),
 ]
@@ -47,7 +48,7 @@ _MAX_BODY = 4 * 1024 * 1024
 
 
 def request_kind(path: str) -> str:
-    """request_kind names what an API path is for: teams, list, value, export or other."""
+    """request_kind names what an API path is for: teams, list, value, by_name, export or other."""
     if not path.startswith(API_PREFIX):
         return "other"
     rest = path[len(API_PREFIX):]

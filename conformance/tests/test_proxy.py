@@ -38,6 +38,7 @@ def test_request_kinds_name_the_four_sdk_endpoints() -> None:
     assert request_kind("/api/v1/teams/t/secrets") == "list"
     assert request_kind("/api/v1/teams/t/secrets/export") == "export"
     assert request_kind("/api/v1/teams/t/secrets/s") == "value"
+    assert request_kind("/api/v1/teams/t/secrets/by-name/API_KEY") == "by_name"
     assert request_kind("/api/v1/health") == "other"
 
 
