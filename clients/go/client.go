@@ -1,6 +1,6 @@
 // This file owns the Client: construction, Get, GetAll, Inject, ClearCache,
-// team slug resolution, the effective-configuration accessors and the
-// redacted printed form of the client.
+// the effective-configuration accessors and the redacted printed form of
+// the client.
 
 package cvsm
 
@@ -15,7 +15,6 @@ import (
 	"os"
 	"sort"
 	"strings"
-	"sync"
 	"time"
 )
 
@@ -29,7 +28,6 @@ type Client struct {
 	cfg        *config
 	httpClient *http.Client
 	cache      *cache
-	team       *teamResolver
 	now        func() time.Time
 	sleep      func(context.Context, time.Duration) error
 }
@@ -54,7 +52,6 @@ func NewClient(opts Options) (*Client, error) {
 	c := &Client{
 		cfg:        &cfg,
 		httpClient: hc,
-		team:       &teamResolver{},
 		now:        time.Now,
 		sleep:      sleepContext,
 	}
@@ -62,12 +59,13 @@ func NewClient(opts Options) (*Client, error) {
 	return c, nil
 }
 
-// Get returns the value of the secret name in the client's environment.
-// Names are case-sensitive: when the environment holds the name only in
-// another case, the KindNotFound error suggests it (Error.Suggestion). A
-// name that is not a valid secret name ([A-Za-z_][A-Za-z0-9_]{0,254}, so
-// also "") is KindNotFound without a request. A cached value younger than
-// the cache TTL is returned without a request.
+// Get returns the value of the secret name in the client's environment,
+// read with one request (GET .../secrets/by-name/{name}). Names are
+// case-sensitive: when the environment holds the name only in another case,
+// the KindNotFound error suggests it (Error.Suggestion). A name that is not
+// a valid secret name ([A-Za-z_][A-Za-z0-9_]{0,254}, so also "") is
+// KindNotFound without a request. A cached value younger than the cache TTL
+// is returned without a request.
 func (c *Client) Get(ctx context.Context, name string) (string, error) {
 	if !validSecretName(name) {
 		return "", newError(KindNotFound, "%s is not a valid secret name (letters, digits and _, not starting with a digit, at most 255 characters)", quoteName(name))
@@ -76,46 +74,49 @@ func (c *Client) Get(ctx context.Context, name string) (string, error) {
 	if v, ok := c.cache.get(env, name); ok {
 		return v, nil
 	}
-	team, err := c.teamID(ctx)
-	if err != nil {
-		return "", err
-	}
 
-	var list listAnswer
-	secretsPath := "/teams/" + url.PathEscape(team) + "/secrets"
-	query := url.Values{"environment": {env}, "search": {name}}
-	requestID, err := c.getJSON(ctx, endpointList, secretsPath, query, &list)
-	if err != nil {
-		return "", err
+	var one valueAnswer
+	query := url.Values{"environment": {env}}
+	_, err := c.getJSON(ctx, endpointByName, c.secretsPath()+"/by-name/"+url.PathEscape(name), query, &one)
+	if err == nil {
+		c.cache.put(env, name, *one.Value)
+		return *one.Value, nil
 	}
-	id, suggestion := "", ""
+	if ce := (*Error)(nil); errors.As(err, &ce) && ce.Kind == KindNotFound {
+		// The by-name read answered 404: the listing tells a missing
+		// secret from a wrong team or base URL.
+		return "", c.notFound(ctx, name, ce)
+	}
+	return "", err
+}
+
+// notFound turns the by-name read's 404 into the error Get returns, after
+// asking the listing: a 404 or 400 to the listing is a KindConfiguration
+// error (a wrong team or base URL, rule R9); a listing makes the 404 a
+// KindNotFound error that suggests a name differing only in case.
+func (c *Client) notFound(ctx context.Context, name string, byName *Error) error {
+	env := c.cfg.environment
+	var list listAnswer
+	query := url.Values{"environment": {env}, "search": {name}}
+	if _, err := c.getJSON(ctx, endpointList, c.secretsPath(), query, &list); err != nil {
+		return err
+	}
+	suggestion := ""
 	for _, s := range *list.Secrets {
 		if s.Environment != "" && s.Environment != env {
 			continue
 		}
-		if s.Name == name {
-			id = s.ID
+		if s.Name != name && strings.EqualFold(s.Name, name) {
+			suggestion = s.Name
 			break
 		}
-		if suggestion == "" && strings.EqualFold(s.Name, name) {
-			suggestion = s.Name
-		}
 	}
-	if id == "" {
-		e := newError(KindNotFound, "secret %q not found in %s", name, env)
-		if suggestion != "" {
-			e.Message += fmt.Sprintf("; did you mean %q?", suggestion)
-		}
-		e.RequestID, e.Suggestion = requestID, suggestion
-		return "", e
+	e := newError(KindNotFound, "secret %q not found in %s", name, env)
+	if suggestion != "" {
+		e.Message += fmt.Sprintf("; did you mean %q?", suggestion)
 	}
-
-	var one valueAnswer
-	if _, err := c.getJSON(ctx, endpointValue, secretsPath+"/"+url.PathEscape(id), nil, &one); err != nil {
-		return "", err
-	}
-	c.cache.put(env, name, *one.Value)
-	return *one.Value, nil
+	e.Status, e.RequestID, e.Suggestion = byName.Status, byName.RequestID, suggestion
+	return e
 }
 
 // GetAll returns every secret of the client's environment as a map of name
@@ -127,45 +128,40 @@ func (c *Client) GetAll(ctx context.Context) (map[string]string, error) {
 	if all, ok := c.cache.getAll(env); ok {
 		return all, nil
 	}
-	team, err := c.teamID(ctx)
-	if err != nil {
-		return nil, err
-	}
 	var values exportAnswer
 	query := url.Values{"format": {"json"}, "environment": {env}}
-	if _, err := c.getJSON(ctx, endpointExport, "/teams/"+url.PathEscape(team)+"/secrets/export", query, &values); err != nil {
+	if _, err := c.getJSON(ctx, endpointExport, c.secretsPath()+"/export", query, &values); err != nil {
 		return nil, err
 	}
 	c.cache.putAll(env, values)
 	return copyMap(values), nil
 }
 
+// secretsPath is the path of the team's secrets, below the base URL. The
+// team, id or slug, goes in as it is, percent-encoded.
+func (c *Client) secretsPath() string {
+	return "/teams/" + url.PathEscape(c.cfg.team) + "/secrets"
+}
+
 // The answers the client decodes, each with the shape its request promises
 // (rule R3); a 2xx answer of another shape is unreadable, like a dropped
 // connection.
 type (
-	teamsAnswer struct {
-		Teams *[]struct {
-			ID   string `json:"id"`
-			Slug string `json:"slug"`
-		} `json:"teams"`
-	}
 	listAnswer struct {
 		Secrets *[]struct {
-			ID          string `json:"id"`
 			Name        string `json:"name"`
 			Environment string `json:"environment"`
 		} `json:"secrets"`
 	}
 	valueAnswer struct {
-		Value *string `json:"value"`
+		Secret *struct{} `json:"secret"`
+		Value  *string   `json:"value"`
 	}
 	exportAnswer map[string]string
 )
 
-func (a *teamsAnswer) valid() bool  { return a.Teams != nil }
 func (a *listAnswer) valid() bool   { return a.Secrets != nil }
-func (a *valueAnswer) valid() bool  { return a.Value != nil }
+func (a *valueAnswer) valid() bool  { return a.Secret != nil && a.Value != nil }
 func (a *exportAnswer) valid() bool { return *a != nil } // JSON null decodes to a nil map
 
 // UnmarshalJSON decodes an export, refusing null values, which would
@@ -334,58 +330,4 @@ func (c Client) LogValue() slog.Value {
 		slog.Duration("timeout", c.cfg.timeout),
 		slog.Int("max_retries", c.cfg.maxRetries),
 	)
-}
-
-// teamResolver remembers the id a team slug resolved to.
-type teamResolver struct {
-	mu sync.Mutex
-	id string
-}
-
-// teamID returns the team id to put in paths: the configured team when it
-// is a UUID, otherwise the id of the caller's team with that slug, looked up
-// once per client through GET /teams (a failed lookup is retried next time).
-func (c *Client) teamID(ctx context.Context) (string, error) {
-	if isUUID(c.cfg.team) {
-		return c.cfg.team, nil
-	}
-	c.team.mu.Lock()
-	defer c.team.mu.Unlock()
-	if c.team.id != "" {
-		return c.team.id, nil
-	}
-	var body teamsAnswer
-	requestID, err := c.getJSON(ctx, endpointTeams, "/teams", nil, &body)
-	if err != nil {
-		return "", err
-	}
-	for _, t := range *body.Teams {
-		if t.Slug == c.cfg.team && t.ID != "" {
-			c.team.id = t.ID
-			return t.ID, nil
-		}
-	}
-	e := newError(KindConfiguration, "team %q matches none of your teams (set Options.Team or %s to a team id or slug)", c.cfg.team, EnvTeam)
-	e.RequestID = requestID
-	return "", e
-}
-
-// isUUID reports whether s has the 8-4-4-4-12 hexadecimal form of a UUID.
-func isUUID(s string) bool {
-	if len(s) != 36 {
-		return false
-	}
-	for i, r := range s {
-		switch i {
-		case 8, 13, 18, 23:
-			if r != '-' {
-				return false
-			}
-		default:
-			if !('0' <= r && r <= '9' || 'a' <= r && r <= 'f' || 'A' <= r && r <= 'F') {
-				return false
-			}
-		}
-	}
-	return true
 }

@@ -57,8 +57,10 @@ type Options struct {
 	// "https://cvsm.example.com/api/v1"; a trailing slash is ignored.
 	// Default: CVSM_BASE_URL; required.
 	BaseURL string
-	// Team is the team id (a UUID) or its slug; a slug is resolved once per
-	// client through GET /teams. Default: CVSM_TEAM; required.
+	// Team is the team id (a UUID) or its slug, put in every request's
+	// path as it is (percent-encoded): the server takes either, so no
+	// lookup is made. A team that is none of the caller's is answered 404,
+	// a KindConfiguration error. Default: CVSM_TEAM; required.
 	Team string
 	// Environment is the environment secrets are read from. Default:
 	// CVSM_ENVIRONMENT, then "production".

@@ -122,12 +122,12 @@ func TestErrorsCarryKindStatusRetryAfterAndRequestID(t *testing.T) {
 		t.Errorf("no Retry-After is null: %v", e)
 	}
 	e = errorOf(t, call(t, d, `{"id":5,"op":"get","args":{"name":"api_key"}}`))
-	if e["kind"] != "not_found" || e["suggestion"] != "API_KEY" || e["request_id"] != "req-77" || e["status"] != nil {
+	if e["kind"] != "not_found" || e["suggestion"] != "API_KEY" || e["request_id"] != "req-77" || e["status"] != float64(404) {
 		t.Errorf("not found: %v", e)
 	}
 	e = errorOf(t, call(t, d, `{"id":6,"op":"get","args":{"name":"API_KEY"}}`))
-	if e["kind"] != "not_found" || e["status"] != float64(404) {
-		t.Errorf("value 404: %v", e)
+	if e["kind"] != "not_found" || e["status"] != float64(404) || e["suggestion"] != nil {
+		t.Errorf("by-name 404 with the name in the listing: %v", e)
 	}
 }
 
