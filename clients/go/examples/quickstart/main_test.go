@@ -53,7 +53,7 @@ func TestTheExampleRuns(t *testing.T) {
 		_ = json.NewEncoder(w).Encode(body)
 	}))
 	defer srv.Close()
-	for _, name := range []string{"CVSM_TEAM", "CVSM_ENVIRONMENT", "CVSM_CACHE_TTL", "CVSM_TIMEOUT", "CVSM_MAX_RETRIES", "CVSM_CA_FILE", "QUICKSTART_API_KEY"} {
+	for _, name := range []string{"CVSM_TEAM", "CVSM_ENVIRONMENT", "CVSM_CACHE_TTL", "CVSM_TIMEOUT", "CVSM_MAX_RETRIES", "CVSM_CA_FILE", "CVSM_STALE_IF_ERROR", "QUICKSTART_API_KEY"} {
 		t.Setenv(name, "")
 		os.Unsetenv(name)
 	}
