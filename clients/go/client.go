@@ -1,5 +1,5 @@
-// This file owns the Client: construction, Get, GetAll, Inject, ClearCache,
-// team slug resolution, the effective-configuration accessors and the
+// This file owns the Client: construction, Get, GetAll (and their WithInfo
+// forms), Inject, ClearCache, the effective-configuration accessors and the
 // redacted printed form of the client.
 
 package cvsm
@@ -15,7 +15,6 @@ import (
 	"os"
 	"sort"
 	"strings"
-	"sync"
 	"time"
 )
 
@@ -29,7 +28,7 @@ type Client struct {
 	cfg        *config
 	httpClient *http.Client
 	cache      *cache
-	team       *teamResolver
+	logger     *slog.Logger // nil: slog.Default()
 	now        func() time.Time
 	sleep      func(context.Context, time.Duration) error
 }
@@ -54,118 +53,177 @@ func NewClient(opts Options) (*Client, error) {
 	c := &Client{
 		cfg:        &cfg,
 		httpClient: hc,
-		team:       &teamResolver{},
+		logger:     opts.Logger,
 		now:        time.Now,
 		sleep:      sleepContext,
 	}
-	c.cache = newCache(cfg.cacheTTL, func() time.Time { return c.now() })
+	c.cache = newCache(cfg.cacheTTL, cfg.stale, func() time.Time { return c.now() })
 	return c, nil
 }
 
-// Get returns the value of the secret name in the client's environment.
-// Names are case-sensitive: when the environment holds the name only in
-// another case, the KindNotFound error suggests it (Error.Suggestion). A
-// name that is not a valid secret name ([A-Za-z_][A-Za-z0-9_]{0,254}, so
-// also "") is KindNotFound without a request. A cached value younger than
-// the cache TTL is returned without a request.
+// Get returns the value of the secret name in the client's environment,
+// read with one request (GET .../secrets/by-name/{name}). Names are
+// case-sensitive: when the environment holds the name only in another case,
+// the KindNotFound error suggests it (Error.Suggestion). A name that is not
+// a valid secret name ([A-Za-z_][A-Za-z0-9_]{0,254}, so also "") is
+// KindNotFound without a request. A cached value younger than the cache TTL
+// is returned without a request. With StaleIfError set, a kept value may be
+// returned when the refresh fails; GetWithInfo tells when.
 func (c *Client) Get(ctx context.Context, name string) (string, error) {
+	v, _, err := c.GetWithInfo(ctx, name)
+	return v, err
+}
+
+// Info describes where a value returned by GetWithInfo, or a map returned by
+// GetAllWithInfo, came from.
+type Info struct {
+	// Cached reports that the value came from the client's cache rather
+	// than from an answer to this call.
+	Cached bool
+	// Stale reports that the value is past its cache TTL and was returned
+	// because refreshing it failed (Options.StaleIfError, rule R14). Err is
+	// then the error the refresh failed with.
+	Stale bool
+	// Age is how long ago the value was fetched from the server; 0 when
+	// this call fetched it.
+	Age time.Duration
+	// Err is, when Stale, the *Error the refresh failed with (a network
+	// error, a 5xx or a 429); nil otherwise.
+	Err error
+}
+
+// GetWithInfo is Get, and also says whether the value came from the cache
+// and whether it was served stale: when StaleIfError is set and refreshing
+// a value fails with a network error (after retries), a 5xx (after
+// retries) or a 429, a value fetched less than CacheTTL+StaleIfError ago is
+// returned with a nil error and info.Stale set, and a warning is logged the
+// first time that value is served stale. A 401 or 403 empties the cache
+// and is returned; so is any other error (404, 400, configuration).
+func (c *Client) GetWithInfo(ctx context.Context, name string) (string, Info, error) {
 	if !validSecretName(name) {
-		return "", newError(KindNotFound, "%s is not a valid secret name (letters, digits and _, not starting with a digit, at most 255 characters)", quoteName(name))
+		return "", Info{}, newError(KindNotFound, "%s is not a valid secret name (letters, digits and _, not starting with a digit, at most 255 characters)", quoteName(name))
 	}
 	env := c.cfg.environment
-	if v, ok := c.cache.get(env, name); ok {
-		return v, nil
-	}
-	team, err := c.teamID(ctx)
-	if err != nil {
-		return "", err
+	if v, age, ok := c.cache.get(env, name); ok {
+		return v, Info{Cached: true, Age: age}, nil
 	}
 
-	var list listAnswer
-	secretsPath := "/teams/" + url.PathEscape(team) + "/secrets"
-	query := url.Values{"environment": {env}, "search": {name}}
-	requestID, err := c.getJSON(ctx, endpointList, secretsPath, query, &list)
-	if err != nil {
-		return "", err
+	var one valueAnswer
+	query := url.Values{"environment": {env}}
+	_, err := c.getJSON(ctx, endpointByName, c.secretsPath()+"/by-name/"+url.PathEscape(name), query, &one)
+	if err == nil {
+		c.cache.put(env, name, *one.Value)
+		return *one.Value, Info{}, nil
 	}
-	id, suggestion := "", ""
+	ce := asClientError(err)
+	if ce.Kind == KindNotFound {
+		// The by-name read answered 404: the listing tells a missing
+		// secret from a wrong team or base URL. The server answered, so
+		// no kept value is served, and this one is forgotten.
+		c.cache.forget(env, name)
+		return "", Info{}, c.notFound(ctx, name, ce)
+	}
+	if servesStale(ce) {
+		if v, age, first, ok := c.cache.getKept(env, name); ok {
+			if first {
+				c.warnStale(ctx, "cvsm: serving a stale secret value: refreshing it failed", slog.String("secret", name), ce, age)
+			}
+			return v, Info{Cached: true, Stale: true, Age: age, Err: ce}, nil
+		}
+	}
+	return "", Info{}, err
+}
+
+// notFound turns the by-name read's 404 into the error Get returns, after
+// asking the listing: a 404 or 400 to the listing is a KindConfiguration
+// error (a wrong team or base URL, rule R9); a listing makes the 404 a
+// KindNotFound error that suggests a name differing only in case.
+func (c *Client) notFound(ctx context.Context, name string, byName *Error) error {
+	env := c.cfg.environment
+	var list listAnswer
+	query := url.Values{"environment": {env}, "search": {name}}
+	if _, err := c.getJSON(ctx, endpointList, c.secretsPath(), query, &list); err != nil {
+		return err
+	}
+	suggestion := ""
 	for _, s := range *list.Secrets {
 		if s.Environment != "" && s.Environment != env {
 			continue
 		}
-		if s.Name == name {
-			id = s.ID
+		if s.Name != name && strings.EqualFold(s.Name, name) {
+			suggestion = s.Name
 			break
 		}
-		if suggestion == "" && strings.EqualFold(s.Name, name) {
-			suggestion = s.Name
-		}
 	}
-	if id == "" {
-		e := newError(KindNotFound, "secret %q not found in %s", name, env)
-		if suggestion != "" {
-			e.Message += fmt.Sprintf("; did you mean %q?", suggestion)
-		}
-		e.RequestID, e.Suggestion = requestID, suggestion
-		return "", e
+	e := newError(KindNotFound, "secret %q not found in %s", name, env)
+	if suggestion != "" {
+		e.Message += fmt.Sprintf("; did you mean %q?", suggestion)
 	}
-
-	var one valueAnswer
-	if _, err := c.getJSON(ctx, endpointValue, secretsPath+"/"+url.PathEscape(id), nil, &one); err != nil {
-		return "", err
-	}
-	c.cache.put(env, name, *one.Value)
-	return *one.Value, nil
+	e.Status, e.RequestID, e.Suggestion = byName.Status, byName.RequestID, suggestion
+	return e
 }
 
 // GetAll returns every secret of the client's environment as a map of name
 // to value, read with one request to the export endpoint. The result is
 // cached as a whole and also fills the cache for Get. The returned map is
-// the caller's own.
+// the caller's own. With StaleIfError set, a kept result may be returned
+// when the refresh fails; GetAllWithInfo tells when.
 func (c *Client) GetAll(ctx context.Context) (map[string]string, error) {
+	values, _, err := c.GetAllWithInfo(ctx)
+	return values, err
+}
+
+// GetAllWithInfo is GetAll, and also says whether the map came from the
+// cache and whether it was served stale, under the same rules as
+// GetWithInfo: only a whole GetAll result is served stale, never one pieced
+// together from values cached by Get.
+func (c *Client) GetAllWithInfo(ctx context.Context) (map[string]string, Info, error) {
 	env := c.cfg.environment
-	if all, ok := c.cache.getAll(env); ok {
-		return all, nil
-	}
-	team, err := c.teamID(ctx)
-	if err != nil {
-		return nil, err
+	if all, age, ok := c.cache.getAll(env); ok {
+		return all, Info{Cached: true, Age: age}, nil
 	}
 	var values exportAnswer
 	query := url.Values{"format": {"json"}, "environment": {env}}
-	if _, err := c.getJSON(ctx, endpointExport, "/teams/"+url.PathEscape(team)+"/secrets/export", query, &values); err != nil {
-		return nil, err
+	if _, err := c.getJSON(ctx, endpointExport, c.secretsPath()+"/export", query, &values); err != nil {
+		if ce := asClientError(err); servesStale(ce) {
+			if all, age, first, ok := c.cache.getAllKept(env); ok {
+				if first {
+					c.warnStale(ctx, "cvsm: serving stale values of every secret (GetAll): refreshing them failed", slog.Int("secrets", len(all)), ce, age)
+				}
+				return all, Info{Cached: true, Stale: true, Age: age, Err: ce}, nil
+			}
+		}
+		return nil, Info{}, err
 	}
 	c.cache.putAll(env, values)
-	return copyMap(values), nil
+	return copyMap(values), Info{}, nil
+}
+
+// secretsPath is the path of the team's secrets, below the base URL. The
+// team, id or slug, goes in as it is, percent-encoded.
+func (c *Client) secretsPath() string {
+	return "/teams/" + url.PathEscape(c.cfg.team) + "/secrets"
 }
 
 // The answers the client decodes, each with the shape its request promises
 // (rule R3); a 2xx answer of another shape is unreadable, like a dropped
 // connection.
 type (
-	teamsAnswer struct {
-		Teams *[]struct {
-			ID   string `json:"id"`
-			Slug string `json:"slug"`
-		} `json:"teams"`
-	}
 	listAnswer struct {
 		Secrets *[]struct {
-			ID          string `json:"id"`
 			Name        string `json:"name"`
 			Environment string `json:"environment"`
 		} `json:"secrets"`
 	}
 	valueAnswer struct {
-		Value *string `json:"value"`
+		Secret *struct{} `json:"secret"`
+		Value  *string   `json:"value"`
 	}
 	exportAnswer map[string]string
 )
 
-func (a *teamsAnswer) valid() bool  { return a.Teams != nil }
 func (a *listAnswer) valid() bool   { return a.Secrets != nil }
-func (a *valueAnswer) valid() bool  { return a.Value != nil }
+func (a *valueAnswer) valid() bool  { return a.Secret != nil && a.Value != nil }
 func (a *exportAnswer) valid() bool { return *a != nil } // JSON null decodes to a nil map
 
 // UnmarshalJSON decodes an export, refusing null values, which would
@@ -277,8 +335,8 @@ func (c *Client) Inject(ctx context.Context, opts ...InjectOption) ([]string, er
 	return set, nil
 }
 
-// ClearCache forgets every cached value, so the next Get or GetAll asks the
-// server again.
+// ClearCache forgets every cached value, those kept for StaleIfError
+// included, so the next Get or GetAll asks the server again.
 func (c *Client) ClearCache() { c.cache.clear() }
 
 // CloseIdleConnections closes the connections the client keeps open for
@@ -301,6 +359,10 @@ func (c *Client) CacheTTL() time.Duration { return c.cfg.cacheTTL }
 // Timeout returns the time limit of each HTTP attempt.
 func (c *Client) Timeout() time.Duration { return c.cfg.timeout }
 
+// StaleIfError returns how long values are kept after their cache TTL to be
+// served when a refresh fails; zero means off.
+func (c *Client) StaleIfError() time.Duration { return c.cfg.stale }
+
 // MaxRetries returns how many more attempts a failed GET may get.
 func (c *Client) MaxRetries() int { return c.cfg.maxRetries }
 
@@ -311,8 +373,8 @@ func (c Client) String() string {
 	if c.cfg == nil {
 		return "cvsm.Client{}"
 	}
-	return fmt.Sprintf("cvsm.Client{BaseURL: %q, Team: %q, Environment: %q, CacheTTL: %s, Timeout: %s, MaxRetries: %d, Token: <redacted>}",
-		displayURL(c.cfg.baseURL), c.cfg.team, c.cfg.environment, c.cfg.cacheTTL, c.cfg.timeout, c.cfg.maxRetries)
+	return fmt.Sprintf("cvsm.Client{BaseURL: %q, Team: %q, Environment: %q, CacheTTL: %s, StaleIfError: %s, Timeout: %s, MaxRetries: %d, Token: <redacted>}",
+		displayURL(c.cfg.baseURL), c.cfg.team, c.cfg.environment, c.cfg.cacheTTL, c.cfg.stale, c.cfg.timeout, c.cfg.maxRetries)
 }
 
 // GoString is the %#v form of the client; it also hides the token.
@@ -331,61 +393,8 @@ func (c Client) LogValue() slog.Value {
 		slog.String("team", c.cfg.team),
 		slog.String("environment", c.cfg.environment),
 		slog.Duration("cache_ttl", c.cfg.cacheTTL),
+		slog.Duration("stale_if_error", c.cfg.stale),
 		slog.Duration("timeout", c.cfg.timeout),
 		slog.Int("max_retries", c.cfg.maxRetries),
 	)
-}
-
-// teamResolver remembers the id a team slug resolved to.
-type teamResolver struct {
-	mu sync.Mutex
-	id string
-}
-
-// teamID returns the team id to put in paths: the configured team when it
-// is a UUID, otherwise the id of the caller's team with that slug, looked up
-// once per client through GET /teams (a failed lookup is retried next time).
-func (c *Client) teamID(ctx context.Context) (string, error) {
-	if isUUID(c.cfg.team) {
-		return c.cfg.team, nil
-	}
-	c.team.mu.Lock()
-	defer c.team.mu.Unlock()
-	if c.team.id != "" {
-		return c.team.id, nil
-	}
-	var body teamsAnswer
-	requestID, err := c.getJSON(ctx, endpointTeams, "/teams", nil, &body)
-	if err != nil {
-		return "", err
-	}
-	for _, t := range *body.Teams {
-		if t.Slug == c.cfg.team && t.ID != "" {
-			c.team.id = t.ID
-			return t.ID, nil
-		}
-	}
-	e := newError(KindConfiguration, "team %q matches none of your teams (set Options.Team or %s to a team id or slug)", c.cfg.team, EnvTeam)
-	e.RequestID = requestID
-	return "", e
-}
-
-// isUUID reports whether s has the 8-4-4-4-12 hexadecimal form of a UUID.
-func isUUID(s string) bool {
-	if len(s) != 36 {
-		return false
-	}
-	for i, r := range s {
-		switch i {
-		case 8, 13, 18, 23:
-			if r != '-' {
-				return false
-			}
-		default:
-			if !('0' <= r && r <= '9' || 'a' <= r && r <= 'f' || 'A' <= r && r <= 'F') {
-				return false
-			}
-		}
-	}
-	return true
 }

@@ -25,8 +25,8 @@ func TestEveryRequestSendsBearerTokenAcceptAndUserAgent(t *testing.T) {
 		t.Fatal(err)
 	}
 	reqs := s.reqs()
-	if len(reqs) != 4 {
-		t.Fatalf("want 4 requests (teams, list, read, export), got %d: %v", len(reqs), s.paths())
+	if len(reqs) != 2 {
+		t.Fatalf("want 2 requests (by-name read, export), got %d: %v", len(reqs), s.paths())
 	}
 	for _, r := range reqs {
 		if r.method != "GET" {
@@ -44,65 +44,67 @@ func TestEveryRequestSendsBearerTokenAcceptAndUserAgent(t *testing.T) {
 	}
 }
 
-func TestGetResolvesSlugOnceThenListsAndReadsByID(t *testing.T) {
+func TestGetIsOneByNameRequestWithTheTeamAsGiven(t *testing.T) {
+	for _, team := range []string{teamSlug, teamID} {
+		s := newStub(t)
+		c := newTestClient(t, s, Options{Team: team})
+		v, err := c.Get(ctx, "DATABASE_URL")
+		if err != nil || v != dbURLValue {
+			t.Fatalf("Get = %q, %v", v, err)
+		}
+		if _, err := c.Get(ctx, "API_KEY"); err != nil {
+			t.Fatal(err)
+		}
+		want := []string{
+			"/api/v1/teams/" + team + "/secrets/by-name/DATABASE_URL?environment=production",
+			"/api/v1/teams/" + team + "/secrets/by-name/API_KEY?environment=production",
+		}
+		if !reflect.DeepEqual(s.paths(), want) {
+			t.Errorf("team %s: requests %v, want %v (no /teams lookup, no listing)", team, s.paths(), want)
+		}
+	}
+}
+
+func TestTheTeamIsPercentEncodedInThePath(t *testing.T) {
 	s := newStub(t)
-	c := newTestClient(t, s, Options{})
-	v, err := c.Get(ctx, "DATABASE_URL")
-	if err != nil || v != dbURLValue {
-		t.Fatalf("Get = %q, %v", v, err)
-	}
-	if _, err := c.Get(ctx, "API_KEY"); err != nil {
-		t.Fatal(err)
-	}
+	c := newTestClient(t, s, Options{Team: "a team/with?odd#chars%"})
+	c.Get(ctx, "API_KEY")
+	c.GetAll(ctx)
 	reqs := s.reqs()
-	want := []struct{ path string }{
-		{"/api/v1/teams"},
-		{"/api/v1/teams/" + teamID + "/secrets"},
-		{"/api/v1/teams/" + teamID + "/secrets/11111111-0000-4000-8000-000000000001"},
-		{"/api/v1/teams/" + teamID + "/secrets"},
-		{"/api/v1/teams/" + teamID + "/secrets/11111111-0000-4000-8000-000000000002"},
+	if len(reqs) < 2 {
+		t.Fatalf("requests %v", s.paths())
 	}
-	if len(reqs) != len(want) {
-		t.Fatalf("requests %v, want %d", s.paths(), len(want))
+	const escaped = "/api/v1/teams/a%20team%2Fwith%3Fodd%23chars%25/secrets"
+	if got := reqs[0].rawPath; got != escaped+"/by-name/API_KEY" {
+		t.Errorf("by-name path %s", got)
 	}
-	for i, w := range want {
-		if reqs[i].path != w.path {
-			t.Errorf("request %d: path %s, want %s", i, reqs[i].path, w.path)
-		}
-	}
-	q, _ := url.ParseQuery(reqs[1].query)
-	if q.Get("environment") != "production" || q.Get("search") != "DATABASE_URL" {
-		t.Errorf("list query %q, want environment=production&search=DATABASE_URL", reqs[1].query)
+	if got := reqs[len(reqs)-1].rawPath; got != escaped+"/export" {
+		t.Errorf("export path %s", got)
 	}
 }
 
-func TestTeamUUIDIsUsedWithoutLookup(t *testing.T) {
-	s := newStub(t)
-	c := newTestClient(t, s, Options{Team: teamID})
-	if _, err := c.Get(ctx, "API_KEY"); err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range s.paths() {
-		if strings.HasSuffix(p, "/teams") {
-			t.Fatalf("a team id must not be looked up, got %v", s.paths())
+func TestUnknownTeamIsAConfigurationErrorFromTheListing(t *testing.T) {
+	for _, team := range []string{"nope", otherTeam} {
+		s := newStub(t)
+		c := newTestClient(t, s, Options{Team: team})
+		for i := 0; i < 2; i++ {
+			_, err := c.Get(ctx, "API_KEY")
+			ce := asError(t, err)
+			if !errors.Is(err, ErrConfiguration) || ce.Status != 404 || ce.RequestID != s.lastRequestID() {
+				t.Fatalf("want a configuration error with the listing's 404, got %#v", ce)
+			}
+			if !strings.Contains(err.Error(), `team "`+team+`"`) {
+				t.Errorf("message should name the team: %v", err)
+			}
 		}
-	}
-}
-
-func TestUnknownTeamSlugIsConfigurationErrorAndLookupIsRetriedLater(t *testing.T) {
-	s := newStub(t)
-	c := newTestClient(t, s, Options{Team: "nope"})
-	for i := 0; i < 2; i++ {
-		_, err := c.Get(ctx, "API_KEY")
-		if !errors.Is(err, ErrConfiguration) {
-			t.Fatalf("want configuration error, got %v", err)
+		byName := "/api/v1/teams/" + team + "/secrets/by-name/API_KEY?environment=production"
+		listing := "/api/v1/teams/" + team + "/secrets?environment=production&search=API_KEY"
+		if want := []string{byName, listing, byName, listing}; !reflect.DeepEqual(s.paths(), want) {
+			t.Fatalf("requests %v, want %v (the by-name read, then the listing; nothing remembered)", s.paths(), want)
 		}
-		if !strings.Contains(err.Error(), `"nope"`) {
-			t.Errorf("message should name the team: %v", err)
+		if _, err := c.GetAll(ctx); !errors.Is(err, ErrConfiguration) || asError(t, err).Status != 404 {
+			t.Errorf("GetAll: %v", err)
 		}
-	}
-	if n := s.count(); n != 2 {
-		t.Errorf("a failed resolution is not remembered: want 2 lookups, got %d", n)
 	}
 }
 
@@ -114,15 +116,22 @@ func TestGetNameIsCaseSensitiveAndSuggestsTheOtherCase(t *testing.T) {
 		t.Fatalf("want not found, got %v", err)
 	}
 	var ce *Error
-	if !errors.As(err, &ce) || ce.Status != 0 || ce.Kind != KindNotFound {
-		t.Fatalf("want *Error{Kind: not_found, Status: 0}, got %#v", err)
+	if !errors.As(err, &ce) || ce.Status != 404 || ce.Kind != KindNotFound || ce.Suggestion != "DATABASE_URL" {
+		t.Fatalf("want *Error{Kind: not_found, Status: 404, Suggestion: DATABASE_URL}, got %#v", err)
 	}
 	want := `cvsm: secret "database_url" not found in production; did you mean "DATABASE_URL"?`
 	if err.Error() != want {
 		t.Errorf("message %q, want %q", err.Error(), want)
 	}
-	if s.count() != 2 { // teams + list, no read by id
-		t.Errorf("requests %v", s.paths())
+	if ce.RequestID != s.requestID(1) {
+		t.Errorf("RequestID %q, want the by-name read's %q", ce.RequestID, s.requestID(1))
+	}
+	want2 := []string{
+		"/api/v1/teams/acme/secrets/by-name/database_url?environment=production",
+		"/api/v1/teams/acme/secrets?environment=production&search=database_url",
+	}
+	if !reflect.DeepEqual(s.paths(), want2) { // the listing only after the by-name 404
+		t.Errorf("requests %v, want %v", s.paths(), want2)
 	}
 }
 
@@ -198,15 +207,15 @@ func TestCachedValueIsServedUntilTheTTLExpires(t *testing.T) {
 	if _, err := c.Get(ctx, "API_KEY"); err != nil {
 		t.Fatal(err)
 	}
-	if n := s.count(); n != 2 {
-		t.Fatalf("within the TTL: want 2 requests, got %v", s.paths())
+	if n := s.count(); n != 1 {
+		t.Fatalf("within the TTL: want 1 request, got %v", s.paths())
 	}
 	c.clock.Advance(time.Millisecond)
 	if _, err := c.Get(ctx, "API_KEY"); err != nil {
 		t.Fatal(err)
 	}
-	if n := s.count(); n != 4 {
-		t.Fatalf("after the TTL: want 4 requests, got %v", s.paths())
+	if n := s.count(); n != 2 {
+		t.Fatalf("after the TTL: want 2 requests, got %v", s.paths())
 	}
 }
 
@@ -240,8 +249,8 @@ func TestClearCacheMakesTheNextCallAskTheServer(t *testing.T) {
 	if _, err := c.Get(ctx, "API_KEY"); err != nil {
 		t.Fatal(err)
 	}
-	if n := s.count(); n != 4 { // export, export, list+read
-		t.Fatalf("want 4 requests, got %v", s.paths())
+	if n := s.count(); n != 3 { // export, export, (cached), by-name
+		t.Fatalf("want 3 requests, got %v", s.paths())
 	}
 }
 
@@ -256,8 +265,8 @@ func TestNoCacheDisablesCachingEvenWhenTheEnvironmentSetsATTL(t *testing.T) {
 	c.Get(ctx, "API_KEY")
 	c.GetAll(ctx)
 	c.Get(ctx, "API_KEY")
-	if n := s.count(); n != 7 {
-		t.Fatalf("without a cache every call asks: want 7 requests, got %v", s.paths())
+	if n := s.count(); n != 4 {
+		t.Fatalf("without a cache every call asks: want 4 requests, got %v", s.paths())
 	}
 }
 
@@ -276,33 +285,38 @@ func TestErrorsAreNeverCached(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.Get(ctx, "NOPE")
-	if n := s.count(); n != 5 { // failed list, list+read, list, list
-		t.Fatalf("want 5 requests, got %v", s.paths())
+	if n := s.count(); n != 6 { // failed by-name, by-name, by-name+list, by-name+list
+		t.Fatalf("want 6 requests, got %v", s.paths())
 	}
 }
 
-func TestAuthenticationErrorEmptiesTheCache(t *testing.T) {
-	s := newStub(t)
-	c := newTestClient(t, s, Options{Team: teamID})
-	c.GetAll(ctx) // caches API_KEY and DATABASE_URL
-	c.ClearCache()
-	c.Get(ctx, "API_KEY") // caches API_KEY only, via list+read
-	s.inject(fault{pathPrefix: "/teams/", remaining: 1, status: 401, body: `{"error":"token tidak valid"}`})
-	_, err := c.Get(ctx, "DATABASE_URL")
-	if !errors.Is(err, ErrAuthentication) {
-		t.Fatalf("want authentication error, got %v", err)
-	}
-	before := s.count()
-	if _, err := c.Get(ctx, "API_KEY"); err != nil {
-		t.Fatal(err)
-	}
-	if s.count() == before {
-		t.Fatal("API_KEY was still cached after an authentication error")
+func TestAuthenticationAndPermissionErrorsEmptyTheCache(t *testing.T) {
+	for _, tc := range []struct {
+		status   int
+		sentinel error
+	}{{401, ErrAuthentication}, {403, ErrPermissionDenied}} {
+		s := newStub(t)
+		c := newTestClient(t, s, Options{Team: teamID})
+		c.GetAll(ctx) // caches API_KEY, DATABASE_URL and the whole result
+		s.inject(fault{pathPrefix: "/teams/" + teamID + "/secrets/by-name/NOPE", remaining: 1, status: tc.status, body: `{"error":"tidak boleh"}`})
+		if _, err := c.Get(ctx, "NOPE"); !errors.Is(err, tc.sentinel) {
+			t.Fatalf("%d: want %v, got %v", tc.status, tc.sentinel, err)
+		}
+		before := s.count()
+		if _, err := c.Get(ctx, "API_KEY"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.GetAll(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if got := s.count() - before; got != 2 {
+			t.Fatalf("%d: the cache must be empty after it: want 2 requests, got %v", tc.status, s.paths())
+		}
 	}
 }
 
-// The value request maps statuses plainly; the teams, listing and export
-// requests read a 404 or 400 as a configuration problem (rules_test.go).
+// The by-name read maps statuses plainly, except a 400 (a configuration
+// problem) and a 404 (which the listing decides, see rules_test.go).
 func TestHTTPStatusesMapToErrorKinds(t *testing.T) {
 	cases := []struct {
 		status   int
@@ -311,10 +325,10 @@ func TestHTTPStatusesMapToErrorKinds(t *testing.T) {
 	}{
 		{401, ErrAuthentication, KindAuthentication},
 		{403, ErrPermissionDenied, KindPermissionDenied},
-		{404, ErrNotFound, KindNotFound},
 		{429, ErrRateLimited, KindRateLimited},
-		{400, ErrAPI, KindAPI},
+		{400, ErrConfiguration, KindConfiguration},
 		{409, ErrAPI, KindAPI},
+		{410, ErrAPI, KindAPI},
 		{500, ErrAPI, KindAPI},
 		{503, ErrAPI, KindAPI},
 	}
@@ -322,7 +336,7 @@ func TestHTTPStatusesMapToErrorKinds(t *testing.T) {
 		t.Run(fmt.Sprint(tc.status), func(t *testing.T) {
 			s := newStub(t)
 			c := newTestClient(t, s, Options{Team: teamID})
-			s.inject(fault{pathPrefix: "/teams/" + teamID + "/secrets/1", remaining: 10, status: tc.status,
+			s.inject(fault{pathPrefix: "/teams/" + teamID + "/secrets/by-name/", remaining: 10, status: tc.status,
 				header: map[string]string{"Retry-After": "7"}, body: `{"error":"pesan server"}`})
 			_, err := c.Get(ctx, "API_KEY")
 			if !errors.Is(err, tc.sentinel) {
@@ -340,7 +354,7 @@ func TestHTTPStatusesMapToErrorKinds(t *testing.T) {
 			if ce.Kind != tc.kind || ce.Status != tc.status {
 				t.Errorf("Kind %s Status %d, want %s %d", ce.Kind, ce.Status, tc.kind, tc.status)
 			}
-			if !strings.HasPrefix(ce.Message, fmt.Sprint(tc.status)) || !strings.HasSuffix(ce.Message, ": pesan server") {
+			if !strings.HasPrefix(ce.Message, fmt.Sprint(tc.status)) || !strings.Contains(ce.Message, ": pesan server") {
 				t.Errorf("message %q should be the status then the server's message", ce.Message)
 			}
 			if ce.RequestID == "" || ce.RequestID != s.lastRequestID() {
@@ -669,13 +683,9 @@ func TestConcurrentUseIsSafe(t *testing.T) {
 	for err := range errs {
 		t.Error(err)
 	}
-	teamsLookups := 0
 	for _, p := range s.paths() {
-		if p == "/api/v1/teams" {
-			teamsLookups++
+		if !strings.HasPrefix(p, "/api/v1/teams/acme/secrets/") {
+			t.Errorf("unexpected request %s", p)
 		}
-	}
-	if teamsLookups != 1 {
-		t.Errorf("the slug is resolved once per client, got %d lookups", teamsLookups)
 	}
 }

@@ -33,6 +33,12 @@ const (
 // CacheTTL is a configuration error, as a negative CVSM_CACHE_TTL is.
 const NoCache time.Duration = -1
 
+// NoStaleIfError, as Options.StaleIfError, turns stale-if-error off even
+// when CVSM_STALE_IF_ERROR is set. As for CacheTTL, a zero StaleIfError
+// means "not set here": CVSM_STALE_IF_ERROR, then 0 (off). Any other
+// negative StaleIfError is a configuration error.
+const NoStaleIfError time.Duration = -1
+
 // Environment variables read by NewClient for the options left empty.
 const (
 	EnvToken       = "CVSM_TOKEN"
@@ -43,6 +49,9 @@ const (
 	EnvTimeout     = "CVSM_TIMEOUT"
 	EnvMaxRetries  = "CVSM_MAX_RETRIES"
 	EnvCAFile      = "CVSM_CA_FILE"
+	// EnvStaleIfError is CVSM_STALE_IF_ERROR, whole seconds (default 0,
+	// off); see Options.StaleIfError.
+	EnvStaleIfError = "CVSM_STALE_IF_ERROR"
 )
 
 // Options configures a Client. Every field is optional: a zero field takes
@@ -57,8 +66,10 @@ type Options struct {
 	// "https://cvsm.example.com/api/v1"; a trailing slash is ignored.
 	// Default: CVSM_BASE_URL; required.
 	BaseURL string
-	// Team is the team id (a UUID) or its slug; a slug is resolved once per
-	// client through GET /teams. Default: CVSM_TEAM; required.
+	// Team is the team id (a UUID) or its slug, put in every request's
+	// path as it is (percent-encoded): the server takes either, so no
+	// lookup is made. A team that is none of the caller's is answered 404,
+	// a KindConfiguration error. Default: CVSM_TEAM; required.
 	Team string
 	// Environment is the environment secrets are read from. Default:
 	// CVSM_ENVIRONMENT, then "production".
@@ -68,6 +79,26 @@ type Options struct {
 	// turn caching off use NoCache, not 0. Any other negative value is a
 	// configuration error.
 	CacheTTL time.Duration
+	// StaleIfError keeps every cached value (and a cached GetAll result)
+	// that much longer after it stops being fresh, as HTTP's
+	// stale-if-error (RFC 5861) does: when a refresh then fails with a
+	// network error, a 5xx (after retries) or a 429, the kept value is
+	// returned instead of the error if it was fetched less than
+	// CacheTTL+StaleIfError ago. GetWithInfo and GetAllWithInfo report
+	// such a value as Info.Stale, and the client logs a warning (to
+	// Logger) the first time it serves a given value stale. A 401 or 403
+	// never serves a kept value: it empties the cache. With NoCache, a
+	// value is kept for StaleIfError after it was fetched, for this use
+	// only. Zero means CVSM_STALE_IF_ERROR (whole seconds), then 0 (off);
+	// NoStaleIfError turns it off explicitly. Any other negative value is a
+	// configuration error. Kept values stay in memory only.
+	StaleIfError time.Duration
+	// Logger receives the client's warnings: today only the one logged
+	// when a value is first served stale (see StaleIfError), which names
+	// the secret and the error's kind, never the value. Nil means
+	// slog.Default() at the time of the warning; to silence the client,
+	// pass a logger whose handler discards.
+	Logger *slog.Logger
 	// Timeout bounds each HTTP attempt as a whole: connecting, sending,
 	// the headers and reading the whole body. Zero means CVSM_TIMEOUT
 	// (seconds, a decimal number), then 10 seconds.
@@ -102,8 +133,8 @@ func (o Options) String() string {
 	if o.MaxRetries != nil {
 		retries = strconv.Itoa(*o.MaxRetries)
 	}
-	return fmt.Sprintf("cvsm.Options{Token: %s, BaseURL: %q, Team: %q, Environment: %q, CacheTTL: %s, Timeout: %s, MaxRetries: %s, CAFile: %q}",
-		redactedMark(o.Token), displayURL(o.BaseURL), o.Team, o.Environment, o.CacheTTL, o.Timeout, retries, o.CAFile)
+	return fmt.Sprintf("cvsm.Options{Token: %s, BaseURL: %q, Team: %q, Environment: %q, CacheTTL: %s, StaleIfError: %s, Timeout: %s, MaxRetries: %s, CAFile: %q}",
+		redactedMark(o.Token), displayURL(o.BaseURL), o.Team, o.Environment, o.CacheTTL, o.StaleIfError, o.Timeout, retries, o.CAFile)
 }
 
 // GoString is the %#v form of the options; it also hides the token.
@@ -121,6 +152,7 @@ func (o Options) LogValue() slog.Value {
 		slog.String("team", o.Team),
 		slog.String("environment", o.Environment),
 		slog.Duration("cache_ttl", o.CacheTTL),
+		slog.Duration("stale_if_error", o.StaleIfError),
 		slog.Duration("timeout", o.Timeout),
 	}
 	if o.MaxRetries != nil {
@@ -140,6 +172,7 @@ func (o Options) MarshalJSON() ([]byte, error) {
 	p := plain(o)
 	p.Token = redactedMark(o.Token)
 	p.HTTPClient = nil
+	p.Logger = nil
 	return json.Marshal(p)
 }
 
@@ -152,6 +185,7 @@ type config struct {
 	team        string
 	environment string
 	cacheTTL    time.Duration // 0: no cache
+	stale       time.Duration // stale-if-error; 0: off
 	timeout     time.Duration
 	maxRetries  int
 	caFile      string // "" : the system store
@@ -195,11 +229,26 @@ func resolveConfig(o Options) (config, error) {
 	case o.CacheTTL > 0:
 		c.cacheTTL = o.CacheTTL
 	default:
-		ttl, err := cacheTTLFromEnv()
+		ttl, err := secondsFromEnv(EnvCacheTTL, DefaultCacheTTL)
 		if err != nil {
 			return config{}, err
 		}
 		c.cacheTTL = ttl
+	}
+
+	switch {
+	case o.StaleIfError == NoStaleIfError:
+		c.stale = 0
+	case o.StaleIfError < 0:
+		return config{}, newError(KindConfiguration, "StaleIfError must not be negative, got %s (use cvsm.NoStaleIfError to turn it off)", o.StaleIfError)
+	case o.StaleIfError > 0:
+		c.stale = o.StaleIfError
+	default:
+		stale, err := secondsFromEnv(EnvStaleIfError, 0)
+		if err != nil {
+			return config{}, err
+		}
+		c.stale = stale
 	}
 
 	switch {
@@ -282,18 +331,19 @@ func allDigits(s string) bool {
 	return s != ""
 }
 
-// cacheTTLFromEnv reads CVSM_CACHE_TTL: unset or empty means the default
-// (an empty variable counts as unset, as for every CVSM_* variable); anything
-// but a non-negative whole number of seconds is a configuration error.
-func cacheTTLFromEnv() (time.Duration, error) {
-	raw := os.Getenv(EnvCacheTTL)
+// secondsFromEnv reads CVSM_CACHE_TTL or CVSM_STALE_IF_ERROR: unset or
+// empty means def (an empty variable counts as unset, as for every CVSM_*
+// variable); anything but a non-negative whole number of seconds is a
+// configuration error naming the variable.
+func secondsFromEnv(name string, def time.Duration) (time.Duration, error) {
+	raw := os.Getenv(name)
 	if strings.TrimSpace(raw) == "" {
-		return DefaultCacheTTL, nil
+		return def, nil
 	}
 	s := strings.TrimSpace(raw)
 	n, err := strconv.ParseInt(s, 10, 64)
 	if !allDigits(s) || err != nil || n > math.MaxInt64/int64(time.Second) {
-		return 0, newError(KindConfiguration, "%s must be a non-negative whole number of seconds, got %q", EnvCacheTTL, raw)
+		return 0, newError(KindConfiguration, "%s must be a non-negative whole number of seconds, got %q", name, raw)
 	}
 	return time.Duration(n) * time.Second, nil
 }

@@ -16,9 +16,21 @@
 // safe for concurrent use, and neither it nor its Options ever print the
 // token.
 //
+// Get is one request (GET .../secrets/by-name/{name}); only after its 404
+// does the client ask the listing, to tell a missing secret from a wrong
+// team or base URL.
+//
+// With Options.StaleIfError, a cached value is kept that much longer and
+// returned when a refresh fails with a network error, a 5xx or a 429 (never
+// after a 401 or 403, which empty the cache). GetWithInfo and
+// GetAllWithInfo mark such a value with Info.Stale, and the first time a
+// value is served stale a warning naming the secret (never the value) goes
+// to Options.Logger, or slog.Default().
+//
 // Options follow Go's zero-value idiom: a zero field means "from the CVSM_*
 // environment variable, else the default". In particular a zero CacheTTL is
-// the default 30 seconds; NoCache turns caching off.
+// the default 30 seconds; NoCache turns caching off (and NoStaleIfError
+// turns stale-if-error off, whatever CVSM_STALE_IF_ERROR says).
 package cvsm
 
 // Version is the version of this client library, and the only place it is

@@ -16,17 +16,18 @@ type Kind string
 // The kinds of error a Client returns.
 const (
 	// KindConfiguration: a missing token, base URL or team, an invalid
-	// option or CVSM_* variable, a team slug that matches none of the
-	// caller's teams, a server answer saying that the base URL, team or
-	// environment is wrong (Status is then that answer's 404 or 400), or a
-	// secret Inject cannot put in the process environment.
+	// option or CVSM_* variable, a server answer saying that the base URL,
+	// team (id or slug) or environment is wrong (a 404 to the listing or
+	// export request, a 400 to any request; Status is then that 404 or
+	// 400), or a secret Inject cannot put in the process environment.
 	KindConfiguration Kind = "configuration"
 	// KindAuthentication: HTTP 401, a bad, expired or revoked token.
 	KindAuthentication Kind = "authentication"
 	// KindPermissionDenied: HTTP 403.
 	KindPermissionDenied Kind = "permission_denied"
-	// KindNotFound: the secret is absent in the environment, the name is
-	// not a valid secret name, or the value request answered HTTP 404.
+	// KindNotFound: the secret is absent in the environment (the by-name
+	// read answered 404 and the listing confirmed it; Status 404), or the
+	// name is not a valid secret name (no request; Status 0).
 	KindNotFound Kind = "not_found"
 	// KindRateLimited: HTTP 429; Error.RetryAfter says how long to wait.
 	KindRateLimited Kind = "rate_limited"
@@ -79,8 +80,8 @@ type Error struct {
 	// Kind says what went wrong.
 	Kind Kind
 	// Status is the HTTP status of the answer the error came from, or 0
-	// when there was none (network errors, most configuration errors, a
-	// name absent from the listing).
+	// when there was none (network errors, most configuration errors, an
+	// invalid name).
 	Status int
 	// RetryAfter is the wait a 429 asked for with its Retry-After header,
 	// in whole seconds: the header's number, or the time until its HTTP
@@ -92,7 +93,7 @@ type Error struct {
 	// in one of the two forms HTTP allows (whole seconds or an HTTP date).
 	HasRetryAfter bool
 	// RequestID is the X-Request-Id header of the answer the error came
-	// from (for a name absent from the listing, the listing's); "" when
+	// from (for an absent secret, the by-name read's 404); "" when
 	// there was no answer or the answer had none. Quote it when you
 	// report a problem to the server's operators.
 	RequestID string

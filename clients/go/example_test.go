@@ -54,3 +54,22 @@ func ExampleClient_Inject() {
 	}
 	fmt.Println("set", names)
 }
+
+// With StaleIfError, an outage or a 429 answers the kept value; GetWithInfo
+// says so.
+func ExampleClient_GetWithInfo() {
+	client, err := cvsm.NewClient(cvsm.Options{Team: "acme", StaleIfError: 10 * time.Minute})
+	if err != nil {
+		log.Fatal(err)
+	}
+	dsn, info, err := client.GetWithInfo(context.Background(), "DATABASE_URL")
+	if err != nil {
+		log.Fatal(err)
+	}
+	if info.Stale {
+		var cerr *cvsm.Error
+		errors.As(info.Err, &cerr)
+		log.Printf("DATABASE_URL is %s old: the refresh failed (%s)", info.Age, cerr.Kind)
+	}
+	_ = dsn
+}

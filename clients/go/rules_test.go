@@ -1,4 +1,5 @@
-// Tests for the decided behaviour of conformance/PROTOCOL.md (rules R1-R13),
+// Tests for the decided behaviour of conformance/PROTOCOL.md (rules R1-R13;
+// R14 is in stale_test.go),
 // one group per rule, against the stub server.
 
 package cvsm
@@ -100,9 +101,11 @@ func TestR2LargeExportIsReadOnce(t *testing.T) {
 
 // R3: 2xx answers of the wrong shape are unreadable: retried, then network.
 func TestR3UnreadableShapesAreRetriedNetworkErrors(t *testing.T) {
+	const byName = "/teams/" + teamID + "/secrets/by-name/API_KEY"
+	const listing = "/teams/" + teamID + "/secrets" // asked after the by-name 404 for MISSING
 	cases := []struct {
-		name, prefix, body string
-		call               func(*Client) error
+		name, path, body string
+		call             func(*Client) error
 	}{
 		{"export null", "/teams/", "null", getAll},
 		{"export array", "/teams/", `["A"]`, getAll},
@@ -111,27 +114,22 @@ func TestR3UnreadableShapesAreRetriedNetworkErrors(t *testing.T) {
 		{"export string", "/teams/", `"A"`, getAll},
 		{"export then garbage", "/teams/", `{"A":"1"} x`, getAll},
 		{"export truncated", "/teams/", `{"A":"1"`, getAll},
-		{"listing without secrets", "/teams/" + teamID + "/secrets", `{"items":[],"total":0}`, getAPIKey},
-		{"listing with secrets null", "/teams/" + teamID + "/secrets", `{"secrets":null}`, getAPIKey},
-		{"listing with secrets object", "/teams/" + teamID + "/secrets", `{"secrets":{}}`, getAPIKey},
-		{"value without value", "/teams/" + teamID + "/secrets/1", `{"secret":{}}`, getAPIKey},
-		{"value not a string", "/teams/" + teamID + "/secrets/1", `{"value":5}`, getAPIKey},
-		{"value null", "/teams/" + teamID + "/secrets/1", `{"value":null}`, getAPIKey},
-		{"teams without teams", "/teams", `{"data":[]}`, getWithSlug},
-		{"teams not an array", "/teams", `{"teams":"acme"}`, getWithSlug},
-		{"not JSON", "/teams", `<html>hello</html>`, getWithSlug},
-		{"empty body", "/teams", ``, getWithSlug},
+		{"by-name without value", byName, `{"secret":{}}`, getAPIKey},
+		{"by-name value not a string", byName, `{"secret":{},"value":5}`, getAPIKey},
+		{"by-name value null", byName, `{"secret":{},"value":null}`, getAPIKey},
+		{"by-name without secret", byName, `{"value":"x"}`, getAPIKey},
+		{"by-name secret not an object", byName, `{"secret":"API_KEY","value":"x"}`, getAPIKey},
+		{"by-name not JSON", byName, `<html>hello</html>`, getAPIKey},
+		{"by-name empty body", byName, ``, getAPIKey},
+		{"listing without secrets", listing, `{"items":[],"total":0}`, getMissing},
+		{"listing with secrets null", listing, `{"secrets":null}`, getMissing},
+		{"listing with secrets object", listing, `{"secrets":{}}`, getMissing},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newStub(t)
 			c := newTestClient(t, s, Options{Team: teamID})
-			c.Client.cfg.team = teamID
-			if tc.prefix == "/teams" {
-				c.Client.cfg.team = teamSlug
-			}
-			s.inject(fault{pathPrefix: tc.prefix, remaining: 100, status: 200, body: tc.body})
-			before := s.count()
+			s.inject(fault{pathPrefix: tc.path, exact: tc.path != "/teams/", remaining: 100, status: 200, body: tc.body})
 			err := tc.call(c.Client)
 			ce := asError(t, err)
 			if ce.Kind != KindNetwork || ce.Status != 0 || !errors.Is(err, ErrNetwork) {
@@ -140,8 +138,14 @@ func TestR3UnreadableShapesAreRetriedNetworkErrors(t *testing.T) {
 			if !strings.Contains(ce.Message, "unreadable") {
 				t.Errorf("message %q", ce.Message)
 			}
-			if got := s.count() - before; got < 3 {
-				t.Errorf("an unreadable answer is retried like a dropped connection: %d requests", got)
+			attempts := 0
+			for _, r := range s.reqs() {
+				if r.path == "/api/v1"+tc.path || tc.path == "/teams/" {
+					attempts++
+				}
+			}
+			if attempts != 3 {
+				t.Errorf("an unreadable answer is retried like a dropped connection: %d attempts, %v", attempts, s.paths())
 			}
 			if got := len(c.sleeps.recorded()); got != 2 {
 				t.Errorf("want 2 backoff sleeps, got %d", got)
@@ -163,9 +167,9 @@ func TestR3UnreadableShapesAreRetriedNetworkErrors(t *testing.T) {
 	}
 }
 
-func getAll(c *Client) error      { _, err := c.GetAll(ctx); return err }
-func getAPIKey(c *Client) error   { _, err := c.Get(ctx, "API_KEY"); return err }
-func getWithSlug(c *Client) error { _, err := c.Get(ctx, "API_KEY"); return err }
+func getAll(c *Client) error     { _, err := c.GetAll(ctx); return err }
+func getAPIKey(c *Client) error  { _, err := c.Get(ctx, "API_KEY"); return err }
+func getMissing(c *Client) error { _, err := c.Get(ctx, "MISSING"); return err }
 
 // R4: Retry-After forms.
 func TestR4RetryAfterForms(t *testing.T) {
@@ -551,47 +555,65 @@ func TestR8InjectIsAllOrNothing(t *testing.T) {
 	}
 }
 
-// R9: a 404 to the teams, listing or export request and a 400 to the listing
-// or export request are configuration errors with the status; a 404 to the
-// value request stays not_found.
+// R9: a 400 to the by-name, listing or export request and a 404 to the
+// listing or export request are configuration errors with the status; a
+// 404 to the by-name read is followed by the listing, which decides.
 func TestR9WrongBaseURLTeamOrEnvironmentIsConfiguration(t *testing.T) {
+	const byName = "/teams/" + teamID + "/secrets/by-name/"
+	const listing = "/teams/" + teamID + "/secrets"
 	cases := []struct {
-		name, prefix string
-		team         string
-		status       int
-		call         func(*Client) error
-		kind         Kind
+		name, path string
+		exact      bool
+		status     int
+		call       func(*Client) error
+		kind       Kind
+		requestID  int // which answer's X-Request-Id the error carries (0: the last)
 	}{
-		{"teams 404", "/teams", teamSlug, 404, getWithSlug, KindConfiguration},
-		{"listing 404", "/teams/" + teamID + "/secrets", teamID, 404, getAPIKey, KindConfiguration},
-		{"export 404", "/teams/", teamID, 404, getAll, KindConfiguration},
-		{"listing 400", "/teams/" + teamID + "/secrets", teamID, 400, getAPIKey, KindConfiguration},
-		{"export 400", "/teams/", teamID, 400, getAll, KindConfiguration},
-		{"teams 400", "/teams", teamSlug, 400, getWithSlug, KindAPI},
-		{"value 404", "/teams/" + teamID + "/secrets/1", teamID, 404, getAPIKey, KindNotFound},
-		{"value 400", "/teams/" + teamID + "/secrets/1", teamID, 400, getAPIKey, KindAPI},
+		{"listing 404", listing, true, 404, getMissing, KindConfiguration, 0},
+		{"export 404", "/teams/", false, 404, getAll, KindConfiguration, 0},
+		{"by-name 400", byName, false, 400, getAPIKey, KindConfiguration, 0},
+		{"listing 400", listing, true, 400, getMissing, KindConfiguration, 0},
+		{"export 400", "/teams/", false, 400, getAll, KindConfiguration, 0},
+		{"by-name 404, then a listing", byName, false, 404, getAPIKey, KindNotFound, 1},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newStub(t)
-			c := newTestClient(t, s, Options{Team: tc.team})
-			s.inject(fault{pathPrefix: tc.prefix, remaining: 10, status: tc.status, body: `{"error":"tidak ada"}`})
+			c := newTestClient(t, s, Options{Team: teamID})
+			s.inject(fault{pathPrefix: tc.path, exact: tc.exact, remaining: 10, status: tc.status, body: `{"error":"tidak ada"}`})
 			ce := asError(t, tc.call(c.Client))
-			if ce.Kind != tc.kind || ce.Status != tc.status || ce.RequestID != s.lastRequestID() {
-				t.Errorf("got %#v, want kind %s status %d", ce, tc.kind, tc.status)
+			wantID := s.lastRequestID()
+			if tc.requestID != 0 {
+				wantID = s.requestID(tc.requestID)
+			}
+			if ce.Kind != tc.kind || ce.Status != tc.status || ce.RequestID != wantID {
+				t.Errorf("got %#v, want kind %s status %d request id %s", ce, tc.kind, tc.status, wantID)
 			}
 		})
 	}
-	// Against the stub's real routes: an unknown team id and a base URL
-	// without /api/v1.
+	// Against the stub's real routes: an unknown team id or slug, a base URL
+	// without /api/v1 and an environment the server rejects.
 	s := newStub(t)
-	c := newTestClient(t, s, Options{Team: otherTeam})
-	if ce := asError(t, getAll(c.Client)); ce.Kind != KindConfiguration || ce.Status != 404 || !strings.Contains(ce.Message, "team") {
-		t.Errorf("unknown team id: %#v", ce)
+	for _, team := range []string{otherTeam, "no-such-team"} {
+		c := newTestClient(t, s, Options{Team: team})
+		if ce := asError(t, getAll(c.Client)); ce.Kind != KindConfiguration || ce.Status != 404 || !strings.Contains(ce.Message, "team") {
+			t.Errorf("unknown team %s, GetAll: %#v", team, ce)
+		}
+		if ce := asError(t, getAPIKey(c.Client)); ce.Kind != KindConfiguration || ce.Status != 404 || !strings.Contains(ce.Message, team) {
+			t.Errorf("unknown team %s, Get: %#v", team, ce)
+		}
 	}
-	c = newTestClient(t, s, Options{BaseURL: s.srv.URL})
+	c := newTestClient(t, s, Options{BaseURL: s.srv.URL})
 	if ce := asError(t, getAPIKey(c.Client)); ce.Kind != KindConfiguration || ce.Status != 404 || !strings.Contains(ce.Message, "/api/v1") {
 		t.Errorf("base URL without /api/v1: %#v", ce)
+	}
+	c = newTestClient(t, s, Options{Environment: "prod"})
+	before := s.count()
+	if ce := asError(t, getAPIKey(c.Client)); ce.Kind != KindConfiguration || ce.Status != 400 || !strings.Contains(ce.Message, EnvEnvironment) {
+		t.Errorf("rejected environment: %#v", ce)
+	}
+	if n := s.count() - before; n != 1 {
+		t.Errorf("a 400 to the by-name read asks nothing more: %d requests", n)
 	}
 }
 
@@ -623,11 +645,11 @@ func TestR11ErrorsCarryRequestIDAndSuggestion(t *testing.T) {
 	s := newStub(t)
 	c := newTestClient(t, s, Options{Team: teamID})
 	ce := asError(t, getName(c.Client, "api_key"))
-	if ce.Kind != KindNotFound || ce.Suggestion != "API_KEY" || ce.RequestID != s.lastRequestID() || ce.Status != 0 {
-		t.Errorf("a name absent from the listing: %#v", ce)
+	if ce.Kind != KindNotFound || ce.Suggestion != "API_KEY" || ce.RequestID != s.requestID(1) || ce.Status != 404 {
+		t.Errorf("an absent name carries the by-name read's 404 and request id: %#v", ce)
 	}
 	ce = asError(t, getName(c.Client, "NOT_THERE"))
-	if ce.Suggestion != "" || ce.RequestID != s.lastRequestID() {
+	if ce.Suggestion != "" || ce.RequestID != s.requestID(3) {
 		t.Errorf("no suggestion: %#v", ce)
 	}
 	s.inject(fault{pathPrefix: "/teams/", remaining: 10, drop: true})

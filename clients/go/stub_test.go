@@ -32,15 +32,18 @@ type stubSecret struct {
 
 // recorded is what the stub saw of one request.
 type recorded struct {
-	method string
-	path   string
-	query  string
-	header http.Header
+	method  string
+	path    string
+	rawPath string // as sent, percent-encoding included
+	query   string
+	header  http.Header
 }
 
-// fault is a canned answer for the next requests whose path has a prefix.
+// fault is a canned answer for the next requests whose path has a prefix
+// (or, with exact, is that path).
 type fault struct {
 	pathPrefix string
+	exact      bool
 	remaining  int
 	status     int
 	header     map[string]string
@@ -90,7 +93,10 @@ func (s *stubServer) reqs() []recorded {
 func (s *stubServer) count() int { return len(s.reqs()) }
 
 // lastRequestID is the X-Request-Id the stub gave its latest answer.
-func (s *stubServer) lastRequestID() string { return fmt.Sprintf("req-%d", s.count()) }
+func (s *stubServer) lastRequestID() string { return s.requestID(s.count()) }
+
+// requestID is the X-Request-Id the stub gave its n-th answer (from 1).
+func (s *stubServer) requestID(n int) string { return fmt.Sprintf("req-%d", n) }
 
 func (s *stubServer) paths() []string {
 	var out []string
@@ -107,11 +113,11 @@ func (s *stubServer) paths() []string {
 func (s *stubServer) serve(w http.ResponseWriter, r *http.Request) {
 	path := strings.TrimPrefix(r.URL.Path, "/api/v1")
 	s.mu.Lock()
-	s.requests = append(s.requests, recorded{r.Method, r.URL.Path, r.URL.RawQuery, r.Header.Clone()})
+	s.requests = append(s.requests, recorded{r.Method, r.URL.Path, r.URL.EscapedPath(), r.URL.RawQuery, r.Header.Clone()})
 	w.Header().Set("X-Request-Id", fmt.Sprintf("req-%d", len(s.requests)))
 	var f *fault
 	for _, cand := range s.faults {
-		if cand.remaining > 0 && strings.HasPrefix(path, cand.pathPrefix) {
+		if cand.remaining > 0 && (path == cand.pathPrefix || !cand.exact && strings.HasPrefix(path, cand.pathPrefix)) {
 			cand.remaining--
 			f = cand
 			break
@@ -154,12 +160,7 @@ func (s *stubServer) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	parts := strings.Split(strings.Trim(path, "/"), "/")
 	switch {
-	case path == "/teams":
-		writeJSON(w, 200, map[string]any{"teams": []map[string]any{
-			{"id": otherTeam, "slug": "other", "name": "Other"},
-			{"id": teamID, "slug": teamSlug, "name": "Acme", "role": "Viewer"},
-		}})
-	case len(parts) >= 3 && parts[0] == "teams" && parts[1] == teamID && parts[2] == "secrets":
+	case len(parts) >= 3 && parts[0] == "teams" && (parts[1] == teamID || parts[1] == teamSlug) && parts[2] == "secrets":
 		s.serveSecrets(w, r, parts[3:])
 	default:
 		writeJSON(w, 404, map[string]any{"error": "tidak ditemukan"})
@@ -168,6 +169,13 @@ func (s *stubServer) serve(w http.ResponseWriter, r *http.Request) {
 
 func (s *stubServer) serveSecrets(w http.ResponseWriter, r *http.Request, rest []string) {
 	env := r.URL.Query().Get("environment")
+	if env == "" {
+		env = "production"
+	}
+	if env != "production" && env != "staging" && env != "development" {
+		writeJSON(w, 400, map[string]any{"error": "environment tidak valid"})
+		return
+	}
 	switch {
 	case len(rest) == 0:
 		search := strings.ToLower(r.URL.Query().Get("search"))
@@ -190,9 +198,9 @@ func (s *stubServer) serveSecrets(w http.ResponseWriter, r *http.Request, rest [
 			}
 		}
 		writeJSON(w, 200, out)
-	case len(rest) == 1:
+	case len(rest) == 2 && rest[0] == "by-name":
 		for _, sec := range s.secrets {
-			if sec.id == rest[0] {
+			if sec.name == rest[1] && sec.env == env {
 				writeJSON(w, 200, map[string]any{"secret": map[string]any{"id": sec.id, "name": sec.name, "environment": sec.env}, "value": sec.value})
 				return
 			}
@@ -246,7 +254,7 @@ func (r *sleepRecorder) recorded() []time.Duration {
 	return append([]time.Duration(nil), r.sleeps...)
 }
 
-var cvsmEnvVars = []string{EnvToken, EnvBaseURL, EnvTeam, EnvEnvironment, EnvCacheTTL, EnvTimeout, EnvMaxRetries, EnvCAFile,
+var cvsmEnvVars = []string{EnvToken, EnvBaseURL, EnvTeam, EnvEnvironment, EnvCacheTTL, EnvTimeout, EnvMaxRetries, EnvCAFile, EnvStaleIfError,
 	"HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy", "NO_PROXY", "no_proxy", "REQUEST_METHOD"}
 
 // clearEnv unsets every CVSM_* and proxy variable for the test (restored

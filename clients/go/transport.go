@@ -28,15 +28,14 @@ const maxErrorBody = 64 << 10
 const backoffBase = 100 * time.Millisecond
 
 // endpoint names the request a GET is, because the same status means
-// different things on different requests (rule R9: a 404 to the teams,
-// listing or export request says the base URL or the team is wrong, a 404
-// to the value request says the secret is gone).
+// different things on different requests (rule R9: a 404 to the listing or
+// export request says the base URL or the team is wrong, a 404 to the
+// by-name read says the secret may be absent, which the listing decides).
 type endpoint int
 
 const (
-	endpointTeams endpoint = iota
+	endpointByName endpoint = iota
 	endpointList
-	endpointValue
 	endpointExport
 )
 
@@ -49,8 +48,9 @@ type answer interface {
 // getJSON GETs path (below the base URL) with query, retrying network
 // errors, unreadable answers and 502/503/504 up to maxRetries more times,
 // and decodes the JSON body of the 2xx answer into out. It returns the
-// X-Request-Id of the answer it used. An authentication error empties the
-// cache.
+// X-Request-Id of the answer it used. An authentication or permission error
+// empties the cache, kept values included, so a revoked token stops working
+// at once.
 func (c *Client) getJSON(ctx context.Context, ep endpoint, path string, query url.Values, out answer) (string, error) {
 	target := c.cfg.baseURL + path
 	if len(query) > 0 {
@@ -66,7 +66,7 @@ func (c *Client) getJSON(ctx context.Context, ep endpoint, path string, query ur
 		if err == nil {
 			return requestID, nil
 		}
-		if err.Kind == KindAuthentication {
+		if err.Kind == KindAuthentication || err.Kind == KindPermissionDenied {
 			c.cache.clear()
 		}
 		if !retryable || attempt >= c.cfg.maxRetries || ctx.Err() != nil {
@@ -119,10 +119,11 @@ func (c *Client) attempt(ctx context.Context, ep endpoint, path, target string, 
 	e := &Error{Status: resp.StatusCode, RequestID: requestID, Message: c.scrub(statusMessage(resp.StatusCode, body))}
 	retryable := false
 	switch code := resp.StatusCode; {
-	case code == http.StatusNotFound && ep != endpointValue:
+	case code == http.StatusNotFound && ep != endpointByName:
 		e.Kind = KindConfiguration
-		e.Message += "; " + wrongTarget(ep)
-	case code == http.StatusBadRequest && (ep == endpointList || ep == endpointExport):
+		e.Message += fmt.Sprintf("; check the base URL (option BaseURL or %s; it includes /api/v1) and the team %q (option Team or %s)",
+			EnvBaseURL, c.cfg.team, EnvTeam)
+	case code == http.StatusBadRequest:
 		e.Kind = KindConfiguration
 		e.Message += "; check the environment (option Environment or " + EnvEnvironment + ")"
 	case code == http.StatusUnauthorized:
@@ -147,15 +148,6 @@ func (c *Client) attempt(ctx context.Context, ep endpoint, path, target string, 
 		e.Kind = KindAPI
 	}
 	return requestID, e, retryable
-}
-
-// wrongTarget says what a 404 to a request other than the value request
-// means.
-func wrongTarget(ep endpoint) string {
-	if ep == endpointTeams {
-		return "check the base URL (option BaseURL or " + EnvBaseURL + "; it includes /api/v1)"
-	}
-	return "check the base URL (option BaseURL or " + EnvBaseURL + "; it includes /api/v1) and the team (option Team or " + EnvTeam + ")"
 }
 
 // displayOrigin is a redirect target reduced to its scheme, host and path:

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"math"
 	"os"
 	"runtime/debug"
@@ -126,18 +127,21 @@ func (d *driver) dispatch(req request) (any, error) {
 		if err != nil {
 			return nil, err
 		}
+		// Warnings (a value served stale) go to stderr; stdout is the protocol's.
+		opts.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
 		client, err := cvsm.NewClient(opts)
 		if err != nil {
 			return nil, err
 		}
 		d.client = client
 		return map[string]any{"config": map[string]any{
-			"base_url":    client.BaseURL(),
-			"team":        client.Team(),
-			"environment": client.Environment(),
-			"cache_ttl":   int64(client.CacheTTL() / time.Second),
-			"timeout":     client.Timeout().Seconds(),
-			"max_retries": client.MaxRetries(),
+			"base_url":       client.BaseURL(),
+			"team":           client.Team(),
+			"environment":    client.Environment(),
+			"cache_ttl":      int64(client.CacheTTL() / time.Second),
+			"timeout":        client.Timeout().Seconds(),
+			"max_retries":    client.MaxRetries(),
+			"stale_if_error": int64(client.StaleIfError() / time.Second),
 		}}, nil
 
 	case "get":
@@ -151,22 +155,22 @@ func (d *driver) dispatch(req request) (any, error) {
 		if err != nil {
 			return nil, err
 		}
-		v, err := c.Get(ctx, args.Name)
+		v, info, err := c.GetWithInfo(ctx, args.Name)
 		if err != nil {
 			return nil, err
 		}
-		return map[string]any{"value": v}, nil
+		return withStale(map[string]any{"value": v}, info), nil
 
 	case "get_all":
 		c, err := d.current()
 		if err != nil {
 			return nil, err
 		}
-		values, err := c.GetAll(ctx)
+		values, info, err := c.GetAllWithInfo(ctx)
 		if err != nil {
 			return nil, err
 		}
-		return map[string]any{"values": values}, nil
+		return withStale(map[string]any{"values": values}, info), nil
 
 	case "inject":
 		var args struct {
@@ -246,6 +250,15 @@ func (d *driver) dispatch(req request) (any, error) {
 	}
 }
 
+// withStale adds "stale": true to a result the SDK reported as served stale
+// (rule R14), and nothing otherwise.
+func withStale(result map[string]any, info cvsm.Info) map[string]any {
+	if info.Stale {
+		result["stale"] = true
+	}
+	return result
+}
+
 func (d *driver) current() (*cvsm.Client, error) {
 	if d.client == nil {
 		return nil, &opError{"internal", "no client: send new_client first (or the last new_client failed)"}
@@ -291,6 +304,15 @@ func buildOptions(raw map[string]json.RawMessage) (cvsm.Options, error) {
 			}
 		case "ca_file":
 			err = json.Unmarshal(value, &opts.CAFile)
+		case "stale_if_error":
+			var seconds float64
+			if err = json.Unmarshal(value, &seconds); err == nil {
+				if seconds == 0 {
+					opts.StaleIfError = cvsm.NoStaleIfError // an explicit 0 wins over CVSM_STALE_IF_ERROR
+				} else {
+					opts.StaleIfError = seconds2duration(seconds)
+				}
+			}
 		default:
 			fmt.Fprintf(os.Stderr, "cvsm-conformance-driver: ignoring unknown option %q\n", key)
 		}

@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"strings"
+	"sync/atomic"
 	"testing"
 )
 
@@ -35,7 +36,7 @@ func errorOf(t *testing.T, resp map[string]any) map[string]any {
 
 func clearCVSMEnv(t *testing.T) {
 	for _, name := range []string{"CVSM_TOKEN", "CVSM_BASE_URL", "CVSM_TEAM", "CVSM_ENVIRONMENT", "CVSM_CACHE_TTL",
-		"CVSM_TIMEOUT", "CVSM_MAX_RETRIES", "CVSM_CA_FILE"} {
+		"CVSM_TIMEOUT", "CVSM_MAX_RETRIES", "CVSM_CA_FILE", "CVSM_STALE_IF_ERROR"} {
 		t.Setenv(name, "") // restores the variable after the test
 		os.Unsetenv(name)
 	}
@@ -72,7 +73,7 @@ func TestNewClientReportsTheEffectiveConfigAndDescribeHidesTheToken(t *testing.T
 	}
 	cfg := resp["result"].(map[string]any)["config"].(map[string]any)
 	want := map[string]any{"base_url": "http://127.0.0.1:9/api/v1", "team": "acme", "environment": "staging",
-		"cache_ttl": float64(0), "timeout": 2.5, "max_retries": float64(0)}
+		"cache_ttl": float64(0), "timeout": 2.5, "max_retries": float64(0), "stale_if_error": float64(0)}
 	for k, v := range want {
 		if cfg[k] != v {
 			t.Errorf("config[%s] = %v, want %v", k, cfg[k], v)
@@ -122,12 +123,12 @@ func TestErrorsCarryKindStatusRetryAfterAndRequestID(t *testing.T) {
 		t.Errorf("no Retry-After is null: %v", e)
 	}
 	e = errorOf(t, call(t, d, `{"id":5,"op":"get","args":{"name":"api_key"}}`))
-	if e["kind"] != "not_found" || e["suggestion"] != "API_KEY" || e["request_id"] != "req-77" || e["status"] != nil {
+	if e["kind"] != "not_found" || e["suggestion"] != "API_KEY" || e["request_id"] != "req-77" || e["status"] != float64(404) {
 		t.Errorf("not found: %v", e)
 	}
 	e = errorOf(t, call(t, d, `{"id":6,"op":"get","args":{"name":"API_KEY"}}`))
-	if e["kind"] != "not_found" || e["status"] != float64(404) {
-		t.Errorf("value 404: %v", e)
+	if e["kind"] != "not_found" || e["status"] != float64(404) || e["suggestion"] != nil {
+		t.Errorf("by-name 404 with the name in the listing: %v", e)
 	}
 }
 
@@ -156,5 +157,79 @@ func TestEnvOpsAndUnknownOps(t *testing.T) {
 	}
 	if _, stop := d.handle([]byte(`{"id":5,"op":"shutdown"}`)); !stop {
 		t.Error("shutdown must stop the driver")
+	}
+}
+
+func TestStaleIfErrorOptionAndEnvironment(t *testing.T) {
+	clearCVSMEnv(t)
+	t.Setenv("CVSM_STALE_IF_ERROR", "300")
+	d := &driver{}
+	config := func(options string) any {
+		resp := call(t, d, `{"id":1,"op":"new_client","args":{"options":{"token":"cvsm_abc12345","base_url":"http://127.0.0.1:9/api/v1","team":"acme"`+options+`}}}`)
+		if resp["ok"] != true {
+			t.Fatalf("new_client%s: %v", options, resp)
+		}
+		return resp["result"].(map[string]any)["config"].(map[string]any)["stale_if_error"]
+	}
+	if got := config(""); got != float64(300) {
+		t.Errorf("from CVSM_STALE_IF_ERROR: %v", got)
+	}
+	if got := config(`,"stale_if_error":5`); got != float64(5) {
+		t.Errorf("option: %v", got)
+	}
+	if got := config(`,"stale_if_error":0`); got != float64(0) {
+		t.Errorf("an explicit 0 wins over the variable: %v", got)
+	}
+	t.Setenv("CVSM_STALE_IF_ERROR", "soon")
+	if e := errorOf(t, call(t, d, `{"id":2,"op":"new_client","args":{"options":{"token":"cvsm_abc12345","base_url":"http://x/api/v1","team":"acme"}}}`)); e["kind"] != "configuration" ||
+		!strings.Contains(e["message"].(string), "CVSM_STALE_IF_ERROR") {
+		t.Errorf("bad variable: %v", e)
+	}
+}
+
+func TestStaleIsReportedOnlyWhenTheSDKSaysSo(t *testing.T) {
+	clearCVSMEnv(t)
+	var down atomic.Bool
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if down.Load() {
+			w.WriteHeader(503)
+			return
+		}
+		if strings.HasSuffix(r.URL.Path, "/export") {
+			w.Write([]byte(`{"KEPT":"kept-value"}`))
+			return
+		}
+		w.Write([]byte(`{"secret":{"name":"KEPT"},"value":"kept-value"}`))
+	}))
+	defer srv.Close()
+	d := &driver{}
+	call(t, d, `{"id":1,"op":"new_client","args":{"options":{"token":"cvsm_abc12345","base_url":"`+srv.URL+`/api/v1","team":"acme","cache_ttl":0,"stale_if_error":60,"max_retries":0}}}`)
+	result := func(resp map[string]any) map[string]any {
+		t.Helper()
+		if resp["ok"] != true {
+			t.Fatalf("want success, got %v", resp)
+		}
+		return resp["result"].(map[string]any)
+	}
+	fresh := result(call(t, d, `{"id":2,"op":"get","args":{"name":"KEPT"}}`))
+	freshAll := result(call(t, d, `{"id":3,"op":"get_all","args":{}}`))
+	if _, has := fresh["stale"]; has || fresh["value"] != "kept-value" {
+		t.Errorf("a fresh get has no stale key: %v", fresh)
+	}
+	if _, has := freshAll["stale"]; has {
+		t.Errorf("a fresh get_all has no stale key: %v", freshAll)
+	}
+	down.Store(true)
+	stale := result(call(t, d, `{"id":4,"op":"get","args":{"name":"KEPT"}}`))
+	staleAll := result(call(t, d, `{"id":5,"op":"get_all","args":{}}`))
+	if stale["stale"] != true || stale["value"] != "kept-value" {
+		t.Errorf("stale get: %v", stale)
+	}
+	if staleAll["stale"] != true || staleAll["values"].(map[string]any)["KEPT"] != "kept-value" {
+		t.Errorf("stale get_all: %v", staleAll)
+	}
+	call(t, d, `{"id":6,"op":"clear_cache","args":{}}`)
+	if e := errorOf(t, call(t, d, `{"id":7,"op":"get","args":{"name":"KEPT"}}`)); e["kind"] != "api" || e["status"] != float64(503) {
+		t.Errorf("after clear_cache: %v", e)
 	}
 }

@@ -40,16 +40,11 @@ func TestTheExampleRuns(t *testing.T) {
 			w.WriteHeader(401)
 			return
 		}
-		const team = "6f1c2a9e-4b7d-4c1e-9a55-3d2f8e7b1a00"
 		var body any
-		switch r.URL.Path {
-		case "/api/v1/teams":
-			body = map[string]any{"teams": []map[string]string{{"id": team, "slug": "acme"}}}
-		case "/api/v1/teams/" + team + "/secrets":
-			body = map[string]any{"secrets": []map[string]string{{"id": "s1", "name": "DATABASE_URL", "environment": "production"}}, "total": 1}
-		case "/api/v1/teams/" + team + "/secrets/s1":
-			body = map[string]any{"value": "postgres://db/app"}
-		case "/api/v1/teams/" + team + "/secrets/export":
+		switch r.URL.Path { // the team slug goes in the path as it is
+		case "/api/v1/teams/acme/secrets/by-name/DATABASE_URL":
+			body = map[string]any{"secret": map[string]string{"id": "s1", "name": "DATABASE_URL", "environment": "production"}, "value": "postgres://db/app"}
+		case "/api/v1/teams/acme/secrets/export":
 			body = map[string]string{"DATABASE_URL": "postgres://db/app", "QUICKSTART_API_KEY": "k"}
 		default:
 			w.WriteHeader(404)
@@ -58,7 +53,7 @@ func TestTheExampleRuns(t *testing.T) {
 		_ = json.NewEncoder(w).Encode(body)
 	}))
 	defer srv.Close()
-	for _, name := range []string{"CVSM_TEAM", "CVSM_ENVIRONMENT", "CVSM_CACHE_TTL", "CVSM_TIMEOUT", "CVSM_MAX_RETRIES", "CVSM_CA_FILE", "QUICKSTART_API_KEY"} {
+	for _, name := range []string{"CVSM_TEAM", "CVSM_ENVIRONMENT", "CVSM_CACHE_TTL", "CVSM_TIMEOUT", "CVSM_MAX_RETRIES", "CVSM_CA_FILE", "CVSM_STALE_IF_ERROR", "QUICKSTART_API_KEY"} {
 		t.Setenv(name, "")
 		os.Unsetenv(name)
 	}
