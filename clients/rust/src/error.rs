@@ -20,10 +20,11 @@ pub enum Error {
     /// Configuration means the client cannot be built or used as configured:
     /// a missing token, base URL or team (the message names the `CVSM_*`
     /// variable), an invalid option or variable, an unreadable CA file, a
-    /// team slug that matches none of the caller's teams, a server answer
-    /// saying the base URL, team (HTTP 404) or environment (HTTP 400) is
-    /// wrong, or a secret that [`inject`](crate::Client::inject) cannot put
-    /// in the process environment.
+    /// server answer saying the base URL or team (HTTP 404 to the listing or
+    /// the export; a team slug that is none of the caller's teams included)
+    /// or the environment (HTTP 400) is wrong, or a secret that
+    /// [`inject`](crate::Client::inject) cannot put in the process
+    /// environment.
     #[error("{message}")]
     #[non_exhaustive]
     Configuration {
@@ -49,7 +50,7 @@ pub enum Error {
     },
 
     /// PermissionDenied means the token is valid but may not do this (HTTP
-    /// 403), for example an IP allowlist miss.
+    /// 403), for example an IP allowlist miss. The client's cache is emptied.
     #[error("{message}")]
     #[non_exhaustive]
     PermissionDenied {
@@ -61,18 +62,18 @@ pub enum Error {
         request_id: Option<String>,
     },
 
-    /// NotFound means the secret does not exist in the configured environment
-    /// or its name is not a valid secret name (`status` is `None`), or the
-    /// server answered HTTP 404 to the value request (`status` is
-    /// `Some(404)`).
+    /// NotFound means the secret does not exist in the configured
+    /// environment (the by-name read answered HTTP 404 and the listing
+    /// confirmed the team: `status` is `Some(404)`), or its name is not a
+    /// valid secret name (no request is made: `status` is `None`).
     #[error("{message}")]
     #[non_exhaustive]
     NotFound {
-        /// `Some(404)` for an HTTP 404, `None` when the name is simply absent.
+        /// `Some(404)` for an absent name, `None` for an invalid one.
         status: Option<u16>,
         /// What was not found, with the suggestion when there is one.
         message: String,
-        /// The `X-Request-Id` of the answer: for an absent name, the listing's.
+        /// The `X-Request-Id` of the by-name answer.
         request_id: Option<String>,
         /// The existing name that differs from the one asked for only in case.
         suggestion: Option<String>,
@@ -147,7 +148,7 @@ impl Error {
     }
 
     /// request_id returns the `X-Request-Id` header of the answer this error
-    /// came from (for an absent name, the listing's), or `None` when there
+    /// came from (for an absent name, the by-name read's), or `None` when there
     /// was no answer or it had no such header. Quote it when reporting a
     /// problem to the server's operators.
     pub fn request_id(&self) -> Option<&str> {

@@ -11,11 +11,17 @@
 //! ```
 //!
 //! Options left `None` come from `CVSM_TOKEN`, `CVSM_BASE_URL`, `CVSM_TEAM`,
-//! `CVSM_ENVIRONMENT`, `CVSM_CACHE_TTL`, `CVSM_TIMEOUT`, `CVSM_MAX_RETRIES`
-//! and `CVSM_CA_FILE`. Values are cached per client for 30 seconds by
-//! default; failed GETs are retried on network errors and 502/503/504. Every
-//! failure is a [`cvsm::Error`](Error) variant carrying its status, request id
-//! and suggestion.
+//! `CVSM_ENVIRONMENT`, `CVSM_CACHE_TTL`, `CVSM_TIMEOUT`, `CVSM_MAX_RETRIES`,
+//! `CVSM_CA_FILE` and `CVSM_STALE_IF_ERROR`. A `get` is one request (by
+//! name). Values are cached per client for 30 seconds by default; failed
+//! GETs are retried on network errors and 502/503/504. Every failure is a
+//! [`cvsm::Error`](Error) variant carrying its status, request id and
+//! suggestion.
+//!
+//! With `stale_if_error` set, a refresh that fails with a network error, a
+//! 5xx or a 429 answers with the value kept from before, for that long past
+//! its freshness: [`Client::get_with_meta`] says so in [`Served::stale`], and
+//! a warning goes once per name to the [`log`](https://docs.rs/log) facade.
 //!
 //! The transport is a blocking [`ureq`] 3 agent, re-exported as
 //! [`cvsm::ureq`](ureq): [`ClientBuilder::agent`] takes your own.
@@ -28,7 +34,7 @@ mod options;
 mod proxy;
 mod transport;
 
-pub use client::{Client, ClientBuilder};
+pub use client::{Client, ClientBuilder, Served};
 pub use error::{Error, Result};
 pub use options::{
     ClientOptions, DEFAULT_CACHE_TTL, DEFAULT_ENVIRONMENT, DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT,

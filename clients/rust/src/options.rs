@@ -37,8 +37,10 @@ pub struct ClientOptions {
     /// base_url is the API root including `/api/v1`; falls back to
     /// `CVSM_BASE_URL`. A trailing `/` is ignored.
     pub base_url: Option<String>,
-    /// team is a team id (UUID) or slug; falls back to `CVSM_TEAM`. A slug is
-    /// resolved to its id once per client through `GET /teams`.
+    /// team is a team id (UUID) or slug; falls back to `CVSM_TEAM`. Either
+    /// goes into every request path as it is (percent-encoded); a slug that
+    /// is none of the caller's teams is answered 404, an
+    /// [`Error::Configuration`].
     pub team: Option<String>,
     /// environment selects `production`, `staging` or `development`; falls
     /// back to `CVSM_ENVIRONMENT`, then `production`.
@@ -57,6 +59,12 @@ pub struct ClientOptions {
     /// built-in roots; falls back to `CVSM_CA_FILE`. A file that cannot be
     /// read is an [`Error::Configuration`] at construction.
     pub ca_file: Option<PathBuf>,
+    /// stale_if_error is how long a cached value is kept after it stops
+    /// being fresh, to be served (marked stale) when a refresh fails with a
+    /// network error, a 5xx or a 429; falls back to `CVSM_STALE_IF_ERROR`
+    /// (whole seconds), then zero, which turns it off. See
+    /// [`Client::get_with_meta`](crate::Client::get_with_meta).
+    pub stale_if_error: Option<Duration>,
 }
 
 impl fmt::Debug for ClientOptions {
@@ -70,6 +78,7 @@ impl fmt::Debug for ClientOptions {
             .field("timeout", &self.timeout)
             .field("max_retries", &self.max_retries)
             .field("ca_file", &self.ca_file)
+            .field("stale_if_error", &self.stale_if_error)
             .finish()
     }
 }
@@ -94,6 +103,7 @@ pub(crate) struct Config {
     pub timeout: Duration,
     pub max_retries: u32,
     pub ca_file: Option<PathBuf>,
+    pub stale_if_error: Duration,
 }
 
 impl Config {
@@ -123,14 +133,11 @@ impl Config {
         .to_string();
         let cache_ttl = match options.cache_ttl {
             Some(ttl) => ttl,
-            None => match env_var("CVSM_CACHE_TTL")? {
-                Some(raw) => parse_seconds(&raw).ok_or_else(|| {
-                    Error::configuration(
-                        "CVSM_CACHE_TTL must be a non-negative integer number of seconds",
-                    )
-                })?,
-                None => DEFAULT_CACHE_TTL,
-            },
+            None => seconds_var("CVSM_CACHE_TTL")?.unwrap_or(DEFAULT_CACHE_TTL),
+        };
+        let stale_if_error = match options.stale_if_error {
+            Some(keep) => keep,
+            None => seconds_var("CVSM_STALE_IF_ERROR")?.unwrap_or(Duration::ZERO),
         };
         let timeout = match options.timeout {
             Some(timeout) => timeout,
@@ -185,6 +192,7 @@ impl Config {
             timeout,
             max_retries,
             ca_file,
+            stale_if_error,
         })
     }
 }
@@ -232,6 +240,20 @@ fn env_var(variable: &str) -> Result<Option<String>> {
             "{variable} is not valid UTF-8"
         ))),
     }
+}
+
+/// seconds_var reads a variable holding a non-negative integer number of
+/// seconds; anything else is a configuration error naming it.
+fn seconds_var(variable: &str) -> Result<Option<Duration>> {
+    env_var(variable)?
+        .map(|raw| {
+            parse_seconds(&raw).ok_or_else(|| {
+                Error::configuration(format!(
+                    "{variable} must be a non-negative integer number of seconds"
+                ))
+            })
+        })
+        .transpose()
 }
 
 /// parse_seconds accepts only ASCII digits (no sign), with surrounding spaces.

@@ -33,20 +33,13 @@ const BACKOFF_BASE: Duration = Duration::from_millis(100);
 /// 400 or 404 answer means (rule R9).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Endpoint {
-    /// `GET /teams`, resolving a team slug.
-    Teams,
-    /// `GET /teams/{team}/secrets?search=`, the listing.
+    /// `GET /teams/{team}/secrets/by-name/{name}`, one value.
+    ByName,
+    /// `GET /teams/{team}/secrets?search=`, the listing asked after a
+    /// by-name 404.
     List,
     /// `GET /teams/{team}/secrets/export`.
     Export,
-    /// `GET /teams/{team}/secrets/{id}`, one value.
-    Value,
-}
-
-/// Answer is a decoded 2xx body and the answer's `X-Request-Id`.
-pub(crate) struct Answer<T> {
-    pub body: T,
-    pub request_id: Option<String>,
 }
 
 pub(crate) struct Transport {
@@ -92,7 +85,7 @@ impl Transport {
         endpoint: Endpoint,
         path: &str,
         query: &[(&str, &str)],
-    ) -> Result<Answer<T>> {
+    ) -> Result<T> {
         let url = self.url(path, query);
         let mut retry = 0;
         loop {
@@ -117,7 +110,7 @@ impl Transport {
         url
     }
 
-    fn attempt<T: DeserializeOwned>(&self, endpoint: Endpoint, url: &str) -> Result<Answer<T>> {
+    fn attempt<T: DeserializeOwned>(&self, endpoint: Endpoint, url: &str) -> Result<T> {
         // The per-request settings hold whatever agent is in use: the
         // status is read here, redirects are answers (never followed, so the
         // token never goes to a Location), and the timeout bounds the whole
@@ -180,7 +173,7 @@ impl Transport {
             response.body_mut().with_config().limit(u64::MAX).reader(),
         ));
         match serde_json::from_reader(&mut reader) {
-            Ok(body) => Ok(Answer { body, request_id }),
+            Ok(body) => Ok(body),
             Err(err) if err.is_io() => {
                 let err = reader.error.map_or_else(|| ureq::Error::Io(err.into()), ureq::Error::from);
                 Err(match self.network(url, err) {
@@ -262,15 +255,11 @@ impl Transport {
             request_id: request_id.clone(),
         };
         match (status, endpoint) {
-            (404, Endpoint::Teams) => configuration(
-                "check the base URL (CVSM_BASE_URL), which includes /api/v1",
-            ),
+            // A by-name 404 is a not-found the client settles with the listing.
             (404, Endpoint::List | Endpoint::Export) => configuration(
                 "check the team (CVSM_TEAM) and the base URL (CVSM_BASE_URL), which includes /api/v1",
             ),
-            (400, Endpoint::List | Endpoint::Export) => {
-                configuration("check the environment (CVSM_ENVIRONMENT)")
-            }
+            (400, _) => configuration("check the environment (CVSM_ENVIRONMENT)"),
             (401, _) => Error::Authentication { status, message, request_id },
             (403, _) => Error::PermissionDenied { status, message, request_id },
             (404, _) => Error::NotFound {

@@ -1,5 +1,5 @@
 //! Wire behaviour of `cvsm::Client` against a local stub server: requests,
-//! team resolution, cache, errors, retries and redaction. These tests never
+//! the team in the path, cache, errors, retries and redaction. These tests never
 //! read or write the process environment (see tests/env.rs for that).
 
 mod support;
@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use cvsm::{Client, ClientOptions, Error};
 use support::{
-    error, fixture, json, secret_id, tls_stub, ConnectProxy, Reply, Request, Stub, TEAM_ID, TOKEN,
+    error, fixture, json, tls_stub, ConnectProxy, Reply, Request, Stub, TEAM_ID, TEAM_SLUG, TOKEN,
 };
 
 /// options configures every field explicitly, so no `CVSM_*` variable is read.
@@ -25,6 +25,7 @@ fn options(base_url: &str) -> ClientOptions {
         timeout: Some(Duration::from_secs(5)),
         max_retries: Some(2),
         ca_file: None,
+        stale_if_error: Some(Duration::ZERO),
     }
 }
 
@@ -42,7 +43,7 @@ fn always(make: impl Fn() -> Reply + Send + Sync + 'static) -> Stub {
 }
 
 #[test]
-fn get_lists_by_name_then_reads_by_id_with_auth_accept_and_user_agent() {
+fn get_is_one_by_name_request_with_auth_accept_and_user_agent() {
     let stub = Stub::secrets(
         &[("DATABASE_URL", "postgres://db"), ("API_KEY", "k-1")],
         no_errors,
@@ -51,10 +52,9 @@ fn get_lists_by_name_then_reads_by_id_with_auth_accept_and_user_agent() {
 
     assert_eq!(
         stub.targets(),
-        vec![
-            format!("/api/v1/teams/{TEAM_ID}/secrets?environment=production&search=API_KEY"),
-            format!("/api/v1/teams/{TEAM_ID}/secrets/{}", secret_id(1)),
-        ]
+        vec![format!(
+            "/api/v1/teams/{TEAM_ID}/secrets/by-name/API_KEY?environment=production"
+        )]
     );
     for request in stub.requests() {
         assert_eq!(request.method, "GET");
@@ -69,7 +69,7 @@ fn get_lists_by_name_then_reads_by_id_with_auth_accept_and_user_agent() {
 }
 
 #[test]
-fn get_takes_the_exact_case_sensitive_match_among_search_results() {
+fn get_is_case_sensitive() {
     let stub = Stub::secrets(
         &[
             ("api_key", "lower"),
@@ -81,31 +81,79 @@ fn get_takes_the_exact_case_sensitive_match_among_search_results() {
     let client = client(&stub);
     assert_eq!(client.get("API_KEY").unwrap(), "upper");
     assert_eq!(client.get("api_key").unwrap(), "lower");
+    assert_eq!(stub.count(), 2, "one by-name request each, no listing");
 }
 
 #[test]
-fn get_of_absent_name_is_not_found_and_suggests_a_name_differing_only_in_case() {
+fn get_of_absent_name_asks_the_listing_and_suggests_a_name_differing_only_in_case() {
     let stub = Stub::secrets(&[("DATABASE_URL", "postgres://hidden-value")], no_errors);
     let client = client(&stub);
 
     let err = client.get("database_url").unwrap_err();
     assert!(
-        matches!(err, Error::NotFound { status: None, .. }),
+        matches!(
+            err,
+            Error::NotFound {
+                status: Some(404),
+                ..
+            }
+        ),
         "{err:?}"
     );
     assert_eq!(
         err.to_string(),
         r#"secret "database_url" not found in production; did you mean "DATABASE_URL"?"#
     );
+    assert_eq!(err.suggestion(), Some("DATABASE_URL"));
     assert!(!format!("{err:?}").contains("hidden-value"));
-    assert_eq!(stub.count(), 1, "no read by id without an exact match");
+    assert_eq!(
+        stub.targets(),
+        vec![
+            format!("/api/v1/teams/{TEAM_ID}/secrets/by-name/database_url?environment=production"),
+            format!("/api/v1/teams/{TEAM_ID}/secrets?environment=production&search=database_url"),
+        ],
+        "the listing only after the by-name 404"
+    );
 
     let err = client.get("MISSING").unwrap_err();
     assert!(
-        matches!(err, Error::NotFound { status: None, .. }),
+        matches!(
+            err,
+            Error::NotFound {
+                status: Some(404),
+                ..
+            }
+        ),
         "{err:?}"
     );
     assert!(!err.to_string().contains("did you mean"), "{err}");
+    assert_eq!(err.suggestion(), None);
+    assert_eq!(stub.count(), 4);
+}
+
+#[test]
+fn a_listing_entry_with_the_very_name_is_no_suggestion() {
+    // The by-name read says 404 (a secret deleted in between, say) while
+    // the listing still shows the name: not found, and nothing to suggest.
+    let stub = Stub::secrets(&[("GONE", "x"), ("gone", "y")], |req| {
+        req.path()
+            .contains("/by-name/")
+            .then(|| error(404, "Secret tidak ditemukan"))
+    });
+    let err = client(&stub).get("GONE").unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::NotFound {
+                status: Some(404),
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert_eq!(err.suggestion(), Some("gone"));
+    let err = client(&stub).get("OTHER").unwrap_err();
+    assert_eq!(err.suggestion(), None);
 }
 
 #[test]
@@ -131,33 +179,40 @@ fn get_all_uses_the_json_export_of_the_configured_environment() {
 }
 
 #[test]
-fn team_slug_is_resolved_once_through_get_teams() {
+fn the_team_goes_into_the_path_as_it_is_percent_encoded() {
     let stub = Stub::secrets(&[("A", "1"), ("B", "2")], no_errors);
     let client = Client::new(ClientOptions {
-        team: Some("acme".into()),
+        team: Some(TEAM_SLUG.into()),
         ..options(&stub.base_url)
     })
     .unwrap();
-    assert_eq!(client.team(), "acme");
-
+    assert_eq!(client.team(), TEAM_SLUG);
     assert_eq!(client.get("A").unwrap(), "1");
-    assert_eq!(client.get("B").unwrap(), "2");
     client.get_all().unwrap();
-
-    let targets = stub.targets();
-    assert_eq!(targets[0], "/api/v1/teams");
     assert_eq!(
-        targets.iter().filter(|t| *t == "/api/v1/teams").count(),
-        1,
-        "{targets:?}"
+        stub.targets(),
+        vec![
+            "/api/v1/teams/acme/secrets/by-name/A?environment=production".to_string(),
+            "/api/v1/teams/acme/secrets/export?format=json&environment=production".to_string(),
+        ],
+        "no GET /teams: the server takes a slug"
     );
-    assert!(targets[1..]
-        .iter()
-        .all(|t| t.starts_with(&format!("/api/v1/teams/{TEAM_ID}/"))));
+
+    let stub = Stub::secrets(&[("A", "1")], no_errors);
+    let client = Client::new(ClientOptions {
+        team: Some("a b/c?d".into()),
+        ..options(&stub.base_url)
+    })
+    .unwrap();
+    assert!(client.get_all().is_err());
+    assert_eq!(
+        stub.targets(),
+        vec!["/api/v1/teams/a%20b%2Fc%3Fd/secrets/export?format=json&environment=production"]
+    );
 }
 
 #[test]
-fn team_slug_matching_no_team_is_a_configuration_error() {
+fn team_matching_none_of_yours_is_a_configuration_error_after_the_listing() {
     let stub = Stub::secrets(&[("A", "1")], no_errors);
     let client = Client::new(ClientOptions {
         team: Some("no-such-team".into()),
@@ -165,9 +220,36 @@ fn team_slug_matching_no_team_is_a_configuration_error() {
     })
     .unwrap();
     let err = client.get("A").unwrap_err();
-    assert!(matches!(err, Error::Configuration { .. }), "{err:?}");
-    assert!(err.to_string().contains("no-such-team"), "{err}");
-    assert_eq!(err.status(), None);
+    assert!(
+        matches!(
+            err,
+            Error::Configuration {
+                status: Some(404),
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains("CVSM_TEAM"), "{err}");
+    assert_eq!(
+        stub.targets(),
+        vec![
+            "/api/v1/teams/no-such-team/secrets/by-name/A?environment=production".to_string(),
+            "/api/v1/teams/no-such-team/secrets?environment=production&search=A".to_string(),
+        ]
+    );
+    let err = client.get_all().unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::Configuration {
+                status: Some(404),
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert_eq!(stub.count(), 3, "one export, no listing");
 }
 
 #[test]
@@ -176,7 +258,7 @@ fn repeated_get_is_served_from_the_cache() {
     let client = client(&stub);
     assert_eq!(client.get("A").unwrap(), "1");
     assert_eq!(client.get("A").unwrap(), "1");
-    assert_eq!(stub.count(), 2, "one list and one read, then cache hits");
+    assert_eq!(stub.count(), 1, "one by-name read, then cache hits");
 }
 
 #[test]
@@ -189,11 +271,12 @@ fn cached_values_expire_after_the_ttl() {
     .unwrap();
     client.get("A").unwrap();
     client.get_all().unwrap();
-    assert_eq!(stub.count(), 3);
+    client.get("A").unwrap();
+    assert_eq!(stub.count(), 2);
     std::thread::sleep(Duration::from_millis(200));
     client.get("A").unwrap();
     client.get_all().unwrap();
-    assert_eq!(stub.count(), 6);
+    assert_eq!(stub.count(), 4);
 }
 
 #[test]
@@ -208,7 +291,7 @@ fn zero_cache_ttl_disables_the_cache() {
     client.get_all().unwrap();
     client.get("A").unwrap();
     client.get("A").unwrap();
-    assert_eq!(stub.count(), 6);
+    assert_eq!(stub.count(), 4);
 }
 
 #[test]
@@ -217,11 +300,11 @@ fn clear_cache_makes_the_next_read_ask_the_server() {
     let client = client(&stub);
     client.get("A").unwrap();
     client.get_all().unwrap();
-    assert_eq!(stub.count(), 3);
+    assert_eq!(stub.count(), 2);
     client.clear_cache();
     client.get("A").unwrap();
     client.get_all().unwrap();
-    assert_eq!(stub.count(), 6);
+    assert_eq!(stub.count(), 4);
 }
 
 #[test]
@@ -246,32 +329,44 @@ fn errors_are_never_cached() {
     let err = client.get("A").unwrap_err();
     assert!(matches!(err, Error::Api { status: 500, .. }), "{err:?}");
     assert_eq!(client.get("A").unwrap(), "1");
-    assert_eq!(stub.count(), 3);
+    assert_eq!(stub.count(), 2);
 }
 
 #[test]
-fn authentication_error_empties_the_cache() {
-    let reject = Arc::new(AtomicBool::new(false));
-    let flag = Arc::clone(&reject);
-    let stub = Stub::secrets(&[("A", "1"), ("B", "2")], move |_| {
-        flag.load(Ordering::SeqCst)
-            .then(|| error(401, "Token tidak valid"))
-    });
-    let client = client(&stub);
-    client.get("A").unwrap();
-    assert_eq!(stub.count(), 2);
+fn authentication_and_permission_errors_empty_the_cache() {
+    for status in [401, 403] {
+        let reject = Arc::new(AtomicBool::new(false));
+        let flag = Arc::clone(&reject);
+        let stub = Stub::secrets(&[("A", "1"), ("B", "2")], move |_| {
+            flag.load(Ordering::SeqCst)
+                .then(|| error(status, "Token tidak valid"))
+        });
+        let client = client(&stub);
+        client.get("A").unwrap();
+        client.get_all().unwrap();
+        assert_eq!(stub.count(), 2);
 
-    reject.store(true, Ordering::SeqCst);
-    let err = client.get("B").unwrap_err();
-    assert!(
-        matches!(err, Error::Authentication { status: 401, .. }),
-        "{err:?}"
-    );
-    assert_eq!(stub.count(), 3);
+        reject.store(true, Ordering::SeqCst);
+        let err = client.get("C").unwrap_err();
+        assert_eq!(err.status(), Some(status), "{err:?}");
+        assert!(
+            matches!(
+                err,
+                Error::Authentication { .. } | Error::PermissionDenied { .. }
+            ),
+            "{err:?}"
+        );
+        assert_eq!(stub.count(), 3);
 
-    reject.store(false, Ordering::SeqCst);
-    client.get("A").unwrap();
-    assert_eq!(stub.count(), 5, "A must be fetched again after the 401");
+        reject.store(false, Ordering::SeqCst);
+        client.get("A").unwrap();
+        client.get("B").unwrap();
+        assert_eq!(
+            stub.count(),
+            5,
+            "A and B must be fetched again after the {status}"
+        );
+    }
 }
 
 #[test]
@@ -417,7 +512,7 @@ fn dropped_connections_are_retried_then_reported_as_network_errors() {
         (seen.fetch_add(1, Ordering::SeqCst) == 0).then_some(Reply::Drop)
     });
     assert_eq!(client(&stub).get("A").unwrap(), "1");
-    assert_eq!(stub.count(), 3, "dropped list, list again, read");
+    assert_eq!(stub.count(), 2, "dropped by-name read, then again");
 }
 
 #[test]
@@ -522,7 +617,7 @@ fn client_is_send_and_sync_and_shares_its_cache_across_threads() {
     for thread in threads {
         assert_eq!(thread.join().unwrap(), "1");
     }
-    assert_eq!(stub.count(), 2);
+    assert_eq!(stub.count(), 1);
 }
 
 #[test]
@@ -531,6 +626,7 @@ fn config_accessors_report_the_effective_configuration() {
         base_url: Some("https://cvsm.example/api/v1///".into()),
         timeout: Some(Duration::from_millis(2500)),
         max_retries: Some(5),
+        stale_if_error: Some(Duration::from_secs(300)),
         ..options("unused")
     })
     .unwrap();
@@ -540,6 +636,23 @@ fn config_accessors_report_the_effective_configuration() {
     assert_eq!(client.cache_ttl(), Duration::from_secs(30));
     assert_eq!(client.timeout(), Duration::from_millis(2500));
     assert_eq!(client.max_retries(), 5);
+    assert_eq!(client.stale_if_error(), Duration::from_secs(300));
+
+    let built = Client::builder()
+        .token(TOKEN)
+        .base_url("https://cvsm.example/api/v1")
+        .team(TEAM_SLUG)
+        .environment("staging")
+        .cache_ttl(Duration::from_secs(5))
+        .stale_if_error(Duration::from_secs(60))
+        .build()
+        .unwrap();
+    assert_eq!(
+        (built.cache_ttl(), built.stale_if_error()),
+        (Duration::from_secs(5), Duration::from_secs(60))
+    );
+    let printed = format!("{built:?}");
+    assert!(printed.contains("stale_if_error: 60s"), "{printed}");
 }
 
 #[test]
@@ -604,53 +717,72 @@ fn r2_an_export_over_10_mib_is_read_in_one_request() {
     let big = "x".repeat(11 * 1024 * 1024);
     let body = serde_json::json!({ "BIG": big, "SMALL": "1" }).to_string();
     let stub = always(move || Reply::Json(200, body.clone()));
-    let client = client(&stub);
+    // R2 is about size, not speed: a loaded machine may take seconds.
+    let client = Client::new(ClientOptions {
+        timeout: Some(Duration::from_secs(120)),
+        ..options(&stub.base_url)
+    })
+    .unwrap();
     let values = client.get_all().unwrap();
     assert_eq!(values["BIG"].len(), 11 * 1024 * 1024);
     assert_eq!(client.get("SMALL").unwrap(), "1", "from the cache");
     assert_eq!(stub.count(), 1);
 }
 
+/// Target says which of the three GETs a request is.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Target {
+    ByName,
+    List,
+    Export,
+}
+
+fn target_of(req: &Request) -> Target {
+    let path = req.path();
+    if path.contains("/secrets/by-name/") {
+        Target::ByName
+    } else if path.ends_with("/secrets/export") {
+        Target::Export
+    } else {
+        assert!(path.ends_with("/secrets"), "{path}");
+        Target::List
+    }
+}
+
 #[test]
 fn r3_answers_of_the_wrong_shape_are_retried_then_network_errors() {
-    let cases: [(&str, &str); 12] = [
-        ("/export", "null"),
-        ("/export", "[]"),
-        ("/export", r#"{"A": null}"#),
-        ("/export", r#"{"A": ["v"]}"#),
-        ("/export", r#"{"A": 1}"#),
-        ("/export", r#"{"A": "1"} trailing"#),
-        ("/secrets", r#"{"total": 0}"#),
-        ("/secrets", r#"{"secrets": null}"#),
-        ("/secrets/", r#"{"secret": {}}"#),
-        ("/secrets/", r#"{"value": 1}"#),
-        ("/teams", r#"{"teams": {}}"#),
-        ("/teams", "{}"),
+    let cases: [(Target, &str); 15] = [
+        (Target::Export, "null"),
+        (Target::Export, "[]"),
+        (Target::Export, r#"{"A": null}"#),
+        (Target::Export, r#"{"A": ["v"]}"#),
+        (Target::Export, r#"{"A": 1}"#),
+        (Target::Export, r#"{"A": "1"} trailing"#),
+        (Target::List, r#"{"total": 0}"#),
+        (Target::List, r#"{"secrets": null}"#),
+        (Target::ByName, r#"{"secret": {}}"#),
+        (Target::ByName, r#"{"secret": {}, "value": 1}"#),
+        (Target::ByName, r#"{"secret": {}, "value": null}"#),
+        (Target::ByName, r#"{"value": "1"}"#),
+        (Target::ByName, r#"{"secret": [], "value": "1"}"#),
+        (Target::ByName, r#"{"secret": "A", "value": "1"}"#),
+        (Target::ByName, "<html>maintenance</html>"),
     ];
-    for (endpoint, body) in cases {
+    for (target, body) in cases {
         let stub = Stub::secrets(&[("A", "1")], move |req| {
-            let path = req.path();
-            let hit = match endpoint {
-                "/secrets/" => path.contains("/secrets/") && !path.ends_with("/export"),
-                "/secrets" => path.ends_with("/secrets"),
-                other => path.ends_with(other),
-            };
-            hit.then(|| Reply::Json(200, body.into()))
+            (target_of(req) == target).then(|| Reply::Json(200, body.into()))
         });
-        let client = Client::new(ClientOptions {
-            team: Some("acme".into()),
-            ..options(&stub.base_url)
-        })
-        .unwrap();
-        let result = if endpoint == "/export" {
-            client.get_all().map(|_| ())
-        } else {
-            client.get("A").map(|_| ())
+        let client = client(&stub);
+        let result = match target {
+            Target::Export => client.get_all().map(|_| ()),
+            Target::ByName => client.get("A").map(|_| ()),
+            // The listing is asked only after a by-name 404.
+            Target::List => client.get("MISSING").map(|_| ()),
         };
         let err = result.expect_err(body);
         assert!(
             matches!(err, Error::Network { .. }),
-            "{endpoint} {body}: {err:?}"
+            "{target:?} {body}: {err:?}"
         );
         assert_eq!(err.status(), None);
         assert!(
@@ -660,13 +792,9 @@ fn r3_answers_of_the_wrong_shape_are_retried_then_network_errors() {
         let hits = stub
             .requests()
             .iter()
-            .filter(|r| match endpoint {
-                "/secrets/" => r.path().contains("/secrets/"),
-                "/secrets" => r.path().ends_with("/secrets"),
-                other => r.path().ends_with(other),
-            })
+            .filter(|r| target_of(r) == target)
             .count();
-        assert_eq!(hits, 3, "{endpoint} {body}: one attempt and two retries");
+        assert_eq!(hits, 3, "{target:?} {body}: one attempt and two retries");
     }
 }
 
@@ -769,110 +897,49 @@ fn r6_token_whitespace_is_trimmed_and_other_characters_rejected() {
 
 #[test]
 fn r9_wrong_base_url_team_or_environment_is_a_configuration_error_with_status() {
-    type Case = (&'static str, u16, bool, fn(&Error) -> bool);
-    let cases: [Case; 7] = [
-        ("/teams", 404, true, |e| {
-            matches!(
-                e,
-                Error::Configuration {
-                    status: Some(404),
-                    ..
-                }
-            )
-        }),
-        ("/secrets", 404, false, |e| {
-            matches!(
-                e,
-                Error::Configuration {
-                    status: Some(404),
-                    ..
-                }
-            )
-        }),
-        ("/export", 404, false, |e| {
-            matches!(
-                e,
-                Error::Configuration {
-                    status: Some(404),
-                    ..
-                }
-            )
-        }),
-        ("/secrets", 400, false, |e| {
-            matches!(
-                e,
-                Error::Configuration {
-                    status: Some(400),
-                    ..
-                }
-            )
-        }),
-        ("/export", 400, false, |e| {
-            matches!(
-                e,
-                Error::Configuration {
-                    status: Some(400),
-                    ..
-                }
-            )
-        }),
-        ("/secrets/", 404, false, |e| {
-            matches!(
-                e,
-                Error::NotFound {
-                    status: Some(404),
-                    ..
-                }
-            )
-        }),
-        ("/teams", 400, true, |e| {
-            matches!(e, Error::Api { status: 400, .. })
-        }),
+    // (target answering `status`, then op, expected status of the
+    // configuration error and the requests made)
+    let cases: [(Target, u16, &str, &[Target]); 6] = [
+        (Target::ByName, 400, "get", &[Target::ByName]),
+        (Target::List, 404, "get", &[Target::ByName, Target::List]),
+        (Target::List, 400, "get", &[Target::ByName, Target::List]),
+        (Target::Export, 404, "get_all", &[Target::Export]),
+        (Target::Export, 400, "get_all", &[Target::Export]),
+        // Every GET answering 404: a base URL without /api/v1, or a wrong team.
+        (Target::ByName, 0, "get", &[Target::ByName, Target::List]),
     ];
-    for (endpoint, status, slug, expected) in cases {
+    for (target, status, op, requests) in cases {
         let stub = Stub::secrets(&[("A", "1")], move |req| {
-            let path = req.path();
-            let hit = match endpoint {
-                "/secrets/" => path.contains("/secrets/") && !path.ends_with("/export"),
-                "/secrets" => path.ends_with("/secrets"),
-                other => path.ends_with(other),
-            };
-            hit.then(|| error(status, "Data tidak ditemukan"))
+            if status == 0 {
+                return Some(error(404, "Data tidak ditemukan"));
+            }
+            (target_of(req) == target).then(|| error(status, "Data tidak ditemukan"))
         });
-        let client = Client::new(ClientOptions {
-            team: Some(if slug { "acme".into() } else { TEAM_ID.into() }),
-            ..options(&stub.base_url)
-        })
-        .unwrap();
-        let err = if endpoint == "/export" {
-            client.get_all().map(|_| ())
+        let client = client(&stub);
+        let err = if op == "get" {
+            // An absent name, so that a by-name 404 leads to the listing.
+            client.get("ABSENT").map(|_| ())
         } else {
-            client.get("A").map(|_| ())
+            client.get_all().map(|_| ())
         }
         .unwrap_err();
-        assert!(expected(&err), "{endpoint} {status}: {err:?}");
-        assert_eq!(err.status(), Some(status));
+        let status = if status == 0 { 404 } else { status };
+        assert!(
+            matches!(err, Error::Configuration { status: Some(s), .. } if s == status),
+            "{target:?} {status}: {err:?}"
+        );
         assert!(
             err.to_string()
                 .starts_with(&format!("HTTP {status}: Data tidak ditemukan")),
             "{err}"
         );
-        assert!(err.request_id().is_some());
-        let last = stub.count();
         assert!(
-            stub.requests()[last - 1]
-                .path()
-                .ends_with(endpoint.trim_end_matches('/'))
-                || endpoint == "/secrets/"
+            err.to_string().contains("CVSM_"),
+            "names what to check: {err}"
         );
-        assert_eq!(
-            stub.requests()
-                .iter()
-                .filter(|r| r.path() == stub.requests()[last - 1].path())
-                .count(),
-            1,
-            "never retried"
-        );
+        assert!(err.request_id().is_some());
+        let made: Vec<Target> = stub.requests().iter().map(target_of).collect();
+        assert_eq!(made, requests, "{target:?} {status}: never retried");
     }
 }
 
@@ -892,10 +959,10 @@ fn r10_invalid_names_are_not_found_without_a_request() {
     assert_eq!(stub.count(), 0);
     assert_eq!(
         client.get(&"A".repeat(255)).unwrap_err().status(),
-        None,
+        Some(404),
         "255 is valid: asked"
     );
-    assert_eq!(stub.count(), 1);
+    assert_eq!(stub.count(), 2, "by-name, then the listing");
 }
 
 #[test]
@@ -913,14 +980,24 @@ fn r11_errors_carry_request_id_and_suggestion_as_fields() {
 
     let err = client.get("api_key").unwrap_err();
     assert!(
-        matches!(err, Error::NotFound { status: None, .. }),
+        matches!(
+            err,
+            Error::NotFound {
+                status: Some(404),
+                ..
+            }
+        ),
         "{err:?}"
     );
     assert_eq!(err.suggestion(), Some("API_KEY"));
-    assert_eq!(err.request_id(), Some("req-1"), "the listing's request id");
+    assert_eq!(
+        err.request_id(),
+        Some("req-1"),
+        "the by-name answer's request id, not the listing's (req-2)"
+    );
 
     let err = client.get("OTHER").unwrap_err();
-    assert_eq!((err.suggestion(), err.request_id()), (None, Some("req-2")));
+    assert_eq!((err.suggestion(), err.request_id()), (None, Some("req-3")));
 
     let err = client.get_all().unwrap_err();
     assert!(

@@ -11,7 +11,7 @@ use support::{fixture, ConnectProxy, Stub, TEAM_ID, TOKEN};
 
 static ENV: Mutex<()> = Mutex::new(());
 
-const VARS: [&str; 14] = [
+const VARS: [&str; 15] = [
     "CVSM_TOKEN",
     "CVSM_BASE_URL",
     "CVSM_TEAM",
@@ -20,6 +20,7 @@ const VARS: [&str; 14] = [
     "CVSM_TIMEOUT",
     "CVSM_MAX_RETRIES",
     "CVSM_CA_FILE",
+    "CVSM_STALE_IF_ERROR",
     "http_proxy",
     "HTTP_PROXY",
     "https_proxy",
@@ -78,6 +79,7 @@ fn defaults_apply_when_neither_option_nor_variable_is_set() {
     assert_eq!(client.cache_ttl(), Duration::from_secs(30));
     assert_eq!(client.timeout(), Duration::from_secs(10));
     assert_eq!(client.max_retries(), 2);
+    assert_eq!(client.stale_if_error(), Duration::ZERO, "off by default");
 }
 
 #[test]
@@ -133,6 +135,35 @@ fn cache_ttl_variable_must_be_a_non_negative_integer() {
     }
     std::env::set_var("CVSM_CACHE_TTL", "0");
     assert_eq!(Client::from_env().unwrap().cache_ttl(), Duration::ZERO);
+}
+
+#[test]
+fn stale_if_error_variable_is_a_non_negative_integer_and_the_option_wins() {
+    let _env = clean_env();
+    set_required();
+    std::env::set_var("CVSM_STALE_IF_ERROR", "300");
+    assert_eq!(
+        Client::from_env().unwrap().stale_if_error(),
+        Duration::from_secs(300)
+    );
+    let explicit = Client::new(ClientOptions {
+        stale_if_error: Some(Duration::from_secs(5)),
+        ..Default::default()
+    })
+    .unwrap();
+    assert_eq!(explicit.stale_if_error(), Duration::from_secs(5));
+
+    for bad in ["soon", "-1", "1.5", "+3", "30s"] {
+        std::env::set_var("CVSM_STALE_IF_ERROR", bad);
+        let message = configuration_error(Client::from_env());
+        assert!(message.contains("CVSM_STALE_IF_ERROR"), "{bad}: {message}");
+    }
+    std::env::set_var("CVSM_STALE_IF_ERROR", "");
+    assert_eq!(
+        Client::from_env().unwrap().stale_if_error(),
+        Duration::ZERO,
+        "empty counts as unset"
+    );
 }
 
 #[test]

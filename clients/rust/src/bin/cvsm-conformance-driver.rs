@@ -90,9 +90,13 @@ impl Driver {
             "new_client" => self.new_client(args),
             "get" => {
                 let name = string_arg(args, "name")?;
-                Ok(json!({ "value": self.client()?.get(&name)? }))
+                let served = self.client()?.get_with_meta(&name)?;
+                Ok(with_stale(json!({ "value": served.value }), served.stale))
             }
-            "get_all" => Ok(json!({ "values": self.client()?.get_all()? })),
+            "get_all" => {
+                let served = self.client()?.get_all_with_meta()?;
+                Ok(with_stale(json!({ "values": served.value }), served.stale))
+            }
             "inject" => {
                 let overwrite = match args.get("overwrite") {
                     None | Some(Value::Null) => false,
@@ -144,6 +148,7 @@ impl Driver {
                 )?),
             },
             ca_file: string_option(options, "ca_file")?.map(PathBuf::from),
+            stale_if_error: seconds_option(options, "stale_if_error", true)?,
         })?;
         let config = json!({
             "base_url": client.base_url(),
@@ -152,10 +157,20 @@ impl Driver {
             "cache_ttl": seconds_json(client.cache_ttl()),
             "timeout": seconds_json(client.timeout()),
             "max_retries": client.max_retries(),
+            "stale_if_error": seconds_json(client.stale_if_error()),
         });
         self.client = Some(client);
         Ok(json!({ "config": config }))
     }
+}
+
+/// with_stale adds `"stale": true` to a result served stale, the SDK's own
+/// signal ([`cvsm::Served::stale`]); a fresh result has no `stale` key.
+fn with_stale(mut result: Value, stale: Option<cvsm::Error>) -> Value {
+    if stale.is_some() {
+        result["stale"] = Value::Bool(true);
+    }
+    result
 }
 
 fn string_arg(args: &Map<String, Value>, key: &str) -> Result<String, Failure> {
@@ -259,7 +274,29 @@ fn names_arg(args: &Map<String, Value>, key: &str) -> Result<Vec<String>, Failur
     }
 }
 
+/// StderrLogger writes the SDK's `log` records (the stale-value warnings of
+/// rule R14) to stderr, which the harness keeps for debugging; stdout
+/// carries protocol lines only.
+struct StderrLogger;
+
+impl log::Log for StderrLogger {
+    fn enabled(&self, metadata: &log::Metadata<'_>) -> bool {
+        metadata.level() <= log::Level::Warn
+    }
+
+    fn log(&self, record: &log::Record<'_>) {
+        if self.enabled(record.metadata()) {
+            eprintln!("{} {}: {}", record.level(), record.target(), record.args());
+        }
+    }
+
+    fn flush(&self) {}
+}
+
 fn main() {
+    if log::set_logger(&StderrLogger).is_ok() {
+        log::set_max_level(log::LevelFilter::Warn);
+    }
     let mut driver = Driver::default();
     let stdin = io::stdin();
     let mut stdout = io::stdout().lock();

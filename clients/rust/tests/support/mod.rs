@@ -95,7 +95,7 @@ impl Stub {
     }
 
     /// secrets starts a stub holding `secrets` (name, value) in production
-    /// of team TEAM_ID (slug "acme"); `errors` may override any request.
+    /// of team TEAM_ID (slug TEAM_SLUG); `errors` may override any request.
     pub fn secrets(
         secrets: &[(&str, &str)],
         errors: impl Fn(&Request) -> Option<Reply> + Send + Sync + 'static,
@@ -130,37 +130,45 @@ pub fn secret_id(index: usize) -> String {
     format!("11111111-2222-4333-8444-{index:012}")
 }
 
-/// fake_server answers the three GETs the SDK makes, like the real server.
+/// TEAM_SLUG is the slug of team TEAM_ID; the fake server takes either in
+/// its paths, like the real one.
+pub const TEAM_SLUG: &str = "acme";
+
+/// fake_server answers the three GETs the SDK makes, like the real server:
+/// by-name, the listing and the export, of production in team TEAM_ID
+/// (or TEAM_SLUG). Any other team is a 404.
 fn fake_server(secrets: &[(String, String)], req: &Request) -> Reply {
-    let team = format!("/api/v1/teams/{TEAM_ID}");
     let path = req.path();
     let query = req.target.split_once('?').map(|(_, q)| q).unwrap_or("");
-    if path == "/api/v1/teams" {
-        return json(
-            200,
-            serde_json::json!({ "teams": [
-                { "id": "99999999-2222-4333-8444-000000000000", "slug": "other", "name": "Other" },
-                { "id": TEAM_ID, "slug": "acme", "name": "Acme", "role": "Viewer" },
-            ]}),
-        );
+    let param = |key: &str| {
+        query
+            .split('&')
+            .find_map(|kv| kv.strip_prefix(&format!("{key}=")))
+            .map(str::to_string)
+    };
+    let Some(rest) = path.strip_prefix("/api/v1/teams/") else {
+        return error(404, "Data tidak ditemukan");
+    };
+    let (team, rest) = rest.split_once('/').unwrap_or((rest, ""));
+    if team != TEAM_ID && team != TEAM_SLUG {
+        return error(404, "Tim tidak ditemukan");
     }
-    if path == format!("{team}/secrets/export") {
+    // The export answers whatever the environment; the listing and by-name
+    // hold production only.
+    let production = param("environment").is_none_or(|e| e == "production");
+    if rest == "secrets/export" {
         let values: serde_json::Map<String, serde_json::Value> = secrets
             .iter()
             .map(|(n, v)| (n.clone(), serde_json::Value::String(v.clone())))
             .collect();
         return json(200, serde_json::Value::Object(values));
     }
-    if path == format!("{team}/secrets") {
-        let search = query
-            .split('&')
-            .find_map(|kv| kv.strip_prefix("search="))
-            .unwrap_or("")
-            .to_ascii_lowercase();
+    if rest == "secrets" {
+        let search = param("search").unwrap_or_default().to_ascii_lowercase();
         let matches: Vec<serde_json::Value> = secrets
             .iter()
             .enumerate()
-            .filter(|(_, (n, _))| n.to_ascii_lowercase().contains(&search))
+            .filter(|(_, (n, _))| production && n.to_ascii_lowercase().contains(&search))
             .map(|(i, (n, _))| {
                 serde_json::json!({ "id": secret_id(i), "name": n, "environment": "production" })
             })
@@ -171,14 +179,18 @@ fn fake_server(secrets: &[(String, String)], req: &Request) -> Reply {
             serde_json::json!({ "secrets": matches, "total": total }),
         );
     }
-    if let Some(id) = path.strip_prefix(&format!("{team}/secrets/")) {
-        if let Some(i) = (0..secrets.len()).find(|i| secret_id(*i) == id) {
+    if let Some(name) = rest.strip_prefix("secrets/by-name/") {
+        if let Some(i) = secrets.iter().position(|(n, _)| production && n == name) {
             let (name, value) = &secrets[i];
             return json(
                 200,
-                serde_json::json!({ "secret": { "id": id, "name": name }, "value": value }),
+                serde_json::json!({
+                    "secret": { "id": secret_id(i), "name": name, "environment": "production" },
+                    "value": value,
+                }),
             );
         }
+        return error(404, "Secret tidak ditemukan");
     }
     error(404, "Data tidak ditemukan")
 }
