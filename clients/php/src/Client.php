@@ -7,6 +7,7 @@ namespace Cvsm;
 use Cvsm\Exception\AuthenticationException;
 use Cvsm\Exception\ConfigurationException;
 use Cvsm\Exception\CvsmException;
+use Cvsm\Exception\PermissionDeniedException;
 use Cvsm\Exception\SecretNotFoundException;
 use Cvsm\Internal\Config;
 use Cvsm\Internal\HttpTransport;
@@ -31,8 +32,6 @@ class Client
     /** Client::USER_AGENT is the User-Agent header sent with every request. */
     public const USER_AGENT = 'cvsm-php/' . self::VERSION;
 
-    private const UUID = '/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/iD';
-
     /** A valid secret name (rule R10); anything else is not found without a request. */
     private const SECRET_NAME = '/^[A-Za-z_][A-Za-z0-9_]{0,254}$/D';
 
@@ -43,7 +42,7 @@ class Client
      * The sensitive state of each client (token, transport, cached values, resolved team id),
      * keyed by the client's $key object and so kept out of its properties.
      *
-     * @var \WeakMap<object, array{token: string, transport: HttpTransport, values: array<string, array{0: string, 1: int}>, all: array<string, array{0: array<string, string>, 1: int}>, team_id: ?string}>|null
+     * @var \WeakMap<object, array{token: string, transport: HttpTransport, values: array<string, array{0: string, 1: int}>, all: array<string, array{0: array<string, string>, 1: int}>}>|null
      */
     private static ?\WeakMap $vault = null;
 
@@ -57,7 +56,7 @@ class Client
      *
      * - token (CVSM_TOKEN, required): an API token, `cvsm_...`
      * - base_url (CVSM_BASE_URL, required): the API root including /api/v1
-     * - team (CVSM_TEAM, required): a team id, or a slug resolved once through GET /teams
+     * - team (CVSM_TEAM, required): a team id or slug, put in every path as it is
      * - environment (CVSM_ENVIRONMENT, default "production")
      * - cache_ttl (CVSM_CACHE_TTL, default 30): seconds a value stays cached; 0 disables the cache
      * - timeout (CVSM_TIMEOUT, default 10): seconds per HTTP attempt, the whole answer included
@@ -80,17 +79,22 @@ class Client
         $transport = HttpTransport::fromConfig($this->config, Config::curlOptions($options));
         self::$vault ??= new \WeakMap();
         $this->key = new \stdClass();
-        self::$vault[$this->key] = ['token' => $token, 'transport' => $transport, 'values' => [], 'all' => [], 'team_id' => null];
+        self::$vault[$this->key] = ['token' => $token, 'transport' => $transport, 'values' => [], 'all' => []];
     }
 
     /**
      * get returns the value of the secret $name in the configured environment. Names are
-     * case-sensitive; a cached value is returned without a request while it is fresh.
+     * case-sensitive; a cached value is returned without a request while it is fresh, and
+     * otherwise one request reads it by name. Only when that answers 404 does a second request
+     * (the listing of similar names) tell a missing secret from a wrong base URL or team.
      *
-     * @throws SecretNotFoundException when the name is absent, or is not a valid secret name
-     *                                 (letters, digits and "_", not starting with a digit, at most
-     *                                 255 characters: then without a request); when a secret
-     *                                 differs only in case, getSuggestion() and the message name it
+     * @throws SecretNotFoundException when the name is absent (status 404), or is not a valid
+     *                                 secret name (letters, digits and "_", not starting with a
+     *                                 digit, at most 255 characters: then without a request and
+     *                                 with status null); when a secret differs only in case,
+     *                                 getSuggestion() and the message name it
+     * @throws ConfigurationException  when the server says the base URL, team or environment is
+     *                                 wrong (rule R9)
      * @throws CvsmException           on any other failure (see the subclasses)
      */
     public function get(string $name): string
@@ -108,52 +112,7 @@ class Client
             return $cached;
         }
 
-        $teamPath = '/teams/' . rawurlencode($this->teamId());
-        $listingId = null;
-        /** @var list<mixed> $secrets */
-        $secrets = $this->request(
-            $teamPath . '/secrets',
-            ['environment' => $environment, 'search' => $name],
-            static fn (mixed $answer): array => is_object($answer) && is_array($answer->secrets ?? null)
-                ? $answer->secrets
-                : throw new UnreadableResponse('no "secrets" list'),
-            [400, 404],
-            $listingId
-        );
-
-        $id = null;
-        $suggestion = null;
-        foreach ($secrets as $secret) {
-            if (!is_object($secret) || !is_string($secret->name ?? null)) {
-                continue;
-            }
-            if (isset($secret->environment) && $secret->environment !== $environment) {
-                continue;
-            }
-            if ($secret->name === $name && (is_string($secret->id ?? null) || is_int($secret->id ?? null))) {
-                $id = (string) $secret->id;
-                break;
-            }
-            if ($suggestion === null && strcasecmp($secret->name, $name) === 0) {
-                $suggestion = $secret->name;
-            }
-        }
-        if ($id === null) {
-            $message = sprintf('secret "%s" not found in %s', $name, $environment);
-            if ($suggestion !== null) {
-                $message .= sprintf('; did you mean "%s"?', $suggestion);
-            }
-            throw new SecretNotFoundException($message, null, $name, $suggestion, null, $listingId);
-        }
-
-        /** @var string $value */
-        $value = $this->request(
-            $teamPath . '/secrets/' . rawurlencode($id),
-            [],
-            static fn (mixed $answer): string => is_object($answer) && is_string($answer->value ?? null)
-                ? $answer->value
-                : throw new UnreadableResponse('no string "value"')
-        );
+        $value = $this->readByName($environment, $name);
         $this->storeValue($environment, $name, $value);
 
         return $value;
@@ -178,10 +137,9 @@ class Client
             }
         }
 
-        $teamPath = '/teams/' . rawurlencode($this->teamId());
         /** @var array<string, string> $values */
         $values = $this->request(
-            $teamPath . '/secrets/export',
+            $this->teamPath() . '/secrets/export',
             ['format' => 'json', 'environment' => $environment],
             static function (mixed $answer): array {
                 if (!is_object($answer)) {
@@ -375,14 +333,15 @@ class Client
 
     /**
      * request performs an authenticated GET of $path under the base URL and returns what $read
-     * makes of the answer (see HttpTransport::getJson). An authentication error empties the cache
-     * before it propagates.
+     * makes of the answer (see HttpTransport::getJson). An authentication or permission error
+     * (401, 403) empties the whole cache before it propagates, so a revoked token or a withdrawn
+     * permission stops reading at once.
      *
      * @param array<string, string> $query
      * @param callable(mixed): mixed $read
      * @param list<int> $misconfigured statuses that mean a wrong base URL, team or environment
      */
-    private function request(string $path, array $query, callable $read, array $misconfigured = [], ?string &$requestId = null): mixed
+    private function request(string $path, array $query, callable $read, array $misconfigured = []): mixed
     {
         $url = $this->config->baseUrl . $path;
         if ($query !== []) {
@@ -390,57 +349,83 @@ class Client
         }
         $state = self::$vault[$this->key];
         try {
-            return $state['transport']->getJson($url, $path, $state['token'], $read, $misconfigured, $requestId);
-        } catch (AuthenticationException $e) {
+            return $state['transport']->getJson($url, $path, $state['token'], $read, $misconfigured);
+        } catch (AuthenticationException|PermissionDeniedException $e) {
             $this->clearCache();
             throw $e;
         }
     }
 
     /**
-     * teamId returns the team id: the configured team when it is a UUID, otherwise the id of the
-     * caller's team with that slug, looked up once per client through GET /teams.
+     * readByName reads one value with one request, GET /teams/{team}/secrets/by-name/{name}. Only
+     * when that answers 404 does it ask the listing, to tell a missing secret from a wrong base
+     * URL or team (see notFound). A 400 means the environment is wrong (rule R9).
+     *
+     * @throws CvsmException
      */
-    private function teamId(): string
+    private function readByName(string $environment, string $name): string
     {
-        $known = self::$vault[$this->key]['team_id'];
-        if ($known !== null) {
-            return $known;
-        }
-        $team = $this->config->team;
-        if (preg_match(self::UUID, $team)) {
-            $id = $team;
-        } else {
-            /** @var list<mixed> $teams */
-            $teams = $this->request(
-                '/teams',
-                [],
-                static fn (mixed $answer): array => is_object($answer) && is_array($answer->teams ?? null)
-                    ? $answer->teams
-                    : throw new UnreadableResponse('no "teams" list'),
-                [404],
-                $teamsId
+        try {
+            /** @var string */
+            return $this->request(
+                $this->teamPath() . '/secrets/by-name/' . rawurlencode($name),
+                ['environment' => $environment],
+                static fn (mixed $answer): string => is_object($answer) && is_object($answer->secret ?? null) && is_string($answer->value ?? null)
+                    ? $answer->value
+                    : throw new UnreadableResponse('not {"secret": {...}, "value": "..."}'),
+                [400]
             );
-            $id = null;
-            foreach ($teams as $candidate) {
-                if (is_object($candidate) && is_string($candidate->slug ?? null) && $candidate->slug === $team
-                    && (is_string($candidate->id ?? null) || is_int($candidate->id ?? null))) {
-                    $id = (string) $candidate->id;
-                    break;
-                }
+        } catch (SecretNotFoundException $e) {
+            throw $this->notFound($environment, $name, $e);
+        }
+    }
+
+    /**
+     * notFound decides what a 404 to the by-name read means, through the listing of the names
+     * like $name: when the listing answers, the secret is absent and the error is $byName's
+     * not-found (status 404, its request id), suggesting a name that differs only in case; a
+     * 404 or 400 to the listing means the base URL, team or environment is wrong (rule R9) and
+     * is thrown as the ConfigurationException it is.
+     *
+     * @throws CvsmException
+     */
+    private function notFound(string $environment, string $name, SecretNotFoundException $byName): SecretNotFoundException
+    {
+        /** @var list<mixed> $secrets */
+        $secrets = $this->request(
+            $this->teamPath() . '/secrets',
+            ['environment' => $environment, 'search' => $name],
+            static fn (mixed $answer): array => is_object($answer) && is_array($answer->secrets ?? null)
+                ? $answer->secrets
+                : throw new UnreadableResponse('no "secrets" list'),
+            [400, 404]
+        );
+
+        $suggestion = null;
+        foreach ($secrets as $secret) {
+            if (!is_object($secret) || !is_string($secret->name ?? null)) {
+                continue;
             }
-            if ($id === null) {
-                throw new ConfigurationException(sprintf(
-                    'team "%s" matches none of the teams this token belongs to (set "team" or CVSM_TEAM to a team id or slug)',
-                    $team
-                ), null, null, $teamsId);
+            if (isset($secret->environment) && $secret->environment !== $environment) {
+                continue;
+            }
+            if ($secret->name !== $name && strcasecmp($secret->name, $name) === 0) {
+                $suggestion = $secret->name;
+                break;
             }
         }
-        $state = self::$vault[$this->key];
-        $state['team_id'] = $id;
-        self::$vault[$this->key] = $state;
+        $message = sprintf('secret "%s" not found in %s', $name, $environment);
+        if ($suggestion !== null) {
+            $message .= sprintf('; did you mean "%s"?', $suggestion);
+        }
 
-        return $id;
+        return new SecretNotFoundException($message, 404, $name, $suggestion, null, $byName->getRequestId());
+    }
+
+    /** teamPath returns /teams/{team}: the configured id or slug as it is, percent-encoded. */
+    private function teamPath(): string
+    {
+        return '/teams/' . rawurlencode($this->config->team);
     }
 
     private function cachedValue(string $environment, string $name): ?string

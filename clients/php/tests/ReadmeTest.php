@@ -77,9 +77,8 @@ final class ReadmeTest extends TestCase
 
     private function assertTheExampleRuns(string $project): void
     {
-        $this->stub->route('GET /teams', ['body' => ['teams' => [['id' => self::TEAM_ID, 'slug' => 'acme', 'name' => 'Acme']]]]);
-        $this->routeSecret('DATABASE_URL', self::DATABASE_URL, 'id-db');
-        $this->routeExport(['DATABASE_URL' => self::DATABASE_URL, 'REDIS_URL' => 'redis://cache']);
+        $this->routeSecret('DATABASE_URL', self::DATABASE_URL, 'production', 'acme');
+        $this->routeExport(['DATABASE_URL' => self::DATABASE_URL, 'REDIS_URL' => 'redis://cache'], 'production', 'acme');
         file_put_contents($project . '/quickstart.php', self::firstExample());
 
         $output = $this->shell(escapeshellarg(PHP_BINARY) . ' quickstart.php', $project, [

@@ -16,7 +16,7 @@ final class SecrecyTest extends TestCase
 
     public function testPrintedClientShowsConfigurationButNoTokenOrValue(): void
     {
-        $this->routeSecret('A', self::VALUE, 'id-a');
+        $this->routeSecret('A', self::VALUE);
         $this->routeExport(['A' => self::VALUE]);
         $client = $this->client(['curl_options' => [CURLOPT_PROXYUSERPWD => 'proxy-user:' . self::CURL_SECRET]]);
         $client->get('A');
@@ -52,15 +52,15 @@ final class SecrecyTest extends TestCase
 
     public function testCloneKeepsTheTokenButNotTheCache(): void
     {
-        $this->routeSecret('A', self::VALUE, 'id-a');
+        $this->routeSecret('A', self::VALUE);
         $client = $this->client();
         $client->get('A');
 
         $copy = clone $client;
         self::assertSame(self::VALUE, $copy->get('A'));
 
-        self::assertSame(4, $this->requestCount());
-        self::assertSame('Bearer ' . self::TOKEN, $this->stub->requests()[3]['headers']['authorization']);
+        self::assertSame(2, $this->requestCount());
+        self::assertSame('Bearer ' . self::TOKEN, $this->stub->requests()[1]['headers']['authorization']);
     }
 
     public function testServerMessageEchoingTheTokenIsRedacted(): void
@@ -82,9 +82,7 @@ final class SecrecyTest extends TestCase
 
     public function testNotFoundMessageNamesNoValue(): void
     {
-        $this->stub->route('GET /teams/' . self::TEAM_ID . '/secrets?environment=production&search=a', ['body' => [
-            'secrets' => [['id' => 'id-a', 'name' => 'A']], 'total' => 1,
-        ]]);
+        $this->routeMissing('a', ['A']);
 
         try {
             $this->client()->get('a');
