@@ -18,7 +18,21 @@ final class SecrecyTest extends TestCase
     {
         $this->routeSecret('A', self::VALUE);
         $this->routeExport(['A' => self::VALUE]);
-        $client = $this->client(['curl_options' => [CURLOPT_PROXYUSERPWD => 'proxy-user:' . self::CURL_SECRET]]);
+        $logger = new class (self::CURL_SECRET) {
+            public function __construct(public string $dsn)
+            {
+            }
+
+            public function warning(string $message, array $context = []): void
+            {
+            }
+        };
+        $client = $this->client([
+            'curl_options' => [CURLOPT_PROXYUSERPWD => 'proxy-user:' . self::CURL_SECRET],
+            'stale_if_error' => 60,
+            'logger' => $logger,
+            'on_stale' => static fn () => self::CURL_SECRET,
+        ]);
         $client->get('A');
         $client->getAll();
 
@@ -42,6 +56,7 @@ final class SecrecyTest extends TestCase
         self::assertStringContainsString($this->stub->url(), $forms['print_r']);
         self::assertStringContainsString('[redacted]', $forms['var_dump']);
         self::assertStringContainsString('max_retries', $forms['var_dump']);
+        self::assertStringContainsString('stale_if_error', $forms['var_dump']);
     }
 
     public function testClientCannotBeSerialized(): void
