@@ -30,6 +30,15 @@ final class UnsupportedOp extends \Exception
 {
 }
 
+/**
+ * StaleSignal records what the SDK's own stale signal, the "on_stale" callback, said during one
+ * op: the driver never guesses staleness from timing or values.
+ */
+final class StaleSignal
+{
+    public static bool $seen = false;
+}
+
 /** kindOf maps an exception to the protocol's error kind by its type. */
 function kindOf(\Throwable $error): string
 {
@@ -83,13 +92,22 @@ function handle(string $op, array $args, ?Client &$client): array|\stdClass
             if (!is_array($options)) {
                 throw new \RuntimeException('options must be an object');
             }
+            $options['on_stale'] = static function (): void {
+                StaleSignal::$seen = true;
+            };
             $client = new Client($options);
 
             return ['config' => $client->getConfig()];
         case 'get':
-            return ['value' => $need()->get((string) ($args['name'] ?? ''))];
+            StaleSignal::$seen = false;
+            $result = ['value' => $need()->get((string) ($args['name'] ?? ''))];
+
+            return StaleSignal::$seen ? $result + ['stale' => true] : $result;
         case 'get_all':
-            return ['values' => (object) $need()->getAll()];
+            StaleSignal::$seen = false;
+            $result = ['values' => (object) $need()->getAll()];
+
+            return StaleSignal::$seen ? $result + ['stale' => true] : $result;
         case 'inject':
             return ['names' => $need()->inject((bool) ($args['overwrite'] ?? false))];
         case 'clear_cache':

@@ -4,10 +4,15 @@ declare(strict_types=1);
 
 namespace Cvsm;
 
+use Cvsm\Exception\ApiException;
 use Cvsm\Exception\AuthenticationException;
 use Cvsm\Exception\ConfigurationException;
 use Cvsm\Exception\CvsmException;
+use Cvsm\Exception\NetworkException;
+use Cvsm\Exception\PermissionDeniedException;
+use Cvsm\Exception\RateLimitException;
 use Cvsm\Exception\SecretNotFoundException;
+use Cvsm\Internal\Cache;
 use Cvsm\Internal\Config;
 use Cvsm\Internal\HttpTransport;
 use Cvsm\Internal\UnreadableResponse;
@@ -19,9 +24,9 @@ use Cvsm\Internal\UnreadableResponse;
  *     $cvsm = new Cvsm\Client(['token' => getenv('CVSM_TOKEN'), 'team' => 'acme']);
  *     $dsn = $cvsm->get('DATABASE_URL');
  *
- * The token, the cached values and the transport (with its curl options) live outside the
- * object's properties, so var_dump, print_r, var_export, json_encode and (array) casts never show
- * them; the client cannot be serialized.
+ * The token, the cached values, the callbacks and the transport (with its curl options) live
+ * outside the object's properties, so var_dump, print_r, var_export, json_encode and (array)
+ * casts never show them; the client cannot be serialized.
  */
 class Client
 {
@@ -31,8 +36,6 @@ class Client
     /** Client::USER_AGENT is the User-Agent header sent with every request. */
     public const USER_AGENT = 'cvsm-php/' . self::VERSION;
 
-    private const UUID = '/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/iD';
-
     /** A valid secret name (rule R10); anything else is not found without a request. */
     private const SECRET_NAME = '/^[A-Za-z_][A-Za-z0-9_]{0,254}$/D';
 
@@ -40,10 +43,11 @@ class Client
     private const VARIABLE_NAME = '/^[A-Za-z_][A-Za-z0-9_]*$/D';
 
     /**
-     * The sensitive state of each client (token, transport, cached values, resolved team id),
-     * keyed by the client's $key object and so kept out of its properties.
+     * The sensitive state of each client (token, transport, cache, callbacks, and the names whose
+     * stale value was logged), keyed by the client's $key object and so kept out of its
+     * properties.
      *
-     * @var \WeakMap<object, array{token: string, transport: HttpTransport, values: array<string, array{0: string, 1: int}>, all: array<string, array{0: array<string, string>, 1: int}>, team_id: ?string}>|null
+     * @var \WeakMap<object, array{token: string, transport: HttpTransport, cache: Cache, on_stale: ?\Closure, logger: ?object, warned: array<string, true>}>|null
      */
     private static ?\WeakMap $vault = null;
 
@@ -57,7 +61,7 @@ class Client
      *
      * - token (CVSM_TOKEN, required): an API token, `cvsm_...`
      * - base_url (CVSM_BASE_URL, required): the API root including /api/v1
-     * - team (CVSM_TEAM, required): a team id, or a slug resolved once through GET /teams
+     * - team (CVSM_TEAM, required): a team id or slug, put in every path as it is
      * - environment (CVSM_ENVIRONMENT, default "production")
      * - cache_ttl (CVSM_CACHE_TTL, default 30): seconds a value stays cached; 0 disables the cache
      * - timeout (CVSM_TIMEOUT, default 10): seconds per HTTP attempt, the whole answer included
@@ -66,10 +70,17 @@ class Client
      * - ca_file (CVSM_CA_FILE): a PEM bundle of the CAs to trust instead of the system store
      * - curl_options: CURLOPT_* => value, applied to every request after the client's own
      *   settings (the transport seam: proxies, client certificates, DNS, IP version, ...)
+     * - stale_if_error (CVSM_STALE_IF_ERROR, default 0, off): seconds a cached value is kept after
+     *   it stops being fresh, to be returned when a refresh fails with a network error, a 5xx or
+     *   a 429 (never a 401 or 403, which empty the cache, nor any other error)
+     * - on_stale: a callable that receives a Cvsm\StaleRead each time a kept value is returned
+     *   instead of an error
+     * - logger: a PSR-3 logger (or any object with warning($message, $context)) that gets one
+     *   warning per secret served stale; without one the warning goes to error_log()
      *
      * Proxies come from http_proxy, HTTPS_PROXY, no_proxy and the like, read now.
      *
-     * @param array{token?: string, base_url?: string, team?: string, environment?: string, cache_ttl?: int, timeout?: int|float, max_retries?: int, ca_file?: string, curl_options?: array<int, mixed>} $options
+     * @param array{token?: string, base_url?: string, team?: string, environment?: string, cache_ttl?: int, timeout?: int|float, max_retries?: int, ca_file?: string, curl_options?: array<int, mixed>, stale_if_error?: int, on_stale?: callable(StaleRead): mixed, logger?: object} $options
      * @throws ConfigurationException when a required setting is missing (the message names its
      *                                variable, such as "CVSM_TOKEN is not set") or a value is invalid
      */
@@ -78,19 +89,37 @@ class Client
         $token = Config::token($options);
         $this->config = Config::fromOptions($options);
         $transport = HttpTransport::fromConfig($this->config, Config::curlOptions($options));
+        $onStale = Config::onStale($options);
+        $logger = Config::logger($options);
         self::$vault ??= new \WeakMap();
         $this->key = new \stdClass();
-        self::$vault[$this->key] = ['token' => $token, 'transport' => $transport, 'values' => [], 'all' => [], 'team_id' => null];
+        self::$vault[$this->key] = [
+            'token' => $token,
+            'transport' => $transport,
+            'cache' => new Cache($this->config->cacheTtl, $this->config->staleIfError),
+            'on_stale' => $onStale,
+            'logger' => $logger,
+            'warned' => [],
+        ];
     }
 
     /**
      * get returns the value of the secret $name in the configured environment. Names are
-     * case-sensitive; a cached value is returned without a request while it is fresh.
+     * case-sensitive; a cached value is returned without a request while it is fresh, and
+     * otherwise one request reads it by name. Only when that answers 404 does a second request
+     * (the listing of similar names) tell a missing secret from a wrong base URL or team.
      *
-     * @throws SecretNotFoundException when the name is absent, or is not a valid secret name
-     *                                 (letters, digits and "_", not starting with a digit, at most
-     *                                 255 characters: then without a request); when a secret
-     *                                 differs only in case, getSuggestion() and the message name it
+     * With stale_if_error, when that read fails with a network error, a 5xx or a 429, a value
+     * fetched less than cache_ttl + stale_if_error seconds ago is returned instead: then the
+     * on_stale callback receives a StaleRead and a warning is logged once for the name.
+     *
+     * @throws SecretNotFoundException when the name is absent (status 404), or is not a valid
+     *                                 secret name (letters, digits and "_", not starting with a
+     *                                 digit, at most 255 characters: then without a request and
+     *                                 with status null); when a secret differs only in case,
+     *                                 getSuggestion() and the message name it
+     * @throws ConfigurationException  when the server says the base URL, team or environment is
+     *                                 wrong (rule R9)
      * @throws CvsmException           on any other failure (see the subclasses)
      */
     public function get(string $name): string
@@ -103,58 +132,31 @@ class Client
             );
         }
         $environment = $this->config->environment;
-        $cached = $this->cachedValue($environment, $name);
-        if ($cached !== null) {
-            return $cached;
+        $key = self::valueKey($environment, $name);
+        $cache = $this->cache();
+        $fresh = $cache->fresh($key);
+        if ($fresh !== null) {
+            return $fresh;
         }
 
-        $teamPath = '/teams/' . rawurlencode($this->teamId());
-        $listingId = null;
-        /** @var list<mixed> $secrets */
-        $secrets = $this->request(
-            $teamPath . '/secrets',
-            ['environment' => $environment, 'search' => $name],
-            static fn (mixed $answer): array => is_object($answer) && is_array($answer->secrets ?? null)
-                ? $answer->secrets
-                : throw new UnreadableResponse('no "secrets" list'),
-            [400, 404],
-            $listingId
-        );
-
-        $id = null;
-        $suggestion = null;
-        foreach ($secrets as $secret) {
-            if (!is_object($secret) || !is_string($secret->name ?? null)) {
-                continue;
-            }
-            if (isset($secret->environment) && $secret->environment !== $environment) {
-                continue;
-            }
-            if ($secret->name === $name && (is_string($secret->id ?? null) || is_int($secret->id ?? null))) {
-                $id = (string) $secret->id;
-                break;
-            }
-            if ($suggestion === null && strcasecmp($secret->name, $name) === 0) {
-                $suggestion = $secret->name;
-            }
+        try {
+            /** @var string $value */
+            $value = $this->request(
+                $this->teamPath() . '/secrets/by-name/' . rawurlencode($name),
+                ['environment' => $environment],
+                static fn (mixed $answer): string => is_object($answer) && is_object($answer->secret ?? null) && is_string($answer->value ?? null)
+                    ? $answer->value
+                    : throw new UnreadableResponse('not {"secret": {...}, "value": "..."}'),
+                [400]
+            );
+        } catch (SecretNotFoundException $e) {
+            throw $this->notFound($environment, $name, $e);
+        } catch (CvsmException $e) {
+            /** @var string */
+            return $this->kept($key, $e, $name);
         }
-        if ($id === null) {
-            $message = sprintf('secret "%s" not found in %s', $name, $environment);
-            if ($suggestion !== null) {
-                $message .= sprintf('; did you mean "%s"?', $suggestion);
-            }
-            throw new SecretNotFoundException($message, null, $name, $suggestion, null, $listingId);
-        }
-
-        /** @var string $value */
-        $value = $this->request(
-            $teamPath . '/secrets/' . rawurlencode($id),
-            [],
-            static fn (mixed $answer): string => is_object($answer) && is_string($answer->value ?? null)
-                ? $answer->value
-                : throw new UnreadableResponse('no string "value"')
-        );
-        $this->storeValue($environment, $name, $value);
+        $cache->put($key, $value);
+        $this->forgetWarning($key);
 
         return $value;
     }
@@ -162,7 +164,8 @@ class Client
     /**
      * getAll returns every secret of the configured environment as name => value, through the
      * export endpoint. The result is cached as a whole and also fills the per-name cache, so a
-     * get() that follows makes no request.
+     * get() that follows makes no request. With stale_if_error, a failed refresh returns the
+     * kept result as get() does.
      *
      * @return array<string, string>
      * @throws CvsmException
@@ -170,44 +173,44 @@ class Client
     public function getAll(): array
     {
         $environment = $this->config->environment;
-        $ttl = $this->config->cacheTtl;
-        if ($ttl > 0) {
-            $entry = self::$vault[$this->key]['all'][$environment] ?? null;
-            if ($entry !== null && $entry[1] > hrtime(true)) {
-                return $entry[0];
-            }
+        $key = self::allKey($environment);
+        $cache = $this->cache();
+        $fresh = $cache->fresh($key);
+        if ($fresh !== null) {
+            return $fresh;
         }
 
-        $teamPath = '/teams/' . rawurlencode($this->teamId());
-        /** @var array<string, string> $values */
-        $values = $this->request(
-            $teamPath . '/secrets/export',
-            ['format' => 'json', 'environment' => $environment],
-            static function (mixed $answer): array {
-                if (!is_object($answer)) {
-                    throw new UnreadableResponse('the export is not a JSON object');
-                }
-                $values = get_object_vars($answer);
-                foreach ($values as $value) {
-                    if (!is_string($value)) {
-                        throw new UnreadableResponse('a value of the export is not a string');
+        try {
+            /** @var array<string, string> $values */
+            $values = $this->request(
+                $this->teamPath() . '/secrets/export',
+                ['format' => 'json', 'environment' => $environment],
+                static function (mixed $answer): array {
+                    if (!is_object($answer)) {
+                        throw new UnreadableResponse('the export is not a JSON object');
                     }
-                }
+                    $values = get_object_vars($answer);
+                    foreach ($values as $value) {
+                        if (!is_string($value)) {
+                            throw new UnreadableResponse('a value of the export is not a string');
+                        }
+                    }
 
-                return $values;
-            },
-            [400, 404]
-        );
+                    return $values;
+                },
+                [400, 404]
+            );
+        } catch (CvsmException $e) {
+            /** @var array<string, string> */
+            return $this->kept($key, $e, null);
+        }
         ksort($values, SORT_STRING);
 
-        if ($ttl > 0) {
-            $state = self::$vault[$this->key];
-            $expires = hrtime(true) + $ttl * 1_000_000_000;
-            $state['all'][$environment] = [$values, $expires];
-            foreach ($values as $name => $value) {
-                $state['values'][self::cacheKey($environment, $name)] = [$value, $expires];
-            }
-            self::$vault[$this->key] = $state;
+        $cache->put($key, $values);
+        $this->forgetWarning($key);
+        foreach ($values as $name => $value) {
+            $cache->put(self::valueKey($environment, (string) $name), $value);
+            $this->forgetWarning(self::valueKey($environment, (string) $name));
         }
 
         return $values;
@@ -265,13 +268,14 @@ class Client
     }
 
     /**
-     * clearCache forgets every cached value, so the next get() or getAll() asks the server.
+     * clearCache forgets every cached value, the ones kept for stale_if_error included, so the
+     * next get() or getAll() asks the server and has nothing to fall back on.
      */
     public function clearCache(): void
     {
         $state = self::$vault[$this->key];
-        $state['values'] = [];
-        $state['all'] = [];
+        $state['cache']->clear();
+        $state['warned'] = [];
         self::$vault[$this->key] = $state;
     }
 
@@ -311,6 +315,15 @@ class Client
         return $this->config->maxRetries;
     }
 
+    /**
+     * getStaleIfError returns how many seconds a cached value is kept after it stops being
+     * fresh, to be returned when a refresh fails; 0 means never.
+     */
+    public function getStaleIfError(): int
+    {
+        return $this->config->staleIfError;
+    }
+
     /** getCaFile returns the PEM bundle trusted instead of the system store, or null. */
     public function getCaFile(): ?string
     {
@@ -319,9 +332,9 @@ class Client
 
     /**
      * getConfig returns the effective configuration (never the token): base_url, team,
-     * environment, cache_ttl, timeout, max_retries.
+     * environment, cache_ttl, timeout, max_retries, stale_if_error.
      *
-     * @return array{base_url: string, team: string, environment: string, cache_ttl: int, timeout: int|float, max_retries: int}
+     * @return array{base_url: string, team: string, environment: string, cache_ttl: int, timeout: int|float, max_retries: int, stale_if_error: int}
      */
     public function getConfig(): array
     {
@@ -339,18 +352,20 @@ class Client
         return $this->config->toArray() + [
             'ca_file' => $this->config->caFile,
             'token' => '[redacted]',
-            'cached_values' => count(self::$vault[$this->key]['values']),
+            'cached_values' => self::$vault[$this->key]['cache']->count(),
         ];
     }
 
     /**
-     * __clone gives the copy the same token and an empty cache of its own.
+     * __clone gives the copy the same token and callbacks and an empty cache of its own.
      */
     public function __clone()
     {
         $state = self::$vault[$this->key];
         $this->key = new \stdClass();
-        self::$vault[$this->key] = ['values' => [], 'all' => []] + $state;
+        $state['cache'] = new Cache($this->config->cacheTtl, $this->config->staleIfError);
+        $state['warned'] = [];
+        self::$vault[$this->key] = $state;
     }
 
     /**
@@ -375,14 +390,15 @@ class Client
 
     /**
      * request performs an authenticated GET of $path under the base URL and returns what $read
-     * makes of the answer (see HttpTransport::getJson). An authentication error empties the cache
-     * before it propagates.
+     * makes of the answer (see HttpTransport::getJson). An authentication or permission error
+     * (401, 403) empties the whole cache before it propagates, so a revoked token or a withdrawn
+     * permission stops reading at once.
      *
      * @param array<string, string> $query
      * @param callable(mixed): mixed $read
      * @param list<int> $misconfigured statuses that mean a wrong base URL, team or environment
      */
-    private function request(string $path, array $query, callable $read, array $misconfigured = [], ?string &$requestId = null): mixed
+    private function request(string $path, array $query, callable $read, array $misconfigured = []): mixed
     {
         $url = $this->config->baseUrl . $path;
         if ($query !== []) {
@@ -390,82 +406,163 @@ class Client
         }
         $state = self::$vault[$this->key];
         try {
-            return $state['transport']->getJson($url, $path, $state['token'], $read, $misconfigured, $requestId);
-        } catch (AuthenticationException $e) {
+            return $state['transport']->getJson($url, $path, $state['token'], $read, $misconfigured);
+        } catch (AuthenticationException|PermissionDeniedException $e) {
+            // Never stale: kept values go too, so a revoked token stops reading at once (R14).
             $this->clearCache();
             throw $e;
         }
     }
 
     /**
-     * teamId returns the team id: the configured team when it is a UUID, otherwise the id of the
-     * caller's team with that slug, looked up once per client through GET /teams.
+     * notFound decides what a 404 to the by-name read means, through the listing of the names
+     * like $name: when the listing answers, the secret is absent and the error is $byName's
+     * not-found (status 404, its request id), suggesting a name that differs only in case; a
+     * 404 or 400 to the listing means the base URL, team or environment is wrong (rule R9) and
+     * is thrown as the ConfigurationException it is.
+     *
+     * @throws CvsmException
      */
-    private function teamId(): string
+    private function notFound(string $environment, string $name, SecretNotFoundException $byName): SecretNotFoundException
     {
-        $known = self::$vault[$this->key]['team_id'];
-        if ($known !== null) {
-            return $known;
-        }
-        $team = $this->config->team;
-        if (preg_match(self::UUID, $team)) {
-            $id = $team;
-        } else {
-            /** @var list<mixed> $teams */
-            $teams = $this->request(
-                '/teams',
-                [],
-                static fn (mixed $answer): array => is_object($answer) && is_array($answer->teams ?? null)
-                    ? $answer->teams
-                    : throw new UnreadableResponse('no "teams" list'),
-                [404],
-                $teamsId
-            );
-            $id = null;
-            foreach ($teams as $candidate) {
-                if (is_object($candidate) && is_string($candidate->slug ?? null) && $candidate->slug === $team
-                    && (is_string($candidate->id ?? null) || is_int($candidate->id ?? null))) {
-                    $id = (string) $candidate->id;
-                    break;
-                }
+        /** @var list<mixed> $secrets */
+        $secrets = $this->request(
+            $this->teamPath() . '/secrets',
+            ['environment' => $environment, 'search' => $name],
+            static fn (mixed $answer): array => is_object($answer) && is_array($answer->secrets ?? null)
+                ? $answer->secrets
+                : throw new UnreadableResponse('no "secrets" list'),
+            [400, 404]
+        );
+
+        $suggestion = null;
+        foreach ($secrets as $secret) {
+            if (!is_object($secret) || !is_string($secret->name ?? null)) {
+                continue;
             }
-            if ($id === null) {
-                throw new ConfigurationException(sprintf(
-                    'team "%s" matches none of the teams this token belongs to (set "team" or CVSM_TEAM to a team id or slug)',
-                    $team
-                ), null, null, $teamsId);
+            if (isset($secret->environment) && $secret->environment !== $environment) {
+                continue;
+            }
+            if ($secret->name !== $name && strcasecmp($secret->name, $name) === 0) {
+                $suggestion = $secret->name;
+                break;
             }
         }
+        $message = sprintf('secret "%s" not found in %s', $name, $environment);
+        if ($suggestion !== null) {
+            $message .= sprintf('; did you mean "%s"?', $suggestion);
+        }
+
+        return new SecretNotFoundException($message, 404, $name, $suggestion, null, $byName->getRequestId());
+    }
+
+    /** teamPath returns /teams/{team}: the configured id or slug as it is, percent-encoded. */
+    private function teamPath(): string
+    {
+        return '/teams/' . rawurlencode($this->config->team);
+    }
+
+    /**
+     * kept returns the value kept under $key in place of $error, when stale-if-error allows it:
+     * $error is a network error (after the retries, an unreadable answer included), a 5xx (after
+     * the retries) or a 429, and the value is younger than cache_ttl + stale_if_error. Then the
+     * on_stale callback receives a StaleRead and, the first time for $key since it was last read
+     * fresh, a warning is logged. Otherwise it throws $error.
+     *
+     * @throws CvsmException $error
+     */
+    private function kept(string $key, CvsmException $error, ?string $name): mixed
+    {
+        $servesStale = $error instanceof NetworkException
+            || $error instanceof RateLimitException
+            || ($error instanceof ApiException && $error->getStatus() >= 500);
+        $kept = $servesStale ? $this->cache()->kept($key) : null;
+        if ($kept === null) {
+            throw $error;
+        }
+        [$value, $age] = $kept;
+        $read = new StaleRead($name, $this->config->environment, $error, $age);
+        $this->warnOnce($key, $read);
+        $onStale = self::$vault[$this->key]['on_stale'];
+        if ($onStale !== null) {
+            $onStale($read);
+        }
+
+        return $value;
+    }
+
+    /**
+     * warnOnce logs that $read served a stale value, once for $key until it is read fresh again
+     * or the cache is cleared: through the logger option (PSR-3 warning()), else error_log(). The
+     * warning names the secret and the error, never the value.
+     */
+    private function warnOnce(string $key, StaleRead $read): void
+    {
         $state = self::$vault[$this->key];
-        $state['team_id'] = $id;
-        self::$vault[$this->key] = $state;
-
-        return $id;
-    }
-
-    private function cachedValue(string $environment, string $name): ?string
-    {
-        if ($this->config->cacheTtl === 0) {
-            return null;
-        }
-        $entry = self::$vault[$this->key]['values'][self::cacheKey($environment, $name)] ?? null;
-
-        return ($entry !== null && $entry[1] > hrtime(true)) ? $entry[0] : null;
-    }
-
-    private function storeValue(string $environment, string $name, #[\SensitiveParameter] string $value): void
-    {
-        if ($this->config->cacheTtl === 0) {
+        if (isset($state['warned'][$key])) {
             return;
         }
-        $state = self::$vault[$this->key];
-        $state['values'][self::cacheKey($environment, $name)] = [$value, hrtime(true) + $this->config->cacheTtl * 1_000_000_000];
+        $state['warned'][$key] = true;
         self::$vault[$this->key] = $state;
+
+        $error = $read->error;
+        $kind = match (true) {
+            $error instanceof RateLimitException => 'rate limited (HTTP 429)',
+            $error instanceof ApiException => 'HTTP ' . $error->getStatus(),
+            default => 'network error',
+        };
+        $what = $read->name !== null
+            ? sprintf('the stale value of secret "%s" in %s', $read->name, $read->environment)
+            : sprintf('the stale values of every secret in %s (getAll)', $read->environment);
+        $message = sprintf(
+            'cvsm: serving %s, fetched %d s ago: the refresh failed with %s (%s): %s',
+            $what,
+            (int) $read->age,
+            $kind,
+            (new \ReflectionClass($error))->getShortName(),
+            $error->getMessage()
+        );
+        $logger = $state['logger'];
+        if ($logger === null) {
+            error_log($message);
+
+            return;
+        }
+        $logger->warning($message, [
+            'secret' => $read->name,
+            'environment' => $read->environment,
+            'age' => $read->age,
+            'error' => $kind,
+            'request_id' => $error->getRequestId(),
+            'exception' => $error,
+        ]);
     }
 
-    private static function cacheKey(string $environment, string $name): string
+    /** forgetWarning lets the next stale value under $key be logged again: it was read fresh. */
+    private function forgetWarning(string $key): void
     {
-        return $environment . "\0" . $name;
+        if (isset(self::$vault[$this->key]['warned'][$key])) {
+            $state = self::$vault[$this->key];
+            unset($state['warned'][$key]);
+            self::$vault[$this->key] = $state;
+        }
+    }
+
+    private function cache(): Cache
+    {
+        return self::$vault[$this->key]['cache'];
+    }
+
+    /** valueKey names the cache entry of one secret: per environment and name. */
+    private static function valueKey(string $environment, string $name): string
+    {
+        return 'get' . "\0" . $environment . "\0" . $name;
+    }
+
+    /** allKey names the cache entry of getAll()'s whole result for an environment. */
+    private static function allKey(string $environment): string
+    {
+        return 'all' . "\0" . $environment;
     }
 
     /** printable shortens a name for an error message and hides its control characters. */

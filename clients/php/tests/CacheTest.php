@@ -11,32 +11,32 @@ final class CacheTest extends TestCase
 {
     public function testSecondGetIsServedFromTheCache(): void
     {
-        $this->routeSecret('A', 'one', 'id-a');
+        $this->routeSecret('A', 'one');
         $client = $this->client();
 
         self::assertSame('one', $client->get('A'));
         self::assertSame('one', $client->get('A'));
 
-        self::assertSame(2, $this->requestCount());
+        self::assertSame(1, $this->requestCount());
     }
 
     public function testCachedValueExpiresAfterTheTtl(): void
     {
-        $this->routeSecret('A', 'one', 'id-a');
+        $this->routeSecret('A', 'one');
         $client = $this->client(['cache_ttl' => 1]);
 
         $client->get('A');
         $client->get('A');
-        self::assertSame(2, $this->requestCount());
+        self::assertSame(1, $this->requestCount());
 
         usleep(1_100_000);
         $client->get('A');
-        self::assertSame(4, $this->requestCount());
+        self::assertSame(2, $this->requestCount());
     }
 
     public function testZeroTtlDisablesTheCache(): void
     {
-        $this->routeSecret('A', 'one', 'id-a');
+        $this->routeSecret('A', 'one');
         $this->routeExport(['A' => 'one']);
         $client = $this->client(['cache_ttl' => 0]);
 
@@ -46,19 +46,19 @@ final class CacheTest extends TestCase
         $client->getAll();
         $client->get('A');
 
-        self::assertSame(8, $this->requestCount());
+        self::assertSame(5, $this->requestCount());
     }
 
     public function testClearCacheMakesTheNextGetAskTheServer(): void
     {
-        $this->routeSecret('A', 'one', 'id-a');
+        $this->routeSecret('A', 'one');
         $client = $this->client();
 
         $client->get('A');
         $client->clearCache();
         $client->get('A');
 
-        self::assertSame(4, $this->requestCount());
+        self::assertSame(2, $this->requestCount());
     }
 
     public function testGetAllIsCachedAndFillsTheNameCache(): void
@@ -75,9 +75,8 @@ final class CacheTest extends TestCase
 
     public function testCacheServesTheCachedValueEvenWhenTheServerChanged(): void
     {
-        $this->stub->route('GET /teams/' . self::TEAM_ID . '/secrets?environment=production&search=A', ['body' => ['secrets' => [['id' => 'id-a', 'name' => 'A']], 'total' => 1]]);
         $this->stub->route(
-            'GET /teams/' . self::TEAM_ID . '/secrets/id-a',
+            self::byName('A'),
             ['body' => ['secret' => ['id' => 'id-a'], 'value' => 'old']],
             ['body' => ['secret' => ['id' => 'id-a'], 'value' => 'new']]
         );
@@ -109,7 +108,7 @@ final class CacheTest extends TestCase
 
     public function testAuthenticationErrorEmptiesTheCache(): void
     {
-        $this->routeSecret('A', 'one', 'id-a');
+        $this->routeSecret('A', 'one');
         $this->stub->route('GET /teams/' . self::TEAM_ID . '/secrets/export?format=json&environment=production', ['status' => 401, 'body' => ['error' => 'token tidak valid']]);
         $client = $this->client();
 
@@ -121,16 +120,35 @@ final class CacheTest extends TestCase
         }
         $client->get('A');
 
-        self::assertSame(5, $this->requestCount(), 'the cached A was dropped by the 401');
+        self::assertSame(3, $this->requestCount(), 'the cached A was dropped by the 401');
+    }
+
+    public function testPermissionErrorEmptiesTheCache(): void
+    {
+        $this->routeExport(['A' => 'one', 'B' => 'two']);
+        $this->routeSecret('A', 'one');
+        $this->stub->route(self::byName('C'), ['status' => 403, 'body' => ['error' => 'akses ditolak']]);
+        $client = $this->client();
+
+        $client->getAll();
+        try {
+            $client->get('C');
+            self::fail('no PermissionDeniedException');
+        } catch (PermissionDeniedException) {
+        }
+        $client->get('A');
+        $client->getAll();
+
+        self::assertSame(4, $this->requestCount(), 'the 403 dropped both the cached A and the cached export');
     }
 
     public function testCacheIsPerClient(): void
     {
-        $this->routeSecret('A', 'one', 'id-a');
+        $this->routeSecret('A', 'one');
 
         $this->client()->get('A');
         $this->client()->get('A');
 
-        self::assertSame(4, $this->requestCount());
+        self::assertSame(2, $this->requestCount());
     }
 }

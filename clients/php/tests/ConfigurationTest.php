@@ -20,6 +20,7 @@ final class ConfigurationTest extends TestCase
             'cache_ttl' => 30,
             'timeout' => 10,
             'max_retries' => 2,
+            'stale_if_error' => 0,
         ], $client->getConfig());
         self::assertSame('production', $client->getEnvironment());
         self::assertSame(30, $client->getCacheTtl());
@@ -52,6 +53,7 @@ final class ConfigurationTest extends TestCase
         $this->setEnv('CVSM_TEAM', 'env-team');
         $this->setEnv('CVSM_ENVIRONMENT', 'staging');
         $this->setEnv('CVSM_CACHE_TTL', '99');
+        $this->setEnv('CVSM_STALE_IF_ERROR', '99');
 
         $client = new Client([
             'base_url' => 'http://option.example/api/v1',
@@ -60,6 +62,7 @@ final class ConfigurationTest extends TestCase
             'cache_ttl' => 5,
             'timeout' => 2.5,
             'max_retries' => 0,
+            'stale_if_error' => 7,
         ]);
 
         self::assertSame([
@@ -69,6 +72,7 @@ final class ConfigurationTest extends TestCase
             'cache_ttl' => 5,
             'timeout' => 2.5,
             'max_retries' => 0,
+            'stale_if_error' => 7,
         ], $client->getConfig());
     }
 

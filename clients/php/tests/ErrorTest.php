@@ -23,10 +23,9 @@ final class ErrorTest extends TestCase
      */
     public static function statuses(): iterable
     {
-        yield '400' => [400, ApiException::class];
+        yield '400' => [400, ConfigurationException::class];
         yield '401' => [401, AuthenticationException::class];
         yield '403' => [403, PermissionDeniedException::class];
-        yield '404' => [404, SecretNotFoundException::class];
         yield '409' => [409, ApiException::class];
         yield '410' => [410, ApiException::class];
         yield '429' => [429, RateLimitException::class];
@@ -52,62 +51,61 @@ final class ErrorTest extends TestCase
             self::assertStringStartsWith((string) $status, $e->getMessage());
             self::assertStringContainsString('pesan dari server', $e->getMessage());
         }
-        self::assertSame(2, $this->requestCount(), 'a 4xx or 500 is never retried');
+        self::assertSame(1, $this->requestCount(), 'a 4xx or 500 is never retried, and only a 404 asks the listing');
     }
 
     public function testErrorWithoutAJsonBodyStillNamesTheStatus(): void
     {
-        $this->routeValueAnswer(['status' => 400, 'body' => '<html>bad</html>']);
+        $this->routeValueAnswer(['status' => 409, 'body' => '<html>conflict</html>']);
 
         try {
             $this->client()->get('A');
             self::fail('no exception');
         } catch (ApiException $e) {
-            self::assertSame(400, $e->getStatus());
-            self::assertSame('400 Bad Request', $e->getMessage());
+            self::assertSame(409, $e->getStatus());
+            self::assertSame('409 Conflict', $e->getMessage());
             self::assertNull($e->getRequestId(), 'no X-Request-Id header');
         }
     }
 
     /**
-     * @return iterable<string, array{0: string, 1: int}>
+     * The read by name's 400, or its 404 followed by a 404 or 400 to the listing, and the export's
+     * 404 or 400: each says the base URL, team or environment is wrong (rule R9).
+     *
+     * @return iterable<string, array{0: list<string>, 1: int}>
      */
     public static function misconfigurations(): iterable
     {
-        yield 'teams 404 (base URL without /api/v1)' => ['GET /teams', 404];
-        yield 'listing 404 (unknown team id)' => ['GET /teams/' . self::TEAM_ID . '/secrets?environment=production&search=A', 404];
-        yield 'listing 400 (rejected environment)' => ['GET /teams/' . self::TEAM_ID . '/secrets?environment=production&search=A', 400];
-        yield 'export 404 (unknown team id)' => [self::EXPORT, 404];
-        yield 'export 400 (rejected environment)' => [self::EXPORT, 400];
+        yield 'by name 400 (rejected environment)' => [[self::byName('A')], 400];
+        yield 'listing 404 (unknown team, base URL without /api/v1)' => [[self::byName('A'), self::listing('A')], 404];
+        yield 'listing 400 (rejected environment)' => [[self::byName('A'), self::listing('A')], 400];
+        yield 'export 404 (unknown team)' => [[self::EXPORT], 404];
+        yield 'export 400 (rejected environment)' => [[self::EXPORT], 400];
     }
 
     /**
      * @dataProvider misconfigurations
+     * @param list<string> $routes the requests made, the last one answering $status
      */
-    public function testWrongBaseUrlTeamOrEnvironmentIsAConfigurationErrorWithItsStatus(string $route, int $status): void
+    public function testWrongBaseUrlTeamOrEnvironmentIsAConfigurationErrorWithItsStatus(array $routes, int $status): void
     {
-        $this->stub->route('GET /teams', ['body' => ['teams' => [['id' => self::TEAM_ID, 'slug' => 'acme']]]]);
-        $this->stub->route($route, ['status' => $status, 'headers' => ['X-Request-Id' => 'req-cfg'], 'body' => ['error' => 'tidak dikenal']]);
-        $client = $this->client(['team' => 'acme', 'max_retries' => 2]);
+        if (count($routes) === 2) {
+            $this->stub->route($routes[0], ['status' => 404, 'body' => ['error' => 'tidak ditemukan']]);
+        }
+        $this->stub->route(end($routes), ['status' => $status, 'headers' => ['X-Request-Id' => 'req-cfg'], 'body' => ['error' => 'tidak dikenal']]);
+        $client = $this->client(['max_retries' => 2]);
 
         try {
-            str_contains($route, 'export') ? $client->getAll() : $client->get('A');
+            str_contains($routes[0], 'export') ? $client->getAll() : $client->get('A');
             self::fail('no ConfigurationException');
         } catch (ConfigurationException $e) {
             self::assertSame($status, $e->getStatus());
             self::assertSame('req-cfg', $e->getRequestId());
             self::assertStringStartsWith($status . ' ', $e->getMessage());
             self::assertStringContainsString('tidak dikenal', $e->getMessage());
+            self::assertStringContainsString($status === 400 ? 'environment' : 'base URL', $e->getMessage());
         }
-        self::assertSame($route === 'GET /teams' ? 1 : 2, $this->requestCount(), 'never retried');
-    }
-
-    public function testA404ToTheValueRequestStaysNotFound(): void
-    {
-        $this->routeValueAnswer(['status' => 404, 'body' => ['error' => 'sudah dihapus']]);
-
-        $this->expectException(SecretNotFoundException::class);
-        $this->client()->get('A');
+        self::assertSame(count($routes), $this->requestCount(), 'never retried');
     }
 
     public function testRedirectIsAnApiErrorAndIsNotFollowed(): void
@@ -163,31 +161,26 @@ final class ErrorTest extends TestCase
         }
     }
 
-    public function testAbsentNameIsNotFoundWithoutStatus(): void
+    public function testAbsentNameIsNotFoundWithTheStatusAndRequestIdOfTheReadByName(): void
     {
-        $this->stub->route('GET /teams/' . self::TEAM_ID . '/secrets?environment=production&search=MISSING', ['body' => ['secrets' => [], 'total' => 0]]);
+        $this->routeMissing('MISSING', ['MISSING_TOO'], 'req-by-name');
 
         try {
             $this->client()->get('MISSING');
             self::fail('no SecretNotFoundException');
         } catch (SecretNotFoundException $e) {
             self::assertSame('secret "MISSING" not found in production', $e->getMessage());
-            self::assertNull($e->getStatus());
+            self::assertSame(404, $e->getStatus());
+            self::assertSame('req-by-name', $e->getRequestId(), "the read by name's request id");
             self::assertSame('MISSING', $e->getSecretName());
             self::assertNull($e->getSuggestion());
         }
-        self::assertSame(1, $this->requestCount());
+        self::assertSame(2, $this->requestCount());
     }
 
     public function testNameThatDiffersOnlyInCaseSuggestsTheExistingName(): void
     {
-        $this->stub->route('GET /teams/' . self::TEAM_ID . '/secrets?environment=production&search=database_url', ['headers' => ['X-Request-Id' => 'req-listing'], 'body' => [
-            'secrets' => [
-                ['id' => 'x', 'name' => 'DATABASE_URL_OLD', 'environment' => 'production'],
-                ['id' => 'y', 'name' => 'DATABASE_URL', 'environment' => 'production'],
-            ],
-            'total' => 2,
-        ]]);
+        $this->routeMissing('database_url', ['DATABASE_URL_OLD', 'DATABASE_URL'], 'req-by-name');
 
         try {
             $this->client()->get('database_url');
@@ -195,22 +188,40 @@ final class ErrorTest extends TestCase
         } catch (SecretNotFoundException $e) {
             self::assertSame('secret "database_url" not found in production; did you mean "DATABASE_URL"?', $e->getMessage());
             self::assertSame('DATABASE_URL', $e->getSuggestion());
-            self::assertSame('req-listing', $e->getRequestId(), "the listing's request id");
-            self::assertNull($e->getStatus());
+            self::assertSame('req-by-name', $e->getRequestId());
+            self::assertSame(404, $e->getStatus());
         }
-        self::assertSame(1, $this->requestCount(), 'no read by id for a name that does not match');
+        self::assertSame(2, $this->requestCount());
     }
 
-    public function testNotFoundFromTheServerCarries404(): void
+    public function testTheSuggestionIsNeverTheNameItselfNorOneOfAnotherEnvironment(): void
     {
-        $this->stub->route('GET /teams/' . self::TEAM_ID . '/secrets?environment=production&search=A', ['body' => ['secrets' => [['id' => 'gone', 'name' => 'A']], 'total' => 1]]);
-        $this->stub->route('GET /teams/' . self::TEAM_ID . '/secrets/gone', ['status' => 404, 'body' => ['error' => 'tidak ditemukan']]);
+        $this->stub->route(self::byName('Api_Key'), ['status' => 404, 'body' => ['error' => 'x']]);
+        $this->stub->route(self::listing('Api_Key'), ['body' => ['secrets' => [
+            ['id' => '1', 'name' => 'Api_Key', 'environment' => 'production'],
+            ['id' => '2', 'name' => 'API_KEY', 'environment' => 'staging'],
+            ['id' => '3', 'name' => 'api_key', 'environment' => 'production'],
+        ], 'total' => 3]]);
+
+        try {
+            $this->client()->get('Api_Key');
+            self::fail('no SecretNotFoundException');
+        } catch (SecretNotFoundException $e) {
+            self::assertSame('api_key', $e->getSuggestion());
+        }
+    }
+
+    public function testAFailedListingAfterA404IsThatFailure(): void
+    {
+        $this->stub->route(self::byName('A'), ['status' => 404, 'body' => ['error' => 'x']]);
+        $this->stub->route(self::listing('A'), ['status' => 500, 'headers' => ['X-Request-Id' => 'req-listing'], 'body' => ['error' => 'rusak']]);
 
         try {
             $this->client()->get('A');
-            self::fail('no SecretNotFoundException');
-        } catch (SecretNotFoundException $e) {
-            self::assertSame(404, $e->getStatus());
+            self::fail('no ApiException');
+        } catch (ApiException $e) {
+            self::assertSame(500, $e->getStatus());
+            self::assertSame('req-listing', $e->getRequestId());
         }
     }
 
@@ -248,19 +259,6 @@ final class ErrorTest extends TestCase
         }
     }
 
-    public function testTeamSlugMatchingNothingCarriesTheTeamsRequestId(): void
-    {
-        $this->stub->route('GET /teams', ['headers' => ['X-Request-Id' => 'req-teams'], 'body' => ['teams' => []]]);
-
-        try {
-            $this->client(['team' => 'nope'])->getAll();
-            self::fail('no ConfigurationException');
-        } catch (ConfigurationException $e) {
-            self::assertNull($e->getStatus());
-            self::assertSame('req-teams', $e->getRequestId());
-        }
-    }
-
     public function testEveryExceptionSharesTheBaseClassAndInterface(): void
     {
         foreach ([
@@ -273,16 +271,13 @@ final class ErrorTest extends TestCase
     }
 
     /**
-     * routeValueAnswer lists secret A and answers its value request with $response.
+     * routeValueAnswer answers the read by name of secret A with $response.
      *
      * @param array<string, mixed> $response
      */
     private function routeValueAnswer(array $response): void
     {
-        $this->stub->route('GET /teams/' . self::TEAM_ID . '/secrets?environment=production&search=A', ['body' => [
-            'secrets' => [['id' => 'id-a', 'name' => 'A', 'environment' => 'production']], 'total' => 1,
-        ]]);
-        $this->stub->route('GET /teams/' . self::TEAM_ID . '/secrets/id-a', $response);
+        $this->stub->route(self::byName('A'), $response);
     }
 
     private static function closedPort(): int

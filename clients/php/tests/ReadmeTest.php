@@ -65,6 +65,45 @@ final class ReadmeTest extends TestCase
         $this->assertTheExampleRuns($app);
     }
 
+    public function testTheServiceTokenSectionRunsAsPrinted(): void
+    {
+        foreach (['bash', 'curl', 'jq'] as $tool) {
+            if (trim((string) shell_exec('command -v ' . $tool)) === '') {
+                if (strtolower((string) getenv('CI')) === 'true') {
+                    self::fail($tool . ' is not installed (CI=true: .ci/run installs it)');
+                }
+                self::markTestSkipped($tool . ' is not installed');
+            }
+        }
+        $jwt = 'eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJhbGljZSJ9.c2lnbmF0dXJl';
+        $this->stub->route('POST /auth/login', ['body' => ['token' => $jwt, 'user' => ['username' => 'alice']]]);
+        $this->stub->route('POST /tokens', ['status' => 201, 'body' => ['api_token' => ['id' => 'tok-1', 'name' => 'billing-app'], 'token' => self::TOKEN]]);
+        $app = $this->dir . '/app';
+        mkdir($app . '/vendor');
+        file_put_contents($app . '/vendor/autoload.php', '<?php require ' . var_export(self::root() . '/autoload.php', true) . ';');
+        $blocks = self::serviceTokenBlocks();
+        self::assertCount(2, $blocks);
+
+        $this->assertTheExampleRuns($app, 'bash -euo pipefail -c ' . escapeshellarg(implode("\n", $blocks)), [
+            'CVSM_BASE_URL' => $this->stub->url(),
+            'PATH' => dirname(PHP_BINARY) . ':' . getenv('PATH'),
+        ]);
+
+        $requests = $this->stub->requests();
+        self::assertSame(
+            ['POST /api/v1/auth/login', 'POST /api/v1/tokens', 'GET /api/v1/teams/acme/secrets/by-name/DATABASE_URL', 'GET /api/v1/teams/acme/secrets/export'],
+            array_map(static fn (array $r): string => $r['method'] . ' ' . $r['path'], $requests)
+        );
+        self::assertSame(['identifier' => 'alice', 'password' => 'correct horse battery'], json_decode($requests[0]['body'], true));
+        self::assertSame('Bearer ' . $jwt, $requests[1]['headers']['authorization']);
+        self::assertSame(
+            ['name' => 'billing-app', 'team_id' => 'acme', 'environments' => ['production'], 'read_only' => true],
+            json_decode($requests[1]['body'], true),
+            'the request docs/API.md describes: a read-only token for one team and environment'
+        );
+        self::assertSame('Bearer ' . self::TOKEN, $requests[2]['headers']['authorization'], 'the example reads with the new token');
+    }
+
     public function testTheRequiredPhpVersionIsTheOneTheReadmeNames(): void
     {
         $composer = json_decode((string) file_get_contents(self::root() . '/composer.json'), true);
@@ -75,20 +114,28 @@ final class ReadmeTest extends TestCase
         self::assertGreaterThanOrEqual(80200, PHP_VERSION_ID);
     }
 
-    private function assertTheExampleRuns(string $project): void
+    /**
+     * assertTheExampleRuns writes the first example into $project as quickstart.php and runs
+     * $command there (by default the example itself, with the token and base URL in the
+     * environment), which must print what the example prints against the stub.
+     *
+     * @param array<string, string>|null $env
+     */
+    private function assertTheExampleRuns(string $project, ?string $command = null, ?array $env = null): void
     {
-        $this->stub->route('GET /teams', ['body' => ['teams' => [['id' => self::TEAM_ID, 'slug' => 'acme', 'name' => 'Acme']]]]);
-        $this->routeSecret('DATABASE_URL', self::DATABASE_URL, 'id-db');
-        $this->routeExport(['DATABASE_URL' => self::DATABASE_URL, 'REDIS_URL' => 'redis://cache']);
+        $this->routeSecret('DATABASE_URL', self::DATABASE_URL, 'production', 'acme');
+        $this->routeExport(['DATABASE_URL' => self::DATABASE_URL, 'REDIS_URL' => 'redis://cache'], 'production', 'acme');
         file_put_contents($project . '/quickstart.php', self::firstExample());
 
-        $output = $this->shell(escapeshellarg(PHP_BINARY) . ' quickstart.php', $project, [
+        $output = $this->shell($command ?? escapeshellarg(PHP_BINARY) . ' quickstart.php', $project, $env ?? [
             'CVSM_TOKEN' => self::TOKEN,
             'CVSM_BASE_URL' => $this->stub->url(),
         ]);
 
         self::assertSame("DATABASE_URL has 33 bytes; 2 secrets; injected DATABASE_URL, REDIS_URL\n", $output);
-        $user = array_unique(array_column(array_column($this->stub->requests(), 'headers'), 'user-agent'));
+        $reads = array_filter($this->stub->requests(), static fn (array $request): bool => $request['method'] === 'GET');
+        self::assertCount(2, $reads, 'get() is one request, getAll() another, and inject() reads the cache');
+        $user = array_unique(array_column(array_column($reads, 'headers'), 'user-agent'));
         self::assertSame([Client::USER_AGENT], array_values($user));
     }
 
@@ -132,6 +179,19 @@ final class ReadmeTest extends TestCase
         self::assertSame(1, preg_match('/```sh\n(.*?)```/s', $installation, $m));
 
         return array_values(array_filter(explode("\n", $m[1])));
+    }
+
+    /**
+     * serviceTokenBlocks returns the shell blocks of the README's "Service token" section.
+     *
+     * @return list<string>
+     */
+    private static function serviceTokenBlocks(): array
+    {
+        $section = explode("\n## ", explode("\n## Service token\n", self::readme(), 2)[1] ?? '', 2)[0];
+        preg_match_all('/```sh\n(.*?)```/s', $section, $m);
+
+        return $m[1];
     }
 
     private static function readme(): string

@@ -9,33 +9,55 @@ use Cvsm\Exception\ConfigurationException;
 
 final class RequestTest extends TestCase
 {
-    public function testGetListsByEnvironmentAndNameThenReadsTheValueById(): void
+    public function testGetIsOneRequestByName(): void
     {
-        $this->routeSecret('DATABASE_URL', 'postgres://db/app', 'a1b2c3d4-0000-4000-8000-000000000001');
+        $this->routeSecret('DATABASE_URL', 'postgres://db/app');
 
         $value = $this->client()->get('DATABASE_URL');
 
         self::assertSame('postgres://db/app', $value);
         $requests = $this->stub->requests();
-        self::assertCount(2, $requests);
+        self::assertCount(1, $requests);
         self::assertSame('GET', $requests[0]['method']);
-        self::assertSame('/api/v1/teams/' . self::TEAM_ID . '/secrets', $requests[0]['path']);
-        self::assertSame('environment=production&search=DATABASE_URL', $requests[0]['query']);
-        self::assertSame('/api/v1/teams/' . self::TEAM_ID . '/secrets/a1b2c3d4-0000-4000-8000-000000000001', $requests[1]['path']);
-        self::assertSame('', $requests[1]['query']);
+        self::assertSame('/api/v1/teams/' . self::TEAM_ID . '/secrets/by-name/DATABASE_URL', $requests[0]['path']);
+        self::assertSame('environment=production', $requests[0]['query']);
+    }
+
+    public function testTheListingIsAskedOnlyAfterA404ToTheReadByName(): void
+    {
+        $this->routeMissing('GONE');
+
+        try {
+            $this->client()->get('GONE');
+            self::fail('no SecretNotFoundException');
+        } catch (\Cvsm\Exception\SecretNotFoundException) {
+        }
+
+        $requests = $this->stub->requests();
+        self::assertSame(
+            ['/api/v1/teams/' . self::TEAM_ID . '/secrets/by-name/GONE', '/api/v1/teams/' . self::TEAM_ID . '/secrets'],
+            array_column($requests, 'path')
+        );
+        self::assertSame('environment=production&search=GONE', $requests[1]['query']);
     }
 
     public function testEveryRequestCarriesTokenAcceptAndUserAgent(): void
     {
-        $this->routeSecret('API_KEY', 'k', 'id-1');
+        $this->routeSecret('API_KEY', 'k');
         $this->routeExport(['API_KEY' => 'k']);
+
+        $this->routeMissing('NONE');
 
         $client = $this->client(['cache_ttl' => 0]);
         $client->get('API_KEY');
         $client->getAll();
+        try {
+            $client->get('NONE');
+        } catch (\Cvsm\Exception\SecretNotFoundException) {
+        }
 
         $requests = $this->stub->requests();
-        self::assertCount(3, $requests);
+        self::assertCount(4, $requests);
         foreach ($requests as $request) {
             self::assertSame('Bearer ' . self::TOKEN, $request['headers']['authorization']);
             self::assertSame('application/json', $request['headers']['accept']);
@@ -44,30 +66,17 @@ final class RequestTest extends TestCase
         self::assertSame('cvsm-php/0.1.0', Client::USER_AGENT);
     }
 
-    public function testGetPicksTheExactNameAmongCaseInsensitiveMatches(): void
-    {
-        $this->stub->route('GET /teams/' . self::TEAM_ID . '/secrets?environment=production&search=api_key', ['body' => [
-            'secrets' => [
-                ['id' => 'upper', 'name' => 'API_KEY', 'environment' => 'production'],
-                ['id' => 'lower', 'name' => 'api_key', 'environment' => 'production'],
-            ],
-            'total' => 2,
-        ]]);
-        $this->stub->route('GET /teams/' . self::TEAM_ID . '/secrets/lower', ['body' => ['secret' => ['id' => 'lower'], 'value' => 'the-lower-one']]);
-
-        self::assertSame('the-lower-one', $this->client()->get('api_key'));
-    }
-
     public function testEnvironmentOptionSelectsTheEnvironmentInQueries(): void
     {
-        $this->routeSecret('TOKEN', 'stage-value', 'id-s', 'staging');
+        $this->routeSecret('TOKEN', 'stage-value', 'staging');
         $this->routeExport(['TOKEN' => 'stage-value'], 'staging');
 
         $client = $this->client(['environment' => 'staging', 'cache_ttl' => 0]);
 
         self::assertSame('stage-value', $client->get('TOKEN'));
         self::assertSame(['TOKEN' => 'stage-value'], $client->getAll());
-        self::assertSame('format=json&environment=staging', $this->stub->requests()[2]['query']);
+        self::assertSame('environment=staging', $this->stub->requests()[0]['query']);
+        self::assertSame('format=json&environment=staging', $this->stub->requests()[1]['query']);
     }
 
     public function testGetAllUsesTheJsonExport(): void
@@ -89,48 +98,49 @@ final class RequestTest extends TestCase
         self::assertSame([], $this->client()->getAll());
     }
 
-    public function testTeamSlugIsResolvedOnceThroughTeams(): void
+    public function testATeamSlugGoesInThePathAsItIsWithoutAskingForTeams(): void
     {
-        $this->stub->route('GET /teams', ['body' => ['teams' => [
-            ['id' => '11111111-1111-4111-8111-111111111111', 'slug' => 'other', 'name' => 'Other'],
-            ['id' => self::TEAM_ID, 'slug' => 'acme', 'name' => 'Acme'],
-        ]]]);
-        $this->routeSecret('A', '1', 'id-a');
-        $this->routeSecret('B', '2', 'id-b');
+        $this->routeSecret('A', '1', 'production', 'acme');
+        $this->routeExport(['A' => '1'], 'production', 'acme');
 
-        $client = $this->client(['team' => 'acme']);
-        $client->get('A');
-        $client->get('B');
-        $client->clearCache();
-        $client->get('A');
+        $client = $this->client(['team' => 'acme', 'cache_ttl' => 0]);
+        self::assertSame('1', $client->get('A'));
+        self::assertSame(['A' => '1'], $client->getAll());
 
-        $paths = array_column($this->stub->requests(), 'path');
-        self::assertSame(1, count(array_keys($paths, '/api/v1/teams', true)), 'GET /teams exactly once');
-        self::assertSame('/api/v1/teams', $paths[0]);
-        self::assertCount(7, $paths);
+        self::assertSame(
+            ['/api/v1/teams/acme/secrets/by-name/A', '/api/v1/teams/acme/secrets/export'],
+            array_column($this->stub->requests(), 'path')
+        );
     }
 
-    public function testTeamIdIsUsedWithoutAskingForTeams(): void
+    public function testTheTeamAndTheNameArePercentEncodedInThePath(): void
     {
-        $this->routeSecret('A', '1', 'id-a');
+        $this->routeSecret('A', '1', 'production', 'acme corp/ü');
 
-        $this->client(['team' => self::TEAM_ID])->get('A');
+        self::assertSame('1', $this->client(['team' => 'acme corp/ü'])->get('A'));
 
-        self::assertNotContains('/api/v1/teams', array_column($this->stub->requests(), 'path'));
+        self::assertSame('/api/v1/teams/acme%20corp%2F%C3%BC/secrets/by-name/A', $this->stub->requests()[0]['path']);
     }
 
-    public function testTeamSlugThatMatchesNoTeamIsAConfigurationError(): void
+    public function testAnUnknownTeamIsAConfigurationErrorFromTheListing(): void
     {
-        $this->stub->route('GET /teams', ['body' => ['teams' => [['id' => self::TEAM_ID, 'slug' => 'acme', 'name' => 'Acme']]]]);
+        $this->stub->route(self::byName('A', 'production', 'nope'), ['status' => 404, 'body' => ['error' => 'Tim tidak ditemukan']]);
+        $this->stub->route(self::listing('A', 'production', 'nope'), ['status' => 404, 'headers' => ['X-Request-Id' => 'req-listing'], 'body' => ['error' => 'Tim tidak ditemukan']]);
 
-        $this->expectException(ConfigurationException::class);
-        $this->expectExceptionMessage('"nope"');
-        $this->client(['team' => 'nope'])->get('A');
+        try {
+            $this->client(['team' => 'nope'])->get('A');
+            self::fail('no ConfigurationException');
+        } catch (ConfigurationException $e) {
+            self::assertSame(404, $e->getStatus());
+            self::assertSame('req-listing', $e->getRequestId());
+            self::assertStringContainsString('team', $e->getMessage());
+        }
+        self::assertSame(2, $this->requestCount());
     }
 
-    public function testTheNameIsSentAsTheSearchQuery(): void
+    public function testTheNameIsSentAsTheSearchQueryAfterA404(): void
     {
-        $this->stub->route('GET /teams/' . self::TEAM_ID . '/secrets', ['body' => ['secrets' => [], 'total' => 0]]);
+        $this->routeMissing('_Api_KEY_2', [], 'req-by-name', 'staging');
 
         try {
             $this->client(['environment' => 'staging'])->get('_Api_KEY_2');
@@ -138,7 +148,8 @@ final class RequestTest extends TestCase
         } catch (\Cvsm\Exception\SecretNotFoundException) {
         }
 
-        self::assertSame('environment=staging&search=_Api_KEY_2', $this->stub->requests()[0]['query']);
+        self::assertSame('environment=staging', $this->stub->requests()[0]['query']);
+        self::assertSame('environment=staging&search=_Api_KEY_2', $this->stub->requests()[1]['query']);
     }
 
     /**
@@ -182,7 +193,7 @@ final class RequestTest extends TestCase
     public function testTheLongestValidNameIsAsked(): void
     {
         $name = '_' . str_repeat('a', 254);
-        $this->routeSecret($name, 'long', 'id-long');
+        $this->routeSecret($name, 'long');
 
         self::assertSame('long', $this->client()->get($name));
     }

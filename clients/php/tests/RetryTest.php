@@ -113,8 +113,7 @@ final class RetryTest extends TestCase
     public static function unreadableAnswers(): iterable
     {
         $export = 'GET /teams/' . self::TEAM_ID . '/secrets/export?format=json&environment=production';
-        $listing = 'GET /teams/' . self::TEAM_ID . '/secrets?environment=production&search=A';
-        $value = 'GET /teams/' . self::TEAM_ID . '/secrets/id-a';
+        $value = self::byName('A');
         yield 'export: not JSON' => [$export, '<html>captive portal</html>'];
         yield 'export: null' => [$export, 'null'];
         yield 'export: an array' => [$export, '["one","two"]'];
@@ -124,14 +123,14 @@ final class RetryTest extends TestCase
         yield 'export: a null value' => [$export, '{"A":null}'];
         yield 'export: an object value' => [$export, '{"A":{"v":"1"}}'];
         yield 'export: cut short' => [$export, '{"A":"1"'];
-        yield 'listing: no secrets' => [$listing, '{"total":0}'];
-        yield 'listing: secrets not a list' => [$listing, '{"secrets":{"id":"id-a","name":"A"}}'];
-        yield 'listing: an array' => [$listing, '[]'];
-        yield 'value: no value' => [$value, '{"secret":{"id":"id-a"}}'];
-        yield 'value: a number value' => [$value, '{"value":12}'];
-        yield 'value: null' => [$value, 'null'];
-        yield 'teams: no teams' => ['GET /teams', '{"team":[]}'];
-        yield 'teams: teams not a list' => ['GET /teams', '{"teams":"acme"}'];
+        yield 'by name: no value' => [$value, '{"secret":{"id":"id-a"}}'];
+        yield 'by name: a number value' => [$value, '{"secret":{"id":"id-a"},"value":12}'];
+        yield 'by name: a null value' => [$value, '{"secret":{"id":"id-a"},"value":null}'];
+        yield 'by name: no secret' => [$value, '{"value":"one"}'];
+        yield 'by name: secret not an object' => [$value, '{"secret":"A","value":"one"}'];
+        yield 'by name: null' => [$value, 'null'];
+        yield 'by name: an array' => [$value, '["one"]'];
+        yield 'by name: not JSON' => [$value, 'one'];
     }
 
     /**
@@ -141,7 +140,7 @@ final class RetryTest extends TestCase
     {
         $this->routeReadableAnswers();
         $this->stub->route($route, ['body' => $body, 'headers' => ['X-Request-Id' => 'req-unreadable']]);
-        $client = $this->client(['team' => 'acme', 'max_retries' => 2]);
+        $client = $this->client(['max_retries' => 2]);
 
         try {
             str_contains($route, 'export') ? $client->getAll() : $client->get('A');
@@ -166,11 +165,39 @@ final class RetryTest extends TestCase
         $this->routeReadableAnswers();
         $good = $this->readableAnswers()[$route];
         $this->stub->route($route, ['body' => $body], $good);
-        $client = $this->client(['team' => 'acme', 'max_retries' => 1]);
+        $client = $this->client(['max_retries' => 1]);
 
         $result = str_contains($route, 'export') ? $client->getAll() : $client->get('A');
 
         self::assertSame(str_contains($route, 'export') ? ['A' => 'one'] : 'one', $result);
+    }
+
+    /**
+     * @return iterable<string, array{0: string}>
+     */
+    public static function unreadableListings(): iterable
+    {
+        yield 'no secrets' => ['{"total":0}'];
+        yield 'secrets not a list' => ['{"secrets":{"id":"id-a","name":"A"}}'];
+        yield 'an array' => ['[]'];
+    }
+
+    /**
+     * @dataProvider unreadableListings
+     */
+    public function testAnUnreadableListingAfterA404IsRetriedThenANetworkError(string $body): void
+    {
+        $this->stub->route(self::byName('A'), ['status' => 404, 'body' => ['error' => 'x']]);
+        $this->stub->route(self::listing('A'), ['body' => $body]);
+
+        try {
+            $this->client(['max_retries' => 1])->get('A');
+            self::fail('no NetworkException');
+        } catch (CvsmException $e) {
+            self::assertSame(NetworkException::class, $e::class, $e->getMessage());
+            self::assertStringContainsString('after 2 attempts', $e->getMessage());
+        }
+        self::assertSame(3, $this->requestCount(), 'the read by name once, the listing twice');
     }
 
     public function testAnExportThatIsAnArrayNeverSetsVariablesWithTheCacheOff(): void
@@ -225,11 +252,7 @@ final class RetryTest extends TestCase
     private function readableAnswers(): array
     {
         return [
-            'GET /teams' => ['body' => ['teams' => [['id' => self::TEAM_ID, 'slug' => 'acme']]]],
-            'GET /teams/' . self::TEAM_ID . '/secrets?environment=production&search=A' => ['body' => [
-                'secrets' => [['id' => 'id-a', 'name' => 'A', 'environment' => 'production']], 'total' => 1,
-            ]],
-            'GET /teams/' . self::TEAM_ID . '/secrets/id-a' => ['body' => ['secret' => ['id' => 'id-a'], 'value' => 'one']],
+            self::byName('A') => ['body' => ['secret' => ['id' => 'id-a'], 'value' => 'one']],
             self::EXPORT => ['body' => ['A' => 'one']],
         ];
     }

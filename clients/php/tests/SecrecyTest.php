@@ -16,9 +16,23 @@ final class SecrecyTest extends TestCase
 
     public function testPrintedClientShowsConfigurationButNoTokenOrValue(): void
     {
-        $this->routeSecret('A', self::VALUE, 'id-a');
+        $this->routeSecret('A', self::VALUE);
         $this->routeExport(['A' => self::VALUE]);
-        $client = $this->client(['curl_options' => [CURLOPT_PROXYUSERPWD => 'proxy-user:' . self::CURL_SECRET]]);
+        $logger = new class (self::CURL_SECRET) {
+            public function __construct(public string $dsn)
+            {
+            }
+
+            public function warning(string $message, array $context = []): void
+            {
+            }
+        };
+        $client = $this->client([
+            'curl_options' => [CURLOPT_PROXYUSERPWD => 'proxy-user:' . self::CURL_SECRET],
+            'stale_if_error' => 60,
+            'logger' => $logger,
+            'on_stale' => static fn () => self::CURL_SECRET,
+        ]);
         $client->get('A');
         $client->getAll();
 
@@ -42,6 +56,7 @@ final class SecrecyTest extends TestCase
         self::assertStringContainsString($this->stub->url(), $forms['print_r']);
         self::assertStringContainsString('[redacted]', $forms['var_dump']);
         self::assertStringContainsString('max_retries', $forms['var_dump']);
+        self::assertStringContainsString('stale_if_error', $forms['var_dump']);
     }
 
     public function testClientCannotBeSerialized(): void
@@ -52,15 +67,15 @@ final class SecrecyTest extends TestCase
 
     public function testCloneKeepsTheTokenButNotTheCache(): void
     {
-        $this->routeSecret('A', self::VALUE, 'id-a');
+        $this->routeSecret('A', self::VALUE);
         $client = $this->client();
         $client->get('A');
 
         $copy = clone $client;
         self::assertSame(self::VALUE, $copy->get('A'));
 
-        self::assertSame(4, $this->requestCount());
-        self::assertSame('Bearer ' . self::TOKEN, $this->stub->requests()[3]['headers']['authorization']);
+        self::assertSame(2, $this->requestCount());
+        self::assertSame('Bearer ' . self::TOKEN, $this->stub->requests()[1]['headers']['authorization']);
     }
 
     public function testServerMessageEchoingTheTokenIsRedacted(): void
@@ -82,9 +97,7 @@ final class SecrecyTest extends TestCase
 
     public function testNotFoundMessageNamesNoValue(): void
     {
-        $this->stub->route('GET /teams/' . self::TEAM_ID . '/secrets?environment=production&search=a', ['body' => [
-            'secrets' => [['id' => 'id-a', 'name' => 'A']], 'total' => 1,
-        ]]);
+        $this->routeMissing('a', ['A']);
 
         try {
             $this->client()->get('a');

@@ -67,18 +67,41 @@ abstract class TestCase extends \PHPUnit\Framework\TestCase
     }
 
     /**
-     * routeSecret makes the stub list $name (searched exactly as $name) and answer its value by id.
+     * routeSecret makes the stub answer the read by name of $name with $value.
      */
-    protected function routeSecret(string $name, string $value, string $id, string $environment = 'production', string $team = self::TEAM_ID): void
+    protected function routeSecret(string $name, string $value, string $environment = 'production', string $team = self::TEAM_ID): void
     {
         $this->stub->route(
-            sprintf('GET /teams/%s/secrets?environment=%s&search=%s', $team, $environment, rawurlencode($name)),
-            ['body' => ['secrets' => [['id' => $id, 'name' => $name, 'environment' => $environment, 'type' => 'credential']], 'total' => 1]]
+            self::byName($name, $environment, $team),
+            ['body' => ['secret' => ['id' => 'id-' . strtolower($name), 'name' => $name, 'environment' => $environment, 'type' => 'credential'], 'value' => $value]]
         );
-        $this->stub->route(
-            sprintf('GET /teams/%s/secrets/%s', $team, $id),
-            ['body' => ['secret' => ['id' => $id, 'name' => $name, 'environment' => $environment], 'value' => $value]]
-        );
+    }
+
+    /**
+     * routeMissing makes the read by name of $name answer 404 (with $requestId) and the listing
+     * searched for $name answer the secrets named $listed.
+     *
+     * @param list<string> $listed
+     */
+    protected function routeMissing(string $name, array $listed = [], string $requestId = 'req-by-name', string $environment = 'production'): void
+    {
+        $this->stub->route(self::byName($name, $environment), ['status' => 404, 'headers' => ['X-Request-Id' => $requestId], 'body' => ['error' => 'Secret tidak ditemukan']]);
+        $this->stub->route(self::listing($name, $environment), ['headers' => ['X-Request-Id' => 'req-listing'], 'body' => [
+            'secrets' => array_map(static fn (string $listedName): array => ['id' => 'id-' . $listedName, 'name' => $listedName, 'environment' => $environment], $listed),
+            'total' => count($listed),
+        ]]);
+    }
+
+    /** byName returns the stub route of the read by name of $name. */
+    protected static function byName(string $name, string $environment = 'production', string $team = self::TEAM_ID): string
+    {
+        return sprintf('GET /teams/%s/secrets/by-name/%s?environment=%s', rawurlencode($team), rawurlencode($name), $environment);
+    }
+
+    /** listing returns the stub route of the listing searched for $name. */
+    protected static function listing(string $name, string $environment = 'production', string $team = self::TEAM_ID): string
+    {
+        return sprintf('GET /teams/%s/secrets?environment=%s&search=%s', rawurlencode($team), $environment, rawurlencode($name));
     }
 
     /**
@@ -86,10 +109,10 @@ abstract class TestCase extends \PHPUnit\Framework\TestCase
      *
      * @param array<string, string> $values
      */
-    protected function routeExport(array $values, string $environment = 'production'): void
+    protected function routeExport(array $values, string $environment = 'production', string $team = self::TEAM_ID): void
     {
         $this->stub->route(
-            sprintf('GET /teams/%s/secrets/export?format=json&environment=%s', self::TEAM_ID, $environment),
+            sprintf('GET /teams/%s/secrets/export?format=json&environment=%s', rawurlencode($team), $environment),
             ['body' => (object) $values]
         );
     }

@@ -34,7 +34,8 @@ class CvsmException extends \RuntimeException implements CvsmExceptionInterface
 
     /**
      * getRequestId returns the X-Request-Id header of the answer the error came from (for a name
-     * absent from the environment, the listing's), or null when there was no answer or no header.
+     * absent from the environment, the read by name's), or null when there was no answer or no
+     * header.
      * Quote it when you report a problem to the server's operators.
      */
     public function getRequestId(): ?string

@@ -12,7 +12,7 @@ interface CvsmExceptionInterface extends \Throwable
 {
     /**
      * getStatus returns the HTTP status code behind the error, or null when there was no HTTP
-     * response (configuration and network errors, a name absent from the listing).
+     * response (configuration and network errors, a name that is not a valid secret name).
      */
     public function getStatus(): ?int;
 

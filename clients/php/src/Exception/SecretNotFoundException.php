@@ -6,9 +6,9 @@ namespace Cvsm\Exception;
 
 /**
  * SecretNotFoundException is thrown when the requested name is absent from the environment
- * (status null; when a secret differs only in case, the message and getSuggestion() name it), is
- * not a valid secret name (status null, and no request was made), or when the server answers
- * HTTP 404 to the value request (status 404).
+ * (status 404, with the request id of the read by name; when a secret differs only in case, the
+ * message and getSuggestion() name it) or is not a valid secret name (status null, and no
+ * request was made).
  */
 class SecretNotFoundException extends CvsmException
 {

@@ -20,10 +20,12 @@ final class Config
     public const DEFAULT_CACHE_TTL = 30;
     public const DEFAULT_TIMEOUT = 10;
     public const DEFAULT_MAX_RETRIES = 2;
+    public const DEFAULT_STALE_IF_ERROR = 0;
 
     /** Config::OPTIONS lists the option names the client accepts. */
     public const OPTIONS = [
         'token', 'base_url', 'team', 'environment', 'cache_ttl', 'timeout', 'max_retries', 'ca_file', 'curl_options',
+        'stale_if_error', 'on_stale', 'logger',
     ];
 
     /** The characters trimmed from both ends of a token (rule R6): space, tab, CR, LF. */
@@ -36,14 +38,16 @@ final class Config
         public readonly int $cacheTtl,
         public readonly int|float $timeout,
         public readonly int $maxRetries,
-        public readonly ?string $caFile
+        public readonly ?string $caFile,
+        public readonly int $staleIfError
     ) {
     }
 
     /**
-     * Config::fromOptions resolves every setting but the token and the curl options: explicit
-     * option first, then the environment variable, then the default. It throws
-     * ConfigurationException on a missing base URL or team and on any invalid value.
+     * Config::fromOptions resolves every setting but the token, the curl options and the
+     * callbacks (on_stale, logger): explicit option first, then the environment variable, then
+     * the default. It throws ConfigurationException on a missing base URL or team and on any
+     * invalid value.
      *
      * @param array<string, mixed> $options
      */
@@ -86,10 +90,11 @@ final class Config
             $baseUrl,
             $team,
             $environment,
-            self::cacheTtl($options),
+            self::seconds($options, 'cache_ttl', 'CVSM_CACHE_TTL', self::DEFAULT_CACHE_TTL, '0 disables the cache'),
             self::timeout($options),
             self::maxRetries($options),
-            self::caFile($options)
+            self::caFile($options),
+            self::seconds($options, 'stale_if_error', 'CVSM_STALE_IF_ERROR', self::DEFAULT_STALE_IF_ERROR, '0 turns stale-if-error off')
         );
     }
 
@@ -175,9 +180,50 @@ final class Config
     }
 
     /**
+     * Config::onStale returns the "on_stale" option, a callable that receives a Cvsm\StaleRead
+     * each time a kept value is served instead of an error, or null.
+     *
+     * @param array<string, mixed> $options
+     * @return (\Closure(\Cvsm\StaleRead): mixed)|null
+     */
+    public static function onStale(array $options): ?\Closure
+    {
+        $onStale = $options['on_stale'] ?? null;
+        if ($onStale === null) {
+            return null;
+        }
+        if (!is_callable($onStale)) {
+            throw new ConfigurationException('option "on_stale" must be a callable that takes a Cvsm\StaleRead');
+        }
+
+        return \Closure::fromCallable($onStale);
+    }
+
+    /**
+     * Config::logger returns the "logger" option: a PSR-3 logger (Psr\Log\LoggerInterface), or
+     * any object with a public warning(string $message, array $context) method, or null.
+     *
+     * @param array<string, mixed> $options
+     */
+    public static function logger(array $options): ?object
+    {
+        $logger = $options['logger'] ?? null;
+        if ($logger === null) {
+            return null;
+        }
+        if (!is_object($logger) || !is_callable([$logger, 'warning'])) {
+            throw new ConfigurationException(
+                'option "logger" must be a PSR-3 logger (Psr\Log\LoggerInterface) or an object with a public warning(string $message, array $context) method'
+            );
+        }
+
+        return $logger;
+    }
+
+    /**
      * Config::toArray returns the effective configuration as the option names spell it.
      *
-     * @return array{base_url: string, team: string, environment: string, cache_ttl: int, timeout: int|float, max_retries: int}
+     * @return array{base_url: string, team: string, environment: string, cache_ttl: int, timeout: int|float, max_retries: int, stale_if_error: int}
      */
     public function toArray(): array
     {
@@ -188,6 +234,7 @@ final class Config
             'cache_ttl' => $this->cacheTtl,
             'timeout' => $this->timeout,
             'max_retries' => $this->maxRetries,
+            'stale_if_error' => $this->staleIfError,
         ];
     }
 
@@ -209,32 +256,37 @@ final class Config
     }
 
     /**
+     * seconds resolves a setting of whole seconds, 0 or more: the option $key, else the variable
+     * $variable, else $default. $zero says what 0 means, for the error message.
+     *
      * @param array<string, mixed> $options
      */
-    private static function cacheTtl(#[\SensitiveParameter] array $options): int
+    private static function seconds(#[\SensitiveParameter] array $options, string $key, string $variable, int $default, string $zero): int
     {
-        $value = $options['cache_ttl'] ?? null;
+        $value = $options[$key] ?? null;
         if ($value !== null) {
-            $ttl = self::nonNegativeInt($value);
-            if ($ttl === null) {
-                throw new ConfigurationException('option "cache_ttl" must be a non-negative integer (seconds; 0 disables the cache)');
+            $seconds = self::nonNegativeInt($value);
+            if ($seconds === null) {
+                throw new ConfigurationException(sprintf('option "%s" must be a non-negative integer (seconds; %s)', $key, $zero));
             }
 
-            return $ttl;
+            return $seconds;
         }
-        $raw = self::env('CVSM_CACHE_TTL');
+        $raw = self::env($variable);
         if ($raw === null) {
-            return self::DEFAULT_CACHE_TTL;
+            return $default;
         }
-        $ttl = self::nonNegativeInt(trim($raw));
-        if ($ttl === null) {
+        $seconds = self::nonNegativeInt(trim($raw));
+        if ($seconds === null) {
             throw new ConfigurationException(sprintf(
-                'CVSM_CACHE_TTL must be a non-negative integer (seconds; 0 disables the cache), got "%s"',
+                '%s must be a non-negative integer (seconds; %s), got "%s"',
+                $variable,
+                $zero,
                 self::printable($raw)
             ));
         }
 
-        return $ttl;
+        return $seconds;
     }
 
     /**

@@ -110,9 +110,9 @@ final class StubServer
     /**
      * requests returns what the stub received, oldest first: method, path, query, headers
      * (lower-case names), proxied_for (the host of a request in absolute form, sent to the stub
-     * as a proxy; else null).
+     * as a proxy; else null), body.
      *
-     * @return list<array{method: string, path: string, query: string, headers: array<string, string>, proxied_for: ?string}>
+     * @return list<array{method: string, path: string, query: string, headers: array<string, string>, proxied_for: ?string, body: string}>
      */
     public function requests(): array
     {

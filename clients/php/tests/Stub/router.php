@@ -6,7 +6,8 @@ declare(strict_types=1);
  * router.php is the stub cvsm server for the unit tests, run by PHP's built-in web server
  * (`php -S 127.0.0.1:PORT router.php`). Tests script it through files in $CVSM_STUB_DIR (see
  * StubServer): routes.json maps "METHOD /path" or "METHOD /path?query" to a list of responses
- * served in order (the last one repeats); every request is logged to requests.jsonl.
+ * served in order (the last one repeats); every request is logged to requests.jsonl, with its
+ * body.
  */
 
 $dir = getenv('CVSM_STUB_DIR');
@@ -29,6 +30,7 @@ file_put_contents($dir . '/requests.jsonl', json_encode([
     'query' => (string) parse_url($uri, PHP_URL_QUERY),
     'headers' => $headers,
     'proxied_for' => $proxiedFor,
+    'body' => (string) file_get_contents('php://input'),
 ]) . "\n", FILE_APPEND);
 
 $routes = json_decode((string) @file_get_contents($dir . '/routes.json'), true) ?: [];

@@ -1,0 +1,111 @@
+<?php
+
+declare(strict_types=1);
+
+namespace Cvsm\Internal;
+
+/**
+ * Cache holds what a client read, each entry with the moment it was fetched. An entry is fresh
+ * for $ttl seconds, and is then kept $staleIfError seconds longer (rule R14), to stand in for a
+ * refresh that fails; past that bound it is gone. With $ttl 0 nothing is ever fresh, and entries
+ * are kept only when $staleIfError is above 0. It lives in memory only: nothing is written to
+ * disk.
+ *
+ * Time comes from a monotonic clock (hrtime), so a change of the wall clock neither expires nor
+ * revives an entry.
+ *
+ * @internal
+ */
+final class Cache
+{
+    /** @var array<string, array{0: mixed, 1: int}> key => [value, fetched at (ns)] */
+    private array $entries = [];
+
+    /** @var \Closure(): int the time in nanoseconds, from an arbitrary origin */
+    private \Closure $clock;
+
+    /**
+     * @param (callable(): int)|null $clock nanoseconds from an arbitrary origin (hrtime by default)
+     */
+    public function __construct(private readonly int $ttl, private readonly int $staleIfError, ?callable $clock = null)
+    {
+        $this->clock = $clock !== null ? \Closure::fromCallable($clock) : static fn (): int => (int) hrtime(true);
+    }
+
+    /**
+     * fresh returns the value under $key while it is fresh, else null.
+     */
+    public function fresh(string $key): mixed
+    {
+        $entry = $this->entry($key);
+
+        return $entry !== null && $entry[1] < $this->ttl ? $entry[0] : null;
+    }
+
+    /**
+     * kept returns [value, age in seconds] for the value under $key, fresh or not, while it is
+     * younger than ttl + stale_if_error; else null.
+     *
+     * @return array{0: mixed, 1: float}|null
+     */
+    public function kept(string $key): ?array
+    {
+        return $this->entry($key);
+    }
+
+    /**
+     * put stores $value under $key, fetched now; it stores nothing when neither the ttl nor
+     * stale_if_error would ever use it.
+     */
+    public function put(string $key, #[\SensitiveParameter] mixed $value): void
+    {
+        if ($this->ttl + $this->staleIfError === 0) {
+            return;
+        }
+        $this->entries[$key] = [$value, ($this->clock)()];
+    }
+
+    /** clear forgets every entry. */
+    public function clear(): void
+    {
+        $this->entries = [];
+    }
+
+    /** count returns how many entries are held, expired ones not yet swept included. */
+    public function count(): int
+    {
+        return count($this->entries);
+    }
+
+    /**
+     * __debugInfo shows how many entries are held, never their values.
+     *
+     * @return array<string, mixed>
+     */
+    public function __debugInfo(): array
+    {
+        return ['ttl' => $this->ttl, 'stale_if_error' => $this->staleIfError, 'entries' => count($this->entries)];
+    }
+
+    /**
+     * entry returns [value, age in seconds] under $key, or null when there is none or it is past
+     * the bound (then it is dropped).
+     *
+     * @return array{0: mixed, 1: float}|null
+     */
+    private function entry(string $key): ?array
+    {
+        if (!isset($this->entries[$key])) {
+            return null;
+        }
+        [$value, $fetched] = $this->entries[$key];
+        $age = (($this->clock)() - $fetched) / 1e9;
+        if ($age >= $this->ttl + $this->staleIfError) {
+            unset($this->entries[$key]);
+
+            return null;
+        }
+
+        return [$value, $age];
+    }
+}
