@@ -20,10 +20,10 @@ class CacheTest < CvsmTest
     client = client_for(server, cache_ttl: 1)
     client.get("A")
     client.get("A")
-    assert_equal 3, server.log.size # teams lookup, list, read; the second get was a hit
+    assert_equal 1, server.log.size # one read by name; the second get was a hit
     sleep 1.05
     client.get("A")
-    assert_equal 5, server.log.size
+    assert_equal 2, server.log.size
   end
 
   def test_clear_cache_makes_the_next_get_ask_the_server
@@ -34,7 +34,7 @@ class CacheTest < CvsmTest
     before = server.log.size
     assert_nil client.clear_cache
     client.get("A")
-    assert_equal before + 2, server.log.size
+    assert_equal before + 1, server.log.size
   end
 
   def test_cache_ttl_zero_disables_the_cache
@@ -45,7 +45,7 @@ class CacheTest < CvsmTest
     client.get("A")
     client.get_all
     client.get_all
-    assert_equal 1 + 4 + 2, server.log.size
+    assert_equal 4, server.log.size
   end
 
   def test_get_after_get_all_makes_no_request
@@ -75,7 +75,7 @@ class CacheTest < CvsmTest
   def test_errors_are_never_cached
     api, server = start_api
     api.add_secret("A", "1")
-    api.script(%r{/secrets\z}, json(500, "error" => "gagal"))
+    api.script(%r{/by-name/A\z}, json(500, "error" => "gagal"))
     client = client_for(server)
     assert_raises(Cvsm::ApiError) { client.get("A") }
     assert_equal "1", client.get("A")
@@ -100,7 +100,32 @@ class CacheTest < CvsmTest
     api.token = TOKEN
     before = server.log.size
     assert_equal "1", client.get("A")
-    assert_equal before + 2, server.log.size, "A must be fetched again after the 401"
+    assert_equal before + 1, server.log.size, "A must be fetched again after the 401"
+  end
+
+  def test_permission_error_empties_the_whole_cache_too
+    api, server = start_api
+    api.add_secret("A", "1")
+    client = client_for(server)
+    client.get_all
+    api.script(%r{/by-name/B\z}, json(403, "error" => "dilarang"))
+    assert_raises(Cvsm::PermissionDeniedError) { client.get("B") }
+    before = server.log.size
+    assert_equal "1", client.get("A")
+    assert_equal({ "A" => "1" }, client.get_all)
+    assert_equal before + 2, server.log.size, "A and the export must be fetched again after the 403"
+  end
+
+  def test_an_authentication_error_from_the_listing_after_a_404_empties_the_cache_too
+    api, server = start_api
+    api.add_secret("A", "1")
+    client = client_for(server)
+    client.get("A")
+    api.script(%r{/secrets\z}, json(401, "error" => "token tidak valid"))
+    assert_raises(Cvsm::AuthenticationError) { client.get("MISSING") }
+    before = server.log.size
+    client.get("A")
+    assert_equal before + 1, server.log.size
   end
 
   def test_cache_entries_live_exactly_ttl_seconds_on_the_clock

@@ -38,9 +38,9 @@ class DriverTest < CvsmTest
 
       assert_equal "postgres://db", call.call("get", "name" => "DATABASE_URL").dig("result", "value")
       not_found = call.call("get", "name" => "database_url")
-      assert_equal({ "kind" => "not_found", "status" => nil, "retry_after" => nil,
+      assert_equal({ "kind" => "not_found", "status" => 404, "retry_after" => nil,
                      "message" => 'secret "database_url" not found in production; did you mean "DATABASE_URL"?',
-                     "request_id" => "req-4", "suggestion" => "DATABASE_URL" },
+                     "request_id" => "req-2", "suggestion" => "DATABASE_URL" },
                    not_found["error"])
 
       text = call.call("describe").dig("result", "text")
@@ -60,7 +60,7 @@ class DriverTest < CvsmTest
 
   def test_rate_limit_error_reports_status_and_retry_after
     api, server = start_api
-    api.script(%r{/teams\z}, json(429, { "error" => "pelan" }, "Retry-After" => "3"))
+    api.script(%r{/by-name/A\z}, json(429, { "error" => "pelan" }, "Retry-After" => "3"))
     with_driver do |call, _stdin|
       call.call("new_client", "options" => { "token" => TOKEN, "base_url" => server.base_url, "team" => "acme" })
       error = call.call("get", "name" => "A")["error"]

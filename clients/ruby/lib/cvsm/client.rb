@@ -9,32 +9,32 @@ module Cvsm
   #   client.get("DATABASE_URL")                # => "postgres://..."
   #   client.inject                             # => ["API_KEY", "DATABASE_URL"]
   class Client
-    UUID_PATTERN = /\A\h{8}-\h{4}-\h{4}-\h{4}-\h{12}\z/.freeze
     # A valid secret name (R10); anything else is not found without a request.
     NAME_PATTERN = /\A[A-Za-z_][A-Za-z0-9_]{0,254}\z/.freeze
     # A name #inject can put in the process environment (R8).
     VARIABLE_PATTERN = /\A[A-Za-z_][A-Za-z0-9_]*\z/.freeze
 
     # What each answer must look like (R3); anything else is unreadable and retried.
-    TEAMS = Transport::Shape.new("an object with a teams array",
-                                 ->(data) { data.is_a?(Hash) && data["teams"].is_a?(Array) })
     LISTING = Transport::Shape.new("an object with a secrets array",
                                    ->(data) { data.is_a?(Hash) && data["secrets"].is_a?(Array) })
-    VALUE = Transport::Shape.new("an object with a string value",
-                                 ->(data) { data.is_a?(Hash) && data["value"].is_a?(String) })
+    BY_NAME = Transport::Shape.new(
+      "an object with a secret object and a string value",
+      ->(data) { data.is_a?(Hash) && data["secret"].is_a?(Hash) && data["value"].is_a?(String) }
+    )
     EXPORT = Transport::Shape.new(
       "an object whose values are all strings",
       ->(data) { data.is_a?(Hash) && data.each_value.all? { |value| value.is_a?(String) } }
     )
 
-    # The statuses that mean the base URL, team or environment is wrong (R9).
-    WRONG_BASE_URL_OR_TEAM = "check the base URL, which ends in /api/v1, and the team"
-    TEAMS_MISCONFIGURED = { 404 => WRONG_BASE_URL_OR_TEAM }.freeze
+    # The statuses that mean the base URL, team or environment is wrong (R9). A 404 to the read
+    # by name is not one of them: the listing that follows it decides.
+    WRONG_ENVIRONMENT = "check the environment name"
+    BY_NAME_MISCONFIGURED = { 400 => WRONG_ENVIRONMENT }.freeze
     SECRETS_MISCONFIGURED = {
-      404 => WRONG_BASE_URL_OR_TEAM, 400 => "check the environment name"
+      404 => "check the base URL, which ends in /api/v1, and the team", 400 => WRONG_ENVIRONMENT
     }.freeze
-    private_constant :TEAMS, :LISTING, :VALUE, :EXPORT, :WRONG_BASE_URL_OR_TEAM,
-                     :TEAMS_MISCONFIGURED, :SECRETS_MISCONFIGURED
+    private_constant :LISTING, :BY_NAME, :EXPORT, :WRONG_ENVIRONMENT, :BY_NAME_MISCONFIGURED,
+                     :SECRETS_MISCONFIGURED
 
     # Cvsm::Client.new builds a client; every keyword is optional and falls back to its
     # CVSM_* variable (CVSM_TOKEN, CVSM_BASE_URL, CVSM_TEAM, CVSM_ENVIRONMENT, CVSM_CACHE_TTL,
@@ -57,13 +57,11 @@ module Cvsm
       )
       @transport = Transport.new(@config)
       @cache = Cache.new(@config.cache_ttl)
-      @team_mutex = Mutex.new
-      @team_id = nil
     end
 
     # Cvsm::Client#base_url is the API root in use, including /api/v1, without a trailing slash.
     def base_url = @config.base_url
-    # Cvsm::Client#team is the team as configured: a team id or a slug.
+    # Cvsm::Client#team is the team as configured: a team id or a slug, used in paths as is.
     def team = @config.team
     # Cvsm::Client#environment is the environment read from (default "production").
     def environment = @config.environment
@@ -83,37 +81,44 @@ module Cvsm
     end
 
     # Cvsm::Client#get returns the value of secret +name+ (case-sensitive) in the client's
-    # environment, from the cache when it is fresh. It raises Cvsm::SecretNotFoundError when the
-    # name is absent (its +suggestion+ names a secret that differs only in case) or is not a
-    # valid secret name (without a request), or another Cvsm::Error.
+    # environment: from the cache when it is fresh, otherwise with one request,
+    # GET /teams/{team}/secrets/by-name/{name}. When that answers 404 a listing tells a missing
+    # secret from a wrong team or base URL: it raises Cvsm::SecretNotFoundError (its
+    # +suggestion+ names a secret that differs only in case) or Cvsm::ConfigurationError.
+    # A name that is not a valid secret name is not found without a request. Any other failure
+    # raises its Cvsm::Error.
     def get(name)
       check_name(name)
-      cached = @cache.read([:secret, environment, name])
+      key = [:secret, environment, name]
+      cached = @cache.read(key)
       return cached.dup if cached
 
-      reading do
-        secret_id = find_secret_id(name)
-        value = @transport.get_json("/teams/#{segment(team_id)}/secrets/#{segment(secret_id)}",
-                                    shape: VALUE).data["value"]
-        @cache.write([:secret, environment, name], value.dup.freeze)
-        value
+      missing = nil
+      value = guarded do
+        fetched = read_by_name(name)
+        @cache.write(key, fetched.dup.freeze)
+        fetched
+      rescue SecretNotFoundError => e # a 404 to the read by name: a listing decides
+        missing = e
+        nil
       end
+      missing ? raise(absent(name, missing)) : value
     end
 
     # Cvsm::Client#get_all returns every secret of the client's environment as a Hash of
     # name => value, through the JSON export. The result is cached as a whole and also fills
     # the per-name cache, so a later #get makes no request.
     def get_all
-      cached = @cache.read([:all, environment])
+      key = [:all, environment]
+      cached = @cache.read(key)
       return copy(cached) if cached
 
-      reading do
-        values = @transport.get_json("/teams/#{segment(team_id)}/secrets/export",
+      guarded do
+        values = @transport.get_json("/teams/#{segment(team)}/secrets/export",
                                      { format: "json", environment: environment },
                                      shape: EXPORT, misconfigured: SECRETS_MISCONFIGURED).data
         frozen = values.to_h { |k, v| [k.dup.freeze, v.dup.freeze] }.freeze
-        @cache.write_many(frozen.map { |k, v| [[:secret, environment, k], v] })
-        @cache.write([:all, environment], frozen)
+        @cache.write_many(frozen.map { |k, v| [[:secret, environment, k], v] } << [key, frozen])
         values
       end
     end
@@ -188,10 +193,11 @@ module Cvsm
       config.merge(base_url: display_url(base_url))
     end
 
-    # Runs a read; an authentication error empties the whole cache before it propagates.
-    def reading
+    # Runs a request; an authentication or permission error (401, 403) empties the whole cache
+    # before it propagates, so a revoked token stops working at once.
+    def guarded
       yield
-    rescue AuthenticationError
+    rescue AuthenticationError, PermissionDeniedError
       @cache.clear
       raise
     end
@@ -208,38 +214,32 @@ module Cvsm
             "at most 255 characters"
     end
 
-    def find_secret_id(name)
-      listing = @transport.get_json("/teams/#{segment(team_id)}/secrets",
-                                    { environment: environment, search: name },
-                                    shape: LISTING, misconfigured: SECRETS_MISCONFIGURED)
-      entries = listing.data["secrets"].select { |s| s.is_a?(Hash) && s["name"].is_a?(String) }
-      entries = entries.reject { |s| s["environment"].is_a?(String) && s["environment"] != environment }
-      exact = entries.find { |s| s["name"] == name && s["id"] }
-      return exact["id"].to_s if exact
+    # The value of +name+, read with one request.
+    def read_by_name(name)
+      @transport.get_json("/teams/#{segment(team)}/secrets/by-name/#{segment(name)}",
+                          { environment: environment },
+                          shape: BY_NAME, misconfigured: BY_NAME_MISCONFIGURED).data["value"]
+    end
 
-      similar = entries.find { |s| s["name"].casecmp?(name) }&.fetch("name")
+    # The error for a name the read by name answered 404 to (+answer+), as the listing decides:
+    # its 404 or 400 raises Cvsm::ConfigurationError (a wrong base URL, team or environment);
+    # a listing makes the not-found error, with the 404's status and request id, suggesting a
+    # listed name that differs only in case.
+    def absent(name, answer)
+      listing = guarded do
+        @transport.get_json("/teams/#{segment(team)}/secrets",
+                            { environment: environment, search: name },
+                            shape: LISTING, misconfigured: SECRETS_MISCONFIGURED)
+      end
+      similar = listing.data["secrets"].find do |entry|
+        entry.is_a?(Hash) && entry["name"].is_a?(String) && entry["name"] != name &&
+          entry["name"].casecmp?(name) &&
+          (!entry["environment"].is_a?(String) || entry["environment"] == environment)
+      end&.fetch("name")
       message = "secret #{name.inspect} not found in #{environment}"
       message = "#{message}; did you mean #{similar.inspect}?" if similar
-      raise SecretNotFoundError.new(message, request_id: listing.request_id, suggestion: similar)
-    end
-
-    # The team id: the configured team when it is a UUID, otherwise the id of the caller's team
-    # whose slug matches, looked up once per client.
-    def team_id
-      return team if UUID_PATTERN.match?(team)
-
-      @team_mutex.synchronize { @team_id ||= resolve_team_slug }
-    end
-
-    def resolve_team_slug
-      reply = @transport.get_json("/teams", shape: TEAMS, misconfigured: TEAMS_MISCONFIGURED)
-      match = reply.data["teams"].find { |t| t.is_a?(Hash) && t["slug"] == team && t["id"] }
-      unless match
-        raise ConfigurationError.new("team #{team.inspect} matches none of your teams",
-                                     request_id: reply.request_id)
-      end
-
-      match["id"].to_s
+      SecretNotFoundError.new(message, status: answer.status, request_id: answer.request_id,
+                                       suggestion: similar)
     end
 
     # Percent-encodes one path segment.
