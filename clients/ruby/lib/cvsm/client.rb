@@ -36,10 +36,17 @@ module Cvsm
     private_constant :LISTING, :BY_NAME, :EXPORT, :WRONG_ENVIRONMENT, :BY_NAME_MISCONFIGURED,
                      :SECRETS_MISCONFIGURED
 
-    # Cvsm::Client.new builds a client; every keyword is optional and falls back to its
+    # Cvsm::Client.new builds a client; every keyword is optional. The settings fall back to their
     # CVSM_* variable (CVSM_TOKEN, CVSM_BASE_URL, CVSM_TEAM, CVSM_ENVIRONMENT, CVSM_CACHE_TTL,
-    # CVSM_TIMEOUT, CVSM_MAX_RETRIES, CVSM_CA_FILE), then to its default. The proxy variables
-    # (https_proxy, http_proxy, no_proxy and their upper-case forms) are read here too.
+    # CVSM_TIMEOUT, CVSM_MAX_RETRIES, CVSM_CA_FILE, CVSM_STALE_IF_ERROR), then to their default.
+    # The proxy variables (https_proxy, http_proxy, no_proxy and their upper-case forms) are read
+    # here too.
+    #
+    # +stale_if_error+ keeps each value that many seconds after it stops being fresh, to answer a
+    # read whose refresh fails with a network error, a 5xx or a 429 (default 0: off). Such a read
+    # calls +on_stale+ (anything responding to call) with a Cvsm::StaleRead, every time, and logs
+    # a warning once per secret through +logger+ (anything responding to warn, such as a Logger;
+    # default Kernel#warn, which $VERBOSE = nil silences).
     #
     # +ca_file+ names a PEM bundle trusted instead of the system's certificates.
     # +http_factory+ is the transport seam: a callable taking the request's URI and returning a
@@ -49,14 +56,18 @@ module Cvsm
     # It raises Cvsm::ConfigurationError when the token, base URL or team is missing or an option
     # is invalid. No request is sent until the first read.
     def initialize(token: nil, base_url: nil, team: nil, environment: nil, cache_ttl: nil,
-                   timeout: nil, max_retries: nil, ca_file: nil, http_factory: nil)
+                   timeout: nil, max_retries: nil, ca_file: nil, stale_if_error: nil,
+                   on_stale: nil, logger: nil, http_factory: nil)
       @config = Configuration.new(
         token: token, base_url: base_url, team: team, environment: environment,
         cache_ttl: cache_ttl, timeout: timeout, max_retries: max_retries, ca_file: ca_file,
+        stale_if_error: stale_if_error, on_stale: on_stale, logger: logger,
         http_factory: http_factory
       )
       @transport = Transport.new(@config)
-      @cache = Cache.new(@config.cache_ttl)
+      @cache = Cache.new(@config.cache_ttl, @config.stale_if_error)
+      @warned = {} # what a stale-read warning was logged for, until its next successful read
+      @warned_mutex = Mutex.new
     end
 
     # Cvsm::Client#base_url is the API root in use, including /api/v1, without a trailing slash.
@@ -72,6 +83,9 @@ module Cvsm
     def timeout = @config.timeout
     # Cvsm::Client#max_retries is how many extra attempts a GET may make.
     def max_retries = @config.max_retries
+    # Cvsm::Client#stale_if_error is how many seconds past cache_ttl a value is kept to answer a
+    # read whose refresh fails (0: never).
+    def stale_if_error = @config.stale_if_error
     # Cvsm::Client#ca_file is the PEM bundle trusted instead of the system's, or nil.
     def ca_file = @config.ca_file
 
@@ -85,8 +99,10 @@ module Cvsm
     # GET /teams/{team}/secrets/by-name/{name}. When that answers 404 a listing tells a missing
     # secret from a wrong team or base URL: it raises Cvsm::SecretNotFoundError (its
     # +suggestion+ names a secret that differs only in case) or Cvsm::ConfigurationError.
-    # A name that is not a valid secret name is not found without a request. Any other failure
-    # raises its Cvsm::Error.
+    # A name that is not a valid secret name is not found without a request. With
+    # +stale_if_error+, a refresh that fails with a network error, a 5xx or a 429 returns the
+    # kept value instead, and on_stale and the logger hear of it. Any other failure raises its
+    # Cvsm::Error.
     def get(name)
       check_name(name)
       key = [:secret, environment, name]
@@ -94,11 +110,12 @@ module Cvsm
       return cached.dup if cached
 
       missing = nil
-      value = guarded do
+      value = refreshing(key, name) do
         fetched = read_by_name(name)
         @cache.write(key, fetched.dup.freeze)
+        forget_warnings([name])
         fetched
-      rescue SecretNotFoundError => e # a 404 to the read by name: a listing decides
+      rescue SecretNotFoundError => e # a 404 to the read by name: a listing decides, never a kept value
         missing = e
         nil
       end
@@ -107,18 +124,20 @@ module Cvsm
 
     # Cvsm::Client#get_all returns every secret of the client's environment as a Hash of
     # name => value, through the JSON export. The result is cached as a whole and also fills
-    # the per-name cache, so a later #get makes no request.
+    # the per-name cache, so a later #get makes no request. A failed refresh falls back on a
+    # kept result as #get does (on_stale gets a Cvsm::StaleRead whose name is nil).
     def get_all
       key = [:all, environment]
       cached = @cache.read(key)
       return copy(cached) if cached
 
-      guarded do
+      refreshing(key, nil) do
         values = @transport.get_json("/teams/#{segment(team)}/secrets/export",
                                      { format: "json", environment: environment },
                                      shape: EXPORT, misconfigured: SECRETS_MISCONFIGURED).data
         frozen = values.to_h { |k, v| [k.dup.freeze, v.dup.freeze] }.freeze
         @cache.write_many(frozen.map { |k, v| [[:secret, environment, k], v] } << [key, frozen])
+        forget_warnings([nil, *frozen.keys])
         values
       end
     end
@@ -150,7 +169,8 @@ module Cvsm
       names
     end
 
-    # Cvsm::Client#clear_cache forgets every cached value, so the next read asks the server.
+    # Cvsm::Client#clear_cache forgets every cached value, kept ones included, so the next read
+    # asks the server and has nothing to fall back on.
     def clear_cache
       @cache.clear
       nil
@@ -193,13 +213,51 @@ module Cvsm
       config.merge(base_url: display_url(base_url))
     end
 
-    # Runs a request; an authentication or permission error (401, 403) empties the whole cache
-    # before it propagates, so a revoked token stops working at once.
+    # Runs a request; an authentication or permission error (401, 403) empties the whole cache,
+    # kept values included, before it propagates, so a revoked token stops working at once.
     def guarded
       yield
     rescue AuthenticationError, PermissionDeniedError
       @cache.clear
       raise
+    end
+
+    # Runs a refresh of the value under +key+ (+name+: the secret, or nil for get_all). When it
+    # fails in a way R14 allows and the cache still keeps a value there, that value answers
+    # instead: on_stale is called and a warning logged, once per name until a refresh succeeds.
+    def refreshing(key, name, &refresh)
+      guarded(&refresh)
+    rescue NetworkError, RateLimitError, ApiError => e
+      kept = stale_allowed?(e) && @cache.read_kept(key)
+      raise unless kept
+
+      @config.on_stale&.call(StaleRead.new(name: name, error: e, age: kept.age))
+      warn_stale(name, e, kept.age)
+      name ? kept.value.dup : copy(kept.value)
+    end
+
+    # A network error (after the retries, an unreadable answer included), a 429 or a 5xx (after
+    # the retries): what a kept value may stand in for. Never a 3xx, a 4xx or a configuration
+    # error.
+    def stale_allowed?(error)
+      !error.is_a?(ApiError) || (500..599).cover?(error.status)
+    end
+
+    def warn_stale(name, error, age)
+      first = @warned_mutex.synchronize { @warned.key?(name) ? false : (@warned[name] = true) }
+      return unless first
+
+      what = name ? "secret #{name.inspect}" : "get_all"
+      cause = error.class.name
+      cause = "#{cause} (HTTP #{error.status})" if error.status
+      message = "cvsm: #{what} of #{environment} answered with the value kept from #{age.floor}s " \
+                "ago (stale_if_error): the refresh failed with #{cause}; not logged again for it " \
+                "until a refresh succeeds"
+      @config.logger ? @config.logger.warn(message) : warn(message)
+    end
+
+    def forget_warnings(names)
+      @warned_mutex.synchronize { names.each { |name| @warned.delete(name) } unless @warned.empty? }
     end
 
     # Raises SecretNotFoundError unless +name+ is a valid secret name (R10). Matching works on

@@ -33,7 +33,7 @@ module Cvsm
   class ConfigurationError < Error; end
 
   # Cvsm::AuthenticationError means the server rejected the token (HTTP 401). The client's
-  # cache is emptied when it is raised.
+  # cache, kept values included, is emptied when it is raised.
   class AuthenticationError < Error; end
 
   # Cvsm::PermissionDeniedError means the token may not make the request (HTTP 403): the user's
