@@ -10,7 +10,8 @@ require "cvsm"
 
 # ConformanceDriver keeps the current client and answers protocol requests.
 class ConformanceDriver
-  OPTION_KEYS = %w[token base_url team environment cache_ttl timeout max_retries ca_file].freeze
+  OPTION_KEYS = %w[token base_url team environment cache_ttl timeout max_retries ca_file
+                   stale_if_error].freeze
 
   # Error kinds by SDK error class; the first match wins, so subclasses come first.
   KINDS = {
@@ -33,6 +34,7 @@ class ConformanceDriver
     @input = input
     @output = output
     @client = nil
+    @stale = false
   end
 
   # ConformanceDriver#run answers every line of input until shutdown or end of input.
@@ -80,8 +82,8 @@ class ConformanceDriver
   def dispatch(op, args)
     case op
     when "new_client" then new_client(args["options"] || {})
-    when "get" then { "value" => client.get(args["name"]) }
-    when "get_all" then { "values" => client.get_all }
+    when "get" then reading { { "value" => client.get(args["name"]) } }
+    when "get_all" then reading { { "values" => client.get_all } }
     when "inject" then { "names" => client.inject(overwrite: args["overwrite"] == true) }
     when "clear_cache" then client.clear_cache.then { {} }
     when "describe" then { "text" => client.inspect }
@@ -97,8 +99,16 @@ class ConformanceDriver
     unknown = options.keys - OPTION_KEYS
     warn("ignoring unknown options: #{unknown.join(', ')}") unless unknown.empty?
     keywords = options.slice(*OPTION_KEYS).transform_keys(&:to_sym)
-    @client = Cvsm::Client.new(**keywords)
+    @client = Cvsm::Client.new(**keywords, on_stale: ->(_stale_read) { @stale = true })
     { "config" => @client.config.transform_keys(&:to_s) }
+  end
+
+  # The read's result, with "stale" => true when the SDK's on_stale hook said it served a kept
+  # value (R14): the driver never guesses.
+  def reading
+    @stale = false
+    result = yield
+    @stale ? result.merge("stale" => true) : result
   end
 
   def set_env(set, unset)

@@ -20,10 +20,10 @@ class CacheTest < CvsmTest
     client = client_for(server, cache_ttl: 1)
     client.get("A")
     client.get("A")
-    assert_equal 3, server.log.size # teams lookup, list, read; the second get was a hit
+    assert_equal 1, server.log.size # one read by name; the second get was a hit
     sleep 1.05
     client.get("A")
-    assert_equal 5, server.log.size
+    assert_equal 2, server.log.size
   end
 
   def test_clear_cache_makes_the_next_get_ask_the_server
@@ -34,7 +34,7 @@ class CacheTest < CvsmTest
     before = server.log.size
     assert_nil client.clear_cache
     client.get("A")
-    assert_equal before + 2, server.log.size
+    assert_equal before + 1, server.log.size
   end
 
   def test_cache_ttl_zero_disables_the_cache
@@ -45,7 +45,7 @@ class CacheTest < CvsmTest
     client.get("A")
     client.get_all
     client.get_all
-    assert_equal 1 + 4 + 2, server.log.size
+    assert_equal 4, server.log.size
   end
 
   def test_get_after_get_all_makes_no_request
@@ -75,7 +75,7 @@ class CacheTest < CvsmTest
   def test_errors_are_never_cached
     api, server = start_api
     api.add_secret("A", "1")
-    api.script(%r{/secrets\z}, json(500, "error" => "gagal"))
+    api.script(%r{/by-name/A\z}, json(500, "error" => "gagal"))
     client = client_for(server)
     assert_raises(Cvsm::ApiError) { client.get("A") }
     assert_equal "1", client.get("A")
@@ -100,7 +100,32 @@ class CacheTest < CvsmTest
     api.token = TOKEN
     before = server.log.size
     assert_equal "1", client.get("A")
-    assert_equal before + 2, server.log.size, "A must be fetched again after the 401"
+    assert_equal before + 1, server.log.size, "A must be fetched again after the 401"
+  end
+
+  def test_permission_error_empties_the_whole_cache_too
+    api, server = start_api
+    api.add_secret("A", "1")
+    client = client_for(server)
+    client.get_all
+    api.script(%r{/by-name/B\z}, json(403, "error" => "dilarang"))
+    assert_raises(Cvsm::PermissionDeniedError) { client.get("B") }
+    before = server.log.size
+    assert_equal "1", client.get("A")
+    assert_equal({ "A" => "1" }, client.get_all)
+    assert_equal before + 2, server.log.size, "A and the export must be fetched again after the 403"
+  end
+
+  def test_an_authentication_error_from_the_listing_after_a_404_empties_the_cache_too
+    api, server = start_api
+    api.add_secret("A", "1")
+    client = client_for(server)
+    client.get("A")
+    api.script(%r{/secrets\z}, json(401, "error" => "token tidak valid"))
+    assert_raises(Cvsm::AuthenticationError) { client.get("MISSING") }
+    before = server.log.size
+    client.get("A")
+    assert_equal before + 1, server.log.size
   end
 
   def test_cache_entries_live_exactly_ttl_seconds_on_the_clock
@@ -118,6 +143,50 @@ class CacheTest < CvsmTest
     cache = Cvsm::Cache.new(30)
     cache.write([:secret, "production", "A"], "s3cr3t-value")
     refute_includes cache.inspect, "s3cr3t-value"
-    assert_equal "#<Cvsm::Cache ttl=30 entries=1>", cache.inspect
+    assert_equal "#<Cvsm::Cache ttl=30 stale_if_error=0 entries=1>", cache.inspect
+  end
+
+  # R14 on the clock: fresh for ttl, kept ttl + stale_if_error seconds after it was written.
+  def test_entries_are_kept_stale_if_error_seconds_past_freshness
+    now = 100.0
+    cache = Cvsm::Cache.new(30, 60, clock: -> { now })
+    cache.write(:k, "v")
+    now = 129.9
+    assert_equal "v", cache.read(:k)
+    assert_equal ["v", 29.9], cache.read_kept(:k).then { |kept| [kept.value, kept.age.round(1)] }
+    now = 130.0
+    assert_nil cache.read(:k), "no longer fresh"
+    assert_equal "v", cache.read_kept(:k).value, "but kept"
+    now = 189.9
+    assert_equal "v", cache.read_kept(:k).value
+    now = 190.0
+    assert_nil cache.read_kept(:k)
+    assert_equal 0, cache.size, "an entry past the bound is dropped"
+  end
+
+  def test_with_ttl_zero_entries_are_never_fresh_but_kept_for_stale_if_error
+    now = 0.0
+    cache = Cvsm::Cache.new(0, 5, clock: -> { now })
+    assert cache.enabled?
+    cache.write_many([[:a, "1"], [:b, "2"]])
+    assert_nil cache.read(:a)
+    now = 4.9
+    assert_equal "2", cache.read_kept(:b).value
+    now = 5.0
+    assert_nil cache.read_kept(:a)
+    off = Cvsm::Cache.new(0, 0, clock: -> { now })
+    refute off.enabled?
+    off.write(:a, "1")
+    assert_nil off.read_kept(:a)
+    assert_equal 0, off.size
+  end
+
+  def test_clear_forgets_kept_values
+    now = 0.0
+    cache = Cvsm::Cache.new(1, 60, clock: -> { now })
+    cache.write(:k, "v")
+    now = 2.0
+    cache.clear
+    assert_nil cache.read_kept(:k)
   end
 end

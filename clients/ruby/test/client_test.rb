@@ -2,60 +2,63 @@
 
 require_relative "test_helper"
 
-# What the client sends and how it reads answers: paths, headers, team resolution, lookups.
+# What the client sends and how it reads answers: paths, headers, the team in the path, lookups.
 class ClientTest < CvsmTest
-  def test_get_lists_by_environment_and_name_then_reads_by_id_with_required_headers
+  def test_get_is_one_read_by_name_with_the_required_headers
     api, server = start_api
-    id = api.add_secret("DATABASE_URL", "postgres://db")
+    api.add_secret("DATABASE_URL", "postgres://db")
     client = Cvsm::Client.new(token: TOKEN, base_url: server.base_url, team: FakeApi::TEAM_ID)
 
     assert_equal "postgres://db", client.get("DATABASE_URL")
 
-    list, read = server.log
-    assert_equal 2, server.log.size
-    assert_equal "/api/v1/teams/#{FakeApi::TEAM_ID}/secrets", list.path
-    assert_equal({ "environment" => "production", "search" => "DATABASE_URL" }, list.query)
-    assert_equal "/api/v1/teams/#{FakeApi::TEAM_ID}/secrets/#{id}", read.path
-    server.log.each do |request|
-      assert_equal "GET", request.method
-      assert_equal "Bearer #{TOKEN}", request.headers["authorization"]
-      assert_equal "application/json", request.headers["accept"]
-      assert_equal "cvsm-ruby/#{Cvsm::VERSION}", request.headers["user-agent"]
-    end
+    assert_equal 1, server.log.size
+    read = server.log.first
+    assert_equal "GET", read.method
+    assert_equal "/api/v1/teams/#{FakeApi::TEAM_ID}/secrets/by-name/DATABASE_URL", read.path
+    assert_equal({ "environment" => "production" }, read.query)
+    assert_equal "Bearer #{TOKEN}", read.headers["authorization"]
+    assert_equal "application/json", read.headers["accept"]
+    assert_equal "cvsm-ruby/#{Cvsm::VERSION}", read.headers["user-agent"]
   end
 
-  def test_team_slug_is_resolved_once_per_client
+  def test_a_team_slug_goes_into_every_path_as_is_without_a_teams_lookup
     api, server = start_api
     api.add_secret("A", "1")
     api.add_secret("B", "2")
     client = client_for(server)
     client.get("A")
     client.get("B")
-    assert_equal 1, paths(server).count("/teams")
-    assert_equal "/teams", paths(server).first
-    assert(paths(server).drop(1).all? { |path| path.start_with?("/teams/#{FakeApi::TEAM_ID}/") })
+    client.get_all
+    assert_equal ["/teams/acme/secrets/by-name/A", "/teams/acme/secrets/by-name/B", "/teams/acme/secrets/export"],
+                 paths(server)
   end
 
-  def test_team_slug_matching_none_of_the_callers_teams_is_a_configuration_error
+  def test_team_and_name_are_percent_encoded_in_the_path
+    _api, server = start_api
+    client = Cvsm::Client.new(token: TOKEN, base_url: server.base_url, team: "ac/me ü", max_retries: 0)
+    assert_raises(Cvsm::ConfigurationError) { client.get("A_1") }
+    assert_equal "/api/v1/teams/ac%2Fme%20%C3%BC/secrets/by-name/A_1", server.log.first.target.split("?").first
+  end
+
+  def test_a_team_that_is_none_of_the_callers_is_a_configuration_error_after_the_listing
     _api, server = start_api
     client = Cvsm::Client.new(token: TOKEN, base_url: server.base_url, team: "nope")
     error = assert_raises(Cvsm::ConfigurationError) { client.get("A") }
-    assert_includes error.message, "nope"
+    assert_equal 404, error.status
+    assert_equal "req-2", error.request_id
+    assert_equal ["/teams/nope/secrets/by-name/A", "/teams/nope/secrets"], paths(server)
+    assert_equal({ "environment" => "production", "search" => "A" }, server.log.last.query)
   end
 
-  def test_team_uuid_is_used_without_listing_teams
+  def test_absent_name_is_not_found_after_one_listing
     api, server = start_api
-    api.add_secret("A", "1")
-    Cvsm::Client.new(token: TOKEN, base_url: server.base_url, team: FakeApi::TEAM_ID).get("A")
-    refute_includes paths(server), "/teams"
-  end
-
-  def test_get_picks_the_exact_name_among_case_insensitive_matches
-    api, server = start_api
-    api.add_secret("api_key", "lower")
-    api.add_secret("API_KEY", "upper")
-    api.add_secret("API_KEY_OLD", "old")
-    assert_equal "upper", client_for(server).get("API_KEY")
+    api.add_secret("OTHER", "x")
+    error = assert_raises(Cvsm::SecretNotFoundError) { client_for(server).get("MISSING") }
+    assert_equal 'secret "MISSING" not found in production', error.message
+    assert_equal 404, error.status
+    assert_equal "req-1", error.request_id, "the request id of the read by name"
+    assert_nil error.suggestion
+    assert_equal ["/teams/acme/secrets/by-name/MISSING", "/teams/acme/secrets"], paths(server)
   end
 
   def test_absent_name_suggests_the_name_that_differs_only_in_case
@@ -63,14 +66,25 @@ class ClientTest < CvsmTest
     api.add_secret("DATABASE_URL", "postgres://db")
     error = assert_raises(Cvsm::SecretNotFoundError) { client_for(server).get("database_url") }
     assert_equal 'secret "database_url" not found in production; did you mean "DATABASE_URL"?', error.message
-    assert_nil error.status
+    assert_equal "DATABASE_URL", error.suggestion
+    assert_equal 404, error.status
   end
 
-  def test_absent_name_without_a_similar_one_has_no_suggestion
+  def test_a_listing_that_holds_the_exact_name_suggests_nothing
     api, server = start_api
-    api.add_secret("OTHER", "x")
-    error = assert_raises(Cvsm::SecretNotFoundError) { client_for(server).get("MISSING") }
-    assert_equal 'secret "MISSING" not found in production', error.message
+    api.add_secret("KEPT", "v")
+    api.add_secret("kept_other", "w")
+    api.script(%r{/by-name/}, json(404, "error" => "secret tidak ditemukan"))
+    error = assert_raises(Cvsm::SecretNotFoundError) { client_for(server).get("KEPT") }
+    assert_equal 'secret "KEPT" not found in production', error.message
+    assert_nil error.suggestion
+  end
+
+  def test_a_suggestion_is_never_a_secret_of_another_environment
+    api, server = start_api
+    api.add_secret("api_key", "s", environment: "staging")
+    api.script(%r{/secrets\z}, json(200, "secrets" => [{ "name" => "api_key", "environment" => "staging" }]))
+    assert_nil assert_raises(Cvsm::SecretNotFoundError) { client_for(server).get("API_KEY") }.suggestion
   end
 
   def test_name_in_another_environment_is_not_found
@@ -88,7 +102,7 @@ class ClientTest < CvsmTest
     client = client_for(server)
     assert_equal({ "A" => "1", "B" => "two words" }, client.get_all)
     export = server.log.last
-    assert_equal "/api/v1/teams/#{FakeApi::TEAM_ID}/secrets/export", export.path
+    assert_equal "/api/v1/teams/acme/secrets/export", export.path
     assert_equal({ "format" => "json", "environment" => "production" }, export.query)
     assert_equal({ "A" => "dev" }, client_for(server, environment: "development").get_all)
   end

@@ -15,28 +15,32 @@ class ConfigurationTest < CvsmTest
     set_required_env
     ENV["CVSM_ENVIRONMENT"] = "staging"
     ENV["CVSM_CACHE_TTL"] = "5"
+    ENV["CVSM_STALE_IF_ERROR"] = "300"
     client = Cvsm::Client.new
     assert_equal "http://127.0.0.1:5501/api/v1", client.base_url
     assert_equal "acme", client.team
     assert_equal "staging", client.environment
     assert_equal 5, client.cache_ttl
+    assert_equal 300, client.stale_if_error
   end
 
   def test_defaults_are_production_30_seconds_10_second_timeout_and_2_retries
     set_required_env
     client = Cvsm::Client.new
     assert_equal({ base_url: "http://127.0.0.1:5501/api/v1", team: "acme", environment: "production",
-                   cache_ttl: 30, timeout: 10, max_retries: 2 }, client.config)
+                   cache_ttl: 30, timeout: 10, max_retries: 2, stale_if_error: 0 }, client.config)
   end
 
   def test_explicit_keywords_win_over_cvsm_variables
     set_required_env
     ENV["CVSM_ENVIRONMENT"] = "staging"
     ENV["CVSM_CACHE_TTL"] = "5"
+    ENV["CVSM_STALE_IF_ERROR"] = "300"
     client = Cvsm::Client.new(base_url: "https://vault.example.com/api/v1", team: "beta",
-                              environment: "development", cache_ttl: 0, timeout: 2.5, max_retries: 0)
+                              environment: "development", cache_ttl: 0, timeout: 2.5, max_retries: 0,
+                              stale_if_error: 5)
     assert_equal({ base_url: "https://vault.example.com/api/v1", team: "beta", environment: "development",
-                   cache_ttl: 0, timeout: 2.5, max_retries: 0 }, client.config)
+                   cache_ttl: 0, timeout: 2.5, max_retries: 0, stale_if_error: 5 }, client.config)
   end
 
   def test_trailing_slash_of_base_url_is_ignored
@@ -79,6 +83,28 @@ class ConfigurationTest < CvsmTest
     assert_equal 0, Cvsm::Client.new.cache_ttl
   end
 
+  def test_cvsm_stale_if_error_must_be_a_non_negative_integer
+    set_required_env
+    ["-1", "soon", "1.5", "10s"].each do |bad|
+      ENV["CVSM_STALE_IF_ERROR"] = bad
+      error = assert_raises(Cvsm::ConfigurationError, bad) { Cvsm::Client.new }
+      assert_includes error.message, "CVSM_STALE_IF_ERROR"
+    end
+    ENV["CVSM_STALE_IF_ERROR"] = ""
+    assert_equal 0, Cvsm::Client.new.stale_if_error, "empty counts as unset"
+    ENV["CVSM_STALE_IF_ERROR"] = " 60 "
+    assert_equal 60, Cvsm::Client.new.stale_if_error
+  end
+
+  def test_stale_if_error_on_stale_and_logger_are_checked
+    set_required_env
+    [{ stale_if_error: -1 }, { stale_if_error: "30" }, { stale_if_error: 1.5 }, { on_stale: "no" },
+     { logger: $stderr }, { logger: Object.new }].each do |options|
+      error = assert_raises(Cvsm::ConfigurationError, options.inspect) { Cvsm::Client.new(**options) }
+      assert_includes error.message, options.keys.first.to_s
+    end
+  end
+
   def test_invalid_explicit_options_are_configuration_errors
     set_required_env
     [{ cache_ttl: -1 }, { cache_ttl: "30" }, { timeout: 0 }, { timeout: "fast" },
@@ -96,7 +122,7 @@ class ConfigurationTest < CvsmTest
       ENV["CVSM_TOKEN"] = padded
       assert_equal({}, Cvsm::Client.new(base_url: server.base_url, team: "acme").get_all)
     end
-    assert_equal 12, server.log.size # six clients: the teams lookup and the export each
+    assert_equal 6, server.log.size # six clients: one export each
     server.log.each { |request| assert_equal "Bearer #{TOKEN}", request.headers["authorization"] }
   end
 

@@ -34,13 +34,14 @@ class DriverTest < CvsmTest
       call.call("set_env", "set" => { "CVSM_TOKEN" => TOKEN }, "unset" => [])
       created = call.call("new_client", "options" => { "base_url" => "#{server.base_url}/", "team" => "acme" })
       assert_equal({ "base_url" => server.base_url, "team" => "acme", "environment" => "production",
-                     "cache_ttl" => 30, "timeout" => 10, "max_retries" => 2 }, created.dig("result", "config"))
+                     "cache_ttl" => 30, "timeout" => 10, "max_retries" => 2, "stale_if_error" => 0 },
+                   created.dig("result", "config"))
 
       assert_equal "postgres://db", call.call("get", "name" => "DATABASE_URL").dig("result", "value")
       not_found = call.call("get", "name" => "database_url")
-      assert_equal({ "kind" => "not_found", "status" => nil, "retry_after" => nil,
+      assert_equal({ "kind" => "not_found", "status" => 404, "retry_after" => nil,
                      "message" => 'secret "database_url" not found in production; did you mean "DATABASE_URL"?',
-                     "request_id" => "req-4", "suggestion" => "DATABASE_URL" },
+                     "request_id" => "req-2", "suggestion" => "DATABASE_URL" },
                    not_found["error"])
 
       text = call.call("describe").dig("result", "text")
@@ -60,11 +61,34 @@ class DriverTest < CvsmTest
 
   def test_rate_limit_error_reports_status_and_retry_after
     api, server = start_api
-    api.script(%r{/teams\z}, json(429, { "error" => "pelan" }, "Retry-After" => "3"))
+    api.script(%r{/by-name/A\z}, json(429, { "error" => "pelan" }, "Retry-After" => "3"))
     with_driver do |call, _stdin|
       call.call("new_client", "options" => { "token" => TOKEN, "base_url" => server.base_url, "team" => "acme" })
       error = call.call("get", "name" => "A")["error"]
       assert_equal ["rate_limited", 429, 3], error.values_at("kind", "status", "retry_after")
+    end
+  end
+
+  # R14: stale_if_error passes through, and "stale" => true appears only when the SDK's
+  # on_stale hook reported a kept value.
+  def test_reads_served_stale_are_marked_and_fresh_ones_are_not
+    api, server = start_api
+    api.add_secret("KEPT", "kept-value")
+    with_driver do |call, _stdin|
+      created = call.call("new_client", "options" => { "token" => TOKEN, "base_url" => server.base_url, "team" => "acme",
+                                                       "cache_ttl" => 0, "stale_if_error" => 30, "max_retries" => 0 })
+      assert_equal 30, created.dig("result", "config", "stale_if_error")
+      assert_equal({ "value" => "kept-value" }, call.call("get", "name" => "KEPT")["result"])
+      assert_equal({ "values" => { "KEPT" => "kept-value" } }, call.call("get_all")["result"])
+
+      api.script(/./, json(503, "error" => "sibuk"), json(503, "error" => "sibuk"))
+      assert_equal({ "value" => "kept-value", "stale" => true }, call.call("get", "name" => "KEPT")["result"])
+      assert_equal({ "values" => { "KEPT" => "kept-value" }, "stale" => true }, call.call("get_all")["result"])
+      assert_equal({ "value" => "kept-value" }, call.call("get", "name" => "KEPT")["result"], "fresh again")
+
+      api.script(/./, json(503, "error" => "sibuk"))
+      call.call("clear_cache")
+      assert_equal ["api", 503], call.call("get", "name" => "KEPT")["error"].values_at("kind", "status")
     end
   end
 end

@@ -22,7 +22,7 @@ class ReadmeTest < CvsmTest
 
   def test_the_first_example_runs_exactly_as_printed
     api, server = start_api
-    database_url_id = api.add_secret("DATABASE_URL", "postgres://db")
+    api.add_secret("DATABASE_URL", "postgres://db")
     api.add_secret("API_KEY", "k-123")
     env = clean_env.merge("CVSM_TOKEN" => TOKEN, "CVSM_BASE_URL" => server.base_url)
     script = fenced("ruby")
@@ -30,9 +30,7 @@ class ReadmeTest < CvsmTest
                                       unsetenv_others: true)
     assert status.success?, err
     assert_equal "loaded API_KEY, DATABASE_URL\n", out
-    team = "/teams/#{FakeApi::TEAM_ID}"
-    assert_equal ["/teams", "#{team}/secrets", "#{team}/secrets/#{database_url_id}", "#{team}/secrets/export"],
-                 paths(server)
+    assert_equal ["/teams/acme/secrets/by-name/DATABASE_URL", "/teams/acme/secrets/export"], paths(server)
   end
 
   def test_the_install_line_builds_and_installs_the_gem_from_a_clone

@@ -134,11 +134,13 @@ class StubServer
 end
 
 # FakeApi answers the cvsm client endpoints from an in-memory list of secrets, checks the
-# bearer token, and lets a test script faults for the next requests to a path.
+# bearer token, and lets a test script faults for the next requests to a path. Its paths take
+# the team's id or slug, as the server's do.
 class FakeApi
   TEAM_ID = "0b9f4a8e-4c8d-4a53-9d58-0f1d2a3b4c5d"
   TEAM_SLUG = "acme"
   TOKEN = "cvsm_#{'ab12' * 16}".freeze
+  ENVIRONMENTS = [nil, "production", "staging", "development"].freeze
 
   attr_accessor :token
 
@@ -187,20 +189,30 @@ class FakeApi
     end
   end
 
+  # Paths take the team's id or its slug, as the server's do; any other team is a 404.
   def route(request)
-    prefix = "/api/v1/teams/#{TEAM_ID}"
+    team = "(?:#{TEAM_ID}|#{TEAM_SLUG})"
     case request.path
-    when "/api/v1/teams"
-      json(200, "teams" => [{ "id" => "11111111-2222-4333-8444-555555555555", "slug" => "other" },
-                            { "id" => TEAM_ID, "slug" => TEAM_SLUG, "name" => "Acme", "plan" => "starter" }])
-    when "#{prefix}/secrets/export" then export(request.query)
-    when "#{prefix}/secrets" then list(request.query)
-    when %r{\A#{prefix}/secrets/([^/]+)\z}o then detail(Regexp.last_match(1))
+    when %r{\A/api/v1/teams/#{team}/secrets/export\z}o then export(request.query)
+    when %r{\A/api/v1/teams/#{team}/secrets\z}o then list(request.query)
+    when %r{\A/api/v1/teams/#{team}/secrets/by-name/([^/]+)\z}o then by_name(URI::DEFAULT_PARSER.unescape(Regexp.last_match(1)), request.query)
     else json(404, "error" => "tidak ditemukan")
     end
   end
 
+  def by_name(name, query)
+    environment = query["environment"] || "production"
+    return json(400, "error" => "environment tidak valid") unless ENVIRONMENTS.include?(environment)
+
+    secret = @secrets.find { |s| s["name"] == name && s["environment"] == environment }
+    return json(404, "error" => "secret tidak ditemukan") unless secret
+
+    json(200, "secret" => secret.slice("id", "name", "environment"), "value" => secret["value"])
+  end
+
   def list(query)
+    return json(400, "error" => "environment tidak valid") unless ENVIRONMENTS.include?(query["environment"])
+
     found = @secrets.select do |s|
       (query["environment"].nil? || s["environment"] == query["environment"]) &&
         (query["search"].nil? || s["name"].downcase.include?(query["search"].downcase))
@@ -209,15 +221,9 @@ class FakeApi
     json(200, "secrets" => items, "total" => items.size)
   end
 
-  def detail(id)
-    secret = @secrets.find { |s| s["id"] == id }
-    return json(404, "error" => "tidak ditemukan") unless secret
-
-    json(200, "secret" => secret.slice("id", "name", "environment"), "value" => secret["value"])
-  end
-
   def export(query)
     return json(400, "error" => "format salah") unless query["format"] == "json"
+    return json(400, "error" => "environment tidak valid") unless ENVIRONMENTS.include?(query["environment"])
 
     chosen = @secrets.select { |s| query["environment"].nil? || s["environment"] == query["environment"] }
     json(200, chosen.to_h { |s| [s["name"], s["value"]] })

@@ -48,9 +48,10 @@ class TransportTest < CvsmTest
     ENV["http_proxy"] = "http://user:p%40ss@127.0.0.1:#{proxy.port}"
     client = Cvsm::Client.new(token: TOKEN, base_url: "http://cvsm.invalid:8080/api/v1", team: "acme")
     assert_equal "proxied", client.get("A")
-    assert_equal 3, proxy.log.size
+    client.get_all
+    assert_equal 2, proxy.log.size
     proxy.log.each do |request|
-      assert_match(%r{\Ahttp://cvsm\.invalid:8080/api/v1/teams}, request.target)
+      assert_match(%r{\Ahttp://cvsm\.invalid:8080/api/v1/teams/acme/secrets/}, request.target)
       assert_equal "Basic #{Base64.strict_encode64('user:p@ss')}", request.headers["proxy-authorization"]
     end
   end
@@ -121,7 +122,7 @@ class TransportTest < CvsmTest
 
   def test_http_factory_builds_each_connection_and_the_client_still_sets_its_limits
     api, server = start_api
-    id = api.add_secret("A", "1")
+    api.add_secret("A", "1")
     built = []
     factory = lambda do |uri|
       Net::HTTP.new(uri.hostname, uri.port, nil).tap do |http|
@@ -130,9 +131,11 @@ class TransportTest < CvsmTest
         built << [uri.path, http]
       end
     end
-    assert_equal "1", client_for(server, http_factory: factory, timeout: 3).get("A")
-    assert_equal ["/api/v1/teams", "/api/v1/teams/#{FakeApi::TEAM_ID}/secrets",
-                  "/api/v1/teams/#{FakeApi::TEAM_ID}/secrets/#{id}"],
+    client = client_for(server, http_factory: factory, timeout: 3)
+    assert_equal "1", client.get("A")
+    assert_raises(Cvsm::SecretNotFoundError) { client.get("B") }
+    assert_equal ["/api/v1/teams/acme/secrets/by-name/A", "/api/v1/teams/acme/secrets/by-name/B",
+                  "/api/v1/teams/acme/secrets"],
                  built.map(&:first)
     built.each do |_, http|
       assert_equal 0, http.max_retries

@@ -9,37 +9,44 @@ module Cvsm
   #   client.get("DATABASE_URL")                # => "postgres://..."
   #   client.inject                             # => ["API_KEY", "DATABASE_URL"]
   class Client
-    UUID_PATTERN = /\A\h{8}-\h{4}-\h{4}-\h{4}-\h{12}\z/.freeze
     # A valid secret name (R10); anything else is not found without a request.
     NAME_PATTERN = /\A[A-Za-z_][A-Za-z0-9_]{0,254}\z/.freeze
     # A name #inject can put in the process environment (R8).
     VARIABLE_PATTERN = /\A[A-Za-z_][A-Za-z0-9_]*\z/.freeze
 
     # What each answer must look like (R3); anything else is unreadable and retried.
-    TEAMS = Transport::Shape.new("an object with a teams array",
-                                 ->(data) { data.is_a?(Hash) && data["teams"].is_a?(Array) })
     LISTING = Transport::Shape.new("an object with a secrets array",
                                    ->(data) { data.is_a?(Hash) && data["secrets"].is_a?(Array) })
-    VALUE = Transport::Shape.new("an object with a string value",
-                                 ->(data) { data.is_a?(Hash) && data["value"].is_a?(String) })
+    BY_NAME = Transport::Shape.new(
+      "an object with a secret object and a string value",
+      ->(data) { data.is_a?(Hash) && data["secret"].is_a?(Hash) && data["value"].is_a?(String) }
+    )
     EXPORT = Transport::Shape.new(
       "an object whose values are all strings",
       ->(data) { data.is_a?(Hash) && data.each_value.all? { |value| value.is_a?(String) } }
     )
 
-    # The statuses that mean the base URL, team or environment is wrong (R9).
-    WRONG_BASE_URL_OR_TEAM = "check the base URL, which ends in /api/v1, and the team"
-    TEAMS_MISCONFIGURED = { 404 => WRONG_BASE_URL_OR_TEAM }.freeze
+    # The statuses that mean the base URL, team or environment is wrong (R9). A 404 to the read
+    # by name is not one of them: the listing that follows it decides.
+    WRONG_ENVIRONMENT = "check the environment name"
+    BY_NAME_MISCONFIGURED = { 400 => WRONG_ENVIRONMENT }.freeze
     SECRETS_MISCONFIGURED = {
-      404 => WRONG_BASE_URL_OR_TEAM, 400 => "check the environment name"
+      404 => "check the base URL, which ends in /api/v1, and the team", 400 => WRONG_ENVIRONMENT
     }.freeze
-    private_constant :TEAMS, :LISTING, :VALUE, :EXPORT, :WRONG_BASE_URL_OR_TEAM,
-                     :TEAMS_MISCONFIGURED, :SECRETS_MISCONFIGURED
+    private_constant :LISTING, :BY_NAME, :EXPORT, :WRONG_ENVIRONMENT, :BY_NAME_MISCONFIGURED,
+                     :SECRETS_MISCONFIGURED
 
-    # Cvsm::Client.new builds a client; every keyword is optional and falls back to its
+    # Cvsm::Client.new builds a client; every keyword is optional. The settings fall back to their
     # CVSM_* variable (CVSM_TOKEN, CVSM_BASE_URL, CVSM_TEAM, CVSM_ENVIRONMENT, CVSM_CACHE_TTL,
-    # CVSM_TIMEOUT, CVSM_MAX_RETRIES, CVSM_CA_FILE), then to its default. The proxy variables
-    # (https_proxy, http_proxy, no_proxy and their upper-case forms) are read here too.
+    # CVSM_TIMEOUT, CVSM_MAX_RETRIES, CVSM_CA_FILE, CVSM_STALE_IF_ERROR), then to their default.
+    # The proxy variables (https_proxy, http_proxy, no_proxy and their upper-case forms) are read
+    # here too.
+    #
+    # +stale_if_error+ keeps each value that many seconds after it stops being fresh, to answer a
+    # read whose refresh fails with a network error, a 5xx or a 429 (default 0: off). Such a read
+    # calls +on_stale+ (anything responding to call) with a Cvsm::StaleRead, every time, and logs
+    # a warning once per secret through +logger+ (anything responding to warn, such as a Logger;
+    # default Kernel#warn, which $VERBOSE = nil silences).
     #
     # +ca_file+ names a PEM bundle trusted instead of the system's certificates.
     # +http_factory+ is the transport seam: a callable taking the request's URI and returning a
@@ -49,21 +56,23 @@ module Cvsm
     # It raises Cvsm::ConfigurationError when the token, base URL or team is missing or an option
     # is invalid. No request is sent until the first read.
     def initialize(token: nil, base_url: nil, team: nil, environment: nil, cache_ttl: nil,
-                   timeout: nil, max_retries: nil, ca_file: nil, http_factory: nil)
+                   timeout: nil, max_retries: nil, ca_file: nil, stale_if_error: nil,
+                   on_stale: nil, logger: nil, http_factory: nil)
       @config = Configuration.new(
         token: token, base_url: base_url, team: team, environment: environment,
         cache_ttl: cache_ttl, timeout: timeout, max_retries: max_retries, ca_file: ca_file,
+        stale_if_error: stale_if_error, on_stale: on_stale, logger: logger,
         http_factory: http_factory
       )
       @transport = Transport.new(@config)
-      @cache = Cache.new(@config.cache_ttl)
-      @team_mutex = Mutex.new
-      @team_id = nil
+      @cache = Cache.new(@config.cache_ttl, @config.stale_if_error)
+      @warned = {} # what a stale-read warning was logged for, until its next successful read
+      @warned_mutex = Mutex.new
     end
 
     # Cvsm::Client#base_url is the API root in use, including /api/v1, without a trailing slash.
     def base_url = @config.base_url
-    # Cvsm::Client#team is the team as configured: a team id or a slug.
+    # Cvsm::Client#team is the team as configured: a team id or a slug, used in paths as is.
     def team = @config.team
     # Cvsm::Client#environment is the environment read from (default "production").
     def environment = @config.environment
@@ -74,6 +83,9 @@ module Cvsm
     def timeout = @config.timeout
     # Cvsm::Client#max_retries is how many extra attempts a GET may make.
     def max_retries = @config.max_retries
+    # Cvsm::Client#stale_if_error is how many seconds past cache_ttl a value is kept to answer a
+    # read whose refresh fails (0: never).
+    def stale_if_error = @config.stale_if_error
     # Cvsm::Client#ca_file is the PEM bundle trusted instead of the system's, or nil.
     def ca_file = @config.ca_file
 
@@ -83,37 +95,49 @@ module Cvsm
     end
 
     # Cvsm::Client#get returns the value of secret +name+ (case-sensitive) in the client's
-    # environment, from the cache when it is fresh. It raises Cvsm::SecretNotFoundError when the
-    # name is absent (its +suggestion+ names a secret that differs only in case) or is not a
-    # valid secret name (without a request), or another Cvsm::Error.
+    # environment: from the cache when it is fresh, otherwise with one request,
+    # GET /teams/{team}/secrets/by-name/{name}. When that answers 404 a listing tells a missing
+    # secret from a wrong team or base URL: it raises Cvsm::SecretNotFoundError (its
+    # +suggestion+ names a secret that differs only in case) or Cvsm::ConfigurationError.
+    # A name that is not a valid secret name is not found without a request. With
+    # +stale_if_error+, a refresh that fails with a network error, a 5xx or a 429 returns the
+    # kept value instead, and on_stale and the logger hear of it. Any other failure raises its
+    # Cvsm::Error.
     def get(name)
       check_name(name)
-      cached = @cache.read([:secret, environment, name])
+      key = [:secret, environment, name]
+      cached = @cache.read(key)
       return cached.dup if cached
 
-      reading do
-        secret_id = find_secret_id(name)
-        value = @transport.get_json("/teams/#{segment(team_id)}/secrets/#{segment(secret_id)}",
-                                    shape: VALUE).data["value"]
-        @cache.write([:secret, environment, name], value.dup.freeze)
-        value
+      missing = nil
+      value = refreshing(key, name) do
+        fetched = read_by_name(name)
+        @cache.write(key, fetched.dup.freeze)
+        forget_warnings([name])
+        fetched
+      rescue SecretNotFoundError => e # a 404 to the read by name: a listing decides, never a kept value
+        missing = e
+        nil
       end
+      missing ? raise(absent(name, missing)) : value
     end
 
     # Cvsm::Client#get_all returns every secret of the client's environment as a Hash of
     # name => value, through the JSON export. The result is cached as a whole and also fills
-    # the per-name cache, so a later #get makes no request.
+    # the per-name cache, so a later #get makes no request. A failed refresh falls back on a
+    # kept result as #get does (on_stale gets a Cvsm::StaleRead whose name is nil).
     def get_all
-      cached = @cache.read([:all, environment])
+      key = [:all, environment]
+      cached = @cache.read(key)
       return copy(cached) if cached
 
-      reading do
-        values = @transport.get_json("/teams/#{segment(team_id)}/secrets/export",
+      refreshing(key, nil) do
+        values = @transport.get_json("/teams/#{segment(team)}/secrets/export",
                                      { format: "json", environment: environment },
                                      shape: EXPORT, misconfigured: SECRETS_MISCONFIGURED).data
         frozen = values.to_h { |k, v| [k.dup.freeze, v.dup.freeze] }.freeze
-        @cache.write_many(frozen.map { |k, v| [[:secret, environment, k], v] })
-        @cache.write([:all, environment], frozen)
+        @cache.write_many(frozen.map { |k, v| [[:secret, environment, k], v] } << [key, frozen])
+        forget_warnings([nil, *frozen.keys])
         values
       end
     end
@@ -145,7 +169,8 @@ module Cvsm
       names
     end
 
-    # Cvsm::Client#clear_cache forgets every cached value, so the next read asks the server.
+    # Cvsm::Client#clear_cache forgets every cached value, kept ones included, so the next read
+    # asks the server and has nothing to fall back on.
     def clear_cache
       @cache.clear
       nil
@@ -188,12 +213,51 @@ module Cvsm
       config.merge(base_url: display_url(base_url))
     end
 
-    # Runs a read; an authentication error empties the whole cache before it propagates.
-    def reading
+    # Runs a request; an authentication or permission error (401, 403) empties the whole cache,
+    # kept values included, before it propagates, so a revoked token stops working at once.
+    def guarded
       yield
-    rescue AuthenticationError
+    rescue AuthenticationError, PermissionDeniedError
       @cache.clear
       raise
+    end
+
+    # Runs a refresh of the value under +key+ (+name+: the secret, or nil for get_all). When it
+    # fails in a way R14 allows and the cache still keeps a value there, that value answers
+    # instead: on_stale is called and a warning logged, once per name until a refresh succeeds.
+    def refreshing(key, name, &refresh)
+      guarded(&refresh)
+    rescue NetworkError, RateLimitError, ApiError => e
+      kept = stale_allowed?(e) && @cache.read_kept(key)
+      raise unless kept
+
+      @config.on_stale&.call(StaleRead.new(name: name, error: e, age: kept.age))
+      warn_stale(name, e, kept.age)
+      name ? kept.value.dup : copy(kept.value)
+    end
+
+    # A network error (after the retries, an unreadable answer included), a 429 or a 5xx (after
+    # the retries): what a kept value may stand in for. Never a 3xx, a 4xx or a configuration
+    # error.
+    def stale_allowed?(error)
+      !error.is_a?(ApiError) || (500..599).cover?(error.status)
+    end
+
+    def warn_stale(name, error, age)
+      first = @warned_mutex.synchronize { @warned.key?(name) ? false : (@warned[name] = true) }
+      return unless first
+
+      what = name ? "secret #{name.inspect}" : "get_all"
+      cause = error.class.name
+      cause = "#{cause} (HTTP #{error.status})" if error.status
+      message = "cvsm: #{what} of #{environment} answered with the value kept from #{age.floor}s " \
+                "ago (stale_if_error): the refresh failed with #{cause}; not logged again for it " \
+                "until a refresh succeeds"
+      @config.logger ? @config.logger.warn(message) : warn(message)
+    end
+
+    def forget_warnings(names)
+      @warned_mutex.synchronize { names.each { |name| @warned.delete(name) } unless @warned.empty? }
     end
 
     # Raises SecretNotFoundError unless +name+ is a valid secret name (R10). Matching works on
@@ -208,38 +272,32 @@ module Cvsm
             "at most 255 characters"
     end
 
-    def find_secret_id(name)
-      listing = @transport.get_json("/teams/#{segment(team_id)}/secrets",
-                                    { environment: environment, search: name },
-                                    shape: LISTING, misconfigured: SECRETS_MISCONFIGURED)
-      entries = listing.data["secrets"].select { |s| s.is_a?(Hash) && s["name"].is_a?(String) }
-      entries = entries.reject { |s| s["environment"].is_a?(String) && s["environment"] != environment }
-      exact = entries.find { |s| s["name"] == name && s["id"] }
-      return exact["id"].to_s if exact
+    # The value of +name+, read with one request.
+    def read_by_name(name)
+      @transport.get_json("/teams/#{segment(team)}/secrets/by-name/#{segment(name)}",
+                          { environment: environment },
+                          shape: BY_NAME, misconfigured: BY_NAME_MISCONFIGURED).data["value"]
+    end
 
-      similar = entries.find { |s| s["name"].casecmp?(name) }&.fetch("name")
+    # The error for a name the read by name answered 404 to (+answer+), as the listing decides:
+    # its 404 or 400 raises Cvsm::ConfigurationError (a wrong base URL, team or environment);
+    # a listing makes the not-found error, with the 404's status and request id, suggesting a
+    # listed name that differs only in case.
+    def absent(name, answer)
+      listing = guarded do
+        @transport.get_json("/teams/#{segment(team)}/secrets",
+                            { environment: environment, search: name },
+                            shape: LISTING, misconfigured: SECRETS_MISCONFIGURED)
+      end
+      similar = listing.data["secrets"].find do |entry|
+        entry.is_a?(Hash) && entry["name"].is_a?(String) && entry["name"] != name &&
+          entry["name"].casecmp?(name) &&
+          (!entry["environment"].is_a?(String) || entry["environment"] == environment)
+      end&.fetch("name")
       message = "secret #{name.inspect} not found in #{environment}"
       message = "#{message}; did you mean #{similar.inspect}?" if similar
-      raise SecretNotFoundError.new(message, request_id: listing.request_id, suggestion: similar)
-    end
-
-    # The team id: the configured team when it is a UUID, otherwise the id of the caller's team
-    # whose slug matches, looked up once per client.
-    def team_id
-      return team if UUID_PATTERN.match?(team)
-
-      @team_mutex.synchronize { @team_id ||= resolve_team_slug }
-    end
-
-    def resolve_team_slug
-      reply = @transport.get_json("/teams", shape: TEAMS, misconfigured: TEAMS_MISCONFIGURED)
-      match = reply.data["teams"].find { |t| t.is_a?(Hash) && t["slug"] == team && t["id"] }
-      unless match
-        raise ConfigurationError.new("team #{team.inspect} matches none of your teams",
-                                     request_id: reply.request_id)
-      end
-
-      match["id"].to_s
+      SecretNotFoundError.new(message, status: answer.status, request_id: answer.request_id,
+                                       suggestion: similar)
     end
 
     # Percent-encodes one path segment.

@@ -18,6 +18,7 @@ module Cvsm
     DEFAULT_CACHE_TTL = 30
     DEFAULT_TIMEOUT = 10
     DEFAULT_MAX_RETRIES = 2
+    DEFAULT_STALE_IF_ERROR = 0
 
     # Spaces, tabs, carriage returns and line feeds around a token are dropped (R6), so a token
     # read from a mounted file works.
@@ -56,22 +57,27 @@ module Cvsm
     private_constant :Redacted
 
     attr_reader :base_url, :team, :environment, :cache_ttl, :timeout, :max_retries, :ca_file,
-                :cert_store, :proxy, :http_factory
+                :stale_if_error, :cert_store, :proxy, :http_factory, :on_stale, :logger
 
     def initialize(token: nil, base_url: nil, team: nil, environment: nil, cache_ttl: nil,
-                   timeout: nil, max_retries: nil, ca_file: nil, http_factory: nil, env: ENV)
+                   timeout: nil, max_retries: nil, ca_file: nil, stale_if_error: nil,
+                   http_factory: nil, on_stale: nil, logger: nil, env: ENV)
       @env = env
       @token = Redacted.new(resolve_token(token))
       @base_url = normalize_base_url(base_url)
       @team = required(team, "team", "CVSM_TEAM")
       @environment = string_option(environment, "environment") || from_env("CVSM_ENVIRONMENT") ||
                      DEFAULT_ENVIRONMENT
-      @cache_ttl = resolve_cache_ttl(cache_ttl)
+      @cache_ttl = resolve_seconds(cache_ttl, "cache_ttl", "CVSM_CACHE_TTL", DEFAULT_CACHE_TTL)
+      @stale_if_error = resolve_seconds(stale_if_error, "stale_if_error", "CVSM_STALE_IF_ERROR",
+                                        DEFAULT_STALE_IF_ERROR)
       @timeout = resolve_timeout(timeout)
       @max_retries = resolve_max_retries(max_retries)
       @ca_file, @cert_store = resolve_ca_file(ca_file)
       @proxy = Proxy.for(URI.parse(@base_url), env)
-      @http_factory = resolve_http_factory(http_factory)
+      @http_factory = callable(http_factory, "http_factory", "#call(uri) and return a Net::HTTP")
+      @on_stale = callable(on_stale, "on_stale", "#call(stale_read)")
+      @logger = resolve_logger(logger)
       @env = nil
     end
 
@@ -82,7 +88,8 @@ module Cvsm
     def to_h
       {
         base_url: base_url, team: team, environment: environment,
-        cache_ttl: cache_ttl, timeout: timeout, max_retries: max_retries
+        cache_ttl: cache_ttl, timeout: timeout, max_retries: max_retries,
+        stale_if_error: stale_if_error
       }
     end
 
@@ -163,17 +170,18 @@ module Cvsm
       url
     end
 
-    def resolve_cache_ttl(explicit)
+    # A whole number of seconds, zero or more: cache_ttl and stale_if_error.
+    def resolve_seconds(explicit, option, variable, default)
       unless explicit.nil?
         return explicit if explicit.is_a?(Integer) && explicit >= 0
 
-        raise ConfigurationError, "cache_ttl must be a non-negative integer (seconds)"
+        raise ConfigurationError, "#{option} must be a non-negative integer (seconds)"
       end
-      raw = from_env("CVSM_CACHE_TTL")
-      return DEFAULT_CACHE_TTL if raw.nil?
+      raw = from_env(variable)
+      return default if raw.nil?
       return Integer(raw.strip, 10) if raw.strip.match?(/\A\d+\z/)
 
-      raise ConfigurationError, "CVSM_CACHE_TTL must be a non-negative integer (seconds)"
+      raise ConfigurationError, "#{variable} must be a non-negative integer (seconds)"
     end
 
     def resolve_timeout(explicit)
@@ -224,10 +232,16 @@ module Cvsm
       raise ConfigurationError, "#{source} #{path.inspect} cannot be used as a CA bundle: #{reason}"
     end
 
-    def resolve_http_factory(factory)
-      return factory if factory.nil? || factory.respond_to?(:call)
+    def callable(value, option, contract)
+      return value if value.nil? || value.respond_to?(:call)
 
-      raise ConfigurationError, "http_factory must respond to #call(uri) and return a Net::HTTP"
+      raise ConfigurationError, "#{option} must respond to #{contract}"
+    end
+
+    def resolve_logger(logger)
+      return logger if logger.nil? || logger.respond_to?(:warn)
+
+      raise ConfigurationError, "logger must respond to #warn(message), as a Logger does"
     end
 
     def unescape(text)

@@ -26,22 +26,25 @@ module Cvsm
   end
 
   # Cvsm::ConfigurationError means the client cannot work with its settings: a missing or invalid
-  # token, base URL, team or option; a team slug that matches none of the caller's teams; the
-  # server answering 404 to the teams, listing or export request (a base URL without /api/v1, an
-  # unknown team id) or 400 to the listing or export request (an environment it rejects), with
-  # +status+ set; or a secret that #inject cannot put in the environment.
+  # token, base URL, team or option; the server answering 404 to the listing or export request
+  # (a base URL without /api/v1, a team id or slug that is none of the caller's teams) or 400 to
+  # the read by name, listing or export request (an environment it rejects), with +status+ set;
+  # or a secret that #inject cannot put in the environment.
   class ConfigurationError < Error; end
 
   # Cvsm::AuthenticationError means the server rejected the token (HTTP 401). The client's
-  # cache is emptied when it is raised.
+  # cache, kept values included, is emptied when it is raised.
   class AuthenticationError < Error; end
 
-  # Cvsm::PermissionDeniedError means the token's user lacks the role for the request (HTTP 403).
+  # Cvsm::PermissionDeniedError means the token may not make the request (HTTP 403): the user's
+  # role, or a token scoped to another team or environment. It empties the cache too.
   class PermissionDeniedError < Error; end
 
-  # Cvsm::SecretNotFoundError means the name is absent in the selected environment (status nil;
-  # +suggestion+ names a secret that differs only in case), the name is not a valid secret name
-  # (no request is sent), or the value request answered HTTP 404.
+  # Cvsm::SecretNotFoundError means the name is absent in the selected environment: the read by
+  # name answered 404 (+status+ 404 and that answer's +request_id+) and the listing that followed
+  # answered too, so the team and base URL are right (+suggestion+ names a listed secret that
+  # differs only in case). It also means a name that is not a valid secret name (status nil; no
+  # request is sent).
   class SecretNotFoundError < Error; end
 
   # Cvsm::RateLimitError means the server answered HTTP 429; +retry_after+ is the number of
