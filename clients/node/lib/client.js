@@ -10,14 +10,12 @@ const { TtlCache } = require('./cache');
 const { Transport } = require('./transport');
 const { ConfigurationError, SecretNotFoundError } = require('./errors');
 
-const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 /** A valid secret name: what get() asks the server for. */
 const SECRET_NAME_RE = /^[A-Za-z_][A-Za-z0-9_]{0,254}$/;
 /** A name inject() can put in the process environment. */
 const ENV_NAME_RE = /^[A-Za-z_][A-Za-z0-9_]*$/;
 
 /** The hints of the configuration errors the server's answers point to (rule R9). */
-const WRONG_BASE_URL = 'check the base URL (CVSM_BASE_URL, it includes /api/v1)';
 const WRONG_BASE_URL_OR_TEAM = 'check the base URL (CVSM_BASE_URL, it includes /api/v1) and the team (CVSM_TEAM)';
 const WRONG_ENVIRONMENT = 'check the environment (CVSM_ENVIRONMENT)';
 
@@ -28,7 +26,6 @@ function cacheKey(environment, name) {
 /** The shapes the answers promise (rule R3); anything else is an unreadable answer. */
 const isObject = (body) => body !== null && typeof body === 'object' && !Array.isArray(body);
 const SHAPES = {
-  teams: (body) => isObject(body) && Array.isArray(body.teams),
   listing: (body) => isObject(body) && Array.isArray(body.secrets),
   value: (body) => isObject(body) && typeof body.value === 'string',
   export: (body) => isObject(body) && Object.values(body).every((v) => typeof v === 'string'),
@@ -50,8 +47,6 @@ class Client {
   #transport;
   #values;
   #exports;
-  #teamId = null;
-  #teamLookup = null;
 
   constructor(options = {}) {
     const { token, ca, fetch, proxy, noProxy, ...config } = resolveConfig(options, process.env);
@@ -67,9 +62,8 @@ class Client {
       proxy,
       noProxy,
       ca,
-      onAuthError: () => this.clearCache(),
+      onRefused: () => this.clearCache(),
     });
-    if (UUID_RE.test(config.team)) this.#teamId = config.team;
   }
 
   /** baseUrl is the API root the client calls, without a trailing slash. */
@@ -77,7 +71,7 @@ class Client {
     return this.#config.baseUrl;
   }
 
-  /** team is the team id or slug as configured. */
+  /** team is the team id or slug as configured; it goes into every path as it is. */
   get team() {
     return this.#config.team;
   }
@@ -109,9 +103,10 @@ class Client {
 
   /**
    * get returns the value of the secret `name` (case-sensitive) in the client's environment,
-   * from the cache when it holds a live entry. Throws SecretNotFoundError, without a request,
-   * when `name` is not a valid secret name, and when it is absent; when a secret differs only
-   * in case, the error's `suggestion` (and message) names it.
+   * from the cache when it holds a fresh entry, else with one request to the by-name route.
+   * Throws SecretNotFoundError, without a request, when `name` is not a valid secret name, and
+   * when it is absent; when a secret differs only in case, the error's `suggestion` (and
+   * message) names it.
    */
   async get(name) {
     if (typeof name !== 'string') {
@@ -128,50 +123,39 @@ class Client {
     const cached = this.#values.get(key);
     if (cached !== undefined) return cached;
 
-    const teamPath = `/teams/${encodeURIComponent(await this.#resolveTeam())}`;
-    const listing = await this.#transport.getJson(`${teamPath}/secrets`, {
-      query: { environment, search: name },
-      validate: SHAPES.listing,
-      configuration: { 404: WRONG_BASE_URL_OR_TEAM, 400: WRONG_ENVIRONMENT },
-    });
-
-    const candidates = listing.body.secrets.filter(
-      (s) =>
-        s &&
-        typeof s.name === 'string' &&
-        (s.environment === undefined || s.environment === environment),
-    );
-    const match = candidates.find((s) => s.name === name);
-    if (!match) {
-      const lower = name.toLowerCase();
-      const similar = candidates.find((s) => s.name.toLowerCase() === lower);
-      let message = `secret ${JSON.stringify(name)} not found in ${environment}`;
-      if (similar) message += `; did you mean ${JSON.stringify(similar.name)}?`;
-      throw new SecretNotFoundError(message, {
-        requestId: listing.requestId,
-        suggestion: similar ? similar.name : null,
-      });
+    let answer;
+    try {
+      answer = await this.#transport.getJson(
+        `${this.#teamPath()}/secrets/by-name/${encodeURIComponent(name)}`,
+        {
+          query: { environment },
+          validate: SHAPES.value,
+          configuration: { 400: WRONG_ENVIRONMENT },
+        },
+      );
+    } catch (err) {
+      if (err instanceof SecretNotFoundError && err.status === 404) {
+        // The server said 404: a missing secret, or a wrong team or base URL. The listing
+        // decides.
+        throw await this.#explainNotFound(environment, name, err.requestId);
+      }
+      throw err;
     }
-
-    const { body } = await this.#transport.getJson(
-      `${teamPath}/secrets/${encodeURIComponent(String(match.id))}`,
-      { validate: SHAPES.value },
-    );
-    this.#values.set(key, body.value);
-    return body.value;
+    const { value } = answer.body;
+    this.#values.set(key, value);
+    return value;
   }
 
   /**
    * getAll returns every secret of the client's environment as an object name -> value, from
-   * the cache when it holds a live export. It also fills the cache used by get().
+   * the cache when it holds a fresh export. It also fills the cache used by get().
    */
   async getAll() {
     const environment = this.#config.environment;
     const cached = this.#exports.get(environment);
     if (cached !== undefined) return { ...cached };
 
-    const path = `/teams/${encodeURIComponent(await this.#resolveTeam())}/secrets/export`;
-    const { body } = await this.#transport.getJson(path, {
+    const { body } = await this.#transport.getJson(`${this.#teamPath()}/secrets/export`, {
       query: { format: 'json', environment },
       validate: SHAPES.export,
       configuration: { 404: WRONG_BASE_URL_OR_TEAM, 400: WRONG_ENVIRONMENT },
@@ -211,7 +195,10 @@ class Client {
     return names;
   }
 
-  /** clearCache forgets every cached value, so the next call asks the server again. */
+  /**
+   * clearCache forgets every cached value, so the next call asks the server again. An
+   * AuthenticationError or PermissionDeniedError does the same.
+   */
   clearCache() {
     this.#values.clear();
     this.#exports.clear();
@@ -235,30 +222,40 @@ class Client {
     return `Client ${inspect(this.toJSON(), { ...options, depth: options.depth === null ? null : options.depth - 1 })}`;
   }
 
-  /** #resolveTeam returns the team id, looking a slug up through GET /teams once per client. */
-  async #resolveTeam() {
-    if (this.#teamId !== null) return this.#teamId;
-    this.#teamLookup ??= this.#lookupTeam().finally(() => {
-      this.#teamLookup = null;
-    });
-    return this.#teamLookup;
+  /** #teamPath is the path of the configured team, id or slug, percent-encoded. */
+  #teamPath() {
+    return `/teams/${encodeURIComponent(this.#config.team)}`;
   }
 
-  async #lookupTeam() {
-    const { body, requestId } = await this.#transport.getJson('/teams', {
-      validate: SHAPES.teams,
-      configuration: { 404: WRONG_BASE_URL },
+  /**
+   * #explainNotFound asks the listing why the by-name read answered 404 and returns the
+   * SecretNotFoundError to throw (status 404, the by-name answer's request id, and the name that
+   * differs only in case as the suggestion). A 404 or 400 to the listing means a wrong base URL,
+   * team or environment: that ConfigurationError, like any other error of the listing, is
+   * thrown from here.
+   */
+  async #explainNotFound(environment, name, requestId) {
+    const listing = await this.#transport.getJson(`${this.#teamPath()}/secrets`, {
+      query: { environment, search: name },
+      validate: SHAPES.listing,
+      configuration: { 404: WRONG_BASE_URL_OR_TEAM, 400: WRONG_ENVIRONMENT },
     });
-    const slug = this.#config.team;
-    const team = body.teams.find((t) => t && t.slug === slug && typeof t.id === 'string');
-    if (!team) {
-      throw new ConfigurationError(
-        `team ${JSON.stringify(slug)} (CVSM_TEAM) matches none of the token's teams`,
-        { requestId },
-      );
-    }
-    this.#teamId = team.id;
-    return team.id;
+    const lower = name.toLowerCase();
+    const similar = listing.body.secrets.find(
+      (s) =>
+        s &&
+        typeof s.name === 'string' &&
+        s.name !== name &&
+        s.name.toLowerCase() === lower &&
+        (s.environment === undefined || s.environment === environment),
+    );
+    let message = `secret ${JSON.stringify(name)} not found in ${environment}`;
+    if (similar) message += `; did you mean ${JSON.stringify(similar.name)}?`;
+    return new SecretNotFoundError(message, {
+      status: 404,
+      requestId,
+      suggestion: similar ? similar.name : null,
+    });
   }
 }
 

@@ -75,7 +75,7 @@ export declare class Client {
   constructor(options?: ClientOptions);
   /** baseUrl is the API root the client calls, without a trailing slash. */
   readonly baseUrl: string;
-  /** team is the team id or slug as configured. */
+  /** team is the team id or slug as configured; it goes into every path as it is. */
   readonly team: string;
   /** environment is the environment the client reads from. */
   readonly environment: string;
@@ -88,7 +88,8 @@ export declare class Client {
   /** caFile is the path of the PEM bundle trusted instead of the system store, or null. */
   readonly caFile: string | null;
   /**
-   * get returns the value of the secret `name` (case-sensitive), cached for cacheTtl seconds.
+   * get returns the value of the secret `name` (case-sensitive) with one request, cached for
+   * cacheTtl seconds.
    * @throws {SecretNotFoundError} when the name is not valid (no request) or absent.
    */
   get(name: string): Promise<string>;
@@ -125,15 +126,15 @@ export declare class CvsmError extends Error {
   suggestion: string | null;
 }
 /**
- * ConfigurationError: missing or invalid configuration, a team slug that matches no team, a
- * 404/400 that says the base URL, team or environment is wrong, or a secret inject cannot set.
+ * ConfigurationError: missing or invalid configuration, a 404/400 that says the base URL, team
+ * or environment is wrong, or a secret inject cannot set.
  */
 export declare class ConfigurationError extends CvsmError {}
 /** AuthenticationError: HTTP 401; the cache is emptied. */
 export declare class AuthenticationError extends CvsmError {}
-/** PermissionDeniedError: HTTP 403. */
+/** PermissionDeniedError: HTTP 403; the cache is emptied. */
 export declare class PermissionDeniedError extends CvsmError {}
-/** SecretNotFoundError: the name is invalid or absent in the environment (status null), or HTTP 404 on the value. */
+/** SecretNotFoundError: the name is invalid (status null, no request) or absent in the environment (status 404). */
 export declare class SecretNotFoundError extends CvsmError {}
 /** RateLimitError: HTTP 429. */
 export declare class RateLimitError extends CvsmError {
