@@ -8,7 +8,13 @@ const util = require('node:util');
 const { resolveConfig } = require('./config');
 const { TtlCache } = require('./cache');
 const { Transport } = require('./transport');
-const { ConfigurationError, SecretNotFoundError } = require('./errors');
+const {
+  ApiError,
+  ConfigurationError,
+  NetworkError,
+  RateLimitError,
+  SecretNotFoundError,
+} = require('./errors');
 
 /** A valid secret name: what get() asks the server for. */
 const SECRET_NAME_RE = /^[A-Za-z_][A-Za-z0-9_]{0,254}$/;
@@ -18,6 +24,9 @@ const ENV_NAME_RE = /^[A-Za-z_][A-Za-z0-9_]*$/;
 /** The hints of the configuration errors the server's answers point to (rule R9). */
 const WRONG_BASE_URL_OR_TEAM = 'check the base URL (CVSM_BASE_URL, it includes /api/v1) and the team (CVSM_TEAM)';
 const WRONG_ENVIRONMENT = 'check the environment (CVSM_ENVIRONMENT)';
+
+/** The type and code of the warning a stale value is logged with (process.emitWarning). */
+const STALE_WARNING = Object.freeze({ type: 'CvsmStaleWarning', code: 'CVSM_STALE_VALUE' });
 
 function cacheKey(environment, name) {
   return `${environment}\u0000${name}`;
@@ -32,27 +41,46 @@ const SHAPES = {
 };
 
 /**
+ * servesStale reports whether a failed refresh may be answered with a kept value (rule R14): a
+ * network error (an unreadable answer included), a 5xx or a 429. Never a 401 or 403, nor any
+ * other error.
+ */
+function servesStale(err) {
+  return (
+    err instanceof NetworkError ||
+    err instanceof RateLimitError ||
+    (err instanceof ApiError && err.status !== null && err.status >= 500 && err.status <= 599)
+  );
+}
+
+/**
  * Client reads secrets from a cvsm server. Options (each falls back to its variable, read when
  * the client is created): `token` (CVSM_TOKEN), `baseUrl` (CVSM_BASE_URL, including /api/v1),
  * `team` (CVSM_TEAM, a team id or slug), `environment` (CVSM_ENVIRONMENT, default
  * "production"), `cacheTtl` (CVSM_CACHE_TTL, seconds, default 30, 0 disables), `timeout`
  * (CVSM_TIMEOUT, seconds per attempt, default 10), `maxRetries` (CVSM_MAX_RETRIES, default 2),
- * `caFile` (CVSM_CA_FILE, a PEM bundle trusted instead of the system store) and `fetch` (a
- * fetch function that replaces the built-in transport). The proxy variables (http_proxy,
- * https_proxy, no_proxy and their upper-case forms) are read at the same time.
- * Throws ConfigurationError when an option or variable is missing or invalid.
+ * `staleIfError` (CVSM_STALE_IF_ERROR, seconds a value is kept after it stops being fresh, to
+ * answer a failed refresh; default 0, off), `caFile` (CVSM_CA_FILE, a PEM bundle trusted instead
+ * of the system store); and, without a variable, `onStale` (called each time a stale value is
+ * served) and `fetch` (a fetch function that replaces the built-in transport). The proxy
+ * variables (http_proxy, https_proxy, no_proxy and their upper-case forms) are read at the
+ * same time. Throws ConfigurationError when an option or variable is missing or invalid.
  */
 class Client {
   #config;
   #transport;
   #values;
   #exports;
+  #onStale;
+  /** The names (and exports) whose stale serving was logged since they were last read fresh. */
+  #warned = new Set();
 
   constructor(options = {}) {
-    const { token, ca, fetch, proxy, noProxy, ...config } = resolveConfig(options, process.env);
+    const { token, ca, fetch, proxy, noProxy, onStale, ...config } = resolveConfig(options, process.env);
     this.#config = Object.freeze(config);
-    this.#values = new TtlCache(config.cacheTtl);
-    this.#exports = new TtlCache(config.cacheTtl);
+    this.#onStale = onStale;
+    this.#values = new TtlCache(config.cacheTtl, config.staleIfError);
+    this.#exports = new TtlCache(config.cacheTtl, config.staleIfError);
     this.#transport = new Transport({
       token,
       baseUrl: config.baseUrl,
@@ -96,6 +124,14 @@ class Client {
     return this.#config.maxRetries;
   }
 
+  /**
+   * staleIfError is how many seconds a value is kept after it stops being fresh, to answer a
+   * refresh that fails with a network error, a 5xx or a 429; 0 (the default) means never.
+   */
+  get staleIfError() {
+    return this.#config.staleIfError;
+  }
+
   /** caFile is the path of the PEM bundle trusted instead of the system store, or null. */
   get caFile() {
     return this.#config.caFile;
@@ -106,7 +142,8 @@ class Client {
    * from the cache when it holds a fresh entry, else with one request to the by-name route.
    * Throws SecretNotFoundError, without a request, when `name` is not a valid secret name, and
    * when it is absent; when a secret differs only in case, the error's `suggestion` (and
-   * message) names it.
+   * message) names it. With `staleIfError`, a refresh that fails with a network error, a 5xx or
+   * a 429 returns the kept value instead, reported through `onStale` and a process warning.
    */
   async get(name) {
     if (typeof name !== 'string') {
@@ -136,34 +173,53 @@ class Client {
     } catch (err) {
       if (err instanceof SecretNotFoundError && err.status === 404) {
         // The server said 404: a missing secret, or a wrong team or base URL. The listing
-        // decides.
+        // decides; a kept value never answers it.
         throw await this.#explainNotFound(environment, name, err.requestId);
       }
-      throw err;
+      const kept = this.#keptFor(this.#values, key, err);
+      if (kept === undefined) throw err;
+      this.#reportStale({ method: 'get', name, environment, error: err, age: kept.age }, `get\u0000${key}`);
+      return kept.value;
     }
     const { value } = answer.body;
     this.#values.set(key, value);
+    this.#warned.delete(`get\u0000${key}`);
     return value;
   }
 
   /**
    * getAll returns every secret of the client's environment as an object name -> value, from
-   * the cache when it holds a fresh export. It also fills the cache used by get().
+   * the cache when it holds a fresh export. It also fills the cache used by get(). With
+   * `staleIfError`, a failed refresh returns the kept export as get() does.
    */
   async getAll() {
     const environment = this.#config.environment;
     const cached = this.#exports.get(environment);
     if (cached !== undefined) return { ...cached };
 
-    const { body } = await this.#transport.getJson(`${this.#teamPath()}/secrets/export`, {
-      query: { format: 'json', environment },
-      validate: SHAPES.export,
-      configuration: { 404: WRONG_BASE_URL_OR_TEAM, 400: WRONG_ENVIRONMENT },
-    });
-    const values = { ...body };
+    let answer;
+    try {
+      answer = await this.#transport.getJson(`${this.#teamPath()}/secrets/export`, {
+        query: { format: 'json', environment },
+        validate: SHAPES.export,
+        configuration: { 404: WRONG_BASE_URL_OR_TEAM, 400: WRONG_ENVIRONMENT },
+      });
+    } catch (err) {
+      const kept = this.#keptFor(this.#exports, environment, err);
+      if (kept === undefined) throw err;
+      this.#reportStale(
+        { method: 'getAll', name: null, environment, error: err, age: kept.age },
+        `getAll\u0000${environment}`,
+      );
+      return { ...kept.value };
+    }
+    const values = { ...answer.body };
     this.#exports.set(environment, values);
+    this.#warned.delete(`getAll\u0000${environment}`);
     for (const [name, value] of Object.entries(values)) {
-      this.#values.set(cacheKey(environment, name), value);
+      const key = cacheKey(environment, name);
+      this.#values.set(key, value);
+      this.#warned.delete(`get\u0000${key}`);
     }
     return { ...values };
   }
@@ -196,12 +252,13 @@ class Client {
   }
 
   /**
-   * clearCache forgets every cached value, so the next call asks the server again. An
-   * AuthenticationError or PermissionDeniedError does the same.
+   * clearCache forgets every cached value, the ones kept for staleIfError included, so the next
+   * call asks the server again. An AuthenticationError or PermissionDeniedError does the same.
    */
   clearCache() {
     this.#values.clear();
     this.#exports.clear();
+    this.#warned.clear();
   }
 
   /** toJSON returns the effective configuration without the token. */
@@ -213,6 +270,7 @@ class Client {
       cacheTtl: this.cacheTtl,
       timeout: this.timeout,
       maxRetries: this.maxRetries,
+      staleIfError: this.staleIfError,
       caFile: this.caFile,
     };
   }
@@ -257,6 +315,38 @@ class Client {
       suggestion: similar ? similar.name : null,
     });
   }
+
+  /**
+   * #keptFor returns the kept `{value, age}` under `key` of `cache` when `err` may be answered
+   * with it (rule R14: staleIfError is on, the error is a network error, a 5xx or a 429, and
+   * the value is younger than cacheTtl + staleIfError), else undefined.
+   */
+  #keptFor(cache, key, err) {
+    if (this.#config.staleIfError <= 0 || !servesStale(err)) return undefined;
+    return cache.kept(key);
+  }
+
+  /**
+   * #reportStale tells that a stale value is being served: a process warning the first time for
+   * `warnKey` since it was last read fresh (it names the secret and the error, never the
+   * value), then the caller's onStale hook, each time. An exception the hook throws rejects the
+   * call.
+   */
+  #reportStale(event, warnKey) {
+    if (!this.#warned.has(warnKey)) {
+      this.#warned.add(warnKey);
+      const what =
+        event.name === null
+          ? `the secrets of ${event.environment} (getAll)`
+          : `secret ${JSON.stringify(event.name)} in ${event.environment}`;
+      process.emitWarning(
+        `cvsm: serving a stale value of ${what}, fetched ${Math.round(event.age)} s ago: ` +
+          `the refresh failed with ${event.error.name} (${event.error.message})`,
+        STALE_WARNING,
+      );
+    }
+    if (this.#onStale !== null) this.#onStale(Object.freeze({ ...event }));
+  }
 }
 
-module.exports = { Client };
+module.exports = { Client, STALE_WARNING };

@@ -501,6 +501,7 @@ describe('configuration', () => {
       cacheTtl: 7,
       timeout: 2.5,
       maxRetries: 0,
+      staleIfError: 0,
       caFile: null,
     });
   });

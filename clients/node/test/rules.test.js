@@ -1,7 +1,7 @@
 'use strict';
 /**
  * rules.test: the decided behaviour of conformance/PROTOCOL.md (rules R1-R13), each against the
- * in-process stub API.
+ * in-process stub API. R14 (stale if error) has its own file, stale.test.js.
  */
 
 const { test, describe, before, after, beforeEach } = require('node:test');
