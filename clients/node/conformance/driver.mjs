@@ -37,6 +37,7 @@ const OPTION_NAMES = {
   timeout: 'timeout',
   max_retries: 'maxRetries',
   ca_file: 'caFile',
+  stale_if_error: 'staleIfError',
 };
 
 /** DriverError is an answer with a fixed kind that no SDK error produced. */
@@ -48,6 +49,8 @@ class DriverError extends Error {
 }
 
 let client = null;
+/** The stale events the current client reported during the op being answered (its onStale hook). */
+let staleEvents = [];
 
 function requireClient() {
   if (client === null) throw new DriverError('configuration', 'no client: new_client has not succeeded');
@@ -62,6 +65,7 @@ function configOf(c) {
     cache_ttl: c.cacheTtl,
     timeout: c.timeout,
     max_retries: c.maxRetries,
+    stale_if_error: c.staleIfError,
   };
 }
 
@@ -72,14 +76,23 @@ const OPS = {
     for (const [key, value] of Object.entries(options)) {
       opts[OPTION_NAMES[key] ?? key] = value;
     }
-    client = new Client(opts);
+    // The SDK's own stale signal: the hook is called, before the call resolves, each time a
+    // kept value answers a failed refresh. Ops are answered one at a time, so the events seen
+    // during an op are that op's.
+    client = new Client({ ...opts, onStale: (event) => staleEvents.push(event) });
     return { config: configOf(client) };
   },
   async get({ name }) {
-    return { value: await requireClient().get(name) };
+    staleEvents = [];
+    const value = await requireClient().get(name);
+    const stale = staleEvents.some((e) => e.method === 'get' && e.name === name);
+    return stale ? { value, stale: true } : { value };
   },
   async get_all() {
-    return { values: await requireClient().getAll() };
+    staleEvents = [];
+    const values = await requireClient().getAll();
+    const stale = staleEvents.some((e) => e.method === 'getAll');
+    return stale ? { values, stale: true } : { values };
   },
   async inject({ overwrite = false }) {
     return { names: await requireClient().inject({ overwrite }) };

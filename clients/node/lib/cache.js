@@ -1,45 +1,68 @@
 'use strict';
 /**
- * cache: a small map whose entries expire a fixed number of seconds after they were stored,
- * measured on a monotonic clock. A TTL of 0 stores nothing.
+ * cache: a small map whose entries are fresh for a fixed number of seconds after they were
+ * stored, then kept a further number of seconds for stale-if-error (rule R14), measured on a
+ * monotonic clock. It lives in memory only. With both times 0 it stores nothing.
  */
 
-/** TtlCache keeps values for `ttlSeconds`; `now` returns milliseconds (monotonic by default). */
+/**
+ * TtlCache keeps values fresh for `ttlSeconds` and then kept for `staleSeconds` more; `now`
+ * returns milliseconds (monotonic by default).
+ */
 class TtlCache {
   #entries = new Map();
-  #ttlMs;
+  #freshMs;
+  #keptMs;
   #now;
 
-  constructor(ttlSeconds, now = () => performance.now()) {
-    this.#ttlMs = ttlSeconds * 1000;
+  constructor(ttlSeconds, staleSeconds = 0, now = () => performance.now()) {
+    this.#freshMs = ttlSeconds * 1000;
+    this.#keptMs = (ttlSeconds + staleSeconds) * 1000;
     this.#now = now;
   }
 
-  /** get returns the live value stored under `key`, or undefined when absent or expired. */
+  /** get returns the fresh value stored under `key`, or undefined when absent or no longer fresh. */
   get(key) {
-    const entry = this.#entries.get(key);
-    if (entry === undefined) return undefined;
-    if (this.#now() >= entry.expiresAt) {
-      this.#entries.delete(key);
-      return undefined;
-    }
+    const entry = this.#live(key);
+    if (entry === undefined || this.#now() - entry.storedAt >= this.#freshMs) return undefined;
     return entry.value;
   }
 
-  /** set stores `value` under `key` for the TTL; it does nothing when the TTL is 0. */
-  set(key, value) {
-    if (this.#ttlMs <= 0) return;
-    this.#entries.set(key, { value, expiresAt: this.#now() + this.#ttlMs });
+  /**
+   * kept returns `{value, age}` (age in seconds since it was stored) for the value stored under
+   * `key` while it is younger than ttl + stale seconds, fresh or not; else undefined.
+   */
+  kept(key) {
+    const entry = this.#live(key);
+    if (entry === undefined) return undefined;
+    return { value: entry.value, age: (this.#now() - entry.storedAt) / 1000 };
   }
 
-  /** clear removes every entry. */
+  /** set stores `value` under `key`; it does nothing when the ttl and the stale time are both 0. */
+  set(key, value) {
+    if (this.#keptMs <= 0) return;
+    this.#entries.set(key, { value, storedAt: this.#now() });
+  }
+
+  /** clear removes every entry, kept ones included. */
   clear() {
     this.#entries.clear();
   }
 
-  /** size is the number of stored entries, expired ones included until they are read. */
+  /** size is the number of stored entries, including those past their time until they are read. */
   get size() {
     return this.#entries.size;
+  }
+
+  /** #live returns the entry under `key` unless it is past ttl + stale, which it removes. */
+  #live(key) {
+    const entry = this.#entries.get(key);
+    if (entry === undefined) return undefined;
+    if (this.#now() - entry.storedAt >= this.#keptMs) {
+      this.#entries.delete(key);
+      return undefined;
+    }
+    return entry;
   }
 }
 

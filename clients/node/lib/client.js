@@ -8,18 +8,25 @@ const util = require('node:util');
 const { resolveConfig } = require('./config');
 const { TtlCache } = require('./cache');
 const { Transport } = require('./transport');
-const { ConfigurationError, SecretNotFoundError } = require('./errors');
+const {
+  ApiError,
+  ConfigurationError,
+  NetworkError,
+  RateLimitError,
+  SecretNotFoundError,
+} = require('./errors');
 
-const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 /** A valid secret name: what get() asks the server for. */
 const SECRET_NAME_RE = /^[A-Za-z_][A-Za-z0-9_]{0,254}$/;
 /** A name inject() can put in the process environment. */
 const ENV_NAME_RE = /^[A-Za-z_][A-Za-z0-9_]*$/;
 
 /** The hints of the configuration errors the server's answers point to (rule R9). */
-const WRONG_BASE_URL = 'check the base URL (CVSM_BASE_URL, it includes /api/v1)';
 const WRONG_BASE_URL_OR_TEAM = 'check the base URL (CVSM_BASE_URL, it includes /api/v1) and the team (CVSM_TEAM)';
 const WRONG_ENVIRONMENT = 'check the environment (CVSM_ENVIRONMENT)';
+
+/** The type and code of the warning a stale value is logged with (process.emitWarning). */
+const STALE_WARNING = Object.freeze({ type: 'CvsmStaleWarning', code: 'CVSM_STALE_VALUE' });
 
 function cacheKey(environment, name) {
   return `${environment}\u0000${name}`;
@@ -28,11 +35,23 @@ function cacheKey(environment, name) {
 /** The shapes the answers promise (rule R3); anything else is an unreadable answer. */
 const isObject = (body) => body !== null && typeof body === 'object' && !Array.isArray(body);
 const SHAPES = {
-  teams: (body) => isObject(body) && Array.isArray(body.teams),
   listing: (body) => isObject(body) && Array.isArray(body.secrets),
   value: (body) => isObject(body) && typeof body.value === 'string',
   export: (body) => isObject(body) && Object.values(body).every((v) => typeof v === 'string'),
 };
+
+/**
+ * servesStale reports whether a failed refresh may be answered with a kept value (rule R14): a
+ * network error (an unreadable answer included), a 5xx or a 429. Never a 401 or 403, nor any
+ * other error.
+ */
+function servesStale(err) {
+  return (
+    err instanceof NetworkError ||
+    err instanceof RateLimitError ||
+    (err instanceof ApiError && err.status !== null && err.status >= 500 && err.status <= 599)
+  );
+}
 
 /**
  * Client reads secrets from a cvsm server. Options (each falls back to its variable, read when
@@ -40,24 +59,28 @@ const SHAPES = {
  * `team` (CVSM_TEAM, a team id or slug), `environment` (CVSM_ENVIRONMENT, default
  * "production"), `cacheTtl` (CVSM_CACHE_TTL, seconds, default 30, 0 disables), `timeout`
  * (CVSM_TIMEOUT, seconds per attempt, default 10), `maxRetries` (CVSM_MAX_RETRIES, default 2),
- * `caFile` (CVSM_CA_FILE, a PEM bundle trusted instead of the system store) and `fetch` (a
- * fetch function that replaces the built-in transport). The proxy variables (http_proxy,
- * https_proxy, no_proxy and their upper-case forms) are read at the same time.
- * Throws ConfigurationError when an option or variable is missing or invalid.
+ * `staleIfError` (CVSM_STALE_IF_ERROR, seconds a value is kept after it stops being fresh, to
+ * answer a failed refresh; default 0, off), `caFile` (CVSM_CA_FILE, a PEM bundle trusted instead
+ * of the system store); and, without a variable, `onStale` (called each time a stale value is
+ * served) and `fetch` (a fetch function that replaces the built-in transport). The proxy
+ * variables (http_proxy, https_proxy, no_proxy and their upper-case forms) are read at the
+ * same time. Throws ConfigurationError when an option or variable is missing or invalid.
  */
 class Client {
   #config;
   #transport;
   #values;
   #exports;
-  #teamId = null;
-  #teamLookup = null;
+  #onStale;
+  /** The names (and exports) whose stale serving was logged since they were last read fresh. */
+  #warned = new Set();
 
   constructor(options = {}) {
-    const { token, ca, fetch, proxy, noProxy, ...config } = resolveConfig(options, process.env);
+    const { token, ca, fetch, proxy, noProxy, onStale, ...config } = resolveConfig(options, process.env);
     this.#config = Object.freeze(config);
-    this.#values = new TtlCache(config.cacheTtl);
-    this.#exports = new TtlCache(config.cacheTtl);
+    this.#onStale = onStale;
+    this.#values = new TtlCache(config.cacheTtl, config.staleIfError);
+    this.#exports = new TtlCache(config.cacheTtl, config.staleIfError);
     this.#transport = new Transport({
       token,
       baseUrl: config.baseUrl,
@@ -67,9 +90,8 @@ class Client {
       proxy,
       noProxy,
       ca,
-      onAuthError: () => this.clearCache(),
+      onRefused: () => this.clearCache(),
     });
-    if (UUID_RE.test(config.team)) this.#teamId = config.team;
   }
 
   /** baseUrl is the API root the client calls, without a trailing slash. */
@@ -77,7 +99,7 @@ class Client {
     return this.#config.baseUrl;
   }
 
-  /** team is the team id or slug as configured. */
+  /** team is the team id or slug as configured; it goes into every path as it is. */
   get team() {
     return this.#config.team;
   }
@@ -102,6 +124,14 @@ class Client {
     return this.#config.maxRetries;
   }
 
+  /**
+   * staleIfError is how many seconds a value is kept after it stops being fresh, to answer a
+   * refresh that fails with a network error, a 5xx or a 429; 0 (the default) means never.
+   */
+  get staleIfError() {
+    return this.#config.staleIfError;
+  }
+
   /** caFile is the path of the PEM bundle trusted instead of the system store, or null. */
   get caFile() {
     return this.#config.caFile;
@@ -109,9 +139,11 @@ class Client {
 
   /**
    * get returns the value of the secret `name` (case-sensitive) in the client's environment,
-   * from the cache when it holds a live entry. Throws SecretNotFoundError, without a request,
-   * when `name` is not a valid secret name, and when it is absent; when a secret differs only
-   * in case, the error's `suggestion` (and message) names it.
+   * from the cache when it holds a fresh entry, else with one request to the by-name route.
+   * Throws SecretNotFoundError, without a request, when `name` is not a valid secret name, and
+   * when it is absent; when a secret differs only in case, the error's `suggestion` (and
+   * message) names it. With `staleIfError`, a refresh that fails with a network error, a 5xx or
+   * a 429 returns the kept value instead, reported through `onStale` and a process warning.
    */
   async get(name) {
     if (typeof name !== 'string') {
@@ -128,58 +160,66 @@ class Client {
     const cached = this.#values.get(key);
     if (cached !== undefined) return cached;
 
-    const teamPath = `/teams/${encodeURIComponent(await this.#resolveTeam())}`;
-    const listing = await this.#transport.getJson(`${teamPath}/secrets`, {
-      query: { environment, search: name },
-      validate: SHAPES.listing,
-      configuration: { 404: WRONG_BASE_URL_OR_TEAM, 400: WRONG_ENVIRONMENT },
-    });
-
-    const candidates = listing.body.secrets.filter(
-      (s) =>
-        s &&
-        typeof s.name === 'string' &&
-        (s.environment === undefined || s.environment === environment),
-    );
-    const match = candidates.find((s) => s.name === name);
-    if (!match) {
-      const lower = name.toLowerCase();
-      const similar = candidates.find((s) => s.name.toLowerCase() === lower);
-      let message = `secret ${JSON.stringify(name)} not found in ${environment}`;
-      if (similar) message += `; did you mean ${JSON.stringify(similar.name)}?`;
-      throw new SecretNotFoundError(message, {
-        requestId: listing.requestId,
-        suggestion: similar ? similar.name : null,
-      });
+    let answer;
+    try {
+      answer = await this.#transport.getJson(
+        `${this.#teamPath()}/secrets/by-name/${encodeURIComponent(name)}`,
+        {
+          query: { environment },
+          validate: SHAPES.value,
+          configuration: { 400: WRONG_ENVIRONMENT },
+        },
+      );
+    } catch (err) {
+      if (err instanceof SecretNotFoundError && err.status === 404) {
+        // The server said 404: a missing secret, or a wrong team or base URL. The listing
+        // decides; a kept value never answers it.
+        throw await this.#explainNotFound(environment, name, err.requestId);
+      }
+      const kept = this.#keptFor(this.#values, key, err);
+      if (kept === undefined) throw err;
+      this.#reportStale({ method: 'get', name, environment, error: err, age: kept.age }, `get\u0000${key}`);
+      return kept.value;
     }
-
-    const { body } = await this.#transport.getJson(
-      `${teamPath}/secrets/${encodeURIComponent(String(match.id))}`,
-      { validate: SHAPES.value },
-    );
-    this.#values.set(key, body.value);
-    return body.value;
+    const { value } = answer.body;
+    this.#values.set(key, value);
+    this.#warned.delete(`get\u0000${key}`);
+    return value;
   }
 
   /**
    * getAll returns every secret of the client's environment as an object name -> value, from
-   * the cache when it holds a live export. It also fills the cache used by get().
+   * the cache when it holds a fresh export. It also fills the cache used by get(). With
+   * `staleIfError`, a failed refresh returns the kept export as get() does.
    */
   async getAll() {
     const environment = this.#config.environment;
     const cached = this.#exports.get(environment);
     if (cached !== undefined) return { ...cached };
 
-    const path = `/teams/${encodeURIComponent(await this.#resolveTeam())}/secrets/export`;
-    const { body } = await this.#transport.getJson(path, {
-      query: { format: 'json', environment },
-      validate: SHAPES.export,
-      configuration: { 404: WRONG_BASE_URL_OR_TEAM, 400: WRONG_ENVIRONMENT },
-    });
-    const values = { ...body };
+    let answer;
+    try {
+      answer = await this.#transport.getJson(`${this.#teamPath()}/secrets/export`, {
+        query: { format: 'json', environment },
+        validate: SHAPES.export,
+        configuration: { 404: WRONG_BASE_URL_OR_TEAM, 400: WRONG_ENVIRONMENT },
+      });
+    } catch (err) {
+      const kept = this.#keptFor(this.#exports, environment, err);
+      if (kept === undefined) throw err;
+      this.#reportStale(
+        { method: 'getAll', name: null, environment, error: err, age: kept.age },
+        `getAll\u0000${environment}`,
+      );
+      return { ...kept.value };
+    }
+    const values = { ...answer.body };
     this.#exports.set(environment, values);
+    this.#warned.delete(`getAll\u0000${environment}`);
     for (const [name, value] of Object.entries(values)) {
-      this.#values.set(cacheKey(environment, name), value);
+      const key = cacheKey(environment, name);
+      this.#values.set(key, value);
+      this.#warned.delete(`get\u0000${key}`);
     }
     return { ...values };
   }
@@ -211,10 +251,14 @@ class Client {
     return names;
   }
 
-  /** clearCache forgets every cached value, so the next call asks the server again. */
+  /**
+   * clearCache forgets every cached value, the ones kept for staleIfError included, so the next
+   * call asks the server again. An AuthenticationError or PermissionDeniedError does the same.
+   */
   clearCache() {
     this.#values.clear();
     this.#exports.clear();
+    this.#warned.clear();
   }
 
   /** toJSON returns the effective configuration without the token. */
@@ -226,6 +270,7 @@ class Client {
       cacheTtl: this.cacheTtl,
       timeout: this.timeout,
       maxRetries: this.maxRetries,
+      staleIfError: this.staleIfError,
       caFile: this.caFile,
     };
   }
@@ -235,31 +280,73 @@ class Client {
     return `Client ${inspect(this.toJSON(), { ...options, depth: options.depth === null ? null : options.depth - 1 })}`;
   }
 
-  /** #resolveTeam returns the team id, looking a slug up through GET /teams once per client. */
-  async #resolveTeam() {
-    if (this.#teamId !== null) return this.#teamId;
-    this.#teamLookup ??= this.#lookupTeam().finally(() => {
-      this.#teamLookup = null;
-    });
-    return this.#teamLookup;
+  /** #teamPath is the path of the configured team, id or slug, percent-encoded. */
+  #teamPath() {
+    return `/teams/${encodeURIComponent(this.#config.team)}`;
   }
 
-  async #lookupTeam() {
-    const { body, requestId } = await this.#transport.getJson('/teams', {
-      validate: SHAPES.teams,
-      configuration: { 404: WRONG_BASE_URL },
+  /**
+   * #explainNotFound asks the listing why the by-name read answered 404 and returns the
+   * SecretNotFoundError to throw (status 404, the by-name answer's request id, and the name that
+   * differs only in case as the suggestion). A 404 or 400 to the listing means a wrong base URL,
+   * team or environment: that ConfigurationError, like any other error of the listing, is
+   * thrown from here.
+   */
+  async #explainNotFound(environment, name, requestId) {
+    const listing = await this.#transport.getJson(`${this.#teamPath()}/secrets`, {
+      query: { environment, search: name },
+      validate: SHAPES.listing,
+      configuration: { 404: WRONG_BASE_URL_OR_TEAM, 400: WRONG_ENVIRONMENT },
     });
-    const slug = this.#config.team;
-    const team = body.teams.find((t) => t && t.slug === slug && typeof t.id === 'string');
-    if (!team) {
-      throw new ConfigurationError(
-        `team ${JSON.stringify(slug)} (CVSM_TEAM) matches none of the token's teams`,
-        { requestId },
+    const lower = name.toLowerCase();
+    const similar = listing.body.secrets.find(
+      (s) =>
+        s &&
+        typeof s.name === 'string' &&
+        s.name !== name &&
+        s.name.toLowerCase() === lower &&
+        (s.environment === undefined || s.environment === environment),
+    );
+    let message = `secret ${JSON.stringify(name)} not found in ${environment}`;
+    if (similar) message += `; did you mean ${JSON.stringify(similar.name)}?`;
+    return new SecretNotFoundError(message, {
+      status: 404,
+      requestId,
+      suggestion: similar ? similar.name : null,
+    });
+  }
+
+  /**
+   * #keptFor returns the kept `{value, age}` under `key` of `cache` when `err` may be answered
+   * with it (rule R14: staleIfError is on, the error is a network error, a 5xx or a 429, and
+   * the value is younger than cacheTtl + staleIfError), else undefined.
+   */
+  #keptFor(cache, key, err) {
+    if (this.#config.staleIfError <= 0 || !servesStale(err)) return undefined;
+    return cache.kept(key);
+  }
+
+  /**
+   * #reportStale tells that a stale value is being served: a process warning the first time for
+   * `warnKey` since it was last read fresh (it names the secret and the error, never the
+   * value), then the caller's onStale hook, each time. An exception the hook throws rejects the
+   * call.
+   */
+  #reportStale(event, warnKey) {
+    if (!this.#warned.has(warnKey)) {
+      this.#warned.add(warnKey);
+      const what =
+        event.name === null
+          ? `the secrets of ${event.environment} (getAll)`
+          : `secret ${JSON.stringify(event.name)} in ${event.environment}`;
+      process.emitWarning(
+        `cvsm: serving a stale value of ${what}, fetched ${Math.round(event.age)} s ago: ` +
+          `the refresh failed with ${event.error.name} (${event.error.message})`,
+        STALE_WARNING,
       );
     }
-    this.#teamId = team.id;
-    return team.id;
+    if (this.#onStale !== null) this.#onStale(Object.freeze({ ...event }));
   }
 }
 
-module.exports = { Client };
+module.exports = { Client, STALE_WARNING };

@@ -13,6 +13,7 @@ const DEFAULT_ENVIRONMENT = 'production';
 const DEFAULT_CACHE_TTL = 30;
 const DEFAULT_TIMEOUT = 10;
 const DEFAULT_MAX_RETRIES = 2;
+const DEFAULT_STALE_IF_ERROR = 0;
 
 const KNOWN_OPTIONS = [
   'token',
@@ -24,6 +25,8 @@ const KNOWN_OPTIONS = [
   'maxRetries',
   'caFile',
   'fetch',
+  'staleIfError',
+  'onStale',
 ];
 
 /** The proxy variables for each scheme of the base URL, the first one set wins. */
@@ -149,9 +152,10 @@ function proxyFromEnv(protocol, env) {
 
 /**
  * resolveConfig returns `{token, baseUrl, team, environment, cacheTtl, timeout, maxRetries,
- * caFile, ca, fetch, proxy, noProxy}` from `options` and `env`, or throws ConfigurationError
- * naming what is missing or invalid. `ca` is the PEM text of the CA bundle (or null), `proxy`
- * the proxy for the base URL (or null), `noProxy` the no_proxy list ('' when unset).
+ * staleIfError, caFile, ca, onStale, fetch, proxy, noProxy}` from `options` and `env`, or
+ * throws ConfigurationError naming what is missing or invalid. `ca` is the PEM text of the CA
+ * bundle (or null), `onStale` the caller's stale hook (or null), `proxy` the proxy for the base
+ * URL (or null), `noProxy` the no_proxy list ('' when unset).
  */
 function resolveConfig(options = {}, env = process.env) {
   if (options === null || typeof options !== 'object' || Array.isArray(options)) {
@@ -214,6 +218,22 @@ function resolveConfig(options = {}, env = process.env) {
     what: 'a non-negative integer',
   });
 
+  const staleIfError = pickNumber(
+    options,
+    'staleIfError',
+    env,
+    'CVSM_STALE_IF_ERROR',
+    DEFAULT_STALE_IF_ERROR,
+    { pattern: WHOLE, valid: isCount, what: 'a non-negative integer (seconds)' },
+  );
+  let onStale = null;
+  if (given(options.onStale)) {
+    if (typeof options.onStale !== 'function') {
+      throw new ConfigurationError('option onStale must be a function');
+    }
+    onStale = options.onStale;
+  }
+
   let fetchFn = null;
   if (given(options.fetch)) {
     if (typeof options.fetch !== 'function') {
@@ -244,8 +264,10 @@ function resolveConfig(options = {}, env = process.env) {
     cacheTtl,
     timeout,
     maxRetries,
+    staleIfError,
     caFile,
     ca,
+    onStale,
     fetch: fetchFn,
     proxy,
     noProxy,
@@ -258,4 +280,5 @@ module.exports = {
   DEFAULT_CACHE_TTL,
   DEFAULT_TIMEOUT,
   DEFAULT_MAX_RETRIES,
+  DEFAULT_STALE_IF_ERROR,
 };

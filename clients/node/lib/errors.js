@@ -7,9 +7,9 @@
 /**
  * CvsmError is the base class of every error the client throws. Its fields:
  * - `status`: the HTTP status of the answer that caused it, or null without one (configuration
- *   checks, network errors, unreadable answers, a name absent from a listing);
- * - `requestId`: the `X-Request-Id` header of the answer it came from (for a name absent from a
- *   listing, the listing's), or null without an answer or header;
+ *   checks, an invalid secret name, network errors, unreadable answers);
+ * - `requestId`: the `X-Request-Id` header of the answer it came from (for an absent name, the
+ *   by-name read's), or null without an answer or header;
  * - `suggestion`: on SecretNotFoundError, the existing name that differs only in case, else null.
  */
 class CvsmError extends Error {
@@ -23,22 +23,22 @@ class CvsmError extends Error {
 
 /**
  * ConfigurationError means the client cannot be used as configured: a missing or invalid option
- * or variable, a team slug that matches none of the caller's teams, the server answering that
- * the base URL, team or environment is wrong (404 or 400, with `status` set), or a secret that
- * inject() cannot put in the environment.
+ * or variable, the server answering that the base URL, team or environment is wrong (404 or
+ * 400, with `status` set), or a secret that inject() cannot put in the environment.
  */
 class ConfigurationError extends CvsmError {}
 
 /** AuthenticationError means the server rejected the token (HTTP 401); the cache is emptied. */
 class AuthenticationError extends CvsmError {}
 
-/** PermissionDeniedError means the token's user may not do this (HTTP 403). */
+/** PermissionDeniedError means the token may not do this (HTTP 403); the cache is emptied. */
 class PermissionDeniedError extends CvsmError {}
 
 /**
- * SecretNotFoundError means the name is not a valid secret name (no request is made), is absent
- * in the environment (status null), or the value request answered HTTP 404. When a secret
- * differs only in case, `suggestion` holds its name and the message suggests it.
+ * SecretNotFoundError means the name is not a valid secret name (no request is made, status
+ * null), or is absent in the environment (the by-name read answered 404 and the listing found
+ * the team: status 404). When a secret differs only in case, `suggestion` holds its name and
+ * the message suggests it.
  */
 class SecretNotFoundError extends CvsmError {}
 

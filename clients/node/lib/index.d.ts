@@ -25,6 +25,23 @@ export interface FetchAnswer {
 export type FetchFunction = (url: string, init: FetchInit) => Promise<FetchAnswer>;
 
 /**
+ * StaleEvent tells that a kept value answered a failed refresh (stale if error, rule R14). It
+ * never holds the value.
+ */
+export interface StaleEvent {
+  /** method is the call that was answered: `get` or `getAll`. */
+  readonly method: 'get' | 'getAll';
+  /** name is the secret get() was asked for; null for getAll(). */
+  readonly name: string | null;
+  /** environment is the environment the value belongs to. */
+  readonly environment: string;
+  /** error is what the refresh failed with: a NetworkError, an ApiError with a 5xx, or a RateLimitError. */
+  readonly error: NetworkError | ApiError | RateLimitError;
+  /** age is how many seconds ago the served value was fetched. */
+  readonly age: number;
+}
+
+/**
  * ClientOptions configures a Client; each option falls back to its CVSM_* variable, read when
  * the client is created, as are the proxy variables (http_proxy, https_proxy, no_proxy).
  */
@@ -43,6 +60,17 @@ export interface ClientOptions {
   timeout?: number;
   /** maxRetries is how many more attempts a GET gets after a network error or 502/503/504; CVSM_MAX_RETRIES, then 2. */
   maxRetries?: number;
+  /**
+   * staleIfError is how many whole seconds a value is kept after it stops being fresh, to answer
+   * a refresh that fails with a network error, a 5xx or a 429; CVSM_STALE_IF_ERROR, then 0 (off).
+   */
+  staleIfError?: number;
+  /**
+   * onStale is called, before the call resolves, each time a kept value answers a failed
+   * refresh; an exception it throws rejects the call. A process warning (CvsmStaleWarning)
+   * is also emitted once per name.
+   */
+  onStale?: (event: StaleEvent) => void;
   /** caFile is the path of a PEM bundle trusted instead of the system store; falls back to CVSM_CA_FILE. */
   caFile?: string;
   /** fetch replaces the built-in transport (no proxy variables, no caFile with it). */
@@ -57,6 +85,7 @@ export interface ClientConfig {
   cacheTtl: number;
   timeout: number;
   maxRetries: number;
+  staleIfError: number;
   caFile: string | null;
 }
 
@@ -75,7 +104,7 @@ export declare class Client {
   constructor(options?: ClientOptions);
   /** baseUrl is the API root the client calls, without a trailing slash. */
   readonly baseUrl: string;
-  /** team is the team id or slug as configured. */
+  /** team is the team id or slug as configured; it goes into every path as it is. */
   readonly team: string;
   /** environment is the environment the client reads from. */
   readonly environment: string;
@@ -85,14 +114,20 @@ export declare class Client {
   readonly timeout: number;
   /** maxRetries is how many more attempts a GET gets after a network error or 502/503/504. */
   readonly maxRetries: number;
+  /** staleIfError is how many seconds a value is kept after it stops being fresh, to answer a failed refresh; 0 is off. */
+  readonly staleIfError: number;
   /** caFile is the path of the PEM bundle trusted instead of the system store, or null. */
   readonly caFile: string | null;
   /**
-   * get returns the value of the secret `name` (case-sensitive), cached for cacheTtl seconds.
+   * get returns the value of the secret `name` (case-sensitive) with one request, cached for
+   * cacheTtl seconds; with staleIfError, a kept value answers a failed refresh (see onStale).
    * @throws {SecretNotFoundError} when the name is not valid (no request) or absent.
    */
   get(name: string): Promise<string>;
-  /** getAll returns every secret of the environment as name -> value; it also fills get's cache. */
+  /**
+   * getAll returns every secret of the environment as name -> value; it also fills get's cache.
+   * With staleIfError, a kept export answers a failed refresh (see onStale).
+   */
   getAll(): Promise<Record<string, string>>;
   /**
    * inject copies getAll() into process.env, keeping set variables unless overwrite; returns the
@@ -100,7 +135,7 @@ export declare class Client {
    * @throws {ConfigurationError} when a name or value cannot be put in the environment; nothing is set then.
    */
   inject(options?: InjectOptions): Promise<string[]>;
-  /** clearCache forgets every cached value. */
+  /** clearCache forgets every cached value, the kept ones included. */
   clearCache(): void;
   /** toJSON returns the effective configuration without the token. */
   toJSON(): ClientConfig;
@@ -125,15 +160,15 @@ export declare class CvsmError extends Error {
   suggestion: string | null;
 }
 /**
- * ConfigurationError: missing or invalid configuration, a team slug that matches no team, a
- * 404/400 that says the base URL, team or environment is wrong, or a secret inject cannot set.
+ * ConfigurationError: missing or invalid configuration, a 404/400 that says the base URL, team
+ * or environment is wrong, or a secret inject cannot set.
  */
 export declare class ConfigurationError extends CvsmError {}
 /** AuthenticationError: HTTP 401; the cache is emptied. */
 export declare class AuthenticationError extends CvsmError {}
-/** PermissionDeniedError: HTTP 403. */
+/** PermissionDeniedError: HTTP 403; the cache is emptied. */
 export declare class PermissionDeniedError extends CvsmError {}
-/** SecretNotFoundError: the name is invalid or absent in the environment (status null), or HTTP 404 on the value. */
+/** SecretNotFoundError: the name is invalid (status null, no request) or absent in the environment (status 404). */
 export declare class SecretNotFoundError extends CvsmError {}
 /** RateLimitError: HTTP 429. */
 export declare class RateLimitError extends CvsmError {

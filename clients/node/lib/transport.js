@@ -82,19 +82,20 @@ class Transport {
   #baseUrl;
   #timeoutMs;
   #maxRetries;
-  #onAuthError;
+  #onRefused;
   #fetch;
 
   /**
    * `fetch` is the caller's fetch function, or null for undici's fetch with a dispatcher from
-   * `proxy`, `noProxy` and `ca`.
+   * `proxy`, `noProxy` and `ca`. `onRefused` is called when the server refuses the token or its
+   * rights (401 or 403), before the error is thrown.
    */
-  constructor({ token, baseUrl, timeout, maxRetries, fetch = null, proxy = null, noProxy = '', ca = null, onAuthError = () => {} }) {
+  constructor({ token, baseUrl, timeout, maxRetries, fetch = null, proxy = null, noProxy = '', ca = null, onRefused = () => {} }) {
     this.#token = token;
     this.#baseUrl = baseUrl;
     this.#timeoutMs = Math.max(1, Math.ceil(timeout * 1000));
     this.#maxRetries = maxRetries;
-    this.#onAuthError = onAuthError;
+    this.#onRefused = onRefused;
     if (fetch !== null) {
       this.#fetch = fetch;
     } else {
@@ -224,9 +225,10 @@ class Transport {
     }
     switch (status) {
       case 401:
-        this.#onAuthError();
+        this.#onRefused();
         return new AuthenticationError(message, fields);
       case 403:
+        this.#onRefused();
         return new PermissionDeniedError(message, fields);
       case 404:
         return new SecretNotFoundError(message, fields);

@@ -1,7 +1,7 @@
 'use strict';
 /**
- * client.test: the Client against the in-process stub API: requests, team lookup, cache,
- * errors, retries, inject and what a printed client or error may show.
+ * client.test: the Client against the in-process stub API: requests, the team in the path,
+ * cache, errors, retries, inject and what a printed client or error may show.
  */
 
 const { test, describe, before, after, beforeEach } = require('node:test');
@@ -42,13 +42,11 @@ beforeEach(() => {
 });
 
 describe('requests', () => {
-  test('get resolves the slug, lists with environment and search, then reads by id', async () => {
+  test('get is one request to the by-name route, the team slug in the path as is', async () => {
     const value = await client().get('DATABASE_URL');
     assert.equal(value, 'postgres://prod-db-value');
     assert.deepEqual(stub.paths, [
-      '/api/v1/teams',
-      `/api/v1/teams/${TEAM_ID}/secrets?environment=production&search=DATABASE_URL`,
-      `/api/v1/teams/${TEAM_ID}/secrets/00000000-0000-4000-8000-000000000000`,
+      `/api/v1/teams/${TEAM_SLUG}/secrets/by-name/DATABASE_URL?environment=production`,
     ]);
     for (const r of stub.requests) assert.equal(r.method, 'GET');
   });
@@ -56,7 +54,7 @@ describe('requests', () => {
   test('every request carries the bearer token, Accept and the cvsm-node user agent', async () => {
     await client().get('DATABASE_URL');
     await client().getAll();
-    assert.equal(stub.requests.length, 5);
+    assert.equal(stub.requests.length, 2);
     for (const r of stub.requests) {
       assert.equal(r.headers.authorization, `Bearer ${TOKEN}`);
       assert.equal(r.headers.accept, 'application/json');
@@ -74,37 +72,58 @@ describe('requests', () => {
     const values = await client({ environment: 'staging' }).getAll();
     assert.deepEqual(values, { DATABASE_URL: 'postgres://staging-db-value' });
     assert.deepEqual(stub.paths, [
-      '/api/v1/teams',
-      `/api/v1/teams/${TEAM_ID}/secrets/export?format=json&environment=staging`,
+      `/api/v1/teams/${TEAM_SLUG}/secrets/export?format=json&environment=staging`,
     ]);
   });
 
-  test('a team given as a UUID is used as is, without GET /teams', async () => {
+  test('a team given as a UUID is used as is', async () => {
     await client({ team: TEAM_ID }).get('API_KEY');
-    assert.equal(stub.paths.filter((p) => p === '/api/v1/teams').length, 0);
-    assert.match(stub.paths[0], new RegExp(`^/api/v1/teams/${TEAM_ID}/secrets\\?`));
+    await client({ team: TEAM_ID }).getAll();
+    assert.deepEqual(stub.paths, [
+      `/api/v1/teams/${TEAM_ID}/secrets/by-name/API_KEY?environment=production`,
+      `/api/v1/teams/${TEAM_ID}/secrets/export?format=json&environment=production`,
+    ]);
   });
 
-  test('a slug is resolved once per client', async () => {
-    const c = client({ cacheTtl: 0 });
-    await c.get('API_KEY');
-    await c.get('DATABASE_URL');
-    await c.getAll();
-    assert.equal(stub.paths.filter((p) => p === '/api/v1/teams').length, 1);
+  test('no call ever asks GET /teams, whether the team is a slug or an id', async () => {
+    for (const team of [TEAM_SLUG, TEAM_ID]) {
+      const c = client({ team, cacheTtl: 0 });
+      await c.get('API_KEY');
+      await c.get('DATABASE_URL');
+      await c.getAll();
+      await assert.rejects(c.get('MISSING'), SecretNotFoundError);
+    }
+    assert.equal(stub.requests.length, 2 * 5);
+    assert.ok(stub.paths.every((p) => !/^\/api\/v1\/teams\/?(\?|$)/.test(p)), stub.paths.join('\n'));
   });
 
-  test('a slug that matches none of the teams is a configuration error', async () => {
+  test('the team and the name are percent-encoded in the path', async () => {
+    const c = client({ team: 'a b/c?d' });
+    await assert.rejects(c.get('API_KEY'), ConfigurationError);
+    assert.equal(stub.paths[0], '/api/v1/teams/a%20b%2Fc%3Fd/secrets/by-name/API_KEY?environment=production');
+    assert.equal(stub.paths[1], '/api/v1/teams/a%20b%2Fc%3Fd/secrets?environment=production&search=API_KEY');
+  });
+
+  test('a slug that is none of the token\'s teams is a configuration error with status 404', async () => {
     const c = client({ team: 'nobody' });
     await assert.rejects(c.get('API_KEY'), (err) => {
-      assert.ok(err instanceof ConfigurationError);
-      assert.match(err.message, /"nobody"/);
+      assert.ok(err instanceof ConfigurationError, String(err));
+      assert.equal(err.status, 404);
+      assert.equal(err.requestId, 'req-2');
+      assert.match(err.message, /CVSM_TEAM/);
       return true;
     });
-    await assert.rejects(c.getAll(), ConfigurationError);
+    // by-name answered 404, the listing 404 too: that decides.
+    assert.deepEqual(stub.paths.map((p) => p.replace(/\?.*/, '')), [
+      '/api/v1/teams/nobody/secrets/by-name/API_KEY',
+      '/api/v1/teams/nobody/secrets',
+    ]);
+    stub.requests.length = 0;
+    await assert.rejects(c.getAll(), (err) => err instanceof ConfigurationError && err.status === 404);
+    assert.equal(stub.requests.length, 1);
   });
 
-  test('get picks the exact name among case-insensitive search results', async () => {
-    // search=API_KEY also matches API_KEY_OLD; the exact entry wins.
+  test('get reads exactly the name asked for', async () => {
     assert.equal(await client().get('API_KEY'), 'prod-api-key-value');
     assert.equal(await client().get('API_KEY_OLD'), 'prod-old-key-value');
   });
@@ -147,7 +166,7 @@ describe('cache', () => {
     await new Promise((resolve) => setTimeout(resolve, 1100));
     await c.get('API_KEY');
     await c.getAll();
-    assert.equal(stub.requests.length, count + 3);
+    assert.equal(stub.requests.length, count + 2);
   });
 
   test('cacheTtl 0 disables the cache', async () => {
@@ -156,7 +175,7 @@ describe('cache', () => {
     await c.get('API_KEY');
     await c.getAll();
     await c.getAll();
-    assert.equal(stub.requests.length, 6);
+    assert.equal(stub.requests.length, 4);
   });
 
   test('clearCache forces the next call to ask the server', async () => {
@@ -166,13 +185,13 @@ describe('cache', () => {
     c.clearCache();
     await c.get('API_KEY');
     await c.getAll();
-    assert.equal(stub.requests.length, 6);
+    assert.equal(stub.requests.length, 4);
   });
 
   test('the cache is per client', async () => {
     await client({ team: TEAM_ID }).get('API_KEY');
     await client({ team: TEAM_ID }).get('API_KEY');
-    assert.equal(stub.requests.length, 4);
+    assert.equal(stub.requests.length, 2);
   });
 
   test('errors are never cached', async () => {
@@ -182,19 +201,36 @@ describe('cache', () => {
     assert.equal(await c.get('API_KEY'), 'prod-api-key-value');
     await assert.rejects(c.get('NOPE'), SecretNotFoundError);
     await assert.rejects(c.get('NOPE'), SecretNotFoundError);
-    assert.equal(stub.requests.length, 5);
+    // 1 failed get, 1 good one, then by-name and listing for each miss
+    assert.equal(stub.requests.length, 6);
   });
 
-  test('an authentication error empties the whole cache', async () => {
-    const c = client({ team: TEAM_ID });
+  for (const [status, cls] of [
+    [401, AuthenticationError],
+    [403, PermissionDeniedError],
+  ]) {
+    test(`a ${status} (${cls.name}) empties the whole cache`, async () => {
+      const c = client({ team: TEAM_ID });
+      await c.get('API_KEY');
+      await c.getAll();
+      stub.requests.length = 0;
+      stub.fault({ status, body: { error: 'ditolak' } });
+      await assert.rejects(c.get('NOT_CACHED'), cls);
+      await c.get('API_KEY');
+      await c.getAll();
+      assert.equal(stub.requests.length, 3);
+    });
+  }
+
+  test('a 404 or a 500 leaves the cache as it is', async () => {
+    const c = client({ team: TEAM_ID, maxRetries: 0 });
     await c.get('API_KEY');
-    await c.getAll();
+    stub.fault({ status: 500 });
+    await assert.rejects(c.getAll(), ApiError);
+    await assert.rejects(c.get('MISSING'), SecretNotFoundError);
     stub.requests.length = 0;
-    stub.fault({ status: 401, body: { error: 'token tidak valid' } });
-    await assert.rejects(c.get('NOT_CACHED'), AuthenticationError);
-    await c.get('API_KEY');
-    await c.getAll();
-    assert.equal(stub.requests.length, 4);
+    assert.equal(await c.get('API_KEY'), 'prod-api-key-value');
+    assert.equal(stub.requests.length, 0);
   });
 });
 
@@ -264,13 +300,17 @@ describe('errors', () => {
     assert.equal(parseRetryAfter('soon'), null);
   });
 
-  test('an absent name is SecretNotFoundError without status', async () => {
+  test('an absent name is SecretNotFoundError with status 404, after by-name and the listing', async () => {
     await assert.rejects(client().get('MISSING'), (err) => {
       assert.ok(err instanceof SecretNotFoundError);
-      assert.equal(err.status, null);
+      assert.equal(err.status, 404);
       assert.equal(err.message, 'secret "MISSING" not found in production');
       return true;
     });
+    assert.deepEqual(stub.paths, [
+      `/api/v1/teams/${TEAM_SLUG}/secrets/by-name/MISSING?environment=production`,
+      `/api/v1/teams/${TEAM_SLUG}/secrets?environment=production&search=MISSING`,
+    ]);
   });
 
   test('a name that differs only in case suggests the existing name', async () => {
@@ -336,7 +376,7 @@ describe('retries', () => {
   test('a dropped connection is retried', async () => {
     stub.fault({ destroy: true }, { destroy: true });
     assert.equal(await client({ team: TEAM_ID }).get('API_KEY'), 'prod-api-key-value');
-    assert.equal(stub.requests.length, 4);
+    assert.equal(stub.requests.length, 3);
   });
 
   test('dropped connections raise NetworkError after the retries', async () => {
@@ -461,6 +501,7 @@ describe('configuration', () => {
       cacheTtl: 7,
       timeout: 2.5,
       maxRetries: 0,
+      staleIfError: 0,
       caFile: null,
     });
   });

@@ -83,6 +83,7 @@ test('a session: configuration, get, cache, not found, describe, inject, env ops
         cache_ttl: 60,
         timeout: 2.5,
         max_retries: 2,
+        stale_if_error: 0,
       },
     });
 
@@ -91,16 +92,16 @@ test('a session: configuration, get, cache, not found, describe, inject, env ops
     assert.deepEqual(a.result, { value: 'prod-api-key-value' });
     a = await d.send('get', { name: 'API_KEY' });
     assert.deepEqual(a.result, { value: 'prod-api-key-value' });
-    assert.equal(stub.requests.length, 3);
+    assert.equal(stub.requests.length, 1);
     a = await d.send('clear_cache', {});
     assert.deepEqual(a.result, {});
     await d.send('get', { name: 'API_KEY' });
-    assert.equal(stub.requests.length, 5);
+    assert.equal(stub.requests.length, 2);
 
     a = await d.send('get', { name: 'api_key' });
     assert.equal(a.ok, false);
     assert.equal(a.error.kind, 'not_found');
-    assert.equal(a.error.status, null);
+    assert.equal(a.error.status, 404);
     assert.match(a.error.message, /did you mean "API_KEY"\?/);
     assert.equal(a.error.suggestion, 'API_KEY');
     assert.match(a.error.request_id, /^req-\d+$/);
@@ -138,7 +139,7 @@ test('error kinds come from the error classes, with status and retry_after', asy
     await d.send('new_client', {
       options: { token: TOKEN, base_url: stub.baseUrl, team: TEAM_SLUG, cache_ttl: 0, max_retries: 0 },
     });
-    // The team is resolved once; from then on every fault hits the export.
+    // Every fault hits the export, the one request of get_all.
     assert.equal((await d.send('get_all', {})).ok, true);
     const expected = [
       [{ status: 401 }, 'authentication', 401, null],
@@ -169,6 +170,55 @@ test('error kinds come from the error classes, with status and retry_after', asy
     await d.send('new_client', { options: { token: TOKEN, base_url: stub.baseUrl, team: 'nobody' } });
     const a = await d.send('get', { name: 'API_KEY' });
     assert.equal(a.error.kind, 'configuration');
+    assert.equal(a.error.status, 404);
+    d.child.stdin.end();
+    assert.equal(await d.exited, 0);
+  } finally {
+    d.child.kill();
+  }
+});
+
+test('stale_if_error: passed through, reported in config, and stale: true only on a stale answer', async () => {
+  const d = startDriver();
+  try {
+    let a = await d.send('new_client', {
+      options: { token: TOKEN, base_url: stub.baseUrl, team: TEAM_SLUG, cache_ttl: 0, max_retries: 0, stale_if_error: 30 },
+    });
+    assert.equal(a.result.config.stale_if_error, 30);
+    assert.equal(a.result.config.cache_ttl, 0);
+
+    stub.faults.length = 0;
+    a = await d.send('get', { name: 'API_KEY' });
+    assert.deepEqual(a.result, { value: 'prod-api-key-value' });
+    a = await d.send('get_all', {});
+    assert.equal(Object.hasOwn(a.result, 'stale'), false);
+
+    stub.fault({ status: 503 });
+    a = await d.send('get', { name: 'API_KEY' });
+    assert.deepEqual(a.result, { value: 'prod-api-key-value', stale: true });
+    stub.fault({ destroy: true });
+    a = await d.send('get_all', {});
+    assert.equal(a.result.stale, true);
+    assert.equal(a.result.values.API_KEY, 'prod-api-key-value');
+
+    // The next answers are fresh again: no stale key.
+    a = await d.send('get', { name: 'API_KEY' });
+    assert.deepEqual(a.result, { value: 'prod-api-key-value' });
+    a = await d.send('get_all', {});
+    assert.equal(Object.hasOwn(a.result, 'stale'), false);
+
+    // A 404 is never answered with a kept value.
+    stub.fault({ status: 404 });
+    a = await d.send('get', { name: 'API_KEY' });
+    assert.equal(a.error.kind, 'not_found');
+
+    await d.send('set_env', { set: { CVSM_TOKEN: TOKEN, CVSM_BASE_URL: stub.baseUrl, CVSM_TEAM: TEAM_SLUG, CVSM_STALE_IF_ERROR: '12' }, unset: [] });
+    a = await d.send('new_client', { options: {} });
+    assert.equal(a.result.config.stale_if_error, 12);
+    await d.send('set_env', { set: { CVSM_STALE_IF_ERROR: 'soon' }, unset: [] });
+    a = await d.send('new_client', { options: {} });
+    assert.equal(a.error.kind, 'configuration');
+    assert.match(a.error.message, /CVSM_STALE_IF_ERROR/);
     d.child.stdin.end();
     assert.equal(await d.exited, 0);
   } finally {

@@ -60,10 +60,10 @@ test('the first example of README.md runs as printed', async () => {
   });
   assert.equal(stderr, '');
   assert.equal(stdout, '');
-  // get('DATABASE_URL') resolved the slug, listed and read the value; inject() read the export.
+  // get('DATABASE_URL') is one by-name request, the slug in the path; inject() reads the export.
   assert.deepEqual(
-    stub.requests.map((r) => r.url.replace(/\?.*/, '').replace(/[0-9a-f-]{36}/g, '{id}')),
-    ['/api/v1/teams', '/api/v1/teams/{id}/secrets', '/api/v1/teams/{id}/secrets/{id}', '/api/v1/teams/{id}/secrets/export'],
+    stub.requests.map((r) => r.url.replace(/\?.*/, '')),
+    ['/api/v1/teams/acme/secrets/by-name/DATABASE_URL', '/api/v1/teams/acme/secrets/export'],
   );
 });
 
@@ -94,5 +94,5 @@ test('the install line works as printed, from a project next to a clone', async 
     env: { ...cleanChildEnv(), CVSM_TOKEN: TOKEN, CVSM_BASE_URL: stub.baseUrl },
     timeout: 20_000,
   });
-  assert.equal(stub.requests.length, 4);
+  assert.equal(stub.requests.length, 2);
 });

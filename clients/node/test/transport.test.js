@@ -54,10 +54,10 @@ describe('proxy variables (R7)', () => {
     test(`${variable} carries the requests to an http base URL`, async () => {
       process.env[variable] = proxy.url;
       assert.equal(await client().get('API_KEY'), 'prod-api-key-value');
-      assert.equal(proxy.requests.length, 2);
+      assert.equal(proxy.requests.length, 1);
       assert.equal(proxy.requests[0].method, 'GET');
-      assert.equal(proxy.requests[0].url, `${stub.baseUrl}/teams/${TEAM_ID}/secrets?environment=production&search=API_KEY`);
-      assert.equal(stub.requests.length, 2);
+      assert.equal(proxy.requests[0].url, `${stub.baseUrl}/teams/${TEAM_ID}/secrets/by-name/API_KEY?environment=production`);
+      assert.equal(stub.requests.length, 1);
       assert.equal(stub.requests[0].headers.authorization, `Bearer ${TOKEN}`);
     });
   }
@@ -124,7 +124,7 @@ describe('proxy variables (R7)', () => {
     assert.equal(await tlsClient({ caFile: CA }).get('API_KEY'), 'prod-api-key-value');
     assert.equal(proxy.requests[0].method, 'CONNECT');
     assert.equal(proxy.requests[0].url, `127.0.0.1:${tlsStub.port}`);
-    assert.equal(tlsStub.requests.length, 2);
+    assert.equal(tlsStub.requests.length, 1);
     await assert.rejects(tlsClient({ caFile: OTHER_CA }).getAll(), NetworkError);
   });
 
@@ -219,9 +219,9 @@ describe('the fetch seam', () => {
       return fetch(url, init);
     };
     assert.equal(await client({ fetch: myFetch }).get('API_KEY'), 'prod-api-key-value');
-    assert.equal(calls.length, 2);
+    assert.equal(calls.length, 1);
     const { url, init } = calls[0];
-    assert.equal(url, `${stub.baseUrl}/teams/${TEAM_ID}/secrets?environment=production&search=API_KEY`);
+    assert.equal(url, `${stub.baseUrl}/teams/${TEAM_ID}/secrets/by-name/API_KEY?environment=production`);
     assert.equal(init.method, 'GET');
     assert.equal(init.redirect, 'manual');
     assert.ok(init.signal instanceof AbortSignal);

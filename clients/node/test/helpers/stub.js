@@ -1,7 +1,8 @@
 'use strict';
 /**
- * stub: a tiny in-process imitation of the cvsm API (teams, secret list, secret by id, JSON
- * export) on 127.0.0.1, recording every request, with a queue of one-shot faults for tests.
+ * stub: a tiny in-process imitation of the cvsm API (teams, secret list, secret by id, secret by
+ * name, JSON export; a team by id or slug) on 127.0.0.1, recording every request, with a queue
+ * of one-shot faults for tests.
  */
 
 const fs = require('node:fs');
@@ -140,17 +141,27 @@ class StubServer {
     const url = new URL(req.url, 'http://stub');
     const parts = url.pathname.split('/').filter(Boolean);
     if (parts[0] !== 'api' || parts[1] !== 'v1') return send(res, 404, { error: 'tidak ditemukan' });
-    const [, , resource, teamId, sub, id] = parts;
-    if (resource === 'teams' && teamId === undefined) return send(res, 200, { teams: this.teams });
-    if (resource !== 'teams' || teamId !== TEAM_ID || sub !== 'secrets') {
+    const [, , resource, team, sub, id, byName, extra] = parts;
+    if (resource === 'teams' && team === undefined) return send(res, 200, { teams: this.teams });
+    if (resource !== 'teams' || (team !== TEAM_ID && team !== TEAM_SLUG) || sub !== 'secrets') {
       return send(res, 404, { error: 'tidak ditemukan' });
     }
+    const environment = url.searchParams.get('environment') || 'production';
+    if (!['production', 'staging', 'development'].includes(environment)) {
+      return send(res, 400, { error: 'environment tidak valid' });
+    }
+    if (id === 'by-name' && byName !== undefined && extra === undefined) {
+      const values = this.secrets[environment] || {};
+      if (!Object.hasOwn(values, byName)) return send(res, 404, { error: 'rahasia tidak ditemukan' });
+      return send(res, 200, {
+        secret: { id: this.#idOf(environment, byName), name: byName, environment, type: 'credential' },
+        value: values[byName],
+      });
+    }
     if (id === 'export') {
-      const environment = url.searchParams.get('environment');
       return send(res, 200, { ...(this.secrets[environment] || {}) });
     }
     if (id === undefined) {
-      const environment = url.searchParams.get('environment');
       const search = (url.searchParams.get('search') || '').toLowerCase();
       const names = Object.keys(this.secrets[environment] || {}).sort();
       const secrets = names
