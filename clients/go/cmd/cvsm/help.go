@@ -1,0 +1,133 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+)
+
+const topHelp = `cvsm reads the secrets of a cvsm team: one value, all of them as a file to
+source, or into the environment of a command it starts.
+
+Usage:
+  cvsm [flags] COMMAND [flags] [arguments]
+
+Commands:
+`
+
+const globalFlagsHelp = `Global flags (every command; each overrides its environment variable):
+  -e, --environment ENV   environment to read: production, staging, development
+                          (CVSM_ENVIRONMENT; default production)
+      --team TEAM         team id or slug (CVSM_TEAM)
+      --base-url URL      API root including /api/v1 (CVSM_BASE_URL)
+      --timeout SECONDS   time limit of each HTTP attempt, such as 10 or 2.5
+                          (CVSM_TIMEOUT; default 10)
+      --max-retries N     extra attempts after a network error or a 502/503/504
+                          (CVSM_MAX_RETRIES; default 2)
+      --ca-file PATH      PEM bundle of CA certificates trusted instead of the
+                          system's (CVSM_CA_FILE)
+      --token-file PATH   read the API token from this file instead of CVSM_TOKEN
+  -h, --help              show this help
+
+The token comes from CVSM_TOKEN or --token-file, never from a flag: a command
+line is visible to every user of the machine (ps, /proc/PID/cmdline) and is kept
+in shell history. Flags take one or two dashes (-team or --team, --team=acme).
+
+Exit status:
+  0  success                    5  secret not found
+  2  configuration or usage     6  rate limited (HTTP 429)
+  3  authentication (HTTP 401)  7  other API error (after retries for 5xx)
+  4  permission denied (403)    8  network error (after retries)
+  cvsm run exits with its command's status (128+N when a signal N killed it).
+Errors are one line on stderr, "cvsm: <message>", never the token or a value.
+`
+
+const getHelp = `Usage:
+  cvsm get [flags] NAME
+
+Prints the value of the secret NAME exactly as stored. A newline is added only
+when stdout is a terminal: piped, redirected or in $(...), the output is the
+value byte for byte (cvsm get TLS_KEY > key.pem). Names are case-sensitive; for
+a name that exists in another case the error says "did you mean ...".
+
+Examples:
+  cvsm get DATABASE_URL
+  cvsm get -e staging DATABASE_URL
+  db_url=$(cvsm get DATABASE_URL)
+`
+
+const exportHelp = `Usage:
+  cvsm export [flags] [--format dotenv|shell|json]
+
+Prints every secret of the environment, sorted by name:
+  dotenv (default)  NAME='value' lines
+  shell             export NAME='value' lines
+  json              one JSON object {"NAME": "value", ...}
+Values are in single quotes with each ' written as '\'', so sourcing or
+evaluating the output sets exactly the values and runs nothing; a value may
+span several lines inside its quotes. dotenv and shell refuse (exit 2, nothing
+printed) a name that is not a variable name or a value holding a NUL character.
+
+Flags:
+  --format FORMAT   dotenv, shell or json (default dotenv)
+
+Examples:
+  eval "$(cvsm export --format shell)"
+  cvsm export > .env && (set -a; . ./.env; set +a; ./app)
+  cvsm export --format json | jq -r .DATABASE_URL
+`
+
+const runHelp = `Usage:
+  cvsm run [flags] [--overwrite] [--] COMMAND [ARGS...]
+
+Reads every secret of the environment and runs COMMAND with them added to ITS
+environment (cvsm's own is left alone). A variable that is already set, even to
+"", keeps its value unless --overwrite is given. Nothing is started when a
+secret cannot be put in an environment (a name that is not a variable name, a
+value holding a NUL character): exit 2.
+
+cvsm waits for COMMAND and passes it SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1
+and SIGUSR2. A Ctrl-C (or Ctrl-\) typed at a terminal already reaches COMMAND
+from the terminal, so cvsm does not send it a second time. It exits with
+COMMAND's status, 128+N when a signal N killed it, 127 when COMMAND is not
+found and 126 when it cannot be started.
+
+Flags:
+  --overwrite   replace variables that are already set
+  --            ends cvsm's flags; everything after it is COMMAND and its ARGS
+
+Examples:
+  CVSM_TOKEN=cvsm_... cvsm run -- ./app --port 8080
+  cvsm run -e staging --overwrite -- npm start
+`
+
+const versionHelp = `Usage:
+  cvsm version
+
+Prints the version of cvsm, the Go SDK it is built on, Go and the platform.
+`
+
+const helpHelp = `Usage:
+  cvsm help [COMMAND]
+
+Shows the help of cvsm, or of COMMAND (same as cvsm COMMAND --help).
+`
+
+// printHelp writes the help of command ("" for cvsm itself) to w.
+func (c *cli) printHelp(w io.Writer, command string) {
+	var b strings.Builder
+	if cmd, ok := findCommand(command); ok {
+		b.WriteString(cmd.help)
+	} else {
+		b.WriteString(topHelp)
+		for _, cmd := range commands() {
+			fmt.Fprintf(&b, "  %-8s %s\n", cmd.name, cmd.summary)
+		}
+		b.WriteString("\nExample:\n" +
+			"  export CVSM_BASE_URL=https://cvsm.example.com/api/v1 CVSM_TEAM=acme\n" +
+			"  CVSM_TOKEN=cvsm_... cvsm run -- ./app\n")
+	}
+	b.WriteString("\n")
+	b.WriteString(globalFlagsHelp)
+	_, _ = io.WriteString(w, b.String())
+}

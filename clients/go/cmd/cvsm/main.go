@@ -1,0 +1,466 @@
+// Command cvsm reads the secrets of a cvsm team for people and scripts:
+//
+//	cvsm get NAME                      print one value
+//	cvsm export [--format F]           every secret as dotenv, shell or JSON
+//	cvsm run [--overwrite] -- CMD ...  run CMD with every secret in its environment
+//	cvsm version                       print the version
+//
+// It is built on the Go SDK (package cvsm) and configured like every cvsm
+// client, by the CVSM_* environment variables, which the global flags
+// override. The token comes only from CVSM_TOKEN or --token-file: a command
+// line is visible to every user of the machine, so there is no --token flag.
+//
+// Exit status: 0 ok, 2 configuration or usage error, 3 authentication,
+// 4 permission denied, 5 not found, 6 rate limited, 7 other API error,
+// 8 network error; cvsm run exits with its command's status. Every failure
+// is one line on stderr, "cvsm: <message>", never holding the token or a
+// secret value.
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	cvsm "github.com/cvsm/cvsm/clients/go"
+)
+
+// Exit statuses, one per error kind, as the shell client documents them.
+const (
+	exitOK          = 0
+	exitFailure     = 1 // anything that is none of the kinds below
+	exitUsage       = 2 // configuration or usage error
+	exitAuth        = 3
+	exitPermission  = 4
+	exitNotFound    = 5
+	exitRateLimited = 6
+	exitAPI         = 7
+	exitNetwork     = 8
+	exitCannotExec  = 126 // cvsm run: the command was found but could not be started
+	exitNoCommand   = 127 // cvsm run: the command was not found
+)
+
+func main() {
+	os.Exit(newCLI(os.Stdout, os.Stderr).main(os.Args[1:]))
+}
+
+// cli is one invocation: where it writes and the settings its flags set.
+type cli struct {
+	stdout, stderr io.Writer
+	settings       settings
+}
+
+func newCLI(stdout, stderr io.Writer) *cli {
+	return &cli{stdout: stdout, stderr: stderr}
+}
+
+// usageError is a mistake on the command line: exit 2, with a hint to --help.
+type usageError struct {
+	command string // "" for the top level
+	msg     string
+}
+
+func (e *usageError) Error() string {
+	help := "cvsm --help"
+	if e.command != "" {
+		help = "cvsm " + e.command + " --help"
+	}
+	return e.msg + " (see '" + help + "')"
+}
+
+func usagef(command, format string, args ...any) error {
+	return &usageError{command: command, msg: fmt.Sprintf(format, args...)}
+}
+
+// configError is a configuration problem found by the command itself
+// (before the SDK sees it): exit 2.
+type configError struct{ msg string }
+
+func (e *configError) Error() string { return e.msg }
+
+func configErrorf(format string, args ...any) error {
+	return &configError{msg: fmt.Sprintf(format, args...)}
+}
+
+// exitError carries a status to exit with and, optionally, a message.
+type exitError struct {
+	code int
+	msg  string // "" prints nothing
+}
+
+func (e *exitError) Error() string { return e.msg }
+
+type command struct {
+	name    string
+	summary string
+	help    string // the command's own help, printed before the global flags
+	run     func(c *cli, args []string) error
+}
+
+func commands() []command {
+	return []command{
+		{"get", "print the value of one secret", getHelp, (*cli).get},
+		{"export", "print every secret as dotenv, shell or JSON", exportHelp, (*cli).export},
+		{"run", "run a command with every secret in its environment", runHelp, (*cli).run},
+		{"version", "print the version", versionHelp, (*cli).version},
+		{"help", "show the help of cvsm or of a command", helpHelp, (*cli).help},
+	}
+}
+
+func findCommand(name string) (command, bool) {
+	for _, cmd := range commands() {
+		if cmd.name == name {
+			return cmd, true
+		}
+	}
+	return command{}, false
+}
+
+// main runs one invocation and returns its exit status.
+func (c *cli) main(args []string) int {
+	return c.report(c.dispatch(args))
+}
+
+func (c *cli) dispatch(args []string) error {
+	fs := c.newFlagSet("")
+	showVersion := fs.Bool("version", false, "")
+	if err := fs.Parse(args); err != nil {
+		return c.flagError("", err)
+	}
+	if *showVersion {
+		return c.version(nil)
+	}
+	rest := fs.Args()
+	if len(rest) == 0 {
+		return usagef("", "no command given: use get, export, run or version")
+	}
+	cmd, ok := findCommand(rest[0])
+	if !ok {
+		return usagef("", "unknown command %q: use get, export, run or version", rest[0])
+	}
+	return cmd.run(c, rest[1:])
+}
+
+// report prints err as one line on stderr and returns the exit status.
+func (c *cli) report(err error) int {
+	if err == nil {
+		return exitOK
+	}
+	code, msg := exitFailure, err.Error()
+	var (
+		cerr   *cvsm.Error
+		uerr   *usageError
+		cfg    *configError
+		xerr   *exitError
+		silent bool
+	)
+	switch {
+	case errors.As(err, &xerr):
+		code, msg, silent = xerr.code, xerr.msg, xerr.msg == ""
+	case errors.As(err, &uerr), errors.As(err, &cfg):
+		code = exitUsage
+	case errors.As(err, &cerr):
+		code, msg = exitCodeOf(cerr.Kind), describe(cerr)
+	}
+	if !silent {
+		fmt.Fprintf(c.stderr, "cvsm: %s\n", oneLine(msg))
+	}
+	return code
+}
+
+// exitCodeOf maps an SDK error kind to the exit status the shell client
+// documents for it.
+func exitCodeOf(kind cvsm.Kind) int {
+	switch kind {
+	case cvsm.KindConfiguration:
+		return exitUsage
+	case cvsm.KindAuthentication:
+		return exitAuth
+	case cvsm.KindPermissionDenied:
+		return exitPermission
+	case cvsm.KindNotFound:
+		return exitNotFound
+	case cvsm.KindRateLimited:
+		return exitRateLimited
+	case cvsm.KindAPI:
+		return exitAPI
+	case cvsm.KindNetwork:
+		return exitNetwork
+	}
+	return exitFailure
+}
+
+// describe is the message of an SDK error (which never holds the token or
+// a value) with what helps next: how long to wait, the request id to quote.
+func describe(e *cvsm.Error) string {
+	msg := e.Message
+	if e.Kind == cvsm.KindRateLimited && e.HasRetryAfter {
+		msg += fmt.Sprintf(" (retry after %ds)", int64(e.RetryAfter/time.Second))
+	}
+	if e.RequestID != "" && e.Kind != cvsm.KindNotFound {
+		msg += " (request id " + e.RequestID + ")"
+	}
+	return msg
+}
+
+// oneLine keeps a message on one line whatever a server put in it.
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(strings.Map(func(r rune) rune {
+		if r < ' ' || r == 0x7f {
+			return ' '
+		}
+		return r
+	}, s)), " ")
+}
+
+// newFlagSet returns a flag set for command ("" for the top level) that
+// holds the global flags, prints nothing by itself and reports errors to
+// its caller.
+func (c *cli) newFlagSet(command string) *flag.FlagSet {
+	name := "cvsm"
+	if command != "" {
+		name += " " + command
+	}
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	c.settings.register(fs)
+	return fs
+}
+
+// flagError turns an error of flag.FlagSet.Parse into the command's answer:
+// the help on -h/--help, a usage error otherwise.
+func (c *cli) flagError(command string, err error) error {
+	if errors.Is(err, flag.ErrHelp) {
+		c.printHelp(c.stdout, command)
+		return nil
+	}
+	return usagef(command, "%s", dashDash(err.Error()))
+}
+
+// dashDash writes the flag in a message of package flag ("invalid value
+// \"x\" for flag -timeout: ...") the way this help shows it: --timeout.
+func dashDash(msg string) string {
+	for _, prefix := range []string{"for flag -", "not defined: -", "needs an argument: -"} {
+		i := strings.Index(msg, prefix)
+		if i < 0 {
+			continue
+		}
+		rest := msg[i+len(prefix):]
+		name := rest
+		if j := strings.IndexAny(rest, ": "); j >= 0 {
+			name = rest[:j]
+		}
+		if len(name) > 1 && !strings.HasPrefix(name, "-") {
+			return msg[:i+len(prefix)] + "-" + rest
+		}
+	}
+	return msg
+}
+
+// parseInterspersed parses flags that may come before, between or after the
+// positional arguments (cvsm get NAME -e staging), up to a "--" after which
+// everything is positional.
+func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
+	var positional []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		rest := fs.Args()
+		consumed := len(args) - len(rest)
+		if consumed > 0 && args[consumed-1] == "--" {
+			return append(positional, rest...), nil
+		}
+		if len(rest) == 0 {
+			return positional, nil
+		}
+		positional = append(positional, rest[0])
+		args = rest[1:]
+	}
+}
+
+// settings are the global flags; each overrides its CVSM_* variable.
+type settings struct {
+	tokenFile   stringFlag
+	baseURL     stringFlag
+	team        stringFlag
+	environment stringFlag
+	caFile      stringFlag
+	timeout     secondsFlag
+	maxRetries  countFlag
+}
+
+// register adds the global flags to fs. The values are flag.Value types
+// bound to c.settings, so that a flag set registered later (the command's)
+// does not reset what an earlier one (cvsm's own) parsed.
+func (s *settings) register(fs *flag.FlagSet) {
+	fs.Var(&s.environment, "environment", "")
+	fs.Var(&s.environment, "e", "")
+	fs.Var(&s.team, "team", "")
+	fs.Var(&s.baseURL, "base-url", "")
+	fs.Var(&s.timeout, "timeout", "")
+	fs.Var(&s.maxRetries, "max-retries", "")
+	fs.Var(&s.caFile, "ca-file", "")
+	fs.Var(&s.tokenFile, "token-file", "")
+}
+
+// stringFlag is a string option that is either unset or not blank.
+type stringFlag struct {
+	value string
+	set   bool
+}
+
+func (f *stringFlag) String() string { return f.value }
+
+func (f *stringFlag) Set(v string) error {
+	if strings.TrimSpace(v) == "" {
+		return errors.New("must not be empty")
+	}
+	f.value, f.set = strings.TrimSpace(v), true
+	return nil
+}
+
+// secondsFlag is a positive number of seconds such as 10 or 2.5, as
+// CVSM_TIMEOUT is.
+type secondsFlag struct {
+	value time.Duration
+	set   bool
+}
+
+func (f *secondsFlag) String() string {
+	if !f.set {
+		return ""
+	}
+	return strconv.FormatFloat(f.value.Seconds(), 'f', -1, 64)
+}
+
+func (f *secondsFlag) Set(v string) error {
+	s := strings.TrimSpace(v)
+	seconds, err := strconv.ParseFloat(s, 64)
+	if err != nil || !(seconds > 0) || seconds > 1e9 || strings.ContainsAny(s, "xXpPeEiInN_") {
+		return errors.New("must be a positive number of seconds, such as 10 or 2.5")
+	}
+	f.value, f.set = time.Duration(seconds*float64(time.Second)), true
+	return nil
+}
+
+// countFlag is a non-negative whole number, as CVSM_MAX_RETRIES is.
+type countFlag struct {
+	value int
+	set   bool
+}
+
+func (f *countFlag) String() string {
+	if !f.set {
+		return ""
+	}
+	return strconv.Itoa(f.value)
+}
+
+func (f *countFlag) Set(v string) error {
+	s := strings.TrimSpace(v)
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 0 || strings.ContainsAny(s, "+-") {
+		return errors.New("must be a non-negative whole number")
+	}
+	f.value, f.set = n, true
+	return nil
+}
+
+// client builds the SDK client from the flags, then the CVSM_* variables.
+// The checks made here name the flag as well as the variable; the SDK makes
+// the rest (a token that is not visible ASCII, a CVSM_TIMEOUT that does not
+// parse, an unreadable CA file).
+func (c *cli) client() (*cvsm.Client, error) {
+	s := &c.settings
+	opts := cvsm.Options{
+		BaseURL:     s.baseURL.value,
+		Team:        s.team.value,
+		Environment: s.environment.value,
+		CAFile:      s.caFile.value,
+		// One invocation makes one request: a cache would never be read.
+		// (So CVSM_CACHE_TTL is ignored.)
+		CacheTTL: cvsm.NoCache,
+	}
+	if s.tokenFile.set {
+		raw, err := os.ReadFile(s.tokenFile.value)
+		if err != nil {
+			return nil, configErrorf("cannot read the token file: %v", pathError(err))
+		}
+		opts.Token = strings.Trim(string(raw), " \t\r\n")
+		if opts.Token == "" {
+			return nil, configErrorf("the token file %q is empty", s.tokenFile.value)
+		}
+	} else if strings.Trim(os.Getenv(cvsm.EnvToken), " \t\r\n") == "" {
+		return nil, configErrorf("%s is not set: export it, or pass --token-file PATH (there is no --token flag: see 'cvsm --help')", cvsm.EnvToken)
+	}
+	baseURL := opts.BaseURL
+	if baseURL == "" {
+		baseURL = strings.TrimSpace(os.Getenv(cvsm.EnvBaseURL))
+	}
+	if baseURL == "" {
+		return nil, configErrorf("%s is not set: set it, or pass --base-url URL (the API root, such as https://cvsm.example.com/api/v1)", cvsm.EnvBaseURL)
+	}
+	if u, err := url.Parse(baseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, configErrorf("the base URL (--base-url or %s) must be an absolute http or https URL such as https://cvsm.example.com/api/v1", cvsm.EnvBaseURL)
+	}
+	if opts.Team == "" && strings.TrimSpace(os.Getenv(cvsm.EnvTeam)) == "" {
+		return nil, configErrorf("%s is not set: set it, or pass --team TEAM (the team's id or slug)", cvsm.EnvTeam)
+	}
+	if s.timeout.set {
+		opts.Timeout = s.timeout.value
+	}
+	if s.maxRetries.set {
+		opts.MaxRetries = cvsm.Int(s.maxRetries.value)
+	}
+	return cvsm.NewClient(opts)
+}
+
+// pathError is an *os.PathError's text ("open /x: no such file or
+// directory"), the only kind of error os.ReadFile returns.
+func pathError(err error) string {
+	var perr *os.PathError
+	if errors.As(err, &perr) {
+		return perr.Op + " " + perr.Path + ": " + perr.Err.Error()
+	}
+	return err.Error()
+}
+
+func (c *cli) version(args []string) error {
+	fs := c.newFlagSet("version")
+	if err := fs.Parse(args); err != nil {
+		return c.flagError("version", err)
+	}
+	if fs.NArg() > 0 {
+		return usagef("version", "version takes no arguments")
+	}
+	_, err := fmt.Fprintf(c.stdout, "cvsm %s (cvsm-go/%s, %s, %s/%s)\n", cvsm.Version, cvsm.Version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	return err
+}
+
+func (c *cli) help(args []string) error {
+	fs := c.newFlagSet("help")
+	if err := fs.Parse(args); err != nil {
+		return c.flagError("help", err)
+	}
+	switch fs.NArg() {
+	case 0:
+		c.printHelp(c.stdout, "")
+		return nil
+	case 1:
+		if _, ok := findCommand(fs.Arg(0)); !ok {
+			return usagef("", "unknown command %q: use get, export, run or version", fs.Arg(0))
+		}
+		c.printHelp(c.stdout, fs.Arg(0))
+		return nil
+	}
+	return usagef("help", "help takes at most one command")
+}
