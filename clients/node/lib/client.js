@@ -36,7 +36,7 @@ function cacheKey(environment, name) {
 const isObject = (body) => body !== null && typeof body === 'object' && !Array.isArray(body);
 const SHAPES = {
   listing: (body) => isObject(body) && Array.isArray(body.secrets),
-  value: (body) => isObject(body) && typeof body.value === 'string',
+  value: (body) => isObject(body) && isObject(body.secret) && typeof body.value === 'string',
   export: (body) => isObject(body) && Object.values(body).every((v) => typeof v === 'string'),
 };
 
