@@ -36,7 +36,7 @@ def test_the_first_readme_example_runs_as_printed(api: FakeApi, monkeypatch: pyt
     exec(compile(first_python_example(), "README.md", "exec"), namespace)
     assert namespace["database_url"] == "postgres://db.internal/app"
     assert os.environ["README_TEST_OTHER"] == "other"
-    assert api.kinds() == ["teams", "list", "value", "export"]
+    assert api.kinds() == ["by_name", "export"]
 
 
 def test_the_version_has_one_source() -> None:
@@ -45,3 +45,4 @@ def test_the_version_has_one_source() -> None:
     assert cvsm.__version__ not in pyproject
     assert importlib.metadata.version("cvsm") == cvsm.__version__
     assert cvsm.USER_AGENT == f"cvsm-python/{cvsm.__version__}"
+

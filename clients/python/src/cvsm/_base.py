@@ -1,10 +1,10 @@
-"""The part of both clients that does no I/O: configuration, cache, team resolution and inject.
+"""The part of both clients that does no I/O: configuration, cache and inject.
 
 :class:`BaseClient` writes each operation once, as a *flow*: a generator that yields the steps
 it needs taken (a :class:`~cvsm._protocol.Call` to attempt, a :class:`~cvsm._protocol.Sleep`
-before a retry, :data:`~cvsm._protocol.RESOLVE_TEAM`) and is sent back their outcome, in the
-manner of ``httpx.Auth.auth_flow``. :class:`cvsm.Client` runs the flows with blocking I/O and
-:class:`cvsm.AsyncClient` with asyncio; neither holds any other logic.
+before a retry) and is sent back their outcome, in the manner of ``httpx.Auth.auth_flow``.
+:class:`cvsm.Client` runs the flows with blocking I/O and :class:`cvsm.AsyncClient` with
+asyncio; neither holds any other logic.
 """
 
 from __future__ import annotations
@@ -24,19 +24,19 @@ import httpx
 from . import _protocol as proto
 from ._cache import ValueCache
 from ._config import ClientConfig, resolve_config, tls_context
-from ._errors import AuthenticationError, ConfigurationError, CvsmError
+from ._errors import AuthenticationError, ConfigurationError, CvsmError, PermissionDeniedError, SecretNotFoundError
 
 logger = logging.getLogger("cvsm")
 
 T = TypeVar("T")
 Http = TypeVar("Http", httpx.Client, httpx.AsyncClient)
-Step = proto.Call[Any] | proto.Sleep | proto._ResolveTeam
+Step = proto.Call[Any] | proto.Sleep
 Flow = Generator[Step, Any, T]
 """An operation written once for both clients; see the module docstring."""
 
 
 class BaseClient(Generic[Http]):
-    """The configuration, cache, team and flows a :class:`cvsm.Client` or :class:`cvsm.AsyncClient` share.
+    """The configuration, cache and flows a :class:`cvsm.Client` or :class:`cvsm.AsyncClient` share.
 
     Not used on its own: a subclass names its httpx client class and runs the flows.
     """
@@ -65,7 +65,7 @@ class BaseClient(Generic[Http]):
 
         - ``token`` (``CVSM_TOKEN``): the API token; surrounding whitespace is trimmed.
         - ``base_url`` (``CVSM_BASE_URL``): the API root, including ``/api/v1``.
-        - ``team`` (``CVSM_TEAM``): a team id, or a slug resolved once through ``GET /teams``.
+        - ``team`` (``CVSM_TEAM``): a team id or slug, sent in every path as it is.
         - ``environment`` (``CVSM_ENVIRONMENT``, default ``production``).
         - ``cache_ttl`` (``CVSM_CACHE_TTL``, default 30): seconds a value is cached; 0 = no cache.
         - ``timeout`` (``CVSM_TIMEOUT``, default 10): seconds for each whole attempt, from
@@ -124,8 +124,6 @@ class BaseClient(Generic[Http]):
             self._owns_http = True
         self._config = config
         self._cache = ValueCache(config.cache_ttl, lock=self._new_cache_lock())
-        self._team_id: str | None = config.team if config.team_is_id else None
-        self._team_lock = self._new_team_lock()
 
     @property
     def config(self) -> ClientConfig:
@@ -143,10 +141,6 @@ class BaseClient(Generic[Http]):
         """Return what guards the cache: a real lock where threads share the client."""
         return contextlib.nullcontext()
 
-    def _new_team_lock(self) -> Any:
-        """Return the lock that makes concurrent first calls resolve a team slug once."""
-        raise NotImplementedError
-
     def _build_request(self, call: proto.Call[Any]) -> httpx.Request:
         """Return the HTTP request for one attempt of ``call``."""
         return self._http.build_request(
@@ -158,25 +152,31 @@ class BaseClient(Generic[Http]):
         )
 
     def _get_flow(self, name: str) -> Flow[str]:
+        """Return the value of ``name``: fresh from the cache, else read by name (one request).
+
+        Only after a 404 does the listing decide: a listing means the secret is missing (the
+        not-found error, with a suggestion), a 404 or 400 to it a wrong team or base URL.
+        """
         environment = self._config.environment
         proto.check_name(name, environment)
         cached = self._cache.get_value(environment, name)
         if isinstance(cached, str):
             return cached
-        team_id = yield from self._team_flow()
-        listing = yield from self._fetch(proto.listing_call(team_id, environment, name))
-        secret_id = proto.pick_secret(listing.value, name, environment, listing.request_id)
-        value = (yield from self._fetch(proto.value_call(team_id, secret_id, name, environment))).value
-        self._cache.put_value(environment, name, value)
-        return value
+        try:
+            reply = yield from self._fetch(proto.by_name_call(self._config.team, environment, name))
+        except SecretNotFoundError as missing:
+            listing = yield from self._fetch(proto.listing_call(self._config.team, environment, name))
+            raise proto.absent_secret(listing.value, name, environment, missing) from None
+        self._cache.put_value(environment, name, reply.value)
+        return reply.value
 
     def _get_all_flow(self) -> Flow[dict[str, str]]:
+        """Return every secret of the environment: fresh from the cache, else one export."""
         environment = self._config.environment
         cached = self._cache.get_all(environment)
         if cached is not None:
             return cached
-        team_id = yield from self._team_flow()
-        values = (yield from self._fetch(proto.export_call(team_id, environment))).value
+        values = (yield from self._fetch(proto.export_call(self._config.team, environment))).value
         self._cache.put_all(environment, values)
         return dict(values)
 
@@ -187,24 +187,13 @@ class BaseClient(Generic[Http]):
             os.environ[name] = value
         return sorted(chosen)
 
-    def _team_flow(self) -> Flow[str]:
-        """Return the team id; the client resolves a slug once when asked for RESOLVE_TEAM."""
-        if self._team_id is not None:
-            return self._team_id
-        team_id: str = yield proto.RESOLVE_TEAM
-        return team_id
-
-    def _resolve_team_flow(self) -> Flow[str]:
-        """Return the id of the team whose slug is configured, through ``GET /teams``."""
-        reply = yield from self._fetch(proto.teams_call())
-        return proto.pick_team(reply.value, self._config.team, reply.request_id)
-
     def _fetch(self, call: proto.Call[T]) -> Flow[proto.Reply[T]]:
         """Attempt ``call`` until it succeeds, fails for good, or retries run out.
 
         After a network error, an unreadable 2xx answer or a 502, 503 or 504, the flow pauses
         (full jitter) and tries again, at most ``max_retries`` times; any other error is raised
-        at once. An :class:`~cvsm.AuthenticationError` also empties the cache.
+        at once. An :class:`~cvsm.AuthenticationError` or :class:`~cvsm.PermissionDeniedError`
+        also empties the cache.
         """
         for attempt in itertools.count():
             failure: CvsmError
@@ -220,7 +209,7 @@ class BaseClient(Generic[Http]):
                 except CvsmError as exc:
                     failure = exc
             if attempt >= self._config.max_retries or not proto.is_retryable(failure):
-                if isinstance(failure, AuthenticationError):
+                if isinstance(failure, (AuthenticationError, PermissionDeniedError)):
                     self._cache.clear()
                 raise failure
             delay = proto.backoff_delay(attempt)

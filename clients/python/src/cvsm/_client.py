@@ -35,9 +35,10 @@ class Client(BaseClient[httpx.Client]):
     def get(self, name: str) -> str:
         """Return the value of the secret ``name`` in the client's environment.
 
-        Served from the cache when fetched less than ``cache_ttl`` seconds ago. Raise
-        :class:`SecretNotFoundError` when no secret has exactly this (case-sensitive) name, or
-        when ``name`` is not a valid secret name (then without a request).
+        Served from the cache when fetched less than ``cache_ttl`` seconds ago, else read with
+        one request. Raise :class:`SecretNotFoundError` when no secret has exactly this
+        (case-sensitive) name, or when ``name`` is not a valid secret name (then without a
+        request).
         """
         return self._run(self._get_flow(name))
 
@@ -73,9 +74,6 @@ class Client(BaseClient[httpx.Client]):
     def _new_cache_lock(self) -> threading.Lock:
         return threading.Lock()
 
-    def _new_team_lock(self) -> threading.Lock:
-        return threading.Lock()
-
     def _run(self, flow: Flow[T]) -> T:
         """Take the steps ``flow`` asks for, with blocking I/O, and return its result."""
         try:
@@ -88,23 +86,14 @@ class Client(BaseClient[httpx.Client]):
                         step = flow.throw(exc)
                     else:
                         step = flow.send(answer)
-                elif isinstance(step, proto.Sleep):
+                else:
                     time.sleep(step.seconds)
                     step = flow.send(None)
-                else:
-                    step = flow.send(self._team())
         except StopIteration as done:
             result: T = done.value
             return result
         finally:
             flow.close()
-
-    def _team(self) -> str:
-        """Return the team id, resolving a slug through ``GET /teams`` once per client."""
-        with self._team_lock:
-            if self._team_id is None:
-                self._team_id = self._run(self._resolve_team_flow())
-            return self._team_id
 
     def _attempt(self, call: proto.Call[object]) -> proto.Answer:
         """Send one attempt of ``call`` and return the whole answer within ``timeout`` seconds.

@@ -30,7 +30,6 @@ DEFAULT_CACHE_TTL = 30
 DEFAULT_TIMEOUT = 10.0
 DEFAULT_MAX_RETRIES = 2
 
-_UUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
 # Trimmed from both ends of a token, so that one read from a mounted file works.
 _TOKEN_WHITESPACE = " \t\r\n"
 # Visible ASCII only: anything else could not travel in an HTTP header unaltered.
@@ -44,9 +43,10 @@ class ClientConfig:
     """A client's effective configuration, without the token.
 
     ``base_url`` includes ``/api/v1`` and has no trailing slash; ``team`` is the team id or
-    slug as configured; ``cache_ttl`` is in whole seconds (0 = no cache); ``timeout`` is the
-    limit in seconds on each whole attempt; ``max_retries`` is the number of extra attempts for
-    a failed GET; ``ca_file`` is the PEM bundle trusted instead of the system store, or ``None``.
+    slug as configured (it goes into every path as it is); ``cache_ttl`` is in whole seconds
+    (0 = no cache); ``timeout`` is the limit in seconds on each whole attempt; ``max_retries``
+    is the number of extra attempts for a failed GET; ``ca_file`` is the PEM bundle trusted
+    instead of the system store, or ``None``.
     """
 
     base_url: str
@@ -56,11 +56,6 @@ class ClientConfig:
     timeout: float
     max_retries: int
     ca_file: str | None = None
-
-    @property
-    def team_is_id(self) -> bool:
-        """Tell whether ``team`` is a team id (a UUID) rather than a slug."""
-        return bool(_UUID.match(self.team))
 
     def as_dict(self) -> dict[str, object]:
         """Return the configuration as a plain dict (it never holds the token)."""
