@@ -35,6 +35,7 @@ CVSM_VARIABLES = (
     "CVSM_TIMEOUT",
     "CVSM_MAX_RETRIES",
     "CVSM_CA_FILE",
+    "CVSM_STALE_IF_ERROR",
 )
 PROXY_VARIABLES = tuple(
     name for base in ("http_proxy", "https_proxy", "all_proxy", "no_proxy") for name in (base, base.upper())
@@ -76,7 +77,8 @@ class FakeApi:
         return secret_id
 
     def fail(self, kind: str, *outcomes: Any) -> None:
-        """Queue outcomes (an httpx.Response, an exception, or a status int) for ``kind``."""
+        """Queue outcomes for ``kind`` (or "any"): an httpx.Response, an exception, a status int,
+        or a function of the request, run before it is answered normally."""
         for outcome in outcomes:
             self._faults.append((kind, outcome))
 
@@ -98,6 +100,9 @@ class FakeApi:
         for i, (fault_kind, outcome) in enumerate(self._faults):
             if fault_kind in (kind, "any"):
                 del self._faults[i]
+                if callable(outcome):
+                    outcome(request)
+                    break
                 if isinstance(outcome, BaseException):
                     raise outcome
                 if isinstance(outcome, int):

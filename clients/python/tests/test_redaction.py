@@ -45,9 +45,13 @@ async def test_log_lines_hold_no_token_or_value(sdk: Sdk, api: FakeApi, caplog: 
     api.add("A", VALUE)
     api.fail("by_name", 503)
     caplog.set_level(logging.DEBUG)
-    client = sdk.client(team="acme")
+    client = sdk.client(team="acme", cache_ttl=0, stale_if_error=60)
     await sdk.call(client.get("A"))
     await sdk.call(client.get_all())
+    api.fail("any", *[503] * 6)
+    await sdk.call(client.get("A"))  # served stale, and logged as such
+    await sdk.call(client.get_all())
+    assert sum(r.levelno == logging.WARNING for r in caplog.records) == 2
     assert any(r.name == "cvsm" for r in caplog.records)
     logged = "\n".join(r.getMessage() for r in caplog.records)
     assert TOKEN not in logged

@@ -35,7 +35,8 @@ class AsyncClient(BaseClient[httpx.AsyncClient]):
         Served from the cache when fetched less than ``cache_ttl`` seconds ago, else read with
         one request. Raise :class:`SecretNotFoundError` when no secret has exactly this
         (case-sensitive) name, or when ``name`` is not a valid secret name (then without a
-        request).
+        request). With ``stale_if_error``, a kept value may answer in place of a failed
+        refresh (see ``on_stale``).
         """
         return await self._run(self._get_flow(name))
 

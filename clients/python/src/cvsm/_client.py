@@ -22,8 +22,9 @@ class Client(BaseClient[httpx.Client]):
 
     Every option is keyword-only and falls back to its ``CVSM_*`` variable (see ``__init__``):
     ``token``, ``base_url``, ``team``, ``environment``, ``cache_ttl``, ``timeout``,
-    ``max_retries``, ``ca_file``, plus ``verify`` and ``http_client`` (an ``httpx.Client`` the
-    caller owns). A missing token, base URL or team raises :class:`ConfigurationError` here.
+    ``max_retries``, ``stale_if_error``, ``ca_file``, plus ``on_stale``, ``verify`` and
+    ``http_client`` (an ``httpx.Client`` the caller owns). A missing token, base URL or team
+    raises :class:`ConfigurationError` here.
 
     Each attempt runs on a short-lived worker thread so that ``timeout`` bounds all of it, body
     included, whatever the server does. A Client is safe to share between threads. Close it
@@ -38,7 +39,8 @@ class Client(BaseClient[httpx.Client]):
         Served from the cache when fetched less than ``cache_ttl`` seconds ago, else read with
         one request. Raise :class:`SecretNotFoundError` when no secret has exactly this
         (case-sensitive) name, or when ``name`` is not a valid secret name (then without a
-        request).
+        request). With ``stale_if_error``, a kept value may answer in place of a failed
+        refresh (see ``on_stale``).
         """
         return self._run(self._get_flow(name))
 

@@ -1,9 +1,10 @@
 """The wire protocol shared by Client and AsyncClient, without any I/O.
 
 It says which GETs to make (:class:`Call`), reads their complete answers (:class:`Answer`) into
-values or typed errors, decides what is retried and how long to wait, checks secret names and
-what ``inject`` may set, and tells a missing secret from a wrong team out of a case-insensitive
-search. The clients only add the sending, blocking or async, around it.
+values or typed errors, decides what is retried, what may be answered with a stale value and how
+long to wait, checks secret names and what ``inject`` may set, and tells a missing secret from a
+wrong team out of a case-insensitive search. The clients only add the sending, blocking or
+async, around it.
 """
 
 from __future__ import annotations
@@ -178,6 +179,19 @@ def read_answer(call: Call[T], answer: Answer, token: Token) -> Reply[T]:
 def is_retryable(error: CvsmError) -> bool:
     """Tell whether a failed attempt is tried again: no usable answer, or a 502, 503 or 504."""
     return isinstance(error, NetworkError) or (type(error) is ApiError and error.status in RETRYABLE_STATUSES)
+
+
+def allows_stale(error: CvsmError) -> bool:
+    """Tell whether a failed refresh may be answered with a kept value (rule R14).
+
+    Only when the server could not answer (a network error or unreadable answer, after
+    retries), failed (a 5xx, after retries) or asked us to slow down (429). Never for a refused
+    token (401, 403: the cache is emptied), a missing secret or a configuration error.
+    """
+    return (
+        isinstance(error, (NetworkError, RateLimitError))
+        or (type(error) is ApiError and error.status is not None and 500 <= error.status < 600)
+    )
 
 
 def network_error(exc: httpx.HTTPError) -> NetworkError:
@@ -358,7 +372,7 @@ def describe(kind: str, config: ClientConfig) -> str:
     text = (
         f"<cvsm.{kind} base_url={config.base_url!r} team={config.team!r} "
         f"environment={config.environment!r} cache_ttl={config.cache_ttl} "
-        f"timeout={config.timeout:g} max_retries={config.max_retries}"
+        f"timeout={config.timeout:g} max_retries={config.max_retries} stale_if_error={config.stale_if_error}"
     )
     if config.ca_file is not None:
         text += f" ca_file={config.ca_file!r}"
