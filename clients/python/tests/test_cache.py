@@ -164,3 +164,17 @@ def test_client_cache_is_shared_safely_between_threads(api: FakeApi) -> None:
     # cache holds it: the cache answered the rest of the 2,560 reads.
     assert len(api.requests) <= 8 * (len(names) + 1)
 
+
+def test_a_cached_client_get_is_answered_without_a_flow(api: FakeApi, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The lean path: a fresh entry answers Client.get before any generator is made.
+    api.add("A", "1")
+    client = cvsm.Client(token="cvsm_" + "5e" * 32, base_url="http://cvsm.test/api/v1", team="acme")
+    assert client.get("A") == "1"
+
+    def no_flow(name: str) -> None:
+        raise AssertionError(f"a flow for {name}")
+
+    monkeypatch.setattr(client, "_get_flow", no_flow)
+    assert client.get("A") == "1"
+    with pytest.raises(AssertionError, match="a flow for B"):
+        client.get("B")

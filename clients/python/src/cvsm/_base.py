@@ -4,7 +4,7 @@
 it needs taken (a :class:`~cvsm._protocol.Call` to attempt, a :class:`~cvsm._protocol.Sleep`
 before a retry) and is sent back their outcome, in the manner of ``httpx.Auth.auth_flow``.
 :class:`cvsm.Client` runs the flows with blocking I/O and :class:`cvsm.AsyncClient` with
-asyncio; neither holds any other logic.
+asyncio; neither holds any other logic (``Client.get`` only inlines the cache hit).
 """
 
 from __future__ import annotations
