@@ -12,6 +12,7 @@ import asyncio
 import json
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -29,8 +30,10 @@ KINDS: list[tuple[type[cvsm.CvsmError], str]] = [
     (cvsm.ApiError, "api"),
     (cvsm.NetworkError, "network"),
 ]
-OPTION_NAMES = ("token", "base_url", "team", "environment", "cache_ttl", "timeout", "max_retries", "ca_file")
-CONFIG_KEYS = ("base_url", "team", "environment", "cache_ttl", "timeout", "max_retries")
+OPTION_NAMES = (
+    "token", "base_url", "team", "environment", "cache_ttl", "timeout", "max_retries", "ca_file", "stale_if_error",
+)
+CONFIG_KEYS = ("base_url", "team", "environment", "cache_ttl", "timeout", "max_retries", "stale_if_error")
 
 
 class Unsupported(Exception):
@@ -62,12 +65,28 @@ def error_body(exc: BaseException) -> dict[str, Any]:
 
 
 class Driver:
-    """The current client, and the ops run on it one at a time."""
+    """The current client, and the ops run on it one at a time.
+
+    ``stale`` is set by the client's ``on_stale`` callback: ops run one at a time, so after a
+    ``get`` or ``get_all`` it tells whether that call answered with a kept value.
+    """
 
     def __init__(self, use_async: bool) -> None:
         self.use_async = use_async
         self.loop = asyncio.new_event_loop() if use_async else None
         self.client: cvsm.Client | cvsm.AsyncClient | None = None
+        self.stale = False
+
+    def on_stale(self, event: cvsm.StaleEvent) -> None:
+        self.stale = True
+
+    def read(self, key: str, fn: Callable[[], Any]) -> dict[str, Any]:
+        """Run the read ``fn``; add ``stale: true`` when the SDK said it answered stale."""
+        self.stale = False
+        result = {key: self.call(fn())}
+        if self.stale:
+            result["stale"] = True
+        return result
 
     def call(self, value: Any) -> Any:
         """Await ``value`` on the driver's loop when it is a coroutine; return it otherwise."""
@@ -91,6 +110,7 @@ class Driver:
         if op == "new_client":
             self.close_client()
             options = {k: v for k, v in (args.get("options") or {}).items() if k in OPTION_NAMES}
+            options["on_stale"] = self.on_stale
             factory = cvsm.AsyncClient if self.use_async else cvsm.Client
             if self.loop is not None:
                 # httpx.AsyncClient wants to be created with the loop running.
@@ -103,9 +123,9 @@ class Driver:
             config = self.client.config.as_dict()
             return {"config": {key: config[key] for key in CONFIG_KEYS}}
         if op == "get":
-            return {"value": self.call(self.current().get(args["name"]))}
+            return self.read("value", lambda: self.current().get(args["name"]))
         if op == "get_all":
-            return {"values": self.call(self.current().get_all())}
+            return self.read("values", lambda: self.current().get_all())
         if op == "inject":
             return {"names": self.call(self.current().inject(overwrite=bool(args.get("overwrite", False))))}
         if op == "clear_cache":

@@ -1,6 +1,7 @@
 """Shared fixtures: a fake cvsm API on respx and one way to drive both clients.
 
-``FakeApi`` answers the four endpoints the SDK uses from an in-memory store, records every
+``FakeApi`` answers the three endpoints the SDK uses (the read by name, the listing, the export)
+from an in-memory store, takes the team by id or slug as the server does, records every
 request, and plays queued faults (responses or exceptions) before answering normally.
 ``sdk`` runs every test against ``Client`` and ``AsyncClient`` alike.
 """
@@ -12,6 +13,7 @@ import re
 import uuid
 from collections.abc import Iterator
 from typing import Any
+from urllib.parse import unquote
 
 import httpx
 import pytest
@@ -33,22 +35,29 @@ CVSM_VARIABLES = (
     "CVSM_TIMEOUT",
     "CVSM_MAX_RETRIES",
     "CVSM_CA_FILE",
+    "CVSM_STALE_IF_ERROR",
 )
 PROXY_VARIABLES = tuple(
     name for base in ("http_proxy", "https_proxy", "all_proxy", "no_proxy") for name in (base, base.upper())
 )
 
+# Matched on the raw (still percent-encoded) path, as a server routes it.
 _PATHS = [
     ("teams", re.compile(r"^/api/v1/teams$")),
     ("export", re.compile(r"^/api/v1/teams/(?P<team>[^/]+)/secrets/export$")),
     ("list", re.compile(r"^/api/v1/teams/(?P<team>[^/]+)/secrets$")),
+    ("by_name", re.compile(r"^/api/v1/teams/(?P<team>[^/]+)/secrets/by-name/(?P<name>[^/]+)$")),
     ("value", re.compile(r"^/api/v1/teams/(?P<team>[^/]+)/secrets/(?P<id>[^/]+)$")),
 ]
 
 
+def _raw_path(request: httpx.Request) -> str:
+    return request.url.raw_path.decode("ascii").partition("?")[0]
+
+
 def kind_of(request: httpx.Request) -> str:
     for kind, pattern in _PATHS:
-        if pattern.match(request.url.path):
+        if pattern.match(_raw_path(request)):
             return kind
     return "other"
 
@@ -68,7 +77,8 @@ class FakeApi:
         return secret_id
 
     def fail(self, kind: str, *outcomes: Any) -> None:
-        """Queue outcomes (an httpx.Response, an exception, or a status int) for ``kind``."""
+        """Queue outcomes for ``kind`` (or "any"): an httpx.Response, an exception, a status int,
+        or a function of the request, run before it is answered normally."""
         for outcome in outcomes:
             self._faults.append((kind, outcome))
 
@@ -90,6 +100,9 @@ class FakeApi:
         for i, (fault_kind, outcome) in enumerate(self._faults):
             if fault_kind in (kind, "any"):
                 del self._faults[i]
+                if callable(outcome):
+                    outcome(request)
+                    break
                 if isinstance(outcome, BaseException):
                     raise outcome
                 if isinstance(outcome, int):
@@ -97,10 +110,10 @@ class FakeApi:
                 return outcome
         if request.headers.get("Authorization") != f"Bearer {TOKEN}":
             return httpx.Response(401, json={"error": "token tidak valid"})
-        match = next(p.match(request.url.path) for k, p in _PATHS if k == kind) if kind != "other" else None
+        match = next(p.match(_raw_path(request)) for k, p in _PATHS if k == kind) if kind != "other" else None
         if kind == "teams":
             return httpx.Response(200, json={"teams": self.teams})
-        if match is None or match.group("team") != TEAM_ID:
+        if match is None or unquote(match.group("team")) not in (TEAM_ID, TEAM_SLUG):
             return httpx.Response(404, json={"error": "tidak ditemukan"})
         environment = request.url.params.get("environment")
         if kind == "list":
@@ -116,10 +129,14 @@ class FakeApi:
                 200,
                 json={s["name"]: s["value"] for s in self.secrets if environment in (None, s["environment"])},
             )
-        for secret in self.secrets:
-            if secret["id"] == match.group("id"):
-                meta = {k: v for k, v in secret.items() if k != "value"}
-                return httpx.Response(200, json={"secret": meta, "value": secret["value"]})
+        if kind == "by_name":
+            wanted = (unquote(match.group("name")), environment or "production")
+            found = [s for s in self.secrets if (s["name"], s["environment"]) == wanted]
+        else:
+            found = [s for s in self.secrets if s["id"] == unquote(match.group("id"))]
+        for secret in found:
+            meta = {k: v for k, v in secret.items() if k != "value"}
+            return httpx.Response(200, json={"secret": meta, "value": secret["value"]})
         return httpx.Response(404, json={"error": "rahasia tidak ditemukan"})
 
 

@@ -29,7 +29,7 @@ async def test_clear_cache_makes_the_next_call_fetch(sdk: Sdk, api: FakeApi) -> 
     api.reset_requests()
     await sdk.call(client.get("A"))
     await sdk.call(client.get_all())
-    assert api.kinds() == ["list", "value", "export"]
+    assert api.kinds() == ["by_name", "export"]
 
 
 async def test_entries_expire_after_the_ttl(sdk: Sdk, api: FakeApi, clock: list[float]) -> None:
@@ -38,10 +38,10 @@ async def test_entries_expire_after_the_ttl(sdk: Sdk, api: FakeApi, clock: list[
     await sdk.call(client.get("A"))
     clock[0] += 4.9
     await sdk.call(client.get("A"))
-    assert api.kinds() == ["list", "value"]
+    assert api.kinds() == ["by_name"]
     clock[0] += 0.2
     await sdk.call(client.get("A"))
-    assert api.kinds() == ["list", "value", "list", "value"]
+    assert api.kinds() == ["by_name", "by_name"]
 
 
 async def test_default_ttl_is_30_seconds(sdk: Sdk, api: FakeApi, clock: list[float]) -> None:
@@ -50,10 +50,10 @@ async def test_default_ttl_is_30_seconds(sdk: Sdk, api: FakeApi, clock: list[flo
     await sdk.call(client.get("A"))
     clock[0] += 29.5
     await sdk.call(client.get("A"))
-    assert len(api.requests) == 2
+    assert len(api.requests) == 1
     clock[0] += 1
     await sdk.call(client.get("A"))
-    assert len(api.requests) == 4
+    assert len(api.requests) == 2
 
 
 async def test_cache_ttl_zero_disables_the_cache(sdk: Sdk, api: FakeApi) -> None:
@@ -63,7 +63,7 @@ async def test_cache_ttl_zero_disables_the_cache(sdk: Sdk, api: FakeApi) -> None
     await sdk.call(client.get("A"))
     await sdk.call(client.get_all())
     await sdk.call(client.get_all())
-    assert api.kinds() == ["list", "value", "list", "value", "export", "export"]
+    assert api.kinds() == ["by_name", "by_name", "export", "export"]
 
 
 async def test_get_after_get_all_makes_no_request_and_get_all_is_cached(sdk: Sdk, api: FakeApi) -> None:
@@ -86,7 +86,7 @@ async def test_mutating_a_returned_dict_does_not_change_the_cache(sdk: Sdk, api:
 async def test_errors_are_not_cached(sdk: Sdk, api: FakeApi) -> None:
     api.add("A", "1")
     client = sdk.client(max_retries=0)
-    api.fail("list", 503)
+    api.fail("by_name", 503)
     with pytest.raises(cvsm.ApiError):
         await sdk.call(client.get("A"))
     with pytest.raises(cvsm.SecretNotFoundError):
@@ -95,32 +95,46 @@ async def test_errors_are_not_cached(sdk: Sdk, api: FakeApi) -> None:
     assert await sdk.call(client.get("A")) == "1"
     with pytest.raises(cvsm.SecretNotFoundError):
         await sdk.call(client.get("MISSING"))
-    assert api.kinds() == ["list", "value", "list"]
+    assert api.kinds() == ["by_name", "by_name", "list"]
 
 
-async def test_authentication_error_empties_the_cache(sdk: Sdk, api: FakeApi) -> None:
-    api.add("A", "1")
-    api.add("B", "2")
-    client = sdk.client()
-    await sdk.call(client.get("A"))
-    api.fail("list", 401)
-    with pytest.raises(cvsm.AuthenticationError):
-        await sdk.call(client.get("B"))
-    api.reset_requests()
-    await sdk.call(client.get("A"))
-    assert api.kinds() == ["list", "value"]
+REFUSALS = pytest.mark.parametrize(
+    ("status", "error_type"), [(401, cvsm.AuthenticationError), (403, cvsm.PermissionDeniedError)]
+)
 
 
-async def test_permission_error_keeps_the_cache(sdk: Sdk, api: FakeApi) -> None:
+@REFUSALS
+async def test_a_refused_read_by_name_empties_the_cache(
+    sdk: Sdk, api: FakeApi, status: int, error_type: type[cvsm.CvsmError]
+) -> None:
     api.add("A", "1")
     client = sdk.client()
     await sdk.call(client.get("A"))
-    api.fail("list", 403)
-    with pytest.raises(cvsm.PermissionDeniedError):
-        await sdk.call(client.get("B"))
+    await sdk.call(client.get_all())
+    api.fail("by_name", status)
+    with pytest.raises(error_type):
+        await sdk.call(client.get("OTHER"))
     api.reset_requests()
     await sdk.call(client.get("A"))
-    assert api.requests == []
+    await sdk.call(client.get_all())
+    assert api.kinds() == ["by_name", "export"]
+
+
+@REFUSALS
+async def test_a_refused_export_empties_the_cache(
+    sdk: Sdk, api: FakeApi, clock: list[float], status: int, error_type: type[cvsm.CvsmError]
+) -> None:
+    api.add("A", "1")
+    client = sdk.client(cache_ttl=10)
+    await sdk.call(client.get_all())
+    clock[0] += 11
+    await sdk.call(client.get("A"))  # fresh again, until 21 s
+    api.fail("export", status)
+    with pytest.raises(error_type):
+        await sdk.call(client.get_all())
+    api.reset_requests()
+    await sdk.call(client.get("A"))
+    assert api.kinds() == ["by_name"]
 
 
 def test_client_cache_is_shared_safely_between_threads(api: FakeApi) -> None:
@@ -146,6 +160,21 @@ def test_client_cache_is_shared_safely_between_threads(api: FakeApi) -> None:
     for thread in threads:
         thread.join()
     assert failures == []
-    # Each thread misses each name (two requests) and get_all (one) at most once before the
+    # Each thread misses each name and get_all (one request each) at most once before the
     # cache holds it: the cache answered the rest of the 2,560 reads.
-    assert len(api.requests) <= 8 * (2 * len(names) + 1)
+    assert len(api.requests) <= 8 * (len(names) + 1)
+
+
+def test_a_cached_client_get_is_answered_without_a_flow(api: FakeApi, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The lean path: a fresh entry answers Client.get before any generator is made.
+    api.add("A", "1")
+    client = cvsm.Client(token="cvsm_" + "5e" * 32, base_url="http://cvsm.test/api/v1", team="acme")
+    assert client.get("A") == "1"
+
+    def no_flow(name: str) -> None:
+        raise AssertionError(f"a flow for {name}")
+
+    monkeypatch.setattr(client, "_get_flow", no_flow)
+    assert client.get("A") == "1"
+    with pytest.raises(AssertionError, match="a flow for B"):
+        client.get("B")

@@ -18,6 +18,7 @@ def test_options_default_to_production_30s_cache_10s_timeout_and_2_retries(sdk: 
         "cache_ttl": 30,
         "timeout": 10.0,
         "max_retries": 2,
+        "stale_if_error": 0,
         "ca_file": None,
     }
 
@@ -50,6 +51,7 @@ def test_explicit_options_win_over_variables(sdk: Sdk, monkeypatch: pytest.Monke
         "cache_ttl": 0,
         "timeout": 2.5,
         "max_retries": 0,
+        "stale_if_error": 0,
         "ca_file": None,
     }
 
@@ -176,3 +178,38 @@ def test_token_with_other_characters_is_a_configuration_error_without_the_token(
 def test_a_token_of_whitespace_only_is_not_set(sdk: Sdk) -> None:
     with pytest.raises(cvsm.ConfigurationError, match="CVSM_TOKEN is not set"):
         sdk.client(token=" \n")
+
+
+# R14: stale_if_error, option or CVSM_STALE_IF_ERROR, default 0.
+
+
+def test_stale_if_error_comes_from_its_variable_and_the_option_wins(
+    sdk: Sdk, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert sdk.client().config.stale_if_error == 0
+    monkeypatch.setenv("CVSM_STALE_IF_ERROR", "300")
+    assert sdk.client().config.stale_if_error == 300
+    assert sdk.client(stale_if_error=5).config.stale_if_error == 5
+    assert sdk.client(stale_if_error=0).config.stale_if_error == 0
+    monkeypatch.setenv("CVSM_STALE_IF_ERROR", "")
+    assert sdk.client().config.stale_if_error == 0
+
+
+@pytest.mark.parametrize("raw", ["soon", "-1", "1.5", " ", "1e3"])
+def test_stale_if_error_variable_that_is_not_a_non_negative_integer_is_a_configuration_error(
+    sdk: Sdk, monkeypatch: pytest.MonkeyPatch, raw: str
+) -> None:
+    monkeypatch.setenv("CVSM_STALE_IF_ERROR", raw)
+    with pytest.raises(cvsm.ConfigurationError, match="CVSM_STALE_IF_ERROR"):
+        sdk.client()
+
+
+@pytest.mark.parametrize("value", [-1, 1.5, True, "30"])
+def test_invalid_explicit_stale_if_error_is_a_configuration_error(sdk: Sdk, value: object) -> None:
+    with pytest.raises(cvsm.ConfigurationError, match="stale_if_error"):
+        sdk.client(stale_if_error=value)
+
+
+def test_on_stale_must_be_callable(sdk: Sdk) -> None:
+    with pytest.raises(TypeError, match="on_stale"):
+        sdk.client(on_stale="print")

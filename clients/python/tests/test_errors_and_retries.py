@@ -19,32 +19,31 @@ from .conftest import FakeApi, Sdk
     ("status", "error_type"),
     [
         (301, cvsm.ApiError),
-        (400, cvsm.ApiError),
+        (400, cvsm.ConfigurationError),
         (401, cvsm.AuthenticationError),
         (403, cvsm.PermissionDeniedError),
-        (404, cvsm.SecretNotFoundError),
         (409, cvsm.ApiError),
         (422, cvsm.ApiError),
         (429, cvsm.RateLimitError),
         (500, cvsm.ApiError),
     ],
 )
-async def test_each_status_of_the_value_request_raises_its_error_once_without_retry(
+async def test_each_status_of_the_read_by_name_raises_its_error_once_without_retry(
     sdk: Sdk, api: FakeApi, status: int, error_type: type[cvsm.CvsmError]
 ) -> None:
     api.add("A", "1")
-    api.fail("value", status)
+    api.fail("by_name", status)
     with pytest.raises(error_type) as caught:
         await sdk.call(sdk.client().get("A"))
     assert type(caught.value) is error_type
     assert caught.value.status == status
     assert str(caught.value).startswith(f"HTTP {status}: kesalahan {status}")
-    assert api.kinds() == ["list", "value"]
+    assert api.kinds() == ["by_name"]
 
 
 @pytest.mark.parametrize("status", [502, 503, 504])
 async def test_gateway_errors_are_retried_twice_then_raise_api_error(sdk: Sdk, api: FakeApi, status: int) -> None:
-    api.fail("list", status, status, status)
+    api.fail("by_name", status, status, status)
     with pytest.raises(cvsm.ApiError) as caught:
         await sdk.call(sdk.client().get("A"))
     assert caught.value.status == status
@@ -53,9 +52,9 @@ async def test_gateway_errors_are_retried_twice_then_raise_api_error(sdk: Sdk, a
 
 async def test_one_503_then_success_returns_the_value(sdk: Sdk, api: FakeApi, no_backoff: list[int]) -> None:
     api.add("A", "1")
-    api.fail("value", 503)
+    api.fail("by_name", 503)
     assert await sdk.call(sdk.client().get("A")) == "1"
-    assert api.kinds() == ["list", "value", "value"]
+    assert api.kinds() == ["by_name", "by_name"]
     assert no_backoff == [0]
 
 
@@ -84,7 +83,7 @@ async def test_max_retries_bounds_the_attempts(sdk: Sdk, api: FakeApi, no_backof
 async def test_network_failures_are_retried_then_raise_network_error(
     sdk: Sdk, api: FakeApi, exception: Exception
 ) -> None:
-    api.fail("list", exception, exception, exception)
+    api.fail("by_name", exception, exception, exception)
     with pytest.raises(cvsm.NetworkError) as caught:
         await sdk.call(sdk.client().get("A"))
     assert caught.value.status is None
@@ -93,9 +92,9 @@ async def test_network_failures_are_retried_then_raise_network_error(
 
 async def test_dropped_connection_once_then_success(sdk: Sdk, api: FakeApi) -> None:
     api.add("A", "1")
-    api.fail("list", httpx.RemoteProtocolError("Server disconnected"))
+    api.fail("by_name", httpx.RemoteProtocolError("Server disconnected"))
     assert await sdk.call(sdk.client().get("A")) == "1"
-    assert api.kinds() == ["list", "list", "value"]
+    assert api.kinds() == ["by_name", "by_name"]
 
 
 async def test_unreadable_response_is_a_network_error(sdk: Sdk, api: FakeApi) -> None:
@@ -106,7 +105,7 @@ async def test_unreadable_response_is_a_network_error(sdk: Sdk, api: FakeApi) ->
 
 
 async def test_rate_limit_carries_retry_after_and_is_not_retried(sdk: Sdk, api: FakeApi) -> None:
-    api.fail("list", httpx.Response(429, headers={"Retry-After": "7"}, json={"error": "terlalu banyak"}))
+    api.fail("by_name", httpx.Response(429, headers={"Retry-After": "7"}, json={"error": "terlalu banyak"}))
     with pytest.raises(cvsm.RateLimitError) as caught:
         await sdk.call(sdk.client().get("A"))
     assert (caught.value.status, caught.value.retry_after) == (429, 7)
@@ -114,14 +113,14 @@ async def test_rate_limit_carries_retry_after_and_is_not_retried(sdk: Sdk, api: 
 
 
 async def test_rate_limit_without_retry_after_has_none(sdk: Sdk, api: FakeApi) -> None:
-    api.fail("list", 429)
+    api.fail("by_name", 429)
     with pytest.raises(cvsm.RateLimitError) as caught:
         await sdk.call(sdk.client().get("A"))
     assert caught.value.retry_after is None
 
 
 async def test_error_without_json_body_uses_the_reason_phrase(sdk: Sdk, api: FakeApi) -> None:
-    api.fail("list", httpx.Response(500, content=b"oops"))
+    api.fail("by_name", httpx.Response(500, content=b"oops"))
     with pytest.raises(cvsm.ApiError, match=r"^HTTP 500: Internal Server Error$"):
         await sdk.call(sdk.client().get("A"))
 
@@ -152,7 +151,7 @@ _original_backoff = _protocol.backoff_delay
 
 # R3: a 2xx of the wrong shape is unreadable, and retried like a dropped connection.
 
-UNREADABLE = [
+UNREADABLE: list[tuple[str, object]] = [
     ("export", None),
     ("export", []),
     ("export", "text"),
@@ -161,10 +160,12 @@ UNREADABLE = [
     ("list", {"total": 0}),
     ("list", {"secrets": {}}),
     ("list", {"secrets": [{"name": "A"}]}),
-    ("value", {"secret": {}}),
-    ("value", {"value": 5}),
-    ("teams", {}),
-    ("teams", {"teams": "acme"}),
+    ("by_name", None),
+    ("by_name", {"secret": {}}),
+    ("by_name", {"secret": {}, "value": 5}),
+    ("by_name", {"secret": {}, "value": None}),
+    ("by_name", {"value": "1"}),
+    ("by_name", {"secret": "A", "value": "1"}),
 ]
 
 
@@ -175,22 +176,26 @@ async def test_a_2xx_of_the_wrong_shape_is_retried_then_a_network_error(
     api.add("A", "1")
     answer = httpx.Response(200, json=body)
     api.fail(kind, answer, answer, answer)
-    client = sdk.client(team="acme")
+    client = sdk.client()
     with pytest.raises(cvsm.NetworkError, match="unreadable response") as caught:
-        await sdk.call(client.get_all() if kind == "export" else client.get("A"))
+        # The listing is only asked after the read by name answered 404.
+        await sdk.call(client.get_all() if kind == "export" else client.get("A" if kind == "by_name" else "GONE"))
     assert caught.value.status is None
     assert api.kinds().count(kind) == 3
 
 
-@pytest.mark.parametrize("kind", ["export", "list", "value", "teams"])
+@pytest.mark.parametrize("kind", ["export", "by_name", "list"])
 async def test_one_unreadable_answer_then_success(sdk: Sdk, api: FakeApi, kind: str) -> None:
     api.add("A", "1")
     api.fail(kind, httpx.Response(200, json=None))
-    client = sdk.client(team="acme")
+    client = sdk.client()
     if kind == "export":
         assert await sdk.call(client.get_all()) == {"A": "1"}
-    else:
+    elif kind == "by_name":
         assert await sdk.call(client.get("A")) == "1"
+    else:
+        with pytest.raises(cvsm.SecretNotFoundError):
+            await sdk.call(client.get("GONE"))
     assert api.kinds().count(kind) == 2
 
 
@@ -223,7 +228,7 @@ async def test_retry_after_forms(
     if isinstance(header, float):
         header = email.utils.formatdate(time.time() + header, usegmt=True)
     headers = {"Retry-After": header} if header is not None else {}
-    api.fail("list", httpx.Response(429, headers=headers, json={"error": "terlalu banyak"}))
+    api.fail("by_name", httpx.Response(429, headers=headers, json={"error": "terlalu banyak"}))
     with pytest.raises(cvsm.RateLimitError) as caught:
         await sdk.call(sdk.client().get("A"))
     if expected is not None and expected > 1:
@@ -250,36 +255,42 @@ async def test_a_redirect_is_an_api_error_and_is_not_followed(sdk: Sdk, api: Fak
 
 
 @pytest.mark.parametrize(
-    ("kind", "status"),
-    [("teams", 404), ("list", 404), ("export", 404), ("list", 400), ("export", 400)],
+    ("faults", "op", "status", "kinds"),
+    [
+        ([("by_name", 400)], "get", 400, ["by_name"]),
+        ([("by_name", 404), ("list", 404)], "get", 404, ["by_name", "list"]),
+        ([("by_name", 404), ("list", 400)], "get", 400, ["by_name", "list"]),
+        ([("export", 404)], "get_all", 404, ["export"]),
+        ([("export", 400)], "get_all", 400, ["export"]),
+    ],
+    ids=["by-name-400", "listing-404", "listing-400", "export-404", "export-400"],
 )
 async def test_a_wrong_base_url_team_or_environment_is_a_configuration_error(
-    sdk: Sdk, api: FakeApi, kind: str, status: int
+    sdk: Sdk, api: FakeApi, faults: list[tuple[str, int]], op: str, status: int, kinds: list[str]
 ) -> None:
     api.add("A", "1")
-    api.fail(kind, status)
-    client = sdk.client(team="acme")
+    for kind, code in faults:
+        api.fail(kind, code)
+    client = sdk.client()
     with pytest.raises(cvsm.ConfigurationError) as caught:
-        await sdk.call(client.get_all() if kind == "export" else client.get("A"))
+        await sdk.call(client.get_all() if op == "get_all" else client.get("A"))
     assert caught.value.status == status
-    assert caught.value.request_id is not None
+    assert caught.value.request_id == f"req-{len(kinds)}"
     assert str(caught.value).startswith(f"HTTP {status}: kesalahan {status} (")
-    assert len(api.requests) == (2 if kind != "teams" else 1)
+    assert api.kinds() == kinds
 
 
-async def test_an_unknown_team_id_is_a_configuration_error_with_404(sdk: Sdk, api: FakeApi) -> None:
+@pytest.mark.parametrize("team", ["00000000-0000-4000-8000-000000000000", "nobody"], ids=["id", "slug"])
+async def test_an_unknown_team_is_a_configuration_error_with_404(sdk: Sdk, api: FakeApi, team: str) -> None:
+    client = sdk.client(team=team)
     with pytest.raises(cvsm.ConfigurationError) as caught:
-        await sdk.call(sdk.client(team="00000000-0000-4000-8000-000000000000").get_all())
+        await sdk.call(client.get("A"))
     assert caught.value.status == 404
-
-
-@pytest.mark.parametrize("kind", ["teams", "value"])
-async def test_a_400_to_the_teams_or_value_request_stays_an_api_error(sdk: Sdk, api: FakeApi, kind: str) -> None:
-    api.add("A", "1")
-    api.fail(kind, 400)
-    with pytest.raises(cvsm.ApiError) as caught:
-        await sdk.call(sdk.client(team="acme").get("A"))
-    assert caught.value.status == 400
+    assert api.kinds() == ["by_name", "list"]
+    with pytest.raises(cvsm.ConfigurationError) as caught:
+        await sdk.call(client.get_all())
+    assert caught.value.status == 404
+    assert api.kinds() == ["by_name", "list", "export"]
 
 
 # R11: what an error carries.
@@ -287,21 +298,22 @@ async def test_a_400_to_the_teams_or_value_request_stays_an_api_error(sdk: Sdk, 
 
 async def test_errors_from_an_answer_carry_its_request_id(sdk: Sdk, api: FakeApi) -> None:
     api.add("A", "1")
-    api.fail("value", httpx.Response(500, headers={"X-Request-Id": "rid-500"}, json={"error": "x"}))
+    api.fail("by_name", httpx.Response(500, headers={"X-Request-Id": "rid-500"}, json={"error": "x"}))
     with pytest.raises(cvsm.ApiError) as caught:
         await sdk.call(sdk.client().get("A"))
     assert (caught.value.request_id, caught.value.suggestion, caught.value.retry_after) == ("rid-500", None, None)
 
 
-async def test_a_name_absent_from_the_listing_carries_the_listing_request_id(sdk: Sdk, api: FakeApi) -> None:
+async def test_a_missing_secret_carries_the_404_and_request_id_of_the_read_by_name(sdk: Sdk, api: FakeApi) -> None:
     api.add("API_KEY", "1")
     with pytest.raises(cvsm.SecretNotFoundError) as caught:
         await sdk.call(sdk.client().get("api_key"))
-    assert (caught.value.request_id, caught.value.suggestion, caught.value.status) == ("req-1", "API_KEY", None)
+    assert (caught.value.request_id, caught.value.suggestion, caught.value.status) == ("req-1", "API_KEY", 404)
+    assert api.kinds() == ["by_name", "list"]
 
 
 async def test_errors_without_an_answer_have_no_request_id(sdk: Sdk, api: FakeApi) -> None:
-    api.fail("list", *[httpx.ConnectError("refused")] * 3)
+    api.fail("by_name", *[httpx.ConnectError("refused")] * 3)
     with pytest.raises(cvsm.NetworkError) as caught:
         await sdk.call(sdk.client().get("A"))
     assert (caught.value.request_id, caught.value.status, caught.value.suggestion) == (None, None, None)

@@ -1,4 +1,4 @@
-"""Exact, case-sensitive names; not-found errors and their case suggestion; the values themselves."""
+"""One request per get; exact, case-sensitive names; not-found errors and their case suggestion; the values."""
 
 from __future__ import annotations
 
@@ -6,8 +6,48 @@ import httpx
 import pytest
 
 import cvsm
+from cvsm import _protocol
 
-from .conftest import FakeApi, Sdk
+from .conftest import TEAM_ID, FakeApi, Sdk
+
+
+async def test_get_is_one_read_by_name(sdk: Sdk, api: FakeApi) -> None:
+    api.add("API_KEY", "k")
+    api.add("API_KEY", "s", environment="staging")
+    assert await sdk.call(sdk.client().get("API_KEY")) == "k"
+    assert await sdk.call(sdk.client(environment="staging").get("API_KEY")) == "s"
+    first, second = api.requests
+    assert first.url.path == f"/api/v1/teams/{TEAM_ID}/secrets/by-name/API_KEY"
+    assert dict(first.url.params) == {"environment": "production"}
+    assert dict(second.url.params) == {"environment": "staging"}
+
+
+async def test_a_missing_secret_is_read_by_name_then_searched_for_once(sdk: Sdk, api: FakeApi) -> None:
+    api.add("PRESENT", "p")
+    with pytest.raises(cvsm.SecretNotFoundError) as caught:
+        await sdk.call(sdk.client().get("MISSING"))
+    assert str(caught.value) == 'secret "MISSING" not found in production'
+    by_name, listing = api.requests
+    assert by_name.url.path.endswith("/secrets/by-name/MISSING")
+    assert listing.url.path == f"/api/v1/teams/{TEAM_ID}/secrets"
+    assert dict(listing.url.params) == {"environment": "production", "search": "MISSING"}
+
+
+async def test_a_listing_that_holds_the_exact_name_after_a_404_is_still_not_found(sdk: Sdk, api: FakeApi) -> None:
+    # The read by name is the authority; the listing only tells a missing secret from a wrong team.
+    api.add("RACY", "1")
+    api.fail("by_name", 404)
+    with pytest.raises(cvsm.SecretNotFoundError) as caught:
+        await sdk.call(sdk.client().get("RACY"))
+    assert (caught.value.status, caught.value.suggestion) == (404, None)
+
+
+async def test_a_listing_that_fails_otherwise_raises_its_own_error(sdk: Sdk, api: FakeApi) -> None:
+    api.fail("list", 503, 503, 503)
+    with pytest.raises(cvsm.ApiError) as caught:
+        await sdk.call(sdk.client().get("MISSING"))
+    assert caught.value.status == 503
+    assert api.kinds() == ["by_name", "list", "list", "list"]
 
 
 async def test_name_that_differs_only_in_case_is_a_different_secret(sdk: Sdk, api: FakeApi) -> None:
@@ -24,12 +64,14 @@ async def test_not_found_suggests_the_name_that_differs_only_in_case(sdk: Sdk, a
         await sdk.call(sdk.client().get("database_url"))
     error = caught.value
     assert str(error) == 'secret "database_url" not found in production; did you mean "DATABASE_URL"?'
-    assert (error.name, error.environment, error.suggestion, error.status) == (
+    assert (error.name, error.environment, error.suggestion, error.status, error.request_id) == (
         "database_url",
         "production",
         "DATABASE_URL",
-        None,
+        404,
+        "req-1",
     )
+    assert api.kinds() == ["by_name", "list"]
 
 
 async def test_not_found_without_a_near_name_makes_no_suggestion(sdk: Sdk, api: FakeApi) -> None:
@@ -46,14 +88,19 @@ async def test_secret_in_another_environment_is_not_found(sdk: Sdk, api: FakeApi
         await sdk.call(sdk.client().get("ONLY_STAGING"))
 
 
-async def test_http_404_to_the_value_request_is_a_not_found_error_with_status(sdk: Sdk, api: FakeApi) -> None:
-    api.add("A", "1")
-    api.fail("value", httpx.Response(404, json={"error": "rahasia tidak ditemukan"}))
+async def test_a_suggestion_comes_only_from_the_client_environment(sdk: Sdk, api: FakeApi) -> None:
+    api.add("API_KEY", "s", environment="staging")
+    listing = {"secrets": [{"id": "x", "name": "API_KEY", "environment": "staging"}], "total": 1}
+    api.fail("list", httpx.Response(200, json=listing))  # a server that ignored ?environment=
     with pytest.raises(cvsm.SecretNotFoundError) as caught:
-        await sdk.call(sdk.client().get("A"))
-    error = caught.value
-    assert (error.status, error.name, error.environment, error.suggestion) == (404, "A", "production", None)
-    assert str(error) == "HTTP 404: rahasia tidak ditemukan"
+        await sdk.call(sdk.client().get("api_key"))
+    assert caught.value.suggestion is None
+
+
+def test_team_and_name_are_percent_encoded_in_the_path() -> None:
+    # Only valid names are ever sent, and they need no encoding; the path encodes them anyway.
+    call = _protocol.by_name_call("a team/x", "production", "A/B?C")
+    assert call.path == "/teams/a%20team%2Fx/secrets/by-name/A%2FB%3FC"
 
 
 @pytest.mark.parametrize(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.metadata
+import json
 import os
 import re
 from pathlib import Path
@@ -36,7 +37,7 @@ def test_the_first_readme_example_runs_as_printed(api: FakeApi, monkeypatch: pyt
     exec(compile(first_python_example(), "README.md", "exec"), namespace)
     assert namespace["database_url"] == "postgres://db.internal/app"
     assert os.environ["README_TEST_OTHER"] == "other"
-    assert api.kinds() == ["teams", "list", "value", "export"]
+    assert api.kinds() == ["by_name", "export"]
 
 
 def test_the_version_has_one_source() -> None:
@@ -45,3 +46,17 @@ def test_the_version_has_one_source() -> None:
     assert cvsm.__version__ not in pyproject
     assert importlib.metadata.version("cvsm") == cvsm.__version__
     assert cvsm.USER_AGENT == f"cvsm-python/{cvsm.__version__}"
+
+
+def test_the_service_token_request_is_the_scoped_token_the_api_takes() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## Service token", 1)[1].split("\n## ", 1)[0]
+    script = re.search(r"^```sh\n(.*?)^```$", section, re.MULTILINE | re.DOTALL)
+    assert script, "the Service token section has no shell example"
+    bodies = [json.loads(body) for body in re.findall(r"-d '(\{.*?\})'", script.group(1))]
+    assert bodies == [
+        {"identifier": "alice", "password": "correct horse battery"},
+        {"name": "app production", "team_id": "acme", "environments": ["production"], "read_only": True},
+    ]
+    assert '"$CVSM/auth/login"' in script.group(1) and '"$CVSM/tokens"' in script.group(1)
+    assert "export CVSM_TOKEN CVSM_BASE_URL=$CVSM CVSM_TEAM=acme" in script.group(1)

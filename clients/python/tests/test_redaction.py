@@ -25,7 +25,7 @@ async def test_printed_client_holds_no_token_or_value(sdk: Sdk, api: FakeApi) ->
 
 
 async def test_error_messages_hold_no_token_even_when_the_server_echoes_it(sdk: Sdk, api: FakeApi) -> None:
-    api.fail("list", httpx.Response(401, json={"error": f"token {TOKEN} ditolak"}))
+    api.fail("by_name", httpx.Response(401, json={"error": f"token {TOKEN} ditolak"}))
     with pytest.raises(cvsm.AuthenticationError) as caught:
         await sdk.call(sdk.client().get("A"))
     assert TOKEN not in str(caught.value)
@@ -34,7 +34,7 @@ async def test_error_messages_hold_no_token_even_when_the_server_echoes_it(sdk: 
 
 
 async def test_network_error_message_holds_no_token(sdk: Sdk, api: FakeApi) -> None:
-    api.fail("list", *[httpx.ConnectError("refused")] * 3)
+    api.fail("by_name", *[httpx.ConnectError("refused")] * 3)
     with pytest.raises(cvsm.NetworkError) as caught:
         await sdk.call(sdk.client().get("A"))
     assert TOKEN not in str(caught.value)
@@ -43,11 +43,15 @@ async def test_network_error_message_holds_no_token(sdk: Sdk, api: FakeApi) -> N
 
 async def test_log_lines_hold_no_token_or_value(sdk: Sdk, api: FakeApi, caplog: pytest.LogCaptureFixture) -> None:
     api.add("A", VALUE)
-    api.fail("value", 503)
+    api.fail("by_name", 503)
     caplog.set_level(logging.DEBUG)
-    client = sdk.client(team="acme")
+    client = sdk.client(team="acme", cache_ttl=0, stale_if_error=60)
     await sdk.call(client.get("A"))
     await sdk.call(client.get_all())
+    api.fail("any", *[503] * 6)
+    await sdk.call(client.get("A"))  # served stale, and logged as such
+    await sdk.call(client.get_all())
+    assert sum(r.levelno == logging.WARNING for r in caplog.records) == 2
     assert any(r.name == "cvsm" for r in caplog.records)
     logged = "\n".join(r.getMessage() for r in caplog.records)
     assert TOKEN not in logged

@@ -2,32 +2,27 @@
 
 from __future__ import annotations
 
+import pytest
+
 import cvsm
 
-from .conftest import TEAM_ID, TOKEN, FakeApi, Sdk
+from .conftest import TEAM_ID, TEAM_SLUG, TOKEN, FakeApi, Sdk
 
 
 async def test_every_request_carries_bearer_token_accept_json_and_user_agent(sdk: Sdk, api: FakeApi) -> None:
     api.add("API_KEY", "k")
     client = sdk.client(team="acme")
     await sdk.call(client.get("API_KEY"))
+    with pytest.raises(cvsm.SecretNotFoundError):
+        await sdk.call(client.get("MISSING_KEY"))
     await sdk.call(client.get_all())
-    assert api.kinds() == ["teams", "list", "value", "export"]
+    assert api.kinds() == ["by_name", "by_name", "list", "export"]
     for request in api.requests:
         assert request.method == "GET"
         assert request.headers["Authorization"] == f"Bearer {TOKEN}"
         assert request.headers["Accept"] == "application/json"
         assert request.headers["User-Agent"] == "cvsm-python/0.1.0"
     assert cvsm.USER_AGENT == f"cvsm-python/{cvsm.__version__}" == "cvsm-python/0.1.0"
-
-
-async def test_get_lists_with_environment_and_search_then_reads_the_secret_by_id(sdk: Sdk, api: FakeApi) -> None:
-    secret_id = api.add("API_KEY", "k")
-    assert await sdk.call(sdk.client().get("API_KEY")) == "k"
-    listing, read = api.requests
-    assert listing.url.path == f"/api/v1/teams/{TEAM_ID}/secrets"
-    assert dict(listing.url.params) == {"environment": "production", "search": "API_KEY"}
-    assert read.url.path == f"/api/v1/teams/{TEAM_ID}/secrets/{secret_id}"
 
 
 async def test_get_all_uses_the_json_export_of_the_environment(sdk: Sdk, api: FakeApi) -> None:
@@ -47,37 +42,32 @@ async def test_default_environment_is_production(sdk: Sdk, api: FakeApi) -> None
     assert await sdk.call(sdk.client(environment="staging").get("A")) == "stage"
 
 
-async def test_team_slug_is_resolved_once_per_client(sdk: Sdk, api: FakeApi) -> None:
+@pytest.mark.parametrize("team", [TEAM_ID, TEAM_SLUG], ids=["id", "slug"])
+async def test_the_team_goes_into_every_path_as_configured_without_a_teams_lookup(
+    sdk: Sdk, api: FakeApi, team: str
+) -> None:
     api.add("A", "1")
-    api.add("B", "2")
-    client = sdk.client(team="acme")
-    await sdk.call(client.get("A"))
-    await sdk.call(client.get("B"))
-    assert api.kinds() == ["teams", "list", "value", "list", "value"]
+    client = sdk.client(team=team)
+    assert await sdk.call(client.get("A")) == "1"
+    with pytest.raises(cvsm.SecretNotFoundError):
+        await sdk.call(client.get("B"))
+    assert await sdk.call(client.get_all()) == {"A": "1"}
+    assert [r.url.raw_path.decode().partition("?")[0] for r in api.requests] == [
+        f"/api/v1/teams/{team}/secrets/by-name/A",
+        f"/api/v1/teams/{team}/secrets/by-name/B",
+        f"/api/v1/teams/{team}/secrets",
+        f"/api/v1/teams/{team}/secrets/export",
+    ]
 
 
-async def test_team_id_is_used_without_listing_teams(sdk: Sdk, api: FakeApi) -> None:
-    api.add("A", "1")
-    await sdk.call(sdk.client(team=TEAM_ID).get("A"))
-    assert "teams" not in api.kinds()
-
-
-async def test_unknown_team_slug_is_a_configuration_error(sdk: Sdk, api: FakeApi) -> None:
-    client = sdk.client(team="nobody")
-    try:
+async def test_the_team_is_sent_percent_encoded(sdk: Sdk, api: FakeApi) -> None:
+    client = sdk.client(team="x/y z")
+    with pytest.raises(cvsm.ConfigurationError):
         await sdk.call(client.get("A"))
-    except cvsm.ConfigurationError as error:
-        assert "nobody" in str(error)
-    else:
-        raise AssertionError("expected ConfigurationError")
-
-
-async def test_team_and_secret_ids_are_sent_encoded(sdk: Sdk, api: FakeApi) -> None:
-    api.secrets.append({"id": "a/b?c", "name": "A", "value": "1", "environment": "production"})
-    client = sdk.client(team="x/y")
-    api.teams.append({"id": "t/1", "slug": "x/y"})
-    try:
-        await sdk.call(client.get("A"))
-    except cvsm.ConfigurationError:
-        pass
-    assert api.requests[1].url.raw_path.startswith(b"/api/v1/teams/t%2F1/secrets?")
+    with pytest.raises(cvsm.ConfigurationError):
+        await sdk.call(client.get_all())
+    assert [r.url.raw_path.partition(b"?")[0] for r in api.requests] == [
+        b"/api/v1/teams/x%2Fy%20z/secrets/by-name/A",
+        b"/api/v1/teams/x%2Fy%20z/secrets",
+        b"/api/v1/teams/x%2Fy%20z/secrets/export",
+    ]

@@ -12,6 +12,7 @@
 import logging
 
 from ._async_client import AsyncClient
+from ._base import StaleEvent
 from ._client import Client
 from ._config import ClientConfig
 from ._errors import (
@@ -41,5 +42,6 @@ __all__ = [
     "PermissionDeniedError",
     "RateLimitError",
     "SecretNotFoundError",
+    "StaleEvent",
     "__version__",
 ]

@@ -32,9 +32,11 @@ class AsyncClient(BaseClient[httpx.AsyncClient]):
     async def get(self, name: str) -> str:
         """Return the value of the secret ``name`` in the client's environment.
 
-        Served from the cache when fetched less than ``cache_ttl`` seconds ago. Raise
-        :class:`SecretNotFoundError` when no secret has exactly this (case-sensitive) name, or
-        when ``name`` is not a valid secret name (then without a request).
+        Served from the cache when fetched less than ``cache_ttl`` seconds ago, else read with
+        one request. Raise :class:`SecretNotFoundError` when no secret has exactly this
+        (case-sensitive) name, or when ``name`` is not a valid secret name (then without a
+        request). With ``stale_if_error``, a kept value may answer in place of a failed
+        refresh (see ``on_stale``).
         """
         return await self._run(self._get_flow(name))
 
@@ -67,9 +69,6 @@ class AsyncClient(BaseClient[httpx.AsyncClient]):
     ) -> None:
         await self.aclose()
 
-    def _new_team_lock(self) -> asyncio.Lock:
-        return asyncio.Lock()
-
     async def _run(self, flow: Flow[T]) -> T:
         """Take the steps ``flow`` asks for, with asyncio, and return its result."""
         try:
@@ -82,23 +81,14 @@ class AsyncClient(BaseClient[httpx.AsyncClient]):
                         step = flow.throw(exc)
                     else:
                         step = flow.send(answer)
-                elif isinstance(step, proto.Sleep):
+                else:
                     await asyncio.sleep(step.seconds)
                     step = flow.send(None)
-                else:
-                    step = flow.send(await self._team())
         except StopIteration as done:
             result: T = done.value
             return result
         finally:
             flow.close()
-
-    async def _team(self) -> str:
-        """Return the team id, resolving a slug through ``GET /teams`` once per client."""
-        async with self._team_lock:
-            if self._team_id is None:
-                self._team_id = await self._run(self._resolve_team_flow())
-            return self._team_id
 
     async def _attempt(self, call: proto.Call[object]) -> proto.Answer:
         """Send one attempt of ``call`` and return the whole answer within ``timeout`` seconds.

@@ -1,10 +1,10 @@
-"""The part of both clients that does no I/O: configuration, cache, team resolution and inject.
+"""The part of both clients that does no I/O: configuration, cache, stale-if-error and inject.
 
 :class:`BaseClient` writes each operation once, as a *flow*: a generator that yields the steps
 it needs taken (a :class:`~cvsm._protocol.Call` to attempt, a :class:`~cvsm._protocol.Sleep`
-before a retry, :data:`~cvsm._protocol.RESOLVE_TEAM`) and is sent back their outcome, in the
-manner of ``httpx.Auth.auth_flow``. :class:`cvsm.Client` runs the flows with blocking I/O and
-:class:`cvsm.AsyncClient` with asyncio; neither holds any other logic.
+before a retry) and is sent back their outcome, in the manner of ``httpx.Auth.auth_flow``.
+:class:`cvsm.Client` runs the flows with blocking I/O and :class:`cvsm.AsyncClient` with
+asyncio; neither holds any other logic (``Client.get`` only inlines the cache hit).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import itertools
 import logging
 import os
 import ssl
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from contextlib import AbstractContextManager
 from typing import Any, ClassVar, Generic, TypeVar
 
@@ -24,19 +24,40 @@ import httpx
 from . import _protocol as proto
 from ._cache import ValueCache
 from ._config import ClientConfig, resolve_config, tls_context
-from ._errors import AuthenticationError, ConfigurationError, CvsmError
+from ._errors import AuthenticationError, ConfigurationError, CvsmError, PermissionDeniedError, SecretNotFoundError
 
 logger = logging.getLogger("cvsm")
 
 T = TypeVar("T")
 Http = TypeVar("Http", httpx.Client, httpx.AsyncClient)
-Step = proto.Call[Any] | proto.Sleep | proto._ResolveTeam
+Step = proto.Call[Any] | proto.Sleep
 Flow = Generator[Step, Any, T]
 """An operation written once for both clients; see the module docstring."""
 
 
+@attrs.frozen
+class StaleEvent:
+    """What ``on_stale`` receives when a call answers with a kept value (stale-if-error).
+
+    - ``name``: the secret, or ``None`` when the whole environment was served stale
+      (``get_all``, ``inject``);
+    - ``environment``: the client's environment;
+    - ``age``: seconds since the value was fetched: more than ``cache_ttl``, less than
+      ``cache_ttl + stale_if_error``;
+    - ``error``: the :class:`~cvsm.CvsmError` the refresh failed with, which the call would
+      otherwise have raised.
+
+    It never holds the value.
+    """
+
+    name: str | None
+    environment: str
+    age: float
+    error: CvsmError
+
+
 class BaseClient(Generic[Http]):
-    """The configuration, cache, team and flows a :class:`cvsm.Client` or :class:`cvsm.AsyncClient` share.
+    """The configuration, cache and flows a :class:`cvsm.Client` or :class:`cvsm.AsyncClient` share.
 
     Not used on its own: a subclass names its httpx client class and runs the flows.
     """
@@ -54,6 +75,8 @@ class BaseClient(Generic[Http]):
         cache_ttl: int | None = None,
         timeout: float | None = None,
         max_retries: int | None = None,
+        stale_if_error: int | None = None,
+        on_stale: Callable[[StaleEvent], object] | None = None,
         ca_file: str | None = None,
         verify: ssl.SSLContext | str | bool | None = None,
         http_client: Http | None = None,
@@ -65,13 +88,20 @@ class BaseClient(Generic[Http]):
 
         - ``token`` (``CVSM_TOKEN``): the API token; surrounding whitespace is trimmed.
         - ``base_url`` (``CVSM_BASE_URL``): the API root, including ``/api/v1``.
-        - ``team`` (``CVSM_TEAM``): a team id, or a slug resolved once through ``GET /teams``.
+        - ``team`` (``CVSM_TEAM``): a team id or slug, sent in every path as it is.
         - ``environment`` (``CVSM_ENVIRONMENT``, default ``production``).
         - ``cache_ttl`` (``CVSM_CACHE_TTL``, default 30): seconds a value is cached; 0 = no cache.
         - ``timeout`` (``CVSM_TIMEOUT``, default 10): seconds for each whole attempt, from
           connecting to the last byte of the body.
         - ``max_retries`` (``CVSM_MAX_RETRIES``, default 2): extra attempts after a network
           error or a 502, 503 or 504.
+        - ``stale_if_error`` (``CVSM_STALE_IF_ERROR``, default 0 = off): seconds past
+          ``cache_ttl`` a value is kept, to answer in place of a network error, a 5xx (after
+          retries) or a 429; never in place of any other error.
+        - ``on_stale``: called with a :class:`StaleEvent` each time a call answers with a kept
+          value, before the call returns it (an exception it raises comes out of the call). Each
+          name served stale is also logged once (logger ``cvsm``, warning) until it is fetched
+          fresh again.
         - ``ca_file`` (``CVSM_CA_FILE``): a PEM bundle trusted instead of the system store.
         - ``verify``: passed to httpx as is (an ``ssl.SSLContext``, or ``False``); not together
           with ``ca_file``.
@@ -93,9 +123,12 @@ class BaseClient(Generic[Http]):
             cache_ttl=cache_ttl,
             timeout=timeout,
             max_retries=max_retries,
+            stale_if_error=stale_if_error,
             ca_file=ca_file,
             environ=os.environ,
         )
+        if on_stale is not None and not callable(on_stale):
+            raise TypeError(f"on_stale must be callable, not {type(on_stale).__name__}")
         if http_client is not None:
             if not isinstance(http_client, self._http_class):
                 raise TypeError(
@@ -123,9 +156,8 @@ class BaseClient(Generic[Http]):
             self._http = self._http_class(verify=tls, timeout=config.timeout, follow_redirects=False, trust_env=True)
             self._owns_http = True
         self._config = config
-        self._cache = ValueCache(config.cache_ttl, lock=self._new_cache_lock())
-        self._team_id: str | None = config.team if config.team_is_id else None
-        self._team_lock = self._new_team_lock()
+        self._on_stale = on_stale
+        self._cache = ValueCache(config.cache_ttl, config.stale_if_error, lock=self._new_cache_lock())
 
     @property
     def config(self) -> ClientConfig:
@@ -143,10 +175,6 @@ class BaseClient(Generic[Http]):
         """Return what guards the cache: a real lock where threads share the client."""
         return contextlib.nullcontext()
 
-    def _new_team_lock(self) -> Any:
-        """Return the lock that makes concurrent first calls resolve a team slug once."""
-        raise NotImplementedError
-
     def _build_request(self, call: proto.Call[Any]) -> httpx.Request:
         """Return the HTTP request for one attempt of ``call``."""
         return self._http.build_request(
@@ -158,27 +186,47 @@ class BaseClient(Generic[Http]):
         )
 
     def _get_flow(self, name: str) -> Flow[str]:
+        """Return the value of ``name``: fresh from the cache, else read by name (one request).
+
+        Only after a 404 does the listing decide: a listing means the secret is missing (the
+        not-found error, with a suggestion), a 404 or 400 to it a wrong team or base URL.
+        """
         environment = self._config.environment
         proto.check_name(name, environment)
-        cached = self._cache.get_value(environment, name)
-        if isinstance(cached, str):
-            return cached
-        team_id = yield from self._team_flow()
-        listing = yield from self._fetch(proto.listing_call(team_id, environment, name))
-        secret_id = proto.pick_secret(listing.value, name, environment, listing.request_id)
-        value = (yield from self._fetch(proto.value_call(team_id, secret_id, name, environment))).value
-        self._cache.put_value(environment, name, value)
-        return value
+        cache = self._cache
+        value = cache.fresh_value(name)
+        if value is not None:
+            return value
+        generation = cache.generation
+        try:
+            reply = yield from self._fetch(proto.by_name_call(self._config.team, environment, name))
+        except SecretNotFoundError as missing:
+            listing = yield from self._fetch(proto.listing_call(self._config.team, environment, name))
+            raise proto.absent_secret(listing.value, name, environment, missing) from None
+        except CvsmError as error:
+            kept = cache.kept_value(name)
+            if kept is None or not proto.allows_stale(error):
+                raise
+            return self._serve_stale(name, kept[0], kept[1], error)
+        cache.put_value(name, reply.value, generation)
+        return reply.value
 
     def _get_all_flow(self) -> Flow[dict[str, str]]:
-        environment = self._config.environment
-        cached = self._cache.get_all(environment)
+        """Return every secret of the environment: fresh from the cache, else one export."""
+        cache = self._cache
+        cached = cache.fresh_all()
         if cached is not None:
             return cached
-        team_id = yield from self._team_flow()
-        values = (yield from self._fetch(proto.export_call(team_id, environment))).value
-        self._cache.put_all(environment, values)
-        return dict(values)
+        generation = cache.generation
+        try:
+            reply = yield from self._fetch(proto.export_call(self._config.team, self._config.environment))
+        except CvsmError as error:
+            kept = cache.kept_all()
+            if kept is None or not proto.allows_stale(error):
+                raise
+            return self._serve_stale(None, kept[0], kept[1], error)
+        cache.put_all(reply.value, generation)
+        return dict(reply.value)
 
     def _inject_flow(self, overwrite: bool) -> Flow[list[str]]:
         values = yield from self._get_all_flow()
@@ -187,24 +235,32 @@ class BaseClient(Generic[Http]):
             os.environ[name] = value
         return sorted(chosen)
 
-    def _team_flow(self) -> Flow[str]:
-        """Return the team id; the client resolves a slug once when asked for RESOLVE_TEAM."""
-        if self._team_id is not None:
-            return self._team_id
-        team_id: str = yield proto.RESOLVE_TEAM
-        return team_id
-
-    def _resolve_team_flow(self) -> Flow[str]:
-        """Return the id of the team whose slug is configured, through ``GET /teams``."""
-        reply = yield from self._fetch(proto.teams_call())
-        return proto.pick_team(reply.value, self._config.team, reply.request_id)
+    def _serve_stale(self, name: str | None, value: T, age: float, error: CvsmError) -> T:
+        """Return a kept ``value`` in place of ``error``: log it once per name, tell ``on_stale``."""
+        if age < self._config.cache_ttl:
+            return value  # another call fetched it fresh meanwhile: not stale
+        environment = self._config.environment
+        if self._cache.first_stale(name):
+            what = f"secret {name!r}" if name is not None else "every secret"
+            reason = type(error).__name__ + (f" (HTTP {error.status})" if error.status is not None else "")
+            logger.warning(
+                "serving a stale value of %s in %s, %.1fs old: the refresh failed with %s",
+                what,
+                environment,
+                age,
+                reason,
+            )
+        if self._on_stale is not None:
+            self._on_stale(StaleEvent(name, environment, age, error))
+        return value
 
     def _fetch(self, call: proto.Call[T]) -> Flow[proto.Reply[T]]:
         """Attempt ``call`` until it succeeds, fails for good, or retries run out.
 
         After a network error, an unreadable 2xx answer or a 502, 503 or 504, the flow pauses
         (full jitter) and tries again, at most ``max_retries`` times; any other error is raised
-        at once. An :class:`~cvsm.AuthenticationError` also empties the cache.
+        at once. An :class:`~cvsm.AuthenticationError` or :class:`~cvsm.PermissionDeniedError`
+        also empties the cache, kept values included.
         """
         for attempt in itertools.count():
             failure: CvsmError
@@ -220,7 +276,7 @@ class BaseClient(Generic[Http]):
                 except CvsmError as exc:
                     failure = exc
             if attempt >= self._config.max_retries or not proto.is_retryable(failure):
-                if isinstance(failure, AuthenticationError):
+                if isinstance(failure, (AuthenticationError, PermissionDeniedError)):
                     self._cache.clear()
                 raise failure
             delay = proto.backoff_delay(attempt)

@@ -22,8 +22,9 @@ class Client(BaseClient[httpx.Client]):
 
     Every option is keyword-only and falls back to its ``CVSM_*`` variable (see ``__init__``):
     ``token``, ``base_url``, ``team``, ``environment``, ``cache_ttl``, ``timeout``,
-    ``max_retries``, ``ca_file``, plus ``verify`` and ``http_client`` (an ``httpx.Client`` the
-    caller owns). A missing token, base URL or team raises :class:`ConfigurationError` here.
+    ``max_retries``, ``stale_if_error``, ``ca_file``, plus ``on_stale``, ``verify`` and
+    ``http_client`` (an ``httpx.Client`` the caller owns). A missing token, base URL or team
+    raises :class:`ConfigurationError` here.
 
     Each attempt runs on a short-lived worker thread so that ``timeout`` bounds all of it, body
     included, whatever the server does. A Client is safe to share between threads. Close it
@@ -35,10 +36,22 @@ class Client(BaseClient[httpx.Client]):
     def get(self, name: str) -> str:
         """Return the value of the secret ``name`` in the client's environment.
 
-        Served from the cache when fetched less than ``cache_ttl`` seconds ago. Raise
-        :class:`SecretNotFoundError` when no secret has exactly this (case-sensitive) name, or
-        when ``name`` is not a valid secret name (then without a request).
+        Served from the cache when fetched less than ``cache_ttl`` seconds ago, else read with
+        one request. Raise :class:`SecretNotFoundError` when no secret has exactly this
+        (case-sensitive) name, or when ``name`` is not a valid secret name (then without a
+        request). With ``stale_if_error``, a kept value may answer in place of a failed
+        refresh (see ``on_stale``).
         """
+        # A cache hit is answered here, before any flow: ValueCache.fresh_value inlined, as a
+        # method call would cost as much as the lookup itself. No lock: see ValueCache.
+        cache = self._cache
+        try:
+            fresh_until, value = cache.entries[name]
+        except KeyError:
+            pass
+        else:
+            if fresh_until > cache.clock():
+                return value
         return self._run(self._get_flow(name))
 
     def get_all(self) -> dict[str, str]:
@@ -73,9 +86,6 @@ class Client(BaseClient[httpx.Client]):
     def _new_cache_lock(self) -> threading.Lock:
         return threading.Lock()
 
-    def _new_team_lock(self) -> threading.Lock:
-        return threading.Lock()
-
     def _run(self, flow: Flow[T]) -> T:
         """Take the steps ``flow`` asks for, with blocking I/O, and return its result."""
         try:
@@ -88,23 +98,14 @@ class Client(BaseClient[httpx.Client]):
                         step = flow.throw(exc)
                     else:
                         step = flow.send(answer)
-                elif isinstance(step, proto.Sleep):
+                else:
                     time.sleep(step.seconds)
                     step = flow.send(None)
-                else:
-                    step = flow.send(self._team())
         except StopIteration as done:
             result: T = done.value
             return result
         finally:
             flow.close()
-
-    def _team(self) -> str:
-        """Return the team id, resolving a slug through ``GET /teams`` once per client."""
-        with self._team_lock:
-            if self._team_id is None:
-                self._team_id = self._run(self._resolve_team_flow())
-            return self._team_id
 
     def _attempt(self, call: proto.Call[object]) -> proto.Answer:
         """Send one attempt of ``call`` and return the whole answer within ``timeout`` seconds.

@@ -24,13 +24,14 @@ ENV_CACHE_TTL = "CVSM_CACHE_TTL"
 ENV_TIMEOUT = "CVSM_TIMEOUT"
 ENV_MAX_RETRIES = "CVSM_MAX_RETRIES"
 ENV_CA_FILE = "CVSM_CA_FILE"
+ENV_STALE_IF_ERROR = "CVSM_STALE_IF_ERROR"
 
 DEFAULT_ENVIRONMENT = "production"
 DEFAULT_CACHE_TTL = 30
 DEFAULT_TIMEOUT = 10.0
 DEFAULT_MAX_RETRIES = 2
+DEFAULT_STALE_IF_ERROR = 0
 
-_UUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
 # Trimmed from both ends of a token, so that one read from a mounted file works.
 _TOKEN_WHITESPACE = " \t\r\n"
 # Visible ASCII only: anything else could not travel in an HTTP header unaltered.
@@ -44,9 +45,11 @@ class ClientConfig:
     """A client's effective configuration, without the token.
 
     ``base_url`` includes ``/api/v1`` and has no trailing slash; ``team`` is the team id or
-    slug as configured; ``cache_ttl`` is in whole seconds (0 = no cache); ``timeout`` is the
-    limit in seconds on each whole attempt; ``max_retries`` is the number of extra attempts for
-    a failed GET; ``ca_file`` is the PEM bundle trusted instead of the system store, or ``None``.
+    slug as configured (it goes into every path as it is); ``cache_ttl`` is in whole seconds
+    (0 = no cache); ``timeout`` is the limit in seconds on each whole attempt; ``max_retries``
+    is the number of extra attempts for a failed GET; ``stale_if_error`` is how many seconds
+    past ``cache_ttl`` a value is kept to answer when a refresh fails (0 = never); ``ca_file``
+    is the PEM bundle trusted instead of the system store, or ``None``.
     """
 
     base_url: str
@@ -55,12 +58,8 @@ class ClientConfig:
     cache_ttl: int
     timeout: float
     max_retries: int
+    stale_if_error: int = DEFAULT_STALE_IF_ERROR
     ca_file: str | None = None
-
-    @property
-    def team_is_id(self) -> bool:
-        """Tell whether ``team`` is a team id (a UUID) rather than a slug."""
-        return bool(_UUID.match(self.team))
 
     def as_dict(self) -> dict[str, object]:
         """Return the configuration as a plain dict (it never holds the token)."""
@@ -100,6 +99,7 @@ def resolve_config(
     cache_ttl: int | None,
     timeout: float | None,
     max_retries: int | None,
+    stale_if_error: int | None,
     ca_file: str | None,
     environ: Mapping[str, str],
 ) -> tuple[Token, ClientConfig]:
@@ -138,9 +138,12 @@ def resolve_config(
         base_url=raw_base_url,
         team=raw_team.strip(),
         environment=raw_environment.strip(),
-        cache_ttl=_resolve_cache_ttl(cache_ttl, environ),
+        cache_ttl=_resolve_seconds(cache_ttl, environ, "cache_ttl", ENV_CACHE_TTL, DEFAULT_CACHE_TTL),
         timeout=_resolve_timeout(timeout, environ),
         max_retries=_resolve_max_retries(max_retries, environ),
+        stale_if_error=_resolve_seconds(
+            stale_if_error, environ, "stale_if_error", ENV_STALE_IF_ERROR, DEFAULT_STALE_IF_ERROR
+        ),
         ca_file=_pick(ca_file, environ, ENV_CA_FILE),
     )
 
@@ -159,16 +162,19 @@ def tls_context(ca_file: str) -> ssl.SSLContext:
         ) from None
 
 
-def _resolve_cache_ttl(explicit: int | None, environ: Mapping[str, str]) -> int:
+def _resolve_seconds(
+    explicit: int | None, environ: Mapping[str, str], option: str, variable: str, default: int
+) -> int:
+    """Return a whole number of seconds (``cache_ttl``, ``stale_if_error``): 0 or more."""
     if explicit is not None:
         if isinstance(explicit, bool) or not isinstance(explicit, int) or explicit < 0:
-            raise ConfigurationError("cache_ttl must be a non-negative integer number of seconds")
+            raise ConfigurationError(f"{option} must be a non-negative integer number of seconds")
         return explicit
-    raw = environ.get(ENV_CACHE_TTL)
+    raw = environ.get(variable)
     if not raw:
-        return DEFAULT_CACHE_TTL
+        return default
     if not _INTEGER.fullmatch(raw):
-        raise ConfigurationError(f"{ENV_CACHE_TTL} must be a non-negative integer number of seconds")
+        raise ConfigurationError(f"{variable} must be a non-negative integer number of seconds")
     return int(raw)
 
 

@@ -14,9 +14,9 @@ class CvsmError(Exception):
 
     - ``message``: what went wrong, for people (never the token or a value);
     - ``status``: the HTTP status of the answer that caused the error; ``None`` when there was
-      no answer (configuration, network) or no single status (a name absent from a listing);
+      no answer (configuration, network, a name that is not valid);
     - ``request_id``: the ``X-Request-Id`` header of that answer, to quote to the server's
-      operators (for a name absent from a listing, the listing's);
+      operators;
     - ``retry_after``: seconds to wait before trying again (:class:`RateLimitError` only);
     - ``suggestion``: the existing name that differs only in case (:class:`SecretNotFoundError`
       only).
@@ -43,9 +43,9 @@ class ConfigurationError(CvsmError):
 
     At construction: the token, base URL or team is missing (the message names the variable,
     e.g. ``CVSM_TOKEN is not set``), an option or variable is invalid, or the CA bundle cannot
-    be read. On first use: a team slug matches none of the caller's teams, or the server answers
-    that the base URL, the team or the environment is wrong (``status`` 404 or 400). From
-    ``inject``: a secret cannot be put in the process environment.
+    be read. On use: the server answers that the base URL, the team (id or slug) or the
+    environment is wrong (``status`` 404 or 400). From ``inject``: a secret cannot be put in the
+    process environment.
     """
 
 
@@ -57,16 +57,19 @@ class AuthenticationError(CvsmError):
 
 
 class PermissionDeniedError(CvsmError):
-    """Raised when the token may not do this (HTTP 403), e.g. an IP allowlist miss."""
+    """Raised when the token may not do this (HTTP 403), e.g. an IP allowlist miss.
+
+    Raising it also empties the client's cache.
+    """
 
 
 class SecretNotFoundError(CvsmError):
     """Raised when no secret has exactly this name in the client's environment.
 
     ``name`` and ``environment`` say what was looked up; ``suggestion`` is the existing name
-    when one differs only in case (names are case-sensitive). ``status`` is 404 when the server
-    answered 404, ``None`` when the listing held no such name or the name is not a valid secret
-    name (then no request is made).
+    when one differs only in case (names are case-sensitive). ``status`` is 404 and
+    ``request_id`` that of the server's answer to the read by name; both are ``None`` when the
+    name is not a valid secret name (then no request is made).
     """
 
     def __init__(

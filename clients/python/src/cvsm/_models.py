@@ -15,14 +15,6 @@ from ._errors import NetworkError
 
 
 @attrs.frozen
-class Team:
-    """One entry of ``GET /teams``: a team of the caller."""
-
-    id: str
-    slug: str
-
-
-@attrs.frozen
 class SecretSummary:
     """One entry of a secret listing: metadata, never the value."""
 
@@ -33,19 +25,6 @@ class SecretSummary:
 
 def _unreadable(what: str) -> NetworkError:
     return NetworkError(f"unreadable response: {what}")
-
-
-def parse_teams(body: Any) -> list[Team]:
-    """Read ``{"teams": [{"id", "slug", ...}]}``."""
-    items = body.get("teams") if isinstance(body, dict) else None
-    if not isinstance(items, list):
-        raise _unreadable("expected a JSON object with a \"teams\" list")
-    teams = []
-    for item in items:
-        if not isinstance(item, dict) or not isinstance(item.get("id"), str):
-            raise _unreadable("a team without an id")
-        teams.append(Team(id=item["id"], slug=str(item.get("slug", ""))))
-    return teams
 
 
 def parse_secret_list(body: Any) -> list[SecretSummary]:
@@ -71,8 +50,8 @@ def parse_secret_list(body: Any) -> list[SecretSummary]:
 def parse_secret_value(body: Any) -> str:
     """Read ``{"secret": {...}, "value": "<plaintext>"}`` and return the value."""
     value = body.get("value") if isinstance(body, dict) else None
-    if not isinstance(value, str):
-        raise _unreadable("expected a JSON object with a string \"value\"")
+    if not isinstance(value, str) or not isinstance(body.get("secret"), dict):
+        raise _unreadable("expected a JSON object with a \"secret\" object and a string \"value\"")
     return value
 
 

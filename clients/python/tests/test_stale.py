@@ -1,0 +1,359 @@
+"""Stale if error (R14): kept values answer a failed refresh, marked and logged, within a bound."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import httpx
+import pytest
+
+import cvsm
+from cvsm import _cache
+
+from .conftest import FakeApi, Sdk
+
+VALUE = "kept-value-never-logged"
+
+OUTAGES = [
+    pytest.param([httpx.ConnectError("refused")] * 3, cvsm.NetworkError, None, id="refused"),
+    pytest.param([httpx.ReadTimeout("timed out")] * 3, cvsm.NetworkError, None, id="timeout"),
+    pytest.param([httpx.Response(200, content=b"<html>maintenance</html>")] * 3, cvsm.NetworkError, None,
+                 id="unreadable"),
+    pytest.param([503] * 3, cvsm.ApiError, 503, id="503"),
+    pytest.param([502] * 3, cvsm.ApiError, 502, id="502"),
+    pytest.param([500], cvsm.ApiError, 500, id="500"),
+    pytest.param([httpx.Response(429, headers={"Retry-After": "1"})], cvsm.RateLimitError, 429, id="429"),
+]
+
+
+class Recorder:
+    """An ``on_stale`` callback that keeps what it was told."""
+
+    def __init__(self) -> None:
+        self.events: list[cvsm.StaleEvent] = []
+
+    def __call__(self, event: cvsm.StaleEvent) -> None:
+        self.events.append(event)
+
+
+@pytest.fixture
+def on_stale() -> Recorder:
+    return Recorder()
+
+
+def stale_client(sdk: Sdk, on_stale: Recorder, **options: Any) -> Any:
+    settings: dict[str, Any] = {"cache_ttl": 1, "stale_if_error": 30, "on_stale": on_stale}
+    settings.update(options)
+    return sdk.client(**settings)
+
+
+@pytest.mark.parametrize(("outage", "error_type", "status"), OUTAGES)
+async def test_a_failed_refresh_answers_with_the_kept_value_marked_stale(
+    sdk: Sdk, api: FakeApi, clock: list[float], on_stale: Recorder,
+    outage: list[Any], error_type: type[cvsm.CvsmError], status: int | None,
+) -> None:
+    api.add("KEPT", VALUE)
+    api.add("OTHER", "other")
+    client = stale_client(sdk, on_stale)
+    assert await sdk.call(client.get("KEPT")) == VALUE
+    assert await sdk.call(client.get_all()) == {"KEPT": VALUE, "OTHER": "other"}
+    assert on_stale.events == []
+    clock[0] += 5
+    api.reset_requests()
+    api.fail("by_name", *outage)
+    api.fail("export", *outage)
+
+    assert await sdk.call(client.get("KEPT")) == VALUE
+    assert await sdk.call(client.get_all()) == {"KEPT": VALUE, "OTHER": "other"}
+
+    assert api.kinds() == ["by_name"] * len(outage) + ["export"] * len(outage)  # retried first
+    by_name, export = on_stale.events
+    assert (by_name.name, by_name.environment, by_name.age) == ("KEPT", "production", 5.0)
+    assert (export.name, export.environment, export.age) == (None, "production", 5.0)
+    for event in on_stale.events:
+        assert type(event.error) is error_type
+        assert event.error.status == status
+        assert VALUE not in repr(event)
+
+
+async def test_a_get_after_get_all_falls_back_on_the_kept_export(
+    sdk: Sdk, api: FakeApi, clock: list[float], on_stale: Recorder
+) -> None:
+    api.add("FROM_EXPORT", VALUE)
+    client = stale_client(sdk, on_stale, max_retries=0)
+    await sdk.call(client.get_all())
+    clock[0] += 2
+    api.fail("by_name", 503)
+    assert await sdk.call(client.get("FROM_EXPORT")) == VALUE
+    assert [e.name for e in on_stale.events] == ["FROM_EXPORT"]
+
+
+async def test_a_fresh_value_is_not_marked_stale(
+    sdk: Sdk, api: FakeApi, clock: list[float], on_stale: Recorder
+) -> None:
+    api.add("KEPT", VALUE)
+    client = stale_client(sdk, on_stale, max_retries=0)
+    await sdk.call(client.get("KEPT"))
+    clock[0] += 2
+    api.fail("by_name", 503)
+    await sdk.call(client.get("KEPT"))
+    assert len(on_stale.events) == 1
+    clock[0] += 0.5
+    assert await sdk.call(client.get("KEPT")) == VALUE  # refreshed: fresh again, cached
+    await sdk.call(client.get("KEPT"))
+    assert len(on_stale.events) == 1
+
+
+@pytest.mark.parametrize(("kept_for", "served"), [(1.9, True), (2.0, False), (2.5, False)])
+async def test_a_kept_value_is_served_only_while_younger_than_ttl_plus_stale_if_error(
+    sdk: Sdk, api: FakeApi, clock: list[float], on_stale: Recorder, kept_for: float, served: bool
+) -> None:
+    api.add("KEPT", VALUE)
+    client = stale_client(sdk, on_stale, cache_ttl=1, stale_if_error=1, max_retries=0)
+    await sdk.call(client.get("KEPT"))
+    await sdk.call(client.get_all())
+    clock[0] += kept_for
+    api.fail("by_name", 503)
+    api.fail("export", 503)
+    if served:
+        assert await sdk.call(client.get("KEPT")) == VALUE
+        assert await sdk.call(client.get_all()) == {"KEPT": VALUE}
+    else:
+        with pytest.raises(cvsm.ApiError):
+            await sdk.call(client.get("KEPT"))
+        with pytest.raises(cvsm.ApiError):
+            await sdk.call(client.get_all())
+
+
+async def test_stale_if_error_is_off_by_default(sdk: Sdk, api: FakeApi, clock: list[float], on_stale: Recorder) -> None:
+    api.add("KEPT", VALUE)
+    client = sdk.client(cache_ttl=1, max_retries=0, on_stale=on_stale)
+    await sdk.call(client.get("KEPT"))
+    clock[0] += 1.5
+    api.fail("by_name", 503)
+    with pytest.raises(cvsm.ApiError):
+        await sdk.call(client.get("KEPT"))
+    assert on_stale.events == []
+
+
+async def test_with_cache_ttl_0_every_get_asks_and_a_failed_one_answers_with_the_last_value(
+    sdk: Sdk, api: FakeApi, clock: list[float], on_stale: Recorder
+) -> None:
+    api.add("KEPT", VALUE)
+    client = stale_client(sdk, on_stale, cache_ttl=0, stale_if_error=30, max_retries=0)
+    await sdk.call(client.get("KEPT"))
+    await sdk.call(client.get("KEPT"))
+    await sdk.call(client.get_all())
+    await sdk.call(client.get_all())
+    assert api.kinds() == ["by_name", "by_name", "export", "export"]
+    clock[0] += 29
+    api.fail("any", 503, 503)
+    assert await sdk.call(client.get("KEPT")) == VALUE
+    assert await sdk.call(client.get_all()) == {"KEPT": VALUE}
+    assert [(e.name, e.age) for e in on_stale.events] == [("KEPT", 29.0), (None, 29.0)]
+    clock[0] += 1
+    api.fail("any", 503, 503)
+    with pytest.raises(cvsm.ApiError):
+        await sdk.call(client.get("KEPT"))
+    with pytest.raises(cvsm.ApiError):
+        await sdk.call(client.get_all())
+
+
+@pytest.mark.parametrize(
+    ("status", "error_type"), [(401, cvsm.AuthenticationError), (403, cvsm.PermissionDeniedError)]
+)
+async def test_a_refused_token_never_answers_with_a_kept_value_and_forgets_them_all(
+    sdk: Sdk, api: FakeApi, clock: list[float], on_stale: Recorder, status: int, error_type: type[cvsm.CvsmError]
+) -> None:
+    api.add("KEPT", VALUE)
+    api.add("OTHER", "other")
+    client = stale_client(sdk, on_stale, max_retries=0)
+    await sdk.call(client.get("KEPT"))
+    await sdk.call(client.get_all())
+    clock[0] += 2
+    api.fail("by_name", status)
+    with pytest.raises(error_type):
+        await sdk.call(client.get("KEPT"))
+    api.fail("any", 503, 503, 503)
+    with pytest.raises(cvsm.ApiError):
+        await sdk.call(client.get("KEPT"))
+    with pytest.raises(cvsm.ApiError):
+        await sdk.call(client.get("OTHER"))
+    with pytest.raises(cvsm.ApiError):
+        await sdk.call(client.get_all())
+    assert on_stale.events == []
+
+
+@pytest.mark.parametrize(
+    ("faults", "error_type"),
+    [
+        ([("by_name", 404)], cvsm.SecretNotFoundError),
+        ([("by_name", 400)], cvsm.ConfigurationError),
+        ([("by_name", 404), ("list", 404)], cvsm.ConfigurationError),
+        ([("by_name", 404), ("list", 503)], cvsm.ApiError),  # the secret is gone: nothing to keep serving
+        ([("by_name", 409)], cvsm.ApiError),
+        ([("by_name", 301)], cvsm.ApiError),
+    ],
+    ids=["not-found", "bad-request", "listing-404", "listing-503", "409", "redirect"],
+)
+async def test_other_errors_never_answer_with_a_kept_value(
+    sdk: Sdk, api: FakeApi, clock: list[float], on_stale: Recorder,
+    faults: list[tuple[str, int]], error_type: type[cvsm.CvsmError],
+) -> None:
+    api.add("KEPT", VALUE)
+    client = stale_client(sdk, on_stale, max_retries=0)
+    await sdk.call(client.get("KEPT"))
+    clock[0] += 2
+    for kind, status in faults:
+        api.fail(kind, status)
+    with pytest.raises(error_type):
+        await sdk.call(client.get("KEPT"))
+    assert on_stale.events == []
+
+
+@pytest.mark.parametrize("status", [404, 400])
+async def test_an_export_refused_as_misconfigured_never_answers_with_kept_values(
+    sdk: Sdk, api: FakeApi, clock: list[float], on_stale: Recorder, status: int
+) -> None:
+    api.add("KEPT", VALUE)
+    client = stale_client(sdk, on_stale, max_retries=0)
+    await sdk.call(client.get_all())
+    clock[0] += 2
+    api.fail("export", status)
+    with pytest.raises(cvsm.ConfigurationError):
+        await sdk.call(client.get_all())
+    assert on_stale.events == []
+
+
+async def test_clear_cache_forgets_kept_values(sdk: Sdk, api: FakeApi, clock: list[float], on_stale: Recorder) -> None:
+    api.add("KEPT", VALUE)
+    client = stale_client(sdk, on_stale, max_retries=0)
+    await sdk.call(client.get("KEPT"))
+    await sdk.call(client.get_all())
+    clock[0] += 2
+    client.clear_cache()
+    api.fail("any", 503, 503)
+    with pytest.raises(cvsm.ApiError):
+        await sdk.call(client.get("KEPT"))
+    with pytest.raises(cvsm.ApiError):
+        await sdk.call(client.get_all())
+    assert on_stale.events == []
+
+
+async def test_a_fetch_begun_before_clear_cache_keeps_nothing(
+    sdk: Sdk, api: FakeApi, clock: list[float], on_stale: Recorder
+) -> None:
+    api.add("KEPT", VALUE)
+    client = stale_client(sdk, on_stale, max_retries=0)
+    api.fail("by_name", lambda request: client.clear_cache())  # cleared while the answer is on its way
+    assert await sdk.call(client.get("KEPT")) == VALUE
+    clock[0] += 2
+    api.fail("by_name", 503)
+    with pytest.raises(cvsm.ApiError):
+        await sdk.call(client.get("KEPT"))
+
+
+async def test_a_value_another_call_fetched_meanwhile_is_not_marked_stale(
+    sdk: Sdk, api: FakeApi, clock: list[float], on_stale: Recorder
+) -> None:
+    api.add("KEPT", VALUE)
+    client = stale_client(sdk, on_stale, max_retries=0)
+    await sdk.call(client.get("KEPT"))
+    clock[0] += 2
+
+    def refreshed_elsewhere_then_refused(request: httpx.Request) -> None:
+        client._cache.put_value("KEPT", "newer", client._cache.generation)  # as a concurrent get would
+        raise httpx.ConnectError("refused", request=request)
+
+    api.fail("by_name", refreshed_elsewhere_then_refused)
+    assert await sdk.call(client.get("KEPT")) == "newer"
+    assert on_stale.events == []
+
+
+async def test_inject_answers_with_kept_values(
+    sdk: Sdk, api: FakeApi, clock: list[float], on_stale: Recorder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    api.add("CVSM_T_STALE", VALUE)
+    monkeypatch.delenv("CVSM_T_STALE", raising=False)
+    client = stale_client(sdk, on_stale, max_retries=0)
+    await sdk.call(client.get_all())
+    clock[0] += 2
+    api.fail("export", 503)
+    assert await sdk.call(client.inject()) == ["CVSM_T_STALE"]
+    assert [e.name for e in on_stale.events] == [None]
+
+
+async def test_an_exception_from_on_stale_comes_out_of_the_call(sdk: Sdk, api: FakeApi, clock: list[float]) -> None:
+    api.add("KEPT", VALUE)
+
+    def refuse(event: cvsm.StaleEvent) -> None:
+        raise RuntimeError(f"no stale {event.name} here")
+
+    client = sdk.client(cache_ttl=1, stale_if_error=30, max_retries=0, on_stale=refuse)
+    await sdk.call(client.get("KEPT"))
+    clock[0] += 2
+    api.fail("by_name", 503)
+    with pytest.raises(RuntimeError, match="no stale KEPT here"):
+        await sdk.call(client.get("KEPT"))
+
+
+# The warning: once per name, naming the secret and the error's kind, never the value.
+
+
+def warnings_of(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.name == "cvsm" and r.levelno == logging.WARNING]
+
+
+async def test_a_stale_answer_is_logged_once_per_name_until_fetched_fresh_again(
+    sdk: Sdk, api: FakeApi, clock: list[float], caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="cvsm")
+    api.add("KEPT", VALUE)
+    api.add("OTHER", VALUE + "-other")
+    client = sdk.client(cache_ttl=1, stale_if_error=60, max_retries=0)  # no on_stale: logging alone
+    await sdk.call(client.get("KEPT"))
+    await sdk.call(client.get("OTHER"))
+    await sdk.call(client.get_all())
+    clock[0] += 2
+    for _ in range(3):
+        api.fail("any", 503, 503, 503)
+        assert await sdk.call(client.get("KEPT")) == VALUE
+        await sdk.call(client.get("OTHER"))
+        await sdk.call(client.get_all())
+    assert warnings_of(caplog) == [
+        "serving a stale value of secret 'KEPT' in production, 2.0s old: the refresh failed with ApiError (HTTP 503)",
+        "serving a stale value of secret 'OTHER' in production, 2.0s old: the refresh failed with ApiError (HTTP 503)",
+        "serving a stale value of every secret in production, 2.0s old: the refresh failed with ApiError (HTTP 503)",
+    ]
+    await sdk.call(client.get("KEPT"))  # the outage is over: fetched fresh
+    clock[0] += 2
+    api.fail("by_name", httpx.ConnectError("refused"))
+    await sdk.call(client.get("KEPT"))  # a new outage: logged again
+    await sdk.call(client.get("KEPT"))
+    assert len(warnings_of(caplog)) == 4
+    assert warnings_of(caplog)[-1].endswith("the refresh failed with NetworkError")
+    assert all(VALUE not in message for message in warnings_of(caplog))
+
+
+def test_kept_entries_past_their_bound_are_dropped_from_memory(clock: list[float]) -> None:
+    cache = _cache.ValueCache(1, 2)
+    cache.put_value("OLD", VALUE, cache.generation)
+    cache.put_all({"OLD_TOO": VALUE}, cache.generation)
+    clock[0] += 3
+    assert cache.kept_value("OLD") is None and cache.kept_all() is None
+    cache.put_value("NEW", "new", cache.generation)
+    assert list(cache.entries) == ["NEW"]
+    assert repr(cache) == "ValueCache(entries=1)"
+
+
+def test_a_disabled_cache_keeps_nothing(clock: list[float]) -> None:
+    cache = _cache.ValueCache(0, 0)
+    cache.put_value("A", VALUE, cache.generation)
+    cache.put_all({"A": VALUE}, cache.generation)
+    assert (cache.fresh_value("A"), cache.kept_value("A"), cache.fresh_all(), cache.kept_all()) == (
+        None,
+        None,
+        None,
+        None,
+    )
