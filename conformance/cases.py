@@ -48,6 +48,8 @@ class Case:
     env: Mapping[str, str | None]
     steps: tuple[Mapping[str, Any], ...]
     timeout: float
+    client: Mapping[str, Any] | None = None
+    requires: tuple[str, ...] = ()
 
     def value_of(self, name: str, environment: str = "production") -> str:
         for secret in self.secrets:
@@ -67,6 +69,7 @@ class DriverSpec:
     command: tuple[str, ...]
     unit_test: tuple[str, ...] | None
     path: Path
+    capabilities: tuple[str, ...] = ()
 
 
 def _validator(schema_file: str) -> jsonschema.Draft202012Validator:
@@ -100,41 +103,108 @@ def generate_value(repeat: str, size: int) -> str:
 
 
 def load_cases(directory: Path = CASES_DIR) -> list[Case]:
-    """load_cases reads and validates every ``*.json`` in ``directory``, sorted by id."""
+    """load_cases reads and validates every ``*.json`` in ``directory``, sorted by id.
+
+    A case with ``variants`` becomes one case per variant, ``<id>[<label>]``, with each
+    ``{{param:NAME}}`` replaced by the variant's value; every expanded case is validated.
+    """
     validator = _validator("case.schema.json")
     cases = []
     for path in sorted(directory.glob("*.json")):
         data = _load_json(path)
-        _check(validator, data, path)
-        if data["id"] != path.stem:
-            raise CaseFileError(f"{path}: id {data['id']!r} differs from the file name")
-        seeds = []
-        for item in data.get("secrets", []):
-            value = item.get("value")
-            if value is None:
-                value = generate_value(item["generate"]["repeat"], item["generate"]["bytes"])
-            if len(value.encode("utf-8")) > 65536:
-                raise CaseFileError(f"{path}: secret {item['name']} is over 65,536 bytes")
-            seeds.append(SecretSeed(item["name"], item.get("environment", "production"), value))
-        if len({(s.name, s.environment) for s in seeds}) != len(seeds):
-            raise CaseFileError(f"{path}: a secret name is seeded twice in one environment")
-        cases.append(
-            Case(
-                id=data["id"],
-                title=data["title"],
-                path=path,
-                secrets=tuple(seeds),
-                tokens=data.get("tokens", {}),
-                env=data.get("env", {}),
-                steps=tuple(data["steps"]),
-                timeout=float(data.get("timeout", 60)),
-            )
-        )
+        if not isinstance(data, dict):
+            raise CaseFileError(f"{path}: a case is a JSON object")
+        if data.get("id") != path.stem:
+            raise CaseFileError(f"{path}: id {data.get('id')!r} differs from the file name")
+        for variant in _expand(data, path):
+            _check(validator, variant, path)
+            cases.append(_case(variant, path))
     if not cases:
         raise CaseFileError(f"{directory}: no case files")
     for case in cases:
         _check_placeholders(case)
     return cases
+
+
+def _expand(data: dict[str, Any], path: Path) -> list[dict[str, Any]]:
+    variants = data.get("variants")
+    if variants is None:
+        return [data]
+    if not isinstance(variants, list) or not variants:
+        raise CaseFileError(f"{path}: variants is a non-empty array")
+    base = {k: v for k, v in data.items() if k != "variants"}
+    expanded = []
+    labels: set[str] = set()
+    for variant in variants:
+        if not isinstance(variant, dict) or not isinstance(variant.get("label"), str) \
+                or not re.fullmatch(r"[a-z0-9_]+", variant["label"]) or not isinstance(variant.get("params", {}), dict):
+            raise CaseFileError(f"{path}: each variant is {{\"label\": \"[a-z0-9_]+\", \"params\": {{...}}}}")
+        if variant["label"] in labels:
+            raise CaseFileError(f"{path}: variant {variant['label']} appears twice")
+        labels.add(variant["label"])
+        params = variant.get("params", {})
+        case = _with_params(base, params, path)
+        case["id"] = f"{data['id']}[{variant['label']}]"
+        if "title" in variant:
+            case["title"] = f"{data['title']}: {variant['title']}"
+        expanded.append(case)
+    return expanded
+
+
+def _with_params(value: Any, params: Mapping[str, Any], path: Path) -> Any:
+    """_with_params puts a variant's params in: a whole-string ``{{param:X}}`` takes any JSON value."""
+    if isinstance(value, str):
+        whole = _PLACEHOLDER.fullmatch(value)
+        if whole and whole.group(1) == "param":
+            return params[_param(whole.group(2), params, path)]
+
+        def text(match: re.Match[str]) -> str:
+            if match.group(1) != "param":
+                return match.group(0)
+            param = params[_param(match.group(2), params, path)]
+            if not isinstance(param, str):
+                raise CaseFileError(f"{path}: param {match.group(2)} is not a string but sits inside one")
+            return param
+        return _PLACEHOLDER.sub(text, value)
+    if isinstance(value, list):
+        return [_with_params(v, params, path) for v in value]
+    if isinstance(value, dict):
+        keys = {k: _with_params(k, params, path) for k in value}
+        if not all(isinstance(k, str) for k in keys.values()):
+            raise CaseFileError(f"{path}: a param used as a key is not a string")
+        return {keys[k]: _with_params(v, params, path) for k, v in value.items()}
+    return value
+
+
+def _param(name: str | None, params: Mapping[str, Any], path: Path) -> str:
+    if name is None or name not in params:
+        raise CaseFileError(f"{path}: a variant lacks param {name!r}")
+    return name
+
+
+def _case(data: dict[str, Any], path: Path) -> Case:
+    seeds = []
+    for item in data.get("secrets", []):
+        value = item.get("value")
+        if value is None:
+            value = generate_value(item["generate"]["repeat"], item["generate"]["bytes"])
+        if len(value.encode("utf-8")) > 65536:
+            raise CaseFileError(f"{path}: secret {item['name']} is over 65,536 bytes")
+        seeds.append(SecretSeed(item["name"], item.get("environment", "production"), value))
+    if len({(s.name, s.environment) for s in seeds}) != len(seeds):
+        raise CaseFileError(f"{path}: a secret name is seeded twice in one environment")
+    return Case(
+        id=data["id"],
+        title=data["title"],
+        path=path,
+        secrets=tuple(seeds),
+        tokens=data.get("tokens", {}),
+        env=data.get("env", {}),
+        steps=tuple(data["steps"]),
+        timeout=float(data.get("timeout", 60)),
+        client=data.get("client"),
+        requires=tuple(data.get("requires", [])),
+    )
 
 
 PLACEHOLDERS = {
@@ -149,14 +219,32 @@ PLACEHOLDERS = {
     "secret:NAME[@ENV]": "the value of a seeded secret (environment default production)",
     "sdk": "the driver's sdk name, as in its user agent",
     "language": "the driver's language",
+    "root_url": "the proxy's root URL, without /api/v1 (a base URL missing its prefix)",
+    "tls_base_url": "the proxy's https base URL, its certificate signed by the run's private CA",
+    "ca_file": "the PEM file of the run's private CA",
+    "proxy_url": "the proxy as a forward HTTP proxy (http://127.0.0.1:PORT)",
+    "proxied_base_url": "a base URL on a host that only the forward proxy can reach",
+    "refused_proxy_url": "a forward proxy URL where nothing listens",
+    "repeat:TEXT*BYTES": "TEXT repeated up to exactly BYTES UTF-8 bytes",
+    "http_date:+SECONDS": "an HTTP date SECONDS from now (or -SECONDS ago), made when the step runs",
+    "param:NAME": "a variant's parameter, put in when the case file is loaded",
 }
-_SIMPLE = {"base_url", "refused_url", "token", "bad_token", "team_id", "team_slug", "unknown_team_id", "sdk", "language"}
+_SIMPLE = {
+    "base_url", "refused_url", "token", "bad_token", "team_id", "team_slug", "unknown_team_id", "sdk",
+    "language", "root_url", "tls_base_url", "ca_file", "proxy_url", "proxied_base_url", "refused_proxy_url",
+}
 
 
 def _check_placeholders(case: Case) -> None:
-    used = placeholders_in([case.steps, dict(case.env)])
+    used = placeholders_in([case.steps, dict(case.env), case.client or {}])
     for name, arg in sorted(used, key=str):
         if name in _SIMPLE and arg is None:
+            continue
+        if name == "repeat" and arg is not None and re.fullmatch(r".+\*[0-9]+", arg):
+            text, _, size = arg.rpartition("*")
+            generate_value(text, int(size))
+            continue
+        if name == "http_date" and arg is not None and re.fullmatch(r"[+-][0-9]+", arg):
             continue
         if name == "token" and arg in case.tokens:
             continue
@@ -189,6 +277,7 @@ def load_drivers(directory: Path = DRIVERS_DIR) -> list[DriverSpec]:
                 command=tuple(data["command"]),
                 unit_test=tuple(data["unit_test"]) if data.get("unit_test") else None,
                 path=path,
+                capabilities=tuple(data.get("capabilities", [])),
             )
         )
     return drivers

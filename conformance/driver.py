@@ -23,9 +23,17 @@ class DriverFailure(Exception):
     """DriverFailure says the driver died, hung or broke the protocol; it must be restarted."""
 
 
+PROXY_VARIABLES = frozenset(
+    {"http_proxy", "https_proxy", "all_proxy", "no_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY"}
+)
+
+
 def driver_environment() -> dict[str, str]:
-    """driver_environment is the harness's environment with every ``CVSM_*`` variable removed."""
-    return {k: v for k, v in os.environ.items() if not k.startswith("CVSM_")}
+    """driver_environment is the harness's environment without ``CVSM_*`` or proxy variables.
+
+    The cases talk to the proxy on loopback; a proxy of the machine's own would stand between.
+    """
+    return {k: v for k, v in os.environ.items() if not k.startswith("CVSM_") and k not in PROXY_VARIABLES}
 
 
 class DriverProcess:

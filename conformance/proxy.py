@@ -1,10 +1,17 @@
 """conformance.proxy is the harness's own HTTP proxy between the drivers and the server.
 
 It records every request (so cases can count them and check headers) and plays queued faults:
-an injected status, a connection dropped before or in the middle of the answer, a delay. It
-speaks plain HTTP/1.1 over asyncio streams so that it can drop a connection at any byte, and
-answers every request with ``Connection: close``: each request has a connection of its own, so
-no HTTP library's transparent retry on a stale pooled connection can blur the counts.
+an injected status, a connection dropped before or in the middle of the answer, a delay, a body
+dripped one byte at a time. It speaks plain HTTP/1.1 over asyncio streams so that it can drop a
+connection at any byte, and answers every request with ``Connection: close``: each request has
+a connection of its own, so no HTTP library's transparent retry on a stale pooled connection can
+blur the counts.
+
+The same proxy also listens with TLS (a certificate for 127.0.0.1 signed by a private CA made
+for the run, see ``PrivateCA``) and serves as a forward proxy: a request whose target is an
+absolute ``http://`` URL, or one sent through a ``CONNECT`` tunnel, is answered as if it had
+come straight, and recorded as proxied.
+Every answer it makes up itself carries an ``X-Request-Id`` of its own.
 """
 
 from __future__ import annotations
@@ -12,8 +19,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import http
+import itertools
 import json
 import re
+import ssl
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -59,9 +69,15 @@ class RequestRecord:
     kind: str
     fault: str | None = None
     status: int | None = None
+    forward_proxy: bool = False
+    tls: bool = False
 
     def describe(self) -> str:
         text = f"{self.method} {self.target}"
+        if self.forward_proxy:
+            text += " (as forward proxy)"
+        if self.tls:
+            text += " (tls)"
         if self.fault:
             text += f" [fault: {self.fault}]"
         elif self.status is not None:
@@ -81,6 +97,7 @@ class Fault:
     headers: dict[str, str] = attrs.Factory(dict)
     drop: str | None = None
     delay: float | None = None
+    drip: float | None = None
 
     @classmethod
     def from_case(cls, data: dict[str, Any]) -> Fault:
@@ -93,6 +110,7 @@ class Fault:
             headers=dict(data.get("headers", {})),
             drop=data.get("drop"),
             delay=data.get("delay"),
+            drip=data.get("drip"),
         )
 
     def applies_to(self, kind: str) -> bool:
@@ -106,24 +124,58 @@ class Fault:
             parts.append(f"status {self.status}")
         if self.drop:
             parts.append(f"drop {self.drop}")
+        if self.drip:
+            parts.append(f"drip a byte every {self.drip}s")
         return ", ".join(parts) or "none"
+
+
+class PrivateCA:
+    """PrivateCA is the run's own certificate authority (trustme) and the proxy's certificate.
+
+    Its PEM file is what a client is told to trust (``ca_file``, ``CVSM_CA_FILE``); no system
+    store holds it, so a client that ignores the option fails the TLS handshake.
+    """
+
+    def __init__(self, directory: Path) -> None:
+        import trustme
+
+        self._ca = trustme.CA(organization_name="cvsm conformance")
+        self._cert = self._ca.issue_cert("127.0.0.1", "localhost")
+        self.ca_file = directory / "conformance-ca.pem"
+        self._ca.cert_pem.write_to_path(str(self.ca_file))
+
+    def server_context(self) -> ssl.SSLContext:
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        self._cert.configure_cert(context)
+        return context
 
 
 class FaultProxy:
     """FaultProxy forwards HTTP/1.1 requests to ``upstream`` and records them."""
 
-    def __init__(self, upstream: str) -> None:
+    def __init__(self, upstream: str, tls: ssl.SSLContext | None = None) -> None:
         self.upstream = upstream.rstrip("/")
         self.log: list[RequestRecord] = []
         self.faults: list[Fault] = []
-        self._server: asyncio.Server | None = None
+        self._tls = tls
+        self._servers: list[asyncio.Server] = []
         self._session: aiohttp.ClientSession | None = None
         self._tasks: set[asyncio.Task[None]] = set()
+        self._ids = itertools.count(1)
         self.port = 0
+        self.tls_port = 0
 
     @property
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}{API_PREFIX}"
+
+    @property
+    def tls_base_url(self) -> str:
+        return f"https://127.0.0.1:{self.tls_port}{API_PREFIX}"
+
+    @property
+    def proxy_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
 
     async def start(self) -> None:
         self._session = aiohttp.ClientSession(
@@ -131,14 +183,21 @@ class FaultProxy:
             timeout=aiohttp.ClientTimeout(total=60),
             skip_auto_headers=("User-Agent", "Accept", "Accept-Encoding", "Content-Type"),
         )
-        self._server = await asyncio.start_server(self._on_connection, "127.0.0.1", 0, limit=_MAX_HEAD)
-        self.port = self._server.sockets[0].getsockname()[1]
+        server = await asyncio.start_server(self._on_connection, "127.0.0.1", 0, limit=_MAX_HEAD)
+        self._servers.append(server)
+        self.port = server.sockets[0].getsockname()[1]
+        if self._tls is not None:
+            server = await asyncio.start_server(
+                self._on_connection, "127.0.0.1", 0, limit=_MAX_HEAD, ssl=self._tls, ssl_handshake_timeout=10
+            )
+            self._servers.append(server)
+            self.tls_port = server.sockets[0].getsockname()[1]
 
     async def close(self) -> None:
-        if self._server is not None:
-            self._server.close()
+        for server in self._servers:
+            server.close()
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(self._server.wait_closed(), 5)
+                await asyncio.wait_for(server.wait_closed(), 5)
         for task in list(self._tasks):
             task.cancel()
         if self._tasks:
@@ -168,7 +227,7 @@ class FaultProxy:
         self._tasks.add(task)  # type: ignore[arg-type]
         try:
             await self._serve_one(reader, writer)
-        except (ConnectionError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError):
+        except (ConnectionError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError, ssl.SSLError):
             pass
         finally:
             self._tasks.discard(task)  # type: ignore[arg-type]
@@ -176,10 +235,19 @@ class FaultProxy:
             with contextlib.suppress(Exception):
                 await writer.wait_closed()
 
-    async def _serve_one(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _serve_one(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, tunneled: bool = False
+    ) -> None:
         head = await reader.readuntil(b"\r\n\r\n")
         lines = head.decode("latin-1").split("\r\n")
         method, target, _version = lines[0].split(" ", 2)
+        if method == "CONNECT" and not tunneled:
+            # Some HTTP stacks (ureq) reach every proxy through a tunnel, plain http included:
+            # open it, then serve the one request that comes through it.
+            writer.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
+            await writer.drain()
+            await self._serve_one(reader, writer, tunneled=True)
+            return
         headers: dict[str, str] = {}
         for line in lines[1:]:
             if not line:
@@ -188,7 +256,10 @@ class FaultProxy:
             key = name.strip().lower()
             headers[key] = f"{headers[key]}, {value.strip()}" if key in headers else value.strip()
         body = await self._read_body(reader, headers)
+        forward_proxy = tunneled or target.lower().startswith("http://")
         parts = urlsplit(target)
+        if forward_proxy:  # absolute form: the client took us for its HTTP proxy
+            target = parts.path + (f"?{parts.query}" if parts.query else "")
         record = RequestRecord(
             method=method,
             target=target,
@@ -196,6 +267,8 @@ class FaultProxy:
             query=parse_qs(parts.query, keep_blank_values=True),
             headers=headers,
             kind=request_kind(parts.path),
+            forward_proxy=forward_proxy,
+            tls=writer.get_extra_info("sslcontext") is not None,
         )
         self.log.append(record)
         fault = self._take_fault(record.kind)
@@ -216,6 +289,7 @@ class FaultProxy:
                     "error": f"injected by the conformance proxy ({status})"
                 }
                 payload = json.dumps(body_json).encode("utf-8")
+            out_headers["X-Request-Id"] = f"conformance-{next(self._ids)}"
             out_headers.update(fault.headers)
             header_list = list(out_headers.items())
         else:
@@ -232,6 +306,14 @@ class FaultProxy:
             transport = writer.transport
             if hasattr(transport, "abort"):
                 transport.abort()
+            return
+        if fault is not None and fault.drip:
+            for index in range(len(payload)):
+                if writer.transport.is_closing():
+                    return
+                writer.write(payload[index:index + 1])
+                await writer.drain()
+                await asyncio.sleep(fault.drip)
             return
         writer.write(payload)
         await writer.drain()

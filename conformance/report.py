@@ -1,7 +1,8 @@
 """conformance.report writes the case-by-language matrix (Markdown) and JUnit XML.
 
 The printed report ends with the plain line ``N passed, N failed`` (``, N skipped`` when any
-were skipped), counted per case and language.
+were skipped, ``, N n/a`` when a case needs a capability a driver does not declare), counted
+per case and language.
 """
 
 from __future__ import annotations
@@ -14,15 +15,17 @@ from pathlib import Path
 from .cases import Case
 from .runner import CaseResult
 
-_CELL = {"passed": "pass", "failed": "**FAIL**", "skipped": "skip"}
+_CELL = {"passed": "pass", "failed": "**FAIL**", "skipped": "skip", "n/a": "n/a"}
 
 
 def summary_line(results: Sequence[CaseResult]) -> str:
     passed = sum(r.status == "passed" for r in results)
     failed = sum(r.status == "failed" for r in results)
     skipped = sum(r.status == "skipped" for r in results)
+    not_applicable = sum(r.status == "n/a" for r in results)
     line = f"{passed} passed, {failed} failed"
-    return line + (f", {skipped} skipped" if skipped else "")
+    line += f", {skipped} skipped" if skipped else ""
+    return line + (f", {not_applicable} n/a" if not_applicable else "")
 
 
 def markdown(
@@ -31,12 +34,19 @@ def markdown(
     results: Sequence[CaseResult],
     notes: Mapping[str, str],
     header: Sequence[str],
+    capabilities: Mapping[str, Sequence[str]] | None = None,
 ) -> str:
     """markdown renders the report; ``notes`` says per language why it was skipped or failed whole."""
     by_key = {(r.case_id, r.language): r for r in results}
     lines = ["# cvsm conformance report", ""]
     lines += [f"- {h}" for h in header]
     lines.append("")
+    if capabilities:
+        lines.append("| language | capabilities |")
+        lines.append("|---|---|")
+        for language in languages:
+            lines.append(f"| {language} | {', '.join(capabilities.get(language, ())) or 'none'} |")
+        lines.append("")
     if languages:
         lines.append("| case | " + " | ".join(languages) + " |")
         lines.append("|---|" + "---|" * len(languages))
@@ -81,7 +91,7 @@ def junit(results: Sequence[CaseResult], languages: Sequence[str]) -> ET.Element
             name=f"conformance.{language}",
             tests=str(len(mine)),
             failures=str(sum(r.status == "failed" for r in mine)),
-            skipped=str(sum(r.status == "skipped" for r in mine)),
+            skipped=str(sum(r.status in ("skipped", "n/a") for r in mine)),
             errors="0",
             time=f"{sum(r.seconds for r in mine):.3f}",
             timestamp=datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -94,7 +104,7 @@ def junit(results: Sequence[CaseResult], languages: Sequence[str]) -> ET.Element
             if result.status == "failed":
                 failure = ET.SubElement(case, "failure", message=result.message[:500])
                 failure.text = "\n".join([result.message, *result.details])
-            elif result.status == "skipped":
+            elif result.status in ("skipped", "n/a"):
                 ET.SubElement(case, "skipped", message=result.message[:500])
     ET.indent(suites)
     return ET.ElementTree(suites)

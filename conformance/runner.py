@@ -11,20 +11,23 @@ import asyncio
 import json
 import re
 import time
+from email.utils import formatdate
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 import attrs
 
-from .cases import Case, DriverSpec, substitute
+from .cases import Case, DriverSpec, generate_value, substitute
 from .driver import DriverProcess
 from .proxy import API_PREFIX, Fault, FaultProxy, RequestRecord
 from .server import MintedToken, Seeder, bad_token, refused_port, unknown_team_id
 
 CVSM_VARIABLES = (
     "CVSM_TOKEN", "CVSM_BASE_URL", "CVSM_TEAM", "CVSM_ENVIRONMENT", "CVSM_CACHE_TTL",
-    "CVSM_TIMEOUT", "CVSM_MAX_RETRIES",
+    "CVSM_TIMEOUT", "CVSM_MAX_RETRIES", "CVSM_CA_FILE",
 )
+ERROR_KEYS = ("kind", "message", "status", "retry_after", "request_id", "suggestion")
+PROXIED_HOST = "cvsm-conformance.invalid"  # reachable only through the forward proxy
 DEFAULT_STEP_TIMEOUT = 20.0
 _MIN_LEAK_LENGTH = 6  # shorter seeded values could occur in any message by chance
 
@@ -35,7 +38,7 @@ class CaseResult:
 
     case_id: str
     language: str
-    status: str  # "passed", "failed" or "skipped"
+    status: str  # "passed", "failed", "skipped" or "n/a" (a capability the driver does not declare)
     seconds: float = 0.0
     message: str = ""
     details: list[str] = attrs.Factory(list)
@@ -130,6 +133,7 @@ class CaseRun:
         proxy: FaultProxy,
         seeder: Seeder,
         touched_env: set[str],
+        ca_file: str = "",
     ) -> None:
         self.case = case
         self.spec = spec
@@ -141,6 +145,8 @@ class CaseRun:
         self.bad_token = bad_token()
         self.unknown_team = unknown_team_id()
         self.refused_url = f"http://127.0.0.1:{refused_port()}{API_PREFIX}"
+        self.refused_proxy_url = f"http://127.0.0.1:{refused_port()}"
+        self.ca_file = ca_file
         self.log: list[str] = []
 
     # Placeholders -------------------------------------------------------------------------
@@ -152,6 +158,13 @@ class CaseRun:
             assert arg is not None
             secret_name, _, environment = arg.partition("@")
             return self.case.value_of(secret_name, environment or "production")
+        if name == "repeat":
+            assert arg is not None
+            text, _, size = arg.rpartition("*")
+            return generate_value(text, int(size))
+        if name == "http_date":
+            assert arg is not None
+            return formatdate(time.time() + int(arg), usegmt=True)
         simple = {
             "base_url": self.proxy.base_url,
             "refused_url": self.refused_url,
@@ -161,6 +174,12 @@ class CaseRun:
             "unknown_team_id": self.unknown_team,
             "sdk": self.spec.sdk,
             "language": self.spec.language,
+            "root_url": self.proxy.base_url[: -len(API_PREFIX)],
+            "tls_base_url": self.proxy.tls_base_url,
+            "ca_file": self.ca_file,
+            "proxy_url": self.proxy.proxy_url,
+            "proxied_base_url": f"http://{PROXIED_HOST}{API_PREFIX}",
+            "refused_proxy_url": self.refused_proxy_url,
         }
         return simple[name]
 
@@ -188,6 +207,11 @@ class CaseRun:
         await self.driver.request(
             "set_env", {"set": {k: v for k, v in env.items() if v is not None}, "unset": unset}
         )
+        if self.case.client is not None:
+            try:
+                await self.run_op({"op": "new_client", "args": {"options": self.case.client}})
+            except StepFailure as failure:
+                raise StepFailure(f"the case's client: {failure}") from None
         for index, step in enumerate(self.case.steps, start=1):
             try:
                 await self.run_step(step)
@@ -252,6 +276,12 @@ class CaseRun:
                 raise StepFailure(f"error answer without an error object and kind: {_short(response)}")
             if error["kind"] in ("internal", "unsupported"):
                 raise StepFailure(f"driver answered {error['kind']}: {_short(error.get('message'), 400)}")
+            missing = [key for key in ERROR_KEYS if key not in error]
+            if missing:
+                raise StepFailure(f"the error object lacks {', '.join(missing)}: {_short(error, 300)}")
+            for key in ("request_id", "suggestion"):
+                if error[key] is not None and not isinstance(error[key], str):
+                    raise StepFailure(f"error {key} is neither a string nor null: {_short(error[key])}")
             message = str(error.get("message", ""))
             for secret in self.secrets_never_shown():
                 if secret in message:
@@ -292,12 +322,23 @@ class CaseRun:
                 )
             error = response["error"]
             want = expect["error"]
-            got = f"kind={error.get('kind')} status={error.get('status')} retry_after={error.get('retry_after')}"
+            got = (f"kind={error.get('kind')} status={error.get('status')} retry_after={error.get('retry_after')} "
+                   f"request_id={error.get('request_id')} suggestion={error.get('suggestion')}")
             if error.get("kind") != want["kind"]:
                 raise StepFailure(f"expected kind {want['kind']}, got {got}: {_short(error.get('message'), 300)}")
-            for field in ("status", "retry_after"):
-                if field in want and error.get(field) != want[field]:
+            for field in ("status", "retry_after", "request_id", "suggestion"):
+                if field not in want:
+                    continue
+                if isinstance(want[field], dict):  # a range, for a delay computed from a date
+                    actual = error.get(field)
+                    if not isinstance(actual, int) or isinstance(actual, bool) or _count_mismatch(want[field], actual):
+                        raise StepFailure(f"expected {field} {_show_count(want[field])}, got {got}")
+                elif error.get(field) != want[field]:
                     raise StepFailure(f"expected {field} {want[field]}, got {got}")
+            if "request_id_matches" in want:
+                request_id = error.get("request_id")
+                if not isinstance(request_id, str) or not re.fullmatch(want["request_id_matches"], request_id):
+                    raise StepFailure(f"request_id does not match /{want['request_id_matches']}/: got {got}")
             message = str(error.get("message", ""))
             for text in want.get("message_contains", []):
                 if text not in message:
@@ -328,6 +369,10 @@ class CaseRun:
         for record in seen:
             if "method" in each and record.method != each["method"]:
                 raise StepFailure(f"expected method {each['method']}: {record.describe()}")
+            if "forward_proxy" in each and record.forward_proxy != each["forward_proxy"]:
+                raise StepFailure(
+                    f"expected {'a' if each['forward_proxy'] else 'no'} forward-proxy request: {record.describe()}"
+                )
             for header, pattern in each.get("headers", {}).items():
                 value = record.headers.get(header.lower())
                 if value is None or not re.fullmatch(pattern, value):

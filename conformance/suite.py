@@ -12,6 +12,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Sequence
 from datetime import datetime, timezone
@@ -20,7 +21,7 @@ from pathlib import Path
 from . import report
 from .cases import REPO_ROOT, Case, DriverSpec, load_cases, load_drivers
 from .driver import DriverFailure, DriverProcess, driver_environment
-from .proxy import FaultProxy
+from .proxy import FaultProxy, PrivateCA
 from .runner import CaseResult, CaseRun, StepFailure
 from .server import ReferenceServer, Seeder, SeedError, ServerUnavailable
 
@@ -95,7 +96,7 @@ def skip_all(cases: Sequence[Case], language: str, message: str) -> list[CaseRes
 
 
 async def run_language(
-    spec: DriverSpec, cases: Sequence[Case], proxy: FaultProxy, seeder: Seeder, reports: Path
+    spec: DriverSpec, cases: Sequence[Case], proxy: FaultProxy, seeder: Seeder, reports: Path, ca_file: str = ""
 ) -> tuple[list[CaseResult], str | None]:
     """run_language runs every case against one long-lived driver process (restarted if it dies)."""
     stderr_log = reports / f"driver-{spec.language}.stderr.log"
@@ -105,6 +106,11 @@ async def run_language(
     failures_in_a_row = 0
     note = None
     for case in cases:
+        lacking = [c for c in case.requires if c not in spec.capabilities]
+        if lacking:
+            results.append(CaseResult(case.id, spec.language, "n/a", message=f"needs {', '.join(lacking)}"))
+            _progress(results[-1])
+            continue
         if failures_in_a_row >= MAX_DRIVER_FAILURES_IN_A_ROW:
             results.append(CaseResult(case.id, spec.language, "failed",
                                       message=f"not run: the driver failed {failures_in_a_row} cases in a row"))
@@ -123,7 +129,7 @@ async def run_language(
                 _progress(results[-1])
                 continue
         mark = driver.stderr_count
-        run = CaseRun(case, spec, driver, proxy, seeder, touched_env=driver.touched_env)
+        run = CaseRun(case, spec, driver, proxy, seeder, touched_env=driver.touched_env, ca_file=ca_file)
         try:
             async with asyncio.timeout(case.timeout):
                 await run.run()
@@ -159,7 +165,7 @@ async def run_language(
 
 
 def _progress(result: CaseResult) -> None:
-    mark = {"passed": "pass", "failed": "FAIL", "skipped": "skip"}[result.status]
+    mark = {"passed": "pass", "failed": "FAIL", "skipped": "skip", "n/a": "n/a"}[result.status]
     line = f"  [{result.language}] {mark:4} {result.case_id} ({result.seconds:.1f}s)"
     if result.status == "failed":
         line += f"\n         {result.message[:400]}"
@@ -224,11 +230,13 @@ async def run(
     if ready:
         server = ReferenceServer(server_url)
         proxy: FaultProxy | None = None
+        ca_dir = tempfile.TemporaryDirectory(prefix="cvsm-conformance-ca-")
         try:
             say("starting the reference server (embedded PostgreSQL)..." if not server_url else f"using {server_url}")
             started = time.monotonic()
             await server.start()
-            proxy = FaultProxy(server.url)
+            ca = PrivateCA(Path(ca_dir.name))
+            proxy = FaultProxy(server.url, tls=ca.server_context())
             await proxy.start()
             say(f"server {server.url} (version {server.version}) ready in {time.monotonic() - started:.1f}s; "
                 f"proxy {proxy.base_url}")
@@ -237,7 +245,7 @@ async def run(
                 await seeder.seed(cases)
                 for spec in ready:
                     say(f"[{spec.language}] running {len(cases)} cases: {' '.join(spec.command)}")
-                    language_results, note = await run_language(spec, cases, proxy, seeder, reports)
+                    language_results, note = await run_language(spec, cases, proxy, seeder, reports, str(ca.ca_file))
                     results += language_results
                     if note:
                         notes[spec.language] = note
@@ -251,9 +259,11 @@ async def run(
             if proxy is not None:
                 await proxy.close()
             await server.stop()
+            ca_dir.cleanup()
 
     languages_shown = [s.language for s in selected]
-    text = report.markdown(cases, languages_shown, results, notes, header)
+    capabilities = {s.language: s.capabilities for s in selected}
+    text = report.markdown(cases, languages_shown, results, notes, header, capabilities)
     written = report.write(reports, "conformance", text, report.junit(results, languages_shown))
     say("")
     say(text.rstrip("\n").rsplit("\n", 1)[0])

@@ -6,6 +6,8 @@ package cvsm
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -34,17 +36,20 @@ type Client struct {
 
 // NewClient returns a client configured by opts, with the options left
 // empty taken from the CVSM_* environment variables and then the defaults.
-// A missing token, base URL or team, a negative Timeout or MaxRetries, or a
-// CVSM_CACHE_TTL that is not a whole number of seconds returns an *Error of
-// kind KindConfiguration naming what to set. NewClient makes no request.
+// A missing token, base URL or team, a token with characters other than
+// visible ASCII, a negative Timeout or MaxRetries, a CVSM_* variable that
+// does not parse, or a CA file that cannot be read returns an *Error of kind
+// KindConfiguration naming what to set. The proxy variables (HTTP_PROXY,
+// HTTPS_PROXY, NO_PROXY and their lower-case forms) are read now, once per
+// client. NewClient makes no request.
 func NewClient(opts Options) (*Client, error) {
 	cfg, err := resolveConfig(opts)
 	if err != nil {
 		return nil, err
 	}
-	hc := opts.HTTPClient
-	if hc == nil {
-		hc = &http.Client{}
+	hc, err := newHTTPClient(opts, cfg)
+	if err != nil {
+		return nil, err
 	}
 	c := &Client{
 		cfg:        &cfg,
@@ -59,35 +64,32 @@ func NewClient(opts Options) (*Client, error) {
 
 // Get returns the value of the secret name in the client's environment.
 // Names are case-sensitive: when the environment holds the name only in
-// another case, the KindNotFound error suggests it. A cached value younger
-// than the cache TTL is returned without a request.
+// another case, the KindNotFound error suggests it (Error.Suggestion). A
+// name that is not a valid secret name ([A-Za-z_][A-Za-z0-9_]{0,254}, so
+// also "") is KindNotFound without a request. A cached value younger than
+// the cache TTL is returned without a request.
 func (c *Client) Get(ctx context.Context, name string) (string, error) {
+	if !validSecretName(name) {
+		return "", newError(KindNotFound, "%s is not a valid secret name (letters, digits and _, not starting with a digit, at most 255 characters)", quoteName(name))
+	}
 	env := c.cfg.environment
 	if v, ok := c.cache.get(env, name); ok {
 		return v, nil
-	}
-	if name == "" {
-		return "", newError(KindNotFound, "secret name is empty")
 	}
 	team, err := c.teamID(ctx)
 	if err != nil {
 		return "", err
 	}
 
-	var list struct {
-		Secrets []struct {
-			ID          string `json:"id"`
-			Name        string `json:"name"`
-			Environment string `json:"environment"`
-		} `json:"secrets"`
-	}
+	var list listAnswer
 	secretsPath := "/teams/" + url.PathEscape(team) + "/secrets"
 	query := url.Values{"environment": {env}, "search": {name}}
-	if err := c.getJSON(ctx, secretsPath, query, &list); err != nil {
+	requestID, err := c.getJSON(ctx, endpointList, secretsPath, query, &list)
+	if err != nil {
 		return "", err
 	}
 	id, suggestion := "", ""
-	for _, s := range list.Secrets {
+	for _, s := range *list.Secrets {
 		if s.Environment != "" && s.Environment != env {
 			continue
 		}
@@ -100,20 +102,17 @@ func (c *Client) Get(ctx context.Context, name string) (string, error) {
 		}
 	}
 	if id == "" {
+		e := newError(KindNotFound, "secret %q not found in %s", name, env)
 		if suggestion != "" {
-			return "", newError(KindNotFound, "secret %q not found in %s; did you mean %q?", name, env, suggestion)
+			e.Message += fmt.Sprintf("; did you mean %q?", suggestion)
 		}
-		return "", newError(KindNotFound, "secret %q not found in %s", name, env)
+		e.RequestID, e.Suggestion = requestID, suggestion
+		return "", e
 	}
 
-	var one struct {
-		Value *string `json:"value"`
-	}
-	if err := c.getJSON(ctx, secretsPath+"/"+url.PathEscape(id), nil, &one); err != nil {
+	var one valueAnswer
+	if _, err := c.getJSON(ctx, endpointValue, secretsPath+"/"+url.PathEscape(id), nil, &one); err != nil {
 		return "", err
-	}
-	if one.Value == nil {
-		return "", newError(KindNetwork, "GET %s/{id}: unreadable response (no value field)", secretsPath)
 	}
 	c.cache.put(env, name, *one.Value)
 	return *one.Value, nil
@@ -132,16 +131,93 @@ func (c *Client) GetAll(ctx context.Context) (map[string]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	var values map[string]string
+	var values exportAnswer
 	query := url.Values{"format": {"json"}, "environment": {env}}
-	if err := c.getJSON(ctx, "/teams/"+url.PathEscape(team)+"/secrets/export", query, &values); err != nil {
+	if _, err := c.getJSON(ctx, endpointExport, "/teams/"+url.PathEscape(team)+"/secrets/export", query, &values); err != nil {
 		return nil, err
-	}
-	if values == nil {
-		values = map[string]string{}
 	}
 	c.cache.putAll(env, values)
 	return copyMap(values), nil
+}
+
+// The answers the client decodes, each with the shape its request promises
+// (rule R3); a 2xx answer of another shape is unreadable, like a dropped
+// connection.
+type (
+	teamsAnswer struct {
+		Teams *[]struct {
+			ID   string `json:"id"`
+			Slug string `json:"slug"`
+		} `json:"teams"`
+	}
+	listAnswer struct {
+		Secrets *[]struct {
+			ID          string `json:"id"`
+			Name        string `json:"name"`
+			Environment string `json:"environment"`
+		} `json:"secrets"`
+	}
+	valueAnswer struct {
+		Value *string `json:"value"`
+	}
+	exportAnswer map[string]string
+)
+
+func (a *teamsAnswer) valid() bool  { return a.Teams != nil }
+func (a *listAnswer) valid() bool   { return a.Secrets != nil }
+func (a *valueAnswer) valid() bool  { return a.Value != nil }
+func (a *exportAnswer) valid() bool { return *a != nil } // JSON null decodes to a nil map
+
+// UnmarshalJSON decodes an export, refusing null values, which would
+// otherwise decode as "".
+func (a *exportAnswer) UnmarshalJSON(data []byte) error {
+	var raw map[string]*string
+	if err := json.Unmarshal(data, &raw); err != nil {
+		return err
+	}
+	if raw == nil {
+		*a = nil
+		return nil
+	}
+	m := make(exportAnswer, len(raw))
+	for name, value := range raw {
+		if value == nil {
+			return errNullValue
+		}
+		m[name] = *value
+	}
+	*a = m
+	return nil
+}
+
+var errNullValue = errors.New("an export value is null")
+
+// validSecretName reports whether name matches [A-Za-z_][A-Za-z0-9_]{0,254}.
+func validSecretName(name string) bool {
+	return len(name) <= 255 && validEnvName(name)
+}
+
+// validEnvName reports whether name matches [A-Za-z_][A-Za-z0-9_]*, the
+// names Inject puts in the process environment.
+func validEnvName(name string) bool {
+	if name == "" {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		b := name[i]
+		if !(b == '_' || 'A' <= b && b <= 'Z' || 'a' <= b && b <= 'z' || i > 0 && '0' <= b && b <= '9') {
+			return false
+		}
+	}
+	return true
+}
+
+// quoteName quotes a name for a message, shortened when it is long.
+func quoteName(name string) string {
+	if len(name) > 80 {
+		return fmt.Sprintf("%q...", name[:80])
+	}
+	return fmt.Sprintf("%q", name)
 }
 
 // InjectOption changes what Inject does.
@@ -160,6 +236,12 @@ func Overwrite(overwrite bool) InjectOption {
 // Inject copies every secret of the client's environment (from GetAll) into
 // the process environment and returns the names it set, sorted. A variable
 // that is already set, even to "", is kept unless Overwrite(true) is given.
+//
+// Inject is all or nothing: before setting anything it checks every name
+// of the export ([A-Za-z_][A-Za-z0-9_]*) and every value (no NUL character,
+// which no process environment can hold), those of variables it would keep
+// included. A secret that fails is a KindConfiguration error naming it
+// (never its value), and nothing is set.
 func (c *Client) Inject(ctx context.Context, opts ...InjectOption) ([]string, error) {
 	var o injectOptions
 	for _, opt := range opts {
@@ -176,13 +258,21 @@ func (c *Client) Inject(ctx context.Context, opts ...InjectOption) ([]string, er
 	sort.Strings(names)
 	set := make([]string, 0, len(names))
 	for _, name := range names {
+		if !validEnvName(name) {
+			return nil, newError(KindConfiguration, "secret %s cannot be put in the environment: its name is not a valid variable name (letters, digits and _, not starting with a digit); nothing was set", quoteName(name))
+		}
+		if strings.IndexByte(values[name], 0) >= 0 {
+			return nil, newError(KindConfiguration, "secret %q cannot be put in the environment: its value holds a NUL character; nothing was set", name)
+		}
 		if _, exists := os.LookupEnv(name); exists && !o.overwrite {
 			continue
 		}
-		if err := os.Setenv(name, values[name]); err != nil {
-			return set, newError(KindAPI, "the server returned a secret name %q that cannot be an environment variable", name)
-		}
 		set = append(set, name)
+	}
+	for i, name := range set {
+		if err := os.Setenv(name, values[name]); err != nil {
+			return set[:i], newError(KindConfiguration, "secret %q cannot be put in the environment", name)
+		}
 	}
 	return set, nil
 }
@@ -190,6 +280,11 @@ func (c *Client) Inject(ctx context.Context, opts ...InjectOption) ([]string, er
 // ClearCache forgets every cached value, so the next Get or GetAll asks the
 // server again.
 func (c *Client) ClearCache() { c.cache.clear() }
+
+// CloseIdleConnections closes the connections the client keeps open for
+// reuse. The client stays usable. Call it when you drop a client in a
+// long-lived process that creates many.
+func (c *Client) CloseIdleConnections() { c.httpClient.CloseIdleConnections() }
 
 // BaseURL returns the effective API root, without a trailing slash.
 func (c *Client) BaseURL() string { return c.cfg.baseURL }
@@ -259,22 +354,20 @@ func (c *Client) teamID(ctx context.Context) (string, error) {
 	if c.team.id != "" {
 		return c.team.id, nil
 	}
-	var body struct {
-		Teams []struct {
-			ID   string `json:"id"`
-			Slug string `json:"slug"`
-		} `json:"teams"`
-	}
-	if err := c.getJSON(ctx, "/teams", nil, &body); err != nil {
+	var body teamsAnswer
+	requestID, err := c.getJSON(ctx, endpointTeams, "/teams", nil, &body)
+	if err != nil {
 		return "", err
 	}
-	for _, t := range body.Teams {
+	for _, t := range *body.Teams {
 		if t.Slug == c.cfg.team && t.ID != "" {
 			c.team.id = t.ID
 			return t.ID, nil
 		}
 	}
-	return "", newError(KindConfiguration, "team %q matches none of your teams (set Options.Team or %s to a team id or slug)", c.cfg.team, EnvTeam)
+	e := newError(KindConfiguration, "team %q matches none of your teams (set Options.Team or %s to a team id or slug)", c.cfg.team, EnvTeam)
+	e.RequestID = requestID
+	return "", e
 }
 
 // isUUID reports whether s has the 8-4-4-4-12 hexadecimal form of a UUID.

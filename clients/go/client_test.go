@@ -38,7 +38,7 @@ func TestEveryRequestSendsBearerTokenAcceptAndUserAgent(t *testing.T) {
 		if got := r.header.Get("Accept"); got != "application/json" {
 			t.Errorf("%s: Accept %q", r.path, got)
 		}
-		if got := r.header.Get("User-Agent"); got != "cvsm-go/0.1.0" {
+		if got := r.header.Get("User-Agent"); got != "cvsm-go/"+Version {
 			t.Errorf("%s: User-Agent %q", r.path, got)
 		}
 	}
@@ -301,6 +301,8 @@ func TestAuthenticationErrorEmptiesTheCache(t *testing.T) {
 	}
 }
 
+// The value request maps statuses plainly; the teams, listing and export
+// requests read a 404 or 400 as a configuration problem (rules_test.go).
 func TestHTTPStatusesMapToErrorKinds(t *testing.T) {
 	cases := []struct {
 		status   int
@@ -320,9 +322,9 @@ func TestHTTPStatusesMapToErrorKinds(t *testing.T) {
 		t.Run(fmt.Sprint(tc.status), func(t *testing.T) {
 			s := newStub(t)
 			c := newTestClient(t, s, Options{Team: teamID})
-			s.inject(fault{pathPrefix: "/teams/", remaining: 10, status: tc.status,
+			s.inject(fault{pathPrefix: "/teams/" + teamID + "/secrets/1", remaining: 10, status: tc.status,
 				header: map[string]string{"Retry-After": "7"}, body: `{"error":"pesan server"}`})
-			_, err := c.GetAll(ctx)
+			_, err := c.Get(ctx, "API_KEY")
 			if !errors.Is(err, tc.sentinel) {
 				t.Fatalf("want %v, got %v", tc.sentinel, err)
 			}
@@ -341,26 +343,17 @@ func TestHTTPStatusesMapToErrorKinds(t *testing.T) {
 			if !strings.HasPrefix(ce.Message, fmt.Sprint(tc.status)) || !strings.HasSuffix(ce.Message, ": pesan server") {
 				t.Errorf("message %q should be the status then the server's message", ce.Message)
 			}
+			if ce.RequestID == "" || ce.RequestID != s.lastRequestID() {
+				t.Errorf("RequestID %q, want the answer's X-Request-Id %q", ce.RequestID, s.lastRequestID())
+			}
 			wantRetryAfter := time.Duration(0)
 			if tc.status == 429 {
 				wantRetryAfter = 7 * time.Second
 			}
-			if ce.RetryAfter != wantRetryAfter {
-				t.Errorf("RetryAfter %s, want %s", ce.RetryAfter, wantRetryAfter)
+			if ce.RetryAfter != wantRetryAfter || ce.HasRetryAfter != (tc.status == 429) {
+				t.Errorf("RetryAfter %s (set %v), want %s", ce.RetryAfter, ce.HasRetryAfter, wantRetryAfter)
 			}
 		})
-	}
-}
-
-func TestRetryAfterAcceptsAnHTTPDate(t *testing.T) {
-	now := time.Date(2025, 1, 1, 12, 0, 0, 0, time.UTC)
-	if got := parseRetryAfter(now.Add(90*time.Second).Format(httpTimeFormat), now); got != 90*time.Second {
-		t.Errorf("got %s, want 90s", got)
-	}
-	for _, h := range []string{"", "soon", "-3"} {
-		if got := parseRetryAfter(h, now); got != 0 {
-			t.Errorf("%q: got %s, want 0", h, got)
-		}
 	}
 }
 
@@ -555,6 +548,10 @@ func TestUnreadableResponseIsRetriedThenNetworkErrorWithoutTheBody(t *testing.T)
 	_, err := c.GetAll(ctx)
 	if !errors.Is(err, ErrNetwork) {
 		t.Fatalf("want network error, got %v", err)
+	}
+	var ce *Error
+	if errors.As(err, &ce); ce.Status != 0 || ce.RequestID != s.lastRequestID() {
+		t.Errorf("Status %d RequestID %q: an unreadable answer has no status but keeps its request id", ce.Status, ce.RequestID)
 	}
 	if strings.Contains(err.Error(), apiKeyVal) || strings.Contains(err.Error(), "broken") {
 		t.Errorf("message quotes the body: %v", err)

@@ -25,9 +25,12 @@ const (
 	DefaultMaxRetries  = 2
 )
 
-// NoCache, as Options.CacheTTL, turns caching off. A zero CacheTTL means
-// "use CVSM_CACHE_TTL or the default"; any other negative CacheTTL is a
-// configuration error, as a negative CVSM_CACHE_TTL is.
+// NoCache, as Options.CacheTTL, turns caching off. Options follow Go's
+// zero-value idiom, so a zero CacheTTL does NOT turn caching off: it means
+// "not set here", that is CVSM_CACHE_TTL, then 30 seconds. NoCache is the
+// explicit "cache for 0 seconds" (what cache_ttl 0 means in the other cvsm
+// SDKs, and what CVSM_CACHE_TTL=0 means here too). Any other negative
+// CacheTTL is a configuration error, as a negative CVSM_CACHE_TTL is.
 const NoCache time.Duration = -1
 
 // Environment variables read by NewClient for the options left empty.
@@ -37,14 +40,18 @@ const (
 	EnvTeam        = "CVSM_TEAM"
 	EnvEnvironment = "CVSM_ENVIRONMENT"
 	EnvCacheTTL    = "CVSM_CACHE_TTL"
+	EnvTimeout     = "CVSM_TIMEOUT"
+	EnvMaxRetries  = "CVSM_MAX_RETRIES"
+	EnvCAFile      = "CVSM_CA_FILE"
 )
 
 // Options configures a Client. Every field is optional: a zero field takes
 // its value from the matching CVSM_* environment variable, then from the
 // default. Printing Options (with fmt or log/slog) never shows the token.
 type Options struct {
-	// Token is the API token or JWT sent as a bearer token. Default:
-	// CVSM_TOKEN; required.
+	// Token is the API token or JWT sent as a bearer token. Leading and
+	// trailing whitespace is trimmed, so a token read from a file works;
+	// what remains must be visible ASCII. Default: CVSM_TOKEN; required.
 	Token string
 	// BaseURL is the API root including /api/v1, for example
 	// "https://cvsm.example.com/api/v1"; a trailing slash is ignored.
@@ -56,18 +63,33 @@ type Options struct {
 	// Environment is the environment secrets are read from. Default:
 	// CVSM_ENVIRONMENT, then "production".
 	Environment string
-	// CacheTTL is how long fetched values are kept. Zero means
-	// CVSM_CACHE_TTL (whole seconds), then 30 seconds; NoCache turns
-	// caching off; any other negative value is a configuration error.
+	// CacheTTL is how long fetched values are kept. Zero (the zero value)
+	// means "not set": CVSM_CACHE_TTL (whole seconds), then 30 seconds. To
+	// turn caching off use NoCache, not 0. Any other negative value is a
+	// configuration error.
 	CacheTTL time.Duration
-	// Timeout bounds each HTTP attempt, including reading the body.
-	// Zero means 10 seconds.
+	// Timeout bounds each HTTP attempt as a whole: connecting, sending,
+	// the headers and reading the whole body. Zero means CVSM_TIMEOUT
+	// (seconds, a decimal number), then 10 seconds.
 	Timeout time.Duration
 	// MaxRetries is how many more attempts a GET gets after a network error
-	// or a 502, 503 or 504. Nil means 2; use cvsm.Int(0) for no retries.
+	// or a 502, 503 or 504. Nil means CVSM_MAX_RETRIES, then 2; use
+	// cvsm.Int(0) for no retries.
 	MaxRetries *int
-	// HTTPClient sends the requests. Nil means a client of this package's
-	// own; its Timeout is not used (Timeout above applies per attempt).
+	// CAFile is the path of a PEM bundle of CA certificates trusted
+	// instead of the system's for https base URLs. Empty means
+	// CVSM_CA_FILE, then the system store. A file that cannot be read or
+	// holds no certificate is a configuration error. It configures the
+	// package's own transport, so it cannot be combined with HTTPClient.
+	CAFile string
+	// HTTPClient is the transport seam: when set, requests go through it
+	// instead of the package's own client, for anything the options above
+	// do not cover (a client certificate, a custom dialer, tracing). It is
+	// then used as given, except that it never follows redirects (the
+	// client works on a copy whose CheckRedirect stops at the first
+	// answer) and that its Timeout is ignored (Timeout above bounds each
+	// attempt). Proxy variables and CVSM_CA_FILE are not applied to it:
+	// configure its Transport instead.
 	HTTPClient *http.Client
 }
 
@@ -80,8 +102,8 @@ func (o Options) String() string {
 	if o.MaxRetries != nil {
 		retries = strconv.Itoa(*o.MaxRetries)
 	}
-	return fmt.Sprintf("cvsm.Options{Token: %s, BaseURL: %q, Team: %q, Environment: %q, CacheTTL: %s, Timeout: %s, MaxRetries: %s}",
-		redactedMark(o.Token), displayURL(o.BaseURL), o.Team, o.Environment, o.CacheTTL, o.Timeout, retries)
+	return fmt.Sprintf("cvsm.Options{Token: %s, BaseURL: %q, Team: %q, Environment: %q, CacheTTL: %s, Timeout: %s, MaxRetries: %s, CAFile: %q}",
+		redactedMark(o.Token), displayURL(o.BaseURL), o.Team, o.Environment, o.CacheTTL, o.Timeout, retries, o.CAFile)
 }
 
 // GoString is the %#v form of the options; it also hides the token.
@@ -103,6 +125,9 @@ func (o Options) LogValue() slog.Value {
 	}
 	if o.MaxRetries != nil {
 		attrs = append(attrs, slog.Int("max_retries", *o.MaxRetries))
+	}
+	if o.CAFile != "" {
+		attrs = append(attrs, slog.String("ca_file", o.CAFile))
 	}
 	return slog.GroupValue(attrs...)
 }
@@ -129,12 +154,13 @@ type config struct {
 	cacheTTL    time.Duration // 0: no cache
 	timeout     time.Duration
 	maxRetries  int
+	caFile      string // "" : the system store
 }
 
 // resolveConfig applies the precedence option, then environment variable,
 // then default, and validates the result.
 func resolveConfig(o Options) (config, error) {
-	token := firstNonEmpty(o.Token, os.Getenv(EnvToken))
+	token := firstNonEmpty(trimToken(o.Token), trimToken(os.Getenv(EnvToken)))
 	c := config{
 		token:       func() string { return token },
 		baseURL:     firstNonEmpty(strings.TrimSpace(o.BaseURL), strings.TrimSpace(os.Getenv(EnvBaseURL))),
@@ -145,6 +171,10 @@ func resolveConfig(o Options) (config, error) {
 	}
 	if token == "" {
 		return config{}, missing(EnvToken, "Token")
+	}
+	if i := strings.IndexFunc(token, func(r rune) bool { return r < '!' || r > '~' }); i >= 0 {
+		// Never quote the token, nor the offending character's neighbours.
+		return config{}, newError(KindConfiguration, "the token (option Token or %s) holds a character that is not visible ASCII at position %d: check how it was copied", EnvToken, i+1)
 	}
 	if c.baseURL == "" {
 		return config{}, missing(EnvBaseURL, "BaseURL")
@@ -172,19 +202,84 @@ func resolveConfig(o Options) (config, error) {
 		c.cacheTTL = ttl
 	}
 
-	if o.Timeout < 0 {
+	switch {
+	case o.Timeout < 0:
 		return config{}, newError(KindConfiguration, "Timeout must not be negative, got %s", o.Timeout)
-	}
-	if o.Timeout > 0 {
+	case o.Timeout > 0:
 		c.timeout = o.Timeout
-	}
-	if o.MaxRetries != nil {
-		if *o.MaxRetries < 0 {
-			return config{}, newError(KindConfiguration, "MaxRetries must not be negative, got %d", *o.MaxRetries)
+	default:
+		timeout, err := timeoutFromEnv()
+		if err != nil {
+			return config{}, err
 		}
+		c.timeout = timeout
+	}
+
+	switch {
+	case o.MaxRetries != nil && *o.MaxRetries < 0:
+		return config{}, newError(KindConfiguration, "MaxRetries must not be negative, got %d", *o.MaxRetries)
+	case o.MaxRetries != nil:
 		c.maxRetries = *o.MaxRetries
+	default:
+		retries, err := maxRetriesFromEnv()
+		if err != nil {
+			return config{}, err
+		}
+		c.maxRetries = retries
+	}
+
+	c.caFile = firstNonEmpty(strings.TrimSpace(o.CAFile), strings.TrimSpace(os.Getenv(EnvCAFile)))
+	if c.caFile != "" && o.HTTPClient != nil {
+		if o.CAFile != "" {
+			return config{}, newError(KindConfiguration, "CAFile configures the package's own transport and cannot be combined with HTTPClient: set RootCAs in your HTTPClient's Transport instead")
+		}
+		c.caFile = "" // CVSM_CA_FILE, like the proxy variables, is for the package's own transport only
 	}
 	return c, nil
+}
+
+// trimToken removes the whitespace a token read from a file carries
+// (spaces, tabs, carriage returns and newlines) from both ends.
+func trimToken(s string) string { return strings.Trim(s, " \t\r\n") }
+
+// timeoutFromEnv reads CVSM_TIMEOUT, a positive number of seconds such as
+// "10" or "2.5"; unset or empty means the default.
+func timeoutFromEnv() (time.Duration, error) {
+	raw := os.Getenv(EnvTimeout)
+	s := strings.TrimSpace(raw)
+	if s == "" {
+		return DefaultTimeout, nil
+	}
+	seconds, err := strconv.ParseFloat(s, 64)
+	if err != nil || math.IsNaN(seconds) || seconds <= 0 || seconds > float64(math.MaxInt64/int64(time.Second)) ||
+		strings.ContainsAny(s, "xXpPeEiInN_") { // plain decimals only: no hex, exponents, Inf or NaN
+		return 0, newError(KindConfiguration, "%s must be a positive number of seconds, got %q", EnvTimeout, raw)
+	}
+	return time.Duration(seconds * float64(time.Second)), nil
+}
+
+// maxRetriesFromEnv reads CVSM_MAX_RETRIES, a non-negative whole number;
+// unset or empty means the default.
+func maxRetriesFromEnv() (int, error) {
+	raw := os.Getenv(EnvMaxRetries)
+	s := strings.TrimSpace(raw)
+	if s == "" {
+		return DefaultMaxRetries, nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || !allDigits(s) {
+		return 0, newError(KindConfiguration, "%s must be a non-negative whole number, got %q", EnvMaxRetries, raw)
+	}
+	return n, nil
+}
+
+func allDigits(s string) bool {
+	for _, r := range s {
+		if r < '0' || r > '9' {
+			return false
+		}
+	}
+	return s != ""
 }
 
 // cacheTTLFromEnv reads CVSM_CACHE_TTL: unset or empty means the default
@@ -196,14 +291,8 @@ func cacheTTLFromEnv() (time.Duration, error) {
 		return DefaultCacheTTL, nil
 	}
 	s := strings.TrimSpace(raw)
-	valid := s != ""
-	for _, r := range s {
-		if r < '0' || r > '9' {
-			valid = false
-		}
-	}
 	n, err := strconv.ParseInt(s, 10, 64)
-	if !valid || err != nil || n > math.MaxInt64/int64(time.Second) {
+	if !allDigits(s) || err != nil || n > math.MaxInt64/int64(time.Second) {
 		return 0, newError(KindConfiguration, "%s must be a non-negative whole number of seconds, got %q", EnvCacheTTL, raw)
 	}
 	return time.Duration(n) * time.Second, nil

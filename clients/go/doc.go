@@ -11,11 +11,19 @@
 //
 // Every error the client returns is a *Error whose Kind says what went wrong;
 // branch on it with errors.Is and the sentinel errors (ErrNotFound,
-// ErrAuthentication, ...) or with errors.As. A Client is safe for concurrent
-// use, and neither it nor its Options ever print the token.
+// ErrAuthentication, ...) or with errors.As, which also gives the answer's
+// RequestID and, for a name in the wrong case, the Suggestion. A Client is
+// safe for concurrent use, and neither it nor its Options ever print the
+// token.
+//
+// Options follow Go's zero-value idiom: a zero field means "from the CVSM_*
+// environment variable, else the default". In particular a zero CacheTTL is
+// the default 30 seconds; NoCache turns caching off.
 package cvsm
 
-// Version is the version of this client library.
+// Version is the version of this client library, and the only place it is
+// written: the user agent (cvsm-go/<Version>) is built from it. (Go reads a
+// module's version from its git tag, clients/go/v<Version>, not from a file.)
 const Version = "0.1.0"
 
 // userAgent is sent with every request.

@@ -16,21 +16,26 @@ type Kind string
 // The kinds of error a Client returns.
 const (
 	// KindConfiguration: a missing token, base URL or team, an invalid
-	// option or CVSM_CACHE_TTL, or a team slug that matches none of the
-	// caller's teams.
+	// option or CVSM_* variable, a team slug that matches none of the
+	// caller's teams, a server answer saying that the base URL, team or
+	// environment is wrong (Status is then that answer's 404 or 400), or a
+	// secret Inject cannot put in the process environment.
 	KindConfiguration Kind = "configuration"
 	// KindAuthentication: HTTP 401, a bad, expired or revoked token.
 	KindAuthentication Kind = "authentication"
 	// KindPermissionDenied: HTTP 403.
 	KindPermissionDenied Kind = "permission_denied"
-	// KindNotFound: the secret is absent in the environment, or HTTP 404.
+	// KindNotFound: the secret is absent in the environment, the name is
+	// not a valid secret name, or the value request answered HTTP 404.
 	KindNotFound Kind = "not_found"
 	// KindRateLimited: HTTP 429; Error.RetryAfter says how long to wait.
 	KindRateLimited Kind = "rate_limited"
-	// KindAPI: any other non-2xx status, including 502/503/504 after retries.
+	// KindAPI: any other non-2xx status, including a redirect (never
+	// followed) and 502/503/504 after retries.
 	KindAPI Kind = "api"
 	// KindNetwork: the connection failed or dropped, the request timed out,
-	// or the response could not be read, after retries.
+	// or the answer could not be read or did not have the promised shape,
+	// after retries.
 	KindNetwork Kind = "network"
 )
 
@@ -65,7 +70,7 @@ var sentinels = map[Kind]error{
 // fields:
 //
 //	var cerr *cvsm.Error
-//	if errors.As(err, &cerr) && cerr.Kind == cvsm.KindRateLimited {
+//	if errors.As(err, &cerr) && cerr.Kind == cvsm.KindRateLimited && cerr.HasRetryAfter {
 //		time.Sleep(cerr.RetryAfter)
 //	}
 //
@@ -73,12 +78,28 @@ var sentinels = map[Kind]error{
 type Error struct {
 	// Kind says what went wrong.
 	Kind Kind
-	// Status is the HTTP status of the response, or 0 when there was none
-	// (configuration and network errors, a name absent from the listing).
+	// Status is the HTTP status of the answer the error came from, or 0
+	// when there was none (network errors, most configuration errors, a
+	// name absent from the listing).
 	Status int
-	// RetryAfter is the wait the server asked for with Retry-After on a
-	// 429, in whole seconds; zero when it gave none.
+	// RetryAfter is the wait a 429 asked for with its Retry-After header,
+	// in whole seconds: the header's number, or the time until its HTTP
+	// date rounded up (0 when the date is past). It is 0 both when the
+	// server said 0 and when it gave no usable header; HasRetryAfter tells
+	// the two apart.
 	RetryAfter time.Duration
+	// HasRetryAfter reports whether the 429 carried a Retry-After header
+	// in one of the two forms HTTP allows (whole seconds or an HTTP date).
+	HasRetryAfter bool
+	// RequestID is the X-Request-Id header of the answer the error came
+	// from (for a name absent from the listing, the listing's); "" when
+	// there was no answer or the answer had none. Quote it when you
+	// report a problem to the server's operators.
+	RequestID string
+	// Suggestion is, on a KindNotFound error, the name that differs from
+	// the requested one only in case ("API_KEY" for "api_key"); "" when
+	// there is none.
+	Suggestion string
 	// Message describes the error; for HTTP errors it is the status
 	// followed by the server's own message.
 	Message string

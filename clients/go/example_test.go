@@ -34,8 +34,10 @@ func ExampleClient_Get_errors() {
 	switch {
 	case errors.Is(err, cvsm.ErrNotFound):
 		fmt.Println("not there:", err)
-	case errors.As(err, &cerr) && cerr.Kind == cvsm.KindRateLimited:
+	case errors.As(err, &cerr) && cerr.Kind == cvsm.KindRateLimited && cerr.HasRetryAfter:
 		time.Sleep(cerr.RetryAfter)
+	case errors.As(err, &cerr) && cerr.RequestID != "":
+		log.Fatalf("%v (request id %s)", err, cerr.RequestID)
 	case err != nil:
 		log.Fatal(err)
 	}

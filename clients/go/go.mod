@@ -1,3 +1,7 @@
 module github.com/cvsm/cvsm/clients/go
 
-go 1.22
+go 1.23.0
+
+require golang.org/x/net v0.43.0
+
+require golang.org/x/text v0.28.0 // indirect

@@ -7,6 +7,7 @@ package cvsm
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -88,6 +89,9 @@ func (s *stubServer) reqs() []recorded {
 
 func (s *stubServer) count() int { return len(s.reqs()) }
 
+// lastRequestID is the X-Request-Id the stub gave its latest answer.
+func (s *stubServer) lastRequestID() string { return fmt.Sprintf("req-%d", s.count()) }
+
 func (s *stubServer) paths() []string {
 	var out []string
 	for _, r := range s.reqs() {
@@ -104,6 +108,7 @@ func (s *stubServer) serve(w http.ResponseWriter, r *http.Request) {
 	path := strings.TrimPrefix(r.URL.Path, "/api/v1")
 	s.mu.Lock()
 	s.requests = append(s.requests, recorded{r.Method, r.URL.Path, r.URL.RawQuery, r.Header.Clone()})
+	w.Header().Set("X-Request-Id", fmt.Sprintf("req-%d", len(s.requests)))
 	var f *fault
 	for _, cand := range s.faults {
 		if cand.remaining > 0 && strings.HasPrefix(path, cand.pathPrefix) {
@@ -139,6 +144,10 @@ func (s *stubServer) serve(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 
+	if !strings.HasPrefix(r.URL.Path, "/api/v1/") {
+		writeJSON(w, 404, map[string]any{"error": "tidak ditemukan"})
+		return
+	}
 	if r.Header.Get("Authorization") != "Bearer "+testToken {
 		writeJSON(w, http.StatusUnauthorized, map[string]any{"error": "token tidak valid"})
 		return
@@ -237,9 +246,11 @@ func (r *sleepRecorder) recorded() []time.Duration {
 	return append([]time.Duration(nil), r.sleeps...)
 }
 
-var cvsmEnvVars = []string{EnvToken, EnvBaseURL, EnvTeam, EnvEnvironment, EnvCacheTTL}
+var cvsmEnvVars = []string{EnvToken, EnvBaseURL, EnvTeam, EnvEnvironment, EnvCacheTTL, EnvTimeout, EnvMaxRetries, EnvCAFile,
+	"HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy", "NO_PROXY", "no_proxy", "REQUEST_METHOD"}
 
-// clearEnv unsets every CVSM_* variable for the test (restored afterwards).
+// clearEnv unsets every CVSM_* and proxy variable for the test (restored
+// afterwards).
 func clearEnv(t *testing.T) {
 	t.Helper()
 	for _, name := range cvsmEnvVars {

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"net/http"
 	"net/url"
@@ -26,10 +27,31 @@ const maxErrorBody = 64 << 10
 // each later retry (0.1 s, 0.2 s, 0.4 s, ...).
 const backoffBase = 100 * time.Millisecond
 
+// endpoint names the request a GET is, because the same status means
+// different things on different requests (rule R9: a 404 to the teams,
+// listing or export request says the base URL or the team is wrong, a 404
+// to the value request says the secret is gone).
+type endpoint int
+
+const (
+	endpointTeams endpoint = iota
+	endpointList
+	endpointValue
+	endpointExport
+)
+
+// answer is a JSON body the client decodes; valid reports whether the
+// decoded body has the shape its request promises (rule R3).
+type answer interface {
+	valid() bool
+}
+
 // getJSON GETs path (below the base URL) with query, retrying network
-// errors and 502/503/504 up to maxRetries more times, and decodes the JSON
-// body of the 2xx answer into out. An authentication error empties the cache.
-func (c *Client) getJSON(ctx context.Context, path string, query url.Values, out any) error {
+// errors, unreadable answers and 502/503/504 up to maxRetries more times,
+// and decodes the JSON body of the 2xx answer into out. It returns the
+// X-Request-Id of the answer it used. An authentication error empties the
+// cache.
+func (c *Client) getJSON(ctx context.Context, ep endpoint, path string, query url.Values, out answer) (string, error) {
 	target := c.cfg.baseURL + path
 	if len(query) > 0 {
 		target += "?" + query.Encode()
@@ -37,31 +59,32 @@ func (c *Client) getJSON(ctx context.Context, path string, query url.Values, out
 	for attempt := 0; ; attempt++ {
 		if attempt > 0 {
 			if err := c.sleep(ctx, backoff(attempt-1)); err != nil {
-				return c.networkError(ctx, path, err)
+				return "", c.networkError(ctx, path, err)
 			}
 		}
-		err, retryable := c.attempt(ctx, path, target, out)
+		requestID, err, retryable := c.attempt(ctx, ep, path, target, out)
 		if err == nil {
-			return nil
+			return requestID, nil
 		}
 		if err.Kind == KindAuthentication {
 			c.cache.clear()
 		}
 		if !retryable || attempt >= c.cfg.maxRetries || ctx.Err() != nil {
-			return err
+			return "", err
 		}
 	}
 }
 
-// attempt makes one request. It reports the error, if any, and whether
-// another attempt may succeed.
-func (c *Client) attempt(ctx context.Context, path, target string, out any) (*Error, bool) {
+// attempt makes one request, bounded as a whole (connecting, headers and
+// the whole body) by the timeout. It reports the answer's request id, the
+// error, if any, and whether another attempt may succeed.
+func (c *Client) attempt(ctx context.Context, ep endpoint, path, target string, out answer) (string, *Error, bool) {
 	actx, cancel := context.WithTimeout(ctx, c.cfg.timeout)
 	defer cancel()
 
 	req, err := http.NewRequestWithContext(actx, http.MethodGet, target, nil)
 	if err != nil {
-		return newError(KindConfiguration, "cannot build a request for GET %s: check the base URL", path), false
+		return "", newError(KindConfiguration, "cannot build a request for GET %s: check the base URL", path), false
 	}
 	req.Header.Set("Authorization", "Bearer "+c.cfg.token())
 	req.Header.Set("Accept", "application/json")
@@ -69,47 +92,123 @@ func (c *Client) attempt(ctx context.Context, path, target string, out any) (*Er
 
 	resp, err := c.httpClient.Do(req)
 	if err != nil {
-		return c.networkError(ctx, path, err), true
+		return "", c.networkError(ctx, path, err), true
 	}
 	defer resp.Body.Close()
+	requestID := resp.Header.Get("X-Request-Id")
 
 	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
-		body, err := io.ReadAll(resp.Body)
-		if err != nil {
-			return c.networkError(ctx, path, err), true
-		}
 		reflect.ValueOf(out).Elem().SetZero() // drop what a failed attempt decoded
-		if err := json.Unmarshal(body, out); err != nil {
-			// The decoder's message may quote the body, which can hold a
-			// secret value: keep only the type of the failure.
-			return &Error{
-				Kind:    KindNetwork,
-				Message: fmt.Sprintf("GET %s: unreadable response (status %d, %d bytes that are not the expected JSON)", path, resp.StatusCode, len(body)),
-			}, true
+		readErr, problem := decodeAnswer(resp.Body, out)
+		switch {
+		case readErr != nil: // a dropped connection, or the timeout while reading the body
+			if ctx.Err() == nil && actx.Err() != nil && !errors.Is(readErr, context.DeadlineExceeded) {
+				readErr = fmt.Errorf("%w: %w", context.DeadlineExceeded, readErr)
+			}
+			e := c.networkError(ctx, path, readErr)
+			e.RequestID = requestID
+			return requestID, e, true
+		case problem != "":
+			return requestID, &Error{Kind: KindNetwork, RequestID: requestID,
+				Message: fmt.Sprintf("GET %s: unreadable answer (status %d): %s", path, resp.StatusCode, problem)}, true
 		}
-		return nil, false
+		return requestID, nil, false
 	}
 
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
-	e := &Error{Status: resp.StatusCode, Message: c.scrub(statusMessage(resp.StatusCode, body))}
+	e := &Error{Status: resp.StatusCode, RequestID: requestID, Message: c.scrub(statusMessage(resp.StatusCode, body))}
 	retryable := false
-	switch resp.StatusCode {
-	case http.StatusUnauthorized:
+	switch code := resp.StatusCode; {
+	case code == http.StatusNotFound && ep != endpointValue:
+		e.Kind = KindConfiguration
+		e.Message += "; " + wrongTarget(ep)
+	case code == http.StatusBadRequest && (ep == endpointList || ep == endpointExport):
+		e.Kind = KindConfiguration
+		e.Message += "; check the environment (option Environment or " + EnvEnvironment + ")"
+	case code == http.StatusUnauthorized:
 		e.Kind = KindAuthentication
-	case http.StatusForbidden:
+	case code == http.StatusForbidden:
 		e.Kind = KindPermissionDenied
-	case http.StatusNotFound:
+	case code == http.StatusNotFound:
 		e.Kind = KindNotFound
-	case http.StatusTooManyRequests:
+	case code == http.StatusTooManyRequests:
 		e.Kind = KindRateLimited
-		e.RetryAfter = parseRetryAfter(resp.Header.Get("Retry-After"), c.now())
-	case http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+		e.RetryAfter, e.HasRetryAfter = parseRetryAfter(resp.Header.Get("Retry-After"), c.now())
+	case code >= 300 && code < 400:
+		e.Kind = KindAPI
+		e.Message += "; cvsm does not follow redirects: check the base URL"
+		if loc, err := resp.Location(); err == nil {
+			e.Message += " (the server points to " + c.scrub(displayOrigin(loc)) + ")"
+		}
+	case code == http.StatusBadGateway, code == http.StatusServiceUnavailable, code == http.StatusGatewayTimeout:
 		e.Kind = KindAPI
 		retryable = true
 	default:
 		e.Kind = KindAPI
 	}
-	return e, retryable
+	return requestID, e, retryable
+}
+
+// wrongTarget says what a 404 to a request other than the value request
+// means.
+func wrongTarget(ep endpoint) string {
+	if ep == endpointTeams {
+		return "check the base URL (option BaseURL or " + EnvBaseURL + "; it includes /api/v1)"
+	}
+	return "check the base URL (option BaseURL or " + EnvBaseURL + "; it includes /api/v1) and the team (option Team or " + EnvTeam + ")"
+}
+
+// displayOrigin is a redirect target reduced to its scheme, host and path:
+// no credentials, no query.
+func displayOrigin(u *url.URL) string {
+	return (&url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path}).String()
+}
+
+// decodeAnswer decodes a 2xx body into out and checks its shape. readErr is
+// set when the body could not be read; problem, when it was read but is not
+// the expected JSON. problem never quotes the body, which may hold secret
+// values (the JSON decoder's own messages can).
+func decodeAnswer(body io.Reader, out answer) (readErr error, problem string) {
+	counted := &countingReader{r: body}
+	dec := json.NewDecoder(counted)
+	err := dec.Decode(out)
+	if err == nil {
+		// One JSON value and nothing after it but whitespace.
+		if _, terr := dec.Token(); terr != io.EOF {
+			err = errTrailingData
+		}
+	}
+	if counted.err != nil {
+		return counted.err, ""
+	}
+	var typ *json.UnmarshalTypeError
+	switch {
+	case err == nil && out.valid():
+		return nil, ""
+	case err == nil, errors.As(err, &typ), errors.Is(err, errNullValue):
+		return nil, "the JSON does not have the expected shape"
+	default:
+		return nil, fmt.Sprintf("%d bytes that are not JSON", counted.n)
+	}
+}
+
+var errTrailingData = errors.New("data after the JSON value")
+
+// countingReader counts the bytes read and remembers a read error, so a
+// failed read (network) can be told from a body that is not JSON.
+type countingReader struct {
+	r   io.Reader
+	n   int64
+	err error
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	if err != nil && err != io.EOF {
+		c.err = err
+	}
+	return n, err
 }
 
 // networkError describes a transport failure without the URL (which may
@@ -162,25 +261,30 @@ func statusMessage(status int, body []byte) string {
 	return msg
 }
 
-// parseRetryAfter reads a Retry-After header given in seconds or as an
-// HTTP date; the result is whole seconds, zero when absent or invalid.
-func parseRetryAfter(header string, now time.Time) time.Duration {
+// parseRetryAfter reads a 429's Retry-After header (rule R4): whole seconds
+// ("0" is 0), or an HTTP date, which gives the seconds from now until then
+// rounded up, 0 when it is past. ok is false when the header is absent or
+// in neither form.
+func parseRetryAfter(header string, now time.Time) (d time.Duration, ok bool) {
 	header = strings.TrimSpace(header)
 	if header == "" {
-		return 0
+		return 0, false
 	}
-	if n, err := strconv.ParseInt(header, 10, 64); err == nil {
-		if n < 0 || n > int64(1<<31) {
-			return 0
+	if allDigits(header) {
+		n, err := strconv.ParseInt(header, 10, 64)
+		if err != nil || n > int64(math.MaxInt64/time.Second) {
+			return 0, false
 		}
-		return time.Duration(n) * time.Second
+		return time.Duration(n) * time.Second, true
 	}
-	if at, err := http.ParseTime(header); err == nil {
-		if d := at.Sub(now); d > 0 {
-			return ((d + time.Second - 1) / time.Second) * time.Second
-		}
+	at, err := http.ParseTime(header)
+	if err != nil {
+		return 0, false
 	}
-	return 0
+	if d := at.Sub(now); d > 0 {
+		return ((d + time.Second - 1) / time.Second) * time.Second, true
+	}
+	return 0, true
 }
 
 // backoff is the random sleep before retry number retry (0 for the first):

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""conformance_driver speaks the conformance protocol (conformance/PROTOCOL.md) for cvsm.
+"""Speak the conformance protocol (conformance/PROTOCOL.md) for cvsm.
 
 One JSON request per line on stdin, one JSON response per line on stdout. With ``--async`` it
 drives :class:`cvsm.AsyncClient` on one event loop kept for the whole session; otherwise
@@ -29,32 +29,40 @@ KINDS: list[tuple[type[cvsm.CvsmError], str]] = [
     (cvsm.ApiError, "api"),
     (cvsm.NetworkError, "network"),
 ]
-OPTION_NAMES = ("token", "base_url", "team", "environment", "cache_ttl", "timeout", "max_retries")
+OPTION_NAMES = ("token", "base_url", "team", "environment", "cache_ttl", "timeout", "max_retries", "ca_file")
+CONFIG_KEYS = ("base_url", "team", "environment", "cache_ttl", "timeout", "max_retries")
 
 
 class Unsupported(Exception):
-    """Unsupported is raised for an op this driver does not know."""
+    """Raised for an op this driver does not know."""
 
 
 def error_body(exc: BaseException) -> dict[str, Any]:
-    """error_body maps an exception to the protocol's error object, by type."""
-    if isinstance(exc, Unsupported):
-        return {"kind": "unsupported", "message": str(exc), "status": None, "retry_after": None}
-    kind = "internal"
-    for error_type, name in KINDS:
-        if isinstance(exc, error_type):
-            kind = name
-            break
+    """Return the protocol's error object for ``exc``: the kind by type, the rest from its fields."""
+    if isinstance(exc, cvsm.CvsmError):
+        kind = next(name for error_type, name in KINDS if isinstance(exc, error_type))
+        return {
+            "kind": kind,
+            "message": exc.message,
+            "status": exc.status,
+            "retry_after": exc.retry_after,
+            "request_id": exc.request_id,
+            "suggestion": exc.suggestion,
+        }
+    kind = "unsupported" if isinstance(exc, Unsupported) else "internal"
+    message = str(exc) if kind == "unsupported" else f"{type(exc).__name__}: {exc}"
     return {
         "kind": kind,
-        "message": str(exc) if kind != "internal" else f"{type(exc).__name__}: {exc}",
-        "status": getattr(exc, "status", None),
-        "retry_after": getattr(exc, "retry_after", None),
+        "message": message,
+        "status": None,
+        "retry_after": None,
+        "request_id": None,
+        "suggestion": None,
     }
 
 
 class Driver:
-    """Driver holds the current client and runs one op at a time."""
+    """The current client, and the ops run on it one at a time."""
 
     def __init__(self, use_async: bool) -> None:
         self.use_async = use_async
@@ -62,7 +70,7 @@ class Driver:
         self.client: cvsm.Client | cvsm.AsyncClient | None = None
 
     def call(self, value: Any) -> Any:
-        """call awaits ``value`` on the driver's loop when it is a coroutine."""
+        """Await ``value`` on the driver's loop when it is a coroutine; return it otherwise."""
         if self.loop is not None and asyncio.iscoroutine(value):
             return self.loop.run_until_complete(value)
         return value
@@ -92,7 +100,8 @@ class Driver:
                 self.client = self.call(make())
             else:
                 self.client = factory(**options)
-            return {"config": self.client.config.as_dict()}
+            config = self.client.config.as_dict()
+            return {"config": {key: config[key] for key in CONFIG_KEYS}}
         if op == "get":
             return {"value": self.call(self.current().get(args["name"]))}
         if op == "get_all":

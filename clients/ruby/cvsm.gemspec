@@ -11,7 +11,8 @@ Gem::Specification.new do |spec|
   spec.authors = ["cvsm contributors"]
   spec.license = "MIT"
   spec.required_ruby_version = ">= 3.1"
-  spec.files = Dir["lib/**/*.rb"] + ["README.md", "cvsm.gemspec"]
+  # Paths are relative to this directory, which `gem build` must run in (see README.md).
+  spec.files = Dir.glob("lib/**/*.rb", base: __dir__).sort + ["README.md", "cvsm.gemspec"]
   spec.require_paths = ["lib"]
   spec.metadata["rubygems_mfa_required"] = "true"
 end

@@ -96,3 +96,34 @@ def test_check_answer_accepts_numbers_by_value_and_subsets() -> None:
 def test_check_requests_rejects_mismatches(expect: dict[str, Any], seen: list[RequestRecord]) -> None:
     with pytest.raises(StepFailure):
         _Judge().check_requests(expect, seen)
+
+
+def test_variants_expand_with_their_params(tmp_path: Path) -> None:
+    case = {
+        "id": "multi", "title": "t",
+        "variants": [{"label": "one", "params": {"name": "A", "expect": {"ok": True}}},
+                     {"label": "two", "params": {"name": "B", "expect": {"ok": True, "result": {"value": "x"}}}}],
+        "client": {"team": "{{team_id}}"},
+        "steps": [{"op": "get", "args": {"name": "{{param:name}}_SUFFIX"}, "expect": "{{param:expect}}"}],
+    }
+    (tmp_path / "multi.json").write_text(json.dumps(case))
+    one, two = load_cases(tmp_path)
+    assert (one.id, two.id) == ("multi[one]", "multi[two]")
+    assert one.steps[0] == {"op": "get", "args": {"name": "A_SUFFIX"}, "expect": {"ok": True}}
+    assert two.steps[0]["expect"] == {"ok": True, "result": {"value": "x"}}
+    assert one.client == {"team": "{{team_id}}"}
+
+
+def test_a_variant_missing_a_param_is_rejected(tmp_path: Path) -> None:
+    case = {"id": "multi", "title": "t", "variants": [{"label": "one", "params": {}}],
+            "steps": [{"op": "get", "args": {"name": "{{param:name}}"}}]}
+    (tmp_path / "multi.json").write_text(json.dumps(case))
+    with pytest.raises(CaseFileError, match="param 'name'"):
+        load_cases(tmp_path)
+
+
+def test_every_driver_declares_the_capabilities_the_cases_require() -> None:
+    required = {c for case in load_cases() for c in case.requires}
+    assert required == {"tls_ca_file", "proxy_env"}
+    for driver in load_drivers():
+        assert required <= set(driver.capabilities), driver.language

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import ssl
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import httpx
 import pytest
@@ -79,3 +81,57 @@ async def test_delay_fault_outlasts_a_short_client_timeout(proxy: FaultProxy) ->
             await client.get(f"{proxy.base_url}/teams")
     await asyncio.sleep(0)
     assert len(proxy.log) == 1
+
+
+async def test_made_up_answers_carry_a_request_id_of_their_own(proxy: FaultProxy) -> None:
+    proxy.add_faults([Fault(match="list", status=500), Fault(match="list", status=502, headers={"X-Request-Id": "mine"})])
+    async with httpx.AsyncClient() as client:
+        first = await client.get(f"{proxy.base_url}/teams/t/secrets")
+        second = await client.get(f"{proxy.base_url}/teams/t/secrets")
+    assert first.headers["x-request-id"].startswith("conformance-")
+    assert second.headers["x-request-id"] == "mine"
+
+
+async def test_serves_as_a_forward_proxy_for_absolute_targets(proxy: FaultProxy) -> None:
+    async with httpx.AsyncClient(proxy=proxy.proxy_url) as client:
+        response = await client.get("http://cvsm-conformance.invalid/api/v1/teams/t/secrets?environment=staging")
+    assert response.json()["path"] == "/api/v1/teams/t/secrets"
+    (record,) = proxy.log
+    assert (record.forward_proxy, record.kind, record.query) == (True, "list", {"environment": ["staging"]})
+
+
+async def test_drip_sends_the_body_a_byte_at_a_time(proxy: FaultProxy) -> None:
+    proxy.add_faults([Fault(match="list", drip=0.05)])
+    async with httpx.AsyncClient() as client:
+        async with client.stream("GET", f"{proxy.base_url}/teams/t/secrets") as response:
+            chunks = [chunk async for chunk in response.aiter_raw()]
+    assert len(chunks) > 10 and all(len(c) == 1 for c in chunks)
+
+
+async def test_tls_listener_is_trusted_only_through_the_private_ca(tmp_path: Path) -> None:
+    from conformance.proxy import PrivateCA
+
+    ca = PrivateCA(tmp_path)
+    tls_proxy = FaultProxy("http://127.0.0.1:9", tls=ca.server_context())
+    await tls_proxy.start()
+    try:
+        async with httpx.AsyncClient(verify=ssl.create_default_context(cafile=str(ca.ca_file))) as client:
+            response = await client.get(f"{tls_proxy.tls_base_url}/teams")
+        assert response.status_code == 502  # upstream port 9 refuses: the TLS part worked
+        async with httpx.AsyncClient() as client:
+            with pytest.raises(httpx.ConnectError):
+                await client.get(f"{tls_proxy.tls_base_url}/teams")
+    finally:
+        await tls_proxy.close()
+
+
+async def test_serves_a_request_sent_through_a_connect_tunnel(proxy: FaultProxy) -> None:
+    reader, writer = await asyncio.open_connection("127.0.0.1", proxy.port)
+    writer.write(b"CONNECT cvsm-conformance.invalid:80 HTTP/1.1\r\nHost: cvsm-conformance.invalid:80\r\n\r\n")
+    assert (await reader.readuntil(b"\r\n\r\n")).startswith(b"HTTP/1.1 200")
+    writer.write(b"GET /api/v1/teams HTTP/1.1\r\nHost: cvsm-conformance.invalid\r\n\r\n")
+    answer = await reader.read()
+    writer.close()
+    assert answer.startswith(b"HTTP/1.1 200") and b'"path": "/api/v1/teams"' in answer
+    (record,) = proxy.log
+    assert (record.forward_proxy, record.kind) == (True, "teams")

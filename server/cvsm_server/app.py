@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator
 from aiohttp import web
 
 from . import audit, credentials, db, keys, ratelimit, sessions, tokens
-from .web import lowlevel
+from .web import dashboard, lowlevel
 from .config import Settings
 from .crypto import Keyring
 from .passwords import PasswordHasher
@@ -96,5 +96,6 @@ def create_app(settings: Settings | None = None) -> web.Application:
     app.on_response_prepare.append(on_prepare)
     app.cleanup_ctx.append(_database)
     app.cleanup_ctx.append(_background_jobs)
+    dashboard.setup(app)
     setup_routes(app)
     return app

@@ -10,7 +10,9 @@ that limit the answer is 429 and nothing more is stored.
 from __future__ import annotations
 
 import re
+import uuid
 from collections.abc import Mapping
+from typing import NoReturn
 
 from . import audit, db, ratelimit, sessions, totp
 from .actor import Actor
@@ -25,6 +27,17 @@ RESERVED_USERNAMES = frozenset(
     "settings login logout register auth public health www".split()
 )
 LOGIN_FAILED = "Email/username atau kata sandi salah"
+
+
+class SecondFactorRequired(Unauthorized):
+    """The password was right and two-factor is on: the spec's fixed 401 `2fa_required`.
+
+    It carries the user id for a caller that runs the second step itself (the dashboard); the
+    JSON API answers only the message."""
+
+    def __init__(self, user_id: uuid.UUID) -> None:
+        super().__init__("2fa_required")
+        self.user_id = user_id
 
 
 def validate_username(username: str) -> str:
@@ -84,22 +97,49 @@ async def login(conn: db.Connection, client: Actor, hasher: PasswordHasher, keyr
     async with db.transaction(conn) as cur:
         user = await db.fetchone(
             cur,
-            f"""SELECT id, email, username, name, password_hash, totp_enabled, totp_key_id,
-                       totp_nonce, totp_ciphertext, totp_last_step
-                FROM users WHERE lower({column}) = lower(%s) FOR UPDATE""",
+            f"SELECT {_LOGIN_COLUMNS} FROM users WHERE lower({column}) = lower(%s) FOR UPDATE",
             (identifier,),
         )
         ok = await hasher.verify(password[:MAX_LENGTH], user and user["password_hash"])
         if ok and user["totp_enabled"]:
             if not totp_code:
                 # The password was right: ask for the second factor (the spec's fixed value).
-                raise Unauthorized("2fa_required")
+                raise SecondFactorRequired(user["id"])
             ok = await totp.consume_code(cur, keyring, user, totp_code.strip())
         if ok:
-            token = await sessions.issue(cur, signer, user["id"])
-            actor = client.as_user(user["id"], user["email"], via="jwt")
-            await audit.record(cur, actor, "login", "user", resource_id=user["id"])
-            return user, token
+            return user, await _open_session(cur, client, signer, user)
+    await _login_failed(conn, client, user, failures)
+
+
+async def complete_login(conn: db.Connection, client: Actor, keyring: Keyring,
+                         signer: sessions.JwtSigner, *, user_id: uuid.UUID, totp_code: str,
+                         failures: ratelimit.Charge | None = None) -> tuple[dict, str]:
+    """The second step of a sign-in that answered `SecondFactorRequired(user_id)`: the code.
+
+    The caller proves the first step with something only this server could have issued (the
+    dashboard signs the user id with a five-minute lifetime); the password is not asked again."""
+    async with db.transaction(conn) as cur:
+        user = await db.fetchone(cur, f"SELECT {_LOGIN_COLUMNS} FROM users WHERE id = %s FOR UPDATE",
+                                 (user_id,))
+        if user is not None and user["totp_enabled"] and \
+                await totp.consume_code(cur, keyring, user, totp_code.strip()):
+            return user, await _open_session(cur, client, signer, user)
+    await _login_failed(conn, client, user, failures)
+
+
+_LOGIN_COLUMNS = ("id, email, username, name, password_hash, totp_enabled, totp_key_id, "
+                  "totp_nonce, totp_ciphertext, totp_last_step")
+
+
+async def _open_session(cur: db.Cursor, client: Actor, signer: sessions.JwtSigner, user: Mapping) -> str:
+    token = await sessions.issue(cur, signer, user["id"])
+    actor = client.as_user(user["id"], user["email"], via="jwt")
+    await audit.record(cur, actor, "login", "user", resource_id=user["id"])
+    return token
+
+
+async def _login_failed(conn: db.Connection, client: Actor, user: Mapping | None,
+                        failures: ratelimit.Charge | None) -> NoReturn:
     await ratelimit.hit(conn, failures, ratelimit.FAILED_AUTH)
     async with db.transaction(conn) as cur:
         actor = client.as_user(user["id"], user["email"]) if user else client

@@ -36,6 +36,7 @@ const OPTION_NAMES = {
   cache_ttl: 'cacheTtl',
   timeout: 'timeout',
   max_retries: 'maxRetries',
+  ca_file: 'caFile',
 };
 
 /** DriverError is an answer with a fixed kind that no SDK error produced. */
@@ -106,8 +107,9 @@ const OPS = {
 };
 
 function failure(err) {
+  const none = { status: null, retry_after: null, request_id: null, suggestion: null };
   if (err instanceof DriverError) {
-    return { kind: err.kind, message: err.message, status: null, retry_after: null };
+    return { kind: err.kind, message: err.message, ...none };
   }
   if (err instanceof CvsmError) {
     const found = KINDS.find(([cls]) => err instanceof cls);
@@ -116,13 +118,14 @@ function failure(err) {
       message: err.message,
       status: err.status ?? null,
       retry_after: err instanceof RateLimitError ? (err.retryAfter ?? null) : null,
+      request_id: err.requestId ?? null,
+      suggestion: err.suggestion ?? null,
     };
   }
   return {
     kind: 'internal',
     message: `${err && err.name ? err.name : 'Error'}: ${err && err.message ? err.message : String(err)}`,
-    status: null,
-    retry_after: null,
+    ...none,
   };
 }
 

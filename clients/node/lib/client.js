@@ -8,24 +8,42 @@ const util = require('node:util');
 const { resolveConfig } = require('./config');
 const { TtlCache } = require('./cache');
 const { Transport } = require('./transport');
-const { ConfigurationError, NetworkError, SecretNotFoundError } = require('./errors');
+const { ConfigurationError, SecretNotFoundError } = require('./errors');
 
 const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+/** A valid secret name: what get() asks the server for. */
+const SECRET_NAME_RE = /^[A-Za-z_][A-Za-z0-9_]{0,254}$/;
+/** A name inject() can put in the process environment. */
+const ENV_NAME_RE = /^[A-Za-z_][A-Za-z0-9_]*$/;
+
+/** The hints of the configuration errors the server's answers point to (rule R9). */
+const WRONG_BASE_URL = 'check the base URL (CVSM_BASE_URL, it includes /api/v1)';
+const WRONG_BASE_URL_OR_TEAM = 'check the base URL (CVSM_BASE_URL, it includes /api/v1) and the team (CVSM_TEAM)';
+const WRONG_ENVIRONMENT = 'check the environment (CVSM_ENVIRONMENT)';
 
 function cacheKey(environment, name) {
   return `${environment}\u0000${name}`;
 }
 
-function unreadable(what) {
-  return new NetworkError(`${what} returned an unreadable response`);
-}
+/** The shapes the answers promise (rule R3); anything else is an unreadable answer. */
+const isObject = (body) => body !== null && typeof body === 'object' && !Array.isArray(body);
+const SHAPES = {
+  teams: (body) => isObject(body) && Array.isArray(body.teams),
+  listing: (body) => isObject(body) && Array.isArray(body.secrets),
+  value: (body) => isObject(body) && typeof body.value === 'string',
+  export: (body) => isObject(body) && Object.values(body).every((v) => typeof v === 'string'),
+};
 
 /**
- * Client reads secrets from a cvsm server. Options (each falls back to its variable):
- * `token` (CVSM_TOKEN), `baseUrl` (CVSM_BASE_URL, including /api/v1), `team` (CVSM_TEAM, a
- * team id or slug), `environment` (CVSM_ENVIRONMENT, default "production"), `cacheTtl`
- * (CVSM_CACHE_TTL, seconds, default 30, 0 disables), `timeout` (seconds per attempt, default
- * 10) and `maxRetries` (default 2). Throws ConfigurationError when one is missing or invalid.
+ * Client reads secrets from a cvsm server. Options (each falls back to its variable, read when
+ * the client is created): `token` (CVSM_TOKEN), `baseUrl` (CVSM_BASE_URL, including /api/v1),
+ * `team` (CVSM_TEAM, a team id or slug), `environment` (CVSM_ENVIRONMENT, default
+ * "production"), `cacheTtl` (CVSM_CACHE_TTL, seconds, default 30, 0 disables), `timeout`
+ * (CVSM_TIMEOUT, seconds per attempt, default 10), `maxRetries` (CVSM_MAX_RETRIES, default 2),
+ * `caFile` (CVSM_CA_FILE, a PEM bundle trusted instead of the system store) and `fetch` (a
+ * fetch function that replaces the built-in transport). The proxy variables (http_proxy,
+ * https_proxy, no_proxy and their upper-case forms) are read at the same time.
+ * Throws ConfigurationError when an option or variable is missing or invalid.
  */
 class Client {
   #config;
@@ -36,7 +54,7 @@ class Client {
   #teamLookup = null;
 
   constructor(options = {}) {
-    const { token, ...config } = resolveConfig(options, process.env);
+    const { token, ca, fetch, proxy, noProxy, ...config } = resolveConfig(options, process.env);
     this.#config = Object.freeze(config);
     this.#values = new TtlCache(config.cacheTtl);
     this.#exports = new TtlCache(config.cacheTtl);
@@ -45,6 +63,10 @@ class Client {
       baseUrl: config.baseUrl,
       timeout: config.timeout,
       maxRetries: config.maxRetries,
+      fetch,
+      proxy,
+      noProxy,
+      ca,
       onAuthError: () => this.clearCache(),
     });
     if (UUID_RE.test(config.team)) this.#teamId = config.team;
@@ -70,7 +92,7 @@ class Client {
     return this.#config.cacheTtl;
   }
 
-  /** timeout is the limit in seconds for each HTTP attempt. */
+  /** timeout is the limit in seconds for each HTTP attempt, body included. */
   get timeout() {
     return this.#config.timeout;
   }
@@ -80,26 +102,40 @@ class Client {
     return this.#config.maxRetries;
   }
 
+  /** caFile is the path of the PEM bundle trusted instead of the system store, or null. */
+  get caFile() {
+    return this.#config.caFile;
+  }
+
   /**
    * get returns the value of the secret `name` (case-sensitive) in the client's environment,
-   * from the cache when it holds a live entry. Throws SecretNotFoundError when it is absent;
-   * when a secret differs only in case, the message suggests its name.
+   * from the cache when it holds a live entry. Throws SecretNotFoundError, without a request,
+   * when `name` is not a valid secret name, and when it is absent; when a secret differs only
+   * in case, the error's `suggestion` (and message) names it.
    */
   async get(name) {
-    if (typeof name !== 'string' || name === '') {
-      throw new TypeError('get(name): name must be a non-empty string');
+    if (typeof name !== 'string') {
+      throw new TypeError('get(name): name must be a string');
     }
     const environment = this.#config.environment;
+    if (!SECRET_NAME_RE.test(name)) {
+      throw new SecretNotFoundError(
+        `${JSON.stringify(name)} is not a valid secret name ` +
+          '(a letter or _, then letters, digits or _, at most 255 characters)',
+      );
+    }
     const key = cacheKey(environment, name);
     const cached = this.#values.get(key);
     if (cached !== undefined) return cached;
 
     const teamPath = `/teams/${encodeURIComponent(await this.#resolveTeam())}`;
-    const listPath = `${teamPath}/secrets`;
-    const list = await this.#transport.getJson(listPath, { environment, search: name });
-    if (!list || !Array.isArray(list.secrets)) throw unreadable(`GET ${listPath}`);
+    const listing = await this.#transport.getJson(`${teamPath}/secrets`, {
+      query: { environment, search: name },
+      validate: SHAPES.listing,
+      configuration: { 404: WRONG_BASE_URL_OR_TEAM, 400: WRONG_ENVIRONMENT },
+    });
 
-    const candidates = list.secrets.filter(
+    const candidates = listing.body.secrets.filter(
       (s) =>
         s &&
         typeof s.name === 'string' &&
@@ -111,12 +147,16 @@ class Client {
       const similar = candidates.find((s) => s.name.toLowerCase() === lower);
       let message = `secret ${JSON.stringify(name)} not found in ${environment}`;
       if (similar) message += `; did you mean ${JSON.stringify(similar.name)}?`;
-      throw new SecretNotFoundError(message);
+      throw new SecretNotFoundError(message, {
+        requestId: listing.requestId,
+        suggestion: similar ? similar.name : null,
+      });
     }
 
-    const secretPath = `${teamPath}/secrets/${encodeURIComponent(String(match.id))}`;
-    const body = await this.#transport.getJson(secretPath);
-    if (!body || typeof body.value !== 'string') throw unreadable(`GET ${secretPath}`);
+    const { body } = await this.#transport.getJson(
+      `${teamPath}/secrets/${encodeURIComponent(String(match.id))}`,
+      { validate: SHAPES.value },
+    );
     this.#values.set(key, body.value);
     return body.value;
   }
@@ -131,15 +171,11 @@ class Client {
     if (cached !== undefined) return { ...cached };
 
     const path = `/teams/${encodeURIComponent(await this.#resolveTeam())}/secrets/export`;
-    const body = await this.#transport.getJson(path, { format: 'json', environment });
-    if (
-      !body ||
-      typeof body !== 'object' ||
-      Array.isArray(body) ||
-      !Object.values(body).every((v) => typeof v === 'string')
-    ) {
-      throw unreadable(`GET ${path}`);
-    }
+    const { body } = await this.#transport.getJson(path, {
+      query: { format: 'json', environment },
+      validate: SHAPES.export,
+      configuration: { 404: WRONG_BASE_URL_OR_TEAM, 400: WRONG_ENVIRONMENT },
+    });
     const values = { ...body };
     this.#exports.set(environment, values);
     for (const [name, value] of Object.entries(values)) {
@@ -150,16 +186,28 @@ class Client {
 
   /**
    * inject copies getAll() into process.env. A variable that is already set is kept unless
-   * `overwrite` is true. Returns the names it set, sorted.
+   * `overwrite` is true. Before setting anything it checks every name it would set (a valid
+   * variable name) and every value (no NUL character); one that fails is a ConfigurationError
+   * naming the secret, and nothing is set. Returns the names it set, sorted.
    */
   async inject({ overwrite = false } = {}) {
     const values = await this.getAll();
-    const names = [];
-    for (const name of Object.keys(values).sort()) {
-      if (!overwrite && process.env[name] !== undefined) continue;
-      process.env[name] = values[name];
-      names.push(name);
+    const names = Object.keys(values)
+      .sort()
+      .filter((name) => overwrite || process.env[name] === undefined);
+    for (const name of names) {
+      if (!ENV_NAME_RE.test(name)) {
+        throw new ConfigurationError(
+          `secret ${JSON.stringify(name)} cannot be put in the environment: not a valid variable name; nothing was set`,
+        );
+      }
+      if (values[name].includes('\u0000')) {
+        throw new ConfigurationError(
+          `secret ${JSON.stringify(name)} cannot be put in the environment: its value holds a NUL character; nothing was set`,
+        );
+      }
     }
+    for (const name of names) process.env[name] = values[name];
     return names;
   }
 
@@ -178,6 +226,7 @@ class Client {
       cacheTtl: this.cacheTtl,
       timeout: this.timeout,
       maxRetries: this.maxRetries,
+      caFile: this.caFile,
     };
   }
 
@@ -196,13 +245,16 @@ class Client {
   }
 
   async #lookupTeam() {
-    const body = await this.#transport.getJson('/teams');
-    if (!body || !Array.isArray(body.teams)) throw unreadable('GET /teams');
+    const { body, requestId } = await this.#transport.getJson('/teams', {
+      validate: SHAPES.teams,
+      configuration: { 404: WRONG_BASE_URL },
+    });
     const slug = this.#config.team;
     const team = body.teams.find((t) => t && t.slug === slug && typeof t.id === 'string');
     if (!team) {
       throw new ConfigurationError(
         `team ${JSON.stringify(slug)} (CVSM_TEAM) matches none of the token's teams`,
+        { requestId },
       );
     }
     this.#teamId = team.id;

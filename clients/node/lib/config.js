@@ -1,9 +1,12 @@
 'use strict';
 /**
- * config: turns the options given to `new Client()` and the CVSM_* environment variables into
- * one validated configuration. An explicit option wins over its variable.
+ * config: turns the options given to `new Client()` and the environment (CVSM_* variables, the
+ * proxy variables) into one validated configuration, read once when the client is created. An
+ * explicit option wins over its variable; an empty variable counts as unset.
  */
 
+const fs = require('node:fs');
+const { X509Certificate } = require('node:crypto');
 const { ConfigurationError } = require('./errors');
 
 const DEFAULT_ENVIRONMENT = 'production';
@@ -19,7 +22,16 @@ const KNOWN_OPTIONS = [
   'cacheTtl',
   'timeout',
   'maxRetries',
+  'caFile',
+  'fetch',
 ];
+
+/** The proxy variables for each scheme of the base URL, the first one set wins. */
+const PROXY_VARIABLES = {
+  'http:': ['http_proxy', 'HTTP_PROXY'],
+  'https:': ['https_proxy', 'HTTPS_PROXY'],
+};
+const NO_PROXY_VARIABLES = ['no_proxy', 'NO_PROXY'];
 
 /** given reports whether an option or variable holds a usable value (unset and '' do not). */
 function given(value) {
@@ -27,21 +39,119 @@ function given(value) {
 }
 
 /** pickString returns the explicit string option, else the variable, else the fallback. */
-function pickString(options, key, env, variable, fallback) {
+function pickString(options, key, env, variable, fallback, normalise = (s) => s) {
   const explicit = options[key];
   if (given(explicit)) {
     if (typeof explicit !== 'string') {
       throw new ConfigurationError(`option ${key} must be a string`);
     }
-    return explicit;
+    const value = normalise(explicit);
+    if (given(value)) return value;
   }
-  if (variable !== null && given(env[variable])) return env[variable];
+  if (given(env[variable])) {
+    const value = normalise(env[variable]);
+    if (given(value)) return value;
+  }
   return fallback;
 }
 
+/** trimToken removes leading and trailing spaces, tabs, CR and LF (a token read from a file). */
+function trimToken(text) {
+  return text.replace(/^[ \t\r\n]+|[ \t\r\n]+$/g, '');
+}
+
+/** VISIBLE_ASCII matches a token made only of `!` to `~`. */
+const VISIBLE_ASCII = /^[!-~]+$/;
+
 /**
- * resolveConfig returns `{token, baseUrl, team, environment, cacheTtl, timeout, maxRetries}`
- * from `options` and `env`, or throws ConfigurationError naming what is missing or invalid.
+ * pickNumber returns the explicit numeric option, else the variable parsed by `pattern`, else
+ * the fallback; `valid` decides what is acceptable and `what` describes it in the error.
+ */
+function pickNumber(options, key, env, variable, fallback, { pattern, valid, what }) {
+  if (given(options[key])) {
+    const value = options[key];
+    if (typeof value !== 'number' || !valid(value)) {
+      throw new ConfigurationError(`option ${key} must be ${what}`);
+    }
+    return value;
+  }
+  if (given(env[variable])) {
+    const text = env[variable].trim();
+    const value = Number(text);
+    if (!pattern.test(text) || !valid(value)) {
+      throw new ConfigurationError(`${variable} must be ${what}`);
+    }
+    return value;
+  }
+  return fallback;
+}
+
+const WHOLE = /^[0-9]+$/;
+const DECIMAL = /^(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)$/;
+const isCount = (n) => Number.isSafeInteger(n) && n >= 0;
+const isPositive = (n) => Number.isFinite(n) && n > 0;
+
+/**
+ * readCaFile reads a PEM bundle and checks it holds at least one certificate, every one of them
+ * readable. Any failure is a ConfigurationError naming the source and the path.
+ */
+function readCaFile(path, source) {
+  let pem;
+  try {
+    pem = fs.readFileSync(path, 'utf8');
+  } catch (err) {
+    throw new ConfigurationError(
+      `${source}: cannot read the CA bundle ${JSON.stringify(path)} (${err.code || err.message})`,
+      { cause: err },
+    );
+  }
+  const blocks = pem.match(/-----BEGIN CERTIFICATE-----[\s\S]*?-----END CERTIFICATE-----/g) || [];
+  if (blocks.length === 0) {
+    throw new ConfigurationError(
+      `${source}: ${JSON.stringify(path)} holds no PEM certificate`,
+    );
+  }
+  for (const block of blocks) {
+    try {
+      new X509Certificate(block); // eslint-disable-line no-new
+    } catch (err) {
+      throw new ConfigurationError(
+        `${source}: ${JSON.stringify(path)} holds a certificate that cannot be read`,
+        { cause: err },
+      );
+    }
+  }
+  return pem;
+}
+
+/**
+ * proxyFromEnv returns the proxy for a base URL of the given scheme, `{url, variable}`, from
+ * http_proxy/HTTP_PROXY (http) or https_proxy/HTTPS_PROXY (https), or null when none is set.
+ * A value without a scheme means http://. The URL may hold credentials, so an error names the
+ * variable only.
+ */
+function proxyFromEnv(protocol, env) {
+  const variable = PROXY_VARIABLES[protocol].find((v) => given(env[v]));
+  if (variable === undefined) return null;
+  const text = env[variable].trim();
+  const withScheme = /^[A-Za-z][A-Za-z0-9+.-]*:\/\//.test(text) ? text : `http://${text}`;
+  let parsed;
+  try {
+    parsed = new URL(withScheme);
+  } catch {
+    throw new ConfigurationError(`${variable} is not a valid proxy URL`);
+  }
+  if ((parsed.protocol !== 'http:' && parsed.protocol !== 'https:') || !parsed.hostname) {
+    throw new ConfigurationError(`${variable} must be an http:// or https:// proxy URL`);
+  }
+  return { url: parsed.href, variable };
+}
+
+/**
+ * resolveConfig returns `{token, baseUrl, team, environment, cacheTtl, timeout, maxRetries,
+ * caFile, ca, fetch, proxy, noProxy}` from `options` and `env`, or throws ConfigurationError
+ * naming what is missing or invalid. `ca` is the PEM text of the CA bundle (or null), `proxy`
+ * the proxy for the base URL (or null), `noProxy` the no_proxy list ('' when unset).
  */
 function resolveConfig(options = {}, env = process.env) {
   if (options === null || typeof options !== 'object' || Array.isArray(options)) {
@@ -55,8 +165,14 @@ function resolveConfig(options = {}, env = process.env) {
     }
   }
 
-  const token = pickString(options, 'token', env, 'CVSM_TOKEN', null);
+  const token = pickString(options, 'token', env, 'CVSM_TOKEN', null, trimToken);
   if (token === null) throw new ConfigurationError('CVSM_TOKEN is not set');
+  if (!VISIBLE_ASCII.test(token)) {
+    throw new ConfigurationError(
+      'token (CVSM_TOKEN) holds a character that is not visible ASCII: a control character, ' +
+        'inner whitespace or a non-ASCII character',
+    );
+  }
 
   let baseUrl = pickString(options, 'baseUrl', env, 'CVSM_BASE_URL', null);
   if (baseUrl === null) throw new ConfigurationError('CVSM_BASE_URL is not set');
@@ -82,37 +198,58 @@ function resolveConfig(options = {}, env = process.env) {
     DEFAULT_ENVIRONMENT,
   );
 
-  let cacheTtl = DEFAULT_CACHE_TTL;
-  if (given(options.cacheTtl)) {
-    if (!Number.isInteger(options.cacheTtl) || options.cacheTtl < 0) {
-      throw new ConfigurationError('option cacheTtl must be a non-negative integer (seconds)');
+  const cacheTtl = pickNumber(options, 'cacheTtl', env, 'CVSM_CACHE_TTL', DEFAULT_CACHE_TTL, {
+    pattern: WHOLE,
+    valid: isCount,
+    what: 'a non-negative integer (seconds)',
+  });
+  const timeout = pickNumber(options, 'timeout', env, 'CVSM_TIMEOUT', DEFAULT_TIMEOUT, {
+    pattern: DECIMAL,
+    valid: isPositive,
+    what: 'a positive number (seconds)',
+  });
+  const maxRetries = pickNumber(options, 'maxRetries', env, 'CVSM_MAX_RETRIES', DEFAULT_MAX_RETRIES, {
+    pattern: WHOLE,
+    valid: isCount,
+    what: 'a non-negative integer',
+  });
+
+  let fetchFn = null;
+  if (given(options.fetch)) {
+    if (typeof options.fetch !== 'function') {
+      throw new ConfigurationError('option fetch must be a function like the global fetch');
     }
-    cacheTtl = options.cacheTtl;
-  } else if (given(env.CVSM_CACHE_TTL)) {
-    const text = env.CVSM_CACHE_TTL.trim();
-    if (!/^[0-9]+$/.test(text) || !Number.isSafeInteger(Number(text))) {
-      throw new ConfigurationError('CVSM_CACHE_TTL must be a non-negative integer (seconds)');
-    }
-    cacheTtl = Number(text);
+    fetchFn = options.fetch;
   }
 
-  let timeout = DEFAULT_TIMEOUT;
-  if (given(options.timeout)) {
-    if (typeof options.timeout !== 'number' || !Number.isFinite(options.timeout) || options.timeout <= 0) {
-      throw new ConfigurationError('option timeout must be a positive number (seconds)');
-    }
-    timeout = options.timeout;
+  const caFile = pickString(options, 'caFile', env, 'CVSM_CA_FILE', null);
+  const caSource = given(options.caFile) ? 'option caFile' : 'CVSM_CA_FILE';
+  if (caFile !== null && fetchFn !== null) {
+    throw new ConfigurationError(
+      `${caSource} cannot be used with option fetch: the given fetch owns its TLS settings`,
+    );
   }
+  const ca = caFile === null ? null : readCaFile(caFile, caSource);
 
-  let maxRetries = DEFAULT_MAX_RETRIES;
-  if (given(options.maxRetries)) {
-    if (!Number.isInteger(options.maxRetries) || options.maxRetries < 0) {
-      throw new ConfigurationError('option maxRetries must be a non-negative integer');
-    }
-    maxRetries = options.maxRetries;
-  }
+  // A caller's fetch owns its transport: the proxy variables are its business.
+  const proxy = fetchFn === null ? proxyFromEnv(parsed.protocol, env) : null;
+  const noProxyVariable = NO_PROXY_VARIABLES.find((v) => given(env[v]));
+  const noProxy = noProxyVariable === undefined ? '' : env[noProxyVariable];
 
-  return { token, baseUrl, team, environment, cacheTtl, timeout, maxRetries };
+  return {
+    token,
+    baseUrl,
+    team,
+    environment,
+    cacheTtl,
+    timeout,
+    maxRetries,
+    caFile,
+    ca,
+    fetch: fetchFn,
+    proxy,
+    noProxy,
+  };
 }
 
 module.exports = {

@@ -5,19 +5,27 @@
  */
 
 /**
- * CvsmError is the base class of every error the client throws. `status` is the HTTP status
- * that caused it, or null when there was no HTTP response (configuration, network).
+ * CvsmError is the base class of every error the client throws. Its fields:
+ * - `status`: the HTTP status of the answer that caused it, or null without one (configuration
+ *   checks, network errors, unreadable answers, a name absent from a listing);
+ * - `requestId`: the `X-Request-Id` header of the answer it came from (for a name absent from a
+ *   listing, the listing's), or null without an answer or header;
+ * - `suggestion`: on SecretNotFoundError, the existing name that differs only in case, else null.
  */
 class CvsmError extends Error {
-  constructor(message, { status = null, cause } = {}) {
+  constructor(message, { status = null, requestId = null, suggestion = null, cause } = {}) {
     super(message, cause === undefined ? undefined : { cause });
     this.status = status;
+    this.requestId = requestId;
+    this.suggestion = suggestion;
   }
 }
 
 /**
- * ConfigurationError means the client cannot be used as configured: a missing token, base URL
- * or team, an invalid option, or a team slug that matches none of the caller's teams.
+ * ConfigurationError means the client cannot be used as configured: a missing or invalid option
+ * or variable, a team slug that matches none of the caller's teams, the server answering that
+ * the base URL, team or environment is wrong (404 or 400, with `status` set), or a secret that
+ * inject() cannot put in the environment.
  */
 class ConfigurationError extends CvsmError {}
 
@@ -28,28 +36,33 @@ class AuthenticationError extends CvsmError {}
 class PermissionDeniedError extends CvsmError {}
 
 /**
- * SecretNotFoundError means the name is absent in the environment (status null), or the server
- * answered HTTP 404. When a secret differs only in case, the message suggests its name.
+ * SecretNotFoundError means the name is not a valid secret name (no request is made), is absent
+ * in the environment (status null), or the value request answered HTTP 404. When a secret
+ * differs only in case, `suggestion` holds its name and the message suggests it.
  */
 class SecretNotFoundError extends CvsmError {}
 
 /**
  * RateLimitError means the server answered HTTP 429; `retryAfter` is the number of whole
- * seconds the server asked to wait, or null when it did not say.
+ * seconds the server asked to wait (`Retry-After` as seconds or as an HTTP date), or null.
  */
 class RateLimitError extends CvsmError {
-  constructor(message, { status = 429, retryAfter = null, cause } = {}) {
-    super(message, { status, cause });
+  constructor(message, { status = 429, retryAfter = null, ...rest } = {}) {
+    super(message, { status, ...rest });
     this.retryAfter = retryAfter;
   }
 }
 
-/** ApiError is any other non-2xx answer, including a 5xx after the retries; `status` is set. */
+/**
+ * ApiError is any other non-2xx answer, including a 5xx after the retries and a 3xx (redirects
+ * are never followed); `status` is set.
+ */
 class ApiError extends CvsmError {}
 
 /**
- * NetworkError means no usable answer arrived: connection refused or dropped, timeout, or an
- * unreadable response, after the retries.
+ * NetworkError means no usable answer arrived: connection refused or dropped, TLS failure,
+ * timeout, or an unreadable answer (a 2xx whose body is not the JSON promised), after the
+ * retries. `status` is null.
  */
 class NetworkError extends CvsmError {}
 

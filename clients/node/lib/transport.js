@@ -1,20 +1,28 @@
 'use strict';
 /**
- * transport: the HTTP layer. One authenticated GET with a per-attempt timeout, retries with
- * full-jitter backoff on network errors and 502/503/504, and the mapping from HTTP status to
- * the error classes. It is the only module that sees the token.
+ * transport: the HTTP layer. One authenticated GET whose timeout bounds the whole attempt, the
+ * check that a 2xx body is the JSON the request promises, retries with full-jitter backoff on
+ * network errors, unreadable answers and 502/503/504, and the mapping from HTTP status to the
+ * error classes. It is the only module that sees the token.
+ *
+ * Requests go through undici's fetch with a dispatcher made for this client: the proxy from
+ * the environment (read when the client was created) and the private CA, if any. A caller's
+ * `fetch` replaces both.
  */
 
+const undici = require('undici');
+const { version: VERSION } = require('../package.json');
 const {
   ApiError,
   AuthenticationError,
+  ConfigurationError,
   NetworkError,
   PermissionDeniedError,
   RateLimitError,
   SecretNotFoundError,
 } = require('./errors');
+const { parseRetryAfter } = require('./retry-after');
 
-const VERSION = '0.1.0';
 const USER_AGENT = `cvsm-node/${VERSION}`;
 const RETRYABLE_STATUSES = new Set([502, 503, 504]);
 
@@ -25,19 +33,6 @@ function backoffMs(attempt) {
 
 function sleep(ms) {
   return new Promise((resolve) => setTimeout(resolve, ms));
-}
-
-/**
- * parseRetryAfter turns a Retry-After header (seconds or an HTTP date) into whole seconds,
- * or null when it is absent or unreadable.
- */
-function parseRetryAfter(header) {
-  if (header === null || header === undefined) return null;
-  const text = header.trim();
-  if (/^[0-9]+$/.test(text)) return Number(text);
-  const when = Date.parse(text);
-  if (Number.isNaN(when)) return null;
-  return Math.max(0, Math.ceil((when - Date.now()) / 1000));
 }
 
 /** describeCause names the low-level reason of a failed fetch (ECONNREFUSED, ...). */
@@ -51,6 +46,34 @@ function describeCause(err) {
 }
 
 /**
+ * createDispatcher returns the undici dispatcher of one client: direct, or through `proxy`
+ * unless the base URL's host matches `noProxy`, trusting only `ca` when it is given. Only the
+ * proxy of the base URL's scheme is passed on, so undici never falls back to another variable
+ * and never reads the environment again.
+ */
+function createDispatcher({ protocol, proxy, noProxy, ca }) {
+  const tls = ca === null ? undefined : { ca };
+  try {
+    return new undici.EnvHttpProxyAgent({
+      httpProxy: protocol === 'http:' && proxy ? proxy.url : '',
+      httpsProxy: protocol === 'https:' && proxy ? proxy.url : '',
+      noProxy,
+      // Plain http goes to the proxy as an absolute-form request, https through CONNECT.
+      proxyTunnel: false,
+      connect: tls,
+      requestTls: tls,
+    });
+  } catch (err) {
+    throw new ConfigurationError(
+      `${proxy ? proxy.variable : 'proxy'}: the proxy cannot be used (${err.message})`,
+    );
+  }
+}
+
+/** A 2xx answer whose body is not the JSON the request promises; retried like a dropped connection. */
+class UnreadableAnswer extends NetworkError {}
+
+/**
  * Transport performs GET requests against one base URL with one token. It never puts the
  * token in an error message, and its printed form leaves the token out.
  */
@@ -60,53 +83,88 @@ class Transport {
   #timeoutMs;
   #maxRetries;
   #onAuthError;
+  #fetch;
 
-  constructor({ token, baseUrl, timeout, maxRetries, onAuthError = () => {} }) {
+  /**
+   * `fetch` is the caller's fetch function, or null for undici's fetch with a dispatcher from
+   * `proxy`, `noProxy` and `ca`.
+   */
+  constructor({ token, baseUrl, timeout, maxRetries, fetch = null, proxy = null, noProxy = '', ca = null, onAuthError = () => {} }) {
     this.#token = token;
     this.#baseUrl = baseUrl;
     this.#timeoutMs = Math.max(1, Math.ceil(timeout * 1000));
     this.#maxRetries = maxRetries;
     this.#onAuthError = onAuthError;
+    if (fetch !== null) {
+      this.#fetch = fetch;
+    } else {
+      const dispatcher = createDispatcher({
+        protocol: new URL(baseUrl).protocol,
+        proxy,
+        noProxy,
+        ca,
+      });
+      this.#fetch = (url, init) => undici.fetch(url, { ...init, dispatcher });
+    }
   }
 
   /**
-   * getJson sends `GET {baseUrl}{path}?{query}` and returns the parsed JSON body, retrying
-   * network errors and 502/503/504 up to maxRetries times. Throws a CvsmError subclass.
+   * getJson sends `GET {baseUrl}{path}?{query}` and returns `{body, requestId}`, the parsed JSON
+   * body and the answer's X-Request-Id (or null). Options:
+   * - `validate(body)`: whether a 2xx body has the promised shape; when not, the answer is
+   *   unreadable and retried like a dropped connection;
+   * - `configuration`: status -> hint; an answer with one of these statuses is a
+   *   ConfigurationError (the base URL, team or environment is wrong), the hint in its message.
+   * Retries network errors, unreadable answers and 502/503/504 up to maxRetries times.
+   * Throws a CvsmError subclass.
    */
-  async getJson(path, query) {
+  async getJson(path, { query, validate = () => true, configuration = {} } = {}) {
     let url = this.#baseUrl + path;
     if (query) {
       const search = new URLSearchParams(query).toString();
       if (search) url += `?${search}`;
     }
     for (let attempt = 0; ; attempt++) {
-      let response;
+      let answer;
       try {
-        response = await this.#attempt(url, path);
+        answer = await this.#attempt(url, path, validate);
       } catch (err) {
         if (err instanceof NetworkError && attempt < this.#maxRetries) {
           await sleep(backoffMs(attempt));
           continue;
         }
+        if (err instanceof UnreadableAnswer) {
+          throw new NetworkError(err.message, { requestId: err.requestId });
+        }
         throw err;
       }
-      if (RETRYABLE_STATUSES.has(response.status) && attempt < this.#maxRetries) {
+      if (RETRYABLE_STATUSES.has(answer.status) && attempt < this.#maxRetries) {
         await sleep(backoffMs(attempt));
         continue;
       }
-      if (response.status >= 200 && response.status < 300) {
-        return response.body;
+      if (answer.status >= 200 && answer.status < 300) {
+        return { body: answer.body, requestId: answer.requestId };
       }
-      throw this.#errorFor(response);
+      throw this.#errorFor(answer, configuration);
     }
   }
 
-  /** #attempt makes one request; a 2xx body that is not JSON counts as a network error. */
-  async #attempt(url, path) {
-    let res;
-    let text;
-    try {
-      res = await fetch(url, {
+  /**
+   * #attempt makes one request and reads its whole body within the timeout; a 2xx whose body
+   * is not JSON of the promised shape is an UnreadableAnswer.
+   */
+  async #attempt(url, path, validate) {
+    const controller = new AbortController();
+    let timer;
+    const timedOut = new Promise((_, reject) => {
+      timer = setTimeout(() => {
+        const err = new NetworkError(`GET ${path} timed out after ${this.#timeoutMs / 1000}s`);
+        controller.abort(err);
+        reject(err);
+      }, this.#timeoutMs);
+    });
+    const exchange = (async () => {
+      const res = await this.#fetch(url, {
         method: 'GET',
         headers: {
           Authorization: `Bearer ${this.#token}`,
@@ -114,20 +172,26 @@ class Transport {
           'User-Agent': USER_AGENT,
         },
         redirect: 'manual',
-        signal: AbortSignal.timeout(this.#timeoutMs),
+        signal: controller.signal,
       });
-      text = await res.text();
+      return { res, text: await res.text() };
+    })();
+    let res;
+    let text;
+    try {
+      // The race keeps the limit even for a fetch that ignores its signal.
+      ({ res, text } = await Promise.race([exchange, timedOut]));
     } catch (err) {
-      if (err && (err.name === 'TimeoutError' || err.name === 'AbortError')) {
-        throw new NetworkError(
-          `GET ${path} timed out after ${this.#timeoutMs / 1000}s`,
-          { cause: err },
-        );
-      }
+      if (err instanceof NetworkError) throw err;
+      if (controller.signal.aborted) throw controller.signal.reason;
       throw new NetworkError(`GET ${path} failed: ${this.#redact(describeCause(err))}`, {
         cause: err,
       });
+    } finally {
+      clearTimeout(timer);
+      exchange.catch(() => {}); // settled after a timeout: nothing is waiting for it
     }
+    const requestId = (res.headers && res.headers.get('x-request-id')) || null;
     let body = null;
     let parsed = false;
     try {
@@ -136,34 +200,44 @@ class Transport {
     } catch {
       // handled below: only a success needs a readable body
     }
-    if (res.ok && !parsed) {
-      throw new NetworkError(`GET ${path} returned an unreadable response (status ${res.status})`);
+    const ok = res.status >= 200 && res.status < 300;
+    if (ok && !(parsed && validate(body))) {
+      throw new UnreadableAnswer(
+        `GET ${path} returned an unreadable response (status ${res.status}: ` +
+          `${parsed ? 'not the expected JSON shape' : 'not JSON'})`,
+        { requestId },
+      );
     }
-    return { status: res.status, statusText: res.statusText, headers: res.headers, body };
+    return { status: res.status, statusText: res.statusText, headers: res.headers, body, requestId };
   }
 
-  /** #errorFor maps a non-2xx response to its error class, with the server's message. */
-  #errorFor({ status, statusText, headers, body }) {
-    let detail = statusText || 'request failed';
+  /** #errorFor maps a non-2xx answer to its error class, with the server's message. */
+  #errorFor({ status, statusText, headers, body, requestId }, configuration) {
+    let detail = statusText || (status >= 300 && status < 400 ? 'redirect not followed' : 'request failed');
     if (body && typeof body === 'object' && typeof body.error === 'string' && body.error) {
       detail = body.error;
     }
     const message = `${status}: ${this.#redact(detail)}`;
+    const fields = { status, requestId };
+    if (Object.hasOwn(configuration, status)) {
+      return new ConfigurationError(`${message}; ${configuration[status]}`, fields);
+    }
     switch (status) {
       case 401:
         this.#onAuthError();
-        return new AuthenticationError(message, { status });
+        return new AuthenticationError(message, fields);
       case 403:
-        return new PermissionDeniedError(message, { status });
+        return new PermissionDeniedError(message, fields);
       case 404:
-        return new SecretNotFoundError(message, { status });
+        return new SecretNotFoundError(message, fields);
       case 429:
         return new RateLimitError(message, {
-          status,
+          ...fields,
           retryAfter: parseRetryAfter(headers.get('retry-after')),
         });
       default:
-        return new ApiError(message, { status });
+        // 0 is what a browser-style fetch reports for a redirect it did not follow.
+        return new ApiError(message, { ...fields, status: status === 0 ? null : status });
     }
   }
 

@@ -18,11 +18,9 @@ const {
   ApiError,
   NetworkError,
 } = require('../lib');
-const { StubServer, TOKEN, TEAM_ID, TEAM_SLUG, freePort } = require('./helpers/stub');
+const { StubServer, TOKEN, TEAM_ID, TEAM_SLUG, cleanEnv, freePort } = require('./helpers/stub');
 
-for (const name of Object.keys(process.env)) {
-  if (name.startsWith('CVSM_')) delete process.env[name];
-}
+cleanEnv();
 
 let stub;
 
@@ -204,9 +202,8 @@ describe('errors', () => {
   const cases = [
     [401, AuthenticationError],
     [403, PermissionDeniedError],
-    [404, SecretNotFoundError],
-    [400, ApiError],
     [409, ApiError],
+    [422, ApiError],
     [500, ApiError],
   ];
   for (const [status, cls] of cases) {
@@ -219,6 +216,8 @@ describe('errors', () => {
         assert.equal(err.name, cls.name);
         assert.equal(err.status, status);
         assert.equal(err.message, `${status}: pesan dari server`);
+        assert.equal(err.requestId, 'req-1');
+        assert.equal(err.suggestion, null);
         return true;
       });
       assert.equal(stub.requests.length, 1);
@@ -289,9 +288,9 @@ describe('errors', () => {
     await assert.rejects(client({ environment: 'staging' }).get('API_KEY'), SecretNotFoundError);
   });
 
-  test('get rejects a name that is not a non-empty string', async () => {
-    await assert.rejects(client().get(''), TypeError);
+  test('get rejects a name that is not a string with a TypeError, without a request', async () => {
     await assert.rejects(client().get(42), TypeError);
+    await assert.rejects(client().get(undefined), TypeError);
     assert.equal(stub.requests.length, 0);
   });
 });
@@ -462,6 +461,7 @@ describe('configuration', () => {
       cacheTtl: 7,
       timeout: 2.5,
       maxRetries: 0,
+      caFile: null,
     });
   });
 

@@ -10,7 +10,7 @@ import { fileURLToPath } from 'node:url';
 import { createRequire } from 'node:module';
 
 const require = createRequire(import.meta.url);
-const { StubServer, TOKEN, TEAM_SLUG } = require('./helpers/stub.js');
+const { StubServer, TOKEN, TEAM_SLUG, PROXY_VARIABLES } = require('./helpers/stub.js');
 const DRIVER = fileURLToPath(new URL('../conformance/driver.mjs', import.meta.url));
 
 let stub;
@@ -21,9 +21,11 @@ after(async () => {
   await stub.close();
 });
 
-/** startDriver spawns the driver with no CVSM_* variables; `send` returns the next answer. */
+/** startDriver spawns the driver with no CVSM_* or proxy variables; `send` returns the next answer. */
 function startDriver() {
-  const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('CVSM_')));
+  const env = Object.fromEntries(
+    Object.entries(process.env).filter(([k]) => !k.startsWith('CVSM_') && !PROXY_VARIABLES.includes(k)),
+  );
   const child = spawn(process.execPath, [DRIVER], { env, stdio: ['pipe', 'pipe', 'pipe'] });
   const lines = createInterface({ input: child.stdout });
   const waiting = [];
@@ -58,7 +60,14 @@ test('a session: configuration, get, cache, not found, describe, inject, env ops
     assert.deepEqual(a, {
       id: 1,
       ok: false,
-      error: { kind: 'configuration', message: 'CVSM_TOKEN is not set', status: null, retry_after: null },
+      error: {
+        kind: 'configuration',
+        message: 'CVSM_TOKEN is not set',
+        status: null,
+        retry_after: null,
+        request_id: null,
+        suggestion: null,
+      },
     });
     a = await d.send('get', { name: 'API_KEY' });
     assert.equal(a.ok, false);
@@ -93,6 +102,8 @@ test('a session: configuration, get, cache, not found, describe, inject, env ops
     assert.equal(a.error.kind, 'not_found');
     assert.equal(a.error.status, null);
     assert.match(a.error.message, /did you mean "API_KEY"\?/);
+    assert.equal(a.error.suggestion, 'API_KEY');
+    assert.match(a.error.request_id, /^req-\d+$/);
 
     a = await d.send('describe', {});
     assert.match(a.result.text, /^Client \{/);
@@ -127,10 +138,15 @@ test('error kinds come from the error classes, with status and retry_after', asy
     await d.send('new_client', {
       options: { token: TOKEN, base_url: stub.baseUrl, team: TEAM_SLUG, cache_ttl: 0, max_retries: 0 },
     });
+    // The team is resolved once; from then on every fault hits the export.
+    assert.equal((await d.send('get_all', {})).ok, true);
     const expected = [
       [{ status: 401 }, 'authentication', 401, null],
       [{ status: 403 }, 'permission_denied', 403, null],
-      [{ status: 404 }, 'not_found', 404, null],
+      [{ status: 404 }, 'configuration', 404, null],
+      [{ status: 400 }, 'configuration', 400, null],
+      [{ status: 302, headers: { Location: '/elsewhere' } }, 'api', 302, null],
+      [{ status: 200, body: [] }, 'network', null, null],
       [{ status: 429, headers: { 'Retry-After': '12' } }, 'rate_limited', 429, 12],
       [{ status: 503 }, 'api', 503, null],
       [{ destroy: true }, 'network', null, null],
@@ -145,6 +161,10 @@ test('error kinds come from the error classes, with status and retry_after', asy
         { kind, status, retry_after: retryAfter },
       );
       assert.equal(typeof a.error.message, 'string');
+      assert.deepEqual(Object.keys(a.error).sort(), ['kind', 'message', 'request_id', 'retry_after', 'status', 'suggestion']);
+      if (fault.destroy) assert.equal(a.error.request_id, null);
+      else assert.match(a.error.request_id, /^req-\d+$/);
+      assert.equal(a.error.suggestion, null);
     }
     await d.send('new_client', { options: { token: TOKEN, base_url: stub.baseUrl, team: 'nobody' } });
     const a = await d.send('get', { name: 'API_KEY' });

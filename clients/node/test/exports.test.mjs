@@ -48,11 +48,18 @@ test('every error class extends CvsmError and Error, and is named after itself',
     assert.ok(err instanceof Error, name);
     assert.equal(err.name, name);
     assert.equal(err.status, 418);
+    assert.equal(err.requestId, null);
+    assert.equal(err.suggestion, null);
     assert.equal(String(err), `${name}: boom`);
   }
   assert.equal(new esm.RateLimitError('slow down', { retryAfter: 3 }).status, 429);
   assert.equal(new esm.RateLimitError('slow down', { retryAfter: 3 }).retryAfter, 3);
   assert.equal(new esm.NetworkError('down').status, null);
+  const found = new esm.SecretNotFoundError('absent', { requestId: 'req-9', suggestion: 'API_KEY' });
+  assert.equal(found.requestId, 'req-9');
+  assert.equal(found.suggestion, 'API_KEY');
+  const limited = new esm.RateLimitError('slow down', { retryAfter: 1, requestId: 'req-8' });
+  assert.deepEqual([limited.status, limited.retryAfter, limited.requestId], [429, 1, 'req-8']);
 });
 
 test('a client built from ESM raises the configuration error on a missing token', () => {

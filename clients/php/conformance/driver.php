@@ -130,7 +130,10 @@ function respond(array $response): void
         $line = json_encode([
             'id' => $response['id'] ?? null,
             'ok' => false,
-            'error' => ['kind' => 'internal', 'message' => 'cannot encode response: ' . json_last_error_msg(), 'status' => null, 'retry_after' => null],
+            'error' => [
+                'kind' => 'internal', 'message' => 'cannot encode response: ' . json_last_error_msg(),
+                'status' => null, 'retry_after' => null, 'request_id' => null, 'suggestion' => null,
+            ],
         ]);
     }
     fwrite(STDOUT, $line . "\n");
@@ -157,6 +160,8 @@ while (($line = fgets(STDIN)) !== false) {
             'message' => $error->getMessage(),
             'status' => $error instanceof CvsmException ? $error->getStatus() : null,
             'retry_after' => $error instanceof RateLimitException ? $error->getRetryAfter() : null,
+            'request_id' => $error instanceof CvsmException ? $error->getRequestId() : null,
+            'suggestion' => $error instanceof SecretNotFoundException ? $error->getSuggestion() : null,
         ]]);
     }
     if ($op === 'shutdown') {

@@ -7,10 +7,10 @@ namespace Cvsm;
 use Cvsm\Exception\AuthenticationException;
 use Cvsm\Exception\ConfigurationException;
 use Cvsm\Exception\CvsmException;
-use Cvsm\Exception\NetworkException;
 use Cvsm\Exception\SecretNotFoundException;
 use Cvsm\Internal\Config;
 use Cvsm\Internal\HttpTransport;
+use Cvsm\Internal\UnreadableResponse;
 
 /**
  * Client reads secrets of one team and environment from a cvsm server, caches them for a short
@@ -19,8 +19,9 @@ use Cvsm\Internal\HttpTransport;
  *     $cvsm = new Cvsm\Client(['token' => getenv('CVSM_TOKEN'), 'team' => 'acme']);
  *     $dsn = $cvsm->get('DATABASE_URL');
  *
- * The token and the cached values live outside the object's properties, so var_dump, print_r,
- * var_export, json_encode and (array) casts never show them; the client cannot be serialized.
+ * The token, the cached values and the transport (with its curl options) live outside the
+ * object's properties, so var_dump, print_r, var_export, json_encode and (array) casts never show
+ * them; the client cannot be serialized.
  */
 class Client
 {
@@ -30,20 +31,25 @@ class Client
     /** Client::USER_AGENT is the User-Agent header sent with every request. */
     public const USER_AGENT = 'cvsm-php/' . self::VERSION;
 
-    private const UUID = '/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i';
+    private const UUID = '/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/iD';
+
+    /** A valid secret name (rule R10); anything else is not found without a request. */
+    private const SECRET_NAME = '/^[A-Za-z_][A-Za-z0-9_]{0,254}$/D';
+
+    /** A name inject() can put in the environment (rule R8). */
+    private const VARIABLE_NAME = '/^[A-Za-z_][A-Za-z0-9_]*$/D';
 
     /**
-     * The sensitive state of each client (token, cached values, resolved team id), keyed by the
-     * client's $key object and so kept out of its properties.
+     * The sensitive state of each client (token, transport, cached values, resolved team id),
+     * keyed by the client's $key object and so kept out of its properties.
      *
-     * @var \WeakMap<object, array{token: string, values: array<string, array{0: string, 1: int}>, all: array<string, array{0: array<string, string>, 1: int}>, team_id: ?string}>|null
+     * @var \WeakMap<object, array{token: string, transport: HttpTransport, values: array<string, array{0: string, 1: int}>, all: array<string, array{0: array<string, string>, 1: int}>, team_id: ?string}>|null
      */
     private static ?\WeakMap $vault = null;
 
     /** $key is an empty object that names this client's entry in the vault. */
     private object $key;
     private Config $config;
-    private HttpTransport $transport;
 
     /**
      * Client builds a client from an options array; every option falls back to its environment
@@ -54,10 +60,16 @@ class Client
      * - team (CVSM_TEAM, required): a team id, or a slug resolved once through GET /teams
      * - environment (CVSM_ENVIRONMENT, default "production")
      * - cache_ttl (CVSM_CACHE_TTL, default 30): seconds a value stays cached; 0 disables the cache
-     * - timeout (default 10): seconds per HTTP attempt
-     * - max_retries (default 2): extra attempts after a network error or a 502/503/504
+     * - timeout (CVSM_TIMEOUT, default 10): seconds per HTTP attempt, the whole answer included
+     * - max_retries (CVSM_MAX_RETRIES, default 2): extra attempts after a network error, an
+     *   unreadable answer or a 502/503/504
+     * - ca_file (CVSM_CA_FILE): a PEM bundle of the CAs to trust instead of the system store
+     * - curl_options: CURLOPT_* => value, applied to every request after the client's own
+     *   settings (the transport seam: proxies, client certificates, DNS, IP version, ...)
      *
-     * @param array{token?: string, base_url?: string, team?: string, environment?: string, cache_ttl?: int, timeout?: int|float, max_retries?: int} $options
+     * Proxies come from http_proxy, HTTPS_PROXY, no_proxy and the like, read now.
+     *
+     * @param array{token?: string, base_url?: string, team?: string, environment?: string, cache_ttl?: int, timeout?: int|float, max_retries?: int, ca_file?: string, curl_options?: array<int, mixed>} $options
      * @throws ConfigurationException when a required setting is missing (the message names its
      *                                variable, such as "CVSM_TOKEN is not set") or a value is invalid
      */
@@ -65,22 +77,31 @@ class Client
     {
         $token = Config::token($options);
         $this->config = Config::fromOptions($options);
-        $this->transport = new HttpTransport($this->config->timeout, $this->config->maxRetries);
+        $transport = HttpTransport::fromConfig($this->config, Config::curlOptions($options));
         self::$vault ??= new \WeakMap();
         $this->key = new \stdClass();
-        self::$vault[$this->key] = ['token' => $token, 'values' => [], 'all' => [], 'team_id' => null];
+        self::$vault[$this->key] = ['token' => $token, 'transport' => $transport, 'values' => [], 'all' => [], 'team_id' => null];
     }
 
     /**
      * get returns the value of the secret $name in the configured environment. Names are
      * case-sensitive; a cached value is returned without a request while it is fresh.
      *
-     * @throws SecretNotFoundException when the name is absent; when a secret differs only in case,
-     *                                 the message suggests it (`did you mean "API_KEY"?`)
+     * @throws SecretNotFoundException when the name is absent, or is not a valid secret name
+     *                                 (letters, digits and "_", not starting with a digit, at most
+     *                                 255 characters: then without a request); when a secret
+     *                                 differs only in case, getSuggestion() and the message name it
      * @throws CvsmException           on any other failure (see the subclasses)
      */
     public function get(string $name): string
     {
+        if (!preg_match(self::SECRET_NAME, $name)) {
+            throw new SecretNotFoundException(
+                sprintf('secret name "%s" is not valid: use letters, digits and "_", not starting with a digit, at most 255 characters', self::printable($name)),
+                null,
+                $name
+            );
+        }
         $environment = $this->config->environment;
         $cached = $this->cachedValue($environment, $name);
         if ($cached !== null) {
@@ -88,27 +109,33 @@ class Client
         }
 
         $teamPath = '/teams/' . rawurlencode($this->teamId());
-        $listing = $this->request($teamPath . '/secrets', ['environment' => $environment, 'search' => $name]);
-        $secrets = $listing['secrets'] ?? null;
-        if (!is_array($secrets)) {
-            throw new NetworkException(sprintf('GET %s/secrets: unreadable response (no "secrets" list)', $teamPath));
-        }
+        $listingId = null;
+        /** @var list<mixed> $secrets */
+        $secrets = $this->request(
+            $teamPath . '/secrets',
+            ['environment' => $environment, 'search' => $name],
+            static fn (mixed $answer): array => is_object($answer) && is_array($answer->secrets ?? null)
+                ? $answer->secrets
+                : throw new UnreadableResponse('no "secrets" list'),
+            [400, 404],
+            $listingId
+        );
 
         $id = null;
         $suggestion = null;
         foreach ($secrets as $secret) {
-            if (!is_array($secret) || !is_string($secret['name'] ?? null)) {
+            if (!is_object($secret) || !is_string($secret->name ?? null)) {
                 continue;
             }
-            if (isset($secret['environment']) && $secret['environment'] !== $environment) {
+            if (isset($secret->environment) && $secret->environment !== $environment) {
                 continue;
             }
-            if ($secret['name'] === $name && (is_string($secret['id'] ?? null) || is_int($secret['id'] ?? null))) {
-                $id = (string) $secret['id'];
+            if ($secret->name === $name && (is_string($secret->id ?? null) || is_int($secret->id ?? null))) {
+                $id = (string) $secret->id;
                 break;
             }
-            if ($suggestion === null && strcasecmp($secret['name'], $name) === 0) {
-                $suggestion = $secret['name'];
+            if ($suggestion === null && strcasecmp($secret->name, $name) === 0) {
+                $suggestion = $secret->name;
             }
         }
         if ($id === null) {
@@ -116,14 +143,17 @@ class Client
             if ($suggestion !== null) {
                 $message .= sprintf('; did you mean "%s"?', $suggestion);
             }
-            throw new SecretNotFoundException($message, null, $name, $suggestion);
+            throw new SecretNotFoundException($message, null, $name, $suggestion, null, $listingId);
         }
 
-        $detail = $this->request($teamPath . '/secrets/' . rawurlencode($id));
-        $value = $detail['value'] ?? null;
-        if (!is_string($value)) {
-            throw new NetworkException(sprintf('GET %s/secrets/%s: unreadable response (no string "value")', $teamPath, rawurlencode($id)));
-        }
+        /** @var string $value */
+        $value = $this->request(
+            $teamPath . '/secrets/' . rawurlencode($id),
+            [],
+            static fn (mixed $answer): string => is_object($answer) && is_string($answer->value ?? null)
+                ? $answer->value
+                : throw new UnreadableResponse('no string "value"')
+        );
         $this->storeValue($environment, $name, $value);
 
         return $value;
@@ -149,14 +179,25 @@ class Client
         }
 
         $teamPath = '/teams/' . rawurlencode($this->teamId());
-        $export = $this->request($teamPath . '/secrets/export', ['format' => 'json', 'environment' => $environment]);
-        $values = [];
-        foreach ($export as $name => $value) {
-            if (!is_string($value)) {
-                throw new NetworkException(sprintf('GET %s/secrets/export: unreadable response (a value is not a string)', $teamPath));
-            }
-            $values[(string) $name] = $value;
-        }
+        /** @var array<string, string> $values */
+        $values = $this->request(
+            $teamPath . '/secrets/export',
+            ['format' => 'json', 'environment' => $environment],
+            static function (mixed $answer): array {
+                if (!is_object($answer)) {
+                    throw new UnreadableResponse('the export is not a JSON object');
+                }
+                $values = get_object_vars($answer);
+                foreach ($values as $value) {
+                    if (!is_string($value)) {
+                        throw new UnreadableResponse('a value of the export is not a string');
+                    }
+                }
+
+                return $values;
+            },
+            [400, 404]
+        );
         ksort($values, SORT_STRING);
 
         if ($ttl > 0) {
@@ -177,19 +218,42 @@ class Client
      * (putenv, $_ENV and $_SERVER). A variable that is already set is kept unless $overwrite is
      * true. It returns the names it set, sorted.
      *
+     * It is all or nothing: before setting anything it checks every name (a variable name:
+     * letters, digits and "_", not starting with a digit) and every value (no NUL character,
+     * which no environment can hold); one that fails throws ConfigurationException naming the
+     * secret, never its value, and nothing is set.
+     *
      * @return list<string>
+     * @throws ConfigurationException when a secret cannot be put in the environment
      * @throws CvsmException
      */
     public function inject(bool $overwrite = false): array
     {
+        $values = $this->getAll();
+        foreach ($values as $name => $value) {
+            $name = (string) $name;
+            if (!preg_match(self::VARIABLE_NAME, $name)) {
+                throw new ConfigurationException(sprintf(
+                    'secret "%s" cannot be put in the environment: its name is not a variable name (letters, digits and "_", not starting with a digit); nothing was set',
+                    self::printable($name)
+                ));
+            }
+            if (str_contains($value, "\0")) {
+                throw new ConfigurationException(sprintf(
+                    'secret "%s" cannot be put in the environment: its value holds a NUL character; nothing was set',
+                    $name
+                ));
+            }
+        }
+
         $set = [];
-        foreach ($this->getAll() as $name => $value) {
+        foreach ($values as $name => $value) {
             $name = (string) $name;
             if (!$overwrite && getenv($name) !== false) {
                 continue;
             }
             if (!putenv($name . '=' . $value)) {
-                continue; // a name the environment cannot hold; never report it as set
+                continue; // checked above, so never expected; never report such a name as set
             }
             $_ENV[$name] = $value;
             $_SERVER[$name] = $value;
@@ -247,6 +311,12 @@ class Client
         return $this->config->maxRetries;
     }
 
+    /** getCaFile returns the PEM bundle trusted instead of the system store, or null. */
+    public function getCaFile(): ?string
+    {
+        return $this->config->caFile;
+    }
+
     /**
      * getConfig returns the effective configuration (never the token): base_url, team,
      * environment, cache_ttl, timeout, max_retries.
@@ -267,6 +337,7 @@ class Client
     public function __debugInfo(): array
     {
         return $this->config->toArray() + [
+            'ca_file' => $this->config->caFile,
             'token' => '[redacted]',
             'cached_values' => count(self::$vault[$this->key]['values']),
         ];
@@ -303,20 +374,23 @@ class Client
     }
 
     /**
-     * request performs an authenticated GET of $path under the base URL. An authentication error
-     * empties the cache before it propagates.
+     * request performs an authenticated GET of $path under the base URL and returns what $read
+     * makes of the answer (see HttpTransport::getJson). An authentication error empties the cache
+     * before it propagates.
      *
      * @param array<string, string> $query
-     * @return array<mixed>
+     * @param callable(mixed): mixed $read
+     * @param list<int> $misconfigured statuses that mean a wrong base URL, team or environment
      */
-    private function request(string $path, array $query = []): array
+    private function request(string $path, array $query, callable $read, array $misconfigured = [], ?string &$requestId = null): mixed
     {
         $url = $this->config->baseUrl . $path;
         if ($query !== []) {
             $url .= '?' . http_build_query($query, '', '&', PHP_QUERY_RFC3986);
         }
+        $state = self::$vault[$this->key];
         try {
-            return $this->transport->getJson($url, $path, self::$vault[$this->key]['token']);
+            return $state['transport']->getJson($url, $path, $state['token'], $read, $misconfigured, $requestId);
         } catch (AuthenticationException $e) {
             $this->clearCache();
             throw $e;
@@ -337,15 +411,21 @@ class Client
         if (preg_match(self::UUID, $team)) {
             $id = $team;
         } else {
-            $teams = $this->request('/teams')['teams'] ?? null;
-            if (!is_array($teams)) {
-                throw new NetworkException('GET /teams: unreadable response (no "teams" list)');
-            }
+            /** @var list<mixed> $teams */
+            $teams = $this->request(
+                '/teams',
+                [],
+                static fn (mixed $answer): array => is_object($answer) && is_array($answer->teams ?? null)
+                    ? $answer->teams
+                    : throw new UnreadableResponse('no "teams" list'),
+                [404],
+                $teamsId
+            );
             $id = null;
             foreach ($teams as $candidate) {
-                if (is_array($candidate) && is_string($candidate['slug'] ?? null)
-                    && $candidate['slug'] === $team && isset($candidate['id'])) {
-                    $id = (string) $candidate['id'];
+                if (is_object($candidate) && is_string($candidate->slug ?? null) && $candidate->slug === $team
+                    && (is_string($candidate->id ?? null) || is_int($candidate->id ?? null))) {
+                    $id = (string) $candidate->id;
                     break;
                 }
             }
@@ -353,7 +433,7 @@ class Client
                 throw new ConfigurationException(sprintf(
                     'team "%s" matches none of the teams this token belongs to (set "team" or CVSM_TEAM to a team id or slug)',
                     $team
-                ));
+                ), null, null, $teamsId);
             }
         }
         $state = self::$vault[$this->key];
@@ -386,5 +466,13 @@ class Client
     private static function cacheKey(string $environment, string $name): string
     {
         return $environment . "\0" . $name;
+    }
+
+    /** printable shortens a name for an error message and hides its control characters. */
+    private static function printable(string $name): string
+    {
+        $name = preg_replace('/[\x00-\x1f\x7f]/', '?', $name) ?? '';
+
+        return strlen($name) > 80 ? substr($name, 0, 80) . '...' : $name;
     }
 }

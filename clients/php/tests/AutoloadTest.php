@@ -15,8 +15,9 @@ final class AutoloadTest extends \PHPUnit\Framework\TestCase
 
         self::assertSame('cvsm/cvsm', $composer['name']);
         self::assertSame(['Cvsm\\' => 'src/'], $composer['autoload']['psr-4']);
-        self::assertSame('0.1.0', $composer['version']);
-        self::assertSame(\Cvsm\Client::VERSION, $composer['version']);
+        self::assertArrayNotHasKey('version', $composer, 'Cvsm\Client::VERSION is the one version source');
+        self::assertSame('0.1.0', \Cvsm\Client::VERSION);
+        self::assertSame('cvsm-php/' . \Cvsm\Client::VERSION, \Cvsm\Client::USER_AGENT);
     }
 
     public function testEverySourceFileDeclaresTheClassItsPathNames(): void

@@ -156,6 +156,121 @@ final class ConfigurationTest extends TestCase
         $this->client($options);
     }
 
+    /**
+     * @return iterable<string, array{0: string}>
+     */
+    public static function tokensWithWhitespaceAround(): iterable
+    {
+        yield 'trailing newline (a mounted file)' => [self::TOKEN . "\n"];
+        yield 'CRLF' => [self::TOKEN . "\r\n"];
+        yield 'spaces and tabs' => [" \t" . self::TOKEN . "\t "];
+        yield 'newlines on both sides' => ["\n\n" . self::TOKEN . "\n"];
+    }
+
+    /**
+     * @dataProvider tokensWithWhitespaceAround
+     */
+    public function testWhitespaceAroundTheTokenIsTrimmed(string $token): void
+    {
+        $this->routeExport(['A' => '1']);
+
+        $this->client(['token' => $token])->getAll();
+        $this->setEnv('CVSM_TOKEN', $token);
+        (new Client(['base_url' => $this->stub->url(), 'team' => self::TEAM_ID]))->clearCache();
+        (new Client(['base_url' => $this->stub->url(), 'team' => self::TEAM_ID]))->getAll();
+
+        $requests = $this->stub->requests();
+        self::assertCount(2, $requests);
+        foreach ($requests as $request) {
+            self::assertSame('Bearer ' . self::TOKEN, $request['headers']['authorization']);
+        }
+    }
+
+    /**
+     * @return iterable<string, array{0: string}>
+     */
+    public static function tokensWithBadCharacters(): iterable
+    {
+        yield 'inner space' => ['cvsm_abc def'];
+        yield 'inner newline (header injection)' => ["cvsm_abc\r\nX-Evil: 1"];
+        yield 'NUL' => ["cvsm_abc\0def"];
+        yield 'escape' => ["cvsm_abc\x1bdef"];
+        yield 'DEL' => ["cvsm_abc\x7fdef"];
+        yield 'non-ASCII' => ['cvsm_abcdéf'];
+        yield 'vertical tab at the end' => ["cvsm_abcdef\x0b"];
+        yield 'only whitespace' => [" \n\t "];
+    }
+
+    /**
+     * @dataProvider tokensWithBadCharacters
+     */
+    public function testATokenWithOtherCharactersIsAConfigurationErrorWithoutTheToken(string $token): void
+    {
+        // From the option, then from CVSM_TOKEN (which cannot hold a NUL: putenv cuts there).
+        $sources = str_contains($token, "\0") ? [$token] : [$token, null];
+        foreach ($sources as $option) {
+            $this->setEnv('CVSM_TOKEN', $option === null ? $token : null);
+            try {
+                $this->client(['token' => $option]);
+                self::fail('no ConfigurationException');
+            } catch (ConfigurationException $e) {
+                self::assertNull($e->getStatus());
+                self::assertStringContainsString('token', $e->getMessage());
+                foreach (['cvsm_abc', 'def', 'X-Evil'] as $part) {
+                    self::assertStringNotContainsString($part, $e->getMessage());
+                }
+            }
+        }
+        self::assertSame(0, $this->requestCount());
+    }
+
+    public function testTimeoutAndMaxRetriesComeFromTheirVariables(): void
+    {
+        $this->setEnv('CVSM_TIMEOUT', '2.5');
+        $this->setEnv('CVSM_MAX_RETRIES', '5');
+        $client = new Client(['token' => self::TOKEN, 'base_url' => 'http://x/api/v1', 'team' => 'acme']);
+
+        self::assertSame(2.5, $client->getTimeout());
+        self::assertSame(5, $client->getMaxRetries());
+
+        $this->setEnv('CVSM_TIMEOUT', '7');
+        $client = new Client(['token' => self::TOKEN, 'base_url' => 'http://x/api/v1', 'team' => 'acme', 'max_retries' => 0]);
+        self::assertSame(7, $client->getTimeout());
+        self::assertSame(0, $client->getMaxRetries(), 'the option wins');
+
+        $this->setEnv('CVSM_TIMEOUT', '');
+        $this->setEnv('CVSM_MAX_RETRIES', '');
+        $client = new Client(['token' => self::TOKEN, 'base_url' => 'http://x/api/v1', 'team' => 'acme']);
+        self::assertSame(10, $client->getTimeout(), 'empty counts as unset');
+        self::assertSame(2, $client->getMaxRetries());
+    }
+
+    /**
+     * @return iterable<string, array{0: string, 1: string}>
+     */
+    public static function badNumberVariables(): iterable
+    {
+        yield 'timeout word' => ['CVSM_TIMEOUT', 'soon'];
+        yield 'timeout zero' => ['CVSM_TIMEOUT', '0'];
+        yield 'timeout negative' => ['CVSM_TIMEOUT', '-1'];
+        yield 'timeout exponent' => ['CVSM_TIMEOUT', '1e3'];
+        yield 'max retries fraction' => ['CVSM_MAX_RETRIES', '1.5'];
+        yield 'max retries negative' => ['CVSM_MAX_RETRIES', '-1'];
+        yield 'max retries word' => ['CVSM_MAX_RETRIES', 'two'];
+    }
+
+    /**
+     * @dataProvider badNumberVariables
+     */
+    public function testAnInvalidNumberVariableIsAConfigurationErrorNamingIt(string $variable, string $value): void
+    {
+        $this->setEnv($variable, $value);
+
+        $this->expectException(ConfigurationException::class);
+        $this->expectExceptionMessage($variable);
+        $this->client(['timeout' => null, 'max_retries' => null]);
+    }
+
     public function testZeroCacheTtlAndZeroRetriesAreAccepted(): void
     {
         $client = $this->client(['cache_ttl' => 0, 'max_retries' => 0]);

@@ -128,16 +128,62 @@ final class RequestTest extends TestCase
         $this->client(['team' => 'nope'])->get('A');
     }
 
-    public function testNamesAreEncodedInTheQuery(): void
+    public function testTheNameIsSentAsTheSearchQuery(): void
     {
         $this->stub->route('GET /teams/' . self::TEAM_ID . '/secrets', ['body' => ['secrets' => [], 'total' => 0]]);
 
         try {
-            $this->client()->get('A B&c');
+            $this->client(['environment' => 'staging'])->get('_Api_KEY_2');
             self::fail('no SecretNotFoundException');
         } catch (\Cvsm\Exception\SecretNotFoundException) {
         }
 
-        self::assertSame('environment=production&search=A%20B%26c', $this->stub->requests()[0]['query']);
+        self::assertSame('environment=staging&search=_Api_KEY_2', $this->stub->requests()[0]['query']);
+    }
+
+    /**
+     * @return iterable<string, array{0: string}>
+     */
+    public static function invalidNames(): iterable
+    {
+        yield 'empty' => [''];
+        yield 'space and ampersand' => ['A B&c'];
+        yield 'leading digit' => ['1ABC'];
+        yield 'dash' => ['API-KEY'];
+        yield 'dot' => ['a.b'];
+        yield 'trailing newline' => ["API_KEY\n"];
+        yield 'NUL' => ["API\0KEY"];
+        yield 'non-ASCII' => ['KLÜCZ'];
+        yield 'path' => ['../export'];
+        yield '256 characters' => [str_repeat('A', 256)];
+    }
+
+    /**
+     * @dataProvider invalidNames
+     */
+    public function testAnInvalidNameIsNotFoundWithoutARequest(string $name): void
+    {
+        $client = $this->client(['team' => 'acme']);
+
+        try {
+            $client->get($name);
+            self::fail('no SecretNotFoundException');
+        } catch (\Cvsm\Exception\SecretNotFoundException $e) {
+            self::assertNull($e->getStatus());
+            self::assertNull($e->getRequestId());
+            self::assertNull($e->getSuggestion());
+            self::assertSame($name, $e->getSecretName());
+            self::assertStringContainsString('is not valid', $e->getMessage());
+            self::assertStringNotContainsString("\0", $e->getMessage());
+        }
+        self::assertSame(0, $this->requestCount());
+    }
+
+    public function testTheLongestValidNameIsAsked(): void
+    {
+        $name = '_' . str_repeat('a', 254);
+        $this->routeSecret($name, 'long', 'id-long');
+
+        self::assertSame('long', $this->client()->get($name));
     }
 }

@@ -5,6 +5,7 @@ declare(strict_types=1);
 namespace Cvsm\Tests;
 
 use Cvsm\Exception\ApiException;
+use Cvsm\Exception\CvsmException;
 use Cvsm\Exception\NetworkException;
 
 final class RetryTest extends TestCase
@@ -104,6 +105,97 @@ final class RetryTest extends TestCase
         self::assertSame(3, $this->requestCount());
     }
 
+    /**
+     * Every answer that is 200 but not the shape its request promises (rule R3).
+     *
+     * @return iterable<string, array{0: string, 1: string}>
+     */
+    public static function unreadableAnswers(): iterable
+    {
+        $export = 'GET /teams/' . self::TEAM_ID . '/secrets/export?format=json&environment=production';
+        $listing = 'GET /teams/' . self::TEAM_ID . '/secrets?environment=production&search=A';
+        $value = 'GET /teams/' . self::TEAM_ID . '/secrets/id-a';
+        yield 'export: not JSON' => [$export, '<html>captive portal</html>'];
+        yield 'export: null' => [$export, 'null'];
+        yield 'export: an array' => [$export, '["one","two"]'];
+        yield 'export: an empty array' => [$export, '[]'];
+        yield 'export: a string' => [$export, '"A=1"'];
+        yield 'export: a number value' => [$export, '{"A":"1","B":2}'];
+        yield 'export: a null value' => [$export, '{"A":null}'];
+        yield 'export: an object value' => [$export, '{"A":{"v":"1"}}'];
+        yield 'export: cut short' => [$export, '{"A":"1"'];
+        yield 'listing: no secrets' => [$listing, '{"total":0}'];
+        yield 'listing: secrets not a list' => [$listing, '{"secrets":{"id":"id-a","name":"A"}}'];
+        yield 'listing: an array' => [$listing, '[]'];
+        yield 'value: no value' => [$value, '{"secret":{"id":"id-a"}}'];
+        yield 'value: a number value' => [$value, '{"value":12}'];
+        yield 'value: null' => [$value, 'null'];
+        yield 'teams: no teams' => ['GET /teams', '{"team":[]}'];
+        yield 'teams: teams not a list' => ['GET /teams', '{"teams":"acme"}'];
+    }
+
+    /**
+     * @dataProvider unreadableAnswers
+     */
+    public function testAnUnreadableAnswerIsRetriedThenANetworkError(string $route, string $body): void
+    {
+        $this->routeReadableAnswers();
+        $this->stub->route($route, ['body' => $body, 'headers' => ['X-Request-Id' => 'req-unreadable']]);
+        $client = $this->client(['team' => 'acme', 'max_retries' => 2]);
+
+        try {
+            str_contains($route, 'export') ? $client->getAll() : $client->get('A');
+            self::fail('no NetworkException');
+        } catch (CvsmException $e) {
+            self::assertSame(NetworkException::class, $e::class, $e->getMessage());
+            self::assertNull($e->getStatus());
+            self::assertSame('req-unreadable', $e->getRequestId());
+            self::assertStringContainsString('unreadable response', $e->getMessage());
+            self::assertStringContainsString('after 3 attempts', $e->getMessage());
+        }
+        $paths = array_map(static fn (array $r): string => $r['path'] . '?' . $r['query'], $this->stub->requests());
+        $target = '/api/v1' . substr($route, 4);
+        self::assertCount(3, array_keys($paths, str_contains($target, '?') ? $target : $target . '?', true), 'three attempts');
+    }
+
+    /**
+     * @dataProvider unreadableAnswers
+     */
+    public function testAnUnreadableAnswerThenAGoodOneSucceeds(string $route, string $body): void
+    {
+        $this->routeReadableAnswers();
+        $good = $this->readableAnswers()[$route];
+        $this->stub->route($route, ['body' => $body], $good);
+        $client = $this->client(['team' => 'acme', 'max_retries' => 1]);
+
+        $result = str_contains($route, 'export') ? $client->getAll() : $client->get('A');
+
+        self::assertSame(str_contains($route, 'export') ? ['A' => 'one'] : 'one', $result);
+    }
+
+    public function testAnExportThatIsAnArrayNeverSetsVariablesWithTheCacheOff(): void
+    {
+        $this->setEnv('0', null);
+        $this->setEnv('1', null);
+        $this->stub->route(self::EXPORT, ['body' => ['one', 'two']]);
+
+        try {
+            $this->client(['cache_ttl' => 0, 'max_retries' => 0])->inject(true);
+            self::fail('no NetworkException');
+        } catch (NetworkException $e) {
+            self::assertNull($e->getStatus());
+        }
+        self::assertFalse(getenv('0'));
+        self::assertFalse(getenv('1'));
+    }
+
+    public function testAnEmptyExportObjectIsReadable(): void
+    {
+        $this->stub->route(self::EXPORT, ['body' => '{}']);
+
+        self::assertSame([], $this->client(['max_retries' => 0])->getAll());
+    }
+
     public function testTimeoutIsANetworkErrorThatIsRetried(): void
     {
         $this->stub->route(self::EXPORT, ['delay_ms' => 1500, 'body' => ['A' => 'late']], ['body' => ['A' => 'one']]);
@@ -125,5 +217,27 @@ final class RetryTest extends TestCase
             self::assertStringContainsString('timed out', $e->getMessage());
         }
         self::assertSame(2, $this->requestCount());
+    }
+
+    /**
+     * @return array<string, array{body: mixed}>
+     */
+    private function readableAnswers(): array
+    {
+        return [
+            'GET /teams' => ['body' => ['teams' => [['id' => self::TEAM_ID, 'slug' => 'acme']]]],
+            'GET /teams/' . self::TEAM_ID . '/secrets?environment=production&search=A' => ['body' => [
+                'secrets' => [['id' => 'id-a', 'name' => 'A', 'environment' => 'production']], 'total' => 1,
+            ]],
+            'GET /teams/' . self::TEAM_ID . '/secrets/id-a' => ['body' => ['secret' => ['id' => 'id-a'], 'value' => 'one']],
+            self::EXPORT => ['body' => ['A' => 'one']],
+        ];
+    }
+
+    private function routeReadableAnswers(): void
+    {
+        foreach ($this->readableAnswers() as $route => $answer) {
+            $this->stub->route($route, $answer);
+        }
     }
 }

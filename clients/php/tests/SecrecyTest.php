@@ -12,12 +12,13 @@ use Cvsm\Exception\SecretNotFoundException;
 final class SecrecyTest extends TestCase
 {
     private const VALUE = 's3cr3t-value-that-must-not-leak';
+    private const CURL_SECRET = 'proxy-password-that-must-not-leak';
 
     public function testPrintedClientShowsConfigurationButNoTokenOrValue(): void
     {
         $this->routeSecret('A', self::VALUE, 'id-a');
         $this->routeExport(['A' => self::VALUE]);
-        $client = $this->client();
+        $client = $this->client(['curl_options' => [CURLOPT_PROXYUSERPWD => 'proxy-user:' . self::CURL_SECRET]]);
         $client->get('A');
         $client->getAll();
 
@@ -35,7 +36,9 @@ final class SecrecyTest extends TestCase
         foreach ($forms as $form => $text) {
             self::assertStringNotContainsString(self::TOKEN, $text, $form);
             self::assertStringNotContainsString(self::VALUE, $text, $form);
+            self::assertStringNotContainsString(self::CURL_SECRET, $text, $form);
         }
+        self::assertSame('{}', $forms['json_encode']);
         self::assertStringContainsString($this->stub->url(), $forms['print_r']);
         self::assertStringContainsString('[redacted]', $forms['var_dump']);
         self::assertStringContainsString('max_retries', $forms['var_dump']);
@@ -93,9 +96,6 @@ final class SecrecyTest extends TestCase
 
     public function testConfigurationErrorTraceHidesTheTokenEvenWithArgumentsInTraces(): void
     {
-        if (PHP_VERSION_ID < 80200) {
-            self::markTestSkipped('#[\SensitiveParameter] needs PHP 8.2');
-        }
         $previous = ini_set('zend.exception_ignore_args', '0');
         try {
             new Client(['token' => self::TOKEN, 'base_url' => 'not a url', 'team' => 'acme']);
@@ -116,9 +116,6 @@ final class SecrecyTest extends TestCase
 
     public function testRequestErrorTraceHidesTheTokenEvenWithArgumentsInTraces(): void
     {
-        if (PHP_VERSION_ID < 80200) {
-            self::markTestSkipped('#[\SensitiveParameter] needs PHP 8.2');
-        }
         $this->stub->route('GET /teams/' . self::TEAM_ID . '/secrets/export?format=json&environment=production', ['status' => 401, 'body' => ['error' => 'x']]);
         $previous = ini_set('zend.exception_ignore_args', '0');
         try {

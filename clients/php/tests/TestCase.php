@@ -35,6 +35,7 @@ abstract class TestCase extends \PHPUnit\Framework\TestCase
     protected function tearDown(): void
     {
         foreach ($this->savedEnv as $name => $value) {
+            $name = (string) $name; // "0" is an int key
             $value === false ? putenv($name) : putenv($name . '=' . $value);
             unset($_ENV[$name], $_SERVER[$name]);
         }

@@ -5,11 +5,14 @@ declare(strict_types=1);
 namespace Cvsm\Tests;
 
 use Cvsm\Exception\ApiException;
+use Cvsm\Exception\ConfigurationException;
+use Cvsm\Exception\NetworkException;
 use Cvsm\Exception\RateLimitException;
 use Cvsm\Internal\HttpTransport;
 
 /**
- * TransportTest checks the backoff schedule and header parsing of the internal transport.
+ * TransportTest checks the transport: the backoff schedule, Retry-After, the timeout over the
+ * whole answer, and the curl_options seam.
  */
 final class TransportTest extends TestCase
 {
@@ -19,7 +22,7 @@ final class TransportTest extends TestCase
     {
         $this->stub->route(self::EXPORT, ['status' => 503, 'body' => ['error' => 'sibuk']]);
         $sleeps = [];
-        $transport = new HttpTransport(2, 3, static function (float $seconds) use (&$sleeps): void {
+        $transport = new HttpTransport(2, 3, [], static function (float $seconds) use (&$sleeps): void {
             $sleeps[] = $seconds;
         });
 
@@ -41,7 +44,7 @@ final class TransportTest extends TestCase
     public function testRetryAfterGivenAsAnHttpDateBecomesWholeSeconds(): void
     {
         $this->stub->route(self::EXPORT, ['status' => 429, 'headers' => ['Retry-After' => gmdate('D, d M Y H:i:s', time() + 120) . ' GMT']]);
-        $transport = new HttpTransport(2, 0, static function (): void {
+        $transport = new HttpTransport(2, 0, [], static function (): void {
         });
 
         try {
@@ -51,6 +54,115 @@ final class TransportTest extends TestCase
             self::assertGreaterThanOrEqual(118, $e->getRetryAfter());
             self::assertLessThanOrEqual(120, $e->getRetryAfter());
         }
+    }
+
+    /**
+     * @return iterable<string, array{0: string, 1: ?int}>
+     */
+    public static function retryAfterForms(): iterable
+    {
+        $now = 1_700_000_000;
+        yield 'zero' => ['0', 0];
+        yield 'seconds' => ['17', 17];
+        yield 'leading zeros' => ['007', 7];
+        yield 'surrounding spaces' => [' 5 ', 5];
+        yield 'huge' => ['99999999999999999999999', PHP_INT_MAX];
+        yield 'IMF-fixdate ahead' => [gmdate('D, d M Y H:i:s', $now + 120) . ' GMT', 120];
+        yield 'IMF-fixdate past' => [gmdate('D, d M Y H:i:s', $now - 120) . ' GMT', 0];
+        yield 'IMF-fixdate now' => [gmdate('D, d M Y H:i:s', $now) . ' GMT', 0];
+        yield 'RFC 850 ahead' => [gmdate('l, d-M-y H:i:s', $now + 60) . ' GMT', 60];
+        yield 'asctime ahead' => [gmdate('D M j H:i:s Y', $now + 30), 30];
+        yield 'asctime, one-digit day' => ['Wed Nov  1 00:00:00 2023', 0];
+        yield 'empty' => ['', null];
+        yield 'negative' => ['-5', null];
+        yield 'fraction' => ['1.5', null];
+        yield 'words' => ['soon', null];
+        yield 'relative date' => ['+1 day', null];
+        yield 'date without zone' => [gmdate('D, d M Y H:i:s', $now + 120), null];
+        yield 'impossible date' => ['Mon, 31 Feb 2030 00:00:00 GMT', null];
+        yield 'ISO 8601' => [gmdate('Y-m-d\\TH:i:s\\Z', $now + 120), null];
+    }
+
+    /**
+     * @dataProvider retryAfterForms
+     */
+    public function testRetryAfterForms(string $header, ?int $seconds): void
+    {
+        self::assertSame($seconds, HttpTransport::retryAfter($header, 1_700_000_000.0));
+    }
+
+    public function testRetryAfterOfAnHttpDateIsRoundedUp(): void
+    {
+        $date = gmdate('D, d M Y H:i:s', 1_700_000_100) . ' GMT';
+
+        self::assertSame(100, HttpTransport::retryAfter($date, 1_700_000_000.0));
+        self::assertSame(100, HttpTransport::retryAfter($date, 1_700_000_000.2), '99.8 s rounds up');
+        self::assertSame(1, HttpTransport::retryAfter($date, 1_700_000_099.9));
+        self::assertNull(HttpTransport::retryAfter(null));
+    }
+
+    public function testTheTimeoutCoversTheWholeBody(): void
+    {
+        // The headers come at once, then the body one byte every 100 ms: 3 s for the whole answer.
+        $this->stub->route(self::EXPORT, ['drip_ms' => 100, 'body' => ['DRIP' => str_repeat('x', 20)]]);
+
+        $started = microtime(true);
+        try {
+            $this->client(['timeout' => 0.5, 'max_retries' => 1])->getAll();
+            self::fail('no NetworkException');
+        } catch (NetworkException $e) {
+            self::assertNull($e->getStatus());
+            self::assertStringContainsString('timed out after 0.5 seconds', $e->getMessage());
+        }
+        $elapsed = microtime(true) - $started;
+        self::assertSame(2, $this->requestCount());
+        self::assertLessThan(1.6, $elapsed, 'two attempts of 0.5 s and a backoff, never the 3 s the body takes');
+    }
+
+    public function testCurlOptionsReachEveryRequest(): void
+    {
+        // CURLOPT_RESOLVE sends the made-up host to the stub: it only works if the option is applied.
+        $this->stub->route(self::EXPORT, ['body' => ['SEAM' => 'curl']]);
+        $client = $this->client([
+            'base_url' => 'http://cvsm.invalid:' . $this->stub->port . '/api/v1',
+            'curl_options' => [CURLOPT_RESOLVE => ['cvsm.invalid:' . $this->stub->port . ':127.0.0.1']],
+        ]);
+
+        self::assertSame(['SEAM' => 'curl'], $client->getAll());
+        self::assertSame('cvsm.invalid:' . $this->stub->port, $this->stub->requests()[0]['headers']['host']);
+    }
+
+    public function testCurlOptionsCannotReplaceTheHeaders(): void
+    {
+        try {
+            $this->client(['curl_options' => [CURLOPT_HTTPHEADER => ['Authorization: Bearer other']]]);
+            self::fail('no ConfigurationException');
+        } catch (ConfigurationException $e) {
+            self::assertSame('option "curl_options" may not set CURLOPT_HTTPHEADER: the client sets it itself', $e->getMessage());
+        }
+    }
+
+    /**
+     * @return iterable<string, array{0: mixed, 1: string}>
+     */
+    public static function invalidCurlOptions(): iterable
+    {
+        yield 'not an array' => ['CURLOPT_PROXY=x', 'must be an array'];
+        yield 'a name, not a constant' => [['CURLOPT_PROXY' => 'x'], 'not an integer'];
+        yield 'an unknown number' => [[987654321 => 'x'], 'the key 987654321'];
+        yield 'a value curl refuses' => [[CURLOPT_RESOLVE => 'not an array'], 'rejects the value of CURLOPT_RESOLVE'];
+        yield 'the URL' => [[CURLOPT_URL => 'http://elsewhere/'], 'may not set CURLOPT_URL'];
+        yield 'the write function' => [[CURLOPT_WRITEFUNCTION => 'strlen'], 'may not set CURLOPT_WRITEFUNCTION'];
+    }
+
+    /**
+     * @dataProvider invalidCurlOptions
+     */
+    public function testInvalidCurlOptionsAreConfigurationErrors(mixed $curlOptions, string $message): void
+    {
+        $this->expectException(ConfigurationException::class);
+        $this->expectExceptionMessage($message);
+        $this->client(['curl_options' => $curlOptions]);
     }
 
     private function exportUrl(): string

@@ -24,7 +24,19 @@ BASE_URL = "http://cvsm.test/api/v1"
 TEAM_ID = "5b0c2c9e-8d5e-4a55-9a40-0d7f3f3e1a11"
 TEAM_SLUG = "acme"
 TOKEN = "cvsm_" + "5e" * 32
-CVSM_VARIABLES = ("CVSM_TOKEN", "CVSM_BASE_URL", "CVSM_TEAM", "CVSM_ENVIRONMENT", "CVSM_CACHE_TTL")
+CVSM_VARIABLES = (
+    "CVSM_TOKEN",
+    "CVSM_BASE_URL",
+    "CVSM_TEAM",
+    "CVSM_ENVIRONMENT",
+    "CVSM_CACHE_TTL",
+    "CVSM_TIMEOUT",
+    "CVSM_MAX_RETRIES",
+    "CVSM_CA_FILE",
+)
+PROXY_VARIABLES = tuple(
+    name for base in ("http_proxy", "https_proxy", "all_proxy", "no_proxy") for name in (base, base.upper())
+)
 
 _PATHS = [
     ("teams", re.compile(r"^/api/v1/teams$")),
@@ -42,7 +54,7 @@ def kind_of(request: httpx.Request) -> str:
 
 
 class FakeApi:
-    """FakeApi is an in-memory cvsm API behind respx."""
+    """An in-memory cvsm API behind respx."""
 
     def __init__(self) -> None:
         self.secrets: list[dict[str, str]] = []
@@ -56,7 +68,7 @@ class FakeApi:
         return secret_id
 
     def fail(self, kind: str, *outcomes: Any) -> None:
-        """fail queues outcomes (an httpx.Response, an exception, or a status int) for ``kind``."""
+        """Queue outcomes (an httpx.Response, an exception, or a status int) for ``kind``."""
         for outcome in outcomes:
             self._faults.append((kind, outcome))
 
@@ -67,7 +79,13 @@ class FakeApi:
         self.requests.clear()
 
     def handle(self, request: httpx.Request) -> httpx.Response:
+        """Answer ``request``; every answer carries ``X-Request-Id: req-<n>`` (n counts from 1)."""
         self.requests.append(request)
+        response = self._answer(request)
+        response.headers.setdefault("X-Request-Id", f"req-{len(self.requests)}")
+        return response
+
+    def _answer(self, request: httpx.Request) -> httpx.Response:
         kind = kind_of(request)
         for i, (fault_kind, outcome) in enumerate(self._faults):
             if fault_kind in (kind, "any"):
@@ -107,13 +125,13 @@ class FakeApi:
 
 @pytest.fixture(autouse=True)
 def clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in CVSM_VARIABLES:
+    for name in CVSM_VARIABLES + PROXY_VARIABLES:
         monkeypatch.delenv(name, raising=False)
 
 
 @pytest.fixture(autouse=True)
 def no_backoff(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """no_backoff makes retries immediate and records the attempts they were computed for."""
+    """Make retries immediate and record the attempts they were computed for."""
     attempts: list[int] = []
 
     def instant(attempt: int) -> float:
@@ -126,7 +144,7 @@ def no_backoff(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
 @pytest.fixture
 def clock(monkeypatch: pytest.MonkeyPatch) -> list[float]:
-    """clock replaces the cache's time source; advance it with ``clock[0] += seconds``."""
+    """Replace the cache's time source; advance it with ``clock[0] += seconds``."""
     now = [1000.0]
     monkeypatch.setattr(_cache, "_clock", lambda: now[0])
     return now
@@ -141,7 +159,7 @@ def api() -> Iterator[FakeApi]:
 
 
 class Sdk:
-    """Sdk builds a Client or an AsyncClient and awaits calls only when the flavour needs it."""
+    """Build a Client or an AsyncClient, and await calls only when the flavour needs it."""
 
     def __init__(self, flavour: str) -> None:
         self.flavour = flavour

@@ -6,7 +6,7 @@ import pytest
 
 import cvsm
 
-from .conftest import BASE_URL, TEAM_ID, TOKEN, Sdk
+from .conftest import BASE_URL, TEAM_ID, TOKEN, FakeApi, Sdk
 
 
 def test_options_default_to_production_30s_cache_10s_timeout_and_2_retries(sdk: Sdk) -> None:
@@ -18,6 +18,7 @@ def test_options_default_to_production_30s_cache_10s_timeout_and_2_retries(sdk: 
         "cache_ttl": 30,
         "timeout": 10.0,
         "max_retries": 2,
+        "ca_file": None,
     }
 
 
@@ -49,6 +50,7 @@ def test_explicit_options_win_over_variables(sdk: Sdk, monkeypatch: pytest.Monke
         "cache_ttl": 0,
         "timeout": 2.5,
         "max_retries": 0,
+        "ca_file": None,
     }
 
 
@@ -95,3 +97,82 @@ def test_invalid_explicit_option_is_a_configuration_error(sdk: Sdk, options: dic
 
 def test_configuration_errors_are_cvsm_errors() -> None:
     assert issubclass(cvsm.ConfigurationError, cvsm.CvsmError)
+
+
+def test_timeout_and_max_retries_come_from_cvsm_variables(sdk: Sdk, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CVSM_TIMEOUT", "2.5")
+    monkeypatch.setenv("CVSM_MAX_RETRIES", "5")
+    config = sdk.client().config
+    assert (config.timeout, config.max_retries) == (2.5, 5)
+    config = sdk.client(timeout=1, max_retries=0).config
+    assert (config.timeout, config.max_retries) == (1.0, 0)
+
+
+@pytest.mark.parametrize(
+    ("variable", "raw"),
+    [
+        ("CVSM_TIMEOUT", "0"),
+        ("CVSM_TIMEOUT", "-1"),
+        ("CVSM_TIMEOUT", "ten"),
+        ("CVSM_TIMEOUT", "inf"),
+        ("CVSM_TIMEOUT", "nan"),
+        ("CVSM_MAX_RETRIES", "-1"),
+        ("CVSM_MAX_RETRIES", "1.5"),
+        ("CVSM_MAX_RETRIES", "two"),
+    ],
+)
+def test_invalid_timeout_or_max_retries_variable_is_a_configuration_error_naming_it(
+    sdk: Sdk, monkeypatch: pytest.MonkeyPatch, variable: str, raw: str
+) -> None:
+    monkeypatch.setenv(variable, raw)
+    with pytest.raises(cvsm.ConfigurationError, match=variable):
+        sdk.client()
+
+
+# R6: tokens from files.
+
+
+@pytest.mark.parametrize("padding", ["\n", "\r\n", " ", "\t", " \t\r\n"])
+@pytest.mark.parametrize("source", ["option", "variable"])
+async def test_token_whitespace_is_trimmed(
+    sdk: Sdk, api: FakeApi, monkeypatch: pytest.MonkeyPatch, padding: str, source: str
+) -> None:
+    api.add("A", "1")
+    padded = padding + TOKEN + padding
+    if source == "variable":
+        monkeypatch.setenv("CVSM_TOKEN", padded)
+        client = sdk.client(token=None)
+    else:
+        client = sdk.client(token=padded)
+    assert await sdk.call(client.get("A")) == "1"
+    assert api.requests[0].headers["Authorization"] == f"Bearer {TOKEN}"
+
+
+@pytest.mark.parametrize(
+    "token",
+    [
+        TOKEN[:10] + " " + TOKEN[10:],
+        TOKEN[:10] + "\t" + TOKEN[10:],
+        TOKEN + "\r\nX-Evil: 1",
+        TOKEN + "\x00",
+        TOKEN + "é",
+    ],
+    ids=["inner-space", "inner-tab", "header-injection", "nul", "non-ascii"],
+)
+@pytest.mark.parametrize("source", ["option", "variable"])
+def test_token_with_other_characters_is_a_configuration_error_without_the_token(
+    sdk: Sdk, monkeypatch: pytest.MonkeyPatch, token: str, source: str
+) -> None:
+    if source == "variable":
+        if "\x00" in token:
+            pytest.skip("no environment variable can hold NUL")
+        monkeypatch.setenv("CVSM_TOKEN", token)
+    with pytest.raises(cvsm.ConfigurationError, match="token") as caught:
+        sdk.client(token=None) if source == "variable" else sdk.client(token=token)
+    assert TOKEN not in str(caught.value)
+    assert TOKEN[:10] not in repr(caught.value)
+
+
+def test_a_token_of_whitespace_only_is_not_set(sdk: Sdk) -> None:
+    with pytest.raises(cvsm.ConfigurationError, match="CVSM_TOKEN is not set"):
+        sdk.client(token=" \n")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import httpx
 import pytest
 
 import cvsm
@@ -45,11 +46,14 @@ async def test_secret_in_another_environment_is_not_found(sdk: Sdk, api: FakeApi
         await sdk.call(sdk.client().get("ONLY_STAGING"))
 
 
-async def test_http_404_is_a_not_found_error_with_status(sdk: Sdk, api: FakeApi) -> None:
+async def test_http_404_to_the_value_request_is_a_not_found_error_with_status(sdk: Sdk, api: FakeApi) -> None:
+    api.add("A", "1")
+    api.fail("value", httpx.Response(404, json={"error": "rahasia tidak ditemukan"}))
     with pytest.raises(cvsm.SecretNotFoundError) as caught:
-        await sdk.call(sdk.client(team="00000000-0000-4000-8000-000000000000").get("A"))
-    assert caught.value.status == 404
-    assert str(caught.value) == "HTTP 404: tidak ditemukan"
+        await sdk.call(sdk.client().get("A"))
+    error = caught.value
+    assert (error.status, error.name, error.environment, error.suggestion) == (404, "A", "production", None)
+    assert str(error) == "HTTP 404: rahasia tidak ditemukan"
 
 
 @pytest.mark.parametrize(
@@ -62,3 +66,39 @@ async def test_values_come_back_byte_for_byte(sdk: Sdk, api: FakeApi, value: str
     client = sdk.client()
     assert await sdk.call(client.get("V")) == value
     assert await sdk.call(client.get_all()) == {"V": value}
+
+
+# R10: a name that is not a valid secret name is not found, without a request.
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["", "1ABC", "API-KEY", "A" * 256, "../teams", "A B", "API_KEY\n", "ÄPI"],
+    ids=["empty", "leading-digit", "dash", "too-long", "path", "space", "newline", "non-ascii"],
+)
+async def test_an_invalid_name_is_not_found_without_a_request(sdk: Sdk, api: FakeApi, name: str) -> None:
+    with pytest.raises(cvsm.SecretNotFoundError, match="is not valid") as caught:
+        await sdk.call(sdk.client().get(name))
+    assert (caught.value.name, caught.value.status, caught.value.request_id) == (name, None, None)
+    assert api.requests == []
+
+
+async def test_the_longest_valid_name_is_looked_up(sdk: Sdk, api: FakeApi) -> None:
+    name = "_" + "a9" * 127
+    assert len(name) == 255
+    api.add(name, "long")
+    assert await sdk.call(sdk.client().get(name)) == "long"
+
+
+# R2: an export of any size, in one request, kept once.
+
+
+async def test_a_large_export_is_read_in_one_request_and_answers_get(sdk: Sdk, api: FakeApi) -> None:
+    values = {f"BIG_{i}": f"{i:04d}" + "x" * (1 << 20) for i in range(12)}  # 12 MiB
+    for name, value in values.items():
+        api.add(name, value)
+    client = sdk.client()
+    assert await sdk.call(client.get_all()) == values
+    assert await sdk.call(client.get("BIG_11")) == values["BIG_11"]
+    assert await sdk.call(client.get_all()) == values
+    assert api.kinds() == ["export"]

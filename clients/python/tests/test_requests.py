@@ -72,10 +72,12 @@ async def test_unknown_team_slug_is_a_configuration_error(sdk: Sdk, api: FakeApi
         raise AssertionError("expected ConfigurationError")
 
 
-async def test_names_are_sent_encoded(sdk: Sdk, api: FakeApi) -> None:
-    client = sdk.client()
+async def test_team_and_secret_ids_are_sent_encoded(sdk: Sdk, api: FakeApi) -> None:
+    api.secrets.append({"id": "a/b?c", "name": "A", "value": "1", "environment": "production"})
+    client = sdk.client(team="x/y")
+    api.teams.append({"id": "t/1", "slug": "x/y"})
     try:
-        await sdk.call(client.get("A&B=C"))
-    except cvsm.SecretNotFoundError:
+        await sdk.call(client.get("A"))
+    except cvsm.ConfigurationError:
         pass
-    assert api.requests[0].url.params["search"] == "A&B=C"
+    assert api.requests[1].url.raw_path.startswith(b"/api/v1/teams/t%2F1/secrets?")

@@ -10,7 +10,7 @@ require "cvsm"
 
 # ConformanceDriver keeps the current client and answers protocol requests.
 class ConformanceDriver
-  OPTION_KEYS = %w[token base_url team environment cache_ttl timeout max_retries].freeze
+  OPTION_KEYS = %w[token base_url team environment cache_ttl timeout max_retries ca_file].freeze
 
   # Error kinds by SDK error class; the first match wins, so subclasses come first.
   KINDS = {
@@ -66,9 +66,9 @@ class ConformanceDriver
     write("id" => request["id"], "ok" => true, "result" => result)
   rescue Cvsm::Error => e
     kind = KINDS.find { |klass, _| e.is_a?(klass) }&.last || "internal"
-    retry_after = e.respond_to?(:retry_after) ? e.retry_after : nil
     write("id" => request["id"], "ok" => false,
-          "error" => error_body(kind, e.message, e.status, retry_after))
+          "error" => error_body(kind, e.message, status: e.status, retry_after: e.retry_after,
+                                                 request_id: e.request_id, suggestion: e.suggestion))
   rescue UnsupportedOp => e
     write("id" => request["id"], "ok" => false, "error" => error_body("unsupported", e.message))
   rescue StandardError => e
@@ -117,8 +117,10 @@ class ConformanceDriver
     @client || raise(NoClient, "no client: call new_client first")
   end
 
-  def error_body(kind, message, status = nil, retry_after = nil)
-    { "kind" => kind, "message" => message, "status" => status, "retry_after" => retry_after }
+  # Every key is always present (conformance/PROTOCOL.md); the fields come from the SDK error.
+  def error_body(kind, message, status: nil, retry_after: nil, request_id: nil, suggestion: nil)
+    { "kind" => kind, "message" => message, "status" => status, "retry_after" => retry_after,
+      "request_id" => request_id, "suggestion" => suggestion }
   end
 
   def write(response)

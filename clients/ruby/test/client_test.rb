@@ -20,7 +20,7 @@ class ClientTest < CvsmTest
       assert_equal "GET", request.method
       assert_equal "Bearer #{TOKEN}", request.headers["authorization"]
       assert_equal "application/json", request.headers["accept"]
-      assert_equal "cvsm-ruby/0.1.0", request.headers["user-agent"]
+      assert_equal "cvsm-ruby/#{Cvsm::VERSION}", request.headers["user-agent"]
     end
   end
 
@@ -113,5 +113,28 @@ class ClientTest < CvsmTest
     api, server = start_api
     api.script(%r{/export\z}, json(200, ["not", "an", "object"]))
     assert_raises(Cvsm::NetworkError) { client_for(server, max_retries: 0).get_all }
+  end
+
+  # R10: a name that is not a valid secret name is not found, without a request.
+  def test_invalid_names_are_not_found_without_a_request
+    _api, server = start_api
+    client = client_for(server)
+    invalid = ["", "1ABC", "A-B", "A B", "A.B", "A\0", "DATABASE_URL\n", "ÄPI", "A\xff".dup.force_encoding("UTF-8"),
+               "A" * 256, nil, :A, 42]
+    invalid.each do |name|
+      error = assert_raises(Cvsm::SecretNotFoundError, name.inspect) { client.get(name) }
+      assert_includes error.message, "is not valid"
+      assert_nil error.status
+      assert_nil error.request_id
+    end
+    assert_empty server.log
+    long = assert_raises(Cvsm::SecretNotFoundError) { client.get("B" * 5000) }
+    assert_operator long.message.length, :<, 200
+  end
+
+  def test_longest_valid_name_is_looked_up
+    api, server = start_api
+    api.add_secret("_#{'a' * 254}", "long")
+    assert_equal "long", client_for(server).get("_#{'a' * 254}")
   end
 end

@@ -1,5 +1,6 @@
 # frozen_string_literal: true
 
+require "pathname"
 require_relative "test_helper"
 
 # Configuration: explicit keywords, CVSM_* variables, defaults and configuration errors.
@@ -85,6 +86,93 @@ class ConfigurationTest < CvsmTest
      { base_url: "not a url" }, { token: 42 }].each do |options|
       assert_raises(Cvsm::ConfigurationError, options.inspect) { Cvsm::Client.new(**options) }
     end
+  end
+
+  # R6: whitespace around the token is trimmed; anything but visible ASCII left is refused.
+  def test_whitespace_around_the_token_is_trimmed_from_option_and_variable
+    _api, server = start_api
+    ["#{TOKEN}\n", "  #{TOKEN}\r\n", "\t#{TOKEN} \n\n"].each do |padded|
+      assert_equal({}, Cvsm::Client.new(token: padded, base_url: server.base_url, team: "acme").get_all)
+      ENV["CVSM_TOKEN"] = padded
+      assert_equal({}, Cvsm::Client.new(base_url: server.base_url, team: "acme").get_all)
+    end
+    assert_equal 12, server.log.size # six clients: the teams lookup and the export each
+    server.log.each { |request| assert_equal "Bearer #{TOKEN}", request.headers["authorization"] }
+  end
+
+  def test_token_with_inner_whitespace_control_or_non_ascii_characters_is_a_configuration_error
+    set_required_env
+    ["cvsm_ab cd", "cvsm_ab\tcd", "cvsm_ab\ncd", "cvsm_ab\0cd", "cvsm_ab\ecd", "cvsm_ab\x7fcd",
+     "cvsm_abécd", "cvsm_\xff\xfe".b, "cvsm_\xffcd".dup.force_encoding("UTF-8")].each do |bad|
+      error = assert_raises(Cvsm::ConfigurationError, bad.inspect) { Cvsm::Client.new(token: bad) }
+      assert_includes error.message, "token holds a character other than visible ASCII"
+      refute_includes error.message, "cvsm_"
+      ENV["CVSM_TOKEN"] = bad.b.include?("\0") ? "cvsm_ab cd" : bad
+      error = assert_raises(Cvsm::ConfigurationError, bad.inspect) { Cvsm::Client.new }
+      assert_includes error.message, "CVSM_TOKEN holds a character"
+      refute_includes error.message, "cvsm_"
+    end
+  end
+
+  def test_blank_token_is_a_configuration_error
+    set_required_env
+    ENV["CVSM_TOKEN"] = " \n"
+    assert_includes assert_raises(Cvsm::ConfigurationError) { Cvsm::Client.new }.message, "CVSM_TOKEN is blank"
+  end
+
+  def test_timeout_and_max_retries_are_read_from_cvsm_variables
+    set_required_env
+    ENV["CVSM_TIMEOUT"] = "2.5"
+    ENV["CVSM_MAX_RETRIES"] = "0"
+    assert_equal [2.5, 0], Cvsm::Client.new.config.values_at(:timeout, :max_retries)
+    ENV["CVSM_TIMEOUT"] = "3"
+    ENV["CVSM_MAX_RETRIES"] = "5"
+    assert_equal [3, 5], Cvsm::Client.new.config.values_at(:timeout, :max_retries)
+    assert_equal [1, 1], Cvsm::Client.new(timeout: 1, max_retries: 1).config.values_at(:timeout, :max_retries)
+  end
+
+  def test_invalid_cvsm_timeout_or_max_retries_is_a_configuration_error
+    set_required_env
+    { "CVSM_TIMEOUT" => %w[0 -1 abc 1s .], "CVSM_MAX_RETRIES" => %w[-1 1.5 two] }.each do |variable, values|
+      values.each do |bad|
+        ENV[variable] = bad
+        error = assert_raises(Cvsm::ConfigurationError, "#{variable}=#{bad}") { Cvsm::Client.new }
+        assert_includes error.message, variable
+      end
+      ENV.delete(variable)
+    end
+  end
+
+  def test_ca_file_that_cannot_be_read_is_a_configuration_error_at_construction
+    set_required_env
+    Dir.mktmpdir do |dir|
+      not_pem = File.join(dir, "not.pem").tap { |path| File.write(path, "hello") }
+      empty = File.join(dir, "empty.pem").tap { |path| File.write(path, "") }
+      [File.join(dir, "missing.pem"), dir, not_pem, empty].each do |path|
+        error = assert_raises(Cvsm::ConfigurationError, path) { Cvsm::Client.new(ca_file: path) }
+        assert_includes error.message, "ca_file #{path.inspect} cannot be used as a CA bundle"
+        ENV["CVSM_CA_FILE"] = path
+        error = assert_raises(Cvsm::ConfigurationError, path) { Cvsm::Client.new }
+        assert_includes error.message, "CVSM_CA_FILE"
+        ENV.delete("CVSM_CA_FILE")
+      end
+    end
+    assert_raises(Cvsm::ConfigurationError) { Cvsm::Client.new(ca_file: 42) }
+  end
+
+  def test_ca_file_from_option_or_cvsm_ca_file
+    set_required_env
+    assert_equal TestPki.ca_file, Cvsm::Client.new(ca_file: TestPki.ca_file).ca_file
+    assert_equal TestPki.ca_file, Cvsm::Client.new(ca_file: Pathname(TestPki.ca_file)).ca_file
+    ENV["CVSM_CA_FILE"] = TestPki.ca_file
+    assert_equal TestPki.ca_file, Cvsm::Client.new.ca_file
+    ENV["CVSM_CA_FILE"] = ""
+    assert_nil Cvsm::Client.new.ca_file
+  end
+
+  def test_http_factory_must_be_callable
+    set_required_env
+    assert_raises(Cvsm::ConfigurationError) { Cvsm::Client.new(http_factory: "Net::HTTP") }
   end
 
   def test_configuration_error_is_a_cvsm_error

@@ -39,7 +39,8 @@ class DriverTest < CvsmTest
       assert_equal "postgres://db", call.call("get", "name" => "DATABASE_URL").dig("result", "value")
       not_found = call.call("get", "name" => "database_url")
       assert_equal({ "kind" => "not_found", "status" => nil, "retry_after" => nil,
-                     "message" => 'secret "database_url" not found in production; did you mean "DATABASE_URL"?' },
+                     "message" => 'secret "database_url" not found in production; did you mean "DATABASE_URL"?',
+                     "request_id" => "req-4", "suggestion" => "DATABASE_URL" },
                    not_found["error"])
 
       text = call.call("describe").dig("result", "text")

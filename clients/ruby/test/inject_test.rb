@@ -42,4 +42,40 @@ class InjectTest < CvsmTest
     client_for(server).inject
     assert(paths(server).last.end_with?("/secrets/export"))
   end
+
+  # R8: every name and value is checked before anything is set.
+  def test_a_value_with_nul_sets_nothing_and_names_the_secret_not_the_value
+    api, server = start_api
+    api.add_secret("CVSMTEST_A", "a-value")
+    api.add_secret("CVSMTEST_NUL", "before\0after-secret")
+    api.add_secret("CVSMTEST_Z", "z-value")
+    error = assert_raises(Cvsm::ConfigurationError) { client_for(server).inject }
+    assert_includes error.message, "CVSMTEST_NUL"
+    assert_includes error.message, "NUL"
+    refute_includes error.message, "after-secret"
+    assert_nil error.status
+    %w[CVSMTEST_A CVSMTEST_NUL CVSMTEST_Z].each { |name| assert_nil ENV.fetch(name, nil), name }
+  end
+
+  def test_a_name_that_is_not_a_variable_name_sets_nothing
+    ["CVSMTEST-DASH", "1CVSMTEST", "CVSMTEST=X", "CVSMTEST SPACE", "CVSMTEST\0", "CVSMTÉST", ""].each do |bad|
+      api, server = start_api
+      api.add_secret("CVSMTEST_A", "a-value")
+      api.add_secret(bad, "v")
+      error = assert_raises(Cvsm::ConfigurationError, bad.inspect) { client_for(server).inject(overwrite: true) }
+      assert_includes error.message, bad.inspect
+      assert_includes error.message, "not a valid variable name"
+      assert_nil ENV.fetch("CVSMTEST_A", nil)
+    end
+  end
+
+  def test_a_nul_value_that_would_not_be_set_is_no_error
+    api, server = start_api
+    api.add_secret("CVSMTEST_KEEP", "x\0y")
+    api.add_secret("CVSMTEST_A", "a")
+    ENV["CVSMTEST_KEEP"] = "local"
+    assert_equal ["CVSMTEST_A"], client_for(server).inject
+    assert_raises(Cvsm::ConfigurationError) { client_for(server).inject(overwrite: true) }
+    assert_equal "local", ENV["CVSMTEST_KEEP"]
+  end
 end

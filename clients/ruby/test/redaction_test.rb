@@ -2,6 +2,7 @@
 
 require "pp"
 require "stringio"
+require "yaml"
 require_relative "test_helper"
 
 # No token or secret value in the printed client or in any error message.
@@ -57,5 +58,77 @@ class RedactionTest < CvsmTest
     refute_includes config.inspect, TOKEN
     refute_includes config.to_h.to_s, TOKEN
     refute_includes Cvsm::Transport.new(config).inspect, TOKEN
+  end
+  # R12: serialising a client shows neither the token nor a value.
+  def used_client
+    api, server = start_api
+    api.add_secret("A", VALUE)
+    client = client_for(server)
+    client.get("A")
+    client.get_all
+    client
+  end
+
+  def test_to_yaml_shows_the_configuration_but_no_token_or_value
+    client = used_client
+    yaml = client.to_yaml
+    refute_includes yaml, TOKEN
+    refute_includes yaml, VALUE
+    assert_includes yaml, "team: acme"
+    assert_includes yaml, "cache_ttl: 30"
+    assert_raises(TypeError) { YAML.unsafe_load(yaml) }
+    [client.instance_variable_get(:@config), client.instance_variable_get(:@cache),
+     client.instance_variable_get(:@transport)].each do |part|
+      refute_includes part.to_yaml, TOKEN
+      refute_includes part.to_yaml, VALUE
+    end
+  end
+
+  def test_json_shows_the_configuration_but_no_token_or_value
+    client = used_client
+    [JSON.generate(client), client.to_json, JSON.generate("client" => client), client.as_json.to_s].each do |json|
+      refute_includes json, TOKEN
+      refute_includes json, VALUE
+      assert_includes json, "acme"
+    end
+  end
+
+  def test_marshal_refuses_and_writes_nothing
+    client = used_client
+    out = StringIO.new
+    assert_raises(TypeError) { Marshal.dump(client, out) }
+    refute_includes out.string, TOKEN
+    refute_includes out.string, VALUE
+    [client.instance_variable_get(:@config), client.instance_variable_get(:@cache)].each do |part|
+      assert_raises(TypeError) { Marshal.dump(part) }
+    end
+  end
+
+  def test_no_instance_variable_prints_the_token_or_a_value
+    client = used_client
+    seen = []
+    walk = lambda do |object, depth|
+      next if depth > 3
+
+      object.instance_variables.each do |name|
+        part = object.instance_variable_get(name)
+        seen << part.inspect << part.to_s
+        seen << part.to_yaml unless part.is_a?(Thread::Mutex) || part.is_a?(Proc) || part.is_a?(Random)
+        walk.call(part, depth + 1) unless part.is_a?(String)
+      end
+    end
+    walk.call(client, 0)
+    seen.each do |text|
+      refute_includes text, TOKEN
+      refute_includes text, VALUE
+    end
+  end
+
+  def test_a_token_rejected_at_construction_is_not_in_the_message
+    error = assert_raises(Cvsm::ConfigurationError) do
+      Cvsm::Client.new(token: "#{TOKEN} trailing-part", base_url: "http://h/api/v1", team: "acme")
+    end
+    refute_includes error.message, TOKEN
+    refute_includes error.message, "trailing-part"
   end
 end

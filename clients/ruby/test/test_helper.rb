@@ -4,20 +4,26 @@
 # base test class that isolates CVSM_* variables.
 $LOAD_PATH.unshift(File.expand_path("../lib", __dir__))
 require "json"
+require "openssl"
 require "socket"
+require "fileutils"
+require "tmpdir"
 require "uri"
 require "minitest/autorun"
 require "cvsm"
 
-# StubServer is a minimal HTTP/1.1 server on 127.0.0.1 for tests. Each connection gets one
-# response from the handler, then is closed. The handler returns [status, headers, body],
-# :drop (close without answering), :drop_mid (close halfway through the body) or
-# [:delay, seconds, response].
+# StubServer is a minimal HTTP/1.1 server on 127.0.0.1 for tests (over TLS when given an
+# OpenSSL::SSL::SSLContext). Each connection gets one response from the handler, then is closed.
+# The handler returns [status, headers, body], :drop (close without answering), :drop_mid
+# (close halfway through the body), [:delay, seconds, response] or [:drip, seconds, response]
+# (the whole answer one byte at a time, +seconds+ apart) or [:drip_body, seconds, response]. Every answer carries
+# X-Request-Id: req-<n>, n counting the requests from 1, unless the response sets its own.
 class StubServer
-  Request = Struct.new(:method, :path, :query, :headers, keyword_init: true)
+  Request = Struct.new(:method, :target, :path, :query, :headers, keyword_init: true)
 
-  def initialize(&handler)
+  def initialize(tls: nil, &handler)
     @handler = handler
+    @tls = tls
     @log = []
     @log_mutex = Mutex.new
     @threads = []
@@ -30,7 +36,7 @@ class StubServer
   end
 
   def base_url
-    "http://127.0.0.1:#{port}/api/v1"
+    "#{@tls ? 'https' : 'http'}://127.0.0.1:#{port}/api/v1"
   end
 
   # StubServer#log returns every request received so far, oldest first.
@@ -56,15 +62,22 @@ class StubServer
   end
 
   def serve(socket)
+    socket = tls_accept(socket) if @tls
     request = read_request(socket)
     return if request.nil?
 
-    @log_mutex.synchronize { @log << request }
-    answer(socket, @handler.call(request))
-  rescue IOError, SystemCallError
+    number = @log_mutex.synchronize { @log << request }.size
+    answer(socket, @handler.call(request), number)
+  rescue IOError, SystemCallError, OpenSSL::SSL::SSLError
     nil
   ensure
     socket.close unless socket.closed?
+  end
+
+  def tls_accept(socket)
+    tls = OpenSSL::SSL::SSLSocket.new(socket, @tls)
+    tls.sync_close = true
+    tls.accept
   end
 
   def read_request(socket)
@@ -79,10 +92,10 @@ class StubServer
     end
     uri = URI.parse(target)
     query = uri.query ? URI.decode_www_form(uri.query).to_h : {}
-    Request.new(method: method, path: uri.path, query: query, headers: headers)
+    Request.new(method: method, target: target, path: uri.path, query: query, headers: headers)
   end
 
-  def answer(socket, response)
+  def answer(socket, response, number)
     return if response == :drop
 
     if response == :drop_mid
@@ -90,16 +103,33 @@ class StubServer
       return
     end
 
+    drip = nil
     if response.is_a?(Array) && response[0] == :delay
       sleep(response[1])
       response = response[2]
+    elsif response.is_a?(Array) && %i[drip drip_body].include?(response[0])
+      kind, drip, response = response
     end
-    status, headers, body = response
+    raw = raw_response(*response, number)
+    return socket.write(raw) unless drip
+
+    if kind == :drip_body # the status line and headers at once, then the body
+      head, _, raw = raw.partition("\r\n\r\n")
+      socket.write("#{head}\r\n\r\n")
+    end
+    raw.each_char do |byte|
+      socket.write(byte)
+      sleep(drip)
+    end
+  end
+
+  def raw_response(status, headers, body, number)
     body = body.to_s.b
     lines = ["HTTP/1.1 #{status} #{status == 200 ? 'OK' : 'Status'}",
              "Content-Length: #{body.bytesize}", "Connection: close"]
+    lines << "X-Request-Id: req-#{number}" unless headers.keys.any? { |name| name.casecmp?("X-Request-Id") }
     headers.each { |name, value| lines << "#{name}: #{value}" }
-    socket.write("#{lines.join("\r\n")}\r\n\r\n#{body}")
+    "#{lines.join("\r\n")}\r\n\r\n".b + body
   end
 end
 
@@ -199,9 +229,12 @@ end
 class CvsmTest < Minitest::Test
   TOKEN = FakeApi::TOKEN
 
+  PROXY_VARIABLES = %w[http_proxy HTTP_PROXY https_proxy HTTPS_PROXY no_proxy NO_PROXY].freeze
+
   def setup
     @saved_env = ENV.to_h
     ENV.keys.grep(/\ACVSM_/).each { |name| ENV.delete(name) }
+    PROXY_VARIABLES.each { |name| ENV.delete(name) }
     @servers = []
   end
 
@@ -210,10 +243,10 @@ class CvsmTest < Minitest::Test
     ENV.replace(@saved_env)
   end
 
-  # Starts a FakeApi behind a StubServer; returns [api, server].
-  def start_api
+  # Starts a FakeApi behind a StubServer (over TLS with +tls+); returns [api, server].
+  def start_api(tls: nil)
     api = FakeApi.new
-    server = StubServer.new { |request| api.call(request) }
+    server = StubServer.new(tls: tls) { |request| api.call(request) }
     @servers << server
     [api, server]
   end
@@ -238,5 +271,63 @@ class CvsmTest < Minitest::Test
     port = socket.addr[1]
     socket.close
     port
+  end
+end
+
+# TestPki makes a private CA and a certificate for 127.0.0.1 signed by it, once per test run,
+# and writes the CA as a PEM file for ca_file.
+module TestPki
+  module_function
+
+  def ca_file
+    @ca_file ||= begin
+      dir = Dir.mktmpdir("cvsm-pki")
+      Minitest.after_run { FileUtils.rm_rf(dir) }
+      path = File.join(dir, "ca.pem")
+      File.write(path, ca_cert.to_pem)
+      path
+    end
+  end
+
+  # An SSLContext serving the certificate for 127.0.0.1 that the CA signed.
+  def server_context
+    context = OpenSSL::SSL::SSLContext.new
+    context.cert = server_cert
+    context.key = server_key
+    context
+  end
+
+  def ca_key = (@ca_key ||= OpenSSL::PKey::EC.generate("prime256v1"))
+  def server_key = (@server_key ||= OpenSSL::PKey::EC.generate("prime256v1"))
+
+  def ca_cert
+    @ca_cert ||= certificate("CN=cvsm test CA", ca_key, nil) do |cert, ext|
+      cert.add_extension(ext.create_extension("basicConstraints", "CA:TRUE", true))
+      cert.add_extension(ext.create_extension("keyUsage", "keyCertSign,cRLSign", true))
+    end
+  end
+
+  def server_cert
+    @server_cert ||= certificate("CN=127.0.0.1", server_key, ca_cert) do |cert, ext|
+      cert.add_extension(ext.create_extension("subjectAltName", "IP:127.0.0.1,DNS:localhost"))
+      cert.add_extension(ext.create_extension("extendedKeyUsage", "serverAuth"))
+    end
+  end
+
+  def certificate(subject, key, issuer)
+    cert = OpenSSL::X509::Certificate.new
+    cert.version = 2
+    cert.serial = rand(1 << 64)
+    cert.subject = OpenSSL::X509::Name.parse(subject)
+    cert.issuer = issuer ? issuer.subject : cert.subject
+    cert.public_key = key
+    cert.not_before = Time.now - 60
+    cert.not_after = Time.now + 3600
+    ext = OpenSSL::X509::ExtensionFactory.new
+    ext.subject_certificate = cert
+    ext.issuer_certificate = issuer || cert
+    yield cert, ext
+    cert.sign(issuer ? ca_key : key, OpenSSL::Digest.new("SHA256"))
+    cert
   end
 end

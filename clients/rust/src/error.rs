@@ -7,81 +7,116 @@
 pub type Result<T> = std::result::Result<T, Error>;
 
 /// Error is every failure the cvsm client reports; match on the variant to
-/// decide what to do. Each variant that comes from an HTTP response carries
-/// its status.
+/// decide what to do.
+///
+/// Every variant carries its message (the `Display` text), and the
+/// accessors [`status`](Error::status), [`retry_after`](Error::retry_after),
+/// [`request_id`](Error::request_id) and [`suggestion`](Error::suggestion)
+/// read the other fields whatever the variant. The variants are
+/// `#[non_exhaustive]`: match them with `..`.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
     /// Configuration means the client cannot be built or used as configured:
     /// a missing token, base URL or team (the message names the `CVSM_*`
-    /// variable), an invalid `CVSM_CACHE_TTL`, or a team slug that matches
-    /// none of the caller's teams.
+    /// variable), an invalid option or variable, an unreadable CA file, a
+    /// team slug that matches none of the caller's teams, a server answer
+    /// saying the base URL, team (HTTP 404) or environment (HTTP 400) is
+    /// wrong, or a secret that [`inject`](crate::Client::inject) cannot put
+    /// in the process environment.
     #[error("{message}")]
+    #[non_exhaustive]
     Configuration {
         /// What is wrong, naming the option or variable.
         message: String,
+        /// The HTTP status when the server's answer showed the error.
+        status: Option<u16>,
+        /// The `X-Request-Id` of that answer.
+        request_id: Option<String>,
     },
 
     /// Authentication means the server rejected the token (HTTP 401): it is
     /// wrong, expired, revoked or locked. The client's cache is emptied.
     #[error("{message}")]
+    #[non_exhaustive]
     Authentication {
         /// The HTTP status, 401.
         status: u16,
         /// The status and the server's message.
         message: String,
+        /// The answer's `X-Request-Id`.
+        request_id: Option<String>,
     },
 
     /// PermissionDenied means the token is valid but may not do this (HTTP
     /// 403), for example an IP allowlist miss.
     #[error("{message}")]
+    #[non_exhaustive]
     PermissionDenied {
         /// The HTTP status, 403.
         status: u16,
         /// The status and the server's message.
         message: String,
+        /// The answer's `X-Request-Id`.
+        request_id: Option<String>,
     },
 
     /// NotFound means the secret does not exist in the configured environment
-    /// (`status` is `None`; when a name differs only in case the message
-    /// suggests it), or the server answered HTTP 404 (`status` is `Some(404)`).
+    /// or its name is not a valid secret name (`status` is `None`), or the
+    /// server answered HTTP 404 to the value request (`status` is
+    /// `Some(404)`).
     #[error("{message}")]
+    #[non_exhaustive]
     NotFound {
         /// `Some(404)` for an HTTP 404, `None` when the name is simply absent.
         status: Option<u16>,
-        /// What was not found, with a suggestion when one exists.
+        /// What was not found, with the suggestion when there is one.
         message: String,
+        /// The `X-Request-Id` of the answer: for an absent name, the listing's.
+        request_id: Option<String>,
+        /// The existing name that differs from the one asked for only in case.
+        suggestion: Option<String>,
     },
 
     /// RateLimited means the server answered HTTP 429; wait `retry_after`
     /// seconds before trying again. The client never retries a 429 itself.
     #[error("{message}")]
+    #[non_exhaustive]
     RateLimited {
         /// The HTTP status, 429.
         status: u16,
-        /// Whole seconds from the `Retry-After` header, when it had a number.
+        /// Whole seconds from the `Retry-After` header (a delay, or an HTTP
+        /// date counted from now and rounded up); `None` without a usable header.
         retry_after: Option<u64>,
         /// The status and the server's message.
         message: String,
+        /// The answer's `X-Request-Id`.
+        request_id: Option<String>,
     },
 
-    /// Api means any other non-2xx answer, including a 502, 503 or 504 that
-    /// persisted through every retry.
+    /// Api means any other non-2xx answer, including a redirect (never
+    /// followed) and a 502, 503 or 504 that persisted through every retry.
     #[error("{message}")]
+    #[non_exhaustive]
     Api {
         /// The HTTP status.
         status: u16,
         /// The status and the server's message.
         message: String,
+        /// The answer's `X-Request-Id`.
+        request_id: Option<String>,
     },
 
     /// Network means no usable answer arrived after every retry: connection
-    /// refused or dropped, a timeout, or a response body that could not be
-    /// read or was not the JSON expected.
+    /// refused or dropped, a timeout, a TLS failure, or a 2xx answer whose
+    /// body is not the JSON the request promises.
     #[error("{message}")]
+    #[non_exhaustive]
     Network {
         /// What went wrong on the last attempt.
         message: String,
+        /// The `X-Request-Id` of the unreadable answer, when one arrived.
+        request_id: Option<String>,
         /// The underlying transport error, when there is one.
         #[source]
         source: Option<Box<dyn std::error::Error + Send + Sync + 'static>>,
@@ -90,20 +125,20 @@ pub enum Error {
 
 impl Error {
     /// status returns the HTTP status behind this error, or `None` when the
-    /// failure did not come from an HTTP response.
+    /// failure did not come from an HTTP answer.
     pub fn status(&self) -> Option<u16> {
         match self {
             Error::Authentication { status, .. }
             | Error::PermissionDenied { status, .. }
             | Error::RateLimited { status, .. }
             | Error::Api { status, .. } => Some(*status),
-            Error::NotFound { status, .. } => *status,
-            Error::Configuration { .. } | Error::Network { .. } => None,
+            Error::NotFound { status, .. } | Error::Configuration { status, .. } => *status,
+            Error::Network { .. } => None,
         }
     }
 
     /// retry_after returns how many seconds to wait before retrying, for a
-    /// rate-limit error whose response carried `Retry-After`.
+    /// rate-limit error whose answer carried a usable `Retry-After`.
     pub fn retry_after(&self) -> Option<u64> {
         match self {
             Error::RateLimited { retry_after, .. } => *retry_after,
@@ -111,9 +146,71 @@ impl Error {
         }
     }
 
+    /// request_id returns the `X-Request-Id` header of the answer this error
+    /// came from (for an absent name, the listing's), or `None` when there
+    /// was no answer or it had no such header. Quote it when reporting a
+    /// problem to the server's operators.
+    pub fn request_id(&self) -> Option<&str> {
+        match self {
+            Error::Configuration { request_id, .. }
+            | Error::Authentication { request_id, .. }
+            | Error::PermissionDenied { request_id, .. }
+            | Error::NotFound { request_id, .. }
+            | Error::RateLimited { request_id, .. }
+            | Error::Api { request_id, .. }
+            | Error::Network { request_id, .. } => request_id.as_deref(),
+        }
+    }
+
+    /// suggestion returns, for a name not found, the existing name that
+    /// differs from it only in case (`API_KEY` for `api_key`).
+    pub fn suggestion(&self) -> Option<&str> {
+        match self {
+            Error::NotFound { suggestion, .. } => suggestion.as_deref(),
+            _ => None,
+        }
+    }
+
+    /// message returns the error's message, the same text as `Display`.
+    pub fn message(&self) -> &str {
+        match self {
+            Error::Configuration { message, .. }
+            | Error::Authentication { message, .. }
+            | Error::PermissionDenied { message, .. }
+            | Error::NotFound { message, .. }
+            | Error::RateLimited { message, .. }
+            | Error::Api { message, .. }
+            | Error::Network { message, .. } => message,
+        }
+    }
+
     pub(crate) fn configuration(message: impl Into<String>) -> Self {
         Error::Configuration {
             message: message.into(),
+            status: None,
+            request_id: None,
+        }
+    }
+
+    pub(crate) fn not_found(
+        message: String,
+        request_id: Option<String>,
+        suggestion: Option<String>,
+    ) -> Self {
+        Error::NotFound {
+            status: None,
+            message,
+            request_id,
+            suggestion,
+        }
+    }
+
+    #[cfg(test)]
+    pub(crate) fn network(message: impl Into<String>) -> Self {
+        Error::Network {
+            message: message.into(),
+            request_id: None,
+            source: None,
         }
     }
 }

@@ -11,22 +11,32 @@
 //! ```
 //!
 //! Options left `None` come from `CVSM_TOKEN`, `CVSM_BASE_URL`, `CVSM_TEAM`,
-//! `CVSM_ENVIRONMENT` and `CVSM_CACHE_TTL`. Values are cached per client for
-//! 30 seconds by default; failed GETs are retried on network errors and
-//! 502/503/504. Every failure is a [`cvsm::Error`](Error) variant.
+//! `CVSM_ENVIRONMENT`, `CVSM_CACHE_TTL`, `CVSM_TIMEOUT`, `CVSM_MAX_RETRIES`
+//! and `CVSM_CA_FILE`. Values are cached per client for 30 seconds by
+//! default; failed GETs are retried on network errors and 502/503/504. Every
+//! failure is a [`cvsm::Error`](Error) variant carrying its status, request id
+//! and suggestion.
+//!
+//! The transport is a blocking [`ureq`] 3 agent, re-exported as
+//! [`cvsm::ureq`](ureq): [`ClientBuilder::agent`] takes your own.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 mod client;
 mod error;
 mod options;
+mod proxy;
 mod transport;
 
-pub use client::Client;
+pub use client::{Client, ClientBuilder};
 pub use error::{Error, Result};
 pub use options::{
     ClientOptions, DEFAULT_CACHE_TTL, DEFAULT_ENVIRONMENT, DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT,
 };
+
+/// The HTTP client the SDK uses, re-exported so that an agent passed to
+/// [`ClientBuilder::agent`] comes from the same ureq version.
+pub use ureq;
 
 /// USER_AGENT is the `User-Agent` header the client sends: `cvsm-rust/<version>`.
 pub const USER_AGENT: &str = transport::USER_AGENT;

@@ -2,6 +2,7 @@
 //! environment fallbacks and defaults, and the validated result.
 
 use std::fmt;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::error::{Error, Result};
@@ -45,11 +46,17 @@ pub struct ClientOptions {
     /// cache_ttl is how long fetched values are reused; falls back to
     /// `CVSM_CACHE_TTL` (whole seconds), then 30 seconds. Zero disables the cache.
     pub cache_ttl: Option<Duration>,
-    /// timeout limits each HTTP attempt; defaults to 10 seconds.
+    /// timeout limits each HTTP attempt, from connecting to the last byte of
+    /// the body; falls back to `CVSM_TIMEOUT` (seconds, may be fractional),
+    /// then 10 seconds.
     pub timeout: Option<Duration>,
     /// max_retries is how many extra attempts a GET gets after a network
-    /// error or a 502, 503 or 504; defaults to 2.
+    /// error or a 502, 503 or 504; falls back to `CVSM_MAX_RETRIES`, then 2.
     pub max_retries: Option<u32>,
+    /// ca_file names a PEM bundle of CA certificates trusted *instead of* the
+    /// built-in roots; falls back to `CVSM_CA_FILE`. A file that cannot be
+    /// read is an [`Error::Configuration`] at construction.
+    pub ca_file: Option<PathBuf>,
 }
 
 impl fmt::Debug for ClientOptions {
@@ -62,6 +69,7 @@ impl fmt::Debug for ClientOptions {
             .field("cache_ttl", &self.cache_ttl)
             .field("timeout", &self.timeout)
             .field("max_retries", &self.max_retries)
+            .field("ca_file", &self.ca_file)
             .finish()
     }
 }
@@ -85,20 +93,28 @@ pub(crate) struct Config {
     pub cache_ttl: Duration,
     pub timeout: Duration,
     pub max_retries: u32,
+    pub ca_file: Option<PathBuf>,
 }
 
 impl Config {
     /// resolve applies the precedence explicit option, then `CVSM_*`
     /// variable, then default, and validates the result.
-    pub fn resolve(options: ClientOptions) -> Result<Config> {
-        let token = required(options.token, "token", "CVSM_TOKEN")?;
+    pub fn resolve(options: ClientOptions, custom_agent: bool) -> Result<Config> {
+        let token = required(
+            options.token.map(trim_token),
+            "token",
+            "CVSM_TOKEN",
+            trim_token,
+        )?;
         if !token.bytes().all(|b| b.is_ascii_graphic()) {
             return Err(Error::configuration(
-                "the token contains spaces or characters not allowed in an HTTP header",
+                "the token (CVSM_TOKEN) contains spaces or characters other than visible ASCII",
             ));
         }
-        let base_url = required(options.base_url, "base_url", "CVSM_BASE_URL")?;
-        let team = required(options.team, "team", "CVSM_TEAM")?.trim().to_string();
+        let base_url = required(options.base_url, "base_url", "CVSM_BASE_URL", String::from)?;
+        let team = required(options.team, "team", "CVSM_TEAM", String::from)?
+            .trim()
+            .to_string();
         let environment = match non_empty(options.environment) {
             Some(environment) => environment,
             None => env_var("CVSM_ENVIRONMENT")?.unwrap_or_else(|| DEFAULT_ENVIRONMENT.into()),
@@ -116,10 +132,37 @@ impl Config {
                 None => DEFAULT_CACHE_TTL,
             },
         };
-        let timeout = options.timeout.unwrap_or(DEFAULT_TIMEOUT);
+        let timeout = match options.timeout {
+            Some(timeout) => timeout,
+            None => match env_var("CVSM_TIMEOUT")? {
+                Some(raw) => parse_timeout(&raw).ok_or_else(|| {
+                    Error::configuration("CVSM_TIMEOUT must be a positive number of seconds")
+                })?,
+                None => DEFAULT_TIMEOUT,
+            },
+        };
         if timeout.is_zero() {
             return Err(Error::configuration("timeout must be greater than zero"));
         }
+        let max_retries = match options.max_retries {
+            Some(retries) => retries,
+            None => match env_var("CVSM_MAX_RETRIES")? {
+                Some(raw) => parse_count(&raw).ok_or_else(|| {
+                    Error::configuration("CVSM_MAX_RETRIES must be a non-negative integer")
+                })?,
+                None => DEFAULT_MAX_RETRIES,
+            },
+        };
+        let ca_file =
+            match options.ca_file.filter(|path| !path.as_os_str().is_empty()) {
+                Some(_) if custom_agent => return Err(Error::configuration(
+                    "ca_file cannot be combined with a custom agent: configure the CA on the agent",
+                )),
+                Some(path) => Some(path),
+                // A custom agent owns the transport: CVSM_CA_FILE is not read.
+                None if custom_agent => None,
+                None => env_var("CVSM_CA_FILE")?.map(PathBuf::from),
+            };
 
         let base_url = base_url.trim().trim_end_matches('/').to_string();
         let host = base_url
@@ -140,8 +183,20 @@ impl Config {
             environment,
             cache_ttl,
             timeout,
-            max_retries: options.max_retries.unwrap_or(DEFAULT_MAX_RETRIES),
+            max_retries,
+            ca_file,
         })
+    }
+}
+
+/// trim_token removes the whitespace a token file usually brings along
+/// (spaces, tabs, `\r`, `\n`) from both ends.
+fn trim_token(token: String) -> String {
+    let trimmed = token.trim_matches([' ', '\t', '\r', '\n']);
+    if trimmed.len() == token.len() {
+        token
+    } else {
+        trimmed.to_string()
     }
 }
 
@@ -149,10 +204,17 @@ fn non_empty(value: Option<String>) -> Option<String> {
     value.filter(|v| !v.is_empty())
 }
 
-fn required(value: Option<String>, option: &str, variable: &str) -> Result<String> {
+/// required takes the option, else the variable (both passed through
+/// `clean`), and names the variable when neither is set.
+fn required(
+    value: Option<String>,
+    option: &str,
+    variable: &str,
+    clean: fn(String) -> String,
+) -> Result<String> {
     match non_empty(value) {
         Some(value) => Ok(value),
-        None => env_var(variable)?.ok_or_else(|| {
+        None => non_empty(env_var(variable)?.map(clean)).ok_or_else(|| {
             Error::configuration(format!(
                 "{variable} is not set (pass the {option} option or set {variable})"
             ))
@@ -181,6 +243,27 @@ fn parse_seconds(raw: &str) -> Option<Duration> {
     raw.parse::<u64>().ok().map(Duration::from_secs)
 }
 
+/// parse_timeout accepts a positive, finite decimal number of seconds.
+fn parse_timeout(raw: &str) -> Option<Duration> {
+    let raw = raw.trim();
+    if raw.is_empty() || !raw.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
+        return None;
+    }
+    let seconds: f64 = raw.parse().ok()?;
+    Duration::try_from_secs_f64(seconds)
+        .ok()
+        .filter(|d| !d.is_zero())
+}
+
+/// parse_count accepts only ASCII digits (no sign), with surrounding spaces.
+fn parse_count(raw: &str) -> Option<u32> {
+    let raw = raw.trim();
+    if raw.is_empty() || !raw.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    raw.parse().ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -189,9 +272,50 @@ mod tests {
     fn parse_seconds_accepts_only_plain_non_negative_integers() {
         assert_eq!(parse_seconds("0"), Some(Duration::ZERO));
         assert_eq!(parse_seconds(" 45 "), Some(Duration::from_secs(45)));
-        for bad in ["", " ", "-1", "+5", "1 5", "1.5", "abc", "99999999999999999999999"] {
+        for bad in [
+            "",
+            " ",
+            "-1",
+            "+5",
+            "1 5",
+            "1.5",
+            "abc",
+            "99999999999999999999999",
+        ] {
             assert_eq!(parse_seconds(bad), None, "{bad:?} must be rejected");
         }
+    }
+
+    #[test]
+    fn parse_timeout_accepts_positive_numbers_of_seconds() {
+        assert_eq!(parse_timeout("2.5"), Some(Duration::from_millis(2500)));
+        assert_eq!(parse_timeout(" 10 "), Some(Duration::from_secs(10)));
+        for bad in [
+            "", "0", "0.0", "-1", "+1", "1e3", "inf", "NaN", "abc", "1.2.3",
+        ] {
+            assert_eq!(parse_timeout(bad), None, "{bad:?} must be rejected");
+        }
+    }
+
+    #[test]
+    fn parse_count_accepts_only_non_negative_integers() {
+        assert_eq!(parse_count("0"), Some(0));
+        assert_eq!(parse_count(" 3 "), Some(3));
+        for bad in ["", "-1", "+1", "1.5", "two", "99999999999"] {
+            assert_eq!(parse_count(bad), None, "{bad:?} must be rejected");
+        }
+    }
+
+    #[test]
+    fn token_whitespace_is_trimmed_from_both_ends_only() {
+        assert_eq!(trim_token(" \t\r\ncvsm_abc\r\n".into()), "cvsm_abc");
+        assert_eq!(trim_token("cvsm_abc".into()), "cvsm_abc");
+        assert_eq!(trim_token("cvsm a\nb".into()), "cvsm a\nb");
+        assert_eq!(
+            trim_token("\u{a0}cvsm".into()),
+            "\u{a0}cvsm",
+            "only ASCII whitespace"
+        );
     }
 
     #[test]
@@ -203,6 +327,9 @@ mod tests {
         };
         let text = format!("{options:?} {options:#?}");
         assert!(!text.contains("supersecret"), "{text}");
-        assert!(text.contains("[redacted]") && text.contains("acme"), "{text}");
+        assert!(
+            text.contains("[redacted]") && text.contains("acme"),
+            "{text}"
+        );
     }
 }

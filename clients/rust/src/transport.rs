@@ -3,7 +3,9 @@
 
 use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::io::{BufReader, Read};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
 
 use serde::de::DeserializeOwned;
 
@@ -20,44 +22,81 @@ const REDACTED: &str = "[redacted]";
 /// error keeps.
 const MAX_SERVER_MESSAGE: usize = 300;
 
+/// MAX_ERROR_BODY is how much of a non-2xx body is read for its message.
+const MAX_ERROR_BODY: u64 = 64 * 1024;
+
 /// BACKOFF_BASE is the upper bound of the first retry's random sleep; it
 /// doubles with each retry (full jitter).
 const BACKOFF_BASE: Duration = Duration::from_millis(100);
+
+/// Endpoint says which of the API's GETs a request is; it decides what a
+/// 400 or 404 answer means (rule R9).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Endpoint {
+    /// `GET /teams`, resolving a team slug.
+    Teams,
+    /// `GET /teams/{team}/secrets?search=`, the listing.
+    List,
+    /// `GET /teams/{team}/secrets/export`.
+    Export,
+    /// `GET /teams/{team}/secrets/{id}`, one value.
+    Value,
+}
+
+/// Answer is a decoded 2xx body and the answer's `X-Request-Id`.
+pub(crate) struct Answer<T> {
+    pub body: T,
+    pub request_id: Option<String>,
+}
 
 pub(crate) struct Transport {
     agent: ureq::Agent,
     base_url: String,
     authorization: String,
     token: String,
+    timeout: Duration,
     max_retries: u32,
 }
 
 impl Transport {
-    pub fn new(config: &Config) -> Transport {
-        let agent = ureq::Agent::config_builder()
-            .http_status_as_error(false)
-            .max_redirects(0)
-            .timeout_global(Some(config.timeout))
-            .user_agent(USER_AGENT)
-            .accept("application/json")
-            .build()
-            .new_agent();
-        Transport {
+    /// new uses `agent` as given, or builds one from the environment's
+    /// proxy variables and the configured CA file.
+    pub fn new(config: &Config, agent: Option<ureq::Agent>) -> Result<Transport> {
+        let agent = match agent {
+            Some(agent) => agent,
+            None => {
+                let mut builder = ureq::Agent::config_builder()
+                    .proxy(crate::proxy::from_env(&config.base_url)?)
+                    .user_agent(USER_AGENT);
+                if let Some(path) = &config.ca_file {
+                    builder = builder.tls_config(tls_trusting(path)?);
+                }
+                builder.build().new_agent()
+            }
+        };
+        Ok(Transport {
             agent,
             base_url: config.base_url.clone(),
             authorization: format!("Bearer {}", config.token),
             token: config.token.clone(),
+            timeout: config.timeout,
             max_retries: config.max_retries,
-        }
+        })
     }
 
     /// get_json GETs `path` (segments already encoded) with `query` and
-    /// decodes the JSON body, retrying network errors and 502/503/504.
-    pub fn get_json<T: DeserializeOwned>(&self, path: &str, query: &[(&str, &str)]) -> Result<T> {
+    /// decodes the JSON body, retrying network errors (an unreadable answer
+    /// included) and 502/503/504.
+    pub fn get_json<T: DeserializeOwned>(
+        &self,
+        endpoint: Endpoint,
+        path: &str,
+        query: &[(&str, &str)],
+    ) -> Result<Answer<T>> {
         let url = self.url(path, query);
         let mut retry = 0;
         loop {
-            match self.attempt(&url) {
+            match self.attempt(endpoint, &url) {
                 Err(err) if retry < self.max_retries && is_retryable(&err) => {
                     std::thread::sleep(jitter(retry));
                     retry += 1;
@@ -78,46 +117,95 @@ impl Transport {
         url
     }
 
-    fn attempt<T: DeserializeOwned>(&self, url: &str) -> Result<T> {
+    fn attempt<T: DeserializeOwned>(&self, endpoint: Endpoint, url: &str) -> Result<Answer<T>> {
+        // The per-request settings hold whatever agent is in use: the
+        // status is read here, redirects are answers (never followed, so the
+        // token never goes to a Location), and the timeout bounds the whole
+        // attempt, from connecting to the last byte of the body.
         let mut response = self
             .agent
             .get(url)
             .header("Authorization", &self.authorization)
+            .header("Accept", "application/json")
+            .header("User-Agent", USER_AGENT)
+            .config()
+            .http_status_as_error(false)
+            .max_redirects(0)
+            .timeout_global(Some(self.timeout))
+            .build()
             .call()
             .map_err(|err| self.network(url, err))?;
         let status = response.status();
-        let retry_after = response
-            .headers()
-            .get("retry-after")
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| retry_after_seconds(v, SystemTime::now()));
-        let body = response.body_mut().read_to_string();
+        let header = |name: &str| {
+            response
+                .headers()
+                .get(name)
+                .and_then(|v| v.to_str().ok())
+                .map(str::trim)
+                .filter(|v| !v.is_empty())
+                .map(str::to_string)
+        };
+        let request_id = header("x-request-id");
+        let retry_after = header("retry-after");
 
         if !status.is_success() {
-            let server_message = body
+            let mut body = Vec::new();
+            let read = response
+                .body_mut()
+                .as_reader()
+                .take(MAX_ERROR_BODY)
+                .read_to_end(&mut body);
+            let server_message = read
                 .ok()
-                .and_then(|b| serde_json::from_str::<ErrorBody>(&b).ok())
+                .and_then(|_| serde_json::from_slice::<ErrorBody>(&body).ok())
                 .and_then(|b| b.error)
-                .filter(|m| !m.is_empty());
+                .filter(|m| !m.trim().is_empty());
             let detail = server_message
                 .or_else(|| status.canonical_reason().map(str::to_string))
                 .unwrap_or_else(|| "error".to_string());
-            return Err(self.status_error(status.as_u16(), detail, retry_after));
+            let retry_after = retry_after.and_then(|v| retry_after_seconds(&v, SystemTime::now()));
+            return Err(self.status_error(
+                endpoint,
+                status.as_u16(),
+                detail,
+                retry_after,
+                request_id,
+            ));
         }
 
-        let body = body.map_err(|err| self.network(url, err))?;
-        serde_json::from_str(&body).map_err(|err| Error::Network {
+        // Any size, read once: the body streams into the decoder with no
+        // limit but the timeout.
+        let mut reader = KeepError::new(BufReader::with_capacity(
+            64 * 1024,
+            response.body_mut().with_config().limit(u64::MAX).reader(),
+        ));
+        match serde_json::from_reader(&mut reader) {
+            Ok(body) => Ok(Answer { body, request_id }),
+            Err(err) if err.is_io() => {
+                let err = reader.error.map_or_else(|| ureq::Error::Io(err.into()), ureq::Error::from);
+                Err(match self.network(url, err) {
+                    Error::Network { message, source, .. } => Error::Network {
+                        message,
+                        request_id,
+                        source,
+                    },
+                    other => other,
+                })
+            }
             // serde's message can quote the offending value; say only where
             // the body went wrong.
-            message: format!(
-                "unreadable response: HTTP {} body is not the expected JSON ({:?} error at line {} column {})",
-                status.as_u16(),
-                err.classify(),
-                err.line(),
-                err.column()
-            ),
-            source: None,
-        })
+            Err(err) => Err(Error::Network {
+                message: format!(
+                    "unreadable response: HTTP {} body is not the expected JSON ({:?} error at line {} column {})",
+                    status.as_u16(),
+                    err.classify(),
+                    err.line(),
+                    err.column()
+                ),
+                request_id,
+                source: None,
+            }),
+        }
     }
 
     /// network describes a transport failure; the URL is shown without its
@@ -131,38 +219,73 @@ impl Transport {
             ureq::Error::Io(io) if io.kind() == std::io::ErrorKind::ConnectionRefused => {
                 "could not connect to the server"
             }
+            ureq::Error::Tls(_) | ureq::Error::Rustls(_) | ureq::Error::Pem(_) => "TLS failed",
+            // rustls reports a refused certificate as invalid data.
+            ureq::Error::Io(io)
+                if io.kind() == std::io::ErrorKind::InvalidData && url.starts_with("https://") =>
+            {
+                "TLS failed"
+            }
+            ureq::Error::ConnectProxyFailed(_) => "the proxy refused the connection",
             ureq::Error::Io(_) | ureq::Error::Protocol(_) | ureq::Error::BodyStalled => {
                 "the connection was dropped"
             }
             _ => "the request failed",
         };
-        let path = url.split('?').next().unwrap_or(url);
         Error::Network {
-            message: self.redact(format!("network error: {what} (GET {path}): {err}")),
+            message: self.redact(format!(
+                "network error: {what} (GET {}): {err}",
+                without_query(url)
+            )),
+            request_id: None,
             source: Some(Box::new(err)),
         }
     }
 
-    fn status_error(&self, status: u16, detail: String, retry_after: Option<u64>) -> Error {
+    fn status_error(
+        &self,
+        endpoint: Endpoint,
+        status: u16,
+        detail: String,
+        retry_after: Option<u64>,
+        request_id: Option<String>,
+    ) -> Error {
         let mut detail = self.redact(detail);
         if let Some((cut, _)) = detail.char_indices().nth(MAX_SERVER_MESSAGE) {
             detail.truncate(cut);
             detail.push_str("...");
         }
         let message = format!("HTTP {status}: {detail}");
-        match status {
-            401 => Error::Authentication { status, message },
-            403 => Error::PermissionDenied { status, message },
-            404 => Error::NotFound {
+        let configuration = |hint: &str| Error::Configuration {
+            message: format!("{message} ({hint})"),
+            status: Some(status),
+            request_id: request_id.clone(),
+        };
+        match (status, endpoint) {
+            (404, Endpoint::Teams) => configuration(
+                "check the base URL (CVSM_BASE_URL), which includes /api/v1",
+            ),
+            (404, Endpoint::List | Endpoint::Export) => configuration(
+                "check the team (CVSM_TEAM) and the base URL (CVSM_BASE_URL), which includes /api/v1",
+            ),
+            (400, Endpoint::List | Endpoint::Export) => {
+                configuration("check the environment (CVSM_ENVIRONMENT)")
+            }
+            (401, _) => Error::Authentication { status, message, request_id },
+            (403, _) => Error::PermissionDenied { status, message, request_id },
+            (404, _) => Error::NotFound {
                 status: Some(status),
                 message,
+                request_id,
+                suggestion: None,
             },
-            429 => Error::RateLimited {
+            (429, _) => Error::RateLimited {
                 status,
                 retry_after,
                 message,
+                request_id,
             },
-            _ => Error::Api { status, message },
+            _ => Error::Api { status, message, request_id },
         }
     }
 
@@ -175,62 +298,93 @@ impl Transport {
     }
 }
 
+/// KeepError keeps the error a body read failed with, so that the client
+/// reports ureq's error (a timeout, a dropped connection) rather than the
+/// decoder's copy of its message.
+struct KeepError<R> {
+    inner: R,
+    error: Option<std::io::Error>,
+}
+
+impl<R> KeepError<R> {
+    fn new(inner: R) -> Self {
+        KeepError { inner, error: None }
+    }
+}
+
+impl<R: Read> Read for KeepError<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        self.inner.read(buf).map_err(|err| {
+            let copy = std::io::Error::new(err.kind(), "reading the body failed");
+            self.error = Some(err);
+            copy
+        })
+    }
+}
+
+fn without_query(url: &str) -> &str {
+    url.split('?').next().unwrap_or(url)
+}
+
+/// tls_trusting returns a TLS configuration whose only roots are the
+/// certificates of the PEM bundle at `path`.
+fn tls_trusting(path: &std::path::Path) -> Result<ureq::tls::TlsConfig> {
+    let shown = path.display();
+    let pem = std::fs::read(path).map_err(|err| {
+        Error::configuration(format!(
+            "cannot read the CA file {shown} (ca_file, CVSM_CA_FILE): {err}"
+        ))
+    })?;
+    let mut certs = Vec::new();
+    for item in ureq::tls::parse_pem(&pem) {
+        match item {
+            Ok(ureq::tls::PemItem::Certificate(cert)) => certs.push(cert),
+            Ok(_) => {}
+            Err(_) => {
+                return Err(Error::configuration(format!(
+                    "the CA file {shown} (ca_file, CVSM_CA_FILE) is not a valid PEM bundle"
+                )))
+            }
+        }
+    }
+    if certs.is_empty() {
+        return Err(Error::configuration(format!(
+            "the CA file {shown} (ca_file, CVSM_CA_FILE) holds no PEM certificate"
+        )));
+    }
+    Ok(ureq::tls::TlsConfig::builder()
+        .root_certs(ureq::tls::RootCerts::Specific(Arc::new(certs)))
+        .build())
+}
+
 #[derive(serde::Deserialize)]
 struct ErrorBody {
     error: Option<String>,
 }
 
-/// retry_after_seconds reads `Retry-After` as whole seconds: a number, or an
-/// HTTP date (`Sun, 06 Nov 1994 08:49:37 GMT`) counted from `now`.
+/// retry_after_seconds reads `Retry-After` as whole seconds: a delay in
+/// seconds, or an HTTP date counted from `now`, rounded up, and 0 when it is
+/// past. Anything else is `None`.
 fn retry_after_seconds(value: &str, now: SystemTime) -> Option<u64> {
     let value = value.trim();
     if !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit()) {
         return value.parse().ok();
     }
-    let when = parse_http_date(value)?;
-    let now = now.duration_since(UNIX_EPOCH).ok()?.as_secs_f64();
-    Some((when as f64 - now).max(0.0).round() as u64)
-}
-
-/// parse_http_date reads an IMF-fixdate into seconds since the Unix epoch.
-fn parse_http_date(value: &str) -> Option<i64> {
-    let mut parts = value.split_ascii_whitespace();
-    let (_weekday, day, month, year, time, zone) = (
-        parts.next()?,
-        parts.next()?,
-        parts.next()?,
-        parts.next()?,
-        parts.next()?,
-        parts.next()?,
-    );
-    if zone != "GMT" || parts.next().is_some() {
-        return None;
-    }
-    const MONTHS: [&str; 12] = [
-        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
-    ];
-    let month = MONTHS.iter().position(|m| *m == month)? as i64 + 1;
-    let day: i64 = day.parse().ok()?;
-    let year: i64 = year.parse().ok()?;
-    let mut hms = time.split(':').map(|p| p.parse::<i64>().ok());
-    let (h, m, s) = (hms.next()??, hms.next()??, hms.next()??);
-    if !(1..=31).contains(&day) || h > 23 || m > 59 || s > 60 {
-        return None;
-    }
-    // Days from civil date (Howard Hinnant's algorithm).
-    let y = if month <= 2 { year - 1 } else { year };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let doy = (153 * ((month + 9) % 12) + 2) / 5 + day - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = era * 146_097 + doe - 719_468;
-    Some(days * 86_400 + h * 3600 + m * 60 + s)
+    let when = httpdate::parse_http_date(value).ok()?;
+    Some(match when.duration_since(now) {
+        Ok(ahead) => ahead.as_secs() + u64::from(ahead.subsec_nanos() > 0),
+        Err(_) => 0,
+    })
 }
 
 fn is_retryable(err: &Error) -> bool {
     matches!(
         err,
-        Error::Network { .. } | Error::Api { status: 502..=504, .. }
+        Error::Network { .. }
+            | Error::Api {
+                status: 502..=504,
+                ..
+            }
     )
 }
 
@@ -274,50 +428,93 @@ mod tests {
         for retry in 0..4 {
             for _ in 0..50 {
                 let pause = jitter(retry);
-                assert!(pause <= Duration::from_millis(100) * (1 << retry), "{pause:?}");
+                assert!(
+                    pause <= Duration::from_millis(100) * (1 << retry),
+                    "{pause:?}"
+                );
                 seen.insert(pause);
             }
         }
-        assert!(seen.len() > 100, "pauses should be random, got {}", seen.len());
+        assert!(
+            seen.len() > 100,
+            "pauses should be random, got {}",
+            seen.len()
+        );
     }
 
     #[test]
-    fn retry_after_reads_seconds_and_http_dates() {
+    fn retry_after_reads_seconds_and_http_dates_rounding_up() {
+        use std::time::UNIX_EPOCH;
         let now = UNIX_EPOCH + Duration::from_secs(784_111_777); // Sun, 06 Nov 1994 08:49:37 GMT
         assert_eq!(retry_after_seconds("7", now), Some(7));
+        assert_eq!(retry_after_seconds("0", now), Some(0));
         assert_eq!(retry_after_seconds(" 120 ", now), Some(120));
-        assert_eq!(retry_after_seconds("Sun, 06 Nov 1994 08:50:07 GMT", now), Some(30));
-        assert_eq!(retry_after_seconds("Sun, 06 Nov 1994 08:49:00 GMT", now), Some(0));
-        assert_eq!(parse_http_date("Thu, 01 Jan 1970 00:00:00 GMT"), Some(0));
-        assert_eq!(parse_http_date("Tue, 29 Feb 2028 12:00:00 GMT"), Some(1_835_438_400));
-        for bad in ["", "-1", "1.5", "soon", "Sun, 06 Nov 1994 08:49:37 PST", "Sun, 06 Foo 1994 08:49:37 GMT"] {
+        assert_eq!(
+            retry_after_seconds("Sun, 06 Nov 1994 08:50:07 GMT", now),
+            Some(30)
+        );
+        assert_eq!(
+            retry_after_seconds("Sun, 06 Nov 1994 08:49:37 GMT", now),
+            Some(0)
+        );
+        assert_eq!(
+            retry_after_seconds("Sun, 06 Nov 1994 08:49:00 GMT", now),
+            Some(0),
+            "past"
+        );
+        // The two obsolete forms RFC 9110 asks recipients to accept.
+        assert_eq!(
+            retry_after_seconds("Sunday, 06-Nov-94 08:50:07 GMT", now),
+            Some(30)
+        );
+        assert_eq!(
+            retry_after_seconds("Sun Nov  6 08:50:07 1994", now),
+            Some(30)
+        );
+        // Part of a second ahead counts as a whole one.
+        let now_and_a_bit = now + Duration::from_millis(300);
+        assert_eq!(
+            retry_after_seconds("Sun, 06 Nov 1994 08:50:07 GMT", now_and_a_bit),
+            Some(30)
+        );
+        assert_eq!(
+            retry_after_seconds("Sun, 06 Nov 1994 08:49:38 GMT", now_and_a_bit),
+            Some(1)
+        );
+        for bad in [
+            "",
+            "-1",
+            "1.5",
+            "+3",
+            "soon",
+            "Sun, 06 Nov 1994 08:49:37 PST",
+            "Sun, 06 Foo 1994 08:49:37 GMT",
+            "99999999999999999999999",
+        ] {
             assert_eq!(retry_after_seconds(bad, now), None, "{bad:?}");
         }
     }
 
     #[test]
     fn only_network_errors_and_502_to_504_are_retryable() {
-        let network = Error::Network {
+        assert!(is_retryable(&Error::network("")));
+        let api = |status| Error::Api {
+            status,
             message: String::new(),
-            source: None,
+            request_id: None,
         };
-        assert!(is_retryable(&network));
         for status in [502, 503, 504] {
-            assert!(is_retryable(&Error::Api {
-                status,
-                message: String::new()
-            }));
+            assert!(is_retryable(&api(status)));
         }
-        for status in [500, 501, 505] {
-            assert!(!is_retryable(&Error::Api {
-                status,
-                message: String::new()
-            }));
+        for status in [300, 301, 400, 500, 501, 505] {
+            assert!(!is_retryable(&api(status)));
         }
         assert!(!is_retryable(&Error::RateLimited {
             status: 429,
             retry_after: None,
-            message: String::new()
+            message: String::new(),
+            request_id: None,
         }));
+        assert!(!is_retryable(&Error::configuration("")));
     }
 }

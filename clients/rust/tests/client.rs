@@ -10,7 +10,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use cvsm::{Client, ClientOptions, Error};
-use support::{error, json, secret_id, Reply, Request, Stub, TEAM_ID, TOKEN};
+use support::{
+    error, fixture, json, secret_id, tls_stub, ConnectProxy, Reply, Request, Stub, TEAM_ID, TOKEN,
+};
 
 /// options configures every field explicitly, so no `CVSM_*` variable is read.
 fn options(base_url: &str) -> ClientOptions {
@@ -22,6 +24,7 @@ fn options(base_url: &str) -> ClientOptions {
         cache_ttl: Some(Duration::from_secs(30)),
         timeout: Some(Duration::from_secs(5)),
         max_retries: Some(2),
+        ca_file: None,
     }
 }
 
@@ -40,7 +43,10 @@ fn always(make: impl Fn() -> Reply + Send + Sync + 'static) -> Stub {
 
 #[test]
 fn get_lists_by_name_then_reads_by_id_with_auth_accept_and_user_agent() {
-    let stub = Stub::secrets(&[("DATABASE_URL", "postgres://db"), ("API_KEY", "k-1")], no_errors);
+    let stub = Stub::secrets(
+        &[("DATABASE_URL", "postgres://db"), ("API_KEY", "k-1")],
+        no_errors,
+    );
     assert_eq!(client(&stub).get("API_KEY").unwrap(), "k-1");
 
     assert_eq!(
@@ -52,7 +58,10 @@ fn get_lists_by_name_then_reads_by_id_with_auth_accept_and_user_agent() {
     );
     for request in stub.requests() {
         assert_eq!(request.method, "GET");
-        assert_eq!(request.header("authorization"), Some(&*format!("Bearer {TOKEN}")));
+        assert_eq!(
+            request.header("authorization"),
+            Some(&*format!("Bearer {TOKEN}"))
+        );
         assert_eq!(request.header("accept"), Some("application/json"));
         assert_eq!(request.header("user-agent"), Some("cvsm-rust/0.1.0"));
     }
@@ -62,7 +71,11 @@ fn get_lists_by_name_then_reads_by_id_with_auth_accept_and_user_agent() {
 #[test]
 fn get_takes_the_exact_case_sensitive_match_among_search_results() {
     let stub = Stub::secrets(
-        &[("api_key", "lower"), ("API_KEY_OLD", "old"), ("API_KEY", "upper")],
+        &[
+            ("api_key", "lower"),
+            ("API_KEY_OLD", "old"),
+            ("API_KEY", "upper"),
+        ],
         no_errors,
     );
     let client = client(&stub);
@@ -76,7 +89,10 @@ fn get_of_absent_name_is_not_found_and_suggests_a_name_differing_only_in_case() 
     let client = client(&stub);
 
     let err = client.get("database_url").unwrap_err();
-    assert!(matches!(err, Error::NotFound { status: None, .. }), "{err:?}");
+    assert!(
+        matches!(err, Error::NotFound { status: None, .. }),
+        "{err:?}"
+    );
     assert_eq!(
         err.to_string(),
         r#"secret "database_url" not found in production; did you mean "DATABASE_URL"?"#
@@ -85,7 +101,10 @@ fn get_of_absent_name_is_not_found_and_suggests_a_name_differing_only_in_case() 
     assert_eq!(stub.count(), 1, "no read by id without an exact match");
 
     let err = client.get("MISSING").unwrap_err();
-    assert!(matches!(err, Error::NotFound { status: None, .. }), "{err:?}");
+    assert!(
+        matches!(err, Error::NotFound { status: None, .. }),
+        "{err:?}"
+    );
     assert!(!err.to_string().contains("did you mean"), "{err}");
 }
 
@@ -99,10 +118,15 @@ fn get_all_uses_the_json_export_of_the_configured_environment() {
     .unwrap();
 
     let values = client.get_all().unwrap();
-    assert_eq!(values.into_iter().collect::<Vec<_>>(), vec![("A".into(), "1".into()), ("B".into(), "2".into())]);
+    assert_eq!(
+        values.into_iter().collect::<Vec<_>>(),
+        vec![("A".into(), "1".into()), ("B".into(), "2".into())]
+    );
     assert_eq!(
         stub.targets(),
-        vec![format!("/api/v1/teams/{TEAM_ID}/secrets/export?format=json&environment=staging")]
+        vec![format!(
+            "/api/v1/teams/{TEAM_ID}/secrets/export?format=json&environment=staging"
+        )]
     );
 }
 
@@ -122,8 +146,14 @@ fn team_slug_is_resolved_once_through_get_teams() {
 
     let targets = stub.targets();
     assert_eq!(targets[0], "/api/v1/teams");
-    assert_eq!(targets.iter().filter(|t| *t == "/api/v1/teams").count(), 1, "{targets:?}");
-    assert!(targets[1..].iter().all(|t| t.starts_with(&format!("/api/v1/teams/{TEAM_ID}/"))));
+    assert_eq!(
+        targets.iter().filter(|t| *t == "/api/v1/teams").count(),
+        1,
+        "{targets:?}"
+    );
+    assert!(targets[1..]
+        .iter()
+        .all(|t| t.starts_with(&format!("/api/v1/teams/{TEAM_ID}/"))));
 }
 
 #[test]
@@ -224,7 +254,8 @@ fn authentication_error_empties_the_cache() {
     let reject = Arc::new(AtomicBool::new(false));
     let flag = Arc::clone(&reject);
     let stub = Stub::secrets(&[("A", "1"), ("B", "2")], move |_| {
-        flag.load(Ordering::SeqCst).then(|| error(401, "Token tidak valid"))
+        flag.load(Ordering::SeqCst)
+            .then(|| error(401, "Token tidak valid"))
     });
     let client = client(&stub);
     client.get("A").unwrap();
@@ -232,7 +263,10 @@ fn authentication_error_empties_the_cache() {
 
     reject.store(true, Ordering::SeqCst);
     let err = client.get("B").unwrap_err();
-    assert!(matches!(err, Error::Authentication { status: 401, .. }), "{err:?}");
+    assert!(
+        matches!(err, Error::Authentication { status: 401, .. }),
+        "{err:?}"
+    );
     assert_eq!(stub.count(), 3);
 
     reject.store(false, Ordering::SeqCst);
@@ -244,10 +278,30 @@ fn authentication_error_empties_the_cache() {
 fn each_error_status_maps_to_its_variant_without_retrying() {
     type IsExpected = fn(&Error) -> bool;
     let cases: [(u16, IsExpected); 7] = [
-        (400, |e| matches!(e, Error::Api { status: 400, .. })),
-        (401, |e| matches!(e, Error::Authentication { status: 401, .. })),
-        (403, |e| matches!(e, Error::PermissionDenied { status: 403, .. })),
-        (404, |e| matches!(e, Error::NotFound { status: Some(404), .. })),
+        (400, |e| {
+            matches!(
+                e,
+                Error::Configuration {
+                    status: Some(400),
+                    ..
+                }
+            )
+        }), // R9
+        (401, |e| {
+            matches!(e, Error::Authentication { status: 401, .. })
+        }),
+        (403, |e| {
+            matches!(e, Error::PermissionDenied { status: 403, .. })
+        }),
+        (404, |e| {
+            matches!(
+                e,
+                Error::Configuration {
+                    status: Some(404),
+                    ..
+                }
+            )
+        }), // R9
         (409, |e| matches!(e, Error::Api { status: 409, .. })),
         (429, |e| matches!(e, Error::RateLimited { status: 429, .. })),
         (500, |e| matches!(e, Error::Api { status: 500, .. })),
@@ -257,7 +311,11 @@ fn each_error_status_maps_to_its_variant_without_retrying() {
         let err = client(&stub).get_all().unwrap_err();
         assert!(expected(&err), "status {status} gave {err:?}");
         assert_eq!(err.status(), Some(status));
-        assert_eq!(err.to_string(), format!("HTTP {status}: Pesan dari server"));
+        assert!(
+            err.to_string()
+                .starts_with(&format!("HTTP {status}: Pesan dari server")),
+            "{err}"
+        );
         assert_eq!(stub.count(), 1, "status {status} must not be retried");
     }
 }
@@ -281,11 +339,22 @@ fn long_server_messages_are_cut() {
 #[test]
 fn rate_limit_is_raised_at_once_with_retry_after() {
     let stub = always(|| {
-        Reply::Headers(429, vec![("Retry-After", "7".into())], r#"{"error":"Terlalu banyak"}"#.into())
+        Reply::Headers(
+            429,
+            vec![("Retry-After", "7".into())],
+            r#"{"error":"Terlalu banyak"}"#.into(),
+        )
     });
     let err = client(&stub).get("A").unwrap_err();
     assert!(
-        matches!(err, Error::RateLimited { status: 429, retry_after: Some(7), .. }),
+        matches!(
+            err,
+            Error::RateLimited {
+                status: 429,
+                retry_after: Some(7),
+                ..
+            }
+        ),
         "{err:?}"
     );
     assert_eq!(err.retry_after(), Some(7));
@@ -296,10 +365,12 @@ fn rate_limit_is_raised_at_once_with_retry_after() {
 fn gateway_errors_are_retried_until_success() {
     let calls = Arc::new(AtomicUsize::new(0));
     let seen = Arc::clone(&calls);
-    let stub = Stub::secrets(&[("A", "1")], move |_| match seen.fetch_add(1, Ordering::SeqCst) {
-        0 => Some(error(503, "Tidak tersedia")),
-        1 => Some(error(502, "Bad gateway")),
-        _ => None,
+    let stub = Stub::secrets(&[("A", "1")], move |_| {
+        match seen.fetch_add(1, Ordering::SeqCst) {
+            0 => Some(error(503, "Tidak tersedia")),
+            1 => Some(error(502, "Bad gateway")),
+            _ => None,
+        }
     });
     assert_eq!(client(&stub).get_all().unwrap().len(), 1);
     assert_eq!(stub.count(), 3);
@@ -311,9 +382,15 @@ fn persistent_gateway_error_gives_api_error_after_max_retries() {
         let stub = always(move || error(status, "Tidak tersedia"));
         let started = Instant::now();
         let err = client(&stub).get_all().unwrap_err();
-        assert!(matches!(err, Error::Api { status: s, .. } if s == status), "{err:?}");
+        assert!(
+            matches!(err, Error::Api { status: s, .. } if s == status),
+            "{err:?}"
+        );
         assert_eq!(stub.count(), 3, "one attempt and two retries for {status}");
-        assert!(started.elapsed() < Duration::from_secs(2), "backoff is at most 0.1 s + 0.2 s");
+        assert!(
+            started.elapsed() < Duration::from_secs(2),
+            "backoff is at most 0.1 s + 0.2 s"
+        );
     }
 
     let stub = always(|| error(503, "Tidak tersedia"));
@@ -361,7 +438,12 @@ fn refused_connection_is_a_network_error() {
 
 #[test]
 fn slow_answer_times_out_as_a_network_error() {
-    let stub = always(|| Reply::Slow(Duration::from_secs(3), Box::new(json(200, serde_json::json!({})))));
+    let stub = always(|| {
+        Reply::Slow(
+            Duration::from_secs(3),
+            Box::new(json(200, serde_json::json!({}))),
+        )
+    });
     let client = Client::new(ClientOptions {
         timeout: Some(Duration::from_millis(200)),
         max_retries: Some(1),
@@ -371,7 +453,11 @@ fn slow_answer_times_out_as_a_network_error() {
     let started = Instant::now();
     let err = client.get_all().unwrap_err();
     assert!(matches!(err, Error::Network { .. }), "{err:?}");
-    assert!(started.elapsed() < Duration::from_secs(2), "{:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
     assert_eq!(stub.count(), 2, "a timeout is retried");
 }
 
@@ -385,13 +471,18 @@ fn unreadable_success_body_is_a_network_error_that_quotes_no_value() {
     let stub = always(|| json(200, serde_json::json!({ "A": ["leaked-value"] })));
     let err = client(&stub).get_all().unwrap_err();
     assert!(matches!(err, Error::Network { .. }), "{err:?}");
-    assert!(!format!("{err} {err:?}").contains("leaked-value"), "{err:?}");
+    assert!(
+        !format!("{err} {err:?}").contains("leaked-value"),
+        "{err:?}"
+    );
 }
 
 #[test]
 fn token_and_values_never_appear_in_debug_output_or_errors() {
     let stub = Stub::secrets(&[("A", "value-that-must-not-print")], |req| {
-        req.path().ends_with("/export").then(|| error(401, &format!("token {TOKEN} ditolak")))
+        req.path()
+            .ends_with("/export")
+            .then(|| error(401, &format!("token {TOKEN} ditolak")))
     });
     let options = options(&stub.base_url);
     let client = Client::new(options.clone()).unwrap();
@@ -401,7 +492,10 @@ fn token_and_values_never_appear_in_debug_output_or_errors() {
     assert!(!printed.contains(TOKEN), "{printed}");
     assert!(!printed.contains("TOPSECRET"), "{printed}");
     assert!(!printed.contains("value-that-must-not-print"), "{printed}");
-    assert!(printed.contains(&stub.base_url) && printed.contains("[redacted]"), "{printed}");
+    assert!(
+        printed.contains(&stub.base_url) && printed.contains("[redacted]"),
+        "{printed}"
+    );
 
     let err = client.get_all().unwrap_err();
     let printed = format!("{err} {err:?}");
@@ -451,14 +545,530 @@ fn config_accessors_report_the_effective_configuration() {
 #[test]
 fn invalid_explicit_options_are_configuration_errors() {
     for options in [
-        ClientOptions { base_url: Some("cvsm.example/api/v1".into()), ..options("x") },
-        ClientOptions { base_url: Some("http:///api/v1".into()), ..options("x") },
-        ClientOptions { timeout: Some(Duration::ZERO), ..options("http://127.0.0.1:1") },
-        ClientOptions { token: Some("cvsm_with space".into()), ..options("http://127.0.0.1:1") },
-        ClientOptions { token: Some("cvsm_line\nbreak".into()), ..options("http://127.0.0.1:1") },
+        ClientOptions {
+            base_url: Some("cvsm.example/api/v1".into()),
+            ..options("x")
+        },
+        ClientOptions {
+            base_url: Some("http:///api/v1".into()),
+            ..options("x")
+        },
+        ClientOptions {
+            timeout: Some(Duration::ZERO),
+            ..options("http://127.0.0.1:1")
+        },
+        ClientOptions {
+            token: Some("cvsm_with space".into()),
+            ..options("http://127.0.0.1:1")
+        },
+        ClientOptions {
+            token: Some("cvsm_line\nbreak".into()),
+            ..options("http://127.0.0.1:1")
+        },
     ] {
         let err = Client::new(options).unwrap_err();
         assert!(matches!(err, Error::Configuration { .. }), "{err:?}");
         assert!(!err.to_string().contains("cvsm_"), "{err}");
     }
+}
+
+// Decided behaviour (conformance/PROTOCOL.md, rules R1-R13).
+
+#[test]
+fn r1_timeout_covers_the_whole_body() {
+    // The head arrives at once, then one byte every 100 ms: 2 s in all.
+    let body = serde_json::json!({ "A": "0123456789abcdef" }).to_string();
+    assert!(body.len() >= 20);
+    let stub = always(move || Reply::Drip(Duration::from_millis(100), body.clone()));
+    let client = Client::new(ClientOptions {
+        timeout: Some(Duration::from_millis(400)),
+        max_retries: Some(1),
+        ..options(&stub.base_url)
+    })
+    .unwrap();
+    let started = Instant::now();
+    let err = client.get_all().unwrap_err();
+    let elapsed = started.elapsed();
+    assert!(matches!(err, Error::Network { .. }), "{err:?}");
+    assert!(err.to_string().contains("timed out"), "{err}");
+    assert_eq!(err.status(), None);
+    assert!(
+        elapsed < Duration::from_millis(1500),
+        "two attempts of 0.4 s, got {elapsed:?}"
+    );
+    assert_eq!(stub.count(), 2, "a timeout is retried");
+}
+
+#[test]
+fn r2_an_export_over_10_mib_is_read_in_one_request() {
+    let big = "x".repeat(11 * 1024 * 1024);
+    let body = serde_json::json!({ "BIG": big, "SMALL": "1" }).to_string();
+    let stub = always(move || Reply::Json(200, body.clone()));
+    let client = client(&stub);
+    let values = client.get_all().unwrap();
+    assert_eq!(values["BIG"].len(), 11 * 1024 * 1024);
+    assert_eq!(client.get("SMALL").unwrap(), "1", "from the cache");
+    assert_eq!(stub.count(), 1);
+}
+
+#[test]
+fn r3_answers_of_the_wrong_shape_are_retried_then_network_errors() {
+    let cases: [(&str, &str); 12] = [
+        ("/export", "null"),
+        ("/export", "[]"),
+        ("/export", r#"{"A": null}"#),
+        ("/export", r#"{"A": ["v"]}"#),
+        ("/export", r#"{"A": 1}"#),
+        ("/export", r#"{"A": "1"} trailing"#),
+        ("/secrets", r#"{"total": 0}"#),
+        ("/secrets", r#"{"secrets": null}"#),
+        ("/secrets/", r#"{"secret": {}}"#),
+        ("/secrets/", r#"{"value": 1}"#),
+        ("/teams", r#"{"teams": {}}"#),
+        ("/teams", "{}"),
+    ];
+    for (endpoint, body) in cases {
+        let stub = Stub::secrets(&[("A", "1")], move |req| {
+            let path = req.path();
+            let hit = match endpoint {
+                "/secrets/" => path.contains("/secrets/") && !path.ends_with("/export"),
+                "/secrets" => path.ends_with("/secrets"),
+                other => path.ends_with(other),
+            };
+            hit.then(|| Reply::Json(200, body.into()))
+        });
+        let client = Client::new(ClientOptions {
+            team: Some("acme".into()),
+            ..options(&stub.base_url)
+        })
+        .unwrap();
+        let result = if endpoint == "/export" {
+            client.get_all().map(|_| ())
+        } else {
+            client.get("A").map(|_| ())
+        };
+        let err = result.expect_err(body);
+        assert!(
+            matches!(err, Error::Network { .. }),
+            "{endpoint} {body}: {err:?}"
+        );
+        assert_eq!(err.status(), None);
+        assert!(
+            err.request_id().is_some(),
+            "an unreadable answer is still an answer"
+        );
+        let hits = stub
+            .requests()
+            .iter()
+            .filter(|r| match endpoint {
+                "/secrets/" => r.path().contains("/secrets/"),
+                "/secrets" => r.path().ends_with("/secrets"),
+                other => r.path().ends_with(other),
+            })
+            .count();
+        assert_eq!(hits, 3, "{endpoint} {body}: one attempt and two retries");
+    }
+}
+
+#[test]
+fn r3_an_unreadable_answer_then_a_good_one_succeeds() {
+    let calls = Arc::new(AtomicUsize::new(0));
+    let seen = Arc::clone(&calls);
+    let stub = Stub::secrets(&[("A", "1")], move |_| {
+        (seen.fetch_add(1, Ordering::SeqCst) == 0).then(|| Reply::Json(200, "[]".into()))
+    });
+    assert_eq!(client(&stub).get_all().unwrap().len(), 1);
+    assert_eq!(stub.count(), 2);
+}
+
+#[test]
+fn r4_retry_after_is_seconds_an_http_date_or_null() {
+    let in_30s = httpdate::fmt_http_date(std::time::SystemTime::now() + Duration::from_secs(30));
+    let cases: [(Option<String>, Option<u64>); 6] = [
+        (Some("0".into()), Some(0)),
+        (Some("12".into()), Some(12)),
+        (Some("Thu, 01 Jan 1970 00:00:00 GMT".into()), Some(0)),
+        (Some(in_30s), None), // checked below: 29 or 30
+        (Some("soon".into()), None),
+        (None, None),
+    ];
+    for (header, expected) in cases {
+        let sent = header.clone();
+        let stub = always(move || {
+            let headers = sent.iter().map(|v| ("Retry-After", v.clone())).collect();
+            Reply::Headers(429, headers, r#"{"error":"Terlalu banyak"}"#.into())
+        });
+        let err = client(&stub).get_all().unwrap_err();
+        assert!(
+            matches!(err, Error::RateLimited { status: 429, .. }),
+            "{err:?}"
+        );
+        assert_eq!(stub.count(), 1, "a 429 is never retried");
+        match header.as_deref() {
+            Some(date) if date.ends_with("GMT") && expected.is_none() => {
+                let seconds = err.retry_after().expect("a future date gives seconds");
+                assert!((29..=30).contains(&seconds), "{date}: {seconds}");
+            }
+            _ => assert_eq!(err.retry_after(), expected, "{header:?}"),
+        }
+    }
+}
+
+#[test]
+fn r5_a_redirect_is_an_api_error_and_never_followed() {
+    let elsewhere = Stub::secrets(&[("A", "1")], no_errors);
+    let location = format!(
+        "{}/teams/{TEAM_ID}/secrets/export?format=json&environment=production",
+        elsewhere.base_url
+    );
+    for status in [301, 302, 303, 307, 308] {
+        let location = location.clone();
+        let stub = always(move || {
+            Reply::Headers(status, vec![("Location", location.clone())], String::new())
+        });
+        let err = client(&stub).get_all().unwrap_err();
+        assert!(
+            matches!(err, Error::Api { status: s, .. } if s == status),
+            "{err:?}"
+        );
+        assert_eq!(err.status(), Some(status));
+        assert_eq!(stub.count(), 1, "a redirect is not retried");
+    }
+    assert_eq!(elsewhere.count(), 0, "the token never goes to a Location");
+}
+
+#[test]
+fn r6_token_whitespace_is_trimmed_and_other_characters_rejected() {
+    let stub = Stub::secrets(&[("A", "1")], no_errors);
+    let client = Client::new(ClientOptions {
+        token: Some(format!(" \t{TOKEN}\r\n")),
+        ..options(&stub.base_url)
+    })
+    .unwrap();
+    client.get_all().unwrap();
+    assert_eq!(
+        stub.requests()[0].header("authorization"),
+        Some(&*format!("Bearer {TOKEN}"))
+    );
+
+    for bad in [
+        format!("{TOKEN}\u{1}"),
+        format!("{TOKEN}\u{7f}"),
+        format!("{TOKEN}é"),
+        format!("cvsm_a b{TOKEN}"),
+    ] {
+        let err = Client::new(ClientOptions {
+            token: Some(bad),
+            ..options(&stub.base_url)
+        })
+        .unwrap_err();
+        assert!(matches!(err, Error::Configuration { .. }), "{err:?}");
+        assert!(!format!("{err} {err:?}").contains(TOKEN), "{err:?}");
+    }
+}
+
+#[test]
+fn r9_wrong_base_url_team_or_environment_is_a_configuration_error_with_status() {
+    type Case = (&'static str, u16, bool, fn(&Error) -> bool);
+    let cases: [Case; 7] = [
+        ("/teams", 404, true, |e| {
+            matches!(
+                e,
+                Error::Configuration {
+                    status: Some(404),
+                    ..
+                }
+            )
+        }),
+        ("/secrets", 404, false, |e| {
+            matches!(
+                e,
+                Error::Configuration {
+                    status: Some(404),
+                    ..
+                }
+            )
+        }),
+        ("/export", 404, false, |e| {
+            matches!(
+                e,
+                Error::Configuration {
+                    status: Some(404),
+                    ..
+                }
+            )
+        }),
+        ("/secrets", 400, false, |e| {
+            matches!(
+                e,
+                Error::Configuration {
+                    status: Some(400),
+                    ..
+                }
+            )
+        }),
+        ("/export", 400, false, |e| {
+            matches!(
+                e,
+                Error::Configuration {
+                    status: Some(400),
+                    ..
+                }
+            )
+        }),
+        ("/secrets/", 404, false, |e| {
+            matches!(
+                e,
+                Error::NotFound {
+                    status: Some(404),
+                    ..
+                }
+            )
+        }),
+        ("/teams", 400, true, |e| {
+            matches!(e, Error::Api { status: 400, .. })
+        }),
+    ];
+    for (endpoint, status, slug, expected) in cases {
+        let stub = Stub::secrets(&[("A", "1")], move |req| {
+            let path = req.path();
+            let hit = match endpoint {
+                "/secrets/" => path.contains("/secrets/") && !path.ends_with("/export"),
+                "/secrets" => path.ends_with("/secrets"),
+                other => path.ends_with(other),
+            };
+            hit.then(|| error(status, "Data tidak ditemukan"))
+        });
+        let client = Client::new(ClientOptions {
+            team: Some(if slug { "acme".into() } else { TEAM_ID.into() }),
+            ..options(&stub.base_url)
+        })
+        .unwrap();
+        let err = if endpoint == "/export" {
+            client.get_all().map(|_| ())
+        } else {
+            client.get("A").map(|_| ())
+        }
+        .unwrap_err();
+        assert!(expected(&err), "{endpoint} {status}: {err:?}");
+        assert_eq!(err.status(), Some(status));
+        assert!(
+            err.to_string()
+                .starts_with(&format!("HTTP {status}: Data tidak ditemukan")),
+            "{err}"
+        );
+        assert!(err.request_id().is_some());
+        let last = stub.count();
+        assert!(
+            stub.requests()[last - 1]
+                .path()
+                .ends_with(endpoint.trim_end_matches('/'))
+                || endpoint == "/secrets/"
+        );
+        assert_eq!(
+            stub.requests()
+                .iter()
+                .filter(|r| r.path() == stub.requests()[last - 1].path())
+                .count(),
+            1,
+            "never retried"
+        );
+    }
+}
+
+#[test]
+fn r10_invalid_names_are_not_found_without_a_request() {
+    let stub = Stub::secrets(&[("A", "1")], no_errors);
+    let client = client(&stub);
+    for name in ["", "1A", "A-B", "A B", "A/../B", "É", &"A".repeat(256)] {
+        let err = client.get(name).unwrap_err();
+        assert!(
+            matches!(err, Error::NotFound { status: None, .. }),
+            "{name:?}: {err:?}"
+        );
+        assert!(err.to_string().contains("not a valid secret name"), "{err}");
+        assert_eq!((err.request_id(), err.suggestion()), (None, None));
+    }
+    assert_eq!(stub.count(), 0);
+    assert_eq!(
+        client.get(&"A".repeat(255)).unwrap_err().status(),
+        None,
+        "255 is valid: asked"
+    );
+    assert_eq!(stub.count(), 1);
+}
+
+#[test]
+fn r11_errors_carry_request_id_and_suggestion_as_fields() {
+    let stub = Stub::secrets(&[("API_KEY", "k")], |req| {
+        req.path().ends_with("/export").then(|| {
+            Reply::Headers(
+                403,
+                vec![("X-Request-Id", "abc-123".into())],
+                r#"{"error":"IP ditolak"}"#.into(),
+            )
+        })
+    });
+    let client = client(&stub);
+
+    let err = client.get("api_key").unwrap_err();
+    assert!(
+        matches!(err, Error::NotFound { status: None, .. }),
+        "{err:?}"
+    );
+    assert_eq!(err.suggestion(), Some("API_KEY"));
+    assert_eq!(err.request_id(), Some("req-1"), "the listing's request id");
+
+    let err = client.get("OTHER").unwrap_err();
+    assert_eq!((err.suggestion(), err.request_id()), (None, Some("req-2")));
+
+    let err = client.get_all().unwrap_err();
+    assert!(
+        matches!(err, Error::PermissionDenied { status: 403, .. }),
+        "{err:?}"
+    );
+    assert_eq!(err.request_id(), Some("abc-123"));
+    assert_eq!(err.suggestion(), None);
+    assert_eq!(err.message(), "HTTP 403: IP ditolak");
+
+    let port = {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.local_addr().unwrap().port()
+    };
+    let err = Client::new(ClientOptions {
+        max_retries: Some(0),
+        ..options(&format!("http://127.0.0.1:{port}/api/v1"))
+    })
+    .unwrap()
+    .get_all()
+    .unwrap_err();
+    assert_eq!(
+        (err.status(), err.request_id()),
+        (None, None),
+        "no answer, no request id"
+    );
+}
+
+// The transport seam and TLS.
+
+#[test]
+fn a_custom_agent_carries_the_requests_and_the_sdk_keeps_its_rules() {
+    let proxy = ConnectProxy::start();
+    let stub = Stub::secrets(&[("A", "1")], |req| {
+        req.path()
+            .ends_with("/secrets")
+            .then(|| error(403, "Dilarang"))
+    });
+    // An agent that would follow redirects and turn statuses into errors:
+    // the client still reads every status itself.
+    let agent: cvsm::ureq::Agent = cvsm::ureq::Agent::config_builder()
+        .proxy(Some(cvsm::ureq::Proxy::new(&proxy.url).unwrap()))
+        .max_redirects(10)
+        .http_status_as_error(true)
+        .user_agent("someone-else/1.0")
+        .build()
+        .into();
+    let client = Client::builder()
+        .token(TOKEN)
+        .base_url(&stub.base_url)
+        .team(TEAM_ID)
+        .agent(agent)
+        .build()
+        .unwrap();
+    assert_eq!(client.get_all().unwrap().len(), 1);
+    let err = client.get("B").unwrap_err();
+    assert!(
+        matches!(err, Error::PermissionDenied { status: 403, .. }),
+        "{err:?}"
+    );
+
+    let authority = stub
+        .base_url
+        .trim_start_matches("http://")
+        .trim_end_matches("/api/v1");
+    assert_eq!(proxy.lines()[0], format!("CONNECT {authority} HTTP/1.1"));
+    for request in stub.requests() {
+        assert_eq!(request.header("user-agent"), Some("cvsm-rust/0.1.0"));
+        assert_eq!(request.header("accept"), Some("application/json"));
+    }
+}
+
+#[test]
+fn ca_file_and_a_custom_agent_do_not_mix() {
+    let err = Client::builder()
+        .token(TOKEN)
+        .base_url("https://127.0.0.1:1/api/v1")
+        .team(TEAM_ID)
+        .ca_file(fixture("ca.pem"))
+        .agent(cvsm::ureq::Agent::new_with_defaults())
+        .build()
+        .unwrap_err();
+    assert!(matches!(err, Error::Configuration { .. }), "{err:?}");
+    assert!(err.to_string().contains("ca_file"), "{err}");
+}
+
+#[test]
+fn a_private_ca_is_trusted_through_ca_file_and_only_then() {
+    let stub = tls_stub(fake);
+    let with_ca = |ca: Option<&str>| {
+        Client::new(ClientOptions {
+            ca_file: ca.map(fixture),
+            max_retries: Some(0),
+            ..options(&stub.base_url)
+        })
+        .unwrap()
+    };
+    let client = with_ca(Some("ca.pem"));
+    assert_eq!(client.ca_file(), Some(&*fixture("ca.pem")));
+    assert_eq!(client.get_all().unwrap()["A"], "1");
+
+    for ca in [None, Some("other-ca.pem")] {
+        let err = with_ca(ca).get_all().unwrap_err();
+        assert!(matches!(err, Error::Network { .. }), "{ca:?}: {err:?}");
+        assert!(err.to_string().contains("TLS"), "{err}");
+    }
+    assert_eq!(
+        stub.count(),
+        1,
+        "no request is sent over an untrusted connection"
+    );
+}
+
+/// fake answers like the stub server with one secret A=1.
+fn fake(req: &Request) -> Reply {
+    if req.path().ends_with("/export") {
+        return json(200, serde_json::json!({ "A": "1" }));
+    }
+    error(404, "Data tidak ditemukan")
+}
+
+#[test]
+fn an_unreadable_or_empty_ca_file_is_a_configuration_error_at_construction() {
+    let missing = fixture("no-such-ca.pem");
+    let not_pem = fixture("../../Cargo.toml");
+    for path in [missing, not_pem, fixture("")] {
+        let err = Client::new(ClientOptions {
+            ca_file: Some(path.clone()),
+            ..options("https://127.0.0.1:1/api/v1")
+        })
+        .unwrap_err();
+        assert!(
+            matches!(err, Error::Configuration { .. }),
+            "{path:?}: {err:?}"
+        );
+        assert!(err.to_string().contains("CA file"), "{err}");
+    }
+}
+
+#[test]
+fn builder_debug_redacts_the_token() {
+    let builder = Client::builder()
+        .token(TOKEN)
+        .team("acme")
+        .agent(cvsm::ureq::Agent::new_with_defaults());
+    let printed = format!("{builder:?} {builder:#?}");
+    assert!(
+        !printed.contains(TOKEN) && printed.contains("acme") && printed.contains("custom"),
+        "{printed}"
+    );
 }

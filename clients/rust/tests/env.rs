@@ -7,22 +7,31 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 use cvsm::{Client, ClientOptions, Error};
-use support::{Stub, TEAM_ID, TOKEN};
+use support::{fixture, ConnectProxy, Stub, TEAM_ID, TOKEN};
 
 static ENV: Mutex<()> = Mutex::new(());
 
-const CVSM_VARS: [&str; 5] = [
+const VARS: [&str; 14] = [
     "CVSM_TOKEN",
     "CVSM_BASE_URL",
     "CVSM_TEAM",
     "CVSM_ENVIRONMENT",
     "CVSM_CACHE_TTL",
+    "CVSM_TIMEOUT",
+    "CVSM_MAX_RETRIES",
+    "CVSM_CA_FILE",
+    "http_proxy",
+    "HTTP_PROXY",
+    "https_proxy",
+    "HTTPS_PROXY",
+    "no_proxy",
+    "NO_PROXY",
 ];
 
-/// clean_env takes the lock and removes every `CVSM_*` variable.
+/// clean_env takes the lock and removes every `CVSM_*` and proxy variable.
 fn clean_env() -> MutexGuard<'static, ()> {
     let guard = ENV.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-    for name in CVSM_VARS {
+    for name in VARS {
         std::env::remove_var(name);
     }
     guard
@@ -49,7 +58,11 @@ fn configuration_comes_from_cvsm_variables() {
     std::env::set_var("CVSM_CACHE_TTL", "5");
 
     let client = Client::from_env().unwrap();
-    assert_eq!(client.base_url(), "http://127.0.0.1:9/api/v1", "trailing / ignored");
+    assert_eq!(
+        client.base_url(),
+        "http://127.0.0.1:9/api/v1",
+        "trailing / ignored"
+    );
     assert_eq!(client.team(), "acme");
     assert_eq!(client.environment(), "staging");
     assert_eq!(client.cache_ttl(), Duration::from_secs(5));
@@ -95,11 +108,17 @@ fn missing_token_base_url_or_team_is_a_configuration_error_naming_the_variable()
         set_required();
         std::env::remove_var(missing);
         let message = configuration_error(Client::from_env());
-        assert!(message.starts_with(&format!("{missing} is not set")), "{message}");
+        assert!(
+            message.starts_with(&format!("{missing} is not set")),
+            "{message}"
+        );
 
         std::env::set_var(missing, "");
         let message = configuration_error(Client::from_env());
-        assert!(message.contains(missing), "an empty {missing} counts as unset: {message}");
+        assert!(
+            message.contains(missing),
+            "an empty {missing} counts as unset: {message}"
+        );
     }
 }
 
@@ -117,6 +136,176 @@ fn cache_ttl_variable_must_be_a_non_negative_integer() {
 }
 
 #[test]
+fn timeout_and_max_retries_come_from_their_variables() {
+    let _env = clean_env();
+    set_required();
+    std::env::set_var("CVSM_TIMEOUT", "2.5");
+    std::env::set_var("CVSM_MAX_RETRIES", "0");
+    let client = Client::from_env().unwrap();
+    assert_eq!(client.timeout(), Duration::from_millis(2500));
+    assert_eq!(client.max_retries(), 0);
+
+    let explicit = Client::new(ClientOptions {
+        timeout: Some(Duration::from_secs(1)),
+        max_retries: Some(4),
+        ..Default::default()
+    })
+    .unwrap();
+    assert_eq!(
+        (explicit.timeout(), explicit.max_retries()),
+        (Duration::from_secs(1), 4)
+    );
+
+    for (name, bad) in [
+        ("CVSM_TIMEOUT", "0"),
+        ("CVSM_TIMEOUT", "-1"),
+        ("CVSM_TIMEOUT", "ten"),
+        ("CVSM_MAX_RETRIES", "-1"),
+        ("CVSM_MAX_RETRIES", "1.5"),
+    ] {
+        std::env::set_var("CVSM_TIMEOUT", "1");
+        std::env::set_var("CVSM_MAX_RETRIES", "1");
+        std::env::set_var(name, bad);
+        let message = configuration_error(Client::from_env());
+        assert!(message.contains(name), "{name}={bad}: {message}");
+    }
+}
+
+#[test]
+fn token_from_the_variable_is_trimmed_like_a_mounted_file() {
+    let _env = clean_env();
+    let stub = Stub::secrets(&[("A", "1")], |_| None);
+    std::env::set_var("CVSM_TOKEN", format!("{TOKEN}\n"));
+    std::env::set_var("CVSM_BASE_URL", &stub.base_url);
+    std::env::set_var("CVSM_TEAM", TEAM_ID);
+    Client::from_env().unwrap().get_all().unwrap();
+    assert_eq!(
+        stub.requests()[0].header("authorization"),
+        Some(&*format!("Bearer {TOKEN}"))
+    );
+
+    std::env::set_var("CVSM_TOKEN", " \r\n\t");
+    let message = configuration_error(Client::from_env());
+    assert!(
+        message.starts_with("CVSM_TOKEN is not set"),
+        "only whitespace is no token: {message}"
+    );
+
+    std::env::set_var("CVSM_TOKEN", format!("{TOKEN}\u{1b}x"));
+    let message = configuration_error(Client::from_env());
+    assert!(!message.contains(TOKEN), "{message}");
+}
+
+#[test]
+fn ca_file_comes_from_its_variable_and_an_unreadable_one_fails_at_construction() {
+    let _env = clean_env();
+    set_required();
+    std::env::set_var("CVSM_CA_FILE", fixture("ca.pem"));
+    assert_eq!(
+        Client::from_env().unwrap().ca_file(),
+        Some(&*fixture("ca.pem"))
+    );
+
+    std::env::set_var("CVSM_CA_FILE", fixture("missing.pem"));
+    let message = configuration_error(Client::from_env());
+    assert!(
+        message.contains("missing.pem") && message.contains("CVSM_CA_FILE"),
+        "{message}"
+    );
+
+    // A custom agent owns TLS: the variable is not read.
+    let client = Client::builder()
+        .agent(cvsm::ureq::Agent::new_with_defaults())
+        .build()
+        .unwrap();
+    assert_eq!(client.ca_file(), None);
+}
+
+/// proxy_client builds a client for `stub` from the environment as it is now.
+fn proxy_client(stub: &Stub) -> Client {
+    Client::new(ClientOptions {
+        token: Some(TOKEN.into()),
+        base_url: Some(stub.base_url.clone()),
+        team: Some(TEAM_ID.into()),
+        cache_ttl: Some(Duration::ZERO),
+        max_retries: Some(0),
+        ..Default::default()
+    })
+    .unwrap()
+}
+
+#[test]
+fn http_proxy_variables_are_honoured_when_the_client_is_created() {
+    let _env = clean_env();
+    let stub = Stub::secrets(&[("A", "1")], |_| None);
+    let authority = stub
+        .base_url
+        .trim_start_matches("http://")
+        .trim_end_matches("/api/v1")
+        .to_string();
+    let connect = format!("CONNECT {authority} HTTP/1.1");
+
+    for variable in ["http_proxy", "HTTP_PROXY"] {
+        let proxy = ConnectProxy::start();
+        let before = proxy_client(&stub);
+        std::env::set_var(variable, &proxy.url);
+        let after = proxy_client(&stub);
+        before.get_all().unwrap();
+        assert!(
+            proxy.lines().is_empty(),
+            "{variable}: read when the client is created, not later"
+        );
+        after.get_all().unwrap();
+        assert_eq!(proxy.lines(), vec![connect.clone()], "{variable}");
+        std::env::remove_var(variable);
+    }
+
+    // https_proxy is for https:// base URLs only.
+    let proxy = ConnectProxy::start();
+    std::env::set_var("https_proxy", &proxy.url);
+    std::env::set_var("HTTPS_PROXY", &proxy.url);
+    proxy_client(&stub).get_all().unwrap();
+    assert!(proxy.lines().is_empty());
+}
+
+#[test]
+fn no_proxy_exempts_matching_hosts() {
+    let _env = clean_env();
+    let stub = Stub::secrets(&[("A", "1")], |_| None);
+    let proxy = ConnectProxy::start();
+    std::env::set_var("http_proxy", &proxy.url);
+    for (variable, value) in [
+        ("no_proxy", "localhost,127.0.0.1"),
+        ("NO_PROXY", "*"),
+        ("NO_PROXY", "127.0.0.0/8"),
+    ] {
+        std::env::set_var(variable, value);
+        proxy_client(&stub).get_all().unwrap();
+        assert!(proxy.lines().is_empty(), "{variable}={value}");
+        std::env::remove_var(variable);
+    }
+    std::env::set_var("NO_PROXY", "example.com,10.0.0.0/8");
+    proxy_client(&stub).get_all().unwrap();
+    assert_eq!(
+        proxy.lines().len(),
+        1,
+        "a non-matching no_proxy leaves the proxy in use"
+    );
+}
+
+#[test]
+fn an_invalid_proxy_url_is_a_configuration_error_that_hides_the_value() {
+    let _env = clean_env();
+    set_required();
+    std::env::set_var("http_proxy", "http://user:hunter2@[broken");
+    let message = configuration_error(Client::from_env());
+    assert!(
+        message.contains("http_proxy") && !message.contains("hunter2"),
+        "{message}"
+    );
+}
+
+#[test]
 fn inject_keeps_existing_variables_unless_asked_to_overwrite() {
     let _env = clean_env();
     let names = ["RS_INJECT_TEST_B", "RS_INJECT_TEST_A", "RS_INJECT_TEST_C"];
@@ -124,7 +313,11 @@ fn inject_keeps_existing_variables_unless_asked_to_overwrite() {
         std::env::remove_var(name);
     }
     let stub = Stub::secrets(
-        &[("RS_INJECT_TEST_B", "b"), ("RS_INJECT_TEST_A", "a"), ("RS_INJECT_TEST_C", "")],
+        &[
+            ("RS_INJECT_TEST_B", "b"),
+            ("RS_INJECT_TEST_A", "a"),
+            ("RS_INJECT_TEST_C", ""),
+        ],
         |_| None,
     );
     let client = Client::new(ClientOptions {
@@ -136,7 +329,10 @@ fn inject_keeps_existing_variables_unless_asked_to_overwrite() {
     .unwrap();
 
     std::env::set_var("RS_INJECT_TEST_A", "kept");
-    assert_eq!(client.inject(false).unwrap(), vec!["RS_INJECT_TEST_B", "RS_INJECT_TEST_C"]);
+    assert_eq!(
+        client.inject(false).unwrap(),
+        vec!["RS_INJECT_TEST_B", "RS_INJECT_TEST_C"]
+    );
     assert_eq!(std::env::var("RS_INJECT_TEST_A").unwrap(), "kept");
     assert_eq!(std::env::var("RS_INJECT_TEST_B").unwrap(), "b");
     assert_eq!(std::env::var("RS_INJECT_TEST_C").unwrap(), "");
@@ -146,9 +342,59 @@ fn inject_keeps_existing_variables_unless_asked_to_overwrite() {
         vec!["RS_INJECT_TEST_A", "RS_INJECT_TEST_B", "RS_INJECT_TEST_C"]
     );
     assert_eq!(std::env::var("RS_INJECT_TEST_A").unwrap(), "a");
-    assert_eq!(stub.count(), 1, "the second inject reuses the cached export");
+    assert_eq!(
+        stub.count(),
+        1,
+        "the second inject reuses the cached export"
+    );
 
     for name in names {
         std::env::remove_var(name);
+    }
+}
+
+#[test]
+fn inject_is_all_or_nothing() {
+    let _env = clean_env();
+    let cases: [(&[(&str, &str)], &str); 3] = [
+        (
+            &[
+                ("RS_ALL_A", "a"),
+                ("RS_ALL_B", "nul\0inside"),
+                ("RS_ALL_C", "c"),
+            ],
+            "RS_ALL_B",
+        ),
+        (
+            &[("RS_ALL_A", "a"), ("RS_ALL-B", "b"), ("RS_ALL_C", "c")],
+            "RS_ALL-B",
+        ),
+        (&[("1RS_ALL", "a"), ("RS_ALL_A", "a")], "1RS_ALL"),
+    ];
+    for (secrets, culprit) in cases {
+        for (name, _) in secrets {
+            std::env::remove_var(name);
+        }
+        let stub = Stub::secrets(secrets, |_| None);
+        let client = Client::new(ClientOptions {
+            token: Some(TOKEN.into()),
+            base_url: Some(stub.base_url.clone()),
+            team: Some(TEAM_ID.into()),
+            ..Default::default()
+        })
+        .unwrap();
+        let err = client.inject(true).unwrap_err();
+        assert!(
+            matches!(err, Error::Configuration { status: None, .. }),
+            "{err:?}"
+        );
+        let printed = format!("{err} {err:?}");
+        assert!(printed.contains(culprit), "{printed}");
+        assert!(!printed.contains("nul"), "never the value: {printed}");
+        for (name, _) in secrets {
+            if !name.contains('-') && !name.starts_with('1') {
+                assert_eq!(std::env::var_os(name), None, "{name} must not be set");
+            }
+        }
     }
 }

@@ -4,7 +4,7 @@ handlers.
 Each handler module (`web.accounts`, `web.teams`, `web.secrets`, `web.shares`) ends with an
 `OPENAPI` dict keyed by handler name: the operation's summary, query parameters, request body
 and success answers. `document()` walks `routes.ROUTES` and, for every route whose handler is not
-a page (`UNDOCUMENTED`), takes that entry and adds what every operation shares: path parameters
+a page (outside `/api/`, or `UNDOCUMENTED`), takes that entry and adds what every operation shares: path parameters
 (taken from the route's own pattern), the bearer credential on private routes, the error answers
 (`{"error": string}`, 429 and 503 with `Retry-After`) and the `X-Request-Id` header. A route
 whose handler has no entry is an error here, and the tests compare the document's paths with the
@@ -25,7 +25,8 @@ from .. import __version__, bulk, secrets, shares, teams, users
 from ..passwords import MAX_LENGTH as PASSWORD_MAX, MIN_LENGTH as PASSWORD_MIN
 
 # The page routes (HTML and static files) and the docs page are not part of the JSON API.
-UNDOCUMENTED = frozenset({"share_page", "asset", "docs_page"})
+# Routes outside /api (the share page, assets, the dashboard) are pages, never in the document.
+UNDOCUMENTED = frozenset({"docs_page"})
 
 UUID_PATTERN = "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
 SLUG_PATTERN = "^" + teams.SLUG_RE.pattern.removesuffix(r"\Z") + "$"
@@ -247,7 +248,7 @@ def documented_routes() -> list[tuple[str, str, Any]]:
     """(method, route pattern, handler) of every route the document describes."""
     from .routes import ROUTES
     return [(r.method, r.path, r.handler) for r in ROUTES
-            if r.handler.__name__ not in UNDOCUMENTED]
+            if r.path.startswith("/api/") and r.handler.__name__ not in UNDOCUMENTED]
 
 
 def document() -> dict:

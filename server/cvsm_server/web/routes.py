@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from . import accounts, apidoc, pages, secrets, shares, teams
+from . import accounts, apidoc, dashboard, pages, secrets, shares, teams
 
 UUID = r"{%s:[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}}"
 TEAM = "/api/v1/teams/{team_id}"
@@ -60,6 +60,21 @@ ROUTES = [
 
     web.get("/share/{token}", pages.share_page),
     web.get("/static/{name}", pages.asset),
+
+    # The dashboard: pages for people, over the same domain functions as the API above.
+    web.get("/", dashboard.index),
+    web.get("/signin", dashboard.signin_page),
+    web.post("/signin", dashboard.signin),
+    web.post("/signin/2fa", dashboard.signin_code),
+    web.get("/signup", dashboard.signup_page),
+    web.post("/signup", dashboard.signup),
+    web.post("/signout", dashboard.signout),
+    web.get("/teams", dashboard.teams_page),
+    web.post("/teams", dashboard.create_team),
+    web.get("/teams/{team}/secrets", dashboard.secrets_page),
+    web.post("/teams/{team}/secrets", dashboard.create_secret),
+    web.post(f"/teams/{{team}}/secrets/{UUID % 'secret_id'}/reveal", dashboard.reveal_secret),
+    web.post(f"/teams/{{team}}/secrets/{UUID % 'secret_id'}/delete", dashboard.delete_secret),
 ]
 
 

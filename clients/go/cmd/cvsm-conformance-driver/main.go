@@ -34,11 +34,15 @@ type response struct {
 	Error  *wireError      `json:"error,omitempty"`
 }
 
+// wireError is the protocol's error object; every key is always present,
+// null when the SDK's error has no value for it.
 type wireError struct {
-	Kind       string `json:"kind"`
-	Message    string `json:"message"`
-	Status     *int   `json:"status"`
-	RetryAfter *int64 `json:"retry_after"`
+	Kind       string  `json:"kind"`
+	Message    string  `json:"message"`
+	Status     *int    `json:"status"`
+	RetryAfter *int64  `json:"retry_after"`
+	RequestID  *string `json:"request_id"`
+	Suggestion *string `json:"suggestion"`
 }
 
 // opError is a failure the driver itself reports with a fixed kind
@@ -114,7 +118,10 @@ func (d *driver) dispatch(req request) (any, error) {
 		if err := decodeArgs(req.Args, &args); err != nil {
 			return nil, err
 		}
-		d.client = nil
+		if d.client != nil {
+			d.client.CloseIdleConnections()
+			d.client = nil
+		}
 		opts, err := buildOptions(args.Options)
 		if err != nil {
 			return nil, err
@@ -282,6 +289,8 @@ func buildOptions(raw map[string]json.RawMessage) (cvsm.Options, error) {
 			if err = json.Unmarshal(value, &n); err == nil {
 				opts.MaxRetries = cvsm.Int(n)
 			}
+		case "ca_file":
+			err = json.Unmarshal(value, &opts.CAFile)
 		default:
 			fmt.Fprintf(os.Stderr, "cvsm-conformance-driver: ignoring unknown option %q\n", key)
 		}
@@ -324,9 +333,17 @@ func failure(id json.RawMessage, err error) response {
 			status := ce.Status
 			we.Status = &status
 		}
-		if we.Kind == "rate_limited" && ce.RetryAfter > 0 {
+		if ce.HasRetryAfter {
 			seconds := int64(ce.RetryAfter / time.Second)
 			we.RetryAfter = &seconds
+		}
+		if ce.RequestID != "" {
+			id := ce.RequestID
+			we.RequestID = &id
+		}
+		if ce.Suggestion != "" {
+			suggestion := ce.Suggestion
+			we.Suggestion = &suggestion
 		}
 	}
 	return response{ID: id, OK: false, Error: we}

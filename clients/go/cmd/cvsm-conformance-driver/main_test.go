@@ -34,7 +34,8 @@ func errorOf(t *testing.T, resp map[string]any) map[string]any {
 }
 
 func clearCVSMEnv(t *testing.T) {
-	for _, name := range []string{"CVSM_TOKEN", "CVSM_BASE_URL", "CVSM_TEAM", "CVSM_ENVIRONMENT", "CVSM_CACHE_TTL"} {
+	for _, name := range []string{"CVSM_TOKEN", "CVSM_BASE_URL", "CVSM_TEAM", "CVSM_ENVIRONMENT", "CVSM_CACHE_TTL",
+		"CVSM_TIMEOUT", "CVSM_MAX_RETRIES", "CVSM_CA_FILE"} {
 		t.Setenv(name, "") // restores the variable after the test
 		os.Unsetenv(name)
 	}
@@ -50,6 +51,11 @@ func TestNewClientWithoutTokenIsConfigurationAndLeavesNoClient(t *testing.T) {
 	e := errorOf(t, call(t, d, `{"id":2,"op":"new_client","args":{"options":{"base_url":"http://x/api/v1","team":"acme"}}}`))
 	if e["kind"] != "configuration" || !strings.Contains(e["message"].(string), "CVSM_TOKEN is not set") || e["status"] != nil || e["retry_after"] != nil {
 		t.Errorf("error %v", e)
+	}
+	for _, key := range []string{"kind", "message", "status", "retry_after", "request_id", "suggestion"} {
+		if _, present := e[key]; !present {
+			t.Errorf("every error object has %q: %v", key, e)
+		}
 	}
 	if d.client != nil {
 		t.Error("a failed new_client must leave no client")
@@ -81,18 +87,55 @@ func TestNewClientReportsTheEffectiveConfigAndDescribeHidesTheToken(t *testing.T
 	}
 }
 
-func TestErrorsCarryKindStatusAndRetryAfter(t *testing.T) {
+func TestErrorsCarryKindStatusRetryAfterAndRequestID(t *testing.T) {
 	clearCVSMEnv(t)
+	retryAfter := "12"
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Retry-After", "12")
-		w.WriteHeader(429)
-		w.Write([]byte(`{"error":"terlalu banyak"}`))
+		w.Header().Set("X-Request-Id", "req-77")
+		switch {
+		case strings.HasSuffix(r.URL.Path, "/export"):
+			if retryAfter != "" {
+				w.Header().Set("Retry-After", retryAfter)
+			}
+			w.WriteHeader(429)
+			w.Write([]byte(`{"error":"terlalu banyak"}`))
+		case strings.HasSuffix(r.URL.Path, "/secrets"):
+			w.Write([]byte(`{"secrets":[{"id":"1","name":"API_KEY","environment":"production"}],"total":1}`))
+		default:
+			w.WriteHeader(404)
+			w.Write([]byte(`{"error":"tidak ada"}`))
+		}
 	}))
 	defer srv.Close()
 	d := &driver{}
-	call(t, d, `{"id":1,"op":"new_client","args":{"options":{"token":"cvsm_abc12345","base_url":"`+srv.URL+`/api/v1","team":"6f1c2a9e-4b7d-4c1e-9a55-3d2f8e7b1a00"}}}`)
+	call(t, d, `{"id":1,"op":"new_client","args":{"options":{"token":"cvsm_abc12345","base_url":"`+srv.URL+`/api/v1","team":"6f1c2a9e-4b7d-4c1e-9a55-3d2f8e7b1a00","cache_ttl":0}}}`)
 	e := errorOf(t, call(t, d, `{"id":2,"op":"get_all","args":{}}`))
-	if e["kind"] != "rate_limited" || e["status"] != float64(429) || e["retry_after"] != float64(12) {
+	if e["kind"] != "rate_limited" || e["status"] != float64(429) || e["retry_after"] != float64(12) || e["request_id"] != "req-77" || e["suggestion"] != nil {
+		t.Errorf("error %v", e)
+	}
+	retryAfter = "0"
+	if e := errorOf(t, call(t, d, `{"id":3,"op":"get_all","args":{}}`)); e["retry_after"] != float64(0) {
+		t.Errorf("Retry-After: 0 is 0: %v", e)
+	}
+	retryAfter = ""
+	if e := errorOf(t, call(t, d, `{"id":4,"op":"get_all","args":{}}`)); e["retry_after"] != nil {
+		t.Errorf("no Retry-After is null: %v", e)
+	}
+	e = errorOf(t, call(t, d, `{"id":5,"op":"get","args":{"name":"api_key"}}`))
+	if e["kind"] != "not_found" || e["suggestion"] != "API_KEY" || e["request_id"] != "req-77" || e["status"] != nil {
+		t.Errorf("not found: %v", e)
+	}
+	e = errorOf(t, call(t, d, `{"id":6,"op":"get","args":{"name":"API_KEY"}}`))
+	if e["kind"] != "not_found" || e["status"] != float64(404) {
+		t.Errorf("value 404: %v", e)
+	}
+}
+
+func TestNewClientPassesTheCAFile(t *testing.T) {
+	clearCVSMEnv(t)
+	d := &driver{}
+	e := errorOf(t, call(t, d, `{"id":1,"op":"new_client","args":{"options":{"token":"cvsm_abc12345","base_url":"https://x/api/v1","team":"acme","ca_file":"/nonexistent/ca.pem"}}}`))
+	if e["kind"] != "configuration" || !strings.Contains(e["message"].(string), "/nonexistent/ca.pem") {
 		t.Errorf("error %v", e)
 	}
 }

@@ -4,7 +4,12 @@
  * export) on 127.0.0.1, recording every request, with a queue of one-shot faults for tests.
  */
 
+const fs = require('node:fs');
 const http = require('node:http');
+const https = require('node:https');
+const path = require('node:path');
+
+const FIXTURES = path.join(__dirname, '..', 'fixtures');
 
 const TOKEN = 'cvsm_' + 'a1b2c3d4'.repeat(8);
 const TEAM_ID = '6f1c2b9e-3d4a-4f5b-8c7d-9e0f1a2b3c4d';
@@ -16,13 +21,32 @@ function send(res, status, body, headers = {}) {
   res.end(text);
 }
 
+/** drip answers 200 with a JSON body written one byte every `intervalMs`. */
+function drip(res, intervalMs) {
+  const text = JSON.stringify({ teams: [], secrets: [], value: 'x' });
+  res.writeHead(200, { 'Content-Type': 'application/json' });
+  let i = 0;
+  const timer = setInterval(() => {
+    if (res.destroyed || i >= text.length) {
+      clearInterval(timer);
+      if (!res.destroyed) res.end();
+      return;
+    }
+    res.write(text[i++]);
+  }, intervalMs);
+  res.on('close', () => clearInterval(timer));
+}
+
 /**
  * StubServer answers like the cvsm API. `secrets` maps environment -> name -> value.
  * `fault(spec)` queues a one-shot answer for the next request: `{status, body, headers}`,
- * `{destroy: true}` (drop the connection) or `{delayMs}` (answer normally, but late).
+ * `{destroy: true}` (drop the connection), `{delayMs}` (answer normally, but late),
+ * `{dripMs}` (a 200 whose body comes one byte every dripMs) or `{pass: true}` (answer
+ * normally). Every answer carries `X-Request-Id: req-<n>`, n counting requests from 1.
+ * With `tls: true` it serves https with the certificate of test/fixtures.
  */
 class StubServer {
-  constructor({ secrets } = {}) {
+  constructor({ secrets, tls = false } = {}) {
     this.requests = [];
     this.faults = [];
     this.teams = [
@@ -37,14 +61,24 @@ class StubServer {
       },
       staging: { DATABASE_URL: 'postgres://staging-db-value' },
     };
-    this.server = http.createServer((req, res) => this.#handle(req, res));
+    const handler = (req, res) => this.#handle(req, res);
+    this.tls = tls;
+    this.server = tls
+      ? https.createServer(
+          {
+            key: fs.readFileSync(path.join(FIXTURES, 'server-key.pem')),
+            cert: fs.readFileSync(path.join(FIXTURES, 'server.pem')),
+          },
+          handler,
+        )
+      : http.createServer(handler);
   }
 
   /** start listens on a free port of 127.0.0.1. */
   async start() {
     await new Promise((resolve) => this.server.listen(0, '127.0.0.1', resolve));
     this.port = this.server.address().port;
-    this.baseUrl = `http://127.0.0.1:${this.port}/api/v1`;
+    this.baseUrl = `${this.tls ? 'https' : 'http'}://127.0.0.1:${this.port}/api/v1`;
     return this;
   }
 
@@ -70,7 +104,16 @@ class StubServer {
 
   #handle(req, res) {
     this.requests.push({ method: req.method, url: req.url, headers: req.headers });
+    res.setHeader('X-Request-Id', `req-${this.requests.length}`);
     const fault = this.faults.shift();
+    if (fault && fault.pass) {
+      this.#route(req, res);
+      return;
+    }
+    if (fault && fault.dripMs) {
+      drip(res, fault.dripMs);
+      return;
+    }
     if (fault && fault.destroy) {
       req.socket.destroy();
       return;
@@ -132,6 +175,16 @@ class StubServer {
   }
 }
 
+/** The proxy variables, which the tests control. */
+const PROXY_VARIABLES = ['http_proxy', 'HTTP_PROXY', 'https_proxy', 'HTTPS_PROXY', 'no_proxy', 'NO_PROXY'];
+
+/** cleanEnv removes every CVSM_* and proxy variable from this process's environment. */
+function cleanEnv() {
+  for (const name of Object.keys(process.env)) {
+    if (name.startsWith('CVSM_') || PROXY_VARIABLES.includes(name)) delete process.env[name];
+  }
+}
+
 /** freePort returns a port on 127.0.0.1 that nothing listens on (connections are refused). */
 async function freePort() {
   const server = http.createServer();
@@ -141,4 +194,4 @@ async function freePort() {
   return port;
 }
 
-module.exports = { StubServer, TOKEN, TEAM_ID, TEAM_SLUG, freePort };
+module.exports = { StubServer, TOKEN, TEAM_ID, TEAM_SLUG, FIXTURES, PROXY_VARIABLES, cleanEnv, freePort };

@@ -5,17 +5,17 @@ declare(strict_types=1);
 namespace Cvsm\Exception;
 
 /**
- * ApiException is thrown for any other non-2xx answer (400, 409, 500, and 502/503/504 once the
- * retries are spent); getStatus() returns the HTTP status.
+ * ApiException is thrown for any other non-2xx answer (a redirect, which is never followed; 409;
+ * 500; 502/503/504 once the retries are spent); getStatus() returns the HTTP status.
  */
 class ApiException extends CvsmException
 {
     /**
      * ApiException builds the exception with its HTTP status.
      */
-    public function __construct(string $message, int $status, ?\Throwable $previous = null)
+    public function __construct(string $message, int $status, ?\Throwable $previous = null, ?string $requestId = null)
     {
-        parent::__construct($message, $status, $previous);
+        parent::__construct($message, $status, $previous, $requestId);
     }
 
     /**

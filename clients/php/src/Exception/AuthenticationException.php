@@ -13,8 +13,8 @@ class AuthenticationException extends CvsmException
     /**
      * AuthenticationException builds the exception; the status defaults to 401.
      */
-    public function __construct(string $message, ?int $status = 401, ?\Throwable $previous = null)
+    public function __construct(string $message, ?int $status = 401, ?\Throwable $previous = null, ?string $requestId = null)
     {
-        parent::__construct($message, $status, $previous);
+        parent::__construct($message, $status, $previous, $requestId);
     }
 }

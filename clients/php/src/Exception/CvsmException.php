@@ -11,14 +11,17 @@ namespace Cvsm\Exception;
 class CvsmException extends \RuntimeException implements CvsmExceptionInterface
 {
     private ?int $status;
+    private ?string $requestId;
 
     /**
-     * CvsmException builds an exception with a message and the HTTP status, when there is one.
+     * CvsmException builds an exception with a message, the HTTP status and the server's request
+     * id (its X-Request-Id header), when there was an answer.
      */
-    public function __construct(string $message, ?int $status = null, ?\Throwable $previous = null)
+    public function __construct(string $message, ?int $status = null, ?\Throwable $previous = null, ?string $requestId = null)
     {
         parent::__construct($message, $status ?? 0, $previous);
         $this->status = $status;
+        $this->requestId = $requestId;
     }
 
     /**
@@ -27,5 +30,15 @@ class CvsmException extends \RuntimeException implements CvsmExceptionInterface
     public function getStatus(): ?int
     {
         return $this->status;
+    }
+
+    /**
+     * getRequestId returns the X-Request-Id header of the answer the error came from (for a name
+     * absent from the environment, the listing's), or null when there was no answer or no header.
+     * Quote it when you report a problem to the server's operators.
+     */
+    public function getRequestId(): ?string
+    {
+        return $this->requestId;
     }
 }

@@ -15,4 +15,10 @@ interface CvsmExceptionInterface extends \Throwable
      * response (configuration and network errors, a name absent from the listing).
      */
     public function getStatus(): ?int;
+
+    /**
+     * getRequestId returns the X-Request-Id header of the answer the error came from, or null
+     * when there was no answer (configuration and network errors) or the answer had none.
+     */
+    public function getRequestId(): ?string;
 }

@@ -6,8 +6,9 @@ namespace Cvsm\Exception;
 
 /**
  * NetworkException is thrown when the server could not be reached or its answer could not be
- * read: connection refused or dropped, timeout, unreadable response. It is thrown only once the
- * retries are spent.
+ * read: connection refused or dropped, timeout, TLS failure, or an unreadable answer (a 2xx whose
+ * body is not the JSON its request promises; getRequestId() then names that answer). It is
+ * thrown only once the retries are spent; getStatus() is null.
  */
 class NetworkException extends CvsmException
 {

@@ -13,8 +13,8 @@ class PermissionDeniedException extends CvsmException
     /**
      * PermissionDeniedException builds the exception; the status defaults to 403.
      */
-    public function __construct(string $message, ?int $status = 403, ?\Throwable $previous = null)
+    public function __construct(string $message, ?int $status = 403, ?\Throwable $previous = null, ?string $requestId = null)
     {
-        parent::__construct($message, $status, $previous);
+        parent::__construct($message, $status, $previous, $requestId);
     }
 }

@@ -16,9 +16,9 @@ class RateLimitException extends CvsmException
      * RateLimitException builds the exception with the Retry-After value in whole seconds, or null
      * when the server sent none.
      */
-    public function __construct(string $message, ?int $retryAfter = null, ?\Throwable $previous = null)
+    public function __construct(string $message, ?int $retryAfter = null, ?\Throwable $previous = null, ?string $requestId = null)
     {
-        parent::__construct($message, 429, $previous);
+        parent::__construct($message, 429, $previous, $requestId);
         $this->retryAfter = $retryAfter;
     }
 

@@ -6,8 +6,9 @@ namespace Cvsm\Exception;
 
 /**
  * SecretNotFoundException is thrown when the requested name is absent from the environment
- * (status null; when a secret differs only in case, the message and getSuggestion() name it) or
- * when the server answers HTTP 404 (status 404).
+ * (status null; when a secret differs only in case, the message and getSuggestion() name it), is
+ * not a valid secret name (status null, and no request was made), or when the server answers
+ * HTTP 404 to the value request (status 404).
  */
 class SecretNotFoundException extends CvsmException
 {
@@ -23,9 +24,10 @@ class SecretNotFoundException extends CvsmException
         ?int $status = null,
         ?string $secretName = null,
         ?string $suggestion = null,
-        ?\Throwable $previous = null
+        ?\Throwable $previous = null,
+        ?string $requestId = null
     ) {
-        parent::__construct($message, $status, $previous);
+        parent::__construct($message, $status, $previous, $requestId);
         $this->secretName = $secretName;
         $this->suggestion = $suggestion;
     }

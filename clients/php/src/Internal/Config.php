@@ -9,7 +9,8 @@ use Cvsm\Exception\ConfigurationException;
 /**
  * Config owns the client's configuration rules: it merges explicit options with the CVSM_*
  * environment variables, applies the defaults and validates every value. It never holds the
- * token; Config::token() resolves that separately so it stays out of any printable object.
+ * token or the curl options (which may hold credentials of their own); Config::token() and
+ * Config::curlOptions() resolve those separately so they stay out of any printable object.
  *
  * @internal
  */
@@ -21,7 +22,12 @@ final class Config
     public const DEFAULT_MAX_RETRIES = 2;
 
     /** Config::OPTIONS lists the option names the client accepts. */
-    public const OPTIONS = ['token', 'base_url', 'team', 'environment', 'cache_ttl', 'timeout', 'max_retries'];
+    public const OPTIONS = [
+        'token', 'base_url', 'team', 'environment', 'cache_ttl', 'timeout', 'max_retries', 'ca_file', 'curl_options',
+    ];
+
+    /** The characters trimmed from both ends of a token (rule R6): space, tab, CR, LF. */
+    private const TOKEN_TRIM = " \t\r\n";
 
     private function __construct(
         public readonly string $baseUrl,
@@ -29,14 +35,15 @@ final class Config
         public readonly string $environment,
         public readonly int $cacheTtl,
         public readonly int|float $timeout,
-        public readonly int $maxRetries
+        public readonly int $maxRetries,
+        public readonly ?string $caFile
     ) {
     }
 
     /**
-     * Config::fromOptions resolves every setting but the token: explicit option first, then the
-     * environment variable, then the default. It throws ConfigurationException on a missing base
-     * URL or team and on any invalid value.
+     * Config::fromOptions resolves every setting but the token and the curl options: explicit
+     * option first, then the environment variable, then the default. It throws
+     * ConfigurationException on a missing base URL or team and on any invalid value.
      *
      * @param array<string, mixed> $options
      */
@@ -81,13 +88,16 @@ final class Config
             $environment,
             self::cacheTtl($options),
             self::timeout($options),
-            self::maxRetries($options)
+            self::maxRetries($options),
+            self::caFile($options)
         );
     }
 
     /**
-     * Config::token returns the token from the "token" option or CVSM_TOKEN, and throws
-     * ConfigurationException when neither is set. The message never repeats the token.
+     * Config::token returns the token from the "token" option or CVSM_TOKEN without its leading
+     * and trailing whitespace (so a token read from a mounted file works). It throws
+     * ConfigurationException when neither is set or the token holds a character other than
+     * visible ASCII. The message never repeats the token.
      *
      * @param array<string, mixed> $options
      */
@@ -99,11 +109,69 @@ final class Config
                 'CVSM_TOKEN is not set: pass the "token" option or set CVSM_TOKEN'
             );
         }
-        if (preg_match('/[\x00-\x20\x7f]/', $token)) {
-            throw new ConfigurationException('the token contains whitespace or control characters');
+        $token = trim($token, self::TOKEN_TRIM);
+        if ($token === '') {
+            throw new ConfigurationException('the token is empty: it holds nothing but whitespace');
+        }
+        if (preg_match('/[^\x21-\x7e]/', $token)) {
+            throw new ConfigurationException(
+                'the token holds a character other than visible ASCII ("!" to "~"), such as a control character or an inner space'
+            );
         }
 
         return $token;
+    }
+
+    /**
+     * Config::curlOptions returns the "curl_options" option: CURLOPT_* constants => values that
+     * the transport applies to every handle after its own. An option the client needs to work as
+     * documented (the URL, the method, the headers, redirects, how the answer is read) is refused,
+     * and so is any option or value that ext-curl rejects.
+     *
+     * @param array<string, mixed> $options
+     * @return array<int, mixed>
+     */
+    public static function curlOptions(#[\SensitiveParameter] array $options): array
+    {
+        $curlOptions = $options['curl_options'] ?? [];
+        if (!is_array($curlOptions)) {
+            throw new ConfigurationException('option "curl_options" must be an array of CURLOPT_* constants => values');
+        }
+        if ($curlOptions === []) {
+            return [];
+        }
+        $names = [];
+        foreach (get_defined_constants(true)['curl'] ?? [] as $name => $value) {
+            if (str_starts_with($name, 'CURLOPT_') && is_int($value)) {
+                $names[$value] ??= $name;
+            }
+        }
+        $reserved = self::reservedCurlOptions();
+        $probe = curl_init();
+        foreach ($curlOptions as $option => $value) {
+            if (!is_int($option) || !isset($names[$option])) {
+                throw new ConfigurationException(sprintf(
+                    'option "curl_options" holds %s, which is not a CURLOPT_* constant',
+                    is_int($option) ? 'the key ' . $option : 'a key that is not an integer'
+                ));
+            }
+            if (in_array($option, $reserved, true)) {
+                throw new ConfigurationException(sprintf(
+                    'option "curl_options" may not set %s: the client sets it itself',
+                    $names[$option]
+                ));
+            }
+            try {
+                $accepted = curl_setopt($probe, $option, $value);
+            } catch (\ValueError|\TypeError) {
+                $accepted = false;
+            }
+            if (!$accepted) {
+                throw new ConfigurationException(sprintf('option "curl_options": ext-curl rejects the value of %s', $names[$option]));
+            }
+        }
+
+        return $curlOptions;
     }
 
     /**
@@ -176,16 +244,26 @@ final class Config
     {
         $value = $options['timeout'] ?? null;
         if ($value === null) {
-            return self::DEFAULT_TIMEOUT;
+            $raw = self::env('CVSM_TIMEOUT');
+            if ($raw === null) {
+                return self::DEFAULT_TIMEOUT;
+            }
+            $timeout = self::positiveNumber(trim($raw));
+            if ($timeout === null) {
+                throw new ConfigurationException(sprintf(
+                    'CVSM_TIMEOUT must be a positive number of seconds, got "%s"',
+                    self::printable($raw)
+                ));
+            }
+
+            return $timeout;
         }
-        if (is_string($value) && is_numeric($value)) {
-            $value = $value + 0;
-        }
-        if ((!is_int($value) && !is_float($value)) || !is_finite((float) $value) || $value <= 0) {
+        $timeout = self::positiveNumber($value);
+        if ($timeout === null) {
             throw new ConfigurationException('option "timeout" must be a positive number of seconds');
         }
 
-        return $value;
+        return $timeout;
     }
 
     /**
@@ -195,7 +273,19 @@ final class Config
     {
         $value = $options['max_retries'] ?? null;
         if ($value === null) {
-            return self::DEFAULT_MAX_RETRIES;
+            $raw = self::env('CVSM_MAX_RETRIES');
+            if ($raw === null) {
+                return self::DEFAULT_MAX_RETRIES;
+            }
+            $retries = self::nonNegativeInt(trim($raw));
+            if ($retries === null) {
+                throw new ConfigurationException(sprintf(
+                    'CVSM_MAX_RETRIES must be a non-negative integer, got "%s"',
+                    self::printable($raw)
+                ));
+            }
+
+            return $retries;
         }
         $retries = self::nonNegativeInt($value);
         if ($retries === null) {
@@ -203,6 +293,45 @@ final class Config
         }
 
         return $retries;
+    }
+
+    /**
+     * caFile returns the PEM bundle to trust instead of the system store ("ca_file", then
+     * CVSM_CA_FILE), after checking that it can be read and holds a certificate.
+     *
+     * @param array<string, mixed> $options
+     */
+    private static function caFile(#[\SensitiveParameter] array $options): ?string
+    {
+        $path = self::stringSetting($options, 'ca_file', 'CVSM_CA_FILE');
+        if ($path === null) {
+            return null;
+        }
+        $source = isset($options['ca_file']) ? 'ca_file' : 'CVSM_CA_FILE';
+        $pem = is_file($path) && is_readable($path) ? @file_get_contents($path) : false;
+        if ($pem === false) {
+            throw new ConfigurationException(sprintf('%s "%s" cannot be read', $source, self::printable($path)));
+        }
+        if (!str_contains($pem, '-----BEGIN CERTIFICATE-----')) {
+            throw new ConfigurationException(sprintf('%s "%s" holds no PEM certificate', $source, self::printable($path)));
+        }
+
+        return $path;
+    }
+
+    /**
+     * reservedCurlOptions lists the CURLOPT_* options that "curl_options" may not set.
+     *
+     * @return list<int>
+     */
+    private static function reservedCurlOptions(): array
+    {
+        return [
+            CURLOPT_URL, CURLOPT_HTTPGET, CURLOPT_POST, CURLOPT_PUT, CURLOPT_NOBODY, CURLOPT_CUSTOMREQUEST,
+            CURLOPT_UPLOAD, CURLOPT_RETURNTRANSFER, CURLOPT_HEADER, CURLOPT_HEADERFUNCTION,
+            CURLOPT_WRITEFUNCTION, CURLOPT_FILE, CURLOPT_WRITEHEADER, CURLOPT_HTTPHEADER,
+            CURLOPT_FOLLOWLOCATION, CURLOPT_PROTOCOLS, CURLOPT_REDIR_PROTOCOLS, CURLOPT_USERAGENT,
+        ];
     }
 
     private static function nonNegativeInt(mixed $value): ?int
@@ -217,6 +346,18 @@ final class Config
         return null;
     }
 
+    private static function positiveNumber(mixed $value): int|float|null
+    {
+        if (is_string($value) && preg_match('/^([0-9]{1,12}(\.[0-9]*)?|\.[0-9]+)$/', $value)) {
+            $value = $value + 0;
+        }
+        if ((!is_int($value) && !is_float($value)) || !is_finite((float) $value) || $value <= 0) {
+            return null;
+        }
+
+        return $value;
+    }
+
     private static function env(string $variable): ?string
     {
         $value = getenv($variable);
@@ -229,6 +370,6 @@ final class Config
     {
         $text = preg_replace('/[\x00-\x1f\x7f]/', '?', $text) ?? '';
 
-        return strlen($text) > 40 ? substr($text, 0, 40) . '...' : $text;
+        return strlen($text) > 60 ? substr($text, 0, 60) . '...' : $text;
     }
 }

@@ -85,24 +85,34 @@ final class StubServer
     /**
      * route makes "METHOD /path[?query]" (path under /api/v1) answer $responses in order, the last
      * one repeating. A response has status, headers, body (string, or data sent as JSON),
-     * delay_ms, truncate (drop the connection mid-body).
+     * delay_ms, truncate (drop the connection mid-body), drip_ms (send the body one byte at a
+     * time, sleeping that long before each).
      *
-     * @param array{status?: int, headers?: array<string, string>, body?: mixed, delay_ms?: int, truncate?: bool} ...$responses
+     * @param array{status?: int, headers?: array<string, string>, body?: mixed, delay_ms?: int, truncate?: bool, drip_ms?: int} ...$responses
      */
     public function route(string $route, array ...$responses): void
     {
         [$method, $target] = explode(' ', $route, 2);
         $file = $this->dir . '/routes.json';
         $routes = is_file($file) ? json_decode((string) file_get_contents($file), true) : [];
+        foreach ($responses as &$response) {
+            // Encode data here, so that {} and [] survive the trip through routes.json.
+            if (array_key_exists('body', $response) && !is_string($response['body'])) {
+                $response['body'] = json_encode($response['body']);
+                $response['json'] = true;
+            }
+        }
+        unset($response);
         $routes[$method . ' /api/v1' . $target] = $responses;
         file_put_contents($file, json_encode($routes));
     }
 
     /**
      * requests returns what the stub received, oldest first: method, path, query, headers
-     * (lower-case names).
+     * (lower-case names), proxied_for (the host of a request in absolute form, sent to the stub
+     * as a proxy; else null).
      *
-     * @return list<array{method: string, path: string, query: string, headers: array<string, string>}>
+     * @return list<array{method: string, path: string, query: string, headers: array<string, string>, proxied_for: ?string}>
      */
     public function requests(): array
     {

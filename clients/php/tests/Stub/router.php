@@ -15,6 +15,12 @@ flock($lock, LOCK_EX);
 
 $uri = $_SERVER['REQUEST_URI'];
 $method = $_SERVER['REQUEST_METHOD'];
+// A request in absolute form (GET http://host/path) came through this server as a proxy.
+$proxiedFor = null;
+if (preg_match('#^https?://([^/]+)(/.*)?$#iD', $uri, $m)) {
+    $proxiedFor = $m[1];
+    $uri = $m[2] ?? '/';
+}
 $path = (string) parse_url($uri, PHP_URL_PATH);
 $headers = array_change_key_case(getallheaders(), CASE_LOWER);
 file_put_contents($dir . '/requests.jsonl', json_encode([
@@ -22,6 +28,7 @@ file_put_contents($dir . '/requests.jsonl', json_encode([
     'path' => $path,
     'query' => (string) parse_url($uri, PHP_URL_QUERY),
     'headers' => $headers,
+    'proxied_for' => $proxiedFor,
 ]) . "\n", FILE_APPEND);
 
 $routes = json_decode((string) @file_get_contents($dir . '/routes.json'), true) ?: [];
@@ -47,9 +54,8 @@ if ($response === null) {
 if (($response['delay_ms'] ?? 0) > 0) {
     usleep($response['delay_ms'] * 1000);
 }
-$body = $response['body'] ?? '';
-if (!is_string($body)) {
-    $body = json_encode($body);
+$body = (string) ($response['body'] ?? '');
+if ($response['json'] ?? false) {
     header('Content-Type: application/json');
 }
 http_response_code($response['status'] ?? 200);
@@ -62,6 +68,21 @@ if ($response['truncate'] ?? false) {
     echo $body;
     flush();
     exit;
+}
+if (($response['drip_ms'] ?? 0) > 0) {
+    // A server that drips its answer: the headers at once, then one byte at a time.
+    header('Content-Length: ' . strlen($body));
+    flush();
+    foreach (str_split($body) as $byte) {
+        usleep($response['drip_ms'] * 1000);
+        echo $byte;
+        flush();
+        if (connection_aborted()) {
+            break;
+        }
+    }
+
+    return true;
 }
 echo $body;
 

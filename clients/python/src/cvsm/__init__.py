@@ -1,4 +1,4 @@
-"""cvsm is the Python client for the cvsm secrets manager.
+"""Read a team's secrets from the cvsm secrets manager.
 
     import cvsm
 

@@ -1,13 +1,15 @@
-"""cvsm._config resolves a client's configuration: explicit options first, then CVSM_* variables.
+"""Resolve a client's configuration: explicit options first, then ``CVSM_*`` variables.
 
-It owns the option names, their defaults, their validation and the configuration error
-messages. The token is kept apart from :class:`ClientConfig` so that the configuration can be
-shown, logged and compared without ever exposing it.
+This module owns the option names, their defaults, their validation and the configuration
+error messages. The token is kept apart from :class:`ClientConfig` so that the configuration
+can be shown, logged and compared without ever exposing it.
 """
 
 from __future__ import annotations
 
+import math
 import re
+import ssl
 from collections.abc import Mapping
 
 import attrs
@@ -19,6 +21,9 @@ ENV_BASE_URL = "CVSM_BASE_URL"
 ENV_TEAM = "CVSM_TEAM"
 ENV_ENVIRONMENT = "CVSM_ENVIRONMENT"
 ENV_CACHE_TTL = "CVSM_CACHE_TTL"
+ENV_TIMEOUT = "CVSM_TIMEOUT"
+ENV_MAX_RETRIES = "CVSM_MAX_RETRIES"
+ENV_CA_FILE = "CVSM_CA_FILE"
 
 DEFAULT_ENVIRONMENT = "production"
 DEFAULT_CACHE_TTL = 30
@@ -26,17 +31,22 @@ DEFAULT_TIMEOUT = 10.0
 DEFAULT_MAX_RETRIES = 2
 
 _UUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
+# Trimmed from both ends of a token, so that one read from a mounted file works.
+_TOKEN_WHITESPACE = " \t\r\n"
 # Visible ASCII only: anything else could not travel in an HTTP header unaltered.
-_TOKEN_CHARS = re.compile(r"^[\x21-\x7e]+$")
+_TOKEN_CHARS = re.compile(r"[\x21-\x7e]+")
+_INTEGER = re.compile(r"\s*[0-9]+\s*")
+_NUMBER = re.compile(r"\s*([0-9]+(\.[0-9]*)?|\.[0-9]+)\s*")
 
 
 @attrs.frozen(kw_only=True)
 class ClientConfig:
-    """ClientConfig is a client's effective configuration, without the token.
+    """A client's effective configuration, without the token.
 
     ``base_url`` includes ``/api/v1`` and has no trailing slash; ``team`` is the team id or
-    slug as configured; ``cache_ttl`` is in whole seconds (0 = no cache); ``timeout`` is in
-    seconds per attempt; ``max_retries`` is the number of extra attempts for a failed GET.
+    slug as configured; ``cache_ttl`` is in whole seconds (0 = no cache); ``timeout`` is the
+    limit in seconds on each whole attempt; ``max_retries`` is the number of extra attempts for
+    a failed GET; ``ca_file`` is the PEM bundle trusted instead of the system store, or ``None``.
     """
 
     base_url: str
@@ -45,25 +55,26 @@ class ClientConfig:
     cache_ttl: int
     timeout: float
     max_retries: int
+    ca_file: str | None = None
 
     @property
     def team_is_id(self) -> bool:
-        """team_is_id tells whether ``team`` is a team id (a UUID) rather than a slug."""
+        """Tell whether ``team`` is a team id (a UUID) rather than a slug."""
         return bool(_UUID.match(self.team))
 
     def as_dict(self) -> dict[str, object]:
-        """as_dict returns the configuration as a plain dict (it never holds the token)."""
+        """Return the configuration as a plain dict (it never holds the token)."""
         return attrs.asdict(self)
 
 
 @attrs.frozen(repr=False)
 class Token:
-    """Token wraps the API token so that no repr, log line or traceback local shows it."""
+    """The API token, wrapped so that no repr, log line or traceback local shows it."""
 
     _value: str
 
     def reveal(self) -> str:
-        """reveal returns the token itself, for the Authorization header only."""
+        """Return the token itself, for the Authorization header only."""
         return self._value
 
     def __repr__(self) -> str:
@@ -73,7 +84,7 @@ class Token:
 
 
 def _pick(explicit: str | None, environ: Mapping[str, str], variable: str) -> str | None:
-    """_pick returns the explicit option when given, else the variable; empty counts as unset."""
+    """Return the explicit option when given, else the variable; empty counts as unset."""
     if explicit is not None and explicit != "":
         return explicit
     value = environ.get(variable)
@@ -89,18 +100,24 @@ def resolve_config(
     cache_ttl: int | None,
     timeout: float | None,
     max_retries: int | None,
+    ca_file: str | None,
     environ: Mapping[str, str],
 ) -> tuple[Token, ClientConfig]:
-    """resolve_config returns the token and configuration, or raises ConfigurationError.
+    """Return the token and the configuration, or raise :class:`ConfigurationError`.
 
     Each option is taken from its argument when given, else from its ``CVSM_*`` variable in
-    ``environ``, else from its default; ``timeout`` and ``max_retries`` have no variable.
+    ``environ``, else from its default. ``ca_file`` is only checked to be a readable PEM
+    bundle here; :func:`tls_context` loads it.
     """
     raw_token = _pick(token, environ, ENV_TOKEN)
-    if raw_token is None:
+    raw_token = raw_token.strip(_TOKEN_WHITESPACE) if raw_token is not None else None
+    if not raw_token:
         raise ConfigurationError(f"{ENV_TOKEN} is not set (pass token= or set {ENV_TOKEN})")
-    if not _TOKEN_CHARS.match(raw_token):
-        raise ConfigurationError("the token contains spaces or characters not allowed in an HTTP header")
+    if not _TOKEN_CHARS.fullmatch(raw_token):
+        raise ConfigurationError(
+            "the token contains whitespace or characters other than visible ASCII "
+            f"(token= or {ENV_TOKEN})"
+        )
 
     raw_base_url = _pick(base_url, environ, ENV_BASE_URL)
     if raw_base_url is None:
@@ -122,9 +139,24 @@ def resolve_config(
         team=raw_team.strip(),
         environment=raw_environment.strip(),
         cache_ttl=_resolve_cache_ttl(cache_ttl, environ),
-        timeout=_resolve_timeout(timeout),
-        max_retries=_resolve_max_retries(max_retries),
+        timeout=_resolve_timeout(timeout, environ),
+        max_retries=_resolve_max_retries(max_retries, environ),
+        ca_file=_pick(ca_file, environ, ENV_CA_FILE),
     )
+
+
+def tls_context(ca_file: str) -> ssl.SSLContext:
+    """Return a TLS context that trusts only the certificates of the PEM bundle ``ca_file``.
+
+    Raise :class:`ConfigurationError` when the file cannot be read or holds no certificate.
+    """
+    try:
+        return ssl.create_default_context(cafile=ca_file)
+    except (OSError, ssl.SSLError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else "not a PEM bundle of certificates"
+        raise ConfigurationError(
+            f"cannot read the CA bundle {ca_file!r} (ca_file= or {ENV_CA_FILE}): {reason}"
+        ) from None
 
 
 def _resolve_cache_ttl(explicit: int | None, environ: Mapping[str, str]) -> int:
@@ -133,24 +165,39 @@ def _resolve_cache_ttl(explicit: int | None, environ: Mapping[str, str]) -> int:
             raise ConfigurationError("cache_ttl must be a non-negative integer number of seconds")
         return explicit
     raw = environ.get(ENV_CACHE_TTL)
-    if raw is None or raw == "":
+    if not raw:
         return DEFAULT_CACHE_TTL
-    if not re.fullmatch(r"\s*[0-9]+\s*", raw):
+    if not _INTEGER.fullmatch(raw):
         raise ConfigurationError(f"{ENV_CACHE_TTL} must be a non-negative integer number of seconds")
     return int(raw)
 
 
-def _resolve_timeout(explicit: float | None) -> float:
-    if explicit is None:
+def _resolve_timeout(explicit: float | None, environ: Mapping[str, str]) -> float:
+    if explicit is not None:
+        if (
+            isinstance(explicit, bool)
+            or not isinstance(explicit, (int, float))
+            or not math.isfinite(explicit)
+            or not explicit > 0
+        ):
+            raise ConfigurationError("timeout must be a positive number of seconds")
+        return float(explicit)
+    raw = environ.get(ENV_TIMEOUT)
+    if not raw:
         return DEFAULT_TIMEOUT
-    if isinstance(explicit, bool) or not isinstance(explicit, (int, float)) or not explicit > 0:
-        raise ConfigurationError("timeout must be a positive number of seconds")
-    return float(explicit)
+    if not _NUMBER.fullmatch(raw) or not float(raw) > 0:
+        raise ConfigurationError(f"{ENV_TIMEOUT} must be a positive number of seconds")
+    return float(raw)
 
 
-def _resolve_max_retries(explicit: int | None) -> int:
-    if explicit is None:
+def _resolve_max_retries(explicit: int | None, environ: Mapping[str, str]) -> int:
+    if explicit is not None:
+        if isinstance(explicit, bool) or not isinstance(explicit, int) or explicit < 0:
+            raise ConfigurationError("max_retries must be a non-negative integer")
+        return explicit
+    raw = environ.get(ENV_MAX_RETRIES)
+    if not raw:
         return DEFAULT_MAX_RETRIES
-    if isinstance(explicit, bool) or not isinstance(explicit, int) or explicit < 0:
-        raise ConfigurationError("max_retries must be a non-negative integer")
-    return explicit
+    if not _INTEGER.fullmatch(raw):
+        raise ConfigurationError(f"{ENV_MAX_RETRIES} must be a non-negative integer")
+    return int(raw)

@@ -1,4 +1,4 @@
-"""cvsm._errors owns the exception hierarchy: one base error and one subclass per kind.
+"""The exception hierarchy: one base error and one subclass per kind.
 
 Callers branch on the type (``except cvsm.SecretNotFoundError``), never on message text.
 Messages never contain the token or a secret value.
@@ -8,50 +8,65 @@ from __future__ import annotations
 
 
 class CvsmError(Exception):
-    """CvsmError is the base of every error the client raises; catch it to handle them all.
+    """Base of every error the client raises; catch it to handle them all.
 
-    ``status`` is the HTTP status of the answer that caused the error, or ``None`` when there
-    was no answer (configuration, network) or no single status (a name absent from a listing).
+    Every error carries the same fields, ``None`` where they do not apply:
+
+    - ``message``: what went wrong, for people (never the token or a value);
+    - ``status``: the HTTP status of the answer that caused the error; ``None`` when there was
+      no answer (configuration, network) or no single status (a name absent from a listing);
+    - ``request_id``: the ``X-Request-Id`` header of that answer, to quote to the server's
+      operators (for a name absent from a listing, the listing's);
+    - ``retry_after``: seconds to wait before trying again (:class:`RateLimitError` only);
+    - ``suggestion``: the existing name that differs only in case (:class:`SecretNotFoundError`
+      only).
     """
 
-    def __init__(self, message: str, *, status: int | None = None) -> None:
+    retry_after: int | None = None
+    suggestion: str | None = None
+
+    def __init__(self, message: str, *, status: int | None = None, request_id: str | None = None) -> None:
         super().__init__(message)
         self.message = message
         self.status = status
+        self.request_id = request_id
 
     def __str__(self) -> str:
         return self.message
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}({self.message!r}, status={self.status!r})"
+        return f"{type(self).__name__}({self.message!r}, status={self.status!r}, request_id={self.request_id!r})"
 
 
 class ConfigurationError(CvsmError):
-    """ConfigurationError says the client cannot work as configured.
+    """Raised when the client cannot work as configured.
 
-    Raised at construction when the token, base URL or team is missing (the message names the
-    variable, e.g. ``CVSM_TOKEN is not set``) or an option is invalid, and on first use when a
-    team slug matches none of the caller's teams.
+    At construction: the token, base URL or team is missing (the message names the variable,
+    e.g. ``CVSM_TOKEN is not set``), an option or variable is invalid, or the CA bundle cannot
+    be read. On first use: a team slug matches none of the caller's teams, or the server answers
+    that the base URL, the team or the environment is wrong (``status`` 404 or 400). From
+    ``inject``: a secret cannot be put in the process environment.
     """
 
 
 class AuthenticationError(CvsmError):
-    """AuthenticationError says the server refused the token (HTTP 401): bad, expired or revoked.
+    """Raised when the server refuses the token (HTTP 401): bad, expired or revoked.
 
     Raising it also empties the client's cache.
     """
 
 
 class PermissionDeniedError(CvsmError):
-    """PermissionDeniedError says the token may not do this (HTTP 403), e.g. an IP allowlist miss."""
+    """Raised when the token may not do this (HTTP 403), e.g. an IP allowlist miss."""
 
 
 class SecretNotFoundError(CvsmError):
-    """SecretNotFoundError says no secret has exactly this name in the client's environment.
+    """Raised when no secret has exactly this name in the client's environment.
 
     ``name`` and ``environment`` say what was looked up; ``suggestion`` is the existing name
     when one differs only in case (names are case-sensitive). ``status`` is 404 when the server
-    answered 404, ``None`` when the listing simply held no such name.
+    answered 404, ``None`` when the listing held no such name or the name is not a valid secret
+    name (then no request is made).
     """
 
     def __init__(
@@ -62,36 +77,46 @@ class SecretNotFoundError(CvsmError):
         environment: str | None = None,
         suggestion: str | None = None,
         status: int | None = None,
+        request_id: str | None = None,
     ) -> None:
-        super().__init__(message, status=status)
+        super().__init__(message, status=status, request_id=request_id)
         self.name = name
         self.environment = environment
         self.suggestion = suggestion
 
 
 class RateLimitError(CvsmError):
-    """RateLimitError says the server is rate limiting the token (HTTP 429); it is never retried.
+    """Raised when the server rate limits the token (HTTP 429); it is never retried.
 
-    ``retry_after`` is the ``Retry-After`` header in whole seconds, or ``None`` when absent.
+    ``retry_after`` is the ``Retry-After`` header in whole seconds (an HTTP date counts from
+    now, rounded up; a past date is 0), or ``None`` when the header is absent or unreadable.
     """
 
-    def __init__(self, message: str, *, status: int | None = 429, retry_after: int | None = None) -> None:
-        super().__init__(message, status=status)
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int | None = 429,
+        retry_after: int | None = None,
+        request_id: str | None = None,
+    ) -> None:
+        super().__init__(message, status=status, request_id=request_id)
         self.retry_after = retry_after
 
     def __repr__(self) -> str:
         return (
             f"{type(self).__name__}({self.message!r}, status={self.status!r}, "
-            f"retry_after={self.retry_after!r})"
+            f"request_id={self.request_id!r}, retry_after={self.retry_after!r})"
         )
 
 
 class ApiError(CvsmError):
-    """ApiError says the server answered any other non-2xx status (5xx after retries); see ``status``."""
+    """Raised for any other non-2xx answer: a redirect, a 5xx after retries; see ``status``."""
 
 
 class NetworkError(CvsmError):
-    """NetworkError says no usable answer arrived after retries.
+    """Raised when no usable answer arrived after retries.
 
-    The connection was refused or dropped, an attempt timed out, or the response was unreadable.
+    The connection was refused or dropped, an attempt did not complete within ``timeout``, TLS
+    failed, or a 2xx answer was unreadable (not JSON, or not the shape the request promises).
     """

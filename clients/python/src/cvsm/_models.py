@@ -1,7 +1,8 @@
-"""cvsm._models parses the server's JSON answers into typed records.
+"""Parse the server's JSON answers into typed records.
 
-A malformed answer raises :class:`NetworkError` ("unreadable response"): the request reached
-a server, but not one that speaks the cvsm API.
+An answer of the wrong shape raises :class:`NetworkError` ("unreadable response"): the request
+reached a server, but not one that speaks the cvsm API (or the answer was mangled on the way),
+so it is retried like a dropped connection.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from ._errors import NetworkError
 
 @attrs.frozen
 class Team:
-    """Team is one entry of ``GET /teams``: the caller's teams."""
+    """One entry of ``GET /teams``: a team of the caller."""
 
     id: str
     slug: str
@@ -23,7 +24,7 @@ class Team:
 
 @attrs.frozen
 class SecretSummary:
-    """SecretSummary is one entry of a secret listing: metadata, never the value."""
+    """One entry of a secret listing: metadata, never the value."""
 
     id: str
     name: str
@@ -35,7 +36,7 @@ def _unreadable(what: str) -> NetworkError:
 
 
 def parse_teams(body: Any) -> list[Team]:
-    """parse_teams reads ``{"teams": [{"id", "slug", ...}]}``."""
+    """Read ``{"teams": [{"id", "slug", ...}]}``."""
     items = body.get("teams") if isinstance(body, dict) else None
     if not isinstance(items, list):
         raise _unreadable("expected a JSON object with a \"teams\" list")
@@ -48,7 +49,7 @@ def parse_teams(body: Any) -> list[Team]:
 
 
 def parse_secret_list(body: Any) -> list[SecretSummary]:
-    """parse_secret_list reads ``{"secrets": [{"id", "name", "environment", ...}], "total"}``."""
+    """Read ``{"secrets": [{"id", "name", "environment", ...}], "total"}``."""
     items = body.get("secrets") if isinstance(body, dict) else None
     if not isinstance(items, list):
         raise _unreadable("expected a JSON object with a \"secrets\" list")
@@ -68,7 +69,7 @@ def parse_secret_list(body: Any) -> list[SecretSummary]:
 
 
 def parse_secret_value(body: Any) -> str:
-    """parse_secret_value reads ``{"secret": {...}, "value": "<plaintext>"}``."""
+    """Read ``{"secret": {...}, "value": "<plaintext>"}`` and return the value."""
     value = body.get("value") if isinstance(body, dict) else None
     if not isinstance(value, str):
         raise _unreadable("expected a JSON object with a string \"value\"")
@@ -76,7 +77,7 @@ def parse_secret_value(body: Any) -> str:
 
 
 def parse_export(body: Any) -> dict[str, str]:
-    """parse_export reads the JSON export: an object of name -> value."""
+    """Read the JSON export: an object whose values are all strings (name -> value)."""
     if not isinstance(body, dict) or not all(isinstance(v, str) for v in body.values()):
         raise _unreadable("expected a JSON object of names to string values")
-    return dict(body)
+    return body

@@ -1,22 +1,30 @@
-"""cvsm._protocol is the wire protocol shared by Client and AsyncClient, without any I/O.
+"""The wire protocol shared by Client and AsyncClient, without any I/O.
 
-It builds request paths and headers, decides what is retried and how long to wait, turns
-non-2xx answers into typed errors and picks the exact secret out of a case-insensitive search.
-The two clients only add the sending (blocking or async) around it.
+It says which GETs to make (:class:`Call`), reads their complete answers (:class:`Answer`) into
+values or typed errors, decides what is retried and how long to wait, checks secret names and
+what ``inject`` may set, and picks the exact secret out of a case-insensitive search. The
+clients only add the sending, blocking or async, around it.
 """
 
 from __future__ import annotations
 
 import email.utils
+import enum
 import json
+import math
+import os
 import random
+import re
 import time
-from typing import Any
+from collections.abc import Callable, Mapping
+from datetime import timezone
+from typing import Any, Generic, TypeVar
 from urllib.parse import quote
 
+import attrs
 import httpx
 
-from ._config import Token
+from ._config import ClientConfig, Token
 from ._errors import (
     ApiError,
     AuthenticationError,
@@ -27,16 +35,85 @@ from ._errors import (
     RateLimitError,
     SecretNotFoundError,
 )
-from ._models import SecretSummary, Team
+from ._models import SecretSummary, Team, parse_export, parse_secret_list, parse_secret_value, parse_teams
 from ._version import USER_AGENT
+
+T = TypeVar("T")
 
 RETRYABLE_STATUSES = frozenset({502, 503, 504})
 _MAX_SERVER_MESSAGE = 300
 _REDACTED = "[redacted]"
+_SECRET_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,254}")
+_VARIABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_DIGITS = re.compile(r"[0-9]+")
 
 
-def default_headers(token: Token) -> dict[str, str]:
-    """default_headers are the headers every request carries."""
+class Endpoint(enum.Enum):
+    """The four requests the client makes; what an error status means depends on which."""
+
+    TEAMS = "teams"
+    LISTING = "listing"
+    VALUE = "value"
+    EXPORT = "export"
+
+
+@attrs.frozen
+class Call(Generic[T]):
+    """One GET the client wants answered: where, with which query, and how to read the answer.
+
+    ``parse`` turns the decoded JSON body of a 2xx answer into the result, raising
+    :class:`NetworkError` when the body is not the shape the endpoint promises.
+    """
+
+    endpoint: Endpoint
+    path: str
+    params: Mapping[str, str] | None
+    parse: Callable[[Any], T]
+    name: str | None = None
+    environment: str | None = None
+
+
+@attrs.frozen
+class Answer:
+    """A complete HTTP answer: its status, headers and whole body, read within the timeout."""
+
+    status: int
+    headers: httpx.Headers
+    body: bytes | bytearray = attrs.field(repr=lambda body: f"<{len(body)} bytes>")
+    reason: str = ""
+
+    @property
+    def request_id(self) -> str | None:
+        """Return the answer's ``X-Request-Id`` header, or ``None``."""
+        return self.headers.get("X-Request-Id") or None
+
+
+@attrs.frozen
+class Reply(Generic[T]):
+    """What a successful call returns: the parsed result and the answer's request id."""
+
+    value: T
+    request_id: str | None
+
+
+@attrs.frozen
+class Sleep:
+    """A pause the client must take before the next attempt."""
+
+    seconds: float
+
+
+class _ResolveTeam:
+    def __repr__(self) -> str:
+        return "RESOLVE_TEAM"
+
+
+RESOLVE_TEAM = _ResolveTeam()
+"""The step a flow yields when it needs the team id; the client answers it with the id."""
+
+
+def request_headers(token: Token) -> dict[str, str]:
+    """Return the headers every request carries."""
     return {
         "Authorization": f"Bearer {token.reveal()}",
         "Accept": "application/json",
@@ -44,45 +121,87 @@ def default_headers(token: Token) -> dict[str, str]:
     }
 
 
-def teams_path() -> str:
-    return "/teams"
+def teams_call() -> Call[list[Team]]:
+    """Return the call that lists the caller's teams (to resolve a slug)."""
+    return Call(Endpoint.TEAMS, "/teams", None, parse_teams)
 
 
-def list_path(team_id: str) -> str:
-    return f"/teams/{quote(team_id, safe='')}/secrets"
+def listing_call(team_id: str, environment: str, name: str) -> Call[list[SecretSummary]]:
+    """Return the call that searches the environment for ``name`` (case-insensitively)."""
+    return Call(
+        Endpoint.LISTING,
+        f"/teams/{quote(team_id, safe='')}/secrets",
+        {"environment": environment, "search": name},
+        parse_secret_list,
+        name=name,
+        environment=environment,
+    )
 
 
-def value_path(team_id: str, secret_id: str) -> str:
-    return f"/teams/{quote(team_id, safe='')}/secrets/{quote(secret_id, safe='')}"
+def value_call(team_id: str, secret_id: str, name: str, environment: str) -> Call[str]:
+    """Return the call that reads the value of the secret ``secret_id`` (named ``name``)."""
+    return Call(
+        Endpoint.VALUE,
+        f"/teams/{quote(team_id, safe='')}/secrets/{quote(secret_id, safe='')}",
+        None,
+        parse_secret_value,
+        name=name,
+        environment=environment,
+    )
 
 
-def export_path(team_id: str) -> str:
-    return f"/teams/{quote(team_id, safe='')}/secrets/export"
+def export_call(team_id: str, environment: str) -> Call[dict[str, str]]:
+    """Return the call that reads every secret of the environment through the JSON export."""
+    return Call(
+        Endpoint.EXPORT,
+        f"/teams/{quote(team_id, safe='')}/secrets/export",
+        {"format": "json", "environment": environment},
+        parse_export,
+        environment=environment,
+    )
 
 
 def backoff_delay(attempt: int) -> float:
-    """backoff_delay is the full-jitter pause before retry ``attempt`` (0 for the first retry)."""
+    """Return the full-jitter pause before retry ``attempt`` (0 for the first retry)."""
     return random.uniform(0.0, 0.1 * 2**attempt)
 
 
-def decode_json(response: httpx.Response) -> Any:
-    """decode_json returns the JSON body of a 2xx answer, or raises NetworkError if unreadable."""
+def read_answer(call: Call[T], answer: Answer, token: Token) -> Reply[T]:
+    """Return the result of ``call`` from its ``answer``, or raise the error it amounts to.
+
+    A 2xx answer whose body is not JSON, or not the shape ``call`` promises, raises
+    :class:`NetworkError` (see :func:`is_retryable`).
+    """
+    if not 200 <= answer.status < 300:
+        raise error_from_answer(call, answer, token)
     try:
-        return json.loads(response.content)
-    except ValueError:
+        body = json.loads(answer.body)
+    except (ValueError, RecursionError):
         raise NetworkError(
-            f"unreadable response: HTTP {response.status_code} body is not JSON"
+            f"unreadable response: HTTP {answer.status} body is not JSON", request_id=answer.request_id
         ) from None
+    try:
+        return Reply(call.parse(body), answer.request_id)
+    except NetworkError as exc:
+        exc.request_id = answer.request_id
+        raise
+
+
+def is_retryable(error: CvsmError) -> bool:
+    """Tell whether a failed attempt is tried again: no usable answer, or a 502, 503 or 504."""
+    return isinstance(error, NetworkError) or (type(error) is ApiError and error.status in RETRYABLE_STATUSES)
 
 
 def network_error(exc: httpx.HTTPError) -> NetworkError:
-    """network_error describes a transport failure by its type; the URL holds no token."""
+    """Describe a transport failure by its type; the URL holds no token."""
     if isinstance(exc, httpx.TimeoutException):
         what = "the request timed out"
     elif isinstance(exc, httpx.ConnectError):
         what = "could not connect to the server"
     elif isinstance(exc, (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError)):
         what = "the connection was dropped"
+    elif isinstance(exc, httpx.ProxyError):
+        what = "the proxy refused the request"
     else:
         what = "the request failed"
     try:
@@ -90,69 +209,117 @@ def network_error(exc: httpx.HTTPError) -> NetworkError:
     except RuntimeError:
         request = None
     where = f" ({request.method} {request.url.copy_with(query=None)})" if request is not None else ""
-    return NetworkError(f"network error: {what}{where}: {type(exc).__name__}")
+    error = NetworkError(f"network error: {what}{where}: {type(exc).__name__}")
+    error.__cause__ = exc
+    return error
 
 
 def retry_after_seconds(value: str | None) -> int | None:
-    """retry_after_seconds reads ``Retry-After`` as whole seconds (delta or HTTP date)."""
+    """Read ``Retry-After`` as whole seconds.
+
+    A delay in seconds is taken as is; an HTTP date gives the seconds from now until then,
+    rounded up, and 0 when it is past; anything else, or no header, gives ``None``.
+    """
     if value is None:
         return None
     value = value.strip()
-    if value.isdigit():
+    if _DIGITS.fullmatch(value):
         return int(value)
     try:
         when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, IndexError):
         return None
-    return max(0, round(when.timestamp() - time.time()))
+    if when.tzinfo is None:  # "-0000": UTC without a claim about local time
+        when = when.replace(tzinfo=timezone.utc)
+    return max(0, math.ceil(when.timestamp() - time.time()))
 
 
-def error_from_response(response: httpx.Response, token: Token) -> CvsmError:
-    """error_from_response turns a non-2xx answer into the error of its kind.
+def error_from_answer(call: Call[Any], answer: Answer, token: Token) -> CvsmError:
+    """Return the error a non-2xx answer to ``call`` amounts to.
 
     The message is ``HTTP <status>: <the server's "error" text>``, with the token removed
-    should a server ever echo it.
+    should a server ever echo it, and a hint where the status means the configuration is wrong.
     """
-    status = response.status_code
+    status = answer.status
+    request_id = answer.request_id
     detail: str | None = None
     try:
-        body = json.loads(response.content)
-    except ValueError:
+        body = json.loads(answer.body)
+    except (ValueError, RecursionError):
         body = None
     if isinstance(body, dict) and isinstance(body.get("error"), str):
         detail = body["error"]
     if not detail:
-        detail = response.reason_phrase or "error"
+        detail = answer.reason or "error"
     detail = detail.replace(token.reveal(), _REDACTED)
     if len(detail) > _MAX_SERVER_MESSAGE:
         detail = detail[:_MAX_SERVER_MESSAGE] + "..."
     message = f"HTTP {status}: {detail}"
     if status == 401:
-        return AuthenticationError(message, status=status)
+        return AuthenticationError(message, status=status, request_id=request_id)
     if status == 403:
-        return PermissionDeniedError(message, status=status)
-    if status == 404:
-        return SecretNotFoundError(message, status=status)
+        return PermissionDeniedError(message, status=status, request_id=request_id)
     if status == 429:
         return RateLimitError(
-            message, status=status, retry_after=retry_after_seconds(response.headers.get("Retry-After"))
+            message,
+            status=status,
+            retry_after=retry_after_seconds(answer.headers.get("Retry-After")),
+            request_id=request_id,
         )
-    return ApiError(message, status=status)
+    if status == 404 and call.endpoint is Endpoint.VALUE:
+        return SecretNotFoundError(
+            message, name=call.name, environment=call.environment, status=status, request_id=request_id
+        )
+    if status == 404:
+        return ConfigurationError(
+            f"{message} (is the base URL the API root, ending in /api/v1, and the team one of yours?)",
+            status=status,
+            request_id=request_id,
+        )
+    if status == 400 and call.endpoint in (Endpoint.LISTING, Endpoint.EXPORT):
+        return ConfigurationError(
+            f"{message} (the server rejects the environment {call.environment!r}: CVSM_ENVIRONMENT)",
+            status=status,
+            request_id=request_id,
+        )
+    if 300 <= status < 400:
+        message += " (redirects are not followed; is the base URL right?)"
+    return ApiError(message, status=status, request_id=request_id)
 
 
-def pick_team(teams: list[Team], slug: str) -> str:
-    """pick_team returns the id of the team whose slug is ``slug``, or raises ConfigurationError."""
+def check_name(name: str, environment: str) -> None:
+    """Raise :class:`SecretNotFoundError` when ``name`` is not a valid secret name.
+
+    A valid name is a letter or ``_``, then up to 254 letters, digits or ``_``; no request
+    could find any other.
+    """
+    if not isinstance(name, str):
+        raise TypeError(f"a secret name is a str, not {type(name).__name__}")
+    if not _SECRET_NAME.fullmatch(name):
+        shown = json.dumps(name if len(name) <= 80 else name[:80] + "...", ensure_ascii=False)
+        raise SecretNotFoundError(
+            f"secret name {shown} is not valid: a letter or _, then up to 254 letters, digits or _",
+            name=name,
+            environment=environment,
+        )
+
+
+def pick_team(teams: list[Team], slug: str, request_id: str | None) -> str:
+    """Return the id of the team whose slug is ``slug``, or raise :class:`ConfigurationError`."""
     for team in teams:
         if team.slug == slug:
             return team.id
-    raise ConfigurationError(f"team {slug!r} is not one of your teams (CVSM_TEAM: a team id or slug)")
+    raise ConfigurationError(
+        f"team {slug!r} is not one of your teams (CVSM_TEAM: a team id or slug)", request_id=request_id
+    )
 
 
-def pick_secret(secrets: list[SecretSummary], name: str, environment: str) -> str:
-    """pick_secret returns the id of the secret named exactly ``name``.
+def pick_secret(secrets: list[SecretSummary], name: str, environment: str, request_id: str | None) -> str:
+    """Return the id of the secret named exactly ``name``.
 
     The server's search is case-insensitive, names are not: an entry that differs only in case
-    is not a match, but its name is suggested in the not-found error.
+    is not a match, but its name is suggested in the not-found error, which carries the
+    listing's ``request_id``.
     """
     in_environment = [s for s in secrets if s.environment in (None, environment)]
     for secret in in_environment:
@@ -162,13 +329,47 @@ def pick_secret(secrets: list[SecretSummary], name: str, environment: str) -> st
     message = f"secret {json.dumps(name, ensure_ascii=False)} not found in {environment}"
     if suggestion is not None:
         message += f"; did you mean {json.dumps(suggestion, ensure_ascii=False)}?"
-    raise SecretNotFoundError(message, name=name, environment=environment, suggestion=suggestion)
+    raise SecretNotFoundError(
+        message, name=name, environment=environment, suggestion=suggestion, request_id=request_id
+    )
 
 
-def describe(kind: str, config: Any) -> str:
-    """describe is the printed form of a client: its configuration, never the token or a value."""
-    return (
+def to_inject(values: Mapping[str, str], environ: Mapping[str, str], overwrite: bool) -> dict[str, str]:
+    """Return the variables ``inject`` sets, after checking that every one of them can be set.
+
+    A variable already in ``environ`` is left out unless ``overwrite`` is true. Raise
+    :class:`ConfigurationError`, naming the secret but never showing its value, when a name is
+    not a variable name (``[A-Za-z_][A-Za-z0-9_]*``) or a value holds a NUL character or
+    cannot be encoded for the environment; the caller then sets nothing.
+    """
+    chosen: dict[str, str] = {}
+    for name, value in values.items():
+        shown = json.dumps(name)
+        if not _VARIABLE_NAME.fullmatch(name):
+            raise ConfigurationError(f"secret {shown} cannot be put in the environment: not a variable name")
+        if name in environ and not overwrite:
+            continue
+        if "\0" in value:
+            raise ConfigurationError(
+                f"secret {shown} cannot be put in the environment: its value holds a NUL character"
+            )
+        try:
+            os.fsencode(value)
+        except UnicodeError:
+            raise ConfigurationError(
+                f"secret {shown} cannot be put in the environment: its value cannot be encoded"
+            ) from None
+        chosen[name] = value
+    return chosen
+
+
+def describe(kind: str, config: ClientConfig) -> str:
+    """Return the printed form of a client: its configuration, never the token or a value."""
+    text = (
         f"<cvsm.{kind} base_url={config.base_url!r} team={config.team!r} "
         f"environment={config.environment!r} cache_ttl={config.cache_ttl} "
-        f"timeout={config.timeout:g} max_retries={config.max_retries}>"
+        f"timeout={config.timeout:g} max_retries={config.max_retries}"
     )
+    if config.ca_file is not None:
+        text += f" ca_file={config.ca_file!r}"
+    return text + ">"

@@ -1,4 +1,7 @@
-"""cvsm._version holds the package version and the user agent every request carries."""
+"""The package version, in its one place, and the user agent every request carries.
+
+``pyproject.toml`` reads ``__version__`` from here (``[tool.setuptools.dynamic]``).
+"""
 
 __version__ = "0.1.0"
 

@@ -5,6 +5,29 @@ module Cvsm
   # Cvsm::Cache keeps values for +ttl+ seconds under arbitrary keys; a ttl of 0 disables it.
   # It is safe to share between threads. #inspect shows only the ttl and the entry count.
   class Cache
+    # One cached value and its expiry time. It prints, dumps to YAML or JSON and marshals as
+    # nothing but a placeholder, so dumping the cache's entries shows no value.
+    class Entry
+      attr_reader :value, :expires
+
+      def initialize(value, expires)
+        @value = value
+        @expires = expires
+      end
+
+      def inspect = "#<cached value>"
+      alias to_s inspect
+      def pretty_print(printer) = printer.text(inspect)
+      def encode_with(coder) = coder.scalar = inspect
+      def as_json(*) = inspect
+      def to_json(*args) = inspect.to_json(*args)
+
+      def marshal_dump
+        raise TypeError, "a cached value cannot be marshalled"
+      end
+    end
+    private_constant :Entry
+
     attr_reader :ttl
 
     def initialize(ttl, clock: -> { Process.clock_gettime(Process::CLOCK_MONOTONIC) })
@@ -27,11 +50,11 @@ module Cvsm
         entry = @entries[key]
         return nil if entry.nil?
 
-        if @clock.call >= entry[1]
+        if @clock.call >= entry.expires
           @entries.delete(key)
           return nil
         end
-        entry[0]
+        entry.value
       end
     end
 
@@ -39,7 +62,7 @@ module Cvsm
     def write(key, value)
       return value unless enabled?
 
-      @mutex.synchronize { @entries[key] = [value, @clock.call + @ttl] }
+      @mutex.synchronize { @entries[key] = Entry.new(value, @clock.call + @ttl) }
       value
     end
 
@@ -49,7 +72,7 @@ module Cvsm
 
       @mutex.synchronize do
         expires = @clock.call + @ttl
-        pairs.each { |key, value| @entries[key] = [value, expires] }
+        pairs.each { |key, value| @entries[key] = Entry.new(value, expires) }
       end
     end
 
@@ -69,5 +92,17 @@ module Cvsm
       "#<#{self.class.name} ttl=#{@ttl} entries=#{size}>"
     end
     alias to_s inspect
+
+    def pretty_print(printer) = printer.text(inspect)
+
+    # Cvsm::Cache#encode_with makes to_yaml write the ttl only, never keys or values.
+    def encode_with(coder)
+      coder["ttl"] = @ttl
+    end
+
+    # A cache cannot be marshalled: it holds secret values.
+    def marshal_dump
+      raise TypeError, "#{self.class.name} cannot be marshalled (it holds secret values)"
+    end
   end
 end

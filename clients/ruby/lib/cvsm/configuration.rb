@@ -1,5 +1,7 @@
 # frozen_string_literal: true
 
+require "net/http"
+require "openssl"
 require "uri"
 
 # Resolving a client's settings from keyword arguments and CVSM_* environment variables.
@@ -7,19 +9,59 @@ module Cvsm
   # Cvsm::Configuration holds a client's effective settings. Each one comes from the explicit
   # keyword argument when it is given (not nil), otherwise from its environment variable,
   # otherwise from its default. Invalid or missing settings raise Cvsm::ConfigurationError
-  # naming the variable. The token is kept but never shown by #inspect or #to_h.
+  # naming the variable. Everything, the proxy variables included, is read once, here.
+  #
+  # The token is held in a wrapper that #inspect, YAML, JSON and Marshal never reveal;
+  # Configuration#inspect, #to_h, #to_yaml and #to_json never show it either.
   class Configuration
     DEFAULT_ENVIRONMENT = "production"
     DEFAULT_CACHE_TTL = 30
     DEFAULT_TIMEOUT = 10
     DEFAULT_MAX_RETRIES = 2
 
-    attr_reader :token, :base_url, :team, :environment, :cache_ttl, :timeout, :max_retries
+    # Spaces, tabs, carriage returns and line feeds around a token are dropped (R6), so a token
+    # read from a mounted file works.
+    TOKEN_PADDING = /\A[ \t\r\n]+|[ \t\r\n]+\z/n.freeze
+    # What a token may hold once trimmed: visible ASCII only.
+    TOKEN_CHARACTERS = /\A[!-~]+\z/n.freeze
+    private_constant :TOKEN_PADDING, :TOKEN_CHARACTERS
+
+    # Holds the token so that no printing or serialisation of an object that refers to it shows
+    # it: #inspect, #to_s, YAML and JSON give "[REDACTED]", Marshal refuses. The string lives in
+    # a closure, not in an instance variable, so dumping instance variables shows no token either.
+    class Redacted
+      TEXT = "[REDACTED]"
+
+      def initialize(value)
+        value = value.dup.freeze
+        @reveal = -> { value }
+        freeze
+      end
+
+      # The wrapped string; the only way to read it.
+      def reveal = @reveal.call
+
+      def inspect = TEXT
+      alias to_s inspect
+
+      def pretty_print(printer) = printer.text(TEXT)
+      def encode_with(coder) = coder.scalar = TEXT
+      def as_json(*) = TEXT
+      def to_json(*args) = TEXT.to_json(*args)
+
+      def marshal_dump
+        raise TypeError, "a cvsm token cannot be marshalled"
+      end
+    end
+    private_constant :Redacted
+
+    attr_reader :base_url, :team, :environment, :cache_ttl, :timeout, :max_retries, :ca_file,
+                :cert_store, :proxy, :http_factory
 
     def initialize(token: nil, base_url: nil, team: nil, environment: nil, cache_ttl: nil,
-                   timeout: nil, max_retries: nil, env: ENV)
+                   timeout: nil, max_retries: nil, ca_file: nil, http_factory: nil, env: ENV)
       @env = env
-      @token = required(token, "token", "CVSM_TOKEN")
+      @token = Redacted.new(resolve_token(token))
       @base_url = normalize_base_url(base_url)
       @team = required(team, "team", "CVSM_TEAM")
       @environment = string_option(environment, "environment") || from_env("CVSM_ENVIRONMENT") ||
@@ -27,8 +69,14 @@ module Cvsm
       @cache_ttl = resolve_cache_ttl(cache_ttl)
       @timeout = resolve_timeout(timeout)
       @max_retries = resolve_max_retries(max_retries)
+      @ca_file, @cert_store = resolve_ca_file(ca_file)
+      @proxy = Proxy.for(URI.parse(@base_url), env)
+      @http_factory = resolve_http_factory(http_factory)
       @env = nil
     end
+
+    # Cvsm::Configuration#token is the bearer token, trimmed and checked.
+    def token = @token.reveal
 
     # Cvsm::Configuration#to_h returns the effective settings without the token.
     def to_h
@@ -43,6 +91,28 @@ module Cvsm
       "#<#{self.class.name} #{to_h.map { |k, v| "#{k}=#{v.inspect}" }.join(' ')}>"
     end
     alias to_s inspect
+
+    def pretty_print(printer) = printer.text(inspect)
+    def encode_with(coder) = to_h.each { |key, value| coder[key.to_s] = value }
+    def as_json(*) = to_h.transform_keys(&:to_s)
+    def to_json(*args) = as_json.to_json(*args)
+
+    def marshal_dump
+      raise TypeError, "#{self.class.name} cannot be marshalled (it holds a token)"
+    end
+
+    # Cvsm::Configuration#new_http returns a new, not yet started Net::HTTP for +uri+: the
+    # http_factory's, or one through the proxy chosen from the environment.
+    def new_http(uri)
+      return @http_factory.call(uri) if @http_factory
+
+      if proxy
+        Net::HTTP.new(uri.hostname, uri.port, proxy.hostname, proxy.port,
+                      unescape(proxy.user), unescape(proxy.password))
+      else
+        Net::HTTP.new(uri.hostname, uri.port, nil) # nil: no proxy lookup by Net::HTTP itself
+      end
+    end
 
     private
 
@@ -61,6 +131,21 @@ module Cvsm
     def required(value, option, variable)
       string_option(value, option) || from_env(variable) ||
         raise(ConfigurationError, "#{variable} is not set (pass #{option}: or set #{variable})")
+    end
+
+    # The token, trimmed of surrounding whitespace; nothing but visible ASCII may remain. The
+    # messages never hold the token: work on bytes, so no encoding error can quote it either.
+    def resolve_token(explicit)
+      source = string_option(explicit, "token") ? "token" : "CVSM_TOKEN"
+      token = required(explicit, "token", "CVSM_TOKEN").b.gsub(TOKEN_PADDING, "")
+      raise ConfigurationError, "#{source} is blank (only whitespace)" if token.empty?
+      unless token.match?(TOKEN_CHARACTERS)
+        raise ConfigurationError,
+              "#{source} holds a character other than visible ASCII (a space, a control character " \
+              "or a non-ASCII character inside it); the token is not shown"
+      end
+
+      token.force_encoding(Encoding::UTF_8)
     end
 
     def normalize_base_url(explicit)
@@ -92,18 +177,61 @@ module Cvsm
     end
 
     def resolve_timeout(explicit)
-      return DEFAULT_TIMEOUT if explicit.nil?
-      return explicit if explicit.is_a?(Numeric) && explicit.real? && explicit.positive? &&
-                         explicit.to_f.finite?
+      unless explicit.nil?
+        return explicit if explicit.is_a?(Numeric) && explicit.real? && explicit.positive? &&
+                           explicit.to_f.finite?
 
-      raise ConfigurationError, "timeout must be a positive number of seconds"
+        raise ConfigurationError, "timeout must be a positive number of seconds"
+      end
+      raw = from_env("CVSM_TIMEOUT")&.strip
+      return DEFAULT_TIMEOUT if raw.nil?
+
+      seconds = if raw.match?(/\A\d+\z/) then Integer(raw, 10)
+                elsif raw.match?(/\A\d*\.\d+\z|\A\d+\.\d*\z/) then Float(raw)
+                end
+      return seconds if seconds&.positive?
+
+      raise ConfigurationError, "CVSM_TIMEOUT must be a positive number of seconds"
     end
 
     def resolve_max_retries(explicit)
-      return DEFAULT_MAX_RETRIES if explicit.nil?
-      return explicit if explicit.is_a?(Integer) && explicit >= 0
+      unless explicit.nil?
+        return explicit if explicit.is_a?(Integer) && explicit >= 0
 
-      raise ConfigurationError, "max_retries must be a non-negative integer"
+        raise ConfigurationError, "max_retries must be a non-negative integer"
+      end
+      raw = from_env("CVSM_MAX_RETRIES")&.strip
+      return DEFAULT_MAX_RETRIES if raw.nil?
+      return Integer(raw, 10) if raw.match?(/\A\d+\z/)
+
+      raise ConfigurationError, "CVSM_MAX_RETRIES must be a non-negative integer"
+    end
+
+    # [path, store]: the PEM bundle named by ca_file: or CVSM_CA_FILE, loaded now into a
+    # certificate store that replaces the system's; [nil, nil] when neither is set.
+    def resolve_ca_file(explicit)
+      explicit = explicit.to_path if explicit.respond_to?(:to_path)
+      source = string_option(explicit, "ca_file") ? "ca_file" : "CVSM_CA_FILE"
+      path = string_option(explicit, "ca_file") || from_env("CVSM_CA_FILE")
+      return [nil, nil] if path.nil?
+
+      File.open(path, &:readbyte) # a clear message for a missing, unreadable or empty file
+      store = OpenSSL::X509::Store.new
+      store.add_file(path)
+      [path, store]
+    rescue SystemCallError, IOError, EOFError, OpenSSL::X509::StoreError => e
+      reason = e.is_a?(OpenSSL::X509::StoreError) || e.is_a?(EOFError) ? "no PEM certificate in it" : e.message
+      raise ConfigurationError, "#{source} #{path.inspect} cannot be used as a CA bundle: #{reason}"
+    end
+
+    def resolve_http_factory(factory)
+      return factory if factory.nil? || factory.respond_to?(:call)
+
+      raise ConfigurationError, "http_factory must respond to #call(uri) and return a Net::HTTP"
+    end
+
+    def unescape(text)
+      text && URI::DEFAULT_PARSER.unescape(text)
     end
   end
 end

@@ -8,25 +8,101 @@ require "timeout"
 require "uri"
 require "zlib"
 
-# HTTP for the SDK: headers, per-attempt timeouts, retries with jittered backoff, and the
-# mapping from HTTP statuses and network failures to Cvsm errors.
+# HTTP for the SDK: headers, a deadline per attempt, retries with jittered backoff, and the
+# mapping from HTTP statuses, network failures and unreadable answers to Cvsm errors.
 module Cvsm
   # Cvsm::Transport performs authenticated GET requests against the API and returns parsed
-  # JSON. It retries network errors and 502/503/504 up to +max_retries+ times, sleeping a random
-  # time between 0 and 0.1 * 2**attempt seconds before each retry; it never retries a 4xx.
+  # JSON. It retries network errors, unreadable 2xx answers and 502/503/504 up to +max_retries+
+  # times, sleeping a random time between 0 and 0.1 * 2**attempt seconds before each retry; it
+  # never retries a 4xx and never follows a redirect. Used by Cvsm::Client; not a public API.
   class Transport
     RETRYABLE_STATUSES = [502, 503, 504].freeze
     MAX_DETAIL_LENGTH = 300
 
-    # Raised inside an attempt when its overall deadline passes.
+    # Cvsm::Transport::Reply is a 2xx answer: its parsed JSON and its X-Request-Id header.
+    Reply = Struct.new(:data, :request_id)
+
+    # Cvsm::Transport::Shape is what a 2xx answer must look like: +description+ (for the error
+    # message) and +test+, a callable that accepts the parsed JSON or not.
+    Shape = Struct.new(:description, :test) do
+      def accepts?(data) = test.call(data)
+    end
+
+    # Raised inside an attempt when its deadline passes.
     class AttemptTimeout < StandardError; end
     private_constant :AttemptTimeout
 
     NETWORK_ERRORS = [
-      AttemptTimeout, Timeout::Error, SocketError, SystemCallError, IOError, EOFError,
-      Net::HTTPBadResponse, Net::ProtocolError, OpenSSL::SSL::SSLError, Zlib::Error
+      AttemptTimeout, Timeout::Error, SocketError, SystemCallError, IOError,
+      Net::HTTPBadResponse, Net::ProtocolError, OpenSSL::OpenSSLError, Zlib::Error
     ].freeze
     private_constant :NETWORK_ERRORS
+
+    # Bounds one attempt, from connecting to the last byte of the body, by a deadline (R1).
+    #
+    # Net::HTTP's read_timeout applies to each read, so a server that drips its answer a byte at
+    # a time never trips it. Timeout.timeout is not used either: it raises into the thread at any
+    # point, inside Net::HTTP's or OpenSSL's own cleanup included. Instead a watchdog thread waits
+    # for the deadline and then closes the connection (Net::HTTP#finish); the read blocked on it
+    # fails with an IOError at a well-defined point, which the attempt reports as a timeout.
+    # Connecting (TCP, proxy CONNECT, TLS handshake) is bounded by Net::HTTP's open, read and
+    # write timeouts set to the time left, and the deadline is checked again once connected.
+    class Deadline
+      def initialize(seconds)
+        @at = now + seconds
+        @mutex = Mutex.new
+        @stopped_signal = ConditionVariable.new
+        @stopped = false
+        @fired = false
+        @watchdog = nil
+      end
+
+      # Seconds left; raises AttemptTimeout when none are.
+      def remaining
+        left = @at - now
+        raise AttemptTimeout if left <= 0
+
+        left
+      end
+
+      # Whether the watchdog closed the connection.
+      def fired?
+        @mutex.synchronize { @fired }
+      end
+
+      # Closes +http+'s connection at the deadline unless #stop comes first.
+      def watch(http)
+        @watchdog = Thread.new do
+          Thread.current.name = "cvsm-deadline"
+          http.finish if expire?
+        rescue StandardError
+          nil # the attempt ended on its own at the same moment
+        end
+      end
+
+      # Ends the watch; when this returns, the watchdog has closed nothing or finished closing.
+      def stop
+        @mutex.synchronize do
+          @stopped = true
+          @stopped_signal.signal
+        end
+        @watchdog&.join
+      end
+
+      private
+
+      def expire?
+        @mutex.synchronize do
+          until @stopped || (left = @at - now) <= 0
+            @stopped_signal.wait(@mutex, left)
+          end
+          @fired = !@stopped
+        end
+      end
+
+      def now = Process.clock_gettime(Process::CLOCK_MONOTONIC)
+    end
+    private_constant :Deadline
 
     # Cvsm::Transport.new takes the client's Configuration; +sleeper+ and +random+ exist so
     # tests can observe the backoff.
@@ -37,15 +113,18 @@ module Cvsm
     end
 
     # Cvsm::Transport#get_json sends GET +path+ (relative to the base URL) with +query+ and
-    # returns the parsed JSON body of a 2xx answer, or raises the matching Cvsm::Error.
-    def get_json(path, query = nil)
+    # returns a Reply for a 2xx answer whose JSON +shape+ accepts. An answer that is not JSON or
+    # not of that shape is retried like a dropped connection, then is a Cvsm::NetworkError.
+    # +misconfigured+ maps statuses that mean a wrong base URL, team or environment to a hint:
+    # those raise Cvsm::ConfigurationError. Any other failure raises the matching Cvsm::Error.
+    def get_json(path, query = nil, shape: nil, misconfigured: {})
       uri = URI("#{@config.base_url}#{path}")
       uri.query = URI.encode_www_form(query) if query && !query.empty?
       attempt = 0
       loop do
-        outcome = attempt_once(uri, path)
-        return outcome[1] if outcome[0] == :ok
-        raise outcome[1] if outcome[0] == :fatal || attempt >= @config.max_retries
+        outcome, result = attempt_once(uri, path, shape, misconfigured)
+        return result if outcome == :ok
+        raise result if outcome == :fatal || attempt >= @config.max_retries
 
         @sleeper.call(backoff(attempt))
         attempt += 1
@@ -63,41 +142,91 @@ module Cvsm
     end
     alias to_s inspect
 
+    def pretty_print(printer) = printer.text(inspect)
+
+    def encode_with(coder)
+      coder["timeout"] = @config.timeout
+      coder["max_retries"] = @config.max_retries
+    end
+
+    def marshal_dump
+      raise TypeError, "#{self.class.name} cannot be marshalled (it holds a token)"
+    end
+
     private
 
-    # One attempt: [:ok, body], [:retry, error] (retryable) or [:fatal, error].
-    def attempt_once(uri, path)
-      response = Timeout.timeout(@config.timeout, AttemptTimeout) { perform(uri) }
+    # One attempt: [:ok, reply], [:retry, error] (retryable) or [:fatal, error].
+    def attempt_once(uri, path, shape, misconfigured)
+      response = fetch(uri)
       status = response.code.to_i
       if (200..299).cover?(status)
-        parse_success(response, path)
+        read_success(response, path, shape)
       elsif RETRYABLE_STATUSES.include?(status)
-        [:retry, error_for(response)]
+        [:retry, error_for(response, misconfigured)]
       else
-        [:fatal, error_for(response)]
+        [:fatal, error_for(response, misconfigured)]
       end
     rescue *NETWORK_ERRORS => e
       [:retry, NetworkError.new(redact("GET #{path} failed: #{describe_exception(e)}"))]
     end
 
-    def perform(uri)
-      http = Net::HTTP.new(uri.host, uri.port)
+    # Sends the request and reads the whole answer before the attempt's deadline.
+    def fetch(uri)
+      deadline = Deadline.new(@config.timeout)
+      http = prepare(@config.new_http(uri), uri, deadline.remaining)
+      http.start do |connection|
+        deadline.watch(connection)
+        left = deadline.remaining
+        connection.read_timeout = left
+        connection.write_timeout = left
+        connection.request(build_request(uri))
+      end
+    rescue *NETWORK_ERRORS
+      raise AttemptTimeout if deadline&.fired?
+
+      raise
+    ensure
+      deadline&.stop
+    end
+
+    # Applies what the SDK always decides to the Net::HTTP for +uri+: TLS by scheme, the private
+    # CA when one is configured, the timeouts, and no retries or redirects of Net::HTTP's own.
+    def prepare(http, uri, seconds)
       http.use_ssl = uri.scheme == "https"
-      http.open_timeout = @config.timeout
-      http.read_timeout = @config.timeout
-      http.write_timeout = @config.timeout
+      if @config.cert_store
+        http.ca_file = nil
+        http.ca_path = nil
+        http.cert_store = @config.cert_store
+        http.verify_mode = OpenSSL::SSL::VERIFY_PEER
+      end
+      http.open_timeout = seconds
+      http.read_timeout = seconds # also bounds a proxy's answer to CONNECT
+      http.write_timeout = seconds
       http.max_retries = 0 # retries are ours alone, so every attempt is counted
+      http
+    end
+
+    def build_request(uri)
       request = Net::HTTP::Get.new(uri)
       request["Authorization"] = "Bearer #{@config.token}"
       request["Accept"] = "application/json"
       request["User-Agent"] = USER_AGENT
-      http.start { |connection| connection.request(request) }
+      request
     end
 
-    def parse_success(response, path)
-      [:ok, JSON.parse(response.body.to_s)]
-    rescue JSON::ParserError
-      [:retry, NetworkError.new("GET #{path} failed: unreadable response (HTTP #{response.code})")]
+    def read_success(response, path, shape)
+      request_id = response["X-Request-Id"]
+      data = JSON.parse(response.body.to_s)
+      return [:ok, Reply.new(data, request_id)] if shape.nil? || shape.accepts?(data)
+
+      [:retry, unreadable(response, path, "not #{shape.description}", request_id)]
+    rescue JSON::ParserError, EncodingError
+      [:retry, unreadable(response, path, "not JSON", request_id)]
+    end
+
+    def unreadable(response, path, reason, request_id)
+      NetworkError.new("GET #{path} failed: unreadable response (HTTP #{response.code}: #{reason})",
+                       request_id: request_id)
     end
 
     def describe_exception(error)
@@ -106,17 +235,21 @@ module Cvsm
       "#{error.message} (#{error.class})"
     end
 
-    def error_for(response)
+    def error_for(response, misconfigured)
       status = response.code.to_i
       detail = server_message(response.body)
       message = redact(detail ? "HTTP #{status}: #{detail}" : "HTTP #{status} #{response.message}".rstrip)
+      fields = { status: status, request_id: response["X-Request-Id"] }
+      hint = misconfigured[status]
+      return ConfigurationError.new("#{message}; #{hint}", **fields) if hint
+
       case status
-      when 401 then AuthenticationError.new(message, status: status)
-      when 403 then PermissionDeniedError.new(message, status: status)
-      when 404 then SecretNotFoundError.new(message, status: status)
-      when 429
-        RateLimitError.new(message, status: status, retry_after: retry_after(response["Retry-After"]))
-      else ApiError.new(message, status: status)
+      when 300..399 then ApiError.new("#{message} (redirects are not followed)", **fields)
+      when 401 then AuthenticationError.new(message, **fields)
+      when 403 then PermissionDeniedError.new(message, **fields)
+      when 404 then SecretNotFoundError.new(message, **fields)
+      when 429 then RateLimitError.new(message, retry_after: retry_after(response["Retry-After"]), **fields)
+      else ApiError.new(message, **fields)
       end
     end
 
@@ -127,11 +260,12 @@ module Cvsm
       return nil unless text.is_a?(String) && !text.empty?
 
       text.length > MAX_DETAIL_LENGTH ? "#{text[0, MAX_DETAIL_LENGTH]}..." : text
-    rescue JSON::ParserError
+    rescue JSON::ParserError, EncodingError
       nil
     end
 
-    # Whole seconds from a Retry-After header (delta-seconds or HTTP date), or nil.
+    # Whole seconds from a Retry-After header (R4): delta-seconds as they are; an HTTP date as
+    # the seconds from now until then, rounded up, 0 when it is past; nil for anything else.
     def retry_after(header)
       return nil if header.nil?
 

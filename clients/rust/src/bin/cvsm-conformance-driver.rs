@@ -4,6 +4,7 @@
 
 use std::io::{self, BufRead, Write};
 use std::panic::{self, AssertUnwindSafe};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use cvsm::{Client, ClientOptions};
@@ -47,12 +48,16 @@ impl Failure {
                 "message": err.to_string(),
                 "status": err.status(),
                 "retry_after": err.retry_after(),
+                "request_id": err.request_id(),
+                "suggestion": err.suggestion(),
             }),
             Failure::Driver { kind, message } => json!({
                 "kind": kind,
                 "message": message,
                 "status": null,
                 "retry_after": null,
+                "request_id": null,
+                "suggestion": null,
             }),
         }
     }
@@ -134,14 +139,11 @@ impl Driver {
             timeout: seconds_option(options, "timeout", false)?,
             max_retries: match options.get("max_retries") {
                 None | Some(Value::Null) => None,
-                Some(v) => Some(
-                    v.as_u64()
-                        .and_then(|n| u32::try_from(n).ok())
-                        .ok_or_else(|| {
-                            Failure::configuration("max_retries must be a non-negative integer")
-                        })?,
-                ),
+                Some(v) => Some(v.as_u64().and_then(|n| u32::try_from(n).ok()).ok_or_else(
+                    || Failure::configuration("max_retries must be a non-negative integer"),
+                )?),
             },
+            ca_file: string_option(options, "ca_file")?.map(PathBuf::from),
         })?;
         let config = json!({
             "base_url": client.base_url(),
@@ -189,9 +191,9 @@ fn seconds_option(
             .map(Duration::from_secs_f64)
     };
     let kind = if integer { "integer" } else { "number" };
-    seconds
-        .map(Some)
-        .ok_or_else(|| Failure::configuration(format!("{key} must be a non-negative {kind} of seconds")))
+    seconds.map(Some).ok_or_else(|| {
+        Failure::configuration(format!("{key} must be a non-negative {kind} of seconds"))
+    })
 }
 
 /// seconds_json reports whole seconds as an integer, others as a float.
@@ -271,7 +273,10 @@ fn main() {
             Err(err) => {
                 let failure = Failure::internal(format!("request is not JSON: {err}"));
                 let response = json!({ "id": null, "ok": false, "error": failure.to_json() });
-                if writeln!(stdout, "{response}").and_then(|_| stdout.flush()).is_err() {
+                if writeln!(stdout, "{response}")
+                    .and_then(|_| stdout.flush())
+                    .is_err()
+                {
                     break;
                 }
                 continue;
@@ -280,7 +285,10 @@ fn main() {
         let id = request.get("id").cloned().unwrap_or(Value::Null);
         let op = request.get("op").and_then(Value::as_str).unwrap_or("");
         let empty = Map::new();
-        let args = request.get("args").and_then(Value::as_object).unwrap_or(&empty);
+        let args = request
+            .get("args")
+            .and_then(Value::as_object)
+            .unwrap_or(&empty);
 
         let outcome = panic::catch_unwind(AssertUnwindSafe(|| driver.handle(op, args)))
             .unwrap_or_else(|_| Err(Failure::internal("the driver panicked (see stderr)")));
@@ -288,7 +296,10 @@ fn main() {
             Ok(result) => json!({ "id": id, "ok": true, "result": result }),
             Err(failure) => json!({ "id": id, "ok": false, "error": failure.to_json() }),
         };
-        if writeln!(stdout, "{response}").and_then(|_| stdout.flush()).is_err() {
+        if writeln!(stdout, "{response}")
+            .and_then(|_| stdout.flush())
+            .is_err()
+        {
             break;
         }
         if op == "shutdown" {

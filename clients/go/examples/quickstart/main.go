@@ -1,0 +1,32 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log"
+
+	cvsm "github.com/cvsm/cvsm/clients/go"
+)
+
+func main() {
+	ctx := context.Background()
+	// The token and the API URL come from CVSM_TOKEN and CVSM_BASE_URL.
+	client, err := cvsm.NewClient(cvsm.Options{Team: "acme"})
+	if err != nil {
+		log.Fatal(err) // cvsm: CVSM_TOKEN is not set: ...
+	}
+
+	dsn, err := client.Get(ctx, "DATABASE_URL") // one secret of the "production" environment
+	if err != nil {
+		log.Fatal(err)
+	}
+	all, err := client.GetAll(ctx) // map[string]string of every secret
+	if err != nil {
+		log.Fatal(err)
+	}
+	names, err := client.Inject(ctx) // into the process environment, keeping variables already set
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("DATABASE_URL has %d bytes; %d secrets; injected %v\n", len(dsn), len(all), names)
+}

@@ -1,0 +1,98 @@
+'use strict';
+/**
+ * readme.test: the first code example of README.md, run exactly as printed, from a project that
+ * has the package in its node_modules, against the stub API; and the install line, as printed,
+ * in the layout it describes (it needs npm, and the registry unless undici is in npm's cache).
+ */
+
+const { test, before, after } = require('node:test');
+const assert = require('node:assert/strict');
+const fs = require('node:fs');
+const os = require('node:os');
+const path = require('node:path');
+const { execFile } = require('node:child_process');
+const { promisify } = require('node:util');
+const { StubServer, TOKEN, PROXY_VARIABLES } = require('./helpers/stub');
+
+const PACKAGE = path.resolve(__dirname, '..');
+const README = fs.readFileSync(path.join(PACKAGE, 'README.md'), 'utf8');
+
+/** firstBlock returns the text of the first fenced block of `language` in the README. */
+function firstBlock(language) {
+  const match = README.match(new RegExp('^```' + language + '\\n([\\s\\S]*?)^```$', 'm'));
+  assert.ok(match, `README.md has no ${language} block`);
+  return match[1];
+}
+
+/** cleanChildEnv is this process's environment without CVSM_* and proxy variables. */
+function cleanChildEnv() {
+  return Object.fromEntries(
+    Object.entries(process.env).filter(([k]) => !k.startsWith('CVSM_') && !PROXY_VARIABLES.includes(k)),
+  );
+}
+
+let stub;
+let project;
+
+before(async () => {
+  stub = await new StubServer().start();
+  stub.requests.length = 0;
+  // A project that installed the package: node_modules/cvsm is this package.
+  project = fs.mkdtempSync(path.join(os.tmpdir(), 'cvsm-readme-'));
+  fs.mkdirSync(path.join(project, 'node_modules'));
+  fs.symlinkSync(PACKAGE, path.join(project, 'node_modules', 'cvsm'), 'dir');
+});
+
+after(async () => {
+  await stub.close();
+  fs.rmSync(project, { recursive: true, force: true });
+});
+
+test('the first example of README.md runs as printed', async () => {
+  const example = firstBlock('js');
+  assert.ok(README.indexOf('```js') < README.indexOf('```sh'), 'the js example comes first');
+  const file = path.join(project, 'example.mjs');
+  fs.writeFileSync(file, example);
+  const { stdout, stderr } = await promisify(execFile)(process.execPath, [file], {
+    cwd: project,
+    env: { ...cleanChildEnv(), CVSM_TOKEN: TOKEN, CVSM_BASE_URL: stub.baseUrl },
+    timeout: 20_000,
+  });
+  assert.equal(stderr, '');
+  assert.equal(stdout, '');
+  // get('DATABASE_URL') resolved the slug, listed and read the value; inject() read the export.
+  assert.deepEqual(
+    stub.requests.map((r) => r.url.replace(/\?.*/, '').replace(/[0-9a-f-]{36}/g, '{id}')),
+    ['/api/v1/teams', '/api/v1/teams/{id}/secrets', '/api/v1/teams/{id}/secrets/{id}', '/api/v1/teams/{id}/secrets/export'],
+  );
+});
+
+test('the install line works as printed, from a project next to a clone', async (t) => {
+  const line = firstBlock('sh').trim();
+  assert.match(line, /^npm install .*\.\.\/cvsm\/clients\/node$/);
+  // The layout the README describes: the clone at ../cvsm, the command run in the project.
+  const root = fs.mkdtempSync(path.join(os.tmpdir(), 'cvsm-install-'));
+  t.after(() => fs.rmSync(root, { recursive: true, force: true }));
+  fs.mkdirSync(path.join(root, 'cvsm', 'clients'), { recursive: true });
+  fs.symlinkSync(PACKAGE, path.join(root, 'cvsm', 'clients', 'node'), 'dir');
+  const app = path.join(root, 'app');
+  fs.mkdirSync(app);
+  fs.writeFileSync(path.join(app, 'package.json'), '{"name": "app", "private": true}\n');
+  const [npm, ...args] = line.split(/\s+/);
+  await promisify(execFile)(npm, [...args, '--prefer-offline', '--no-audit', '--no-fund'], {
+    cwd: app,
+    timeout: 120_000,
+    shell: process.platform === 'win32',
+  });
+  // A real copy, not a link back into the clone, with undici beside it.
+  assert.ok(!fs.lstatSync(path.join(app, 'node_modules', 'cvsm')).isSymbolicLink());
+  const file = path.join(app, 'example.mjs');
+  fs.writeFileSync(file, firstBlock('js'));
+  stub.requests.length = 0;
+  await promisify(execFile)(process.execPath, [file], {
+    cwd: app,
+    env: { ...cleanChildEnv(), CVSM_TOKEN: TOKEN, CVSM_BASE_URL: stub.baseUrl },
+    timeout: 20_000,
+  });
+  assert.equal(stub.requests.length, 4);
+});

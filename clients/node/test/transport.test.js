@@ -1,0 +1,303 @@
+'use strict';
+/**
+ * transport.test: what carries the requests: the proxy variables (read when the client is
+ * created), a private CA (`caFile`, CVSM_CA_FILE) trusted instead of the system store, and the
+ * `fetch` seam; plus CVSM_TIMEOUT and CVSM_MAX_RETRIES.
+ */
+
+const { test, describe, before, after, beforeEach, afterEach } = require('node:test');
+const assert = require('node:assert/strict');
+const fs = require('node:fs');
+const os = require('node:os');
+const path = require('node:path');
+const { Client, ConfigurationError, NetworkError, VERSION } = require('../lib');
+const { StubServer, TOKEN, TEAM_ID, FIXTURES, cleanEnv, freePort } = require('./helpers/stub');
+const { ForwardProxy } = require('./helpers/proxy');
+
+const CA = path.join(FIXTURES, 'ca.pem');
+const OTHER_CA = path.join(FIXTURES, 'other-ca.pem');
+
+let stub;
+let tlsStub;
+let proxy;
+
+function client(options = {}) {
+  return new Client({ token: TOKEN, baseUrl: stub.baseUrl, team: TEAM_ID, ...options });
+}
+
+function tlsClient(options = {}) {
+  return new Client({ token: TOKEN, baseUrl: tlsStub.baseUrl, team: TEAM_ID, maxRetries: 0, ...options });
+}
+
+before(async () => {
+  stub = await new StubServer().start();
+  tlsStub = await new StubServer({ tls: true }).start();
+  proxy = await new ForwardProxy().start();
+});
+
+after(async () => {
+  await Promise.all([stub.close(), tlsStub.close(), proxy.close()]);
+  cleanEnv();
+});
+
+beforeEach(() => {
+  cleanEnv();
+  for (const s of [stub, tlsStub, proxy]) s.requests.length = 0;
+});
+
+afterEach(() => {
+  cleanEnv();
+});
+
+describe('proxy variables (R7)', () => {
+  for (const variable of ['HTTP_PROXY', 'http_proxy']) {
+    test(`${variable} carries the requests to an http base URL`, async () => {
+      process.env[variable] = proxy.url;
+      assert.equal(await client().get('API_KEY'), 'prod-api-key-value');
+      assert.equal(proxy.requests.length, 2);
+      assert.equal(proxy.requests[0].method, 'GET');
+      assert.equal(proxy.requests[0].url, `${stub.baseUrl}/teams/${TEAM_ID}/secrets?environment=production&search=API_KEY`);
+      assert.equal(stub.requests.length, 2);
+      assert.equal(stub.requests[0].headers.authorization, `Bearer ${TOKEN}`);
+    });
+  }
+
+  test('http_proxy wins over HTTP_PROXY', async () => {
+    process.env.http_proxy = proxy.url;
+    process.env.HTTP_PROXY = `http://127.0.0.1:${await freePort()}`;
+    await client().getAll();
+    assert.equal(proxy.requests.length, 1);
+  });
+
+  test('a proxy without a scheme is an http proxy', async () => {
+    process.env.HTTP_PROXY = `127.0.0.1:${proxy.port}`;
+    await client().getAll();
+    assert.equal(proxy.requests.length, 1);
+  });
+
+  test('the variables are read when the client is created, not later', async () => {
+    const direct = client();
+    process.env.HTTP_PROXY = proxy.url;
+    const proxied = client();
+    delete process.env.HTTP_PROXY;
+    await direct.getAll();
+    assert.equal(proxy.requests.length, 0);
+    await proxied.getAll();
+    assert.equal(proxy.requests.length, 1);
+    process.env.NO_PROXY = '127.0.0.1';
+    proxied.clearCache();
+    await proxied.getAll();
+    assert.equal(proxy.requests.length, 2);
+  });
+
+  for (const noProxy of ['127.0.0.1', 'example.test,127.0.0.1', '*', 'PORT', '.0.0.1']) {
+    test(`NO_PROXY=${noProxy} bypasses the proxy`, async () => {
+      process.env.HTTP_PROXY = proxy.url;
+      process.env.NO_PROXY = noProxy === 'PORT' ? `127.0.0.1:${stub.port}` : noProxy;
+      await client().getAll();
+      assert.equal(proxy.requests.length, 0);
+      assert.equal(stub.requests.length, 1);
+    });
+  }
+
+  test('no_proxy for another host or port keeps the proxy', async () => {
+    process.env.HTTP_PROXY = proxy.url;
+    process.env.no_proxy = `example.test,127.0.0.1:${stub.port + 1}`;
+    await client().getAll();
+    assert.equal(proxy.requests.length, 1);
+  });
+
+  test('HTTPS_PROXY does not apply to an http base URL', async () => {
+    process.env.HTTPS_PROXY = `http://127.0.0.1:${await freePort()}`;
+    await client().getAll();
+    assert.equal(stub.requests.length, 1);
+  });
+
+  test('HTTP_PROXY does not apply to an https base URL', async () => {
+    process.env.HTTP_PROXY = `http://127.0.0.1:${await freePort()}`;
+    await tlsClient({ caFile: CA }).getAll();
+    assert.equal(tlsStub.requests.length, 1);
+  });
+
+  test('HTTPS_PROXY tunnels an https base URL through CONNECT, the private CA still checked', async () => {
+    process.env.HTTPS_PROXY = proxy.url;
+    assert.equal(await tlsClient({ caFile: CA }).get('API_KEY'), 'prod-api-key-value');
+    assert.equal(proxy.requests[0].method, 'CONNECT');
+    assert.equal(proxy.requests[0].url, `127.0.0.1:${tlsStub.port}`);
+    assert.equal(tlsStub.requests.length, 2);
+    await assert.rejects(tlsClient({ caFile: OTHER_CA }).getAll(), NetworkError);
+  });
+
+  test('a proxy that refuses connections is a NetworkError', async () => {
+    process.env.HTTP_PROXY = `http://127.0.0.1:${await freePort()}`;
+    await assert.rejects(client({ maxRetries: 0 }).getAll(), NetworkError);
+  });
+
+  test('an invalid proxy URL is a ConfigurationError naming the variable, not its value', () => {
+    process.env.https_proxy = 'http://user:s3cret@[::1';
+    assert.throws(() => tlsClient(), (err) => {
+      assert.ok(err instanceof ConfigurationError);
+      assert.match(err.message, /^https_proxy /);
+      assert.ok(!err.message.includes('s3cret'));
+      return true;
+    });
+    process.env.HTTP_PROXY = 'ftp://proxy.example.test';
+    assert.throws(() => client(), /HTTP_PROXY must be an http:\/\/ or https:\/\/ proxy URL/);
+  });
+});
+
+describe('private CA (R7)', () => {
+  test('without a CA file the test CA is not trusted', async () => {
+    await assert.rejects(tlsClient().getAll(), (err) => {
+      assert.ok(err instanceof NetworkError, String(err));
+      assert.match(err.message, /failed: /);
+      return true;
+    });
+  });
+
+  test('caFile trusts the private CA', async () => {
+    const c = tlsClient({ caFile: CA });
+    assert.equal(c.caFile, CA);
+    assert.equal(await c.get('API_KEY'), 'prod-api-key-value');
+  });
+
+  test('CVSM_CA_FILE trusts the private CA, and the option wins over it', async () => {
+    process.env.CVSM_CA_FILE = CA;
+    assert.equal((await tlsClient().getAll()).API_KEY, 'prod-api-key-value');
+    await assert.rejects(tlsClient({ caFile: OTHER_CA }).getAll(), NetworkError);
+  });
+
+  test('the CA file is trusted instead of the system store, not beside it: another CA fails', async () => {
+    await assert.rejects(tlsClient({ caFile: OTHER_CA }).getAll(), NetworkError);
+  });
+
+  test('a bundle of several certificates is read', async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'cvsm-ca-'));
+    try {
+      const bundle = path.join(dir, 'bundle.pem');
+      fs.writeFileSync(bundle, fs.readFileSync(OTHER_CA, 'utf8') + fs.readFileSync(CA, 'utf8'));
+      assert.equal((await tlsClient({ caFile: bundle }).getAll()).API_KEY, 'prod-api-key-value');
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  test('a CA file that cannot be read or holds no certificate is a ConfigurationError at construction', () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'cvsm-ca-'));
+    try {
+      const empty = path.join(dir, 'empty.pem');
+      fs.writeFileSync(empty, 'not a certificate\n');
+      const broken = path.join(dir, 'broken.pem');
+      fs.writeFileSync(broken, '-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n');
+      for (const [file, pattern] of [
+        [path.join(dir, 'missing.pem'), /cannot read the CA bundle .*ENOENT/],
+        [dir, /cannot read the CA bundle .*EISDIR/],
+        [empty, /holds no PEM certificate/],
+        [broken, /cannot be read/],
+      ]) {
+        assert.throws(() => tlsClient({ caFile: file }), (err) => {
+          assert.ok(err instanceof ConfigurationError, String(err));
+          assert.match(err.message, /^option caFile: /);
+          assert.match(err.message, pattern);
+          return true;
+        });
+        process.env.CVSM_CA_FILE = file;
+        assert.throws(() => tlsClient(), /^ConfigurationError: CVSM_CA_FILE: /);
+        delete process.env.CVSM_CA_FILE;
+      }
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('the fetch seam', () => {
+  test('a caller fetch gets the URL and the init, and its answer is used', async () => {
+    const calls = [];
+    const myFetch = (url, init) => {
+      calls.push({ url, init });
+      return fetch(url, init);
+    };
+    assert.equal(await client({ fetch: myFetch }).get('API_KEY'), 'prod-api-key-value');
+    assert.equal(calls.length, 2);
+    const { url, init } = calls[0];
+    assert.equal(url, `${stub.baseUrl}/teams/${TEAM_ID}/secrets?environment=production&search=API_KEY`);
+    assert.equal(init.method, 'GET');
+    assert.equal(init.redirect, 'manual');
+    assert.ok(init.signal instanceof AbortSignal);
+    assert.deepEqual(init.headers, {
+      Authorization: `Bearer ${TOKEN}`,
+      Accept: 'application/json',
+      'User-Agent': `cvsm-node/${VERSION}`,
+    });
+  });
+
+  test('a caller fetch owns the transport: the proxy variables are not applied', async () => {
+    process.env.HTTP_PROXY = `http://127.0.0.1:${await freePort()}`;
+    await client({ fetch: (url, init) => fetch(url, init) }).getAll();
+    assert.equal(stub.requests.length, 1);
+  });
+
+  test('a caller fetch that throws is a NetworkError, retried', async () => {
+    let calls = 0;
+    let failures = 1;
+    const flaky = (url, init) => {
+      calls += 1;
+      if (failures-- > 0) return Promise.reject(new TypeError('fetch failed', { cause: { code: 'ECONNRESET' } }));
+      return fetch(url, init);
+    };
+    assert.equal((await client({ fetch: flaky }).getAll()).API_KEY, 'prod-api-key-value');
+    assert.equal(calls, 2);
+    failures = 1;
+    await assert.rejects(client({ fetch: flaky, maxRetries: 0 }).getAll(), (err) => {
+      assert.ok(err instanceof NetworkError);
+      assert.match(err.message, /failed: ECONNRESET/);
+      return true;
+    });
+  });
+
+  test('fetch must be a function, and cannot be combined with a CA file', () => {
+    assert.throws(() => client({ fetch: 'fetch' }), ConfigurationError);
+    assert.throws(() => client({ fetch, caFile: CA }), /option caFile cannot be used with option fetch/);
+    process.env.CVSM_CA_FILE = CA;
+    assert.throws(() => client({ fetch }), /CVSM_CA_FILE cannot be used with option fetch/);
+  });
+});
+
+describe('CVSM_TIMEOUT and CVSM_MAX_RETRIES', () => {
+  test('are read from the environment, and explicit options win', () => {
+    process.env.CVSM_TIMEOUT = '2.5';
+    process.env.CVSM_MAX_RETRIES = '0';
+    assert.equal(client().timeout, 2.5);
+    assert.equal(client().maxRetries, 0);
+    assert.equal(client({ timeout: 1, maxRetries: 4 }).timeout, 1);
+    assert.equal(client({ timeout: 1, maxRetries: 4 }).maxRetries, 4);
+    process.env.CVSM_TIMEOUT = '';
+    process.env.CVSM_MAX_RETRIES = '';
+    assert.equal(client().timeout, 10);
+    assert.equal(client().maxRetries, 2);
+  });
+
+  test('CVSM_MAX_RETRIES bounds the attempts', async () => {
+    process.env.CVSM_MAX_RETRIES = '1';
+    stub.fault({ status: 503 }, { status: 503 }, { status: 503 });
+    await assert.rejects(client().getAll());
+    assert.equal(stub.requests.length, 2);
+    stub.faults.length = 0;
+  });
+
+  for (const [variable, bad] of [
+    ['CVSM_TIMEOUT', '0'],
+    ['CVSM_TIMEOUT', '-1'],
+    ['CVSM_TIMEOUT', 'ten'],
+    ['CVSM_TIMEOUT', '1e3'],
+    ['CVSM_MAX_RETRIES', '-1'],
+    ['CVSM_MAX_RETRIES', '1.5'],
+    ['CVSM_MAX_RETRIES', 'two'],
+  ]) {
+    test(`${variable}=${bad} is a ConfigurationError naming it`, () => {
+      process.env[variable] = bad;
+      assert.throws(() => client(), (err) => err instanceof ConfigurationError && err.message.startsWith(`${variable} must be `));
+    });
+  }
+});

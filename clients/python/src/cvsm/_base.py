@@ -1,0 +1,231 @@
+"""The part of both clients that does no I/O: configuration, cache, team resolution and inject.
+
+:class:`BaseClient` writes each operation once, as a *flow*: a generator that yields the steps
+it needs taken (a :class:`~cvsm._protocol.Call` to attempt, a :class:`~cvsm._protocol.Sleep`
+before a retry, :data:`~cvsm._protocol.RESOLVE_TEAM`) and is sent back their outcome, in the
+manner of ``httpx.Auth.auth_flow``. :class:`cvsm.Client` runs the flows with blocking I/O and
+:class:`cvsm.AsyncClient` with asyncio; neither holds any other logic.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import logging
+import os
+import ssl
+from collections.abc import Generator
+from contextlib import AbstractContextManager
+from typing import Any, ClassVar, Generic, TypeVar
+
+import attrs
+import httpx
+
+from . import _protocol as proto
+from ._cache import ValueCache
+from ._config import ClientConfig, resolve_config, tls_context
+from ._errors import AuthenticationError, ConfigurationError, CvsmError
+
+logger = logging.getLogger("cvsm")
+
+T = TypeVar("T")
+Http = TypeVar("Http", httpx.Client, httpx.AsyncClient)
+Step = proto.Call[Any] | proto.Sleep | proto._ResolveTeam
+Flow = Generator[Step, Any, T]
+"""An operation written once for both clients; see the module docstring."""
+
+
+class BaseClient(Generic[Http]):
+    """The configuration, cache, team and flows a :class:`cvsm.Client` or :class:`cvsm.AsyncClient` share.
+
+    Not used on its own: a subclass names its httpx client class and runs the flows.
+    """
+
+    _http_class: ClassVar[type[Any]]
+    """The httpx client class the subclass sends with (``http_client`` must be one)."""
+
+    def __init__(
+        self,
+        *,
+        token: str | None = None,
+        base_url: str | None = None,
+        team: str | None = None,
+        environment: str | None = None,
+        cache_ttl: int | None = None,
+        timeout: float | None = None,
+        max_retries: int | None = None,
+        ca_file: str | None = None,
+        verify: ssl.SSLContext | str | bool | None = None,
+        http_client: Http | None = None,
+    ) -> None:
+        """Resolve the configuration and prepare the transport; no request is made here.
+
+        Every option is keyword-only and falls back to its environment variable, then to its
+        default; an empty variable counts as unset:
+
+        - ``token`` (``CVSM_TOKEN``): the API token; surrounding whitespace is trimmed.
+        - ``base_url`` (``CVSM_BASE_URL``): the API root, including ``/api/v1``.
+        - ``team`` (``CVSM_TEAM``): a team id, or a slug resolved once through ``GET /teams``.
+        - ``environment`` (``CVSM_ENVIRONMENT``, default ``production``).
+        - ``cache_ttl`` (``CVSM_CACHE_TTL``, default 30): seconds a value is cached; 0 = no cache.
+        - ``timeout`` (``CVSM_TIMEOUT``, default 10): seconds for each whole attempt, from
+          connecting to the last byte of the body.
+        - ``max_retries`` (``CVSM_MAX_RETRIES``, default 2): extra attempts after a network
+          error or a 502, 503 or 504.
+        - ``ca_file`` (``CVSM_CA_FILE``): a PEM bundle trusted instead of the system store.
+        - ``verify``: passed to httpx as is (an ``ssl.SSLContext``, or ``False``); not together
+          with ``ca_file``.
+        - ``http_client``: an ``httpx.Client`` (``httpx.AsyncClient`` for
+          :class:`~cvsm.AsyncClient`) the caller owns and closes, used as is for proxies, TLS,
+          limits and instrumentation; ``ca_file`` and ``verify`` then do not apply, and
+          ``CVSM_CA_FILE`` is ignored.
+
+        Without ``http_client``, proxies come from ``HTTP_PROXY``, ``HTTPS_PROXY``, ``ALL_PROXY``
+        and ``NO_PROXY`` (either case) as they are now. Raise :class:`~cvsm.ConfigurationError`
+        when the token, base URL or team is missing, an option or variable is invalid, or the
+        CA bundle cannot be read.
+        """
+        self._token, config = resolve_config(
+            token=token,
+            base_url=base_url,
+            team=team,
+            environment=environment,
+            cache_ttl=cache_ttl,
+            timeout=timeout,
+            max_retries=max_retries,
+            ca_file=ca_file,
+            environ=os.environ,
+        )
+        if http_client is not None:
+            if not isinstance(http_client, self._http_class):
+                raise TypeError(
+                    f"http_client must be an {self._http_class.__module__}.{self._http_class.__name__}, "
+                    f"not {type(http_client).__name__}"
+                )
+            if ca_file is not None or verify is not None:
+                raise ConfigurationError(
+                    "ca_file= and verify= configure the client's own transport; "
+                    "with http_client= configure TLS on that client"
+                )
+            config = attrs.evolve(config, ca_file=None)
+            self._http: Http = http_client
+            self._owns_http = False
+        else:
+            tls: ssl.SSLContext | str | bool = True
+            if verify is not None:
+                if ca_file is not None:
+                    raise ConfigurationError("pass ca_file= or verify=, not both")
+                config = attrs.evolve(config, ca_file=None)
+                tls = verify
+            elif config.ca_file is not None:
+                tls = tls_context(config.ca_file)
+            # trust_env: the proxy variables are read now, while the client is created.
+            self._http = self._http_class(verify=tls, timeout=config.timeout, follow_redirects=False, trust_env=True)
+            self._owns_http = True
+        self._config = config
+        self._cache = ValueCache(config.cache_ttl, lock=self._new_cache_lock())
+        self._team_id: str | None = config.team if config.team_is_id else None
+        self._team_lock = self._new_team_lock()
+
+    @property
+    def config(self) -> ClientConfig:
+        """Return the client's effective configuration (never the token)."""
+        return self._config
+
+    def clear_cache(self) -> None:
+        """Forget every cached value, so that the next call fetches again."""
+        self._cache.clear()
+
+    def __repr__(self) -> str:
+        return proto.describe(type(self).__name__, self._config)
+
+    def _new_cache_lock(self) -> AbstractContextManager[Any]:
+        """Return what guards the cache: a real lock where threads share the client."""
+        return contextlib.nullcontext()
+
+    def _new_team_lock(self) -> Any:
+        """Return the lock that makes concurrent first calls resolve a team slug once."""
+        raise NotImplementedError
+
+    def _build_request(self, call: proto.Call[Any]) -> httpx.Request:
+        """Return the HTTP request for one attempt of ``call``."""
+        return self._http.build_request(
+            "GET",
+            self._config.base_url + call.path,
+            params=call.params,
+            headers=proto.request_headers(self._token),
+            timeout=self._config.timeout,
+        )
+
+    def _get_flow(self, name: str) -> Flow[str]:
+        environment = self._config.environment
+        proto.check_name(name, environment)
+        cached = self._cache.get_value(environment, name)
+        if isinstance(cached, str):
+            return cached
+        team_id = yield from self._team_flow()
+        listing = yield from self._fetch(proto.listing_call(team_id, environment, name))
+        secret_id = proto.pick_secret(listing.value, name, environment, listing.request_id)
+        value = (yield from self._fetch(proto.value_call(team_id, secret_id, name, environment))).value
+        self._cache.put_value(environment, name, value)
+        return value
+
+    def _get_all_flow(self) -> Flow[dict[str, str]]:
+        environment = self._config.environment
+        cached = self._cache.get_all(environment)
+        if cached is not None:
+            return cached
+        team_id = yield from self._team_flow()
+        values = (yield from self._fetch(proto.export_call(team_id, environment))).value
+        self._cache.put_all(environment, values)
+        return dict(values)
+
+    def _inject_flow(self, overwrite: bool) -> Flow[list[str]]:
+        values = yield from self._get_all_flow()
+        chosen = proto.to_inject(values, os.environ, overwrite)
+        for name, value in chosen.items():
+            os.environ[name] = value
+        return sorted(chosen)
+
+    def _team_flow(self) -> Flow[str]:
+        """Return the team id; the client resolves a slug once when asked for RESOLVE_TEAM."""
+        if self._team_id is not None:
+            return self._team_id
+        team_id: str = yield proto.RESOLVE_TEAM
+        return team_id
+
+    def _resolve_team_flow(self) -> Flow[str]:
+        """Return the id of the team whose slug is configured, through ``GET /teams``."""
+        reply = yield from self._fetch(proto.teams_call())
+        return proto.pick_team(reply.value, self._config.team, reply.request_id)
+
+    def _fetch(self, call: proto.Call[T]) -> Flow[proto.Reply[T]]:
+        """Attempt ``call`` until it succeeds, fails for good, or retries run out.
+
+        After a network error, an unreadable 2xx answer or a 502, 503 or 504, the flow pauses
+        (full jitter) and tries again, at most ``max_retries`` times; any other error is raised
+        at once. An :class:`~cvsm.AuthenticationError` also empties the cache.
+        """
+        for attempt in itertools.count():
+            failure: CvsmError
+            try:
+                answer: proto.Answer = yield call
+            except httpx.HTTPError as exc:
+                logger.debug("GET %s failed: %s", call.path, type(exc).__name__)
+                failure = proto.network_error(exc)
+            else:
+                logger.debug("GET %s -> %s", call.path, answer.status)
+                try:
+                    return proto.read_answer(call, answer, self._token)
+                except CvsmError as exc:
+                    failure = exc
+            if attempt >= self._config.max_retries or not proto.is_retryable(failure):
+                if isinstance(failure, AuthenticationError):
+                    self._cache.clear()
+                raise failure
+            delay = proto.backoff_delay(attempt)
+            logger.debug(
+                "retrying GET %s in %.3fs (retry %d of %d)", call.path, delay, attempt + 1, self._config.max_retries
+            )
+            yield proto.Sleep(delay)
+        raise AssertionError("unreachable")  # pragma: no cover

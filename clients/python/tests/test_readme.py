@@ -1,0 +1,47 @@
+"""The README's first example runs as printed, and the version lives in one place."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+import cvsm
+
+from .conftest import BASE_URL, TEAM_SLUG, TOKEN, FakeApi
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def first_python_example() -> str:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    match = re.search(r"^```python\n(.*?)^```$", readme, re.MULTILINE | re.DOTALL)
+    assert match, "the README has no python example"
+    return match.group(1)
+
+
+def test_the_first_readme_example_runs_as_printed(api: FakeApi, monkeypatch: pytest.MonkeyPatch) -> None:
+    api.add("DATABASE_URL", "postgres://db.internal/app")
+    api.add("README_TEST_OTHER", "other")
+    monkeypatch.setenv("CVSM_TOKEN", TOKEN + "\n")  # as read from a mounted file
+    monkeypatch.setenv("CVSM_BASE_URL", BASE_URL)
+    monkeypatch.setenv("CVSM_TEAM", TEAM_SLUG)
+    for name in ("DATABASE_URL", "README_TEST_OTHER"):
+        monkeypatch.setenv(name, "placeholder")  # so that monkeypatch restores the environment
+        monkeypatch.delenv(name)
+    namespace: dict[str, object] = {}
+    exec(compile(first_python_example(), "README.md", "exec"), namespace)
+    assert namespace["database_url"] == "postgres://db.internal/app"
+    assert os.environ["README_TEST_OTHER"] == "other"
+    assert api.kinds() == ["teams", "list", "value", "export"]
+
+
+def test_the_version_has_one_source() -> None:
+    pyproject = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    assert 'dynamic = ["version"]' in pyproject
+    assert cvsm.__version__ not in pyproject
+    assert importlib.metadata.version("cvsm") == cvsm.__version__
+    assert cvsm.USER_AGENT == f"cvsm-python/{cvsm.__version__}"

@@ -1,0 +1,263 @@
+"""The transport on real sockets: whole-attempt timeouts (R1), proxies, private CAs, the seam.
+
+R1 and R7 of conformance/PROTOCOL.md, and the ``http_client`` option.
+"""
+
+from __future__ import annotations
+
+import ssl
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+import trustme
+
+import cvsm
+
+from .conftest import TEAM_ID, TOKEN, Sdk
+from .servers import RawServer, Respond, answer_with, drip, head_then_drip, http_answer
+
+EXPORT_PATH = f"/api/v1/teams/{TEAM_ID}/secrets/export"
+TIMEOUT = 0.5
+# Time a loaded machine may add to an attempt that gives up at its deadline.
+SLACK = 1.0
+
+
+def fast(sdk: Sdk, url: str, **options: object) -> object:
+    return sdk.client(base_url=url, timeout=TIMEOUT, max_retries=0, **options)
+
+
+# R1: the timeout bounds the whole attempt.
+
+
+@pytest.mark.parametrize(
+    "respond",
+    [
+        # Headers at once, then a body that would take 5 s.
+        head_then_drip(200, {"A": "x" * 100}),
+        # The status line and headers themselves, a byte at a time.
+        drip(http_answer(200, {"A": "1"})),
+    ],
+    ids=["body", "head"],
+)
+async def test_an_answer_dripped_a_byte_at_a_time_times_out_at_the_deadline(sdk: Sdk, respond: Respond) -> None:
+    with RawServer(respond) as server:
+        client = fast(sdk, server.url())
+        started = time.monotonic()
+        with pytest.raises(cvsm.NetworkError, match="timed out") as caught:
+            await sdk.call(client.get_all())
+        elapsed = time.monotonic() - started
+    assert TIMEOUT <= elapsed < TIMEOUT + SLACK
+    assert caught.value.status is None
+    assert len(server.heads) == 1
+
+
+async def test_each_retry_gets_its_own_whole_timeout(sdk: Sdk) -> None:
+    with RawServer(drip(http_answer(200, {"A": "1"}))) as server:
+        client = sdk.client(base_url=server.url(), timeout=TIMEOUT, max_retries=2)
+        started = time.monotonic()
+        with pytest.raises(cvsm.NetworkError):
+            await sdk.call(client.get_all())
+        elapsed = time.monotonic() - started
+    assert 3 * TIMEOUT <= elapsed < 3 * TIMEOUT + SLACK
+    assert len(server.heads) == 3
+
+
+async def test_a_slow_answer_inside_the_timeout_is_read(sdk: Sdk) -> None:
+    with RawServer(drip(http_answer(200, {"A": "1"}), every=0.001)) as server:
+        client = sdk.client(base_url=server.url(), timeout=5, max_retries=0)
+        assert await sdk.call(client.get_all()) == {"A": "1"}
+
+
+async def test_a_client_that_timed_out_works_again(sdk: Sdk) -> None:
+    answers = iter([drip(http_answer(200, {"A": "late"})), answer_with(200, {"A": "1"})])
+    with RawServer(lambda head, conn, stop: next(answers)(head, conn, stop)) as server:
+        client = fast(sdk, server.url(), cache_ttl=0)
+        with pytest.raises(cvsm.NetworkError):
+            await sdk.call(client.get_all())
+        assert await sdk.call(client.get_all()) == {"A": "1"}
+
+
+# R7: proxies from the environment, read when the client is created.
+
+
+@pytest.fixture
+def direct_and_proxy() -> Iterator[tuple[RawServer, RawServer]]:
+    with RawServer(answer_with(200, {"A": "direct"})) as direct, RawServer(
+        answer_with(200, {"A": "proxied"})
+    ) as proxy:
+        yield direct, proxy
+
+
+async def test_http_proxy_from_the_environment_is_used(
+    sdk: Sdk, monkeypatch: pytest.MonkeyPatch, direct_and_proxy: tuple[RawServer, RawServer]
+) -> None:
+    direct, proxy = direct_and_proxy
+    before = sdk.client(base_url=direct.url())
+    monkeypatch.setenv("HTTP_PROXY", proxy.url(""))
+    after = sdk.client(base_url=direct.url())
+    assert await sdk.call(after.get_all()) == {"A": "proxied"}
+    assert proxy.heads[0].startswith(f"GET {direct.url(EXPORT_PATH)}?")
+    # The variables are read when a client is created, not at each request.
+    assert await sdk.call(before.get_all()) == {"A": "direct"}
+
+
+@pytest.mark.parametrize("variable", ["http_proxy", "HTTP_PROXY"])
+async def test_no_proxy_hosts_are_reached_directly(
+    sdk: Sdk, monkeypatch: pytest.MonkeyPatch, direct_and_proxy: tuple[RawServer, RawServer], variable: str
+) -> None:
+    direct, proxy = direct_and_proxy
+    monkeypatch.setenv(variable, proxy.url(""))
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+    assert await sdk.call(sdk.client(base_url=direct.url()).get_all()) == {"A": "direct"}
+    assert proxy.heads == []
+
+
+# R7: a private CA, trusted through ca_file or CVSM_CA_FILE instead of the system store.
+
+
+@pytest.fixture(scope="module")
+def ca() -> trustme.CA:
+    return trustme.CA()
+
+
+@pytest.fixture
+def tls_server(ca: trustme.CA) -> Iterator[RawServer]:
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert("127.0.0.1").configure_cert(context)
+    with RawServer(answer_with(200, {"A": "over tls"}), tls=context) as server:
+        yield server
+
+
+@pytest.fixture
+def ca_file(ca: trustme.CA, tmp_path: Path) -> str:
+    path = tmp_path / "ca.pem"
+    ca.cert_pem.write_to_path(str(path))
+    return str(path)
+
+
+async def test_ca_file_option_trusts_the_private_ca(sdk: Sdk, tls_server: RawServer, ca_file: str) -> None:
+    client = sdk.client(base_url=tls_server.url(), ca_file=ca_file)
+    assert client.config.ca_file == ca_file
+    assert await sdk.call(client.get_all()) == {"A": "over tls"}
+
+
+async def test_ca_file_variable_trusts_the_private_ca(
+    sdk: Sdk, tls_server: RawServer, ca_file: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CVSM_CA_FILE", ca_file)
+    assert await sdk.call(sdk.client(base_url=tls_server.url()).get_all()) == {"A": "over tls"}
+
+
+async def test_without_ca_file_the_private_ca_is_not_trusted(sdk: Sdk, tls_server: RawServer) -> None:
+    with pytest.raises(cvsm.NetworkError) as caught:
+        await sdk.call(sdk.client(base_url=tls_server.url(), max_retries=0).get_all())
+    assert caught.value.status is None
+
+
+async def test_ca_file_replaces_the_system_store(sdk: Sdk, tls_server: RawServer, tmp_path: Path) -> None:
+    other = tmp_path / "other-ca.pem"
+    trustme.CA().cert_pem.write_to_path(str(other))
+    with pytest.raises(cvsm.NetworkError):
+        await sdk.call(sdk.client(base_url=tls_server.url(), ca_file=str(other), max_retries=0).get_all())
+
+
+async def test_verify_is_passed_to_httpx(sdk: Sdk, tls_server: RawServer, ca: trustme.CA) -> None:
+    context = ssl.create_default_context()
+    ca.configure_trust(context)
+    assert await sdk.call(sdk.client(base_url=tls_server.url(), verify=context).get_all()) == {"A": "over tls"}
+
+
+@pytest.mark.parametrize("content", [None, b"", b"not a certificate\n"], ids=["missing", "empty", "not-pem"])
+def test_unreadable_ca_file_is_a_configuration_error_at_construction(
+    sdk: Sdk, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, content: bytes | None
+) -> None:
+    path = tmp_path / "ca.pem"
+    if content is not None:
+        path.write_bytes(content)
+    with pytest.raises(cvsm.ConfigurationError, match="CA bundle"):
+        sdk.client(ca_file=str(path))
+    monkeypatch.setenv("CVSM_CA_FILE", str(path))
+    with pytest.raises(cvsm.ConfigurationError, match="CVSM_CA_FILE"):
+        sdk.client()
+
+
+def test_ca_file_and_verify_together_are_a_configuration_error(sdk: Sdk, ca_file: str) -> None:
+    with pytest.raises(cvsm.ConfigurationError, match="not both"):
+        sdk.client(ca_file=ca_file, verify=False)
+
+
+# The transport seam: an httpx client the caller owns.
+
+
+def seam_client(sdk: Sdk, handler: object, **options: object) -> tuple[object, object]:
+    transport_class = httpx.MockTransport
+    if sdk.flavour == "async":
+        http: object = httpx.AsyncClient(transport=transport_class(handler), **options)  # type: ignore[arg-type]
+    else:
+        http = httpx.Client(transport=transport_class(handler), **options)  # type: ignore[arg-type]
+    return http, sdk.client(http_client=http)
+
+
+async def test_http_client_is_used_with_the_sdk_headers(sdk: Sdk) -> None:
+    seen: list[httpx.Request] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return httpx.Response(200, json={"A": "1"})
+
+    http, client = seam_client(sdk, handler, headers={"X-Caller": "mine"})
+    assert await sdk.call(client.get_all()) == {"A": "1"}  # type: ignore[attr-defined]
+    (request,) = seen
+    assert request.headers["Authorization"] == f"Bearer {TOKEN}"
+    assert request.headers["User-Agent"] == "cvsm-python/0.1.0"
+    assert request.headers["X-Caller"] == "mine"
+    # Closing the cvsm client leaves the caller's client open.
+    await sdk.call(client.aclose() if sdk.flavour == "async" else client.close())  # type: ignore[attr-defined]
+    assert not http.is_closed  # type: ignore[attr-defined]
+    await sdk.call(http.aclose() if sdk.flavour == "async" else http.close())  # type: ignore[attr-defined]
+
+
+async def test_http_client_that_follows_redirects_is_not_followed(sdk: Sdk) -> None:
+    seen: list[httpx.Request] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return httpx.Response(302, headers={"Location": "http://elsewhere.test/steal"})
+
+    _, client = seam_client(sdk, handler, follow_redirects=True)
+    with pytest.raises(cvsm.ApiError) as caught:
+        await sdk.call(client.get_all())  # type: ignore[attr-defined]
+    assert caught.value.status == 302
+    assert [r.url.host for r in seen] == ["cvsm.test"]
+
+
+async def test_http_client_gets_the_whole_attempt_timeout(sdk: Sdk) -> None:
+    with RawServer(drip(http_answer(200, {"A": "1"}))) as server:
+        http = httpx.AsyncClient(timeout=None) if sdk.flavour == "async" else httpx.Client(timeout=None)
+        client = sdk.client(base_url=server.url(), http_client=http, timeout=TIMEOUT, max_retries=0)
+        started = time.monotonic()
+        with pytest.raises(cvsm.NetworkError):
+            await sdk.call(client.get_all())
+        assert time.monotonic() - started < TIMEOUT + SLACK
+        await sdk.call(http.aclose() if isinstance(http, httpx.AsyncClient) else http.close())
+
+
+def test_http_client_of_the_other_kind_is_a_type_error(sdk: Sdk) -> None:
+    other = httpx.Client() if sdk.flavour == "async" else httpx.AsyncClient()
+    with pytest.raises(TypeError, match="http_client"):
+        sdk.client(http_client=other)
+
+
+def test_http_client_with_ca_file_or_verify_is_a_configuration_error(
+    sdk: Sdk, ca_file: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    http = httpx.AsyncClient() if sdk.flavour == "async" else httpx.Client()
+    for options in ({"ca_file": ca_file}, {"verify": False}):
+        with pytest.raises(cvsm.ConfigurationError, match="http_client"):
+            sdk.client(http_client=http, **options)
+    # CVSM_CA_FILE is for the client's own transport: with http_client it is not used.
+    monkeypatch.setenv("CVSM_CA_FILE", ca_file)
+    assert sdk.client(http_client=http).config.ca_file is None

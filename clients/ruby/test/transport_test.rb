@@ -1,0 +1,149 @@
+# frozen_string_literal: true
+
+require "base64"
+require_relative "test_helper"
+
+# R7 and the transport seam: a private CA through ca_file or CVSM_CA_FILE, proxies from the
+# environment read when the client is built, and the http_factory.
+class TransportTest < CvsmTest
+  def tls_api
+    api, server = start_api(tls: TestPki.server_context)
+    api.add_secret("A", "over tls")
+    server
+  end
+
+  def test_private_ca_is_trusted_through_ca_file
+    server = tls_api
+    assert_equal "over tls", client_for(server, ca_file: TestPki.ca_file).get("A")
+  end
+
+  def test_private_ca_is_trusted_through_cvsm_ca_file
+    server = tls_api
+    ENV["CVSM_CA_FILE"] = TestPki.ca_file
+    assert_equal "over tls", client_for(server).get("A")
+  end
+
+  def test_without_the_ca_the_server_is_not_trusted
+    server = tls_api
+    error = assert_raises(Cvsm::NetworkError) { client_for(server, max_retries: 0).get("A") }
+    assert_includes error.message, "certificate verify failed"
+    assert_nil error.status
+  end
+
+  def test_ca_file_replaces_the_system_store
+    server = tls_api
+    Dir.mktmpdir do |dir|
+      other = File.join(dir, "other.pem")
+      key = OpenSSL::PKey::EC.generate("prime256v1")
+      File.write(other, TestPki.certificate("CN=other CA", key, nil) do |cert, ext|
+        cert.add_extension(ext.create_extension("basicConstraints", "CA:TRUE", true))
+      end.to_pem)
+      assert_raises(Cvsm::NetworkError) { client_for(server, ca_file: other, max_retries: 0).get("A") }
+    end
+  end
+
+  def test_http_proxy_from_the_environment_carries_the_requests
+    api, proxy = start_api
+    api.add_secret("A", "proxied")
+    ENV["http_proxy"] = "http://user:p%40ss@127.0.0.1:#{proxy.port}"
+    client = Cvsm::Client.new(token: TOKEN, base_url: "http://cvsm.invalid:8080/api/v1", team: "acme")
+    assert_equal "proxied", client.get("A")
+    assert_equal 3, proxy.log.size
+    proxy.log.each do |request|
+      assert_match(%r{\Ahttp://cvsm\.invalid:8080/api/v1/teams}, request.target)
+      assert_equal "Basic #{Base64.strict_encode64('user:p@ss')}", request.headers["proxy-authorization"]
+    end
+  end
+
+  def test_upper_case_http_proxy_and_a_proxy_without_scheme
+    api, proxy = start_api
+    api.add_secret("A", "proxied")
+    ENV["HTTP_PROXY"] = "127.0.0.1:#{proxy.port}"
+    client = Cvsm::Client.new(token: TOKEN, base_url: "http://cvsm.invalid/api/v1", team: "acme")
+    assert_equal "proxied", client.get("A")
+    assert(proxy.log.all? { |request| request.target.start_with?("http://cvsm.invalid/") })
+  end
+
+  def test_no_proxy_sends_the_host_direct
+    api, server = start_api
+    api.add_secret("A", "direct")
+    ENV["http_proxy"] = "http://127.0.0.1:#{closed_port}"
+    ["127.0.0.1", "localhost, 127.0.0.1", "*", "127.0.0.0/8", "127.0.0.1:#{server.port}"].each do |no_proxy|
+      ENV["NO_PROXY"] = no_proxy
+      assert_equal "direct", client_for(server).get("A"), no_proxy
+    end
+  end
+
+  def test_proxy_variables_are_read_when_the_client_is_built
+    api, server = start_api
+    api.add_secret("A", "direct")
+    client = client_for(server)
+    ENV["http_proxy"] = "http://127.0.0.1:#{closed_port}"
+    assert_equal "direct", client.get("A")
+    assert_raises(Cvsm::NetworkError) { client_for(server, max_retries: 0).get("A") }
+  end
+
+  def test_proxy_choice_by_scheme_and_no_proxy
+    https = URI("https://vault.example.com/api/v1")
+    http = URI("http://vault.example.com:8080/api/v1")
+    proxy = ->(uri, env) { Cvsm::Proxy.for(uri, env)&.to_s }
+    assert_nil proxy.call(https, "http_proxy" => "http://p:1")
+    assert_equal "http://s:2", proxy.call(https, "http_proxy" => "http://p:1", "https_proxy" => "http://s:2")
+    assert_equal "http://s:3", proxy.call(https, "HTTPS_PROXY" => "http://s:3")
+    assert_equal "http://s:2", proxy.call(https, "https_proxy" => "http://s:2", "HTTPS_PROXY" => "http://s:3")
+    assert_equal "http://s:3", proxy.call(https, "https_proxy" => "", "HTTPS_PROXY" => "http://s:3")
+    assert_equal "http://p:1", proxy.call(http, "http_proxy" => "http://p:1", "https_proxy" => "http://s:2")
+    assert_equal "http://p:1", proxy.call(http, "HTTP_PROXY" => "p:1")
+    {
+      "example.com" => nil, ".example.com" => nil, "vault.example.com" => nil, "*" => nil,
+      "other.com, example.com" => nil, "example.com:8080" => nil, "example.com:9090" => "http://p:1",
+      "ample.com" => "http://p:1", "other.com" => "http://p:1", "" => "http://p:1"
+    }.each do |no_proxy, expected|
+      got = proxy.call(http, "http_proxy" => "http://p:1", "no_proxy" => no_proxy)
+      expected ? assert_equal(expected, got, no_proxy) : assert_nil(got, no_proxy)
+    end
+    assert_nil proxy.call(URI("http://[::1]:80/"), "http_proxy" => "http://p:1", "NO_PROXY" => "::1")
+    assert_nil proxy.call(URI("http://10.1.2.3/"), "http_proxy" => "http://p:1", "no_proxy" => "10.0.0.0/8")
+  end
+
+  def test_an_unusable_proxy_url_is_a_configuration_error_that_hides_it
+    {
+      "https_proxy" => ["socks5://user:hunter2@p:1080", "https://vault.example.com/api/v1"],
+      "http_proxy" => ["http://user:hunter2@[bad", "http://vault.example.com/api/v1"]
+    }.each do |name, (value, base_url)|
+      ENV[name] = value
+      error = assert_raises(Cvsm::ConfigurationError) { Cvsm::Client.new(token: TOKEN, base_url: base_url, team: "acme") }
+      assert_includes error.message, name
+      refute_includes error.message, "hunter2"
+      ENV.delete(name)
+    end
+  end
+
+  def test_http_factory_builds_each_connection_and_the_client_still_sets_its_limits
+    api, server = start_api
+    id = api.add_secret("A", "1")
+    built = []
+    factory = lambda do |uri|
+      Net::HTTP.new(uri.hostname, uri.port, nil).tap do |http|
+        http.read_timeout = 999
+        http.max_retries = 5
+        built << [uri.path, http]
+      end
+    end
+    assert_equal "1", client_for(server, http_factory: factory, timeout: 3).get("A")
+    assert_equal ["/api/v1/teams", "/api/v1/teams/#{FakeApi::TEAM_ID}/secrets",
+                  "/api/v1/teams/#{FakeApi::TEAM_ID}/secrets/#{id}"],
+                 built.map(&:first)
+    built.each do |_, http|
+      assert_equal 0, http.max_retries
+      assert_operator http.read_timeout, :<=, 3
+      assert_operator http.open_timeout, :<=, 3
+    end
+  end
+
+  def test_http_factory_with_ca_file_gets_the_private_ca
+    server = tls_api
+    factory = ->(uri) { Net::HTTP.new(uri.hostname, uri.port, nil) }
+    assert_equal "over tls", client_for(server, http_factory: factory, ca_file: TestPki.ca_file).get("A")
+  end
+end

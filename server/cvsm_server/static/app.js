@@ -1,0 +1,24 @@
+// cvsm dashboard: progressive touches only; every form works without this file.
+"use strict";
+
+document.addEventListener("DOMContentLoaded", () => {
+  // A copy button next to each revealed value.
+  for (const value of document.querySelectorAll("[data-secret-value]")) {
+    if (!navigator.clipboard) break;
+    const button = document.createElement("button");
+    button.type = "button";
+    button.textContent = "Salin";
+    button.setAttribute("aria-label", "Salin nilai ke papan klip");
+    button.addEventListener("click", async () => {
+      await navigator.clipboard.writeText(value.textContent);
+      button.textContent = "Tersalin";
+    });
+    value.after(button);
+  }
+  // Ask before a destructive form is sent.
+  for (const form of document.querySelectorAll("form[data-confirm]")) {
+    form.addEventListener("submit", (event) => {
+      if (!window.confirm(form.dataset.confirm)) event.preventDefault();
+    });
+  }
+});

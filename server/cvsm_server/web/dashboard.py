@@ -1,0 +1,420 @@
+"""The web dashboard: pages rendered on the server (aiohttp-jinja2) over the same domain functions
+as the JSON API, so no rule or SQL exists twice.
+
+- **Session.** Signing in opens the same session row a JWT login opens; the cookie `cvsm_session`
+  carries that session's JWT (HttpOnly, SameSite=Lax, Secure when the app URL is https). Signing
+  out runs logout-all, so the cookie and every JWT issued before stop working at once.
+- **CSRF.** Every state-changing form carries `csrf`: an HMAC of the session id when signed in;
+  before that (sign-in, sign-up, the 2FA step) an HMAC of a random pre-session cookie.
+- **CSP.** Pages load only this origin's own script and style files: no inline script or style.
+- **Values.** A value is on a page only after its owner asked (a POST, audited as a read), on
+  a page that is never cached, and never in a URL.
+- **Without JavaScript** every form works; `app.js` only adds copy buttons.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets as random
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+import aiohttp_jinja2
+from aiohttp import web
+from multidict import MultiDictProxy
+
+from .. import credentials, db, ratelimit, sessions, teams, users
+from .. import secrets as domain
+from ..actor import Actor
+from ..errors import BadRequest, DomainError, Forbidden, NotFound, TooManyRequests, Unauthorized
+from .request import app_url
+from .state import ACTOR, CREDENTIALS, KEYRING, PASSWORDS, POOL, SETTINGS, SIGNER
+
+COOKIE = "cvsm_session"
+PRE_COOKIE = "cvsm_pre"
+PENDING_LIFETIME = 300  # seconds between the password and the code of a two-factor sign-in
+FORM_LIMIT = 256 * 1024  # a 65,536-byte value, form-encoded, fits several times over
+
+CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+       "connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'")
+
+CSRF_FAILED = "Formulir kedaluwarsa atau tidak sah; muat ulang halaman lalu coba lagi"
+PENDING_FAILED = "Langkah verifikasi kedaluwarsa; masuk lagi dengan kata sandi"
+ENVIRONMENTS = domain.ENVIRONMENTS
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+# A pre-session nonce made for this response (set as a cookie when the page is sent).
+NEW_PRE_SESSION = web.RequestKey("cvsm_pre_new", str)
+
+
+# Signing -------------------------------------------------------------------------------------
+
+def _mac(request: web.Request, purpose: str, text: str) -> str:
+    key = request.app[SIGNER].secret.encode()
+    return hmac.new(key, f"{purpose}:{text}".encode(), hashlib.sha256).hexdigest()
+
+
+def _pending_token(request: web.Request, user_id: uuid.UUID) -> str:
+    expires = int(time.time()) + PENDING_LIFETIME
+    body = f"{user_id}.{expires}"
+    return f"{body}.{_mac(request, '2fa', body)}"
+
+
+def _pending_user(request: web.Request, token: str) -> uuid.UUID:
+    body, _, mac = token.rpartition(".")
+    user, _, expires = body.partition(".")
+    if not hmac.compare_digest(mac, _mac(request, "2fa", body)) or not expires.isdigit() \
+            or int(expires) < time.time():
+        raise Unauthorized(PENDING_FAILED)
+    return uuid.UUID(user)
+
+
+# Forms and cookies ---------------------------------------------------------------------------
+
+async def _form(request: web.Request) -> MultiDictProxy[str]:
+    if request.content_length is not None and request.content_length > FORM_LIMIT:
+        raise BadRequest("Formulir terlalu besar")
+    form = await request.post()
+    return form  # type: ignore[return-value]  # only text fields: no file input on these forms
+
+
+def _field(form: Mapping[str, Any], name: str, default: str = "") -> str:
+    value = form.get(name, default)
+    return value if isinstance(value, str) else default
+
+
+def _secure(request: web.Request) -> bool:
+    return app_url(request).startswith("https://")
+
+
+def _set_cookie(request: web.Request, response: web.StreamResponse, name: str, value: str,
+                max_age: int | None = None) -> None:
+    response.set_cookie(name, value, httponly=True, samesite="Lax", secure=_secure(request),
+                        path="/", max_age=max_age)
+
+
+def _pre_session(request: web.Request) -> str:
+    """The pre-session nonce that CSRF tokens of the signed-out forms are bound to."""
+    return request.cookies.get(PRE_COOKIE) or request.get(NEW_PRE_SESSION) or ""
+
+
+def _anonymous_csrf(request: web.Request) -> str:
+    nonce = _pre_session(request)
+    if not nonce:
+        nonce = random.token_urlsafe(24)
+        request[NEW_PRE_SESSION] = nonce
+    return _mac(request, "csrf-pre", nonce)
+
+
+def _check_anonymous_csrf(request: web.Request, form: Mapping[str, Any]) -> None:
+    nonce = request.cookies.get(PRE_COOKIE, "")
+    if not nonce or not hmac.compare_digest(_field(form, "csrf"), _mac(request, "csrf-pre", nonce)):
+        raise Forbidden(CSRF_FAILED)
+
+
+def _session_csrf(request: web.Request, actor: Actor) -> str:
+    return _mac(request, "csrf", str(actor.session_id))
+
+
+def _check_session_csrf(request: web.Request, actor: Actor, form: Mapping[str, Any]) -> None:
+    if not hmac.compare_digest(_field(form, "csrf"), _session_csrf(request, actor)):
+        raise Forbidden(CSRF_FAILED)
+
+
+def _page(request: web.Request, template: str, context: dict[str, Any], *, status: int = 200,
+          private: bool = False) -> web.Response:
+    context = {"user": None, "error": None, "form": {}, **context}
+    response = aiohttp_jinja2.render_template(template, request, context, status=status)
+    response.headers["Content-Security-Policy"] = CSP
+    # Pages that may hold a value are never stored; the rest are revalidated each time.
+    response.headers["Cache-Control"] = "no-store" if private else "no-cache"
+    if (nonce := request.get(NEW_PRE_SESSION)) is not None:
+        _set_cookie(request, response, PRE_COOKIE, nonce)
+    return response
+
+
+def _redirect(location: str) -> web.Response:
+    response = web.Response(status=303, headers={"Location": location})
+    response.headers["Cache-Control"] = "no-store"
+    return response
+
+
+# Signed-in pages ------------------------------------------------------------------------------
+
+async def _signed_in_actor(request: web.Request) -> Actor | None:
+    token = request.cookies.get(COOKIE)
+    if not token:
+        return None
+    app = request.app
+    try:
+        actor = await sessions.authenticate(app[POOL], app[CREDENTIALS], app[SIGNER], token,
+                                            request[ACTOR])
+        if actor.epoch is None:
+            return actor
+        try:  # a session from this process's cache: confirm nothing was revoked since
+            async with db.connection(app[POOL]) as conn:
+                await ratelimit.hit(conn, None, epoch=actor.epoch)
+            return actor
+        except credentials.StaleCredential:
+            app[CREDENTIALS].clear()
+            return await sessions.authenticate(app[POOL], app[CREDENTIALS], app[SIGNER], token,
+                                               request[ACTOR])
+    except Unauthorized:
+        return None
+
+
+def signed_in(handler: Callable[[web.Request, Actor], Awaitable[web.StreamResponse]]) -> Handler:
+    """The page's handler runs with the signed-in user; anyone else goes to the sign-in page.
+
+    A domain error becomes the page's error view; a revocation noticed mid-request is checked
+    against the database and the handler runs once more, as the API's middleware does."""
+
+    async def page(request: web.Request) -> web.StreamResponse:
+        actor = await _signed_in_actor(request)
+        if actor is None:
+            response = _redirect("/signin")
+            if COOKIE in request.cookies:
+                response.del_cookie(COOKIE, path="/")
+            return response
+        try:
+            try:
+                return await handler(request, actor)
+            except credentials.StaleCredential:
+                request.app[CREDENTIALS].clear()
+                actor = await _signed_in_actor(request)
+                if actor is None:
+                    return _redirect("/signin")
+                return await handler(request, actor)
+        except DomainError as exc:
+            return _error(request, exc, actor)
+
+    return page
+
+
+def _error(request: web.Request, exc: DomainError, actor: Actor | None) -> web.Response:
+    context = {"message": exc.message, "status": exc.status, "user": actor}
+    if actor is not None:
+        context["csrf"] = _session_csrf(request, actor)
+    response = _page(request, "error.html", context, status=exc.status)
+    for name, value in exc.headers.items():
+        response.headers[name] = value
+    return response
+
+
+# Handlers: signed out ---------------------------------------------------------------------------
+
+async def index(request: web.Request) -> web.StreamResponse:
+    return _redirect("/teams" if await _signed_in_actor(request) else "/signin")
+
+
+async def signin_page(request: web.Request) -> web.StreamResponse:
+    if await _signed_in_actor(request):
+        return _redirect("/teams")
+    return _page(request, "signin.html", {"csrf": _anonymous_csrf(request)})
+
+
+def _signed_in_response(request: web.Request, token: str, location: str = "/teams") -> web.Response:
+    response = _redirect(location)
+    _set_cookie(request, response, COOKIE, token, max_age=request.app[SIGNER].lifetime_seconds)
+    response.del_cookie(PRE_COOKIE, path="/")
+    return response
+
+
+async def signin(request: web.Request) -> web.StreamResponse:
+    app = request.app
+    form = await _form(request)
+    identifier = _field(form, "identifier")
+    try:
+        _check_anonymous_csrf(request, form)
+        async with db.connection(app[POOL]) as conn:
+            _user, token = await users.login(
+                conn, request[ACTOR], app[PASSWORDS], app[KEYRING], app[SIGNER],
+                identifier=identifier, password=_field(form, "password"),
+                failures=ratelimit.Charge.failed_auth(app[SETTINGS], request[ACTOR].ip))
+    except users.SecondFactorRequired as required:
+        return _page(request, "twofactor.html", {"csrf": _anonymous_csrf(request),
+                                                  "pending": _pending_token(request, required.user_id)})
+    except DomainError as exc:
+        return _page(request, "signin.html", {"csrf": _anonymous_csrf(request), "error": exc.message,
+                                              "identifier": identifier}, status=exc.status)
+    return _signed_in_response(request, token)
+
+
+async def signin_code(request: web.Request) -> web.StreamResponse:
+    app = request.app
+    form = await _form(request)
+    try:
+        _check_anonymous_csrf(request, form)
+        user_id = _pending_user(request, _field(form, "pending"))
+        async with db.connection(app[POOL]) as conn:
+            _user, token = await users.complete_login(
+                conn, request[ACTOR], app[KEYRING], app[SIGNER], user_id=user_id,
+                totp_code=_field(form, "code"),
+                failures=ratelimit.Charge.failed_auth(app[SETTINGS], request[ACTOR].ip))
+    except (DomainError, ValueError) as exc:
+        message = exc.message if isinstance(exc, DomainError) else PENDING_FAILED
+        status = exc.status if isinstance(exc, DomainError) else 401
+        if isinstance(exc, TooManyRequests) or message == PENDING_FAILED or isinstance(exc, Forbidden):
+            return _page(request, "signin.html", {"csrf": _anonymous_csrf(request), "error": message},
+                         status=status)
+        return _page(request, "twofactor.html", {"csrf": _anonymous_csrf(request), "error": message,
+                                                  "pending": _field(form, "pending")}, status=status)
+    return _signed_in_response(request, token)
+
+
+async def signup_page(request: web.Request) -> web.StreamResponse:
+    if await _signed_in_actor(request):
+        return _redirect("/teams")
+    return _page(request, "signup.html", {"csrf": _anonymous_csrf(request), "form": {}})
+
+
+async def signup(request: web.Request) -> web.StreamResponse:
+    app = request.app
+    form = await _form(request)
+    kept = {k: _field(form, k) for k in ("email", "username", "name")}
+    try:
+        _check_anonymous_csrf(request, form)
+        async with db.connection(app[POOL]) as conn:
+            _user, token = await users.register(
+                conn, app[PASSWORDS], app[SIGNER], email=kept["email"], username=kept["username"],
+                password=_field(form, "password"), name=kept["name"])
+    except DomainError as exc:
+        return _page(request, "signup.html", {"csrf": _anonymous_csrf(request), "error": exc.message,
+                                              "form": kept}, status=exc.status)
+    return _signed_in_response(request, token)
+
+
+# Handlers: signed in ----------------------------------------------------------------------------
+
+@signed_in
+async def signout(request: web.Request, actor: Actor) -> web.StreamResponse:
+    _check_session_csrf(request, actor, await _form(request))
+    async with db.connection(request.app[POOL]) as conn:
+        await sessions.logout_all(conn, actor)
+    response = _redirect("/signin")
+    response.del_cookie(COOKIE, path="/")
+    return response
+
+
+async def _teams_context(request: web.Request, conn: db.Connection, actor: Actor) -> dict[str, Any]:
+    return {"user": actor, "csrf": _session_csrf(request, actor),
+            "teams": await teams.list_teams(conn, actor)}
+
+
+@signed_in
+async def teams_page(request: web.Request, actor: Actor) -> web.StreamResponse:
+    async with db.connection(request.app[POOL]) as conn:
+        return _page(request, "teams.html", await _teams_context(request, conn, actor))
+
+
+@signed_in
+async def create_team(request: web.Request, actor: Actor) -> web.StreamResponse:
+    form = await _form(request)
+    _check_session_csrf(request, actor, form)
+    async with db.connection(request.app[POOL]) as conn:
+        try:
+            team = await teams.create_team(conn, actor, _field(form, "name"), _field(form, "slug"))
+        except DomainError as exc:
+            context = await _teams_context(request, conn, actor)
+            context.update(error=exc.message, form={"name": _field(form, "name"), "slug": _field(form, "slug")})
+            return _page(request, "teams.html", context, status=exc.status)
+    return _redirect(f"/teams/{team['slug']}/secrets")
+
+
+def _environment(value: str | None) -> str:
+    if value in ENVIRONMENTS:
+        return value  # type: ignore[return-value]
+    if value:
+        raise NotFound("Environment tidak dikenal")
+    return "production"
+
+
+async def _secrets_context(request: web.Request, conn: db.Connection, actor: Actor,
+                           team_ref: str, environment: str, search: str) -> dict[str, Any]:
+    team_id = await teams.resolve(conn, team_ref)
+    team = await teams.get_team(conn, actor, team_id)
+    rows, total = await domain.list_secrets(conn, actor, team_id, environment=environment,
+                                            search=search or None, limit=500)
+    return {"user": actor, "csrf": _session_csrf(request, actor), "team": team, "team_ref": team_ref,
+            "environment": environment, "environments": ENVIRONMENTS, "types": domain.TYPES, "search": search,
+            "secrets": rows, "total": total, "revealed": {}, "form": {"environment": environment}}
+
+
+@signed_in
+async def secrets_page(request: web.Request, actor: Actor) -> web.StreamResponse:
+    environment = _environment(request.query.get("environment"))
+    search = request.query.get("q", "")[:255]
+    async with db.connection(request.app[POOL]) as conn:
+        context = await _secrets_context(request, conn, actor, request.match_info["team"],
+                                         environment, search)
+    return _page(request, "secrets.html", context)
+
+
+@signed_in
+async def create_secret(request: web.Request, actor: Actor) -> web.StreamResponse:
+    form = await _form(request)
+    _check_session_csrf(request, actor, form)
+    team_ref = request.match_info["team"]
+    environment = _environment(_field(form, "environment"))
+    async with db.connection(request.app[POOL]) as conn:
+        team_id = await teams.resolve(conn, team_ref)
+        try:
+            item = domain.SecretInput.checked(
+                name=_field(form, "name").strip(), value=_field(form, "value"), environment=environment,
+                type=_field(form, "type", "credential"), description=_field(form, "description"))
+            await domain.create_secret(conn, actor, request.app[KEYRING], team_id, item)
+        except DomainError as exc:
+            context = await _secrets_context(request, conn, actor, team_ref, environment, "")
+            # The value typed is not sent back: the form asks for it again.
+            context.update(error=exc.message, form={k: _field(form, k) for k in
+                                                    ("name", "environment", "type", "description")})
+            return _page(request, "secrets.html", context, status=exc.status)
+    return _redirect(f"/teams/{team_ref}/secrets?environment={environment}")
+
+
+def _secret_id(request: web.Request) -> uuid.UUID:
+    try:
+        return uuid.UUID(request.match_info["secret_id"])
+    except ValueError:
+        raise NotFound() from None
+
+
+@signed_in
+async def reveal_secret(request: web.Request, actor: Actor) -> web.StreamResponse:
+    form = await _form(request)
+    _check_session_csrf(request, actor, form)
+    team_ref = request.match_info["team"]
+    async with db.connection(request.app[POOL]) as conn:
+        team_id = await teams.resolve(conn, team_ref)
+        row, value = await domain.read_secret(conn, actor, request.app[KEYRING], team_id,
+                                              _secret_id(request))
+        context = await _secrets_context(request, conn, actor, team_ref, row["environment"],
+                                         _field(form, "q")[:255])
+    context["revealed"] = {str(row["id"]): value}
+    return _page(request, "secrets.html", context, private=True)
+
+
+@signed_in
+async def delete_secret(request: web.Request, actor: Actor) -> web.StreamResponse:
+    form = await _form(request)
+    _check_session_csrf(request, actor, form)
+    team_ref = request.match_info["team"]
+    environment = _environment(_field(form, "environment"))
+    async with db.connection(request.app[POOL]) as conn:
+        team_id = await teams.resolve(conn, team_ref)
+        await domain.delete_secret(conn, actor, team_id, _secret_id(request))
+    return _redirect(f"/teams/{team_ref}/secrets?environment={environment}")
+
+
+def setup(app: web.Application) -> None:
+    """Templates come from the package (`cvsm_server/templates`), autoescaped."""
+    import jinja2
+
+    aiohttp_jinja2.setup(
+        app,
+        loader=jinja2.PackageLoader("cvsm_server", "templates"),
+        autoescape=jinja2.select_autoescape(default=True, default_for_string=True),
+    )
