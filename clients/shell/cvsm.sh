@@ -639,7 +639,7 @@ _cvsm_curl_reason() {
     1 | 8) _cvsm_enc="the server did not answer with valid HTTP" ;;
     97) _cvsm_enc="the proxy handshake failed" ;;
     35 | 51 | 53 | 54 | 58 | 59 | 60 | 77 | 80 | 82 | 83 | 90 | 91) _cvsm_enc="TLS error (curl exit $1)" ;;
-    '') _cvsm_enc="could not read the response (jq failed)" ;;
+    '') _cvsm_enc="could not read the response (jq failed: cvsm needs jq 1.6 or newer)" ;;
     *) _cvsm_enc="transfer failed (curl exit $1)" ;;
   esac
 }
@@ -716,6 +716,16 @@ def retry_after:
 '
 }
 
+# _cvsm_curl runs curl on the config on stdin (after the user's CVSM_CURL_CONFIG, if any), writing
+# the answer's headers and body on stdout; curl's own messages are dropped (its exit code says it).
+_cvsm_curl() {
+  if [ -n "$_cvsm_curlcfg" ]; then
+    command curl -q -sS -D - -K "$_cvsm_curlcfg" -K - 2>/dev/null
+  else
+    command curl -q -sS -D - -K - 2>/dev/null
+  fi
+}
+
 # _cvsm_split_response splits the reader's output in `out` (a local of _cvsm_request) into its
 # first line, `meta`, and the rest, `out`, counting bytes: decoding the characters of an answer of
 # many megabytes would cost seconds.
@@ -745,15 +755,8 @@ _cvsm_request() {
   _cvsm_jq_reader
   filter="def shape: $filter; $_cvsm_enc"
   while :; do
-    if [ -n "$_cvsm_curlcfg" ]; then
-      out=$( { printf '%s' "$cfg" | command curl -q -sS -D - -K "$_cvsm_curlcfg" -K - 2>/dev/null
-        printf '\ncvsm-curl-exit=%s' "$?"; } |
-        command jq -j -n --rawfile r /dev/stdin "$@" "$filter" 2>/dev/null)
-    else
-      out=$( { printf '%s' "$cfg" | command curl -q -sS -D - -K - 2>/dev/null
-        printf '\ncvsm-curl-exit=%s' "$?"; } |
-        command jq -j -n --rawfile r /dev/stdin "$@" "$filter" 2>/dev/null)
-    fi
+    out=$( { printf '%s' "$cfg" | _cvsm_curl; printf '\ncvsm-curl-exit=%s' "$?"; } |
+      command jq -j -n --rawfile r /dev/stdin "$@" "$filter" 2>/dev/null)
     _cvsm_split_response
     st=${meta%%$'\t'*} && meta=${meta#*$'\t'}
     rc=${meta%%$'\t'*} && meta=${meta#*$'\t'}

@@ -24,11 +24,11 @@ mode_of() { stat -c '%a' "$1"; }
 }
 
 @test "an entry expires after CVSM_CACHE_TTL seconds" {
-  export CVSM_CACHE_TTL=1
+  export CVSM_CACHE_TTL=3
   cvsm_get API_KEY >/dev/null
   cvsm_get API_KEY >/dev/null
   [ "$(count_requests /secrets/s-api)" -eq 1 ]
-  sleep 1.1
+  sleep 3.1
   cvsm_get API_KEY >/dev/null
   [ "$(count_requests /secrets/s-api)" -eq 2 ]
 }
@@ -185,11 +185,11 @@ mode_of() { stat -c '%a' "$1"; }
 }
 
 @test "every call sweeps expired entries from the cache, even one that reads nothing" {
-  export CVSM_CACHE_TTL=1
+  export CVSM_CACHE_TTL=3
   cvsm_get API_KEY >/dev/null
   cvsm_get_all >/dev/null
   [ "$(find "$CVSM_CACHE_DIR/values" -type f | wc -l)" -eq 2 ]
-  sleep 1.1
+  sleep 3.1
   cvsm_check_config
   [ "$(find "$CVSM_CACHE_DIR/values" -type f | wc -l)" -eq 0 ]
   # The team id (no secret) lives 10 minutes.
@@ -266,9 +266,9 @@ mode_of() { stat -c '%a' "$1"; }
 
 @test "the caller's noclobber option does not stop the cache from being refreshed" {
   set -C
-  export CVSM_CACHE_TTL=1
+  export CVSM_CACHE_TTL=3
   cvsm_get API_KEY >/dev/null
-  sleep 1.1
+  sleep 3.1
   cvsm_get API_KEY >/dev/null
   cvsm_get API_KEY >/dev/null
   set +C

