@@ -40,7 +40,7 @@ async def sign_up(client: TestClient, name: str | None = None) -> dict[str, str]
     form = {"csrf": csrf_of(await page.text()), "name": "Web User", "email": f"{username}@example.com",
             "username": username, "password": "correct horse 1"}
     resp = await client.post("/signup", data=form, allow_redirects=False)
-    assert resp.status == 303 and resp.headers["Location"] == "/teams", await resp.text()
+    assert resp.status == 303 and resp.headers["Location"] == "/app/teams", await resp.text()
     return {"username": username, "email": form["email"], "password": form["password"]}
 
 
@@ -53,7 +53,7 @@ async def form_csrf(client: TestClient, path: str) -> str:
 async def test_signed_out_visitors_land_on_the_sign_in_page(client: TestClient) -> None:
     resp = await client.get("/", allow_redirects=False)
     assert (resp.status, resp.headers["Location"]) == (303, "/signin")
-    resp = await client.get("/teams", allow_redirects=False)
+    resp = await client.get("/app/teams", allow_redirects=False)
     assert (resp.status, resp.headers["Location"]) == (303, "/signin")
     page = await client.get("/signin")
     html = await page.text()
@@ -88,7 +88,7 @@ async def test_forms_without_the_csrf_token_change_nothing(client: TestClient, d
     assert resp.status == 403
     assert await query(database_url, "SELECT 1 FROM users WHERE username = 'csrf_victim'") == []
     await sign_up(client)
-    resp = await client.post("/teams", data={"csrf": "f" * 64, "name": "T", "slug": "csrf-team"})
+    resp = await client.post("/app/teams", data={"csrf": "f" * 64, "name": "T", "slug": "csrf-team"})
     assert resp.status == 403 and "Formulir kedaluwarsa" in await resp.text()
     assert await query(database_url, "SELECT 1 FROM teams WHERE slug = 'csrf-team'") == []
 
@@ -96,26 +96,26 @@ async def test_forms_without_the_csrf_token_change_nothing(client: TestClient, d
 async def test_secrets_are_listed_without_values_and_revealed_only_by_a_post_that_is_audited(
         client: TestClient, database_url: str) -> None:
     await sign_up(client)
-    csrf = await form_csrf(client, "/teams")
-    resp = await client.post("/teams", data={"csrf": csrf, "name": "Web", "slug": "web-team"},
+    csrf = await form_csrf(client, "/app/teams")
+    resp = await client.post("/app/teams", data={"csrf": csrf, "name": "Web", "slug": "web-team"},
                              allow_redirects=False)
-    assert resp.headers["Location"] == "/teams/web-team/secrets"
+    assert resp.headers["Location"] == "/app/teams/web-team/secrets"
     for environment, value in (("production", "prod-value-123"), ("staging", "staging-value-456")):
-        resp = await client.post("/teams/web-team/secrets", allow_redirects=False, data={
+        resp = await client.post("/app/teams/web-team/secrets", allow_redirects=False, data={
             "csrf": csrf, "name": "DATABASE_URL", "value": value, "environment": environment,
             "type": "connection_string", "description": ""})
         assert resp.status == 303, await resp.text()
-    page = await client.get("/teams/web-team/secrets?environment=staging")
+    page = await client.get("/app/teams/web-team/secrets?environment=staging")
     html = await page.text()
     assert "DATABASE_URL" in html and "staging-value-456" not in html and "prod-value-123" not in html
-    secret_id = re.search(r'/teams/web-team/secrets/([0-9a-f-]{36})/reveal', html).group(1)  # type: ignore[union-attr]
-    revealed = await client.post(f"/teams/web-team/secrets/{secret_id}/reveal", data={"csrf": csrf})
+    secret_id = re.search(r'/app/teams/web-team/secrets/([0-9a-f-]{36})/reveal', html).group(1)  # type: ignore[union-attr]
+    revealed = await client.post(f"/app/teams/web-team/secrets/{secret_id}/reveal", data={"csrf": csrf})
     body = await revealed.text()
     assert revealed.status == 200 and "staging-value-456" in body and "prod-value-123" not in body
     assert revealed.headers["Cache-Control"] == "no-store"
     reads = await query(database_url, "SELECT action FROM audit_logs WHERE resource_id = %s", (secret_id,))
     assert [r["action"] for r in reads].count("read") == 1
-    bad = await client.post("/teams/web-team/secrets", data={
+    bad = await client.post("/app/teams/web-team/secrets", data={
         "csrf": csrf, "name": "9BAD", "value": "typed-value-789", "environment": "production", "type": "other"})
     text = await bad.text()
     assert bad.status == 400 and "typed-value-789" not in text  # the typed value is not echoed back
@@ -124,12 +124,12 @@ async def test_secrets_are_listed_without_values_and_revealed_only_by_a_post_tha
 async def test_sign_out_runs_logout_all_so_the_old_cookie_fails(client: TestClient) -> None:
     await sign_up(client)
     cookie = client.session.cookie_jar.filter_cookies(client.make_url("/"))["cvsm_session"].value
-    csrf = await form_csrf(client, "/teams")
+    csrf = await form_csrf(client, "/app/teams")
     resp = await client.post("/signout", data={"csrf": csrf}, allow_redirects=False)
     assert (resp.status, resp.headers["Location"]) == (303, "/signin")
     # The cookie from before still names the session: it no longer opens anything, and the
     # same JWT is refused by the API too.
-    resp = await client.get("/teams", cookies={"cvsm_session": cookie}, allow_redirects=False)
+    resp = await client.get("/app/teams", cookies={"cvsm_session": cookie}, allow_redirects=False)
     assert resp.headers["Location"] == "/signin"
     resp = await client.get("/api/v1/me", headers={"Authorization": f"Bearer {cookie}"})
     assert resp.status == 401
@@ -154,7 +154,7 @@ async def test_two_factor_sign_in_asks_for_the_code_after_the_password(client: T
     code = pyotp.TOTP(secret).at(time.time() + 30)  # the enabling code's step is spent: the next one
     ok = await client.post("/signin/2fa", data={"csrf": csrf, "pending": pending, "code": code},
                            allow_redirects=False)
-    assert (ok.status, ok.headers["Location"]) == (303, "/teams"), await ok.text()
+    assert (ok.status, ok.headers["Location"]) == (303, "/app/teams"), await ok.text()
 
 
 async def test_the_dashboard_works_in_chromium(client: TestClient, tmp_path: Path) -> None:
@@ -178,17 +178,17 @@ async def test_the_dashboard_works_in_chromium(client: TestClient, tmp_path: Pat
             await page.get_by_label("Username").fill("browser_user")
             await page.get_by_label("Kata sandi").fill("correct horse 1")
             await page.get_by_role("button", name="Buat akun").click()
-            await page.wait_for_url(f"{base}/teams")
+            await page.wait_for_url(f"{base}/app/teams")
             await page.get_by_label("Nama tim").fill("Browser Team")
             await page.get_by_label("Slug").fill("browser-team")
             await page.get_by_role("button", name="Buat tim").click()
-            await page.wait_for_url(f"{base}/teams/browser-team/secrets")
+            await page.wait_for_url(f"{base}/app/teams/browser-team/secrets")
             for environment, value in (("production", "prod-in-browser"), ("staging", "staging-in-browser")):
                 await page.get_by_label("Nama", exact=True).fill("API_KEY")
                 await page.get_by_label("Nilai", exact=True).fill(value)
                 await page.get_by_label("Environment", exact=True).select_option(environment)
                 await page.get_by_role("button", name="Simpan").click()
-                await page.wait_for_url(f"{base}/teams/browser-team/secrets?environment={environment}")
+                await page.wait_for_url(f"{base}/app/teams/browser-team/secrets?environment={environment}")
             assert "staging-in-browser" not in await page.content()
             await page.get_by_role("button", name="Tampilkan nilai API_KEY").click()
             await page.wait_for_selector("[data-secret-value]")
@@ -198,8 +198,17 @@ async def test_the_dashboard_works_in_chromium(client: TestClient, tmp_path: Pat
             await page.screenshot(path=str(tmp_path / "secrets.png"))
             await page.get_by_role("button", name="Keluar").click()
             await page.wait_for_url(f"{base}/signin")
-            await page.goto(f"{base}/teams")
+            await page.goto(f"{base}/app/teams")
             assert page.url == f"{base}/signin"
         finally:
             await browser.close()
     assert problems == []
+
+
+async def test_api_paths_without_the_prefix_stay_404_for_misconfigured_clients(client: TestClient) -> None:
+    """An SDK whose base URL lacks /api/v1 asks /teams/...: that must stay a JSON 404 (rule R9
+    of the conformance protocol), so the dashboard's pages live under /app/."""
+    for path in ("/teams", f"/teams/{uuid.uuid4()}/secrets", "/teams/acme/secrets/by-name/X",
+                 "/teams/acme/secrets/export"):
+        resp = await client.get(path, headers={"Accept": "application/json"}, allow_redirects=False)
+        assert resp.status == 404 and (await resp.json())["error"], path

@@ -14,7 +14,7 @@ from cvsm_server import __version__
 from cvsm_server.web import apidoc
 from cvsm_server.web.routes import ROUTES
 
-PAGES = {"/share/{token}", "/static/{name}", "/api/v1/docs", "/", "/signin", "/teams"}
+PAGES = {"/share/{token}", "/static/{name}", "/api/v1/docs", "/", "/signin", "/app/teams"}
 
 
 def is_page(path: str) -> bool:

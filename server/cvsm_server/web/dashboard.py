@@ -207,16 +207,16 @@ def _error(request: web.Request, exc: DomainError, actor: Actor | None) -> web.R
 # Handlers: signed out ---------------------------------------------------------------------------
 
 async def index(request: web.Request) -> web.StreamResponse:
-    return _redirect("/teams" if await _signed_in_actor(request) else "/signin")
+    return _redirect("/app/teams" if await _signed_in_actor(request) else "/signin")
 
 
 async def signin_page(request: web.Request) -> web.StreamResponse:
     if await _signed_in_actor(request):
-        return _redirect("/teams")
+        return _redirect("/app/teams")
     return _page(request, "signin.html", {"csrf": _anonymous_csrf(request)})
 
 
-def _signed_in_response(request: web.Request, token: str, location: str = "/teams") -> web.Response:
+def _signed_in_response(request: web.Request, token: str, location: str = "/app/teams") -> web.Response:
     response = _redirect(location)
     _set_cookie(request, response, COOKIE, token, max_age=request.app[SIGNER].lifetime_seconds)
     response.del_cookie(PRE_COOKIE, path="/")
@@ -267,7 +267,7 @@ async def signin_code(request: web.Request) -> web.StreamResponse:
 
 async def signup_page(request: web.Request) -> web.StreamResponse:
     if await _signed_in_actor(request):
-        return _redirect("/teams")
+        return _redirect("/app/teams")
     return _page(request, "signup.html", {"csrf": _anonymous_csrf(request), "form": {}})
 
 
@@ -321,7 +321,7 @@ async def create_team(request: web.Request, actor: Actor) -> web.StreamResponse:
             context = await _teams_context(request, conn, actor)
             context.update(error=exc.message, form={"name": _field(form, "name"), "slug": _field(form, "slug")})
             return _page(request, "teams.html", context, status=exc.status)
-    return _redirect(f"/teams/{team['slug']}/secrets")
+    return _redirect(f"/app/teams/{team['slug']}/secrets")
 
 
 def _environment(value: str | None) -> str:
@@ -372,7 +372,7 @@ async def create_secret(request: web.Request, actor: Actor) -> web.StreamRespons
             context.update(error=exc.message, form={k: _field(form, k) for k in
                                                     ("name", "environment", "type", "description")})
             return _page(request, "secrets.html", context, status=exc.status)
-    return _redirect(f"/teams/{team_ref}/secrets?environment={environment}")
+    return _redirect(f"/app/teams/{team_ref}/secrets?environment={environment}")
 
 
 def _secret_id(request: web.Request) -> uuid.UUID:
@@ -406,7 +406,7 @@ async def delete_secret(request: web.Request, actor: Actor) -> web.StreamRespons
     async with db.connection(request.app[POOL]) as conn:
         team_id = await teams.resolve(conn, team_ref)
         await domain.delete_secret(conn, actor, team_id, _secret_id(request))
-    return _redirect(f"/teams/{team_ref}/secrets?environment={environment}")
+    return _redirect(f"/app/teams/{team_ref}/secrets?environment={environment}")
 
 
 def setup(app: web.Application) -> None:

@@ -69,12 +69,12 @@ ROUTES = [
     web.get("/signup", dashboard.signup_page),
     web.post("/signup", dashboard.signup),
     web.post("/signout", dashboard.signout),
-    web.get("/teams", dashboard.teams_page),
-    web.post("/teams", dashboard.create_team),
-    web.get("/teams/{team}/secrets", dashboard.secrets_page),
-    web.post("/teams/{team}/secrets", dashboard.create_secret),
-    web.post(f"/teams/{{team}}/secrets/{UUID % 'secret_id'}/reveal", dashboard.reveal_secret),
-    web.post(f"/teams/{{team}}/secrets/{UUID % 'secret_id'}/delete", dashboard.delete_secret),
+    web.get("/app/teams", dashboard.teams_page),
+    web.post("/app/teams", dashboard.create_team),
+    web.get("/app/teams/{team}/secrets", dashboard.secrets_page),
+    web.post("/app/teams/{team}/secrets", dashboard.create_secret),
+    web.post(f"/app/teams/{{team}}/secrets/{UUID % 'secret_id'}/reveal", dashboard.reveal_secret),
+    web.post(f"/app/teams/{{team}}/secrets/{UUID % 'secret_id'}/delete", dashboard.delete_secret),
 ]
 
 
