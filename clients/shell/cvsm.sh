@@ -517,11 +517,11 @@ _cvsm_cache_find() {
 }
 
 # _cvsm_cache_put SUBDIR HASH TTL_MS CONTENT writes CONTENT as entry HASH of SUBDIR, expiring in
-# TTL_MS milliseconds, atomically with mode 0600, and removes older copies of the entry (best
-# effort; a unique temporary file, so concurrent subshells of one shell never write into the
-# same one).
+# TTL_MS milliseconds, atomically with mode 0600, and removes copies that expire sooner (best
+# effort; a unique temporary file, so concurrent subshells of one shell never write into the same
+# one; concurrent calls may leave two fresh copies, both complete, until the sweep).
 _cvsm_cache_put() {
-  local dir entry tmp f
+  local dir entry tmp f e
   _cvsm_now_ms
   (
     umask 077
@@ -530,8 +530,11 @@ _cvsm_cache_put() {
     [ -d "$dir" ] || command mkdir -p -- "$dir" || exit 1
     tmp=$(command mktemp "$dir/.tmp.XXXXXX") || exit 1
     if printf '%s' "$4" >|"$tmp" && command mv -f -- "$tmp" "$dir/$entry"; then
+      # Older copies go; a newer one a concurrent call wrote stays.
       for f in "$dir/$2".*; do
-        [ "$f" = "$dir/$entry" ] || [ ! -f "$f" ] || command rm -f -- "$f"
+        e=${f##*.}
+        case $e in '' | *[!0-9]*) continue ;; esac
+        [ "$e" -ge "${entry##*.}" ] || command rm -f -- "$f"
       done
       exit 0
     fi

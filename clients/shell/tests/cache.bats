@@ -285,6 +285,24 @@ mode_of() { stat -c '%a' "$1"; }
     [ "$(cat "$BATS_TEST_TMPDIR/out.$i")" = k-prod ]
     [ "$(jq -r .DB "$BATS_TEST_TMPDIR/all.$i")" = db-short ]
   done
-  [ "$(find "$CVSM_CACHE_DIR/values" -type f | wc -l)" -eq 2 ]
+  # One entry per key, or a few fresh copies when calls raced; each complete, and used.
+  [ "$(find "$CVSM_CACHE_DIR/values" -type f | wc -l)" -ge 2 ]
+  [ "$(find "$CVSM_CACHE_DIR/values" -type f -name '.*' | wc -l)" -eq 0 ]
   find "$CVSM_CACHE_DIR/values" -type f -exec jq -e . {} + >/dev/null
+  local before
+  before=$(count_requests)
+  cvsm_get API_KEY >/dev/null
+  cvsm_get_all >/dev/null
+  [ "$(count_requests)" -eq "$before" ]
+}
+
+@test "writing an entry removes its copies that expire sooner, and keeps one that expires later" {
+  local _cvsm_root=$CVSM_CACHE_DIR _cvsm_now=0
+  mkdir -m 700 "$_cvsm_root"
+  _cvsm_cache_put values abc 60000 '"one"'
+  _cvsm_cache_put values abc 1000 '"two"'
+  [ "$(find "$_cvsm_root/values" -name 'abc.*' | wc -l)" -eq 2 ]
+  _cvsm_cache_put values abc 120000 '"three"'
+  [ "$(find "$_cvsm_root/values" -name 'abc.*' | wc -l)" -eq 1 ]
+  [ "$(jq -r . "$_cvsm_root"/values/abc.*)" = three ]
 }

@@ -149,3 +149,12 @@ setup() { common_setup; }
   run zsh -c 'source "$1"; cvsm_inject --overwrite --print 2>/dev/null; command -v jq >/dev/null && echo "PATH intact"' _ "$SDK"
   [ "$output" = "$(printf 'FINE\nPATH intact')" ]
 }
+
+@test "in bash the caller's noglob and failglob neither break the cache nor change after a call" {
+  run bash -c 'source "$1"; set -f; shopt -s failglob; before="$-:$(shopt -p failglob)"
+    cvsm_get API_KEY >/dev/null; CVSM_CACHE_TTL=0 cvsm_get DB >/dev/null; cvsm_get API_KEY
+    [ "$before" = "$-:$(shopt -p failglob)" ] && echo " same"' _ "$SDK"
+  [ "$status" -eq 0 ]
+  [ "$output" = "k-prod same" ]
+  [ "$(count_requests /secrets/s-api)" -eq 1 ]
+}
