@@ -8,18 +8,24 @@
 #   cvsm_clear_cache                 empty the local value cache
 #   cvsm_describe [OPTIONS] [--json] print the effective configuration (never the token)
 #   cvsm_check_config [OPTIONS]      validate the configuration without touching the network
+#   cvsm_version                     print the SDK's version
 #
 # Configuration comes from CVSM_TOKEN, CVSM_BASE_URL, CVSM_TEAM, CVSM_ENVIRONMENT, CVSM_CACHE_TTL,
-# CVSM_TIMEOUT, CVSM_MAX_RETRIES and CVSM_CACHE_DIR; options (--environment, --team, --base-url,
-# --cache-ttl, --timeout, --max-retries) win over the variables.
+# CVSM_TIMEOUT, CVSM_MAX_RETRIES, CVSM_CA_FILE, CVSM_CURL_CONFIG and CVSM_CACHE_DIR; options
+# (--environment, --team, --base-url, --cache-ttl, --timeout, --max-retries, --ca-file,
+# --curl-config) win over the variables.
 #
 # Exit codes: 0 ok, 2 configuration or usage, 3 authentication, 4 permission denied, 5 not found,
-# 6 rate limited, 7 API error, 8 network error. A failure prints exactly one line on stderr:
-# "cvsm: <message>". The functions only ever `return`: they never exit the caller's shell, work
-# under `set -euo pipefail`, keep all their state in `local` variables, and switch xtrace off
-# while they run so that neither the token nor a value shows up in a `set -x` trace.
+# 6 rate limited, 7 API error, 8 network error. A failure prints exactly one line on stderr,
+# "cvsm: <message>", and sets CVSM_ERROR_KIND, CVSM_ERROR_MESSAGE, CVSM_ERROR_STATUS,
+# CVSM_ERROR_RETRY_AFTER, CVSM_ERROR_REQUEST_ID and CVSM_ERROR_SUGGESTION in the shell that ran
+# the function (a success sets them all to ""). Apart from those six, the functions keep their
+# state in `local` variables; they only ever `return` (never exit the caller's shell), work under
+# `set -euo pipefail`, and switch xtrace off while they run so that neither the token nor a value
+# shows up in a `set -x` trace.
 #
-# Needs curl and jq. Every name this file defines starts with cvsm_ (public) or _cvsm_ (private).
+# Needs curl and jq (1.6 or newer). Every name this file defines starts with cvsm_ (public) or
+# _cvsm_ (private).
 
 # cvsm_get prints the value of secret NAME on stdout exactly as stored (no newline added).
 cvsm_get() {
@@ -39,7 +45,8 @@ cvsm_get_all() {
 }
 
 # cvsm_inject exports every secret of the environment into the calling shell, keeping variables
-# that are already set unless --overwrite is given; with --print it lists the names it set.
+# that are already set unless --overwrite is given; with --print it lists the names it set. It sets
+# nothing at all when a name or a value cannot go into the environment.
 cvsm_inject() {
   { local _cvsm_xt="$-" _cvsm_rc=0; set +x; } 2>/dev/null
   _cvsm_main inject "$@" || _cvsm_rc=$?
@@ -72,35 +79,64 @@ cvsm_check_config() {
   return "$_cvsm_rc"
 }
 
-# _cvsm_main runs one operation. Under zsh it switches to ksh emulation for this call only, and
-# loads zsh/datetime for the clock, unloading it again if the caller had not loaded it.
+# cvsm_version prints the SDK's version (the one in the user agent, cvsm-shell/VERSION).
+cvsm_version() {
+  { local _cvsm_xt="$-" _cvsm_rc=0; set +x; } 2>/dev/null
+  _cvsm_main version "$@" || _cvsm_rc=$?
+  case $_cvsm_xt in *x*) set -x ;; esac
+  return "$_cvsm_rc"
+}
+
+# _cvsm_main runs one operation. It empties the CVSM_ERROR_* variables first. Under zsh it switches
+# to ksh emulation for this call only, and loads zsh/datetime for the clock, unloading it again if
+# the caller had not loaded it; under bash it lifts the caller's noglob and failglob for the call.
+# shellcheck disable=SC2034 # the CVSM_ERROR_* variables are for the caller
 _cvsm_main() {
-  local _cvsm_zdt=0 _cvsm_mrc=0
+  local _cvsm_zdt=0 _cvsm_mrc=0 _cvsm_noglob=0 _cvsm_failglob=0
+  CVSM_ERROR_KIND='' CVSM_ERROR_MESSAGE='' CVSM_ERROR_STATUS='' CVSM_ERROR_RETRY_AFTER=''
+  CVSM_ERROR_REQUEST_ID='' CVSM_ERROR_SUGGESTION=''
   if [ -n "${ZSH_VERSION:-}" ]; then
     emulate -L ksh
     setopt typeset_silent no_nomatch 2>/dev/null
     if ! zmodload -e zsh/datetime && zmodload zsh/datetime 2>/dev/null; then
       _cvsm_zdt=1
     fi
+  else
+    case $- in *f*) _cvsm_noglob=1 && set +f ;; esac
+    if shopt -q failglob 2>/dev/null; then
+      _cvsm_failglob=1
+      shopt -u failglob
+    fi
   fi
   _cvsm_run "$@" || _cvsm_mrc=$?
   if [ "$_cvsm_zdt" = 1 ]; then
     zmodload -u zsh/datetime 2>/dev/null
   fi
+  [ "$_cvsm_noglob" = 0 ] || set -f
+  [ "$_cvsm_failglob" = 0 ] || shopt -s failglob
   return "$_cvsm_mrc"
 }
 
 # _cvsm_run runs one operation. It declares every variable the private helpers share (they are
-# dynamically scoped locals, so nothing leaks into the caller's shell).
+# dynamically scoped locals, so nothing but the CVSM_ERROR_* variables reaches the caller's shell).
 _cvsm_run() {
+  # The SDK's version: the only place it is written (user agent, cvsm_version, cvsm_describe).
+  local _cvsm_ver=0.1.0
   local _cvsm_op="$1"
   shift
   local _cvsm_token='' _cvsm_base='' _cvsm_team='' _cvsm_env='' _cvsm_ttl='' _cvsm_timeout='' \
-    _cvsm_retries='' _cvsm_root='' _cvsm_root_err='' _cvsm_name='' _cvsm_nargs=0 _cvsm_json=0 \
-    _cvsm_overwrite=0 _cvsm_print=0 _cvsm_o_base='' _cvsm_o_team='' _cvsm_o_env='' _cvsm_o_ttl='' \
-    _cvsm_o_timeout='' _cvsm_o_retries='' _cvsm_now=0 _cvsm_h='' _cvsm_enc='' _cvsm_tid='' \
-    _cvsm_result='' _cvsm_values='' _cvsm_names=''
+    _cvsm_retries='' _cvsm_ca='' _cvsm_curlcfg='' _cvsm_cdir='' _cvsm_root='' _cvsm_root_err='' \
+    _cvsm_name='' _cvsm_nargs=0 _cvsm_json=0 _cvsm_overwrite=0 _cvsm_print=0 _cvsm_o_base='' \
+    _cvsm_o_team='' _cvsm_o_env='' _cvsm_o_ttl='' _cvsm_o_timeout='' _cvsm_o_retries='' \
+    _cvsm_o_ca='' _cvsm_o_curlcfg='' _cvsm_now=0 _cvsm_h='' _cvsm_enc='' _cvsm_tid='' \
+    _cvsm_result='' _cvsm_values='' _cvsm_rid='' _cvsm_e_status='' _cvsm_e_ra='' \
+    _cvsm_e_rid='' _cvsm_e_sugg=''
   _cvsm_parse_args "$@" || return
+  if [ "$_cvsm_op" = version ]; then
+    printf '%s\n' "$_cvsm_ver"
+    return 0
+  fi
+  _cvsm_cache_sweep_all
   if [ "$_cvsm_op" = clear_cache ]; then
     _cvsm_op_clear_cache
     return
@@ -115,14 +151,32 @@ _cvsm_run() {
   esac
 }
 
-# _cvsm_fail prints "cvsm: MESSAGE" as one line on stderr (token redacted, control characters
-# replaced) and returns CODE.
+# _cvsm_fail CODE MESSAGE prints "cvsm: MESSAGE" as one line on stderr (token redacted, control
+# characters replaced), fills the CVSM_ERROR_* variables (status, retry-after, request id and
+# suggestion from _cvsm_e_*) and returns CODE.
+# shellcheck disable=SC2034 # the CVSM_ERROR_* variables are for the caller
 _cvsm_fail() {
-  local code="$1" msg="$2"
+  local code="$1" msg="$2" rid="$_cvsm_e_rid" sugg="$_cvsm_e_sugg"
   if [ -n "${_cvsm_token-}" ]; then
     msg=${msg//"$_cvsm_token"/[redacted]}
+    rid=${rid//"$_cvsm_token"/[redacted]}
+    sugg=${sugg//"$_cvsm_token"/[redacted]}
   fi
   msg=${msg//[[:cntrl:]]/ }
+  case $code in
+    2) CVSM_ERROR_KIND=configuration ;;
+    3) CVSM_ERROR_KIND=authentication ;;
+    4) CVSM_ERROR_KIND=permission_denied ;;
+    5) CVSM_ERROR_KIND=not_found ;;
+    6) CVSM_ERROR_KIND=rate_limited ;;
+    7) CVSM_ERROR_KIND=api ;;
+    *) CVSM_ERROR_KIND=network ;;
+  esac
+  CVSM_ERROR_MESSAGE=$msg
+  CVSM_ERROR_STATUS=$_cvsm_e_status
+  CVSM_ERROR_RETRY_AFTER=$_cvsm_e_ra
+  CVSM_ERROR_REQUEST_ID=${rid//[[:cntrl:]]/ }
+  CVSM_ERROR_SUGGESTION=${sugg//[[:cntrl:]]/ }
   printf 'cvsm: %s\n' "$msg" >&2
   return "$code"
 }
@@ -143,11 +197,13 @@ _cvsm_parse_args() {
     shift
     v=''
     case $a in
-      --environment=* | --team=* | --base-url=* | --cache-ttl=* | --timeout=* | --max-retries=*)
+      --environment=* | --team=* | --base-url=* | --cache-ttl=* | --timeout=* | --max-retries=* | \
+        --ca-file=* | --curl-config=*)
         v=${a#*=}
         a=${a%%=*}
         ;;
-      -e | --environment | --team | --base-url | --cache-ttl | --timeout | --max-retries)
+      -e | --environment | --team | --base-url | --cache-ttl | --timeout | --max-retries | \
+        --ca-file | --curl-config)
         if [ $# -eq 0 ]; then
           _cvsm_fail 2 "option $a needs a value"
           return
@@ -157,11 +213,14 @@ _cvsm_parse_args() {
         ;;
     esac
     case $a in
-      -e | --environment | --team | --base-url | --cache-ttl | --timeout | --max-retries)
-        if [ "$_cvsm_op" = clear_cache ]; then
-          _cvsm_fail 2 "cvsm_clear_cache takes no options"
-          return
-        fi
+      -e | --environment | --team | --base-url | --cache-ttl | --timeout | --max-retries | \
+        --ca-file | --curl-config)
+        case $_cvsm_op in
+          clear_cache | version)
+            _cvsm_fail 2 "cvsm_$_cvsm_op takes no options"
+            return
+            ;;
+        esac
         ;;
     esac
     case $a in
@@ -171,6 +230,8 @@ _cvsm_parse_args() {
       --cache-ttl) _cvsm_o_ttl="x$v" ;;
       --timeout) _cvsm_o_timeout="x$v" ;;
       --max-retries) _cvsm_o_retries="x$v" ;;
+      --ca-file) _cvsm_o_ca="x$v" ;;
+      --curl-config) _cvsm_o_curlcfg="x$v" ;;
       --json)
         case $_cvsm_op in
           get_all | describe) _cvsm_json=1 ;;
@@ -236,25 +297,41 @@ _cvsm_uint() {
   _cvsm_result=$v
 }
 
-# _cvsm_load_config fills _cvsm_token, _cvsm_base, _cvsm_team, _cvsm_env, _cvsm_ttl, _cvsm_timeout
-# and _cvsm_retries from the options and the CVSM_* variables, or fails with code 2.
+# _cvsm_readable_file SOURCE PATH: succeeds when PATH is a file this user may read (checked without
+# opening it, so a pipe such as <(...) is left for curl), else fails with a configuration error
+# naming SOURCE.
+_cvsm_readable_file() {
+  case $2 in
+    *[[:cntrl:]]*) _cvsm_fail 2 "$1 must not contain control characters"; return ;;
+  esac
+  if [ ! -e "$2" ] || [ -d "$2" ] || [ ! -r "$2" ]; then
+    _cvsm_fail 2 "$1: cannot read $2"
+    return
+  fi
+}
+
+# _cvsm_load_config fills _cvsm_token, _cvsm_base, _cvsm_team, _cvsm_env, _cvsm_ttl, _cvsm_timeout,
+# _cvsm_retries, _cvsm_ca and _cvsm_curlcfg from the options and the CVSM_* variables, or fails
+# with code 2.
 _cvsm_load_config() {
   local v src
   command -v curl >/dev/null 2>&1 || { _cvsm_fail 2 "curl is required but was not found on PATH"; return; }
   command -v jq >/dev/null 2>&1 || { _cvsm_fail 2 "jq is required but was not found on PATH"; return; }
 
-  _cvsm_token=${CVSM_TOKEN:-}
-  if [ -z "$_cvsm_token" ]; then
+  # A token read from a mounted file keeps its surrounding whitespace; trim spaces, tabs, CR, LF.
+  v=${CVSM_TOKEN:-}
+  v=${v#"${v%%[!$' \t\r\n']*}"}
+  v=${v%"${v##*[!$' \t\r\n']}"}
+  if [ -z "$v" ]; then
     _cvsm_fail 2 "CVSM_TOKEN is not set"
     return
   fi
-  case $_cvsm_token in
-    *[![:graph:]]* | *\"* | *\\*)
-      _cvsm_token=''
-      _cvsm_fail 2 "CVSM_TOKEN contains characters a token cannot have"
-      return
-      ;;
-  esac
+  # Only visible ASCII (! to ~); checked byte by byte in the C locale.
+  if ! (LC_ALL=C && case $v in *[![:graph:]]*) exit 1 ;; esac); then
+    _cvsm_fail 2 "CVSM_TOKEN contains characters a token cannot have (only visible ASCII is allowed)"
+    return
+  fi
+  _cvsm_token=$v
 
   _cvsm_pick CVSM_BASE_URL "$_cvsm_o_base" --base-url
   v=$_cvsm_result src=$_cvsm_enc
@@ -307,6 +384,20 @@ _cvsm_load_config() {
   case $v in *[1-9]*) ;; *) _cvsm_fail 2 "$src must be a positive number of seconds"; return ;; esac
   case $v in *.*) while :; do case $v in *.*0) v=${v%0} ;; *.) v=${v%.} && break ;; *) break ;; esac; done ;; esac
   _cvsm_timeout=$v
+
+  _cvsm_pick CVSM_CA_FILE "$_cvsm_o_ca" --ca-file
+  v=$_cvsm_result src=$_cvsm_enc
+  if [ -n "$v" ]; then
+    _cvsm_readable_file "$src" "$v" || return
+  fi
+  _cvsm_ca=$v
+
+  _cvsm_pick CVSM_CURL_CONFIG "$_cvsm_o_curlcfg" --curl-config
+  v=$_cvsm_result src=$_cvsm_enc
+  if [ -n "$v" ]; then
+    _cvsm_readable_file "$src" "$v" || return
+  fi
+  _cvsm_curlcfg=$v
   _cvsm_result=''
   _cvsm_enc=''
 }
@@ -323,42 +414,149 @@ _cvsm_redacted_base() {
   esac
 }
 
-# _cvsm_cache_path prints the cache directory: CVSM_CACHE_DIR, else
-# ${XDG_RUNTIME_DIR:-${TMPDIR:-/tmp}}/cvsm-$UID.
-_cvsm_cache_path() {
-  local dir uid
-  if [ -n "${CVSM_CACHE_DIR:-}" ]; then
-    printf '%s' "$CVSM_CACHE_DIR"
-    return
-  fi
-  uid=${UID:-}
-  [ -n "$uid" ] || uid=$(command id -u)
-  dir=${XDG_RUNTIME_DIR:-${TMPDIR:-/tmp}}
-  printf '%s/cvsm-%s' "${dir%/}" "$uid"
+# _cvsm_uid sets _cvsm_h to the user id ($UID in bash and zsh, else id -u).
+_cvsm_uid() {
+  _cvsm_h=${UID:-}
+  [ -n "$_cvsm_h" ] || _cvsm_h=$(command id -u)
 }
 
-# _cvsm_cache_root sets _cvsm_root to the private cache directory, creating it with mode 0700 when
-# missing. It refuses (code 2, reason in _cvsm_root_err) a symlink, a directory owned by someone
-# else, or one that others can read or write. With "quiet" it prints nothing.
+# _cvsm_cache_path sets _cvsm_cdir to the cache directory: CVSM_CACHE_DIR when set, else
+# $XDG_RUNTIME_DIR/cvsm-$UID when XDG_RUNTIME_DIR names a directory of this user by an absolute
+# path. Anywhere else there is no cache directory (_cvsm_cdir empty) and nothing goes to disk.
+_cvsm_cache_path() {
+  local x
+  _cvsm_cdir=''
+  if [ -n "${CVSM_CACHE_DIR:-}" ]; then
+    _cvsm_cdir=$CVSM_CACHE_DIR
+    return 0
+  fi
+  x=${XDG_RUNTIME_DIR:-}
+  case $x in /*) ;; *) return 0 ;; esac
+  if [ -d "$x" ] && [ -O "$x" ]; then
+    _cvsm_uid
+    _cvsm_cdir="${x%/}/cvsm-$_cvsm_h"
+  fi
+  return 0
+}
+
+# _cvsm_cache_root [quiet] sets _cvsm_root to the private cache directory, creating it with mode
+# 0700 when missing. It returns 1 when there is no cache directory (_cvsm_cache_path), and 2 when
+# it refuses one (reason in _cvsm_root_err): a symlink, a directory owned by someone else, or one
+# that others can read or write. Without "quiet" a refusal is reported as a configuration error.
 _cvsm_cache_root() {
   local dir line
   [ -z "$_cvsm_root" ] || return 0
-  [ -z "$_cvsm_root_err" ] || { [ "${1-}" = quiet ] && return 2; _cvsm_fail 2 "$_cvsm_root_err"; return; }
-  dir=$(_cvsm_cache_path)
-  if [ ! -e "$dir" ] && [ ! -L "$dir" ]; then
-    (umask 077 && command mkdir -p -- "$dir") 2>/dev/null
+  if [ -z "$_cvsm_root_err" ]; then
+    _cvsm_cache_path
+    dir=$_cvsm_cdir
+    [ -n "$dir" ] || return 1
+    if [ ! -e "$dir" ] && [ ! -L "$dir" ]; then
+      (umask 077 && command mkdir -p -- "$dir") 2>/dev/null
+    fi
+    if [ -L "$dir" ] || [ ! -d "$dir" ] || [ ! -O "$dir" ]; then
+      _cvsm_root_err="cache directory $dir is not a directory owned by you; remove it or set CVSM_CACHE_DIR"
+    else
+      line=$(LC_ALL=C command ls -ld -- "$dir" 2>/dev/null)
+      case ${line%% *} in
+        drwx------ | drwx------.) _cvsm_root=$dir && return 0 ;;
+      esac
+      _cvsm_root_err="cache directory $dir must have mode 0700 (chmod 700 it) or set CVSM_CACHE_DIR"
+    fi
   fi
-  if [ -L "$dir" ] || [ ! -d "$dir" ] || [ ! -O "$dir" ]; then
-    _cvsm_root_err="cache directory $dir is not a directory owned by you; remove it or set CVSM_CACHE_DIR"
-  else
-    line=$(LC_ALL=C command ls -ld -- "$dir" 2>/dev/null)
-    case ${line%% *} in
-      drwx------ | drwx------.) _cvsm_root=$dir && return 0 ;;
+  [ "${1-}" = quiet ] || _cvsm_fail 2 "$_cvsm_root_err" || true
+  return 2
+}
+
+# _cvsm_cache_sweep_all deletes, at the start of every call, each cache entry whose time is up
+# (and any file an older version of this SDK left there), plus the values and team ids that earlier
+# versions kept in ${TMPDIR:-/tmp}/cvsm-$UID when XDG_RUNTIME_DIR was unset. It creates nothing.
+_cvsm_cache_sweep_all() {
+  local f n e legacy
+  _cvsm_uid
+  _cvsm_cache_path
+  for legacy in "${TMPDIR:-/tmp}/cvsm-$_cvsm_h" "/tmp/cvsm-$_cvsm_h"; do
+    legacy=${legacy//\/\//\/}
+    if [ "$legacy" != "${_cvsm_cdir%/}" ] && [ -d "$legacy/values" ] && [ ! -L "$legacy" ] && [ -O "$legacy" ]; then
+      command rm -rf -- "$legacy/values" "$legacy/teams" 2>/dev/null
+      command rmdir -- "$legacy" 2>/dev/null
+    fi
+  done
+  [ -n "$_cvsm_cdir" ] && [ -d "$_cvsm_cdir" ] || return 0
+  _cvsm_cache_root quiet || return 0
+  _cvsm_now_ms
+  set --
+  for f in "$_cvsm_root"/values/* "$_cvsm_root"/teams/*; do
+    [ -f "$f" ] || continue
+    n=${f##*/}
+    case $n in .*) continue ;; esac
+    e=${n##*.}
+    case $e in
+      '' | *[!0-9]* | ????????????????*) set -- "$@" "$f" ;;
+      *) [ "$e" -gt "$_cvsm_now" ] || set -- "$@" "$f" ;;
     esac
-    _cvsm_root_err="cache directory $dir must have mode 0700 (chmod 700 it) or set CVSM_CACHE_DIR"
-  fi
-  [ "${1-}" = quiet ] && return 2
-  _cvsm_fail 2 "$_cvsm_root_err"
+  done
+  [ $# -eq 0 ] || command rm -f -- "$@" 2>/dev/null
+  return 0
+}
+
+# _cvsm_cache_find SUBDIR HASH: sets _cvsm_result to the cache file of entry HASH in SUBDIR when
+# one is still fresh (its name ends in its expiry time in milliseconds), else fails.
+_cvsm_cache_find() {
+  local f e
+  _cvsm_now_ms
+  for f in "$_cvsm_root/$1/$2".*; do
+    [ -f "$f" ] || continue
+    e=${f##*.}
+    case $e in '' | *[!0-9]* | ????????????????*) continue ;; esac
+    if [ "$e" -gt "$_cvsm_now" ]; then
+      _cvsm_result=$f
+      return 0
+    fi
+  done
+  return 1
+}
+
+# _cvsm_cache_put SUBDIR HASH TTL_MS CONTENT writes CONTENT as entry HASH of SUBDIR, expiring in
+# TTL_MS milliseconds, atomically with mode 0600, and removes copies that expire sooner (best
+# effort; a unique temporary file, so concurrent subshells of one shell never write into the same
+# one; concurrent calls may leave two fresh copies, both complete, until the sweep).
+_cvsm_cache_put() {
+  local dir entry tmp f e
+  _cvsm_now_ms
+  (
+    umask 077
+    dir=$_cvsm_root/$1
+    entry=$2.$((_cvsm_now + $3))
+    [ -d "$dir" ] || command mkdir -p -- "$dir" || exit 1
+    tmp=$(command mktemp "$dir/.tmp.XXXXXX") || exit 1
+    if printf '%s' "$4" >|"$tmp" && command mv -f -- "$tmp" "$dir/$entry"; then
+      # Older copies go; a newer one a concurrent call wrote stays.
+      for f in "$dir/$2".*; do
+        e=${f##*.}
+        case $e in '' | *[!0-9]*) continue ;; esac
+        [ "$e" -ge "${entry##*.}" ] || command rm -f -- "$f"
+      done
+      exit 0
+    fi
+    command rm -f -- "$tmp"
+  ) 2>/dev/null
+  return 0
+}
+
+# _cvsm_cache_drop_all removes every cached value and team id (after an authentication error).
+_cvsm_cache_drop_all() {
+  _cvsm_cache_root quiet || return 0
+  command rm -rf -- "$_cvsm_root/values" "$_cvsm_root/teams" 2>/dev/null
+  return 0
+}
+
+# _cvsm_op_clear_cache empties the value cache; team ids (not secrets) are kept.
+_cvsm_op_clear_cache() {
+  _cvsm_cache_path
+  [ -n "$_cvsm_cdir" ] || return 0
+  [ -e "$_cvsm_cdir" ] || [ -L "$_cvsm_cdir" ] || return 0
+  _cvsm_cache_root || return
+  command rm -rf -- "$_cvsm_root/values" || { _cvsm_fail 2 "cannot empty $_cvsm_root/values"; return; }
 }
 
 # _cvsm_hash STRING sets _cvsm_h to the hex SHA-256 of STRING (cksum where no SHA-256 tool exists).
@@ -404,41 +602,20 @@ _cvsm_key() {
   _cvsm_hash "$_cvsm_base"$'\n'"$_cvsm_team"$'\n'"$_cvsm_token"$'\n'"$_cvsm_env"$'\n'"$1"$'\n'"${2-}"
 }
 
-# _cvsm_cache_put FILE CONTENT writes CONTENT to FILE atomically with mode 0600 (best effort; a
-# unique temporary file, so concurrent subshells of one shell never write into the same one).
-_cvsm_cache_put() {
-  (
-    umask 077
-    [ -d "${1%/*}" ] || command mkdir -p -- "${1%/*}" || exit 1
-    t=$(command mktemp "$1.XXXXXX") || exit 1
-    if printf '%s' "$2" >|"$t" && command mv -f -- "$t" "$1"; then exit 0; fi
-    command rm -f -- "$t"
-  ) 2>/dev/null
-  return 0
-}
-
-# _cvsm_cache_drop_all removes every cached value and team id (after an authentication error).
-_cvsm_cache_drop_all() {
-  _cvsm_cache_root quiet || return 0
-  command rm -rf -- "$_cvsm_root/values" "$_cvsm_root/teams" 2>/dev/null
-  return 0
-}
-
-# _cvsm_op_clear_cache empties the value cache; team ids (not secrets) are kept.
-_cvsm_op_clear_cache() {
-  local dir
-  dir=$(_cvsm_cache_path)
-  [ -e "$dir" ] || [ -L "$dir" ] || return 0
-  _cvsm_cache_root || return
-  command rm -rf -- "$_cvsm_root/values" || { _cvsm_fail 2 "cannot empty $_cvsm_root/values"; return; }
-}
-
 # _cvsm_urlenc STRING sets _cvsm_enc to STRING percent-encoded for a URL query or path segment.
 _cvsm_urlenc() {
   case $1 in
     *[!A-Za-z0-9._~-]*) _cvsm_enc=$(command jq -rn --arg s "$1" '$s | @uri') ;;
     *) _cvsm_enc=$1 ;;
   esac
+}
+
+# _cvsm_cfgstr STRING sets _cvsm_enc to STRING quoted for a curl config file ("..." with \ and ").
+_cvsm_cfgstr() {
+  local s="$1"
+  s=${s//\\/\\\\}
+  s=${s//\"/\\\"}
+  _cvsm_enc="\"$s\""
 }
 
 # _cvsm_backoff ATTEMPT sleeps a random time between 0 and 0.1 * 2**ATTEMPT seconds (full jitter).
@@ -456,77 +633,175 @@ _cvsm_backoff() {
 # _cvsm_curl_reason CODE sets _cvsm_enc to a short description of a curl exit code.
 _cvsm_curl_reason() {
   case $1 in
-    5 | 6) _cvsm_enc="could not resolve the server's host name" ;;
+    5) _cvsm_enc="could not resolve the proxy's host name" ;;
+    6) _cvsm_enc="could not resolve the server's host name" ;;
     7) _cvsm_enc="could not connect to the server" ;;
     28) _cvsm_enc="timed out after ${_cvsm_timeout}s" ;;
     52) _cvsm_enc="the server closed the connection without answering" ;;
     18 | 55 | 56) _cvsm_enc="the connection broke while talking to the server" ;;
     1 | 8) _cvsm_enc="the server did not answer with valid HTTP" ;;
+    97) _cvsm_enc="the proxy handshake failed" ;;
     35 | 51 | 53 | 54 | 58 | 59 | 60 | 77 | 80 | 82 | 83 | 90 | 91) _cvsm_enc="TLS error (curl exit $1)" ;;
+    '') _cvsm_enc="could not read the response (jq failed: cvsm needs jq 1.6 or newer)" ;;
     *) _cvsm_enc="transfer failed (curl exit $1)" ;;
   esac
 }
 
-# _cvsm_request PATH FILTER [JQ ARGS...] GETs PATH under the base URL and runs the jq FILTER (raw
-# output) over a 2xx body into _cvsm_result. Network errors, 502/503/504 and unreadable bodies are
-# retried up to _cvsm_retries times with jittered backoff; 4xx never are. On failure it prints the
-# error and returns its exit code. The token goes to curl on stdin, never on its command line.
+# _cvsm_curl_config sets _cvsm_enc to the curl config (read by `curl -K -`) of one GET of URL: the
+# token, headers, user agent, time limit, protocols, no redirects, private CA and proxy. It holds the token, so it
+# only ever travels on a pipe.
+_cvsm_curl_config() {
+  local url="$1" c
+  _cvsm_cfgstr "$url"
+  c="url = $_cvsm_enc"$'\n'
+  _cvsm_cfgstr "Authorization: Bearer $_cvsm_token"
+  c="${c}header = $_cvsm_enc"$'\n'
+  c="${c}header = \"Accept: application/json\""$'\n'
+  c="${c}user-agent = \"cvsm-shell/$_cvsm_ver\""$'\n'
+  c="${c}max-time = $_cvsm_timeout"$'\n'
+  c="${c}proto = \"=http,https\""$'\n'
+  c="${c}suppress-connect-headers"$'\n'
+  c="${c}no-location"$'\n'
+  c="${c}globoff"$'\n'
+  if [ -n "$_cvsm_ca" ]; then
+    # The bundle replaces the system store: no CA directory besides it.
+    _cvsm_cfgstr "$_cvsm_ca"
+    c="${c}cacert = $_cvsm_enc"$'\n'"capath = \"/dev/null\""$'\n'
+  fi
+  # curl reads http_proxy, https_proxy/HTTPS_PROXY, all_proxy and no_proxy/NO_PROXY itself; it
+  # leaves out HTTP_PROXY, which the other cvsm SDKs honour outside CGI (REQUEST_METHOD unset).
+  case $url in
+    http://*)
+      if [ -z "${http_proxy:-}" ] && [ -n "${HTTP_PROXY:-}" ] && [ -z "${REQUEST_METHOD:-}" ]; then
+        _cvsm_cfgstr "$HTTP_PROXY"
+        c="${c}proxy = $_cvsm_enc"$'\n'
+      fi
+      ;;
+  esac
+  _cvsm_enc=$c
+}
+
+# _cvsm_jq_reader sets _cvsm_enc to the jq program that reads one curl transfer (headers, body, then
+# "\ncvsm-curl-exit=N") and prints one line "STATUS<TAB>CURL_EXIT<TAB>RETRY_AFTER<TAB>REQUEST_ID<TAB>
+# ERROR<TAB>SHAPE" followed by the result of the request's filter (`shape`, defined before it) when
+# the answer is a 2xx of the right shape. Everything is parsed in jq, in linear time, so that an
+# answer of any size never goes through shell pattern matching (quadratic in zsh).
+_cvsm_jq_reader() {
+  # shellcheck disable=SC2016 # jq variables, not shell ones
+  _cvsm_enc='
+def sane: gsub("[[:cntrl:]]"; " ");
+def header($lines; $name): first($lines[1:][]
+  | capture("\\A(?<k>[^:]*):[ \\t]*(?<v>.*?)[ \\t]*\\z") | select(.k | ascii_downcase == $name) | .v) // null;
+def retry_after:
+  if . == null then ""
+  elif test("\\A[0-9]{1,15}\\z") then tonumber | tostring
+  else ([("%a, %d %b %Y %H:%M:%S GMT", "%A, %d-%b-%y %H:%M:%S GMT", "%a %b %e %H:%M:%S %Y") as $f
+      | try (strptime($f) | mktime) catch empty] | first) as $t
+    | if $t == null then "" else ($t - now | ceil | if . <= 0 then 0 else . end | tostring) end
+  end;
+($r | split("\ncvsm-curl-exit=")) as $p
+| ($p[-1] | if test("\\A[0-9]{1,3}\\z") then . else "99" end) as $rc
+| ($p[:-1] | join("\ncvsm-curl-exit=") | split("\r\n\r\n")) as $b
+| (first(range(0; $b | length) | select($b[.] | test("\\AHTTP/[^ ]+ 1[0-9][0-9]") | not)) // 0) as $k
+| (($b[$k] // "") | split("\r\n")) as $h
+| ((($h[0] // "") | capture("\\AHTTP/[^ ]+ (?<s>[1-5][0-9][0-9])") | .s) // "") as $st
+| ($b[$k + 1:] | join("\r\n\r\n")) as $body
+| (if ($st | startswith("2")) then
+     [$body | try fromjson catch empty | try shape catch empty | select(type == "string")]
+     | if length == 1 then ["ok", .[0]] else ["bad", ""] end
+   else ["", ""] end) as $res
+| (if ($st | startswith("2")) or $st == "" then ""
+   else ($body | try fromjson catch null
+     | if type == "object" and (.error | type) == "string" then .error[:300] else "" end)
+   end) as $err
+| ([$st, $rc, (header($h; "retry-after") | retry_after), (header($h; "x-request-id") // "")[:200],
+    $err, $res[0]] | map(sane) | join("\t")) + "\n" + $res[1]
+'
+}
+
+# _cvsm_curl runs curl on the config on stdin (after the user's CVSM_CURL_CONFIG, if any), writing
+# the answer's headers and body on stdout; curl's own messages are dropped (its exit code says it).
+_cvsm_curl() {
+  if [ -n "$_cvsm_curlcfg" ]; then
+    command curl -q -sS -D - -K "$_cvsm_curlcfg" -K - 2>/dev/null
+  else
+    command curl -q -sS -D - -K - 2>/dev/null
+  fi
+}
+
+# _cvsm_split_response splits the reader's output in `out` (a local of _cvsm_request) into its
+# first line, `meta`, and the rest, `out`, counting bytes: decoding the characters of an answer of
+# many megabytes would cost seconds.
+_cvsm_split_response() {
+  if [ -n "${ZSH_VERSION:-}" ]; then
+    setopt local_options no_multibyte
+  else
+    local LC_ALL=C
+  fi
+  meta=${out%%$'\n'*}
+  if [ "${#meta}" -lt "${#out}" ]; then out=${out:${#meta}+1}; else out=''; fi
+}
+
+# _cvsm_request WHAT PATH FILTER [JQ ARGS...] GETs PATH under the base URL and runs the jq FILTER
+# over a 2xx body; the filter must give one string, kept in _cvsm_result (and the answer's request
+# id in _cvsm_rid). WHAT (teams, list, value or export) says what a 404 or 400 means: a wrong base
+# URL, team or environment (configuration) except for a value, where a 404 is not found. Network
+# errors, 502/503/504 and 2xx answers of the wrong shape are retried up to _cvsm_retries times with
+# jittered backoff; 4xx never are. On failure it reports the error and returns its exit code. The
+# token goes to curl on stdin, never on its command line; the answer never touches the disk.
 _cvsm_request() {
-  local rpath="$1" filter="$2" url out rc st hdrs body attempt=0 code retryable msg err ra tok
-  shift 2
-  url=$_cvsm_base$rpath
-  url=${url//\\/\\\\}
-  url=${url//\"/\\\"}
-  tok=$_cvsm_token
+  local what="$1" rpath="$2" filter="$3" cfg out meta st rc ra rid err shape attempt=0 code \
+    retryable msg
+  shift 3
+  _cvsm_curl_config "$_cvsm_base$rpath"
+  cfg=$_cvsm_enc
+  _cvsm_jq_reader
+  filter="def shape: $filter; $_cvsm_enc"
   while :; do
-    out=$(printf 'url = "%s"\nheader = "Authorization: Bearer %s"\nheader = "Accept: application/json"\nuser-agent = "cvsm-shell/0.1.0"\nmax-time = %s\nproto = "=http,https"\ngloboff\n' \
-      "$url" "$tok" "$_cvsm_timeout" | command curl -q -sS -D - -K - 2>/dev/null
-    printf 'x%s' "$?")
-    rc=${out##*x}
-    out=${out%x*}
-    code=0 retryable=0 ra='' msg='' st=''
+    out=$( { printf '%s' "$cfg" | _cvsm_curl; printf '\ncvsm-curl-exit=%s' "$?"; } |
+      command jq -j -n --rawfile r /dev/stdin "$@" "$filter" 2>/dev/null)
+    _cvsm_split_response
+    st=${meta%%$'\t'*} && meta=${meta#*$'\t'}
+    rc=${meta%%$'\t'*} && meta=${meta#*$'\t'}
+    ra=${meta%%$'\t'*} && meta=${meta#*$'\t'}
+    rid=${meta%%$'\t'*} && meta=${meta#*$'\t'}
+    err=${meta%%$'\t'*} && meta=${meta#*$'\t'}
+    shape=$meta
+    code=0 retryable=0 msg=''
+    _cvsm_e_status='' _cvsm_e_ra='' _cvsm_e_rid=$rid
     if [ "$rc" != 0 ]; then
       code=8 retryable=1
       _cvsm_curl_reason "$rc"
       msg="network error: $_cvsm_enc"
     else
-      body=$out
-      while :; do
-        hdrs=${body%%$'\r\n\r\n'*}
-        if [ "$hdrs" = "$body" ]; then body=''; else body=${body#*$'\r\n\r\n'}; fi
-        st=${hdrs#HTTP/* }
-        st=${st%%[!0-9]*}
-        case $st in 1[0-9][0-9]) continue ;; esac
-        break
-      done
       case $st in
-        2[0-9][0-9])
-          if _cvsm_result=$(printf '%s' "$body" | command jq -r "$filter" "$@" 2>/dev/null); then
+        2??)
+          if [ "$shape" = ok ]; then
+            _cvsm_result=$out
+            _cvsm_rid=$rid
             return 0
           fi
           code=8 retryable=1 msg="network error: unreadable response from the server (HTTP $st)"
           ;;
-        [1-5][0-9][0-9])
+        ???)
+          _cvsm_e_status=$st
           case $st in
             401) code=3 ;;
             403) code=4 ;;
-            404) code=5 ;;
-            429) code=6 ;;
+            404) if [ "$what" = value ]; then code=5; else code=2; fi ;;
+            400) if [ "$what" = list ] || [ "$what" = export ]; then code=2; else code=7; fi ;;
+            429) code=6 _cvsm_e_ra=$ra ;;
             502 | 503 | 504) code=7 retryable=1 ;;
             *) code=7 ;;
           esac
-          err=$(printf '%s' "$body" | command jq -r 'if type == "object" and (.error | type) == "string" then .error else empty end' 2>/dev/null) || err=''
           msg="HTTP $st"
-          [ -z "$err" ] || msg="$msg: ${err:0:300}"
-          if [ "$code" = 6 ]; then
-            ra=${hdrs#*$'\n'[Rr][Ee][Tt][Rr][Yy]-[Aa][Ff][Tt][Ee][Rr]:}
-            if [ "$ra" != "$hdrs" ]; then
-              ra=${ra%%$'\r'*}
-              ra=${ra// /}
-              _cvsm_uint "$ra" && msg="$msg (retry after ${_cvsm_result}s)"
-              _cvsm_result=''
-            fi
-          fi
+          [ -z "$err" ] || msg="$msg: $err"
+          case $code:$st in
+            2:404) msg="$msg (check the base URL, which ends in /api/v1, and the team)" ;;
+            2:400) msg="$msg (check the environment)" ;;
+            7:3??) msg="$msg (redirects are not followed; check the base URL)" ;;
+            6:*) [ -z "$ra" ] || msg="$msg (retry after ${ra}s)" ;;
+          esac
           ;;
         *)
           code=8 retryable=1 msg="network error: the server did not answer with valid HTTP"
@@ -548,28 +823,28 @@ _cvsm_request() {
 # _cvsm_resolve_team sets _cvsm_tid: the configured team when it is a UUID, else the id of the
 # caller's team with that slug (GET /teams), remembered in the cache directory for 10 minutes.
 _cvsm_resolve_team() {
-  local f='' id
+  local h='' f id crc=0
   case $_cvsm_team in
     [0-9a-fA-F][0-9a-fA-F][0-9a-fA-F][0-9a-fA-F][0-9a-fA-F][0-9a-fA-F][0-9a-fA-F][0-9a-fA-F]-[0-9a-fA-F][0-9a-fA-F][0-9a-fA-F][0-9a-fA-F]-[0-9a-fA-F][0-9a-fA-F][0-9a-fA-F][0-9a-fA-F]-[0-9a-fA-F][0-9a-fA-F][0-9a-fA-F][0-9a-fA-F]-[0-9a-fA-F][0-9a-fA-F][0-9a-fA-F][0-9a-fA-F][0-9a-fA-F][0-9a-fA-F][0-9a-fA-F][0-9a-fA-F][0-9a-fA-F][0-9a-fA-F][0-9a-fA-F][0-9a-fA-F])
       _cvsm_tid=$_cvsm_team
       return 0
       ;;
   esac
-  if _cvsm_cache_root quiet; then
+  _cvsm_cache_root quiet || crc=$?
+  if [ "$crc" = 0 ]; then
     _cvsm_hash "$_cvsm_base"$'\n'"$_cvsm_token"$'\n'"$_cvsm_team"
-    f=$_cvsm_root/teams/$_cvsm_h
-    if [ -f "$f" ]; then
-      _cvsm_now_ms
-      if id=$(command jq -r --argjson now "$_cvsm_now" 'if (.exp | type) == "number" and .exp > $now and (.id | type) == "string" then .id else error("stale") end' "$f" 2>/dev/null); then
-        case $id in
-          '' | *[!0-9A-Za-z-]*) ;;
-          *) _cvsm_tid=$id && return 0 ;;
-        esac
-      fi
+    h=$_cvsm_h
+    if _cvsm_cache_find teams "$h"; then
+      f=$_cvsm_result
+      id=$(command cat -- "$f" 2>/dev/null) || id=''
+      case $id in
+        '' | *[!0-9A-Za-z-]*) ;;
+        *) _cvsm_tid=$id && return 0 ;;
+      esac
     fi
   fi
   # shellcheck disable=SC2016 # jq variables, not shell ones
-  _cvsm_request /teams '(.teams | if type == "array" then . else error("no teams") end)
+  _cvsm_request teams /teams '(.teams | if type == "array" then . else error("no teams") end)
       | map(select(type == "object" and .slug == $slug and (.id | type) == "string")) | (first | .id) // ""' \
     --arg slug "$_cvsm_team" || return
   id=$_cvsm_result
@@ -581,33 +856,41 @@ _cvsm_resolve_team() {
     *[!0-9A-Za-z-]*) _cvsm_fail 8 "network error: unreadable team id from the server"; return ;;
   esac
   _cvsm_tid=$id
-  if [ -n "$f" ]; then
-    _cvsm_now_ms
-    _cvsm_cache_put "$f" "{\"exp\":$((_cvsm_now + 600000)),\"id\":\"$id\"}"
-  fi
+  [ -z "$h" ] || _cvsm_cache_put teams "$h" 600000 "$id"
+}
+
+# _cvsm_valid_name NAME: succeeds when NAME is a valid secret name, [A-Za-z_][A-Za-z0-9_]{0,254}
+# (letters spelt out: a range like A-Z depends on the locale).
+_cvsm_valid_name() {
+  case $1 in
+    '' | [!abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ_]* | \
+      *[!abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_]*) return 1 ;;
+  esac
+  [ "${#1}" -le 255 ]
 }
 
 # _cvsm_op_get prints one value: from the cache when fresh (its own entry, or a cached get_all of
 # the same environment), else by listing with search=NAME, taking the exact name and fetching it.
 _cvsm_op_get() {
-  local name="$_cvsm_name" fget='' fall='' found vjson
-  if [ -z "$name" ]; then
-    _cvsm_fail 2 "the secret name is empty"
+  local name="$_cvsm_name" hget='' hall='' found vjson crc=0
+  if ! _cvsm_valid_name "$name"; then
+    _cvsm_fail 5 "secret name \"${name:0:300}\" is not valid: a name is a letter or _ followed by up to 254 letters, digits or _"
     return
   fi
   if [ "$_cvsm_ttl" -gt 0 ]; then
-    _cvsm_cache_root || return
+    _cvsm_cache_root || crc=$?
+    [ "$crc" != 2 ] || return 2
+  fi
+  if [ "$_cvsm_ttl" -gt 0 ] && [ "$crc" = 0 ]; then
     _cvsm_key get "$name"
-    fget=$_cvsm_root/values/$_cvsm_h
+    hget=$_cvsm_h
     _cvsm_key all
-    fall=$_cvsm_root/values/$_cvsm_h
-    _cvsm_now_ms
-    if [ -f "$fget" ]; then
-      command jq -j --argjson now "$_cvsm_now" 'if (.exp | type) == "number" and .exp > $now and (.value | type) == "string" then .value else error("stale") end' "$fget" 2>/dev/null && return 0
-      command rm -f -- "$fget"
+    hall=$_cvsm_h
+    if _cvsm_cache_find values "$hget"; then
+      command jq -j 'if type == "string" then . else error("bad entry") end' "$_cvsm_result" 2>/dev/null && return 0
     fi
-    if [ -f "$fall" ]; then
-      command jq -j --argjson now "$_cvsm_now" --arg n "$name" 'if (.exp | type) == "number" and .exp > $now and (.values | type) == "object" and (.values[$n] | type) == "string" then .values[$n] else error("miss") end' "$fall" 2>/dev/null && return 0
+    if _cvsm_cache_find values "$hall"; then
+      command jq -j --arg n "$name" 'if type == "object" and (.[$n] | type) == "string" then .[$n] else error("miss") end' "$_cvsm_result" 2>/dev/null && return 0
     fi
   fi
   _cvsm_resolve_team || return
@@ -615,7 +898,7 @@ _cvsm_op_get() {
   found=$_cvsm_enc
   _cvsm_urlenc "$name"
   # shellcheck disable=SC2016 # jq variables, not shell ones
-  _cvsm_request "/teams/$_cvsm_tid/secrets?environment=$found&search=$_cvsm_enc" \
+  _cvsm_request list "/teams/$_cvsm_tid/secrets?environment=$found&search=$_cvsm_enc" \
     '(.secrets | if type == "array" then . else error("no secrets") end)
       | map(select(type == "object" and (.name | type) == "string" and (.environment == null or .environment == $env))) as $s
       | ([$s[] | select(.name == $n and (.id | type) == "string") | .id] | first) as $id
@@ -628,50 +911,49 @@ _cvsm_op_get() {
   case $found in
     id:*) ;;
     suggest:*)
+      _cvsm_e_rid=$_cvsm_rid _cvsm_e_sugg=${found#suggest:}
       _cvsm_fail 5 "secret \"$name\" not found in $_cvsm_env; did you mean \"${found#suggest:}\"?"
       return
       ;;
     *)
+      _cvsm_e_rid=$_cvsm_rid
       _cvsm_fail 5 "secret \"$name\" not found in $_cvsm_env"
       return
       ;;
   esac
   _cvsm_urlenc "${found#id:}"
-  _cvsm_request "/teams/$_cvsm_tid/secrets/$_cvsm_enc" \
+  _cvsm_request value "/teams/$_cvsm_tid/secrets/$_cvsm_enc" \
     '.value | if type == "string" then tojson else error("no value") end' || return
   vjson=$_cvsm_result
-  if [ -n "$fget" ]; then
-    _cvsm_now_ms
-    _cvsm_cache_put "$fget" "{\"exp\":$((_cvsm_now + _cvsm_ttl * 1000)),\"value\":$vjson}"
-  fi
+  [ -z "$hget" ] || _cvsm_cache_put values "$hget" "$((_cvsm_ttl * 1000))" "$vjson"
   printf '%s' "$vjson" | command jq -j .
 }
 
-# _cvsm_fetch_all sets _cvsm_values to the JSON object name -> value of the environment: from the
-# cache when fresh, else from the export endpoint (format=json), then cached.
+# _cvsm_fetch_all sets _cvsm_values to the JSON object name -> value of the environment, its keys
+# sorted: from the cache when fresh, else from the export endpoint (format=json), then cached.
 _cvsm_fetch_all() {
-  local fall=''
+  local hall='' crc=0
   if [ "$_cvsm_ttl" -gt 0 ]; then
-    _cvsm_cache_root || return
-    _cvsm_key all
-    fall=$_cvsm_root/values/$_cvsm_h
-    if [ -f "$fall" ]; then
-      _cvsm_now_ms
-      if _cvsm_values=$(command jq -c --argjson now "$_cvsm_now" 'if (.exp | type) == "number" and .exp > $now and (.values | type) == "object" then .values else error("stale") end' "$fall" 2>/dev/null); then
+    _cvsm_cache_root || crc=$?
+    [ "$crc" != 2 ] || return 2
+    if [ "$crc" = 0 ]; then
+      _cvsm_key all
+      hall=$_cvsm_h
+      if _cvsm_cache_find values "$hall" &&
+        _cvsm_values=$(command jq -c 'if type == "object" then . else error("bad entry") end' "$_cvsm_result" 2>/dev/null); then
         return 0
       fi
-      command rm -f -- "$fall"
     fi
   fi
   _cvsm_resolve_team || return
   _cvsm_urlenc "$_cvsm_env"
-  _cvsm_request "/teams/$_cvsm_tid/secrets/export?format=json&environment=$_cvsm_enc" \
-    'if type == "object" and all(.[]; type == "string") then tojson else error("not an object of strings") end' || return
+  # shellcheck disable=SC2016 # jq variables, not shell ones
+  _cvsm_request export "/teams/$_cvsm_tid/secrets/export?format=json&environment=$_cvsm_enc" \
+    'if type == "object" and all(.[]; type == "string")
+      then . as $o | reduce keys[] as $k ({}; .[$k] = $o[$k]) | tojson
+      else error("not an object of strings") end' || return
   _cvsm_values=$_cvsm_result
-  if [ -n "$fall" ]; then
-    _cvsm_now_ms
-    _cvsm_cache_put "$fall" "{\"exp\":$((_cvsm_now + _cvsm_ttl * 1000)),\"values\":$_cvsm_values}"
-  fi
+  [ -z "$hall" ] || _cvsm_cache_put values "$hall" "$((_cvsm_ttl * 1000))" "$_cvsm_values"
 }
 
 # _cvsm_op_get_all prints the values as NAME='value' lines sorted by name (a name that is not a
@@ -679,37 +961,68 @@ _cvsm_fetch_all() {
 _cvsm_op_get_all() {
   _cvsm_fetch_all || return
   if [ "$_cvsm_json" = 1 ]; then
-    printf '%s' "$_cvsm_values" | command jq -cS .
+    printf '%s\n' "$_cvsm_values"
   else
     printf '%s' "$_cvsm_values" | command jq -r 'keys[] as $k
-      | if ($k | test("^[A-Za-z_][A-Za-z0-9_]*$")) then "\($k)=\(.[$k] | @sh)"
+      | if ($k | test("\\A[A-Za-z_][A-Za-z0-9_]*\\z")) then "\($k)=\(.[$k] | @sh)"
         else "# cvsm: skipped \($k | tojson): not a valid variable name" end'
   fi
 }
 
-# _cvsm_op_inject exports the values into the calling shell (see _cvsm_inject_one) and, with
-# --print, prints the names it set, one per line, sorted.
+# _cvsm_op_inject checks every name and value first (a name must be a variable name, a value must
+# not hold a NUL character: no environment can), and sets nothing when one fails; then it exports
+# the values into the calling shell, in name order (see _cvsm_inject_one). Its locals, like every
+# local on the way here, start with _cvsm_: a secret of that name is never set.
 _cvsm_op_inject() {
-  local _cvsm_script=''
+  local _cvsm_script='' _cvsm_bad
   _cvsm_fetch_all || return
-  _cvsm_script=$(printf '%s' "$_cvsm_values" | command jq -r 'keys[] as $k
-      | if ($k | test("^[A-Za-z_][A-Za-z0-9_]*$")) then "_cvsm_inject_one \($k) \(.[$k] | @sh)"
-        else "_cvsm_warn \("skipped \($k | tojson): not a valid variable name" | @sh)" end') || {
+  _cvsm_bad=$(printf '%s' "$_cvsm_values" | command jq -r '[keys[] as $k
+      | if ($k | test("\\A[A-Za-z_][A-Za-z0-9_]*\\z") | not) then "secret \($k | tojson) is not a valid variable name"
+        elif (.[$k] | explode | any(. == 0)) then "secret \($k | tojson) holds a NUL character, which no environment variable can"
+        else empty end]
+    | if length == 0 then "" elif length == 1 then .[0] else "\(.[0]) (and \(length - 1) more)" end') || {
     _cvsm_fail 8 "network error: unreadable response from the server"
     return
   }
-  _cvsm_names=''
+  if [ -n "$_cvsm_bad" ]; then
+    _cvsm_fail 2 "$_cvsm_bad; nothing was set"
+    return
+  fi
+  _cvsm_script=$(printf '%s' "$_cvsm_values" | command jq -r 'keys[] as $k | "_cvsm_inject_one \($k) \(.[$k] | @sh)"') || {
+    _cvsm_fail 8 "network error: unreadable response from the server"
+    return
+  }
   eval "$_cvsm_script"
-  if [ "$_cvsm_print" = 1 ]; then
-    printf '%s' "$_cvsm_names"
+}
+
+# _cvsm_isset NAME: succeeds when the variable NAME is set (even to "").
+_cvsm_isset() {
+  if [ -n "${ZSH_VERSION:-}" ]; then
+    eval "[ -n \"\${$1+x}\" ]"
+  else
+    [ -n "${!1+x}" ]
   fi
 }
 
+# _cvsm_exported NAME: succeeds when the variable NAME is exported (in the environment of commands).
+_cvsm_exported() {
+  local d
+  if [ -n "${ZSH_VERSION:-}" ]; then
+    eval "d=\${(t)$1}"
+    case $d in *export*) return 0 ;; esac
+    return 1
+  fi
+  d=$(declare -p "$1" 2>/dev/null) || return 1
+  d=${d#declare -}
+  case ${d%% *} in *x*) return 0 ;; esac
+  return 1
+}
+
 # _cvsm_inject_one NAME VALUE exports NAME=VALUE unless NAME is already set (and --overwrite was not
-# given), is special to the shell, or is read-only; the names set are collected in _cvsm_names.
+# given), is special to the shell, or is read-only; with --print it prints NAME when it set it.
 _cvsm_inject_one() {
   case $1 in
-    _cvsm_* | UID | EUID | GID | EGID | PPID | USERNAME | BASHPID | BASHOPTS | SHELLOPTS | BASH_* | \
+    _cvsm_* | CVSM_ERROR_* | UID | EUID | GID | EGID | PPID | USERNAME | BASHPID | BASHOPTS | SHELLOPTS | BASH_* | \
       RANDOM | SRANDOM | SECONDS | LINENO | HISTCMD | EPOCHSECONDS | EPOCHREALTIME | FUNCNAME | \
       GROUPS | DIRSTACK | PIPESTATUS | IFS | path | fpath | cdpath | manpath | mailpath | module_path | \
       psvar | argv | status | pipestatus)
@@ -717,15 +1030,16 @@ _cvsm_inject_one() {
       return 0
       ;;
   esac
-  if [ "$_cvsm_overwrite" != 1 ] && eval "[ -n \"\${$1+x}\" ]"; then
+  if [ "$_cvsm_overwrite" != 1 ] && _cvsm_isset "$1"; then
+    _cvsm_exported "$1" ||
+      _cvsm_warn "kept $1: it is set in this shell but not exported, so programs started from it do not see it (export it, or use --overwrite)"
     return 0
   fi
-  if export "$1=$2" 2>/dev/null; then
-    _cvsm_names="$_cvsm_names$1"$'\n'
-  else
+  if ! export "$1=$2" 2>/dev/null; then
     _cvsm_warn "skipped $1: the variable cannot be set (read-only?)"
+    return 0
   fi
-  return 0
+  [ "$_cvsm_print" != 1 ] || printf '%s\n' "$1"
 }
 
 # _cvsm_op_describe prints the effective configuration: key=value lines, or --json with the keys
@@ -737,7 +1051,8 @@ _cvsm_op_describe() {
       '{base_url: $b, team: $t, environment: $e, cache_ttl: $ttl, timeout: $to, max_retries: $r}'
     return
   fi
-  printf 'cvsm-shell/0.1.0\nbase_url=%s\nteam=%s\nenvironment=%s\ncache_ttl=%s\ntimeout=%s\nmax_retries=%s\ntoken=<hidden>\ncache_dir=%s\n' \
-    "$(_cvsm_redacted_base)" "$_cvsm_team" "$_cvsm_env" "$_cvsm_ttl" "$_cvsm_timeout" \
-    "$_cvsm_retries" "$(_cvsm_cache_path)"
+  _cvsm_cache_path
+  printf 'cvsm-shell/%s\nbase_url=%s\nteam=%s\nenvironment=%s\ncache_ttl=%s\ntimeout=%s\nmax_retries=%s\nca_file=%s\ncurl_config=%s\ntoken=<hidden>\ncache_dir=%s\n' \
+    "$_cvsm_ver" "$(_cvsm_redacted_base)" "$_cvsm_team" "$_cvsm_env" "$_cvsm_ttl" "$_cvsm_timeout" \
+    "$_cvsm_retries" "$_cvsm_ca" "$_cvsm_curlcfg" "${_cvsm_cdir:-none (no XDG_RUNTIME_DIR: nothing is cached on disk)}"
 }

@@ -3,13 +3,16 @@
 #
 # It reads one JSON request per line on stdin and writes one JSON response per line on stdout.
 # It sources cvsm.sh once and calls the cvsm_* functions in its own shell process, so inject,
-# set_env and get_env all act on this process's environment. Exit codes map to error kinds
-# (README.md, "Errors"); the status and retry_after come from the documented message format.
+# set_env and get_env all act on this process's environment. An error's kind comes from the exit
+# code (README.md, "Errors"); its message, status, retry_after, request_id and suggestion from the
+# CVSM_ERROR_* variables the function sets, never from the text on stderr. Every answer is read
+# and written by jq, in linear time, whatever its size.
 #
 # A "client" is a snapshot taken at new_client: the explicit options, then the CVSM_* variables of
-# this process at that moment, plus a fresh private cache directory (CVSM_CACHE_DIR). Every later
-# call runs with exactly that snapshot, so set_env after new_client does not change the client,
-# just as it would not change a constructed client in the other languages.
+# this process at that moment, the proxy variables, plus a fresh private cache directory
+# (CVSM_CACHE_DIR). Every later call runs with exactly that snapshot, so set_env after new_client
+# does not change the client, just as it would not change a constructed client in the other
+# languages.
 set -euo pipefail
 umask 077
 
@@ -17,33 +20,50 @@ _drv_here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck disable=SC1091 # checked on its own by make test
 . "$_drv_here/../cvsm.sh"
 
-_drv_tmp=$(mktemp -d "${TMPDIR:-/tmp}/cvsm-driver.XXXXXX")
+# The clients' caches hold test secrets: keep them on a per-user tmpfs when there is one.
+_drv_base=${TMPDIR:-/tmp}
+for _drv_d in "${XDG_RUNTIME_DIR:-}" /dev/shm; do
+  if [ -n "$_drv_d" ] && [ -d "$_drv_d" ] && [ -w "$_drv_d" ]; then
+    _drv_base=$_drv_d
+    break
+  fi
+done
+_drv_tmp=$(mktemp -d "$_drv_base/cvsm-driver.XXXXXX")
 trap 'rm -rf -- "$_drv_tmp"' EXIT
 _drv_out=$_drv_tmp/out
 _drv_err=$_drv_tmp/err
 _drv_res=$_drv_tmp/result
 
-_drv_vars=(TOKEN BASE_URL TEAM ENVIRONMENT CACHE_TTL TIMEOUT MAX_RETRIES)
+# The CVSM_* variables a client reads, and the proxy variables curl reads (plus REQUEST_METHOD,
+# which turns HTTP_PROXY off, as in CGI).
+_drv_vars=(TOKEN BASE_URL TEAM ENVIRONMENT CACHE_TTL TIMEOUT MAX_RETRIES CA_FILE CURL_CONFIG)
+_drv_proxy_vars=(http_proxy HTTP_PROXY https_proxy HTTPS_PROXY all_proxy ALL_PROXY no_proxy NO_PROXY REQUEST_METHOD)
 _drv_has_client=0
 _drv_clients=0
 declare -A _drv_c=()
+declare -A _drv_p=()
 
-# _drv_reply ID: writes the success response for request ID with the result object in $_drv_res.
+# _drv_reply ID [FILE FILTER]: writes the success response for request ID with the result object in
+# $_drv_res, or the one FILTER makes of FILE.
 _drv_reply() {
-  jq -c --argjson id "$1" '{id: $id, ok: true, result: .}' <"$_drv_res"
+  jq -c --argjson id "$1" "{id: \$id, ok: true, result: (${3:-.})}" <"${2:-$_drv_res}"
 }
 
-# _drv_fail ID KIND MESSAGE [STATUS] [RETRY_AFTER]: writes a failure response.
+# _drv_fail ID KIND MESSAGE [STATUS] [RETRY_AFTER] [REQUEST_ID] [SUGGESTION]: writes a failure
+# response; an empty field is null.
 _drv_fail() {
   jq -nc --argjson id "$1" --arg kind "$2" --arg msg "$3" --arg st "${4-}" --arg ra "${5-}" \
-    '{id: $id, ok: false, error: {kind: $kind, message: $msg,
-      status: (if $st == "" then null else ($st | tonumber) end),
-      retry_after: (if $ra == "" then null else ($ra | tonumber) end)}}'
+    --arg rid "${6-}" --arg sugg "${7-}" \
+    'def orNull: if . == "" then null else . end;
+    {id: $id, ok: false, error: {kind: $kind, message: $msg,
+      status: ($st | orNull | if . then tonumber else . end),
+      retry_after: ($ra | orNull | if . then tonumber else . end),
+      request_id: ($rid | orNull), suggestion: ($sugg | orNull)}}'
 }
 
-# _drv_sdk_fail ID RC: turns the exit code RC and the "cvsm: ..." line on stderr into a failure.
+# _drv_sdk_fail ID RC: turns the exit code RC and the CVSM_ERROR_* variables into a failure.
 _drv_sdk_fail() {
-  local id=$1 rc=$2 kind msg st='' ra=''
+  local id=$1 rc=$2 kind msg
   case $rc in
     2) kind=configuration ;;
     3) kind=authentication ;;
@@ -54,78 +74,52 @@ _drv_sdk_fail() {
     8) kind=network ;;
     *) kind=internal ;;
   esac
-  msg=$(grep -v '^cvsm: warning: ' "$_drv_err" | grep '^cvsm: ' | tail -n 1 || true)
-  msg=${msg#cvsm: }
-  [ -n "$msg" ] || msg="exit code $rc with no message: $(head -c 500 "$_drv_err")"
-  if [[ $msg =~ ^HTTP\ ([0-9]{3}) ]]; then st=${BASH_REMATCH[1]}; fi
-  if [[ $msg =~ \(retry\ after\ ([0-9]+)s\)( \(after [0-9]+ attempts\))?$ ]]; then ra=${BASH_REMATCH[1]}; fi
+  msg=${CVSM_ERROR_MESSAGE-}
+  [ -n "$msg" ] || msg="exit code $rc with no CVSM_ERROR_MESSAGE: $(head -c 500 "$_drv_err")"
   cat "$_drv_err" >&2
-  _drv_fail "$id" "$kind" "$msg" "$st" "$ra"
+  _drv_fail "$id" "$kind" "$msg" "${CVSM_ERROR_STATUS-}" "${CVSM_ERROR_RETRY_AFTER-}" \
+    "${CVSM_ERROR_REQUEST_ID-}" "${CVSM_ERROR_SUGGESTION-}"
 }
 
-# _drv_call FUNCTION ARGS...: runs a cvsm_* function with the current client's configuration,
-# stdout to $_drv_out and stderr to $_drv_err; returns its exit code.
+# _drv_proxy_apply: sets the proxy variables to the client's snapshot, saving this process's own
+# values in _drv_saved; _drv_proxy_restore puts those back, except where the call itself (inject)
+# changed a variable.
+declare -A _drv_saved=()
+_drv_proxy_apply() {
+  local v
+  _drv_saved=()
+  for v in "${_drv_proxy_vars[@]}"; do
+    if [ -n "${!v+x}" ]; then _drv_saved[$v]="s${!v}"; else _drv_saved[$v]=u; fi
+    case ${_drv_p[$v]-u} in
+      s*) export "$v=${_drv_p[$v]#s}" ;;
+      *) unset -v "$v" ;;
+    esac
+  done
+}
+_drv_proxy_restore() {
+  local v now
+  for v in "${_drv_proxy_vars[@]}"; do
+    if [ -n "${!v+x}" ]; then now="s${!v}"; else now=u; fi
+    [ "$now" = "${_drv_p[$v]-u}" ] || continue
+    case ${_drv_saved[$v]} in
+      s*) export "$v=${_drv_saved[$v]#s}" ;;
+      *) unset -v "$v" ;;
+    esac
+  done
+}
+
+# _drv_call FUNCTION ARGS...: runs a cvsm_* function in this shell with the current client's
+# configuration, stdout to $_drv_out and stderr to $_drv_err; returns its exit code.
 _drv_call() {
   local rc=0
+  _drv_proxy_apply
   CVSM_TOKEN=${_drv_c[TOKEN]-} CVSM_BASE_URL=${_drv_c[BASE_URL]-} CVSM_TEAM=${_drv_c[TEAM]-} \
     CVSM_ENVIRONMENT=${_drv_c[ENVIRONMENT]-} CVSM_CACHE_TTL=${_drv_c[CACHE_TTL]-} \
     CVSM_TIMEOUT=${_drv_c[TIMEOUT]-} CVSM_MAX_RETRIES=${_drv_c[MAX_RETRIES]-} \
+    CVSM_CA_FILE=${_drv_c[CA_FILE]-} CVSM_CURL_CONFIG=${_drv_c[CURL_CONFIG]-} \
     CVSM_CACHE_DIR=${_drv_c[CACHE_DIR]-} "$@" >"$_drv_out" 2>"$_drv_err" || rc=$?
+  _drv_proxy_restore
   return "$rc"
-}
-
-# _drv_parse_sh FILE: reads cvsm_get_all output (NAME='...' lines in the documented quoting, and
-# "#" comment lines) without eval, and writes the JSON object name -> value to $_drv_res.
-_drv_parse_sh() {
-  local rest name val pairs=$_drv_tmp/pairs
-  rest=$(cat "$1"; printf x)
-  rest=${rest%x}
-  : >"$pairs"
-  while [ -n "$rest" ]; do
-    if [[ $rest == '#'* ]]; then
-      if [[ $rest == *$'\n'* ]]; then rest=${rest#*$'\n'}; else rest=''; fi
-      continue
-    fi
-    if ! [[ $rest =~ ^([A-Za-z_][A-Za-z0-9_]*)= ]]; then
-      echo "driver: cannot parse cvsm_get_all output near: ${rest:0:40}" >&2
-      return 1
-    fi
-    name=${BASH_REMATCH[1]}
-    rest=${rest#*=}
-    val=''
-    while :; do
-      case $rest in
-        "'"*)
-          rest=${rest#\'}
-          if [[ $rest != *"'"* ]]; then
-            echo "driver: unterminated quote in cvsm_get_all output" >&2
-            return 1
-          fi
-          val+=${rest%%\'*}
-          rest=${rest#*\'}
-          ;;
-        "\\'"*)
-          val+="'"
-          rest=${rest#??}
-          ;;
-        *) break ;;
-      esac
-    done
-    case $rest in
-      $'\n'*) rest=${rest#?} ;;
-      '') ;;
-      *)
-        echo "driver: unexpected text after the value of $name" >&2
-        return 1
-        ;;
-    esac
-    printf '%s\0%s\0' "$name" "$val" >>"$pairs"
-  done
-  # The stream ends with "END": jq 1.6 loses a NUL that is the very last byte of raw input. (Raw
-  # input is read with --rawfile throughout: jq 1.6's -R splits multi-byte characters at 4 KiB.)
-  printf 'END' >>"$pairs"
-  jq -n --rawfile raw "$pairs" '$raw | split("\u0000") | .[:-1]
-    | [range(0; length; 2) as $i | {key: .[$i], value: .[$i + 1]}] | from_entries' >"$_drv_res"
 }
 
 # _drv_new_client ID ARGS: snapshots the configuration and checks it (cvsm_check_config).
@@ -133,12 +127,16 @@ _drv_new_client() {
   local id=$1 args=$2 v key opt rc=0
   _drv_has_client=0
   _drv_c=()
+  _drv_p=()
   for v in "${_drv_vars[@]}"; do
     key=CVSM_$v
     _drv_c[$v]=${!key-}
   done
-  # Explicit options win over the environment: one "KEY<TAB>value" line per option present.
-  while IFS=$'\t' read -r opt v; do
+  for v in "${_drv_proxy_vars[@]}"; do
+    if [ -n "${!v+x}" ]; then _drv_p[$v]="s${!v}"; else _drv_p[$v]=u; fi
+  done
+  # Explicit options win over the environment: one "KEY<NUL>value<NUL>" pair per option present.
+  while IFS= read -r -d '' opt && IFS= read -r -d '' v; do
     case $opt in
       token) _drv_c[TOKEN]=$v ;;
       base_url) _drv_c[BASE_URL]=$v ;;
@@ -147,9 +145,10 @@ _drv_new_client() {
       cache_ttl) _drv_c[CACHE_TTL]=$v ;;
       timeout) _drv_c[TIMEOUT]=$v ;;
       max_retries) _drv_c[MAX_RETRIES]=$v ;;
+      ca_file) _drv_c[CA_FILE]=$v ;;
     esac
-  done < <(jq -r '(.options // {}) | to_entries[] | select(.value != null)
-    | "\(.key)\t\(.value | if type == "string" then . else tojson end)"' <<<"$args")
+  done < <(jq -j '(.options // {}) | to_entries[] | select(.value != null)
+    | "\(.key)\u0000\(.value | if type == "string" then . else tojson end)\u0000"' <<<"$args")
   _drv_clients=$((_drv_clients + 1))
   _drv_c[CACHE_DIR]=$_drv_tmp/cache$_drv_clients
   _drv_call cvsm_check_config || rc=$?
@@ -199,16 +198,19 @@ _drv_get_env() {
       printf '%s\0n\0' "$k" >>"$pairs"
     fi
   done < <(jq -j '(.names // [])[] | "\(.)\u0000"' <<<"$args")
+  # The stream ends with "END": jq 1.6 loses a NUL that is the very last byte of raw input. (Raw
+  # input is read with --rawfile: jq 1.6's -R splits multi-byte characters at 4 KiB.)
   printf 'END' >>"$pairs"
   jq -n --rawfile raw "$pairs" '$raw | split("\u0000") | .[:-1] | [range(0; length; 2) as $i
     | {key: .[$i], value: (.[$i + 1] | if startswith("s") then .[1:] else null end)}]
     | {values: from_entries}' >"$_drv_res"
+  rm -f -- "$pairs"
   _drv_reply "$id"
 }
 
 # _drv_handle LINE: answers one request.
 _drv_handle() {
-  local line=$1 id op args rc=0 overwrite
+  local line=$1 id op args rc=0 overwrite name
   if ! id=$(jq -c '.id // null' <<<"$line" 2>/dev/null); then
     _drv_fail null internal "request is not valid JSON"
     return
@@ -245,17 +247,20 @@ _drv_handle() {
   fi
   case $op in
     get)
-      _drv_call cvsm_get -- "$(jq -r '.name' <<<"$args")" || rc=$?
+      # The name exactly (trailing newlines kept); one holding NUL, which no shell string can,
+      # becomes a name with a control character, which is just as invalid.
+      name=$(jq -j '.name // "" | if (explode | any(. == 0)) then "\u0001" + . else . end' <<<"$args"; printf x)
+      name=${name%x}
+      _drv_call cvsm_get -- "$name" || rc=$?
       [ "$rc" = 0 ] && jq -n --rawfile v "$_drv_out" '{value: $v}' >"$_drv_res"
       ;;
     get_all)
-      _drv_call cvsm_get_all || rc=$?
+      _drv_call cvsm_get_all --json || rc=$?
       if [ "$rc" = 0 ]; then
-        if ! _drv_parse_sh "$_drv_out"; then
-          _drv_fail "$id" internal "cvsm_get_all printed output that does not parse"
-          return
-        fi
-        jq -c '{values: .}' <"$_drv_res" >"$_drv_res.2" && mv "$_drv_res.2" "$_drv_res"
+        [ ! -s "$_drv_err" ] || cat "$_drv_err" >&2
+        _drv_reply "$id" "$_drv_out" '{values: .}'
+        : >"$_drv_out"
+        return
       fi
       ;;
     inject)
@@ -282,6 +287,8 @@ _drv_handle() {
   else
     _drv_sdk_fail "$id" "$rc"
   fi
+  : >"$_drv_out"
+  : >"$_drv_res"
 }
 
 while IFS= read -r _drv_line || [ -n "$_drv_line" ]; do

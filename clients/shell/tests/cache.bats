@@ -1,6 +1,6 @@
 #!/usr/bin/env bats
-# cache.bats - the file cache: hits, expiry, keys, clearing, authentication errors, and a private
-# cache directory.
+# cache.bats - the file cache: hits, expiry, keys, clearing, authentication errors, a private cache
+# directory only under $XDG_RUNTIME_DIR (or CVSM_CACHE_DIR), swept of expired entries on every call.
 
 load helpers
 
@@ -24,11 +24,11 @@ mode_of() { stat -c '%a' "$1"; }
 }
 
 @test "an entry expires after CVSM_CACHE_TTL seconds" {
-  export CVSM_CACHE_TTL=1
+  export CVSM_CACHE_TTL=3
   cvsm_get API_KEY >/dev/null
   cvsm_get API_KEY >/dev/null
   [ "$(count_requests /secrets/s-api)" -eq 1 ]
-  sleep 1.1
+  sleep 3.1
   cvsm_get API_KEY >/dev/null
   [ "$(count_requests /secrets/s-api)" -eq 2 ]
 }
@@ -119,6 +119,7 @@ mode_of() { stat -c '%a' "$1"; }
   cvsm_get API_KEY >/dev/null
   cvsm_get_all >/dev/null
   [ "$(mode_of "$CVSM_CACHE_DIR")" = 700 ]
+  [ "$(mode_of "$CVSM_CACHE_DIR/values")" = 700 ]
   [ "$(find "$CVSM_CACHE_DIR" -type f | wc -l)" -ge 3 ]
   [ -z "$(find "$CVSM_CACHE_DIR" -type f ! -perm 600)" ]
   [ -z "$(find "$CVSM_CACHE_DIR" -type d ! -perm 700)" ]
@@ -131,19 +132,101 @@ mode_of() { stat -c '%a' "$1"; }
   [ "$status" -eq 1 ]
 }
 
-@test "by default the cache lives in \$XDG_RUNTIME_DIR/cvsm-\$UID, else \$TMPDIR/cvsm-\$UID" {
+@test "by default the cache lives in \$XDG_RUNTIME_DIR/cvsm-\$UID, with mode 0700" {
   unset CVSM_CACHE_DIR
   export XDG_RUNTIME_DIR="$BATS_TEST_TMPDIR/run"
   mkdir -m 700 "$XDG_RUNTIME_DIR"
   cvsm_get API_KEY >/dev/null
+  cvsm_get API_KEY >/dev/null
+  [ "$(count_requests /secrets/s-api)" -eq 1 ]
   [ "$(mode_of "$XDG_RUNTIME_DIR/cvsm-$UID")" = 700 ]
   run cvsm_describe
   [[ $output == *"cache_dir=$XDG_RUNTIME_DIR/cvsm-$UID"* ]]
-  unset XDG_RUNTIME_DIR
-  export TMPDIR="$BATS_TEST_TMPDIR/tmp"
+}
+
+@test "without XDG_RUNTIME_DIR nothing is written to disk and every call asks the server" {
+  unset CVSM_CACHE_DIR XDG_RUNTIME_DIR
+  mkdir "$BATS_TEST_TMPDIR/home"
+  export HOME="$BATS_TEST_TMPDIR/home" TMPDIR="$BATS_TEST_TMPDIR/tmp"
   mkdir "$TMPDIR"
+  touch "$BATS_TEST_TMPDIR/before"
+  [ "$(cvsm_get API_KEY)" = k-prod ]
+  [ "$(cvsm_get API_KEY)" = k-prod ]
+  cvsm_get_all >/dev/null
+  cvsm_inject
+  [ "$(count_requests /secrets/s-api)" -eq 2 ]
+  [ "$(count_requests /export)" -eq 2 ]
+  # Nothing new anywhere we could write: not in TMPDIR, HOME, the working directory or /tmp.
+  [ -z "$(find "$TMPDIR" "$HOME" "$PWD" -newer "$BATS_TEST_TMPDIR/before" 2>/dev/null)" ]
+  [ -z "$(ls -A "$TMPDIR")" ]
+  [ ! -e "/tmp/cvsm-$UID" ]
+  run cvsm_describe
+  [[ $output == *"cache_dir=none"* ]]
+}
+
+@test "an XDG_RUNTIME_DIR that is relative, missing or not yours is not used" {
+  unset CVSM_CACHE_DIR
+  cd "$BATS_TEST_TMPDIR"
+  mkdir -m 700 rel
+  for XDG_RUNTIME_DIR in rel "$BATS_TEST_TMPDIR/missing"; do
+    export XDG_RUNTIME_DIR
+    run cvsm_get API_KEY
+    [ "$output" = k-prod ]
+  done
+  [ -z "$(ls -A rel)" ]
+  [ ! -e missing ]
+  if [ "$(id -u)" = 0 ]; then
+    mkdir -m 700 "$BATS_TEST_TMPDIR/other"
+    chown nobody "$BATS_TEST_TMPDIR/other"
+    XDG_RUNTIME_DIR="$BATS_TEST_TMPDIR/other" run cvsm_get API_KEY
+    [ "$output" = k-prod ]
+    [ -z "$(ls -A "$BATS_TEST_TMPDIR/other")" ]
+  fi
+}
+
+@test "every call sweeps expired entries from the cache, even one that reads nothing" {
+  export CVSM_CACHE_TTL=3
   cvsm_get API_KEY >/dev/null
-  [ -d "$TMPDIR/cvsm-$UID" ]
+  cvsm_get_all >/dev/null
+  [ "$(find "$CVSM_CACHE_DIR/values" -type f | wc -l)" -eq 2 ]
+  sleep 3.1
+  cvsm_check_config
+  [ "$(find "$CVSM_CACHE_DIR/values" -type f | wc -l)" -eq 0 ]
+  # The team id (no secret) lives 10 minutes.
+  [ "$(find "$CVSM_CACHE_DIR/teams" -type f | wc -l)" -eq 1 ]
+}
+
+@test "an entry's file name ends in its expiry time, in milliseconds" {
+  local before after f
+  before=$(($(date +%s) * 1000))
+  cvsm_get API_KEY >/dev/null
+  after=$(($(date +%s) * 1000 + 1000))
+  f=$(find "$CVSM_CACHE_DIR/values" -type f)
+  [ "$((${f##*.} - 30000))" -ge "$before" ]
+  [ "$((${f##*.} - 30000))" -le "$after" ]
+}
+
+@test "a file an older version left in the cache directory is swept" {
+  mkdir -m 700 "$CVSM_CACHE_DIR" "$CVSM_CACHE_DIR/values"
+  echo '{"exp":99999999999999,"value":"old"}' >"$CVSM_CACHE_DIR/values/0123abcdef"
+  cvsm_check_config
+  [ -z "$(ls -A "$CVSM_CACHE_DIR/values")" ]
+}
+
+@test "the cache an older version kept in \$TMPDIR/cvsm-\$UID is removed by the next call" {
+  unset CVSM_CACHE_DIR XDG_RUNTIME_DIR
+  mkdir -m 700 "$TMPDIR/cvsm-$UID" "$TMPDIR/cvsm-$UID/values" "$TMPDIR/cvsm-$UID/teams"
+  echo '{"exp":1,"value":"old"}' >"$TMPDIR/cvsm-$UID/values/0123abcdef"
+  cvsm_describe >/dev/null
+  [ ! -e "$TMPDIR/cvsm-$UID" ]
+}
+
+@test "an older version's cache that is a symlink or not a directory is left alone" {
+  unset CVSM_CACHE_DIR XDG_RUNTIME_DIR
+  mkdir -p "$BATS_TEST_TMPDIR/target/values"
+  ln -s "$BATS_TEST_TMPDIR/target" "$TMPDIR/cvsm-$UID"
+  cvsm_describe >/dev/null
+  [ -d "$BATS_TEST_TMPDIR/target/values" ]
 }
 
 @test "a cache directory that others can read is refused with a configuration error" {
@@ -183,9 +266,9 @@ mode_of() { stat -c '%a' "$1"; }
 
 @test "the caller's noclobber option does not stop the cache from being refreshed" {
   set -C
-  export CVSM_CACHE_TTL=1
+  export CVSM_CACHE_TTL=3
   cvsm_get API_KEY >/dev/null
-  sleep 1.1
+  sleep 3.1
   cvsm_get API_KEY >/dev/null
   cvsm_get API_KEY >/dev/null
   set +C
@@ -202,6 +285,24 @@ mode_of() { stat -c '%a' "$1"; }
     [ "$(cat "$BATS_TEST_TMPDIR/out.$i")" = k-prod ]
     [ "$(jq -r .DB "$BATS_TEST_TMPDIR/all.$i")" = db-short ]
   done
-  [ "$(find "$CVSM_CACHE_DIR/values" -type f | wc -l)" -eq 2 ]
-  find "$CVSM_CACHE_DIR" -type f -exec jq -e . {} + >/dev/null
+  # One entry per key, or a few fresh copies when calls raced; each complete, and used.
+  [ "$(find "$CVSM_CACHE_DIR/values" -type f | wc -l)" -ge 2 ]
+  [ "$(find "$CVSM_CACHE_DIR/values" -type f -name '.*' | wc -l)" -eq 0 ]
+  find "$CVSM_CACHE_DIR/values" -type f -exec jq -e . {} + >/dev/null
+  local before
+  before=$(count_requests)
+  cvsm_get API_KEY >/dev/null
+  cvsm_get_all >/dev/null
+  [ "$(count_requests)" -eq "$before" ]
+}
+
+@test "writing an entry removes its copies that expire sooner, and keeps one that expires later" {
+  local _cvsm_root=$CVSM_CACHE_DIR _cvsm_now=0
+  mkdir -m 700 "$_cvsm_root"
+  _cvsm_cache_put values abc 60000 '"one"'
+  _cvsm_cache_put values abc 1000 '"two"'
+  [ "$(find "$_cvsm_root/values" -name 'abc.*' | wc -l)" -eq 2 ]
+  _cvsm_cache_put values abc 120000 '"three"'
+  [ "$(find "$_cvsm_root/values" -name 'abc.*' | wc -l)" -eq 1 ]
+  [ "$(jq -r . "$_cvsm_root"/values/abc.*)" = three ]
 }

@@ -59,10 +59,60 @@ setup() { common_setup; }
   [ "$stderr" = "cvsm: --cache-ttl must be a non-negative integer (seconds)" ]
 }
 
-@test "a token with spaces or quotes is refused without being printed" {
-  CVSM_TOKEN='abc "def' run --separate-stderr cvsm_check_config
+@test "a token with a space, a control or a non-ASCII character inside is refused without being printed" {
+  local bad
+  for bad in 'cvsm_abc def' $'cvsm_abc\tdef' $'cvsm_abc\ndef' $'cvsm_abc\x01def' 'cvsm_abcédef' $'cvsm_abc\xe9def' $'cvsm_abc\x7fdef'; do
+    CVSM_TOKEN=$bad run --separate-stderr cvsm_check_config
+    [ "$status" -eq 2 ]
+    [ "$stderr" = "cvsm: CVSM_TOKEN contains characters a token cannot have (only visible ASCII is allowed)" ]
+    [[ $stderr != *abc* ]]
+  done
+  [ "$(count_requests)" -eq 0 ]
+}
+
+@test "a token made of whitespace only counts as unset" {
+  CVSM_TOKEN=$' \t\r\n ' run --separate-stderr cvsm_check_config
   [ "$status" -eq 2 ]
-  [ "$stderr" = "cvsm: CVSM_TOKEN contains characters a token cannot have" ]
+  [ "$stderr" = "cvsm: CVSM_TOKEN is not set" ]
+}
+
+@test "an unreadable CA file or curl config is a configuration error at construction" {
+  local src
+  for src in CVSM_CA_FILE CVSM_CURL_CONFIG; do
+    (
+      export "$src=$BATS_TEST_TMPDIR/missing.pem"
+      run --separate-stderr cvsm_check_config
+      [ "$status" -eq 2 ]
+      [ "$stderr" = "cvsm: $src: cannot read $BATS_TEST_TMPDIR/missing.pem" ]
+      export "$src=$BATS_TEST_TMPDIR"
+      run --separate-stderr cvsm_get API_KEY
+      [ "$status" -eq 2 ]
+      [ "$stderr" = "cvsm: $src: cannot read $BATS_TEST_TMPDIR" ]
+    )
+  done
+  run --separate-stderr cvsm_check_config --ca-file "$BATS_TEST_TMPDIR/missing.pem"
+  [ "$stderr" = "cvsm: --ca-file: cannot read $BATS_TEST_TMPDIR/missing.pem" ]
+  run --separate-stderr cvsm_check_config --curl-config=/nonexistent
+  [ "$stderr" = "cvsm: --curl-config: cannot read /nonexistent" ]
+  [ "$(count_requests)" -eq 0 ]
+}
+
+@test "an empty CVSM_CA_FILE counts as unset" {
+  CVSM_CA_FILE='' run cvsm_get API_KEY
+  [ "$output" = k-prod ]
+}
+
+@test "cvsm_version prints the version, which is the one in the user agent and in cvsm_describe" {
+  run cvsm_version
+  [ "$status" -eq 0 ]
+  [[ $output =~ ^[0-9]+\.[0-9]+\.[0-9]+$ ]]
+  local version=$output
+  run cvsm_describe
+  [ "${lines[0]}" = "cvsm-shell/$version" ]
+  cvsm_get API_KEY >/dev/null
+  [ "$(stub_requests | jq -r '.[0].headers["user-agent"]')" = "cvsm-shell/$version" ]
+  run cvsm_version --json
+  [ "$status" -eq 2 ]
 }
 
 @test "cvsm_check_config succeeds on a complete configuration and makes no request" {
@@ -74,15 +124,19 @@ setup() { common_setup; }
 
 @test "cvsm_describe prints the effective configuration and never the token" {
   export CVSM_ENVIRONMENT=staging CVSM_CACHE_TTL=5 CVSM_TIMEOUT=2.50 CVSM_MAX_RETRIES=4
+  touch "$BATS_TEST_TMPDIR/ca.pem"
+  export CVSM_CA_FILE="$BATS_TEST_TMPDIR/ca.pem"
   run cvsm_describe
   [ "$status" -eq 0 ]
-  [ "$output" = "cvsm-shell/0.1.0
+  [ "$output" = "cvsm-shell/$(cvsm_version)
 base_url=$(stub_url)/api/v1
 team=acme
 environment=staging
 cache_ttl=5
 timeout=2.5
 max_retries=4
+ca_file=$BATS_TEST_TMPDIR/ca.pem
+curl_config=
 token=<hidden>
 cache_dir=$CVSM_CACHE_DIR" ]
   [[ $output != *"$TOKEN"* ]]
@@ -122,8 +176,8 @@ cache_dir=$CVSM_CACHE_DIR" ]
   [ "$status" -eq 2 ]
   run cvsm_inject --json
   [ "$status" -eq 2 ]
-  run cvsm_get ''
-  [ "$status" -eq 2 ]
+  run --separate-stderr cvsm_clear_cache --team x
+  [ "$stderr" = "cvsm: cvsm_clear_cache takes no options" ]
   [ "$(count_requests)" -eq 0 ]
 }
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bats
-# driver.bats - the conformance driver: JSON lines in and out, error kinds from exit codes,
-# client snapshots, and the environment ops.
+# driver.bats - the conformance driver: JSON lines in and out, error kinds from exit codes and
+# error fields from CVSM_ERROR_*, client snapshots, the environment ops, and answers of any size.
 
 load helpers
 
@@ -9,7 +9,7 @@ teardown_file() { stub_stop; }
 setup() {
   stub_reset
   unset CVSM_TOKEN CVSM_BASE_URL CVSM_TEAM CVSM_ENVIRONMENT CVSM_CACHE_TTL CVSM_TIMEOUT \
-    CVSM_MAX_RETRIES CVSM_CACHE_DIR
+    CVSM_MAX_RETRIES CVSM_CACHE_DIR CVSM_CA_FILE CVSM_CURL_CONFIG http_proxy HTTP_PROXY no_proxy NO_PROXY
   OPTS=$(jq -nc --arg t "$TOKEN" --arg b "$(stub_url)/api/v1" '{token: $t, base_url: $b, team: "acme"}')
 }
 
@@ -25,7 +25,7 @@ answer() { printf '%s\n' "${lines[$1]}"; }
   drive '{"id":1,"op":"new_client","args":{"options":{"base_url":"http://x/api/v1","team":"acme"}}}' \
     '{"id":2,"op":"get","args":{"name":"API_KEY"}}'
   [ "$status" -eq 0 ]
-  [ "$(answer 0)" = '{"id":1,"ok":false,"error":{"kind":"configuration","message":"CVSM_TOKEN is not set","status":null,"retry_after":null}}' ]
+  [ "$(answer 0)" = '{"id":1,"ok":false,"error":{"kind":"configuration","message":"CVSM_TOKEN is not set","status":null,"retry_after":null,"request_id":null,"suggestion":null}}' ]
   [ "$(answer 1 | jq -r .ok)" = false ]
   [ "$(count_requests)" -eq 0 ]
 }
@@ -51,7 +51,7 @@ answer() { printf '%s\n' "${lines[$1]}"; }
   [ "$(answer 3 | jq -r '.result.values.MULTI')" = "$(printf 'line1\nline2\n\n')" ]
 }
 
-@test "error kinds come from exit codes, with status and retry_after" {
+@test "error kinds come from exit codes, the other fields from CVSM_ERROR_*" {
   stub_fault '[{"path": "/api/v1/teams/'"$TEAM_ID"'/secrets/s-api", "status": 429, "retry_after": "9", "count": 1},
                {"path": "/api/v1/teams/'"$TEAM_ID"'/secrets/s-api", "status": 500, "count": 1},
                {"path": "/api/v1/teams/'"$TEAM_ID"'/secrets/s-api", "status": 403, "count": 1}]'
@@ -60,10 +60,10 @@ answer() { printf '%s\n' "${lines[$1]}"; }
     '{"id":3,"op":"get","args":{"name":"API_KEY"}}' \
     '{"id":4,"op":"get","args":{"name":"API_KEY"}}' \
     '{"id":5,"op":"get","args":{"name":"api_key"}}'
-  [ "$(answer 1 | jq -c .error)" = '{"kind":"rate_limited","message":"HTTP 429: kesalahan buatan (retry after 9s)","status":429,"retry_after":9}' ]
-  [ "$(answer 2 | jq -c '.error | [.kind, .status]')" = '["api",500]' ]
+  [ "$(answer 1 | jq -c .error)" = '{"kind":"rate_limited","message":"HTTP 429: kesalahan buatan (retry after 9s)","status":429,"retry_after":9,"request_id":"req-3","suggestion":null}' ]
+  [ "$(answer 2 | jq -c '.error | [.kind, .status, .request_id]')" = '["api",500,"req-5"]' ]
   [ "$(answer 3 | jq -c '.error | [.kind, .status]')" = '["permission_denied",403]' ]
-  [ "$(answer 4 | jq -c '.error | [.kind, .status, .message]')" = '["not_found",null,"secret \"api_key\" not found in production; did you mean \"API_KEY\"?"]' ]
+  [ "$(answer 4 | jq -c '.error | [.kind, .status, .message, .request_id, .suggestion]')" = '["not_found",null,"secret \"api_key\" not found in production; did you mean \"API_KEY\"?","req-8","API_KEY"]' ]
 }
 
 @test "the driver's get uses the cache across ops, and clear_cache empties it" {
@@ -141,4 +141,72 @@ answer() { printf '%s\n' "${lines[$1]}"; }
   [ "$(answer 2 | jq -j .result.values.BIG)" = "$big" ]
   [ "$(answer 2 | jq -c .result.values.CTRL)" = '"a\r\nb\tc\n"' ]
   [ "$(answer 4 | jq -j .result.values.BIG)" = "$big" ]
+}
+
+@test "an error's fields come from the SDK's variables, not from its message" {
+  # A server message that looks like a status and a retry-after must not be read as them.
+  stub_fault '[{"path": "/api/v1/teams/'"$TEAM_ID"'/secrets/s-api", "status": 500, "body": "{\"error\": \"HTTP 418 (retry after 5s)\"}", "count": 1}]'
+  drive "{\"id\":1,\"op\":\"new_client\",\"args\":{\"options\":$OPTS}}" \
+    '{"id":2,"op":"get","args":{"name":"API_KEY"}}'
+  [ "$(answer 1 | jq -c '.error | [.status, .retry_after]')" = '[500,null]' ]
+}
+
+@test "names the SDK must refuse reach it unchanged: trailing newline, NUL, empty" {
+  drive "{\"id\":1,\"op\":\"new_client\",\"args\":{\"options\":$OPTS}}" \
+    '{"id":2,"op":"get","args":{"name":"API_KEY\n"}}' \
+    '{"id":3,"op":"get","args":{"name":"API\u0000KEY"}}' \
+    '{"id":4,"op":"get","args":{"name":""}}'
+  [ "$(answer 1 | jq -c '.error | [.kind, .status]')" = '["not_found",null]' ]
+  [ "$(answer 2 | jq -r .error.kind)" = not_found ]
+  [[ "$(answer 3 | jq -r .error.message)" == *"is not valid"* ]]
+  [ "$(count_requests)" -eq 0 ]
+}
+
+@test "new_client takes ca_file, and an unreadable one is a configuration error" {
+  drive "{\"id\":1,\"op\":\"new_client\",\"args\":{\"options\":$(jq -c '. + {ca_file: "/nonexistent/ca.pem"}' <<<"$OPTS")}}" \
+    '{"id":2,"op":"get","args":{"name":"API_KEY"}}'
+  [ "$(answer 0 | jq -c '.error | [.kind, .message]')" = '["configuration","CVSM_CA_FILE: cannot read /nonexistent/ca.pem"]' ]
+  [ "$(answer 1 | jq -r .error.kind)" = configuration ]
+}
+
+@test "the proxy variables are read when the client is created" {
+  local direct
+  direct=$(jq -c '.base_url = "http://cvsm.invalid/api/v1"' <<<"$OPTS")
+  drive "{\"id\":1,\"op\":\"set_env\",\"args\":{\"set\":{\"http_proxy\":\"$(stub_url)\"}}}" \
+    "{\"id\":2,\"op\":\"new_client\",\"args\":{\"options\":$direct}}" \
+    '{"id":3,"op":"set_env","args":{"unset":["http_proxy"]}}' \
+    '{"id":4,"op":"get","args":{"name":"API_KEY"}}' \
+    '{"id":5,"op":"get_env","args":{"names":["http_proxy"]}}' \
+    "{\"id\":6,\"op\":\"new_client\",\"args\":{\"options\":$(jq -c '.max_retries = 0' <<<"$direct")}}" \
+    '{"id":7,"op":"get","args":{"name":"DB"}}'
+  [ "$(answer 3 | jq -r .result.value)" = k-prod ]
+  [ "$(answer 4 | jq -c .result.values)" = '{"http_proxy":null}' ]
+  [ "$(answer 6 | jq -r .error.kind)" = network ]
+  [ "$(stub_requests | jq '[.[] | select(.proxied and .host == "cvsm.invalid")] | length')" -eq 3 ]
+}
+
+@test "a get_all of more than 10 MiB comes through the driver whole, in one request" {
+  local n=2200
+  # 2,200 secrets of 5,000 characters (two bytes each for half of them): about 16 MiB of JSON.
+  python3 - "$(stub_url)" "$TOKEN" "$TEAM_ID" "$n" <<'PY'
+import json, sys, urllib.request
+url, token, team, n = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+secrets = [{"id": f"s{i}", "name": f"K{i:05d}", "environment": "production",
+            "value": ("é" * 2500) + ("x'\"$\n" * 625) + str(i)} for i in range(n)]
+body = json.dumps({"token": token, "teams": [{"id": team, "slug": "acme"}], "secrets": secrets})
+req = urllib.request.Request(url + "/_stub/reset", data=body.encode(), method="POST")
+urllib.request.urlopen(req).read()
+PY
+  local start=$SECONDS
+  drive "{\"id\":1,\"op\":\"new_client\",\"args\":{\"options\":$OPTS}}" \
+    '{"id":2,"op":"get_all","args":{}}' \
+    '{"id":3,"op":"get","args":{"name":"K00042"}}'
+  [ "$(answer 1 | wc -c)" -gt $((10 * 1024 * 1024)) ]
+  [ "$(answer 1 | jq '.result.values | length')" -eq "$n" ]
+  [ "$(answer 1 | jq -r '.result.values.K01234')" = "$(python3 -c 'print(("é" * 2500) + ("x'"'"'\"$\n" * 625) + "1234", end="")')" ]
+  [ "$(answer 2 | jq -r '.result.value | length')" -eq 5627 ]
+  [ "$(count_requests /export)" -eq 1 ]
+  [ "$(count_requests)" -eq 2 ]
+  # Linear work takes seconds; a quadratic parse of 16 MiB would take hours.
+  [ $((SECONDS - start)) -lt 240 ]
 }

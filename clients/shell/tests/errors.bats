@@ -36,7 +36,7 @@ fault_on_get() {
   [ "$stderr" = "cvsm: HTTP 403: kesalahan buatan" ]
 }
 
-@test "HTTP 404 is not found: exit 5, with the status in the message" {
+@test "HTTP 404 to the value request is not found: exit 5, with the status in the message" {
   fault_on_get 404
   run --separate-stderr cvsm_get API_KEY
   [ "$status" -eq 5 ]
@@ -216,4 +216,230 @@ fault_on_get() {
   [ "$(wc -l <"$BATS_TEST_TMPDIR/argv")" -eq 4 ]
   run grep -e "$TOKEN" -e k-prod "$BATS_TEST_TMPDIR/argv"
   [ "$status" -eq 1 ]
+}
+
+# http_date SECONDS_FROM_NOW prints an IMF-fixdate (the HTTP date format).
+http_date() {
+  LC_ALL=C date -u -d "@$(($(date +%s) + $1))" '+%a, %d %b %Y %H:%M:%S GMT'
+}
+
+@test "Retry-After: whole seconds, 0, an HTTP date (seconds until then, rounded up), a past date, or nothing usable" {
+  local rc
+  check_ra() { # HEADER_VALUE_OR_NONE EXPECTED_REGEX
+    stub_reset
+    if [ "$1" = none ]; then fault_on_get 429; else fault_on_get 429 "\"retry_after\": \"$1\""; fi
+    rc=0
+    cvsm_get API_KEY 2>/dev/null || rc=$?
+    [ "$rc" -eq 6 ]
+    [ "$CVSM_ERROR_KIND" = rate_limited ]
+    [ "$CVSM_ERROR_STATUS" = 429 ]
+    [[ $CVSM_ERROR_RETRY_AFTER =~ $2 ]] || { echo "Retry-After $1 gave '$CVSM_ERROR_RETRY_AFTER'"; return 1; }
+  }
+  check_ra 7 '^7$'
+  check_ra 0 '^0$'
+  check_ra 007 '^7$'
+  check_ra "$(http_date 30)" '^(2[0-9]|30)$'
+  check_ra "$(http_date -30)" '^0$'
+  check_ra "$(LC_ALL=C date -u -d "@$(($(date +%s) + 100))" '+%A, %d-%b-%y %H:%M:%S GMT')" '^(9[0-9]|100)$'
+  check_ra "$(LC_ALL=C date -u -d "@$(($(date +%s) + 100))" '+%a %b %e %H:%M:%S %Y')" '^(9[0-9]|100)$'
+  check_ra soon '^$'
+  check_ra -5 '^$'
+  check_ra 1.5 '^$'
+  check_ra none '^$'
+}
+
+@test "an HTTP-date Retry-After is in the message as seconds too" {
+  fault_on_get 429 "\"retry_after\": \"$(http_date 60)\""
+  run --separate-stderr cvsm_get API_KEY
+  [ "$status" -eq 6 ]
+  [[ $stderr =~ ^cvsm:\ HTTP\ 429:\ kesalahan\ buatan\ \(retry\ after\ (5[0-9]|60)s\)$ ]]
+}
+
+@test "a failure fills CVSM_ERROR_* in the calling shell, and the next success empties them" {
+  local rc=0
+  fault_on_get 500
+  cvsm_get API_KEY 2>/dev/null || rc=$?
+  [ "$rc" -eq 7 ]
+  [ "$CVSM_ERROR_KIND" = api ]
+  [ "$CVSM_ERROR_MESSAGE" = "HTTP 500: kesalahan buatan" ]
+  [ "$CVSM_ERROR_STATUS" = 500 ]
+  [ "$CVSM_ERROR_RETRY_AFTER" = "" ]
+  [ "$CVSM_ERROR_REQUEST_ID" = req-3 ]
+  [ "$CVSM_ERROR_SUGGESTION" = "" ]
+  cvsm_get API_KEY >/dev/null
+  [ -z "$CVSM_ERROR_KIND$CVSM_ERROR_MESSAGE$CVSM_ERROR_STATUS$CVSM_ERROR_RETRY_AFTER$CVSM_ERROR_REQUEST_ID$CVSM_ERROR_SUGGESTION" ]
+  [ -n "${CVSM_ERROR_KIND+x}" ]
+}
+
+@test "each exit code has its CVSM_ERROR_KIND" {
+  local st rc kind
+  for st in 401:3:authentication 403:4:permission_denied 404:5:not_found 429:6:rate_limited 409:7:api; do
+    stub_reset
+    fault_on_get "${st%%:*}"
+    rc=0
+    cvsm_get API_KEY 2>/dev/null || rc=$?
+    kind=${st##*:}
+    st=${st#*:}
+    [ "$rc" -eq "${st%%:*}" ]
+    [ "$CVSM_ERROR_KIND" = "$kind" ]
+  done
+  rc=0
+  CVSM_TOKEN='' cvsm_get API_KEY 2>/dev/null || rc=$?
+  [ "$rc" -eq 2 ]
+  [ "$CVSM_ERROR_KIND" = configuration ]
+  [ "$CVSM_ERROR_MESSAGE" = "CVSM_TOKEN is not set" ]
+  rc=0
+  CVSM_BASE_URL=http://127.0.0.1:9/api/v1 CVSM_MAX_RETRIES=0 cvsm_get API_KEY 2>/dev/null || rc=$?
+  [ "$rc" -eq 8 ]
+  [ "$CVSM_ERROR_KIND" = network ]
+  [ "$CVSM_ERROR_STATUS" = "" ]
+  [ "$CVSM_ERROR_REQUEST_ID" = "" ]
+}
+
+@test "not found carries the listing's request id and the other-case suggestion" {
+  local rc=0
+  cvsm_get api_key 2>/dev/null || rc=$?
+  [ "$rc" -eq 5 ]
+  [ "$CVSM_ERROR_SUGGESTION" = API_KEY ]
+  [ "$CVSM_ERROR_REQUEST_ID" = req-2 ]
+  [ "$CVSM_ERROR_STATUS" = "" ]
+  rc=0
+  cvsm_get NOPE 2>/dev/null || rc=$?
+  [ "$rc" -eq 5 ]
+  [ "$CVSM_ERROR_SUGGESTION" = "" ]
+  [ "$CVSM_ERROR_REQUEST_ID" = req-3 ]
+}
+
+@test "an answer without X-Request-Id leaves the request id empty" {
+  fault_on_get 500 '"no_request_id": true'
+  local rc=0
+  cvsm_get API_KEY 2>/dev/null || rc=$?
+  [ "$rc" -eq 7 ]
+  [ "$CVSM_ERROR_REQUEST_ID" = "" ]
+}
+
+@test "a retried request reports the request id of the last answer" {
+  fault_on_get 503 '' 10
+  local rc=0
+  cvsm_get API_KEY 2>/dev/null || rc=$?
+  [ "$rc" -eq 7 ]
+  [ "$CVSM_ERROR_REQUEST_ID" = req-5 ]
+}
+
+@test "a redirect is not followed: an API error with its status, and the token goes nowhere else" {
+  local code
+  for code in 301 302 307 308; do
+    stub_reset
+    fault_on_get "$code" "\"headers\": {\"Location\": \"$(stub_url)/elsewhere\"}"
+    run --separate-stderr cvsm_get API_KEY
+    [ "$status" -eq 7 ]
+    [[ $stderr == "cvsm: HTTP $code: kesalahan buatan (redirects are not followed; check the base URL)" ]]
+    [ "$(count_requests /elsewhere)" -eq 0 ]
+    [ "$(count_requests /secrets/s-api)" -eq 1 ]
+  done
+}
+
+@test "a 404 to the teams, listing or export request is a configuration error with its status" {
+  local rc=0
+  # An unknown team id: the listing answers 404.
+  CVSM_TEAM=99999999-0000-0000-0000-000000000000 cvsm_get API_KEY 2>/dev/null || rc=$?
+  [ "$rc" -eq 2 ]
+  [ "$CVSM_ERROR_KIND" = configuration ]
+  [ "$CVSM_ERROR_STATUS" = 404 ]
+  [ "$CVSM_ERROR_MESSAGE" = "HTTP 404: tim tidak ditemukan (check the base URL, which ends in /api/v1, and the team)" ]
+  rc=0
+  CVSM_TEAM=99999999-0000-0000-0000-000000000000 cvsm_get_all 2>/dev/null || rc=$?
+  [ "$rc" -eq 2 ]
+  [ "$CVSM_ERROR_STATUS" = 404 ]
+  # A base URL without /api/v1: the teams request answers 404.
+  rc=0
+  CVSM_BASE_URL=$(stub_url) cvsm_get API_KEY 2>/dev/null || rc=$?
+  [ "$rc" -eq 2 ]
+  [ "$CVSM_ERROR_STATUS" = 404 ]
+  [ "$CVSM_ERROR_REQUEST_ID" != "" ]
+  [ "$(count_requests)" -eq 3 ]
+}
+
+@test "a 400 to the listing or export request (a rejected environment) is a configuration error" {
+  local rc=0
+  stub_fault '[{"path": "/api/v1/teams/'"$TEAM_ID"'/secrets", "status": 400, "body": "{\"error\": \"lingkungan tidak valid\"}", "count": 2}]'
+  cvsm_get API_KEY 2>/dev/null || rc=$?
+  [ "$rc" -eq 2 ]
+  [ "$CVSM_ERROR_STATUS" = 400 ]
+  [ "$CVSM_ERROR_MESSAGE" = "HTTP 400: lingkungan tidak valid (check the environment)" ]
+  rc=0
+  cvsm_get_all 2>/dev/null || rc=$?
+  [ "$rc" -eq 2 ]
+  [ "$CVSM_ERROR_STATUS" = 400 ]
+}
+
+@test "a 404 to the value request (deleted meanwhile) stays not found, and a 400 there is an API error" {
+  local rc=0
+  fault_on_get 404
+  cvsm_get API_KEY 2>/dev/null || rc=$?
+  [ "$rc" -eq 5 ]
+  [ "$CVSM_ERROR_STATUS" = 404 ]
+  rc=0
+  fault_on_get 400
+  cvsm_get API_KEY 2>/dev/null || rc=$?
+  [ "$rc" -eq 7 ]
+  # A 400 to the teams request is an API error too.
+  stub_fault '[{"path": "/api/v1/teams", "status": 400, "count": 1}]'
+  rc=0
+  CVSM_CACHE_DIR=$BATS_TEST_TMPDIR/fresh cvsm_get DB 2>/dev/null || rc=$?
+  [ "$rc" -eq 7 ]
+  [ "$(stub_requests | jq -r '.[-1].path')" = /api/v1/teams ]
+}
+
+@test "a 2xx answer of the wrong shape is retried, then a network error without a status" {
+  local spec path body
+  for spec in \
+    "export|null" "export|[]" 'export|{"A": 1}' 'export|{"A": null}' 'export|"x"' "export|" 'export|{} {}' \
+    "list|{}" 'list|{"secrets": {}}' \
+    'value|{"secret": {}}' 'value|{"value": 5}' \
+    'teams|{"teams": {}}' 'teams|[]'; do
+    stub_reset
+    path=/api/v1/teams/$TEAM_ID/secrets
+    case ${spec%%|*} in
+      export) path=$path/export ;;
+      value) path=$path/s-api ;;
+      teams) path=/api/v1/teams ;;
+    esac
+    body=${spec#*|}
+    stub_fault "$(jq -nc --arg p "$path" --arg b "$body" '[{path: $p, status: 200, body: $b, count: 10}]')"
+    rc=0
+    if [ "${spec%%|*}" = export ]; then
+      CVSM_TEAM=$TEAM_ID cvsm_get_all >/dev/null 2>&1 || rc=$?
+    elif [ "${spec%%|*}" = teams ]; then
+      cvsm_get API_KEY >/dev/null 2>&1 || rc=$?
+    else
+      CVSM_TEAM=$TEAM_ID cvsm_get API_KEY >/dev/null 2>&1 || rc=$?
+    fi
+    [ "$rc" -eq 8 ] || { echo "$spec gave $rc"; return 1; }
+    [ "$CVSM_ERROR_KIND" = network ]
+    [ "$CVSM_ERROR_STATUS" = "" ]
+    [ "$CVSM_ERROR_MESSAGE" = "network error: unreadable response from the server (HTTP 200) (after 3 attempts)" ]
+    [ "$(count_requests "$path")" -eq 3 ] || { echo "$spec: $(count_requests "$path") requests"; return 1; }
+  done
+}
+
+@test "an unreadable answer followed by a good one succeeds" {
+  stub_fault '[{"path": "/api/v1/teams/'"$TEAM_ID"'/secrets/export", "status": 200, "body": "[]", "count": 1}]'
+  run cvsm_get_all --json
+  [ "$status" -eq 0 ]
+  [ "$(jq -r .API_KEY <<<"$output")" = k-prod ]
+  [ "$(count_requests /export)" -eq 2 ]
+}
+
+@test "the timeout bounds the whole attempt, a body dripped byte by byte included" {
+  fault_on_get 200 '"body": "{\"value\": \"0123456789abcdefghij\"}", "drip": 0.2' 3
+  local start=${EPOCHREALTIME/[.,]/}
+  CVSM_TIMEOUT=1 CVSM_MAX_RETRIES=1 run --separate-stderr cvsm_get API_KEY
+  local took=$(((${EPOCHREALTIME/[.,]/} - start) / 1000))
+  [ "$status" -eq 8 ]
+  [ "$stderr" = "cvsm: network error: timed out after 1s (after 2 attempts)" ]
+  # Two attempts of one second each and a short backoff; the whole body would take 6 s each (the
+  # bound leaves room for a loaded machine).
+  [ "$took" -lt 6000 ]
+  [ "$(count_requests /secrets/s-api)" -eq 2 ]
 }

@@ -39,7 +39,49 @@ setup() { common_setup; }
   [ "$(jq 'length' <<<"$output")" -eq 4 ]
   [ "$(jq --arg t "Bearer $TOKEN" '[.[] | select(.headers.authorization == $t)] | length' <<<"$output")" -eq 4 ]
   [ "$(jq '[.[] | select(.headers.accept == "application/json")] | length' <<<"$output")" -eq 4 ]
-  [ "$(jq '[.[] | select(.headers["user-agent"] == "cvsm-shell/0.1.0")] | length' <<<"$output")" -eq 4 ]
+  [ "$(jq --arg ua "cvsm-shell/$(cvsm_version)" '[.[] | select(.headers["user-agent"] == $ua)] | length' <<<"$output")" -eq 4 ]
+  [ "$(cvsm_version)" = 0.1.0 ]
+}
+
+@test "whitespace around the token (a token read from a file) is trimmed" {
+  local tok
+  for tok in "$TOKEN"$'\n' $'  \t'"$TOKEN"$'\r\n' $'\n'"$TOKEN"' '; do
+    stub_reset
+    CVSM_TOKEN=$tok CVSM_CACHE_TTL=0 CVSM_TEAM=$TEAM_ID run cvsm_get API_KEY
+    [ "$status" -eq 0 ]
+    [ "$output" = k-prod ]
+    [ "$(stub_requests | jq -r '.[0].headers.authorization')" = "Bearer $TOKEN" ]
+  done
+}
+
+@test "a token with quotes and backslashes (visible ASCII) is sent exactly" {
+  local tok='cvsm_a"b\c'\''d'
+  CVSM_TOKEN=$tok run cvsm_get API_KEY
+  [ "$status" -eq 3 ]
+  [ "$(stub_requests | jq -r '.[0].headers.authorization')" = "Bearer $tok" ]
+}
+
+@test "a name that is not a valid secret name is not found, without a request" {
+  local name long
+  long=$(printf 'A%.0s' $(seq 1 256))
+  for name in '' 1A a-b 'A B' 'é' "A;B" $'A\n' "$long"; do
+    run --separate-stderr cvsm_get "$name"
+    [ "$status" -eq 5 ]
+    [[ $stderr == 'cvsm: secret name "'*'" is not valid: a name is a letter or _ followed by up to 254 letters, digits or _' ]]
+    [ "${#lines[@]}" -eq 0 ]
+  done
+  [ "$(count_requests)" -eq 0 ]
+  local rc=0
+  cvsm_get -- '' 2>/dev/null || rc=$?
+  [ "$rc" -eq 5 ]
+  [ "$CVSM_ERROR_KIND" = not_found ]
+  [ "$CVSM_ERROR_STATUS" = "" ]
+  [ "$CVSM_ERROR_REQUEST_ID" = "" ]
+  run cvsm_get "${long:1}"
+  [ "$status" -eq 5 ]
+  [ "$(count_requests)" -eq 2 ]
+  run cvsm_get _
+  [ "$(count_requests)" -eq 3 ]
 }
 
 @test "cvsm_get resolves the slug, lists with environment and search, then fetches the exact match by id" {
@@ -115,10 +157,10 @@ setup() { common_setup; }
   [ "$output" = "k-prod" ]
 }
 
-@test "names and environments are percent-encoded in the query" {
-  run cvsm_get 'A&B=C D'
+@test "environments are percent-encoded in the query" {
+  run cvsm_get --environment 'A&B=C+D' API_KEY
   [ "$status" -eq 5 ]
-  [ "$(stub_requests | jq -r '.[1].query')" = "environment=production&search=A%26B%3DC%20D" ]
+  [ "$(stub_requests | jq -r '.[1].query')" = "environment=A%26B%3DC%2BD&search=API_KEY" ]
 }
 
 @test "a trailing slash on the base URL is ignored" {

@@ -96,13 +96,75 @@ setup() { common_setup; }
 @test "cvsm_inject keeps variables that are already set, even empty ones" {
   export API_KEY=mine
   export EMPTY_BEFORE=1
-  DB=''
-  run cvsm_inject --print
+  export DB=''
+  run --separate-stderr cvsm_inject --print
   [ "$output" = "$(printf 'DB_URL\nEMPTY\nMULTI\nQUOTE\nUNICODE')" ]
+  [ "$stderr" = "" ]
   cvsm_inject
   [ "$API_KEY" = mine ]
   [ "$DB" = "" ]
   [ "$DB_URL" = "postgres://u:p@h/db" ]
+}
+
+@test "cvsm_inject warns when it keeps a variable that is set but not exported" {
+  for sh in $(shells_to_test); do
+    run --separate-stderr "$sh" -c 'source "$1"; eval "$(cvsm_get_all)"; export DB; cvsm_inject --print' _ "$SDK"
+    [ "$status" -eq 0 ]
+    [ "$output" = "" ]
+    [[ $stderr == *"cvsm: warning: kept API_KEY: it is set in this shell but not exported, so programs started from it do not see it (export it, or use --overwrite)"* ]]
+    [[ $stderr != *"kept DB:"* ]]
+    [ "$(grep -c 'warning: kept' <<<"$stderr")" -eq 6 ]
+  done
+}
+
+@test "cvsm_inject sets nothing when a name is not a variable name, and says which secret" {
+  stub_reset '[{"id": "a", "name": "GOOD", "environment": "production", "value": "1"},
+               {"id": "b", "name": "BAD-NAME", "environment": "production", "value": "v-bad"},
+               {"id": "c", "name": "ZED", "environment": "production", "value": "3"}]'
+  local rc=0
+  cvsm_inject 2>"$BATS_TEST_TMPDIR/err" || rc=$?
+  [ "$rc" -eq 2 ]
+  [ "$(cat "$BATS_TEST_TMPDIR/err")" = 'cvsm: secret "BAD-NAME" is not a valid variable name; nothing was set' ]
+  [ "$CVSM_ERROR_KIND" = configuration ]
+  [ -z "${GOOD+x}" ]
+  [ -z "${ZED+x}" ]
+}
+
+@test "cvsm_inject sets nothing when a value holds a NUL character, and never prints the value" {
+  stub_reset '[{"id": "a", "name": "AAA", "environment": "production", "value": "1"},
+               {"id": "b", "name": "NUL_VALUE", "environment": "production", "value": "sec\u0000ret-value"},
+               {"id": "c", "name": "ZED", "environment": "production", "value": "3"},
+               {"id": "d", "name": "9LIVES", "environment": "production", "value": "4"}]'
+  local rc=0
+  cvsm_inject 2>"$BATS_TEST_TMPDIR/err" || rc=$?
+  [ "$rc" -eq 2 ]
+  [ "$(cat "$BATS_TEST_TMPDIR/err")" = 'cvsm: secret "9LIVES" is not a valid variable name (and 1 more); nothing was set' ]
+  [ -z "${AAA+x}" ]
+  [ -z "${ZED+x}" ]
+  [ -z "${NUL_VALUE+x}" ]
+  stub_reset '[{"id": "a", "name": "AAA", "environment": "production", "value": "1"},
+               {"id": "b", "name": "NUL_VALUE", "environment": "production", "value": "sec\u0000ret-value"}]'
+  cvsm_clear_cache
+  rc=0
+  cvsm_inject --overwrite 2>"$BATS_TEST_TMPDIR/err" || rc=$?
+  [ "$rc" -eq 2 ]
+  [ "$(cat "$BATS_TEST_TMPDIR/err")" = 'cvsm: secret "NUL_VALUE" holds a NUL character, which no environment variable can; nothing was set' ]
+  [ -z "${AAA+x}" ]
+  run grep -r ret-value "$BATS_TEST_TMPDIR/err"
+  [ "$status" -eq 1 ]
+}
+
+@test "a name ending in a newline is not a variable name: nothing runs, nothing is set" {
+  cd "$BATS_TEST_TMPDIR"
+  stub_reset '[{"id": "a", "name": "X\n", "environment": "production", "value": "touch PWNED"},
+               {"id": "b", "name": "Y", "environment": "production", "value": "1"}]'
+  run cvsm_get_all
+  [ "$status" -eq 0 ]
+  [ "${lines[0]}" = '# cvsm: skipped "X\n": not a valid variable name' ]
+  eval "$output"
+  run cvsm_inject --overwrite
+  [ "$status" -eq 2 ]
+  [ ! -e PWNED ]
 }
 
 @test "cvsm_inject --overwrite replaces variables that are already set" {

@@ -14,9 +14,10 @@ TOKEN=cvsm_0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef
 # shellcheck disable=SC2034
 OTHER_TOKEN=cvsm_fedcba9876543210fedcba9876543210fedcba9876543210fedcba98765432
 
-# stub_start starts the stub API on a free port (call from setup_file).
+# stub_start [CERT KEY] starts the stub API on a free port (call from setup_file); with CERT and KEY
+# it speaks HTTPS.
 stub_start() {
-  python3 "$BATS_TEST_DIRNAME/stub_server.py" "$BATS_FILE_TMPDIR/port" >/dev/null 2>&1 3>&- &
+  python3 "$BATS_TEST_DIRNAME/stub_server.py" "$BATS_FILE_TMPDIR/port" "$@" >/dev/null 2>&1 3>&- &
   echo $! >"$BATS_FILE_TMPDIR/pid"
   for _ in $(seq 1 100); do
     [ -s "$BATS_FILE_TMPDIR/port" ] && return 0
@@ -31,9 +32,9 @@ stub_stop() {
   kill "$(cat "$BATS_FILE_TMPDIR/pid")" 2>/dev/null || true
 }
 
-# stub_port prints the stub API's port; stub_url its root URL.
+# stub_port prints the stub API's port; stub_url its root URL (STUB_SCHEME: http unless set).
 stub_port() { cat "$BATS_FILE_TMPDIR/port"; }
-stub_url() { echo "http://127.0.0.1:$(stub_port)"; }
+stub_url() { echo "${STUB_SCHEME:-http}://127.0.0.1:$(stub_port)"; }
 
 # stub_reset [SECRETS_JSON]: replaces the stub's data (default: the fixture below) and forgets
 # recorded requests and faults.
@@ -61,17 +62,24 @@ EOF
     '{token: $token, teams: [{id: $team, slug: "acme", name: "Acme", plan: "starter"},
       {id: "99999999-8888-7777-6666-555555555555", slug: "other", name: "Other", plan: "starter"}],
       secrets: $secrets}' |
-    curl -sf -X POST --data-binary @- "$(stub_url)/_stub/reset" >/dev/null
+    stub_curl -X POST --data-binary @- "$(stub_url)/_stub/reset" >/dev/null
+}
+
+# stub_curl ARGS...: curl for talking to the stub itself (trusting the test CA, never a proxy).
+stub_curl() {
+  local ca=()
+  [ -z "${STUB_CA:-}" ] || ca=(--cacert "$STUB_CA")
+  curl -sf --noproxy '*' "${ca[@]}" "$@"
 }
 
 # stub_fault JSON: queues faults (a JSON array, see stub_server.py).
 stub_fault() {
-  printf '%s' "$1" | curl -sf -X POST --data-binary @- "$(stub_url)/_stub/faults" >/dev/null
+  printf '%s' "$1" | stub_curl -X POST --data-binary @- "$(stub_url)/_stub/faults" >/dev/null
 }
 
 # stub_requests prints the recorded requests as a JSON array.
 stub_requests() {
-  curl -sf "$(stub_url)/_stub/requests"
+  stub_curl "$(stub_url)/_stub/requests"
 }
 
 # count_requests [PATH_SUFFIX]: how many API requests were recorded (whose path ends with SUFFIX).
@@ -90,9 +98,12 @@ need_zsh() {
   command -v zsh >/dev/null || skip "zsh is not installed"
 }
 
-# sdk_env sets the configuration variables for the stub and a per-test cache directory.
+# sdk_env sets the configuration variables for the stub and a per-test cache directory, and keeps
+# proxies and an older version's cache directory out of the way.
 sdk_env() {
-  unset CVSM_ENVIRONMENT CVSM_CACHE_TTL CVSM_TIMEOUT CVSM_MAX_RETRIES XDG_RUNTIME_DIR
+  unset CVSM_ENVIRONMENT CVSM_CACHE_TTL CVSM_TIMEOUT CVSM_MAX_RETRIES CVSM_CA_FILE CVSM_CURL_CONFIG \
+    XDG_RUNTIME_DIR http_proxy HTTP_PROXY https_proxy HTTPS_PROXY all_proxy ALL_PROXY no_proxy NO_PROXY
+  export TMPDIR="$BATS_TEST_TMPDIR"
   export CVSM_TOKEN=$TOKEN
   export CVSM_BASE_URL
   CVSM_BASE_URL="$(stub_url)/api/v1"

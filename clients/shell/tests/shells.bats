@@ -1,6 +1,7 @@
 #!/usr/bin/env bats
 # shells.bats - behaviour inside the caller's shell: strict mode, return codes only, no leaked
-# variables, xtrace kept for the caller but hiding the token and values; in bash and in zsh.
+# variables but the six CVSM_ERROR_*, xtrace kept for the caller but hiding the token and values;
+# in bash and in zsh.
 
 load helpers
 
@@ -10,7 +11,7 @@ setup() { common_setup; }
 
 @test "under set -euo pipefail the functions work and a failure can be handled with ||" {
   for sh in $(shells_to_test); do
-    run "$sh" -c 'set -euo pipefail
+    run --separate-stderr "$sh" -c 'set -euo pipefail
       source "$1"
       v=$(cvsm_get API_KEY)
       rc=0
@@ -19,9 +20,21 @@ setup() { common_setup; }
       cvsm_inject
       cvsm_describe >/dev/null
       cvsm_clear_cache
-      echo "alive $v $rc $DB"' _ "$SDK"
+      echo "alive $v $rc $DB $CVSM_ERROR_KIND."' _ "$SDK"
     [ "$status" -eq 0 ]
-    [ "$output" = "alive k-prod 5 db-short" ]
+    [ "${lines[-1]}" = "alive k-prod 5 db-short ." ]
+  done
+}
+
+@test "under set -u the CVSM_ERROR_* variables can be read after any call" {
+  export CVSM_TEAM=$TEAM_ID
+  for sh in $(shells_to_test); do
+    stub_reset
+    run "$sh" -c 'set -u; source "$1"; cvsm_check_config
+      echo "[$CVSM_ERROR_KIND$CVSM_ERROR_MESSAGE$CVSM_ERROR_STATUS$CVSM_ERROR_RETRY_AFTER$CVSM_ERROR_REQUEST_ID$CVSM_ERROR_SUGGESTION]"
+      cvsm_get NOPE 2>/dev/null || echo "$CVSM_ERROR_KIND $CVSM_ERROR_REQUEST_ID"' _ "$SDK"
+    [ "$status" -eq 0 ]
+    [ "$output" = "$(printf '[]\nnot_found req-1')" ]
   done
 }
 
@@ -42,16 +55,16 @@ setup() { common_setup; }
   done
 }
 
-@test "in bash the functions leave no variable behind" {
+@test "in bash the functions leave no variable behind but the six CVSM_ERROR_*" {
   run bash -c 'source "$1"
     before=$(compgen -v | grep -v -e "^BASH_" -e "^_$" -e "^FUNCNAME$" -e "^PIPESTATUS$" | sort)
     cvsm_get API_KEY >/dev/null; cvsm_get NOPE 2>/dev/null; cvsm_get_all >/dev/null
     cvsm_get_all --json >/dev/null; cvsm_describe >/dev/null; cvsm_check_config; cvsm_clear_cache
-    CVSM_CACHE_TTL=0 cvsm_get API_KEY >/dev/null; cvsm_get --bogus 2>/dev/null
+    CVSM_CACHE_TTL=0 cvsm_get API_KEY >/dev/null; cvsm_get --bogus 2>/dev/null; cvsm_version >/dev/null
     after=$(compgen -v | grep -v -e "^BASH_" -e "^_$" -e "^FUNCNAME$" -e "^PIPESTATUS$" -e "^before$" | sort)
-    diff <(echo "$before") <(echo "$after") && echo same' _ "$SDK"
+    comm -3 <(echo "$before") <(echo "$after")' _ "$SDK"
   [ "$status" -eq 0 ]
-  [ "$output" = same ]
+  [ "$output" = "$(printf 'CVSM_ERROR_%s\n' KIND MESSAGE REQUEST_ID RETRY_AFTER STATUS SUGGESTION | sort | sed 's/^/\t/')" ]
 }
 
 @test "in zsh the functions leave no variable behind and print nothing extra" {
@@ -59,18 +72,19 @@ setup() { common_setup; }
   run zsh -c 'source "$1"
     before=(${(k)parameters})
     v=$(cvsm_get API_KEY); cvsm_get NOPE 2>/dev/null; out=$(cvsm_get_all); cvsm_describe >/dev/null
-    cvsm_check_config; cvsm_clear_cache
+    cvsm_check_config; cvsm_clear_cache; cvsm_version >/dev/null
     after=(${(k)parameters})
     print -l -- ${after:|before}' _ "$SDK"
   [ "$status" -eq 0 ]
-  [ "$(printf '%s\n' "$output" | grep -v -x -e v -e out -e before | grep -c .)" -eq 0 ]
+  [ "$(printf '%s\n' "$output" | grep -v -x -e v -e out -e before -e 'CVSM_ERROR_[A-Z_]*' | grep -c .)" -eq 0 ]
+  [ "$(printf '%s\n' "$output" | grep -c -x -e 'CVSM_ERROR_[A-Z_]*')" -eq 6 ]
 }
 
 @test "inject sets exactly the secret names, and only they are new in the shell" {
   run bash -c 'source "$1"
     before=$(compgen -v | sort)
     cvsm_inject
-    comm -13 <(echo "$before") <(compgen -v | grep -v -e "^before$" -e "^BASH_" -e "^_$" | sort)' _ "$SDK"
+    comm -13 <(echo "$before") <(compgen -v | grep -v -e "^before$" -e "^BASH_" -e "^_$" -e "^CVSM_ERROR_" | sort)' _ "$SDK"
   [ "$output" = "$(printf 'API_KEY\nDB\nDB_URL\nEMPTY\nMULTI\nQUOTE\nUNICODE')" ]
 }
 
@@ -134,4 +148,13 @@ setup() { common_setup; }
                {"id": "b", "name": "FINE", "environment": "production", "value": "1"}]'
   run zsh -c 'source "$1"; cvsm_inject --overwrite --print 2>/dev/null; command -v jq >/dev/null && echo "PATH intact"' _ "$SDK"
   [ "$output" = "$(printf 'FINE\nPATH intact')" ]
+}
+
+@test "in bash the caller's noglob and failglob neither break the cache nor change after a call" {
+  run bash -c 'source "$1"; set -f; shopt -s failglob; before="$-:$(shopt -p failglob)"
+    cvsm_get API_KEY >/dev/null; CVSM_CACHE_TTL=0 cvsm_get DB >/dev/null; cvsm_get API_KEY
+    [ "$before" = "$-:$(shopt -p failglob)" ] && echo " same"' _ "$SDK"
+  [ "$status" -eq 0 ]
+  [ "$output" = "k-prod same" ]
+  [ "$(count_requests /secrets/s-api)" -eq 1 ]
 }

@@ -6,13 +6,21 @@ replays scripted faults. Tests drive it over HTTP:
 
   POST /_stub/reset     {"token", "teams": [...], "secrets": [{"id","name","environment","value"}]}
   POST /_stub/faults    [{"path": "<prefix>", "count": N, "status": S, "retry_after": "5",
-                          "body": "<raw>", "drop": true, "garbage": true, "delay": SECONDS}]
-  GET  /_stub/requests  -> [{"method","path","query","headers"}] (header names lower-cased)
+                          "headers": {"Name": "value"}, "body": "<raw>", "drop": true,
+                          "garbage": true, "delay": SECONDS, "drip": SECONDS_PER_BYTE,
+                          "no_request_id": true}]
+  GET  /_stub/requests  -> [{"method","path","query","headers","proxied","host"}] (header names
+                           lower-cased; proxied: the request line held an absolute URL, as a client
+                           sends it to an HTTP proxy)
 
-Usage: python3 stub_server.py PORT_FILE  (binds 127.0.0.1 on a free port and writes it there).
+Every API answer carries "X-Request-Id: req-N" (N counts the API requests from 1).
+
+Usage: python3 stub_server.py PORT_FILE [CERT KEY]  (binds 127.0.0.1 on a free port and writes it
+there; with CERT and KEY it speaks HTTPS).
 """
 
 import json
+import ssl
 import os
 import socket
 import sys
@@ -28,14 +36,25 @@ REQUESTS = []
 
 
 def _json(handler, status, payload, headers=None):
-    body = json.dumps(payload).encode()
+    _raw(handler, status, json.dumps(payload).encode(), headers)
+
+
+def _raw(handler, status, body, headers=None, drip=None):
     handler.send_response(status)
     handler.send_header("Content-Type", "application/json")
     handler.send_header("Content-Length", str(len(body)))
+    if getattr(handler, "request_id", None):
+        handler.send_header("X-Request-Id", handler.request_id)
     for name, value in (headers or {}).items():
         handler.send_header(name, value)
     handler.end_headers()
-    handler.wfile.write(body)
+    if drip:
+        for i in range(len(body)):
+            handler.wfile.write(body[i : i + 1])
+            handler.wfile.flush()
+            time.sleep(drip)
+    else:
+        handler.wfile.write(body)
 
 
 def _take_fault(path):
@@ -82,6 +101,7 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_GET(self):
         url = urlsplit(self.path)
+        self.request_id = None
         if url.path == "/_stub/requests":
             with LOCK:
                 return _json(self, 200, list(REQUESTS))
@@ -92,9 +112,14 @@ class Handler(BaseHTTPRequestHandler):
                     "path": url.path,
                     "query": url.query,
                     "headers": {k.lower(): v for k, v in self.headers.items()},
+                    "proxied": bool(url.scheme),
+                    "host": url.netloc or self.headers.get("Host", ""),
                 }
             )
+            self.request_id = f"req-{len(REQUESTS)}"
         fault = _take_fault(url.path)
+        if fault and fault.get("no_request_id"):
+            self.request_id = None
         if fault:
             if fault.get("delay"):
                 time.sleep(fault["delay"])
@@ -107,20 +132,14 @@ class Handler(BaseHTTPRequestHandler):
                 self.close_connection = True
                 return
             if "status" in fault:
-                headers = {}
+                headers = dict(fault.get("headers", {}))
                 if "retry_after" in fault:
                     headers["Retry-After"] = str(fault["retry_after"])
                 if "body" in fault:
                     raw = fault["body"].encode()
-                    self.send_response(fault["status"])
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(raw)))
-                    for name, value in headers.items():
-                        self.send_header(name, value)
-                    self.end_headers()
-                    self.wfile.write(raw)
-                    return
-                return _json(self, fault["status"], {"error": "kesalahan buatan"}, headers)
+                else:
+                    raw = json.dumps({"error": "kesalahan buatan"}).encode()
+                return _raw(self, fault["status"], raw, headers, fault.get("drip"))
         self._api(url)
 
     def _api(self, url):
@@ -160,6 +179,10 @@ class Handler(BaseHTTPRequestHandler):
 def main():
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     server.daemon_threads = True
+    if len(sys.argv) == 4:
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(sys.argv[2], sys.argv[3])
+        server.socket = context.wrap_socket(server.socket, server_side=True)
     with open(sys.argv[1] + ".tmp", "w") as f:
         f.write(str(server.server_address[1]))
     os.replace(sys.argv[1] + ".tmp", sys.argv[1])

@@ -1,0 +1,85 @@
+#!/usr/bin/env bats
+# proxy.bats - the proxy variables (curl's own, plus HTTP_PROXY as the other SDKs read it) and the
+# transport seam, CVSM_CURL_CONFIG / --curl-config.
+
+load helpers
+
+setup_file() { stub_start; }
+teardown_file() { stub_stop; }
+setup() {
+  common_setup
+  # A host that does not exist: only a proxy can reach it (the stub acts as one).
+  export CVSM_BASE_URL=http://cvsm.invalid/api/v1 CVSM_TIMEOUT=3 CVSM_CACHE_TTL=0 CVSM_TEAM=$TEAM_ID
+  unset REQUEST_METHOD
+}
+
+# proxied_requests: how many requests reached the stub as a proxy, for cvsm.invalid.
+proxied_requests() {
+  stub_requests | jq '[.[] | select(.proxied and .host == "cvsm.invalid")] | length'
+}
+
+@test "http_proxy carries every request, token included" {
+  http_proxy=$(stub_url) run cvsm_get API_KEY
+  [ "$status" -eq 0 ]
+  [ "$output" = k-prod ]
+  [ "$(proxied_requests)" -eq 2 ]
+  [ "$(stub_requests | jq -r '.[1].headers.authorization')" = "Bearer $TOKEN" ]
+}
+
+@test "HTTP_PROXY is honoured too, as the other cvsm SDKs do, except under CGI (REQUEST_METHOD set)" {
+  HTTP_PROXY=$(stub_url) run cvsm_get_all --json
+  [ "$status" -eq 0 ]
+  [ "$(proxied_requests)" -eq 1 ]
+  HTTP_PROXY=$(stub_url) REQUEST_METHOD=GET CVSM_MAX_RETRIES=0 run cvsm_get_all --json
+  [ "$status" -eq 8 ]
+  [ "$(proxied_requests)" -eq 1 ]
+}
+
+@test "http_proxy wins over HTTP_PROXY" {
+  http_proxy=$(stub_url) HTTP_PROXY=http://127.0.0.1:9 run cvsm_get API_KEY
+  [ "$output" = k-prod ]
+}
+
+@test "no_proxy and NO_PROXY send matching hosts direct, whichever proxy variable is set" {
+  local np proxy
+  for np in no_proxy NO_PROXY; do
+    for proxy in http_proxy HTTP_PROXY; do
+      env "$np=cvsm.invalid" "$proxy=$(stub_url)" CVSM_MAX_RETRIES=0 bash -c 'source "$1"; cvsm_get API_KEY' _ "$SDK" 2>/dev/null && return 1
+      env "$np=.invalid" "$proxy=$(stub_url)" CVSM_MAX_RETRIES=0 bash -c 'source "$1"; cvsm_get API_KEY' _ "$SDK" 2>/dev/null && return 1
+    done
+  done
+  [ "$(proxied_requests)" -eq 0 ]
+  env "no_proxy=example.com" "http_proxy=$(stub_url)" bash -c 'source "$1"; cvsm_get API_KEY' _ "$SDK"
+  [ "$(proxied_requests)" -eq 2 ]
+}
+
+@test "an unreachable proxy is a network error" {
+  http_proxy=http://127.0.0.1:9 CVSM_MAX_RETRIES=0 run --separate-stderr cvsm_get API_KEY
+  [ "$status" -eq 8 ]
+  [[ $stderr == "cvsm: network error: "* ]]
+}
+
+@test "CVSM_CURL_CONFIG adds curl options to every request (the transport seam)" {
+  export CVSM_BASE_URL
+  CVSM_BASE_URL="$(stub_url)/api/v1"
+  printf 'header = "X-Extra: seam"\n# a comment\n' >"$BATS_TEST_TMPDIR/curl.cfg"
+  CVSM_CURL_CONFIG="$BATS_TEST_TMPDIR/curl.cfg" run cvsm_get API_KEY
+  [ "$output" = k-prod ]
+  [ "$(stub_requests | jq '[.[] | select(.headers["x-extra"] == "seam")] | length')" -eq 2 ]
+  run cvsm_get_all --curl-config "$BATS_TEST_TMPDIR/curl.cfg"
+  [ "$status" -eq 0 ]
+  [ "$(stub_requests | jq '[.[] | select(.headers["x-extra"] == "seam")] | length')" -eq 3 ]
+}
+
+@test "the SDK's own settings win over CVSM_CURL_CONFIG: time limit, redirects, protocols" {
+  export CVSM_BASE_URL
+  CVSM_BASE_URL="$(stub_url)/api/v1"
+  printf 'max-time = 100\nlocation\nproto = "=all"\n' >"$BATS_TEST_TMPDIR/curl.cfg"
+  stub_fault '[{"path": "/api/v1/teams/'"$TEAM_ID"'/secrets/s-api", "status": 302, "headers": {"Location": "/elsewhere"}, "count": 1}]'
+  CVSM_CURL_CONFIG="$BATS_TEST_TMPDIR/curl.cfg" run cvsm_get API_KEY
+  [ "$status" -eq 7 ]
+  [ "$(count_requests /elsewhere)" -eq 0 ]
+  stub_fault '[{"path": "/api/v1/teams/'"$TEAM_ID"'/secrets/s-db", "status": 200, "body": "{\"value\": \"slow\"}", "delay": 3, "count": 1}]'
+  CVSM_CURL_CONFIG="$BATS_TEST_TMPDIR/curl.cfg" CVSM_TIMEOUT=1 CVSM_MAX_RETRIES=0 run cvsm_get DB
+  [ "$status" -eq 8 ]
+}
