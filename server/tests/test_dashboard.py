@@ -157,6 +157,60 @@ async def test_two_factor_sign_in_asks_for_the_code_after_the_password(client: T
     assert (ok.status, ok.headers["Location"]) == (303, "/app/teams"), await ok.text()
 
 
+async def test_a_token_is_shown_once_and_works_within_its_scope(client: TestClient, database_url: str) -> None:
+    await sign_up(client)
+    csrf = await form_csrf(client, "/app/teams")
+    await client.post("/app/teams", data={"csrf": csrf, "name": "Scoped", "slug": "scoped-team"})
+    for environment in ("production", "staging"):
+        await client.post("/app/teams/scoped-team/secrets", data={
+            "csrf": csrf, "name": "KEY", "value": f"{environment}-key-value", "environment": environment,
+            "type": "api_key"})
+    resp = await client.post("/app/tokens", data=[("csrf", csrf), ("name", "deploy"), ("team", "scoped-team"),
+                                                  ("environments", "production"), ("read_only", "on")])
+    html = await resp.text()
+    assert resp.status == 200 and resp.headers["Cache-Control"] == "no-store"
+    token = re.search(r"(cvsm_[0-9a-f]{64})", html).group(1)  # type: ignore[union-attr]
+    listing = await (await client.get("/app/tokens")).text()
+    assert token not in listing and token[:12] in listing and "hanya baca" in listing
+    auth = {"Authorization": f"Bearer {token}"}
+    read = await client.get("/api/v1/teams/scoped-team/secrets/by-name/KEY", headers=auth)
+    assert (await read.json())["value"] == "production-key-value"
+    staging = await client.get("/api/v1/teams/scoped-team/secrets/by-name/KEY?environment=staging", headers=auth)
+    assert staging.status == 404
+    token_id = re.search(r'/app/tokens/([0-9a-f-]{36})/revoke', listing).group(1)  # type: ignore[union-attr]
+    resp = await client.post(f"/app/tokens/{token_id}/revoke", data={"csrf": csrf}, allow_redirects=False)
+    assert resp.status == 303
+    assert (await client.get("/api/v1/teams/scoped-team/secrets/by-name/KEY", headers=auth)).status == 401
+
+
+async def test_the_audit_page_shows_the_team_log_newest_first(client: TestClient) -> None:
+    await sign_up(client)
+    csrf = await form_csrf(client, "/app/teams")
+    await client.post("/app/teams", data={"csrf": csrf, "name": "Logged", "slug": "logged-team"})
+    await client.post("/app/teams/logged-team/secrets", data={
+        "csrf": csrf, "name": "AUDITED", "value": "audited-value-1", "environment": "production", "type": "other"})
+    page = await client.get("/app/teams/logged-team/audit?page=oops")
+    html = await page.text()
+    assert page.status == 200 and "Halaman 1 dari 1" in html
+    assert html.index(">create<") < html.index(">team_create<") and "audited-value-1" not in html
+
+
+async def test_two_factor_setup_draws_the_qr_code_on_the_server(client: TestClient) -> None:
+    await sign_up(client)
+    csrf = await form_csrf(client, "/app/account")
+    page = await client.post("/app/account/2fa/setup", data={"csrf": csrf})
+    html = await page.text()
+    assert page.status == 200 and page.headers["Cache-Control"] == "no-store"
+    assert 'src="data:image/svg+xml' in html
+    secret = re.search(r"<code data-secret-value>([A-Z2-7]+)</code>", html).group(1)  # type: ignore[union-attr]
+    wrong = await client.post("/app/account/2fa/enable", data={"csrf": csrf, "code": "12345"})
+    assert wrong.status == 400
+    resp = await client.post("/app/account/2fa/enable", data={"csrf": csrf, "code": pyotp.TOTP(secret).now()},
+                             allow_redirects=False)
+    assert resp.status == 303
+    assert "Aktif:" in await (await client.get("/app/account")).text()
+
+
 async def test_the_dashboard_works_in_chromium(client: TestClient, tmp_path: Path) -> None:
     """Sign up, create a team and secrets in two environments, reveal one, sign out."""
     require_chromium()
@@ -196,7 +250,12 @@ async def test_the_dashboard_works_in_chromium(client: TestClient, tmp_path: Pat
             assert "prod-in-browser" not in await page.content()
             assert "staging-in-browser" not in page.url
             await page.screenshot(path=str(tmp_path / "secrets.png"))
-            await page.get_by_role("button", name="Keluar").click()
+            await page.get_by_role("link", name="Akun").click()
+            await page.get_by_role("button", name="Siapkan verifikasi dua langkah").click()
+            qr = page.get_by_role("img", name="Kode QR untuk aplikasi autentikator")
+            await qr.wait_for()
+            assert await qr.evaluate("img => img.naturalWidth") > 0  # drawn, and allowed by the CSP
+            await page.get_by_role("button", name="Keluar", exact=True).click()
             await page.wait_for_url(f"{base}/signin")
             await page.goto(f"{base}/app/teams")
             assert page.url == f"{base}/signin"

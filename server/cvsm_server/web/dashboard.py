@@ -26,7 +26,7 @@ import aiohttp_jinja2
 from aiohttp import web
 from multidict import MultiDictProxy
 
-from .. import credentials, db, ratelimit, sessions, teams, users
+from .. import audit, credentials, db, ratelimit, sessions, teams, tokens, totp, users
 from .. import secrets as domain
 from ..actor import Actor
 from ..errors import BadRequest, DomainError, Forbidden, NotFound, TooManyRequests, Unauthorized
@@ -407,6 +407,117 @@ async def delete_secret(request: web.Request, actor: Actor) -> web.StreamRespons
         team_id = await teams.resolve(conn, team_ref)
         await domain.delete_secret(conn, actor, team_id, _secret_id(request))
     return _redirect(f"/app/teams/{team_ref}/secrets?environment={environment}")
+
+
+# Tokens ---------------------------------------------------------------------------------------
+
+async def _tokens_context(request: web.Request, conn: db.Connection, actor: Actor) -> dict[str, Any]:
+    rows = await tokens.list_tokens(conn, actor)
+    your_teams = await teams.list_teams(conn, actor)
+    names = {team["id"]: team["slug"] for team in your_teams}
+    return {"user": actor, "csrf": _session_csrf(request, actor), "tokens": rows, "teams": your_teams,
+            "team_slugs": names, "environments": ENVIRONMENTS, "created": None}
+
+
+@signed_in
+async def tokens_page(request: web.Request, actor: Actor) -> web.StreamResponse:
+    async with db.connection(request.app[POOL]) as conn:
+        return _page(request, "tokens.html", await _tokens_context(request, conn, actor))
+
+
+@signed_in
+async def create_token(request: web.Request, actor: Actor) -> web.StreamResponse:
+    form = await _form(request)
+    _check_session_csrf(request, actor, form)
+    environments = [e for e in form.getall("environments", []) if isinstance(e, str)]
+    async with db.connection(request.app[POOL]) as conn:
+        try:
+            row, token = await tokens.create_token(
+                conn, actor, request.app[KEYRING], name=_field(form, "name"),
+                team=_field(form, "team") or None, environments=environments or None,
+                read_only=_field(form, "read_only") == "on")
+        except DomainError as exc:
+            context = await _tokens_context(request, conn, actor)
+            context.update(error=exc.message, form={"name": _field(form, "name")})
+            return _page(request, "tokens.html", context, status=exc.status)
+        context = await _tokens_context(request, conn, actor)
+    # The token is shown this once, on a page that is never stored.
+    context["created"] = {"name": row["name"], "token": token}
+    return _page(request, "tokens.html", context, private=True)
+
+
+@signed_in
+async def revoke_token(request: web.Request, actor: Actor) -> web.StreamResponse:
+    _check_session_csrf(request, actor, await _form(request))
+    try:
+        token_id = uuid.UUID(request.match_info["token_id"])
+    except ValueError:
+        raise NotFound() from None
+    async with db.connection(request.app[POOL]) as conn:
+        await tokens.revoke_token(conn, actor, token_id)
+    return _redirect("/app/tokens")
+
+
+# Audit log ------------------------------------------------------------------------------------
+
+AUDIT_PAGE = 50
+
+
+@signed_in
+async def audit_page(request: web.Request, actor: Actor) -> web.StreamResponse:
+    raw = request.query.get("page", "1")
+    page = int(raw) if raw.isdigit() and 0 < len(raw) <= 6 and int(raw) > 0 else 1
+    team_ref = request.match_info["team"]
+    async with db.connection(request.app[POOL]) as conn:
+        team_id = await teams.resolve(conn, team_ref)
+        team = await teams.get_team(conn, actor, team_id)
+        rows, total = await audit.list_entries(conn, actor, team_id, limit=AUDIT_PAGE,
+                                               offset=(page - 1) * AUDIT_PAGE)
+    pages = max(1, -(-total // AUDIT_PAGE))
+    return _page(request, "audit.html", {"user": actor, "csrf": _session_csrf(request, actor),
+                                         "team": team, "team_ref": team_ref, "entries": rows,
+                                         "total": total, "page": page, "pages": pages})
+
+
+# Account ----------------------------------------------------------------------------------------
+
+async def _account_context(request: web.Request, conn: db.Connection, actor: Actor) -> dict[str, Any]:
+    return {"user": actor, "csrf": _session_csrf(request, actor),
+            "profile": await users.profile(conn, actor), "setup": None}
+
+
+@signed_in
+async def account_page(request: web.Request, actor: Actor) -> web.StreamResponse:
+    async with db.connection(request.app[POOL]) as conn:
+        return _page(request, "account.html", await _account_context(request, conn, actor))
+
+
+@signed_in
+async def totp_setup(request: web.Request, actor: Actor) -> web.StreamResponse:
+    import segno
+
+    _check_session_csrf(request, actor, await _form(request))
+    async with db.connection(request.app[POOL]) as conn:
+        secret, url = await totp.setup(conn, actor, request.app[KEYRING])
+        context = await _account_context(request, conn, actor)
+    # The QR code is drawn here, as SVG in a data: URL: the secret never leaves this server.
+    qr = segno.make(url, error="m").svg_data_uri(scale=4, dark="#000", light="#fff")
+    context["setup"] = {"secret": secret, "qr": qr}
+    return _page(request, "account.html", context, private=True)
+
+
+@signed_in
+async def totp_enable(request: web.Request, actor: Actor) -> web.StreamResponse:
+    form = await _form(request)
+    _check_session_csrf(request, actor, form)
+    async with db.connection(request.app[POOL]) as conn:
+        try:
+            await totp.enable(conn, actor, request.app[KEYRING], _field(form, "code").strip())
+        except DomainError as exc:
+            context = await _account_context(request, conn, actor)
+            context["error"] = exc.message
+            return _page(request, "account.html", context, status=exc.status)
+    return _redirect("/app/account")
 
 
 def setup(app: web.Application) -> None:

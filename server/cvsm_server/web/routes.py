@@ -75,6 +75,13 @@ ROUTES = [
     web.post("/app/teams/{team}/secrets", dashboard.create_secret),
     web.post(f"/app/teams/{{team}}/secrets/{UUID % 'secret_id'}/reveal", dashboard.reveal_secret),
     web.post(f"/app/teams/{{team}}/secrets/{UUID % 'secret_id'}/delete", dashboard.delete_secret),
+    web.get("/app/teams/{team}/audit", dashboard.audit_page),
+    web.get("/app/tokens", dashboard.tokens_page),
+    web.post("/app/tokens", dashboard.create_token),
+    web.post(f"/app/tokens/{UUID % 'token_id'}/revoke", dashboard.revoke_token),
+    web.get("/app/account", dashboard.account_page),
+    web.post("/app/account/2fa/setup", dashboard.totp_setup),
+    web.post("/app/account/2fa/enable", dashboard.totp_enable),
 ]
 
 
