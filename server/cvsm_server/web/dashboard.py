@@ -26,7 +26,8 @@ import aiohttp_jinja2
 from aiohttp import web
 from multidict import MultiDictProxy
 
-from .. import audit, credentials, db, ratelimit, sessions, teams, tokens, totp, users
+from .. import (audit, bulk, credentials, db, dotenv, ratelimit, roles, sessions, shares, teams,
+               tokens, totp, users)
 from .. import secrets as domain
 from ..actor import Actor
 from ..errors import BadRequest, DomainError, Forbidden, NotFound, TooManyRequests, Unauthorized
@@ -407,6 +408,167 @@ async def delete_secret(request: web.Request, actor: Actor) -> web.StreamRespons
         team_id = await teams.resolve(conn, team_ref)
         await domain.delete_secret(conn, actor, team_id, _secret_id(request))
     return _redirect(f"/app/teams/{team_ref}/secrets?environment={environment}")
+
+
+# One secret: versions, rollback, shares ------------------------------------------------------
+
+async def _secret_context(request: web.Request, conn: db.Connection, actor: Actor) -> dict[str, Any]:
+    team_ref = request.match_info["team"]
+    team_id = await teams.resolve(conn, team_ref)
+    team = await teams.get_team(conn, actor, team_id)
+    secret, versions = await domain.secret_history(conn, actor, team_id, _secret_id(request))
+    can_share = roles.RANK[team["role"]] >= roles.RANK[roles.MEMBER]
+    share_rows = await shares.list_shares(conn, actor, team_id, secret["id"]) if can_share else []
+    return {"user": actor, "csrf": _session_csrf(request, actor), "team": team, "team_ref": team_ref,
+            "secret": secret, "versions": versions, "shares": share_rows, "can_share": can_share,
+            "share_url": None}
+
+
+@signed_in
+async def secret_page(request: web.Request, actor: Actor) -> web.StreamResponse:
+    async with db.connection(request.app[POOL]) as conn:
+        return _page(request, "secret.html", await _secret_context(request, conn, actor))
+
+
+def _whole(form: Mapping[str, Any], name: str, default: int) -> int:
+    raw = _field(form, name, str(default)).strip()
+    if not raw.isdigit() or len(raw) > 9:
+        raise BadRequest(f"Kolom '{name}' harus bilangan bulat")
+    return int(raw)
+
+
+@signed_in
+async def rollback_secret(request: web.Request, actor: Actor) -> web.StreamResponse:
+    form = await _form(request)
+    _check_session_csrf(request, actor, form)
+    team_ref = request.match_info["team"]
+    async with db.connection(request.app[POOL]) as conn:
+        team_id = await teams.resolve(conn, team_ref)
+        await domain.rollback(conn, actor, request.app[KEYRING], team_id, _secret_id(request),
+                              _whole(form, "version", 0))
+    return _redirect(f"/app/teams/{team_ref}/secrets/{_secret_id(request)}")
+
+
+@signed_in
+async def create_share(request: web.Request, actor: Actor) -> web.StreamResponse:
+    form = await _form(request)
+    _check_session_csrf(request, actor, form)
+    async with db.connection(request.app[POOL]) as conn:
+        team_id = await teams.resolve(conn, request.match_info["team"])
+        _row, token = await shares.create_share(
+            conn, actor, request.app[KEYRING], team_id, _secret_id(request),
+            max_views=_whole(form, "max_views", 1), ttl_hours=_whole(form, "ttl_hours", 24))
+        context = await _secret_context(request, conn, actor)
+    context["share_url"] = f"{app_url(request)}/share/{token}"  # shown once, never stored
+    return _page(request, "secret.html", context, private=True)
+
+
+@signed_in
+async def revoke_share(request: web.Request, actor: Actor) -> web.StreamResponse:
+    _check_session_csrf(request, actor, await _form(request))
+    team_ref = request.match_info["team"]
+    try:
+        share_id = uuid.UUID(request.match_info["share_id"])
+    except ValueError:
+        raise NotFound() from None
+    async with db.connection(request.app[POOL]) as conn:
+        team_id = await teams.resolve(conn, team_ref)
+        await shares.revoke_share(conn, actor, team_id, _secret_id(request), share_id)
+    return _redirect(f"/app/teams/{team_ref}/secrets/{_secret_id(request)}")
+
+
+# .env import and export ---------------------------------------------------------------------
+
+@signed_in
+async def import_dotenv(request: web.Request, actor: Actor) -> web.StreamResponse:
+    form = await request.post() if (request.content_length or 0) <= bulk.MAX_DOTENV_BYTES + 64 * 1024 \
+        else None
+    if form is None:
+        raise BadRequest(bulk.DOTENV_TOO_LARGE)
+    _check_session_csrf(request, actor, form)
+    upload = form.get("file")
+    content = _field(form, "content")
+    if isinstance(upload, web.FileField) and upload.filename:
+        try:
+            content = upload.file.read(bulk.MAX_DOTENV_BYTES + 1).decode("utf-8")
+        except UnicodeDecodeError:
+            raise BadRequest("Berkas .env harus UTF-8") from None
+    team_ref = request.match_info["team"]
+    environment = _environment(_field(form, "environment"))
+    async with db.connection(request.app[POOL]) as conn:
+        team_id = await teams.resolve(conn, team_ref)
+        _parsed, results, summary = await bulk.import_dotenv(
+            conn, actor, request.app[KEYRING], team_id, content, environment)
+        context = await _secrets_context(request, conn, actor, team_ref, environment, "")
+    context["imported"] = {"summary": summary, "problems": [r for r in results if not r.get("ok")]}
+    return _page(request, "secrets.html", context)
+
+
+@signed_in
+async def export_dotenv(request: web.Request, actor: Actor) -> web.StreamResponse:
+    form = await _form(request)
+    _check_session_csrf(request, actor, form)
+    team_ref = request.match_info["team"]
+    environment = _environment(_field(form, "environment"))
+    async with db.connection(request.app[POOL]) as conn:
+        team_id = await teams.resolve(conn, team_ref)
+        values = await domain.export(conn, actor, request.app[KEYRING], team_id,
+                                     environment=environment, fmt="dotenv")
+    response = web.Response(text=dotenv.render(values), content_type="text/plain", charset="utf-8")
+    response.headers["Content-Disposition"] = f'attachment; filename="{environment}.env"'
+    response.headers["Cache-Control"] = "no-store"
+    return response
+
+
+# Members ------------------------------------------------------------------------------------
+
+async def _members_context(request: web.Request, conn: db.Connection, actor: Actor) -> dict[str, Any]:
+    team_ref = request.match_info["team"]
+    team_id = await teams.resolve(conn, team_ref)
+    return {"user": actor, "csrf": _session_csrf(request, actor), "team_ref": team_ref,
+            "team": await teams.get_team(conn, actor, team_id),
+            "members": await teams.list_members(conn, actor, team_id), "roles": list(roles.RANK)}
+
+
+@signed_in
+async def members_page(request: web.Request, actor: Actor) -> web.StreamResponse:
+    async with db.connection(request.app[POOL]) as conn:
+        return _page(request, "members.html", await _members_context(request, conn, actor))
+
+
+@signed_in
+async def add_member(request: web.Request, actor: Actor) -> web.StreamResponse:
+    form = await _form(request)
+    _check_session_csrf(request, actor, form)
+    async with db.connection(request.app[POOL]) as conn:
+        team_id = await teams.resolve(conn, request.match_info["team"])
+        try:
+            await teams.add_member(conn, actor, team_id, _field(form, "identifier"), _field(form, "role"))
+        except DomainError as exc:
+            context = await _members_context(request, conn, actor)
+            context.update(error=exc.message, form={"identifier": _field(form, "identifier")})
+            return _page(request, "members.html", context, status=exc.status)
+    return _redirect(f"/app/teams/{request.match_info['team']}/members")
+
+
+def _member_id(request: web.Request) -> uuid.UUID:
+    try:
+        return uuid.UUID(request.match_info["user_id"])
+    except ValueError:
+        raise NotFound() from None
+
+
+@signed_in
+async def change_member(request: web.Request, actor: Actor) -> web.StreamResponse:
+    form = await _form(request)
+    _check_session_csrf(request, actor, form)
+    async with db.connection(request.app[POOL]) as conn:
+        team_id = await teams.resolve(conn, request.match_info["team"])
+        if _field(form, "action") == "remove":
+            await teams.remove_member(conn, actor, team_id, _member_id(request))
+        else:
+            await teams.update_member(conn, actor, team_id, _member_id(request), _field(form, "role"))
+    return _redirect(f"/app/teams/{request.match_info['team']}/members")
 
 
 # Tokens ---------------------------------------------------------------------------------------
