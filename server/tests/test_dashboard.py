@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
+import subprocess
 import time
 import uuid
 from collections.abc import Callable
@@ -398,3 +400,68 @@ async def test_api_paths_without_the_prefix_stay_404_for_misconfigured_clients(c
                  "/teams/acme/secrets/export"):
         resp = await client.get(path, headers={"Accept": "application/json"}, allow_redirects=False)
         assert resp.status == 404 and (await resp.json())["error"], path
+
+
+@pytest.fixture(scope="session")
+def axe_script(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """axe-core (Deque's accessibility engine) from npm, into a temporary folder."""
+    npm = shutil.which("npm")
+    if npm is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail("npm is missing under CI=true: the accessibility check loads axe-core from npm")
+        pytest.skip("npm is absent: the accessibility check loads axe-core from npm")
+    folder = tmp_path_factory.mktemp("axe")
+    subprocess.run([npm, "install", "--no-audit", "--no-fund", "--silent", "--prefix", str(folder), "axe-core@4"],
+                   check=True, timeout=300, capture_output=True)
+    return folder / "node_modules" / "axe-core" / "axe.min.js"
+
+
+async def test_the_main_pages_pass_axe_core(client: TestClient, axe_script: Path) -> None:
+    """No serious or critical accessibility violation on the main pages (WCAG 2 A and AA rules)."""
+    require_chromium()
+    from playwright.async_api import async_playwright
+
+    base = str(client.make_url("/")).rstrip("/")
+    found: dict[str, list[str]] = {}
+    async with async_playwright() as pw:
+        browser = await pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            # The pages' CSP allows only their own scripts; the checker is let in for the test.
+            context = await browser.new_context(bypass_csp=True)
+            page = await context.new_page()
+
+            async def check(name: str) -> None:
+                await page.add_script_tag(path=str(axe_script))
+                result = await page.evaluate(
+                    "() => axe.run(document, {runOnly: ['wcag2a', 'wcag2aa']})")
+                serious = [f"{v['id']}: {v['help']}" for v in result["violations"]
+                           if v["impact"] in ("serious", "critical")]
+                if serious:
+                    found[name] = serious
+
+            await page.goto(f"{base}/signin")
+            await check("signin")
+            await page.goto(f"{base}/signup")
+            await check("signup")
+            await page.get_by_label("Nama", exact=True).fill("Axe User")
+            await page.get_by_label("Email").fill("axe@example.com")
+            await page.get_by_label("Username").fill("axe_user")
+            await page.get_by_label("Kata sandi").fill("correct horse 1")
+            await page.get_by_role("button", name="Buat akun").click()
+            await page.wait_for_url(f"{base}/app/teams")
+            await check("teams")
+            await page.get_by_label("Nama tim").fill("Axe Team")
+            await page.get_by_label("Slug").fill("axe-team")
+            await page.get_by_role("button", name="Buat tim").click()
+            await page.wait_for_url(f"{base}/app/teams/axe-team/secrets")
+            await page.get_by_label("Nama", exact=True).fill("CHECKED")
+            await page.get_by_label("Nilai", exact=True).fill("checked-value")
+            await page.get_by_role("button", name="Simpan").click()
+            await page.wait_for_url(f"{base}/app/teams/axe-team/secrets?environment=production")
+            await check("secrets")
+            for path in ("/app/tokens", "/app/account", "/app/teams/axe-team/members", "/app/teams/axe-team/audit"):
+                await page.goto(f"{base}{path}")
+                await check(path)
+        finally:
+            await browser.close()
+    assert found == {}
