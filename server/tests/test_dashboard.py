@@ -225,10 +225,15 @@ async def test_versions_rollback_and_shares_of_one_secret(client: TestClient) ->
     secret_id = re.search(r'/app/teams/hist-team/secrets/([0-9a-f-]{36})"', html).group(1)  # type: ignore[union-attr]
     api_jwt = client.session.cookie_jar.filter_cookies(client.make_url("/"))["cvsm_session"].value
     auth = {"Authorization": f"Bearer {api_jwt}"}
-    resp = await client.put(f"/api/v1/teams/hist-team/secrets/{secret_id}", headers=auth, json={"value": "second-value-2"})
-    assert resp.status == 200
+    resp = await client.post(f"/app/teams/hist-team/secrets/{secret_id}", allow_redirects=False, data={
+        "csrf": csrf, "value": "second-value-2", "type": "password", "description": "rotated once"})
+    assert resp.status == 303
+    kept = await client.post(f"/app/teams/hist-team/secrets/{secret_id}", allow_redirects=False, data={
+        "csrf": csrf, "value": "", "type": "password", "description": "rotated once, noted"})
+    assert kept.status == 303  # an empty value field keeps the value
     page = await (await client.get(f"/app/teams/hist-team/secrets/{secret_id}")).text()
     assert "Versi sekarang: 2" in page and "first-value-1" not in page and "second-value-2" not in page
+    assert "rotated once, noted" in page and "jenis password" in page
     resp = await client.post(f"/app/teams/hist-team/secrets/{secret_id}/rollback", data={"csrf": csrf, "version": "1"},
                              allow_redirects=False)
     assert resp.status == 303

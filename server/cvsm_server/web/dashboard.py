@@ -421,7 +421,7 @@ async def _secret_context(request: web.Request, conn: db.Connection, actor: Acto
     share_rows = await shares.list_shares(conn, actor, team_id, secret["id"]) if can_share else []
     return {"user": actor, "csrf": _session_csrf(request, actor), "team": team, "team_ref": team_ref,
             "secret": secret, "versions": versions, "shares": share_rows, "can_share": can_share,
-            "share_url": None}
+            "share_url": None, "types": domain.TYPES}
 
 
 @signed_in
@@ -435,6 +435,26 @@ def _whole(form: Mapping[str, Any], name: str, default: int) -> int:
     if not raw.isdigit() or len(raw) > 9:
         raise BadRequest(f"Kolom '{name}' harus bilangan bulat")
     return int(raw)
+
+
+@signed_in
+async def update_secret(request: web.Request, actor: Actor) -> web.StreamResponse:
+    """A new value (left empty: kept), type or description; a changed value becomes a version."""
+    form = await _form(request)
+    _check_session_csrf(request, actor, form)
+    team_ref = request.match_info["team"]
+    value = _field(form, "value")
+    async with db.connection(request.app[POOL]) as conn:
+        team_id = await teams.resolve(conn, team_ref)
+        try:
+            update = domain.SecretUpdate.checked(value=value or None, type=_field(form, "type") or None,
+                                                 description=_field(form, "description"))
+            await domain.update_secret(conn, actor, request.app[KEYRING], team_id, _secret_id(request), update)
+        except DomainError as exc:
+            context = await _secret_context(request, conn, actor)
+            context["error"] = exc.message  # the value typed is not sent back
+            return _page(request, "secret.html", context, status=exc.status)
+    return _redirect(f"/app/teams/{team_ref}/secrets/{_secret_id(request)}")
 
 
 @signed_in

@@ -76,6 +76,7 @@ ROUTES = [
     web.post(f"/app/teams/{{team}}/secrets/{UUID % 'secret_id'}/reveal", dashboard.reveal_secret),
     web.post(f"/app/teams/{{team}}/secrets/{UUID % 'secret_id'}/delete", dashboard.delete_secret),
     web.get(f"/app/teams/{{team}}/secrets/{UUID % 'secret_id'}", dashboard.secret_page),
+    web.post(f"/app/teams/{{team}}/secrets/{UUID % 'secret_id'}", dashboard.update_secret),
     web.post(f"/app/teams/{{team}}/secrets/{UUID % 'secret_id'}/rollback", dashboard.rollback_secret),
     web.post(f"/app/teams/{{team}}/secrets/{UUID % 'secret_id'}/shares", dashboard.create_share),
     web.post(f"/app/teams/{{team}}/secrets/{UUID % 'secret_id'}/shares/{UUID % 'share_id'}/revoke",
