@@ -438,6 +438,13 @@ async def delete_secret(conn: db.Connection, actor: Actor, team_id: uuid.UUID,
 async def list_versions(conn: db.Connection, actor: Actor, team_id: uuid.UUID,
                         secret_id: uuid.UUID) -> tuple[int, list[dict]]:
     """The current version number and the stored earlier versions (no values), newest first."""
+    current, rows = await secret_history(conn, actor, team_id, secret_id)
+    return current["version"], rows
+
+
+async def secret_history(conn: db.Connection, actor: Actor, team_id: uuid.UUID,
+                         secret_id: uuid.UUID) -> tuple[dict, list[dict]]:
+    """The secret's metadata (no value) and its stored earlier versions, newest first."""
     async with db.cursor(conn) as cur:
         await roles.require(cur, team_id, actor, roles.VIEWER)
         current = await load_secret(cur, team_id, secret_id)
@@ -448,7 +455,8 @@ async def list_versions(conn: db.Connection, actor: Actor, team_id: uuid.UUID,
             "SELECT version, created_at FROM secret_versions WHERE secret_id = %s ORDER BY version DESC",
             (secret_id,),
         )
-    return current["version"], rows
+    sealed = ("key_id", "nonce", "ciphertext")
+    return {k: v for k, v in current.items() if k not in sealed}, rows
 
 
 async def rollback(conn: db.Connection, actor: Actor, keyring: Keyring, team_id: uuid.UUID,

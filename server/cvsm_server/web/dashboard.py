@@ -26,7 +26,8 @@ import aiohttp_jinja2
 from aiohttp import web
 from multidict import MultiDictProxy
 
-from .. import credentials, db, ratelimit, sessions, teams, users
+from .. import (audit, bulk, credentials, db, dotenv, ratelimit, roles, sessions, shares, teams,
+               tokens, totp, users)
 from .. import secrets as domain
 from ..actor import Actor
 from ..errors import BadRequest, DomainError, Forbidden, NotFound, TooManyRequests, Unauthorized
@@ -407,6 +408,298 @@ async def delete_secret(request: web.Request, actor: Actor) -> web.StreamRespons
         team_id = await teams.resolve(conn, team_ref)
         await domain.delete_secret(conn, actor, team_id, _secret_id(request))
     return _redirect(f"/app/teams/{team_ref}/secrets?environment={environment}")
+
+
+# One secret: versions, rollback, shares ------------------------------------------------------
+
+async def _secret_context(request: web.Request, conn: db.Connection, actor: Actor) -> dict[str, Any]:
+    team_ref = request.match_info["team"]
+    team_id = await teams.resolve(conn, team_ref)
+    team = await teams.get_team(conn, actor, team_id)
+    secret, versions = await domain.secret_history(conn, actor, team_id, _secret_id(request))
+    can_share = roles.RANK[team["role"]] >= roles.RANK[roles.MEMBER]
+    share_rows = await shares.list_shares(conn, actor, team_id, secret["id"]) if can_share else []
+    return {"user": actor, "csrf": _session_csrf(request, actor), "team": team, "team_ref": team_ref,
+            "secret": secret, "versions": versions, "shares": share_rows, "can_share": can_share,
+            "share_url": None, "types": domain.TYPES}
+
+
+@signed_in
+async def secret_page(request: web.Request, actor: Actor) -> web.StreamResponse:
+    async with db.connection(request.app[POOL]) as conn:
+        return _page(request, "secret.html", await _secret_context(request, conn, actor))
+
+
+def _whole(form: Mapping[str, Any], name: str, default: int) -> int:
+    raw = _field(form, name, str(default)).strip()
+    if not raw.isdigit() or len(raw) > 9:
+        raise BadRequest(f"Kolom '{name}' harus bilangan bulat")
+    return int(raw)
+
+
+@signed_in
+async def update_secret(request: web.Request, actor: Actor) -> web.StreamResponse:
+    """A new value (left empty: kept), type or description; a changed value becomes a version."""
+    form = await _form(request)
+    _check_session_csrf(request, actor, form)
+    team_ref = request.match_info["team"]
+    value = _field(form, "value")
+    async with db.connection(request.app[POOL]) as conn:
+        team_id = await teams.resolve(conn, team_ref)
+        try:
+            update = domain.SecretUpdate.checked(value=value or None, type=_field(form, "type") or None,
+                                                 description=_field(form, "description"))
+            await domain.update_secret(conn, actor, request.app[KEYRING], team_id, _secret_id(request), update)
+        except DomainError as exc:
+            context = await _secret_context(request, conn, actor)
+            context["error"] = exc.message  # the value typed is not sent back
+            return _page(request, "secret.html", context, status=exc.status)
+    return _redirect(f"/app/teams/{team_ref}/secrets/{_secret_id(request)}")
+
+
+@signed_in
+async def rollback_secret(request: web.Request, actor: Actor) -> web.StreamResponse:
+    form = await _form(request)
+    _check_session_csrf(request, actor, form)
+    team_ref = request.match_info["team"]
+    async with db.connection(request.app[POOL]) as conn:
+        team_id = await teams.resolve(conn, team_ref)
+        await domain.rollback(conn, actor, request.app[KEYRING], team_id, _secret_id(request),
+                              _whole(form, "version", 0))
+    return _redirect(f"/app/teams/{team_ref}/secrets/{_secret_id(request)}")
+
+
+@signed_in
+async def create_share(request: web.Request, actor: Actor) -> web.StreamResponse:
+    form = await _form(request)
+    _check_session_csrf(request, actor, form)
+    async with db.connection(request.app[POOL]) as conn:
+        team_id = await teams.resolve(conn, request.match_info["team"])
+        _row, token = await shares.create_share(
+            conn, actor, request.app[KEYRING], team_id, _secret_id(request),
+            max_views=_whole(form, "max_views", 1), ttl_hours=_whole(form, "ttl_hours", 24))
+        context = await _secret_context(request, conn, actor)
+    context["share_url"] = f"{app_url(request)}/share/{token}"  # shown once, never stored
+    return _page(request, "secret.html", context, private=True)
+
+
+@signed_in
+async def revoke_share(request: web.Request, actor: Actor) -> web.StreamResponse:
+    _check_session_csrf(request, actor, await _form(request))
+    team_ref = request.match_info["team"]
+    try:
+        share_id = uuid.UUID(request.match_info["share_id"])
+    except ValueError:
+        raise NotFound() from None
+    async with db.connection(request.app[POOL]) as conn:
+        team_id = await teams.resolve(conn, team_ref)
+        await shares.revoke_share(conn, actor, team_id, _secret_id(request), share_id)
+    return _redirect(f"/app/teams/{team_ref}/secrets/{_secret_id(request)}")
+
+
+# .env import and export ---------------------------------------------------------------------
+
+@signed_in
+async def import_dotenv(request: web.Request, actor: Actor) -> web.StreamResponse:
+    form = await request.post() if (request.content_length or 0) <= bulk.MAX_DOTENV_BYTES + 64 * 1024 \
+        else None
+    if form is None:
+        raise BadRequest(bulk.DOTENV_TOO_LARGE)
+    _check_session_csrf(request, actor, form)
+    upload = form.get("file")
+    content = _field(form, "content")
+    if isinstance(upload, web.FileField) and upload.filename:
+        try:
+            content = upload.file.read(bulk.MAX_DOTENV_BYTES + 1).decode("utf-8")
+        except UnicodeDecodeError:
+            raise BadRequest("Berkas .env harus UTF-8") from None
+    team_ref = request.match_info["team"]
+    environment = _environment(_field(form, "environment"))
+    async with db.connection(request.app[POOL]) as conn:
+        team_id = await teams.resolve(conn, team_ref)
+        _parsed, results, summary = await bulk.import_dotenv(
+            conn, actor, request.app[KEYRING], team_id, content, environment)
+        context = await _secrets_context(request, conn, actor, team_ref, environment, "")
+    context["imported"] = {"summary": summary, "problems": [r for r in results if not r.get("ok")]}
+    return _page(request, "secrets.html", context)
+
+
+@signed_in
+async def export_dotenv(request: web.Request, actor: Actor) -> web.StreamResponse:
+    form = await _form(request)
+    _check_session_csrf(request, actor, form)
+    team_ref = request.match_info["team"]
+    environment = _environment(_field(form, "environment"))
+    async with db.connection(request.app[POOL]) as conn:
+        team_id = await teams.resolve(conn, team_ref)
+        values = await domain.export(conn, actor, request.app[KEYRING], team_id,
+                                     environment=environment, fmt="dotenv")
+    response = web.Response(text=dotenv.render(values), content_type="text/plain", charset="utf-8")
+    response.headers["Content-Disposition"] = f'attachment; filename="{environment}.env"'
+    response.headers["Cache-Control"] = "no-store"
+    return response
+
+
+# Members ------------------------------------------------------------------------------------
+
+async def _members_context(request: web.Request, conn: db.Connection, actor: Actor) -> dict[str, Any]:
+    team_ref = request.match_info["team"]
+    team_id = await teams.resolve(conn, team_ref)
+    return {"user": actor, "csrf": _session_csrf(request, actor), "team_ref": team_ref,
+            "team": await teams.get_team(conn, actor, team_id),
+            "members": await teams.list_members(conn, actor, team_id), "roles": list(roles.RANK)}
+
+
+@signed_in
+async def members_page(request: web.Request, actor: Actor) -> web.StreamResponse:
+    async with db.connection(request.app[POOL]) as conn:
+        return _page(request, "members.html", await _members_context(request, conn, actor))
+
+
+@signed_in
+async def add_member(request: web.Request, actor: Actor) -> web.StreamResponse:
+    form = await _form(request)
+    _check_session_csrf(request, actor, form)
+    async with db.connection(request.app[POOL]) as conn:
+        team_id = await teams.resolve(conn, request.match_info["team"])
+        try:
+            await teams.add_member(conn, actor, team_id, _field(form, "identifier"), _field(form, "role"))
+        except DomainError as exc:
+            context = await _members_context(request, conn, actor)
+            context.update(error=exc.message, form={"identifier": _field(form, "identifier")})
+            return _page(request, "members.html", context, status=exc.status)
+    return _redirect(f"/app/teams/{request.match_info['team']}/members")
+
+
+def _member_id(request: web.Request) -> uuid.UUID:
+    try:
+        return uuid.UUID(request.match_info["user_id"])
+    except ValueError:
+        raise NotFound() from None
+
+
+@signed_in
+async def change_member(request: web.Request, actor: Actor) -> web.StreamResponse:
+    form = await _form(request)
+    _check_session_csrf(request, actor, form)
+    async with db.connection(request.app[POOL]) as conn:
+        team_id = await teams.resolve(conn, request.match_info["team"])
+        if _field(form, "action") == "remove":
+            await teams.remove_member(conn, actor, team_id, _member_id(request))
+        else:
+            await teams.update_member(conn, actor, team_id, _member_id(request), _field(form, "role"))
+    return _redirect(f"/app/teams/{request.match_info['team']}/members")
+
+
+# Tokens ---------------------------------------------------------------------------------------
+
+async def _tokens_context(request: web.Request, conn: db.Connection, actor: Actor) -> dict[str, Any]:
+    rows = await tokens.list_tokens(conn, actor)
+    your_teams = await teams.list_teams(conn, actor)
+    names = {team["id"]: team["slug"] for team in your_teams}
+    return {"user": actor, "csrf": _session_csrf(request, actor), "tokens": rows, "teams": your_teams,
+            "team_slugs": names, "environments": ENVIRONMENTS, "created": None}
+
+
+@signed_in
+async def tokens_page(request: web.Request, actor: Actor) -> web.StreamResponse:
+    async with db.connection(request.app[POOL]) as conn:
+        return _page(request, "tokens.html", await _tokens_context(request, conn, actor))
+
+
+@signed_in
+async def create_token(request: web.Request, actor: Actor) -> web.StreamResponse:
+    form = await _form(request)
+    _check_session_csrf(request, actor, form)
+    environments = [e for e in form.getall("environments", []) if isinstance(e, str)]
+    async with db.connection(request.app[POOL]) as conn:
+        try:
+            row, token = await tokens.create_token(
+                conn, actor, request.app[KEYRING], name=_field(form, "name"),
+                team=_field(form, "team") or None, environments=environments or None,
+                read_only=_field(form, "read_only") == "on")
+        except DomainError as exc:
+            context = await _tokens_context(request, conn, actor)
+            context.update(error=exc.message, form={"name": _field(form, "name")})
+            return _page(request, "tokens.html", context, status=exc.status)
+        context = await _tokens_context(request, conn, actor)
+    # The token is shown this once, on a page that is never stored.
+    context["created"] = {"name": row["name"], "token": token}
+    return _page(request, "tokens.html", context, private=True)
+
+
+@signed_in
+async def revoke_token(request: web.Request, actor: Actor) -> web.StreamResponse:
+    _check_session_csrf(request, actor, await _form(request))
+    try:
+        token_id = uuid.UUID(request.match_info["token_id"])
+    except ValueError:
+        raise NotFound() from None
+    async with db.connection(request.app[POOL]) as conn:
+        await tokens.revoke_token(conn, actor, token_id)
+    return _redirect("/app/tokens")
+
+
+# Audit log ------------------------------------------------------------------------------------
+
+AUDIT_PAGE = 50
+
+
+@signed_in
+async def audit_page(request: web.Request, actor: Actor) -> web.StreamResponse:
+    raw = request.query.get("page", "1")
+    page = int(raw) if raw.isdigit() and 0 < len(raw) <= 6 and int(raw) > 0 else 1
+    team_ref = request.match_info["team"]
+    async with db.connection(request.app[POOL]) as conn:
+        team_id = await teams.resolve(conn, team_ref)
+        team = await teams.get_team(conn, actor, team_id)
+        rows, total = await audit.list_entries(conn, actor, team_id, limit=AUDIT_PAGE,
+                                               offset=(page - 1) * AUDIT_PAGE)
+    pages = max(1, -(-total // AUDIT_PAGE))
+    return _page(request, "audit.html", {"user": actor, "csrf": _session_csrf(request, actor),
+                                         "team": team, "team_ref": team_ref, "entries": rows,
+                                         "total": total, "page": page, "pages": pages})
+
+
+# Account ----------------------------------------------------------------------------------------
+
+async def _account_context(request: web.Request, conn: db.Connection, actor: Actor) -> dict[str, Any]:
+    return {"user": actor, "csrf": _session_csrf(request, actor),
+            "profile": await users.profile(conn, actor), "setup": None}
+
+
+@signed_in
+async def account_page(request: web.Request, actor: Actor) -> web.StreamResponse:
+    async with db.connection(request.app[POOL]) as conn:
+        return _page(request, "account.html", await _account_context(request, conn, actor))
+
+
+@signed_in
+async def totp_setup(request: web.Request, actor: Actor) -> web.StreamResponse:
+    import segno
+
+    _check_session_csrf(request, actor, await _form(request))
+    async with db.connection(request.app[POOL]) as conn:
+        secret, url = await totp.setup(conn, actor, request.app[KEYRING])
+        context = await _account_context(request, conn, actor)
+    # The QR code is drawn here, as SVG in a data: URL: the secret never leaves this server.
+    qr = segno.make(url, error="m").svg_data_uri(scale=4, dark="#000", light="#fff")
+    context["setup"] = {"secret": secret, "qr": qr}
+    return _page(request, "account.html", context, private=True)
+
+
+@signed_in
+async def totp_enable(request: web.Request, actor: Actor) -> web.StreamResponse:
+    form = await _form(request)
+    _check_session_csrf(request, actor, form)
+    async with db.connection(request.app[POOL]) as conn:
+        try:
+            await totp.enable(conn, actor, request.app[KEYRING], _field(form, "code").strip())
+        except DomainError as exc:
+            context = await _account_context(request, conn, actor)
+            context["error"] = exc.message
+            return _page(request, "account.html", context, status=exc.status)
+    return _redirect("/app/account")
 
 
 def setup(app: web.Application) -> None:
