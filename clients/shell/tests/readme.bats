@@ -48,7 +48,7 @@ first_example() {
     [ ! -e "$BATS_TEST_TMPDIR/app/PWNED" ]
   done
   # Each run read DATABASE_URL on its own (cvsm_get), then the whole environment (cvsm_inject).
-  [ "$(count_requests /secrets/d)" -eq "$(shells_to_test | wc -l)" ]
+  [ "$(count_requests /by-name/DATABASE_URL)" -eq "$(shells_to_test | wc -l)" ]
   [ "$(count_requests /export)" -eq "$(shells_to_test | wc -l)" ]
 }
 
