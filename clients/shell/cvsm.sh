@@ -1158,7 +1158,7 @@ _cvsm_op_run() {
   _cvsm_stale_report
   (
     eval "$_cvsm_script"
-    exec "$@"
+    exec -- "$@"
   )
 }
 

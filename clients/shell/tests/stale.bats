@@ -92,7 +92,8 @@ get_here() {
     [ "$DB" = db-short ]
   )
   [ "$(wc -l <"$BATS_TEST_TMPDIR/err")" -eq 1 ]
-  ! grep -q -e k-prod -e db-short "$BATS_TEST_TMPDIR/err"
+  run grep -q -e k-prod -e db-short "$BATS_TEST_TMPDIR/err"
+  [ "$status" -eq 1 ]
 }
 
 @test "in a command substitution the value comes through and the warning still goes to stderr" {
@@ -225,7 +226,8 @@ get_here() {
   get_here API_KEY
   cvsm_get_all >/dev/null 2>&1
   [ "$(find "$CVSM_CACHE_DIR" -type f | wc -l)" -eq 2 ]
-  ! grep -r -q -- "$TOKEN" "$CVSM_CACHE_DIR"
+  run grep -r -q -- "$TOKEN" "$CVSM_CACHE_DIR"
+  [ "$status" -eq 1 ]
 }
 
 @test "without a cache directory nothing is kept, so a failed call is the error" {
