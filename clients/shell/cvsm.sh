@@ -5,21 +5,24 @@
 #   cvsm_get [OPTIONS] NAME          print one secret value, exactly, with no newline added
 #   cvsm_get_all [OPTIONS] [--json]  print NAME='value' lines safe to `eval` (or one JSON object)
 #   cvsm_inject [OPTIONS] [--overwrite] [--print]   export every secret into the calling shell
+#   cvsm_run [OPTIONS] [--overwrite] -- CMD [ARGS...]  run CMD with every secret in its environment
 #   cvsm_clear_cache                 empty the local value cache
 #   cvsm_describe [OPTIONS] [--json] print the effective configuration (never the token)
 #   cvsm_check_config [OPTIONS]      validate the configuration without touching the network
 #   cvsm_version                     print the SDK's version
 #
 # Configuration comes from CVSM_TOKEN, CVSM_BASE_URL, CVSM_TEAM, CVSM_ENVIRONMENT, CVSM_CACHE_TTL,
-# CVSM_TIMEOUT, CVSM_MAX_RETRIES, CVSM_CA_FILE, CVSM_CURL_CONFIG and CVSM_CACHE_DIR; options
-# (--environment, --team, --base-url, --cache-ttl, --timeout, --max-retries, --ca-file,
-# --curl-config) win over the variables.
+# CVSM_TIMEOUT, CVSM_MAX_RETRIES, CVSM_CA_FILE, CVSM_CURL_CONFIG, CVSM_STALE_IF_ERROR and
+# CVSM_CACHE_DIR; options (--environment, --team, --base-url, --cache-ttl, --timeout, --max-retries,
+# --ca-file, --curl-config, --stale-if-error) win over the variables.
 #
 # Exit codes: 0 ok, 2 configuration or usage, 3 authentication, 4 permission denied, 5 not found,
 # 6 rate limited, 7 API error, 8 network error. A failure prints exactly one line on stderr,
 # "cvsm: <message>", and sets CVSM_ERROR_KIND, CVSM_ERROR_MESSAGE, CVSM_ERROR_STATUS,
 # CVSM_ERROR_RETRY_AFTER, CVSM_ERROR_REQUEST_ID and CVSM_ERROR_SUGGESTION in the shell that ran
-# the function (a success sets them all to ""). Apart from those six, the functions keep their
+# the function (a success sets them all to ""). A call also sets CVSM_STALE: 1 when it served a
+# kept value because refreshing it failed (stale-if-error; one "cvsm: warning: ..." line on stderr
+# says so), else "". Apart from those seven, the functions keep their
 # state in `local` variables; they only ever `return` (never exit the caller's shell), work under
 # `set -euo pipefail`, and switch xtrace off while they run so that neither the token nor a value
 # shows up in a `set -x` trace.
@@ -50,6 +53,17 @@ cvsm_get_all() {
 cvsm_inject() {
   { local _cvsm_xt="$-" _cvsm_rc=0; set +x; } 2>/dev/null
   _cvsm_main inject "$@" || _cvsm_rc=$?
+  case $_cvsm_xt in *x*) set -x ;; esac
+  return "$_cvsm_rc"
+}
+
+# cvsm_run runs CMD with every secret of the environment in CMD's environment only (the calling
+# shell gets none of them), keeping variables that are already set unless --overwrite is given, and
+# returns CMD's status (128+N when signal N killed it). CMD replaces a subshell (exec), so it is
+# the process a signal for that subshell reaches.
+cvsm_run() {
+  { local _cvsm_xt="$-" _cvsm_rc=0; set +x; } 2>/dev/null
+  _cvsm_main run "$@" || _cvsm_rc=$?
   case $_cvsm_xt in *x*) set -x ;; esac
   return "$_cvsm_rc"
 }
@@ -90,9 +104,10 @@ cvsm_version() {
 # _cvsm_main runs one operation. It empties the CVSM_ERROR_* variables first. Under zsh it switches
 # to ksh emulation for this call only, and loads zsh/datetime for the clock, unloading it again if
 # the caller had not loaded it; under bash it lifts the caller's noglob and failglob for the call.
-# shellcheck disable=SC2034 # the CVSM_ERROR_* variables are for the caller
+# shellcheck disable=SC2034 # the CVSM_ERROR_* and CVSM_STALE variables are for the caller
 _cvsm_main() {
   local _cvsm_zdt=0 _cvsm_mrc=0 _cvsm_noglob=0 _cvsm_failglob=0
+  CVSM_STALE=''
   CVSM_ERROR_KIND='' CVSM_ERROR_MESSAGE='' CVSM_ERROR_STATUS='' CVSM_ERROR_RETRY_AFTER=''
   CVSM_ERROR_REQUEST_ID='' CVSM_ERROR_SUGGESTION=''
   if [ -n "${ZSH_VERSION:-}" ]; then
@@ -130,8 +145,11 @@ _cvsm_run() {
     _cvsm_o_team='' _cvsm_o_env='' _cvsm_o_ttl='' _cvsm_o_timeout='' _cvsm_o_retries='' \
     _cvsm_o_ca='' _cvsm_o_curlcfg='' _cvsm_now=0 _cvsm_h='' _cvsm_enc='' _cvsm_tid='' \
     _cvsm_result='' _cvsm_values='' _cvsm_rid='' _cvsm_e_status='' _cvsm_e_ra='' \
-    _cvsm_e_rid='' _cvsm_e_sugg=''
+    _cvsm_e_rid='' _cvsm_e_sugg='' _cvsm_sie='' _cvsm_o_sie='' _cvsm_defer=0 _cvsm_e_code=0 \
+    _cvsm_e_msg='' _cvsm_fetched=0 _cvsm_nopts=0 _cvsm_stale_msg='' _cvsm_orc=0
   _cvsm_parse_args "$@" || return
+  # cvsm_run: what follows the options is the command.
+  shift "$_cvsm_nopts"
   if [ "$_cvsm_op" = version ]; then
     printf '%s\n' "$_cvsm_ver"
     return 0
@@ -145,10 +163,13 @@ _cvsm_run() {
   case $_cvsm_op in
     check) return 0 ;;
     describe) _cvsm_op_describe ;;
-    get) _cvsm_op_get ;;
-    get_all) _cvsm_op_get_all ;;
-    inject) _cvsm_op_inject ;;
-  esac
+    get) _cvsm_op_get || _cvsm_orc=$? ;;
+    get_all) _cvsm_op_get_all || _cvsm_orc=$? ;;
+    inject) _cvsm_op_inject || _cvsm_orc=$? ;;
+    run) _cvsm_op_run "$@" ;;
+  esac || return
+  [ "$_cvsm_orc" != 0 ] || _cvsm_stale_report
+  return "$_cvsm_orc"
 }
 
 # _cvsm_fail CODE MESSAGE prints "cvsm: MESSAGE" as one line on stderr (token redacted, control
@@ -163,15 +184,8 @@ _cvsm_fail() {
     sugg=${sugg//"$_cvsm_token"/[redacted]}
   fi
   msg=${msg//[[:cntrl:]]/ }
-  case $code in
-    2) CVSM_ERROR_KIND=configuration ;;
-    3) CVSM_ERROR_KIND=authentication ;;
-    4) CVSM_ERROR_KIND=permission_denied ;;
-    5) CVSM_ERROR_KIND=not_found ;;
-    6) CVSM_ERROR_KIND=rate_limited ;;
-    7) CVSM_ERROR_KIND=api ;;
-    *) CVSM_ERROR_KIND=network ;;
-  esac
+  _cvsm_kind "$code"
+  CVSM_ERROR_KIND=$_cvsm_enc
   CVSM_ERROR_MESSAGE=$msg
   CVSM_ERROR_STATUS=$_cvsm_e_status
   CVSM_ERROR_RETRY_AFTER=$_cvsm_e_ra
@@ -181,29 +195,46 @@ _cvsm_fail() {
   return "$code"
 }
 
-# _cvsm_warn prints "cvsm: warning: MESSAGE" on stderr; the call still succeeds.
+# _cvsm_kind CODE sets _cvsm_enc to the error kind of exit code CODE.
+_cvsm_kind() {
+  case $1 in
+    2) _cvsm_enc=configuration ;;
+    3) _cvsm_enc=authentication ;;
+    4) _cvsm_enc=permission_denied ;;
+    5) _cvsm_enc=not_found ;;
+    6) _cvsm_enc=rate_limited ;;
+    7) _cvsm_enc=api ;;
+    *) _cvsm_enc=network ;;
+  esac
+}
+
+# _cvsm_warn prints "cvsm: warning: MESSAGE" on stderr (token redacted, control characters
+# replaced); the call still succeeds.
 _cvsm_warn() {
   local msg="$1"
+  [ -z "${_cvsm_token-}" ] || msg=${msg//"$_cvsm_token"/[redacted]}
   msg=${msg//[[:cntrl:]]/ }
   printf 'cvsm: warning: %s\n' "$msg" >&2
 }
 
 # _cvsm_parse_args reads the options and arguments of one public function into _cvsm_* locals.
 # An explicit option is stored with an "x" prefix so that an empty value is told from no option.
+# For cvsm_run the options end at "--" or at the first other argument, which starts the command;
+# _cvsm_nopts says how many arguments the options took (with the "--").
 _cvsm_parse_args() {
-  local a v
+  local a v total=$#
   while [ $# -gt 0 ]; do
     a=$1
     shift
     v=''
     case $a in
       --environment=* | --team=* | --base-url=* | --cache-ttl=* | --timeout=* | --max-retries=* | \
-        --ca-file=* | --curl-config=*)
+        --ca-file=* | --curl-config=* | --stale-if-error=*)
         v=${a#*=}
         a=${a%%=*}
         ;;
       -e | --environment | --team | --base-url | --cache-ttl | --timeout | --max-retries | \
-        --ca-file | --curl-config)
+        --ca-file | --curl-config | --stale-if-error)
         if [ $# -eq 0 ]; then
           _cvsm_fail 2 "option $a needs a value"
           return
@@ -214,7 +245,7 @@ _cvsm_parse_args() {
     esac
     case $a in
       -e | --environment | --team | --base-url | --cache-ttl | --timeout | --max-retries | \
-        --ca-file | --curl-config)
+        --ca-file | --curl-config | --stale-if-error)
         case $_cvsm_op in
           clear_cache | version)
             _cvsm_fail 2 "cvsm_$_cvsm_op takes no options"
@@ -232,6 +263,7 @@ _cvsm_parse_args() {
       --max-retries) _cvsm_o_retries="x$v" ;;
       --ca-file) _cvsm_o_ca="x$v" ;;
       --curl-config) _cvsm_o_curlcfg="x$v" ;;
+      --stale-if-error) _cvsm_o_sie="x$v" ;;
       --json)
         case $_cvsm_op in
           get_all | describe) _cvsm_json=1 ;;
@@ -239,13 +271,18 @@ _cvsm_parse_args() {
         esac
         ;;
       --overwrite | --print)
-        if [ "$_cvsm_op" != inject ]; then
-          _cvsm_fail 2 "unknown option $a"
-          return
-        fi
+        case $_cvsm_op:$a in
+          inject:* | run:--overwrite) ;;
+          *) _cvsm_fail 2 "unknown option $a"; return ;;
+        esac
         if [ "$a" = --overwrite ]; then _cvsm_overwrite=1; else _cvsm_print=1; fi
         ;;
       --)
+        if [ "$_cvsm_op" = run ]; then
+          _cvsm_nargs=$#
+          _cvsm_nopts=$((total - $#))
+          break
+        fi
         while [ $# -gt 0 ]; do
           _cvsm_nargs=$((_cvsm_nargs + 1))
           _cvsm_name=$1
@@ -257,12 +294,23 @@ _cvsm_parse_args() {
         return
         ;;
       *)
+        if [ "$_cvsm_op" = run ]; then
+          # The command starts at the first argument that is not an option.
+          _cvsm_nargs=$(($# + 1))
+          _cvsm_nopts=$((total - $# - 1))
+          break
+        fi
         _cvsm_nargs=$((_cvsm_nargs + 1))
         _cvsm_name=$a
         ;;
     esac
   done
-  if [ "$_cvsm_op" = get ]; then
+  if [ "$_cvsm_op" = run ]; then
+    if [ "$_cvsm_nargs" -eq 0 ]; then
+      _cvsm_fail 2 "usage: cvsm_run [OPTIONS] [--overwrite] -- COMMAND [ARGS...]"
+      return
+    fi
+  elif [ "$_cvsm_op" = get ]; then
     if [ "$_cvsm_nargs" -ne 1 ]; then
       _cvsm_fail 2 "usage: cvsm_get [OPTIONS] NAME"
       return
@@ -310,9 +358,9 @@ _cvsm_readable_file() {
   fi
 }
 
-# _cvsm_load_config fills _cvsm_token, _cvsm_base, _cvsm_team, _cvsm_env, _cvsm_ttl, _cvsm_timeout,
-# _cvsm_retries, _cvsm_ca and _cvsm_curlcfg from the options and the CVSM_* variables, or fails
-# with code 2.
+# _cvsm_load_config fills _cvsm_token, _cvsm_base, _cvsm_team (and _cvsm_tid, the team for a
+# path), _cvsm_env, _cvsm_ttl, _cvsm_sie, _cvsm_timeout, _cvsm_retries, _cvsm_ca and _cvsm_curlcfg
+# from the options and the CVSM_* variables, or fails with code 2.
 _cvsm_load_config() {
   local v src
   command -v curl >/dev/null 2>&1 || { _cvsm_fail 2 "curl is required but was not found on PATH"; return; }
@@ -357,6 +405,9 @@ _cvsm_load_config() {
   fi
   case $v in *[![:graph:]]*) _cvsm_fail 2 "$src must not contain spaces or control characters"; return ;; esac
   _cvsm_team=$v
+  # A team id or slug goes into the path as it is, percent-encoded: the server takes either.
+  _cvsm_urlenc "$v"
+  _cvsm_tid=$_cvsm_enc
 
   _cvsm_pick CVSM_ENVIRONMENT "$_cvsm_o_env" --environment
   v=${_cvsm_result:-production} src=$_cvsm_enc
@@ -367,6 +418,11 @@ _cvsm_load_config() {
   v=${_cvsm_result:-30} src=$_cvsm_enc
   _cvsm_uint "$v" || { _cvsm_fail 2 "$src must be a non-negative integer (seconds)"; return; }
   _cvsm_ttl=$_cvsm_result
+
+  _cvsm_pick CVSM_STALE_IF_ERROR "$_cvsm_o_sie" --stale-if-error
+  v=${_cvsm_result:-0} src=$_cvsm_enc
+  _cvsm_uint "$v" || { _cvsm_fail 2 "$src must be a non-negative integer (seconds)"; return; }
+  _cvsm_sie=$_cvsm_result
 
   _cvsm_pick CVSM_MAX_RETRIES "$_cvsm_o_retries" --max-retries
   v=${_cvsm_result:-2} src=$_cvsm_enc
@@ -499,42 +555,62 @@ _cvsm_cache_sweep_all() {
   return 0
 }
 
-# _cvsm_cache_find SUBDIR HASH: sets _cvsm_result to the cache file of entry HASH in SUBDIR when
-# one is still fresh (its name ends in its expiry time in milliseconds), else fails.
+# Cache entries are files SUBDIR/HASH.FETCHED.EXPIRY (times in milliseconds since the epoch): the
+# value was fetched at FETCHED and the file is deleted at EXPIRY, FETCHED + cache_ttl +
+# stale_if_error of the call that wrote it. There is one copy of each entry: a value kept for
+# stale-if-error is the cached entry itself, living stale_if_error seconds longer.
+
+# _cvsm_cache_find SUBDIR HASH fresh|kept: sets _cvsm_result to the file of entry HASH in SUBDIR,
+# the most recently fetched copy, and _cvsm_fetched to its fetch time, when it is still fresh
+# (younger than cache_ttl) or, with "kept", younger than cache_ttl + stale_if_error; else fails.
 _cvsm_cache_find() {
-  local f e
+  local f rest t e life best='' bt=0
   _cvsm_now_ms
-  for f in "$_cvsm_root/$1/$2".*; do
+  life=$_cvsm_ttl
+  [ "$3" = fresh ] || life=$((_cvsm_ttl + _cvsm_sie))
+  for f in "$_cvsm_root/$1/$2".*.*; do
     [ -f "$f" ] || continue
-    e=${f##*.}
-    case $e in '' | *[!0-9]* | ????????????????*) continue ;; esac
-    if [ "$e" -gt "$_cvsm_now" ]; then
-      _cvsm_result=$f
-      return 0
+    rest=${f##*/}
+    rest=${rest#"$2".}
+    t=${rest%%.*}
+    e=${rest#*.}
+    case $t:$e in *[!0-9:]* | :* | *: | ????????????????*:* | *:????????????????*) continue ;; esac
+    if [ "$e" -le "$_cvsm_now" ] || [ $((t + life * 1000)) -le "$_cvsm_now" ]; then
+      continue
+    fi
+    if [ -z "$best" ] || [ "$t" -gt "$bt" ]; then
+      best=$f bt=$t
     fi
   done
-  return 1
+  [ -n "$best" ] || return 1
+  _cvsm_result=$best
+  _cvsm_fetched=$bt
 }
 
-# _cvsm_cache_put SUBDIR HASH TTL_MS CONTENT writes CONTENT as entry HASH of SUBDIR, expiring in
-# TTL_MS milliseconds, atomically with mode 0600, and removes copies that expire sooner (best
-# effort; a unique temporary file, so concurrent subshells of one shell never write into the same
-# one; concurrent calls may leave two fresh copies, both complete, until the sweep).
+# _cvsm_cache_put SUBDIR HASH CONTENT writes CONTENT as entry HASH of SUBDIR, fetched now and
+# expiring after cache_ttl + stale_if_error (nothing when both are 0), atomically with mode 0600,
+# and removes the copies fetched before it (best effort; a unique temporary file, so concurrent
+# subshells of one shell never write into the same one; a copy a concurrent call fetched later
+# stays, and the newest copy is the one read).
 _cvsm_cache_put() {
-  local dir entry tmp f e
+  local dir entry tmp f t rest life=$((_cvsm_ttl + _cvsm_sie))
+  [ "$life" -gt 0 ] || return 0
   _cvsm_now_ms
   (
     umask 077
     dir=$_cvsm_root/$1
-    entry=$2.$((_cvsm_now + $3))
+    entry=$2.$_cvsm_now.$((_cvsm_now + life * 1000))
     [ -d "$dir" ] || command mkdir -p -- "$dir" || exit 1
     tmp=$(command mktemp "$dir/.tmp.XXXXXX") || exit 1
-    if printf '%s' "$4" >|"$tmp" && command mv -f -- "$tmp" "$dir/$entry"; then
-      # Older copies go; a newer one a concurrent call wrote stays.
+    if printf '%s' "$3" >|"$tmp" && command mv -f -- "$tmp" "$dir/$entry"; then
       for f in "$dir/$2".*; do
-        e=${f##*.}
-        case $e in '' | *[!0-9]*) continue ;; esac
-        [ "$e" -ge "${entry##*.}" ] || command rm -f -- "$f"
+        rest=${f##*/}
+        rest=${rest#"$2".}
+        t=${rest%%.*}
+        # A copy of an older version (HASH.EXPIRY) goes too.
+        case $rest:$t in *.*:?*) ;; *) command rm -f -- "$f" && continue ;; esac
+        case $t in *[!0-9]*) command rm -f -- "$f" && continue ;; esac
+        [ "$t" -ge "$_cvsm_now" ] || command rm -f -- "$f"
       done
       exit 0
     fi
@@ -543,7 +619,17 @@ _cvsm_cache_put() {
   return 0
 }
 
-# _cvsm_cache_drop_all removes every cached value and team id (after an authentication error).
+# _cvsm_cache_forget SUBDIR HASH removes every copy of entry HASH.
+_cvsm_cache_forget() {
+  local f
+  for f in "$_cvsm_root/$1/$2".*; do
+    [ ! -f "$f" ] || command rm -f -- "$f" 2>/dev/null
+  done
+  return 0
+}
+
+# _cvsm_cache_drop_all removes every cached value, kept ones included (after an authentication or
+# permission error), and the team ids of older versions.
 _cvsm_cache_drop_all() {
   _cvsm_cache_root quiet || return 0
   command rm -rf -- "$_cvsm_root/values" "$_cvsm_root/teams" 2>/dev/null
@@ -744,10 +830,13 @@ _cvsm_split_response() {
 
 # _cvsm_request WHAT PATH FILTER [JQ ARGS...] GETs PATH under the base URL and runs the jq FILTER
 # over a 2xx body; the filter must give one string, kept in _cvsm_result (and the answer's request
-# id in _cvsm_rid). WHAT (teams, list, value or export) says what a 404 or 400 means: a wrong base
-# URL, team or environment (configuration) except for a value, where a 404 is not found. Network
-# errors, 502/503/504 and 2xx answers of the wrong shape are retried up to _cvsm_retries times with
-# jittered backoff; 4xx never are. On failure it reports the error and returns its exit code. The
+# id in _cvsm_rid). WHAT (list, value or export) says what a 404 or 400 means: a wrong base URL,
+# team or environment (configuration), except a 404 to the by-name value read, which is not found
+# (5) for the caller to settle with the listing. Network errors, 502/503/504 and 2xx answers of the
+# wrong shape are retried up to _cvsm_retries times with jittered backoff; 4xx never are. A 401 or
+# 403 empties the cache. On failure it reports the error and returns its exit code; with
+# _cvsm_defer=1 it reports nothing, leaving the code and message in _cvsm_e_code and _cvsm_e_msg
+# (and the other fields in _cvsm_e_*) for the caller, which may serve a kept value instead. The
 # token goes to curl on stdin, never on its command line; the answer never touches the disk.
 _cvsm_request() {
   local what="$1" rpath="$2" filter="$3" cfg out meta st rc ra rid err shape attempt=0 code \
@@ -789,7 +878,7 @@ _cvsm_request() {
             401) code=3 ;;
             403) code=4 ;;
             404) if [ "$what" = value ]; then code=5; else code=2; fi ;;
-            400) if [ "$what" = list ] || [ "$what" = export ]; then code=2; else code=7; fi ;;
+            400) code=2 ;;
             429) code=6 _cvsm_e_ra=$ra ;;
             502 | 503 | 504) code=7 retryable=1 ;;
             *) code=7 ;;
@@ -814,49 +903,47 @@ _cvsm_request() {
       continue
     fi
     [ "$attempt" -eq 0 ] || msg="$msg (after $((attempt + 1)) attempts)"
-    [ "$code" != 3 ] || _cvsm_cache_drop_all
+    case $code in 3 | 4) _cvsm_cache_drop_all ;; esac
+    if [ "$_cvsm_defer" = 1 ]; then
+      _cvsm_e_code=$code _cvsm_e_msg=$msg
+      return "$code"
+    fi
     _cvsm_fail "$code" "$msg"
     return
   done
 }
 
-# _cvsm_resolve_team sets _cvsm_tid: the configured team when it is a UUID, else the id of the
-# caller's team with that slug (GET /teams), remembered in the cache directory for 10 minutes.
-_cvsm_resolve_team() {
-  local h='' f id crc=0
-  case $_cvsm_team in
-    [0-9a-fA-F][0-9a-fA-F][0-9a-fA-F][0-9a-fA-F][0-9a-fA-F][0-9a-fA-F][0-9a-fA-F][0-9a-fA-F]-[0-9a-fA-F][0-9a-fA-F][0-9a-fA-F][0-9a-fA-F]-[0-9a-fA-F][0-9a-fA-F][0-9a-fA-F][0-9a-fA-F]-[0-9a-fA-F][0-9a-fA-F][0-9a-fA-F][0-9a-fA-F]-[0-9a-fA-F][0-9a-fA-F][0-9a-fA-F][0-9a-fA-F][0-9a-fA-F][0-9a-fA-F][0-9a-fA-F][0-9a-fA-F][0-9a-fA-F][0-9a-fA-F][0-9a-fA-F][0-9a-fA-F])
-      _cvsm_tid=$_cvsm_team
-      return 0
-      ;;
+# _cvsm_stale_ok: succeeds when the error the last deferred request ended with (_cvsm_e_code,
+# _cvsm_e_status) lets a kept value be served (R14): a network error (an unreadable answer
+# included), a 5xx or a 429, all after retries; never a 401 or 403 (the cache is gone), a 4xx, a
+# 3xx or a configuration error. And only when stale-if-error is on.
+_cvsm_stale_ok() {
+  [ "$_cvsm_sie" -gt 0 ] || return 1
+  case $_cvsm_e_code:$_cvsm_e_status in
+    8:* | 6:* | 7:5??) return 0 ;;
   esac
-  _cvsm_cache_root quiet || crc=$?
-  if [ "$crc" = 0 ]; then
-    _cvsm_hash "$_cvsm_base"$'\n'"$_cvsm_token"$'\n'"$_cvsm_team"
-    h=$_cvsm_h
-    if _cvsm_cache_find teams "$h"; then
-      f=$_cvsm_result
-      id=$(command cat -- "$f" 2>/dev/null) || id=''
-      case $id in
-        '' | *[!0-9A-Za-z-]*) ;;
-        *) _cvsm_tid=$id && return 0 ;;
-      esac
-    fi
-  fi
-  # shellcheck disable=SC2016 # jq variables, not shell ones
-  _cvsm_request teams /teams '(.teams | if type == "array" then . else error("no teams") end)
-      | map(select(type == "object" and .slug == $slug and (.id | type) == "string")) | (first | .id) // ""' \
-    --arg slug "$_cvsm_team" || return
-  id=$_cvsm_result
-  if [ -z "$id" ]; then
-    _cvsm_fail 2 "team \"$_cvsm_team\" matches none of your teams (CVSM_TEAM takes a team id or slug)"
-    return
-  fi
-  case $id in
-    *[!0-9A-Za-z-]*) _cvsm_fail 8 "network error: unreadable team id from the server"; return ;;
-  esac
-  _cvsm_tid=$id
-  [ -z "$h" ] || _cvsm_cache_put teams "$h" 600000 "$id"
+  return 1
+}
+
+# _cvsm_served_stale WHAT notes that this call serves a kept value: _cvsm_stale_msg is the warning,
+# naming WHAT (the secret, or every secret of the environment), the age of the kept value and the
+# error's kind and message, never a value. _cvsm_stale_report gives it once the call succeeds.
+_cvsm_served_stale() {
+  local age
+  _cvsm_now_ms
+  age=$(((_cvsm_now - _cvsm_fetched) / 1000))
+  _cvsm_kind "$_cvsm_e_code"
+  _cvsm_stale_msg="serving a stale value of $1, fetched ${age}s ago, because refreshing it failed ($_cvsm_enc error: $_cvsm_e_msg)"
+}
+
+# _cvsm_stale_report: when this call served a kept value, sets CVSM_STALE=1 and prints the warning
+# (one line on stderr); a call that fails after all says nothing of it.
+# shellcheck disable=SC2034 # CVSM_STALE is for the caller
+_cvsm_stale_report() {
+  [ -n "$_cvsm_stale_msg" ] || return 0
+  CVSM_STALE=1
+  _cvsm_warn "$_cvsm_stale_msg"
+  _cvsm_stale_msg=''
 }
 
 # _cvsm_valid_name NAME: succeeds when NAME is a valid secret name, [A-Za-z_][A-Za-z0-9_]{0,254}
@@ -870,90 +957,144 @@ _cvsm_valid_name() {
 }
 
 # _cvsm_op_get prints one value: from the cache when fresh (its own entry, or a cached get_all of
-# the same environment), else by listing with search=NAME, taking the exact name and fetching it.
+# the same environment), else read with one request, GET .../secrets/by-name/NAME. Only a 404 to it
+# asks the listing (_cvsm_not_found). When the read fails with an error that allows it
+# (_cvsm_stale_ok), a value kept for stale-if-error is printed instead, marked stale.
 _cvsm_op_get() {
-  local name="$_cvsm_name" hget='' hall='' found vjson crc=0
+  local name="$_cvsm_name" hget='' hall='' vjson env crc=0 code=0
   if ! _cvsm_valid_name "$name"; then
     _cvsm_fail 5 "secret name \"${name:0:300}\" is not valid: a name is a letter or _ followed by up to 254 letters, digits or _"
     return
   fi
-  if [ "$_cvsm_ttl" -gt 0 ]; then
+  if [ "$_cvsm_ttl" -gt 0 ] || [ "$_cvsm_sie" -gt 0 ]; then
     _cvsm_cache_root || crc=$?
     [ "$crc" != 2 ] || return 2
-  fi
-  if [ "$_cvsm_ttl" -gt 0 ] && [ "$crc" = 0 ]; then
-    _cvsm_key get "$name"
-    hget=$_cvsm_h
-    _cvsm_key all
-    hall=$_cvsm_h
-    if _cvsm_cache_find values "$hget"; then
-      command jq -j 'if type == "string" then . else error("bad entry") end' "$_cvsm_result" 2>/dev/null && return 0
-    fi
-    if _cvsm_cache_find values "$hall"; then
-      command jq -j --arg n "$name" 'if type == "object" and (.[$n] | type) == "string" then .[$n] else error("miss") end' "$_cvsm_result" 2>/dev/null && return 0
+    if [ "$crc" = 0 ]; then
+      _cvsm_key get "$name"
+      hget=$_cvsm_h
+      _cvsm_key all
+      hall=$_cvsm_h
     fi
   fi
-  _cvsm_resolve_team || return
+  if [ "$_cvsm_ttl" -gt 0 ] && [ -n "$hget" ]; then
+    if _cvsm_cache_find values "$hget" fresh; then
+      _cvsm_print_value "$_cvsm_result" && return 0
+    fi
+    if _cvsm_cache_find values "$hall" fresh; then
+      _cvsm_print_value "$_cvsm_result" "$name" && return 0
+    fi
+  fi
   _cvsm_urlenc "$_cvsm_env"
-  found=$_cvsm_enc
+  env=$_cvsm_enc
+  _cvsm_urlenc "$name"
+  _cvsm_defer=1
+  _cvsm_request value "/teams/$_cvsm_tid/secrets/by-name/$_cvsm_enc?environment=$env" \
+    'if type == "object" and (.secret | type) == "object" and (.value | type) == "string"
+      then .value | tojson else error("not a by-name answer") end' || code=$?
+  _cvsm_defer=0
+  if [ "$code" = 0 ]; then
+    vjson=$_cvsm_result
+    [ -z "$hget" ] || _cvsm_cache_put values "$hget" "$vjson"
+    printf '%s' "$vjson" | command jq -j .
+    return
+  fi
+  if [ "$code" = 5 ]; then
+    # The server says the secret is gone (or the team or base URL is wrong): nothing kept is served.
+    [ -z "$hget" ] || _cvsm_cache_forget values "$hget"
+    _cvsm_not_found "$name"
+    return
+  fi
+  if [ -n "$hget" ] && _cvsm_stale_ok; then
+    if _cvsm_cache_find values "$hget" kept && _cvsm_print_value "$_cvsm_result"; then
+      _cvsm_served_stale "$name"
+      return 0
+    fi
+    if _cvsm_cache_find values "$hall" kept && _cvsm_print_value "$_cvsm_result" "$name"; then
+      _cvsm_served_stale "$name"
+      return 0
+    fi
+  fi
+  _cvsm_fail "$code" "$_cvsm_e_msg"
+}
+
+# _cvsm_print_value FILE [NAME] prints the value a cache entry holds: a JSON string, or with NAME
+# that member of a cached get_all object. It fails, printing nothing, when the entry is not that.
+_cvsm_print_value() {
+  if [ $# -eq 1 ]; then
+    command jq -j 'if type == "string" then . else error("bad entry") end' "$1" 2>/dev/null
+  else
+    command jq -j --arg n "$2" 'if type == "object" and (.[$n] | type) == "string" then .[$n] else error("miss") end' "$1" 2>/dev/null
+  fi
+}
+
+# _cvsm_not_found NAME settles a 404 to the by-name read of NAME (its status and request id in
+# _cvsm_e_*) with the listing, GET .../secrets?environment=ENV&search=NAME: a 404 or 400 to it is a
+# configuration error (R9: a wrong team or base URL, or environment); a listing makes it not found,
+# with the by-name answer's status and request id, suggesting an entry that differs only in case.
+_cvsm_not_found() {
+  local name="$1" rid="$_cvsm_e_rid" env sugg
+  _cvsm_urlenc "$_cvsm_env"
+  env=$_cvsm_enc
   _cvsm_urlenc "$name"
   # shellcheck disable=SC2016 # jq variables, not shell ones
-  _cvsm_request list "/teams/$_cvsm_tid/secrets?environment=$found&search=$_cvsm_enc" \
+  _cvsm_request list "/teams/$_cvsm_tid/secrets?environment=$env&search=$_cvsm_enc" \
     '(.secrets | if type == "array" then . else error("no secrets") end)
-      | map(select(type == "object" and (.name | type) == "string" and (.environment == null or .environment == $env))) as $s
-      | ([$s[] | select(.name == $n and (.id | type) == "string") | .id] | first) as $id
-      | if $id then "id:" + $id
-        else ([$s[] | select((.name | ascii_downcase) == ($n | ascii_downcase)) | .name] | first) as $alt
-        | if $alt then "suggest:" + $alt else "none" end
-        end' \
+      | [.[] | select(type == "object" and (.name | type) == "string"
+          and (.environment == null or .environment == $env)) | .name
+        | select(. != $n and ascii_downcase == ($n | ascii_downcase))]
+      | first // ""' \
     --arg n "$name" --arg env "$_cvsm_env" || return
-  found=$_cvsm_result
-  case $found in
-    id:*) ;;
-    suggest:*)
-      _cvsm_e_rid=$_cvsm_rid _cvsm_e_sugg=${found#suggest:}
-      _cvsm_fail 5 "secret \"$name\" not found in $_cvsm_env; did you mean \"${found#suggest:}\"?"
-      return
-      ;;
-    *)
-      _cvsm_e_rid=$_cvsm_rid
-      _cvsm_fail 5 "secret \"$name\" not found in $_cvsm_env"
-      return
-      ;;
-  esac
-  _cvsm_urlenc "${found#id:}"
-  _cvsm_request value "/teams/$_cvsm_tid/secrets/$_cvsm_enc" \
-    '.value | if type == "string" then tojson else error("no value") end' || return
-  vjson=$_cvsm_result
-  [ -z "$hget" ] || _cvsm_cache_put values "$hget" "$((_cvsm_ttl * 1000))" "$vjson"
-  printf '%s' "$vjson" | command jq -j .
+  sugg=$_cvsm_result
+  _cvsm_e_status=404 _cvsm_e_rid=$rid _cvsm_e_sugg=$sugg
+  if [ -n "$sugg" ]; then
+    _cvsm_fail 5 "secret \"$name\" not found in $_cvsm_env; did you mean \"$sugg\"?"
+  else
+    _cvsm_fail 5 "secret \"$name\" not found in $_cvsm_env"
+  fi
 }
 
 # _cvsm_fetch_all sets _cvsm_values to the JSON object name -> value of the environment, its keys
 # sorted: from the cache when fresh, else from the export endpoint (format=json), then cached.
+# When the export fails with an error that allows it (_cvsm_stale_ok), a kept get_all result is
+# used instead, marked stale.
 _cvsm_fetch_all() {
-  local hall='' crc=0
-  if [ "$_cvsm_ttl" -gt 0 ]; then
+  local hall='' crc=0 code=0
+  if [ "$_cvsm_ttl" -gt 0 ] || [ "$_cvsm_sie" -gt 0 ]; then
     _cvsm_cache_root || crc=$?
     [ "$crc" != 2 ] || return 2
     if [ "$crc" = 0 ]; then
       _cvsm_key all
       hall=$_cvsm_h
-      if _cvsm_cache_find values "$hall" &&
-        _cvsm_values=$(command jq -c 'if type == "object" then . else error("bad entry") end' "$_cvsm_result" 2>/dev/null); then
-        return 0
-      fi
     fi
   fi
-  _cvsm_resolve_team || return
+  if [ "$_cvsm_ttl" -gt 0 ] && [ -n "$hall" ] && _cvsm_cache_find values "$hall" fresh &&
+    _cvsm_read_all "$_cvsm_result"; then
+    return 0
+  fi
   _cvsm_urlenc "$_cvsm_env"
+  _cvsm_defer=1
   # shellcheck disable=SC2016 # jq variables, not shell ones
   _cvsm_request export "/teams/$_cvsm_tid/secrets/export?format=json&environment=$_cvsm_enc" \
     'if type == "object" and all(.[]; type == "string")
       then . as $o | reduce keys[] as $k ({}; .[$k] = $o[$k]) | tojson
-      else error("not an object of strings") end' || return
-  _cvsm_values=$_cvsm_result
-  [ -z "$hall" ] || _cvsm_cache_put values "$hall" "$((_cvsm_ttl * 1000))" "$_cvsm_values"
+      else error("not an object of strings") end' || code=$?
+  _cvsm_defer=0
+  if [ "$code" = 0 ]; then
+    _cvsm_values=$_cvsm_result
+    [ -z "$hall" ] || _cvsm_cache_put values "$hall" "$_cvsm_values"
+    return 0
+  fi
+  if [ -n "$hall" ] && _cvsm_stale_ok && _cvsm_cache_find values "$hall" kept &&
+    _cvsm_read_all "$_cvsm_result"; then
+    _cvsm_served_stale "every secret of $_cvsm_env"
+    return 0
+  fi
+  _cvsm_fail "$code" "$_cvsm_e_msg"
+}
+
+# _cvsm_read_all FILE sets _cvsm_values to the get_all object a cache entry holds, or fails.
+_cvsm_read_all() {
+  _cvsm_values=$(command jq -c 'if type == "object" then . else error("bad entry") end' "$1" 2>/dev/null)
 }
 
 # _cvsm_op_get_all prints the values as NAME='value' lines sorted by name (a name that is not a
@@ -969,13 +1110,12 @@ _cvsm_op_get_all() {
   fi
 }
 
-# _cvsm_op_inject checks every name and value first (a name must be a variable name, a value must
-# not hold a NUL character: no environment can), and sets nothing when one fails; then it exports
-# the values into the calling shell, in name order (see _cvsm_inject_one). Its locals, like every
-# local on the way here, start with _cvsm_: a secret of that name is never set.
-_cvsm_op_inject() {
-  local _cvsm_script='' _cvsm_bad
-  _cvsm_fetch_all || return
+# _cvsm_env_script checks every name and value of _cvsm_values (a name must be a variable name, a
+# value must not hold a NUL character: no environment can), failing with a configuration error that
+# names the first bad secret, and sets _cvsm_script to the _cvsm_inject_one calls that export them,
+# in name order.
+_cvsm_env_script() {
+  local _cvsm_bad
   _cvsm_bad=$(printf '%s' "$_cvsm_values" | command jq -r '[keys[] as $k
       | if ($k | test("\\A[A-Za-z_][A-Za-z0-9_]*\\z") | not) then "secret \($k | tojson) is not a valid variable name"
         elif (.[$k] | explode | any(. == 0)) then "secret \($k | tojson) holds a NUL character, which no environment variable can"
@@ -992,7 +1132,34 @@ _cvsm_op_inject() {
     _cvsm_fail 8 "network error: unreadable response from the server"
     return
   }
+}
+
+# _cvsm_op_inject exports every secret into the calling shell, all or nothing (_cvsm_env_script;
+# see _cvsm_inject_one). Its locals, like every local on the way here, start with _cvsm_: a secret
+# of that name is never set.
+_cvsm_op_inject() {
+  local _cvsm_script=''
+  _cvsm_fetch_all || return
+  _cvsm_env_script || return
   eval "$_cvsm_script"
+}
+
+# _cvsm_op_run CMD [ARGS...] fetches every secret, checks them all (_cvsm_env_script), then runs
+# CMD in a subshell that exports them (as cvsm_inject does, so variables already set are kept
+# unless --overwrite) and replaces itself with CMD (exec). The calling shell gets none of the
+# values; no value is ever on a command line (env NAME=value would show it in ps); CMD is the
+# subshell's process, so a signal sent to that process, or to the terminal's foreground process
+# group (Ctrl-C), reaches CMD itself; and the status is CMD's, 128+N when signal N killed it (127
+# when CMD cannot be found, as for env).
+_cvsm_op_run() {
+  local _cvsm_script=''
+  _cvsm_fetch_all || return
+  _cvsm_env_script || return
+  _cvsm_stale_report
+  (
+    eval "$_cvsm_script"
+    exec -- "$@"
+  )
 }
 
 # _cvsm_isset NAME: succeeds when the variable NAME is set (even to "").
@@ -1022,7 +1189,7 @@ _cvsm_exported() {
 # given), is special to the shell, or is read-only; with --print it prints NAME when it set it.
 _cvsm_inject_one() {
   case $1 in
-    _cvsm_* | CVSM_ERROR_* | UID | EUID | GID | EGID | PPID | USERNAME | BASHPID | BASHOPTS | SHELLOPTS | BASH_* | \
+    _cvsm_* | CVSM_ERROR_* | CVSM_STALE | UID | EUID | GID | EGID | PPID | USERNAME | BASHPID | BASHOPTS | SHELLOPTS | BASH_* | \
       RANDOM | SRANDOM | SECONDS | LINENO | HISTCMD | EPOCHSECONDS | EPOCHREALTIME | FUNCNAME | \
       GROUPS | DIRSTACK | PIPESTATUS | IFS | path | fpath | cdpath | manpath | mailpath | module_path | \
       psvar | argv | status | pipestatus)
@@ -1043,16 +1210,19 @@ _cvsm_inject_one() {
 }
 
 # _cvsm_op_describe prints the effective configuration: key=value lines, or --json with the keys
-# base_url, team, environment, cache_ttl, timeout and max_retries. The token is never printed.
+# base_url, team, environment, cache_ttl, timeout, max_retries and stale_if_error. The token is
+# never printed.
 _cvsm_op_describe() {
   if [ "$_cvsm_json" = 1 ]; then
     command jq -nc --arg b "$(_cvsm_redacted_base)" --arg t "$_cvsm_team" --arg e "$_cvsm_env" \
       --argjson ttl "$_cvsm_ttl" --argjson to "$_cvsm_timeout" --argjson r "$_cvsm_retries" \
-      '{base_url: $b, team: $t, environment: $e, cache_ttl: $ttl, timeout: $to, max_retries: $r}'
+      --argjson sie "$_cvsm_sie" \
+      '{base_url: $b, team: $t, environment: $e, cache_ttl: $ttl, timeout: $to, max_retries: $r,
+        stale_if_error: $sie}'
     return
   fi
   _cvsm_cache_path
-  printf 'cvsm-shell/%s\nbase_url=%s\nteam=%s\nenvironment=%s\ncache_ttl=%s\ntimeout=%s\nmax_retries=%s\nca_file=%s\ncurl_config=%s\ntoken=<hidden>\ncache_dir=%s\n' \
-    "$_cvsm_ver" "$(_cvsm_redacted_base)" "$_cvsm_team" "$_cvsm_env" "$_cvsm_ttl" "$_cvsm_timeout" \
+  printf 'cvsm-shell/%s\nbase_url=%s\nteam=%s\nenvironment=%s\ncache_ttl=%s\nstale_if_error=%s\ntimeout=%s\nmax_retries=%s\nca_file=%s\ncurl_config=%s\ntoken=<hidden>\ncache_dir=%s\n' \
+    "$_cvsm_ver" "$(_cvsm_redacted_base)" "$_cvsm_team" "$_cvsm_env" "$_cvsm_ttl" "$_cvsm_sie" "$_cvsm_timeout" \
     "$_cvsm_retries" "$_cvsm_ca" "$_cvsm_curlcfg" "${_cvsm_cdir:-none (no XDG_RUNTIME_DIR: nothing is cached on disk)}"
 }

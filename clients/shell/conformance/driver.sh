@@ -12,7 +12,8 @@
 # this process at that moment, the proxy variables, plus a fresh private cache directory
 # (CVSM_CACHE_DIR). Every later call runs with exactly that snapshot, so set_env after new_client
 # does not change the client, just as it would not change a constructed client in the other
-# languages.
+# languages. A get or get_all result carries "stale": true only when the function set CVSM_STALE=1,
+# the SDK's own mark of a value served by stale-if-error.
 set -euo pipefail
 umask 077
 
@@ -36,7 +37,7 @@ _drv_res=$_drv_tmp/result
 
 # The CVSM_* variables a client reads, and the proxy variables curl reads (plus REQUEST_METHOD,
 # which turns HTTP_PROXY off, as in CGI).
-_drv_vars=(TOKEN BASE_URL TEAM ENVIRONMENT CACHE_TTL TIMEOUT MAX_RETRIES CA_FILE CURL_CONFIG)
+_drv_vars=(TOKEN BASE_URL TEAM ENVIRONMENT CACHE_TTL TIMEOUT MAX_RETRIES CA_FILE CURL_CONFIG STALE_IF_ERROR)
 _drv_proxy_vars=(http_proxy HTTP_PROXY https_proxy HTTPS_PROXY all_proxy ALL_PROXY no_proxy NO_PROXY REQUEST_METHOD)
 _drv_has_client=0
 _drv_clients=0
@@ -117,7 +118,7 @@ _drv_call() {
     CVSM_ENVIRONMENT=${_drv_c[ENVIRONMENT]-} CVSM_CACHE_TTL=${_drv_c[CACHE_TTL]-} \
     CVSM_TIMEOUT=${_drv_c[TIMEOUT]-} CVSM_MAX_RETRIES=${_drv_c[MAX_RETRIES]-} \
     CVSM_CA_FILE=${_drv_c[CA_FILE]-} CVSM_CURL_CONFIG=${_drv_c[CURL_CONFIG]-} \
-    CVSM_CACHE_DIR=${_drv_c[CACHE_DIR]-} "$@" >"$_drv_out" 2>"$_drv_err" || rc=$?
+    CVSM_STALE_IF_ERROR=${_drv_c[STALE_IF_ERROR]-} CVSM_CACHE_DIR=${_drv_c[CACHE_DIR]-} "$@" >"$_drv_out" 2>"$_drv_err" || rc=$?
   _drv_proxy_restore
   return "$rc"
 }
@@ -146,6 +147,7 @@ _drv_new_client() {
       timeout) _drv_c[TIMEOUT]=$v ;;
       max_retries) _drv_c[MAX_RETRIES]=$v ;;
       ca_file) _drv_c[CA_FILE]=$v ;;
+      stale_if_error) _drv_c[STALE_IF_ERROR]=$v ;;
     esac
   done < <(jq -j '(.options // {}) | to_entries[] | select(.value != null)
     | "\(.key)\u0000\(.value | if type == "string" then . else tojson end)\u0000"' <<<"$args")
@@ -252,13 +254,18 @@ _drv_handle() {
       name=$(jq -j '.name // "" | if (explode | any(. == 0)) then "\u0001" + . else . end' <<<"$args"; printf x)
       name=${name%x}
       _drv_call cvsm_get -- "$name" || rc=$?
-      [ "$rc" = 0 ] && jq -n --rawfile v "$_drv_out" '{value: $v}' >"$_drv_res"
+      [ "$rc" = 0 ] && jq -n --rawfile v "$_drv_out" --arg stale "$CVSM_STALE" \
+        '{value: $v} + (if $stale == "1" then {stale: true} else {} end)' >"$_drv_res"
       ;;
     get_all)
       _drv_call cvsm_get_all --json || rc=$?
       if [ "$rc" = 0 ]; then
         [ ! -s "$_drv_err" ] || cat "$_drv_err" >&2
-        _drv_reply "$id" "$_drv_out" '{values: .}'
+        if [ "$CVSM_STALE" = 1 ]; then
+          _drv_reply "$id" "$_drv_out" '{values: ., stale: true}'
+        else
+          _drv_reply "$id" "$_drv_out" '{values: .}'
+        fi
         : >"$_drv_out"
         return
       fi

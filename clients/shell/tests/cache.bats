@@ -12,7 +12,7 @@ mode_of() { stat -c '%a' "$1"; }
 
 @test "a second cvsm_get within the TTL makes no request, from a subshell or another process too" {
   [ "$(cvsm_get API_KEY)" = "k-prod" ]
-  [ "$(count_requests)" -eq 3 ]
+  [ "$(count_requests)" -eq 1 ]
   [ "$(cvsm_get API_KEY)" = "k-prod" ]
   run bash -c 'source "$1"; cvsm_get API_KEY' _ "$SDK"
   [ "$output" = "k-prod" ]
@@ -20,17 +20,17 @@ mode_of() { stat -c '%a' "$1"; }
     run zsh -c 'source "$1"; cvsm_get API_KEY' _ "$SDK"
     [ "$output" = "k-prod" ]
   fi
-  [ "$(count_requests)" -eq 3 ]
+  [ "$(count_requests)" -eq 1 ]
 }
 
 @test "an entry expires after CVSM_CACHE_TTL seconds" {
   export CVSM_CACHE_TTL=3
   cvsm_get API_KEY >/dev/null
   cvsm_get API_KEY >/dev/null
-  [ "$(count_requests /secrets/s-api)" -eq 1 ]
+  [ "$(count_requests /by-name/API_KEY)" -eq 1 ]
   sleep 3.1
   cvsm_get API_KEY >/dev/null
-  [ "$(count_requests /secrets/s-api)" -eq 2 ]
+  [ "$(count_requests /by-name/API_KEY)" -eq 2 ]
 }
 
 @test "CVSM_CACHE_TTL=0 disables the cache and writes no value to disk" {
@@ -39,7 +39,7 @@ mode_of() { stat -c '%a' "$1"; }
   cvsm_get API_KEY >/dev/null
   cvsm_get_all >/dev/null
   cvsm_get_all >/dev/null
-  [ "$(count_requests /secrets/s-api)" -eq 2 ]
+  [ "$(count_requests /by-name/API_KEY)" -eq 2 ]
   [ "$(count_requests /export)" -eq 2 ]
   [ ! -e "$CVSM_CACHE_DIR/values" ]
 }
@@ -48,7 +48,7 @@ mode_of() { stat -c '%a' "$1"; }
   export CVSM_CACHE_TTL=60
   cvsm_get --cache-ttl 0 API_KEY >/dev/null
   cvsm_get --cache-ttl 0 API_KEY >/dev/null
-  [ "$(count_requests /secrets/s-api)" -eq 2 ]
+  [ "$(count_requests /by-name/API_KEY)" -eq 2 ]
 }
 
 @test "cvsm_get_all is cached as a whole, and a cvsm_get after it makes no request" {
@@ -58,7 +58,7 @@ mode_of() { stat -c '%a' "$1"; }
   run cvsm_get MULTI
   [ "$output" = "$(printf 'line1\nline2\n\n')" ]
   [ "$(cvsm_get EMPTY; echo x)" = "x" ]
-  [ "$(count_requests)" -eq 2 ]
+  [ "$(count_requests)" -eq 1 ]
 }
 
 @test "cvsm_clear_cache makes the next call ask the server again" {
@@ -67,7 +67,7 @@ mode_of() { stat -c '%a' "$1"; }
   cvsm_clear_cache
   cvsm_get API_KEY >/dev/null
   cvsm_get_all >/dev/null
-  [ "$(count_requests /secrets/s-api)" -eq 2 ]
+  [ "$(count_requests /by-name/API_KEY)" -eq 2 ]
   [ "$(count_requests /export)" -eq 2 ]
 }
 
@@ -83,8 +83,7 @@ mode_of() { stat -c '%a' "$1"; }
   [ "$(cvsm_get API_KEY)" = "k-prod" ]
   [ "$(CVSM_ENVIRONMENT=staging cvsm_get API_KEY)" = "k-staging" ]
   [ "$(cvsm_get API_KEY)" = "k-prod" ]
-  [ "$(count_requests /secrets/s-api)" -eq 1 ]
-  [ "$(count_requests /secrets/s-api-st)" -eq 1 ]
+  [ "$(stub_requests | jq -c '[.[] | .query]')" = '["environment=production","environment=staging"]' ]
 }
 
 @test "the cache is keyed by token: another token never reads cached values" {
@@ -102,12 +101,25 @@ mode_of() { stat -c '%a' "$1"; }
   [ "$status" -eq 3 ]
   cvsm_get API_KEY >/dev/null
   cvsm_get_all >/dev/null
-  [ "$(count_requests /secrets/s-api)" -eq 2 ]
+  [ "$(count_requests /by-name/API_KEY)" -eq 3 ]
+  [ "$(count_requests /export)" -eq 2 ]
+}
+
+@test "a permission error empties the whole cache too" {
+  cvsm_get API_KEY >/dev/null
+  cvsm_get_all >/dev/null
+  stub_fault '[{"path": "/api/v1/teams/", "status": 403, "count": 1}]'
+  CVSM_ENVIRONMENT=staging run cvsm_get API_KEY
+  [ "$status" -eq 4 ]
+  [ -z "$(find "$CVSM_CACHE_DIR" -type f)" ]
+  cvsm_get API_KEY >/dev/null
+  cvsm_get_all >/dev/null
+  [ "$(count_requests /by-name/API_KEY)" -eq 3 ]
   [ "$(count_requests /export)" -eq 2 ]
 }
 
 @test "errors are never cached" {
-  stub_fault '[{"path": "/api/v1/teams/'"$TEAM_ID"'/secrets/s-api", "status": 500, "count": 1}]'
+  stub_fault '[{"path": "/api/v1/teams/acme/secrets/by-name/API_KEY", "status": 500, "count": 1}]'
   run cvsm_get API_KEY
   [ "$status" -eq 7 ]
   run cvsm_get API_KEY
@@ -120,7 +132,7 @@ mode_of() { stat -c '%a' "$1"; }
   cvsm_get_all >/dev/null
   [ "$(mode_of "$CVSM_CACHE_DIR")" = 700 ]
   [ "$(mode_of "$CVSM_CACHE_DIR/values")" = 700 ]
-  [ "$(find "$CVSM_CACHE_DIR" -type f | wc -l)" -ge 3 ]
+  [ "$(find "$CVSM_CACHE_DIR" -type f | wc -l)" -eq 2 ]
   [ -z "$(find "$CVSM_CACHE_DIR" -type f ! -perm 600)" ]
   [ -z "$(find "$CVSM_CACHE_DIR" -type d ! -perm 700)" ]
 }
@@ -138,7 +150,7 @@ mode_of() { stat -c '%a' "$1"; }
   mkdir -m 700 "$XDG_RUNTIME_DIR"
   cvsm_get API_KEY >/dev/null
   cvsm_get API_KEY >/dev/null
-  [ "$(count_requests /secrets/s-api)" -eq 1 ]
+  [ "$(count_requests /by-name/API_KEY)" -eq 1 ]
   [ "$(mode_of "$XDG_RUNTIME_DIR/cvsm-$UID")" = 700 ]
   run cvsm_describe
   [[ $output == *"cache_dir=$XDG_RUNTIME_DIR/cvsm-$UID"* ]]
@@ -154,7 +166,7 @@ mode_of() { stat -c '%a' "$1"; }
   [ "$(cvsm_get API_KEY)" = k-prod ]
   cvsm_get_all >/dev/null
   cvsm_inject
-  [ "$(count_requests /secrets/s-api)" -eq 2 ]
+  [ "$(count_requests /by-name/API_KEY)" -eq 2 ]
   [ "$(count_requests /export)" -eq 2 ]
   # Nothing new anywhere we could write: not in TMPDIR, HOME, the working directory or /tmp.
   [ -z "$(find "$TMPDIR" "$HOME" "$PWD" -newer "$BATS_TEST_TMPDIR/before" 2>/dev/null)" ]
@@ -192,18 +204,33 @@ mode_of() { stat -c '%a' "$1"; }
   sleep 3.1
   cvsm_check_config
   [ "$(find "$CVSM_CACHE_DIR/values" -type f | wc -l)" -eq 0 ]
-  # The team id (no secret) lives 10 minutes.
-  [ "$(find "$CVSM_CACHE_DIR/teams" -type f | wc -l)" -eq 1 ]
 }
 
-@test "an entry's file name ends in its expiry time, in milliseconds" {
-  local before after f
+@test "team ids an older version remembered are swept at their time, and nothing asks /teams" {
+  mkdir -m 700 "$CVSM_CACHE_DIR" "$CVSM_CACHE_DIR/teams"
+  echo "$TEAM_ID" >"$CVSM_CACHE_DIR/teams/0123abcdef.1000"
+  echo "$TEAM_ID" >"$CVSM_CACHE_DIR/teams/0123abcdef.99999999999999"
+  cvsm_get API_KEY >/dev/null
+  [ "$(ls "$CVSM_CACHE_DIR/teams")" = 0123abcdef.99999999999999 ]
+  [ "$(count_requests /teams)" -eq 0 ]
+}
+
+@test "an entry's file name ends in its fetch time and its expiry time (TTL + stale-if-error), in milliseconds" {
+  local before after f fetched
   before=$(($(date +%s) * 1000))
   cvsm_get API_KEY >/dev/null
   after=$(($(date +%s) * 1000 + 1000))
   f=$(find "$CVSM_CACHE_DIR/values" -type f)
-  [ "$((${f##*.} - 30000))" -ge "$before" ]
-  [ "$((${f##*.} - 30000))" -le "$after" ]
+  fetched=${f%.*}
+  fetched=${fetched##*.}
+  [ "$fetched" -ge "$before" ] && [ "$fetched" -le "$after" ]
+  [ "${f##*.}" -eq "$((fetched + 30000))" ]
+  cvsm_clear_cache
+  CVSM_STALE_IF_ERROR=45 cvsm_get API_KEY >/dev/null
+  f=$(find "$CVSM_CACHE_DIR/values" -type f)
+  fetched=${f%.*}
+  fetched=${fetched##*.}
+  [ "${f##*.}" -eq "$((fetched + 75000))" ]
 }
 
 @test "a file an older version left in the cache directory is swept" {
@@ -272,7 +299,7 @@ mode_of() { stat -c '%a' "$1"; }
   cvsm_get API_KEY >/dev/null
   cvsm_get API_KEY >/dev/null
   set +C
-  [ "$(count_requests /secrets/s-api)" -eq 2 ]
+  [ "$(count_requests /by-name/API_KEY)" -eq 2 ]
 }
 
 @test "concurrent calls from one shell all succeed and leave only complete cache files" {
@@ -296,13 +323,20 @@ mode_of() { stat -c '%a' "$1"; }
   [ "$(count_requests)" -eq "$before" ]
 }
 
-@test "writing an entry removes its copies that expire sooner, and keeps one that expires later" {
-  local _cvsm_root=$CVSM_CACHE_DIR _cvsm_now=0
-  mkdir -m 700 "$_cvsm_root"
-  _cvsm_cache_put values abc 60000 '"one"'
-  _cvsm_cache_put values abc 1000 '"two"'
+@test "writing an entry removes its copies fetched before it, and keeps one a racing call fetched later" {
+  local _cvsm_root=$CVSM_CACHE_DIR _cvsm_now=0 _cvsm_ttl=60 _cvsm_sie=0 later
+  mkdir -m 700 "$_cvsm_root" "$_cvsm_root/values"
+  later=$(($(date +%s) * 1000 + 5000))
+  echo '"old"' >"$_cvsm_root/values/abc.1000.99999999999999"
+  echo '"legacy"' >"$_cvsm_root/values/abc.99999999999999"
+  echo '"later"' >"$_cvsm_root/values/abc.$later.99999999999999"
+  _cvsm_cache_put values abc '"now"'
   [ "$(find "$_cvsm_root/values" -name 'abc.*' | wc -l)" -eq 2 ]
-  _cvsm_cache_put values abc 120000 '"three"'
-  [ "$(find "$_cvsm_root/values" -name 'abc.*' | wc -l)" -eq 1 ]
-  [ "$(jq -r . "$_cvsm_root"/values/abc.*)" = three ]
+  [ -e "$_cvsm_root/values/abc.$later.99999999999999" ]
+  # The copy fetched last is the one read.
+  _cvsm_cache_find values abc fresh
+  [ "$_cvsm_result" = "$_cvsm_root/values/abc.$later.99999999999999" ]
+  rm "$_cvsm_result"
+  _cvsm_cache_find values abc fresh
+  [ "$(jq -r . "$_cvsm_result")" = now ]
 }

@@ -28,8 +28,24 @@ setup() { common_setup; }
   CVSM_TOKEN='' run --separate-stderr cvsm_check_config
   [ "$status" -eq 2 ]
   [ "$stderr" = "cvsm: CVSM_TOKEN is not set" ]
-  CVSM_ENVIRONMENT='' CVSM_CACHE_TTL='' run cvsm_describe --json
-  [ "$(jq -c '[.environment, .cache_ttl]' <<<"$output")" = '["production",30]' ]
+  CVSM_ENVIRONMENT='' CVSM_CACHE_TTL='' CVSM_STALE_IF_ERROR='' run cvsm_describe --json
+  [ "$(jq -c '[.environment, .cache_ttl, .stale_if_error]' <<<"$output")" = '["production",30,0]' ]
+}
+
+@test "a CVSM_STALE_IF_ERROR or --stale-if-error that is not a non-negative integer is a configuration error" {
+  local bad
+  for bad in -1 soon 1.5 ' 3' 9999999999; do
+    CVSM_STALE_IF_ERROR=$bad run --separate-stderr cvsm_check_config
+    [ "$status" -eq 2 ]
+    [ "$stderr" = "cvsm: CVSM_STALE_IF_ERROR must be a non-negative integer (seconds)" ]
+    run --separate-stderr cvsm_check_config --stale-if-error "$bad"
+    [ "$status" -eq 2 ]
+    [ "$stderr" = "cvsm: --stale-if-error must be a non-negative integer (seconds)" ]
+  done
+  CVSM_STALE_IF_ERROR=300 run cvsm_describe --json
+  [ "$(jq .stale_if_error <<<"$output")" = 300 ]
+  CVSM_STALE_IF_ERROR=300 run cvsm_describe --json --stale-if-error 5
+  [ "$(jq .stale_if_error <<<"$output")" = 5 ]
 }
 
 @test "a CVSM_CACHE_TTL that is not a non-negative integer is a configuration error" {
@@ -123,7 +139,7 @@ setup() { common_setup; }
 }
 
 @test "cvsm_describe prints the effective configuration and never the token" {
-  export CVSM_ENVIRONMENT=staging CVSM_CACHE_TTL=5 CVSM_TIMEOUT=2.50 CVSM_MAX_RETRIES=4
+  export CVSM_ENVIRONMENT=staging CVSM_CACHE_TTL=5 CVSM_TIMEOUT=2.50 CVSM_MAX_RETRIES=4 CVSM_STALE_IF_ERROR=0300
   touch "$BATS_TEST_TMPDIR/ca.pem"
   export CVSM_CA_FILE="$BATS_TEST_TMPDIR/ca.pem"
   run cvsm_describe
@@ -133,6 +149,7 @@ base_url=$(stub_url)/api/v1
 team=acme
 environment=staging
 cache_ttl=5
+stale_if_error=300
 timeout=2.5
 max_retries=4
 ca_file=$BATS_TEST_TMPDIR/ca.pem
@@ -146,20 +163,21 @@ cache_dir=$CVSM_CACHE_DIR" ]
 @test "cvsm_describe --json has the protocol's keys and types, defaults included" {
   run cvsm_describe --json
   [ "$status" -eq 0 ]
-  [ "$output" = "{\"base_url\":\"$(stub_url)/api/v1\",\"team\":\"acme\",\"environment\":\"production\",\"cache_ttl\":30,\"timeout\":10,\"max_retries\":2}" ]
+  [ "$output" = "{\"base_url\":\"$(stub_url)/api/v1\",\"team\":\"acme\",\"environment\":\"production\",\"cache_ttl\":30,\"timeout\":10,\"max_retries\":2,\"stale_if_error\":0}" ]
 }
 
 @test "options win over the variables" {
-  export CVSM_ENVIRONMENT=staging CVSM_CACHE_TTL=5 CVSM_TIMEOUT=3 CVSM_MAX_RETRIES=4 CVSM_TEAM=x
+  export CVSM_ENVIRONMENT=staging CVSM_CACHE_TTL=5 CVSM_TIMEOUT=3 CVSM_MAX_RETRIES=4 CVSM_TEAM=x \
+    CVSM_STALE_IF_ERROR=60
   run cvsm_describe --json --environment development --cache-ttl 0 --timeout 1.5 \
-    --max-retries 0 --team acme --base-url http://example.com/api/v1/
-  [ "$output" = '{"base_url":"http://example.com/api/v1","team":"acme","environment":"development","cache_ttl":0,"timeout":1.5,"max_retries":0}' ]
+    --max-retries 0 --team acme --base-url http://example.com/api/v1/ --stale-if-error=7
+  [ "$output" = '{"base_url":"http://example.com/api/v1","team":"acme","environment":"development","cache_ttl":0,"timeout":1.5,"max_retries":0,"stale_if_error":7}' ]
 }
 
 @test "cvsm_describe hides a user:password part of the base URL" {
   CVSM_BASE_URL=https://user:pw@example.com/api/v1 run cvsm_describe
   [[ $output == *"base_url=https://***@example.com/api/v1"* ]]
-  [[ $output != *"pw"* ]]
+  [[ $output != *":pw@"* ]]
 }
 
 @test "usage errors are exit 2 with one line on stderr" {

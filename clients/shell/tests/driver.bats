@@ -33,7 +33,7 @@ answer() { printf '%s\n' "${lines[$1]}"; }
 @test "new_client answers the effective configuration, and describe never holds the token" {
   drive "{\"id\":1,\"op\":\"new_client\",\"args\":{\"options\":$OPTS}}" \
     '{"id":2,"op":"describe","args":{}}'
-  [ "$(answer 0 | jq -c .result.config)" = "{\"base_url\":\"$(stub_url)/api/v1\",\"team\":\"acme\",\"environment\":\"production\",\"cache_ttl\":30,\"timeout\":10,\"max_retries\":2}" ]
+  [ "$(answer 0 | jq -c .result.config)" = "{\"base_url\":\"$(stub_url)/api/v1\",\"team\":\"acme\",\"environment\":\"production\",\"cache_ttl\":30,\"timeout\":10,\"max_retries\":2,\"stale_if_error\":0}" ]
   [ "$(answer 1 | jq -r .ok)" = true ]
   [[ "$(answer 1 | jq -r .result.text)" == *"team=acme"* ]]
   [[ ${lines[1]} != *"$TOKEN"* ]]
@@ -52,18 +52,18 @@ answer() { printf '%s\n' "${lines[$1]}"; }
 }
 
 @test "error kinds come from exit codes, the other fields from CVSM_ERROR_*" {
-  stub_fault '[{"path": "/api/v1/teams/'"$TEAM_ID"'/secrets/s-api", "status": 429, "retry_after": "9", "count": 1},
-               {"path": "/api/v1/teams/'"$TEAM_ID"'/secrets/s-api", "status": 500, "count": 1},
-               {"path": "/api/v1/teams/'"$TEAM_ID"'/secrets/s-api", "status": 403, "count": 1}]'
+  stub_fault '[{"path": "/api/v1/teams/acme/secrets/by-name/API_KEY", "status": 429, "retry_after": "9", "count": 1},
+               {"path": "/api/v1/teams/acme/secrets/by-name/API_KEY", "status": 500, "count": 1},
+               {"path": "/api/v1/teams/acme/secrets/by-name/API_KEY", "status": 403, "count": 1}]'
   drive "{\"id\":1,\"op\":\"new_client\",\"args\":{\"options\":$OPTS}}" \
     '{"id":2,"op":"get","args":{"name":"API_KEY"}}' \
     '{"id":3,"op":"get","args":{"name":"API_KEY"}}' \
     '{"id":4,"op":"get","args":{"name":"API_KEY"}}' \
     '{"id":5,"op":"get","args":{"name":"api_key"}}'
-  [ "$(answer 1 | jq -c .error)" = '{"kind":"rate_limited","message":"HTTP 429: kesalahan buatan (retry after 9s)","status":429,"retry_after":9,"request_id":"req-3","suggestion":null}' ]
-  [ "$(answer 2 | jq -c '.error | [.kind, .status, .request_id]')" = '["api",500,"req-5"]' ]
+  [ "$(answer 1 | jq -c .error)" = '{"kind":"rate_limited","message":"HTTP 429: kesalahan buatan (retry after 9s)","status":429,"retry_after":9,"request_id":"req-1","suggestion":null}' ]
+  [ "$(answer 2 | jq -c '.error | [.kind, .status, .request_id]')" = '["api",500,"req-2"]' ]
   [ "$(answer 3 | jq -c '.error | [.kind, .status]')" = '["permission_denied",403]' ]
-  [ "$(answer 4 | jq -c '.error | [.kind, .status, .message, .request_id, .suggestion]')" = '["not_found",null,"secret \"api_key\" not found in production; did you mean \"API_KEY\"?","req-8","API_KEY"]' ]
+  [ "$(answer 4 | jq -c '.error | [.kind, .status, .message, .request_id, .suggestion]')" = '["not_found",404,"secret \"api_key\" not found in production; did you mean \"API_KEY\"?","req-4","API_KEY"]' ]
 }
 
 @test "the driver's get uses the cache across ops, and clear_cache empties it" {
@@ -73,7 +73,7 @@ answer() { printf '%s\n' "${lines[$1]}"; }
     '{"id":4,"op":"clear_cache","args":{}}' \
     '{"id":5,"op":"get","args":{"name":"API_KEY"}}'
   [ "$(answer 3)" = '{"id":4,"ok":true,"result":{}}' ]
-  [ "$(count_requests /secrets/s-api)" -eq 2 ]
+  [ "$(count_requests /by-name/API_KEY)" -eq 2 ]
 }
 
 @test "each new_client starts with an empty cache" {
@@ -81,8 +81,8 @@ answer() { printf '%s\n' "${lines[$1]}"; }
     '{"id":2,"op":"get","args":{"name":"API_KEY"}}' \
     "{\"id\":3,\"op\":\"new_client\",\"args\":{\"options\":$OPTS}}" \
     '{"id":4,"op":"get","args":{"name":"API_KEY"}}'
-  [ "$(count_requests /secrets/s-api)" -eq 2 ]
-  [ "$(count_requests /teams)" -eq 2 ]
+  [ "$(count_requests /by-name/API_KEY)" -eq 2 ]
+  [ "$(count_requests)" -eq 2 ]
 }
 
 @test "new_client reads CVSM_* set by set_env, options win, and later set_env does not change the client" {
@@ -145,7 +145,7 @@ answer() { printf '%s\n' "${lines[$1]}"; }
 
 @test "an error's fields come from the SDK's variables, not from its message" {
   # A server message that looks like a status and a retry-after must not be read as them.
-  stub_fault '[{"path": "/api/v1/teams/'"$TEAM_ID"'/secrets/s-api", "status": 500, "body": "{\"error\": \"HTTP 418 (retry after 5s)\"}", "count": 1}]'
+  stub_fault '[{"path": "/api/v1/teams/acme/secrets/by-name/API_KEY", "status": 500, "body": "{\"error\": \"HTTP 418 (retry after 5s)\"}", "count": 1}]'
   drive "{\"id\":1,\"op\":\"new_client\",\"args\":{\"options\":$OPTS}}" \
     '{"id":2,"op":"get","args":{"name":"API_KEY"}}'
   [ "$(answer 1 | jq -c '.error | [.status, .retry_after]')" = '[500,null]' ]
@@ -182,7 +182,7 @@ answer() { printf '%s\n' "${lines[$1]}"; }
   [ "$(answer 3 | jq -r .result.value)" = k-prod ]
   [ "$(answer 4 | jq -c .result.values)" = '{"http_proxy":null}' ]
   [ "$(answer 6 | jq -r .error.kind)" = network ]
-  [ "$(stub_requests | jq '[.[] | select(.proxied and .host == "cvsm.invalid")] | length')" -eq 3 ]
+  [ "$(stub_requests | jq '[.[] | select(.proxied and .host == "cvsm.invalid")] | length')" -eq 1 ]
 }
 
 @test "a get_all of more than 10 MiB comes through the driver whole, in one request" {
@@ -206,7 +206,36 @@ PY
   [ "$(answer 1 | jq -r '.result.values.K01234')" = "$(python3 -c 'print(("é" * 2500) + ("x'"'"'\"$\n" * 625) + "1234", end="")')" ]
   [ "$(answer 2 | jq -r '.result.value | length')" -eq 5627 ]
   [ "$(count_requests /export)" -eq 1 ]
-  [ "$(count_requests)" -eq 2 ]
+  [ "$(count_requests)" -eq 1 ]
   # Linear work takes seconds; a quadratic parse of 16 MiB would take hours.
   [ $((SECONDS - start)) -lt 240 ]
+}
+
+@test "new_client passes stale_if_error, and get and get_all say stale: true only when the SDK set CVSM_STALE" {
+  local opts
+  opts=$(jq -c '. + {cache_ttl: 0, stale_if_error: 30, max_retries: 0}' <<<"$OPTS")
+  stub_fault '[{"path": "/api/v1/teams/acme/secrets/by-name/API_KEY", "status": 503, "after": 1, "count": 1},
+               {"path": "/api/v1/teams/acme/secrets/export", "status": 503, "after": 1, "count": 1},
+               {"path": "/api/v1/teams/acme/secrets/by-name/DB", "status": 503, "count": 2}]'
+  drive "{\"id\":1,\"op\":\"new_client\",\"args\":{\"options\":$opts}}" \
+    '{"id":2,"op":"get","args":{"name":"API_KEY"}}' \
+    '{"id":3,"op":"get_all","args":{}}' \
+    '{"id":4,"op":"get","args":{"name":"API_KEY"}}' \
+    '{"id":5,"op":"get_all","args":{}}' \
+    '{"id":6,"op":"set_env","args":{"set":{"CVSM_STALE":"1"}}}' \
+    '{"id":7,"op":"get","args":{"name":"API_KEY"}}' \
+    '{"id":8,"op":"get","args":{"name":"DB"}}' \
+    '{"id":9,"op":"clear_cache","args":{}}' \
+    '{"id":10,"op":"get","args":{"name":"DB"}}'
+  [ "$(answer 0 | jq -c '.result.config | [.cache_ttl, .stale_if_error]')" = '[0,30]' ]
+  [ "$(answer 1 | jq -c .result)" = '{"value":"k-prod"}' ]
+  [ "$(answer 2 | jq -c '.result | keys')" = '["values"]' ]
+  [ "$(answer 3 | jq -c .result)" = '{"value":"k-prod","stale":true}' ]
+  [ "$(answer 4 | jq -c '[(.result | keys), .result.values.DB]')" = '[["stale","values"],"db-short"]' ]
+  [ "$(answer 6 | jq -c .result)" = '{"value":"k-prod"}' ]
+  # DB comes from the kept get_all result; after clear_cache nothing is kept.
+  [ "$(answer 7 | jq -c .result)" = '{"value":"db-short","stale":true}' ]
+  [ "$(answer 9 | jq -c '.error | [.kind, .status]')" = '["api",503]' ]
+  [[ $stderr == *"cvsm: warning: serving a stale value of API_KEY, fetched "*"s ago, because refreshing it failed (api error: HTTP 503: kesalahan buatan)"* ]]
+  [[ $stderr != *k-prod* ]]
 }

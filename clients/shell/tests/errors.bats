@@ -8,7 +8,7 @@ setup_file() { stub_start; }
 teardown_file() { stub_stop; }
 setup() { common_setup; }
 
-SECRET_PATH="/api/v1/teams/11111111-2222-3333-4444-555555555555/secrets/s-api"
+SECRET_PATH="/api/v1/teams/acme/secrets/by-name/API_KEY"
 
 # fault_on_get STATUS [EXTRA_JSON_FIELDS]: the next fetch of API_KEY's value answers STATUS.
 fault_on_get() {
@@ -36,11 +36,16 @@ fault_on_get() {
   [ "$stderr" = "cvsm: HTTP 403: kesalahan buatan" ]
 }
 
-@test "HTTP 404 to the value request is not found: exit 5, with the status in the message" {
+@test "HTTP 404 to the by-name read, then a listing, is not found: exit 5, status 404, the by-name answer's request id" {
   fault_on_get 404
-  run --separate-stderr cvsm_get API_KEY
-  [ "$status" -eq 5 ]
-  [ "$stderr" = "cvsm: HTTP 404: kesalahan buatan" ]
+  local rc=0
+  cvsm_get API_KEY 2>"$BATS_TEST_TMPDIR/err" || rc=$?
+  [ "$rc" -eq 5 ]
+  [ "$(cat "$BATS_TEST_TMPDIR/err")" = 'cvsm: secret "API_KEY" not found in production' ]
+  [ "$CVSM_ERROR_STATUS" = 404 ]
+  [ "$CVSM_ERROR_REQUEST_ID" = req-1 ]
+  [ "$CVSM_ERROR_SUGGESTION" = "" ]
+  [ "$(stub_requests | jq -c '[.[] | [.path, .query]]')" = '[["/api/v1/teams/acme/secrets/by-name/API_KEY","environment=production"],["/api/v1/teams/acme/secrets","environment=production&search=API_KEY"]]' ]
 }
 
 @test "HTTP 429 is rate limited: exit 6 at once, with the Retry-After seconds in the message" {
@@ -48,7 +53,7 @@ fault_on_get() {
   run --separate-stderr cvsm_get API_KEY
   [ "$status" -eq 6 ]
   [ "$stderr" = "cvsm: HTTP 429: kesalahan buatan (retry after 7s)" ]
-  [ "$(count_requests /secrets/s-api)" -eq 1 ]
+  [ "$(count_requests /by-name/API_KEY)" -eq 1 ]
 }
 
 @test "HTTP 429 without a usable Retry-After still says rate limited" {
@@ -63,7 +68,7 @@ fault_on_get() {
   run --separate-stderr cvsm_get API_KEY
   [ "$status" -eq 7 ]
   [ "$stderr" = "cvsm: HTTP 500: kesalahan buatan" ]
-  [ "$(count_requests /secrets/s-api)" -eq 1 ]
+  [ "$(count_requests /by-name/API_KEY)" -eq 1 ]
   fault_on_get 409 '"body": "<html>no json</html>"'
   run --separate-stderr cvsm_get API_KEY
   [ "$status" -eq 7 ]
@@ -77,7 +82,7 @@ fault_on_get() {
     fault_on_get "$st" '' 5
     run cvsm_get API_KEY
     [ "$status" -ne 0 ]
-    [ "$(count_requests /secrets/s-api)" -eq 1 ]
+    [ "$(count_requests /by-name/API_KEY)" -eq 1 ]
   done
 }
 
@@ -87,7 +92,7 @@ fault_on_get() {
   run cvsm_get API_KEY
   [ "$status" -eq 0 ]
   [ "$output" = "k-prod" ]
-  [ "$(count_requests /secrets/s-api)" -eq 3 ]
+  [ "$(count_requests /by-name/API_KEY)" -eq 3 ]
 }
 
 @test "after max_retries (default 2) more attempts a 503 is an API error" {
@@ -95,18 +100,18 @@ fault_on_get() {
   run --separate-stderr cvsm_get API_KEY
   [ "$status" -eq 7 ]
   [ "$stderr" = "cvsm: HTTP 503: kesalahan buatan (after 3 attempts)" ]
-  [ "$(count_requests /secrets/s-api)" -eq 3 ]
+  [ "$(count_requests /by-name/API_KEY)" -eq 3 ]
 }
 
 @test "CVSM_MAX_RETRIES sets the number of retries, and 0 turns them off" {
   fault_on_get 504 '' 10
   CVSM_MAX_RETRIES=0 run cvsm_get API_KEY
   [ "$status" -eq 7 ]
-  [ "$(count_requests /secrets/s-api)" -eq 1 ]
+  [ "$(count_requests /by-name/API_KEY)" -eq 1 ]
   CVSM_MAX_RETRIES=3 run cvsm_get API_KEY
-  [ "$(count_requests /secrets/s-api)" -eq 5 ]
+  [ "$(count_requests /by-name/API_KEY)" -eq 5 ]
   run cvsm_get --max-retries 1 API_KEY
-  [ "$(count_requests /secrets/s-api)" -eq 7 ]
+  [ "$(count_requests /by-name/API_KEY)" -eq 7 ]
 }
 
 @test "each retry first sleeps a random time between 0 and 0.1 * 2**attempt seconds" {
@@ -132,7 +137,7 @@ fault_on_get() {
   run cvsm_get API_KEY
   [ "$status" -eq 0 ]
   [ "$output" = "k-prod" ]
-  [ "$(count_requests /secrets/s-api)" -eq 3 ]
+  [ "$(count_requests /by-name/API_KEY)" -eq 3 ]
 }
 
 @test "a connection that keeps dropping is a network error (exit 8) after the retries" {
@@ -140,7 +145,7 @@ fault_on_get() {
   run --separate-stderr cvsm_get API_KEY
   [ "$status" -eq 8 ]
   [[ $stderr == "cvsm: network error: "*" (after 3 attempts)" ]]
-  [ "$(count_requests /secrets/s-api)" -eq 3 ]
+  [ "$(count_requests /by-name/API_KEY)" -eq 3 ]
 }
 
 @test "a refused connection is a network error" {
@@ -153,7 +158,7 @@ fault_on_get() {
   stub_fault "[{\"path\": \"$SECRET_PATH\", \"garbage\": true, \"count\": 10}]"
   CVSM_MAX_RETRIES=1 run --separate-stderr cvsm_get API_KEY
   [ "$status" -eq 8 ]
-  [ "$(count_requests /secrets/s-api)" -eq 2 ]
+  [ "$(count_requests /by-name/API_KEY)" -eq 2 ]
 }
 
 @test "an unreadable 200 body is a network error after the retries" {
@@ -161,7 +166,7 @@ fault_on_get() {
   run --separate-stderr cvsm_get API_KEY
   [ "$status" -eq 8 ]
   [ "$stderr" = "cvsm: network error: unreadable response from the server (HTTP 200) (after 3 attempts)" ]
-  [ "$(count_requests /secrets/s-api)" -eq 3 ]
+  [ "$(count_requests /by-name/API_KEY)" -eq 3 ]
 }
 
 @test "CVSM_TIMEOUT bounds each attempt, and a timeout is a network error" {
@@ -181,20 +186,20 @@ fault_on_get() {
 }
 
 @test "cvsm_get_all maps errors the same way" {
-  stub_fault '[{"path": "/api/v1/teams/'"$TEAM_ID"'/secrets/export", "status": 403, "count": 1}]'
+  stub_fault '[{"path": "/api/v1/teams/acme/secrets/export", "status": 403, "count": 1}]'
   run cvsm_get_all
   [ "$status" -eq 4 ]
-  stub_fault '[{"path": "/api/v1/teams/'"$TEAM_ID"'/secrets/export", "status": 503, "count": 1}]'
+  stub_fault '[{"path": "/api/v1/teams/acme/secrets/export", "status": 503, "count": 1}]'
   run cvsm_get_all
   [ "$status" -eq 0 ]
 }
 
 @test "an error message never contains the token, even when the server echoes it" {
-  fault_on_get 400 "\"body\": \"{\\\"error\\\": \\\"bad token $TOKEN\\\"}\""
+  fault_on_get 409 "\"body\": \"{\\\"error\\\": \\\"bad token $TOKEN\\\"}\""
   run --separate-stderr cvsm_get API_KEY
   [ "$status" -eq 7 ]
   [[ $stderr != *"$TOKEN"* ]]
-  [ "$stderr" = "cvsm: HTTP 400: bad token [redacted]" ]
+  [ "$stderr" = "cvsm: HTTP 409: bad token [redacted]" ]
 }
 
 @test "a server message stays on one line" {
@@ -213,7 +218,7 @@ fault_on_get() {
   [ "$output" = "k-prod" ]
   PATH="$BATS_TEST_TMPDIR/bin:$PATH" run cvsm_get_all
   [ "$status" -eq 0 ]
-  [ "$(wc -l <"$BATS_TEST_TMPDIR/argv")" -eq 4 ]
+  [ "$(wc -l <"$BATS_TEST_TMPDIR/argv")" -eq 2 ]
   run grep -e "$TOKEN" -e k-prod "$BATS_TEST_TMPDIR/argv"
   [ "$status" -eq 1 ]
 }
@@ -264,7 +269,7 @@ http_date() {
   [ "$CVSM_ERROR_MESSAGE" = "HTTP 500: kesalahan buatan" ]
   [ "$CVSM_ERROR_STATUS" = 500 ]
   [ "$CVSM_ERROR_RETRY_AFTER" = "" ]
-  [ "$CVSM_ERROR_REQUEST_ID" = req-3 ]
+  [ "$CVSM_ERROR_REQUEST_ID" = req-1 ]
   [ "$CVSM_ERROR_SUGGESTION" = "" ]
   cvsm_get API_KEY >/dev/null
   [ -z "$CVSM_ERROR_KIND$CVSM_ERROR_MESSAGE$CVSM_ERROR_STATUS$CVSM_ERROR_RETRY_AFTER$CVSM_ERROR_REQUEST_ID$CVSM_ERROR_SUGGESTION" ]
@@ -296,18 +301,19 @@ http_date() {
   [ "$CVSM_ERROR_REQUEST_ID" = "" ]
 }
 
-@test "not found carries the listing's request id and the other-case suggestion" {
+@test "not found carries the by-name answer's status and request id, and the other-case suggestion" {
   local rc=0
   cvsm_get api_key 2>/dev/null || rc=$?
   [ "$rc" -eq 5 ]
   [ "$CVSM_ERROR_SUGGESTION" = API_KEY ]
-  [ "$CVSM_ERROR_REQUEST_ID" = req-2 ]
-  [ "$CVSM_ERROR_STATUS" = "" ]
+  [ "$CVSM_ERROR_REQUEST_ID" = req-1 ]
+  [ "$CVSM_ERROR_STATUS" = 404 ]
   rc=0
   cvsm_get NOPE 2>/dev/null || rc=$?
   [ "$rc" -eq 5 ]
   [ "$CVSM_ERROR_SUGGESTION" = "" ]
   [ "$CVSM_ERROR_REQUEST_ID" = req-3 ]
+  [ "$(count_requests)" -eq 4 ]
 }
 
 @test "an answer without X-Request-Id leaves the request id empty" {
@@ -323,7 +329,7 @@ http_date() {
   local rc=0
   cvsm_get API_KEY 2>/dev/null || rc=$?
   [ "$rc" -eq 7 ]
-  [ "$CVSM_ERROR_REQUEST_ID" = req-5 ]
+  [ "$CVSM_ERROR_REQUEST_ID" = req-3 ]
 }
 
 @test "a redirect is not followed: an API error with its status, and the token goes nowhere else" {
@@ -335,13 +341,13 @@ http_date() {
     [ "$status" -eq 7 ]
     [[ $stderr == "cvsm: HTTP $code: kesalahan buatan (redirects are not followed; check the base URL)" ]]
     [ "$(count_requests /elsewhere)" -eq 0 ]
-    [ "$(count_requests /secrets/s-api)" -eq 1 ]
+    [ "$(count_requests /by-name/API_KEY)" -eq 1 ]
   done
 }
 
-@test "a 404 to the teams, listing or export request is a configuration error with its status" {
+@test "a 404 to the listing or export request is a configuration error with its status" {
   local rc=0
-  # An unknown team id: the listing answers 404.
+  # An unknown team id: the by-name read answers 404, and so does the listing.
   CVSM_TEAM=99999999-0000-0000-0000-000000000000 cvsm_get API_KEY 2>/dev/null || rc=$?
   [ "$rc" -eq 2 ]
   [ "$CVSM_ERROR_KIND" = configuration ]
@@ -351,18 +357,23 @@ http_date() {
   CVSM_TEAM=99999999-0000-0000-0000-000000000000 cvsm_get_all 2>/dev/null || rc=$?
   [ "$rc" -eq 2 ]
   [ "$CVSM_ERROR_STATUS" = 404 ]
-  # A base URL without /api/v1: the teams request answers 404.
+  # A base URL without /api/v1, and an unknown slug: both requests answer 404.
   rc=0
   CVSM_BASE_URL=$(stub_url) cvsm_get API_KEY 2>/dev/null || rc=$?
   [ "$rc" -eq 2 ]
   [ "$CVSM_ERROR_STATUS" = 404 ]
-  [ "$CVSM_ERROR_REQUEST_ID" != "" ]
-  [ "$(count_requests)" -eq 3 ]
+  [ "$CVSM_ERROR_REQUEST_ID" = req-5 ]
+  rc=0
+  CVSM_TEAM=unknown-team cvsm_get API_KEY 2>/dev/null || rc=$?
+  [ "$rc" -eq 2 ]
+  [ "$CVSM_ERROR_MESSAGE" = "HTTP 404: tim tidak ditemukan (check the base URL, which ends in /api/v1, and the team)" ]
+  [ "$(count_requests)" -eq 7 ]
+  [ "$(count_requests /teams)" -eq 0 ]
 }
 
-@test "a 400 to the listing or export request (a rejected environment) is a configuration error" {
+@test "a 400 to the by-name, listing or export request (a rejected environment) is a configuration error" {
   local rc=0
-  stub_fault '[{"path": "/api/v1/teams/'"$TEAM_ID"'/secrets", "status": 400, "body": "{\"error\": \"lingkungan tidak valid\"}", "count": 2}]'
+  stub_fault '[{"path": "/api/v1/teams/acme/secrets", "status": 400, "body": "{\"error\": \"lingkungan tidak valid\"}", "count": 2}]'
   cvsm_get API_KEY 2>/dev/null || rc=$?
   [ "$rc" -eq 2 ]
   [ "$CVSM_ERROR_STATUS" = 400 ]
@@ -371,47 +382,53 @@ http_date() {
   cvsm_get_all 2>/dev/null || rc=$?
   [ "$rc" -eq 2 ]
   [ "$CVSM_ERROR_STATUS" = 400 ]
+  [ "$(count_requests)" -eq 2 ]
 }
 
-@test "a 404 to the value request (deleted meanwhile) stays not found, and a 400 there is an API error" {
-  local rc=0
-  fault_on_get 404
-  cvsm_get API_KEY 2>/dev/null || rc=$?
-  [ "$rc" -eq 5 ]
-  [ "$CVSM_ERROR_STATUS" = 404 ]
+@test "after a by-name 404, a 404 or 400 to the listing is a configuration error with the listing's status" {
+  local rc code
+  for code in 404 400; do
+    stub_reset
+    stub_fault '[{"path": "/api/v1/teams/acme/secrets/by-name/", "status": 404, "count": 1},
+                 {"path": "/api/v1/teams/acme/secrets", "status": '"$code"', "count": 1}]'
+    rc=0
+    cvsm_get API_KEY 2>/dev/null || rc=$?
+    [ "$rc" -eq 2 ]
+    [ "$CVSM_ERROR_STATUS" = "$code" ]
+    [ "$CVSM_ERROR_REQUEST_ID" = req-2 ]
+  done
+  # Another failure of the listing is that error (here a 503, retried).
+  stub_reset
+  stub_fault '[{"path": "/api/v1/teams/acme/secrets/by-name/", "status": 404, "count": 1},
+               {"path": "/api/v1/teams/acme/secrets", "status": 503, "count": 3}]'
   rc=0
-  fault_on_get 400
   cvsm_get API_KEY 2>/dev/null || rc=$?
   [ "$rc" -eq 7 ]
-  # A 400 to the teams request is an API error too.
-  stub_fault '[{"path": "/api/v1/teams", "status": 400, "count": 1}]'
-  rc=0
-  CVSM_CACHE_DIR=$BATS_TEST_TMPDIR/fresh cvsm_get DB 2>/dev/null || rc=$?
-  [ "$rc" -eq 7 ]
-  [ "$(stub_requests | jq -r '.[-1].path')" = /api/v1/teams ]
+  [ "$(count_requests)" -eq 4 ]
 }
 
 @test "a 2xx answer of the wrong shape is retried, then a network error without a status" {
   local spec path body
   for spec in \
     "export|null" "export|[]" 'export|{"A": 1}' 'export|{"A": null}' 'export|"x"' "export|" 'export|{} {}' \
-    "list|{}" 'list|{"secrets": {}}' \
-    'value|{"secret": {}}' 'value|{"value": 5}' \
-    'teams|{"teams": {}}' 'teams|[]'; do
+    "list|{}" 'list|{"secrets": {}}' 'list|[]' \
+    'value|{"secret": {}}' 'value|{"value": "v"}' 'value|{"secret": {}, "value": 5}' \
+    'value|{"secret": "s", "value": "v"}' 'value|[]'; do
     stub_reset
     path=/api/v1/teams/$TEAM_ID/secrets
     case ${spec%%|*} in
       export) path=$path/export ;;
-      value) path=$path/s-api ;;
-      teams) path=/api/v1/teams ;;
+      value) path=$path/by-name/API_KEY ;;
     esac
     body=${spec#*|}
+    if [ "${spec%%|*}" = list ]; then
+      # The listing is asked only after a 404 to the by-name read.
+      stub_fault '[{"path": "/api/v1/teams/'"$TEAM_ID"'/secrets/by-name/", "status": 404, "count": 1}]'
+    fi
     stub_fault "$(jq -nc --arg p "$path" --arg b "$body" '[{path: $p, status: 200, body: $b, count: 10}]')"
     rc=0
     if [ "${spec%%|*}" = export ]; then
       CVSM_TEAM=$TEAM_ID cvsm_get_all >/dev/null 2>&1 || rc=$?
-    elif [ "${spec%%|*}" = teams ]; then
-      cvsm_get API_KEY >/dev/null 2>&1 || rc=$?
     else
       CVSM_TEAM=$TEAM_ID cvsm_get API_KEY >/dev/null 2>&1 || rc=$?
     fi
@@ -424,7 +441,7 @@ http_date() {
 }
 
 @test "an unreadable answer followed by a good one succeeds" {
-  stub_fault '[{"path": "/api/v1/teams/'"$TEAM_ID"'/secrets/export", "status": 200, "body": "[]", "count": 1}]'
+  stub_fault '[{"path": "/api/v1/teams/acme/secrets/export", "status": 200, "body": "[]", "count": 1}]'
   run cvsm_get_all --json
   [ "$status" -eq 0 ]
   [ "$(jq -r .API_KEY <<<"$output")" = k-prod ]
@@ -441,5 +458,5 @@ http_date() {
   # Two attempts of one second each and a short backoff; the whole body would take 6 s each (the
   # bound leaves room for a loaded machine).
   [ "$took" -lt 6000 ]
-  [ "$(count_requests /secrets/s-api)" -eq 2 ]
+  [ "$(count_requests /by-name/API_KEY)" -eq 2 ]
 }

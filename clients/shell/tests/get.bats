@@ -1,5 +1,6 @@
 #!/usr/bin/env bats
-# get.bats - cvsm_get: the requests it sends, exact output, name matching and team resolution.
+# get.bats - cvsm_get: the one request it sends (the listing only after a 404), exact output, name
+# matching, and the team in the path.
 
 load helpers
 
@@ -36,10 +37,10 @@ setup() { common_setup; }
   cvsm_get API_KEY >/dev/null
   cvsm_get_all >/dev/null
   run stub_requests
-  [ "$(jq 'length' <<<"$output")" -eq 4 ]
-  [ "$(jq --arg t "Bearer $TOKEN" '[.[] | select(.headers.authorization == $t)] | length' <<<"$output")" -eq 4 ]
-  [ "$(jq '[.[] | select(.headers.accept == "application/json")] | length' <<<"$output")" -eq 4 ]
-  [ "$(jq --arg ua "cvsm-shell/$(cvsm_version)" '[.[] | select(.headers["user-agent"] == $ua)] | length' <<<"$output")" -eq 4 ]
+  [ "$(jq 'length' <<<"$output")" -eq 2 ]
+  [ "$(jq --arg t "Bearer $TOKEN" '[.[] | select(.headers.authorization == $t)] | length' <<<"$output")" -eq 2 ]
+  [ "$(jq '[.[] | select(.headers.accept == "application/json")] | length' <<<"$output")" -eq 2 ]
+  [ "$(jq --arg ua "cvsm-shell/$(cvsm_version)" '[.[] | select(.headers["user-agent"] == $ua)] | length' <<<"$output")" -eq 2 ]
   [ "$(cvsm_version)" = 0.1.0 ]
 }
 
@@ -81,25 +82,28 @@ setup() { common_setup; }
   [ "$status" -eq 5 ]
   [ "$(count_requests)" -eq 2 ]
   run cvsm_get _
-  [ "$(count_requests)" -eq 3 ]
+  [ "$(count_requests)" -eq 4 ]
 }
 
-@test "cvsm_get resolves the slug, lists with environment and search, then fetches the exact match by id" {
+@test "cvsm_get makes one request: GET .../teams/TEAM/secrets/by-name/NAME?environment=ENV" {
   cvsm_get API_KEY >/dev/null
   run stub_requests
-  [ "$(jq -r '.[0].path' <<<"$output")" = "/api/v1/teams" ]
-  [ "$(jq -r '.[1].path' <<<"$output")" = "/api/v1/teams/$TEAM_ID/secrets" ]
-  [ "$(jq -r '.[1].query' <<<"$output")" = "environment=production&search=API_KEY" ]
-  [ "$(jq -r '.[2].path' <<<"$output")" = "/api/v1/teams/$TEAM_ID/secrets/s-api" ]
-  [ "$(jq 'length' <<<"$output")" -eq 3 ]
+  [ "$(jq -c '[.[] | [.path, .query]]' <<<"$output")" = '[["/api/v1/teams/acme/secrets/by-name/API_KEY","environment=production"]]' ]
 }
 
-@test "cvsm_get takes the exact name among the search results" {
+@test "a by-name answer of another shape is unreadable: a network error" {
+  stub_fault '[{"path": "/api/v1/teams/acme/secrets/by-name/API_KEY", "status": 200, "body": "{\"value\": \"v\"}", "count": 3}]'
+  run --separate-stderr cvsm_get API_KEY
+  [ "$status" -eq 8 ]
+  [ "$output" = "" ]
+}
+
+@test "cvsm_get reads the exact name only" {
   run cvsm_get DB
   [ "$status" -eq 0 ]
   [ "$output" = "db-short" ]
-  [ "$(count_requests /secrets/s-db)" -eq 1 ]
-  [ "$(count_requests /secrets/s-dburl)" -eq 0 ]
+  [ "$(count_requests /by-name/DB)" -eq 1 ]
+  [ "$(count_requests /by-name/DB_URL)" -eq 0 ]
 }
 
 @test "a name that differs only in case is not found, and the message suggests the existing name" {
@@ -132,23 +136,21 @@ setup() { common_setup; }
   [ "$output" = "k-prod" ]
 }
 
-@test "a team slug is resolved through /teams once, then reused by later calls and processes" {
+@test "a team slug or id goes into the path as it is, percent-encoded, and nothing asks /teams" {
   cvsm_get API_KEY >/dev/null
-  cvsm_get DB >/dev/null
-  bash -c 'source "$1"; cvsm_get DB_URL' _ "$SDK" >/dev/null
-  [ "$(count_requests /teams)" -eq 1 ]
-}
-
-@test "a team id is used as is, without asking /teams" {
-  CVSM_TEAM=$TEAM_ID run cvsm_get API_KEY
-  [ "$output" = "k-prod" ]
+  CVSM_TEAM=$TEAM_ID cvsm_get DB >/dev/null
+  CVSM_TEAM='a/c%me' run cvsm_get DB_URL
+  [ "$(stub_requests | jq -r '.[].path')" = "/api/v1/teams/acme/secrets/by-name/API_KEY
+/api/v1/teams/$TEAM_ID/secrets/by-name/DB
+/api/v1/teams/a%2Fc%25me/secrets/by-name/DB_URL
+/api/v1/teams/a%2Fc%25me/secrets" ]
   [ "$(count_requests /teams)" -eq 0 ]
 }
 
-@test "a team slug that matches none of the caller's teams is a configuration error" {
+@test "a team slug that matches none of the caller's teams is a configuration error (the listing answers 404)" {
   CVSM_TEAM=unknown-team run --separate-stderr cvsm_get API_KEY
   [ "$status" -eq 2 ]
-  [[ $stderr == 'cvsm: team "unknown-team" matches none of your teams'* ]]
+  [ "$stderr" = 'cvsm: HTTP 404: tim tidak ditemukan (check the base URL, which ends in /api/v1, and the team)' ]
 }
 
 @test "the --team option wins over CVSM_TEAM" {

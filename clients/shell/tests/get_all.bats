@@ -11,9 +11,10 @@ setup() { common_setup; }
   cvsm_get_all >/dev/null
   CVSM_ENVIRONMENT=staging cvsm_get_all >/dev/null
   run stub_requests
-  [ "$(jq -r '.[1].path' <<<"$output")" = "/api/v1/teams/$TEAM_ID/secrets/export" ]
-  [ "$(jq -r '.[1].query' <<<"$output")" = "format=json&environment=production" ]
-  [ "$(jq -r '.[2].query' <<<"$output")" = "format=json&environment=staging" ]
+  [ "$(jq -r '.[0].path' <<<"$output")" = "/api/v1/teams/acme/secrets/export" ]
+  [ "$(jq -r '.[0].query' <<<"$output")" = "format=json&environment=production" ]
+  [ "$(jq -r '.[1].query' <<<"$output")" = "format=json&environment=staging" ]
+  [ "$(jq 'length' <<<"$output")" -eq 2 ]
 }
 
 @test "cvsm_get_all prints NAME='value' lines sorted by name, single-quoted" {
@@ -205,7 +206,7 @@ setup() { common_setup; }
 }
 
 @test "a failing cvsm_inject returns its code and sets nothing" {
-  stub_fault '[{"path": "/api/v1/teams/'"$TEAM_ID"'/secrets/export", "status": 403, "count": 1}]'
+  stub_fault '[{"path": "/api/v1/teams/acme/secrets/export", "status": 403, "count": 1}]'
   local rc=0
   cvsm_inject 2>/dev/null || rc=$?
   [ "$rc" -eq 4 ]

@@ -22,8 +22,8 @@ proxied_requests() {
   http_proxy=$(stub_url) run cvsm_get API_KEY
   [ "$status" -eq 0 ]
   [ "$output" = k-prod ]
-  [ "$(proxied_requests)" -eq 2 ]
-  [ "$(stub_requests | jq -r '.[1].headers.authorization')" = "Bearer $TOKEN" ]
+  [ "$(proxied_requests)" -eq 1 ]
+  [ "$(stub_requests | jq -r '.[0].headers.authorization')" = "Bearer $TOKEN" ]
 }
 
 @test "HTTP_PROXY is honoured too, as the other cvsm SDKs do, except under CGI (REQUEST_METHOD set)" {
@@ -50,7 +50,7 @@ proxied_requests() {
   done
   [ "$(proxied_requests)" -eq 0 ]
   env "no_proxy=example.com" "http_proxy=$(stub_url)" bash -c 'source "$1"; cvsm_get API_KEY' _ "$SDK"
-  [ "$(proxied_requests)" -eq 2 ]
+  [ "$(proxied_requests)" -eq 1 ]
 }
 
 @test "an unreachable proxy is a network error" {
@@ -65,21 +65,21 @@ proxied_requests() {
   printf 'header = "X-Extra: seam"\n# a comment\n' >"$BATS_TEST_TMPDIR/curl.cfg"
   CVSM_CURL_CONFIG="$BATS_TEST_TMPDIR/curl.cfg" run cvsm_get API_KEY
   [ "$output" = k-prod ]
-  [ "$(stub_requests | jq '[.[] | select(.headers["x-extra"] == "seam")] | length')" -eq 2 ]
+  [ "$(stub_requests | jq '[.[] | select(.headers["x-extra"] == "seam")] | length')" -eq 1 ]
   run cvsm_get_all --curl-config "$BATS_TEST_TMPDIR/curl.cfg"
   [ "$status" -eq 0 ]
-  [ "$(stub_requests | jq '[.[] | select(.headers["x-extra"] == "seam")] | length')" -eq 3 ]
+  [ "$(stub_requests | jq '[.[] | select(.headers["x-extra"] == "seam")] | length')" -eq 2 ]
 }
 
 @test "the SDK's own settings win over CVSM_CURL_CONFIG: time limit, redirects, protocols" {
   export CVSM_BASE_URL
   CVSM_BASE_URL="$(stub_url)/api/v1"
   printf 'max-time = 100\nlocation\nproto = "=all"\n' >"$BATS_TEST_TMPDIR/curl.cfg"
-  stub_fault '[{"path": "/api/v1/teams/'"$TEAM_ID"'/secrets/s-api", "status": 302, "headers": {"Location": "/elsewhere"}, "count": 1}]'
+  stub_fault '[{"path": "/api/v1/teams/'"$TEAM_ID"'/secrets/by-name/API_KEY", "status": 302, "headers": {"Location": "/elsewhere"}, "count": 1}]'
   CVSM_CURL_CONFIG="$BATS_TEST_TMPDIR/curl.cfg" run cvsm_get API_KEY
   [ "$status" -eq 7 ]
   [ "$(count_requests /elsewhere)" -eq 0 ]
-  stub_fault '[{"path": "/api/v1/teams/'"$TEAM_ID"'/secrets/s-db", "status": 200, "body": "{\"value\": \"slow\"}", "delay": 3, "count": 1}]'
+  stub_fault '[{"path": "/api/v1/teams/'"$TEAM_ID"'/secrets/by-name/DB", "status": 200, "body": "{\"secret\": {}, \"value\": \"slow\"}", "delay": 3, "count": 1}]'
   CVSM_CURL_CONFIG="$BATS_TEST_TMPDIR/curl.cfg" CVSM_TIMEOUT=1 CVSM_MAX_RETRIES=0 run cvsm_get DB
   [ "$status" -eq 8 ]
 }

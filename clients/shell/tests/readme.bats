@@ -48,7 +48,7 @@ first_example() {
     [ ! -e "$BATS_TEST_TMPDIR/app/PWNED" ]
   done
   # Each run read DATABASE_URL on its own (cvsm_get), then the whole environment (cvsm_inject).
-  [ "$(count_requests /secrets/d)" -eq "$(shells_to_test | wc -l)" ]
+  [ "$(count_requests /by-name/DATABASE_URL)" -eq "$(shells_to_test | wc -l)" ]
   [ "$(count_requests /export)" -eq "$(shells_to_test | wc -l)" ]
 }
 
@@ -57,4 +57,20 @@ first_example() {
   [ "$status" -eq 0 ]
   [ "$(jq -r .API_KEY <<<"$output")" = mine ]
   [ "$(jq -r .DATABASE_URL <<<"$output")" = "postgres://u:p@h/db" ]
+}
+
+@test "the Service token section's cvsm_run example runs as printed, the token read from a file" {
+  local example
+  example=$(awk '/^```bash$/ { inside = 1; block = ""; next }
+    inside && /^```$/ { inside = 0; if (block ~ /cvsm_run -- \.\/app/) { printf "%s", block; exit } next }
+    inside { block = block $0 "\n" }' "$BATS_TEST_DIRNAME/../README.md")
+  [[ $example == *'CVSM_TOKEN=$(cat cvsm-token) CVSM_BASE_URL=$CVSM CVSM_TEAM=acme cvsm_run -- ./app'* ]]
+  printf '%s\n' "$TOKEN" >"$BATS_TEST_TMPDIR/app/cvsm-token"
+  cp "$BATS_TEST_TMPDIR/app/my-app" "$BATS_TEST_TMPDIR/app/app"
+  unset CVSM_TOKEN CVSM_TEAM
+  CVSM=$CVSM_BASE_URL run --separate-stderr env -u CVSM_BASE_URL bash -c 'cd "$1" && eval "$2"' _ "$BATS_TEST_TMPDIR/app" "$example"
+  [ "$status" -eq 0 ]
+  [ "$stderr" = "" ]
+  [ "$(jq -r .DATABASE_URL <<<"$output")" = "postgres://u:p@h/db" ]
+  [ "$(stub_requests | jq -r '.[0].headers.authorization')" = "Bearer $TOKEN" ]
 }

@@ -55,16 +55,17 @@ setup() { common_setup; }
   done
 }
 
-@test "in bash the functions leave no variable behind but the six CVSM_ERROR_*" {
+@test "in bash the functions leave no variable behind but the six CVSM_ERROR_* and CVSM_STALE" {
   run bash -c 'source "$1"
     before=$(compgen -v | grep -v -e "^BASH_" -e "^_$" -e "^FUNCNAME$" -e "^PIPESTATUS$" | sort)
     cvsm_get API_KEY >/dev/null; cvsm_get NOPE 2>/dev/null; cvsm_get_all >/dev/null
     cvsm_get_all --json >/dev/null; cvsm_describe >/dev/null; cvsm_check_config; cvsm_clear_cache
     CVSM_CACHE_TTL=0 cvsm_get API_KEY >/dev/null; cvsm_get --bogus 2>/dev/null; cvsm_version >/dev/null
+    cvsm_run -- true; cvsm_run --overwrite true
     after=$(compgen -v | grep -v -e "^BASH_" -e "^_$" -e "^FUNCNAME$" -e "^PIPESTATUS$" -e "^before$" | sort)
     comm -3 <(echo "$before") <(echo "$after")' _ "$SDK"
   [ "$status" -eq 0 ]
-  [ "$output" = "$(printf 'CVSM_ERROR_%s\n' KIND MESSAGE REQUEST_ID RETRY_AFTER STATUS SUGGESTION | sort | sed 's/^/\t/')" ]
+  [ "$(printf '%s\n' "$output" | sed 's/^\t//' | sort)" = "$(printf '%s\n' CVSM_ERROR_KIND CVSM_ERROR_MESSAGE CVSM_ERROR_REQUEST_ID CVSM_ERROR_RETRY_AFTER CVSM_ERROR_STATUS CVSM_ERROR_SUGGESTION CVSM_STALE | sort)" ]
 }
 
 @test "in zsh the functions leave no variable behind and print nothing extra" {
@@ -72,11 +73,11 @@ setup() { common_setup; }
   run zsh -c 'source "$1"
     before=(${(k)parameters})
     v=$(cvsm_get API_KEY); cvsm_get NOPE 2>/dev/null; out=$(cvsm_get_all); cvsm_describe >/dev/null
-    cvsm_check_config; cvsm_clear_cache; cvsm_version >/dev/null
+    cvsm_check_config; cvsm_clear_cache; cvsm_version >/dev/null; cvsm_run -- true
     after=(${(k)parameters})
     print -l -- ${after:|before}' _ "$SDK"
   [ "$status" -eq 0 ]
-  [ "$(printf '%s\n' "$output" | grep -v -x -e v -e out -e before -e 'CVSM_ERROR_[A-Z_]*' | grep -c .)" -eq 0 ]
+  [ "$(printf '%s\n' "$output" | grep -v -x -e v -e out -e before -e 'CVSM_ERROR_[A-Z_]*' -e CVSM_STALE | grep -c .)" -eq 0 ]
   [ "$(printf '%s\n' "$output" | grep -c -x -e 'CVSM_ERROR_[A-Z_]*')" -eq 6 ]
 }
 
@@ -84,7 +85,7 @@ setup() { common_setup; }
   run bash -c 'source "$1"
     before=$(compgen -v | sort)
     cvsm_inject
-    comm -13 <(echo "$before") <(compgen -v | grep -v -e "^before$" -e "^BASH_" -e "^_$" -e "^CVSM_ERROR_" | sort)' _ "$SDK"
+    comm -13 <(echo "$before") <(compgen -v | grep -v -e "^before$" -e "^BASH_" -e "^_$" -e "^CVSM_ERROR_" -e "^CVSM_STALE$" | sort)' _ "$SDK"
   [ "$output" = "$(printf 'API_KEY\nDB\nDB_URL\nEMPTY\nMULTI\nQUOTE\nUNICODE')" ]
 }
 
@@ -156,5 +157,5 @@ setup() { common_setup; }
     [ "$before" = "$-:$(shopt -p failglob)" ] && echo " same"' _ "$SDK"
   [ "$status" -eq 0 ]
   [ "$output" = "k-prod same" ]
-  [ "$(count_requests /secrets/s-api)" -eq 1 ]
+  [ "$(count_requests /by-name/API_KEY)" -eq 1 ]
 }

@@ -1,11 +1,12 @@
 """Stub cvsm API for the shell SDK's bats tests.
 
-It serves the four endpoints the SDK uses (GET /api/v1/teams, the secret list with environment and
-search, one secret by id, and the JSON export) from in-memory state, records every request, and
-replays scripted faults. Tests drive it over HTTP:
+It serves the endpoints the SDK uses (one secret by name, the secret list with environment and
+search, the JSON export; the team by id or slug in the path, 404 for neither) plus one secret by
+id, from in-memory state, records every request, and replays scripted faults (a fault lets the
+first `after` requests it matches through, then answers `count` of them). Tests drive it over HTTP:
 
   POST /_stub/reset     {"token", "teams": [...], "secrets": [{"id","name","environment","value"}]}
-  POST /_stub/faults    [{"path": "<prefix>", "count": N, "status": S, "retry_after": "5",
+  POST /_stub/faults    [{"path": "<prefix>", "after": N, "count": N, "status": S, "retry_after": "5",
                           "headers": {"Name": "value"}, "body": "<raw>", "drop": true,
                           "garbage": true, "delay": SECONDS, "drip": SECONDS_PER_BYTE,
                           "no_request_id": true}]
@@ -27,7 +28,7 @@ import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, unquote, urlsplit
 
 LOCK = threading.Lock()
 STATE = {"token": "", "teams": [], "secrets": []}
@@ -60,6 +61,9 @@ def _raw(handler, status, body, headers=None, drip=None):
 def _take_fault(path):
     with LOCK:
         for fault in FAULTS:
+            if path.startswith(fault.get("path", "")) and fault.get("after", 0) > 0:
+                fault["after"] -= 1
+                continue
             if path.startswith(fault.get("path", "")) and fault.get("count", 1) > 0:
                 fault["count"] = fault.get("count", 1) - 1
                 return dict(fault)
@@ -147,11 +151,9 @@ class Handler(BaseHTTPRequestHandler):
             return _json(self, 401, {"error": "token tidak valid"})
         parts = url.path.split("/")
         query = {k: v[0] for k, v in parse_qs(url.query, keep_blank_values=True).items()}
-        if url.path == "/api/v1/teams":
-            return _json(self, 200, {"teams": STATE["teams"]})
         if len(parts) >= 6 and parts[:4] == ["", "api", "v1", "teams"] and parts[5] == "secrets":
-            team = parts[4]
-            if team not in {t["id"] for t in STATE["teams"]}:
+            team = next((t["id"] for t in STATE["teams"] if parts[4] in (t["id"], t.get("slug"))), None)
+            if team is None:
                 return _json(self, 404, {"error": "tim tidak ditemukan"})
             secrets = [s for s in STATE["secrets"] if s.get("team", team) == team]
             if len(parts) == 6:
@@ -168,6 +170,12 @@ class Handler(BaseHTTPRequestHandler):
                     return _json(self, 400, {"error": "format harus json"})
                 out = {s["name"]: s["value"] for s in secrets if env is None or s["environment"] == env}
                 return _json(self, 200, out)
+            if len(parts) == 8 and parts[6] == "by-name":
+                env = query.get("environment", "production")
+                for s in secrets:
+                    if s["name"] == unquote(parts[7]) and s["environment"] == env:
+                        return _json(self, 200, {"secret": _meta(s), "value": s["value"]})
+                return _json(self, 404, {"error": "rahasia tidak ditemukan"})
             if len(parts) == 7:
                 for s in secrets:
                     if s["id"] == parts[6]:
