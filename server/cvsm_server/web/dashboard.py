@@ -23,6 +23,8 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import aiohttp_jinja2
+import jinja2
+import segno
 from aiohttp import web
 from multidict import MultiDictProxy
 
@@ -31,7 +33,7 @@ from .. import (audit, bulk, credentials, db, dotenv, ratelimit, roles, sessions
 from .. import secrets as domain
 from ..actor import Actor
 from ..errors import BadRequest, DomainError, Forbidden, NotFound, TooManyRequests, Unauthorized
-from .request import app_url
+from .request import app_url, path_id
 from .state import ACTOR, CREDENTIALS, KEYRING, PASSWORDS, POOL, SETTINGS, SIGNER
 
 COOKIE = "cvsm_session"
@@ -376,13 +378,6 @@ async def create_secret(request: web.Request, actor: Actor) -> web.StreamRespons
     return _redirect(f"/app/teams/{team_ref}/secrets?environment={environment}")
 
 
-def _secret_id(request: web.Request) -> uuid.UUID:
-    try:
-        return uuid.UUID(request.match_info["secret_id"])
-    except ValueError:
-        raise NotFound() from None
-
-
 @signed_in
 async def reveal_secret(request: web.Request, actor: Actor) -> web.StreamResponse:
     form = await _form(request)
@@ -391,7 +386,7 @@ async def reveal_secret(request: web.Request, actor: Actor) -> web.StreamRespons
     async with db.connection(request.app[POOL]) as conn:
         team_id = await teams.resolve(conn, team_ref)
         row, value = await domain.read_secret(conn, actor, request.app[KEYRING], team_id,
-                                              _secret_id(request))
+                                              path_id(request, "secret_id"))
         context = await _secrets_context(request, conn, actor, team_ref, row["environment"],
                                          _field(form, "q")[:255])
     context["revealed"] = {str(row["id"]): value}
@@ -406,7 +401,7 @@ async def delete_secret(request: web.Request, actor: Actor) -> web.StreamRespons
     environment = _environment(_field(form, "environment"))
     async with db.connection(request.app[POOL]) as conn:
         team_id = await teams.resolve(conn, team_ref)
-        await domain.delete_secret(conn, actor, team_id, _secret_id(request))
+        await domain.delete_secret(conn, actor, team_id, path_id(request, "secret_id"))
     return _redirect(f"/app/teams/{team_ref}/secrets?environment={environment}")
 
 
@@ -416,7 +411,7 @@ async def _secret_context(request: web.Request, conn: db.Connection, actor: Acto
     team_ref = request.match_info["team"]
     team_id = await teams.resolve(conn, team_ref)
     team = await teams.get_team(conn, actor, team_id)
-    secret, versions = await domain.secret_history(conn, actor, team_id, _secret_id(request))
+    secret, versions = await domain.secret_history(conn, actor, team_id, path_id(request, "secret_id"))
     can_share = roles.RANK[team["role"]] >= roles.RANK[roles.MEMBER]
     share_rows = await shares.list_shares(conn, actor, team_id, secret["id"]) if can_share else []
     return {"user": actor, "csrf": _session_csrf(request, actor), "team": team, "team_ref": team_ref,
@@ -449,12 +444,13 @@ async def update_secret(request: web.Request, actor: Actor) -> web.StreamRespons
         try:
             update = domain.SecretUpdate.checked(value=value or None, type=_field(form, "type") or None,
                                                  description=_field(form, "description"))
-            await domain.update_secret(conn, actor, request.app[KEYRING], team_id, _secret_id(request), update)
+            await domain.update_secret(conn, actor, request.app[KEYRING], team_id,
+                                       path_id(request, "secret_id"), update)
         except DomainError as exc:
             context = await _secret_context(request, conn, actor)
             context["error"] = exc.message  # the value typed is not sent back
             return _page(request, "secret.html", context, status=exc.status)
-    return _redirect(f"/app/teams/{team_ref}/secrets/{_secret_id(request)}")
+    return _redirect(f"/app/teams/{team_ref}/secrets/{path_id(request, 'secret_id')}")
 
 
 @signed_in
@@ -464,9 +460,9 @@ async def rollback_secret(request: web.Request, actor: Actor) -> web.StreamRespo
     team_ref = request.match_info["team"]
     async with db.connection(request.app[POOL]) as conn:
         team_id = await teams.resolve(conn, team_ref)
-        await domain.rollback(conn, actor, request.app[KEYRING], team_id, _secret_id(request),
+        await domain.rollback(conn, actor, request.app[KEYRING], team_id, path_id(request, "secret_id"),
                               _whole(form, "version", 0))
-    return _redirect(f"/app/teams/{team_ref}/secrets/{_secret_id(request)}")
+    return _redirect(f"/app/teams/{team_ref}/secrets/{path_id(request, 'secret_id')}")
 
 
 @signed_in
@@ -476,7 +472,7 @@ async def create_share(request: web.Request, actor: Actor) -> web.StreamResponse
     async with db.connection(request.app[POOL]) as conn:
         team_id = await teams.resolve(conn, request.match_info["team"])
         _row, token = await shares.create_share(
-            conn, actor, request.app[KEYRING], team_id, _secret_id(request),
+            conn, actor, request.app[KEYRING], team_id, path_id(request, "secret_id"),
             max_views=_whole(form, "max_views", 1), ttl_hours=_whole(form, "ttl_hours", 24))
         context = await _secret_context(request, conn, actor)
     context["share_url"] = f"{app_url(request)}/share/{token}"  # shown once, never stored
@@ -487,14 +483,11 @@ async def create_share(request: web.Request, actor: Actor) -> web.StreamResponse
 async def revoke_share(request: web.Request, actor: Actor) -> web.StreamResponse:
     _check_session_csrf(request, actor, await _form(request))
     team_ref = request.match_info["team"]
-    try:
-        share_id = uuid.UUID(request.match_info["share_id"])
-    except ValueError:
-        raise NotFound() from None
+    share_id = path_id(request, "share_id")
     async with db.connection(request.app[POOL]) as conn:
         team_id = await teams.resolve(conn, team_ref)
-        await shares.revoke_share(conn, actor, team_id, _secret_id(request), share_id)
-    return _redirect(f"/app/teams/{team_ref}/secrets/{_secret_id(request)}")
+        await shares.revoke_share(conn, actor, team_id, path_id(request, "secret_id"), share_id)
+    return _redirect(f"/app/teams/{team_ref}/secrets/{path_id(request, 'secret_id')}")
 
 
 # .env import and export ---------------------------------------------------------------------
@@ -571,13 +564,6 @@ async def add_member(request: web.Request, actor: Actor) -> web.StreamResponse:
     return _redirect(f"/app/teams/{request.match_info['team']}/members")
 
 
-def _member_id(request: web.Request) -> uuid.UUID:
-    try:
-        return uuid.UUID(request.match_info["user_id"])
-    except ValueError:
-        raise NotFound() from None
-
-
 @signed_in
 async def change_member(request: web.Request, actor: Actor) -> web.StreamResponse:
     form = await _form(request)
@@ -585,9 +571,9 @@ async def change_member(request: web.Request, actor: Actor) -> web.StreamRespons
     async with db.connection(request.app[POOL]) as conn:
         team_id = await teams.resolve(conn, request.match_info["team"])
         if _field(form, "action") == "remove":
-            await teams.remove_member(conn, actor, team_id, _member_id(request))
+            await teams.remove_member(conn, actor, team_id, path_id(request, "user_id"))
         else:
-            await teams.update_member(conn, actor, team_id, _member_id(request), _field(form, "role"))
+            await teams.update_member(conn, actor, team_id, path_id(request, "user_id"), _field(form, "role"))
     return _redirect(f"/app/teams/{request.match_info['team']}/members")
 
 
@@ -631,10 +617,7 @@ async def create_token(request: web.Request, actor: Actor) -> web.StreamResponse
 @signed_in
 async def revoke_token(request: web.Request, actor: Actor) -> web.StreamResponse:
     _check_session_csrf(request, actor, await _form(request))
-    try:
-        token_id = uuid.UUID(request.match_info["token_id"])
-    except ValueError:
-        raise NotFound() from None
+    token_id = path_id(request, "token_id")
     async with db.connection(request.app[POOL]) as conn:
         await tokens.revoke_token(conn, actor, token_id)
     return _redirect("/app/tokens")
@@ -676,8 +659,6 @@ async def account_page(request: web.Request, actor: Actor) -> web.StreamResponse
 
 @signed_in
 async def totp_setup(request: web.Request, actor: Actor) -> web.StreamResponse:
-    import segno
-
     _check_session_csrf(request, actor, await _form(request))
     async with db.connection(request.app[POOL]) as conn:
         secret, url = await totp.setup(conn, actor, request.app[KEYRING])
@@ -704,8 +685,6 @@ async def totp_enable(request: web.Request, actor: Actor) -> web.StreamResponse:
 
 def setup(app: web.Application) -> None:
     """Templates come from the package (`cvsm_server/templates`), autoescaped."""
-    import jinja2
-
     aiohttp_jinja2.setup(
         app,
         loader=jinja2.PackageLoader("cvsm_server", "templates"),
