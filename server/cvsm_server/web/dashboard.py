@@ -127,6 +127,13 @@ def _check_session_csrf(request: web.Request, actor: Actor, form: Mapping[str, A
         raise Forbidden(CSRF_FAILED)
 
 
+async def _signed_form(request: web.Request, actor: Actor) -> MultiDictProxy[str]:
+    """The posted form of a signed-in page, once its CSRF token is checked."""
+    form = await _form(request)
+    _check_session_csrf(request, actor, form)
+    return form
+
+
 def _page(request: web.Request, template: str, context: dict[str, Any], *, status: int = 200,
           private: bool = False) -> web.Response:
     context = {"user": None, "error": None, "form": {}, **context}
@@ -294,7 +301,7 @@ async def signup(request: web.Request) -> web.StreamResponse:
 
 @signed_in
 async def signout(request: web.Request, actor: Actor) -> web.StreamResponse:
-    _check_session_csrf(request, actor, await _form(request))
+    await _signed_form(request, actor)
     async with db.connection(request.app[POOL]) as conn:
         await sessions.logout_all(conn, actor)
     response = _redirect("/signin")
@@ -315,8 +322,7 @@ async def teams_page(request: web.Request, actor: Actor) -> web.StreamResponse:
 
 @signed_in
 async def create_team(request: web.Request, actor: Actor) -> web.StreamResponse:
-    form = await _form(request)
-    _check_session_csrf(request, actor, form)
+    form = await _signed_form(request, actor)
     async with db.connection(request.app[POOL]) as conn:
         try:
             team = await teams.create_team(conn, actor, _field(form, "name"), _field(form, "slug"))
@@ -358,8 +364,7 @@ async def secrets_page(request: web.Request, actor: Actor) -> web.StreamResponse
 
 @signed_in
 async def create_secret(request: web.Request, actor: Actor) -> web.StreamResponse:
-    form = await _form(request)
-    _check_session_csrf(request, actor, form)
+    form = await _signed_form(request, actor)
     team_ref = request.match_info["team"]
     environment = _environment(_field(form, "environment"))
     async with db.connection(request.app[POOL]) as conn:
@@ -380,8 +385,7 @@ async def create_secret(request: web.Request, actor: Actor) -> web.StreamRespons
 
 @signed_in
 async def reveal_secret(request: web.Request, actor: Actor) -> web.StreamResponse:
-    form = await _form(request)
-    _check_session_csrf(request, actor, form)
+    form = await _signed_form(request, actor)
     team_ref = request.match_info["team"]
     async with db.connection(request.app[POOL]) as conn:
         team_id = await teams.resolve(conn, team_ref)
@@ -395,8 +399,7 @@ async def reveal_secret(request: web.Request, actor: Actor) -> web.StreamRespons
 
 @signed_in
 async def delete_secret(request: web.Request, actor: Actor) -> web.StreamResponse:
-    form = await _form(request)
-    _check_session_csrf(request, actor, form)
+    form = await _signed_form(request, actor)
     team_ref = request.match_info["team"]
     environment = _environment(_field(form, "environment"))
     async with db.connection(request.app[POOL]) as conn:
@@ -435,8 +438,7 @@ def _whole(form: Mapping[str, Any], name: str, default: int) -> int:
 @signed_in
 async def update_secret(request: web.Request, actor: Actor) -> web.StreamResponse:
     """A new value (left empty: kept), type or description; a changed value becomes a version."""
-    form = await _form(request)
-    _check_session_csrf(request, actor, form)
+    form = await _signed_form(request, actor)
     team_ref = request.match_info["team"]
     value = _field(form, "value")
     async with db.connection(request.app[POOL]) as conn:
@@ -455,8 +457,7 @@ async def update_secret(request: web.Request, actor: Actor) -> web.StreamRespons
 
 @signed_in
 async def rollback_secret(request: web.Request, actor: Actor) -> web.StreamResponse:
-    form = await _form(request)
-    _check_session_csrf(request, actor, form)
+    form = await _signed_form(request, actor)
     team_ref = request.match_info["team"]
     async with db.connection(request.app[POOL]) as conn:
         team_id = await teams.resolve(conn, team_ref)
@@ -467,8 +468,7 @@ async def rollback_secret(request: web.Request, actor: Actor) -> web.StreamRespo
 
 @signed_in
 async def create_share(request: web.Request, actor: Actor) -> web.StreamResponse:
-    form = await _form(request)
-    _check_session_csrf(request, actor, form)
+    form = await _signed_form(request, actor)
     async with db.connection(request.app[POOL]) as conn:
         team_id = await teams.resolve(conn, request.match_info["team"])
         _row, token = await shares.create_share(
@@ -481,7 +481,7 @@ async def create_share(request: web.Request, actor: Actor) -> web.StreamResponse
 
 @signed_in
 async def revoke_share(request: web.Request, actor: Actor) -> web.StreamResponse:
-    _check_session_csrf(request, actor, await _form(request))
+    await _signed_form(request, actor)
     team_ref = request.match_info["team"]
     share_id = path_id(request, "share_id")
     async with db.connection(request.app[POOL]) as conn:
@@ -519,8 +519,7 @@ async def import_dotenv(request: web.Request, actor: Actor) -> web.StreamRespons
 
 @signed_in
 async def export_dotenv(request: web.Request, actor: Actor) -> web.StreamResponse:
-    form = await _form(request)
-    _check_session_csrf(request, actor, form)
+    form = await _signed_form(request, actor)
     team_ref = request.match_info["team"]
     environment = _environment(_field(form, "environment"))
     async with db.connection(request.app[POOL]) as conn:
@@ -551,8 +550,7 @@ async def members_page(request: web.Request, actor: Actor) -> web.StreamResponse
 
 @signed_in
 async def add_member(request: web.Request, actor: Actor) -> web.StreamResponse:
-    form = await _form(request)
-    _check_session_csrf(request, actor, form)
+    form = await _signed_form(request, actor)
     async with db.connection(request.app[POOL]) as conn:
         team_id = await teams.resolve(conn, request.match_info["team"])
         try:
@@ -566,8 +564,7 @@ async def add_member(request: web.Request, actor: Actor) -> web.StreamResponse:
 
 @signed_in
 async def change_member(request: web.Request, actor: Actor) -> web.StreamResponse:
-    form = await _form(request)
-    _check_session_csrf(request, actor, form)
+    form = await _signed_form(request, actor)
     async with db.connection(request.app[POOL]) as conn:
         team_id = await teams.resolve(conn, request.match_info["team"])
         if _field(form, "action") == "remove":
@@ -595,8 +592,7 @@ async def tokens_page(request: web.Request, actor: Actor) -> web.StreamResponse:
 
 @signed_in
 async def create_token(request: web.Request, actor: Actor) -> web.StreamResponse:
-    form = await _form(request)
-    _check_session_csrf(request, actor, form)
+    form = await _signed_form(request, actor)
     environments = [e for e in form.getall("environments", []) if isinstance(e, str)]
     async with db.connection(request.app[POOL]) as conn:
         try:
@@ -616,7 +612,7 @@ async def create_token(request: web.Request, actor: Actor) -> web.StreamResponse
 
 @signed_in
 async def revoke_token(request: web.Request, actor: Actor) -> web.StreamResponse:
-    _check_session_csrf(request, actor, await _form(request))
+    await _signed_form(request, actor)
     token_id = path_id(request, "token_id")
     async with db.connection(request.app[POOL]) as conn:
         await tokens.revoke_token(conn, actor, token_id)
@@ -659,7 +655,7 @@ async def account_page(request: web.Request, actor: Actor) -> web.StreamResponse
 
 @signed_in
 async def totp_setup(request: web.Request, actor: Actor) -> web.StreamResponse:
-    _check_session_csrf(request, actor, await _form(request))
+    await _signed_form(request, actor)
     async with db.connection(request.app[POOL]) as conn:
         secret, url = await totp.setup(conn, actor, request.app[KEYRING])
         context = await _account_context(request, conn, actor)
@@ -671,8 +667,7 @@ async def totp_setup(request: web.Request, actor: Actor) -> web.StreamResponse:
 
 @signed_in
 async def totp_enable(request: web.Request, actor: Actor) -> web.StreamResponse:
-    form = await _form(request)
-    _check_session_csrf(request, actor, form)
+    form = await _signed_form(request, actor)
     async with db.connection(request.app[POOL]) as conn:
         try:
             await totp.enable(conn, actor, request.app[KEYRING], _field(form, "code").strip())
