@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator
 
 from aiohttp import web
 
-from . import audit, credentials, db, keys, ratelimit, sessions, tokens
+from . import audit, credentials, db, keys, mail, mailtokens, ratelimit, sessions, tokens
 from .web import dashboard, lowlevel
 from .config import Settings
 from .crypto import Keyring
@@ -42,6 +42,7 @@ async def _housekeeping(pool: db.Pool) -> None:
     await sessions.purge_expired(pool)
     await ratelimit.purge_old_windows(pool)
     await tokens.purge_old_failures(pool)
+    await mailtokens.purge_old(pool)
 
 
 async def _housekeeping_loop(pool: db.Pool, interval: float = 600.0) -> None:
@@ -59,8 +60,11 @@ async def _background_jobs(app: web.Application) -> AsyncIterator[None]:
     if not app[SETTINGS].background_jobs:
         yield
         return
-    pool = app[POOL]
-    jobs = [asyncio.create_task(audit.purge_loop(pool)), asyncio.create_task(_housekeeping_loop(pool))]
+    pool, settings = app[POOL], app[SETTINGS]
+    sender = mail.MailSender(pool, app[KEYRING], mail.transport_for(settings),
+                             poll_seconds=settings.mail_poll_seconds)
+    jobs = [asyncio.create_task(audit.purge_loop(pool)), asyncio.create_task(_housekeeping_loop(pool)),
+            asyncio.create_task(sender.run())]
     yield
     # A cancel can be swallowed by a database wait in flight (asyncio.wait_for on Python 3.11):
     # cancel again until the jobs have ended, so shutdown never waits for a job's next sleep.

@@ -6,9 +6,11 @@ import base64
 import binascii
 import ipaddress
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import urlsplit
 
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
@@ -51,15 +53,56 @@ DEFAULT_RATE_LIMITS = {
 
 
 @dataclass(frozen=True)
+class OAuthProvider:
+    """One identity provider (`CVSM_OAUTH_<IDP>_*`): `issuer` is an OpenID Connect issuer whose
+    discovery document gives the endpoints; GitHub is a preset without one. The repr never
+    shows the client secret."""
+
+    name: str
+    client_id: str
+    client_secret: str = field(repr=False)
+    issuer: str | None = None
+
+
+def _oauth_providers(env: Mapping[str, str]) -> dict[str, OAuthProvider]:
+    names = set()
+    for key, value in env.items():
+        match = _OAUTH_VAR.match(key)
+        if match and value:
+            names.add(match.group(1))
+    providers = {}
+    for upper in sorted(names):
+        def var(suffix: str) -> str | None:
+            return env.get(f"CVSM_OAUTH_{upper}_{suffix}") or None
+        name = upper.lower()
+        client_id, client_secret, issuer = var("CLIENT_ID"), var("CLIENT_SECRET"), var("ISSUER")
+        if not client_id or not client_secret:
+            raise ConfigError(f"CVSM_OAUTH_{upper}_CLIENT_ID and CVSM_OAUTH_{upper}_CLIENT_SECRET "
+                              "are both required")
+        if issuer is None and name != "github":
+            raise ConfigError(f"CVSM_OAUTH_{upper}_ISSUER is required (an OpenID Connect issuer "
+                              "URL); only `github` is a preset without one")
+        if issuer is not None and not issuer.startswith(("https://", "http://")):
+            raise ConfigError(f"CVSM_OAUTH_{upper}_ISSUER must be an http(s) URL")
+        providers[name] = OAuthProvider(name, client_id, client_secret,
+                                        issuer.rstrip("/") if issuer else None)
+    return providers
+
+
+_OAUTH_VAR = re.compile(r"CVSM_OAUTH_([A-Z0-9]{1,32})_(?:CLIENT_ID|CLIENT_SECRET|ISSUER)\Z")
+
+
+@dataclass(frozen=True)
 class Settings:
     """Everything the server needs to run, built once by `from_env`."""
 
     data_dir: Path
-    database_url: str | None = None
-    migration_database_url: str | None = None
+    # URLs may carry a password, and the keys are secrets: none of them is in the repr.
+    database_url: str | None = field(default=None, repr=False)
+    migration_database_url: str | None = field(default=None, repr=False)
     allow_superuser: bool = False
-    master_key: bytes | None = None
-    jwt_secret: str | None = None
+    master_key: bytes | None = field(default=None, repr=False)
+    jwt_secret: str | None = field(default=None, repr=False)
     # Base of share links; None: the address the server listens on (`web.request.app_url`).
     app_url: str | None = None
     env: str = "development"
@@ -69,6 +112,13 @@ class Settings:
     jwt_lifetime_seconds: int = 12 * 3600
     background_jobs: bool = True
     credential_cache_seconds: float = 60.0
+    # Mail: SMTP (`smtp://` or `smtps://`, `?starttls=true`); None writes .eml files to the
+    # outbox directory under the data dir.
+    smtp_url: str | None = field(default=None, repr=False)
+    mail_from: str = "cvsm <no-reply@localhost>"
+    # How often the mail sender looks at the outbox when nothing woke it (seconds).
+    mail_poll_seconds: float = 30.0
+    oauth_providers: Mapping[str, OAuthProvider] = field(default_factory=dict)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -113,10 +163,32 @@ class Settings:
             background_jobs=(get("CVSM_BACKGROUND_JOBS") or "on").lower() != "off",
             credential_cache_seconds=_seconds("CVSM_CREDENTIAL_CACHE_SECONDS",
                                               get("CVSM_CREDENTIAL_CACHE_SECONDS"), 60.0),
+            smtp_url=_smtp_url(get("CVSM_SMTP_URL")),
+            mail_from=get("CVSM_MAIL_FROM") or "cvsm <no-reply@localhost>",
+            mail_poll_seconds=_seconds("CVSM_MAIL_POLL_SECONDS", get("CVSM_MAIL_POLL_SECONDS"), 30.0)
+            or 30.0,
+            oauth_providers=_oauth_providers(env),
         )
+
+    @property
+    def outbox_dir(self) -> Path:
+        return self.data_dir / "outbox"
 
     def rate_limit(self, kind: str) -> RateLimit | None:
         return self.rate_limits.get(kind)
+
+
+def _smtp_url(text: str | None) -> str | None:
+    if text is None:
+        return None
+    parts = urlsplit(text)
+    if parts.scheme not in ("smtp", "smtps") or not parts.hostname:
+        raise ConfigError("CVSM_SMTP_URL must be smtp://[user:password@]host[:port] or smtps://...")
+    try:
+        parts.port
+    except ValueError:
+        raise ConfigError("CVSM_SMTP_URL has an invalid port") from None
+    return text
 
 
 def _flag(text: str | None) -> bool:

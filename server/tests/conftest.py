@@ -21,6 +21,7 @@ from aiohttp.test_utils import TestClient
 from cvsm_server import db
 from cvsm_server.app import create_app
 from cvsm_server.config import Settings
+from smtpbox import Mailbox
 
 MASTER_KEY = base64.b64encode(bytes(range(32))).decode()
 JWT_SECRET = "test-jwt-secret-" + "x" * 32
@@ -229,3 +230,19 @@ async def query(database_url: str, sql: str, args: tuple = ()) -> list[dict]:
         pool.close()
         await pool.wait_closed()
 
+
+
+@pytest.fixture
+def mailbox() -> Any:
+    """A real SMTP server (aiosmtpd) on a local port for this test; see `smtpbox.py`."""
+    box = Mailbox().start()
+    yield box
+    box.stop()
+
+
+@pytest.fixture
+async def mail_client(start_client: Callable[..., Any], make_settings: Callable[..., Settings],
+                      mailbox: Any) -> TestClient:
+    """The app with its background jobs on and mail going to `mailbox`."""
+    return await start_client(make_settings(smtp_url=mailbox.url, background_jobs="on",
+                                            mail_poll_seconds="1"))

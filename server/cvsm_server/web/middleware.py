@@ -37,6 +37,8 @@ AUTH_PREFIX = "/api/v1/auth/"
 PUBLIC_PREFIX = "/api/v1/public/"
 # Public API routes that are neither rate limited nor authenticated.
 OPEN_ROUTES = ("/api/v1/health", "/api/v1/openapi.json", "/api/v1/docs")
+# Routes under /auth/ that act for a signed-in user: a bearer credential, and the `auth` limit.
+SIGNED_IN_AUTH_ROUTES = ("/api/v1/auth/verify-email/request",)
 
 REQUEST_ID_RE = re.compile(r"[A-Za-z0-9._:-]{1,128}\Z")
 
@@ -107,6 +109,8 @@ def _bearer(request: web.Request) -> str:
 
 def is_private_path(path: str) -> bool:
     """Whether a path (or a route pattern) needs a bearer credential."""
+    if path in SIGNED_IN_AUTH_ROUTES:
+        return True
     return (path.startswith(API_PREFIX) and not path.startswith((AUTH_PREFIX, PUBLIC_PREFIX))
             and path not in OPEN_ROUTES)
 

@@ -1,0 +1,285 @@
+"""Mail: messages from Jinja2 templates (plain text and HTML), queued in PostgreSQL and delivered
+by a background sender, so a mail failure never loses the action that sent it.
+
+- `enqueue` renders a message and stores it in `mail_outbox` in the caller's transaction: the
+  mail exists exactly when the action committed. The message is sealed with the master key (it
+  carries single-use links) and `NOTIFY cvsm_mail` wakes the senders once the transaction
+  commits, on every server process.
+- `MailSender` claims due messages (`FOR UPDATE SKIP LOCKED`, so several processes never send one
+  twice), delivers them through SMTP (`aiosmtplib`) or, without `CVSM_SMTP_URL`, as `.eml` files
+  in the outbox directory, and deletes each one delivered. A failure (SMTP down, refused) moves
+  the next attempt back exponentially, up to `MAX_ATTEMPTS`; only the mail waits.
+- No link token reaches a log: the outbox logs each link with its token cut out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.policy
+import email.utils
+import json
+import logging
+import os
+import time
+import uuid
+from dataclasses import dataclass
+from datetime import timedelta
+from email.message import EmailMessage
+from pathlib import Path
+from typing import Any, Protocol
+from urllib.parse import parse_qsl, unquote, urlsplit
+
+import aiosmtplib
+import jinja2
+
+from . import db
+from .config import Settings
+from .crypto import Keyring
+
+log = logging.getLogger("cvsm.mail")
+
+CHANNEL = "cvsm_mail"
+MAX_ATTEMPTS = 12  # with the backoff below: about a day and a half of retries
+RETRY_BASE_SECONDS = 10
+RETRY_MAX_SECONDS = 3600
+# A claimed message is someone's for this long: a process that died mid-send frees it then.
+LEASE = timedelta(minutes=5)
+BATCH = 20
+SMTP_TIMEOUT = 30
+REDACTED = "[token]"
+
+_templates = jinja2.Environment(
+    loader=jinja2.PackageLoader("cvsm_server", "templates/mail"),
+    autoescape=jinja2.select_autoescape(enabled_extensions=("html",), default=False),
+    undefined=jinja2.StrictUndefined,
+    trim_blocks=True,
+    lstrip_blocks=True,
+)
+
+
+@dataclass(frozen=True)
+class Message:
+    """A rendered mail. Its repr names only the recipient and subject: bodies carry links."""
+
+    to: str
+    subject: str
+    text: str
+    html: str
+    # The links in the body with their tokens cut out, for the log.
+    redacted_links: tuple[str, ...] = ()
+
+    def __repr__(self) -> str:
+        return f"Message(to={self.to!r}, subject={self.subject!r})"
+
+    def to_email(self, sender: str, message_id_domain: str | None = None) -> EmailMessage:
+        mail = EmailMessage(policy=email.policy.SMTP)
+        mail["From"] = sender
+        mail["To"] = self.to
+        mail["Subject"] = self.subject
+        mail["Date"] = email.utils.formatdate(localtime=False, usegmt=True)
+        mail["Message-ID"] = email.utils.make_msgid(domain=message_id_domain)
+        mail.set_content(self.text)
+        mail.add_alternative(self.html, subtype="html")
+        return mail
+
+
+def redact(link: str, token: str) -> str:
+    return link.replace(token, REDACTED)
+
+
+def render(template: str, to: str, context: dict[str, Any], *, tokens: tuple[str, ...] = ()) -> Message:
+    """Render `mail/<template>.txt` and `.html`; each sets `subject` (`{% set subject = ... %}`).
+
+    `tokens` are the secrets in the context's links, so the log can show the links without them."""
+    text_module = _templates.get_template(f"{template}.txt").make_module(context)
+    html = _templates.get_template(f"{template}.html").render(context)
+    links = []
+    for value in context.values():
+        if isinstance(value, str) and value.startswith(("http://", "https://")):
+            for token in tokens:
+                value = redact(value, token)
+            links.append(value)
+    return Message(to=to, subject=str(getattr(text_module, "subject")).strip(),
+                   text=str(text_module).strip() + "\n", html=html, redacted_links=tuple(links))
+
+
+def _aad(mail_id: uuid.UUID) -> bytes:
+    return f"cvsm:mail:{mail_id}".encode()
+
+
+async def enqueue(cur: db.Cursor, keyring: Keyring, purpose: str, message: Message) -> uuid.UUID:
+    """Queue `message` in the caller's transaction; the senders wake when it commits."""
+    mail_id = uuid.uuid4()
+    payload = json.dumps({"to": message.to, "subject": message.subject, "text": message.text,
+                          "html": message.html, "links": list(message.redacted_links)}).encode()
+    sealed = keyring.seal(payload, _aad(mail_id))
+    await cur.execute(
+        """INSERT INTO mail_outbox (id, recipient, purpose, key_id, nonce, ciphertext)
+           VALUES (%s, %s, %s, %s, %s, %s)""",
+        (mail_id, message.to, purpose, sealed.key_id, sealed.nonce, sealed.ciphertext),
+    )
+    await cur.execute(f"NOTIFY {CHANNEL}")
+    return mail_id
+
+
+async def send(cur: db.Cursor, keyring: Keyring, purpose: str, template: str, to: str,
+               context: dict[str, Any], *, tokens: tuple[str, ...] = ()) -> uuid.UUID:
+    """Render and queue in one call (what the domain modules use)."""
+    return await enqueue(cur, keyring, purpose, render(template, to, context, tokens=tokens))
+
+
+class Transport(Protocol):
+    async def deliver(self, message: Message, mail_id: uuid.UUID) -> None: ...
+
+
+class SmtpTransport:
+    """Delivery through an SMTP server: `smtp://[user:password@]host[:port][?starttls=true]`
+    or `smtps://` (implicit TLS). Its repr never shows the password."""
+
+    def __init__(self, url: str, sender: str) -> None:
+        parts = urlsplit(url)
+        query = dict(parse_qsl(parts.query))
+        self._host = parts.hostname or "localhost"
+        self._implicit_tls = parts.scheme == "smtps"
+        self._port = parts.port or (465 if self._implicit_tls else 25)
+        self._start_tls = query.get("starttls", "").lower() in ("1", "true", "yes")
+        self._username = unquote(parts.username) if parts.username else None
+        self._password = unquote(parts.password) if parts.password else None
+        self._sender = sender
+
+    def __repr__(self) -> str:
+        return f"SmtpTransport(host={self._host!r}, port={self._port})"
+
+    async def deliver(self, message: Message, mail_id: uuid.UUID) -> None:
+        await aiosmtplib.send(
+            message.to_email(self._sender), hostname=self._host, port=self._port,
+            username=self._username, password=self._password, use_tls=self._implicit_tls,
+            start_tls=True if self._start_tls else False, timeout=SMTP_TIMEOUT,
+        )
+
+
+class OutboxTransport:
+    """Without SMTP: each message is an `.eml` file (mode 0600) in the outbox directory, and the
+    log says where, with the message's links minus their tokens."""
+
+    def __init__(self, directory: Path, sender: str) -> None:
+        self.directory = directory
+        self._sender = sender
+
+    async def deliver(self, message: Message, mail_id: uuid.UUID) -> None:
+        await asyncio.to_thread(self._write, message, mail_id)
+
+    def _write(self, message: Message, mail_id: uuid.UUID) -> None:
+        self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+        name = f"{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{mail_id}.eml"
+        path = self.directory / name
+        partial = path.with_suffix(".part")
+        fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "wb") as out:
+            out.write(message.to_email(self._sender).as_bytes())
+        os.replace(partial, path)
+        links = " ".join(message.redacted_links) or "-"
+        log.info("mail %r to %s written to %s (links: %s)", message.subject, message.to, path, links)
+
+
+def transport_for(settings: Settings) -> Transport:
+    if settings.smtp_url:
+        return SmtpTransport(settings.smtp_url, settings.mail_from)
+    return OutboxTransport(settings.outbox_dir, settings.mail_from)
+
+
+def _retry_delay(attempts: int) -> float:
+    return min(RETRY_MAX_SECONDS, RETRY_BASE_SECONDS * 2 ** max(0, attempts - 1))
+
+
+async def deliver_due(pool: db.Pool, keyring: Keyring, transport: Transport) -> int:
+    """Deliver the messages that are due now; returns how many were delivered."""
+    delivered = 0
+    while True:
+        async with db.cursor(pool) as cur:
+            rows = await db.fetchall(
+                cur,
+                """UPDATE mail_outbox SET attempts = attempts + 1, next_attempt_at = now() + %s
+                   WHERE id IN (SELECT id FROM mail_outbox
+                                WHERE failed_at IS NULL AND next_attempt_at <= now()
+                                ORDER BY next_attempt_at LIMIT %s FOR UPDATE SKIP LOCKED)
+                   RETURNING id, recipient, purpose, key_id, nonce, ciphertext, attempts""",
+                (LEASE, BATCH),
+            )
+        if not rows:
+            return delivered
+        for row in rows:
+            delivered += await _deliver_one(pool, keyring, transport, row)
+
+
+async def _deliver_one(pool: db.Pool, keyring: Keyring, transport: Transport, row: dict) -> int:
+    try:
+        payload = json.loads(keyring.open(row["key_id"], row["nonce"], row["ciphertext"],
+                                          _aad(row["id"])))
+        message = Message(to=payload["to"], subject=payload["subject"], text=payload["text"],
+                          html=payload["html"], redacted_links=tuple(payload.get("links", ())))
+        await transport.deliver(message, row["id"])
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - any failure is this message's, and is retried
+        error = f"{type(exc).__name__}: {exc}"[:500]
+        give_up = row["attempts"] >= MAX_ATTEMPTS
+        async with db.cursor(pool) as cur:
+            await cur.execute(
+                """UPDATE mail_outbox SET last_error = %s, next_attempt_at = now() + %s,
+                          failed_at = CASE WHEN %s THEN now() END
+                   WHERE id = %s""",
+                (error, timedelta(seconds=_retry_delay(row["attempts"])), give_up, row["id"]),
+            )
+        level = logging.ERROR if give_up else logging.WARNING
+        log.log(level, "mail %s (%s) to %s: attempt %d failed (%s)%s", row["id"], row["purpose"],
+                row["recipient"], row["attempts"], type(exc).__name__,
+                "; giving up" if give_up else "; will retry")
+        return 0
+    async with db.cursor(pool) as cur:
+        await cur.execute("DELETE FROM mail_outbox WHERE id = %s", (row["id"],))
+    return 1
+
+
+class MailSender:
+    """The background job: deliver what is due, then sleep until a `NOTIFY cvsm_mail` (a
+    commit that queued mail, on any process) or the poll interval, whichever comes first."""
+
+    def __init__(self, pool: db.Pool, keyring: Keyring, transport: Transport, *,
+                 poll_seconds: float = 30.0) -> None:
+        self.pool = pool
+        self.keyring = keyring
+        self.transport = transport
+        self.poll_seconds = poll_seconds
+
+    async def run(self) -> None:
+        while True:
+            try:
+                async with self.pool.acquire() as listener:
+                    async with listener.cursor() as cur:
+                        await cur.execute(f"LISTEN {CHANNEL}")
+                    await self._serve(listener)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("mail sender failed; restarting in %.0f s", self.poll_seconds)
+                await asyncio.sleep(self.poll_seconds)
+
+    async def _serve(self, listener: Any) -> None:
+        while True:
+            await deliver_due(self.pool, self.keyring, self.transport)
+            wait = self.poll_seconds
+            async with db.cursor(self.pool) as cur:
+                due = await db.fetchone(
+                    cur,
+                    """SELECT extract(epoch FROM min(next_attempt_at) - now()) AS seconds
+                       FROM mail_outbox WHERE failed_at IS NULL""",
+                )
+            if due and due["seconds"] is not None:
+                wait = max(0.05, min(wait, float(due["seconds"])))
+            try:
+                await asyncio.wait_for(listener.notifies.get(), wait)
+            except asyncio.TimeoutError:
+                pass
+            while not listener.notifies.empty():  # one pass serves every wake-up so far
+                listener.notifies.get_nowait()
