@@ -36,7 +36,8 @@ class Actor:
     """The caller: a user (through a JWT session or an API token) or nobody, with the client
     address and user agent the audit log records.
 
-    `via` is "jwt", "api_token", "anonymous" or "system" (a command run by the operator).
+    `via` is "jwt", "api_token", "anonymous", "mail_link" (someone holding a link mailed to the
+    account) or "system" (a command run by the operator, or a background job).
     """
 
     ip: str | None

@@ -1,15 +1,16 @@
-"""Account routes: register, login, /me, logout-all, two-factor and API tokens."""
+"""Account routes: register, login, email verification, password reset, /me, logout-all,
+two-factor and API tokens."""
 
 from __future__ import annotations
 
 from aiohttp import web
 
-from .. import ratelimit, sessions, tokens, totp, users
+from .. import db, email_verification, password_reset, ratelimit, sessions, tokens, totp, users
 from ..errors import BadRequest
 from ..inputs import field, string_list
 from .apidoc import (BOOL, ENVIRONMENT, OK, PASSWORD, STRING, TEAM_REF_PATTERN, USERNAME_PATTERN,
                      UUID, answer, obj, ref)
-from .request import actor, connection, path_id, read_json
+from .request import actor, app_url, connection, path_id, read_json
 from .state import KEYRING, PASSWORDS, SETTINGS, SIGNER
 
 SMALL_BODY = 16 * 1024
@@ -27,6 +28,8 @@ async def register(request: web.Request) -> web.Response:
     async with connection(request) as conn:
         user, token = await users.register(conn, request.app[PASSWORDS], request.app[SIGNER],
                                            **fields)
+        async with db.transaction(conn) as cur:
+            await email_verification.send_link(cur, request.app[KEYRING], user, app_url(request))
     return web.json_response({"token": token, "user": users.user_json(user)}, status=201)
 
 
@@ -47,6 +50,39 @@ async def login(request: web.Request) -> web.Response:
                                         identifier=identifier, password=password,
                                         totp_code=code, failures=failures)
     return web.json_response({"token": token, "user": users.user_json(user)})
+
+
+async def request_verification(request: web.Request) -> web.Response:
+    async with connection(request) as conn:
+        sent = await email_verification.request_link(conn, actor(request), request.app[KEYRING],
+                                                     app_url(request))
+    return web.json_response({"ok": True, "sent": sent}, status=202)
+
+
+async def verify_email(request: web.Request) -> web.Response:
+    body = await read_json(request, max_bytes=4096)
+    token = field(body, "token", str)
+    async with connection(request) as conn:
+        await email_verification.verify(conn, actor(request), request.app[KEYRING], token)
+    return web.json_response({"ok": True, "email_verified": True})
+
+
+async def request_password_reset(request: web.Request) -> web.Response:
+    body = await read_json(request, max_bytes=4096)
+    email = field(body, "email", str)
+    async with connection(request) as conn:
+        await password_reset.request_link(conn, actor(request), request.app[KEYRING], email,
+                                          app_url(request))
+    return web.json_response({"ok": True}, status=202)
+
+
+async def reset_password(request: web.Request) -> web.Response:
+    body = await read_json(request, max_bytes=SMALL_BODY)
+    token, password = field(body, "token", str), field(body, "password", str)
+    async with connection(request) as conn:
+        await password_reset.reset(conn, actor(request), request.app[PASSWORDS],
+                                   request.app[KEYRING], token, password)
+    return web.json_response({"ok": True})
 
 
 async def me(request: web.Request) -> web.Response:
@@ -159,6 +195,36 @@ OPENAPI = {
         }, ("password",)),
         "responses": {200: _AUTH_ANSWER},
         "errors": [401],
+    },
+    "request_verification": {
+        "summary": "Mail the signed-in user a new email-verification link (session JWT only).",
+        "description": "`sent` is false when the address is already verified (no mail). At most "
+                       "3 requests an hour per user (429).",
+        "tags": ["accounts"],
+        "responses": {202: answer({"ok": {"const": True}, "sent": BOOL})},
+        "errors": [403, 429],
+    },
+    "verify_email": {
+        "summary": "Verify the account's email with the token from the mailed link (single use, "
+                   "48 hours).",
+        "tags": ["accounts"],
+        "body": obj({"token": STRING}, ("token",)),
+        "responses": {200: answer({"ok": {"const": True}, "email_verified": {"const": True}})},
+    },
+    "request_password_reset": {
+        "summary": "Mail a password-reset link (single use, 1 hour) if the email has an account.",
+        "description": "Always 202 with the same body, in the same time, whether or not the "
+                       "account exists.",
+        "tags": ["accounts"],
+        "body": obj({"email": STRING}, ("email",)),
+        "responses": {202: OK},
+    },
+    "reset_password": {
+        "summary": "Set a new password with the token from the mailed link; every session of "
+                   "the account is logged out.",
+        "tags": ["accounts"],
+        "body": obj({"token": STRING, "password": PASSWORD}, ("token", "password")),
+        "responses": {200: OK},
     },
     "me": {
         "summary": "The caller's profile.",

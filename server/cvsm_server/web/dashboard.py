@@ -28,8 +28,8 @@ import segno
 from aiohttp import web
 from multidict import MultiDictProxy
 
-from .. import (audit, bulk, credentials, db, dotenv, ratelimit, roles, sessions, shares, teams,
-               tokens, totp, users)
+from .. import (audit, bulk, credentials, db, dotenv, email_verification, password_reset,
+               ratelimit, roles, sessions, shares, teams, tokens, totp, users)
 from .. import secrets as domain
 from ..actor import Actor
 from ..errors import BadRequest, DomainError, Forbidden, NotFound, TooManyRequests, Unauthorized
@@ -288,13 +288,84 @@ async def signup(request: web.Request) -> web.StreamResponse:
     try:
         _check_anonymous_csrf(request, form)
         async with db.connection(app[POOL]) as conn:
-            _user, token = await users.register(
+            user, token = await users.register(
                 conn, app[PASSWORDS], app[SIGNER], email=kept["email"], username=kept["username"],
                 password=_field(form, "password"), name=kept["name"])
+            async with db.transaction(conn) as cur:
+                await email_verification.send_link(cur, app[KEYRING], user, app_url(request))
     except DomainError as exc:
         return _page(request, "signup.html", {"csrf": _anonymous_csrf(request), "error": exc.message,
                                               "form": kept}, status=exc.status)
     return _signed_in_response(request, token)
+
+
+# Handlers: links from mail (a GET shows a button; only its POST uses the single-use token) ---
+
+SENT_IF_EXISTS = ("Jika alamat itu terdaftar, kami sudah mengirim tautan untuk mengatur ulang kata "
+                  "sandi. Tautan berlaku 1 jam.")
+
+
+async def forgot_page(request: web.Request) -> web.StreamResponse:
+    return _page(request, "forgot.html", {"csrf": _anonymous_csrf(request)})
+
+
+async def forgot(request: web.Request) -> web.StreamResponse:
+    app = request.app
+    form = await _form(request)
+    try:
+        _check_anonymous_csrf(request, form)
+        async with db.connection(app[POOL]) as conn:
+            await password_reset.request_link(conn, request[ACTOR], app[KEYRING],
+                                              _field(form, "email"), app_url(request))
+    except DomainError as exc:
+        return _page(request, "forgot.html", {"csrf": _anonymous_csrf(request),
+                                              "error": exc.message}, status=exc.status)
+    return _page(request, "forgot.html", {"csrf": _anonymous_csrf(request), "sent": SENT_IF_EXISTS})
+
+
+async def reset_page(request: web.Request) -> web.StreamResponse:
+    return _page(request, "reset.html", {"csrf": _anonymous_csrf(request),
+                                         "token": request.query.get("token", "")}, private=True)
+
+
+async def reset_password(request: web.Request) -> web.StreamResponse:
+    app = request.app
+    form = await _form(request)
+    token = _field(form, "token")
+    try:
+        _check_anonymous_csrf(request, form)
+        if _field(form, "password") != _field(form, "password_again"):
+            raise BadRequest("Kedua kata sandi tidak sama")
+        async with db.connection(app[POOL]) as conn:
+            await password_reset.reset(conn, request[ACTOR], app[PASSWORDS], app[KEYRING], token,
+                                       _field(form, "password"))
+    except DomainError as exc:
+        return _page(request, "reset.html", {"csrf": _anonymous_csrf(request), "token": token,
+                                             "error": exc.message}, status=exc.status, private=True)
+    response = _page(request, "signin.html", {
+        "csrf": _anonymous_csrf(request),
+        "notice": "Kata sandi sudah diganti dan semua sesi lama sudah keluar. Masuk dengan kata "
+                  "sandi baru."})
+    response.del_cookie(COOKIE, path="/")
+    return response
+
+
+async def verify_page(request: web.Request) -> web.StreamResponse:
+    return _page(request, "verify.html", {"csrf": _anonymous_csrf(request),
+                                          "token": request.query.get("token", "")}, private=True)
+
+
+async def verify_email(request: web.Request) -> web.StreamResponse:
+    app = request.app
+    form = await _form(request)
+    try:
+        _check_anonymous_csrf(request, form)
+        async with db.connection(app[POOL]) as conn:
+            await email_verification.verify(conn, request[ACTOR], app[KEYRING], _field(form, "token"))
+    except DomainError as exc:
+        return _page(request, "verify.html", {"csrf": _anonymous_csrf(request), "error": exc.message},
+                     status=exc.status, private=True)
+    return _page(request, "verify.html", {"verified": True})
 
 
 # Handlers: signed in ----------------------------------------------------------------------------
@@ -651,6 +722,16 @@ async def _account_context(request: web.Request, conn: db.Connection, actor: Act
 async def account_page(request: web.Request, actor: Actor) -> web.StreamResponse:
     async with db.connection(request.app[POOL]) as conn:
         return _page(request, "account.html", await _account_context(request, conn, actor))
+
+
+@signed_in
+async def request_verification(request: web.Request, actor: Actor) -> web.StreamResponse:
+    await _signed_form(request, actor)
+    async with db.connection(request.app[POOL]) as conn:
+        await email_verification.request_link(conn, actor, request.app[KEYRING], app_url(request))
+        context = await _account_context(request, conn, actor)
+    context["notice"] = "Tautan verifikasi sudah dikirim ke email Anda (berlaku 48 jam)."
+    return _page(request, "account.html", context)
 
 
 @signed_in
