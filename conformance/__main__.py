@@ -1,6 +1,6 @@
 """python -m conformance: run the conformance cases or every client's unit tests.
 
-    python -m conformance run [--lang L ...] [-k CASE ...] [--server-url URL]
+    python -m conformance run [--lang L ...] [-k CASE ...] [--server-url URL] [--jobs N]
     python -m conformance unit-tests [--lang L ...]
     python -m conformance check        # validate case and driver files only
     python -m conformance list         # cases and declared languages
@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import sys
 
 from . import suite
@@ -24,6 +25,8 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--lang", action="append", metavar="L", help="a language (repeatable, or comma list)")
     run.add_argument("-k", "--case", action="append", metavar="ID", help="only cases whose id contains ID")
     run.add_argument("--server-url", help="use a running server (root URL, no /api/v1) instead of starting one")
+    run.add_argument("--jobs", "-j", type=int, default=_default_jobs(), metavar="N",
+                     help="languages run at once (default: CVSM_CONFORMANCE_JOBS, else 2)")
     units = commands.add_parser("unit-tests", help="run each declared language's unit_test command")
     units.add_argument("--lang", action="append", metavar="L")
     commands.add_parser("check", help="validate the case and driver files")
@@ -34,7 +37,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "run":
             _quiet_server_logs()
-            return asyncio.run(suite.run(args.lang, args.case, args.server_url))
+            if args.jobs < 1:
+                parser.error("--jobs must be at least 1")
+            return asyncio.run(suite.run(args.lang, args.case, args.server_url, jobs=args.jobs))
         if args.command == "unit-tests":
             return asyncio.run(suite.unit_tests(args.lang))
         cases, drivers = load_cases(), load_drivers()
@@ -51,6 +56,13 @@ def main(argv: list[str] | None = None) -> int:
     except (CaseFileError, suite.UsageError) as exc:
         print(f"conformance: {exc}", file=sys.stderr)
         return 2
+
+
+def _default_jobs() -> int:
+    """Most cases wait (retries, timeouts, cache lifetimes) rather than compute, so two languages
+    at once roughly halve the run even on two cores."""
+    text = os.environ.get("CVSM_CONFORMANCE_JOBS", "").strip()
+    return int(text) if text.isdigit() and int(text) > 0 else 2
 
 
 def _quiet_server_logs() -> None:

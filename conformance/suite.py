@@ -177,8 +177,10 @@ async def run(
     case_filter: Sequence[str] | None,
     server_url: str | None,
     reports: Path = REPORTS_DIR,
+    jobs: int = 1,
 ) -> int:
-    """run is ``python -m conformance run``; returns the exit code."""
+    """run is ``python -m conformance run``; returns the exit code. With `jobs` > 1, that many
+    languages run at once (each in its own lane)."""
     cases = load_cases()
     if case_filter:
         cases = [c for c in cases if any(f in c.id for f in case_filter)]
@@ -229,26 +231,41 @@ async def run(
     ]
     if ready:
         server = ReferenceServer(server_url)
-        proxy: FaultProxy | None = None
+        proxies: list[FaultProxy] = []
         ca_dir = tempfile.TemporaryDirectory(prefix="cvsm-conformance-ca-")
         try:
             say("starting the reference server (embedded PostgreSQL)..." if not server_url else f"using {server_url}")
             started = time.monotonic()
             await server.start()
             ca = PrivateCA(Path(ca_dir.name))
-            proxy = FaultProxy(server.url, tls=ca.server_context())
-            await proxy.start()
+            # One lane per job, each with its own fault proxy: a lane runs one language at a time,
+            # so faults and the requests a case counts never mix between languages. Cases share
+            # only read-only seeds (each case's team and secrets) and the server.
+            lanes = max(1, min(jobs, len(ready)))
+            for _ in range(lanes):
+                proxies.append(FaultProxy(server.url, tls=ca.server_context()))
+                await proxies[-1].start()
             say(f"server {server.url} (version {server.version}) ready in {time.monotonic() - started:.1f}s; "
-                f"proxy {proxy.base_url}")
+                f"{lanes} lane(s), proxies {', '.join(p.base_url for p in proxies)}")
             header.append(f"server version {server.version}")
             async with Seeder(server.url) as seeder:
                 await seeder.seed(cases)
+                waiting = list(ready)
+                by_language: dict[str, list[CaseResult]] = {}
+
+                async def lane(proxy: FaultProxy) -> None:
+                    while waiting:
+                        spec = waiting.pop(0)
+                        say(f"[{spec.language}] running {len(cases)} cases: {' '.join(spec.command)}")
+                        language_results, note = await run_language(spec, cases, proxy, seeder, reports,
+                                                                    str(ca.ca_file))
+                        by_language[spec.language] = language_results
+                        if note:
+                            notes[spec.language] = note
+
+                await asyncio.gather(*(lane(proxy) for proxy in proxies))
                 for spec in ready:
-                    say(f"[{spec.language}] running {len(cases)} cases: {' '.join(spec.command)}")
-                    language_results, note = await run_language(spec, cases, proxy, seeder, reports, str(ca.ca_file))
-                    results += language_results
-                    if note:
-                        notes[spec.language] = note
+                    results += by_language.get(spec.language, [])
         except (ServerUnavailable, SeedError, OSError) as exc:
             say(f"cannot run the cases: {exc}")
             done = {(r.case_id, r.language) for r in results}
@@ -256,7 +273,7 @@ async def run(
                 results += [r for r in fail_all(cases, spec.language, f"not run: {exc}") if (r.case_id, r.language) not in done]
                 notes.setdefault(spec.language, f"not run: {exc}")
         finally:
-            if proxy is not None:
+            for proxy in proxies:
                 await proxy.close()
             await server.stop()
             ca_dir.cleanup()
