@@ -153,7 +153,9 @@ async def test_two_factor_sign_in_asks_for_the_code_after_the_password(client: T
     pending = re.search(r'name="pending" value="([^"]+)"', html).group(1)  # type: ignore[union-attr]
     wrong = await client.post("/signin/2fa", data={"csrf": csrf, "pending": pending, "code": "000000"})
     assert wrong.status == 401
-    tampered = await client.post("/signin/2fa", data={"csrf": csrf, "pending": pending[:-1] + "0", "code": "1"})
+    # The last hex digit of the signature, changed (a fixed "0" would leave one pending in 16 intact).
+    flipped = pending[:-1] + ("1" if pending[-1] == "0" else "0")
+    tampered = await client.post("/signin/2fa", data={"csrf": csrf, "pending": flipped, "code": "1"})
     assert tampered.status == 401 and "kedaluwarsa" in await tampered.text()
     code = pyotp.TOTP(secret).at(time.time() + 30)  # the enabling code's step is spent: the next one
     ok = await client.post("/signin/2fa", data={"csrf": csrf, "pending": pending, "code": code},
