@@ -1,4 +1,5 @@
-"""The `cvsm-server` command: `serve [--host H] [--port P]` and `migrate`."""
+"""The `cvsm-server` command: `serve [--host H] [--port P]`, `migrate`, and the operator's
+`admin grant|revoke EMAIL` and `team set-plan SLUG PLAN`."""
 
 from __future__ import annotations
 
@@ -11,7 +12,9 @@ import sys
 
 from aiohttp import web
 
-from . import __version__, db, keys
+from . import __version__, admin, db, keys
+from .actor import Actor
+from .errors import DomainError
 from .config import ConfigError, Settings
 from .embedded import EmbeddedStartError
 from .web.state import APP_URL, SETTINGS
@@ -140,6 +143,44 @@ def _migrate(settings: Settings) -> int:
     return 0
 
 
+async def _operator(settings: Settings, args: argparse.Namespace) -> str:
+    """Run one operator command against the database (the embedded one is started for it)."""
+    system = Actor.system()
+    async with db.open(settings, maxsize=2) as database, db.connection(database.pool) as conn:
+        if args.command == "admin":
+            user_id = await admin.user_by_email(conn, args.email)
+            row = await admin.update_user(conn, system, user_id, is_admin=args.action == "grant")
+            return f"{row['email']}: admin {'granted' if row['is_admin'] else 'revoked'}"
+        quotas = {name: getattr(args, name) for name in ("max_secrets", "max_members")
+                  if getattr(args, name) is not None}
+        quotas = {k: (None if v == "unlimited" else int(v)) for k, v in quotas.items()}
+        row = await admin.set_plan(conn, system, args.slug, args.plan, **quotas)
+        limits = ", ".join(f"{k} {'unlimited' if row[k] is None else row[k]}"
+                           for k in ("max_secrets", "max_members"))
+        return f"{row['slug']}: plan {row['plan']} ({limits})"
+
+
+def _run_operator(settings: Settings, args: argparse.Namespace) -> int:
+    try:
+        print(asyncio.run(_operator(settings, args)))
+    except DomainError as exc:
+        print(f"cvsm-server: {exc.message}", file=sys.stderr)
+        return 1
+    except (ConfigError, EmbeddedStartError) as exc:
+        print(f"cvsm-server: {exc}", file=sys.stderr)
+        return 2 if isinstance(exc, ConfigError) else 1
+    except db.UNAVAILABLE as exc:
+        print(f"cvsm-server: cannot reach the database: {_first_line(exc)}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _quota(text: str) -> str:
+    if text == "unlimited" or (text.isdigit() and int(text) <= admin.MAX_QUOTA):
+        return text
+    raise argparse.ArgumentTypeError(f"expected a number 0..{admin.MAX_QUOTA} or 'unlimited'")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="cvsm-server", description="cvsm reference server")
     parser.add_argument("--version", action="version", version=f"cvsm-server {__version__}")
@@ -148,6 +189,17 @@ def main(argv: list[str] | None = None) -> int:
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8080)
     sub.add_parser("migrate", help="apply database migrations and exit")
+    admin_cmd = sub.add_parser("admin", help="grant or revoke a user's admin right")
+    admin_cmd.add_argument("action", choices=("grant", "revoke"))
+    admin_cmd.add_argument("email")
+    team_cmd = sub.add_parser("team", help="change a team's plan")
+    team_sub = team_cmd.add_subparsers(dest="team_command", required=True)
+    set_plan = team_sub.add_parser("set-plan", help="put a team on a plan (quotas: the plan "
+                                   "form's defaults unless given)")
+    set_plan.add_argument("slug")
+    set_plan.add_argument("plan", choices=tuple(admin.PLAN_FORM_DEFAULTS))
+    set_plan.add_argument("--max-secrets", type=_quota, metavar="N|unlimited")
+    set_plan.add_argument("--max-members", type=_quota, metavar="N|unlimited")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
@@ -157,6 +209,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.command == "serve":
         return _serve(settings, args.host, args.port)
+    if args.command in ("admin", "team"):
+        return _run_operator(settings, args)
     return _migrate(settings)
 
 

@@ -119,6 +119,8 @@ class Settings:
     # How often the mail sender looks at the outbox when nothing woke it (seconds).
     mail_poll_seconds: float = 30.0
     oauth_providers: Mapping[str, OAuthProvider] = field(default_factory=dict)
+    # The plan new teams get (`starter`, `professional` or `enterprise`).
+    default_plan: str = "starter"
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -168,6 +170,7 @@ class Settings:
             mail_poll_seconds=_seconds("CVSM_MAIL_POLL_SECONDS", get("CVSM_MAIL_POLL_SECONDS"), 30.0)
             or 30.0,
             oauth_providers=_oauth_providers(env),
+            default_plan=_plan(get("CVSM_DEFAULT_PLAN")),
         )
 
     @property
@@ -176,6 +179,16 @@ class Settings:
 
     def rate_limit(self, kind: str) -> RateLimit | None:
         return self.rate_limits.get(kind)
+
+
+PLAN_NAMES = ("starter", "professional", "enterprise")
+
+
+def _plan(text: str | None) -> str:
+    plan = (text or "starter").strip().lower()
+    if plan not in PLAN_NAMES:
+        raise ConfigError(f"CVSM_DEFAULT_PLAN must be one of {', '.join(PLAN_NAMES)}, got {text!r}")
+    return plan
 
 
 def _smtp_url(text: str | None) -> str | None:

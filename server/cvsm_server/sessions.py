@@ -74,7 +74,7 @@ async def authenticate(pool: db.Pool, cache: credentials.CredentialCache, signer
             f"""SELECT u.email, s.expires_at, {credentials.EPOCH_SQL} AS epoch
                 FROM sessions s JOIN users u ON u.id = s.user_id
                 WHERE s.id = %s AND s.user_id = %s AND s.revoked_at IS NULL
-                  AND s.expires_at > now()""",
+                  AND s.expires_at > now() AND u.disabled_at IS NULL""",
             (session_id, user_id),
         )
     if row is None:

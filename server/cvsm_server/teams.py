@@ -102,19 +102,20 @@ async def resolve(conn: db.Connection, ref: str) -> uuid.UUID:
     return row["id"]
 
 
-async def create_team(conn: db.Connection, actor: Actor, name: str, slug: str) -> dict:
-    """A new `starter` team with the actor as its Owner."""
+async def create_team(conn: db.Connection, actor: Actor, name: str, slug: str, *,
+                      plan_name: str = "starter") -> dict:
+    """A new team on `plan_name` (the operator's `CVSM_DEFAULT_PLAN`) with the actor as its Owner."""
     name, slug = check_team_fields(name, slug)
     if actor.scope is not None:  # a scoped token cannot reach past its scope by making a team
         raise Forbidden(roles.READ_ONLY if actor.scope.read_only else "Token ini terikat pada satu tim")
-    plan = PLANS["starter"]
+    plan = PLANS[plan_name]
     async with db.transaction(conn) as cur:
         async with db.unique_as_conflict(cur, SLUG_TAKEN):
             team = await db.fetchone(
                 cur,
                 """INSERT INTO teams (slug, name, plan, max_secrets, max_members)
-                   VALUES (%s, %s, 'starter', %s, %s) RETURNING *""",
-                (slug, name, plan["max_secrets"], plan["max_members"]),
+                   VALUES (%s, %s, %s, %s, %s) RETURNING *""",
+                (slug, name, plan_name, plan["max_secrets"], plan["max_members"]),
             )
         await cur.execute(
             "INSERT INTO team_members (team_id, user_id, role) VALUES (%s, %s, %s)",

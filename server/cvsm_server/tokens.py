@@ -67,7 +67,8 @@ FROM (SELECT max(extract(epoch FROM locked_until - clock_timestamp())) AS remain
 LEFT JOIN LATERAL (
     SELECT t.id, t.user_id, t.token_hash, t.allowed_ips, t.last_ip, t.last_user_agent,
            t.last_used_at, t.expires_at, t.team_id, t.environments, t.read_only,
-           (t.revoked_at IS NULL AND (t.expires_at IS NULL OR t.expires_at > now())) AS active,
+           (t.revoked_at IS NULL AND (t.expires_at IS NULL OR t.expires_at > now())
+            AND u.disabled_at IS NULL) AS active,
            (t.locked_until IS NOT NULL AND t.locked_until > now()) AS locked,
            u.email
     FROM api_tokens t JOIN users u ON u.id = t.user_id

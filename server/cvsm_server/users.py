@@ -101,6 +101,7 @@ async def login(conn: db.Connection, client: Actor, hasher: PasswordHasher, keyr
             (identifier,),
         )
         ok = await hasher.verify(password[:MAX_LENGTH], user and user["password_hash"])
+        ok = ok and user["disabled_at"] is None  # a disabled account fails like a wrong password
         if ok and user["totp_enabled"]:
             if not totp_code:
                 # The password was right: ask for the second factor (the spec's fixed value).
@@ -121,14 +122,14 @@ async def complete_login(conn: db.Connection, client: Actor, keyring: Keyring,
     async with db.transaction(conn) as cur:
         user = await db.fetchone(cur, f"SELECT {_LOGIN_COLUMNS} FROM users WHERE id = %s FOR UPDATE",
                                  (user_id,))
-        if user is not None and user["totp_enabled"] and \
+        if user is not None and user["totp_enabled"] and user["disabled_at"] is None and \
                 await totp.consume_code(cur, keyring, user, totp_code.strip()):
             return user, await _open_session(cur, client, signer, user)
     await _login_failed(conn, client, user, failures)
 
 
 _LOGIN_COLUMNS = ("id, email, username, name, password_hash, totp_enabled, totp_key_id, "
-                  "totp_nonce, totp_ciphertext, totp_last_step")
+                  "totp_nonce, totp_ciphertext, totp_last_step, disabled_at")
 
 
 async def _open_session(cur: db.Cursor, client: Actor, signer: sessions.JwtSigner, user: Mapping) -> str:

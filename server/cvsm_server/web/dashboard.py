@@ -396,7 +396,8 @@ async def create_team(request: web.Request, actor: Actor) -> web.StreamResponse:
     form = await _signed_form(request, actor)
     async with db.connection(request.app[POOL]) as conn:
         try:
-            team = await teams.create_team(conn, actor, _field(form, "name"), _field(form, "slug"))
+            team = await teams.create_team(conn, actor, _field(form, "name"), _field(form, "slug"),
+                                           plan_name=request.app[SETTINGS].default_plan)
         except DomainError as exc:
             context = await _teams_context(request, conn, actor)
             context.update(error=exc.message, form={"name": _field(form, "name"), "slug": _field(form, "slug")})

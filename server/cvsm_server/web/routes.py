@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from . import accounts, apidoc, dashboard, pages, secrets, shares, teams
+from . import accounts, admin, apidoc, dashboard, pages, secrets, shares, teams
 
 UUID = r"{%s:[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}}"
 TEAM = "/api/v1/teams/{team_id}"
@@ -61,6 +61,12 @@ ROUTES = [
     web.post(f"{SECRET}/shares", shares.create_share),
     web.get(f"{SECRET}/shares", shares.list_shares),
     web.delete(f"{SECRET}/shares/{UUID % 'share_id'}", shares.revoke_share),
+
+    web.get("/api/v1/admin/users", admin.admin_list_users),
+    web.patch(f"/api/v1/admin/users/{UUID % 'user_id'}", admin.admin_update_user),
+    web.get("/api/v1/admin/teams", admin.admin_list_teams),
+    web.patch(f"/api/v1/admin/teams/{UUID % 'team_id'}", admin.admin_set_plan),
+    web.get("/api/v1/admin/stats", admin.admin_stats),
 
     web.get("/share/{token}", pages.share_page),
     web.get("/static/{name}", pages.asset),

@@ -8,6 +8,7 @@ from .. import audit, teams
 from ..inputs import field
 from .apidoc import INT, OK, ROLE, SLUG_PATTERN, answer, obj, query, ref
 from .request import actor, connection, path_id, query_int, read_json, team_of
+from .state import SETTINGS
 
 SMALL_BODY = 16 * 1024
 
@@ -22,7 +23,8 @@ async def create_team(request: web.Request) -> web.Response:
     body = await read_json(request, max_bytes=SMALL_BODY)
     name, slug = field(body, "name", str), field(body, "slug", str)
     async with connection(request) as conn:
-        team = await teams.create_team(conn, actor(request), name, slug)
+        team = await teams.create_team(conn, actor(request), name, slug,
+                                       plan_name=request.app[SETTINGS].default_plan)
     return web.json_response({"team": teams.team_json(team, team["role"])}, status=201)
 
 
