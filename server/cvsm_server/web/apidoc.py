@@ -235,10 +235,11 @@ def operation(method: str, path: str, handler_name: str, spec: dict) -> dict:
 
 def specs() -> dict[str, dict]:
     """Every handler module's `OPENAPI` entries, keyed by (module, handler name)."""
-    from . import accounts, pages, secrets as web_secrets, shares as web_shares
-    from . import teams as web_teams
+    from . import accounts, deletion as web_deletion, pages, secrets as web_secrets
+    from . import shares as web_shares, teams as web_teams
     out: dict[str, dict] = {}
-    for module in (accounts, web_teams, web_secrets, web_shares, pages, sys.modules[__name__]):
+    for module in (accounts, web_teams, web_secrets, web_shares, pages, web_deletion,
+                   sys.modules[__name__]):
         for name, spec in getattr(module, "OPENAPI", {}).items():
             out[f"{module.__name__}.{name}"] = spec
     return out
