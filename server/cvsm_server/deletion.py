@@ -2,8 +2,10 @@
 background job hard-deletes the account (spec: "hard-deleted after a 7-day window").
 
 - `request_deletion` (a session JWT only) re-checks who is asking: the password, and the TOTP
-  code when two-factor is on; failures count against the client's `failed_auth` limit like a
-  failed login. An account without a password (created through an identity provider) confirms
+  code when two-factor is on. Every attempt counts against the client's `failed_auth` limit
+  (the one failed logins count against) before anything is checked, so past the limit even the
+  right password answers 429: whoever holds a stolen session cannot use this route to guess
+  the password. A wrong answer is audited (`account_deletion_failed`). An account without a password (created through an identity provider) confirms
   by typing its own email address as `confirm`, plus the code when two-factor is on. It sets
   `users.delete_after` and mails the date and how to cancel.
 - During the window everything keeps working, API tokens included: a program in production does
@@ -34,6 +36,7 @@ from .actor import Actor
 from .crypto import Keyring
 from .errors import BadRequest, Conflict, Unauthorized
 from .passwords import MAX_LENGTH, PasswordHasher
+from .roles import OWNER
 from .timeutil import iso
 
 log = logging.getLogger("cvsm.deletion")
@@ -109,8 +112,10 @@ async def request_deletion(conn: db.Connection, actor: Actor, hasher: PasswordHa
 
     Needs a session JWT (403 for an API token), the password (or, for an account without one,
     its email as `confirm`) and the TOTP code when two-factor is on. A wrong password, email or
-    code is a 401 counted like a failed login; 409 when a deletion is already pending."""
+    code is a 401 (audited); 409 when a deletion is already pending; 429 past the client's
+    `failed_auth` limit, which every attempt counts against."""
     sessions.require_jwt(actor)
+    await ratelimit.hit(conn, failures, ratelimit.FAILED_AUTH)
     async with db.transaction(conn) as cur:
         user = await db.fetchone(cur, _USER, (actor.user_id,))
         if user["delete_after"] is not None:
@@ -143,15 +148,9 @@ async def request_deletion(conn: db.Connection, actor: Actor, hasher: PasswordHa
             await mail.send(cur, keyring, MAIL_PURPOSE, "account_deletion_requested",
                             user["email"], _mail_context(user, app_url, delete_after))
             return delete_after
-    await _failed(conn, actor, failures)
-    raise Unauthorized(failure)
-
-
-async def _failed(conn: db.Connection, actor: Actor, failures: ratelimit.Charge | None) -> None:
-    """Count and audit a wrong confirmation (past the limit: 429, and nothing is stored)."""
-    await ratelimit.hit(conn, failures, ratelimit.FAILED_AUTH)
     async with db.transaction(conn) as cur:
         await audit.record(cur, actor, "account_deletion_failed", "user", resource_id=actor.user_id)
+    raise Unauthorized(failure)
 
 
 async def cancel_deletion(conn: db.Connection, actor: Actor, keyring: Keyring, app_url: str) -> None:
@@ -218,16 +217,17 @@ async def purge_due(pool: db.Pool, now: datetime) -> list[uuid.UUID]:
 async def _purge_user(cur: db.Cursor, user: Mapping) -> None:
     system = Actor.system()
     user_id = user["id"]
-    # The teams it owns, locked in one order: two accounts that own a team together and are
-    # purged at once cannot both see the other as the Owner who stays.
-    owned = await db.fetchall(
+    # Every team it is in, locked in one order before anything changes: two accounts that own a
+    # team together and go at once cannot both see the other as the Owner who stays, and one
+    # that deletes a team never waits on a member's purge that waits on it.
+    teams = await db.fetchall(
         cur,
-        """SELECT t.id, t.slug FROM teams t JOIN team_members m ON m.team_id = t.id
-           WHERE m.user_id = %s AND m.role = 'Owner' ORDER BY t.id FOR UPDATE OF t""",
+        """SELECT t.id, t.slug, m.role FROM teams t JOIN team_members m ON m.team_id = t.id
+           WHERE m.user_id = %s ORDER BY t.id FOR UPDATE OF t""",
         (user_id,),
     )
     deleted_teams = []
-    for team in owned:
+    for team in (t for t in teams if t["role"] == OWNER):
         other = await db.fetchone(
             cur,
             """SELECT 1 AS one FROM team_members
