@@ -192,8 +192,8 @@ def signed_in(handler: Callable[[web.Request, Actor], Awaitable[web.StreamRespon
             if COOKIE in request.cookies:
                 response.del_cookie(COOKIE, path="/")
             return response
-        await _note_pending_deletion(request, actor)
         try:
+            await _note_pending_deletion(request, actor)
             try:
                 return await handler(request, actor)
             except credentials.StaleCredential:
