@@ -276,6 +276,29 @@ async def test_concurrent_jobs_delete_each_account_once(client, api: Api, databa
     assert await count(database_url, "SELECT 1 FROM audit_logs WHERE action = 'account_deleted'") == 6
 
 
+async def test_an_account_that_cannot_be_deleted_does_not_stop_the_others(client, api: Api,
+                                                                         database_url, caplog) -> None:
+    stuck, fine = await api.register(), await api.register()
+    # The database refuses to delete one of them (as a failure the job cannot foresee would).
+    await query(database_url, f"""
+        CREATE FUNCTION refuse_delete() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            IF OLD.id = '{stuck["id"]}' THEN RAISE EXCEPTION 'refused by the test'; END IF;
+            RETURN OLD;
+        END $$;
+        CREATE TRIGGER refuse_delete BEFORE DELETE ON users
+            FOR EACH ROW EXECUTE FUNCTION refuse_delete();""")
+    latest = max([await schedule(client, stuck), await schedule(client, fine)])
+    assert await purge(database_url, latest) == [uuid.UUID(fine["id"])]
+    assert "retried on the next run" in caplog.text
+    # Nothing of the failed one went: it is whole, and still pending for the next run.
+    [row] = await query(database_url, "SELECT delete_after FROM users")
+    assert row["delete_after"] is not None
+    assert await count(database_url, "SELECT 1 FROM audit_logs WHERE action = 'account_deleted'") == 1
+    await query(database_url, "DROP TRIGGER refuse_delete ON users")
+    assert await purge(database_url, latest) == [uuid.UUID(stuck["id"])]
+
+
 async def test_the_server_runs_the_job_in_the_background(api: Api, start_client, make_settings,
                                                          database_url) -> None:
     user = await api.register()
