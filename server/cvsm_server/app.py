@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator
 
 from aiohttp import web
 
-from . import audit, credentials, db, keys, mail, mailtokens, ratelimit, sessions, tokens
+from . import audit, credentials, db, deletion, keys, mail, mailtokens, ratelimit, sessions, tokens
 from .web import dashboard, lowlevel
 from .config import Settings
 from .crypto import Keyring
@@ -64,7 +64,7 @@ async def _background_jobs(app: web.Application) -> AsyncIterator[None]:
     sender = mail.MailSender(pool, app[KEYRING], mail.transport_for(settings),
                              poll_seconds=settings.mail_poll_seconds)
     jobs = [asyncio.create_task(audit.purge_loop(pool)), asyncio.create_task(_housekeeping_loop(pool)),
-            asyncio.create_task(sender.run())]
+            asyncio.create_task(sender.run()), asyncio.create_task(deletion.purge_loop(pool))]
     yield
     # A cancel can be swallowed by a database wait in flight (asyncio.wait_for on Python 3.11):
     # cancel again until the jobs have ended, so shutdown never waits for a job's next sleep.

@@ -155,6 +155,7 @@ async def profile(conn: db.Connection, actor: Actor) -> dict:
         return await db.fetchone(
             cur,
             """SELECT u.id, u.email, u.username, u.name, u.is_admin, u.email_verified, u.totp_enabled,
+                      u.delete_after,
                       EXISTS (SELECT 1 FROM team_members m WHERE m.user_id = u.id) AS has_team
                FROM users u WHERE u.id = %s""",
             (actor.user_id,),

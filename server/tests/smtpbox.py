@@ -61,16 +61,19 @@ class Mailbox:
             self._controller.stop()
             self._controller = None
 
-    def to(self, address: str) -> list[EmailMessage]:
+    def to(self, address: str, subject: str | None = None) -> list[EmailMessage]:
         with self.lock:
-            return [m for r, m in self.messages if r == address.lower()]
+            return [m for r, m in self.messages
+                    if r == address.lower() and (subject is None or m["Subject"] == subject)]
 
-    async def receive(self, address: str, *, count: int = 1, timeout: float = 10.0) -> EmailMessage:
-        """The `count`-th message to `address`, waiting for it up to `timeout` seconds."""
+    async def receive(self, address: str, *, count: int = 1, subject: str | None = None,
+                      timeout: float = 10.0) -> EmailMessage:
+        """The `count`-th message to `address` (with this `subject`, when given), waiting for it
+        up to `timeout` seconds."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         while True:
-            got = self.to(address)
+            got = self.to(address, subject)
             if len(got) >= count:
                 return got[count - 1]
             if loop.time() > deadline:

@@ -8,8 +8,9 @@ from aiohttp import web
 from .. import db, email_verification, password_reset, ratelimit, sessions, tokens, totp, users
 from ..errors import BadRequest
 from ..inputs import field, string_list
-from .apidoc import (BOOL, ENVIRONMENT, OK, PASSWORD, STRING, TEAM_REF_PATTERN, USERNAME_PATTERN,
-                     UUID, answer, obj, ref)
+from ..timeutil import iso
+from .apidoc import (BOOL, ENVIRONMENT, OK, PASSWORD, STRING, TEAM_REF_PATTERN, TIME,
+                     USERNAME_PATTERN, UUID, answer, nullable, obj, ref)
 from .request import actor, app_url, connection, path_id, read_json
 from .state import KEYRING, PASSWORDS, SETTINGS, SIGNER
 
@@ -97,6 +98,7 @@ async def me(request: web.Request) -> web.Response:
         "email_verified": row["email_verified"],
         "has_team": row["has_team"],
         "totp_enabled": row["totp_enabled"],
+        "delete_after": iso(row["delete_after"]),
     })
 
 
@@ -232,6 +234,8 @@ OPENAPI = {
         "responses": {200: answer({
             "user_id": UUID, "email": STRING, "username": STRING, "name": STRING,
             "is_admin": BOOL, "email_verified": BOOL, "has_team": BOOL, "totp_enabled": BOOL,
+            "delete_after": {**nullable(TIME), "description": "When a pending account deletion "
+                             "takes effect (`POST /me/delete`); null when none is pending."},
         })},
     },
     "logout_all": {

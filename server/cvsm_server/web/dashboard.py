@@ -28,7 +28,7 @@ import segno
 from aiohttp import web
 from multidict import MultiDictProxy
 
-from .. import (audit, bulk, credentials, db, dotenv, email_verification, password_reset,
+from .. import (audit, bulk, credentials, db, deletion, dotenv, email_verification, password_reset,
                ratelimit, roles, sessions, shares, teams, tokens, totp, users)
 from .. import secrets as domain
 from ..actor import Actor
@@ -51,6 +51,8 @@ ENVIRONMENTS = domain.ENVIRONMENTS
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 # A pre-session nonce made for this response (set as a cookie when the page is sent).
 NEW_PRE_SESSION = web.RequestKey("cvsm_pre_new", str)
+# When the signed-in user's account is to be deleted (formatted), for the banner on every page.
+PENDING_DELETION = web.RequestKey("cvsm_pending_deletion", str)
 
 
 # Signing -------------------------------------------------------------------------------------
@@ -136,7 +138,8 @@ async def _signed_form(request: web.Request, actor: Actor) -> MultiDictProxy[str
 
 def _page(request: web.Request, template: str, context: dict[str, Any], *, status: int = 200,
           private: bool = False) -> web.Response:
-    context = {"user": None, "error": None, "form": {}, **context}
+    context = {"user": None, "error": None, "form": {},
+               "pending_deletion": request.get(PENDING_DELETION), **context}
     response = aiohttp_jinja2.render_template(template, request, context, status=status)
     response.headers["Content-Security-Policy"] = CSP
     # Pages that may hold a value are never stored; the rest are revalidated each time.
@@ -190,6 +193,7 @@ def signed_in(handler: Callable[[web.Request, Actor], Awaitable[web.StreamRespon
                 response.del_cookie(COOKIE, path="/")
             return response
         try:
+            await _note_pending_deletion(request, actor)
             try:
                 return await handler(request, actor)
             except credentials.StaleCredential:
@@ -716,7 +720,8 @@ async def audit_page(request: web.Request, actor: Actor) -> web.StreamResponse:
 
 async def _account_context(request: web.Request, conn: db.Connection, actor: Actor) -> dict[str, Any]:
     return {"user": actor, "csrf": _session_csrf(request, actor),
-            "profile": await users.profile(conn, actor), "setup": None}
+            "profile": await users.profile(conn, actor), "setup": None,
+            "deletion": await deletion.status(conn, actor)}
 
 
 @signed_in
@@ -757,6 +762,47 @@ async def totp_enable(request: web.Request, actor: Actor) -> web.StreamResponse:
             context = await _account_context(request, conn, actor)
             context["error"] = exc.message
             return _page(request, "account.html", context, status=exc.status)
+    return _redirect("/app/account")
+
+
+# Account deletion ---------------------------------------------------------------------------
+
+async def _note_pending_deletion(request: web.Request, actor: Actor) -> None:
+    """Remember for the page whether the user's account is to be deleted (the banner with its
+    cancel button, on every signed-in page)."""
+    async with db.connection(request.app[POOL]) as conn:
+        when = await deletion.pending_until(conn, actor.user_id)
+    if when is not None:
+        request[PENDING_DELETION] = deletion.format_when(when)
+
+
+@signed_in
+async def request_deletion(request: web.Request, actor: Actor) -> web.StreamResponse:
+    """Schedule the account's deletion in 7 days, confirmed by the password (or, without one,
+    the account's email) and the code with two-factor on."""
+    form = await _signed_form(request, actor)
+    app = request.app
+    async with db.connection(app[POOL]) as conn:
+        try:
+            await deletion.request_deletion(
+                conn, actor, app[PASSWORDS], app[KEYRING], _field(form, "password") or None,
+                _field(form, "code") or None, app_url(request),
+                confirm=_field(form, "confirm") or None,
+                failures=ratelimit.Charge.failed_auth(app[SETTINGS], actor.ip))
+        except TooManyRequests:
+            raise
+        except DomainError as exc:
+            context = await _account_context(request, conn, actor)
+            context["deletion_error"] = exc.message
+            return _page(request, "account.html", context, status=exc.status)
+    return _redirect("/app/account")
+
+
+@signed_in
+async def cancel_deletion(request: web.Request, actor: Actor) -> web.StreamResponse:
+    await _signed_form(request, actor)
+    async with db.connection(request.app[POOL]) as conn:
+        await deletion.cancel_deletion(conn, actor, request.app[KEYRING], app_url(request))
     return _redirect("/app/account")
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from . import accounts, admin, apidoc, dashboard, pages, secrets, shares, teams
+from . import accounts, admin, apidoc, dashboard, deletion, pages, secrets, shares, teams
 
 UUID = r"{%s:[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}}"
 TEAM = "/api/v1/teams/{team_id}"
@@ -31,6 +31,8 @@ ROUTES = [
     web.post("/api/v1/me/2fa/setup", accounts.totp_setup),
     web.post("/api/v1/me/2fa/enable", accounts.totp_enable),
     web.post("/api/v1/me/2fa/disable", accounts.totp_disable),
+    web.post("/api/v1/me/delete", deletion.request_deletion),
+    web.post("/api/v1/me/delete/cancel", deletion.cancel_deletion),
     web.get("/api/v1/tokens", accounts.list_tokens),
     web.post("/api/v1/tokens", accounts.create_token),
     web.delete(f"/api/v1/tokens/{UUID % 'token_id'}", accounts.revoke_token),
@@ -110,6 +112,8 @@ ROUTES = [
     web.post("/app/account/verify-email", dashboard.request_verification),
     web.post("/app/account/2fa/setup", dashboard.totp_setup),
     web.post("/app/account/2fa/enable", dashboard.totp_enable),
+    web.post("/app/account/delete", dashboard.request_deletion),
+    web.post("/app/account/delete/cancel", dashboard.cancel_deletion),
 ]
 
 
