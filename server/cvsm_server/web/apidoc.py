@@ -237,8 +237,10 @@ def specs() -> dict[str, dict]:
     """Every handler module's `OPENAPI` entries, keyed by (module, handler name)."""
     from . import accounts, pages, secrets as web_secrets, shares as web_shares
     from . import teams as web_teams
+    from . import invites as web_invites, newsletter as web_newsletter
     out: dict[str, dict] = {}
-    for module in (accounts, web_teams, web_secrets, web_shares, pages, sys.modules[__name__]):
+    for module in (accounts, web_teams, web_secrets, web_shares, pages, web_invites,
+                   web_newsletter, sys.modules[__name__]):
         for name, spec in getattr(module, "OPENAPI", {}).items():
             out[f"{module.__name__}.{name}"] = spec
     return out
