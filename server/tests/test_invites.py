@@ -3,6 +3,7 @@ the tests follow its link, through the JSON API and through the dashboard over H
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Callable
 from typing import Any
@@ -301,7 +302,8 @@ async def sign_up(client: TestClient, username: str, email: str, next_path: str 
 
 
 async def test_dashboard_invite_form_mail_link_sign_up_and_accept(
-        web_client: TestClient, mailbox: Any, database_url: str) -> None:
+        web_client: TestClient, mailbox: Any, database_url: str, caplog: Any) -> None:
+    caplog.set_level(logging.DEBUG)
     client = web_client
     resp = await sign_up(client, "web_owner", "web_owner@example.com")
     assert resp.status == 303
@@ -361,6 +363,8 @@ async def test_dashboard_invite_form_mail_link_sign_up_and_accept(
     # A second click is the generic error page.
     resp = await client.post("/invites/accept", data={"csrf": csrf_of(html), "token": token_of(link)})
     assert resp.status == 400 and INVITE_INVALID in await resp.text()
+    assert token_of(link) not in caplog.text  # no log line (access log included) has the token
+    assert "/invites/accept" in caplog.text
 
 
 async def test_sign_in_goes_back_only_to_a_local_path(start_client: Callable[..., Any],
@@ -383,3 +387,25 @@ async def test_sign_in_goes_back_only_to_a_local_path(start_client: Callable[...
         "csrf": csrf_of(html), "identifier": user["username"], "password": user["password"],
         "next": "/invites/accept?token=abc"})
     assert (resp.status, resp.headers["Location"]) == (303, "/invites/accept?token=abc")
+
+
+async def test_a_member_sees_the_members_page_without_the_invite_form(
+        start_client: Callable[..., Any], make_settings: Callable[..., Settings]) -> None:
+    client = await start_client(make_settings(app_url=""))
+    api = Api(client)
+    owner, viewer = await api.register("page_owner"), await api.register("page_viewer")
+    team_id = await api.team(owner, "page-team")
+    await api.add_member(owner, team_id, viewer, "Viewer")
+    assert (await invite(client, owner, team_id, "pending@example.com")).status == 201
+    page = await client.get("/signin")
+    resp = await client.post("/signin", allow_redirects=False, data={
+        "csrf": csrf_of(await page.text()), "identifier": viewer["username"],
+        "password": viewer["password"]})
+    assert resp.status == 303
+    page = await client.get("/app/teams/page-team/members")
+    html = await page.text()
+    assert page.status == 200 and "page_owner" in html
+    assert "Undang lewat email" not in html and "pending@example.com" not in html
+    resp = await client.post("/app/teams/page-team/invites",
+                             data={"csrf": csrf_of(html), "email": "v@example.com", "role": "Viewer"})
+    assert resp.status == 403
