@@ -157,7 +157,35 @@ async def list_members(conn: db.Connection, actor: Actor, team_id: uuid.UUID) ->
         )
 
 
-def _check_grant(caller_role: str, role: str) -> None:
+async def seats_taken(cur: db.Cursor, team_id: uuid.UUID, *, joining_email: str | None = None) -> int:
+    """Members plus pending invitations (spec: both count toward `max_members`).
+
+    An invitation to someone who is already a member takes no second seat, nor does one to
+    `joining_email` (the person joining now, whose seat is the one being filled)."""
+    row = await db.fetchone(
+        cur,
+        """SELECT (SELECT count(*) FROM team_members WHERE team_id = %(team)s)
+                + (SELECT count(*) FROM team_invites i
+                   WHERE i.team_id = %(team)s AND i.accepted_at IS NULL
+                     AND i.revoked_at IS NULL AND i.expires_at > now()
+                     AND lower(i.email) IS DISTINCT FROM lower(%(joining)s)
+                     AND NOT EXISTS (SELECT 1 FROM team_members m JOIN users u ON u.id = m.user_id
+                                     WHERE m.team_id = i.team_id
+                                       AND lower(u.email) = lower(i.email))) AS n""",
+        {"team": team_id, "joining": joining_email},
+    )
+    return row["n"]
+
+
+async def check_seat(cur: db.Cursor, team: Mapping, *, joining_email: str | None = None) -> None:
+    """403 when the team (locked by the caller) has no seat left for one more person."""
+    if team["max_members"] is not None and \
+            await seats_taken(cur, team["id"], joining_email=joining_email) >= team["max_members"]:
+        raise Forbidden(MEMBER_QUOTA)
+
+
+def check_grant(caller_role: str, role: str) -> None:
+    """Only an Owner grants (or invites to) Admin or Owner."""
     if RANK[role] >= RANK[ADMIN] and caller_role != OWNER:
         raise Forbidden("Hanya Owner yang dapat memberikan peran Admin atau Owner")
 
@@ -170,23 +198,26 @@ async def add_member(conn: db.Connection, actor: Actor, team_id: uuid.UUID, iden
     column = "email" if "@" in identifier else "username"
     async with db.transaction(conn) as cur:
         caller_role = await roles.require(cur, team_id, actor, ADMIN)
-        _check_grant(caller_role, role)
+        check_grant(caller_role, role)
         team = await lock_team(cur, team_id)
         user = await db.fetchone(
-            cur, f"SELECT id FROM users WHERE lower({column}) = lower(%s)", (identifier,)
+            cur, f"SELECT id, email FROM users WHERE lower({column}) = lower(%s)", (identifier,)
         )
         if user is None:
             raise NotFound("Pengguna tidak ditemukan")
         if await roles.role_of(cur, team_id, user["id"]) is not None:
             raise Conflict("Pengguna sudah menjadi anggota tim ini")
-        count = await db.fetchone(
-            cur, "SELECT count(*) AS n FROM team_members WHERE team_id = %s", (team_id,)
-        )
-        if team["max_members"] is not None and count["n"] >= team["max_members"]:
-            raise Forbidden(MEMBER_QUOTA)
+        await check_seat(cur, team, joining_email=user["email"])
         await cur.execute(
             "INSERT INTO team_members (team_id, user_id, role) VALUES (%s, %s, %s)",
             (team_id, user["id"], role),
+        )
+        # An invitation still pending for this person is answered: they are in.
+        await cur.execute(
+            """UPDATE team_invites SET revoked_at = now()
+               WHERE team_id = %s AND lower(email) = lower(%s)
+                 AND accepted_at IS NULL AND revoked_at IS NULL""",
+            (team_id, user["email"]),
         )
         row = await db.fetchone(
             cur, _MEMBER_SQL + " WHERE m.team_id = %s AND m.user_id = %s", (team_id, user["id"])
@@ -225,7 +256,7 @@ async def update_member(conn: db.Connection, actor: Actor, team_id: uuid.UUID,
     async with db.transaction(conn) as cur:
         caller_role, member = await _target(cur, actor, team_id, user_id)
         roles.check_rank(caller_role, ADMIN)
-        _check_grant(caller_role, role)
+        check_grant(caller_role, role)
         if RANK[member["role"]] >= RANK[ADMIN] and caller_role != OWNER:
             raise Forbidden("Hanya Owner yang dapat mengubah peran Admin atau Owner")
         if member["role"] == OWNER and role != OWNER and await _owner_count(cur, team_id) <= 1:

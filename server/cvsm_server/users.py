@@ -14,7 +14,7 @@ import uuid
 from collections.abc import Mapping
 from typing import NoReturn
 
-from . import audit, db, ratelimit, sessions, totp
+from . import audit, db, newsletter, ratelimit, sessions, totp
 from .actor import Actor
 from .crypto import Keyring
 from .errors import BadRequest, Conflict, Unauthorized
@@ -83,6 +83,8 @@ async def register(conn: db.Connection, hasher: PasswordHasher, signer: sessions
                    VALUES (%s, %s, %s, %s, %s) RETURNING id, email, username, name""",
                 (email, username, name, password_hash, newsletter_opt_in),
             )
+        if newsletter_opt_in:  # spec: subscribed at once, without a confirmation mail
+            await newsletter.subscribe_at_register(cur, user["email"])
         token = await sessions.issue(cur, signer, user["id"])
     return user, token
 

@@ -64,12 +64,12 @@ class Mailbox:
     def to(self, address: str, subject: str | None = None) -> list[EmailMessage]:
         with self.lock:
             return [m for r, m in self.messages
-                    if r == address.lower() and (subject is None or m["Subject"] == subject)]
+                    if r == address.lower() and (subject is None or m["Subject"].startswith(subject))]
 
     async def receive(self, address: str, *, count: int = 1, subject: str | None = None,
                       timeout: float = 10.0) -> EmailMessage:
-        """The `count`-th message to `address` (with this `subject`, when given), waiting for it
-        up to `timeout` seconds."""
+        """The `count`-th message to `address` (whose subject starts with `subject`, when given),
+        waiting for it up to `timeout` seconds."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         while True:

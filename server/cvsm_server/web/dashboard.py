@@ -21,6 +21,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
+from urllib.parse import urlencode, urlsplit
 
 import aiohttp_jinja2
 import jinja2
@@ -28,8 +29,9 @@ import segno
 from aiohttp import web
 from multidict import MultiDictProxy
 
-from .. import (audit, bulk, credentials, db, deletion, dotenv, email_verification, password_reset,
-               ratelimit, roles, sessions, shares, teams, tokens, totp, users)
+from .. import (audit, bulk, credentials, db, deletion, dotenv, email_verification, invites,
+               newsletter, password_reset, ratelimit, roles, sessions, shares, teams, tokens, totp,
+               users)
 from .. import secrets as domain
 from ..actor import Actor
 from ..errors import BadRequest, DomainError, Forbidden, NotFound, TooManyRequests, Unauthorized
@@ -224,10 +226,27 @@ async def index(request: web.Request) -> web.StreamResponse:
     return _redirect("/app/teams" if await _signed_in_actor(request) else "/signin")
 
 
+def _local_path(value: object) -> str | None:
+    """`value` when it is a path on this site (where to go after signing in), else None: never
+    another host (`//host`, `/\\host`, a scheme), never a control character."""
+    if not isinstance(value, str) or not value.startswith("/") or len(value) > 2048:
+        return None
+    if value.startswith("//") or any(c == "\\" or ord(c) < 0x20 or c == "\x7f" for c in value):
+        return None
+    parts = urlsplit(value)
+    return value if not parts.scheme and not parts.netloc else None
+
+
+def _next_of(request: web.Request, form: Mapping[str, Any] | None = None) -> str | None:
+    """The local path to go to after signing in (`next`, in the form or the query)."""
+    return _local_path(_field(form, "next") if form is not None else request.query.get("next"))
+
+
 async def signin_page(request: web.Request) -> web.StreamResponse:
+    next_path = _next_of(request)
     if await _signed_in_actor(request):
-        return _redirect("/app/teams")
-    return _page(request, "signin.html", {"csrf": _anonymous_csrf(request)})
+        return _redirect(next_path or "/app/teams")
+    return _page(request, "signin.html", {"csrf": _anonymous_csrf(request), "next": next_path})
 
 
 def _signed_in_response(request: web.Request, token: str, location: str = "/app/teams") -> web.Response:
@@ -241,6 +260,7 @@ async def signin(request: web.Request) -> web.StreamResponse:
     app = request.app
     form = await _form(request)
     identifier = _field(form, "identifier")
+    next_path = _next_of(request, form)
     try:
         _check_anonymous_csrf(request, form)
         async with db.connection(app[POOL]) as conn:
@@ -249,17 +269,19 @@ async def signin(request: web.Request) -> web.StreamResponse:
                 identifier=identifier, password=_field(form, "password"),
                 failures=ratelimit.Charge.failed_auth(app[SETTINGS], request[ACTOR].ip))
     except users.SecondFactorRequired as required:
-        return _page(request, "twofactor.html", {"csrf": _anonymous_csrf(request),
+        return _page(request, "twofactor.html", {"csrf": _anonymous_csrf(request), "next": next_path,
                                                   "pending": _pending_token(request, required.user_id)})
     except DomainError as exc:
         return _page(request, "signin.html", {"csrf": _anonymous_csrf(request), "error": exc.message,
-                                              "identifier": identifier}, status=exc.status)
-    return _signed_in_response(request, token)
+                                              "identifier": identifier, "next": next_path},
+                     status=exc.status)
+    return _signed_in_response(request, token, next_path or "/app/teams")
 
 
 async def signin_code(request: web.Request) -> web.StreamResponse:
     app = request.app
     form = await _form(request)
+    next_path = _next_of(request, form)
     try:
         _check_anonymous_csrf(request, form)
         user_id = _pending_user(request, _field(form, "pending"))
@@ -272,35 +294,40 @@ async def signin_code(request: web.Request) -> web.StreamResponse:
         message = exc.message if isinstance(exc, DomainError) else PENDING_FAILED
         status = exc.status if isinstance(exc, DomainError) else 401
         if isinstance(exc, TooManyRequests) or message == PENDING_FAILED or isinstance(exc, Forbidden):
-            return _page(request, "signin.html", {"csrf": _anonymous_csrf(request), "error": message},
-                         status=status)
+            return _page(request, "signin.html", {"csrf": _anonymous_csrf(request), "error": message,
+                                                  "next": next_path}, status=status)
         return _page(request, "twofactor.html", {"csrf": _anonymous_csrf(request), "error": message,
-                                                  "pending": _field(form, "pending")}, status=status)
-    return _signed_in_response(request, token)
+                                                  "pending": _field(form, "pending"), "next": next_path},
+                     status=status)
+    return _signed_in_response(request, token, next_path or "/app/teams")
 
 
 async def signup_page(request: web.Request) -> web.StreamResponse:
+    next_path = _next_of(request)
     if await _signed_in_actor(request):
-        return _redirect("/app/teams")
-    return _page(request, "signup.html", {"csrf": _anonymous_csrf(request), "form": {}})
+        return _redirect(next_path or "/app/teams")
+    return _page(request, "signup.html", {"csrf": _anonymous_csrf(request), "form": {},
+                                          "next": next_path})
 
 
 async def signup(request: web.Request) -> web.StreamResponse:
     app = request.app
     form = await _form(request)
-    kept = {k: _field(form, k) for k in ("email", "username", "name")}
+    kept = {k: _field(form, k) for k in ("email", "username", "name", "newsletter")}
+    next_path = _next_of(request, form)
     try:
         _check_anonymous_csrf(request, form)
         async with db.connection(app[POOL]) as conn:
             user, token = await users.register(
                 conn, app[PASSWORDS], app[SIGNER], email=kept["email"], username=kept["username"],
-                password=_field(form, "password"), name=kept["name"])
+                password=_field(form, "password"), name=kept["name"],
+                newsletter_opt_in=kept["newsletter"] == "on")
             async with db.transaction(conn) as cur:
                 await email_verification.send_link(cur, app[KEYRING], user, app_url(request))
     except DomainError as exc:
         return _page(request, "signup.html", {"csrf": _anonymous_csrf(request), "error": exc.message,
-                                              "form": kept}, status=exc.status)
-    return _signed_in_response(request, token)
+                                              "form": kept, "next": next_path}, status=exc.status)
+    return _signed_in_response(request, token, next_path or "/app/teams")
 
 
 # Handlers: links from mail (a GET shows a button; only its POST uses the single-use token) ---
@@ -613,9 +640,12 @@ async def export_dotenv(request: web.Request, actor: Actor) -> web.StreamRespons
 async def _members_context(request: web.Request, conn: db.Connection, actor: Actor) -> dict[str, Any]:
     team_ref = request.match_info["team"]
     team_id = await teams.resolve(conn, team_ref)
+    team = await teams.get_team(conn, actor, team_id)
+    can_invite = roles.RANK[team["role"]] >= roles.RANK[roles.ADMIN]
     return {"user": actor, "csrf": _session_csrf(request, actor), "team_ref": team_ref,
-            "team": await teams.get_team(conn, actor, team_id),
-            "members": await teams.list_members(conn, actor, team_id), "roles": list(roles.RANK)}
+            "team": team, "members": await teams.list_members(conn, actor, team_id),
+            "roles": list(roles.RANK), "can_invite": can_invite,
+            "invites": await invites.list_invites(conn, actor, team_id) if can_invite else []}
 
 
 @signed_in
@@ -648,6 +678,111 @@ async def change_member(request: web.Request, actor: Actor) -> web.StreamRespons
         else:
             await teams.update_member(conn, actor, team_id, path_id(request, "user_id"), _field(form, "role"))
     return _redirect(f"/app/teams/{request.match_info['team']}/members")
+
+
+# Invitations ------------------------------------------------------------------------------------
+
+@signed_in
+async def create_invite(request: web.Request, actor: Actor) -> web.StreamResponse:
+    form = await _signed_form(request, actor)
+    async with db.connection(request.app[POOL]) as conn:
+        team_id = await teams.resolve(conn, request.match_info["team"])
+        try:
+            await invites.create_invite(conn, actor, request.app[KEYRING], team_id,
+                                        _field(form, "email"), _field(form, "role"), app_url(request))
+        except DomainError as exc:
+            context = await _members_context(request, conn, actor)
+            context.update(error=exc.message, form={"email": _field(form, "email"),
+                                                    "role": _field(form, "role")})
+            return _page(request, "members.html", context, status=exc.status)
+    return _redirect(f"/app/teams/{request.match_info['team']}/members")
+
+
+@signed_in
+async def revoke_invite(request: web.Request, actor: Actor) -> web.StreamResponse:
+    await _signed_form(request, actor)
+    async with db.connection(request.app[POOL]) as conn:
+        team_id = await teams.resolve(conn, request.match_info["team"])
+        await invites.revoke_invite(conn, actor, team_id, path_id(request, "invite_id"))
+    return _redirect(f"/app/teams/{request.match_info['team']}/members")
+
+
+async def invite_page(request: web.Request) -> web.StreamResponse:
+    """The link from an invitation mail. Opening it changes nothing (a mail scanner may fetch
+    it): signed in, a button posts the token; signed out, sign-in and sign-up come back here."""
+    token = request.query.get("token", "")
+    here = f"/invites/accept?{urlencode({'token': token})}"
+    actor = await _signed_in_actor(request)
+    context: dict[str, Any] = {"user": actor, "token": token,
+                               "next": urlencode({"next": here})}
+    if actor is not None:
+        context["csrf"] = _session_csrf(request, actor)
+    status = 200
+    if not token:
+        context["error"], status = invites.INVITE_INVALID, 400
+    return _page(request, "invite.html", context, status=status, private=True)
+
+
+@signed_in
+async def accept_invite(request: web.Request, actor: Actor) -> web.StreamResponse:
+    form = await _signed_form(request, actor)
+    async with db.connection(request.app[POOL]) as conn:
+        team = await invites.accept_invite(conn, actor, request.app[KEYRING], _field(form, "token"))
+    return _redirect(f"/app/teams/{team['slug']}/secrets")
+
+
+# Newsletter (public pages) ----------------------------------------------------------------------
+
+def newsletter_page(request: web.Request, state: str, *, status: int = 200, **context: Any) -> web.Response:
+    """The newsletter's page in one of its states: `form`, `sent`, `confirm` (the button that
+    posts a confirmation token), `confirmed`, `unsubscribed`, `error`."""
+    if state in ("form", "confirm"):
+        context["csrf"] = _anonymous_csrf(request)
+    return _page(request, "newsletter.html", {"state": state, **context}, status=status,
+                 private=state == "confirm")
+
+
+async def newsletter_form(request: web.Request) -> web.StreamResponse:
+    return newsletter_page(request, "form")
+
+
+async def newsletter_subscribe(request: web.Request) -> web.StreamResponse:
+    """The form's POST; counted under the same `newsletter` limit as the API."""
+    app = request.app
+    form = await _form(request)
+    email = _field(form, "email")
+    try:
+        _check_anonymous_csrf(request, form)
+        async with db.connection(app[POOL]) as conn:
+            ip = request[ACTOR].ip or "-"
+            await ratelimit.hit(conn, ratelimit.Charge.of("newsletter", ip,
+                                                          app[SETTINGS].rate_limit("newsletter")))
+            await newsletter.subscribe(conn, request[ACTOR], app[KEYRING], email, app_url(request))
+    except DomainError as exc:
+        response = newsletter_page(request, "form", status=exc.status, error=exc.message,
+                                   form={"email": email})
+        response.headers.update(exc.headers)
+        return response
+    return newsletter_page(request, "sent")
+
+
+async def newsletter_confirm_page(request: web.Request) -> web.StreamResponse:
+    token = request.query.get("token", "")
+    if not token:
+        return newsletter_page(request, "error", status=400, message=newsletter.TOKEN_INVALID)
+    return newsletter_page(request, "confirm", token=token)
+
+
+async def newsletter_confirm(request: web.Request) -> web.StreamResponse:
+    app = request.app
+    form = await _form(request)
+    try:
+        _check_anonymous_csrf(request, form)
+        async with db.connection(app[POOL]) as conn:
+            await newsletter.confirm(conn, request[ACTOR], app[KEYRING], _field(form, "token"))
+    except DomainError as exc:
+        return newsletter_page(request, "error", status=exc.status, message=exc.message)
+    return newsletter_page(request, "confirmed")
 
 
 # Tokens ---------------------------------------------------------------------------------------

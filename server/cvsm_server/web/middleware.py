@@ -39,6 +39,8 @@ PUBLIC_PREFIX = "/api/v1/public/"
 OPEN_ROUTES = ("/api/v1/health", "/api/v1/openapi.json", "/api/v1/docs")
 # Routes under /auth/ that act for a signed-in user: a bearer credential, and the `auth` limit.
 SIGNED_IN_AUTH_ROUTES = ("/api/v1/auth/verify-email/request",)
+# Subscribing to the newsletter counts under `newsletter` (5 per 10 s per IP), not `public`.
+NEWSLETTER_ROUTE = "/api/v1/public/newsletter"
 
 REQUEST_ID_RE = re.compile(r"[A-Za-z0-9._:-]{1,128}\Z")
 
@@ -159,8 +161,9 @@ def counts_own_rate_limit(handler: Handler) -> Handler:
 
 
 def charge_for(request: web.Request) -> ratelimit.Charge | None:
-    """What this request counts against: per client IP on /auth and /public, per credential on
-    the rest of the API; nothing on /health, pages and preflights."""
+    """What this request counts against: per client IP on /auth, /public and the newsletter
+    subscription, per credential on the rest of the API; nothing on /health, pages and
+    preflights."""
     path = request.path
     if request.method == "OPTIONS" or not path.startswith(API_PREFIX) or path in OPEN_ROUTES:
         return None
@@ -168,6 +171,8 @@ def charge_for(request: web.Request) -> ratelimit.Charge | None:
     who = request[ACTOR]
     if path.startswith(AUTH_PREFIX):
         return ratelimit.Charge.of("auth", who.ip or "-", settings.rate_limit("auth"))
+    if path == NEWSLETTER_ROUTE and request.method == "POST":  # spec: its own, tighter limit
+        return ratelimit.Charge.of("newsletter", who.ip or "-", settings.rate_limit("newsletter"))
     if path.startswith(PUBLIC_PREFIX):
         return ratelimit.Charge.of("public", who.ip or "-", settings.rate_limit("public"))
     return ratelimit.Charge.of("api", who.rate_key, settings.rate_limit("api"))

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from . import accounts, admin, apidoc, dashboard, deletion, pages, secrets, shares, teams
+from . import (accounts, admin, apidoc, dashboard, deletion, invites, newsletter, pages, secrets,
+               shares, teams)
 
 UUID = r"{%s:[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}}"
 TEAM = "/api/v1/teams/{team_id}"
@@ -19,6 +20,9 @@ ROUTES = [
     web.get("/api/v1/openapi.json", apidoc.openapi_json),
     web.get("/api/v1/docs", pages.docs_page),
     web.get("/api/v1/public/share/{token}", shares.view_share),
+    web.post("/api/v1/public/newsletter", newsletter.subscribe),
+    web.post("/api/v1/public/newsletter/confirm", newsletter.confirm),
+    web.get("/api/v1/public/newsletter/unsubscribe", newsletter.unsubscribe),
 
     web.post("/api/v1/auth/register", accounts.register),
     web.post("/api/v1/auth/login", accounts.login),
@@ -46,6 +50,10 @@ ROUTES = [
     web.patch(f"{TEAM}/members/{UUID % 'user_id'}", teams.update_member),
     web.delete(f"{TEAM}/members/{UUID % 'user_id'}", teams.remove_member),
     web.get(f"{TEAM}/audit", teams.list_audit),
+    web.post(f"{TEAM}/invites", invites.create_invite),
+    web.get(f"{TEAM}/invites", invites.list_invites),
+    web.delete(f"{TEAM}/invites/{UUID % 'invite_id'}", invites.revoke_invite),
+    web.post("/api/v1/invites/accept", invites.accept_invite),
 
     web.get(f"{TEAM}/secrets", secrets.list_secrets),
     web.post(f"{TEAM}/secrets", secrets.create_secret),
@@ -104,6 +112,14 @@ ROUTES = [
     web.get("/app/teams/{team}/members", dashboard.members_page),
     web.post("/app/teams/{team}/members", dashboard.add_member),
     web.post(f"/app/teams/{{team}}/members/{UUID % 'user_id'}", dashboard.change_member),
+    web.post("/app/teams/{team}/invites", dashboard.create_invite),
+    web.post(f"/app/teams/{{team}}/invites/{UUID % 'invite_id'}/revoke", dashboard.revoke_invite),
+    web.get("/invites/accept", dashboard.invite_page),
+    web.post("/invites/accept", dashboard.accept_invite),
+    web.get("/newsletter", dashboard.newsletter_form),
+    web.post("/newsletter", dashboard.newsletter_subscribe),
+    web.get("/newsletter/confirm", dashboard.newsletter_confirm_page),
+    web.post("/newsletter/confirm", dashboard.newsletter_confirm),
     web.get("/app/teams/{team}/audit", dashboard.audit_page),
     web.get("/app/tokens", dashboard.tokens_page),
     web.post("/app/tokens", dashboard.create_token),
