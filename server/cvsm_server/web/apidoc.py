@@ -161,6 +161,9 @@ def openapi_path(pattern: str) -> tuple[str, list[dict]]:
             description = "The team's id or its slug."
         elif name == "name":
             schema, description = SECRET_NAME, "The secret's exact, case-sensitive name."
+        elif name == "idp":
+            schema, description = {"type": "string", "pattern": "^[a-z0-9]{1,32}$"}, \
+                "The identity provider, as configured (`CVSM_OAUTH_<IDP>_*`), e.g. `github`."
         elif name == "token":
             schema, description = {"type": "string", "maxLength": shares.MAX_TOKEN_LENGTH}, \
                 "The share token (`shr_...`)."
@@ -236,9 +239,10 @@ def operation(method: str, path: str, handler_name: str, spec: dict) -> dict:
 def specs() -> dict[str, dict]:
     """Every handler module's `OPENAPI` entries, keyed by (module, handler name)."""
     from . import accounts, pages, secrets as web_secrets, shares as web_shares
-    from . import teams as web_teams
+    from . import oauth as web_oauth, teams as web_teams
     out: dict[str, dict] = {}
-    for module in (accounts, web_teams, web_secrets, web_shares, pages, sys.modules[__name__]):
+    for module in (accounts, web_teams, web_secrets, web_shares, pages, web_oauth,
+                   sys.modules[__name__]):
         for name, spec in getattr(module, "OPENAPI", {}).items():
             out[f"{module.__name__}.{name}"] = spec
     return out
