@@ -152,8 +152,8 @@ class Providers:
 
     async def _fetch_json(self, url: str, **kwargs: Any) -> Any:
         async with self.http() as client:
-            resp = await client.get(url, withhold_token=True, headers={"Accept": "application/json"},
-                                    **kwargs)
+            resp = await client.request("GET", url, withhold_token=True,
+                                        headers={"Accept": "application/json"}, **kwargs)
         return _json(resp)
 
     async def _cached(self, key: str, load: Any, *, refresh: bool = False) -> Any:
