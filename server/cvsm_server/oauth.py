@@ -27,7 +27,6 @@ ID token. Every network call has a timeout.
 
 from __future__ import annotations
 
-import asyncio
 import hmac
 import re
 import secrets
@@ -125,7 +124,6 @@ class Providers:
         self.github = github or GitHubEndpoints()
         self.timeout = timeout
         self._metadata: dict[str, tuple[float, Any]] = {}
-        self._lock = asyncio.Lock()
 
     def __repr__(self) -> str:
         return f"Providers({sorted(self._providers)!r})"

@@ -4,7 +4,8 @@ a thread, with its own RSA key, JWKS and discovery document.
 
 Consent is automatic for `OpenIDProvider.user` (sub, email, email_verified, name). Knobs make it
 misbehave the way a test needs: `deny` (answers `error=access_denied`), `id_token_nonce` (signs an
-ID token with another nonce), `signing_key` (signs with a key its JWKS does not publish).
+ID token with another nonce), `signing_key` (signs with a key its JWKS does not publish),
+`discovery_overrides` (changes its discovery document).
 
 The same server is also a test double of GitHub's three endpoints (`/login/oauth/authorize`,
 `/login/oauth/access_token`, `/api/user` and `/api/user/emails`), since GitHub itself cannot be
@@ -172,6 +173,7 @@ class OpenIDProvider:
         self.deny = False
         self.id_token_nonce: str | None = None
         self.signing_key: RSAKey | None = None
+        self.discovery_overrides: dict[str, Any] = {}
         self.codes: dict[str, AuthorizationCode] = {}
         self.tokens: dict[str, ProviderUser] = {}
         self.token_requests = 0
@@ -279,6 +281,7 @@ class OpenIDProvider:
             "code_challenge_methods_supported": ["S256"],
             "token_endpoint_auth_methods_supported": ["client_secret_basic", "client_secret_post"],
             "scopes_supported": ["openid", "email", "profile"],
+            **self.discovery_overrides,
         }
 
     def _authorize(self, request: Request) -> Response:

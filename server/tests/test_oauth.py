@@ -272,6 +272,24 @@ async def test_an_unreachable_provider_fails_generically(client: TestClient, op:
     assert await failures(database_url) == ["network"]
 
 
+async def test_an_expired_flow_fails(client: TestClient, browser_http: aiohttp.ClientSession,
+                                     op: OpenIDProvider, database_url: str) -> None:
+    callback = await at_provider(browser_http, await start(client))
+    await query(database_url, "UPDATE oauth_flows SET expires_at = now() - interval '1 second'")
+    assert await back_at_app(client, callback) == ERROR
+    assert op.token_requests == 0
+    assert await failures(database_url) == ["flow_expired"]
+
+
+async def test_a_discovery_document_for_another_issuer_is_refused(
+        client: TestClient, op: OpenIDProvider, database_url: str) -> None:
+    op.discovery_overrides = {"issuer": "http://127.0.0.1:1/elsewhere"}
+    resp = await client.get("/api/v1/auth/acme/start", allow_redirects=False)
+    assert resp.status == 302 and resp.headers["Location"].endswith(ERROR)
+    assert await query(database_url, "SELECT * FROM oauth_flows") == []
+    assert await failures(database_url) == ["discovery_issuer_mismatch"]
+
+
 async def test_an_unknown_provider_is_a_404(client: TestClient) -> None:
     for path in ("/api/v1/auth/nope/start", "/api/v1/auth/nope/callback?code=x&state=y",
                  "/api/v1/auth/ACME/start"):
