@@ -14,7 +14,8 @@ from collections.abc import AsyncIterator
 
 from aiohttp import web
 
-from . import audit, credentials, db, deletion, keys, mail, mailtokens, ratelimit, sessions, tokens
+from . import (audit, credentials, db, deletion, keys, mail, mailtokens, oauth, ratelimit, sessions,
+               tokens)
 from .web import dashboard, lowlevel
 from .config import Settings
 from .crypto import Keyring
@@ -23,7 +24,7 @@ from .web.headers import cors_middleware, on_prepare
 from .web.middleware import (auth_middleware, error_middleware, rate_limit_middleware,
                              request_id_middleware)
 from .web.routes import setup_routes
-from .web.state import CREDENTIALS, KEYRING, PASSWORDS, POOL, SETTINGS, SIGNER
+from .web.state import CREDENTIALS, KEYRING, OAUTH, PASSWORDS, POOL, SETTINGS, SIGNER
 
 log = logging.getLogger("cvsm.app")
 
@@ -95,6 +96,7 @@ def create_app(settings: Settings | None = None) -> web.Application:
     app[SIGNER] = sessions.JwtSigner(keys.load_jwt_secret(settings), settings.jwt_lifetime_seconds)
     app[PASSWORDS] = PasswordHasher()
     app[CREDENTIALS] = credentials.CredentialCache(ttl=settings.credential_cache_seconds)
+    app[OAUTH] = oauth.Providers(settings.oauth_providers)
     if settings.env == "production" and "*" in settings.cors_origins:
         log.warning("CVSM_CORS_ORIGINS is '*' in production: any web origin may call this API")
     app.on_response_prepare.append(on_prepare)

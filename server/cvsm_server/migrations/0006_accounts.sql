@@ -79,11 +79,13 @@ CREATE INDEX user_identities_user_idx ON user_identities (user_id);
 
 -- A sign-in through a provider in flight: the `state` (its HMAC), the PKCE verifier and the
 -- nonce, kept in the database so any server process can take the callback. Used once.
+-- `link_user_id`: a flow started by a signed-in user to link the identity to their account.
 CREATE TABLE oauth_flows (
     state_hash    bytea PRIMARY KEY,
     provider      text NOT NULL,
     code_verifier text NOT NULL,
     nonce         text NOT NULL,
+    link_user_id  uuid REFERENCES users (id) ON DELETE CASCADE,
     expires_at    timestamptz NOT NULL,
     created_at    timestamptz NOT NULL DEFAULT now()
 );

@@ -161,6 +161,9 @@ def openapi_path(pattern: str) -> tuple[str, list[dict]]:
             description = "The team's id or its slug."
         elif name == "name":
             schema, description = SECRET_NAME, "The secret's exact, case-sensitive name."
+        elif name == "idp":
+            schema, description = {"type": "string", "pattern": "^[a-z0-9]{1,32}$"}, \
+                "The identity provider, as configured (`CVSM_OAUTH_<IDP>_*`), e.g. `github`."
         elif name == "token":
             schema, description = {"type": "string", "maxLength": shares.MAX_TOKEN_LENGTH}, \
                 "The share token (`shr_...`)."

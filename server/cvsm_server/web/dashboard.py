@@ -30,13 +30,13 @@ from aiohttp import web
 from multidict import MultiDictProxy
 
 from .. import (audit, bulk, credentials, db, deletion, dotenv, email_verification, invites,
-               newsletter, password_reset, ratelimit, roles, sessions, shares, teams, tokens, totp,
-               users)
+               newsletter, oauth, password_reset, ratelimit, roles, sessions, shares, teams, tokens,
+               totp, users)
 from .. import secrets as domain
 from ..actor import Actor
 from ..errors import BadRequest, DomainError, Forbidden, NotFound, TooManyRequests, Unauthorized
 from .request import app_url, path_id
-from .state import ACTOR, CREDENTIALS, KEYRING, PASSWORDS, POOL, SETTINGS, SIGNER
+from .state import ACTOR, CREDENTIALS, KEYRING, OAUTH, PASSWORDS, POOL, SETTINGS, SIGNER
 
 COOKIE = "cvsm_session"
 PRE_COOKIE = "cvsm_pre"
@@ -300,6 +300,93 @@ async def signin_code(request: web.Request) -> web.StreamResponse:
                                                   "pending": _field(form, "pending"), "next": next_path},
                      status=status)
     return _signed_in_response(request, token, next_path or "/app/teams")
+
+
+# Sign-in through an identity provider (the flow: `cvsm_server.oauth`, its API: `web.oauth`) -----
+
+OAUTH_COOKIE = "cvsm_oauth"  # the state of the flow this browser started (`web.oauth`)
+OAUTH_COOKIE_PATH = "/api/v1/auth/"
+PENDING_COOKIE = "cvsm_pending"  # the signed pending-2FA token after a provider's callback
+OAUTH_FAILED = "Masuk melalui penyedia identitas gagal. Silakan coba lagi."
+
+
+def bind_oauth_flow(request: web.Request, response: web.StreamResponse, state: str) -> None:
+    """Tie a flow to this browser: the callback must come with the same state in this cookie."""
+    response.set_cookie(OAUTH_COOKIE, state, httponly=True, samesite="Lax", secure=_secure(request),
+                        path=OAUTH_COOKIE_PATH, max_age=int(oauth.FLOW_LIFETIME.total_seconds()))
+
+
+def unbind_oauth_flow(request: web.Request, response: web.StreamResponse) -> None:
+    if OAUTH_COOKIE in request.cookies:
+        response.del_cookie(OAUTH_COOKIE, path=OAUTH_COOKIE_PATH)
+
+
+def second_factor_redirect(request: web.Request, user_id: uuid.UUID, base: str) -> web.Response:
+    """After a provider's callback for a user with two-factor on: the code step, with the same
+    signed pending token the password sign-in uses (in a cookie, never in a URL)."""
+    response = web.Response(status=302, headers={"Location": f"{base}/signin/oauth-2fa",
+                                                 "Cache-Control": "no-store"})
+    response.set_cookie(PENDING_COOKIE, _pending_token(request, user_id), httponly=True,
+                        samesite="Lax", secure=_secure(request), path="/signin",
+                        max_age=PENDING_LIFETIME)
+    return response
+
+
+async def oauth_code_page(request: web.Request) -> web.StreamResponse:
+    """The TOTP step of a sign-in through a provider; the form posts to `/signin/2fa`."""
+    pending = request.cookies.get(PENDING_COOKIE, "")
+    try:
+        _pending_user(request, pending)
+    except (Unauthorized, ValueError):
+        return _page(request, "signin.html", {"csrf": _anonymous_csrf(request), "error": PENDING_FAILED},
+                     status=401)
+    return _page(request, "twofactor.html", {"csrf": _anonymous_csrf(request), "pending": pending},
+                 private=True)
+
+
+async def oauth_callback_page(request: web.Request) -> web.StreamResponse:
+    """Where the provider's callback lands: `oauth.js` reads `#token=` from the fragment (never
+    sent to a server) and posts it here to become the session cookie; `#error=` shows a message."""
+    return _page(request, "oauth_callback.html", {"csrf": _anonymous_csrf(request)}, private=True)
+
+
+async def oauth_session(request: web.Request) -> web.StreamResponse:
+    """The JWT from the callback's fragment becomes the `cvsm_session` cookie, once checked."""
+    app = request.app
+    form = await _form(request)
+    try:
+        _check_anonymous_csrf(request, form)
+        token = _field(form, "token")
+        if not token or len(token) > 4096:
+            raise Unauthorized(OAUTH_FAILED)
+        await sessions.authenticate(app[POOL], app[CREDENTIALS], app[SIGNER], token, request[ACTOR])
+    except DomainError as exc:
+        message = exc.message if isinstance(exc, Forbidden) else OAUTH_FAILED
+        return _page(request, "signin.html", {"csrf": _anonymous_csrf(request), "error": message},
+                     status=exc.status)
+    return _signed_in_response(request, token)
+
+
+@signed_in
+async def oauth_link(request: web.Request, actor: Actor) -> web.StreamResponse:
+    """Start linking a provider to the signed-in account (a CSRF-checked POST). The answer is a
+    page that goes on to the provider (by script, or a link without it): a form's redirect to
+    another origin would break the pages' `form-action 'self'` policy."""
+    await _signed_form(request, actor)
+    sessions.require_jwt(actor)
+    name = request.match_info["idp"]
+    base = app_url(request)
+    try:
+        async with db.connection(request.app[POOL]) as conn:
+            url, state = await oauth.start(conn, actor, request.app[OAUTH], name, base,
+                                           request.app[KEYRING], link_user_id=actor.user_id)
+    except oauth.OAuthFailure:
+        return _redirect("/app/account?oauth=failed")
+    response = _page(request, "oauth_redirect.html", {"user": actor, "csrf": _session_csrf(request, actor),
+                                                      "url": url, "label": oauth.label(name)},
+                     private=True)
+    bind_oauth_flow(request, response, state)
+    return response
 
 
 async def signup_page(request: web.Request) -> web.StreamResponse:
@@ -856,7 +943,9 @@ async def audit_page(request: web.Request, actor: Actor) -> web.StreamResponse:
 async def _account_context(request: web.Request, conn: db.Connection, actor: Actor) -> dict[str, Any]:
     return {"user": actor, "csrf": _session_csrf(request, actor),
             "profile": await users.profile(conn, actor), "setup": None,
-            "deletion": await deletion.status(conn, actor)}
+            "deletion": await deletion.status(conn, actor),
+            "identities": await oauth.identities(conn, actor),
+            "oauth_result": request.query.get("oauth")}
 
 
 @signed_in
@@ -943,8 +1032,10 @@ async def cancel_deletion(request: web.Request, actor: Actor) -> web.StreamRespo
 
 def setup(app: web.Application) -> None:
     """Templates come from the package (`cvsm_server/templates`), autoescaped."""
-    aiohttp_jinja2.setup(
+    env = aiohttp_jinja2.setup(
         app,
         loader=jinja2.PackageLoader("cvsm_server", "templates"),
         autoescape=jinja2.select_autoescape(default=True, default_for_string=True),
     )
+    env.globals["oauth_providers"] = app[OAUTH].choices if OAUTH in app else []
+    env.filters["oauth_label"] = oauth.label

@@ -47,7 +47,8 @@ async def docs_page(request: web.Request) -> web.StreamResponse:
 # The only files served: an allowlist, so no path can reach anything else.
 ASSETS = {"share.js": "text/javascript", "share.css": "text/css",
           "docs.js": "text/javascript", "docs.css": "text/css",
-          "app.js": "text/javascript", "app.css": "text/css"}
+          "app.js": "text/javascript", "app.css": "text/css",
+          "oauth.js": "text/javascript"}
 
 
 async def asset(request: web.Request) -> web.StreamResponse:

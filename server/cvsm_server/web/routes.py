@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from . import (accounts, admin, apidoc, dashboard, deletion, invites, newsletter, pages, secrets,
-               shares, teams)
+from . import (accounts, admin, apidoc, dashboard, deletion, invites, newsletter, oauth, pages,
+               secrets, shares, teams)
 
 UUID = r"{%s:[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}}"
 TEAM = "/api/v1/teams/{team_id}"
@@ -30,6 +30,8 @@ ROUTES = [
     web.post("/api/v1/auth/verify-email", accounts.verify_email),
     web.post("/api/v1/auth/password-reset/request", accounts.request_password_reset),
     web.post("/api/v1/auth/password-reset", accounts.reset_password),
+    web.get("/api/v1/auth/{idp}/start", oauth.start),
+    web.get("/api/v1/auth/{idp}/callback", oauth.callback),
     web.get("/api/v1/me", accounts.me),
     web.post("/api/v1/me/logout-all", accounts.logout_all),
     web.post("/api/v1/me/2fa/setup", accounts.totp_setup),
@@ -86,6 +88,10 @@ ROUTES = [
     web.get("/signin", dashboard.signin_page),
     web.post("/signin", dashboard.signin),
     web.post("/signin/2fa", dashboard.signin_code),
+    web.get("/signin/oauth-2fa", dashboard.oauth_code_page),
+    web.get("/auth/oauth-callback", dashboard.oauth_callback_page),
+    web.post("/auth/oauth-callback", dashboard.oauth_session),
+    web.post("/app/account/oauth/{idp}/link", dashboard.oauth_link),
     web.get("/signup", dashboard.signup_page),
     web.post("/signup", dashboard.signup),
     web.get("/forgot-password", dashboard.forgot_page),

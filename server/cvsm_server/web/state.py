@@ -9,6 +9,7 @@ from ..actor import Actor
 from ..config import Settings
 from ..credentials import CredentialCache
 from ..crypto import Keyring
+from ..oauth import Providers
 from ..passwords import PasswordHasher
 from ..ratelimit import Charge
 from ..sessions import JwtSigner
@@ -21,6 +22,8 @@ PASSWORDS = web.AppKey("passwords", PasswordHasher)
 CREDENTIALS = web.AppKey("credentials", CredentialCache)
 # The address `cvsm-server serve` listens on (set before start-up when CVSM_APP_URL is unset).
 APP_URL = web.AppKey("app_url", str)
+# The identity providers (`oauth.Providers`: settings, discovery and JWKS caches).
+OAUTH = web.AppKey("oauth", Providers)
 
 REQUEST_ID = web.RequestKey("request_id", str)
 ACTOR = web.RequestKey("actor", Actor)

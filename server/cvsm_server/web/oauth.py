@@ -1,0 +1,106 @@
+"""Sign-in through an identity provider (OAuth 2.0 / OpenID Connect): `GET /auth/{idp}/start`
+redirects to the provider, `GET /auth/{idp}/callback` takes its answer and redirects to the
+dashboard's `/auth/oauth-callback` page with the session JWT in the URL fragment (`#token=`), or
+with one generic `#error=` whatever failed. The flow itself is in `cvsm_server.oauth`.
+
+The state is also bound to the browser that started the flow (a cookie on `/api/v1/auth/`), so a
+callback URL carried to another browser signs no one in there. A user with two-factor on goes to
+the dashboard's code step instead of getting a token.
+"""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from .. import oauth
+from . import dashboard
+from .request import actor, app_url, connection
+from .state import KEYRING, OAUTH, SIGNER
+
+# The one error code the callback page is given, whatever went wrong.
+FAILED = "oauth_failed"
+MAX_PARAM = 4096
+
+
+def found(location: str) -> web.Response:
+    """A 302 that no cache keeps and that sends no referrer onward."""
+    return web.Response(status=302, headers={"Location": location, "Cache-Control": "no-store",
+                                             "Referrer-Policy": "no-referrer"})
+
+
+def failure_location(base: str, *, link: bool = False) -> str:
+    return f"{base}/app/account?oauth=failed" if link else f"{base}/auth/oauth-callback#error={FAILED}"
+
+
+async def start(request: web.Request) -> web.StreamResponse:
+    app = request.app
+    name = request.match_info["idp"]
+    app[OAUTH].get(name)  # 404 for an unknown or unconfigured provider
+    base = app_url(request)
+    try:
+        async with connection(request) as conn:
+            url, state = await oauth.start(conn, actor(request), app[OAUTH], name, base, app[KEYRING])
+    except oauth.OAuthFailure:
+        return found(failure_location(base))
+    response = found(url)
+    dashboard.bind_oauth_flow(request, response, state)
+    return response
+
+
+async def callback(request: web.Request) -> web.StreamResponse:
+    app = request.app
+    name = request.match_info["idp"]
+    app[OAUTH].get(name)
+    base = app_url(request)
+    params = {key: value[:MAX_PARAM] for key in ("state", "code", "error")
+              if (value := request.query.get(key)) is not None}
+    try:
+        async with connection(request) as conn:
+            outcome = await oauth.callback(conn, actor(request), app[OAUTH], app[KEYRING], app[SIGNER],
+                                           name, base, params,
+                                           bound_state=request.cookies.get(dashboard.OAUTH_COOKIE))
+    except oauth.OAuthFailure as failure:
+        response = found(failure_location(base, link=failure.link))
+    else:
+        if outcome.linked:
+            response = found(f"{base}/app/account?oauth=linked")
+        elif outcome.second_factor:
+            response = dashboard.second_factor_redirect(request, outcome.user_id, base)
+        else:
+            response = found(f"{base}/auth/oauth-callback#token={outcome.token}")
+    dashboard.unbind_oauth_flow(request, response)
+    return response
+
+
+# --- OpenAPI: the operations above, for `web.apidoc` ---------------------------------------
+
+OPENAPI = {
+    "start": {
+        "summary": "Start signing in through an identity provider.",
+        "description": "Redirects (302) to the provider's consent screen with `state`, PKCE "
+                       "(S256) and, for OpenID Connect, a `nonce`; the flow lasts ten minutes. "
+                       "Should the provider be unreachable, redirects to "
+                       "`{app_url}/auth/oauth-callback#error=oauth_failed`. An unknown or "
+                       "unconfigured provider is a 404.",
+        "tags": ["accounts"],
+        "responses": {302: ("Redirect to the provider (the `Location` header).", None)},
+    },
+    "callback": {
+        "summary": "The provider's redirect back: finish signing in.",
+        "description": "Checks the state (single use, bound to the browser that started the "
+                       "flow), exchanges the code with the PKCE verifier and verifies the ID "
+                       "token (signature, issuer, audience, expiry, nonce). Then redirects "
+                       "(302) to `{app_url}/auth/oauth-callback#token=<JWT>`; on any failure to "
+                       "`{app_url}/auth/oauth-callback#error=oauth_failed`. A user with "
+                       "two-factor authentication on is sent to the dashboard's code step "
+                       "instead.",
+        "tags": ["accounts"],
+        "query": [
+            {"name": "code", "in": "query", "required": False, "schema": {"type": "string"}},
+            {"name": "state", "in": "query", "required": False, "schema": {"type": "string"}},
+            {"name": "error", "in": "query", "required": False, "schema": {"type": "string"}},
+        ],
+        "responses": {302: ("Redirect to the dashboard's callback page (the `Location` header).",
+                            None)},
+    },
+}
