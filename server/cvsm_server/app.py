@@ -91,7 +91,7 @@ def create_app(settings: Settings | None = None) -> web.Application:
     )
     lowlevel.install(app)  # parser-rejected requests: JSON error, security headers, redacted logs
     app[SETTINGS] = settings
-    app[KEYRING] = Keyring(keys.load_master_key(settings))
+    app[KEYRING] = Keyring(keys.load_master_key(settings), settings.old_master_keys)
     app[SIGNER] = sessions.JwtSigner(keys.load_jwt_secret(settings), settings.jwt_lifetime_seconds)
     app[PASSWORDS] = PasswordHasher()
     app[CREDENTIALS] = credentials.CredentialCache(ttl=settings.credential_cache_seconds)
