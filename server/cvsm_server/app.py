@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator
 from aiohttp import web
 
 from . import audit, credentials, db, keys, mail, mailtokens, ratelimit, sessions, tokens
-from .web import dashboard, lowlevel
+from .web import dashboard, lowlevel, metrics
 from .config import Settings
 from .crypto import Keyring
 from .passwords import PasswordHasher
@@ -84,8 +84,8 @@ def create_app(settings: Settings | None = None) -> web.Application:
     """A ready-to-run application; the database opens when the app starts."""
     settings = settings or Settings.from_env()
     app = web.Application(
-        middlewares=[request_id_middleware, cors_middleware, error_middleware, auth_middleware,
-                     rate_limit_middleware],
+        middlewares=[request_id_middleware, metrics.metrics_middleware, cors_middleware,
+                     error_middleware, auth_middleware, rate_limit_middleware],
         client_max_size=CLIENT_MAX_SIZE,
         handler_args=lowlevel.HANDLER_ARGS,  # the access log, for every runner
     )
@@ -101,5 +101,6 @@ def create_app(settings: Settings | None = None) -> web.Application:
     app.cleanup_ctx.append(_database)
     app.cleanup_ctx.append(_background_jobs)
     dashboard.setup(app)
+    metrics.setup(app)
     setup_routes(app)
     return app

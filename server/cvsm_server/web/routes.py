@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from . import accounts, apidoc, dashboard, pages, secrets, shares, teams
+from . import accounts, apidoc, dashboard, metrics, pages, secrets, shares, teams
 
 UUID = r"{%s:[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}}"
 TEAM = "/api/v1/teams/{team_id}"
@@ -63,6 +63,8 @@ ROUTES = [
     web.delete(f"{SECRET}/shares/{UUID % 'share_id'}", shares.revoke_share),
 
     web.get("/share/{token}", pages.share_page),
+    # Prometheus metrics: a 404 unless CVSM_METRICS_TOKEN is set (web/metrics.py).
+    web.get("/metrics", metrics.metrics_page),
     web.get("/static/{name}", pages.asset),
 
     # The dashboard: pages for people, over the same domain functions as the API above.
