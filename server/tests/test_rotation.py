@@ -285,3 +285,21 @@ def test_a_new_key_without_the_old_one_listed_is_refused_before_anything_is_seal
     assert result.returncode == 3, result.stderr
     assert "does not match" in result.stderr and "CVSM_OLD_MASTER_KEYS" in result.stderr
     assert set(keys_in_use(database_url)) == {OLD_ID}
+
+
+def test_old_master_keys_are_parsed_without_quoting_them_and_never_shown():
+    from cvsm_server.config import ConfigError, Settings
+    from cvsm_server.crypto import Keyring
+
+    bad = "not-base64-at-all!!"
+    with pytest.raises(ConfigError) as caught:
+        Settings.from_env({"CVSM_OLD_MASTER_KEYS": f"{OLD_KEY}, {bad}"})
+    assert "item 2" in str(caught.value) and bad not in str(caught.value)
+    settings = Settings.from_env({"CVSM_MASTER_KEY": NEW_KEY, "CVSM_OLD_MASTER_KEYS": f"{OLD_KEY},"})
+    keyring = Keyring(settings.master_key, settings.old_master_keys)
+    assert keyring.key_ids == (NEW_ID, OLD_ID)
+    for shown in (repr(settings), repr(keyring)):
+        assert OLD_KEY not in shown and NEW_KEY not in shown
+    sealed = Keyring(base64.b64decode(OLD_KEY)).seal(b"x", b"aad")
+    assert keyring.open(sealed.key_id, sealed.nonce, sealed.ciphertext, b"aad") == b"x"
+    assert keyring.seal(b"x", b"aad").key_id == NEW_ID
