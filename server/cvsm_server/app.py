@@ -16,7 +16,7 @@ from aiohttp import web
 
 from . import (audit, credentials, db, deletion, keys, mail, mailtokens, oauth, ratelimit, sessions,
                tokens)
-from .web import dashboard, lowlevel
+from .web import dashboard, lowlevel, metrics
 from .config import Settings
 from .crypto import Keyring
 from .passwords import PasswordHasher
@@ -85,14 +85,14 @@ def create_app(settings: Settings | None = None) -> web.Application:
     """A ready-to-run application; the database opens when the app starts."""
     settings = settings or Settings.from_env()
     app = web.Application(
-        middlewares=[request_id_middleware, cors_middleware, error_middleware, auth_middleware,
-                     rate_limit_middleware],
+        middlewares=[request_id_middleware, metrics.metrics_middleware, cors_middleware,
+                     error_middleware, auth_middleware, rate_limit_middleware],
         client_max_size=CLIENT_MAX_SIZE,
         handler_args=lowlevel.HANDLER_ARGS,  # the access log, for every runner
     )
     lowlevel.install(app)  # parser-rejected requests: JSON error, security headers, redacted logs
     app[SETTINGS] = settings
-    app[KEYRING] = Keyring(keys.load_master_key(settings))
+    app[KEYRING] = Keyring(keys.load_master_key(settings), settings.old_master_keys)
     app[SIGNER] = sessions.JwtSigner(keys.load_jwt_secret(settings), settings.jwt_lifetime_seconds)
     app[PASSWORDS] = PasswordHasher()
     app[CREDENTIALS] = credentials.CredentialCache(ttl=settings.credential_cache_seconds)
@@ -103,5 +103,6 @@ def create_app(settings: Settings | None = None) -> web.Application:
     app.cleanup_ctx.append(_database)
     app.cleanup_ctx.append(_background_jobs)
     dashboard.setup(app)
+    metrics.setup(app)
     setup_routes(app)
     return app

@@ -1,5 +1,6 @@
-"""The `cvsm-server` command: `serve [--host H] [--port P]`, `migrate`, and the operator's
-`admin grant|revoke EMAIL` and `team set-plan SLUG PLAN`."""
+"""The `cvsm-server` command: `serve [--host H] [--port P]`, `migrate`, `rotate-key`,
+`backup FILE` and `restore FILE`, and the operator's `admin grant|revoke EMAIL` and
+`team set-plan SLUG PLAN`."""
 
 from __future__ import annotations
 
@@ -181,6 +182,59 @@ def _quota(text: str) -> str:
     raise argparse.ArgumentTypeError(f"expected a number 0..{admin.MAX_QUOTA} or 'unlimited'")
 
 
+def _operation(settings: Settings, work) -> int:
+    """Run an operator command's coroutine `work(settings)`; one line on stderr when it fails."""
+    from . import operations
+
+    try:
+        return asyncio.run(work(settings))
+    except KeyboardInterrupt:
+        print("cvsm-server: interrupted", file=sys.stderr)
+        return 130
+    except keys.KeyMismatch as exc:
+        print(f"cvsm-server: refusing to start: {exc}", file=sys.stderr)
+        return 3
+    except ConfigError as exc:
+        print(f"cvsm-server: {exc}", file=sys.stderr)
+        return 2
+    except (EmbeddedStartError, operations.OperationFailed) as exc:
+        print(f"cvsm-server: {exc}", file=sys.stderr)
+        return 1
+    except db.UNAVAILABLE as exc:
+        print(f"cvsm-server: cannot reach the database: {_first_line(exc)}", file=sys.stderr)
+        return 1
+
+
+def _add_operator_commands(sub) -> None:
+    rotate = sub.add_parser(
+        "rotate-key", help="re-encrypt every stored value under CVSM_MASTER_KEY (old keys in "
+                           "CVSM_OLD_MASTER_KEYS); servers may keep serving")
+    rotate.add_argument("--batch-size", type=int, default=500,
+                        help="rows per transaction (default 500)")
+    backup = sub.add_parser("backup", help="write the database to FILE (pg_dump, custom format)")
+    backup.add_argument("file")
+    restore = sub.add_parser("restore", help="load FILE (from `backup`) into an empty database, "
+                                             "then apply migrations")
+    restore.add_argument("file")
+    restore.add_argument("--force", action="store_true",
+                         help="drop everything in the database first")
+
+
+def _run_operator_command(args, settings: Settings) -> int | None:
+    from . import operations
+
+    if args.command == "rotate-key":
+        if args.batch_size < 1:
+            print("cvsm-server: --batch-size must be at least 1", file=sys.stderr)
+            return 2
+        return _operation(settings, lambda s: operations.rotate_key(s, batch_size=args.batch_size))
+    if args.command == "backup":
+        return _operation(settings, lambda s: operations.backup(s, args.file))
+    if args.command == "restore":
+        return _operation(settings, lambda s: operations.restore(s, args.file, force=args.force))
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="cvsm-server", description="cvsm reference server")
     parser.add_argument("--version", action="version", version=f"cvsm-server {__version__}")
@@ -200,6 +254,7 @@ def main(argv: list[str] | None = None) -> int:
     set_plan.add_argument("plan", choices=tuple(admin.PLAN_FORM_DEFAULTS))
     set_plan.add_argument("--max-secrets", type=_quota, metavar="N|unlimited")
     set_plan.add_argument("--max-members", type=_quota, metavar="N|unlimited")
+    _add_operator_commands(sub)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
@@ -211,6 +266,8 @@ def main(argv: list[str] | None = None) -> int:
         return _serve(settings, args.host, args.port)
     if args.command in ("admin", "team"):
         return _run_operator(settings, args)
+    if (code := _run_operator_command(args, settings)) is not None:
+        return code
     return _migrate(settings)
 
 

@@ -121,6 +121,10 @@ class Settings:
     oauth_providers: Mapping[str, OAuthProvider] = field(default_factory=dict)
     # The plan new teams get (`starter`, `professional` or `enterprise`).
     default_plan: str = "starter"
+    # Master keys being rotated away from (`CVSM_OLD_MASTER_KEYS`): they still decrypt, never seal.
+    old_master_keys: tuple[bytes, ...] = field(default=(), repr=False)
+    # `GET /metrics` answers only when set, and only to `Authorization: Bearer <this>`.
+    metrics_token: str | None = field(default=None, repr=False)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -171,6 +175,8 @@ class Settings:
             or 30.0,
             oauth_providers=_oauth_providers(env),
             default_plan=_plan(get("CVSM_DEFAULT_PLAN")),
+            old_master_keys=_old_master_keys(get("CVSM_OLD_MASTER_KEYS")),
+            metrics_token=_metrics_token(get("CVSM_METRICS_TOKEN")),
         )
 
     @property
@@ -220,12 +226,28 @@ def _seconds(name: str, text: str | None, default: float) -> float:
     return value
 
 
-def parse_master_key(raw: str) -> bytes:
+def parse_master_key(raw: str, name: str = "CVSM_MASTER_KEY") -> bytes:
     """Decode `CVSM_MASTER_KEY`: base64 of exactly 32 bytes."""
     try:
         key = base64.b64decode(raw.strip(), validate=True)
     except (binascii.Error, ValueError):
-        raise ConfigError("CVSM_MASTER_KEY must be base64 of 32 bytes") from None
+        raise ConfigError(f"{name} must be base64 of 32 bytes") from None
     if len(key) != 32:
-        raise ConfigError(f"CVSM_MASTER_KEY must decode to 32 bytes, not {len(key)}")
+        raise ConfigError(f"{name} must decode to 32 bytes, not {len(key)}")
     return key
+
+
+def _old_master_keys(text: str | None) -> tuple[bytes, ...]:
+    """`CVSM_OLD_MASTER_KEYS`: a comma-separated list of base64 keys (the message never quotes
+    one)."""
+    keys = []
+    for position, item in enumerate((text or "").split(","), start=1):
+        if item.strip():
+            keys.append(parse_master_key(item, f"CVSM_OLD_MASTER_KEYS (item {position})"))
+    return tuple(keys)
+
+
+def _metrics_token(text: str | None) -> str | None:
+    if text is not None and len(text.strip()) < 16:
+        raise ConfigError("CVSM_METRICS_TOKEN must be at least 16 characters")
+    return text.strip() if text is not None else None

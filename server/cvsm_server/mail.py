@@ -34,7 +34,7 @@ import jinja2
 
 from . import db
 from .config import Settings
-from .crypto import Keyring
+from .crypto import Keyring, mail_aad
 
 log = logging.getLogger("cvsm.mail")
 
@@ -103,8 +103,7 @@ def render(template: str, to: str, context: dict[str, Any], *, tokens: tuple[str
                    text=str(text_module).strip() + "\n", html=html, redacted_links=tuple(links))
 
 
-def _aad(mail_id: uuid.UUID) -> bytes:
-    return f"cvsm:mail:{mail_id}".encode()
+_aad = mail_aad
 
 
 async def enqueue(cur: db.Cursor, keyring: Keyring, purpose: str, message: Message) -> uuid.UUID:

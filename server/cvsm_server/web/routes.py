@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from . import (accounts, admin, apidoc, dashboard, deletion, invites, newsletter, oauth, pages,
-               secrets, shares, teams)
+from . import (accounts, admin, apidoc, dashboard, deletion, invites, metrics, newsletter, oauth,
+               pages, secrets, shares, teams)
 
 UUID = r"{%s:[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}}"
 TEAM = "/api/v1/teams/{team_id}"
@@ -81,6 +81,8 @@ ROUTES = [
     web.get("/api/v1/admin/stats", admin.admin_stats),
 
     web.get("/share/{token}", pages.share_page),
+    # Prometheus metrics: a 404 unless CVSM_METRICS_TOKEN is set (web/metrics.py).
+    web.get("/metrics", metrics.metrics_page),
     web.get("/static/{name}", pages.asset),
 
     # The dashboard: pages for people, over the same domain functions as the API above.

@@ -1,0 +1,104 @@
+"""`cvsm-server backup FILE` / `restore FILE` with real processes on embedded PostgreSQL data dirs:
+values written through the API come back through the API of a server on a fresh data dir, a
+restore refuses a database that is not empty unless `--force`, and a wrong master key stops
+start-up."""
+
+from __future__ import annotations
+
+import base64
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import httpx
+import psutil
+import pytest
+
+from conftest import JWT_SECRET, MASTER_KEY, postgres_home
+from serving import CONSOLE_SCRIPT, served
+from test_cli import running_postgres
+
+EMBEDDED = {"CVSM_DATABASE_URL": "", "CVSM_MIGRATION_DATABASE_URL": "",
+            "CVSM_RATELIMIT_AUTH": "off", "CVSM_RATELIMIT_API": "off"}
+
+
+@pytest.fixture
+def home():
+    home = postgres_home()
+    yield home
+    for data in home.iterdir():  # only if a test failed; not to leak them
+        for pid in running_postgres(data / "pg"):
+            psutil.Process(pid).kill()
+    shutil.rmtree(home, ignore_errors=True)
+
+
+def cvsm(data_dir: Path, *args: str, master_key: str = MASTER_KEY) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CVSM_")}
+    env.update(CVSM_DATA_DIR=str(data_dir), CVSM_MASTER_KEY=master_key, CVSM_JWT_SECRET=JWT_SECRET)
+    return subprocess.run([str(CONSOLE_SCRIPT), *args], env=env, stdin=subprocess.DEVNULL,
+                          capture_output=True, text=True, timeout=240)
+
+
+def serve_on(home: Path, name: str, **env: str):
+    (home / f"{name}-log").mkdir(exist_ok=True)
+    return served("", home / f"{name}-log", CVSM_DATA_DIR=str(home / name), **EMBEDDED, **env)
+
+
+def test_backup_then_restore_into_a_fresh_data_dir_reads_the_values_back(home):
+    backup = home / "cvsm.dump"
+    with serve_on(home, "a") as server, httpx.Client(base_url=server.url, timeout=30) as http:
+        resp = http.post("/api/v1/auth/register", json={
+            "email": "backup@example.com", "username": "backup_user",
+            "password": "correct horse 1", "name": "B"})
+        assert resp.status_code == 201, resp.text
+        http.headers["Authorization"] = f"Bearer {resp.json()['token']}"
+        token = http.post("/api/v1/tokens", json={"name": "ci"}).json()["token"]
+        team = http.post("/api/v1/teams", json={"name": "T", "slug": "backed-up"}).json()["team"]["id"]
+        for i in range(5):
+            resp = http.post(f"/api/v1/teams/{team}/secrets", json={
+                "name": f"KEY_{i}", "value": f"value {i}", "environment": "production"})
+            assert resp.status_code == 201, resp.text
+        # Taken while the server runs (it joins the running embedded PostgreSQL).
+        made = cvsm(home / "a", "backup", str(backup))
+        assert made.returncode == 0, made.stderr
+        assert "master key" in made.stdout
+    assert backup.stat().st_size > 0 and backup.stat().st_mode & 0o077 == 0
+
+    restored = cvsm(home / "b", "restore", str(backup))
+    assert restored.returncode == 0, restored.stderr
+    with serve_on(home, "b") as server:
+        with httpx.Client(base_url=server.url, timeout=30,
+                          headers={"Authorization": f"Bearer {token}"}) as http:
+            resp = http.get(f"/api/v1/teams/{team}/secrets/export", params={"format": "json"})
+            assert resp.status_code == 200, resp.text
+            assert resp.json() == {f"KEY_{i}": f"value {i}" for i in range(5)}
+
+    # A database that is not empty is refused, unless --force, which replaces it.
+    again = cvsm(home / "b", "restore", str(backup))
+    assert again.returncode == 1 and "not empty" in again.stderr and "--force" in again.stderr
+    assert "Traceback" not in again.stderr
+    forced = cvsm(home / "b", "restore", "--force", str(backup))
+    assert forced.returncode == 0, forced.stderr
+    with serve_on(home, "b") as server:
+        resp = httpx.get(f"{server.url}/api/v1/teams/{team}/secrets/export",
+                         params={"format": "json"}, headers={"Authorization": f"Bearer {token}"},
+                         timeout=30)
+        assert resp.json()["KEY_3"] == "value 3"
+
+    # Restored under another master key, the data cannot be read: start-up says so.
+    assert cvsm(home / "c", "restore", str(backup)).returncode == 0
+    wrong = base64.b64encode(b"\x07" * 32).decode()
+    refused = cvsm(home / "c", "serve", "--port", "0", master_key=wrong)
+    assert refused.returncode == 3, refused.stderr
+    assert "does not match" in refused.stderr and "Traceback" not in refused.stderr
+
+
+def test_restore_of_a_file_that_is_not_a_backup_says_so_in_one_line(home):
+    bogus = home / "not-a-dump"
+    bogus.write_text("hello\n")
+    result = cvsm(home / "d", "restore", str(bogus))
+    assert result.returncode == 1
+    assert "pg_restore failed" in result.stderr and "Traceback" not in result.stderr
+    missing = cvsm(home / "d", "restore", str(home / "nowhere"))
+    assert missing.returncode == 1 and "no such file" in missing.stderr
