@@ -32,10 +32,11 @@ def _listen_error(host: str, port: int, exc: OSError) -> _CannotListen:
     return _CannotListen(f"cannot listen on {address}: {(reason or str(exc)).lower()}")
 
 
-def _bind(host: str, port: int) -> list[socket.socket]:
+def _bind(host: str, port: int, *, reuse_port: bool = False) -> list[socket.socket]:
     """Sockets bound to the address (listening comes later), made the way `loop.create_server`
     makes them, so that an address in use fails at once: before the database starts, migrations
-    run and background jobs begin."""
+    run and background jobs begin. `reuse_port`: SO_REUSEPORT, so that the workers of
+    `serve --workers` can bind the same address (`workers.py`)."""
     sockets: list[socket.socket] = []
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
@@ -44,6 +45,8 @@ def _bind(host: str, port: int) -> list[socket.socket]:
             sockets.append(sock)
             if os.name == "posix":
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if reuse_port:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
             if family == socket.AF_INET6:
                 sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
             sock.bind(address)
@@ -139,7 +142,7 @@ def _serve_workers(settings: Settings, host: str, port: int, count: int,
     try:
         if tls_files:
             tls.server_context(*tls_files)  # each worker builds its own; fail here, once
-        sockets = _bind(host, port)
+        sockets = _bind(host, port, reuse_port=True)
     except (tls.TlsError, _CannotListen) as exc:
         print(f"cvsm-server: {exc}", file=sys.stderr)
         return 2 if isinstance(exc, tls.TlsError) else 1
@@ -187,6 +190,8 @@ def _migrate(settings: Settings) -> int:
 def _serve_usage(args: argparse.Namespace) -> str | None:
     if not 1 <= args.workers <= workers.MAX_WORKERS:
         return f"--workers must be between 1 and {workers.MAX_WORKERS}, not {args.workers}"
+    if args.workers > 1 and not hasattr(socket, "SO_REUSEPORT"):
+        return "--workers above 1 needs SO_REUSEPORT, which this system lacks"
     if (args.tls_cert is None) != (args.tls_key is None):
         return "--tls-cert and --tls-key go together: give both or neither"
     return None

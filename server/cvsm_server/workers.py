@@ -1,7 +1,7 @@
 """`cvsm-server serve --workers N` (N > 1): one parent process and N worker processes serving on
 one port.
 
-The parent binds the listening socket(s) once (an address in use fails at once), starts the
+The parent binds the address once (an address in use fails at once), starts the
 database once (the embedded PostgreSQL when `CVSM_DATABASE_URL` is unset) and applies the
 migrations, then starts the workers. It never serves a request: it watches the workers,
 restarts one that dies (after 1 s, doubling up to 30 s while a worker keeps dying within 30 s of
@@ -14,11 +14,15 @@ Decisions:
   handle, whose `atexit` hook stops the database, and a thread pool from its start-up; a forked
   copy of either in a worker is a way to stop the database or deadlock. The price is an import
   per worker start (about a second).
-- The workers share the parent's bound socket (inherited file descriptor; multiprocessing passes
-  it to the spawned process), not SO_REUSEPORT: one accept queue, so a connection waiting there
-  is served by whichever worker is free, and one that a dying worker had not accepted yet is not
-  lost with it (with SO_REUSEPORT each worker's queue dies with the worker). The parent listens
-  on it before the first worker starts, so connections queue while workers start or restart.
+- SO_REUSEPORT, not one inherited socket: the parent binds the address with SO_REUSEPORT (so a
+  port in use fails at once, and `--port 0` picks the port) and never listens on it; each worker
+  binds its own listening socket to that address, and the kernel spreads new connections over
+  the listening sockets by a hash of their addresses. With one shared socket the first worker
+  to wake accepts a whole burst of connections (asyncio accepts up to the backlog in one go), so
+  a load generator's or proxy's keep-alive connections all land in one worker: measured, 32 wrk
+  connections, 2 workers, every request in one process. The price: connections a dying worker
+  had not accepted yet are reset with its socket; new ones go to the others at once. Linux lets
+  only processes of the same user join the port.
 - Each worker opens the database the parent started, by URL (`CVSM_DATABASE_URL` and
   `CVSM_MIGRATION_DATABASE_URL` set for it), so no worker starts an embedded PostgreSQL; it finds
   no migration pending and checks the master key and the serving role as a single server does.
@@ -72,6 +76,8 @@ class WorkerSpec:
     index: int
     settings: Settings
     url: str  # the address served, for share links when CVSM_APP_URL is unset
+    # (family, socket address) of each socket the parent bound: the worker binds the same.
+    addresses: tuple[tuple[int, tuple], ...] = ()
     tls_cert: Path | None = None
     tls_key: Path | None = None
     log_level: int = logging.INFO
@@ -88,15 +94,14 @@ class StartFailed(Exception):
 # --- the worker process ------------------------------------------------------------------------
 
 
-def worker_main(spec: WorkerSpec, sockets: list[socket.socket],
-                channel: multiprocessing.connection.Connection) -> None:
+def worker_main(spec: WorkerSpec, channel: multiprocessing.connection.Connection) -> None:
     """The entry point of a worker process: serve until SIGTERM or the parent's end. Says
     ("ready",) or ("failed", code, message) on `channel` once."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     logging.basicConfig(level=spec.log_level, format=LOG_FORMAT)
     code, message = 0, None
     try:
-        asyncio.run(_serve(spec, sockets, channel))
+        asyncio.run(_serve(spec, channel))
     except keys.KeyMismatch as exc:
         code, message = 3, f"refusing to start: {exc}"
     except (ConfigError, tls.TlsError) as exc:
@@ -116,8 +121,27 @@ def worker_main(spec: WorkerSpec, sockets: list[socket.socket],
     sys.exit(code)
 
 
-async def _serve(spec: WorkerSpec, sockets: list[socket.socket],
-                 channel: multiprocessing.connection.Connection) -> None:
+def _listen(addresses: tuple[tuple[int, tuple], ...]) -> list[socket.socket]:
+    """This worker's own sockets on the parent's addresses (SO_REUSEPORT); listening comes with
+    `SockSite.start`."""
+    sockets: list[socket.socket] = []
+    try:
+        for family, address in addresses:
+            sock = socket.socket(family, socket.SOCK_STREAM)
+            sockets.append(sock)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+            if family == socket.AF_INET6:
+                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            sock.bind(address)
+    except OSError:
+        for sock in sockets:
+            sock.close()
+        raise
+    return sockets
+
+
+async def _serve(spec: WorkerSpec, channel: multiprocessing.connection.Connection) -> None:
     from .app import create_app
     from .web.state import APP_URL
 
@@ -135,14 +159,18 @@ async def _serve(spec: WorkerSpec, sockets: list[socket.socket],
             stop.set()
         loop.add_reader(parent.sentinel, parent_gone)
     runner = web.AppRunner(app, handle_signals=False, keepalive_timeout=75.0)
+    sockets: list[socket.socket] = []
     try:
         await runner.setup()  # the database pool, the master-key check, background jobs
+        sockets = _listen(spec.addresses)
         for sock in sockets:
             await web.SockSite(runner, sock, ssl_context=ssl_context).start()
         channel.send(("ready",))
         await stop.wait()
     finally:
         await runner.cleanup()
+        for sock in sockets:
+            sock.close()
 
 
 def _first_line(exc: BaseException) -> str:
@@ -178,10 +206,9 @@ class _Slot:
 class Supervisor:
     """Starts `count` workers, keeps them running, and stops them."""
 
-    def __init__(self, count: int, spec: WorkerSpec, sockets: list[socket.socket]) -> None:
+    def __init__(self, count: int, spec: WorkerSpec) -> None:
         self.count = count
         self.spec = spec
-        self.sockets = sockets
         self.context = multiprocessing.get_context("spawn")
         self.slots = [_Slot(i) for i in range(count)]
         self.stopping = False
@@ -196,7 +223,7 @@ class Supervisor:
         ("failed", code, message), or ("exited",) when it ended without one."""
         receiver, sender = self.context.Pipe(duplex=False)
         process = self.context.Process(target=worker_main, name=f"cvsm-worker-{slot.index}",
-                                       args=(self._spec_for(slot.index), self.sockets, sender))
+                                       args=(self._spec_for(slot.index), sender))
         process.start()
         sender.close()
         slot.process = process
@@ -320,8 +347,9 @@ async def _warn_if_too_many_connections(owner_url: str, count: int) -> None:
 
 async def serve(settings: Settings, count: int, sockets: list[socket.socket], url: str,
                 announce: str, tls_files: tuple[Path, Path] | None) -> int:
-    """The parent: the database once, then `count` workers on `sockets` until SIGTERM or SIGINT
-    (one that comes while the database starts stops the server once it has started)."""
+    """The parent: the database once, then `count` workers on the address of `sockets` (bound by
+    the caller with SO_REUSEPORT; the parent never listens) until SIGTERM or SIGINT (one that
+    comes while the database starts stops the server once it has started)."""
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -329,8 +357,6 @@ async def serve(settings: Settings, count: int, sockets: list[socket.socket], ur
     # Generated once here (the embedded default), so the workers read the same files.
     keys.load_master_key(settings)
     keys.load_jwt_secret(settings)
-    for sock in sockets:
-        sock.listen(128)
     async with db.running(settings) as (owner_url, server_url):
         if stop.is_set():
             return 0
@@ -339,10 +365,11 @@ async def serve(settings: Settings, count: int, sockets: list[socket.socket], ur
             index=0,
             settings=replace(settings, database_url=server_url, migration_database_url=owner_url),
             url=url,
+            addresses=tuple((sock.family, sock.getsockname()) for sock in sockets),
             tls_cert=tls_files[0] if tls_files else None,
             tls_key=tls_files[1] if tls_files else None,
             log_level=logging.getLogger().level,
         )
-        await Supervisor(count, spec, sockets).run(announce, stop)
+        await Supervisor(count, spec).run(announce, stop)
     return 0
 

@@ -15,6 +15,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import ssl
 import subprocess
 import sys
@@ -291,3 +292,30 @@ def test_tls_cert_without_tls_key_is_refused(tmp_path, ca):
                             timeout=60)
     assert result.returncode == 2
     assert result.stderr.strip() == "cvsm-server: --tls-cert and --tls-key go together: give both or neither"
+
+
+def test_workers_on_a_port_in_use_say_so_in_one_line_and_start_nothing(home):
+    pgdata = home / "data" / "pg"
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        result = subprocess.run([str(CONSOLE_SCRIPT), "serve", "--port", str(port), "--workers", "2"],
+                                env=environment(home / "data"), capture_output=True, text=True,
+                                timeout=120)
+    assert result.returncode == 1
+    assert [line for line in result.stderr.splitlines() if not LOG_RECORD.match(line)] == [
+        f"cvsm-server: cannot listen on 127.0.0.1:{port}: address already in use"]
+    assert not pgdata.exists()
+
+
+def test_a_worker_that_cannot_start_stops_the_server_with_its_reason_in_one_line(database_url, tmp_path):
+    # Serving as the database's superuser is refused by each worker's start-up check.
+    environ = environment(tmp_path / "data", CVSM_DATABASE_URL=database_url)
+    result = subprocess.run([str(CONSOLE_SCRIPT), "serve", "--port", "0", "--workers", "2"],
+                            env=environ, capture_output=True, text=True, timeout=240)
+    assert "Traceback" not in result.stderr
+    [line] = [line for line in result.stderr.splitlines() if not LOG_RECORD.match(line)]
+    assert line.startswith("cvsm-server: the database role ") and "superuser" in line, line
+    assert result.returncode == 2
+    assert "listening on" not in result.stderr
