@@ -20,7 +20,6 @@ import ssl
 import subprocess
 import sys
 import time
-import urllib.request
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -30,6 +29,7 @@ import httpx
 import psutil
 import pytest
 import trustme
+from cryptography.hazmat.primitives import serialization
 
 from conftest import JWT_SECRET, MASTER_KEY, postgres_home, server_url
 from cvsm_server import tls
@@ -283,6 +283,14 @@ def test_unreadable_and_malformed_tls_files_are_named_in_one_line(ca, tmp_path):
     garbage.write_text("not a certificate\n")
     assert tls_failure(tmp_path, garbage, key) == f"cvsm-server: --tls-cert {garbage}: not a PEM certificate"
     assert tls_failure(tmp_path, cert, garbage) == f"cvsm-server: --tls-key {garbage}: not a PEM private key"
+    encrypted = tmp_path / "encrypted.key"
+    private = serialization.load_pem_private_key(key.read_bytes(), password=None)
+    encrypted.write_bytes(private.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+        serialization.BestAvailableEncryption(b"passphrase")))
+    assert tls_failure(tmp_path, cert, encrypted) == (
+        f"cvsm-server: --tls-key {encrypted}: the key is encrypted with a passphrase; "
+        "give the server an unencrypted key (mode 0600)")
 
 
 def test_tls_cert_without_tls_key_is_refused(tmp_path, ca):
