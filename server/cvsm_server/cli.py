@@ -1,6 +1,7 @@
-"""The `cvsm-server` command: `serve [--host H] [--port P]`, `migrate`, `rotate-key`,
-`backup FILE` and `restore FILE`, and the operator's `admin grant|revoke EMAIL` and
-`team set-plan SLUG PLAN`."""
+"""The `cvsm-server` command: `serve [--host H] [--port P] [--workers N] [--tls-cert FILE
+--tls-key FILE]`, `migrate`, `rotate-key`, `backup FILE` and `restore FILE`, and the
+operator's `admin grant|revoke EMAIL` and `team set-plan SLUG PLAN`. Several workers:
+`workers.py`; HTTPS: `tls.py`."""
 
 from __future__ import annotations
 
@@ -9,11 +10,13 @@ import asyncio
 import logging
 import os
 import socket
+import ssl
 import sys
+from pathlib import Path
 
 from aiohttp import web
 
-from . import __version__, admin, db, keys
+from . import __version__, admin, db, keys, tls, workers
 from .actor import Actor
 from .errors import DomainError
 from .config import ConfigError, Settings
@@ -33,10 +36,11 @@ def _listen_error(host: str, port: int, exc: OSError) -> _CannotListen:
     return _CannotListen(f"cannot listen on {address}: {(reason or str(exc)).lower()}")
 
 
-def _bind(host: str, port: int) -> list[socket.socket]:
+def _bind(host: str, port: int, *, reuse_port: bool = False) -> list[socket.socket]:
     """Sockets bound to the address (listening comes later), made the way `loop.create_server`
     makes them, so that an address in use fails at once: before the database starts, migrations
-    run and background jobs begin."""
+    run and background jobs begin. `reuse_port`: SO_REUSEPORT, so that the workers of
+    `serve --workers` can bind the same address (`workers.py`)."""
     sockets: list[socket.socket] = []
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
@@ -45,6 +49,8 @@ def _bind(host: str, port: int) -> list[socket.socket]:
             sockets.append(sock)
             if os.name == "posix":
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if reuse_port:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
             if family == socket.AF_INET6:
                 sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
             sock.bind(address)
@@ -58,28 +64,34 @@ def _bind(host: str, port: int) -> list[socket.socket]:
 WILDCARD_HOSTS = ("", "0.0.0.0", "::")
 
 
-def listen_url(host: str, port: int) -> str:
+def listen_url(host: str, port: int, scheme: str = "http") -> str:
     """The URL to open for a server listening on `host:port`: a wildcard address (all
     interfaces) becomes `localhost`, an IPv6 literal goes in brackets."""
     if host in WILDCARD_HOSTS:
         host = "localhost"
     elif ":" in host:
         host = f"[{host}]"
-    return f"http://{host}:{port}"
+    return f"{scheme}://{host}:{port}"
 
 
 def port_of(sockets: list[socket.socket], port: int) -> int:
     return sockets[0].getsockname()[1] if sockets else port
 
 
-async def _run(app: web.Application, host: str, port: int) -> None:
+def _announcement(host: str, port: int, url: str, share_base: str) -> str:
+    where = url if host not in WILDCARD_HOSTS else f"{host or '*'}:{port}, open {url}"
+    return f"cvsm-server {__version__} listening on {where} (share links: {share_base}/share/…)"
+
+
+async def _run(app: web.Application, host: str, port: int,
+               ssl_context: ssl.SSLContext | None = None) -> None:
     """Bind the address, start the app (database, migrations, key check), listen, and serve until
     SIGINT or SIGTERM; then, or when any of it fails, clean up what started (the embedded
     PostgreSQL included)."""
     sockets = _bind(host, port)
     # The port really bound (`--port 0` picks a free one); set before start-up, where the app
     # can still take state. CVSM_APP_URL, when set, wins (`web.request.app_url`).
-    url = listen_url(host, port_of(sockets, port))
+    url = listen_url(host, port_of(sockets, port), "https" if ssl_context else "http")
     app[APP_URL] = url
     share_base = app[SETTINGS].app_url or url
     runner = web.AppRunner(app, handle_signals=True, keepalive_timeout=75.0)
@@ -87,12 +99,11 @@ async def _run(app: web.Application, host: str, port: int) -> None:
         await runner.setup()
         for sock in sockets:
             try:
-                await web.SockSite(runner, sock).start()
+                await web.SockSite(runner, sock, ssl_context=ssl_context).start()
             except OSError as exc:
                 raise _listen_error(host, port, exc) from None
-        where = url if host not in WILDCARD_HOSTS else f"{host or '*'}:{port_of(sockets, port)}, open {url}"
-        logging.getLogger("cvsm").info("cvsm-server %s listening on %s (share links: %s/share/…)",
-                                       __version__, where, share_base)
+        logging.getLogger("cvsm").info("%s", _announcement(host, port_of(sockets, port), url,
+                                                           share_base))
         await asyncio.Event().wait()  # until a signal raises GracefulExit
     finally:
         await runner.cleanup()
@@ -100,16 +111,18 @@ async def _run(app: web.Application, host: str, port: int) -> None:
             sock.close()
 
 
-def _serve(settings: Settings, host: str, port: int) -> int:
+def _serve(settings: Settings, host: str, port: int,
+           tls_files: tuple[Path, Path] | None = None) -> int:
     from .app import create_app
 
     try:
+        ssl_context = tls.server_context(*tls_files) if tls_files else None
         app = create_app(settings)
-    except ConfigError as exc:
+    except (ConfigError, tls.TlsError) as exc:
         print(f"cvsm-server: {exc}", file=sys.stderr)
         return 2
     try:
-        asyncio.run(_run(app, host, port))
+        asyncio.run(_run(app, host, port, ssl_context))
     except (web.GracefulExit, KeyboardInterrupt):
         pass
     except keys.KeyMismatch as exc:
@@ -125,6 +138,40 @@ def _serve(settings: Settings, host: str, port: int) -> int:
         print(f"cvsm-server: cannot reach the database: {_first_line(exc)}", file=sys.stderr)
         return 1
     return 0
+
+
+def _serve_workers(settings: Settings, host: str, port: int, count: int,
+                   tls_files: tuple[Path, Path] | None) -> int:
+    """`serve --workers N`, N > 1: this process binds, runs the database and supervises."""
+    try:
+        if tls_files:
+            tls.server_context(*tls_files)  # each worker builds its own; fail here, once
+        sockets = _bind(host, port, reuse_port=True)
+    except (tls.TlsError, _CannotListen) as exc:
+        print(f"cvsm-server: {exc}", file=sys.stderr)
+        return 2 if isinstance(exc, tls.TlsError) else 1
+    url = listen_url(host, port_of(sockets, port), "https" if tls_files else "http")
+    announce = (_announcement(host, port_of(sockets, port), url, settings.app_url or url)
+                + f", {count} workers")
+    try:
+        return asyncio.run(workers.serve(settings, count, sockets, url, announce, tls_files))
+    except KeyboardInterrupt:
+        return 0
+    except workers.StartFailed as exc:
+        print(f"cvsm-server: {exc}", file=sys.stderr)
+        return exc.code
+    except ConfigError as exc:
+        print(f"cvsm-server: {exc}", file=sys.stderr)
+        return 2
+    except (_CannotListen, EmbeddedStartError) as exc:
+        print(f"cvsm-server: {exc}", file=sys.stderr)
+        return 1
+    except db.UNAVAILABLE as exc:
+        print(f"cvsm-server: cannot reach the database: {_first_line(exc)}", file=sys.stderr)
+        return 1
+    finally:
+        for sock in sockets:
+            sock.close()
 
 
 def _first_line(exc: BaseException) -> str:
@@ -235,6 +282,16 @@ def _run_operator_command(args, settings: Settings) -> int | None:
     return None
 
 
+def _serve_usage(args: argparse.Namespace) -> str | None:
+    if not 1 <= args.workers <= workers.MAX_WORKERS:
+        return f"--workers must be between 1 and {workers.MAX_WORKERS}, not {args.workers}"
+    if args.workers > 1 and not hasattr(socket, "SO_REUSEPORT"):
+        return "--workers above 1 needs SO_REUSEPORT, which this system lacks"
+    if (args.tls_cert is None) != (args.tls_key is None):
+        return "--tls-cert and --tls-key go together: give both or neither"
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="cvsm-server", description="cvsm reference server")
     parser.add_argument("--version", action="version", version=f"cvsm-server {__version__}")
@@ -242,6 +299,11 @@ def main(argv: list[str] | None = None) -> int:
     serve = sub.add_parser("serve", help="run the HTTP server (migrations run at start-up)")
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8080)
+    serve.add_argument("--workers", type=int, default=1, metavar="N",
+                       help="worker processes serving on the one port (1 to 64; default 1)")
+    serve.add_argument("--tls-cert", type=Path, metavar="FILE",
+                       help="serve HTTPS with this PEM certificate (chain), with --tls-key")
+    serve.add_argument("--tls-key", type=Path, metavar="FILE", help="the certificate's PEM private key")
     sub.add_parser("migrate", help="apply database migrations and exit")
     admin_cmd = sub.add_parser("admin", help="grant or revoke a user's admin right")
     admin_cmd.add_argument("action", choices=("grant", "revoke"))
@@ -256,14 +318,22 @@ def main(argv: list[str] | None = None) -> int:
     set_plan.add_argument("--max-members", type=_quota, metavar="N|unlimited")
     _add_operator_commands(sub)
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if args.command == "serve" and (problem := _serve_usage(args)):
+        print(f"cvsm-server: {problem}", file=sys.stderr)
+        return 2
+    several = args.command == "serve" and args.workers > 1
+    logging.basicConfig(level=logging.INFO, format=(
+        workers.LOG_FORMAT if several else "%(asctime)s %(levelname)s %(name)s: %(message)s"))
     try:
         settings = Settings.from_env()
     except ConfigError as exc:
         print(f"cvsm-server: {exc}", file=sys.stderr)
         return 2
     if args.command == "serve":
-        return _serve(settings, args.host, args.port)
+        tls_files = (args.tls_cert, args.tls_key) if args.tls_cert else None
+        if several:
+            return _serve_workers(settings, args.host, args.port, args.workers, tls_files)
+        return _serve(settings, args.host, args.port, tls_files)
     if args.command in ("admin", "team"):
         return _run_operator(settings, args)
     if (code := _run_operator_command(args, settings)) is not None:

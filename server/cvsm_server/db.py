@@ -133,6 +133,16 @@ async def migrate_database(settings: Settings) -> list[int]:
 
 
 @asynccontextmanager
+async def running(settings: Settings) -> AsyncIterator[tuple[str, str]]:
+    """Start the embedded PostgreSQL when no URL is configured and apply pending migrations as
+    the schema owner; yields (owner URL, server URL) and, for the embedded one, stops it on exit.
+    `serve --workers` runs this once in its parent; the workers `open` the URLs it gives."""
+    async with _cluster(settings) as (owner_url, url, embedded):
+        await _migrate_as_owner(owner_url, embedded)
+        yield owner_url, url
+
+
+@asynccontextmanager
 async def open(settings: Settings, *, maxsize: int = 20) -> AsyncIterator[Database]:
     """Start the embedded PostgreSQL when no URL is configured, apply pending migrations as the
     schema owner, and open a pool as the server's own (unprivileged) role. The app factory and

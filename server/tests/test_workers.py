@@ -1,0 +1,329 @@
+"""`cvsm-server serve --workers N` and `--tls-cert/--tls-key`, with the real console script: N
+worker processes answer on one port, a worker that dies is replaced while the others serve,
+SIGTERM to the parent stops every worker and then the embedded PostgreSQL, and HTTPS serves a
+certificate that a client trusting its CA accepts.
+
+Which process answered a request is read from the access log: every log record of a multi-worker
+server names its process id, and the access line names the request id the test sent.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import psutil
+import pytest
+import trustme
+from cryptography.hazmat.primitives import serialization
+
+from conftest import JWT_SECRET, MASTER_KEY, postgres_home, server_url
+from cvsm_server import tls
+
+CONSOLE_SCRIPT = Path(sys.executable).with_name("cvsm-server")
+LISTENING = re.compile(r"cvsm-server \S+ listening on (https?://\S+) \(share links: \S+/share/…\)")
+LOG_RECORD = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} [A-Z]+ \S+: ")
+
+
+@dataclass
+class Server:
+    proc: subprocess.Popen
+    url: str
+    log: Path
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def workers(self) -> list[int]:
+        """The worker processes (multiprocessing's `spawn` also starts a resource tracker)."""
+        return sorted(child.pid for child in psutil.Process(self.proc.pid).children()
+                      if "spawn_main" in " ".join(child.cmdline()))
+
+    def helpers(self) -> list[int]:
+        return [child.pid for child in psutil.Process(self.proc.pid).children(recursive=True)]
+
+    def answering_pid(self, path: str = "/api/v1/health", **client: object) -> int:
+        """Send one request on a new connection; the pid of the worker whose access line has it."""
+        request_id = f"probe-{uuid.uuid4().hex[:12]}"  # a long hex run is redacted
+        resp = httpx.get(self.url + path, headers={"X-Request-Id": request_id}, timeout=30, **client)
+        assert resp.status_code == 200, resp.text
+        line = re.compile(rf"aiohttp\.access\[(\d+)\]: .* {request_id}$", re.MULTILINE)
+        deadline = time.monotonic() + 10
+        while not (found := line.search(self.output())):
+            assert time.monotonic() < deadline, f"no access line for {request_id}:\n{self.output()}"
+            time.sleep(0.05)
+        return int(found.group(1))
+
+
+def environment(data_dir: Path, **env: str) -> dict[str, str]:
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("CVSM_")}
+    environ.update({"CVSM_DATA_DIR": str(data_dir), "CVSM_MASTER_KEY": MASTER_KEY,
+                    "CVSM_JWT_SECRET": JWT_SECRET})
+    environ.update(env)
+    return environ
+
+
+@contextlib.contextmanager
+def serving(args: list[str], environ: dict[str, str], log: Path) -> Iterator[Server]:
+    """`cvsm-server serve --port 0 ARGS`, until its start-up line; SIGTERM (then SIGKILL) after."""
+    with log.open("wb") as sink:
+        proc = subprocess.Popen([str(CONSOLE_SCRIPT), "serve", "--port", "0", *args], env=environ,
+                                stdin=subprocess.DEVNULL, stdout=sink, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 120
+        while not (found := LISTENING.search(log.read_text(errors="replace"))):
+            assert proc.poll() is None, f"cvsm-server exited {proc.returncode}:\n{log.read_text()}"
+            assert time.monotonic() < deadline, f"cvsm-server did not start:\n{log.read_text()}"
+            time.sleep(0.1)
+        yield Server(proc, found.group(1), log)
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(timeout=90)
+            except subprocess.TimeoutExpired:
+                for child in psutil.Process(proc.pid).children(recursive=True):
+                    child.kill()
+                proc.kill()
+                proc.wait()
+
+
+@pytest.fixture
+def on_test_database(database_url: str, tmp_path: Path) -> dict[str, str]:
+    """The environment of a server on this test's database of the run's PostgreSQL."""
+    return environment(tmp_path / "data", CVSM_DATABASE_URL=server_url(database_url),
+                       CVSM_MIGRATION_DATABASE_URL=database_url)
+
+
+def running_postgres(pgdata: Path) -> list[int]:
+    real = os.path.realpath(pgdata)
+    found = []
+    for proc in psutil.process_iter(["name", "cwd", "status"], ad_value=None):
+        if (proc.info["name"] == "postgres" and proc.info["status"] != psutil.STATUS_ZOMBIE
+                and proc.info["cwd"] and os.path.realpath(proc.info["cwd"]) == real):
+            found.append(proc.pid)
+    return found
+
+
+def alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def processes(pids: list[int]) -> list[psutil.Process]:
+    found = []
+    for pid in pids:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            found.append(psutil.Process(pid))
+    return found
+
+
+@pytest.fixture
+def home() -> Iterator[Path]:
+    home = postgres_home()
+    yield home
+    for pid in running_postgres(home / "data" / "pg"):  # only if a test failed; not to leak them
+        psutil.Process(pid).kill()
+    shutil.rmtree(home, ignore_errors=True)
+
+
+def test_three_workers_answer_on_one_port_from_three_processes(on_test_database, tmp_path):
+    with serving(["--workers", "3"], on_test_database, tmp_path / "serve.log") as server:
+        workers = server.workers()
+        assert len(workers) == 3 and server.proc.pid not in workers
+        seen = set()
+        for _ in range(300):
+            seen.add(server.answering_pid())
+            if len(seen) == 3:
+                break
+        assert seen == set(workers)
+        assert ", 3 workers" in server.output()
+
+
+def test_a_request_after_sigterm_of_a_worker_succeeds_and_the_parent_restarts_it(
+        on_test_database, tmp_path):
+    with serving(["--workers", "3"], on_test_database, tmp_path / "serve.log") as server:
+        before = server.workers()
+        victim = psutil.Process(before[1])
+        victim.terminate()
+        victim.wait(timeout=60)
+        assert server.answering_pid() in before and server.answering_pid() != victim.pid
+
+        deadline = time.monotonic() + 60
+        while len(after := server.workers()) != 3:
+            assert time.monotonic() < deadline, server.output()
+            time.sleep(0.1)
+        [replacement] = set(after) - set(before)
+        assert set(after) - {replacement} == set(before) - {victim.pid}
+        while f"restarted (pid {replacement})" not in server.output():
+            assert time.monotonic() < deadline, server.output()
+            time.sleep(0.1)
+        assert re.search(rf"worker \d \(pid {victim.pid}\) exited with status 0; restarting in",
+                         server.output())
+        for _ in range(300):  # the new worker serves too
+            if server.answering_pid() == replacement:
+                break
+        else:
+            pytest.fail(f"worker {replacement} never answered")
+
+
+def test_sigterm_to_the_parent_stops_every_worker_then_the_embedded_postgres_exit_0(home):
+    pgdata = home / "data" / "pg"
+    environ = environment(home / "data")
+    with serving(["--workers", "2"], environ, home / "serve.log") as server:
+        workers, helpers = server.workers(), server.helpers()
+        assert server.answering_pid() in workers
+        # One embedded PostgreSQL, started by the parent alone: no worker uses a handle of its own.
+        assert json.loads((pgdata / ".handle_pids.json").read_text()) == [server.proc.pid]
+        assert running_postgres(pgdata)
+        server.proc.send_signal(signal.SIGTERM)
+        assert server.proc.wait(timeout=90) == 0
+        assert set(workers) <= set(helpers)
+        # multiprocessing's resource tracker leaves when it reads the end of its pipe, just after
+        _, still_running = psutil.wait_procs(processes(helpers), timeout=30)
+        assert still_running == []
+        assert running_postgres(pgdata) == []
+        assert not (pgdata / "postmaster.pid").exists()
+        assert "Traceback" not in server.output()
+
+
+@pytest.mark.parametrize("count", ["0", "65", "-1"])
+def test_workers_out_of_range_is_refused_in_one_line(tmp_path, count):
+    result = subprocess.run([str(CONSOLE_SCRIPT), "serve", "--workers", count],
+                            env=environment(tmp_path / "data"), capture_output=True, text=True,
+                            timeout=60)
+    assert result.returncode == 2
+    assert result.stderr.strip() == f"cvsm-server: --workers must be between 1 and 64, not {count}"
+    assert not (tmp_path / "data").exists()  # nothing started, nothing generated
+
+
+# --- TLS ---------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def ca() -> trustme.CA:
+    return trustme.CA(organization_name="cvsm tests")
+
+
+def write_pair(ca: trustme.CA, directory: Path, name: str) -> tuple[Path, Path]:
+    cert = ca.issue_cert("127.0.0.1", "localhost")
+    directory.mkdir(parents=True, exist_ok=True)
+    cert_file, key_file = directory / f"{name}.crt", directory / f"{name}.key"
+    cert_file.write_bytes(b"".join(blob.bytes() for blob in cert.cert_chain_pems))
+    key_file.write_bytes(cert.private_key_pem.bytes())
+    return cert_file, key_file
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_https_with_a_trusted_ca_reads_health(on_test_database, tmp_path, ca, workers):
+    cert, key = write_pair(ca, tmp_path / "tls", "server")
+    args = ["--workers", workers, "--tls-cert", str(cert), "--tls-key", str(key)]
+    with serving(args, on_test_database, tmp_path / "serve.log") as server:
+        assert server.url.startswith("https://127.0.0.1:")
+        client = ssl.create_default_context()
+        ca.configure_trust(client)
+        resp = httpx.get(f"{server.url}/api/v1/health", verify=client, timeout=30)
+        assert resp.status_code == 200 and resp.json()["status"] == "ok"
+        assert resp.http_version == "HTTP/1.1"
+        with pytest.raises(httpx.ConnectError):  # a client that does not trust the CA refuses
+            httpx.get(f"{server.url}/api/v1/health", timeout=30)
+        # the share links the server hands out are https too
+        assert f"(share links: {server.url}/share/…)" in server.output()
+
+
+def test_the_server_context_refuses_anything_older_than_tls_1_2(ca, tmp_path):
+    cert, key = write_pair(ca, tmp_path, "server")
+    context = tls.server_context(cert, key)
+    assert context.minimum_version == ssl.TLSVersion.TLSv1_2
+
+
+def tls_failure(tmp_path: Path, cert: Path, key: Path, workers: str = "1") -> str:
+    result = subprocess.run([str(CONSOLE_SCRIPT), "serve", "--port", "0", "--workers", workers,
+                             "--tls-cert", str(cert), "--tls-key", str(key)],
+                            env=environment(tmp_path / "data"), capture_output=True, text=True,
+                            timeout=60)
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr
+    [line] = [line for line in result.stderr.splitlines() if not LOG_RECORD.match(line)]
+    return line
+
+
+@pytest.mark.parametrize("workers", ["1", "3"])
+def test_a_key_of_another_certificate_is_refused_in_one_line(ca, tmp_path, workers):
+    cert, _ = write_pair(ca, tmp_path, "one")
+    _, other_key = write_pair(ca, tmp_path, "two")
+    assert tls_failure(tmp_path, cert, other_key, workers) == (
+        f"cvsm-server: --tls-key {other_key} does not match the certificate in --tls-cert {cert}")
+
+
+def test_unreadable_and_malformed_tls_files_are_named_in_one_line(ca, tmp_path):
+    cert, key = write_pair(ca, tmp_path, "server")
+    missing = tmp_path / "missing.pem"
+    assert tls_failure(tmp_path, missing, key) == (
+        f"cvsm-server: --tls-cert {missing}: cannot read it: no such file or directory")
+    assert tls_failure(tmp_path, cert, missing) == (
+        f"cvsm-server: --tls-key {missing}: cannot read it: no such file or directory")
+    garbage = tmp_path / "garbage.pem"
+    garbage.write_text("not a certificate\n")
+    assert tls_failure(tmp_path, garbage, key) == f"cvsm-server: --tls-cert {garbage}: not a PEM certificate"
+    assert tls_failure(tmp_path, cert, garbage) == f"cvsm-server: --tls-key {garbage}: not a PEM private key"
+    encrypted = tmp_path / "encrypted.key"
+    private = serialization.load_pem_private_key(key.read_bytes(), password=None)
+    encrypted.write_bytes(private.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+        serialization.BestAvailableEncryption(b"passphrase")))
+    assert tls_failure(tmp_path, cert, encrypted) == (
+        f"cvsm-server: --tls-key {encrypted}: the key is encrypted with a passphrase; "
+        "give the server an unencrypted key (mode 0600)")
+
+
+def test_tls_cert_without_tls_key_is_refused(tmp_path, ca):
+    cert, _ = write_pair(ca, tmp_path, "server")
+    result = subprocess.run([str(CONSOLE_SCRIPT), "serve", "--tls-cert", str(cert)],
+                            env=environment(tmp_path / "data"), capture_output=True, text=True,
+                            timeout=60)
+    assert result.returncode == 2
+    assert result.stderr.strip() == "cvsm-server: --tls-cert and --tls-key go together: give both or neither"
+
+
+def test_workers_on_a_port_in_use_say_so_in_one_line_and_start_nothing(home):
+    pgdata = home / "data" / "pg"
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        result = subprocess.run([str(CONSOLE_SCRIPT), "serve", "--port", str(port), "--workers", "2"],
+                                env=environment(home / "data"), capture_output=True, text=True,
+                                timeout=120)
+    assert result.returncode == 1
+    assert [line for line in result.stderr.splitlines() if not LOG_RECORD.match(line)] == [
+        f"cvsm-server: cannot listen on 127.0.0.1:{port}: address already in use"]
+    assert not pgdata.exists()
+
+
+def test_a_worker_that_cannot_start_stops_the_server_with_its_reason_in_one_line(database_url, tmp_path):
+    # Serving as the database's superuser is refused by each worker's start-up check.
+    environ = environment(tmp_path / "data", CVSM_DATABASE_URL=database_url)
+    result = subprocess.run([str(CONSOLE_SCRIPT), "serve", "--port", "0", "--workers", "2"],
+                            env=environ, capture_output=True, text=True, timeout=240)
+    assert "Traceback" not in result.stderr
+    [line] = [line for line in result.stderr.splitlines() if not LOG_RECORD.match(line)]
+    assert line.startswith("cvsm-server: the database role ") and "superuser" in line, line
+    assert result.returncode == 2
+    assert "listening on" not in result.stderr
