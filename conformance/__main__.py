@@ -1,7 +1,7 @@
 """python -m conformance: run the conformance cases or every client's unit tests.
 
     python -m conformance run [--lang L ...] [-k CASE ...] [--server-url URL] [--jobs N]
-    python -m conformance unit-tests [--lang L ...]
+    python -m conformance unit-tests [--lang L ...] [--jobs N]
     python -m conformance check        # validate case and driver files only
     python -m conformance list         # cases and declared languages
 """
@@ -29,6 +29,9 @@ def main(argv: list[str] | None = None) -> int:
                      help="languages run at once (default: CVSM_CONFORMANCE_JOBS, else 2)")
     units = commands.add_parser("unit-tests", help="run each declared language's unit_test command")
     units.add_argument("--lang", action="append", metavar="L")
+    units.add_argument("--jobs", "-j", type=int, default=_default_jobs(), metavar="N",
+                       help="suites run at once, each into its own log (default: "
+                            "CVSM_CONFORMANCE_JOBS, else 2; 1 streams the output)")
     commands.add_parser("check", help="validate the case and driver files")
     commands.add_parser("list", help="list cases, languages and placeholders")
     args = parser.parse_args(argv)
@@ -41,7 +44,9 @@ def main(argv: list[str] | None = None) -> int:
                 parser.error("--jobs must be at least 1")
             return asyncio.run(suite.run(args.lang, args.case, args.server_url, jobs=args.jobs))
         if args.command == "unit-tests":
-            return asyncio.run(suite.unit_tests(args.lang))
+            if args.jobs < 1:
+                parser.error("--jobs must be at least 1")
+            return asyncio.run(suite.unit_tests(args.lang, jobs=args.jobs))
         cases, drivers = load_cases(), load_drivers()
         if args.command == "check":
             print(f"{len(cases)} cases and {len(drivers)} drivers are valid")

@@ -289,35 +289,54 @@ async def run(
     return 1 if any(r.status == "failed" for r in results) else 0
 
 
-async def unit_tests(languages: Sequence[str] | None, reports: Path = REPORTS_DIR) -> int:
-    """unit_tests is ``python -m conformance unit-tests``; returns the exit code."""
+async def unit_tests(languages: Sequence[str] | None, reports: Path = REPORTS_DIR, jobs: int = 1) -> int:
+    """unit_tests is ``python -m conformance unit-tests``; returns the exit code. With `jobs` > 1,
+    that many languages' suites run at once, each into its own log, printed whole when it ends."""
     selected = select_drivers(load_drivers(), languages)
     ci = in_ci()
-    rows: list[tuple[str, str, str]] = []
+    rows: dict[str, tuple[str, str, str]] = {}
+    waiting: list[DriverSpec] = []
     for spec in selected:
         if spec.unit_test is None:
             continue
         missing = missing_requirements(spec)
         if missing:
             reason = f"{', '.join(missing)} not on PATH"
-            rows.append((spec.language, "failed" if ci else "skipped", reason + (" (CI=true)" if ci else "")))
+            rows[spec.language] = (spec.language, "failed" if ci else "skipped",
+                                   reason + (" (CI=true)" if ci else ""))
             say(f"[{spec.language}] {'FAILED' if ci else 'skipped'}: {reason}")
             continue
-        say(f"[{spec.language}] unit tests: {' '.join(spec.unit_test)}")
-        started = time.monotonic()
-        code = await _run_streaming(spec.unit_test, UNIT_TEST_TIMEOUT)
-        seconds = time.monotonic() - started
-        if code == 0:
-            rows.append((spec.language, "passed", f"{seconds:.1f}s"))
-        else:
-            why = "timed out" if code is None else f"exited {code}"
-            rows.append((spec.language, "failed", f"{why} after {seconds:.1f}s"))
-        say(f"[{spec.language}] unit tests {rows[-1][1]} ({rows[-1][2]})")
+        waiting.append(spec)
+    order = [s.language for s in selected]
+    reports.mkdir(parents=True, exist_ok=True)
+
+    async def lane() -> None:
+        while waiting:
+            spec = waiting.pop(0)
+            say(f"[{spec.language}] unit tests: {' '.join(spec.unit_test)}")
+            started = time.monotonic()
+            if jobs > 1:
+                log_path = reports / f"unit-{spec.language}.log"
+                code, _ = await run_command(spec.unit_test, log_path, UNIT_TEST_TIMEOUT)
+                say(f"[{spec.language}] output ({log_path.relative_to(REPO_ROOT)}):")
+                say(log_path.read_text(errors="replace").rstrip("\n"))
+            else:
+                code = await _run_streaming(spec.unit_test, UNIT_TEST_TIMEOUT)
+            seconds = time.monotonic() - started
+            if code == 0:
+                rows[spec.language] = (spec.language, "passed", f"{seconds:.1f}s")
+            else:
+                why = "timed out" if code is None else f"exited {code}"
+                rows[spec.language] = (spec.language, "failed", f"{why} after {seconds:.1f}s")
+            say(f"[{spec.language}] unit tests {rows[spec.language][1]} ({rows[spec.language][2]})")
+
+    await asyncio.gather(*(lane() for _ in range(max(1, min(jobs, len(waiting) or 1)))))
+    ordered = [rows[lang] for lang in order if lang in rows]
     lines = ["# cvsm unit tests", "", "| language | result | |", "|---|---|---|"]
-    lines += [f"| {lang} | {status} | {info} |" for lang, status, info in rows]
-    passed = sum(r[1] == "passed" for r in rows)
-    failed = sum(r[1] == "failed" for r in rows)
-    skipped = sum(r[1] == "skipped" for r in rows)
+    lines += [f"| {lang} | {status} | {info} |" for lang, status, info in ordered]
+    passed = sum(r[1] == "passed" for r in ordered)
+    failed = sum(r[1] == "failed" for r in ordered)
+    skipped = sum(r[1] == "skipped" for r in ordered)
     summary = f"{passed} passed, {failed} failed" + (f", {skipped} skipped" if skipped else "")
     lines += ["", summary]
     report.write(reports, "unit-tests", "\n".join(lines) + "\n", None)
