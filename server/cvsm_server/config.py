@@ -49,6 +49,8 @@ DEFAULT_RATE_LIMITS = {
     # Failed credentials (bad API tokens, failed logins) per client IP: past this nothing more is
     # stored for that address until the window ends (not in the spec: hardening).
     "failed_auth": "20/60",
+    # Questions to the support assistant and escalations, per user (not in the spec).
+    "support": "20/60",
 }
 
 
@@ -121,6 +123,8 @@ class Settings:
     oauth_providers: Mapping[str, OAuthProvider] = field(default_factory=dict)
     # The plan new teams get (`starter`, `professional` or `enterprise`).
     default_plan: str = "starter"
+    # Where tickets escalated from the support assistant are mailed; None: only in the panel.
+    support_email: str | None = None
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -171,6 +175,7 @@ class Settings:
             or 30.0,
             oauth_providers=_oauth_providers(env),
             default_plan=_plan(get("CVSM_DEFAULT_PLAN")),
+            support_email=_email("CVSM_SUPPORT_EMAIL", get("CVSM_SUPPORT_EMAIL")),
         )
 
     @property
@@ -189,6 +194,15 @@ def _plan(text: str | None) -> str:
     if plan not in PLAN_NAMES:
         raise ConfigError(f"CVSM_DEFAULT_PLAN must be one of {', '.join(PLAN_NAMES)}, got {text!r}")
     return plan
+
+
+def _email(name: str, text: str | None) -> str | None:
+    if text is None:
+        return None
+    text = text.strip()
+    if not re.fullmatch(r"[^@\s<>,]+@[^@\s<>,]+", text):
+        raise ConfigError(f"{name} must be one email address, got {text!r}")
+    return text
 
 
 def _smtp_url(text: str | None) -> str | None:
