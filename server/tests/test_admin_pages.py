@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,7 +15,8 @@ from aiohttp.test_utils import TestClient
 from conftest import Api, query
 from smtpbox import Mailbox
 from test_admin import make_admin
-from test_dashboard import csrf_of
+from test_dashboard import axe_script, csrf_of  # noqa: F401 (a fixture)
+from test_docs_page import CHROMIUM, CHROMIUM_ARGS, require_chromium
 
 from cvsm_server.config import Settings
 from cvsm_server.web.dashboard import CSP
@@ -233,3 +235,67 @@ async def test_a_ticket_from_the_support_page_is_answered_and_closed_in_the_pane
     sign_in_as(web, user)
     html = await page(web, f"/app/support?c={conversation_id}")
     assert "Buka halaman Token API." in html and ESCALATE in html  # closed: again
+
+
+async def test_the_chat_widget_asks_and_escalates_without_a_reload_in_a_browser(
+        client: TestClient, api: Api, database_url: str, axe_script: Path) -> None:
+    """support.js in Chromium: answers appear in the live region without a page load, the
+    escalation button makes a ticket; the support page and the panel pass axe-core."""
+    require_chromium()
+    from playwright.async_api import async_playwright, expect
+
+    user = await api.register("browser_user")
+    boss = await api.register("browser_boss")
+    await make_admin(database_url, boss)
+    base = str(client.make_url("/")).rstrip("/")
+    found: dict[str, list[str]] = {}
+    async with async_playwright() as pw:
+        browser = await pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            context = await browser.new_context(bypass_csp=True)  # for the axe script only
+            page = await context.new_page()
+
+            async def check(name: str) -> None:
+                await page.add_script_tag(path=str(axe_script))
+                result = await page.evaluate("() => axe.run(document, {runOnly: ['wcag2a', 'wcag2aa']})")
+                serious = [f"{v['id']}: {v['help']}" for v in result["violations"]
+                           if v["impact"] in ("serious", "critical")]
+                if serious:
+                    found[name] = serious
+
+            await context.add_cookies([{"name": "cvsm_session", "value": user["token"], "url": base}])
+            await page.goto(f"{base}/app/support")
+            await check("/app/support")
+            log = page.locator("#percakapan")
+            await page.get_by_label("Pertanyaan Anda").fill("bagaimana mengaktifkan 2FA?")
+            await page.get_by_role("button", name="Kirim pertanyaan").click()
+            await expect(log).to_contain_text("Pindai kode QR")
+            await expect(page.get_by_role("button", name="Bicara dengan manusia")).to_be_visible()
+            await page.evaluate("() => { window.stayed = true; }")
+            await page.get_by_label("Pertanyaan Anda").fill("lupa kata sandi")
+            await page.get_by_role("button", name="Kirim pertanyaan").click()
+            await expect(log).to_contain_text("Sumber: Lupa kata sandi")
+            assert await page.evaluate("() => window.stayed === true")  # no page load
+            await check("/app/support with answers")
+            await page.get_by_label("Catatan untuk admin").fill("Perlu bantuan manusia")
+            await page.get_by_role("button", name="Bicara dengan manusia").click()
+            await expect(page.get_by_role("status")).to_contain_text("sudah diteruskan ke admin")
+            assert await page.evaluate("() => window.stayed === true")
+
+            await context.clear_cookies()
+            await context.add_cookies([{"name": "cvsm_session", "value": boss["token"], "url": base}])
+            for path in ("/app/admin/users", "/app/admin/teams", "/app/admin/stats", "/app/admin/tickets"):
+                await page.goto(f"{base}{path}")
+                await check(path)
+            await page.get_by_role("link", name=re.compile(r"\d{4}-\d\d-\d\d")).click()
+            await expect(page.get_by_text("Perlu bantuan manusia")).to_be_visible()
+            await check("ticket")
+            team_id = await api.team(boss, "browser-team")
+            await page.goto(f"{base}/app/admin/teams/{team_id}")
+            await page.get_by_label("Paket", exact=True).select_option("professional")
+            await expect(page.get_by_label("Kuota secret (kosong: tanpa batas)")).to_have_value("1000")
+            await expect(page.get_by_label("Kuota anggota (kosong: tanpa batas)")).to_have_value("20")
+            await check("plan form")
+        finally:
+            await browser.close()
+    assert found == {}
