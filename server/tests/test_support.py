@@ -222,3 +222,14 @@ async def test_without_a_support_address_the_ticket_is_only_in_the_panel(
     assert resp.status == 201
     assert await query(database_url, "SELECT 1 FROM mail_outbox WHERE purpose = 'support_ticket'") == []
     assert len(await query(database_url, "SELECT 1 FROM support_tickets")) == 1
+
+
+def test_the_support_address_setting_is_one_email_address() -> None:
+    from cvsm_server.config import ConfigError
+    env = {"CVSM_DATA_DIR": "/tmp/unused"}
+    assert Settings.from_env(env).support_email is None
+    assert Settings.from_env({**env, "CVSM_SUPPORT_EMAIL": " desk@example.com "}).support_email == \
+        "desk@example.com"
+    for bad in ("desk", "a@b.c, d@e.f", "Desk <desk@example.com>"):
+        with pytest.raises(ConfigError, match="CVSM_SUPPORT_EMAIL"):
+            Settings.from_env({**env, "CVSM_SUPPORT_EMAIL": bad})
