@@ -157,6 +157,16 @@ async def list_teams(conn: db.Connection, actor: Actor, *, search: str = "", lim
     return rows, total["n"]
 
 
+async def get_team(conn: db.Connection, actor: Actor, team_id: uuid.UUID) -> dict:
+    """One team with its plan, quotas and counts (the panel's plan form)."""
+    async with db.cursor(conn) as cur:
+        await require_admin(cur, actor)
+        row = await db.fetchone(cur, _TEAMS + "WHERE t.id = %s", (team_id,))
+    if row is None:
+        raise NotFound(TEAM_NOT_FOUND)
+    return row
+
+
 def _quota(name: str, value: object) -> int | None:
     if value is None:
         return None

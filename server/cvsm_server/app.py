@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator
 from aiohttp import web
 
 from . import (audit, credentials, db, deletion, keys, mail, mailtokens, oauth, ratelimit, sessions,
-               tokens)
+               support, tokens)
 from .web import dashboard, lowlevel, metrics
 from .config import Settings
 from .crypto import Keyring
@@ -35,6 +35,7 @@ CLIENT_MAX_SIZE = 40 * 1024 * 1024
 async def _database(app: web.Application) -> AsyncIterator[None]:
     async with db.open(app[SETTINGS]) as database:
         await keys.check_master_key(database.pool, app[KEYRING])
+        await support.load_articles(database.pool)  # the help articles the assistant searches
         app[POOL] = database.pool
         yield
 

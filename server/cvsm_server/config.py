@@ -49,6 +49,8 @@ DEFAULT_RATE_LIMITS = {
     # Failed credentials (bad API tokens, failed logins) per client IP: past this nothing more is
     # stored for that address until the window ends (not in the spec: hardening).
     "failed_auth": "20/60",
+    # Questions to the support assistant and escalations, per user (not in the spec).
+    "support": "20/60",
 }
 
 
@@ -125,6 +127,8 @@ class Settings:
     old_master_keys: tuple[bytes, ...] = field(default=(), repr=False)
     # `GET /metrics` answers only when set, and only to `Authorization: Bearer <this>`.
     metrics_token: str | None = field(default=None, repr=False)
+    # Where tickets escalated from the support assistant are mailed; None: only in the panel.
+    support_email: str | None = None
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -177,6 +181,7 @@ class Settings:
             default_plan=_plan(get("CVSM_DEFAULT_PLAN")),
             old_master_keys=_old_master_keys(get("CVSM_OLD_MASTER_KEYS")),
             metrics_token=_metrics_token(get("CVSM_METRICS_TOKEN")),
+            support_email=_email("CVSM_SUPPORT_EMAIL", get("CVSM_SUPPORT_EMAIL")),
         )
 
     @property
@@ -195,6 +200,15 @@ def _plan(text: str | None) -> str:
     if plan not in PLAN_NAMES:
         raise ConfigError(f"CVSM_DEFAULT_PLAN must be one of {', '.join(PLAN_NAMES)}, got {text!r}")
     return plan
+
+
+def _email(name: str, text: str | None) -> str | None:
+    if text is None:
+        return None
+    text = text.strip()
+    if not re.fullmatch(r"[^@\s<>,]+@[^@\s<>,]+", text):
+        raise ConfigError(f"{name} must be one email address, got {text!r}")
+    return text
 
 
 def _smtp_url(text: str | None) -> str | None:

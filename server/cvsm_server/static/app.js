@@ -22,3 +22,15 @@ document.addEventListener("DOMContentLoaded", () => {
     });
   }
 });
+
+// The admin plan form: choosing a plan fills in its default quotas (still editable; empty means
+// unlimited). Without this file the "Isi bawaan" button does the same with a page load.
+document.addEventListener("DOMContentLoaded", () => {
+  const form = document.querySelector("form[data-plan-form]");
+  if (!form) return;
+  form.elements.plan.addEventListener("change", () => {
+    const chosen = form.elements.plan.selectedOptions[0];
+    form.elements.max_secrets.value = chosen.dataset.maxSecrets;
+    form.elements.max_members.value = chosen.dataset.maxMembers;
+  });
+});

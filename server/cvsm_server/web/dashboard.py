@@ -29,7 +29,7 @@ import segno
 from aiohttp import web
 from multidict import MultiDictProxy
 
-from .. import (audit, bulk, credentials, db, deletion, dotenv, email_verification, invites,
+from .. import (admin, audit, bulk, credentials, db, deletion, dotenv, email_verification, invites,
                newsletter, oauth, password_reset, ratelimit, roles, sessions, shares, teams, tokens,
                totp, users)
 from .. import secrets as domain
@@ -55,6 +55,8 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 NEW_PRE_SESSION = web.RequestKey("cvsm_pre_new", str)
 # When the signed-in user's account is to be deleted (formatted), for the banner on every page.
 PENDING_DELETION = web.RequestKey("cvsm_pending_deletion", str)
+# Whether the signed-in user may use the admin panel (the nav shows its link only then).
+SHOWS_ADMIN = web.RequestKey("cvsm_shows_admin", bool)
 
 
 # Signing -------------------------------------------------------------------------------------
@@ -141,7 +143,8 @@ async def _signed_form(request: web.Request, actor: Actor) -> MultiDictProxy[str
 def _page(request: web.Request, template: str, context: dict[str, Any], *, status: int = 200,
           private: bool = False) -> web.Response:
     context = {"user": None, "error": None, "form": {},
-               "pending_deletion": request.get(PENDING_DELETION), **context}
+               "pending_deletion": request.get(PENDING_DELETION),
+               "shows_admin": request.get(SHOWS_ADMIN, False), **context}
     response = aiohttp_jinja2.render_template(template, request, context, status=status)
     response.headers["Content-Security-Policy"] = CSP
     # Pages that may hold a value are never stored; the rest are revalidated each time.
@@ -993,9 +996,10 @@ async def totp_enable(request: web.Request, actor: Actor) -> web.StreamResponse:
 
 async def _note_pending_deletion(request: web.Request, actor: Actor) -> None:
     """Remember for the page whether the user's account is to be deleted (the banner with its
-    cancel button, on every signed-in page)."""
+    cancel button, on every signed-in page), and whether the nav shows the admin panel."""
     async with db.connection(request.app[POOL]) as conn:
         when = await deletion.pending_until(conn, actor.user_id)
+        request[SHOWS_ADMIN] = await admin.may_administer(conn, actor)
     if when is not None:
         request[PENDING_DELETION] = deletion.format_when(when)
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from . import (accounts, admin, apidoc, dashboard, deletion, invites, metrics, newsletter, oauth,
-               pages, secrets, shares, teams)
+from . import (accounts, admin, admin_pages, apidoc, dashboard, deletion, invites, metrics,
+               newsletter, oauth, pages, secrets, shares, support, support_page, teams)
 
 UUID = r"{%s:[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}}"
 TEAM = "/api/v1/teams/{team_id}"
@@ -79,6 +79,14 @@ ROUTES = [
     web.get("/api/v1/admin/teams", admin.admin_list_teams),
     web.patch(f"/api/v1/admin/teams/{UUID % 'team_id'}", admin.admin_set_plan),
     web.get("/api/v1/admin/stats", admin.admin_stats),
+    web.get("/api/v1/admin/tickets", support.admin_list_tickets),
+    web.get(f"/api/v1/admin/tickets/{UUID % 'ticket_id'}", support.admin_get_ticket),
+    web.post(f"/api/v1/admin/tickets/{UUID % 'ticket_id'}/reply", support.admin_reply_ticket),
+    web.post(f"/api/v1/admin/tickets/{UUID % 'ticket_id'}/close", support.admin_close_ticket),
+
+    web.post("/api/v1/support/chat", support.support_chat),
+    web.post("/api/v1/support/escalate", support.support_escalate),
+    web.get(f"/api/v1/support/conversations/{UUID % 'conversation_id'}", support.support_conversation),
 
     web.get("/share/{token}", pages.share_page),
     # Prometheus metrics: a 404 unless CVSM_METRICS_TOKEN is set (web/metrics.py).
@@ -138,6 +146,22 @@ ROUTES = [
     web.post("/app/account/2fa/enable", dashboard.totp_enable),
     web.post("/app/account/delete", dashboard.request_deletion),
     web.post("/app/account/delete/cancel", dashboard.cancel_deletion),
+
+    # The admin panel (`admin_pages`) and the support assistant's page (`support_page`).
+    web.get("/app/admin", admin_pages.index),
+    web.get("/app/admin/users", admin_pages.users_page),
+    web.post(f"/app/admin/users/{UUID % 'user_id'}", admin_pages.change_user),
+    web.get("/app/admin/teams", admin_pages.teams_page),
+    web.get(f"/app/admin/teams/{UUID % 'team_id'}", admin_pages.plan_page),
+    web.post(f"/app/admin/teams/{UUID % 'team_id'}", admin_pages.set_plan),
+    web.get("/app/admin/stats", admin_pages.stats_page),
+    web.get("/app/admin/tickets", admin_pages.tickets_page),
+    web.get(f"/app/admin/tickets/{UUID % 'ticket_id'}", admin_pages.ticket_page),
+    web.post(f"/app/admin/tickets/{UUID % 'ticket_id'}/reply", admin_pages.reply_ticket),
+    web.post(f"/app/admin/tickets/{UUID % 'ticket_id'}/close", admin_pages.close_ticket),
+    web.get("/app/support", support_page.support_page),
+    web.post("/app/support", support_page.ask),
+    web.post("/app/support/escalate", support_page.escalate),
 ]
 
 

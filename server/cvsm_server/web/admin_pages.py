@@ -1,0 +1,227 @@
+"""The admin panel's pages (`/app/admin/...`): users, teams and their plans, the instance's
+numbers, and support tickets. Over the same domain functions as the admin API (`admin`,
+`support`), with the dashboard's session, CSRF and CSP (`web.dashboard`).
+
+Someone signed in who is not an admin gets the 403 page the domain's `require_admin` raises (the
+API answers 403 too); the nav shows the "Admin" link only to admins.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import urlencode
+
+from aiohttp import web
+
+from .. import admin, db, support
+from ..actor import Actor
+from ..errors import BadRequest, DomainError
+from ..teams import PLANS
+from .dashboard import _field, _page, _redirect, _session_csrf, _signed_form, signed_in
+from .request import app_url, path_id
+from .state import KEYRING, POOL
+
+PAGE_SIZE = 25
+NOTICES = {
+    "plan": "Paket tim disimpan.",
+    "reply": "Balasan terkirim ke email pengguna.",
+    "closed": "Tiket ditutup.",
+}
+
+
+def _page_number(request: web.Request) -> int:
+    raw = request.query.get("page", "1")
+    return int(raw) if raw.isdigit() and 0 < len(raw) <= 6 and int(raw) > 0 else 1
+
+
+def _search(request: web.Request) -> str:
+    return request.query.get("q", "")[:200]
+
+
+def _pages(total: int) -> int:
+    return max(1, -(-total // PAGE_SIZE))
+
+
+def _context(request: web.Request, actor: Actor, section: str, **extra: Any) -> dict[str, Any]:
+    return {"user": actor, "csrf": _session_csrf(request, actor), "section": section,
+            "notice": NOTICES.get(request.query.get("saved", "")), **extra}
+
+
+@signed_in
+async def index(request: web.Request, actor: Actor) -> web.StreamResponse:
+    async with db.connection(request.app[POOL]) as conn:
+        async with db.cursor(conn) as cur:
+            await admin.require_admin(cur, actor)
+    return _redirect("/app/admin/users")
+
+
+# Users ----------------------------------------------------------------------------------------
+
+async def _users_context(request: web.Request, conn: db.Connection, actor: Actor, search: str,
+                         page: int) -> dict[str, Any]:
+    rows, total = await admin.list_users(conn, actor, search=search, limit=PAGE_SIZE,
+                                         offset=(page - 1) * PAGE_SIZE)
+    return _context(request, actor, "users", users=rows, total=total, q=search, page=page,
+                    pages=_pages(total), me=str(actor.user_id))
+
+
+@signed_in
+async def users_page(request: web.Request, actor: Actor) -> web.StreamResponse:
+    async with db.connection(request.app[POOL]) as conn:
+        context = await _users_context(request, conn, actor, _search(request), _page_number(request))
+    return _page(request, "admin_users.html", context)
+
+
+USER_ACTIONS = {"grant": {"is_admin": True}, "revoke": {"is_admin": False},
+                "disable": {"disabled": True}, "enable": {"disabled": False}}
+
+
+@signed_in
+async def change_user(request: web.Request, actor: Actor) -> web.StreamResponse:
+    """Grant or revoke admin, disable or enable (`action`); back to the same search and page."""
+    form = await _signed_form(request, actor)
+    search, raw_page = _field(form, "q")[:200], _field(form, "page", "1")
+    page = int(raw_page) if raw_page.isdigit() and 0 < len(raw_page) <= 6 and int(raw_page) > 0 else 1
+    async with db.connection(request.app[POOL]) as conn:
+        try:
+            change = USER_ACTIONS.get(_field(form, "action"))
+            if change is None:
+                raise BadRequest("Tindakan tidak dikenal")
+            await admin.update_user(conn, actor, path_id(request, "user_id"), **change)
+        except DomainError as exc:
+            if exc.status == 403:
+                raise
+            context = await _users_context(request, conn, actor, search, page)
+            context["error"] = exc.message
+            return _page(request, "admin_users.html", context, status=exc.status)
+    return _redirect("/app/admin/users?" + urlencode({"q": search, "page": page}))
+
+
+# Teams and plans ------------------------------------------------------------------------------
+
+@signed_in
+async def teams_page(request: web.Request, actor: Actor) -> web.StreamResponse:
+    search, page = _search(request), _page_number(request)
+    async with db.connection(request.app[POOL]) as conn:
+        rows, total = await admin.list_teams(conn, actor, search=search, limit=PAGE_SIZE,
+                                             offset=(page - 1) * PAGE_SIZE)
+    return _page(request, "admin_teams.html", _context(
+        request, actor, "teams", teams=rows, total=total, q=search, page=page, pages=_pages(total)))
+
+
+def _plan_form(team: dict, plan: str | None) -> dict[str, Any]:
+    """What the plan form shows: a plan asked for (`?plan=`) with that plan's defaults, else the
+    team's current plan and quotas. Empty means unlimited."""
+    if plan in admin.PLAN_FORM_DEFAULTS:
+        secrets_quota, members_quota = admin.PLAN_FORM_DEFAULTS[plan]
+    else:
+        plan, secrets_quota, members_quota = team["plan"], team["max_secrets"], team["max_members"]
+    return {"plan": plan, "max_secrets": "" if secrets_quota is None else str(secrets_quota),
+            "max_members": "" if members_quota is None else str(members_quota)}
+
+
+def _plan_context(request: web.Request, actor: Actor, team: dict, form: dict) -> dict[str, Any]:
+    return _context(request, actor, "teams", team=team, form=form, plans=list(PLANS),
+                    defaults=admin.PLAN_FORM_DEFAULTS, max_quota=admin.MAX_QUOTA)
+
+
+@signed_in
+async def plan_page(request: web.Request, actor: Actor) -> web.StreamResponse:
+    async with db.connection(request.app[POOL]) as conn:
+        team = await admin.get_team(conn, actor, path_id(request, "team_id"))
+    form = _plan_form(team, request.query.get("plan"))
+    return _page(request, "admin_plan.html", _plan_context(request, actor, team, form))
+
+
+def _quota_field(name: str, text: str) -> int | None:
+    text = text.strip()
+    if not text:
+        return None
+    if not text.isdigit() or len(text) > 7:
+        raise BadRequest(f"Kolom '{name}' harus bilangan bulat 0 sampai {admin.MAX_QUOTA}, atau "
+                         "kosong (tanpa batas)")
+    return int(text)
+
+
+@signed_in
+async def set_plan(request: web.Request, actor: Actor) -> web.StreamResponse:
+    form = await _signed_form(request, actor)
+    team_id = path_id(request, "team_id")
+    entered = {"plan": _field(form, "plan"), "max_secrets": _field(form, "max_secrets"),
+               "max_members": _field(form, "max_members")}
+    async with db.connection(request.app[POOL]) as conn:
+        try:
+            await admin.set_plan(conn, actor, team_id, entered["plan"],
+                                 max_secrets=_quota_field("max_secrets", entered["max_secrets"]),
+                                 max_members=_quota_field("max_members", entered["max_members"]))
+        except DomainError as exc:
+            if exc.status in (403, 404):
+                raise
+            team = await admin.get_team(conn, actor, team_id)
+            context = _plan_context(request, actor, team, entered)
+            context["error"] = exc.message
+            return _page(request, "admin_plan.html", context, status=exc.status)
+    return _redirect(f"/app/admin/teams/{team_id}?saved=plan")
+
+
+# Numbers --------------------------------------------------------------------------------------
+
+@signed_in
+async def stats_page(request: web.Request, actor: Actor) -> web.StreamResponse:
+    async with db.connection(request.app[POOL]) as conn:
+        numbers = await admin.stats(conn, actor)
+        _, open_tickets = await support.list_tickets(conn, actor, status="open", limit=1)
+    return _page(request, "admin_stats.html", _context(request, actor, "stats", stats=numbers,
+                                                       open_tickets=open_tickets))
+
+
+# Support tickets ------------------------------------------------------------------------------
+
+@signed_in
+async def tickets_page(request: web.Request, actor: Actor) -> web.StreamResponse:
+    status = "closed" if request.query.get("status") == "closed" else "open"
+    page = _page_number(request)
+    async with db.connection(request.app[POOL]) as conn:
+        rows, total = await support.list_tickets(conn, actor, status=status, limit=PAGE_SIZE,
+                                                 offset=(page - 1) * PAGE_SIZE)
+    return _page(request, "admin_tickets.html", _context(
+        request, actor, "tickets", tickets=rows, total=total, status=status, page=page,
+        pages=_pages(total)))
+
+
+async def _ticket_context(request: web.Request, conn: db.Connection, actor: Actor) -> dict[str, Any]:
+    ticket, messages = await support.get_ticket(conn, actor, path_id(request, "ticket_id"))
+    return _context(request, actor, "tickets", ticket=ticket, messages=messages)
+
+
+@signed_in
+async def ticket_page(request: web.Request, actor: Actor) -> web.StreamResponse:
+    async with db.connection(request.app[POOL]) as conn:
+        context = await _ticket_context(request, conn, actor)
+    return _page(request, "admin_ticket.html", context, private=True)
+
+
+@signed_in
+async def reply_ticket(request: web.Request, actor: Actor) -> web.StreamResponse:
+    form = await _signed_form(request, actor)
+    ticket_id = path_id(request, "ticket_id")
+    async with db.connection(request.app[POOL]) as conn:
+        try:
+            await support.reply_ticket(conn, actor, request.app[KEYRING], ticket_id,
+                                       _field(form, "message"), base_url=app_url(request))
+        except DomainError as exc:
+            if exc.status in (403, 404):
+                raise
+            context = await _ticket_context(request, conn, actor)
+            context.update(error=exc.message, reply=_field(form, "message"))
+            return _page(request, "admin_ticket.html", context, status=exc.status, private=True)
+    return _redirect(f"/app/admin/tickets/{ticket_id}?saved=reply")
+
+
+@signed_in
+async def close_ticket(request: web.Request, actor: Actor) -> web.StreamResponse:
+    await _signed_form(request, actor)
+    ticket_id = path_id(request, "ticket_id")
+    async with db.connection(request.app[POOL]) as conn:
+        await support.close_ticket(conn, actor, ticket_id)
+    return _redirect(f"/app/admin/tickets/{ticket_id}?saved=closed")

@@ -1,0 +1,116 @@
+"""The support assistant's page (`/app/support`): the user's conversation, a form that asks,
+and "Bicara dengan manusia" (escalate). Works without JavaScript (each form posts and the page
+comes back); `static/support.js` posts the same forms with `Accept: application/json` and shows
+the answer without a reload. The rules are in `cvsm_server.support`.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from aiohttp import web
+
+from .. import db, support
+from ..actor import Actor
+from ..errors import DomainError, NotFound
+from .dashboard import _field, _page, _redirect, _session_csrf, _signed_form, signed_in
+from .request import app_url
+from .state import KEYRING, POOL, SETTINGS
+from .support import charge
+
+ESCALATED = ("Permintaan Anda sudah diteruskan ke admin. Balasan akan dikirim ke email Anda dan "
+             "muncul di percakapan ini.")
+
+
+def _wants_json(request: web.Request) -> bool:
+    return "application/json" in request.headers.get("Accept", "")
+
+
+def _conversation_ref(text: str) -> uuid.UUID | None:
+    if not text:
+        return None
+    try:
+        return uuid.UUID(text)
+    except ValueError:
+        raise NotFound(support.CONVERSATION_NOT_FOUND) from None
+
+
+async def _context(request: web.Request, conn: db.Connection, actor: Actor,
+                   conversation_id: uuid.UUID | None) -> dict[str, Any]:
+    conversation = None
+    if conversation_id is not None:
+        conversation = await support.conversation(conn, actor, conversation_id)
+    return {"user": actor, "csrf": _session_csrf(request, actor), "conversation": conversation,
+            "messages": conversation["messages"] if conversation else [],
+            "notice": ESCALATED if request.query.get("escalated") else None,
+            "max_message": support.MAX_MESSAGE}
+
+
+@signed_in
+async def support_page(request: web.Request, actor: Actor) -> web.StreamResponse:
+    """`?c=<id>` opens that conversation (yours only), `?new=1` a blank one, else your latest."""
+    async with db.connection(request.app[POOL]) as conn:
+        conversation_id = _conversation_ref(request.query.get("c", ""))
+        if conversation_id is None and not request.query.get("new"):
+            conversation_id = await support.latest_conversation(conn, actor)
+        context = await _context(request, conn, actor, conversation_id)
+    return _page(request, "support.html", context, private=True)
+
+
+def _json_error(exc: DomainError) -> web.Response:
+    return web.json_response({"error": exc.message}, status=exc.status, headers=exc.headers)
+
+
+@signed_in
+async def ask(request: web.Request, actor: Actor) -> web.StreamResponse:
+    form = await _signed_form(request, actor)
+    message = _field(form, "message")
+    async with db.connection(request.app[POOL]) as conn:
+        try:
+            conversation_id = _conversation_ref(_field(form, "conversation_id"))
+            result = await support.chat(conn, actor, message, conversation_id=conversation_id,
+                                        charge=charge(request, actor))
+        except DomainError as exc:
+            if _wants_json(request):
+                return _json_error(exc)
+            if exc.status == 404:
+                raise
+            context = await _context(request, conn, actor,
+                                     _conversation_ref(_field(form, "conversation_id")))
+            context.update(error=exc.message, form={"message": message})
+            response = _page(request, "support.html", context, status=exc.status, private=True)
+            response.headers.update(exc.headers)
+            return response
+    if _wants_json(request):
+        return web.json_response(result, headers={"Cache-Control": "no-store"})
+    return _redirect(f"/app/support?c={result['conversation_id']}#akhir")
+
+
+@signed_in
+async def escalate(request: web.Request, actor: Actor) -> web.StreamResponse:
+    form = await _signed_form(request, actor)
+    app = request.app
+    async with db.connection(app[POOL]) as conn:
+        try:
+            conversation_id = _conversation_ref(_field(form, "conversation_id"))
+            if conversation_id is None:
+                raise NotFound(support.CONVERSATION_NOT_FOUND)
+            ticket = await support.escalate(conn, actor, app[KEYRING], conversation_id,
+                                            _field(form, "note"),
+                                            support_email=app[SETTINGS].support_email,
+                                            base_url=app_url(request), charge=charge(request, actor))
+        except DomainError as exc:
+            if _wants_json(request):
+                return _json_error(exc)
+            if exc.status == 404:
+                raise
+            context = await _context(request, conn, actor, conversation_id)
+            context.update(escalate_error=exc.message, note=_field(form, "note"))
+            response = _page(request, "support.html", context, status=exc.status, private=True)
+            response.headers.update(exc.headers)
+            return response
+    if _wants_json(request):
+        return web.json_response({"ticket": ticket, "notice": ESCALATED}, status=201,
+                                 headers={"Cache-Control": "no-store"})
+    return _redirect(f"/app/support?c={conversation_id}&escalated=1")

@@ -1,0 +1,235 @@
+"""The support assistant over real HTTP and a real PostgreSQL: answers quote the help article a
+question is about (full-text search), an unanswerable question offers a human, conversations
+belong to their user, messages are limited in size and rate, an escalation is a ticket mailed to
+`CVSM_SUPPORT_EMAIL` (a real SMTP server), and an admin's reply is mailed to the user."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from aiohttp.test_utils import TestClient
+
+from conftest import Api, query
+from smtpbox import Mailbox
+from test_admin import make_admin
+
+from cvsm_server import support
+from cvsm_server.config import Settings
+
+SUPPORT_EMAIL = "helpdesk@example.com"
+
+
+async def ask(client: TestClient, user: dict, message: str, conversation_id: str | None = None,
+              *, status: int = 200) -> dict[str, Any]:
+    body: dict[str, Any] = {"message": message}
+    if conversation_id is not None:
+        body["conversation_id"] = conversation_id
+    resp = await client.post("/api/v1/support/chat", headers=Api.auth(user["token"]), json=body)
+    assert resp.status == status, await resp.text()
+    return await resp.json()
+
+
+@pytest.mark.parametrize(("question", "slug", "quoted"), [
+    ("Bagaimana cara membuat token API untuk CI?", "token-api", "Token hanya ditampilkan sekali"),
+    ("bisakah token dibatasi hanya baca untuk staging saja?", "token-api", "read-only"),
+    ("saya lupa kata sandi", "atur-ulang-kata-sandi", "Lupa kata sandi?"),
+    ("bagaimana mengaktifkan 2FA?", "autentikasi-dua-faktor", "Pindai kode QR"),
+    ("berapa batas secret di paket starter?", "paket-dan-kuota", "50 secret dan 5 anggota"),
+    ("cara menghapus akun saya", "hapus-akun", "7 hari"),
+    ("tautan berbagi saya sudah kedaluwarsa", "tautan-berbagi", "kedaluwarsa"),
+    ("how do I use cvsm run in the terminal", "sdk-dan-perintah-cvsm", "cvsm run -- PERINTAH"),
+    ("mengundang rekan ke tim lewat email", "undangan-tim", "meskipun mereka belum punya akun"),
+])
+async def test_answers_quote_the_article_the_question_is_about(
+        client: TestClient, api: Api, question: str, slug: str, quoted: str) -> None:
+    user = await api.register()
+    answer = await ask(client, user, question)
+    assert answer["matched"] is True
+    assert answer["articles"][0]["slug"] == slug, answer["articles"]
+    assert quoted in answer["answer"]
+    assert answer["answer"].startswith(f"Menurut artikel \u201c{answer['articles'][0]['title']}\u201d")
+
+
+async def test_a_question_without_a_match_offers_a_human(client: TestClient, api: Api) -> None:
+    user = await api.register()
+    for question in ("resep rendang padang", "apa?", "???"):
+        answer = await ask(client, user, question)
+        assert answer == {"conversation_id": answer["conversation_id"], "answer": support.NO_MATCH,
+                          "articles": [], "matched": False}
+    assert "Bicara dengan manusia" in support.NO_MATCH
+
+
+async def test_conversations_are_kept_and_belong_to_their_user(client: TestClient, api: Api) -> None:
+    alice, bob = await api.register(), await api.register()
+    first = await ask(client, alice, "token API")
+    second = await ask(client, alice, "lupa kata sandi", first["conversation_id"])
+    assert second["conversation_id"] == first["conversation_id"]
+    resp = await client.get(f"/api/v1/support/conversations/{first['conversation_id']}",
+                            headers=api.auth(alice["token"]))
+    conversation = (await resp.json())["conversation"]
+    assert [m["author"] for m in conversation["messages"]] == ["user", "assistant"] * 2
+    assert conversation["messages"][2]["body"] == "lupa kata sandi"
+    assert conversation["messages"][3]["articles"][0]["slug"] == "atur-ulang-kata-sandi"
+    assert conversation["ticket"] is None
+    # Bob can neither read nor continue nor escalate Alice's conversation.
+    resp = await client.get(f"/api/v1/support/conversations/{first['conversation_id']}",
+                            headers=api.auth(bob["token"]))
+    assert resp.status == 404
+    await ask(client, bob, "token", first["conversation_id"], status=404)
+    await ask(client, bob, "token", "not-a-uuid", status=404)
+    resp = await client.post("/api/v1/support/escalate", headers=api.auth(bob["token"]),
+                             json={"conversation_id": first["conversation_id"], "note": "hi"})
+    assert resp.status == 404
+
+
+async def test_only_signed_in_sessions_may_ask(client: TestClient, api: Api) -> None:
+    user = await api.register()
+    assert (await client.post("/api/v1/support/chat", json={"message": "token"})).status == 401
+    token = (await api.api_token(user))["token"]
+    resp = await client.post("/api/v1/support/chat", headers=api.auth(token), json={"message": "token"})
+    assert resp.status == 403
+
+
+async def test_messages_are_limited_in_size_and_shape(client: TestClient, api: Api) -> None:
+    user = await api.register()
+    for bad in ({}, {"message": ""}, {"message": "   "}, {"message": 5},
+                {"message": "x" * (support.MAX_MESSAGE + 1)},
+                {"message": "token", "conversation_id": 7}):
+        resp = await client.post("/api/v1/support/chat", headers=api.auth(user["token"]), json=bad)
+        assert resp.status == 400, bad
+    resp = await client.post("/api/v1/support/chat", headers=api.auth(user["token"]), data=b"{no")
+    assert resp.status == 400
+    resp = await client.post("/api/v1/support/chat", headers=api.auth(user["token"]),
+                             json={"message": "x" * 20_000})
+    assert resp.status == 413
+    await ask(client, user, "x" * support.MAX_MESSAGE)  # the limit itself is allowed
+
+
+async def test_questions_are_rate_limited_per_user(start_client: Callable[..., Any],
+                                                   make_settings: Callable[..., Settings]) -> None:
+    client = await start_client(make_settings(ratelimit_support="3/600"))
+    api = Api(client)
+    user, other = await api.register(), await api.register()
+    for _ in range(3):
+        await ask(client, user, "token")
+    resp = await client.post("/api/v1/support/chat", headers=api.auth(user["token"]),
+                             json={"message": "token"})
+    assert resp.status == 429 and int(resp.headers["Retry-After"]) >= 1
+    await ask(client, other, "token")  # per user
+
+
+async def test_articles_load_once_by_content_hash(client: TestClient, database_url: str) -> None:
+    rows = await query(database_url, "SELECT slug, content_hash, updated_at FROM help_articles ORDER BY slug")
+    shipped = support.shipped_articles()
+    assert [(r["slug"], r["content_hash"]) for r in rows] == [(a.slug, a.content_hash) for a in shipped]
+    from cvsm_server import db
+    pool = await db.create_pool(database_url, maxsize=1)
+    try:
+        assert await support.load_articles(pool) == 0  # unchanged: nothing rewritten
+        changed = [support.parse_article("token-api", "# Token\n\nTeks baru tentang token.\n"),
+                   *[a for a in shipped if a.slug != "token-api"][:-1]]
+        assert await support.load_articles(pool, changed) == 2  # one changed, one removed
+        passages = await query(database_url, "SELECT text FROM help_passages WHERE slug = 'token-api'")
+        assert [p["text"] for p in passages] == ["Teks baru tentang token."]
+        assert len(await query(database_url, "SELECT 1 FROM help_articles")) == len(shipped) - 1
+        assert await support.load_articles(pool) == 2
+    finally:
+        pool.close()
+        await pool.wait_closed()
+
+
+# Escalation and tickets ---------------------------------------------------------------------
+
+@pytest.fixture
+async def desk(start_client: Callable[..., Any], make_settings: Callable[..., Settings],
+               mailbox: Mailbox) -> TestClient:
+    return await start_client(make_settings(smtp_url=mailbox.url, background_jobs="on",
+                                            mail_poll_seconds="1", support_email=SUPPORT_EMAIL))
+
+
+async def test_escalation_mails_the_support_address_and_admins_reply_by_mail(
+        desk: TestClient, mailbox: Mailbox, database_url: str) -> None:
+    api = Api(desk)
+    user = await api.register("needs_help")
+    boss = await api.register("help_admin")
+    await make_admin(database_url, boss)
+    chat = await ask(desk, user, "resep rendang padang")
+    resp = await desk.post("/api/v1/support/escalate", headers=api.auth(user["token"]),
+                           json={"conversation_id": chat["conversation_id"],
+                                 "note": "Kunci master hilang, tolong"})
+    assert resp.status == 201, await resp.text()
+    ticket = (await resp.json())["ticket"]
+    assert (ticket["status"], ticket["note"], ticket["user"]["email"]) == \
+        ("open", "Kunci master hilang, tolong", user["email"])
+    message = await mailbox.receive(SUPPORT_EMAIL, subject="Tiket dukungan baru")
+    text = message.get_body(("plain",)).get_content()
+    assert "Kunci master hilang, tolong" in text and "resep rendang padang" in text
+    assert f"/app/admin/tickets/{ticket['id']}" in text
+    # One open ticket per conversation.
+    resp = await desk.post("/api/v1/support/escalate", headers=api.auth(user["token"]),
+                           json={"conversation_id": chat["conversation_id"], "note": "lagi"})
+    assert resp.status == 409
+
+    # Only admins see tickets.
+    assert (await desk.get("/api/v1/admin/tickets", headers=api.auth(user["token"]))).status == 403
+    listed = await (await desk.get("/api/v1/admin/tickets", headers=api.auth(boss["token"]))).json()
+    assert [t["id"] for t in listed["tickets"]] == [ticket["id"]] and listed["total"] == 1
+    resp = await desk.post(f"/api/v1/admin/tickets/{ticket['id']}/reply",
+                           headers=api.auth(user["token"]), json={"message": "saya admin"})
+    assert resp.status == 403
+    resp = await desk.post(f"/api/v1/admin/tickets/{ticket['id']}/reply",
+                           headers=api.auth(boss["token"]), json={"message": "Pakai cadangan kunci."})
+    assert resp.status == 200, await resp.text()
+    reply = await mailbox.receive(user["email"], subject="Balasan untuk permintaan bantuan")
+    assert "Pakai cadangan kunci." in reply.get_body(("plain",)).get_content()
+    conversation = (await (await desk.get(f"/api/v1/support/conversations/{chat['conversation_id']}",
+                                          headers=api.auth(user["token"]))).json())["conversation"]
+    assert conversation["messages"][-1]["author"] == "admin"
+    assert conversation["messages"][-1]["body"] == "Pakai cadangan kunci."
+
+    detail = await (await desk.get(f"/api/v1/admin/tickets/{ticket['id']}",
+                                   headers=api.auth(boss["token"]))).json()
+    assert [m["author"] for m in detail["messages"]] == ["user", "assistant", "admin"]
+    resp = await desk.post(f"/api/v1/admin/tickets/{ticket['id']}/close", headers=api.auth(boss["token"]))
+    assert (await resp.json())["ticket"]["status"] == "closed"
+    resp = await desk.post(f"/api/v1/admin/tickets/{ticket['id']}/reply",
+                           headers=api.auth(boss["token"]), json={"message": "lagi"})
+    assert resp.status == 409
+    closed = await (await desk.get("/api/v1/admin/tickets?status=closed",
+                                   headers=api.auth(boss["token"]))).json()
+    assert [t["id"] for t in closed["tickets"]] == [ticket["id"]]
+    assert (await desk.get("/api/v1/admin/tickets?status=nope",
+                           headers=api.auth(boss["token"]))).status == 400
+    # A closed ticket lets the conversation be escalated again.
+    resp = await desk.post("/api/v1/support/escalate", headers=api.auth(user["token"]),
+                           json={"conversation_id": chat["conversation_id"], "note": "masih"})
+    assert resp.status == 201
+
+    actions = [r["action"] for r in await query(
+        database_url, "SELECT action FROM audit_logs WHERE resource = 'support_ticket' "
+                      "ORDER BY created_at, action")]
+    assert actions == ["support_escalate", "support_reply", "support_close", "support_escalate"]
+
+
+async def test_without_a_support_address_the_ticket_is_only_in_the_panel(
+        client: TestClient, api: Api, database_url: str) -> None:
+    user = await api.register()
+    chat = await ask(client, user, "token")
+    resp = await client.post("/api/v1/support/escalate", headers=api.auth(user["token"]),
+                             json={"conversation_id": chat["conversation_id"], "note": "tolong"})
+    assert resp.status == 201
+    assert await query(database_url, "SELECT 1 FROM mail_outbox WHERE purpose = 'support_ticket'") == []
+    assert len(await query(database_url, "SELECT 1 FROM support_tickets")) == 1
+
+
+def test_the_support_address_setting_is_one_email_address() -> None:
+    from cvsm_server.config import ConfigError
+    env = {"CVSM_DATA_DIR": "/tmp/unused"}
+    assert Settings.from_env(env).support_email is None
+    assert Settings.from_env({**env, "CVSM_SUPPORT_EMAIL": " desk@example.com "}).support_email == \
+        "desk@example.com"
+    for bad in ("desk", "a@b.c, d@e.f", "Desk <desk@example.com>"):
+        with pytest.raises(ConfigError, match="CVSM_SUPPORT_EMAIL"):
+            Settings.from_env({**env, "CVSM_SUPPORT_EMAIL": bad})
