@@ -125,6 +125,8 @@ class Settings:
     old_master_keys: tuple[bytes, ...] = field(default=(), repr=False)
     # `GET /metrics` answers only when set, and only to `Authorization: Bearer <this>`.
     metrics_token: str | None = field(default=None, repr=False)
+    # How often the background job signs a checkpoint of every audit chain that grew (seconds).
+    audit_checkpoint_seconds: float = 300.0
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -177,6 +179,9 @@ class Settings:
             default_plan=_plan(get("CVSM_DEFAULT_PLAN")),
             old_master_keys=_old_master_keys(get("CVSM_OLD_MASTER_KEYS")),
             metrics_token=_metrics_token(get("CVSM_METRICS_TOKEN")),
+            audit_checkpoint_seconds=_seconds("CVSM_AUDIT_CHECKPOINT_SECONDS",
+                                              get("CVSM_AUDIT_CHECKPOINT_SECONDS"), 300.0)
+            or 300.0,
         )
 
     @property
