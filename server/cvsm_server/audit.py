@@ -18,7 +18,7 @@ import json
 import logging
 import uuid
 from collections.abc import AsyncIterator
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Any
 
 from psycopg2.extras import Json
@@ -145,7 +145,7 @@ def parse_export_range(start: str | None, end: str | None) -> tuple[datetime | N
             out.append(None)
             continue
         try:
-            out.append(parse_iso(text))
+            out.append(parse_iso(text).astimezone(timezone.utc))
         except (ValueError, OverflowError):
             raise BadRequest(BAD_TIME.format(name=name)) from None
     if out[0] is not None and out[1] is not None and out[0] >= out[1]:
