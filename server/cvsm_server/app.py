@@ -14,8 +14,8 @@ from collections.abc import AsyncIterator
 
 from aiohttp import web
 
-from . import (audit, credentials, db, deletion, keys, mail, mailtokens, oauth, ratelimit, sessions,
-               support, tokens)
+from . import (audit, audit_chain, credentials, db, deletion, keys, mail, mailtokens, oauth,
+               ratelimit, sessions, support, tokens)
 from .web import dashboard, lowlevel, metrics
 from .config import Settings
 from .crypto import Keyring
@@ -24,7 +24,8 @@ from .web.headers import cors_middleware, on_prepare
 from .web.middleware import (auth_middleware, error_middleware, rate_limit_middleware,
                              request_id_middleware)
 from .web.routes import setup_routes
-from .web.state import CREDENTIALS, KEYRING, OAUTH, PASSWORDS, POOL, SETTINGS, SIGNER
+from .web.state import (CHECKPOINT_SIGNER, CREDENTIALS, KEYRING, OAUTH, PASSWORDS, POOL, SETTINGS,
+                        SIGNER)
 
 log = logging.getLogger("cvsm.app")
 
@@ -36,6 +37,7 @@ async def _database(app: web.Application) -> AsyncIterator[None]:
     async with db.open(app[SETTINGS]) as database:
         await keys.check_master_key(database.pool, app[KEYRING])
         await support.load_articles(database.pool)  # the help articles the assistant searches
+        app[CHECKPOINT_SIGNER] = audit_chain.CheckpointSigner(app[KEYRING])
         app[POOL] = database.pool
         yield
 
@@ -65,8 +67,12 @@ async def _background_jobs(app: web.Application) -> AsyncIterator[None]:
     pool, settings = app[POOL], app[SETTINGS]
     sender = mail.MailSender(pool, app[KEYRING], mail.transport_for(settings),
                              poll_seconds=settings.mail_poll_seconds)
-    jobs = [asyncio.create_task(audit.purge_loop(pool)), asyncio.create_task(_housekeeping_loop(pool)),
-            asyncio.create_task(sender.run()), asyncio.create_task(deletion.purge_loop(pool))]
+    checkpoints = app[CHECKPOINT_SIGNER]
+    jobs = [asyncio.create_task(audit.purge_loop(pool, checkpoints)),
+            asyncio.create_task(_housekeeping_loop(pool)),
+            asyncio.create_task(sender.run()), asyncio.create_task(deletion.purge_loop(pool)),
+            asyncio.create_task(audit_chain.checkpoint_loop(pool, checkpoints,
+                                                            settings.audit_checkpoint_seconds))]
     yield
     # A cancel can be swallowed by a database wait in flight (asyncio.wait_for on Python 3.11):
     # cancel again until the jobs have ended, so shutdown never waits for a job's next sleep.

@@ -1,25 +1,32 @@
-"""The audit log: the one writer of entries (inside the caller's transaction), listing, and the
-retention purge.
+"""The audit log: the one writer of entries (inside the caller's transaction), listing, the
+export (CSV or JSON lines), verification of a team's chain, and the retention purge.
 
 Every entry is written by the INSERT in this module: `record` for ordinary actions, and
 `INSERT_ENTRY` as a fragment for statements that write their entry themselves (the
 single-statement secret read). Entries are immutable in the database itself (migrations 0003
 and 0004): only the retention purge and nulling the actor of a deleted user or team get through,
-and the server's database role holds no UPDATE or TRUNCATE on the table.
+and the server's database role holds no UPDATE or TRUNCATE on the table. Each entry is also a
+link of its chain (migration 0010, `audit_chain.py`), computed by the database on insert.
 """
 
 from __future__ import annotations
 
 import asyncio
+import csv
+import io
+import json
 import logging
 import uuid
+from collections.abc import AsyncIterator
+from datetime import datetime, timezone
 from typing import Any
 
 from psycopg2.extras import Json
 
-from . import db, roles
+from . import audit_chain, db, roles
 from .actor import Actor
-from .timeutil import iso
+from .errors import BadRequest
+from .timeutil import iso, parse_iso
 
 log = logging.getLogger("cvsm.audit")
 
@@ -97,21 +104,17 @@ async def list_entries(conn: db.Connection, actor: Actor, team_id: uuid.UUID, *,
     return rows, total["n"]
 
 
-async def purge_expired(pool: db.Pool) -> int:
-    """Delete entries older than their team's plan retention; returns how many."""
-    async with db.cursor(pool) as cur:
-        await cur.execute(
-            """DELETE FROM audit_logs
-               WHERE cvsm_audit_retention_days(team_id) IS NOT NULL
-                 AND created_at < now() - make_interval(days => cvsm_audit_retention_days(team_id))"""
-        )
-        return cur.rowcount
+async def purge_expired(pool: db.Pool, signer: audit_chain.CheckpointSigner) -> int:
+    """Delete entries older than their team's plan retention, as whole prefixes of their chains
+    each ended by a signed checkpoint (`audit_chain.purge_expired`); returns how many."""
+    return await audit_chain.purge_expired(pool, signer)
 
 
-async def purge_loop(pool: db.Pool, interval: float = 3600.0) -> None:
+async def purge_loop(pool: db.Pool, signer: audit_chain.CheckpointSigner,
+                     interval: float = 3600.0) -> None:
     while True:
         try:
-            removed = await purge_expired(pool)
+            removed = await purge_expired(pool, signer)
             if removed:
                 log.info("audit retention purge removed %d entries", removed)
         except asyncio.CancelledError:
@@ -119,3 +122,124 @@ async def purge_loop(pool: db.Pool, interval: float = 3600.0) -> None:
         except Exception:
             log.exception("audit retention purge failed")
         await asyncio.sleep(interval)
+
+
+# --- export ------------------------------------------------------------------------------------
+
+EXPORT_FORMATS = ("csv", "jsonl")
+EXPORT_PAGE = 500
+CSV_COLUMNS = ("seq", "id", "created_at", "action", "resource", "resource_id", "user_email",
+               "ip_address", "user_agent", "metadata", "prev_hash", "hash")
+# A spreadsheet reads a cell starting with one of these as a formula (or strips it first).
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+BAD_FORMAT = "Format ekspor harus csv atau jsonl"
+BAD_TIME = "Waktu '{name}' tidak valid (gunakan ISO 8601)"
+BAD_RANGE = "Waktu 'from' harus sebelum 'to'"
+
+
+def parse_export_range(start: str | None, end: str | None) -> tuple[datetime | None, datetime | None]:
+    """`from` (inclusive) and `to` (exclusive) as times; 400 when malformed or reversed."""
+    out = []
+    for name, text in (("from", start), ("to", end)):
+        if text is None or text == "":
+            out.append(None)
+            continue
+        try:
+            out.append(parse_iso(text).astimezone(timezone.utc))
+        except (ValueError, OverflowError):
+            raise BadRequest(BAD_TIME.format(name=name)) from None
+    if out[0] is not None and out[1] is not None and out[0] >= out[1]:
+        raise BadRequest(BAD_RANGE)
+    return out[0], out[1]
+
+
+def check_export_format(fmt: str | None) -> str:
+    fmt = fmt or "csv"
+    if fmt not in EXPORT_FORMATS:
+        raise BadRequest(BAD_FORMAT)
+    return fmt
+
+
+def export_json(row: dict) -> dict:
+    """One JSON-lines object: the list API's entry plus its chain fields."""
+    return {**entry_json(row), "seq": row["seq"], "prev_hash": bytes(row["prev_hash"]).hex(),
+            "hash": bytes(row["hash"]).hex()}
+
+
+def safe_cell(value: object) -> str:
+    """A CSV cell a spreadsheet shows as text: a leading formula character gets a `'`."""
+    text = "" if value is None else str(value)
+    return "'" + text if text.startswith(_FORMULA_START) else text
+
+
+def csv_line(cells: list[str] | tuple[str, ...]) -> str:
+    out = io.StringIO()
+    csv.writer(out, lineterminator="\r\n").writerow(cells)
+    return out.getvalue()
+
+
+def csv_header() -> str:
+    return csv_line(CSV_COLUMNS)
+
+
+def csv_row(row: dict) -> str:
+    entry = export_json(row)
+    entry["metadata"] = json.dumps(entry["metadata"], sort_keys=True, separators=(",", ":"),
+                                   ensure_ascii=False)
+    return csv_line([safe_cell(entry[c]) for c in CSV_COLUMNS])
+
+
+def jsonl_row(row: dict) -> str:
+    return json.dumps(export_json(row), ensure_ascii=False, separators=(",", ":")) + "\n"
+
+
+async def start_export(conn: db.Connection, actor: Actor, team_id: uuid.UUID, fmt: str,
+                       start: datetime | None, end: datetime | None) -> str:
+    """Check the caller (Admin or above) and record the export (committed before any row is
+    sent); returns the team's slug for the file name."""
+    async with db.transaction(conn) as cur:
+        await roles.require(cur, team_id, actor, roles.ADMIN, reading=True)
+        await record(cur, actor, "audit_export", "audit", team_id=team_id, metadata={
+            "format": fmt, "from": iso(start), "to": iso(end)})
+        team = await db.fetchone(cur, "SELECT slug FROM teams WHERE id = %s", (team_id,))
+    return team["slug"]
+
+
+async def export_rows(conn: db.Connection, team_id: uuid.UUID, start: datetime | None,
+                      end: datetime | None, *, page: int = EXPORT_PAGE) -> AsyncIterator[dict]:
+    """The team's entries in chain order, read in keyset pages of `page` rows (never all at
+    once); call `start_export` first."""
+    after = 0
+    while True:
+        async with db.cursor(conn) as cur:
+            rows = await db.fetchall(
+                cur,
+                """SELECT * FROM audit_logs
+                   WHERE chain_id = %(team)s AND seq > %(after)s
+                     AND (%(start)s::timestamptz IS NULL OR created_at >= %(start)s)
+                     AND (%(end)s::timestamptz IS NULL OR created_at < %(end)s)
+                   ORDER BY seq LIMIT %(page)s""",
+                {"team": team_id, "after": after, "start": start, "end": end, "page": page})
+        for row in rows:
+            yield row
+        if len(rows) < page:
+            return
+        after = rows[-1]["seq"]
+
+
+# --- verification ------------------------------------------------------------------------------
+
+async def verify_team(conn: db.Connection, actor: Actor, team_id: uuid.UUID,
+                      signer: audit_chain.CheckpointSigner) -> audit_chain.Verdict:
+    """Verify the team's chain (Admin or above)."""
+    async with db.cursor(conn) as cur:
+        await roles.require(cur, team_id, actor, roles.ADMIN, reading=True)
+        return await audit_chain.verify_chain(cur, signer, team_id)
+
+
+async def checkpoint_team(conn: db.Connection, actor: Actor, team_id: uuid.UUID,
+                          signer: audit_chain.CheckpointSigner) -> dict | None:
+    """Sign the team's chain head now (Admin or above); None when the chain is empty."""
+    async with db.transaction(conn) as cur:
+        await roles.require(cur, team_id, actor, roles.ADMIN, reading=True)
+        return await audit_chain.checkpoint_now(cur, signer, team_id)

@@ -1,6 +1,6 @@
 """The `cvsm-server` command: `serve [--host H] [--port P] [--workers N] [--tls-cert FILE
---tls-key FILE]`, `migrate`, `rotate-key`, `backup FILE` and `restore FILE`, and the
-operator's `admin grant|revoke EMAIL` and `team set-plan SLUG PLAN`. Several workers:
+--tls-key FILE]`, `migrate`, `rotate-key`, `backup FILE`, `restore FILE` and `audit verify
+[--team SLUG]`, and the operator's `admin grant|revoke EMAIL` and `team set-plan SLUG PLAN`. Several workers:
 `workers.py`; HTTPS: `tls.py`."""
 
 from __future__ import annotations
@@ -265,6 +265,11 @@ def _add_operator_commands(sub) -> None:
     restore.add_argument("file")
     restore.add_argument("--force", action="store_true",
                          help="drop everything in the database first")
+    audit_cmd = sub.add_parser("audit", help="check the audit log's hash chains")
+    audit_sub = audit_cmd.add_subparsers(dest="audit_command", required=True)
+    verify = audit_sub.add_parser("verify", help="verify every chain and its signed checkpoints "
+                                                 "(exit 1 at the first broken link)")
+    verify.add_argument("--team", metavar="SLUG", help="only this team's chain")
 
 
 def _run_operator_command(args, settings: Settings) -> int | None:
@@ -279,6 +284,8 @@ def _run_operator_command(args, settings: Settings) -> int | None:
         return _operation(settings, lambda s: operations.backup(s, args.file))
     if args.command == "restore":
         return _operation(settings, lambda s: operations.restore(s, args.file, force=args.force))
+    if args.command == "audit":
+        return _operation(settings, lambda s: operations.audit_verify(s, args.team))
     return None
 
 

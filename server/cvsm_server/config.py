@@ -129,6 +129,8 @@ class Settings:
     metrics_token: str | None = field(default=None, repr=False)
     # Where tickets escalated from the support assistant are mailed; None: only in the panel.
     support_email: str | None = None
+    # How often the background job signs a checkpoint of every audit chain that grew (seconds).
+    audit_checkpoint_seconds: float = 300.0
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -182,6 +184,9 @@ class Settings:
             old_master_keys=_old_master_keys(get("CVSM_OLD_MASTER_KEYS")),
             metrics_token=_metrics_token(get("CVSM_METRICS_TOKEN")),
             support_email=_email("CVSM_SUPPORT_EMAIL", get("CVSM_SUPPORT_EMAIL")),
+            audit_checkpoint_seconds=_seconds("CVSM_AUDIT_CHECKPOINT_SECONDS",
+                                              get("CVSM_AUDIT_CHECKPOINT_SECONDS"), 300.0)
+            or 300.0,
         )
 
     @property

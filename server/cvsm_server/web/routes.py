@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from . import (accounts, admin, admin_pages, apidoc, dashboard, deletion, invites, metrics,
+from . import (accounts, admin, admin_pages, apidoc, audit, dashboard, deletion, invites, metrics,
                newsletter, oauth, pages, secrets, shares, support, support_page, teams)
 
 UUID = r"{%s:[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}}"
@@ -52,6 +52,9 @@ ROUTES = [
     web.patch(f"{TEAM}/members/{UUID % 'user_id'}", teams.update_member),
     web.delete(f"{TEAM}/members/{UUID % 'user_id'}", teams.remove_member),
     web.get(f"{TEAM}/audit", teams.list_audit),
+    web.get(f"{TEAM}/audit/export", audit.export_audit),
+    web.get(f"{TEAM}/audit/verify", audit.verify_audit),
+    web.post(f"{TEAM}/audit/checkpoints", audit.create_audit_checkpoint),
     web.post(f"{TEAM}/invites", invites.create_invite),
     web.get(f"{TEAM}/invites", invites.list_invites),
     web.delete(f"{TEAM}/invites/{UUID % 'invite_id'}", invites.revoke_invite),

@@ -6,6 +6,7 @@ import aiopg
 from aiohttp import web
 
 from ..actor import Actor
+from ..audit_chain import CheckpointSigner
 from ..config import Settings
 from ..credentials import CredentialCache
 from ..crypto import Keyring
@@ -24,6 +25,8 @@ CREDENTIALS = web.AppKey("credentials", CredentialCache)
 APP_URL = web.AppKey("app_url", str)
 # The identity providers (`oauth.Providers`: settings, discovery and JWKS caches).
 OAUTH = web.AppKey("oauth", Providers)
+# The audit checkpoint key (set at start-up, once the keyring holds the database's hash key).
+CHECKPOINT_SIGNER = web.AppKey("checkpoint_signer", CheckpointSigner)
 
 REQUEST_ID = web.RequestKey("request_id", str)
 ACTOR = web.RequestKey("actor", Actor)

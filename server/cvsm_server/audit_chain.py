@@ -1,0 +1,325 @@
+"""The audit log's proof: hash chains (computed by the database, migration 0010), signed
+checkpoints of their heads, verification, and the retention purge that keeps both.
+
+Chains: one per team (`chain_id` = the team id at insert time) and one for entries without a
+team (the account chain, `ACCOUNT_CHAIN`, the nil UUID). Entry `seq` n stores `prev_hash` (entry
+n-1's `hash`, or 32 zero bytes for n = 1) and `hash` = SHA-256 of `canonical(entry)`, defined in
+migration 0010 and reproduced here so that verification does not trust the database's own
+function.
+
+Checkpoints: Ed25519 signatures over `checkpoint_message(...)` (chain, seq, head hash, kind,
+signed-at time). The signing key is derived from the database's token-hash key, which is
+stable across master-key rotations (kept sealed under every master key since, keys.py): old
+checkpoints stay verifiable after a rotation, and nobody holding only the database can sign.
+Each checkpoint stores its key id and public key, so an auditor can verify it offline against
+the published public key (`cvsm-server audit verify` prints its id). Kinds: `periodic` (the
+background job, for chains that grew), `demand` (`checkpoint_now`), `purge` (the retention purge
+writes one at the new start of a chain before it removes the prefix up to it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import hmac
+import json
+import logging
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
+
+from . import db
+from .crypto import Keyring
+
+log = logging.getLogger("cvsm.audit")
+
+ACCOUNT_CHAIN = uuid.UUID(int=0)
+GENESIS = bytes(32)
+PAGE = 1000
+KINDS = ("periodic", "demand", "purge")
+# Same class as the trigger's lock (migration 0010): "cvsa".
+LOCK_CLASS = 1668707169
+
+
+# --- canonical form ---------------------------------------------------------------------------
+
+def utc_micro(value: datetime) -> str:
+    """`YYYY-MM-DDTHH:MM:SS.ffffffZ`, the time as the chain hashes it."""
+    return value.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def canonical(row: dict[str, Any]) -> bytes:
+    """The bytes an entry's hash covers (migration 0010's `cvsm_audit_canonical`): a JSON object
+    with sorted keys, no spaces, non-ASCII as is, NULLs as null; `metadata` is the jsonb text
+    PostgreSQL gives (`metadata_text`), as a string."""
+    doc = {
+        "action": row["action"],
+        "chain": str(row["chain_id"]),
+        "created_at": utc_micro(row["created_at"]),
+        "id": str(row["id"]),
+        "ip_address": row["ip_address"],
+        "metadata": row["metadata_text"],
+        "prev_hash": bytes(row["prev_hash"]).hex(),
+        "resource": row["resource"],
+        "resource_id": row["resource_id"],
+        "seq": row["seq"],
+        "user_agent": row["user_agent"],
+        "user_email": row["user_email"],
+        "v": 1,
+    }
+    return json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def entry_hash(row: dict[str, Any]) -> bytes:
+    return hashlib.sha256(canonical(row)).digest()
+
+
+# --- signing ----------------------------------------------------------------------------------
+
+def checkpoint_message(chain_id: uuid.UUID, seq: int, head_hash: bytes, kind: str,
+                       signed_at: datetime) -> bytes:
+    return (f"cvsm-audit-checkpoint-v1\n{chain_id}\n{seq}\n{bytes(head_hash).hex()}\n{kind}\n"
+            f"{utc_micro(signed_at)}").encode()
+
+
+def key_id_of(public_key: bytes) -> str:
+    return hashlib.sha256(b"cvsm-audit-key\x00" + public_key).hexdigest()[:16]
+
+
+class CheckpointSigner:
+    """The server's checkpoint key; its repr shows only the key id."""
+
+    def __init__(self, keyring: Keyring) -> None:
+        seed = hmac.new(keyring.hash_key, b"cvsm-audit-signing-v1", hashlib.sha256).digest()
+        self._key = Ed25519PrivateKey.from_private_bytes(seed)
+        self.public_key = self._key.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw)
+        self.key_id = key_id_of(self.public_key)
+
+    def __repr__(self) -> str:
+        return f"CheckpointSigner(key_id={self.key_id!r})"
+
+    def sign(self, message: bytes) -> bytes:
+        return self._key.sign(message)
+
+    def trusts(self, key_id: str, public_key: bytes) -> bool:
+        return key_id == self.key_id and hmac.compare_digest(bytes(public_key), self.public_key)
+
+
+def signature_ok(row: dict[str, Any]) -> bool:
+    try:
+        Ed25519PublicKey.from_public_bytes(bytes(row["public_key"])).verify(
+            bytes(row["signature"]),
+            checkpoint_message(row["chain_id"], row["seq"], row["head_hash"], row["kind"],
+                               row["signed_at"]))
+    except (InvalidSignature, ValueError):
+        return False
+    return True
+
+
+async def write_checkpoint(cur: db.Cursor, signer: CheckpointSigner, chain_id: uuid.UUID,
+                           seq: int, head_hash: bytes, kind: str) -> dict:
+    signed_at = datetime.now(timezone.utc)
+    signature = signer.sign(checkpoint_message(chain_id, seq, head_hash, kind, signed_at))
+    return await db.fetchone(
+        cur,
+        """INSERT INTO audit_checkpoints (chain_id, team_id, seq, head_hash, kind, signed_at,
+                                          key_id, public_key, signature)
+           VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING *""",
+        (chain_id, None if chain_id == ACCOUNT_CHAIN else chain_id, seq, head_hash, kind,
+         signed_at, signer.key_id, signer.public_key, signature),
+    )
+
+
+async def checkpoint_now(cur: db.Cursor, signer: CheckpointSigner, chain_id: uuid.UUID,
+                         kind: str = "demand") -> dict | None:
+    """Sign the chain's head; None when the chain has no entry (or its head is signed already
+    by a checkpoint of this kind)."""
+    head = await db.fetchone(
+        cur, "SELECT seq, hash FROM audit_logs WHERE chain_id = %s ORDER BY seq DESC LIMIT 1",
+        (chain_id,))
+    if head is None:
+        return None
+    return await write_checkpoint(cur, signer, chain_id, head["seq"], bytes(head["hash"]), kind)
+
+
+async def checkpoint_grown_chains(pool: db.Pool, signer: CheckpointSigner) -> int:
+    """A `periodic` checkpoint for every chain whose head is past its last checkpoint."""
+    async with db.cursor(pool) as cur:
+        rows = await db.fetchall(
+            cur,
+            """SELECT h.chain_id, h.seq, a.hash FROM (
+                   SELECT chain_id, max(seq) AS seq FROM audit_logs GROUP BY chain_id) h
+               JOIN audit_logs a ON a.chain_id = h.chain_id AND a.seq = h.seq
+               WHERE h.seq > coalesce((SELECT max(c.seq) FROM audit_checkpoints c
+                                       WHERE c.chain_id = h.chain_id), 0)""")
+        for row in rows:
+            await write_checkpoint(cur, signer, row["chain_id"], row["seq"], bytes(row["hash"]),
+                                   "periodic")
+    return len(rows)
+
+
+async def checkpoint_loop(pool: db.Pool, signer: CheckpointSigner, interval: float) -> None:
+    while True:
+        await asyncio.sleep(interval)
+        try:
+            written = await checkpoint_grown_chains(pool, signer)
+            if written:
+                log.info("audit checkpoints signed for %d chain(s)", written)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("audit checkpoint job failed")
+
+
+# --- retention purge --------------------------------------------------------------------------
+
+_EXPIRED = """(cvsm_audit_retention_days(team_id) IS NOT NULL
+               AND created_at < now() - make_interval(days => cvsm_audit_retention_days(team_id)))"""
+
+
+async def purge_expired(pool: db.Pool, signer: CheckpointSigner) -> int:
+    """Remove, per chain, the longest prefix of entries all past their retention, after signing
+    a `purge` checkpoint at its last entry (the chain's new start); returns how many went."""
+    removed = 0
+    async with db.cursor(pool) as cur:
+        chains = [r["chain_id"] for r in await db.fetchall(
+            cur, f"SELECT DISTINCT chain_id FROM audit_logs WHERE {_EXPIRED}")]
+    for chain_id in chains:
+        async with db.pool_transaction(pool) as cur:
+            end = await db.fetchone(
+                cur,
+                f"""SELECT a.seq, a.hash FROM audit_logs a
+                    WHERE a.chain_id = %(c)s AND a.seq < coalesce(
+                        (SELECT min(seq) FROM audit_logs WHERE chain_id = %(c)s AND NOT {_EXPIRED}),
+                        9223372036854775807)
+                    ORDER BY a.seq DESC LIMIT 1""",
+                {"c": chain_id})
+            if end is None:  # the chain's first entry is still kept
+                continue
+            await write_checkpoint(cur, signer, chain_id, end["seq"], bytes(end["hash"]), "purge")
+            await cur.execute("DELETE FROM audit_logs WHERE chain_id = %s AND seq <= %s",
+                              (chain_id, end["seq"]))
+            removed += cur.rowcount
+    return removed
+
+
+# --- verification -----------------------------------------------------------------------------
+
+@dataclass
+class Verdict:
+    chain_id: uuid.UUID
+    checked: int
+    first_broken: dict | None
+    checkpoint: dict | None
+
+    @property
+    def ok(self) -> bool:
+        return self.first_broken is None
+
+    def as_json(self) -> dict:
+        return {"ok": self.ok, "checked": self.checked, "first_broken": self.first_broken,
+                "checkpoint": self.checkpoint}
+
+
+def checkpoint_json(row: dict) -> dict:
+    return {"seq": row["seq"], "hash": bytes(row["head_hash"]).hex(), "kind": row["kind"],
+            "signed_at": utc_micro(row["signed_at"]), "key_id": row["key_id"],
+            "public_key": bytes(row["public_key"]).hex()}
+
+
+_ROWS = """SELECT id, chain_id, seq, created_at, user_email, action, resource, resource_id,
+                  ip_address, user_agent, metadata::text AS metadata_text, prev_hash, hash
+           FROM audit_logs WHERE chain_id = %s AND (seq, id) > (%s, %s)
+           ORDER BY seq, id LIMIT %s"""
+
+
+async def verify_chain(cur: db.Cursor, signer: CheckpointSigner, chain_id: uuid.UUID) -> Verdict:
+    """Walk one chain from its start: every entry's seq, link and hash, every checkpoint's
+    signature and head. Reports the first broken link (by seq) and the latest good checkpoint."""
+    checkpoints = await db.fetchall(
+        cur, "SELECT * FROM audit_checkpoints WHERE chain_id = %s ORDER BY seq, signed_at",
+        (chain_id,))
+    good: list[dict] = []
+    for cp in checkpoints:
+        if not signer.trusts(cp["key_id"], cp["public_key"]):
+            return Verdict(chain_id, 0, {"seq": cp["seq"], "reason": (
+                f"the checkpoint at seq {cp['seq']} is signed by key {cp['key_id']}, not by this "
+                "server's key")}, None)
+        if cp["kind"] not in KINDS or not signature_ok(cp):
+            return Verdict(chain_id, 0, {"seq": cp["seq"], "reason": (
+                f"the checkpoint at seq {cp['seq']} has an invalid signature")}, None)
+        good.append(cp)
+    at_seq: dict[int, list[dict]] = {}
+    for cp in good:
+        at_seq.setdefault(cp["seq"], []).append(cp)
+    latest = checkpoint_json(good[-1]) if good else None
+    purges = [cp["seq"] for cp in good if cp["kind"] == "purge"]
+
+    def broken(checked: int, seq: int, reason: str) -> Verdict:
+        return Verdict(chain_id, checked, {"seq": seq, "reason": reason}, latest)
+
+    checked = 0
+    expected: int | None = None
+    prev = GENESIS
+    after: tuple[int, Any] = (0, uuid.UUID(int=0))
+    while True:
+        rows = await db.fetchall(cur, _ROWS, (chain_id, after[0], after[1], PAGE))
+        for row in rows:
+            seq = row["seq"]
+            if expected is None:  # the chain's start: seq 1, or just after a purge checkpoint
+                if seq != 1:
+                    anchor = [cp for cp in at_seq.get(seq - 1, ()) if cp["kind"] == "purge"]
+                    if not anchor:
+                        first_missing = max([s for s in purges if s < seq], default=0) + 1
+                        return broken(checked, first_missing, (
+                            f"entry {first_missing} is missing (the chain starts at {seq} with "
+                            "no signed purge checkpoint before it)"))
+                    prev = bytes(anchor[0]["head_hash"])
+                expected = seq
+            if seq < expected:
+                return broken(checked, seq, f"entry {seq} appears twice")
+            if seq > expected:
+                return broken(checked, expected, f"entry {expected} is missing")
+            if bytes(row["prev_hash"]) != prev:
+                return broken(checked, seq, "its prev_hash is not the hash of the entry before")
+            digest = entry_hash(row)
+            if digest != bytes(row["hash"]):
+                return broken(checked, seq, "its content does not match its hash (edited)")
+            for cp in at_seq.get(seq, ()):
+                if bytes(cp["head_hash"]) != digest:
+                    return broken(checked, seq, f"the signed checkpoint at seq {seq} names a "
+                                                "different hash")
+            checked += 1
+            prev = digest
+            expected = seq + 1
+        if len(rows) < PAGE:
+            break
+        after = (rows[-1]["seq"], rows[-1]["id"])
+    last = expected - 1 if expected is not None else None
+    if good:
+        top_seq = max(cp["seq"] for cp in good)
+        if last is None and top_seq not in purges:
+            first_missing = max(purges, default=0) + 1
+            return broken(0, first_missing, f"entry {first_missing} is missing (a signed "
+                                            f"checkpoint covers seq {top_seq})")
+        if last is not None and top_seq > last:
+            return broken(checked, last + 1, f"entry {last + 1} is missing (a signed checkpoint "
+                                             f"covers seq {top_seq})")
+    return Verdict(chain_id, checked, None, latest)
+
+
+async def chains(cur: db.Cursor) -> list[dict]:
+    """Every chain in the log or its checkpoints: chain id and the team's slug (None when the
+    team is gone or for the account chain)."""
+    return await db.fetchall(
+        cur,
+        """SELECT c.chain_id, t.slug FROM (
+               SELECT DISTINCT chain_id FROM audit_logs
+               UNION SELECT DISTINCT chain_id FROM audit_checkpoints) c
+           LEFT JOIN teams t ON t.id = c.chain_id
+           ORDER BY t.slug NULLS LAST, c.chain_id""")

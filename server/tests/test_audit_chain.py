@@ -1,0 +1,293 @@
+"""The audit hash chains (migration 0010, audit_chain.py): every writer links its entry, concurrent
+appenders in several connections and processes keep one gap-free order, signed checkpoints, and
+verification (API and `cvsm-server audit verify`) finding an entry edited, deleted or inserted by
+a superuser with the triggers off, and still passing after a retention purge."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import textwrap
+import uuid
+from pathlib import Path
+
+import psycopg2
+import pytest
+
+from cvsm_server import audit, audit_chain, db
+from cvsm_server.web.state import CHECKPOINT_SIGNER
+from conftest import JWT_SECRET, MASTER_KEY, Api, query, server_url
+
+CONSOLE_SCRIPT = Path(sys.executable).with_name("cvsm-server")
+ROWS = """SELECT id, chain_id, seq, created_at, user_email, action, resource, resource_id, ip_address,
+                 user_agent, metadata::text AS metadata_text, prev_hash, hash, team_id
+          FROM audit_logs WHERE chain_id = %s ORDER BY seq"""
+
+
+async def as_superuser(database_url: str, *statements: tuple[str, tuple]) -> None:
+    """Run statements as the owner with the triggers off (`session_replication_role = replica`),
+    as someone tampering with the log would."""
+    conn = psycopg2.connect(database_url)
+    try:
+        with conn, conn.cursor() as cur:
+            cur.execute("SET LOCAL session_replication_role = replica")
+            for sql, args in statements:
+                cur.execute(sql, args)
+    finally:
+        conn.close()
+
+
+async def verify(client, api: Api, user, team_id: str) -> dict:
+    resp = await client.get(f"/api/v1/teams/{team_id}/audit/verify", headers=api.auth(user["token"]))
+    assert resp.status == 200
+    return await resp.json()
+
+
+async def busy_team(client, api: Api, owner, team_id: str, reads: int = 3) -> None:
+    h = api.auth(owner["token"])
+    sid = await api.secret(owner, team_id, f"S_{uuid.uuid4().hex[:8]}", "v")
+    for _ in range(reads):
+        assert (await client.get(f"/api/v1/teams/{team_id}/secrets/{sid}", headers=h)).status == 200
+
+
+async def test_every_writer_links_its_entry_and_python_recomputes_each_hash(client, api: Api, owner,
+                                                                            team_id, database_url):
+    h = {**api.auth(owner["token"]), "User-Agent": 'ua "quoted" \\ \t end'}
+    sid = await api.secret(owner, team_id, "A", "v")
+    await client.get(f"/api/v1/teams/{team_id}/secrets/{sid}", headers=h)  # the inline INSERT
+    await client.put(f"/api/v1/teams/{team_id}/secrets/{sid}", headers=h, json={"value": "w"})
+    # Text the API cannot bring (non-ASCII, control characters) still hashes alike.
+    await query(server_url(database_url), """INSERT INTO audit_logs (team_id, action, resource,
+        user_agent, metadata) VALUES (%s, 'x', 'x', %s, %s::jsonb)""",
+        (team_id, 'é 😀 \x01 \x1f "q" \\ \n\r\b\f/', '{"b": [1.50, 2e3, "é\\u0001"], "a": null}'))
+    rows = await query(database_url, ROWS, (team_id,))
+    assert [r["seq"] for r in rows] == list(range(1, len(rows) + 1)) and len(rows) == 5
+    assert bytes(rows[0]["prev_hash"]) == audit_chain.GENESIS
+    for before, row in zip(rows, rows[1:]):
+        assert bytes(row["prev_hash"]) == bytes(before["hash"])
+    for row in rows:
+        assert audit_chain.entry_hash(row) == bytes(row["hash"])
+        sql = await query(database_url, """SELECT cvsm_audit_canonical(chain_id, seq, id, created_at,
+            user_email, action, resource, resource_id, ip_address, user_agent, metadata, prev_hash)
+            AS c FROM audit_logs WHERE id = %s""", (row["id"],))
+        assert sql[0]["c"].encode() == audit_chain.canonical(row)
+    # Entries without a team (sign-in) form the account chain.
+    await client.post("/api/v1/auth/login", json={"identifier": owner["email"], "password": "nope"})
+    await client.post("/api/v1/me/logout-all", headers=api.auth(owner["token"]))
+    account = await query(database_url, ROWS, (audit_chain.ACCOUNT_CHAIN,))
+    assert len(account) >= 1 and [r["seq"] for r in account] == list(range(1, len(account) + 1))
+    assert all(r["team_id"] is None for r in account)
+
+
+async def test_concurrent_appenders_keep_one_gap_free_order(client, api: Api, owner, team_id,
+                                                            database_url):
+    async def append(n: int) -> None:
+        pool = await db.create_pool(server_url(database_url), maxsize=1)
+        try:
+            for i in range(n):
+                async with db.pool_transaction(pool) as cur:
+                    await audit.record(cur, None, "test", "test", team_id=uuid.UUID(team_id),
+                                       metadata={"i": i})
+        finally:
+            pool.close()
+            await pool.wait_closed()
+
+    await asyncio.gather(*(append(25) for _ in range(6)))
+    rows = await query(database_url, ROWS, (team_id,))
+    assert [r["seq"] for r in rows] == list(range(1, 152))
+    body = await verify(client, api, owner, team_id)
+    assert body == {"ok": True, "checked": 151, "first_broken": None, "checkpoint": None}
+
+
+async def test_two_processes_appending_to_one_chain_keep_one_order(client, api: Api, owner, team_id,
+                                                                   database_url):
+    script = textwrap.dedent("""
+        import sys, psycopg2
+        conn = psycopg2.connect(sys.argv[1])
+        conn.autocommit = True
+        cur = conn.cursor()
+        for i in range(150):
+            cur.execute("INSERT INTO audit_logs (team_id, action, resource) VALUES (%s, 'p', 'p')",
+                        (sys.argv[2],))
+        conn.close()
+    """)
+    procs = [subprocess.Popen([sys.executable, "-c", script, server_url(database_url), team_id])
+             for _ in range(2)]
+    for proc in procs:
+        assert proc.wait(timeout=120) == 0
+    rows = await query(database_url, ROWS, (team_id,))
+    assert [r["seq"] for r in rows] == list(range(1, 302))
+    assert (await verify(client, api, owner, team_id))["ok"] is True
+
+
+async def test_a_rolled_back_entry_leaves_no_gap(client, api: Api, owner, team_id, database_url):
+    conn = psycopg2.connect(server_url(database_url))
+    try:
+        with conn.cursor() as cur:
+            cur.execute("INSERT INTO audit_logs (team_id, action, resource) VALUES (%s, 'x', 'x')",
+                        (team_id,))
+        conn.rollback()
+    finally:
+        conn.close()
+    await query(server_url(database_url),
+                "INSERT INTO audit_logs (team_id, action, resource) VALUES (%s, 'y', 'y')", (team_id,))
+    rows = await query(database_url, ROWS, (team_id,))
+    assert [(r["seq"], r["action"]) for r in rows] == [(1, "team_create"), (2, "y")]
+
+
+async def test_the_server_role_cannot_forge_chain_fields_or_touch_checkpoints(client, api: Api, owner,
+                                                                              team_id, database_url):
+    app_url = server_url(database_url)
+    await query(app_url, """INSERT INTO audit_logs (team_id, action, resource, seq, prev_hash, hash)
+                            VALUES (%s, 'forged', 'x', 99, '\\x00', '\\x00')""", (team_id,))
+    row = (await query(database_url, "SELECT seq, hash FROM audit_logs WHERE action = 'forged'"))[0]
+    assert row["seq"] == 2 and len(bytes(row["hash"])) == 32
+    resp = await client.post(f"/api/v1/teams/{team_id}/audit/checkpoints",
+                             headers=api.auth(owner["token"]))
+    assert resp.status == 201 and (await resp.json())["checkpoint"]["seq"] == 2
+    for sql in ("UPDATE audit_checkpoints SET seq = 1", "DELETE FROM audit_checkpoints",
+                "UPDATE audit_logs SET seq = 7", "DELETE FROM audit_logs"):
+        with pytest.raises(psycopg2.errors.InsufficientPrivilege):
+            await query(app_url, sql)
+
+
+async def test_verify_reports_an_edited_entry_at_its_seq(client, api: Api, owner, team_id, database_url):
+    await busy_team(client, api, owner, team_id)
+    assert (await verify(client, api, owner, team_id))["ok"] is True
+    await as_superuser(database_url, ("UPDATE audit_logs SET ip_address = '10.6.6.6' "
+                                      "WHERE chain_id = %s AND seq = 3", (team_id,)))
+    body = await verify(client, api, owner, team_id)
+    assert body["ok"] is False and body["first_broken"]["seq"] == 3
+    assert "edited" in body["first_broken"]["reason"] and body["checked"] == 2
+
+
+async def test_verify_reports_a_deleted_entry_at_its_seq(client, api: Api, owner, team_id, database_url):
+    await busy_team(client, api, owner, team_id)
+    await as_superuser(database_url, ("DELETE FROM audit_logs WHERE chain_id = %s AND seq = 4",
+                                      (team_id,)))
+    body = await verify(client, api, owner, team_id)
+    assert body["first_broken"] == {"seq": 4, "reason": "entry 4 is missing"}
+
+
+async def test_verify_reports_a_deleted_tail_covered_by_a_checkpoint(client, api: Api, owner, team_id,
+                                                                     database_url):
+    await busy_team(client, api, owner, team_id)  # seq 1..5
+    h = api.auth(owner["token"])
+    assert (await client.post(f"/api/v1/teams/{team_id}/audit/checkpoints", headers=h)).status == 201
+    await as_superuser(database_url, ("DELETE FROM audit_logs WHERE chain_id = %s AND seq >= 4",
+                                      (team_id,)))
+    body = await verify(client, api, owner, team_id)
+    assert body["ok"] is False and body["first_broken"]["seq"] == 4
+
+
+async def test_verify_reports_an_inserted_entry_at_its_seq(client, api: Api, owner, team_id,
+                                                           database_url):
+    await busy_team(client, api, owner, team_id)  # seq 1..5
+    rows = await query(database_url, ROWS, (team_id,))
+    # A row slipped in after seq 3 (seq 4 and 5 renumbered), hashed correctly on its own.
+    forged = {**rows[3], "id": uuid.uuid4(), "action": "read", "seq": 4,
+              "prev_hash": bytes(rows[2]["hash"]), "user_email": "ghost@example.com"}
+    forged["hash"] = audit_chain.entry_hash(forged)
+    await as_superuser(
+        database_url,
+        ("UPDATE audit_logs SET seq = -seq WHERE chain_id = %s AND seq >= 4", (team_id,)),
+        ("UPDATE audit_logs SET seq = 1 - seq WHERE chain_id = %s AND seq < 0", (team_id,)),
+        ("""INSERT INTO audit_logs (id, team_id, chain_id, seq, user_email, action, resource,
+                                    resource_id, ip_address, user_agent, metadata, created_at,
+                                    prev_hash, hash)
+            VALUES (%s, %s, %s, 4, %s, 'read', %s, %s, %s, %s, %s::jsonb, %s, %s, %s)""",
+         (str(forged["id"]), team_id, team_id, forged["user_email"], forged["resource"],
+          forged["resource_id"], forged["ip_address"], forged["user_agent"],
+          forged["metadata_text"], forged["created_at"], forged["prev_hash"], forged["hash"])),
+    )
+    body = await verify(client, api, owner, team_id)
+    assert body["ok"] is False and body["first_broken"]["seq"] == 5
+    assert body["checked"] == 4
+
+
+async def test_verify_passes_after_a_retention_purge_and_chain_goes_on(client, api: Api, owner,
+                                                                       team_id, database_url):
+    await busy_team(client, api, owner, team_id)  # seq 1..5
+    # The first three entries are 40 days old (moved back with the triggers off, as a test).
+    await as_superuser(database_url, ("UPDATE audit_logs SET created_at = created_at - interval '40 days'"
+                                      " WHERE chain_id = %s AND seq <= 3", (team_id,)))
+    pool = await db.create_pool(server_url(database_url), maxsize=1)
+    try:
+        assert await audit.purge_expired(pool, client.app[CHECKPOINT_SIGNER]) == 3
+    finally:
+        pool.close()
+        await pool.wait_closed()
+    body = await verify(client, api, owner, team_id)
+    assert body["ok"] is True and body["checked"] == 2
+    assert body["checkpoint"]["seq"] == 3 and body["checkpoint"]["kind"] == "purge"
+    await busy_team(client, api, owner, team_id, reads=0)  # seq 6 links to 5
+    assert (await verify(client, api, owner, team_id))["checked"] == 3
+    # Deleting the new first entry is still caught, though a checkpoint precedes the gap.
+    await as_superuser(database_url, ("DELETE FROM audit_logs WHERE chain_id = %s AND seq = 4",
+                                      (team_id,)))
+    assert (await verify(client, api, owner, team_id))["first_broken"]["seq"] == 4
+
+
+async def test_a_forged_checkpoint_is_refused(client, api: Api, owner, team_id, database_url):
+    await busy_team(client, api, owner, team_id, reads=0)
+    h = api.auth(owner["token"])
+    assert (await client.post(f"/api/v1/teams/{team_id}/audit/checkpoints", headers=h)).status == 201
+    await as_superuser(database_url, ("UPDATE audit_checkpoints SET signed_at = signed_at - interval '1 s'",
+                                      ()))
+    body = await verify(client, api, owner, team_id)
+    assert body["ok"] is False and "signature" in body["first_broken"]["reason"]
+
+
+async def test_verify_and_checkpoint_need_admin(client, api: Api, owner, team_id):
+    member = await api.register()
+    await api.add_member(owner, team_id, member, "Member")
+    h = api.auth(member["token"])
+    assert (await client.get(f"/api/v1/teams/{team_id}/audit/verify", headers=h)).status == 403
+    assert (await client.post(f"/api/v1/teams/{team_id}/audit/checkpoints", headers=h)).status == 403
+
+
+async def test_checkpoint_job_signs_only_chains_that_grew(client, api: Api, owner, team_id, database_url):
+    signer = client.app[CHECKPOINT_SIGNER]
+    pool = await db.create_pool(server_url(database_url), maxsize=1)
+    try:
+        first = await audit_chain.checkpoint_grown_chains(pool, signer)
+        assert first >= 1
+        assert await audit_chain.checkpoint_grown_chains(pool, signer) == 0
+        await busy_team(client, api, owner, team_id, reads=0)
+        assert await audit_chain.checkpoint_grown_chains(pool, signer) == 1
+    finally:
+        pool.close()
+        await pool.wait_closed()
+    marks = await query(database_url, "SELECT seq, kind FROM audit_checkpoints WHERE chain_id = %s "
+                                      "ORDER BY seq", (team_id,))
+    assert [(m["seq"], m["kind"]) for m in marks] == [(1, "periodic"), (2, "periodic")]
+
+
+def run_verify(database_url: str, tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CVSM_")}
+    env.update({"CVSM_DATABASE_URL": server_url(database_url),
+                "CVSM_MIGRATION_DATABASE_URL": database_url, "CVSM_DATA_DIR": str(tmp_path / "cli"),
+                "CVSM_MASTER_KEY": MASTER_KEY, "CVSM_JWT_SECRET": JWT_SECRET})
+    return subprocess.run([str(CONSOLE_SCRIPT), "audit", "verify", *args], env=env,
+                          stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120)
+
+
+async def test_cli_audit_verify_exits_0_when_intact_and_1_at_the_first_broken_link(
+        client, api: Api, owner, team_id, database_url, tmp_path):
+    await busy_team(client, api, owner, team_id)
+    slug = (await query(database_url, "SELECT slug FROM teams WHERE id = %s", (team_id,)))[0]["slug"]
+    ok = await asyncio.to_thread(run_verify, database_url, tmp_path)
+    assert ok.returncode == 0, ok.stderr
+    assert f"team {slug}: intact, 5 entries" in ok.stdout
+    await as_superuser(database_url, ("UPDATE audit_logs SET action = 'nothing' "
+                                      "WHERE chain_id = %s AND seq = 2", (team_id,)))
+    bad = await asyncio.to_thread(run_verify, database_url, tmp_path, "--team", slug)
+    assert bad.returncode == 1
+    lines = [line for line in bad.stderr.splitlines() if line.startswith("cvsm-server:")]
+    assert lines == [f"cvsm-server: audit chain of team {slug} is broken at seq 2: its content "
+                     "does not match its hash (edited)"]
+    assert "Traceback" not in bad.stderr
+    unknown = await asyncio.to_thread(run_verify, database_url, tmp_path, "--team", "no-such-team")
+    assert unknown.returncode == 1 and "no team with the slug" in unknown.stderr
