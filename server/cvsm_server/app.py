@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator
 from aiohttp import web
 
 from . import (audit, credentials, db, deletion, keys, mail, mailtokens, oauth, ratelimit, sessions,
-               tokens)
+               tokens, webhook_sender)
 from .web import dashboard, lowlevel, metrics
 from .config import Settings
 from .crypto import Keyring
@@ -66,6 +66,10 @@ async def _background_jobs(app: web.Application) -> AsyncIterator[None]:
                              poll_seconds=settings.mail_poll_seconds)
     jobs = [asyncio.create_task(audit.purge_loop(pool)), asyncio.create_task(_housekeeping_loop(pool)),
             asyncio.create_task(sender.run()), asyncio.create_task(deletion.purge_loop(pool))]
+    hooks = webhook_sender.WebhookSender(pool, app[KEYRING],
+                                         allow_private=settings.webhook_allow_private,
+                                         poll_seconds=settings.webhook_poll_seconds)
+    jobs.append(asyncio.create_task(hooks.run()))
     yield
     # A cancel can be swallowed by a database wait in flight (asyncio.wait_for on Python 3.11):
     # cancel again until the jobs have ended, so shutdown never waits for a job's next sleep.

@@ -17,7 +17,7 @@ from typing import Any
 
 from psycopg2.extras import Json
 
-from . import db, roles
+from . import db, roles, webhooks
 from .actor import Actor
 from .timeutil import iso
 
@@ -65,6 +65,8 @@ async def record(
             "metadata": Json(metadata or {}),
         },
     )
+    await webhooks.emit(cur, actor, action, resource, team_id=team_id, resource_id=resource_id,
+                        metadata=metadata)
 
 
 def entry_json(row: dict) -> dict:

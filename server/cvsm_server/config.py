@@ -125,6 +125,11 @@ class Settings:
     old_master_keys: tuple[bytes, ...] = field(default=(), repr=False)
     # `GET /metrics` answers only when set, and only to `Authorization: Bearer <this>`.
     metrics_token: str | None = field(default=None, repr=False)
+    # Webhooks: allow targets in private, loopback, link-local and other non-global ranges
+    # (`CVSM_WEBHOOK_ALLOW_PRIVATE=1`; for tests and closed networks), and how often the sender
+    # looks at the queue when nothing woke it (seconds).
+    webhook_allow_private: bool = False
+    webhook_poll_seconds: float = 30.0
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -177,6 +182,9 @@ class Settings:
             default_plan=_plan(get("CVSM_DEFAULT_PLAN")),
             old_master_keys=_old_master_keys(get("CVSM_OLD_MASTER_KEYS")),
             metrics_token=_metrics_token(get("CVSM_METRICS_TOKEN")),
+            webhook_allow_private=_flag(get("CVSM_WEBHOOK_ALLOW_PRIVATE")),
+            webhook_poll_seconds=_seconds("CVSM_WEBHOOK_POLL_SECONDS",
+                                          get("CVSM_WEBHOOK_POLL_SECONDS"), 30.0) or 30.0,
         )
 
     @property
