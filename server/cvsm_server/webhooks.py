@@ -8,7 +8,7 @@
   an event exists exactly when its action committed, and `NOTIFY cvsm_webhooks` wakes the
   senders (webhook_sender.py) on commit. The body is the resource's metadata as the audit entry
   has it: never a secret value.
-- Token events reach team webhooks only for team-bound tokens (`POST /tokens` with `team`): a
+- Token events reach team webhooks only for team-bound tokens (`POST /tokens` with `team_id`): a
   personal token belongs to a user, not to a team, and its events go to no webhook.
 - Targets: `http(s)://` only, no user or password in the URL, and (unless
   `CVSM_WEBHOOK_ALLOW_PRIVATE=1`) every address the host resolves to must be global: private,
