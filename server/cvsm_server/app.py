@@ -44,6 +44,7 @@ async def _housekeeping(pool: db.Pool) -> None:
     await ratelimit.purge_old_windows(pool)
     await tokens.purge_old_failures(pool)
     await mailtokens.purge_old(pool)
+    await webhook_sender.purge_finished(pool)
 
 
 async def _housekeeping_loop(pool: db.Pool, interval: float = 600.0) -> None:

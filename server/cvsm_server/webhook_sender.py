@@ -38,6 +38,8 @@ MAX_ATTEMPTS = 15  # 30 s, 1, 2, 4 ... 128 min, then 4 h five times: about 24 h 
 RETRY_BASE_SECONDS = 30
 RETRY_MAX_SECONDS = 4 * 3600
 LEASE = timedelta(minutes=5)
+# Delivered and failed deliveries stay in the delivery log this long.
+KEEP_FINISHED = timedelta(days=30)
 BATCH = 10
 TIMEOUT = 10.0
 MAX_ANSWER_BYTES = 64 * 1024
@@ -191,6 +193,15 @@ async def _deliver_one(pool: db.Pool, keyring: Keyring, row: dict, allow_private
             row["id"], row["event_type"], row["attempts"], outcome.error,
             "; giving up" if give_up else "; will retry")
     return 0
+
+
+async def purge_finished(pool: db.Pool) -> int:
+    """Drop delivered and failed deliveries older than `KEEP_FINISHED`; returns how many."""
+    async with db.cursor(pool) as cur:
+        await cur.execute(
+            """DELETE FROM webhook_deliveries
+               WHERE status <> 'pending' AND created_at < now() - %s""", (KEEP_FINISHED,))
+        return cur.rowcount
 
 
 class WebhookSender:

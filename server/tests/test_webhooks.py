@@ -626,3 +626,26 @@ async def _close_pools() -> Any:
         pool = _POOLS.pop()
         pool.close()
         await pool.wait_closed()
+
+
+async def test_finished_deliveries_leave_the_log_after_thirty_days(hook_api: Api,
+                                                                   database_url: str,
+                                                                   receiver: Receiver) -> None:
+    api = hook_api
+    owner = await api.register("purge_owner")
+    team = await api.team(owner)
+    created = await add_webhook(api, owner, team, receiver.url, ["secret.created"])
+    await api.secret(owner, team, "OLD", "v-1")
+    await receiver.arrived.wait()
+
+    async def delivered() -> Any:
+        rows = await deliveries(database_url, created["webhook"]["id"])
+        return rows if rows and rows[0]["status"] == "delivered" else None
+
+    await wait_until(delivered, "the delivery")
+    await query(database_url, "UPDATE webhook_deliveries SET created_at = now() - interval '31 days'")
+    await api.secret(owner, team, "NEW", "v-2")  # pending or just delivered: recent, kept
+    pool, _ = await _sender_args(database_url)
+    assert await webhook_sender.purge_finished(pool) == 1
+    rows = await deliveries(database_url, created["webhook"]["id"])
+    assert [r["payload"]["data"]["name"] for r in rows] == ["NEW"]
