@@ -5,8 +5,10 @@ SSRF rules refuse each private range; the signing secret is shown once."""
 from __future__ import annotations
 
 import asyncio
+import base64
 import hashlib
 import hmac
+import ipaddress
 import json
 import logging
 import re
@@ -14,7 +16,6 @@ import shutil
 import socket
 import subprocess
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -24,8 +25,6 @@ from aiohttp import web
 from cvsm_server import db, webhook_sender, webhooks
 from cvsm_server.crypto import Keyring
 from conftest import MASTER_KEY, Api, query, server_url
-
-import base64
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "webhooks.md"
 ALL_EVENTS = list(webhooks.EVENTS)
@@ -388,7 +387,6 @@ async def test_private_targets_are_refused_at_creation(api: Api, owner: dict, te
 @pytest.mark.parametrize("address", ["8.8.8.8", "1.1.1.1", "2606:4700:4700::1111",
                                      "93.184.215.14"])
 def test_global_addresses_are_allowed(address: str) -> None:
-    import ipaddress
     assert not webhooks.refused_address(ipaddress.ip_address(address))
 
 
