@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator
 from aiohttp import web
 
 from . import (audit, audit_chain, credentials, db, deletion, keys, mail, mailtokens, oauth,
-               ratelimit, sessions, support, tokens)
+               ratelimit, sessions, support, tokens, webhook_sender)
 from .web import dashboard, lowlevel, metrics
 from .config import Settings
 from .crypto import Keyring
@@ -47,6 +47,7 @@ async def _housekeeping(pool: db.Pool) -> None:
     await ratelimit.purge_old_windows(pool)
     await tokens.purge_old_failures(pool)
     await mailtokens.purge_old(pool)
+    await webhook_sender.purge_finished(pool)
 
 
 async def _housekeeping_loop(pool: db.Pool, interval: float = 600.0) -> None:
@@ -73,6 +74,10 @@ async def _background_jobs(app: web.Application) -> AsyncIterator[None]:
             asyncio.create_task(sender.run()), asyncio.create_task(deletion.purge_loop(pool)),
             asyncio.create_task(audit_chain.checkpoint_loop(pool, checkpoints,
                                                             settings.audit_checkpoint_seconds))]
+    hooks = webhook_sender.WebhookSender(pool, app[KEYRING],
+                                         allow_private=settings.webhook_allow_private,
+                                         poll_seconds=settings.webhook_poll_seconds)
+    jobs.append(asyncio.create_task(hooks.run()))
     yield
     # A cancel can be swallowed by a database wait in flight (asyncio.wait_for on Python 3.11):
     # cancel again until the jobs have ended, so shutdown never waits for a job's next sleep.

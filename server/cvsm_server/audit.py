@@ -23,7 +23,7 @@ from typing import Any
 
 from psycopg2.extras import Json
 
-from . import audit_chain, db, roles
+from . import audit_chain, db, roles, webhooks
 from .actor import Actor
 from .errors import BadRequest
 from .timeutil import iso, parse_iso
@@ -72,6 +72,8 @@ async def record(
             "metadata": Json(metadata or {}),
         },
     )
+    await webhooks.emit(cur, actor, action, resource, team_id=team_id, resource_id=resource_id,
+                        metadata=metadata)
 
 
 def entry_json(row: dict) -> dict:

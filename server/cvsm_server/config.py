@@ -131,6 +131,11 @@ class Settings:
     support_email: str | None = None
     # How often the background job signs a checkpoint of every audit chain that grew (seconds).
     audit_checkpoint_seconds: float = 300.0
+    # Webhooks: allow targets in private, loopback, link-local and other non-global ranges
+    # (`CVSM_WEBHOOK_ALLOW_PRIVATE=1`; for tests and closed networks), and how often the sender
+    # looks at the queue when nothing woke it (seconds).
+    webhook_allow_private: bool = False
+    webhook_poll_seconds: float = 30.0
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -187,6 +192,9 @@ class Settings:
             audit_checkpoint_seconds=_seconds("CVSM_AUDIT_CHECKPOINT_SECONDS",
                                               get("CVSM_AUDIT_CHECKPOINT_SECONDS"), 300.0)
             or 300.0,
+            webhook_allow_private=_flag(get("CVSM_WEBHOOK_ALLOW_PRIVATE")),
+            webhook_poll_seconds=_seconds("CVSM_WEBHOOK_POLL_SECONDS",
+                                          get("CVSM_WEBHOOK_POLL_SECONDS"), 30.0) or 30.0,
         )
 
     @property

@@ -127,3 +127,7 @@ HASH_KEY_AAD = b"cvsm:token-hash-key"
 
 def mail_aad(mail_id: object) -> bytes:
     return f"cvsm:mail:{mail_id}".encode()
+
+
+def webhook_aad(webhook_id: object) -> bytes:
+    return f"cvsm:webhook:{webhook_id}".encode()

@@ -16,7 +16,8 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
 from . import db
-from .crypto import DecryptionError, Keyring, mail_aad, secret_aad, share_aad, totp_aad
+from .crypto import (DecryptionError, Keyring, mail_aad, secret_aad, share_aad, totp_aad,
+                     webhook_aad)
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,8 @@ SEALED_TABLES = (
                 lambda r: totp_aad(r["id"])),
     SealedTable("mail_outbox", "key_id", "nonce", "ciphertext", "", "",
                 lambda r: mail_aad(r["id"])),
+    SealedTable("webhooks", "key_id", "nonce", "ciphertext", "", "",
+                lambda r: webhook_aad(r["id"])),
 )
 
 _NO_ID = uuid.UUID(int=0)

@@ -103,7 +103,7 @@ async def _record_failed_lookup(pool: db.Pool, cache: credentials.CredentialCach
                 await credentials.bump(cur)
 
 
-async def _allowlist_miss(pool: db.Pool, token_id: uuid.UUID) -> None:
+async def _allowlist_miss(pool: db.Pool, token_id: uuid.UUID, client: Actor) -> None:
     async with db.connection(pool) as conn, db.transaction(conn) as cur:
         row = await db.fetchone(
             cur,
@@ -112,11 +112,19 @@ async def _allowlist_miss(pool: db.Pool, token_id: uuid.UUID) -> None:
                                             THEN 0 ELSE failed_auth_count + 1 END,
                    locked_until = CASE WHEN failed_auth_count + 1 >= %(n)s
                                        THEN now() + %(lock)s ELSE locked_until END
-               WHERE id = %(id)s RETURNING locked_until > now() AS locked""",
+               WHERE id = %(id)s
+               RETURNING locked_until > now() AS locked, failed_auth_count = 0 AS just_locked,
+                         team_id, token_prefix, locked_until""",
             {"n": ALLOWLIST_MISSES, "lock": ALLOWLIST_LOCK, "id": token_id},
         )
         if row and row["locked"]:
             await credentials.bump(cur)
+            if row["just_locked"]:  # audited (and a team-bound token's `token.locked` event)
+                await audit.record(cur, client, "token_lock", "api_token", team_id=row["team_id"],
+                                   resource_id=token_id,
+                                   metadata={"token_prefix": row["token_prefix"],
+                                             "reason": "allowed_ips",
+                                             "locked_until": iso(row["locked_until"])})
 
 
 async def authenticate(pool: db.Pool, cache: credentials.CredentialCache, keyring: Keyring,
@@ -136,7 +144,7 @@ async def authenticate(pool: db.Pool, cache: credentials.CredentialCache, keyrin
         entry = await _lookup(pool, cache, prefix, digest, failures)
         epoch = None  # read from the database just now: confirmed
     if entry.allowed_ips and not address_allowed(client.ip or "", entry.allowed_ips):
-        await _allowlist_miss(pool, entry.id)
+        await _allowlist_miss(pool, entry.id, client)
         raise Forbidden(IP_NOT_ALLOWED)
     stamp = now()
     if (entry.last_used_at is None or stamp - entry.last_used_at > LAST_USE_EVERY
@@ -281,14 +289,15 @@ async def revoke_token(conn: db.Connection, actor: Actor, token_id: uuid.UUID) -
         row = await db.fetchone(
             cur,
             """UPDATE api_tokens SET revoked_at = now()
-               WHERE id = %s AND user_id = %s AND revoked_at IS NULL RETURNING id, token_prefix""",
+               WHERE id = %s AND user_id = %s AND revoked_at IS NULL
+               RETURNING id, token_prefix, team_id""",
             (token_id, actor.user_id),
         )
         if row is None:
             raise NotFound("Token tidak ditemukan")
         await credentials.bump(cur)
         await audit.record(cur, actor, "token_revoke", "api_token", resource_id=token_id,
-                           metadata={"token_prefix": row["token_prefix"]})
+                           team_id=row["team_id"], metadata={"token_prefix": row["token_prefix"]})
 
 
 async def purge_old_failures(pool: db.Pool) -> None:

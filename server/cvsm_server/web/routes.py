@@ -8,11 +8,12 @@ from __future__ import annotations
 from aiohttp import web
 
 from . import (accounts, admin, admin_pages, apidoc, audit, dashboard, deletion, invites, metrics,
-               newsletter, oauth, pages, secrets, shares, support, support_page, teams)
+               newsletter, oauth, pages, secrets, shares, support, support_page, teams, webhooks)
 
 UUID = r"{%s:[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}}"
 TEAM = "/api/v1/teams/{team_id}"
 SECRET = f"{TEAM}/secrets/{UUID % 'secret_id'}"
+WEBHOOK = f"{TEAM}/webhooks/{UUID % 'webhook_id'}"
 
 ROUTES = [
     web.get("/api/v1/health", shares.health),
@@ -59,6 +60,11 @@ ROUTES = [
     web.get(f"{TEAM}/invites", invites.list_invites),
     web.delete(f"{TEAM}/invites/{UUID % 'invite_id'}", invites.revoke_invite),
     web.post("/api/v1/invites/accept", invites.accept_invite),
+    web.post(f"{TEAM}/webhooks", webhooks.create_webhook),
+    web.get(f"{TEAM}/webhooks", webhooks.list_webhooks),
+    web.delete(WEBHOOK, webhooks.delete_webhook),
+    web.get(f"{WEBHOOK}/deliveries", webhooks.list_webhook_deliveries),
+    web.post(f"{WEBHOOK}/test", webhooks.send_webhook_test),
 
     web.get(f"{TEAM}/secrets", secrets.list_secrets),
     web.post(f"{TEAM}/secrets", secrets.create_secret),
