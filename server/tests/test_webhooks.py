@@ -11,6 +11,7 @@ import hmac
 import ipaddress
 import json
 import logging
+import os
 import re
 import shutil
 import socket
@@ -26,7 +27,7 @@ from cvsm_server import db, webhook_sender, webhooks
 from cvsm_server.crypto import Keyring
 from conftest import MASTER_KEY, Api, query, server_url
 
-DOCS = Path(__file__).resolve().parents[2] / "docs" / "webhooks.md"
+DOCS = Path(__file__).resolve().parents[2] / "README.md"  # its "Webhooks" section
 ALL_EVENTS = list(webhooks.EVENTS)
 
 
@@ -561,7 +562,10 @@ async def test_a_rolled_back_action_sends_nothing(hook_api: Api, database_url: s
 # --- the documented verifiers, against a real delivery --------------------------------------
 
 def _doc_block(language: str) -> str:
-    match = re.search(rf"```{language}\n(.*?)```", DOCS.read_text(encoding="utf-8"), re.S)
+    text = DOCS.read_text(encoding="utf-8")
+    section = text[text.index("### Webhooks\n"):]
+    section = section[:section.index("\n### ", 1)]
+    match = re.search(rf"```{language}\n(.*?)```", section, re.S)
     assert match, f"no {language} block in {DOCS.name}"
     return match.group(1)
 
@@ -595,6 +599,8 @@ async def test_the_documented_verifiers_accept_a_real_delivery_and_refuse_a_forg
 
     node = shutil.which("node")
     if node is None:
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail("node is not installed (CI=true): the Node verifier was not run")
         pytest.skip("node is not installed: the Node verifier was not run")
     (tmp_path / "verify.js").write_text(_doc_block("js"), encoding="utf-8")
     (tmp_path / "body.bin").write_bytes(body)
