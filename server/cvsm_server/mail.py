@@ -32,7 +32,7 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 import aiosmtplib
 import jinja2
 
-from . import db
+from . import db, queues
 from .config import Settings
 from .crypto import Keyring, mail_aad
 
@@ -240,45 +240,19 @@ async def _deliver_one(pool: db.Pool, keyring: Keyring, transport: Transport, ro
     return 1
 
 
-class MailSender:
-    """The background job: deliver what is due, then sleep until a `NOTIFY cvsm_mail` (a
-    commit that queued mail, on any process) or the poll interval, whichever comes first."""
+class MailSender(queues.QueueWorker):
+    """The background job that sends the outbox (see `queues.QueueWorker` for when it wakes)."""
+
+    channel = CHANNEL
+    name = "mail"
+    next_due_sql = """SELECT extract(epoch FROM min(next_attempt_at) - now()) AS seconds
+                      FROM mail_outbox WHERE failed_at IS NULL"""
 
     def __init__(self, pool: db.Pool, keyring: Keyring, transport: Transport, *,
                  poll_seconds: float = 30.0) -> None:
-        self.pool = pool
+        super().__init__(pool, poll_seconds=poll_seconds)
         self.keyring = keyring
         self.transport = transport
-        self.poll_seconds = poll_seconds
 
-    async def run(self) -> None:
-        while True:
-            try:
-                async with self.pool.acquire() as listener:
-                    async with listener.cursor() as cur:
-                        await cur.execute(f"LISTEN {CHANNEL}")
-                    await self._serve(listener)
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.exception("mail sender failed; restarting in %.0f s", self.poll_seconds)
-                await asyncio.sleep(self.poll_seconds)
-
-    async def _serve(self, listener: Any) -> None:
-        while True:
-            await deliver_due(self.pool, self.keyring, self.transport)
-            wait = self.poll_seconds
-            async with db.cursor(self.pool) as cur:
-                due = await db.fetchone(
-                    cur,
-                    """SELECT extract(epoch FROM min(next_attempt_at) - now()) AS seconds
-                       FROM mail_outbox WHERE failed_at IS NULL""",
-                )
-            if due and due["seconds"] is not None:
-                wait = max(0.05, min(wait, float(due["seconds"])))
-            try:
-                await asyncio.wait_for(listener.notifies.get(), wait)
-            except asyncio.TimeoutError:
-                pass
-            while not listener.notifies.empty():  # one pass serves every wake-up so far
-                listener.notifies.get_nowait()
+    async def deliver_due(self) -> int:
+        return await deliver_due(self.pool, self.keyring, self.transport)

@@ -24,12 +24,11 @@ import logging
 import socket
 import time
 from datetime import timedelta
-from typing import Any
 
 import aiohttp
 from aiohttp.abc import AbstractResolver, ResolveResult
 
-from . import __version__, db, webhooks
+from . import __version__, db, queues, webhooks
 from .crypto import Keyring
 
 log = logging.getLogger("cvsm.webhooks")
@@ -204,45 +203,19 @@ async def purge_finished(pool: db.Pool) -> int:
         return cur.rowcount
 
 
-class WebhookSender:
-    """The background job: deliver what is due, then sleep until a `NOTIFY cvsm_webhooks` (a
-    commit that queued an event, on any process) or the poll interval, whichever comes first."""
+class WebhookSender(queues.QueueWorker):
+    """The background job that delivers events (see `queues.QueueWorker` for when it wakes)."""
+
+    channel = webhooks.CHANNEL
+    name = "webhooks"
+    next_due_sql = """SELECT extract(epoch FROM min(next_attempt_at) - now()) AS seconds
+                      FROM webhook_deliveries WHERE status = 'pending'"""
 
     def __init__(self, pool: db.Pool, keyring: Keyring, *, allow_private: bool = False,
                  poll_seconds: float = 30.0) -> None:
-        self.pool = pool
+        super().__init__(pool, poll_seconds=poll_seconds)
         self.keyring = keyring
         self.allow_private = allow_private
-        self.poll_seconds = poll_seconds
 
-    async def run(self) -> None:
-        while True:
-            try:
-                async with self.pool.acquire() as listener:
-                    async with listener.cursor() as cur:
-                        await cur.execute(f"LISTEN {webhooks.CHANNEL}")
-                    await self._serve(listener)
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.exception("webhook sender failed; restarting in %.0f s", self.poll_seconds)
-                await asyncio.sleep(self.poll_seconds)
-
-    async def _serve(self, listener: Any) -> None:
-        while True:
-            await deliver_due(self.pool, self.keyring, allow_private=self.allow_private)
-            wait = self.poll_seconds
-            async with db.cursor(self.pool) as cur:
-                due = await db.fetchone(
-                    cur,
-                    """SELECT extract(epoch FROM min(next_attempt_at) - now()) AS seconds
-                       FROM webhook_deliveries WHERE status = 'pending'""",
-                )
-            if due and due["seconds"] is not None:
-                wait = max(0.05, min(wait, float(due["seconds"])))
-            try:
-                await asyncio.wait_for(listener.notifies.get(), wait)
-            except asyncio.TimeoutError:
-                pass
-            while not listener.notifies.empty():
-                listener.notifies.get_nowait()
+    async def deliver_due(self) -> int:
+        return await deliver_due(self.pool, self.keyring, allow_private=self.allow_private)
