@@ -109,7 +109,7 @@ async def update_user(conn: db.Connection, actor: Actor, user_id: uuid.UUID, *,
     async with db.transaction(conn) as cur:
         await require_admin(cur, actor)
         before = await db.fetchone(cur, "SELECT id, email, is_admin, disabled_at FROM users "
-                                        "WHERE id = %s FOR UPDATE", (user_id,))
+                                        "WHERE id = %s FOR NO KEY UPDATE", (user_id,))
         if before is None:
             raise NotFound(USER_NOT_FOUND)
         if is_admin is not None and is_admin != before["is_admin"]:
@@ -191,7 +191,7 @@ async def set_plan(conn: db.Connection, actor: Actor, team_ref: uuid.UUID | str,
         await require_admin(cur, actor)
         before = await db.fetchone(
             cur, f"SELECT id, slug, plan, max_secrets, max_members FROM teams WHERE {column} = %s "
-                 "FOR UPDATE", (team_ref,))
+                 "FOR NO KEY UPDATE", (team_ref,))
         if before is None:
             raise NotFound(TEAM_NOT_FOUND)
         await cur.execute(

@@ -67,7 +67,7 @@ def format_when(value: datetime) -> str:
 
 _USER = """SELECT id, email, name, password_hash, delete_after, totp_enabled, totp_key_id,
                   totp_nonce, totp_ciphertext, totp_last_step
-           FROM users WHERE id = %s FOR UPDATE"""
+           FROM users WHERE id = %s FOR NO KEY UPDATE"""
 
 
 async def status(conn: db.Connection, actor: Actor) -> dict[str, Any]:
@@ -158,7 +158,7 @@ async def cancel_deletion(conn: db.Connection, actor: Actor, keyring: Keyring, a
     sessions.require_jwt(actor)
     async with db.transaction(conn) as cur:
         user = await db.fetchone(
-            cur, "SELECT email, name, delete_after FROM users WHERE id = %s FOR UPDATE",
+            cur, "SELECT email, name, delete_after FROM users WHERE id = %s FOR NO KEY UPDATE",
             (actor.user_id,),
         )
         if user is None or user["delete_after"] is None:

@@ -42,7 +42,7 @@ async def request_link(conn: db.Connection, actor: Actor, keyring: Keyring, app_
     charge = ratelimit.Charge.of("verify_mail", str(actor.user_id), REQUEST_LIMIT)
     async with db.transaction(conn) as cur:
         user = await db.fetchone(
-            cur, "SELECT id, email, name, email_verified FROM users WHERE id = %s FOR UPDATE",
+            cur, "SELECT id, email, name, email_verified FROM users WHERE id = %s FOR NO KEY UPDATE",
             (actor.user_id,))
         if user is None:
             raise NotFound("Akun tidak ditemukan")

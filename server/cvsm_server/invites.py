@@ -163,7 +163,7 @@ async def accept_invite(conn: db.Connection, actor: Actor, keyring: Keyring, tok
             cur, f"SELECT i.* FROM team_invites i WHERE i.token_hash = %s AND {_PENDING} FOR UPDATE",
             (token_hash,),
         )
-        user = await db.fetchone(cur, "SELECT id, email FROM users WHERE id = %s FOR UPDATE",
+        user = await db.fetchone(cur, "SELECT id, email FROM users WHERE id = %s FOR NO KEY UPDATE",
                                  (actor.user_id,))
         if invite is None or user is None or user["email"].lower() != invite["email"].lower() \
                 or await roles.role_of(cur, team["id"], user["id"]) is not None:

@@ -412,7 +412,7 @@ async def _settle(conn: db.Connection, client: Actor, signer: sessions.JwtSigner
             raise OAuthFailure("email_unverified")
         else:
             user = await db.fetchone(
-                cur, f"SELECT {_USER_COLUMNS} FROM users WHERE lower(email) = lower(%s) FOR UPDATE",
+                cur, f"SELECT {_USER_COLUMNS} FROM users WHERE lower(email) = lower(%s) FOR NO KEY UPDATE",
                 (identity.email,))
             if user is None:
                 user = await _create_user(cur, identity)
@@ -443,7 +443,7 @@ _USER_COLUMNS = "id, email, email_verified, totp_enabled, disabled_at"
 
 
 async def _user(cur: db.Cursor, user_id: uuid.UUID) -> dict:
-    user = await db.fetchone(cur, f"SELECT {_USER_COLUMNS} FROM users WHERE id = %s FOR UPDATE",
+    user = await db.fetchone(cur, f"SELECT {_USER_COLUMNS} FROM users WHERE id = %s FOR NO KEY UPDATE",
                              (user_id,))
     if user is None:
         raise OAuthFailure("user_gone")

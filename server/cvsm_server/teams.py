@@ -69,7 +69,7 @@ def _looks_like_an_id(slug: str) -> bool:
 
 async def lock_team(cur: db.Cursor, team_id: uuid.UUID) -> dict:
     """Lock the team row (serialises quota checks) and return it."""
-    row = await db.fetchone(cur, "SELECT * FROM teams WHERE id = %s FOR UPDATE", (team_id,))
+    row = await db.fetchone(cur, "SELECT * FROM teams WHERE id = %s FOR NO KEY UPDATE", (team_id,))
     if row is None:
         raise NotFound(TEAM_NOT_FOUND)
     return row

@@ -65,7 +65,7 @@ async def consume_code(cur: db.Cursor, keyring: Keyring, user: Mapping, code: st
 
 
 _USER = """SELECT id, email, username, password_hash, totp_enabled, totp_key_id, totp_nonce,
-                  totp_ciphertext, totp_last_step FROM users WHERE id = %s FOR UPDATE"""
+                  totp_ciphertext, totp_last_step FROM users WHERE id = %s FOR NO KEY UPDATE"""
 
 
 async def setup(conn: db.Connection, actor: Actor, keyring: Keyring) -> tuple[str, str]:

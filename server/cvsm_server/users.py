@@ -99,7 +99,7 @@ async def login(conn: db.Connection, client: Actor, hasher: PasswordHasher, keyr
     async with db.transaction(conn) as cur:
         user = await db.fetchone(
             cur,
-            f"SELECT {_LOGIN_COLUMNS} FROM users WHERE lower({column}) = lower(%s) FOR UPDATE",
+            f"SELECT {_LOGIN_COLUMNS} FROM users WHERE lower({column}) = lower(%s) FOR NO KEY UPDATE",
             (identifier,),
         )
         ok = await hasher.verify(password[:MAX_LENGTH], user and user["password_hash"])
@@ -122,7 +122,7 @@ async def complete_login(conn: db.Connection, client: Actor, keyring: Keyring,
     The caller proves the first step with something only this server could have issued (the
     dashboard signs the user id with a five-minute lifetime); the password is not asked again."""
     async with db.transaction(conn) as cur:
-        user = await db.fetchone(cur, f"SELECT {_LOGIN_COLUMNS} FROM users WHERE id = %s FOR UPDATE",
+        user = await db.fetchone(cur, f"SELECT {_LOGIN_COLUMNS} FROM users WHERE id = %s FOR NO KEY UPDATE",
                                  (user_id,))
         if user is not None and user["totp_enabled"] and user["disabled_at"] is None and \
                 await totp.consume_code(cur, keyring, user, totp_code.strip()):

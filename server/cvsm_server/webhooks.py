@@ -273,7 +273,7 @@ async def create_webhook(conn: db.Connection, actor: Actor, keyring: Keyring, te
     sealed = keyring.seal(secret.encode(), webhook_aad(webhook_id))
     async with db.transaction(conn) as cur:
         await roles.require(cur, team_id, actor, roles.ADMIN)
-        await cur.execute("SELECT 1 FROM teams WHERE id = %s FOR UPDATE", (team_id,))
+        await cur.execute("SELECT 1 FROM teams WHERE id = %s FOR NO KEY UPDATE", (team_id,))
         count = await db.fetchone(cur, "SELECT count(*) AS n FROM webhooks WHERE team_id = %s",
                                   (team_id,))
         if count["n"] >= MAX_WEBHOOKS:

@@ -291,3 +291,26 @@ async def test_cli_audit_verify_exits_0_when_intact_and_1_at_the_first_broken_li
     assert "Traceback" not in bad.stderr
     unknown = await asyncio.to_thread(run_verify, database_url, tmp_path, "--team", "no-such-team")
     assert unknown.returncode == 1 and "no team with the slug" in unknown.stderr
+
+
+async def test_quota_locks_and_the_chain_lock_never_deadlock(client, api, owner, team_id) -> None:
+    """A create holds the team row (the quota check) and then appends to the chain; a bulk call
+    appends first, and its entry's foreign key then needs a share of the same team row. The quota
+    lock is FOR NO KEY UPDATE, which that share does not wait for: no deadlock, no 503."""
+    headers = api.auth(owner["token"])
+
+    async def create(i: int) -> int:
+        resp = await client.post(f"/api/v1/teams/{team_id}/secrets", headers=headers,
+                                 json={"name": f"RACE_{i}", "value": "v", "environment": "production"})
+        return resp.status
+
+    async def bulk() -> int:
+        resp = await client.post(f"/api/v1/teams/{team_id}/secrets/bulk/move-env", headers=headers,
+                                 json={"ids": [], "environment": "production"})
+        return resp.status
+
+    statuses = []
+    for round_ in range(6):
+        statuses += await asyncio.gather(*(create(round_ * 4 + i) for i in range(4)),
+                                         *(bulk() for _ in range(4)))
+    assert set(statuses) <= {200, 201}, statuses
