@@ -7,6 +7,9 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 HOST   ?= 127.0.0.1
 PORT   ?= 8080
+# pytest-xdist processes for the server's tests (each starts its own embedded PostgreSQL); many
+# tests wait on real processes, so two halve the run even on two cores. 0 runs them in-process.
+TEST_WORKERS ?= 2
 
 # `make conformance LANG=python` runs one language. LANG is also the locale variable, so only a
 # value given on the make command line selects a language, and it is kept out of the commands'
@@ -34,7 +37,7 @@ serve: $(STAMP)
 test: server-test clients-test conformance
 
 server-test: $(STAMP)
-	$(PY) -m pytest server/tests -q -p no:cacheprovider
+	$(PY) -m pytest server/tests -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile
 	$(PY) -m pytest conformance/tests -q -p no:cacheprovider
 
 clients-test: $(STAMP)

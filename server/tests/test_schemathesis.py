@@ -43,7 +43,7 @@ async def test_server_conforms_to_its_openapi_document(client: Any, api: Any, ow
         "--phases", "examples,coverage,fuzzing,stateful",
         "--max-examples", str(MAX_EXAMPLES), "--generation-deterministic",
         "--no-shrink",
-        "--workers", "2", "--no-color", "--request-timeout", "30",
+        "--workers", "1", "--no-color", "--request-timeout", "30",
         "--report-dir", str(tmp_path / "report"),
         *[arg for name in EXCLUDED for arg in ("--exclude-operation-id", name)],
     ]
