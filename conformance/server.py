@@ -66,6 +66,8 @@ class ReferenceServer:
                 # every driver sends wrong tokens from 127.0.0.1 on purpose
                 "CVSM_RATELIMIT_FAILED_AUTH": "off",
                 "CVSM_APP_URL": "http://127.0.0.1",
+                # cases keep secrets in several environments, which a starter team may not
+                "CVSM_DEFAULT_PLAN": "professional",
             }
         )
         app = create_app(settings)

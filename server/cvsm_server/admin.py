@@ -18,7 +18,7 @@ from . import audit, credentials, db
 from .actor import Actor
 from .errors import BadRequest, Forbidden, NotFound
 from .sessions import require_jwt
-from .teams import PLANS
+from .teams import PLANS, max_environments
 from .timeutil import iso
 
 ADMIN_ONLY = "Hanya admin yang dapat mengakses halaman ini"
@@ -48,6 +48,7 @@ def user_json(row: Mapping) -> dict:
 def team_json(row: Mapping) -> dict:
     return {"id": str(row["id"]), "slug": row["slug"], "name": row["name"], "plan": row["plan"],
             "max_secrets": row["max_secrets"], "max_members": row["max_members"],
+            "max_environments": max_environments(row["plan"]),
             "members": row["members"], "secrets": row["secrets"],
             "created_at": iso(row["created_at"])}
 

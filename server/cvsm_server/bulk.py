@@ -1,8 +1,8 @@
 """Bulk secret operations: bulk create, `.env` import, bulk delete and bulk move-env.
 
 Create and import (Member or above) share one shape: at most 500 items; the plan quota is
-checked first against the number of items, and a request that would pass `max_secrets` inserts
-nothing (403); then each item succeeds or fails on its own, answered as
+checked first against the number of items, and a request that would pass `max_secrets`, or
+put secrets into more environments than the plan allows, inserts nothing (403); then each item succeeds or fails on its own, answered as
 `results[{index, name, ok, id | error}]` with `summary{total, ok, failed}`. The whole operation is
 one transaction holding the team row lock (`secrets.check_quota`), so concurrent creates never
 pass the quota, and its audit entry (counts only, never values) commits with the inserts.
@@ -10,7 +10,8 @@ Items are checked by the same rule as a single create (`secrets.SecretInput`).
 
 Bulk delete (Admin or above) and move-env (Member or above) take ids; an id of another team, an
 unknown id and a string that is not a UUID are all treated alike: skipped by delete, an item
-error ("Secret tidak ditemukan") for move-env.
+error ("Secret tidak ditemukan") for move-env. A move that would open an environment past the
+plan's limit moves nothing (403).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from . import audit, db, dotenv, roles, secrets
+from . import audit, db, dotenv, roles, secrets, teams
 from .actor import Actor
 from .crypto import Keyring
 from .errors import BadRequest, DomainError, PayloadTooLarge
@@ -70,19 +71,24 @@ async def bulk_create(conn: db.Connection, actor: Actor, keyring: Keyring, team_
     """Create each of `items` ({name, value, environment, type?, description?}) on its own."""
     if len(items) > MAX_ITEMS:
         raise BadRequest(TOO_MANY_ITEMS)
+    checked: list[secrets.SecretInput | DomainError] = []
+    for raw in items:
+        try:
+            checked.append(item_input(raw))
+        except DomainError as exc:
+            checked.append(exc)
     results: list[dict] = []
     async with db.transaction(conn) as cur:
         await roles.require(cur, team_id, actor, roles.MEMBER)
         for raw in items:  # a scoped token writes only inside its environments: all or nothing
             if isinstance(raw, dict) and isinstance(raw.get("environment"), str):
                 roles.check_environment_write(actor, raw["environment"])
-        await secrets.check_quota(cur, team_id, len(items))
-        for index, raw in enumerate(items):
-            try:
-                item = item_input(raw)
-            except DomainError as exc:
+        await secrets.check_quota(cur, team_id, len(items), {
+            item.environment for item in checked if isinstance(item, secrets.SecretInput)})
+        for index, (raw, item) in enumerate(zip(items, checked)):
+            if isinstance(item, DomainError):
                 results.append(_item_error(index, raw.get("name") if isinstance(raw, dict)
-                                           else None, exc.message))
+                                           else None, item.message))
                 continue
             results.append(await _insert(cur, actor, keyring, team_id, index, item))
         summary = summary_of(results)
@@ -109,7 +115,7 @@ async def import_dotenv(conn: db.Connection, actor: Actor, keyring: Keyring, tea
     results: list[dict] = []
     async with db.transaction(conn) as cur:
         await roles.require(cur, team_id, actor, roles.MEMBER)
-        await secrets.check_quota(cur, team_id, parsed)
+        await secrets.check_quota(cur, team_id, parsed, [environment] if parsed else [])
         for index, entry in enumerate(entries):
             if not entry.ok:
                 results.append(_item_error(index, entry.name, entry.error, line=entry.line))
@@ -178,9 +184,13 @@ async def move_env(conn: db.Connection, actor: Actor, team_id: uuid.UUID, raw_id
     results: list[dict] = []
     async with db.transaction(conn) as cur:
         await roles.require(cur, team_id, actor, roles.MEMBER)
+        team = await teams.lock_team(cur, team_id)  # the team before its secrets, as ever
         live = await _lock_live(cur, team_id, ids)
         for row in live.values():
             roles.check_environment_write(actor, row["environment"])
+        moving = [i for i, row in live.items() if row["environment"] != target]
+        if moving:  # all or nothing: the plan's active environments
+            await secrets.check_environments(cur, team, [target], leaving=moving)
         for index, secret_id in enumerate(ids):
             row = live.get(secret_id) if secret_id is not None else None
             if row is None:

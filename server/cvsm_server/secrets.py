@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import re
 import uuid
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
 from . import audit, credentials, db, ratelimit, roles, teams
@@ -33,6 +33,9 @@ MAX_VERSION = 2**31 - 1
 SECRET_NOT_FOUND = "Secret tidak ditemukan"
 SECRET_EXISTS = "Secret dengan nama ini sudah ada di environment tersebut"
 SECRET_QUOTA = "Kuota secret tim untuk paket ini sudah penuh"
+ENVIRONMENT_QUOTA = ("Paket tim ini hanya mengizinkan {limit} environment aktif (berisi secret); "
+                     "yang aktif sekarang: {active}. Pindahkan atau hapus secret di sana dulu, "
+                     "atau minta admin menaikkan paket")
 INVALID_NAME = ("Nama secret harus diawali huruf atau garis bawah, lalu huruf, angka, atau garis "
                 "bawah (maksimal 255 karakter)")
 INVALID_ENVIRONMENT = "Environment harus salah satu dari production, staging, development"
@@ -159,16 +162,39 @@ def open_value(keyring: Keyring, row: Mapping, *, version: int | None = None) ->
         raise
 
 
-async def check_quota(cur: db.Cursor, team_id: uuid.UUID, adding: int) -> None:
-    """Lock the team and refuse when `adding` more live secrets would pass `max_secrets`."""
+async def check_quota(cur: db.Cursor, team_id: uuid.UUID, adding: int,
+                      environments: Collection[str] = ()) -> None:
+    """Lock the team and refuse when `adding` more live secrets would pass `max_secrets`, or
+    when putting them into `environments` would pass the plan's active environments."""
     team = await teams.lock_team(cur, team_id)
-    if team["max_secrets"] is None:
+    if team["max_secrets"] is not None:
+        row = await db.fetchone(
+            cur, "SELECT count(*) AS n FROM secrets WHERE team_id = %s AND deleted_at IS NULL",
+            (team_id,))
+        if row["n"] + adding > team["max_secrets"]:
+            raise Forbidden(SECRET_QUOTA)
+    await check_environments(cur, team, environments)
+
+
+async def check_environments(cur: db.Cursor, team: Mapping, environments: Collection[str], *,
+                             leaving: Collection[uuid.UUID] = ()) -> None:
+    """Refuse a write that would open an environment when the team already holds live secrets
+    in as many environments as its plan allows (`teams.max_environments`). An environment is
+    active while it holds a live secret; the secrets in `leaving` (being moved by this write)
+    do not count where they are now. A team over its limit (after a downgrade) keeps writing in
+    the environments it has. The caller holds the team's lock (`teams.lock_team`)."""
+    limit = teams.max_environments(team["plan"])
+    if limit is None or not environments:
         return
-    row = await db.fetchone(
-        cur, "SELECT count(*) AS n FROM secrets WHERE team_id = %s AND deleted_at IS NULL", (team_id,)
-    )
-    if row["n"] + adding > team["max_secrets"]:
-        raise Forbidden(SECRET_QUOTA)
+    rows = await db.fetchall(
+        cur,
+        """SELECT DISTINCT environment FROM secrets
+           WHERE team_id = %s AND deleted_at IS NULL AND id <> ALL(%s::uuid[])""",
+        (team["id"], [str(i) for i in leaving]))
+    active = sorted((r["environment"] for r in rows), key=ENVIRONMENTS.index)
+    opening = set(environments) - set(active)
+    if opening and len(active) + len(opening) > limit:
+        raise Forbidden(ENVIRONMENT_QUOTA.format(limit=limit, active=", ".join(active) or "-"))
 
 
 async def insert_secret(cur: db.Cursor, actor: Actor, keyring: Keyring, team_id: uuid.UUID,
@@ -387,7 +413,7 @@ async def create_secret(conn: db.Connection, actor: Actor, keyring: Keyring,
     roles.check_environment_write(actor, item.environment)
     async with db.transaction(conn) as cur:
         await roles.require(cur, team_id, actor, roles.MEMBER)
-        await check_quota(cur, team_id, 1)
+        await check_quota(cur, team_id, 1, [item.environment])
         row = await insert_secret(cur, actor, keyring, team_id, item)
         await audit.record(cur, actor, "create", "secret", team_id=team_id, resource_id=row["id"],
                            metadata={"name": item.name, "environment": item.environment})
@@ -401,11 +427,15 @@ async def update_secret(conn: db.Connection, actor: Actor, keyring: Keyring, tea
                                   ("description", update.description)) if v is not None}
     async with db.transaction(conn) as cur:
         await roles.require(cur, team_id, actor, roles.MEMBER)
+        # A move takes the team's lock before the secret's, as every quota check does.
+        team = await teams.lock_team(cur, team_id) if update.environment is not None else None
         current = await load_secret(cur, team_id, secret_id, for_update=True)
         roles.check_environment_write(actor, current["environment"])
         if update.environment is not None:
             roles.check_environment_write(actor, update.environment)
         changed = {k: v for k, v in changes.items() if current[k] != v}
+        if team is not None and "environment" in changed:
+            await check_environments(cur, team, [changed["environment"]], leaving=[secret_id])
         fields = sorted(changed)
         if update.value is not None and open_value(keyring, current) != update.value:
             await store_new_value(cur, actor, keyring, current, update.value)

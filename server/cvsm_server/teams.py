@@ -17,11 +17,16 @@ from .roles import ADMIN, OWNER, RANK, VIEWER
 SLUG_RE = re.compile(r"[a-z0-9-]{3,50}\Z")
 UUID_RE = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\Z")
 
-# Plan table (spec): quotas enforced per team; None means unlimited.
+# Plan table (spec); None means unlimited. `max_secrets` and `max_members` are the team's own
+# columns (the admin may set them); `max_environments` and the retention follow the plan.
+# An environment is *active* while the team holds a live secret in it (`secrets.check_quota`).
 PLANS = {
-    "starter": {"max_secrets": 50, "max_members": 5, "audit_retention_days": 30},
-    "professional": {"max_secrets": 500, "max_members": 25, "audit_retention_days": 90},
-    "enterprise": {"max_secrets": None, "max_members": None, "audit_retention_days": None},
+    "starter": {"max_secrets": 50, "max_members": 5, "audit_retention_days": 30,
+                "max_environments": 1},
+    "professional": {"max_secrets": 500, "max_members": 25, "audit_retention_days": 90,
+                     "max_environments": None},
+    "enterprise": {"max_secrets": None, "max_members": None, "audit_retention_days": None,
+                   "max_environments": None},
 }
 
 TEAM_NOT_FOUND = roles.TEAM_NOT_FOUND
@@ -31,10 +36,16 @@ SLUG_TAKEN = "Slug tim sudah digunakan"
 
 def team_json(row: Mapping, role: str | None = None) -> dict:
     out = {"id": str(row["id"]), "slug": row["slug"], "name": row["name"], "plan": row["plan"],
-           "max_secrets": row["max_secrets"], "max_members": row["max_members"]}
+           "max_secrets": row["max_secrets"], "max_members": row["max_members"],
+           "max_environments": max_environments(row["plan"])}
     if role is not None:
         out["role"] = role
     return out
+
+
+def max_environments(plan: str) -> int | None:
+    """How many environments a team on `plan` may hold live secrets in (None: all of them)."""
+    return PLANS[plan]["max_environments"]
 
 
 def member_json(row: Mapping) -> dict:

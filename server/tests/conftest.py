@@ -122,6 +122,9 @@ def make_settings(database_url: str, tmp_path: Path) -> Callable[..., Settings]:
             "CVSM_RATELIMIT_FAILED_AUTH": "off",
             "CVSM_BACKGROUND_JOBS": "off",
             "CVSM_APP_URL": "https://cvsm.test",
+            # Tests use several environments, which Starter (the shipped default) does not
+            # allow a team; the Starter rules are tested with `default_plan="starter"`.
+            "CVSM_DEFAULT_PLAN": "professional",
         }
         env.update({f"CVSM_{k.upper()}": v for k, v in overrides.items()})
         return Settings.from_env(env)

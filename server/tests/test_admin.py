@@ -8,10 +8,16 @@ import os
 import subprocess
 from typing import Any
 
+import pytest
 from aiohttp.test_utils import TestClient
 
 from conftest import JWT_SECRET, MASTER_KEY, Api, query, server_url
 from test_cli import CONSOLE_SCRIPT, LOG_RECORD
+
+
+@pytest.fixture
+def settings(make_settings: Any) -> Any:
+    return make_settings(default_plan="starter")  # the shipped default, which plans start from
 
 
 async def make_admin(database_url: str, user: dict) -> None:

@@ -26,7 +26,7 @@ ESCALATE = 'action="/app/support/escalate"'  # the "Bicara dengan manusia" form
 
 @pytest.fixture
 def settings(make_settings: Callable[..., Settings]) -> Settings:
-    return make_settings(app_url="")  # plain http keeps the cookie
+    return make_settings(app_url="", default_plan="starter")  # plain http keeps the cookie
 
 
 def sign_in_as(client: TestClient, user: dict) -> None:

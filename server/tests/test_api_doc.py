@@ -56,7 +56,7 @@ def test_the_walk_through_runs_as_printed(database_url, tmp_path):
     script = "set -euo pipefail\n" + "".join(
         f"echo '{MARK.format(n)}'\n{code}" for n, (code, _) in enumerate(steps))
     (tmp_path / "walk-through.sh").write_text(script)
-    with served(database_url, tmp_path, CVSM_APP_URL="") as server:
+    with served(database_url, tmp_path, CVSM_APP_URL="", CVSM_DEFAULT_PLAN="professional") as server:
         env = {**os.environ, "CVSM": f"{server.url}/api/v1"}
         run = subprocess.run(["bash", str(tmp_path / "walk-through.sh")], env=env,
                              capture_output=True, text=True, timeout=120)

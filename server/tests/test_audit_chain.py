@@ -210,8 +210,9 @@ async def test_verify_reports_an_inserted_entry_at_its_seq(client, api: Api, own
 async def test_verify_passes_after_a_retention_purge_and_chain_goes_on(client, api: Api, owner,
                                                                        team_id, database_url):
     await busy_team(client, api, owner, team_id)  # seq 1..5
-    # The first three entries are 40 days old (moved back with the triggers off, as a test).
-    await as_superuser(database_url, ("UPDATE audit_logs SET created_at = created_at - interval '40 days'"
+    # The first three entries are 100 days old (moved back with the triggers off, as a test),
+    # past the professional plan's 90 days of retention.
+    await as_superuser(database_url, ("UPDATE audit_logs SET created_at = created_at - interval '100 days'"
                                       " WHERE chain_id = %s AND seq <= 3", (team_id,)))
     pool = await db.create_pool(server_url(database_url), maxsize=1)
     try:

@@ -10,6 +10,7 @@ import subprocess
 import time
 import uuid
 from collections.abc import Callable
+from html import escape
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ import pyotp
 import pytest
 from aiohttp.test_utils import TestClient
 
+from cvsm_server import secrets
 from cvsm_server.config import Settings
 
 from conftest import query
@@ -123,6 +125,26 @@ async def test_secrets_are_listed_without_values_and_revealed_only_by_a_post_tha
         "csrf": csrf, "name": "9BAD", "value": "typed-value-789", "environment": "production", "type": "other"})
     text = await bad.text()
     assert bad.status == 400 and "typed-value-789" not in text  # the typed value is not echoed back
+
+
+async def test_a_starter_team_is_told_in_the_form_why_a_second_environment_is_refused(
+        start_client: Callable[..., Any], make_settings: Callable[..., Settings],
+        database_url: str) -> None:
+    client = await start_client(make_settings(app_url="", default_plan="starter"))
+    await sign_up(client)
+    csrf = await form_csrf(client, "/app/teams")
+    await client.post("/app/teams", data={"csrf": csrf, "name": "Web", "slug": "web-team"},
+                      allow_redirects=False)
+    for environment, status in (("production", 303), ("staging", 403)):
+        resp = await client.post("/app/teams/web-team/secrets", allow_redirects=False, data={
+            "csrf": csrf, "name": "DATABASE_URL", "value": "typed-value-789",
+            "environment": environment, "type": "other", "description": ""})
+        assert resp.status == status
+    text = await resp.text()
+    assert escape(secrets.ENVIRONMENT_QUOTA.format(limit=1, active="production")) in text
+    assert "typed-value-789" not in text  # the form asks for the value again
+    rows = await query(database_url, "SELECT environment FROM secrets")
+    assert [r["environment"] for r in rows] == ["production"]
 
 
 async def test_sign_out_runs_logout_all_so_the_old_cookie_fails(client: TestClient) -> None:

@@ -37,6 +37,8 @@ async def ask(client: TestClient, user: dict, message: str, conversation_id: str
     ("saya lupa kata sandi", "atur-ulang-kata-sandi", "Lupa kata sandi?"),
     ("bagaimana mengaktifkan 2FA?", "autentikasi-dua-faktor", "Pindai kode QR"),
     ("berapa batas secret di paket starter?", "paket-dan-kuota", "50 secret dan 5 anggota"),
+    ("kenapa environment kedua ditolak di paket starter?", "paket-dan-kuota",
+     "Environment aktif adalah"),
     ("cara menghapus akun saya", "hapus-akun", "7 hari"),
     ("tautan berbagi saya sudah kedaluwarsa", "tautan-berbagi", "kedaluwarsa"),
     ("how do I use cvsm run in the terminal", "sdk-dan-perintah-cvsm", "cvsm run -- PERINTAH"),

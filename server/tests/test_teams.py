@@ -7,7 +7,9 @@ import pytest
 from conftest import Api, query
 
 
-async def test_create_team_makes_caller_owner_on_starter_plan(client, api: Api):
+async def test_create_team_makes_caller_owner_on_starter_plan(start_client, make_settings):
+    client = await start_client(make_settings(default_plan="starter"))  # the shipped default
+    api = Api(client)
     user = await api.register("owner1")
     resp = await client.post("/api/v1/teams", headers=api.auth(user["token"]),
                              json={"name": "Acme", "slug": "acme-1"})

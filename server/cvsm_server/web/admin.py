@@ -82,10 +82,10 @@ _USER = obj({"id": UUID, "email": STRING, "username": STRING, "name": STRING, "i
             ("id", "email", "username", "name", "is_admin", "email_verified", "disabled", "teams",
              "created_at"))
 _TEAM = obj({"id": UUID, "slug": STRING, "name": STRING, "plan": STRING,
-             "max_secrets": nullable(INT), "max_members": nullable(INT), "members": INT,
-             "secrets": INT, "created_at": TIME},
-            ("id", "slug", "name", "plan", "max_secrets", "max_members", "members", "secrets",
-             "created_at"))
+             "max_secrets": nullable(INT), "max_members": nullable(INT),
+             "max_environments": nullable(INT), "members": INT, "secrets": INT, "created_at": TIME},
+            ("id", "slug", "name", "plan", "max_secrets", "max_members", "max_environments",
+             "members", "secrets", "created_at"))
 _QUOTA = nullable({"type": "integer", "minimum": 0, "maximum": admin.MAX_QUOTA})
 
 OPENAPI = {

@@ -16,7 +16,7 @@ from aiohttp import web
 from .. import admin, db, support
 from ..actor import Actor
 from ..errors import BadRequest, DomainError
-from ..teams import PLANS
+from ..teams import PLANS, max_environments
 from .dashboard import _field, _page, _redirect, _session_csrf, _signed_form, signed_in
 from .request import app_url, path_id
 from .state import KEYRING, POOL
@@ -122,7 +122,8 @@ def _plan_form(team: dict, plan: str | None) -> dict[str, Any]:
 
 def _plan_context(request: web.Request, actor: Actor, team: dict, form: dict) -> dict[str, Any]:
     return _context(request, actor, "teams", team=team, form=form, plans=list(PLANS),
-                    defaults=admin.PLAN_FORM_DEFAULTS, max_quota=admin.MAX_QUOTA)
+                    defaults=admin.PLAN_FORM_DEFAULTS, max_quota=admin.MAX_QUOTA,
+                    max_environments=max_environments(team["plan"]))
 
 
 @signed_in

@@ -187,6 +187,10 @@ _ITEM = obj({"name": SECRET_NAME, "value": SECRET_VALUE, "environment": ENVIRONM
                              "default": ""}},
             ("name", "value", "environment"))
 
+_PLAN_QUOTAS = ("403 when the team's plan is full: `max_secrets` live secrets, or (Starter) a "
+                "secret in a second active environment, one that holds none of the team's live "
+                "secrets yet.")
+
 OPENAPI = {
     "list_secrets": {
         "summary": "The team's secrets (never their values), one page.",
@@ -203,6 +207,7 @@ OPENAPI = {
     },
     "create_secret": {
         "summary": "Create a secret (Member); names are unique per environment.",
+        "description": _PLAN_QUOTAS,
         "tags": ["secrets"],
         "body": _ITEM,
         "responses": {201: _SECRET},
@@ -222,6 +227,8 @@ OPENAPI = {
     "update_secret": {
         "summary": "Change a secret's value, type, environment or description (Member); a new "
                    "value makes a new version. The name cannot change.",
+        "description": "A move to another environment obeys the plan's active environments "
+                       "(403).",
         "tags": ["secrets"],
         "body": obj({"value": SECRET_VALUE, "type": SECRET_TYPE, "environment": ENVIRONMENT,
                      "description": {"type": "string", "maxLength": secrets.MAX_DESCRIPTION}}),
@@ -262,6 +269,7 @@ OPENAPI = {
     },
     "bulk_create": {
         "summary": f"Create up to {bulk.MAX_ITEMS} secrets, each on its own (Member).",
+        "description": _PLAN_QUOTAS + " The whole request is refused; nothing is created.",
         "tags": ["bulk"],
         "body": obj({"items": {"type": "array", "items": _ITEM, "maxItems": bulk.MAX_ITEMS}},
                     ("items",)),
@@ -275,6 +283,7 @@ OPENAPI = {
     },
     "import_dotenv": {
         "summary": "Create secrets from a .env file's content (Member).",
+        "description": _PLAN_QUOTAS + " The whole request is refused; nothing is created.",
         "tags": ["bulk"],
         "body": obj({"content": {"type": "string", "description":
                                  f"At most {bulk.MAX_DOTENV_BYTES} bytes in UTF-8."},
@@ -283,6 +292,8 @@ OPENAPI = {
     },
     "move_env": {
         "summary": "Move the listed secrets to another environment (Member).",
+        "description": "A move that would open an environment past the plan's active "
+                       "environments (Starter: one) is refused whole (403).",
         "tags": ["bulk"],
         "body": obj({"ids": ID_LIST, "environment": ENVIRONMENT}, ("ids", "environment")),
         "responses": {200: BULK_ANSWER},

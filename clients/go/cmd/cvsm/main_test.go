@@ -183,6 +183,8 @@ func startServer() (*testServer, string, error) {
 		// the tests send wrong tokens on purpose, and many requests with one token
 		"CVSM_RATELIMIT_AUTH=off", "CVSM_RATELIMIT_API=off", "CVSM_RATELIMIT_PUBLIC=off",
 		"CVSM_RATELIMIT_NEWSLETTER=off", "CVSM_RATELIMIT_FAILED_AUTH=off",
+		// the team holds secrets in all three environments, which a starter team may not
+		"CVSM_DEFAULT_PLAN=professional",
 	)
 	s.cmd.Stdout, s.cmd.Stderr = logFile, logFile
 	s.cmd.SysProcAttr = serverProcAttr()
