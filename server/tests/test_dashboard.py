@@ -141,8 +141,12 @@ async def test_a_starter_team_is_told_in_the_form_why_a_second_environment_is_re
             "environment": environment, "type": "other", "description": ""})
         assert resp.status == status
     text = await resp.text()
-    assert escape(secrets.ENVIRONMENT_QUOTA.format(limit=1, active="production")) in text
+    refusal = escape(secrets.ENVIRONMENT_QUOTA.format(limit=1, active="production"))
+    assert refusal in text
     assert "typed-value-789" not in text  # the form asks for the value again
+    resp = await client.post("/app/teams/web-team/import", data={
+        "csrf": csrf, "environment": "development", "content": "A_ONE=1\n"})
+    assert resp.status == 403 and refusal in await resp.text()
     rows = await query(database_url, "SELECT environment FROM secrets")
     assert [r["environment"] for r in rows] == ["production"]
 

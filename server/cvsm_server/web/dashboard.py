@@ -703,8 +703,13 @@ async def import_dotenv(request: web.Request, actor: Actor) -> web.StreamRespons
     environment = _environment(_field(form, "environment"))
     async with db.connection(request.app[POOL]) as conn:
         team_id = await teams.resolve(conn, team_ref)
-        _parsed, results, summary = await bulk.import_dotenv(
-            conn, actor, request.app[KEYRING], team_id, content, environment)
+        try:
+            _parsed, results, summary = await bulk.import_dotenv(
+                conn, actor, request.app[KEYRING], team_id, content, environment)
+        except DomainError as exc:  # refused whole (a quota): said above the list
+            context = await _secrets_context(request, conn, actor, team_ref, environment, "")
+            context["error"] = exc.message
+            return _page(request, "secrets.html", context, status=exc.status)
         context = await _secrets_context(request, conn, actor, team_ref, environment, "")
     context["imported"] = {"summary": summary, "problems": [r for r in results if not r.get("ok")]}
     return _page(request, "secrets.html", context)
