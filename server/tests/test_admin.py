@@ -166,7 +166,8 @@ async def test_the_operator_grants_admin_and_sets_plans_from_the_command_line(
     done = await asyncio.to_thread(operator, database_url, "team", "set-plan", "cli-team", "professional",
                                    "--max-members", "unlimited")
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "cli-team: plan professional (max_secrets 1000, max_members unlimited)"
+    assert done.stdout.strip() == ("cli-team: plan professional (max_secrets 1000, max_members unlimited, "
+                                    "max_environments unlimited)")
     team = (await (await client.get(f"/api/v1/teams/{team_id}", headers=api.auth(user["token"]))).json())["team"]
     assert (team["plan"], team["max_secrets"], team["max_members"]) == ("professional", 1000, None)
     done = await asyncio.to_thread(operator, database_url, "admin", "revoke", user["email"])
