@@ -1122,7 +1122,7 @@ fn fake(req: &Request) -> Reply {
 #[test]
 fn an_unreadable_or_empty_ca_file_is_a_configuration_error_at_construction() {
     let missing = fixture("no-such-ca.pem");
-    let not_pem = fixture("../../Cargo.toml");
+    let not_pem = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml");
     for path in [missing, not_pem, fixture("")] {
         let err = Client::new(ClientOptions {
             ca_file: Some(path.clone()),

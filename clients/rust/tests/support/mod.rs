@@ -352,18 +352,17 @@ fn tunnel(client: TcpStream, recorded: &Mutex<Vec<String>>) {
     let _ = client_write.shutdown(std::net::Shutdown::Both);
 }
 
-/// tls_stub starts a stub that speaks HTTPS with `tests/fixtures/server.pem`
-/// (for 127.0.0.1, signed by `tests/fixtures/ca.pem`; test-only keys).
+/// tls_stub starts a stub that speaks HTTPS with the test PKI's server
+/// certificate (for localhost and 127.0.0.1, signed by `fixture("ca.pem")`).
 pub fn tls_stub(handler: impl Fn(&Request) -> Reply + Send + Sync + 'static) -> Stub {
     use rustls::pki_types::pem::PemObject;
     use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
-    let fixtures = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures");
-    let certs = CertificateDer::pem_file_iter(format!("{fixtures}/server.pem"))
+    let certs = CertificateDer::pem_file_iter(fixture("server.pem"))
         .unwrap()
         .collect::<Result<Vec<_>, _>>()
         .unwrap();
-    let key = PrivateKeyDer::from_pem_file(format!("{fixtures}/server-key.pem")).unwrap();
+    let key = PrivateKeyDer::from_pem_file(fixture("server-key.pem")).unwrap();
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let config = rustls::ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
@@ -382,9 +381,52 @@ pub fn tls_stub(handler: impl Fn(&Request) -> Reply + Send + Sync + 'static) -> 
     stub
 }
 
-/// fixture returns the path of a file in tests/fixtures.
+/// fixture returns the path of a file of the test PKI, made once per test
+/// binary in Cargo's scratch directory for integration tests: `ca.pem` (a CA
+/// whose key is never written), `server.pem` and `server-key.pem` (signed by
+/// it for localhost and 127.0.0.1), and `other-ca.pem` (an unrelated CA, which
+/// must not be enough to trust the server). No key is committed.
 pub fn fixture(name: &str) -> std::path::PathBuf {
-    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures")
-        .join(name)
+    static PKI: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+    PKI.get_or_init(make_pki).join(name)
+}
+
+fn make_pki() -> std::path::PathBuf {
+    use rcgen::{
+        BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, KeyPair,
+        KeyUsagePurpose,
+    };
+
+    let ca = |name: &str| {
+        let key = KeyPair::generate().unwrap();
+        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        params.distinguished_name.push(DnType::CommonName, name);
+        params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
+        let cert = params.self_signed(&key).unwrap();
+        (cert, key)
+    };
+    let (ca_cert, ca_key) = ca("cvsm tests CA");
+    let (other_ca, _) = ca("cvsm tests unrelated CA");
+    let server_key = KeyPair::generate().unwrap();
+    let mut params =
+        CertificateParams::new(vec!["localhost".to_string(), "127.0.0.1".to_string()]).unwrap();
+    params
+        .distinguished_name
+        .push(DnType::CommonName, "localhost");
+    params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+    let server = params.signed_by(&server_key, &ca_cert, &ca_key).unwrap();
+
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("pki-{}", env!("CARGO_CRATE_NAME")));
+    std::fs::create_dir_all(&dir).unwrap();
+    for (name, pem) in [
+        ("ca.pem", ca_cert.pem()),
+        ("other-ca.pem", other_ca.pem()),
+        ("server.pem", server.pem()),
+        ("server-key.pem", server_key.serialize_pem()),
+    ] {
+        std::fs::write(dir.join(name), pem).unwrap();
+    }
+    dir
 }
