@@ -11,11 +11,12 @@ const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
 const { Client, ConfigurationError, NetworkError, VERSION } = require('../lib');
-const { StubServer, TOKEN, TEAM_ID, FIXTURES, cleanEnv, freePort } = require('./helpers/stub');
+const { StubServer, TOKEN, TEAM_ID, cleanEnv, freePort } = require('./helpers/stub');
+const { pkiFile } = require('./helpers/pki');
 const { ForwardProxy } = require('./helpers/proxy');
 
-const CA = path.join(FIXTURES, 'ca.pem');
-const OTHER_CA = path.join(FIXTURES, 'other-ca.pem');
+const CA = pkiFile('ca.pem');
+const OTHER_CA = pkiFile('other-ca.pem');
 
 let stub;
 let tlsStub;

@@ -8,9 +8,8 @@
 const fs = require('node:fs');
 const http = require('node:http');
 const https = require('node:https');
-const path = require('node:path');
 
-const FIXTURES = path.join(__dirname, '..', 'fixtures');
+const { pkiFile } = require('./pki');
 
 const TOKEN = 'cvsm_' + 'a1b2c3d4'.repeat(8);
 const TEAM_ID = '6f1c2b9e-3d4a-4f5b-8c7d-9e0f1a2b3c4d';
@@ -44,7 +43,7 @@ function drip(res, intervalMs) {
  * `{destroy: true}` (drop the connection), `{delayMs}` (answer normally, but late),
  * `{dripMs}` (a 200 whose body comes one byte every dripMs) or `{pass: true}` (answer
  * normally). Every answer carries `X-Request-Id: req-<n>`, n counting requests from 1.
- * With `tls: true` it serves https with the certificate of test/fixtures.
+ * With `tls: true` it serves https with the test PKI's server certificate (helpers/pki.js).
  */
 class StubServer {
   constructor({ secrets, tls = false } = {}) {
@@ -67,8 +66,8 @@ class StubServer {
     this.server = tls
       ? https.createServer(
           {
-            key: fs.readFileSync(path.join(FIXTURES, 'server-key.pem')),
-            cert: fs.readFileSync(path.join(FIXTURES, 'server.pem')),
+            key: fs.readFileSync(pkiFile('server-key.pem')),
+            cert: fs.readFileSync(pkiFile('server.pem')),
           },
           handler,
         )
@@ -205,4 +204,4 @@ async function freePort() {
   return port;
 }
 
-module.exports = { StubServer, TOKEN, TEAM_ID, TEAM_SLUG, FIXTURES, PROXY_VARIABLES, cleanEnv, freePort };
+module.exports = { StubServer, TOKEN, TEAM_ID, TEAM_SLUG, PROXY_VARIABLES, cleanEnv, freePort };
