@@ -2,10 +2,11 @@
 
 Create and import (Member or above) share one shape: at most 500 items; the plan quota is
 checked first against the number of items, and a request that would pass `max_secrets`, or
-put secrets into more environments than the plan allows, inserts nothing (403); then each item succeeds or fails on its own, answered as
-`results[{index, name, ok, id | error}]` with `summary{total, ok, failed}`. The whole operation is
-one transaction holding the team row lock (`secrets.check_quota`), so concurrent creates never
-pass the quota, and its audit entry (counts only, never values) commits with the inserts.
+put secrets into more environments than the plan allows, inserts nothing (403); then each item
+succeeds or fails on its own, answered as `results[{index, name, ok, id | error}]` with
+`summary{total, ok, failed}`. The whole operation is one transaction holding the team row lock
+(`secrets.check_quota`), so concurrent creates never pass the quota, and its audit entry (counts
+only, never values) commits with the inserts.
 Items are checked by the same rule as a single create (`secrets.SecretInput`).
 
 Bulk delete (Admin or above) and move-env (Member or above) take ids; an id of another team, an

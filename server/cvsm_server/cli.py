@@ -21,7 +21,6 @@ from .actor import Actor
 from .errors import DomainError
 from .config import ConfigError, Settings
 from .embedded import EmbeddedStartError
-from .teams import max_environments
 from .web.state import APP_URL, SETTINGS
 
 
@@ -203,11 +202,10 @@ async def _operator(settings: Settings, args: argparse.Namespace) -> str:
         quotas = {name: getattr(args, name) for name in ("max_secrets", "max_members")
                   if getattr(args, name) is not None}
         quotas = {k: (None if v == "unlimited" else int(v)) for k, v in quotas.items()}
-        row = await admin.set_plan(conn, system, args.slug, args.plan, **quotas)
-        row = {**row, "max_environments": max_environments(row["plan"])}
-        limits = ", ".join(f"{k} {'unlimited' if row[k] is None else row[k]}"
+        team = admin.team_json(await admin.set_plan(conn, system, args.slug, args.plan, **quotas))
+        limits = ", ".join(f"{k} {'unlimited' if team[k] is None else team[k]}"
                            for k in ("max_secrets", "max_members", "max_environments"))
-        return f"{row['slug']}: plan {row['plan']} ({limits})"
+        return f"{team['slug']}: plan {team['plan']} ({limits})"
 
 
 def _run_operator(settings: Settings, args: argparse.Namespace) -> int:
