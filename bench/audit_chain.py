@@ -1,13 +1,16 @@
-"""Audit rows appended per second with the hash chain (migration 0010) over without it, in one run.
+"""Audit rows appended per second with the hash chain (migrations 0010, 0012) over without it, in
+one run.
 
 Starts an embedded PostgreSQL in a temporary directory with two migrated databases: `chained`
-(as shipped) and `plain`, a scratch copy whose chain trigger is disabled and whose chain columns
-and index are dropped (the log as it was before 0010). In each, WRITERS connections append
-entries through `audit.record` (the server's one writer), one transaction per entry, first
-spread over TEAMS teams, then all into one team (the chain's worst case: every append waits for
-the one before to commit). The databases are measured alternately, ROUNDS times, and the median
-rate is used. Prints rows/s for each and the ratio chained / plain (goal >= 0.8). Nothing is
-asserted about time; the chained run is verified afterwards.
+(as shipped) and `plain`, a scratch copy without the chain columns, their indexes and the
+sealer (the log as it was before 0010). In each, WRITERS connections append entries through
+`audit.record` (the server's one writer), one transaction per entry, first spread over TEAMS
+teams, then all into one team. In `chained` the server's sealing job (`audit_chain.seal_loop`,
+at the server's default interval) runs beside the writers, and a run ends only when every entry
+is sealed into its chain: the time includes sealing the last ones. The databases are measured
+alternately, ROUNDS times, and the median rate is used. Prints rows/s for each and the ratio
+chained / plain (goal >= 0.8). Nothing is asserted about time; the chained database's chains are
+verified afterwards.
 
     .venv/bin/python bench/audit_chain.py
 """
@@ -28,9 +31,10 @@ import psycopg2
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "server"))
 
 from cvsm_server import audit, audit_chain, db  # noqa: E402
+from cvsm_server.config import Settings  # noqa: E402
 
 WRITERS = 4
-PER_WRITER = 500
+PER_WRITER = 1500
 TEAMS = 8
 ROUNDS = 3
 
@@ -53,11 +57,12 @@ async def make_database(postgres_url: str, name: str, *, chained: bool) -> str:
         await db.migrate(pool)
         async with db.cursor(pool) as cur:
             if not chained:
-                await cur.execute("""ALTER TABLE audit_logs DISABLE TRIGGER audit_logs_chain;
-                                     DROP INDEX audit_logs_chain_seq_idx;
+                await cur.execute("""DROP TRIGGER audit_logs_immutable_update ON audit_logs;
+                                     DROP INDEX audit_logs_chain_seq_idx, audit_logs_unsealed_idx;
                                      ALTER TABLE audit_logs DROP COLUMN chain_id,
-                                         DROP COLUMN seq, DROP COLUMN prev_hash, DROP COLUMN hash""")
-                # The 0004 guard (no chain columns to compare) for the delete/update paths.
+                                         DROP COLUMN seq, DROP COLUMN prev_hash, DROP COLUMN hash,
+                                         DROP COLUMN pos""")
+                # No chain columns to compare: a guard that refuses every update and delete.
                 await cur.execute("""CREATE OR REPLACE FUNCTION cvsm_audit_guard() RETURNS trigger
                                      LANGUAGE plpgsql AS $$ BEGIN RETURN NULL; END $$""")
             for _ in range(TEAMS):
@@ -79,9 +84,10 @@ async def teams_of(url: str) -> list[uuid.UUID]:
         await pool.wait_closed()
 
 
-async def append_rate(url: str, teams: list[uuid.UUID]) -> float:
-    """Entries per second from WRITERS concurrent connections, writer i on teams[i % len]."""
-    pool = await db.create_pool(url, maxsize=WRITERS)
+async def append_rate(url: str, teams: list[uuid.UUID], *, sealed: bool) -> float:
+    """Entries per second from WRITERS concurrent connections, writer i on teams[i % len]; with
+    `sealed`, the server's sealing job runs meanwhile and the time ends when all are sealed."""
+    pool = await db.create_pool(url, maxsize=WRITERS + 1)
     try:
         async def writer(i: int) -> None:
             team = teams[i % len(teams)]
@@ -92,7 +98,13 @@ async def append_rate(url: str, teams: list[uuid.UUID]) -> float:
                                            resource_id=n, metadata={"writer": i, "n": n})
 
         started = time.perf_counter()
+        sealer = (asyncio.create_task(audit_chain.seal_loop(pool, Settings.audit_seal_seconds))
+                  if sealed else None)
         await asyncio.gather(*(writer(i) for i in range(WRITERS)))
+        if sealer is not None:
+            sealer.cancel()
+            async with db.cursor(pool) as cur:
+                await audit_chain.seal(cur)  # waits for a round in flight, then seals the rest
         return WRITERS * PER_WRITER / (time.perf_counter() - started)
     finally:
         pool.close()
@@ -107,14 +119,16 @@ async def main() -> int:
         urls = {"chained": await make_database(postgres_url, "chained", chained=True),
                 "plain": await make_database(postgres_url, "plain", chained=False)}
         teams = {k: await teams_of(u) for k, u in urls.items()}
-        print(f"{WRITERS} writers x {PER_WRITER} entries, one transaction each; median of {ROUNDS}")
+        print(f"{WRITERS} writers x {PER_WRITER} entries, one transaction each; median of {ROUNDS}; "
+              f"chained: sealed every {Settings.audit_seal_seconds:g} s, and the rest at the end")
         for label, pick in (("spread over teams", lambda t: t[:TEAMS]), ("one team", lambda t: t[:1])):
             rates: dict[str, list[float]] = {"chained": [], "plain": []}
-            await append_rate(urls["chained"], pick(teams["chained"]))  # warm-up
-            await append_rate(urls["plain"], pick(teams["plain"]))
+            await append_rate(urls["chained"], pick(teams["chained"]), sealed=True)  # warm-up
+            await append_rate(urls["plain"], pick(teams["plain"]), sealed=False)
             for _ in range(ROUNDS):
                 for kind in ("plain", "chained"):
-                    rates[kind].append(await append_rate(urls[kind], pick(teams[kind])))
+                    rates[kind].append(await append_rate(urls[kind], pick(teams[kind]),
+                                                         sealed=kind == "chained"))
             chained, plain = (statistics.median(rates[k]) for k in ("chained", "plain"))
             print(f"{label:>18}: chained {chained:8.0f} rows/s, plain {plain:8.0f} rows/s, "
                   f"ratio {chained / plain:.2f} (goal >= 0.8)")

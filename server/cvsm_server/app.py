@@ -73,7 +73,8 @@ async def _background_jobs(app: web.Application) -> AsyncIterator[None]:
             asyncio.create_task(_housekeeping_loop(pool)),
             asyncio.create_task(sender.run()), asyncio.create_task(deletion.purge_loop(pool)),
             asyncio.create_task(audit_chain.checkpoint_loop(pool, checkpoints,
-                                                            settings.audit_checkpoint_seconds))]
+                                                            settings.audit_checkpoint_seconds)),
+            asyncio.create_task(audit_chain.seal_loop(pool, settings.audit_seal_seconds))]
     hooks = webhook_sender.WebhookSender(pool, app[KEYRING],
                                          allow_private=settings.webhook_allow_private,
                                          poll_seconds=settings.webhook_poll_seconds)

@@ -210,7 +210,10 @@ async def start_export(conn: db.Connection, actor: Actor, team_id: uuid.UUID, fm
 async def export_rows(conn: db.Connection, team_id: uuid.UUID, start: datetime | None,
                       end: datetime | None, *, page: int = EXPORT_PAGE) -> AsyncIterator[dict]:
     """The team's entries in chain order, read in keyset pages of `page` rows (never all at
-    once); call `start_export` first."""
+    once), sealed first (every entry committed before the export began is in it); call
+    `start_export` first."""
+    async with db.cursor(conn) as cur:
+        await audit_chain.seal(cur)
     after = 0
     while True:
         async with db.cursor(conn) as cur:

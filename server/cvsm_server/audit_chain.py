@@ -1,4 +1,4 @@
-"""The audit log's proof: hash chains (computed by the database, migration 0010), signed
+"""The audit log's proof: hash chains (sealed by the database, migrations 0010 and 0012), signed
 checkpoints of their heads, verification, and the retention purge that keeps both.
 
 Chains: one per team (`chain_id` = the team id at insert time) and one for entries without a
@@ -6,6 +6,12 @@ team (the account chain, `ACCOUNT_CHAIN`, the nil UUID). Entry `seq` n stores `p
 n-1's `hash`, or 32 zero bytes for n = 1) and `hash` = SHA-256 of `canonical(entry)`, defined in
 migration 0010 and reproduced here so that verification does not trust the database's own
 function.
+
+Sealing: a writer commits its entry with the chain fields unset; `seal` (the database's
+`cvsm_audit_seal`) links the committed entries not sealed yet to the ends of their chains, in
+insertion order, under one lock for every process. `seal_loop` (a background job) runs it every
+`CVSM_AUDIT_SEAL_SECONDS`; verification, export, checkpoints and the purge seal first, so they see every
+entry committed before they began.
 
 Checkpoints: Ed25519 signatures over `checkpoint_message(...)` (chain, seq, head hash, kind,
 signed-at time). The signing key is derived from the database's token-hash key, which is
@@ -42,8 +48,8 @@ ACCOUNT_CHAIN = uuid.UUID(int=0)
 GENESIS = bytes(32)
 PAGE = 1000
 KINDS = ("periodic", "demand", "purge")
-# Same class as the trigger's lock (migration 0010): "cvsa".
-LOCK_CLASS = 1668707169
+# Entries one `cvsm_audit_seal` call links at most (one transaction holds the sealer's lock).
+SEAL_BATCH = 5000
 
 
 # --- canonical form ---------------------------------------------------------------------------
@@ -77,6 +83,42 @@ def canonical(row: dict[str, Any]) -> bytes:
 
 def entry_hash(row: dict[str, Any]) -> bytes:
     return hashlib.sha256(canonical(row)).digest()
+
+
+# --- sealing ----------------------------------------------------------------------------------
+
+async def seal(cur: db.Cursor, *, wait: bool = True) -> int:
+    """Link every committed entry not sealed yet into its chain; returns how many. With
+    `wait=False` it returns 0 at once when another sealer is at work (it seals the same
+    entries). On an autocommit cursor each batch commits on its own."""
+    sealed = 0
+    while True:
+        row = await db.fetchone(cur, "SELECT cvsm_audit_seal(%s, %s) AS n", (SEAL_BATCH, wait))
+        if row["n"] is None:
+            return sealed
+        sealed += row["n"]
+        if row["n"] < SEAL_BATCH:
+            return sealed
+
+
+async def seal_pending(pool: db.Pool) -> int:
+    """One round of the background sealer. Its commit need not wait for the disk: if a crash
+    loses it, the entries are unsealed again (never half sealed) and the next round seals them,
+    and anything that relies on a seal (a checkpoint) commits after it, which flushes it."""
+    async with db.pool_transaction(pool) as cur:
+        await cur.execute("SET LOCAL synchronous_commit = off")
+        return await seal(cur, wait=False)
+
+
+async def seal_loop(pool: db.Pool, interval: float) -> None:
+    while True:
+        await asyncio.sleep(interval)
+        try:
+            await seal_pending(pool)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("audit sealing job failed")
 
 
 # --- signing ----------------------------------------------------------------------------------
@@ -137,10 +179,12 @@ async def write_checkpoint(cur: db.Cursor, signer: CheckpointSigner, chain_id: u
 
 async def checkpoint_now(cur: db.Cursor, signer: CheckpointSigner, chain_id: uuid.UUID,
                          kind: str = "demand") -> dict | None:
-    """Sign the chain's head; None when the chain has no entry (or its head is signed already
-    by a checkpoint of this kind)."""
+    """Seal, then sign the chain's head; None when the chain has no entry."""
+    await seal(cur)
     head = await db.fetchone(
-        cur, "SELECT seq, hash FROM audit_logs WHERE chain_id = %s ORDER BY seq DESC LIMIT 1",
+        cur,
+        """SELECT seq, hash FROM audit_logs WHERE chain_id = %s AND seq IS NOT NULL
+           ORDER BY seq DESC LIMIT 1""",
         (chain_id,))
     if head is None:
         return None
@@ -148,12 +192,14 @@ async def checkpoint_now(cur: db.Cursor, signer: CheckpointSigner, chain_id: uui
 
 
 async def checkpoint_grown_chains(pool: db.Pool, signer: CheckpointSigner) -> int:
-    """A `periodic` checkpoint for every chain whose head is past its last checkpoint."""
+    """Seal, then a `periodic` checkpoint for every chain whose head is past its last one."""
     async with db.cursor(pool) as cur:
+        await seal(cur)
         rows = await db.fetchall(
             cur,
             """SELECT h.chain_id, h.seq, a.hash FROM (
-                   SELECT chain_id, max(seq) AS seq FROM audit_logs GROUP BY chain_id) h
+                   SELECT chain_id, max(seq) AS seq FROM audit_logs WHERE seq IS NOT NULL
+                   GROUP BY chain_id) h
                JOIN audit_logs a ON a.chain_id = h.chain_id AND a.seq = h.seq
                WHERE h.seq > coalesce((SELECT max(c.seq) FROM audit_checkpoints c
                                        WHERE c.chain_id = h.chain_id), 0)""")
@@ -187,15 +233,17 @@ async def purge_expired(pool: db.Pool, signer: CheckpointSigner) -> int:
     a `purge` checkpoint at its last entry (the chain's new start); returns how many went."""
     removed = 0
     async with db.cursor(pool) as cur:
+        await seal(cur)
         chains = [r["chain_id"] for r in await db.fetchall(
-            cur, f"SELECT DISTINCT chain_id FROM audit_logs WHERE {_EXPIRED}")]
+            cur, f"SELECT DISTINCT chain_id FROM audit_logs WHERE seq IS NOT NULL AND {_EXPIRED}")]
     for chain_id in chains:
         async with db.pool_transaction(pool) as cur:
             end = await db.fetchone(
                 cur,
                 f"""SELECT a.seq, a.hash FROM audit_logs a
                     WHERE a.chain_id = %(c)s AND a.seq < coalesce(
-                        (SELECT min(seq) FROM audit_logs WHERE chain_id = %(c)s AND NOT {_EXPIRED}),
+                        (SELECT min(seq) FROM audit_logs
+                         WHERE chain_id = %(c)s AND seq IS NOT NULL AND NOT {_EXPIRED}),
                         9223372036854775807)
                     ORDER BY a.seq DESC LIMIT 1""",
                 {"c": chain_id})
@@ -234,13 +282,15 @@ def checkpoint_json(row: dict) -> dict:
 
 _ROWS = """SELECT id, chain_id, seq, created_at, user_email, action, resource, resource_id,
                   ip_address, user_agent, metadata::text AS metadata_text, prev_hash, hash
-           FROM audit_logs WHERE chain_id = %s AND (seq, id) > (%s, %s)
+           FROM audit_logs WHERE chain_id = %s AND seq IS NOT NULL AND (seq, id) > (%s, %s)
            ORDER BY seq, id LIMIT %s"""
 
 
 async def verify_chain(cur: db.Cursor, signer: CheckpointSigner, chain_id: uuid.UUID) -> Verdict:
-    """Walk one chain from its start: every entry's seq, link and hash, every checkpoint's
-    signature and head. Reports the first broken link (by seq) and the latest good checkpoint."""
+    """Seal, then walk one chain from its start: every entry's seq, link and hash, every
+    checkpoint's signature and head. Reports the first broken link (by seq) and the latest good
+    checkpoint."""
+    await seal(cur)
     checkpoints = await db.fetchall(
         cur, "SELECT * FROM audit_checkpoints WHERE chain_id = %s ORDER BY seq, signed_at",
         (chain_id,))
@@ -315,11 +365,12 @@ async def verify_chain(cur: db.Cursor, signer: CheckpointSigner, chain_id: uuid.
 
 async def chains(cur: db.Cursor) -> list[dict]:
     """Every chain in the log or its checkpoints: chain id and the team's slug (None when the
-    team is gone or for the account chain)."""
+    team is gone or for the account chain); seals first."""
+    await seal(cur)
     return await db.fetchall(
         cur,
         """SELECT c.chain_id, t.slug FROM (
-               SELECT DISTINCT chain_id FROM audit_logs
+               SELECT DISTINCT chain_id FROM audit_logs WHERE chain_id IS NOT NULL
                UNION SELECT DISTINCT chain_id FROM audit_checkpoints) c
            LEFT JOIN teams t ON t.id = c.chain_id
            ORDER BY t.slug NULLS LAST, c.chain_id""")

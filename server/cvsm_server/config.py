@@ -131,6 +131,8 @@ class Settings:
     support_email: str | None = None
     # How often the background job signs a checkpoint of every audit chain that grew (seconds).
     audit_checkpoint_seconds: float = 300.0
+    # How often the background job seals committed audit entries into their chains (seconds).
+    audit_seal_seconds: float = 1.0
     # Webhooks: allow targets in private, loopback, link-local and other non-global ranges
     # (`CVSM_WEBHOOK_ALLOW_PRIVATE=1`; for tests and closed networks), and how often the sender
     # looks at the queue when nothing woke it (seconds).
@@ -192,6 +194,8 @@ class Settings:
             audit_checkpoint_seconds=_seconds("CVSM_AUDIT_CHECKPOINT_SECONDS",
                                               get("CVSM_AUDIT_CHECKPOINT_SECONDS"), 300.0)
             or 300.0,
+            audit_seal_seconds=_seconds("CVSM_AUDIT_SEAL_SECONDS", get("CVSM_AUDIT_SEAL_SECONDS"),
+                                        1.0) or 1.0,
             webhook_allow_private=_flag(get("CVSM_WEBHOOK_ALLOW_PRIVATE")),
             webhook_poll_seconds=_seconds("CVSM_WEBHOOK_POLL_SECONDS",
                                           get("CVSM_WEBHOOK_POLL_SECONDS"), 30.0) or 30.0,

@@ -1,7 +1,8 @@
-"""The audit hash chains (migration 0010, audit_chain.py): every writer links its entry, concurrent
-appenders in several connections and processes keep one gap-free order, signed checkpoints, and
-verification (API and `cvsm-server audit verify`) finding an entry edited, deleted or inserted by
-a superuser with the triggers off, and still passing after a retention purge."""
+"""The audit hash chains (migrations 0010 and 0012, audit_chain.py): every writer's entry is
+sealed into its chain after it commits, concurrent appenders and sealers in several connections
+and processes keep one gap-free order, signed checkpoints, and verification (API and
+`cvsm-server audit verify`) finding an entry edited, deleted or inserted by a superuser with the
+triggers off, and still passing after a retention purge."""
 
 from __future__ import annotations
 
@@ -17,13 +18,19 @@ import psycopg2
 import pytest
 
 from cvsm_server import audit, audit_chain, db
-from cvsm_server.web.state import CHECKPOINT_SIGNER
+from cvsm_server.web.state import CHECKPOINT_SIGNER, POOL
 from conftest import JWT_SECRET, MASTER_KEY, Api, query, server_url
 
 CONSOLE_SCRIPT = Path(sys.executable).with_name("cvsm-server")
 ROWS = """SELECT id, chain_id, seq, created_at, user_email, action, resource, resource_id, ip_address,
                  user_agent, metadata::text AS metadata_text, prev_hash, hash, team_id
           FROM audit_logs WHERE chain_id = %s ORDER BY seq"""
+
+
+async def sealed_rows(database_url: str, chain_id) -> list[dict]:
+    """Seal (as the server's role does), then the chain's entries in order."""
+    await query(server_url(database_url), "SELECT cvsm_audit_seal(5000, true)")
+    return await query(database_url, ROWS, (chain_id,))
 
 
 async def as_superuser(database_url: str, *statements: tuple[str, tuple]) -> None:
@@ -50,6 +57,13 @@ async def busy_team(client, api: Api, owner, team_id: str, reads: int = 3) -> No
     sid = await api.secret(owner, team_id, f"S_{uuid.uuid4().hex[:8]}", "v")
     for _ in range(reads):
         assert (await client.get(f"/api/v1/teams/{team_id}/secrets/{sid}", headers=h)).status == 200
+    await seal_now(client)
+
+
+async def seal_now(client) -> int:
+    """What the server's sealing job does, now, on the app's own pool."""
+    async with db.cursor(client.app[POOL]) as cur:
+        return await audit_chain.seal(cur)
 
 
 async def test_every_writer_links_its_entry_and_python_recomputes_each_hash(client, api: Api, owner,
@@ -62,7 +76,10 @@ async def test_every_writer_links_its_entry_and_python_recomputes_each_hash(clie
     await query(server_url(database_url), """INSERT INTO audit_logs (team_id, action, resource,
         user_agent, metadata) VALUES (%s, 'x', 'x', %s, %s::jsonb)""",
         (team_id, 'é 😀 \x01 \x1f "q" \\ \n\r\b\f/', '{"b": [1.50, 2e3, "é\\u0001"], "a": null}'))
-    rows = await query(database_url, ROWS, (team_id,))
+    unsealed = await query(database_url, "SELECT count(*) AS n FROM audit_logs WHERE team_id = %s "
+                                         "AND seq IS NULL", (team_id,))
+    assert unsealed[0]["n"] == 5  # committed, not yet in the chain
+    rows = await sealed_rows(database_url, team_id)
     assert [r["seq"] for r in rows] == list(range(1, len(rows) + 1)) and len(rows) == 5
     assert bytes(rows[0]["prev_hash"]) == audit_chain.GENESIS
     for before, row in zip(rows, rows[1:]):
@@ -76,13 +93,13 @@ async def test_every_writer_links_its_entry_and_python_recomputes_each_hash(clie
     # Entries without a team (sign-in) form the account chain.
     await client.post("/api/v1/auth/login", json={"identifier": owner["email"], "password": "nope"})
     await client.post("/api/v1/me/logout-all", headers=api.auth(owner["token"]))
-    account = await query(database_url, ROWS, (audit_chain.ACCOUNT_CHAIN,))
+    account = await sealed_rows(database_url, audit_chain.ACCOUNT_CHAIN)
     assert len(account) >= 1 and [r["seq"] for r in account] == list(range(1, len(account) + 1))
     assert all(r["team_id"] is None for r in account)
 
 
-async def test_concurrent_appenders_keep_one_gap_free_order(client, api: Api, owner, team_id,
-                                                            database_url):
+async def test_concurrent_appenders_and_sealers_keep_one_gap_free_order(client, api: Api, owner,
+                                                                       team_id, database_url):
     async def append(n: int) -> None:
         pool = await db.create_pool(server_url(database_url), maxsize=1)
         try:
@@ -90,12 +107,14 @@ async def test_concurrent_appenders_keep_one_gap_free_order(client, api: Api, ow
                 async with db.pool_transaction(pool) as cur:
                     await audit.record(cur, None, "test", "test", team_id=uuid.UUID(team_id),
                                        metadata={"i": i})
+                if i % 5 == 4:  # each appender also seals now and then, as every server does
+                    await audit_chain.seal_pending(pool)
         finally:
             pool.close()
             await pool.wait_closed()
 
     await asyncio.gather(*(append(25) for _ in range(6)))
-    rows = await query(database_url, ROWS, (team_id,))
+    rows = await sealed_rows(database_url, team_id)
     assert [r["seq"] for r in rows] == list(range(1, 152))
     body = await verify(client, api, owner, team_id)
     assert body == {"ok": True, "checked": 151, "first_broken": None, "checkpoint": None}
@@ -111,13 +130,15 @@ async def test_two_processes_appending_to_one_chain_keep_one_order(client, api: 
         for i in range(150):
             cur.execute("INSERT INTO audit_logs (team_id, action, resource) VALUES (%s, 'p', 'p')",
                         (sys.argv[2],))
+            if i % 10 == 9:
+                cur.execute("SELECT cvsm_audit_seal(5000, false)")
         conn.close()
     """)
     procs = [subprocess.Popen([sys.executable, "-c", script, server_url(database_url), team_id])
              for _ in range(2)]
     for proc in procs:
         assert proc.wait(timeout=120) == 0
-    rows = await query(database_url, ROWS, (team_id,))
+    rows = await sealed_rows(database_url, team_id)
     assert [r["seq"] for r in rows] == list(range(1, 302))
     assert (await verify(client, api, owner, team_id))["ok"] is True
 
@@ -133,24 +154,33 @@ async def test_a_rolled_back_entry_leaves_no_gap(client, api: Api, owner, team_i
         conn.close()
     await query(server_url(database_url),
                 "INSERT INTO audit_logs (team_id, action, resource) VALUES (%s, 'y', 'y')", (team_id,))
-    rows = await query(database_url, ROWS, (team_id,))
+    rows = await sealed_rows(database_url, team_id)
     assert [(r["seq"], r["action"]) for r in rows] == [(1, "team_create"), (2, "y")]
 
 
 async def test_the_server_role_cannot_forge_chain_fields_or_touch_checkpoints(client, api: Api, owner,
                                                                               team_id, database_url):
     app_url = server_url(database_url)
-    await query(app_url, """INSERT INTO audit_logs (team_id, action, resource, seq, prev_hash, hash)
-                            VALUES (%s, 'forged', 'x', 99, '\\x00', '\\x00')""", (team_id,))
-    row = (await query(database_url, "SELECT seq, hash FROM audit_logs WHERE action = 'forged'"))[0]
-    assert row["seq"] == 2 and len(bytes(row["hash"])) == 32
+    for column, value in (("chain_id", uuid.uuid4()), ("seq", 99), ("prev_hash", b"\x00"),
+                          ("hash", b"\x00"), ("id", uuid.uuid4()), ("created_at", "2020-01-01")):
+        with pytest.raises(psycopg2.errors.InsufficientPrivilege):
+            await query(app_url, f"""INSERT INTO audit_logs (team_id, action, resource, {column})
+                                     VALUES (%s, 'forged', 'x', %s)""", (team_id, value))
+    await query(app_url, "INSERT INTO audit_logs (team_id, action, resource) VALUES (%s, 'y', 'x')",
+                (team_id,))
     resp = await client.post(f"/api/v1/teams/{team_id}/audit/checkpoints",
                              headers=api.auth(owner["token"]))
     assert resp.status == 201 and (await resp.json())["checkpoint"]["seq"] == 2
     for sql in ("UPDATE audit_checkpoints SET seq = 1", "DELETE FROM audit_checkpoints",
-                "UPDATE audit_logs SET seq = 7", "DELETE FROM audit_logs"):
+                "UPDATE audit_logs SET seq = 7", "UPDATE audit_logs SET seq = NULL",
+                "DELETE FROM audit_logs"):
         with pytest.raises(psycopg2.errors.InsufficientPrivilege):
             await query(app_url, sql)
+    # Even the owner cannot re-seal a sealed entry or unseal it, with the triggers on.
+    for sql in ("UPDATE audit_logs SET seq = NULL, prev_hash = NULL, hash = NULL",
+                "UPDATE audit_logs SET seq = seq + 10"):
+        with pytest.raises(psycopg2.errors.InsufficientPrivilege):
+            await query(database_url, sql + " WHERE chain_id = %s", (team_id,))
 
 
 async def test_verify_reports_an_edited_entry_at_its_seq(client, api: Api, owner, team_id, database_url):
@@ -185,7 +215,7 @@ async def test_verify_reports_a_deleted_tail_covered_by_a_checkpoint(client, api
 async def test_verify_reports_an_inserted_entry_at_its_seq(client, api: Api, owner, team_id,
                                                            database_url):
     await busy_team(client, api, owner, team_id)  # seq 1..5
-    rows = await query(database_url, ROWS, (team_id,))
+    rows = await sealed_rows(database_url, team_id)
     # A row slipped in after seq 3 (seq 4 and 5 renumbered), hashed correctly on its own.
     forged = {**rows[3], "id": uuid.uuid4(), "action": "read", "seq": 4,
               "prev_hash": bytes(rows[2]["hash"]), "user_email": "ghost@example.com"}
@@ -294,10 +324,10 @@ async def test_cli_audit_verify_exits_0_when_intact_and_1_at_the_first_broken_li
     assert unknown.returncode == 1 and "no team with the slug" in unknown.stderr
 
 
-async def test_quota_locks_and_the_chain_lock_never_deadlock(client, api, owner, team_id) -> None:
-    """A create holds the team row (the quota check) and then appends to the chain; a bulk call
-    appends first, and its entry's foreign key then needs a share of the same team row. The quota
-    lock is FOR NO KEY UPDATE, which that share does not wait for: no deadlock, no 503."""
+async def test_quota_locks_and_audit_entries_never_deadlock(client, api, owner, team_id) -> None:
+    """A create holds the team row (the quota check) and then writes its entry; a bulk call
+    writes its entry first, whose foreign key needs a share of the same team row. The quota lock
+    is FOR NO KEY UPDATE, which that share does not wait for: no deadlock, no 503."""
     headers = api.auth(owner["token"])
 
     async def create(i: int) -> int:
@@ -315,3 +345,58 @@ async def test_quota_locks_and_the_chain_lock_never_deadlock(client, api, owner,
         statuses += await asyncio.gather(*(create(round_ * 4 + i) for i in range(4)),
                                          *(bulk() for _ in range(4)))
     assert set(statuses) <= {200, 201}, statuses
+
+
+async def test_an_open_transactions_entry_joins_the_chain_after_it_commits(client, api: Api, owner,
+                                                                          team_id, database_url):
+    """The sealer sees only committed entries: one still open waits for a later batch, and the
+    chain has no gap either way (seq 1 is the team's creation)."""
+    conn = psycopg2.connect(server_url(database_url))
+    try:
+        with conn.cursor() as cur:
+            cur.execute("INSERT INTO audit_logs (team_id, action, resource) VALUES (%s, 'early', 'x')",
+                        (team_id,))
+            await query(server_url(database_url),
+                        "INSERT INTO audit_logs (team_id, action, resource) VALUES (%s, 'late', 'x')",
+                        (team_id,))
+            assert await seal_now(client) >= 2  # the team's creation and 'late'; not 'early'
+        conn.commit()
+    finally:
+        conn.close()
+    rows = await sealed_rows(database_url, team_id)
+    assert [(r["seq"], r["action"]) for r in rows] == [(1, "team_create"), (2, "late"), (3, "early")]
+    assert (await verify(client, api, owner, team_id))["ok"] is True
+
+
+async def test_entries_of_a_team_deleted_before_they_are_sealed_stay_in_its_chain(
+        client, api: Api, owner, team_id, database_url):
+    await busy_team(client, api, owner, team_id, reads=0)  # sealed: seq 1, 2
+    sid = (await query(database_url, "SELECT id FROM secrets WHERE team_id = %s", (team_id,)))[0]["id"]
+    h = api.auth(owner["token"])
+    assert (await client.get(f"/api/v1/teams/{team_id}/secrets/{sid}", headers=h)).status == 200
+    assert (await client.delete(f"/api/v1/teams/{team_id}", headers=h)).status in (200, 204)
+    pending = await query(database_url, "SELECT team_id, chain_id FROM audit_logs "
+                                        "WHERE seq IS NULL AND action = 'read'")
+    assert [(p["team_id"], str(p["chain_id"])) for p in pending] == [(None, team_id)]
+    rows = await sealed_rows(database_url, team_id)
+    assert [r["seq"] for r in rows] == [1, 2, 3] and rows[2]["action"] == "read"
+    assert all(r["team_id"] is None for r in rows)
+    account = await query(database_url, ROWS, (audit_chain.ACCOUNT_CHAIN,))
+    assert "read" not in {r["action"] for r in account}
+    async with db.cursor(client.app[POOL]) as cur:
+        assert (await audit_chain.verify_chain(cur, client.app[CHECKPOINT_SIGNER],
+                                               uuid.UUID(team_id))).ok
+
+
+async def test_every_server_process_seals_in_the_background(start_client, make_settings,
+                                                            database_url):
+    client = await start_client(make_settings(background_jobs="on", audit_seal_seconds="0.1"))
+    api = Api(client)
+    user = await api.register()
+    team = await api.team(user)
+    for _ in range(50):
+        rows = await query(database_url, "SELECT seq FROM audit_logs WHERE team_id = %s", (team,))
+        if rows and all(r["seq"] is not None for r in rows):
+            break
+        await asyncio.sleep(0.1)
+    assert [r["seq"] for r in rows] == [1]

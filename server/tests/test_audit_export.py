@@ -58,7 +58,7 @@ async def test_export_range_filters_from_inclusive_to_exclusive(client, api: Api
     insert = "INSERT INTO audit_logs (team_id, action, resource, created_at) VALUES (%s, %s, 't', %s)"
     for action, at in (("jan", "2024-01-15T00:00:00Z"), ("feb", "2024-02-01T00:00:00Z"),
                        ("mar", "2024-03-01T00:00:00Z")):
-        await query(server_url(database_url), insert, (team_id, action, at))
+        await query(database_url, insert, (team_id, action, at))  # the owner: dated entries
     h = api.auth(owner["token"])
 
     async def actions(**params: str) -> list[str]:

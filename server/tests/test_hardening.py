@@ -104,6 +104,8 @@ async def test_audit_guard_lets_no_one_null_the_actor_of_a_live_team_or_user(cli
     "UPDATE audit_logs SET action = 'tampered'",
     "TRUNCATE audit_logs",
     "DROP TRIGGER audit_logs_immutable ON audit_logs",
+    "ALTER TABLE audit_logs DISABLE TRIGGER audit_logs_immutable_update",
+    "DROP TRIGGER audit_logs_immutable_update ON audit_logs",
     "CREATE TABLE sneaky (id int)",
 ])
 async def test_the_servers_role_cannot_switch_the_audit_guard_off(client, api: Api, owner, team_id,

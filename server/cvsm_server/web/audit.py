@@ -69,7 +69,8 @@ OPENAPI = {
         "summary": "The team's audit log as a CSV or JSON-lines download, streamed (Admin; "
                    "audited as `audit_export`).",
         "description": "Entries in chain order (`seq`), each with its chain fields (`seq`, "
-                       "`prev_hash`, `hash`). CSV cells starting with =, +, -, @, tab or CR "
+                       "`prev_hash`, `hash`); every entry committed before the call is sealed "
+                       "into the chain first. CSV cells starting with =, +, -, @, tab or CR "
                        "are prefixed with ' so spreadsheets show them as text.",
         "tags": ["audit"],
         "query": [
@@ -86,6 +87,8 @@ OPENAPI = {
     },
     "verify_audit": {
         "summary": "Verify the team's audit hash chain and its signed checkpoints (Admin).",
+        "description": "Every entry committed before the call is sealed into the chain first, "
+                       "then the chain is walked from its start.",
         "tags": ["audit"],
         "responses": {200: answer({
             "ok": BOOL, "checked": INT,
