@@ -10,8 +10,8 @@ function.
 Sealing: a writer commits its entry with the chain fields unset; `seal` (the database's
 `cvsm_audit_seal`) links the committed entries not sealed yet to the ends of their chains, in
 insertion order, under one lock for every process. `seal_loop` (a background job) runs it every
-`CVSM_AUDIT_SEAL_SECONDS`; verification, export, checkpoints and the purge seal first, so they see every
-entry committed before they began.
+`CVSM_AUDIT_SEAL_SECONDS`; verification, export, checkpoints and the purge seal first, so they
+see every entry committed before they began.
 
 Checkpoints: Ed25519 signatures over `checkpoint_message(...)` (chain, seq, head hash, kind,
 signed-at time). The signing key is derived from the database's token-hash key, which is
