@@ -18,6 +18,7 @@ import psycopg2
 import pytest
 
 from cvsm_server import audit, audit_chain, db
+from cvsm_server.crypto import Keyring
 from cvsm_server.web.state import CHECKPOINT_SIGNER, POOL
 from conftest import JWT_SECRET, MASTER_KEY, Api, query, server_url
 
@@ -400,3 +401,31 @@ async def test_every_server_process_seals_in_the_background(start_client, make_s
             break
         await asyncio.sleep(0.1)
     assert [r["seq"] for r in rows] == [1]
+
+
+async def test_entries_chained_before_0012_stay_and_new_ones_are_sealed_after_them(fresh_database):
+    """An upgrade: the 0010 trigger chained the entries already there; after 0012 the next ones
+    are sealed after them, and the whole chain verifies."""
+    url = fresh_database(empty=True)
+    team = uuid.uuid4()
+    pool = await db.create_pool(url, maxsize=2)
+    try:
+        assert await db.migrate(pool, upto=11) == list(range(1, 12))
+        async with db.cursor(pool) as cur:
+            await cur.execute("INSERT INTO teams (id, slug, name) VALUES (%s, 'old', 'Old')", (team,))
+            for i in range(3):
+                await audit.record(cur, None, "before", "test", team_id=team, metadata={"i": i})
+        assert await db.migrate(pool) == [n for n, _, _ in db.migration_files() if n > 11]
+        async with db.cursor(pool) as cur:
+            for i in range(2):
+                await audit.record(cur, None, "after", "test", team_id=team, metadata={"i": i})
+            assert await audit_chain.seal(cur) == 2
+            signer = audit_chain.CheckpointSigner(Keyring(bytes(32)))
+            verdict = await audit_chain.verify_chain(cur, signer, team)
+    finally:
+        pool.close()
+        await pool.wait_closed()
+    assert verdict.ok and verdict.checked == 5
+    rows = await query(url, ROWS, (team,))
+    assert [(r["seq"], r["action"]) for r in rows] == [
+        (1, "before"), (2, "before"), (3, "before"), (4, "after"), (5, "after")]
