@@ -103,8 +103,9 @@ async def append_rate(url: str, teams: list[uuid.UUID], *, sealed: bool) -> floa
         await asyncio.gather(*(writer(i) for i in range(WRITERS)))
         if sealer is not None:
             sealer.cancel()
+            await asyncio.gather(sealer, return_exceptions=True)
             async with db.cursor(pool) as cur:
-                await audit_chain.seal(cur)  # waits for a round in flight, then seals the rest
+                await audit_chain.seal(cur)  # the entries the job has not reached
         return WRITERS * PER_WRITER / (time.perf_counter() - started)
     finally:
         pool.close()

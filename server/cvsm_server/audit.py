@@ -236,9 +236,10 @@ async def export_rows(conn: db.Connection, team_id: uuid.UUID, start: datetime |
 
 async def verify_team(conn: db.Connection, actor: Actor, team_id: uuid.UUID,
                       signer: audit_chain.CheckpointSigner) -> audit_chain.Verdict:
-    """Verify the team's chain (Admin or above)."""
+    """Seal, then verify the team's chain (Admin or above)."""
     async with db.cursor(conn) as cur:
         await roles.require(cur, team_id, actor, roles.ADMIN, reading=True)
+        await audit_chain.seal(cur)
         return await audit_chain.verify_chain(cur, signer, team_id)
 
 

@@ -284,10 +284,9 @@ _ROWS = """SELECT id, chain_id, seq, created_at, user_email, action, resource, r
 
 
 async def verify_chain(cur: db.Cursor, signer: CheckpointSigner, chain_id: uuid.UUID) -> Verdict:
-    """Seal, then walk one chain from its start: every entry's seq, link and hash, every
-    checkpoint's signature and head. Reports the first broken link (by seq) and the latest good
-    checkpoint."""
-    await seal(cur)
+    """Walk one chain from its start: every entry's seq, link and hash, every checkpoint's
+    signature and head. Reports the first broken link (by seq) and the latest good checkpoint.
+    Entries not sealed yet are not in it: callers `seal` first."""
     checkpoints = await db.fetchall(
         cur, "SELECT * FROM audit_checkpoints WHERE chain_id = %s ORDER BY seq, signed_at",
         (chain_id,))
@@ -362,8 +361,7 @@ async def verify_chain(cur: db.Cursor, signer: CheckpointSigner, chain_id: uuid.
 
 async def chains(cur: db.Cursor) -> list[dict]:
     """Every chain in the log or its checkpoints: chain id and the team's slug (None when the
-    team is gone or for the account chain); seals first."""
-    await seal(cur)
+    team is gone or for the account chain); sealed entries only: callers `seal` first."""
     return await db.fetchall(
         cur,
         """SELECT c.chain_id, t.slug FROM (

@@ -206,6 +206,7 @@ async def audit_verify(settings: Settings, team: str | None = None) -> int:
         await keys.check_master_key(database.pool, keyring)
         signer = audit_chain.CheckpointSigner(keyring)
         async with db.cursor(database.pool) as cur:
+            await audit_chain.seal(cur)  # every entry committed before the command started
             chains = await audit_chain.chains(cur)
             if team is not None:
                 row = await db.fetchone(cur, "SELECT id, slug FROM teams WHERE slug = %s", (team,))

@@ -29,8 +29,14 @@ ROWS = """SELECT id, chain_id, seq, created_at, user_email, action, resource, re
 
 
 async def sealed_rows(database_url: str, chain_id) -> list[dict]:
-    """Seal (as the server's role does), then the chain's entries in order."""
-    await query(server_url(database_url), "SELECT cvsm_audit_seal(5000, true)")
+    """Seal (`audit_chain.seal`, as the server's role), then the chain's entries in order."""
+    pool = await db.create_pool(server_url(database_url), maxsize=1)
+    try:
+        async with db.cursor(pool) as cur:
+            await audit_chain.seal(cur)
+    finally:
+        pool.close()
+        await pool.wait_closed()
     return await query(database_url, ROWS, (chain_id,))
 
 
@@ -325,6 +331,15 @@ async def test_cli_audit_verify_exits_0_when_intact_and_1_at_the_first_broken_li
     assert unknown.returncode == 1 and "no team with the slug" in unknown.stderr
 
 
+async def test_cli_audit_verify_seals_what_was_committed_before_it(client, api: Api, owner, team_id,
+                                                                   database_url, tmp_path):
+    await query(server_url(database_url),
+                "INSERT INTO audit_logs (team_id, action, resource) VALUES (%s, 'x', 'x')", (team_id,))
+    ok = await asyncio.to_thread(run_verify, database_url, tmp_path, "--team", "acme")
+    assert ok.returncode == 0, ok.stderr
+    assert "team acme: intact, 2 entries" in ok.stdout
+
+
 async def test_quota_locks_and_audit_entries_never_deadlock(client, api, owner, team_id) -> None:
     """A create holds the team row (the quota check) and then writes its entry; a bulk call
     writes its entry first, whose foreign key needs a share of the same team row. The quota lock
@@ -364,9 +379,10 @@ async def test_an_open_transactions_entry_joins_the_chain_after_it_commits(clien
         conn.commit()
     finally:
         conn.close()
-    rows = await sealed_rows(database_url, team_id)
+    body = await verify(client, api, owner, team_id)  # seals 'early' first
+    assert body["ok"] is True and body["checked"] == 3
+    rows = await query(database_url, ROWS, (team_id,))
     assert [(r["seq"], r["action"]) for r in rows] == [(1, "team_create"), (2, "late"), (3, "early")]
-    assert (await verify(client, api, owner, team_id))["ok"] is True
 
 
 async def test_entries_of_a_team_deleted_before_they_are_sealed_stay_in_its_chain(
