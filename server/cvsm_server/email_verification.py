@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from . import audit, db, mail, mailtokens, ratelimit
+from . import audit, db, mail, mailtokens, ratelimit, sessions
 from .actor import Actor
 from .config import RateLimit
 from .crypto import Keyring
@@ -56,18 +56,37 @@ async def request_link(conn: db.Connection, actor: Actor, keyring: Keyring, app_
     return True
 
 
-async def verify(conn: db.Connection, client: Actor, keyring: Keyring, token: object) -> dict:
-    """Mark the address the link was sent to as verified; the account (id, email)."""
+async def verify(conn: db.Connection, client: Actor, keyring: Keyring, token: object, *,
+                 failures: ratelimit.Charge | None = None) -> dict:
+    """Mark the address the link was sent to as verified; the account (id, email).
+
+    The link is a credential: it stands behind the failed-credential throttle (`failures`) and a
+    wrong one is counted. The first proof that the owner holds the address ends every session and
+    revokes every API token made before it: whoever registered someone else's address first
+    keeps nothing once its owner follows the link (the mail says so; the dashboard signs the
+    browser that followed it, when already signed in to this account, in again)."""
+    await ratelimit.guard(conn, failures)
     async with db.transaction(conn) as cur:
         used = await mailtokens.consume(cur, keyring, mailtokens.VERIFY_EMAIL, token)
         user = used and await db.fetchone(
             cur,
-            """UPDATE users SET email_verified = true
-               WHERE id = %s AND lower(email) = lower(%s) RETURNING id, email""",
+            """UPDATE users u SET email_verified = true
+               FROM (SELECT id, email_verified FROM users WHERE id = %s FOR NO KEY UPDATE) before
+               WHERE u.id = before.id AND lower(u.email) = lower(%s)
+               RETURNING u.id, u.email, before.email_verified AS was_verified""",
             (used["user_id"], used["email"]),
         )
-        if not user:
-            raise BadRequest(LINK_INVALID)
-        await audit.record(cur, client.as_user(user["id"], user["email"], via="mail_link"),
-                           "email_verified", "user", resource_id=user["id"])
-    return user
+        if user:
+            metadata = {}
+            if not user["was_verified"]:
+                sessions_revoked, tokens_revoked = await sessions.end_all_credentials(
+                    cur, user["id"], tokens=True)
+                metadata = {"sessions_revoked": sessions_revoked,
+                            "tokens_revoked": tokens_revoked}
+            await audit.record(cur, client.as_user(user["id"], user["email"], via="mail_link"),
+                               "email_verified", "user", resource_id=user["id"],
+                               metadata=metadata or None)
+            return {"id": user["id"], "email": user["email"],
+                    "credentials_ended": not user["was_verified"]}
+    await ratelimit.failed(conn, failures)
+    raise BadRequest(LINK_INVALID)

@@ -10,6 +10,10 @@ by a background sender, so a mail failure never loses the action that sent it.
   in the outbox directory, and deletes each one delivered. A failure (SMTP down, refused) moves
   the next attempt back exponentially, up to `MAX_ATTEMPTS`; only the mail waits.
 - No link token reaches a log: the outbox logs each link with its token cut out.
+- Mail that anyone can make the server send to an address of their choosing (`UNSOLICITED`:
+  verification, reset, newsletter confirmation, invitation) is limited per recipient,
+  whoever asks and from wherever (`PER_RECIPIENT`, counted in PostgreSQL like the other limits):
+  past it the message is silently not queued, so the asker learns nothing about the address.
 """
 
 from __future__ import annotations
@@ -32,8 +36,8 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 import aiosmtplib
 import jinja2
 
-from . import db, queues
-from .config import Settings
+from . import db, queues, ratelimit
+from .config import RateLimit, Settings
 from .crypto import Keyring, mail_aad
 
 log = logging.getLogger("cvsm.mail")
@@ -105,9 +109,25 @@ def render(template: str, to: str, context: dict[str, Any], *, tokens: tuple[str
 
 _aad = mail_aad
 
+UNSOLICITED = frozenset({"verify_email", "password_reset", "newsletter_confirm", "team_invite"})
+PER_RECIPIENT = RateLimit(limit=5, period=3600)
 
-async def enqueue(cur: db.Cursor, keyring: Keyring, purpose: str, message: Message) -> uuid.UUID:
-    """Queue `message` in the caller's transaction; the senders wake when it commits."""
+
+async def _recipient_allows(cur: db.Cursor, to: str) -> bool:
+    charge = ratelimit.Charge.of("mail_to", to.strip().lower(), PER_RECIPIENT)
+    assert charge is not None
+    row = await db.fetchone(cur, ratelimit.HIT_CTE, charge.params())
+    return row["count"] <= PER_RECIPIENT.limit
+
+
+async def enqueue(cur: db.Cursor, keyring: Keyring, purpose: str,
+                  message: Message) -> uuid.UUID | None:
+    """Queue `message` in the caller's transaction; the senders wake when it commits. None (and
+    nothing queued) when an `UNSOLICITED` purpose's recipient is over `PER_RECIPIENT`."""
+    if purpose in UNSOLICITED and not await _recipient_allows(cur, message.to):
+        log.info("%s mail not queued: its recipient is over %d mails an hour", purpose,
+                 PER_RECIPIENT.limit)
+        return None
     mail_id = uuid.uuid4()
     payload = json.dumps({"to": message.to, "subject": message.subject, "text": message.text,
                           "html": message.html, "links": list(message.redacted_links)}).encode()
@@ -122,7 +142,7 @@ async def enqueue(cur: db.Cursor, keyring: Keyring, purpose: str, message: Messa
 
 
 async def send(cur: db.Cursor, keyring: Keyring, purpose: str, template: str, to: str,
-               context: dict[str, Any], *, tokens: tuple[str, ...] = ()) -> uuid.UUID:
+               context: dict[str, Any], *, tokens: tuple[str, ...] = ()) -> uuid.UUID | None:
     """Render and queue in one call (what the domain modules use)."""
     return await enqueue(cur, keyring, purpose, render(template, to, context, tokens=tokens))
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from . import audit, credentials, db, mail, mailtokens, ratelimit
+from . import audit, db, mail, mailtokens, ratelimit, sessions
 from .actor import Actor
 from .config import RateLimit
 from .crypto import Keyring
@@ -71,29 +71,37 @@ async def request_link(conn: db.Connection, client: Actor, keyring: Keyring, ema
 
 
 async def reset(conn: db.Connection, client: Actor, hasher: PasswordHasher, keyring: Keyring,
-                token: object, password: str) -> dict:
-    """Set the new password from a valid link and revoke every session; the account (id, email)."""
+                token: object, password: str, *,
+                failures: ratelimit.Charge | None = None) -> dict:
+    """Set the new password from a valid link and revoke every session; the account (id, email).
+
+    The link is a credential: it stands behind the failed-credential throttle (`failures`, the
+    client's address) and a wrong one is counted there. When the reset is the first proof that
+    the account's owner holds its address (`email_verified` was false), every API token is
+    revoked too: someone who registered the address first keeps nothing (the mail says so)."""
     if not MIN_LENGTH <= len(password) <= MAX_LENGTH:
         raise BadRequest(PASSWORD_RULE)
     if not mailtokens.well_formed(token):
         raise BadRequest(LINK_INVALID)
-    password_hash = await hasher.hash(password)
+    await ratelimit.guard(conn, failures)
     async with db.transaction(conn) as cur:
         used = await mailtokens.consume(cur, keyring, mailtokens.PASSWORD_RESET, token)
         user = used and await db.fetchone(
             cur,
-            """UPDATE users SET password_hash = %s, email_verified = true
-               WHERE id = %s AND lower(email) = lower(%s) RETURNING id, email""",
-            (password_hash, used["user_id"], used["email"]),
+            """SELECT id, email, email_verified FROM users
+               WHERE id = %s AND lower(email) = lower(%s) FOR NO KEY UPDATE""",
+            (used["user_id"], used["email"]),
         )
-        if not user:
-            raise BadRequest(LINK_INVALID)
-        await cur.execute(
-            "UPDATE sessions SET revoked_at = now() WHERE user_id = %s AND revoked_at IS NULL",
-            (user["id"],))
-        revoked = cur.rowcount
-        await credentials.bump(cur)
-        await audit.record(cur, client.as_user(user["id"], user["email"], via="mail_link"),
-                           "password_reset", "user", resource_id=user["id"],
-                           metadata={"sessions_revoked": revoked})
-    return user
+        if user:
+            await cur.execute("UPDATE users SET password_hash = %s, email_verified = true"
+                              " WHERE id = %s", (await hasher.hash(password), user["id"]))
+            first_proof = not user["email_verified"]
+            sessions_revoked, tokens_revoked = await sessions.end_all_credentials(
+                cur, user["id"], tokens=first_proof)
+            await audit.record(cur, client.as_user(user["id"], user["email"], via="mail_link"),
+                               "password_reset", "user", resource_id=user["id"],
+                               metadata={"sessions_revoked": sessions_revoked,
+                                         "tokens_revoked": tokens_revoked})
+            return {"id": user["id"], "email": user["email"]}
+    await ratelimit.failed(conn, failures)
+    raise BadRequest(LINK_INVALID)

@@ -107,6 +107,25 @@ async def logout_all(conn: db.Connection, actor: Actor) -> int:
     return revoked
 
 
+async def end_all_credentials(cur: db.Cursor, user_id: uuid.UUID, *,
+                              tokens: bool) -> tuple[int, int]:
+    """Revoke every open session of `user_id` and, with `tokens`, every API token (in the
+    caller's transaction; every process stops trusting its cached copies at once). Returns how
+    many sessions and tokens were revoked."""
+    await cur.execute(
+        "UPDATE sessions SET revoked_at = now() WHERE user_id = %s AND revoked_at IS NULL",
+        (user_id,))
+    sessions_revoked = cur.rowcount
+    tokens_revoked = 0
+    if tokens:
+        await cur.execute(
+            "UPDATE api_tokens SET revoked_at = now() WHERE user_id = %s AND revoked_at IS NULL",
+            (user_id,))
+        tokens_revoked = cur.rowcount
+    await credentials.bump(cur)
+    return sessions_revoked, tokens_revoked
+
+
 async def purge_expired(pool: db.Pool) -> None:
     async with db.cursor(pool) as cur:
         await cur.execute("DELETE FROM sessions WHERE expires_at < now() - interval '1 day'")

@@ -56,12 +56,14 @@ def _failure_lock_key(prefix: str) -> int:
     return int.from_bytes(prefix.encode()[-8:].rjust(8, b"\0"), "big", signed=True)
 
 
-# One round trip: the prefix lock (an aggregate, so always exactly one row) and every token with
-# that prefix (none: one row of NULLs).
-_LOOKUP = """
-SELECT lock.remaining AS lock_remaining, lock.epoch, c.*
+# One round trip: the client address's failed-credential wait and the prefix lock (an
+# aggregate, so always exactly one row), and every token with that prefix (none: one row of
+# NULLs).
+_LOOKUP = f"""
+SELECT lock.remaining AS lock_remaining, lock.epoch, lock.address_wait, c.*
 FROM (SELECT max(extract(epoch FROM locked_until - clock_timestamp())) AS remaining,
-             (SELECT epoch FROM credential_epoch) AS epoch
+             (SELECT epoch FROM credential_epoch) AS epoch,
+             {ratelimit.ADDRESS_WAIT} AS address_wait
       FROM token_prefix_locks
       WHERE prefix = %(prefix)s AND locked_until > clock_timestamp()) AS lock
 LEFT JOIN LATERAL (
@@ -82,7 +84,7 @@ async def _record_failed_lookup(pool: db.Pool, cache: credentials.CredentialCach
     """Count a failed lookup for the client IP, then for the prefix; the tenth within the window
     locks the prefix. Serialised per prefix so that concurrent failures are all counted."""
     async with db.connection(pool) as conn:
-        await ratelimit.hit(conn, failures, ratelimit.FAILED_AUTH)
+        await ratelimit.failed(conn, failures)
         async with db.transaction(conn) as cur:
             await cur.execute("SELECT pg_advisory_xact_lock(%s)", (_failure_lock_key(prefix),))
             await cur.execute("INSERT INTO token_prefix_failures (prefix) VALUES (%s)", (prefix,))
@@ -104,6 +106,9 @@ async def _record_failed_lookup(pool: db.Pool, cache: credentials.CredentialCach
 
 
 async def _allowlist_miss(pool: db.Pool, token_id: uuid.UUID, client: Actor) -> None:
+    """Count a request from outside the token's allowlist (403); the fifth locks the token. A
+    token that is locked already answers the lock's 401 and counts nothing more, whether or not
+    this process had it cached."""
     async with db.connection(pool) as conn, db.transaction(conn) as cur:
         row = await db.fetchone(
             cur,
@@ -112,12 +117,14 @@ async def _allowlist_miss(pool: db.Pool, token_id: uuid.UUID, client: Actor) -> 
                                             THEN 0 ELSE failed_auth_count + 1 END,
                    locked_until = CASE WHEN failed_auth_count + 1 >= %(n)s
                                        THEN now() + %(lock)s ELSE locked_until END
-               WHERE id = %(id)s
+               WHERE id = %(id)s AND (locked_until IS NULL OR locked_until <= now())
                RETURNING locked_until > now() AS locked, failed_auth_count = 0 AS just_locked,
                          team_id, token_prefix, locked_until""",
             {"n": ALLOWLIST_MISSES, "lock": ALLOWLIST_LOCK, "id": token_id},
         )
-        if row and row["locked"]:
+        if row is None:
+            raise Unauthorized(TOKEN_LOCKED)
+        if row["locked"]:
             await credentials.bump(cur)
             if row["just_locked"]:  # audited (and a team-bound token's `token.locked` event)
                 await audit.record(cur, client, "token_lock", "api_token", team_id=row["team_id"],
@@ -163,7 +170,10 @@ async def authenticate(pool: db.Pool, cache: credentials.CredentialCache, keyrin
 async def _lookup(pool: db.Pool, cache: credentials.CredentialCache, prefix: str, digest: bytes,
                   failures: ratelimit.Charge | None) -> credentials.TokenEntry:
     async with db.connection(pool) as conn, db.cursor(conn) as cur:
-        rows = await db.fetchall(cur, _LOOKUP, {"prefix": prefix})
+        rows = await db.fetchall(cur, _LOOKUP, {"prefix": prefix, **ratelimit.guard_params(failures)})
+    # While the address is at its failed-credential limit no token is compared: a right one is
+    # refused like a wrong one.
+    ratelimit.refuse_while_waiting(rows[0]["address_wait"])
     if rows[0]["lock_remaining"] is not None:
         raise TooManyRequests(float(rows[0]["lock_remaining"]), PREFIX_LOCKED)
     match = None

@@ -3,8 +3,10 @@
 Login failures answer one generic 401 whatever went wrong (unknown user, wrong password, wrong
 code), and an unknown user still costs a full password-hash comparison. Failed logins are audited
 for unknown accounts too (never with the identifier, which is sometimes a mistyped password), so
-both failures cost the same work; they are first counted per client IP (`failed_auth`), and past
-that limit the answer is 429 and nothing more is stored.
+both failures cost the same work. Every check stands behind `ratelimit.guard`: while the client
+address is at its `failed_auth` limit, or the identifier (the account's two-factor step) is in its
+progressive delay, the answer is 429 before the password or code is looked at, so a right guess
+made then is refused like a wrong one, and nothing more is stored.
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ RESERVED_USERNAMES = frozenset(
     "settings login logout register auth public health www".split()
 )
 LOGIN_FAILED = "Email/username atau kata sandi salah"
+# The second step's own message: by then the password was right, so saying so reveals nothing.
+CODE_FAILED = "Kode autentikasi salah atau sudah dipakai"
 
 
 class SecondFactorRequired(Unauthorized):
@@ -96,6 +100,8 @@ async def login(conn: db.Connection, client: Actor, hasher: PasswordHasher, keyr
     """(user row, JWT) for the right password (and code, with two-factor on); else 401."""
     identifier = identifier.strip()
     column = "email" if "@" in identifier else "username"
+    account = login_throttle_key(keyring, identifier)
+    await ratelimit.guard(conn, failures, account)
     async with db.transaction(conn) as cur:
         user = await db.fetchone(
             cur,
@@ -107,11 +113,13 @@ async def login(conn: db.Connection, client: Actor, hasher: PasswordHasher, keyr
         if ok and user["totp_enabled"]:
             if not totp_code:
                 # The password was right: ask for the second factor (the spec's fixed value).
+                await ratelimit.passed(cur, account)
                 raise SecondFactorRequired(user["id"])
             ok = await totp.consume_code(cur, keyring, user, totp_code.strip())
         if ok:
+            await ratelimit.passed(cur, account)
             return user, await _open_session(cur, client, signer, user)
-    await _login_failed(conn, client, user, failures)
+    await _login_failed(conn, client, user, failures, account)
 
 
 async def complete_login(conn: db.Connection, client: Actor, keyring: Keyring,
@@ -121,13 +129,16 @@ async def complete_login(conn: db.Connection, client: Actor, keyring: Keyring,
 
     The caller proves the first step with something only this server could have issued (the
     dashboard signs the user id with a five-minute lifetime); the password is not asked again."""
+    account = f"2fa:{user_id}"
+    await ratelimit.guard(conn, failures, account)
     async with db.transaction(conn) as cur:
         user = await db.fetchone(cur, f"SELECT {_LOGIN_COLUMNS} FROM users WHERE id = %s FOR NO KEY UPDATE",
                                  (user_id,))
         if user is not None and user["totp_enabled"] and user["disabled_at"] is None and \
                 await totp.consume_code(cur, keyring, user, totp_code.strip()):
+            await ratelimit.passed(cur, account)
             return user, await _open_session(cur, client, signer, user)
-    await _login_failed(conn, client, user, failures)
+    await _login_failed(conn, client, user, failures, account, message=CODE_FAILED)
 
 
 _LOGIN_COLUMNS = ("id, email, username, name, password_hash, totp_enabled, totp_key_id, "
@@ -141,20 +152,27 @@ async def _open_session(cur: db.Cursor, client: Actor, signer: sessions.JwtSigne
     return token
 
 
+def login_throttle_key(keyring: Keyring, identifier: str) -> str:
+    """The throttle's key for a login identifier: a keyed hash, since an identifier is sometimes
+    a mistyped password; case-insensitive like the lookup."""
+    return "login:" + keyring.token_hash(identifier.strip().lower()).hex()
+
+
 async def _login_failed(conn: db.Connection, client: Actor, user: Mapping | None,
-                        failures: ratelimit.Charge | None) -> NoReturn:
-    await ratelimit.hit(conn, failures, ratelimit.FAILED_AUTH)
+                        failures: ratelimit.Charge | None, account: str,
+                        message: str = LOGIN_FAILED) -> NoReturn:
+    await ratelimit.failed(conn, failures, account)
     async with db.transaction(conn) as cur:
         actor = client.as_user(user["id"], user["email"]) if user else client
         await audit.record(cur, actor, "login_failed", "user",
                            resource_id=user["id"] if user else None)
-    raise Unauthorized(LOGIN_FAILED)
+    raise Unauthorized(message)
 
 
 async def profile(conn: db.Connection, actor: Actor) -> dict:
     """The actor's account as GET /me shows it."""
     async with db.cursor(conn) as cur:
-        return await db.fetchone(
+        row = await db.fetchone(
             cur,
             """SELECT u.id, u.email, u.username, u.name, u.is_admin, u.email_verified, u.totp_enabled,
                       u.delete_after,
@@ -162,3 +180,6 @@ async def profile(conn: db.Connection, actor: Actor) -> dict:
                FROM users u WHERE u.id = %s""",
             (actor.user_id,),
         )
+    if row is None:  # the account is gone (a credential cached a moment ago)
+        raise Unauthorized(sessions.SESSION_INVALID)
+    return row

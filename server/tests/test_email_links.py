@@ -58,7 +58,12 @@ async def test_registering_mails_a_link_that_verifies_the_email_once(
     assert me["email_verified"] is False
     resp = await web.post("/api/v1/auth/verify-email", json={"token": token})
     assert resp.status == 200 and await resp.json() == {"ok": True, "email_verified": True}
-    me = await (await web.get("/api/v1/me", headers=api.auth(user["token"]))).json()
+    # The first proof of the address ends the sessions made before it (see the squatter test).
+    old = await web.get("/api/v1/me", headers=api.auth(user["token"]))
+    assert old.status == 401
+    login = await web.post("/api/v1/auth/login", json={"identifier": user["username"],
+                                                        "password": user["password"]})
+    me = await (await web.get("/api/v1/me", headers=api.auth((await login.json())["token"]))).json()
     assert me["email_verified"] is True
     again = await web.post("/api/v1/auth/verify-email", json={"token": token})
     assert again.status == 400 and (await again.json())["error"] == VERIFY_INVALID
@@ -78,7 +83,10 @@ async def test_asking_again_replaces_the_link_and_stops_once_verified(
     resp = await web.post("/api/v1/auth/verify-email", json={"token": first})
     assert resp.status == 400  # the newest link is the one that counts
     assert (await web.post("/api/v1/auth/verify-email", json={"token": second})).status == 200
-    resp = await web.post("/api/v1/auth/verify-email/request", headers=api.auth(user["token"]))
+    login = await web.post("/api/v1/auth/login", json={"identifier": user["username"],
+                                                        "password": user["password"]})
+    resp = await web.post("/api/v1/auth/verify-email/request",
+                          headers=api.auth((await login.json())["token"]))
     assert resp.status == 202 and await resp.json() == {"ok": True, "sent": False}
     assert len(mailbox.to(user["email"])) == 2
 
@@ -110,6 +118,8 @@ async def test_password_reset_sets_the_password_and_logs_out_every_session(
         web: TestClient, mailbox: Mailbox, database_url: str) -> None:
     api = Api(web)
     user = await api.register("forgetful")
+    await query(database_url, "UPDATE users SET email_verified = true WHERE id = %s RETURNING id",
+                (user["id"],))
     other_session = (await (await web.post("/api/v1/auth/login", json={
         "identifier": user["username"], "password": user["password"]})).json())["token"]
     service_token = (await api.api_token(user))["token"]
@@ -125,14 +135,14 @@ async def test_password_reset_sets_the_password_and_logs_out_every_session(
     assert resp.status == 200 and await resp.json() == {"ok": True}
     for jwt in (user["token"], other_session):
         assert (await web.get("/api/v1/me", headers=api.auth(jwt))).status == 401
-    # API tokens are not sessions: programs keep running.
+    # API tokens are not sessions: programs keep running (the address was proved before).
     assert (await web.get("/api/v1/teams", headers=api.auth(service_token))).status == 200
     old = await web.post("/api/v1/auth/login", json={"identifier": user["username"], "password": user["password"]})
     assert old.status == 401
     new = await web.post("/api/v1/auth/login", json={"identifier": user["username"], "password": "brand new pass 2"})
     assert new.status == 200
     me = await (await web.get("/api/v1/me", headers=api.auth((await new.json())["token"]))).json()
-    assert me["email_verified"] is True  # following the link proved the address
+    assert me["email_verified"] is True
     again = await web.post("/api/v1/auth/password-reset", json={"token": token, "password": "third pass 33"})
     assert again.status == 400 and (await again.json())["error"] == RESET_INVALID
     actions = [r["action"] for r in await query(

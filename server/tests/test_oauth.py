@@ -1,7 +1,8 @@
 """Sign-in through an identity provider, end to end over HTTP against a real OpenID provider
 (`oidc_provider.py`: authlib's server on a local port) and its test double of GitHub: start ->
-the provider's consent (automatic) -> the app's callback -> `#token=` that works on /me, and every
-failure on the way ending in the one generic `#error=`."""
+the provider's consent (automatic) -> the app's callback, which sets the session cookie of the
+browser that started the flow (no token in any URL) and works on /me, and every failure on the
+way ending on the sign-in page with the one generic message."""
 
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ from oidc_provider import OpenIDProvider
 from test_docs_page import CHROMIUM, CHROMIUM_ARGS, require_chromium
 
 CSRF_RE = re.compile(r'name="csrf" value="([0-9a-f]{64})"')
-ERROR = "/auth/oauth-callback#error=oauth_failed"
+ERROR = "/signin?oauth=failed"
 
 
 @pytest.fixture
@@ -96,9 +97,12 @@ async def sign_in(client: TestClient, http: aiohttp.ClientSession, idp: str = "a
     return await back_at_app(client, await at_provider(http, await start(client, idp)))
 
 
-def token_of(location: str) -> str:
-    assert location.startswith("/auth/oauth-callback#token="), location
-    return location.split("#token=", 1)[1]
+def token_of(client: TestClient, location: str) -> str:
+    """The session the callback opened for this browser: its cookie, never the URL."""
+    assert location == "/app/teams", location
+    cookie = client.session.cookie_jar.filter_cookies(client.make_url("/")).get("cvsm_session")
+    assert cookie is not None, "the callback set no session cookie"
+    return cookie.value
 
 
 async def me(client: TestClient, token: str) -> dict:
@@ -133,7 +137,7 @@ async def test_start_redirects_to_the_provider_with_state_pkce_and_nonce(client:
 
 async def test_first_sign_in_creates_an_account_without_a_password_and_subscribes_it(
         client: TestClient, browser_http: aiohttp.ClientSession, database_url: str) -> None:
-    token = token_of(await sign_in(client, browser_http))
+    token = token_of(client, await sign_in(client, browser_http))
     profile = await me(client, token)
     assert profile["email"] == "person@example.org" and profile["email_verified"] is True
     assert profile["username"] == "person" and profile["name"] == "Person Example"
@@ -153,9 +157,9 @@ async def test_first_sign_in_creates_an_account_without_a_password_and_subscribe
 
 async def test_a_second_sign_in_reuses_the_account(client: TestClient, browser_http: aiohttp.ClientSession,
                                                    database_url: str, op: OpenIDProvider) -> None:
-    first = await me(client, token_of(await sign_in(client, browser_http)))
+    first = await me(client, token_of(client, await sign_in(client, browser_http)))
     op.user.email = "renamed@example.org"  # the identity (sub) counts, not the address
-    second = await me(client, token_of(await sign_in(client, browser_http)))
+    second = await me(client, token_of(client, await sign_in(client, browser_http)))
     assert first["user_id"] == second["user_id"]
     assert (await query(database_url, "SELECT count(*) AS n FROM users"))[0]["n"] == 1
     assert (await query(database_url, "SELECT count(*) AS n FROM user_identities"))[0]["n"] == 1
@@ -166,7 +170,7 @@ async def test_a_verified_email_links_the_existing_local_account(
     local = await Api(client).register("local_person", email="Person@Example.org")
     await query(database_url, "UPDATE users SET email_verified = true WHERE id = %s RETURNING id",
                 (local["id"],))  # the owner proved the address by mail before
-    profile = await me(client, token_of(await sign_in(client, browser_http)))
+    profile = await me(client, token_of(client, await sign_in(client, browser_http)))
     assert profile["user_id"] == local["id"] and profile["email_verified"] is True
     identities = await query(database_url, "SELECT provider, subject, user_id::text AS u FROM user_identities")
     assert identities == [{"provider": "acme", "subject": "op-user-1", "u": local["id"]}]
@@ -190,7 +194,7 @@ async def test_a_local_account_whose_email_is_unverified_is_not_linked(
 
 async def test_a_disabled_account_cannot_sign_in_through_the_provider(
         client: TestClient, browser_http: aiohttp.ClientSession, database_url: str) -> None:
-    assert token_of(await sign_in(client, browser_http))  # the first sign-in makes the account
+    assert token_of(client, await sign_in(client, browser_http))  # the first sign-in makes the account
     await query(database_url, "UPDATE users SET disabled_at = now() RETURNING id")
     assert await sign_in(client, browser_http) == ERROR
     assert await failures(database_url) == ["account_disabled"]
@@ -239,7 +243,7 @@ async def test_a_callback_in_another_browser_fails(client: TestClient, aiohttp_c
 async def test_a_replayed_state_or_code_fails(client: TestClient, browser_http: aiohttp.ClientSession,
                                               op: OpenIDProvider, database_url: str) -> None:
     callback = await at_provider(browser_http, await start(client))
-    token_of(await back_at_app(client, callback))
+    token_of(client, await back_at_app(client, callback))
     assert op.token_requests == 1
     # The same callback again: its state was used up.
     assert await back_at_app(client, callback) == ERROR
@@ -270,7 +274,7 @@ async def test_an_id_token_signed_with_another_key_fails(client: TestClient,
     assert await query(database_url, "SELECT id FROM users") == []
     assert await failures(database_url) == ["id_token_signature"]
     op.signing_key = None  # the provider's own key again: the same flow works
-    token_of(await sign_in(client, browser_http))
+    token_of(client, await sign_in(client, browser_http))
 
 
 async def test_the_provider_refusing_consent_fails(client: TestClient, browser_http: aiohttp.ClientSession,
@@ -320,7 +324,7 @@ async def test_an_unknown_provider_is_a_404(client: TestClient) -> None:
 async def test_two_factor_users_get_the_code_step_not_a_token(client: TestClient,
                                                               browser_http: aiohttp.ClientSession,
                                                               database_url: str) -> None:
-    token = token_of(await sign_in(client, browser_http))
+    token = token_of(client, await sign_in(client, browser_http))
     setup = await client.post("/api/v1/me/2fa/setup", headers=Api.auth(token))
     secret = (await setup.json())["secret"]
     enabled = await client.post("/api/v1/me/2fa/enable", headers=Api.auth(token),
@@ -347,24 +351,26 @@ async def test_two_factor_users_get_the_code_step_not_a_token(client: TestClient
     assert (await client.get("/signin/oauth-2fa")).status == 401
 
 
-async def test_the_callback_page_turns_the_token_into_the_session_cookie(
+async def test_the_callback_signs_in_the_browser_that_started_the_flow(
         client: TestClient, browser_http: aiohttp.ClientSession) -> None:
-    token = token_of(await sign_in(client, browser_http))
-    page = await client.get("/auth/oauth-callback")
-    html = await page.text()
-    assert page.status == 200 and "memerlukan JavaScript" in html and 'src="/static/oauth.js"' in html
-    assert "script-src 'self'" in page.headers["Content-Security-Policy"]
-    csrf = CSRF_RE.search(html).group(1)  # type: ignore[union-attr]
-    bad = await client.post("/auth/oauth-callback", data={"csrf": csrf, "token": token[:-2] + "xx"})
-    assert bad.status == 401 and "gagal" in await bad.text()
-    forged = await client.post("/auth/oauth-callback", data={"csrf": "0" * 64, "token": token})
-    assert forged.status == 403
-    ok = await client.post("/auth/oauth-callback", data={"csrf": csrf, "token": token},
-                           allow_redirects=False)
-    assert (ok.status, ok.headers["Location"]) == (303, "/app/teams")
+    callback = await at_provider(browser_http, await start(client))
+    parts = urlsplit(callback)
+    resp = await client.get(f"{parts.path}?{parts.query}", allow_redirects=False)
+    assert resp.status == 302 and resp.headers["Location"].endswith("/app/teams")
+    assert "#" not in resp.headers["Location"] and "token" not in resp.headers["Location"]
+    session = resp.cookies["cvsm_session"]
+    assert session["httponly"] and session["path"] == "/" and session["samesite"] == "Lax"
     teams = await client.get("/app/teams", allow_redirects=False)
     assert teams.status == 200 and "person@example.org" in await teams.text()
-    assert (await client.get("/static/oauth.js")).status == 200
+    # The 0.3 line's hand-off page, which turned a token from a link into a session, is gone.
+    assert (await client.get("/auth/oauth-callback")).status == 404
+    assert (await client.post("/auth/oauth-callback", data={"token": session.value})).status in (404, 405)
+
+
+async def test_a_failed_sign_in_lands_on_the_sign_in_page_with_one_message(
+        client: TestClient) -> None:
+    page = await client.get(ERROR)
+    assert page.status == 200 and "Masuk melalui penyedia identitas gagal" in await page.text()
 
 
 async def test_the_sign_in_page_has_one_button_per_provider(client: TestClient) -> None:
@@ -407,7 +413,7 @@ async def test_linking_from_the_account_page(client: TestClient, aiohttp_client:
     assert linked == [{"username": "linker"}]
     # Signing in through the provider now opens that account.
     other_browser = await aiohttp_client(client.server)
-    profile = await me(other_browser, token_of(await sign_in(other_browser, browser_http)))
+    profile = await me(other_browser, token_of(other_browser, await sign_in(other_browser, browser_http)))
     assert profile["username"] == "linker"
     # The identity belongs to `linker`: another account cannot take it.
     third = await aiohttp_client(client.server)
@@ -431,7 +437,7 @@ async def test_github_counts_only_a_verified_email(client: TestClient, browser_h
     # A verified primary address: the account is made with it.
     op.user.github_emails = [{"email": "old@example.org", "primary": False, "verified": False},
                              {"email": "gh@example.org", "primary": True, "verified": True}]
-    profile = await me(client, token_of(await sign_in(client, browser_http, "github")))
+    profile = await me(client, token_of(client, await sign_in(client, browser_http, "github")))
     assert profile["email"] == "gh@example.org" and profile["email_verified"] is True
     identity = await query(database_url, "SELECT provider, subject FROM user_identities")
     assert identity == [{"provider": "github", "subject": "4242"}]
@@ -442,7 +448,7 @@ async def test_nothing_secret_reaches_the_log(client: TestClient, browser_http: 
                                               caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level("DEBUG")
     callback = await at_provider(browser_http, await start(client))
-    token = token_of(await back_at_app(client, callback))
+    token = token_of(client, await back_at_app(client, callback))
     code = parse_qs(urlsplit(callback).query)["code"][0]
     state = parse_qs(urlsplit(callback).query)["state"][0]
     for secret in (token, code, state):
@@ -451,7 +457,7 @@ async def test_nothing_secret_reaches_the_log(client: TestClient, browser_http: 
 
 async def test_signing_in_with_a_provider_in_chromium(client: TestClient) -> None:
     """Click the provider's button on the sign-in page, consent (automatic) at the provider, and
-    land signed in on /app/teams (the callback page's script posts the fragment's token)."""
+    land signed in on /app/teams (the callback set the session cookie itself)."""
     require_chromium()
     from playwright.async_api import async_playwright, expect
 
@@ -460,7 +466,7 @@ async def test_signing_in_with_a_provider_in_chromium(client: TestClient) -> Non
     async with async_playwright() as pw:
         browser = await pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
         try:
-            page = await browser.new_page()
+            page = await (await browser.new_context()).new_page()
             page.on("console", lambda m: problems.append(f"console {m.type}: {m.text}")
                     if m.type in ("error", "warning") else None)
             page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
@@ -468,10 +474,22 @@ async def test_signing_in_with_a_provider_in_chromium(client: TestClient) -> Non
             await page.get_by_role("link", name="Masuk dengan Acme").click()
             await page.wait_for_url(f"{base}/app/teams")
             await expect(page.get_by_text("person@example.org")).to_be_visible()
-            # The error fragment shows the generic message.
-            await page.goto(f"{base}/auth/oauth-callback#error=oauth_failed")
-            await expect(page.get_by_role("alert")).to_contain_text("gagal")
-            assert "#" not in page.url  # the fragment left the address bar
+            # Session planting: an attacker's own JWT in a link never becomes this browser's
+            # session, whether it is signed in (it stays itself) or not (it stays signed out).
+            attacker = await Api(client).register("planter")
+            planted = f"{base}/auth/oauth-callback#token={attacker['token']}"
+            victim = await page.context.new_page()  # same cookies; its 404 is expected
+            await victim.goto(planted)
+            await victim.goto(f"{base}/app/teams")
+            await expect(victim.get_by_text("person@example.org")).to_be_visible()
+            await expect(victim.get_by_text("planter@example.com")).to_have_count(0)
+            fresh = await (await browser.new_context()).new_page()
+            await fresh.goto(planted)
+            await fresh.goto(f"{base}/app/teams")
+            await fresh.wait_for_url(f"{base}/signin")
+            # A failure lands on the sign-in page with the generic message.
+            await fresh.goto(f"{base}/signin?oauth=failed")
+            await expect(fresh.get_by_role("alert")).to_contain_text("gagal")
         finally:
             await browser.close()
     assert problems == []

@@ -63,8 +63,10 @@ async def request_verification(request: web.Request) -> web.Response:
 async def verify_email(request: web.Request) -> web.Response:
     body = await read_json(request, max_bytes=4096)
     token = field(body, "token", str)
+    failures = ratelimit.Charge.failed_auth(request.app[SETTINGS], actor(request).ip)
     async with connection(request) as conn:
-        await email_verification.verify(conn, actor(request), request.app[KEYRING], token)
+        await email_verification.verify(conn, actor(request), request.app[KEYRING], token,
+                                        failures=failures)
     return web.json_response({"ok": True, "email_verified": True})
 
 
@@ -80,9 +82,10 @@ async def request_password_reset(request: web.Request) -> web.Response:
 async def reset_password(request: web.Request) -> web.Response:
     body = await read_json(request, max_bytes=SMALL_BODY)
     token, password = field(body, "token", str), field(body, "password", str)
+    failures = ratelimit.Charge.failed_auth(request.app[SETTINGS], actor(request).ip)
     async with connection(request) as conn:
         await password_reset.reset(conn, actor(request), request.app[PASSWORDS],
-                                   request.app[KEYRING], token, password)
+                                   request.app[KEYRING], token, password, failures=failures)
     return web.json_response({"ok": True})
 
 

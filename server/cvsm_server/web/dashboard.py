@@ -160,6 +160,30 @@ def _redirect(location: str) -> web.Response:
     return response
 
 
+def _refused(request: web.Request, template: str, context: dict[str, Any], exc: DomainError, *,
+             private: bool = False) -> web.Response:
+    """The form's page again with the error's message, status and headers (`Retry-After`)."""
+    response = _page(request, template, {**context, "error": exc.message}, status=exc.status,
+                     private=private)
+    response.headers.update(exc.headers)
+    return response
+
+
+# The account forms (sign-in and its code step, sign-up, forgot and reset password, email
+# verification) are limited exactly as /api/v1/auth/*: every post counts under `auth` per client
+# address, and each credential they check stands behind the failed-credential throttle
+# (`ratelimit.guard`), which refuses before the check.
+
+async def _count_account_form(conn: db.Connection, request: web.Request) -> None:
+    settings = request.app[SETTINGS]
+    await ratelimit.hit(conn, ratelimit.Charge.of("auth", request[ACTOR].ip or "-",
+                                                  settings.rate_limit("auth")))
+
+
+def _failures(request: web.Request) -> ratelimit.Charge | None:
+    return ratelimit.Charge.failed_auth(request.app[SETTINGS], request[ACTOR].ip)
+
+
 # Signed-in pages ------------------------------------------------------------------------------
 
 async def _signed_in_actor(request: web.Request) -> Actor | None:
@@ -249,14 +273,25 @@ async def signin_page(request: web.Request) -> web.StreamResponse:
     next_path = _next_of(request)
     if await _signed_in_actor(request):
         return _redirect(next_path or "/app/teams")
-    return _page(request, "signin.html", {"csrf": _anonymous_csrf(request), "next": next_path})
+    # `?oauth=failed`: where a provider's sign-in that failed (whatever went wrong) lands.
+    error = OAUTH_FAILED if request.query.get("oauth") == "failed" else None
+    return _page(request, "signin.html", {"csrf": _anonymous_csrf(request), "next": next_path,
+                                          "error": error})
 
 
 def _signed_in_response(request: web.Request, token: str, location: str = "/app/teams") -> web.Response:
     response = _redirect(location)
-    _set_cookie(request, response, COOKIE, token, max_age=request.app[SIGNER].lifetime_seconds)
-    response.del_cookie(PRE_COOKIE, path="/")
+    sign_in_browser(request, response, token)
     return response
+
+
+def sign_in_browser(request: web.Request, response: web.StreamResponse, token: str) -> None:
+    """Make `token` (a session this server just opened for this very request) the browser's
+    session cookie. Only the handlers that checked a credential themselves call it: a token that
+    arrives from elsewhere (a link, a form field) never becomes a session."""
+    _set_cookie(request, response, COOKIE, token, max_age=request.app[SIGNER].lifetime_seconds)
+    if PRE_COOKIE in request.cookies:
+        response.del_cookie(PRE_COOKIE, path="/")
 
 
 async def signin(request: web.Request) -> web.StreamResponse:
@@ -267,17 +302,19 @@ async def signin(request: web.Request) -> web.StreamResponse:
     try:
         _check_anonymous_csrf(request, form)
         async with db.connection(app[POOL]) as conn:
+            await _count_account_form(conn, request)
             _user, token = await users.login(
                 conn, request[ACTOR], app[PASSWORDS], app[KEYRING], app[SIGNER],
                 identifier=identifier, password=_field(form, "password"),
-                failures=ratelimit.Charge.failed_auth(app[SETTINGS], request[ACTOR].ip))
+                failures=_failures(request))
     except users.SecondFactorRequired as required:
+        # The page holds the signed pending token: never stored by a cache.
         return _page(request, "twofactor.html", {"csrf": _anonymous_csrf(request), "next": next_path,
-                                                  "pending": _pending_token(request, required.user_id)})
+                                                  "pending": _pending_token(request, required.user_id)},
+                     private=True)
     except DomainError as exc:
-        return _page(request, "signin.html", {"csrf": _anonymous_csrf(request), "error": exc.message,
-                                              "identifier": identifier, "next": next_path},
-                     status=exc.status)
+        return _refused(request, "signin.html", {"csrf": _anonymous_csrf(request),
+                                                 "identifier": identifier, "next": next_path}, exc)
     return _signed_in_response(request, token, next_path or "/app/teams")
 
 
@@ -289,19 +326,21 @@ async def signin_code(request: web.Request) -> web.StreamResponse:
         _check_anonymous_csrf(request, form)
         user_id = _pending_user(request, _field(form, "pending"))
         async with db.connection(app[POOL]) as conn:
+            await _count_account_form(conn, request)
             _user, token = await users.complete_login(
                 conn, request[ACTOR], app[KEYRING], app[SIGNER], user_id=user_id,
-                totp_code=_field(form, "code"),
-                failures=ratelimit.Charge.failed_auth(app[SETTINGS], request[ACTOR].ip))
-    except (DomainError, ValueError) as exc:
-        message = exc.message if isinstance(exc, DomainError) else PENDING_FAILED
-        status = exc.status if isinstance(exc, DomainError) else 401
-        if isinstance(exc, TooManyRequests) or message == PENDING_FAILED or isinstance(exc, Forbidden):
-            return _page(request, "signin.html", {"csrf": _anonymous_csrf(request), "error": message,
-                                                  "next": next_path}, status=status)
-        return _page(request, "twofactor.html", {"csrf": _anonymous_csrf(request), "error": message,
-                                                  "pending": _field(form, "pending"), "next": next_path},
-                     status=status)
+                totp_code=_field(form, "code"), failures=_failures(request))
+    except ValueError:  # a pending token that is not ours
+        return _page(request, "signin.html", {"csrf": _anonymous_csrf(request),
+                                              "error": PENDING_FAILED, "next": next_path}, status=401)
+    except DomainError as exc:
+        if exc.message == PENDING_FAILED or isinstance(exc, Forbidden):
+            return _refused(request, "signin.html", {"csrf": _anonymous_csrf(request),
+                                                     "next": next_path}, exc)
+        # A wrong code, or a wait: the same step again (its pending token still counts).
+        return _refused(request, "twofactor.html", {"csrf": _anonymous_csrf(request),
+                                                    "pending": _field(form, "pending"),
+                                                    "next": next_path}, exc, private=True)
     return _signed_in_response(request, token, next_path or "/app/teams")
 
 
@@ -347,29 +386,6 @@ async def oauth_code_page(request: web.Request) -> web.StreamResponse:
                  private=True)
 
 
-async def oauth_callback_page(request: web.Request) -> web.StreamResponse:
-    """Where the provider's callback lands: `oauth.js` reads `#token=` from the fragment (never
-    sent to a server) and posts it here to become the session cookie; `#error=` shows a message."""
-    return _page(request, "oauth_callback.html", {"csrf": _anonymous_csrf(request)}, private=True)
-
-
-async def oauth_session(request: web.Request) -> web.StreamResponse:
-    """The JWT from the callback's fragment becomes the `cvsm_session` cookie, once checked."""
-    app = request.app
-    form = await _form(request)
-    try:
-        _check_anonymous_csrf(request, form)
-        token = _field(form, "token")
-        if not token or len(token) > 4096:
-            raise Unauthorized(OAUTH_FAILED)
-        await sessions.authenticate(app[POOL], app[CREDENTIALS], app[SIGNER], token, request[ACTOR])
-    except DomainError as exc:
-        message = exc.message if isinstance(exc, Forbidden) else OAUTH_FAILED
-        return _page(request, "signin.html", {"csrf": _anonymous_csrf(request), "error": message},
-                     status=exc.status)
-    return _signed_in_response(request, token)
-
-
 @signed_in
 async def oauth_link(request: web.Request, actor: Actor) -> web.StreamResponse:
     """Start linking a provider to the signed-in account (a CSRF-checked POST). The answer is a
@@ -408,6 +424,7 @@ async def signup(request: web.Request) -> web.StreamResponse:
     try:
         _check_anonymous_csrf(request, form)
         async with db.connection(app[POOL]) as conn:
+            await _count_account_form(conn, request)
             user, token = await users.register(
                 conn, app[PASSWORDS], app[SIGNER], email=kept["email"], username=kept["username"],
                 password=_field(form, "password"), name=kept["name"],
@@ -415,8 +432,8 @@ async def signup(request: web.Request) -> web.StreamResponse:
             async with db.transaction(conn) as cur:
                 await email_verification.send_link(cur, app[KEYRING], user, app_url(request))
     except DomainError as exc:
-        return _page(request, "signup.html", {"csrf": _anonymous_csrf(request), "error": exc.message,
-                                              "form": kept, "next": next_path}, status=exc.status)
+        return _refused(request, "signup.html", {"csrf": _anonymous_csrf(request), "form": kept,
+                                                 "next": next_path}, exc)
     return _signed_in_response(request, token, next_path or "/app/teams")
 
 
@@ -436,11 +453,11 @@ async def forgot(request: web.Request) -> web.StreamResponse:
     try:
         _check_anonymous_csrf(request, form)
         async with db.connection(app[POOL]) as conn:
+            await _count_account_form(conn, request)
             await password_reset.request_link(conn, request[ACTOR], app[KEYRING],
                                               _field(form, "email"), app_url(request))
     except DomainError as exc:
-        return _page(request, "forgot.html", {"csrf": _anonymous_csrf(request),
-                                              "error": exc.message}, status=exc.status)
+        return _refused(request, "forgot.html", {"csrf": _anonymous_csrf(request)}, exc)
     return _page(request, "forgot.html", {"csrf": _anonymous_csrf(request), "sent": SENT_IF_EXISTS})
 
 
@@ -458,11 +475,12 @@ async def reset_password(request: web.Request) -> web.StreamResponse:
         if _field(form, "password") != _field(form, "password_again"):
             raise BadRequest("Kedua kata sandi tidak sama")
         async with db.connection(app[POOL]) as conn:
+            await _count_account_form(conn, request)
             await password_reset.reset(conn, request[ACTOR], app[PASSWORDS], app[KEYRING], token,
-                                       _field(form, "password"))
+                                       _field(form, "password"), failures=_failures(request))
     except DomainError as exc:
-        return _page(request, "reset.html", {"csrf": _anonymous_csrf(request), "token": token,
-                                             "error": exc.message}, status=exc.status, private=True)
+        return _refused(request, "reset.html", {"csrf": _anonymous_csrf(request), "token": token},
+                        exc, private=True)
     response = _page(request, "signin.html", {
         "csrf": _anonymous_csrf(request),
         "notice": "Kata sandi sudah diganti dan semua sesi lama sudah keluar. Masuk dengan kata "
@@ -479,14 +497,28 @@ async def verify_page(request: web.Request) -> web.StreamResponse:
 async def verify_email(request: web.Request) -> web.StreamResponse:
     app = request.app
     form = await _form(request)
+    signed_in_as = await _signed_in_actor(request)
     try:
         _check_anonymous_csrf(request, form)
         async with db.connection(app[POOL]) as conn:
-            await email_verification.verify(conn, request[ACTOR], app[KEYRING], _field(form, "token"))
+            await _count_account_form(conn, request)
+            user = await email_verification.verify(conn, request[ACTOR], app[KEYRING],
+                                                   _field(form, "token"), failures=_failures(request))
+            token = None
+            if (user["credentials_ended"] and signed_in_as is not None
+                    and signed_in_as.user_id == user["id"]):
+                # This browser holds the account and followed its mail: it stays signed in.
+                async with db.transaction(conn) as cur:
+                    token = await sessions.issue(cur, app[SIGNER], user["id"])
     except DomainError as exc:
-        return _page(request, "verify.html", {"csrf": _anonymous_csrf(request), "error": exc.message},
-                     status=exc.status, private=True)
-    return _page(request, "verify.html", {"verified": True})
+        return _refused(request, "verify.html", {"csrf": _anonymous_csrf(request)}, exc, private=True)
+    response = _page(request, "verify.html", {"verified": True,
+                                              "signed_out": user["credentials_ended"] and not token})
+    if token is not None:
+        _set_cookie(request, response, COOKIE, token, max_age=app[SIGNER].lifetime_seconds)
+    elif user["credentials_ended"]:
+        response.del_cookie(COOKIE, path="/")
+    return response
 
 
 # Handlers: signed in ----------------------------------------------------------------------------

@@ -1,11 +1,12 @@
 """Sign-in through an identity provider (OAuth 2.0 / OpenID Connect): `GET /auth/{idp}/start`
-redirects to the provider, `GET /auth/{idp}/callback` takes its answer and redirects to the
-dashboard's `/auth/oauth-callback` page with the session JWT in the URL fragment (`#token=`), or
-with one generic `#error=` whatever failed. The flow itself is in `cvsm_server.oauth`.
+redirects to the provider, `GET /auth/{idp}/callback` takes its answer, sets the dashboard's
+session cookie on that same response and redirects to the dashboard; whatever failed, it
+redirects to the sign-in page with one generic message. The flow itself is in `cvsm_server.oauth`.
 
 The state is also bound to the browser that started the flow (a cookie on `/api/v1/auth/`), so a
-callback URL carried to another browser signs no one in there. A user with two-factor on goes to
-the dashboard's code step instead of getting a token.
+callback URL carried to another browser signs no one in there. No session token travels in a
+URL, fragment included: a link alone can never sign a browser in (the 0.3 line's `#token=`
+hand-off is gone). A user with two-factor on goes to the dashboard's code step instead.
 """
 
 from __future__ import annotations
@@ -17,8 +18,6 @@ from . import dashboard
 from .request import actor, app_url, connection
 from .state import KEYRING, OAUTH, SIGNER
 
-# The one error code the callback page is given, whatever went wrong.
-FAILED = "oauth_failed"
 MAX_PARAM = 4096
 
 
@@ -29,7 +28,7 @@ def found(location: str) -> web.Response:
 
 
 def failure_location(base: str, *, link: bool = False) -> str:
-    return f"{base}/app/account?oauth=failed" if link else f"{base}/auth/oauth-callback#error={FAILED}"
+    return f"{base}/app/account?oauth=failed" if link else f"{base}/signin?oauth=failed"
 
 
 async def start(request: web.Request) -> web.StreamResponse:
@@ -67,7 +66,8 @@ async def callback(request: web.Request) -> web.StreamResponse:
         elif outcome.second_factor:
             response = dashboard.second_factor_redirect(request, outcome.user_id, base)
         else:
-            response = found(f"{base}/auth/oauth-callback#token={outcome.token}")
+            response = found(f"{base}/app/teams")
+            dashboard.sign_in_browser(request, response, outcome.token)
     dashboard.unbind_oauth_flow(request, response)
     return response
 
@@ -80,7 +80,7 @@ OPENAPI = {
         "description": "Redirects (302) to the provider's consent screen with `state`, PKCE "
                        "(S256) and, for OpenID Connect, a `nonce`; the flow lasts ten minutes. "
                        "Should the provider be unreachable, redirects to "
-                       "`{app_url}/auth/oauth-callback#error=oauth_failed`. An unknown or "
+                       "`{app_url}/signin?oauth=failed`. An unknown or "
                        "unconfigured provider is a 404.",
         "tags": ["accounts"],
         "responses": {302: ("Redirect to the provider (the `Location` header).", None)},
@@ -89,10 +89,11 @@ OPENAPI = {
         "summary": "The provider's redirect back: finish signing in.",
         "description": "Checks the state (single use, bound to the browser that started the "
                        "flow), exchanges the code with the PKCE verifier and verifies the ID "
-                       "token (signature, issuer, audience, expiry, nonce). Then redirects "
-                       "(302) to `{app_url}/auth/oauth-callback#token=<JWT>`; on any failure to "
-                       "`{app_url}/auth/oauth-callback#error=oauth_failed`. A user with "
-                       "two-factor authentication on is sent to the dashboard's code step "
+                       "token (signature, issuer, audience, expiry, nonce). Then sets the "
+                       "dashboard's session cookie (`cvsm_session`, HttpOnly) on this answer and "
+                       "redirects (302) to `{app_url}/app/teams`; no token is ever put in a URL. "
+                       "On any failure it redirects to `{app_url}/signin?oauth=failed`. A user "
+                       "with two-factor authentication on is sent to the dashboard's code step "
                        "instead.",
         "tags": ["accounts"],
         "query": [
@@ -100,7 +101,7 @@ OPENAPI = {
             {"name": "state", "in": "query", "required": False, "schema": {"type": "string"}},
             {"name": "error", "in": "query", "required": False, "schema": {"type": "string"}},
         ],
-        "responses": {302: ("Redirect to the dashboard's callback page (the `Location` header).",
+        "responses": {302: ("Redirect to the dashboard (the `Location` header), signed in.",
                             None)},
     },
 }

@@ -108,8 +108,6 @@ ROUTES = [
     web.post("/signin", dashboard.signin),
     web.post("/signin/2fa", dashboard.signin_code),
     web.get("/signin/oauth-2fa", dashboard.oauth_code_page),
-    web.get("/auth/oauth-callback", dashboard.oauth_callback_page),
-    web.post("/auth/oauth-callback", dashboard.oauth_session),
     web.post("/app/account/oauth/{idp}/link", dashboard.oauth_link),
     web.get("/signup", dashboard.signup_page),
     web.post("/signup", dashboard.signup),
