@@ -17,13 +17,14 @@ from typing import Any
 import pytest
 from aiohttp.test_utils import TestClient
 
-from conftest import query
+from conftest import Api, query
 from test_dashboard import csrf_of, form_csrf, sign_up
 
 from cvsm_server.config import Settings
 from cvsm_server.web.request import FORM_INVALID, FORM_NOT_UTF8, QUERY_INVALID
 
 TEAM = "hostile-team"
+CONTROL = "Kolom 'name' tidak boleh berisi karakter kontrol atau baris baru"
 
 
 @pytest.fixture
@@ -198,3 +199,48 @@ async def test_the_api_still_answers_its_errors_as_json(client: TestClient) -> N
     assert resp.status == 400 and (await resp.json())["error"]
     resp = await client.get("/api/v1/health?q=%00")
     assert resp.status == 200
+
+
+# Item 7: control characters in names ---------------------------------------------------------
+
+LINE_BREAKS = ["Ops\r\nBcc: victim@example.com", "Ops\nTeam", "Ops\u2028Team", "Ops\x85Team",
+               "Ops\x1bTeam", "Ops\x7fTeam", "Ops\tTeam"]
+
+
+@pytest.mark.parametrize("name", LINE_BREAKS)
+async def test_a_team_name_with_a_control_character_is_refused_by_the_api(
+        api: Api, name: str, database_url: str) -> None:
+    owner = await api.register()
+    resp = await api.client.post("/api/v1/teams", headers=api.auth(owner["token"]),
+                                 json={"name": name, "slug": "crlf-team"})
+    assert resp.status == 400 and (await resp.json())["error"] == CONTROL
+    assert await query(database_url, "SELECT 1 FROM teams WHERE slug = 'crlf-team'") == []
+
+
+async def test_a_team_name_with_a_line_break_is_refused_by_the_dashboard(
+        browser: Browser, database_url: str) -> None:
+    resp = await browser.client.post("/app/teams", data={
+        "csrf": browser.session_csrf, "name": "Ops\r\nBcc: victim@example.com", "slug": "crlf-team"})
+    text = await resp.text()
+    assert resp.status == 400 and CONTROL.replace("'", "&#39;") in text
+    assert 'value="crlf-team"' in text  # the form comes back with what was typed
+    assert await query(database_url, "SELECT 1 FROM teams WHERE slug = 'crlf-team'") == []
+
+
+async def test_user_and_token_names_and_addresses_refuse_control_characters(api: Api) -> None:
+    resp = await api.client.post("/api/v1/auth/register", json={
+        "email": "ctl@example.com", "username": "ctl_user", "password": "correct horse 1",
+        "name": "Ctl\r\nUser"})
+    assert resp.status == 400 and (await resp.json())["error"] == CONTROL
+    resp = await api.client.post("/api/v1/auth/register", json={
+        "email": "ctl\x01@example.com", "username": "ctl_user", "password": "correct horse 1",
+        "name": "Ctl"})
+    assert resp.status == 400
+    owner = await api.register()
+    resp = await api.client.post("/api/v1/tokens", headers=api.auth(owner["token"]),
+                                 json={"name": "ci\nbuild"})
+    assert resp.status == 400 and (await resp.json())["error"] == CONTROL
+    team_id = await api.team(owner)
+    resp = await api.client.post(f"/api/v1/teams/{team_id}/invites", headers=api.auth(owner["token"]),
+                                 json={"email": "a\x0b@example.com", "role": "Member"})
+    assert resp.status == 400
