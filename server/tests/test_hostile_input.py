@@ -9,6 +9,7 @@ that rule is still delivered.
 
 from __future__ import annotations
 
+import re
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -20,8 +21,10 @@ from aiohttp.test_utils import TestClient
 from conftest import Api, query
 from test_dashboard import csrf_of, form_csrf, sign_up
 
+from cvsm_server import mail
 from cvsm_server.config import Settings
 from cvsm_server.web.request import FORM_INVALID, FORM_NOT_UTF8, QUERY_INVALID
+from cvsm_server.web.state import KEYRING, POOL
 
 TEAM = "hostile-team"
 CONTROL = "Kolom 'name' tidak boleh berisi karakter kontrol atau baris baru"
@@ -244,3 +247,41 @@ async def test_user_and_token_names_and_addresses_refuse_control_characters(api:
     resp = await api.client.post(f"/api/v1/teams/{team_id}/invites", headers=api.auth(owner["token"]),
                                  json={"email": "a\x0b@example.com", "role": "Member"})
     assert resp.status == 400
+
+
+# Item 7: mail from a name stored before the rule still arrives --------------------------------
+
+async def test_an_invitation_to_a_team_named_with_a_line_break_before_the_fix_is_delivered(
+        mail_client: TestClient, mailbox: Any, database_url: str) -> None:
+    api = Api(mail_client)
+    owner = await api.register()
+    team_id = await api.team(owner)
+    # As a team created before names refused control characters.
+    await query(database_url, "UPDATE teams SET name = %s WHERE id = %s",
+                ("Old\r\nBcc: victim@example.com\u2028Team", team_id))
+    resp = await mail_client.post(f"/api/v1/teams/{team_id}/invites", headers=api.auth(owner["token"]),
+                                  json={"email": "joiner@example.com", "role": "Member"})
+    assert resp.status == 201, await resp.text()
+    message = await mailbox.receive("joiner@example.com", subject="Undangan")
+    assert message["Subject"] == "Undangan bergabung ke tim Old  Bcc: victim@example.com Team di cvsm"
+    assert message["Bcc"] is None and not mailbox.to("victim@example.com")
+    assert await query(database_url, "SELECT 1 FROM mail_outbox") == []
+
+
+async def test_a_message_queued_with_a_line_break_in_its_subject_is_delivered(
+        mail_client: TestClient, mailbox: Any, database_url: str) -> None:
+    """A message rendered and queued before subjects were folded (as the old code did)."""
+    queued = mail.Message(to="old@example.com", subject="Undangan ke tim Old\r\nTeam",
+                          text="Halo\n", html="<p>Halo</p>")
+    async with mail.db.cursor(mail_client.app[POOL]) as cur:
+        await mail.enqueue(cur, mail_client.app[KEYRING], "team_invite", queued)
+    message = await mailbox.receive("old@example.com")
+    assert message["Subject"] == "Undangan ke tim Old  Team"
+    assert await query(database_url, "SELECT 1 FROM mail_outbox") == []
+
+
+def test_header_text_is_folded_onto_one_line() -> None:
+    built = mail.Message(to="a@example.com", subject="A\r\nB\x00C\u2029D", text="t\n",
+                         html="<p>t</p>").to_email("cvsm <noreply@example.com>")
+    assert built["Subject"] == "A  B C D"
+    assert re.search(rb"\r\nSubject: A  B C D\r\n", built.as_bytes())
