@@ -99,7 +99,8 @@ def create_app(settings: Settings | None = None) -> web.Application:
     settings = settings or Settings.from_env()
     app = web.Application(
         middlewares=[request_id_middleware, metrics.metrics_middleware, cors_middleware,
-                     error_middleware, auth_middleware, rate_limit_middleware],
+                     error_middleware, dashboard.page_errors, auth_middleware,
+                     rate_limit_middleware],
         client_max_size=CLIENT_MAX_SIZE,
         handler_args=lowlevel.HANDLER_ARGS,  # the access log, for every runner
     )

@@ -1,5 +1,6 @@
 """Input rules that do not depend on where the input came from: typed fields of a decoded JSON
-object, text PostgreSQL can store, lists of strings, UUIDs, bounded numbers and timestamps.
+object, text PostgreSQL can store, text that stays on one line (names, anything that reaches a
+mail header), lists of strings, UUIDs, bounded numbers and timestamps.
 
 Every malformed input becomes a `BadRequest` with an Indonesian message naming the field.
 (The web layer's `web.request` reads bodies and query strings with these rules.)
@@ -21,6 +22,11 @@ INT32_MAX = 2**31 - 1
 
 _MISSING = object()
 _INTEGER = re.compile(r"[+-]?[0-9]{1,30}")
+# Characters that break a line or control a terminal: C0 (CR, LF, tab, NUL...), DEL, C1 (NEL
+# among them) and Unicode's line and paragraph separators. A name holding one would break the
+# line it is shown on, and a mail header it reaches (`email` refuses CR and LF there).
+CONTROL_CHARACTERS = r"\x00-\x1f\x7f-\x9f\u2028\u2029"
+_CONTROL = re.compile(f"[{CONTROL_CHARACTERS}]")
 
 
 def check_text(name: str, value: str, *, allow_nul: bool = False) -> str:
@@ -33,6 +39,23 @@ def check_text(name: str, value: str, *, allow_nul: bool = False) -> str:
     except UnicodeEncodeError:
         raise BadRequest(f"Kolom '{name}' berisi karakter yang tidak valid") from None
     return value
+
+
+def check_line(name: str, value: str) -> str:
+    """400 for text that must stay on one line (team, user and token names; anything that
+    reaches a mail header): what `check_text` refuses, and any control character
+    (`CONTROL_CHARACTERS`)."""
+    check_text(name, value)
+    if _CONTROL.search(value):
+        raise BadRequest(f"Kolom '{name}' tidak boleh berisi karakter kontrol atau baris baru")
+    return value
+
+
+def one_line(value: str) -> str:
+    """`value` with each control character a space and anything UTF-8 cannot encode a `?`: for
+    text that must go on one line though it was never checked (a mail header built from data
+    stored before `check_line`, a name an identity provider sent)."""
+    return _CONTROL.sub(" ", value).encode("utf-8", "replace").decode("utf-8")
 
 
 def field(body: dict[str, Any], name: str, kind: type | tuple[type, ...], *, required: bool = True,

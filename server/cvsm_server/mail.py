@@ -39,6 +39,7 @@ import jinja2
 from . import db, queues, ratelimit
 from .config import RateLimit, Settings
 from .crypto import Keyring, mail_aad
+from .inputs import one_line
 
 log = logging.getLogger("cvsm.mail")
 
@@ -77,9 +78,11 @@ class Message:
 
     def to_email(self, sender: str, message_id_domain: str | None = None) -> EmailMessage:
         mail = EmailMessage(policy=email.policy.SMTP)
+        # Header text on one line, whatever was queued: a subject rendered from a team name
+        # stored with a line break (before `inputs.check_line`) is still delivered.
         mail["From"] = sender
-        mail["To"] = self.to
-        mail["Subject"] = self.subject
+        mail["To"] = one_line(self.to)
+        mail["Subject"] = one_line(self.subject)
         mail["Date"] = email.utils.formatdate(localtime=False, usegmt=True)
         mail["Message-ID"] = email.utils.make_msgid(domain=message_id_domain)
         mail.set_content(self.text)
@@ -103,7 +106,7 @@ def render(template: str, to: str, context: dict[str, Any], *, tokens: tuple[str
             for token in tokens:
                 value = redact(value, token)
             links.append(value)
-    return Message(to=to, subject=str(getattr(text_module, "subject")).strip(),
+    return Message(to=to, subject=one_line(str(getattr(text_module, "subject"))).strip(),
                    text=str(text_module).strip() + "\n", html=html, redacted_links=tuple(links))
 
 

@@ -48,6 +48,7 @@ from .actor import Actor
 from .config import OAuthProvider
 from .crypto import Keyring
 from .errors import DomainError, NotFound
+from .inputs import one_line
 
 FLOW_LIFETIME = timedelta(minutes=10)
 METADATA_TTL = 3600.0  # seconds a discovery document or a JWKS is kept per process
@@ -476,7 +477,7 @@ async def _create_user(cur: db.Cursor, identity: Identity) -> dict:
     """An account without a password, its email verified, subscribed to the newsletter."""
     assert identity.email is not None
     username = await _free_username(cur, identity.email)
-    display = (identity.name or "").strip()[:200] or username
+    display = one_line(identity.name or "").strip()[:200] or username  # as a provider sent it
     async with db.unique_as_conflict(cur, "Email atau username sudah terdaftar"):
         user = await db.fetchone(
             cur,

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from . import audit, credentials, db, roles
 from .actor import Actor
 from .errors import BadRequest, Conflict, Forbidden, NotFound
+from .inputs import check_line
 from .roles import ADMIN, OWNER, RANK, VIEWER
 
 SLUG_RE = re.compile(r"[a-z0-9-]{3,50}\Z")
@@ -63,6 +64,7 @@ def check_team_fields(name: str, slug: str) -> tuple[str, str]:
     name, slug = name.strip(), slug.strip()
     if not 1 <= len(name) <= 100:
         raise BadRequest("Kolom 'name' harus 1 sampai 100 karakter")
+    check_line("name", name)  # on one line: it is the subject of the team's invitation mails
     if not SLUG_RE.match(slug):
         raise BadRequest("Slug harus 3-50 karakter: huruf kecil, angka, dan tanda hubung")
     if _looks_like_an_id(slug):  # paths take an id or a slug: a slug may never read as an id

@@ -28,7 +28,7 @@ from .actor import Actor, Scope
 from .clientip import address_allowed, validate_allowlist
 from .crypto import Keyring
 from .errors import BadRequest, Forbidden, NotFound, TooManyRequests, Unauthorized
-from .inputs import timestamp
+from .inputs import check_line, timestamp
 from .secrets import ENVIRONMENTS, check_environment
 from .sessions import require_jwt
 from .timeutil import iso, now
@@ -261,6 +261,7 @@ async def create_token(conn: db.Connection, actor: Actor, keyring: Keyring, *, n
     name = name.strip()
     if not 1 <= len(name) <= 100:
         raise BadRequest("Kolom 'name' harus 1 sampai 100 karakter")
+    check_line("name", name)
     expiry = None
     if expires_at is not None:
         expiry = timestamp("expires_at", expires_at)

@@ -20,10 +20,13 @@ from . import audit, db, newsletter, ratelimit, sessions, totp
 from .actor import Actor
 from .crypto import Keyring
 from .errors import BadRequest, Conflict, Unauthorized
+from .inputs import CONTROL_CHARACTERS, check_line
 from .passwords import MAX_LENGTH, MIN_LENGTH, PasswordHasher
 
 USERNAME_RE = re.compile(r"[A-Za-z0-9_]{3,40}\Z")
-EMAIL_RE = re.compile(r"[^@\s]{1,64}@[^@\s]+\.[^@\s]+\Z")
+# No space or control character anywhere: an address goes into mail headers as it is.
+_ADDRESS_CHAR = rf"[^@\s{CONTROL_CHARACTERS}]"
+EMAIL_RE = re.compile(rf"{_ADDRESS_CHAR}{{1,64}}@{_ADDRESS_CHAR}+\.{_ADDRESS_CHAR}+\Z")
 RESERVED_USERNAMES = frozenset(
     "admin administrator root system support api help security staff owner me null undefined "
     "settings login logout register auth public health www".split()
@@ -69,6 +72,7 @@ async def register(conn: db.Connection, hasher: PasswordHasher, signer: sessions
         raise BadRequest(f"Kata sandi minimal {MIN_LENGTH} karakter")
     if not 1 <= len(name) <= 200:
         raise BadRequest("Kolom 'name' harus 1 sampai 200 karakter")
+    check_line("name", name)
     password_hash = await hasher.hash(password)
     async with db.transaction(conn) as cur:
         clash = await db.fetchone(

@@ -9,6 +9,9 @@ as the JSON API, so no rule or SQL exists twice.
 - **CSP.** Pages load only this origin's own script and style files: no inline script or style.
 - **Values.** A value is on a page only after its owner asked (a POST, audited as a read), on
   a page that is never cached, and never in a URL.
+- **Input.** Every form is read by one parser (`web.request.read_form`, through `_form`) and
+  every page's query string is checked (`page_errors`): a NUL character, invalid UTF-8, another
+  charset or broken multipart is a 400 page with the message, never a 500 or the API's JSON.
 - **Without JavaScript** every form works; `app.js` only adds copy buttons.
 """
 
@@ -35,7 +38,7 @@ from .. import (admin, audit, bulk, credentials, db, deletion, dotenv, email_ver
 from .. import secrets as domain
 from ..actor import Actor
 from ..errors import BadRequest, DomainError, Forbidden, NotFound, TooManyRequests, Unauthorized
-from .request import app_url, path_id
+from .request import FORM_TOO_LARGE, FormValue, app_url, check_query, path_id, read_form
 from .state import ACTOR, CREDENTIALS, KEYRING, OAUTH, PASSWORDS, POOL, SETTINGS, SIGNER
 
 COOKIE = "cvsm_session"
@@ -83,11 +86,11 @@ def _pending_user(request: web.Request, token: str) -> uuid.UUID:
 
 # Forms and cookies ---------------------------------------------------------------------------
 
-async def _form(request: web.Request) -> MultiDictProxy[str]:
-    if request.content_length is not None and request.content_length > FORM_LIMIT:
-        raise BadRequest("Formulir terlalu besar")
-    form = await request.post()
-    return form  # type: ignore[return-value]  # only text fields: no file input on these forms
+async def _form(request: web.Request, *, max_bytes: int = FORM_LIMIT,
+                too_large: str = FORM_TOO_LARGE) -> MultiDictProxy[FormValue]:
+    """Every page's form, read by the one parser (`web.request.read_form`): NUL characters,
+    invalid UTF-8, another charset and broken multipart are a 400 page, never a 500."""
+    return await read_form(request, max_bytes=max_bytes, too_large=too_large)
 
 
 def _field(form: Mapping[str, Any], name: str, default: str = "") -> str:
@@ -133,7 +136,7 @@ def _check_session_csrf(request: web.Request, actor: Actor, form: Mapping[str, A
         raise Forbidden(CSRF_FAILED)
 
 
-async def _signed_form(request: web.Request, actor: Actor) -> MultiDictProxy[str]:
+async def _signed_form(request: web.Request, actor: Actor) -> MultiDictProxy[FormValue]:
     """The posted form of a signed-in page, once its CSRF token is checked."""
     form = await _form(request)
     _check_session_csrf(request, actor, form)
@@ -235,6 +238,29 @@ def signed_in(handler: Callable[[web.Request, Actor], Awaitable[web.StreamRespon
             return _error(request, exc, actor)
 
     return page
+
+
+# Paths that are not the dashboard's pages: their errors stay the API's JSON.
+NOT_PAGES = ("/api/", "/static/", "/share/", "/metrics")
+
+
+def is_page(request: web.Request) -> bool:
+    """Whether the request is for one of the dashboard's pages (a route matched, not the API)."""
+    return request.match_info.http_exception is None and not request.path.startswith(NOT_PAGES)
+
+
+@web.middleware
+async def page_errors(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """A page's query string is checked (`web.request.check_query`) before its handler runs,
+    and a refusal that no page handler answered itself (a form that cannot be read, on the
+    signed-out pages) is the error page with its status, never the API's JSON."""
+    if not is_page(request):
+        return await handler(request)
+    try:
+        check_query(request)
+        return await handler(request)
+    except DomainError as exc:
+        return _error(request, exc, None)
 
 
 def _error(request: web.Request, exc: DomainError, actor: Actor | None) -> web.Response:
@@ -719,10 +745,8 @@ async def revoke_share(request: web.Request, actor: Actor) -> web.StreamResponse
 
 @signed_in
 async def import_dotenv(request: web.Request, actor: Actor) -> web.StreamResponse:
-    form = await request.post() if (request.content_length or 0) <= bulk.MAX_DOTENV_BYTES + 64 * 1024 \
-        else None
-    if form is None:
-        raise BadRequest(bulk.DOTENV_TOO_LARGE)
+    form = await _form(request, max_bytes=bulk.MAX_DOTENV_BYTES + 64 * 1024,
+                       too_large=bulk.DOTENV_TOO_LARGE)
     _check_session_csrf(request, actor, form)
     upload = form.get("file")
     content = _field(form, "content")

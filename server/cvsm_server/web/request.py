@@ -1,16 +1,19 @@
-"""Reading a request: bounded JSON bodies, path ids, query parameters, the actor and a
-database connection. Every malformed input becomes a 400 (413 for a body over its limit, 404 for
-a malformed id) with an Indonesian message, never a 500.
+"""Reading a request: bounded JSON bodies, the pages' forms and query strings, path ids, query
+parameters, the actor and a database connection. Every malformed input becomes a 400 (413 for a
+body over its limit, 404 for a malformed id) with an Indonesian message, never a 500.
 """
 
 from __future__ import annotations
 
+import io
 import json
 import uuid
 from contextlib import AbstractAsyncContextManager
 from typing import Any
+from urllib.parse import parse_qsl
 
-from aiohttp import web
+from aiohttp import BodyPartReader, hdrs, web
+from multidict import MultiDict, MultiDictProxy
 
 from .. import db, teams
 from ..actor import Actor
@@ -22,6 +25,14 @@ DEFAULT_BODY_LIMIT = 1024 * 1024  # 1 MiB: a 65,536-byte value even fully \u-esc
 
 NOT_JSON = "Isi permintaan bukan JSON yang valid"
 NOT_OBJECT = "Isi permintaan harus berupa objek JSON"
+
+FORM_TOO_LARGE = "Formulir terlalu besar"
+FORM_INVALID = "Isi formulir tidak valid"
+FORM_NOT_UTF8 = "Formulir harus dikirim dalam UTF-8"
+FORM_TYPE = "Formulir harus application/x-www-form-urlencoded atau multipart/form-data"
+QUERY_INVALID = "Parameter URL tidak valid"
+MAX_FORM_FIELDS = 1000
+_UTF8 = ("utf-8", "utf8")
 
 
 def app_url(request: web.Request) -> str:
@@ -62,6 +73,121 @@ async def read_json(request: web.Request, *, max_bytes: int = DEFAULT_BODY_LIMIT
     if not isinstance(body, dict):
         raise BadRequest(NOT_OBJECT)
     return body
+
+
+FormValue = str | bytes | web.FileField
+
+
+async def read_form(request: web.Request, *, max_bytes: int,
+                    too_large: str = FORM_TOO_LARGE) -> MultiDictProxy[FormValue]:
+    """The posted form of a page, read at most `max_bytes` (400 `too_large` beyond).
+
+    URL-encoded or multipart, in UTF-8 only: invalid UTF-8 (raw or %-escaped), another or an
+    unknown charset, multipart without a boundary or broken, and any text with a NUL character
+    (PostgreSQL cannot store one) are each a 400 with a message, as the JSON API answers such
+    a body. Text fields are `str`; a multipart file is a `web.FileField`, another non-text part
+    `bytes`. An empty body is an empty form."""
+    length = request.content_length
+    if length is not None and length > max_bytes:
+        raise BadRequest(too_large)
+    if request.charset is not None and request.charset.lower() not in _UTF8:
+        raise BadRequest(FORM_NOT_UTF8)
+    content_type = request.content_type
+    if content_type == "multipart/form-data":
+        form = await _read_multipart(request, max_bytes, too_large)
+    else:
+        raw = await _read_bounded(request, max_bytes, too_large)
+        if not raw.strip():
+            form = MultiDict()
+        elif content_type != "application/x-www-form-urlencoded":
+            raise BadRequest(FORM_TYPE)
+        else:
+            form = _parse_urlencoded(raw)
+    for name, value in form.items():
+        if isinstance(value, str):
+            check_text(name, value)
+    return MultiDictProxy(form)
+
+
+async def _read_bounded(request: web.Request, max_bytes: int, too_large: str) -> bytes:
+    chunks, size = [], 0
+    while chunk := await request.content.read(64 * 1024):
+        size += len(chunk)
+        if size > max_bytes:
+            raise BadRequest(too_large)
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _parse_urlencoded(raw: bytes) -> MultiDict[FormValue]:
+    try:
+        pairs = parse_qsl(raw.decode("utf-8").rstrip(), keep_blank_values=True, encoding="utf-8",
+                          errors="strict", max_num_fields=MAX_FORM_FIELDS)
+    except UnicodeDecodeError:
+        raise BadRequest(FORM_NOT_UTF8) from None
+    except ValueError:  # more fields than MAX_FORM_FIELDS
+        raise BadRequest(FORM_INVALID) from None
+    for name, _ in pairs:
+        _check_field_name(name)
+    return MultiDict(pairs)
+
+
+def _check_field_name(name: str) -> None:
+    if "\x00" in name:  # never echoed back: the message names no field
+        raise BadRequest(FORM_INVALID)
+
+
+async def _read_multipart(request: web.Request, max_bytes: int,
+                          too_large: str) -> MultiDict[FormValue]:
+    """Each part read in chunks, the whole body (headers included) bounded by `max_bytes`."""
+    form: MultiDict[FormValue] = MultiDict()
+    try:
+        reader = await request.multipart()
+        while (part := await reader.next()) is not None:
+            if not isinstance(part, BodyPartReader) or part.name is None \
+                    or hdrs.CONTENT_ENCODING in part.headers or len(form) >= MAX_FORM_FIELDS:
+                raise BadRequest(FORM_INVALID)
+            _check_field_name(part.name)
+            data = bytearray()
+            while chunk := await part.read_chunk():
+                data.extend(chunk)
+                if request.content.total_bytes > max_bytes:
+                    raise BadRequest(too_large)
+            value = b"".join([d async for d in part.decode_iter(bytes(data))])
+            part_type = part.headers.get(hdrs.CONTENT_TYPE)
+            if part.filename:
+                form.add(part.name, web.FileField(part.name, part.filename, io.BytesIO(value),
+                                                  part_type or "application/octet-stream",
+                                                  part.headers))
+            elif part_type is None or part_type.startswith("text/"):
+                if part.get_charset(default="utf-8").lower() not in _UTF8:
+                    raise BadRequest(FORM_NOT_UTF8)
+                form.add(part.name, value.decode("utf-8"))
+            else:
+                form.add(part.name, value)
+        if request.content.total_bytes > max_bytes:
+            raise BadRequest(too_large)
+    except UnicodeDecodeError:
+        raise BadRequest(FORM_NOT_UTF8) from None
+    except (ValueError, AssertionError, RuntimeError, LookupError):
+        # No boundary, a broken boundary or part header, a nested multipart, an unknown
+        # transfer encoding: aiohttp's reader says so with these.
+        raise BadRequest(FORM_INVALID) from None
+    return form
+
+
+def check_query(request: web.Request) -> None:
+    """400 for a query string a page cannot use: invalid UTF-8 in its %-escapes or a NUL
+    character in any parameter (yarl would hand these on as U+FFFD and NUL)."""
+    raw = request.rel_url.raw_query_string
+    if not raw:
+        return
+    try:
+        pairs = parse_qsl(raw, keep_blank_values=True, encoding="utf-8", errors="strict")
+    except (UnicodeDecodeError, ValueError):
+        raise BadRequest(QUERY_INVALID) from None
+    if any("\x00" in name or "\x00" in value for name, value in pairs):
+        raise BadRequest(QUERY_INVALID)
 
 
 def path_id(request: web.Request, name: str) -> uuid.UUID:
