@@ -27,15 +27,24 @@ TEAM_NOT_FOUND = "Tim tidak ditemukan"
 NOT_YOURSELF = "Anda tidak dapat mencabut hak admin atau menonaktifkan akun Anda sendiri"
 MAX_QUOTA = 1_000_000
 
-# What the admin plan form fills in (spec: 50 secrets and 3 members for Starter, 1000 and 20 for
-# Professional; Enterprise is entered by hand, empty meaning unlimited). A plan change that names
-# no quota applies these.
+# What a plan change that names no quota applies, and what the admin plan form fills in: the
+# plan table's own quotas (`teams.PLANS`, the one source), so a team moved to a plan gets what a
+# new team on that plan gets. The spec's sentence on the form (50 and 3 for Starter, 1000 and 20
+# for Professional) disagrees with its own plan table; the table wins (README, "Administration").
+# Enterprise's are None: unlimited, or entered by hand.
 PLAN_FORM_DEFAULTS: dict[str, tuple[int | None, int | None]] = {
-    "starter": (50, 3),
-    "professional": (1000, 20),
-    "enterprise": (None, None),
+    name: (plan["max_secrets"], plan["max_members"]) for name, plan in PLANS.items()
 }
 UNSET = object()
+
+
+def plan_defaults_text() -> str:
+    """The plans' quotas in words, for the API's description: `starter 50 secrets and 5
+    members, ...`."""
+    def count(value: int | None) -> str:
+        return "unlimited (null)" if value is None else str(value)
+    return ", ".join(f"{name} {count(s)} secrets and {count(m)} members"
+                     for name, (s, m) in PLAN_FORM_DEFAULTS.items())
 
 
 def user_json(row: Mapping) -> dict:
