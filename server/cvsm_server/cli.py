@@ -1,7 +1,7 @@
 """The `cvsm-server` command: `serve [--host H] [--port P] [--workers N] [--tls-cert FILE
 --tls-key FILE]`, `migrate`, `rotate-key`, `backup FILE`, `restore FILE` and `audit verify
-[--team SLUG]`, and the operator's `admin grant|revoke EMAIL` and `team set-plan SLUG PLAN`. Several workers:
-`workers.py`; HTTPS: `tls.py`."""
+[--team SLUG]`, the operator's `admin grant|revoke EMAIL` and `team set-plan SLUG PLAN`, and `mail
+list|show` (the outbox, `outbox.py`). Several workers: `workers.py`; HTTPS: `tls.py`."""
 
 from __future__ import annotations
 
@@ -289,6 +289,56 @@ def _run_operator_command(args, settings: Settings) -> int | None:
     return None
 
 
+def _add_mail_commands(sub) -> None:
+    mail_cmd = sub.add_parser(
+        "mail", help="read the outbox: the mail written to $CVSM_DATA_DIR/outbox/ when "
+                     "CVSM_SMTP_URL is unset",
+        description="Read the outbox: the mail the server writes to $CVSM_DATA_DIR/outbox/ when "
+                    "CVSM_SMTP_URL is unset (README: \"Accounts and mail\").")
+    mail_sub = mail_cmd.add_subparsers(dest="mail_command", required=True, metavar="{list,show}")
+    mail_sub.add_parser("list", help="one line per message, newest last: id, date, to, subject "
+                                     "(an empty outbox says so on stderr, exit 0)")
+    show = mail_sub.add_parser(
+        "show", help="a message's headers and decoded text, every link whole",
+        description="Print a message's headers and its text decoded (the files are "
+                    "quoted-printable: a link in them is cut over two lines), every link whole. "
+                    "Exit 1 when the outbox is empty or has no such message.")
+    show.add_argument("id", nargs="?", metavar="ID",
+                      help="the message's id from `mail list` (its start is enough when no other "
+                           "id starts so); default: the newest")
+    show.add_argument("--last", action="store_true", help="the newest message (the default)")
+    show.add_argument("--links", action="store_true",
+                      help="print only the message's links, one a line")
+
+
+def _mail(settings: Settings, args: argparse.Namespace) -> int:
+    """`cvsm-server mail list|show`: read the outbox (no database is started)."""
+    from . import outbox
+
+    directory = settings.outbox_dir
+    elsewhere = " (CVSM_SMTP_URL is set: mail goes to that server)" if settings.smtp_url else ""
+    try:
+        if args.mail_command == "list":
+            lines = outbox.listing(directory)
+            if not lines:
+                print(f"cvsm-server: no mail in {directory}{elsewhere}", file=sys.stderr)
+            for line in lines:
+                print(line)
+            return 0
+        if args.id is not None and args.last:
+            print("cvsm-server: give an ID or --last, not both", file=sys.stderr)
+            return 2
+        entry = outbox.find(directory, args.id)
+        text = outbox.show(entry, links_only=args.links)
+        if args.links and not text:
+            raise outbox.OutboxError(f"message {entry.short_id} has no link")
+        print(text)
+        return 0
+    except outbox.OutboxError as exc:
+        print(f"cvsm-server: {exc}{elsewhere if 'no mail' in str(exc) else ''}", file=sys.stderr)
+        return 1
+
+
 def _serve_usage(args: argparse.Namespace) -> str | None:
     if not 1 <= args.workers <= workers.MAX_WORKERS:
         return f"--workers must be between 1 and {workers.MAX_WORKERS}, not {args.workers}"
@@ -324,6 +374,7 @@ def main(argv: list[str] | None = None) -> int:
     set_plan.add_argument("--max-secrets", type=_quota, metavar="N|unlimited")
     set_plan.add_argument("--max-members", type=_quota, metavar="N|unlimited")
     _add_operator_commands(sub)
+    _add_mail_commands(sub)
     args = parser.parse_args(argv)
     if args.command == "serve" and (problem := _serve_usage(args)):
         print(f"cvsm-server: {problem}", file=sys.stderr)
@@ -341,6 +392,8 @@ def main(argv: list[str] | None = None) -> int:
         if several:
             return _serve_workers(settings, args.host, args.port, args.workers, tls_files)
         return _serve(settings, args.host, args.port, tls_files)
+    if args.command == "mail":
+        return _mail(settings, args)
     if args.command in ("admin", "team"):
         return _run_operator(settings, args)
     if (code := _run_operator_command(args, settings)) is not None:
