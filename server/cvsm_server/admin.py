@@ -14,7 +14,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Mapping
 
-from . import audit, credentials, db
+from . import audit, credentials, db, setup_link
 from .actor import Actor
 from .errors import BadRequest, Forbidden, NotFound
 from .sessions import require_jwt
@@ -124,6 +124,8 @@ async def update_user(conn: db.Connection, actor: Actor, user_id: uuid.UUID, *,
             raise NotFound(USER_NOT_FOUND)
         if is_admin is not None and is_admin != before["is_admin"]:
             await cur.execute("UPDATE users SET is_admin = %s WHERE id = %s", (is_admin, user_id))
+            if is_admin:
+                await setup_link.end_all(cur)  # the install has an admin: no setup link works
             await audit.record(cur, actor, "admin_grant" if is_admin else "admin_revoke", "user",
                                resource_id=user_id, metadata={"email": before["email"]})
         if disabled is not None and disabled != (before["disabled_at"] is not None):
