@@ -38,11 +38,11 @@ PLAN_FORM_DEFAULTS: dict[str, tuple[int | None, int | None]] = {
 UNSET = object()
 
 
-def plan_defaults_text() -> str:
-    """The plans' quotas in words, for the API's description: `starter 50 secrets and 5
-    members, ...`."""
+def plan_defaults_text(unlimited: str = "unlimited (null)") -> str:
+    """The plans' quotas in words, for the API's description and the command's help: `starter
+    50 secrets and 5 members, ...`."""
     def count(value: int | None) -> str:
-        return "unlimited (null)" if value is None else str(value)
+        return unlimited if value is None else str(value)
     return ", ".join(f"{name} {count(s)} secrets and {count(m)} members"
                      for name, (s, m) in PLAN_FORM_DEFAULTS.items())
 
