@@ -38,7 +38,8 @@ async def wait_for_mail(directory: Path, count: int = 1) -> list[Path]:
 
 
 async def test_the_readmes_mail_step_as_printed_gives_a_whole_link_that_verifies_the_sign_up(
-        start_client, make_settings, tmp_path: Path) -> None:
+        database_url: str, start_client, make_settings, tmp_path: Path) -> None:
+    # `database_url` first: set up before the app, so dropped after it stops (its jobs run).
     settings: Settings = make_settings(background_jobs="on", mail_poll_seconds="1")
     client = await start_client(settings)
     resp = await client.post("/api/v1/auth/register", json={
