@@ -14,7 +14,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Mapping
 
-from . import audit, credentials, db
+from . import audit, credentials, db, setup_link
 from .actor import Actor
 from .errors import BadRequest, Forbidden, NotFound
 from .sessions import require_jwt
@@ -27,15 +27,24 @@ TEAM_NOT_FOUND = "Tim tidak ditemukan"
 NOT_YOURSELF = "Anda tidak dapat mencabut hak admin atau menonaktifkan akun Anda sendiri"
 MAX_QUOTA = 1_000_000
 
-# What the admin plan form fills in (spec: 50 secrets and 3 members for Starter, 1000 and 20 for
-# Professional; Enterprise is entered by hand, empty meaning unlimited). A plan change that names
-# no quota applies these.
+# What a plan change that names no quota applies, and what the admin plan form fills in: the
+# plan table's own quotas (`teams.PLANS`, the one source), so a team moved to a plan gets what a
+# new team on that plan gets. The spec's sentence on the form (50 and 3 for Starter, 1000 and 20
+# for Professional) disagrees with its own plan table; the table wins (README, "Administration").
+# Enterprise's are None: unlimited, or entered by hand.
 PLAN_FORM_DEFAULTS: dict[str, tuple[int | None, int | None]] = {
-    "starter": (50, 3),
-    "professional": (1000, 20),
-    "enterprise": (None, None),
+    name: (plan["max_secrets"], plan["max_members"]) for name, plan in PLANS.items()
 }
 UNSET = object()
+
+
+def plan_defaults_text(unlimited: str = "unlimited (null)") -> str:
+    """The plans' quotas in words, for the API's description and the command's help: `starter
+    50 secrets and 5 members, ...`."""
+    def count(value: int | None) -> str:
+        return unlimited if value is None else str(value)
+    return ", ".join(f"{name} {count(s)} secrets and {count(m)} members"
+                     for name, (s, m) in PLAN_FORM_DEFAULTS.items())
 
 
 def user_json(row: Mapping) -> dict:
@@ -115,6 +124,8 @@ async def update_user(conn: db.Connection, actor: Actor, user_id: uuid.UUID, *,
             raise NotFound(USER_NOT_FOUND)
         if is_admin is not None and is_admin != before["is_admin"]:
             await cur.execute("UPDATE users SET is_admin = %s WHERE id = %s", (is_admin, user_id))
+            if is_admin:
+                await setup_link.end_all(cur)  # the install has an admin: no setup link works
             await audit.record(cur, actor, "admin_grant" if is_admin else "admin_revoke", "user",
                                resource_id=user_id, metadata={"email": before["email"]})
         if disabled is not None and disabled != (before["disabled_at"] is not None):

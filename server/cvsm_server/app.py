@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sys
 from collections.abc import AsyncIterator
 
 from aiohttp import web
 
 from . import (audit, audit_chain, credentials, db, deletion, keys, mail, mailtokens, oauth,
-               ratelimit, sessions, support, tokens, webhook_sender)
+               ratelimit, sessions, setup_link, support, tokens, webhook_sender)
 from .web import dashboard, lowlevel, metrics
 from .config import Settings
 from .crypto import Keyring
@@ -24,8 +25,8 @@ from .web.headers import cors_middleware, on_prepare
 from .web.middleware import (auth_middleware, error_middleware, rate_limit_middleware,
                              request_id_middleware)
 from .web.routes import setup_routes
-from .web.state import (CHECKPOINT_SIGNER, CREDENTIALS, KEYRING, OAUTH, PASSWORDS, POOL, SETTINGS,
-                        SIGNER)
+from .web.state import (APP_URL, CHECKPOINT_SIGNER, CREDENTIALS, KEYRING, OAUTH, PASSWORDS, POOL,
+                        SETTINGS, SIGNER)
 
 log = logging.getLogger("cvsm.app")
 
@@ -40,6 +41,19 @@ async def _database(app: web.Application) -> AsyncIterator[None]:
         app[CHECKPOINT_SIGNER] = audit_chain.CheckpointSigner(app[KEYRING])
         app[POOL] = database.pool
         yield
+
+
+async def _first_admin(app: web.Application) -> AsyncIterator[None]:
+    """An install with no admin yet: a one-time link to become its first, printed on stderr (never
+    through logging, so in no log file) by the process that runs the background jobs: once per
+    start, and once, not N times, under `--workers N` (`setup_link`)."""
+    settings = app[SETTINGS]
+    if settings.background_jobs:
+        token = await setup_link.issue(app[POOL], app[KEYRING])
+        if token is not None:
+            base = settings.app_url or app.get(APP_URL) or ""
+            print(setup_link.announcement(base, token), file=sys.stderr, flush=True)
+    yield
 
 
 async def _housekeeping(pool: db.Pool) -> None:
@@ -115,6 +129,7 @@ def create_app(settings: Settings | None = None) -> web.Application:
         log.warning("CVSM_CORS_ORIGINS is '*' in production: any web origin may call this API")
     app.on_response_prepare.append(on_prepare)
     app.cleanup_ctx.append(_database)
+    app.cleanup_ctx.append(_first_admin)
     app.cleanup_ctx.append(_background_jobs)
     dashboard.setup(app)
     metrics.setup(app)

@@ -1,7 +1,7 @@
 """The `cvsm-server` command: `serve [--host H] [--port P] [--workers N] [--tls-cert FILE
 --tls-key FILE]`, `migrate`, `rotate-key`, `backup FILE`, `restore FILE` and `audit verify
-[--team SLUG]`, and the operator's `admin grant|revoke EMAIL` and `team set-plan SLUG PLAN`. Several workers:
-`workers.py`; HTTPS: `tls.py`."""
+[--team SLUG]`, the operator's `admin grant|revoke EMAIL` and `team set-plan SLUG PLAN`, and `mail
+list|show` (the outbox, `outbox.py`). Several workers: `workers.py`; HTTPS: `tls.py`."""
 
 from __future__ import annotations
 
@@ -259,10 +259,10 @@ def _add_operator_commands(sub) -> None:
     rotate.add_argument("--batch-size", type=int, default=500,
                         help="rows per transaction (default 500)")
     backup = sub.add_parser("backup", help="write the database to FILE (pg_dump, custom format)")
-    backup.add_argument("file")
+    backup.add_argument("file", metavar="FILE", help="where to write the backup")
     restore = sub.add_parser("restore", help="load FILE (from `backup`) into an empty database, "
                                              "then apply migrations")
-    restore.add_argument("file")
+    restore.add_argument("file", metavar="FILE", help="a file `cvsm-server backup` wrote")
     restore.add_argument("--force", action="store_true",
                          help="drop everything in the database first")
     audit_cmd = sub.add_parser("audit", help="check the audit log's hash chains")
@@ -289,6 +289,56 @@ def _run_operator_command(args, settings: Settings) -> int | None:
     return None
 
 
+def _add_mail_commands(sub) -> None:
+    mail_cmd = sub.add_parser(
+        "mail", help="read the outbox: the mail written to $CVSM_DATA_DIR/outbox/ when "
+                     "CVSM_SMTP_URL is unset",
+        description="Read the outbox: the mail the server writes to $CVSM_DATA_DIR/outbox/ when "
+                    "CVSM_SMTP_URL is unset (README: \"Accounts and mail\").")
+    mail_sub = mail_cmd.add_subparsers(dest="mail_command", required=True, metavar="{list,show}")
+    mail_sub.add_parser("list", help="one line per message, newest last: id, date, to, subject "
+                                     "(an empty outbox says so on stderr, exit 0)")
+    show = mail_sub.add_parser(
+        "show", help="a message's headers and decoded text, every link whole",
+        description="Print a message's headers and its text decoded (the files are "
+                    "quoted-printable: a link in them is cut over two lines), every link whole. "
+                    "Exit 1 when the outbox is empty or has no such message.")
+    show.add_argument("id", nargs="?", metavar="ID",
+                      help="the message's id from `mail list` (its start is enough when no other "
+                           "id starts so); default: the newest")
+    show.add_argument("--last", action="store_true", help="the newest message (the default)")
+    show.add_argument("--links", action="store_true",
+                      help="print only the message's links, one a line")
+
+
+def _mail(settings: Settings, args: argparse.Namespace) -> int:
+    """`cvsm-server mail list|show`: read the outbox (no database is started)."""
+    from . import outbox
+
+    directory = settings.outbox_dir
+    elsewhere = " (CVSM_SMTP_URL is set: mail goes to that server)" if settings.smtp_url else ""
+    try:
+        if args.mail_command == "list":
+            lines = outbox.listing(directory)
+            if not lines:
+                print(f"cvsm-server: no mail in {directory}{elsewhere}", file=sys.stderr)
+            for line in lines:
+                print(line)
+            return 0
+        if args.id is not None and args.last:
+            print("cvsm-server: give an ID or --last, not both", file=sys.stderr)
+            return 2
+        entry = outbox.find(directory, args.id)
+        text = outbox.show(entry, links_only=args.links)
+        if args.links and not text:
+            raise outbox.OutboxError(f"message {entry.short_id} has no link")
+        print(text)
+        return 0
+    except outbox.OutboxError as exc:
+        print(f"cvsm-server: {exc}{elsewhere if 'no mail' in str(exc) else ''}", file=sys.stderr)
+        return 1
+
+
 def _serve_usage(args: argparse.Namespace) -> str | None:
     if not 1 <= args.workers <= workers.MAX_WORKERS:
         return f"--workers must be between 1 and {workers.MAX_WORKERS}, not {args.workers}"
@@ -299,31 +349,82 @@ def _serve_usage(args: argparse.Namespace) -> str | None:
     return None
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="cvsm-server", description="cvsm reference server")
+README = "README.md"
+MAIN_EPILOG = f"""\
+Settings come from CVSM_* environment variables; the main ones:
+  CVSM_DATA_DIR      data dir: embedded PostgreSQL, generated keys, the mail
+                     outbox (default ~/.local/share/cvsm)
+  CVSM_DATABASE_URL  an external PostgreSQL (unset: the embedded one); with
+                     CVSM_MIGRATION_DATABASE_URL for the schema owner
+  CVSM_MASTER_KEY    base64 of 32 bytes, the key of values at rest (unset:
+                     generated into the data dir; back it up)
+  CVSM_JWT_SECRET    session signing secret (unset: generated)
+  CVSM_APP_URL       the public base URL of links (unset: the address served)
+  CVSM_SMTP_URL      smtp:// or smtps:// (unset: mail goes to the outbox,
+                     read with `cvsm-server mail`)
+  CVSM_DEFAULT_PLAN  new teams' plan: starter (default), professional, enterprise
+  CVSM_ENV           production turns on production warnings
+Every variable, and running it for real: {README}, "The server" and
+"Configuration" (docs/deploy.md, docs/operations.md). COMMAND --help: its options."""
+SERVE_EPILOG = f"""\
+Unset, the database is an embedded PostgreSQL in $CVSM_DATA_DIR/pg, and keys are
+generated there. Variables read at start-up (CVSM_DATA_DIR, CVSM_DATABASE_URL,
+CVSM_MASTER_KEY, CVSM_APP_URL, CVSM_SMTP_URL, ...): `cvsm-server --help`, and
+every one in {README}, "Configuration". While no account is admin, each start
+prints a one-time link to become the first ({README}, "Administration")."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command line: every command and option, each with its help text."""
+    parser = argparse.ArgumentParser(
+        prog="cvsm-server", description="cvsm reference server: the HTTP API and dashboard, and "
+        "the operator's commands.", epilog=MAIN_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"cvsm-server {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True)
-    serve = sub.add_parser("serve", help="run the HTTP server (migrations run at start-up)")
-    serve.add_argument("--host", default="127.0.0.1")
-    serve.add_argument("--port", type=int, default=8080)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    serve = sub.add_parser(
+        "serve", help="run the HTTP server (migrations run at start-up)",
+        description="Run the HTTP server: the API under /api/v1, the dashboard at /.\n"
+                    "Pending migrations run at start-up.",
+        epilog=SERVE_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    serve.add_argument("--host", default="127.0.0.1", metavar="H",
+                       help="address to listen on (default 127.0.0.1, this machine only; 0.0.0.0 "
+                            "or :: for every interface)")
+    serve.add_argument("--port", type=int, default=8080, metavar="P",
+                       help="TCP port (default 8080; 0 picks a free one, printed at start-up)")
     serve.add_argument("--workers", type=int, default=1, metavar="N",
                        help="worker processes serving on the one port (1 to 64; default 1)")
     serve.add_argument("--tls-cert", type=Path, metavar="FILE",
                        help="serve HTTPS with this PEM certificate (chain), with --tls-key")
     serve.add_argument("--tls-key", type=Path, metavar="FILE", help="the certificate's PEM private key")
-    sub.add_parser("migrate", help="apply database migrations and exit")
-    admin_cmd = sub.add_parser("admin", help="grant or revoke a user's admin right")
-    admin_cmd.add_argument("action", choices=("grant", "revoke"))
-    admin_cmd.add_argument("email")
+    sub.add_parser("migrate", help="apply database migrations and exit",
+                   description="Apply pending database migrations (as CVSM_MIGRATION_DATABASE_URL, "
+                               "else CVSM_DATABASE_URL, else the embedded PostgreSQL) and exit.")
+    admin_cmd = sub.add_parser("admin", help="grant or revoke a user's admin right",
+                               description="Grant or revoke a user's admin right (audited); works "
+                                           "with no admin at all.")
+    admin_cmd.add_argument("action", choices=("grant", "revoke"), help="grant or revoke")
+    admin_cmd.add_argument("email", help="the user's email address")
     team_cmd = sub.add_parser("team", help="change a team's plan")
     team_sub = team_cmd.add_subparsers(dest="team_command", required=True)
-    set_plan = team_sub.add_parser("set-plan", help="put a team on a plan (quotas: the plan "
-                                   "form's defaults unless given)")
-    set_plan.add_argument("slug")
-    set_plan.add_argument("plan", choices=tuple(admin.PLAN_FORM_DEFAULTS))
-    set_plan.add_argument("--max-secrets", type=_quota, metavar="N|unlimited")
-    set_plan.add_argument("--max-members", type=_quota, metavar="N|unlimited")
+    set_plan = team_sub.add_parser(
+        "set-plan", help="put a team on a plan (quotas: the plan's own unless given)",
+        description="Put a team on a plan, with the plan's quotas (README, \"Administration\": "
+                    f"{admin.plan_defaults_text('unlimited')}) unless given; audited.")
+    set_plan.add_argument("slug", help="the team's slug")
+    set_plan.add_argument("plan", choices=tuple(admin.PLAN_FORM_DEFAULTS), help="the plan")
+    set_plan.add_argument("--max-secrets", type=_quota, metavar="N|unlimited",
+                          help="the team's secrets quota instead of the plan's")
+    set_plan.add_argument("--max-members", type=_quota, metavar="N|unlimited",
+                          help="the team's members quota (pending invitations count) instead of "
+                               "the plan's")
     _add_operator_commands(sub)
+    _add_mail_commands(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
     args = parser.parse_args(argv)
     if args.command == "serve" and (problem := _serve_usage(args)):
         print(f"cvsm-server: {problem}", file=sys.stderr)
@@ -341,6 +442,8 @@ def main(argv: list[str] | None = None) -> int:
         if several:
             return _serve_workers(settings, args.host, args.port, args.workers, tls_files)
         return _serve(settings, args.host, args.port, tls_files)
+    if args.command == "mail":
+        return _mail(settings, args)
     if args.command in ("admin", "team"):
         return _run_operator(settings, args)
     if (code := _run_operator_command(args, settings)) is not None:

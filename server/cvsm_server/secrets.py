@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from . import audit, credentials, db, ratelimit, roles, teams
 from .actor import Actor
 from .crypto import DecryptionError, Keyring, secret_aad
-from .errors import BadRequest, Forbidden, NotFound
+from .errors import BadRequest, NotFound
 from .inputs import check_text
 from .timeutil import iso
 
@@ -35,7 +35,7 @@ SECRET_EXISTS = "Secret dengan nama ini sudah ada di environment tersebut"
 SECRET_QUOTA = "Kuota secret tim untuk paket ini sudah penuh"
 ENVIRONMENT_QUOTA = ("Paket tim ini hanya mengizinkan {limit} environment aktif (berisi secret); "
                      "yang aktif sekarang: {active}. Pindahkan atau hapus secret di sana dulu, "
-                     "atau minta admin menaikkan paket")
+                     "atau naikkan paket tim")
 INVALID_NAME = ("Nama secret harus diawali huruf atau garis bawah, lalu huruf, angka, atau garis "
                 "bawah (maksimal 255 karakter)")
 INVALID_ENVIRONMENT = "Environment harus salah satu dari production, staging, development"
@@ -172,7 +172,7 @@ async def check_quota(cur: db.Cursor, team_id: uuid.UUID, adding: int,
             cur, "SELECT count(*) AS n FROM secrets WHERE team_id = %s AND deleted_at IS NULL",
             (team_id,))
         if row["n"] + adding > team["max_secrets"]:
-            raise Forbidden(SECRET_QUOTA)
+            raise teams.quota_refused(SECRET_QUOTA, team)
     await check_environments(cur, team, environments)
 
 
@@ -194,7 +194,8 @@ async def check_environments(cur: db.Cursor, team: Mapping, environments: Collec
     active = sorted((r["environment"] for r in rows), key=ENVIRONMENTS.index)
     opening = set(environments) - set(active)
     if opening and len(active) + len(opening) > limit:
-        raise Forbidden(ENVIRONMENT_QUOTA.format(limit=limit, active=", ".join(active) or "-"))
+        raise teams.quota_refused(
+            ENVIRONMENT_QUOTA.format(limit=limit, active=", ".join(active) or "-"), team)
 
 
 async def insert_secret(cur: db.Cursor, actor: Actor, keyring: Keyring, team_id: uuid.UUID,

@@ -32,6 +32,9 @@ PLANS = {
 
 TEAM_NOT_FOUND = roles.TEAM_NOT_FOUND
 MEMBER_QUOTA = "Kuota anggota tim untuk paket ini sudah penuh"
+# Said after every quota refusal (API and dashboard): who lifts the limit on this server.
+QUOTA_LIFT = ("Batas ini dinaikkan oleh admin server ini di panel admin (/app/admin/teams), atau "
+              "oleh operator server dengan perintah `{command}`")
 SLUG_TAKEN = "Slug tim sudah digunakan"
 
 
@@ -42,6 +45,24 @@ def team_json(row: Mapping, role: str | None = None) -> dict:
     if role is not None:
         out["role"] = role
     return out
+
+
+def quota_message(message: str, slug: str, plan: str, quota: str = "max_secrets") -> str:
+    """`message` (a quota refusal), then what lifts the limit: the admin panel, or the operator's
+    `team set-plan` to the next plan up (on the top plan, with the quota `quota` raised)."""
+    names = list(PLANS)
+    position = names.index(plan) if plan in names else len(names) - 1
+    command = f"cvsm-server team set-plan {slug} "
+    if position + 1 < len(names):
+        command += names[position + 1]
+    else:
+        command += f"{plan} --{quota.replace('_', '-')} N"
+    return f"{message}. {QUOTA_LIFT.format(command=command)}"
+
+
+def quota_refused(message: str, team: Mapping, quota: str = "max_secrets") -> Forbidden:
+    """The 403 of a quota check on `team` (a row with `slug` and `plan`)."""
+    return Forbidden(quota_message(message, team["slug"], team["plan"], quota))
 
 
 def max_environments(plan: str) -> int | None:
@@ -194,7 +215,7 @@ async def check_seat(cur: db.Cursor, team: Mapping, *, joining_email: str | None
     """403 when the team (locked by the caller) has no seat left for one more person."""
     if team["max_members"] is not None and \
             await seats_taken(cur, team["id"], joining_email=joining_email) >= team["max_members"]:
-        raise Forbidden(MEMBER_QUOTA)
+        raise quota_refused(MEMBER_QUOTA, team, "max_members")
 
 
 def check_grant(caller_role: str, role: str) -> None:

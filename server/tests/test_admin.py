@@ -6,10 +6,14 @@ from __future__ import annotations
 import asyncio
 import os
 import subprocess
+from pathlib import Path
 from typing import Any
 
 import pytest
 from aiohttp.test_utils import TestClient
+
+from cvsm_server import admin
+from cvsm_server.teams import PLANS
 
 from conftest import JWT_SECRET, MASTER_KEY, Api, query, server_url
 from test_cli import CONSOLE_SCRIPT, LOG_RECORD
@@ -107,7 +111,7 @@ async def test_plans_set_quotas_that_are_enforced(client: TestClient, api: Api, 
     resp = await client.patch(f"/api/v1/admin/teams/{team_id}", headers=api.auth(boss["token"]),
                               json={"plan": "professional"})
     team = (await resp.json())["team"]
-    assert (team["plan"], team["max_secrets"], team["max_members"]) == ("professional", 1000, 20)
+    assert (team["plan"], team["max_secrets"], team["max_members"]) == ("professional", 500, 25)
     resp = await client.patch(f"/api/v1/admin/teams/{team_id}", headers=api.auth(boss["token"]),
                               json={"plan": "enterprise", "max_secrets": 1, "max_members": None})
     team = (await resp.json())["team"]
@@ -166,10 +170,10 @@ async def test_the_operator_grants_admin_and_sets_plans_from_the_command_line(
     done = await asyncio.to_thread(operator, database_url, "team", "set-plan", "cli-team", "professional",
                                    "--max-members", "unlimited")
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == ("cli-team: plan professional (max_secrets 1000, max_members unlimited, "
+    assert done.stdout.strip() == ("cli-team: plan professional (max_secrets 500, max_members unlimited, "
                                     "max_environments unlimited)")
     team = (await (await client.get(f"/api/v1/teams/{team_id}", headers=api.auth(user["token"]))).json())["team"]
-    assert (team["plan"], team["max_secrets"], team["max_members"]) == ("professional", 1000, None)
+    assert (team["plan"], team["max_secrets"], team["max_members"]) == ("professional", 500, None)
     done = await asyncio.to_thread(operator, database_url, "admin", "revoke", user["email"])
     assert done.returncode == 0 and done.stdout.strip().endswith("admin revoked")
     rows = await query(database_url, """SELECT action, user_id, user_agent FROM audit_logs
@@ -194,3 +198,46 @@ async def test_operator_commands_fail_in_one_line(database_url: str) -> None:
             assert lines == [lines[0]] and lines[0].startswith("cvsm-server: ") and "tidak ditemukan" in lines[0]
         else:  # argparse's usage and its one error line
             assert lines[-1].startswith("cvsm-server team set-plan: error: ")
+
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+
+def readme_plan_table() -> dict[str, dict[str, int | None]]:
+    """The plan table of the README's "Administration" section, as `teams.PLANS` writes it."""
+    text = README.read_text()
+    header = "| Plan | Members | Secrets | Audit retention | Active environments |"
+    lines = text[text.index(header):].splitlines()[2:]
+    plans = {}
+    for line in lines:
+        if not line.startswith("|"):
+            break
+        name, members, secrets, retention, environments = (c.strip() for c in line.strip("|").split("|"))
+
+        def number(cell: str) -> int | None:
+            return None if cell in ("unlimited", "all three") else int(cell.removesuffix(" days"))
+
+        plans[name.split("`")[1]] = {"max_members": number(members), "max_secrets": number(secrets),
+                                     "audit_retention_days": number(retention),
+                                     "max_environments": number(environments)}
+    return plans
+
+
+def test_the_readme_plan_table_is_the_codes_and_plan_changes_apply_it() -> None:
+    assert readme_plan_table() == PLANS
+    assert admin.PLAN_FORM_DEFAULTS == {name: (plan["max_secrets"], plan["max_members"])
+                                        for name, plan in PLANS.items()}
+
+
+async def test_set_plan_without_quotas_gives_the_plan_tables_numbers(
+        client: TestClient, api: Api, database_url: str) -> None:
+    user = await api.register("plan_table")
+    await api.team(user, "table-team")
+    for plan in PLANS:
+        done = await asyncio.to_thread(operator, database_url, "team", "set-plan", "table-team", plan)
+        assert done.returncode == 0, done.stderr
+        limits = {k: "unlimited" if PLANS[plan][k] is None else str(PLANS[plan][k])
+                  for k in ("max_secrets", "max_members", "max_environments")}
+        assert done.stdout.strip() == (f"table-team: plan {plan} (max_secrets {limits['max_secrets']}, "
+                                       f"max_members {limits['max_members']}, "
+                                       f"max_environments {limits['max_environments']})")

@@ -123,10 +123,11 @@ async def test_the_plan_form_prefills_each_plans_quotas_and_empty_means_unlimite
         return secrets, members
 
     assert quotas(await page(client, f"/app/admin/teams/{team_id}")) == ("50", "5")  # the team's own
-    assert quotas(await page(client, f"/app/admin/teams/{team_id}?plan=starter")) == ("50", "3")
+    assert quotas(await page(client, f"/app/admin/teams/{team_id}?plan=starter")) == ("50", "5")
     html = await page(client, f"/app/admin/teams/{team_id}?plan=professional")
-    assert quotas(html) == ("1000", "20")
-    assert 'data-max-secrets="1000" data-max-members="20"' in html  # for app.js
+    assert quotas(html) == ("500", "25")  # the plan table's, as a new team on it gets
+    assert 'data-max-secrets="500" data-max-members="25"' in html  # for app.js
+    assert "professional: secret 500, anggota 25" in html
     assert quotas(await page(client, f"/app/admin/teams/{team_id}?plan=enterprise")) == ("", "")
 
     csrf = csrf_of(html)
@@ -293,8 +294,8 @@ async def test_the_chat_widget_asks_and_escalates_without_a_reload_in_a_browser(
             team_id = await api.team(boss, "browser-team")
             await page.goto(f"{base}/app/admin/teams/{team_id}")
             await page.get_by_label("Paket", exact=True).select_option("professional")
-            await expect(page.get_by_label("Kuota secret (kosong: tanpa batas)")).to_have_value("1000")
-            await expect(page.get_by_label("Kuota anggota (kosong: tanpa batas)")).to_have_value("20")
+            await expect(page.get_by_label("Kuota secret (kosong: tanpa batas)")).to_have_value("500")
+            await expect(page.get_by_label("Kuota anggota (kosong: tanpa batas)")).to_have_value("25")
             await check("plan form")
         finally:
             await browser.close()

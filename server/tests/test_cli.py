@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import argparse
 import os
 import re
 import shutil
@@ -79,3 +80,38 @@ def test_serve_with_an_embedded_postgres_that_cannot_start_says_so_in_one_line(h
     assert line.startswith(f"cvsm-server: cannot start the embedded PostgreSQL in {pgdata}: "), line
     assert result.returncode == 1
     assert running_postgres(pgdata) == []
+
+
+def parsers(parser: argparse.ArgumentParser, name: str = "cvsm-server"):
+    """Every parser of the command line (the top one, each command, each subcommand), by name."""
+    yield name, parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub_name, sub in action.choices.items():
+                yield from parsers(sub, f"{name} {sub_name}")
+
+
+def test_every_command_and_option_has_help_and_help_names_the_variables_and_the_readme() -> None:
+    from cvsm_server import cli
+
+    missing = [f"{name}: {action.dest}" for name, parser in parsers(cli.build_parser())
+               for action in parser._actions
+               if not isinstance(action, argparse._SubParsersAction) and not (action.help or "").strip()]
+    assert missing == []
+    commands = dict(parsers(cli.build_parser()))
+    assert {"cvsm-server serve", "cvsm-server mail show", "cvsm-server team set-plan"} <= set(commands)
+
+    top = subprocess.run([str(CONSOLE_SCRIPT), "--help"], capture_output=True, text=True, timeout=60)
+    assert top.returncode == 0
+    for variable in ("CVSM_DATA_DIR", "CVSM_DATABASE_URL", "CVSM_MASTER_KEY", "CVSM_APP_URL",
+                     "CVSM_SMTP_URL", "CVSM_DEFAULT_PLAN"):
+        assert variable in top.stdout
+    assert '"Configuration"' in top.stdout and "README.md" in top.stdout
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    assert "\n### Configuration\n" in readme and "\n## The server\n" in readme  # where it points
+
+    serve_help = subprocess.run([str(CONSOLE_SCRIPT), "serve", "--help"], capture_output=True,
+                                text=True, timeout=60).stdout
+    assert re.search(r"--host H +address to listen on \(default 127\.0\.0\.1", serve_help)
+    assert re.search(r"--port P +TCP port \(default 8080", serve_help)
+    assert "CVSM_DATABASE_URL" in serve_help and '"Configuration"' in serve_help

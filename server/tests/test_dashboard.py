@@ -19,7 +19,7 @@ import pyotp
 import pytest
 from aiohttp.test_utils import TestClient
 
-from cvsm_server import secrets
+from cvsm_server import secrets, teams
 from cvsm_server.config import Settings
 
 from conftest import query
@@ -141,7 +141,8 @@ async def test_a_starter_team_is_told_in_the_form_why_a_second_environment_is_re
             "environment": environment, "type": "other", "description": ""})
         assert resp.status == status
     text = await resp.text()
-    refusal = escape(secrets.ENVIRONMENT_QUOTA.format(limit=1, active="production"))
+    refusal = escape(teams.quota_message(secrets.ENVIRONMENT_QUOTA.format(limit=1, active="production"),
+                                         "web-team", "starter"))  # and what lifts it on this server
     assert refusal in text
     assert "typed-value-789" not in text  # the form asks for the value again
     resp = await client.post("/app/teams/web-team/import", data={

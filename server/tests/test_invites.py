@@ -164,12 +164,12 @@ async def test_pending_invites_count_toward_max_members(client: TestClient, api:
     assert (await invite(client, owner, team_id, "q1@example.com")).status == 201
     assert (await invite(client, owner, team_id, "q2@example.com")).status == 201
     resp = await invite(client, owner, team_id, "q3@example.com")
-    assert resp.status == 403 and (await resp.json()) == {"error": MEMBER_QUOTA}
+    assert resp.status == 403 and (await resp.json())["error"].startswith(MEMBER_QUOTA + ". ")
     # Adding a member directly counts the pending invites too.
     extra = await api.register("quota_extra")
     resp = await client.post(f"/api/v1/teams/{team_id}/members", headers=auth(owner),
                              json={"identifier": extra["username"], "role": "Member"})
-    assert resp.status == 403 and (await resp.json()) == {"error": MEMBER_QUOTA}
+    assert resp.status == 403 and (await resp.json())["error"].startswith(MEMBER_QUOTA + ". ")
     # ... except the invite of the very person being added (their seat is the one filled).
     q1 = await api.register("quota_q1", email="q1@example.com")
     await api.add_member(owner, team_id, q1, "Viewer")
@@ -194,7 +194,7 @@ async def test_a_quota_reached_at_accept_time_is_a_clear_403_and_keeps_the_invit
     await query(database_url, "UPDATE teams SET max_members = 1 RETURNING id")  # a plan change
     invitee = await mail_api.register("late_user", email="late@example.com")
     resp = await accept(mail_client, invitee, token)
-    assert resp.status == 403 and (await resp.json()) == {"error": MEMBER_QUOTA}
+    assert resp.status == 403 and (await resp.json())["error"].startswith(MEMBER_QUOTA + ". ")
     await query(database_url, "UPDATE teams SET max_members = 2 RETURNING id")
     assert (await accept(mail_client, invitee, token)).status == 200
 

@@ -5,14 +5,18 @@ concurrent requests at the limit never pass it; new teams get the plan's default
 from __future__ import annotations
 
 import asyncio
+import re
+import shlex
 
 import pytest
 
 from conftest import Api, query
+from test_admin import operator
 from cvsm_server import secrets, teams
 
-SECRET_QUOTA = secrets.SECRET_QUOTA
-MEMBER_QUOTA = teams.MEMBER_QUOTA
+# The refusals of the `acme` team (the `team_id` fixture) on Starter: the quota, then what lifts it.
+SECRET_QUOTA = teams.quota_message(secrets.SECRET_QUOTA, "acme", "starter")
+MEMBER_QUOTA = teams.quota_message(teams.MEMBER_QUOTA, "acme", "starter", "max_members")
 
 
 @pytest.fixture
@@ -232,7 +236,8 @@ async def test_concurrent_member_adds_at_the_limit_add_exactly_one(client, api: 
 # --- environments: Starter has one active environment (one that holds a live secret) ---------
 
 def environment_quota(limit: int, active: str) -> dict:
-    return {"error": secrets.ENVIRONMENT_QUOTA.format(limit=limit, active=active)}
+    return {"error": teams.quota_message(secrets.ENVIRONMENT_QUOTA.format(limit=limit, active=active),
+                                         "acme", "starter")}
 
 
 async def live_environments(database_url: str, team_id: str) -> dict[str, int]:
@@ -351,3 +356,29 @@ async def test_concurrent_creates_in_two_environments_of_an_empty_team_open_exac
     statuses = [r.status for r in responses]
     assert set(statuses) == {201, 403}
     assert len(await live_environments(database_url, team_id)) == 1
+
+
+# --- what lifts a quota on this server ----------------------------------------------------------
+
+async def test_a_quota_refusal_says_who_lifts_it_and_its_operator_command_does(
+        client, api: Api, owner, team_id, database_url):
+    await set_quota(database_url, team_id, max_secrets=1, max_members=5)
+    await api.secret(owner, team_id, "A", "1")
+    resp = await create(client, api, owner, team_id, "B")
+    message = (await resp.json())["error"]
+    assert resp.status == 403 and message.startswith(secrets.SECRET_QUOTA + ". ")
+    assert "panel admin (/app/admin/teams)" in message
+    [command] = re.findall(r"`(cvsm-server [^`]*)`", message)
+    assert command == "cvsm-server team set-plan acme professional"
+    done = await asyncio.to_thread(operator, database_url, *shlex.split(command)[1:])
+    assert done.returncode == 0, done.stderr
+    assert (await create(client, api, owner, team_id, "B")).status == 201  # lifted, as it said
+
+    await set_quota(database_url, team_id, max_secrets=2, max_members=1, plan="enterprise")
+    resp = await create(client, api, owner, team_id, "C")
+    assert (await resp.json())["error"].endswith(
+        "`cvsm-server team set-plan acme enterprise --max-secrets N`")  # no plan above: the number
+    resp = await add(client, api, owner, team_id, await api.register("one_more"))
+    assert (await resp.json())["error"] == teams.quota_message(teams.MEMBER_QUOTA, "acme", "enterprise",
+                                                               "max_members")
+    assert (await resp.json())["error"].endswith("--max-members N`")

@@ -113,9 +113,8 @@ OPENAPI = {
     },
     "admin_set_plan": {
         "summary": "Put a team on a plan, with its quotas (admin).",
-        "description": "Quotas left out take the plan form's defaults: 50 secrets and 3 members "
-                       "for starter, 1000 and 20 for professional, unlimited (null) for "
-                       "enterprise.",
+        "description": "Quotas left out take the plan's own (the plan table): "
+                       + admin.plan_defaults_text() + ".",
         "tags": ["admin"],
         "body": obj({"plan": {"type": "string", "enum": list(admin.PLAN_FORM_DEFAULTS)},
                      "max_secrets": _QUOTA, "max_members": _QUOTA}, ("plan",)),

@@ -23,6 +23,7 @@ from .state import KEYRING, POOL
 
 PAGE_SIZE = 25
 NOTICES = {
+    "admin": "Akun Anda sekarang admin server ini.",
     "plan": "Paket tim disimpan.",
     "reply": "Balasan terkirim ke email pengguna.",
     "closed": "Tiket ditutup.",

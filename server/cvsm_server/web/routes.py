@@ -8,7 +8,8 @@ from __future__ import annotations
 from aiohttp import web
 
 from . import (accounts, admin, admin_pages, apidoc, audit, dashboard, deletion, invites, metrics,
-               newsletter, oauth, pages, secrets, shares, support, support_page, teams, webhooks)
+               newsletter, oauth, pages, secrets, setup_page, shares, support, support_page, teams,
+               webhooks)
 
 UUID = r"{%s:[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}}"
 TEAM = "/api/v1/teams/{team_id}"
@@ -166,6 +167,9 @@ ROUTES = [
     web.get(f"/app/admin/tickets/{UUID % 'ticket_id'}", admin_pages.ticket_page),
     web.post(f"/app/admin/tickets/{UUID % 'ticket_id'}/reply", admin_pages.reply_ticket),
     web.post(f"/app/admin/tickets/{UUID % 'ticket_id'}/close", admin_pages.close_ticket),
+    # The one-time link to become a fresh install's first admin (`setup_link`).
+    web.get("/setup", setup_page.setup_page),
+    web.post("/setup", setup_page.become_admin),
     web.get("/app/support", support_page.support_page),
     web.post("/app/support", support_page.ask),
     web.post("/app/support/escalate", support_page.escalate),

@@ -1,0 +1,39 @@
+"""The page of the one-time setup link (`/setup?token=...`, `setup_link`): the signed-in account
+that confirms on it becomes the install's first admin.
+
+Opening the link changes nothing (a preview or a scanner may fetch it): signed in, a button posts
+the token with the session's CSRF token; signed out, sign-in and sign-up come back here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import urlencode
+
+from aiohttp import web
+
+from .. import db, setup_link
+from ..actor import Actor
+from .dashboard import _field, _page, _redirect, _session_csrf, _signed_form, _signed_in_actor, signed_in
+from .state import KEYRING, POOL
+
+
+async def setup_page(request: web.Request) -> web.StreamResponse:
+    token = request.query.get("token", "")
+    actor = await _signed_in_actor(request)
+    here = f"{setup_link.PATH}?{urlencode({'token': token})}"
+    context: dict[str, Any] = {"user": actor, "token": token, "next": urlencode({"next": here})}
+    if actor is not None:
+        context["csrf"] = _session_csrf(request, actor)
+    status = 200
+    if not token:
+        context["error"], status = setup_link.SETUP_INVALID, 400
+    return _page(request, "setup.html", context, status=status, private=True)
+
+
+@signed_in
+async def become_admin(request: web.Request, actor: Actor) -> web.StreamResponse:
+    form = await _signed_form(request, actor)
+    async with db.connection(request.app[POOL]) as conn:
+        await setup_link.claim(conn, actor, request.app[KEYRING], _field(form, "token"))
+    return _redirect("/app/admin/users?saved=admin")
