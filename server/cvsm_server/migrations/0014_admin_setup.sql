@@ -1,4 +1,4 @@
--- 0.4 (issue 28): a fresh install's first administrator, without editing the database.
+-- 0.4 (issue 28, migration 0014): a fresh install's first administrator, without editing the database.
 --
 -- At the start of an install with no admin, the server prints a one-time setup link on its
 -- terminal (setup_link.py); the signed-in account that opens it and confirms becomes admin.
