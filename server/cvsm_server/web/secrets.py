@@ -262,10 +262,10 @@ OPENAPI = {
         "query": [query("format", {"type": "string", "enum": list(secrets.EXPORT_FORMATS),
                                    "default": "dotenv"},
                         "`dotenv`: a .env file, one `NAME='value'` or `NAME=\"value\"` line per "
-                        "secret (a line break in a value is written `\\n`), for dotenv libraries "
-                        "and line-based readers. `shell`: one `export NAME=$'value'` line per "
-                        "secret, exact when sourced or evaluated by bash or zsh. `json`: one "
-                        "object of names to values, for programs."),
+                        "secret (a line break in a value is written `\\n`), for dotenv libraries; "
+                        "a line-based reader finds one variable per line. `shell`: one "
+                        "`export NAME=$'value'` line per secret, exact when sourced or evaluated "
+                        "by bash or zsh. `json`: one object of names to values, for programs."),
                   query("environment", ENVIRONMENT)],
         "responses": {200: ("The values: a .env file, shell lines or a JSON object.", {"content": {
             "text/plain": {"schema": STRING},
