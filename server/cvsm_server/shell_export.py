@@ -2,8 +2,8 @@
 
 The `.env` export (`cvsm_server.dotenv`) writes a line break inside a value as `\\n`, which
 dotenv libraries decode and shells do not. This format is the one for shells: sourced or
-evaluated by bash or zsh (ksh93 and the shells that have `$'...'` alike), every variable gets
-exactly its value, and nothing is expanded or run.
+evaluated by bash or zsh, every variable gets exactly its value, and nothing is expanded or run
+(each checked against the real shells in server/tests/test_dotenv.py).
 
 - One line per secret, sorted by name, LF line ends: `export NAME=$'value'`.
 - Inside the ANSI-C quotes `$'...'`: `\\` is written `\\\\`, `'` is `\\x27`, LF `\\n`, CR `\\r`,
