@@ -2,38 +2,46 @@
 
 Rendering (`render`, the export)
 --------------------------------
-One `NAME=value` line per secret, sorted by name, LF line ends, no `export` prefix, so that a
-POSIX shell can load the file with `set -a; . ./file; set +a`. Each value is written literally
-(newlines, tabs and carriage returns as they are; nothing is expanded or executed when sourced):
+One `NAME=value` line per secret, sorted by name, LF line ends, no `export` prefix. Every value
+stays on its line: a line break inside a value is written as `\\n` or `\\r`, so the file has
+exactly one line per secret and a line-based reader (`docker run --env-file`, systemd's
+`EnvironmentFile`, anything that splits on LF, CR or CRLF and takes `NAME=rest`) finds exactly
+the exported names, whatever the values hold. Each value is quoted:
 
-- In single quotes, character for character, when the value has no `'`, no two backslashes in a
-  row and does not end with a backslash: `NAME='value'`.
-- Otherwise in double quotes, with a backslash before each `\\`, `"`, `$` and backtick:
-  `NAME="it's \\$5"`. A value that ends with a backslash also gets the comment
-  ` # ends with a backslash: "\\"` after its closing quote: without it, Node's dotenv may take
-  that closing quote as escaped and read on into the next lines; the `"` in the comment stops it.
+- In single quotes, character for character, when the value holds no `'`, no LF, no CR, no two
+  backslashes in a row and does not end with a backslash: `NAME='value'`. Every reader below
+  (shells included) reads these exactly.
+- Otherwise in double quotes, with a backslash before each `\\`, `"`, `$` and backtick, LF
+  written `\\n` and CR `\\r`; every other character (tab, NUL, other control characters,
+  non-ASCII) as it is: `NAME="it's \\$5"`, `KEY="-----BEGIN KEY-----\\nMIIE..."`. A value that
+  ends with a backslash also gets the comment ` # ends with a backslash: "\\"` after its closing
+  quote: without it, Node's dotenv takes that closing quote as escaped and reads on into the
+  next lines; the `"` in the comment stops it.
 
 What each reader gets (each checked against the real program in server/tests/test_dotenv.py):
 
-- bash and dash (`set -a; . ./file`): every value exactly, except NUL, which no environment
-  variable can hold: the shells drop NUL characters (the file keeps them). A secret whose name
-  means something to the shell itself (`PATH`, `IFS`, read-only `UID`, ...) acts as that variable.
 - `parse` below: every value exactly, NUL included (the export round-trips through the import).
-- python-dotenv 1.2 (`dotenv_values(stream=..., interpolate=False)`): every value exactly but a
-  value written in double quotes (one holding `'`, two backslashes in a row or a trailing
-  backslash) that also holds `$` or a backtick: python-dotenv keeps the backslash written before
-  each `$` and backtick. Given a path instead of a stream, Python reads the file with universal
-  newlines, so a CR or CRLF inside a value becomes LF. With `interpolate=True` (its default) it
+- python-dotenv 1.2 (`dotenv_values`, from a stream or a path, `interpolate=False`): every value
+  exactly but a double-quoted one that holds `$` or a backtick: python-dotenv keeps the
+  backslash written before each `$` and backtick. With `interpolate=True` (its default) it
   expands `${NAME}` in every value.
 - Node's dotenv (`dotenv.parse`, tested with dotenv 18.0.10, whose default parser has the line
-  pattern of 16 and 17 too, and with its `{fast: true}` parser): every value exactly when it
-  holds no CR and is either written in single quotes or holds none of `\\`, `"`, `$` and
-  backtick. Otherwise Node turns each CR and CRLF in the file into LF, and inside double quotes
-  keeps every backslash as written, turning only the two-character sequences `\\n` and `\\r`
-  into a newline and a CR. The name `__proto__` is lost (it sets the prototype of Node's result
-  object).
+  pattern of 16 and 17 too, and with its `{fast: true}` parser): a single-quoted value exactly;
+  a double-quoted one as written between the quotes with only `\\n` and `\\r` decoded, which is
+  exact when the value holds none of `\\`, `"`, `$` and backtick (a PEM key, a value with a `'`
+  or a line break and none of those). The name `__proto__` is lost (it sets the prototype of
+  Node's result object).
+- POSIX shells and zsh (`set -a; . ./file; set +a`): a single-quoted value exactly; a
+  double-quoted one exactly but each line break, which they read as the two characters `\\n` or
+  `\\r` (shells have `format=shell` for that, see `cvsm_server.shell_export`). Nothing is
+  expanded or run. No environment variable can hold NUL: bash and dash drop NUL characters, zsh
+  cuts the value at the first one. A secret whose name means something to the shell itself
+  (`PATH`, `IFS`, read-only `UID`, ...) acts as that variable.
 - Every reader finds exactly the exported names (Node: but `__proto__`): no value can end a line
-  early or make a reader take part of a value for a line of its own.
+  early or make a reader take part of a value for a line of its own. Characters that Python's
+  `str.splitlines()` also takes for line ends (VT, FF, FS, GS, RS, NEL, U+2028, U+2029) are
+  written as they are, since neither python-dotenv nor Node's dotenv would read an escape for
+  them back; no reader above ends a line there.
 
 Parsing (`parse`, the import)
 -----------------------------
@@ -90,13 +98,15 @@ DUPLICATE = "Nama ganda di dalam file (pertama kali di baris {first})"
 
 # --- rendering --------------------------------------------------------------------------------
 
-_DOUBLE_QUOTE_ESCAPES = {"\\": "\\\\", '"': '\\"', "$": "\\$", "`": "\\`"}
+_DOUBLE_QUOTE_ESCAPES = {"\\": "\\\\", '"': '\\"', "$": "\\$", "`": "\\`", "\n": "\\n",
+                         "\r": "\\r"}
 BACKSLASH_END_NOTE = ' # ends with a backslash: "\\"'
 
 
 def single_quotable(value: str) -> bool:
     """True when `value` is written in single quotes (see the module docstring)."""
-    return "'" not in value and "\\\\" not in value and not value.endswith("\\")
+    return (not any(ch in value for ch in "'\n\r") and "\\\\" not in value
+            and not value.endswith("\\"))
 
 
 def quote(value: str) -> str:
@@ -108,6 +118,7 @@ def quote(value: str) -> str:
 
 
 def render(values: Mapping[str, str]) -> str:
+    """The `.env` export: one line per name, sorted by name."""
     return "".join(f"{name}={quote(values[name])}\n" for name in sorted(values))
 
 

@@ -26,6 +26,7 @@ log = logging.getLogger("cvsm.secrets")
 NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,254}\Z")
 TYPES = ("credential", "api_key", "certificate", "connection_string", "password", "token", "other")
 ENVIRONMENTS = ("production", "staging", "development")
+EXPORT_FORMATS = ("dotenv", "shell", "json")  # .env file (`dotenv`), `shell_export`, JSON object
 MAX_VALUE_BYTES = 65536
 MAX_DESCRIPTION = 1000
 MAX_VERSION = 2**31 - 1
@@ -39,6 +40,7 @@ ENVIRONMENT_QUOTA = ("Paket tim ini hanya mengizinkan {limit} environment aktif 
 INVALID_NAME = ("Nama secret harus diawali huruf atau garis bawah, lalu huruf, angka, atau garis "
                 "bawah (maksimal 255 karakter)")
 INVALID_ENVIRONMENT = "Environment harus salah satu dari production, staging, development"
+INVALID_EXPORT_FORMAT = "Format ekspor harus dotenv, shell, atau json"
 
 _COLUMNS = "id, team_id, name, type, environment, description, version, created_at, updated_at"
 _ENV_ORDER = "array_position(ARRAY['production','staging','development'], environment)"
@@ -69,6 +71,12 @@ def check_environment(environment: object) -> str:
     if environment not in ENVIRONMENTS:
         raise BadRequest(INVALID_ENVIRONMENT)
     return environment  # type: ignore[return-value]
+
+
+def check_export_format(fmt: object) -> str:
+    if fmt not in EXPORT_FORMATS:
+        raise BadRequest(INVALID_EXPORT_FORMAT)
+    return fmt  # type: ignore[return-value]
 
 
 def check_type(kind: object) -> str:
@@ -524,6 +532,7 @@ async def export(conn: db.Connection, actor: Actor, keyring: Keyring, team_id: u
     production, then staging, then development value. The audit entry records the environments
     whose values were actually exported and the names' count.
     """
+    check_export_format(fmt)
     if environment is not None:
         check_environment(environment)
     async with db.transaction(conn) as cur:

@@ -1,14 +1,18 @@
-"""The real programs that read an exported `.env` file, for the tests, and what the module
-docstring of `cvsm_server.dotenv` says each of them reads.
+"""The real programs that read an exported `.env` file (and the shell export), for the tests,
+and what the module docstrings of `cvsm_server.dotenv` and `cvsm_server.shell_export` say each
+of them reads.
 
-- POSIX shells: `set -a; . ./file; set +a` in bash and dash, the environment read back with
-  `env -0`.
+- Shells: `set -a; . ./file; set +a` (or `. ./file`, `eval "$(cat file)"`) in bash, dash and zsh,
+  the environment read back with `env -0`.
 - python-dotenv, imported (a dev dependency), with interpolation off.
 - Node's dotenv: `node/read_dotenv.js`, one long-lived process answering JSON lines, with the
   package from `node/package-lock.json` installed by `npm ci` on first use.
+- A one-line-per-variable reader, as `docker run --env-file` reads (split on LF, a CR before it
+  dropped, blank and `#` lines skipped, `NAME=rest`) and as systemd's `EnvironmentFile` ends
+  lines (LF, CR or CRLF): the names it finds.
 
-A missing `node`, `npm` or `bash` skips the tests that need it, except under `CI=true`, where it
-is a failure (the same rule as the conformance suite); a missing `dash` only skips.
+A missing `node`, `npm`, `bash` or `zsh` skips the tests that need it, except under `CI=true`,
+where it is a failure (the same rule as the conformance suite); a missing `dash` only skips.
 """
 
 from __future__ import annotations
@@ -41,8 +45,14 @@ def missing(why: str) -> None:
 
 # --- shells -----------------------------------------------------------------------------------
 
-def source_in_shell(shell: str, text: str, cwd: Path | None = None) -> dict[str, str]:
-    """Write `text` to a file, load it with `set -a; . FILE; set +a` in an empty environment,
+ALLEXPORT = 'set -a; . "$1"; set +a'  # how a .env file is loaded into a shell
+SOURCE = '. "$1"'  # the shell export: its lines export themselves
+EVAL = 'eval "$(cat "$1")"'
+
+
+def source_in_shell(shell: str, text: str, cwd: Path | None = None, *,
+                    load: str = ALLEXPORT) -> dict[str, str]:
+    """Write `text` to a file, load it with `load` (the file is `$1`) in an empty environment,
     and return the environment the shell then hands to `env`."""
     program, env_program = shutil.which(shell), shutil.which("env")
     if program is None or env_program is None:
@@ -53,8 +63,8 @@ def source_in_shell(shell: str, text: str, cwd: Path | None = None) -> dict[str,
         path = Path(tmp) / "exported.env"
         path.write_bytes(text.encode("utf-8"))  # bytes: no newline translation
         proc = subprocess.run(
-            [env_program, "-i", program, "-c", 'set -a; . "$1"; set +a; exec "$2" -0',
-             shell, str(path), env_program],
+            [env_program, "-i", program, "-c", load + '; exec "$2" -0', shell, str(path),
+             env_program],
             cwd=cwd or tmp, capture_output=True, timeout=60, check=False)
     assert proc.returncode == 0 and proc.stderr == b"", (proc.returncode, proc.stderr)
     environment = {}
@@ -63,6 +73,31 @@ def source_in_shell(shell: str, text: str, cwd: Path | None = None) -> dict[str,
             key, _, value = item.partition(b"=")
             environment[key.decode()] = value.decode("utf-8", "surrogateescape")
     return environment
+
+
+# --- one-line-per-variable readers -----------------------------------------------------------
+
+def docker_env_file_names(text: str) -> list[str]:
+    """The names `docker run --env-file` finds: one line per LF (a CR before it dropped), blank
+    lines and `#` lines skipped, the name up to the first `=` (a line without one names a
+    variable to take from docker's own environment: a name all the same)."""
+    names = []
+    for line in text.split("\n"):
+        line = line.removesuffix("\r").lstrip(" \t")
+        if line and not line.startswith("#"):
+            names.append(line.partition("=")[0])
+    return names
+
+
+def line_reader_names(text: str) -> list[str]:
+    """The names a reader that ends lines at LF, CR or CRLF (systemd's `EnvironmentFile`,
+    Python's universal newlines) and takes `NAME=rest` finds."""
+    names = []
+    for line in _NEWLINE.split(text):
+        line = line.lstrip(" \t")
+        if line and not line.startswith("#"):
+            names.append(line.partition("=")[0])
+    return names
 
 
 # --- python-dotenv ----------------------------------------------------------------------------
@@ -127,14 +162,12 @@ class NodeDotenv:
         self.process.wait(timeout=30)
 
 
-# --- what each reader gets from an export (the module docstring, as code) ---------------------
-
-def _lf(text: str) -> str:
-    return text.replace("\r\n", "\n").replace("\r", "\n")
-
+# --- what each reader gets from an export (the module docstrings, as code) --------------------
 
 def _double_quoted(value: str) -> str:
-    return "".join({"\\": "\\\\", '"': '\\"', "$": "\\$", "`": "\\`"}.get(c, c) for c in value)
+    """What the .env export writes between double quotes."""
+    escapes = {"\\": "\\\\", '"': '\\"', "$": "\\$", "`": "\\`", "\n": "\\n", "\r": "\\r"}
+    return "".join(escapes.get(c, c) for c in value)
 
 
 def python_dotenv_reads(value: str) -> str:
@@ -145,12 +178,25 @@ def python_dotenv_reads(value: str) -> str:
 
 
 def node_reads(value: str) -> str:
-    """Node: CR and CRLF become LF in the whole file; double quotes keep every backslash, and only
-    the two-character sequences \\n and \\r are decoded."""
+    """Node: double quotes keep every backslash, and only the two-character sequences \\n and
+    \\r are decoded."""
     if dotenv.single_quotable(value):
-        return _lf(value)
-    return _lf(_double_quoted(value)).replace("\\n", "\n").replace("\\r", "\r")
+        return value
+    return _double_quoted(value).replace("\\n", "\n").replace("\\r", "\r")
 
 
-def shell_reads(value: str) -> str:
+def _without_nul(shell: str, value: str) -> str:
+    """bash and dash drop NUL characters; zsh's environment cuts a value at the first one."""
+    return value.partition("\0")[0] if shell == "zsh" else value.replace("\0", "")
+
+
+def shell_reads(value: str, shell: str = "bash") -> str:
+    """A shell loading the .env export: double quotes leave \\n and \\r as they are written."""
+    if not dotenv.single_quotable(value):
+        value = value.replace("\n", "\\n").replace("\r", "\\r")
+    return _without_nul(shell, value)
+
+
+def shell_export_reads(value: str) -> str:
+    """bash and zsh loading the shell export: the value without its NUL characters."""
     return value.replace("\0", "")

@@ -294,6 +294,31 @@ async def test_dotenv_import_and_export(client: TestClient, database_url: str) -
     assert rows[0]["metadata"]["environments"] == ["staging"]
 
 
+async def test_the_export_download_offers_the_shell_format(client: TestClient, database_url: str) -> None:
+    await sign_up(client)
+    csrf = await form_csrf(client, "/app/teams")
+    await client.post("/app/teams", data={"csrf": csrf, "name": "Sh", "slug": "sh-team"})
+    await client.post("/app/teams/sh-team/import", data={
+        "csrf": csrf, "environment": "staging", "content": 'KEY="a\\nLD_PRELOAD=x"\nQ="it\'s"\n'})
+    page = await (await client.get("/app/teams/sh-team/secrets?environment=staging")).text()
+    assert "<title>Sh: secret · cvsm</title>" in page
+    assert '<option value="dotenv">' in page and '<option value="shell">' in page
+    export = await client.post("/app/teams/sh-team/export",
+                               data={"csrf": csrf, "environment": "staging", "format": "dotenv"})
+    assert await export.text() == "KEY=\"a\\nLD_PRELOAD=x\"\nQ=\"it's\"\n"
+    export = await client.post("/app/teams/sh-team/export",
+                               data={"csrf": csrf, "environment": "staging", "format": "shell"})
+    assert export.headers["Content-Disposition"] == 'attachment; filename="staging.sh"'
+    assert export.headers["Cache-Control"] == "no-store"
+    assert await export.text() == "export KEY=$'a\\nLD_PRELOAD=x'\nexport Q=$'it\\x27s'\n"
+    rows = await query(database_url, "SELECT metadata FROM audit_logs WHERE action = 'export' ORDER BY created_at")
+    assert [r["metadata"]["format"] for r in rows] == ["dotenv", "shell"]
+    refused = await client.post("/app/teams/sh-team/export",
+                                data={"csrf": csrf, "environment": "staging", "format": "yaml"})
+    assert refused.status == 400 and "Format ekspor harus dotenv, shell, atau json" in await refused.text()
+    assert len(await query(database_url, "SELECT 1 FROM audit_logs WHERE action = 'export'")) == 2
+
+
 async def test_members_are_added_changed_and_removed(client: TestClient, api: Any) -> None:
     other = await api.register("teammate")
     await sign_up(client)

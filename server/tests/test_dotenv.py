@@ -1,10 +1,12 @@
 """The `.env` format: the parser over a corpus (and against python-dotenv, its reference), the
-export as the real readers read it (bash and dash sourcing it, python-dotenv, Node's dotenv), and
-the export -> import round trip, both as a pure property and through the real server."""
+export as the real readers read it (bash, dash and zsh sourcing it, python-dotenv, Node's dotenv,
+one-line-per-variable readers), the shell export (`format=shell`) as bash, zsh and dash read it,
+and the export -> import round trip, both as a pure property and through the real server."""
 
 from __future__ import annotations
 
 import re
+import tempfile
 import uuid
 from pathlib import Path
 
@@ -13,12 +15,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import Api
-from cvsm_server import dotenv, secrets
-from dotenv_readers import (NodeDotenv, node_reads, python_dotenv_bindings, python_dotenv_reads,
-                            python_dotenv_values, shell_reads, source_in_shell)
+from conftest import Api, query
+from cvsm_server import dotenv, secrets, shell_export
+from dotenv_readers import (EVAL, SOURCE, NodeDotenv, docker_env_file_names, line_reader_names,
+                            node_reads, python_dotenv_bindings, python_dotenv_reads,
+                            python_dotenv_values, shell_export_reads, shell_reads, source_in_shell)
 
-SHELLS = ["bash", "dash"]
+SHELLS = ["bash", "dash", "zsh"]  # load the .env export with `set -a; . ./file; set +a`
+EXPORT_SHELLS = ["bash", "zsh"]  # source or eval the shell export exactly
 
 
 def values_of(content: str) -> dict[str, str]:
@@ -383,29 +387,59 @@ value_maps = st.dictionaries(names, hostile_values(), min_size=1, max_size=8)
 
 def test_render_writes_single_quotes_when_it_can_and_escaped_double_quotes_otherwise():
     values = {
-        "PLAIN": "abc", "EMPTY": "", "CMD": "$(id) `id` ${HOME} $HOME", "HASH": "#x", "LINES": "a\nb\tc",
-        "QUOTE": "it's", "TWO_BACKSLASHES": "a\\\\b", "ONE_BACKSLASH": "a\\b", "MIXED": "it's $HOME \"q\"",
-        "ENDS": "C:\\dir\\",
+        "PLAIN": "abc", "EMPTY": "", "CMD": "$(id) `id` ${HOME} $HOME", "HASH": "#x", "TAB": "a\tb",
+        "LINES": "a\nb\r\nc\rd", "QUOTE": "it's", "TWO_BACKSLASHES": "a\\\\b", "ONE_BACKSLASH": "a\\b",
+        "MIXED": "it's $HOME \"q\"", "ENDS": "C:\\dir\\", "NUL": "a\0b",
     }
     assert dotenv.render(values) == (
         "CMD='$(id) `id` ${HOME} $HOME'\n"
         "EMPTY=''\n"
         "ENDS=\"C:\\\\dir\\\\\" # ends with a backslash: \"\\\"\n"
         "HASH='#x'\n"
-        "LINES='a\nb\tc'\n"
+        "LINES=\"a\\nb\\r\\nc\\rd\"\n"
         "MIXED=\"it's \\$HOME \\\"q\\\"\"\n"
+        "NUL='a\0b'\n"
         "ONE_BACKSLASH='a\\b'\n"
         "PLAIN='abc'\n"
         "QUOTE=\"it's\"\n"
+        "TAB='a\tb'\n"
         "TWO_BACKSLASHES=\"a\\\\\\\\b\"\n"
     )
 
 
-# --- rendering: what bash, dash, python-dotenv and Node's dotenv read -------------------------
+# Values that add a variable to a line-based reader when a value is written over several lines.
+INJECTIONS = {
+    "LF": "prod\nLD_PRELOAD=/tmp/evil.so", "CR": "prod\rLD_PRELOAD=/tmp/evil.so",
+    "CRLF": "prod\r\nLD_PRELOAD=/tmp/evil.so\r\n", "SINGLE": "x'\nLD_PRELOAD='/tmp/evil.so",
+    "DOUBLE": 'x"\nLD_PRELOAD="/tmp/evil.so', "CONTINUED": "x\\\nLD_PRELOAD=/tmp/evil.so",
+    "ENDS": "x\\", "AFTER_ENDS": 'y" #\nLD_PRELOAD=evil', "COMMENT": "#\nLD_PRELOAD=1 #",
+    "EXPORTED": "\nexport LD_PRELOAD=/tmp/evil.so\n", "BLANK_LINES": "\n\n\nLD_PRELOAD=1\n\n",
+    "INDENTED": "\n  LD_PRELOAD=1", "PEM": PEM,
+}
 
-# Shell: names of our own (no PATH, IFS, read-only UID...), and no NUL, which a shell drops.
-shell_maps = st.dictionaries(names.map(lambda n: "T_" + n), hostile_values(nul=False),
-                             min_size=1, max_size=8)
+
+def test_a_line_break_in_a_value_never_adds_a_variable_for_a_line_based_reader():
+    text = dotenv.render(INJECTIONS)
+    assert "LF=\"prod\\nLD_PRELOAD=/tmp/evil.so\"\n" in text
+    assert "PEM=\"-----BEGIN PRIVATE KEY-----\\nMIIEvQIBADANBgkqhkiG9w0B" in text
+    assert docker_env_file_names(text) == line_reader_names(text) == sorted(INJECTIONS)
+
+
+@settings(max_examples=300, deadline=None)
+@given(value_maps)
+def test_every_secret_is_exactly_one_line_of_the_export(mapping):
+    text = dotenv.render(mapping)
+    assert "\r" not in text and text.endswith("\n")
+    lines = text[:-1].split("\n")
+    assert [line.partition("=")[0] for line in lines] == sorted(mapping)
+    assert all(line.endswith(("'", '"')) for line in lines)  # never a `\` that continues a line
+    assert docker_env_file_names(text) == line_reader_names(text) == sorted(mapping)
+
+
+# --- rendering: what bash, dash, zsh, python-dotenv and Node's dotenv read --------------------
+
+# Shell: names of our own (no PATH, IFS, read-only UID...).
+shell_maps = st.dictionaries(names.map(lambda n: "T_" + n), hostile_values(), min_size=1, max_size=8)
 # Node: `__proto__` would set the prototype of Node's result object.
 node_maps = st.dictionaries(names.filter(lambda n: n != "__proto__"), hostile_values(),
                             min_size=1, max_size=8)
@@ -419,11 +453,12 @@ def node_dotenv():
 
 
 @pytest.mark.parametrize("shell", SHELLS)
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(mapping=shell_maps)
-def test_sourcing_the_export_in_a_shell_gives_exactly_the_values(shell, mapping):
+def test_sourcing_the_export_in_a_shell_gives_the_documented_values(shell, mapping):
     environment = source_in_shell(shell, dotenv.render(mapping))
-    assert {k: v for k, v in environment.items() if k.startswith("T_")} == mapping
+    assert {k: v for k, v in environment.items() if k.startswith("T_")} == {
+        name: shell_reads(value, shell) for name, value in mapping.items()}
 
 
 @pytest.mark.parametrize("shell", SHELLS)
@@ -431,22 +466,24 @@ def test_sourcing_the_export_runs_and_expands_nothing(shell, tmp_path: Path):
     values = {
         "CMD": "$(touch pwned1)", "TICKS": "`touch pwned2`", "VARS": "$HOME ${HOME} $0 $$ $1",
         "BREAK_SINGLE": "'; touch pwned3; echo '", "BREAK_DOUBLE": '"; touch pwned4; echo "',
-        "BREAK_BOTH": "'\"$(touch pwned5)\"'", "LINES": "x\ntouch pwned6\n", "ESCAPED": "\\$(touch pwned7)\\",
-        "EXPORT": "'\nexport INJECTED=1\n'",
+        "BREAK_BOTH": "'\"$(touch pwned5)\"'", "LINE_BREAKS": "x\ntouch pwned6\n", "ESCAPED": "\\$(touch pwned7)\\",
+        "EXPORT": "'\nexport INJECTED=1\n'", **INJECTIONS,
     }
     environment = source_in_shell(shell, dotenv.render(values), cwd=tmp_path)
-    assert {k: environment.get(k) for k in values} == values
-    assert "INJECTED" not in environment
+    assert {k: environment.get(k) for k in values} == {k: shell_reads(v, shell) for k, v in values.items()}
+    assert environment["PEM"] == PEM.replace("\n", "\\n")
+    assert "INJECTED" not in environment and "LD_PRELOAD" not in environment
     assert list(tmp_path.iterdir()) == []
 
 
 @pytest.mark.parametrize("shell", SHELLS)
-def test_shells_drop_nul_characters(shell):
-    assert source_in_shell(shell, dotenv.render({"N": "a\0b"}))["N"] == shell_reads("a\0b") == "ab"
+def test_no_shell_variable_holds_nul(shell):
+    expected = {"bash": "ab", "dash": "ab", "zsh": "a"}[shell]
+    assert source_in_shell(shell, dotenv.render({"N": "a\0b"}))["N"] == shell_reads("a\0b", shell) == expected
     assert values_of(dotenv.render({"N": "a\0b"})) == {"N": "a\0b"}
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=300, deadline=None)
 @given(value_maps)
 def test_python_dotenv_reads_the_export_as_documented(mapping):
     read = python_dotenv_values(dotenv.render(mapping))
@@ -454,15 +491,16 @@ def test_python_dotenv_reads_the_export_as_documented(mapping):
 
 
 def test_python_dotenv_reads_exactly_all_but_dollars_and_backticks_in_double_quotes():
-    exact = {"A": "$(id) `x`", "B": "it's \"q\" \\n", "C": "a\\\\b\\", "D": "x\r\ny", "E": "\\"}
+    exact = {"A": "$(id) `x`", "B": "it's \"q\" \\n", "C": "a\\\\b\\", "D": "x\r\ny\rz\n", "E": "\\",
+             **INJECTIONS}
     assert python_dotenv_values(dotenv.render(exact)) == exact
     assert python_dotenv_values(dotenv.render({"F": "it's $HOME `id`"})) == {"F": "it's \\$HOME \\`id\\`"}
 
 
-def test_python_dotenv_from_a_path_or_with_interpolation_reads_what_the_docstring_says(tmp_path: Path):
+def test_python_dotenv_from_a_path_keeps_carriage_returns_and_interpolates_when_asked(tmp_path: Path):
     path = tmp_path / "exported.env"
     path.write_bytes(dotenv.render({"A": "x\r\ny\rz", "B": "b", "C": "${B}"}).encode())
-    assert python_dotenv.dotenv_values(path, interpolate=False) == {"A": "x\ny\nz", "B": "b", "C": "${B}"}
+    assert python_dotenv.dotenv_values(path, interpolate=False) == {"A": "x\r\ny\rz", "B": "b", "C": "${B}"}
     assert python_dotenv.dotenv_values(path)["C"] == "b"
 
 
@@ -476,7 +514,9 @@ def test_node_dotenv_reads_the_export_as_documented(node_dotenv, mapping):
 
 
 def test_node_dotenv_reads_exactly_single_quoted_and_plain_double_quoted_values(node_dotenv):
-    exact = {"A": "$(id) `x` ${HOME}", "B": "it's", "C": "multi\nline #x", "D": "a\\b \"q\""}
+    exact = {"A": "$(id) `x` ${HOME}", "B": "it's", "C": "multi\nline #x", "D": "a\\b \"q\"",
+             "E": "x\r\ny\r", **{k: v for k, v in INJECTIONS.items() if not set('\\"$`') & set(v)}}
+    assert {"LF", "CR", "CRLF", "SINGLE", "PEM"} <= exact.keys()
     assert node_dotenv.parse(dotenv.render(exact)) == (exact, exact)
 
 
@@ -485,20 +525,91 @@ def test_node_dotenv_reads_exactly_single_quoted_and_plain_double_quoted_values(
 def test_the_values_each_reader_reads_exactly_are_those_the_docstring_names(value):
     in_single_quotes = dotenv.single_quotable(value)
     assert (python_dotenv_reads(value) == value) == (in_single_quotes or not ({"$", "`"} & set(value)))
-    assert (node_reads(value) == value) == ("\r" not in value and (
-        in_single_quotes or not ({"\\", '"', "$", "`"} & set(value))))
-    assert (shell_reads(value) == value) == ("\0" not in value)
+    assert (node_reads(value) == value) == (in_single_quotes or not ({"\\", '"', "$", "`"} & set(value)))
+    for shell in SHELLS:
+        assert (shell_reads(value, shell) == value) == ("\0" not in value and (
+            in_single_quotes or not ({"\n", "\r"} & set(value))))
 
 
 def test_a_value_ending_in_a_backslash_cannot_pull_the_next_lines_into_it(node_dotenv):
     # Without the comment after it, Node's dotenv takes A's closing quote as escaped, reads A on to
-    # the `"` in B, and then C=evil' from inside B's value.
+    # the `"` in B, and then C=evil from inside B's value.
     mapping = {"A": "x\\", "B": 'y" #\nC=evil'}
     text = dotenv.render(mapping)
-    assert node_dotenv.parse(text) == ({"A": "x\\\\", "B": 'y" #\nC=evil'},) * 2
+    assert node_dotenv.parse(text) == ({"A": "x\\\\", "B": 'y\\" #\nC=evil'},) * 2
     assert python_dotenv_values(text) == mapping
     environment = source_in_shell("bash", text)
-    assert {name: environment.get(name) for name in mapping} == mapping and "C" not in environment
+    assert {name: environment.get(name) for name in mapping} == {"A": "x\\", "B": 'y" #\\nC=evil'}
+    assert "C" not in environment
+    assert docker_env_file_names(text) == line_reader_names(text) == ["A", "B"]
+
+
+# --- the shell export: what bash, zsh and dash read -------------------------------------------
+
+def test_shell_export_writes_one_export_line_per_secret_in_ansi_c_quotes():
+    values = {
+        "PLAIN": "abc", "EMPTY": "", "QUOTE": "it's", "BACKSLASH": "a\\b\\", "LINES": "a\nb\r\n",
+        "CONTROL": "\t\x01a\x1b[0m\x7f", "NUL": "a\0b", "CMD": "$(id) `id` ${HOME} \"q\"",
+        "UNICODE": "é🔑\u2028\x85",
+    }
+    assert shell_export.render(values) == (
+        "export BACKSLASH=$'a\\\\b\\\\'\n"
+        "export CMD=$'$(id) `id` ${HOME} \"q\"'\n"
+        "export CONTROL=$'\\t\\x01a\\x1b[0m\\x7f'\n"
+        "export EMPTY=$''\n"
+        "export LINES=$'a\\nb\\r\\n'\n"
+        "export NUL=$'ab'\n"
+        "export PLAIN=$'abc'\n"
+        "export QUOTE=$'it\\x27s'\n"
+        "export UNICODE=$'é🔑\u2028\x85'\n"
+    )
+
+
+@settings(max_examples=300, deadline=None)
+@given(value_maps)
+def test_every_secret_is_one_line_of_the_shell_export_with_no_quote_inside(mapping):
+    lines = shell_export.render(mapping).split("\n")
+    assert lines.pop() == ""
+    found = [re.fullmatch(r"export ([A-Za-z_][A-Za-z0-9_]*)=\$'([^'\n\r\0]*)'", line) for line in lines]
+    assert all(found) and [m.group(1) for m in found] == sorted(mapping)
+
+
+shell_export_maps = st.dictionaries(names.map(lambda n: "T_" + n), hostile_values(),
+                                    min_size=1, max_size=8)
+
+
+@pytest.mark.parametrize("shell", EXPORT_SHELLS)
+@pytest.mark.parametrize("load", [SOURCE, EVAL], ids=["source", "eval"])
+@settings(max_examples=75, deadline=None)
+@given(mapping=shell_export_maps)
+def test_the_shell_export_sourced_or_evaluated_gives_exactly_the_values(shell, load, mapping):
+    environment = source_in_shell(shell, shell_export.render(mapping), load=load)
+    assert {k: v for k, v in environment.items() if k.startswith("T_")} == {
+        name: shell_export_reads(value) for name, value in mapping.items()}
+
+
+@pytest.mark.parametrize("shell", EXPORT_SHELLS)
+@pytest.mark.parametrize("locale", ["C", "C.UTF-8"])
+def test_the_shell_export_gives_hostile_values_exactly_and_runs_nothing(shell, locale, tmp_path: Path):
+    values = {**HOSTILE, **INJECTIONS, "HEX_AFTER_CONTROL": "\x01abc\x1bF", "NUL": "a\0b",
+              "ANSI_C_LOOKALIKE": "$'\\x41' \\x41 \\u0041 \\c@ \\e", "TICK_QUOTE": "'`touch pwned9`'"}
+    environment = source_in_shell(shell, shell_export.render(values), cwd=tmp_path,
+                                  load=f'export LC_ALL={locale}; {SOURCE}')
+    assert {k: environment.get(k) for k in values} == {k: shell_export_reads(v) for k, v in values.items()}
+    assert environment["NUL"] == "ab" and environment["LF"] == "prod\nLD_PRELOAD=/tmp/evil.so"
+    assert "INJECTED" not in environment and "LD_PRELOAD" not in environment
+    assert list(tmp_path.iterdir()) == []
+
+
+@settings(max_examples=100, deadline=None)
+@given(mapping=shell_export_maps)
+def test_a_shell_without_ansi_c_quotes_runs_nothing_and_gets_one_variable_per_line(mapping):
+    # dash (a plain POSIX sh) reads `$'...'` as `$` and a single-quoted word: the text as written.
+    with tempfile.TemporaryDirectory(prefix="cvsm-dash-") as cwd:
+        environment = source_in_shell("dash", shell_export.render(mapping), cwd=Path(cwd), load=SOURCE)
+        assert list(Path(cwd).iterdir()) == []
+    assert {k: v for k, v in environment.items() if k.startswith("T_")} == {
+        name: "$" + shell_export.quote(value)[2:-1] for name, value in mapping.items()}
 
 
 # --- round trip: the pure property ------------------------------------------------------------
@@ -514,9 +625,8 @@ def test_parse_of_render_gives_back_exactly_the_same_values(mapping):
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.dictionaries(names, hostile_values().filter(lambda v: "\n" not in v and "\r" not in v),
-                       min_size=1, max_size=8))
-def test_round_trip_of_single_line_values_survives_crlf_and_a_byte_order_mark(mapping):
+@given(value_maps)
+def test_round_trip_survives_crlf_line_ends_and_a_byte_order_mark(mapping):
     rendered = "\ufeff" + dotenv.render(mapping).replace("\n", "\r\n")
     assert values_of(rendered) == mapping
 
@@ -527,7 +637,7 @@ def test_round_trip_of_single_line_values_survives_crlf_and_a_byte_order_mark(ma
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(mapping=st.dictionaries(names, hostile_values(), min_size=1, max_size=8))
 async def test_export_then_import_through_the_server_gives_back_the_same_values(
-        client, api: Api, owner, mapping):
+        client, api: Api, owner, node_dotenv, mapping):
     # One app and database for all examples: each example works in a team of its own.
     team = await api.team(owner, f"rt-{uuid.uuid4().hex[:12]}")
     base = f"/api/v1/teams/{team}/secrets"
@@ -541,6 +651,16 @@ async def test_export_then_import_through_the_server_gives_back_the_same_values(
     assert resp.status == 200
     assert resp.content_type == "text/plain"
     exported = await resp.text()
+    assert exported == dotenv.render(mapping)
+    assert docker_env_file_names(exported) == line_reader_names(exported) == sorted(mapping)
+    assert python_dotenv_values(exported) == {n: python_dotenv_reads(v) for n, v in mapping.items()}
+    in_node = {n: node_reads(v) for n, v in mapping.items() if n != "__proto__"}
+    assert node_dotenv.parse(exported) == (in_node, in_node)
+
+    resp = await client.get(f"{base}/export", params={"environment": "production", "format": "shell"},
+                            headers=headers)
+    assert resp.status == 200 and resp.content_type == "text/plain"
+    assert await resp.text() == shell_export.render(mapping)
 
     resp = await client.post(f"{base}/bulk/import-dotenv", headers=headers,
                              json={"content": exported, "environment": "staging"})
@@ -580,22 +700,85 @@ async def test_import_of_multi_line_pem_values_through_the_api(client, api: Api,
 HOSTILE = {
     "CMD": "$(touch pwned1)", "TICKS": "`touch pwned2`", "VARS": "$HOME ${HOME:-x} $0 $$",
     "BREAK_SINGLE": "'; touch pwned3; echo '", "BREAK_DOUBLE": '"; touch pwned4; echo "',
-    "LINES": "line1\nINJECTED=1\n$(touch pwned5)", "BACKSLASHES": "C:\\dir\\\\share\\",
+    "LINE_BREAKS": "line1\nINJECTED=1\n$(touch pwned5)", "BACKSLASHES": "C:\\dir\\\\share\\",
     "QUOTES": "it's \"quoted\" '\\''", "HASH": "#not a comment", "EMPTY": "", "SPACES": "  x  ",
     "TABS_CR": "\tx\r\ny\r", "UNICODE": "日本語 🔑 é\u2028", "PEM": PEM,
 }
+EXPORTED = {**HOSTILE, **INJECTIONS}
+
+
+async def export_of(client, api: Api, owner, team_id, **params: str) -> str:
+    """Store EXPORTED in the team and export it through the API."""
+    for name, value in EXPORTED.items():
+        await api.secret(owner, team_id, name, value)
+    resp = await client.get(f"/api/v1/teams/{team_id}/secrets/export", params=params,
+                            headers=api.auth(owner["token"]))
+    assert resp.status == 200 and resp.content_type == "text/plain"
+    return await resp.text()
+
+
+async def test_export_through_the_api_gives_every_reader_one_line_per_secret(
+        client, api: Api, owner, team_id, node_dotenv):
+    exported = await export_of(client, api, owner, team_id)
+    assert len(exported.split("\n")) == len(EXPORTED) + 1
+    assert docker_env_file_names(exported) == line_reader_names(exported) == sorted(EXPORTED)
+    assert re.search(r'^PEM="-----BEGIN PRIVATE KEY-----\\nMIIE[^\n]*-----END PRIVATE KEY-----"$',
+                     exported, re.MULTILINE)
+    assert values_of(exported) == EXPORTED
+    assert python_dotenv_values(exported) == {n: python_dotenv_reads(v) for n, v in EXPORTED.items()}
+    in_node = {n: node_reads(v) for n, v in EXPORTED.items()}
+    assert node_dotenv.parse(exported) == (in_node, in_node)
+    assert in_node["LF"] == INJECTIONS["LF"] and in_node["PEM"] == PEM
 
 
 @pytest.mark.parametrize("shell", SHELLS)
-async def test_export_through_the_api_sourced_in_a_shell_gives_exactly_the_values(
+async def test_export_through_the_api_sourced_in_a_shell_gives_the_documented_values(
         client, api: Api, owner, team_id, shell, tmp_path: Path):
-    for name, value in HOSTILE.items():
-        await api.secret(owner, team_id, name, value)
-    resp = await client.get(f"/api/v1/teams/{team_id}/secrets/export", headers=api.auth(owner["token"]))
-    assert resp.status == 200
-    exported = await resp.text()
+    exported = await export_of(client, api, owner, team_id)
     environment = source_in_shell(shell, exported, cwd=tmp_path)
-    assert {name: environment.get(name) for name in HOSTILE} == HOSTILE
-    assert "INJECTED" not in environment
+    assert {name: environment.get(name) for name in EXPORTED} == {
+        name: shell_reads(value, shell) for name, value in EXPORTED.items()}
+    assert "INJECTED" not in environment and "LD_PRELOAD" not in environment
     assert list(tmp_path.iterdir()) == []
-    assert re.search(r"^PEM='-----BEGIN", exported, re.MULTILINE)
+
+
+@pytest.mark.parametrize("shell", EXPORT_SHELLS)
+@pytest.mark.parametrize("load", [SOURCE, EVAL], ids=["source", "eval"])
+async def test_shell_export_through_the_api_gives_exactly_the_values(
+        client, api: Api, owner, team_id, shell, load, tmp_path: Path):
+    exported = await export_of(client, api, owner, team_id, format="shell")
+    assert re.search(r"^export LF=\$'prod\\nLD_PRELOAD=/tmp/evil.so'$", exported, re.MULTILINE)
+    environment = source_in_shell(shell, exported, cwd=tmp_path, load=load)
+    assert {name: environment.get(name) for name in EXPORTED} == EXPORTED
+    assert "INJECTED" not in environment and "LD_PRELOAD" not in environment
+    assert list(tmp_path.iterdir()) == []
+
+
+async def test_shell_export_is_audited_like_the_other_formats(client, api: Api, owner, team_id,
+                                                              database_url):
+    await api.secret(owner, team_id, "A", "it's")
+    resp = await client.get(f"/api/v1/teams/{team_id}/secrets/export",
+                            params={"format": "shell", "environment": "production"},
+                            headers=api.auth(owner["token"]))
+    assert await resp.text() == "export A=$'it\\x27s'\n"
+    [entry] = await query(database_url, "SELECT metadata FROM audit_logs WHERE action = 'export'")
+    assert entry["metadata"] == {"format": "shell", "environment": "production",
+                                 "environments": ["production"], "count": 1}
+
+
+async def test_an_unknown_export_format_is_refused_naming_the_formats(client, api: Api, owner, team_id,
+                                                                    database_url):
+    await api.secret(owner, team_id, "A", "1")
+    resp = await client.get(f"/api/v1/teams/{team_id}/secrets/export", params={"format": "env"},
+                            headers=api.auth(owner["token"]))
+    assert resp.status == 400
+    assert await resp.json() == {"error": "Format ekspor harus dotenv, shell, atau json"}
+    assert await query(database_url, "SELECT 1 FROM audit_logs WHERE action = 'export'") == []
+
+
+async def test_the_api_document_offers_the_shell_format(client):
+    document = await (await client.get("/api/v1/openapi.json")).json()
+    [fmt] = [p for p in document["paths"]["/api/v1/teams/{team_id}/secrets/export"]["get"]["parameters"]
+             if p["name"] == "format"]
+    assert fmt["schema"]["enum"] == ["dotenv", "shell", "json"]
+    assert "`shell`" in fmt["description"] and "bash or zsh" in fmt["description"]

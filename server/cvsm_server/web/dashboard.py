@@ -33,8 +33,8 @@ from aiohttp import web
 from multidict import MultiDictProxy
 
 from .. import (admin, audit, bulk, credentials, db, deletion, dotenv, email_verification, invites,
-               newsletter, oauth, password_reset, ratelimit, roles, sessions, shares, teams, tokens,
-               totp, users)
+               newsletter, oauth, password_reset, ratelimit, roles, sessions, shares, shell_export,
+               teams, tokens, totp, users)
 from .. import secrets as domain
 from ..actor import Actor
 from ..errors import BadRequest, DomainError, Forbidden, NotFound, TooManyRequests, Unauthorized
@@ -771,17 +771,25 @@ async def import_dotenv(request: web.Request, actor: Actor) -> web.StreamRespons
     return _page(request, "secrets.html", context)
 
 
+# The dashboard's downloads: a renderer and the file's extension per export format.
+_DOWNLOADS = {"dotenv": (dotenv.render, "env"), "shell": (shell_export.render, "sh")}
+
+
 @signed_in
 async def export_dotenv(request: web.Request, actor: Actor) -> web.StreamResponse:
     form = await _signed_form(request, actor)
     team_ref = request.match_info["team"]
     environment = _environment(_field(form, "environment"))
+    fmt = _field(form, "format", "dotenv")
+    if fmt not in _DOWNLOADS:
+        raise BadRequest(domain.INVALID_EXPORT_FORMAT)
+    render, extension = _DOWNLOADS[fmt]
     async with db.connection(request.app[POOL]) as conn:
         team_id = await teams.resolve(conn, team_ref)
         values = await domain.export(conn, actor, request.app[KEYRING], team_id,
-                                     environment=environment, fmt="dotenv")
-    response = web.Response(text=dotenv.render(values), content_type="text/plain", charset="utf-8")
-    response.headers["Content-Disposition"] = f'attachment; filename="{environment}.env"'
+                                     environment=environment, fmt=fmt)
+    response = web.Response(text=render(values), content_type="text/plain", charset="utf-8")
+    response.headers["Content-Disposition"] = f'attachment; filename="{environment}.{extension}"'
     response.headers["Cache-Control"] = "no-store"
     return response
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from .. import bulk, dotenv, secrets
+from .. import bulk, dotenv, secrets, shell_export
 from ..errors import BadRequest
 from ..inputs import field, string_list
 from ..timeutil import iso
@@ -119,10 +119,11 @@ async def rollback(request: web.Request) -> web.Response:
     return web.json_response({"secret": secrets.secret_json(row)})
 
 
+TEXT_EXPORTS = {"dotenv": dotenv.render, "shell": shell_export.render}
+
+
 async def export(request: web.Request) -> web.StreamResponse:
-    fmt = request.query.get("format", "dotenv")
-    if fmt not in ("dotenv", "json"):
-        raise BadRequest("Format ekspor harus dotenv atau json")
+    fmt = secrets.check_export_format(request.query.get("format", "dotenv"))
     environment = query_text(request, "environment")
     async with connection(request) as conn:
         team_id = await team_of(request, conn)
@@ -130,7 +131,7 @@ async def export(request: web.Request) -> web.StreamResponse:
                                       environment=environment, fmt=fmt)
     if fmt == "json":
         return web.json_response(values)
-    return web.Response(text=dotenv.render(values), content_type="text/plain", charset="utf-8")
+    return web.Response(text=TEXT_EXPORTS[fmt](values), content_type="text/plain", charset="utf-8")
 
 
 def _bulk_answer(results: list[dict], summary: dict, **extra: object) -> web.Response:
@@ -258,10 +259,15 @@ OPENAPI = {
         "description": "Without an environment, a name present in several takes its production,"
                        " then staging, then development value.",
         "tags": ["secrets"],
-        "query": [query("format", {"type": "string", "enum": ["dotenv", "json"],
-                                   "default": "dotenv"}),
+        "query": [query("format", {"type": "string", "enum": list(secrets.EXPORT_FORMATS),
+                                   "default": "dotenv"},
+                        "`dotenv`: a .env file, one `NAME='value'` or `NAME=\"value\"` line per "
+                        "secret (a line break in a value is written `\\n`), for dotenv libraries; "
+                        "a line-based reader finds one variable per line. `shell`: one "
+                        "`export NAME=$'value'` line per secret, exact when sourced or evaluated "
+                        "by bash or zsh. `json`: one object of names to values, for programs."),
                   query("environment", ENVIRONMENT)],
-        "responses": {200: ("The values, as a .env file or a JSON object.", {"content": {
+        "responses": {200: ("The values: a .env file, shell lines or a JSON object.", {"content": {
             "text/plain": {"schema": STRING},
             "application/json": {"schema": {"type": "object",
                                             "additionalProperties": STRING}},
