@@ -8,6 +8,7 @@ the link was sent to.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Mapping
 
 from . import audit, db, mail, mailtokens, ratelimit, sessions
@@ -57,14 +58,16 @@ async def request_link(conn: db.Connection, actor: Actor, keyring: Keyring, app_
 
 
 async def verify(conn: db.Connection, client: Actor, keyring: Keyring, token: object, *,
-                 failures: ratelimit.Charge | None = None) -> dict:
+                 failures: ratelimit.Charge | None = None,
+                 keep_session: uuid.UUID | None = None) -> dict:
     """Mark the address the link was sent to as verified; the account (id, email).
 
     The link is a credential: it stands behind the failed-credential throttle (`failures`) and a
     wrong one is counted. The first proof that the owner holds the address ends every session and
     revokes every API token made before it: whoever registered someone else's address first
-    keeps nothing once its owner follows the link (the mail says so; the dashboard signs the
-    browser that followed it, when already signed in to this account, in again)."""
+    keeps nothing once its owner follows the link (the mail says so). Only `keep_session`, the
+    session that presented the link (a signed-in browser or an API call of the same account,
+    which holds both the account and its mail), stays."""
     await ratelimit.guard(conn, failures)
     async with db.transaction(conn) as cur:
         used = await mailtokens.consume(cur, keyring, mailtokens.VERIFY_EMAIL, token)
@@ -80,7 +83,7 @@ async def verify(conn: db.Connection, client: Actor, keyring: Keyring, token: ob
             metadata = {}
             if not user["was_verified"]:
                 sessions_revoked, tokens_revoked = await sessions.end_all_credentials(
-                    cur, user["id"], tokens=True)
+                    cur, user["id"], tokens=True, keep_session=keep_session)
                 metadata = {"sessions_revoked": sessions_revoked,
                             "tokens_revoked": tokens_revoked}
             await audit.record(cur, client.as_user(user["id"], user["email"], via="mail_link"),

@@ -107,14 +107,15 @@ async def logout_all(conn: db.Connection, actor: Actor) -> int:
     return revoked
 
 
-async def end_all_credentials(cur: db.Cursor, user_id: uuid.UUID, *,
-                              tokens: bool) -> tuple[int, int]:
-    """Revoke every open session of `user_id` and, with `tokens`, every API token (in the
-    caller's transaction; every process stops trusting its cached copies at once). Returns how
-    many sessions and tokens were revoked."""
+async def end_all_credentials(cur: db.Cursor, user_id: uuid.UUID, *, tokens: bool,
+                              keep_session: uuid.UUID | None = None) -> tuple[int, int]:
+    """Revoke every open session of `user_id` but `keep_session` and, with `tokens`, every API
+    token (in the caller's transaction; every process stops trusting its cached copies at once).
+    Returns how many sessions and tokens were revoked."""
     await cur.execute(
-        "UPDATE sessions SET revoked_at = now() WHERE user_id = %s AND revoked_at IS NULL",
-        (user_id,))
+        """UPDATE sessions SET revoked_at = now()
+           WHERE user_id = %s AND revoked_at IS NULL AND id IS DISTINCT FROM %s""",
+        (user_id, keep_session))
     sessions_revoked = cur.rowcount
     tokens_revoked = 0
     if tokens:

@@ -71,6 +71,21 @@ async def test_registering_mails_a_link_that_verifies_the_email_once(
     assert [r["user_email"] for r in rows] == [user["email"]]
 
 
+async def test_verifying_with_the_accounts_own_session_keeps_that_session(
+        web: TestClient, mailbox: Mailbox) -> None:
+    api = Api(web)
+    user = await api.register("verify_keep")
+    other = await web.post("/api/v1/auth/login", json={"identifier": user["username"],
+                                                        "password": user["password"]})
+    other_jwt = (await other.json())["token"]
+    token = token_of(link_in(await mailbox.receive(user["email"]), "/verify-email"))
+    resp = await web.post("/api/v1/auth/verify-email", json={"token": token},
+                          headers=api.auth(user["token"]))
+    assert resp.status == 200
+    assert (await web.get("/api/v1/me", headers=api.auth(user["token"]))).status == 200
+    assert (await web.get("/api/v1/me", headers=api.auth(other_jwt))).status == 401
+
+
 async def test_asking_again_replaces_the_link_and_stops_once_verified(
         web: TestClient, mailbox: Mailbox) -> None:
     api = Api(web)

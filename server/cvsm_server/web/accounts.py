@@ -3,16 +3,18 @@ two-factor and API tokens."""
 
 from __future__ import annotations
 
+import uuid
+
 from aiohttp import web
 
 from .. import db, email_verification, password_reset, ratelimit, sessions, tokens, totp, users
-from ..errors import BadRequest
+from ..errors import BadRequest, Unauthorized
 from ..inputs import field, string_list
 from ..timeutil import iso
 from .apidoc import (BOOL, ENVIRONMENT, OK, PASSWORD, STRING, TEAM_REF_PATTERN, TIME,
                      USERNAME_PATTERN, UUID, answer, nullable, obj, ref)
 from .request import actor, app_url, connection, path_id, read_json
-from .state import KEYRING, PASSWORDS, SETTINGS, SIGNER
+from .state import CREDENTIALS, KEYRING, PASSWORDS, POOL, SETTINGS, SIGNER
 
 SMALL_BODY = 16 * 1024
 
@@ -66,8 +68,24 @@ async def verify_email(request: web.Request) -> web.Response:
     failures = ratelimit.Charge.failed_auth(request.app[SETTINGS], actor(request).ip)
     async with connection(request) as conn:
         await email_verification.verify(conn, actor(request), request.app[KEYRING], token,
-                                        failures=failures)
+                                        failures=failures, keep_session=await _own_session(request))
     return web.json_response({"ok": True, "email_verified": True})
+
+
+async def _own_session(request: web.Request) -> uuid.UUID | None:
+    """The session of an optional `Authorization: Bearer <JWT>` sent with a mail-link token: the
+    one session that verifying the address does not end (the caller holds the account and its
+    mail). Anything else is ignored: the route needs no credential."""
+    scheme, _, credential = request.headers.get("Authorization", "").partition(" ")
+    if scheme.lower() != "bearer" or not credential.strip():
+        return None
+    app = request.app
+    try:
+        who = await sessions.authenticate(app[POOL], app[CREDENTIALS], app[SIGNER],
+                                          credential.strip(), actor(request))
+    except Unauthorized:
+        return None
+    return who.session_id
 
 
 async def request_password_reset(request: web.Request) -> web.Response:
@@ -212,6 +230,11 @@ OPENAPI = {
     "verify_email": {
         "summary": "Verify the account's email with the token from the mailed link (single use, "
                    "48 hours).",
+        "description": "The first verification of an address ends every session and revokes "
+                       "every API token of the account made before it (someone who registered "
+                       "another person's address first keeps nothing). Send the account's own "
+                       "session JWT as `Authorization: Bearer` to keep that one session; any "
+                       "other credential is ignored.",
         "tags": ["accounts"],
         "body": obj({"token": STRING}, ("token",)),
         "responses": {200: answer({"ok": {"const": True}, "email_verified": {"const": True}})},

@@ -528,23 +528,16 @@ async def verify_email(request: web.Request) -> web.StreamResponse:
         _check_anonymous_csrf(request, form)
         async with db.connection(app[POOL]) as conn:
             await _count_account_form(conn, request)
-            user = await email_verification.verify(conn, request[ACTOR], app[KEYRING],
-                                                   _field(form, "token"), failures=_failures(request))
-            token = None
-            if (user["credentials_ended"] and signed_in_as is not None
-                    and signed_in_as.user_id == user["id"]):
-                # This browser holds the account and followed its mail: it stays signed in.
-                async with db.transaction(conn) as cur:
-                    token = await sessions.issue(cur, app[SIGNER], user["id"])
+            # This browser's session stays when it is the account's own (it followed its mail).
+            user = await email_verification.verify(
+                conn, request[ACTOR], app[KEYRING], _field(form, "token"),
+                failures=_failures(request),
+                keep_session=signed_in_as.session_id if signed_in_as else None)
     except DomainError as exc:
         return _refused(request, "verify.html", {"csrf": _anonymous_csrf(request)}, exc, private=True)
-    response = _page(request, "verify.html", {"verified": True,
-                                              "signed_out": user["credentials_ended"] and not token})
-    if token is not None:
-        _set_cookie(request, response, COOKIE, token, max_age=app[SIGNER].lifetime_seconds)
-    elif user["credentials_ended"]:
-        response.del_cookie(COOKIE, path="/")
-    return response
+    kept = signed_in_as is not None and signed_in_as.user_id == user["id"]
+    return _page(request, "verify.html", {"verified": True,
+                                          "signed_out": user["credentials_ended"] and not kept})
 
 
 # Handlers: signed in ----------------------------------------------------------------------------
