@@ -6,6 +6,7 @@ package cvsm
 
 import (
 	"bufio"
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -14,6 +15,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"errors"
+	"fmt"
 	"math/big"
 	"net"
 	"net/http"
@@ -71,6 +73,80 @@ func TestR1TimeoutCoversADrippingBody(t *testing.T) {
 	}
 	if elapsed < 800*time.Millisecond || elapsed > 3*time.Second {
 		t.Errorf("two attempts of 400 ms took %s", elapsed)
+	}
+}
+
+// R1: an error answer whose body drips past the timeout was never given: a
+// network error, retried like any other, never an error with the status (a
+// by-name 404 would otherwise go on to the listing, a 500 be final).
+func TestR1AnErrorAnswerWhoseBodyDripsIsARetriedNetworkError(t *testing.T) {
+	for _, status := range []int{500, 429, 404, 503} {
+		t.Run(fmt.Sprint(status), func(t *testing.T) {
+			s := newStub(t)
+			c := newTestClient(t, s, Options{Team: teamID, Timeout: 300 * time.Millisecond, MaxRetries: Int(1)})
+			byName := "/teams/" + teamID + "/secrets/by-name/API_KEY"
+			s.inject(fault{pathPrefix: byName, exact: true, remaining: 100, status: status,
+				body: `{"error":"pesan server yang menetes"}`, drip: 100 * time.Millisecond})
+			start := time.Now()
+			_, err := c.Get(ctx, "API_KEY")
+			elapsed := time.Since(start)
+			ce := asError(t, err)
+			if ce.Kind != KindNetwork || ce.Status != 0 || !errors.Is(err, ErrNetwork) || !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("want a timed-out network error without status, got %#v", ce)
+			}
+			if !strings.Contains(ce.Message, "timed out") {
+				t.Errorf("message %q should say it timed out", ce.Message)
+			}
+			if ce.RequestID != s.lastRequestID() {
+				t.Errorf("RequestID %q, want the last answer's %q", ce.RequestID, s.lastRequestID())
+			}
+			if got := s.paths(); len(got) != 2 || strings.Contains(got[0]+got[1], "search=") {
+				t.Errorf("want the by-name read twice and no listing, got %v", got)
+			}
+			if elapsed > 2*time.Second {
+				t.Errorf("two attempts of 300 ms took %s", elapsed)
+			}
+		})
+	}
+}
+
+// R1: an error answer cut off in its body is a network error too, retried.
+func TestAnErrorAnswerCutOffInItsBodyIsARetriedNetworkError(t *testing.T) {
+	clearEnv(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var served atomic.Int32
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			served.Add(1)
+			go func() {
+				defer conn.Close()
+				_, _ = bufio.NewReader(conn).ReadString('\n')
+				_, _ = conn.Write([]byte("HTTP/1.1 404 Not Found\r\nContent-Type: application/json\r\n" +
+					"Content-Length: 100\r\nX-Request-Id: cut\r\n\r\n{\"error\":\"rah"))
+			}()
+		}
+	}()
+	c, err := NewClient(Options{Token: testToken, BaseURL: "http://" + ln.Addr().String() + "/api/v1", Team: teamID,
+		MaxRetries: Int(2)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.sleep = (&sleepRecorder{}).sleep
+	_, err = c.Get(ctx, "API_KEY")
+	ce := asError(t, err)
+	if ce.Kind != KindNetwork || ce.Status != 0 || ce.RequestID != "cut" {
+		t.Fatalf("want a network error without status, got %#v", ce)
+	}
+	if n := served.Load(); n != 3 {
+		t.Errorf("want 3 attempts of the by-name read and no listing, got %d", n)
 	}
 }
 

@@ -50,6 +50,7 @@ type fault struct {
 	body       string
 	drop       bool          // close the connection without answering
 	delay      time.Duration // wait before answering (for timeouts)
+	drip       time.Duration // with status: send the body one byte every drip
 }
 
 type stubServer struct {
@@ -144,7 +145,23 @@ func (s *stubServer) serve(w http.ResponseWriter, r *http.Request) {
 			for k, v := range f.header {
 				w.Header().Set(k, v)
 			}
+			if f.drip > 0 {
+				w.Header().Set("Content-Length", fmt.Sprint(len(f.body)))
+			}
 			w.WriteHeader(f.status)
+			if f.drip > 0 {
+				w.(http.Flusher).Flush()
+				for i := range len(f.body) {
+					select {
+					case <-r.Context().Done():
+						return
+					case <-time.After(f.drip):
+					}
+					_, _ = w.Write([]byte{f.body[i]})
+					w.(http.Flusher).Flush()
+				}
+				return
+			}
 			_, _ = w.Write([]byte(f.body))
 			return
 		}

@@ -101,13 +101,8 @@ func (c *Client) attempt(ctx context.Context, ep endpoint, path, target string, 
 		reflect.ValueOf(out).Elem().SetZero() // drop what a failed attempt decoded
 		readErr, problem := decodeAnswer(resp.Body, out)
 		switch {
-		case readErr != nil: // a dropped connection, or the timeout while reading the body
-			if ctx.Err() == nil && actx.Err() != nil && !errors.Is(readErr, context.DeadlineExceeded) {
-				readErr = fmt.Errorf("%w: %w", context.DeadlineExceeded, readErr)
-			}
-			e := c.networkError(ctx, path, readErr)
-			e.RequestID = requestID
-			return requestID, e, true
+		case readErr != nil:
+			return requestID, c.bodyReadError(ctx, actx, path, requestID, readErr), true
 		case problem != "":
 			return requestID, &Error{Kind: KindNetwork, RequestID: requestID,
 				Message: fmt.Sprintf("GET %s: unreadable answer (status %d): %s", path, resp.StatusCode, problem)}, true
@@ -115,7 +110,13 @@ func (c *Client) attempt(ctx context.Context, ep endpoint, path, target string, 
 		return requestID, nil, false
 	}
 
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+	body, readErr := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+	if readErr != nil {
+		// The status came but not the whole answer: it was never given, so the
+		// attempt failed like any other cut off (rule R1) and is retried, never
+		// taken for an error with that status (a 404 would go on to the listing).
+		return requestID, c.bodyReadError(ctx, actx, path, requestID, readErr), true
+	}
 	e := &Error{Status: resp.StatusCode, RequestID: requestID, Message: c.scrub(statusMessage(resp.StatusCode, body))}
 	retryable := false
 	switch code := resp.StatusCode; {
@@ -148,6 +149,18 @@ func (c *Client) attempt(ctx context.Context, ep endpoint, path, target string, 
 		e.Kind = KindAPI
 	}
 	return requestID, e, retryable
+}
+
+// bodyReadError is the network error of an answer whose body could not be
+// read to its end: a dropped connection, or the attempt's timeout (actx)
+// passing while the body was still coming.
+func (c *Client) bodyReadError(ctx, actx context.Context, path, requestID string, err error) *Error {
+	if ctx.Err() == nil && actx.Err() != nil && !errors.Is(err, context.DeadlineExceeded) {
+		err = fmt.Errorf("%w: %w", context.DeadlineExceeded, err)
+	}
+	e := c.networkError(ctx, path, err)
+	e.RequestID = requestID
+	return e
 }
 
 // displayOrigin is a redirect target reduced to its scheme, host and path:

@@ -109,6 +109,19 @@ async def test_drip_sends_the_body_a_byte_at_a_time(proxy: FaultProxy) -> None:
     assert len(chunks) > 10 and all(len(c) == 1 for c in chunks)
 
 
+async def test_drip_with_a_status_sends_the_made_up_body_a_byte_at_a_time(proxy: FaultProxy) -> None:
+    proxy.add_faults([Fault(match="by_name", status=404, drip=0.01, headers={"X-Request-Id": "dripped"})])
+    async with httpx.AsyncClient() as client:
+        async with client.stream("GET", f"{proxy.base_url}/teams/t/secrets/by-name/A") as response:
+            # The status line and headers come at once; only the body drips.
+            assert (response.status_code, response.headers["x-request-id"]) == (404, "dripped")
+            chunks = [chunk async for chunk in response.aiter_raw()]
+    assert len(chunks) > 10 and all(len(c) == 1 for c in chunks)
+    assert b"".join(chunks) == b'{"error": "injected by the conformance proxy (404)"}'
+    (record,) = proxy.log
+    assert (record.status, record.fault) == (404, "status 404, drip a byte every 0.01s")
+
+
 async def test_tls_listener_is_trusted_only_through_the_private_ca(tmp_path: Path) -> None:
     from conformance.proxy import PrivateCA
 

@@ -5,7 +5,10 @@ R1 and R7 of conformance/PROTOCOL.md, and the ``http_client`` option.
 
 from __future__ import annotations
 
+import json
+import socket
 import ssl
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -39,8 +42,10 @@ def fast(sdk: Sdk, url: str, **options: object) -> object:
         head_then_drip(200, {"A": "x" * 100}),
         # The status line and headers themselves, a byte at a time.
         drip(http_answer(200, {"A": "1"})),
+        # An error whose body drips: never the error of its status (here a wrong team, R9).
+        head_then_drip(404, {"error": "x" * 100}),
     ],
-    ids=["body", "head"],
+    ids=["body", "head", "error-body"],
 )
 async def test_an_answer_dripped_a_byte_at_a_time_times_out_at_the_deadline(sdk: Sdk, respond: Respond) -> None:
     with RawServer(respond) as server:
@@ -78,6 +83,86 @@ async def test_a_client_that_timed_out_works_again(sdk: Sdk) -> None:
         with pytest.raises(cvsm.NetworkError):
             await sdk.call(client.get_all())
         assert await sdk.call(client.get_all()) == {"A": "1"}
+
+
+# The blocking client keeps its deadlines with one watchdog thread, never a thread per attempt.
+
+
+def test_blocking_attempts_that_time_out_start_no_thread_each(monkeypatch: pytest.MonkeyPatch) -> None:
+    started: list[str] = []
+    caller = threading.current_thread()
+    start = threading.Thread.start
+
+    def recording_start(thread: threading.Thread) -> None:
+        if threading.current_thread() is caller:  # not the test server's own threads
+            started.append(thread.name)
+        start(thread)
+
+    with RawServer(head_then_drip(200, {"A": "x" * 100})) as server:
+        monkeypatch.setattr(threading.Thread, "start", recording_start)
+        client = cvsm.Client(token=TOKEN, base_url=server.url(), team=TEAM_ID, timeout=TIMEOUT, max_retries=5)
+        started_at = time.monotonic()
+        with pytest.raises(cvsm.NetworkError, match="timed out"):
+            client.get_all()
+        elapsed = time.monotonic() - started_at
+        client.close()
+    assert len(server.heads) == 6
+    assert 6 * TIMEOUT <= elapsed < 6 * TIMEOUT + 3.2 + SLACK  # backoff: at most 0.1 * (1+2+4+8+16) s
+    # At most the process's one watchdog, if no earlier client had started it.
+    assert started in ([], ["cvsm-deadlines"])
+    assert [t.name for t in threading.enumerate() if t.name.startswith("cvsm")] == ["cvsm-deadlines"]
+
+
+def keep_alive_then(then: Respond) -> Respond:
+    """Return a responder that answers once on a keep-alive connection, then ``then`` on it."""
+
+    def respond(head: str, conn: socket.socket, stop: threading.Event) -> None:
+        payload = json.dumps({"A": "1"}).encode()
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(payload), payload))
+        second = b""
+        while b"\r\n\r\n" not in second:
+            chunk = conn.recv(65536)
+            if not chunk:
+                return
+            second += chunk
+        then(second.decode("latin-1"), conn, stop)
+
+    return respond
+
+
+def silent(head: str, conn: socket.socket, stop: threading.Event) -> None:
+    stop.wait(10)
+
+
+def head_then_silent(head: str, conn: socket.socket, stop: threading.Event) -> None:
+    conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\n")
+    silent(head, conn, stop)
+
+
+@pytest.mark.parametrize(
+    "then",
+    [
+        silent,
+        drip(http_answer(200, {"A": "2"})),
+        head_then_drip(200, {"A": "x" * 100}),
+        head_then_silent,
+    ],
+    ids=["nothing", "head", "body", "body-never"],
+)
+def test_a_keep_alive_connection_is_cut_at_the_deadline_too(then: Respond) -> None:
+    with RawServer(keep_alive_then(then)) as server:
+        client = cvsm.Client(
+            token=TOKEN, base_url=server.url(), team=TEAM_ID, timeout=TIMEOUT, max_retries=0, cache_ttl=0
+        )
+        assert client.get_all() == {"A": "1"}
+        started = time.monotonic()
+        with pytest.raises(cvsm.NetworkError, match="timed out"):
+            client.get_all()  # on the same connection: a new one would be answered {"A": "1"}
+        elapsed = time.monotonic() - started
+        assert client.get_all() == {"A": "1"}  # and the next call, on a new connection, works
+        client.close()
+    assert TIMEOUT <= elapsed < TIMEOUT + SLACK
+    assert len(server.heads) == 2
 
 
 # R7: proxies from the environment, read when the client is created.
@@ -136,6 +221,17 @@ def ca_file(ca: trustme.CA, tmp_path: Path) -> str:
     path = tmp_path / "ca.pem"
     ca.cert_pem.write_to_path(str(path))
     return str(path)
+
+
+async def test_an_answer_dripped_over_tls_times_out_at_the_deadline(
+    sdk: Sdk, tls_server: RawServer, ca_file: str
+) -> None:
+    tls_server.respond = drip(http_answer(200, {"A": "1"}))
+    client = fast(sdk, tls_server.url(), ca_file=ca_file)
+    started = time.monotonic()
+    with pytest.raises(cvsm.NetworkError, match="timed out"):
+        await sdk.call(client.get_all())
+    assert TIMEOUT <= time.monotonic() - started < TIMEOUT + SLACK
 
 
 async def test_ca_file_option_trusts_the_private_ca(sdk: Sdk, tls_server: RawServer, ca_file: str) -> None:
@@ -229,7 +325,7 @@ async def test_http_client_that_follows_redirects_is_not_followed(sdk: Sdk) -> N
 
     _, client = seam_client(sdk, handler, follow_redirects=True)
     with pytest.raises(cvsm.ApiError) as caught:
-        await sdk.call(client.get_all())  # type: ignore[attr-defined]
+        await sdk.call(client.get_all())
     assert caught.value.status == 302
     assert [r.url.host for r in seen] == ["cvsm.test"]
 

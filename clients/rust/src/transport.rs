@@ -143,14 +143,20 @@ impl Transport {
 
         if !status.is_success() {
             let mut body = Vec::new();
-            let read = response
+            if let Err(err) = response
                 .body_mut()
                 .as_reader()
                 .take(MAX_ERROR_BODY)
-                .read_to_end(&mut body);
-            let server_message = read
+                .read_to_end(&mut body)
+            {
+                // The status came but not the whole answer (the timeout while
+                // it dripped, a dropped connection): the attempt failed like
+                // any other cut off (rule R1) and is retried, never taken for
+                // an error with that status (a 404 would go on to the listing).
+                return Err(self.body_failed(url, ureq::Error::from(err), request_id));
+            }
+            let server_message = serde_json::from_slice::<ErrorBody>(&body)
                 .ok()
-                .and_then(|_| serde_json::from_slice::<ErrorBody>(&body).ok())
                 .and_then(|b| b.error)
                 .filter(|m| !m.trim().is_empty());
             let detail = server_message
@@ -176,14 +182,7 @@ impl Transport {
             Ok(body) => Ok(body),
             Err(err) if err.is_io() => {
                 let err = reader.error.map_or_else(|| ureq::Error::Io(err.into()), ureq::Error::from);
-                Err(match self.network(url, err) {
-                    Error::Network { message, source, .. } => Error::Network {
-                        message,
-                        request_id,
-                        source,
-                    },
-                    other => other,
-                })
+                Err(self.body_failed(url, err, request_id))
             }
             // serde's message can quote the offending value; say only where
             // the body went wrong.
@@ -232,6 +231,21 @@ impl Transport {
             )),
             request_id: None,
             source: Some(Box::new(err)),
+        }
+    }
+
+    /// body_failed is the network error of an answer whose body could not
+    /// be read to its end; it carries the answer's request id.
+    fn body_failed(&self, url: &str, err: ureq::Error, request_id: Option<String>) -> Error {
+        match self.network(url, err) {
+            Error::Network {
+                message, source, ..
+            } => Error::Network {
+                message,
+                request_id,
+                source,
+            },
+            other => other,
         }
     }
 

@@ -713,6 +713,56 @@ fn r1_timeout_covers_the_whole_body() {
 }
 
 #[test]
+fn r1_an_error_answer_whose_body_drips_past_the_timeout_is_a_retried_network_error() {
+    // A 404 read so would go on to the listing, a 500 or a 429 be final: the
+    // answer was never given, so each is a network error, retried.
+    for status in [500, 429, 404, 503] {
+        let body = serde_json::json!({ "error": "pesan server yang menetes" }).to_string();
+        let stub =
+            always(move || Reply::DripStatus(status, Duration::from_millis(100), body.clone()));
+        let client = Client::new(ClientOptions {
+            timeout: Some(Duration::from_millis(300)),
+            max_retries: Some(1),
+            ..options(&stub.base_url)
+        })
+        .unwrap();
+        let started = Instant::now();
+        let err = client.get("A").unwrap_err();
+        let elapsed = started.elapsed();
+        assert!(matches!(err, Error::Network { .. }), "{status}: {err:?}");
+        assert!(err.to_string().contains("timed out"), "{status}: {err}");
+        assert_eq!(err.status(), None, "{status}");
+        assert_eq!(err.request_id(), Some("req-2"), "{status}");
+        assert!(
+            elapsed < Duration::from_millis(1500),
+            "{status}: {elapsed:?}"
+        );
+        let targets = stub.targets();
+        assert_eq!(targets.len(), 2, "{status}: {targets:?}");
+        assert!(
+            targets.iter().all(|t| t.contains("/by-name/A")),
+            "{status}: no listing, {targets:?}"
+        );
+    }
+}
+
+#[test]
+fn an_error_answer_cut_off_in_its_body_is_a_retried_network_error() {
+    let body = serde_json::json!({ "error": "rahasia tidak ditemukan" }).to_string();
+    let stub = always(move || Reply::Cut(404, body.clone()));
+    let err = client(&stub).get("A").unwrap_err();
+    assert!(matches!(err, Error::Network { .. }), "{err:?}");
+    assert_eq!(err.status(), None);
+    assert_eq!(err.request_id(), Some("req-3"));
+    let targets = stub.targets();
+    assert_eq!(targets.len(), 3, "{targets:?}");
+    assert!(
+        targets.iter().all(|t| t.contains("/by-name/A")),
+        "{targets:?}"
+    );
+}
+
+#[test]
 fn r2_an_export_over_10_mib_is_read_in_one_request() {
     let big = "x".repeat(11 * 1024 * 1024);
     let body = serde_json::json!({ "BIG": big, "SMALL": "1" }).to_string();

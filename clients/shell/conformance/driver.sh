@@ -4,9 +4,9 @@
 # It reads one JSON request per line on stdin and writes one JSON response per line on stdout.
 # It sources cvsm.sh once and calls the cvsm_* functions in its own shell process, so inject,
 # set_env and get_env all act on this process's environment. An error's kind comes from the exit
-# code (README.md, "Errors"); its message, status, retry_after, request_id and suggestion from the
-# CVSM_ERROR_* variables the function sets, never from the text on stderr. Every answer is read
-# and written by jq, in linear time, whatever its size.
+# code, as cvsm.sh maps it (README.md, "Errors"); its message, status, retry_after, request_id
+# and suggestion from the CVSM_ERROR_* variables the function sets, never from the text on stderr.
+# Every answer is read and written by jq, in linear time, whatever its size.
 #
 # A "client" is a snapshot taken at new_client: the explicit options, then the CVSM_* variables of
 # this process at that moment, the proxy variables, plus a fresh private cache directory
@@ -62,23 +62,16 @@ _drv_fail() {
       request_id: ($rid | orNull), suggestion: ($sugg | orNull)}}'
 }
 
-# _drv_sdk_fail ID RC: turns the exit code RC and the CVSM_ERROR_* variables into a failure.
+# _drv_sdk_fail ID RC: turns the exit code RC and the CVSM_ERROR_* variables into a failure. The
+# kind is the one cvsm.sh itself gives RC (_cvsm_kind, its one table of exit codes), so the driver
+# never disagrees with the library, not even on a code the README does not list.
 _drv_sdk_fail() {
-  local id=$1 rc=$2 kind msg
-  case $rc in
-    2) kind=configuration ;;
-    3) kind=authentication ;;
-    4) kind=permission_denied ;;
-    5) kind=not_found ;;
-    6) kind=rate_limited ;;
-    7) kind=api ;;
-    8) kind=network ;;
-    *) kind=internal ;;
-  esac
+  local id=$1 rc=$2 msg _cvsm_enc=''
+  _cvsm_kind "$rc"
   msg=${CVSM_ERROR_MESSAGE-}
   [ -n "$msg" ] || msg="exit code $rc with no CVSM_ERROR_MESSAGE: $(head -c 500 "$_drv_err")"
   cat "$_drv_err" >&2
-  _drv_fail "$id" "$kind" "$msg" "${CVSM_ERROR_STATUS-}" "${CVSM_ERROR_RETRY_AFTER-}" \
+  _drv_fail "$id" "$_cvsm_enc" "$msg" "${CVSM_ERROR_STATUS-}" "${CVSM_ERROR_RETRY_AFTER-}" \
     "${CVSM_ERROR_REQUEST_ID-}" "${CVSM_ERROR_SUGGESTION-}"
 }
 

@@ -66,6 +66,23 @@ answer() { printf '%s\n' "${lines[$1]}"; }
   [ "$(answer 4 | jq -c '.error | [.kind, .status, .message, .request_id, .suggestion]')" = '["not_found",404,"secret \"api_key\" not found in production; did you mean \"API_KEY\"?","req-4","API_KEY"]' ]
 }
 
+@test "every exit code gets the kind cvsm.sh gives it, an unlisted one included" {
+  # The driver next to a cvsm.sh whose cvsm_get fails with the exit code in DRV_TEST_RC.
+  local dir=$BATS_TEST_TMPDIR/sdk rc want
+  mkdir -p "$dir/conformance"
+  cp "$DRIVER" "$dir/conformance/driver.sh"
+  printf '. %q\ncvsm_get() { CVSM_ERROR_MESSAGE=boom; return "$DRV_TEST_RC"; }\n' "$SDK" >"$dir/cvsm.sh"
+  for rc in 1 2 3 4 5 6 7 8 9 42 125; do
+    want=$(bash -c '. "$1" && _cvsm_kind "$2" && printf %s "$_cvsm_enc"' _ "$SDK" "$rc")
+    run --separate-stderr env DRV_TEST_RC="$rc" bash "$dir/conformance/driver.sh" < <(printf '%s\n' \
+      "{\"id\":1,\"op\":\"new_client\",\"args\":{\"options\":$OPTS}}" '{"id":2,"op":"get","args":{"name":"A"}}')
+    [ "$(answer 1 | jq -c '.error | [.kind, .message]')" = "[\"$want\",\"boom\"]" ]
+  done
+  # The README's table, and network for any code it does not list (as cvsm.sh's own CVSM_ERROR_KIND).
+  [ "$(bash -c '. "$1" && for c in 2 3 4 5 6 7 8 1 42; do _cvsm_kind "$c"; printf "%s " "$_cvsm_enc"; done' _ "$SDK")" \
+    = "configuration authentication permission_denied not_found rate_limited api network network network " ]
+}
+
 @test "the driver's get uses the cache across ops, and clear_cache empties it" {
   drive "{\"id\":1,\"op\":\"new_client\",\"args\":{\"options\":$OPTS}}" \
     '{"id":2,"op":"get","args":{"name":"API_KEY"}}' \

@@ -158,6 +158,7 @@ class BaseClient(Generic[Http]):
         self._config = config
         self._on_stale = on_stale
         self._cache = ValueCache(config.cache_ttl, config.stale_if_error, lock=self._new_cache_lock())
+        self._transport_ready()
 
     @property
     def config(self) -> ClientConfig:
@@ -174,6 +175,9 @@ class BaseClient(Generic[Http]):
     def _new_cache_lock(self) -> AbstractContextManager[Any]:
         """Return what guards the cache: a real lock where threads share the client."""
         return contextlib.nullcontext()
+
+    def _transport_ready(self) -> None:
+        """Prepare what the subclass's I/O needs besides ``_http`` (nothing here)."""
 
     def _build_request(self, call: proto.Call[Any]) -> httpx.Request:
         """Return the HTTP request for one attempt of ``call``."""

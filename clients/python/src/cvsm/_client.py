@@ -6,13 +6,13 @@ only runs those flows with blocking I/O.
 
 from __future__ import annotations
 
-import contextvars
 import threading
 import time
 from types import TracebackType
 
 import httpx
 
+from . import _deadline
 from . import _protocol as proto
 from ._base import BaseClient, Flow, T
 
@@ -26,9 +26,9 @@ class Client(BaseClient[httpx.Client]):
     ``http_client`` (an ``httpx.Client`` the caller owns). A missing token, base URL or team
     raises :class:`ConfigurationError` here.
 
-    Each attempt runs on a short-lived worker thread so that ``timeout`` bounds all of it, body
-    included, whatever the server does. A Client is safe to share between threads. Close it
-    with :meth:`close` or a ``with`` block.
+    ``timeout`` bounds each whole attempt, body included, whatever the server does: one watchdog
+    thread, shared by every client of the process, cuts an attempt's connection at its deadline.
+    A Client is safe to share between threads. Close it with :meth:`close` or a ``with`` block.
     """
 
     _http_class = httpx.Client
@@ -86,6 +86,11 @@ class Client(BaseClient[httpx.Client]):
     def _new_cache_lock(self) -> threading.Lock:
         return threading.Lock()
 
+    def _transport_ready(self) -> None:
+        # The sockets of the client's own pool, for a deadline that passes before the answer on a
+        # keep-alive connection has begun (see _deadline); a caller's http_client is not ours to cut.
+        self._deadline_pool = _deadline.Pool() if self._owns_http else None
+
     def _run(self, flow: Flow[T]) -> T:
         """Take the steps ``flow`` asks for, with blocking I/O, and return its result."""
         try:
@@ -110,42 +115,34 @@ class Client(BaseClient[httpx.Client]):
     def _attempt(self, call: proto.Call[object]) -> proto.Answer:
         """Send one attempt of ``call`` and return the whole answer within ``timeout`` seconds.
 
-        httpx bounds each read, not the attempt, so the exchange runs on a worker thread that
-        is abandoned at the deadline: it stops at its next chunk, or when its own read timeout
-        fires, and closes the response. Raise ``httpx.TimeoutException`` at the deadline.
+        httpx bounds each read, not the attempt: the attempt has a deadline, which the process's
+        one watchdog thread enforces by shutting its connection down (see ``_deadline``), and
+        which is checked between the chunks of the body. Raise ``httpx.TimeoutException`` once
+        it has passed, whatever failed then.
         """
         request = self._build_request(call)
-        outcome: list[proto.Answer | BaseException] = []
-        abandoned = threading.Event()
-        context = contextvars.copy_context()
-
-        def exchange() -> None:
-            try:
-                outcome.append(context.run(self._exchange, request, abandoned))
-            except BaseException as exc:  # noqa: BLE001 - handed to the calling thread
-                outcome.append(exc)
-
-        worker = threading.Thread(target=exchange, name="cvsm-attempt", daemon=True)
-        worker.start()
-        worker.join(self._config.timeout)
-        if not outcome:
-            abandoned.set()
-            raise httpx.TimeoutException(
-                f"no complete answer within {self._config.timeout:g}s", request=request
-            )
-        result = outcome[0]
-        if isinstance(result, BaseException):
-            raise result
-        return result
-
-    def _exchange(self, request: httpx.Request, abandoned: threading.Event) -> proto.Answer:
-        response = self._http.send(request, stream=True, follow_redirects=False)
+        deadline = _deadline.Deadline(self._config.timeout, self._deadline_pool)
+        request.extensions["trace"] = deadline.trace
+        _deadline.WATCHDOG.watch(deadline)
         try:
-            body = bytearray()
-            for chunk in response.iter_bytes():
-                if abandoned.is_set():
-                    break
-                body += chunk
-            return proto.Answer(response.status_code, response.headers, body, response.reason_phrase)
+            response = self._http.send(request, stream=True, follow_redirects=False)
+            try:
+                if response.extensions.get("http_version") == b"HTTP/2":
+                    deadline.shared_connection()
+                else:
+                    # A keep-alive connection from the pool, which no trace event named.
+                    deadline.watch_stream(response.extensions.get("network_stream"))
+                body = bytearray()
+                for chunk in response.iter_bytes():
+                    if deadline.passed():
+                        raise deadline.timeout_error(request)
+                    body += chunk
+                return proto.Answer(response.status_code, response.headers, body, response.reason_phrase)
+            finally:
+                response.close()
+        except httpx.HTTPError as exc:
+            if deadline.passed() and not isinstance(exc, httpx.TimeoutException):
+                raise deadline.timeout_error(request) from exc
+            raise
         finally:
-            response.close()
+            _deadline.WATCHDOG.done(deadline)

@@ -47,6 +47,11 @@ pub enum Reply {
     /// Drip sends a 200 head announcing `body`, then the body one byte per
     /// interval.
     Drip(Duration, String),
+    /// DripStatus is Drip with another status (and an `X-Request-Id`).
+    DripStatus(u16, Duration, String),
+    /// Cut sends a head announcing `body` with its status, then half the
+    /// body, and closes the connection.
+    Cut(u16, String),
 }
 
 pub fn json(status: u16, body: serde_json::Value) -> Reply {
@@ -253,20 +258,31 @@ fn respond(stream: &mut dyn Stream, reply: Reply, request_id: &str) {
                 "HTTP/1.1 200 Stub\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
                 body.len()
             );
+            drip(stream, &head, interval, &body);
+            return;
+        }
+        Reply::DripStatus(status, interval, body) => {
+            let head = format!(
+                "HTTP/1.1 {status} Stub\r\nContent-Type: application/json\r\nContent-Length: {}\r\nX-Request-Id: {request_id}\r\nConnection: close\r\n\r\n",
+                body.len()
+            );
+            drip(stream, &head, interval, &body);
+            return;
+        }
+        Reply::Cut(status, body) => {
+            let head = format!(
+                "HTTP/1.1 {status} Stub\r\nContent-Type: application/json\r\nContent-Length: {}\r\nX-Request-Id: {request_id}\r\nConnection: close\r\n\r\n",
+                body.len()
+            );
             let _ = stream.write_all(head.as_bytes());
-            for byte in body.bytes() {
-                let _ = stream.flush();
-                thread::sleep(interval);
-                if stream.write_all(&[byte]).is_err() {
-                    return;
-                }
-            }
+            let _ = stream.write_all(&body.as_bytes()[..body.len() / 2]);
             let _ = stream.flush();
             return;
         }
         Reply::Json(status, body) => (status, Vec::new(), body),
         Reply::Headers(status, headers, body) => (status, headers, body),
     };
+
     let mut head = format!(
         "HTTP/1.1 {status} Stub\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n",
         body.len()
@@ -283,6 +299,19 @@ fn respond(stream: &mut dyn Stream, reply: Reply, request_id: &str) {
     head.push_str("\r\n");
     let _ = stream.write_all(head.as_bytes());
     let _ = stream.write_all(body.as_bytes());
+    let _ = stream.flush();
+}
+
+/// drip sends `head` at once, then `body` one byte per `interval`.
+fn drip(stream: &mut dyn Stream, head: &str, interval: Duration, body: &str) {
+    let _ = stream.write_all(head.as_bytes());
+    for byte in body.bytes() {
+        let _ = stream.flush();
+        thread::sleep(interval);
+        if stream.write_all(&[byte]).is_err() {
+            return;
+        }
+    }
     let _ = stream.flush();
 }
 
