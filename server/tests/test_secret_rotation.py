@@ -519,3 +519,97 @@ async def assert_only_current_is_served(api: Api, owner: dict, team: str, secret
     token = share["url"].rsplit("/", 1)[1]
     viewed = await (await api.client.get(f"/api/v1/public/share/{token}")).json()
     assert viewed["value"] == current
+
+
+# --- the README's example ------------------------------------------------------------------------
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+
+def readme_example() -> str:
+    section = README.read_text(encoding="utf-8").split("### Rotation\n", 1)[1]
+    section = section.split("\n### ", 1)[0]
+    return section.split("```bash\n", 1)[1].split("```", 1)[0]
+
+
+async def test_the_readme_example_rotates_a_postgres_role_as_printed(
+        start_client: Any, make_settings: Any, target_pg: PasswordPostgres) -> None:
+    from datetime import datetime, timedelta, timezone
+    from cvsm_server.embedded import wheel_bin_dir
+
+    client = await start_client(make_settings(webhook_allow_private="1", background_jobs="on",
+                                              rotation_poll_seconds="1"))
+    api = Api(client)
+    owner, team = await setup_team(api)
+    database = "readme_" + uuid.uuid4().hex[:8]
+    target_pg.admin(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(database)))
+    env = {"PATH": f"{wheel_bin_dir()}{os.pathsep}{os.environ['PATH']}",
+           "CVSM": str(client.make_url("/api/v1")), "TOKEN": owner["token"], "TEAM": team,
+           "PG_ADMIN_URL": target_pg.url(database=database),
+           "PG_APP_URL": f"postgresql://app@127.0.0.1:{target_pg.port}/{database}"}
+    proc = await asyncio.create_subprocess_exec(
+        "bash", "-euo", "pipefail", "-c", readme_example(), env=env,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    out, err = await asyncio.wait_for(proc.communicate(), 90)
+    assert proc.returncode == 0, err.decode()
+    next_date = (datetime.now(timezone.utc) + timedelta(days=30)).date().isoformat()
+    assert out.decode().splitlines() == [f"next rotation: {next_date}", "app",
+                                         "first-password no longer signs in"]
+
+
+async def test_a_new_master_key_reseals_the_target_secret_and_an_open_run(
+        rot_api: Api, database_url: str, toy: ToyService) -> None:
+    from cvsm_server import rotation as master_key_rotation
+    owner, team, secret = await webhook_secret(rot_api, toy)
+    await rotate_now(rot_api, owner, team, secret)
+    done = run_until_killed(database_url, "created")  # leaves an open run with its pending value
+    assert done.returncode == secret_rotation.EXIT_STATUS, done.stdout + done.stderr
+    app = rot_api.client.server.app
+    new_key = bytes(range(100, 132))
+    keyring = Keyring(new_key, [base64.b64decode(MASTER_KEY)])
+    result = await master_key_rotation.rotate(app[POOL], keyring)
+    assert result.failed == 0 and result.left == 0
+    rows = await query(database_url, "SELECT key_id FROM secret_rotation_policies UNION ALL "
+                                     "SELECT key_id FROM secret_rotations")
+    assert {r["key_id"] for r in rows} == {keyring.key_id}
+    only_new = Keyring(new_key)  # the old key is gone: everything must open with the new one
+    assert await secret_rotation.run_due(app[POOL], only_new, allow_private=True) == 1
+    assert toy.steps == ["create", "set", "test", "finish"]
+    from cvsm_server.secrets import open_value
+    row = (await query(database_url, "SELECT * FROM secrets WHERE id = %s", (secret,)))[0]
+    assert row["version"] == 2 and toy.accepted == open_value(only_new, row) != "toy-initial"
+
+
+# --- the dashboard ------------------------------------------------------------------------------
+
+async def test_the_secret_page_shows_the_policy_its_failure_and_rotates_now_with_csrf(
+        start_client: Any, make_settings: Any, database_url: str) -> None:
+    from test_dashboard import csrf_of, sign_up
+    client = await start_client(make_settings(app_url=""))
+    user = await sign_up(client)
+    login = await client.post("/api/v1/auth/login", json={"identifier": user["username"],
+                                                          "password": user["password"]})
+    api = Api(client)
+    owner = {"token": (await login.json())["token"]}
+    team = await api.team(owner)
+    secret = await api.secret(owner, team, "SIGNING_KEY", "page-initial")
+    page_url = f"/app/teams/{team}/secrets/{secret}"
+    page = await (await client.get(page_url)).text()
+    assert "tidak dirotasi otomatis" in page and "Rotasi sekarang" not in page
+
+    await put_policy(api, owner, team, secret, {"kind": "none"})
+    await query(database_url, "UPDATE secret_rotation_policies SET last_error = "
+                              "'set: connection failed', last_failed_at = now()")
+    page = await (await client.get(page_url)).text()
+    assert "Setiap 30 hari" in page and "<code>none</code>" in page
+    assert "Rotasi terakhir gagal" in page and "set: connection failed" in page
+    action = f"{page_url}/rotate"
+    refused = await client.post(action, data={"csrf": "0" * 64}, allow_redirects=False)
+    assert refused.status in (400, 403)
+    assert "rotation_requested" not in await actions(database_url, secret)
+    resp = await client.post(action, data={"csrf": csrf_of(page)}, allow_redirects=False)
+    assert resp.status == 303 and resp.headers["Location"] == page_url
+    assert "rotation_requested" in await actions(database_url, secret)
+    due = await query(database_url, "SELECT next_rotation_at <= now() AS due FROM "
+                                    "secret_rotation_policies")
+    assert due[0]["due"]
