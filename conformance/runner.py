@@ -199,6 +199,15 @@ class CaseRun:
 
     # Running ------------------------------------------------------------------------------
     async def run(self) -> None:
+        if any(step.get("server") == "rotate_secret" for step in self.case.steps):
+            # Languages run side by side on one team per case: a case that rotates a value
+            # runs whole for one language at a time, so each sees only its own rotation.
+            async with self.seeder.case_lock(self.case.id):
+                await self._run()
+        else:
+            await self._run()
+
+    async def _run(self) -> None:
         self.proxy.reset()
         for name, spec in self.case.tokens.items():
             self.tokens[name] = await self.seeder.mint(

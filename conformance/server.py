@@ -124,6 +124,7 @@ class Seeder:
         self.jwt = ""
         self.token = ""
         self.teams: dict[str, CaseSeed] = {}
+        self._case_locks: dict[str, asyncio.Lock] = {}
         self._session: aiohttp.ClientSession | None = None
 
     async def __aenter__(self) -> Seeder:
@@ -204,6 +205,10 @@ class Seeder:
 
     async def revoke(self, token: MintedToken) -> None:
         await self.call("DELETE", f"/tokens/{token.id}")
+
+    def case_lock(self, case_id: str) -> asyncio.Lock:
+        """case_lock is the lock a case that changes its team's values holds while it runs."""
+        return self._case_locks.setdefault(case_id, asyncio.Lock())
 
     async def rotate(self, team_id: str, name: str, *, timeout: float = 30.0) -> tuple[str, str]:
         """rotate rotates the production secret ``name`` of the team on the server (a rotation

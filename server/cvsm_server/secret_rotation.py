@@ -68,6 +68,7 @@ BATCH = 20
 LOCK_NAMESPACE = "cvsm-secret-rotation:"
 
 POLICY_NOT_FOUND = "Secret ini belum memiliki kebijakan rotasi"
+POLICY_DISABLED = "Kebijakan rotasi secret ini nonaktif; Admin perlu mengaktifkannya dulu"
 BAD_INTERVAL = f"Kolom 'interval_days' harus bilangan bulat 1 sampai {MAX_INTERVAL_DAYS}"
 BAD_LENGTH = f"Panjang nilai harus bilangan bulat {MIN_LENGTH} sampai {MAX_LENGTH}"
 BAD_CLASSES = "Kolom 'classes' harus berisi satu atau lebih dari: " + ", ".join(CLASSES)
@@ -261,16 +262,19 @@ async def delete_policy(conn: db.Connection, actor: Actor, team_id: uuid.UUID,
 async def rotate_now(conn: db.Connection, actor: Actor, team_id: uuid.UUID,
                      secret_id: uuid.UUID) -> dict:
     """Make the policy due now (Member or above; a Viewer cannot cause a rotation), audited
-    as `rotation_requested`; the background job starts it within a moment."""
+    as `rotation_requested`; the background job starts it within a moment. A disabled policy
+    is refused (400): an Admin enables it first."""
     async with db.transaction(conn) as cur:
         secret = await _secret_for(cur, actor, team_id, secret_id, roles.MEMBER)
         roles.check_environment_write(actor, secret["environment"])
         row = await db.fetchone(
-            cur, f"""UPDATE secret_rotation_policies SET next_rotation_at = now(), enabled = true,
+            cur, f"""UPDATE secret_rotation_policies SET next_rotation_at = now(),
                             updated_at = now()
                      WHERE secret_id = %s RETURNING {_POLICY_COLUMNS}""", (secret_id,))
         if row is None:
             raise NotFound(POLICY_NOT_FOUND)
+        if not row["enabled"]:
+            raise BadRequest(POLICY_DISABLED)
         await audit.record(cur, actor, "rotation_requested", "secret", team_id=team_id,
                            resource_id=secret_id,
                            metadata={"name": secret["name"], "environment": secret["environment"]})

@@ -123,6 +123,12 @@ async def test_only_admins_set_a_policy_and_viewers_cannot_rotate(rot_api: Api,
     assert policy["generator"] == {"length": 32, "classes": ["lower", "upper", "digits"]}
     assert (await rotate_now(rot_api, viewer, team, secret)).status == 403
     assert (await rotate_now(rot_api, member, team, secret)).status == 202
+    off = await put_policy(rot_api, owner, team, secret, {"kind": "none"}, enabled=False)
+    assert off.status == 200 and (await off.json())["policy"]["enabled"] is False
+    refused = await rotate_now(rot_api, member, team, secret)
+    assert refused.status == 400 and "nonaktif" in (await refused.json())["error"]
+    await query(database_url, "UPDATE secret_rotation_policies SET next_rotation_at = now()")
+    assert await run_pass(rot_api) == 0  # a disabled policy never runs, even when due
     seen = await rotation_of(rot_api, viewer, team, secret)  # a Viewer may look
     assert seen["policy"]["target"]["kind"] == "none"
     assert "rotation_policy_set" in await actions(database_url, secret)
