@@ -228,6 +228,8 @@ PLACEHOLDERS = {
     "repeat:TEXT*BYTES": "TEXT repeated up to exactly BYTES UTF-8 bytes",
     "http_date:+SECONDS": "an HTTP date SECONDS from now (or -SECONDS ago), made when the step runs",
     "param:NAME": "a variant's parameter, put in when the case file is loaded",
+    "previous:NAME": "a seeded secret's value just before the case's last rotate_secret step of it",
+    "rotated:NAME": "a seeded secret's value after the case's last rotate_secret step of it",
 }
 _SIMPLE = {
     "base_url", "refused_url", "token", "bad_token", "team_id", "team_slug", "unknown_team_id", "sdk",
@@ -248,6 +250,8 @@ def _check_placeholders(case: Case) -> None:
             continue
         if name == "token" and arg in case.tokens:
             continue
+        if name in ("previous", "rotated") and arg in _rotated_names(case):
+            continue
         if name == "secret" and arg is not None:
             secret_name, _, environment = arg.partition("@")
             try:
@@ -257,6 +261,11 @@ def _check_placeholders(case: Case) -> None:
             continue
         shown = name + (f":{arg}" if arg is not None else "")
         raise CaseFileError(f"{case.path}: unknown placeholder {{{{{shown}}}}}")
+
+
+def _rotated_names(case: Case) -> set[str]:
+    """The secrets a `rotate_secret` step of the case rotates (their values change mid-case)."""
+    return {step["secret"] for step in case.steps if step.get("server") == "rotate_secret"}
 
 
 def load_drivers(directory: Path = DRIVERS_DIR) -> list[DriverSpec]:

@@ -20,7 +20,7 @@ import attrs
 from .cases import Case, DriverSpec, generate_value, substitute
 from .driver import DriverProcess
 from .proxy import API_PREFIX, Fault, FaultProxy, RequestRecord
-from .server import MintedToken, Seeder, bad_token, refused_port, unknown_team_id
+from .server import MintedToken, SeedError, Seeder, bad_token, refused_port, unknown_team_id
 
 CVSM_VARIABLES = (
     "CVSM_TOKEN", "CVSM_BASE_URL", "CVSM_TEAM", "CVSM_ENVIRONMENT", "CVSM_CACHE_TTL",
@@ -148,6 +148,7 @@ class CaseRun:
         self.refused_proxy_url = f"http://127.0.0.1:{refused_port()}"
         self.ca_file = ca_file
         self.log: list[str] = []
+        self.rotated: dict[str, tuple[str, str]] = {}  # name: (before, after) a rotate_secret
 
     # Placeholders -------------------------------------------------------------------------
     def lookup(self, name: str, arg: str | None) -> str:
@@ -158,6 +159,10 @@ class CaseRun:
             assert arg is not None
             secret_name, _, environment = arg.partition("@")
             return self.case.value_of(secret_name, environment or "production")
+        if name in ("previous", "rotated"):
+            assert arg is not None
+            before, after = self.rotated[arg]
+            return before if name == "previous" else after
         if name == "repeat":
             assert arg is not None
             text, _, size = arg.rpartition("*")
@@ -194,6 +199,15 @@ class CaseRun:
 
     # Running ------------------------------------------------------------------------------
     async def run(self) -> None:
+        if any(step.get("server") == "rotate_secret" for step in self.case.steps):
+            # Languages run side by side on one team per case: a case that rotates a value
+            # runs whole for one language at a time, so each sees only its own rotation.
+            async with self.seeder.case_lock(self.case.id):
+                await self._run()
+        else:
+            await self._run()
+
+    async def _run(self) -> None:
         self.proxy.reset()
         for name, spec in self.case.tokens.items():
             self.tokens[name] = await self.seeder.mint(
@@ -226,7 +240,7 @@ class CaseRun:
             return f"sleep {step['sleep']}s"
         if "faults" in step:
             return "faults " + ", ".join(f"{f['match']}x{f.get('times', 1)}" for f in step["faults"])
-        return f"server {step['server']} {step['token']}"
+        return f"server {step['server']} {step.get('token') or step.get('secret')}"
 
     async def run_step(self, step: Mapping[str, Any]) -> None:
         if "sleep" in step:
@@ -236,6 +250,14 @@ class CaseRun:
             # A faults step replaces whatever is still pending from an earlier one.
             self.proxy.reset()
             self.proxy.add_faults([Fault.from_case(self.sub(f)) for f in step["faults"]])
+            return
+        if step.get("server") == "rotate_secret":
+            seed = self.seeder.teams[self.case.id]
+            try:
+                self.rotated[step["secret"]] = await self.seeder.rotate(seed.team_id, step["secret"])
+            except SeedError as exc:
+                raise StepFailure(f"the server did not rotate {step['secret']}: {exc}") from None
+            self.log.append(f"server rotated {step['secret']}")
             return
         if "server" in step:
             token = self.tokens[step["token"]]

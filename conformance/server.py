@@ -15,6 +15,7 @@ import secrets as random_secrets
 import shutil
 import socket
 import tempfile
+import time
 import uuid
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -123,6 +124,7 @@ class Seeder:
         self.jwt = ""
         self.token = ""
         self.teams: dict[str, CaseSeed] = {}
+        self._case_locks: dict[str, asyncio.Lock] = {}
         self._session: aiohttp.ClientSession | None = None
 
     async def __aenter__(self) -> Seeder:
@@ -203,6 +205,30 @@ class Seeder:
 
     async def revoke(self, token: MintedToken) -> None:
         await self.call("DELETE", f"/tokens/{token.id}")
+
+    def case_lock(self, case_id: str) -> asyncio.Lock:
+        """case_lock is the lock a case that changes its team's values holds while it runs."""
+        return self._case_locks.setdefault(case_id, asyncio.Lock())
+
+    async def rotate(self, team_id: str, name: str, *, timeout: float = 30.0) -> tuple[str, str]:
+        """rotate rotates the production secret ``name`` of the team on the server (a rotation
+        policy with target ``none``, then "rotate now"), waits until the background job has
+        made the new value current, and returns the values before and after."""
+        found = await self.call("GET", f"/teams/{team_id}/secrets?environment=production&search={name}")
+        ids = [s["id"] for s in found["secrets"] if s["name"] == name]
+        if not ids:
+            raise SeedError(f"no production secret {name} in the case's team")
+        path = f"/teams/{team_id}/secrets/{ids[0]}"
+        before = await self.call("GET", path)
+        await self.call("PUT", f"{path}/rotation", {"interval_days": 30, "target": {"kind": "none"}})
+        await self.call("POST", f"{path}/rotation/rotate", expect=202)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            after = await self.call("GET", path)
+            if after["secret"]["version"] > before["secret"]["version"]:
+                return before["value"], after["value"]
+            await asyncio.sleep(0.1)
+        raise SeedError(f"{name} was not rotated within {timeout:g} s (are the server's background jobs on?)")
 
 
 def unknown_team_id() -> str:

@@ -16,7 +16,8 @@ from collections.abc import AsyncIterator
 from aiohttp import web
 
 from . import (audit, audit_chain, credentials, db, deletion, keys, mail, mailtokens, oauth,
-               ratelimit, sessions, setup_link, support, tokens, webhook_sender)
+               ratelimit, secret_rotation, sessions, setup_link, support, tokens,
+               webhook_sender)
 from .web import dashboard, lowlevel, metrics
 from .config import Settings
 from .crypto import Keyring
@@ -93,6 +94,10 @@ async def _background_jobs(app: web.Application) -> AsyncIterator[None]:
                                          allow_private=settings.webhook_allow_private,
                                          poll_seconds=settings.webhook_poll_seconds)
     jobs.append(asyncio.create_task(hooks.run()))
+    rotations = secret_rotation.RotationWorker(pool, app[KEYRING],
+                                               allow_private=settings.webhook_allow_private,
+                                               poll_seconds=settings.rotation_poll_seconds)
+    jobs.append(asyncio.create_task(rotations.run()))
     yield
     # A cancel can be swallowed by a database wait in flight (asyncio.wait_for on Python 3.11):
     # cancel again until the jobs have ended, so shutdown never waits for a job's next sleep.

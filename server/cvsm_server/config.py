@@ -138,6 +138,9 @@ class Settings:
     # looks at the queue when nothing woke it (seconds).
     webhook_allow_private: bool = False
     webhook_poll_seconds: float = 30.0
+    # Secret rotation: how often the background job looks for due rotations when nothing woke
+    # it (seconds). Rotation targets obey `webhook_allow_private` too.
+    rotation_poll_seconds: float = 60.0
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -199,6 +202,8 @@ class Settings:
             webhook_allow_private=_flag(get("CVSM_WEBHOOK_ALLOW_PRIVATE")),
             webhook_poll_seconds=_seconds("CVSM_WEBHOOK_POLL_SECONDS",
                                           get("CVSM_WEBHOOK_POLL_SECONDS"), 30.0) or 30.0,
+            rotation_poll_seconds=_seconds("CVSM_ROTATION_POLL_SECONDS",
+                                           get("CVSM_ROTATION_POLL_SECONDS"), 60.0) or 60.0,
         )
 
     @property

@@ -131,3 +131,13 @@ def mail_aad(mail_id: object) -> bytes:
 
 def webhook_aad(webhook_id: object) -> bytes:
     return f"cvsm:webhook:{webhook_id}".encode()
+
+
+def rotation_aad(team_id: object, secret_id: object, run_id: object) -> bytes:
+    """A rotation's pending value: bound to its run, so it opens as nothing else."""
+    return f"cvsm:rotation:{team_id}:{secret_id}:{run_id}".encode()
+
+
+def rotation_target_aad(policy_id: object) -> bytes:
+    """A rotation target's sealed setting (a webhook target's signing secret)."""
+    return f"cvsm:rotation-target:{policy_id}".encode()

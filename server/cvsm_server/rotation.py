@@ -16,8 +16,8 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
 from . import db
-from .crypto import (DecryptionError, Keyring, mail_aad, secret_aad, share_aad, totp_aad,
-                     webhook_aad)
+from .crypto import (DecryptionError, Keyring, mail_aad, rotation_aad, rotation_target_aad,
+                     secret_aad, share_aad, totp_aad, webhook_aad)
 
 
 @dataclass(frozen=True)
@@ -48,6 +48,10 @@ SEALED_TABLES = (
                 lambda r: mail_aad(r["id"])),
     SealedTable("webhooks", "key_id", "nonce", "ciphertext", "", "",
                 lambda r: webhook_aad(r["id"])),
+    SealedTable("secret_rotation_policies", "key_id", "nonce", "ciphertext", "", "",
+                lambda r: rotation_target_aad(r["id"])),
+    SealedTable("secret_rotations", "key_id", "nonce", "ciphertext", ", t.team_id, t.secret_id",
+                "", lambda r: rotation_aad(r["team_id"], r["secret_id"], r["id"])),
 )
 
 _NO_ID = uuid.UUID(int=0)

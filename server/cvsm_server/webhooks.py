@@ -45,6 +45,8 @@ ACTIONS: dict[tuple[str, str], str] = {
     ("update", "secret"): "secret.updated",
     ("delete", "secret"): "secret.deleted",
     ("rollback", "secret"): "secret.rolled_back",
+    ("rotate", "secret"): "secret.rotated",
+    ("rotation_failed", "secret"): "secret.rotation_failed",
     ("bulk_create", "secret"): "secrets.bulk_created",
     ("bulk_delete", "secret"): "secrets.bulk_deleted",
     ("move_env", "secret"): "secrets.moved",

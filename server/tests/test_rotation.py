@@ -27,7 +27,8 @@ OLD_ID = key_id_of(base64.b64decode(OLD_KEY))
 NEW_ID = key_id_of(base64.b64decode(NEW_KEY))
 NO_LIMITS = {f"CVSM_RATELIMIT_{kind}": "off" for kind in ("AUTH", "API", "PUBLIC", "FAILED_AUTH")}
 SEALED = [("secrets", "key_id"), ("secret_versions", "key_id"), ("secret_shares", "key_id"),
-          ("users", "totp_key_id"), ("mail_outbox", "key_id"), ("webhooks", "key_id")]
+          ("users", "totp_key_id"), ("mail_outbox", "key_id"), ("webhooks", "key_id"),
+          ("secret_rotation_policies", "key_id"), ("secret_rotations", "key_id")]
 
 
 def subdir(tmp_path: Path, name: str) -> Path:

@@ -661,9 +661,11 @@ async def _secret_context(request: web.Request, conn: db.Connection, actor: Acto
     secret, versions = await domain.secret_history(conn, actor, team_id, path_id(request, "secret_id"))
     can_share = roles.RANK[team["role"]] >= roles.RANK[roles.MEMBER]
     share_rows = await shares.list_shares(conn, actor, team_id, secret["id"]) if can_share else []
+    from .rotation_pages import rotation_context  # the rotation section's own module
+    rotation = await rotation_context(conn, actor, team_id, secret["id"], team["role"])
     return {"user": actor, "csrf": _session_csrf(request, actor), "team": team, "team_ref": team_ref,
             "secret": secret, "versions": versions, "shares": share_rows, "can_share": can_share,
-            "share_url": None, "types": domain.TYPES}
+            "share_url": None, "types": domain.TYPES, "rotation": rotation}
 
 
 @signed_in

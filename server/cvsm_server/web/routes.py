@@ -8,8 +8,8 @@ from __future__ import annotations
 from aiohttp import web
 
 from . import (accounts, admin, admin_pages, apidoc, audit, dashboard, deletion, invites, metrics,
-               newsletter, oauth, pages, secrets, setup_page, shares, support, support_page, teams,
-               webhooks)
+               newsletter, oauth, pages, rotation, rotation_pages, secrets, setup_page, shares,
+               support, support_page, teams, webhooks)
 
 UUID = r"{%s:[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}}"
 TEAM = "/api/v1/teams/{team_id}"
@@ -83,6 +83,10 @@ ROUTES = [
     web.post(f"{SECRET}/shares", shares.create_share),
     web.get(f"{SECRET}/shares", shares.list_shares),
     web.delete(f"{SECRET}/shares/{UUID % 'share_id'}", shares.revoke_share),
+    web.get(f"{SECRET}/rotation", rotation.get_rotation),
+    web.put(f"{SECRET}/rotation", rotation.set_rotation),
+    web.delete(f"{SECRET}/rotation", rotation.delete_rotation),
+    web.post(f"{SECRET}/rotation/rotate", rotation.rotate_now),
 
     web.get("/api/v1/admin/users", admin.admin_list_users),
     web.patch(f"/api/v1/admin/users/{UUID % 'user_id'}", admin.admin_update_user),
@@ -129,6 +133,7 @@ ROUTES = [
     web.post(f"/app/teams/{{team}}/secrets/{UUID % 'secret_id'}", dashboard.update_secret),
     web.post(f"/app/teams/{{team}}/secrets/{UUID % 'secret_id'}/rollback", dashboard.rollback_secret),
     web.post(f"/app/teams/{{team}}/secrets/{UUID % 'secret_id'}/shares", dashboard.create_share),
+    web.post(f"/app/teams/{{team}}/secrets/{UUID % 'secret_id'}/rotate", rotation_pages.rotate_now),
     web.post(f"/app/teams/{{team}}/secrets/{UUID % 'secret_id'}/shares/{UUID % 'share_id'}/revoke",
              dashboard.revoke_share),
     web.post("/app/teams/{team}/import", dashboard.import_dotenv),
