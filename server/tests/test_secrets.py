@@ -187,8 +187,9 @@ async def test_export_json_and_dotenv_with_environment_precedence(client, api: A
     assert dev == {"SHARED": "dev", "ONLY_DEV": "d"}
     resp = await client.get(url(team_id, "export"), headers=h)
     assert resp.headers["Content-Type"] == "text/plain; charset=utf-8"
+    # A value with a line break is double-quoted on one line (issue 24: no second variable).
     assert await resp.text() == ("ONLY_DEV='d'\n"
-                                 "QUOTED='a \"b\" \\ c\nd\te\r'\n"
+                                 "QUOTED=\"a \\\"b\\\" \\\\ c\\nd\te\\r\"\n"
                                  "SHARED='stage'\n")
     assert (await client.get(url(team_id, "export"), params={"format": "xml"}, headers=h)).status == 400
 
