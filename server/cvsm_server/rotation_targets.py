@@ -302,6 +302,11 @@ def _pg_undo(step: Step) -> None:
 # --- webhook ------------------------------------------------------------------------------------
 
 async def _call(step: Step, name: str, *, with_value: bool) -> None:
+    # The set step carries the new value: over plain HTTP it would cross the network readable
+    # (signed, not encrypted). Only where private targets are allowed (closed networks, tests)
+    # may a rotation webhook be http://.
+    if not step.allow_private and urlsplit(step.settings["url"]).scheme != "https":
+        raise TargetError(f"{name} call refused: a rotation webhook must be https://")
     body: dict[str, Any] = {"step": name, "rotation_id": str(step.rotation_id),
                             "secret": step.secret}
     if with_value:

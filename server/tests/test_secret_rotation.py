@@ -417,6 +417,18 @@ async def test_a_webhook_target_failure_keeps_the_served_value(rot_api: Api,
     assert state["policy"]["last_error"] == "test: test call failed: HTTP 500"
 
 
+async def test_a_plain_http_webhook_target_gets_no_value_unless_private_targets_are_allowed(
+        rot_api: Api, toy: ToyService) -> None:
+    owner, team, secret = await webhook_secret(rot_api, toy)
+    await rotate_now(rot_api, owner, team, secret)
+    app = rot_api.client.server.app
+    assert await secret_rotation.run_due(app[POOL], app[KEYRING], allow_private=False) == 0
+    assert toy.steps == []  # not even the create call went out
+    assert (await value_of(rot_api, owner, team, secret))["value"] == "toy-initial"
+    state = await rotation_of(rot_api, owner, team, secret)
+    assert "https://" in state["policy"]["last_error"]
+
+
 # --- scale and safety ---------------------------------------------------------------------------
 
 async def test_two_app_instances_never_rotate_one_secret_twice(
