@@ -385,6 +385,46 @@ def _serve_usage(args: argparse.Namespace) -> str | None:
     return None
 
 
+# The commands that may make the embedded database: every other one works on one that exists.
+CREATES_DATABASE = ("serve", "migrate", "restore")
+
+
+def _data_dir_problem(settings: Settings, command: str) -> str | None:
+    """Why `command` must not run on this data dir, or None.
+
+    As root on a data dir another user owns (the service's), the embedded PostgreSQL would be
+    started as another user and leave files the owner cannot open: the service would not start
+    again. Any command but `serve`, `migrate` and `restore` on a data dir with no database would
+    make an empty one (a backup of nothing, exit 0): the settings are not the server's."""
+    data_dir = settings.data_dir
+    if os.name == "posix" and os.geteuid() == 0:
+        try:
+            owner = data_dir.stat().st_uid
+        except OSError:
+            owner = 0
+        if owner != 0:
+            name = _user_name(owner)
+            return (f"{data_dir} (CVSM_DATA_DIR) belongs to {name}, and this runs as root: the "
+                    f"files it made there would stop the server from starting. Run it as {name}: "
+                    f"runuser -u {name} -- cvsm-server {command} ... (docs/operations.md)")
+    if (command not in CREATES_DATABASE and not settings.database_url
+            and not (data_dir / "pg" / "PG_VERSION").is_file()):
+        where = "CVSM_DATA_DIR" if os.environ.get("CVSM_DATA_DIR") else "CVSM_DATA_DIR is unset"
+        return (f"no database in {data_dir} ({where}), and `{command}` does not make one: run it "
+                "with the server's settings (CVSM_DATA_DIR, or CVSM_DATABASE_URL), e.g. as "
+                "docs/operations.md says")
+    return None
+
+
+def _user_name(uid: int) -> str:
+    try:
+        import pwd
+
+        return pwd.getpwuid(uid).pw_name
+    except (ImportError, KeyError):
+        return f"uid {uid}"
+
+
 README = "README.md"
 MAIN_EPILOG = f"""\
 Settings come from CVSM_* environment variables; the main ones:
@@ -472,6 +512,9 @@ def main(argv: list[str] | None = None) -> int:
         settings = Settings.from_env()
     except ConfigError as exc:
         print(f"cvsm-server: {exc}", file=sys.stderr)
+        return 2
+    if args.command != "mail" and (problem := _data_dir_problem(settings, args.command)):
+        print(f"cvsm-server: {problem}", file=sys.stderr)
         return 2
     if args.command == "serve":
         tls_files = (args.tls_cert, args.tls_key) if args.tls_cert else None
