@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -159,26 +160,48 @@ def test_root_refuses_a_data_dir_another_user_owns(home):
     assert list(data.iterdir()) == []
 
 
-def test_a_non_root_user_after_root(home):
+def docs_operator_function(user: str, env_file: Path, program: Path) -> str:
+    """docs/deploy.md's `cvsm()` shell function, with the service's user, env file and program
+    replaced (printed)."""
+    text = (Path(__file__).resolve().parents[2] / "docs" / "deploy.md").read_text()
+    [line] = re.findall(r"^cvsm\(\) \{.*\}$", text, re.M)
+    edits = [("runuser -u cvsm ", f"runuser -u {user} "), ("/etc/cvsm/cvsm.env", str(env_file)),
+             ("/opt/cvsm/venv/bin/cvsm-server", str(program))]
+    for old, new in edits:
+        assert line.count(old) == 1, old
+        line = line.replace(old, new)
+    print(f"docs/deploy.md's cvsm(), with {edits}:\n{line}")
+    return line
+
+
+def test_a_non_root_user_after_root_through_the_docs_operator_function(home):
     """Root has run the embedded PostgreSQL (this test run has, or the setup here), leaving a
-    root-owned /tmp/.lockfile; another user's commands on its own data dir then work, with no
-    traceback, and its PostgreSQL is that user's."""
+    root-owned /tmp/.lockfile; the service's user then runs commands on its own data dir, the
+    way docs/deploy.md says (its `cvsm` function, in bash and in dash): they work, with no
+    traceback, and leave everything owned by that user."""
     user = other_user()
     python, path = python_for(user)
     if not Path("/tmp/.lockfile").exists():
         Path("/tmp/.lockfile").touch(mode=0o644)  # what the package makes as root
     home.chmod(0o755)
-    data = home / "mine"
-    data.mkdir()
+    data = home / "service"
+    data.mkdir(mode=0o700)
     shutil.chown(data, user)
-    env = {"PATH": os.environ["PATH"], "PYTHONPATH": path, "CVSM_DATA_DIR": str(data),
-           "CVSM_MASTER_KEY": MASTER_KEY, "CVSM_JWT_SECRET": JWT_SECRET}
-    dump = data / "x.dump"
-    for args in (["migrate"], ["backup", str(dump)]):
-        result = subprocess.run(["runuser", "-u", user, "--", "env", "-i",
-                                 *[f"{k}={v}" for k, v in env.items()],
-                                 python, "-m", "cvsm_server.cli", *args],
-                                capture_output=True, text=True, timeout=240, cwd="/")
-        assert result.returncode == 0, result.stderr
+    env_file = home / "cvsm.env"
+    env_file.write_text(f"CVSM_DATA_DIR={data}\nCVSM_MASTER_KEY={MASTER_KEY}\n"
+                        f"CVSM_JWT_SECRET={JWT_SECRET}\n"
+                        "CVSM_MAIL_FROM='cvsm <no-reply@example.com>'\n")
+    # The installed console script, where the venv's own Python is out of the user's reach.
+    program = home / "cvsm-server"
+    program.write_text(f"#!/bin/sh\nPYTHONPATH={path} exec {python} -m cvsm_server.cli \"$@\"\n")
+    program.chmod(0o755)
+    function = docs_operator_function(user, env_file, program)
+    dump = data / "cvsm.dump"
+    for shell, command in (("bash", "cvsm migrate"), ("dash", f"cvsm backup {dump}"),
+                           ("bash", f"cvsm restore --force {dump}")):
+        result = subprocess.run([shell, "-c", f"{function}\n{command}"], capture_output=True,
+                                text=True, timeout=240, cwd="/")
+        assert result.returncode == 0, (command, result.stderr)
         assert "Traceback" not in result.stderr
-    assert dump.stat().st_uid == (data / "pg").stat().st_uid == data.stat().st_uid
+    owner = data.stat().st_uid
+    assert dump.stat().st_uid == (data / "pg").stat().st_uid == (data / ".pg.lock").stat().st_uid == owner

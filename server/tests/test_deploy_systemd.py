@@ -130,6 +130,21 @@ def test_the_env_file_reads_the_same_in_systemd_bash_and_dash(tmp_path):
     assert systemd_environment(ENV_FILE, tmp_path) == expected
 
 
+def test_the_docs_print_the_env_file_and_docker_gets_it_without_quotes(tmp_path):
+    docs = (ROOT / "docs" / "deploy.md").read_text()
+    lines = [line for line in ENV_FILE.read_text().splitlines() if not line.startswith("#")]
+    assert "```sh\n" + "\n".join(lines) + "\n```" in docs
+    # Docker's --env-file takes values literally: the docs' sed takes the quotes off.
+    [sed] = re.findall(r"^sed .* /etc/cvsm/cvsm.env > /etc/cvsm/cvsm.docker.env$", docs, re.M)
+    docker_env = tmp_path / "cvsm.docker.env"
+    command = sed.replace("/etc/cvsm/cvsm.env", str(ENV_FILE)).replace(
+        "/etc/cvsm/cvsm.docker.env", str(docker_env))
+    assert subprocess.run(["sh", "-c", command], timeout=30).returncode == 0
+    literal = dict(line.split("=", 1) for line in docker_env.read_text().splitlines()
+                   if line and not line.startswith("#"))
+    assert literal == shell_environment(require("dash"), ENV_FILE)
+
+
 def test_the_old_unquoted_env_file_was_not_a_shell_file(tmp_path):
     """What the docs printed before: systemd reads it, dash refuses it, bash loses the value."""
     old = tmp_path / "old.env"
