@@ -308,6 +308,10 @@ def test_nginx_conf_as_printed_in_front_of_the_server(proxy: Proxy) -> None:
     status, headers, body = raw_tls(proxy, b"GET /\x01 HTTP/1.1\r\nHost: x\r\n\r\n")
     assert status == 400 and json.loads(body) == {"error": "Permintaan tidak valid"}, (headers, body)
     assert headers["x-frame-options"] == ["DENY"] and headers["server"] == ["nginx"]
+    # Plain HTTP to the HTTPS port: a 400, in JSON too.
+    with httpx.Client(timeout=30) as plain:
+        wrong_port = plain.get(proxy.https.replace("https://", "http://") + "/api/v1/health")
+    assert_nginx_json(wrong_port, 400, "Permintaan tidak valid")
 
     # HTTP/2 to clients that offer it (curl, as browsers do: ALPN), with the same headers.
     out = subprocess.run(
