@@ -9,6 +9,7 @@ import argparse
 import asyncio
 import logging
 import os
+import signal
 import socket
 import ssl
 import sys
@@ -104,7 +105,14 @@ async def _run(app: web.Application, host: str, port: int,
                 raise _listen_error(host, port, exc) from None
         logging.getLogger("cvsm").info("%s", _announcement(host, port_of(sockets, port), url,
                                                            share_base))
-        await asyncio.Event().wait()  # until a signal raises GracefulExit
+        # Serving, SIGINT and SIGTERM stop it through cleanup while every task still runs, so
+        # the app's shutdown ends long requests itself (the change streams send `end`); a
+        # GracefulExit out of the loop would cancel every task first.
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        await stop.wait()
     finally:
         await runner.cleanup()
         for sock in sockets:
