@@ -79,6 +79,7 @@ Examples:
 
 const runHelp = `Usage:
   cvsm run [flags] [--overwrite] [--] COMMAND [ARGS...]
+  cvsm run [flags] [--overwrite] --watch [--debounce D] [--grace D] [--poll D] [--] COMMAND [ARGS...]
 
 Reads every secret of the environment and runs COMMAND with them added to ITS
 environment (cvsm's own is left alone). A variable that is already set, even to
@@ -92,13 +93,29 @@ from the terminal, so cvsm does not send it a second time. It exits with
 COMMAND's status, 128+N when a signal N killed it, 127 when COMMAND is not
 found and 126 when it cannot be started.
 
+With --watch, cvsm follows the server's change stream (names and versions,
+never values) and, when the secrets change, reads them once more and restarts
+COMMAND with them: SIGTERM, then SIGKILL if it has not stopped within --grace.
+A burst of changes restarts it once, after --debounce of quiet. Where the
+server has no change stream or cannot be reached, cvsm checks every --poll
+instead; while it cannot read the secrets, COMMAND keeps running with the ones
+it has. SIGINT, SIGTERM and SIGQUIT end cvsm with COMMAND; when COMMAND exits
+by itself, cvsm exits with its status. cvsm says on stderr what it does, never
+a value.
+
 Flags:
-  --overwrite   replace variables that are already set
-  --            ends cvsm's flags; everything after it is COMMAND and its ARGS
+  --overwrite     replace variables that are already set
+  --watch         restart COMMAND with the new secrets when they change
+  --debounce D    quiet time after a change before restarting (default 2s)
+  --grace D       time COMMAND has to stop after SIGTERM (default 10s)
+  --poll D        how often to check without a change stream (default 10s)
+  --              ends cvsm's flags; everything after it is COMMAND and its ARGS
+A duration D is such as 2s, 500ms or 1m, or a number of seconds.
 
 Examples:
   CVSM_TOKEN=cvsm_... cvsm run -- ./app --port 8080
   cvsm run -e staging --overwrite -- npm start
+  cvsm run --watch --grace 30s -- ./server
 `
 
 const versionHelp = `Usage:
