@@ -59,21 +59,23 @@ Examples:
 const exportHelp = `Usage:
   cvsm export [flags] [--format dotenv|shell|json]
 
-Prints every secret of the environment, sorted by name:
-  dotenv (default)  NAME='value' lines
-  shell             export NAME='value' lines
+Prints every secret of the environment, sorted by name, as the server's export
+of the same format writes it:
+  dotenv (default)  NAME='value' or NAME="value" lines, for dotenv libraries
+  shell             export NAME=$'value' lines, for bash and zsh
   json              one JSON object {"NAME": "value", ...}
-Values are in single quotes with each ' written as '\'', so sourcing or
-evaluating the output sets exactly the values and runs nothing; a value may
-span several lines inside its quotes. dotenv and shell refuse (exit 2, nothing
-printed) a name that is not a variable name or a value holding a NUL character.
+Each dotenv value stays on its line: in single quotes when that reads back
+exactly, otherwise in double quotes with \, ", $ and backtick escaped and a
+line break written \n. Evaluating the shell lines in bash or zsh sets exactly
+the values and runs nothing. dotenv and shell refuse (exit 2, nothing printed)
+a name that is not a variable name or a value holding a NUL character.
 
 Flags:
   --format FORMAT   dotenv, shell or json (default dotenv)
 
 Examples:
   eval "$(cvsm export --format shell)"
-  cvsm export > .env && (set -a; . ./.env; set +a; ./app)
+  cvsm export > .env
   cvsm export --format json | jq -r .DATABASE_URL
 `
 
