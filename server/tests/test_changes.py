@@ -16,6 +16,7 @@ import pytest
 
 from conftest import Api, query
 from cvsm_server import changes
+from cvsm_server.web.state import POOL
 from serving import served
 
 VALUE = "s3cret-value-never-streamed"
@@ -111,6 +112,25 @@ async def test_each_connection_is_audited_once_as_watch(api, client, owner, team
     assert [(r["action"], r["resource"]) for r in rows] == [("watch", "secret")]
     assert rows[0]["metadata"] == {"environment": "all", "environments": ["production"],
                                    "count": 1}
+
+
+async def test_an_idle_stream_holds_no_database_connection(api, client, owner, team_id,
+                                                           monkeypatch) -> None:
+    monkeypatch.setattr(changes, "HEARTBEAT_SECONDS", 0.3)
+    pool = client.server.app[POOL]
+    streams = []
+    for _ in range(3):
+        resp, stream = await open_stream(client, team_id, owner["token"])
+        await stream.expect("snapshot")
+        streams.append((resp, stream))
+    await asyncio.sleep(0.1)
+    assert pool.freesize == pool.size  # three streams open, every pooled connection free
+    for resp, stream in streams:
+        assert (await stream.next())[0] == "comment"  # each checked in at its heartbeat
+    await asyncio.sleep(0.1)
+    assert pool.freesize == pool.size
+    for resp, _ in streams:
+        resp.close()
 
 
 async def test_without_environment_the_export_precedence_decides(api, client, owner,

@@ -13,7 +13,6 @@ shutdown ends every stream with an `end` event.
 from __future__ import annotations
 
 import json
-import logging
 
 from aiohttp import web
 
@@ -24,8 +23,6 @@ from .apidoc import ENVIRONMENT, query
 from .middleware import authenticate_credential, bearer
 from .request import actor, connection, query_text, team_of
 from .state import CHANGE_HUB, CREDENTIALS
-
-log = logging.getLogger("cvsm.changes")
 
 EVENT_STREAM = "text/event-stream"
 
@@ -94,7 +91,7 @@ async def _follow(request: web.Request, response: web.StreamResponse,
         await _end(response, exc.status)
     except db.UNAVAILABLE:
         await _end(response, ServiceUnavailable.status)
-    except (ConnectionResetError, ConnectionError):
+    except ConnectionError:
         pass  # the client left
 
 
