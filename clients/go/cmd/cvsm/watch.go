@@ -41,9 +41,12 @@ const (
 	// streamIdle is how long a stream may send nothing (the server sends a
 	// comment every 15 s) before it is taken for broken and opened again.
 	streamIdle = 45 * time.Second
-	// reconnectWait is the pause before a stream that ended is opened again;
-	// a stream that cannot be opened is tried again every poll interval.
+	// reconnectWait is the pause before a stream that ended is opened again,
+	// doubled up to reconnectMax while streams end within reconnectLong of
+	// opening; a stream that cannot be opened is tried again every poll.
 	reconnectWait = time.Second
+	reconnectMax  = 30 * time.Second
+	reconnectLong = 30 * time.Second
 )
 
 // durationFlag is a duration such as 2s, 500ms or 1m, or a number of
@@ -329,14 +332,22 @@ func (w *watcher) signal() {
 // run follows the stream until ctx ends. While the stream cannot be
 // followed, each poll interval is a possible change (and a new try).
 func (w *watcher) run(ctx context.Context) {
+	backoff := reconnectWait
 	for ctx.Err() == nil {
 		var wait time.Duration
+		opened := time.Now()
 		connected, err := w.follow(ctx)
 		if ctx.Err() != nil {
 			return
 		}
 		if connected {
-			wait = reconnectWait
+			// A stream that ends soon after it opened is opened again later each time.
+			if time.Since(opened) < reconnectLong {
+				backoff = min(2*backoff, reconnectMax)
+			} else {
+				backoff = reconnectWait
+			}
+			wait = backoff
 			if w.polling {
 				w.say("following the server's change stream again")
 				w.polling = false
