@@ -179,8 +179,9 @@ func TestWatchRestartsTheCommandWithTheNewValue(t *testing.T) {
 	if got[1] != team.values[1] {
 		t.Errorf("the command restarted with %q, want the new value", got[1])
 	}
-	// The stream says so within a second; the debounce adds 200 ms, the fetch and restart little.
-	if took := time.Since(started); took > 3*time.Second {
+	// The stream says so within a second; the debounce adds 200 ms, the fetch and restart little
+	// (the bound leaves room for a loaded machine).
+	if took := time.Since(started); took > 5*time.Second {
 		t.Errorf("the restart took %s", took)
 	}
 	if !strings.Contains(w.stderr.String(), "cvsm: the secrets changed: restarting the command") {
@@ -192,15 +193,15 @@ func TestWatchRestartsOnceForABurst(t *testing.T) {
 	s := needServer(t)
 	t.Parallel()
 	team := newWatchTeam(t, s, "burst-0-"+randomHex(8))
-	w := startWatching(t, team, s.api, []string{"--debounce", "1500ms"}, loop)
+	w := startWatching(t, team, s.api, []string{"--debounce", "3s"}, loop)
 	w.waitStarts(t, 1, 30*time.Second)
 	time.Sleep(500 * time.Millisecond)
 	for i := 1; i <= 5; i++ {
 		team.set(t, fmt.Sprintf("burst-%d-%s", i, randomHex(8)))
 	}
-	got := w.waitStarts(t, 2, 15*time.Second)
-	time.Sleep(2500 * time.Millisecond) // more than the debounce: no second restart comes
-	got = w.startsSoFar()
+	w.waitStarts(t, 2, 20*time.Second)
+	time.Sleep(4 * time.Second) // more than the debounce: no second restart comes
+	got := w.startsSoFar()
 	if len(got) != 2 || got[1] != team.values[len(team.values)-1] {
 		t.Errorf("the command started with %d values (want 2, the last one the burst's last): stderr %q", len(got), w.stderr.String())
 	}
