@@ -15,8 +15,8 @@ from collections.abc import AsyncIterator
 
 from aiohttp import web
 
-from . import (audit, audit_chain, changes, credentials, db, deletion, keys, mail, mailtokens, oauth,
-               ratelimit, sessions, setup_link, support, tokens, webhook_sender)
+from . import (audit, audit_chain, changes, credentials, db, deletion, keys, mail, mailtokens,
+               oauth, ratelimit, sessions, setup_link, support, tokens, webhook_sender)
 from .web import dashboard, lowlevel, metrics
 from .config import Settings
 from .crypto import Keyring
@@ -25,8 +25,8 @@ from .web.headers import cors_middleware, on_prepare
 from .web.middleware import (auth_middleware, error_middleware, rate_limit_middleware,
                              request_id_middleware)
 from .web.routes import setup_routes
-from .web.state import (APP_URL, CHANGE_HUB, CHECKPOINT_SIGNER, CREDENTIALS, KEYRING, OAUTH, PASSWORDS, POOL,
-                        SETTINGS, SIGNER)
+from .web.state import (APP_URL, CHANGE_HUB, CHECKPOINT_SIGNER, CREDENTIALS, KEYRING, OAUTH,
+                        PASSWORDS, POOL, SETTINGS, SIGNER)
 
 log = logging.getLogger("cvsm.app")
 

@@ -62,21 +62,21 @@ async def _state(cur: db.Cursor, actor: Actor, team_id: uuid.UUID,
 
 
 async def open_stream(conn: db.Connection, actor: Actor, team_id: uuid.UUID,
-                      environment: str | None) -> tuple[State, int]:
-    """The versions a new stream starts from and the credential epoch now, audited as `watch`
-    (Viewer or above; a scoped token sees its environments only, as in the export)."""
+                      environment: str | None) -> State:
+    """The versions a new stream starts from, audited as `watch` (Viewer or above; a scoped
+    token sees its environments only, as in the export)."""
     if environment is not None:
         check_environment(environment)
     async with db.transaction(conn) as cur:
         await roles.require(cur, team_id, actor, roles.VIEWER)
-        state, epoch = await _state(cur, actor, team_id, environment)
+        state, _ = await _state(cur, actor, team_id, environment)
         exported_from = {env for env, _ in state.values()}
         await audit.record(cur, actor, "watch", "secret", team_id=team_id,
                            metadata={"environment": environment or "all",
                                      "environments": [e for e in ENVIRONMENTS
                                                       if e in exported_from],
                                      "count": len(state)})
-    return state, epoch
+    return state
 
 
 async def current(conn: db.Connection, actor: Actor, team_id: uuid.UUID,

@@ -48,7 +48,11 @@ async def secret_changes(request: web.Request) -> web.StreamResponse:
         raise ServiceUnavailable() from None
     try:
         async with connection(request) as conn:
-            state, confirmed = await changes.open_stream(conn, who, team_id, environment)
+            state = await changes.open_stream(conn, who, team_id, environment)
+        # The epoch the credential is known good at: a cached one's, confirmed by the request's
+        # rate-limit statement; otherwise none yet, so the first wake checks it before any change
+        # goes out (a revocation between the credential check and the snapshot is not missed).
+        confirmed = who.epoch if who.epoch is not None else -1
         response = web.StreamResponse(headers={
             "Content-Type": EVENT_STREAM, "Cache-Control": "no-store",
             "X-Accel-Buffering": "no",  # a proxy passes each event on at once
