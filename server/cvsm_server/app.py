@@ -15,8 +15,8 @@ from collections.abc import AsyncIterator
 
 from aiohttp import web
 
-from . import (audit, audit_chain, credentials, db, deletion, keys, mail, mailtokens, oauth,
-               ratelimit, secret_rotation, sessions, setup_link, support, tokens,
+from . import (audit, audit_chain, changes, credentials, db, deletion, keys, mail, mailtokens,
+               oauth, ratelimit, secret_rotation, sessions, setup_link, support, tokens,
                webhook_sender)
 from .web import dashboard, lowlevel, metrics
 from .config import Settings
@@ -26,8 +26,8 @@ from .web.headers import cors_middleware, on_prepare
 from .web.middleware import (auth_middleware, error_middleware, rate_limit_middleware,
                              request_id_middleware)
 from .web.routes import setup_routes
-from .web.state import (APP_URL, CHECKPOINT_SIGNER, CREDENTIALS, KEYRING, OAUTH, PASSWORDS, POOL,
-                        SETTINGS, SIGNER)
+from .web.state import (APP_URL, CHANGE_HUB, CHECKPOINT_SIGNER, CREDENTIALS, KEYRING, OAUTH,
+                        PASSWORDS, POOL, SETTINGS, SIGNER)
 
 log = logging.getLogger("cvsm.app")
 
@@ -41,7 +41,17 @@ async def _database(app: web.Application) -> AsyncIterator[None]:
         await support.load_articles(database.pool)  # the help articles the assistant searches
         app[CHECKPOINT_SIGNER] = audit_chain.CheckpointSigner(app[KEYRING])
         app[POOL] = database.pool
-        yield
+        app[CHANGE_HUB] = changes.ChangeHub(database.url)
+        try:
+            yield
+        finally:
+            await app[CHANGE_HUB].close()
+
+
+async def _end_streams(app: web.Application) -> None:
+    """At shutdown, before the server waits for its requests: the change streams end."""
+    if CHANGE_HUB in app:
+        await app[CHANGE_HUB].close()
 
 
 async def _first_admin(app: web.Application) -> AsyncIterator[None]:
@@ -133,6 +143,7 @@ def create_app(settings: Settings | None = None) -> web.Application:
     if settings.env == "production" and "*" in settings.cors_origins:
         log.warning("CVSM_CORS_ORIGINS is '*' in production: any web origin may call this API")
     app.on_response_prepare.append(on_prepare)
+    app.on_shutdown.append(_end_streams)
     app.cleanup_ctx.append(_database)
     app.cleanup_ctx.append(_first_admin)
     app.cleanup_ctx.append(_background_jobs)

@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import signal
 import socket
 import ssl
 import sys
@@ -106,7 +107,14 @@ async def _run(app: web.Application, host: str, port: int,
         announcement = _announcement(host, port_of(sockets, port), url, share_base)
         logging.getLogger("cvsm").info("%s", announcement)
         notify.ready(announcement)
-        await asyncio.Event().wait()  # until a signal raises GracefulExit
+        # Serving, SIGINT and SIGTERM stop it through cleanup while every task still runs, so
+        # the app's shutdown ends long requests itself (the change streams send `end`); a
+        # GracefulExit out of the loop would cancel every task first.
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        await stop.wait()
     finally:
         notify.stopping()
         await runner.cleanup()

@@ -101,7 +101,7 @@ def _route(request: web.Request) -> str:
     return resource.canonical if resource is not None else "-"
 
 
-def _bearer(request: web.Request) -> str:
+def bearer(request: web.Request) -> str:
     header = request.headers.get("Authorization", "")
     scheme, _, credential = header.partition(" ")
     credential = credential.strip()
@@ -134,19 +134,19 @@ async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamR
     request[ACTOR] = client
     if request.method == "OPTIONS" or not _is_private(request):
         return await handler(request)
-    credential = _bearer(request)
-    request[ACTOR] = await _authenticate(app, credential, client)
+    credential = bearer(request)
+    request[ACTOR] = await authenticate_credential(app, credential, client)
     try:
         return await handler(request)
     except credentials.StaleCredential:
         # A credential was revoked somewhere since this process cached the caller's: check it
         # in the database now (the statement that noticed did nothing), then run the request.
         app[CREDENTIALS].clear()
-        request[ACTOR] = await _authenticate(app, credential, client)
+        request[ACTOR] = await authenticate_credential(app, credential, client)
         return await handler(request)
 
 
-async def _authenticate(app: web.Application, credential: str, client: Actor) -> Actor:
+async def authenticate_credential(app: web.Application, credential: str, client: Actor) -> Actor:
     if credential.startswith("cvsm_"):
         failures = ratelimit.Charge.failed_auth(app[SETTINGS], client.ip)
         return await tokens.authenticate(app[POOL], app[CREDENTIALS], app[KEYRING], credential,

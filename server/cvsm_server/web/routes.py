@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from . import (accounts, admin, admin_pages, apidoc, audit, dashboard, deletion, invites, metrics,
-               newsletter, oauth, pages, rotation, rotation_pages, secrets, setup_page, shares,
-               support, support_page, teams, webhooks)
+from . import (accounts, admin, admin_pages, apidoc, audit, changes, dashboard, deletion, invites,
+               metrics, newsletter, oauth, pages, rotation, rotation_pages, secrets, setup_page,
+               shares, support, support_page, teams, webhooks)
 
 UUID = r"{%s:[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}}"
 TEAM = "/api/v1/teams/{team_id}"
@@ -70,6 +70,7 @@ ROUTES = [
     web.get(f"{TEAM}/secrets", secrets.list_secrets),
     web.post(f"{TEAM}/secrets", secrets.create_secret),
     web.get(f"{TEAM}/secrets/export", secrets.export),
+    web.get(f"{TEAM}/secrets/changes", changes.secret_changes),
     web.post(f"{TEAM}/secrets/bulk", secrets.bulk_create),
     web.delete(f"{TEAM}/secrets/bulk", secrets.bulk_delete),
     web.post(f"{TEAM}/secrets/bulk/import-dotenv", secrets.import_dotenv),

@@ -7,6 +7,7 @@ from aiohttp import web
 
 from ..actor import Actor
 from ..audit_chain import CheckpointSigner
+from ..changes import ChangeHub
 from ..config import Settings
 from ..credentials import CredentialCache
 from ..crypto import Keyring
@@ -27,6 +28,8 @@ APP_URL = web.AppKey("app_url", str)
 OAUTH = web.AppKey("oauth", Providers)
 # The audit checkpoint key (set at start-up, once the keyring holds the database's hash key).
 CHECKPOINT_SIGNER = web.AppKey("checkpoint_signer", CheckpointSigner)
+# The process's LISTEN connection for the change streams (`changes.ChangeHub`).
+CHANGE_HUB = web.AppKey("change_hub", ChangeHub)
 
 REQUEST_ID = web.RequestKey("request_id", str)
 ACTOR = web.RequestKey("actor", Actor)

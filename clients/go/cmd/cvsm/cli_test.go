@@ -206,18 +206,18 @@ func TestUnreachableServerIsANetworkError(t *testing.T) {
 	}
 }
 
-func TestShellQuoteRoundTripsEveryByte(t *testing.T) {
+func TestShellExportQuoteRoundTripsEveryByte(t *testing.T) {
 	t.Parallel()
 	var all strings.Builder
 	for b := 1; b < 256; b++ {
 		all.WriteByte(byte(b))
 	}
-	values := []string{"", "'", "''", `'\''`, "a'b", "\n", "$(id)", "`id`", "\\", all.String()}
+	values := []string{"", "'", "''", `'\''`, "a'b", "\n", "\r\n", "$(id)", "`id`", "${HOME}", "\\", `\\`, "ends\\", "héllo ✓\u2028", all.String()}
 	var script strings.Builder
 	for i, v := range values {
-		fmt.Fprintf(&script, "v%d=%s\nprintf '%%s\\0' \"$v%d\"\n", i, shellQuote(v), i)
+		fmt.Fprintf(&script, "v%d=%s\nprintf '%%s\\0' \"$v%d\"\n", i, ansiCQuote(v), i)
 	}
-	for _, shell := range []string{"bash", "sh"} {
+	for _, shell := range []string{"bash", "zsh"} {
 		if _, err := exec.LookPath(shell); err != nil {
 			continue
 		}
@@ -330,23 +330,36 @@ func TestExportFormats(t *testing.T) {
 	expectCode(t, shell, 0, "export", "--format", "shell")
 	lines := strings.Split(dotenv.stdout, "\n")
 	if lines[0] != "CLI_TEST_EXISTING='from-the-cvsm-secret'" ||
-		!strings.Contains(dotenv.stdout, "\nQUOTES='it'\\''s \"double\" and '\\''single'\\'' \\ back\\slash'\n") ||
-		!strings.Contains(shell.stdout, "\nexport DATABASE_URL='postgres://db.prod/acme'\n") {
+		!strings.Contains(dotenv.stdout, "\nQUOTES=\"it's \\\"double\\\" and 'single' \\\\ back\\\\slash\"\n") ||
+		!strings.Contains(dotenv.stdout, "\nMULTILINE=\"-----BEGIN KEY-----\\nsecond line\\n-----END KEY-----\\n\"\n") ||
+		!strings.Contains(shell.stdout, "\nexport DATABASE_URL=$'postgres://db.prod/acme'\n") {
 		t.Errorf("dotenv:\n%s\nshell:\n%s", dotenv.stdout, shell.stdout)
 	}
+	if len(lines) != len(s.production)+1 { // one line per secret, and the last newline
+		t.Errorf("the .env export has %d lines for %d secrets", len(lines)-1, len(s.production))
+	}
 
-	// What a shell makes of the output is exactly the values, and nothing ran.
+	// What a shell makes of the output is exactly the values, and nothing ran. A shell reads a
+	// line break in a double-quoted .env value as the two characters \n (format shell is the one
+	// for shells); the shell format's $'...' is read by bash and zsh, not by a POSIX sh.
 	names := sortedNames(s.production)
 	dotenvFile := filepath.Join(t.TempDir(), ".env")
 	if err := os.WriteFile(dotenvFile, []byte(dotenv.stdout), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	for _, tc := range []struct{ shell, script string }{
-		{"bash", `eval "$("$CVSM_BINARY" export --format shell)" || exit 99; exec env -0`},
-		{"sh", `eval "$("$CVSM_BINARY" export --format shell)" || exit 99; exec env -0`},
-		{"bash", `set -a; . "$DOTENV_FILE" || exit 99; set +a; exec env -0`},
-		{"sh", `set -a; . "$DOTENV_FILE" || exit 99; set +a; exec env -0`},
+	asWritten := strings.NewReplacer("\n", `\n`, "\r", `\r`)
+	for _, tc := range []struct {
+		shell, script string
+		dotenv        bool
+	}{
+		{"bash", `eval "$("$CVSM_BINARY" export --format shell)" || exit 99; exec env -0`, false},
+		{"zsh", `eval "$("$CVSM_BINARY" export --format shell)" || exit 99; exec env -0`, false},
+		{"bash", `set -a; . "$DOTENV_FILE" || exit 99; set +a; exec env -0`, true},
+		{"sh", `set -a; . "$DOTENV_FILE" || exit 99; set +a; exec env -0`, true},
 	} {
+		if _, err := exec.LookPath(tc.shell); err != nil {
+			continue
+		}
 		cmd := exec.Command(tc.shell, "-c", tc.script)
 		cmd.Env = s.env("CVSM_BINARY="+binary, "DOTENV_FILE="+dotenvFile)
 		out, err := cmd.Output()
@@ -355,8 +368,12 @@ func TestExportFormats(t *testing.T) {
 		}
 		env := parseEnv0(string(out))
 		for _, name := range names {
-			if value, ok := env[name]; !ok || value != s.production[name] {
-				t.Errorf("%s -c %q: %s = %q (set: %v), want %q", tc.shell, tc.script, name, value, ok, s.production[name])
+			want := s.production[name]
+			if tc.dotenv {
+				want = asWritten.Replace(want)
+			}
+			if value, ok := env[name]; !ok || value != want {
+				t.Errorf("%s -c %q: %s = %q (set: %v), want %q", tc.shell, tc.script, name, value, ok, want)
 			}
 		}
 	}

@@ -59,26 +59,29 @@ Examples:
 const exportHelp = `Usage:
   cvsm export [flags] [--format dotenv|shell|json]
 
-Prints every secret of the environment, sorted by name:
-  dotenv (default)  NAME='value' lines
-  shell             export NAME='value' lines
+Prints every secret of the environment, sorted by name, as the server's export
+of the same format writes it:
+  dotenv (default)  NAME='value' or NAME="value" lines, for dotenv libraries
+  shell             export NAME=$'value' lines, for bash and zsh
   json              one JSON object {"NAME": "value", ...}
-Values are in single quotes with each ' written as '\'', so sourcing or
-evaluating the output sets exactly the values and runs nothing; a value may
-span several lines inside its quotes. dotenv and shell refuse (exit 2, nothing
-printed) a name that is not a variable name or a value holding a NUL character.
+Each dotenv value stays on its line: in single quotes when that reads back
+exactly, otherwise in double quotes with \, ", $ and backtick escaped and a
+line break written \n. Evaluating the shell lines in bash or zsh sets exactly
+the values and runs nothing. dotenv and shell refuse (exit 2, nothing printed)
+a name that is not a variable name or a value holding a NUL character.
 
 Flags:
   --format FORMAT   dotenv, shell or json (default dotenv)
 
 Examples:
   eval "$(cvsm export --format shell)"
-  cvsm export > .env && (set -a; . ./.env; set +a; ./app)
+  cvsm export > .env
   cvsm export --format json | jq -r .DATABASE_URL
 `
 
 const runHelp = `Usage:
   cvsm run [flags] [--overwrite] [--] COMMAND [ARGS...]
+  cvsm run [flags] [--overwrite] --watch [--debounce D] [--grace D] [--poll D] [--] COMMAND [ARGS...]
 
 Reads every secret of the environment and runs COMMAND with them added to ITS
 environment (cvsm's own is left alone). A variable that is already set, even to
@@ -92,13 +95,29 @@ from the terminal, so cvsm does not send it a second time. It exits with
 COMMAND's status, 128+N when a signal N killed it, 127 when COMMAND is not
 found and 126 when it cannot be started.
 
+With --watch, cvsm follows the server's change stream (names and versions,
+never values) and, when the secrets change, reads them once more and restarts
+COMMAND with them: SIGTERM, then SIGKILL if it has not stopped within --grace.
+A burst of changes restarts it once, after --debounce of quiet. Where the
+server has no change stream or cannot be reached, cvsm checks every --poll
+instead; while it cannot read the secrets, COMMAND keeps running with the ones
+it has. SIGINT, SIGTERM and SIGQUIT end cvsm with COMMAND; when COMMAND exits
+by itself, cvsm exits with its status. cvsm says on stderr what it does, never
+a value.
+
 Flags:
-  --overwrite   replace variables that are already set
-  --            ends cvsm's flags; everything after it is COMMAND and its ARGS
+  --overwrite     replace variables that are already set
+  --watch         restart COMMAND with the new secrets when they change
+  --debounce D    quiet time after a change before restarting (default 2s)
+  --grace D       time COMMAND has to stop after SIGTERM (default 10s)
+  --poll D        how often to check without a change stream (default 10s)
+  --              ends cvsm's flags; everything after it is COMMAND and its ARGS
+A duration D is such as 2s, 500ms or 1m, or a number of seconds.
 
 Examples:
   CVSM_TOKEN=cvsm_... cvsm run -- ./app --port 8080
   cvsm run -e staging --overwrite -- npm start
+  cvsm run --watch --grace 30s -- ./server
 `
 
 const versionHelp = `Usage:

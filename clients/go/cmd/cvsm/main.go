@@ -3,6 +3,7 @@
 //	cvsm get NAME                      print one value
 //	cvsm export [--format F]           every secret as dotenv, shell or JSON
 //	cvsm run [--overwrite] -- CMD ...  run CMD with every secret in its environment
+//	cvsm run --watch -- CMD ...        the same, restarting CMD when the secrets change
 //	cvsm version                       print the version
 //
 // It is built on the Go SDK (package cvsm) and configured like every cvsm
@@ -380,6 +381,16 @@ func (f *countFlag) Set(v string) error {
 // the rest (a token that is not visible ASCII, a CVSM_TIMEOUT that does not
 // parse, an unreadable CA file).
 func (c *cli) client() (*cvsm.Client, error) {
+	opts, err := c.options()
+	if err != nil {
+		return nil, err
+	}
+	return cvsm.NewClient(opts)
+}
+
+// options are the SDK options the flags and CVSM_* variables give, checked
+// as client describes.
+func (c *cli) options() (cvsm.Options, error) {
 	s := &c.settings
 	opts := cvsm.Options{
 		BaseURL:     s.baseURL.value,
@@ -393,27 +404,27 @@ func (c *cli) client() (*cvsm.Client, error) {
 	if s.tokenFile.set {
 		raw, err := os.ReadFile(s.tokenFile.value)
 		if err != nil {
-			return nil, configErrorf("cannot read the token file: %v", pathError(err))
+			return cvsm.Options{}, configErrorf("cannot read the token file: %v", pathError(err))
 		}
 		opts.Token = strings.Trim(string(raw), " \t\r\n")
 		if opts.Token == "" {
-			return nil, configErrorf("the token file %q is empty", s.tokenFile.value)
+			return cvsm.Options{}, configErrorf("the token file %q is empty", s.tokenFile.value)
 		}
 	} else if strings.Trim(os.Getenv(cvsm.EnvToken), " \t\r\n") == "" {
-		return nil, configErrorf("%s is not set: export it, or pass --token-file PATH (there is no --token flag: see 'cvsm --help')", cvsm.EnvToken)
+		return cvsm.Options{}, configErrorf("%s is not set: export it, or pass --token-file PATH (there is no --token flag: see 'cvsm --help')", cvsm.EnvToken)
 	}
 	baseURL := opts.BaseURL
 	if baseURL == "" {
 		baseURL = strings.TrimSpace(os.Getenv(cvsm.EnvBaseURL))
 	}
 	if baseURL == "" {
-		return nil, configErrorf("%s is not set: set it, or pass --base-url URL (the API root, such as https://cvsm.example.com/api/v1)", cvsm.EnvBaseURL)
+		return cvsm.Options{}, configErrorf("%s is not set: set it, or pass --base-url URL (the API root, such as https://cvsm.example.com/api/v1)", cvsm.EnvBaseURL)
 	}
 	if u, err := url.Parse(baseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, configErrorf("the base URL (--base-url or %s) must be an absolute http or https URL such as https://cvsm.example.com/api/v1", cvsm.EnvBaseURL)
+		return cvsm.Options{}, configErrorf("the base URL (--base-url or %s) must be an absolute http or https URL such as https://cvsm.example.com/api/v1", cvsm.EnvBaseURL)
 	}
 	if opts.Team == "" && strings.TrimSpace(os.Getenv(cvsm.EnvTeam)) == "" {
-		return nil, configErrorf("%s is not set: set it, or pass --team TEAM (the team's id or slug)", cvsm.EnvTeam)
+		return cvsm.Options{}, configErrorf("%s is not set: set it, or pass --team TEAM (the team's id or slug)", cvsm.EnvTeam)
 	}
 	if s.timeout.set {
 		opts.Timeout = s.timeout.value
@@ -421,7 +432,7 @@ func (c *cli) client() (*cvsm.Client, error) {
 	if s.maxRetries.set {
 		opts.MaxRetries = cvsm.Int(s.maxRetries.value)
 	}
-	return cvsm.NewClient(opts)
+	return opts, nil
 }
 
 // pathError is an *os.PathError's text ("open /x: no such file or

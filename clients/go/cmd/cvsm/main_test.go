@@ -42,6 +42,7 @@ var (
 type testServer struct {
 	api      string // base URL, with /api/v1
 	token    string // an API token of the seeded user
+	jwt      string // the seeded user's session
 	teamID   string
 	teamSlug string
 	// secrets per environment, as seeded
@@ -290,6 +291,7 @@ func (s *testServer) seed() error {
 		return err
 	}
 	jwt, _ := registered["token"].(string)
+	s.jwt = jwt
 	s.teamSlug = "cli-" + run
 	created, err := s.call("POST", "/teams", jwt, map[string]string{"name": "CLI tests", "slug": s.teamSlug}, http.StatusCreated)
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"sort"
@@ -70,8 +71,9 @@ func (c *cli) export(args []string) error {
 	return err
 }
 
-// render writes secrets in format: "dotenv", "shell" or "json". The first
-// two are checked whole before anything is written.
+// render writes secrets in format: "dotenv", "shell" or "json", byte for
+// byte as the server's export of the same format writes them. The first two
+// are checked whole before anything is written.
 func render(format string, secrets map[string]string) ([]byte, error) {
 	if format == "json" {
 		var b bytes.Buffer
@@ -86,25 +88,69 @@ func render(format string, secrets map[string]string) ([]byte, error) {
 	if err := checkForEnvironment(secrets); err != nil {
 		return nil, err
 	}
-	prefix := ""
+	prefix, quote := "", dotenvQuote
 	if format == "shell" {
-		prefix = "export "
+		prefix, quote = "export ", ansiCQuote
 	}
 	var b bytes.Buffer
 	for _, name := range sortedNames(secrets) {
 		b.WriteString(prefix)
 		b.WriteString(name)
 		b.WriteByte('=')
-		b.WriteString(shellQuote(secrets[name]))
+		b.WriteString(quote(secrets[name]))
 		b.WriteByte('\n')
 	}
 	return b.Bytes(), nil
 }
 
-// shellQuote puts s in single quotes, inside which a POSIX shell takes every
-// character literally; a ' ends the quotes, is escaped, and opens new ones.
-func shellQuote(s string) string {
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+// dotenvQuote is value as it follows NAME= in a .env file, on one line
+// whatever the value holds (the server's rule, cvsm_server/dotenv.py): in
+// single quotes as it is when it holds no ', LF or CR, no two backslashes in
+// a row and does not end with a backslash; otherwise in double quotes with
+// \, ", $ and backtick escaped, LF written \n and CR \r. A value ending with
+// a backslash gets a comment holding a " after its closing quote, which stops
+// Node's dotenv from reading on into the next lines.
+func dotenvQuote(value string) string {
+	if !strings.ContainsAny(value, "'\n\r") && !strings.Contains(value, `\\`) && !strings.HasSuffix(value, `\`) {
+		return "'" + value + "'"
+	}
+	quoted := `"` + dotenvEscapes.Replace(value) + `"`
+	if strings.HasSuffix(value, `\`) {
+		quoted += ` # ends with a backslash: "\"`
+	}
+	return quoted
+}
+
+var dotenvEscapes = strings.NewReplacer(`\`, `\\`, `"`, `\"`, "$", `\$`, "`", "\\`", "\n", `\n`, "\r", `\r`)
+
+// ansiCQuote is value as it follows NAME= in the shell export: $'...', in
+// which bash and zsh read every character back exactly and expand nothing
+// (the server's rule, cvsm_server/shell_export.py): \ is \\, ' is \x27, LF
+// \n, CR \r, tab \t, other ASCII control characters and DEL \xHH; every
+// other byte as it is.
+func ansiCQuote(value string) string {
+	var b strings.Builder
+	b.WriteString("$'")
+	for i := 0; i < len(value); i++ {
+		switch c := value[i]; {
+		case c == '\\':
+			b.WriteString(`\\`)
+		case c == '\'':
+			b.WriteString(`\x27`)
+		case c == '\n':
+			b.WriteString(`\n`)
+		case c == '\r':
+			b.WriteString(`\r`)
+		case c == '\t':
+			b.WriteString(`\t`)
+		case c < ' ' || c == 0x7f:
+			fmt.Fprintf(&b, `\x%02x`, c)
+		default:
+			b.WriteByte(c)
+		}
+	}
+	b.WriteByte('\'')
+	return b.String()
 }
 
 // isVariableName reports whether name is a portable environment variable

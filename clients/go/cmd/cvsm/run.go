@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -17,12 +18,30 @@ import (
 func (c *cli) run(args []string) error {
 	flags := c.newFlagSet("run")
 	overwrite := flags.Bool("overwrite", false, "")
+	watch := flags.Bool("watch", false, "")
+	ws := newWatchSettings()
+	flags.Var(&ws.debounce, "debounce", "")
+	flags.Var(&ws.grace, "grace", "")
+	flags.Var(&ws.poll, "poll", "")
 	if err := flags.Parse(args); err != nil {
 		return c.flagError("run", err)
 	}
 	argv := flags.Args()
 	if len(argv) == 0 {
-		return usagef("run", "run needs a COMMAND: cvsm run [--overwrite] -- COMMAND [ARGS...]")
+		return usagef("run", "run needs a COMMAND: cvsm run [--overwrite] [--watch] -- COMMAND [ARGS...]")
+	}
+	if !*watch {
+		var only string
+		flags.Visit(func(f *flag.Flag) {
+			if f.Name == "debounce" || f.Name == "grace" || f.Name == "poll" {
+				only = f.Name
+			}
+		})
+		if only != "" {
+			return usagef("run", "--%s is for --watch only", only)
+		}
+	} else {
+		return c.runWatch(argv, *overwrite, ws)
 	}
 	client, err := c.client()
 	if err != nil {
