@@ -47,6 +47,22 @@ Pool = aiopg.Pool
 # Errors that mean "the database is not reachable right now" rather than "this request is wrong".
 UNAVAILABLE = (psycopg2.OperationalError, psycopg2.InterfaceError)
 
+# Connection budget (`connection_budget`, `pool_size_for`): a server process's pool serves at
+# most POOL_SIZE requests' connections at once, and needs MIN_POOL to serve at all. HEADROOM
+# slots are left to others (a restarting worker's start-up check, an operator's psql, a backup);
+# the background jobs (one process) hold JOB_CONNECTIONS of their own (the mail and webhook
+# senders' LISTEN connections) on top of their process's pool.
+POOL_SIZE = 20
+MIN_POOL = 2
+HEADROOM = 3
+JOB_CONNECTIONS = 2
+# How long a request waits for a pooled connection when every one is busy (or PostgreSQL has no
+# slot left for a new one) before it is answered 503 with Retry-After.
+POOL_WAIT = 10.0
+# What PostgreSQL says when it has no slot left for a new connection.
+_NO_SLOT = ("too many clients", "remaining connection slots are reserved",
+            "too many connections for role", "too many connections for database")
+
 
 def with_user(url: str, user: str) -> str:
     """The same database as `url`, connecting as `user` (a key=value DSN)."""
@@ -142,13 +158,64 @@ async def running(settings: Settings) -> AsyncIterator[tuple[str, str]]:
         yield owner_url, url
 
 
+async def connection_budget(url: str) -> int:
+    """How many connections a server connecting with `url` may hold together: PostgreSQL's
+    `max_connections` less the slots reserved for superusers (and `pg_use_reserved_connections`)
+    and HEADROOM, and no more than the role's or the database's own connection limit."""
+    conn = await aiopg.connect(url, timeout=30)
+    try:
+        cur = await conn.cursor()
+        try:
+            await cur.execute(
+                """SELECT current_setting('max_connections')::int,
+                          current_setting('superuser_reserved_connections')::int,
+                          coalesce(current_setting('reserved_connections', true)::int, 0),
+                          (SELECT rolconnlimit FROM pg_roles WHERE rolname = current_user),
+                          (SELECT datconnlimit FROM pg_database
+                           WHERE datname = current_database())""")
+            slots, superuser, reserved, role_limit, db_limit = await cur.fetchone()
+        finally:
+            cur.close()
+    finally:
+        await conn.close()
+    budget = slots - superuser - reserved - HEADROOM
+    for limit in (role_limit, db_limit):
+        if limit is not None and limit >= 0:
+            budget = min(budget, limit - 1)  # one left for a restarting worker's check
+    return budget
+
+
+def pool_size_for(budget: int, processes: int, *, jobs: bool) -> int:
+    """Each of `processes` pools' size (requests' connections, at most POOL_SIZE) so that
+    together, with the background jobs' own connections, they stay within `budget`; ConfigError
+    when they cannot each have MIN_POOL."""
+    extra = JOB_CONNECTIONS if jobs else 0
+    size = min(POOL_SIZE, (budget - extra) // processes)
+    if size < MIN_POOL:
+        needed = processes * MIN_POOL + extra
+        what = f"{processes} workers need" if processes > 1 else "the server needs"
+        raise ConfigError(
+            f"{what} at least {needed} database connections and PostgreSQL leaves this server "
+            f"{max(budget, 0)} (max_connections less reserved slots and connection limits): "
+            "raise max_connections" + (" or run fewer workers" if processes > 1 else ""))
+    return size
+
+
 @asynccontextmanager
-async def open(settings: Settings, *, maxsize: int = 20) -> AsyncIterator[Database]:
+async def open(settings: Settings, *, maxsize: int | None = None) -> AsyncIterator[Database]:
     """Start the embedded PostgreSQL when no URL is configured, apply pending migrations as the
     schema owner, and open a pool as the server's own (unprivileged) role. The app factory and
-    `cvsm-server serve` use this."""
+    `cvsm-server serve` use this.
+
+    The pool holds at most `maxsize` connections; by default `settings.pool_size` (what
+    `serve --workers` gave this worker) or, for a single process, what PostgreSQL leaves it
+    (`pool_size_for`), plus the background jobs' connections when they run here."""
     async with _cluster(settings) as (owner_url, url, embedded):
         await _migrate_as_owner(owner_url, embedded)
+        if maxsize is None:
+            size = settings.pool_size or pool_size_for(await connection_budget(url), 1,
+                                                       jobs=settings.background_jobs)
+            maxsize = size + (JOB_CONNECTIONS if settings.background_jobs else 0)
         pool = await create_pool(url, maxsize=maxsize)
         try:
             await refuse_superuser(pool, settings.allow_superuser)
@@ -182,15 +249,35 @@ async def refuse_superuser(pool: aiopg.Pool, allowed: bool) -> None:
 
 @asynccontextmanager
 async def connection(pool: aiopg.Pool) -> AsyncIterator[aiopg.Connection]:
-    """A connection from the pool; 503 when the database cannot be reached."""
+    """A connection from the pool, waiting up to POOL_WAIT for one while all are busy; 503 (with
+    Retry-After) when none comes in time or the database cannot be reached."""
+    conn = None
     try:
-        conn = await pool.acquire()
-    except (*UNAVAILABLE, OSError, asyncio.TimeoutError):
-        raise ServiceUnavailable() from None
-    try:
+        try:
+            conn = await acquire(pool)
+        except (*UNAVAILABLE, OSError, asyncio.TimeoutError):
+            raise ServiceUnavailable() from None
         yield conn
     finally:
-        await pool.release(conn)
+        if conn is not None:  # also after a cancellation that came as the connection did
+            await pool.release(conn)
+
+
+async def acquire(pool: aiopg.Pool, wait: float = POOL_WAIT) -> aiopg.Connection:
+    """A connection from `pool` within `wait` seconds (asyncio.TimeoutError after). The pool
+    queues callers while it is full; when PostgreSQL refuses it a new connection for want of a
+    slot, and this pool has connections in use, it waits for one of them instead."""
+    loop = asyncio.get_running_loop()
+    pause = 0.02
+    async with asyncio.timeout_at(loop.time() + wait):
+        while True:
+            try:
+                return await pool.acquire()
+            except psycopg2.OperationalError as exc:
+                if pool.size <= pool.freesize or not any(m in str(exc) for m in _NO_SLOT):
+                    raise
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, 0.5)
 
 
 @asynccontextmanager

@@ -263,3 +263,22 @@ def test_a_data_dir_that_cannot_start_raises_one_clear_error(home):
         assert message.startswith(f"cannot start the embedded PostgreSQL in {pgdata}: ")
         assert "\n" not in message
     assert running_postgres(pgdata) == []
+
+
+def test_the_embedded_cluster_has_slots_for_a_worker_per_core_and_alter_system_still_wins(
+        home, monkeypatch):
+    # A full pool (20) per core for `serve --workers`, and the background jobs': 8 cores, 180.
+    monkeypatch.setattr(os, "cpu_count", lambda: 8)
+    server = EmbeddedPostgres(home)
+    url = server.start(database="postgres")
+    try:
+        assert query(url, "SHOW max_connections") == [("180",)]
+        query(url, "ALTER SYSTEM SET max_connections = 40")
+    finally:
+        server.stop()
+    server = EmbeddedPostgres(home)
+    url = server.start(database="postgres")
+    try:
+        assert query(url, "SHOW max_connections") == [("40",)]
+    finally:
+        server.stop()
