@@ -6,7 +6,8 @@ Prints, for each setting:
   check, rate-limit count, decryption, audit insert, commit) and of a bare aiohttp JSON endpoint
   serving the same body, and their ratio;
 - database round trips per audited read, counted exactly by wrapping aiopg's `Cursor.execute`
-  in an in-process app over 200 warm reads;
+  in an in-process app over 200 warm reads, and how many of them also counted the rate limit
+  (a process leases up to 32 units of a credential's limit in one count: `ratelimit.Leases`);
 - PostgreSQL CPU time and server CPU time per request (from the processes' CPU times, psutil).
 
 "Limits on" counts every request against the API limit in PostgreSQL, as by default, with a
@@ -158,15 +159,17 @@ async def arrange(base: str) -> tuple[str, str]:
     return jwt, f"{base}/teams/{team}/secrets/{secret}"
 
 
-async def round_trips_per_read(env: dict, reads: int = 200) -> float:
-    """Statements sent to PostgreSQL per audited read, counted in-process over warm reads."""
-    count = 0
+async def round_trips_per_read(env: dict, reads: int = 200) -> tuple[float, float]:
+    """Statements sent to PostgreSQL per audited read, counted in-process over warm reads, and
+    how many of them counted the rate limit (a lease of several units, `ratelimit.Leases`)."""
+    count = counted = 0
     original = aiopg.Cursor.execute
 
-    async def counting(self, *args, **kwargs):
-        nonlocal count
+    async def counting(self, operation, *args, **kwargs):
+        nonlocal count, counted
         count += 1
-        return await original(self, *args, **kwargs)
+        counted += "_charged" in operation or "cvsm_rate_lease" in operation
+        return await original(self, operation, *args, **kwargs)
 
     settings = Settings.from_env(env)
     client = TestClient(TestServer(create_app(settings)))
@@ -190,7 +193,7 @@ async def round_trips_per_read(env: dict, reads: int = 200) -> float:
             aiopg.Cursor.execute = original
     finally:
         await client.close()
-    return count / reads
+    return count / reads, counted / reads
 
 
 async def run(seconds: float, connections: int, workers: int) -> None:
@@ -241,8 +244,8 @@ async def run(seconds: float, connections: int, workers: int) -> None:
                 srv_cpu = cpu_seconds(srv) - srv_before
             finally:
                 stop(servers)
-            trips = await round_trips_per_read(env)
-            results[name] = (rps, pg_cpu / total * 1000, srv_cpu / total * 1000, trips)
+            trips, counts = await round_trips_per_read(env)
+            results[name] = (rps, pg_cpu / total * 1000, srv_cpu / total * 1000, trips, counts)
         stop(bare)
     finally:
         embedded.stop()
@@ -252,10 +255,10 @@ async def run(seconds: float, connections: int, workers: int) -> None:
           f"connections, {workers} worker process(es) each, {os.cpu_count()} cores shared by "
           "PostgreSQL, the servers and wrk)")
     print(f"  bare aiohttp JSON endpoint:          {bare_rps:9.0f} req/s")
-    for name, (rps, pg_ms, srv_ms, trips) in results.items():
+    for name, (rps, pg_ms, srv_ms, trips, counts) in results.items():
         print(f"  rate limits {name:3}: audited reads     {rps:9.0f} req/s   ratio {rps / bare_rps:6.3f}"
-              f"   round trips/read {trips:4.2f}   PostgreSQL CPU {pg_ms:5.2f} ms/read"
-              f"   server CPU {srv_ms:5.2f} ms/read")
+              f"   round trips/read {trips:4.2f} (counting the limit {counts:4.2f})"
+              f"   PostgreSQL CPU {pg_ms:5.2f} ms/read   server CPU {srv_ms:5.2f} ms/read")
 
 
 def main() -> None:

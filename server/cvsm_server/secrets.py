@@ -303,7 +303,7 @@ async def list_secrets(conn: db.Connection, actor: Actor, team_id: uuid.UUID, *,
 
 _SECRET_COLUMNS = ", ".join("s." + c.strip() for c in _COLUMNS.split(","))
 # One statement: the membership check, the row and its `read` audit entry (and, when the caller
-# is charged, the rate-limit count). A statement is atomic, so the row comes back only if the
+# is charged, the rate-limit count: a lease of `rate_step` units, `ratelimit.Leases`). A statement is atomic, so the row comes back only if the
 # entry was written (fail-closed), in one round trip.
 _READ = f"""
 SELECT s.* FROM (
@@ -328,8 +328,8 @@ WITH s AS ({_READ}), {_ENTRY}
 SELECT s.* FROM s WHERE EXISTS (SELECT 1 FROM entry)
 """
 _READ_AUDITED_CHARGED = """
-WITH hit AS ({ratelimit.HIT_CTE}), epoch AS (SELECT {credentials.EPOCH_SQL} AS epoch), s AS (
-    {_READ} WHERE (SELECT count FROM hit) <= %(rate_limit)s
+WITH hit AS ({ratelimit.LEASE_CTE}), epoch AS (SELECT {credentials.EPOCH_SQL} AS epoch), s AS (
+    {_READ} WHERE (SELECT count FROM hit) - %(rate_step)s < %(rate_limit)s
                 AND (%(epoch)s::bigint IS NULL OR (SELECT epoch FROM epoch) = %(epoch)s)
 ), {_ENTRY}
 SELECT hit.count AS rate_count, hit.remaining AS rate_remaining, epoch.epoch AS current_epoch,
@@ -399,6 +399,8 @@ async def _read(conn: db.Connection, actor: Actor, keyring: Keyring, team_id: uu
             row = await statements["plain"].fetchone(cur, params)
         if charge is not None or actor.epoch is not None:
             if actor.epoch is not None and row["current_epoch"] != actor.epoch:
+                if charge is not None:
+                    charge.keep(row["rate_count"], row["rate_remaining"])
                 raise credentials.StaleCredential()
             if charge is not None:
                 charge.check(row["rate_count"], row["rate_remaining"])

@@ -363,7 +363,7 @@ async def serve(settings: Settings, count: int, sockets: list[socket.socket], ur
         spec = WorkerSpec(
             index=0,
             settings=replace(settings, database_url=server_url, migration_database_url=owner_url,
-                             pool_size=pool_size),
+                             pool_size=pool_size, processes=count),
             url=url,
             addresses=tuple((sock.family, sock.getsockname()) for sock in sockets),
             tls_cert=tls_files[0] if tls_files else None,

@@ -25,8 +25,8 @@ from .. import credentials, db, ratelimit, sessions, tokens
 from ..actor import Actor
 from ..clientip import client_ip
 from ..errors import DomainError, ServiceUnavailable, Unauthorized
-from .state import (ACTOR, CREDENTIALS, KEYRING, POOL, RATE_CHARGE, REQUEST_ID, SETTINGS,
-                    SIGNER)
+from .state import (ACTOR, CREDENTIALS, KEYRING, LEASES, POOL, RATE_CHARGE, REQUEST_ID,
+                    SETTINGS, SIGNER)
 
 log = logging.getLogger("cvsm.errors")
 
@@ -181,16 +181,29 @@ def charge_for(request: web.Request) -> ratelimit.Charge | None:
 @web.middleware
 async def rate_limit_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
     """Count the request, confirming a cached credential in the same statement; a handler that
-    counts in its own statement gets the charge instead (and confirms the credential there)."""
+    counts in its own statement gets the charge instead (and confirms the credential there).
+
+    The per-credential `api` limit is paid from this process's lease (`ratelimit.Leases`): a
+    unit held here costs no statement (a cached credential is still confirmed: by the handler's
+    own statement, or by the epoch read here); only a request that leases more counts."""
     charge = charge_for(request)
     epoch = request[ACTOR].epoch
-    if getattr(request.match_info.handler, "counts_own_rate_limit", False):
-        if charge is not None:
-            request[RATE_CHARGE] = charge
-    elif charge is not None or epoch is not None:
-        async with db.connection(request.app[POOL]) as conn:
-            await ratelimit.hit(conn, charge, epoch=epoch)
-    return await handler(request)
+    if charge is not None and charge.key.startswith("api:"):
+        charge = await request.app[LEASES].charge(charge)
+    try:
+        if getattr(request.match_info.handler, "counts_own_rate_limit", False):
+            if charge is not None:
+                request[RATE_CHARGE] = charge
+        elif charge is not None or epoch is not None:
+            async with db.connection(request.app[POOL]) as conn:
+                if charge is not None and charge.lease is not None:
+                    await ratelimit.lease(conn, charge, epoch=epoch)
+                else:
+                    await ratelimit.hit(conn, charge, epoch=epoch)
+        return await handler(request)
+    finally:
+        if charge is not None and charge.lease is not None:
+            charge.lease.settle()  # a lease that failed: the next request leases again
 
 
 
