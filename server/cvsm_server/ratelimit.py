@@ -64,6 +64,8 @@ class Charge:
     limit: RateLimit
     step: int = 1
     lease: Lease | None = None
+    # A lease taken ahead, by a request already paid from the lease: it never refuses its own.
+    ahead: bool = False
 
     @classmethod
     def of(cls, kind: str, key: str, limit: RateLimit | None) -> Charge | None:
@@ -76,14 +78,14 @@ class Charge:
 
     def params(self) -> dict:
         return {"rate_key": self.key, "rate_period": self.limit.period,
-                "rate_limit": self.limit.limit, "rate_step": self.step}
+                "rate_limit": NEVER if self.ahead else self.limit.limit, "rate_step": self.step}
 
     def check(self, count: int, remaining: float, message: str | None = None) -> None:
         """Raise TooManyRequests (with Retry-After) when `count` passed the limit; with a lease,
         when none of the `step` units counted up to `count` was below it (the units granted
         beyond this request's own go to the lease)."""
         if self.lease is not None:
-            if self._grant(count, remaining, own=True):
+            if self._grant(count, remaining, own=not self.ahead) or self.ahead:
                 return
         elif count <= self.limit.limit:
             return
@@ -102,6 +104,8 @@ class Charge:
         return granted
 
 
+# A limit no count reaches (a lease taken ahead must not refuse the read that carries it).
+NEVER = 2**31 - 1
 # The most units one lease takes, and how many leases a process keeps (one per credential seen
 # in the window; past it the expired are dropped, then all, which can only refuse early).
 MAX_STEP = 32
@@ -111,10 +115,11 @@ MAX_LEASES = 10_000
 class Lease:
     """The units one process holds under one key in the current window."""
 
-    __slots__ = ("units", "expires", "count", "exhausted", "pending")
+    __slots__ = ("units", "low", "expires", "count", "exhausted", "pending")
 
     def __init__(self) -> None:
         self.units = 0
+        self.low = 0  # lease again, ahead, when the units held fall below this
         self.expires = 0.0  # time.monotonic() at the window's end
         self.count = 0  # the shared count after this process's last lease
         self.exhausted = False  # the window's limit is reached: refuse here until it ends
@@ -155,7 +160,9 @@ class Lease:
 class Leases:
     """This process's leases of the per-credential limit. A lease takes
     `min(MAX_STEP, what the window has left / (2 x processes))` units (at least 1): while a
-    window is young each process holds a few, near its end one at a time. Accuracy: never more
+    window is young each process holds a few, near its end one at a time. When the units held
+    fall below a quarter of a lease, the next request leases more ahead (its own unit already
+    paid), so the others do not wait for it. Accuracy: never more
     than the limit is admitted (in all processes together); a credential is refused early by at
     most the units the other processes of the server have leased and not spent, less than half
     of what was left when they leased (none with one process); a client of one process alone
@@ -188,14 +195,19 @@ class Leases:
             now = time.monotonic()
             lease = self._lease(charge.key, now)
             if lease.take(now):
-                return None
+                if lease.pending is not None or lease.units >= lease.low:
+                    return None
+                ahead = True  # running low: this request leases the next units meanwhile
+                break
             if lease.pending is None:
+                ahead = False
                 break
             await asyncio.shield(lease.pending)
         left = charge.limit.limit - lease.count if now < lease.expires else charge.limit.limit
         step = max(1, min(MAX_STEP, left // (2 * self.processes)))
+        lease.low = step // 4
         lease.pending = asyncio.get_running_loop().create_future()
-        return Charge(charge.key, charge.limit, step, lease)
+        return Charge(charge.key, charge.limit, step, lease, ahead)
 
 
 _HIT_CONFIRMING = f"""
