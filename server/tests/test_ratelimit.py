@@ -118,3 +118,19 @@ async def test_two_processes_reading_at_once_admit_exactly_the_limit_together(
     for client in (one, two):
         resp = await client.get(read, headers=api.auth(token))
         assert resp.status == 429 and 1 <= int(resp.headers["Retry-After"]) <= 3600
+
+
+async def test_leases_renewed_ahead_still_admit_exactly_the_limit_in_one_process(
+        make_settings, start_client, database_url):
+    client = await start_client(make_settings(ratelimit_api="40/3600"))
+    api = Api(client)
+    owner = await api.register()
+    team_id = await api.team(owner)
+    secret_id = await api.secret(owner, team_id, "DB_URL", "postgres://x")
+    token = (await api.api_token(owner))["token"]
+    read = f"/api/v1/teams/{team_id}/secrets/{secret_id}"
+    got = [(await client.get(read, headers=api.auth(token))).status for _ in range(45)]
+    assert got == [200] * 40 + [429] * 5
+    # the leases (20 units first, then smaller ones taken ahead of need) reached the limit
+    rows = await query(database_url, "SELECT count FROM rate_limit_counters WHERE key LIKE 'api:token:%%'")
+    assert rows[0]["count"] >= 40
