@@ -270,6 +270,11 @@ async def acquire(pool: aiopg.Pool, wait: float = POOL_WAIT) -> aiopg.Connection
     """A connection from `pool` within `wait` seconds (asyncio.TimeoutError after). The pool
     queues callers while it is full; when PostgreSQL refuses it a new connection for want of a
     slot, and this pool has connections in use, it waits for one of them instead."""
+    if pool.freesize:  # a connection is free: no wait to bound
+        try:
+            return await pool.acquire()
+        except psycopg2.OperationalError:
+            pass  # one that had to be opened anew could not be: wait below
     loop = asyncio.get_running_loop()
     pause = 0.02
     async with asyncio.timeout_at(loop.time() + wait):

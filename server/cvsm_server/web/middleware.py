@@ -24,7 +24,7 @@ from aiohttp import web
 
 from .. import credentials, db, ratelimit, sessions, tokens
 from ..actor import Actor
-from ..clientip import client_ip
+from ..clientip import cached_client_ip
 from ..errors import DomainError, ServiceUnavailable, Unauthorized
 from .state import (ACTOR, CREDENTIALS, KEYRING, LEASES, POOL, RATE_CHARGE, REQUEST_ID,
                     SETTINGS, SIGNER)
@@ -140,8 +140,9 @@ async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamR
     app = request.app
     settings = app[SETTINGS]
     peer = request.transport.get_extra_info("peername") if request.transport else None
-    ip = client_ip(peer[0] if peer else None, request.headers.getall("X-Forwarded-For", []),
-                   settings.trusted_proxies)
+    ip = cached_client_ip(peer[0] if peer else None,
+                          tuple(request.headers.getall("X-Forwarded-For", ())),
+                          settings.trusted_proxies)
     client = Actor.anonymous(ip, request.headers.get("User-Agent"))
     request[ACTOR] = client
     if request.method == "OPTIONS" or not _is_private(request):
