@@ -184,7 +184,7 @@ async def connection_budget(url: str) -> int:
     budget = slots - superuser - reserved - HEADROOM
     for limit in (role_limit, db_limit):
         if limit is not None and limit >= 0:
-            budget = min(budget, limit - 1)  # one left for a restarting worker's check
+            budget = min(budget, limit - 1)  # one spare: a dead worker's close late
     return budget
 
 

@@ -162,11 +162,11 @@ class Leases:
     `min(MAX_STEP, what the window has left / (2 x processes))` units (at least 1): while a
     window is young each process holds a few, near its end one at a time. When the units held
     fall below a quarter of a lease, the next request leases more ahead (its own unit already
-    paid), so the others do not wait for it. Accuracy: never more
-    than the limit is admitted (in all processes together); a credential is refused early by at
-    most the units the other processes of the server have leased and not spent, less than half
-    of what was left when they leased (none with one process); a client of one process alone
-    is exact."""
+    paid), so the others do not wait for it.
+
+    Accuracy: never more than the limit is admitted, in all processes together; a credential is
+    refused early by at most the units other processes have leased and not spent (less than
+    half of what was left when they leased); with one process the limit is exact."""
 
     def __init__(self, processes: int = 1) -> None:
         self.processes = max(1, processes)
@@ -235,11 +235,10 @@ async def hit(conn: db.Connection, charge: Charge | None, message: str | None = 
     charge.check(row["count"], row["remaining"], message)
 
 
-_LEASE_CONFIRMING = f"""
-WITH hit AS ({LEASE_CTE}) SELECT count, remaining, {credentials.EPOCH_SQL} AS epoch FROM hit
-"""
 _LEASE = db.Statement("cvsm_rate_lease", LEASE_CTE)
-_LEASE_CONFIRMING = db.Statement("cvsm_rate_lease_confirming", _LEASE_CONFIRMING)
+_LEASE_CONFIRMING = db.Statement("cvsm_rate_lease_confirming", f"""
+WITH hit AS ({LEASE_CTE}) SELECT count, remaining, {credentials.EPOCH_SQL} AS epoch FROM hit
+""")
 
 
 async def lease(conn: db.Connection, charge: Charge, *, epoch: int | None = None) -> None:
