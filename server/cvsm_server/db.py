@@ -257,7 +257,7 @@ async def connection(pool: aiopg.Pool) -> AsyncIterator[aiopg.Connection]:
     conn = None
     try:
         try:
-            conn = await acquire(pool)
+            conn = await acquire(pool, POOL_WAIT)
         except (*UNAVAILABLE, OSError, asyncio.TimeoutError):
             raise ServiceUnavailable() from None
         yield conn

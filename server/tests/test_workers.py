@@ -394,3 +394,29 @@ def test_four_workers_on_few_connection_slots_answer_200_concurrent_reads_withou
     assert statuses == [200] * 200, sorted(set(statuses))
     assert "4 workers, each with up to 5 database connections" in output
     assert "database unavailable" not in output
+
+
+async def test_a_busy_pool_makes_a_request_wait_for_a_connection_then_503_with_retry_after(
+        database_url, monkeypatch):
+    from cvsm_server.errors import ServiceUnavailable
+
+    pool = await db.create_pool(server_url(database_url), maxsize=1)
+    try:
+        held = await pool.acquire()
+
+        async def release_soon() -> None:
+            await asyncio.sleep(0.2)
+            await pool.release(held)
+
+        releasing = asyncio.create_task(release_soon())
+        async with db.connection(pool) as conn:  # waits for the one connection
+            assert conn is held
+            await releasing
+            monkeypatch.setattr(db, "POOL_WAIT", 0.2)
+            with pytest.raises(ServiceUnavailable) as refused:  # it is never given back in time
+                async with db.connection(pool):
+                    pass
+            assert refused.value.headers["Retry-After"] == "5"
+    finally:
+        pool.close()
+        await pool.wait_closed()
