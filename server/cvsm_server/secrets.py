@@ -303,8 +303,9 @@ async def list_secrets(conn: db.Connection, actor: Actor, team_id: uuid.UUID, *,
 
 _SECRET_COLUMNS = ", ".join("s." + c.strip() for c in _COLUMNS.split(","))
 # One statement: the membership check, the row and its `read` audit entry (and, when the caller
-# is charged, the rate-limit count: a lease of `rate_step` units, `ratelimit.Leases`). A statement is atomic, so the row comes back only if the
-# entry was written (fail-closed), in one round trip.
+# is charged, the rate-limit count: a lease of `rate_step` units, `ratelimit.Leases`). A
+# statement is atomic, so the row comes back only if the entry was written (fail-closed), in one
+# round trip. Each form is prepared once per connection (`db.Statement`).
 _READ = f"""
 SELECT s.* FROM (
     SELECT {_SECRET_COLUMNS}, s.key_id, s.nonce, s.ciphertext

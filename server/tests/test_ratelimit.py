@@ -93,7 +93,8 @@ async def test_one_credential_leases_its_api_limit_instead_of_counting_each_requ
     read = f"/api/v1/teams/{team_id}/secrets/{secret_id}"
     got = await statuses([client.get(read, headers=api.auth(token)) for _ in range(20)])
     assert got == [200] * 20
-    rows = await query(database_url, "SELECT count FROM rate_limit_counters WHERE key LIKE 'api:token:%%'")
+    rows = await query(database_url,
+                       "SELECT count FROM rate_limit_counters WHERE key LIKE 'api:token:%%'")
     assert [r["count"] for r in rows] == [32]
     reads = await query(database_url, "SELECT count(*) AS n FROM audit_logs WHERE action = 'read'")
     assert reads == [{"n": 20}]
@@ -132,5 +133,6 @@ async def test_leases_renewed_ahead_still_admit_exactly_the_limit_in_one_process
     got = [(await client.get(read, headers=api.auth(token))).status for _ in range(45)]
     assert got == [200] * 40 + [429] * 5
     # the leases (20 units first, then smaller ones taken ahead of need) reached the limit
-    rows = await query(database_url, "SELECT count FROM rate_limit_counters WHERE key LIKE 'api:token:%%'")
+    rows = await query(database_url,
+                       "SELECT count FROM rate_limit_counters WHERE key LIKE 'api:token:%%'")
     assert rows[0]["count"] >= 40

@@ -364,7 +364,8 @@ async def _read_concurrently(base: str, count: int) -> list[int]:
             "name": "Owner"})
         assert resp.status_code == 201, resp.text
         owner = {"Authorization": f"Bearer {resp.json()['token']}"}
-        resp = await http.post("/api/v1/teams", headers=owner, json={"name": "Readers", "slug": "readers"})
+        resp = await http.post("/api/v1/teams", headers=owner,
+                               json={"name": "Readers", "slug": "readers"})
         assert resp.status_code == 201, resp.text
         team_id = resp.json()["team"]["id"]
         resp = await http.post(f"/api/v1/teams/{team_id}/secrets", headers=owner,
