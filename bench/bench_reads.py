@@ -6,8 +6,12 @@ Prints, for each setting:
   check, rate-limit count, decryption, audit insert, commit) and of a bare aiohttp JSON endpoint
   serving the same body, and their ratio;
 - database round trips per audited read, counted exactly by wrapping aiopg's `Cursor.execute`
-  in an in-process app over 200 warm reads;
-- PostgreSQL CPU time and server CPU time per request (from the processes' CPU times, psutil).
+  in an in-process app over 200 warm reads, and how many of them also counted the rate limit
+  (a process leases up to 32 units of a credential's limit in one count: `ratelimit.Leases`);
+- PostgreSQL CPU time and server CPU time per request (from the processes' CPU times, psutil);
+- with the limits on, reads/s of one API token on 8 connections and of 8 API tokens, one per
+  connection (wrk with a thread per connection), and their ratio (one credential must not queue
+  on its own rate-limit counter).
 
 "Limits on" counts every request against the API limit in PostgreSQL, as by default, with a
 limit high enough never to refuse one (the default 60/min would turn the run into 429s).
@@ -142,6 +146,44 @@ def stop(procs: list[subprocess.Popen]) -> None:
         p.wait(timeout=60)
 
 
+CREDENTIALS = 8
+# wrk: each of its threads sends one of TOKENS (a thread per connection).
+SPREAD = """
+local tokens = {%s}
+local next_token = 1
+function setup(thread)
+  thread:set("token", tokens[next_token])
+  next_token = next_token %% #tokens + 1
+end
+function init(args)
+  wrk.headers["Authorization"] = "Bearer " .. token
+end
+"""
+
+
+def wrk_tokens(url: str, seconds: float, tokens: list[str]) -> float:
+    """Requests/s from one wrk run with a connection (and a thread) per token in `tokens`."""
+    with tempfile.NamedTemporaryFile("w", suffix=".lua") as script:
+        script.write(SPREAD % ", ".join(f'"{t}"' for t in tokens))
+        script.flush()
+        cmd = ["wrk", f"-t{len(tokens)}", f"-c{len(tokens)}", f"-d{max(1, round(seconds))}s",
+               "-s", script.name, url]
+        out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    if "Non-2xx" in out:
+        raise RuntimeError(f"{url}: non-2xx answers during the run:\n{out}")
+    return float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
+
+
+async def api_tokens(base: str, jwt: str, count: int) -> list[str]:
+    async with aiohttp.ClientSession() as s:
+        tokens = []
+        for i in range(count):
+            async with s.post(f"{base}/tokens", json={"name": f"bench {i}"},
+                              headers={"Authorization": f"Bearer {jwt}"}) as r:
+                tokens.append((await r.json())["token"])
+    return tokens
+
+
 async def arrange(base: str) -> tuple[str, str]:
     """A user, a team and a secret; returns (JWT, read URL)."""
     async with aiohttp.ClientSession() as s:
@@ -158,15 +200,17 @@ async def arrange(base: str) -> tuple[str, str]:
     return jwt, f"{base}/teams/{team}/secrets/{secret}"
 
 
-async def round_trips_per_read(env: dict, reads: int = 200) -> float:
-    """Statements sent to PostgreSQL per audited read, counted in-process over warm reads."""
-    count = 0
+async def round_trips_per_read(env: dict, reads: int = 200) -> tuple[float, float]:
+    """Statements sent to PostgreSQL per audited read, counted in-process over warm reads, and
+    how many of them counted the rate limit (a lease of several units, `ratelimit.Leases`)."""
+    count = counted = 0
     original = aiopg.Cursor.execute
 
-    async def counting(self, *args, **kwargs):
-        nonlocal count
+    async def counting(self, operation, *args, **kwargs):
+        nonlocal count, counted
         count += 1
-        return await original(self, *args, **kwargs)
+        counted += "_charged" in operation or "cvsm_rate_lease" in operation
+        return await original(self, operation, *args, **kwargs)
 
     settings = Settings.from_env(env)
     client = TestClient(TestServer(create_app(settings)))
@@ -190,7 +234,7 @@ async def round_trips_per_read(env: dict, reads: int = 200) -> float:
             aiopg.Cursor.execute = original
     finally:
         await client.close()
-    return count / reads
+    return count / reads, counted / reads
 
 
 async def run(seconds: float, connections: int, workers: int) -> None:
@@ -222,6 +266,7 @@ async def run(seconds: float, connections: int, workers: int) -> None:
         pgdata = embedded.pgdata
         results = {}
         jwt = read_url = None
+        spread = (0.0, 0.0)
         for name, limit in LIMITS.items():
             env = {**base_env, "CVSM_RATELIMIT_API": limit}
             port = free_port()
@@ -239,10 +284,15 @@ async def run(seconds: float, connections: int, workers: int) -> None:
                 rps, total = wrk(url, seconds, connections, jwt)
                 pg_cpu = cpu_seconds(postgres_processes(pgdata)) - pg_before
                 srv_cpu = cpu_seconds(srv) - srv_before
+                if name == "on":  # one credential on 8 connections against 8 credentials
+                    tokens = await api_tokens(base, jwt, CREDENTIALS)
+                    wrk_tokens(url, 1, tokens)  # warm-up: every token in the cache
+                    spread = (wrk_tokens(url, seconds, tokens[:1] * CREDENTIALS),
+                              wrk_tokens(url, seconds, tokens))
             finally:
                 stop(servers)
-            trips = await round_trips_per_read(env)
-            results[name] = (rps, pg_cpu / total * 1000, srv_cpu / total * 1000, trips)
+            trips, counts = await round_trips_per_read(env)
+            results[name] = (rps, pg_cpu / total * 1000, srv_cpu / total * 1000, trips, counts)
         stop(bare)
     finally:
         embedded.stop()
@@ -252,10 +302,13 @@ async def run(seconds: float, connections: int, workers: int) -> None:
           f"connections, {workers} worker process(es) each, {os.cpu_count()} cores shared by "
           "PostgreSQL, the servers and wrk)")
     print(f"  bare aiohttp JSON endpoint:          {bare_rps:9.0f} req/s")
-    for name, (rps, pg_ms, srv_ms, trips) in results.items():
+    for name, (rps, pg_ms, srv_ms, trips, counts) in results.items():
         print(f"  rate limits {name:3}: audited reads     {rps:9.0f} req/s   ratio {rps / bare_rps:6.3f}"
-              f"   round trips/read {trips:4.2f}   PostgreSQL CPU {pg_ms:5.2f} ms/read"
-              f"   server CPU {srv_ms:5.2f} ms/read")
+              f"   round trips/read {trips:4.2f} (counting the limit {counts:4.2f})"
+              f"   PostgreSQL CPU {pg_ms:5.2f} ms/read   server CPU {srv_ms:5.2f} ms/read")
+    one, many = spread
+    print(f"  rate limits on, {CREDENTIALS} connections: one API token {one:7.0f} reads/s, "
+          f"{CREDENTIALS} API tokens {many:7.0f} reads/s   ratio {one / many:5.2f}")
 
 
 def main() -> None:

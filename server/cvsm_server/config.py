@@ -113,6 +113,12 @@ class Settings:
     rate_limits: Mapping[str, RateLimit | None] = field(default_factory=dict)
     jwt_lifetime_seconds: int = 12 * 3600
     background_jobs: bool = True
+    # Requests' connections this process's pool may hold (`db.pool_size_for`); None: derived
+    # from the database's connection slots at start-up. `serve --workers` sets it per worker.
+    pool_size: int | None = None
+    # How many processes serve together (`serve --workers N` sets it): rate-limit leases are
+    # sized by it (`ratelimit.Leases`).
+    processes: int = 1
     credential_cache_seconds: float = 60.0
     # Mail: SMTP (`smtp://` or `smtps://`, `?starttls=true`); None writes .eml files to the
     # outbox directory under the data dir.

@@ -14,7 +14,10 @@ UPDATE, no TRUNCATE of the audit log; it can neither disable a trigger nor chang
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
+import re
+import weakref
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -46,6 +49,22 @@ Pool = aiopg.Pool
 
 # Errors that mean "the database is not reachable right now" rather than "this request is wrong".
 UNAVAILABLE = (psycopg2.OperationalError, psycopg2.InterfaceError)
+
+# Connection budget (`connection_budget`, `pool_size_for`): a server process's pool serves at
+# most POOL_SIZE requests' connections at once, and needs MIN_POOL to serve at all. HEADROOM
+# slots are left to others (a restarting worker's start-up check, an operator's psql, a backup);
+# the background jobs (one process) hold JOB_CONNECTIONS of their own (the mail and webhook
+# senders' LISTEN connections) on top of their process's pool.
+POOL_SIZE = 20
+MIN_POOL = 2
+HEADROOM = 3
+JOB_CONNECTIONS = 2
+# How long a request waits for a pooled connection when every one is busy (or PostgreSQL has no
+# slot left for a new one) before it is answered 503 with Retry-After.
+POOL_WAIT = 10.0
+# What PostgreSQL says when it has no slot left for a new connection.
+_NO_SLOT = ("too many clients", "remaining connection slots are reserved",
+            "too many connections for role", "too many connections for database")
 
 
 def with_user(url: str, user: str) -> str:
@@ -142,13 +161,64 @@ async def running(settings: Settings) -> AsyncIterator[tuple[str, str]]:
         yield owner_url, url
 
 
+async def connection_budget(url: str) -> int:
+    """How many connections a server connecting with `url` may hold together: PostgreSQL's
+    `max_connections` less the slots reserved for superusers (and `pg_use_reserved_connections`)
+    and HEADROOM, and no more than the role's or the database's own connection limit."""
+    conn = await aiopg.connect(url, timeout=30)
+    try:
+        cur = await conn.cursor()
+        try:
+            await cur.execute(
+                """SELECT current_setting('max_connections')::int,
+                          current_setting('superuser_reserved_connections')::int,
+                          coalesce(current_setting('reserved_connections', true)::int, 0),
+                          (SELECT rolconnlimit FROM pg_roles WHERE rolname = current_user),
+                          (SELECT datconnlimit FROM pg_database
+                           WHERE datname = current_database())""")
+            slots, superuser, reserved, role_limit, db_limit = await cur.fetchone()
+        finally:
+            cur.close()
+    finally:
+        await conn.close()
+    budget = slots - superuser - reserved - HEADROOM
+    for limit in (role_limit, db_limit):
+        if limit is not None and limit >= 0:
+            budget = min(budget, limit - 1)  # one spare: a dead worker's close late
+    return budget
+
+
+def pool_size_for(budget: int, processes: int, *, jobs: bool) -> int:
+    """Each of `processes` pools' size (requests' connections, at most POOL_SIZE) so that
+    together, with the background jobs' own connections, they stay within `budget`; ConfigError
+    when they cannot each have MIN_POOL."""
+    extra = JOB_CONNECTIONS if jobs else 0
+    size = min(POOL_SIZE, (budget - extra) // processes)
+    if size < MIN_POOL:
+        needed = processes * MIN_POOL + extra
+        what = f"{processes} workers need" if processes > 1 else "the server needs"
+        raise ConfigError(
+            f"{what} at least {needed} database connections and PostgreSQL leaves this server "
+            f"{max(budget, 0)} (max_connections less reserved slots and connection limits): "
+            "raise max_connections" + (" or run fewer workers" if processes > 1 else ""))
+    return size
+
+
 @asynccontextmanager
-async def open(settings: Settings, *, maxsize: int = 20) -> AsyncIterator[Database]:
+async def open(settings: Settings, *, maxsize: int | None = None) -> AsyncIterator[Database]:
     """Start the embedded PostgreSQL when no URL is configured, apply pending migrations as the
     schema owner, and open a pool as the server's own (unprivileged) role. The app factory and
-    `cvsm-server serve` use this."""
+    `cvsm-server serve` use this.
+
+    The pool holds at most `maxsize` connections; by default `settings.pool_size` (what
+    `serve --workers` gave this worker) or, for a single process, what PostgreSQL leaves it
+    (`pool_size_for`), plus the background jobs' connections when they run here."""
     async with _cluster(settings) as (owner_url, url, embedded):
         await _migrate_as_owner(owner_url, embedded)
+        if maxsize is None:
+            size = settings.pool_size or pool_size_for(await connection_budget(url), 1,
+                                                       jobs=settings.background_jobs)
+            maxsize = size + (JOB_CONNECTIONS if settings.background_jobs else 0)
         pool = await create_pool(url, maxsize=maxsize)
         try:
             await refuse_superuser(pool, settings.allow_superuser)
@@ -182,15 +252,40 @@ async def refuse_superuser(pool: aiopg.Pool, allowed: bool) -> None:
 
 @asynccontextmanager
 async def connection(pool: aiopg.Pool) -> AsyncIterator[aiopg.Connection]:
-    """A connection from the pool; 503 when the database cannot be reached."""
+    """A connection from the pool, waiting up to POOL_WAIT for one while all are busy; 503 (with
+    Retry-After) when none comes in time or the database cannot be reached."""
+    conn = None
     try:
-        conn = await pool.acquire()
-    except (*UNAVAILABLE, OSError, asyncio.TimeoutError):
-        raise ServiceUnavailable() from None
-    try:
+        try:
+            conn = await acquire(pool, POOL_WAIT)
+        except (*UNAVAILABLE, OSError, asyncio.TimeoutError):
+            raise ServiceUnavailable() from None
         yield conn
     finally:
-        await pool.release(conn)
+        if conn is not None:  # also after a cancellation that came as the connection did
+            await pool.release(conn)
+
+
+async def acquire(pool: aiopg.Pool, wait: float = POOL_WAIT) -> aiopg.Connection:
+    """A connection from `pool` within `wait` seconds (asyncio.TimeoutError after). The pool
+    queues callers while it is full; when PostgreSQL refuses it a new connection for want of a
+    slot, and this pool has connections in use, it waits for one of them instead."""
+    if pool.freesize:  # a connection is free: no wait to bound
+        try:
+            return await pool.acquire()
+        except psycopg2.OperationalError:
+            pass  # one that had to be opened anew could not be: wait below
+    loop = asyncio.get_running_loop()
+    pause = 0.02
+    async with asyncio.timeout_at(loop.time() + wait):
+        while True:
+            try:
+                return await pool.acquire()
+            except psycopg2.OperationalError as exc:
+                if pool.size <= pool.freesize or not any(m in str(exc) for m in _NO_SLOT):
+                    raise
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, 0.5)
 
 
 @asynccontextmanager
@@ -240,6 +335,87 @@ async def pool_transaction(pool: aiopg.Pool) -> AsyncIterator[aiopg.Cursor]:
     async with pool.acquire() as conn:
         async with transaction(conn) as cur:
             yield cur
+
+
+# --- statements prepared once per connection ------------------------------------------------------
+
+_PARAM = re.compile(r"%\((\w+)\)s")
+_generation = itertools.count(1)
+# psycopg2 connection -> {statement key: the name it is prepared under on that connection}. A
+# connection the pool opens anew is a new object, so it prepares afresh.
+_prepared: weakref.WeakKeyDictionary[Any, dict[str, str]] = weakref.WeakKeyDictionary()
+
+
+class Statement:
+    """A hot statement, prepared once per connection (`PREPARE`) and then only executed.
+
+    psycopg2 has no protocol-level prepare, so `sql` (with `%(name)s` parameters) becomes
+    `PREPARE <name> AS <sql with $1..$n>`, and each call sends `EXECUTE <name>(<values>)`: the
+    statement is parsed, analysed and planned once per connection instead of at every call
+    (PostgreSQL settles on a generic plan after five executions; `explain` shows it). The first
+    call on a connection sends PREPARE and EXECUTE in one message, so it is still one round trip.
+
+    Each prepare uses a new name: a PREPARE whose outcome is unknown (its message failed) is
+    never named again. A statement that vanished from its connection (`DISCARD ALL`, `DEALLOCATE`,
+    a transaction-pooling PgBouncer: not supported, see docs/deploy.md) is prepared again when
+    the connection is outside a transaction; inside one, the error aborts it."""
+
+    def __init__(self, key: str, sql: str) -> None:
+        names: list[str] = []
+        def number(match: re.Match) -> str:
+            if match.group(1) not in names:
+                names.append(match.group(1))
+            return f"${names.index(match.group(1)) + 1}"
+        self.key = key
+        self.names = tuple(names)
+        self._body = _PARAM.sub(number, sql)  # keeps `%%`: the message is interpolated whole
+        self._args = f"({', '.join(f'%({n})s' for n in names)})" if names else ""
+
+    def __repr__(self) -> str:
+        return f"Statement({self.key!r})"
+
+    def _execute_sql(self, name: str) -> str:
+        return f"EXECUTE {name}{self._args}"
+
+    async def execute(self, cur: aiopg.Cursor, params: dict) -> None:
+        """Run the statement on `cur`'s connection, preparing it there first if need be."""
+        conn = cur.raw.connection
+        names = _prepared.get(conn)
+        if names is None:
+            names = _prepared[conn] = {}
+        name = names.get(self.key)
+        if name is not None:
+            try:
+                await cur.execute(self._execute_sql(name), params)
+                return
+            except psycopg2.errors.InvalidSqlStatementName:
+                names.pop(self.key, None)
+                if conn.get_transaction_status() != psycopg2.extensions.TRANSACTION_STATUS_IDLE:
+                    raise
+        name = f"{self.key}_{next(_generation)}"
+        try:
+            await cur.execute(f"PREPARE {name} AS {self._body}; {self._execute_sql(name)}",
+                              params)
+        except BaseException:
+            names.pop(self.key, None)
+            raise
+        names[self.key] = name
+
+    async def fetchone(self, cur: aiopg.Cursor, params: dict) -> dict | None:
+        await self.execute(cur, params)
+        return await cur.fetchone()
+
+    async def fetchall(self, cur: aiopg.Cursor, params: dict) -> list[dict]:
+        await self.execute(cur, params)
+        return list(await cur.fetchall())
+
+    async def explain(self, cur: aiopg.Cursor, params: dict) -> str:
+        """The plan PostgreSQL executes now for these parameters (`EXPLAIN EXECUTE`)."""
+        await self.execute(cur, params)
+        name = _prepared[cur.raw.connection][self.key]
+        await cur.execute(f"EXPLAIN {self._execute_sql(name)}", params)
+        return "\n".join(next(iter(row.values())) if isinstance(row, dict) else row[0]
+                         for row in await cur.fetchall())
 
 
 async def fetchone(cur: aiopg.Cursor, sql: str, args: tuple | dict | None = None) -> dict | None:

@@ -108,7 +108,14 @@ class EmbeddedPostgres:
         if pgdata.is_dir():
             with pgserver.PostgresServer._lock:
                 _recover(pgserver, pgdata)
-        self._server = pgserver.get_server(pgdata, cleanup_mode="stop")
+        if pgdata in pgserver.PostgresServer._instances:  # started by this process already
+            self._server = pgserver.get_server(pgdata, cleanup_mode="stop")
+        else:
+            self._server = pgserver.get_server(pgdata, cleanup_mode="stop", start=False)
+            with pgserver.PostgresServer._lock:
+                self._server.ensure_pgdata_inited()
+                _configure(pgdata)
+            self._server.start()
         _ensure_database(self._server.get_uri(), database)
         return self._server.get_uri(database)
 
@@ -208,6 +215,29 @@ def _forget_dead_handle(pgserver: ModuleType, pgdata: Path) -> None:
     info = server._postmaster_info
     if info is None or not is_postmaster_for(info.pid, pgdata):
         pgserver.PostgresServer._instances.pop(pgdata, None)
+
+
+# Our settings, in a file postgresql.conf includes (rewritten at every start; a setting made with
+# ALTER SYSTEM, in postgresql.auto.conf, still wins). Connection slots: enough for
+# `serve --workers` with one worker per core, each pool full (db.POOL_SIZE), and the jobs'.
+CONFIG_FILE = "cvsm.conf"
+_INCLUDE = f"include_if_exists = '{CONFIG_FILE}'"
+
+
+def max_connections(cpus: int | None = None) -> int:
+    return max(100, 20 * (cpus or os.cpu_count() or 1) + 20)
+
+
+def _configure(pgdata: Path) -> None:
+    """Write our settings before the postmaster starts (they apply at its next start)."""
+    conf = pgdata / "postgresql.conf"
+    text = conf.read_text()
+    if _INCLUDE not in text:
+        conf.write_text(text.rstrip("\n") + f"\n\n# cvsm's own settings\n{_INCLUDE}\n")
+    (pgdata / CONFIG_FILE).write_text(
+        "# Written by cvsm-server at each start of its embedded PostgreSQL; "
+        "ALTER SYSTEM overrides it.\n"
+        f"max_connections = {max_connections()}\n")
 
 
 def _ensure_database(url: str, database: str) -> None:

@@ -17,12 +17,22 @@ up to `ACCOUNT_MAX_DELAY` seconds (as Keycloak's brute-force detection does); a 
 failures forgets them.
 
 A charge can be counted on its own (`hit`, one round trip) or inside another statement: the
-audited secret read puts `HIT_CTE` in its own statement, so a read costs one round trip with the
+audited secret read puts its count in its own statement, so a read costs one round trip with the
 limit on. The web layer decides which (`web.middleware.rate_limit_middleware`).
+
+The per-credential `api` limit is not counted request by request: each process leases units
+from the shared counter (`Leases`), `step` at a time (`count = count + step` in `LEASE_CTE`), and
+spends them locally, so one credential's requests no longer queue on its counter row (the row
+stayed locked until the read's commit had flushed its WAL: one credential's reads serialised).
+The counter only ever grants units below the limit, so N processes together never admit more
+than it; what a process leased and has not spent when the window ends is lost, so a credential
+may be refused early by the units other processes hold (see `Leases`).
 """
 
 from __future__ import annotations
 
+import asyncio
+import time
 from dataclasses import dataclass
 
 from . import credentials, db
@@ -41,6 +51,18 @@ RETURNING count,
                               - clock_timestamp()) AS remaining
 """
 
+# `HIT_CTE` counting `%(rate_step)s` at once: a lease of that many units (`Leases`).
+LEASE_CTE = """
+INSERT INTO rate_limit_counters (key, window_start, count)
+VALUES (%(rate_key)s,
+        to_timestamp(floor(extract(epoch FROM clock_timestamp()) / %(rate_period)s) * %(rate_period)s),
+        %(rate_step)s)
+ON CONFLICT (key, window_start) DO UPDATE SET count = rate_limit_counters.count + %(rate_step)s
+RETURNING count,
+          extract(epoch FROM window_start + make_interval(secs => %(rate_period)s)
+                              - clock_timestamp()) AS remaining
+"""
+
 FAILED_AUTH = "Terlalu banyak percobaan autentikasi yang gagal, coba lagi nanti"
 # Consecutive failures an account is allowed before each check must wait, and the longest wait.
 ACCOUNT_FREE_FAILURES = 5
@@ -52,10 +74,15 @@ _WINDOW = ("to_timestamp(floor(extract(epoch FROM clock_timestamp()) / %(rate_pe
 
 @dataclass(frozen=True, slots=True)
 class Charge:
-    """One request to count against `limit` under `key` (kind and key joined)."""
+    """One request to count against `limit` under `key` (kind and key joined); with `lease`,
+    the request leases `step` units at once for its process (`Leases`)."""
 
     key: str
     limit: RateLimit
+    step: int = 1
+    lease: Lease | None = None
+    # A lease taken ahead, by a request already paid from the lease: it never refuses its own.
+    ahead: bool = False
 
     @classmethod
     def of(cls, kind: str, key: str, limit: RateLimit | None) -> Charge | None:
@@ -68,12 +95,136 @@ class Charge:
 
     def params(self) -> dict:
         return {"rate_key": self.key, "rate_period": self.limit.period,
-                "rate_limit": self.limit.limit}
+                "rate_limit": NEVER if self.ahead else self.limit.limit, "rate_step": self.step}
 
     def check(self, count: int, remaining: float, message: str | None = None) -> None:
-        """Raise TooManyRequests (with Retry-After) when `count` passed the limit."""
-        if count > self.limit.limit:
-            raise TooManyRequests(max(1.0, float(remaining)), message)
+        """Raise TooManyRequests (with Retry-After) when `count` passed the limit; with a lease,
+        when none of the `step` units counted up to `count` was below it (the units granted
+        beyond this request's own go to the lease)."""
+        if self.lease is not None:
+            if self._grant(count, remaining, own=not self.ahead) or self.ahead:
+                return
+        elif count <= self.limit.limit:
+            return
+        raise TooManyRequests(max(1.0, float(remaining)), message)
+
+    def keep(self, count: int, remaining: float) -> None:
+        """A leasing statement counted but its request does not go on (a stale credential: it
+        is retried): every unit granted goes to the lease."""
+        if self.lease is not None:
+            self._grant(count, remaining, own=False)
+
+    def _grant(self, count: int, remaining: float, *, own: bool) -> int:
+        granted = max(0, min(self.step, self.limit.limit - (count - self.step)))
+        self.lease.granted(granted - 1 if own and granted else granted, granted == 0, count,
+                           float(remaining), self.limit.period)
+        return granted
+
+
+# A limit no count reaches (a lease taken ahead must not refuse the read that carries it).
+NEVER = 2**31 - 1
+# The most units one lease takes, and how many leases a process keeps (one per credential seen
+# in the window; past it the expired are dropped, then all, which can only refuse early).
+MAX_STEP = 32
+MAX_LEASES = 10_000
+
+
+class Lease:
+    """The units one process holds under one key in the current window."""
+
+    __slots__ = ("units", "low", "expires", "count", "exhausted", "pending")
+
+    def __init__(self) -> None:
+        self.units = 0
+        self.low = 0  # lease again, ahead, when the units held fall below this
+        self.expires = 0.0  # time.monotonic() at the window's end
+        self.count = 0  # the shared count after this process's last lease
+        self.exhausted = False  # the window's limit is reached: refuse here until it ends
+        self.pending: asyncio.Future[None] | None = None  # a lease in flight
+
+    def take(self, now: float) -> bool:
+        """Spend a unit held here; raise TooManyRequests while the window is exhausted."""
+        if now >= self.expires:
+            self.units, self.count, self.exhausted = 0, 0, False
+        if self.units > 0:
+            self.units -= 1
+            return True
+        if self.exhausted:
+            raise TooManyRequests(self.expires - now)
+        return False
+
+    def granted(self, units: int, exhausted: bool, count: int, remaining: float,
+                period: int) -> None:
+        """The lease in flight came back with `units` to hold here (the shared `count` and the
+        window's `remaining` seconds); `exhausted`: it got none, the window is full."""
+        now = time.monotonic()
+        expires = now + max(0.0, remaining)
+        if now >= self.expires or expires > self.expires + period / 2:  # a new window
+            self.units, self.exhausted = 0, False
+        self.expires, self.count = expires, count
+        self.units += units
+        self.exhausted = exhausted
+        self.settle()
+
+    def settle(self) -> None:
+        """Wake the requests waiting for the lease in flight (also when it failed)."""
+        if self.pending is not None:
+            if not self.pending.done():
+                self.pending.set_result(None)
+            self.pending = None
+
+
+class Leases:
+    """This process's leases of the per-credential limit. A lease takes
+    `min(MAX_STEP, what the window has left / (2 x processes))` units (at least 1): while a
+    window is young each process holds a few, near its end one at a time. When the units held
+    fall below a quarter of a lease, the next request leases more ahead (its own unit already
+    paid), so the others do not wait for it.
+
+    Accuracy: never more than the limit is admitted, in all processes together; a credential is
+    refused early by at most the units other processes have leased and not spent (less than
+    half of what was left when they leased); with one process the limit is exact."""
+
+    def __init__(self, processes: int = 1) -> None:
+        self.processes = max(1, processes)
+        self._leases: dict[str, Lease] = {}
+
+    def __repr__(self) -> str:
+        return f"Leases(processes={self.processes}, keys={len(self._leases)})"
+
+    def _lease(self, key: str, now: float) -> Lease:
+        lease = self._leases.get(key)
+        if lease is None:
+            if len(self._leases) >= MAX_LEASES:
+                self._leases = {k: v for k, v in self._leases.items()
+                                if v.expires > now or v.pending is not None}
+                if len(self._leases) >= MAX_LEASES:
+                    self._leases.clear()
+            lease = self._leases[key] = Lease()
+        return lease
+
+    async def charge(self, charge: Charge) -> Charge | None:
+        """None when a unit held here pays for the request (nothing to count); else the charge
+        that leases more (its statement must count it, and `settle` its lease whatever
+        happens). One lease per key is in flight at a time: the others wait for it, then spend
+        what it brought. TooManyRequests while the window is exhausted."""
+        while True:
+            now = time.monotonic()
+            lease = self._lease(charge.key, now)
+            if lease.take(now):
+                if lease.pending is not None or lease.units >= lease.low:
+                    return None
+                ahead = True  # running low: this request leases the next units meanwhile
+                break
+            if lease.pending is None:
+                ahead = False
+                break
+            await asyncio.shield(lease.pending)
+        left = charge.limit.limit - lease.count if now < lease.expires else charge.limit.limit
+        step = max(1, min(MAX_STEP, left // (2 * self.processes)))
+        lease.low = step // 4
+        lease.pending = asyncio.get_running_loop().create_future()
+        return Charge(charge.key, charge.limit, step, lease, ahead)
 
 
 _HIT_CONFIRMING = f"""
@@ -99,6 +250,26 @@ async def hit(conn: db.Connection, charge: Charge | None, message: str | None = 
             if row["epoch"] != epoch:
                 raise credentials.StaleCredential()
     charge.check(row["count"], row["remaining"], message)
+
+
+_LEASE = db.Statement("cvsm_rate_lease", LEASE_CTE)
+_LEASE_CONFIRMING = db.Statement("cvsm_rate_lease_confirming", f"""
+WITH hit AS ({LEASE_CTE}) SELECT count, remaining, {credentials.EPOCH_SQL} AS epoch FROM hit
+""")
+
+
+async def lease(conn: db.Connection, charge: Charge, *, epoch: int | None = None) -> None:
+    """`hit` for a charge from `Leases.charge`: counts its `step` units at once (and confirms a
+    cached credential's `epoch` in the same statement)."""
+    async with db.cursor(conn) as cur:
+        if epoch is None:
+            row = await _LEASE.fetchone(cur, charge.params())
+        else:
+            row = await _LEASE_CONFIRMING.fetchone(cur, charge.params())
+            if row["epoch"] != epoch:
+                charge.keep(row["count"], row["remaining"])
+                raise credentials.StaleCredential()
+    charge.check(row["count"], row["remaining"])
 
 
 # A scalar subquery: the seconds left in the address's window when it is at its limit, else

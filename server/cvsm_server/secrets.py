@@ -312,8 +312,9 @@ async def list_secrets(conn: db.Connection, actor: Actor, team_id: uuid.UUID, *,
 
 _SECRET_COLUMNS = ", ".join("s." + c.strip() for c in _COLUMNS.split(","))
 # One statement: the membership check, the row and its `read` audit entry (and, when the caller
-# is charged, the rate-limit count). A statement is atomic, so the row comes back only if the
-# entry was written (fail-closed), in one round trip.
+# is charged, the rate-limit count: a lease of `rate_step` units, `ratelimit.Leases`). A
+# statement is atomic, so the row comes back only if the entry was written (fail-closed), in one
+# round trip. Each form is prepared once per connection (`db.Statement`).
 _READ = f"""
 SELECT s.* FROM (
     SELECT {_SECRET_COLUMNS}, s.key_id, s.nonce, s.ciphertext
@@ -337,8 +338,8 @@ WITH s AS ({_READ}), {_ENTRY}
 SELECT s.* FROM s WHERE EXISTS (SELECT 1 FROM entry)
 """
 _READ_AUDITED_CHARGED = """
-WITH hit AS ({ratelimit.HIT_CTE}), epoch AS (SELECT {credentials.EPOCH_SQL} AS epoch), s AS (
-    {_READ} WHERE (SELECT count FROM hit) <= %(rate_limit)s
+WITH hit AS ({ratelimit.LEASE_CTE}), epoch AS (SELECT {credentials.EPOCH_SQL} AS epoch), s AS (
+    {_READ} WHERE (SELECT count FROM hit) - %(rate_step)s < %(rate_limit)s
                 AND (%(epoch)s::bigint IS NULL OR (SELECT epoch FROM epoch) = %(epoch)s)
 ), {_ENTRY}
 SELECT hit.count AS rate_count, hit.remaining AS rate_remaining, epoch.epoch AS current_epoch,
@@ -354,16 +355,19 @@ FROM epoch LEFT JOIN s ON EXISTS (SELECT 1 FROM entry)
 """
 
 
-def _statements(match: str) -> dict[str, str]:
-    """The three forms of the audited read for one way of naming the secret."""
+def _statements(key: str, match: str) -> dict[str, db.Statement]:
+    """The three forms of the audited read for one way of naming the secret, each prepared once
+    per connection."""
     parts = {"_READ": _READ.format(match=match), "_ENTRY": _ENTRY, "ratelimit": ratelimit,
              "credentials": credentials}
-    return {"plain": _READ_AUDITED.format(**parts), "charged": _READ_AUDITED_CHARGED.format(**parts),
-            "confirming": _READ_AUDITED_CONFIRMING.format(**parts)}
+    return {"plain": db.Statement(f"cvsm_{key}", _READ_AUDITED.format(**parts)),
+            "charged": db.Statement(f"cvsm_{key}_charged", _READ_AUDITED_CHARGED.format(**parts)),
+            "confirming": db.Statement(f"cvsm_{key}_confirming",
+                                       _READ_AUDITED_CONFIRMING.format(**parts))}
 
 
-_READ_BY_ID = _statements(_BY_ID)
-_READ_BY_NAME = _statements(_BY_NAME)
+_READ_BY_ID = _statements("read", _BY_ID)
+_READ_BY_NAME = _statements("read_by_name", _BY_NAME)
 
 
 async def read_secret(conn: db.Connection, actor: Actor, keyring: Keyring, team_id: uuid.UUID,
@@ -390,7 +394,7 @@ async def read_secret_by_name(conn: db.Connection, actor: Actor, keyring: Keyrin
 
 
 async def _read(conn: db.Connection, actor: Actor, keyring: Keyring, team_id: uuid.UUID,
-                statements: dict[str, str], match: dict, charge: ratelimit.Charge | None
+                statements: dict[str, db.Statement], match: dict, charge: ratelimit.Charge | None
                 ) -> tuple[dict, str]:
     if actor.scope is not None and not actor.scope.allows_team(team_id):
         raise NotFound(roles.TEAM_NOT_FOUND)
@@ -398,13 +402,15 @@ async def _read(conn: db.Connection, actor: Actor, keyring: Keyring, team_id: uu
               "environments": actor.environments}
     async with db.cursor(conn) as cur:
         if charge is not None:
-            row = await db.fetchone(cur, statements["charged"], {**params, **charge.params()})
+            row = await statements["charged"].fetchone(cur, {**params, **charge.params()})
         elif actor.epoch is not None:
-            row = await db.fetchone(cur, statements["confirming"], params)
+            row = await statements["confirming"].fetchone(cur, params)
         else:
-            row = await db.fetchone(cur, statements["plain"], params)
+            row = await statements["plain"].fetchone(cur, params)
         if charge is not None or actor.epoch is not None:
             if actor.epoch is not None and row["current_epoch"] != actor.epoch:
+                if charge is not None:
+                    charge.keep(row["rate_count"], row["rate_remaining"])
                 raise credentials.StaleCredential()
             if charge is not None:
                 charge.check(row["rate_count"], row["rate_remaining"])
@@ -524,6 +530,14 @@ async def rollback(conn: db.Connection, actor: Actor, keyring: Keyring, team_id:
         return await load_secret(cur, team_id, secret_id)
 
 
+_EXPORT = db.Statement("cvsm_export", f"""
+SELECT {_COLUMNS}, key_id, nonce, ciphertext FROM secrets
+WHERE team_id = %(team_id)s AND deleted_at IS NULL
+  AND (%(environment)s::text IS NULL OR environment = %(environment)s::text)
+  AND (%(environments)s::text[] IS NULL OR environment = ANY(%(environments)s::text[]))
+ORDER BY name, {_ENV_ORDER}""")
+
+
 async def export(conn: db.Connection, actor: Actor, keyring: Keyring, team_id: uuid.UUID, *,
                  environment: str | None = None, fmt: str = "dotenv") -> dict[str, str]:
     """Every live value of the team (or of one environment), audited as `export`.
@@ -537,15 +551,8 @@ async def export(conn: db.Connection, actor: Actor, keyring: Keyring, team_id: u
         check_environment(environment)
     async with db.transaction(conn) as cur:
         await roles.require(cur, team_id, actor, roles.VIEWER)
-        rows = await db.fetchall(
-            cur,
-            f"""SELECT {_COLUMNS}, key_id, nonce, ciphertext FROM secrets
-                WHERE team_id = %s AND deleted_at IS NULL
-                  AND (%s::text IS NULL OR environment = %s)
-                  AND (%s::text[] IS NULL OR environment = ANY(%s::text[]))
-                ORDER BY name, {_ENV_ORDER}""",
-            (team_id, environment, environment, actor.environments, actor.environments),
-        )
+        rows = await _EXPORT.fetchall(cur, {"team_id": team_id, "environment": environment,
+                                            "environments": actor.environments})
         values: dict[str, str] = {}
         exported_from: set[str] = set()
         for row in rows:

@@ -157,14 +157,16 @@ async def authenticate(pool: db.Pool, cache: credentials.CredentialCache, keyrin
     if (entry.last_used_at is None or stamp - entry.last_used_at > LAST_USE_EVERY
             or entry.last_ip != client.ip or entry.last_user_agent != client.user_agent):
         async with db.connection(pool) as conn, db.cursor(conn) as cur:
-            await cur.execute(
-                """UPDATE api_tokens SET last_ip = %s, last_user_agent = %s, last_used_at = %s
-                   WHERE id = %s""",
-                (client.ip, client.user_agent, stamp, entry.id),
-            )
+            await _LAST_USE.execute(cur, {"ip": client.ip, "user_agent": client.user_agent,
+                                          "at": stamp, "id": entry.id})
         entry.last_ip, entry.last_user_agent, entry.last_used_at = client.ip, client.user_agent, stamp
     return client.as_user(entry.user_id, entry.email, via="api_token", token_id=entry.id,
                           epoch=epoch, scope=entry.scope)
+
+
+_LAST_USE = db.Statement("cvsm_token_last_use", """
+UPDATE api_tokens SET last_ip = %(ip)s, last_user_agent = %(user_agent)s, last_used_at = %(at)s
+WHERE id = %(id)s""")
 
 
 async def _lookup(pool: db.Pool, cache: credentials.CredentialCache, prefix: str, digest: bytes,

@@ -26,6 +26,14 @@ Decisions:
 - Each worker opens the database the parent started, by URL (`CVSM_DATABASE_URL` and
   `CVSM_MIGRATION_DATABASE_URL` set for it), so no worker starts an embedded PostgreSQL; it finds
   no migration pending and checks the master key and the serving role as a single server does.
+- Pool sizes are derived, not fixed: the parent asks PostgreSQL how many connections this server
+  may hold (`max_connections` less the reserved slots, a little headroom, the role's and the
+  database's own limits: `db.connection_budget`), leaves worker 0's background jobs their two,
+  and shares the rest evenly, at most `db.POOL_SIZE` each. N workers that cannot each have
+  `db.MIN_POOL` stop the start in one line. A worker whose pool is busy queues the request for a
+  connection (up to `db.POOL_WAIT`, then 503 with Retry-After) instead of opening one more: the
+  measured failure was 8 pools of 20 against 100 slots, 503 "remaining connection slots are
+  reserved" for every request past them.
 - Background jobs (audit retention, housekeeping, the mail sender) run in worker 0 only. They
   are safe in several processes (the mail sender claims messages with `FOR UPDATE SKIP LOCKED`
   and every send is woken by `NOTIFY`), so a restarting worker 0 only delays them; running them
@@ -60,8 +68,6 @@ log = logging.getLogger("cvsm.workers")
 
 MAX_WORKERS = 64
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s[%(process)d]: %(message)s"
-# Connections each worker's pool may open (`db.open`'s default).
-POOL_SIZE = 20
 # Restart back-off: the first restart waits FIRST_DELAY, each quick death doubles it up to
 # MAX_DELAY; a worker that ran STABLE seconds starts the count afresh.
 FIRST_DELAY, MAX_DELAY, STABLE = 1.0, 30.0, 30.0
@@ -329,20 +335,13 @@ def _status(exitcode: int | None) -> str:
     return f"status {exitcode}"
 
 
-async def _warn_if_too_many_connections(owner_url: str, count: int) -> None:
-    try:
-        pool = await db.create_pool(owner_url, maxsize=1)
-        try:
-            async with db.cursor(pool) as cur:
-                row = await db.fetchone(cur, "SELECT current_setting('max_connections')::int AS n")
-        finally:
-            pool.close()
-            await pool.wait_closed()
-    except db.UNAVAILABLE:
-        return
-    if count * POOL_SIZE >= row["n"]:
-        log.warning("%d workers may open %d pooled connections; PostgreSQL's max_connections is "
-                    "%d: raise it, or run fewer workers", count, count * POOL_SIZE, row["n"])
+async def _pool_size(server_url: str, count: int, settings: Settings) -> int:
+    """Each worker's pool size: what PostgreSQL leaves this server, shared by `count` workers
+    and worker 0's background jobs (`db.pool_size_for`; ConfigError when they do not fit)."""
+    size = db.pool_size_for(await db.connection_budget(server_url), count,
+                            jobs=settings.background_jobs)
+    log.info("%d workers, each with up to %d database connections", count, size)
+    return size
 
 
 async def serve(settings: Settings, count: int, sockets: list[socket.socket], url: str,
@@ -360,10 +359,11 @@ async def serve(settings: Settings, count: int, sockets: list[socket.socket], ur
     async with db.running(settings) as (owner_url, server_url):
         if stop.is_set():
             return 0
-        await _warn_if_too_many_connections(owner_url, count)
+        pool_size = settings.pool_size or await _pool_size(server_url, count, settings)
         spec = WorkerSpec(
             index=0,
-            settings=replace(settings, database_url=server_url, migration_database_url=owner_url),
+            settings=replace(settings, database_url=server_url, migration_database_url=owner_url,
+                             pool_size=pool_size, processes=count),
             url=url,
             addresses=tuple((sock.family, sock.getsockname()) for sock in sockets),
             tls_cert=tls_files[0] if tls_files else None,

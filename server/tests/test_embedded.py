@@ -306,3 +306,22 @@ def test_a_lock_file_that_cannot_be_opened_is_one_clear_error(home):
         f"cannot start the embedded PostgreSQL in {home / 'pg'}: cannot open its lock file "
         f"{home / '.pg.lock'}: ")
     assert not (home / "pg").exists()
+
+
+def test_the_embedded_cluster_has_slots_for_a_worker_per_core_and_alter_system_still_wins(
+        home, monkeypatch):
+    # A full pool (20) per core for `serve --workers`, and the background jobs': 8 cores, 180.
+    monkeypatch.setattr(os, "cpu_count", lambda: 8)
+    server = EmbeddedPostgres(home)
+    url = server.start(database="postgres")
+    try:
+        assert query(url, "SHOW max_connections") == [("180",)]
+        query(url, "ALTER SYSTEM SET max_connections = 40")
+    finally:
+        server.stop()
+    server = EmbeddedPostgres(home)
+    url = server.start(database="postgres")
+    try:
+        assert query(url, "SHOW max_connections") == [("40",)]
+    finally:
+        server.stop()

@@ -6,7 +6,7 @@ import asyncio
 from aiohttp.test_utils import TestClient
 
 from cvsm_server.config import ConfigError, RateLimit, Settings
-from conftest import Api
+from conftest import Api, query
 
 import pytest
 
@@ -77,3 +77,62 @@ def test_rate_limit_settings_parse_and_reject_garbage():
     assert defaults.rate_limit("api") == RateLimit(60, 60)
     assert defaults.rate_limit("public") == RateLimit(30, 60)
     assert defaults.rate_limit("newsletter") == RateLimit(5, 10)
+
+
+async def test_one_credential_leases_its_api_limit_instead_of_counting_each_request(
+        make_settings, start_client, database_url):
+    # Each counted request used to lock the credential's counter row until its commit: one
+    # credential's reads queued on it. A process now leases units (here 32 at once) and spends
+    # them without a statement of their own.
+    client = await start_client(make_settings(ratelimit_api="1000/3600"))
+    api = Api(client)
+    owner = await api.register()
+    team_id = await api.team(owner)
+    secret_id = await api.secret(owner, team_id, "DB_URL", "postgres://x")
+    token = (await api.api_token(owner))["token"]
+    read = f"/api/v1/teams/{team_id}/secrets/{secret_id}"
+    got = await statuses([client.get(read, headers=api.auth(token)) for _ in range(20)])
+    assert got == [200] * 20
+    rows = await query(database_url,
+                       "SELECT count FROM rate_limit_counters WHERE key LIKE 'api:token:%%'")
+    assert [r["count"] for r in rows] == [32]
+    reads = await query(database_url, "SELECT count(*) AS n FROM audit_logs WHERE action = 'read'")
+    assert reads == [{"n": 20}]
+
+
+async def test_two_processes_reading_at_once_admit_exactly_the_limit_together(
+        make_settings, start_client, database_url):
+    settings = make_settings(ratelimit_api="20/3600")
+    one, two = await start_client(settings), await start_client(settings)
+    api = Api(one)
+    owner = await api.register()
+    team_id = await api.team(owner)
+    secret_id = await api.secret(owner, team_id, "DB_URL", "postgres://x")
+    token = (await api.api_token(owner))["token"]
+    read = f"/api/v1/teams/{team_id}/secrets/{secret_id}"
+    got = await statuses([client.get(read, headers=api.auth(token))
+                          for _ in range(30) for client in (one, two)])
+    assert got.count(200) == 20 and got.count(429) == 40
+    reads = await query(database_url, "SELECT count(*) AS n FROM audit_logs WHERE action = 'read'")
+    assert reads == [{"n": 20}]
+    # the window is exhausted: refused in each process without asking the database again
+    for client in (one, two):
+        resp = await client.get(read, headers=api.auth(token))
+        assert resp.status == 429 and 1 <= int(resp.headers["Retry-After"]) <= 3600
+
+
+async def test_leases_renewed_ahead_still_admit_exactly_the_limit_in_one_process(
+        make_settings, start_client, database_url):
+    client = await start_client(make_settings(ratelimit_api="40/3600"))
+    api = Api(client)
+    owner = await api.register()
+    team_id = await api.team(owner)
+    secret_id = await api.secret(owner, team_id, "DB_URL", "postgres://x")
+    token = (await api.api_token(owner))["token"]
+    read = f"/api/v1/teams/{team_id}/secrets/{secret_id}"
+    got = [(await client.get(read, headers=api.auth(token))).status for _ in range(45)]
+    assert got == [200] * 40 + [429] * 5
+    # the leases (20 units first, then smaller ones taken ahead of need) reached the limit
+    rows = await query(database_url,
+                       "SELECT count FROM rate_limit_counters WHERE key LIKE 'api:token:%%'")
+    assert rows[0]["count"] >= 40

@@ -2,10 +2,14 @@
 and what is (not) stored in the database."""
 
 import io
+import re
+import uuid
 
 import pytest
 
-from conftest import Api, query
+from conftest import Api, query, server_url
+from cvsm_server import db, ratelimit, secrets
+from cvsm_server.config import RateLimit
 
 
 def url(team_id, *parts):
@@ -243,3 +247,39 @@ async def test_oversized_body_is_rejected_before_buffering(client, api: Api, own
                              data=io.BytesIO(b'{"name": "BIG", "value": "' + b"x" * (2 * 1024 * 1024) + b'"}'))
     assert resp.status == 413
     assert "error" in await resp.json()
+
+
+async def test_the_audited_read_is_prepared_once_per_connection_and_runs_a_generic_plan(
+        api, owner, team_id, database_url):
+    secret_id = await api.secret(owner, team_id, "DB_URL", "postgres://x")
+    statement = secrets._READ_BY_ID["charged"]
+    params = {"actor_id": uuid.UUID(owner["id"]), "actor_email": owner["email"], "ip": "10.0.0.1",
+              "user_agent": "test", "team_id": uuid.UUID(team_id),
+              "secret_id": uuid.UUID(secret_id), "environments": None, "epoch": None,
+              **ratelimit.Charge.of("api", "test", RateLimit(1000, 60)).params()}
+    pool = await db.create_pool(server_url(database_url), maxsize=1)
+    try:
+        async with db.cursor(pool) as cur:
+            for _ in range(7):
+                row = await statement.fetchone(cur, params)
+                assert row["name"] == "DB_URL" and row["rate_count"] >= 1
+            prepared = await db.fetchall(
+                cur, "SELECT name, generic_plans, custom_plans FROM pg_prepared_statements")
+            plan = await statement.explain(cur, params)
+            # Gone from the connection (DISCARD ALL, a pooler's reset): prepared again.
+            await cur.execute("DISCARD ALL")
+            assert (await statement.fetchone(cur, params))["name"] == "DB_URL"
+            again = await db.fetchall(cur, "SELECT name FROM pg_prepared_statements")
+    finally:
+        pool.close()
+        await pool.wait_closed()
+    # One PREPARE on this connection, and PostgreSQL plans it once for any parameters: the
+    # generic plan ($n in its conditions), which finds the secret and the membership by index.
+    [entry] = prepared
+    assert entry["name"].startswith("cvsm_read_charged_")
+    assert entry["generic_plans"] >= 1, (entry, plan)
+    assert "= $" in plan, plan
+    assert re.search(r"Index Scan using \w+ on secrets", plan), plan
+    assert re.search(r"Index (Only )?Scan using team_members_pkey on team_members", plan), plan
+    assert "Seq Scan on secrets" not in plan and "Seq Scan on team_members" not in plan, plan
+    assert [r["name"] for r in again] != [entry["name"]] and len(again) == 1

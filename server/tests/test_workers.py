@@ -9,6 +9,7 @@ server names its process id, and the access line names the request id the test s
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
@@ -31,8 +32,8 @@ import pytest
 import trustme
 from cryptography.hazmat.primitives import serialization
 
-from conftest import JWT_SECRET, MASTER_KEY, postgres_home, server_url
-from cvsm_server import tls
+from conftest import JWT_SECRET, MASTER_KEY, admin_execute, postgres_home, server_url
+from cvsm_server import db, tls
 
 CONSOLE_SCRIPT = Path(sys.executable).with_name("cvsm-server")
 LISTENING = re.compile(r"cvsm-server \S+ listening on (https?://\S+) \(share links: \S+/share/…\)")
@@ -327,3 +328,96 @@ def test_a_worker_that_cannot_start_stops_the_server_with_its_reason_in_one_line
     assert line.startswith("cvsm-server: the database role ") and "superuser" in line, line
     assert result.returncode == 2
     assert "listening on" not in result.stderr
+
+
+def few_slots(home: Path, max_connections: int) -> None:
+    """Make the embedded cluster of `home` one with `max_connections` slots (ALTER SYSTEM wins
+    over the embedded default) and stop it; `cvsm-server serve` starts it again."""
+    embedded = db.EmbeddedPostgres(home / "data")
+    url = embedded.start(database="postgres")
+    admin_execute(url, f"ALTER SYSTEM SET max_connections = {max_connections}")
+    embedded.stop()
+
+
+def test_more_workers_than_the_connection_slots_allow_is_refused_in_one_line(home):
+    few_slots(home, 30)  # 30 - 3 superuser-reserved - 3 headroom = 24: 2 for the jobs, 22 to share
+    result = subprocess.run([str(CONSOLE_SCRIPT), "serve", "--port", "0", "--workers", "12"],
+                            env=environment(home / "data"), capture_output=True, text=True,
+                            timeout=240)
+    assert "Traceback" not in result.stderr
+    assert [line for line in result.stderr.splitlines() if not LOG_RECORD.match(line)] == [
+        "cvsm-server: 12 workers need at least 26 database connections and PostgreSQL leaves this "
+        "server 24 (max_connections less reserved slots and connection limits): raise "
+        "max_connections or run fewer workers"]
+    assert result.returncode == 2
+    assert "listening on" not in result.stderr
+    assert not running_postgres(home / "data" / "pg")
+
+
+async def _read_concurrently(base: str, count: int) -> list[int]:
+    """Arrange an owner, a team, a secret and an API token; then `count` audited reads at once,
+    each on its own connection. Their statuses."""
+    limits = httpx.Limits(max_connections=count, max_keepalive_connections=0)
+    async with httpx.AsyncClient(base_url=base, timeout=60, limits=limits) as http:
+        resp = await http.post("/api/v1/auth/register", json={
+            "email": "reader@example.com", "username": "reader_one", "password": "correct horse 1",
+            "name": "Owner"})
+        assert resp.status_code == 201, resp.text
+        owner = {"Authorization": f"Bearer {resp.json()['token']}"}
+        resp = await http.post("/api/v1/teams", headers=owner,
+                               json={"name": "Readers", "slug": "readers"})
+        assert resp.status_code == 201, resp.text
+        team_id = resp.json()["team"]["id"]
+        resp = await http.post(f"/api/v1/teams/{team_id}/secrets", headers=owner,
+                               json={"name": "DB_URL", "value": "postgres://x",
+                                     "environment": "production"})
+        assert resp.status_code == 201, resp.text
+        secret_id = resp.json()["secret"]["id"]
+        resp = await http.post("/api/v1/tokens", headers=owner, json={"name": "ci"})
+        assert resp.status_code == 201, resp.text
+        token = {"Authorization": f"Bearer {resp.json()['token']}"}
+        read = f"/api/v1/teams/{team_id}/secrets/{secret_id}"
+        answers = await asyncio.gather(*(http.get(read, headers=token) for _ in range(count)))
+    return [answer.status_code for answer in answers]
+
+
+def test_four_workers_on_few_connection_slots_answer_200_concurrent_reads_without_a_5xx(
+        home, tmp_path):
+    # Each worker's pool used to grow to 20: four of them asked a 30-slot cluster for 80
+    # connections, and every request past its slots was a 503. Now the pools share what the
+    # cluster leaves (5 each) and a busy pool queues its requests.
+    few_slots(home, 30)
+    environ = environment(home / "data", CVSM_RATELIMIT_API="off", CVSM_RATELIMIT_AUTH="off",
+                          CVSM_DEFAULT_PLAN="professional")
+    with serving(["--workers", "4"], environ, tmp_path / "serve.log") as server:
+        statuses = asyncio.run(_read_concurrently(server.url, 200))
+        output = server.output()
+    assert statuses == [200] * 200, sorted(set(statuses))
+    assert "4 workers, each with up to 5 database connections" in output
+    assert "database unavailable" not in output
+
+
+async def test_a_busy_pool_makes_a_request_wait_for_a_connection_then_503_with_retry_after(
+        database_url, monkeypatch):
+    from cvsm_server.errors import ServiceUnavailable
+
+    pool = await db.create_pool(server_url(database_url), maxsize=1)
+    try:
+        held = await pool.acquire()
+
+        async def release_soon() -> None:
+            await asyncio.sleep(0.2)
+            await pool.release(held)
+
+        releasing = asyncio.create_task(release_soon())
+        async with db.connection(pool) as conn:  # waits for the one connection
+            assert conn is held
+            await releasing
+            monkeypatch.setattr(db, "POOL_WAIT", 0.2)
+            with pytest.raises(ServiceUnavailable) as refused:  # it is never given back in time
+                async with db.connection(pool):
+                    pass
+            assert refused.value.headers["Retry-After"] == "5"
+    finally:
+        pool.close()
+        await pool.wait_closed()

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 
 from aiohttp import web
+from multidict import CIMultiDict
 
 from .state import REQUEST_ID, SETTINGS
 
@@ -24,15 +25,24 @@ ALLOWED_HEADERS = "Authorization, Content-Type, X-Request-Id"
 EXPOSED_HEADERS = "Retry-After, X-Request-Id"
 
 
+# Set in one call per response (the names are distinct and new to it: a handler sets none).
+_SECURITY = CIMultiDict(SECURITY_HEADERS)
+
+
 async def on_prepare(request: web.Request, response: web.StreamResponse) -> None:
-    for name, value in SECURITY_HEADERS.items():
-        response.headers[name] = value
-    response.headers.popall("Server", None)
-    response.headers.popall("X-Powered-By", None)
+    headers = response.headers
+    for name in _SECURITY:
+        if name in headers:
+            del headers[name]
+    headers.extend(_SECURITY)
+    if "Server" in headers:
+        del headers["Server"]
+    if "X-Powered-By" in headers:
+        del headers["X-Powered-By"]
     if (request_id := request.get(REQUEST_ID)) is not None:
-        response.headers["X-Request-Id"] = request_id
-    if request.path.startswith("/api/"):
-        response.headers.setdefault("Cache-Control", "no-store")
+        headers["X-Request-Id"] = request_id
+    if request.path.startswith("/api/") and "Cache-Control" not in headers:
+        headers["Cache-Control"] = "no-store"
 
 
 def _allowed_origin(request: web.Request) -> str | None:

