@@ -6,7 +6,6 @@ from __future__ import annotations
 from aiohttp import web
 
 from .. import db, email_verification, password_reset, ratelimit, sessions, tokens, totp, users
-from ..errors import BadRequest
 from ..inputs import field, string_list
 from ..timeutil import iso
 from .apidoc import (BOOL, ENVIRONMENT, OK, PASSWORD, STRING, TEAM_REF_PATTERN, TIME,
@@ -36,11 +35,7 @@ async def register(request: web.Request) -> web.Response:
 
 async def login(request: web.Request) -> web.Response:
     body = await read_json(request, max_bytes=SMALL_BODY)
-    identifier = field(body, "identifier", str, required=False)
-    if identifier is None:
-        identifier = field(body, "email", str, required=False)  # legacy until v0.4
-    if identifier is None:
-        raise BadRequest("Kolom 'identifier' wajib diisi")
+    identifier = field(body, "identifier", str)  # the 0.3 line's `email` field is gone (0.4.0)
     password = field(body, "password", str)
     code = field(body, "totp_code", str, required=False)
     client = actor(request)
@@ -193,11 +188,9 @@ OPENAPI = {
         "tags": ["accounts"],
         "body": obj({
             "identifier": {"type": "string", "description": "Email or username."},
-            "email": {"type": "string", "deprecated": True,
-                      "description": "Legacy name of `identifier` (until v0.4)."},
             "password": {"type": "string"},
             "totp_code": {"type": "string"},
-        }, ("password",)),
+        }, ("identifier", "password")),
         "responses": {200: _AUTH_ANSWER},
         "errors": [401],
     },
