@@ -9,7 +9,7 @@ from .. import db, email_verification, password_reset, ratelimit, sessions, toke
 from ..inputs import field, string_list
 from ..timeutil import iso
 from .apidoc import (BOOL, ENVIRONMENT, OK, PASSWORD, STRING, TEAM_REF_PATTERN, TIME,
-                     USERNAME_PATTERN, UUID, answer, nullable, obj, ref)
+                     USERNAME_PATTERN, UUID, answer, nullable, obj, one_line, ref)
 from .request import actor, app_url, connection, path_id, read_json
 from .state import KEYRING, PASSWORDS, SETTINGS, SIGNER
 
@@ -175,7 +175,7 @@ OPENAPI = {
             "email": {"type": "string", "maxLength": 254, "format": "email"},
             "username": {"type": "string", "pattern": USERNAME_PATTERN},
             "password": PASSWORD,
-            "name": {"type": "string", "minLength": 1, "maxLength": 200},
+            "name": one_line(200),
             "newsletter_opt_in": {"type": "boolean", "default": False},
         }, ("email", "username", "password", "name")),
         "responses": {201: _AUTH_ANSWER},
@@ -184,7 +184,8 @@ OPENAPI = {
     "login": {
         "summary": "Start a session with an email or username and the password.",
         "description": "With two-factor authentication on, `totp_code` is required (401 "
-                       "`2fa_required` without it).",
+                       "`2fa_required` without it). The 0.3 line's `email` in place of "
+                       "`identifier` is gone since 0.4.0.",
         "tags": ["accounts"],
         "body": obj({
             "identifier": {"type": "string", "description": "Email or username."},
@@ -268,7 +269,7 @@ OPENAPI = {
         "summary": "Create an API token (session JWT only); the token is shown once.",
         "tags": ["tokens"],
         "body": obj({
-            "name": {"type": "string", "minLength": 1, "maxLength": 100},
+            "name": one_line(100),
             "expires_at": {"type": "string", "format": "date-time",
                            "description": "In the future."},
             "allowed_ips": {"type": "array", "maxItems": 100,
