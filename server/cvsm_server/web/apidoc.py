@@ -72,8 +72,8 @@ def _char_class(chars: str) -> str:
     return "".join(out)
 
 
-# What Python's str.strip() removes, spelled out: JSON Schema patterns are ECMA-262, whose \s
-# is another set (it lacks U+0085 and has U+FEFF).
+# What Python's str.strip() removes (U+3000 is the last), spelled out: JSON Schema patterns are
+# ECMA-262, whose \s is another set (it lacks U+0085 and has U+FEFF).
 STRIPPED = _char_class("".join(chr(c) for c in range(0x3001) if chr(c).isspace()))
 
 
