@@ -1,3 +1,3 @@
 """cvsm reference server: a team secrets manager on aiohttp and PostgreSQL."""
 
-__version__ = "0.3.0"
+__version__ = "0.4.0"

@@ -61,6 +61,7 @@ def one_line(value: str) -> str:
 def field(body: dict[str, Any], name: str, kind: type | tuple[type, ...], *, required: bool = True,
           default: Any = None, allow_nul: bool = False) -> Any:
     """`body[name]` checked against `kind`; 400 when missing (if required) or of the wrong type.
+    An optional field given as null is the same as one left out (`default`).
 
     Text is also checked with `check_text` (`allow_nul` is for values stored only encrypted);
     integers must fit in 32 bits (no integer field is larger)."""
@@ -73,6 +74,9 @@ def field(body: dict[str, Any], name: str, kind: type | tuple[type, ...], *, req
     # bool is an int in Python; JSON true is never a number here.
     if isinstance(value, bool) and bool not in kinds:
         raise BadRequest(f"Kolom '{name}' memiliki tipe yang salah")
+    # JSON has one number type: 168.0 is the integer 168 (as JSON Schema's "integer" says).
+    if isinstance(value, float) and int in kinds and float not in kinds and value.is_integer():
+        value = int(value)
     if not isinstance(value, kinds):
         raise BadRequest(f"Kolom '{name}' memiliki tipe yang salah")
     if isinstance(value, str):

@@ -70,17 +70,27 @@ async def test_malformed_json_is_400(client):
     assert resp.status == 400
 
 
-async def test_login_by_email_username_and_legacy_email_field(client, api: Api):
+async def test_login_by_email_or_username(client, api: Api):
     user = await api.register("citra", password="password99")
     for body in ({"identifier": user["email"].upper(), "password": "password99"},
-                 {"identifier": "CITRA", "password": "password99"},
-                 {"email": user["email"], "password": "password99"}):
+                 {"identifier": "CITRA", "password": "password99"}):
         resp = await client.post("/api/v1/auth/login", json=body)
         assert resp.status == 200, body
         data = await resp.json()
         assert data["user"]["id"] == user["id"]
         me = await client.get("/api/v1/me", headers=api.auth(data["token"]))
         assert me.status == 200
+
+
+async def test_the_legacy_email_login_field_is_gone_in_0_4(client, api: Api):
+    user = await api.register("citra", password="password99")
+    resp = await client.post("/api/v1/auth/login",
+                             json={"email": user["email"], "password": "password99"})
+    assert resp.status == 400
+    assert await resp.json() == {"error": "Kolom 'identifier' wajib diisi"}
+    both = await client.post("/api/v1/auth/login", json={
+        "identifier": "citra", "email": "someone-else@example.com", "password": "password99"})
+    assert both.status == 200  # an unknown field is ignored, as on every route
 
 
 async def test_login_failures_are_indistinguishable(client, api: Api):

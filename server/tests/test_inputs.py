@@ -49,3 +49,41 @@ async def test_secret_value_may_hold_nul_but_not_a_lone_surrogate(client, api: A
     resp = await client.post(f"/api/v1/teams/{team_id}/secrets", headers=api.auth(owner["token"]),
                              json={"name": "SURR", "value": "\ud800", "environment": "production"})
     assert resp.status == 400
+
+
+async def test_an_integer_field_takes_a_number_with_a_zero_fraction(client, api: Api, owner,
+                                                                    team_id, database_url):
+    """JSON has one number type and JSON Schema's "integer" takes 24.0: so does the server
+    (the OpenAPI document says integer); a real fraction is still refused."""
+    from test_admin import make_admin
+    h = api.auth(owner["token"])
+    sid = await api.secret(owner, team_id, "SHARED", "v")
+    shares = f"/api/v1/teams/{team_id}/secrets/{sid}/shares"
+    resp = await client.post(shares, headers=h, json={"ttl_hours": 24.0, "max_views": 2.0})
+    assert resp.status == 201, await resp.text()
+    assert (await resp.json())["share"]["max_views"] == 2
+    resp = await client.post(shares, headers=h, json={"ttl_hours": 24.5})
+    assert resp.status == 400
+    await make_admin(database_url, owner)
+    resp = await client.patch(f"/api/v1/admin/teams/{team_id}", headers=h,
+                              json={"plan": "enterprise", "max_members": 30.0})
+    assert resp.status == 200, await resp.text()
+    assert (await resp.json())["team"]["max_members"] == 30
+    resp = await client.patch(f"/api/v1/admin/teams/{team_id}", headers=h,
+                              json={"plan": "enterprise", "max_members": 30.5})
+    assert resp.status == 400
+
+
+async def test_an_optional_field_sent_as_null_is_left_out(client, api: Api, owner, team_id):
+    """What the OpenAPI document says of every optional body field (`type: [..., "null"]`)."""
+    resp = await client.post("/api/v1/auth/register", json={
+        "email": "nulls@example.com", "username": "nulls", "password": "password99",
+        "name": "Nulls", "newsletter_opt_in": None})
+    assert resp.status == 201
+    h = api.auth(owner["token"])
+    resp = await client.post(f"/api/v1/teams/{team_id}/secrets", headers=h, json={
+        "name": "NULLS", "value": "v", "environment": "staging", "type": None,
+        "description": None})
+    assert resp.status == 201
+    secret = (await resp.json())["secret"]
+    assert (secret["type"], secret["description"]) == ("credential", "")

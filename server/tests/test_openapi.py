@@ -90,7 +90,7 @@ def test_rules_come_from_the_domain_modules() -> None:
     props = schema["properties"]
     assert props["name"]["pattern"] == "^[A-Za-z_][A-Za-z0-9_]{0,254}$"
     assert props["environment"]["enum"] == list(secrets.ENVIRONMENTS)
-    assert props["type"]["enum"] == list(secrets.TYPES)
+    assert props["type"]["enum"] == [*secrets.TYPES, None]  # optional: null is left out
     assert props["value"]["maxLength"] == secrets.MAX_VALUE_BYTES
     team = doc["paths"]["/api/v1/teams/{team_id}"]["get"]["parameters"][0]
     assert team["name"] == "team_id"
@@ -125,3 +125,32 @@ async def test_served_publicly_with_the_server_version(make_settings: Any, start
     assert doc["openapi"] == "3.1.0"
     assert doc["info"]["version"] == __version__
     assert doc == apidoc.document()
+
+
+def test_request_bodies_say_what_the_server_requires_and_accepts() -> None:
+    doc = apidoc.document()
+
+    def body(path: str) -> dict:
+        return doc["paths"][path]["post"]["requestBody"]["content"]["application/json"]["schema"]
+    login = body("/api/v1/auth/login")
+    assert set(login["required"]) == {"identifier", "password"}
+    assert "email" not in login["properties"]  # the 0.3 line's legacy field, gone in 0.4.0
+    delete = body("/api/v1/me/delete")
+    assert delete["anyOf"] == [{"required": ["password"]}, {"required": ["confirm"]}]
+    register = body("/api/v1/auth/register")["properties"]
+    assert register["newsletter_opt_in"]["type"] == ["boolean", "null"]  # null: left out
+    assert register["email"] == {"type": "string", "maxLength": 254, "format": "email"}  # required
+    validator = jsonschema.Draft202012Validator(register["name"])
+    assert validator.is_valid("  Dewi Lestari \n") and validator.is_valid("x" * 200)
+    for refused in ("", " \u0085 ", "x" * 201, "Dewi\nLestari", "a\u2028b"):
+        assert not validator.is_valid(refused), refused
+
+
+def test_empty_query_values_are_documented_as_left_out() -> None:
+    doc = apidoc.document()
+    export = {p["name"]: p for p in
+              doc["paths"]["/api/v1/teams/{team_id}/audit/export"]["get"]["parameters"]}
+    validator = jsonschema.Draft202012Validator(export["to"]["schema"])
+    assert validator.is_valid("") and validator.is_valid("2026-01-01T00:00:00Z")
+    page = {p["name"]: p for p in doc["paths"]["/api/v1/admin/users"]["get"]["parameters"]}
+    assert page["offset"]["schema"]["maximum"] == 2**63 - 1

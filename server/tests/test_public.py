@@ -22,7 +22,7 @@ def assert_security_headers(resp) -> None:
 async def test_health_reports_ok_and_version(client):
     resp = await client.get("/api/v1/health")
     assert resp.status == 200
-    assert await resp.json() == {"status": "ok", "version": "0.3.0"}
+    assert await resp.json() == {"status": "ok", "version": "0.4.0"}
     assert_security_headers(resp)
 
 

@@ -116,7 +116,7 @@ async def test_cvsm_server_serve_starts_on_embedded_postgres_with_generated_keys
                         break
                 except aiohttp.ClientError:
                     await asyncio.sleep(0.25)
-        assert body == {"status": "ok", "version": "0.3.0"}
+        assert body == {"status": "ok", "version": "0.4.0"}
         for name in ("master.key", "jwt.secret"):
             mode = stat.S_IMODE((data_dir / name).stat().st_mode)
             assert mode == 0o600, name

@@ -8,11 +8,11 @@ import uuid
 from aiohttp import web
 
 from .. import db, email_verification, password_reset, ratelimit, sessions, tokens, totp, users
-from ..errors import BadRequest, Unauthorized
+from ..errors import Unauthorized
 from ..inputs import field, string_list
 from ..timeutil import iso
 from .apidoc import (BOOL, ENVIRONMENT, OK, PASSWORD, STRING, TEAM_REF_PATTERN, TIME,
-                     USERNAME_PATTERN, UUID, answer, nullable, obj, ref)
+                     USERNAME_PATTERN, UUID, answer, nullable, obj, one_line, ref)
 from .request import actor, app_url, connection, path_id, read_json
 from .state import CREDENTIALS, KEYRING, PASSWORDS, POOL, SETTINGS, SIGNER
 
@@ -38,11 +38,7 @@ async def register(request: web.Request) -> web.Response:
 
 async def login(request: web.Request) -> web.Response:
     body = await read_json(request, max_bytes=SMALL_BODY)
-    identifier = field(body, "identifier", str, required=False)
-    if identifier is None:
-        identifier = field(body, "email", str, required=False)  # legacy until v0.4
-    if identifier is None:
-        raise BadRequest("Kolom 'identifier' wajib diisi")
+    identifier = field(body, "identifier", str)  # the 0.3 line's `email` field is gone (0.4.0)
     password = field(body, "password", str)
     code = field(body, "totp_code", str, required=False)
     client = actor(request)
@@ -198,7 +194,7 @@ OPENAPI = {
             "email": {"type": "string", "maxLength": 254, "format": "email"},
             "username": {"type": "string", "pattern": USERNAME_PATTERN},
             "password": PASSWORD,
-            "name": {"type": "string", "minLength": 1, "maxLength": 200},
+            "name": one_line(200),
             "newsletter_opt_in": {"type": "boolean", "default": False},
         }, ("email", "username", "password", "name")),
         "responses": {201: _AUTH_ANSWER},
@@ -207,15 +203,14 @@ OPENAPI = {
     "login": {
         "summary": "Start a session with an email or username and the password.",
         "description": "With two-factor authentication on, `totp_code` is required (401 "
-                       "`2fa_required` without it).",
+                       "`2fa_required` without it). The 0.3 line's `email` in place of "
+                       "`identifier` is gone since 0.4.0.",
         "tags": ["accounts"],
         "body": obj({
             "identifier": {"type": "string", "description": "Email or username."},
-            "email": {"type": "string", "deprecated": True,
-                      "description": "Legacy name of `identifier` (until v0.4)."},
             "password": {"type": "string"},
             "totp_code": {"type": "string"},
-        }, ("password",)),
+        }, ("identifier", "password")),
         "responses": {200: _AUTH_ANSWER},
         "errors": [401],
     },
@@ -298,7 +293,7 @@ OPENAPI = {
         "summary": "Create an API token (session JWT only); the token is shown once.",
         "tags": ["tokens"],
         "body": obj({
-            "name": {"type": "string", "minLength": 1, "maxLength": 100},
+            "name": one_line(100),
             "expires_at": {"type": "string", "format": "date-time",
                            "description": "In the future."},
             "allowed_ips": {"type": "array", "maxItems": 100,

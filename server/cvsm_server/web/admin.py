@@ -54,6 +54,8 @@ async def admin_set_plan(request: web.Request) -> web.Response:
     for name in ("max_secrets", "max_members"):
         if name in body:
             value = body[name]
+            if isinstance(value, float) and value.is_integer():  # 5.0 is the integer 5 in JSON
+                value = int(value)
             if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
                 raise BadRequest(f"Kolom '{name}' memiliki tipe yang salah")
             quotas[name] = value

@@ -22,6 +22,7 @@ import sys
 from typing import Any
 
 from .. import __version__, bulk, secrets, shares, teams, users
+from ..inputs import CONTROL_CHARACTERS, INT64_MAX
 from ..passwords import MAX_LENGTH as PASSWORD_MAX, MIN_LENGTH as PASSWORD_MIN
 
 # The page routes (HTML and static files) and the docs page are not part of the JSON API.
@@ -60,6 +61,70 @@ def nullable(schema: dict) -> dict:
     return {"anyOf": [schema, {"type": "null"}]}
 
 
+def _char_class(chars: str) -> str:
+    """`chars` as the inside of a regular-expression class, in runs (`\\x1c-\\x1f`)."""
+    codes, out = sorted(map(ord, chars)), []
+    while codes:
+        first = last = codes.pop(0)
+        while codes and codes[0] == last + 1:
+            last = codes.pop(0)
+        out.append(f"\\u{first:04x}" + (f"-\\u{last:04x}" if last > first else ""))
+    return "".join(out)
+
+
+# What Python's str.strip() removes (U+3000 is the last), spelled out: JSON Schema patterns are
+# ECMA-262, whose \s is another set (it lacks U+0085 and has U+FEFF).
+STRIPPED = _char_class("".join(chr(c) for c in range(0x3001) if chr(c).isspace()))
+
+
+def trimmed(max_length: int, *, one_line: bool = False) -> dict:
+    """Text the server trims before it checks it: 1 to `max_length` characters once the
+    whitespace around it is gone; with `one_line`, no control character either
+    (`inputs.check_line`)."""
+    refused = CONTROL_CHARACTERS if one_line else "\\x00"
+    inner, edge = f"[^{refused}]", f"[^{STRIPPED}{refused}]"
+    rule = ", on one line (no control character, line or paragraph separator)" if one_line else ""
+    return {"type": "string",
+            "pattern": f"^[{STRIPPED}]*{edge}(?:{inner}{{0,{max_length - 2}}}{edge})?[{STRIPPED}]*$",
+            "description": f"1 to {max_length} characters once trimmed{rule}."}
+
+
+def one_line(max_length: int) -> dict:
+    """A name kept on one line (`inputs.check_line`), trimmed first."""
+    return trimmed(max_length, one_line=True)
+
+
+def _accepts_null(schema: dict) -> bool:
+    if schema.get("type") == "null" or "null" in (schema.get("type") or ()):
+        return True
+    return any(_accepts_null(s) for s in schema.get("anyOf", ()))
+
+
+def _null_as_absent(prop: dict) -> dict:
+    """`prop` accepting null too: an optional body field given as null is left out
+    (`inputs.field`)."""
+    if _accepts_null(prop):
+        return prop
+    if isinstance(prop.get("type"), str) and not {"$ref", "const", "anyOf", "oneOf", "format"} & set(prop):
+        out = {**prop, "type": [prop["type"], "null"]}
+        if "enum" in out:
+            out["enum"] = [*out["enum"], None]
+        return out
+    return nullable(prop)
+
+
+def request_body(schema: dict) -> dict:
+    """A body schema as the server reads it: its optional properties also take null."""
+    if schema.get("type") != "object" or "properties" not in schema:
+        return schema
+    keep = set(schema.get("required", ()))
+    for alternative in schema.get("anyOf", ()):  # fields one of which is required
+        keep |= set(alternative.get("required", ()))
+    props = {name: prop if name in keep else _null_as_absent(prop)
+             for name, prop in schema["properties"].items()}
+    return {**schema, "properties": props}
+
+
 STRING = {"type": "string"}
 INT = {"type": "integer"}
 BOOL = {"type": "boolean"}
@@ -75,7 +140,15 @@ SECRET_NAME = {"type": "string", "pattern": NAME_PATTERN}
 ID_LIST = {"type": "array", "items": STRING, "maxItems": bulk.MAX_ITEMS}
 
 
+def or_empty(schema: dict) -> dict:
+    """A query parameter that, given empty (`?to=`), is the same as left out."""
+    return {"anyOf": [schema, {"type": "string", "maxLength": 0}],
+            "description": "Empty is the same as left out."}
+
+
 def query(name: str, schema: dict, description: str = "") -> dict:
+    if schema.get("type") == "integer" and "maximum" not in schema:
+        schema = {**schema, "maximum": INT64_MAX}  # `query_int` reads at most 64 bits
     out = {"name": name, "in": "query", "required": False, "schema": schema}
     if description:
         out["description"] = description
@@ -214,7 +287,7 @@ def operation(method: str, path: str, handler_name: str, spec: dict) -> dict:
         op["parameters"] = copy.deepcopy(params)
     if "body" in spec:
         op["requestBody"] = {"required": spec.get("body_required", True),
-                             "content": {"application/json": {"schema": spec["body"]}}}
+                             "content": {"application/json": {"schema": request_body(spec["body"])}}}
     responses = {str(s): _success(e) for s, e in spec["responses"].items()}
     errors = set(spec.get("errors", ()))
     errors |= {500}
@@ -273,7 +346,10 @@ def document() -> dict:
             "version": __version__,
             "description": "The cvsm team secrets manager's REST API. Every error answer is "
                            "`{\"error\": \"<Indonesian message>\"}`; every answer carries "
-                           "`X-Request-Id`.",
+                           "`X-Request-Id`. In a request body, an optional field sent as null is "
+                           "the same as one left out, a number with a zero fraction (`24.0`) is "
+                           "that integer, and fields the document does not list are ignored. Text "
+                           "never holds the NUL character (400).",
         },
         "servers": [{"url": "/"}],
         "paths": paths,

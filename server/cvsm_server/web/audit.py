@@ -7,7 +7,7 @@ from aiohttp import web
 
 from .. import audit, audit_chain
 from ..timeutil import now
-from .apidoc import BOOL, INT, STRING, answer, nullable, obj, query
+from .apidoc import BOOL, INT, STRING, answer, nullable, obj, or_empty, query
 from .request import actor, connection, team_of
 from .state import CHECKPOINT_SIGNER
 
@@ -74,11 +74,12 @@ OPENAPI = {
                        "are prefixed with ' so spreadsheets show them as text.",
         "tags": ["audit"],
         "query": [
-            query("format", {"type": "string", "enum": list(audit.EXPORT_FORMATS),
-                             "default": "csv"}),
-            query("from", {"type": "string", "format": "date-time"},
+            query("format", or_empty({"type": "string", "enum": list(audit.EXPORT_FORMATS),
+                                      "default": "csv"})),
+            query("from", or_empty({"type": "string", "format": "date-time"}),
                   "Entries at or after this time."),
-            query("to", {"type": "string", "format": "date-time"}, "Entries before this time."),
+            query("to", or_empty({"type": "string", "format": "date-time"}),
+                  "Entries before this time (after `from`, or 400)."),
         ],
         "responses": {200: ("The entries, as a file download.", {"content": {
             "text/csv": {"schema": STRING},

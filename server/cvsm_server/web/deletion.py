@@ -7,7 +7,7 @@ from aiohttp import web
 from .. import deletion, ratelimit, sessions
 from ..inputs import field
 from ..timeutil import iso
-from .apidoc import OK, STRING, TIME, answer, obj
+from .apidoc import OK, TIME, answer, obj
 from .request import actor, app_url, connection, read_json
 from .state import KEYRING, PASSWORDS, SETTINGS
 
@@ -50,11 +50,11 @@ OPENAPI = {
                        "how to cancel.",
         "tags": ["accounts"],
         "body": obj({
-            "password": STRING,
+            "password": {"type": "string", "minLength": 1},
             "totp_code": {"type": "string", "description": "Needed with two-factor on."},
-            "confirm": {"type": "string",
+            "confirm": {"type": "string", "minLength": 1,
                         "description": "The account's email, for an account without a password."},
-        }),
+        }, anyOf=[{"required": ["password"]}, {"required": ["confirm"]}]),
         "responses": {202: answer({"delete_after": TIME})},
         "errors": [401, 409],
     },

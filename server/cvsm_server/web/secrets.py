@@ -9,7 +9,7 @@ from ..errors import BadRequest
 from ..inputs import field, string_list
 from ..timeutil import iso
 from .apidoc import (BULK_ANSWER, ENVIRONMENT, ID_LIST, INT, OK, SECRET_NAME, SECRET_TYPE,
-                     SECRET_VALUE, STRING, TIME, answer, obj, query, ref)
+                     SECRET_VALUE, STRING, TIME, answer, obj, or_empty, query, ref)
 from .middleware import counts_own_rate_limit
 from .request import actor, connection, path_id, team_of, query_int, query_text, read_json
 from .state import KEYRING, RATE_CHARGE
@@ -222,7 +222,7 @@ OPENAPI = {
     "read_secret_by_name": {
         "summary": "A secret and its current value, by exact name and environment.",
         "tags": ["secrets"],
-        "query": [query("environment", {**ENVIRONMENT, "default": "production"})],
+        "query": [query("environment", or_empty({**ENVIRONMENT, "default": "production"}))],
         "responses": {200: _READ},
     },
     "update_secret": {
@@ -277,8 +277,10 @@ OPENAPI = {
         "summary": f"Create up to {bulk.MAX_ITEMS} secrets, each on its own (Member).",
         "description": _PLAN_QUOTAS + " The whole request is refused; nothing is created.",
         "tags": ["bulk"],
-        "body": obj({"items": {"type": "array", "items": _ITEM, "maxItems": bulk.MAX_ITEMS}},
-                    ("items",)),
+        "body": obj({"items": {"type": "array", "maxItems": bulk.MAX_ITEMS, "items": {
+            "description": "A secret to create, as the body of `POST .../secrets`; "
+                           "an item that is not one fails alone, in `results` (`ok` false)."}}},
+            ("items",)),
         "responses": {200: BULK_ANSWER},
     },
     "bulk_delete": {

@@ -12,7 +12,7 @@ from ..actor import Actor
 from ..errors import NotFound
 from ..inputs import field
 from .admin import PAGE_DEFAULT, PAGE_MAX
-from .apidoc import BOOL, INT, STRING, TIME, UUID, answer, nullable, obj, query
+from .apidoc import BOOL, INT, STRING, TIME, UUID, answer, nullable, obj, query, trimmed
 from .request import (actor, app_url, connection, path_id, query_int, query_text, read_json)
 from .state import KEYRING, SETTINGS
 
@@ -104,7 +104,7 @@ async def admin_close_ticket(request: web.Request) -> web.Response:
 
 # --- OpenAPI ---------------------------------------------------------------------------------
 
-_MESSAGE_TEXT = {"type": "string", "minLength": 1, "maxLength": support.MAX_MESSAGE}
+_MESSAGE_TEXT = trimmed(support.MAX_MESSAGE)
 _ARTICLE = obj({"slug": STRING, "title": STRING}, ("slug", "title"))
 _ARTICLES = {"type": "array", "items": _ARTICLE}
 _MESSAGE = obj({"id": UUID, "author": {"type": "string", "enum": ["user", "assistant", "admin"]},

@@ -6,7 +6,7 @@ from aiohttp import web
 
 from .. import audit, teams
 from ..inputs import field
-from .apidoc import INT, OK, ROLE, SLUG_PATTERN, answer, obj, query, ref
+from .apidoc import INT, OK, ROLE, SLUG_PATTERN, answer, obj, one_line, query, ref
 from .request import actor, connection, path_id, query_int, read_json, team_of
 from .state import SETTINGS
 
@@ -102,7 +102,7 @@ OPENAPI = {
     "create_team": {
         "summary": "Create a team; the caller becomes its Owner.",
         "tags": ["teams"],
-        "body": obj({"name": {"type": "string", "minLength": 1, "maxLength": 100},
+        "body": obj({"name": one_line(100),
                      "slug": {"type": "string", "pattern": SLUG_PATTERN}}, ("name", "slug")),
         "responses": {201: _TEAM},
         "errors": [409],
