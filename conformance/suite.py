@@ -58,15 +58,23 @@ def say(text: str) -> None:
     print(text, flush=True)
 
 
-async def run_command(command: Sequence[str], log_path: Path, timeout: float) -> tuple[int | None, float]:
+def unit_test_environment() -> dict[str, str]:
+    """unit_test_environment is the drivers' environment plus ``CVSM_SERVER_PYTHON``: this
+    Python, which imports the reference server, for suites that start it (the cvsm command's)."""
+    return {**driver_environment(), "CVSM_SERVER_PYTHON": sys.executable}
+
+
+async def run_command(
+    command: Sequence[str], log_path: Path, timeout: float, env: dict[str, str] | None = None
+) -> tuple[int | None, float]:
     """run_command runs ``command`` from the repository root into ``log_path``; None = timed out."""
     started = time.monotonic()
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with log_path.open("wb") as sink:
         try:
             proc = await asyncio.create_subprocess_exec(
-                *command, cwd=REPO_ROOT, env=driver_environment(), stdin=subprocess.DEVNULL,
-                stdout=sink, stderr=subprocess.STDOUT, start_new_session=True,
+                *command, cwd=REPO_ROOT, env=env if env is not None else driver_environment(),
+                stdin=subprocess.DEVNULL, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True,
             )
         except OSError as exc:
             sink.write(f"cannot run {list(command)}: {exc}\n".encode())
@@ -347,7 +355,7 @@ async def unit_tests(languages: Sequence[str] | None, reports: Path = REPORTS_DI
             started = time.monotonic()
             if jobs > 1:
                 log_path = reports / f"unit-{spec.language}.log"
-                code, _ = await run_command(spec.unit_test, log_path, UNIT_TEST_TIMEOUT)
+                code, _ = await run_command(spec.unit_test, log_path, UNIT_TEST_TIMEOUT, unit_test_environment())
                 say(f"[{spec.language}] output ({log_path.relative_to(REPO_ROOT)}):")
                 say(log_path.read_text(errors="replace").rstrip("\n"))
             else:
@@ -380,7 +388,7 @@ async def _run_streaming(command: Sequence[str], timeout: float) -> int | None:
     sys.stdout.flush()
     try:
         proc = await asyncio.create_subprocess_exec(
-            *command, cwd=REPO_ROOT, env=driver_environment(), stdin=subprocess.DEVNULL, start_new_session=True
+            *command, cwd=REPO_ROOT, env=unit_test_environment(), stdin=subprocess.DEVNULL, start_new_session=True
         )
     except OSError as exc:
         say(f"cannot run {list(command)}: {exc}")

@@ -159,3 +159,10 @@ def test_the_report_shows_known_failures_apart_and_never_as_passes() -> None:
     assert "| tiny | proxy_env |" in text
     junit = report.junit(results, ["tiny"]).getroot()[0]
     assert junit.get("failures") == "1" and junit.get("skipped") == "1"
+
+
+def test_unit_tests_are_told_the_python_that_imports_the_reference_server(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CVSM_TOKEN", "from-the-harness-environment")
+    env = suite.unit_test_environment()
+    assert env["CVSM_SERVER_PYTHON"] == sys.executable
+    assert [k for k in env if k.startswith("CVSM_")] == ["CVSM_SERVER_PYTHON"]
