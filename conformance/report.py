@@ -53,7 +53,7 @@ def markdown(
         lines.append("|---|---|")
         for language in languages:
             reported = capabilities.get(language)
-            shown = "not reported (the driver did not start)" if reported is None else ", ".join(reported) or "none"
+            shown = "not reported (no driver started)" if reported is None else ", ".join(reported) or "none"
             lines.append(f"| {language} | {shown} |")
         lines.append("")
     if languages:
