@@ -29,6 +29,13 @@ def blocks(readme: Path, language: str, heading: str | None = None) -> list[str]
     return re.findall(rf"^```{language}\n(.*?)^```$", text, re.S | re.M)
 
 
+def root_install(language: str) -> str:
+    """The install line of ``language`` in the root README's table of clients."""
+    row = re.search(rf"^\| {language} \| .* \| `([^`]*)` \|$", (REPO / "README.md").read_text(), re.M)
+    assert row, f"the root README has no install line for {language}"
+    return row.group(1)
+
+
 def require(tool: str) -> None:
     if shutil.which(tool) is None:
         if os.environ.get("CI", "").lower() == "true":
@@ -81,6 +88,13 @@ async def test_the_shell_readmes_install_lines_and_first_example_run_as_printed(
     out = await run(["bash", "-c", f"{sourced} && cvsm_get DATABASE_URL"], app,
                     {**env, "CVSM_CACHE_DIR": str(tmp_path / "cache")})
     assert out == DATABASE_URL
+    # The root README's line, from a project next to a clone in ../cvsm.
+    root_line = root_install("Shell")
+    assert root_line == "source ../cvsm/clients/shell/cvsm.sh", root_line
+    (tmp_path / "cvsm").symlink_to(REPO)
+    out = await run(["bash", "-c", f"{root_line} && cvsm_get DATABASE_URL"], app,
+                    {**env, "CVSM_CACHE_DIR": str(tmp_path / "cache1")})
+    assert out == DATABASE_URL
     # The other way: the one file copied next to the scripts, which the first example sources.
     copy = re.search(r"\(`(cp cvsm/clients/shell/cvsm\.sh \./)`\)", readme.read_text()).group(1)
     await run(["bash", "-c", copy], app, env)
@@ -104,7 +118,7 @@ async def test_the_rust_readmes_install_line_and_first_example_run_as_printed(
     env = {**env, "CARGO_NET_OFFLINE": "true", "CARGO_TARGET_DIR": str(REPO / "clients" / "rust" / "target")}
     await run(["cargo", "init", "--name", "readme_app", "--vcs", "none"], app, env)
     install = blocks(readme, "sh", "## Installation")[0].strip()
-    assert install == "cargo add cvsm --path ../cvsm/clients/rust", install
+    assert install == "cargo add cvsm --path ../cvsm/clients/rust" == root_install("Rust"), install
     await run(["sh", "-c", install], app, env)
     (app / "src" / "main.rs").write_text(blocks(readme, "rust")[0])
     out = await run(["cargo", "run", "--quiet"], app, env, timeout=900)
