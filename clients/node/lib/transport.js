@@ -11,6 +11,7 @@
  */
 
 const undici = require('undici');
+/** The version of this package, sent in the user agent `cvsm-node/<VERSION>`. @type {string} */
 const { version: VERSION } = require('../package.json');
 const {
   ApiError,
