@@ -5,7 +5,7 @@ declare(strict_types=1);
 namespace Cvsm\Exception;
 
 /**
- * CvsmExceptionInterface marks every exception the cvsm client throws, so one catch block
+ * Marks every exception the cvsm client throws, so one catch block
  * (`catch (CvsmExceptionInterface $e)`) handles them all.
  */
 interface CvsmExceptionInterface extends \Throwable

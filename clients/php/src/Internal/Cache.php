@@ -78,7 +78,7 @@ final class Cache
     }
 
     /**
-     * __debugInfo shows how many entries are held, never their values.
+     * Shows how many entries are held, never their values.
      *
      * @return array<string, mixed>
      */

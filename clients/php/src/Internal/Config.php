@@ -19,10 +19,15 @@ use Psr\Log\LoggerInterface;
  */
 final class Config
 {
+    /** The environment read when neither "environment" nor CVSM_ENVIRONMENT says. */
     public const DEFAULT_ENVIRONMENT = 'production';
+    /** Seconds a value stays cached by default. */
     public const DEFAULT_CACHE_TTL = 30;
+    /** Seconds per HTTP attempt by default. */
     public const DEFAULT_TIMEOUT = 10;
+    /** Extra attempts after a retryable failure by default. */
     public const DEFAULT_MAX_RETRIES = 2;
+    /** Seconds a value is kept for stale-if-error by default: off. */
     public const DEFAULT_STALE_IF_ERROR = 0;
 
     /** Lists the option names the client accepts. */

@@ -22,6 +22,10 @@ use Psr\Http\Message\RequestFactoryInterface;
  */
 final class Psr18Sender
 {
+    /**
+     * @param ClientInterface $client the caller's PSR-18 client
+     * @param RequestFactoryInterface $requests the PSR-17 factory that builds its requests
+     */
     public function __construct(
         private readonly ClientInterface $client,
         private readonly RequestFactoryInterface $requests
