@@ -41,7 +41,7 @@ const SHAPES = {
 };
 
 /**
- * servesStale reports whether a failed refresh may be answered with a kept value (rule R14): a
+ * Reports whether a failed refresh may be answered with a kept value (rule R14): a
  * network error (an unreadable answer included), a 5xx or a 429. Never a 401 or 403, nor any
  * other error.
  */
@@ -301,7 +301,7 @@ class Client {
     return `Client ${inspect(this.toJSON(), { ...options, depth: options.depth === null ? null : options.depth - 1 })}`;
   }
 
-  /** #teamPath is the path of the configured team, id or slug, percent-encoded. */
+  /** The path of the configured team, id or slug, percent-encoded. */
   #teamPath() {
     return `/teams/${encodeURIComponent(this.#config.team)}`;
   }
@@ -338,7 +338,7 @@ class Client {
   }
 
   /**
-   * #keptFor returns the kept `{value, age}` under `key` of `cache` when `err` may be answered
+   * Returns the kept `{value, age}` under `key` of `cache` when `err` may be answered
    * with it (rule R14: staleIfError is on, the error is a network error, a 5xx or a 429, and
    * the value is younger than cacheTtl + staleIfError), else undefined.
    */
@@ -348,7 +348,7 @@ class Client {
   }
 
   /**
-   * #reportStale tells that a stale value is being served: a process warning the first time for
+   * Tells that a stale value is being served: a process warning the first time for
    * `warnKey` since it was last read fresh (it names the secret and the error, never the
    * value), then the caller's onStale hook, each time. An exception the hook throws rejects the
    * call.
