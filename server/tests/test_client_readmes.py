@@ -6,6 +6,7 @@ clients/go/cmd/cvsm/readme_test.go, the other SDKs' by their own tests.)"""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import re
 import shutil
@@ -17,6 +18,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 DATABASE_URL = "postgres://readme@db.internal/app"
+PRODUCTION = {"DATABASE_URL": DATABASE_URL, "README_OTHER": "other value"}
 
 
 def blocks(readme: Path, language: str, heading: str | None = None) -> list[str]:
@@ -63,20 +65,41 @@ async def seeded(client: Any, api: Any) -> dict[str, str]:
     """A team with two production secrets and a read-only token for it: the CVSM_* variables."""
     owner = await api.register()
     team = await api.team(owner, "readme-team")
-    await api.secret(owner, team, "DATABASE_URL", DATABASE_URL)
-    await api.secret(owner, team, "README_OTHER", "other value")
+    for name, value in PRODUCTION.items():
+        await api.secret(owner, team, name, value)
     minted = await api.api_token(owner, team_id="readme-team", read_only=True)
     base = str(client.make_url("/api/v1"))
-    environ = {k: v for k, v in os.environ.items() if not k.startswith("CVSM_") and k.lower() not in
-               ("http_proxy", "https_proxy", "all_proxy", "no_proxy", "database_url", "readme_other")}
-    return {**environ, "CVSM_TOKEN": minted["token"], "CVSM_BASE_URL": base, "CVSM_TEAM": "readme-team"}
+    return reader_env({"CVSM_TOKEN": minted["token"], "CVSM_BASE_URL": base, "CVSM_TEAM": "readme-team"},
+                      PRODUCTION)
+
+
+def reader_env(reader: dict[str, str], production: dict[str, str]) -> dict[str, str]:
+    """This process's environment without CVSM_* variables, proxies or the secrets' names, plus
+    `reader` (CVSM_TOKEN, CVSM_BASE_URL, CVSM_TEAM)."""
+    skipped = {"http_proxy", "https_proxy", "all_proxy", "no_proxy", *(name.lower() for name in production)}
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("CVSM_") and k.lower() not in skipped}
+    return {**environ, **reader}
 
 
 async def test_the_shell_readmes_install_lines_and_first_example_run_as_printed(
     client: Any, api: Any, tmp_path: Path
 ) -> None:
+    await shell_readme(tmp_path, await seeded(client, api), PRODUCTION)
+
+
+async def test_the_rust_readmes_install_line_and_first_example_run_as_printed(
+    client: Any, api: Any, tmp_path: Path
+) -> None:
+    await rust_readme(tmp_path, await seeded(client, api), PRODUCTION)
+
+
+# Each README, run as printed with `env` (reader_env: the server's CVSM_* variables), whose token
+# reads exactly the secrets `production` (names to values, DATABASE_URL among them).
+# test_first_hour.py runs them too, on the server a newcomer set up.
+
+async def shell_readme(tmp_path: Path, env: dict[str, str], production: dict[str, str]) -> None:
     require("bash"), require("curl"), require("jq")
-    env = await seeded(client, api)
+    database_url = production["DATABASE_URL"]
     readme = REPO / "clients" / "shell" / "README.md"
     # The clone goes into the project folder (`git clone ... cvsm`), a link here.
     app = tmp_path / "app"
@@ -87,30 +110,27 @@ async def test_the_shell_readmes_install_lines_and_first_example_run_as_printed(
     sourced = install.removeprefix("git clone <this repository> cvsm && ")
     out = await run(["bash", "-c", f"{sourced} && cvsm_get DATABASE_URL"], app,
                     {**env, "CVSM_CACHE_DIR": str(tmp_path / "cache")})
-    assert out == DATABASE_URL
+    assert out == database_url
     # The root README's line, from a project next to a clone in ../cvsm.
     root_line = root_install("Shell")
     assert root_line == "source ../cvsm/clients/shell/cvsm.sh", root_line
     (tmp_path / "cvsm").symlink_to(REPO)
     out = await run(["bash", "-c", f"{root_line} && cvsm_get DATABASE_URL"], app,
                     {**env, "CVSM_CACHE_DIR": str(tmp_path / "cache1")})
-    assert out == DATABASE_URL
+    assert out == database_url
     # The other way: the one file copied next to the scripts, which the first example sources.
     copy = re.search(r"\(`(cp cvsm/clients/shell/cvsm\.sh \./)`\)", readme.read_text()).group(1)
     await run(["bash", "-c", copy], app, env)
-    (app / "my-app").write_text('#!/bin/sh\nexec jq -n "env | {DATABASE_URL, README_OTHER}"\n')
+    (app / "my-app").write_text(f'#!/bin/sh\nexec jq -n "env | {{{", ".join(sorted(production))}}}"\n')
     (app / "my-app").chmod(0o755)
     example = blocks(readme, "bash")[0]
     assert "source ./cvsm.sh" in example and "exec ./my-app" in example
     out = await run(["bash", "-c", example], app, {**env, "CVSM_CACHE_DIR": str(tmp_path / "cache2")})
-    assert '"DATABASE_URL": "postgres://readme@db.internal/app"' in out and '"README_OTHER": "other value"' in out
+    assert json.loads(out) == production
 
 
-async def test_the_rust_readmes_install_line_and_first_example_run_as_printed(
-    client: Any, api: Any, tmp_path: Path
-) -> None:
+async def rust_readme(tmp_path: Path, env: dict[str, str], production: dict[str, str]) -> None:
     require("cargo")
-    env = await seeded(client, api)
     readme = REPO / "clients" / "rust" / "README.md"
     app = project(tmp_path)
     # Offline: the crates come from cargo's cache; the crate's own build folder is shared, so its
@@ -122,4 +142,5 @@ async def test_the_rust_readmes_install_line_and_first_example_run_as_printed(
     await run(["sh", "-c", install], app, env)
     (app / "src" / "main.rs").write_text(blocks(readme, "rust")[0])
     out = await run(["cargo", "run", "--quiet"], app, env, timeout=900)
-    assert out == f'DATABASE_URL has {len(DATABASE_URL)} characters; injected ["DATABASE_URL", "README_OTHER"]\n'
+    injected = ", ".join(f'"{name}"' for name in sorted(production))  # Rust's {:?} of the names
+    assert out == f"DATABASE_URL has {len(production['DATABASE_URL'])} characters; injected [{injected}]\n"
