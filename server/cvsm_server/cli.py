@@ -18,7 +18,7 @@ from pathlib import Path
 
 from aiohttp import web
 
-from . import __version__, admin, db, keys, notify, tls, workers
+from . import __version__, admin, db, drain, keys, notify, tls, workers
 from .actor import Actor
 from .errors import DomainError
 from .config import ConfigError, Settings
@@ -96,6 +96,7 @@ async def _run(app: web.Application, host: str, port: int,
     url = listen_url(host, port_of(sockets, port), "https" if ssl_context else "http")
     app[APP_URL] = url
     share_base = app[SETTINGS].app_url or url
+    stopping = drain.Drain(app, app[SETTINGS].shutdown_drain_seconds)
     runner = web.AppRunner(app, handle_signals=True, keepalive_timeout=75.0)
     try:
         await runner.setup()
@@ -108,8 +109,9 @@ async def _run(app: web.Application, host: str, port: int,
         logging.getLogger("cvsm").info("%s", announcement)
         notify.ready(announcement)
         # Serving, SIGINT and SIGTERM stop it through cleanup while every task still runs, so
-        # the app's shutdown ends long requests itself (the change streams send `end`); a
-        # GracefulExit out of the loop would cancel every task first.
+        # the requests in flight finish (`drain.py`) and the app's shutdown ends long requests
+        # itself (the change streams send `end`); a GracefulExit out of the loop would cancel
+        # every task first.
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
@@ -117,7 +119,7 @@ async def _run(app: web.Application, host: str, port: int,
         await stop.wait()
     finally:
         notify.stopping()
-        await runner.cleanup()
+        await stopping.stop(runner)
         for sock in sockets:
             sock.close()
 
