@@ -110,12 +110,15 @@ async def seal_pending(pool: db.Pool) -> int:
 async def seal_loop(pool: db.Pool, interval: float) -> None:
     while True:
         await asyncio.sleep(interval)
+    outage = db.OutageLog(log, "audit sealing job")
         try:
             await seal_pending(pool)
         except asyncio.CancelledError:
             raise
-        except Exception:
-            log.exception("audit sealing job failed")
+        except Exception as exc:
+            outage.failed(exc)
+        else:
+            outage.ok()
 
 
 # --- signing ----------------------------------------------------------------------------------

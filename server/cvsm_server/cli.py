@@ -150,7 +150,17 @@ def _serve(settings: Settings, host: str, port: int,
     except db.UNAVAILABLE as exc:
         print(f"cvsm-server: cannot reach the database: {_first_line(exc)}", file=sys.stderr)
         return 1
-    return 0
+    return _embedded_lost() or 0
+
+
+def _embedded_lost() -> int | None:
+    """1 when the server stopped because its embedded PostgreSQL could not be started again
+    (`db._supervise`): a supervisor (systemd's Restart=on-failure, Docker's restart policy)
+    then starts it afresh."""
+    if (reason := db.embedded_lost()) is None:
+        return None
+    print(f"cvsm-server: stopped: {reason}", file=sys.stderr)
+    return 1
 
 
 def _serve_workers(settings: Settings, host: str, port: int, count: int,
@@ -167,8 +177,9 @@ def _serve_workers(settings: Settings, host: str, port: int, count: int,
     announce = (_announcement(host, port_of(sockets, port), url, settings.app_url or url)
                 + f", {count} workers")
     try:
-        return asyncio.run(_notifying(
+        code = asyncio.run(_notifying(
             workers.serve(settings, count, sockets, url, announce, tls_files), sockets, announce))
+        return _embedded_lost() or code
     except KeyboardInterrupt:
         return 0
     except workers.StartFailed as exc:
