@@ -124,6 +124,7 @@ async def _background_jobs(app: web.Application) -> AsyncIterator[None]:
     for job in jobs:
         if job.done() and not job.cancelled() and job.exception() is not None:
             log.warning("background job ended with %s", type(job.exception()).__name__)
+    await audit_chain.checkpoint_at_stop(pool, checkpoints)  # a stop leaves every head signed
 
 
 def create_app(settings: Settings | None = None) -> web.Application:
