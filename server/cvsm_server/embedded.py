@@ -101,8 +101,10 @@ class EmbeddedPostgres:
         return info.pid if info is not None else None
 
     def running(self) -> bool:
-        """Whether the postmaster this handle started or joined still runs (a cheap check)."""
-        return is_postmaster_for(self.pid, self.pgdata.resolve())
+        """Whether the postmaster this handle started or joined still runs (a cheap check; where
+        its working directory and command line cannot be read, `postmaster.pid` decides)."""
+        pgdata = self.pgdata.resolve()
+        return is_postmaster_for(self.pid, pgdata, LockFile(pgdata / "postmaster.pid").data_dir)
 
     def restart(self) -> None:
         """Start the server again after its postmaster died, with the same handle (so the list
