@@ -36,7 +36,7 @@ CLIENT_MAX_SIZE = 40 * 1024 * 1024
 
 
 async def _database(app: web.Application) -> AsyncIterator[None]:
-    async with db.open(app[SETTINGS]) as database:
+    async with db.open(app[SETTINGS], supervise=True) as database:
         await keys.check_master_key(database.pool, app[KEYRING])
         await support.load_articles(database.pool)  # the help articles the assistant searches
         app[CHECKPOINT_SIGNER] = audit_chain.CheckpointSigner(app[KEYRING])
@@ -76,13 +76,16 @@ async def _housekeeping(pool: db.Pool) -> None:
 
 
 async def _housekeeping_loop(pool: db.Pool, interval: float = 600.0) -> None:
+    outage = db.OutageLog(log, "housekeeping")
     while True:
         try:
             await _housekeeping(pool)
         except asyncio.CancelledError:
             raise
-        except Exception:
-            log.exception("housekeeping failed")
+        except Exception as exc:
+            outage.failed(exc)
+        else:
+            outage.ok()
         await asyncio.sleep(interval)
 
 
@@ -121,6 +124,7 @@ async def _background_jobs(app: web.Application) -> AsyncIterator[None]:
     for job in jobs:
         if job.done() and not job.cancelled() and job.exception() is not None:
             log.warning("background job ended with %s", type(job.exception()).__name__)
+    await audit_chain.checkpoint_at_stop(pool, checkpoints)  # a stop leaves every head signed
 
 
 def create_app(settings: Settings | None = None) -> web.Application:

@@ -114,6 +114,7 @@ async def purge_expired(pool: db.Pool, signer: audit_chain.CheckpointSigner) -> 
 
 async def purge_loop(pool: db.Pool, signer: audit_chain.CheckpointSigner,
                      interval: float = 3600.0) -> None:
+    outage = db.OutageLog(log, "audit retention purge")
     while True:
         try:
             removed = await purge_expired(pool, signer)
@@ -121,8 +122,10 @@ async def purge_loop(pool: db.Pool, signer: audit_chain.CheckpointSigner,
                 log.info("audit retention purge removed %d entries", removed)
         except asyncio.CancelledError:
             raise
-        except Exception:
-            log.exception("audit retention purge failed")
+        except Exception as exc:
+            outage.failed(exc)
+        else:
+            outage.ok()
         await asyncio.sleep(interval)
 
 
