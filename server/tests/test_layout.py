@@ -115,6 +115,16 @@ async def arrange(client: TestClient, api: Api, database_url: str) -> dict[str, 
     }
 
 
+async def check_apart(page: Any, first: str, second: str) -> None:
+    """The boxes of `first` and `second` neither touch nor overlap (4 px at least between)."""
+    a = await page.locator(first).first.bounding_box()
+    b = await page.locator(second).first.bounding_box()
+    assert a is not None and b is not None, (first, second)
+    below = b["y"] >= a["y"] + a["height"] + 4
+    beside = b["x"] >= a["x"] + a["width"] + 4
+    assert below or beside, (first, a, second, b)
+
+
 async def test_every_page_fits_phones_and_desktops_and_passes_axe_core(
         client: TestClient, api: Api, database_url: str, axe_script: Path, tmp_path: Path) -> None:
     require_chromium()
@@ -175,6 +185,27 @@ async def test_every_page_fits_phones_and_desktops_and_passes_axe_core(
             await page.wait_for_url(f"{base}/app/teams")
             for name, path in arranged["pages"].items():
                 await visit(page, name, path)
+
+            # The boxes that show a value once, on a phone: apart from what follows them, the
+            # value apart from its copy button.
+            await page.set_viewport_size({"width": 390, "height": 844})
+            await page.goto(f"{base}/app/tokens")
+            await page.get_by_label("Nama", exact=True).fill("phone")
+            await page.get_by_role("button", name="Buat token").click()
+            await expect(page.get_by_role("heading", name="Token baru: phone")).to_be_visible()
+            await check_apart(page, "section.card:has([data-secret-value])", "section.card + *")
+            await check_apart(page, "[data-secret-value]", "[data-secret-value] + button")
+            measured = await page.evaluate(OVERFLOW)
+            assert measured["scroll"] <= measured["inner"], ("new token", measured)
+            await page.goto(f"{base}/app/account")
+            await page.get_by_role("button", name="Siapkan verifikasi dua langkah").click()
+            await expect(page.get_by_role("button", name="Salin nilai ke papan klip")).to_be_visible()
+            await check_apart(page, "code[data-secret-value]", "code[data-secret-value] + button")
+            measured = await page.evaluate(OVERFLOW)
+            assert measured["scroll"] <= measured["inner"], ("two-factor set-up", measured)
+            for value in await page.locator("[data-secret-value]").all():
+                await value.evaluate("node => { node.textContent = 'JBSWY3DPEHPK3PXP' }")
+            await page.screenshot(path=str(shots / "account-2fa-390.png"))
 
             # The top bar at the narrowest width: every link and "Keluar" on screen.
             await page.set_viewport_size({"width": 360, "height": 800})
