@@ -17,7 +17,7 @@ from cvsm_server.errors import BadRequest, Forbidden, NotFound
 from cvsm_server.passwords import PasswordHasher
 
 DOMAIN_MODULES = ["actor", "audit", "bulk", "credentials", "db", "dotenv", "errors", "inputs",
-                  "public", "ratelimit", "roles", "secrets", "sessions", "shares", "teams",
+                  "public", "ratelimit", "roles", "secrets", "sessions", "shares", "teams", "insights",
                   "tokens", "totp", "users", "keys", "crypto", "embedded"]
 
 
