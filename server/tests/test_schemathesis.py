@@ -43,6 +43,8 @@ DECLARED_400 = {
                         "which of `password` and `confirm` it needs)",
     "admin_update_user": "an admin taking their own admin right or account away",
     "create_token": "`expires_at` not in the future (the clock decides)",
+    "set_rotation": "an `admin_secret_id` that is not a secret of this team, an `owner_group` "
+                    "that is one of the two roles, or a webhook `url` that DNS refuses",
     "create_webhook": "a URL whose host does not resolve, or only to addresses webhooks may not "
                       "reach (DNS decides)",
 }

@@ -84,6 +84,29 @@ TARGET = obj({
                     "join and act as, so objects either creates belong to both."},
     "url": {**STRING, "description": "webhook: the endpoint the signed steps are posted to."},
 }, ("kind",))
+# What a policy's `target` may be sent as: one shape per kind, with no other field (the server
+# refuses a setting of another kind).
+_ADMIN = {**UUID, "description": "another secret of the team whose value is a `postgresql://` "
+          "URL of an account that may ALTER ROLE."}
+TARGET_IN = {"oneOf": [
+    obj({"kind": {"const": "none"}}, ("kind",), additionalProperties=False),
+    obj({"kind": {"const": "postgres"}, "admin_secret_id": _ADMIN,
+         "username": {**ROLE_NAME, "description": "the role whose password rotates."},
+         "value_format": {"type": "string", "enum": list(rotation_targets.VALUE_FORMATS),
+                          "default": "password",
+                          "description": "the secret holds the password or a URL."}},
+        ("kind", "admin_secret_id", "username"), additionalProperties=False),
+    obj({"kind": {"const": "postgres_alternating"}, "admin_secret_id": _ADMIN,
+         "usernames": {"type": "array", "items": ROLE_NAME, "minItems": 2, "maxItems": 2,
+                       "uniqueItems": True, "description": "the two roles that take turns."},
+         "owner_group": {**ROLE_NAME, "description": "a group both roles join and act as, so "
+                         "objects either creates belong to both (not one of the two)."}},
+        ("kind", "admin_secret_id", "usernames"), additionalProperties=False),
+    obj({"kind": {"const": "webhook"},
+         "url": {**STRING, "description": "the endpoint the signed steps are posted to: "
+                 "https:// (http:// only where private targets are allowed)."}},
+        ("kind", "url"), additionalProperties=False),
+]}
 POLICY = answer({
     "secret_id": UUID, "interval_days": INT, "enabled": BOOL, "generator": GENERATOR,
     "target": TARGET, "next_rotation_at": TIME, "last_rotated_at": nullable(TIME),
@@ -114,7 +137,7 @@ OPENAPI = {
         "tags": ["rotation"],
         "body": obj({"interval_days": {"type": "integer", "minimum": 1,
                                        "maximum": secret_rotation.MAX_INTERVAL_DAYS},
-                     "target": TARGET, "generator": GENERATOR,
+                     "target": TARGET_IN, "generator": GENERATOR,
                      "enabled": {"type": "boolean", "default": True}},
                     ("interval_days", "target")),
         "responses": {200: obj({"policy": POLICY, "signing_secret": STRING}, ("policy",))},
