@@ -23,7 +23,7 @@ from typing import Any
 
 from psycopg2.extras import Json
 
-from . import audit_chain, db, roles, webhooks
+from . import audit_chain, db, roles, webhook_events
 from .actor import Actor
 from .errors import BadRequest
 from .timeutil import iso, parse_iso
@@ -72,7 +72,7 @@ async def record(
             "metadata": Json(metadata or {}),
         },
     )
-    await webhooks.emit(cur, actor, action, resource, team_id=team_id, resource_id=resource_id,
+    await webhook_events.emit(cur, actor, action, resource, team_id=team_id, resource_id=resource_id,
                         metadata=metadata)
 
 
