@@ -11,7 +11,7 @@ from .. import db, email_verification, password_reset, ratelimit, sessions, toke
 from ..errors import Unauthorized
 from ..inputs import field, string_list
 from ..timeutil import iso
-from .apidoc import (BOOL, ENVIRONMENT, OK, PASSWORD, STRING, TEAM_REF_PATTERN, TIME,
+from .schema import (BOOL, ENVIRONMENT, OK, PASSWORD, STRING, TEAM_REF_PATTERN, TIME,
                      USERNAME_PATTERN, UUID, answer, nullable, obj, one_line, ref)
 from .request import actor, app_url, connection, path_id, read_json
 from .state import CREDENTIALS, KEYRING, PASSWORDS, POOL, SETTINGS, SIGNER
@@ -181,7 +181,7 @@ async def revoke_token(request: web.Request) -> web.Response:
     return web.json_response({"ok": True})
 
 
-# --- OpenAPI: the operations above, for `web.apidoc` ---------------------------------------
+# --- OpenAPI: the operations above (`web.schema`), for `web.apidoc` ------------------------------
 
 _AUTH_ANSWER = answer({"token": {"type": "string", "description": "A session JWT."},
                        "user": ref("User")})

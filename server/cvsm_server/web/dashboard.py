@@ -33,11 +33,12 @@ from aiohttp import web
 from multidict import MultiDictProxy
 
 from .. import (admin, audit, bulk, credentials, db, deletion, dotenv, email_verification, invites,
-               newsletter, oauth, password_reset, ratelimit, roles, sessions, shares, shell_export,
-               teams, tokens, totp, users)
+               newsletter, oauth, password_reset, ratelimit, roles, secret_rotation, sessions, shares,
+               shell_export, teams, tokens, totp, users)
 from .. import secrets as domain
 from ..actor import Actor
 from ..errors import BadRequest, DomainError, Forbidden, NotFound, TooManyRequests, Unauthorized
+from .policy import policy_of
 from .request import FORM_TOO_LARGE, FormValue, app_url, check_query, path_id, read_form
 from .state import ACTOR, CREDENTIALS, KEYRING, OAUTH, PASSWORDS, POOL, SETTINGS, SIGNER
 
@@ -240,13 +241,9 @@ def signed_in(handler: Callable[[web.Request, Actor], Awaitable[web.StreamRespon
     return page
 
 
-# Paths that are not the dashboard's pages: their errors stay the API's JSON.
-NOT_PAGES = ("/api/", "/static/", "/share/", "/metrics")
-
-
 def is_page(request: web.Request) -> bool:
-    """Whether the request is for one of the dashboard's pages (a route matched, not the API)."""
-    return request.match_info.http_exception is None and not request.path.startswith(NOT_PAGES)
+    """Whether the request is for one of the dashboard's pages, as its route declares."""
+    return policy_of(request).page
 
 
 @web.middleware
@@ -652,7 +649,15 @@ async def delete_secret(request: web.Request, actor: Actor) -> web.StreamRespons
     return _redirect(f"/app/teams/{team_ref}/secrets?environment={environment}")
 
 
-# One secret: versions, rollback, shares ------------------------------------------------------
+# One secret: versions, rollback, shares, rotation ----------------------------------------------
+
+async def rotation_context(conn: db.Connection, actor: Actor, team_id: uuid.UUID,
+                           secret_id: uuid.UUID, role: str) -> dict[str, Any]:
+    """What the secret page shows of rotation (it is shown to every member)."""
+    policy, runs = await secret_rotation.get_policy(conn, actor, team_id, secret_id)
+    return {"policy": policy, "runs": runs,
+            "can_rotate": policy is not None and roles.RANK[role] >= roles.RANK[roles.MEMBER]}
+
 
 async def _secret_context(request: web.Request, conn: db.Connection, actor: Actor) -> dict[str, Any]:
     team_ref = request.match_info["team"]
@@ -661,7 +666,6 @@ async def _secret_context(request: web.Request, conn: db.Connection, actor: Acto
     secret, versions = await domain.secret_history(conn, actor, team_id, path_id(request, "secret_id"))
     can_share = roles.RANK[team["role"]] >= roles.RANK[roles.MEMBER]
     share_rows = await shares.list_shares(conn, actor, team_id, secret["id"]) if can_share else []
-    from .rotation_pages import rotation_context  # the rotation section's own module
     rotation = await rotation_context(conn, actor, team_id, secret["id"], team["role"])
     return {"user": actor, "csrf": _session_csrf(request, actor), "team": team, "team_ref": team_ref,
             "secret": secret, "versions": versions, "shares": share_rows, "can_share": can_share,

@@ -6,10 +6,10 @@ rate limits.
   otherwise a new one is made); it is in the access-log and error-log lines.
 - `error_middleware`: every failure becomes `{"error": "<Indonesian message>"}` with its status;
   a database outage is a 503 with `Retry-After`; anything unexpected a 500 with no detail.
-- `auth_middleware`: builds the request's `Actor` once (client IP, user agent) and, on private
-  API routes, checks the bearer credential (`sessions`, `tokens`).
-- `rate_limit_middleware`: counts the request against its kind's limit, or leaves the charge to
-  a handler that counts it inside its own statement (`counts_own_rate_limit`). The same
+- `auth_middleware`: builds the request's `Actor` once (client IP, user agent) and, on routes
+  whose policy asks for one (`web.policy`), checks the bearer credential (`sessions`, `tokens`).
+- `rate_limit_middleware`: counts the request against the limit its route declares, or leaves
+  the charge to a handler that counts it inside its own statement (`own_charge`). The same
   statement confirms a credential served from the process's cache (`credentials`).
 """
 
@@ -27,22 +27,13 @@ from .. import credentials, db, ratelimit, sessions, tokens
 from ..actor import Actor
 from ..clientip import cached_client_ip
 from ..errors import DomainError, ServiceUnavailable, Unauthorized
+from .policy import Policy, policy_of
 from .state import (ACTOR, CREDENTIALS, KEYRING, LEASES, POOL, RATE_CHARGE, REQUEST_ID,
                     SETTINGS, SIGNER)
 
 log = logging.getLogger("cvsm.errors")
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-
-API_PREFIX = "/api/v1/"
-AUTH_PREFIX = "/api/v1/auth/"
-PUBLIC_PREFIX = "/api/v1/public/"
-# Public API routes that are neither rate limited nor authenticated.
-OPEN_ROUTES = ("/api/v1/health", "/api/v1/openapi.json", "/api/v1/docs")
-# Routes under /auth/ that act for a signed-in user: a bearer credential, and the `auth` limit.
-SIGNED_IN_AUTH_ROUTES = ("/api/v1/auth/verify-email/request",)
-# Subscribing to the newsletter counts under `newsletter` (5 per 10 s per IP), not `public`.
-NEWSLETTER_ROUTE = "/api/v1/public/newsletter"
 
 REQUEST_ID_RE = re.compile(r"[A-Za-z0-9._:-]{1,128}\Z")
 
@@ -123,18 +114,6 @@ def bearer(request: web.Request) -> str:
     return credential
 
 
-def is_private_path(path: str) -> bool:
-    """Whether a path (or a route pattern) needs a bearer credential."""
-    if path in SIGNED_IN_AUTH_ROUTES:
-        return True
-    return (path.startswith(API_PREFIX) and not path.startswith((AUTH_PREFIX, PUBLIC_PREFIX))
-            and path not in OPEN_ROUTES)
-
-
-def _is_private(request: web.Request) -> bool:
-    return is_private_path(request.path)
-
-
 @web.middleware
 async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
     """The request's actor: the client, and on private API routes the user behind the bearer."""
@@ -146,7 +125,7 @@ async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamR
                           settings.trusted_proxies)
     client = Actor.anonymous(ip, request.headers.get("User-Agent"))
     request[ACTOR] = client
-    if request.method == "OPTIONS" or not _is_private(request):
+    if request.method == "OPTIONS" or not policy_of(request).needs_bearer:
         return await handler(request)
     credential = bearer(request)
     request[ACTOR] = await authenticate_credential(app, credential, client)
@@ -169,28 +148,17 @@ async def authenticate_credential(app: web.Application, credential: str, client:
                                        client)
 
 
-def counts_own_rate_limit(handler: Handler) -> Handler:
-    """Mark a handler that passes `request[RATE_CHARGE]` into its own statement."""
-    handler.counts_own_rate_limit = True  # type: ignore[attr-defined]
-    return handler
-
-
-def charge_for(request: web.Request) -> ratelimit.Charge | None:
-    """What this request counts against: per client IP on /auth, /public and the newsletter
-    subscription, per credential on the rest of the API; nothing on /health, pages and
-    preflights."""
-    path = request.path
-    if request.method == "OPTIONS" or not path.startswith(API_PREFIX) or path in OPEN_ROUTES:
+def charge_for(request: web.Request, policy: Policy) -> ratelimit.Charge | None:
+    """What this request counts against, as its route declares: per client IP for `auth`,
+    `public` and `newsletter`, per credential for `api`; nothing for preflights."""
+    kind = policy.rate
+    if kind is None or request.method == "OPTIONS":
         return None
     settings = request.app[SETTINGS]
     who = request[ACTOR]
-    if path.startswith(AUTH_PREFIX):
-        return ratelimit.Charge.of("auth", who.ip or "-", settings.rate_limit("auth"))
-    if path == NEWSLETTER_ROUTE and request.method == "POST":  # spec: its own, tighter limit
-        return ratelimit.Charge.of("newsletter", who.ip or "-", settings.rate_limit("newsletter"))
-    if path.startswith(PUBLIC_PREFIX):
-        return ratelimit.Charge.of("public", who.ip or "-", settings.rate_limit("public"))
-    return ratelimit.Charge.of("api", who.rate_key, settings.rate_limit("api"))
+    if kind == "api":
+        return ratelimit.Charge.of("api", who.rate_key, settings.rate_limit("api"))
+    return ratelimit.Charge.of(kind, who.ip or "-", settings.rate_limit(kind))
 
 
 @web.middleware
@@ -201,12 +169,13 @@ async def rate_limit_middleware(request: web.Request, handler: Handler) -> web.S
     The per-credential `api` limit is paid from this process's lease (`ratelimit.Leases`): a
     unit held here costs no statement (a cached credential is still confirmed: by the handler's
     own statement, or by the epoch read here); only a request that leases more counts."""
-    charge = charge_for(request)
+    policy = policy_of(request)
+    charge = charge_for(request, policy)
     epoch = request[ACTOR].epoch
     if charge is not None and charge.key.startswith("api:"):
         charge = await request.app[LEASES].charge(charge)
     try:
-        if getattr(request.match_info.handler, "counts_own_rate_limit", False):
+        if policy.own_charge:
             if charge is not None:
                 request[RATE_CHARGE] = charge
         elif charge is not None or epoch is not None:

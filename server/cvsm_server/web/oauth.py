@@ -72,7 +72,7 @@ async def callback(request: web.Request) -> web.StreamResponse:
     return response
 
 
-# --- OpenAPI: the operations above, for `web.apidoc` ---------------------------------------
+# --- OpenAPI: the operations above (`web.schema`), for `web.apidoc` ------------------------------
 
 OPENAPI = {
     "start": {
