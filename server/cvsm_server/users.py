@@ -16,7 +16,7 @@ import uuid
 from collections.abc import Mapping
 from typing import NoReturn
 
-from . import audit, db, newsletter, ratelimit, sessions, totp
+from . import audit, db, email_verification, newsletter, ratelimit, sessions, totp
 from .actor import Actor
 from .crypto import Keyring
 from .errors import BadRequest, Conflict, Unauthorized
@@ -59,8 +59,13 @@ def user_json(row: Mapping) -> dict:
 
 async def register(conn: db.Connection, hasher: PasswordHasher, signer: sessions.JwtSigner, *,
                    email: str, username: str, password: str, name: str,
-                   newsletter_opt_in: bool = False) -> tuple[dict, str]:
-    """A new account and its first session: (user row, JWT)."""
+                   newsletter_opt_in: bool = False, keyring: Keyring | None = None,
+                   app_url: str | None = None) -> tuple[dict, str]:
+    """A new account and its first session: (user row, JWT).
+
+    With `keyring` and `app_url`, the verification mail is queued in the same transaction: an
+    account exists only with its mail queued, and a failure leaves neither (a retry can
+    register again)."""
     name = name.strip()
     username = validate_username(username.strip())
     email = check_email(email)
@@ -89,6 +94,8 @@ async def register(conn: db.Connection, hasher: PasswordHasher, signer: sessions
             )
         if newsletter_opt_in:  # spec: subscribed at once, without a confirmation mail
             await newsletter.subscribe_at_register(cur, user["email"])
+        if keyring is not None and app_url is not None:
+            await email_verification.send_link(cur, keyring, user, app_url)
         token = await sessions.issue(cur, signer, user["id"])
     return user, token
 

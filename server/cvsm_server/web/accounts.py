@@ -7,7 +7,7 @@ import uuid
 
 from aiohttp import web
 
-from .. import db, email_verification, password_reset, ratelimit, sessions, tokens, totp, users
+from .. import email_verification, password_reset, ratelimit, sessions, tokens, totp, users
 from ..errors import Unauthorized
 from ..inputs import field, string_list
 from ..timeutil import iso
@@ -30,9 +30,8 @@ async def register(request: web.Request) -> web.Response:
     }
     async with connection(request) as conn:
         user, token = await users.register(conn, request.app[PASSWORDS], request.app[SIGNER],
+                                           keyring=request.app[KEYRING], app_url=app_url(request),
                                            **fields)
-        async with db.transaction(conn) as cur:
-            await email_verification.send_link(cur, request.app[KEYRING], user, app_url(request))
     return web.json_response({"token": token, "user": users.user_json(user)}, status=201)
 
 

@@ -451,9 +451,8 @@ async def signup(request: web.Request) -> web.StreamResponse:
             user, token = await users.register(
                 conn, app[PASSWORDS], app[SIGNER], email=kept["email"], username=kept["username"],
                 password=_field(form, "password"), name=kept["name"],
-                newsletter_opt_in=kept["newsletter"] == "on")
-            async with db.transaction(conn) as cur:
-                await email_verification.send_link(cur, app[KEYRING], user, app_url(request))
+                newsletter_opt_in=kept["newsletter"] == "on", keyring=app[KEYRING],
+                app_url=app_url(request))
     except DomainError as exc:
         return _refused(request, "signup.html", {"csrf": _anonymous_csrf(request), "form": kept,
                                                  "next": next_path}, exc)
