@@ -11,7 +11,6 @@ link of its chain (migration 0010, `audit_chain.py`), computed by the database o
 
 from __future__ import annotations
 
-import asyncio
 import csv
 import io
 import json
@@ -110,20 +109,6 @@ async def purge_expired(pool: db.Pool, signer: audit_chain.CheckpointSigner) -> 
     """Delete entries older than their team's plan retention, as whole prefixes of their chains
     each ended by a signed checkpoint (`audit_chain.purge_expired`); returns how many."""
     return await audit_chain.purge_expired(pool, signer)
-
-
-async def purge_loop(pool: db.Pool, signer: audit_chain.CheckpointSigner,
-                     interval: float = 3600.0) -> None:
-    while True:
-        try:
-            removed = await purge_expired(pool, signer)
-            if removed:
-                log.info("audit retention purge removed %d entries", removed)
-        except asyncio.CancelledError:
-            raise
-        except Exception:
-            log.exception("audit retention purge failed")
-        await asyncio.sleep(interval)
 
 
 # --- export ------------------------------------------------------------------------------------

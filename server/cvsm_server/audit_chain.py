@@ -9,7 +9,7 @@ function.
 
 Sealing: a writer commits its entry with the chain fields unset; `seal` (the database's
 `cvsm_audit_seal`) links the committed entries not sealed yet to the ends of their chains, in
-insertion order, under one lock for every process. `seal_loop` (a background job) runs it every
+insertion order, under one lock for every process. `seal_pending` (the `audit_seal` background job, `jobs`) runs it every
 `CVSM_AUDIT_SEAL_SECONDS`; verification, export, checkpoints and the purge seal first, so they
 see every entry committed before they began.
 
@@ -25,7 +25,6 @@ writes one at the new start of a chain before it removes the prefix up to it).
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import hmac
 import json
@@ -105,17 +104,6 @@ async def seal_pending(pool: db.Pool) -> int:
     """One round of the background sealer; 0 at once when another process is sealing."""
     async with db.cursor(pool) as cur:
         return await seal(cur, wait=False)
-
-
-async def seal_loop(pool: db.Pool, interval: float) -> None:
-    while True:
-        await asyncio.sleep(interval)
-        try:
-            await seal_pending(pool)
-        except asyncio.CancelledError:
-            raise
-        except Exception:
-            log.exception("audit sealing job failed")
 
 
 # --- signing ----------------------------------------------------------------------------------
@@ -204,19 +192,6 @@ async def checkpoint_grown_chains(pool: db.Pool, signer: CheckpointSigner) -> in
             await write_checkpoint(cur, signer, row["chain_id"], row["seq"], bytes(row["hash"]),
                                    "periodic")
     return len(rows)
-
-
-async def checkpoint_loop(pool: db.Pool, signer: CheckpointSigner, interval: float) -> None:
-    while True:
-        await asyncio.sleep(interval)
-        try:
-            written = await checkpoint_grown_chains(pool, signer)
-            if written:
-                log.info("audit checkpoints signed for %d chain(s)", written)
-        except asyncio.CancelledError:
-            raise
-        except Exception:
-            log.exception("audit checkpoint job failed")
 
 
 # --- retention purge --------------------------------------------------------------------------
