@@ -1,15 +1,27 @@
-"""The package's import graph, read from the source (ast over every file of `cvsm_server`:
-absolute and relative imports, function-level ones included): no module imports itself back
-through any chain of imports."""
+"""The package's layers, read from the source (ast over every file of `cvsm_server`: absolute and
+relative imports, function-level ones included): no module imports itself back through any
+chain of imports, and the domain modules (every module of the package but the outer layer
+below) import nothing from `cvsm_server.web` and load nothing of aiohttp."""
 
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import cvsm_server
 
 PACKAGE = Path(cvsm_server.__file__).parent
+
+# The outer layer: the entry points (the app factory, the CLI, the process supervisor), the
+# background jobs' registry, and the senders that call out over HTTP or SMTP (the webhook
+# sender and the rotation worker with its targets use aiohttp's client). Every other module of
+# the package is a domain module.
+OUTER = {"cvsm_server", "cvsm_server.app", "cvsm_server.cli",
+         "cvsm_server.workers", "cvsm_server.jobs", "cvsm_server.mail_sender",
+         "cvsm_server.webhook_sender", "cvsm_server.rotation_targets",
+         "cvsm_server.secret_rotation"}
 
 
 def modules() -> dict[str, tuple[Path, bool]]:
@@ -103,3 +115,33 @@ def test_cycles_are_found() -> None:
 
 def test_no_import_cycle_in_the_package() -> None:
     assert cycles(import_graph()) == []
+
+
+def domain_modules() -> list[str]:
+    return sorted(name for name in modules() if name not in OUTER
+                  and name != "cvsm_server.web" and not name.startswith("cvsm_server.web."))
+
+
+def test_the_domain_is_every_module_outside_web_and_the_outer_layer() -> None:
+    domain = domain_modules()
+    assert {"cvsm_server.secrets", "cvsm_server.users", "cvsm_server.webhook_events",
+            "cvsm_server.mail", "cvsm_server.inputs"} <= set(domain)
+    assert OUTER <= set(modules())  # the list names real modules
+
+
+def test_no_domain_module_imports_the_web_layer() -> None:
+    graph = import_graph()
+    for name in domain_modules():
+        web = sorted(t for t in graph[name] if t == "cvsm_server.web"
+                     or t.startswith("cvsm_server.web."))
+        assert not web, f"{name} imports {web}"
+
+
+def test_domain_modules_load_nothing_of_aiohttp() -> None:
+    code = ("import sys\n"
+            + "".join(f"import {m}\n" for m in domain_modules())
+            + "loaded = sorted(m for m in sys.modules if m == 'aiohttp' or m.startswith('aiohttp.')"
+            + " or m == 'cvsm_server.web' or m.startswith('cvsm_server.web.'))\n"
+            + "print(loaded)\nsys.exit(1 if loaded else 0)\n")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
