@@ -14,9 +14,11 @@ from __future__ import annotations
 import re
 import uuid
 from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
 from typing import NoReturn
 
-from . import audit, db, email_verification, newsletter, ratelimit, sessions, totp
+from . import audit, credentials, db, email_verification, newsletter, ratelimit, sessions, totp
 from .actor import Actor
 from .crypto import Keyring
 from .errors import BadRequest, Conflict, Unauthorized
@@ -50,6 +52,32 @@ def validate_username(username: str) -> str:
     if username.lower() in RESERVED_USERNAMES:
         raise BadRequest("Username ini tidak dapat digunakan")
     return username
+
+
+@dataclass(frozen=True, slots=True)
+class PageState:
+    """What every signed-in page shows besides its own content: the pending deletion's date
+    (the banner with its cancel button) and whether the nav links the admin panel."""
+    delete_after: datetime | None
+    is_admin: bool
+
+
+async def page_state(conn: db.Connection, actor: Actor) -> PageState | None:
+    """The signed-in user's `PageState`, in one statement that also confirms a session served
+    from the process's cache (`actor.epoch`: a moved epoch raises `StaleCredential`); None when
+    the account is gone."""
+    async with db.cursor(conn) as cur:
+        row = await db.fetchone(
+            cur,
+            f"""SELECT {credentials.EPOCH_SQL} AS epoch, u.delete_after,
+                       u.is_admin AND u.disabled_at IS NULL AS is_admin
+                FROM users u WHERE u.id = %s""",
+            (actor.user_id,))
+    if row is None:
+        return None
+    if actor.epoch is not None and row["epoch"] != actor.epoch:
+        raise credentials.StaleCredential()
+    return PageState(row["delete_after"], bool(row["is_admin"]))
 
 
 def user_json(row: Mapping) -> dict:

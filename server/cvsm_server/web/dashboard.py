@@ -32,17 +32,18 @@ import segno
 from aiohttp import web
 from multidict import MultiDictProxy
 
-from .. import (admin, audit, bulk, credentials, db, deletion, dotenv, email_verification, invites,
-               newsletter, oauth, password_reset, ratelimit, roles, secret_rotation, sessions, shares,
-               shell_export, teams, tokens, totp, users)
+from .. import (audit, bulk, db, deletion, dotenv, email_verification, invites, newsletter, oauth,
+               password_reset, ratelimit, roles, secret_rotation, sessions, shares, shell_export,
+               teams, tokens, totp, users)
 from .. import secrets as domain
 from ..actor import Actor
 from ..errors import BadRequest, DomainError, Forbidden, NotFound, TooManyRequests, Unauthorized
 from .policy import policy_of
 from .request import FORM_TOO_LARGE, FormValue, app_url, check_query, path_id, read_form
-from .state import ACTOR, CREDENTIALS, KEYRING, OAUTH, PASSWORDS, POOL, SETTINGS, SIGNER
+from .state import (ACTOR, KEYRING, OAUTH, PAGE_STATE, PASSWORDS, POOL, SESSION_COOKIE, SETTINGS,
+                    SIGNER)
 
-COOKIE = "cvsm_session"
+COOKIE = SESSION_COOKIE
 PRE_COOKIE = "cvsm_pre"
 PENDING_LIFETIME = 300  # seconds between the password and the code of a two-factor sign-in
 FORM_LIMIT = 256 * 1024  # a 65,536-byte value, form-encoded, fits several times over
@@ -57,10 +58,6 @@ ENVIRONMENTS = domain.ENVIRONMENTS
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 # A pre-session nonce made for this response (set as a cookie when the page is sent).
 NEW_PRE_SESSION = web.RequestKey("cvsm_pre_new", str)
-# When the signed-in user's account is to be deleted (formatted), for the banner on every page.
-PENDING_DELETION = web.RequestKey("cvsm_pending_deletion", str)
-# Whether the signed-in user may use the admin panel (the nav shows its link only then).
-SHOWS_ADMIN = web.RequestKey("cvsm_shows_admin", bool)
 
 
 # Signing -------------------------------------------------------------------------------------
@@ -146,9 +143,11 @@ async def _signed_form(request: web.Request, actor: Actor) -> MultiDictProxy[For
 
 def _page(request: web.Request, template: str, context: dict[str, Any], *, status: int = 200,
           private: bool = False) -> web.Response:
+    state = request.get(PAGE_STATE)  # the signed-in user's banner and nav (`users.page_state`)
     context = {"user": None, "error": None, "form": {},
-               "pending_deletion": request.get(PENDING_DELETION),
-               "shows_admin": request.get(SHOWS_ADMIN, False), **context}
+               "pending_deletion": deletion.format_when(state.delete_after)
+               if state is not None and state.delete_after is not None else None,
+               "shows_admin": state is not None and state.is_admin, **context}
     response = aiohttp_jinja2.render_template(template, request, context, status=status)
     response.headers["Content-Security-Policy"] = CSP
     # Pages that may hold a value are never stored; the rest are revalidated each time.
@@ -190,51 +189,26 @@ def _failures(request: web.Request) -> ratelimit.Charge | None:
 
 # Signed-in pages ------------------------------------------------------------------------------
 
-async def _signed_in_actor(request: web.Request) -> Actor | None:
-    token = request.cookies.get(COOKIE)
-    if not token:
-        return None
-    app = request.app
-    try:
-        actor = await sessions.authenticate(app[POOL], app[CREDENTIALS], app[SIGNER], token,
-                                            request[ACTOR])
-        if actor.epoch is None:
-            return actor
-        try:  # a session from this process's cache: confirm nothing was revoked since
-            async with db.connection(app[POOL]) as conn:
-                await ratelimit.hit(conn, None, epoch=actor.epoch)
-            return actor
-        except credentials.StaleCredential:
-            app[CREDENTIALS].clear()
-            return await sessions.authenticate(app[POOL], app[CREDENTIALS], app[SIGNER], token,
-                                               request[ACTOR])
-    except Unauthorized:
-        return None
+def signed_in_actor(request: web.Request) -> Actor | None:
+    """The signed-in user on a session route (`auth_middleware` read the cookie), else None."""
+    actor = request[ACTOR]
+    return actor if actor.user_id is not None else None
 
 
 def signed_in(handler: Callable[[web.Request, Actor], Awaitable[web.StreamResponse]]) -> Handler:
-    """The page's handler runs with the signed-in user; anyone else goes to the sign-in page.
-
-    A domain error becomes the page's error view; a revocation noticed mid-request is checked
-    against the database and the handler runs once more, as the API's middleware does."""
+    """The page's handler runs with the signed-in user (the route's policy is `SESSION`: the
+    middleware read the cookie, and retries once on a revocation noticed mid-request); anyone
+    else goes to the sign-in page. A domain error becomes the page's error view."""
 
     async def page(request: web.Request) -> web.StreamResponse:
-        actor = await _signed_in_actor(request)
+        actor = signed_in_actor(request)
         if actor is None:
             response = _redirect("/signin")
             if COOKIE in request.cookies:
                 response.del_cookie(COOKIE, path="/")
             return response
         try:
-            await _note_pending_deletion(request, actor)
-            try:
-                return await handler(request, actor)
-            except credentials.StaleCredential:
-                request.app[CREDENTIALS].clear()
-                actor = await _signed_in_actor(request)
-                if actor is None:
-                    return _redirect("/signin")
-                return await handler(request, actor)
+            return await handler(request, actor)
         except DomainError as exc:
             return _error(request, exc, actor)
 
@@ -273,7 +247,7 @@ def _error(request: web.Request, exc: DomainError, actor: Actor | None) -> web.R
 # Handlers: signed out ---------------------------------------------------------------------------
 
 async def index(request: web.Request) -> web.StreamResponse:
-    return _redirect("/app/teams" if await _signed_in_actor(request) else "/signin")
+    return _redirect("/app/teams" if signed_in_actor(request) else "/signin")
 
 
 def _local_path(value: object) -> str | None:
@@ -294,7 +268,7 @@ def _next_of(request: web.Request, form: Mapping[str, Any] | None = None) -> str
 
 async def signin_page(request: web.Request) -> web.StreamResponse:
     next_path = _next_of(request)
-    if await _signed_in_actor(request):
+    if signed_in_actor(request):
         return _redirect(next_path or "/app/teams")
     # `?oauth=failed`: where a provider's sign-in that failed (whatever went wrong) lands.
     error = OAUTH_FAILED if request.query.get("oauth") == "failed" else None
@@ -433,7 +407,7 @@ async def oauth_link(request: web.Request, actor: Actor) -> web.StreamResponse:
 
 async def signup_page(request: web.Request) -> web.StreamResponse:
     next_path = _next_of(request)
-    if await _signed_in_actor(request):
+    if signed_in_actor(request):
         return _redirect(next_path or "/app/teams")
     return _page(request, "signup.html", {"csrf": _anonymous_csrf(request), "form": {},
                                           "next": next_path})
@@ -519,7 +493,7 @@ async def verify_page(request: web.Request) -> web.StreamResponse:
 async def verify_email(request: web.Request) -> web.StreamResponse:
     app = request.app
     form = await _form(request)
-    signed_in_as = await _signed_in_actor(request)
+    signed_in_as = signed_in_actor(request)
     try:
         _check_anonymous_csrf(request, form)
         async with db.connection(app[POOL]) as conn:
@@ -869,7 +843,7 @@ async def invite_page(request: web.Request) -> web.StreamResponse:
     it): signed in, a button posts the token; signed out, sign-in and sign-up come back here."""
     token = request.query.get("token", "")
     here = f"/invites/accept?{urlencode({'token': token})}"
-    actor = await _signed_in_actor(request)
+    actor = signed_in_actor(request)
     context: dict[str, Any] = {"user": actor, "token": token,
                                "next": urlencode({"next": here})}
     if actor is not None:
@@ -1060,16 +1034,6 @@ async def totp_enable(request: web.Request, actor: Actor) -> web.StreamResponse:
 
 
 # Account deletion ---------------------------------------------------------------------------
-
-async def _note_pending_deletion(request: web.Request, actor: Actor) -> None:
-    """Remember for the page whether the user's account is to be deleted (the banner with its
-    cancel button, on every signed-in page), and whether the nav shows the admin panel."""
-    async with db.connection(request.app[POOL]) as conn:
-        when = await deletion.pending_until(conn, actor.user_id)
-        request[SHOWS_ADMIN] = await admin.may_administer(conn, actor)
-    if when is not None:
-        request[PENDING_DELETION] = deletion.format_when(when)
-
 
 @signed_in
 async def request_deletion(request: web.Request, actor: Actor) -> web.StreamResponse:

@@ -6,8 +6,11 @@ rate limits.
   otherwise a new one is made); it is in the access-log and error-log lines.
 - `error_middleware`: every failure becomes `{"error": "<Indonesian message>"}` with its status;
   a database outage is a 503 with `Retry-After`; anything unexpected a 500 with no detail.
-- `auth_middleware`: builds the request's `Actor` once (client IP, user agent) and, on routes
-  whose policy asks for one (`web.policy`), checks the bearer credential (`sessions`, `tokens`).
+- `auth_middleware`: builds the request's `Actor` once (client IP, user agent) and, as the
+  route's policy says (`web.policy`), the user behind it: from the bearer credential on API
+  routes (`sessions`, `tokens`), from the session cookie on session pages (with what every page
+  shows, `users.page_state`, in the same statement that confirms a cached session). A revocation
+  noticed mid-request is checked in the database and the request runs once more, at both doors.
 - `rate_limit_middleware`: counts the request against the limit its route declares, or leaves
   the charge to a handler that counts it inside its own statement (`own_charge`). The same
   statement confirms a credential served from the process's cache (`credentials`).
@@ -23,13 +26,13 @@ from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 
-from .. import credentials, db, ratelimit, sessions, tokens
+from .. import credentials, db, ratelimit, sessions, tokens, users
 from ..actor import Actor
 from ..clientip import cached_client_ip
 from ..errors import DomainError, ServiceUnavailable, Unauthorized
-from .policy import Policy, policy_of
-from .state import (ACTOR, CREDENTIALS, KEYRING, LEASES, POOL, RATE_CHARGE, REQUEST_ID,
-                    SETTINGS, SIGNER)
+from .policy import EITHER, OPEN, SESSION, Policy, policy_of
+from .state import (ACTOR, CREDENTIALS, KEYRING, LEASES, PAGE_STATE, POOL, RATE_CHARGE,
+                    REQUEST_ID, SESSION_COOKIE, SETTINGS, SIGNER)
 
 log = logging.getLogger("cvsm.errors")
 
@@ -116,7 +119,8 @@ def bearer(request: web.Request) -> str:
 
 @web.middleware
 async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """The request's actor: the client, and on private API routes the user behind the bearer."""
+    """The request's actor: the client, and the user behind its credential where the route's
+    policy reads one (a bearer credential, or the session cookie of a page)."""
     app = request.app
     settings = app[SETTINGS]
     peer = request.transport.get_extra_info("peername") if request.transport else None
@@ -125,18 +129,51 @@ async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamR
                           settings.trusted_proxies)
     client = Actor.anonymous(ip, request.headers.get("User-Agent"))
     request[ACTOR] = client
-    if request.method == "OPTIONS" or not policy_of(request).needs_bearer:
+    auth = policy_of(request).auth
+    if request.method == "OPTIONS" or auth == OPEN:
         return await handler(request)
-    credential = bearer(request)
-    request[ACTOR] = await authenticate_credential(app, credential, client)
+    request[ACTOR] = await _user(request, auth, client)
     try:
         return await handler(request)
     except credentials.StaleCredential:
         # A credential was revoked somewhere since this process cached the caller's: check it
         # in the database now (the statement that noticed did nothing), then run the request.
         app[CREDENTIALS].clear()
-        request[ACTOR] = await authenticate_credential(app, credential, client)
+        request[ACTOR] = await _user(request, auth, client)
         return await handler(request)
+
+
+async def _user(request: web.Request, auth: str, client: Actor) -> Actor:
+    if auth == SESSION or (auth == EITHER and "Authorization" not in request.headers):
+        return await session_actor(request, client)
+    return await authenticate_credential(request.app, bearer(request), client)
+
+
+async def session_actor(request: web.Request, client: Actor) -> Actor:
+    """The signed-in person behind the session cookie, with `PAGE_STATE` set; the client when
+    there is no valid session (a page that needs one sends the browser to sign in)."""
+    token = request.cookies.get(SESSION_COOKIE)
+    if not token:
+        return client
+    app = request.app
+    try:
+        try:
+            actor = await sessions.authenticate(app[POOL], app[CREDENTIALS], app[SIGNER], token,
+                                                client)
+            async with db.connection(app[POOL]) as conn:
+                state = await users.page_state(conn, actor)
+        except credentials.StaleCredential:  # a session from the cache, revoked since
+            app[CREDENTIALS].clear()
+            actor = await sessions.authenticate(app[POOL], app[CREDENTIALS], app[SIGNER], token,
+                                                client)
+            async with db.connection(app[POOL]) as conn:
+                state = await users.page_state(conn, actor)
+    except Unauthorized:
+        return client
+    if state is None:
+        return client
+    request[PAGE_STATE] = state
+    return actor
 
 
 async def authenticate_credential(app: web.Application, credential: str, client: Actor) -> Actor:
@@ -178,7 +215,8 @@ async def rate_limit_middleware(request: web.Request, handler: Handler) -> web.S
         if policy.own_charge:
             if charge is not None:
                 request[RATE_CHARGE] = charge
-        elif charge is not None or epoch is not None:
+        # (a page's session was confirmed with its `PAGE_STATE`: no second statement)
+        elif charge is not None or (epoch is not None and not policy.page):
             async with db.connection(request.app[POOL]) as conn:
                 if charge is not None and charge.lease is not None:
                     await ratelimit.lease(conn, charge, epoch=epoch)

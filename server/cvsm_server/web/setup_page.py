@@ -14,13 +14,13 @@ from aiohttp import web
 
 from .. import db, setup_link
 from ..actor import Actor
-from .dashboard import _field, _page, _redirect, _session_csrf, _signed_form, _signed_in_actor, signed_in
+from .dashboard import _field, _page, _redirect, _session_csrf, _signed_form, signed_in, signed_in_actor
 from .state import KEYRING, POOL
 
 
 async def setup_page(request: web.Request) -> web.StreamResponse:
     token = request.query.get("token", "")
-    actor = await _signed_in_actor(request)
+    actor = signed_in_actor(request)
     here = f"{setup_link.PATH}?{urlencode({'token': token})}"
     context: dict[str, Any] = {"user": actor, "token": token, "next": urlencode({"next": here})}
     if actor is not None:
