@@ -17,7 +17,8 @@ from aiohttp import web
 
 from . import (audit_chain, changes, credentials, db, jobs, keys, oauth, ratelimit, sessions,
                setup_link, support)
-from .web import dashboard, lowlevel, metrics
+from .web import lowlevel, metrics
+from .web.pages import kit as pages
 from .config import Settings
 from .crypto import Keyring
 from .passwords import PasswordHasher
@@ -93,7 +94,7 @@ def create_app(settings: Settings | None = None) -> web.Application:
     settings = settings or Settings.from_env()
     app = web.Application(
         middlewares=[request_id_middleware, metrics.metrics_middleware, cors_middleware,
-                     error_middleware, dashboard.page_errors, auth_middleware,
+                     error_middleware, pages.page_errors, auth_middleware,
                      rate_limit_middleware],
         client_max_size=CLIENT_MAX_SIZE,
         handler_args=lowlevel.HANDLER_ARGS,  # the access log, for every runner
@@ -113,7 +114,7 @@ def create_app(settings: Settings | None = None) -> web.Application:
     app.cleanup_ctx.append(_database)
     app.cleanup_ctx.append(_first_admin)
     app.cleanup_ctx.append(_background_jobs)
-    dashboard.setup(app)
+    pages.setup(app)
     metrics.setup(app)
     setup_routes(app)
     return app

@@ -145,3 +145,14 @@ def test_domain_modules_load_nothing_of_aiohttp() -> None:
             + "print(loaded)\nsys.exit(1 if loaded else 0)\n")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_no_module_imports_another_modules_private_names() -> None:
+    known = modules()
+    found = []
+    for name, (path, _) in known.items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom):
+                found += [f"{name}: {alias.name}" for alias in node.names
+                          if alias.name.startswith("_") and not alias.name.startswith("__")]
+    assert found == []

@@ -1,5 +1,5 @@
 """The request pipeline, outermost first: request id, CORS, errors, the pages' errors (an error
-page instead of JSON, `web.dashboard.page_errors`), the actor (client address and credential),
+page instead of JSON, `web.pages.kit.page_errors`), the actor (client address and credential),
 rate limits.
 
 - `request_id_middleware`: every answer carries `X-Request-Id` (a sane incoming one is kept,

@@ -12,7 +12,7 @@ from .. import newsletter
 from ..errors import BadRequest, DomainError
 from ..inputs import field
 from .schema import OK, STRING, answer, obj, query
-from .dashboard import newsletter_page
+from .pages.newsletter import newsletter_page
 from .request import actor, app_url, connection, read_json
 from .state import KEYRING
 

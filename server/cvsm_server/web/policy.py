@@ -5,7 +5,7 @@ by aiohttp's route object, filled once by `web.routes.setup_routes`.
 
 - `auth`: `OPEN` (anyone), `BEARER` (a session JWT or an API token in `Authorization`, checked
   by `web.middleware.auth_middleware`), `SESSION` (a page that reads the session cookie: the
-  same middleware builds the signed-in user, and `web.dashboard.signed_in` sends anyone else to
+  same middleware builds the signed-in user, and `web.pages.kit.signed_in` sends anyone else to
   the sign-in page), `EITHER` (a bearer credential when one is sent, else the session cookie).
 - `rate`: the limit the request counts against (`ratelimit` kinds: `auth`, `public` and
   `newsletter` per client address, `api` per credential), or None.

@@ -1,25 +1,25 @@
 """The secret page's "Rotasi sekarang" (a CSRF-checked form). The page's rotation section
 (`templates/rotation_section.html`: the policy, its latest runs, the last failure as a notice)
-is filled by `web.dashboard.rotation_context`; the policy itself is set through the API
+is filled by `web.pages.secrets.rotation_context`; the policy itself is set through the API
 (`web.rotation`); the rules are in `secret_rotation`."""
 
 from __future__ import annotations
 
 from aiohttp import web
 
-from .. import db, secret_rotation, teams
-from ..actor import Actor
-from .dashboard import _redirect, _signed_form, signed_in
-from .request import path_id
-from .state import POOL
+from ... import db, secret_rotation, teams
+from ...actor import Actor
+from ..request import path_id
+from ..state import POOL
+from .kit import redirect_to, signed_form, signed_in
 
 
 @signed_in
 async def rotate_now(request: web.Request, actor: Actor) -> web.StreamResponse:
-    await _signed_form(request, actor)
+    await signed_form(request, actor)
     team_ref = request.match_info["team"]
     secret_id = path_id(request, "secret_id")
     async with db.connection(request.app[POOL]) as conn:
         team_id = await teams.resolve(conn, team_ref)
         await secret_rotation.rotate_now(conn, actor, team_id, secret_id)
-    return _redirect(f"/app/teams/{team_ref}/secrets/{secret_id}")
+    return redirect_to(f"/app/teams/{team_ref}/secrets/{secret_id}")
