@@ -51,3 +51,12 @@ async def test_the_declared_policy_decides_not_the_path(aiohttp_client: Any, set
     user = await api.register("routes_user")
     resp = await client.get("/elsewhere", headers=api.auth(user["token"]))
     assert resp.status == 200
+
+
+async def test_pages_redirect_by_route_name(client: Any) -> None:
+    router = client.app.router
+    assert str(router["secrets.secrets_page"].url_for(team="acme")) == "/app/teams/acme/secrets"
+    named = {r.name for r in ROUTES if r.name}
+    assert {"auth.signin_page", "teams.teams_page", "tokens.tokens_page"} <= named
+    resp = await client.get("/app/tokens", allow_redirects=False)  # signed out
+    assert resp.status == 303 and resp.headers["Location"] == "/signin"

@@ -12,6 +12,9 @@ by aiohttp's route object, filled once by `web.routes.setup_routes`.
 - `own_charge`: the handler counts the charge inside its own statement (`RATE_CHARGE`).
 - `openapi`: the name of the entry in the handler module's `OPENAPI` dict (`web.apidoc`), or
   None for a route outside the JSON API's document.
+
+A GET page is named after its area and handler (`Route.name`), so a page redirects by name
+(`web.pages.kit.url_for`), never by a path built by hand.
 """
 
 from __future__ import annotations
@@ -63,12 +66,20 @@ class Route:
     policy: Policy
     openapi: str | None = None
 
+    @property
+    def name(self) -> str | None:
+        """A page's name for `url_for` (`<area>.<handler>`, e.g. `teams.teams_page`): GET pages
+        only, the pages a redirect goes to."""
+        if not self.policy.page or self.method != "GET":
+            return None
+        return f"{self.handler.__module__.rsplit('.', 1)[-1]}.{self.handler.__name__}"
+
     def add_to(self, router: web.UrlDispatcher) -> list[web.AbstractRoute]:
         """The route, and for a GET its HEAD twin (as `web.get` adds it): both carry the policy."""
         added = []
         if self.method == "GET":
-            added.append(router.add_route("HEAD", self.path, self.handler))
-        added.append(router.add_route(self.method, self.path, self.handler))
+            added.append(router.add_route("HEAD", self.path, self.handler, name=self.name))
+        added.append(router.add_route(self.method, self.path, self.handler, name=self.name))
         return added
 
 

@@ -13,7 +13,7 @@ from ...actor import Actor
 from ...errors import DomainError, TooManyRequests
 from ..request import app_url
 from ..state import KEYRING, PASSWORDS, POOL, SETTINGS
-from .kit import form_field, redirect_to, render_page, session_csrf, setup, signed_form, signed_in
+from .kit import form_field, redirect_to, render_page, session_csrf, signed_form, signed_in, url_for
 
 
 async def _account_context(request: web.Request, conn: db.Connection, actor: Actor) -> dict[str, Any]:
@@ -62,7 +62,7 @@ async def totp_enable(request: web.Request, actor: Actor) -> web.StreamResponse:
             context = await _account_context(request, conn, actor)
             context["error"] = exc.message
             return render_page(request, "account.html", context, status=exc.status)
-    return redirect_to("/app/account")
+    return redirect_to(url_for(request, "account.account_page"))
 
 
 @signed_in
@@ -84,7 +84,7 @@ async def request_deletion(request: web.Request, actor: Actor) -> web.StreamResp
             context = await _account_context(request, conn, actor)
             context["deletion_error"] = exc.message
             return render_page(request, "account.html", context, status=exc.status)
-    return redirect_to("/app/account")
+    return redirect_to(url_for(request, "account.account_page"))
 
 
 @signed_in
@@ -92,4 +92,4 @@ async def cancel_deletion(request: web.Request, actor: Actor) -> web.StreamRespo
     await signed_form(request, actor)
     async with db.connection(request.app[POOL]) as conn:
         await deletion.cancel_deletion(conn, actor, request.app[KEYRING], app_url(request))
-    return redirect_to("/app/account")
+    return redirect_to(url_for(request, "account.account_page"))

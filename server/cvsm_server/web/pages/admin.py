@@ -19,7 +19,8 @@ from ...errors import BadRequest, DomainError
 from ...teams import PLANS, max_environments
 from ..request import app_url, path_id
 from ..state import KEYRING, POOL
-from .kit import form_field, redirect_to, render_page, session_csrf, signed_form, signed_in
+from .kit import form_field, redirect_to, render_page, session_csrf, signed_form, signed_in, url_for
+
 
 PAGE_SIZE = 25
 NOTICES = {
@@ -53,7 +54,7 @@ async def index(request: web.Request, actor: Actor) -> web.StreamResponse:
     async with db.connection(request.app[POOL]) as conn:
         async with db.cursor(conn) as cur:
             await admin.require_admin(cur, actor)
-    return redirect_to("/app/admin/users")
+    return redirect_to(url_for(request, "admin.users_page"))
 
 
 # Users ----------------------------------------------------------------------------------------
@@ -163,7 +164,7 @@ async def set_plan(request: web.Request, actor: Actor) -> web.StreamResponse:
             context = _plan_context(request, actor, team, entered)
             context["error"] = exc.message
             return render_page(request, "admin_plan.html", context, status=exc.status)
-    return redirect_to(f"/app/admin/teams/{team_id}?saved=plan")
+    return redirect_to(url_for(request, "admin.plan_page", {"saved": "plan"}, team_id=str(team_id)))
 
 
 # Numbers --------------------------------------------------------------------------------------
@@ -217,7 +218,8 @@ async def reply_ticket(request: web.Request, actor: Actor) -> web.StreamResponse
             context = await _ticket_context(request, conn, actor)
             context.update(error=exc.message, reply=form_field(form, "message"))
             return render_page(request, "admin_ticket.html", context, status=exc.status, private=True)
-    return redirect_to(f"/app/admin/tickets/{ticket_id}?saved=reply")
+    return redirect_to(url_for(request, "admin.ticket_page", {"saved": "reply"},
+                              ticket_id=str(ticket_id)))
 
 
 @signed_in
@@ -226,4 +228,5 @@ async def close_ticket(request: web.Request, actor: Actor) -> web.StreamResponse
     ticket_id = path_id(request, "ticket_id")
     async with db.connection(request.app[POOL]) as conn:
         await support.close_ticket(conn, actor, ticket_id)
-    return redirect_to(f"/app/admin/tickets/{ticket_id}?saved=closed")
+    return redirect_to(url_for(request, "admin.ticket_page", {"saved": "closed"},
+                              ticket_id=str(ticket_id)))

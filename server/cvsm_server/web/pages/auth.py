@@ -16,11 +16,12 @@ from ..state import ACTOR, KEYRING, OAUTH, PASSWORDS, POOL, SIGNER
 from .kit import (COOKIE, PENDING_FAILED, PENDING_LIFETIME, anonymous_csrf, check_anonymous_csrf,
                   count_account_form, failures_of, form_field, is_secure, next_of, pending_token,
                   pending_user, read_page_form, redirect_to, refused, render_page, session_csrf,
-                  set_cookie, signed_form, signed_in, signed_in_actor, signed_in_response)
+                  signed_form, signed_in, signed_in_actor, signed_in_response, url_for)
 
 
 async def index(request: web.Request) -> web.StreamResponse:
-    return redirect_to("/app/teams" if signed_in_actor(request) else "/signin")
+    return redirect_to(url_for(request, "teams.teams_page" if signed_in_actor(request)
+                               else "auth.signin_page"))
 
 
 async def signin_page(request: web.Request) -> web.StreamResponse:
@@ -253,6 +254,6 @@ async def signout(request: web.Request, actor: Actor) -> web.StreamResponse:
     await signed_form(request, actor)
     async with db.connection(request.app[POOL]) as conn:
         await sessions.logout_all(conn, actor)
-    response = redirect_to("/signin")
+    response = redirect_to(url_for(request, "auth.signin_page"))
     response.del_cookie(COOKIE, path="/")
     return response

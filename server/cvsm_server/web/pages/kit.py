@@ -19,6 +19,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import secrets as random
@@ -149,6 +150,13 @@ def render_page(request: web.Request, template: str, context: dict[str, Any], *,
     return response
 
 
+def url_for(request: web.Request, name: str, query: Mapping[str, str] | None = None,
+            **parts: str) -> str:
+    """The path of the page named `name` (`web.policy.Route.name`, e.g. `teams.secrets_page`)."""
+    url = request.app.router[name].url_for(**parts)
+    return str(url.with_query(query) if query else url)
+
+
 def redirect_to(location: str) -> web.Response:
     response = web.Response(status=303, headers={"Location": location})
     response.headers["Cache-Control"] = "no-store"
@@ -188,7 +196,7 @@ def signed_in(handler: Callable[[web.Request, Actor], Awaitable[web.StreamRespon
     async def page(request: web.Request) -> web.StreamResponse:
         actor = signed_in_actor(request)
         if actor is None:
-            response = redirect_to("/signin")
+            response = redirect_to(url_for(request, "auth.signin_page"))
             if COOKIE in request.cookies:
                 response.del_cookie(COOKIE, path="/")
             return response
@@ -197,6 +205,9 @@ def signed_in(handler: Callable[[web.Request, Actor], Awaitable[web.StreamRespon
         except DomainError as exc:
             return error_page(request, exc, actor)
 
+    # The page keeps the handler's module and name: its route's name for `url_for`.
+    functools.update_wrapper(page, handler, assigned=("__module__", "__name__", "__qualname__",
+                                                      "__doc__"), updated=())
     return page
 
 

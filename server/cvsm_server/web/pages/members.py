@@ -14,7 +14,7 @@ from ...errors import DomainError
 from ..request import app_url, path_id
 from ..state import KEYRING, POOL
 from .kit import (form_field, redirect_to, render_page, session_csrf, signed_form, signed_in,
-                  signed_in_actor)
+                  signed_in_actor, url_for)
 
 
 async def _members_context(request: web.Request, conn: db.Connection, actor: Actor) -> dict[str, Any]:
@@ -46,7 +46,7 @@ async def add_member(request: web.Request, actor: Actor) -> web.StreamResponse:
             context = await _members_context(request, conn, actor)
             context.update(error=exc.message, form={"identifier": form_field(form, "identifier")})
             return render_page(request, "members.html", context, status=exc.status)
-    return redirect_to(f"/app/teams/{request.match_info['team']}/members")
+    return redirect_to(url_for(request, "members.members_page", team=request.match_info["team"]))
 
 
 @signed_in
@@ -59,7 +59,7 @@ async def change_member(request: web.Request, actor: Actor) -> web.StreamRespons
         else:
             await teams.update_member(conn, actor, team_id, path_id(request, "user_id"),
                                       form_field(form, "role"))
-    return redirect_to(f"/app/teams/{request.match_info['team']}/members")
+    return redirect_to(url_for(request, "members.members_page", team=request.match_info["team"]))
 
 
 @signed_in
@@ -75,7 +75,7 @@ async def create_invite(request: web.Request, actor: Actor) -> web.StreamRespons
             context.update(error=exc.message, form={"email": form_field(form, "email"),
                                                     "role": form_field(form, "role")})
             return render_page(request, "members.html", context, status=exc.status)
-    return redirect_to(f"/app/teams/{request.match_info['team']}/members")
+    return redirect_to(url_for(request, "members.members_page", team=request.match_info["team"]))
 
 
 @signed_in
@@ -84,7 +84,7 @@ async def revoke_invite(request: web.Request, actor: Actor) -> web.StreamRespons
     async with db.connection(request.app[POOL]) as conn:
         team_id = await teams.resolve(conn, request.match_info["team"])
         await invites.revoke_invite(conn, actor, team_id, path_id(request, "invite_id"))
-    return redirect_to(f"/app/teams/{request.match_info['team']}/members")
+    return redirect_to(url_for(request, "members.members_page", team=request.match_info["team"]))
 
 
 async def invite_page(request: web.Request) -> web.StreamResponse:
@@ -108,4 +108,4 @@ async def accept_invite(request: web.Request, actor: Actor) -> web.StreamRespons
     form = await signed_form(request, actor)
     async with db.connection(request.app[POOL]) as conn:
         team = await invites.accept_invite(conn, actor, request.app[KEYRING], form_field(form, "token"))
-    return redirect_to(f"/app/teams/{team['slug']}/secrets")
+    return redirect_to(url_for(request, "secrets.secrets_page", team=team["slug"]))

@@ -17,7 +17,7 @@ from ...errors import BadRequest, DomainError, NotFound
 from ..request import app_url, path_id
 from ..state import KEYRING, POOL
 from .kit import (ENVIRONMENTS, check_session_csrf, form_field, read_page_form, redirect_to,
-                  refused, render_page, session_csrf, signed_form, signed_in)
+                  render_page, session_csrf, signed_form, signed_in, url_for)
 
 
 def _environment(value: str | None) -> str:
@@ -68,7 +68,8 @@ async def create_secret(request: web.Request, actor: Actor) -> web.StreamRespons
             context.update(error=exc.message, form={k: form_field(form, k) for k in
                                                     ("name", "environment", "type", "description")})
             return render_page(request, "secrets.html", context, status=exc.status)
-    return redirect_to(f"/app/teams/{team_ref}/secrets?environment={environment}")
+    return redirect_to(url_for(request, "secrets.secrets_page", {"environment": environment},
+                               team=team_ref))
 
 
 @signed_in
@@ -93,7 +94,8 @@ async def delete_secret(request: web.Request, actor: Actor) -> web.StreamRespons
     async with db.connection(request.app[POOL]) as conn:
         team_id = await teams.resolve(conn, team_ref)
         await domain.delete_secret(conn, actor, team_id, path_id(request, "secret_id"))
-    return redirect_to(f"/app/teams/{team_ref}/secrets?environment={environment}")
+    return redirect_to(url_for(request, "secrets.secrets_page", {"environment": environment},
+                               team=team_ref))
 
 
 async def rotation_context(conn: db.Connection, actor: Actor, team_id: uuid.UUID,
@@ -148,7 +150,8 @@ async def update_secret(request: web.Request, actor: Actor) -> web.StreamRespons
             context = await _secret_context(request, conn, actor)
             context["error"] = exc.message  # the value typed is not sent back
             return render_page(request, "secret.html", context, status=exc.status)
-    return redirect_to(f"/app/teams/{team_ref}/secrets/{path_id(request, 'secret_id')}")
+    return redirect_to(url_for(request, "secrets.secret_page", team=team_ref,
+                               secret_id=str(path_id(request, "secret_id"))))
 
 
 @signed_in
@@ -159,7 +162,8 @@ async def rollback_secret(request: web.Request, actor: Actor) -> web.StreamRespo
         team_id = await teams.resolve(conn, team_ref)
         await domain.rollback(conn, actor, request.app[KEYRING], team_id, path_id(request, "secret_id"),
                               _whole(form, "version", 0))
-    return redirect_to(f"/app/teams/{team_ref}/secrets/{path_id(request, 'secret_id')}")
+    return redirect_to(url_for(request, "secrets.secret_page", team=team_ref,
+                               secret_id=str(path_id(request, "secret_id"))))
 
 
 @signed_in
@@ -183,7 +187,8 @@ async def revoke_share(request: web.Request, actor: Actor) -> web.StreamResponse
     async with db.connection(request.app[POOL]) as conn:
         team_id = await teams.resolve(conn, team_ref)
         await shares.revoke_share(conn, actor, team_id, path_id(request, "secret_id"), share_id)
-    return redirect_to(f"/app/teams/{team_ref}/secrets/{path_id(request, 'secret_id')}")
+    return redirect_to(url_for(request, "secrets.secret_page", team=team_ref,
+                               secret_id=str(path_id(request, "secret_id"))))
 
 
 @signed_in

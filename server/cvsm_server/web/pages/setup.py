@@ -16,7 +16,7 @@ from ... import db, setup_link
 from ...actor import Actor
 from ..state import KEYRING, POOL
 from .kit import (form_field, redirect_to, render_page, session_csrf, signed_form,
-                   signed_in, signed_in_actor)
+                   signed_in, signed_in_actor, url_for)
 
 
 async def setup_page(request: web.Request) -> web.StreamResponse:
@@ -37,4 +37,4 @@ async def become_admin(request: web.Request, actor: Actor) -> web.StreamResponse
     form = await signed_form(request, actor)
     async with db.connection(request.app[POOL]) as conn:
         await setup_link.claim(conn, actor, request.app[KEYRING], form_field(form, "token"))
-    return redirect_to("/app/admin/users?saved=admin")
+    return redirect_to(url_for(request, "admin.users_page", {"saved": "admin"}))

@@ -11,7 +11,7 @@ from ... import audit, db, teams
 from ...actor import Actor
 from ...errors import DomainError
 from ..state import POOL, SETTINGS
-from .kit import form_field, redirect_to, render_page, session_csrf, signed_form, signed_in
+from .kit import form_field, redirect_to, render_page, session_csrf, signed_form, signed_in, url_for
 
 
 async def _teams_context(request: web.Request, conn: db.Connection, actor: Actor) -> dict[str, Any]:
@@ -37,7 +37,7 @@ async def create_team(request: web.Request, actor: Actor) -> web.StreamResponse:
             context.update(error=exc.message, form={"name": form_field(form, "name"),
                                                     "slug": form_field(form, "slug")})
             return render_page(request, "teams.html", context, status=exc.status)
-    return redirect_to(f"/app/teams/{team['slug']}/secrets")
+    return redirect_to(url_for(request, "secrets.secrets_page", team=team["slug"]))
 
 
 AUDIT_PAGE = 50

@@ -13,7 +13,7 @@ from ...errors import DomainError
 from ..request import path_id
 from ..state import KEYRING, POOL
 from .kit import (ENVIRONMENTS, form_field, redirect_to, render_page, session_csrf, signed_form,
-                  signed_in)
+                  signed_in, url_for)
 
 
 async def _tokens_context(request: web.Request, conn: db.Connection, actor: Actor) -> dict[str, Any]:
@@ -56,4 +56,4 @@ async def revoke_token(request: web.Request, actor: Actor) -> web.StreamResponse
     token_id = path_id(request, "token_id")
     async with db.connection(request.app[POOL]) as conn:
         await tokens.revoke_token(conn, actor, token_id)
-    return redirect_to("/app/tokens")
+    return redirect_to(url_for(request, "tokens.tokens_page"))
