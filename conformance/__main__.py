@@ -2,7 +2,7 @@
 
     python -m conformance run [--lang L ...] [-k CASE ...] [--server-url URL] [--jobs N]
     python -m conformance unit-tests [--lang L ...] [--jobs N]
-    python -m conformance check        # validate case and driver files only
+    python -m conformance check        # validate case, driver and known-failures files only
     python -m conformance list         # cases and declared languages
 """
 
@@ -32,7 +32,7 @@ def main(argv: list[str] | None = None) -> int:
     units.add_argument("--jobs", "-j", type=int, default=_default_jobs(), metavar="N",
                        help="suites run at once, each into its own log (default: "
                             "CVSM_CONFORMANCE_JOBS, else 2; 1 streams the output)")
-    commands.add_parser("check", help="validate the case and driver files")
+    commands.add_parser("check", help="validate the case, driver and known-failures files")
     commands.add_parser("list", help="list cases, languages and placeholders")
     args = parser.parse_args(argv)
 
@@ -47,9 +47,11 @@ def main(argv: list[str] | None = None) -> int:
             if args.jobs < 1:
                 parser.error("--jobs must be at least 1")
             return asyncio.run(suite.unit_tests(args.lang, jobs=args.jobs))
-        cases, drivers = load_cases(), load_drivers()
+        cases = load_cases()
+        drivers = load_drivers(cases=cases)
         if args.command == "check":
-            print(f"{len(cases)} cases and {len(drivers)} drivers are valid")
+            known = sum(len(d.known_failures) for d in drivers)
+            print(f"{len(cases)} cases, {len(drivers)} drivers and {known} known failures are valid")
             return 0
         for case in cases:
             print(f"case  {case.id}: {case.title}")

@@ -19,6 +19,11 @@ ROOT = Path(__file__).resolve().parent
 REPO_ROOT = ROOT.parent
 CASES_DIR = ROOT / "cases"
 DRIVERS_DIR = ROOT / "drivers"
+KNOWN_FAILURES_DIR = ROOT / "known-failures"
+
+# The optional behaviours a driver may report in its answer to the ``capabilities`` op
+# (PROTOCOL.md); a case that requires one the driver does not report is n/a for that language.
+CAPABILITIES = frozenset({"tls_ca_file", "proxy_env"})
 
 _PLACEHOLDER = re.compile(r"\{\{([a-z_]+)(?::([^}]+))?\}\}")
 
@@ -69,7 +74,13 @@ class DriverSpec:
     command: tuple[str, ...]
     unit_test: tuple[str, ...] | None
     path: Path
-    capabilities: tuple[str, ...] = ()
+    # Case ids from ``known-failures/<language>.txt``: reported "known" when they fail,
+    # "fixed" (a failure of the run, until the line is removed) when they pass.
+    known_failures: frozenset[str] = frozenset()
+
+    def is_known_failure(self, case_id: str) -> bool:
+        """is_known_failure tells whether ``case_id`` (or its case, for a variant) is listed."""
+        return case_id in self.known_failures or case_id.split("[", 1)[0] in self.known_failures
 
 
 def _validator(schema_file: str) -> jsonschema.Draft202012Validator:
@@ -268,9 +279,39 @@ def _rotated_names(case: Case) -> set[str]:
     return {step["secret"] for step in case.steps if step.get("server") == "rotate_secret"}
 
 
-def load_drivers(directory: Path = DRIVERS_DIR) -> list[DriverSpec]:
-    """load_drivers reads and validates every ``drivers/*.json``, sorted by language."""
+def load_known_failures(path: Path, case_ids: set[str] | None = None) -> frozenset[str]:
+    """load_known_failures reads one case id per line (``#`` starts a comment); none: empty.
+
+    With ``case_ids``, a line naming no case (nor a case with variants) is an error, so a
+    renamed or deleted case cannot leave a stale entry behind.
+    """
+    if not path.is_file():
+        return frozenset()
+    ids = []
+    for number, raw in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        if case_ids is not None and line not in case_ids:
+            raise CaseFileError(f"{path}:{number}: no case {line!r}")
+        ids.append(line)
+    return frozenset(ids)
+
+
+def load_drivers(
+    directory: Path = DRIVERS_DIR, known_failures_dir: Path = KNOWN_FAILURES_DIR, cases: list[Case] | None = None
+) -> list[DriverSpec]:
+    """load_drivers reads and validates every ``drivers/*.json``, sorted by language, with each
+    language's ``known-failures/<language>.txt`` (checked against ``cases`` when given)."""
     validator = _validator("driver.schema.json")
+    case_ids = None
+    if cases is not None:
+        case_ids = {c.id for c in cases} | {c.id.split("[", 1)[0] for c in cases}
+    if known_failures_dir.is_dir():
+        languages = {p.stem for p in directory.glob("*.json")}
+        for stray in sorted(known_failures_dir.glob("*.txt")):
+            if stray.stem not in languages:
+                raise CaseFileError(f"{stray}: no driver declares language {stray.stem!r}")
     drivers = []
     for path in sorted(directory.glob("*.json")):
         data = _load_json(path)
@@ -286,7 +327,7 @@ def load_drivers(directory: Path = DRIVERS_DIR) -> list[DriverSpec]:
                 command=tuple(data["command"]),
                 unit_test=tuple(data["unit_test"]) if data.get("unit_test") else None,
                 path=path,
-                capabilities=tuple(data.get("capabilities", [])),
+                known_failures=load_known_failures(known_failures_dir / f"{data['language']}.txt", case_ids),
             )
         )
     return drivers

@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from .cases import REPO_ROOT, DriverSpec
+from .cases import CAPABILITIES, REPO_ROOT, DriverSpec
 
 _LINE_LIMIT = 32 * 1024 * 1024
 
@@ -49,6 +49,8 @@ class DriverProcess:
         self._next_id = 0
         # Variables cases set in this process's environment, unset again before the next case.
         self.touched_env: set[str] = set()
+        # What the driver answered to the ``capabilities`` op when it started.
+        self.capabilities: frozenset[str] = frozenset()
 
     @property
     def alive(self) -> bool:
@@ -72,8 +74,25 @@ class DriverProcess:
         except OSError as exc:
             raise DriverFailure(f"cannot start driver {command}: {exc}") from exc
         self._stderr_task = asyncio.create_task(self._drain_stderr())
-        # A harmless op proves the driver is up and speaking the protocol.
-        await self.request("get_env", {"names": []}, timeout=timeout)
+        # The first op proves the driver is up and speaking the protocol, and says what it can do.
+        response = await self.request("capabilities", {}, timeout=timeout)
+        self.capabilities = self._read_capabilities(response)
+
+    def _read_capabilities(self, response: dict[str, Any]) -> frozenset[str]:
+        """_read_capabilities checks the answer to ``capabilities``: a list of known names."""
+        result = response.get("result")
+        reported = result.get("capabilities") if response["ok"] and isinstance(result, dict) else None
+        if not isinstance(reported, list) or not all(isinstance(c, str) for c in reported):
+            raise DriverFailure(
+                "the driver did not answer the capabilities op with {\"capabilities\": [names]} "
+                f"(PROTOCOL.md): {str(response)[:300]}"
+            )
+        unknown = sorted(set(reported) - CAPABILITIES)
+        if unknown:
+            raise DriverFailure(
+                f"the driver reports unknown capabilities {', '.join(unknown)} (known: {', '.join(sorted(CAPABILITIES))})"
+            )
+        return frozenset(reported)
 
     async def _drain_stderr(self) -> None:
         assert self._proc is not None and self._proc.stderr is not None

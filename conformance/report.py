@@ -1,8 +1,9 @@
 """conformance.report writes the case-by-language matrix (Markdown) and JUnit XML.
 
 The printed report ends with the plain line ``N passed, N failed`` (``, N skipped`` when any
-were skipped, ``, N n/a`` when a case needs a capability a driver does not declare), counted
-per case and language.
+were skipped, ``, N n/a`` when a case needs a capability a driver does not report, ``, N known``
+for the failures a language lists in ``known-failures/<language>.txt``, ``, N fixed`` for those
+that pass now), counted per case and language. A known failure is never counted as passed.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from pathlib import Path
 from .cases import Case
 from .runner import CaseResult
 
-_CELL = {"passed": "pass", "failed": "**FAIL**", "skipped": "skip", "n/a": "n/a"}
+_CELL = {"passed": "pass", "failed": "**FAIL**", "skipped": "skip", "n/a": "n/a", "known": "known",
+         "fixed": "**FIXED**"}
 
 
 def summary_line(results: Sequence[CaseResult]) -> str:
@@ -23,9 +25,13 @@ def summary_line(results: Sequence[CaseResult]) -> str:
     failed = sum(r.status == "failed" for r in results)
     skipped = sum(r.status == "skipped" for r in results)
     not_applicable = sum(r.status == "n/a" for r in results)
+    known = sum(r.status == "known" for r in results)
+    fixed = sum(r.status == "fixed" for r in results)
     line = f"{passed} passed, {failed} failed"
     line += f", {skipped} skipped" if skipped else ""
-    return line + (f", {not_applicable} n/a" if not_applicable else "")
+    line += f", {not_applicable} n/a" if not_applicable else ""
+    line += f", {known} known" if known else ""
+    return line + (f", {fixed} fixed" if fixed else "")
 
 
 def markdown(
@@ -34,9 +40,10 @@ def markdown(
     results: Sequence[CaseResult],
     notes: Mapping[str, str],
     header: Sequence[str],
-    capabilities: Mapping[str, Sequence[str]] | None = None,
+    capabilities: Mapping[str, Sequence[str] | None] | None = None,
 ) -> str:
-    """markdown renders the report; ``notes`` says per language why it was skipped or failed whole."""
+    """markdown renders the report; ``notes`` says per language why it was skipped or failed whole;
+    ``capabilities`` what each driver reported at start-up (None: it never started)."""
     by_key = {(r.case_id, r.language): r for r in results}
     lines = ["# cvsm conformance report", ""]
     lines += [f"- {h}" for h in header]
@@ -45,7 +52,9 @@ def markdown(
         lines.append("| language | capabilities |")
         lines.append("|---|---|")
         for language in languages:
-            lines.append(f"| {language} | {', '.join(capabilities.get(language, ())) or 'none'} |")
+            reported = capabilities.get(language)
+            shown = "not reported (no driver started)" if reported is None else ", ".join(reported) or "none"
+            lines.append(f"| {language} | {shown} |")
         lines.append("")
     if languages:
         lines.append("| case | " + " | ".join(languages) + " |")
@@ -62,6 +71,21 @@ def markdown(
         lines.append("")
         for language, note in notes.items():
             lines.append(f"- **{language}**: {note}")
+        lines.append("")
+    fixed = [r for r in results if r.status == "fixed"]
+    if fixed:
+        lines.append("## Known failures that pass now")
+        lines.append("")
+        for result in fixed:
+            lines.append(f"- {result.language} / `{result.case_id}`: remove it from "
+                         f"`conformance/known-failures/{result.language}.txt`")
+        lines.append("")
+    known = [r for r in results if r.status == "known"]
+    if known:
+        lines.append("## Known failures")
+        lines.append("")
+        for result in known:
+            lines.append(f"- {result.language} / `{result.case_id}`: {result.message.splitlines()[0][:300]}")
         lines.append("")
     failures = [r for r in results if r.status == "failed"]
     if failures:
@@ -90,8 +114,8 @@ def junit(results: Sequence[CaseResult], languages: Sequence[str]) -> ET.Element
             "testsuite",
             name=f"conformance.{language}",
             tests=str(len(mine)),
-            failures=str(sum(r.status == "failed" for r in mine)),
-            skipped=str(sum(r.status in ("skipped", "n/a") for r in mine)),
+            failures=str(sum(r.status in ("failed", "fixed") for r in mine)),
+            skipped=str(sum(r.status in ("skipped", "n/a", "known") for r in mine)),
             errors="0",
             time=f"{sum(r.seconds for r in mine):.3f}",
             timestamp=datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -101,10 +125,10 @@ def junit(results: Sequence[CaseResult], languages: Sequence[str]) -> ET.Element
                 suite, "testcase", classname=f"conformance.{language}", name=result.case_id,
                 time=f"{result.seconds:.3f}",
             )
-            if result.status == "failed":
+            if result.status in ("failed", "fixed"):
                 failure = ET.SubElement(case, "failure", message=result.message[:500])
                 failure.text = "\n".join([result.message, *result.details])
-            elif result.status in ("skipped", "n/a"):
+            elif result.status in ("skipped", "n/a", "known"):
                 ET.SubElement(case, "skipped", message=result.message[:500])
     ET.indent(suites)
     return ET.ElementTree(suites)

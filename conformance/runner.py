@@ -38,7 +38,9 @@ class CaseResult:
 
     case_id: str
     language: str
-    status: str  # "passed", "failed", "skipped" or "n/a" (a capability the driver does not declare)
+    # "passed", "failed", "skipped", "n/a" (a capability the driver does not report), "known" (a
+    # failure listed in known-failures/<language>.txt) or "fixed" (a listed failure that passes)
+    status: str
     seconds: float = 0.0
     message: str = ""
     details: list[str] = attrs.Factory(list)

@@ -58,15 +58,23 @@ def say(text: str) -> None:
     print(text, flush=True)
 
 
-async def run_command(command: Sequence[str], log_path: Path, timeout: float) -> tuple[int | None, float]:
+def unit_test_environment() -> dict[str, str]:
+    """unit_test_environment is the drivers' environment plus ``CVSM_SERVER_PYTHON``: this
+    Python, which imports the reference server, for suites that start it (the cvsm command's)."""
+    return {**driver_environment(), "CVSM_SERVER_PYTHON": sys.executable}
+
+
+async def run_command(
+    command: Sequence[str], log_path: Path, timeout: float, env: dict[str, str] | None = None
+) -> tuple[int | None, float]:
     """run_command runs ``command`` from the repository root into ``log_path``; None = timed out."""
     started = time.monotonic()
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with log_path.open("wb") as sink:
         try:
             proc = await asyncio.create_subprocess_exec(
-                *command, cwd=REPO_ROOT, env=driver_environment(), stdin=subprocess.DEVNULL,
-                stdout=sink, stderr=subprocess.STDOUT, start_new_session=True,
+                *command, cwd=REPO_ROOT, env=env if env is not None else driver_environment(),
+                stdin=subprocess.DEVNULL, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True,
             )
         except OSError as exc:
             sink.write(f"cannot run {list(command)}: {exc}\n".encode())
@@ -98,22 +106,23 @@ def skip_all(cases: Sequence[Case], language: str, message: str) -> list[CaseRes
 async def run_language(
     spec: DriverSpec, cases: Sequence[Case], proxy: FaultProxy, seeder: Seeder, reports: Path, ca_file: str = ""
 ) -> tuple[list[CaseResult], str | None]:
-    """run_language runs every case against one long-lived driver process (restarted if it dies)."""
+    """run_language runs every case against one long-lived driver process (restarted if it dies).
+
+    It returns the results (known failures already judged), a note on the driver's exit, and
+    the capabilities the driver reported when it started (None when it never started).
+    """
     stderr_log = reports / f"driver-{spec.language}.stderr.log"
     stderr_log.unlink(missing_ok=True)
     results: list[CaseResult] = []
     driver: DriverProcess | None = None
     failures_in_a_row = 0
     note = None
+    capabilities: frozenset[str] | None = None
     for case in cases:
-        lacking = [c for c in case.requires if c not in spec.capabilities]
-        if lacking:
-            results.append(CaseResult(case.id, spec.language, "n/a", message=f"needs {', '.join(lacking)}"))
-            _progress(results[-1])
-            continue
         if failures_in_a_row >= MAX_DRIVER_FAILURES_IN_A_ROW:
-            results.append(CaseResult(case.id, spec.language, "failed",
-                                      message=f"not run: the driver failed {failures_in_a_row} cases in a row"))
+            results.append(judge_known(spec, CaseResult(
+                case.id, spec.language, "failed",
+                message=f"not run: the driver failed {failures_in_a_row} cases in a row")))
             continue
         started = time.monotonic()
         if driver is None or not driver.alive:
@@ -122,12 +131,20 @@ async def run_language(
                 await driver.start()
             except DriverFailure as exc:
                 failures_in_a_row += 1
-                results.append(CaseResult(case.id, spec.language, "failed", time.monotonic() - started,
-                                          f"driver did not start: {exc}", driver.stderr_since(0)))
+                results.append(judge_known(spec, CaseResult(
+                    case.id, spec.language, "failed", time.monotonic() - started,
+                    f"driver did not start: {exc}", driver.stderr_since(0))))
                 await driver.kill()
                 driver = None
                 _progress(results[-1])
                 continue
+            if capabilities is None:
+                capabilities = driver.capabilities
+        lacking = [c for c in case.requires if c not in driver.capabilities]
+        if lacking:
+            results.append(CaseResult(case.id, spec.language, "n/a", message=f"needs {', '.join(lacking)}"))
+            _progress(results[-1])
+            continue
         mark = driver.stderr_count
         run = CaseRun(case, spec, driver, proxy, seeder, touched_env=driver.touched_env, ca_file=ca_file)
         try:
@@ -155,19 +172,37 @@ async def run_language(
                 result.details += ["driver stderr:", *("  " + line for line in stderr)]
             if failures_in_a_row:
                 await driver.kill()
+        result = judge_known(spec, result)
         results.append(result)
         _progress(result)
     if driver is not None and driver.alive:
         code = await driver.stop()
         if code not in (0, None):
             note = f"the driver exited with code {code} after shutdown"
-    return results, note
+    return results, note, capabilities
+
+
+def judge_known(spec: DriverSpec, result: CaseResult) -> CaseResult:
+    """judge_known turns the verdict on a case of ``known-failures/<language>.txt``: a failure
+    is "known" (neither a pass nor a failure of the run), a pass is "fixed" (a failure of the
+    run, so that the line is removed)."""
+    if not spec.is_known_failure(result.case_id):
+        return result
+    if result.status == "failed":
+        result.status = "known"
+        result.message = f"known failure (known-failures/{spec.language}.txt): {result.message}"
+    elif result.status == "passed":
+        result.status = "fixed"
+        result.message = (f"listed in conformance/known-failures/{spec.language}.txt but passes now: "
+                          "remove the line")
+    return result
 
 
 def _progress(result: CaseResult) -> None:
-    mark = {"passed": "pass", "failed": "FAIL", "skipped": "skip", "n/a": "n/a"}[result.status]
-    line = f"  [{result.language}] {mark:4} {result.case_id} ({result.seconds:.1f}s)"
-    if result.status == "failed":
+    mark = {"passed": "pass", "failed": "FAIL", "skipped": "skip", "n/a": "n/a", "known": "known",
+            "fixed": "FIXED"}[result.status]
+    line = f"  [{result.language}] {mark:5} {result.case_id} ({result.seconds:.1f}s)"
+    if result.status in ("failed", "fixed", "known"):
         line += f"\n         {result.message[:400]}"
     say(line)
 
@@ -181,15 +216,16 @@ async def run(
 ) -> int:
     """run is ``python -m conformance run``; returns the exit code. With `jobs` > 1, that many
     languages run at once (each in its own lane)."""
-    cases = load_cases()
+    all_cases = cases = load_cases()
     if case_filter:
         cases = [c for c in cases if any(f in c.id for f in case_filter)]
         if not cases:
             raise UsageError(f"no case id contains {', '.join(case_filter)}")
-    selected = select_drivers(load_drivers(), languages)
+    selected = select_drivers(load_drivers(cases=all_cases), languages)
     ci = in_ci()
     results: list[CaseResult] = []
     notes: dict[str, str] = {}
+    reported: dict[str, frozenset[str]] = {}
     runnable: list[DriverSpec] = []
     for spec in selected:
         missing = missing_requirements(spec)
@@ -257,9 +293,11 @@ async def run(
                     while waiting:
                         spec = waiting.pop(0)
                         say(f"[{spec.language}] running {len(cases)} cases: {' '.join(spec.command)}")
-                        language_results, note = await run_language(spec, cases, proxy, seeder, reports,
-                                                                    str(ca.ca_file))
+                        language_results, note, capabilities = await run_language(
+                            spec, cases, proxy, seeder, reports, str(ca.ca_file))
                         by_language[spec.language] = language_results
+                        if capabilities is not None:
+                            reported[spec.language] = capabilities
                         if note:
                             notes[spec.language] = note
 
@@ -279,14 +317,14 @@ async def run(
             ca_dir.cleanup()
 
     languages_shown = [s.language for s in selected]
-    capabilities = {s.language: s.capabilities for s in selected}
+    capabilities = {s.language: sorted(reported[s.language]) if s.language in reported else None for s in selected}
     text = report.markdown(cases, languages_shown, results, notes, header, capabilities)
     written = report.write(reports, "conformance", text, report.junit(results, languages_shown))
     say("")
     say(text.rstrip("\n").rsplit("\n", 1)[0])
     say(f"(written to {', '.join(str(p.relative_to(REPO_ROOT)) for p in written)})")
     say(report.summary_line(results))
-    return 1 if any(r.status == "failed" for r in results) else 0
+    return 1 if any(r.status in ("failed", "fixed") for r in results) else 0
 
 
 async def unit_tests(languages: Sequence[str] | None, reports: Path = REPORTS_DIR, jobs: int = 1) -> int:
@@ -317,7 +355,7 @@ async def unit_tests(languages: Sequence[str] | None, reports: Path = REPORTS_DI
             started = time.monotonic()
             if jobs > 1:
                 log_path = reports / f"unit-{spec.language}.log"
-                code, _ = await run_command(spec.unit_test, log_path, UNIT_TEST_TIMEOUT)
+                code, _ = await run_command(spec.unit_test, log_path, UNIT_TEST_TIMEOUT, unit_test_environment())
                 say(f"[{spec.language}] output ({log_path.relative_to(REPO_ROOT)}):")
                 say(log_path.read_text(errors="replace").rstrip("\n"))
             else:
@@ -350,7 +388,7 @@ async def _run_streaming(command: Sequence[str], timeout: float) -> int | None:
     sys.stdout.flush()
     try:
         proc = await asyncio.create_subprocess_exec(
-            *command, cwd=REPO_ROOT, env=driver_environment(), stdin=subprocess.DEVNULL, start_new_session=True
+            *command, cwd=REPO_ROOT, env=unit_test_environment(), stdin=subprocess.DEVNULL, start_new_session=True
         )
     except OSError as exc:
         say(f"cannot run {list(command)}: {exc}")

@@ -141,6 +141,8 @@ class Driver:
             return {}
         if op == "get_env":
             return {"values": {name: os.environ.get(name) for name in args.get("names") or []}}
+        if op == "capabilities":
+            return {"capabilities": ["tls_ca_file", "proxy_env"]}
         raise Unsupported(f"unknown op {op!r}")
 
 

@@ -36,7 +36,7 @@ CLIENT_MAX_SIZE = 40 * 1024 * 1024
 
 
 async def _database(app: web.Application) -> AsyncIterator[None]:
-    async with db.open(app[SETTINGS]) as database:
+    async with db.open(app[SETTINGS], supervise=True) as database:
         await keys.check_master_key(database.pool, app[KEYRING])
         await support.load_articles(database.pool)  # the help articles the assistant searches
         app[CHECKPOINT_SIGNER] = audit_chain.CheckpointSigner(app[KEYRING])
@@ -87,6 +87,8 @@ async def _background_jobs(app: web.Application) -> AsyncIterator[None]:
         if task.done() and not task.cancelled() and task.exception() is not None:
             log.warning("background job %s ended with %s", task.get_name(),
                         type(task.exception()).__name__)
+    # A stop leaves every chain's head signed.
+    await audit_chain.checkpoint_at_stop(app[POOL], app[CHECKPOINT_SIGNER])
 
 
 def create_app(settings: Settings | None = None) -> web.Application:

@@ -15,8 +15,10 @@ import csv
 import io
 import json
 import logging
+import re
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
@@ -33,6 +35,11 @@ log = logging.getLogger("cvsm.audit")
 INSERT_ENTRY = """INSERT INTO audit_logs (team_id, user_id, user_email, action, resource,
                                           resource_id, ip_address, user_agent, metadata)"""
 
+# The metadata an entry written by an API token adds: which token ("via token <name>"); empty
+# for any other actor. A fragment of both writers' SQL, so the name is the one at write time.
+VIA_TOKEN = """COALESCE((SELECT jsonb_build_object('via_token', t.name, 'token_id', t.id::text)
+                         FROM api_tokens t WHERE t.id = %(token_id)s), '{}'::jsonb)"""
+
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 200
 
@@ -44,6 +51,7 @@ def actor_params(actor: Actor | None) -> dict[str, Any]:
         "actor_email": actor.email if actor else None,
         "ip": actor.ip if actor else None,
         "user_agent": actor.user_agent if actor else None,
+        "token_id": actor.token_id if actor else None,
     }
 
 
@@ -57,11 +65,12 @@ async def record(
     resource_id: object | None = None,
     metadata: dict[str, Any] | None = None,
 ) -> None:
-    """Write one entry in the current transaction; if it fails, the whole action fails."""
+    """Write one entry in the current transaction; if it fails, the whole action fails. An
+    entry made with an API token names the token in its metadata (`via_token`, `token_id`)."""
     await cur.execute(
         INSERT_ENTRY + """ VALUES (%(team_id)s, %(actor_id)s, %(actor_email)s, %(action)s,
                                    %(resource)s, %(resource_id)s, %(ip)s, %(user_agent)s,
-                                   %(metadata)s)""",
+                                   %(metadata)s::jsonb || """ + VIA_TOKEN + ")",
         {
             **actor_params(actor),
             "team_id": team_id,
@@ -89,20 +98,97 @@ def entry_json(row: dict) -> dict:
     }
 
 
+@dataclass(frozen=True, slots=True)
+class Filters:
+    """What the audit page narrows the list to; every field empty shows everything.
+
+    `action` is an exact action name, `person` an actor's e-mail (any case), `secret` a secret's
+    id or name (its entries: read, create, update, rollback, delete, rotation...), `start`
+    (inclusive) and `end` (exclusive) the time range."""
+
+    action: str | None = None
+    person: str | None = None
+    secret: str | None = None
+    start: datetime | None = None
+    end: datetime | None = None
+
+    @classmethod
+    def parse(cls, params: Mapping[str, str]) -> Filters:
+        """The filters from query parameters (`action`, `person`, `secret`, `from`, `to`); 400
+        with a message for a malformed one. Unknown parameters are ignored."""
+        def text(name: str, pattern: re.Pattern[str], message: str) -> str | None:
+            value = (params.get(name) or "").strip()
+            if not value:
+                return None
+            if not pattern.fullmatch(value):
+                raise BadRequest(message)
+            return value
+        start, end = parse_export_range(params.get("from"), params.get("to"))
+        return cls(action=text("action", _ACTION_RE, BAD_ACTION),
+                   person=text("person", _PERSON_RE, BAD_PERSON),
+                   secret=text("secret", _SECRET_RE, BAD_SECRET), start=start, end=end)
+
+    def as_query(self) -> dict[str, str]:
+        """The set filters as query parameters (for links that keep or change one of them)."""
+        out = {"action": self.action, "person": self.person, "secret": self.secret,
+               "from": iso(self.start), "to": iso(self.end)}
+        return {k: v for k, v in out.items() if v}
+
+    def params(self) -> dict[str, Any]:
+        return {"f_action": self.action, "f_person": self.person, "f_secret": self.secret,
+                "f_start": self.start, "f_end": self.end}
+
+
+_ACTION_RE = re.compile(r"[a-z0-9_]{1,64}")
+_PERSON_RE = re.compile(r"[^\s<>]{1,320}")
+_SECRET_RE = re.compile(r"[A-Za-z0-9_-]{1,255}")
+BAD_ACTION = "Filter aksi tidak valid"
+BAD_PERSON = "Filter orang tidak valid (gunakan alamat email)"
+BAD_SECRET = "Filter secret tidak valid (gunakan nama atau id secret)"
+_FILTERED = """team_id = %(team)s
+    AND (%(f_action)s::text IS NULL OR action = %(f_action)s)
+    AND (%(f_person)s::text IS NULL OR lower(user_email) = lower(%(f_person)s))
+    AND (%(f_secret)s::text IS NULL OR (resource = 'secret' AND (resource_id = %(f_secret)s
+         OR metadata->>'name' = %(f_secret)s OR metadata->>'secret_id' = %(f_secret)s))
+         OR (resource = 'share' AND (metadata->>'name' = %(f_secret)s
+                                     OR metadata->>'secret_id' = %(f_secret)s)))
+    AND (%(f_start)s::timestamptz IS NULL OR created_at >= %(f_start)s)
+    AND (%(f_end)s::timestamptz IS NULL OR created_at < %(f_end)s)"""
+
+
 async def list_entries(conn: db.Connection, actor: Actor, team_id: uuid.UUID, *,
-                       limit: int = DEFAULT_LIMIT, offset: int = 0) -> tuple[list[dict], int]:
-    """A page of the team's entries, newest first, and the total; Admin or above."""
+                       limit: int = DEFAULT_LIMIT, offset: int = 0,
+                       filters: Filters | None = None) -> tuple[list[dict], int]:
+    """A page of the team's entries (those `filters` keep), newest first, and their total;
+    Admin or above."""
+    args = {"team": team_id, "limit": limit, "offset": offset,
+            **(filters or Filters()).params()}
     async with db.cursor(conn) as cur:
         await roles.require(cur, team_id, actor, roles.ADMIN, reading=True)
         rows = await db.fetchall(
             cur,
-            """SELECT * FROM audit_logs WHERE team_id = %s
-               ORDER BY created_at DESC, id DESC LIMIT %s OFFSET %s""",
-            (team_id, limit, offset),
+            f"""SELECT * FROM audit_logs WHERE {_FILTERED}
+                ORDER BY created_at DESC, id DESC LIMIT %(limit)s OFFSET %(offset)s""",
+            args,
         )
-        total = await db.fetchone(cur, "SELECT count(*) AS n FROM audit_logs WHERE team_id = %s",
-                                  (team_id,))
+        total = await db.fetchone(cur, f"SELECT count(*) AS n FROM audit_logs WHERE {_FILTERED}",
+                                  args)
     return rows, total["n"]
+
+
+async def filter_choices(conn: db.Connection, actor: Actor, team_id: uuid.UUID
+                         ) -> dict[str, list[str]]:
+    """The actions and people found in the team's log, sorted, for the audit page's filter
+    links; Admin or above."""
+    async with db.cursor(conn) as cur:
+        await roles.require(cur, team_id, actor, roles.ADMIN, reading=True)
+        actions = await db.fetchall(
+            cur, "SELECT DISTINCT action FROM audit_logs WHERE team_id = %s ORDER BY action",
+            (team_id,))
+        people = await db.fetchall(
+            cur, """SELECT DISTINCT lower(user_email) AS email FROM audit_logs
+                    WHERE team_id = %s AND user_email IS NOT NULL ORDER BY 1""", (team_id,))
+    return {"actions": [r["action"] for r in actions], "people": [r["email"] for r in people]}
 
 
 async def purge_expired(pool: db.Pool, signer: audit_chain.CheckpointSigner) -> int:

@@ -19,8 +19,10 @@ stable across master-key rotations (kept sealed under every master key since, ke
 checkpoints stay verifiable after a rotation, and nobody holding only the database can sign.
 Each checkpoint stores its key id and public key, so an auditor can verify it offline against
 the published public key (`cvsm-server audit verify` prints its id). Kinds: `periodic` (the
-background job, for chains that grew), `demand` (`checkpoint_now`), `purge` (the retention purge
-writes one at the new start of a chain before it removes the prefix up to it).
+background job, for chains that grew, `CVSM_AUDIT_CHECKPOINT_SECONDS` after the last periodic
+checkpoint's stored time, so restarts do not start the count again; and once at a clean stop),
+`demand` (`checkpoint_now`), `purge` (the retention purge writes one at the new start of a chain
+before it removes the prefix up to it).
 """
 
 from __future__ import annotations
@@ -192,6 +194,59 @@ async def checkpoint_grown_chains(pool: db.Pool, signer: CheckpointSigner) -> in
             await write_checkpoint(cur, signer, row["chain_id"], row["seq"], bytes(row["hash"]),
                                    "periodic")
     return len(rows)
+
+
+async def next_checkpoint_in(pool: db.Pool, interval: float) -> float:
+    """Seconds until the periodic checkpoints are due: `interval` after the last `periodic`
+    checkpoint's time, as the database stored it (0 when it has none, or when that is past). So
+    the schedule survives restarts: a server restarted more often than `interval` still signs."""
+    async with db.cursor(pool) as cur:
+        row = await db.fetchone(
+            cur,
+            """SELECT extract(epoch FROM max(signed_at) + make_interval(secs => %s) - now())
+                      AS seconds
+               FROM audit_checkpoints WHERE kind = 'periodic'""",
+            (interval,))
+    seconds = row["seconds"] if row else None
+    return 0.0 if seconds is None else min(max(float(seconds), 0.0), interval)
+
+
+async def checkpoint_loop(pool: db.Pool, signer: CheckpointSigner, interval: float) -> None:
+    """The background job: a `periodic` checkpoint for every chain that grew, each time one is
+    due (`next_checkpoint_in`); when none grew, the next look is `interval` later."""
+    outage = db.OutageLog(log, "audit checkpoint job")
+    wait = None
+    while True:
+        try:
+            if wait is None:
+                wait = await next_checkpoint_in(pool, interval)
+            await asyncio.sleep(wait)
+            written = await checkpoint_grown_chains(pool, signer)
+            if written:
+                log.info("audit checkpoints signed for %d chain(s)", written)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            outage.failed(exc)
+            wait = min(interval, 5.0)  # due already: again soon
+            continue
+        outage.ok()
+        wait = None if written else interval
+
+
+async def checkpoint_at_stop(pool: db.Pool, signer: CheckpointSigner,
+                             timeout: float = 10.0) -> None:
+    """At a clean stop (the background jobs' end): a `periodic` checkpoint for every chain that
+    grew since its last, so a stop leaves every chain's head signed. One line if the database is
+    away or it takes longer than `timeout`."""
+    try:
+        written = await asyncio.wait_for(checkpoint_grown_chains(pool, signer), timeout)
+    except Exception as exc:  # noqa: BLE001 - the stop goes on
+        log.warning("no audit checkpoint at stop: %s",
+                    "timed out" if isinstance(exc, asyncio.TimeoutError) else db.first_line(exc))
+        return
+    if written:
+        log.info("audit checkpoints signed at stop for %d chain(s)", written)
 
 
 # --- retention purge --------------------------------------------------------------------------

@@ -165,6 +165,7 @@ class ChangeHub:
                    and (sub.environment is None or sub.environment == environment))
 
     async def _listen(self) -> None:
+        outage = db.OutageLog(log, "change stream listener")
         while not self._closed:
             conn = None
             try:
@@ -172,6 +173,7 @@ class ChangeHub:
                 async with conn.cursor() as cur:
                     await cur.execute(f"LISTEN {CHANNEL}")
                     await cur.execute(f"LISTEN {EPOCH_CHANNEL}")
+                outage.ok()
                 self._listening.set()
                 self._wake(lambda sub: True)  # anything missed while not listening
                 while True:
@@ -181,8 +183,7 @@ class ChangeHub:
                 raise
             except Exception as exc:
                 self._listening.clear()
-                log.warning("change stream listener failed (%s); again in %.0f s",
-                            type(exc).__name__, RECONNECT_SECONDS)
+                outage.failed(exc)
                 await asyncio.sleep(RECONNECT_SECONDS)
             finally:
                 if conn is not None:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from aiohttp import web
 
-from . import __version__, admin, db, keys, notify, tls, workers
+from . import __version__, admin, db, drain, keys, notify, tls, workers
 from .actor import Actor
 from .errors import DomainError
 from .config import ConfigError, Settings
@@ -96,6 +96,7 @@ async def _run(app: web.Application, host: str, port: int,
     url = listen_url(host, port_of(sockets, port), "https" if ssl_context else "http")
     app[APP_URL] = url
     share_base = app[SETTINGS].app_url or url
+    stopping = drain.Drain(app, app[SETTINGS].shutdown_drain_seconds)
     runner = web.AppRunner(app, handle_signals=True, keepalive_timeout=75.0)
     try:
         await runner.setup()
@@ -108,8 +109,9 @@ async def _run(app: web.Application, host: str, port: int,
         logging.getLogger("cvsm").info("%s", announcement)
         notify.ready(announcement)
         # Serving, SIGINT and SIGTERM stop it through cleanup while every task still runs, so
-        # the app's shutdown ends long requests itself (the change streams send `end`); a
-        # GracefulExit out of the loop would cancel every task first.
+        # the requests in flight finish (`drain.py`) and the app's shutdown ends long requests
+        # itself (the change streams send `end`); a GracefulExit out of the loop would cancel
+        # every task first.
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
@@ -117,7 +119,7 @@ async def _run(app: web.Application, host: str, port: int,
         await stop.wait()
     finally:
         notify.stopping()
-        await runner.cleanup()
+        await stopping.stop(runner)
         for sock in sockets:
             sock.close()
 
@@ -148,7 +150,17 @@ def _serve(settings: Settings, host: str, port: int,
     except db.UNAVAILABLE as exc:
         print(f"cvsm-server: cannot reach the database: {_first_line(exc)}", file=sys.stderr)
         return 1
-    return 0
+    return _embedded_lost() or 0
+
+
+def _embedded_lost() -> int | None:
+    """1 when the server stopped because its embedded PostgreSQL could not be started again
+    (`db._supervise`): a supervisor (systemd's Restart=on-failure, Docker's restart policy)
+    then starts it afresh."""
+    if (reason := db.embedded_lost()) is None:
+        return None
+    print(f"cvsm-server: stopped: {reason}", file=sys.stderr)
+    return 1
 
 
 def _serve_workers(settings: Settings, host: str, port: int, count: int,
@@ -165,8 +177,9 @@ def _serve_workers(settings: Settings, host: str, port: int, count: int,
     announce = (_announcement(host, port_of(sockets, port), url, settings.app_url or url)
                 + f", {count} workers")
     try:
-        return asyncio.run(_notifying(
+        code = asyncio.run(_notifying(
             workers.serve(settings, count, sockets, url, announce, tls_files), sockets, announce))
+        return _embedded_lost() or code
     except KeyboardInterrupt:
         return 0
     except workers.StartFailed as exc:

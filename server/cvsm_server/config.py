@@ -147,6 +147,9 @@ class Settings:
     # Secret rotation: how often the background job looks for due rotations when nothing woke
     # it (seconds). Rotation targets obey `webhook_allow_private` too.
     rotation_poll_seconds: float = 60.0
+    # At SIGTERM: how long the requests in flight (uploads still arriving included) may take to
+    # finish before the server stops anyway (seconds; `drain.py`).
+    shutdown_drain_seconds: float = 30.0
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -210,6 +213,8 @@ class Settings:
                                           get("CVSM_WEBHOOK_POLL_SECONDS"), 30.0) or 30.0,
             rotation_poll_seconds=_seconds("CVSM_ROTATION_POLL_SECONDS",
                                            get("CVSM_ROTATION_POLL_SECONDS"), 60.0) or 60.0,
+            shutdown_drain_seconds=_seconds("CVSM_SHUTDOWN_DRAIN_SECONDS",
+                                            get("CVSM_SHUTDOWN_DRAIN_SECONDS"), 30.0),
         )
 
     @property

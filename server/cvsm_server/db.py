@@ -2,7 +2,13 @@
 pool, connections, transactions and migrations.
 
 With `CVSM_DATABASE_URL` unset the server runs the embedded PostgreSQL (`embedded.py`) in
-`<data dir>/pg`.
+`<data dir>/pg`, and supervises it (`_supervise`): a postmaster that dies is started again, with
+its crash recovery, and requests recover by themselves (each pooled connection to the dead one
+fails once, as a 503, and is replaced). When it cannot be started again the server stops, and
+exits 1, so that its own supervisor (systemd, Docker) restarts it.
+
+While the database is away, a background job logs one line when it loses it and one when it is
+back (`OutageLog`), not a traceback at each retry.
 
 The server never serves requests as a superuser or as the owner of the tables: migrations run as
 the owner (the embedded superuser, or `CVSM_MIGRATION_DATABASE_URL`), and requests run as a login
@@ -16,7 +22,10 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import os
 import re
+import signal
+import time
 import weakref
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -33,7 +42,7 @@ import psycopg2.extras
 
 from .config import ConfigError, Settings
 from .errors import Conflict, ServiceUnavailable
-from .embedded import EmbeddedPostgres
+from .embedded import EmbeddedPostgres, EmbeddedStartError
 
 log = logging.getLogger("cvsm.db")
 
@@ -49,6 +58,15 @@ Pool = aiopg.Pool
 
 # Errors that mean "the database is not reachable right now" rather than "this request is wrong".
 UNAVAILABLE = (psycopg2.OperationalError, psycopg2.InterfaceError)
+
+# What a background job meets while the database is away (down, restarting, unreachable): not
+# a bug, so logged as an outage (`OutageLog`), without a traceback.
+OUTAGE = (*UNAVAILABLE, OSError, asyncio.TimeoutError, ServiceUnavailable)
+
+# The embedded PostgreSQL's supervision (`_supervise`): how often its postmaster is looked at,
+# and how many starts in a row may fail before the server gives up and stops (exit status 1).
+WATCH_SECONDS = 1.0
+RESTART_TRIES = 5
 
 # Connection budget (`connection_budget`, `pool_size_for`): a server process's pool serves at
 # most POOL_SIZE requests' connections at once, and needs MIN_POOL to serve at all. HEADROOM
@@ -86,6 +104,73 @@ async def create_pool(url: str, *, maxsize: int = 20) -> aiopg.Pool:
     )
 
 
+class OutageLog:
+    """A background job's log while the database is away: one warning when it goes (the first
+    failure), one line when it is back (the next success), nothing for the retries between.
+    A failure that is no outage (a bug) is logged with its traceback, as before."""
+
+    def __init__(self, logger: logging.Logger, job: str) -> None:
+        self.logger = logger
+        self.job = job
+        self.since: float | None = None
+
+    def failed(self, exc: BaseException) -> None:
+        if not isinstance(exc, OUTAGE):
+            self.logger.error("%s failed", self.job, exc_info=exc)
+        elif self.since is None:
+            self.since = time.monotonic()
+            self.logger.warning("%s: the database is unreachable (%s); retrying quietly until it "
+                                "is back", self.job, first_line(exc))
+
+    def ok(self) -> None:
+        if self.since is not None:
+            self.logger.warning("%s: the database is back (away %.1f s)", self.job,
+                                time.monotonic() - self.since)
+            self.since = None
+
+
+def first_line(exc: BaseException) -> str:
+    """An error's first line (its type's name when it has no text)."""
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+
+
+_lost: list[str] = []
+
+
+def embedded_lost() -> str | None:
+    """Why this process stopped its server because the embedded PostgreSQL could not be started
+    again (`cvsm-server serve` then exits 1), or None."""
+    return _lost[-1] if _lost else None
+
+
+async def _supervise(embedded: EmbeddedPostgres) -> None:
+    """Watch the embedded postmaster; start it again when it has died (one line when it goes,
+    one when it is back). After RESTART_TRIES failed starts in a row: one error line, and SIGTERM
+    to this process, which stops the server gracefully; `embedded_lost` says why."""
+    loop = asyncio.get_running_loop()
+    while True:
+        await asyncio.sleep(WATCH_SECONDS)
+        if embedded.running():
+            continue
+        pid, began = embedded.pid, time.monotonic()
+        log.warning("embedded PostgreSQL (pid %s) has stopped; starting it again", pid)
+        for attempt in range(1, RESTART_TRIES + 1):
+            try:
+                await loop.run_in_executor(None, embedded.restart)
+                break
+            except EmbeddedStartError as exc:
+                reason = str(exc)
+            if attempt == RESTART_TRIES:
+                log.error("%s (%d tries); stopping the server so that its supervisor restarts it",
+                          reason, attempt)
+                _lost.append(reason)
+                os.kill(os.getpid(), signal.SIGTERM)
+                return
+            await asyncio.sleep(min(2.0 ** attempt, 10.0))
+        log.warning("embedded PostgreSQL running again (pid %s, %.1f s after it stopped)",
+                    embedded.pid, time.monotonic() - began)
+
+
 @dataclass
 class Database:
     """An open database: the pool requests use, and the URL it was opened with."""
@@ -95,8 +180,10 @@ class Database:
 
 
 @asynccontextmanager
-async def _cluster(settings: Settings) -> AsyncIterator[tuple[str, str, bool]]:
-    """(owner URL, server URL, embedded?): the embedded PostgreSQL runs while this is open."""
+async def _cluster(settings: Settings, *,
+                   supervise: bool = False) -> AsyncIterator[tuple[str, str, bool]]:
+    """(owner URL, server URL, embedded?): the embedded PostgreSQL runs while this is open;
+    `supervise`: and is started again when it dies (`_supervise`)."""
     if settings.database_url:
         yield (settings.migration_database_url or settings.database_url,
                settings.database_url, False)
@@ -105,9 +192,13 @@ async def _cluster(settings: Settings) -> AsyncIterator[tuple[str, str, bool]]:
     embedded = EmbeddedPostgres(settings.data_dir)
     owner_url = await loop.run_in_executor(None, embedded.start)
     log.info("embedded PostgreSQL running in %s", embedded.pgdata)
+    supervisor = asyncio.create_task(_supervise(embedded)) if supervise else None
     try:
         yield owner_url, with_user(owner_url, APP_ROLE), True
     finally:
+        if supervisor is not None:
+            supervisor.cancel()
+            await asyncio.gather(supervisor, return_exceptions=True)
         await loop.run_in_executor(None, embedded.stop)
 
 
@@ -156,7 +247,7 @@ async def running(settings: Settings) -> AsyncIterator[tuple[str, str]]:
     """Start the embedded PostgreSQL when no URL is configured and apply pending migrations as
     the schema owner; yields (owner URL, server URL) and, for the embedded one, stops it on exit.
     `serve --workers` runs this once in its parent; the workers `open` the URLs it gives."""
-    async with _cluster(settings) as (owner_url, url, embedded):
+    async with _cluster(settings, supervise=True) as (owner_url, url, embedded):
         await _migrate_as_owner(owner_url, embedded)
         yield owner_url, url
 
@@ -205,15 +296,17 @@ def pool_size_for(budget: int, processes: int, *, jobs: bool) -> int:
 
 
 @asynccontextmanager
-async def open(settings: Settings, *, maxsize: int | None = None) -> AsyncIterator[Database]:
+async def open(settings: Settings, *, maxsize: int | None = None,
+               supervise: bool = False) -> AsyncIterator[Database]:
     """Start the embedded PostgreSQL when no URL is configured, apply pending migrations as the
     schema owner, and open a pool as the server's own (unprivileged) role. The app factory and
     `cvsm-server serve` use this.
 
     The pool holds at most `maxsize` connections; by default `settings.pool_size` (what
     `serve --workers` gave this worker) or, for a single process, what PostgreSQL leaves it
-    (`pool_size_for`), plus the background jobs' connections when they run here."""
-    async with _cluster(settings) as (owner_url, url, embedded):
+    (`pool_size_for`), plus the background jobs' connections when they run here.
+    `supervise`: an embedded PostgreSQL that dies is started again (`_supervise`)."""
+    async with _cluster(settings, supervise=supervise) as (owner_url, url, embedded):
         await _migrate_as_owner(owner_url, embedded)
         if maxsize is None:
             size = settings.pool_size or pool_size_for(await connection_budget(url), 1,

@@ -94,6 +94,40 @@ class EmbeddedPostgres:
         """The PostgreSQL programs of the running server's version (pg_dump, pg_restore, ...)."""
         return Path(self._server.bin_path)
 
+    @property
+    def pid(self) -> int | None:
+        """The postmaster's PID as last started or joined."""
+        info = self._server._postmaster_info if self._server is not None else None
+        return info.pid if info is not None else None
+
+    def running(self) -> bool:
+        """Whether the postmaster this handle started or joined still runs (a cheap check; where
+        its working directory and command line cannot be read, `postmaster.pid` decides)."""
+        pgdata = self.pgdata.resolve()
+        return is_postmaster_for(self.pid, pgdata, LockFile(pgdata / "postmaster.pid").data_dir)
+
+    def restart(self) -> None:
+        """Start the server again after its postmaster died, with the same handle (so the list
+        of processes using it is unchanged): under the package's lock, the dead postmaster's files
+        go (`_recover`, once its other processes have exited) and a new postmaster starts, which
+        replays its write-ahead log (PostgreSQL's crash recovery) before it accepts connections.
+        Another process on this data dir that restarted it first is joined instead.
+
+        Raises `EmbeddedStartError` when that cannot be done."""
+        pgserver = _package()
+        pgdata = self.pgdata.resolve()
+        try:
+            with pgserver.PostgresServer._lock:
+                _recover(pgserver, pgdata)
+                self._server.ensure_postgres_running()
+            _ensure_database(self._server.get_uri(), "postgres")
+        except EmbeddedStartError:
+            raise
+        except Exception as exc:
+            raise EmbeddedStartError(
+                f"cannot restart the embedded PostgreSQL in {self.pgdata}: {self._reason(exc)}"
+            ) from exc
+
     def stop(self) -> None:
         if self._server is not None:
             self._server.cleanup()

@@ -172,5 +172,6 @@ async def accept_invite(conn: db.Connection, actor: Actor, keyring: Keyring, tok
         # Following the link proves the address.
         await cur.execute("UPDATE users SET email_verified = true WHERE id = %s", (user["id"],))
         await audit.record(cur, actor, "invite_accepted", "invite", team_id=team["id"],
-                           resource_id=invite["id"], metadata={"role": invite["role"]})
+                           resource_id=invite["id"],
+                           metadata={"email": invite["email"], "role": invite["role"]})
     return {**team, "role": invite["role"]}

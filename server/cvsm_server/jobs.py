@@ -2,12 +2,15 @@
 what each logs. `app._background_jobs` starts every job as a task on the process that runs them
 (`CVSM_BACKGROUND_JOBS`) and cancels them at shutdown.
 
-Two kinds:
+Three kinds:
 - `Periodic`: a step run every `interval` seconds (at start-up, then after each wait, or after
-  the first wait with `at_start=False`). A failing step is logged on the job's logger and the
-  job goes on; what the step returns, when it is a count above zero, is logged with `done`.
+  the first wait with `at_start=False`). A failing step is logged on the job's logger through
+  `db.OutageLog` (a database outage once, and once when it is back) and the job goes on; what
+  the step returns, when it is a count above zero, is logged with `done`.
 - `Queue`: a PostgreSQL-backed queue's sender (`queues.QueueWorker`: mail, webhook deliveries,
   rotation runs), which wakes on its channel's `NOTIFY` and restarts itself on failure.
+- `Loop`: a job with a schedule of its own (the audit checkpoints: due from the last one the
+  database stored, `audit_chain.checkpoint_loop`).
 
 A new background job is one entry here: a domain function that takes the pool (and what
 `Context` holds), a name, an interval.
@@ -43,12 +46,13 @@ class Periodic:
     interval: Callable[[Settings], float]
     step: Callable[[Context], Awaitable[Any]]
     logger: str
-    failed: str  # the log line when a step fails
+    label: str  # the job in its log lines ("<label> failed", "<label>: the database is back")
     done: str | None = None  # the log line (with the count) when a step did something
     at_start: bool = True
 
     async def run(self, context: Context) -> None:
         log = logging.getLogger(self.logger)
+        outage = db.OutageLog(log, self.label)
         interval = self.interval(context.settings)
         if not self.at_start:
             await asyncio.sleep(interval)
@@ -59,8 +63,10 @@ class Periodic:
                     log.info(self.done, result)
             except asyncio.CancelledError:
                 raise
-            except Exception:
-                log.exception(self.failed)
+            except Exception as exc:
+                outage.failed(exc)
+            else:
+                outage.ok()
             await asyncio.sleep(interval)
 
 
@@ -73,7 +79,16 @@ class Queue:
         await self.worker(context).run()
 
 
-Job = Periodic | Queue
+@dataclass(frozen=True)
+class Loop:
+    name: str
+    loop: Callable[[Context], Awaitable[None]]
+
+    async def run(self, context: Context) -> None:
+        await self.loop(context)
+
+
+Job = Periodic | Queue | Loop
 
 HOUSEKEEPING_SECONDS = 600.0
 AUDIT_PURGE_SECONDS = 3600.0
@@ -93,23 +108,21 @@ async def housekeeping(context: Context) -> None:
 JOBS: tuple[Job, ...] = (
     Periodic("audit_purge", lambda s: AUDIT_PURGE_SECONDS,
              lambda c: audit.purge_expired(c.pool, c.checkpoints), "cvsm.audit",
-             failed="audit retention purge failed",
+             label="audit retention purge",
              done="audit retention purge removed %d entries"),
     Periodic("housekeeping", lambda s: HOUSEKEEPING_SECONDS, housekeeping, "cvsm.app",
-             failed="housekeeping failed"),
+             label="housekeeping"),
     Queue("mail", lambda c: mail_sender.MailSender(
         c.pool, c.keyring, mail_sender.transport_for(c.settings),
         poll_seconds=c.settings.mail_poll_seconds)),
     Periodic("account_deletion", lambda s: deletion.PURGE_INTERVAL,
              lambda c: deletion.purge_due(c.pool, datetime.now(timezone.utc)), "cvsm.deletion",
-             failed="account deletion job failed"),
-    Periodic("audit_checkpoint", lambda s: s.audit_checkpoint_seconds,
-             lambda c: audit_chain.checkpoint_grown_chains(c.pool, c.checkpoints), "cvsm.audit",
-             failed="audit checkpoint job failed",
-             done="audit checkpoints signed for %d chain(s)", at_start=False),
+             label="account deletion job"),
+    Loop("audit_checkpoint", lambda c: audit_chain.checkpoint_loop(
+        c.pool, c.checkpoints, c.settings.audit_checkpoint_seconds)),
     Periodic("audit_seal", lambda s: s.audit_seal_seconds,
              lambda c: audit_chain.seal_pending(c.pool), "cvsm.audit",
-             failed="audit sealing job failed", at_start=False),
+             label="audit sealing job", at_start=False),
     Queue("webhooks", lambda c: webhook_sender.WebhookSender(
         c.pool, c.keyring, allow_private=c.settings.webhook_allow_private,
         poll_seconds=c.settings.webhook_poll_seconds)),

@@ -1,8 +1,9 @@
 """The loop every PostgreSQL-backed queue runs in the background (mail, webhook deliveries):
 deliver what is due, then sleep until a `NOTIFY` on the queue's channel (a commit that queued
 something, on any server process), the next retry falls due, or the poll interval passes,
-whichever comes first. A failure of the loop itself (the database went away) is logged and the
-loop starts again after the poll interval.
+whichever comes first. A failure of the loop itself is logged and the loop starts again after
+the poll interval; while the database is away, one line when it goes and one when it is back
+(`db.OutageLog`).
 """
 
 from __future__ import annotations
@@ -32,17 +33,18 @@ class QueueWorker:
         raise NotImplementedError
 
     async def run(self) -> None:
+        outage = db.OutageLog(self.log, f"{self.name} sender")
         while True:
             try:
                 async with self.pool.acquire() as listener:
                     async with listener.cursor() as cur:
                         await cur.execute(f"LISTEN {self.channel}")
+                    outage.ok()
                     await self._serve(listener)
             except asyncio.CancelledError:
                 raise
-            except Exception:
-                self.log.exception("%s sender failed; restarting in %.0f s", self.name,
-                                   self.poll_seconds)
+            except Exception as exc:
+                outage.failed(exc)
                 await asyncio.sleep(self.poll_seconds)
 
     async def _serve(self, listener: Any) -> None:

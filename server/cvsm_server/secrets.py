@@ -330,6 +330,7 @@ _ENTRY = f"""entry AS (
     {audit.INSERT_ENTRY}
     SELECT s.team_id, %(actor_id)s, %(actor_email)s, 'read', 'secret', s.id::text, %(ip)s,
            %(user_agent)s, jsonb_build_object('name', s.name, 'environment', s.environment)
+                           || {audit.VIA_TOKEN}
     FROM s
     RETURNING id
 )"""

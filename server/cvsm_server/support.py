@@ -7,8 +7,11 @@
 - **Answers.** A question is searched with PostgreSQL full-text search (`websearch_to_tsquery`
   over the `cvsm_help` configuration: Indonesian stemming where the server has it, migration
   0009), its words joined with `or` after common question words are dropped, ranked with
-  `ts_rank`. The answer quotes the best article's most relevant paragraph and lists the articles
-  used; with no match it says so and offers a human. No external service is called.
+  `ts_rank`. The answer quotes the best article's most relevant paragraph and lists as sources
+  the articles that match as many of the question's words as that one (no article that shares
+  only a common word); with no match it says so and offers a human. No external service is
+  called. Answers are Markdown (the articles' own), rendered to HTML by `render_markdown`
+  (markdown-it-py, CommonMark, raw HTML escaped, unsafe link schemes refused).
 - **Conversations** belong to one user (someone else's is a 404), are stored with the answers
   and the articles each used, and are limited in message size, length and rate.
 - **Tickets.** `escalate` hands a conversation to a human: a ticket (audited), mailed to
@@ -27,6 +30,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import resources
 
+from markdown_it import MarkdownIt
 from psycopg2.extras import Json
 
 from . import admin, audit, db, mail, ratelimit
@@ -67,6 +71,16 @@ the a an is are how do does what why can i to of in my
 """.split())
 
 _WORD = re.compile(r'"[^"]{1,200}"|[^\W_][\w-]*', re.UNICODE)
+
+
+# CommonMark without raw HTML: `<script>` in an article or a question shows as text, and
+# markdown-it's link validation refuses `javascript:`, `vbscript:`, `file:` and `data:` links.
+_MARKDOWN = MarkdownIt("commonmark", {"html": False, "linkify": False, "typographer": False})
+
+
+def render_markdown(text: str) -> str:
+    """`text` (Markdown) as HTML safe to put in a page: raw HTML in it is escaped."""
+    return _MARKDOWN.render(text)
 
 
 # Articles ------------------------------------------------------------------------------------
@@ -178,8 +192,10 @@ async def search(cur: db.Cursor, question: str) -> tuple[list[dict], dict | None
     if not rows:
         return [], None
     best = rows[0]["score"]
+    # A source matches as many of the question's terms as the best (the score's whole part),
+    # and ranks close to it.
     used = [{"slug": r["slug"], "title": r["title"]} for r in rows
-            if r["score"] >= best * RELATED_SHARE]
+            if int(r["score"]) == int(best) and r["score"] >= best * RELATED_SHARE]
     passage = await db.fetchone(cur, f"""
         WITH q AS (SELECT websearch_to_tsquery('cvsm_help', %(q)s) AS q)
         SELECT p.heading, p.text
@@ -211,8 +227,13 @@ def _text(name: str, value: str) -> str:
 
 
 def message_json(row: Mapping) -> dict:
-    return {"id": str(row["id"]), "author": row["author"], "body": row["body"],
-            "articles": row["articles"], "created_at": iso(row["created_at"])}
+    """One message; an assistant's answer also as `html` (its Markdown rendered), the others'
+    are plain text shown as written."""
+    out = {"id": str(row["id"]), "author": row["author"], "body": row["body"],
+           "articles": row["articles"], "created_at": iso(row["created_at"])}
+    if row["author"] == "assistant":
+        out["html"] = render_markdown(row["body"])
+    return out
 
 
 async def _own_conversation(cur: db.Cursor, actor: Actor, conversation_id: uuid.UUID,
@@ -236,8 +257,8 @@ async def chat(conn: db.Connection, actor: Actor, message: str, *,
                charge: ratelimit.Charge | None = None) -> dict:
     """Answer a question from the help articles, in a new conversation or the user's own one.
 
-    Returns `conversation_id`, `answer`, `articles` (slug, title; empty without a match) and
-    `matched`."""
+    Returns `conversation_id`, `answer` (Markdown), `answer_html` (it rendered, raw HTML
+    escaped), `articles` (slug, title; empty without a match) and `matched`."""
     require_jwt(actor)
     message = _text("message", message)
     await ratelimit.hit(conn, charge)
@@ -262,7 +283,8 @@ async def chat(conn: db.Connection, actor: Actor, message: str, *,
                VALUES (%s, 'assistant', %s, %s)""", (conversation_id, answer, Json(articles)))
         await cur.execute("UPDATE support_conversations SET updated_at = now() WHERE id = %s",
                           (conversation_id,))
-    return {"conversation_id": str(conversation_id), "answer": answer, "articles": articles,
+    return {"conversation_id": str(conversation_id), "answer": answer,
+            "answer_html": render_markdown(answer), "articles": articles,
             "matched": bool(articles)}
 
 

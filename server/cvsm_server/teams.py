@@ -257,7 +257,8 @@ async def add_member(conn: db.Connection, actor: Actor, team_id: uuid.UUID, iden
             cur, _MEMBER_SQL + " WHERE m.team_id = %s AND m.user_id = %s", (team_id, user["id"])
         )
         await audit.record(cur, actor, "member_add", "member", team_id=team_id,
-                           resource_id=user["id"], metadata={"role": role})
+                           resource_id=user["id"],
+                           metadata={"email": user["email"], "role": role})
     return row
 
 
@@ -301,7 +302,8 @@ async def update_member(conn: db.Connection, actor: Actor, team_id: uuid.UUID,
         )
         await audit.record(cur, actor, "member_update", "member", team_id=team_id,
                            resource_id=member["user_id"],
-                           metadata={"from": member["role"], "to": role})
+                           metadata={"email": member["email"], "from": member["role"],
+                                     "to": role})
     return {**member, "role": role}
 
 
@@ -322,4 +324,5 @@ async def remove_member(conn: db.Connection, actor: Actor, team_id: uuid.UUID,
             (team_id, member["user_id"]),
         )
         await audit.record(cur, actor, "member_remove", "member", team_id=team_id,
-                           resource_id=member["user_id"], metadata={"role": member["role"]})
+                           resource_id=member["user_id"],
+                           metadata={"email": member["email"], "role": member["role"]})

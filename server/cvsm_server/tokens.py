@@ -303,14 +303,15 @@ async def revoke_token(conn: db.Connection, actor: Actor, token_id: uuid.UUID) -
             cur,
             """UPDATE api_tokens SET revoked_at = now()
                WHERE id = %s AND user_id = %s AND revoked_at IS NULL
-               RETURNING id, token_prefix, team_id""",
+               RETURNING id, name, token_prefix, team_id""",
             (token_id, actor.user_id),
         )
         if row is None:
             raise NotFound("Token tidak ditemukan")
         await credentials.bump(cur)
         await audit.record(cur, actor, "token_revoke", "api_token", resource_id=token_id,
-                           team_id=row["team_id"], metadata={"token_prefix": row["token_prefix"]})
+                           team_id=row["team_id"],
+                           metadata={"name": row["name"], "token_prefix": row["token_prefix"]})
 
 
 async def purge_old_failures(pool: db.Pool) -> None:

@@ -6,7 +6,7 @@ database once (the embedded PostgreSQL when `CVSM_DATABASE_URL` is unset) and ap
 migrations, then starts the workers. It never serves a request: it watches the workers,
 restarts one that dies (after 1 s, doubling up to 30 s while a worker keeps dying within 30 s of
 its start), and on SIGTERM or SIGINT stops them all (SIGTERM; each finishes the requests in
-flight) and then the database, and exits 0.
+flight within `CVSM_SHUTDOWN_DRAIN_SECONDS`, `drain.py`) and then the database, and exits 0.
 
 Decisions:
 - Processes start with multiprocessing's `spawn` context: each worker is a fresh interpreter
@@ -61,7 +61,7 @@ from typing import Any
 
 from aiohttp import web
 
-from . import db, keys, tls
+from . import db, drain, keys, tls
 from .config import ConfigError, Settings
 
 log = logging.getLogger("cvsm.workers")
@@ -71,8 +71,12 @@ LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s[%(process)d]: %(message)s"
 # Restart back-off: the first restart waits FIRST_DELAY, each quick death doubles it up to
 # MAX_DELAY; a worker that ran STABLE seconds starts the count afresh.
 FIRST_DELAY, MAX_DELAY, STABLE = 1.0, 30.0, 30.0
-# How long a stopping worker may take to finish its requests (aiohttp's own limit is 60 s).
-STOP_TIMEOUT = 75.0
+# How long a stopping worker may take past its drain time (`CVSM_SHUTDOWN_DRAIN_SECONDS`, the
+# requests in flight) to clean up: its background jobs end, the checkpoint at stop is signed, the
+# pool closes. And how long a worker whose end was seen (its sentinel readable) may take to be
+# reaped: its pipe closes as it exits, just before the kernel lets it be waited for.
+STOP_MARGIN = 30.0
+REAP_TIMEOUT = 5.0
 
 
 @dataclass(frozen=True)
@@ -164,6 +168,7 @@ async def _serve(spec: WorkerSpec, channel: multiprocessing.connection.Connectio
             log.warning("worker %d: the parent process has gone; stopping", spec.index)
             stop.set()
         loop.add_reader(parent.sentinel, parent_gone)
+    stopping = drain.Drain(app, spec.settings.shutdown_drain_seconds)
     runner = web.AppRunner(app, handle_signals=False, keepalive_timeout=75.0)
     sockets: list[socket.socket] = []
     try:
@@ -174,7 +179,7 @@ async def _serve(spec: WorkerSpec, channel: multiprocessing.connection.Connectio
         channel.send(("ready",))
         await stop.wait()
     finally:
-        await runner.cleanup()
+        await stopping.stop(runner)
         for sock in sockets:
             sock.close()
 
@@ -313,15 +318,21 @@ class Supervisor:
         running = [s.process for s in self.slots if s.process is not None and s.process.is_alive()]
         for process in running:
             process.terminate()
+        limit = self.spec.settings.shutdown_drain_seconds + STOP_MARGIN
+        ended: set[int] = set()
         if running:
-            waits = [_when_readable(loop, p.sentinel) for p in running]
-            await asyncio.wait(waits, timeout=STOP_TIMEOUT)
-            for wait in waits:
+            waits = {p.pid: _when_readable(loop, p.sentinel) for p in running}
+            await asyncio.wait(waits.values(), timeout=limit)
+            ended = {pid for pid, wait in waits.items() if wait.done() and not wait.cancelled()}
+            for wait in waits.values():
                 wait.cancel()
         for process in running:
+            # A readable sentinel means the worker is exiting; `is_alive` could still say yes
+            # for a moment (it was read as "did not stop" 90 ms after SIGTERM): wait for it.
+            process.join(REAP_TIMEOUT if process.pid in ended else 0)
             if process.is_alive():
                 log.warning("worker pid %d did not stop within %g s; killing it", process.pid,
-                            STOP_TIMEOUT)
+                            limit)
                 process.kill()
             process.join()
 

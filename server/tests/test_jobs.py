@@ -14,17 +14,15 @@ from cvsm_server.config import Settings
 
 
 def test_one_registry_names_every_job_with_its_interval(make_settings: Any) -> None:
-    settings: Settings = make_settings(audit_checkpoint_seconds="120", audit_seal_seconds="2")
+    settings: Settings = make_settings(audit_seal_seconds="2")
     names = [job.name for job in jobs.JOBS]
     assert names == ["audit_purge", "housekeeping", "mail", "account_deletion",
                      "audit_checkpoint", "audit_seal", "webhooks", "rotation"]
     periodic = {job.name: job for job in jobs.JOBS if isinstance(job, jobs.Periodic)}
     intervals = {name: job.interval(settings) for name, job in periodic.items()}
     assert intervals == {"audit_purge": 3600.0, "housekeeping": 600.0,
-                         "account_deletion": deletion.PURGE_INTERVAL,
-                         "audit_checkpoint": 120.0, "audit_seal": 2.0}
-    assert [n for n, job in periodic.items() if not job.at_start] == ["audit_checkpoint",
-                                                                       "audit_seal"]
+                         "account_deletion": deletion.PURGE_INTERVAL, "audit_seal": 2.0}
+    assert [n for n, job in periodic.items() if not job.at_start] == ["audit_seal"]
 
 
 async def test_a_failing_step_is_logged_and_the_job_goes_on(
@@ -37,7 +35,7 @@ async def test_a_failing_step_is_logged_and_the_job_goes_on(
             raise RuntimeError("boom")
         return 3
 
-    job = jobs.Periodic("test", lambda s: 0.01, step, "cvsm.test", failed="test job failed",
+    job = jobs.Periodic("test", lambda s: 0.01, step, "cvsm.test", label="test job",
                         done="test job did %d")
     context = jobs.Context(None, None, make_settings(), None)  # type: ignore[arg-type]
     with caplog.at_level(logging.INFO, logger="cvsm.test"):

@@ -14,11 +14,11 @@ import cvsm_server
 
 PACKAGE = Path(cvsm_server.__file__).parent
 
-# The outer layer: the entry points (the app factory, the CLI, the process supervisor), the
-# background jobs' registry, and the senders that call out over HTTP or SMTP (the webhook
-# sender and the rotation worker with its targets use aiohttp's client). Every other module of
-# the package is a domain module.
-OUTER = {"cvsm_server", "cvsm_server.app", "cvsm_server.cli",
+# The outer layer: the entry points (the app factory, the CLI, the process supervisor and the
+# graceful stop), the background jobs' registry, and the senders that call out over HTTP or SMTP
+# (the webhook sender and the rotation worker with its targets use aiohttp's client). Every
+# other module of the package is a domain module.
+OUTER = {"cvsm_server", "cvsm_server.app", "cvsm_server.cli", "cvsm_server.drain",
          "cvsm_server.workers", "cvsm_server.jobs", "cvsm_server.mail_sender",
          "cvsm_server.webhook_sender", "cvsm_server.rotation_targets",
          "cvsm_server.secret_rotation"}

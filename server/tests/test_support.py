@@ -59,6 +59,7 @@ async def test_a_question_without_a_match_offers_a_human(client: TestClient, api
     for question in ("resep rendang padang", "apa?", "???"):
         answer = await ask(client, user, question)
         assert answer == {"conversation_id": answer["conversation_id"], "answer": support.NO_MATCH,
+                          "answer_html": support.render_markdown(support.NO_MATCH),
                           "articles": [], "matched": False}
     assert "Bicara dengan manusia" in support.NO_MATCH
 
@@ -140,6 +141,70 @@ async def test_articles_load_once_by_content_hash(client: TestClient, database_u
     finally:
         pool.close()
         await pool.wait_closed()
+
+
+# Markdown and sources ------------------------------------------------------------------------
+
+def test_markdown_is_rendered_with_raw_html_escaped_and_unsafe_links_refused() -> None:
+    html = support.render_markdown("Jalankan `cvsm run -- make` lalu **simpan**.\n\n"
+                                   "<script>alert(1)</script> <img src=x onerror=alert(1)>\n\n"
+                                   "[klik](javascript:alert(1)) [docs](https://cvsm.test/docs)")
+    assert "<code>cvsm run -- make</code>" in html and "<strong>simpan</strong>" in html
+    assert "<script>" not in html and "<img" not in html
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html and "&lt;img src=x" in html
+    assert "javascript:" not in html.replace("[klik](javascript:alert(1))", "")
+    assert 'href="javascript' not in html and '<a href="https://cvsm.test/docs">docs</a>' in html
+
+
+HOSTILE_ARTICLE = """# Rotasi kunci zamrud
+
+Untuk rotasi kunci zamrud jalankan `cvsm rotate --zamrud` <script>alert(1)</script> sekarang.
+
+## Lain
+
+<b>Bukan HTML</b> tentang gerhana.
+"""
+PARTIAL_ARTICLE = """# Gerhana zamrud
+
+Tentang gerhana dan zamrud saja, tanpa kata ketiga.
+"""
+
+
+async def load_extra_articles(database_url: str, *articles: support.Article) -> None:
+    from cvsm_server import db
+    pool = await db.create_pool(database_url, maxsize=1)
+    try:
+        await support.load_articles(pool, [*support.shipped_articles(), *articles])
+    finally:
+        pool.close()
+        await pool.wait_closed()
+
+
+async def test_answers_render_markdown_with_an_articles_raw_html_escaped_and_only_matching_sources(
+        start_client: Callable[..., Any], make_settings: Callable[..., Settings],
+        database_url: str) -> None:
+    from test_dashboard import form_csrf, sign_up
+    client = await start_client(make_settings(app_url=""))
+    await load_extra_articles(database_url,
+                              support.parse_article("rotasi-zamrud", HOSTILE_ARTICLE),
+                              support.parse_article("gerhana-zamrud", PARTIAL_ARTICLE))
+    await sign_up(client)
+    question = "rotasi zamrud gerhana <em>tolong</em>"
+    resp = await client.post("/app/support", headers={"Accept": "application/json"}, data={
+        "csrf": await form_csrf(client, "/app/support?new=1"), "message": question})
+    assert resp.status == 200, await resp.text()
+    answer = await resp.json()
+    # Only the article with all three words is a source, not the one sharing two of them.
+    assert [a["slug"] for a in answer["articles"]] == ["rotasi-zamrud"]
+    assert "<code>cvsm rotate --zamrud</code>" in answer["answer_html"]
+    assert "&lt;script&gt;" in answer["answer_html"] and "<script>" not in answer["answer_html"]
+    page = await client.get(f"/app/support?c={answer['conversation_id']}")
+    html = await page.text()
+    assert "<code>cvsm rotate --zamrud</code>" in html
+    assert "<script>alert(1)</script>" not in html and "&lt;script&gt;alert(1)" in html
+    # The question is shown as written, its tags as text.
+    assert "<em>tolong</em>" not in html and "&lt;em&gt;tolong&lt;/em&gt;" in html
+    assert "Sumber: Rotasi kunci zamrud</p>" in html and "Gerhana zamrud" not in html
 
 
 # Escalation and tickets ---------------------------------------------------------------------

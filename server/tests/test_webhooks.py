@@ -205,7 +205,7 @@ async def test_events_arrive_signed_with_metadata_and_never_a_value(hook_api: Ap
     assert bodies["share.viewed"]["data"]["secret_id"] == secret_id
     assert bodies["share.viewed"]["data"]["view_count"] == 1
     assert bodies["member.added"]["data"] == {"object": "member", "id": member["id"],
-                                              "role": "Member"}
+                                              "email": member["email"], "role": "Member"}
     assert bodies["member.role_changed"]["data"]["to"] == "Viewer"
 
     # The delivery log: statuses and codes, no body.

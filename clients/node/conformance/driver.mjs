@@ -109,6 +109,9 @@ const OPS = {
     for (const name of unset) delete process.env[name];
     return {};
   },
+  async capabilities() {
+    return { capabilities: ["tls_ca_file", "proxy_env"] };
+  },
   async get_env({ names = [] }) {
     const values = {};
     for (const name of names) values[name] = process.env[name] ?? null;

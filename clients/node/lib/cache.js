@@ -6,7 +6,7 @@
  */
 
 /**
- * TtlCache keeps values fresh for `ttlSeconds` and then kept for `staleSeconds` more; `now`
+ * Keeps values fresh for `ttlSeconds` and then kept for `staleSeconds` more; `now`
  * returns milliseconds (monotonic by default).
  */
 class TtlCache {
@@ -21,7 +21,7 @@ class TtlCache {
     this.#now = now;
   }
 
-  /** get returns the fresh value stored under `key`, or undefined when absent or no longer fresh. */
+  /** Returns the fresh value stored under `key`, or undefined when absent or no longer fresh. */
   get(key) {
     const entry = this.#live(key);
     if (entry === undefined || this.#now() - entry.storedAt >= this.#freshMs) return undefined;
@@ -29,7 +29,7 @@ class TtlCache {
   }
 
   /**
-   * kept returns `{value, age}` (age in seconds since it was stored) for the value stored under
+   * Returns `{value, age}` (age in seconds since it was stored) for the value stored under
    * `key` while it is younger than ttl + stale seconds, fresh or not; else undefined.
    */
   kept(key) {
@@ -38,23 +38,23 @@ class TtlCache {
     return { value: entry.value, age: (this.#now() - entry.storedAt) / 1000 };
   }
 
-  /** set stores `value` under `key`; it does nothing when the ttl and the stale time are both 0. */
+  /** Stores `value` under `key`; it does nothing when the ttl and the stale time are both 0. */
   set(key, value) {
     if (this.#keptMs <= 0) return;
     this.#entries.set(key, { value, storedAt: this.#now() });
   }
 
-  /** clear removes every entry, kept ones included. */
+  /** Removes every entry, kept ones included. */
   clear() {
     this.#entries.clear();
   }
 
-  /** size is the number of stored entries, including those past their time until they are read. */
+  /** The number of stored entries, including those past their time until they are read. */
   get size() {
     return this.#entries.size;
   }
 
-  /** #live returns the entry under `key` unless it is past ttl + stale, which it removes. */
+  /** Returns the entry under `key` unless it is past ttl + stale, which it removes. */
   #live(key) {
     const entry = this.#entries.get(key);
     if (entry === undefined) return undefined;

@@ -41,7 +41,7 @@ const SHAPES = {
 };
 
 /**
- * servesStale reports whether a failed refresh may be answered with a kept value (rule R14): a
+ * Reports whether a failed refresh may be answered with a kept value (rule R14): a
  * network error (an unreadable answer included), a 5xx or a 429. Never a 401 or 403, nor any
  * other error.
  */
@@ -54,7 +54,7 @@ function servesStale(err) {
 }
 
 /**
- * Client reads secrets from a cvsm server. Options (each falls back to its variable, read when
+ * Reads the secrets of one team and environment from a cvsm server. Options (each falls back to its variable, read when
  * the client is created): `token` (CVSM_TOKEN), `baseUrl` (CVSM_BASE_URL, including /api/v1),
  * `team` (CVSM_TEAM, a team id or slug), `environment` (CVSM_ENVIRONMENT, default
  * "production"), `cacheTtl` (CVSM_CACHE_TTL, seconds, default 30, 0 disables), `timeout`
@@ -64,7 +64,8 @@ function servesStale(err) {
  * of the system store); and, without a variable, `onStale` (called each time a stale value is
  * served) and `fetch` (a fetch function that replaces the built-in transport). The proxy
  * variables (http_proxy, https_proxy, no_proxy and their upper-case forms) are read at the
- * same time. Throws ConfigurationError when an option or variable is missing or invalid.
+ * same time.
+ * @throws {ConfigurationError} When an option or variable is missing or invalid.
  */
 class Client {
   #config;
@@ -75,6 +76,12 @@ class Client {
   /** The names (and exports) whose stale serving was logged since they were last read fresh. */
   #warned = new Set();
 
+  /**
+   * Creates a client from `options` and the `CVSM_*` variables. Sends no request.
+   * @param {import('./index').ClientOptions} [options] Overrides of the variables, and the hooks
+   *   only options can give (`onStale`, `fetch`).
+   * @throws {ConfigurationError} When the token, base URL or team is missing, or a value is invalid.
+   */
   constructor(options = {}) {
     const { token, ca, fetch, proxy, noProxy, onStale, ...config } = resolveConfig(options, process.env);
     this.#config = Object.freeze(config);
@@ -94,56 +101,61 @@ class Client {
     });
   }
 
-  /** baseUrl is the API root the client calls, without a trailing slash. */
+  /** The API root the client calls, without a trailing slash. @type {string} */
   get baseUrl() {
     return this.#config.baseUrl;
   }
 
-  /** team is the team id or slug as configured; it goes into every path as it is. */
+  /** The team id or slug as configured; it goes into every path as it is (percent-encoded). @type {string} */
   get team() {
     return this.#config.team;
   }
 
-  /** environment is the environment the client reads from. */
+  /** The environment the client reads. @type {string} */
   get environment() {
     return this.#config.environment;
   }
 
-  /** cacheTtl is how many seconds a fetched value is reused; 0 means no cache. */
+  /** How many seconds a fetched value is reused; 0 means no cache. @type {number} */
   get cacheTtl() {
     return this.#config.cacheTtl;
   }
 
-  /** timeout is the limit in seconds for each HTTP attempt, body included. */
+  /** The limit in seconds for each HTTP attempt, body included. @type {number} */
   get timeout() {
     return this.#config.timeout;
   }
 
-  /** maxRetries is how many more attempts a GET gets after a network error or 502/503/504. */
+  /** How many more attempts a GET gets after a network error or a 502/503/504. @type {number} */
   get maxRetries() {
     return this.#config.maxRetries;
   }
 
   /**
-   * staleIfError is how many seconds a value is kept after it stops being fresh, to answer a
-   * refresh that fails with a network error, a 5xx or a 429; 0 (the default) means never.
+   * How many seconds a value is kept after it stops being fresh, to answer a refresh that fails
+   * with a network error, a 5xx or a 429; 0 (the default) means never.
+   * @type {number}
    */
   get staleIfError() {
     return this.#config.staleIfError;
   }
 
-  /** caFile is the path of the PEM bundle trusted instead of the system store, or null. */
+  /** The path of the PEM bundle trusted instead of the system store, or `null`. @type {string | null} */
   get caFile() {
     return this.#config.caFile;
   }
 
   /**
-   * get returns the value of the secret `name` (case-sensitive) in the client's environment,
-   * from the cache when it holds a fresh entry, else with one request to the by-name route.
-   * Throws SecretNotFoundError, without a request, when `name` is not a valid secret name, and
-   * when it is absent; when a secret differs only in case, the error's `suggestion` (and
-   * message) names it. With `staleIfError`, a refresh that fails with a network error, a 5xx or
-   * a 429 returns the kept value instead, reported through `onStale` and a process warning.
+   * Reads one secret of the client's environment: from the cache when it holds a fresh entry,
+   * else with one request to the by-name route. With `staleIfError`, a refresh that fails with a
+   * network error, a 5xx or a 429 returns the kept value instead, reported through `onStale` and
+   * a process warning.
+   * @param {string} name The secret's name (case-sensitive).
+   * @returns {Promise<string>} The secret's value.
+   * @throws {SecretNotFoundError} Without a request when `name` is not a valid secret name, and
+   *   when it is absent; when a secret differs only in case, the error's `suggestion` (and
+   *   message) names it.
+   * @throws {CvsmError} Another subclass for any other failure.
    */
   async get(name) {
     if (typeof name !== 'string') {
@@ -188,9 +200,11 @@ class Client {
   }
 
   /**
-   * getAll returns every secret of the client's environment as an object name -> value, from
-   * the cache when it holds a fresh export. It also fills the cache used by get(). With
-   * `staleIfError`, a failed refresh returns the kept export as get() does.
+   * Reads every secret of the client's environment, from the cache when it holds a fresh
+   * export, else with one request to the export. It also fills the cache `get()` reads. With
+   * `staleIfError`, a failed refresh returns the kept export as `get()` does.
+   * @returns {Promise<Record<string, string>>} The secrets, name to value (a new object).
+   * @throws {CvsmError} A subclass for the failure it names.
    */
   async getAll() {
     const environment = this.#config.environment;
@@ -225,10 +239,13 @@ class Client {
   }
 
   /**
-   * inject copies getAll() into process.env. A variable that is already set is kept unless
+   * Copies `getAll()` into `process.env`. A variable that is already set is kept unless
    * `overwrite` is true. Before setting anything it checks every name it would set (a valid
-   * variable name) and every value (no NUL character); one that fails is a ConfigurationError
-   * naming the secret, and nothing is set. Returns the names it set, sorted.
+   * variable name) and every value (no NUL character).
+   * @param {{ overwrite?: boolean }} [options] `overwrite: true` replaces variables already set.
+   * @returns {Promise<string[]>} The names it set, sorted.
+   * @throws {ConfigurationError} Naming the secret whose name or value cannot be set; nothing is set then.
+   * @throws {CvsmError} Another subclass when the read fails.
    */
   async inject({ overwrite = false } = {}) {
     const values = await this.getAll();
@@ -252,8 +269,9 @@ class Client {
   }
 
   /**
-   * clearCache forgets every cached value, the ones kept for staleIfError included, so the next
-   * call asks the server again. An AuthenticationError or PermissionDeniedError does the same.
+   * Forgets every cached value, the ones kept for `staleIfError` included, so that the next call
+   * asks the server again. An `AuthenticationError` or `PermissionDeniedError` does the same.
+   * @returns {void}
    */
   clearCache() {
     this.#values.clear();
@@ -261,7 +279,10 @@ class Client {
     this.#warned.clear();
   }
 
-  /** toJSON returns the effective configuration without the token. */
+  /**
+   * Returns the effective configuration without the token (what `JSON.stringify` prints).
+   * @returns {import('./index').ClientConfig} A new object each call.
+   */
   toJSON() {
     return {
       baseUrl: this.baseUrl,
@@ -280,7 +301,7 @@ class Client {
     return `Client ${inspect(this.toJSON(), { ...options, depth: options.depth === null ? null : options.depth - 1 })}`;
   }
 
-  /** #teamPath is the path of the configured team, id or slug, percent-encoded. */
+  /** The path of the configured team, id or slug, percent-encoded. */
   #teamPath() {
     return `/teams/${encodeURIComponent(this.#config.team)}`;
   }
@@ -317,7 +338,7 @@ class Client {
   }
 
   /**
-   * #keptFor returns the kept `{value, age}` under `key` of `cache` when `err` may be answered
+   * Returns the kept `{value, age}` under `key` of `cache` when `err` may be answered
    * with it (rule R14: staleIfError is on, the error is a network error, a 5xx or a 429, and
    * the value is younger than cacheTtl + staleIfError), else undefined.
    */
@@ -327,7 +348,7 @@ class Client {
   }
 
   /**
-   * #reportStale tells that a stale value is being served: a process warning the first time for
+   * Tells that a stale value is being served: a process warning the first time for
    * `warnKey` since it was last read fresh (it names the secret and the error, never the
    * value), then the caller's onStale hook, each time. An exception the hook throws rejects the
    * call.

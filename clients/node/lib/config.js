@@ -36,12 +36,12 @@ const PROXY_VARIABLES = {
 };
 const NO_PROXY_VARIABLES = ['no_proxy', 'NO_PROXY'];
 
-/** given reports whether an option or variable holds a usable value (unset and '' do not). */
+/** Reports whether an option or variable holds a usable value (unset and '' do not). */
 function given(value) {
   return value !== undefined && value !== null && value !== '';
 }
 
-/** pickString returns the explicit string option, else the variable, else the fallback. */
+/** Returns the explicit string option, else the variable, else the fallback. */
 function pickString(options, key, env, variable, fallback, normalise = (s) => s) {
   const explicit = options[key];
   if (given(explicit)) {
@@ -58,7 +58,7 @@ function pickString(options, key, env, variable, fallback, normalise = (s) => s)
   return fallback;
 }
 
-/** trimToken removes leading and trailing spaces, tabs, CR and LF (a token read from a file). */
+/** Removes leading and trailing spaces, tabs, CR and LF (a token read from a file). */
 function trimToken(text) {
   return text.replace(/^[ \t\r\n]+|[ \t\r\n]+$/g, '');
 }
@@ -67,7 +67,7 @@ function trimToken(text) {
 const VISIBLE_ASCII = /^[!-~]+$/;
 
 /**
- * pickNumber returns the explicit numeric option, else the variable parsed by `pattern`, else
+ * Returns the explicit numeric option, else the variable parsed by `pattern`, else
  * the fallback; `valid` decides what is acceptable and `what` describes it in the error.
  */
 function pickNumber(options, key, env, variable, fallback, { pattern, valid, what }) {
@@ -95,7 +95,7 @@ const isCount = (n) => Number.isSafeInteger(n) && n >= 0;
 const isPositive = (n) => Number.isFinite(n) && n > 0;
 
 /**
- * readCaFile reads a PEM bundle and checks it holds at least one certificate, every one of them
+ * Reads a PEM bundle and checks it holds at least one certificate, every one of them
  * readable. Any failure is a ConfigurationError naming the source and the path.
  */
 function readCaFile(path, source) {
@@ -128,7 +128,7 @@ function readCaFile(path, source) {
 }
 
 /**
- * proxyFromEnv returns the proxy for a base URL of the given scheme, `{url, variable}`, from
+ * Returns the proxy for a base URL of the given scheme, `{url, variable}`, from
  * http_proxy/HTTP_PROXY (http) or https_proxy/HTTPS_PROXY (https), or null when none is set.
  * A value without a scheme means http://. The URL may hold credentials, so an error names the
  * variable only.
@@ -151,7 +151,7 @@ function proxyFromEnv(protocol, env) {
 }
 
 /**
- * resolveConfig returns `{token, baseUrl, team, environment, cacheTtl, timeout, maxRetries,
+ * Returns `{token, baseUrl, team, environment, cacheTtl, timeout, maxRetries,
  * staleIfError, caFile, ca, onStale, fetch, proxy, noProxy}` from `options` and `env`, or
  * throws ConfigurationError naming what is missing or invalid. `ca` is the PEM text of the CA
  * bundle (or null), `onStale` the caller's stale hook (or null), `proxy` the proxy for the base

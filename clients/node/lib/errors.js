@@ -5,7 +5,7 @@
  */
 
 /**
- * CvsmError is the base class of every error the client throws. Its fields:
+ * The base class of every error the client throws. Its fields:
  * - `status`: the HTTP status of the answer that caused it, or null without one (configuration
  *   checks, an invalid secret name, network errors, unreadable answers);
  * - `requestId`: the `X-Request-Id` header of the answer it came from (for an absent name, the
@@ -13,6 +13,11 @@
  * - `suggestion`: on SecretNotFoundError, the existing name that differs only in case, else null.
  */
 class CvsmError extends Error {
+  /**
+   * @param {string} message What went wrong; never a token or a secret value.
+   * @param {{ status?: number | null, requestId?: string | null, suggestion?: string | null, cause?: unknown }} [options]
+   *   The HTTP status, the answer's request id, the suggested name and the cause.
+   */
   constructor(message, { status = null, requestId = null, suggestion = null, cause } = {}) {
     super(message, cause === undefined ? undefined : { cause });
     this.status = status;
@@ -22,20 +27,20 @@ class CvsmError extends Error {
 }
 
 /**
- * ConfigurationError means the client cannot be used as configured: a missing or invalid option
+ * The client cannot be used as configured: a missing or invalid option
  * or variable, the server answering that the base URL, team or environment is wrong (404 or
  * 400, with `status` set), or a secret that inject() cannot put in the environment.
  */
 class ConfigurationError extends CvsmError {}
 
-/** AuthenticationError means the server rejected the token (HTTP 401); the cache is emptied. */
+/** The server rejected the token (HTTP 401); the cache is emptied. */
 class AuthenticationError extends CvsmError {}
 
-/** PermissionDeniedError means the token may not do this (HTTP 403); the cache is emptied. */
+/** The token may not do this (HTTP 403); the cache is emptied. */
 class PermissionDeniedError extends CvsmError {}
 
 /**
- * SecretNotFoundError means the name is not a valid secret name (no request is made, status
+ * The name is not a valid secret name (no request is made, status
  * null), or is absent in the environment (the by-name read answered 404 and the listing found
  * the team: status 404). When a secret differs only in case, `suggestion` holds its name and
  * the message suggests it.
@@ -43,10 +48,15 @@ class PermissionDeniedError extends CvsmError {}
 class SecretNotFoundError extends CvsmError {}
 
 /**
- * RateLimitError means the server answered HTTP 429; `retryAfter` is the number of whole
- * seconds the server asked to wait (`Retry-After` as seconds or as an HTTP date), or null.
+ * The server answered HTTP 429; `retryAfter` is the number of whole seconds the server asked
+ * to wait (`Retry-After` as seconds or as an HTTP date), or null.
  */
 class RateLimitError extends CvsmError {
+  /**
+   * @param {string} message What went wrong.
+   * @param {{ status?: number, retryAfter?: number | null, requestId?: string | null, cause?: unknown }} [options]
+   *   As for CvsmError, plus `retryAfter`.
+   */
   constructor(message, { status = 429, retryAfter = null, ...rest } = {}) {
     super(message, { status, ...rest });
     this.retryAfter = retryAfter;
@@ -54,13 +64,13 @@ class RateLimitError extends CvsmError {
 }
 
 /**
- * ApiError is any other non-2xx answer, including a 5xx after the retries and a 3xx (redirects
+ * Any other non-2xx answer, including a 5xx after the retries and a 3xx (redirects
  * are never followed); `status` is set.
  */
 class ApiError extends CvsmError {}
 
 /**
- * NetworkError means no usable answer arrived: connection refused or dropped, TLS failure,
+ * No usable answer arrived: connection refused or dropped, TLS failure,
  * timeout, or an unreadable answer (a 2xx whose body is not the JSON promised), after the
  * retries. `status` is null.
  */

@@ -1,182 +1,236 @@
 /**
- * cvsm: the Node client for the cvsm secrets manager (hand-kept types for lib/index.js).
+ * Types of `cvsm`, the Node client of the cvsm team secrets manager (CommonJS entry,
+ * `lib/index.js`). Kept by hand; `test/types/` compiles a consumer against them.
+ * @packageDocumentation
  */
 
-/** VERSION is the version of this package, also sent in the user agent `cvsm-node/<VERSION>`. */
+/** The version of this package; requests carry it in the user agent `cvsm-node/<VERSION>`. */
 export declare const VERSION: string;
 
-/** FetchInit is what the client passes to a fetch function. */
+/** The request a {@link FetchFunction} is called with. */
 export interface FetchInit {
+  /** Always `GET`: the client only reads. */
   method: 'GET';
+  /** The request headers: authorization, accept, user agent and request id. */
   headers: Record<string, string>;
+  /** Always `manual`: a redirect is an {@link ApiError}, never followed. */
   redirect: 'manual';
+  /** Aborted when the attempt's timeout passes; the function should then reject. */
   signal: AbortSignal;
 }
 
-/** FetchAnswer is what the client reads of a fetch answer (a Response has all of it). */
+/** The part of a fetch answer the client reads; a `Response` has all of it. */
 export interface FetchAnswer {
+  /** The HTTP status code. */
   status: number;
+  /** The reason phrase, used in error messages when the body has none. */
   statusText?: string;
+  /** The response headers (`Retry-After`, `X-Request-Id`, `Content-Type` are read). */
   headers: { get(name: string): string | null };
+  /** Resolves to the whole body; it must reject if the signal aborts while the body is read. */
   text(): Promise<string>;
 }
 
-/** FetchFunction is the transport seam: the global fetch, undici's, or any with its signature. */
+/**
+ * The transport seam: the global `fetch`, undici's, or any function with this signature.
+ * @param url - The absolute URL of the request.
+ * @param init - The method, headers, redirect policy and abort signal.
+ * @returns The answer, whatever its status.
+ */
 export type FetchFunction = (url: string, init: FetchInit) => Promise<FetchAnswer>;
 
 /**
- * StaleEvent tells that a kept value answered a failed refresh (stale if error, rule R14). It
- * never holds the value.
+ * Describes a read answered by a kept value after a failed refresh (stale if error, rule R14).
+ * It never holds the value.
  */
 export interface StaleEvent {
-  /** method is the call that was answered: `get` or `getAll`. */
+  /** The call that was answered: `get` or `getAll`. */
   readonly method: 'get' | 'getAll';
-  /** name is the secret get() was asked for; null for getAll(). */
+  /** The secret `get()` was asked for; `null` for `getAll()`. */
   readonly name: string | null;
-  /** environment is the environment the value belongs to. */
+  /** The environment the value belongs to. */
   readonly environment: string;
-  /** error is what the refresh failed with: a NetworkError, an ApiError with a 5xx, or a RateLimitError. */
+  /** What the refresh failed with: a {@link NetworkError}, an {@link ApiError} with a 5xx, or a {@link RateLimitError}. */
   readonly error: NetworkError | ApiError | RateLimitError;
-  /** age is how many seconds ago the served value was fetched. */
+  /** How many seconds ago the served value was fetched. */
   readonly age: number;
 }
 
 /**
- * ClientOptions configures a Client; each option falls back to its CVSM_* variable, read when
- * the client is created, as are the proxy variables (http_proxy, https_proxy, no_proxy).
+ * Options of a {@link Client}. Each falls back to its `CVSM_*` variable, read when the client
+ * is created, as are the proxy variables (`http_proxy`, `https_proxy`, `no_proxy`).
  */
 export interface ClientOptions {
-  /** token is the API token (`cvsm_...`) or JWT, trimmed of whitespace; falls back to CVSM_TOKEN. Required. */
+  /** The API token (`cvsm_...`) or JWT, trimmed of whitespace; defaults to `CVSM_TOKEN`. Required. */
   token?: string;
-  /** baseUrl is the API root including `/api/v1`; falls back to CVSM_BASE_URL. Required. */
+  /** The API root including `/api/v1`; defaults to `CVSM_BASE_URL`. Required. */
   baseUrl?: string;
-  /** team is a team id (UUID) or slug; falls back to CVSM_TEAM. Required. */
+  /** A team id (UUID) or slug; defaults to `CVSM_TEAM`. Required. */
   team?: string;
-  /** environment is read from; falls back to CVSM_ENVIRONMENT, then `production`. */
+  /** The environment to read; defaults to `CVSM_ENVIRONMENT`, then `production`. */
   environment?: string;
-  /** cacheTtl is how long values are cached, in whole seconds; CVSM_CACHE_TTL, then 30; 0 disables. */
+  /** How long values are cached, in whole seconds; defaults to `CVSM_CACHE_TTL`, then 30. 0 disables the cache. */
   cacheTtl?: number;
-  /** timeout is the limit for each whole HTTP attempt, body included, in seconds; CVSM_TIMEOUT, then 10. */
+  /** The limit for each whole HTTP attempt, body included, in seconds; defaults to `CVSM_TIMEOUT`, then 10. */
   timeout?: number;
-  /** maxRetries is how many more attempts a GET gets after a network error or 502/503/504; CVSM_MAX_RETRIES, then 2. */
+  /** How many more attempts a GET gets after a network error or a 502/503/504; defaults to `CVSM_MAX_RETRIES`, then 2. */
   maxRetries?: number;
   /**
-   * staleIfError is how many whole seconds a value is kept after it stops being fresh, to answer
-   * a refresh that fails with a network error, a 5xx or a 429; CVSM_STALE_IF_ERROR, then 0 (off).
+   * How many whole seconds a value is kept after it stops being fresh, to answer a refresh that
+   * fails with a network error, a 5xx or a 429; defaults to `CVSM_STALE_IF_ERROR`, then 0 (off).
    */
   staleIfError?: number;
   /**
-   * onStale is called, before the call resolves, each time a kept value answers a failed
-   * refresh; an exception it throws rejects the call. A process warning (CvsmStaleWarning)
-   * is also emitted once per name.
+   * Called, before the call resolves, each time a kept value answers a failed refresh; an
+   * exception it throws rejects the call. A process warning (`CvsmStaleWarning`) is also
+   * emitted once per name.
    */
   onStale?: (event: StaleEvent) => void;
-  /** caFile is the path of a PEM bundle trusted instead of the system store; falls back to CVSM_CA_FILE. */
+  /** The path of a PEM bundle trusted instead of the system store; defaults to `CVSM_CA_FILE`. */
   caFile?: string;
-  /** fetch replaces the built-in transport (no proxy variables, no caFile with it). */
+  /** Replaces the built-in transport (no proxy variables, no `caFile` with it). */
   fetch?: FetchFunction;
 }
 
-/** ClientConfig is the effective configuration of a Client, never including the token. */
+/** The effective configuration of a {@link Client}; never the token. */
 export interface ClientConfig {
+  /** The API root, without a trailing slash. */
   baseUrl: string;
+  /** The team id or slug as configured. */
   team: string;
+  /** The environment read. */
   environment: string;
+  /** Seconds a fetched value is reused; 0 means no cache. */
   cacheTtl: number;
+  /** Seconds each HTTP attempt may take. */
   timeout: number;
+  /** Extra attempts after a network error or a 502/503/504. */
   maxRetries: number;
+  /** Seconds a value is kept past `cacheTtl` to answer a failed refresh; 0 is off. */
   staleIfError: number;
+  /** The PEM bundle trusted instead of the system store, or `null`. */
   caFile: string | null;
 }
 
-/** InjectOptions controls Client.inject. */
+/** Options of {@link Client.inject}. */
 export interface InjectOptions {
-  /** overwrite replaces variables that are already set in process.env; default false. */
+  /** Replace variables already set in `process.env`; default `false`. */
   overwrite?: boolean;
 }
 
-/** Client reads secrets of one team and environment from a cvsm server. */
+/**
+ * Reads the secrets of one team and environment from a cvsm server, with a short-lived cache,
+ * retries and typed errors.
+ * @example
+ * ```js
+ * const cvsm = new Client({ team: process.env.CVSM_TEAM });
+ * const databaseUrl = await cvsm.get('DATABASE_URL');
+ * ```
+ */
 export declare class Client {
   /**
-   * Client builds a client from options and CVSM_* variables.
-   * @throws {ConfigurationError} when the token, base URL or team is missing, or an option is invalid.
+   * Creates a client from `options` and the `CVSM_*` variables. Sends no request.
+   * @param options - Overrides of the `CVSM_*` variables, and the hooks only options can give.
+   * @throws {@link ConfigurationError} When the token, base URL or team is missing, or an option is invalid.
    */
   constructor(options?: ClientOptions);
-  /** baseUrl is the API root the client calls, without a trailing slash. */
+  /** The API root the client calls, without a trailing slash. */
   readonly baseUrl: string;
-  /** team is the team id or slug as configured; it goes into every path as it is. */
+  /** The team id or slug as configured; it goes into every path as it is (percent-encoded). */
   readonly team: string;
-  /** environment is the environment the client reads from. */
+  /** The environment the client reads. */
   readonly environment: string;
-  /** cacheTtl is how many seconds a fetched value is reused; 0 means no cache. */
+  /** How many seconds a fetched value is reused; 0 means no cache. */
   readonly cacheTtl: number;
-  /** timeout is the limit in seconds for each HTTP attempt. */
+  /** The limit in seconds for each HTTP attempt. */
   readonly timeout: number;
-  /** maxRetries is how many more attempts a GET gets after a network error or 502/503/504. */
+  /** How many more attempts a GET gets after a network error or a 502/503/504. */
   readonly maxRetries: number;
-  /** staleIfError is how many seconds a value is kept after it stops being fresh, to answer a failed refresh; 0 is off. */
+  /** How many seconds a value is kept after it stops being fresh, to answer a failed refresh; 0 is off. */
   readonly staleIfError: number;
-  /** caFile is the path of the PEM bundle trusted instead of the system store, or null. */
+  /** The path of the PEM bundle trusted instead of the system store, or `null`. */
   readonly caFile: string | null;
   /**
-   * get returns the value of the secret `name` (case-sensitive) with one request, cached for
-   * cacheTtl seconds; with staleIfError, a kept value answers a failed refresh (see onStale).
-   * @throws {SecretNotFoundError} when the name is not valid (no request) or absent.
+   * Reads one secret with one request, cached for `cacheTtl` seconds; with `staleIfError`, a
+   * kept value answers a failed refresh (see `onStale`).
+   * @param name - The secret's name (case-sensitive).
+   * @returns The secret's value.
+   * @throws {@link SecretNotFoundError} When the name is not valid (no request) or absent.
+   * @throws {@link CvsmError} Any other subclass, for the failure it names.
    */
   get(name: string): Promise<string>;
   /**
-   * getAll returns every secret of the environment as name -> value; it also fills get's cache.
-   * With staleIfError, a kept export answers a failed refresh (see onStale).
+   * Reads every secret of the environment with one request to the export; fills `get`'s cache
+   * too. With `staleIfError`, a kept export answers a failed refresh (see `onStale`).
+   * @returns The secrets, name to value.
+   * @throws {@link CvsmError} A subclass, for the failure it names.
    */
   getAll(): Promise<Record<string, string>>;
   /**
-   * inject copies getAll() into process.env, keeping set variables unless overwrite; returns the
-   * names set, sorted.
-   * @throws {ConfigurationError} when a name or value cannot be put in the environment; nothing is set then.
+   * Copies {@link Client.getAll} into `process.env`, keeping variables already set unless
+   * `overwrite`.
+   * @param options - `overwrite: true` replaces variables already set.
+   * @returns The names set, sorted.
+   * @throws {@link ConfigurationError} When a name or value cannot be put in the environment; nothing is set then.
    */
   inject(options?: InjectOptions): Promise<string[]>;
-  /** clearCache forgets every cached value, the kept ones included. */
+  /** Forgets every cached value, the kept ones included. */
   clearCache(): void;
-  /** toJSON returns the effective configuration without the token. */
+  /**
+   * Returns the effective configuration, without the token (what `JSON.stringify` prints).
+   * @returns A new object each call.
+   */
   toJSON(): ClientConfig;
 }
 
-/** ErrorOptions are the extra fields of an error. */
+/** The extra fields an error can be built with. */
 export interface CvsmErrorOptions {
+  /** The HTTP status behind the error, or `null` when there was no answer. */
   status?: number | null;
+  /** The `X-Request-Id` of the answer, or `null`. */
   requestId?: string | null;
+  /** The name that differs only in case from the one asked for, or `null`. */
   suggestion?: string | null;
+  /** The error that caused this one. */
   cause?: unknown;
 }
 
-/** CvsmError is the base class of every error the client throws. */
+/** The base class of every error the client throws; branch on its subclasses. */
 export declare class CvsmError extends Error {
+  /**
+   * @param message - What went wrong; never a token or a secret value.
+   * @param options - The status, request id, suggestion and cause.
+   */
   constructor(message: string, options?: CvsmErrorOptions);
-  /** status is the HTTP status that caused the error, or null when there was no response. */
+  /** The HTTP status that caused the error, or `null` when there was no answer. */
   status: number | null;
-  /** requestId is the X-Request-Id of the answer the error came from, or null. */
+  /** The `X-Request-Id` of the answer the error came from, or `null`. */
   requestId: string | null;
-  /** suggestion is, on SecretNotFoundError, the name that differs only in case, else null. */
+  /** On a {@link SecretNotFoundError}, the name that differs only in case; else `null`. */
   suggestion: string | null;
 }
 /**
- * ConfigurationError: missing or invalid configuration, a 404/400 that says the base URL, team
- * or environment is wrong, or a secret inject cannot set.
+ * Missing or invalid configuration, a 404 or 400 that says the base URL, team or environment is
+ * wrong, or a secret `inject` cannot set.
  */
 export declare class ConfigurationError extends CvsmError {}
-/** AuthenticationError: HTTP 401; the cache is emptied. */
+/** HTTP 401: the token is not accepted; the cache is emptied. */
 export declare class AuthenticationError extends CvsmError {}
-/** PermissionDeniedError: HTTP 403; the cache is emptied. */
+/** HTTP 403: the token may not read this; the cache is emptied. */
 export declare class PermissionDeniedError extends CvsmError {}
-/** SecretNotFoundError: the name is invalid (status null, no request) or absent in the environment (status 404). */
+/** The name is invalid (`status` `null`, no request) or absent from the environment (`status` 404). */
 export declare class SecretNotFoundError extends CvsmError {}
-/** RateLimitError: HTTP 429. */
+/** HTTP 429: too many requests. */
 export declare class RateLimitError extends CvsmError {
+  /**
+   * @param message - What went wrong.
+   * @param options - As for {@link CvsmError}, plus `retryAfter`.
+   */
   constructor(message: string, options?: CvsmErrorOptions & { retryAfter?: number | null });
-  /** retryAfter is the number of whole seconds the server asked to wait, or null. */
+  /** The whole seconds the server asked to wait, or `null`. */
   retryAfter: number | null;
 }
-/** ApiError: any other non-2xx status, including a 5xx after the retries and a 3xx (never followed). */
+/** Any other non-2xx status, a 5xx after the retries included, and a 3xx (never followed). */
 export declare class ApiError extends CvsmError {}
-/** NetworkError: connection refused or dropped, TLS failure, timeout or unreadable answer, after the retries. */
+/** Connection refused or dropped, a TLS failure, a timeout or an unreadable answer, after the retries. */
 export declare class NetworkError extends CvsmError {}

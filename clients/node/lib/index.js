@@ -1,6 +1,8 @@
 'use strict';
 /**
- * cvsm: the Node client for the cvsm secrets manager. Exports the Client and its errors.
+ * The Node client of the cvsm team secrets manager (CommonJS entry): the Client, its errors
+ * and the package's VERSION.
+ * @module cvsm
  */
 
 const { Client } = require('./client');

@@ -1,6 +1,7 @@
 /**
- * cvsm (ESM entry): the same Client and error classes as the CommonJS entry, so instanceof
- * checks hold whichever way the package is loaded.
+ * The ES module entry of cvsm: the same Client and error classes as the CommonJS entry, so that
+ * `instanceof` checks hold whichever way the package is loaded.
+ * @module cvsm
  */
 import cvsm from './index.js';
 

@@ -16,7 +16,7 @@ const RFC_850 = new RegExp(`^${LONG_DAY}, ([0-9]{2})-${MONTH}-([0-9]{2}) ${TIME}
 /** Obsolete asctime form: `Sun Nov  6 08:49:37 1994`. */
 const ASCTIME = new RegExp(`^${DAY} ${MONTH} ([ 0-9][0-9]) ${TIME} ([0-9]{4})$`);
 
-/** utc returns the epoch milliseconds of a date, or NaN when a field is out of range. */
+/** Returns the epoch milliseconds of a date, or NaN when a field is out of range. */
 function utc(year, month, day, hour, minute, second) {
   const ms = Date.UTC(year, month, day, hour, minute, second);
   const d = new Date(ms);
@@ -30,7 +30,7 @@ function utc(year, month, day, hour, minute, second) {
   return exact ? ms : NaN;
 }
 
-/** parseHttpDate returns the epoch milliseconds of an HTTP date in any of its three forms, or NaN. */
+/** Returns the epoch milliseconds of an HTTP date in any of its three forms, or NaN. */
 function parseHttpDate(text) {
   let m = IMF_FIXDATE.exec(text);
   if (m) {
@@ -55,7 +55,7 @@ function parseHttpDate(text) {
 }
 
 /**
- * parseRetryAfter turns a `Retry-After` header into whole seconds: a delay in seconds as is
+ * Turns a `Retry-After` header into whole seconds: a delay in seconds as is
  * (`0` is 0); an HTTP date as the seconds from `now` until then, rounded up, 0 when past;
  * anything else, or no header, null.
  */

@@ -11,6 +11,7 @@
  */
 
 const undici = require('undici');
+/** The version of this package, sent in the user agent `cvsm-node/<VERSION>`. @type {string} */
 const { version: VERSION } = require('../package.json');
 const {
   ApiError,
@@ -26,7 +27,7 @@ const { parseRetryAfter } = require('./retry-after');
 const USER_AGENT = `cvsm-node/${VERSION}`;
 const RETRYABLE_STATUSES = new Set([502, 503, 504]);
 
-/** backoffMs returns a random delay in [0, 100 * 2**attempt) milliseconds (full jitter). */
+/** Returns a random delay in [0, 100 * 2**attempt) milliseconds (full jitter). */
 function backoffMs(attempt) {
   return Math.random() * 100 * 2 ** attempt;
 }
@@ -46,7 +47,7 @@ function describeCause(err) {
 }
 
 /**
- * createDispatcher returns the undici dispatcher of one client: direct, or through `proxy`
+ * Returns the undici dispatcher of one client: direct, or through `proxy`
  * unless the base URL's host matches `noProxy`, trusting only `ca` when it is given. Only the
  * proxy of the base URL's scheme is passed on, so undici never falls back to another variable
  * and never reads the environment again.
@@ -74,7 +75,7 @@ function createDispatcher({ protocol, proxy, noProxy, ca }) {
 class UnreadableAnswer extends NetworkError {}
 
 /**
- * Transport performs GET requests against one base URL with one token. It never puts the
+ * Performs GET requests against one base URL with one token. It never puts the
  * token in an error message, and its printed form leaves the token out.
  */
 class Transport {
@@ -110,7 +111,7 @@ class Transport {
   }
 
   /**
-   * getJson sends `GET {baseUrl}{path}?{query}` and returns `{body, requestId}`, the parsed JSON
+   * Sends `GET {baseUrl}{path}?{query}` and returns `{body, requestId}`, the parsed JSON
    * body and the answer's X-Request-Id (or null). Options:
    * - `validate(body)`: whether a 2xx body has the promised shape; when not, the answer is
    *   unreadable and retried like a dropped connection;
@@ -151,7 +152,7 @@ class Transport {
   }
 
   /**
-   * #attempt makes one request and reads its whole body within the timeout; a 2xx whose body
+   * Makes one request and reads its whole body within the timeout; a 2xx whose body
    * is not JSON of the promised shape is an UnreadableAnswer.
    */
   async #attempt(url, path, validate) {
@@ -212,7 +213,7 @@ class Transport {
     return { status: res.status, statusText: res.statusText, headers: res.headers, body, requestId };
   }
 
-  /** #errorFor maps a non-2xx answer to its error class, with the server's message. */
+  /** Maps a non-2xx answer to its error class, with the server's message. */
   #errorFor({ status, statusText, headers, body, requestId }, configuration) {
     let detail = statusText || (status >= 300 && status < 400 ? 'redirect not followed' : 'request failed');
     if (body && typeof body === 'object' && typeof body.error === 'string' && body.error) {
@@ -243,7 +244,7 @@ class Transport {
     }
   }
 
-  /** #redact removes the token from text that may reach an error message. */
+  /** Removes the token from text that may reach an error message. */
   #redact(text) {
     return this.#token ? String(text).split(this.#token).join('[redacted]') : String(text);
   }

@@ -55,7 +55,7 @@ test('the first example of README.md runs as printed', async () => {
   fs.writeFileSync(file, example);
   const { stdout, stderr } = await promisify(execFile)(process.execPath, [file], {
     cwd: project,
-    env: { ...cleanChildEnv(), CVSM_TOKEN: TOKEN, CVSM_BASE_URL: stub.baseUrl },
+    env: { ...cleanChildEnv(), CVSM_TOKEN: TOKEN, CVSM_BASE_URL: stub.baseUrl, CVSM_TEAM: 'acme' },
     timeout: 20_000,
   });
   assert.equal(stderr, '');
@@ -67,7 +67,7 @@ test('the first example of README.md runs as printed', async () => {
   );
 });
 
-test('the install line works as printed, from a project next to a clone', async (t) => {
+test('the install line works as printed, in an empty project folder next to a clone', async (t) => {
   const line = firstBlock('sh').trim();
   assert.match(line, /^npm install .*\.\.\/cvsm\/clients\/node$/);
   // The layout the README describes: the clone at ../cvsm, the command run in the project.
@@ -77,7 +77,6 @@ test('the install line works as printed, from a project next to a clone', async 
   fs.symlinkSync(PACKAGE, path.join(root, 'cvsm', 'clients', 'node'), 'dir');
   const app = path.join(root, 'app');
   fs.mkdirSync(app);
-  fs.writeFileSync(path.join(app, 'package.json'), '{"name": "app", "private": true}\n');
   const [npm, ...args] = line.split(/\s+/);
   await promisify(execFile)(npm, [...args, '--prefer-offline', '--no-audit', '--no-fund'], {
     cwd: app,
@@ -91,7 +90,7 @@ test('the install line works as printed, from a project next to a clone', async 
   stub.requests.length = 0;
   await promisify(execFile)(process.execPath, [file], {
     cwd: app,
-    env: { ...cleanChildEnv(), CVSM_TOKEN: TOKEN, CVSM_BASE_URL: stub.baseUrl },
+    env: { ...cleanChildEnv(), CVSM_TOKEN: TOKEN, CVSM_BASE_URL: stub.baseUrl, CVSM_TEAM: 'acme' },
     timeout: 20_000,
   });
   assert.equal(stub.requests.length, 2);

@@ -125,6 +125,8 @@ function handle(string $op, array $args, ?Client &$client): array|\stdClass
             }
 
             return new \stdClass();
+        case 'capabilities':
+            return ['capabilities' => ['tls_ca_file', 'proxy_env']];
         case 'get_env':
             $values = [];
             foreach ((array) ($args['names'] ?? []) as $name) {

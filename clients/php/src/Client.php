@@ -16,24 +16,26 @@ use Cvsm\Internal\Cache;
 use Cvsm\Internal\Config;
 use Cvsm\Internal\HttpTransport;
 use Cvsm\Internal\UnreadableResponse;
+use Psr\Log\LoggerInterface;
 
 /**
- * Client reads secrets of one team and environment from a cvsm server, caches them for a short
+ * Reads secrets of one team and environment from a cvsm server, caches them for a short
  * time, and can inject them into the process environment.
  *
- *     $cvsm = new Cvsm\Client(['token' => getenv('CVSM_TOKEN'), 'team' => 'acme']);
+ *     $cvsm = new Cvsm\Client(['token' => getenv('CVSM_TOKEN'), 'team' => getenv('CVSM_TEAM')]);
  *     $dsn = $cvsm->get('DATABASE_URL');
  *
- * The token, the cached values, the callbacks and the transport (with its curl options) live
+ * The token, the cached values, the callbacks and the transport (with its curl options or
+ * PSR-18 client) live
  * outside the object's properties, so var_dump, print_r, var_export, json_encode and (array)
  * casts never show them; the client cannot be serialized.
  */
 class Client
 {
-    /** Client::VERSION is the version of this SDK. */
+    /** The version of this SDK. */
     public const VERSION = '0.1.0';
 
-    /** Client::USER_AGENT is the User-Agent header sent with every request. */
+    /** The User-Agent header sent with every request. */
     public const USER_AGENT = 'cvsm-php/' . self::VERSION;
 
     /** A valid secret name (rule R10); anything else is not found without a request. */
@@ -47,7 +49,7 @@ class Client
      * stale value was logged), keyed by the client's $key object and so kept out of its
      * properties.
      *
-     * @var \WeakMap<object, array{token: string, transport: HttpTransport, cache: Cache, on_stale: ?\Closure, logger: ?object, warned: array<string, true>}>|null
+     * @var \WeakMap<object, array{token: string, transport: HttpTransport, cache: Cache, on_stale: ?\Closure, logger: ?LoggerInterface, warned: array<string, true>}>|null
      */
     private static ?\WeakMap $vault = null;
 
@@ -56,7 +58,7 @@ class Client
     private Config $config;
 
     /**
-     * Client builds a client from an options array; every option falls back to its environment
+     * Builds a client from an options array; every option falls back to its environment
      * variable and then to its default:
      *
      * - token (CVSM_TOKEN, required): an API token, `cvsm_...`
@@ -70,17 +72,23 @@ class Client
      * - ca_file (CVSM_CA_FILE): a PEM bundle of the CAs to trust instead of the system store
      * - curl_options: CURLOPT_* => value, applied to every request after the client's own
      *   settings (the transport seam: proxies, client certificates, DNS, IP version, ...)
+     * - http_client: a PSR-18 client (Psr\Http\Client\ClientInterface) that sends the requests
+     *   instead of ext-curl; it owns the timeout, proxies and TLS, so "curl_options" and a CA
+     *   bundle are refused beside it, and "timeout" does not apply (set the client's own)
+     * - request_factory: the PSR-17 request factory (Psr\Http\Message\RequestFactoryInterface)
+     *   that builds the requests for "http_client"; not needed when the client is one itself
      * - stale_if_error (CVSM_STALE_IF_ERROR, default 0, off): seconds a cached value is kept after
      *   it stops being fresh, to be returned when a refresh fails with a network error, a 5xx or
      *   a 429 (never a 401 or 403, which empty the cache, nor any other error)
      * - on_stale: a callable that receives a Cvsm\StaleRead each time a kept value is returned
      *   instead of an error
-     * - logger: a PSR-3 logger (or any object with warning($message, $context)) that gets one
-     *   warning per secret served stale; without one the warning goes to error_log()
+     * - logger: a PSR-3 logger (Psr\Log\LoggerInterface) that gets one warning per secret served
+     *   stale; without one the warning goes to error_log()
      *
      * Proxies come from http_proxy, HTTPS_PROXY, no_proxy and the like, read now.
      *
-     * @param array{token?: string, base_url?: string, team?: string, environment?: string, cache_ttl?: int, timeout?: int|float, max_retries?: int, ca_file?: string, curl_options?: array<int, mixed>, stale_if_error?: int, on_stale?: callable(StaleRead): mixed, logger?: object} $options
+     * @param array{token?: string, base_url?: string, team?: string, environment?: string, cache_ttl?: int, timeout?: int|float, max_retries?: int, ca_file?: string, curl_options?: array<int, mixed>, stale_if_error?: int, on_stale?: callable(StaleRead): mixed, logger?: LoggerInterface, http_client?: \Psr\Http\Client\ClientInterface, request_factory?: \Psr\Http\Message\RequestFactoryInterface} $options
+     *        the options above; every one may be left out
      * @throws ConfigurationException when a required setting is missing (the message names its
      *                                variable, such as "CVSM_TOKEN is not set") or a value is invalid
      */
@@ -88,7 +96,11 @@ class Client
     {
         $token = Config::token($options);
         $this->config = Config::fromOptions($options);
-        $transport = HttpTransport::fromConfig($this->config, Config::curlOptions($options));
+        $transport = HttpTransport::fromConfig(
+            $this->config,
+            Config::curlOptions($options),
+            Config::psr18($options, $this->config->caFile)
+        );
         $onStale = Config::onStale($options);
         $logger = Config::logger($options);
         self::$vault ??= new \WeakMap();
@@ -104,7 +116,7 @@ class Client
     }
 
     /**
-     * get returns the value of the secret $name in the configured environment. Names are
+     * Returns the value of the secret $name in the configured environment. Names are
      * case-sensitive; a cached value is returned without a request while it is fresh, and
      * otherwise one request reads it by name. Only when that answers 404 does a second request
      * (the listing of similar names) tell a missing secret from a wrong base URL or team.
@@ -162,7 +174,7 @@ class Client
     }
 
     /**
-     * getAll returns every secret of the configured environment as name => value, through the
+     * Returns every secret of the configured environment as name => value, through the
      * export endpoint. The result is cached as a whole and also fills the per-name cache, so a
      * get() that follows makes no request. With stale_if_error, a failed refresh returns the
      * kept result as get() does.
@@ -217,7 +229,7 @@ class Client
     }
 
     /**
-     * inject fetches every secret with getAll() and sets each one in the process environment
+     * Fetches every secret with getAll() and sets each one in the process environment
      * (putenv, $_ENV and $_SERVER). A variable that is already set is kept unless $overwrite is
      * true. It returns the names it set, sorted.
      *
@@ -268,7 +280,7 @@ class Client
     }
 
     /**
-     * clearCache forgets every cached value, the ones kept for stale_if_error included, so the
+     * Forgets every cached value, the ones kept for stale_if_error included, so the
      * next get() or getAll() asks the server and has nothing to fall back on.
      */
     public function clearCache(): void
@@ -279,44 +291,44 @@ class Client
         self::$vault[$this->key] = $state;
     }
 
-    /** getBaseUrl returns the API root the client talks to, without a trailing slash. */
+    /** Returns the API root the client talks to, without a trailing slash. */
     public function getBaseUrl(): string
     {
         return $this->config->baseUrl;
     }
 
-    /** getTeam returns the team as configured: an id, or a slug. */
+    /** Returns the team as configured: an id, or a slug. */
     public function getTeam(): string
     {
         return $this->config->team;
     }
 
-    /** getEnvironment returns the environment the client reads (default "production"). */
+    /** Returns the environment the client reads (default "production"). */
     public function getEnvironment(): string
     {
         return $this->config->environment;
     }
 
-    /** getCacheTtl returns how many seconds a value stays cached; 0 means no cache. */
+    /** Returns how many seconds a value stays cached; 0 means no cache. */
     public function getCacheTtl(): int
     {
         return $this->config->cacheTtl;
     }
 
-    /** getTimeout returns the timeout of each HTTP attempt, in seconds. */
+    /** Returns the timeout of each HTTP attempt, in seconds. */
     public function getTimeout(): int|float
     {
         return $this->config->timeout;
     }
 
-    /** getMaxRetries returns how many extra attempts a failed GET may make. */
+    /** Returns how many extra attempts a failed GET may make. */
     public function getMaxRetries(): int
     {
         return $this->config->maxRetries;
     }
 
     /**
-     * getStaleIfError returns how many seconds a cached value is kept after it stops being
+     * Returns how many seconds a cached value is kept after it stops being
      * fresh, to be returned when a refresh fails; 0 means never.
      */
     public function getStaleIfError(): int
@@ -324,14 +336,14 @@ class Client
         return $this->config->staleIfError;
     }
 
-    /** getCaFile returns the PEM bundle trusted instead of the system store, or null. */
+    /** Returns the PEM bundle trusted instead of the system store, or null. */
     public function getCaFile(): ?string
     {
         return $this->config->caFile;
     }
 
     /**
-     * getConfig returns the effective configuration (never the token): base_url, team,
+     * Returns the effective configuration (never the token): base_url, team,
      * environment, cache_ttl, timeout, max_retries, stale_if_error.
      *
      * @return array{base_url: string, team: string, environment: string, cache_ttl: int, timeout: int|float, max_retries: int, stale_if_error: int}
@@ -342,7 +354,7 @@ class Client
     }
 
     /**
-     * __debugInfo is what var_dump and print_r show: the configuration and cache size, with the
+     * What var_dump and print_r show: the configuration and cache size, with the
      * token redacted and no values.
      *
      * @return array<string, mixed>
@@ -357,7 +369,7 @@ class Client
     }
 
     /**
-     * __clone gives the copy the same token and callbacks and an empty cache of its own.
+     * Gives the copy the same token and callbacks and an empty cache of its own.
      */
     public function __clone()
     {
@@ -369,7 +381,7 @@ class Client
     }
 
     /**
-     * __serialize refuses: a client holds a credential and must be rebuilt from configuration.
+     * Refuses: a client holds a credential and must be rebuilt from configuration.
      *
      * @return array<mixed>
      */
@@ -379,7 +391,7 @@ class Client
     }
 
     /**
-     * __unserialize refuses, as __serialize does.
+     * Refuses, as __serialize does.
      *
      * @param array<mixed> $data
      */
@@ -389,7 +401,7 @@ class Client
     }
 
     /**
-     * request performs an authenticated GET of $path under the base URL and returns what $read
+     * Performs an authenticated GET of $path under the base URL and returns what $read
      * makes of the answer (see HttpTransport::getJson). An authentication or permission error
      * (401, 403) empties the whole cache before it propagates, so a revoked token or a withdrawn
      * permission stops reading at once.
@@ -415,7 +427,7 @@ class Client
     }
 
     /**
-     * notFound decides what a 404 to the by-name read means, through the listing of the names
+     * Decides what a 404 to the by-name read means, through the listing of the names
      * like $name: when the listing answers, the secret is absent and the error is $byName's
      * not-found (status 404, its request id), suggesting a name that differs only in case; a
      * 404 or 400 to the listing means the base URL, team or environment is wrong (rule R9) and
@@ -456,14 +468,14 @@ class Client
         return new SecretNotFoundException($message, 404, $name, $suggestion, null, $byName->getRequestId());
     }
 
-    /** teamPath returns /teams/{team}: the configured id or slug as it is, percent-encoded. */
+    /** Returns /teams/{team}: the configured id or slug as it is, percent-encoded. */
     private function teamPath(): string
     {
         return '/teams/' . rawurlencode($this->config->team);
     }
 
     /**
-     * kept returns the value kept under $key in place of $error, when stale-if-error allows it:
+     * Returns the value kept under $key in place of $error, when stale-if-error allows it:
      * $error is a network error (after the retries, an unreadable answer included), a 5xx (after
      * the retries) or a 429, and the value is younger than cache_ttl + stale_if_error. Then the
      * on_stale callback receives a StaleRead and, the first time for $key since it was last read
@@ -492,7 +504,7 @@ class Client
     }
 
     /**
-     * warnOnce logs that $read served a stale value, once for $key until it is read fresh again
+     * Logs that $read served a stale value, once for $key until it is read fresh again
      * or the cache is cleared: through the logger option (PSR-3 warning()), else error_log(). The
      * warning names the secret and the error, never the value.
      */
@@ -538,7 +550,7 @@ class Client
         ]);
     }
 
-    /** forgetWarning lets the next stale value under $key be logged again: it was read fresh. */
+    /** Lets the next stale value under $key be logged again: it was read fresh. */
     private function forgetWarning(string $key): void
     {
         if (isset(self::$vault[$this->key]['warned'][$key])) {
@@ -553,19 +565,19 @@ class Client
         return self::$vault[$this->key]['cache'];
     }
 
-    /** valueKey names the cache entry of one secret: per environment and name. */
+    /** Names the cache entry of one secret: per environment and name. */
     private static function valueKey(string $environment, string $name): string
     {
         return 'get' . "\0" . $environment . "\0" . $name;
     }
 
-    /** allKey names the cache entry of getAll()'s whole result for an environment. */
+    /** Names the cache entry of getAll()'s whole result for an environment. */
     private static function allKey(string $environment): string
     {
         return 'all' . "\0" . $environment;
     }
 
-    /** printable shortens a name for an error message and hides its control characters. */
+    /** Shortens a name for an error message and hides its control characters. */
     private static function printable(string $name): string
     {
         $name = preg_replace('/[\x00-\x1f\x7f]/', '?', $name) ?? '';

@@ -7,7 +7,7 @@ namespace Cvsm;
 use Cvsm\Exception\CvsmException;
 
 /**
- * StaleRead tells the "on_stale" callback that get() or getAll() returned a kept value instead of
+ * Tells the "on_stale" callback that get() or getAll() returned a kept value instead of
  * the error a refresh ended with (stale-if-error, rule R14). It names what was served and why,
  * never the value itself, so it can be logged or sent to metrics as it is.
  *

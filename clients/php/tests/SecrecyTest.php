@@ -18,12 +18,17 @@ final class SecrecyTest extends TestCase
     {
         $this->routeSecret('A', self::VALUE);
         $this->routeExport(['A' => self::VALUE]);
-        $logger = new class (self::CURL_SECRET) {
+        $logger = new class (self::CURL_SECRET) extends \Psr\Log\AbstractLogger {
             public function __construct(public string $dsn)
             {
             }
 
-            public function warning(string $message, array $context = []): void
+            /**
+             * @param mixed $level
+             * @param string|\Stringable $message
+             * @param array<string, mixed> $context
+             */
+            public function log($level, $message, array $context = []): void
             {
             }
         };

@@ -416,6 +416,11 @@ final class StaleIfErrorTest extends TestCase
         yield 'a float option' => [null, ['stale_if_error' => 1.5], 'stale_if_error'];
         yield 'an on_stale that is not callable' => [null, ['on_stale' => 'no_such_function_anywhere'], 'on_stale'];
         yield 'a logger without warning()' => [null, ['logger' => new \stdClass()], 'logger'];
+        yield 'a logger with warning() that is not PSR-3' => [null, ['logger' => new class () {
+            public function warning(string $message, array $context = []): void
+            {
+            }
+        }], 'Psr\\Log\\LoggerInterface'];
         yield 'a logger that is a string' => [null, ['logger' => 'syslog'], 'logger'];
     }
 
@@ -451,21 +456,27 @@ final class StaleIfErrorTest extends TestCase
         ]);
     }
 
-    /** logger returns a PSR-3-shaped logger that records its warnings into $this->warnings. */
-    private function logger(): object
+    /** Returns a PSR-3 logger that records its warnings into $this->warnings. */
+    private function logger(): \Psr\Log\LoggerInterface
     {
         $warnings = &$this->warnings;
 
-        return new class ($warnings) {
+        return new class ($warnings) extends \Psr\Log\AbstractLogger {
             /** @param list<array{0: string, 1: array<string, mixed>}> $warnings */
             public function __construct(private array &$warnings)
             {
             }
 
-            /** @param array<string, mixed> $context */
-            public function warning(string|\Stringable $message, array $context = []): void
+            /**
+             * @param mixed $level
+             * @param string|\Stringable $message
+             * @param array<string, mixed> $context
+             */
+            public function log($level, $message, array $context = []): void
             {
-                $this->warnings[] = [(string) $message, $context];
+                if ($level === \Psr\Log\LogLevel::WARNING) {
+                    $this->warnings[] = [(string) $message, $context];
+                }
             }
         };
     }

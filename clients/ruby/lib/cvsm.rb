@@ -3,6 +3,7 @@
 # cvsm: the Ruby client for the cvsm secrets manager. Start with Cvsm::Client.
 require_relative "cvsm/version"
 require_relative "cvsm/errors"
+require_relative "cvsm/redaction"
 require_relative "cvsm/proxy"
 require_relative "cvsm/configuration"
 require_relative "cvsm/cache"

@@ -24,7 +24,7 @@ class ReadmeTest < CvsmTest
     api, server = start_api
     api.add_secret("DATABASE_URL", "postgres://db")
     api.add_secret("API_KEY", "k-123")
-    env = clean_env.merge("CVSM_TOKEN" => TOKEN, "CVSM_BASE_URL" => server.base_url)
+    env = clean_env.merge("CVSM_TOKEN" => TOKEN, "CVSM_BASE_URL" => server.base_url, "CVSM_TEAM" => "acme")
     script = fenced("ruby")
     out, err, status = Open3.capture3(env, RbConfig.ruby, "-I", File.join(ROOT, "lib"), "-e", script,
                                       unsetenv_others: true)
@@ -33,16 +33,19 @@ class ReadmeTest < CvsmTest
     assert_equal ["/teams/acme/secrets/by-name/DATABASE_URL", "/teams/acme/secrets/export"], paths(server)
   end
 
-  def test_the_install_line_builds_and_installs_the_gem_from_a_clone
+  def test_the_install_line_builds_and_installs_the_gem_from_a_clone_into_an_empty_folder
     line = fenced("sh", after: "## Installation").strip
-    Dir.mktmpdir do |clone|
-      FileUtils.mkdir_p(File.join(clone, "clients"))
-      FileUtils.cp_r(ROOT, File.join(clone, "clients", "ruby"))
-      gem_home = File.join(clone, "gems")
-      env = { "GEM_HOME" => gem_home, "GEM_PATH" => gem_home, "HOME" => clone }
-      out, status = Open3.capture2e(env, "sh", "-ec", line, chdir: clone)
+    Dir.mktmpdir do |dir|
+      # The README's layout: the clone at ../cvsm next to the project, an empty folder.
+      FileUtils.mkdir_p(File.join(dir, "cvsm", "clients"))
+      FileUtils.cp_r(ROOT, File.join(dir, "cvsm", "clients", "ruby"))
+      app = File.join(dir, "app")
+      Dir.mkdir(app)
+      gem_home = File.join(dir, "gems")
+      env = { "GEM_HOME" => gem_home, "GEM_PATH" => gem_home, "HOME" => dir }
+      out, status = Open3.capture2e(env, "sh", "-ec", line, chdir: app)
       assert status.success?, out
-      version, status = Open3.capture2e(env, RbConfig.ruby, "-e", 'require "cvsm"; print Cvsm::VERSION', chdir: clone)
+      version, status = Open3.capture2e(env, RbConfig.ruby, "-e", 'require "cvsm"; print Cvsm::VERSION', chdir: app)
       assert status.success?, version
       assert_equal Cvsm::VERSION, version
     end

@@ -124,6 +124,19 @@ class RedactionTest < CvsmTest
     end
   end
 
+  # One implementation: the printing and serialising rules live in Cvsm::Redaction alone, so a
+  # fix there (a new serialiser to refuse) reaches every object that holds a token or a value.
+  def test_every_holder_of_a_token_or_value_prints_through_one_redaction_module
+    [Cvsm::Client, Cvsm::Configuration, Cvsm::Transport, Cvsm::Cache].each do |holder|
+      assert_includes holder.ancestors, Cvsm::Redaction::Settings, holder.name
+    end
+    lib = File.expand_path("../lib", __dir__)
+    copies = Dir.glob("**/*.rb", base: lib).reject { |f| f == "cvsm/redaction.rb" }.select do |file|
+      File.read(File.join(lib, file)).match?(/def (encode_with|as_json|to_json|marshal_dump)\b/)
+    end
+    assert_empty copies, "serialising rules written outside lib/cvsm/redaction.rb"
+  end
+
   def test_a_token_rejected_at_construction_is_not_in_the_message
     error = assert_raises(Cvsm::ConfigurationError) do
       Cvsm::Client.new(token: "#{TOKEN} trailing-part", base_url: "http://h/api/v1", team: "acme")

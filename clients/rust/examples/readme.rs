@@ -1,11 +1,8 @@
-use cvsm::{Client, ClientOptions};
+use cvsm::Client;
 
 fn main() -> Result<(), cvsm::Error> {
-    // The token and the base URL come from CVSM_TOKEN and CVSM_BASE_URL.
-    let client = Client::new(ClientOptions {
-        team: Some("acme".into()),
-        ..Default::default()
-    })?;
+    // The token, the base URL and the team come from CVSM_TOKEN, CVSM_BASE_URL and CVSM_TEAM.
+    let client = Client::from_env()?;
     let database_url = client.get("DATABASE_URL")?;
     let injected = client.inject(false)?; // every secret of the environment into std::env
     println!(

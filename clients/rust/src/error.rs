@@ -3,10 +3,10 @@
 //! Callers branch on the variant, never on the message text. Messages never
 //! contain the API token or a secret value.
 
-/// Result is the crate's result type: `std::result::Result<T, cvsm::Error>`.
+/// The crate's result type: `std::result::Result<T, cvsm::Error>`.
 pub type Result<T> = std::result::Result<T, Error>;
 
-/// Error is every failure the cvsm client reports; match on the variant to
+/// Every failure the cvsm client reports; match on the variant to
 /// decide what to do.
 ///
 /// Every variant carries its message (the `Display` text), and the
@@ -17,7 +17,7 @@ pub type Result<T> = std::result::Result<T, Error>;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
-    /// Configuration means the client cannot be built or used as configured:
+    /// The client cannot be built or used as configured:
     /// a missing token, base URL or team (the message names the `CVSM_*`
     /// variable), an invalid option or variable, an unreadable CA file, a
     /// server answer saying the base URL or team (HTTP 404 to the listing or
@@ -36,7 +36,7 @@ pub enum Error {
         request_id: Option<String>,
     },
 
-    /// Authentication means the server rejected the token (HTTP 401): it is
+    /// The server rejected the token (HTTP 401): it is
     /// wrong, expired, revoked or locked. The client's cache is emptied.
     #[error("{message}")]
     #[non_exhaustive]
@@ -49,7 +49,7 @@ pub enum Error {
         request_id: Option<String>,
     },
 
-    /// PermissionDenied means the token is valid but may not do this (HTTP
+    /// The token is valid but may not do this (HTTP
     /// 403), for example an IP allowlist miss. The client's cache is emptied.
     #[error("{message}")]
     #[non_exhaustive]
@@ -62,7 +62,7 @@ pub enum Error {
         request_id: Option<String>,
     },
 
-    /// NotFound means the secret does not exist in the configured
+    /// The secret does not exist in the configured
     /// environment (the by-name read answered HTTP 404 and the listing
     /// confirmed the team: `status` is `Some(404)`), or its name is not a
     /// valid secret name (no request is made: `status` is `None`).
@@ -79,7 +79,7 @@ pub enum Error {
         suggestion: Option<String>,
     },
 
-    /// RateLimited means the server answered HTTP 429; wait `retry_after`
+    /// The server answered HTTP 429; wait `retry_after`
     /// seconds before trying again. The client never retries a 429 itself.
     #[error("{message}")]
     #[non_exhaustive]
@@ -95,7 +95,7 @@ pub enum Error {
         request_id: Option<String>,
     },
 
-    /// Api means any other non-2xx answer, including a redirect (never
+    /// Any other non-2xx answer, including a redirect (never
     /// followed) and a 502, 503 or 504 that persisted through every retry.
     #[error("{message}")]
     #[non_exhaustive]
@@ -108,7 +108,7 @@ pub enum Error {
         request_id: Option<String>,
     },
 
-    /// Network means no usable answer arrived after every retry: connection
+    /// No usable answer arrived after every retry: connection
     /// refused or dropped, a timeout, a TLS failure, or a 2xx answer whose
     /// body is not the JSON the request promises.
     #[error("{message}")]
@@ -125,7 +125,7 @@ pub enum Error {
 }
 
 impl Error {
-    /// status returns the HTTP status behind this error, or `None` when the
+    /// Returns the HTTP status behind this error, or `None` when the
     /// failure did not come from an HTTP answer.
     pub fn status(&self) -> Option<u16> {
         match self {
@@ -138,7 +138,7 @@ impl Error {
         }
     }
 
-    /// retry_after returns how many seconds to wait before retrying, for a
+    /// Returns how many seconds to wait before retrying, for a
     /// rate-limit error whose answer carried a usable `Retry-After`.
     pub fn retry_after(&self) -> Option<u64> {
         match self {
@@ -147,7 +147,7 @@ impl Error {
         }
     }
 
-    /// request_id returns the `X-Request-Id` header of the answer this error
+    /// Returns the `X-Request-Id` header of the answer this error
     /// came from (for an absent name, the by-name read's), or `None` when there
     /// was no answer or it had no such header. Quote it when reporting a
     /// problem to the server's operators.
@@ -163,7 +163,7 @@ impl Error {
         }
     }
 
-    /// suggestion returns, for a name not found, the existing name that
+    /// Returns, for a name not found, the existing name that
     /// differs from it only in case (`API_KEY` for `api_key`).
     pub fn suggestion(&self) -> Option<&str> {
         match self {
@@ -172,7 +172,7 @@ impl Error {
         }
     }
 
-    /// message returns the error's message, the same text as `Display`.
+    /// Returns the error's message, the same text as `Display`.
     pub fn message(&self) -> &str {
         match self {
             Error::Configuration { message, .. }

@@ -23,26 +23,33 @@
 //! its freshness: [`Client::get_with_meta`] says so in [`Served::stale`], and
 //! a warning goes once per name to the [`log`](https://docs.rs/log) facade.
 //!
-//! The transport is a blocking [`ureq`] 3 agent, re-exported as
-//! [`cvsm::ureq`](ureq): [`ClientBuilder::agent`] takes your own.
+//! The client is blocking: every call blocks the calling thread (there is
+//! no async client). Its requests go through an [`HttpClient`], by default
+//! one of its own (on ureq, which stays private to cvsm: no HTTP library's
+//! types are part of this API); [`ClientBuilder::http_client`] takes yours.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+mod builder;
+mod cache;
 mod client;
 mod error;
+mod http;
 mod options;
 mod proxy;
+mod served;
 mod transport;
+mod ureq_client;
+mod wire;
 
-pub use client::{Client, ClientBuilder, Served};
+pub use builder::ClientBuilder;
+pub use client::Client;
 pub use error::{Error, Result};
+pub use http::{HttpClient, HttpError, HttpErrorKind, HttpRequest, HttpResponse};
 pub use options::{
     ClientOptions, DEFAULT_CACHE_TTL, DEFAULT_ENVIRONMENT, DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT,
 };
+pub use served::Served;
 
-/// The HTTP client the SDK uses, re-exported so that an agent passed to
-/// [`ClientBuilder::agent`] comes from the same ureq version.
-pub use ureq;
-
-/// USER_AGENT is the `User-Agent` header the client sends: `cvsm-rust/<version>`.
+/// The `User-Agent` header the client sends: `cvsm-rust/<version>`.
 pub const USER_AGENT: &str = transport::USER_AGENT;

@@ -7,17 +7,17 @@ use std::time::Duration;
 
 use crate::error::{Error, Result};
 
-/// DEFAULT_ENVIRONMENT is the environment used when neither the option nor
+/// The environment used when neither the option nor
 /// `CVSM_ENVIRONMENT` names one.
 pub const DEFAULT_ENVIRONMENT: &str = "production";
-/// DEFAULT_CACHE_TTL is how long fetched values stay cached by default.
+/// How long fetched values stay cached by default.
 pub const DEFAULT_CACHE_TTL: Duration = Duration::from_secs(30);
-/// DEFAULT_TIMEOUT is the default limit for one HTTP attempt.
+/// The default limit for one HTTP attempt.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
-/// DEFAULT_MAX_RETRIES is how many extra attempts a failed GET gets by default.
+/// How many extra attempts a failed GET gets by default.
 pub const DEFAULT_MAX_RETRIES: u32 = 2;
 
-/// ClientOptions holds what a caller passes to [`Client::new`](crate::Client::new).
+/// The options a caller passes to [`Client::new`](crate::Client::new).
 ///
 /// Every field is optional: a field left `None` (or an empty string) falls
 /// back to its `CVSM_*` environment variable, then to its default. Build one
@@ -32,34 +32,34 @@ pub const DEFAULT_MAX_RETRIES: u32 = 2;
 /// ```
 #[derive(Clone, Default, PartialEq, Eq)]
 pub struct ClientOptions {
-    /// token is the API token (`cvsm_...`) or a JWT; falls back to `CVSM_TOKEN`.
+    /// The API token (`cvsm_...`) or a JWT; falls back to `CVSM_TOKEN`.
     pub token: Option<String>,
-    /// base_url is the API root including `/api/v1`; falls back to
+    /// The API root including `/api/v1`; falls back to
     /// `CVSM_BASE_URL`. A trailing `/` is ignored.
     pub base_url: Option<String>,
-    /// team is a team id (UUID) or slug; falls back to `CVSM_TEAM`. Either
+    /// A team id (UUID) or slug; falls back to `CVSM_TEAM`. Either
     /// goes into every request path as it is (percent-encoded); a slug that
     /// is none of the caller's teams is answered 404, an
     /// [`Error::Configuration`].
     pub team: Option<String>,
-    /// environment selects `production`, `staging` or `development`; falls
+    /// Selects `production`, `staging` or `development`; falls
     /// back to `CVSM_ENVIRONMENT`, then `production`.
     pub environment: Option<String>,
-    /// cache_ttl is how long fetched values are reused; falls back to
+    /// How long fetched values are reused; falls back to
     /// `CVSM_CACHE_TTL` (whole seconds), then 30 seconds. Zero disables the cache.
     pub cache_ttl: Option<Duration>,
-    /// timeout limits each HTTP attempt, from connecting to the last byte of
+    /// Limits each HTTP attempt, from connecting to the last byte of
     /// the body; falls back to `CVSM_TIMEOUT` (seconds, may be fractional),
     /// then 10 seconds.
     pub timeout: Option<Duration>,
-    /// max_retries is how many extra attempts a GET gets after a network
+    /// How many extra attempts a GET gets after a network
     /// error or a 502, 503 or 504; falls back to `CVSM_MAX_RETRIES`, then 2.
     pub max_retries: Option<u32>,
-    /// ca_file names a PEM bundle of CA certificates trusted *instead of* the
+    /// Names a PEM bundle of CA certificates trusted *instead of* the
     /// built-in roots; falls back to `CVSM_CA_FILE`. A file that cannot be
     /// read is an [`Error::Configuration`] at construction.
     pub ca_file: Option<PathBuf>,
-    /// stale_if_error is how long a cached value is kept after it stops
+    /// How long a cached value is kept after it stops
     /// being fresh, to be served (marked stale) when a refresh fails with a
     /// network error, a 5xx or a 429; falls back to `CVSM_STALE_IF_ERROR`
     /// (whole seconds), then zero, which turns it off. See
@@ -107,9 +107,9 @@ pub(crate) struct Config {
 }
 
 impl Config {
-    /// resolve applies the precedence explicit option, then `CVSM_*`
+    /// Applies the precedence explicit option, then `CVSM_*`
     /// variable, then default, and validates the result.
-    pub fn resolve(options: ClientOptions, custom_agent: bool) -> Result<Config> {
+    pub fn resolve(options: ClientOptions, custom_http: bool) -> Result<Config> {
         let token = required(
             options.token.map(trim_token),
             "token",
@@ -162,12 +162,12 @@ impl Config {
         };
         let ca_file =
             match options.ca_file.filter(|path| !path.as_os_str().is_empty()) {
-                Some(_) if custom_agent => return Err(Error::configuration(
-                    "ca_file cannot be combined with a custom agent: configure the CA on the agent",
+                Some(_) if custom_http => return Err(Error::configuration(
+                    "ca_file cannot be combined with a custom HTTP client: configure the CA on it",
                 )),
                 Some(path) => Some(path),
-                // A custom agent owns the transport: CVSM_CA_FILE is not read.
-                None if custom_agent => None,
+                // A custom HTTP client owns the transport: CVSM_CA_FILE is not read.
+                None if custom_http => None,
                 None => env_var("CVSM_CA_FILE")?.map(PathBuf::from),
             };
 

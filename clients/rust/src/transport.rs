@@ -10,7 +10,10 @@ use std::time::{Duration, Instant, SystemTime};
 use serde::de::DeserializeOwned;
 
 use crate::error::{Error, Result};
+use crate::http::{HttpClient, HttpError, HttpErrorKind, HttpRequest};
 use crate::options::Config;
+use crate::ureq_client::UreqClient;
+use crate::wire::ErrorBody;
 
 /// USER_AGENT is sent with every request.
 pub(crate) const USER_AGENT: &str = concat!("cvsm-rust/", env!("CARGO_PKG_VERSION"));
@@ -43,7 +46,7 @@ pub(crate) enum Endpoint {
 }
 
 pub(crate) struct Transport {
-    agent: ureq::Agent,
+    http: Arc<dyn HttpClient>,
     base_url: String,
     authorization: String,
     token: String,
@@ -52,23 +55,15 @@ pub(crate) struct Transport {
 }
 
 impl Transport {
-    /// new uses `agent` as given, or builds one from the environment's
-    /// proxy variables and the configured CA file.
-    pub fn new(config: &Config, agent: Option<ureq::Agent>) -> Result<Transport> {
-        let agent = match agent {
-            Some(agent) => agent,
-            None => {
-                let mut builder = ureq::Agent::config_builder()
-                    .proxy(crate::proxy::from_env(&config.base_url)?)
-                    .user_agent(USER_AGENT);
-                if let Some(path) = &config.ca_file {
-                    builder = builder.tls_config(tls_trusting(path)?);
-                }
-                builder.build().new_agent()
-            }
+    /// new sends through `http` as given, or through a ureq agent built
+    /// from the environment's proxy variables and the configured CA file.
+    pub fn new(config: &Config, http: Option<Arc<dyn HttpClient>>) -> Result<Transport> {
+        let http = match http {
+            Some(http) => http,
+            None => Arc::new(UreqClient::from_config(config)?),
         };
         Ok(Transport {
-            agent,
+            http,
             base_url: config.base_url.clone(),
             authorization: format!("Bearer {}", config.token),
             token: config.token.clone(),
@@ -111,41 +106,27 @@ impl Transport {
     }
 
     fn attempt<T: DeserializeOwned>(&self, endpoint: Endpoint, url: &str) -> Result<T> {
-        // The per-request settings hold whatever agent is in use: the
-        // status is read here, redirects are answers (never followed, so the
-        // token never goes to a Location), and the timeout bounds the whole
-        // attempt, from connecting to the last byte of the body.
+        let request = HttpRequest {
+            url: url.to_string(),
+            headers: vec![
+                ("Authorization", self.authorization.clone()),
+                ("Accept", "application/json".to_string()),
+                ("User-Agent", USER_AGENT.to_string()),
+            ],
+            timeout: self.timeout,
+        };
         let mut response = self
-            .agent
-            .get(url)
-            .header("Authorization", &self.authorization)
-            .header("Accept", "application/json")
-            .header("User-Agent", USER_AGENT)
-            .config()
-            .http_status_as_error(false)
-            .max_redirects(0)
-            .timeout_global(Some(self.timeout))
-            .build()
-            .call()
+            .http
+            .get(&request)
             .map_err(|err| self.network(url, err))?;
         let status = response.status();
-        let header = |name: &str| {
-            response
-                .headers()
-                .get(name)
-                .and_then(|v| v.to_str().ok())
-                .map(str::trim)
-                .filter(|v| !v.is_empty())
-                .map(str::to_string)
-        };
-        let request_id = header("x-request-id");
-        let retry_after = header("retry-after");
+        let request_id = response.header("x-request-id").map(str::to_string);
+        let retry_after = response.header("retry-after").map(str::to_string);
 
-        if !status.is_success() {
+        if !(200..300).contains(&status) {
             let mut body = Vec::new();
             if let Err(err) = response
                 .body_mut()
-                .as_reader()
                 .take(MAX_ERROR_BODY)
                 .read_to_end(&mut body)
             {
@@ -153,43 +134,33 @@ impl Transport {
                 // it dripped, a dropped connection): the attempt failed like
                 // any other cut off (rule R1) and is retried, never taken for
                 // an error with that status (a 404 would go on to the listing).
-                return Err(self.body_failed(url, ureq::Error::from(err), request_id));
+                return Err(self.body_failed(url, HttpError::from_io(err), request_id));
             }
             let server_message = serde_json::from_slice::<ErrorBody>(&body)
                 .ok()
                 .and_then(|b| b.error)
                 .filter(|m| !m.trim().is_empty());
             let detail = server_message
-                .or_else(|| status.canonical_reason().map(str::to_string))
+                .or_else(|| canonical_reason(status).map(str::to_string))
                 .unwrap_or_else(|| "error".to_string());
             let retry_after = retry_after.and_then(|v| retry_after_seconds(&v, SystemTime::now()));
-            return Err(self.status_error(
-                endpoint,
-                status.as_u16(),
-                detail,
-                retry_after,
-                request_id,
-            ));
+            return Err(self.status_error(endpoint, status, detail, retry_after, request_id));
         }
 
         // Any size, read once: the body streams into the decoder with no
         // limit but the timeout.
-        let mut reader = KeepError::new(BufReader::with_capacity(
-            64 * 1024,
-            response.body_mut().with_config().limit(u64::MAX).reader(),
-        ));
+        let mut reader = KeepError::new(BufReader::with_capacity(64 * 1024, response.body_mut()));
         match serde_json::from_reader(&mut reader) {
             Ok(body) => Ok(body),
             Err(err) if err.is_io() => {
-                let err = reader.error.map_or_else(|| ureq::Error::Io(err.into()), ureq::Error::from);
+                let err = HttpError::from_io(reader.error.unwrap_or_else(|| err.into()));
                 Err(self.body_failed(url, err, request_id))
             }
             // serde's message can quote the offending value; say only where
             // the body went wrong.
             Err(err) => Err(Error::Network {
                 message: format!(
-                    "unreadable response: HTTP {} body is not the expected JSON ({:?} error at line {} column {})",
-                    status.as_u16(),
+                    "unreadable response: HTTP {status} body is not the expected JSON ({:?} error at line {} column {})",
                     err.classify(),
                     err.line(),
                     err.column()
@@ -202,26 +173,13 @@ impl Transport {
 
     /// network describes a transport failure; the URL is shown without its
     /// query and never holds the token.
-    fn network(&self, url: &str, err: ureq::Error) -> Error {
-        let what = match &err {
-            ureq::Error::Timeout(_) => "the request timed out",
-            ureq::Error::HostNotFound | ureq::Error::ConnectionFailed => {
-                "could not connect to the server"
-            }
-            ureq::Error::Io(io) if io.kind() == std::io::ErrorKind::ConnectionRefused => {
-                "could not connect to the server"
-            }
-            ureq::Error::Tls(_) | ureq::Error::Rustls(_) | ureq::Error::Pem(_) => "TLS failed",
-            // rustls reports a refused certificate as invalid data.
-            ureq::Error::Io(io)
-                if io.kind() == std::io::ErrorKind::InvalidData && url.starts_with("https://") =>
-            {
-                "TLS failed"
-            }
-            ureq::Error::ConnectProxyFailed(_) => "the proxy refused the connection",
-            ureq::Error::Io(_) | ureq::Error::Protocol(_) | ureq::Error::BodyStalled => {
-                "the connection was dropped"
-            }
+    fn network(&self, url: &str, err: HttpError) -> Error {
+        let what = match err.kind() {
+            HttpErrorKind::Timeout => "the request timed out",
+            HttpErrorKind::Connect => "could not connect to the server",
+            HttpErrorKind::Tls => "TLS failed",
+            HttpErrorKind::Proxy => "the proxy refused the connection",
+            HttpErrorKind::Dropped => "the connection was dropped",
             _ => "the request failed",
         };
         Error::Network {
@@ -236,7 +194,7 @@ impl Transport {
 
     /// body_failed is the network error of an answer whose body could not
     /// be read to its end; it carries the answer's request id.
-    fn body_failed(&self, url: &str, err: ureq::Error, request_id: Option<String>) -> Error {
+    fn body_failed(&self, url: &str, err: HttpError, request_id: Option<String>) -> Error {
         match self.network(url, err) {
             Error::Network {
                 message, source, ..
@@ -325,44 +283,15 @@ impl<R: Read> Read for KeepError<R> {
     }
 }
 
+/// canonical_reason is the reason phrase of `status`, when it has one.
+fn canonical_reason(status: u16) -> Option<&'static str> {
+    ureq::http::StatusCode::from_u16(status)
+        .ok()?
+        .canonical_reason()
+}
+
 fn without_query(url: &str) -> &str {
     url.split('?').next().unwrap_or(url)
-}
-
-/// tls_trusting returns a TLS configuration whose only roots are the
-/// certificates of the PEM bundle at `path`.
-fn tls_trusting(path: &std::path::Path) -> Result<ureq::tls::TlsConfig> {
-    let shown = path.display();
-    let pem = std::fs::read(path).map_err(|err| {
-        Error::configuration(format!(
-            "cannot read the CA file {shown} (ca_file, CVSM_CA_FILE): {err}"
-        ))
-    })?;
-    let mut certs = Vec::new();
-    for item in ureq::tls::parse_pem(&pem) {
-        match item {
-            Ok(ureq::tls::PemItem::Certificate(cert)) => certs.push(cert),
-            Ok(_) => {}
-            Err(_) => {
-                return Err(Error::configuration(format!(
-                    "the CA file {shown} (ca_file, CVSM_CA_FILE) is not a valid PEM bundle"
-                )))
-            }
-        }
-    }
-    if certs.is_empty() {
-        return Err(Error::configuration(format!(
-            "the CA file {shown} (ca_file, CVSM_CA_FILE) holds no PEM certificate"
-        )));
-    }
-    Ok(ureq::tls::TlsConfig::builder()
-        .root_certs(ureq::tls::RootCerts::Specific(Arc::new(certs)))
-        .build())
-}
-
-#[derive(serde::Deserialize)]
-struct ErrorBody {
-    error: Option<String>,
 }
 
 /// retry_after_seconds reads `Retry-After` as whole seconds: a delay in

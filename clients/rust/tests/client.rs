@@ -11,7 +11,8 @@ use std::time::{Duration, Instant};
 
 use cvsm::{Client, ClientOptions, Error};
 use support::{
-    error, fixture, json, tls_stub, ConnectProxy, Reply, Request, Stub, TEAM_ID, TEAM_SLUG, TOKEN,
+    error, fixture, json, tls_stub, ConnectProxy, Reply, Request, Stub, UreqHttp, TEAM_ID,
+    TEAM_SLUG, TOKEN,
 };
 
 /// options configures every field explicitly, so no `CVSM_*` variable is read.
@@ -1079,19 +1080,17 @@ fn r11_errors_carry_request_id_and_suggestion_as_fields() {
 // The transport seam and TLS.
 
 #[test]
-fn a_custom_agent_carries_the_requests_and_the_sdk_keeps_its_rules() {
+fn a_custom_http_client_carries_the_requests_and_the_sdk_keeps_its_rules() {
     let proxy = ConnectProxy::start();
     let stub = Stub::secrets(&[("A", "1")], |req| {
         req.path()
             .ends_with("/secrets")
             .then(|| error(403, "Dilarang"))
     });
-    // An agent that would follow redirects and turn statuses into errors:
-    // the client still reads every status itself.
-    let agent: cvsm::ureq::Agent = cvsm::ureq::Agent::config_builder()
-        .proxy(Some(cvsm::ureq::Proxy::new(&proxy.url).unwrap()))
-        .max_redirects(10)
-        .http_status_as_error(true)
+    // Your own HTTP client, here on an agent with another user agent and a
+    // proxy: the client still sends its own headers and reads every status.
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .proxy(Some(ureq::Proxy::new(&proxy.url).unwrap()))
         .user_agent("someone-else/1.0")
         .build()
         .into();
@@ -1099,7 +1098,7 @@ fn a_custom_agent_carries_the_requests_and_the_sdk_keeps_its_rules() {
         .token(TOKEN)
         .base_url(&stub.base_url)
         .team(TEAM_ID)
-        .agent(agent)
+        .http_client(UreqHttp(agent))
         .build()
         .unwrap();
     assert_eq!(client.get_all().unwrap().len(), 1);
@@ -1121,13 +1120,13 @@ fn a_custom_agent_carries_the_requests_and_the_sdk_keeps_its_rules() {
 }
 
 #[test]
-fn ca_file_and_a_custom_agent_do_not_mix() {
+fn ca_file_and_a_custom_http_client_do_not_mix() {
     let err = Client::builder()
         .token(TOKEN)
         .base_url("https://127.0.0.1:1/api/v1")
         .team(TEAM_ID)
         .ca_file(fixture("ca.pem"))
-        .agent(cvsm::ureq::Agent::new_with_defaults())
+        .http_client(UreqHttp(ureq::Agent::new_with_defaults()))
         .build()
         .unwrap_err();
     assert!(matches!(err, Error::Configuration { .. }), "{err:?}");
@@ -1192,7 +1191,7 @@ fn builder_debug_redacts_the_token() {
     let builder = Client::builder()
         .token(TOKEN)
         .team("acme")
-        .agent(cvsm::ureq::Agent::new_with_defaults());
+        .http_client(UreqHttp(ureq::Agent::new_with_defaults()));
     let printed = format!("{builder:?} {builder:#?}");
     assert!(
         !printed.contains(TOKEN) && printed.contains("acme") && printed.contains("custom"),

@@ -244,9 +244,9 @@ fn ca_file_comes_from_its_variable_and_an_unreadable_one_fails_at_construction()
         "{message}"
     );
 
-    // A custom agent owns TLS: the variable is not read.
+    // A custom HTTP client owns TLS: the variable is not read.
     let client = Client::builder()
-        .agent(cvsm::ureq::Agent::new_with_defaults())
+        .http_client(support::UreqHttp(ureq::Agent::new_with_defaults()))
         .build()
         .unwrap();
     assert_eq!(client.ca_file(), None);

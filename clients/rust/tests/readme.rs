@@ -45,8 +45,8 @@ fn the_first_readme_example_runs() {
     );
     std::env::set_var("CVSM_TOKEN", TOKEN);
     std::env::set_var("CVSM_BASE_URL", &stub.base_url);
+    std::env::set_var("CVSM_TEAM", "acme");
     for name in [
-        "CVSM_TEAM",
         "CVSM_ENVIRONMENT",
         "CVSM_CACHE_TTL",
         "CVSM_TIMEOUT",

@@ -225,6 +225,11 @@ _drv_handle() {
       _drv_get_env "$id" "$args"
       return
       ;;
+    capabilities)
+      echo '{"capabilities":["tls_ca_file","proxy_env"]}' >"$_drv_res"
+      _drv_reply "$id"
+      return
+      ;;
     shutdown)
       echo '{}' >"$_drv_res"
       _drv_reply "$id"

@@ -1,5 +1,7 @@
 // share.js reveals a shared secret on request. The token stays in the page's URL and is sent
-// only to this origin's public API; the value is written as text, never parsed as HTML.
+// only to this origin's public API; the value is written as text, never parsed as HTML. On
+// load a HEAD request (which consumes no view) tells whether the link still works, so a link
+// already used up, expired or revoked shows that instead of a button that can only fail.
 (function () {
   "use strict";
 
@@ -19,34 +21,57 @@
     el.hidden = false;
   }
 
+  // The link cannot be used (again): no button, the reason instead.
+  function showGone(text) {
+    $("ask").hidden = true;
+    $("gone-reason").textContent = text;
+    $("gone").hidden = false;
+  }
+
   var token = decodeURIComponent(window.location.pathname.split("/").pop() || "");
   if (!/^shr_[A-Za-z0-9_-]{20,200}$/.test(token)) {
-    $("reveal").disabled = true;
-    showError(MESSAGES[404]);
+    showGone(MESSAGES[404]);
     return;
   }
+  var address = "/api/v1/public/share/" + encodeURIComponent(token);
+
+  fetch(address, { method: "HEAD", cache: "no-store", credentials: "omit",
+                   referrerPolicy: "no-referrer" })
+    .then(function (response) {
+      if (response.status === 404 || response.status === 410) {
+        showGone(MESSAGES[response.status]);
+      }
+    })
+    .catch(function () { /* the button still works, and says what went wrong */ });
 
   $("reveal").addEventListener("click", function () {
     $("reveal").disabled = true;
-    fetch("/api/v1/public/share/" + encodeURIComponent(token), {
+    fetch(address, {
       headers: { Accept: "application/json" },
       cache: "no-store",
       credentials: "omit",
       referrerPolicy: "no-referrer",
     })
       .then(function (response) {
+        if (response.status === 404 || response.status === 410) {
+          showGone(MESSAGES[response.status]);
+          return null;
+        }
         if (!response.ok) {
           throw new Error(MESSAGES[response.status] || "Terjadi kesalahan (" + response.status + ").");
         }
         return response.json();
       })
       .then(function (share) {
+        if (share === null) return;
         $("secret-name").textContent = share.secret_name;
         $("secret-value").textContent = share.value;
         var left = share.max_views - share.view_count;
-        $("meta").textContent =
-          "Sisa kesempatan melihat: " + left + " dari " + share.max_views +
-          ". Kedaluwarsa: " + new Date(share.expires_at).toLocaleString("id-ID") + ".";
+        $("meta").textContent = left > 0
+          ? "Sisa kesempatan melihat: " + left + " dari " + share.max_views +
+            ". Kedaluwarsa: " + new Date(share.expires_at).toLocaleString("id-ID") + "."
+          : "Ini tampilan terakhir: tautan ini sudah habis dipakai. Simpan secret sekarang; " +
+            "memuat ulang halaman tidak akan menampilkannya lagi.";
         $("ask").hidden = true;
         $("shown").hidden = false;
       })

@@ -8,7 +8,8 @@ document.addEventListener("DOMContentLoaded", () => {
   const log = root.querySelector("#percakapan");
   const ask = root.querySelector("form[data-support-ask]");
 
-  function addMessage(author, label, body, articles) {
+  // `html` is the server's rendering of an answer's Markdown (raw HTML in it already escaped).
+  function addMessage(author, label, body, articles, html) {
     const item = document.createElement("li");
     item.className = `message ${author}`;
     const who = document.createElement("p");
@@ -16,7 +17,12 @@ document.addEventListener("DOMContentLoaded", () => {
     who.textContent = label;
     const text = document.createElement("div");
     text.className = "body";
-    text.textContent = body;
+    if (html) {
+      text.classList.add("markdown");
+      text.innerHTML = html;
+    } else {
+      text.textContent = body;
+    }
     item.append(who, text);
     if (articles && articles.length) {
       const sources = document.createElement("p");
@@ -51,7 +57,7 @@ document.addEventListener("DOMContentLoaded", () => {
     try {
       const answer = await post(ask);
       addMessage("user", "Anda", question);
-      addMessage("assistant", "Asisten", answer.answer, answer.articles);
+      addMessage("assistant", "Asisten", answer.answer, answer.articles, answer.answer_html);
       const fresh = !ask.elements.conversation_id.value;
       ask.elements.conversation_id.value = answer.conversation_id;
       field.value = "";

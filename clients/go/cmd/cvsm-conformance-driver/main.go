@@ -19,7 +19,7 @@ import (
 	"sort"
 	"time"
 
-	cvsm "github.com/cvsm/cvsm/clients/go"
+	"github.com/cvsm/cvsm/clients/go/cvsm"
 )
 
 type request struct {
@@ -224,6 +224,9 @@ func (d *driver) dispatch(req request) (any, error) {
 			}
 		}
 		return map[string]any{}, nil
+
+	case "capabilities":
+		return map[string]any{"capabilities": []string{"tls_ca_file", "proxy_env"}}, nil
 
 	case "get_env":
 		var args struct {

@@ -19,7 +19,7 @@ import (
 	"testing"
 	"time"
 
-	cvsmsdk "github.com/cvsm/cvsm/clients/go"
+	cvsmsdk "github.com/cvsm/cvsm/clients/go/cvsm"
 )
 
 // --- without a server --------------------------------------------------

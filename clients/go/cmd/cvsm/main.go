@@ -30,7 +30,7 @@ import (
 	"strings"
 	"time"
 
-	cvsm "github.com/cvsm/cvsm/clients/go"
+	"github.com/cvsm/cvsm/clients/go/cvsm"
 )
 
 // Exit statuses, one per error kind, as the shell client documents them.

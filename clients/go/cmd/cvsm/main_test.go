@@ -4,10 +4,11 @@ package main
 
 // The tests run the built cvsm binary, as a person or a script would, against
 // the real reference server: TestMain builds the binary, starts
-// <repo>/.venv/bin/cvsm-server once on a fresh embedded PostgreSQL, and seeds
-// a user, a team, secrets in three environments and an API token through the
-// public API. Without the server (no `make venv` yet) the tests that need it
-// skip, saying why; with CI=true that is a failure instead. The tests of
+// the reference server once on a fresh embedded PostgreSQL (found as
+// findServer says: <repo>/.venv/bin/cvsm-server, $CVSM_SERVER_PYTHON, PATH),
+// and seeds a user, a team, secrets in three environments and an API token
+// through the public API. Without a server the tests that need it skip,
+// saying why; with CI=true that is a failure instead, before any test runs. The tests of
 // usage, help and the error kinds a stub server answers run either way.
 
 import (
@@ -152,9 +153,9 @@ func startServer() (*testServer, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
-	bin := filepath.Join(root, ".venv", "bin", "cvsm-server")
-	if _, err := os.Stat(bin); err != nil {
-		return nil, fmt.Sprintf("no reference server at %s (run `make venv` in the repository root)", bin), nil
+	command, why := findServer(root)
+	if command == nil {
+		return nil, why, nil
 	}
 	port, err := freePort()
 	if err != nil {
@@ -175,7 +176,8 @@ func startServer() (*testServer, string, error) {
 		return nil, "", err
 	}
 	defer logFile.Close()
-	s.cmd = exec.Command(bin, "serve", "--host", "127.0.0.1", "--port", fmt.Sprint(port))
+	args := append(command[1:len(command):len(command)], "serve", "--host", "127.0.0.1", "--port", fmt.Sprint(port))
+	s.cmd = exec.Command(command[0], args...)
 	s.cmd.Env = append(withoutCVSM(os.Environ()),
 		"CVSM_DATA_DIR="+dataDir,
 		"CVSM_MASTER_KEY="+base64.StdEncoding.EncodeToString([]byte(randomHex(16))), // 32 bytes
@@ -190,7 +192,7 @@ func startServer() (*testServer, string, error) {
 	s.cmd.Stdout, s.cmd.Stderr = logFile, logFile
 	s.cmd.SysProcAttr = serverProcAttr()
 	if err := s.cmd.Start(); err != nil {
-		return nil, "", fmt.Errorf("starting %s: %w", bin, err)
+		return nil, "", fmt.Errorf("starting %s: %w", strings.Join(command, " "), err)
 	}
 	go func() { _ = s.cmd.Wait(); close(s.exited) }()
 
@@ -220,6 +222,34 @@ func startServer() (*testServer, string, error) {
 		return nil, "", fmt.Errorf("seeding the reference server: %w\n%s", err, s.logTail())
 	}
 	return s, "", nil
+}
+
+// findServer finds the reference server's command, as the conformance
+// harness does (it imports cvsm_server from the Python it runs in): the
+// repository's .venv (make venv), then $CVSM_SERVER_PYTHON, a cvsm-server
+// command on PATH, then python3 on PATH, each if it can import cvsm_server.
+// It answers the command and "", or nil and what it looked for.
+func findServer(root string) ([]string, string) {
+	venv := filepath.Join(root, ".venv", "bin", "cvsm-server")
+	if _, err := os.Stat(venv); err == nil {
+		return []string{venv}, ""
+	}
+	tried := []string{venv}
+	if python := os.Getenv("CVSM_SERVER_PYTHON"); python != "" {
+		if exec.Command(python, "-c", "import cvsm_server.cli").Run() == nil {
+			return []string{python, "-m", "cvsm_server.cli"}, ""
+		}
+		tried = append(tried, "$CVSM_SERVER_PYTHON ("+python+") with cvsm_server")
+	}
+	if path, err := exec.LookPath("cvsm-server"); err == nil {
+		return []string{path}, ""
+	}
+	tried = append(tried, "cvsm-server on PATH")
+	if python, err := exec.LookPath("python3"); err == nil && exec.Command(python, "-c", "import cvsm_server.cli").Run() == nil {
+		return []string{python, "-m", "cvsm_server.cli"}, ""
+	}
+	tried = append(tried, "python3 on PATH with cvsm_server")
+	return nil, fmt.Sprintf("no reference server: tried %s (run `make venv` in the repository root, or set CVSM_SERVER_PYTHON to a Python that imports cvsm_server)", strings.Join(tried, ", "))
 }
 
 func (s *testServer) logTail() string {

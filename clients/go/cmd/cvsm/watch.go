@@ -31,7 +31,7 @@ import (
 	"strings"
 	"time"
 
-	cvsm "github.com/cvsm/cvsm/clients/go"
+	"github.com/cvsm/cvsm/clients/go/cvsm"
 )
 
 const (

@@ -5,13 +5,13 @@ import (
 	"fmt"
 	"log"
 
-	cvsm "github.com/cvsm/cvsm/clients/go"
+	"github.com/cvsm/cvsm/clients/go/cvsm"
 )
 
 func main() {
 	ctx := context.Background()
-	// The token and the API URL come from CVSM_TOKEN and CVSM_BASE_URL.
-	client, err := cvsm.NewClient(cvsm.Options{Team: "acme"})
+	// The token, the API URL and the team come from CVSM_TOKEN, CVSM_BASE_URL and CVSM_TEAM.
+	client, err := cvsm.NewClient(cvsm.Options{})
 	if err != nil {
 		log.Fatal(err) // cvsm: CVSM_TOKEN is not set: ...
 	}

@@ -53,12 +53,13 @@ func TestTheExampleRuns(t *testing.T) {
 		_ = json.NewEncoder(w).Encode(body)
 	}))
 	defer srv.Close()
-	for _, name := range []string{"CVSM_TEAM", "CVSM_ENVIRONMENT", "CVSM_CACHE_TTL", "CVSM_TIMEOUT", "CVSM_MAX_RETRIES", "CVSM_CA_FILE", "CVSM_STALE_IF_ERROR", "QUICKSTART_API_KEY"} {
+	for _, name := range []string{"CVSM_ENVIRONMENT", "CVSM_CACHE_TTL", "CVSM_TIMEOUT", "CVSM_MAX_RETRIES", "CVSM_CA_FILE", "CVSM_STALE_IF_ERROR", "QUICKSTART_API_KEY"} {
 		t.Setenv(name, "")
 		os.Unsetenv(name)
 	}
 	t.Setenv("CVSM_TOKEN", token)
 	t.Setenv("CVSM_BASE_URL", srv.URL+"/api/v1")
+	t.Setenv("CVSM_TEAM", "acme")
 	t.Setenv("DATABASE_URL", "kept")
 
 	out := captureStdout(t, main)

@@ -5,13 +5,13 @@ declare(strict_types=1);
 namespace Cvsm\Exception;
 
 /**
- * ApiException is thrown for any other non-2xx answer (a redirect, which is never followed; 409;
+ * Thrown for any other non-2xx answer (a redirect, which is never followed; 409;
  * 500; 502/503/504 once the retries are spent); getStatus() returns the HTTP status.
  */
 class ApiException extends CvsmException
 {
     /**
-     * ApiException builds the exception with its HTTP status.
+     * Builds the exception with its HTTP status.
      */
     public function __construct(string $message, int $status, ?\Throwable $previous = null, ?string $requestId = null)
     {
@@ -19,7 +19,7 @@ class ApiException extends CvsmException
     }
 
     /**
-     * getStatus returns the HTTP status of the failed response.
+     * Returns the HTTP status of the failed response.
      */
     public function getStatus(): int
     {

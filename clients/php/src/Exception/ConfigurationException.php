@@ -5,7 +5,7 @@ declare(strict_types=1);
 namespace Cvsm\Exception;
 
 /**
- * ConfigurationException is thrown when the client is misconfigured: a missing token, base URL or
+ * Thrown when the client is misconfigured: a missing token, base URL or
  * team (the message names the environment variable to set), an invalid option or variable, an
  * unreadable ca_file, or the server saying that the base URL or team is wrong (404 to the
  * listing or export request; a team id or slug that is none of the caller's teams is one) or that

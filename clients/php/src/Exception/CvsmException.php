@@ -5,7 +5,7 @@ declare(strict_types=1);
 namespace Cvsm\Exception;
 
 /**
- * CvsmException is the base class of every cvsm client exception. Catch a subclass to branch on
+ * The base class of every cvsm client exception. Catch a subclass to branch on
  * the kind of failure; never parse the message. Messages never contain a token or secret value.
  */
 class CvsmException extends \RuntimeException implements CvsmExceptionInterface
@@ -14,7 +14,7 @@ class CvsmException extends \RuntimeException implements CvsmExceptionInterface
     private ?string $requestId;
 
     /**
-     * CvsmException builds an exception with a message, the HTTP status and the server's request
+     * Builds an exception with a message, the HTTP status and the server's request
      * id (its X-Request-Id header), when there was an answer.
      */
     public function __construct(string $message, ?int $status = null, ?\Throwable $previous = null, ?string $requestId = null)
@@ -25,7 +25,7 @@ class CvsmException extends \RuntimeException implements CvsmExceptionInterface
     }
 
     /**
-     * getStatus returns the HTTP status code behind the error, or null when there was none.
+     * Returns the HTTP status code behind the error, or null when there was none.
      */
     public function getStatus(): ?int
     {
@@ -33,7 +33,7 @@ class CvsmException extends \RuntimeException implements CvsmExceptionInterface
     }
 
     /**
-     * getRequestId returns the X-Request-Id header of the answer the error came from (for a name
+     * Returns the X-Request-Id header of the answer the error came from (for a name
      * absent from the environment, the read by name's), or null when there was no answer or no
      * header.
      * Quote it when you report a problem to the server's operators.

@@ -5,7 +5,7 @@ declare(strict_types=1);
 namespace Cvsm\Exception;
 
 /**
- * RateLimitException is thrown on HTTP 429, at once and without retrying; getRetryAfter() says
+ * Thrown on HTTP 429, at once and without retrying; getRetryAfter() says
  * how many seconds the server asks the caller to wait.
  */
 class RateLimitException extends CvsmException
@@ -13,7 +13,7 @@ class RateLimitException extends CvsmException
     private ?int $retryAfter;
 
     /**
-     * RateLimitException builds the exception with the Retry-After value in whole seconds, or null
+     * Builds the exception with the Retry-After value in whole seconds, or null
      * when the server sent none.
      */
     public function __construct(string $message, ?int $retryAfter = null, ?\Throwable $previous = null, ?string $requestId = null)
@@ -23,7 +23,7 @@ class RateLimitException extends CvsmException
     }
 
     /**
-     * getRetryAfter returns the seconds to wait before trying again (the Retry-After header), or
+     * Returns the seconds to wait before trying again (the Retry-After header), or
      * null when the server did not say.
      */
     public function getRetryAfter(): ?int

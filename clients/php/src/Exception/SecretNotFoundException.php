@@ -5,7 +5,7 @@ declare(strict_types=1);
 namespace Cvsm\Exception;
 
 /**
- * SecretNotFoundException is thrown when the requested name is absent from the environment
+ * Thrown when the requested name is absent from the environment
  * (status 404, with the request id of the read by name; when a secret differs only in case, the
  * message and getSuggestion() name it) or is not a valid secret name (status null, and no
  * request was made).
@@ -16,7 +16,7 @@ class SecretNotFoundException extends CvsmException
     private ?string $suggestion;
 
     /**
-     * SecretNotFoundException builds the exception with the requested name and the suggested
+     * Builds the exception with the requested name and the suggested
      * existing name, when there are ones.
      */
     public function __construct(
@@ -33,7 +33,7 @@ class SecretNotFoundException extends CvsmException
     }
 
     /**
-     * getSecretName returns the name that was requested, or null when the 404 came from the server
+     * Returns the name that was requested, or null when the 404 came from the server
      * for another reason (for example an unknown team).
      */
     public function getSecretName(): ?string
@@ -42,7 +42,7 @@ class SecretNotFoundException extends CvsmException
     }
 
     /**
-     * getSuggestion returns the existing name that differs from the requested one only in case,
+     * Returns the existing name that differs from the requested one only in case,
      * or null when there is none.
      */
     public function getSuggestion(): ?string

@@ -5,7 +5,7 @@ declare(strict_types=1);
 namespace Cvsm\Internal;
 
 /**
- * Cache holds what a client read, each entry with the moment it was fetched. An entry is fresh
+ * Holds what a client read, each entry with the moment it was fetched. An entry is fresh
  * for $ttl seconds, and is then kept $staleIfError seconds longer (rule R14), to stand in for a
  * refresh that fails; past that bound it is gone. With $ttl 0 nothing is ever fresh, and entries
  * are kept only when $staleIfError is above 0. It lives in memory only: nothing is written to
@@ -33,7 +33,7 @@ final class Cache
     }
 
     /**
-     * fresh returns the value under $key while it is fresh, else null.
+     * Returns the value under $key while it is fresh, else null.
      */
     public function fresh(string $key): mixed
     {
@@ -43,7 +43,7 @@ final class Cache
     }
 
     /**
-     * kept returns [value, age in seconds] for the value under $key, fresh or not, while it is
+     * Returns [value, age in seconds] for the value under $key, fresh or not, while it is
      * younger than ttl + stale_if_error; else null.
      *
      * @return array{0: mixed, 1: float}|null
@@ -54,7 +54,7 @@ final class Cache
     }
 
     /**
-     * put stores $value under $key, fetched now; it stores nothing when neither the ttl nor
+     * Stores $value under $key, fetched now; it stores nothing when neither the ttl nor
      * stale_if_error would ever use it.
      */
     public function put(string $key, #[\SensitiveParameter] mixed $value): void
@@ -65,20 +65,20 @@ final class Cache
         $this->entries[$key] = [$value, ($this->clock)()];
     }
 
-    /** clear forgets every entry. */
+    /** Forgets every entry. */
     public function clear(): void
     {
         $this->entries = [];
     }
 
-    /** count returns how many entries are held, expired ones not yet swept included. */
+    /** Returns how many entries are held, expired ones not yet swept included. */
     public function count(): int
     {
         return count($this->entries);
     }
 
     /**
-     * __debugInfo shows how many entries are held, never their values.
+     * Shows how many entries are held, never their values.
      *
      * @return array<string, mixed>
      */
@@ -88,7 +88,7 @@ final class Cache
     }
 
     /**
-     * entry returns [value, age in seconds] under $key, or null when there is none or it is past
+     * Returns [value, age in seconds] under $key, or null when there is none or it is past
      * the bound (then it is dropped).
      *
      * @return array{0: mixed, 1: float}|null

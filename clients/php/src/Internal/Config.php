@@ -5,9 +5,12 @@ declare(strict_types=1);
 namespace Cvsm\Internal;
 
 use Cvsm\Exception\ConfigurationException;
+use Psr\Http\Client\ClientInterface;
+use Psr\Http\Message\RequestFactoryInterface;
+use Psr\Log\LoggerInterface;
 
 /**
- * Config owns the client's configuration rules: it merges explicit options with the CVSM_*
+ * Owns the client's configuration rules: it merges explicit options with the CVSM_*
  * environment variables, applies the defaults and validates every value. It never holds the
  * token or the curl options (which may hold credentials of their own); Config::token() and
  * Config::curlOptions() resolve those separately so they stay out of any printable object.
@@ -16,16 +19,21 @@ use Cvsm\Exception\ConfigurationException;
  */
 final class Config
 {
+    /** The environment read when neither "environment" nor CVSM_ENVIRONMENT says. */
     public const DEFAULT_ENVIRONMENT = 'production';
+    /** Seconds a value stays cached by default. */
     public const DEFAULT_CACHE_TTL = 30;
+    /** Seconds per HTTP attempt by default. */
     public const DEFAULT_TIMEOUT = 10;
+    /** Extra attempts after a retryable failure by default. */
     public const DEFAULT_MAX_RETRIES = 2;
+    /** Seconds a value is kept for stale-if-error by default: off. */
     public const DEFAULT_STALE_IF_ERROR = 0;
 
-    /** Config::OPTIONS lists the option names the client accepts. */
+    /** Lists the option names the client accepts. */
     public const OPTIONS = [
         'token', 'base_url', 'team', 'environment', 'cache_ttl', 'timeout', 'max_retries', 'ca_file', 'curl_options',
-        'stale_if_error', 'on_stale', 'logger',
+        'stale_if_error', 'on_stale', 'logger', 'http_client', 'request_factory',
     ];
 
     /** The characters trimmed from both ends of a token (rule R6): space, tab, CR, LF. */
@@ -44,7 +52,7 @@ final class Config
     }
 
     /**
-     * Config::fromOptions resolves every setting but the token, the curl options and the
+     * Resolves every setting but the token, the curl options and the
      * callbacks (on_stale, logger): explicit option first, then the environment variable, then
      * the default. It throws ConfigurationException on a missing base URL or team and on any
      * invalid value.
@@ -99,7 +107,7 @@ final class Config
     }
 
     /**
-     * Config::token returns the token from the "token" option or CVSM_TOKEN without its leading
+     * Returns the token from the "token" option or CVSM_TOKEN without its leading
      * and trailing whitespace (so a token read from a mounted file works). It throws
      * ConfigurationException when neither is set or the token holds a character other than
      * visible ASCII. The message never repeats the token.
@@ -128,7 +136,7 @@ final class Config
     }
 
     /**
-     * Config::curlOptions returns the "curl_options" option: CURLOPT_* constants => values that
+     * Returns the "curl_options" option: CURLOPT_* constants => values that
      * the transport applies to every handle after its own. An option the client needs to work as
      * documented (the URL, the method, the headers, redirects, how the answer is read) is refused,
      * and so is any option or value that ext-curl rejects.
@@ -180,7 +188,7 @@ final class Config
     }
 
     /**
-     * Config::onStale returns the "on_stale" option, a callable that receives a Cvsm\StaleRead
+     * Returns the "on_stale" option, a callable that receives a Cvsm\StaleRead
      * each time a kept value is served instead of an error, or null.
      *
      * @param array<string, mixed> $options
@@ -200,28 +208,76 @@ final class Config
     }
 
     /**
-     * Config::logger returns the "logger" option: a PSR-3 logger (Psr\Log\LoggerInterface), or
-     * any object with a public warning(string $message, array $context) method, or null.
+     * Returns the "logger" option, a PSR-3 logger, or null.
      *
      * @param array<string, mixed> $options
+     * @throws ConfigurationException when it is not a Psr\Log\LoggerInterface
      */
-    public static function logger(array $options): ?object
+    public static function logger(array $options): ?LoggerInterface
     {
         $logger = $options['logger'] ?? null;
         if ($logger === null) {
             return null;
         }
-        if (!is_object($logger) || !is_callable([$logger, 'warning'])) {
-            throw new ConfigurationException(
-                'option "logger" must be a PSR-3 logger (Psr\Log\LoggerInterface) or an object with a public warning(string $message, array $context) method'
-            );
+        if (!$logger instanceof LoggerInterface) {
+            throw new ConfigurationException(sprintf(
+                'option "logger" must be a PSR-3 logger (Psr\Log\LoggerInterface), not %s',
+                get_debug_type($logger)
+            ));
         }
 
         return $logger;
     }
 
     /**
-     * Config::toArray returns the effective configuration as the option names spell it.
+     * Returns the sender for the "http_client" option, a PSR-18 client, with the PSR-17 request
+     * factory of "request_factory" (or the client itself, when it is one); null without the
+     * option. The caller's client owns TLS and proxies, so a CA bundle ("ca_file" or
+     * CVSM_CA_FILE) or "curl_options" beside it is refused rather than silently ignored.
+     *
+     * @param array<string, mixed> $options
+     * @throws ConfigurationException when an option is of the wrong type or conflicts
+     */
+    public static function psr18(#[\SensitiveParameter] array $options, ?string $caFile): ?Psr18Sender
+    {
+        $client = $options['http_client'] ?? null;
+        $factory = $options['request_factory'] ?? null;
+        if ($client === null) {
+            if ($factory !== null) {
+                throw new ConfigurationException('option "request_factory" is only used with "http_client"');
+            }
+
+            return null;
+        }
+        if (!$client instanceof ClientInterface) {
+            throw new ConfigurationException(sprintf(
+                'option "http_client" must be a PSR-18 client (Psr\Http\Client\ClientInterface), not %s',
+                get_debug_type($client)
+            ));
+        }
+        $factory ??= $client instanceof RequestFactoryInterface ? $client : null;
+        if (!$factory instanceof RequestFactoryInterface) {
+            throw new ConfigurationException(
+                'option "http_client" needs "request_factory", a PSR-17 request factory (Psr\Http\Message\RequestFactoryInterface), such as GuzzleHttp\Psr7\HttpFactory'
+                . ($factory === null ? '' : ', not ' . get_debug_type($factory))
+            );
+        }
+        if (($options['curl_options'] ?? []) !== []) {
+            throw new ConfigurationException('option "curl_options" configures the built-in curl transport; with "http_client", configure that client instead');
+        }
+        if ($caFile !== null) {
+            $source = isset($options['ca_file']) ? 'ca_file' : 'CVSM_CA_FILE';
+            throw new ConfigurationException(sprintf(
+                '%s cannot be used with option "http_client": the given client owns its TLS settings',
+                $source
+            ));
+        }
+
+        return new Psr18Sender($client, $factory);
+    }
+
+    /**
+     * Returns the effective configuration as the option names spell it.
      *
      * @return array{base_url: string, team: string, environment: string, cache_ttl: int, timeout: int|float, max_retries: int, stale_if_error: int}
      */
@@ -256,7 +312,7 @@ final class Config
     }
 
     /**
-     * seconds resolves a setting of whole seconds, 0 or more: the option $key, else the variable
+     * Resolves a setting of whole seconds, 0 or more: the option $key, else the variable
      * $variable, else $default. $zero says what 0 means, for the error message.
      *
      * @param array<string, mixed> $options
@@ -348,7 +404,7 @@ final class Config
     }
 
     /**
-     * caFile returns the PEM bundle to trust instead of the system store ("ca_file", then
+     * Returns the PEM bundle to trust instead of the system store ("ca_file", then
      * CVSM_CA_FILE), after checking that it can be read and holds a certificate.
      *
      * @param array<string, mixed> $options
@@ -372,7 +428,7 @@ final class Config
     }
 
     /**
-     * reservedCurlOptions lists the CURLOPT_* options that "curl_options" may not set.
+     * Lists the CURLOPT_* options that "curl_options" may not set.
      *
      * @return list<int>
      */
@@ -417,7 +473,7 @@ final class Config
         return ($value === false || $value === '') ? null : $value;
     }
 
-    /** printable shortens a user-supplied string for an error message. */
+    /** Shortens a user-supplied string for an error message. */
     private static function printable(string $text): string
     {
         $text = preg_replace('/[\x00-\x1f\x7f]/', '?', $text) ?? '';

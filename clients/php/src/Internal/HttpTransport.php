@@ -15,7 +15,8 @@ use Cvsm\Exception\RateLimitException;
 use Cvsm\Exception\SecretNotFoundException;
 
 /**
- * HttpTransport owns the wire: one authenticated GET over ext-curl, with the timeout per attempt,
+ * Owns the wire: one authenticated GET over ext-curl (or the caller's PSR-18
+ * client, through Psr18Sender), with the timeout per attempt,
  * the retries (network errors, unreadable answers and 502/503/504, full-jitter backoff, never
  * after a 4xx), the JSON decoding and the mapping of HTTP statuses to exception types. It keeps
  * no token: the caller passes it on each call. It does hold the curl options, which may carry
@@ -46,9 +47,10 @@ final class HttpTransport
     private \Closure $sleep;
 
     /**
-     * HttpTransport builds a transport with a timeout per attempt (seconds), a retry budget and
-     * extra curl options applied to every handle after the transport's own. $sleep receives the
-     * backoff in seconds; it defaults to usleep.
+     * Builds a transport with a timeout per attempt (seconds), a retry budget and extra curl
+     * options applied to every handle after the transport's own. $sleep receives the backoff in
+     * seconds; it defaults to usleep. With $psr18, each attempt goes through the caller's PSR-18
+     * client instead of curl, and the timeout and curl options do not apply.
      *
      * @param array<int, mixed> $curlOptions
      */
@@ -56,7 +58,8 @@ final class HttpTransport
         private readonly int|float $timeout,
         private readonly int $maxRetries,
         private readonly array $curlOptions = [],
-        ?callable $sleep = null
+        ?callable $sleep = null,
+        private readonly ?Psr18Sender $psr18 = null
     ) {
         $this->sleep = $sleep !== null ? \Closure::fromCallable($sleep) : static function (float $seconds): void {
             usleep((int) round($seconds * 1_000_000));
@@ -64,13 +67,18 @@ final class HttpTransport
     }
 
     /**
-     * HttpTransport::fromConfig builds the client's transport: the CA bundle of $config, the proxy
-     * the environment names now (rule R7: read when the client is created), then $curlOptions.
+     * Builds the client's transport: the CA bundle of $config, the proxy the environment names
+     * now (rule R7: read when the client is created), then $curlOptions; or, with $psr18, the
+     * caller's PSR-18 client, which owns all of those.
      *
      * @param array<int, mixed> $curlOptions
      */
-    public static function fromConfig(Config $config, #[\SensitiveParameter] array $curlOptions): self
+    public static function fromConfig(Config $config, #[\SensitiveParameter] array $curlOptions, ?Psr18Sender $psr18 = null): self
     {
+        if ($psr18 !== null) {
+            return new self($config->timeout, $config->maxRetries, [], null, $psr18);
+        }
+
         return new self(
             $config->timeout,
             $config->maxRetries,
@@ -79,7 +87,7 @@ final class HttpTransport
     }
 
     /**
-     * HttpTransport::caOptions returns the curl options that trust the PEM bundle $caFile instead
+     * Returns the curl options that trust the PEM bundle $caFile instead
      * of the system store, or none for null.
      *
      * @return array<int, mixed>
@@ -103,7 +111,7 @@ final class HttpTransport
     }
 
     /**
-     * HttpTransport::proxyOptions returns the proxy settings for requests to $baseUrl as the
+     * Returns the proxy settings for requests to $baseUrl as the
      * process environment gives them now, in curl's own order: `http_proxy` (and `HTTP_PROXY`,
      * in the CLI only: elsewhere it may come from a request's Proxy header, "httpoxy") or
      * `https_proxy`/`HTTPS_PROXY`, then `all_proxy`/`ALL_PROXY`; hosts in `no_proxy`/`NO_PROXY`
@@ -128,7 +136,7 @@ final class HttpTransport
     }
 
     /**
-     * getJson performs GET $url with the bearer token, decodes the JSON answer and returns what
+     * Performs GET $url with the bearer token, decodes the JSON answer and returns what
      * $read makes of it. $read throws UnreadableResponse when the answer is not the shape the
      * request promises; that is retried like a dropped connection. A status in $misconfigured
      * means the base URL, team or environment is wrong (rule R9) and throws
@@ -191,7 +199,7 @@ final class HttpTransport
     }
 
     /**
-     * HttpTransport::retryAfter reads a Retry-After header as whole seconds (rule R4): a delay in
+     * Reads a Retry-After header as whole seconds (rule R4): a delay in
      * seconds as it is; an HTTP date as the seconds from now until then, rounded up, and 0 when
      * it is past; anything else, or no header, null.
      */
@@ -210,13 +218,16 @@ final class HttpTransport
     }
 
     /**
-     * send performs one attempt and returns [status, lower-cased headers, body]; a transport
+     * Performs one attempt and returns [status, lower-cased headers, body]; a transport
      * failure throws NetworkException.
      *
      * @return array{0: int, 1: array<string, string>, 2: string}
      */
     private function send(string $url, string $label, #[\SensitiveParameter] string $token): array
     {
+        if ($this->psr18 !== null) {
+            return $this->psr18->send($url, $label, $token);
+        }
         $headers = [];
         $handle = curl_init();
         // CURLOPT_TIMEOUT_MS bounds the whole transfer: connecting, sending, the status line, the
@@ -267,7 +278,7 @@ final class HttpTransport
     }
 
     /**
-     * decode parses a JSON body, objects as stdClass so that {} and [] stay apart.
+     * Parses a JSON body, objects as stdClass so that {} and [] stay apart.
      *
      * @throws UnreadableResponse
      */
@@ -301,7 +312,7 @@ final class HttpTransport
     }
 
     /**
-     * errorFor turns a non-2xx response into the exception of its kind, with a message of the
+     * Turns a non-2xx response into the exception of its kind, with a message of the
      * status and the server's {"error": "..."} text, from which the token is removed.
      *
      * @param array<string, string> $headers
@@ -345,7 +356,7 @@ final class HttpTransport
     }
 
     /**
-     * httpDate parses the three HTTP-date forms of RFC 9110 (IMF-fixdate, RFC 850, asctime) as a
+     * Parses the three HTTP-date forms of RFC 9110 (IMF-fixdate, RFC 850, asctime) as a
      * Unix time, or returns null.
      */
     private static function httpDate(string $value): ?int
@@ -403,7 +414,7 @@ final class HttpTransport
         return '';
     }
 
-    /** redact removes the token from a message, however it got there. */
+    /** Removes the token from a message, however it got there. */
     private static function redact(string $message, #[\SensitiveParameter] string $token): string
     {
         return $token === '' ? $message : str_replace($token, '[redacted]', $message);

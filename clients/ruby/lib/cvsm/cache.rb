@@ -2,45 +2,58 @@
 
 # The client's in-memory value cache.
 module Cvsm
-  # Cvsm::Cache keeps values under arbitrary keys: fresh for +ttl+ seconds after they were
-  # written, then kept +stale_if_error+ seconds longer (R14), for Cvsm::Client to fall back on
+  # Keeps values under arbitrary keys: fresh for +ttl+ seconds after they were written, then kept +stale_if_error+ seconds longer (R14), for Cvsm::Client to fall back on
   # when a refresh fails. With both at 0 nothing is kept; with a ttl of 0 nothing is ever fresh.
   # It is safe to share between threads. #inspect shows only the settings and the entry count.
+  # @api private
   class Cache
     # One cached value and when it was written. It prints, dumps to YAML or JSON and marshals as
     # nothing but a placeholder, so dumping the cache's entries shows no value.
     class Entry
-      attr_reader :value, :written
+      include Redaction::Placeholder
 
+      # @return [Object] the cached value
+      attr_reader :value
+      # @return [Float] when it was written, on the cache's clock
+      attr_reader :written
+
+      # @param value [Object] the value
+      # @param written [Float] when it was written, on the cache's clock
       def initialize(value, written)
         @value = value
         @written = written
       end
 
-      def inspect = "#<cached value>"
-      alias to_s inspect
-      def pretty_print(printer) = printer.text(inspect)
-      def encode_with(coder) = coder.scalar = inspect
-      def as_json(*) = inspect
-      def to_json(*args) = inspect.to_json(*args)
+      private
 
-      def marshal_dump
-        raise TypeError, "a cached value cannot be marshalled"
-      end
+      def redacted_text = "#<cached value>"
+      def marshal_refusal = "a cached value cannot be marshalled"
     end
     private_constant :Entry
 
-    # Cvsm::Cache::Kept is a value past its freshness that #read_kept still has: the value and
+    # a value past its freshness that #read_kept still has: the value and
     # its age in seconds (since it was written).
     Kept = Struct.new(:value, :age) do
+      # @return [String] the age, never the value
       def inspect = "#<#{self.class.name} age=#{age.round(3)}>"
       alias_method :to_s, :inspect
+      # Makes +pp+ print the same text as #inspect.
+      # @param printer [PP] the pretty printer
+      # @return [void]
       def pretty_print(printer) = printer.text(inspect)
     end
     private_constant :Kept
 
-    attr_reader :ttl, :stale_if_error
+    include Redaction::Settings
 
+    # @return [Integer] seconds a value is fresh after it was written
+    attr_reader :ttl
+    # @return [Integer] seconds a value is kept past +ttl+ for stale-if-error
+    attr_reader :stale_if_error
+
+    # @param ttl [Integer] seconds a value is fresh after it was written
+    # @param stale_if_error [Integer] seconds it is kept after that
+    # @param clock [#call] returns the time in seconds (monotonic by default)
     def initialize(ttl, stale_if_error = 0, clock: -> { Process.clock_gettime(Process::CLOCK_MONOTONIC) })
       @ttl = ttl
       @stale_if_error = stale_if_error
@@ -49,12 +62,12 @@ module Cvsm
       @mutex = Mutex.new
     end
 
-    # Cvsm::Cache#enabled? tells whether values are kept at all (ttl or stale_if_error above 0).
+    # Tells whether values are kept at all (ttl or stale_if_error above 0).
     def enabled?
       (@ttl + @stale_if_error).positive?
     end
 
-    # Cvsm::Cache#read returns the fresh value under +key+ (younger than ttl), or nil.
+    # Returns the fresh value under +key+ (younger than ttl), or nil.
     def read(key)
       return nil unless @ttl.positive?
 
@@ -64,7 +77,7 @@ module Cvsm
       end
     end
 
-    # Cvsm::Cache#read_kept returns a Kept for the value under +key+ while it is younger than
+    # Returns a Kept for the value under +key+ while it is younger than
     # ttl + stale_if_error, fresh or not; otherwise nil.
     def read_kept(key)
       @mutex.synchronize do
@@ -73,13 +86,13 @@ module Cvsm
       end
     end
 
-    # Cvsm::Cache#write keeps +value+ under +key+, written now.
+    # Keeps +value+ under +key+, written now.
     def write(key, value)
       write_many([[key, value]])
       value
     end
 
-    # Cvsm::Cache#write_many keeps every key/value pair of +pairs+, written at the same moment.
+    # Keeps every key/value pair of +pairs+, written at the same moment.
     def write_many(pairs)
       return unless enabled?
 
@@ -89,37 +102,28 @@ module Cvsm
       end
     end
 
-    # Cvsm::Cache#clear drops every entry, kept ones included.
+    # Drops every entry, kept ones included.
     def clear
       @mutex.synchronize { @entries.clear }
       nil
     end
 
-    # Cvsm::Cache#size is the number of entries held, live or not yet purged.
+    # the number of entries held, live or not yet purged.
     def size
       @mutex.synchronize { @entries.size }
     end
 
-    # Cvsm::Cache#inspect shows the settings and entry count, never keys or values.
+    # Shows the settings and the entry count, never keys or values; YAML and JSON show the
+    # settings only.
+    # @return [String]
     def inspect
       "#<#{self.class.name} ttl=#{@ttl} stale_if_error=#{@stale_if_error} entries=#{size}>"
     end
-    alias to_s inspect
-
-    def pretty_print(printer) = printer.text(inspect)
-
-    # Cvsm::Cache#encode_with makes to_yaml write the settings only, never keys or values.
-    def encode_with(coder)
-      coder["ttl"] = @ttl
-      coder["stale_if_error"] = @stale_if_error
-    end
-
-    # A cache cannot be marshalled: it holds secret values.
-    def marshal_dump
-      raise TypeError, "#{self.class.name} cannot be marshalled (it holds secret values)"
-    end
 
     private
+
+    def shown_settings = { ttl: @ttl, stale_if_error: @stale_if_error }
+    def marshal_refusal = "#{self.class.name} cannot be marshalled (it holds secret values)"
 
     # The entry under +key+ while it is younger than ttl + stale_if_error; an older one is
     # dropped. Called with the mutex held.

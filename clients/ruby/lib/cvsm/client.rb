@@ -2,13 +2,17 @@
 
 # The public entry point: Cvsm::Client reads secrets of one team and environment.
 module Cvsm
-  # Cvsm::Client reads secret values of one team and environment, caches them for
-  # +cache_ttl+ seconds and can copy them into ENV. It is safe to share between threads.
+  # Reads the secrets of one team and environment, caches them for +cache_ttl+ seconds and can
+  # copy them into +ENV+. It is safe to share between threads. +inspect+, +pp+, YAML and JSON
+  # show its configuration, never the token or a value; Marshal refuses it.
   #
-  #   client = Cvsm::Client.new(team: "acme")   # token and base URL from CVSM_* variables
-  #   client.get("DATABASE_URL")                # => "postgres://..."
-  #   client.inject                             # => ["API_KEY", "DATABASE_URL"]
+  # @example Read one secret, then all of them into ENV
+  #   client = Cvsm::Client.new(team: ENV.fetch("CVSM_TEAM")) # token and base URL from CVSM_* too
+  #   client.get("DATABASE_URL")                              # => "postgres://..."
+  #   client.inject                                           # => ["API_KEY", "DATABASE_URL"]
   class Client
+    include Redaction::Settings
+
     # A valid secret name (R10); anything else is not found without a request.
     NAME_PATTERN = /\A[A-Za-z_][A-Za-z0-9_]{0,254}\z/.freeze
     # A name #inject can put in the process environment (R8).
@@ -36,25 +40,36 @@ module Cvsm
     private_constant :LISTING, :BY_NAME, :EXPORT, :WRONG_ENVIRONMENT, :BY_NAME_MISCONFIGURED,
                      :SECRETS_MISCONFIGURED
 
-    # Cvsm::Client.new builds a client; every keyword is optional. The settings fall back to their
-    # CVSM_* variable (CVSM_TOKEN, CVSM_BASE_URL, CVSM_TEAM, CVSM_ENVIRONMENT, CVSM_CACHE_TTL,
-    # CVSM_TIMEOUT, CVSM_MAX_RETRIES, CVSM_CA_FILE, CVSM_STALE_IF_ERROR), then to their default.
-    # The proxy variables (https_proxy, http_proxy, no_proxy and their upper-case forms) are read
-    # here too.
+    # Builds a client; every keyword is optional. A keyword that is nil falls back to its
+    # +CVSM_*+ variable, then to its default. The proxy variables (+https_proxy+, +http_proxy+,
+    # +no_proxy+ and their upper-case forms) are read here too. No request is sent until the
+    # first read.
     #
-    # +stale_if_error+ keeps each value that many seconds after it stops being fresh, to answer a
-    # read whose refresh fails with a network error, a 5xx or a 429 (default 0: off). Such a read
-    # calls +on_stale+ (anything responding to call) with a Cvsm::StaleRead, every time, and logs
-    # a warning once per secret through +logger+ (anything responding to warn, such as a Logger;
-    # default Kernel#warn, which $VERBOSE = nil silences).
-    #
-    # +ca_file+ names a PEM bundle trusted instead of the system's certificates.
-    # +http_factory+ is the transport seam: a callable taking the request's URI and returning a
-    # new, not yet started Net::HTTP for its host and port (proxies are then its business); the
-    # client still sets use_ssl, the timeouts, max_retries = 0 and, with a ca_file, the CA.
-    #
-    # It raises Cvsm::ConfigurationError when the token, base URL or team is missing or an option
-    # is invalid. No request is sent until the first read.
+    # @param token [String, nil] API token (+cvsm_...+) or JWT, trimmed of surrounding
+    #   whitespace; +CVSM_TOKEN+. Required.
+    # @param base_url [String, nil] API root including +/api/v1+; +CVSM_BASE_URL+. Required.
+    # @param team [String, nil] team id (UUID) or slug; +CVSM_TEAM+. Required.
+    # @param environment [String, nil] environment to read; +CVSM_ENVIRONMENT+, then +"production"+
+    # @param cache_ttl [Integer, nil] seconds a value stays cached, 0 for none; +CVSM_CACHE_TTL+, then 30
+    # @param timeout [Numeric, nil] seconds per attempt, from connecting to the last byte of the
+    #   answer; +CVSM_TIMEOUT+, then 10
+    # @param max_retries [Integer, nil] extra attempts after a network error, an unreadable
+    #   answer or a 502/503/504; +CVSM_MAX_RETRIES+, then 2
+    # @param ca_file [String, nil] PEM bundle trusted instead of the system's certificates;
+    #   +CVSM_CA_FILE+
+    # @param stale_if_error [Integer, nil] seconds each value is kept after it stops being fresh,
+    #   to answer a read whose refresh fails with a network error, a 5xx or a 429;
+    #   +CVSM_STALE_IF_ERROR+, then 0 (off)
+    # @param on_stale [#call, nil] called with a {Cvsm::StaleRead} each time a read is answered
+    #   with a kept value; what it raises propagates from the read
+    # @param logger [#warn, nil] where the stale-read warning goes, once per secret (a +Logger+,
+    #   say); default +Kernel#warn+, which +$VERBOSE = nil+ silences
+    # @param http_factory [#call, nil] the transport seam: called with the request's URI, returns
+    #   a new, not yet started +Net::HTTP+ for its host and port (proxies are then its business);
+    #   the client still sets +use_ssl+, the timeouts, +max_retries = 0+ and, with a +ca_file+,
+    #   the CA
+    # @raise [Cvsm::ConfigurationError] when the token, base URL or team is missing, or an
+    #   option or variable is invalid (the message names it, never the token)
     def initialize(token: nil, base_url: nil, team: nil, environment: nil, cache_ttl: nil,
                    timeout: nil, max_retries: nil, ca_file: nil, stale_if_error: nil,
                    on_stale: nil, logger: nil, http_factory: nil)
@@ -70,39 +85,45 @@ module Cvsm
       @warned_mutex = Mutex.new
     end
 
-    # Cvsm::Client#base_url is the API root in use, including /api/v1, without a trailing slash.
+    # @return [String] the API root in use, including +/api/v1+, without a trailing slash
     def base_url = @config.base_url
-    # Cvsm::Client#team is the team as configured: a team id or a slug, used in paths as is.
+    # @return [String] the team as configured: a team id or a slug, used in paths as is
     def team = @config.team
-    # Cvsm::Client#environment is the environment read from (default "production").
+    # @return [String] the environment read (default +"production"+)
     def environment = @config.environment
-    # Cvsm::Client#cache_ttl is how many seconds values are cached (0: no cache).
+    # @return [Integer] how many seconds values are cached (0: no cache)
     def cache_ttl = @config.cache_ttl
-    # Cvsm::Client#timeout is the limit in seconds of each attempt, from connecting to the
-    # last byte of the answer.
+    # @return [Numeric] the limit in seconds of each attempt, from connecting to the last byte
+    #   of the answer
     def timeout = @config.timeout
-    # Cvsm::Client#max_retries is how many extra attempts a GET may make.
+    # @return [Integer] how many extra attempts a GET may make
     def max_retries = @config.max_retries
-    # Cvsm::Client#stale_if_error is how many seconds past cache_ttl a value is kept to answer a
-    # read whose refresh fails (0: never).
+    # @return [Integer] how many seconds past +cache_ttl+ a value is kept to answer a read whose
+    #   refresh fails (0: never)
     def stale_if_error = @config.stale_if_error
-    # Cvsm::Client#ca_file is the PEM bundle trusted instead of the system's, or nil.
+    # @return [String, nil] the PEM bundle trusted instead of the system's, or nil
     def ca_file = @config.ca_file
 
-    # Cvsm::Client#config returns the effective configuration as a Hash, without the token.
+    # The effective configuration, without the token.
+    # @return [Hash{Symbol => Object}] +base_url+, +team+, +environment+, +cache_ttl+,
+    #   +timeout+, +max_retries+ and +stale_if_error+
     def config
       @config.to_h
     end
 
-    # Cvsm::Client#get returns the value of secret +name+ (case-sensitive) in the client's
-    # environment: from the cache when it is fresh, otherwise with one request,
-    # GET /teams/{team}/secrets/by-name/{name}. When that answers 404 a listing tells a missing
-    # secret from a wrong team or base URL: it raises Cvsm::SecretNotFoundError (its
-    # +suggestion+ names a secret that differs only in case) or Cvsm::ConfigurationError.
-    # A name that is not a valid secret name is not found without a request. With
-    # +stale_if_error+, a refresh that fails with a network error, a 5xx or a 429 returns the
-    # kept value instead, and on_stale and the logger hear of it. Any other failure raises its
-    # Cvsm::Error.
+    # Reads one secret of the client's environment: from the cache when it is fresh, otherwise
+    # with one request, +GET /teams/{team}/secrets/by-name/{name}+. When that answers 404, a
+    # listing tells a missing secret from a wrong team or base URL. With +stale_if_error+, a
+    # refresh that fails with a network error, a 5xx or a 429 returns the kept value instead,
+    # and +on_stale+ and the logger hear of it.
+    #
+    # @param name [String] the secret's name (case-sensitive)
+    # @return [String] its value (a new string, which the caller may change)
+    # @raise [Cvsm::SecretNotFoundError] when the name is absent (its +suggestion+ names a secret
+    #   that differs only in case) or is not a valid secret name (no request is sent)
+    # @raise [Cvsm::ConfigurationError] when the server says the base URL, team or environment
+    #   is wrong
+    # @raise [Cvsm::Error] another subclass for any other failure
     def get(name)
       check_name(name)
       key = [:secret, environment, name]
@@ -122,10 +143,13 @@ module Cvsm
       missing ? raise(absent(name, missing)) : value
     end
 
-    # Cvsm::Client#get_all returns every secret of the client's environment as a Hash of
-    # name => value, through the JSON export. The result is cached as a whole and also fills
-    # the per-name cache, so a later #get makes no request. A failed refresh falls back on a
-    # kept result as #get does (on_stale gets a Cvsm::StaleRead whose name is nil).
+    # Reads every secret of the client's environment with one request, through the JSON
+    # export. The result is cached as a whole and also fills the per-name cache, so a later
+    # {#get} makes no request. A failed refresh falls back on a kept result as {#get} does
+    # (+on_stale+ gets a {Cvsm::StaleRead} whose name is nil).
+    #
+    # @return [Hash{String => String}] name => value (a new Hash)
+    # @raise [Cvsm::Error] a subclass for the failure it names
     def get_all
       key = [:all, environment]
       cached = @cache.read(key)
@@ -142,12 +166,15 @@ module Cvsm
       end
     end
 
-    # Cvsm::Client#inject copies every secret of #get_all into ENV. A variable that is already
-    # set is kept unless +overwrite+ is true. It returns the names it set, sorted.
+    # Copies every secret of {#get_all} into +ENV+. A variable that is already set is kept
+    # unless +overwrite+ is true. It is all or nothing: every name it would set must be a valid
+    # variable name and every such value free of NUL characters.
     #
-    # It is all or nothing: every name it would set must be a valid variable name and every
-    # such value free of NUL characters, or it raises Cvsm::ConfigurationError naming the first
-    # secret that is not (never its value) and sets nothing.
+    # @param overwrite [Boolean] replace variables that are already set
+    # @return [Array<String>] the names it set, sorted
+    # @raise [Cvsm::ConfigurationError] naming the first secret that cannot be set (never its
+    #   value); nothing is set then
+    # @raise [Cvsm::Error] another subclass when the read fails
     def inject(overwrite: false)
       values = get_all
       values.keys.sort.each do |name|
@@ -169,44 +196,24 @@ module Cvsm
       names
     end
 
-    # Cvsm::Client#clear_cache forgets every cached value, kept ones included, so the next read
-    # asks the server and has nothing to fall back on.
+    # Forgets every cached value, kept ones included, so that the next read asks the server and
+    # has nothing to fall back on.
+    # @return [nil]
     def clear_cache
       @cache.clear
       nil
     end
 
-    # Cvsm::Client#inspect shows the effective configuration; never the token or a value.
-    def inspect
-      "#<#{self.class.name} #{shown_settings.map { |k, v| "#{k}=#{v.inspect}" }.join(' ')}>"
-    end
-    alias to_s inspect
-
-    # Cvsm::Client#pretty_print makes pp show the same text as #inspect.
-    def pretty_print(printer)
-      printer.text(inspect)
-    end
-
-    # Cvsm::Client#encode_with makes to_yaml write the configuration of #inspect, nothing else.
-    def encode_with(coder)
-      shown_settings.each { |key, value| coder[key.to_s] = value }
-    end
-
-    # A client is not rebuilt from YAML: it would have no token. Build a new one instead.
+    # Refuses to rebuild a client from YAML: it would have no token. Build a new one instead.
+    # @param _coder [Psych::Coder] the YAML coder
+    # @raise [TypeError] always
     def init_with(_coder)
       raise TypeError, "a #{self.class.name} cannot be loaded from YAML; build a new one"
     end
 
-    # Cvsm::Client#as_json and #to_json give the configuration of #inspect, nothing else.
-    def as_json(*) = shown_settings.transform_keys(&:to_s)
-    def to_json(*args) = as_json.to_json(*args)
-
-    # A client cannot be marshalled: it holds the token and cached values.
-    def marshal_dump
-      raise TypeError, "#{self.class.name} cannot be marshalled (it holds a token and secret values)"
-    end
-
     private
+
+    def marshal_refusal = "#{self.class.name} cannot be marshalled (it holds a token and secret values)"
 
     # The configuration as #inspect, YAML and JSON show it: no token, no password in the URL.
     def shown_settings

@@ -6,18 +6,25 @@ require "uri"
 
 # Resolving a client's settings from keyword arguments and CVSM_* environment variables.
 module Cvsm
-  # Cvsm::Configuration holds a client's effective settings. Each one comes from the explicit
-  # keyword argument when it is given (not nil), otherwise from its environment variable,
+  # Holds a client's effective settings. Each one comes from the explicit keyword argument when it is given (not nil), otherwise from its environment variable,
   # otherwise from its default. Invalid or missing settings raise Cvsm::ConfigurationError
   # naming the variable. Everything, the proxy variables included, is read once, here.
   #
   # The token is held in a wrapper that #inspect, YAML, JSON and Marshal never reveal;
   # Configuration#inspect, #to_h, #to_yaml and #to_json never show it either.
+  # @api private
   class Configuration
+    include Redaction::Settings
+
+    # The environment read when neither +environment:+ nor CVSM_ENVIRONMENT says.
     DEFAULT_ENVIRONMENT = "production"
+    # Seconds a value stays cached by default.
     DEFAULT_CACHE_TTL = 30
+    # Seconds per attempt by default.
     DEFAULT_TIMEOUT = 10
+    # Extra attempts by default.
     DEFAULT_MAX_RETRIES = 2
+    # Seconds a value is kept for stale-if-error by default: off.
     DEFAULT_STALE_IF_ERROR = 0
 
     # Spaces, tabs, carriage returns and line feeds around a token are dropped (R6), so a token
@@ -31,8 +38,12 @@ module Cvsm
     # it: #inspect, #to_s, YAML and JSON give "[REDACTED]", Marshal refuses. The string lives in
     # a closure, not in an instance variable, so dumping instance variables shows no token either.
     class Redacted
+      include Redaction::Placeholder
+
+      # What it prints as.
       TEXT = "[REDACTED]"
 
+      # @param value [String] the token
       def initialize(value)
         value = value.dup.freeze
         @reveal = -> { value }
@@ -40,24 +51,42 @@ module Cvsm
       end
 
       # The wrapped string; the only way to read it.
+      # @return [String]
       def reveal = @reveal.call
 
-      def inspect = TEXT
-      alias to_s inspect
+      private
 
-      def pretty_print(printer) = printer.text(TEXT)
-      def encode_with(coder) = coder.scalar = TEXT
-      def as_json(*) = TEXT
-      def to_json(*args) = TEXT.to_json(*args)
-
-      def marshal_dump
-        raise TypeError, "a cvsm token cannot be marshalled"
-      end
+      def redacted_text = TEXT
+      def marshal_refusal = "a cvsm token cannot be marshalled"
     end
     private_constant :Redacted
 
-    attr_reader :base_url, :team, :environment, :cache_ttl, :timeout, :max_retries, :ca_file,
-                :stale_if_error, :cert_store, :proxy, :http_factory, :on_stale, :logger
+    # @return [String] the API root, without a trailing slash
+    attr_reader :base_url
+    # @return [String] the team id or slug
+    attr_reader :team
+    # @return [String] the environment read
+    attr_reader :environment
+    # @return [Integer] seconds a value stays cached
+    attr_reader :cache_ttl
+    # @return [Numeric] seconds per attempt
+    attr_reader :timeout
+    # @return [Integer] extra attempts after a retryable failure
+    attr_reader :max_retries
+    # @return [String, nil] the PEM bundle trusted instead of the system's
+    attr_reader :ca_file
+    # @return [Integer] seconds a value is kept past +cache_ttl+ for stale-if-error
+    attr_reader :stale_if_error
+    # @return [OpenSSL::X509::Store, nil] the store built from +ca_file+
+    attr_reader :cert_store
+    # @return [URI::HTTP, nil] the proxy chosen from the environment, or nil
+    attr_reader :proxy
+    # @return [#call, nil] the transport seam
+    attr_reader :http_factory
+    # @return [#call, nil] the stale-read hook
+    attr_reader :on_stale
+    # @return [#warn] where stale-read warnings go
+    attr_reader :logger
 
     def initialize(token: nil, base_url: nil, team: nil, environment: nil, cache_ttl: nil,
                    timeout: nil, max_retries: nil, ca_file: nil, stale_if_error: nil,
@@ -81,10 +110,10 @@ module Cvsm
       @env = nil
     end
 
-    # Cvsm::Configuration#token is the bearer token, trimmed and checked.
+    # the bearer token, trimmed and checked.
     def token = @token.reveal
 
-    # Cvsm::Configuration#to_h returns the effective settings without the token.
+    # Returns the effective settings without the token.
     def to_h
       {
         base_url: base_url, team: team, environment: environment,
@@ -93,22 +122,8 @@ module Cvsm
       }
     end
 
-    # Cvsm::Configuration#inspect shows the settings and never the token.
-    def inspect
-      "#<#{self.class.name} #{to_h.map { |k, v| "#{k}=#{v.inspect}" }.join(' ')}>"
-    end
-    alias to_s inspect
 
-    def pretty_print(printer) = printer.text(inspect)
-    def encode_with(coder) = to_h.each { |key, value| coder[key.to_s] = value }
-    def as_json(*) = to_h.transform_keys(&:to_s)
-    def to_json(*args) = as_json.to_json(*args)
-
-    def marshal_dump
-      raise TypeError, "#{self.class.name} cannot be marshalled (it holds a token)"
-    end
-
-    # Cvsm::Configuration#new_http returns a new, not yet started Net::HTTP for +uri+: the
+    # Returns a new, not yet started Net::HTTP for +uri+: the
     # http_factory's, or one through the proxy chosen from the environment.
     def new_http(uri)
       return @http_factory.call(uri) if @http_factory
@@ -122,6 +137,9 @@ module Cvsm
     end
 
     private
+
+    def shown_settings = to_h
+    def marshal_refusal = "#{self.class.name} cannot be marshalled (it holds a token)"
 
     def from_env(variable)
       value = @env[variable]

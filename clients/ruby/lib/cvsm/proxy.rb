@@ -5,14 +5,14 @@ require "uri"
 
 # Choosing the HTTP proxy for the API from the proxy environment variables.
 module Cvsm
-  # Cvsm::Proxy reads http_proxy/HTTP_PROXY (for an http base URL), https_proxy/HTTPS_PROXY
-  # (for https) and no_proxy/NO_PROXY, as curl understands them. Net::HTTP's own lookup is not
+  # Reads http_proxy/HTTP_PROXY (for an http base URL), https_proxy/HTTPS_PROXY (for https) and no_proxy/NO_PROXY, as curl understands them. Net::HTTP's own lookup is not
   # used: it reads http_proxy even for https URLs, never proxies a loopback address, resolves
   # the host name, and happens at every connection instead of once when the client is built.
+  # @api private
   module Proxy
     module_function
 
-    # Cvsm::Proxy.for(uri, env) returns the proxy URI for requests to +uri+, or nil for a
+    # Returns the proxy URI for requests to +uri+, or nil for a
     # direct connection. An empty variable counts as unset. A proxy URL without a scheme is
     # taken as http://. It raises Cvsm::ConfigurationError, naming the variable but not its
     # value (it may hold a password), when the URL is not a usable http:// proxy.
@@ -27,7 +27,7 @@ module Cvsm
       parse(env[variable].strip, variable)
     end
 
-    # Cvsm::Proxy.bypass?(uri, no_proxy) tells whether +no_proxy+ (entries separated by commas
+    # Tells whether +no_proxy+ (entries separated by commas
     # or spaces: "*", a host name that also matches its subdomains, ".domain", an IP address or
     # CIDR range, each optionally with ":port") exempts +uri+ from the proxy.
     def bypass?(uri, no_proxy)

@@ -11,20 +11,27 @@ require "zlib"
 # HTTP for the SDK: headers, a deadline per attempt, retries with jittered backoff, and the
 # mapping from HTTP statuses, network failures and unreadable answers to Cvsm errors.
 module Cvsm
-  # Cvsm::Transport performs authenticated GET requests against the API and returns parsed
+  # Performs authenticated GET requests against the API and returns parsed
   # JSON. It retries network errors, unreadable 2xx answers and 502/503/504 up to +max_retries+
   # times, sleeping a random time between 0 and 0.1 * 2**attempt seconds before each retry; it
-  # never retries a 4xx and never follows a redirect. Used by Cvsm::Client; not a public API.
+  # never retries a 4xx and never follows a redirect. Used by Cvsm::Client.
+  # @api private
   class Transport
+    include Redaction::Settings
+
+    # The statuses retried like a network error.
     RETRYABLE_STATUSES = [502, 503, 504].freeze
+    # The most characters of a server's error text an error message quotes.
     MAX_DETAIL_LENGTH = 300
 
-    # Cvsm::Transport::Reply is a 2xx answer: its parsed JSON and its X-Request-Id header.
+    # A 2xx answer: its parsed JSON and its X-Request-Id header.
     Reply = Struct.new(:data, :request_id)
 
-    # Cvsm::Transport::Shape is what a 2xx answer must look like: +description+ (for the error
-    # message) and +test+, a callable that accepts the parsed JSON or not.
+    # What a 2xx answer must look like: +description+ (for the error message) and +test+, a
+    # callable that accepts the parsed JSON or not.
     Shape = Struct.new(:description, :test) do
+      # @param data [Object] the parsed JSON
+      # @return [Boolean] whether the answer has this shape
       def accepts?(data) = test.call(data)
     end
 
@@ -104,16 +111,15 @@ module Cvsm
     end
     private_constant :Deadline
 
-    # Cvsm::Transport.new takes the client's Configuration; +sleeper+ and +random+ exist so
-    # tests can observe the backoff.
+    # Takes the client's Configuration; +sleeper+ and +random+ exist so that tests can observe
+    # the backoff.
     def initialize(config, sleeper: ->(seconds) { sleep(seconds) }, random: Random.new)
       @config = config
       @sleeper = sleeper
       @random = random
     end
 
-    # Cvsm::Transport#get_json sends GET +path+ (relative to the base URL) with +query+ and
-    # returns a Reply for a 2xx answer whose JSON +shape+ accepts. An answer that is not JSON or
+    # Sends GET +path+ (relative to the base URL) with +query+ and returns a Reply for a 2xx answer whose JSON +shape+ accepts. An answer that is not JSON or
     # not of that shape is retried like a dropped connection, then is a Cvsm::NetworkError.
     # +misconfigured+ maps statuses that mean a wrong base URL, team or environment to a hint:
     # those raise Cvsm::ConfigurationError. Any other failure raises the matching Cvsm::Error.
@@ -131,29 +137,15 @@ module Cvsm
       end
     end
 
-    # Cvsm::Transport#backoff is the random delay before retry number +attempt+ (from 0).
+    # the random delay before retry number +attempt+ (from 0).
     def backoff(attempt)
       @random.rand * 0.1 * (2**attempt)
     end
 
-    # Cvsm::Transport#inspect never shows the token.
-    def inspect
-      "#<#{self.class.name} timeout=#{@config.timeout} max_retries=#{@config.max_retries}>"
-    end
-    alias to_s inspect
-
-    def pretty_print(printer) = printer.text(inspect)
-
-    def encode_with(coder)
-      coder["timeout"] = @config.timeout
-      coder["max_retries"] = @config.max_retries
-    end
-
-    def marshal_dump
-      raise TypeError, "#{self.class.name} cannot be marshalled (it holds a token)"
-    end
-
     private
+
+    def shown_settings = { timeout: @config.timeout, max_retries: @config.max_retries }
+    def marshal_refusal = "#{self.class.name} cannot be marshalled (it holds a token)"
 
     # One attempt: [:ok, reply], [:retry, error] (retryable) or [:fatal, error].
     def attempt_once(uri, path, shape, misconfigured)

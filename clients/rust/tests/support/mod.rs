@@ -459,3 +459,43 @@ fn make_pki() -> std::path::PathBuf {
     }
     dir
 }
+
+/// UreqHttp is an [`cvsm::HttpClient`] on a ureq agent of the test's own, as
+/// the README shows one: statuses as answers, no redirect, the request's
+/// timeout over the whole exchange.
+pub struct UreqHttp(pub ureq::Agent);
+
+impl cvsm::HttpClient for UreqHttp {
+    fn get(&self, request: &cvsm::HttpRequest) -> Result<cvsm::HttpResponse, cvsm::HttpError> {
+        let mut call = self.0.get(request.url());
+        for (name, value) in request.headers() {
+            call = call.header(name, value);
+        }
+        let response = call
+            .config()
+            .http_status_as_error(false)
+            .max_redirects(0)
+            .timeout_global(Some(request.timeout()))
+            .build()
+            .call()
+            .map_err(|err| {
+                let kind = match err {
+                    ureq::Error::Timeout(_) => cvsm::HttpErrorKind::Timeout,
+                    ureq::Error::ConnectionFailed => cvsm::HttpErrorKind::Connect,
+                    _ => cvsm::HttpErrorKind::Other,
+                };
+                cvsm::HttpError::new(kind, err)
+            })?;
+        let headers = response
+            .headers()
+            .iter()
+            .filter_map(|(n, v)| Some((n.to_string(), v.to_str().ok()?.to_string())))
+            .collect();
+        let status = response.status().as_u16();
+        Ok(cvsm::HttpResponse::new(
+            status,
+            headers,
+            response.into_body().into_reader(),
+        ))
+    }
+}

@@ -1,5 +1,8 @@
 // Package cvsm is the Go client for cvsm, the team secrets manager.
 //
+// Import it as github.com/cvsm/cvsm/clients/go/cvsm (the package of the module
+// github.com/cvsm/cvsm/clients/go, whose folder also holds the cvsm command).
+//
 // It reads the secrets of one team and one environment, caches them for a
 // short time, and can copy them into the process environment:
 //

@@ -25,7 +25,7 @@ const (
 	DefaultMaxRetries  = 2
 )
 
-// NoCache, as Options.CacheTTL, turns caching off. Options follow Go's
+// NoCache turns caching off when given as Options.CacheTTL. Options follow Go's
 // zero-value idiom, so a zero CacheTTL does NOT turn caching off: it means
 // "not set here", that is CVSM_CACHE_TTL, then 30 seconds. NoCache is the
 // explicit "cache for 0 seconds" (what cache_ttl 0 means in the other cvsm
@@ -33,8 +33,8 @@ const (
 // CacheTTL is a configuration error, as a negative CVSM_CACHE_TTL is.
 const NoCache time.Duration = -1
 
-// NoStaleIfError, as Options.StaleIfError, turns stale-if-error off even
-// when CVSM_STALE_IF_ERROR is set. As for CacheTTL, a zero StaleIfError
+// NoStaleIfError turns stale-if-error off when given as
+// Options.StaleIfError, even when CVSM_STALE_IF_ERROR is set. As for CacheTTL, a zero StaleIfError
 // means "not set here": CVSM_STALE_IF_ERROR, then 0 (off). Any other
 // negative StaleIfError is a configuration error.
 const NoStaleIfError time.Duration = -1

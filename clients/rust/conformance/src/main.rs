@@ -112,6 +112,7 @@ impl Driver {
             "describe" => Ok(json!({ "text": format!("{:?}", self.client()?) })),
             "set_env" => set_env(args),
             "get_env" => get_env(args),
+            "capabilities" => Ok(json!({ "capabilities": ["tls_ca_file", "proxy_env"] })),
             "shutdown" => Ok(json!({})),
             other => Err(Failure::Driver {
                 kind: "unsupported",

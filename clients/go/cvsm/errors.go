@@ -15,28 +15,28 @@ type Kind string
 
 // The kinds of error a Client returns.
 const (
-	// KindConfiguration: a missing token, base URL or team, an invalid
+	// KindConfiguration is a missing token, base URL or team, an invalid
 	// option or CVSM_* variable, a server answer saying that the base URL,
 	// team (id or slug) or environment is wrong (a 404 to the listing or
 	// export request, a 400 to any request; Status is then that 404 or
 	// 400), or a secret Inject cannot put in the process environment.
 	KindConfiguration Kind = "configuration"
-	// KindAuthentication: HTTP 401, a bad, expired or revoked token.
+	// KindAuthentication is HTTP 401: a bad, expired or revoked token.
 	KindAuthentication Kind = "authentication"
-	// KindPermissionDenied: HTTP 403.
+	// KindPermissionDenied is HTTP 403.
 	KindPermissionDenied Kind = "permission_denied"
-	// KindNotFound: the secret is absent in the environment (the by-name
+	// KindNotFound is a secret absent in the environment (the by-name
 	// read answered 404 and the listing confirmed it; Status 404), or the
 	// name is not a valid secret name (no request; Status 0).
 	KindNotFound Kind = "not_found"
-	// KindRateLimited: HTTP 429; Error.RetryAfter says how long to wait.
+	// KindRateLimited is HTTP 429; Error.RetryAfter says how long to wait.
 	KindRateLimited Kind = "rate_limited"
-	// KindAPI: any other non-2xx status, including a redirect (never
+	// KindAPI is any other non-2xx status, including a redirect (never
 	// followed) and 502/503/504 after retries.
 	KindAPI Kind = "api"
-	// KindNetwork: the connection failed or dropped, the request timed out,
-	// or the answer could not be read or did not have the promised shape,
-	// after retries.
+	// KindNetwork is a connection that failed or dropped, a request that
+	// timed out, or an answer that could not be read or did not have the
+	// promised shape, after retries.
 	KindNetwork Kind = "network"
 )
 

@@ -7,7 +7,7 @@ import (
 	"log"
 	"time"
 
-	cvsm "github.com/cvsm/cvsm/clients/go"
+	"github.com/cvsm/cvsm/clients/go/cvsm"
 )
 
 // The token and base URL come from CVSM_TOKEN and CVSM_BASE_URL here.

@@ -1,0 +1,358 @@
+//! The per-client cache: values by environment and name, whole `get_all`
+//! results by environment, and the values kept for stale-if-error.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+/// lock ignores poisoning: the guarded data stays consistent after a panic.
+pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Entry is a cached value and when it was fetched.
+struct Entry<T> {
+    value: T,
+    fetched: Instant,
+}
+
+/// Cache holds values by (environment, name) and whole `get_all` results by
+/// environment. An entry is fresh for `ttl` after it was fetched, then kept
+/// `keep` (stale_if_error) longer, only to stand in for a failed refresh.
+pub(crate) struct Cache {
+    ttl: Duration,
+    keep: Duration,
+    values: HashMap<(String, String), Entry<String>>,
+    all: HashMap<String, Entry<BTreeMap<String, String>>>,
+    /// warned holds (environment, name) for each stale value already
+    /// logged, `None` standing for `get_all`, until a refresh succeeds.
+    warned: HashSet<(String, Option<String>)>,
+}
+
+impl Cache {
+    pub(crate) fn new(ttl: Duration, keep: Duration) -> Self {
+        Cache {
+            ttl,
+            keep,
+            values: HashMap::new(),
+            all: HashMap::new(),
+            warned: HashSet::new(),
+        }
+    }
+
+    /// age returns how old `entry` is when it is younger than `limit`.
+    fn age<T>(entry: &Entry<T>, limit: Duration, now: Instant) -> Option<Duration> {
+        let age = now.saturating_duration_since(entry.fetched);
+        (age < limit).then_some(age)
+    }
+
+    /// fresh_value returns a fresh value stored by `get`, else one from a
+    /// fresh `get_all` result (which is kept once, not copied per name).
+    pub(crate) fn fresh_value(
+        &self,
+        environment: &str,
+        name: &str,
+        now: Instant,
+    ) -> Option<String> {
+        self.value(environment, name, self.ttl, now)
+            .map(|(value, _)| value)
+    }
+
+    /// kept_value returns the youngest value of `name` fetched less than
+    /// `ttl + keep` ago, by `get` or by `get_all`, with its age.
+    pub(crate) fn kept_value(
+        &mut self,
+        environment: &str,
+        name: &str,
+        now: Instant,
+    ) -> Option<(String, Duration)> {
+        self.sweep(now);
+        self.value(environment, name, self.bound(), now)
+    }
+
+    fn value(
+        &self,
+        environment: &str,
+        name: &str,
+        limit: Duration,
+        now: Instant,
+    ) -> Option<(String, Duration)> {
+        let single = self
+            .values
+            .get(&(environment.to_string(), name.to_string()))
+            .and_then(|entry| Some((&entry.value, Cache::age(entry, limit, now)?)));
+        let from_all = self
+            .all
+            .get(environment)
+            .and_then(|entry| Some((entry.value.get(name)?, Cache::age(entry, limit, now)?)));
+        [single, from_all]
+            .into_iter()
+            .flatten()
+            .min_by_key(|(_, age)| *age)
+            .map(|(value, age)| (value.clone(), age))
+    }
+
+    pub(crate) fn fresh_all(
+        &self,
+        environment: &str,
+        now: Instant,
+    ) -> Option<BTreeMap<String, String>> {
+        self.all(environment, self.ttl, now)
+            .map(|(values, _)| values)
+    }
+
+    /// kept_all returns the `get_all` result fetched less than `ttl + keep`
+    /// ago, with its age.
+    pub(crate) fn kept_all(
+        &mut self,
+        environment: &str,
+        now: Instant,
+    ) -> Option<(BTreeMap<String, String>, Duration)> {
+        self.sweep(now);
+        self.all(environment, self.bound(), now)
+    }
+
+    fn all(
+        &self,
+        environment: &str,
+        limit: Duration,
+        now: Instant,
+    ) -> Option<(BTreeMap<String, String>, Duration)> {
+        let entry = self.all.get(environment)?;
+        let age = Cache::age(entry, limit, now)?;
+        Some((entry.value.clone(), age))
+    }
+
+    pub(crate) fn store_value(&mut self, environment: &str, name: &str, value: &str, now: Instant) {
+        self.warned
+            .remove(&(environment.to_string(), Some(name.to_string())));
+        if self.bound().is_zero() {
+            return;
+        }
+        self.sweep(now);
+        self.values.insert(
+            (environment.to_string(), name.to_string()),
+            Entry {
+                value: value.to_string(),
+                fetched: now,
+            },
+        );
+    }
+
+    pub(crate) fn store_all(
+        &mut self,
+        environment: &str,
+        values: &BTreeMap<String, String>,
+        now: Instant,
+    ) {
+        self.warned.retain(|(e, _)| e != environment);
+        if self.bound().is_zero() {
+            return;
+        }
+        self.sweep(now);
+        self.all.insert(
+            environment.to_string(),
+            Entry {
+                value: values.clone(),
+                fetched: now,
+            },
+        );
+    }
+
+    /// first_warning records that the stale value of `name` (`None`: of
+    /// `get_all`) was served, and reports whether it is the first time
+    /// since it was last fetched.
+    pub(crate) fn first_warning(&mut self, environment: &str, name: Option<&str>) -> bool {
+        self.warned
+            .insert((environment.to_string(), name.map(str::to_string)))
+    }
+
+    /// bound is how long after its fetch an entry is held at all.
+    fn bound(&self) -> Duration {
+        self.ttl.saturating_add(self.keep)
+    }
+
+    /// sweep drops every entry past the bound, so no value is held in
+    /// memory longer than it can be served.
+    fn sweep(&mut self, now: Instant) {
+        let bound = self.bound();
+        self.values
+            .retain(|_, entry| Cache::age(entry, bound, now).is_some());
+        self.all
+            .retain(|_, entry| Cache::age(entry, bound, now).is_some());
+    }
+
+    pub(crate) fn clear(&mut self) {
+        self.values.clear();
+        self.all.clear();
+        self.warned.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const S: Duration = Duration::from_secs(1);
+
+    #[test]
+    fn cache_entries_are_fresh_for_the_ttl_and_keyed_by_environment() {
+        let t0 = Instant::now();
+        let mut cache = Cache::new(30 * S, Duration::ZERO);
+        cache.store_value("production", "A", "1", t0);
+        assert_eq!(
+            cache.fresh_value("production", "A", t0).as_deref(),
+            Some("1")
+        );
+        assert_eq!(
+            cache.fresh_value("production", "A", t0 + 29 * S).as_deref(),
+            Some("1")
+        );
+        assert_eq!(cache.fresh_value("staging", "A", t0), None);
+        assert_eq!(cache.fresh_value("production", "A", t0 + 30 * S), None);
+        assert_eq!(
+            cache.kept_value("production", "A", t0 + 30 * S),
+            None,
+            "nothing kept without stale_if_error"
+        );
+        assert!(cache.values.is_empty(), "swept once past its bound");
+    }
+
+    #[test]
+    fn zero_ttl_and_zero_keep_store_nothing() {
+        let t0 = Instant::now();
+        let mut cache = Cache::new(Duration::ZERO, Duration::ZERO);
+        cache.store_value("production", "A", "1", t0);
+        cache.store_all(
+            "production",
+            &BTreeMap::from([("B".into(), "2".into())]),
+            t0,
+        );
+        assert!(cache.values.is_empty() && cache.all.is_empty());
+    }
+
+    #[test]
+    fn a_get_all_result_serves_single_values_until_it_expires() {
+        let t0 = Instant::now();
+        let mut cache = Cache::new(30 * S, Duration::ZERO);
+        let values = BTreeMap::from([("A".to_string(), "1".to_string())]);
+        cache.store_all("production", &values, t0);
+        assert_eq!(
+            cache.fresh_value("production", "A", t0).as_deref(),
+            Some("1")
+        );
+        assert_eq!(cache.fresh_value("production", "B", t0), None);
+        assert_eq!(cache.fresh_value("staging", "A", t0), None);
+        assert_eq!(cache.fresh_all("production", t0), Some(values));
+        assert!(cache.values.is_empty(), "kept once, not copied per name");
+        assert_eq!(cache.fresh_value("production", "A", t0 + 30 * S), None);
+        assert_eq!(cache.fresh_all("production", t0 + 30 * S), None);
+    }
+
+    #[test]
+    fn kept_values_outlive_freshness_by_stale_if_error_and_no_longer() {
+        let t0 = Instant::now();
+        let mut cache = Cache::new(10 * S, 20 * S);
+        cache.store_value("production", "A", "1", t0);
+        cache.store_all(
+            "production",
+            &BTreeMap::from([("B".into(), "2".into())]),
+            t0,
+        );
+        let later = t0 + 29 * S;
+        assert_eq!(cache.fresh_value("production", "A", later), None);
+        assert_eq!(cache.fresh_all("production", later), None);
+        assert_eq!(
+            cache.kept_value("production", "A", later),
+            Some(("1".into(), 29 * S))
+        );
+        assert_eq!(
+            cache.kept_value("production", "B", later),
+            Some(("2".into(), 29 * S)),
+            "a get_all result keeps its names too"
+        );
+        assert_eq!(
+            cache.kept_all("production", later).map(|(v, _)| v.len()),
+            Some(1)
+        );
+        let past = t0 + 30 * S;
+        assert_eq!(cache.kept_value("production", "A", past), None);
+        assert_eq!(cache.kept_value("production", "B", past), None);
+        assert_eq!(cache.kept_all("production", past), None);
+        assert!(cache.values.is_empty() && cache.all.is_empty(), "swept");
+    }
+
+    #[test]
+    fn with_zero_ttl_values_are_kept_only_to_stand_in_for_errors() {
+        let t0 = Instant::now();
+        let mut cache = Cache::new(Duration::ZERO, 5 * S);
+        cache.store_value("production", "A", "1", t0);
+        assert_eq!(
+            cache.fresh_value("production", "A", t0),
+            None,
+            "never fresh"
+        );
+        assert_eq!(
+            cache.kept_value("production", "A", t0 + 4 * S),
+            Some(("1".into(), 4 * S))
+        );
+        assert_eq!(cache.kept_value("production", "A", t0 + 5 * S), None);
+    }
+
+    #[test]
+    fn the_youngest_kept_value_wins_between_get_and_get_all() {
+        let t0 = Instant::now();
+        let mut cache = Cache::new(S, 60 * S);
+        cache.store_value("production", "A", "old", t0);
+        cache.store_all(
+            "production",
+            &BTreeMap::from([("A".into(), "new".into())]),
+            t0 + 10 * S,
+        );
+        assert_eq!(
+            cache.kept_value("production", "A", t0 + 20 * S),
+            Some(("new".into(), 10 * S))
+        );
+        cache.store_value("production", "A", "newest", t0 + 15 * S);
+        assert_eq!(
+            cache.fresh_value("production", "A", t0 + 15 * S).as_deref(),
+            Some("newest")
+        );
+        assert_eq!(
+            cache.kept_value("production", "A", t0 + 20 * S),
+            Some(("newest".into(), 5 * S))
+        );
+    }
+
+    #[test]
+    fn warnings_are_once_per_name_until_a_refresh_succeeds_or_the_cache_is_cleared() {
+        let t0 = Instant::now();
+        let mut cache = Cache::new(S, 60 * S);
+        assert!(cache.first_warning("production", Some("A")));
+        assert!(!cache.first_warning("production", Some("A")));
+        assert!(cache.first_warning("production", Some("B")));
+        assert!(cache.first_warning("staging", Some("A")));
+        assert!(cache.first_warning("production", None));
+        assert!(!cache.first_warning("production", None));
+
+        cache.store_value("production", "A", "1", t0);
+        assert!(cache.first_warning("production", Some("A")), "refreshed");
+        assert!(!cache.first_warning("production", Some("B")));
+
+        cache.store_all("production", &BTreeMap::new(), t0);
+        assert!(
+            cache.first_warning("production", Some("B")),
+            "get_all refreshed all"
+        );
+        assert!(cache.first_warning("production", None));
+        assert!(
+            !cache.first_warning("staging", Some("A")),
+            "other environment"
+        );
+
+        cache.clear();
+        assert!(cache.first_warning("staging", Some("A")));
+    }
+}

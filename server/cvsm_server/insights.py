@@ -1,0 +1,164 @@
+"""Read insights, drawn from what cvsm already records: who read a secret and when (the audit
+log's `read` entries, with the token each went through), per team the secrets nobody read and
+the tokens nobody used lately, and a team's environments side by side.
+
+The side-by-side view never carries a value: each cell holds a digest, an HMAC-SHA256 of the
+value under a key made for that one call (`compare_environments`), so two equal values show
+equal digests within the answer while the digest says nothing about the value, cannot be
+matched against a guess without the key, and cannot be compared across two calls.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets as random
+import uuid
+from dataclasses import dataclass
+from datetime import timedelta
+
+from . import audit, db, roles
+from .actor import Actor
+from .crypto import Keyring
+from .secrets import ENVIRONMENTS, open_value
+
+WINDOW = timedelta(days=30)
+READERS_LIMIT = 200
+DIGEST_HEX = 16  # 64 bits of the HMAC: enough to tell values apart on one page
+
+
+async def secret_readers(conn: db.Connection, actor: Actor, team_id: uuid.UUID,
+                         secret_id: uuid.UUID, *, window: timedelta = WINDOW,
+                         limit: int = READERS_LIMIT) -> list[dict]:
+    """Who read the secret in the last `window`, newest first: `at`, `email` (None once the
+    user is deleted), `via_token` (the token's name, None for a session) and `ip`. Admin or
+    above, as for the audit log it comes from."""
+    async with db.cursor(conn) as cur:
+        await roles.require(cur, team_id, actor, roles.ADMIN, reading=True)
+        return await db.fetchall(
+            cur,
+            """SELECT created_at AS at, user_email AS email, metadata->>'via_token' AS via_token,
+                      ip_address AS ip
+               FROM audit_logs
+               WHERE team_id = %s AND action = 'read' AND resource = 'secret'
+                 AND resource_id = %s AND created_at >= now() - %s
+               ORDER BY created_at DESC, id DESC LIMIT %s""",
+            (team_id, str(secret_id), window, limit),
+        )
+
+
+async def unread_secrets(conn: db.Connection, actor: Actor, team_id: uuid.UUID, *,
+                         window: timedelta = WINDOW) -> list[dict]:
+    """The team's live secrets that nobody read in the last `window` and that are older than
+    it (a new secret is not stale), by name and environment, each with `last_read_at` (None:
+    never read while the log kept it). Admin or above."""
+    async with db.cursor(conn) as cur:
+        await roles.require(cur, team_id, actor, roles.ADMIN, reading=True)
+        return await db.fetchall(
+            cur,
+            """SELECT s.id, s.name, s.environment, s.created_at, s.updated_at, r.last_read_at
+               FROM secrets s
+               LEFT JOIN LATERAL (
+                   SELECT max(a.created_at) AS last_read_at FROM audit_logs a
+                   WHERE a.team_id = s.team_id AND a.action = 'read'
+                     AND a.resource = 'secret' AND a.resource_id = s.id::text
+               ) r ON true
+               WHERE s.team_id = %(team)s AND s.deleted_at IS NULL
+                 AND s.created_at < now() - %(window)s
+                 AND (r.last_read_at IS NULL OR r.last_read_at < now() - %(window)s)
+               ORDER BY s.name, s.environment""",
+            {"team": team_id, "window": window},
+        )
+
+
+async def unused_tokens(conn: db.Connection, actor: Actor, team_id: uuid.UUID, *,
+                        window: timedelta = WINDOW) -> list[dict]:
+    """The live API tokens that can reach the team (scoped to it, or unscoped and held by one
+    of its members) and were not used in the last `window` and are older than it: `id`,
+    `name`, `token_prefix`, `owner_email`, `last_used_at`, `created_at` and `mine` (only its
+    holder can revoke it). Admin or above."""
+    async with db.cursor(conn) as cur:
+        await roles.require(cur, team_id, actor, roles.ADMIN, reading=True)
+        return await db.fetchall(
+            cur,
+            """SELECT t.id, t.name, t.token_prefix, u.email AS owner_email, t.last_used_at,
+                      t.created_at, t.user_id = %(me)s AS mine
+               FROM api_tokens t JOIN users u ON u.id = t.user_id
+               WHERE t.revoked_at IS NULL
+                 AND (t.expires_at IS NULL OR t.expires_at > now())
+                 AND (t.team_id = %(team)s OR (t.team_id IS NULL AND EXISTS (
+                      SELECT 1 FROM team_members m
+                      WHERE m.team_id = %(team)s AND m.user_id = t.user_id)))
+                 AND t.created_at < now() - %(window)s
+                 AND (t.last_used_at IS NULL OR t.last_used_at < now() - %(window)s)
+               ORDER BY t.last_used_at NULLS FIRST, t.name, t.id""",
+            {"team": team_id, "me": actor.user_id, "window": window},
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Cell:
+    """One name in one environment: its secret and a digest of its value (never the value)."""
+
+    secret_id: uuid.UUID
+    version: int
+    digest: str
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    """One name across the environments shown; `cells[env]` is None where it is missing."""
+
+    name: str
+    cells: dict[str, Cell | None]
+
+    @property
+    def missing(self) -> list[str]:
+        return [env for env, cell in self.cells.items() if cell is None]
+
+    @property
+    def differs(self) -> bool:
+        """True when two environments that have the name hold different values."""
+        return len({cell.digest for cell in self.cells.values() if cell is not None}) > 1
+
+
+@dataclass(frozen=True, slots=True)
+class Comparison:
+    environments: tuple[str, ...]
+    rows: list[Row]
+
+
+def value_digest(key: bytes, value: str) -> str:
+    return hmac.new(key, value.encode("utf-8"), hashlib.sha256).hexdigest()[:DIGEST_HEX]
+
+
+async def compare_environments(conn: db.Connection, actor: Actor, keyring: Keyring,
+                               team_id: uuid.UUID) -> Comparison:
+    """The team's names by environment (production, staging, development, those the actor may
+    see), with which are missing and which differ, shown by digests under a key made for this
+    call only. Viewer or above (who may read the values anyway); audited once as
+    `compare_environments` with the counts, since every value is decrypted to digest it."""
+    environments = tuple(e for e in ENVIRONMENTS if actor.scope is None
+                         or actor.scope.allows_environment(e))
+    key = random.token_bytes(32)
+    async with db.transaction(conn) as cur:
+        await roles.require(cur, team_id, actor, roles.VIEWER)
+        rows = await db.fetchall(
+            cur,
+            """SELECT id, team_id, name, environment, version, key_id, nonce, ciphertext
+               FROM secrets WHERE team_id = %s AND deleted_at IS NULL
+                 AND environment = ANY(%s::text[])
+               ORDER BY name""",
+            (team_id, list(environments)),
+        )
+        by_name: dict[str, dict[str, Cell | None]] = {}
+        for row in rows:
+            cells = by_name.setdefault(row["name"], dict.fromkeys(environments))
+            cells[row["environment"]] = Cell(row["id"], row["version"],
+                                             value_digest(key, open_value(keyring, row)))
+        result = Comparison(environments, [Row(n, c) for n, c in by_name.items()])
+        await audit.record(cur, actor, "compare_environments", "secret", team_id=team_id,
+                           metadata={"environments": list(environments), "names": len(by_name),
+                                     "differing": sum(r.differs for r in result.rows),
+                                     "missing": sum(bool(r.missing) for r in result.rows)})
+    return result
