@@ -27,6 +27,7 @@ before it removes the prefix up to it).
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import hmac
 import json
