@@ -5,7 +5,7 @@ Starts an embedded PostgreSQL in a temporary directory with two migrated databas
 (as shipped) and `plain`, a scratch copy without the chain columns, their indexes and the
 sealer (the log as it was before 0010). In each, WRITERS connections append entries through
 `audit.record` (the server's one writer), one transaction per entry, first spread over TEAMS
-teams, then all into one team. In `chained` the server's sealing job (`audit_chain.seal_loop`,
+teams, then all into one team. In `chained` the server's sealing job (`audit_chain.seal_pending`,
 at the server's default interval) runs beside the writers, and a run ends only when every entry
 is sealed into its chain: the time includes sealing the last ones. The databases are measured
 alternately, ROUNDS times, and the median rate is used. Prints rows/s for each and the ratio
@@ -47,6 +47,13 @@ def admin(url: str, sql: str) -> None:
             cur.execute(sql)
     finally:
         conn.close()
+
+
+async def seal_every(pool: db.Pool, interval: float) -> None:
+    """What the server's `audit_seal` job (`jobs.JOBS`) does: seal, every `interval` seconds."""
+    while True:
+        await asyncio.sleep(interval)
+        await audit_chain.seal_pending(pool)
 
 
 async def make_database(postgres_url: str, name: str, *, chained: bool) -> str:
@@ -98,8 +105,8 @@ async def append_rate(url: str, teams: list[uuid.UUID], *, sealed: bool) -> floa
                                            resource_id=n, metadata={"writer": i, "n": n})
 
         started = time.perf_counter()
-        sealer = (asyncio.create_task(audit_chain.seal_loop(pool, Settings.audit_seal_seconds))
-                  if sealed else None)
+        sealer = asyncio.create_task(seal_every(pool, Settings.audit_seal_seconds)) \
+            if sealed else None
         await asyncio.gather(*(writer(i) for i in range(WRITERS)))
         if sealer is not None:
             sealer.cancel()

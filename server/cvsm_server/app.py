@@ -3,7 +3,7 @@ conformance harness and the benchmarks alike.
 
 Resources open and close in `cleanup_ctx` generators, so cleanup runs only for what started:
 the database (`db.open`: embedded PostgreSQL when no `CVSM_DATABASE_URL`, migrations, the pool as
-the server's own role) and the master-key check, then background jobs.
+the server's own role) and the master-key check, then background jobs (the `jobs` registry).
 """
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ from collections.abc import AsyncIterator
 
 from aiohttp import web
 
-from . import (audit, audit_chain, changes, credentials, db, deletion, keys, mail, mailtokens,
-               oauth, ratelimit, secret_rotation, sessions, setup_link, support, tokens,
-               webhook_sender)
-from .web import dashboard, lowlevel, metrics
+from . import (audit_chain, changes, credentials, db, jobs, keys, oauth, ratelimit, sessions,
+               setup_link, support)
+from .web import lowlevel, metrics
+from .web.pages import kit as pages
 from .config import Settings
 from .crypto import Keyring
 from .passwords import PasswordHasher
@@ -67,64 +67,28 @@ async def _first_admin(app: web.Application) -> AsyncIterator[None]:
     yield
 
 
-async def _housekeeping(pool: db.Pool) -> None:
-    await sessions.purge_expired(pool)
-    await ratelimit.purge_old_windows(pool)
-    await tokens.purge_old_failures(pool)
-    await mailtokens.purge_old(pool)
-    await webhook_sender.purge_finished(pool)
-
-
-async def _housekeeping_loop(pool: db.Pool, interval: float = 600.0) -> None:
-    outage = db.OutageLog(log, "housekeeping")
-    while True:
-        try:
-            await _housekeeping(pool)
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
-            outage.failed(exc)
-        else:
-            outage.ok()
-        await asyncio.sleep(interval)
-
-
 async def _background_jobs(app: web.Application) -> AsyncIterator[None]:
     if not app[SETTINGS].background_jobs:
         yield
         return
-    pool, settings = app[POOL], app[SETTINGS]
-    sender = mail.MailSender(pool, app[KEYRING], mail.transport_for(settings),
-                             poll_seconds=settings.mail_poll_seconds)
-    checkpoints = app[CHECKPOINT_SIGNER]
-    jobs = [asyncio.create_task(audit.purge_loop(pool, checkpoints)),
-            asyncio.create_task(_housekeeping_loop(pool)),
-            asyncio.create_task(sender.run()), asyncio.create_task(deletion.purge_loop(pool)),
-            asyncio.create_task(audit_chain.checkpoint_loop(pool, checkpoints,
-                                                            settings.audit_checkpoint_seconds)),
-            asyncio.create_task(audit_chain.seal_loop(pool, settings.audit_seal_seconds))]
-    hooks = webhook_sender.WebhookSender(pool, app[KEYRING],
-                                         allow_private=settings.webhook_allow_private,
-                                         poll_seconds=settings.webhook_poll_seconds)
-    jobs.append(asyncio.create_task(hooks.run()))
-    rotations = secret_rotation.RotationWorker(pool, app[KEYRING],
-                                               allow_private=settings.webhook_allow_private,
-                                               poll_seconds=settings.rotation_poll_seconds)
-    jobs.append(asyncio.create_task(rotations.run()))
+    context = jobs.Context(app[POOL], app[KEYRING], app[SETTINGS], app[CHECKPOINT_SIGNER])
+    tasks = jobs.start(context)
     yield
     # A cancel can be swallowed by a database wait in flight (asyncio.wait_for on Python 3.11):
     # cancel again until the jobs have ended, so shutdown never waits for a job's next sleep.
     for _ in range(10):
-        pending = [job for job in jobs if not job.done()]
+        pending = [task for task in tasks if not task.done()]
         if not pending:
             break
-        for job in pending:
-            job.cancel()
+        for task in pending:
+            task.cancel()
         await asyncio.wait(pending, timeout=1)
-    for job in jobs:
-        if job.done() and not job.cancelled() and job.exception() is not None:
-            log.warning("background job ended with %s", type(job.exception()).__name__)
-    await audit_chain.checkpoint_at_stop(pool, checkpoints)  # a stop leaves every head signed
+    for task in tasks:
+        if task.done() and not task.cancelled() and task.exception() is not None:
+            log.warning("background job %s ended with %s", task.get_name(),
+                        type(task.exception()).__name__)
+    # A stop leaves every chain's head signed.
+    await audit_chain.checkpoint_at_stop(app[POOL], app[CHECKPOINT_SIGNER])
 
 
 def create_app(settings: Settings | None = None) -> web.Application:
@@ -132,7 +96,7 @@ def create_app(settings: Settings | None = None) -> web.Application:
     settings = settings or Settings.from_env()
     app = web.Application(
         middlewares=[request_id_middleware, metrics.metrics_middleware, cors_middleware,
-                     error_middleware, dashboard.page_errors, auth_middleware,
+                     error_middleware, pages.page_errors, auth_middleware,
                      rate_limit_middleware],
         client_max_size=CLIENT_MAX_SIZE,
         handler_args=lowlevel.HANDLER_ARGS,  # the access log, for every runner
@@ -152,7 +116,7 @@ def create_app(settings: Settings | None = None) -> web.Application:
     app.cleanup_ctx.append(_database)
     app.cleanup_ctx.append(_first_admin)
     app.cleanup_ctx.append(_background_jobs)
-    dashboard.setup(app)
+    pages.setup(app)
     metrics.setup(app)
     setup_routes(app)
     return app

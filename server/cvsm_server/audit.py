@@ -11,7 +11,6 @@ link of its chain (migration 0010, `audit_chain.py`), computed by the database o
 
 from __future__ import annotations
 
-import asyncio
 import csv
 import io
 import json
@@ -25,7 +24,7 @@ from typing import Any
 
 from psycopg2.extras import Json
 
-from . import audit_chain, db, roles, webhooks
+from . import audit_chain, db, roles, webhook_events
 from .actor import Actor
 from .errors import BadRequest
 from .timeutil import iso, parse_iso
@@ -81,7 +80,7 @@ async def record(
             "metadata": Json(metadata or {}),
         },
     )
-    await webhooks.emit(cur, actor, action, resource, team_id=team_id, resource_id=resource_id,
+    await webhook_events.emit(cur, actor, action, resource, team_id=team_id, resource_id=resource_id,
                         metadata=metadata)
 
 
@@ -196,23 +195,6 @@ async def purge_expired(pool: db.Pool, signer: audit_chain.CheckpointSigner) -> 
     """Delete entries older than their team's plan retention, as whole prefixes of their chains
     each ended by a signed checkpoint (`audit_chain.purge_expired`); returns how many."""
     return await audit_chain.purge_expired(pool, signer)
-
-
-async def purge_loop(pool: db.Pool, signer: audit_chain.CheckpointSigner,
-                     interval: float = 3600.0) -> None:
-    outage = db.OutageLog(log, "audit retention purge")
-    while True:
-        try:
-            removed = await purge_expired(pool, signer)
-            if removed:
-                log.info("audit retention purge removed %d entries", removed)
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
-            outage.failed(exc)
-        else:
-            outage.ok()
-        await asyncio.sleep(interval)
 
 
 # --- export ------------------------------------------------------------------------------------

@@ -9,7 +9,7 @@ function.
 
 Sealing: a writer commits its entry with the chain fields unset; `seal` (the database's
 `cvsm_audit_seal`) links the committed entries not sealed yet to the ends of their chains, in
-insertion order, under one lock for every process. `seal_loop` (a background job) runs it every
+insertion order, under one lock for every process. `seal_pending` (the `audit_seal` background job, `jobs`) runs it every
 `CVSM_AUDIT_SEAL_SECONDS`; verification, export, checkpoints and the purge seal first, so they
 see every entry committed before they began.
 
@@ -107,20 +107,6 @@ async def seal_pending(pool: db.Pool) -> int:
     """One round of the background sealer; 0 at once when another process is sealing."""
     async with db.cursor(pool) as cur:
         return await seal(cur, wait=False)
-
-
-async def seal_loop(pool: db.Pool, interval: float) -> None:
-    outage = db.OutageLog(log, "audit sealing job")
-    while True:
-        await asyncio.sleep(interval)
-        try:
-            await seal_pending(pool)
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
-            outage.failed(exc)
-        else:
-            outage.ok()
 
 
 # --- signing ----------------------------------------------------------------------------------

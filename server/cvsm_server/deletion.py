@@ -247,18 +247,3 @@ async def _purge_user(cur: db.Cursor, user: Mapping) -> None:
                       (user["email"],))
     await cur.execute("DELETE FROM users WHERE id = %s", (user_id,))
     await credentials.bump(cur)  # cached sessions and tokens of the user stop on every process
-
-
-async def purge_loop(pool: db.Pool, interval: float = PURGE_INTERVAL) -> None:
-    """The background job: every `interval` seconds, delete the accounts that are due."""
-    outage = db.OutageLog(log, "account deletion job")
-    while True:
-        try:
-            await purge_due(pool, datetime.now(timezone.utc))
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
-            outage.failed(exc)
-        else:
-            outage.ok()
-        await asyncio.sleep(interval)

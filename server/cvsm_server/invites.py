@@ -16,10 +16,11 @@ from __future__ import annotations
 
 import uuid
 
-from . import audit, db, mail, mailtokens, roles, sessions, teams, users
+from . import audit, db, mail, mailtokens, roles, sessions, teams
 from .actor import Actor
 from .crypto import Keyring
 from .errors import BadRequest, Conflict, Forbidden, NotFound
+from .inputs import check_email
 from .roles import ADMIN, OWNER, RANK
 from .timeutil import iso
 
@@ -28,7 +29,6 @@ INVITE_INVALID = "Undangan tidak valid atau sudah tidak berlaku"
 INVITE_NOT_FOUND = "Undangan tidak ditemukan"
 ALREADY_INVITED = "Email ini sudah memiliki undangan yang masih berlaku untuk tim ini"
 ALREADY_MEMBER = "Email ini sudah menjadi anggota tim ini"
-EMAIL_INVALID = "Alamat email tidak valid"
 
 # Pending: neither accepted nor revoked, and not expired.
 _PENDING = "i.accepted_at IS NULL AND i.revoked_at IS NULL AND i.expires_at > now()"
@@ -43,14 +43,6 @@ def invite_json(row: dict) -> dict:
             "role": row["role"], "invited_by": row["invited_by_email"],
             "expires_at": iso(row["expires_at"]), "created_at": iso(row["created_at"])}
 
-
-def check_email(email: object) -> str:
-    if not isinstance(email, str):
-        raise BadRequest(EMAIL_INVALID)
-    email = email.strip()
-    if len(email) > 254 or not users.EMAIL_RE.match(email):
-        raise BadRequest(EMAIL_INVALID)
-    return email
 
 
 async def create_invite(conn: db.Connection, actor: Actor, keyring: Keyring, team_id: uuid.UUID,

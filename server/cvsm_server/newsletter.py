@@ -7,32 +7,24 @@
   a mail (spec: `newsletter_opt_in` needs no confirmation).
 - Every newsletter mail carries an unsubscribe link with its own long-lived, single-use token
   (`newsletter_unsubscribe`); unsubscribing also ends the address's outstanding links.
-- `users.newsletter_opt_in` follows the subscription of the account with that address.
+- The `users.newsletter_opt_in` column follows the subscription of the account with that address.
 - Tokens are `mailtokens` (random, HMAC at rest, single use, expiring); every token problem is
   one generic 400.
 """
 
 from __future__ import annotations
 
-from . import db, mail, mailtokens, users
+from . import db, mail, mailtokens
 from .actor import Actor
 from .crypto import Keyring
 from .errors import BadRequest
+from .inputs import check_email
 
 CONFIRM_PATH = "/newsletter/confirm"
 UNSUBSCRIBE_PATH = "/api/v1/public/newsletter/unsubscribe"
 TOKEN_INVALID = "Tautan newsletter tidak valid atau sudah tidak berlaku"
-EMAIL_INVALID = "Alamat email tidak valid"
 SOURCES = ("form", "register", "oauth")
 
-
-def check_email(email: object) -> str:
-    if not isinstance(email, str):
-        raise BadRequest(EMAIL_INVALID)
-    email = email.strip()
-    if len(email) > 254 or not users.EMAIL_RE.match(email):
-        raise BadRequest(EMAIL_INVALID)
-    return email
 
 
 def unsubscribe_link(app_url: str, token: str) -> str:

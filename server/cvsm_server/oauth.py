@@ -48,7 +48,7 @@ from .actor import Actor
 from .config import OAuthProvider
 from .crypto import Keyring
 from .errors import DomainError, NotFound
-from .inputs import one_line
+from .inputs import is_email, one_line
 
 FLOW_LIFETIME = timedelta(minutes=10)
 METADATA_TTL = 3600.0  # seconds a discovery document or a JWKS is kept per process
@@ -391,8 +391,8 @@ async def _github_identity(oauth: AsyncOAuth2Client, github: GitHubEndpoints) ->
 
 
 def _email(value: object) -> str | None:
-    if isinstance(value, str) and len(value) <= 254 and users.EMAIL_RE.match(value.strip()):
-        return value.strip()
+    if is_email(value):
+        return value.strip()  # type: ignore[union-attr]
     return None
 
 

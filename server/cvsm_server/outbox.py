@@ -1,5 +1,6 @@
-"""Reading the outbox: the `.eml` files `mail.OutboxTransport` writes to `$CVSM_DATA_DIR/outbox/`
-when no `CVSM_SMTP_URL` is set, for `cvsm-server mail list` and `mail show`.
+"""Reading the outbox: the `.eml` files `mail_sender.OutboxTransport` writes to
+`$CVSM_DATA_DIR/outbox/` when no `CVSM_SMTP_URL` is set, for `cvsm-server mail list` and
+`mail show`.
 
 The files are MIME as a mail program gets it: the text part is quoted-printable, so a long link
 is cut over two lines with `=` and its own `=` signs read `=3D`; `grep` on the file gives broken
@@ -17,7 +18,7 @@ from dataclasses import dataclass
 from email.message import EmailMessage
 from pathlib import Path
 
-# `<YYYYmmddTHHMMSSZ>-<mail id>.eml`, as `mail.OutboxTransport` names them.
+# `<YYYYmmddTHHMMSSZ>-<mail id>.eml`, as `mail_sender.OutboxTransport` names them.
 FILE_NAME = re.compile(r"(\d{8}T\d{6}Z)-([0-9a-f-]{36})\.eml\Z")
 SHORT_ID = 8
 LINK = re.compile(r"https?://[^\s<>\"']+")

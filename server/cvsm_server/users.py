@@ -14,19 +14,18 @@ from __future__ import annotations
 import re
 import uuid
 from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
 from typing import NoReturn
 
-from . import audit, db, newsletter, ratelimit, sessions, totp
+from . import audit, credentials, db, email_verification, newsletter, ratelimit, sessions, totp
 from .actor import Actor
 from .crypto import Keyring
 from .errors import BadRequest, Conflict, Unauthorized
-from .inputs import CONTROL_CHARACTERS, check_line
+from .inputs import check_email, check_line
 from .passwords import MAX_LENGTH, MIN_LENGTH, PasswordHasher
 
 USERNAME_RE = re.compile(r"[A-Za-z0-9_]{3,40}\Z")
-# No space or control character anywhere: an address goes into mail headers as it is.
-_ADDRESS_CHAR = rf"[^@\s{CONTROL_CHARACTERS}]"
-EMAIL_RE = re.compile(rf"{_ADDRESS_CHAR}{{1,64}}@{_ADDRESS_CHAR}+\.{_ADDRESS_CHAR}+\Z")
 RESERVED_USERNAMES = frozenset(
     "admin administrator root system support api help security staff owner me null undefined "
     "settings login logout register auth public health www".split()
@@ -55,6 +54,32 @@ def validate_username(username: str) -> str:
     return username
 
 
+@dataclass(frozen=True, slots=True)
+class PageState:
+    """What every signed-in page shows besides its own content: the pending deletion's date
+    (the banner with its cancel button) and whether the nav links the admin panel."""
+    delete_after: datetime | None
+    is_admin: bool
+
+
+async def page_state(conn: db.Connection, actor: Actor) -> PageState | None:
+    """The signed-in user's `PageState`, in one statement that also confirms a session served
+    from the process's cache (`actor.epoch`: a moved epoch raises `StaleCredential`); None when
+    the account is gone."""
+    async with db.cursor(conn) as cur:
+        row = await db.fetchone(
+            cur,
+            f"""SELECT {credentials.EPOCH_SQL} AS epoch, u.delete_after,
+                       u.is_admin AND u.disabled_at IS NULL AS is_admin
+                FROM users u WHERE u.id = %s""",
+            (actor.user_id,))
+    if row is None:
+        return None
+    if actor.epoch is not None and row["epoch"] != actor.epoch:
+        raise credentials.StaleCredential()
+    return PageState(row["delete_after"], bool(row["is_admin"]))
+
+
 def user_json(row: Mapping) -> dict:
     return {"id": str(row["id"]), "email": row["email"], "username": row["username"],
             "name": row["name"]}
@@ -62,12 +87,16 @@ def user_json(row: Mapping) -> dict:
 
 async def register(conn: db.Connection, hasher: PasswordHasher, signer: sessions.JwtSigner, *,
                    email: str, username: str, password: str, name: str,
-                   newsletter_opt_in: bool = False) -> tuple[dict, str]:
-    """A new account and its first session: (user row, JWT)."""
-    email, name = email.strip(), name.strip()
+                   newsletter_opt_in: bool = False, keyring: Keyring | None = None,
+                   app_url: str | None = None) -> tuple[dict, str]:
+    """A new account and its first session: (user row, JWT).
+
+    With `keyring` and `app_url`, the verification mail is queued in the same transaction: an
+    account exists only with its mail queued, and a failure leaves neither (a retry can
+    register again)."""
+    name = name.strip()
     username = validate_username(username.strip())
-    if len(email) > 254 or not EMAIL_RE.match(email):
-        raise BadRequest("Alamat email tidak valid")
+    email = check_email(email)
     if not MIN_LENGTH <= len(password) <= MAX_LENGTH:
         raise BadRequest(f"Kata sandi minimal {MIN_LENGTH} karakter")
     if not 1 <= len(name) <= 200:
@@ -93,6 +122,8 @@ async def register(conn: db.Connection, hasher: PasswordHasher, signer: sessions
             )
         if newsletter_opt_in:  # spec: subscribed at once, without a confirmation mail
             await newsletter.subscribe_at_register(cur, user["email"])
+        if keyring is not None and app_url is not None:
+            await email_verification.send_link(cur, keyring, user, app_url)
         token = await sessions.issue(cur, signer, user["id"])
     return user, token
 

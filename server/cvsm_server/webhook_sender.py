@@ -1,5 +1,5 @@
 """Webhook delivery: the background sender that posts the queued events (`webhook_deliveries`,
-queued by `webhooks.emit` in the transaction of each action).
+queued by `webhook_events.emit` in the transaction of each action).
 
 - Claims due deliveries with `FOR UPDATE SKIP LOCKED` (several processes never send one twice;
   a claim is a lease, so a process that died mid-send frees it after `LEASE`), wakes on

@@ -3,7 +3,7 @@
 import jwt
 import pytest
 
-from conftest import JWT_SECRET, Api, query
+from conftest import JWT_SECRET, Api, admin_execute, query
 
 
 async def test_register_returns_201_with_jwt_and_user(client):
@@ -188,3 +188,34 @@ async def test_failed_login_for_unknown_account_is_audited_without_identifier(cl
     rows = await query(database_url, "SELECT a::text AS row, user_id, action FROM audit_logs a")
     assert [(r["action"], r["user_id"]) for r in rows] == [("login_failed", None)]
     assert "MyPassw0rdTypo" not in rows[0]["row"] and "whatever1" not in rows[0]["row"]
+
+
+REFUSE_MAIL = """
+CREATE FUNCTION test_refuse_mail() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN RAISE EXCEPTION 'the mail queue refuses'; END $$;
+CREATE TRIGGER test_refuse_mail BEFORE INSERT ON mail_outbox
+    FOR EACH ROW EXECUTE FUNCTION test_refuse_mail();
+"""
+
+
+async def test_registering_commits_the_account_with_its_verification_mail_or_neither(
+        start_client, make_settings, database_url):
+    """The verification mail is queued in the registration's transaction: when the queue
+    refuses, no account is left behind (a retry is not a 409), at either door."""
+    from test_dashboard import csrf_of
+    client = await start_client(make_settings(app_url=""))
+    admin_execute(database_url, REFUSE_MAIL)
+    body = {"email": "nomail@example.com", "username": "nomail", "password": "correct horse 1",
+            "name": "No Mail"}
+    assert (await client.post("/api/v1/auth/register", json=body)).status == 500
+    page = await client.get("/signup")
+    form = {"csrf": csrf_of(await page.text()), "name": "Web User", "email": "webnomail@example.com",
+            "username": "webnomail", "password": "correct horse 1"}
+    assert (await client.post("/signup", data=form, allow_redirects=False)).status == 500
+    assert await query(database_url, "SELECT username FROM users") == []
+    admin_execute(database_url, "DROP TRIGGER test_refuse_mail ON mail_outbox")
+    assert (await client.post("/api/v1/auth/register", json=body)).status == 201
+    resp = await client.post("/signup", data=form, allow_redirects=False)
+    assert resp.status == 303
+    mails = await query(database_url, "SELECT recipient FROM mail_outbox ORDER BY recipient")
+    assert [m["recipient"] for m in mails] == ["nomail@example.com", "webnomail@example.com"]

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from cvsm_server.web import apidoc
+from cvsm_server.web.routes import ROUTES
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -64,7 +65,7 @@ async def test_renders_in_chromium_without_console_errors(client: Any, tmp_path:
             assert resp is not None and resp.status == 200
             await page.wait_for_selector("body[data-rendered]", timeout=15000)
             rendered = int(await page.get_attribute("body", "data-rendered") or 0)
-            operations = sum(len(item) for item in apidoc.document()["paths"].values())
+            operations = sum(len(item) for item in apidoc.document(ROUTES)["paths"].values())
             assert rendered == operations
             assert await page.locator("article").count() == operations
             assert "cvsm API" in await page.title()

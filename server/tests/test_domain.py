@@ -3,9 +3,6 @@ the real (embedded) PostgreSQL."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
 
 from conftest import MASTER_KEY, JWT_SECRET, query, server_url
@@ -16,18 +13,7 @@ from cvsm_server.crypto import Keyring
 from cvsm_server.errors import BadRequest, Forbidden, NotFound
 from cvsm_server.passwords import PasswordHasher
 
-DOMAIN_MODULES = ["actor", "audit", "bulk", "credentials", "db", "dotenv", "errors", "inputs",
-                  "public", "ratelimit", "roles", "secrets", "sessions", "shares", "teams", "insights",
-                  "tokens", "totp", "users", "keys", "crypto", "embedded"]
-
-
-def test_domain_modules_import_nothing_from_aiohttp():
-    code = ("import sys\n"
-            + "".join(f"import cvsm_server.{m}\n" for m in DOMAIN_MODULES)
-            + "loaded = sorted(m for m in sys.modules if m == 'aiohttp' or m.startswith('aiohttp.'))\n"
-            + "print(loaded)\nsys.exit(1 if loaded else 0)\n")
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert result.returncode == 0, result.stdout + result.stderr
+# Which modules are the domain, and that they load nothing of aiohttp or `web`: test_layering.
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ import stat
 from conftest import MASTER_KEY, query
 from smtpbox import Mailbox, link_in, text_of
 
-from cvsm_server import db, mail, mailtokens
+from cvsm_server import db, mail, mail_sender, mailtokens
 from cvsm_server.config import Settings
 from cvsm_server.crypto import Keyring
 
@@ -106,7 +106,7 @@ def test_message_and_transport_reprs_hold_no_secret() -> None:
                           {"name": "D", "link": "https://x/?token=abcdefghijklmnopq", "app_url": "https://x"},
                           tokens=("abcdefghijklmnopq",))
     assert "abcdefghijklmnopq" not in repr(message)
-    transport = mail.SmtpTransport("smtp://user:hunter2secret@127.0.0.1:2525", "a@b")
+    transport = mail_sender.SmtpTransport("smtp://user:hunter2secret@127.0.0.1:2525", "a@b")
     assert "hunter2secret" not in repr(transport)
     settings = Settings.from_env({"CVSM_SMTP_URL": "smtp://u:hunter2secret@h:25",
                                   "CVSM_MASTER_KEY": MASTER_KEY, "CVSM_JWT_SECRET": "s" * 40,

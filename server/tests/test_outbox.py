@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from cvsm_server import cli, mail
+from cvsm_server import cli, mail, mail_sender
 from cvsm_server.config import Settings
 
 from test_cli import CONSOLE_SCRIPT
@@ -78,7 +78,7 @@ async def test_the_readmes_mail_step_as_printed_gives_a_whole_link_that_verifies
 
 def write(directory: Path, mail_id: str, to: str, subject: str, text: str) -> None:
     message = mail.Message(to=to, subject=subject, text=text, html=f"<p>{text}</p>")
-    mail.OutboxTransport(directory, "cvsm <no-reply@localhost>")._write(message, uuid.UUID(mail_id))
+    mail_sender.OutboxTransport(directory, "cvsm <no-reply@localhost>")._write(message, uuid.UUID(mail_id))
 
 
 @pytest.fixture

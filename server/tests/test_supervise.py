@@ -351,16 +351,21 @@ def test_serve_exits_1_when_its_embedded_postgres_cannot_be_started_again(home):
 async def test_background_jobs_log_one_line_when_the_database_goes_and_one_when_it_is_back(
         postgres, make_settings, caplog):
     from conftest import TEMPLATE, admin_execute, database_url_for
-    from cvsm_server import db, mail
+    import dataclasses
+
+    from cvsm_server import db, jobs as registry, mail_sender
     from cvsm_server.crypto import Keyring
 
     name = f"t_outage_{uuid.uuid4().hex[:8]}"
     admin_execute(postgres, f"CREATE DATABASE {name} TEMPLATE {TEMPLATE}")
     pool = await db.create_pool(server_url(database_url_for(postgres, name)), maxsize=4)
     keyring = Keyring(bytes(range(32)))
-    sender = mail.MailSender(pool, keyring, mail.transport_for(make_settings()), poll_seconds=0.05)
-    jobs = [asyncio.create_task(audit_chain.seal_loop(pool, 0.05)),
-            asyncio.create_task(sender.run())]
+    sender = mail_sender.MailSender(pool, keyring, mail_sender.transport_for(make_settings()),
+                                    poll_seconds=0.05)
+    sealing = next(job for job in registry.JOBS if job.name == "audit_seal")
+    sealing = dataclasses.replace(sealing, interval=lambda settings: 0.05)
+    context = registry.Context(pool, keyring, make_settings(), None)
+    jobs = [asyncio.create_task(sealing.run(context)), asyncio.create_task(sender.run())]
     try:
         await asyncio.sleep(0.5)
         admin_execute(postgres, f"DROP DATABASE {name} WITH (FORCE)")  # gone: each retry fails

@@ -7,11 +7,11 @@ import uuid
 
 from aiohttp import web
 
-from .. import db, email_verification, password_reset, ratelimit, sessions, tokens, totp, users
+from .. import email_verification, password_reset, ratelimit, sessions, tokens, totp, users
 from ..errors import Unauthorized
 from ..inputs import field, string_list
 from ..timeutil import iso
-from .apidoc import (BOOL, ENVIRONMENT, OK, PASSWORD, STRING, TEAM_REF_PATTERN, TIME,
+from .schema import (BOOL, ENVIRONMENT, OK, PASSWORD, STRING, TEAM_REF_PATTERN, TIME,
                      USERNAME_PATTERN, UUID, answer, nullable, obj, one_line, ref)
 from .request import actor, app_url, connection, path_id, read_json
 from .state import CREDENTIALS, KEYRING, PASSWORDS, POOL, SETTINGS, SIGNER
@@ -30,9 +30,8 @@ async def register(request: web.Request) -> web.Response:
     }
     async with connection(request) as conn:
         user, token = await users.register(conn, request.app[PASSWORDS], request.app[SIGNER],
+                                           keyring=request.app[KEYRING], app_url=app_url(request),
                                            **fields)
-        async with db.transaction(conn) as cur:
-            await email_verification.send_link(cur, request.app[KEYRING], user, app_url(request))
     return web.json_response({"token": token, "user": users.user_json(user)}, status=201)
 
 
@@ -181,7 +180,7 @@ async def revoke_token(request: web.Request) -> web.Response:
     return web.json_response({"ok": True})
 
 
-# --- OpenAPI: the operations above, for `web.apidoc` ---------------------------------------
+# --- OpenAPI: the operations above (`web.schema`), for `web.apidoc` ------------------------------
 
 _AUTH_ANSWER = answer({"token": {"type": "string", "description": "A session JWT."},
                        "user": ref("User")})

@@ -8,7 +8,7 @@ from aiohttp import web
 from .. import admin
 from ..errors import BadRequest
 from ..inputs import field
-from .apidoc import BOOL, INT, STRING, TIME, UUID, answer, nullable, obj, query
+from .schema import BOOL, INT, STRING, TIME, UUID, answer, nullable, obj, query
 from .request import actor, connection, path_id, query_int, query_text, read_json
 
 PAGE_DEFAULT, PAGE_MAX = 50, 200

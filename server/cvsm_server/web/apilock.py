@@ -248,8 +248,9 @@ def breaking_changes(locked: dict, live: dict) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     from .apidoc import document
+    from .routes import ROUTES
     args = sys.argv[1:] if argv is None else argv
-    live = document()
+    live = document(ROUTES)
     if args == ["--write"]:
         LOCK_FILE.write_text(normalised(live), encoding="utf-8")
         print(f"wrote {LOCK_FILE}")

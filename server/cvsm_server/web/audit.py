@@ -7,7 +7,7 @@ from aiohttp import web
 
 from .. import audit, audit_chain
 from ..timeutil import now
-from .apidoc import BOOL, INT, STRING, answer, nullable, obj, or_empty, query
+from .schema import BOOL, INT, STRING, answer, nullable, obj, or_empty, query
 from .request import actor, connection, team_of
 from .state import CHECKPOINT_SIGNER
 

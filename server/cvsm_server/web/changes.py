@@ -19,7 +19,7 @@ from aiohttp import web
 from .. import changes, db
 from ..actor import Actor
 from ..errors import DomainError, ServiceUnavailable
-from .apidoc import ENVIRONMENT, query
+from .schema import ENVIRONMENT, query
 from .middleware import authenticate_credential, bearer
 from .request import actor, connection, query_text, team_of
 from .state import CHANGE_HUB, CREDENTIALS

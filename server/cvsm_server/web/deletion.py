@@ -7,7 +7,7 @@ from aiohttp import web
 from .. import deletion, ratelimit, sessions
 from ..inputs import field
 from ..timeutil import iso
-from .apidoc import OK, TIME, answer, obj
+from .schema import OK, TIME, answer, obj
 from .request import actor, app_url, connection, read_json
 from .state import KEYRING, PASSWORDS, SETTINGS
 
@@ -35,7 +35,7 @@ async def cancel_deletion(request: web.Request) -> web.Response:
     return web.json_response({"ok": True})
 
 
-# --- OpenAPI: the operations above, for `web.apidoc` ---------------------------------------
+# --- OpenAPI: the operations above (`web.schema`), for `web.apidoc` ------------------------------
 
 OPENAPI = {
     "request_deletion": {

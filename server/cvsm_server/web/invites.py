@@ -6,7 +6,7 @@ from aiohttp import web
 
 from .. import invites, teams
 from ..inputs import field
-from .apidoc import OK, ROLE, STRING, TIME, UUID, answer, nullable, obj, ref
+from .schema import OK, ROLE, STRING, TIME, UUID, answer, nullable, obj, ref
 from .request import actor, app_url, connection, path_id, read_json, team_of
 from .state import KEYRING
 
@@ -46,7 +46,7 @@ async def accept_invite(request: web.Request) -> web.Response:
     return web.json_response({"team": teams.team_json(team, team["role"])})
 
 
-# --- OpenAPI: the operations above, for `web.apidoc` ---------------------------------------
+# --- OpenAPI: the operations above (`web.schema`), for `web.apidoc` ------------------------------
 
 INVITE = answer({"id": UUID, "team_id": UUID, "email": STRING, "role": ROLE,
                  "invited_by": {**nullable(STRING),

@@ -1,15 +1,18 @@
 """The request pipeline, outermost first: request id, CORS, errors, the pages' errors (an error
-page instead of JSON, `web.dashboard.page_errors`), the actor (client address and credential),
+page instead of JSON, `web.pages.kit.page_errors`), the actor (client address and credential),
 rate limits.
 
 - `request_id_middleware`: every answer carries `X-Request-Id` (a sane incoming one is kept,
   otherwise a new one is made); it is in the access-log and error-log lines.
 - `error_middleware`: every failure becomes `{"error": "<Indonesian message>"}` with its status;
   a database outage is a 503 with `Retry-After`; anything unexpected a 500 with no detail.
-- `auth_middleware`: builds the request's `Actor` once (client IP, user agent) and, on private
-  API routes, checks the bearer credential (`sessions`, `tokens`).
-- `rate_limit_middleware`: counts the request against its kind's limit, or leaves the charge to
-  a handler that counts it inside its own statement (`counts_own_rate_limit`). The same
+- `auth_middleware`: builds the request's `Actor` once (client IP, user agent) and, as the
+  route's policy says (`web.policy`), the user behind it: from the bearer credential on API
+  routes (`sessions`, `tokens`), from the session cookie on session pages (with what every page
+  shows, `users.page_state`, in the same statement that confirms a cached session). A revocation
+  noticed mid-request is checked in the database and the request runs once more, at both doors.
+- `rate_limit_middleware`: counts the request against the limit its route declares, or leaves
+  the charge to a handler that counts it inside its own statement (`own_charge`). The same
   statement confirms a credential served from the process's cache (`credentials`).
 """
 
@@ -23,26 +26,17 @@ from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 
-from .. import credentials, db, ratelimit, sessions, tokens
+from .. import credentials, db, ratelimit, sessions, tokens, users
 from ..actor import Actor
 from ..clientip import cached_client_ip
 from ..errors import DomainError, ServiceUnavailable, Unauthorized
-from .state import (ACTOR, CREDENTIALS, KEYRING, LEASES, POOL, RATE_CHARGE, REQUEST_ID,
-                    SETTINGS, SIGNER)
+from .policy import EITHER, OPEN, SESSION, Policy, policy_of
+from .state import (ACTOR, CREDENTIALS, KEYRING, LEASES, PAGE_STATE, POOL, RATE_CHARGE,
+                    REQUEST_ID, SESSION_COOKIE, SETTINGS, SIGNER)
 
 log = logging.getLogger("cvsm.errors")
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-
-API_PREFIX = "/api/v1/"
-AUTH_PREFIX = "/api/v1/auth/"
-PUBLIC_PREFIX = "/api/v1/public/"
-# Public API routes that are neither rate limited nor authenticated.
-OPEN_ROUTES = ("/api/v1/health", "/api/v1/openapi.json", "/api/v1/docs")
-# Routes under /auth/ that act for a signed-in user: a bearer credential, and the `auth` limit.
-SIGNED_IN_AUTH_ROUTES = ("/api/v1/auth/verify-email/request",)
-# Subscribing to the newsletter counts under `newsletter` (5 per 10 s per IP), not `public`.
-NEWSLETTER_ROUTE = "/api/v1/public/newsletter"
 
 REQUEST_ID_RE = re.compile(r"[A-Za-z0-9._:-]{1,128}\Z")
 
@@ -123,21 +117,10 @@ def bearer(request: web.Request) -> str:
     return credential
 
 
-def is_private_path(path: str) -> bool:
-    """Whether a path (or a route pattern) needs a bearer credential."""
-    if path in SIGNED_IN_AUTH_ROUTES:
-        return True
-    return (path.startswith(API_PREFIX) and not path.startswith((AUTH_PREFIX, PUBLIC_PREFIX))
-            and path not in OPEN_ROUTES)
-
-
-def _is_private(request: web.Request) -> bool:
-    return is_private_path(request.path)
-
-
 @web.middleware
 async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """The request's actor: the client, and on private API routes the user behind the bearer."""
+    """The request's actor: the client, and the user behind its credential where the route's
+    policy reads one (a bearer credential, or the session cookie of a page)."""
     app = request.app
     settings = app[SETTINGS]
     peer = request.transport.get_extra_info("peername") if request.transport else None
@@ -146,18 +129,51 @@ async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamR
                           settings.trusted_proxies)
     client = Actor.anonymous(ip, request.headers.get("User-Agent"))
     request[ACTOR] = client
-    if request.method == "OPTIONS" or not _is_private(request):
+    auth = policy_of(request).auth
+    if request.method == "OPTIONS" or auth == OPEN:
         return await handler(request)
-    credential = bearer(request)
-    request[ACTOR] = await authenticate_credential(app, credential, client)
+    request[ACTOR] = await _user(request, auth, client)
     try:
         return await handler(request)
     except credentials.StaleCredential:
         # A credential was revoked somewhere since this process cached the caller's: check it
         # in the database now (the statement that noticed did nothing), then run the request.
         app[CREDENTIALS].clear()
-        request[ACTOR] = await authenticate_credential(app, credential, client)
+        request[ACTOR] = await _user(request, auth, client)
         return await handler(request)
+
+
+async def _user(request: web.Request, auth: str, client: Actor) -> Actor:
+    if auth == SESSION or (auth == EITHER and "Authorization" not in request.headers):
+        return await session_actor(request, client)
+    return await authenticate_credential(request.app, bearer(request), client)
+
+
+async def session_actor(request: web.Request, client: Actor) -> Actor:
+    """The signed-in person behind the session cookie, with `PAGE_STATE` set; the client when
+    there is no valid session (a page that needs one sends the browser to sign in)."""
+    token = request.cookies.get(SESSION_COOKIE)
+    if not token:
+        return client
+    app = request.app
+    try:
+        try:
+            actor = await sessions.authenticate(app[POOL], app[CREDENTIALS], app[SIGNER], token,
+                                                client)
+            async with db.connection(app[POOL]) as conn:
+                state = await users.page_state(conn, actor)
+        except credentials.StaleCredential:  # a session from the cache, revoked since
+            app[CREDENTIALS].clear()
+            actor = await sessions.authenticate(app[POOL], app[CREDENTIALS], app[SIGNER], token,
+                                                client)
+            async with db.connection(app[POOL]) as conn:
+                state = await users.page_state(conn, actor)
+    except Unauthorized:
+        return client
+    if state is None:
+        return client
+    request[PAGE_STATE] = state
+    return actor
 
 
 async def authenticate_credential(app: web.Application, credential: str, client: Actor) -> Actor:
@@ -169,28 +185,17 @@ async def authenticate_credential(app: web.Application, credential: str, client:
                                        client)
 
 
-def counts_own_rate_limit(handler: Handler) -> Handler:
-    """Mark a handler that passes `request[RATE_CHARGE]` into its own statement."""
-    handler.counts_own_rate_limit = True  # type: ignore[attr-defined]
-    return handler
-
-
-def charge_for(request: web.Request) -> ratelimit.Charge | None:
-    """What this request counts against: per client IP on /auth, /public and the newsletter
-    subscription, per credential on the rest of the API; nothing on /health, pages and
-    preflights."""
-    path = request.path
-    if request.method == "OPTIONS" or not path.startswith(API_PREFIX) or path in OPEN_ROUTES:
+def charge_for(request: web.Request, policy: Policy) -> ratelimit.Charge | None:
+    """What this request counts against, as its route declares: per client IP for `auth`,
+    `public` and `newsletter`, per credential for `api`; nothing for preflights."""
+    kind = policy.rate
+    if kind is None or request.method == "OPTIONS":
         return None
     settings = request.app[SETTINGS]
     who = request[ACTOR]
-    if path.startswith(AUTH_PREFIX):
-        return ratelimit.Charge.of("auth", who.ip or "-", settings.rate_limit("auth"))
-    if path == NEWSLETTER_ROUTE and request.method == "POST":  # spec: its own, tighter limit
-        return ratelimit.Charge.of("newsletter", who.ip or "-", settings.rate_limit("newsletter"))
-    if path.startswith(PUBLIC_PREFIX):
-        return ratelimit.Charge.of("public", who.ip or "-", settings.rate_limit("public"))
-    return ratelimit.Charge.of("api", who.rate_key, settings.rate_limit("api"))
+    if kind == "api":
+        return ratelimit.Charge.of("api", who.rate_key, settings.rate_limit("api"))
+    return ratelimit.Charge.of(kind, who.ip or "-", settings.rate_limit(kind))
 
 
 @web.middleware
@@ -201,15 +206,17 @@ async def rate_limit_middleware(request: web.Request, handler: Handler) -> web.S
     The per-credential `api` limit is paid from this process's lease (`ratelimit.Leases`): a
     unit held here costs no statement (a cached credential is still confirmed: by the handler's
     own statement, or by the epoch read here); only a request that leases more counts."""
-    charge = charge_for(request)
+    policy = policy_of(request)
+    charge = charge_for(request, policy)
     epoch = request[ACTOR].epoch
     if charge is not None and charge.key.startswith("api:"):
         charge = await request.app[LEASES].charge(charge)
     try:
-        if getattr(request.match_info.handler, "counts_own_rate_limit", False):
+        if policy.own_charge:
             if charge is not None:
                 request[RATE_CHARGE] = charge
-        elif charge is not None or epoch is not None:
+        # (a page's session was confirmed with its `PAGE_STATE`: no second statement)
+        elif charge is not None or (epoch is not None and not policy.page):
             async with db.connection(request.app[POOL]) as conn:
                 if charge is not None and charge.lease is not None:
                     await ratelimit.lease(conn, charge, epoch=epoch)

@@ -11,8 +11,8 @@ from aiohttp import web
 from .. import newsletter
 from ..errors import BadRequest, DomainError
 from ..inputs import field
-from .apidoc import OK, STRING, answer, obj, query
-from .dashboard import newsletter_page
+from .schema import OK, STRING, answer, obj, query
+from .pages.newsletter import newsletter_page
 from .request import actor, app_url, connection, read_json
 from .state import KEYRING
 
@@ -56,7 +56,7 @@ async def unsubscribe(request: web.Request) -> web.Response:
     return web.json_response({"ok": True})
 
 
-# --- OpenAPI: the operations above, for `web.apidoc` ---------------------------------------
+# --- OpenAPI: the operations above (`web.schema`), for `web.apidoc` ------------------------------
 
 OPENAPI = {
     "subscribe": {

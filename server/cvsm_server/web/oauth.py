@@ -14,7 +14,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from .. import oauth
-from . import dashboard
+from .pages import auth as auth_pages, kit as page_kit
 from .request import actor, app_url, connection
 from .state import KEYRING, OAUTH, SIGNER
 
@@ -42,7 +42,7 @@ async def start(request: web.Request) -> web.StreamResponse:
     except oauth.OAuthFailure:
         return found(failure_location(base))
     response = found(url)
-    dashboard.bind_oauth_flow(request, response, state)
+    auth_pages.bind_oauth_flow(request, response, state)
     return response
 
 
@@ -57,22 +57,22 @@ async def callback(request: web.Request) -> web.StreamResponse:
         async with connection(request) as conn:
             outcome = await oauth.callback(conn, actor(request), app[OAUTH], app[KEYRING], app[SIGNER],
                                            name, base, params,
-                                           bound_state=request.cookies.get(dashboard.OAUTH_COOKIE))
+                                           bound_state=request.cookies.get(auth_pages.OAUTH_COOKIE))
     except oauth.OAuthFailure as failure:
         response = found(failure_location(base, link=failure.link))
     else:
         if outcome.linked:
             response = found(f"{base}/app/account?oauth=linked")
         elif outcome.second_factor:
-            response = dashboard.second_factor_redirect(request, outcome.user_id, base)
+            response = auth_pages.second_factor_redirect(request, outcome.user_id, base)
         else:
             response = found(f"{base}/app/teams")
-            dashboard.sign_in_browser(request, response, outcome.token)
-    dashboard.unbind_oauth_flow(request, response)
+            page_kit.sign_in_browser(request, response, outcome.token)
+    auth_pages.unbind_oauth_flow(request, response)
     return response
 
 
-# --- OpenAPI: the operations above, for `web.apidoc` ---------------------------------------
+# --- OpenAPI: the operations above (`web.schema`), for `web.apidoc` ------------------------------
 
 OPENAPI = {
     "start": {

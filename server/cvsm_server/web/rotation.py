@@ -7,7 +7,7 @@ from aiohttp import web
 
 from .. import rotation_targets, secret_rotation
 from ..inputs import field
-from .apidoc import BOOL, INT, OK, STRING, TIME, UUID, answer, nullable, obj
+from .schema import BOOL, INT, OK, STRING, TIME, UUID, answer, nullable, obj
 from .request import actor, connection, path_id, read_json, team_of
 from .state import KEYRING
 
@@ -59,7 +59,7 @@ async def rotate_now(request: web.Request) -> web.Response:
     return web.json_response({"policy": secret_rotation.policy_json(row)}, status=202)
 
 
-# --- OpenAPI: the operations above, for `web.apidoc` ---------------------------------------
+# --- OpenAPI: the operations above (`web.schema`), for `web.apidoc` ------------------------------
 
 ROLE_NAME = {"type": "string", "pattern": "^[A-Za-z_][A-Za-z0-9_$]{0,62}$"}
 GENERATOR = obj({

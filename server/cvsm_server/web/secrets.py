@@ -8,9 +8,8 @@ from .. import bulk, dotenv, secrets, shell_export
 from ..errors import BadRequest
 from ..inputs import field, string_list
 from ..timeutil import iso
-from .apidoc import (BULK_ANSWER, ENVIRONMENT, ID_LIST, INT, OK, SECRET_NAME, SECRET_TYPE,
+from .schema import (BULK_ANSWER, ENVIRONMENT, ID_LIST, INT, OK, SECRET_NAME, SECRET_TYPE,
                      SECRET_VALUE, STRING, TIME, answer, obj, or_empty, query, ref)
-from .middleware import counts_own_rate_limit
 from .request import actor, connection, path_id, team_of, query_int, query_text, read_json
 from .state import KEYRING, RATE_CHARGE
 
@@ -34,7 +33,6 @@ async def list_secrets(request: web.Request) -> web.Response:
     return web.json_response({"secrets": [secrets.secret_json(r) for r in rows], "total": total})
 
 
-@counts_own_rate_limit
 async def read_secret(request: web.Request) -> web.Response:
     secret_id = path_id(request, "secret_id")
     async with connection(request) as conn:
@@ -45,7 +43,6 @@ async def read_secret(request: web.Request) -> web.Response:
     return web.json_response({"secret": secrets.secret_json(row), "value": value})
 
 
-@counts_own_rate_limit
 async def read_secret_by_name(request: web.Request) -> web.Response:
     environment = query_text(request, "environment") or "production"
     async with connection(request) as conn:
@@ -178,7 +175,7 @@ async def move_env(request: web.Request) -> web.Response:
     return _bulk_answer(results, summary)
 
 
-# --- OpenAPI: the operations above, for `web.apidoc` ---------------------------------------
+# --- OpenAPI: the operations above (`web.schema`), for `web.apidoc` ------------------------------
 
 _SECRET = answer({"secret": ref("Secret")})
 _READ = answer({"secret": ref("Secret"), "value": STRING})

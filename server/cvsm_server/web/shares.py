@@ -7,7 +7,7 @@ from aiohttp import web
 from .. import __version__, public, shares
 from ..inputs import field
 from ..timeutil import iso
-from .apidoc import INT, OK, STRING, TIME, answer, obj, ref
+from .schema import INT, OK, STRING, TIME, answer, obj, ref
 from .request import actor, app_url, connection, path_id, read_json, team_of
 from .state import KEYRING, POOL
 
@@ -72,7 +72,7 @@ async def stats(request: web.Request) -> web.Response:
     return web.json_response({"teams": row["teams"], "secrets": row["secrets"]})
 
 
-# --- OpenAPI: the operations above, for `web.apidoc` ---------------------------------------
+# --- OpenAPI: the operations above (`web.schema`), for `web.apidoc` ------------------------------
 
 OPENAPI = {
     "health": {

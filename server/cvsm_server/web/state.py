@@ -15,6 +15,7 @@ from ..oauth import Providers
 from ..passwords import PasswordHasher
 from ..ratelimit import Charge, Leases
 from ..sessions import JwtSigner
+from ..users import PageState
 
 SETTINGS = web.AppKey("settings", Settings)
 POOL = web.AppKey("pool", aiopg.Pool)
@@ -33,7 +34,12 @@ CHECKPOINT_SIGNER = web.AppKey("checkpoint_signer", CheckpointSigner)
 # The process's LISTEN connection for the change streams (`changes.ChangeHub`).
 CHANGE_HUB = web.AppKey("change_hub", ChangeHub)
 
+# The dashboard's session cookie: a session JWT, read by `auth_middleware` on session routes.
+SESSION_COOKIE = "cvsm_session"
+
 REQUEST_ID = web.RequestKey("request_id", str)
 ACTOR = web.RequestKey("actor", Actor)
 # Set instead of counting when the handler counts the rate limit in its own statement.
 RATE_CHARGE = web.RequestKey("rate_charge", Charge)
+# What every signed-in page shows (`users.page_state`), read with the session on session routes.
+PAGE_STATE = web.RequestKey("page_state", PageState)

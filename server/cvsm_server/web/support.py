@@ -12,7 +12,7 @@ from ..actor import Actor
 from ..errors import NotFound
 from ..inputs import field
 from .admin import PAGE_DEFAULT, PAGE_MAX
-from .apidoc import BOOL, INT, STRING, TIME, UUID, answer, nullable, obj, query, trimmed
+from .schema import BOOL, INT, STRING, TIME, UUID, answer, nullable, obj, query, trimmed
 from .request import (actor, app_url, connection, path_id, query_int, query_text, read_json)
 from .state import KEYRING, SETTINGS
 

@@ -6,7 +6,7 @@ from aiohttp import web
 
 from .. import audit, teams
 from ..inputs import field
-from .apidoc import INT, OK, ROLE, SLUG_PATTERN, answer, obj, one_line, query, ref
+from .schema import INT, OK, ROLE, SLUG_PATTERN, answer, obj, one_line, query, ref
 from .request import actor, connection, path_id, query_int, read_json, team_of
 from .state import SETTINGS
 
@@ -88,7 +88,7 @@ async def list_audit(request: web.Request) -> web.Response:
                               "limit": limit, "offset": offset})
 
 
-# --- OpenAPI: the operations above, for `web.apidoc` ---------------------------------------
+# --- OpenAPI: the operations above (`web.schema`), for `web.apidoc` ------------------------------
 
 _TEAM = answer({"team": ref("Team")})
 _MEMBER = answer({"member": ref("Member")})

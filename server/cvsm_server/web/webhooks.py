@@ -7,7 +7,7 @@ from aiohttp import web
 
 from .. import webhooks
 from ..inputs import field
-from .apidoc import INT, OK, STRING, TIME, UUID, answer, nullable, obj, query
+from .schema import INT, OK, STRING, TIME, UUID, answer, nullable, obj, query
 from .request import actor, connection, path_id, query_int, read_json, team_of
 from .state import KEYRING, SETTINGS
 
@@ -65,7 +65,7 @@ async def send_webhook_test(request: web.Request) -> web.Response:
     return web.json_response({"delivery": webhooks.delivery_json(row)}, status=202)
 
 
-# --- OpenAPI: the operations above, for `web.apidoc` ---------------------------------------
+# --- OpenAPI: the operations above (`web.schema`), for `web.apidoc` ------------------------------
 
 EVENT = {"type": "string", "enum": list(webhooks.EVENTS)}
 WEBHOOK = answer({"id": UUID, "url": STRING,

@@ -11,13 +11,13 @@ from typing import Any
 
 from aiohttp import web
 
-from .. import db, support
-from ..actor import Actor
-from ..errors import DomainError, NotFound
-from .dashboard import _field, _page, _redirect, _session_csrf, _signed_form, signed_in
-from .request import app_url
-from .state import KEYRING, POOL, SETTINGS
-from .support import charge
+from ... import db, support
+from ...actor import Actor
+from ...errors import DomainError, NotFound
+from ..request import app_url
+from ..state import KEYRING, POOL, SETTINGS
+from ..support import charge
+from .kit import form_field, redirect_to, render_page, session_csrf, signed_form, signed_in
 
 ESCALATED = ("Permintaan Anda sudah diteruskan ke admin. Balasan akan dikirim ke email Anda dan "
              "muncul di percakapan ini.")
@@ -41,7 +41,7 @@ async def _context(request: web.Request, conn: db.Connection, actor: Actor,
     conversation = None
     if conversation_id is not None:
         conversation = await support.conversation(conn, actor, conversation_id)
-    return {"user": actor, "csrf": _session_csrf(request, actor), "conversation": conversation,
+    return {"user": actor, "csrf": session_csrf(request, actor), "conversation": conversation,
             "messages": conversation["messages"] if conversation else [],
             "notice": ESCALATED if request.query.get("escalated") else None,
             "max_message": support.MAX_MESSAGE}
@@ -55,7 +55,7 @@ async def support_page(request: web.Request, actor: Actor) -> web.StreamResponse
         if conversation_id is None and not request.query.get("new"):
             conversation_id = await support.latest_conversation(conn, actor)
         context = await _context(request, conn, actor, conversation_id)
-    return _page(request, "support.html", context, private=True)
+    return render_page(request, "support.html", context, private=True)
 
 
 def _json_error(exc: DomainError) -> web.Response:
@@ -64,11 +64,11 @@ def _json_error(exc: DomainError) -> web.Response:
 
 @signed_in
 async def ask(request: web.Request, actor: Actor) -> web.StreamResponse:
-    form = await _signed_form(request, actor)
-    message = _field(form, "message")
+    form = await signed_form(request, actor)
+    message = form_field(form, "message")
     async with db.connection(request.app[POOL]) as conn:
         try:
-            conversation_id = _conversation_ref(_field(form, "conversation_id"))
+            conversation_id = _conversation_ref(form_field(form, "conversation_id"))
             result = await support.chat(conn, actor, message, conversation_id=conversation_id,
                                         charge=charge(request, actor))
         except DomainError as exc:
@@ -77,27 +77,27 @@ async def ask(request: web.Request, actor: Actor) -> web.StreamResponse:
             if exc.status == 404:
                 raise
             context = await _context(request, conn, actor,
-                                     _conversation_ref(_field(form, "conversation_id")))
+                                     _conversation_ref(form_field(form, "conversation_id")))
             context.update(error=exc.message, form={"message": message})
-            response = _page(request, "support.html", context, status=exc.status, private=True)
+            response = render_page(request, "support.html", context, status=exc.status, private=True)
             response.headers.update(exc.headers)
             return response
     if _wants_json(request):
         return web.json_response(result, headers={"Cache-Control": "no-store"})
-    return _redirect(f"/app/support?c={result['conversation_id']}#akhir")
+    return redirect_to(f"/app/support?c={result['conversation_id']}#akhir")
 
 
 @signed_in
 async def escalate(request: web.Request, actor: Actor) -> web.StreamResponse:
-    form = await _signed_form(request, actor)
+    form = await signed_form(request, actor)
     app = request.app
     async with db.connection(app[POOL]) as conn:
         try:
-            conversation_id = _conversation_ref(_field(form, "conversation_id"))
+            conversation_id = _conversation_ref(form_field(form, "conversation_id"))
             if conversation_id is None:
                 raise NotFound(support.CONVERSATION_NOT_FOUND)
             ticket = await support.escalate(conn, actor, app[KEYRING], conversation_id,
-                                            _field(form, "note"),
+                                            form_field(form, "note"),
                                             support_email=app[SETTINGS].support_email,
                                             base_url=app_url(request), charge=charge(request, actor))
         except DomainError as exc:
@@ -106,11 +106,11 @@ async def escalate(request: web.Request, actor: Actor) -> web.StreamResponse:
             if exc.status == 404:
                 raise
             context = await _context(request, conn, actor, conversation_id)
-            context.update(escalate_error=exc.message, note=_field(form, "note"))
-            response = _page(request, "support.html", context, status=exc.status, private=True)
+            context.update(escalate_error=exc.message, note=form_field(form, "note"))
+            response = render_page(request, "support.html", context, status=exc.status, private=True)
             response.headers.update(exc.headers)
             return response
     if _wants_json(request):
         return web.json_response({"ticket": ticket, "notice": ESCALATED}, status=201,
                                  headers={"Cache-Control": "no-store"})
-    return _redirect(f"/app/support?c={conversation_id}&escalated=1")
+    return redirect_to(f"/app/support?c={conversation_id}&escalated=1")

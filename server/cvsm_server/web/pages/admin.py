@@ -1,6 +1,6 @@
 """The admin panel's pages (`/app/admin/...`): users, teams and their plans, the instance's
 numbers, and support tickets. Over the same domain functions as the admin API (`admin`,
-`support`), with the dashboard's session, CSRF and CSP (`web.dashboard`).
+`support`), with the dashboard's session, CSRF and CSP (`web.pages.kit`).
 
 Someone signed in who is not an admin gets the 403 page the domain's `require_admin` raises (the
 API answers 403 too); the nav shows the "Admin" link only to admins.
@@ -13,13 +13,14 @@ from urllib.parse import urlencode
 
 from aiohttp import web
 
-from .. import admin, db, support
-from ..actor import Actor
-from ..errors import BadRequest, DomainError
-from ..teams import PLANS, max_environments
-from .dashboard import _field, _page, _redirect, _session_csrf, _signed_form, signed_in
-from .request import app_url, path_id
-from .state import KEYRING, POOL
+from ... import admin, db, support
+from ...actor import Actor
+from ...errors import BadRequest, DomainError
+from ...teams import PLANS, max_environments
+from ..request import app_url, path_id
+from ..state import KEYRING, POOL
+from .kit import form_field, redirect_to, render_page, session_csrf, signed_form, signed_in, url_for
+
 
 PAGE_SIZE = 25
 NOTICES = {
@@ -44,7 +45,7 @@ def _pages(total: int) -> int:
 
 
 def _context(request: web.Request, actor: Actor, section: str, **extra: Any) -> dict[str, Any]:
-    return {"user": actor, "csrf": _session_csrf(request, actor), "section": section,
+    return {"user": actor, "csrf": session_csrf(request, actor), "section": section,
             "notice": NOTICES.get(request.query.get("saved", "")), **extra}
 
 
@@ -53,7 +54,7 @@ async def index(request: web.Request, actor: Actor) -> web.StreamResponse:
     async with db.connection(request.app[POOL]) as conn:
         async with db.cursor(conn) as cur:
             await admin.require_admin(cur, actor)
-    return _redirect("/app/admin/users")
+    return redirect_to(url_for(request, "admin.users_page"))
 
 
 # Users ----------------------------------------------------------------------------------------
@@ -70,7 +71,7 @@ async def _users_context(request: web.Request, conn: db.Connection, actor: Actor
 async def users_page(request: web.Request, actor: Actor) -> web.StreamResponse:
     async with db.connection(request.app[POOL]) as conn:
         context = await _users_context(request, conn, actor, _search(request), _page_number(request))
-    return _page(request, "admin_users.html", context)
+    return render_page(request, "admin_users.html", context)
 
 
 USER_ACTIONS = {"grant": {"is_admin": True}, "revoke": {"is_admin": False},
@@ -80,12 +81,12 @@ USER_ACTIONS = {"grant": {"is_admin": True}, "revoke": {"is_admin": False},
 @signed_in
 async def change_user(request: web.Request, actor: Actor) -> web.StreamResponse:
     """Grant or revoke admin, disable or enable (`action`); back to the same search and page."""
-    form = await _signed_form(request, actor)
-    search, raw_page = _field(form, "q")[:200], _field(form, "page", "1")
+    form = await signed_form(request, actor)
+    search, raw_page = form_field(form, "q")[:200], form_field(form, "page", "1")
     page = int(raw_page) if raw_page.isdigit() and 0 < len(raw_page) <= 6 and int(raw_page) > 0 else 1
     async with db.connection(request.app[POOL]) as conn:
         try:
-            change = USER_ACTIONS.get(_field(form, "action"))
+            change = USER_ACTIONS.get(form_field(form, "action"))
             if change is None:
                 raise BadRequest("Tindakan tidak dikenal")
             await admin.update_user(conn, actor, path_id(request, "user_id"), **change)
@@ -94,8 +95,8 @@ async def change_user(request: web.Request, actor: Actor) -> web.StreamResponse:
                 raise
             context = await _users_context(request, conn, actor, search, page)
             context["error"] = exc.message
-            return _page(request, "admin_users.html", context, status=exc.status)
-    return _redirect("/app/admin/users?" + urlencode({"q": search, "page": page}))
+            return render_page(request, "admin_users.html", context, status=exc.status)
+    return redirect_to("/app/admin/users?" + urlencode({"q": search, "page": page}))
 
 
 # Teams and plans ------------------------------------------------------------------------------
@@ -106,7 +107,7 @@ async def teams_page(request: web.Request, actor: Actor) -> web.StreamResponse:
     async with db.connection(request.app[POOL]) as conn:
         rows, total = await admin.list_teams(conn, actor, search=search, limit=PAGE_SIZE,
                                              offset=(page - 1) * PAGE_SIZE)
-    return _page(request, "admin_teams.html", _context(
+    return render_page(request, "admin_teams.html", _context(
         request, actor, "teams", teams=rows, total=total, q=search, page=page, pages=_pages(total)))
 
 
@@ -132,7 +133,7 @@ async def plan_page(request: web.Request, actor: Actor) -> web.StreamResponse:
     async with db.connection(request.app[POOL]) as conn:
         team = await admin.get_team(conn, actor, path_id(request, "team_id"))
     form = _plan_form(team, request.query.get("plan"))
-    return _page(request, "admin_plan.html", _plan_context(request, actor, team, form))
+    return render_page(request, "admin_plan.html", _plan_context(request, actor, team, form))
 
 
 def _quota_field(name: str, text: str) -> int | None:
@@ -147,10 +148,10 @@ def _quota_field(name: str, text: str) -> int | None:
 
 @signed_in
 async def set_plan(request: web.Request, actor: Actor) -> web.StreamResponse:
-    form = await _signed_form(request, actor)
+    form = await signed_form(request, actor)
     team_id = path_id(request, "team_id")
-    entered = {"plan": _field(form, "plan"), "max_secrets": _field(form, "max_secrets"),
-               "max_members": _field(form, "max_members")}
+    entered = {"plan": form_field(form, "plan"), "max_secrets": form_field(form, "max_secrets"),
+               "max_members": form_field(form, "max_members")}
     async with db.connection(request.app[POOL]) as conn:
         try:
             await admin.set_plan(conn, actor, team_id, entered["plan"],
@@ -162,8 +163,8 @@ async def set_plan(request: web.Request, actor: Actor) -> web.StreamResponse:
             team = await admin.get_team(conn, actor, team_id)
             context = _plan_context(request, actor, team, entered)
             context["error"] = exc.message
-            return _page(request, "admin_plan.html", context, status=exc.status)
-    return _redirect(f"/app/admin/teams/{team_id}?saved=plan")
+            return render_page(request, "admin_plan.html", context, status=exc.status)
+    return redirect_to(url_for(request, "admin.plan_page", {"saved": "plan"}, team_id=str(team_id)))
 
 
 # Numbers --------------------------------------------------------------------------------------
@@ -173,8 +174,8 @@ async def stats_page(request: web.Request, actor: Actor) -> web.StreamResponse:
     async with db.connection(request.app[POOL]) as conn:
         numbers = await admin.stats(conn, actor)
         _, open_tickets = await support.list_tickets(conn, actor, status="open", limit=1)
-    return _page(request, "admin_stats.html", _context(request, actor, "stats", stats=numbers,
-                                                       open_tickets=open_tickets))
+    return render_page(request, "admin_stats.html", _context(request, actor, "stats", stats=numbers,
+                                                             open_tickets=open_tickets))
 
 
 # Support tickets ------------------------------------------------------------------------------
@@ -186,7 +187,7 @@ async def tickets_page(request: web.Request, actor: Actor) -> web.StreamResponse
     async with db.connection(request.app[POOL]) as conn:
         rows, total = await support.list_tickets(conn, actor, status=status, limit=PAGE_SIZE,
                                                  offset=(page - 1) * PAGE_SIZE)
-    return _page(request, "admin_tickets.html", _context(
+    return render_page(request, "admin_tickets.html", _context(
         request, actor, "tickets", tickets=rows, total=total, status=status, page=page,
         pages=_pages(total)))
 
@@ -200,30 +201,32 @@ async def _ticket_context(request: web.Request, conn: db.Connection, actor: Acto
 async def ticket_page(request: web.Request, actor: Actor) -> web.StreamResponse:
     async with db.connection(request.app[POOL]) as conn:
         context = await _ticket_context(request, conn, actor)
-    return _page(request, "admin_ticket.html", context, private=True)
+    return render_page(request, "admin_ticket.html", context, private=True)
 
 
 @signed_in
 async def reply_ticket(request: web.Request, actor: Actor) -> web.StreamResponse:
-    form = await _signed_form(request, actor)
+    form = await signed_form(request, actor)
     ticket_id = path_id(request, "ticket_id")
     async with db.connection(request.app[POOL]) as conn:
         try:
             await support.reply_ticket(conn, actor, request.app[KEYRING], ticket_id,
-                                       _field(form, "message"), base_url=app_url(request))
+                                       form_field(form, "message"), base_url=app_url(request))
         except DomainError as exc:
             if exc.status in (403, 404):
                 raise
             context = await _ticket_context(request, conn, actor)
-            context.update(error=exc.message, reply=_field(form, "message"))
-            return _page(request, "admin_ticket.html", context, status=exc.status, private=True)
-    return _redirect(f"/app/admin/tickets/{ticket_id}?saved=reply")
+            context.update(error=exc.message, reply=form_field(form, "message"))
+            return render_page(request, "admin_ticket.html", context, status=exc.status, private=True)
+    return redirect_to(url_for(request, "admin.ticket_page", {"saved": "reply"},
+                              ticket_id=str(ticket_id)))
 
 
 @signed_in
 async def close_ticket(request: web.Request, actor: Actor) -> web.StreamResponse:
-    await _signed_form(request, actor)
+    await signed_form(request, actor)
     ticket_id = path_id(request, "ticket_id")
     async with db.connection(request.app[POOL]) as conn:
         await support.close_ticket(conn, actor, ticket_id)
-    return _redirect(f"/app/admin/tickets/{ticket_id}?saved=closed")
+    return redirect_to(url_for(request, "admin.ticket_page", {"saved": "closed"},
+                              ticket_id=str(ticket_id)))

@@ -12,28 +12,29 @@ from urllib.parse import urlencode
 
 from aiohttp import web
 
-from .. import db, setup_link
-from ..actor import Actor
-from .dashboard import _field, _page, _redirect, _session_csrf, _signed_form, _signed_in_actor, signed_in
-from .state import KEYRING, POOL
+from ... import db, setup_link
+from ...actor import Actor
+from ..state import KEYRING, POOL
+from .kit import (form_field, redirect_to, render_page, session_csrf, signed_form,
+                   signed_in, signed_in_actor, url_for)
 
 
 async def setup_page(request: web.Request) -> web.StreamResponse:
     token = request.query.get("token", "")
-    actor = await _signed_in_actor(request)
+    actor = signed_in_actor(request)
     here = f"{setup_link.PATH}?{urlencode({'token': token})}"
     context: dict[str, Any] = {"user": actor, "token": token, "next": urlencode({"next": here})}
     if actor is not None:
-        context["csrf"] = _session_csrf(request, actor)
+        context["csrf"] = session_csrf(request, actor)
     status = 200
     if not token:
         context["error"], status = setup_link.SETUP_INVALID, 400
-    return _page(request, "setup.html", context, status=status, private=True)
+    return render_page(request, "setup.html", context, status=status, private=True)
 
 
 @signed_in
 async def become_admin(request: web.Request, actor: Actor) -> web.StreamResponse:
-    form = await _signed_form(request, actor)
+    form = await signed_form(request, actor)
     async with db.connection(request.app[POOL]) as conn:
-        await setup_link.claim(conn, actor, request.app[KEYRING], _field(form, "token"))
-    return _redirect("/app/admin/users?saved=admin")
+        await setup_link.claim(conn, actor, request.app[KEYRING], form_field(form, "token"))
+    return redirect_to(url_for(request, "admin.users_page", {"saved": "admin"}))

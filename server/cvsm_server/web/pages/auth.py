@@ -1,0 +1,259 @@
+"""Signing in (password, two-factor, identity providers), signing up, signing out, and the
+links from mail (password reset, e-mail verification).
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from aiohttp import web
+
+from ... import db, email_verification, oauth, password_reset, sessions, users
+from ...actor import Actor
+from ...errors import BadRequest, DomainError, Forbidden, Unauthorized
+from ..request import app_url
+from ..state import ACTOR, KEYRING, OAUTH, PASSWORDS, POOL, SIGNER
+from .kit import (COOKIE, PENDING_FAILED, PENDING_LIFETIME, anonymous_csrf, check_anonymous_csrf,
+                  count_account_form, failures_of, form_field, is_secure, next_of, pending_token,
+                  pending_user, read_page_form, redirect_to, refused, render_page, session_csrf,
+                  signed_form, signed_in, signed_in_actor, signed_in_response, url_for)
+
+
+async def index(request: web.Request) -> web.StreamResponse:
+    return redirect_to(url_for(request, "teams.teams_page" if signed_in_actor(request)
+                               else "auth.signin_page"))
+
+
+async def signin_page(request: web.Request) -> web.StreamResponse:
+    next_path = next_of(request)
+    if signed_in_actor(request):
+        return redirect_to(next_path or "/app/teams")
+    # `?oauth=failed`: where a provider's sign-in that failed (whatever went wrong) lands.
+    error = OAUTH_FAILED if request.query.get("oauth") == "failed" else None
+    return render_page(request, "signin.html", {"csrf": anonymous_csrf(request), "next": next_path,
+                                                "error": error})
+
+
+async def signin(request: web.Request) -> web.StreamResponse:
+    app = request.app
+    form = await read_page_form(request)
+    identifier = form_field(form, "identifier")
+    next_path = next_of(request, form)
+    try:
+        check_anonymous_csrf(request, form)
+        async with db.connection(app[POOL]) as conn:
+            await count_account_form(conn, request)
+            _user, token = await users.login(
+                conn, request[ACTOR], app[PASSWORDS], app[KEYRING], app[SIGNER],
+                identifier=identifier, password=form_field(form, "password"),
+                failures=failures_of(request))
+    except users.SecondFactorRequired as required:
+        # The page holds the signed pending token: never stored by a cache.
+        return render_page(request, "twofactor.html", {"csrf": anonymous_csrf(request), "next": next_path,
+                                                       "pending": pending_token(request, required.user_id)},
+                           private=True)
+    except DomainError as exc:
+        return refused(request, "signin.html", {"csrf": anonymous_csrf(request),
+                                                "identifier": identifier, "next": next_path}, exc)
+    return signed_in_response(request, token, next_path or "/app/teams")
+
+
+async def signin_code(request: web.Request) -> web.StreamResponse:
+    app = request.app
+    form = await read_page_form(request)
+    next_path = next_of(request, form)
+    try:
+        check_anonymous_csrf(request, form)
+        user_id = pending_user(request, form_field(form, "pending"))
+        async with db.connection(app[POOL]) as conn:
+            await count_account_form(conn, request)
+            _user, token = await users.complete_login(
+                conn, request[ACTOR], app[KEYRING], app[SIGNER], user_id=user_id,
+                totp_code=form_field(form, "code"), failures=failures_of(request))
+    except ValueError:  # a pending token that is not ours
+        return render_page(request, "signin.html", {"csrf": anonymous_csrf(request),
+                                                    "error": PENDING_FAILED, "next": next_path}, status=401)
+    except DomainError as exc:
+        if exc.message == PENDING_FAILED or isinstance(exc, Forbidden):
+            return refused(request, "signin.html", {"csrf": anonymous_csrf(request),
+                                                    "next": next_path}, exc)
+        # A wrong code, or a wait: the same step again (its pending token still counts).
+        return refused(request, "twofactor.html", {"csrf": anonymous_csrf(request),
+                                                   "pending": form_field(form, "pending"),
+                                                   "next": next_path}, exc, private=True)
+    return signed_in_response(request, token, next_path or "/app/teams")
+
+
+OAUTH_COOKIE = "cvsm_oauth"  # the state of the flow this browser started (`web.oauth`)
+OAUTH_COOKIE_PATH = "/api/v1/auth/"
+PENDING_COOKIE = "cvsm_pending"  # the signed pending-2FA token after a provider's callback
+OAUTH_FAILED = "Masuk melalui penyedia identitas gagal. Silakan coba lagi."
+
+
+def bind_oauth_flow(request: web.Request, response: web.StreamResponse, state: str) -> None:
+    """Tie a flow to this browser: the callback must come with the same state in this cookie."""
+    response.set_cookie(OAUTH_COOKIE, state, httponly=True, samesite="Lax", secure=is_secure(request),
+                        path=OAUTH_COOKIE_PATH, max_age=int(oauth.FLOW_LIFETIME.total_seconds()))
+
+
+def unbind_oauth_flow(request: web.Request, response: web.StreamResponse) -> None:
+    if OAUTH_COOKIE in request.cookies:
+        response.del_cookie(OAUTH_COOKIE, path=OAUTH_COOKIE_PATH)
+
+
+def second_factor_redirect(request: web.Request, user_id: uuid.UUID, base: str) -> web.Response:
+    """After a provider's callback for a user with two-factor on: the code step, with the same
+    signed pending token the password sign-in uses (in a cookie, never in a URL)."""
+    response = web.Response(status=302, headers={"Location": f"{base}/signin/oauth-2fa",
+                                                 "Cache-Control": "no-store"})
+    response.set_cookie(PENDING_COOKIE, pending_token(request, user_id), httponly=True,
+                        samesite="Lax", secure=is_secure(request), path="/signin",
+                        max_age=PENDING_LIFETIME)
+    return response
+
+
+async def oauth_code_page(request: web.Request) -> web.StreamResponse:
+    """The TOTP step of a sign-in through a provider; the form posts to `/signin/2fa`."""
+    pending = request.cookies.get(PENDING_COOKIE, "")
+    try:
+        pending_user(request, pending)
+    except (Unauthorized, ValueError):
+        return render_page(request, "signin.html", {"csrf": anonymous_csrf(request), "error": PENDING_FAILED},
+                           status=401)
+    return render_page(request, "twofactor.html", {"csrf": anonymous_csrf(request), "pending": pending},
+                       private=True)
+
+
+@signed_in
+async def oauth_link(request: web.Request, actor: Actor) -> web.StreamResponse:
+    """Start linking a provider to the signed-in account (a CSRF-checked POST). The answer is a
+    page that goes on to the provider (by script, or a link without it): a form's redirect to
+    another origin would break the pages' `form-action 'self'` policy."""
+    await signed_form(request, actor)
+    sessions.require_jwt(actor)
+    name = request.match_info["idp"]
+    base = app_url(request)
+    try:
+        async with db.connection(request.app[POOL]) as conn:
+            url, state = await oauth.start(conn, actor, request.app[OAUTH], name, base,
+                                           request.app[KEYRING], link_user_id=actor.user_id)
+    except oauth.OAuthFailure:
+        return redirect_to("/app/account?oauth=failed")
+    response = render_page(request, "oauth_redirect.html", {"user": actor, "csrf": session_csrf(request, actor),
+                                                            "url": url, "label": oauth.label(name)},
+                           private=True)
+    bind_oauth_flow(request, response, state)
+    return response
+
+
+async def signup_page(request: web.Request) -> web.StreamResponse:
+    next_path = next_of(request)
+    if signed_in_actor(request):
+        return redirect_to(next_path or "/app/teams")
+    return render_page(request, "signup.html", {"csrf": anonymous_csrf(request), "form": {},
+                                                "next": next_path})
+
+
+async def signup(request: web.Request) -> web.StreamResponse:
+    app = request.app
+    form = await read_page_form(request)
+    kept = {k: form_field(form, k) for k in ("email", "username", "name", "newsletter")}
+    next_path = next_of(request, form)
+    try:
+        check_anonymous_csrf(request, form)
+        async with db.connection(app[POOL]) as conn:
+            await count_account_form(conn, request)
+            user, token = await users.register(
+                conn, app[PASSWORDS], app[SIGNER], email=kept["email"], username=kept["username"],
+                password=form_field(form, "password"), name=kept["name"],
+                newsletter_opt_in=kept["newsletter"] == "on", keyring=app[KEYRING],
+                app_url=app_url(request))
+    except DomainError as exc:
+        return refused(request, "signup.html", {"csrf": anonymous_csrf(request), "form": kept,
+                                                "next": next_path}, exc)
+    return signed_in_response(request, token, next_path or "/app/teams")
+
+
+SENT_IF_EXISTS = ("Jika alamat itu terdaftar, kami sudah mengirim tautan untuk mengatur ulang kata "
+                  "sandi. Tautan berlaku 1 jam.")
+
+
+async def forgot_page(request: web.Request) -> web.StreamResponse:
+    return render_page(request, "forgot.html", {"csrf": anonymous_csrf(request)})
+
+
+async def forgot(request: web.Request) -> web.StreamResponse:
+    app = request.app
+    form = await read_page_form(request)
+    try:
+        check_anonymous_csrf(request, form)
+        async with db.connection(app[POOL]) as conn:
+            await count_account_form(conn, request)
+            await password_reset.request_link(conn, request[ACTOR], app[KEYRING],
+                                              form_field(form, "email"), app_url(request))
+    except DomainError as exc:
+        return refused(request, "forgot.html", {"csrf": anonymous_csrf(request)}, exc)
+    return render_page(request, "forgot.html", {"csrf": anonymous_csrf(request), "sent": SENT_IF_EXISTS})
+
+
+async def reset_page(request: web.Request) -> web.StreamResponse:
+    return render_page(request, "reset.html", {"csrf": anonymous_csrf(request),
+                                               "token": request.query.get("token", "")}, private=True)
+
+
+async def reset_password(request: web.Request) -> web.StreamResponse:
+    app = request.app
+    form = await read_page_form(request)
+    token = form_field(form, "token")
+    try:
+        check_anonymous_csrf(request, form)
+        if form_field(form, "password") != form_field(form, "password_again"):
+            raise BadRequest("Kedua kata sandi tidak sama")
+        async with db.connection(app[POOL]) as conn:
+            await count_account_form(conn, request)
+            await password_reset.reset(conn, request[ACTOR], app[PASSWORDS], app[KEYRING], token,
+                                       form_field(form, "password"), failures=failures_of(request))
+    except DomainError as exc:
+        return refused(request, "reset.html", {"csrf": anonymous_csrf(request), "token": token},
+                       exc, private=True)
+    response = render_page(request, "signin.html", {
+        "csrf": anonymous_csrf(request),
+        "notice": "Kata sandi sudah diganti dan semua sesi lama sudah keluar. Masuk dengan kata "
+                  "sandi baru."})
+    response.del_cookie(COOKIE, path="/")
+    return response
+
+
+async def verify_page(request: web.Request) -> web.StreamResponse:
+    return render_page(request, "verify.html", {"csrf": anonymous_csrf(request),
+                                                "token": request.query.get("token", "")}, private=True)
+
+
+async def verify_email(request: web.Request) -> web.StreamResponse:
+    app = request.app
+    form = await read_page_form(request)
+    signed_in_as = signed_in_actor(request)
+    try:
+        check_anonymous_csrf(request, form)
+        async with db.connection(app[POOL]) as conn:
+            await count_account_form(conn, request)
+            # This browser's session stays when it is the account's own (it followed its mail).
+            user = await email_verification.verify(
+                conn, request[ACTOR], app[KEYRING], form_field(form, "token"),
+                failures=failures_of(request),
+                keep_session=signed_in_as.session_id if signed_in_as else None)
+    except DomainError as exc:
+        return refused(request, "verify.html", {"csrf": anonymous_csrf(request)}, exc, private=True)
+    kept = signed_in_as is not None and signed_in_as.user_id == user["id"]
+    return render_page(request, "verify.html", {"verified": True,
+                                                "signed_out": user["credentials_ended"] and not kept})
+
+
+@signed_in
+async def signout(request: web.Request, actor: Actor) -> web.StreamResponse:
+    await signed_form(request, actor)
+    async with db.connection(request.app[POOL]) as conn:
+        await sessions.logout_all(conn, actor)
+    response = redirect_to(url_for(request, "auth.signin_page"))
+    response.del_cookie(COOKIE, path="/")
+    return response

@@ -1,0 +1,282 @@
+"""The pages' kit: what every dashboard page is built with. Pages are rendered on the server
+(aiohttp-jinja2) over the same domain functions as the JSON API, so no rule or SQL exists twice.
+
+- **Session.** Signing in opens the same session row a JWT login opens; the cookie `cvsm_session`
+  carries that session's JWT (HttpOnly, SameSite=Lax, Secure when the app URL is https). Signing
+  out runs logout-all, so the cookie and every JWT issued before stop working at once. The
+  signed-in user is built by `web.middleware.auth_middleware` on session routes.
+- **CSRF.** Every state-changing form carries `csrf`: an HMAC of the session id when signed in;
+  before that (sign-in, sign-up, the 2FA step) an HMAC of a random pre-session cookie.
+- **CSP.** Pages load only this origin's own script and style files: no inline script or style.
+- **Values.** A value is on a page only after its owner asked (a POST, audited as a read), on
+  a page that is never cached, and never in a URL.
+- **Input.** Every form is read by one parser (`web.request.read_form`, through
+  `read_page_form`) and every page's query string is checked (`page_errors`): a NUL character,
+  invalid UTF-8, another charset or broken multipart is a 400 page with the message, never a
+  500 or the API's JSON.
+- **Without JavaScript** every form works; `app.js` only adds copy buttons.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import hmac
+import secrets as random
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+from urllib.parse import urlsplit
+
+import aiohttp_jinja2
+import jinja2
+from aiohttp import web
+from multidict import MultiDictProxy
+
+from ... import db, deletion, oauth, ratelimit, secrets as domain
+from ...actor import Actor
+from ...errors import DomainError, Forbidden, Unauthorized
+from ..policy import policy_of
+from ..request import FORM_TOO_LARGE, FormValue, app_url, check_query, read_form
+from ..state import ACTOR, OAUTH, PAGE_STATE, SESSION_COOKIE, SETTINGS, SIGNER
+
+
+COOKIE = SESSION_COOKIE
+PRE_COOKIE = "cvsm_pre"
+PENDING_LIFETIME = 300  # seconds between the password and the code of a two-factor sign-in
+FORM_LIMIT = 256 * 1024  # a 65,536-byte value, form-encoded, fits several times over
+CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+       "connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'")
+CSRF_FAILED = "Formulir kedaluwarsa atau tidak sah; muat ulang halaman lalu coba lagi"
+PENDING_FAILED = "Langkah verifikasi kedaluwarsa; masuk lagi dengan kata sandi"
+ENVIRONMENTS = domain.ENVIRONMENTS
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+# A pre-session nonce made for this response (set as a cookie when the page is sent).
+NEW_PRE_SESSION = web.RequestKey("cvsm_pre_new", str)
+
+
+def keyed_mac(request: web.Request, purpose: str, text: str) -> str:
+    key = request.app[SIGNER].secret.encode()
+    return hmac.new(key, f"{purpose}:{text}".encode(), hashlib.sha256).hexdigest()
+
+
+def pending_token(request: web.Request, user_id: uuid.UUID) -> str:
+    expires = int(time.time()) + PENDING_LIFETIME
+    body = f"{user_id}.{expires}"
+    return f"{body}.{keyed_mac(request, '2fa', body)}"
+
+
+def pending_user(request: web.Request, token: str) -> uuid.UUID:
+    body, _, mac = token.rpartition(".")
+    user, _, expires = body.partition(".")
+    if not hmac.compare_digest(mac, keyed_mac(request, "2fa", body)) or not expires.isdigit() \
+            or int(expires) < time.time():
+        raise Unauthorized(PENDING_FAILED)
+    return uuid.UUID(user)
+
+
+async def read_page_form(request: web.Request, *, max_bytes: int = FORM_LIMIT,
+                         too_large: str = FORM_TOO_LARGE) -> MultiDictProxy[FormValue]:
+    """Every page's form, read by the one parser (`web.request.read_form`): NUL characters,
+    invalid UTF-8, another charset and broken multipart are a 400 page, never a 500."""
+    return await read_form(request, max_bytes=max_bytes, too_large=too_large)
+
+
+def form_field(form: Mapping[str, Any], name: str, default: str = "") -> str:
+    value = form.get(name, default)
+    return value if isinstance(value, str) else default
+
+
+def is_secure(request: web.Request) -> bool:
+    return app_url(request).startswith("https://")
+
+
+def set_cookie(request: web.Request, response: web.StreamResponse, name: str, value: str,
+               max_age: int | None = None) -> None:
+    response.set_cookie(name, value, httponly=True, samesite="Lax", secure=is_secure(request),
+                        path="/", max_age=max_age)
+
+
+def pre_session(request: web.Request) -> str:
+    """The pre-session nonce that CSRF tokens of the signed-out forms are bound to."""
+    return request.cookies.get(PRE_COOKIE) or request.get(NEW_PRE_SESSION) or ""
+
+
+def anonymous_csrf(request: web.Request) -> str:
+    nonce = pre_session(request)
+    if not nonce:
+        nonce = random.token_urlsafe(24)
+        request[NEW_PRE_SESSION] = nonce
+    return keyed_mac(request, "csrf-pre", nonce)
+
+
+def check_anonymous_csrf(request: web.Request, form: Mapping[str, Any]) -> None:
+    nonce = request.cookies.get(PRE_COOKIE, "")
+    expected = keyed_mac(request, "csrf-pre", nonce)
+    if not nonce or not hmac.compare_digest(form_field(form, "csrf"), expected):
+        raise Forbidden(CSRF_FAILED)
+
+
+def session_csrf(request: web.Request, actor: Actor) -> str:
+    return keyed_mac(request, "csrf", str(actor.session_id))
+
+
+def check_session_csrf(request: web.Request, actor: Actor, form: Mapping[str, Any]) -> None:
+    if not hmac.compare_digest(form_field(form, "csrf"), session_csrf(request, actor)):
+        raise Forbidden(CSRF_FAILED)
+
+
+async def signed_form(request: web.Request, actor: Actor) -> MultiDictProxy[FormValue]:
+    """The posted form of a signed-in page, once its CSRF token is checked."""
+    form = await read_page_form(request)
+    check_session_csrf(request, actor, form)
+    return form
+
+
+def render_page(request: web.Request, template: str, context: dict[str, Any], *, status: int = 200,
+                private: bool = False) -> web.Response:
+    state = request.get(PAGE_STATE)  # the signed-in user's banner and nav (`users.page_state`)
+    context = {"user": None, "error": None, "form": {},
+               "pending_deletion": deletion.format_when(state.delete_after)
+               if state is not None and state.delete_after is not None else None,
+               "shows_admin": state is not None and state.is_admin, **context}
+    response = aiohttp_jinja2.render_template(template, request, context, status=status)
+    response.headers["Content-Security-Policy"] = CSP
+    # Pages that may hold a value are never stored; the rest are revalidated each time.
+    response.headers["Cache-Control"] = "no-store" if private else "no-cache"
+    if (nonce := request.get(NEW_PRE_SESSION)) is not None:
+        set_cookie(request, response, PRE_COOKIE, nonce)
+    return response
+
+
+def url_for(request: web.Request, name: str, query: Mapping[str, str] | None = None,
+            **parts: str) -> str:
+    """The path of the page named `name` (`web.policy.Route.name`, e.g. `teams.secrets_page`)."""
+    url = request.app.router[name].url_for(**parts)
+    return str(url.with_query(query) if query else url)
+
+
+def redirect_to(location: str) -> web.Response:
+    response = web.Response(status=303, headers={"Location": location})
+    response.headers["Cache-Control"] = "no-store"
+    return response
+
+
+def refused(request: web.Request, template: str, context: dict[str, Any], exc: DomainError, *,
+            private: bool = False) -> web.Response:
+    """The form's page again with the error's message, status and headers (`Retry-After`)."""
+    response = render_page(request, template, {**context, "error": exc.message}, status=exc.status,
+                           private=private)
+    response.headers.update(exc.headers)
+    return response
+
+
+async def count_account_form(conn: db.Connection, request: web.Request) -> None:
+    settings = request.app[SETTINGS]
+    await ratelimit.hit(conn, ratelimit.Charge.of("auth", request[ACTOR].ip or "-",
+                                                  settings.rate_limit("auth")))
+
+
+def failures_of(request: web.Request) -> ratelimit.Charge | None:
+    return ratelimit.Charge.failed_auth(request.app[SETTINGS], request[ACTOR].ip)
+
+
+def signed_in_actor(request: web.Request) -> Actor | None:
+    """The signed-in user on a session route (`auth_middleware` read the cookie), else None."""
+    actor = request[ACTOR]
+    return actor if actor.user_id is not None else None
+
+
+def signed_in(handler: Callable[[web.Request, Actor], Awaitable[web.StreamResponse]]) -> Handler:
+    """The page's handler runs with the signed-in user (the route's policy is `SESSION`: the
+    middleware read the cookie, and retries once on a revocation noticed mid-request); anyone
+    else goes to the sign-in page. A domain error becomes the page's error view."""
+
+    async def page(request: web.Request) -> web.StreamResponse:
+        actor = signed_in_actor(request)
+        if actor is None:
+            response = redirect_to(url_for(request, "auth.signin_page"))
+            if COOKIE in request.cookies:
+                response.del_cookie(COOKIE, path="/")
+            return response
+        try:
+            return await handler(request, actor)
+        except DomainError as exc:
+            return error_page(request, exc, actor)
+
+    # The page keeps the handler's module and name: its route's name for `url_for`.
+    functools.update_wrapper(page, handler, assigned=("__module__", "__name__", "__qualname__",
+                                                      "__doc__"), updated=())
+    return page
+
+
+def is_page(request: web.Request) -> bool:
+    """Whether the request is for one of the dashboard's pages, as its route declares."""
+    return policy_of(request).page
+
+
+@web.middleware
+async def page_errors(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """A page's query string is checked (`web.request.check_query`) before its handler runs,
+    and a refusal that no page handler answered itself (a form that cannot be read, on the
+    signed-out pages) is the error page with its status, never the API's JSON."""
+    if not is_page(request):
+        return await handler(request)
+    try:
+        check_query(request)
+        return await handler(request)
+    except DomainError as exc:
+        return error_page(request, exc, None)
+
+
+def error_page(request: web.Request, exc: DomainError, actor: Actor | None) -> web.Response:
+    context = {"message": exc.message, "status": exc.status, "user": actor}
+    if actor is not None:
+        context["csrf"] = session_csrf(request, actor)
+    response = render_page(request, "error.html", context, status=exc.status)
+    for name, value in exc.headers.items():
+        response.headers[name] = value
+    return response
+
+
+def local_path(value: object) -> str | None:
+    """`value` when it is a path on this site (where to go after signing in), else None: never
+    another host (`//host`, `/\\host`, a scheme), never a control character."""
+    if not isinstance(value, str) or not value.startswith("/") or len(value) > 2048:
+        return None
+    if value.startswith("//") or any(c == "\\" or ord(c) < 0x20 or c == "\x7f" for c in value):
+        return None
+    parts = urlsplit(value)
+    return value if not parts.scheme and not parts.netloc else None
+
+
+def next_of(request: web.Request, form: Mapping[str, Any] | None = None) -> str | None:
+    """The local path to go to after signing in (`next`, in the form or the query)."""
+    return local_path(form_field(form, "next") if form is not None else request.query.get("next"))
+
+
+def signed_in_response(request: web.Request, token: str, location: str = "/app/teams") -> web.Response:
+    response = redirect_to(location)
+    sign_in_browser(request, response, token)
+    return response
+
+
+def sign_in_browser(request: web.Request, response: web.StreamResponse, token: str) -> None:
+    """Make `token` (a session this server just opened for this very request) the browser's
+    session cookie. Only the handlers that checked a credential themselves call it: a token that
+    arrives from elsewhere (a link, a form field) never becomes a session."""
+    set_cookie(request, response, COOKIE, token, max_age=request.app[SIGNER].lifetime_seconds)
+    if PRE_COOKIE in request.cookies:
+        response.del_cookie(PRE_COOKIE, path="/")
+
+
+def setup(app: web.Application) -> None:
+    """Templates come from the package (`cvsm_server/templates`), autoescaped."""
+    env = aiohttp_jinja2.setup(
+        app,
+        loader=jinja2.PackageLoader("cvsm_server", "templates"),
+        autoescape=jinja2.select_autoescape(default=True, default_for_string=True),
+    )
+    env.globals["oauth_providers"] = app[OAUTH].choices if OAUTH in app else []
+    env.filters["oauth_label"] = oauth.label

@@ -1,0 +1,111 @@
+"""A team's members and invitations, and the invitation link from mail.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import urlencode
+
+from aiohttp import web
+
+from ... import db, invites, roles, teams
+from ...actor import Actor
+from ...errors import DomainError
+from ..request import app_url, path_id
+from ..state import KEYRING, POOL
+from .kit import (form_field, redirect_to, render_page, session_csrf, signed_form, signed_in,
+                  signed_in_actor, url_for)
+
+
+async def _members_context(request: web.Request, conn: db.Connection, actor: Actor) -> dict[str, Any]:
+    team_ref = request.match_info["team"]
+    team_id = await teams.resolve(conn, team_ref)
+    team = await teams.get_team(conn, actor, team_id)
+    can_invite = roles.RANK[team["role"]] >= roles.RANK[roles.ADMIN]
+    return {"user": actor, "csrf": session_csrf(request, actor), "team_ref": team_ref,
+            "team": team, "members": await teams.list_members(conn, actor, team_id),
+            "roles": list(roles.RANK), "can_invite": can_invite,
+            "invites": await invites.list_invites(conn, actor, team_id) if can_invite else []}
+
+
+@signed_in
+async def members_page(request: web.Request, actor: Actor) -> web.StreamResponse:
+    async with db.connection(request.app[POOL]) as conn:
+        return render_page(request, "members.html", await _members_context(request, conn, actor))
+
+
+@signed_in
+async def add_member(request: web.Request, actor: Actor) -> web.StreamResponse:
+    form = await signed_form(request, actor)
+    async with db.connection(request.app[POOL]) as conn:
+        team_id = await teams.resolve(conn, request.match_info["team"])
+        try:
+            await teams.add_member(conn, actor, team_id, form_field(form, "identifier"),
+                                   form_field(form, "role"))
+        except DomainError as exc:
+            context = await _members_context(request, conn, actor)
+            context.update(error=exc.message, form={"identifier": form_field(form, "identifier")})
+            return render_page(request, "members.html", context, status=exc.status)
+    return redirect_to(url_for(request, "members.members_page", team=request.match_info["team"]))
+
+
+@signed_in
+async def change_member(request: web.Request, actor: Actor) -> web.StreamResponse:
+    form = await signed_form(request, actor)
+    async with db.connection(request.app[POOL]) as conn:
+        team_id = await teams.resolve(conn, request.match_info["team"])
+        if form_field(form, "action") == "remove":
+            await teams.remove_member(conn, actor, team_id, path_id(request, "user_id"))
+        else:
+            await teams.update_member(conn, actor, team_id, path_id(request, "user_id"),
+                                      form_field(form, "role"))
+    return redirect_to(url_for(request, "members.members_page", team=request.match_info["team"]))
+
+
+@signed_in
+async def create_invite(request: web.Request, actor: Actor) -> web.StreamResponse:
+    form = await signed_form(request, actor)
+    async with db.connection(request.app[POOL]) as conn:
+        team_id = await teams.resolve(conn, request.match_info["team"])
+        try:
+            await invites.create_invite(conn, actor, request.app[KEYRING], team_id,
+                                        form_field(form, "email"), form_field(form, "role"), app_url(request))
+        except DomainError as exc:
+            context = await _members_context(request, conn, actor)
+            context.update(error=exc.message, form={"email": form_field(form, "email"),
+                                                    "role": form_field(form, "role")})
+            return render_page(request, "members.html", context, status=exc.status)
+    return redirect_to(url_for(request, "members.members_page", team=request.match_info["team"]))
+
+
+@signed_in
+async def revoke_invite(request: web.Request, actor: Actor) -> web.StreamResponse:
+    await signed_form(request, actor)
+    async with db.connection(request.app[POOL]) as conn:
+        team_id = await teams.resolve(conn, request.match_info["team"])
+        await invites.revoke_invite(conn, actor, team_id, path_id(request, "invite_id"))
+    return redirect_to(url_for(request, "members.members_page", team=request.match_info["team"]))
+
+
+async def invite_page(request: web.Request) -> web.StreamResponse:
+    """The link from an invitation mail. Opening it changes nothing (a mail scanner may fetch
+    it): signed in, a button posts the token; signed out, sign-in and sign-up come back here."""
+    token = request.query.get("token", "")
+    here = f"/invites/accept?{urlencode({'token': token})}"
+    actor = signed_in_actor(request)
+    context: dict[str, Any] = {"user": actor, "token": token,
+                               "next": urlencode({"next": here})}
+    if actor is not None:
+        context["csrf"] = session_csrf(request, actor)
+    status = 200
+    if not token:
+        context["error"], status = invites.INVITE_INVALID, 400
+    return render_page(request, "invite.html", context, status=status, private=True)
+
+
+@signed_in
+async def accept_invite(request: web.Request, actor: Actor) -> web.StreamResponse:
+    form = await signed_form(request, actor)
+    async with db.connection(request.app[POOL]) as conn:
+        team = await invites.accept_invite(conn, actor, request.app[KEYRING], form_field(form, "token"))
+    return redirect_to(url_for(request, "secrets.secrets_page", team=team["slug"]))

@@ -1,0 +1,26 @@
+"""The secret page's "Rotasi sekarang" (a CSRF-checked form). The page's rotation section
+(`templates/rotation_section.html`: the policy, its latest runs, the last failure as a notice)
+is filled by `web.pages.secrets.rotation_context`; the policy itself is set through the API
+(`web.rotation`); the rules are in `secret_rotation`."""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from ... import db, secret_rotation, teams
+from ...actor import Actor
+from ..request import path_id
+from ..state import POOL
+from .kit import redirect_to, signed_form, signed_in, url_for
+
+
+@signed_in
+async def rotate_now(request: web.Request, actor: Actor) -> web.StreamResponse:
+    await signed_form(request, actor)
+    team_ref = request.match_info["team"]
+    secret_id = path_id(request, "secret_id")
+    async with db.connection(request.app[POOL]) as conn:
+        team_id = await teams.resolve(conn, team_ref)
+        await secret_rotation.rotate_now(conn, actor, team_id, secret_id)
+    return redirect_to(url_for(request, "secrets.secret_page", team=team_ref,
+                               secret_id=str(secret_id)))

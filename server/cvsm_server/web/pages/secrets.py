@@ -1,0 +1,242 @@
+"""A team's secrets: the list, creating, revealing and deleting one; one secret's page (versions,
+rollback, shares, its rotation section); the .env import and export.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+from aiohttp import web
+
+from ... import (bulk, db, dotenv, roles, secret_rotation, secrets as domain, shares, shell_export,
+                 teams)
+from ...actor import Actor
+from ...errors import BadRequest, DomainError, NotFound
+from ..request import app_url, path_id
+from ..state import KEYRING, POOL
+from .kit import (ENVIRONMENTS, check_session_csrf, form_field, read_page_form, redirect_to,
+                  render_page, session_csrf, signed_form, signed_in, url_for)
+
+
+def _environment(value: str | None) -> str:
+    if value in ENVIRONMENTS:
+        return value  # type: ignore[return-value]
+    if value:
+        raise NotFound("Environment tidak dikenal")
+    return "production"
+
+
+async def _secrets_context(request: web.Request, conn: db.Connection, actor: Actor,
+                           team_ref: str, environment: str, search: str) -> dict[str, Any]:
+    team_id = await teams.resolve(conn, team_ref)
+    team = await teams.get_team(conn, actor, team_id)
+    rows, total = await domain.list_secrets(conn, actor, team_id, environment=environment,
+                                            search=search or None, limit=500)
+    return {"user": actor, "csrf": session_csrf(request, actor), "team": team, "team_ref": team_ref,
+            "environment": environment, "environments": ENVIRONMENTS, "types": domain.TYPES, "search": search,
+            "secrets": rows, "total": total, "revealed": {}, "form": {"environment": environment}}
+
+
+@signed_in
+async def secrets_page(request: web.Request, actor: Actor) -> web.StreamResponse:
+    environment = _environment(request.query.get("environment"))
+    search = request.query.get("q", "")[:255]
+    async with db.connection(request.app[POOL]) as conn:
+        context = await _secrets_context(request, conn, actor, request.match_info["team"],
+                                         environment, search)
+    return render_page(request, "secrets.html", context)
+
+
+@signed_in
+async def create_secret(request: web.Request, actor: Actor) -> web.StreamResponse:
+    form = await signed_form(request, actor)
+    team_ref = request.match_info["team"]
+    environment = _environment(form_field(form, "environment"))
+    async with db.connection(request.app[POOL]) as conn:
+        team_id = await teams.resolve(conn, team_ref)
+        try:
+            item = domain.SecretInput.checked(
+                name=form_field(form, "name").strip(), value=form_field(form, "value"),
+                environment=environment, type=form_field(form, "type", "credential"),
+                description=form_field(form, "description"))
+            await domain.create_secret(conn, actor, request.app[KEYRING], team_id, item)
+        except DomainError as exc:
+            context = await _secrets_context(request, conn, actor, team_ref, environment, "")
+            # The value typed is not sent back: the form asks for it again.
+            context.update(error=exc.message, form={k: form_field(form, k) for k in
+                                                    ("name", "environment", "type", "description")})
+            return render_page(request, "secrets.html", context, status=exc.status)
+    return redirect_to(url_for(request, "secrets.secrets_page", {"environment": environment},
+                               team=team_ref))
+
+
+@signed_in
+async def reveal_secret(request: web.Request, actor: Actor) -> web.StreamResponse:
+    form = await signed_form(request, actor)
+    team_ref = request.match_info["team"]
+    async with db.connection(request.app[POOL]) as conn:
+        team_id = await teams.resolve(conn, team_ref)
+        row, value = await domain.read_secret(conn, actor, request.app[KEYRING], team_id,
+                                              path_id(request, "secret_id"))
+        context = await _secrets_context(request, conn, actor, team_ref, row["environment"],
+                                         form_field(form, "q")[:255])
+    context["revealed"] = {str(row["id"]): value}
+    return render_page(request, "secrets.html", context, private=True)
+
+
+@signed_in
+async def delete_secret(request: web.Request, actor: Actor) -> web.StreamResponse:
+    form = await signed_form(request, actor)
+    team_ref = request.match_info["team"]
+    environment = _environment(form_field(form, "environment"))
+    async with db.connection(request.app[POOL]) as conn:
+        team_id = await teams.resolve(conn, team_ref)
+        await domain.delete_secret(conn, actor, team_id, path_id(request, "secret_id"))
+    return redirect_to(url_for(request, "secrets.secrets_page", {"environment": environment},
+                               team=team_ref))
+
+
+async def rotation_context(conn: db.Connection, actor: Actor, team_id: uuid.UUID,
+                           secret_id: uuid.UUID, role: str) -> dict[str, Any]:
+    """What the secret page shows of rotation (it is shown to every member)."""
+    policy, runs = await secret_rotation.get_policy(conn, actor, team_id, secret_id)
+    return {"policy": policy, "runs": runs,
+            "can_rotate": policy is not None and roles.RANK[role] >= roles.RANK[roles.MEMBER]}
+
+
+async def _secret_context(request: web.Request, conn: db.Connection, actor: Actor) -> dict[str, Any]:
+    team_ref = request.match_info["team"]
+    team_id = await teams.resolve(conn, team_ref)
+    team = await teams.get_team(conn, actor, team_id)
+    secret, versions = await domain.secret_history(conn, actor, team_id, path_id(request, "secret_id"))
+    can_share = roles.RANK[team["role"]] >= roles.RANK[roles.MEMBER]
+    share_rows = await shares.list_shares(conn, actor, team_id, secret["id"]) if can_share else []
+    rotation = await rotation_context(conn, actor, team_id, secret["id"], team["role"])
+    return {"user": actor, "csrf": session_csrf(request, actor), "team": team, "team_ref": team_ref,
+            "secret": secret, "versions": versions, "shares": share_rows, "can_share": can_share,
+            "share_url": None, "types": domain.TYPES, "rotation": rotation}
+
+
+@signed_in
+async def secret_page(request: web.Request, actor: Actor) -> web.StreamResponse:
+    async with db.connection(request.app[POOL]) as conn:
+        return render_page(request, "secret.html", await _secret_context(request, conn, actor))
+
+
+def _whole(form: Mapping[str, Any], name: str, default: int) -> int:
+    raw = form_field(form, name, str(default)).strip()
+    if not raw.isdigit() or len(raw) > 9:
+        raise BadRequest(f"Kolom '{name}' harus bilangan bulat")
+    return int(raw)
+
+
+@signed_in
+async def update_secret(request: web.Request, actor: Actor) -> web.StreamResponse:
+    """A new value (left empty: kept), type or description; a changed value becomes a version."""
+    form = await signed_form(request, actor)
+    team_ref = request.match_info["team"]
+    value = form_field(form, "value")
+    async with db.connection(request.app[POOL]) as conn:
+        team_id = await teams.resolve(conn, team_ref)
+        try:
+            update = domain.SecretUpdate.checked(value=value or None,
+                                                 type=form_field(form, "type") or None,
+                                                 description=form_field(form, "description"))
+            await domain.update_secret(conn, actor, request.app[KEYRING], team_id,
+                                       path_id(request, "secret_id"), update)
+        except DomainError as exc:
+            context = await _secret_context(request, conn, actor)
+            context["error"] = exc.message  # the value typed is not sent back
+            return render_page(request, "secret.html", context, status=exc.status)
+    return redirect_to(url_for(request, "secrets.secret_page", team=team_ref,
+                               secret_id=str(path_id(request, "secret_id"))))
+
+
+@signed_in
+async def rollback_secret(request: web.Request, actor: Actor) -> web.StreamResponse:
+    form = await signed_form(request, actor)
+    team_ref = request.match_info["team"]
+    async with db.connection(request.app[POOL]) as conn:
+        team_id = await teams.resolve(conn, team_ref)
+        await domain.rollback(conn, actor, request.app[KEYRING], team_id, path_id(request, "secret_id"),
+                              _whole(form, "version", 0))
+    return redirect_to(url_for(request, "secrets.secret_page", team=team_ref,
+                               secret_id=str(path_id(request, "secret_id"))))
+
+
+@signed_in
+async def create_share(request: web.Request, actor: Actor) -> web.StreamResponse:
+    form = await signed_form(request, actor)
+    async with db.connection(request.app[POOL]) as conn:
+        team_id = await teams.resolve(conn, request.match_info["team"])
+        _row, token = await shares.create_share(
+            conn, actor, request.app[KEYRING], team_id, path_id(request, "secret_id"),
+            max_views=_whole(form, "max_views", 1), ttl_hours=_whole(form, "ttl_hours", 24))
+        context = await _secret_context(request, conn, actor)
+    context["share_url"] = f"{app_url(request)}/share/{token}"  # shown once, never stored
+    return render_page(request, "secret.html", context, private=True)
+
+
+@signed_in
+async def revoke_share(request: web.Request, actor: Actor) -> web.StreamResponse:
+    await signed_form(request, actor)
+    team_ref = request.match_info["team"]
+    share_id = path_id(request, "share_id")
+    async with db.connection(request.app[POOL]) as conn:
+        team_id = await teams.resolve(conn, team_ref)
+        await shares.revoke_share(conn, actor, team_id, path_id(request, "secret_id"), share_id)
+    return redirect_to(url_for(request, "secrets.secret_page", team=team_ref,
+                               secret_id=str(path_id(request, "secret_id"))))
+
+
+@signed_in
+async def import_dotenv(request: web.Request, actor: Actor) -> web.StreamResponse:
+    form = await read_page_form(request, max_bytes=bulk.MAX_DOTENV_BYTES + 64 * 1024,
+                                too_large=bulk.DOTENV_TOO_LARGE)
+    check_session_csrf(request, actor, form)
+    upload = form.get("file")
+    content = form_field(form, "content")
+    if isinstance(upload, web.FileField) and upload.filename:
+        try:
+            content = upload.file.read(bulk.MAX_DOTENV_BYTES + 1).decode("utf-8")
+        except UnicodeDecodeError:
+            raise BadRequest("Berkas .env harus UTF-8") from None
+    team_ref = request.match_info["team"]
+    environment = _environment(form_field(form, "environment"))
+    async with db.connection(request.app[POOL]) as conn:
+        team_id = await teams.resolve(conn, team_ref)
+        try:
+            _parsed, results, summary = await bulk.import_dotenv(
+                conn, actor, request.app[KEYRING], team_id, content, environment)
+        except DomainError as exc:  # refused whole (a quota): said above the list
+            context = await _secrets_context(request, conn, actor, team_ref, environment, "")
+            context["error"] = exc.message
+            return render_page(request, "secrets.html", context, status=exc.status)
+        context = await _secrets_context(request, conn, actor, team_ref, environment, "")
+    context["imported"] = {"summary": summary, "problems": [r for r in results if not r.get("ok")]}
+    return render_page(request, "secrets.html", context)
+
+
+# The dashboard's downloads: a renderer and the file's extension per export format.
+_DOWNLOADS = {"dotenv": (dotenv.render, "env"), "shell": (shell_export.render, "sh")}
+
+
+@signed_in
+async def export_dotenv(request: web.Request, actor: Actor) -> web.StreamResponse:
+    form = await signed_form(request, actor)
+    team_ref = request.match_info["team"]
+    environment = _environment(form_field(form, "environment"))
+    fmt = form_field(form, "format", "dotenv")
+    if fmt not in _DOWNLOADS:
+        raise BadRequest(domain.INVALID_EXPORT_FORMAT)
+    render, extension = _DOWNLOADS[fmt]
+    async with db.connection(request.app[POOL]) as conn:
+        team_id = await teams.resolve(conn, team_ref)
+        values = await domain.export(conn, actor, request.app[KEYRING], team_id,
+                                     environment=environment, fmt=fmt)
+    response = web.Response(text=render(values), content_type="text/plain", charset="utf-8")
+    response.headers["Content-Disposition"] = f'attachment; filename="{environment}.{extension}"'
+    response.headers["Cache-Control"] = "no-store"
+    return response

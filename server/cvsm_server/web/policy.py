@@ -1,0 +1,117 @@
+"""What a route of the table (`web.routes`) declares besides its method, path and handler: who
+may call it (`auth`), what it counts against (`rate`), whether it is a page, and its OpenAPI
+entry. The middlewares read the matched route's `Policy` (`policy_of`): one dict lookup keyed
+by aiohttp's route object, filled once by `web.routes.setup_routes`.
+
+- `auth`: `OPEN` (anyone), `BEARER` (a session JWT or an API token in `Authorization`, checked
+  by `web.middleware.auth_middleware`), `SESSION` (a page that reads the session cookie: the
+  same middleware builds the signed-in user, and `web.pages.kit.signed_in` sends anyone else to
+  the sign-in page), `EITHER` (a bearer credential when one is sent, else the session cookie).
+- `rate`: the limit the request counts against (`ratelimit` kinds: `auth`, `public` and
+  `newsletter` per client address, `api` per credential), or None.
+- `own_charge`: the handler counts the charge inside its own statement (`RATE_CHARGE`).
+- `openapi`: the name of the entry in the handler module's `OPENAPI` dict (`web.apidoc`), or
+  None for a route outside the JSON API's document.
+
+A GET page is named after its area and handler (`Route.name`), so a page redirects by name
+(`web.pages.kit.url_for`), never by a path built by hand.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from aiohttp import web
+
+OPEN = "open"
+BEARER = "bearer"
+SESSION = "session"
+EITHER = "either"
+AUTH_KINDS = (OPEN, BEARER, SESSION, EITHER)
+RATE_KINDS = ("auth", "public", "newsletter", "api")
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    auth: str = OPEN
+    rate: str | None = None
+    own_charge: bool = False
+    page: bool = False
+
+    def __post_init__(self) -> None:
+        if self.auth not in AUTH_KINDS:
+            raise ValueError(f"unknown auth {self.auth!r}")
+        if self.rate is not None and self.rate not in RATE_KINDS:
+            raise ValueError(f"unknown rate-limit kind {self.rate!r}")
+
+    @property
+    def needs_bearer(self) -> bool:
+        return self.auth in (BEARER, EITHER)
+
+
+# A request that matched no route (404, 405): the error answer, nothing counted or checked.
+UNMATCHED = Policy()
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    """One entry of the route table."""
+    method: str
+    path: str
+    handler: Handler
+    policy: Policy
+    openapi: str | None = None
+
+    @property
+    def name(self) -> str | None:
+        """A page's name for `url_for` (`<area>.<handler>`, e.g. `teams.teams_page`): GET pages
+        only, the pages a redirect goes to."""
+        if not self.policy.page or self.method != "GET":
+            return None
+        return f"{self.handler.__module__.rsplit('.', 1)[-1]}.{self.handler.__name__}"
+
+    def add_to(self, router: web.UrlDispatcher) -> list[web.AbstractRoute]:
+        """The route, and for a GET its HEAD twin (as `web.get` adds it): both carry the policy."""
+        added = []
+        if self.method == "GET":
+            added.append(router.add_route("HEAD", self.path, self.handler, name=self.name))
+        added.append(router.add_route(self.method, self.path, self.handler, name=self.name))
+        return added
+
+
+def api(method: str, path: str, handler: Handler, *, auth: str = BEARER, rate: str | None = "api",
+        own_charge: bool = False, openapi: str | None | bool = True) -> Route:
+    """A JSON API route: documented under its handler's name unless `openapi` says otherwise."""
+    name = handler.__name__ if openapi is True else (openapi or None)
+    return Route(method, path, handler, Policy(auth, rate, own_charge), name)
+
+
+def page(method: str, path: str, handler: Handler, *, auth: str = OPEN) -> Route:
+    """A page for a browser (the dashboard's error pages, the query-string check)."""
+    return Route(method, path, handler, Policy(auth, None, False, True))
+
+
+def asset(method: str, path: str, handler: Handler) -> Route:
+    """A route for a browser that is not a dashboard page (files, the share page, metrics):
+    its errors stay the API's JSON."""
+    return Route(method, path, handler, Policy())
+
+
+POLICIES = web.AppKey("route_policies", dict)
+
+
+def install(app: web.Application, routes: list[Route]) -> None:
+    policies: dict[Any, Policy] = {}
+    for route in routes:
+        for added in route.add_to(app.router):
+            policies[added] = route.policy
+    app[POLICIES] = policies
+
+
+def policy_of(request: web.Request) -> Policy:
+    policies: Mapping[Any, Policy] = request.app[POLICIES]
+    return policies.get(request.match_info.route, UNMATCHED)
