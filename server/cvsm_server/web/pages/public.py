@@ -18,9 +18,10 @@ from ...errors import NotFound
 
 STATIC_DIR = Path(str(resources.files("cvsm_server") / "static"))
 
-# The page runs only its own script and style and talks only to this origin.
+# The page runs only its own script and style and talks only to this origin (its icon is an
+# empty `data:` one, so no request for a favicon is made).
 PAGE_CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
-            "img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
+            "img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
 
 
 async def share_page(request: web.Request) -> web.StreamResponse:
