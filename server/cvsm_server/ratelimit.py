@@ -39,37 +39,31 @@ from . import credentials, db
 from .config import RateLimit, Settings
 from .errors import TooManyRequests
 
-# A CTE body: count one request in the current window; `count` and the seconds `remaining`.
-HIT_CTE = """
+# The current fixed window of `rate_period` seconds.
+_WINDOW = ("to_timestamp(floor(extract(epoch FROM clock_timestamp()) / %(rate_period)s)"
+           " * %(rate_period)s)")
+
+
+def _count_cte(step: str) -> str:
+    """A CTE body: count `step` in the current window; `count` and the seconds `remaining`."""
+    return f"""
 INSERT INTO rate_limit_counters (key, window_start, count)
-VALUES (%(rate_key)s,
-        to_timestamp(floor(extract(epoch FROM clock_timestamp()) / %(rate_period)s) * %(rate_period)s),
-        1)
-ON CONFLICT (key, window_start) DO UPDATE SET count = rate_limit_counters.count + 1
+VALUES (%(rate_key)s, {_WINDOW}, {step})
+ON CONFLICT (key, window_start) DO UPDATE SET count = rate_limit_counters.count + {step}
 RETURNING count,
           extract(epoch FROM window_start + make_interval(secs => %(rate_period)s)
                               - clock_timestamp()) AS remaining
 """
 
-# `HIT_CTE` counting `%(rate_step)s` at once: a lease of that many units (`Leases`).
-LEASE_CTE = """
-INSERT INTO rate_limit_counters (key, window_start, count)
-VALUES (%(rate_key)s,
-        to_timestamp(floor(extract(epoch FROM clock_timestamp()) / %(rate_period)s) * %(rate_period)s),
-        %(rate_step)s)
-ON CONFLICT (key, window_start) DO UPDATE SET count = rate_limit_counters.count + %(rate_step)s
-RETURNING count,
-          extract(epoch FROM window_start + make_interval(secs => %(rate_period)s)
-                              - clock_timestamp()) AS remaining
-"""
+
+# One request; and `%(rate_step)s` at once, a lease of that many units (`Leases`).
+HIT_CTE = _count_cte("1")
+LEASE_CTE = _count_cte("%(rate_step)s")
 
 FAILED_AUTH = "Terlalu banyak percobaan autentikasi yang gagal, coba lagi nanti"
 # Consecutive failures an account is allowed before each check must wait, and the longest wait.
 ACCOUNT_FREE_FAILURES = 5
 ACCOUNT_MAX_DELAY = 900
-# The current fixed window of `rate_period` seconds (the same expression as in HIT_CTE).
-_WINDOW = ("to_timestamp(floor(extract(epoch FROM clock_timestamp()) / %(rate_period)s)"
-           " * %(rate_period)s)")
 
 
 @dataclass(frozen=True, slots=True)
