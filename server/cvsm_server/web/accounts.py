@@ -13,6 +13,7 @@ from ..inputs import field, string_list
 from ..timeutil import iso
 from .schema import (BOOL, ENVIRONMENT, OK, PASSWORD, STRING, TEAM_REF_PATTERN, TIME,
                      USERNAME_PATTERN, UUID, answer, nullable, obj, one_line, ref)
+from .middleware import bearer
 from .request import actor, app_url, connection, path_id, read_json
 from .state import CREDENTIALS, KEYRING, PASSWORDS, POOL, SETTINGS, SIGNER
 
@@ -71,14 +72,13 @@ async def _own_session(request: web.Request) -> uuid.UUID | None:
     """The session of an optional `Authorization: Bearer <JWT>` sent with a mail-link token: the
     one session that verifying the address does not end (the caller holds the account and its
     mail). Anything else is ignored: the route needs no credential."""
-    scheme, _, credential = request.headers.get("Authorization", "").partition(" ")
-    if scheme.lower() != "bearer" or not credential.strip():
+    if "Authorization" not in request.headers:
         return None
     app = request.app
     try:
         who = await sessions.authenticate(app[POOL], app[CREDENTIALS], app[SIGNER],
-                                          credential.strip(), actor(request))
-    except Unauthorized:
+                                          bearer(request), actor(request))
+    except Unauthorized:  # a malformed header or a credential that is not a live session
         return None
     return who.session_id
 
