@@ -67,7 +67,7 @@ async def test_smtp_down_delays_the_mail_and_loses_nothing(start_client, make_se
             rows = await query(database_url, "SELECT attempts, last_error FROM mail_outbox")
             if rows and rows[0]["attempts"] >= 1 and rows[0]["last_error"]:
                 break
-                await asyncio.sleep(0.02)
+            await asyncio.sleep(0.02)
     assert rows[0]["attempts"] == 1 and rows[0]["last_error"]
     assert token not in caplog.text
     down.start()  # SMTP is back; the retry is due (the clock moved on)
@@ -89,7 +89,8 @@ async def test_without_smtp_mail_goes_to_the_outbox_and_the_log_has_no_token(
         outbox = settings.outbox_dir
         for _ in range(200):
             files = sorted(outbox.glob("*.eml")) if outbox.exists() else []
-            if files:
+            # The file is written before its log line: wait for both.
+            if files and "written to" in caplog.text:
                 break
             await asyncio.sleep(0.02)
     [path] = files
