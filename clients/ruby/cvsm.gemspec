@@ -13,7 +13,7 @@ Gem::Specification.new do |spec|
   spec.homepage = "https://github.com/cvsm/cvsm/tree/main/clients/ruby"
   spec.required_ruby_version = ">= 3.1"
   # Paths are relative to this directory, which `gem build` must run in (see README.md).
-  spec.files = Dir.glob("lib/**/*.rb", base: __dir__).sort + ["README.md", "cvsm.gemspec"]
+  spec.files = Dir.glob("lib/**/*.rb", base: __dir__).sort + ["LICENSE", "README.md", "cvsm.gemspec"]
   spec.require_paths = ["lib"]
   spec.metadata["rubygems_mfa_required"] = "true"
   spec.metadata["homepage_uri"] = spec.homepage

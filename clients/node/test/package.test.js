@@ -1,7 +1,7 @@
 'use strict';
 /**
  * package.test: the package as npm would publish it. `npm pack --dry-run` ships the library, its
- * types and README alone; the hand-kept declarations compile against a TypeScript consumer
+ * types, README and LICENSE alone; the hand-kept declarations compile against a TypeScript consumer
  * (test/types, `tsc --noEmit`); package.json names the repository, and every file it points
  * to exists; every public item of the declarations has a JSDoc comment.
  */
@@ -17,7 +17,7 @@ const PACKAGE = path.resolve(__dirname, '..');
 const MANIFEST = JSON.parse(fs.readFileSync(path.join(PACKAGE, 'package.json'), 'utf8'));
 const run = promisify(execFile);
 
-test('npm pack ships the library, its types, README and package.json, nothing else', async () => {
+test('npm pack ships the library, its types, README, LICENSE and package.json, nothing else', async () => {
   const { stdout } = await run('npm', ['pack', '--dry-run', '--json', '--ignore-scripts'], {
     cwd: PACKAGE,
     timeout: 60_000,
@@ -26,7 +26,7 @@ test('npm pack ships the library, its types, README and package.json, nothing el
   const [packed] = JSON.parse(stdout);
   const shipped = packed.files.map((file) => file.path).sort();
   const library = fs.readdirSync(path.join(PACKAGE, 'lib')).map((name) => `lib/${name}`);
-  assert.deepEqual(shipped, [...library, 'README.md', 'package.json'].sort());
+  assert.deepEqual(shipped, [...library, 'LICENSE', 'README.md', 'package.json'].sort());
   for (const name of ['lib/index.js', 'lib/index.mjs', 'lib/index.d.ts', 'lib/index.d.mts']) {
     assert.ok(shipped.includes(name), `${name} is shipped`);
   }

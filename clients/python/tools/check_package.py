@@ -59,19 +59,21 @@ def check(scratch: Path) -> list[str]:
         meta_name = next((n for n in names if n.endswith(".dist-info/METADATA")), None)
         metadata = wheel.read(meta_name).decode("utf-8") if meta_name else ""
     package = sorted(n for n in names if ".dist-info/" not in n)
+    if not any(n.endswith(".dist-info/licenses/LICENSE") for n in names):
+        problems.append("wheel: the MIT licence text (LICENSE) is not shipped")
     if package != sources:
         problems.append(f"wheel: holds {package}, expected the package's files {sources}")
     problems += [f"wheel: {n} should not be shipped" for n in names if DEBRIS.search(n.split(".dist-info/")[0])]
 
     with tarfile.open(sdists[0]) as sdist:
         members = [m.name.split("/", 1)[1] for m in sdist.getmembers() if "/" in m.name and m.isfile()]
-    for expected in ["src/" + s for s in sources] + tests + ["pyproject.toml", "README.md", "PKG-INFO"]:
+    for expected in ["src/" + s for s in sources] + tests + ["pyproject.toml", "README.md", "LICENSE", "PKG-INFO"]:
         if expected not in members:
             problems.append(f"sdist: {expected} is missing")
     problems += [f"sdist: {n} should not be shipped" for n in members
                  if DEBRIS.search(n) and not n.startswith("src/cvsm.egg-info/")]
     problems += [f"sdist: {n} should not be shipped" for n in members
-                 if not n.startswith(("src/", "tests/")) and n not in {"pyproject.toml", "README.md", "PKG-INFO", "setup.cfg", "MANIFEST.in"}]
+                 if not n.startswith(("src/", "tests/")) and n not in {"pyproject.toml", "README.md", "LICENSE", "PKG-INFO", "setup.cfg", "MANIFEST.in"}]
 
     fields = email.parser.Parser().parsestr(metadata)
     if fields["Version"] != version():
