@@ -74,7 +74,7 @@ class Client
      *   settings (the transport seam: proxies, client certificates, DNS, IP version, ...)
      * - http_client: a PSR-18 client (Psr\Http\Client\ClientInterface) that sends the requests
      *   instead of ext-curl; it owns the timeout, proxies and TLS, so "curl_options" and a CA
-     *   bundle are refused beside it, and "timeout" does not apply (set the client's own)
+     *   bundle or "timeout" (or CVSM_TIMEOUT) are refused beside it: set the client's own
      * - request_factory: the PSR-17 request factory (Psr\Http\Message\RequestFactoryInterface)
      *   that builds the requests for "http_client"; not needed when the client is one itself
      * - stale_if_error (CVSM_STALE_IF_ERROR, default 0, off): seconds a cached value is kept after

@@ -159,6 +159,7 @@ final class Psr18Test extends TestCase
         yield 'no request_factory for a client that is not one' => [['http_client' => new Guzzle()], '"request_factory"'];
         yield 'a request_factory without http_client' => [['request_factory' => new HttpFactory()], 'only used with "http_client"'];
         yield 'curl_options beside http_client' => [['http_client' => new Guzzle(), 'request_factory' => new HttpFactory(), 'curl_options' => [CURLOPT_VERBOSE => false]], 'curl_options'];
+        yield 'a timeout beside http_client' => [['http_client' => new Guzzle(), 'request_factory' => new HttpFactory(), 'timeout' => 3], 'timeout cannot be used with option "http_client"'];
         yield 'a ca_file beside http_client' => [['http_client' => new Guzzle(), 'request_factory' => new HttpFactory(), 'ca_file' => __DIR__ . '/fixtures/ca.pem'], 'ca_file cannot be used with option "http_client"'];
     }
 
@@ -175,6 +176,15 @@ final class Psr18Test extends TestCase
         $this->expectException(ConfigurationException::class);
         $this->expectExceptionMessage($named);
         $this->client($options);
+    }
+
+    public function testCvsmTimeoutFromTheEnvironmentIsRefusedBesideHttpClientToo(): void
+    {
+        $this->setEnv('CVSM_TIMEOUT', '3');
+
+        $this->expectException(ConfigurationException::class);
+        $this->expectExceptionMessage('CVSM_TIMEOUT cannot be used with option "http_client"');
+        $this->client(['http_client' => new Guzzle(), 'request_factory' => new HttpFactory()]);
     }
 
     public function testCvsmCaFileFromTheEnvironmentIsRefusedBesideHttpClientToo(): void

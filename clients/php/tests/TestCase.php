@@ -58,12 +58,17 @@ abstract class TestCase extends \PHPUnit\Framework\TestCase
      */
     protected function client(array $options = []): Client
     {
-        return new Client($options + [
+        $defaults = [
             'token' => self::TOKEN,
             'base_url' => $this->stub->url(),
             'team' => self::TEAM_ID,
-            'timeout' => 2,
-        ]);
+        ];
+        // A PSR-18 client owns its timeout (a "timeout" beside it is refused).
+        if (!isset($options['http_client'])) {
+            $defaults['timeout'] = 2;
+        }
+
+        return new Client($options + $defaults);
     }
 
     /**

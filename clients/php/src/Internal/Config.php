@@ -232,8 +232,9 @@ final class Config
     /**
      * Returns the sender for the "http_client" option, a PSR-18 client, with the PSR-17 request
      * factory of "request_factory" (or the client itself, when it is one); null without the
-     * option. The caller's client owns TLS and proxies, so a CA bundle ("ca_file" or
-     * CVSM_CA_FILE) or "curl_options" beside it is refused rather than silently ignored.
+     * option. The caller's client owns TLS, proxies and timeouts, so a CA bundle ("ca_file" or
+     * CVSM_CA_FILE), a timeout ("timeout" or CVSM_TIMEOUT) or "curl_options" beside it is refused
+     * rather than silently ignored.
      *
      * @param array<string, mixed> $options
      * @throws ConfigurationException when an option is of the wrong type or conflicts
@@ -264,6 +265,12 @@ final class Config
         }
         if (($options['curl_options'] ?? []) !== []) {
             throw new ConfigurationException('option "curl_options" configures the built-in curl transport; with "http_client", configure that client instead');
+        }
+        if (isset($options['timeout']) || self::env('CVSM_TIMEOUT') !== null) {
+            throw new ConfigurationException(sprintf(
+                '%s cannot be used with option "http_client": set the timeout on the given client',
+                isset($options['timeout']) ? 'timeout' : 'CVSM_TIMEOUT'
+            ));
         }
         if ($caFile !== null) {
             $source = isset($options['ca_file']) ? 'ca_file' : 'CVSM_CA_FILE';
