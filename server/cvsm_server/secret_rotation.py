@@ -313,6 +313,8 @@ async def run_due(pool: db.Pool, keyring: Keyring, *, allow_private: bool = Fals
     for secret_id in due:
         try:
             done += await rotate_secret(pool, keyring, secret_id, allow_private=allow_private)
+        except db.OUTAGE:
+            raise  # the database is away: the job notes it once (`db.OutageLog`) and retries
         except Exception:  # noqa: BLE001 - one secret's trouble never stops the others
             log.exception("rotation of secret %s failed unexpectedly", secret_id)
     return done

@@ -22,7 +22,7 @@ from aiohttp import web
 from psycopg2 import sql
 
 from conftest import MASTER_KEY, Api, query, server_url
-from cvsm_server import secret_rotation
+from cvsm_server import db, secret_rotation
 from cvsm_server.crypto import Keyring
 from cvsm_server.web.state import KEYRING, POOL
 from pg_target import PasswordPostgres
@@ -631,3 +631,25 @@ async def test_the_secret_page_shows_the_policy_its_failure_and_rotates_now_with
     due = await query(database_url, "SELECT next_rotation_at <= now() AS due FROM "
                                     "secret_rotation_policies")
     assert due[0]["due"]
+
+
+async def test_the_database_going_away_mid_batch_is_an_outage_not_a_traceback_per_secret(
+        rot_api: Api, database_url: str, toy: ToyService, caplog: Any) -> None:
+    """`run_due` lets an outage reach its job (one quiet `OutageLog` line), instead of logging a
+    traceback for this secret and then for every other secret of the batch."""
+    owner, team, secret = await webhook_secret(rot_api, toy)
+    await rotate_now(rot_api, owner, team, secret)
+    toy.delay = 0.5  # the run is inside a step when its connections are cut
+    app = rot_api.client.server.app
+    run = asyncio.ensure_future(secret_rotation.run_due(app[POOL], app[KEYRING],
+                                                        allow_private=True))
+
+    async def started() -> bool:
+        return bool(toy.steps)
+
+    await wait_until(started, "the first step to start")
+    await query(database_url, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                              "WHERE datname = current_database() AND pid <> pg_backend_pid()")
+    with pytest.raises(db.OUTAGE):
+        await run
+    assert not [r for r in caplog.records if r.name == secret_rotation.log.name and r.exc_info]
