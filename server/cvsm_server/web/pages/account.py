@@ -62,14 +62,11 @@ async def totp_setup(request: web.Request, actor: Actor) -> web.StreamResponse:
 @signed_in
 async def totp_enable(request: web.Request, actor: Actor) -> web.StreamResponse:
     form = await Form.posted(request, actor, secret=("code",))
-    async with db.connection(request.app[POOL]) as conn:
-        try:
-            await totp.enable(conn, actor, request.app[KEYRING], form["code"].strip())
-        except DomainError as exc:
-            # The same key again, the message beside the code's field.
-            context = await _account_context(request, conn, actor)
-            return form.refused(request, "account.html", context, exc, field="code",
-                                private=context["setup"] is not None)
+    # A wrong code: the same key again (never stored), the message beside the code's field.
+    async with form.attempt(request, "account.html",
+                            lambda conn: _account_context(request, conn, actor), field="code",
+                            private=True) as conn:
+        await totp.enable(conn, actor, request.app[KEYRING], form["code"].strip())
     return done(request, "account.account_page", "totp_enabled")
 
 

@@ -33,6 +33,7 @@
 from __future__ import annotations
 
 import base64
+import contextlib
 import functools
 import hashlib
 import hmac
@@ -41,7 +42,7 @@ import logging
 import secrets as random
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -57,7 +58,7 @@ from ...errors import DomainError, Forbidden, NotFound, Unauthorized
 from ..middleware import failure_of
 from ..policy import policy_of
 from ..request import FORM_TOO_LARGE, FormValue, app_url, check_query, read_form
-from ..state import ACTOR, KEYRING, OAUTH, PAGE_STATE, SESSION_COOKIE, SETTINGS, SIGNER
+from ..state import ACTOR, KEYRING, OAUTH, PAGE_STATE, POOL, SESSION_COOKIE, SETTINGS, SIGNER
 
 
 COOKIE = SESSION_COOKIE
@@ -313,6 +314,15 @@ def refused(request: web.Request, template: str, context: dict[str, Any], exc: D
     return response
 
 
+class Answer(Exception):
+    """A page's answer given from deep inside its handler (a form refused in `Form.attempt`):
+    `signed_in` and `page_errors` send it as it is."""
+
+    def __init__(self, response: web.Response) -> None:
+        super().__init__("answered")
+        self.response = response
+
+
 class Form:
     """A posted form of a page, read by the one parser and CSRF-checked (`posted`). Its fields
     are strings (`form["name"]`, "" when absent); a refusal (`refused`) puts the message beside
@@ -346,6 +356,22 @@ class Form:
 
     def kept(self) -> dict[str, str]:
         return {name: self[name] for name in self.data if name != "csrf" and name not in self.secret}
+
+    @contextlib.asynccontextmanager
+    async def attempt(self, request: web.Request, template: str,
+                      context: Callable[[db.Connection], Awaitable[dict[str, Any]]], *,
+                      field: str | Callable[[DomainError], str | None] | None = None,
+                      private: bool = False) -> AsyncIterator[db.Connection]:
+        """A connection for the form's work. A refusal in it is the page again (`refused`,
+        with `context(conn)`, the message beside `field`: a name, or a function of the error),
+        answered at once (`Answer`): the handler goes on only when the work was done."""
+        async with db.connection(request.app[POOL]) as conn:
+            try:
+                yield conn
+            except DomainError as exc:
+                where = field(exc) if callable(field) else field
+                raise Answer(self.refused(request, template, await context(conn), exc,
+                                          field=where, private=private)) from None
 
     def refused(self, request: web.Request, template: str, context: dict[str, Any],
                 exc: DomainError, *, field: str | None = None, private: bool = False) -> web.Response:
@@ -391,6 +417,8 @@ def signed_in(handler: Callable[[web.Request, Actor], Awaitable[web.StreamRespon
             return response
         try:
             return await handler(request, actor)
+        except Answer as answer:
+            return answer.response
         except DomainError as exc:
             return error_page(request, exc, actor)
 
@@ -415,6 +443,8 @@ async def page_errors(request: web.Request, handler: Handler) -> web.StreamRespo
     try:
         check_query(request)
         return await handler(request)
+    except Answer as answer:
+        return answer.response
     except web.HTTPException:
         raise
     except Exception as exc:  # noqa: BLE001 - every failure under a page is the error page

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from contextlib import AbstractAsyncContextManager
 from typing import Any
 from urllib.parse import urlencode
 
@@ -10,7 +11,6 @@ from aiohttp import web
 
 from ... import db, invites, roles, teams
 from ...actor import Actor
-from ...errors import DomainError
 from ..request import app_url, path_id
 from ..state import KEYRING, POOL
 from .kit import Form, done, render_page, signed_form, signed_in, signed_in_actor
@@ -32,6 +32,13 @@ async def members_page(request: web.Request, actor: Actor) -> web.StreamResponse
         return render_page(request, "members.html", await _members_context(request, conn, actor))
 
 
+def _member_form(request: web.Request, actor: Actor, form: Form, field: str,
+                 statuses: tuple[int, ...]) -> AbstractAsyncContextManager[db.Connection]:
+    """The members page's forms: a refusal with one of `statuses` is said beside `field`."""
+    return form.attempt(request, "members.html", lambda conn: _members_context(request, conn, actor),
+                        field=lambda exc: field if exc.status in statuses else None)
+
+
 def _to_members(request: web.Request, message: str) -> web.Response:
     return done(request, "members.members_page", message, team=request.match_info["team"])
 
@@ -39,14 +46,9 @@ def _to_members(request: web.Request, message: str) -> web.Response:
 @signed_in
 async def add_member(request: web.Request, actor: Actor) -> web.StreamResponse:
     form = await Form.posted(request, actor)
-    async with db.connection(request.app[POOL]) as conn:
+    async with _member_form(request, actor, form, "identifier", (404, 409)) as conn:
         team_id = await teams.resolve(conn, request.match_info["team"])
-        try:
-            await teams.add_member(conn, actor, team_id, form["identifier"], form["role"])
-        except DomainError as exc:
-            return form.refused(request, "members.html",
-                                await _members_context(request, conn, actor), exc,
-                                field="identifier" if exc.status in (404, 409) else None)
+        await teams.add_member(conn, actor, team_id, form["identifier"], form["role"])
     return _to_members(request, "member_added")
 
 
@@ -66,15 +68,10 @@ async def change_member(request: web.Request, actor: Actor) -> web.StreamRespons
 @signed_in
 async def create_invite(request: web.Request, actor: Actor) -> web.StreamResponse:
     form = await Form.posted(request, actor)
-    async with db.connection(request.app[POOL]) as conn:
+    async with _member_form(request, actor, form, "email", (400, 409)) as conn:
         team_id = await teams.resolve(conn, request.match_info["team"])
-        try:
-            await invites.create_invite(conn, actor, request.app[KEYRING], team_id, form["email"],
-                                        form["role"], app_url(request))
-        except DomainError as exc:
-            return form.refused(request, "members.html",
-                                await _members_context(request, conn, actor), exc,
-                                field="email" if exc.status in (400, 409) else None)
+        await invites.create_invite(conn, actor, request.app[KEYRING], team_id, form["email"],
+                                    form["role"], app_url(request))
     return _to_members(request, "invite_sent")
 
 

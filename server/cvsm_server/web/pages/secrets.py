@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping
+from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 from aiohttp import web
@@ -13,7 +14,7 @@ from aiohttp import web
 from ... import (bulk, db, dotenv, roles, secret_rotation, secrets as domain, shares, shell_export,
                  teams)
 from ...actor import Actor
-from ...errors import BadRequest, DomainError, NotFound
+from ...errors import BadRequest, NotFound
 from ..request import app_url, path_id
 from ..state import KEYRING, POOL
 from .kit import (ENVIRONMENTS, Form, done, form_field, keep_once, render_page, signed_form,
@@ -49,21 +50,24 @@ async def secrets_page(request: web.Request, actor: Actor) -> web.StreamResponse
     return render_page(request, "secrets.html", context)
 
 
+def _list_form(request: web.Request, actor: Actor, form: Form,
+               environment: str) -> AbstractAsyncContextManager[db.Connection]:
+    """The secrets list's forms: a refusal is the list again, the message above the form."""
+    return form.attempt(request, "secrets.html", lambda conn: _secrets_context(
+        request, conn, actor, request.match_info["team"], environment, ""))
+
+
 @signed_in
 async def create_secret(request: web.Request, actor: Actor) -> web.StreamResponse:
     form = await Form.posted(request, actor, secret=("value",))  # the value is asked again
     team_ref = request.match_info["team"]
     environment = _environment(form["environment"])
-    async with db.connection(request.app[POOL]) as conn:
+    async with _list_form(request, actor, form, environment) as conn:
         team_id = await teams.resolve(conn, team_ref)
-        try:
-            item = domain.SecretInput.checked(
-                name=form["name"].strip(), value=form["value"], environment=environment,
-                type=form.get("type", "credential"), description=form["description"])
-            await domain.create_secret(conn, actor, request.app[KEYRING], team_id, item)
-        except DomainError as exc:
-            context = await _secrets_context(request, conn, actor, team_ref, environment, "")
-            return form.refused(request, "secrets.html", context, exc)
+        item = domain.SecretInput.checked(
+            name=form["name"].strip(), value=form["value"], environment=environment,
+            type=form.get("type", "credential"), description=form["description"])
+        await domain.create_secret(conn, actor, request.app[KEYRING], team_id, item)
     return done(request, "secrets.secrets_page", "secret_created", {"environment": environment},
                 team=team_ref)
 
@@ -135,18 +139,13 @@ def _whole(form: Mapping[str, Any], name: str, default: int) -> int:
 async def update_secret(request: web.Request, actor: Actor) -> web.StreamResponse:
     """A new value (left empty: kept), type or description; a changed value becomes a version."""
     form = await Form.posted(request, actor, secret=("value",))  # the value is asked again
-    team_ref = request.match_info["team"]
-    async with db.connection(request.app[POOL]) as conn:
-        team_id = await teams.resolve(conn, team_ref)
-        try:
-            update = domain.SecretUpdate.checked(value=form["value"] or None,
-                                                 type=form["type"] or None,
-                                                 description=form["description"])
-            await domain.update_secret(conn, actor, request.app[KEYRING], team_id,
-                                       path_id(request, "secret_id"), update)
-        except DomainError as exc:
-            return form.refused(request, "secret.html", await _secret_context(request, conn, actor),
-                                exc)
+    async with form.attempt(request, "secret.html",
+                            lambda conn: _secret_context(request, conn, actor)) as conn:
+        team_id = await teams.resolve(conn, request.match_info["team"])
+        update = domain.SecretUpdate.checked(value=form["value"] or None, type=form["type"] or None,
+                                             description=form["description"])
+        await domain.update_secret(conn, actor, request.app[KEYRING], team_id,
+                                   path_id(request, "secret_id"), update)
     return _to_secret(request, "secret_updated")
 
 
@@ -205,14 +204,10 @@ async def import_dotenv(request: web.Request, actor: Actor) -> web.StreamRespons
             raise BadRequest("Berkas .env harus UTF-8") from None
     team_ref = request.match_info["team"]
     environment = _environment(form["environment"])
-    async with db.connection(request.app[POOL]) as conn:
+    async with _list_form(request, actor, form, environment) as conn:  # refused whole: a quota
         team_id = await teams.resolve(conn, team_ref)
-        try:
-            _parsed, results, summary = await bulk.import_dotenv(
-                conn, actor, request.app[KEYRING], team_id, content, environment)
-        except DomainError as exc:  # refused whole (a quota): said above the list
-            context = await _secrets_context(request, conn, actor, team_ref, environment, "")
-            return form.refused(request, "secrets.html", context, exc)
+        _parsed, results, summary = await bulk.import_dotenv(
+            conn, actor, request.app[KEYRING], team_id, content, environment)
     # The result (counts, and the lines refused with their names and reasons: never a value)
     # is shown once by the list after the redirect, so a reload imports nothing again.
     problems = [{"line": r.get("line"), "name": (r.get("name") or "")[:64], "error": r["error"]}

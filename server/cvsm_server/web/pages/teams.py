@@ -9,7 +9,6 @@ from aiohttp import web
 
 from ... import audit, db, teams
 from ...actor import Actor
-from ...errors import DomainError
 from ..state import POOL, SETTINGS
 from .kit import Form, done, render_page, signed_in
 
@@ -27,12 +26,9 @@ async def teams_page(request: web.Request, actor: Actor) -> web.StreamResponse:
 @signed_in
 async def create_team(request: web.Request, actor: Actor) -> web.StreamResponse:
     form = await Form.posted(request, actor)
-    async with db.connection(request.app[POOL]) as conn:
-        try:
-            team = await teams.create_team(conn, actor, form["name"], form["slug"],
-                                           plan_name=request.app[SETTINGS].default_plan)
-        except DomainError as exc:
-            return form.refused(request, "teams.html", await _teams_context(conn, actor), exc)
+    async with form.attempt(request, "teams.html", lambda conn: _teams_context(conn, actor)) as conn:
+        team = await teams.create_team(conn, actor, form["name"], form["slug"],
+                                       plan_name=request.app[SETTINGS].default_plan)
     return done(request, "secrets.secrets_page", "team_created", team=team["slug"])
 
 

@@ -9,7 +9,6 @@ from aiohttp import web
 
 from ... import db, teams, tokens
 from ...actor import Actor
-from ...errors import DomainError
 from ..request import path_id
 from ..state import KEYRING, POOL
 from .kit import (ENVIRONMENTS, Form, done, keep_once, render_page, signed_form, signed_in,
@@ -42,15 +41,15 @@ async def tokens_page(request: web.Request, actor: Actor) -> web.StreamResponse:
 async def create_token(request: web.Request, actor: Actor) -> web.StreamResponse:
     form = await Form.posted(request, actor)
     environments = form.getall("environments")
-    async with db.connection(request.app[POOL]) as conn:
-        try:
-            row, token = await tokens.create_token(
-                conn, actor, request.app[KEYRING], name=form["name"], team=form["team"] or None,
-                environments=environments or None, read_only=form["read_only"] == "on")
-        except DomainError as exc:
-            context = await _tokens_context(conn, actor)
-            kept = {**form.kept(), "environments": environments}
-            return form.refused(request, "tokens.html", {**context, "form": kept}, exc)
+
+    async def again(conn: db.Connection) -> dict[str, Any]:  # what was chosen, not the defaults
+        return {**await _tokens_context(conn, actor),
+                "form": {**form.kept(), "environments": environments}}
+
+    async with form.attempt(request, "tokens.html", again) as conn:
+        row, token = await tokens.create_token(
+            conn, actor, request.app[KEYRING], name=form["name"], team=form["team"] or None,
+            environments=environments or None, read_only=form["read_only"] == "on")
     # Post/redirect/get: the token goes to the list page sealed for this session, never in
     # the URL; a reload of that page shows it no more and creates nothing.
     response = done(request, "tokens.tokens_page", "token_created")
