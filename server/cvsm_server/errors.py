@@ -64,6 +64,12 @@ class TooManyRequests(DomainError):
         super().__init__(message, headers={"Retry-After": str(self.retry_after)})
 
 
+class ServerError(DomainError):
+    """Something unexpected failed: answered with no detail (the log has the traceback)."""
+    status = 500
+    default_message = "Terjadi kesalahan pada server"
+
+
 class ServiceUnavailable(DomainError):
     status = 503
     default_message = "Layanan sedang tidak tersedia, coba lagi nanti"

@@ -25,6 +25,12 @@ DRIFT_STEPS = 1
 ISSUER = "cvsm"
 
 INVALID_CODE = "Kode dua faktor tidak valid"
+# What was wrong with a code, said as it is (a reused code was right once: nothing is learned).
+CODE_FORMAT = "Kode autentikasi harus 6 angka dari aplikasi autentikator"
+CODE_WRONG = ("Kode autentikasi salah: ketik kode yang sedang tampil di aplikasi autentikator "
+              "(periksa juga jam perangkat)")
+CODE_REUSED = ("Kode autentikasi ini sudah dipakai: tunggu kode berikutnya (berganti tiap "
+               f"{STEP_SECONDS} detik)")
 ALREADY_ON = "Autentikasi dua faktor sudah aktif"
 
 
@@ -50,18 +56,25 @@ def _open_secret(keyring: Keyring, user: Mapping) -> str | None:
 
 async def consume_code(cur: db.Cursor, keyring: Keyring, user: Mapping, code: str) -> bool:
     """Check `code` for `user` and burn its step; False when wrong or already used."""
+    return await code_problem(cur, keyring, user, code) is None
+
+
+async def code_problem(cur: db.Cursor, keyring: Keyring, user: Mapping, code: str) -> str | None:
+    """Check `code` for `user` and burn its step: None when it is right, else what was wrong
+    (`CODE_FORMAT`, `CODE_WRONG`, `CODE_REUSED`). Spaces inside the code are ignored."""
+    code = code.replace(" ", "") if isinstance(code, str) else ""
+    if not (len(code) == DIGITS and code.isdigit()):
+        return CODE_FORMAT
     secret = _open_secret(keyring, user)
-    if secret is None:
-        return False
-    step = match_step(secret, code)
+    step = match_step(secret, code) if secret is not None else None
     if step is None:
-        return False
+        return CODE_WRONG
     await cur.execute(
         """UPDATE users SET totp_last_step = %s
            WHERE id = %s AND (totp_last_step IS NULL OR totp_last_step < %s)""",
         (step, user["id"], step),
     )
-    return cur.rowcount == 1
+    return None if cur.rowcount == 1 else CODE_REUSED
 
 
 _USER = """SELECT id, email, username, password_hash, totp_enabled, totp_key_id, totp_nonce,
@@ -86,6 +99,21 @@ async def setup(conn: db.Connection, actor: Actor, keyring: Keyring) -> tuple[st
     return secret, url
 
 
+async def pending_setup(conn: db.Connection, actor: Actor, keyring: Keyring) -> tuple[str, str] | None:
+    """The key `setup` made that is not enabled yet, and its otpauth:// URL, else None: a
+    mistyped code keeps it, so the entry already scanned into the authenticator still works."""
+    async with db.cursor(conn) as cur:
+        user = await db.fetchone(cur, """SELECT id, email, totp_enabled, totp_key_id, totp_nonce,
+                                                totp_ciphertext FROM users WHERE id = %s""",
+                                 (actor.user_id,))
+    if user is None or user["totp_enabled"] or user["totp_ciphertext"] is None:
+        return None
+    secret = _open_secret(keyring, user)
+    if secret is None:
+        return None
+    return secret, pyotp.TOTP(secret).provisioning_uri(name=user["email"], issuer_name=ISSUER)
+
+
 async def enable(conn: db.Connection, actor: Actor, keyring: Keyring, code: str) -> None:
     """Turn two-factor on once a code from the app matches."""
     require_jwt(actor)
@@ -95,8 +123,8 @@ async def enable(conn: db.Connection, actor: Actor, keyring: Keyring, code: str)
             raise Conflict(ALREADY_ON)
         if user["totp_ciphertext"] is None:
             raise BadRequest("Jalankan penyiapan dua faktor terlebih dahulu")
-        if not await consume_code(cur, keyring, user, code):
-            raise BadRequest(INVALID_CODE)
+        if (problem := await code_problem(cur, keyring, user, code)) is not None:
+            raise BadRequest(problem)
         await cur.execute("UPDATE users SET totp_enabled = true WHERE id = %s", (actor.user_id,))
         await audit.record(cur, actor, "2fa_enable", "user", resource_id=actor.user_id)
 

@@ -169,11 +169,14 @@ async def complete_login(conn: db.Connection, client: Actor, keyring: Keyring,
     async with db.transaction(conn) as cur:
         user = await db.fetchone(cur, f"SELECT {_LOGIN_COLUMNS} FROM users WHERE id = %s FOR NO KEY UPDATE",
                                  (user_id,))
-        if user is not None and user["totp_enabled"] and user["disabled_at"] is None and \
-                await totp.consume_code(cur, keyring, user, totp_code.strip()):
-            await ratelimit.passed(cur, account)
-            return user, await _open_session(cur, client, signer, user)
-    await _login_failed(conn, client, user, failures, account, message=CODE_FAILED)
+        problem = CODE_FAILED
+        if user is not None and user["totp_enabled"] and user["disabled_at"] is None:
+            problem = await totp.code_problem(cur, keyring, user, totp_code.strip())
+            if problem is None:
+                await ratelimit.passed(cur, account)
+                return user, await _open_session(cur, client, signer, user)
+    # What was wrong with the code (its form, wrong, or already used): the password was right.
+    await _login_failed(conn, client, user, failures, account, message=problem)
 
 
 _LOGIN_COLUMNS = ("id, email, username, name, password_hash, totp_enabled, totp_key_id, "

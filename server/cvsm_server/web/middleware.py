@@ -29,7 +29,7 @@ from aiohttp import web
 from .. import credentials, db, ratelimit, sessions, tokens, users
 from ..actor import Actor
 from ..clientip import cached_client_ip
-from ..errors import DomainError, ServiceUnavailable, Unauthorized
+from ..errors import DomainError, ServerError, ServiceUnavailable, Unauthorized
 from .policy import EITHER, OPEN, SESSION, Policy, policy_of
 from .state import (ACTOR, CREDENTIALS, KEYRING, LEASES, PAGE_STATE, POOL, RATE_CHARGE,
                     REQUEST_ID, SESSION_COOKIE, SETTINGS, SIGNER)
@@ -78,28 +78,35 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
     """Answer every failure as `{"error": "<Indonesian message>"}` with the right status."""
     try:
         return await handler(request)
-    except DomainError as exc:
-        if exc.status >= 500:
-            log.warning("[%s] %s on %s %s", request.get(REQUEST_ID), exc.message, request.method,
-                        _route(request))
-        return error_response(exc.status, exc.message, exc.headers)
     except web.HTTPException as exc:
         if exc.status < 400:
             raise
         message = _HTTP_MESSAGES.get(exc.status, "Permintaan tidak dapat diproses")
         headers = {k: v for k, v in exc.headers.items() if k.lower() in ("allow", "retry-after")}
         return error_response(exc.status, message, headers)
-    except db.UNAVAILABLE as exc:
+    except Exception as exc:  # noqa: BLE001 - every failure is answered, none with its detail
+        failure = failure_of(request, exc)
+        return error_response(failure.status, failure.message, failure.headers)
+
+
+def failure_of(request: web.Request, exc: Exception) -> DomainError:
+    """What a failure is answered with (as JSON here, as the error page under a page,
+    `web.pages.kit.page_errors`), logged once: a domain error is itself; a database outage a
+    503 with `Retry-After`; anything unexpected a 500 with no detail, its traceback in the log."""
+    if isinstance(exc, DomainError):
+        if exc.status >= 500:
+            log.warning("[%s] %s on %s %s", request.get(REQUEST_ID), exc.message, request.method,
+                        _route(request))
+        return exc
+    if isinstance(exc, db.UNAVAILABLE):
         log.warning("[%s] database unavailable on %s %s: %s", request.get(REQUEST_ID),
                     request.method, _route(request), type(exc).__name__)
-        unavailable = ServiceUnavailable()
-        return error_response(unavailable.status, unavailable.message, unavailable.headers)
-    except Exception:
-        # The traceback names code locations only; request bodies and values are never logged,
-        # and the route is named by its pattern (never a token from the path).
-        log.exception("[%s] unhandled error on %s %s", request.get(REQUEST_ID), request.method,
-                      _route(request))
-        return error_response(500, "Terjadi kesalahan pada server")
+        return ServiceUnavailable()
+    # The traceback names code locations only; request bodies and values are never logged,
+    # and the route is named by its pattern (never a token from the path).
+    log.error("[%s] unhandled error on %s %s", request.get(REQUEST_ID), request.method,
+              _route(request), exc_info=exc)
+    return ServerError()
 
 
 def _route(request: web.Request) -> str:

@@ -15,7 +15,7 @@ from aiohttp import web
 from . import (accounts, admin, apidoc, audit, changes, deletion, invites, metrics, newsletter,
                oauth, rotation, secrets, shares, support, teams, webhooks)
 from .pages import account as account_pages, admin as admin_pages, auth as auth_pages
-from .pages import public as public_pages
+from .pages import kit, public as public_pages
 from .pages import members as members_pages, newsletter as newsletter_pages
 from .pages import rotation as rotation_pages, secrets as secrets_pages, setup as setup_pages
 from .pages import support as support_pages, teams as teams_pages, tokens as tokens_pages
@@ -197,6 +197,9 @@ ROUTES: list[Route] = [
     page("GET", "/app/support", support_pages.support_page, auth=SESSION),
     page("POST", "/app/support", support_pages.ask, auth=SESSION),
     page("POST", "/app/support/escalate", support_pages.escalate, auth=SESSION),
+    # Any other path under /app/ (every method): the dashboard's 404 page, never the API's JSON.
+    # aiohttp tries the longest static prefix first, so no page above is shadowed by it.
+    page("*", "/app/{path:.*}", kit.not_found, auth=SESSION),
 ]
 
 

@@ -13,21 +13,33 @@ from ...actor import Actor
 from ...errors import DomainError, TooManyRequests
 from ..request import app_url
 from ..state import KEYRING, PASSWORDS, POOL, SETTINGS
-from .kit import form_field, redirect_to, render_page, session_csrf, signed_form, signed_in, url_for
+from .kit import Form, done, render_page, signed_form, signed_in
 
 
 async def _account_context(request: web.Request, conn: db.Connection, actor: Actor) -> dict[str, Any]:
-    return {"user": actor, "csrf": session_csrf(request, actor),
-            "profile": await users.profile(conn, actor), "setup": None,
-            "deletion": await deletion.status(conn, actor),
-            "identities": await oauth.identities(conn, actor),
-            "oauth_result": request.query.get("oauth")}
+    context = {"profile": await users.profile(conn, actor), "setup": None,
+               "deletion": await deletion.status(conn, actor),
+               "identities": await oauth.identities(conn, actor),
+               "oauth_result": request.query.get("oauth")}
+    # A two-factor set-up under way (its key kept until a right code turns it on).
+    if (pending := await totp.pending_setup(conn, actor, request.app[KEYRING])) is not None:
+        secret, url = pending
+        # The QR code is drawn here, as SVG in a data: URL: the key never leaves this server.
+        qr = segno.make(url, error="m").svg_data_uri(scale=4, dark="#000", light="#fff")
+        context["setup"] = {"secret": secret, "qr": qr}
+    return context
+
+
+def _account(request: web.Request, context: dict[str, Any], **kwargs: Any) -> web.Response:
+    # A page that shows the two-factor key is never stored.
+    return render_page(request, "account.html", context, private=context["setup"] is not None,
+                       **kwargs)
 
 
 @signed_in
 async def account_page(request: web.Request, actor: Actor) -> web.StreamResponse:
     async with db.connection(request.app[POOL]) as conn:
-        return render_page(request, "account.html", await _account_context(request, conn, actor))
+        return _account(request, await _account_context(request, conn, actor))
 
 
 @signed_in
@@ -35,56 +47,48 @@ async def request_verification(request: web.Request, actor: Actor) -> web.Stream
     await signed_form(request, actor)
     async with db.connection(request.app[POOL]) as conn:
         await email_verification.request_link(conn, actor, request.app[KEYRING], app_url(request))
-        context = await _account_context(request, conn, actor)
-    context["notice"] = "Tautan verifikasi sudah dikirim ke email Anda (berlaku 48 jam)."
-    return render_page(request, "account.html", context)
+    return done(request, "account.account_page", "verification_sent")
 
 
 @signed_in
 async def totp_setup(request: web.Request, actor: Actor) -> web.StreamResponse:
+    """A new key (the account page shows it until a right code turns two-factor on)."""
     await signed_form(request, actor)
     async with db.connection(request.app[POOL]) as conn:
-        secret, url = await totp.setup(conn, actor, request.app[KEYRING])
-        context = await _account_context(request, conn, actor)
-    # The QR code is drawn here, as SVG in a data: URL: the secret never leaves this server.
-    qr = segno.make(url, error="m").svg_data_uri(scale=4, dark="#000", light="#fff")
-    context["setup"] = {"secret": secret, "qr": qr}
-    return render_page(request, "account.html", context, private=True)
+        await totp.setup(conn, actor, request.app[KEYRING])
+    return done(request, "account.account_page")
 
 
 @signed_in
 async def totp_enable(request: web.Request, actor: Actor) -> web.StreamResponse:
-    form = await signed_form(request, actor)
-    async with db.connection(request.app[POOL]) as conn:
-        try:
-            await totp.enable(conn, actor, request.app[KEYRING], form_field(form, "code").strip())
-        except DomainError as exc:
-            context = await _account_context(request, conn, actor)
-            context["error"] = exc.message
-            return render_page(request, "account.html", context, status=exc.status)
-    return redirect_to(url_for(request, "account.account_page"))
+    form = await Form.posted(request, actor, secret=("code",))
+    # A wrong code: the same key again (never stored), the message beside the code's field.
+    async with form.attempt(request, "account.html",
+                            lambda conn: _account_context(request, conn, actor), field="code",
+                            private=True) as conn:
+        await totp.enable(conn, actor, request.app[KEYRING], form["code"].strip())
+    return done(request, "account.account_page", "totp_enabled")
 
 
 @signed_in
 async def request_deletion(request: web.Request, actor: Actor) -> web.StreamResponse:
     """Schedule the account's deletion in 7 days, confirmed by the password (or, without one,
     the account's email) and the code with two-factor on."""
-    form = await signed_form(request, actor)
+    form = await Form.posted(request, actor, secret=("password", "code", "confirm"))
     app = request.app
     async with db.connection(app[POOL]) as conn:
         try:
             await deletion.request_deletion(
-                conn, actor, app[PASSWORDS], app[KEYRING], form_field(form, "password") or None,
-                form_field(form, "code") or None, app_url(request),
-                confirm=form_field(form, "confirm") or None,
+                conn, actor, app[PASSWORDS], app[KEYRING], form["password"] or None,
+                form["code"] or None, app_url(request), confirm=form["confirm"] or None,
                 failures=ratelimit.Charge.failed_auth(app[SETTINGS], actor.ip))
         except TooManyRequests:
             raise
         except DomainError as exc:
             context = await _account_context(request, conn, actor)
             context["deletion_error"] = exc.message
-            return render_page(request, "account.html", context, status=exc.status)
-    return redirect_to(url_for(request, "account.account_page"))
+            return _account(request, context, status=exc.status)
+    return done(request, "account.account_page", "deletion_requested")
 
 
 @signed_in
@@ -92,4 +96,4 @@ async def cancel_deletion(request: web.Request, actor: Actor) -> web.StreamRespo
     await signed_form(request, actor)
     async with db.connection(request.app[POOL]) as conn:
         await deletion.cancel_deletion(conn, actor, request.app[KEYRING], app_url(request))
-    return redirect_to(url_for(request, "account.account_page"))
+    return done(request, "account.account_page", "deletion_cancelled")

@@ -9,7 +9,6 @@ API answers 403 too); the nav shows the "Admin" link only to admins.
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import urlencode
 
 from aiohttp import web
 
@@ -19,7 +18,7 @@ from ...errors import BadRequest, DomainError
 from ...teams import PLANS, max_environments
 from ..request import app_url, path_id
 from ..state import KEYRING, POOL
-from .kit import form_field, redirect_to, render_page, session_csrf, signed_form, signed_in, url_for
+from .kit import flash, form_field, redirect_to, render_page, signed_form, signed_in, url_for
 
 
 PAGE_SIZE = 25
@@ -45,8 +44,7 @@ def _pages(total: int) -> int:
 
 
 def _context(request: web.Request, actor: Actor, section: str, **extra: Any) -> dict[str, Any]:
-    return {"user": actor, "csrf": session_csrf(request, actor), "section": section,
-            "notice": NOTICES.get(request.query.get("saved", "")), **extra}
+    return {"section": section, "notice": NOTICES.get(request.query.get("saved", "")), **extra}
 
 
 @signed_in
@@ -96,7 +94,9 @@ async def change_user(request: web.Request, actor: Actor) -> web.StreamResponse:
             context = await _users_context(request, conn, actor, search, page)
             context["error"] = exc.message
             return render_page(request, "admin_users.html", context, status=exc.status)
-    return redirect_to("/app/admin/users?" + urlencode({"q": search, "page": page}))
+    response = redirect_to(url_for(request, "admin.users_page", {"q": search, "page": str(page)}))
+    flash(request, response, "user_changed")
+    return response
 
 
 # Teams and plans ------------------------------------------------------------------------------

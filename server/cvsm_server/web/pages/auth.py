@@ -14,8 +14,8 @@ from ...errors import BadRequest, DomainError, Forbidden, Unauthorized
 from ..request import app_url
 from ..state import ACTOR, KEYRING, OAUTH, PASSWORDS, POOL, SIGNER
 from .kit import (COOKIE, PENDING_FAILED, PENDING_LIFETIME, anonymous_csrf, check_anonymous_csrf,
-                  count_account_form, failures_of, form_field, is_secure, next_of, pending_token,
-                  pending_user, read_page_form, redirect_to, refused, render_page, session_csrf,
+                  count_account_form, done, failures_of, flash, form_field, is_secure, next_of,
+                  pending_token, pending_user, read_page_form, redirect_to, refused, render_page,
                   signed_form, signed_in, signed_in_actor, signed_in_response, url_for)
 
 
@@ -30,8 +30,7 @@ async def signin_page(request: web.Request) -> web.StreamResponse:
         return redirect_to(next_path or "/app/teams")
     # `?oauth=failed`: where a provider's sign-in that failed (whatever went wrong) lands.
     error = OAUTH_FAILED if request.query.get("oauth") == "failed" else None
-    return render_page(request, "signin.html", {"csrf": anonymous_csrf(request), "next": next_path,
-                                                "error": error})
+    return render_page(request, "signin.html", {"next": next_path, "error": error})
 
 
 async def signin(request: web.Request) -> web.StreamResponse:
@@ -49,12 +48,10 @@ async def signin(request: web.Request) -> web.StreamResponse:
                 failures=failures_of(request))
     except users.SecondFactorRequired as required:
         # The page holds the signed pending token: never stored by a cache.
-        return render_page(request, "twofactor.html", {"csrf": anonymous_csrf(request), "next": next_path,
-                                                       "pending": pending_token(request, required.user_id)},
-                           private=True)
+        return render_page(request, "twofactor.html", {
+            "next": next_path, "pending": pending_token(request, required.user_id)}, private=True)
     except DomainError as exc:
-        return refused(request, "signin.html", {"csrf": anonymous_csrf(request),
-                                                "identifier": identifier, "next": next_path}, exc)
+        return refused(request, "signin.html", {"identifier": identifier, "next": next_path}, exc)
     return signed_in_response(request, token, next_path or "/app/teams")
 
 
@@ -71,16 +68,18 @@ async def signin_code(request: web.Request) -> web.StreamResponse:
                 conn, request[ACTOR], app[KEYRING], app[SIGNER], user_id=user_id,
                 totp_code=form_field(form, "code"), failures=failures_of(request))
     except ValueError:  # a pending token that is not ours
-        return render_page(request, "signin.html", {"csrf": anonymous_csrf(request),
-                                                    "error": PENDING_FAILED, "next": next_path}, status=401)
+        return render_page(request, "signin.html", {"error": PENDING_FAILED, "next": next_path},
+                           status=401)
     except DomainError as exc:
         if exc.message == PENDING_FAILED or isinstance(exc, Forbidden):
-            return refused(request, "signin.html", {"csrf": anonymous_csrf(request),
-                                                    "next": next_path}, exc)
-        # A wrong code, or a wait: the same step again (its pending token still counts).
-        return refused(request, "twofactor.html", {"csrf": anonymous_csrf(request),
-                                                   "pending": form_field(form, "pending"),
-                                                   "next": next_path}, exc, private=True)
+            return refused(request, "signin.html", {"next": next_path}, exc)
+        # A wrong, reused or mistyped code, or a wait: the same step again (its pending token
+        # still counts), what was wrong said beside the code's field.
+        response = render_page(request, "twofactor.html", {
+            "pending": form_field(form, "pending"), "next": next_path,
+            "errors": {"code": exc.message}}, status=exc.status, private=True)
+        response.headers.update(exc.headers)
+        return response
     return signed_in_response(request, token, next_path or "/app/teams")
 
 
@@ -118,10 +117,8 @@ async def oauth_code_page(request: web.Request) -> web.StreamResponse:
     try:
         pending_user(request, pending)
     except (Unauthorized, ValueError):
-        return render_page(request, "signin.html", {"csrf": anonymous_csrf(request), "error": PENDING_FAILED},
-                           status=401)
-    return render_page(request, "twofactor.html", {"csrf": anonymous_csrf(request), "pending": pending},
-                       private=True)
+        return render_page(request, "signin.html", {"error": PENDING_FAILED}, status=401)
+    return render_page(request, "twofactor.html", {"pending": pending}, private=True)
 
 
 @signed_in
@@ -139,8 +136,7 @@ async def oauth_link(request: web.Request, actor: Actor) -> web.StreamResponse:
                                            request.app[KEYRING], link_user_id=actor.user_id)
     except oauth.OAuthFailure:
         return redirect_to("/app/account?oauth=failed")
-    response = render_page(request, "oauth_redirect.html", {"user": actor, "csrf": session_csrf(request, actor),
-                                                            "url": url, "label": oauth.label(name)},
+    response = render_page(request, "oauth_redirect.html", {"url": url, "label": oauth.label(name)},
                            private=True)
     bind_oauth_flow(request, response, state)
     return response
@@ -150,8 +146,7 @@ async def signup_page(request: web.Request) -> web.StreamResponse:
     next_path = next_of(request)
     if signed_in_actor(request):
         return redirect_to(next_path or "/app/teams")
-    return render_page(request, "signup.html", {"csrf": anonymous_csrf(request), "form": {},
-                                                "next": next_path})
+    return render_page(request, "signup.html", {"next": next_path})
 
 
 async def signup(request: web.Request) -> web.StreamResponse:
@@ -169,9 +164,11 @@ async def signup(request: web.Request) -> web.StreamResponse:
                 newsletter_opt_in=kept["newsletter"] == "on", keyring=app[KEYRING],
                 app_url=app_url(request))
     except DomainError as exc:
-        return refused(request, "signup.html", {"csrf": anonymous_csrf(request), "form": kept,
-                                                "next": next_path}, exc)
-    return signed_in_response(request, token, next_path or "/app/teams")
+        return refused(request, "signup.html", {"form": kept, "next": next_path}, exc)
+    # The account's verification mail was queued with it (`users.register`): said on arrival.
+    response = signed_in_response(request, token, next_path or "/app/teams")
+    flash(request, response, "signed_up")
+    return response
 
 
 SENT_IF_EXISTS = ("Jika alamat itu terdaftar, kami sudah mengirim tautan untuk mengatur ulang kata "
@@ -179,7 +176,7 @@ SENT_IF_EXISTS = ("Jika alamat itu terdaftar, kami sudah mengirim tautan untuk m
 
 
 async def forgot_page(request: web.Request) -> web.StreamResponse:
-    return render_page(request, "forgot.html", {"csrf": anonymous_csrf(request)})
+    return render_page(request, "forgot.html", {})
 
 
 async def forgot(request: web.Request) -> web.StreamResponse:
@@ -192,13 +189,12 @@ async def forgot(request: web.Request) -> web.StreamResponse:
             await password_reset.request_link(conn, request[ACTOR], app[KEYRING],
                                               form_field(form, "email"), app_url(request))
     except DomainError as exc:
-        return refused(request, "forgot.html", {"csrf": anonymous_csrf(request)}, exc)
-    return render_page(request, "forgot.html", {"csrf": anonymous_csrf(request), "sent": SENT_IF_EXISTS})
+        return refused(request, "forgot.html", {}, exc)
+    return render_page(request, "forgot.html", {"sent": SENT_IF_EXISTS})
 
 
 async def reset_page(request: web.Request) -> web.StreamResponse:
-    return render_page(request, "reset.html", {"csrf": anonymous_csrf(request),
-                                               "token": request.query.get("token", "")}, private=True)
+    return render_page(request, "reset.html", {"token": request.query.get("token", "")}, private=True)
 
 
 async def reset_password(request: web.Request) -> web.StreamResponse:
@@ -214,19 +210,14 @@ async def reset_password(request: web.Request) -> web.StreamResponse:
             await password_reset.reset(conn, request[ACTOR], app[PASSWORDS], app[KEYRING], token,
                                        form_field(form, "password"), failures=failures_of(request))
     except DomainError as exc:
-        return refused(request, "reset.html", {"csrf": anonymous_csrf(request), "token": token},
-                       exc, private=True)
-    response = render_page(request, "signin.html", {
-        "csrf": anonymous_csrf(request),
-        "notice": "Kata sandi sudah diganti dan semua sesi lama sudah keluar. Masuk dengan kata "
-                  "sandi baru."})
+        return refused(request, "reset.html", {"token": token}, exc, private=True)
+    response = done(request, "auth.signin_page", "password_reset")
     response.del_cookie(COOKIE, path="/")
     return response
 
 
 async def verify_page(request: web.Request) -> web.StreamResponse:
-    return render_page(request, "verify.html", {"csrf": anonymous_csrf(request),
-                                                "token": request.query.get("token", "")}, private=True)
+    return render_page(request, "verify.html", {"token": request.query.get("token", "")}, private=True)
 
 
 async def verify_email(request: web.Request) -> web.StreamResponse:
@@ -254,6 +245,6 @@ async def signout(request: web.Request, actor: Actor) -> web.StreamResponse:
     await signed_form(request, actor)
     async with db.connection(request.app[POOL]) as conn:
         await sessions.logout_all(conn, actor)
-    response = redirect_to(url_for(request, "auth.signin_page"))
+    response = done(request, "auth.signin_page", "signed_out")
     response.del_cookie(COOKIE, path="/")
     return response

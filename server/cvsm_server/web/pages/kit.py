@@ -14,18 +14,34 @@
   `read_page_form`) and every page's query string is checked (`page_errors`): a NUL character,
   invalid UTF-8, another charset or broken multipart is a 400 page with the message, never a
   500 or the API's JSON.
+- **Forms.** `Form.posted` reads a form and checks its CSRF token; a refusal re-renders the
+  page with the message beside its field (`Form.refused`) and the values kept, except the
+  secret ones (a value, a password, a code), which are asked for again.
+- **Post/redirect/get.** A form that changes something answers 303 to a page (`done`, by route
+  name) with a flash message from the fixed set `FLASHES` (a signed cookie, shown once by the
+  next page, never a value or user input). A value shown once (a new API token, a share link)
+  goes to the next page sealed in a short-lived cookie bound to the session (`keep_once`,
+  `take_once`): never in a URL or a log; the page that shows it deletes the cookie and is
+  never stored, so a reload shows it no more and creates nothing.
+- **Context.** `render_page` adds what every page needs: the user, the CSRF token, the flash
+  message, the admin link and the pending-deletion banner.
+- **Errors.** Under a page, every refusal and every failure is the HTML error page with its
+  status (`page_errors`): an unknown `/app/...` path, a 500 (no traceback), a database outage.
 - **Without JavaScript** every form works; `app.js` only adds copy buttons.
 """
 
 from __future__ import annotations
 
+import base64
+import contextlib
 import functools
 import hashlib
 import hmac
+import json
 import secrets as random
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -36,10 +52,13 @@ from multidict import MultiDictProxy
 
 from ... import db, deletion, oauth, ratelimit, secrets as domain
 from ...actor import Actor
-from ...errors import DomainError, Forbidden, Unauthorized
+from ...crypto import DecryptionError
+from ...errors import DomainError, Forbidden, NotFound, Unauthorized
+from ..middleware import failure_of
 from ..policy import policy_of
 from ..request import FORM_TOO_LARGE, FormValue, app_url, check_query, read_form
-from ..state import ACTOR, OAUTH, PAGE_STATE, SESSION_COOKIE, SETTINGS, SIGNER
+from ..state import ACTOR, KEYRING, OAUTH, PAGE_STATE, POOL, SESSION_COOKIE, SETTINGS, SIGNER
+from .messages import FLASHES
 
 
 COOKIE = SESSION_COOKIE
@@ -50,10 +69,17 @@ CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' 
        "connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'")
 CSRF_FAILED = "Formulir kedaluwarsa atau tidak sah; muat ulang halaman lalu coba lagi"
 PENDING_FAILED = "Langkah verifikasi kedaluwarsa; masuk lagi dengan kata sandi"
+PAGE_NOT_FOUND = "Halaman tidak ditemukan"
 ENVIRONMENTS = domain.ENVIRONMENTS
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 # A pre-session nonce made for this response (set as a cookie when the page is sent).
 NEW_PRE_SESSION = web.RequestKey("cvsm_pre_new", str)
+# The page read the one-time cookie (`take_once`): its answer deletes it and is never stored.
+TOOK_ONCE = web.RequestKey("cvsm_took_once", bool)
+FLASH_COOKIE = "cvsm_flash"
+ONCE_COOKIE = "cvsm_once"
+ONCE_LIFETIME = 120  # seconds between a value's POST and the page that shows it
+
 
 
 def keyed_mac(request: web.Request, purpose: str, text: str) -> str:
@@ -136,18 +162,102 @@ async def signed_form(request: web.Request, actor: Actor) -> MultiDictProxy[Form
 
 def render_page(request: web.Request, template: str, context: dict[str, Any], *, status: int = 200,
                 private: bool = False) -> web.Response:
-    state = request.get(PAGE_STATE)  # the signed-in user's banner and nav (`users.page_state`)
-    context = {"user": None, "error": None, "form": {},
-               "pending_deletion": deletion.format_when(state.delete_after)
-               if state is not None and state.delete_after is not None else None,
-               "shows_admin": state is not None and state.is_admin, **context}
+    """The template with what every page shows (`page_context`); a page that took a value
+    shown once (`take_once`) is never stored and deletes that value's cookie."""
+    took_once = request.get(TOOK_ONCE, False)
+    flash = read_flash(request)
+    context = {**page_context(request), "flash": flash, **context}
     response = aiohttp_jinja2.render_template(template, request, context, status=status)
     response.headers["Content-Security-Policy"] = CSP
     # Pages that may hold a value are never stored; the rest are revalidated each time.
-    response.headers["Cache-Control"] = "no-store" if private else "no-cache"
+    response.headers["Cache-Control"] = "no-store" if private or took_once else "no-cache"
     if (nonce := request.get(NEW_PRE_SESSION)) is not None:
         set_cookie(request, response, PRE_COOKIE, nonce)
+    if flash is not None or FLASH_COOKIE in request.cookies:
+        response.del_cookie(FLASH_COOKIE, path="/")
+    if took_once:
+        response.del_cookie(ONCE_COOKIE, path="/")
     return response
+
+
+def page_context(request: web.Request) -> dict[str, Any]:
+    """The context processor: the signed-in user (or None), the form's CSRF token (the
+    session's, or before signing in the pre-session's), the admin link, the deletion banner,
+    and the defaults of a form (`form`: kept values, `errors`: a message per field)."""
+    state = request.get(PAGE_STATE)  # the signed-in user's banner and nav (`users.page_state`)
+    actor = signed_in_actor(request) if ACTOR in request else None
+    return {"user": actor, "error": None, "form": {}, "errors": {},
+            "csrf": session_csrf(request, actor) if actor is not None else anonymous_csrf(request),
+            "pending_deletion": deletion.format_when(state.delete_after)
+            if state is not None and state.delete_after is not None else None,
+            "shows_admin": state is not None and state.is_admin}
+
+
+# Flash messages: a key of `FLASHES` in a signed cookie, read (and deleted) by the next page.
+
+def flash(request: web.Request, response: web.StreamResponse, key: str) -> None:
+    if key not in FLASHES:
+        raise KeyError(key)  # a programming error: only the fixed messages are said
+    set_cookie(request, response, FLASH_COOKIE, f"{key}.{keyed_mac(request, 'flash', key)}",
+               max_age=ONCE_LIFETIME)
+
+
+def read_flash(request: web.Request) -> dict[str, str] | None:
+    key, _, mac = request.cookies.get(FLASH_COOKIE, "").partition(".")
+    if key not in FLASHES or not hmac.compare_digest(mac, keyed_mac(request, "flash", key)):
+        return None
+    kind, text = FLASHES[key]
+    return {"kind": kind, "text": text}
+
+
+def done(request: web.Request, name: str, message: str | None = None,
+         query: Mapping[str, str] | None = None, **parts: str) -> web.Response:
+    """A form's success: 303 to the page named `name` (`url_for`), which says `message`."""
+    response = redirect_to(url_for(request, name, query, **parts))
+    if message is not None:
+        flash(request, response, message)
+    return response
+
+
+# A value shown once (a new API token, a share link), carried from the POST to the page that
+# shows it: sealed by the keyring (AES-GCM) for this session and purpose, for two minutes.
+
+def _once_aad(actor: Actor, kind: str) -> bytes:
+    return f"cvsm:once:{kind}:{actor.session_id}".encode()
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).decode().rstrip("=")
+
+
+def _unb64(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+def keep_once(request: web.Request, response: web.StreamResponse, actor: Actor, kind: str,
+              data: Mapping[str, Any]) -> None:
+    body = json.dumps({"data": dict(data), "until": int(time.time()) + ONCE_LIFETIME}).encode()
+    sealed = request.app[KEYRING].seal(body, _once_aad(actor, kind))
+    value = ".".join((_b64(sealed.key_id.encode()), _b64(sealed.nonce), _b64(sealed.ciphertext)))
+    set_cookie(request, response, ONCE_COOKIE, value, max_age=ONCE_LIFETIME)
+
+
+def take_once(request: web.Request, actor: Actor, kind: str) -> dict[str, Any] | None:
+    """The value kept for this page (`keep_once`), once: the page's answer deletes it."""
+    raw = request.cookies.get(ONCE_COOKIE)
+    if not raw:
+        return None
+    request[TOOK_ONCE] = True
+    try:
+        key_id, nonce, ciphertext = (_unb64(part) for part in raw.split("."))
+        body = json.loads(request.app[KEYRING].open(key_id.decode(), nonce, ciphertext,
+                                                    _once_aad(actor, kind)))
+    except (ValueError, DecryptionError):  # another session's, another kind, or tampered
+        return None
+    if not isinstance(body, dict) or not isinstance(body.get("until"), int) \
+            or body["until"] < time.time() or not isinstance(body.get("data"), dict):
+        return None
+    return body["data"]
 
 
 def url_for(request: web.Request, name: str, query: Mapping[str, str] | None = None,
@@ -170,6 +280,79 @@ def refused(request: web.Request, template: str, context: dict[str, Any], exc: D
                            private=private)
     response.headers.update(exc.headers)
     return response
+
+
+class Answer(Exception):
+    """A page's answer given from deep inside its handler (a form refused in `Form.attempt`):
+    `signed_in` and `page_errors` send it as it is."""
+
+    def __init__(self, response: web.Response) -> None:
+        super().__init__("answered")
+        self.response = response
+
+
+class Form:
+    """A posted form of a page, read by the one parser and CSRF-checked (`posted`). Its fields
+    are strings (`form["name"]`, "" when absent); a refusal (`refused`) puts the message beside
+    its field (`errors`) and keeps what was typed (`kept`), never the fields named `secret`."""
+
+    def __init__(self, data: MultiDictProxy[FormValue], secret: tuple[str, ...] = ()) -> None:
+        self.data = data
+        self.secret = secret
+
+    @classmethod
+    async def posted(cls, request: web.Request, actor: Actor | None = None, *,
+                     secret: tuple[str, ...] = (), max_bytes: int = FORM_LIMIT,
+                     too_large: str = FORM_TOO_LARGE) -> Form:
+        """The form, once its CSRF token is checked: the session's when `actor` is given,
+        else the pre-session's (a refusal is the 403 error page)."""
+        data = await read_page_form(request, max_bytes=max_bytes, too_large=too_large)
+        if actor is not None:
+            check_session_csrf(request, actor, data)
+        else:
+            check_anonymous_csrf(request, data)
+        return cls(data, secret)
+
+    def __getitem__(self, name: str) -> str:
+        return form_field(self.data, name)
+
+    def get(self, name: str, default: str = "") -> str:
+        return form_field(self.data, name, default)
+
+    def getall(self, name: str) -> list[str]:
+        return [v for v in self.data.getall(name, []) if isinstance(v, str)]
+
+    def kept(self) -> dict[str, str]:
+        return {name: self[name] for name in self.data if name != "csrf" and name not in self.secret}
+
+    @contextlib.asynccontextmanager
+    async def attempt(self, request: web.Request, template: str,
+                      context: Callable[[db.Connection], Awaitable[dict[str, Any]]], *,
+                      field: str | Callable[[DomainError], str | None] | None = None,
+                      private: bool = False) -> AsyncIterator[db.Connection]:
+        """A connection for the form's work. A refusal in it is the page again (`refused`,
+        with `context(conn)`, the message beside `field`: a name, or a function of the error),
+        answered at once (`Answer`): the handler goes on only when the work was done."""
+        async with db.connection(request.app[POOL]) as conn:
+            try:
+                yield conn
+            except DomainError as exc:
+                where = field(exc) if callable(field) else field
+                raise Answer(self.refused(request, template, await context(conn), exc,
+                                          field=where, private=private)) from None
+
+    def refused(self, request: web.Request, template: str, context: dict[str, Any],
+                exc: DomainError, *, field: str | None = None, private: bool = False) -> web.Response:
+        """The page again, `exc`'s message beside `field` (else above the form), with its
+        status and headers, and the values typed except the secret ones."""
+        context = {**context, "form": {**context.get("form", {}), **self.kept()}}
+        if field:
+            context["errors"] = {field: exc.message}
+        else:
+            context["error"] = exc.message
+        response = render_page(request, template, context, status=exc.status, private=private)
+        response.headers.update(exc.headers)
+        return response
 
 
 async def count_account_form(conn: db.Connection, request: web.Request) -> None:
@@ -202,6 +385,8 @@ def signed_in(handler: Callable[[web.Request, Actor], Awaitable[web.StreamRespon
             return response
         try:
             return await handler(request, actor)
+        except Answer as answer:
+            return answer.response
         except DomainError as exc:
             return error_page(request, exc, actor)
 
@@ -219,25 +404,33 @@ def is_page(request: web.Request) -> bool:
 @web.middleware
 async def page_errors(request: web.Request, handler: Handler) -> web.StreamResponse:
     """A page's query string is checked (`web.request.check_query`) before its handler runs,
-    and a refusal that no page handler answered itself (a form that cannot be read, on the
-    signed-out pages) is the error page with its status, never the API's JSON."""
+    and a refusal that no page handler answered itself, or any failure (a 500, a database
+    outage), is the error page with its status: never the API's JSON, never a traceback."""
     if not is_page(request):
         return await handler(request)
     try:
         check_query(request)
         return await handler(request)
-    except DomainError as exc:
-        return error_page(request, exc, None)
+    except Answer as answer:
+        return answer.response
+    except web.HTTPException:
+        raise
+    except Exception as exc:  # noqa: BLE001 - every failure under a page is the error page
+        actor = signed_in_actor(request) if ACTOR in request else None
+        return error_page(request, failure_of(request, exc), actor)
 
 
 def error_page(request: web.Request, exc: DomainError, actor: Actor | None) -> web.Response:
-    context = {"message": exc.message, "status": exc.status, "user": actor}
-    if actor is not None:
-        context["csrf"] = session_csrf(request, actor)
-    response = render_page(request, "error.html", context, status=exc.status)
+    response = render_page(request, "error.html", {"message": exc.message, "status": exc.status,
+                                                   "user": actor}, status=exc.status)
     for name, value in exc.headers.items():
         response.headers[name] = value
     return response
+
+
+async def not_found(request: web.Request) -> web.StreamResponse:
+    """Any other path under `/app/`: the error page (the table's last route)."""
+    raise NotFound(PAGE_NOT_FOUND)
 
 
 def local_path(value: object) -> str | None:

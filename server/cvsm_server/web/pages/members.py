@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from contextlib import AbstractAsyncContextManager
 from typing import Any
 from urllib.parse import urlencode
 
@@ -10,11 +11,9 @@ from aiohttp import web
 
 from ... import db, invites, roles, teams
 from ...actor import Actor
-from ...errors import DomainError
 from ..request import app_url, path_id
 from ..state import KEYRING, POOL
-from .kit import (form_field, redirect_to, render_page, session_csrf, signed_form, signed_in,
-                  signed_in_actor, url_for)
+from .kit import Form, done, render_page, signed_form, signed_in, signed_in_actor
 
 
 async def _members_context(request: web.Request, conn: db.Connection, actor: Actor) -> dict[str, Any]:
@@ -22,8 +21,7 @@ async def _members_context(request: web.Request, conn: db.Connection, actor: Act
     team_id = await teams.resolve(conn, team_ref)
     team = await teams.get_team(conn, actor, team_id)
     can_invite = roles.RANK[team["role"]] >= roles.RANK[roles.ADMIN]
-    return {"user": actor, "csrf": session_csrf(request, actor), "team_ref": team_ref,
-            "team": team, "members": await teams.list_members(conn, actor, team_id),
+    return {"team_ref": team_ref, "team": team, "members": await teams.list_members(conn, actor, team_id),
             "roles": list(roles.RANK), "can_invite": can_invite,
             "invites": await invites.list_invites(conn, actor, team_id) if can_invite else []}
 
@@ -34,48 +32,47 @@ async def members_page(request: web.Request, actor: Actor) -> web.StreamResponse
         return render_page(request, "members.html", await _members_context(request, conn, actor))
 
 
+def _member_form(request: web.Request, actor: Actor, form: Form, field: str,
+                 statuses: tuple[int, ...]) -> AbstractAsyncContextManager[db.Connection]:
+    """The members page's forms: a refusal with one of `statuses` is said beside `field`."""
+    return form.attempt(request, "members.html", lambda conn: _members_context(request, conn, actor),
+                        field=lambda exc: field if exc.status in statuses else None)
+
+
+def _to_members(request: web.Request, message: str) -> web.Response:
+    return done(request, "members.members_page", message, team=request.match_info["team"])
+
+
 @signed_in
 async def add_member(request: web.Request, actor: Actor) -> web.StreamResponse:
-    form = await signed_form(request, actor)
-    async with db.connection(request.app[POOL]) as conn:
+    form = await Form.posted(request, actor)
+    async with _member_form(request, actor, form, "identifier", (404, 409)) as conn:
         team_id = await teams.resolve(conn, request.match_info["team"])
-        try:
-            await teams.add_member(conn, actor, team_id, form_field(form, "identifier"),
-                                   form_field(form, "role"))
-        except DomainError as exc:
-            context = await _members_context(request, conn, actor)
-            context.update(error=exc.message, form={"identifier": form_field(form, "identifier")})
-            return render_page(request, "members.html", context, status=exc.status)
-    return redirect_to(url_for(request, "members.members_page", team=request.match_info["team"]))
+        await teams.add_member(conn, actor, team_id, form["identifier"], form["role"])
+    return _to_members(request, "member_added")
 
 
 @signed_in
 async def change_member(request: web.Request, actor: Actor) -> web.StreamResponse:
-    form = await signed_form(request, actor)
+    form = await Form.posted(request, actor)
     async with db.connection(request.app[POOL]) as conn:
         team_id = await teams.resolve(conn, request.match_info["team"])
-        if form_field(form, "action") == "remove":
+        if form.get("action") == "remove":
             await teams.remove_member(conn, actor, team_id, path_id(request, "user_id"))
-        else:
-            await teams.update_member(conn, actor, team_id, path_id(request, "user_id"),
-                                      form_field(form, "role"))
-    return redirect_to(url_for(request, "members.members_page", team=request.match_info["team"]))
+            return _to_members(request, "member_removed")
+        await teams.update_member(conn, actor, team_id, path_id(request, "user_id"),
+                                  form.get("role"))
+    return _to_members(request, "member_changed")
 
 
 @signed_in
 async def create_invite(request: web.Request, actor: Actor) -> web.StreamResponse:
-    form = await signed_form(request, actor)
-    async with db.connection(request.app[POOL]) as conn:
+    form = await Form.posted(request, actor)
+    async with _member_form(request, actor, form, "email", (400, 409)) as conn:
         team_id = await teams.resolve(conn, request.match_info["team"])
-        try:
-            await invites.create_invite(conn, actor, request.app[KEYRING], team_id,
-                                        form_field(form, "email"), form_field(form, "role"), app_url(request))
-        except DomainError as exc:
-            context = await _members_context(request, conn, actor)
-            context.update(error=exc.message, form={"email": form_field(form, "email"),
-                                                    "role": form_field(form, "role")})
-            return render_page(request, "members.html", context, status=exc.status)
-    return redirect_to(url_for(request, "members.members_page", team=request.match_info["team"]))
+        await invites.create_invite(conn, actor, request.app[KEYRING], team_id, form["email"],
+                                    form["role"], app_url(request))
+    return _to_members(request, "invite_sent")
 
 
 @signed_in
@@ -84,7 +81,7 @@ async def revoke_invite(request: web.Request, actor: Actor) -> web.StreamRespons
     async with db.connection(request.app[POOL]) as conn:
         team_id = await teams.resolve(conn, request.match_info["team"])
         await invites.revoke_invite(conn, actor, team_id, path_id(request, "invite_id"))
-    return redirect_to(url_for(request, "members.members_page", team=request.match_info["team"]))
+    return _to_members(request, "invite_revoked")
 
 
 async def invite_page(request: web.Request) -> web.StreamResponse:
@@ -93,10 +90,7 @@ async def invite_page(request: web.Request) -> web.StreamResponse:
     token = request.query.get("token", "")
     here = f"/invites/accept?{urlencode({'token': token})}"
     actor = signed_in_actor(request)
-    context: dict[str, Any] = {"user": actor, "token": token,
-                               "next": urlencode({"next": here})}
-    if actor is not None:
-        context["csrf"] = session_csrf(request, actor)
+    context: dict[str, Any] = {"token": token, "next": urlencode({"next": here})}
     status = 200
     if not token:
         context["error"], status = invites.INVITE_INVALID, 400
@@ -105,7 +99,7 @@ async def invite_page(request: web.Request) -> web.StreamResponse:
 
 @signed_in
 async def accept_invite(request: web.Request, actor: Actor) -> web.StreamResponse:
-    form = await signed_form(request, actor)
+    form = await Form.posted(request, actor)
     async with db.connection(request.app[POOL]) as conn:
-        team = await invites.accept_invite(conn, actor, request.app[KEYRING], form_field(form, "token"))
-    return redirect_to(url_for(request, "secrets.secrets_page", team=team["slug"]))
+        team = await invites.accept_invite(conn, actor, request.app[KEYRING], form["token"])
+    return done(request, "secrets.secrets_page", "invite_accepted", team=team["slug"])

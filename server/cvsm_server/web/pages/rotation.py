@@ -11,7 +11,7 @@ from ... import db, secret_rotation, teams
 from ...actor import Actor
 from ..request import path_id
 from ..state import POOL
-from .kit import redirect_to, signed_form, signed_in, url_for
+from .kit import done, signed_form, signed_in
 
 
 @signed_in
@@ -22,5 +22,5 @@ async def rotate_now(request: web.Request, actor: Actor) -> web.StreamResponse:
     async with db.connection(request.app[POOL]) as conn:
         team_id = await teams.resolve(conn, team_ref)
         await secret_rotation.rotate_now(conn, actor, team_id, secret_id)
-    return redirect_to(url_for(request, "secrets.secret_page", team=team_ref,
-                               secret_id=str(secret_id)))
+    return done(request, "secrets.secret_page", "rotation_started", team=team_ref,
+                secret_id=str(secret_id))

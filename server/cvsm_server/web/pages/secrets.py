@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping
+from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 from aiohttp import web
@@ -13,11 +14,11 @@ from aiohttp import web
 from ... import (bulk, db, dotenv, roles, secret_rotation, secrets as domain, shares, shell_export,
                  teams)
 from ...actor import Actor
-from ...errors import BadRequest, DomainError, NotFound
+from ...errors import BadRequest, NotFound
 from ..request import app_url, path_id
 from ..state import KEYRING, POOL
-from .kit import (ENVIRONMENTS, check_session_csrf, form_field, read_page_form, redirect_to,
-                  render_page, session_csrf, signed_form, signed_in, url_for)
+from .kit import (ENVIRONMENTS, Form, done, form_field, keep_once, render_page, signed_form,
+                  signed_in, take_once)
 
 
 def _environment(value: str | None) -> str:
@@ -34,8 +35,7 @@ async def _secrets_context(request: web.Request, conn: db.Connection, actor: Act
     team = await teams.get_team(conn, actor, team_id)
     rows, total = await domain.list_secrets(conn, actor, team_id, environment=environment,
                                             search=search or None, limit=500)
-    return {"user": actor, "csrf": session_csrf(request, actor), "team": team, "team_ref": team_ref,
-            "environment": environment, "environments": ENVIRONMENTS, "types": domain.TYPES, "search": search,
+    return {"team": team, "team_ref": team_ref, "environment": environment, "environments": ENVIRONMENTS, "types": domain.TYPES, "search": search,
             "secrets": rows, "total": total, "revealed": {}, "form": {"environment": environment}}
 
 
@@ -46,30 +46,30 @@ async def secrets_page(request: web.Request, actor: Actor) -> web.StreamResponse
     async with db.connection(request.app[POOL]) as conn:
         context = await _secrets_context(request, conn, actor, request.match_info["team"],
                                          environment, search)
+    context["imported"] = take_once(request, actor, "import")  # an import's result, once
     return render_page(request, "secrets.html", context)
+
+
+def _list_form(request: web.Request, actor: Actor, form: Form,
+               environment: str) -> AbstractAsyncContextManager[db.Connection]:
+    """The secrets list's forms: a refusal is the list again, the message above the form."""
+    return form.attempt(request, "secrets.html", lambda conn: _secrets_context(
+        request, conn, actor, request.match_info["team"], environment, ""))
 
 
 @signed_in
 async def create_secret(request: web.Request, actor: Actor) -> web.StreamResponse:
-    form = await signed_form(request, actor)
+    form = await Form.posted(request, actor, secret=("value",))  # the value is asked again
     team_ref = request.match_info["team"]
-    environment = _environment(form_field(form, "environment"))
-    async with db.connection(request.app[POOL]) as conn:
+    environment = _environment(form["environment"])
+    async with _list_form(request, actor, form, environment) as conn:
         team_id = await teams.resolve(conn, team_ref)
-        try:
-            item = domain.SecretInput.checked(
-                name=form_field(form, "name").strip(), value=form_field(form, "value"),
-                environment=environment, type=form_field(form, "type", "credential"),
-                description=form_field(form, "description"))
-            await domain.create_secret(conn, actor, request.app[KEYRING], team_id, item)
-        except DomainError as exc:
-            context = await _secrets_context(request, conn, actor, team_ref, environment, "")
-            # The value typed is not sent back: the form asks for it again.
-            context.update(error=exc.message, form={k: form_field(form, k) for k in
-                                                    ("name", "environment", "type", "description")})
-            return render_page(request, "secrets.html", context, status=exc.status)
-    return redirect_to(url_for(request, "secrets.secrets_page", {"environment": environment},
-                               team=team_ref))
+        item = domain.SecretInput.checked(
+            name=form["name"].strip(), value=form["value"], environment=environment,
+            type=form.get("type", "credential"), description=form["description"])
+        await domain.create_secret(conn, actor, request.app[KEYRING], team_id, item)
+    return done(request, "secrets.secrets_page", "secret_created", {"environment": environment},
+                team=team_ref)
 
 
 @signed_in
@@ -94,8 +94,8 @@ async def delete_secret(request: web.Request, actor: Actor) -> web.StreamRespons
     async with db.connection(request.app[POOL]) as conn:
         team_id = await teams.resolve(conn, team_ref)
         await domain.delete_secret(conn, actor, team_id, path_id(request, "secret_id"))
-    return redirect_to(url_for(request, "secrets.secrets_page", {"environment": environment},
-                               team=team_ref))
+    return done(request, "secrets.secrets_page", "secret_deleted", {"environment": environment},
+                team=team_ref)
 
 
 async def rotation_context(conn: db.Connection, actor: Actor, team_id: uuid.UUID,
@@ -114,15 +114,18 @@ async def _secret_context(request: web.Request, conn: db.Connection, actor: Acto
     can_share = roles.RANK[team["role"]] >= roles.RANK[roles.MEMBER]
     share_rows = await shares.list_shares(conn, actor, team_id, secret["id"]) if can_share else []
     rotation = await rotation_context(conn, actor, team_id, secret["id"], team["role"])
-    return {"user": actor, "csrf": session_csrf(request, actor), "team": team, "team_ref": team_ref,
-            "secret": secret, "versions": versions, "shares": share_rows, "can_share": can_share,
+    return {"team": team, "team_ref": team_ref, "secret": secret, "versions": versions, "shares": share_rows, "can_share": can_share,
             "share_url": None, "types": domain.TYPES, "rotation": rotation}
 
 
 @signed_in
 async def secret_page(request: web.Request, actor: Actor) -> web.StreamResponse:
     async with db.connection(request.app[POOL]) as conn:
-        return render_page(request, "secret.html", await _secret_context(request, conn, actor))
+        context = await _secret_context(request, conn, actor)
+    # A share link just made is shown this once (its cookie is deleted, the page never stored).
+    shared = take_once(request, actor, "share")
+    context["share_url"] = shared["url"] if shared else None
+    return render_page(request, "secret.html", context)
 
 
 def _whole(form: Mapping[str, Any], name: str, default: int) -> int:
@@ -135,23 +138,20 @@ def _whole(form: Mapping[str, Any], name: str, default: int) -> int:
 @signed_in
 async def update_secret(request: web.Request, actor: Actor) -> web.StreamResponse:
     """A new value (left empty: kept), type or description; a changed value becomes a version."""
-    form = await signed_form(request, actor)
-    team_ref = request.match_info["team"]
-    value = form_field(form, "value")
-    async with db.connection(request.app[POOL]) as conn:
-        team_id = await teams.resolve(conn, team_ref)
-        try:
-            update = domain.SecretUpdate.checked(value=value or None,
-                                                 type=form_field(form, "type") or None,
-                                                 description=form_field(form, "description"))
-            await domain.update_secret(conn, actor, request.app[KEYRING], team_id,
-                                       path_id(request, "secret_id"), update)
-        except DomainError as exc:
-            context = await _secret_context(request, conn, actor)
-            context["error"] = exc.message  # the value typed is not sent back
-            return render_page(request, "secret.html", context, status=exc.status)
-    return redirect_to(url_for(request, "secrets.secret_page", team=team_ref,
-                               secret_id=str(path_id(request, "secret_id"))))
+    form = await Form.posted(request, actor, secret=("value",))  # the value is asked again
+    async with form.attempt(request, "secret.html",
+                            lambda conn: _secret_context(request, conn, actor)) as conn:
+        team_id = await teams.resolve(conn, request.match_info["team"])
+        update = domain.SecretUpdate.checked(value=form["value"] or None, type=form["type"] or None,
+                                             description=form["description"])
+        await domain.update_secret(conn, actor, request.app[KEYRING], team_id,
+                                   path_id(request, "secret_id"), update)
+    return _to_secret(request, "secret_updated")
+
+
+def _to_secret(request: web.Request, message: str) -> web.Response:
+    return done(request, "secrets.secret_page", message, team=request.match_info["team"],
+                secret_id=str(path_id(request, "secret_id")))
 
 
 @signed_in
@@ -162,8 +162,7 @@ async def rollback_secret(request: web.Request, actor: Actor) -> web.StreamRespo
         team_id = await teams.resolve(conn, team_ref)
         await domain.rollback(conn, actor, request.app[KEYRING], team_id, path_id(request, "secret_id"),
                               _whole(form, "version", 0))
-    return redirect_to(url_for(request, "secrets.secret_page", team=team_ref,
-                               secret_id=str(path_id(request, "secret_id"))))
+    return _to_secret(request, "secret_rolled_back")
 
 
 @signed_in
@@ -174,9 +173,10 @@ async def create_share(request: web.Request, actor: Actor) -> web.StreamResponse
         _row, token = await shares.create_share(
             conn, actor, request.app[KEYRING], team_id, path_id(request, "secret_id"),
             max_views=_whole(form, "max_views", 1), ttl_hours=_whole(form, "ttl_hours", 24))
-        context = await _secret_context(request, conn, actor)
-    context["share_url"] = f"{app_url(request)}/share/{token}"  # shown once, never stored
-    return render_page(request, "secret.html", context, private=True)
+    # Shown once on the secret's page after the redirect, never in a URL (`keep_once`).
+    response = _to_secret(request, "share_created")
+    keep_once(request, response, actor, "share", {"url": f"{app_url(request)}/share/{token}"})
+    return response
 
 
 @signed_in
@@ -187,36 +187,41 @@ async def revoke_share(request: web.Request, actor: Actor) -> web.StreamResponse
     async with db.connection(request.app[POOL]) as conn:
         team_id = await teams.resolve(conn, team_ref)
         await shares.revoke_share(conn, actor, team_id, path_id(request, "secret_id"), share_id)
-    return redirect_to(url_for(request, "secrets.secret_page", team=team_ref,
-                               secret_id=str(path_id(request, "secret_id"))))
+    return _to_secret(request, "share_revoked")
 
 
 @signed_in
 async def import_dotenv(request: web.Request, actor: Actor) -> web.StreamResponse:
-    form = await read_page_form(request, max_bytes=bulk.MAX_DOTENV_BYTES + 64 * 1024,
-                                too_large=bulk.DOTENV_TOO_LARGE)
-    check_session_csrf(request, actor, form)
-    upload = form.get("file")
-    content = form_field(form, "content")
+    form = await Form.posted(request, actor, secret=("content",),
+                             max_bytes=bulk.MAX_DOTENV_BYTES + 64 * 1024,
+                             too_large=bulk.DOTENV_TOO_LARGE)
+    upload = form.data.get("file")
+    content = form["content"]
     if isinstance(upload, web.FileField) and upload.filename:
         try:
             content = upload.file.read(bulk.MAX_DOTENV_BYTES + 1).decode("utf-8")
         except UnicodeDecodeError:
             raise BadRequest("Berkas .env harus UTF-8") from None
     team_ref = request.match_info["team"]
-    environment = _environment(form_field(form, "environment"))
-    async with db.connection(request.app[POOL]) as conn:
+    environment = _environment(form["environment"])
+    async with _list_form(request, actor, form, environment) as conn:  # refused whole: a quota
         team_id = await teams.resolve(conn, team_ref)
-        try:
-            _parsed, results, summary = await bulk.import_dotenv(
-                conn, actor, request.app[KEYRING], team_id, content, environment)
-        except DomainError as exc:  # refused whole (a quota): said above the list
-            context = await _secrets_context(request, conn, actor, team_ref, environment, "")
-            context["error"] = exc.message
-            return render_page(request, "secrets.html", context, status=exc.status)
-        context = await _secrets_context(request, conn, actor, team_ref, environment, "")
-    context["imported"] = {"summary": summary, "problems": [r for r in results if not r.get("ok")]}
-    return render_page(request, "secrets.html", context)
+        _parsed, results, summary = await bulk.import_dotenv(
+            conn, actor, request.app[KEYRING], team_id, content, environment)
+    # The result (counts, and the lines refused with their names and reasons: never a value)
+    # is shown once by the list after the redirect, so a reload imports nothing again.
+    problems = [{"line": r.get("line"), "name": (r.get("name") or "")[:64], "error": r["error"]}
+                for r in results if not r.get("ok")]
+    response = done(request, "secrets.secrets_page", "secrets_imported",
+                    {"environment": environment}, team=team_ref)
+    keep_once(request, response, actor, "import", {
+        "summary": {"ok": summary["ok"], "failed": summary["failed"]},
+        "problems": problems[:IMPORT_PROBLEMS_SHOWN],
+        "more": max(0, len(problems) - IMPORT_PROBLEMS_SHOWN)})
+    return response
+
+
+IMPORT_PROBLEMS_SHOWN = 8  # the rest are counted (the cookie that carries them holds 4 KB)
 
 
 # The dashboard's downloads: a renderer and the file's extension per export format.

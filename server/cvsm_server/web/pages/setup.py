@@ -15,17 +15,13 @@ from aiohttp import web
 from ... import db, setup_link
 from ...actor import Actor
 from ..state import KEYRING, POOL
-from .kit import (form_field, redirect_to, render_page, session_csrf, signed_form,
-                   signed_in, signed_in_actor, url_for)
+from .kit import form_field, redirect_to, render_page, signed_form, signed_in, url_for
 
 
 async def setup_page(request: web.Request) -> web.StreamResponse:
     token = request.query.get("token", "")
-    actor = signed_in_actor(request)
     here = f"{setup_link.PATH}?{urlencode({'token': token})}"
-    context: dict[str, Any] = {"user": actor, "token": token, "next": urlencode({"next": here})}
-    if actor is not None:
-        context["csrf"] = session_csrf(request, actor)
+    context: dict[str, Any] = {"token": token, "next": urlencode({"next": here})}
     status = 200
     if not token:
         context["error"], status = setup_link.SETUP_INVALID, 400

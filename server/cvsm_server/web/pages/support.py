@@ -17,7 +17,7 @@ from ...errors import DomainError, NotFound
 from ..request import app_url
 from ..state import KEYRING, POOL, SETTINGS
 from ..support import charge
-from .kit import form_field, redirect_to, render_page, session_csrf, signed_form, signed_in
+from .kit import form_field, redirect_to, render_page, signed_form, signed_in
 
 ESCALATED = ("Permintaan Anda sudah diteruskan ke admin. Balasan akan dikirim ke email Anda dan "
              "muncul di percakapan ini.")
@@ -41,7 +41,7 @@ async def _context(request: web.Request, conn: db.Connection, actor: Actor,
     conversation = None
     if conversation_id is not None:
         conversation = await support.conversation(conn, actor, conversation_id)
-    return {"user": actor, "csrf": session_csrf(request, actor), "conversation": conversation,
+    return {"conversation": conversation,
             "messages": conversation["messages"] if conversation else [],
             "notice": ESCALATED if request.query.get("escalated") else None,
             "max_message": support.MAX_MESSAGE}

@@ -9,35 +9,27 @@ from aiohttp import web
 
 from ... import audit, db, teams
 from ...actor import Actor
-from ...errors import DomainError
 from ..state import POOL, SETTINGS
-from .kit import form_field, redirect_to, render_page, session_csrf, signed_form, signed_in, url_for
+from .kit import Form, done, render_page, signed_in
 
 
-async def _teams_context(request: web.Request, conn: db.Connection, actor: Actor) -> dict[str, Any]:
-    return {"user": actor, "csrf": session_csrf(request, actor),
-            "teams": await teams.list_teams(conn, actor)}
+async def _teams_context(conn: db.Connection, actor: Actor) -> dict[str, Any]:
+    return {"teams": await teams.list_teams(conn, actor)}
 
 
 @signed_in
 async def teams_page(request: web.Request, actor: Actor) -> web.StreamResponse:
     async with db.connection(request.app[POOL]) as conn:
-        return render_page(request, "teams.html", await _teams_context(request, conn, actor))
+        return render_page(request, "teams.html", await _teams_context(conn, actor))
 
 
 @signed_in
 async def create_team(request: web.Request, actor: Actor) -> web.StreamResponse:
-    form = await signed_form(request, actor)
-    async with db.connection(request.app[POOL]) as conn:
-        try:
-            team = await teams.create_team(conn, actor, form_field(form, "name"), form_field(form, "slug"),
-                                           plan_name=request.app[SETTINGS].default_plan)
-        except DomainError as exc:
-            context = await _teams_context(request, conn, actor)
-            context.update(error=exc.message, form={"name": form_field(form, "name"),
-                                                    "slug": form_field(form, "slug")})
-            return render_page(request, "teams.html", context, status=exc.status)
-    return redirect_to(url_for(request, "secrets.secrets_page", team=team["slug"]))
+    form = await Form.posted(request, actor)
+    async with form.attempt(request, "teams.html", lambda conn: _teams_context(conn, actor)) as conn:
+        team = await teams.create_team(conn, actor, form["name"], form["slug"],
+                                       plan_name=request.app[SETTINGS].default_plan)
+    return done(request, "secrets.secrets_page", "team_created", team=team["slug"])
 
 
 AUDIT_PAGE = 50
@@ -54,6 +46,5 @@ async def audit_page(request: web.Request, actor: Actor) -> web.StreamResponse:
         rows, total = await audit.list_entries(conn, actor, team_id, limit=AUDIT_PAGE,
                                                offset=(page - 1) * AUDIT_PAGE)
     pages = max(1, -(-total // AUDIT_PAGE))
-    return render_page(request, "audit.html", {"user": actor, "csrf": session_csrf(request, actor),
-                                               "team": team, "team_ref": team_ref, "entries": rows,
+    return render_page(request, "audit.html", {"team": team, "team_ref": team_ref, "entries": rows,
                                                "total": total, "page": page, "pages": pages})

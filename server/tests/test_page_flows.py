@@ -1,0 +1,264 @@
+"""The dashboard's flows on its kit (`web.pages.kit`): post/redirect/get with a value shown once,
+flash messages after every change, forms that keep what was typed (never a secret) with the
+message beside its field, two-factor set-up that survives a wrong code, the narrowest token
+by default, and an HTML error page for every failure under a page."""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pyotp
+import pytest
+from aiohttp.test_utils import TestClient
+
+from cvsm_server import tokens
+from cvsm_server.config import Settings
+
+from conftest import Api, query
+from test_dashboard import csrf_of, form_csrf, sign_up
+from test_email_links import web  # noqa: F401 - the fixture: mail to `mailbox`, plain http
+from test_invites import invited
+
+TOKEN_RE = re.compile(r"cvsm_[0-9a-f]{64}")
+
+
+@pytest.fixture
+def settings(make_settings: Callable[..., Settings]) -> Settings:
+    return make_settings(app_url="")  # plain http keeps the cookies
+
+
+def flash_of(html: str) -> str | None:
+    match = re.search(r'<p class="flash ok" role="status">([^<]*)</p>', html)
+    return match.group(1) if match else None
+
+
+async def team_with_secret(client: TestClient, slug: str) -> tuple[str, str]:
+    csrf = await form_csrf(client, "/app/teams")
+    await client.post("/app/teams", data={"csrf": csrf, "name": slug, "slug": slug})
+    await client.post(f"/app/teams/{slug}/secrets", data={
+        "csrf": csrf, "name": "KEY", "value": "flow-value-1", "environment": "production",
+        "type": "other"})
+    html = await (await client.get(f"/app/teams/{slug}/secrets")).text()
+    secret_id = re.search(rf'/app/teams/{slug}/secrets/([0-9a-f-]{{36}})"', html).group(1)  # type: ignore[union-attr]
+    return csrf, secret_id
+
+
+async def test_a_new_token_is_shown_once_after_a_redirect_and_a_reload_creates_none(
+        client: TestClient, database_url: str) -> None:
+    await sign_up(client)
+    csrf, _ = await team_with_secret(client, "prg-team")
+    resp = await client.post("/app/tokens", allow_redirects=False, data=[
+        ("csrf", csrf), ("name", "deploy"), ("team", "prg-team"), ("environments", "production"),
+        ("read_only", "on")])
+    assert (resp.status, resp.headers["Location"]) == (303, "/app/tokens")
+    # Neither the address nor any cookie holds the token in the clear.
+    assert not TOKEN_RE.search(resp.headers["Location"])
+    assert not any(TOKEN_RE.search(v) for v in resp.headers.getall("Set-Cookie"))
+    first = await client.get("/app/tokens")
+    html = await first.text()
+    assert first.status == 200 and first.headers["Cache-Control"] == "no-store"
+    token = TOKEN_RE.search(html).group(0)  # type: ignore[union-attr]
+    assert flash_of(html) == "Token dibuat."
+    again = await client.get("/app/tokens")  # the reload: a GET, shown no more
+    text = await again.text()
+    assert token not in text and not TOKEN_RE.search(text) and flash_of(text) is None
+    assert again.headers["Cache-Control"] == "no-cache"
+    rows = await query(database_url, "SELECT 1 FROM api_tokens WHERE name = 'deploy'")
+    assert len(rows) == 1
+
+
+async def test_the_kept_token_opens_only_for_its_own_session(client: TestClient,
+                                                            start_client: Callable[..., Any],
+                                                            settings: Settings) -> None:
+    await sign_up(client)
+    csrf = await form_csrf(client, "/app/tokens")
+    resp = await client.post("/app/tokens", allow_redirects=False,
+                             data={"csrf": csrf, "name": "stolen", "read_only": "on"})
+    sealed = resp.cookies["cvsm_once"].value
+    other = await start_client(settings)
+    await sign_up(other)
+    page = await other.get("/app/tokens", cookies={"cvsm_once": sealed})
+    assert page.status == 200 and not TOKEN_RE.search(await page.text())
+
+
+async def test_a_share_link_is_shown_once_after_a_redirect(client: TestClient) -> None:
+    await sign_up(client)
+    csrf, secret_id = await team_with_secret(client, "share-team")
+    path = f"/app/teams/share-team/secrets/{secret_id}"
+    resp = await client.post(f"{path}/shares", allow_redirects=False,
+                             data={"csrf": csrf, "max_views": "1", "ttl_hours": "2"})
+    assert (resp.status, resp.headers["Location"]) == (303, path)
+    assert "shr_" not in resp.headers["Location"]
+    first = await client.get(path)
+    html = await first.text()
+    assert first.headers["Cache-Control"] == "no-store" and re.search(r"/share/shr_", html)
+    assert flash_of(html) == "Tautan berbagi dibuat."
+    assert "/share/shr_" not in await (await client.get(path)).text()
+
+
+async def test_every_change_says_so_on_the_next_page(client: TestClient, api: Any,
+                                                     database_url: str) -> None:
+    page = await client.get("/signup")
+    signed_up = await client.post("/signup", data={
+        "csrf": csrf_of(await page.text()), "name": "F", "email": "flash@example.com",
+        "username": "flash_user", "password": "correct horse 1"})
+    assert "Kami sudah mengirim email verifikasi" in (flash_of(await signed_up.text()) or "")
+    other = await api.register("flash_mate")
+    csrf = await form_csrf(client, "/app/teams")
+    steps: list[tuple[str, dict[str, str], str]] = [
+        ("/app/teams", {"name": "Flash", "slug": "flash-team"}, "Tim dibuat."),
+        ("/app/teams/flash-team/secrets", {"name": "K", "value": "v-1", "environment": "production",
+                                           "type": "other"}, "Secret disimpan."),
+        ("/app/teams/flash-team/members", {"identifier": "flash_mate", "role": "Viewer"},
+         "Anggota ditambahkan."),
+        (f"/app/teams/flash-team/members/{other['id']}", {"role": "Member", "action": "role"},
+         "Peran anggota diubah."),
+        (f"/app/teams/flash-team/members/{other['id']}", {"role": "", "action": "remove"},
+         "Anggota dikeluarkan dari tim."),
+        ("/app/teams/flash-team/invites", {"email": "invited@example.com", "role": "Member"},
+         "Undangan dikirim."),
+        ("/app/account/verify-email", {}, "Tautan verifikasi sudah dikirim ke email Anda (berlaku 48 jam)."),
+    ]
+    for path, data, said in steps:
+        resp = await client.post(path, data={"csrf": csrf, **data})
+        html = await resp.text()
+        assert resp.status == 200 and flash_of(html) == said, (path, html[-2000:])
+        # Said once: the next page is quiet.
+        assert flash_of(await (await client.get("/app/teams")).text()) is None
+    secret_id = (await query(database_url, "SELECT id FROM secrets WHERE name = 'K'"))[0]["id"]
+    base = f"/app/teams/flash-team/secrets/{secret_id}"
+    for path, data, said in [
+        (base, {"value": "", "type": "other", "description": "noted"}, "Perubahan secret disimpan."),
+        (f"{base}/delete", {"environment": "production"}, "Secret dihapus."),
+    ]:
+        resp = await client.post(path, data={"csrf": csrf, **data})
+        assert flash_of(await resp.text()) == said
+    invite_id = (await query(database_url, "SELECT id FROM team_invites"))[0]["id"]
+    resp = await client.post(f"/app/teams/flash-team/invites/{invite_id}/revoke", data={"csrf": csrf})
+    assert flash_of(await resp.text()) == "Undangan dicabut."
+    resp = await client.post("/app/account/delete", data={"csrf": csrf, "password": "correct horse 1"})
+    assert flash_of(await resp.text()) == "Penghapusan akun dijadwalkan 7 hari lagi."
+    resp = await client.post("/app/account/delete/cancel", data={"csrf": csrf})
+    assert flash_of(await resp.text()) == "Penghapusan akun dibatalkan."
+    resp = await client.post("/signout", data={"csrf": csrf})
+    assert flash_of(await resp.text()) == "Anda sudah keluar dari semua perangkat."
+
+
+async def test_accepting_an_invite_says_so(web: TestClient, mailbox: Any) -> None:
+    api = Api(web)
+    owner = await api.register("inviting_owner")
+    team = await api.team(owner, "invite-flash")
+    await sign_up(web, "invited_user")
+    _, token = await invited(web, mailbox, owner, team, "invited_user@example.com")
+    page = await web.get(f"/invites/accept?token={token}")
+    accepted = await web.post("/invites/accept", data={"csrf": csrf_of(await page.text()),
+                                                       "token": token})
+    assert accepted.status == 200
+    assert flash_of(await accepted.text()) == "Undangan diterima: Anda sekarang anggota tim ini."
+
+
+async def test_a_refused_form_keeps_what_was_typed_but_never_a_value(client: TestClient) -> None:
+    await sign_up(client)
+    csrf, _ = await team_with_secret(client, "kept-team")
+    bad = await client.post("/app/teams/kept-team/secrets", data={
+        "csrf": csrf, "name": "9BAD", "value": "typed-value-789", "environment": "staging",
+        "type": "password", "description": "kept note"})
+    html = await bad.text()
+    assert bad.status == 400 and "typed-value-789" not in html
+    assert 'value="9BAD"' in html and 'value="kept note"' in html
+    assert '<option value="password" selected>' in html
+    missing = await client.post("/app/teams/kept-team/members", data={
+        "csrf": csrf, "identifier": "nobody_here", "role": "Member"})
+    text = await missing.text()
+    assert missing.status == 404
+    # The message beside its field, which says it is invalid and points at it.
+    assert re.search(r'id="member-identifier" name="identifier" value="nobody_here"[^>]*'
+                     r'aria-invalid="true" aria-describedby="member-identifier-error"', text)
+    assert 'id="member-identifier-error"' in text
+
+
+async def test_a_wrong_code_keeps_the_two_factor_key(client: TestClient) -> None:
+    await sign_up(client)
+    csrf = await form_csrf(client, "/app/account")
+    setup = await client.post("/app/account/2fa/setup", allow_redirects=False, data={"csrf": csrf})
+    assert (setup.status, setup.headers["Location"]) == (303, "/app/account")
+    page = await client.get("/app/account")
+    assert page.headers["Cache-Control"] == "no-store"
+    key = re.search(r"<code data-secret-value>([A-Z2-7]+)</code>", await page.text()).group(1)  # type: ignore[union-attr]
+    wrong_code = pyotp.TOTP(key).at(time.time() + 600)  # a real code, of another time
+    for code, said in (("12345", "harus 6 angka"), (wrong_code, "Kode autentikasi salah")):
+        wrong = await client.post("/app/account/2fa/enable", data={"csrf": csrf, "code": code})
+        html = await wrong.text()
+        assert wrong.status == 400 and wrong.headers["Cache-Control"] == "no-store"
+        assert f"<code data-secret-value>{key}</code>" in html  # the same key, still usable
+        assert re.search(r'id="totp-code-error" class="field-error" role="alert">[^<]*' + said, html)
+        assert 'aria-invalid="true"' in html and f'value="{code}"' not in html
+    # A reload of the account page keeps the key too (no new one is made by a GET).
+    assert f"<code data-secret-value>{key}</code>" in await (await client.get("/app/account")).text()
+    done = await client.post("/app/account/2fa/enable",
+                             data={"csrf": csrf, "code": pyotp.TOTP(key).now()})
+    html = await done.text()
+    assert flash_of(html) == "Verifikasi dua langkah aktif." and "Aktif:" in html
+    assert key not in html
+
+
+async def test_each_sign_in_code_error_says_what_was_wrong(client: TestClient, api: Any) -> None:
+    user = await api.register("code_errors")
+    setup = await client.post("/api/v1/me/2fa/setup", headers=api.auth(user["token"]))
+    totp = pyotp.TOTP((await setup.json())["secret"])
+    used = totp.now()
+    resp = await client.post("/api/v1/me/2fa/enable", headers=api.auth(user["token"]), json={"code": used})
+    assert resp.status == 200
+    csrf = await form_csrf(client, "/signin")
+    step = await client.post("/signin", data={"csrf": csrf, "identifier": "code_errors",
+                                              "password": user["password"]})
+    pending = re.search(r'name="pending" value="([^"]+)"', await step.text()).group(1)  # type: ignore[union-attr]
+    for code, said in ((used, "sudah dipakai"), ("000000", "Kode autentikasi salah"),
+                       ("12ab", "harus 6 angka")):
+        wrong = await client.post("/signin/2fa", data={"csrf": csrf, "pending": pending, "code": code})
+        html = await wrong.text()
+        assert wrong.status == 401 and "kata sandi salah" not in html
+        assert re.search(r'id="code-error" class="field-error" role="alert">[^<]*' + said, html), html
+
+
+async def test_the_token_form_defaults_to_the_narrowest_token(client: TestClient) -> None:
+    await sign_up(client)
+    await team_with_secret(client, "narrow-team")
+    html = await (await client.get("/app/tokens")).text()
+    form = html[html.index('action="/app/tokens"'):]
+    assert re.search(r'<option value="narrow-team" selected>', form)
+    assert re.search(r'<option value="">Semua tim saya \(lebih luas\)</option>', form)
+    assert re.search(r'value="production" checked', form)
+    assert not re.search(r'value="(staging|development)" checked', form)
+    assert re.search(r'name="read_only" checked', form)
+
+
+async def test_an_unknown_dashboard_path_is_the_html_error_page(client: TestClient) -> None:
+    await sign_up(client)
+    for method, path in (("GET", "/app/nope"), ("GET", "/app/teams/x/secrets/y/z"),
+                         ("POST", "/app/nope")):
+        resp = await client.request(method, path)
+        html = await resp.text()
+        assert resp.status == 404 and resp.content_type == "text/html", (method, path)
+        assert "Halaman tidak ditemukan" in html and 'aria-label="Navigasi utama"' in html
+    api = await client.get("/api/v1/nope")
+    assert api.status == 404 and api.content_type == "application/json"
+
+
+async def test_a_failure_under_a_page_is_the_html_error_page_without_detail(
+        client: TestClient, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    await sign_up(client)
+
+    async def broken(*_args: Any, **_kwargs: Any) -> Any:
+        raise RuntimeError("internal detail 1234")
+
+    monkeypatch.setattr(tokens, "list_tokens", broken)
+    resp = await client.get("/app/tokens")
+    html = await resp.text()
+    assert resp.status == 500 and resp.content_type == "text/html"
+    assert "Terjadi kesalahan pada server" in html and "internal detail" not in html
+    assert "Traceback" not in html
+    assert any("unhandled error on GET /app/tokens" in r.getMessage() for r in caplog.records)
