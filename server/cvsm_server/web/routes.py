@@ -19,6 +19,7 @@ from .pages import public as public_pages
 from .pages import members as members_pages, newsletter as newsletter_pages
 from .pages import rotation as rotation_pages, secrets as secrets_pages, setup as setup_pages
 from .pages import support as support_pages, teams as teams_pages, tokens as tokens_pages
+from .pages import versions as versions_pages
 from .policy import OPEN, SESSION, Route, api, asset, install, page
 
 UUID = r"{%s:[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}}"
@@ -147,6 +148,9 @@ ROUTES: list[Route] = [
     page("GET", SECRET_PAGE, secrets_pages.secret_page, auth=SESSION),
     page("POST", SECRET_PAGE, secrets_pages.update_secret, auth=SESSION),
     page("POST", f"{SECRET_PAGE}/rollback", secrets_pages.rollback_secret, auth=SESSION),
+    # A value (the current one or a version's) and a diff of two, shown on the secret page.
+    page("POST", f"{SECRET_PAGE}/value", versions_pages.reveal_value, auth=SESSION),
+    page("POST", f"{SECRET_PAGE}/diff", versions_pages.diff_versions, auth=SESSION),
     page("POST", f"{SECRET_PAGE}/shares", secrets_pages.create_share, auth=SESSION),
     page("POST", f"{SECRET_PAGE}/rotate", rotation_pages.rotate_now, auth=SESSION),
     page("POST", f"{SECRET_PAGE}/shares/{UUID % 'share_id'}/revoke", secrets_pages.revoke_share,
