@@ -267,8 +267,11 @@ def grantable_roles(caller_role: str | None) -> list[str]:
     return [role for role in RANK if caller_role == OWNER or RANK[role] < RANK[ADMIN]]
 
 
-def may_change_role(caller_role: str | None, member_role: str) -> bool:
-    """Whether `update_member` lets `caller_role` change a `member_role`'s role at all."""
+def may_change_role(caller_role: str | None, member_role: str, *, owners: int) -> bool:
+    """Whether `update_member` lets `caller_role` change a `member_role`'s role at all;
+    `owners` is the team's number of Owners (the last one stays an Owner)."""
+    if member_role == OWNER and owners <= 1:
+        return False
     return roles.may(caller_role, ADMIN) and (RANK[member_role] < RANK[ADMIN]
                                                or caller_role == OWNER)
 
@@ -278,7 +281,7 @@ def may_remove(caller_role: str | None, member_role: str, *, is_self: bool, owne
     `owners` is the team's number of Owners (the last one stays)."""
     if member_role == OWNER and owners <= 1:
         return False
-    return is_self or may_change_role(caller_role, member_role)
+    return is_self or may_change_role(caller_role, member_role, owners=owners)
 
 
 async def add_member(conn: db.Connection, actor: Actor, team_id: uuid.UUID, identifier: str,

@@ -42,7 +42,7 @@ async def post(client: TestClient, page: str, action: str, **fields: str) -> Any
 async def reads_of(database_url: str, secret_id: str) -> list[dict]:
     return await query(database_url, """SELECT user_email, metadata FROM audit_logs
                                          WHERE action = 'read' AND resource_id = %s
-                                         ORDER BY id""", (secret_id,))
+                                         ORDER BY created_at""", (secret_id,))
 
 
 async def versioned(client: TestClient, api: Api, owner: dict, team_id: str) -> str:
@@ -119,3 +119,38 @@ async def test_a_viewer_may_reveal_a_version_but_is_not_offered_edit_or_rollback
     # The server still refuses what is not shown.
     resp = await post(client, page, f"{page}/rollback", version="1")
     assert resp.status == 403
+
+
+async def test_a_viewer_is_shown_no_control_the_server_would_refuse_and_the_sole_owner_cannot_remove_themself(
+        client: TestClient, api: Api, owner: dict, team_id: str) -> None:
+    await api.secret(owner, team_id, "API_KEY", "k")
+    viewer = await api.register("vivi")
+    await api.add_member(owner, team_id, viewer, "Viewer")
+    member = await api.register("mona")
+    await api.add_member(owner, team_id, member, "Member")
+
+    await sign_in(client, viewer)
+    secrets_html = await (await client.get(f"/app/teams/{team_id}/secrets")).text()
+    members_html = await (await client.get(f"/app/teams/{team_id}/members")).text()
+    for label in ("Tambah secret", "Hapus", "Impor", "Log audit", "Wawasan baca"):
+        assert label not in secrets_html, label
+    assert "Tampilkan nilai API_KEY" in secrets_html and "Unduh" in secrets_html
+    for label in ("Ubah peran", "Keluarkan", "Tambah anggota", "Kirim undangan"):
+        assert label not in members_html, label
+    assert members_html.count(">Keluar dari tim</button>") == 1  # anyone may leave
+    # What is not shown stays refused.
+    page = f"/app/teams/{team_id}/secrets"
+    resp = await post(client, page, page, name="NEW", value="v", environment="production")
+    assert resp.status == 403
+    assert (await client.get(f"/app/teams/{team_id}/audit")).status == 403
+
+    await sign_in(client, owner)
+    secrets_html = await (await client.get(f"/app/teams/{team_id}/secrets")).text()
+    for label in ("Tambah secret", "Hapus API_KEY", "Impor", "Log audit", "Wawasan baca"):
+        assert label in secrets_html, label
+    members_html = await (await client.get(f"/app/teams/{team_id}/members")).text()
+    assert "Keluarkan vivi" in members_html and "Keluarkan mona" in members_html
+    assert f"Keluarkan {owner['username']}" not in members_html
+    assert "Keluar dari tim" not in members_html  # the sole Owner stays
+    assert members_html.count("Ubah peran") == 2
+    assert "Tambah anggota" in members_html
