@@ -54,15 +54,19 @@ def quota_message(message: str, slug: str, plan: str, quota: str = "max_secrets"
 
 def quota_lift(slug: str, plan: str, quota: str = "max_secrets") -> str:
     """What lifts a quota of the team `slug` on `plan`: the admin panel, or the operator's
-    `team set-plan` to the next plan up (on the top plan, with the quota `quota` raised)."""
+    command (`upgrade_command`)."""
+    return QUOTA_LIFT.format(command=upgrade_command(slug, plan, quota))
+
+
+def upgrade_command(slug: str, plan: str, quota: str = "max_secrets") -> str:
+    """The operator's `team set-plan` to the next plan up (on the top plan, with the quota
+    `quota` raised)."""
     names = list(PLANS)
     position = names.index(plan) if plan in names else len(names) - 1
     command = f"cvsm-server team set-plan {slug} "
     if position + 1 < len(names):
-        command += names[position + 1]
-    else:
-        command += f"{plan} --{quota.replace('_', '-')} N"
-    return QUOTA_LIFT.format(command=command)
+        return command + names[position + 1]
+    return command + f"{plan} --{quota.replace('_', '-')} N"
 
 
 def quota_refused(message: str, team: Mapping, quota: str = "max_secrets") -> Forbidden:
@@ -176,7 +180,8 @@ async def plan_usage(conn: db.Connection, actor: Actor, team_id: uuid.UUID) -> d
     """The team's plan, each quota's limit (None: unlimited) and what is used of it: live
     secrets (`max_secrets`), seats taken by members and pending invitations (`max_members`),
     environments holding a live secret (`max_environments`), and the audit log's retention in
-    days. Viewer or above; `lift` is what raises the limits (`quota_message`)."""
+    days. Viewer or above; `upgrade_command` is the operator's command that raises the limits
+    (`quota_lift`)."""
     async with db.cursor(conn) as cur:
         await roles.require(cur, team_id, actor, VIEWER)
         team = await db.fetchone(cur, "SELECT * FROM teams WHERE id = %s", (team_id,))
@@ -198,7 +203,7 @@ async def plan_usage(conn: db.Connection, actor: Actor, team_id: uuid.UUID) -> d
         "environments": {"used": len(active), "limit": max_environments(team["plan"]),
                          "active": active},
         "retention_days": used["retention_days"],
-        "lift": quota_lift(team["slug"], team["plan"]),
+        "upgrade_command": upgrade_command(team["slug"], team["plan"]),
     }
 
 

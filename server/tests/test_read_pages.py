@@ -154,3 +154,158 @@ async def test_a_viewer_is_shown_no_control_the_server_would_refuse_and_the_sole
     assert "Keluar dari tim" not in members_html  # the sole Owner stays
     assert members_html.count("Ubah peran") == 2
     assert "Tambah anggota" in members_html
+
+
+async def backdate(database_url: str, table: str, row_id: str, days: int) -> None:
+    await query(database_url, f"UPDATE {table} SET created_at = now() - make_interval(days => %s) "
+                              "WHERE id = %s", (days, row_id))
+
+
+async def test_read_insights_list_unread_secrets_and_unused_tokens_with_one_click_delete_and_revoke(
+        client: TestClient, api: Api, owner: dict, team_id: str, database_url: str) -> None:
+    stale = await api.secret(owner, team_id, "OLD_KEY", "old")
+    fresh = await api.secret(owner, team_id, "READ_KEY", "read")
+    await backdate(database_url, "secrets", stale, 40)
+    await backdate(database_url, "secrets", fresh, 40)
+    token = await api.api_token(owner, name="forgotten-ci")
+    await backdate(database_url, "api_tokens", token["api_token"]["id"], 40)
+    resp = await client.get(f"/api/v1/teams/{team_id}/secrets/{fresh}",
+                            headers=api.auth(owner["token"]))
+    assert resp.status == 200
+    await sign_in(client, owner)
+    page = f"/app/teams/{team_id}/insights"
+    html = await (await client.get(page)).text()
+    assert "OLD_KEY" in html and "READ_KEY" not in html
+    assert "Cabut token forgotten-ci" in html and 'data-confirm="Hapus OLD_KEY' in html
+
+    resp = await post(client, page, f"{page}/secrets/{stale}/delete")
+    assert (resp.status, resp.headers["Location"]) == (303, page)
+    resp = await post(client, page, f"{page}/tokens/{token['api_token']['id']}/revoke")
+    assert (resp.status, resp.headers["Location"]) == (303, page)
+    html = await (await client.get(page)).text()
+    assert "OLD_KEY" not in html and "forgotten-ci" not in html
+    rows = await query(database_url, "SELECT action FROM audit_logs WHERE action IN "
+                                     "('delete', 'token_revoke') ORDER BY created_at")
+    assert [r["action"] for r in rows] == ["delete", "token_revoke"]
+    resp = await client.post(f"{page}/secrets/{fresh}/delete", data={"csrf": "0" * 64})
+    assert resp.status == 403
+
+    viewer = await api.register("vivi")
+    await api.add_member(owner, team_id, viewer, "Viewer")
+    await sign_in(client, viewer)
+    assert (await client.get(page)).status == 403
+
+
+async def test_the_secret_page_says_who_read_it_in_30_days_and_through_which_token(
+        client: TestClient, api: Api, owner: dict, team_id: str) -> None:
+    secret_id = await api.secret(owner, team_id, "DB_URL", "postgres://x")
+    token = await api.api_token(owner, name="deploy-bot")
+    resp = await client.get(f"/api/v1/teams/{team_id}/secrets/{secret_id}",
+                            headers=api.auth(token["token"]))
+    assert resp.status == 200
+    await sign_in(client, owner)
+    html = await (await client.get(f"/app/teams/{team_id}/secrets/{secret_id}")).text()
+    assert "Dibaca dalam 30 hari terakhir" in html
+    assert "via token <code>deploy-bot</code>" in html and owner["email"] in html
+
+
+async def test_environments_side_by_side_show_missing_and_differing_names_and_reveal_one_cell_audited(
+        client: TestClient, api: Api, owner: dict, team_id: str, database_url: str) -> None:
+    prod = await api.secret(owner, team_id, "SAME", "one")
+    await api.secret(owner, team_id, "SAME", "one", environment="staging")
+    await api.secret(owner, team_id, "DIFF", "a")
+    staging_diff = await api.secret(owner, team_id, "DIFF", "b", environment="staging")
+    await api.secret(owner, team_id, "ONLY_DEV", "d", environment="development")
+    await sign_in(client, owner)
+    page = f"/app/teams/{team_id}/environments"
+    resp = await client.get(page)
+    html = await resp.text()
+    assert resp.status == 200 and resp.headers["Cache-Control"] == "no-cache"
+    assert "3 nama · 3 tidak ada di setiap environment · 1 dengan nilai berbeda" in html
+    for value in ("one", "\"a\"", ">b<", ">d<"):
+        assert value not in html
+    assert "tidak ada di production, staging" in html  # ONLY_DEV
+    resp = await post(client, page, f"{page}/reveal", secret_id=staging_diff)
+    html = await resp.text()
+    assert resp.status == 200 and resp.headers["Cache-Control"] == "no-store"
+    assert re.search(r'aria-label="Nilai DIFF di staging" data-secret-value>b</pre>', html)
+    assert 'aria-label="Tampilkan nilai DIFF di production"' in html
+    reads = await query(database_url, "SELECT resource_id FROM audit_logs WHERE action = 'read'")
+    assert [r["resource_id"] for r in reads] == [staging_diff]
+    assert prod not in [r["resource_id"] for r in reads]
+    resp = await post(client, page, f"{page}/reveal", secret_id="not-an-id")
+    assert resp.status == 404
+
+
+async def test_the_plan_page_shows_each_quota_used_and_what_to_do_when_one_refuses(
+        client: TestClient, api: Api, owner: dict, team_id: str, database_url: str) -> None:
+    await api.secret(owner, team_id, "A", "1")
+    await query(database_url, "UPDATE teams SET plan = 'starter', max_secrets = 50, "
+                              "max_members = 5 WHERE id = %s", (team_id,))
+    viewer = await api.register("vivi")
+    await api.add_member(owner, team_id, viewer, "Viewer")
+    await sign_in(client, viewer)  # every member sees it
+    resp = await client.get(f"/app/teams/{team_id}/plan")
+    html = unescape(await resp.text())
+    assert resp.status == 200
+    assert "Paket tim ini: <strong>starter</strong>" in html
+    assert re.search(r"Secret aktif</strong>: 1 dari 50", html)
+    assert re.search(r"Kursi \(anggota dan undangan tertunda\)</strong>: 2 dari 5", html)
+    assert re.search(r"Environment berisi secret</strong>: 1 dari 1\s+<span class=\"error\">penuh", html)
+    assert "Log audit disimpan</strong>: 30 hari" in html
+    assert "Jika kuota menolak" in html
+    slug = (await query(database_url, "SELECT slug FROM teams WHERE id = %s", (team_id,)))[0]["slug"]
+    assert f"<code>cvsm-server team set-plan {slug} professional</code>" in html
+
+
+async def test_the_audit_page_filters_by_links_says_who_did_what_to_which_and_exports_with_the_session(
+        client: TestClient, api: Api, owner: dict, team_id: str) -> None:
+    secret_id = await api.secret(owner, team_id, "DB_URL", "postgres://x")
+    await api.secret(owner, team_id, "OTHER", "y")
+    viewer = await api.register("vivi")
+    await api.add_member(owner, team_id, viewer, "Viewer")
+    resp = await client.patch(f"/api/v1/teams/{team_id}/members/{viewer['id']}",
+                              headers=api.auth(owner["token"]), json={"role": "Member"})
+    assert resp.status == 200
+    token = await api.api_token(viewer, name="vivi-laptop")
+    resp = await client.get(f"/api/v1/teams/{team_id}/secrets/{secret_id}",
+                            headers=api.auth(token["token"]))
+    assert resp.status == 200
+    await sign_in(client, owner)
+    page = f"/app/teams/{team_id}/audit"
+    html = unescape(await (await client.get(page)).text())
+    assert "vivi@example.com (Viewer → Member)" in html
+    assert "via token <code>vivi-laptop</code>" in html
+    assert f'href="{page}?action=read"' in html and f'href="{page}?secret=DB_URL"' in html
+
+    html = unescape(await (await client.get(f"{page}?action=read")).text())
+    assert "1 entri yang cocok dengan filter" in html
+    html = unescape(await (await client.get(f"{page}?secret=DB_URL&action=create")).text())
+    assert "1 entri yang cocok" in html and "OTHER" not in html
+    assert f'href="{page}?secret=DB_URL"' in html  # dropping the action filter keeps the secret
+    html = unescape(await (await client.get(f"{page}?person={viewer['email'].upper()}")).text())
+    assert "1 entri yang cocok" in html
+    html = await (await client.get(f"{page}?from=2000-01-01&to=2000-01-02")).text()
+    assert "Tidak ada entri yang cocok dengan filter ini" in html
+    for bad, message in (("action=DROP TABLE", "Filter aksi tidak valid"),
+                         ("from=kemarin", "Waktu &#39;from&#39; tidak valid"),
+                         ("from=2001-01-02&to=2001-01-01", "harus sebelum")):
+        resp = await client.get(f"{page}?{bad}")
+        assert resp.status == 400 and message in await resp.text(), bad
+
+    resp = await post(client, page, f"{page}/export", format="jsonl", **{"from": "", "to": ""})
+    assert resp.status == 200 and resp.headers["Cache-Control"] == "no-store"
+    assert resp.headers["Content-Type"].startswith("application/x-ndjson")
+    assert '"action":"read"' in await resp.text()
+    resp = await post(client, page, f"{page}/export", format="csv")
+    body = await resp.text()
+    assert resp.status == 200 and body.startswith("seq,id,created_at,action")
+    assert '"action":"audit_export"' not in body and "audit_export" in body
+    resp = await client.post(f"{page}/export", data={"csrf": "0" * 64, "format": "csv"})
+    assert resp.status == 403
+    resp = await post(client, page, f"{page}/export", format="xml")
+    assert resp.status == 400
+
+    await sign_in(client, viewer)  # a Member: no audit log
+    resp = await client.post(f"{page}/export", data={"csrf": "0" * 64, "format": "csv"})
+    assert resp.status == 403
