@@ -309,3 +309,39 @@ async def test_the_audit_page_filters_by_links_says_who_did_what_to_which_and_ex
     await sign_in(client, viewer)  # a Member: no audit log
     resp = await client.post(f"{page}/export", data={"csrf": "0" * 64, "format": "csv"})
     assert resp.status == 403
+
+
+async def test_the_controls_shown_for_a_members_row_are_the_ones_the_server_accepts(
+        client: TestClient, api: Api, owner: dict, team_id: str) -> None:
+    """`teams.may_change_role` against `update_member`, for every caller and target role."""
+    from cvsm_server import teams
+
+    people = {"Owner": owner}
+    for role in ("Admin", "Member", "Viewer"):
+        people[role] = await api.register(f"the_{role.lower()}")
+        await api.add_member(owner, team_id, people[role], role)
+    for caller in ("Admin", "Member", "Viewer"):
+        for target, person in people.items():
+            if target == caller:
+                continue
+            new = "Viewer" if target != "Viewer" else "Member"
+            resp = await client.patch(f"/api/v1/teams/{team_id}/members/{person['id']}",
+                                      headers=api.auth(people[caller]["token"]), json={"role": new})
+            assert (resp.status == 200) == teams.may_change_role(caller, target, owners=1), \
+                (caller, target, resp.status)
+            if resp.status == 200:
+                resp = await client.patch(f"/api/v1/teams/{team_id}/members/{person['id']}",
+                                          headers=api.auth(owner["token"]), json={"role": target})
+                assert resp.status == 200
+    # The sole Owner may neither leave nor step down; with a second Owner, both may.
+    assert not teams.may_remove("Owner", "Owner", is_self=True, owners=1)
+    resp = await client.delete(f"/api/v1/teams/{team_id}/members/{owner['id']}",
+                               headers=api.auth(owner["token"]))
+    assert resp.status == 409
+    resp = await client.patch(f"/api/v1/teams/{team_id}/members/{people['Admin']['id']}",
+                              headers=api.auth(owner["token"]), json={"role": "Owner"})
+    assert resp.status == 200
+    assert teams.may_remove("Owner", "Owner", is_self=True, owners=2)
+    resp = await client.delete(f"/api/v1/teams/{team_id}/members/{owner['id']}",
+                               headers=api.auth(owner["token"]))
+    assert resp.status == 200
