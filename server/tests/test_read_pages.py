@@ -15,7 +15,7 @@ from aiohttp.test_utils import TestClient
 
 from conftest import Api, query
 from cvsm_server.config import Settings
-from test_dashboard import csrf_of, form_csrf
+from test_dashboard import form_csrf
 
 
 @pytest.fixture
@@ -345,3 +345,11 @@ async def test_the_controls_shown_for_a_members_row_are_the_ones_the_server_acce
     resp = await client.delete(f"/api/v1/teams/{team_id}/members/{owner['id']}",
                                headers=api.auth(owner["token"]))
     assert resp.status == 200
+
+
+async def test_the_teams_page_names_each_teams_plan_and_links_its_quotas(
+        client: TestClient, api: Api, owner: dict, team_id: str) -> None:
+    await sign_in(client, owner)
+    html = await (await client.get("/app/teams")).text()
+    assert re.search(r'<a href="/app/teams/[a-z0-9-]+/plan" aria-label="Paket professional dan '
+                     r'kuota Team">paket professional</a>', html)
