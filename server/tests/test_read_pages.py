@@ -6,6 +6,7 @@ audit log's filters and export, the plan's quotas, and the controls each role is
 from __future__ import annotations
 
 import re
+import uuid
 from collections.abc import Callable
 from html import unescape
 from typing import Any
@@ -13,8 +14,12 @@ from typing import Any
 import pytest
 from aiohttp.test_utils import TestClient
 
-from conftest import Api, query
-from cvsm_server.config import Settings
+from conftest import MASTER_KEY, Api, query, server_url
+from cvsm_server import db, secrets, teams
+from cvsm_server.actor import Actor, Scope
+from cvsm_server.config import Settings, parse_master_key
+from cvsm_server.crypto import Keyring
+from cvsm_server.errors import NotFound
 from test_dashboard import form_csrf
 
 
@@ -314,8 +319,6 @@ async def test_the_audit_page_filters_by_links_says_who_did_what_to_which_and_ex
 async def test_the_controls_shown_for_a_members_row_are_the_ones_the_server_accepts(
         client: TestClient, api: Api, owner: dict, team_id: str) -> None:
     """`teams.may_change_role` against `update_member`, for every caller and target role."""
-    from cvsm_server import teams
-
     people = {"Owner": owner}
     for role in ("Admin", "Member", "Viewer"):
         people[role] = await api.register(f"the_{role.lower()}")
@@ -353,3 +356,29 @@ async def test_the_teams_page_names_each_teams_plan_and_links_its_quotas(
     html = await (await client.get("/app/teams")).text()
     assert re.search(r'<a href="/app/teams/[a-z0-9-]+/plan" aria-label="Paket professional dan '
                      r'kuota Team">paket professional</a>', html)
+
+
+async def test_read_versions_keeps_a_tokens_scope_and_writes_nothing_for_a_version_that_is_missing(
+        client: TestClient, api: Api, owner: dict, team_id: str, database_url: str) -> None:
+    secret_id = uuid.UUID(await versioned(client, api, owner, team_id))
+    keyring = Keyring(parse_master_key(MASTER_KEY))
+    me = Actor.anonymous("127.0.0.1").as_user(uuid.UUID(owner["id"]), owner["email"])
+    staging_only = Actor.anonymous("127.0.0.1").as_user(
+        uuid.UUID(owner["id"]), owner["email"], via="api_token",
+        scope=Scope(environments=("staging",)))
+    pool = await db.create_pool(server_url(database_url), maxsize=1)
+    try:
+        async with db.connection(pool) as conn:
+            meta, values = await secrets.read_versions(conn, me, keyring, uuid.UUID(team_id),
+                                                       secret_id, [3, 1])
+            assert meta["name"] == "DB_URL" and "ciphertext" not in meta
+            assert values == {1: "host=a\nport=5432\nuser=app", 3: "host=b\nport=6432\nuser=app"}
+            for actor, versions in ((staging_only, [1]), (me, [1, 9]), (me, [1, 2, 3]), (me, [])):
+                with pytest.raises(NotFound):
+                    await secrets.read_versions(conn, actor, keyring, uuid.UUID(team_id),
+                                                secret_id, versions)
+    finally:
+        pool.close()
+        await pool.wait_closed()
+    assert sorted(r["metadata"]["version"] for r in await reads_of(database_url, str(secret_id))) \
+        == [1, 3]
