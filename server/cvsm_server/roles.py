@@ -53,6 +53,29 @@ def check_environment_write(actor: Actor, environment: str) -> None:
         raise Forbidden(ENVIRONMENT_OUT_OF_SCOPE)
 
 
+def may(role: str | None, minimum: str) -> bool:
+    """Whether `role` reaches `minimum`, as `check_rank` decides: the pages show a control only
+    to the roles that may use it (the domain functions keep refusing everyone else)."""
+    return role is not None and RANK[role] >= RANK[minimum]
+
+
+# The least role each of the dashboard's team controls needs, as the domain functions require it.
+CONTROLS = {
+    "create": MEMBER,   # secrets.create_secret, bulk.import_dotenv
+    "edit": MEMBER,     # secrets.update_secret, secrets.rollback
+    "share": MEMBER,    # shares.create_share
+    "delete": ADMIN,    # secrets.delete_secret
+    "audit": ADMIN,     # audit.list_entries, audit.start_export
+    "insights": ADMIN,  # insights.secret_readers, unread_secrets, unused_tokens
+    "members": ADMIN,   # teams.add_member, update_member, remove_member (of others)
+}
+
+
+def controls(role: str | None) -> dict[str, bool]:
+    """Which of `CONTROLS` `role` may use."""
+    return {name: may(role, minimum) for name, minimum in CONTROLS.items()}
+
+
 async def require(cur: db.Cursor, team_id: uuid.UUID, actor: Actor, minimum: str, *,
                   reading: bool = False) -> str:
     """The actor's role in the team; 404 when not a member (or outside a token's team), 403 when

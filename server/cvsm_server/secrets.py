@@ -505,6 +505,47 @@ async def secret_history(conn: db.Connection, actor: Actor, team_id: uuid.UUID,
     return {k: v for k, v in current.items() if k not in sealed}, rows
 
 
+VERSION_NOT_FOUND = "Versi secret tidak ditemukan"
+MAX_VERSIONS_READ = 2  # one value, or the two sides of a diff
+
+
+async def read_versions(conn: db.Connection, actor: Actor, keyring: Keyring, team_id: uuid.UUID,
+                        secret_id: uuid.UUID, versions: Collection[int]) -> tuple[dict, dict[int, str]]:
+    """The secret's metadata (no value) and the values of `versions` (the current one or stored
+    earlier ones, at most two), each audited as a `read` of the secret with its `version` in
+    the metadata, in the transaction that decrypts it: nothing leaves unaudited. Viewer or
+    above, as `read_secret`; 404 for a version that does not exist."""
+    wanted = sorted(set(versions))
+    if not wanted or len(wanted) > MAX_VERSIONS_READ or \
+            any(not 1 <= v <= MAX_VERSION for v in wanted):
+        raise NotFound(VERSION_NOT_FOUND)
+    async with db.transaction(conn) as cur:
+        await roles.require(cur, team_id, actor, roles.VIEWER)
+        current = await load_secret(cur, team_id, secret_id)
+        if actor.environments is not None and current["environment"] not in actor.environments:
+            raise NotFound(SECRET_NOT_FOUND)
+        stored = {row["version"]: row for row in await db.fetchall(
+            cur,
+            """SELECT v.*, s.team_id FROM secret_versions v JOIN secrets s ON s.id = v.secret_id
+               WHERE v.secret_id = %s AND v.version = ANY(%s::int[])""",
+            (secret_id, wanted))}
+        values: dict[int, str] = {}
+        for version in wanted:
+            if version == current["version"]:
+                values[version] = open_value(keyring, current)
+            elif version in stored:
+                values[version] = open_value(keyring, stored[version], version=version)
+            else:
+                raise NotFound(VERSION_NOT_FOUND)
+            await audit.record(cur, actor, "read", "secret", team_id=team_id,
+                               resource_id=secret_id,
+                               metadata={"name": current["name"],
+                                         "environment": current["environment"],
+                                         "version": version})
+    sealed = ("key_id", "nonce", "ciphertext")
+    return {k: v for k, v in current.items() if k not in sealed}, values
+
+
 async def rollback(conn: db.Connection, actor: Actor, keyring: Keyring, team_id: uuid.UUID,
                    secret_id: uuid.UUID, version: int) -> dict:
     """The value of `version` becomes a new current version (Member or above)."""

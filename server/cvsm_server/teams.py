@@ -48,16 +48,25 @@ def team_json(row: Mapping, role: str | None = None) -> dict:
 
 
 def quota_message(message: str, slug: str, plan: str, quota: str = "max_secrets") -> str:
-    """`message` (a quota refusal), then what lifts the limit: the admin panel, or the operator's
-    `team set-plan` to the next plan up (on the top plan, with the quota `quota` raised)."""
+    """`message` (a quota refusal), then what lifts the limit (`quota_lift`)."""
+    return f"{message}. {quota_lift(slug, plan, quota)}"
+
+
+def quota_lift(slug: str, plan: str, quota: str = "max_secrets") -> str:
+    """What lifts a quota of the team `slug` on `plan`: the admin panel, or the operator's
+    command (`upgrade_command`)."""
+    return QUOTA_LIFT.format(command=upgrade_command(slug, plan, quota))
+
+
+def upgrade_command(slug: str, plan: str, quota: str = "max_secrets") -> str:
+    """The operator's `team set-plan` to the next plan up (on the top plan, with the quota
+    `quota` raised)."""
     names = list(PLANS)
     position = names.index(plan) if plan in names else len(names) - 1
     command = f"cvsm-server team set-plan {slug} "
     if position + 1 < len(names):
-        command += names[position + 1]
-    else:
-        command += f"{plan} --{quota.replace('_', '-')} N"
-    return f"{message}. {QUOTA_LIFT.format(command=command)}"
+        return command + names[position + 1]
+    return command + f"{plan} --{quota.replace('_', '-')} N"
 
 
 def quota_refused(message: str, team: Mapping, quota: str = "max_secrets") -> Forbidden:
@@ -167,6 +176,37 @@ async def get_team(conn: db.Connection, actor: Actor, team_id: uuid.UUID) -> dic
     return {**team, "role": role}
 
 
+async def plan_usage(conn: db.Connection, actor: Actor, team_id: uuid.UUID) -> dict:
+    """The team's plan, each quota's limit (None: unlimited) and what is used of it: live
+    secrets (`max_secrets`), seats taken by members and pending invitations (`max_members`),
+    environments holding a live secret (`max_environments`), and the audit log's retention in
+    days. Viewer or above; `upgrade_command` is the operator's command that raises the limits
+    (`quota_lift`)."""
+    async with db.cursor(conn) as cur:
+        await roles.require(cur, team_id, actor, VIEWER)
+        team = await db.fetchone(cur, "SELECT * FROM teams WHERE id = %s", (team_id,))
+        used = await db.fetchone(
+            cur,
+            """SELECT count(*) AS secrets,
+                      array_agg(DISTINCT environment) FILTER (WHERE environment IS NOT NULL)
+                          AS environments,
+                      cvsm_audit_retention_days(%(team)s) AS retention_days
+               FROM secrets WHERE team_id = %(team)s AND deleted_at IS NULL""",
+            {"team": team_id})
+        seats = await seats_taken(cur, team_id)
+    order = ("production", "staging", "development")
+    active = sorted(used["environments"] or [], key=order.index)
+    return {
+        "plan": team["plan"], "slug": team["slug"],
+        "secrets": {"used": used["secrets"], "limit": team["max_secrets"]},
+        "members": {"used": seats, "limit": team["max_members"]},
+        "environments": {"used": len(active), "limit": max_environments(team["plan"]),
+                         "active": active},
+        "retention_days": used["retention_days"],
+        "upgrade_command": upgrade_command(team["slug"], team["plan"]),
+    }
+
+
 async def delete_team(conn: db.Connection, actor: Actor, team_id: uuid.UUID) -> None:
     """Owner only; secrets and the tokens bound to it go with it, audit entries stay (their team
     reference nulled)."""
@@ -222,6 +262,31 @@ def check_grant(caller_role: str, role: str) -> None:
     """Only an Owner grants (or invites to) Admin or Owner."""
     if RANK[role] >= RANK[ADMIN] and caller_role != OWNER:
         raise Forbidden("Hanya Owner yang dapat memberikan peran Admin atau Owner")
+
+
+def grantable_roles(caller_role: str | None) -> list[str]:
+    """The roles `caller_role` may give (`check_grant`): none below Admin, Viewer and Member
+    for an Admin, every role for an Owner."""
+    if not roles.may(caller_role, ADMIN):
+        return []
+    return [role for role in RANK if caller_role == OWNER or RANK[role] < RANK[ADMIN]]
+
+
+def may_change_role(caller_role: str | None, member_role: str, *, owners: int) -> bool:
+    """Whether `update_member` lets `caller_role` change a `member_role`'s role at all;
+    `owners` is the team's number of Owners (the last one stays an Owner)."""
+    if member_role == OWNER and owners <= 1:
+        return False
+    return roles.may(caller_role, ADMIN) and (RANK[member_role] < RANK[ADMIN]
+                                               or caller_role == OWNER)
+
+
+def may_remove(caller_role: str | None, member_role: str, *, is_self: bool, owners: int) -> bool:
+    """Whether `remove_member` lets `caller_role` remove the member (themself when `is_self`);
+    `owners` is the team's number of Owners (the last one stays)."""
+    if member_role == OWNER and owners <= 1:
+        return False
+    return is_self or may_change_role(caller_role, member_role, owners=owners)
 
 
 async def add_member(conn: db.Connection, actor: Actor, team_id: uuid.UUID, identifier: str,

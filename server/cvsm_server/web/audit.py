@@ -3,9 +3,13 @@ parse, call `audit` / `audit_chain`, shape the answer."""
 
 from __future__ import annotations
 
+import uuid
+from datetime import datetime
+
 from aiohttp import web
 
-from .. import audit, audit_chain
+from .. import audit, audit_chain, db
+from ..actor import Actor
 from ..timeutil import now
 from .schema import BOOL, INT, STRING, answer, nullable, obj, or_empty, query
 from .request import actor, connection, team_of
@@ -21,24 +25,32 @@ async def export_audit(request: web.Request) -> web.StreamResponse:
     start, end = audit.parse_export_range(request.query.get("from"), request.query.get("to"))
     async with connection(request) as conn:
         team_id = await team_of(request, conn)
-        slug = await audit.start_export(conn, actor(request), team_id, fmt, start, end)
-        response = web.StreamResponse(headers={
-            "Content-Type": _CONTENT_TYPES[fmt],
-            "Content-Disposition": (f'attachment; filename="cvsm-audit-{slug}-'
-                                    f'{now().strftime("%Y%m%dT%H%M%SZ")}.{fmt}"'),
-            "Cache-Control": "no-store",
-        })
-        await response.prepare(request)
-        line = audit.csv_row if fmt == "csv" else audit.jsonl_row
-        chunk: list[str] = [audit.csv_header()] if fmt == "csv" else []
-        async for row in audit.export_rows(conn, team_id, start, end):
-            chunk.append(line(row))
-            if len(chunk) >= _CHUNK_ROWS:
-                await response.write("".join(chunk).encode())
-                chunk = []
-        if chunk:
+        return await stream_export(request, conn, actor(request), team_id, fmt, start, end)
+
+
+async def stream_export(request: web.Request, conn: db.Connection, caller: Actor,
+                        team_id: uuid.UUID, fmt: str, start: datetime | None,
+                        end: datetime | None) -> web.StreamResponse:
+    """The export as a streamed download (`audit.start_export` checks and records it first):
+    the API's route and the dashboard's button (`web.pages.audit`) both answer with it."""
+    slug = await audit.start_export(conn, caller, team_id, fmt, start, end)
+    response = web.StreamResponse(headers={
+        "Content-Type": _CONTENT_TYPES[fmt],
+        "Content-Disposition": (f'attachment; filename="cvsm-audit-{slug}-'
+                                f'{now().strftime("%Y%m%dT%H%M%SZ")}.{fmt}"'),
+        "Cache-Control": "no-store",
+    })
+    await response.prepare(request)
+    line = audit.csv_row if fmt == "csv" else audit.jsonl_row
+    chunk: list[str] = [audit.csv_header()] if fmt == "csv" else []
+    async for row in audit.export_rows(conn, team_id, start, end):
+        chunk.append(line(row))
+        if len(chunk) >= _CHUNK_ROWS:
             await response.write("".join(chunk).encode())
-        await response.write_eof()
+            chunk = []
+    if chunk:
+        await response.write("".join(chunk).encode())
+    await response.write_eof()
     return response
 
 

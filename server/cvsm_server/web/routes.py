@@ -19,6 +19,8 @@ from .pages import kit, public as public_pages
 from .pages import members as members_pages, newsletter as newsletter_pages
 from .pages import rotation as rotation_pages, secrets as secrets_pages, setup as setup_pages
 from .pages import support as support_pages, teams as teams_pages, tokens as tokens_pages
+from .pages import audit as audit_pages, environments as environments_pages
+from .pages import insights as insights_pages, plan as plan_pages, versions as versions_pages
 from .policy import OPEN, SESSION, Route, api, asset, install, page
 
 UUID = r"{%s:[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}}"
@@ -147,6 +149,9 @@ ROUTES: list[Route] = [
     page("GET", SECRET_PAGE, secrets_pages.secret_page, auth=SESSION),
     page("POST", SECRET_PAGE, secrets_pages.update_secret, auth=SESSION),
     page("POST", f"{SECRET_PAGE}/rollback", secrets_pages.rollback_secret, auth=SESSION),
+    # A value (the current one or a version's) and a diff of two, shown on the secret page.
+    page("POST", f"{SECRET_PAGE}/value", versions_pages.reveal_value, auth=SESSION),
+    page("POST", f"{SECRET_PAGE}/diff", versions_pages.diff_versions, auth=SESSION),
     page("POST", f"{SECRET_PAGE}/shares", secrets_pages.create_share, auth=SESSION),
     page("POST", f"{SECRET_PAGE}/rotate", rotation_pages.rotate_now, auth=SESSION),
     page("POST", f"{SECRET_PAGE}/shares/{UUID % 'share_id'}/revoke", secrets_pages.revoke_share,
@@ -167,6 +172,19 @@ ROUTES: list[Route] = [
     page("GET", "/newsletter/confirm", newsletter_pages.newsletter_confirm_page),
     page("POST", "/newsletter/confirm", newsletter_pages.newsletter_confirm),
     page("GET", "/app/teams/{team}/audit", teams_pages.audit_page, auth=SESSION),
+    page("POST", "/app/teams/{team}/audit/export", audit_pages.export_audit, auth=SESSION),
+    # Read insights, environments side by side, the plan and its quotas (web/pages/insights.py,
+    # environments.py, plan.py).
+    page("GET", "/app/teams/{team}/insights", insights_pages.insights_page, auth=SESSION),
+    page("POST", f"/app/teams/{{team}}/insights/secrets/{UUID % 'secret_id'}/delete",
+         insights_pages.delete_unread, auth=SESSION),
+    page("POST", f"/app/teams/{{team}}/insights/tokens/{UUID % 'token_id'}/revoke",
+         insights_pages.revoke_unused, auth=SESSION),
+    page("GET", "/app/teams/{team}/environments", environments_pages.environments_page,
+         auth=SESSION),
+    page("POST", "/app/teams/{team}/environments/reveal", environments_pages.reveal_cell,
+         auth=SESSION),
+    page("GET", "/app/teams/{team}/plan", plan_pages.plan_page, auth=SESSION),
     page("GET", "/app/tokens", tokens_pages.tokens_page, auth=SESSION),
     page("POST", "/app/tokens", tokens_pages.create_token, auth=SESSION),
     page("POST", f"/app/tokens/{UUID % 'token_id'}/revoke", tokens_pages.revoke_token, auth=SESSION),

@@ -21,9 +21,19 @@ async def _members_context(request: web.Request, conn: db.Connection, actor: Act
     team_id = await teams.resolve(conn, team_ref)
     team = await teams.get_team(conn, actor, team_id)
     can_invite = roles.RANK[team["role"]] >= roles.RANK[roles.ADMIN]
-    return {"team_ref": team_ref, "team": team, "members": await teams.list_members(conn, actor, team_id),
+    members = await teams.list_members(conn, actor, team_id)
+    # What each row offers, by the rules `teams.update_member` and `remove_member` enforce.
+    owners = sum(member["role"] == roles.OWNER for member in members)
+    offers = {str(m["user_id"]): {
+        "change": teams.may_change_role(team["role"], m["role"], owners=owners),
+        "remove": teams.may_remove(team["role"], m["role"], is_self=m["user_id"] == actor.user_id,
+                                   owners=owners),
+        "self": m["user_id"] == actor.user_id} for m in members}
+    return {"team_ref": team_ref, "team": team, "members": members,
             "roles": list(roles.RANK), "can_invite": can_invite,
-            "invites": await invites.list_invites(conn, actor, team_id) if can_invite else []}
+            "invites": await invites.list_invites(conn, actor, team_id) if can_invite else [],
+            "offers": offers, "grantable": teams.grantable_roles(team["role"]),
+            "can": roles.controls(team["role"])}
 
 
 @signed_in

@@ -11,8 +11,8 @@ from typing import Any
 
 from aiohttp import web
 
-from ... import (bulk, db, dotenv, roles, secret_rotation, secrets as domain, shares, shell_export,
-                 teams)
+from ... import (bulk, db, dotenv, insights, roles, secret_rotation, secrets as domain, shares,
+                 shell_export, teams)
 from ...actor import Actor
 from ...errors import BadRequest, NotFound
 from ..request import app_url, path_id
@@ -35,8 +35,10 @@ async def _secrets_context(request: web.Request, conn: db.Connection, actor: Act
     team = await teams.get_team(conn, actor, team_id)
     rows, total = await domain.list_secrets(conn, actor, team_id, environment=environment,
                                             search=search or None, limit=500)
-    return {"team": team, "team_ref": team_ref, "environment": environment, "environments": ENVIRONMENTS, "types": domain.TYPES, "search": search,
-            "secrets": rows, "total": total, "revealed": {}, "form": {"environment": environment}}
+    return {"team": team, "team_ref": team_ref,
+            "environment": environment, "environments": ENVIRONMENTS, "types": domain.TYPES, "search": search,
+            "secrets": rows, "total": total, "revealed": {}, "form": {"environment": environment},
+            "can": roles.controls(team["role"])}
 
 
 @signed_in
@@ -114,8 +116,20 @@ async def _secret_context(request: web.Request, conn: db.Connection, actor: Acto
     can_share = roles.RANK[team["role"]] >= roles.RANK[roles.MEMBER]
     share_rows = await shares.list_shares(conn, actor, team_id, secret["id"]) if can_share else []
     rotation = await rotation_context(conn, actor, team_id, secret["id"], team["role"])
-    return {"team": team, "team_ref": team_ref, "secret": secret, "versions": versions, "shares": share_rows, "can_share": can_share,
-            "share_url": None, "types": domain.TYPES, "rotation": rotation}
+    can = roles.controls(team["role"])
+    # Who read it in the last 30 days (the audit log's reads), for those who may see the log.
+    readers = await insights.secret_readers(conn, actor, team_id, secret["id"]) \
+        if can["insights"] else []
+    return {"team": team, "team_ref": team_ref,
+            "secret": secret, "versions": versions, "shares": share_rows, "can_share": can_share,
+            "share_url": None, "types": domain.TYPES, "rotation": rotation, "can": can,
+            "readers": readers, "revealed": {}, "diff": None}
+
+
+async def secret_context(request: web.Request, conn: db.Connection, actor: Actor) -> dict[str, Any]:
+    """The secret page's context, for the handlers that show the page again with more on it
+    (`web.pages.versions`: a revealed value, a diff)."""
+    return await _secret_context(request, conn, actor)
 
 
 @signed_in

@@ -10,7 +10,7 @@ from aiohttp import web
 from ... import audit, db, teams
 from ...actor import Actor
 from ..state import POOL, SETTINGS
-from .kit import Form, done, render_page, signed_in
+from .kit import Form, done, render_page, signed_in, url_for
 
 
 async def _teams_context(conn: db.Connection, actor: Actor) -> dict[str, Any]:
@@ -40,11 +40,22 @@ async def audit_page(request: web.Request, actor: Actor) -> web.StreamResponse:
     raw = request.query.get("page", "1")
     page = int(raw) if raw.isdigit() and 0 < len(raw) <= 6 and int(raw) > 0 else 1
     team_ref = request.match_info["team"]
+    filters = audit.Filters.parse(request.query)  # action, person, secret, from, to: links
     async with db.connection(request.app[POOL]) as conn:
         team_id = await teams.resolve(conn, team_ref)
         team = await teams.get_team(conn, actor, team_id)
         rows, total = await audit.list_entries(conn, actor, team_id, limit=AUDIT_PAGE,
-                                               offset=(page - 1) * AUDIT_PAGE)
+                                               offset=(page - 1) * AUDIT_PAGE, filters=filters)
+        choices = await audit.filter_choices(conn, actor, team_id)
     pages = max(1, -(-total // AUDIT_PAGE))
+
+    def link(**changes: str | int | None) -> str:
+        """This page with the filters set, one changed (None: dropped), from its first page."""
+        query = {**filters.as_query(), **{k: str(v) for k, v in changes.items() if v}}
+        query = {k: v for k, v in query.items() if changes.get(k, v)}
+        return url_for(request, "teams.audit_page", query, team=team_ref)
+
     return render_page(request, "audit.html", {"team": team, "team_ref": team_ref, "entries": rows,
-                                               "total": total, "page": page, "pages": pages})
+                                               "total": total, "page": page, "pages": pages,
+                                               "filters": filters, "choices": choices,
+                                               "link": link})

@@ -1,0 +1,50 @@
+"""A team's read insights (Admin or above): the secrets nobody read and the API tokens nobody
+used in 30 days (`insights`), each with a one-click delete or revoke (a POST with CSRF, asked
+to confirm) that comes back to this page.
+"""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from ... import db, insights, secrets as domain, teams, tokens
+from ...actor import Actor
+from ..request import path_id
+from ..state import POOL
+from .kit import redirect_to, render_page, session_csrf, signed_form, signed_in, url_for
+
+
+@signed_in
+async def insights_page(request: web.Request, actor: Actor) -> web.StreamResponse:
+    team_ref = request.match_info["team"]
+    async with db.connection(request.app[POOL]) as conn:
+        team_id = await teams.resolve(conn, team_ref)
+        team = await teams.get_team(conn, actor, team_id)
+        unread = await insights.unread_secrets(conn, actor, team_id)
+        unused = await insights.unused_tokens(conn, actor, team_id)
+    return render_page(request, "insights.html", {
+        "user": actor, "csrf": session_csrf(request, actor), "team": team, "team_ref": team_ref,
+        "unread": unread, "unused": unused, "days": insights.WINDOW.days})
+
+
+@signed_in
+async def delete_unread(request: web.Request, actor: Actor) -> web.StreamResponse:
+    """Delete a secret from the list of unread ones (`secrets.delete_secret`: Admin or above)."""
+    await signed_form(request, actor)
+    team_ref = request.match_info["team"]
+    async with db.connection(request.app[POOL]) as conn:
+        team_id = await teams.resolve(conn, team_ref)
+        await domain.delete_secret(conn, actor, team_id, path_id(request, "secret_id"))
+    return redirect_to(url_for(request, "insights.insights_page", team=team_ref))
+
+
+@signed_in
+async def revoke_unused(request: web.Request, actor: Actor) -> web.StreamResponse:
+    """Revoke one's own token from the list of unused ones (`tokens.revoke_token`: only its
+    holder may)."""
+    await signed_form(request, actor)
+    team_ref = request.match_info["team"]
+    async with db.connection(request.app[POOL]) as conn:
+        await teams.get_team(conn, actor, await teams.resolve(conn, team_ref))
+        await tokens.revoke_token(conn, actor, path_id(request, "token_id"))
+    return redirect_to(url_for(request, "insights.insights_page", team=team_ref))
