@@ -15,7 +15,7 @@ from ... import db, insights, secrets as domain, teams
 from ...actor import Actor
 from ...errors import NotFound
 from ..state import KEYRING, POOL
-from .kit import form_field, render_page, session_csrf, signed_form, signed_in
+from .kit import form_field, render_page, signed_form, signed_in
 
 
 async def _context(request: web.Request, conn: db.Connection, actor: Actor,
@@ -23,7 +23,7 @@ async def _context(request: web.Request, conn: db.Connection, actor: Actor,
     team_id = await teams.resolve(conn, team_ref)
     team = await teams.get_team(conn, actor, team_id)
     comparison = await insights.compare_environments(conn, actor, request.app[KEYRING], team_id)
-    return {"user": actor, "csrf": session_csrf(request, actor), "team": team,
+    return {"team": team,
             "team_ref": team_ref, "comparison": comparison, "revealed": {},
             "differing": sum(row.differs for row in comparison.rows),
             "missing": sum(bool(row.missing) for row in comparison.rows)}

@@ -11,7 +11,7 @@ from ... import db, insights, secrets as domain, teams, tokens
 from ...actor import Actor
 from ..request import path_id
 from ..state import POOL
-from .kit import redirect_to, render_page, session_csrf, signed_form, signed_in, url_for
+from .kit import done, render_page, signed_form, signed_in
 
 
 @signed_in
@@ -23,7 +23,7 @@ async def insights_page(request: web.Request, actor: Actor) -> web.StreamRespons
         unread = await insights.unread_secrets(conn, actor, team_id)
         unused = await insights.unused_tokens(conn, actor, team_id)
     return render_page(request, "insights.html", {
-        "user": actor, "csrf": session_csrf(request, actor), "team": team, "team_ref": team_ref,
+        "team": team, "team_ref": team_ref,
         "unread": unread, "unused": unused, "days": insights.WINDOW.days})
 
 
@@ -35,7 +35,7 @@ async def delete_unread(request: web.Request, actor: Actor) -> web.StreamRespons
     async with db.connection(request.app[POOL]) as conn:
         team_id = await teams.resolve(conn, team_ref)
         await domain.delete_secret(conn, actor, team_id, path_id(request, "secret_id"))
-    return redirect_to(url_for(request, "insights.insights_page", team=team_ref))
+    return done(request, "insights.insights_page", "secret_deleted", team=team_ref)
 
 
 @signed_in
@@ -47,4 +47,4 @@ async def revoke_unused(request: web.Request, actor: Actor) -> web.StreamRespons
     async with db.connection(request.app[POOL]) as conn:
         await teams.get_team(conn, actor, await teams.resolve(conn, team_ref))
         await tokens.revoke_token(conn, actor, path_id(request, "token_id"))
-    return redirect_to(url_for(request, "insights.insights_page", team=team_ref))
+    return done(request, "insights.insights_page", "token_revoked", team=team_ref)

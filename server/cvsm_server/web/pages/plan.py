@@ -9,7 +9,7 @@ from aiohttp import web
 from ... import db, teams
 from ...actor import Actor
 from ..state import POOL
-from .kit import render_page, session_csrf, signed_in
+from .kit import render_page, signed_in
 
 
 @signed_in
@@ -20,5 +20,5 @@ async def plan_page(request: web.Request, actor: Actor) -> web.StreamResponse:
         team = await teams.get_team(conn, actor, team_id)
         usage = await teams.plan_usage(conn, actor, team_id)
     return render_page(request, "plan.html", {
-        "user": actor, "csrf": session_csrf(request, actor), "team": team, "team_ref": team_ref,
+        "team": team, "team_ref": team_ref,
         "usage": usage, "plans": teams.PLANS})
