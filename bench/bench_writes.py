@@ -9,8 +9,8 @@ secret with one session; then the server's sealer (`audit_chain.seal`) links the
 each phase it prints, per read: WAL bytes (the WAL insert position before and after), WAL
 records by kind from `pg_waldump --stats` over exactly that range (heap inserts, updates, row
 locks, multixacts, index inserts), and what `pg_stat_wal` counted (with its full-page images;
-flushed by idling past its interval or closing the connections that wrote). Nothing else runs against the database meanwhile, but
-autovacuum may add a few records. Runs against whichever `cvsm_server` is on PYTHONPATH, so the
+flushed by idling past its interval or closing the connections that wrote). Nothing else runs
+against the database meanwhile, but autovacuum may add a few records. Runs against whichever `cvsm_server` is on PYTHONPATH, so the
 same script measures two versions:
 
     PYTHONPATH=server python bench/bench_writes.py [--reads 2000] [--concurrency 8]
@@ -68,8 +68,9 @@ def wal_bytes(url: str, start: str, end: str) -> int:
 
 def waldump(bin_dir: Path, pgdata: Path, start: str, end: str) -> Counter:
     """Records by "rmgr/kind" between two LSNs (`pg_waldump --stats=record`)."""
-    out = subprocess.run([str(bin_dir / "pg_waldump"), "--stats=record", "-p", str(pgdata / "pg_wal"),
-                          "-s", start, "-e", end], capture_output=True, text=True, check=True).stdout
+    out = subprocess.run([str(bin_dir / "pg_waldump"), "--stats=record",
+                          "-p", str(pgdata / "pg_wal"), "-s", start, "-e", end],
+                         capture_output=True, text=True, check=True).stdout
     records: Counter = Counter()
     for line in out.splitlines():
         m = re.match(r"(\S+/\S+)\s+(\d+)\s+\(", line)
@@ -78,7 +79,8 @@ def waldump(bin_dir: Path, pgdata: Path, start: str, end: str) -> Counter:
     return records
 
 
-async def read_many(client: TestClient, url: str, headers: dict, reads: int, concurrency: int) -> None:
+async def read_many(client: TestClient, url: str, headers: dict, reads: int,
+                    concurrency: int) -> None:
     remaining = reads
 
     async def one_client() -> None:

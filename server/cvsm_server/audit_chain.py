@@ -11,9 +11,9 @@ Sealing: a writer commits its entry alone (no chain fields); `seal` (the databas
 `cvsm_audit_seal`) links the committed entries not sealed yet to the ends of their chains, in
 insertion order, under one lock for every process, by appending their chain fields to
 `audit_seals` (the entry itself is never rewritten); `audit_chain_entries` is the log joined to
-its seals, what everything here reads. `seal_pending` (the `audit_seal` background job, `jobs`) runs it every
-`CVSM_AUDIT_SEAL_SECONDS`; verification, export, checkpoints and the purge seal first, so they
-see every entry committed before they began.
+its seals, what everything here reads. `seal_pending` (the `audit_seal` background job, `jobs`)
+runs it every `CVSM_AUDIT_SEAL_SECONDS`; verification, export, checkpoints and the purge seal
+first, so they see every entry committed before they began.
 
 Checkpoints: Ed25519 signatures over `checkpoint_message(...)` (chain, seq, head hash, kind,
 signed-at time). The signing key is derived from the database's token-hash key, which is

@@ -21,7 +21,8 @@ UNSEALED = """SELECT count(*) AS n FROM audit_logs a
 
 
 async def sealed_below(database_url: str) -> int:
-    return (await query(database_url, "SELECT sealed_below FROM audit_seal_state"))[0]["sealed_below"]
+    rows = await query(database_url, "SELECT sealed_below FROM audit_seal_state")
+    return rows[0]["sealed_below"]
 
 
 async def test_a_log_sealed_under_0016_keeps_verifying_after_0017(fresh_database):
@@ -125,7 +126,7 @@ async def test_the_sealers_mark_waits_for_an_open_transactions_entry(client, api
         assert await seal_now(client) == 1
     assert await sealed_below(database_url) > pos
     rows = await query(database_url, ROWS, (team_id,))
-    assert [r["action"] for r in rows] == ["team_create"] + ["late"] * 4 + ["early", "later", "later"]
+    assert [r["action"] for r in rows] == ["team_create", *["late"] * 4, "early", "later", "later"]
     async with db.cursor(client.app[POOL]) as cur:
         verdict = await audit_chain.verify_chain(cur, client.app[CHECKPOINT_SIGNER],
                                                  uuid.UUID(team_id))

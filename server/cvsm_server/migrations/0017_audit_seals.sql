@@ -149,8 +149,8 @@ BEGIN
     IF pg_current_xact_id_if_assigned() IS NULL
        AND current_setting('transaction_isolation') = 'read committed' THEN
         top := pg_sequence_last_value('audit_logs_pos_seq');
-        IF top IS NOT NULL AND NOT (top + 1 = st.pending_below AND st.sealed_below = st.pending_below)
-        THEN
+        IF top IS NOT NULL
+           AND NOT (top + 1 = st.pending_below AND st.sealed_below = st.pending_below) THEN
             fresh := pg_current_xact_id();
         END IF;
     END IF;
