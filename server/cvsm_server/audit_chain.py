@@ -281,7 +281,7 @@ async def purge_expired(pool: db.Pool, signer: CheckpointSigner) -> int:
             await write_checkpoint(cur, signer, chain_id, end["seq"], bytes(end["hash"]), "purge")
             await cur.execute(
                 "DELETE FROM audit_logs a USING audit_seals s "
-                "WHERE s.entry_id = a.id AND s.chain_id = %s AND s.seq <= %s",
+                "WHERE s.pos = a.pos AND s.chain_id = %s AND s.seq <= %s",
                 (chain_id, end["seq"]))
             removed += cur.rowcount
     return removed

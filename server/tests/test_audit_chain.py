@@ -27,8 +27,8 @@ ROWS = """SELECT id, chain_id, seq, created_at, user_email, action, resource, re
                  user_agent, metadata::text AS metadata_text, prev_hash, hash, team_id
           FROM audit_chain_entries WHERE chain_id = %s ORDER BY seq"""
 # The entries of a chain at seq positions (`AT.format("= 3")`), for tampering statements.
-AT = "id IN (SELECT entry_id FROM audit_seals WHERE chain_id = %s AND seq {})"
-UNSEALED = "NOT EXISTS (SELECT 1 FROM audit_seals s WHERE s.entry_id = audit_logs.id)"
+AT = "pos IN (SELECT pos FROM audit_seals WHERE chain_id = %s AND seq {})"
+UNSEALED = "NOT EXISTS (SELECT 1 FROM audit_seals s WHERE s.pos = audit_logs.pos)"
 
 
 async def sealed_rows(database_url: str, chain_id) -> list[dict]:
@@ -176,8 +176,8 @@ async def test_the_server_role_cannot_forge_chain_fields_or_touch_checkpoints(cl
             await query(app_url, f"""INSERT INTO audit_logs (team_id, action, resource, {column})
                                      VALUES (%s, 'forged', 'x', %s)""", (team_id, value))
     with pytest.raises(psycopg2.errors.InsufficientPrivilege):  # the chain fields are the sealer's
-        await query(app_url, """INSERT INTO audit_seals (entry_id, chain_id, seq, prev_hash, hash)
-                                 VALUES (%s, %s, 99, '\\x00', '\\x00')""", (uuid.uuid4(), team_id))
+        await query(app_url, """INSERT INTO audit_seals (pos, chain_id, seq, prev_hash, hash)
+                                 VALUES (99, %s, 99, '\\x00', '\\x00')""", (team_id,))
     await query(app_url, "INSERT INTO audit_logs (team_id, action, resource) VALUES (%s, 'y', 'x')",
                 (team_id,))
     resp = await client.post(f"/api/v1/teams/{team_id}/audit/checkpoints",
@@ -241,9 +241,9 @@ async def test_verify_reports_an_inserted_entry_at_its_seq(client, api: Api, own
          (str(forged["id"]), team_id, forged["user_email"], forged["resource"],
           forged["resource_id"], forged["ip_address"], forged["user_agent"],
           forged["metadata_text"], forged["created_at"])),
-        ("""INSERT INTO audit_seals (entry_id, chain_id, seq, prev_hash, hash)
-            VALUES (%s, %s, 4, %s, %s)""",
-         (str(forged["id"]), team_id, forged["prev_hash"], forged["hash"])),
+        ("""INSERT INTO audit_seals (pos, chain_id, seq, prev_hash, hash)
+            SELECT pos, %s, 4, %s, %s FROM audit_logs WHERE id = %s""",
+         (team_id, forged["prev_hash"], forged["hash"], str(forged["id"]))),
     )
     body = await verify(client, api, owner, team_id)
     assert body["ok"] is False and body["first_broken"]["seq"] == 5
@@ -419,7 +419,7 @@ async def test_every_server_process_seals_in_the_background(start_client, make_s
     team = await api.team(user)
     for _ in range(50):
         rows = await query(database_url, "SELECT s.seq FROM audit_logs a LEFT JOIN audit_seals s "
-                                         "ON s.entry_id = a.id WHERE a.team_id = %s", (team,))
+                                         "ON s.pos = a.pos WHERE a.team_id = %s", (team,))
         if rows and all(r["seq"] is not None for r in rows):
             break
         await asyncio.sleep(0.1)

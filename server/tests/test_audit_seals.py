@@ -17,7 +17,7 @@ from conftest import Api, query, server_url
 from test_audit_chain import ROWS, as_superuser, sealed_rows, seal_now
 
 UNSEALED = """SELECT count(*) AS n FROM audit_logs a
-              WHERE NOT EXISTS (SELECT 1 FROM audit_seals s WHERE s.entry_id = a.id)"""
+              WHERE NOT EXISTS (SELECT 1 FROM audit_seals s WHERE s.pos = a.pos)"""
 
 
 async def sealed_below(database_url: str) -> int:

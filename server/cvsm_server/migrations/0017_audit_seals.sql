@@ -4,7 +4,7 @@
 -- chain fields (a new row version that could not stay HOT, so three more index entries, and a
 -- dead version for vacuum). Now the entry is written once and never rewritten:
 --
--- * Seals live beside the log: `audit_seals` holds one small row per sealed entry (`entry_id`,
+-- * Seals live beside the log: `audit_seals` holds one small row per sealed entry (its `pos`,
 --   `chain_id`, `seq`, `prev_hash`, `hash`, exactly as 0010 defines them: canonical form and
 --   hash unchanged), appended by `cvsm_audit_seal` in the entry's insertion order (`pos`).
 --   `audit_chain_entries` is the log joined to its seals (what verification, proofs, checkpoints,
@@ -21,7 +21,11 @@
 --   still open waits, as before, for a later batch.
 --
 -- audit_logs, constraint by constraint and index by index:
--- * PRIMARY KEY (id): kept; the entry's identity (hashed), the seals' link and the detail page.
+-- * PRIMARY KEY (id): moved to `pos` (audit_logs_pkey). A random uuid lands on a random leaf of
+--   its index (after each checkpoint, a full-page image in the WAL for almost every insert);
+--   nothing looks an entry up by id (the seals link by `pos`), and the server's role cannot
+--   choose an id (gen_random_uuid() gives it). `pos` ascends: its inserts go to the rightmost
+--   leaf, and the sealer's scan from its mark needs that index anyway.
 -- * FOREIGN KEY team_id -> teams ON DELETE SET NULL: dropped; its check locked the team row on
 --   every audited read. The nulling is done by `teams_audit_forget` (AFTER DELETE, per
 --   statement), which first seals every committed entry (an entry's chain is its team at insert
@@ -34,8 +38,8 @@
 -- * audit_logs_team_idx (team_id, created_at DESC): kept; the audit page, its filters and
 --   choices, insights (readers, unread secrets) and the team nulling use it.
 -- * audit_logs_chain_seq_idx (chain_id, seq): moved to audit_seals (its unique key).
--- * audit_logs_unsealed_idx (pos) WHERE seq IS NULL: replaced by audit_logs_pos_idx (pos): the
---   sealer's scan from `sealed_below`; same one index entry per insert.
+-- * audit_logs_unsealed_idx (pos) WHERE seq IS NULL: dropped; the primary key on `pos` serves
+--   the sealer's scan from `sealed_below`. Two index entries per insert instead of three.
 -- * audit_logs_sealed_check and the chain columns: gone with the columns (moved to the seals).
 -- * Triggers: the guard (UPDATE, DELETE, TRUNCATE) stays; the sealing exception of 0012's
 --   UPDATE trigger goes: the only change to an entry left is nulling a deleted actor.
@@ -50,15 +54,15 @@ BEGIN
 END $$;
 
 CREATE TABLE audit_seals (
-    entry_id  uuid PRIMARY KEY,  -- audit_logs.id; no foreign key (its check would lock the entry)
+    pos       bigint PRIMARY KEY,  -- audit_logs.pos; no foreign key (its check locks the entry)
     chain_id  uuid NOT NULL,
     seq       bigint NOT NULL,
     prev_hash bytea NOT NULL,
     hash      bytea NOT NULL,
     CONSTRAINT audit_seals_chain_seq_key UNIQUE (chain_id, seq)
 );
-INSERT INTO audit_seals (entry_id, chain_id, seq, prev_hash, hash)
-    SELECT id, chain_id, seq, prev_hash, hash FROM audit_logs WHERE seq IS NOT NULL;
+INSERT INTO audit_seals (pos, chain_id, seq, prev_hash, hash)
+    SELECT pos, chain_id, seq, prev_hash, hash FROM audit_logs WHERE seq IS NOT NULL;
 
 DROP TRIGGER audit_logs_immutable_update ON audit_logs;
 DROP INDEX audit_logs_chain_seq_idx;
@@ -67,6 +71,7 @@ ALTER TABLE audit_logs
     DROP CONSTRAINT audit_logs_sealed_check,
     DROP CONSTRAINT audit_logs_team_id_fkey,
     DROP CONSTRAINT audit_logs_user_id_fkey,
+    DROP CONSTRAINT audit_logs_pkey,
     DROP COLUMN chain_id,
     DROP COLUMN seq,
     DROP COLUMN prev_hash,
@@ -84,7 +89,9 @@ LANGUAGE sql VOLATILE AS $$
     SELECT CASE WHEN pg_current_xact_id() IS NOT NULL THEN nextval('audit_logs_pos_seq') END
 $$;
 ALTER TABLE audit_logs ALTER COLUMN pos SET DEFAULT cvsm_audit_next_pos();
-CREATE INDEX audit_logs_pos_idx ON audit_logs (pos);
+ALTER TABLE audit_logs
+    ADD CONSTRAINT audit_logs_pkey PRIMARY KEY (pos),
+    ALTER COLUMN id SET NOT NULL;
 GRANT USAGE ON SEQUENCE audit_logs_pos_seq TO cvsm_app;
 
 CREATE TABLE audit_seal_state (
@@ -98,7 +105,7 @@ INSERT INTO audit_seal_state (sealed_below, pending_below, pending_xmax)
 
 CREATE VIEW audit_chain_entries AS
     SELECT a.*, s.chain_id, s.seq, s.prev_hash, s.hash
-    FROM audit_logs a JOIN audit_seals s ON s.entry_id = a.id;
+    FROM audit_logs a JOIN audit_seals s ON s.pos = a.pos;
 
 GRANT SELECT ON audit_seals, audit_chain_entries TO cvsm_app;
 
@@ -128,7 +135,7 @@ DECLARE
     chain uuid := NULL;
     head_seq bigint;
     head_hash bytea;
-    ids uuid[] := '{}';
+    positions bigint[] := '{}';
     chains uuid[] := '{}';
     seqs bigint[] := '{}';
     prevs bytea[] := '{}';
@@ -161,7 +168,7 @@ BEGIN
                    a.ip_address, a.user_agent, a.metadata
             FROM audit_logs a
             WHERE a.pos >= st.sealed_below
-              AND NOT EXISTS (SELECT 1 FROM audit_seals s WHERE s.entry_id = a.id)
+              AND NOT EXISTS (SELECT 1 FROM audit_seals s WHERE s.pos = a.pos)
             ORDER BY a.pos LIMIT p_limit) u
         ORDER BY u.chain, u.pos
     LOOP
@@ -179,7 +186,7 @@ BEGIN
             head_hash := coalesce(head_hash,
                 '\x0000000000000000000000000000000000000000000000000000000000000000'::bytea);
         END IF;
-        ids := ids || r.id;
+        positions := positions || r.pos;
         chains := chains || chain;
         prevs := prevs || head_hash;
         head_seq := head_seq + 1;
@@ -189,18 +196,18 @@ BEGIN
         seqs := seqs || head_seq;
         hashes := hashes || head_hash;
     END LOOP;
-    INSERT INTO audit_seals (entry_id, chain_id, seq, prev_hash, hash)
-        SELECT * FROM unnest(ids, chains, seqs, prevs, hashes);
+    INSERT INTO audit_seals (pos, chain_id, seq, prev_hash, hash)
+        SELECT * FROM unnest(positions, chains, seqs, prevs, hashes);
     -- Every visible entry from sealed_below on is sealed now (unless the batch was cut short):
     -- once every transaction below the candidate's id has ended, it becomes the mark, and this
     -- call's candidate the next one.
-    IF fresh IS NOT NULL AND cardinality(ids) < p_limit AND horizon >= st.pending_xmax THEN
+    IF fresh IS NOT NULL AND cardinality(positions) < p_limit AND horizon >= st.pending_xmax THEN
         UPDATE audit_seal_state
             SET sealed_below = greatest(st.sealed_below, st.pending_below),
                 pending_below = greatest(st.sealed_below, st.pending_below, top + 1),
                 pending_xmax = fresh;
     END IF;
-    RETURN cardinality(ids);
+    RETURN cardinality(positions);
 END $$;
 
 -- Entries are immutable: the only change is nulling the actor of a deleted user, or the team
@@ -221,7 +228,7 @@ BEGIN
                 OR (NEW.user_id IS NULL AND NOT EXISTS (SELECT 1 FROM users WHERE id = OLD.user_id)))
            AND (NEW.team_id IS NOT DISTINCT FROM OLD.team_id
                 OR (NEW.team_id IS NULL AND NOT EXISTS (SELECT 1 FROM teams WHERE id = OLD.team_id)
-                    AND EXISTS (SELECT 1 FROM audit_seals s WHERE s.entry_id = OLD.id)))
+                    AND EXISTS (SELECT 1 FROM audit_seals s WHERE s.pos = OLD.pos)))
         THEN
             RETURN NEW;
         END IF;
@@ -231,7 +238,7 @@ BEGIN
         IF days IS NOT NULL AND OLD.created_at < now() - make_interval(days => days)
            AND EXISTS (SELECT 1 FROM audit_seals s
                        JOIN audit_checkpoints c ON c.chain_id = s.chain_id AND c.seq >= s.seq
-                       WHERE s.entry_id = OLD.id) THEN
+                       WHERE s.pos = OLD.pos) THEN
             RETURN OLD;
         END IF;
         RAISE EXCEPTION 'audit log entries are immutable' USING ERRCODE = 'insufficient_privilege';
@@ -247,7 +254,7 @@ CREATE TRIGGER audit_logs_immutable_update
 CREATE FUNCTION cvsm_audit_unseal_removed() RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = public, pg_temp AS $$
 BEGIN
-    DELETE FROM audit_seals s USING removed r WHERE s.entry_id = r.id;
+    DELETE FROM audit_seals s USING removed r WHERE s.pos = r.pos;
     RETURN NULL;
 END $$;
 CREATE TRIGGER audit_logs_unseal_removed
@@ -258,7 +265,7 @@ CREATE TRIGGER audit_logs_unseal_removed
 CREATE FUNCTION cvsm_audit_seal_guard() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
-    IF TG_OP = 'DELETE' AND NOT EXISTS (SELECT 1 FROM audit_logs WHERE id = OLD.entry_id) THEN
+    IF TG_OP = 'DELETE' AND NOT EXISTS (SELECT 1 FROM audit_logs WHERE pos = OLD.pos) THEN
         RETURN OLD;
     END IF;
     RAISE EXCEPTION 'audit seals are immutable' USING ERRCODE = 'insufficient_privilege';
@@ -279,7 +286,7 @@ BEGIN
     WHILE cvsm_audit_seal(5000, true) = 5000 LOOP
     END LOOP;
     UPDATE audit_logs a SET team_id = NULL FROM gone g
-        WHERE a.team_id = g.id AND EXISTS (SELECT 1 FROM audit_seals s WHERE s.entry_id = a.id);
+        WHERE a.team_id = g.id AND EXISTS (SELECT 1 FROM audit_seals s WHERE s.pos = a.pos);
     RETURN NULL;
 END $$;
 CREATE TRIGGER teams_audit_forget
