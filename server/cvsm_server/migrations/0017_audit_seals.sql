@@ -12,13 +12,13 @@
 --   DELETE except of the seal of an entry the retention purge removed, which a trigger does).
 -- * Finding the entries not sealed yet without a mark on them: `pos` comes from
 --   `cvsm_audit_next_pos()`, which gives the writer's transaction its id before it takes the
---   position. So every entry with `pos` below a position read at time t belongs to a transaction
---   whose id is below the next id at any later time; `audit_seal_state` keeps the position below
---   which every entry is sealed (`sealed_below`) and a candidate (`pending_below`) that becomes
---   it once every transaction older than `pending_xmax` has ended (all their entries are then
---   visible and sealed). The sealer scans only `pos >= sealed_below` (index on `pos`, replacing
---   the partial index on unsealed rows) for entries without a seal. An entry of a transaction
---   still open waits, as before, for a later batch.
+--   position. So every entry with `pos` up to the last position taken at time t belongs to a
+--   transaction whose id is below any id assigned after t; `audit_seal_state` keeps the position
+--   below which every entry is sealed (`sealed_below`) and a candidate (`pending_below`) that
+--   becomes it once every transaction older than `pending_xmax` has ended (all their entries are
+--   then visible, and sealed by the next call). The sealer scans only `pos >= sealed_below` (the
+--   primary key's index) for entries without a seal. An entry of a transaction still open waits,
+--   as before, for a later batch.
 --
 -- audit_logs, constraint by constraint and index by index:
 -- * PRIMARY KEY (id): moved to `pos` (audit_logs_pkey). A random uuid lands on a random leaf of
