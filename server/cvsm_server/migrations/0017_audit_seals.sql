@@ -77,7 +77,8 @@ ALTER TABLE audit_logs
     DROP COLUMN prev_hash,
     DROP COLUMN hash;
 
--- `pos`: from a plain sequence through cvsm_audit_next_pos() instead of an identity.
+-- `pos`: from a plain sequence through cvsm_audit_next_pos() instead of an identity. CACHE 1 (the
+-- default) matters: positions are handed out in order, never ahead by another session's cache.
 ALTER TABLE audit_logs ALTER COLUMN pos DROP IDENTITY;  -- drops the identity's sequence
 CREATE SEQUENCE audit_logs_pos_seq AS bigint OWNED BY audit_logs.pos;
 SELECT setval('audit_logs_pos_seq', coalesce((SELECT max(pos) FROM audit_logs), 0) + 1, false);
