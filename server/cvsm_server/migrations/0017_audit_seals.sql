@@ -18,7 +18,8 @@
 --   becomes it once every transaction older than `pending_xmax` has ended (all their entries are
 --   then visible, and sealed by the next call). The sealer scans only `pos >= sealed_below` (the
 --   primary key's index) for entries without a seal. An entry of a transaction still open waits,
---   as before, for a later batch.
+--   as before, for a later batch. A writing transaction left open holds the mark back (as it
+--   holds back vacuum), so meanwhile each call scans every entry since: more work, never a miss.
 --
 -- audit_logs, constraint by constraint and index by index:
 -- * PRIMARY KEY (id): moved to `pos` (audit_logs_pkey). A random uuid lands on a random leaf of
