@@ -4,8 +4,11 @@ the chain afterwards (issue 25's "leaner write path").
 
 Starts an embedded PostgreSQL in a temporary directory and the app in-process (background jobs
 off, so nothing is sealed during the reads), with the rate limits on as by default (a limit high
-enough never to refuse). After a warm-up, CONCURRENCY clients make READS audited reads of one
-secret with one session; then the server's sealer (`audit_chain.seal`) links their entries. For
+enough never to refuse). With `--log-rows N`, the log first holds N older entries (sealed), as a
+log in service does; with `--checkpoint`, a checkpoint precedes the measured reads, so the WAL
+shows the full-page images each first change of a page after it costs (an index whose inserts
+land on random leaves pays one for nearly every insert until the next checkpoint). After a
+warm-up, CONCURRENCY clients make READS audited reads of one secret with one session; then the server's sealer (`audit_chain.seal`) links their entries. For
 each phase it prints, per read: WAL bytes (the WAL insert position before and after), WAL
 records by kind from `pg_waldump --stats` over exactly that range (heap inserts, updates, row
 locks, multixacts, index inserts), and what `pg_stat_wal` counted (with its full-page images;
@@ -14,6 +17,7 @@ against the database meanwhile, but autovacuum may add a few records. Runs again
 same script measures two versions:
 
     PYTHONPATH=server python bench/bench_writes.py [--reads 2000] [--concurrency 8]
+                                                  [--log-rows 100000] [--checkpoint]
 """
 
 from __future__ import annotations
@@ -121,7 +125,7 @@ def report(label: str, reads: int, nbytes: int, records: Counter, stat_before: t
     print(f"      {'other records':28} {(total - shown) / reads:5.2f}")
 
 
-async def run(reads: int, concurrency: int) -> None:
+async def run(reads: int, concurrency: int, log_rows: int, checkpoint: bool) -> None:
     home = Path(tempfile.mkdtemp(prefix="cvsm-bench-writes-"))
     embedded = db.EmbeddedPostgres(home)
     owner_url = embedded.start()
@@ -148,17 +152,28 @@ async def run(reads: int, concurrency: int) -> None:
         resp = await client.post(f"{base}/auth/register", json={
             "email": "bench@example.com", "username": "bench", "password": "bench-password",
             "name": "Bench"})
-        auth = {"Authorization": f"Bearer {(await resp.json())['token']}"}
+        body = await resp.json()
+        auth, user = {"Authorization": f"Bearer {body['token']}"}, body["user"]["id"]
         resp = await client.post(f"{base}/teams", json={"name": "Bench", "slug": "bench"},
                                  headers=auth)
         team = (await resp.json())["team"]["id"]
         resp = await client.post(f"{base}/teams/{team}/secrets", headers=auth, json={
             "name": "BENCH", "value": "v" * 64, "environment": "production"})
-        url = f"{base}/teams/{team}/secrets/{(await resp.json())['secret']['id']}"
+        secret = (await resp.json())["secret"]["id"]
+        url = f"{base}/teams/{team}/secrets/{secret}"
+        if log_rows:  # older reads of the secret, as the server writes them
+            owner_query(owner_url, f"""
+                INSERT INTO audit_logs (team_id, user_id, user_email, action, resource, resource_id,
+                                        ip_address, user_agent, metadata)
+                SELECT '{team}', '{user}', 'bench@example.com', 'read', 'secret', '{secret}',
+                       '127.0.0.1', 'Python/3 aiohttp/3', '{{"name": "BENCH"}}'
+                FROM generate_series(1, {int(log_rows)})""")
 
         await read_many(client, url, auth, max(200, reads // 4), concurrency)  # warm-up
         await seal_all(app_url)
         owner_query(owner_url, "VACUUM (ANALYZE)")
+        if checkpoint:
+            owner_query(owner_url, "CHECKPOINT")
         # Idle past PGSTAT_IDLE_INTERVAL (10 s): every connection has flushed its WAL statistics.
         await asyncio.sleep(11)
         start, *stat0 = wal_point(owner_url)
@@ -177,7 +192,8 @@ async def run(reads: int, concurrency: int) -> None:
         seal_records = waldump(embedded.bin_dir, embedded.pgdata, middle, end)
         version = owner_query(owner_url, "SELECT max(version) FROM schema_migrations")[0]
         print(f"audited reads, limits on, one session, {concurrency} concurrent clients in-process "
-              f"(schema {version:04d}, {os.cpu_count()} cores): {reads} reads in {elapsed:.1f} s, "
+              f"(schema {version:04d}, {os.cpu_count()} cores, {log_rows} older entries, "
+              f"{'a' if checkpoint else 'no'} checkpoint first): {reads} reads in {elapsed:.1f} s, "
               f"then {sealed} entries sealed")
         report("the reads", reads, wal_bytes(owner_url, start, middle), reads_records,
                (None, *stat0), (None, *stat1))
@@ -198,8 +214,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reads", type=int, default=2000)
     parser.add_argument("--concurrency", type=int, default=8)
+    parser.add_argument("--log-rows", type=int, default=0)
+    parser.add_argument("--checkpoint", action="store_true")
     args = parser.parse_args()
-    asyncio.run(run(args.reads, args.concurrency))
+    asyncio.run(run(args.reads, args.concurrency, args.log_rows, args.checkpoint))
 
 
 if __name__ == "__main__":
