@@ -8,13 +8,14 @@ enough never to refuse). With `--log-rows N`, the log first holds N older entrie
 log in service does; with `--checkpoint`, a checkpoint precedes the measured reads, so the WAL
 shows the full-page images each first change of a page after it costs (an index whose inserts
 land on random leaves pays one for nearly every insert until the next checkpoint). After a
-warm-up, CONCURRENCY clients make READS audited reads of one secret with one session; then the server's sealer (`audit_chain.seal`) links their entries. For
-each phase it prints, per read: WAL bytes (the WAL insert position before and after), WAL
-records by kind from `pg_waldump --stats` over exactly that range (heap inserts, updates, row
-locks, multixacts, index inserts), and what `pg_stat_wal` counted (with its full-page images;
-flushed by idling past its interval or closing the connections that wrote). Nothing else runs
-against the database meanwhile, but autovacuum may add a few records. Runs against whichever `cvsm_server` is on PYTHONPATH, so the
-same script measures two versions:
+warm-up, CONCURRENCY clients make READS audited reads of one secret with one session; then the
+server's sealer (`audit_chain.seal`) links their entries. For each phase it prints, per read:
+WAL bytes (the WAL insert position before and after), WAL records by kind from
+`pg_waldump --stats` over exactly that range (heap inserts, updates, row locks, multixacts,
+index inserts), and what `pg_stat_wal` counted (with its full-page images; flushed by idling past
+its interval or closing the connections that wrote). Nothing else runs against the database
+meanwhile, but autovacuum may add a few records. Runs against whichever `cvsm_server` is on
+PYTHONPATH, so the same script measures two versions:
 
     PYTHONPATH=server python bench/bench_writes.py [--reads 2000] [--concurrency 8]
                                                   [--log-rows 100000] [--checkpoint]
