@@ -1,11 +1,11 @@
-"""Audit rows appended per second with the hash chain (migrations 0010, 0012) over without it, in
-one run.
+"""Audit rows appended per second with the hash chain (migrations 0010, 0012, 0017) over without
+it, in one run.
 
 Starts an embedded PostgreSQL in a temporary directory with two migrated databases: `chained`
-(as shipped) and `plain`, a scratch copy without the chain columns, their indexes and the
-sealer (the log as it was before 0010). In each, WRITERS connections append entries through
-`audit.record` (the server's one writer), one transaction per entry, first spread over TEAMS
-teams, then all into one team. In `chained` the server's sealing job (`audit_chain.seal_pending`,
+(as shipped) and `plain`, a scratch copy without the sealer's position column and its index
+(the seals table stays empty: the log as it was before 0010). In each, WRITERS connections
+append entries through `audit.record` (the server's one writer), one transaction per entry,
+first spread over TEAMS teams, then all into one team. In `chained` the server's sealing job (`audit_chain.seal_pending`,
 at the server's default interval) runs beside the writers, and a run ends only when every entry
 is sealed into its chain: the time includes sealing the last ones. The databases are measured
 alternately, ROUNDS times, and the median rate is used. Prints rows/s for each and the ratio
@@ -64,11 +64,9 @@ async def make_database(postgres_url: str, name: str, *, chained: bool) -> str:
         await db.migrate(pool)
         async with db.cursor(pool) as cur:
             if not chained:
-                await cur.execute("""DROP TRIGGER audit_logs_immutable_update ON audit_logs;
-                                     DROP INDEX audit_logs_chain_seq_idx, audit_logs_unsealed_idx;
-                                     ALTER TABLE audit_logs DROP COLUMN chain_id,
-                                         DROP COLUMN seq, DROP COLUMN prev_hash, DROP COLUMN hash,
-                                         DROP COLUMN pos""")
+                # The chain fields are in audit_seals (0017): the log itself loses only `pos`
+                # (with its index and sequence), which only the sealer needs.
+                await cur.execute("ALTER TABLE audit_logs DROP COLUMN pos CASCADE")  # and the view
                 # No chain columns to compare: a guard that refuses every update and delete.
                 await cur.execute("""CREATE OR REPLACE FUNCTION cvsm_audit_guard() RETURNS trigger
                                      LANGUAGE plpgsql AS $$ BEGIN RETURN NULL; END $$""")

@@ -6,7 +6,9 @@ Every entry is written by the INSERT in this module: `record` for ordinary actio
 single-statement secret read). Entries are immutable in the database itself (migrations 0003
 and 0004): only the retention purge and nulling the actor of a deleted user or team get through,
 and the server's database role holds no UPDATE or TRUNCATE on the table. Each entry is also a
-link of its chain (migration 0010, `audit_chain.py`), computed by the database on insert.
+link of its chain (migrations 0010, 0012, 0017, `audit_chain.py`): the database's sealer appends
+its chain fields to `audit_seals` just after it commits, and `audit_chain_entries` (the log
+joined to its seals) is what the export reads.
 """
 
 from __future__ import annotations
@@ -290,7 +292,7 @@ async def export_rows(conn: db.Connection, team_id: uuid.UUID, start: datetime |
         async with db.cursor(conn) as cur:
             rows = await db.fetchall(
                 cur,
-                """SELECT * FROM audit_logs
+                """SELECT * FROM audit_chain_entries
                    WHERE chain_id = %(team)s AND seq > %(after)s
                      AND (%(start)s::timestamptz IS NULL OR created_at >= %(start)s)
                      AND (%(end)s::timestamptz IS NULL OR created_at < %(end)s)

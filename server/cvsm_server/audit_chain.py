@@ -1,5 +1,5 @@
-"""The audit log's proof: hash chains (sealed by the database, migrations 0010 and 0012), signed
-checkpoints of their heads, verification, and the retention purge that keeps both.
+"""The audit log's proof: hash chains (sealed by the database, migrations 0010, 0012 and 0017),
+signed checkpoints of their heads, verification, and the retention purge that keeps both.
 
 Chains: one per team (`chain_id` = the team id at insert time) and one for entries without a
 team (the account chain, `ACCOUNT_CHAIN`, the nil UUID). Entry `seq` n stores `prev_hash` (entry
@@ -7,11 +7,13 @@ n-1's `hash`, or 32 zero bytes for n = 1) and `hash` = SHA-256 of `canonical(ent
 migration 0010 and reproduced here so that verification does not trust the database's own
 function.
 
-Sealing: a writer commits its entry with the chain fields unset; `seal` (the database's
+Sealing: a writer commits its entry alone (no chain fields); `seal` (the database's
 `cvsm_audit_seal`) links the committed entries not sealed yet to the ends of their chains, in
-insertion order, under one lock for every process. `seal_pending` (the `audit_seal` background job, `jobs`) runs it every
-`CVSM_AUDIT_SEAL_SECONDS`; verification, export, checkpoints and the purge seal first, so they
-see every entry committed before they began.
+insertion order, under one lock for every process, by appending their chain fields to
+`audit_seals` (the entry itself is never rewritten); `audit_chain_entries` is the log joined to
+its seals, what everything here reads. `seal_pending` (the `audit_seal` background job, `jobs`)
+runs it every `CVSM_AUDIT_SEAL_SECONDS`; verification, export, checkpoints and the purge seal
+first, so they see every entry committed before they began.
 
 Checkpoints: Ed25519 signatures over `checkpoint_message(...)` (chain, seq, head hash, kind,
 signed-at time). The signing key is derived from the database's token-hash key, which is
@@ -171,7 +173,7 @@ async def checkpoint_now(cur: db.Cursor, signer: CheckpointSigner, chain_id: uui
     await seal(cur)
     head = await db.fetchone(
         cur,
-        """SELECT seq, hash FROM audit_logs WHERE chain_id = %s AND seq IS NOT NULL
+        """SELECT seq, hash FROM audit_chain_entries WHERE chain_id = %s
            ORDER BY seq DESC LIMIT 1""",
         (chain_id,))
     if head is None:
@@ -186,9 +188,8 @@ async def checkpoint_grown_chains(pool: db.Pool, signer: CheckpointSigner) -> in
         rows = await db.fetchall(
             cur,
             """SELECT h.chain_id, h.seq, a.hash FROM (
-                   SELECT chain_id, max(seq) AS seq FROM audit_logs WHERE seq IS NOT NULL
-                   GROUP BY chain_id) h
-               JOIN audit_logs a ON a.chain_id = h.chain_id AND a.seq = h.seq
+                   SELECT chain_id, max(seq) AS seq FROM audit_chain_entries GROUP BY chain_id) h
+               JOIN audit_chain_entries a ON a.chain_id = h.chain_id AND a.seq = h.seq
                WHERE h.seq > coalesce((SELECT max(c.seq) FROM audit_checkpoints c
                                        WHERE c.chain_id = h.chain_id), 0)""")
         for row in rows:
@@ -263,23 +264,25 @@ async def purge_expired(pool: db.Pool, signer: CheckpointSigner) -> int:
     async with db.cursor(pool) as cur:
         await seal(cur)
         chains = [r["chain_id"] for r in await db.fetchall(
-            cur, f"SELECT DISTINCT chain_id FROM audit_logs WHERE seq IS NOT NULL AND {_EXPIRED}")]
+            cur, f"SELECT DISTINCT chain_id FROM audit_chain_entries WHERE {_EXPIRED}")]
     for chain_id in chains:
         async with db.pool_transaction(pool) as cur:
             end = await db.fetchone(
                 cur,
-                f"""SELECT a.seq, a.hash FROM audit_logs a
+                f"""SELECT a.seq, a.hash FROM audit_chain_entries a
                     WHERE a.chain_id = %(c)s AND a.seq < coalesce(
-                        (SELECT min(seq) FROM audit_logs
-                         WHERE chain_id = %(c)s AND seq IS NOT NULL AND NOT {_EXPIRED}),
+                        (SELECT min(seq) FROM audit_chain_entries
+                         WHERE chain_id = %(c)s AND NOT {_EXPIRED}),
                         9223372036854775807)
                     ORDER BY a.seq DESC LIMIT 1""",
                 {"c": chain_id})
             if end is None:  # the chain's first entry is still kept
                 continue
             await write_checkpoint(cur, signer, chain_id, end["seq"], bytes(end["hash"]), "purge")
-            await cur.execute("DELETE FROM audit_logs WHERE chain_id = %s AND seq <= %s",
-                              (chain_id, end["seq"]))
+            await cur.execute(
+                "DELETE FROM audit_logs a USING audit_seals s "
+                "WHERE s.pos = a.pos AND s.chain_id = %s AND s.seq <= %s",
+                (chain_id, end["seq"]))
             removed += cur.rowcount
     return removed
 
@@ -310,7 +313,7 @@ def checkpoint_json(row: dict) -> dict:
 
 _ROWS = """SELECT id, chain_id, seq, created_at, user_email, action, resource, resource_id,
                   ip_address, user_agent, metadata::text AS metadata_text, prev_hash, hash
-           FROM audit_logs WHERE chain_id = %s AND seq IS NOT NULL AND (seq, id) > (%s, %s)
+           FROM audit_chain_entries WHERE chain_id = %s AND (seq, id) > (%s, %s)
            ORDER BY seq, id LIMIT %s"""
 
 
@@ -396,7 +399,7 @@ async def chains(cur: db.Cursor) -> list[dict]:
     return await db.fetchall(
         cur,
         """SELECT c.chain_id, t.slug FROM (
-               SELECT DISTINCT chain_id FROM audit_logs WHERE chain_id IS NOT NULL
+               SELECT DISTINCT chain_id FROM audit_chain_entries
                UNION SELECT DISTINCT chain_id FROM audit_checkpoints) c
            LEFT JOIN teams t ON t.id = c.chain_id
            ORDER BY t.slug NULLS LAST, c.chain_id""")

@@ -86,7 +86,7 @@ async def test_retention_purge_removes_only_expired_prefixes_of_each_chain(clien
         pool.close()
         await pool.wait_closed()
     left = {r["team_id"]: r["seqs"] for r in await query(
-        database_url, "SELECT team_id, array_agg(seq ORDER BY seq) AS seqs FROM audit_logs "
+        database_url, "SELECT team_id, array_agg(seq ORDER BY seq) AS seqs FROM audit_chain_entries "
                       "GROUP BY team_id")}
     assert left == {teams["starter"]: [3], teams["starter2"]: [1, 2],
                     teams["professional"]: [2], teams["enterprise"]: [1]}

@@ -25,7 +25,10 @@ from conftest import JWT_SECRET, MASTER_KEY, Api, query, server_url
 CONSOLE_SCRIPT = Path(sys.executable).with_name("cvsm-server")
 ROWS = """SELECT id, chain_id, seq, created_at, user_email, action, resource, resource_id, ip_address,
                  user_agent, metadata::text AS metadata_text, prev_hash, hash, team_id
-          FROM audit_logs WHERE chain_id = %s ORDER BY seq"""
+          FROM audit_chain_entries WHERE chain_id = %s ORDER BY seq"""
+# The entries of a chain at seq positions (`AT.format("= 3")`), for tampering statements.
+AT = "pos IN (SELECT pos FROM audit_seals WHERE chain_id = %s AND seq {})"
+UNSEALED = "NOT EXISTS (SELECT 1 FROM audit_seals s WHERE s.pos = audit_logs.pos)"
 
 
 async def sealed_rows(database_url: str, chain_id) -> list[dict]:
@@ -84,7 +87,7 @@ async def test_every_writer_links_its_entry_and_python_recomputes_each_hash(clie
         user_agent, metadata) VALUES (%s, 'x', 'x', %s, %s::jsonb)""",
         (team_id, 'é 😀 \x01 \x1f "q" \\ \n\r\b\f/', '{"b": [1.50, 2e3, "é\\u0001"], "a": null}'))
     unsealed = await query(database_url, "SELECT count(*) AS n FROM audit_logs WHERE team_id = %s "
-                                         "AND seq IS NULL", (team_id,))
+                                         f"AND {UNSEALED}", (team_id,))
     assert unsealed[0]["n"] == 5  # committed, not yet in the chain
     rows = await sealed_rows(database_url, team_id)
     assert [r["seq"] for r in rows] == list(range(1, len(rows) + 1)) and len(rows) == 5
@@ -95,7 +98,7 @@ async def test_every_writer_links_its_entry_and_python_recomputes_each_hash(clie
         assert audit_chain.entry_hash(row) == bytes(row["hash"])
         sql = await query(database_url, """SELECT cvsm_audit_canonical(chain_id, seq, id, created_at,
             user_email, action, resource, resource_id, ip_address, user_agent, metadata, prev_hash)
-            AS c FROM audit_logs WHERE id = %s""", (row["id"],))
+            AS c FROM audit_chain_entries WHERE id = %s""", (row["id"],))
         assert sql[0]["c"].encode() == audit_chain.canonical(row)
     # Entries without a team (sign-in) form the account chain.
     await client.post("/api/v1/auth/login", json={"identifier": owner["email"], "password": "nope"})
@@ -168,24 +171,25 @@ async def test_a_rolled_back_entry_leaves_no_gap(client, api: Api, owner, team_i
 async def test_the_server_role_cannot_forge_chain_fields_or_touch_checkpoints(client, api: Api, owner,
                                                                               team_id, database_url):
     app_url = server_url(database_url)
-    for column, value in (("chain_id", uuid.uuid4()), ("seq", 99), ("prev_hash", b"\x00"),
-                          ("hash", b"\x00"), ("id", uuid.uuid4()), ("created_at", "2020-01-01")):
+    for column, value in (("pos", 1), ("id", uuid.uuid4()), ("created_at", "2020-01-01")):
         with pytest.raises(psycopg2.errors.InsufficientPrivilege):
             await query(app_url, f"""INSERT INTO audit_logs (team_id, action, resource, {column})
                                      VALUES (%s, 'forged', 'x', %s)""", (team_id, value))
+    with pytest.raises(psycopg2.errors.InsufficientPrivilege):  # the chain fields are the sealer's
+        await query(app_url, """INSERT INTO audit_seals (pos, chain_id, seq, prev_hash, hash)
+                                 VALUES (99, %s, 99, '\\x00', '\\x00')""", (team_id,))
     await query(app_url, "INSERT INTO audit_logs (team_id, action, resource) VALUES (%s, 'y', 'x')",
                 (team_id,))
     resp = await client.post(f"/api/v1/teams/{team_id}/audit/checkpoints",
                              headers=api.auth(owner["token"]))
     assert resp.status == 201 and (await resp.json())["checkpoint"]["seq"] == 2
     for sql in ("UPDATE audit_checkpoints SET seq = 1", "DELETE FROM audit_checkpoints",
-                "UPDATE audit_logs SET seq = 7", "UPDATE audit_logs SET seq = NULL",
-                "DELETE FROM audit_logs"):
+                "UPDATE audit_seals SET seq = 7", "DELETE FROM audit_seals",
+                "UPDATE audit_logs SET pos = 7", "DELETE FROM audit_logs"):
         with pytest.raises(psycopg2.errors.InsufficientPrivilege):
             await query(app_url, sql)
     # Even the owner cannot re-seal a sealed entry or unseal it, with the triggers on.
-    for sql in ("UPDATE audit_logs SET seq = NULL, prev_hash = NULL, hash = NULL",
-                "UPDATE audit_logs SET seq = seq + 10"):
+    for sql in ("DELETE FROM audit_seals", "UPDATE audit_seals SET seq = seq + 10"):
         with pytest.raises(psycopg2.errors.InsufficientPrivilege):
             await query(database_url, sql + " WHERE chain_id = %s", (team_id,))
 
@@ -194,7 +198,7 @@ async def test_verify_reports_an_edited_entry_at_its_seq(client, api: Api, owner
     await busy_team(client, api, owner, team_id)
     assert (await verify(client, api, owner, team_id))["ok"] is True
     await as_superuser(database_url, ("UPDATE audit_logs SET ip_address = '10.6.6.6' "
-                                      "WHERE chain_id = %s AND seq = 3", (team_id,)))
+                                      "WHERE " + AT.format("= 3"), (team_id,)))
     body = await verify(client, api, owner, team_id)
     assert body["ok"] is False and body["first_broken"]["seq"] == 3
     assert "edited" in body["first_broken"]["reason"] and body["checked"] == 2
@@ -202,7 +206,7 @@ async def test_verify_reports_an_edited_entry_at_its_seq(client, api: Api, owner
 
 async def test_verify_reports_a_deleted_entry_at_its_seq(client, api: Api, owner, team_id, database_url):
     await busy_team(client, api, owner, team_id)
-    await as_superuser(database_url, ("DELETE FROM audit_logs WHERE chain_id = %s AND seq = 4",
+    await as_superuser(database_url, ("DELETE FROM audit_logs WHERE " + AT.format("= 4"),
                                       (team_id,)))
     body = await verify(client, api, owner, team_id)
     assert body["first_broken"] == {"seq": 4, "reason": "entry 4 is missing"}
@@ -213,7 +217,7 @@ async def test_verify_reports_a_deleted_tail_covered_by_a_checkpoint(client, api
     await busy_team(client, api, owner, team_id)  # seq 1..5
     h = api.auth(owner["token"])
     assert (await client.post(f"/api/v1/teams/{team_id}/audit/checkpoints", headers=h)).status == 201
-    await as_superuser(database_url, ("DELETE FROM audit_logs WHERE chain_id = %s AND seq >= 4",
+    await as_superuser(database_url, ("DELETE FROM audit_logs WHERE " + AT.format(">= 4"),
                                       (team_id,)))
     body = await verify(client, api, owner, team_id)
     assert body["ok"] is False and body["first_broken"]["seq"] == 4
@@ -229,15 +233,17 @@ async def test_verify_reports_an_inserted_entry_at_its_seq(client, api: Api, own
     forged["hash"] = audit_chain.entry_hash(forged)
     await as_superuser(
         database_url,
-        ("UPDATE audit_logs SET seq = -seq WHERE chain_id = %s AND seq >= 4", (team_id,)),
-        ("UPDATE audit_logs SET seq = 1 - seq WHERE chain_id = %s AND seq < 0", (team_id,)),
-        ("""INSERT INTO audit_logs (id, team_id, chain_id, seq, user_email, action, resource,
-                                    resource_id, ip_address, user_agent, metadata, created_at,
-                                    prev_hash, hash)
-            VALUES (%s, %s, %s, 4, %s, 'read', %s, %s, %s, %s, %s::jsonb, %s, %s, %s)""",
-         (str(forged["id"]), team_id, team_id, forged["user_email"], forged["resource"],
+        ("UPDATE audit_seals SET seq = -seq WHERE chain_id = %s AND seq >= 4", (team_id,)),
+        ("UPDATE audit_seals SET seq = 1 - seq WHERE chain_id = %s AND seq < 0", (team_id,)),
+        ("""INSERT INTO audit_logs (id, team_id, user_email, action, resource, resource_id,
+                                    ip_address, user_agent, metadata, created_at)
+            VALUES (%s, %s, %s, 'read', %s, %s, %s, %s, %s::jsonb, %s)""",
+         (str(forged["id"]), team_id, forged["user_email"], forged["resource"],
           forged["resource_id"], forged["ip_address"], forged["user_agent"],
-          forged["metadata_text"], forged["created_at"], forged["prev_hash"], forged["hash"])),
+          forged["metadata_text"], forged["created_at"])),
+        ("""INSERT INTO audit_seals (pos, chain_id, seq, prev_hash, hash)
+            SELECT pos, %s, 4, %s, %s FROM audit_logs WHERE id = %s""",
+         (team_id, forged["prev_hash"], forged["hash"], str(forged["id"]))),
     )
     body = await verify(client, api, owner, team_id)
     assert body["ok"] is False and body["first_broken"]["seq"] == 5
@@ -250,7 +256,7 @@ async def test_verify_passes_after_a_retention_purge_and_chain_goes_on(client, a
     # The first three entries are 100 days old (moved back with the triggers off, as a test),
     # past the professional plan's 90 days of retention.
     await as_superuser(database_url, ("UPDATE audit_logs SET created_at = created_at - interval '100 days'"
-                                      " WHERE chain_id = %s AND seq <= 3", (team_id,)))
+                                      " WHERE " + AT.format("<= 3"), (team_id,)))
     pool = await db.create_pool(server_url(database_url), maxsize=1)
     try:
         assert await audit.purge_expired(pool, client.app[CHECKPOINT_SIGNER]) == 3
@@ -263,7 +269,7 @@ async def test_verify_passes_after_a_retention_purge_and_chain_goes_on(client, a
     await busy_team(client, api, owner, team_id, reads=0)  # seq 6 links to 5
     assert (await verify(client, api, owner, team_id))["checked"] == 3
     # Deleting the new first entry is still caught, though a checkpoint precedes the gap.
-    await as_superuser(database_url, ("DELETE FROM audit_logs WHERE chain_id = %s AND seq = 4",
+    await as_superuser(database_url, ("DELETE FROM audit_logs WHERE " + AT.format("= 4"),
                                       (team_id,)))
     assert (await verify(client, api, owner, team_id))["first_broken"]["seq"] == 4
 
@@ -320,7 +326,7 @@ async def test_cli_audit_verify_exits_0_when_intact_and_1_at_the_first_broken_li
     assert ok.returncode == 0, ok.stderr
     assert f"team {slug}: intact, 5 entries" in ok.stdout
     await as_superuser(database_url, ("UPDATE audit_logs SET action = 'nothing' "
-                                      "WHERE chain_id = %s AND seq = 2", (team_id,)))
+                                      "WHERE " + AT.format("= 2"), (team_id,)))
     bad = await asyncio.to_thread(run_verify, database_url, tmp_path, "--team", slug)
     assert bad.returncode == 1
     lines = [line for line in bad.stderr.splitlines() if line.startswith("cvsm-server:")]
@@ -391,11 +397,11 @@ async def test_entries_of_a_team_deleted_before_they_are_sealed_stay_in_its_chai
     sid = (await query(database_url, "SELECT id FROM secrets WHERE team_id = %s", (team_id,)))[0]["id"]
     h = api.auth(owner["token"])
     assert (await client.get(f"/api/v1/teams/{team_id}/secrets/{sid}", headers=h)).status == 200
+    pending = await query(database_url, f"SELECT team_id FROM audit_logs WHERE {UNSEALED}")
+    assert [str(p["team_id"]) for p in pending] == [team_id]  # the read, committed, not sealed
     assert (await client.delete(f"/api/v1/teams/{team_id}", headers=h)).status in (200, 204)
-    pending = await query(database_url, "SELECT team_id, chain_id FROM audit_logs "
-                                        "WHERE seq IS NULL AND action = 'read'")
-    assert [(p["team_id"], str(p["chain_id"])) for p in pending] == [(None, team_id)]
-    rows = await sealed_rows(database_url, team_id)
+    # The team's deletion sealed it into the team's chain before nulling its team.
+    rows = await query(database_url, ROWS, (team_id,))
     assert [r["seq"] for r in rows] == [1, 2, 3] and rows[2]["action"] == "read"
     assert all(r["team_id"] is None for r in rows)
     account = await query(database_url, ROWS, (audit_chain.ACCOUNT_CHAIN,))
@@ -412,7 +418,8 @@ async def test_every_server_process_seals_in_the_background(start_client, make_s
     user = await api.register()
     team = await api.team(user)
     for _ in range(50):
-        rows = await query(database_url, "SELECT seq FROM audit_logs WHERE team_id = %s", (team,))
+        rows = await query(database_url, "SELECT s.seq FROM audit_logs a LEFT JOIN audit_seals s "
+                                         "ON s.pos = a.pos WHERE a.team_id = %s", (team,))
         if rows and all(r["seq"] is not None for r in rows):
             break
         await asyncio.sleep(0.1)

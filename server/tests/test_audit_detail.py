@@ -18,7 +18,7 @@ from test_invites import accept, invited
 
 async def entries(database_url: str, action: str) -> list[dict]:
     return await query(database_url, "SELECT user_email, resource_id, metadata FROM audit_logs "
-                                     "WHERE action = %s ORDER BY seq", (action,))
+                                     "WHERE action = %s ORDER BY pos", (action,))
 
 
 async def test_member_update_and_remove_name_the_member_and_both_roles(client, api: Api, owner,

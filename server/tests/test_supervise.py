@@ -260,8 +260,8 @@ async def checkpoints(database_url: str, chain_id: str) -> list[dict]:
 async def unsigned_heads(database_url: str) -> list[dict]:
     """The chains whose sealed head is past their last checkpoint."""
     return await query(database_url, """
-        SELECT h.chain_id FROM (SELECT chain_id, max(seq) AS seq FROM audit_logs
-                                WHERE seq IS NOT NULL GROUP BY chain_id) h
+        SELECT h.chain_id FROM (SELECT chain_id, max(seq) AS seq FROM audit_chain_entries
+                                GROUP BY chain_id) h
         WHERE h.seq > coalesce((SELECT max(c.seq) FROM audit_checkpoints c
                                 WHERE c.chain_id = h.chain_id), 0)""")
 
@@ -317,11 +317,11 @@ async def test_a_clean_stop_signs_every_chain_that_grew(start_client, make_setti
     team = await api.team(owner)
     await api.secret(owner, team, "API_KEY", "v1")
     assert await unsigned_heads(database_url) or not await query(
-        database_url, "SELECT 1 FROM audit_logs WHERE seq IS NOT NULL")
+        database_url, "SELECT 1 FROM audit_seals")
     await client.close()
     assert not await unsigned_heads(database_url)
     marks = await checkpoints(database_url, team)
-    head = await query(database_url, "SELECT max(seq) AS seq FROM audit_logs WHERE chain_id = %s",
+    head = await query(database_url, "SELECT max(seq) AS seq FROM audit_seals WHERE chain_id = %s",
                        (team,))
     assert marks[-1]["seq"] == head[0]["seq"] and marks[-1]["kind"] == "periodic"
 
