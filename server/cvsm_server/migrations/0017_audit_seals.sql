@@ -1,4 +1,4 @@
--- 0.5 (migration 0017): a leaner audit write path (issue 25). An audited read wrote its entry,
+-- 0.4 (migration 0017): a leaner audit write path (issue 25). An audited read wrote its entry,
 -- checked two foreign keys (each a FOR KEY SHARE lock on the team's and the user's row: WAL and,
 -- under concurrency, multixacts), and a second later the sealer rewrote the whole row to set its
 -- chain fields (a new row version that could not stay HOT, so three more index entries, and a
