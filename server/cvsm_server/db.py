@@ -463,6 +463,7 @@ class Statement:
         self.names = tuple(names)
         self._body = _PARAM.sub(number, sql)  # keeps `%%`: the message is interpolated whole
         self._args = f"({', '.join(f'%({n})s' for n in names)})" if names else ""
+        self._columns: tuple[str, ...] | None = None  # of its rows, read once (`fetchone`)
 
     def __repr__(self) -> str:
         return f"Statement({self.key!r})"
@@ -495,8 +496,15 @@ class Statement:
         names[self.key] = name
 
     async def fetchone(self, cur: aiopg.Cursor, params: dict) -> dict | None:
+        """The first row as a dict, on a dict cursor or a tuple one (`row_cursor`)."""
         await self.execute(cur, params)
-        return await cur.fetchone()
+        row = await cur.fetchone()
+        if row is None or type(row) is not tuple:
+            return row
+        names = self._columns
+        if names is None:  # the same statement always answers the same columns
+            names = self._columns = tuple(column.name for column in cur.description)
+        return dict(zip(names, row))
 
     async def fetchall(self, cur: aiopg.Cursor, params: dict) -> list[dict]:
         await self.execute(cur, params)
@@ -509,6 +517,18 @@ class Statement:
         await cur.execute(f"EXPLAIN {self._execute_sql(name)}", params)
         return "\n".join(next(iter(row.values())) if isinstance(row, dict) else row[0]
                          for row in await cur.fetchall())
+
+
+async def row_cursor(conn: aiopg.Connection) -> aiopg.Cursor:
+    """`conn`'s cursor for hot statements (`Statement.fetchone`), in autocommit mode: its rows
+    are tuples, which the statement maps to dicts by its column names, cheaper than building a
+    dict cursor's rows; and it is made once per connection and kept on it, so a request that
+    runs one hot statement creates no cursor. Not closed by the caller."""
+    cur = getattr(conn, "_cvsm_row_cursor", None)
+    if cur is None or cur.closed:
+        cur = await conn.cursor(cursor_factory=psycopg2.extensions.cursor)
+        conn._cvsm_row_cursor = cur  # dies with its connection (a cycle the collector frees)
+    return cur
 
 
 async def fetchone(cur: aiopg.Cursor, sql: str, args: tuple | dict | None = None) -> dict | None:
