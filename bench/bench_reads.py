@@ -11,13 +11,15 @@ Prints, for each setting:
 - PostgreSQL CPU time and server CPU time per request (from the processes' CPU times, psutil);
 - with the limits on, reads/s of one API token on 8 connections and of 8 API tokens, one per
   connection (wrk with a thread per connection), and their ratio (one credential must not queue
-  on its own rate-limit counter).
+  on its own rate-limit counter): `--rounds` runs of each, alternating which goes first, and
+  the ratio of their medians, with each side's range (on a shared machine one run of each is
+  noise: the ratio of single runs swung from 0.84 to 1.41 between two runs of this script).
 
 "Limits on" counts every request against the API limit in PostgreSQL, as by default, with a
 limit high enough never to refuse one (the default 60/min would turn the run into 429s).
 The server and the bare endpoint run `--workers` processes each on one port (SO_REUSEPORT), both
 without an access log. Usage:
-    python bench/bench_reads.py [--seconds 5] [--connections 32] [--workers 1]
+    python bench/bench_reads.py [--seconds 5] [--connections 32] [--workers 1] [--rounds 3]
 Needs `wrk` (Debian: apt-get install wrk).
 """
 
@@ -30,6 +32,7 @@ import os
 import re
 import shutil
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -237,7 +240,20 @@ async def round_trips_per_read(env: dict, reads: int = 200) -> tuple[float, floa
     return count / reads, counted / reads
 
 
-async def run(seconds: float, connections: int, workers: int) -> None:
+def one_and_many(url: str, seconds: float, tokens: list[str], rounds: int
+                 ) -> tuple[list[float], list[float]]:
+    """reads/s of the first token alone on every connection and of all the tokens, `rounds`
+    runs each, alternating which of the two goes first (a load that comes and goes on the
+    machine falls on both alike)."""
+    one, many = [], []
+    for r in range(rounds):
+        runs = [(one, tokens[:1] * len(tokens)), (many, tokens)]
+        for into, spread in (runs if r % 2 == 0 else runs[::-1]):
+            into.append(wrk_tokens(url, seconds, spread))
+    return one, many
+
+
+async def run(seconds: float, connections: int, workers: int, rounds: int) -> None:
     if shutil.which("wrk") is None:
         sys.exit("bench_reads: needs wrk (Debian: apt-get install wrk)")
     home = Path(tempfile.mkdtemp(prefix="cvsm-bench-reads-"))
@@ -266,7 +282,7 @@ async def run(seconds: float, connections: int, workers: int) -> None:
         pgdata = embedded.pgdata
         results = {}
         jwt = read_url = None
-        spread = (0.0, 0.0)
+        spread: tuple[list[float], list[float]] = ([], [])
         for name, limit in LIMITS.items():
             env = {**base_env, "CVSM_RATELIMIT_API": limit}
             port = free_port()
@@ -287,8 +303,7 @@ async def run(seconds: float, connections: int, workers: int) -> None:
                 if name == "on":  # one credential on 8 connections against 8 credentials
                     tokens = await api_tokens(base, jwt, CREDENTIALS)
                     wrk_tokens(url, 1, tokens)  # warm-up: every token in the cache
-                    spread = (wrk_tokens(url, seconds, tokens[:1] * CREDENTIALS),
-                              wrk_tokens(url, seconds, tokens))
+                    spread = one_and_many(url, seconds, tokens, rounds)
             finally:
                 stop(servers)
             trips, counts = await round_trips_per_read(env)
@@ -307,8 +322,11 @@ async def run(seconds: float, connections: int, workers: int) -> None:
               f"   round trips/read {trips:4.2f} (counting the limit {counts:4.2f})"
               f"   PostgreSQL CPU {pg_ms:5.2f} ms/read   server CPU {srv_ms:5.2f} ms/read")
     one, many = spread
-    print(f"  rate limits on, {CREDENTIALS} connections: one API token {one:7.0f} reads/s, "
-          f"{CREDENTIALS} API tokens {many:7.0f} reads/s   ratio {one / many:5.2f}")
+    print(f"  rate limits on, {CREDENTIALS} connections ({rounds} alternating runs each, median "
+          f"and range): one API token {statistics.median(one):7.0f} reads/s "
+          f"({min(one):.0f}-{max(one):.0f}), {CREDENTIALS} API tokens "
+          f"{statistics.median(many):7.0f} reads/s ({min(many):.0f}-{max(many):.0f})   ratio "
+          f"{statistics.median(one) / statistics.median(many):5.2f}")
 
 
 def main() -> None:
@@ -316,8 +334,10 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--connections", type=int, default=32)
     parser.add_argument("--workers", type=int, default=1)
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="runs of one token and of 8 tokens each, alternating")
     args = parser.parse_args()
-    asyncio.run(run(args.seconds, args.connections, args.workers))
+    asyncio.run(run(args.seconds, args.connections, args.workers, max(1, args.rounds)))
 
 
 if __name__ == "__main__":

@@ -9,6 +9,11 @@ epoch, and if it moved since the cache was filled, the statement does nothing, t
 emptied and the credential is checked again in the database. So a revoked, expired, locked or
 logged-out credential fails on every process from the moment its change commits, at the cost of
 reading one single-row table inside statements the request makes anyway.
+
+The cache also remembers which JWTs' signatures it has checked (`VerifiedJwt`: the session they
+name and their `exp`), so a known JWT is not decoded and verified again at every request. That
+says nothing about the session being live, which its `SessionEntry` and the epoch decide as
+above; an entry is dropped with the rest of the cache, and is never used at or past its `exp`.
 """
 
 from __future__ import annotations
@@ -51,6 +56,15 @@ class SessionEntry:
 
 
 @dataclass(slots=True)
+class VerifiedJwt:
+    """A JWT whose signature and claims this process checked: the session it names, and its
+    `exp` (seconds since the epoch) past which it is refused as any expired JWT is."""
+    user_id: uuid.UUID
+    session_id: uuid.UUID
+    exp: int
+
+
+@dataclass(slots=True)
 class TokenEntry:
     id: uuid.UUID
     user_id: uuid.UUID
@@ -73,10 +87,12 @@ class CredentialCache:
     epoch: int = -1
     sessions: dict[uuid.UUID, SessionEntry] = field(default_factory=dict)
     tokens: dict[bytes, TokenEntry] = field(default_factory=dict)
+    # Keyed by the whole JWT: an entry matches only the exact token whose signature was checked.
+    jwts: dict[str, VerifiedJwt] = field(default_factory=dict)
 
     def __repr__(self) -> str:
         return (f"CredentialCache(epoch={self.epoch}, sessions={len(self.sessions)}, "
-                f"tokens={len(self.tokens)})")
+                f"tokens={len(self.tokens)}, jwts={len(self.jwts)})")
 
     def _fresh(self, cached_at: float) -> bool:
         return time.monotonic() - cached_at < self.ttl
@@ -94,6 +110,20 @@ class CredentialCache:
             self.tokens.pop(digest, None)
             return None
         return entry
+
+    def jwt(self, token: str) -> VerifiedJwt | None:
+        """The checked claims of `token` while it has not expired, or None (check it)."""
+        entry = self.jwts.get(token)
+        if entry is not None and entry.exp <= time.time():
+            self.jwts.pop(token, None)
+            return None
+        return entry
+
+    def put_jwt(self, token: str, entry: VerifiedJwt) -> None:
+        if self.ttl > 0:
+            if len(self.jwts) >= MAX_ENTRIES:
+                self.jwts.clear()
+            self.jwts[token] = entry
 
     def _admit(self, epoch: int) -> bool:
         """Whether an entry read at `epoch` may be cached; a newer epoch empties the cache."""
@@ -123,3 +153,4 @@ class CredentialCache:
     def clear(self) -> None:
         self.sessions.clear()
         self.tokens.clear()
+        self.jwts.clear()

@@ -343,26 +343,75 @@ async def refuse_superuser(pool: aiopg.Pool, allowed: bool) -> None:
         log.warning("serving as %s (%s) because CVSM_ALLOW_SUPERUSER=1", row["name"], what)
 
 
-@asynccontextmanager
-async def connection(pool: aiopg.Pool) -> AsyncIterator[aiopg.Connection]:
-    """A connection from the pool, waiting up to POOL_WAIT for one while all are busy; 503 (with
-    Retry-After) when none comes in time or the database cannot be reached."""
-    conn = None
-    try:
+class connection:
+    """`async with connection(pool) as conn`: a connection from the pool, waiting up to
+    POOL_WAIT for one while all are busy; 503 (with Retry-After) when none comes in time or the
+    database cannot be reached. Given back to the pool on the way out, whatever happened.
+
+    (A class rather than a generator-based context manager: every request enters one.)"""
+
+    __slots__ = ("_pool", "_conn")
+
+    def __init__(self, pool: aiopg.Pool) -> None:
+        self._pool = pool
+        self._conn: aiopg.Connection | None = None
+
+    async def __aenter__(self) -> aiopg.Connection:
         try:
-            conn = await acquire(pool, POOL_WAIT)
+            self._conn = await acquire(self._pool, POOL_WAIT)
         except (*UNAVAILABLE, OSError, asyncio.TimeoutError):
             raise ServiceUnavailable() from None
-        yield conn
-    finally:
-        if conn is not None:  # also after a cancellation that came as the connection did
-            await pool.release(conn)
+        return self._conn
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None and not _release_now(self._pool, conn):
+            await self._pool.release(conn)
+
+
+# aiopg's pool takes a lock under a timeout and walks every free connection on acquire, and
+# starts a task to wake a waiter on release: tens of microseconds per request. `_take_now` and
+# `_release_now` do the common case (a usable connection is free; no acquire waits) with the
+# pool's own bookkeeping and nothing else, and leave every other case to aiopg. They rely on
+# aiopg 1.4's Pool attributes (`_free`, `_used`, `_terminated`, `_closing`, `_recycle`,
+# `_cond`); test_workers checks that a warm request takes this path, that a connection found
+# dead is replaced, and that a waiting request still gets a connection given back.
+_IDLE = psycopg2.extensions.TRANSACTION_STATUS_IDLE
+
+
+def _take_now(pool: aiopg.Pool) -> aiopg.Connection | None:
+    """A free connection at once (the last one given back), or None: then aiopg's `acquire`."""
+    free = pool._free
+    while free and not pool._closing:
+        conn = free.pop()
+        if conn.closed:  # dropped, as aiopg's acquire drops it
+            continue
+        if -1 < pool._recycle < pool._loop.time() - conn.last_usage:
+            free.append(conn)  # due to be recycled: aiopg's acquire does that
+            return None
+        pool._used.add(conn)
+        return conn
+    return None
+
+
+def _release_now(pool: aiopg.Pool, conn: aiopg.Connection) -> bool:
+    """Give `conn` back to the free list at once when nothing else is to be done: it is open,
+    outside a transaction, not terminated, the pool is not closing, and no acquire waits."""
+    if (pool._closing or pool._cond._waiters or conn.closed or conn in pool._terminated
+            or conn not in pool._used or conn.raw.get_transaction_status() != _IDLE):
+        return False
+    pool._used.remove(conn)
+    pool._free.append(conn)
+    return True
 
 
 async def acquire(pool: aiopg.Pool, wait: float = POOL_WAIT) -> aiopg.Connection:
     """A connection from `pool` within `wait` seconds (asyncio.TimeoutError after). The pool
     queues callers while it is full; when PostgreSQL refuses it a new connection for want of a
     slot, and this pool has connections in use, it waits for one of them instead."""
+    conn = _take_now(pool)
+    if conn is not None:
+        return conn
     if pool.freesize:  # a connection is free: no wait to bound
         try:
             return await pool.acquire()
@@ -463,6 +512,7 @@ class Statement:
         self.names = tuple(names)
         self._body = _PARAM.sub(number, sql)  # keeps `%%`: the message is interpolated whole
         self._args = f"({', '.join(f'%({n})s' for n in names)})" if names else ""
+        self._columns: tuple[str, ...] | None = None  # of its rows, read once (`fetchone`)
 
     def __repr__(self) -> str:
         return f"Statement({self.key!r})"
@@ -495,8 +545,15 @@ class Statement:
         names[self.key] = name
 
     async def fetchone(self, cur: aiopg.Cursor, params: dict) -> dict | None:
+        """The first row as a dict, on a dict cursor or a tuple one (`row_cursor`)."""
         await self.execute(cur, params)
-        return await cur.fetchone()
+        row = await cur.fetchone()
+        if row is None or type(row) is not tuple:
+            return row
+        names = self._columns
+        if names is None:  # the same statement always answers the same columns
+            names = self._columns = tuple(column.name for column in cur.description)
+        return dict(zip(names, row))
 
     async def fetchall(self, cur: aiopg.Cursor, params: dict) -> list[dict]:
         await self.execute(cur, params)
@@ -509,6 +566,18 @@ class Statement:
         await cur.execute(f"EXPLAIN {self._execute_sql(name)}", params)
         return "\n".join(next(iter(row.values())) if isinstance(row, dict) else row[0]
                          for row in await cur.fetchall())
+
+
+async def row_cursor(conn: aiopg.Connection) -> aiopg.Cursor:
+    """`conn`'s cursor for hot statements (`Statement.fetchone`), in autocommit mode: its rows
+    are tuples, which the statement maps to dicts by its column names, cheaper than building a
+    dict cursor's rows; and it is made once per connection and kept on it, so a request that
+    runs one hot statement creates no cursor. Not closed by the caller."""
+    cur = getattr(conn, "_cvsm_row_cursor", None)
+    if cur is None or cur.closed:
+        cur = await conn.cursor(cursor_factory=psycopg2.extensions.cursor)
+        conn._cvsm_row_cursor = cur  # dies with its connection (a cycle the collector frees)
+    return cur
 
 
 async def fetchone(cur: aiopg.Cursor, sql: str, args: tuple | dict | None = None) -> dict | None:

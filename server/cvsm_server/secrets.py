@@ -401,25 +401,27 @@ async def _read(conn: db.Connection, actor: Actor, keyring: Keyring, team_id: uu
         raise NotFound(roles.TEAM_NOT_FOUND)
     params = {**audit.actor_params(actor), **match, "team_id": team_id, "epoch": actor.epoch,
               "environments": actor.environments}
-    async with db.cursor(conn) as cur:
-        if charge is not None:
-            row = await statements["charged"].fetchone(cur, {**params, **charge.params()})
-        elif actor.epoch is not None:
-            row = await statements["confirming"].fetchone(cur, params)
-        else:
-            row = await statements["plain"].fetchone(cur, params)
-        if charge is not None or actor.epoch is not None:
-            if actor.epoch is not None and row["current_epoch"] != actor.epoch:
-                if charge is not None:
-                    charge.keep(row["rate_count"], row["rate_remaining"])
-                raise credentials.StaleCredential()
+    cur = await db.row_cursor(conn)
+    if charge is not None:
+        params.update(charge.params())
+        row = await statements["charged"].fetchone(cur, params)
+    elif actor.epoch is not None:
+        row = await statements["confirming"].fetchone(cur, params)
+    else:
+        row = await statements["plain"].fetchone(cur, params)
+    if charge is not None or actor.epoch is not None:
+        if actor.epoch is not None and row["current_epoch"] != actor.epoch:
             if charge is not None:
-                charge.check(row["rate_count"], row["rate_remaining"])
-            if row["id"] is None:
-                row = None
-        if row is None:  # tell "not your team" from "no such secret" only on the miss path
+                charge.keep(row["rate_count"], row["rate_remaining"])
+            raise credentials.StaleCredential()
+        if charge is not None:
+            charge.check(row["rate_count"], row["rate_remaining"])
+        if row["id"] is None:
+            row = None
+    if row is None:  # tell "not your team" from "no such secret" only on the miss path
+        async with db.cursor(conn) as cur:
             await roles.require(cur, team_id, actor, roles.VIEWER)
-            raise NotFound(SECRET_NOT_FOUND)
+        raise NotFound(SECRET_NOT_FOUND)
     return row, open_value(keyring, row)
 
 

@@ -55,17 +55,21 @@ async def issue(cur: db.Cursor, signer: JwtSigner, user_id: uuid.UUID) -> str:
 async def authenticate(pool: db.Pool, cache: credentials.CredentialCache, signer: JwtSigner,
                        token: str, client: Actor) -> Actor:
     """The user behind a JWT, from the cache or one database round trip; 401 otherwise."""
-    try:
-        claims = jwt.decode(token, signer.secret, algorithms=["HS256"],
-                            options={"require": ["sub", "iat", "exp", "jti"]})
-        user_id = uuid.UUID(claims["sub"])
-        session_id = uuid.UUID(claims["jti"])
-    except (jwt.PyJWTError, ValueError, TypeError, AttributeError):
-        raise Unauthorized(SESSION_INVALID) from None
+    verified = cache.jwt(token)  # a JWT this process checked already: no second decode
+    if verified is None:
+        try:
+            claims = jwt.decode(token, signer.secret, algorithms=["HS256"],
+                                options={"require": ["sub", "iat", "exp", "jti"]})
+            verified = credentials.VerifiedJwt(uuid.UUID(claims["sub"]),
+                                               uuid.UUID(claims["jti"]), int(claims["exp"]))
+        except (jwt.PyJWTError, ValueError, TypeError, AttributeError):
+            raise Unauthorized(SESSION_INVALID) from None
+    user_id, session_id = verified.user_id, verified.session_id
     entry = cache.session(session_id)
     if entry is not None and entry.user_id == user_id:
         if entry.expires_at <= now():
             raise Unauthorized(SESSION_INVALID)
+        cache.put_jwt(token, verified)
         return client.as_user(user_id, entry.email, via="jwt", session_id=session_id,
                               epoch=cache.epoch)
     async with db.connection(pool) as conn, db.cursor(conn) as cur:
@@ -81,6 +85,7 @@ async def authenticate(pool: db.Pool, cache: credentials.CredentialCache, signer
         raise Unauthorized(SESSION_INVALID)
     entry = credentials.SessionEntry(user_id, row["email"], row["expires_at"], time.monotonic())
     cache.put_session(session_id, entry, row["epoch"])
+    cache.put_jwt(token, verified)
     return client.as_user(user_id, entry.email, via="jwt", session_id=session_id)
 
 

@@ -1,5 +1,8 @@
 """Register, login, /me, sessions and logout-all, on the real app and database."""
 
+import asyncio
+import time
+
 import jwt
 import pytest
 
@@ -162,6 +165,29 @@ async def test_jwt_signed_with_another_secret_or_expired_is_401(client, api: Api
     none_alg = jwt.encode(claims, None, algorithm="none")
     for token in (forged, expired, none_alg):
         assert (await client.get("/api/v1/me", headers=api.auth(token))).status == 401
+
+
+async def test_a_jwt_is_verified_once_per_process_and_never_used_past_its_exp(client, api: Api,
+                                                                            monkeypatch):
+    """The process remembers a JWT whose signature it checked (no second decode): that exact
+    token only, and never at or past its `exp`."""
+    user = await api.register("wulan")
+    claims = jwt.decode(user["token"], JWT_SECRET, algorithms=["HS256"])
+    decoded = []
+    real_decode = jwt.decode
+    monkeypatch.setattr(jwt, "decode", lambda *a, **k: decoded.append(1) or real_decode(*a, **k))
+    for _ in range(3):
+        assert (await client.get("/api/v1/me", headers=api.auth(user["token"]))).status == 200
+    assert len(decoded) == 1
+    forged = jwt.encode(claims, "another-secret-another-secret-123456", algorithm="HS256")
+    assert (await client.get("/api/v1/me", headers=api.auth(forged))).status == 401
+
+    short = jwt.encode({**claims, "exp": int(time.time()) + 2}, JWT_SECRET, algorithm="HS256")
+    assert (await client.get("/api/v1/me", headers=api.auth(short))).status == 200
+    assert (await client.get("/api/v1/me", headers=api.auth(short))).status == 200  # remembered
+    await asyncio.sleep(jwt.decode(short, options={"verify_signature": False})["exp"]
+                        - time.time() + 0.1)
+    assert (await client.get("/api/v1/me", headers=api.auth(short))).status == 401
 
 
 async def test_api_tokens_cannot_manage_credentials(client, api: Api):

@@ -5,6 +5,7 @@ import io
 import re
 import uuid
 
+import aiopg
 import pytest
 
 from conftest import Api, query, server_url
@@ -283,3 +284,38 @@ async def test_the_audited_read_is_prepared_once_per_connection_and_runs_a_gener
     assert re.search(r"Index (Only )?Scan using team_members_pkey on team_members", plan), plan
     assert "Seq Scan on secrets" not in plan and "Seq Scan on team_members" not in plan, plan
     assert [r["name"] for r in again] != [entry["name"]] and len(again) == 1
+
+
+async def test_a_warm_audited_read_creates_no_cursor(client, api: Api, owner, team_id, monkeypatch):
+    """The read runs on its connection's own tuple cursor (`db.row_cursor`), made once per
+    connection: a read with a cached credential creates none, and answers the same."""
+    secret_id = await api.secret(owner, team_id, "DB_URL", "postgres://x")
+    h = api.auth(owner["token"])
+    for _ in range(2):  # the credential cached, the connection's cursor made
+        assert (await client.get(url(team_id, secret_id), headers=h)).status == 200
+    made = []
+    real_cursor = aiopg.Connection.cursor
+    monkeypatch.setattr(aiopg.Connection, "cursor",
+                        lambda self, *a, **k: made.append(1) or real_cursor(self, *a, **k))
+    for _ in range(5):
+        resp = await client.get(url(team_id, secret_id), headers=h)
+        body = await resp.json()
+        assert resp.status == 200 and body["value"] == "postgres://x"
+        assert body["secret"]["id"] == secret_id and body["secret"]["name"] == "DB_URL"
+    assert made == []
+
+
+async def test_a_closed_row_cursor_is_replaced(database_url):
+    pool = await db.create_pool(server_url(database_url), maxsize=1)
+    try:
+        async with pool.acquire() as conn:
+            cur = await db.row_cursor(conn)
+            assert await db.row_cursor(conn) is cur
+            cur.close()  # as aiopg does to a cursor whose statement timed out
+            again = await db.row_cursor(conn)
+            assert again is not cur and not again.closed
+            await again.execute("SELECT 1 AS one")
+            assert await again.fetchone() == (1,)
+    finally:
+        pool.close()
+        await pool.wait_closed()

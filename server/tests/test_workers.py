@@ -26,6 +26,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import aiopg
 import httpx
 import psutil
 import pytest
@@ -418,6 +419,61 @@ async def test_a_busy_pool_makes_a_request_wait_for_a_connection_then_503_with_r
                 async with db.connection(pool):
                     pass
             assert refused.value.headers["Retry-After"] == "5"
+    finally:
+        pool.close()
+        await pool.wait_closed()
+
+
+async def test_a_free_connection_is_taken_and_given_back_without_aiopgs_slow_path(
+        database_url, monkeypatch):
+    """A request's connection (`db.connection`) comes from the free list and goes back to it
+    directly; aiopg's acquire (a lock under a timeout, a walk over the free list) and release
+    (a task to wake a waiter) are left to the cases that need them."""
+    pool = await db.create_pool(server_url(database_url), maxsize=2)
+    try:
+        async with db.connection(pool) as first:
+            pass
+        slow = []
+        real_acquire, real_release = aiopg.Pool._acquire, aiopg.Pool.release
+        monkeypatch.setattr(aiopg.Pool, "_acquire",
+                            lambda self: slow.append("acquire") or real_acquire(self))
+        monkeypatch.setattr(aiopg.Pool, "release",
+                            lambda self, conn: slow.append("release") or real_release(self, conn))
+        for _ in range(3):
+            async with db.connection(pool) as conn:
+                assert conn is first
+                async with db.cursor(conn) as cur:
+                    assert await db.fetchone(cur, "SELECT 1 AS one") == {"one": 1}
+        assert slow == [] and pool.freesize == 1 and pool.size == 1
+
+        first.close()  # a connection that died while free is dropped, and a new one opened
+        async with db.connection(pool) as conn:
+            assert conn is not first and not conn.closed
+        assert pool.size == 1
+    finally:
+        pool.close()
+        await pool.wait_closed()
+
+
+async def test_a_connection_given_back_goes_to_the_request_waiting_for_it(database_url,
+                                                                         monkeypatch):
+    pool = await db.create_pool(server_url(database_url), maxsize=1)
+    monkeypatch.setattr(db, "POOL_WAIT", 3)
+    try:
+        holding = asyncio.Event()
+
+        async def hold() -> None:
+            async with db.connection(pool):
+                holding.set()
+                await asyncio.sleep(0.2)
+
+        holder = asyncio.create_task(hold())
+        await holding.wait()
+        began = time.monotonic()
+        async with db.connection(pool) as conn:  # woken when the holder gives it back
+            assert not conn.closed
+        assert time.monotonic() - began < 2
+        await holder
     finally:
         pool.close()
         await pool.wait_closed()
