@@ -29,6 +29,7 @@ from pathlib import Path
 import aiopg
 import httpx
 import psutil
+import psycopg2
 import pytest
 import trustme
 from cryptography.hazmat.primitives import serialization
@@ -474,6 +475,38 @@ async def test_a_connection_given_back_goes_to_the_request_waiting_for_it(databa
             assert not conn.closed
         assert time.monotonic() - began < 2
         await holder
+    finally:
+        pool.close()
+        await pool.wait_closed()
+
+
+async def test_after_the_database_drops_every_connection_one_request_fails_not_one_per_connection(
+        database_url, postgres):
+    """A restart of PostgreSQL (or a failover) closes every pooled connection. The request that
+    meets the first dead one is a 503; by then aiopg has seen the other idle connections close
+    (each one's socket is watched while idle) and `db.connection` skips them, so the next request
+    opens a new connection instead of failing on the next dead one."""
+    pool = await db.create_pool(server_url(database_url), maxsize=4)
+    try:
+        async def hold() -> None:
+            async with db.connection(pool) as conn:
+                async with db.cursor(conn) as cur:
+                    await cur.execute("SELECT pg_sleep(0.05)")
+        await asyncio.gather(*(hold() for _ in range(4)))
+        assert pool.freesize == 4
+        name = psycopg2.extensions.parse_dsn(database_url)["dbname"]
+        admin_execute(postgres, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                                f"WHERE datname = '{name}'")
+        outcomes = []
+        for _ in range(4):
+            try:
+                async with db.connection(pool) as conn:
+                    async with db.cursor(conn) as cur:
+                        await cur.execute("SELECT 1")
+                outcomes.append("ok")
+            except db.UNAVAILABLE:
+                outcomes.append("failed")
+        assert outcomes[1:] == ["ok", "ok", "ok"]
     finally:
         pool.close()
         await pool.wait_closed()
