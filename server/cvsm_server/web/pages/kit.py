@@ -20,8 +20,8 @@
 - **Post/redirect/get.** A form that changes something answers 303 to a page (`done`, by route
   name) with a flash message from the fixed set `FLASHES` (a signed cookie, shown once by the
   next page, never a value or user input). A value shown once (a new API token, a share link)
-  goes to the next page sealed in a short-lived cookie bound to the session (`keep_once`,
-  `take_once`): never in a URL or a log; the page that shows it deletes the cookie and is
+  goes to the next page sealed in a short-lived cookie bound to the session (`web.pages.once`):
+  never in a URL or a log; the page that shows it deletes the cookie and is
   never stored, so a reload shows it no more and creates nothing.
 - **Context.** `render_page` adds what every page needs: the user, the CSRF token, the flash
   message, the admin link and the pending-deletion banner.
@@ -32,12 +32,10 @@
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import functools
 import hashlib
 import hmac
-import json
 import secrets as random
 import time
 import uuid
@@ -52,12 +50,11 @@ from multidict import MultiDictProxy
 
 from ... import db, deletion, oauth, ratelimit, secrets as domain
 from ...actor import Actor
-from ...crypto import DecryptionError
 from ...errors import DomainError, Forbidden, NotFound, Unauthorized
 from ..middleware import failure_of
 from ..policy import policy_of
 from ..request import FORM_TOO_LARGE, FormValue, app_url, check_query, read_form
-from ..state import ACTOR, KEYRING, OAUTH, PAGE_STATE, POOL, SESSION_COOKIE, SETTINGS, SIGNER
+from ..state import ACTOR, OAUTH, PAGE_STATE, POOL, SESSION_COOKIE, SETTINGS, SIGNER
 from .messages import FLASHES
 
 
@@ -217,47 +214,6 @@ def done(request: web.Request, name: str, message: str | None = None,
     if message is not None:
         flash(request, response, message)
     return response
-
-
-# A value shown once (a new API token, a share link), carried from the POST to the page that
-# shows it: sealed by the keyring (AES-GCM) for this session and purpose, for two minutes.
-
-def _once_aad(actor: Actor, kind: str) -> bytes:
-    return f"cvsm:once:{kind}:{actor.session_id}".encode()
-
-
-def _b64(data: bytes) -> str:
-    return base64.urlsafe_b64encode(data).decode().rstrip("=")
-
-
-def _unb64(text: str) -> bytes:
-    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
-
-
-def keep_once(request: web.Request, response: web.StreamResponse, actor: Actor, kind: str,
-              data: Mapping[str, Any]) -> None:
-    body = json.dumps({"data": dict(data), "until": int(time.time()) + ONCE_LIFETIME}).encode()
-    sealed = request.app[KEYRING].seal(body, _once_aad(actor, kind))
-    value = ".".join((_b64(sealed.key_id.encode()), _b64(sealed.nonce), _b64(sealed.ciphertext)))
-    set_cookie(request, response, ONCE_COOKIE, value, max_age=ONCE_LIFETIME)
-
-
-def take_once(request: web.Request, actor: Actor, kind: str) -> dict[str, Any] | None:
-    """The value kept for this page (`keep_once`), once: the page's answer deletes it."""
-    raw = request.cookies.get(ONCE_COOKIE)
-    if not raw:
-        return None
-    request[TOOK_ONCE] = True
-    try:
-        key_id, nonce, ciphertext = (_unb64(part) for part in raw.split("."))
-        body = json.loads(request.app[KEYRING].open(key_id.decode(), nonce, ciphertext,
-                                                    _once_aad(actor, kind)))
-    except (ValueError, DecryptionError):  # another session's, another kind, or tampered
-        return None
-    if not isinstance(body, dict) or not isinstance(body.get("until"), int) \
-            or body["until"] < time.time() or not isinstance(body.get("data"), dict):
-        return None
-    return body["data"]
 
 
 def url_for(request: web.Request, name: str, query: Mapping[str, str] | None = None,

@@ -17,8 +17,8 @@ from ...actor import Actor
 from ...errors import BadRequest, NotFound
 from ..request import app_url, path_id
 from ..state import KEYRING, POOL
-from .kit import (ENVIRONMENTS, Form, done, form_field, keep_once, render_page, signed_form,
-                  signed_in, take_once)
+from .kit import ENVIRONMENTS, Form, done, form_field, render_page, signed_form, signed_in
+from .once import keep_once, take_once
 
 
 def _environment(value: str | None) -> str:

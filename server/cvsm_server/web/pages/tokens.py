@@ -11,8 +11,8 @@ from ... import db, teams, tokens
 from ...actor import Actor
 from ..request import path_id
 from ..state import KEYRING, POOL
-from .kit import (ENVIRONMENTS, Form, done, keep_once, render_page, signed_form, signed_in,
-                  take_once)
+from .kit import ENVIRONMENTS, Form, done, render_page, signed_form, signed_in
+from .once import keep_once, take_once
 
 # The form's default is the narrowest token (one team, one environment, read-only): the
 # README's advice for an application or a CI job. The broader choices are there, named.
