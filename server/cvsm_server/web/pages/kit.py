@@ -14,9 +14,10 @@
   `read_page_form`) and every page's query string is checked (`page_errors`): a NUL character,
   invalid UTF-8, another charset or broken multipart is a 400 page with the message, never a
   500 or the API's JSON.
-- **Forms.** `Form.posted` reads a form and checks its CSRF token; a refusal re-renders the
-  page with the message beside its field (`Form.refused`) and the values kept, except the
-  secret ones (a value, a password, a code), which are asked for again.
+- **Forms.** `Form.posted` reads a form and checks its CSRF token (the session's, or the
+  pre-session's on the signed-out forms); `Form.attempt` does its work, and a refusal re-renders
+  the page with the message beside its field and the values kept, except the secret ones (a
+  value, a password, a code), which are asked for again.
 - **Post/redirect/get.** A form that changes something answers 303 to a page (`done`, by route
   name) with a flash message from the fixed set `FLASHES` (a signed cookie, shown once by the
   next page, never a value or user input). A value shown once (a new API token, a share link)
@@ -41,7 +42,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import urlencode, urlsplit
 
 import aiohttp_jinja2
 import jinja2
@@ -229,15 +230,6 @@ def redirect_to(location: str) -> web.Response:
     return response
 
 
-def refused(request: web.Request, template: str, context: dict[str, Any], exc: DomainError, *,
-            private: bool = False) -> web.Response:
-    """The form's page again with the error's message, status and headers (`Retry-After`)."""
-    response = render_page(request, template, {**context, "error": exc.message}, status=exc.status,
-                           private=private)
-    response.headers.update(exc.headers)
-    return response
-
-
 class Answer(Exception):
     """A page's answer given from deep inside its handler (a form refused in `Form.attempt`):
     `signed_in` and `page_errors` send it as it is."""
@@ -283,19 +275,28 @@ class Form:
 
     @contextlib.asynccontextmanager
     async def attempt(self, request: web.Request, template: str,
-                      context: Callable[[db.Connection], Awaitable[dict[str, Any]]], *,
-                      field: str | Callable[[DomainError], str | None] | None = None,
-                      private: bool = False) -> AsyncIterator[db.Connection]:
-        """A connection for the form's work. A refusal in it is the page again (`refused`,
-        with `context(conn)`, the message beside `field`: a name, or a function of the error),
-        answered at once (`Answer`): the handler goes on only when the work was done."""
+                      context: Mapping[str, Any] | Callable[[db.Connection], Awaitable[dict[str, Any]]],
+                      *, field: str | Callable[[DomainError], str | None] | None = None,
+                      private: bool = False, rate: str | None = None,
+                      raising: tuple[int, ...] = ()) -> AsyncIterator[db.Connection]:
+        """A connection for the form's work, counted first against the `rate` limit when given
+        (the signed-out forms: `auth`, `newsletter`). A refusal in it is the page again
+        (`refused`, with `context`, or `context(conn)`, the message beside `field`: a name, or a
+        function of the error), answered at once (`Answer`): the handler goes on only when the
+        work was done. A refusal with a status in `raising` (the page itself cannot be shown: a
+        403, a 404) is the error page instead."""
         async with db.connection(request.app[POOL]) as conn:
             try:
+                if rate is not None:
+                    await count_form(conn, request, rate)
                 yield conn
             except DomainError as exc:
+                if exc.status in raising:
+                    raise
                 where = field(exc) if callable(field) else field
-                raise Answer(self.refused(request, template, await context(conn), exc,
-                                          field=where, private=private)) from None
+                shown = dict(context) if isinstance(context, Mapping) else await context(conn)
+                raise Answer(self.refused(request, template, shown, exc, field=where,
+                                          private=private)) from None
 
     def refused(self, request: web.Request, template: str, context: dict[str, Any],
                 exc: DomainError, *, field: str | None = None, private: bool = False) -> web.Response:
@@ -311,10 +312,21 @@ class Form:
         return response
 
 
-async def count_account_form(conn: db.Connection, request: web.Request) -> None:
-    settings = request.app[SETTINGS]
-    await ratelimit.hit(conn, ratelimit.Charge.of("auth", request[ACTOR].ip or "-",
-                                                  settings.rate_limit("auth")))
+@contextlib.asynccontextmanager
+async def form_work(request: web.Request,
+                    actor: Actor) -> AsyncIterator[tuple[Form, db.Connection]]:
+    """A signed-in form that changes something and shows no page again (a button: revoke,
+    cancel, close...): the form once its CSRF token is checked, and a connection for its work.
+    A refusal is the error page (`signed_in`)."""
+    form = await Form.posted(request, actor)
+    async with db.connection(request.app[POOL]) as conn:
+        yield form, conn
+
+
+async def count_form(conn: db.Connection, request: web.Request, rate: str = "auth") -> None:
+    """A signed-out form counted against the `rate` limit of the caller's address."""
+    await ratelimit.hit(conn, ratelimit.Charge.of(rate, request[ACTOR].ip or "-",
+                                                  request.app[SETTINGS].rate_limit(rate)))
 
 
 def failures_of(request: web.Request) -> ratelimit.Charge | None:
@@ -352,17 +364,12 @@ def signed_in(handler: Callable[[web.Request, Actor], Awaitable[web.StreamRespon
     return page
 
 
-def is_page(request: web.Request) -> bool:
-    """Whether the request is for one of the dashboard's pages, as its route declares."""
-    return policy_of(request).page
-
-
 @web.middleware
 async def page_errors(request: web.Request, handler: Handler) -> web.StreamResponse:
     """A page's query string is checked (`web.request.check_query`) before its handler runs,
     and a refusal that no page handler answered itself, or any failure (a 500, a database
     outage), is the error page with its status: never the API's JSON, never a traceback."""
-    if not is_page(request):
+    if not policy_of(request).page:  # not one of the dashboard's pages, as its route declares
         return await handler(request)
     try:
         check_query(request)
@@ -387,6 +394,24 @@ def error_page(request: web.Request, exc: DomainError, actor: Actor | None) -> w
 async def not_found(request: web.Request) -> web.StreamResponse:
     """Any other path under `/app/`: the error page (the table's last route)."""
     raise NotFound(PAGE_NOT_FOUND)
+
+
+def beside(field: str, *statuses: int) -> Callable[[DomainError], str | None]:
+    """For `Form.attempt`: a refusal with one of `statuses` is said beside `field`, any other
+    (a wait, a conflict of state) above the form."""
+    return lambda exc: field if exc.status in statuses else None
+
+
+def link_page(request: web.Request, template: str, path: str, invalid: str) -> web.Response:
+    """The page a one-time link opens (`path?token=...`: an invitation, the setup link). Opening
+    it changes nothing (a mail scanner or a preview may fetch it): signed in, a button posts the
+    token; signed out, sign-in and sign-up (`next`) come back here."""
+    token = request.query.get("token", "")
+    context = {"token": token, "next": urlencode({"next": f"{path}?{urlencode({'token': token})}"})}
+    if not token:
+        return render_page(request, template, {**context, "error": invalid}, status=400,
+                           private=True)
+    return render_page(request, template, context, private=True)
 
 
 def local_path(value: object) -> str | None:
