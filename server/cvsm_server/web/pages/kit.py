@@ -151,13 +151,6 @@ def check_session_csrf(request: web.Request, actor: Actor, form: Mapping[str, An
         raise Forbidden(CSRF_FAILED)
 
 
-async def signed_form(request: web.Request, actor: Actor) -> MultiDictProxy[FormValue]:
-    """The posted form of a signed-in page, once its CSRF token is checked."""
-    form = await read_page_form(request)
-    check_session_csrf(request, actor, form)
-    return form
-
-
 def render_page(request: web.Request, template: str, context: dict[str, Any], *, status: int = 200,
                 private: bool = False) -> web.Response:
     """The template with what every page shows (`page_context`); a page that took a value
