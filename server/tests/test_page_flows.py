@@ -322,3 +322,23 @@ async def test_a_signed_out_form_with_a_bad_csrf_token_is_refused(client: TestCl
         resp = await client.post(path, data={"csrf": "forged", "email": "x@example.com",
                                              "token": "t", "identifier": "x", "password": "p"})
         assert resp.status == 403 and "Formulir kedaluwarsa" in await resp.text(), path
+
+
+async def test_a_wrong_method_on_a_dashboard_page_is_the_html_405_page(client: TestClient) -> None:
+    await sign_up(client)
+    token_id = "00000000-0000-4000-8000-000000000000"
+    for method, path, allow in (("DELETE", "/app/teams", "GET, HEAD, POST"),
+                                ("PUT", "/app/tokens", "GET, HEAD, POST"),
+                                ("GET", f"/app/tokens/{token_id}/revoke", "POST"),
+                                ("POST", "/app/admin/stats", "GET, HEAD")):
+        resp = await client.request(method, path, allow_redirects=False)
+        html = await resp.text()
+        assert (resp.status, resp.content_type) == (405, "text/html"), (method, path)
+        assert resp.headers["Allow"] == allow, (method, path)
+        assert "Halaman ini tidak menerima metode itu" in html and "Traceback" not in html
+        assert 'aria-label="Navigasi utama"' in html  # the page, signed in
+    # A path no page has stays the 404 page, whatever the method.
+    for method in ("GET", "DELETE"):
+        resp = await client.request(method, "/app/teams/x/nothing/here")
+        assert (resp.status, resp.content_type) == (404, "text/html")
+        assert "Allow" not in resp.headers

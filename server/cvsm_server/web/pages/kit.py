@@ -27,7 +27,8 @@
 - **Context.** `render_page` adds what every page needs: the user, the CSRF token, the flash
   message, the admin link and the pending-deletion banner.
 - **Errors.** Under a page, every refusal and every failure is the HTML error page with its
-  status (`page_errors`): an unknown `/app/...` path, a 500 (no traceback), a database outage.
+  status (`page_errors`): an unknown `/app/...` path (404), a page's path asked with another
+  method (405, with `Allow`), a 500 (no traceback), a database outage.
 - **Without JavaScript** every form works; `app.js` only adds copy buttons.
 """
 
@@ -384,8 +385,21 @@ def error_page(request: web.Request, exc: DomainError, actor: Actor | None) -> w
     return response
 
 
+class MethodNotAllowed(DomainError):
+    status = 405
+    default_message = "Halaman ini tidak menerima metode itu"
+
+
 async def not_found(request: web.Request) -> web.StreamResponse:
-    """Any other path under `/app/`: the error page (the table's last route)."""
+    """Any other path under `/app/` (the table's last route): the 404 error page, or the 405 one
+    with `Allow` when the path is a page's asked with another method."""
+    allowed: set[str] = set()
+    for resource in request.app.router.resources():
+        if resource is not request.match_info.route.resource:
+            _match, methods = await resource.resolve(request)
+            allowed |= methods
+    if allowed:
+        raise MethodNotAllowed(headers={"Allow": ", ".join(sorted(allowed))})
     raise NotFound(PAGE_NOT_FOUND)
 
 
