@@ -262,3 +262,83 @@ async def test_a_failure_under_a_page_is_the_html_error_page_without_detail(
     assert "Terjadi kesalahan pada server" in html and "internal detail" not in html
     assert "Traceback" not in html
     assert any("unhandled error on GET /app/tokens" in r.getMessage() for r in caplog.records)
+
+
+def beside(field_id: str, value: str | None, html: str) -> bool:
+    """Whether the field `field_id` is marked invalid and points at its message (and, when
+    `value` is given, shows that value kept)."""
+    kept = rf' value="{re.escape(value)}"' if value is not None else ""
+    return re.search(rf'id="{field_id}" name="[a-z_]+"(?: type="[a-z]+")?{kept}[^>]*aria-invalid="true" '
+                     rf'aria-describedby="{field_id}-error"', html) is not None
+
+
+async def test_the_signed_out_forms_keep_what_was_typed_but_never_a_password(
+        client: TestClient, api: Any) -> None:
+    await api.register("kept_taken")
+    csrf = await form_csrf(client, "/signup")
+    taken = await client.post("/signup", data={
+        "csrf": csrf, "name": "Kept Name", "email": "kept_fresh@example.com",
+        "username": "kept_taken", "password": "typed-password-55", "newsletter": "on"})
+    html = await taken.text()
+    assert taken.status == 409 and "typed-password-55" not in html
+    assert beside("username", "kept_taken", html) and 'id="username-error"' in html
+    assert 'value="kept_fresh@example.com"' in html and 'value="Kept Name"' in html
+    assert 'name="newsletter" checked' in html
+    short = await client.post("/signup", data={
+        "csrf": csrf, "name": "Kept Name", "email": "kept_short@example.com",
+        "username": "kept_short", "password": "short"})
+    html = await short.text()
+    assert short.status == 400 and beside("password", None, html) and 'value="short"' not in html
+    assert not beside("username", "kept_short", html)
+
+    wrong = await client.post("/signin", data={"csrf": csrf, "identifier": "kept_taken",
+                                               "password": "not-the-password-1"})
+    html = await wrong.text()
+    assert wrong.status == 401 and 'class="error" role="alert"' in html
+    assert 'value="kept_taken"' in html and "not-the-password-1" not in html
+
+    differ = await client.post("/reset-password", data={
+        "csrf": csrf, "token": "link-token-1", "password": "first-password-1",
+        "password_again": "other-password-2"})
+    html = await differ.text()
+    assert differ.status == 400 and beside("password-again", None, html)
+    assert "first-password-1" not in html and "other-password-2" not in html
+    assert 'name="token" value="link-token-1"' in html  # the link's token, for the next try
+    stale = await client.post("/reset-password", data={
+        "csrf": csrf, "token": "link-token-1", "password": "same-password-3",
+        "password_again": "same-password-3"})
+    html = await stale.text()
+    assert stale.status == 400 and 'class="error" role="alert">Tautan atur ulang' in html
+
+    bad = await client.post("/newsletter", data={"csrf": csrf, "email": "not-an-address"})
+    html = await bad.text()
+    assert bad.status == 400 and beside("newsletter-email", "not-an-address", html)
+
+
+async def test_a_signed_out_form_with_a_bad_csrf_token_is_refused(client: TestClient) -> None:
+    await form_csrf(client, "/signup")  # the pre-session cookie, but not its token
+    for path in ("/signup", "/signin", "/forgot-password", "/reset-password", "/verify-email",
+                 "/newsletter", "/newsletter/confirm"):
+        resp = await client.post(path, data={"csrf": "forged", "email": "x@example.com",
+                                             "token": "t", "identifier": "x", "password": "p"})
+        assert resp.status == 403 and "Formulir kedaluwarsa" in await resp.text(), path
+
+
+async def test_a_wrong_method_on_a_dashboard_page_is_the_html_405_page(client: TestClient) -> None:
+    await sign_up(client)
+    token_id = "00000000-0000-4000-8000-000000000000"
+    for method, path, allow in (("DELETE", "/app/teams", "GET, HEAD, POST"),
+                                ("PUT", "/app/tokens", "GET, HEAD, POST"),
+                                ("GET", f"/app/tokens/{token_id}/revoke", "POST"),
+                                ("POST", "/app/admin/stats", "GET, HEAD")):
+        resp = await client.request(method, path, allow_redirects=False)
+        html = await resp.text()
+        assert (resp.status, resp.content_type) == (405, "text/html"), (method, path)
+        assert resp.headers["Allow"] == allow, (method, path)
+        assert "Halaman ini tidak menerima metode itu" in html and "Traceback" not in html
+        assert 'aria-label="Navigasi utama"' in html  # the page, signed in
+    # A path no page has stays the 404 page, whatever the method.
+    for method in ("GET", "DELETE"):
+        resp = await client.request(method, "/app/teams/x/nothing/here")
+        assert (resp.status, resp.content_type) == (404, "text/html")
+        assert "Allow" not in resp.headers

@@ -13,7 +13,7 @@ from ...actor import Actor
 from ...errors import DomainError, TooManyRequests
 from ..request import app_url
 from ..state import KEYRING, PASSWORDS, POOL, SETTINGS
-from .kit import Form, done, render_page, signed_form, signed_in
+from .kit import Form, done, form_work, render_page, signed_in
 
 
 async def _account_context(request: web.Request, conn: db.Connection, actor: Actor) -> dict[str, Any]:
@@ -44,8 +44,7 @@ async def account_page(request: web.Request, actor: Actor) -> web.StreamResponse
 
 @signed_in
 async def request_verification(request: web.Request, actor: Actor) -> web.StreamResponse:
-    await signed_form(request, actor)
-    async with db.connection(request.app[POOL]) as conn:
+    async with form_work(request, actor) as (_form, conn):
         await email_verification.request_link(conn, actor, request.app[KEYRING], app_url(request))
     return done(request, "account.account_page", "verification_sent")
 
@@ -53,8 +52,7 @@ async def request_verification(request: web.Request, actor: Actor) -> web.Stream
 @signed_in
 async def totp_setup(request: web.Request, actor: Actor) -> web.StreamResponse:
     """A new key (the account page shows it until a right code turns two-factor on)."""
-    await signed_form(request, actor)
-    async with db.connection(request.app[POOL]) as conn:
+    async with form_work(request, actor) as (_form, conn):
         await totp.setup(conn, actor, request.app[KEYRING])
     return done(request, "account.account_page")
 
@@ -93,7 +91,6 @@ async def request_deletion(request: web.Request, actor: Actor) -> web.StreamResp
 
 @signed_in
 async def cancel_deletion(request: web.Request, actor: Actor) -> web.StreamResponse:
-    await signed_form(request, actor)
-    async with db.connection(request.app[POOL]) as conn:
+    async with form_work(request, actor) as (_form, conn):
         await deletion.cancel_deletion(conn, actor, request.app[KEYRING], app_url(request))
     return done(request, "account.account_page", "deletion_cancelled")

@@ -14,24 +14,17 @@ from aiohttp import web
 
 from ... import admin, db, support
 from ...actor import Actor
-from ...errors import BadRequest, DomainError
+from ...errors import BadRequest
 from ...teams import PLANS, max_environments
 from ..request import app_url, path_id
 from ..state import KEYRING, POOL
-from .kit import flash, form_field, redirect_to, render_page, signed_form, signed_in, url_for
+from .kit import Form, beside, done, form_work, redirect_to, render_page, signed_in, url_for
 
 
 PAGE_SIZE = 25
-NOTICES = {
-    "admin": "Akun Anda sekarang admin server ini.",
-    "plan": "Paket tim disimpan.",
-    "reply": "Balasan terkirim ke email pengguna.",
-    "closed": "Tiket ditutup.",
-}
 
 
-def _page_number(request: web.Request) -> int:
-    raw = request.query.get("page", "1")
+def _page_number(raw: str) -> int:
     return int(raw) if raw.isdigit() and 0 < len(raw) <= 6 and int(raw) > 0 else 1
 
 
@@ -44,7 +37,7 @@ def _pages(total: int) -> int:
 
 
 def _context(request: web.Request, actor: Actor, section: str, **extra: Any) -> dict[str, Any]:
-    return {"section": section, "notice": NOTICES.get(request.query.get("saved", "")), **extra}
+    return {"section": section, **extra}
 
 
 @signed_in
@@ -68,7 +61,8 @@ async def _users_context(request: web.Request, conn: db.Connection, actor: Actor
 @signed_in
 async def users_page(request: web.Request, actor: Actor) -> web.StreamResponse:
     async with db.connection(request.app[POOL]) as conn:
-        context = await _users_context(request, conn, actor, _search(request), _page_number(request))
+        context = await _users_context(request, conn, actor, _search(request),
+                                       _page_number(request.query.get("page", "1")))
     return render_page(request, "admin_users.html", context)
 
 
@@ -79,31 +73,22 @@ USER_ACTIONS = {"grant": {"is_admin": True}, "revoke": {"is_admin": False},
 @signed_in
 async def change_user(request: web.Request, actor: Actor) -> web.StreamResponse:
     """Grant or revoke admin, disable or enable (`action`); back to the same search and page."""
-    form = await signed_form(request, actor)
-    search, raw_page = form_field(form, "q")[:200], form_field(form, "page", "1")
-    page = int(raw_page) if raw_page.isdigit() and 0 < len(raw_page) <= 6 and int(raw_page) > 0 else 1
-    async with db.connection(request.app[POOL]) as conn:
-        try:
-            change = USER_ACTIONS.get(form_field(form, "action"))
-            if change is None:
-                raise BadRequest("Tindakan tidak dikenal")
-            await admin.update_user(conn, actor, path_id(request, "user_id"), **change)
-        except DomainError as exc:
-            if exc.status == 403:
-                raise
-            context = await _users_context(request, conn, actor, search, page)
-            context["error"] = exc.message
-            return render_page(request, "admin_users.html", context, status=exc.status)
-    response = redirect_to(url_for(request, "admin.users_page", {"q": search, "page": str(page)}))
-    flash(request, response, "user_changed")
-    return response
+    form = await Form.posted(request, actor)
+    search, page = form["q"][:200], _page_number(form.get("page", "1"))
+    async with form.attempt(request, "admin_users.html", lambda conn: _users_context(
+            request, conn, actor, search, page), raising=(403,)) as conn:
+        change = USER_ACTIONS.get(form["action"])
+        if change is None:
+            raise BadRequest("Tindakan tidak dikenal")
+        await admin.update_user(conn, actor, path_id(request, "user_id"), **change)
+    return done(request, "admin.users_page", "user_changed", {"q": search, "page": str(page)})
 
 
 # Teams and plans ------------------------------------------------------------------------------
 
 @signed_in
 async def teams_page(request: web.Request, actor: Actor) -> web.StreamResponse:
-    search, page = _search(request), _page_number(request)
+    search, page = _search(request), _page_number(request.query.get("page", "1"))
     async with db.connection(request.app[POOL]) as conn:
         rows, total = await admin.list_teams(conn, actor, search=search, limit=PAGE_SIZE,
                                              offset=(page - 1) * PAGE_SIZE)
@@ -148,23 +133,17 @@ def _quota_field(name: str, text: str) -> int | None:
 
 @signed_in
 async def set_plan(request: web.Request, actor: Actor) -> web.StreamResponse:
-    form = await signed_form(request, actor)
+    form = await Form.posted(request, actor)
     team_id = path_id(request, "team_id")
-    entered = {"plan": form_field(form, "plan"), "max_secrets": form_field(form, "max_secrets"),
-               "max_members": form_field(form, "max_members")}
-    async with db.connection(request.app[POOL]) as conn:
-        try:
-            await admin.set_plan(conn, actor, team_id, entered["plan"],
-                                 max_secrets=_quota_field("max_secrets", entered["max_secrets"]),
-                                 max_members=_quota_field("max_members", entered["max_members"]))
-        except DomainError as exc:
-            if exc.status in (403, 404):
-                raise
-            team = await admin.get_team(conn, actor, team_id)
-            context = _plan_context(request, actor, team, entered)
-            context["error"] = exc.message
-            return render_page(request, "admin_plan.html", context, status=exc.status)
-    return redirect_to(url_for(request, "admin.plan_page", {"saved": "plan"}, team_id=str(team_id)))
+
+    async def again(conn: db.Connection) -> dict[str, Any]:  # the form keeps what was entered
+        return _plan_context(request, actor, await admin.get_team(conn, actor, team_id), {})
+
+    async with form.attempt(request, "admin_plan.html", again, raising=(403, 404)) as conn:
+        await admin.set_plan(conn, actor, team_id, form["plan"],
+                             max_secrets=_quota_field("max_secrets", form["max_secrets"]),
+                             max_members=_quota_field("max_members", form["max_members"]))
+    return done(request, "admin.plan_page", "plan_saved", team_id=str(team_id))
 
 
 # Numbers --------------------------------------------------------------------------------------
@@ -183,7 +162,7 @@ async def stats_page(request: web.Request, actor: Actor) -> web.StreamResponse:
 @signed_in
 async def tickets_page(request: web.Request, actor: Actor) -> web.StreamResponse:
     status = "closed" if request.query.get("status") == "closed" else "open"
-    page = _page_number(request)
+    page = _page_number(request.query.get("page", "1"))
     async with db.connection(request.app[POOL]) as conn:
         rows, total = await support.list_tickets(conn, actor, status=status, limit=PAGE_SIZE,
                                                  offset=(page - 1) * PAGE_SIZE)
@@ -206,27 +185,19 @@ async def ticket_page(request: web.Request, actor: Actor) -> web.StreamResponse:
 
 @signed_in
 async def reply_ticket(request: web.Request, actor: Actor) -> web.StreamResponse:
-    form = await signed_form(request, actor)
+    form = await Form.posted(request, actor)
     ticket_id = path_id(request, "ticket_id")
-    async with db.connection(request.app[POOL]) as conn:
-        try:
-            await support.reply_ticket(conn, actor, request.app[KEYRING], ticket_id,
-                                       form_field(form, "message"), base_url=app_url(request))
-        except DomainError as exc:
-            if exc.status in (403, 404):
-                raise
-            context = await _ticket_context(request, conn, actor)
-            context.update(error=exc.message, reply=form_field(form, "message"))
-            return render_page(request, "admin_ticket.html", context, status=exc.status, private=True)
-    return redirect_to(url_for(request, "admin.ticket_page", {"saved": "reply"},
-                              ticket_id=str(ticket_id)))
+    async with form.attempt(request, "admin_ticket.html",
+                            lambda conn: _ticket_context(request, conn, actor),
+                            field=beside("message", 400), raising=(403, 404), private=True) as conn:
+        await support.reply_ticket(conn, actor, request.app[KEYRING], ticket_id, form["message"],
+                                   base_url=app_url(request))
+    return done(request, "admin.ticket_page", "reply_sent", ticket_id=str(ticket_id))
 
 
 @signed_in
 async def close_ticket(request: web.Request, actor: Actor) -> web.StreamResponse:
-    await signed_form(request, actor)
     ticket_id = path_id(request, "ticket_id")
-    async with db.connection(request.app[POOL]) as conn:
+    async with form_work(request, actor) as (_form, conn):
         await support.close_ticket(conn, actor, ticket_id)
-    return redirect_to(url_for(request, "admin.ticket_page", {"saved": "closed"},
-                              ticket_id=str(ticket_id)))
+    return done(request, "admin.ticket_page", "ticket_closed", ticket_id=str(ticket_id))

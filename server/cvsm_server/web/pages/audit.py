@@ -7,18 +7,16 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from ... import audit, db, teams
+from ... import audit
 from ...actor import Actor
 from ..audit import stream_export
-from ..state import POOL
-from .kit import form_field, signed_form, signed_in
+from .kit import signed_in
+from .teams import team_form
 
 
 @signed_in
 async def export_audit(request: web.Request, actor: Actor) -> web.StreamResponse:
-    form = await signed_form(request, actor)
-    fmt = audit.check_export_format(form_field(form, "format"))
-    start, end = audit.parse_export_range(form_field(form, "from"), form_field(form, "to"))
-    async with db.connection(request.app[POOL]) as conn:
-        team_id = await teams.resolve(conn, request.match_info["team"])
+    async with team_form(request, actor) as (form, conn, team_id):
+        fmt = audit.check_export_format(form["format"])
+        start, end = audit.parse_export_range(form["from"], form["to"])
         return await stream_export(request, conn, actor, team_id, fmt, start, end)

@@ -13,10 +13,9 @@ from ...actor import Actor
 from ...errors import BadRequest, DomainError, Forbidden, Unauthorized
 from ..request import app_url
 from ..state import ACTOR, KEYRING, OAUTH, PASSWORDS, POOL, SIGNER
-from .kit import (COOKIE, PENDING_FAILED, PENDING_LIFETIME, anonymous_csrf, check_anonymous_csrf,
-                  count_account_form, done, failures_of, flash, form_field, is_secure, next_of,
-                  pending_token, pending_user, read_page_form, redirect_to, refused, render_page,
-                  signed_form, signed_in, signed_in_actor, signed_in_response, url_for)
+from .kit import (COOKIE, PENDING_FAILED, PENDING_LIFETIME, Form, beside, count_form, done,
+                  failures_of, flash, form_work, is_secure, next_of, pending_token, pending_user,
+                  redirect_to, render_page, signed_in, signed_in_actor, signed_in_response, url_for)
 
 
 async def index(request: web.Request) -> web.StreamResponse:
@@ -35,51 +34,44 @@ async def signin_page(request: web.Request) -> web.StreamResponse:
 
 async def signin(request: web.Request) -> web.StreamResponse:
     app = request.app
-    form = await read_page_form(request)
-    identifier = form_field(form, "identifier")
-    next_path = next_of(request, form)
-    try:
-        check_anonymous_csrf(request, form)
-        async with db.connection(app[POOL]) as conn:
-            await count_account_form(conn, request)
+    form = await Form.posted(request, secret=("password",))
+    next_path = next_of(request, form.data)
+    async with form.attempt(request, "signin.html", {"next": next_path}, rate="auth") as conn:
+        try:
             _user, token = await users.login(
                 conn, request[ACTOR], app[PASSWORDS], app[KEYRING], app[SIGNER],
-                identifier=identifier, password=form_field(form, "password"),
+                identifier=form["identifier"], password=form["password"],
                 failures=failures_of(request))
-    except users.SecondFactorRequired as required:
-        # The page holds the signed pending token: never stored by a cache.
-        return render_page(request, "twofactor.html", {
-            "next": next_path, "pending": pending_token(request, required.user_id)}, private=True)
-    except DomainError as exc:
-        return refused(request, "signin.html", {"identifier": identifier, "next": next_path}, exc)
+        except users.SecondFactorRequired as required:
+            # The page holds the signed pending token: never stored by a cache.
+            return render_page(request, "twofactor.html", {
+                "next": next_path, "pending": pending_token(request, required.user_id)},
+                private=True)
     return signed_in_response(request, token, next_path or "/app/teams")
 
 
 async def signin_code(request: web.Request) -> web.StreamResponse:
     app = request.app
-    form = await read_page_form(request)
-    next_path = next_of(request, form)
+    form = await Form.posted(request, secret=("code", "pending"))
+    next_path = next_of(request, form.data)
     try:
-        check_anonymous_csrf(request, form)
-        user_id = pending_user(request, form_field(form, "pending"))
+        user_id = pending_user(request, form["pending"])
         async with db.connection(app[POOL]) as conn:
-            await count_account_form(conn, request)
+            await count_form(conn, request)
             _user, token = await users.complete_login(
                 conn, request[ACTOR], app[KEYRING], app[SIGNER], user_id=user_id,
-                totp_code=form_field(form, "code"), failures=failures_of(request))
+                totp_code=form["code"], failures=failures_of(request))
     except ValueError:  # a pending token that is not ours
         return render_page(request, "signin.html", {"error": PENDING_FAILED, "next": next_path},
                            status=401)
     except DomainError as exc:
         if exc.message == PENDING_FAILED or isinstance(exc, Forbidden):
-            return refused(request, "signin.html", {"next": next_path}, exc)
+            return form.refused(request, "signin.html", {"next": next_path}, exc)
         # A wrong, reused or mistyped code, or a wait: the same step again (its pending token
         # still counts), what was wrong said beside the code's field.
-        response = render_page(request, "twofactor.html", {
-            "pending": form_field(form, "pending"), "next": next_path,
-            "errors": {"code": exc.message}}, status=exc.status, private=True)
-        response.headers.update(exc.headers)
-        return response
+        return form.refused(request, "twofactor.html", {"pending": form["pending"],
+                                                        "next": next_path},
+                            exc, field="code", private=True)
     return signed_in_response(request, token, next_path or "/app/teams")
 
 
@@ -126,7 +118,7 @@ async def oauth_link(request: web.Request, actor: Actor) -> web.StreamResponse:
     """Start linking a provider to the signed-in account (a CSRF-checked POST). The answer is a
     page that goes on to the provider (by script, or a link without it): a form's redirect to
     another origin would break the pages' `form-action 'self'` policy."""
-    await signed_form(request, actor)
+    await Form.posted(request, actor)
     sessions.require_jwt(actor)
     name = request.match_info["idp"]
     base = app_url(request)
@@ -151,24 +143,31 @@ async def signup_page(request: web.Request) -> web.StreamResponse:
 
 async def signup(request: web.Request) -> web.StreamResponse:
     app = request.app
-    form = await read_page_form(request)
-    kept = {k: form_field(form, k) for k in ("email", "username", "name", "newsletter")}
-    next_path = next_of(request, form)
-    try:
-        check_anonymous_csrf(request, form)
-        async with db.connection(app[POOL]) as conn:
-            await count_account_form(conn, request)
-            user, token = await users.register(
-                conn, app[PASSWORDS], app[SIGNER], email=kept["email"], username=kept["username"],
-                password=form_field(form, "password"), name=kept["name"],
-                newsletter_opt_in=kept["newsletter"] == "on", keyring=app[KEYRING],
-                app_url=app_url(request))
-    except DomainError as exc:
-        return refused(request, "signup.html", {"form": kept, "next": next_path}, exc)
+    form = await Form.posted(request, secret=("password",))
+    next_path = next_of(request, form.data)
+    async with form.attempt(request, "signup.html", {"next": next_path}, field=_signup_field,
+                            rate="auth") as conn:
+        _user, token = await users.register(
+            conn, app[PASSWORDS], app[SIGNER], email=form["email"], username=form["username"],
+            password=form["password"], name=form["name"],
+            newsletter_opt_in=form["newsletter"] == "on", keyring=app[KEYRING],
+            app_url=app_url(request))
     # The account's verification mail was queued with it (`users.register`): said on arrival.
     response = signed_in_response(request, token, next_path or "/app/teams")
     flash(request, response, "signed_up")
     return response
+
+
+# Which field of the sign-up form a refusal of `users.register` is about, by its message's start
+# (a wait, a refused CSRF token: above the form).
+_SIGNUP_FIELDS = (("Email", "email"), ("Alamat email", "email"), ("Username", "username"),
+                  ("Kata sandi", "password"), ("Kolom 'name'", "name"))
+
+
+def _signup_field(exc: DomainError) -> str | None:
+    if exc.status not in (400, 409):
+        return None
+    return next((field for start, field in _SIGNUP_FIELDS if exc.message.startswith(start)), None)
 
 
 SENT_IF_EXISTS = ("Jika alamat itu terdaftar, kami sudah mengirim tautan untuk mengatur ulang kata "
@@ -181,16 +180,15 @@ async def forgot_page(request: web.Request) -> web.StreamResponse:
 
 async def forgot(request: web.Request) -> web.StreamResponse:
     app = request.app
-    form = await read_page_form(request)
-    try:
-        check_anonymous_csrf(request, form)
-        async with db.connection(app[POOL]) as conn:
-            await count_account_form(conn, request)
-            await password_reset.request_link(conn, request[ACTOR], app[KEYRING],
-                                              form_field(form, "email"), app_url(request))
-    except DomainError as exc:
-        return refused(request, "forgot.html", {}, exc)
+    form = await Form.posted(request)
+    async with form.attempt(request, "forgot.html", {}, field=beside("email", 400),
+                            rate="auth") as conn:
+        await password_reset.request_link(conn, request[ACTOR], app[KEYRING], form["email"],
+                                          app_url(request))
     return render_page(request, "forgot.html", {"sent": SENT_IF_EXISTS})
+
+
+PASSWORDS_DIFFER = "Kedua kata sandi tidak sama"
 
 
 async def reset_page(request: web.Request) -> web.StreamResponse:
@@ -199,18 +197,16 @@ async def reset_page(request: web.Request) -> web.StreamResponse:
 
 async def reset_password(request: web.Request) -> web.StreamResponse:
     app = request.app
-    form = await read_page_form(request)
-    token = form_field(form, "token")
-    try:
-        check_anonymous_csrf(request, form)
-        if form_field(form, "password") != form_field(form, "password_again"):
-            raise BadRequest("Kedua kata sandi tidak sama")
-        async with db.connection(app[POOL]) as conn:
-            await count_account_form(conn, request)
-            await password_reset.reset(conn, request[ACTOR], app[PASSWORDS], app[KEYRING], token,
-                                       form_field(form, "password"), failures=failures_of(request))
-    except DomainError as exc:
-        return refused(request, "reset.html", {"token": token}, exc, private=True)
+    form = await Form.posted(request, secret=("token", "password", "password_again"))
+    context = {"token": form["token"]}  # the link's token, posted again with the next try
+    if form["password"] != form["password_again"]:
+        return form.refused(request, "reset.html", context, BadRequest(PASSWORDS_DIFFER),
+                            field="password_again", private=True)
+    async with form.attempt(request, "reset.html", context, private=True, rate="auth",
+                            field=lambda exc: "password" if exc.message == password_reset.PASSWORD_RULE
+                            else None) as conn:
+        await password_reset.reset(conn, request[ACTOR], app[PASSWORDS], app[KEYRING],
+                                   form["token"], form["password"], failures=failures_of(request))
     response = done(request, "auth.signin_page", "password_reset")
     response.del_cookie(COOKIE, path="/")
     return response
@@ -222,19 +218,14 @@ async def verify_page(request: web.Request) -> web.StreamResponse:
 
 async def verify_email(request: web.Request) -> web.StreamResponse:
     app = request.app
-    form = await read_page_form(request)
+    # The link's page is an open one: its form carries the pre-session's token even when signed in.
+    form = await Form.posted(request, secret=("token",))
     signed_in_as = signed_in_actor(request)
-    try:
-        check_anonymous_csrf(request, form)
-        async with db.connection(app[POOL]) as conn:
-            await count_account_form(conn, request)
-            # This browser's session stays when it is the account's own (it followed its mail).
-            user = await email_verification.verify(
-                conn, request[ACTOR], app[KEYRING], form_field(form, "token"),
-                failures=failures_of(request),
-                keep_session=signed_in_as.session_id if signed_in_as else None)
-    except DomainError as exc:
-        return refused(request, "verify.html", {"csrf": anonymous_csrf(request)}, exc, private=True)
+    async with form.attempt(request, "verify.html", {}, private=True, rate="auth") as conn:
+        # This browser's session stays when it is the account's own (it followed its mail).
+        user = await email_verification.verify(
+            conn, request[ACTOR], app[KEYRING], form["token"], failures=failures_of(request),
+            keep_session=signed_in_as.session_id if signed_in_as else None)
     kept = signed_in_as is not None and signed_in_as.user_id == user["id"]
     return render_page(request, "verify.html", {"verified": True,
                                                 "signed_out": user["credentials_ended"] and not kept})
@@ -242,8 +233,7 @@ async def verify_email(request: web.Request) -> web.StreamResponse:
 
 @signed_in
 async def signout(request: web.Request, actor: Actor) -> web.StreamResponse:
-    await signed_form(request, actor)
-    async with db.connection(request.app[POOL]) as conn:
+    async with form_work(request, actor) as (_form, conn):
         await sessions.logout_all(conn, actor)
     response = done(request, "auth.signin_page", "signed_out")
     response.del_cookie(COOKIE, path="/")

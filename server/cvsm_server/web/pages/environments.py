@@ -15,7 +15,7 @@ from ... import db, insights, secrets as domain, teams
 from ...actor import Actor
 from ...errors import NotFound
 from ..state import KEYRING, POOL
-from .kit import form_field, render_page, signed_form, signed_in
+from .kit import Form, form_field, render_page, signed_in
 
 
 async def _context(request: web.Request, conn: db.Connection, actor: Actor,
@@ -39,7 +39,7 @@ async def environments_page(request: web.Request, actor: Actor) -> web.StreamRes
 @signed_in
 async def reveal_cell(request: web.Request, actor: Actor) -> web.StreamResponse:
     """One cell's value (the secret named in the form), shown in its cell."""
-    form = await signed_form(request, actor)
+    form = await Form.posted(request, actor)
     try:
         secret_id = uuid.UUID(form_field(form, "secret_id"))
     except ValueError:

@@ -11,7 +11,8 @@ from ... import db, insights, secrets as domain, teams, tokens
 from ...actor import Actor
 from ..request import path_id
 from ..state import POOL
-from .kit import done, render_page, signed_form, signed_in
+from .kit import done, render_page, signed_in
+from .teams import team_form
 
 
 @signed_in
@@ -30,21 +31,16 @@ async def insights_page(request: web.Request, actor: Actor) -> web.StreamRespons
 @signed_in
 async def delete_unread(request: web.Request, actor: Actor) -> web.StreamResponse:
     """Delete a secret from the list of unread ones (`secrets.delete_secret`: Admin or above)."""
-    await signed_form(request, actor)
-    team_ref = request.match_info["team"]
-    async with db.connection(request.app[POOL]) as conn:
-        team_id = await teams.resolve(conn, team_ref)
+    async with team_form(request, actor) as (_form, conn, team_id):
         await domain.delete_secret(conn, actor, team_id, path_id(request, "secret_id"))
-    return done(request, "insights.insights_page", "secret_deleted", team=team_ref)
+    return done(request, "insights.insights_page", "secret_deleted", team=request.match_info["team"])
 
 
 @signed_in
 async def revoke_unused(request: web.Request, actor: Actor) -> web.StreamResponse:
     """Revoke one's own token from the list of unused ones (`tokens.revoke_token`: only its
     holder may)."""
-    await signed_form(request, actor)
-    team_ref = request.match_info["team"]
-    async with db.connection(request.app[POOL]) as conn:
-        await teams.get_team(conn, actor, await teams.resolve(conn, team_ref))
+    async with team_form(request, actor) as (_form, conn, team_id):
+        await teams.get_team(conn, actor, team_id)
         await tokens.revoke_token(conn, actor, path_id(request, "token_id"))
-    return done(request, "insights.insights_page", "token_revoked", team=team_ref)
+    return done(request, "insights.insights_page", "token_revoked", team=request.match_info["team"])

@@ -14,36 +14,36 @@
   `read_page_form`) and every page's query string is checked (`page_errors`): a NUL character,
   invalid UTF-8, another charset or broken multipart is a 400 page with the message, never a
   500 or the API's JSON.
-- **Forms.** `Form.posted` reads a form and checks its CSRF token; a refusal re-renders the
-  page with the message beside its field (`Form.refused`) and the values kept, except the
-  secret ones (a value, a password, a code), which are asked for again.
+- **Forms.** `Form.posted` reads a form and checks its CSRF token (the session's, or the
+  pre-session's on the signed-out forms); `Form.attempt` does its work, and a refusal re-renders
+  the page with the message beside its field and the values kept, except the secret ones (a
+  value, a password, a code), which are asked for again.
 - **Post/redirect/get.** A form that changes something answers 303 to a page (`done`, by route
   name) with a flash message from the fixed set `FLASHES` (a signed cookie, shown once by the
   next page, never a value or user input). A value shown once (a new API token, a share link)
-  goes to the next page sealed in a short-lived cookie bound to the session (`keep_once`,
-  `take_once`): never in a URL or a log; the page that shows it deletes the cookie and is
+  goes to the next page sealed in a short-lived cookie bound to the session (`web.pages.once`):
+  never in a URL or a log; the page that shows it deletes the cookie and is
   never stored, so a reload shows it no more and creates nothing.
 - **Context.** `render_page` adds what every page needs: the user, the CSRF token, the flash
   message, the admin link and the pending-deletion banner.
 - **Errors.** Under a page, every refusal and every failure is the HTML error page with its
-  status (`page_errors`): an unknown `/app/...` path, a 500 (no traceback), a database outage.
+  status (`page_errors`): an unknown `/app/...` path (404), a page's path asked with another
+  method (405, with `Allow`), a 500 (no traceback), a database outage.
 - **Without JavaScript** every form works; `app.js` only adds copy buttons.
 """
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import functools
 import hashlib
 import hmac
-import json
 import secrets as random
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import urlencode, urlsplit
 
 import aiohttp_jinja2
 import jinja2
@@ -52,12 +52,11 @@ from multidict import MultiDictProxy
 
 from ... import db, deletion, oauth, ratelimit, secrets as domain
 from ...actor import Actor
-from ...crypto import DecryptionError
 from ...errors import DomainError, Forbidden, NotFound, Unauthorized
 from ..middleware import failure_of
 from ..policy import policy_of
 from ..request import FORM_TOO_LARGE, FormValue, app_url, check_query, read_form
-from ..state import ACTOR, KEYRING, OAUTH, PAGE_STATE, POOL, SESSION_COOKIE, SETTINGS, SIGNER
+from ..state import ACTOR, OAUTH, PAGE_STATE, POOL, SESSION_COOKIE, SETTINGS, SIGNER
 from .messages import FLASHES
 
 
@@ -153,13 +152,6 @@ def check_session_csrf(request: web.Request, actor: Actor, form: Mapping[str, An
         raise Forbidden(CSRF_FAILED)
 
 
-async def signed_form(request: web.Request, actor: Actor) -> MultiDictProxy[FormValue]:
-    """The posted form of a signed-in page, once its CSRF token is checked."""
-    form = await read_page_form(request)
-    check_session_csrf(request, actor, form)
-    return form
-
-
 def render_page(request: web.Request, template: str, context: dict[str, Any], *, status: int = 200,
                 private: bool = False) -> web.Response:
     """The template with what every page shows (`page_context`); a page that took a value
@@ -219,47 +211,6 @@ def done(request: web.Request, name: str, message: str | None = None,
     return response
 
 
-# A value shown once (a new API token, a share link), carried from the POST to the page that
-# shows it: sealed by the keyring (AES-GCM) for this session and purpose, for two minutes.
-
-def _once_aad(actor: Actor, kind: str) -> bytes:
-    return f"cvsm:once:{kind}:{actor.session_id}".encode()
-
-
-def _b64(data: bytes) -> str:
-    return base64.urlsafe_b64encode(data).decode().rstrip("=")
-
-
-def _unb64(text: str) -> bytes:
-    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
-
-
-def keep_once(request: web.Request, response: web.StreamResponse, actor: Actor, kind: str,
-              data: Mapping[str, Any]) -> None:
-    body = json.dumps({"data": dict(data), "until": int(time.time()) + ONCE_LIFETIME}).encode()
-    sealed = request.app[KEYRING].seal(body, _once_aad(actor, kind))
-    value = ".".join((_b64(sealed.key_id.encode()), _b64(sealed.nonce), _b64(sealed.ciphertext)))
-    set_cookie(request, response, ONCE_COOKIE, value, max_age=ONCE_LIFETIME)
-
-
-def take_once(request: web.Request, actor: Actor, kind: str) -> dict[str, Any] | None:
-    """The value kept for this page (`keep_once`), once: the page's answer deletes it."""
-    raw = request.cookies.get(ONCE_COOKIE)
-    if not raw:
-        return None
-    request[TOOK_ONCE] = True
-    try:
-        key_id, nonce, ciphertext = (_unb64(part) for part in raw.split("."))
-        body = json.loads(request.app[KEYRING].open(key_id.decode(), nonce, ciphertext,
-                                                    _once_aad(actor, kind)))
-    except (ValueError, DecryptionError):  # another session's, another kind, or tampered
-        return None
-    if not isinstance(body, dict) or not isinstance(body.get("until"), int) \
-            or body["until"] < time.time() or not isinstance(body.get("data"), dict):
-        return None
-    return body["data"]
-
-
 def url_for(request: web.Request, name: str, query: Mapping[str, str] | None = None,
             **parts: str) -> str:
     """The path of the page named `name` (`web.policy.Route.name`, e.g. `teams.secrets_page`)."""
@@ -270,15 +221,6 @@ def url_for(request: web.Request, name: str, query: Mapping[str, str] | None = N
 def redirect_to(location: str) -> web.Response:
     response = web.Response(status=303, headers={"Location": location})
     response.headers["Cache-Control"] = "no-store"
-    return response
-
-
-def refused(request: web.Request, template: str, context: dict[str, Any], exc: DomainError, *,
-            private: bool = False) -> web.Response:
-    """The form's page again with the error's message, status and headers (`Retry-After`)."""
-    response = render_page(request, template, {**context, "error": exc.message}, status=exc.status,
-                           private=private)
-    response.headers.update(exc.headers)
     return response
 
 
@@ -327,19 +269,28 @@ class Form:
 
     @contextlib.asynccontextmanager
     async def attempt(self, request: web.Request, template: str,
-                      context: Callable[[db.Connection], Awaitable[dict[str, Any]]], *,
-                      field: str | Callable[[DomainError], str | None] | None = None,
-                      private: bool = False) -> AsyncIterator[db.Connection]:
-        """A connection for the form's work. A refusal in it is the page again (`refused`,
-        with `context(conn)`, the message beside `field`: a name, or a function of the error),
-        answered at once (`Answer`): the handler goes on only when the work was done."""
+                      context: Mapping[str, Any] | Callable[[db.Connection], Awaitable[dict[str, Any]]],
+                      *, field: str | Callable[[DomainError], str | None] | None = None,
+                      private: bool = False, rate: str | None = None,
+                      raising: tuple[int, ...] = ()) -> AsyncIterator[db.Connection]:
+        """A connection for the form's work, counted first against the `rate` limit when given
+        (the signed-out forms: `auth`, `newsletter`). A refusal in it is the page again
+        (`refused`, with `context`, or `context(conn)`, the message beside `field`: a name, or a
+        function of the error), answered at once (`Answer`): the handler goes on only when the
+        work was done. A refusal with a status in `raising` (the page itself cannot be shown: a
+        403, a 404) is the error page instead."""
         async with db.connection(request.app[POOL]) as conn:
             try:
+                if rate is not None:
+                    await count_form(conn, request, rate)
                 yield conn
             except DomainError as exc:
+                if exc.status in raising:
+                    raise
                 where = field(exc) if callable(field) else field
-                raise Answer(self.refused(request, template, await context(conn), exc,
-                                          field=where, private=private)) from None
+                shown = dict(context) if isinstance(context, Mapping) else await context(conn)
+                raise Answer(self.refused(request, template, shown, exc, field=where,
+                                          private=private)) from None
 
     def refused(self, request: web.Request, template: str, context: dict[str, Any],
                 exc: DomainError, *, field: str | None = None, private: bool = False) -> web.Response:
@@ -355,10 +306,21 @@ class Form:
         return response
 
 
-async def count_account_form(conn: db.Connection, request: web.Request) -> None:
-    settings = request.app[SETTINGS]
-    await ratelimit.hit(conn, ratelimit.Charge.of("auth", request[ACTOR].ip or "-",
-                                                  settings.rate_limit("auth")))
+@contextlib.asynccontextmanager
+async def form_work(request: web.Request,
+                    actor: Actor) -> AsyncIterator[tuple[Form, db.Connection]]:
+    """A signed-in form that changes something and shows no page again (a button: revoke,
+    cancel, close...): the form once its CSRF token is checked, and a connection for its work.
+    A refusal is the error page (`signed_in`)."""
+    form = await Form.posted(request, actor)
+    async with db.connection(request.app[POOL]) as conn:
+        yield form, conn
+
+
+async def count_form(conn: db.Connection, request: web.Request, rate: str = "auth") -> None:
+    """A signed-out form counted against the `rate` limit of the caller's address."""
+    await ratelimit.hit(conn, ratelimit.Charge.of(rate, request[ACTOR].ip or "-",
+                                                  request.app[SETTINGS].rate_limit(rate)))
 
 
 def failures_of(request: web.Request) -> ratelimit.Charge | None:
@@ -396,17 +358,12 @@ def signed_in(handler: Callable[[web.Request, Actor], Awaitable[web.StreamRespon
     return page
 
 
-def is_page(request: web.Request) -> bool:
-    """Whether the request is for one of the dashboard's pages, as its route declares."""
-    return policy_of(request).page
-
-
 @web.middleware
 async def page_errors(request: web.Request, handler: Handler) -> web.StreamResponse:
     """A page's query string is checked (`web.request.check_query`) before its handler runs,
     and a refusal that no page handler answered itself, or any failure (a 500, a database
     outage), is the error page with its status: never the API's JSON, never a traceback."""
-    if not is_page(request):
+    if not policy_of(request).page:  # not one of the dashboard's pages, as its route declares
         return await handler(request)
     try:
         check_query(request)
@@ -428,9 +385,40 @@ def error_page(request: web.Request, exc: DomainError, actor: Actor | None) -> w
     return response
 
 
+class MethodNotAllowed(DomainError):
+    status = 405
+    default_message = "Halaman ini tidak menerima metode itu"
+
+
 async def not_found(request: web.Request) -> web.StreamResponse:
-    """Any other path under `/app/`: the error page (the table's last route)."""
+    """Any other path under `/app/` (the table's last route): the 404 error page, or the 405 one
+    with `Allow` when the path is a page's asked with another method."""
+    allowed: set[str] = set()
+    for resource in request.app.router.resources():
+        if resource is not request.match_info.route.resource:
+            _match, methods = await resource.resolve(request)
+            allowed |= methods
+    if allowed:
+        raise MethodNotAllowed(headers={"Allow": ", ".join(sorted(allowed))})
     raise NotFound(PAGE_NOT_FOUND)
+
+
+def beside(field: str, *statuses: int) -> Callable[[DomainError], str | None]:
+    """For `Form.attempt`: a refusal with one of `statuses` is said beside `field`, any other
+    (a wait, a conflict of state) above the form."""
+    return lambda exc: field if exc.status in statuses else None
+
+
+def link_page(request: web.Request, template: str, path: str, invalid: str) -> web.Response:
+    """The page a one-time link opens (`path?token=...`: an invitation, the setup link). Opening
+    it changes nothing (a mail scanner or a preview may fetch it): signed in, a button posts the
+    token; signed out, sign-in and sign-up (`next`) come back here."""
+    token = request.query.get("token", "")
+    context = {"token": token, "next": urlencode({"next": f"{path}?{urlencode({'token': token})}"})}
+    if not token:
+        return render_page(request, template, {**context, "error": invalid}, status=400,
+                           private=True)
+    return render_page(request, template, context, private=True)
 
 
 def local_path(value: object) -> str | None:

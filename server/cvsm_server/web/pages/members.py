@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from contextlib import AbstractAsyncContextManager
 from typing import Any
-from urllib.parse import urlencode
 
 from aiohttp import web
 
@@ -13,7 +12,8 @@ from ... import db, invites, roles, teams
 from ...actor import Actor
 from ..request import app_url, path_id
 from ..state import KEYRING, POOL
-from .kit import Form, done, render_page, signed_form, signed_in, signed_in_actor
+from .kit import Form, done, link_page, render_page, signed_in
+from .teams import team_form
 
 
 async def _members_context(request: web.Request, conn: db.Connection, actor: Actor) -> dict[str, Any]:
@@ -64,14 +64,11 @@ async def add_member(request: web.Request, actor: Actor) -> web.StreamResponse:
 
 @signed_in
 async def change_member(request: web.Request, actor: Actor) -> web.StreamResponse:
-    form = await Form.posted(request, actor)
-    async with db.connection(request.app[POOL]) as conn:
-        team_id = await teams.resolve(conn, request.match_info["team"])
-        if form.get("action") == "remove":
+    async with team_form(request, actor) as (form, conn, team_id):
+        if form["action"] == "remove":
             await teams.remove_member(conn, actor, team_id, path_id(request, "user_id"))
             return _to_members(request, "member_removed")
-        await teams.update_member(conn, actor, team_id, path_id(request, "user_id"),
-                                  form.get("role"))
+        await teams.update_member(conn, actor, team_id, path_id(request, "user_id"), form["role"])
     return _to_members(request, "member_changed")
 
 
@@ -87,24 +84,14 @@ async def create_invite(request: web.Request, actor: Actor) -> web.StreamRespons
 
 @signed_in
 async def revoke_invite(request: web.Request, actor: Actor) -> web.StreamResponse:
-    await signed_form(request, actor)
-    async with db.connection(request.app[POOL]) as conn:
-        team_id = await teams.resolve(conn, request.match_info["team"])
+    async with team_form(request, actor) as (_form, conn, team_id):
         await invites.revoke_invite(conn, actor, team_id, path_id(request, "invite_id"))
     return _to_members(request, "invite_revoked")
 
 
 async def invite_page(request: web.Request) -> web.StreamResponse:
-    """The link from an invitation mail. Opening it changes nothing (a mail scanner may fetch
-    it): signed in, a button posts the token; signed out, sign-in and sign-up come back here."""
-    token = request.query.get("token", "")
-    here = f"/invites/accept?{urlencode({'token': token})}"
-    actor = signed_in_actor(request)
-    context: dict[str, Any] = {"token": token, "next": urlencode({"next": here})}
-    status = 200
-    if not token:
-        context["error"], status = invites.INVITE_INVALID, 400
-    return render_page(request, "invite.html", context, status=status, private=True)
+    """The link from an invitation mail (`link_page`)."""
+    return link_page(request, "invite.html", "/invites/accept", invites.INVITE_INVALID)
 
 
 @signed_in

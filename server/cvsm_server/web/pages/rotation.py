@@ -7,20 +7,17 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from ... import db, secret_rotation, teams
+from ... import secret_rotation
 from ...actor import Actor
 from ..request import path_id
-from ..state import POOL
-from .kit import done, signed_form, signed_in
+from .kit import done, signed_in
+from .teams import team_form
 
 
 @signed_in
 async def rotate_now(request: web.Request, actor: Actor) -> web.StreamResponse:
-    await signed_form(request, actor)
-    team_ref = request.match_info["team"]
     secret_id = path_id(request, "secret_id")
-    async with db.connection(request.app[POOL]) as conn:
-        team_id = await teams.resolve(conn, team_ref)
+    async with team_form(request, actor) as (_form, conn, team_id):
         await secret_rotation.rotate_now(conn, actor, team_id, secret_id)
-    return done(request, "secrets.secret_page", "rotation_started", team=team_ref,
-                secret_id=str(secret_id))
+    return done(request, "secrets.secret_page", "rotation_started",
+                team=request.match_info["team"], secret_id=str(secret_id))

@@ -5,7 +5,6 @@ rollback, shares, its rotation section); the .env import and export.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
 from contextlib import AbstractAsyncContextManager
 from typing import Any
 
@@ -17,8 +16,9 @@ from ...actor import Actor
 from ...errors import BadRequest, NotFound
 from ..request import app_url, path_id
 from ..state import KEYRING, POOL
-from .kit import (ENVIRONMENTS, Form, done, form_field, keep_once, render_page, signed_form,
-                  signed_in, take_once)
+from .kit import ENVIRONMENTS, Form, done, render_page, signed_in
+from .once import keep_once, take_once
+from .teams import team_form
 
 
 def _environment(value: str | None) -> str:
@@ -76,28 +76,23 @@ async def create_secret(request: web.Request, actor: Actor) -> web.StreamRespons
 
 @signed_in
 async def reveal_secret(request: web.Request, actor: Actor) -> web.StreamResponse:
-    form = await signed_form(request, actor)
     team_ref = request.match_info["team"]
-    async with db.connection(request.app[POOL]) as conn:
-        team_id = await teams.resolve(conn, team_ref)
+    async with team_form(request, actor) as (form, conn, team_id):
         row, value = await domain.read_secret(conn, actor, request.app[KEYRING], team_id,
                                               path_id(request, "secret_id"))
         context = await _secrets_context(request, conn, actor, team_ref, row["environment"],
-                                         form_field(form, "q")[:255])
+                                         form["q"][:255])
     context["revealed"] = {str(row["id"]): value}
     return render_page(request, "secrets.html", context, private=True)
 
 
 @signed_in
 async def delete_secret(request: web.Request, actor: Actor) -> web.StreamResponse:
-    form = await signed_form(request, actor)
-    team_ref = request.match_info["team"]
-    environment = _environment(form_field(form, "environment"))
-    async with db.connection(request.app[POOL]) as conn:
-        team_id = await teams.resolve(conn, team_ref)
+    async with team_form(request, actor) as (form, conn, team_id):
+        environment = _environment(form["environment"])
         await domain.delete_secret(conn, actor, team_id, path_id(request, "secret_id"))
     return done(request, "secrets.secrets_page", "secret_deleted", {"environment": environment},
-                team=team_ref)
+                team=request.match_info["team"])
 
 
 async def rotation_context(conn: db.Connection, actor: Actor, team_id: uuid.UUID,
@@ -142,8 +137,8 @@ async def secret_page(request: web.Request, actor: Actor) -> web.StreamResponse:
     return render_page(request, "secret.html", context)
 
 
-def _whole(form: Mapping[str, Any], name: str, default: int) -> int:
-    raw = form_field(form, name, str(default)).strip()
+def _whole(form: Form, name: str, default: int) -> int:
+    raw = form.get(name, str(default)).strip()
     if not raw.isdigit() or len(raw) > 9:
         raise BadRequest(f"Kolom '{name}' harus bilangan bulat")
     return int(raw)
@@ -170,10 +165,7 @@ def _to_secret(request: web.Request, message: str) -> web.Response:
 
 @signed_in
 async def rollback_secret(request: web.Request, actor: Actor) -> web.StreamResponse:
-    form = await signed_form(request, actor)
-    team_ref = request.match_info["team"]
-    async with db.connection(request.app[POOL]) as conn:
-        team_id = await teams.resolve(conn, team_ref)
+    async with team_form(request, actor) as (form, conn, team_id):
         await domain.rollback(conn, actor, request.app[KEYRING], team_id, path_id(request, "secret_id"),
                               _whole(form, "version", 0))
     return _to_secret(request, "secret_rolled_back")
@@ -181,9 +173,7 @@ async def rollback_secret(request: web.Request, actor: Actor) -> web.StreamRespo
 
 @signed_in
 async def create_share(request: web.Request, actor: Actor) -> web.StreamResponse:
-    form = await signed_form(request, actor)
-    async with db.connection(request.app[POOL]) as conn:
-        team_id = await teams.resolve(conn, request.match_info["team"])
+    async with team_form(request, actor) as (form, conn, team_id):
         _row, token = await shares.create_share(
             conn, actor, request.app[KEYRING], team_id, path_id(request, "secret_id"),
             max_views=_whole(form, "max_views", 1), ttl_hours=_whole(form, "ttl_hours", 24))
@@ -195,12 +185,9 @@ async def create_share(request: web.Request, actor: Actor) -> web.StreamResponse
 
 @signed_in
 async def revoke_share(request: web.Request, actor: Actor) -> web.StreamResponse:
-    await signed_form(request, actor)
-    team_ref = request.match_info["team"]
-    share_id = path_id(request, "share_id")
-    async with db.connection(request.app[POOL]) as conn:
-        team_id = await teams.resolve(conn, team_ref)
-        await shares.revoke_share(conn, actor, team_id, path_id(request, "secret_id"), share_id)
+    async with team_form(request, actor) as (_form, conn, team_id):
+        await shares.revoke_share(conn, actor, team_id, path_id(request, "secret_id"),
+                                  path_id(request, "share_id"))
     return _to_secret(request, "share_revoked")
 
 
@@ -244,10 +231,10 @@ _DOWNLOADS = {"dotenv": (dotenv.render, "env"), "shell": (shell_export.render, "
 
 @signed_in
 async def export_dotenv(request: web.Request, actor: Actor) -> web.StreamResponse:
-    form = await signed_form(request, actor)
+    form = await Form.posted(request, actor)
     team_ref = request.match_info["team"]
-    environment = _environment(form_field(form, "environment"))
-    fmt = form_field(form, "format", "dotenv")
+    environment = _environment(form["environment"])
+    fmt = form.get("format", "dotenv")
     if fmt not in _DOWNLOADS:
         raise BadRequest(domain.INVALID_EXPORT_FORMAT)
     render, extension = _DOWNLOADS[fmt]

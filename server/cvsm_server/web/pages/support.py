@@ -17,7 +17,7 @@ from ...errors import DomainError, NotFound
 from ..request import app_url
 from ..state import KEYRING, POOL, SETTINGS
 from ..support import charge
-from .kit import form_field, redirect_to, render_page, signed_form, signed_in
+from .kit import Form, redirect_to, render_page, signed_in
 
 ESCALATED = ("Permintaan Anda sudah diteruskan ke admin. Balasan akan dikirim ke email Anda dan "
              "muncul di percakapan ini.")
@@ -64,11 +64,11 @@ def _json_error(exc: DomainError) -> web.Response:
 
 @signed_in
 async def ask(request: web.Request, actor: Actor) -> web.StreamResponse:
-    form = await signed_form(request, actor)
-    message = form_field(form, "message")
+    form = await Form.posted(request, actor)
+    message = form["message"]
     async with db.connection(request.app[POOL]) as conn:
         try:
-            conversation_id = _conversation_ref(form_field(form, "conversation_id"))
+            conversation_id = _conversation_ref(form["conversation_id"])
             result = await support.chat(conn, actor, message, conversation_id=conversation_id,
                                         charge=charge(request, actor))
         except DomainError as exc:
@@ -77,7 +77,7 @@ async def ask(request: web.Request, actor: Actor) -> web.StreamResponse:
             if exc.status == 404:
                 raise
             context = await _context(request, conn, actor,
-                                     _conversation_ref(form_field(form, "conversation_id")))
+                                     _conversation_ref(form["conversation_id"]))
             context.update(error=exc.message, form={"message": message})
             response = render_page(request, "support.html", context, status=exc.status, private=True)
             response.headers.update(exc.headers)
@@ -89,15 +89,15 @@ async def ask(request: web.Request, actor: Actor) -> web.StreamResponse:
 
 @signed_in
 async def escalate(request: web.Request, actor: Actor) -> web.StreamResponse:
-    form = await signed_form(request, actor)
+    form = await Form.posted(request, actor)
     app = request.app
     async with db.connection(app[POOL]) as conn:
         try:
-            conversation_id = _conversation_ref(form_field(form, "conversation_id"))
+            conversation_id = _conversation_ref(form["conversation_id"])
             if conversation_id is None:
                 raise NotFound(support.CONVERSATION_NOT_FOUND)
             ticket = await support.escalate(conn, actor, app[KEYRING], conversation_id,
-                                            form_field(form, "note"),
+                                            form["note"],
                                             support_email=app[SETTINGS].support_email,
                                             base_url=app_url(request), charge=charge(request, actor))
         except DomainError as exc:
@@ -106,7 +106,7 @@ async def escalate(request: web.Request, actor: Actor) -> web.StreamResponse:
             if exc.status == 404:
                 raise
             context = await _context(request, conn, actor, conversation_id)
-            context.update(escalate_error=exc.message, note=form_field(form, "note"))
+            context.update(escalate_error=exc.message, note=form["note"])
             response = render_page(request, "support.html", context, status=exc.status, private=True)
             response.headers.update(exc.headers)
             return response

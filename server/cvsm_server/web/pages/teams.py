@@ -3,6 +3,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import uuid
+from collections.abc import AsyncIterator
 from typing import Any
 
 from aiohttp import web
@@ -10,7 +13,16 @@ from aiohttp import web
 from ... import audit, db, teams
 from ...actor import Actor
 from ..state import POOL, SETTINGS
-from .kit import Form, done, render_page, signed_in, url_for
+from .kit import Form, done, form_work, render_page, signed_in, url_for
+
+
+@contextlib.asynccontextmanager
+async def team_form(request: web.Request,
+                    actor: Actor) -> AsyncIterator[tuple[Form, db.Connection, uuid.UUID]]:
+    """A form of a team's pages that no page re-renders (a button: delete, revoke, rotate...):
+    `kit.form_work` with the team of the path (`{team}`) resolved."""
+    async with form_work(request, actor) as (form, conn):
+        yield form, conn, await teams.resolve(conn, request.match_info["team"])
 
 
 async def _teams_context(conn: db.Connection, actor: Actor) -> dict[str, Any]:

@@ -11,8 +11,8 @@ from ... import db, teams, tokens
 from ...actor import Actor
 from ..request import path_id
 from ..state import KEYRING, POOL
-from .kit import (ENVIRONMENTS, Form, done, keep_once, render_page, signed_form, signed_in,
-                  take_once)
+from .kit import ENVIRONMENTS, Form, done, form_work, render_page, signed_in
+from .once import keep_once, take_once
 
 # The form's default is the narrowest token (one team, one environment, read-only): the
 # README's advice for an application or a CI job. The broader choices are there, named.
@@ -59,8 +59,6 @@ async def create_token(request: web.Request, actor: Actor) -> web.StreamResponse
 
 @signed_in
 async def revoke_token(request: web.Request, actor: Actor) -> web.StreamResponse:
-    await signed_form(request, actor)
-    token_id = path_id(request, "token_id")
-    async with db.connection(request.app[POOL]) as conn:
-        await tokens.revoke_token(conn, actor, token_id)
+    async with form_work(request, actor) as (_form, conn):
+        await tokens.revoke_token(conn, actor, path_id(request, "token_id"))
     return done(request, "tokens.tokens_page", "token_revoked")

@@ -18,7 +18,7 @@ from ...actor import Actor
 from ...errors import BadRequest
 from ..request import path_id
 from ..state import KEYRING, POOL
-from .kit import form_field, render_page, signed_form, signed_in
+from .kit import Form, form_field, render_page, signed_in
 from .secrets import secret_context
 
 BAD_VERSION = "Pilih nomor versi yang ada"
@@ -47,7 +47,7 @@ def diff_lines(old: str, new: str) -> list[tuple[str, str]]:
 @signed_in
 async def reveal_value(request: web.Request, actor: Actor) -> web.StreamResponse:
     """The current value (`version` empty) or one version's, shown on the secret page."""
-    form = await signed_form(request, actor)
+    form = await Form.posted(request, actor)
     secret_id = path_id(request, "secret_id")
     async with db.connection(request.app[POOL]) as conn:
         team_id = await teams.resolve(conn, request.match_info["team"])
@@ -68,7 +68,7 @@ async def reveal_value(request: web.Request, actor: Actor) -> web.StreamResponse
 @signed_in
 async def diff_versions(request: web.Request, actor: Actor) -> web.StreamResponse:
     """What changed between two versions' values (both reads audited), on the secret page."""
-    form = await signed_form(request, actor)
+    form = await Form.posted(request, actor)
     old, new = _version(form, "from"), _version(form, "to")
     if old == new:
         raise BadRequest(SAME_VERSION)
