@@ -5,7 +5,8 @@ verification mail was sent; two-factor set-up survives a wrong code (the same ke
 beside the field) and is then enabled; sign-out and a sign-in whose wrong code says what was
 wrong; an API token made with the narrowest defaults is shown once and a reload neither shows it
 again nor makes a second; editing and deleting a secret say so; an unknown /app path is the HTML
-404 page; a Viewer is offered no create, delete or import control."""
+404 page; a Viewer is offered no create, delete or import control. The invitation link's landing
+page (over HTTP) names the team, the inviter and the role."""
 
 from __future__ import annotations
 
@@ -21,8 +22,10 @@ from aiohttp.test_utils import TestClient
 
 from conftest import Api
 from cvsm_server.config import Settings
-from test_dashboard import axe_script  # noqa: F401 (a fixture)
+from test_dashboard import axe_script, sign_up  # noqa: F401 (a fixture)
 from test_docs_page import CHROMIUM, CHROMIUM_ARGS, require_chromium
+from test_email_links import web  # noqa: F401 - the fixture: mail to `mailbox`, plain http
+from test_invites import invited
 from test_layout import OVERFLOW
 
 WIDTHS = (1280, 390)
@@ -210,3 +213,34 @@ async def test_the_flows_work_by_label_on_desktops_and_phones_and_pass_axe_core(
             await browser.close()
     assert problems == {}
 
+
+async def test_the_invitation_landing_page_names_the_team_the_inviter_and_the_role(
+        web: TestClient, mailbox: Any) -> None:
+    api = Api(web)
+    owner = await api.register("landing_owner")
+    made = await web.post("/api/v1/teams", headers=api.auth(owner["token"]),
+                          json={"name": "Landing Crew", "slug": "landing-crew"})
+    team_id = (await made.json())["team"]["id"]
+    invite, token = await invited(web, mailbox, owner, team_id, "landing_guest@example.com",
+                                  "Viewer")
+    for signed_in in (False, True):
+        if signed_in:
+            await sign_up(web, "landing_guest")
+        page = await web.get(f"/invites/accept?token={token}")
+        html = await page.text()
+        assert page.status == 200
+        said = re.search(r'<p id="invite-summary">(.*?)</p>', html, re.S)
+        assert said, html
+        assert re.sub(r"<[^>]+>", "", said.group(1)).split() == (
+            "landing_owner@example.com mengundang Anda ke tim Landing Crew (landing-crew) "
+            "sebagai Viewer.").split()
+    # Nothing is said of an invitation the link no longer opens, nor of a made-up one.
+    revoked = await web.delete(f"/api/v1/teams/{team_id}/invites/{invite['id']}",
+                               headers=api.auth(owner["token"]))
+    assert revoked.status in (200, 204), await revoked.text()
+    for stale in (token, "not-a-real-token"):
+        page = await web.get(f"/invites/accept?token={stale}")
+        text = await page.text()
+        assert page.status == 400 and 'id="invite-summary"' not in text
+        assert "landing_owner" not in text and "Undangan tidak valid" in text
+        assert 'action="/invites/accept"' not in text
