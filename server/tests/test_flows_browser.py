@@ -5,11 +5,13 @@ verification mail was sent; two-factor set-up survives a wrong code (the same ke
 beside the field) and is then enabled; sign-out and a sign-in whose wrong code says what was
 wrong; an API token made with the narrowest defaults is shown once and a reload neither shows it
 again nor makes a second; editing and deleting a secret say so; an unknown /app path is the HTML
-404 page; a Viewer is offered no create, delete or import control. The invitation link's landing
-page (over HTTP) names the team, the inviter and the role."""
+404 page; a Viewer is offered no create, delete or import control. With CVSM_SCREENSHOTS_DIR
+set (docs/screenshots), the refused 2FA code and the new token are photographed at both widths.
+The invitation link's landing page (over HTTP) names the team, the inviter and the role."""
 
 from __future__ import annotations
 
+import os
 import re
 import time
 from collections.abc import Callable
@@ -38,15 +40,19 @@ def settings(make_settings: Callable[..., Settings]) -> Settings:
 
 
 async def test_the_flows_work_by_label_on_desktops_and_phones_and_pass_axe_core(
-        client: TestClient, api: Api, axe_script: Path) -> None:
+        client: TestClient, api: Api, axe_script: Path, tmp_path: Path) -> None:
     require_chromium()
     from playwright.async_api import async_playwright, expect
 
     base = str(client.make_url("/")).rstrip("/")
+    shots = Path(os.environ.get("CVSM_SCREENSHOTS_DIR") or tmp_path)
     problems: dict[str, Any] = {}
 
-    async def landed(page: Any, name: str, width: int) -> None:
-        """The page just reached: no wider than the window, no serious axe-core violation."""
+    async def landed(page: Any, name: str, width: int, *, shot: bool = False,
+                     mask: str = "cvsm_…", focus: Any = None) -> None:
+        """The page just reached: no wider than the window, no serious axe-core violation;
+        with `shot`, photographed (a value shown once masked, scrolled to `focus` when given)
+        as `name`-`width`.png."""
         measured = await page.evaluate(OVERFLOW)
         if measured["scroll"] > measured["inner"]:
             problems[f"{name}@{width} too wide"] = measured
@@ -57,6 +63,12 @@ async def test_the_flows_work_by_label_on_desktops_and_phones_and_pass_axe_core(
                    for v in result["violations"] if v["impact"] in ("serious", "critical")]
         if serious:
             problems[f"{name}@{width} axe"] = serious
+        if shot:
+            for value in await page.locator("[data-secret-value]").all():
+                await value.evaluate("(node, mask) => { node.textContent = mask }", mask)
+            if focus is not None:
+                await focus.evaluate("node => node.scrollIntoView({block: 'start'})")
+            await page.screenshot(path=str(shots / f"{name}-{width}.png"))
 
     async def flash(page: Any, text: str) -> None:
         await expect(page.get_by_role("status")).to_have_text(text)
@@ -105,7 +117,8 @@ async def test_the_flows_work_by_label_on_desktops_and_phones_and_pass_axe_core(
                     re.compile("Kode autentikasi salah"))
                 await expect(key_text).to_have_text(key)  # the key scanned still works
                 await expect(code).to_have_value("")
-                await landed(page, "two-factor-wrong-code", width)
+                await landed(page, "account-2fa-wrong-code", width, shot=True,
+                             mask="JBSWY3DPEHPK3PXP", focus=key_text)
                 await code.fill(pyotp.TOTP(key).now())
                 await page.get_by_role("button", name="Aktifkan").click()
                 await flash(page, "Verifikasi dua langkah aktif.")
@@ -166,7 +179,12 @@ async def test_the_flows_work_by_label_on_desktops_and_phones_and_pass_axe_core(
                              ).to_be_visible()
                 assert TOKEN_RE.fullmatch(
                     (await page.locator("[data-secret-value]").inner_text()).strip())
-                await landed(page, "token-created", width)
+                # The box's heading sits at its padding (1rem and the border), no margin added.
+                box = await page.get_by_role("region", name="Token baru: flow deploy").bounding_box()
+                heading = await page.get_by_role("heading", name="Token baru: flow deploy"
+                                                 ).bounding_box()
+                assert box and heading and heading["y"] - box["y"] <= 18, (box, heading)
+                await landed(page, "tokens-created", width, shot=True)
                 await page.reload()
                 await expect(page.get_by_role("heading", name="Token baru: flow deploy")
                              ).to_have_count(0)
