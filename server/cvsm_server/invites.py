@@ -134,6 +134,24 @@ async def revoke_invite(conn: db.Connection, actor: Actor, team_id: uuid.UUID,
                            metadata={"email": invite["email"], "role": invite["role"]})
 
 
+async def describe_invite(conn: db.Connection, keyring: Keyring, token: object) -> dict | None:
+    """What the landing page of the invitation link `token` names: the team (name and slug),
+    the inviter's email (None once that account is gone) and the role; None when the token
+    opens no pending invitation. The token's holder was told the same by the mail; nothing
+    is changed (a mail scanner may open the link)."""
+    if not mailtokens.well_formed(token):
+        return None
+    async with db.cursor(conn) as cur:
+        return await db.fetchone(
+            cur, f"""SELECT t.name AS team_name, t.slug AS team_slug, i.role,
+                            u.email AS invited_by_email
+                     FROM team_invites i JOIN teams t ON t.id = i.team_id
+                     LEFT JOIN users u ON u.id = i.invited_by
+                     WHERE i.token_hash = %s AND {_PENDING}""",
+            (keyring.token_hash(token),),  # type: ignore[arg-type]
+        )
+
+
 async def accept_invite(conn: db.Connection, actor: Actor, keyring: Keyring, token: object) -> dict:
     """Join the team of the invitation `token` (session JWT of the invited address only).
 

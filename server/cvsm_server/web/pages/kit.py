@@ -409,12 +409,15 @@ def beside(field: str, *statuses: int) -> Callable[[DomainError], str | None]:
     return lambda exc: field if exc.status in statuses else None
 
 
-def link_page(request: web.Request, template: str, path: str, invalid: str) -> web.Response:
+def link_page(request: web.Request, template: str, path: str, invalid: str,
+              **details: Any) -> web.Response:
     """The page a one-time link opens (`path?token=...`: an invitation, the setup link). Opening
     it changes nothing (a mail scanner or a preview may fetch it): signed in, a button posts the
-    token; signed out, sign-in and sign-up (`next`) come back here."""
+    token; signed out, sign-in and sign-up (`next`) come back here. `details` (what the caller
+    found for the token) go to the template."""
     token = request.query.get("token", "")
-    context = {"token": token, "next": urlencode({"next": f"{path}?{urlencode({'token': token})}"})}
+    context = {**details, "token": token,
+               "next": urlencode({"next": f"{path}?{urlencode({'token': token})}"})}
     if not token:
         return render_page(request, template, {**context, "error": invalid}, status=400,
                            private=True)

@@ -90,8 +90,16 @@ async def revoke_invite(request: web.Request, actor: Actor) -> web.StreamRespons
 
 
 async def invite_page(request: web.Request) -> web.StreamResponse:
-    """The link from an invitation mail (`link_page`)."""
-    return link_page(request, "invite.html", "/invites/accept", invites.INVITE_INVALID)
+    """The link from an invitation mail (`link_page`): it names the team, the inviter and the
+    role, or says the link opens nothing any more."""
+    async with db.connection(request.app[POOL]) as conn:
+        invite = await invites.describe_invite(conn, request.app[KEYRING],
+                                               request.query.get("token", ""))
+    if invite is None:
+        return render_page(request, "invite.html", {"error": invites.INVITE_INVALID}, status=400,
+                           private=True)
+    return link_page(request, "invite.html", "/invites/accept", invites.INVITE_INVALID,
+                     invite=invite)
 
 
 @signed_in
