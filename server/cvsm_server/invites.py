@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import uuid
 
-from . import audit, db, mail, mailtokens, roles, sessions, teams
+from . import audit, db, mail, mailtokens, ratelimit, roles, sessions, teams
 from .actor import Actor
 from .crypto import Keyring
 from .errors import BadRequest, Conflict, Forbidden, NotFound
@@ -134,15 +134,19 @@ async def revoke_invite(conn: db.Connection, actor: Actor, team_id: uuid.UUID,
                            metadata={"email": invite["email"], "role": invite["role"]})
 
 
-async def describe_invite(conn: db.Connection, keyring: Keyring, token: object) -> dict | None:
+async def describe_invite(conn: db.Connection, keyring: Keyring, token: object,
+                          failures: ratelimit.Charge | None = None) -> dict | None:
     """What the landing page of the invitation link `token` names: the team (name and slug),
     the inviter's email (None once that account is gone) and the role; None when the token
     opens no pending invitation. The token's holder was told the same by the mail; nothing
-    is changed (a mail scanner may open the link)."""
+    is changed (a mail scanner may open the link). The link is a credential: the lookup stands
+    behind the failed-credential throttle (`failures`, the client's address; a 429 while it
+    is limited) and a token that opens nothing is counted there."""
     if not mailtokens.well_formed(token):
         return None
+    await ratelimit.guard(conn, failures)
     async with db.cursor(conn) as cur:
-        return await db.fetchone(
+        found = await db.fetchone(
             cur, f"""SELECT t.name AS team_name, t.slug AS team_slug, i.role,
                             u.email AS invited_by_email
                      FROM team_invites i JOIN teams t ON t.id = i.team_id
@@ -150,6 +154,9 @@ async def describe_invite(conn: db.Connection, keyring: Keyring, token: object) 
                      WHERE i.token_hash = %s AND {_PENDING}""",
             (keyring.token_hash(token),),  # type: ignore[arg-type]
         )
+    if found is None:
+        await ratelimit.failed(conn, failures)
+    return found
 
 
 async def accept_invite(conn: db.Connection, actor: Actor, keyring: Keyring, token: object) -> dict:

@@ -413,3 +413,25 @@ async def test_a_member_sees_the_members_page_without_the_invite_form(
     resp = await client.post("/app/teams/page-team/invites",
                              data={"csrf": csrf_of(html), "email": "v@example.com", "role": "Viewer"})
     assert resp.status == 403
+
+
+async def test_the_invitation_landing_page_stands_behind_the_failed_credential_throttle(
+        start_client: Callable[..., Any], make_settings: Callable[..., Settings],
+        mailbox: Any) -> None:
+    """The link is a credential: while the address is limited a real link is not looked up
+    (429, nothing named), and links that open nothing count toward that limit."""
+    client = await start_client(make_settings(app_url="", smtp_url=mailbox.url,
+                                              background_jobs="on", mail_poll_seconds="1",
+                                              ratelimit_failed_auth="2/3600"))
+    api = Api(client)
+    owner = await api.register("throttle_owner")
+    team_id = await api.team(owner, "throttle-team")
+    _invite, token = await invited(client, mailbox, owner, team_id, "throttle_guest@example.com")
+    assert (await client.get(f"/invites/accept?token={token}")).status == 200
+    for _ in range(2):
+        made_up = "x" * len(token)
+        assert (await client.get(f"/invites/accept?token={made_up}")).status == 400
+    limited = await client.get(f"/invites/accept?token={token}")
+    text = await limited.text()
+    assert limited.status == 429 and "Retry-After" in limited.headers
+    assert "throttle_owner" not in text and "throttle-team" not in text

@@ -12,7 +12,7 @@ from ... import db, invites, roles, teams
 from ...actor import Actor
 from ..request import app_url, path_id
 from ..state import KEYRING, POOL
-from .kit import Form, done, link_page, render_page, signed_in
+from .kit import Form, done, failures_of, link_page, render_page, signed_in
 from .teams import team_form
 
 
@@ -94,7 +94,8 @@ async def invite_page(request: web.Request) -> web.StreamResponse:
     role, or says the link opens nothing any more."""
     async with db.connection(request.app[POOL]) as conn:
         invite = await invites.describe_invite(conn, request.app[KEYRING],
-                                               request.query.get("token", ""))
+                                               request.query.get("token", ""),
+                                               failures_of(request))
     if invite is None:
         return render_page(request, "invite.html", {"error": invites.INVITE_INVALID}, status=400,
                            private=True)
