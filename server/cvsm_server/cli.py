@@ -18,7 +18,7 @@ from pathlib import Path
 
 from aiohttp import web
 
-from . import __version__, admin, db, drain, keys, notify, tls, workers
+from . import __version__, admin, db, drain, eventloop, keys, notify, tls, workers
 from .actor import Actor
 from .errors import DomainError
 from .config import ConfigError, Settings
@@ -106,6 +106,8 @@ async def _run(app: web.Application, host: str, port: int,
             except OSError as exc:
                 raise _listen_error(host, port, exc) from None
         announcement = _announcement(host, port_of(sockets, port), url, share_base)
+        logging.getLogger("cvsm").info("event loop: %s",
+                                       eventloop.described(app[SETTINGS].event_loop))
         logging.getLogger("cvsm").info("%s", announcement)
         notify.ready(announcement)
         # Serving, SIGINT and SIGTERM stop it through cleanup while every task still runs, so
@@ -135,7 +137,7 @@ def _serve(settings: Settings, host: str, port: int,
         print(f"cvsm-server: {exc}", file=sys.stderr)
         return 2
     try:
-        asyncio.run(_run(app, host, port, ssl_context))
+        eventloop.run(_run(app, host, port, ssl_context), settings.event_loop)
     except (web.GracefulExit, KeyboardInterrupt):
         pass
     except keys.KeyMismatch as exc:
@@ -177,8 +179,9 @@ def _serve_workers(settings: Settings, host: str, port: int, count: int,
     announce = (_announcement(host, port_of(sockets, port), url, settings.app_url or url)
                 + f", {count} workers")
     try:
-        code = asyncio.run(_notifying(
-            workers.serve(settings, count, sockets, url, announce, tls_files), sockets, announce))
+        code = eventloop.run(_notifying(
+            workers.serve(settings, count, sockets, url, announce, tls_files), sockets, announce),
+            settings.event_loop)
         return _embedded_lost() or code
     except KeyboardInterrupt:
         return 0

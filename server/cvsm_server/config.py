@@ -150,6 +150,9 @@ class Settings:
     # At SIGTERM: how long the requests in flight (uploads still arriving included) may take to
     # finish before the server stops anyway (seconds; `drain.py`).
     shutdown_drain_seconds: float = 30.0
+    # The event loop `serve` runs on (`eventloop.py`): `uvloop` (the default, where installed) or
+    # `asyncio` (`CVSM_EVENT_LOOP=asyncio`, the standard library's loop).
+    event_loop: str = "uvloop"
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -215,6 +218,7 @@ class Settings:
                                            get("CVSM_ROTATION_POLL_SECONDS"), 60.0) or 60.0,
             shutdown_drain_seconds=_seconds("CVSM_SHUTDOWN_DRAIN_SECONDS",
                                             get("CVSM_SHUTDOWN_DRAIN_SECONDS"), 30.0),
+            event_loop=_event_loop(get("CVSM_EVENT_LOOP")),
         )
 
     @property
@@ -223,6 +227,16 @@ class Settings:
 
     def rate_limit(self, kind: str) -> RateLimit | None:
         return self.rate_limits.get(kind)
+
+
+EVENT_LOOPS = ("uvloop", "asyncio")
+
+
+def _event_loop(text: str | None) -> str:
+    choice = (text or "uvloop").strip().lower()
+    if choice not in EVENT_LOOPS:
+        raise ConfigError(f"CVSM_EVENT_LOOP must be uvloop or asyncio, got {text!r}")
+    return choice
 
 
 PLAN_NAMES = ("starter", "professional", "enterprise")

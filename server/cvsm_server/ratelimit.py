@@ -21,9 +21,12 @@ audited secret read puts its count in its own statement, so a read costs one rou
 limit on. The web layer decides which (`web.middleware.rate_limit_middleware`).
 
 The per-credential `api` limit is not counted request by request: each process leases units
-from the shared counter (`Leases`), `step` at a time (`count = count + step` in `LEASE_CTE`), and
-spends them locally, so one credential's requests no longer queue on its counter row (the row
-stayed locked until the read's commit had flushed its WAL: one credential's reads serialised).
+from the shared counter (`Leases`), `step` at a time (`count = count + step` in `LEASE_CTE`; the
+step grows while a credential spends its leases fast, up to `MAX_STEP`), and spends them
+locally, so one credential's requests no longer queue on its counter row (the row stayed locked
+until the read's commit had flushed its WAL: one credential's reads serialised). A lease still
+rides in a read's statement (one round trip), so it holds the row through that commit: another
+process leasing the same key meanwhile waits for it, which large leases make rare.
 The counter only ever grants units below the limit, so N processes together never admit more
 than it; what a process leased and has not spent when the window ends is lost, so a credential
 may be refused early by the units other processes hold (see `Leases`).
@@ -117,20 +120,29 @@ class Charge:
 
 # A limit no count reaches (a lease taken ahead must not refuse the read that carries it).
 NEVER = 2**31 - 1
-# The most units one lease takes, and how many leases a process keeps (one per credential seen
-# in the window; past it the expired are dropped, then all, which can only refuse early).
-MAX_STEP = 32
+# The units a key's first lease takes at most, and the most any lease takes: a process whose
+# last lease of a key lasted under FAST_LEASE seconds doubles the next (a hot credential then
+# leases about once per MAX_STEP requests: each lease is a larger statement than the read's
+# own, ~1.8 ms of wall time against 0.47), one that lasted over SLOW_LEASE seconds halves it.
+FIRST_STEP = 32
+MAX_STEP = 1024
+FAST_LEASE = 1.0
+SLOW_LEASE = 10.0
+# How many leases a process keeps (one per credential seen in the window; past it the expired
+# are dropped, then all, which can only refuse early).
 MAX_LEASES = 10_000
 
 
 class Lease:
     """The units one process holds under one key in the current window."""
 
-    __slots__ = ("units", "low", "expires", "count", "exhausted", "pending")
+    __slots__ = ("units", "low", "expires", "count", "exhausted", "pending", "cap", "granted_at")
 
     def __init__(self) -> None:
         self.units = 0
         self.low = 0  # lease again, ahead, when the units held fall below this
+        self.cap = FIRST_STEP  # the most units the next lease takes (`Leases.charge` adapts it)
+        self.granted_at: float | None = None  # time.monotonic() of the last lease granted
         self.expires = 0.0  # time.monotonic() at the window's end
         self.count = 0  # the shared count after this process's last lease
         self.exhausted = False  # the window's limit is reached: refuse here until it ends
@@ -152,6 +164,7 @@ class Lease:
         """The lease in flight came back with `units` to hold here (the shared `count` and the
         window's `remaining` seconds); `exhausted`: it got none, the window is full."""
         now = time.monotonic()
+        self.granted_at = now
         expires = now + max(0.0, remaining)
         if now >= self.expires or expires > self.expires + period / 2:  # a new window
             self.units, self.exhausted = 0, False
@@ -159,6 +172,18 @@ class Lease:
         self.units += units
         self.exhausted = exhausted
         self.settle()
+
+    def adapt(self, now: float) -> int:
+        """The most units the lease about to be taken may take: doubled when the last one
+        granted was spent (down to its ahead mark) within FAST_LEASE seconds, halved when that
+        took over SLOW_LEASE, between FIRST_STEP and MAX_STEP."""
+        if self.granted_at is not None:
+            lasted = now - self.granted_at
+            if lasted < FAST_LEASE:
+                self.cap = min(MAX_STEP, self.cap * 2)
+            elif lasted > SLOW_LEASE:
+                self.cap = max(FIRST_STEP, self.cap // 2)
+        return self.cap
 
     def settle(self) -> None:
         """Wake the requests waiting for the lease in flight (also when it failed)."""
@@ -170,10 +195,12 @@ class Lease:
 
 class Leases:
     """This process's leases of the per-credential limit. A lease takes
-    `min(MAX_STEP, what the window has left / (2 x processes))` units (at least 1): while a
-    window is young each process holds a few, near its end one at a time. When the units held
-    fall below a quarter of a lease, the next request leases more ahead (its own unit already
-    paid), so the others do not wait for it.
+    `min(cap, what the window has left / (2 x processes))` units (at least 1): while a window
+    is young each process holds a few, near its end one at a time. The cap adapts to how fast
+    the key spends its leases (`Lease.adapt`): FIRST_STEP at first, doubling up to MAX_STEP
+    while each lease is spent within FAST_LEASE seconds, so a hot credential's leasing
+    statement is rare. When the units held fall below a quarter of a lease, the next request
+    leases more ahead (its own unit already paid), so the others do not wait for it.
 
     Accuracy: never more than the limit is admitted, in all processes together; a credential is
     refused early by at most the units other processes have leased and not spent (less than
@@ -215,7 +242,7 @@ class Leases:
                 break
             await asyncio.shield(lease.pending)
         left = charge.limit.limit - lease.count if now < lease.expires else charge.limit.limit
-        step = max(1, min(MAX_STEP, left // (2 * self.processes)))
+        step = max(1, min(lease.adapt(now), left // (2 * self.processes)))
         lease.low = step // 4
         lease.pending = asyncio.get_running_loop().create_future()
         return Charge(charge.key, charge.limit, step, lease, ahead)

@@ -41,6 +41,9 @@ Decisions:
 - Log records carry the process id (`cvsm.app[1234]:`), so the lines of N workers can be told
   apart; the access log line of each request names its request id. No response says which
   worker served it.
+- The parent and every worker run on uvloop unless `CVSM_EVENT_LOOP=asyncio` (`eventloop.py`);
+  each worker says its loop when ready, and the parent logs it ("worker 0 ready (pid 1234),
+  event loop uvloop").
 - Workers ignore SIGINT (a Ctrl-C reaches the whole process group; the parent then sends
   SIGTERM), and stop on their own when the parent has gone (killed with SIGKILL).
 """
@@ -61,7 +64,7 @@ from typing import Any
 
 from aiohttp import web
 
-from . import db, drain, keys, tls
+from . import db, drain, eventloop, keys, tls
 from .config import ConfigError, Settings
 
 log = logging.getLogger("cvsm.workers")
@@ -111,7 +114,7 @@ def worker_main(spec: WorkerSpec, channel: multiprocessing.connection.Connection
     logging.basicConfig(level=spec.log_level, format=LOG_FORMAT)
     code, message = 0, None
     try:
-        asyncio.run(_serve(spec, channel))
+        eventloop.run(_serve(spec, channel), spec.settings.event_loop)
     except keys.KeyMismatch as exc:
         code, message = 3, f"refusing to start: {exc}"
     except (ConfigError, tls.TlsError) as exc:
@@ -176,7 +179,7 @@ async def _serve(spec: WorkerSpec, channel: multiprocessing.connection.Connectio
         sockets = _listen(spec.addresses)
         for sock in sockets:
             await web.SockSite(runner, sock, ssl_context=ssl_context).start()
-        channel.send(("ready",))
+        channel.send(("ready", eventloop.described(spec.settings.event_loop)))
         await stop.wait()
     finally:
         await stopping.stop(runner)
@@ -260,7 +263,8 @@ class Supervisor:
             if first:
                 first = False
                 if word[0] == "ready":
-                    log.info("worker %d ready (pid %d)", slot.index, process.pid)
+                    log.info("worker %d ready (pid %d), event loop %s", slot.index, process.pid,
+                             word[1])
                     slot.first_start.set_result(None)
                 else:
                     await _when_readable(loop, process.sentinel)
@@ -271,7 +275,8 @@ class Supervisor:
                     slot.first_start.set_exception(StartFailed(message, code))
                     return
             elif word[0] == "ready":
-                log.info("worker %d restarted (pid %d)", slot.index, process.pid)
+                log.info("worker %d restarted (pid %d), event loop %s", slot.index, process.pid,
+                         word[1])
             else:
                 log.warning("worker %d (pid %d) could not start: %s", slot.index, process.pid,
                             word[2] if word[0] == "failed" else "it exited")
@@ -364,6 +369,7 @@ async def serve(settings: Settings, count: int, sockets: list[socket.socket], ur
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    log.info("event loop: %s", eventloop.described(settings.event_loop))
     # Generated once here (the embedded default), so the workers read the same files.
     keys.load_master_key(settings)
     keys.load_jwt_secret(settings)

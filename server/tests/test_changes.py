@@ -263,3 +263,5 @@ async def test_a_change_through_one_process_reaches_a_stream_on_another_and_shut
             assert await stream.expect("end") == {"reason": "shutdown"}
             assert await stream.next() == ("eof", None)
             assert VALUE.encode() not in stream.raw
+            # the served processes run on uvloop (`eventloop.py`): the stream and the drain too
+            assert "event loop: uvloop" in one.output() and "event loop: uvloop" in two.output()

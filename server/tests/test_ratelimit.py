@@ -5,6 +5,7 @@ import asyncio
 
 from aiohttp.test_utils import TestClient
 
+from cvsm_server import ratelimit
 from cvsm_server.config import ConfigError, RateLimit, Settings
 from conftest import Api, query
 
@@ -136,3 +137,55 @@ async def test_leases_renewed_ahead_still_admit_exactly_the_limit_in_one_process
     rows = await query(database_url,
                        "SELECT count FROM rate_limit_counters WHERE key LIKE 'api:token:%%'")
     assert rows[0]["count"] >= 40
+
+
+async def test_a_hot_credential_leases_larger_and_larger_units_so_rarely_counts(
+        make_settings, start_client, database_url, monkeypatch):
+    # Each lease is a statement of its own weight (~1.8 ms against 0.47 for the read): a
+    # credential that spends its leases fast gets doubled ones, up to MAX_STEP.
+    monkeypatch.setattr(ratelimit, "FAST_LEASE", 3600.0)  # every lease here is spent "fast"
+    client = await start_client(make_settings(ratelimit_api="1000000/3600"))
+    api = Api(client)
+    owner = await api.register()
+    team_id = await api.team(owner)
+    secret_id = await api.secret(owner, team_id, "DB_URL", "postgres://x")
+    token = (await api.api_token(owner))["token"]
+    read = f"/api/v1/teams/{team_id}/secrets/{secret_id}"
+    for _ in range(100):
+        assert (await client.get(read, headers=api.auth(token))).status == 200
+    # 32, then 64 taken ahead at 8 units left, then 128 at 16 left: 3 leases for 100 reads
+    # (fixed leases of 32 would have taken 4, 128 units)
+    rows = await query(database_url,
+                       "SELECT count FROM rate_limit_counters WHERE key LIKE 'api:token:%%'")
+    assert [r["count"] for r in rows] == [32 + 64 + 128]
+
+
+def test_a_lease_doubles_while_spent_fast_halves_when_slow_and_stays_in_its_bounds():
+    lease = ratelimit.Lease()
+    assert lease.adapt(100.0) == ratelimit.FIRST_STEP  # nothing granted yet
+    caps = []
+    for _ in range(8):
+        lease.granted_at = 100.0
+        caps.append(lease.adapt(100.0 + ratelimit.FAST_LEASE / 2))
+    assert caps == [64, 128, 256, 512, 1024, 1024, 1024, 1024]
+    lease.granted_at = 100.0
+    assert lease.adapt(100.0 + (ratelimit.FAST_LEASE + ratelimit.SLOW_LEASE) / 2) == 1024
+    slow = []
+    for _ in range(7):
+        lease.granted_at = 100.0
+        slow.append(lease.adapt(100.0 + ratelimit.SLOW_LEASE + 1))
+    assert slow == [512, 256, 128, 64, 32, 32, 32]
+
+
+async def test_a_large_lease_stays_bounded_by_half_of_what_is_left_per_process():
+    leases = ratelimit.Leases(processes=2)
+    charge = ratelimit.Charge("api:token:x", RateLimit(100, 60))
+    first = await leases.charge(charge)
+    assert first.step == 25  # 100 left / (2 x 2 processes), under the first cap of 32
+    lease = first.lease
+    lease.granted(first.step - 1, False, 90, 30.0, 60)  # others took 65 meanwhile: 10 left
+    lease.cap = ratelimit.MAX_STEP
+    lease.units = 0
+    second = await leases.charge(charge)
+    assert second.step == 2  # 10 left / 4, whatever the cap
+    lease.settle()
