@@ -363,10 +363,17 @@ class connection:
             raise ServiceUnavailable() from None
         return self._conn
 
-    async def __aexit__(self, *exc_info: object) -> None:
+    async def __aexit__(self, exc_type: object, exc: object, tb: object) -> None:
         conn, self._conn = self._conn, None
-        if conn is not None and not _release_now(self._pool, conn):
+        if conn is None:
+            return
+        if not _release_now(self._pool, conn):
             await self._pool.release(conn)
+        if isinstance(exc, UNAVAILABLE) and conn.closed:
+            # The database dropped this connection. After a restart or a failover it dropped
+            # the idle ones too, which the pool would otherwise find one failed request at a
+            # time: let them go, and the next request opens a new one.
+            await self._pool.clear()
 
 
 # aiopg's pool takes a lock under a timeout and walks every free connection on acquire, and

@@ -520,9 +520,9 @@ def backends(postgres: str, database: str) -> int:
 async def test_after_the_database_drops_every_connection_one_request_fails_not_one_per_connection(
         database_url, postgres):
     """A restart of PostgreSQL (or a failover) closes every pooled connection. The request that
-    meets the first dead one is a 503; by then aiopg has seen the other idle connections close
-    (each one's socket is watched while idle) and `db.connection` skips them, so the next request
-    opens a new connection instead of failing on the next dead one."""
+    meets the first dead one is a 503; `db.connection` then lets the pool's idle connections go
+    (they were dropped too), so the next request opens a new connection instead of failing on
+    the next dead one."""
     pool = await db.create_pool(server_url(database_url), maxsize=4)
     try:
         async def hold() -> None:
