@@ -207,6 +207,8 @@ async def test_a_ticket_from_the_support_page_is_answered_and_closed_in_the_pane
                                                      "conversation_id": conversation_id})
     html = await page(web, resp.headers["Location"])
     assert "sudah diteruskan ke admin" in html and ESCALATE not in html
+    assert "escalated" not in resp.headers["Location"]  # said by a flash, once
+    assert "Permintaan Anda sudah diteruskan" not in await page(web, resp.headers["Location"])
     mailed = await mailbox.receive("desk@example.com", subject="Tiket dukungan baru")
     link = re.search(r"/app/admin/tickets/[0-9a-f-]{36}", mailed.get_body(("plain",)).get_content())
     ticket_path = link.group(0)

@@ -26,7 +26,7 @@ async def index(request: web.Request) -> web.StreamResponse:
 async def signin_page(request: web.Request) -> web.StreamResponse:
     next_path = next_of(request)
     if signed_in_actor(request):
-        return redirect_to(next_path or "/app/teams")
+        return redirect_to(next_path or url_for(request, "teams.teams_page"))
     # `?oauth=failed`: where a provider's sign-in that failed (whatever went wrong) lands.
     error = OAUTH_FAILED if request.query.get("oauth") == "failed" else None
     return render_page(request, "signin.html", {"next": next_path, "error": error})
@@ -137,7 +137,7 @@ async def oauth_link(request: web.Request, actor: Actor) -> web.StreamResponse:
 async def signup_page(request: web.Request) -> web.StreamResponse:
     next_path = next_of(request)
     if signed_in_actor(request):
-        return redirect_to(next_path or "/app/teams")
+        return redirect_to(next_path or url_for(request, "teams.teams_page"))
     return render_page(request, "signup.html", {"next": next_path})
 
 

@@ -203,9 +203,12 @@ def read_flash(request: web.Request) -> dict[str, str] | None:
 
 
 def done(request: web.Request, name: str, message: str | None = None,
-         query: Mapping[str, str] | None = None, **parts: str) -> web.Response:
-    """A form's success: 303 to the page named `name` (`url_for`), which says `message`."""
-    response = redirect_to(url_for(request, name, query, **parts))
+         query: Mapping[str, str] | None = None, *, fragment: str = "",
+         **parts: str) -> web.Response:
+    """A form's success: 303 to the page named `name` (`url_for`, then `#fragment`), which
+    says `message`."""
+    location = url_for(request, name, query, **parts)
+    response = redirect_to(f"{location}#{fragment}" if fragment else location)
     if message is not None:
         flash(request, response, message)
     return response

@@ -32,6 +32,8 @@ FLASHES: dict[str, tuple[str, str]] = {
     "deletion_requested": ("ok", "Penghapusan akun dijadwalkan 7 hari lagi."),
     "deletion_cancelled": ("ok", "Penghapusan akun dibatalkan."),
     "user_changed": ("ok", "Pengguna diperbarui."),
+    "support_escalated": ("ok", "Permintaan Anda sudah diteruskan ke admin. Balasan akan dikirim "
+                                "ke email Anda dan muncul di percakapan ini."),
     "became_admin": ("ok", "Akun Anda sekarang admin server ini."),
     "plan_saved": ("ok", "Paket tim disimpan."),
     "reply_sent": ("ok", "Balasan terkirim ke email pengguna."),

@@ -17,10 +17,10 @@ from ...errors import DomainError, NotFound
 from ..request import app_url
 from ..state import KEYRING, POOL, SETTINGS
 from ..support import charge
-from .kit import Form, redirect_to, render_page, signed_in
+from .kit import Form, done, render_page, signed_in
+from .messages import FLASHES
 
-ESCALATED = ("Permintaan Anda sudah diteruskan ke admin. Balasan akan dikirim ke email Anda dan "
-             "muncul di percakapan ini.")
+ESCALATED = FLASHES["support_escalated"][1]
 
 
 def _wants_json(request: web.Request) -> bool:
@@ -43,7 +43,6 @@ async def _context(request: web.Request, conn: db.Connection, actor: Actor,
         conversation = await support.conversation(conn, actor, conversation_id)
     return {"conversation": conversation,
             "messages": conversation["messages"] if conversation else [],
-            "notice": ESCALATED if request.query.get("escalated") else None,
             "max_message": support.MAX_MESSAGE}
 
 
@@ -84,7 +83,8 @@ async def ask(request: web.Request, actor: Actor) -> web.StreamResponse:
             return response
     if _wants_json(request):
         return web.json_response(result, headers={"Cache-Control": "no-store"})
-    return redirect_to(f"/app/support?c={result['conversation_id']}#akhir")
+    return done(request, "support.support_page", query={"c": str(result["conversation_id"])},
+                fragment="akhir")
 
 
 @signed_in
@@ -113,4 +113,5 @@ async def escalate(request: web.Request, actor: Actor) -> web.StreamResponse:
     if _wants_json(request):
         return web.json_response({"ticket": ticket, "notice": ESCALATED}, status=201,
                                  headers={"Cache-Control": "no-store"})
-    return redirect_to(f"/app/support?c={conversation_id}&escalated=1")
+    return done(request, "support.support_page", "support_escalated",
+                {"c": str(conversation_id)})
