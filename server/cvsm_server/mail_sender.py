@@ -113,11 +113,15 @@ async def deliver_due(pool: db.Pool, keyring: Keyring, transport: Transport) -> 
                    WHERE id IN (SELECT id FROM mail_outbox
                                 WHERE failed_at IS NULL AND next_attempt_at <= now()
                                 ORDER BY next_attempt_at LIMIT %s FOR UPDATE SKIP LOCKED)
-                   RETURNING id, recipient, purpose, key_id, nonce, ciphertext, attempts""",
+                   RETURNING id, recipient, purpose, key_id, nonce, ciphertext, attempts,
+                             created_at""",
                 (LEASE, BATCH),
             )
         if not rows:
             return delivered
+        # In the order they were queued (RETURNING keeps no order): a reset asked just after
+        # signing up arrives after the verification mail.
+        rows.sort(key=lambda row: row["created_at"])
         for row in rows:
             delivered += await _deliver_one(pool, keyring, transport, row)
 

@@ -117,3 +117,25 @@ def test_message_and_transport_reprs_hold_no_secret() -> None:
     for secret in ("hunter2secret", "oauth-secret-value", "s" * 40, MASTER_KEY):
         assert secret not in repr(settings)
     assert settings.oauth_providers["acme"].issuer == "https://idp.example"
+
+
+async def test_due_mail_is_delivered_in_the_order_it_was_queued(database_url) -> None:
+    """One batch of the sender delivers what it took in queue order (its UPDATE ... RETURNING
+    gives the rows in no particular order)."""
+    tokens = [mailtokens.generate() for _ in range(12)]
+    for n, token in enumerate(tokens):  # each in its own transaction, as requests queue them
+        await queue_one(database_url, f"urut{n}@example.com",
+                        f"https://cvsm.test/v?token={token}", token)
+    delivered: list[str] = []
+
+    class Recorder:
+        async def deliver(self, message: mail.Message, mail_id: object) -> None:
+            delivered.append(next(t for t in tokens if t in message.text))
+
+    pool = await db.create_pool(database_url, maxsize=2)
+    try:
+        assert await mail_sender.deliver_due(pool, keyring(), Recorder()) == len(tokens)
+    finally:
+        pool.close()
+        await pool.wait_closed()
+    assert delivered == tokens
