@@ -28,7 +28,7 @@ from test_dashboard import axe_script, sign_up  # noqa: F401 (a fixture)
 from test_docs_page import CHROMIUM, CHROMIUM_ARGS, require_chromium
 from test_email_links import web  # noqa: F401 - the fixture: mail to `mailbox`, plain http
 from test_invites import invited
-from test_layout import OVERFLOW
+from test_layout import serious_violations, too_wide
 
 WIDTHS = (1280, 390)
 TOKEN_RE = re.compile(r"cvsm_[0-9a-f]{64}")
@@ -53,15 +53,9 @@ async def test_the_flows_work_by_label_on_desktops_and_phones_and_pass_axe_core(
         """The page just reached: no wider than the window, no serious axe-core violation;
         with `shot`, photographed (a value shown once masked, scrolled to `focus` when given)
         as `name`-`width`.png."""
-        measured = await page.evaluate(OVERFLOW)
-        if measured["scroll"] > measured["inner"]:
+        if measured := await too_wide(page):
             problems[f"{name}@{width} too wide"] = measured
-        await page.add_script_tag(path=str(axe_script))
-        result = await page.evaluate(
-            "() => axe.run(document, {runOnly: ['wcag2a', 'wcag2aa', 'best-practice']})")
-        serious = [f"{v['id']}: {v['help']} ({len(v['nodes'])})"
-                   for v in result["violations"] if v["impact"] in ("serious", "critical")]
-        if serious:
+        if serious := await serious_violations(page, axe_script):
             problems[f"{name}@{width} axe"] = serious
         if shot:
             for value in await page.locator("[data-secret-value]").all():

@@ -43,6 +43,21 @@ OVERFLOW = """() => {
   }
   return {scroll: document.documentElement.scrollWidth, inner: width, out: out.slice(0, 8)};
 }"""
+AXE_RUN = "() => axe.run(document, {runOnly: ['wcag2a', 'wcag2aa', 'best-practice']})"
+
+
+async def too_wide(page: Any) -> dict[str, Any] | None:
+    """What sticks out of the window (`OVERFLOW`'s measure) when the page is wider, else None."""
+    measured = await page.evaluate(OVERFLOW)
+    return measured if measured["scroll"] > measured["inner"] else None
+
+
+async def serious_violations(page: Any, axe_script: Path) -> list[str]:
+    """axe-core's serious and critical WCAG 2 A/AA and best-practice violations on the page."""
+    await page.add_script_tag(path=str(axe_script))
+    result = await page.evaluate(AXE_RUN)
+    return [f"{v['id']}: {v['help']} ({len(v['nodes'])})"
+            for v in result["violations"] if v["impact"] in ("serious", "critical")]
 
 
 @pytest.fixture
@@ -133,7 +148,7 @@ async def test_every_page_fits_phones_and_desktops_and_passes_axe_core(
     arranged = await arrange(client, api, database_url)
     base = str(client.make_url("/")).rstrip("/")
     shots = Path(os.environ.get("CVSM_SCREENSHOTS_DIR") or tmp_path)
-    too_wide: dict[str, Any] = {}
+    wide: dict[str, Any] = {}
     violations: dict[str, list[str]] = {}
     missing: list[str] = []
 
@@ -146,17 +161,10 @@ async def test_every_page_fits_phones_and_desktops_and_passes_axe_core(
                 await page.wait_for_selector("body[data-rendered]", timeout=15000)
             if name.startswith("share"):
                 await page.wait_for_load_state("networkidle")
-            measured = await page.evaluate(OVERFLOW)
-            if measured["scroll"] > measured["inner"]:
-                too_wide[f"{name}@{width}"] = measured
-            if width in AXE_WIDTHS:
-                await page.add_script_tag(path=str(axe_script))
-                result = await page.evaluate(
-                    "() => axe.run(document, {runOnly: ['wcag2a', 'wcag2aa', 'best-practice']})")
-                serious = [f"{v['id']}: {v['help']} ({len(v['nodes'])})"
-                           for v in result["violations"] if v["impact"] in ("serious", "critical")]
-                if serious:
-                    violations[f"{name}@{width}"] = serious
+            if measured := await too_wide(page):
+                wide[f"{name}@{width}"] = measured
+            if width in AXE_WIDTHS and (serious := await serious_violations(page, axe_script)):
+                violations[f"{name}@{width}"] = serious
             if width in SHOT_WIDTHS and not name.startswith("admin-") and name != "share-used-up":
                 for value in await page.locator("[data-secret-value]").all():
                     await value.evaluate("node => { node.textContent = 'cvsm_…' }")
@@ -215,7 +223,7 @@ async def test_every_page_fits_phones_and_desktops_and_passes_axe_core(
             await expect(page.get_by_role("button", name="Keluar", exact=True)).to_be_in_viewport()
         finally:
             await browser.close()
-    assert too_wide == {}, "\n".join(f"{k}: {v}" for k, v in too_wide.items())
+    assert wide == {}, "\n".join(f"{k}: {v}" for k, v in wide.items())
     assert violations == {}
     assert missing == []
 

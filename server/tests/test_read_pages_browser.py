@@ -21,7 +21,7 @@ from conftest import Api, query
 from cvsm_server.config import Settings
 from test_dashboard import axe_script  # noqa: F401 (a fixture)
 from test_docs_page import CHROMIUM, CHROMIUM_ARGS, require_chromium
-from test_layout import OVERFLOW
+from test_layout import serious_violations, too_wide
 
 WIDTHS = (1280, 390)
 
@@ -80,15 +80,9 @@ async def test_the_read_pages_work_by_label_on_desktops_and_phones_and_pass_axe_
     async def check(page: Any, name: str, width: int, focus: Any = None) -> None:
         """Width, axe-core and (with CVSM_SCREENSHOTS_DIR) a screenshot of what is shown,
         scrolled to `focus` (a locator) when given."""
-        measured = await page.evaluate(OVERFLOW)
-        if measured["scroll"] > measured["inner"]:
+        if measured := await too_wide(page):
             problems[f"{name}@{width} too wide"] = measured
-        await page.add_script_tag(path=str(axe_script))
-        result = await page.evaluate(
-            "() => axe.run(document, {runOnly: ['wcag2a', 'wcag2aa', 'best-practice']})")
-        serious = [f"{v['id']}: {v['help']} ({len(v['nodes'])})"
-                   for v in result["violations"] if v["impact"] in ("serious", "critical")]
-        if serious:
+        if serious := await serious_violations(page, axe_script):
             problems[f"{name}@{width} axe"] = serious
         for value in await page.locator("[data-secret-value], pre.diff").all():
             await value.evaluate("node => { node.textContent = 'cvsm_…' }")
