@@ -56,7 +56,8 @@ async def authenticate(pool: db.Pool, cache: credentials.CredentialCache, signer
                        token: str, client: Actor) -> Actor:
     """The user behind a JWT, from the cache or one database round trip; 401 otherwise."""
     verified = cache.jwt(token)  # a JWT this process checked already: no second decode
-    if verified is None:
+    decoded = verified is None
+    if decoded:
         try:
             claims = jwt.decode(token, signer.secret, algorithms=["HS256"],
                                 options={"require": ["sub", "iat", "exp", "jti"]})
@@ -69,7 +70,8 @@ async def authenticate(pool: db.Pool, cache: credentials.CredentialCache, signer
     if entry is not None and entry.user_id == user_id:
         if entry.expires_at <= now():
             raise Unauthorized(SESSION_INVALID)
-        cache.put_jwt(token, verified)
+        if decoded:
+            cache.put_jwt(token, verified)
         return client.as_user(user_id, entry.email, via="jwt", session_id=session_id,
                               epoch=cache.epoch)
     async with db.connection(pool) as conn, db.cursor(conn) as cur:
@@ -85,7 +87,8 @@ async def authenticate(pool: db.Pool, cache: credentials.CredentialCache, signer
         raise Unauthorized(SESSION_INVALID)
     entry = credentials.SessionEntry(user_id, row["email"], row["expires_at"], time.monotonic())
     cache.put_session(session_id, entry, row["epoch"])
-    cache.put_jwt(token, verified)
+    if decoded:
+        cache.put_jwt(token, verified)
     return client.as_user(user_id, entry.email, via="jwt", session_id=session_id)
 
 
