@@ -342,3 +342,17 @@ async def test_a_wrong_method_on_a_dashboard_page_is_the_html_405_page(client: T
         resp = await client.request(method, "/app/teams/x/nothing/here")
         assert (resp.status, resp.content_type) == (404, "text/html")
         assert "Allow" not in resp.headers
+
+
+def test_a_refused_form_never_keeps_a_secret_field_even_unnamed() -> None:
+    """What a page shows again of a refused form leaves out the value, password, code and
+    token fields whatever form they are in, besides those the form names itself."""
+    from multidict import MultiDict, MultiDictProxy
+
+    from cvsm_server.web.pages.kit import Form
+
+    data = MultiDictProxy(MultiDict({"name": "DB_URL", "value": "s3cret", "password": "pw",
+                                     "code": "123456", "token": "t0k", "csrf": "c",
+                                     "note": "typed"}))
+    assert Form(data).kept() == {"name": "DB_URL", "note": "typed"}
+    assert Form(data, secret=("note",)).kept() == {"name": "DB_URL"}

@@ -236,6 +236,12 @@ class Answer(Exception):
         self.response = response
 
 
+# Fields whose typed value a page never shows again, whatever form they are in (a form names
+# any other secret field itself: `Form.posted(..., secret=...)`).
+NEVER_KEPT = frozenset({"csrf", "value", "content", "password", "password_again", "confirm",
+                        "code", "token", "pending"})
+
+
 class Form:
     """A posted form of a page, read by the one parser and CSRF-checked (`posted`). Its fields
     are strings (`form["name"]`, "" when absent); a refusal (`refused`) puts the message beside
@@ -268,7 +274,8 @@ class Form:
         return [v for v in self.data.getall(name, []) if isinstance(v, str)]
 
     def kept(self) -> dict[str, str]:
-        return {name: self[name] for name in self.data if name != "csrf" and name not in self.secret}
+        return {name: self[name] for name in self.data
+                if name not in NEVER_KEPT and name not in self.secret}
 
     @contextlib.asynccontextmanager
     async def attempt(self, request: web.Request, template: str,
