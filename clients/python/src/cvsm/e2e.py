@@ -1,0 +1,307 @@
+"""The cryptography of end-to-end teams, exactly as ``docs/e2e.md`` defines it.
+
+The client opens what an end-to-end team's server serves: it splits a token from its private
+key (:func:`split_token`), unwraps the team key (:func:`unwrap_team_key`) and opens sealed values
+(:func:`open_value`). The sealing half is here too, for programs (and tests) that write to such a
+team. Every failure raises :class:`E2EError`, whose message never holds a key or a value.
+
+Primitives: X25519, HKDF-SHA256, PBKDF2-HMAC-SHA256 and AES-256-GCM from ``cryptography``.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import os
+import re
+import uuid
+from dataclasses import dataclass
+
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X25519PublicKey
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+from cryptography.hazmat.primitives.kdf.pbkdf2 import PBKDF2HMAC
+
+__all__ = [
+    "E2EError",
+    "Envelope",
+    "MIN_ITERATIONS",
+    "generate_key_pair",
+    "join_token",
+    "new_team_key",
+    "open_recovery_wrap",
+    "open_passphrase_wrap",
+    "open_share",
+    "open_value",
+    "parse_envelope",
+    "public_key",
+    "seal_share",
+    "seal_value",
+    "split_token",
+    "unwrap_team_key",
+    "wrap_private_key_with_passphrase",
+    "wrap_private_key_with_recovery",
+    "wrap_team_key",
+]
+
+MIN_ITERATIONS = 600_000
+"""The fewest PBKDF2 iterations a passphrase wrap may use (OWASP's figure for SHA-256)."""
+
+_KEY = 32
+_NONCE = 12
+_B64U = r"[A-Za-z0-9_-]+"
+_UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
+_NUMBER = r"[1-9][0-9]{0,9}"
+_ENVELOPE_RE = re.compile(rf"cvsm-e2e1\.({_NUMBER})\.({_UUID})\.({_NUMBER})\.({_B64U})\.({_B64U})")
+_WRAP_RE = re.compile(rf"cvsm-wrap1\.({_B64U})\.({_B64U})\.({_B64U})")
+_PASS_RE = re.compile(rf"cvsm-pass1\.({_NUMBER})\.({_B64U})\.({_B64U})\.({_B64U})")
+_REC_RE = re.compile(rf"cvsm-rec1\.({_B64U})\.({_B64U})")
+_SHARE_RE = re.compile(rf"cvsm-share1\.({_B64U})\.({_B64U})")
+_TOKEN_RE = re.compile(rf"(cvsm_[0-9a-f]{{64}})\.({_B64U})")
+
+
+class E2EError(ValueError):
+    """A key, envelope or token is malformed, or a ciphertext does not open with the key given."""
+
+
+@dataclass(frozen=True, slots=True)
+class Envelope:
+    """The parts of a sealed value (``cvsm-e2e1.…``); ``ciphertext`` ends with the GCM tag."""
+
+    key_version: int
+    secret_id: str
+    version: int
+    nonce: bytes
+    ciphertext: bytes
+
+    def __repr__(self) -> str:
+        return (f"Envelope(key_version={self.key_version}, secret_id={self.secret_id!r}, "
+                f"version={self.version}, {len(self.ciphertext)} bytes)")
+
+
+def _b64u(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
+
+
+def _unb64u(text: str, size: int | None = None, what: str = "field") -> bytes:
+    try:
+        data = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    except (binascii.Error, ValueError):
+        raise E2EError(f"{what} is not base64url") from None
+    if _b64u(data) != text:
+        raise E2EError(f"{what} is not canonical base64url")
+    if size is not None and len(data) != size:
+        raise E2EError(f"{what} must be {size} bytes")
+    return data
+
+
+def _open(key: bytes, nonce: bytes, ciphertext: bytes, aad: bytes, what: str) -> bytes:
+    try:
+        return AESGCM(key).decrypt(nonce, ciphertext, aad)
+    except InvalidTag:
+        raise E2EError(f"{what} does not open with this key") from None
+
+
+def _hkdf(ikm: bytes, salt: bytes, info: bytes) -> bytes:
+    return HKDF(algorithm=hashes.SHA256(), length=_KEY, salt=salt, info=info).derive(ikm)
+
+
+def _private(private_key: bytes) -> X25519PrivateKey:
+    if len(private_key) != _KEY:
+        raise E2EError("an X25519 private key is 32 bytes")
+    return X25519PrivateKey.from_private_bytes(private_key)
+
+
+def generate_key_pair() -> tuple[bytes, bytes]:
+    """A new X25519 key pair: ``(private key, public key)``, 32 raw bytes each."""
+    private = X25519PrivateKey.generate()
+    return private.private_bytes_raw(), private.public_key().public_bytes_raw()
+
+
+def public_key(private_key: bytes) -> bytes:
+    """The X25519 public key of ``private_key``."""
+    return _private(private_key).public_key().public_bytes_raw()
+
+
+def new_team_key() -> bytes:
+    """32 random bytes: a team key."""
+    return os.urandom(_KEY)
+
+
+def _shared(private: X25519PrivateKey, peer: bytes) -> bytes:
+    try:
+        shared = private.exchange(X25519PublicKey.from_public_bytes(peer))
+    except ValueError:  # cryptography refuses an all-zero shared secret
+        raise E2EError("the public key is not usable (low order)") from None
+    if shared == bytes(_KEY):
+        raise E2EError("the public key is not usable (low order)")
+    return shared
+
+
+def _team_key_aad(team_id: str, key_version: int) -> bytes:
+    return f"cvsm-e2e:v1:team-key:{team_id}:{key_version}".encode()
+
+
+def wrap_team_key(team_key: bytes, team_id: str, key_version: int, recipient_public: bytes, *,
+                  _ephemeral: bytes | None = None, _nonce: bytes | None = None) -> str:
+    """``cvsm-wrap1.…``: ``team_key`` wrapped to the X25519 public key ``recipient_public``."""
+    if len(team_key) != _KEY or len(recipient_public) != _KEY:
+        raise E2EError("a team key and a public key are 32 bytes")
+    eph = _private(_ephemeral) if _ephemeral is not None else X25519PrivateKey.generate()
+    eph_public = eph.public_key().public_bytes_raw()
+    wrapping = _hkdf(_shared(eph, recipient_public), eph_public + recipient_public,
+                     b"cvsm-e2e:v1:wrap")
+    nonce = _nonce if _nonce is not None else os.urandom(_NONCE)
+    ct = AESGCM(wrapping).encrypt(nonce, team_key, _team_key_aad(team_id, key_version))
+    return f"cvsm-wrap1.{_b64u(eph_public)}.{_b64u(nonce)}.{_b64u(ct)}"
+
+
+def unwrap_team_key(wrapped: str, team_id: str, key_version: int, private_key: bytes) -> bytes:
+    """The team key in ``wrapped``, opened with the recipient's X25519 private key."""
+    match = _WRAP_RE.fullmatch(wrapped)
+    if match is None:
+        raise E2EError("a wrapped team key must look like cvsm-wrap1.<eph>.<nonce>.<ct>")
+    eph_public = _unb64u(match[1], _KEY, "ephemeral key")
+    nonce = _unb64u(match[2], _NONCE, "nonce")
+    ct = _unb64u(match[3], _KEY + 16, "wrapped key")
+    private = _private(private_key)
+    own_public = private.public_key().public_bytes_raw()
+    wrapping = _hkdf(_shared(private, eph_public), eph_public + own_public, b"cvsm-e2e:v1:wrap")
+    return _open(wrapping, nonce, ct, _team_key_aad(team_id, key_version), "the wrapped team key")
+
+
+def _value_aad(team_id: str, secret_id: str, version: int, environment: str, name: str) -> bytes:
+    return f"cvsm-e2e:v1:secret:{team_id}:{secret_id}:{version}:{environment}:{name}".encode()
+
+
+def seal_value(value: str, team_key: bytes, key_version: int, *, team_id: str, secret_id: str,
+               version: int, environment: str, name: str, _nonce: bytes | None = None) -> str:
+    """``cvsm-e2e1.…``: ``value`` sealed for version ``version`` of secret ``secret_id``."""
+    secret_id = str(uuid.UUID(secret_id))
+    nonce = _nonce if _nonce is not None else os.urandom(_NONCE)
+    ct = AESGCM(team_key).encrypt(nonce, value.encode("utf-8"),
+                                  _value_aad(team_id, secret_id, version, environment, name))
+    return f"cvsm-e2e1.{key_version}.{secret_id}.{version}.{_b64u(nonce)}.{_b64u(ct)}"
+
+
+def parse_envelope(envelope: str) -> Envelope:
+    """The parts of a sealed value; :class:`E2EError` when it is not one."""
+    match = _ENVELOPE_RE.fullmatch(envelope)
+    if match is None:
+        raise E2EError("a sealed value must look like "
+                       "cvsm-e2e1.<key version>.<secret id>.<version>.<nonce>.<ciphertext>")
+    ciphertext = _unb64u(match[5], None, "ciphertext")
+    if len(ciphertext) < 16:
+        raise E2EError("ciphertext is shorter than its tag")
+    return Envelope(int(match[1]), match[2], int(match[3]), _unb64u(match[4], _NONCE, "nonce"),
+                    ciphertext)
+
+
+def open_value(envelope: str, team_key: bytes, *, team_id: str, environment: str,
+               name: str) -> str:
+    """The value sealed in ``envelope``, which must have been sealed for ``environment`` and
+    ``name`` in ``team_id`` (so a server cannot serve one secret's value as another's)."""
+    parts = parse_envelope(envelope)
+    plain = _open(team_key, parts.nonce, parts.ciphertext,
+                  _value_aad(team_id, parts.secret_id, parts.version, environment, name),
+                  "the sealed value")
+    try:
+        return plain.decode("utf-8")
+    except UnicodeDecodeError:
+        raise E2EError("the sealed value is not UTF-8") from None
+
+
+def _user_key_aad(user_id: str) -> bytes:
+    return f"cvsm-e2e:v1:user-key:{user_id}".encode()
+
+
+def _passphrase_key(passphrase: str, salt: bytes, iterations: int) -> bytes:
+    return PBKDF2HMAC(algorithm=hashes.SHA256(), length=_KEY, salt=salt,
+                      iterations=iterations).derive(passphrase.encode("utf-8"))
+
+
+def wrap_private_key_with_passphrase(private_key: bytes, passphrase: str, user_id: str, *,
+                                     iterations: int = MIN_ITERATIONS,
+                                     _salt: bytes | None = None,
+                                     _nonce: bytes | None = None) -> str:
+    """``cvsm-pass1.…``: a member's private key wrapped by their encryption passphrase."""
+    salt = _salt if _salt is not None else os.urandom(16)
+    nonce = _nonce if _nonce is not None else os.urandom(_NONCE)
+    ct = AESGCM(_passphrase_key(passphrase, salt, iterations)).encrypt(
+        nonce, _private(private_key).private_bytes_raw(), _user_key_aad(user_id))
+    return f"cvsm-pass1.{iterations}.{_b64u(salt)}.{_b64u(nonce)}.{_b64u(ct)}"
+
+
+def open_passphrase_wrap(wrapped: str, passphrase: str, user_id: str) -> bytes:
+    """The private key in a ``cvsm-pass1`` wrap; :class:`E2EError` for a wrong passphrase."""
+    match = _PASS_RE.fullmatch(wrapped)
+    if match is None:
+        raise E2EError("a passphrase wrap must look like cvsm-pass1.<iterations>.<salt>.<nonce>.<ct>")
+    iterations = int(match[1])
+    if iterations < MIN_ITERATIONS:
+        raise E2EError(f"a passphrase wrap needs at least {MIN_ITERATIONS} iterations")
+    key = _passphrase_key(passphrase, _unb64u(match[2], 16, "salt"), iterations)
+    return _open(key, _unb64u(match[3], _NONCE, "nonce"), _unb64u(match[4], _KEY + 16, "ct"),
+                 _user_key_aad(user_id), "the private key (wrong passphrase?)")
+
+
+def _recovery_key(recovery_key: bytes) -> bytes:
+    return _hkdf(recovery_key, b"", b"cvsm-e2e:v1:recovery")
+
+
+def wrap_private_key_with_recovery(private_key: bytes, recovery_key: bytes, user_id: str, *,
+                                   _nonce: bytes | None = None) -> str:
+    """``cvsm-rec1.…``: a member's private key wrapped by their 32-byte recovery key."""
+    if len(recovery_key) != _KEY:
+        raise E2EError("a recovery key is 32 bytes")
+    nonce = _nonce if _nonce is not None else os.urandom(_NONCE)
+    ct = AESGCM(_recovery_key(recovery_key)).encrypt(
+        nonce, _private(private_key).private_bytes_raw(), _user_key_aad(user_id))
+    return f"cvsm-rec1.{_b64u(nonce)}.{_b64u(ct)}"
+
+
+def open_recovery_wrap(wrapped: str, recovery_key: bytes, user_id: str) -> bytes:
+    """The private key in a ``cvsm-rec1`` wrap."""
+    match = _REC_RE.fullmatch(wrapped)
+    if match is None or len(recovery_key) != _KEY:
+        raise E2EError("a recovery wrap must look like cvsm-rec1.<nonce>.<ct>")
+    return _open(_recovery_key(recovery_key), _unb64u(match[1], _NONCE, "nonce"),
+                 _unb64u(match[2], _KEY + 16, "ct"), _user_key_aad(user_id),
+                 "the private key (wrong recovery key?)")
+
+
+def seal_share(value: str, share_key: bytes, *, _nonce: bytes | None = None) -> str:
+    """``cvsm-share1.…``: a shared value sealed under the key its link carries."""
+    nonce = _nonce if _nonce is not None else os.urandom(_NONCE)
+    ct = AESGCM(share_key).encrypt(nonce, value.encode("utf-8"), b"cvsm-e2e:v1:share")
+    return f"cvsm-share1.{_b64u(nonce)}.{_b64u(ct)}"
+
+
+def open_share(envelope: str, share_key: bytes) -> str:
+    """The value of a ``cvsm-share1`` envelope."""
+    match = _SHARE_RE.fullmatch(envelope)
+    if match is None or len(share_key) != _KEY:
+        raise E2EError("a shared value must look like cvsm-share1.<nonce>.<ct>")
+    plain = _open(share_key, _unb64u(match[1], _NONCE, "nonce"), _unb64u(match[2], None, "ct"),
+                  b"cvsm-e2e:v1:share", "the shared value")
+    try:
+        return plain.decode("utf-8")
+    except UnicodeDecodeError:
+        raise E2EError("the shared value is not UTF-8") from None
+
+
+def split_token(token: str) -> tuple[str, bytes | None]:
+    """``(API token, private key or None)``: the part the server knows, and the key after it."""
+    if "." not in token:
+        return token, None
+    match = _TOKEN_RE.fullmatch(token)
+    if match is None:
+        raise E2EError("a token with a key must look like cvsm_<64 hex>.<43 base64url characters>")
+    return match[1], _unb64u(match[2], _KEY, "the token's private key")
+
+
+def join_token(api_token: str, private_key: bytes) -> str:
+    """The token string an application of an end-to-end team is given."""
+    return f"{api_token}.{_b64u(_private(private_key).private_bytes_raw())}"
