@@ -49,7 +49,8 @@ async def docs_page(request: web.Request) -> web.StreamResponse:
 ASSETS = {"share.js": "text/javascript", "share.css": "text/css",
           "docs.js": "text/javascript", "docs.css": "text/css",
           "app.js": "text/javascript", "app.css": "text/css",
-          "oauth.js": "text/javascript", "support.js": "text/javascript"}
+          "oauth.js": "text/javascript", "support.js": "text/javascript",
+          "e2e.js": "text/javascript"}
 
 
 async def asset(request: web.Request) -> web.StreamResponse:
