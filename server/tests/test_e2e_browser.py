@@ -218,3 +218,62 @@ async def test_e2e_js_opens_the_vectors_and_agrees_with_the_python_reference(
         finally:
             await browser.close()
     assert not [p for p in problems if "CvsmE2E" in p or "e2e.js" in p], problems
+
+
+# The .env corpus: the server's parser and its export are the reference for the browser's.
+DOTENV_CORPUS = [
+    "", "A=1\n", "A=1", "\ufeffA=1\r\nB=2\rC=3\n", "# c\n\n  export A = x  # note\nB=",
+    "A='single # not a comment'\nB=\"dq \\n \\t \\$HOME \\` \\\\ \\q\"\n",
+    "A=\"multi\nline\"\nB='also\r\nmulti'\n", "A=\"open\nB=2\nC=3\n", "A='x' trailing\nB=1\n",
+    "A=\"x\ny\" junk\nB=2\n", "1BAD=x\nA=1\nA=2\n", "no equals here\n=value\nA=b#c d #e\n",
+    "'QUOTED'=x\nA= # only a comment\nB=#hash\n", "export A='it\\'s'\nB=\\x\\n\n",
+    "A=caf\u00e9 \U0001f511\u2028B=1\nC=\x1cD\n", "  \t\n\x1cA=1\n", "A=1 \x1c# c\n",
+    "A=\"\\a\\b\\f\\v\\r\\'\\\"\"\n", "KEY_" + "x" * 260 + "=1\nOK=1\n",
+]
+DOTENV_VALUES = ["plain", "", "it's", "a\\\\b", "ends\\", "line\nbreak\r\nand cr", "$HOME `x`",
+                 "\"dq\"", "\t tab", "caf\u00e9 \U0001f511", "\x00nul", "\u2028sep", "#hash"]
+
+
+def _python_entries(content: str) -> list[dict]:
+    from cvsm_server import dotenv
+
+    return [{"line": e.line, "name": e.name, **({"error": e.error} if e.error else
+                                                  {"value": e.value})}
+            for e in dotenv.parse(content)]
+
+
+async def test_e2e_dotenv_js_reads_and_writes_as_the_server_does(client: TestClient) -> None:
+    require_chromium()
+    import random
+
+    from playwright.async_api import async_playwright
+
+    from cvsm_server import dotenv
+
+    rng = random.Random(32)
+    alphabet = ["A", "b", "_", "1", "=", " ", "\t", "#", "'", '"', "\\", "\n", "\r", "$", "`",
+                "export ", "\u00e9", "\x1c", "\ufeff", "n", "x"]
+    corpus = DOTENV_CORPUS + ["".join(rng.choice(alphabet) for _ in range(rng.randint(1, 40)))
+                              for _ in range(400)]
+    values = {f"K{i}": v for i, v in enumerate(DOTENV_VALUES)}
+    base = str(client.make_url("/")).rstrip("/")
+    async with async_playwright() as pw:
+        browser = await pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            page = await browser.new_page()
+            await page.goto(f"{base}/signin")
+            got = await page.evaluate("""([corpus, values]) => ({
+                parsed: corpus.map((text) => CvsmDotenv.parse(text).map((e) => {
+                  const out = {line: e.line, name: e.name};
+                  if (e.error) out.error = e.error; else out.value = e.value;
+                  return out;
+                })),
+                rendered: CvsmDotenv.render(values),
+                reparsed: CvsmDotenv.parse(CvsmDotenv.render(values)).map((e) => [e.name, e.value]),
+            })""", [corpus, values])
+        finally:
+            await browser.close()
+    for text, entries in zip(corpus, got["parsed"], strict=True):
+        assert entries == _python_entries(text), repr(text)
+    assert got["rendered"] == dotenv.render(values)
+    assert dict(got["reparsed"]) == values

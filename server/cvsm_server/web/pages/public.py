@@ -50,7 +50,8 @@ ASSETS = {"share.js": "text/javascript", "share.css": "text/css",
           "docs.js": "text/javascript", "docs.css": "text/css",
           "app.js": "text/javascript", "app.css": "text/css",
           "oauth.js": "text/javascript", "support.js": "text/javascript",
-          "e2e.js": "text/javascript"}
+          "e2e.js": "text/javascript", "e2e-dotenv.js": "text/javascript",
+          "e2e-pages.js": "text/javascript"}
 
 
 async def asset(request: web.Request) -> web.StreamResponse:
