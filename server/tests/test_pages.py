@@ -48,7 +48,7 @@ async def test_page_script_reveals_through_the_public_api_as_text(client):
     assert_security_headers(script)
     body = await script.text()
     assert '"/api/v1/public/share/"' in body
-    assert "textContent = share.value" in body and "innerHTML" not in body
+    assert "textContent = value" in body and "innerHTML" not in body
     style = await client.get("/static/share.css")
     assert style.status == 200
     assert_security_headers(style)

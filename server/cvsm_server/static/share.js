@@ -2,6 +2,8 @@
 // only to this origin's public API; the value is written as text, never parsed as HTML. On
 // load a HEAD request (which consumes no view) tells whether the link still works, so a link
 // already used up, expired or revoked shows that instead of a button that can only fail.
+// A share of an end-to-end team holds an envelope (`cvsm-share1.`): its key is the link's
+// #fragment, which browsers never send; e2e.js opens it here, and a missing or wrong key says so.
 (function () {
   "use strict";
 
@@ -34,6 +36,28 @@
     return;
   }
   var address = "/api/v1/public/share/" + encodeURIComponent(token);
+  var fragment = window.location.hash.replace(/^#/, "");
+
+  // The value as shown: an end-to-end share's envelope opened with the fragment's key.
+  function opened(value) {
+    if (value.indexOf("cvsm-share1.") !== 0) return Promise.resolve(value);
+    var E = window.CvsmE2E;
+    if (!E || !E.available()) {
+      return Promise.reject(new Error("Secret ini terenkripsi end-to-end dan hanya dapat dibuka " +
+                                      "lewat HTTPS: buka tautan ini dengan alamat https://."));
+    }
+    var key;
+    try {
+      key = E.unb64u(fragment, 32);
+    } catch (e) {
+      return Promise.reject(new Error("Tautan ini tidak lengkap: kunci setelah tanda # hilang " +
+                                      "atau terpotong. Salin seluruh tautan dari pengirimnya."));
+    }
+    return E.openShare(value, key).catch(function () {
+      throw new Error("Kunci setelah tanda # tidak membuka secret ini. Salin seluruh tautan " +
+                      "dari pengirimnya.");
+    });
+  }
 
   fetch(address, { method: "HEAD", cache: "no-store", credentials: "omit",
                    referrerPolicy: "no-referrer" })
@@ -63,9 +87,14 @@
         return response.json();
       })
       .then(function (share) {
-        if (share === null) return;
+        if (share === null) return null;
+        return opened(share.value).then(function (value) { return [share, value]; });
+      })
+      .then(function (found) {
+        if (found === null) return;
+        var share = found[0], value = found[1];
         $("secret-name").textContent = share.secret_name;
-        $("secret-value").textContent = share.value;
+        $("secret-value").textContent = value;
         var left = share.max_views - share.view_count;
         $("meta").textContent = left > 0
           ? "Sisa kesempatan melihat: " + left + " dari " + share.max_views +
