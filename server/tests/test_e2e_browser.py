@@ -4,18 +4,52 @@ The cryptography: `static/e2e.js`, loaded by a page of the test server under its
 (script files only, no inline script, no eval), opens every entry of
 conformance/vectors/e2e.json (wraps, values and the refusals, passphrase and recovery wraps, the
 share, the token and the bad tokens), and what it seals or wraps opens with the Python
-reference `cvsm.e2e`, and the other way round."""
+reference `cvsm.e2e`, and the other way round; `static/e2e-dotenv.js` reads and writes .env
+text exactly as the server's `dotenv` does.
+
+The flows, by label and role at 1280 and 390 px with axe-core and the width check on every page
+landed on: a member sets up their keys (a passphrase equal to the sign-in password refused, the
+recovery key shown once), creates an end-to-end team, adds a secret, reveals it, edits it
+(version 2), rolls back to version 1 in the browser, imports a .env and downloads the export
+made in the browser; a token made on the tokens page reads the value through the API and
+`cvsm.e2e`; a share link opens in a second browser context with the key of its #fragment; an
+added member sets up keys, is granted access and reads the value in their browser, signs out
+(the key is forgotten), sets a new passphrase with the recovery key, locks and unlocks; after a
+removal the team is re-keyed and still reads. After each step no table of the database holds a
+value in plaintext. Over plain HTTP on a name that is not localhost (a host-resolver rule maps
+cvsm.test to 127.0.0.1, so `window.isSecureContext` is false) the team's pages show the names,
+say in Indonesian that values need HTTPS, and no value form sends a value.
+With CVSM_SCREENSHOTS_DIR set (docs/screenshots) the new pages are photographed at both widths."""
 
 from __future__ import annotations
 
 import json
+import os
+import re
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from aiohttp.test_utils import TestClient
 
+from conftest import Api, query
 from cvsm import e2e
+from cvsm_server.config import Settings
+from test_dashboard import axe_script  # noqa: F401 (a fixture)
 from test_docs_page import CHROMIUM, CHROMIUM_ARGS, require_chromium
+from test_layout import serious_violations, too_wide
+
+WIDTHS = (1280, 390)
+PASSWORD = "correct horse 1"  # conftest's Api.register
+PASSPHRASE = "kuda laut batu hijau 7"
+TOKEN_WITH_KEY = re.compile(r"cvsm_[0-9a-f]{64}\.[A-Za-z0-9_-]{43}")
+INSECURE_HOST = "cvsm.test"  # mapped to 127.0.0.1 by --host-resolver-rules: not a secure context
+
+
+@pytest.fixture
+def settings(make_settings: Callable[..., Settings]) -> Settings:
+    return make_settings(app_url="")  # links use the address asked; plain http keeps the cookie
 
 VECTORS = json.loads((Path(__file__).resolve().parents[2] / "conformance" / "vectors"
                       / "e2e.json").read_text())
@@ -277,3 +311,317 @@ async def test_e2e_dotenv_js_reads_and_writes_as_the_server_does(client: TestCli
         assert entries == _python_entries(text), repr(text)
     assert got["rendered"] == dotenv.render(values)
     assert dict(got["reparsed"]) == values
+
+
+async def no_plaintext(database_url: str, values: list[str]) -> None:
+    """No row of any table of the database holds one of `values` as text."""
+    tables = [r["table_name"] for r in await query(
+        database_url, "SELECT table_name FROM information_schema.tables "
+                      "WHERE table_schema = 'public' AND table_type = 'BASE TABLE'")]
+    assert "secrets" in tables and "team_key_wraps" in tables
+    for table in tables:
+        rows = await query(database_url, f'SELECT t::text AS row FROM "{table}" t')
+        text = "\n".join(r["row"] for r in rows)
+        for value in values:
+            assert value not in text, f"a value in plaintext in {table}"
+
+
+async def read_with_token(client: TestClient, token: str, team_id: str, name: str,
+                          environment: str = "production") -> str:
+    """What an SDK does with a token of an end-to-end team: the by-name read, the team key
+    unwrapped with the token's private key, the envelope opened (cvsm.e2e)."""
+    api_token, private_key = e2e.split_token(token)
+    assert private_key is not None
+    auth = {"Authorization": f"Bearer {api_token}"}
+    read = await client.get(f"/api/v1/teams/{team_id}/secrets/by-name/{name}",
+                            params={"environment": environment}, headers=auth)
+    assert read.status == 200, await read.text()
+    body = await read.json()
+    assert body["secret"]["e2e"] is True
+    key = await client.get(f"/api/v1/teams/{team_id}/e2e/key", headers=auth)
+    assert key.status == 200, await key.text()
+    wrap = await key.json()
+    team_key = e2e.unwrap_team_key(wrap["wrapped_key"], wrap["team_id"], wrap["key_version"],
+                                   private_key)
+    return e2e.open_value(body["value"], team_key, team_id=team_id, environment=environment,
+                          name=name)
+
+
+async def test_e2e_team_flows_in_the_browser_keep_values_out_of_the_database(
+        client: TestClient, api: Api, database_url: str, axe_script: Path,
+        tmp_path: Path) -> None:
+    require_chromium()
+    from playwright.async_api import async_playwright, expect
+
+    from cvsm_server import dotenv
+
+    base = str(client.make_url("/")).rstrip("/")
+    port = client.make_url("/").port
+    shots = Path(os.environ.get("CVSM_SCREENSHOTS_DIR") or tmp_path)
+    problems: dict[str, Any] = {}
+
+    async def landed(page: Any, name: str, width: int, *, shot: bool = False,
+                     focus: Any = None) -> None:
+        if measured := await too_wide(page):
+            problems[f"{name}@{width} too wide"] = measured
+        if serious := await serious_violations(page, axe_script):
+            problems[f"{name}@{width} axe"] = serious
+        if shot:
+            for value in await page.locator("[data-secret-value]").all():
+                if await value.is_visible():
+                    await value.evaluate("node => { node.textContent = node.textContent"
+                                         ".replace(/[A-Za-z0-9_-]{20,}/g, '…') }")
+            if focus is not None:
+                await focus.evaluate("node => node.scrollIntoView({block: 'start'})")
+            await page.screenshot(path=str(shots / f"{name}-{width}.png"))
+
+    async def flash(page: Any, text: str) -> None:
+        await expect(page.get_by_role("status").filter(has_text=text)).to_have_count(1)
+
+    async def sign_in(page: Any, at: str, username: str) -> None:
+        await page.goto(f"{at}/signin")
+        await page.get_by_label("Email atau username").fill(username)
+        await page.get_by_label("Kata sandi").fill(PASSWORD)
+        await page.get_by_role("button", name="Masuk").click()
+        await page.wait_for_url(f"{at}/app/teams")
+
+    async def set_up_keys(page: Any, name: str, width: int) -> str:
+        await page.get_by_role("link", name="Akun", exact=True).click()
+        await page.get_by_label("Passphrase baru (minimal 12 karakter)").fill(PASSWORD)
+        await page.get_by_label("Ulangi passphrase").fill(PASSWORD)
+        await page.get_by_label("Kata sandi masuk Anda").fill(PASSWORD)
+        await page.get_by_role("button", name="Siapkan kunci end-to-end").click()
+        await expect(page.get_by_role("alert")).to_contain_text(
+            "Passphrase tidak boleh sama dengan kata sandi masuk")
+        await page.get_by_label("Passphrase baru (minimal 12 karakter)").fill(PASSPHRASE)
+        await page.get_by_label("Ulangi passphrase").fill(PASSPHRASE)
+        await page.get_by_role("button", name="Siapkan kunci end-to-end").click()
+        await flash(page, "Kunci end-to-end disiapkan")
+        recovery = page.get_by_role("region", name="Kunci pemulihan")
+        await expect(recovery).to_be_visible()
+        text = (await recovery.locator("pre").inner_text()).strip()
+        assert re.fullmatch(r"cvsm-recovery1\.[A-Za-z0-9_-]{43}", text)
+        await landed(page, name, width, shot=name == "e2e-account", focus=recovery)
+        await page.reload()  # shown once
+        await expect(page.get_by_role("region", name="Kunci pemulihan")).to_have_count(0)
+        await expect(page.get_by_text("Status: terbuka di peramban ini.")).to_be_visible()
+        return text
+
+    async with async_playwright() as pw:
+        browser = await pw.chromium.launch(
+            executable_path=str(CHROMIUM),
+            args=[*CHROMIUM_ARGS, f"--host-resolver-rules=MAP {INSECURE_HOST} 127.0.0.1"])
+        try:
+            for width in WIDTHS:
+                viewport = {"width": width, "height": 844 if width < 768 else 900}
+                context = await browser.new_context(bypass_csp=True, viewport=viewport,
+                                                    accept_downloads=True)
+                page = await context.new_page()
+                page.on("dialog", lambda dialog: dialog.accept())
+                owner = await api.register(f"e2e_owner_{width}")
+                member = await api.register(f"e2e_member_{width}")
+                slug, team_name = f"rahasia-{width}", f"Rahasia {width}"
+                v1, v2 = f"postgres://app:v1-{width}@db/app", f"postgres://app:v2-{width}@db/app"
+                imported = {"IMPORTED_A": f"alpha-{width}", "IMPORTED_B": f"beta gamma {width}"}
+                plain = [v1, v2, *imported.values()]
+
+                # 1. Keys: the passphrase may not be the sign-in password; the recovery key once.
+                await sign_in(page, base, owner["username"])
+                await set_up_keys(page, "e2e-account", width)
+                await no_plaintext(database_url, [PASSPHRASE])
+
+                # 2. An end-to-end team, its key made and wrapped here.
+                await page.get_by_role("link", name="Tim", exact=True).click()
+                await page.get_by_label("Nama tim").fill(team_name)
+                await page.get_by_label("Slug").fill(slug)
+                await page.get_by_label("End-to-end").check()
+                await page.get_by_role("button", name="Buat tim").click()
+                await flash(page, "Tim dibuat.")
+                await expect(page.locator("#e2e-notice")).to_be_hidden()
+                team_id = await page.locator("#e2e-context").get_attribute("data-team-id")
+                assert team_id
+
+                # 3. A secret, sealed here; revealed (opened here).
+                await page.get_by_label("Nama", exact=True).fill("DATABASE_URL")
+                await page.get_by_label("Nilai (disegel di peramban ini)").fill(v1)
+                await page.get_by_role("button", name="Simpan", exact=True).click()
+                await flash(page, "Secret disimpan.")
+                await no_plaintext(database_url, plain)
+                await page.get_by_role("button", name="Tampilkan nilai DATABASE_URL").click()
+                await expect(page.locator("pre[data-secret-value]")).to_have_text(v1)
+                await landed(page, "e2e-secrets", width, shot=True)
+
+                # 4. Edit (version 2), then roll back to version 1 in the browser (version 3).
+                await page.get_by_role("link", name="DATABASE_URL").click()
+                await page.get_by_label("Nilai baru").fill(v2)
+                await page.get_by_role("button", name="Simpan perubahan").click()
+                await flash(page, "Perubahan secret disimpan.")
+                await expect(page.get_by_text("Versi sekarang: 2")).to_be_visible()
+                await no_plaintext(database_url, plain)
+                await page.get_by_role("button", name="Tampilkan nilai sekarang").click()
+                await expect(page.get_by_label("Nilai sekarang")).to_have_text(v2)
+                await page.get_by_role("button", name="Tampilkan nilai versi 1").click()
+                await expect(page.get_by_label("Nilai versi 1")).to_have_text(v1)
+                await landed(page, "e2e-secret", width, shot=True)
+                await page.get_by_role("button", name="Kembalikan ke versi 1").click()
+                await flash(page, "Perubahan secret disimpan.")
+                await expect(page.get_by_text("Versi sekarang: 3")).to_be_visible()
+                current = v1
+
+                # 5. A share link: its key only in the #fragment; opened in another context.
+                await page.get_by_role("button", name="Tampilkan nilai sekarang").click()
+                await expect(page.get_by_label("Nilai sekarang")).to_have_text(current)
+                await page.get_by_role("button", name="Buat tautan").click()
+                await flash(page, "Tautan berbagi dibuat.")
+                shown = page.locator("[data-e2e-share-url]")
+                await expect(shown).to_contain_text("#")  # the script appends the key
+                link = (await shown.inner_text()).strip()
+                assert re.fullmatch(r"http://\S+/share/shr_\S+#[A-Za-z0-9_-]{43}", link), link
+                await no_plaintext(database_url, [*plain, link.split("#", 1)[1]])
+                other = await browser.new_context(viewport=viewport)
+                reader = await other.new_page()
+                await reader.goto(link)
+                await reader.get_by_role("button", name="Tampilkan secret").click()
+                await expect(reader.locator("#secret-value")).to_have_text(current)
+                await other.close()
+
+                # 6. A token made here: its private key appended by the script, read by the SDK
+                # code (cvsm.e2e over the API).
+                await page.get_by_role("link", name="Token API").click()
+                await page.get_by_label("Nama", exact=True).fill(f"deploy {width}")
+                await page.get_by_label("Tim", exact=True).select_option(slug)
+                await page.get_by_role("button", name="Buat token").click()
+                await flash(page, "Token dibuat.")
+                await expect(page.locator("[data-secret-value]")).to_have_text(TOKEN_WITH_KEY)
+                token = (await page.locator("[data-secret-value]").inner_text()).strip()
+                assert TOKEN_WITH_KEY.fullmatch(token)
+                assert await page.evaluate("Object.keys(sessionStorage).length") == 0
+                assert token.split(".")[1] not in str(await context.cookies())
+                await landed(page, "e2e-token", width, shot=True)
+                await no_plaintext(database_url, [*plain, token.split(".")[1]])
+                assert await read_with_token(client, token, team_id, "DATABASE_URL") == current
+
+                # 7. Import a .env (parsed and sealed here) and download the export made here.
+                await page.get_by_role("link", name="Tim", exact=True).click()
+                await page.get_by_role("link", name=team_name, exact=True).click()
+                await page.get_by_label("Tempel isi .env").fill(
+                    f"IMPORTED_A={imported['IMPORTED_A']}\nnot a line\n"
+                    f"IMPORTED_B='{imported['IMPORTED_B']}'\n")
+                await page.get_by_role("button", name="Impor").click()
+                await flash(page, "Impor .env selesai.")
+                await expect(page.get_by_role("status").filter(has_text="Hasil impor")
+                             ).to_contain_text("2 dibuat, 1 gagal.")
+                await no_plaintext(database_url, plain)
+                async with page.expect_download() as download_info:
+                    await page.get_by_role("button", name="Unduh production.env").click()
+                download = await download_info.value
+                assert download.suggested_filename == "production.env"
+                assert Path(await download.path()).read_text() == dotenv.render(
+                    {"DATABASE_URL": current, **imported})
+
+                # 8. A member added, with keys of their own, granted access; reads in their
+                # browser.
+                await page.get_by_role("link", name="Anggota").click()
+                await page.get_by_label("Email atau username pengguna terdaftar").fill(
+                    member["username"])
+                await page.get_by_role("button", name="Tambah", exact=True).click()
+                await flash(page, "Anggota ditambahkan.")
+                theirs = await browser.new_context(bypass_csp=True, viewport=viewport)
+                their_page = await theirs.new_page()
+                await sign_in(their_page, base, member["username"])
+                their_recovery = await set_up_keys(their_page, "e2e-account-member", width)
+                await their_page.goto(f"{base}/app/teams/{slug}/secrets")
+                await expect(their_page.locator("#e2e-notice")).to_contain_text(
+                    "Anda belum diberi akses")
+                await expect(their_page.get_by_role(
+                    "button", name="Tampilkan nilai DATABASE_URL")).to_be_disabled()
+                await page.reload()
+                await landed(page, "e2e-members", width, shot=True,
+                             focus=page.get_by_role("heading", name=re.compile("Kunci tim")))
+                await page.get_by_role("button", name=f"Beri akses ke {member['username']}").click()
+                await flash(page, "Akses ke kunci tim diberikan.")
+                await their_page.reload()
+                await their_page.get_by_role("button", name="Tampilkan nilai DATABASE_URL").click()
+                await expect(their_page.locator("pre[data-secret-value]")).to_have_text(current)
+                # Signing out forgets the key; the recovery key sets a new passphrase; "Kunci"
+                # locks, the passphrase unlocks.
+                await their_page.get_by_role("button", name="Keluar", exact=True).click()
+                await flash(their_page, "Anda sudah keluar")
+                assert await their_page.evaluate("""() => new Promise((resolve) => {
+                    const open = indexedDB.open("cvsm-e2e", 1);
+                    open.onsuccess = () => {
+                      const get = open.result.transaction("keys").objectStore("keys").get("member");
+                      get.onsuccess = () => resolve(get.result === undefined);
+                    };
+                })""")
+                await sign_in(their_page, base, member["username"])
+                await their_page.goto(f"{base}/app/teams/{slug}/secrets")
+                await expect(their_page.locator("#e2e-notice")).to_contain_text("terkunci")
+                await their_page.get_by_role("link", name="Akun", exact=True).click()
+                await their_page.get_by_label("Passphrase", exact=True).fill("bukan passphrase ini")
+                await their_page.get_by_role("button", name="Buka kunci").click()
+                await expect(their_page.get_by_text("Passphrase salah.")).to_be_visible()
+                await their_page.get_by_role("textbox", name="Kunci pemulihan").fill(their_recovery)
+                await their_page.get_by_label("Passphrase baru (minimal 12 karakter)").fill(
+                    PASSPHRASE + " baru")
+                await their_page.get_by_label("Ulangi passphrase baru").fill(PASSPHRASE + " baru")
+                await their_page.get_by_role("button", name="Pulihkan dengan kunci pemulihan").click()
+                await flash(their_page, "Passphrase baru disimpan")
+                await expect(their_page.get_by_text("Status: terbuka di peramban ini.")).to_be_visible()
+                await their_page.get_by_role("button", name="Kunci", exact=True).click()
+                await expect(their_page.get_by_text("Status: terkunci.")).to_be_visible()
+                await their_page.get_by_label("Passphrase", exact=True).fill(PASSPHRASE + " baru")
+                await their_page.get_by_role("button", name="Buka kunci").click()
+                await expect(their_page.get_by_text("Status: terbuka di peramban ini.")).to_be_visible()
+                await their_page.goto(f"{base}/app/teams/{slug}/secrets")
+                await their_page.get_by_role("button", name="Tampilkan nilai DATABASE_URL").click()
+                await expect(their_page.locator("pre[data-secret-value]")).to_have_text(current)
+                await theirs.close()
+                await no_plaintext(database_url, plain)
+
+                # 9. The member removed, the team re-keyed (version 2): the token still reads.
+                await page.get_by_role("button", name=f"Keluarkan {member['username']}").click()
+                await flash(page, "Anggota dikeluarkan dari tim.")
+                await page.get_by_role("button", name="Ganti kunci tim").click()
+                await page.get_by_role("button", name="Konfirmasi ganti kunci tim").click()
+                await flash(page, "Kunci tim diganti")
+                await expect(page.get_by_role("heading", name="Kunci tim end-to-end (versi 2)")
+                             ).to_be_visible()
+                await no_plaintext(database_url, plain)
+                assert await read_with_token(client, token, team_id, "DATABASE_URL") == current
+
+                # 10. Plain HTTP on another name: not a secure context. Names, the notice, and
+                # no value form sends a value.
+                insecure = await browser.new_context(bypass_csp=True, viewport=viewport)
+                http_page = await insecure.new_page()
+                at = f"http://{INSECURE_HOST}:{port}"
+                await sign_in(http_page, at, owner["username"])
+                await http_page.goto(f"{at}/app/teams/{slug}/secrets")
+                assert await http_page.evaluate("window.isSecureContext") is False
+                await expect(http_page.get_by_role("link", name="DATABASE_URL")).to_be_visible()
+                await expect(http_page.locator("#e2e-notice")).to_contain_text(
+                    "tidak dibuka lewat HTTPS")
+                await expect(http_page.get_by_role("button", name="Simpan", exact=True)
+                             ).to_be_disabled()
+                await expect(http_page.get_by_role("button", name="Tampilkan nilai DATABASE_URL")
+                             ).to_be_disabled()
+                await landed(http_page, "e2e-http", width, shot=True)
+                leak = f"not-to-be-sent-{width}"
+                await http_page.get_by_label("Nama", exact=True).fill("LEAK_CHECK")
+                await http_page.get_by_label("Nilai (disegel di peramban ini)").fill(leak)
+                sent = await http_page.evaluate("""() => {
+                    const form = document.querySelector("form[data-e2e-create]");
+                    return Array.from(new FormData(form).values()).map(String);
+                }""")
+                assert leak not in sent
+                await http_page.evaluate(
+                    "() => document.querySelector('form[data-e2e-create]').submit()")
+                await expect(http_page.get_by_role("alert")).to_be_visible()  # refused, no 500
+                await no_plaintext(database_url, [*plain, leak])
+                assert not await query(database_url, "SELECT 1 FROM secrets WHERE name = %s",
+                                       ("LEAK_CHECK",))
+                await insecure.close()
+                await context.close()
+        finally:
+            await browser.close()
+    assert not problems, problems

@@ -201,6 +201,11 @@ ROUTES: list[Route] = [
     page("POST", "/app/account/2fa/enable", account_pages.totp_enable, auth=SESSION),
     page("POST", "/app/account/delete", account_pages.request_deletion, auth=SESSION),
     page("POST", "/app/account/delete/cancel", account_pages.cancel_deletion, auth=SESSION),
+    # End-to-end teams' own forms: the member's key pair, a grant, a re-key (docs/e2e.md).
+    page("POST", "/app/account/e2e", account_pages.save_e2e_key, auth=SESSION),
+    page("POST", f"/app/teams/{{team}}/e2e/grants/{UUID % 'user_id'}", members_pages.grant_access,
+         auth=SESSION),
+    page("POST", "/app/teams/{team}/e2e/rekey", members_pages.rekey, auth=SESSION),
 
     # The admin panel (`admin_pages`) and the support assistant's page (`support_page`).
     page("GET", "/app/admin", admin_pages.index, auth=SESSION),

@@ -1,4 +1,5 @@
-"""The account page: e-mail verification, two-factor, and the account's deletion.
+"""The account page: e-mail verification, two-factor, end-to-end keys (`web.pages.e2e`), and
+the account's deletion.
 """
 
 from __future__ import annotations
@@ -8,11 +9,12 @@ from typing import Any
 import segno
 from aiohttp import web
 
-from ... import db, deletion, email_verification, oauth, ratelimit, totp, users
+from ... import db, deletion, e2e, email_verification, oauth, ratelimit, totp, users
 from ...actor import Actor
 from ...errors import DomainError, TooManyRequests
 from ..request import app_url
 from ..state import KEYRING, PASSWORDS, POOL, SETTINGS
+from .e2e import page_context as e2e_context, user_key
 from .kit import Form, done, form_work, render_page, signed_in
 
 
@@ -20,7 +22,8 @@ async def _account_context(request: web.Request, conn: db.Connection, actor: Act
     context = {"profile": await users.profile(conn, actor), "setup": None,
                "deletion": await deletion.status(conn, actor),
                "identities": await oauth.identities(conn, actor),
-               "oauth_result": request.query.get("oauth")}
+               "oauth_result": request.query.get("oauth"),
+               "e2e": await e2e_context(conn, actor, "account")}
     # A two-factor set-up under way (its key kept until a right code turns it on).
     if (pending := await totp.pending_setup(conn, actor, request.app[KEYRING])) is not None:
         secret, url = pending
@@ -34,6 +37,16 @@ def _account(request: web.Request, context: dict[str, Any], **kwargs: Any) -> we
     # A page that shows the two-factor key is never stored.
     return render_page(request, "account.html", context, private=context["setup"] is not None,
                        **kwargs)
+
+
+async def account_refused(request: web.Request, conn: db.Connection, actor: Actor,
+                          exc: DomainError) -> web.Response:
+    """The account page again with a refusal of the end-to-end keys' form beside it."""
+    context = await _account_context(request, conn, actor)
+    context["e2e_error"] = exc.message
+    response = _account(request, context, status=exc.status)
+    response.headers.update(exc.headers)
+    return response
 
 
 @signed_in
@@ -94,3 +107,25 @@ async def cancel_deletion(request: web.Request, actor: Actor) -> web.StreamRespo
     async with form_work(request, actor) as (_form, conn):
         await deletion.cancel_deletion(conn, actor, request.app[KEYRING], app_url(request))
     return done(request, "account.account_page", "deletion_cancelled")
+
+
+@signed_in
+async def save_e2e_key(request: web.Request, actor: Actor) -> web.StreamResponse:
+    """End-to-end keys made by the page's script: a new key pair (the set-up), or the same
+    public key with its private key wrapped by a new passphrase (the recovery). The passphrase,
+    the recovery key and the private key never reach the server."""
+    form = await Form.posted(request, actor)
+    async with db.connection(request.app[POOL]) as conn:
+        existing = await user_key(conn, actor)
+        try:
+            await e2e.set_user_key(
+                conn, actor, public_key=form["public_key"],
+                wrapped_private_key=form["wrapped_private_key"],
+                recovery_wrapped_private_key=form["recovery_wrapped_private_key"]
+                or (existing["recovery_wrapped_private_key"] if existing else ""))
+        except TooManyRequests:
+            raise
+        except DomainError as exc:
+            return await account_refused(request, conn, actor, exc)
+    return done(request, "account.account_page", "e2e_key_saved" if existing else "e2e_key_set",
+                fragment="kunci-e2e")

@@ -15,6 +15,7 @@ from ... import db, insights, secrets as domain, teams
 from ...actor import Actor
 from ...errors import NotFound
 from ..state import KEYRING, POOL
+from .e2e import team_context as e2e_context
 from .kit import Form, form_field, render_page, signed_in
 
 
@@ -23,7 +24,7 @@ async def _context(request: web.Request, conn: db.Connection, actor: Actor,
     team_id = await teams.resolve(conn, team_ref)
     team = await teams.get_team(conn, actor, team_id)
     comparison = await insights.compare_environments(conn, actor, request.app[KEYRING], team_id)
-    return {"team": team,
+    return {"team": team, "e2e": await e2e_context(conn, actor, team),
             "team_ref": team_ref, "comparison": comparison, "revealed": {},
             "differing": sum(row.differs for row in comparison.rows),
             "missing": sum(bool(row.missing) for row in comparison.rows)}

@@ -1,22 +1,27 @@
-"""A team's members and invitations, and the invitation link from mail.
+"""A team's members and invitations, and the invitation link from mail. An end-to-end team's
+page also lists who holds its key, with each member's key fingerprint, and offers the grant and
+the re-key forms (`web.pages.e2e`).
 """
 
 from __future__ import annotations
 
+import json
 from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 from aiohttp import web
 
-from ... import db, invites, roles, teams
+from ... import db, e2e, invites, roles, teams
 from ...actor import Actor
+from ...errors import BadRequest
 from ..request import app_url, path_id
 from ..state import KEYRING, POOL
+from .e2e import BAD_PAYLOAD, json_field, rekey_plan, team_context as e2e_context
 from .kit import Form, done, failures_of, link_page, render_page, signed_in
 from .teams import team_form
 
 
-async def _members_context(request: web.Request, conn: db.Connection, actor: Actor) -> dict[str, Any]:
+async def members_context(request: web.Request, conn: db.Connection, actor: Actor) -> dict[str, Any]:
     team_ref = request.match_info["team"]
     team_id = await teams.resolve(conn, team_ref)
     team = await teams.get_team(conn, actor, team_id)
@@ -29,7 +34,12 @@ async def _members_context(request: web.Request, conn: db.Connection, actor: Act
         "remove": teams.may_remove(team["role"], m["role"], is_self=m["user_id"] == actor.user_id,
                                    owners=owners),
         "self": m["user_id"] == actor.user_id} for m in members}
+    keys = None
+    if team.get("e2e"):  # who holds the team key, and each member's key fingerprint
+        _version, holders, _tokens = await e2e.recipients(conn, actor, team_id)
+        keys = {str(h["user_id"]): e2e.member_key_json(h) for h in holders}
     return {"team_ref": team_ref, "team": team, "members": members,
+            "e2e": await e2e_context(conn, actor, team), "e2e_keys": keys, "rekey_plan": None,
             "roles": list(roles.RANK), "can_invite": can_invite,
             "invites": await invites.list_invites(conn, actor, team_id) if can_invite else [],
             "offers": offers, "grantable": teams.grantable_roles(team["role"]),
@@ -39,13 +49,13 @@ async def _members_context(request: web.Request, conn: db.Connection, actor: Act
 @signed_in
 async def members_page(request: web.Request, actor: Actor) -> web.StreamResponse:
     async with db.connection(request.app[POOL]) as conn:
-        return render_page(request, "members.html", await _members_context(request, conn, actor))
+        return render_page(request, "members.html", await members_context(request, conn, actor))
 
 
 def _member_form(request: web.Request, actor: Actor, form: Form, field: str,
                  statuses: tuple[int, ...]) -> AbstractAsyncContextManager[db.Connection]:
     """The members page's forms: a refusal with one of `statuses` is said beside `field`."""
-    return form.attempt(request, "members.html", lambda conn: _members_context(request, conn, actor),
+    return form.attempt(request, "members.html", lambda conn: members_context(request, conn, actor),
                         field=lambda exc: field if exc.status in statuses else None)
 
 
@@ -87,6 +97,41 @@ async def revoke_invite(request: web.Request, actor: Actor) -> web.StreamRespons
     async with team_form(request, actor) as (_form, conn, team_id):
         await invites.revoke_invite(conn, actor, team_id, path_id(request, "invite_id"))
     return _to_members(request, "invite_revoked")
+
+
+@signed_in
+async def grant_access(request: web.Request, actor: Actor) -> web.StreamResponse:
+    """An end-to-end team's key, wrapped by the page's script to the member's public key."""
+    async with team_form(request, actor) as (form, conn, team_id):
+        await e2e.grant(conn, actor, team_id, path_id(request, "user_id"), form["wrapped_key"])
+    return done(request, "members.members_page", "e2e_granted", team=request.match_info["team"],
+                fragment="kunci-tim")
+
+
+@signed_in
+async def rekey(request: web.Request, actor: Actor) -> web.StreamResponse:
+    """An end-to-end team's re-key. The first post (no payload): this page again with the plan
+    for the script (`e2e.rekey_plan`: its reads are audited); the second, with the payload the
+    script made from it (new wraps, values sealed again): the re-key, in one transaction."""
+    form = await Form.posted(request, actor)
+    team_ref = request.match_info["team"]
+    again = form.attempt(request, "members.html", lambda conn: members_context(request, conn, actor))
+    if not form["payload"]:
+        async with again as conn:
+            team_id = await teams.resolve(conn, team_ref)
+            plan = await rekey_plan(conn, actor, request.app[KEYRING], team_id)
+            context = await members_context(request, conn, actor)
+        return render_page(request, "members.html", {**context, "rekey_plan": json.dumps(plan)},
+                           private=True)
+    payload = json_field(form, "payload")
+    if not isinstance(payload, dict):
+        raise BadRequest(BAD_PAYLOAD)
+    async with again as conn:
+        team_id = await teams.resolve(conn, team_ref)
+        await e2e.rekey(conn, actor, team_id, key_version=payload.get("key_version"),
+                        wraps=payload.get("wraps"), values=payload.get("secrets"))
+    return done(request, "members.members_page", "e2e_rekeyed", team=team_ref,
+                fragment="kunci-tim")
 
 
 async def invite_page(request: web.Request) -> web.StreamResponse:

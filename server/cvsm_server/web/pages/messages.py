@@ -38,4 +38,9 @@ FLASHES: dict[str, tuple[str, str]] = {
     "plan_saved": ("ok", "Paket tim disimpan."),
     "reply_sent": ("ok", "Balasan terkirim ke email pengguna."),
     "ticket_closed": ("ok", "Tiket ditutup."),
+    "e2e_key_set": ("ok", "Kunci end-to-end disiapkan dan terbuka di peramban ini. Simpan kunci "
+                          "pemulihan di bawah sekarang: kunci itu tidak ditampilkan lagi."),
+    "e2e_key_saved": ("ok", "Passphrase baru disimpan; kunci end-to-end terbuka di peramban ini."),
+    "e2e_granted": ("ok", "Akses ke kunci tim diberikan."),
+    "e2e_rekeyed": ("ok", "Kunci tim diganti: nilai sekarang disegel dengan kunci baru."),
 }

@@ -1,9 +1,15 @@
 """A team's secrets: the list, creating, revealing and deleting one; one secret's page (versions,
 rollback, shares, its rotation section); the .env import and export.
+
+An end-to-end team's pages (docs/e2e.md) are the same pages: the browser's script seals what a
+form sends and opens what a page shows (`web.pages.e2e`), so its forms carry envelopes, a
+revealed value is its envelope, and the .env import and export are done in the browser (the
+import posts the envelopes it sealed, the export is a page with the envelopes to open).
 """
 
 from __future__ import annotations
 
+import json
 import uuid
 from contextlib import AbstractAsyncContextManager
 from typing import Any
@@ -16,6 +22,7 @@ from ...actor import Actor
 from ...errors import BadRequest, NotFound
 from ..request import app_url, path_id
 from ..state import KEYRING, POOL
+from .e2e import json_field, team_context as e2e_context
 from .kit import ENVIRONMENTS, Form, done, render_page, signed_in
 from .once import keep_once, take_once
 from .teams import team_form
@@ -38,7 +45,8 @@ async def _secrets_context(request: web.Request, conn: db.Connection, actor: Act
     return {"team": team, "team_ref": team_ref,
             "environment": environment, "environments": ENVIRONMENTS, "types": domain.TYPES, "search": search,
             "secrets": rows, "total": total, "revealed": {}, "form": {"environment": environment},
-            "can": roles.controls(team["role"])}
+            "can": roles.controls(team["role"]), "e2e": await e2e_context(conn, actor, team),
+            "exported": None}
 
 
 @signed_in
@@ -68,7 +76,8 @@ async def create_secret(request: web.Request, actor: Actor) -> web.StreamRespons
         team_id = await teams.resolve(conn, team_ref)
         item = domain.SecretInput.checked(
             name=form["name"].strip(), value=form["value"], environment=environment,
-            type=form.get("type", "credential"), description=form["description"])
+            type=form.get("type", "credential"), description=form["description"],
+            id=form["id"] or None)  # an end-to-end team's: the id the value was sealed for
         await domain.create_secret(conn, actor, request.app[KEYRING], team_id, item)
     return done(request, "secrets.secrets_page", "secret_created", {"environment": environment},
                 team=team_ref)
@@ -118,7 +127,8 @@ async def _secret_context(request: web.Request, conn: db.Connection, actor: Acto
     return {"team": team, "team_ref": team_ref,
             "secret": secret, "versions": versions, "shares": share_rows, "can_share": can_share,
             "share_url": None, "types": domain.TYPES, "rotation": rotation, "can": can,
-            "readers": readers, "revealed": {}, "diff": None}
+            "readers": readers, "revealed": {}, "diff": None,
+            "e2e": await e2e_context(conn, actor, team)}
 
 
 async def secret_context(request: web.Request, conn: db.Connection, actor: Actor) -> dict[str, Any]:
@@ -176,7 +186,8 @@ async def create_share(request: web.Request, actor: Actor) -> web.StreamResponse
     async with team_form(request, actor) as (form, conn, team_id):
         _row, token = await shares.create_share(
             conn, actor, request.app[KEYRING], team_id, path_id(request, "secret_id"),
-            max_views=_whole(form, "max_views", 1), ttl_hours=_whole(form, "ttl_hours", 24))
+            max_views=_whole(form, "max_views", 1), ttl_hours=_whole(form, "ttl_hours", 24),
+            envelope=form["value"] or None)  # an end-to-end team's: sealed by the script
     # Shown once on the secret's page after the redirect, never in a URL (`keep_once`).
     response = _to_secret(request, "share_created")
     keep_once(request, response, actor, "share", {"url": f"{app_url(request)}/share/{token}"})
@@ -207,8 +218,12 @@ async def import_dotenv(request: web.Request, actor: Actor) -> web.StreamRespons
     environment = _environment(form["environment"])
     async with _list_form(request, actor, form, environment) as conn:  # refused whole: a quota
         team_id = await teams.resolve(conn, team_ref)
-        _parsed, results, summary = await bulk.import_dotenv(
-            conn, actor, request.app[KEYRING], team_id, content, environment)
+        if form["items"]:  # an end-to-end team's: parsed and sealed by the script
+            results, summary = await _import_sealed(conn, actor, request, team_id, form,
+                                                    environment)
+        else:
+            _parsed, results, summary = await bulk.import_dotenv(
+                conn, actor, request.app[KEYRING], team_id, content, environment)
     # The result (counts, and the lines refused with their names and reasons: never a value)
     # is shown once by the list after the redirect, so a reload imports nothing again.
     problems = [{"line": r.get("line"), "name": (r.get("name") or "")[:64], "error": r["error"]}
@@ -223,6 +238,31 @@ async def import_dotenv(request: web.Request, actor: Actor) -> web.StreamRespons
 
 
 IMPORT_PROBLEMS_SHOWN = 8  # the rest are counted (the cookie that carries them holds 4 KB)
+
+
+async def _import_sealed(conn: db.Connection, actor: Actor, request: web.Request,
+                         team_id: uuid.UUID, form: Form, environment: str
+                         ) -> tuple[list[dict], dict]:
+    """An end-to-end team's .env import: the script parsed the file as the server would and
+    sent each entry's line and name, with the envelope it sealed (and the id it chose), or the
+    parser's message; the envelopes are created by the bulk create."""
+    entries = json_field(form, "items")
+    if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+        raise BadRequest(BAD_ITEMS)
+    sealed = [e for e in entries if "error" not in e]
+    created, _summary = await bulk.bulk_create(
+        conn, actor, request.app[KEYRING], team_id,
+        [{"name": e.get("name"), "value": e.get("value"), "id": e.get("id"),
+          "environment": environment} for e in sealed])
+    lines = [e.get("line") for e in sealed]
+    results = [{**r, "line": lines[r["index"]]} for r in created]
+    results += [{"ok": False, "line": e.get("line"), "name": e.get("name"),
+                 "error": str(e["error"])[:200]} for e in entries if "error" in e]
+    results.sort(key=lambda r: r["line"] if isinstance(r.get("line"), int) else 0)
+    return results, bulk.summary_of(results)
+
+
+BAD_ITEMS = "Daftar impor dari skrip halaman tidak terbaca; muat ulang halaman lalu coba lagi"
 
 
 # The dashboard's downloads: a renderer and the file's extension per export format.
@@ -240,6 +280,13 @@ async def export_dotenv(request: web.Request, actor: Actor) -> web.StreamRespons
     render, extension = _DOWNLOADS[fmt]
     async with db.connection(request.app[POOL]) as conn:
         team_id = await teams.resolve(conn, team_ref)
+        team = await teams.get_team(conn, actor, team_id)
+        if team.get("e2e"):  # the envelopes, for the page's script to open and write as .env
+            values = await domain.export(conn, actor, request.app[KEYRING], team_id,
+                                         environment=environment, fmt="json")
+            context = await _secrets_context(request, conn, actor, team_ref, environment, "")
+            context["exported"] = json.dumps(values)
+            return render_page(request, "secrets.html", context, private=True)
         values = await domain.export(conn, actor, request.app[KEYRING], team_id,
                                      environment=environment, fmt=fmt)
     response = web.Response(text=render(values), content_type="text/plain", charset="utf-8")

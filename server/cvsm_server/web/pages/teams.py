@@ -10,10 +10,16 @@ from typing import Any
 
 from aiohttp import web
 
-from ... import audit, db, teams
+from ... import audit, db, secrets, teams
 from ...actor import Actor
+from ...errors import BadRequest
 from ..state import POOL, SETTINGS
+from .e2e import page_context
 from .kit import Form, done, form_work, render_page, signed_in, url_for
+
+
+E2E_NEEDS_SCRIPT = ("Tim end-to-end dibuat oleh skrip halaman ini, yang memerlukan JavaScript dan "
+                    "HTTPS (atau localhost): buka dashboard lewat HTTPS lalu coba lagi")
 
 
 @contextlib.asynccontextmanager
@@ -26,7 +32,8 @@ async def team_form(request: web.Request,
 
 
 async def _teams_context(conn: db.Connection, actor: Actor) -> dict[str, Any]:
-    return {"teams": await teams.list_teams(conn, actor)}
+    return {"teams": await teams.list_teams(conn, actor),
+            "e2e": await page_context(conn, actor, "teams")}
 
 
 @signed_in
@@ -39,8 +46,15 @@ async def teams_page(request: web.Request, actor: Actor) -> web.StreamResponse:
 async def create_team(request: web.Request, actor: Actor) -> web.StreamResponse:
     form = await Form.posted(request, actor)
     async with form.attempt(request, "teams.html", lambda conn: _teams_context(conn, actor)) as conn:
+        # An end-to-end team: the script made its id and its first key, wrapped to the
+        # creator's public key (an e2e box sent without them is refused by `create_team`).
+        e2e = form["e2e"] == "1"
+        if e2e and not form["wrapped_key"]:  # the script did not run (no HTTPS, no JavaScript)
+            raise BadRequest(E2E_NEEDS_SCRIPT)
         team = await teams.create_team(conn, actor, form["name"], form["slug"],
-                                       plan_name=request.app[SETTINGS].default_plan)
+                                       plan_name=request.app[SETTINGS].default_plan,
+                                       e2e_wrapped_key=form["wrapped_key"] if e2e else None,
+                                       team_id=secrets.check_id(form["id"]) if e2e else None)
     return done(request, "secrets.secrets_page", "team_created", team=team["slug"])
 
 

@@ -1,4 +1,8 @@
 """API tokens: the list, creating one (shown once, after a redirect), revoking.
+
+A token bound to an end-to-end team gets its own key pair in the browser (`static/e2e-pages.js`):
+the form carries its public key and the team key wrapped to it; the private key stays in the
+browser and is appended to the token where the page shows it once.
 """
 
 from __future__ import annotations
@@ -7,10 +11,13 @@ from typing import Any
 
 from aiohttp import web
 
-from ... import db, teams, tokens
+import json
+
+from ... import db, e2e, teams, tokens
 from ...actor import Actor
 from ..request import path_id
 from ..state import KEYRING, POOL
+from .e2e import page_context, team_wrap
 from .kit import ENVIRONMENTS, Form, done, form_work, render_page, signed_in
 from .once import keep_once, take_once
 
@@ -23,7 +30,15 @@ async def _tokens_context(conn: db.Connection, actor: Actor) -> dict[str, Any]:
     rows = await tokens.list_tokens(conn, actor)
     your_teams = await teams.list_teams(conn, actor)
     names = {team["id"]: team["slug"] for team in your_teams}
+    # The member's wrap of each end-to-end team's key, for the script to wrap it to a new token.
+    e2e_teams = {}
+    for team in your_teams:
+        if team.get("e2e"):
+            wrap = await team_wrap(conn, actor, team)
+            e2e_teams[team["slug"]] = {"teamId": wrap["team_id"], "keyVersion": wrap["key_version"],
+                                       "wrappedKey": wrap["wrapped_key"] or ""}
     return {"tokens": rows, "teams": your_teams, "team_slugs": names, "environments": ENVIRONMENTS,
+            "e2e": await page_context(conn, actor, "tokens"), "e2e_teams": json.dumps(e2e_teams),
             "created": None, "form": {"team": your_teams[0]["slug"] if your_teams else "",
                                       "environments": [DEFAULT_ENVIRONMENT], "read_only": "on"}}
 
@@ -47,13 +62,19 @@ async def create_token(request: web.Request, actor: Actor) -> web.StreamResponse
                 "form": {**form.kept(), "environments": environments}}
 
     async with form.attempt(request, "tokens.html", again) as conn:
+        e2e_key = ({"public_key": form["e2e_public_key"], "wrapped_key": form["e2e_wrapped_key"]}
+                   if form["e2e_public_key"] else None)  # made by the script: see above
         row, token = await tokens.create_token(
             conn, actor, request.app[KEYRING], name=form["name"], team=form["team"] or None,
-            environments=environments or None, read_only=form["read_only"] == "on")
+            environments=environments or None, read_only=form["read_only"] == "on",
+            e2e_key=e2e_key)
     # Post/redirect/get: the token goes to the list page sealed for this session, never in
     # the URL; a reload of that page shows it no more and creates nothing.
     response = done(request, "tokens.tokens_page", "token_created")
-    keep_once(request, response, actor, "token", {"name": row["name"], "token": token})
+    public = row.get("e2e_public_key")
+    keep_once(request, response, actor, "token", {
+        "name": row["name"], "token": token,
+        "e2e_public_key": e2e.b64u(bytes(public)) if public is not None else None})
     return response
 
 

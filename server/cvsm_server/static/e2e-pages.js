@@ -1,0 +1,537 @@
+// e2e-pages.js: the dashboard's pages of end-to-end teams (docs/e2e.md). The pages stay
+// server-rendered and every form goes through the server's form kit; this script only does the
+// cryptography (with e2e.js) and fills hidden fields before a form is sent. A field that holds
+// a plaintext value has no `name`, so a form never sends it; the buttons that would need the
+// cryptography are rendered disabled and enabled here only when it is ready.
+//
+// The member's private key is kept in IndexedDB as a non-extractable CryptoKey from the
+// unlock (or the set-up) until sign-out or "Kunci"; a token's private key and a new recovery
+// key live in sessionStorage only across one post/redirect, and are deleted when shown.
+(function () {
+  "use strict";
+
+  var E = window.CvsmE2E;
+  var DB_NAME = "cvsm-e2e";
+  var STORE = "keys";
+  var MEMBER = "member";
+  var STASH = "cvsm-e2e-once";  // sessionStorage: what a page shows once after the redirect
+  var MIN_PASSPHRASE = 12;
+
+  var TEXT = {
+    insecure: "Halaman ini tidak dibuka lewat HTTPS, jadi peramban tidak menyediakan kriptografi " +
+      "(WebCrypto) untuk tim end-to-end. Nama secret tetap tampil; untuk melihat atau mengubah " +
+      "nilai, buka dashboard lewat HTTPS.",
+    noKeys: "Anda belum punya kunci end-to-end. Siapkan di halaman Akun.",
+    locked: "Kunci end-to-end Anda terkunci. Buka kuncinya di halaman Akun dengan passphrase Anda.",
+    noAccess: "Anda belum diberi akses ke kunci tim ini. Minta Admin tim memberi akses dari " +
+      "halaman Anggota.",
+    stale: "Kunci tim tidak dapat dibuka dengan kunci Anda. Buka kunci lagi di halaman Akun.",
+    notOpened: "Nilai ini tidak dapat dibuka dengan kunci tim (rusak atau bukan untuk secret ini).",
+    short: "Passphrase minimal " + MIN_PASSPHRASE + " karakter.",
+    differ: "Kedua passphrase tidak sama.",
+    isPassword: "Passphrase tidak boleh sama dengan kata sandi masuk: server menerima kata sandi " +
+      "itu setiap kali Anda masuk.",
+    wrongPassphrase: "Passphrase salah.",
+    wrongRecovery: "Kunci pemulihan salah atau bukan milik akun ini.",
+    badRecovery: "Kunci pemulihan berbentuk cvsm-recovery1. diikuti 43 karakter.",
+    unlocked: "Kunci end-to-end terbuka di peramban ini sampai Anda keluar atau menekan Kunci.",
+    lockedNow: "Kunci end-to-end dikunci di peramban ini.",
+    working: "Sedang mengenkripsi…",
+    empty: "Nilai wajib diisi.",
+    failed: "Kriptografi gagal: ",
+    notOpenable: "Kriptografi gagal: kunci atau nilai terenkripsi tidak dapat dibuka di peramban " +
+      "ini. Muat ulang halaman; bila tetap gagal, buka kunci lagi di halaman Akun.",
+  };
+
+  // --- the member's key in IndexedDB ---------------------------------------------------------
+
+  function database() {
+    return new Promise(function (resolve, reject) {
+      var request = indexedDB.open(DB_NAME, 1);
+      request.onupgradeneeded = function () { request.result.createObjectStore(STORE); };
+      request.onsuccess = function () { resolve(request.result); };
+      request.onerror = function () { reject(request.error); };
+    });
+  }
+
+  async function store(mode, work) {
+    var db = await database();
+    try {
+      return await new Promise(function (resolve, reject) {
+        var tx = db.transaction(STORE, mode);
+        var request = work(tx.objectStore(STORE));
+        tx.oncomplete = function () { resolve(request && request.result); };
+        tx.onerror = function () { reject(tx.error); };
+        tx.onabort = function () { reject(tx.error); };
+      });
+    } finally {
+      db.close();
+    }
+  }
+
+  // { userId, publicKey (b64u), privateKey (a non-extractable CryptoKey) } or undefined.
+  function memberKey() {
+    return store("readonly", function (s) { return s.get(MEMBER); });
+  }
+
+  async function keepMemberKey(userId, publicKey, privateRaw) {
+    var privateKey = await E.importPrivateKey(privateRaw, false);
+    privateRaw.fill(0);
+    await store("readwrite", function (s) {
+      return s.put({ userId: userId, publicKey: publicKey, privateKey: privateKey }, MEMBER);
+    });
+  }
+
+  function forgetMemberKey() {
+    return store("readwrite", function (s) { return s.delete(MEMBER); });
+  }
+
+  // --- what a page shows once after its post/redirect (sessionStorage) -----------------------
+
+  function stash(kind, data) {
+    sessionStorage.setItem(STASH + ":" + kind, JSON.stringify(data));
+  }
+
+  function unstash(kind) {
+    var raw = sessionStorage.getItem(STASH + ":" + kind);
+    sessionStorage.removeItem(STASH + ":" + kind);
+    return raw ? JSON.parse(raw) : null;
+  }
+
+  // --- the page's context ----------------------------------------------------------------------
+
+  function context() {
+    var el = document.getElementById("e2e-context");
+    return el ? el.dataset : null;
+  }
+
+  function say(where, text, isError) {
+    if (!where) return;
+    where.textContent = text;
+    where.hidden = !text;
+    if (isError !== undefined) where.classList.toggle("error", Boolean(isError));
+  }
+
+  function notice(text) {
+    say(document.getElementById("e2e-notice"), text);
+  }
+
+  function messageOf(form) {
+    return form.querySelector("[data-e2e-message]");
+  }
+
+  function enable(root) {
+    for (var el of (root || document).querySelectorAll("[data-e2e-needs]")) el.disabled = false;
+  }
+
+  // The team key of this page's team for the member whose key is unlocked here:
+  // { teamId, keyVersion, key } or a reason (a notice's text).
+  async function teamKey(ctx) {
+    var member = await memberKey();
+    if (!member || member.userId !== ctx.userId) {
+      return { reason: ctx.publicKey ? TEXT.locked : TEXT.noKeys };
+    }
+    if (ctx.publicKey && member.publicKey !== ctx.publicKey) return { reason: TEXT.stale };
+    if (!ctx.wrappedKey) return { reason: TEXT.noAccess };
+    try {
+      var raw = await E.unwrapTeamKey(ctx.wrappedKey, ctx.teamId, Number(ctx.keyVersion),
+                                      member.privateKey, E.unb64u(member.publicKey, 32));
+      return { teamId: ctx.teamId, keyVersion: Number(ctx.keyVersion), key: raw };
+    } catch (e) {
+      return { reason: TEXT.stale };
+    }
+  }
+
+  // Sends `form` once `fill(form)` has filled its hidden fields; the button says it is working,
+  // and a failure is said in the form (nothing is sent then).
+  function sealing(form, fill) {
+    form.addEventListener("submit", function (event) {
+      if (event.defaultPrevented) return;  // a confirmation (app.js) said no
+      event.preventDefault();
+      var message = messageOf(form);
+      var button = form.querySelector("[type=submit]");
+      if (button) button.disabled = true;
+      say(message, TEXT.working, false);
+      Promise.resolve().then(function () { return fill(form); }).then(function (send) {
+        if (send === false) {
+          if (button) button.disabled = false;
+          return;
+        }
+        say(message, "");
+        HTMLFormElement.prototype.submit.call(form);
+      }).catch(function (err) {
+        if (button) button.disabled = false;
+        say(message, err.user ? err.message
+          : err instanceof E.E2EError ? TEXT.notOpenable : TEXT.failed + err.message, true);
+      });
+    });
+  }
+
+  function refuse(text) {
+    var err = new Error(text);
+    err.user = true;
+    throw err;
+  }
+
+  function plainOf(form) {
+    var field = form.querySelector("[data-e2e-plain]");
+    return field ? field.value : "";
+  }
+
+  function clearPlain(form) {
+    for (var field of form.querySelectorAll("[data-e2e-plain]")) field.value = "";
+  }
+
+  // --- the account page: set-up, unlock, recovery, lock --------------------------------------
+
+  function checkPassphrase(form) {
+    var one = form.querySelector("[data-e2e-passphrase]").value;
+    var two = form.querySelector("[data-e2e-passphrase-again]").value;
+    var password = form.querySelector("[data-e2e-password]");
+    if (one.length < MIN_PASSPHRASE) refuse(TEXT.short);
+    if (one !== two) refuse(TEXT.differ);
+    if (password && password.value && password.value === one) refuse(TEXT.isPassword);
+    return one;
+  }
+
+  function accountPage(ctx) {
+    var setup = document.querySelector("form[data-e2e-setup]");
+    if (setup) {
+      sealing(setup, async function (form) {
+        var passphrase = checkPassphrase(form);
+        var pair = await E.generateKeyPair();
+        var recovery = E.newRecoveryKey();
+        var publicKey = E.b64u(pair.publicKey);
+        form.elements.public_key.value = publicKey;
+        form.elements.wrapped_private_key.value =
+          await E.wrapPrivateKeyWithPassphrase(pair.privateKey, passphrase, ctx.userId);
+        form.elements.recovery_wrapped_private_key.value =
+          await E.wrapPrivateKeyWithRecovery(pair.privateKey, recovery.raw, ctx.userId);
+        clearPlain(form);
+        stash("recovery", { publicKey: publicKey, recovery: recovery.text });
+        await keepMemberKey(ctx.userId, publicKey, pair.privateKey);
+      });
+    }
+    // The recovery key made by the set-up, shown once (the page holds the new public key).
+    var shown = document.querySelector("[data-e2e-recovery-shown]");
+    var kept = unstash("recovery");
+    if (shown && kept && kept.publicKey === ctx.publicKey) {
+      shown.querySelector("[data-secret-value]").textContent = kept.recovery;
+      shown.hidden = false;
+    }
+    var unlock = document.querySelector("form[data-e2e-unlock]");
+    if (unlock) {
+      unlock.addEventListener("submit", function (event) {
+        event.preventDefault();
+        var message = messageOf(unlock);
+        var field = unlock.querySelector("[data-e2e-passphrase]");
+        say(message, TEXT.working, false);
+        E.openPassphraseWrap(ctx.passWrap, field.value, ctx.userId).then(function (raw) {
+          return keepMemberKey(ctx.userId, ctx.publicKey, raw);
+        }).then(function () {
+          field.value = "";
+          say(message, TEXT.unlocked, false);
+          showLockState(ctx);
+        }).catch(function () {
+          say(message, TEXT.wrongPassphrase, true);
+        });
+      });
+    }
+    var recover = document.querySelector("form[data-e2e-recover]");
+    if (recover) {
+      sealing(recover, async function (form) {
+        var passphrase = checkPassphrase(form);
+        var recoveryRaw;
+        try {
+          recoveryRaw = E.parseRecoveryKey(form.querySelector("[data-e2e-recovery]").value);
+        } catch (e) {
+          refuse(TEXT.badRecovery);
+        }
+        var raw;
+        try {
+          raw = await E.openRecoveryWrap(ctx.recWrap, recoveryRaw, ctx.userId);
+        } catch (e) {
+          refuse(TEXT.wrongRecovery);
+        }
+        form.elements.wrapped_private_key.value =
+          await E.wrapPrivateKeyWithPassphrase(raw, passphrase, ctx.userId);
+        clearPlain(form);
+        await keepMemberKey(ctx.userId, ctx.publicKey, raw);
+      });
+    }
+    var lock = document.querySelector("[data-e2e-lock]");
+    if (lock) {
+      lock.addEventListener("click", function () {
+        forgetMemberKey().then(function () {
+          say(messageOf(unlock) || document.getElementById("e2e-lock-state"), TEXT.lockedNow, false);
+          showLockState(ctx);
+        });
+      });
+    }
+    showLockState(ctx);
+    enable(document);
+  }
+
+  function showLockState(ctx) {
+    var state = document.getElementById("e2e-lock-state");
+    if (!state || !ctx.publicKey) return;
+    memberKey().then(function (member) {
+      var open = Boolean(member && member.userId === ctx.userId && member.publicKey === ctx.publicKey);
+      state.textContent = open ? "Status: terbuka di peramban ini." : "Status: terkunci.";
+      var lock = document.querySelector("[data-e2e-lock]");
+      if (lock) lock.hidden = !open;
+    });
+  }
+
+  // --- a team's pages --------------------------------------------------------------------------
+
+  async function teamPages(ctx) {
+    // A share link just made: its key, kept across the redirect, becomes the #fragment.
+    var link = document.querySelector("[data-e2e-share-url]");
+    if (link) {
+      var made = unstash("share");
+      link.textContent = made ? link.textContent.trim() + "#" + made.key
+        : "Kunci tautan ini tidak ada lagi di peramban ini; cabut tautan ini dan buat yang baru.";
+    }
+    var found = await teamKey(ctx);
+    if (!found.key) {
+      notice(found.reason);
+      return;
+    }
+    notice("");
+    var where = { teamId: found.teamId };
+
+    // Revealed values: the page holds the envelope; the value is opened here, as text.
+    for (var shown of document.querySelectorAll("[data-e2e-envelope]")) {
+      try {
+        shown.textContent = await E.openValue(shown.dataset.e2eEnvelope, found.key,
+          { teamId: found.teamId, environment: shown.dataset.e2eEnvironment,
+            name: shown.dataset.e2eName });
+        shown.dataset.e2eOpened = "";
+      } catch (e) {
+        shown.textContent = TEXT.notOpened;
+      }
+    }
+
+    // Create: a new id, version 1, the environment and name chosen in the form.
+    for (var create of document.querySelectorAll("form[data-e2e-create]")) {
+      sealing(create, async function (form) {
+        var value = plainOf(form);
+        if (!value) refuse(TEXT.empty);
+        var id = E.newSecretId();
+        form.elements.id.value = id;
+        form.elements.value.value = await E.sealValue(value, found.key, found.keyVersion,
+          Object.assign({ secretId: id, version: 1, environment: form.elements.environment.value,
+                          name: form.elements.name.value.trim() }, where));
+        clearPlain(form);
+      });
+    }
+    // Edit: the next version of this secret (an empty value keeps the current one).
+    for (var edit of document.querySelectorAll("form[data-e2e-update]")) {
+      sealing(edit, async function (form) {
+        var value = plainOf(form);
+        form.elements.value.value = value ? await E.sealValue(value, found.key, found.keyVersion,
+          Object.assign({ secretId: form.dataset.secretId, version: Number(form.dataset.version) + 1,
+                          environment: form.dataset.environment, name: form.dataset.name }, where))
+          : "";
+        clearPlain(form);
+      });
+    }
+    // Rollback: the version revealed on the page, opened and sealed again as the next version.
+    for (var back of document.querySelectorAll("form[data-e2e-rollback]")) {
+      sealing(back, async function (form) {
+        var old = await E.openValue(form.dataset.envelope, found.key,
+          { teamId: found.teamId, environment: form.dataset.environment, name: form.dataset.name });
+        form.elements.value.value = await E.sealValue(old, found.key, found.keyVersion,
+          Object.assign({ secretId: form.dataset.secretId, version: Number(form.dataset.version) + 1,
+                          environment: form.dataset.environment, name: form.dataset.name }, where));
+      });
+    }
+    // Share link: the value revealed on the page sealed under a new key that only the link's
+    // #fragment carries (kept in sessionStorage across the redirect, deleted when shown).
+    for (var share of document.querySelectorAll("form[data-e2e-share]")) {
+      sealing(share, async function (form) {
+        var source = document.querySelector("[data-e2e-envelope][data-e2e-current]");
+        var value = await E.openValue(source.dataset.e2eEnvelope, found.key,
+          { teamId: found.teamId, environment: source.dataset.e2eEnvironment,
+            name: source.dataset.e2eName });
+        var shareKey = E.random(32);
+        form.elements.value.value = await E.sealShare(value, shareKey);
+        stash("share", { key: E.b64u(shareKey) });
+      });
+    }
+    // Import: the .env parsed here, each value sealed for a new id; the server gets envelopes.
+    for (var imp of document.querySelectorAll("form[data-e2e-import]")) {
+      sealing(imp, async function (form) {
+        var content = plainOf(form);
+        var file = form.querySelector("[data-e2e-file]");
+        if (file && file.files.length) {
+          try {
+            content = new TextDecoder("utf-8", { fatal: true }).decode(await file.files[0].arrayBuffer());
+          } catch (e) {
+            refuse("Berkas .env harus UTF-8");
+          }
+        }
+        var environment = form.elements.environment.value;
+        var items = [];
+        for (var entry of window.CvsmDotenv.parse(content)) {
+          if (entry.error) {
+            items.push({ line: entry.line, name: entry.name, error: entry.error });
+            continue;
+          }
+          var id = E.newSecretId();
+          items.push({ line: entry.line, name: entry.name, id: id,
+                       value: await E.sealValue(entry.value, found.key, found.keyVersion,
+                         Object.assign({ secretId: id, version: 1, environment: environment,
+                                         name: entry.name }, where)) });
+        }
+        form.elements.items.value = JSON.stringify(items);
+        clearPlain(form);
+        if (file) file.value = "";
+      });
+    }
+    // Export: the envelopes the page holds (after "Unduh"), opened and written as .env here.
+    var exported = document.querySelector("[data-e2e-export]");
+    if (exported) {
+      var values = {};
+      var envelopes = JSON.parse(exported.dataset.e2eExport);
+      var environment = exported.dataset.e2eEnvironment;
+      try {
+        for (var name of Object.keys(envelopes)) {
+          values[name] = await E.openValue(envelopes[name], found.key,
+            { teamId: found.teamId, environment: environment, name: name });
+        }
+        var download = exported.querySelector("a");
+        download.href = URL.createObjectURL(new Blob([window.CvsmDotenv.render(values)],
+                                                     { type: "text/plain" }));
+        download.hidden = false;
+        download.click();
+      } catch (e) {
+        say(exported.querySelector("[data-e2e-message]"), TEXT.notOpened, true);
+      }
+    }
+    // Members: the team key wrapped to a member's public key (its fingerprint is on the page).
+    for (var grant of document.querySelectorAll("form[data-e2e-grant]")) {
+      sealing(grant, async function (form) {
+        form.elements.wrapped_key.value = await E.wrapTeamKey(found.key, found.teamId,
+          found.keyVersion, E.unb64u(form.dataset.publicKey, 32));
+      });
+    }
+    // Rekey: a new team key (version + 1) wrapped to every recipient the page lists, and every
+    // live secret's current value sealed again under it as its next version.
+    var rekey = document.querySelector("form[data-e2e-rekey]");
+    if (rekey) {
+      sealing(rekey, async function (form) {
+        var plan = JSON.parse(form.dataset.plan);
+        var next = plan.key_version + 1;
+        var fresh = E.newTeamKey();
+        var wraps = [];
+        for (var r of plan.recipients) {
+          wraps.push(Object.assign({}, r.user_id ? { user_id: r.user_id } : { token_id: r.token_id },
+            { wrapped_key: await E.wrapTeamKey(fresh, found.teamId, next, E.unb64u(r.public_key, 32)) }));
+        }
+        var secrets = [];
+        for (var s of plan.secrets) {
+          var value = await E.openValue(s.value, found.key,
+            { teamId: found.teamId, environment: s.environment, name: s.name });
+          secrets.push({ id: s.id, value: await E.sealValue(value, fresh, next,
+            { teamId: found.teamId, secretId: s.id, version: s.version + 1,
+              environment: s.environment, name: s.name }) });
+        }
+        form.elements.payload.value = JSON.stringify({ key_version: next, wraps: wraps,
+                                                       secrets: secrets });
+      });
+    }
+    enable(document);
+  }
+
+  // --- the tokens page: a token of an end-to-end team gets its own key pair --------------------
+
+  async function tokensPage() {
+    var form = document.querySelector("form[data-e2e-token]");
+    var teamsEl = document.getElementById("e2e-teams");
+    // A new token: its private key appended from sessionStorage, then deleted there.
+    var shown = document.querySelector("[data-e2e-token-public-key]");
+    var kept = unstash("token");
+    if (shown && kept && kept.publicKey === shown.dataset.e2eTokenPublicKey) {
+      var value = shown.querySelector("[data-secret-value]");
+      value.textContent = E.joinToken(value.textContent.trim(), E.unb64u(kept.privateKey, 32));
+    }
+    if (!form || !teamsEl) return;
+    var e2eTeams = JSON.parse(teamsEl.dataset.teams);
+    var ctx = context();
+    sealing(form, async function (f) {
+      f.elements.e2e_public_key.value = "";
+      f.elements.e2e_wrapped_key.value = "";
+      var team = e2eTeams[f.elements.team.value];
+      if (!team) return true;  // not an end-to-end team: nothing to add
+      var found = await teamKey(Object.assign({}, ctx, team));
+      if (!found.key) refuse(found.reason);
+      var pair = await E.generateKeyPair();
+      var publicKey = E.b64u(pair.publicKey);
+      f.elements.e2e_public_key.value = publicKey;
+      f.elements.e2e_wrapped_key.value = await E.wrapTeamKey(found.key, found.teamId,
+                                                              found.keyVersion, pair.publicKey);
+      stash("token", { publicKey: publicKey, privateKey: E.b64u(pair.privateKey) });
+    });
+  }
+
+  // --- team creation: the team key made here, wrapped to the creator's own key -----------------
+
+  function teamsPage(ctx) {
+    var form = document.querySelector("form[data-e2e-team]");
+    if (!form) return;
+    sealing(form, async function (f) {
+      f.elements.wrapped_key.value = "";
+      f.elements.id.value = "";
+      if (!f.elements.e2e.checked) return true;
+      if (!E.available()) refuse(TEXT.insecure);
+      var member = await memberKey();
+      if (!ctx.publicKey) refuse(TEXT.noKeys);
+      if (!member || member.userId !== ctx.userId || member.publicKey !== ctx.publicKey) {
+        refuse(TEXT.locked);
+      }
+      var id = E.newSecretId();  // the team's id, chosen here: the wrap names it
+      f.elements.id.value = id;
+      f.elements.wrapped_key.value = await E.wrapTeamKey(E.newTeamKey(), id, 1,
+                                                         E.unb64u(ctx.publicKey, 32));
+    });
+  }
+
+  // --- sign-out forgets the key ----------------------------------------------------------------
+
+  function signOut() {
+    for (var form of document.querySelectorAll("form[action='/signout']")) {
+      form.addEventListener("submit", function (event) {
+        var f = event.currentTarget;
+        if (f.dataset.e2eForgotten) return;
+        event.preventDefault();
+        var done = function () {
+          f.dataset.e2eForgotten = "1";
+          HTMLFormElement.prototype.submit.call(f);
+        };
+        (E.available() ? forgetMemberKey() : Promise.resolve()).then(done, done);
+      });
+    }
+  }
+
+  document.addEventListener("DOMContentLoaded", function () {
+    if (!E) return;
+    var ctx = context();
+    if (E.available()) {
+      signOut();
+      // A signed-out page (the sign-in form): no key is kept here any more.
+      if (document.querySelector("form[action='/signin']")) forgetMemberKey();
+    }
+    if (!ctx) return;
+    if (!E.available()) {
+      notice(TEXT.insecure);
+      return;
+    }
+    var run = ctx.page === "account" ? Promise.resolve(accountPage(ctx))
+      : ctx.page === "tokens" ? tokensPage()
+      : ctx.page === "teams" ? Promise.resolve(teamsPage(ctx))
+      : teamPages(ctx);
+    run.catch(function (err) { notice(TEXT.failed + err.message); });
+  });
+})();
