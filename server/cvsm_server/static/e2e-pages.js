@@ -280,6 +280,8 @@
       state.textContent = open ? "Status: terbuka di peramban ini." : "Status: terkunci.";
       var lock = document.querySelector("[data-e2e-lock]");
       if (lock) lock.hidden = !open;
+      var unlock = document.querySelector("form[data-e2e-unlock]");
+      if (unlock) unlock.hidden = open;
     });
   }
 
