@@ -12,13 +12,15 @@ landed on: a member sets up their keys (a passphrase equal to the sign-in passwo
 recovery key shown once), creates an end-to-end team, adds a secret, reveals it, edits it
 (version 2), rolls back to version 1 in the browser, imports a .env and downloads the export
 made in the browser; a token made on the tokens page reads the value through the API and
-`cvsm.e2e`; a share link opens in a second browser context with the key of its #fragment; an
+`cvsm.e2e`; a share link opens in a second browser context with the key of its #fragment (and
+says so without it, or over plain HTTP); an
 added member sets up keys, is granted access and reads the value in their browser, signs out
 (the key is forgotten), sets a new passphrase with the recovery key, locks and unlocks; after a
 removal the team is re-keyed and still reads. After each step no table of the database holds a
 value in plaintext. Over plain HTTP on a name that is not localhost (a host-resolver rule maps
 cvsm.test to 127.0.0.1, so `window.isSecureContext` is false) the team's pages show the names,
-say in Indonesian that values need HTTPS, and no value form sends a value.
+say in Indonesian that values need HTTPS, no value form sends a value, and an end-to-end team
+cannot be created.
 With CVSM_SCREENSHOTS_DIR set (docs/screenshots) the new pages are photographed at both widths."""
 
 from __future__ import annotations
@@ -471,6 +473,7 @@ async def test_e2e_team_flows_in_the_browser_keep_values_out_of_the_database(
                 # 5. A share link: its key only in the #fragment; opened in another context.
                 await page.get_by_role("button", name="Tampilkan nilai sekarang").click()
                 await expect(page.get_by_label("Nilai sekarang")).to_have_text(current)
+                await page.get_by_label("Berapa kali boleh dilihat").fill("3")
                 await page.get_by_role("button", name="Buat tautan").click()
                 await flash(page, "Tautan berbagi dibuat.")
                 shown = page.locator("[data-e2e-share-url]")
@@ -483,6 +486,13 @@ async def test_e2e_team_flows_in_the_browser_keep_values_out_of_the_database(
                 await reader.goto(link)
                 await reader.get_by_role("button", name="Tampilkan secret").click()
                 await expect(reader.locator("#secret-value")).to_have_text(current)
+                await reader.goto(link.split("#", 1)[0])  # the key cut off: said, not shown
+                await reader.get_by_role("button", name="Tampilkan secret").click()
+                await expect(reader.get_by_role("alert")).to_contain_text("tidak lengkap")
+                await reader.goto(link.replace("127.0.0.1", INSECURE_HOST))  # not HTTPS
+                await reader.get_by_role("button", name="Tampilkan secret").click()
+                await expect(reader.get_by_role("alert")).to_contain_text("lewat HTTPS")
+                await expect(reader.locator("#secret-value")).to_have_text("")
                 await other.close()
 
                 # 6. A token made here: its private key appended by the script, read by the SDK
@@ -620,6 +630,14 @@ async def test_e2e_team_flows_in_the_browser_keep_values_out_of_the_database(
                 await no_plaintext(database_url, [*plain, leak])
                 assert not await query(database_url, "SELECT 1 FROM secrets WHERE name = %s",
                                        ("LEAK_CHECK",))
+                await http_page.get_by_role("link", name="Tim", exact=True).click()
+                await http_page.get_by_label("Nama tim").fill("Tanpa HTTPS")
+                await http_page.get_by_label("Slug").fill(f"tanpa-https-{width}")
+                await http_page.get_by_label("End-to-end").check()
+                await http_page.get_by_role("button", name="Buat tim").click()
+                await expect(http_page.get_by_role("alert")).to_contain_text("HTTPS")
+                assert not await query(database_url, "SELECT 1 FROM teams WHERE slug = %s",
+                                       (f"tanpa-https-{width}",))
                 await insecure.close()
                 await context.close()
         finally:
