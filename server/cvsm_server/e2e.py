@@ -107,6 +107,7 @@ REKEY_RECIPIENTS = ("Daftar penerima kunci baru tidak cocok dengan anggota yang 
 REKEY_SECRETS = ("Daftar nilai yang disegel ulang tidak cocok dengan secret tim yang aktif "
                  "(kurang {missing}, tidak dikenal {unknown}): muat ulang lalu ulangi")
 DUPLICATE = "Kolom '{name}' berisi entri ganda"
+ONE_RECIPIENT = "Setiap entri 'wraps' memerlukan tepat satu dari 'user_id' dan 'token_id'"
 
 
 # --- syntax ------------------------------------------------------------------------------------
@@ -481,6 +482,8 @@ async def rekey(conn: db.Connection, actor: Actor, team_id: uuid.UUID, *, key_ve
     by_token: dict[uuid.UUID, str] = {}
     for item in wrap_items:
         wrapped = check_wrap(item.get("wrapped_key"))
+        if (item.get("token_id") is None) == (item.get("user_id") is None):
+            raise BadRequest(ONE_RECIPIENT)
         if item.get("token_id") is not None:
             target, recipient = by_token, _uuid_of(item, "wraps", "token_id")
         else:
