@@ -160,7 +160,7 @@ async def test_sealed_secrets_are_stored_checked_and_served_as_envelopes(client,
     resp = await client.get(f"/api/v1/teams/{team.id}/secrets/by-name/DB_URL",
                             headers=auth(alice.token))
     body = await resp.json()
-    assert body["secret"]["e2e"] is True
+    assert body["secret"]["e2e"] is True and body["e2e"] is True
     assert body["value"].startswith("cvsm-e2e1.1." + secret_id + ".1.")
     assert team.open(body["value"], name="DB_URL") == "postgres://u:p@h/db"
     resp = await client.get(f"/api/v1/teams/{team.id}/secrets/{secret_id}",
