@@ -427,7 +427,8 @@ async def test_removing_a_member_deletes_their_wraps_and_their_tokens(api, clien
     await team.grant(alice, bob)
     token_string, _, _ = await team.token(bob)
     api_part, _ = crypto.split_token(token_string)
-    assert (await client.get(f"/api/v1/teams/{team.id}/e2e/key", headers=auth(api_part))).status == 200
+    resp = await client.get(f"/api/v1/teams/{team.id}/e2e/key", headers=auth(api_part))
+    assert resp.status == 200
     resp = await client.delete(f"/api/v1/teams/{team.id}/members/{bob.id}",
                                headers=auth(alice.token))
     assert resp.status == 200
