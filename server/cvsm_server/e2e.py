@@ -67,7 +67,8 @@ _SALT = _fixed(SALT_BYTES)                    # 22
 _WRAPPED = _fixed(KEY_BYTES + TAG_BYTES)      # 64: 32 bytes and the tag
 _SEALED = _varying(TAG_BYTES)                 # a value's bytes and the tag
 
-ENVELOPE_RE = re.compile(rf"cvsm-e2e1\.({_NUMBER})\.({_UUID})\.({_NUMBER})\.({_NONCE})\.({_SEALED})\Z")
+ENVELOPE_RE = re.compile(
+    rf"cvsm-e2e1\.({_NUMBER})\.({_UUID})\.({_NUMBER})\.({_NONCE})\.({_SEALED})\Z")
 WRAP_RE = re.compile(rf"cvsm-wrap1\.({_KEY})\.({_NONCE})\.({_WRAPPED})\Z")
 PASS_RE = re.compile(rf"cvsm-pass1\.({_ITERATIONS})\.({_SALT})\.({_NONCE})\.({_WRAPPED})\Z")
 REC_RE = re.compile(rf"cvsm-rec1\.({_NONCE})\.({_WRAPPED})\Z")
@@ -83,30 +84,34 @@ MAX_SHARE_LENGTH = (len("cvsm-share1.") + _b64u_length(NONCE_BYTES) + 1
 
 BAD_ENVELOPE = ("Nilai untuk tim end-to-end harus amplop terenkripsi "
                 "cvsm-e2e1.<versi kunci>.<id secret>.<versi>.<nonce>.<ciphertext> (docs/e2e.md)")
-BAD_WRAP = "Kolom '{name}' harus kunci tim terbungkus cvsm-wrap1.<kunci efemeral>.<nonce>.<ciphertext>"
+BAD_WRAP = ("Kolom '{name}' harus kunci tim terbungkus "
+            "cvsm-wrap1.<kunci efemeral>.<nonce>.<ciphertext>")
 BAD_PASS = ("Kolom 'wrapped_private_key' harus cvsm-pass1.<iterasi>.<salt>.<nonce>.<ciphertext> "
             f"dengan minimal {MIN_ITERATIONS} iterasi")
 BAD_REC = "Kolom 'recovery_wrapped_private_key' harus cvsm-rec1.<nonce>.<ciphertext>"
 BAD_SHARE = "Nilai tautan berbagi tim end-to-end harus amplop cvsm-share1.<nonce>.<ciphertext>"
 BAD_PUBLIC_KEY = "Kolom '{name}' harus kunci publik X25519 (32 byte, base64url tanpa padding)"
-STALE_KEY_VERSION = ("Nilai disegel dengan versi kunci {got}, padahal versi kunci tim sekarang {want}: "
-                     "ambil kunci tim lagi lalu segel ulang")
+STALE_KEY_VERSION = ("Nilai disegel dengan versi kunci {got}, padahal versi kunci tim sekarang "
+                     "{want}: ambil kunci tim lagi lalu segel ulang")
 WRONG_SECRET = "Amplop disegel untuk secret lain, bukan secret yang sedang ditulis"
 WRONG_VERSION = ("Amplop disegel untuk versi {got}, padahal yang ditulis versi {want}: "
                  "secret sudah berubah, baca lagi lalu segel ulang")
 NOT_E2E = "Tim ini bukan tim end-to-end"
 NO_USER_KEY = "Kunci end-to-end Anda belum disiapkan (PUT /api/v1/me/e2e-key)"
-USER_KEY_EXISTS = ("Kunci end-to-end Anda sudah ada dengan kunci publik lain; kirim \"replace\": true "
-                   "untuk menggantinya (akses Anda ke tim end-to-end hilang sampai diberikan lagi)")
+USER_KEY_EXISTS = ("Kunci end-to-end Anda sudah ada dengan kunci publik lain; kirim "
+                   "\"replace\": true untuk menggantinya (akses Anda ke tim end-to-end hilang "
+                   "sampai diberikan lagi)")
 NO_WRAP = "Anda belum diberi akses ke kunci tim end-to-end ini"
 MEMBER_NOT_FOUND = "Anggota tidak ditemukan"
 MEMBER_HAS_NO_KEY = "Anggota ini belum menyiapkan kunci end-to-end"
 REKEY_VERSION = "Versi kunci baru harus {want} (versi sekarang ditambah satu)"
-REKEY_RECIPIENTS = ("Daftar penerima kunci baru tidak cocok dengan anggota yang punya akses dan token "
-                    "tim yang aktif (kurang {missing}, tidak dikenal {unknown}): muat ulang lalu ulangi")
+REKEY_RECIPIENTS = ("Daftar penerima kunci baru tidak cocok dengan anggota yang punya akses dan "
+                    "token tim yang aktif (kurang {missing}, tidak dikenal {unknown}): muat ulang "
+                    "lalu ulangi")
 REKEY_SECRETS = ("Daftar nilai yang disegel ulang tidak cocok dengan secret tim yang aktif "
                  "(kurang {missing}, tidak dikenal {unknown}): muat ulang lalu ulangi")
 DUPLICATE = "Kolom '{name}' berisi entri ganda"
+ONE_RECIPIENT = "Setiap entri 'wraps' memerlukan tepat satu dari 'user_id' dan 'token_id'"
 
 
 # --- syntax ------------------------------------------------------------------------------------
@@ -146,8 +151,8 @@ def parse_envelope(text: object) -> Envelope:
     not one (canonical base64url, a 12-byte nonce, a ciphertext of a value of at most 65,536
     bytes and its tag)."""
     match = ENVELOPE_RE.match(text) if isinstance(text, str) else None
-    if match is None or len(text) > MAX_ENVELOPE_LENGTH or _canonical(match[4], NONCE_BYTES) is None \
-            or _canonical(match[5]) is None:
+    if match is None or len(text) > MAX_ENVELOPE_LENGTH \
+            or _canonical(match[4], NONCE_BYTES) is None or _canonical(match[5]) is None:
         raise BadRequest(BAD_ENVELOPE)
     return Envelope(int(match[1]), uuid.UUID(match[2]), int(match[3]))
 
@@ -224,9 +229,14 @@ def looks_sealed(value: str) -> bool:
 
 # --- the team's mode ---------------------------------------------------------------------------
 
-async def key_version_of(cur: db.Cursor, team_id: uuid.UUID) -> int | None:
-    """The team's current key version; None for a team that is not end-to-end."""
-    row = await db.fetchone(cur, "SELECT key_version FROM teams WHERE id = %s", (team_id,))
+async def key_version_of(cur: db.Cursor, team_id: uuid.UUID, *,
+                         share: bool = False) -> int | None:
+    """The team's current key version; None for a team that is not end-to-end. With `share`,
+    the team row stays locked against a re-key (which locks it for update) until the caller's
+    transaction ends, so what the caller wraps for that version is not left behind."""
+    row = await db.fetchone(
+        cur, "SELECT key_version FROM teams WHERE id = %s" + (" FOR SHARE" if share else ""),
+        (team_id,))
     if row is None:
         raise NotFound(roles.TEAM_NOT_FOUND)
     return row["key_version"]
@@ -299,7 +309,8 @@ async def set_user_key(conn: db.Connection, actor: Actor, *, public_key: object,
         if changed:
             await cur.execute("DELETE FROM team_key_wraps WHERE user_id = %s", (actor.user_id,))
             dropped = cur.rowcount
-        action = "e2e_key_set" if old is None else ("e2e_key_replace" if changed else "e2e_key_rewrap")
+        action = ("e2e_key_set" if old is None
+                  else "e2e_key_replace" if changed else "e2e_key_rewrap")
         await audit.record(cur, actor, action, "user", resource_id=actor.user_id,
                            metadata={"fingerprint": fingerprint(key), "wraps_dropped": dropped})
     return row, old is None
@@ -481,6 +492,8 @@ async def rekey(conn: db.Connection, actor: Actor, team_id: uuid.UUID, *, key_ve
     by_token: dict[uuid.UUID, str] = {}
     for item in wrap_items:
         wrapped = check_wrap(item.get("wrapped_key"))
+        if (item.get("token_id") is None) == (item.get("user_id") is None):
+            raise BadRequest(ONE_RECIPIENT)
         if item.get("token_id") is not None:
             target, recipient = by_token, _uuid_of(item, "wraps", "token_id")
         else:

@@ -2,12 +2,14 @@
 with versions, soft delete, rollback and export.
 
 Values are sealed with AES-256-GCM bound to (team, secret, version); they leave the server only
-in a transaction whose audit entry was written. An end-to-end team's values arrive sealed by the
-client (`e2e` checks the envelope's syntax and that it names the key version, secret and version
-being written) and are stored and served as those envelopes (the `envelope` column, no
-master-key ciphertext); what would need their plaintext (.env and shell export, .env import,
-rollback, a move without a new value) is refused with the reason, and done in the client. Every function takes the acting `Actor` and a
+in a transaction whose audit entry was written. Every function takes the acting `Actor` and a
 connection, holds its SQL, and raises domain errors; none knows about HTTP.
+
+An end-to-end team's values arrive sealed by the client (`e2e` checks the envelope's shape and
+that it names the key version, secret and version being written) and are stored and served as
+those envelopes (the `envelope` column, no master-key ciphertext); what would need their
+plaintext (.env and shell export, .env import, rollback, a move without a new value) is refused
+with the reason, and done in the client.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from dataclasses import dataclass
 from . import audit, credentials, db, e2e, ratelimit, roles, teams
 from .actor import Actor
 from .crypto import DecryptionError, Keyring, secret_aad
-from .errors import BadRequest, Conflict, NotFound
+from .errors import BadRequest, NotFound
 from .inputs import check_text
 from .timeutil import iso
 
@@ -54,7 +56,8 @@ E2E_ROLLBACK = ("Tim end-to-end: rollback dilakukan di klien (baca versi lama, s
                 "versi berikutnya, lalu simpan sebagai nilai baru)")
 E2E_MOVE = ("Tim end-to-end: nilai terikat pada environment-nya, jadi pindah environment "
             "memerlukan nilai baru yang disegel untuk environment tujuan")
-E2E_ID_REQUIRED = "Tim end-to-end: kolom 'id' (UUID pilihan klien, dipakai saat menyegel) wajib diisi"
+E2E_ID_REQUIRED = ("Tim end-to-end: kolom 'id' (UUID pilihan klien, dipakai saat menyegel) "
+                   "wajib diisi")
 E2E_ID_ONLY = "Kolom 'id' hanya untuk tim end-to-end"
 VALUE_TOO_LARGE = f"Nilai secret maksimal {MAX_VALUE_BYTES} byte"
 
@@ -163,17 +166,16 @@ class SecretInput:
 
 
 def check_id(value: object) -> uuid.UUID | None:
-    """A client-chosen secret id (UUID), or None when not given."""
+    """A client-chosen id (a UUID in its 36-character form), or None when not given."""
     if value is None:
         return None
     try:
-        return uuid.UUID(value) if isinstance(value, str) and len(value) == 36 else _bad_id()
+        parsed = uuid.UUID(value) if isinstance(value, str) and len(value) == 36 else None
     except ValueError:
-        return _bad_id()
-
-
-def _bad_id() -> uuid.UUID:
-    raise BadRequest("Kolom 'id' harus UUID")
+        parsed = None
+    if parsed is None:
+        raise BadRequest("Kolom 'id' harus UUID")
+    return parsed
 
 
 @dataclass(frozen=True, slots=True)

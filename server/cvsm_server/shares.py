@@ -36,8 +36,8 @@ TTL_HOURS = (1, 168)
 
 SHARE_NOT_FOUND = "Tautan berbagi tidak ditemukan"
 SHARE_GONE = "Tautan berbagi sudah kedaluwarsa, habis dilihat, atau dicabut"
-E2E_VALUE_REQUIRED = ("Tim end-to-end: kirim kolom 'value' berisi amplop cvsm-share1 yang disegel di "
-                      "klien (kuncinya hanya di #fragment tautan)")
+E2E_VALUE_REQUIRED = ("Tim end-to-end: kirim kolom 'value' berisi amplop cvsm-share1 yang "
+                      "disegel di klien (kuncinya hanya di #fragment tautan)")
 VALUE_ONLY_E2E = "Kolom 'value' hanya untuk tautan berbagi tim end-to-end"
 
 _COLUMNS = "id, team_id, secret_id, max_views, view_count, expires_at, revoked_at, created_at"
@@ -162,8 +162,10 @@ async def view(conn: db.Connection, actor: Actor, keyring: Keyring, token: str) 
         if row is None:
             await _missing(cur, token_hash)
         try:
-            value = row["envelope"] if row["envelope"] is not None else keyring.open(
-                row["key_id"], row["nonce"], row["ciphertext"], share_aad(row["id"])).decode("utf-8")
+            value = row["envelope"]  # an end-to-end team's share: served as it came
+            if value is None:
+                value = keyring.open(row["key_id"], row["nonce"], row["ciphertext"],
+                                     share_aad(row["id"])).decode("utf-8")
         except DecryptionError:
             log.error("share %s does not decrypt with the configured master key", row["id"])
             raise

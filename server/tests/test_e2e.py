@@ -81,6 +81,18 @@ async def test_a_key_pair_of_the_wrong_shape_is_refused(api, client, field, valu
     assert (await resp.json())["error"]
 
 
+async def test_the_database_keeps_a_teams_mode_and_one_kind_of_value_per_row(client, alice, team,
+                                                                           api, database_url):
+    plain = await api.team(alice.user, "plain-team")
+    for team_id, mode in ((team.id, "false"), (plain, "true")):
+        with pytest.raises(Exception, match="set at its creation only"):
+            await query(database_url, f"UPDATE teams SET e2e = {mode} WHERE id = %s", (team_id,))
+    secret_id = await team.create_secret(alice, "BOTH", "v")
+    with pytest.raises(Exception, match="secrets_sealed_once"):
+        await query(database_url, "UPDATE secrets SET key_id = 'k', nonce = '\\x00', "
+                                  "ciphertext = '\\x00' WHERE id = %s", (secret_id,))
+
+
 async def test_an_api_token_can_neither_read_nor_replace_its_users_key_pair(api, client, alice):
     token = (await api.api_token(alice.user))["token"]
     assert (await client.get("/api/v1/me/e2e-key", headers=auth(token))).status == 403
@@ -148,7 +160,7 @@ async def test_sealed_secrets_are_stored_checked_and_served_as_envelopes(client,
     resp = await client.get(f"/api/v1/teams/{team.id}/secrets/by-name/DB_URL",
                             headers=auth(alice.token))
     body = await resp.json()
-    assert body["secret"]["e2e"] is True
+    assert body["secret"]["e2e"] is True and body["e2e"] is True
     assert body["value"].startswith("cvsm-e2e1.1." + secret_id + ".1.")
     assert team.open(body["value"], name="DB_URL") == "postgres://u:p@h/db"
     resp = await client.get(f"/api/v1/teams/{team.id}/secrets/{secret_id}",
@@ -415,7 +427,8 @@ async def test_removing_a_member_deletes_their_wraps_and_their_tokens(api, clien
     await team.grant(alice, bob)
     token_string, _, _ = await team.token(bob)
     api_part, _ = crypto.split_token(token_string)
-    assert (await client.get(f"/api/v1/teams/{team.id}/e2e/key", headers=auth(api_part))).status == 200
+    resp = await client.get(f"/api/v1/teams/{team.id}/e2e/key", headers=auth(api_part))
+    assert resp.status == 200
     resp = await client.delete(f"/api/v1/teams/{team.id}/members/{bob.id}",
                                headers=auth(alice.token))
     assert resp.status == 200
@@ -472,6 +485,8 @@ async def test_rekey_moves_every_holder_token_and_secret_to_the_new_key_in_one_r
         (alice, {**good, "secrets": resealed(only=("A",))}, 409),             # B missing
         (alice, {**good, "secrets": resealed(version=3)}, 409),               # stale
         (alice, {**good, "secrets": [{"id": ids["A"], "value": "plain"}]}, 400),
+        (alice, {**good, "wraps": [{**good["wraps"][0], "token_id": token_json["id"]},
+                                   *good["wraps"][1:]]}, 400),        # two recipients in one
         (waiting, good, 403),                                                 # a Viewer
     ]
     for by, body, status in refused:

@@ -36,7 +36,8 @@ def forms(value: str) -> list[str]:
 
 async def dump_rows(database_url: str) -> str:
     """Every row of every table of the database, as text."""
-    tables = await query(database_url, "SELECT tablename FROM pg_tables WHERE schemaname = 'public'")
+    tables = await query(database_url,
+                         "SELECT tablename FROM pg_tables WHERE schemaname = 'public'")
     parts = []
     for table in tables:
         rows = await query(database_url, f'SELECT t::text AS row FROM "{table["tablename"]}" t')
@@ -79,7 +80,8 @@ async def write_team_values(client: Any, api: Any) -> tuple[E2ETeam, Member, dic
     new_key = crypto.new_team_key()
     resp = await client.post(f"/api/v1/teams/{team.id}/e2e/rekey", headers=auth(owner.token), json={
         "key_version": 2,
-        "wraps": [{"user_id": owner.id, "wrapped_key": team.wrap_for(owner.public_key, 2, new_key)}],
+        "wraps": [{"user_id": owner.id,
+                   "wrapped_key": team.wrap_for(owner.public_key, 2, new_key)}],
         "secrets": [{"id": ids[name], "value": crypto.seal_value(
             values[name], new_key, 2, team_id=team.id, secret_id=ids[name],
             version=versions[name] + 1, environment="production", name=name)}

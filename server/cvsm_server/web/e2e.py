@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from .. import e2e, secrets
-from ..inputs import field
+from .. import e2e
+from ..errors import BadRequest
+from ..inputs import field, parse_uuid
 from .schema import (BOOL, E2E_ENVELOPE, E2E_PASS, E2E_PUBLIC_KEY, E2E_REC, E2E_WRAP, INT, ROLE,
                      STRING, TIME, UUID, answer, nullable, obj, query)
 from .request import actor, connection, query_int, read_json, team_of
@@ -54,7 +55,9 @@ async def list_e2e_members(request: web.Request) -> web.Response:
 
 async def grant_e2e_access(request: web.Request) -> web.Response:
     body = await read_json(request, max_bytes=SMALL_BODY)
-    user_id = secrets.check_id(field(body, "user_id", str))
+    user_id = parse_uuid(field(body, "user_id", str))
+    if user_id is None:
+        raise BadRequest("Kolom 'user_id' harus UUID")
     wrapped = field(body, "wrapped_key", str)
     key_version = field(body, "key_version", int, required=False)
     async with connection(request) as conn:
@@ -161,7 +164,7 @@ OPENAPI = {
             "key_version": {"type": "integer", "minimum": 2, "maximum": e2e.MAX_NUMBER},
             "wraps": {"type": "array", "items": obj(
                 {"user_id": UUID, "token_id": UUID, "wrapped_key": E2E_WRAP},
-                ("wrapped_key",), description="One of `user_id` and `token_id`.")},
+                ("wrapped_key",), description="Exactly one of `user_id` and `token_id`.")},
             "secrets": {"type": "array", "items": obj({"id": UUID, "value": E2E_ENVELOPE},
                                                       ("id", "value"))},
         }, ("key_version", "wraps", "secrets")),

@@ -40,7 +40,7 @@ async def read_secret(request: web.Request) -> web.Response:
         row, value = await secrets.read_secret(conn, actor(request), request.app[KEYRING],
                                                team_id, secret_id,
                                                charge=request.get(RATE_CHARGE))
-    return web.json_response({"secret": secrets.secret_json(row), "value": value})
+    return _read_answer(row, value)
 
 
 async def read_secret_by_name(request: web.Request) -> web.Response:
@@ -50,7 +50,14 @@ async def read_secret_by_name(request: web.Request) -> web.Response:
         row, value = await secrets.read_secret_by_name(
             conn, actor(request), request.app[KEYRING], team_id, request.match_info["name"],
             environment, charge=request.get(RATE_CHARGE))
-    return web.json_response({"secret": secrets.secret_json(row), "value": value})
+    return _read_answer(row, value)
+
+
+def _read_answer(row: dict, value: str) -> web.Response:
+    """A read's answer: the secret and its value; `e2e` (also in the secret) says the value is an
+    end-to-end team's envelope, which the client opens."""
+    secret = secrets.secret_json(row)
+    return web.json_response({"secret": secret, "value": value, "e2e": secret["e2e"]})
 
 
 async def create_secret(request: web.Request) -> web.Response:
@@ -179,7 +186,8 @@ async def move_env(request: web.Request) -> web.Response:
 # --- OpenAPI: the operations above (`web.schema`), for `web.apidoc` ------------------------------
 
 _SECRET = answer({"secret": ref("Secret")})
-_READ = answer({"secret": ref("Secret"), "value": STRING})
+_READ = answer({"secret": ref("Secret"), "value": STRING,
+                "e2e": {"type": "boolean", "description": "`value` is an envelope (docs/e2e.md)."}})
 _ITEM = obj({"name": SECRET_NAME, "value": SECRET_VALUE, "environment": ENVIRONMENT,
              "type": {**SECRET_TYPE, "default": "credential"},
              "description": {"type": "string", "maxLength": secrets.MAX_DESCRIPTION,
