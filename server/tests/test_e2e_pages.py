@@ -1,0 +1,139 @@
+"""The dashboard's forms of end-to-end teams over plain HTTP (no browser): what they take is what
+the page's script (static/e2e-pages.js) sends, made here with the Python reference `cvsm.e2e`,
+and what the script could get wrong, or a hand-made post, is a 4xx page with an Indonesian
+message, never a 500 and never a stored plaintext."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from aiohttp.test_utils import TestClient
+
+from conftest import query
+from cvsm import e2e
+from cvsm_server.config import Settings
+from test_dashboard import csrf_of, form_csrf, sign_up
+
+PASSPHRASE = "kuda laut batu hijau 7"
+
+
+@pytest.fixture
+def settings(make_settings: Callable[..., Settings]) -> Settings:
+    return make_settings(app_url="")  # plain http keeps the cookie
+
+
+def context_of(html: str) -> dict[str, str]:
+    """The `#e2e-context` data attributes of a page."""
+    match = re.search(r'<div id="e2e-context" hidden([^>]*)>', html)
+    assert match, "the page has no #e2e-context"
+    return {k: v for k, v in re.findall(r' data-([a-z-]+)="([^"]*)"', match.group(1))}
+
+
+async def keyed_member(client: TestClient) -> dict[str, Any]:
+    """A member signed up through the pages, with a key pair set up through the account form."""
+    await sign_up(client)
+    page = await client.get("/app/account")
+    html = await page.text()
+    user_id = context_of(html)["user-id"]
+    private, public = e2e.generate_key_pair()
+    recovery = os.urandom(32)
+    resp = await client.post("/app/account/e2e", allow_redirects=False, data={
+        "csrf": csrf_of(html), "public_key": e2e._b64u(public),
+        "wrapped_private_key": e2e.wrap_private_key_with_passphrase(private, PASSPHRASE, user_id),
+        "recovery_wrapped_private_key": e2e.wrap_private_key_with_recovery(private, recovery,
+                                                                           user_id)})
+    assert resp.status == 303, await resp.text()
+    return {"user_id": user_id, "private": private, "public": public,
+            "csrf": await form_csrf(client, "/app/account")}
+
+
+async def e2e_team(client: TestClient, member: dict[str, Any], slug: str) -> dict[str, Any]:
+    team_id, key = str(uuid.uuid4()), e2e.new_team_key()
+    resp = await client.post("/app/teams", allow_redirects=False, data={
+        "csrf": member["csrf"], "name": slug, "slug": slug, "e2e": "1", "id": team_id,
+        "wrapped_key": e2e.wrap_team_key(key, team_id, 1, member["public"])})
+    assert resp.status == 303, await resp.text()
+    return {"id": team_id, "key": key, "slug": slug}
+
+
+async def test_the_pages_take_what_the_script_seals_and_refuse_the_rest_with_a_4xx(
+        client: TestClient, database_url: str) -> None:
+    member = await keyed_member(client)
+    csrf = member["csrf"]
+    page = await client.get("/app/account")
+    assert "Sidik jari kunci publik Anda" in await page.text()
+
+    # The account form: a public key that is not one is the account page again, with the reason.
+    resp = await client.post("/app/account/e2e", data={
+        "csrf": csrf, "public_key": "bukan-kunci", "wrapped_private_key": "x",
+        "recovery_wrapped_private_key": "y"})
+    assert resp.status == 400 and "kunci publik X25519" in await resp.text()
+
+    # Team creation with the box but nothing from the script (no HTTPS, no JavaScript).
+    resp = await client.post("/app/teams", data={"csrf": csrf, "name": "n", "slug": "no-script",
+                                                  "e2e": "1"})
+    assert resp.status == 400 and "HTTPS" in await resp.text()
+    assert not await query(database_url, "SELECT 1 FROM teams WHERE slug = 'no-script'")
+
+    team = await e2e_team(client, member, "sealed-pages")
+    secrets_page = await client.get(f"/app/teams/{team['slug']}/secrets")
+    html = await secrets_page.text()
+    assert context_of(html)["team-id"] == team["id"]
+    assert context_of(html)["wrapped-key"].startswith("cvsm-wrap1.")
+
+    # A value typed in clear (a form posted without the script) is refused, and not stored.
+    resp = await client.post(f"/app/teams/{team['slug']}/secrets", data={
+        "csrf": csrf, "name": "CLEAR", "value": "in-clear-value", "environment": "production"})
+    assert resp.status == 400
+    assert not await query(database_url, "SELECT 1 FROM secrets WHERE name = 'CLEAR'")
+
+    # The .env import: what the script sends, and what it could send wrong.
+    secret_id = str(uuid.uuid4())
+    sealed = e2e.seal_value("imported-value", team["key"], 1, team_id=team["id"],
+                            secret_id=secret_id, version=1, environment="production", name="IMP")
+    resp = await client.post(f"/app/teams/{team['slug']}/import", data={
+        "csrf": csrf, "environment": "production", "items": json.dumps([
+            {"line": 1, "name": "IMP", "id": secret_id, "value": sealed},
+            {"line": 2, "name": None, "error": "Baris 2 bukan format KEY=VALUE"},
+            {"line": 3, "name": "PLAIN", "id": str(uuid.uuid4()), "value": "in-clear"}])})
+    assert resp.status == 200  # followed to the list, which says what happened once
+    html = await resp.text()
+    assert "1 dibuat, 2 gagal." in html and "Baris 2 bukan format KEY=VALUE" in html
+    for items in ("not json", json.dumps({"a": 1}), json.dumps([1, 2])):
+        resp = await client.post(f"/app/teams/{team['slug']}/import", data={
+            "csrf": csrf, "environment": "production", "items": items})
+        assert resp.status == 400 and "muat ulang halaman" in await resp.text()
+
+    # The export: a page holding the envelopes for the script, never a value.
+    resp = await client.post(f"/app/teams/{team['slug']}/export", data={
+        "csrf": csrf, "environment": "production", "format": "dotenv"})
+    html = await resp.text()
+    assert resp.status == 200 and "data-e2e-export" in html and "imported-value" not in html
+    assert resp.headers["Cache-Control"] == "no-store"
+
+    # A grant with something that is not a wrap; a re-key payload that is not the script's.
+    other = str(uuid.uuid4())
+    resp = await client.post(f"/app/teams/{team['slug']}/e2e/grants/{other}", data={
+        "csrf": csrf, "wrapped_key": "cvsm-wrap1.x"})
+    assert resp.status == 400
+    plan = await client.post(f"/app/teams/{team['slug']}/e2e/rekey", data={"csrf": csrf})
+    html = await plan.text()
+    assert plan.status == 200 and "data-e2e-rekey" in html and "imported-value" not in html
+    assert plan.headers["Cache-Control"] == "no-store"
+    for payload in ("not json", "[]"):
+        resp = await client.post(f"/app/teams/{team['slug']}/e2e/rekey", data={
+            "csrf": csrf, "payload": payload})
+        assert resp.status == 400, payload
+    resp = await client.post(f"/app/teams/{team['slug']}/e2e/rekey", data={
+        "csrf": csrf, "payload": json.dumps({"key_version": 2, "wraps": [], "secrets": []})})
+    assert resp.status == 409 and "Kunci tim end-to-end" in await resp.text()
+    rows = await query(database_url, "SELECT key_version FROM teams WHERE id = %s", (team["id"],))
+    assert rows == [{"key_version": 1}]
+    dump = await query(database_url, "SELECT s::text AS row FROM secrets s")
+    assert not any("in-clear" in r["row"] or "imported-value" in r["row"] for r in dump)
