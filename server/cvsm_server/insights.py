@@ -137,7 +137,9 @@ async def compare_environments(conn: db.Connection, actor: Actor, keyring: Keyri
     """The team's names by environment (production, staging, development, those the actor may
     see), with which are missing and which differ, shown by digests under a key made for this
     call only. Viewer or above (who may read the values anyway); audited once as
-    `compare_environments` with the counts, since every value is decrypted to digest it."""
+    `compare_environments` with the counts, since every value is decrypted to digest it. An
+    end-to-end team's envelopes are not opened (the server cannot): their cells have an empty
+    digest, so only which names are missing is told, never that values differ."""
     environments = tuple(e for e in ENVIRONMENTS if actor.scope is None
                          or actor.scope.allows_environment(e))
     key = random.token_bytes(32)
@@ -145,7 +147,7 @@ async def compare_environments(conn: db.Connection, actor: Actor, keyring: Keyri
         await roles.require(cur, team_id, actor, roles.VIEWER)
         rows = await db.fetchall(
             cur,
-            """SELECT id, team_id, name, environment, version, key_id, nonce, ciphertext
+            """SELECT id, team_id, name, environment, version, key_id, nonce, ciphertext, envelope
                FROM secrets WHERE team_id = %s AND deleted_at IS NULL
                  AND environment = ANY(%s::text[])
                ORDER BY name""",
@@ -154,8 +156,9 @@ async def compare_environments(conn: db.Connection, actor: Actor, keyring: Keyri
         by_name: dict[str, dict[str, Cell | None]] = {}
         for row in rows:
             cells = by_name.setdefault(row["name"], dict.fromkeys(environments))
-            cells[row["environment"]] = Cell(row["id"], row["version"],
-                                             value_digest(key, open_value(keyring, row)))
+            digest = "" if row["envelope"] is not None else value_digest(
+                key, open_value(keyring, row))
+            cells[row["environment"]] = Cell(row["id"], row["version"], digest)
         result = Comparison(environments, [Row(n, c) for n, c in by_name.items()])
         await audit.record(cur, actor, "compare_environments", "secret", team_id=team_id,
                            metadata={"environments": list(environments), "names": len(by_name),

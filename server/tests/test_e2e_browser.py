@@ -9,18 +9,17 @@ text exactly as the server's `dotenv` does.
 
 The flows, by label and role at 1280 and 390 px with axe-core and the width check on every page
 landed on: a member sets up their keys (a passphrase equal to the sign-in password refused, the
-recovery key shown once), creates an end-to-end team, adds a secret, reveals it, edits it
-(version 2), rolls back to version 1 in the browser, imports a .env and downloads the export
-made in the browser; a token made on the tokens page reads the value through the API and
-`cvsm.e2e`; a share link opens in a second browser context with the key of its #fragment (and
-says so without it, or over plain HTTP); an
-added member sets up keys, is granted access and reads the value in their browser, signs out
-(the key is forgotten), sets a new passphrase with the recovery key, locks and unlocks; after a
-removal the team is re-keyed and still reads. After each step no table of the database holds a
-value in plaintext. Over plain HTTP on a name that is not localhost (a host-resolver rule maps
-cvsm.test to 127.0.0.1, so `window.isSecureContext` is false) the team's pages show the names,
-say in Indonesian that values need HTTPS, no value form sends a value, and an end-to-end team
-cannot be created.
+recovery key shown once), creates an end-to-end team, adds a secret, reveals it, edits it (version
+2), rolls back to version 1 in the browser, imports a .env, downloads the export made in the
+browser and opens one cell of the environments side by side; a token made on the tokens page reads
+the value through the API and `cvsm.e2e`; a share link opens in a second browser context with the
+key of its #fragment (and says so without it, or over plain HTTP); an added member sets up keys, is
+granted access and reads the value in their browser, signs out (the key is forgotten), sets a new
+passphrase with the recovery key, locks and unlocks; after a removal the team is re-keyed and still
+reads. After each step no table of the database holds a value in plaintext. Over plain HTTP on a
+name that is not localhost (a host-resolver rule maps cvsm.test to 127.0.0.1, so
+`window.isSecureContext` is false) the team's pages show the names, say in Indonesian that values
+need HTTPS, no value form sends a value, and an end-to-end team cannot be created.
 With CVSM_SCREENSHOTS_DIR set (docs/screenshots) the new pages are photographed at both widths."""
 
 from __future__ import annotations
@@ -528,6 +527,17 @@ async def test_e2e_team_flows_in_the_browser_keep_values_out_of_the_database(
                 assert download.suggested_filename == "production.env"
                 assert Path(await download.path()).read_text() == dotenv.render(
                     {"DATABASE_URL": current, **imported})
+
+                # The environments side by side: where each name is, one cell opened here (the
+                # server cannot compare values it cannot read, so it does not claim to).
+                await page.get_by_role("link", name="Environment berdampingan").click()
+                await expect(page.get_by_text("nilai berbeda")).to_have_count(0)
+                await page.get_by_role(
+                    "button", name="Tampilkan nilai DATABASE_URL di production").click()
+                await expect(page.get_by_label("Nilai DATABASE_URL di production")
+                             ).to_have_text(current)
+                await landed(page, "e2e-environments", width)
+                await page.get_by_role("link", name="Kembali ke secret").click()
 
                 # 8. A member added, with keys of their own, granted access; reads in their
                 # browser.
