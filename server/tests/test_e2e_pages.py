@@ -110,6 +110,22 @@ async def test_the_pages_take_what_the_script_seals_and_refuse_the_rest_with_a_4
             "csrf": csrf, "environment": "production", "items": items})
         assert resp.status == 400 and "muat ulang halaman" in await resp.text()
 
+    # Every page of the team answers (none opens a value on the server).
+    secret_page = f"/app/teams/{team['slug']}/secrets/{secret_id}"
+    for path in ("secrets", "members", "environments", "insights", "audit", "plan"):
+        resp = await client.get(f"/app/teams/{team['slug']}/{path}")
+        assert resp.status == 200, path
+    resp = await client.get(secret_page)
+    assert resp.status == 200 and 'data-e2e-update' in await resp.text()
+    for data in ({}, {"version": "1"}):
+        resp = await client.post(f"{secret_page}/value", data={"csrf": csrf, **data})
+        html = await resp.text()
+        assert resp.status == 200 and f'data-e2e-envelope="{sealed}"' in html
+        assert "imported-value" not in html
+    resp = await client.post(f"/app/teams/{team['slug']}/environments/reveal",
+                             data={"csrf": csrf, "secret_id": secret_id})
+    assert resp.status == 200 and "data-e2e-envelope" in await resp.text()
+
     # The export: a page holding the envelopes for the script, never a value.
     resp = await client.post(f"/app/teams/{team['slug']}/export", data={
         "csrf": csrf, "environment": "production", "format": "dotenv"})
