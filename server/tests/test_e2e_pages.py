@@ -68,6 +68,7 @@ async def test_the_pages_take_what_the_script_seals_and_refuse_the_rest_with_a_4
     csrf = member["csrf"]
     page = await client.get("/app/account")
     assert "Sidik jari kunci publik Anda" in await page.text()
+    assert page.headers["Cache-Control"] == "no-store"  # it holds the passphrase's wrap
 
     # The account form: a public key that is not one is the account page again, with the reason.
     resp = await client.post("/app/account/e2e", data={

@@ -34,9 +34,10 @@ async def _account_context(request: web.Request, conn: db.Connection, actor: Act
 
 
 def _account(request: web.Request, context: dict[str, Any], **kwargs: Any) -> web.Response:
-    # A page that shows the two-factor key is never stored.
-    return render_page(request, "account.html", context, private=context["setup"] is not None,
-                       **kwargs)
+    # A page that shows the two-factor key, or holds the wraps of the end-to-end private key
+    # (the passphrase's one could be guessed at offline), is never stored.
+    private = context["setup"] is not None or context["e2e"]["pass_wrap"] is not None
+    return render_page(request, "account.html", context, private=private, **kwargs)
 
 
 async def account_refused(request: web.Request, conn: db.Connection, actor: Actor,
