@@ -155,6 +155,13 @@ class E2ETest < CvsmTest
     assert_equal "postgres://staging", e2e_client(environment: "staging").get("DATABASE_URL")
   end
 
+  def test_concurrent_first_reads_fetch_the_team_key_once
+    8.times { |i| @api.add_secret("S#{i}", "v#{i}") }
+    client = e2e_client
+    assert_equal Array.new(8) { |i| "v#{i}" }, Array.new(8) { |i| Thread.new { client.get("S#{i}") } }.map(&:value)
+    assert_equal 1, paths(@server).count(key_path)
+  end
+
   def test_the_bearer_header_never_carries_the_key_part
     client = e2e_client(cache_ttl: 0)
     client.get("DATABASE_URL")
