@@ -273,6 +273,10 @@ class E2ETest < CvsmTest
     assert_includes error.message, "key part"
     refute_includes error.message, "cvsm-e2e1"
     assert_equal ["/teams/acme/secrets/by-name/DATABASE_URL"], paths(@server)
+
+    @api.script(%r{/by-name/}, json(200, "secret" => { "id" => "x", "name" => "DATABASE_URL", "e2e" => true },
+                                         "value" => @api.envelope("DATABASE_URL")))
+    assert_raises(Cvsm::ConfigurationError, "the flag in the secret object") { client.get("DATABASE_URL") }
   end
 
   def test_a_plain_answer_to_a_token_with_a_key_is_not_taken_as_the_value

@@ -314,13 +314,19 @@ module Cvsm
                                   { environment: environment },
                                   shape: BY_NAME, misconfigured: BY_NAME_MISCONFIGURED)
       return open_values({ name => reply.data["value"] }, reply.request_id)[name] if @config.private_key
-      return reply.data["value"] unless reply.data["e2e"] == true
+      return reply.data["value"] unless end_to_end?(reply.data)
 
       raise ConfigurationError.new(
         "secret #{name.inspect} is in an end-to-end team: the token needs its key part " \
         "(cvsm_<64 hex>.<key>, as it was shown when it was made) to open it",
         request_id: reply.request_id
       )
+    end
+
+    # Whether a read by name answered for an end-to-end team: "e2e": true beside the value, or
+    # in the secret object.
+    def end_to_end?(data)
+      data["e2e"] == true || data["secret"]["e2e"] == true
     end
 
     # Opens +envelopes+ (name => cvsm-e2e1 envelope) with the team key for the environment and
