@@ -98,6 +98,8 @@ final class E2eVectorsTest extends TestCase
 
         self::assertSame([$token['api_token'], self::unb64u($token['private_key'])], E2e::splitToken($token['token']));
         self::assertSame([$token['api_token'], null], E2e::splitToken($token['api_token']));
+        $jwt = 'eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJhbGljZSJ9.c2lnbmF0dXJl';
+        self::assertSame([$jwt, null], E2e::splitToken($jwt), 'a JWT has dots of its own and no key part');
     }
 
     /**

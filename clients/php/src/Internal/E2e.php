@@ -27,14 +27,16 @@ final class E2e
 
     /**
      * Splits a token into the API token the server knows (sent as the bearer) and the X25519
-     * private key after its first dot (32 raw bytes), or null for a token without a dot.
+     * private key after its first dot (32 raw bytes), or null for a token without a dot. Only an
+     * API token (`cvsm_…`) carries a key part: anything else (a JWT has dots of its own) is
+     * returned whole.
      *
      * @return array{0: string, 1: ?string}
-     * @throws E2eError when the token has a dot but is not `cvsm_<64 hex>.<43 base64url characters>`
+     * @throws E2eError when a `cvsm_` token has a dot but is not `cvsm_<64 hex>.<43 base64url characters>`
      */
     public static function splitToken(#[\SensitiveParameter] string $token): array
     {
-        if (!str_contains($token, '.')) {
+        if (!str_starts_with($token, 'cvsm_') || !str_contains($token, '.')) {
             return [$token, null];
         }
         if (!preg_match('/^(cvsm_[0-9a-f]{64})\.(' . self::B64U . ')$/D', $token, $m)) {
