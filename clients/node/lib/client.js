@@ -214,7 +214,9 @@ class Client {
           configuration: { 400: WRONG_ENVIRONMENT },
         },
       );
-      if (answer.body.e2e === true && this.#privateKey === null) {
+      // The server marks an end-to-end team's secret (`secret.e2e`).
+      const sealed = answer.body.secret?.e2e === true || answer.body.e2e === true;
+      if (sealed && this.#privateKey === null) {
         throw new ConfigurationError(KEY_PART_MISSING, { requestId: answer.requestId });
       }
       value = answer.body.value;

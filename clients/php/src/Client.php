@@ -176,7 +176,7 @@ class Client
                 $this->teamPath() . '/secrets/by-name/' . rawurlencode($name),
                 ['environment' => $environment],
                 static fn (mixed $answer): array => is_object($answer) && is_object($answer->secret ?? null) && is_string($answer->value ?? null)
-                    ? [$answer->value, ($answer->e2e ?? false) === true]
+                    ? [$answer->value, ($answer->secret->e2e ?? $answer->e2e ?? false) === true]
                     : throw new UnreadableResponse('not {"secret": {...}, "value": "..."}'),
                 [400]
             );

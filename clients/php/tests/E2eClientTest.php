@@ -165,8 +165,8 @@ final class E2eClientTest extends TestCase
     {
         $this->stub->route(
             self::byName('DATABASE_URL', 'production', $this->teamId),
-            ['body' => ['secret' => ['id' => self::SECRET_ID], 'value' => $this->v['values'][0]['envelope'], 'e2e' => true]],
-            ['body' => ['secret' => ['id' => self::SECRET_ID], 'value' => $this->v['values'][6]['envelope'], 'e2e' => true]]
+            ['body' => ['secret' => ['id' => self::SECRET_ID, 'e2e' => true], 'value' => $this->v['values'][0]['envelope']]],
+            ['body' => ['secret' => ['id' => self::SECRET_ID, 'e2e' => true], 'value' => $this->v['values'][6]['envelope']]]
         );
         $this->routeKey();
         $client = $this->e2eClient(['cache_ttl' => 0, 'stale_if_error' => 300, 'on_stale' => static function (): void {
@@ -183,8 +183,8 @@ final class E2eClientTest extends TestCase
         $newKey = random_bytes(32);
         $this->stub->route(
             self::byName('DATABASE_URL', 'production', $this->teamId),
-            ['body' => ['secret' => ['id' => self::SECRET_ID], 'value' => $this->v['values'][0]['envelope'], 'e2e' => true]],
-            ['body' => ['secret' => ['id' => self::SECRET_ID], 'value' => $this->seal('re-keyed', 'DATABASE_URL', $newKey, 3, 2), 'e2e' => true]]
+            ['body' => ['secret' => ['id' => self::SECRET_ID, 'e2e' => true], 'value' => $this->v['values'][0]['envelope']]],
+            ['body' => ['secret' => ['id' => self::SECRET_ID, 'e2e' => true], 'value' => $this->seal('re-keyed', 'DATABASE_URL', $newKey, 3, 2)]]
         );
         $this->routeKey(
             ['team_id' => $this->teamId, 'key_version' => 2, 'wrapped_key' => $this->v['recipients'][1]['wrapped_key']],
@@ -389,7 +389,7 @@ final class E2eClientTest extends TestCase
     {
         $this->stub->route(
             self::byName($name, 'production', $this->teamId),
-            ['body' => ['secret' => ['id' => self::SECRET_ID, 'name' => $name, 'environment' => 'production'], 'value' => $envelope, 'e2e' => true]]
+            ['body' => ['secret' => ['id' => self::SECRET_ID, 'name' => $name, 'environment' => 'production', 'e2e' => true], 'value' => $envelope]]
         );
     }
 

@@ -165,7 +165,7 @@ final class E2eVectorsTest extends TestCase
         $vectors = self::vectors();
         $this->stub->route(
             self::byName($value['name'], $value['environment'], $vectors['team_id']),
-            ['body' => ['secret' => ['id' => 'x', 'name' => $value['name']], 'value' => $value['envelope'], 'e2e' => true]]
+            ['body' => ['secret' => ['id' => 'x', 'name' => $value['name'], 'e2e' => true], 'value' => $value['envelope']]]
         );
         $this->stub->route(
             sprintf('GET /teams/%s/e2e/key', $vectors['team_id']),

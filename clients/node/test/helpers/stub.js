@@ -46,7 +46,7 @@ function drip(res, intervalMs) {
  * With `tls: true` it serves https with the test PKI's server certificate (helpers/pki.js).
  * `token` is the API token it accepts (default TOKEN). With `e2e` (`{team_id, key_version,
  * wrapped_key}`, replaceable later through `stub.e2e`) the team is end-to-end: `secrets` then
- * holds envelopes, the by-name answer says `"e2e": true`, and `GET /teams/:team/e2e/key` answers
+ * holds envelopes, the by-name answer's secret says `"e2e": true`, and `GET /teams/:team/e2e/key` answers
  * `e2e`; without it that route answers 400, as the server does for a team that is not.
  */
 class StubServer {
@@ -163,9 +163,11 @@ class StubServer {
       const values = this.secrets[environment] || {};
       if (!Object.hasOwn(values, byName)) return send(res, 404, { error: 'rahasia tidak ditemukan' });
       return send(res, 200, {
-        secret: { id: this.#idOf(environment, byName), name: byName, environment, type: 'credential' },
+        secret: {
+          id: this.#idOf(environment, byName), name: byName, environment, type: 'credential',
+          e2e: this.e2e !== null,
+        },
         value: values[byName],
-        ...(this.e2e === null ? {} : { e2e: true }),
       });
     }
     if (id === 'export') {
