@@ -43,6 +43,9 @@ pub struct Client {
     config: Config,
     transport: Transport,
     cache: Mutex<Cache>,
+    /// key_fetch is held while the team key is fetched, so that concurrent
+    /// first reads of an end-to-end team fetch it once.
+    key_fetch: Mutex<()>,
 }
 
 impl Client {
@@ -76,6 +79,7 @@ impl Client {
             config,
             transport,
             cache: Mutex::new(cache),
+            key_fetch: Mutex::new(()),
         })
     }
 
@@ -325,9 +329,9 @@ impl Client {
     /// out `"e2e": true` could otherwise pass off a value of its own.
     fn reveal(&self, environment: &str, name: &str, answer: ByName) -> Result<String> {
         let Some(token_key) = &self.config.key else {
-            return match answer.e2e {
-                Some(true) => Err(Error::configuration(KEYLESS)),
-                _ => Ok(answer.value),
+            return match answer.is_e2e() {
+                true => Err(Error::configuration(KEYLESS)),
+                false => Ok(answer.value),
             };
         };
         let sealed = BTreeMap::from([(name.to_string(), answer.value)]);
@@ -358,7 +362,12 @@ impl Client {
                 .is_some_and(|key| key.version() == envelope.key_version)
         };
         if envelopes.iter().any(|(_, envelope)| !held(&key, envelope)) {
-            key = Some(self.fetch_team_key(token_key)?);
+            let _fetching = lock(&self.key_fetch);
+            // Another read may have fetched the key while this one waited.
+            key = self.cache().team_key();
+            if envelopes.iter().any(|(_, envelope)| !held(&key, envelope)) {
+                key = Some(self.fetch_team_key(token_key)?);
+            }
         }
         let Some(key) = key else {
             return Ok(BTreeMap::new()); // nothing was sealed

@@ -283,21 +283,51 @@ fn a_malformed_envelope_is_a_decryption_error_without_a_key_request() {
     assert_eq!(stub.targets(), vec![by_name(&team, DATABASE_URL)]);
 }
 
+/// moving_the_flag serves `team` with the by-name answer's `"e2e": true`
+/// in its secret object instead of beside the value.
+fn moving_the_flag(team: &Arc<Team>) -> Stub {
+    let team = Arc::clone(team);
+    Stub::start(move |req| match team.reply(req) {
+        Reply::Json(200, body) => {
+            let mut answer: serde_json::Value = serde_json::from_str(&body).unwrap();
+            if answer.get("e2e").is_some() {
+                answer.as_object_mut().unwrap().remove("e2e");
+                answer["secret"]["e2e"] = true.into();
+            }
+            Reply::Json(200, answer.to_string())
+        }
+        reply => reply,
+    })
+}
+
 #[test]
 fn a_keyless_token_reading_an_end_to_end_team_is_a_configuration_error() {
     let team = Team::from_vectors();
-    let stub = serve(&team, no_errors);
-    let client = Client::new(ClientOptions {
-        token: Some(team.api_token.clone()),
-        ..options(&team, &stub)
-    })
-    .unwrap();
-    let err = client.get(DATABASE_URL).unwrap_err();
-    assert!(matches!(err, Error::Configuration { .. }), "{err:?}");
-    assert!(err.to_string().contains("end-to-end"), "{err}");
-    assert!(err.to_string().contains("key part"), "{err}");
-    assert!(!err.to_string().contains(&team.api_token), "{err}");
-    assert_eq!(stub.targets(), vec![by_name(&team, DATABASE_URL)]);
+    for stub in [serve(&team, no_errors), moving_the_flag(&team)] {
+        let client = Client::new(ClientOptions {
+            token: Some(team.api_token.clone()),
+            ..options(&team, &stub)
+        })
+        .unwrap();
+        let err = client.get(DATABASE_URL).unwrap_err();
+        assert!(matches!(err, Error::Configuration { .. }), "{err:?}");
+        assert!(err.to_string().contains("end-to-end"), "{err}");
+        assert!(err.to_string().contains("key part"), "{err}");
+        assert!(!err.to_string().contains(&team.api_token), "{err}");
+        assert_eq!(stub.targets(), vec![by_name(&team, DATABASE_URL)]);
+    }
+}
+
+#[test]
+fn the_flag_in_the_secret_object_reads_like_the_flag_beside_the_value() {
+    let team = Team::from_vectors();
+    let stub = moving_the_flag(&team);
+    let client = Client::new(options(&team, &stub)).unwrap();
+    assert_eq!(
+        client.get(DATABASE_URL).unwrap(),
+        Team::vector_value("production", DATABASE_URL)
+    );
+    assert_eq!(stub.count(), 2);
 }
 
 #[test]
@@ -525,4 +555,33 @@ fn a_token_with_a_key_part_opens_the_value_even_when_the_answer_omits_the_e2e_fl
         "postgres://attacker",
         "the flag is gone: a token without a key takes the value as it is"
     );
+}
+
+#[test]
+fn concurrent_first_reads_fetch_the_team_key_once() {
+    let team = Team::from_vectors();
+    team.put("production", "API_TOKEN", "tok-1");
+    let slow = Arc::clone(&team);
+    let stub = serve(&team, move |req| {
+        req.path()
+            .ends_with("/e2e/key")
+            .then(|| Reply::Slow(Duration::from_millis(300), Box::new(slow.reply(req))))
+    });
+    let client = Arc::new(Client::new(options(&team, &stub)).unwrap());
+    let readers: Vec<_> = [DATABASE_URL, "API_TOKEN", DATABASE_URL, "API_TOKEN"]
+        .into_iter()
+        .map(|name| {
+            let client = Arc::clone(&client);
+            std::thread::spawn(move || client.get(name).unwrap())
+        })
+        .collect();
+    for reader in readers {
+        reader.join().unwrap();
+    }
+    let keys = stub
+        .targets()
+        .iter()
+        .filter(|t| t.ends_with("/e2e/key"))
+        .count();
+    assert_eq!(keys, 1, "{:?}", stub.targets());
 }
