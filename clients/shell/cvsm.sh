@@ -521,23 +521,24 @@ _cvsm_cli() {
 # command (an end-to-end team's token: cvsm opens the values with the key part). _cvsm_result is then
 # the value as a JSON string (get) or the JSON object of every value, keys sorted (export). The
 # token goes to cvsm on its standard input (--token-file /dev/stdin), never on a command line or in
-# its environment. A failure is handled as _cvsm_request's with _cvsm_defer=1: its exit code (cvsm's,
-# the same table) is returned, its message and fields left in _cvsm_e_*, read from the one JSON
-# object cvsm writes on stderr with --error-json.
+# its environment; the base URL, which may hold a password, in its environment. A failure is
+# handled as _cvsm_request's with _cvsm_defer=1: its exit code (cvsm's, the same table) is
+# returned, its message and fields left in _cvsm_e_*, read from the one JSON object cvsm writes on
+# stderr with --error-json.
 _cvsm_delegate() {
   local cli out rc=0 fields
   _cvsm_cli || return
   cli=$_cvsm_enc
-  set -- "$@" --error-json --token-file /dev/stdin --base-url "$_cvsm_base" --team "$_cvsm_team" \
-    --environment "$_cvsm_env" --timeout "$_cvsm_timeout" --max-retries "$_cvsm_retries"
+  set -- "$@" --error-json --token-file /dev/stdin --team "$_cvsm_team" --environment "$_cvsm_env" \
+    --timeout "$_cvsm_timeout" --max-retries "$_cvsm_retries"
   [ -z "$_cvsm_ca" ] || set -- "$@" --ca-file "$_cvsm_ca"
   if [ "$1" = get ]; then
     out=$( { set -o pipefail
-      printf '%s.%s' "$_cvsm_token" "$_cvsm_keypart" | command "$cli" "$@" 2>&4 | command jq -Rsc '{value: .}'
+      printf '%s.%s' "$_cvsm_token" "$_cvsm_keypart" | CVSM_BASE_URL=$_cvsm_base command "$cli" "$@" 2>&4 | command jq -Rsc '{value: .}'
     } 4>&1) || rc=$?
   else
     out=$( { set -o pipefail
-      printf '%s.%s' "$_cvsm_token" "$_cvsm_keypart" | command "$cli" "$@" --format json 2>&4 |
+      printf '%s.%s' "$_cvsm_token" "$_cvsm_keypart" | CVSM_BASE_URL=$_cvsm_base command "$cli" "$@" --format json 2>&4 |
         command jq -cS '{values: .}'
     } 4>&1) || rc=$?
   fi
@@ -555,7 +556,7 @@ _cvsm_delegate() {
     *) rc=8 ;;
   esac
   if [ -z "$fields" ]; then
-    fields="the cvsm command failed without saying why (exit $rc)"
+    fields="the cvsm command failed without saying why"$'\t\t\t\t'
   fi
   _cvsm_e_msg=${fields%%$'\t'*} && fields=${fields#*$'\t'}
   _cvsm_e_status=${fields%%$'\t'*} && fields=${fields#*$'\t'}

@@ -155,3 +155,16 @@ setup() {
   [ "$(jq -r .error.kind <<<"${lines[1]}")" = decryption ]
   [ "$(jq -r .error.status <<<"${lines[1]}")" = null ]
 }
+
+@test "a cvsm that fails without its JSON error is a network error, its fields empty" {
+  mkdir "$BATS_TEST_TMPDIR/fake"
+  printf '#!/bin/sh\necho "panic: something" >&2\nexit 1\n' >"$BATS_TEST_TMPDIR/fake/cvsm"
+  chmod +x "$BATS_TEST_TMPDIR/fake/cvsm"
+  PATH="$BATS_TEST_TMPDIR/fake:$PATH"
+  local rc=0
+  cvsm_get DATABASE_URL 2>/dev/null || rc=$?
+  [ "$rc" -eq 8 ]
+  [ "$CVSM_ERROR_KIND" = network ]
+  [ "$CVSM_ERROR_MESSAGE" = "the cvsm command failed without saying why" ]
+  [ -z "$CVSM_ERROR_STATUS$CVSM_ERROR_REQUEST_ID$CVSM_ERROR_SUGGESTION" ]
+}

@@ -210,7 +210,9 @@ func TestCommandsOnAnEndToEndTeamPrintWhatAPlainTeamOfTheSameValuesPrints(t *tes
 func TestAValueThatDoesNotOpenExitsNine(t *testing.T) {
 	t.Parallel()
 	s := newE2ECLIStub(t)
+	s.mu.Lock()
 	s.tamper = true
+	s.mu.Unlock()
 	env := s.env(s.v.TeamID, s.v.Token.Token)
 	for _, args := range [][]string{{"get", "DATABASE_URL"}, {"export"}, {"run", "--", "true"}} {
 		r := runCLI(t, env, args...)
