@@ -348,3 +348,33 @@ func TestE2EKeyPartNeverPrintsOrLogs(t *testing.T) {
 		}
 	}
 }
+
+func TestE2EConcurrentFirstReadsFetchTheKeyOnce(t *testing.T) {
+	s := newE2EStub(t)
+	c := s.client(t, Options{CacheTTL: NoCache})
+	var wg sync.WaitGroup
+	errs := make(chan error, 16)
+	for range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if v, err := c.Get(ctx, "DATABASE_URL"); err != nil || v != s.v.Values[0].Value {
+				errs <- fmt.Errorf("Get = %d bytes, %v", len(v), err)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	keys := 0
+	for _, p := range s.take() {
+		if p == "/e2e/key" {
+			keys++
+		}
+	}
+	if keys != 1 {
+		t.Errorf("%d key requests for 16 concurrent first reads, want 1", keys)
+	}
+}
