@@ -1102,10 +1102,11 @@ _cvsm_op_get() {
   if [ "$_cvsm_e2e" = 1 ]; then
     _cvsm_delegate get "$name" || code=$?
   else
-    # An end-to-end team's answer ("e2e": true) gives the bare word e2e instead of a JSON string.
+    # An end-to-end team's answer ("e2e": true in its secret, where the server puts it, or beside
+    # the value) gives the bare word e2e instead of a JSON string.
     _cvsm_request value "/teams/$_cvsm_tid/secrets/by-name/$_cvsm_enc?environment=$env" \
       'if type == "object" and (.secret | type) == "object" and (.value | type) == "string"
-        then (if .e2e == true then "e2e" else .value | tojson end)
+        then (if .secret.e2e == true or .e2e == true then "e2e" else .value | tojson end)
         else error("not a by-name answer") end' || code=$?
   fi
   _cvsm_defer=0

@@ -231,9 +231,11 @@ type (
 		} `json:"secrets"`
 	}
 	valueAnswer struct {
-		Secret *struct{} `json:"secret"`
-		Value  *string   `json:"value"`
-		E2E    bool      `json:"e2e"` // the value is an end-to-end team's envelope
+		Secret *struct {
+			E2E bool `json:"e2e"` // an end-to-end team's secret: the value is its envelope
+		} `json:"secret"`
+		Value *string `json:"value"`
+		E2E   bool    `json:"e2e"` // the same mark beside the value, as docs/e2e.md first put it
 	}
 	exportAnswer map[string]string
 )

@@ -63,11 +63,12 @@ func (c *Client) endToEnd() bool { return c.cfg.key != nil }
 
 // readValue is the value of a by-name answer for name in env: the answer's
 // value for a plain token; for a token with a key part, the value opened
-// from its envelope. A by-name answer marked "e2e" read with a token
-// without a key part is a KindConfiguration error.
+// from its envelope. A by-name answer marked "e2e" (in its secret, where
+// the server puts it, or beside the value) read with a token without a key
+// part is a KindConfiguration error.
 func (c *Client) readValue(ctx context.Context, env, name string, one *valueAnswer, requestID string) (string, error) {
 	if !c.endToEnd() {
-		if one.E2E {
+		if one.Secret.E2E || one.E2E {
 			e := newError(KindConfiguration, "team %q is end-to-end: its values are sealed, and the token needs its key part (cvsm_….<key>, as it was shown when it was created) to open them", c.cfg.team)
 			e.RequestID = requestID
 			return "", e

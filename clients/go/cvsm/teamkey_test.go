@@ -36,7 +36,8 @@ type e2eStub struct {
 	sealed     map[string]map[string]string // environment -> name -> envelope
 	keyVersion int
 	wrapped    string
-	keyStatus  int // when not 0, GET .../e2e/key answers this status
+	keyStatus  int  // when not 0, GET .../e2e/key answers this status
+	markBeside bool // "e2e": true beside the value instead of in the secret
 }
 
 func newE2EStub(t *testing.T) *e2eStub {
@@ -90,7 +91,9 @@ func (s *e2eStub) serve(w http.ResponseWriter, r *http.Request) {
 			writeJSON(w, 404, map[string]any{"error": "rahasia tidak ditemukan"})
 			return
 		}
-		writeJSON(w, 200, map[string]any{"secret": map[string]any{"name": name, "environment": env}, "value": sealed, "e2e": true})
+		// The server marks the secret; docs/e2e.md first put the mark beside the value.
+		secret := map[string]any{"name": name, "environment": env, "e2e": !s.markBeside}
+		writeJSON(w, 200, map[string]any{"secret": secret, "value": sealed, "e2e": s.markBeside})
 	case path == team+"/secrets":
 		writeJSON(w, 200, map[string]any{"secrets": []any{}, "total": 0})
 	default:
@@ -322,13 +325,16 @@ func TestE2EKeyAnswersMapToTheUsualKinds(t *testing.T) {
 }
 
 func TestE2EAnswerReadWithAKeylessTokenIsAConfigurationError(t *testing.T) {
-	s := newE2EStub(t)
-	c := s.client(t, Options{Token: s.v.Token.APIToken})
-	_, err := c.Get(ctx, "DATABASE_URL")
-	if !errors.Is(err, ErrConfiguration) || !strings.Contains(err.Error(), "end-to-end") || !strings.Contains(err.Error(), "key part") {
-		t.Fatalf("want a configuration error about the key part, got %v", err)
+	for _, beside := range []bool{false, true} {
+		s := newE2EStub(t)
+		s.set(func(s *e2eStub) { s.markBeside = beside })
+		c := s.client(t, Options{Token: s.v.Token.APIToken})
+		_, err := c.Get(ctx, "DATABASE_URL")
+		if !errors.Is(err, ErrConfiguration) || !strings.Contains(err.Error(), "end-to-end") || !strings.Contains(err.Error(), "key part") {
+			t.Fatalf("mark beside the value %v: want a configuration error about the key part, got %v", beside, err)
+		}
+		wantPaths(t, s.take(), "/secrets/by-name/DATABASE_URL")
 	}
-	wantPaths(t, s.take(), "/secrets/by-name/DATABASE_URL")
 }
 
 func TestE2EKeyPartNeverPrintsOrLogs(t *testing.T) {

@@ -7,7 +7,7 @@ first `after` requests it matches through, then answers `count` of them). Tests 
 
   POST /_stub/reset     {"token", "teams": [...], "secrets": [{"id","name","environment","value"}],
                          "e2e": {"team_id", "key_version", "wrapped_key"}}  (e2e optional: with it
-                         the team is end-to-end: by-name answers say "e2e": true, and
+                         the team is end-to-end: by-name answers' secrets say "e2e": true, and
                          GET /teams/T/e2e/key answers it; without it that is a 400)
   POST /_stub/faults    [{"path": "<prefix>", "after": N, "count": N, "status": S, "retry_after": "5",
                           "headers": {"Name": "value"}, "body": "<raw>", "drop": true,
@@ -183,8 +183,8 @@ class Handler(BaseHTTPRequestHandler):
                 env = query.get("environment", "production")
                 for s in secrets:
                     if s["name"] == unquote(parts[7]) and s["environment"] == env:
-                        e2e = {"e2e": True} if STATE["e2e"] else {}
-                        return _json(self, 200, {"secret": _meta(s), "value": s["value"]} | e2e)
+                        meta = _meta(s) | ({"e2e": True} if STATE["e2e"] else {})
+                        return _json(self, 200, {"secret": meta, "value": s["value"]})
                 return _json(self, 404, {"error": "rahasia tidak ditemukan"})
             if len(parts) == 7:
                 for s in secrets:

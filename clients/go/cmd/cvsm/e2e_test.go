@@ -137,7 +137,7 @@ func (s *e2eCLIStub) serve(w http.ResponseWriter, r *http.Request) {
 			_, _ = w.Write([]byte(`{"error": "rahasia tidak ditemukan"}`))
 			return
 		}
-		body = map[string]any{"secret": map[string]any{"name": name}, "value": value, "e2e": sealed}
+		body = map[string]any{"secret": map[string]any{"name": name, "e2e": sealed}, "value": value}
 	case rest == "secrets/changes":
 		s.mu.Lock()
 		s.changes++
