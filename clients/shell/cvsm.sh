@@ -524,7 +524,8 @@ _cvsm_cli() {
 # its environment; the base URL, which may hold a password, in its environment. A failure is
 # handled as _cvsm_request's with _cvsm_defer=1: its exit code (cvsm's, the same table) is
 # returned, its message and fields left in _cvsm_e_*, read from the one JSON object cvsm writes on
-# stderr with --error-json.
+# stderr with --error-json. With a cache directory, cvsm keeps the team key there between calls
+# (--team-key-file), in an entry of the values' lifetime, so only a call without it fetches the key.
 _cvsm_delegate() {
   local cli out rc=0 fields
   _cvsm_cli || return
@@ -532,6 +533,16 @@ _cvsm_delegate() {
   set -- "$@" --error-json --token-file /dev/stdin --team "$_cvsm_team" --environment "$_cvsm_env" \
     --timeout "$_cvsm_timeout" --max-retries "$_cvsm_retries"
   [ -z "$_cvsm_ca" ] || set -- "$@" --ca-file "$_cvsm_ca"
+  if [ -n "$_cvsm_root" ]; then
+    _cvsm_hash "$_cvsm_base"$'\n'"$_cvsm_team"$'\n'"$_cvsm_token"$'\n'"team key"
+    if _cvsm_cache_find values "$_cvsm_h" kept; then
+      set -- "$@" --team-key-file "$_cvsm_result"
+    elif (umask 077 && command mkdir -p -- "$_cvsm_root/values") 2>/dev/null; then
+      _cvsm_now_ms
+      set -- "$@" --team-key-file \
+        "$_cvsm_root/values/$_cvsm_h.$_cvsm_now.$((_cvsm_now + (_cvsm_ttl + _cvsm_sie) * 1000))"
+    fi
+  fi
   if [ "$1" = get ]; then
     out=$( { set -o pipefail
       printf '%s.%s' "$_cvsm_token" "$_cvsm_keypart" | CVSM_BASE_URL=$_cvsm_base command "$cli" "$@" 2>&4 | command jq -Rsc '{value: .}'

@@ -53,6 +53,24 @@ setup() {
   [ "$(count_requests)" -eq 2 ]
 }
 
+@test "the team key is kept in the cache directory: a later read is one request, until cvsm_clear_cache" {
+  cvsm_get DATABASE_URL >/dev/null
+  [ "$(cvsm_get -e staging API_KEY)" = "$(vector '.values[2].value')" ]
+  [ "$(count_requests)" -eq 3 ]
+  [ "$(count_requests /e2e/key)" -eq 1 ]
+  # The key's entry lives in the values' directory, private, and goes with them.
+  [ "$(find "$CVSM_CACHE_DIR" -type f ! -perm 600 | wc -l)" -eq 0 ]
+  cvsm_clear_cache
+  cvsm_get DATABASE_URL >/dev/null
+  [ "$(count_requests /e2e/key)" -eq 2 ]
+  # Without a cache (CVSM_CACHE_TTL=0) nothing is written, the key neither: each call fetches it.
+  rm -rf "$CVSM_CACHE_DIR"
+  CVSM_CACHE_TTL=0 cvsm_get DATABASE_URL >/dev/null
+  CVSM_CACHE_TTL=0 cvsm_get DATABASE_URL >/dev/null
+  [ "$(count_requests /e2e/key)" -eq 4 ]
+  [ ! -e "$CVSM_CACHE_DIR/values" ] || [ -z "$(ls -A "$CVSM_CACHE_DIR/values")" ]
+}
+
 @test "cvsm_get keeps an opened value's trailing newlines" {
   e2e_reset 1
   cvsm_get DATABASE_URL >"$BATS_TEST_TMPDIR/out"

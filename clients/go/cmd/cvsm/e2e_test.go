@@ -54,6 +54,7 @@ type e2eCLIStub struct {
 
 	mu      sync.Mutex
 	auth    []string // the Authorization header of every request
+	paths   []string // and its path
 	tamper  bool     // serve every envelope with its last character changed
 	changes int      // requests to the change stream
 }
@@ -97,6 +98,7 @@ func (s *e2eCLIStub) opened(environment string, sealed bool) map[string]string {
 func (s *e2eCLIStub) serve(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	s.auth = append(s.auth, r.Header.Get("Authorization"))
+	s.paths = append(s.paths, r.URL.Path)
 	tamper := s.tamper
 	s.mu.Unlock()
 	w.Header().Set("X-Request-Id", "req-e2e")
@@ -291,5 +293,47 @@ func TestBearerCutsTheKeyPartOfCvsmTokensOnly(t *testing.T) {
 		if got := bearer(token); got != want {
 			t.Errorf("bearer(%q) = %q", token, got)
 		}
+	}
+}
+
+func TestTheTeamKeyFileSavesTheKeyRequestOfTheNextRun(t *testing.T) {
+	t.Parallel()
+	s := newE2ECLIStub(t)
+	env := s.env(s.v.TeamID, s.v.Token.Token)
+	file := filepath.Join(t.TempDir(), "key")
+	keyRequests := func() int {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		n := 0
+		for _, p := range s.paths {
+			if strings.HasSuffix(p, "/e2e/key") {
+				n++
+			}
+		}
+		return n
+	}
+	for run, args := range [][]string{{"get", "DATABASE_URL"}, {"export", "--format", "json"}, {"get", "DATABASE_URL"}} {
+		args = append([]string{"--team-key-file", file}, args...)
+		r := runCLI(t, env, args...)
+		expectCode(t, r, 0, args...)
+		if got := keyRequests(); got != 1 {
+			t.Fatalf("after run %d: %d key requests, want the first run's only", run+1, got)
+		}
+	}
+	info, err := os.Stat(file)
+	if err != nil || info.Mode().Perm() != 0o600 {
+		t.Fatalf("the key file: %v, %v", info, err)
+	}
+	// A file that holds no usable key is no key: the run fetches one, and writes it.
+	if err := os.WriteFile(file, []byte("not a key"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := runCLI(t, env, "--team-key-file", file, "get", "DATABASE_URL")
+	expectCode(t, r, 0, "get")
+	if got := keyRequests(); got != 2 {
+		t.Errorf("%d key requests, want one more", got)
+	}
+	if raw, _ := os.ReadFile(file); !strings.Contains(string(raw), `"key_version":2`) {
+		t.Errorf("the file was not written again: %q", raw)
 	}
 }

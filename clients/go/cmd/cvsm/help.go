@@ -29,6 +29,8 @@ const globalFlagsHelp = `Global flags (every command; each overrides its environ
       --token-file PATH   read the API token from this file instead of CVSM_TOKEN
       --error-json        write a failure as one JSON object on stderr (kind,
                           message, status, retry_after, request_id, suggestion)
+      --team-key-file PATH  keep an end-to-end team's key in PATH between runs
+                          (for the shell client, in its private cache directory)
   -h, --help              show this help
 
 The token comes from CVSM_TOKEN or --token-file, never from a flag: a command

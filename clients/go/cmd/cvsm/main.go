@@ -64,6 +64,7 @@ func main() {
 type cli struct {
 	stdout, stderr io.Writer
 	settings       settings
+	sdk            *cvsm.Client // the client of this run, once made; its team key is kept (--team-key-file)
 }
 
 func newCLI(stdout, stderr io.Writer) *cli {
@@ -154,7 +155,9 @@ func (c *cli) dispatch(args []string) error {
 	if !ok {
 		return usagef("", "unknown command %q: use get, export, run or version", rest[0])
 	}
-	return cmd.run(c, rest[1:])
+	err := cmd.run(c, rest[1:])
+	c.saveTeamKey()
+	return err
 }
 
 // report prints err as one line on stderr and returns the exit status.
@@ -365,6 +368,7 @@ type settings struct {
 	team        stringFlag
 	environment stringFlag
 	caFile      stringFlag
+	teamKeyFile stringFlag
 	timeout     secondsFlag
 	maxRetries  countFlag
 	errorJSON   boolFlag
@@ -383,6 +387,7 @@ func (s *settings) register(fs *flag.FlagSet) {
 	fs.Var(&s.caFile, "ca-file", "")
 	fs.Var(&s.tokenFile, "token-file", "")
 	fs.Var(&s.errorJSON, "error-json", "")
+	fs.Var(&s.teamKeyFile, "team-key-file", "")
 }
 
 // boolFlag is a flag without a value (--error-json), bound to settings as
@@ -473,7 +478,13 @@ func (c *cli) client() (*cvsm.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return cvsm.NewClient(opts)
+	client, err := cvsm.NewClient(opts)
+	if err != nil {
+		return nil, err
+	}
+	c.sdk = client
+	c.loadTeamKey()
+	return client, nil
 }
 
 // options are the SDK options the flags and CVSM_* variables give, checked
