@@ -29,7 +29,8 @@ const globalFlagsHelp = `Global flags (every command; each overrides its environ
       --token-file PATH   read the API token from this file instead of CVSM_TOKEN
       --error-json        write a failure as one JSON object on stderr (kind,
                           message, status, retry_after, request_id, suggestion)
-      --team-key-file PATH  keep an end-to-end team's key in PATH between runs
+      --team-key-file PATH
+                          keep an end-to-end team's key in PATH between runs
                           (for the shell client, in its private cache directory)
   -h, --help              show this help
 
@@ -45,7 +46,8 @@ Exit status:
   9  a value of an end-to-end team that does not open (changed, or sealed
      for another environment or name)
   cvsm run exits with its command's status (128+N when a signal N killed it).
-Errors are one line on stderr, "cvsm: <message>", never the token or a value.
+Errors are one line on stderr, "cvsm: <message>" (one JSON object with
+--error-json), never the token or a value.
 `
 
 const getHelp = `Usage:
