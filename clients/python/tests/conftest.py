@@ -189,10 +189,9 @@ class FakeApi:
             found = [s for s in self.secrets if s["id"] == unquote(match.group("id"))]
         for secret in found:
             meta = {k: v for k, v in secret.items() if k != "value"}
-            body: dict[str, Any] = {"secret": meta, "value": secret["value"]}
             if self.e2e is not None:
-                body["e2e"] = True
-            return httpx.Response(200, json=body)
+                meta["e2e"] = True
+            return httpx.Response(200, json={"secret": meta, "value": secret["value"]})
         return httpx.Response(404, json={"error": "rahasia tidak ditemukan"})
 
 

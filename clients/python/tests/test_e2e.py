@@ -287,6 +287,12 @@ async def test_a_token_without_its_key_part_on_an_end_to_end_team_is_a_configura
     assert api.kinds() == ["by_name"]
 
 
+async def test_the_end_to_end_mark_beside_the_secret_counts_too(sdk: Sdk, api: FakeApi) -> None:
+    api.fail("by_name", httpx.Response(200, json={"secret": {"id": "x"}, "value": "cvsm-e2e1.1.x", "e2e": True}))
+    with pytest.raises(cvsm.ConfigurationError, match="the token needs its key part"):
+        await sdk.call(sdk.client().get("A"))
+
+
 async def test_a_team_that_is_not_end_to_end_answers_the_key_request_with_a_configuration_error(
     sdk: Sdk, api: FakeApi, team: E2eTeam
 ) -> None:

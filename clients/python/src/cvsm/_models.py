@@ -68,11 +68,15 @@ class WrappedTeamKey:
 
 
 def parse_secret_value(body: Any) -> SecretRead:
-    """Read ``{"secret": {...}, "value": "<plaintext or envelope>", "e2e": true?}``."""
+    """Read ``{"secret": {..., "e2e": bool}, "value": "<plaintext or envelope>"}``.
+
+    The team is end-to-end when ``e2e`` is true in the secret object or beside it.
+    """
     value = body.get("value") if isinstance(body, dict) else None
-    if not isinstance(value, str) or not isinstance(body.get("secret"), dict):
+    secret = body.get("secret") if isinstance(body, dict) else None
+    if not isinstance(value, str) or not isinstance(secret, dict):
         raise _unreadable("expected a JSON object with a \"secret\" object and a string \"value\"")
-    return SecretRead(value, body.get("e2e") is True)
+    return SecretRead(value, body.get("e2e") is True or secret.get("e2e") is True)
 
 
 def parse_team_key(body: Any) -> WrappedTeamKey:
