@@ -3,8 +3,8 @@
 It says which GETs to make (:class:`Call`), reads their complete answers (:class:`Answer`) into
 values or typed errors, decides what is retried, what may be answered with a stale value and how
 long to wait, checks secret names and what ``inject`` may set, tells a missing secret from a
-wrong team out of a case-insensitive search, and opens the values of an end-to-end team. The clients only add the sending, blocking or
-async, around it.
+wrong team out of a case-insensitive search, and opens the values of an end-to-end team. The
+clients only add the sending, blocking or async, around it.
 """
 
 from __future__ import annotations
