@@ -7,7 +7,9 @@ succeeds or fails on its own, answered as `results[{index, name, ok, id | error}
 `summary{total, ok, failed}`. The whole operation is one transaction holding the team row lock
 (`secrets.check_quota`), so concurrent creates never pass the quota, and its audit entry (counts
 only, never values) commits with the inserts.
-Items are checked by the same rule as a single create (`secrets.SecretInput`).
+Items are checked by the same rule as a single create (`secrets.SecretInput`). An end-to-end
+team's items carry their client-chosen `id` and envelope, as a single create does; `.env` import
+and move-env need the plaintext there, so they are refused (400) and done in the client.
 
 Bulk delete (Admin or above) and move-env (Member or above) take ids; an id of another team, an
 unknown id and a string that is not a UUID are all treated alike: skipped by delete, an item
@@ -20,7 +22,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from . import audit, db, dotenv, roles, secrets, teams
+from . import audit, db, dotenv, e2e, roles, secrets, teams
 from .actor import Actor
 from .crypto import Keyring
 from .errors import BadRequest, DomainError, PayloadTooLarge
@@ -54,14 +56,15 @@ def item_input(item: object) -> secrets.SecretInput:
         environment=field(item, "environment", str),
         type=field(item, "type", str, required=False, default="credential"),
         description=field(item, "description", str, required=False, default=""),
+        id=field(item, "id", str, required=False),
     )
 
 
-async def _insert(cur: db.Cursor, actor: Actor, keyring: Keyring, team_id: uuid.UUID,
+async def _insert(cur: db.Cursor, actor: Actor, keyring: Keyring, team: dict,
                   index: int, item: secrets.SecretInput, **extra: Any) -> dict:
-    """Insert one item; a duplicate name becomes the item's error."""
+    """Insert one item; a duplicate name (or a refused envelope) becomes the item's error."""
     try:
-        row = await secrets.insert_secret(cur, actor, keyring, team_id, item)
+        row = await secrets.insert_secret(cur, actor, keyring, team, item)
     except DomainError as exc:
         return _item_error(index, item.name, exc.message, **extra)
     return {"index": index, "id": str(row["id"]), "name": row["name"], "ok": True, **extra}
@@ -84,14 +87,14 @@ async def bulk_create(conn: db.Connection, actor: Actor, keyring: Keyring, team_
         for raw in items:  # a scoped token writes only inside its environments: all or nothing
             if isinstance(raw, dict) and isinstance(raw.get("environment"), str):
                 roles.check_environment_write(actor, raw["environment"])
-        await secrets.check_quota(cur, team_id, len(items), {
+        team = await secrets.check_quota(cur, team_id, len(items), {
             item.environment for item in checked if isinstance(item, secrets.SecretInput)})
         for index, (raw, item) in enumerate(zip(items, checked)):
             if isinstance(item, DomainError):
                 results.append(_item_error(index, raw.get("name") if isinstance(raw, dict)
                                            else None, item.message))
                 continue
-            results.append(await _insert(cur, actor, keyring, team_id, index, item))
+            results.append(await _insert(cur, actor, keyring, team, index, item))
         summary = summary_of(results)
         await audit.record(cur, actor, "bulk_create", "secret", team_id=team_id, metadata=summary)
     return results, summary
@@ -116,7 +119,9 @@ async def import_dotenv(conn: db.Connection, actor: Actor, keyring: Keyring, tea
     results: list[dict] = []
     async with db.transaction(conn) as cur:
         await roles.require(cur, team_id, actor, roles.MEMBER)
-        await secrets.check_quota(cur, team_id, parsed, [environment] if parsed else [])
+        if await e2e.key_version_of(cur, team_id) is not None:
+            raise BadRequest(secrets.E2E_IMPORT)
+        team = await secrets.check_quota(cur, team_id, parsed, [environment] if parsed else [])
         for index, entry in enumerate(entries):
             if not entry.ok:
                 results.append(_item_error(index, entry.name, entry.error, line=entry.line))
@@ -127,7 +132,7 @@ async def import_dotenv(conn: db.Connection, actor: Actor, keyring: Keyring, tea
             except DomainError as exc:
                 results.append(_item_error(index, entry.name, exc.message, line=entry.line))
                 continue
-            results.append(await _insert(cur, actor, keyring, team_id, index, item,
+            results.append(await _insert(cur, actor, keyring, team, index, item,
                                          line=entry.line))
         summary = summary_of(results)
         await audit.record(cur, actor, "import", "secret", team_id=team_id,
@@ -186,6 +191,8 @@ async def move_env(conn: db.Connection, actor: Actor, team_id: uuid.UUID, raw_id
     async with db.transaction(conn) as cur:
         await roles.require(cur, team_id, actor, roles.MEMBER)
         team = await teams.lock_team(cur, team_id)  # the team before its secrets, as ever
+        if team["e2e"]:
+            raise BadRequest(secrets.E2E_MOVE)
         live = await _lock_live(cur, team_id, ids)
         for row in live.values():
             roles.check_environment_write(actor, row["environment"])

@@ -7,6 +7,9 @@ pass), opens each with the keyring's old key and seals it under the current one.
 serving meanwhile: they hold the old keys too and read either kind of row. A killed run loses at
 most its open batch; the next run skips the rows already under the current key. Rows skipped
 because they were locked are taken by a later pass, which waits for the lock.
+
+An end-to-end team's values, versions and shares are envelopes no server key opens (migration
+0018): their rows have no `key_id`, so every query here (`key_id IS NOT NULL`) leaves them out.
 """
 
 from __future__ import annotations

@@ -154,6 +154,11 @@ async def _secret_for(cur: db.Cursor, actor: Actor, team_id: uuid.UUID, secret_i
     return row
 
 
+E2E_REFUSED = ("Tim end-to-end tidak mendukung rotasi otomatis: server harus mengetahui nilai baru "
+               "untuk menerapkannya, padahal server tim ini tidak dapat membaca nilai. Rotasi "
+               "nilai di sumbernya lalu simpan nilai baru dari klien")
+
+
 async def set_policy(conn: db.Connection, actor: Actor, keyring: Keyring, team_id: uuid.UUID,
                      secret_id: uuid.UUID, *, interval_days: Any, target: Any,
                      generator: Any = None, enabled: Any = True) -> tuple[dict, str | None]:
@@ -170,6 +175,8 @@ async def set_policy(conn: db.Connection, actor: Actor, keyring: Keyring, team_i
     settings = rotation_targets.check(kind, target)
     async with db.transaction(conn) as cur:
         secret = await _secret_for(cur, actor, team_id, secret_id, roles.ADMIN, for_update=True)
+        if secret["envelope"] is not None:
+            raise BadRequest(E2E_REFUSED)
         roles.check_environment_write(actor, secret["environment"])
         admin_id = rotation_targets.admin_secret_id(kind, settings)
         if admin_id is not None:

@@ -2,7 +2,11 @@
 with versions, soft delete, rollback and export.
 
 Values are sealed with AES-256-GCM bound to (team, secret, version); they leave the server only
-in a transaction whose audit entry was written. Every function takes the acting `Actor` and a
+in a transaction whose audit entry was written. An end-to-end team's values arrive sealed by the
+client (`e2e` checks the envelope's syntax and that it names the key version, secret and version
+being written) and are stored and served as those envelopes (the `envelope` column, no
+master-key ciphertext); what would need their plaintext (.env and shell export, .env import,
+rollback, a move without a new value) is refused with the reason, and done in the client. Every function takes the acting `Actor` and a
 connection, holds its SQL, and raises domain errors; none knows about HTTP.
 """
 
@@ -14,10 +18,10 @@ import uuid
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
-from . import audit, credentials, db, ratelimit, roles, teams
+from . import audit, credentials, db, e2e, ratelimit, roles, teams
 from .actor import Actor
 from .crypto import DecryptionError, Keyring, secret_aad
-from .errors import BadRequest, NotFound
+from .errors import BadRequest, Conflict, NotFound
 from .inputs import check_text
 from .timeutil import iso
 
@@ -41,8 +45,21 @@ INVALID_NAME = ("Nama secret harus diawali huruf atau garis bawah, lalu huruf, a
                 "bawah (maksimal 255 karakter)")
 INVALID_ENVIRONMENT = "Environment harus salah satu dari production, staging, development"
 INVALID_EXPORT_FORMAT = "Format ekspor harus dotenv, shell, atau json"
+E2E_TEXT_EXPORT = ("Tim end-to-end: server tidak dapat membuka nilai, jadi ekspor .env dan shell "
+                   "dibuat di klien; minta format=json (amplop terenkripsi per nama) lalu buka "
+                   "di klien")
+E2E_IMPORT = ("Tim end-to-end: server tidak dapat membaca nilai, jadi impor .env dilakukan di "
+              "klien (segel setiap nilai, lalu kirim lewat bulk create)")
+E2E_ROLLBACK = ("Tim end-to-end: rollback dilakukan di klien (baca versi lama, segel ulang untuk "
+                "versi berikutnya, lalu simpan sebagai nilai baru)")
+E2E_MOVE = ("Tim end-to-end: nilai terikat pada environment-nya, jadi pindah environment "
+            "memerlukan nilai baru yang disegel untuk environment tujuan")
+E2E_ID_REQUIRED = "Tim end-to-end: kolom 'id' (UUID pilihan klien, dipakai saat menyegel) wajib diisi"
+E2E_ID_ONLY = "Kolom 'id' hanya untuk tim end-to-end"
+VALUE_TOO_LARGE = f"Nilai secret maksimal {MAX_VALUE_BYTES} byte"
 
-_COLUMNS = "id, team_id, name, type, environment, description, version, created_at, updated_at"
+_COLUMNS = ("id, team_id, name, type, environment, description, version, created_at, updated_at, "
+            "e2e")
 _ENV_ORDER = "array_position(ARRAY['production','staging','development'], environment)"
 
 
@@ -56,6 +73,7 @@ def secret_json(row: Mapping) -> dict:
         "version": row["version"],
         "created_at": iso(row["created_at"]),
         "updated_at": iso(row["updated_at"]),
+        "e2e": bool(row.get("e2e")),
     }
 
 
@@ -86,15 +104,30 @@ def check_type(kind: object) -> str:
 
 
 def check_value(value: object) -> str:
+    """A value as written: at most 65,536 bytes in UTF-8, or (for an end-to-end team, checked
+    when the team is known: `check_stored_value`) an envelope of a value that size."""
     if not isinstance(value, str):
         raise BadRequest("Kolom 'value' harus berupa teks")
     try:
         size = len(value.encode("utf-8"))
     except UnicodeEncodeError:
         raise BadRequest("Kolom 'value' berisi karakter yang tidak valid") from None
-    if size > MAX_VALUE_BYTES:
-        raise BadRequest(f"Nilai secret maksimal {MAX_VALUE_BYTES} byte")
+    limit = e2e.MAX_ENVELOPE_LENGTH if e2e.looks_sealed(value) else MAX_VALUE_BYTES
+    if size > limit:
+        raise BadRequest(VALUE_TOO_LARGE)
     return value
+
+
+def check_stored_value(value: str, key_version: int | None, secret_id: uuid.UUID,
+                       version: int) -> str:
+    """`value` as the team stores it: a plain team's value within 65,536 bytes, or an envelope
+    sealed for `version` of `secret_id` under the end-to-end team's `key_version` (400, 409)."""
+    if key_version is None:
+        if len(value.encode("utf-8")) > MAX_VALUE_BYTES:
+            raise BadRequest(VALUE_TOO_LARGE)
+        return value
+    return e2e.check_envelope(value, key_version=key_version, secret_id=secret_id,
+                              version=version)
 
 
 def check_description(description: object) -> str:
@@ -115,16 +148,32 @@ class SecretInput:
     environment: str
     type: str = "credential"
     description: str = ""
+    id: uuid.UUID | None = None  # chosen by the client, for an end-to-end team only
 
     def __repr__(self) -> str:  # never the value
         return f"SecretInput(name={self.name!r}, environment={self.environment!r})"
 
     @classmethod
     def checked(cls, *, name: object, value: object, environment: object,
-                type: object = "credential", description: object = "") -> SecretInput:
+                type: object = "credential", description: object = "",
+                id: object = None) -> SecretInput:
         return cls(name=check_name(name), value=check_value(value),
                    environment=check_environment(environment), type=check_type(type),
-                   description=check_description(description))
+                   description=check_description(description), id=check_id(id))
+
+
+def check_id(value: object) -> uuid.UUID | None:
+    """A client-chosen secret id (UUID), or None when not given."""
+    if value is None:
+        return None
+    try:
+        return uuid.UUID(value) if isinstance(value, str) and len(value) == 36 else _bad_id()
+    except ValueError:
+        return _bad_id()
+
+
+def _bad_id() -> uuid.UUID:
+    raise BadRequest("Kolom 'id' harus UUID")
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,7 +208,11 @@ def seal_value(keyring: Keyring, team_id: uuid.UUID, secret_id: uuid.UUID, versi
 
 
 def open_value(keyring: Keyring, row: Mapping, *, version: int | None = None) -> str:
-    """Decrypt a secret row (or a version row, with `version`); logs which row did not."""
+    """The value of a secret row (or a version row, with `version`) as it leaves the server:
+    decrypted, or for an end-to-end team the envelope as stored (the server cannot open it).
+    Logs which row did not decrypt."""
+    if row.get("envelope") is not None:
+        return row["envelope"]
     v = row["version"] if version is None else version
     secret_id = row.get("secret_id", row["id"])
     try:
@@ -171,9 +224,10 @@ def open_value(keyring: Keyring, row: Mapping, *, version: int | None = None) ->
 
 
 async def check_quota(cur: db.Cursor, team_id: uuid.UUID, adding: int,
-                      environments: Collection[str] = ()) -> None:
+                      environments: Collection[str] = ()) -> dict:
     """Lock the team and refuse when `adding` more live secrets would pass `max_secrets`, or
-    when putting them into `environments` would pass the plan's active environments."""
+    when putting them into `environments` would pass the plan's active environments. Returns
+    the team's row."""
     team = await teams.lock_team(cur, team_id)
     if team["max_secrets"] is not None:
         row = await db.fetchone(
@@ -182,6 +236,7 @@ async def check_quota(cur: db.Cursor, team_id: uuid.UUID, adding: int,
         if row["n"] + adding > team["max_secrets"]:
             raise teams.quota_refused(SECRET_QUOTA, team)
     await check_environments(cur, team, environments)
+    return team
 
 
 async def check_environments(cur: db.Cursor, team: Mapping, environments: Collection[str], *,
@@ -206,20 +261,31 @@ async def check_environments(cur: db.Cursor, team: Mapping, environments: Collec
             ENVIRONMENT_QUOTA.format(limit=limit, active=", ".join(active) or "-"), team)
 
 
-async def insert_secret(cur: db.Cursor, actor: Actor, keyring: Keyring, team_id: uuid.UUID,
+async def insert_secret(cur: db.Cursor, actor: Actor, keyring: Keyring, team: Mapping,
                         item: SecretInput) -> dict:
-    """Insert one live secret (version 1) under a savepoint. Raises Conflict on a duplicate name
-    and leaves the transaction usable (bulk items go on)."""
-    secret_id = uuid.uuid4()
-    sealed = seal_value(keyring, team_id, secret_id, 1, item.value)
+    """Insert one live secret (version 1) of `team` (its row) under a savepoint. Raises Conflict
+    on a duplicate name and leaves the transaction usable (bulk items go on). An end-to-end
+    team's item carries the id it was sealed for and its envelope (`check_stored_value`)."""
+    key_version = team["key_version"]
+    if key_version is None and item.id is not None:
+        raise BadRequest(E2E_ID_ONLY)
+    if key_version is not None and item.id is None:
+        raise BadRequest(E2E_ID_REQUIRED)
+    secret_id = item.id or uuid.uuid4()
+    value = check_stored_value(item.value, key_version, secret_id, 1)
+    if key_version is None:
+        sealed = seal_value(keyring, team["id"], secret_id, 1, value)
+        stored = (sealed.key_id, sealed.nonce, sealed.ciphertext, None)
+    else:
+        stored = (None, None, None, value)
     async with db.unique_as_conflict(cur, SECRET_EXISTS, savepoint="insert_secret"):
         return await db.fetchone(
             cur,
             f"""INSERT INTO secrets (id, team_id, name, type, environment, description, version,
-                                     key_id, nonce, ciphertext, created_by)
-                VALUES (%s, %s, %s, %s, %s, %s, 1, %s, %s, %s, %s) RETURNING {_COLUMNS}""",
-            (secret_id, team_id, item.name, item.type, item.environment, item.description,
-             sealed.key_id, sealed.nonce, sealed.ciphertext, actor.user_id),
+                                     key_id, nonce, ciphertext, envelope, created_by)
+                VALUES (%s, %s, %s, %s, %s, %s, 1, %s, %s, %s, %s, %s) RETURNING {_COLUMNS}""",
+            (secret_id, team["id"], item.name, item.type, item.environment, item.description,
+             *stored, actor.user_id),
         )
 
 
@@ -227,7 +293,7 @@ async def load_secret(cur: db.Cursor, team_id: uuid.UUID, secret_id: uuid.UUID, 
                       for_update: bool = False) -> dict:
     row = await db.fetchone(
         cur,
-        f"""SELECT {_COLUMNS}, key_id, nonce, ciphertext FROM secrets
+        f"""SELECT {_COLUMNS}, key_id, nonce, ciphertext, envelope FROM secrets
             WHERE id = %s AND team_id = %s AND deleted_at IS NULL
             {"FOR UPDATE" if for_update else ""}""",
         (secret_id, team_id),
@@ -239,19 +305,26 @@ async def load_secret(cur: db.Cursor, team_id: uuid.UUID, secret_id: uuid.UUID, 
 
 async def store_new_value(cur: db.Cursor, actor: Actor, keyring: Keyring, current: dict,
                           value: str) -> int:
-    """Keep the current value as a version record and make `value` the next version."""
+    """Keep the current value as a version record and make `value` the next version. For an
+    end-to-end secret `value` is the envelope of that version, checked by the caller
+    (`check_stored_value`)."""
     await cur.execute(
-        """INSERT INTO secret_versions (secret_id, version, key_id, nonce, ciphertext, created_by)
-           VALUES (%s, %s, %s, %s, %s, %s)""",
+        """INSERT INTO secret_versions (secret_id, version, key_id, nonce, ciphertext, envelope,
+                                        created_by)
+           VALUES (%s, %s, %s, %s, %s, %s, %s)""",
         (current["id"], current["version"], current["key_id"], current["nonce"],
-         current["ciphertext"], actor.user_id),
+         current["ciphertext"], current.get("envelope"), actor.user_id),
     )
     version = current["version"] + 1
-    sealed = seal_value(keyring, current["team_id"], current["id"], version, value)
+    if current.get("envelope") is not None:
+        stored = (None, None, None, value)
+    else:
+        sealed = seal_value(keyring, current["team_id"], current["id"], version, value)
+        stored = (sealed.key_id, sealed.nonce, sealed.ciphertext, None)
     await cur.execute(
         """UPDATE secrets SET version = %s, key_id = %s, nonce = %s, ciphertext = %s,
-                              updated_at = now() WHERE id = %s""",
-        (version, sealed.key_id, sealed.nonce, sealed.ciphertext, current["id"]),
+                              envelope = %s, updated_at = now() WHERE id = %s""",
+        (version, *stored, current["id"]),
     )
     return version
 
@@ -317,7 +390,7 @@ _SECRET_COLUMNS = ", ".join("s." + c.strip() for c in _COLUMNS.split(","))
 # round trip. Each form is prepared once per connection (`db.Statement`).
 _READ = f"""
 SELECT s.* FROM (
-    SELECT {_SECRET_COLUMNS}, s.key_id, s.nonce, s.ciphertext
+    SELECT {_SECRET_COLUMNS}, s.key_id, s.nonce, s.ciphertext, s.envelope
     FROM secrets s JOIN team_members m ON m.team_id = s.team_id AND m.user_id = %(actor_id)s
     WHERE {{match}} AND s.team_id = %(team_id)s AND s.deleted_at IS NULL
       AND (%(environments)s::text[] IS NULL OR s.environment = ANY(%(environments)s::text[]))
@@ -431,8 +504,8 @@ async def create_secret(conn: db.Connection, actor: Actor, keyring: Keyring,
     roles.check_environment_write(actor, item.environment)
     async with db.transaction(conn) as cur:
         await roles.require(cur, team_id, actor, roles.MEMBER)
-        await check_quota(cur, team_id, 1, [item.environment])
-        row = await insert_secret(cur, actor, keyring, team_id, item)
+        team = await check_quota(cur, team_id, 1, [item.environment])
+        row = await insert_secret(cur, actor, keyring, team, item)
         await audit.record(cur, actor, "create", "secret", team_id=team_id, resource_id=row["id"],
                            metadata={"name": item.name, "environment": item.environment})
     return row
@@ -454,6 +527,14 @@ async def update_secret(conn: db.Connection, actor: Actor, keyring: Keyring, tea
         changed = {k: v for k, v in changes.items() if current[k] != v}
         if team is not None and "environment" in changed:
             await check_environments(cur, team, [changed["environment"]], leaving=[secret_id])
+        if current["envelope"] is not None:  # an end-to-end team: the client sealed the value
+            if "environment" in changed and update.value is None:
+                raise BadRequest(E2E_MOVE)
+            if update.value is not None:
+                check_stored_value(update.value, await e2e.key_version_of(cur, team_id),
+                                   secret_id, current["version"] + 1)
+        elif update.value is not None:
+            check_stored_value(update.value, None, secret_id, current["version"] + 1)
         fields = sorted(changed)
         if update.value is not None and open_value(keyring, current) != update.value:
             await store_new_value(cur, actor, keyring, current, update.value)
@@ -503,7 +584,7 @@ async def secret_history(conn: db.Connection, actor: Actor, team_id: uuid.UUID,
             "SELECT version, created_at FROM secret_versions WHERE secret_id = %s ORDER BY version DESC",
             (secret_id,),
         )
-    sealed = ("key_id", "nonce", "ciphertext")
+    sealed = ("key_id", "nonce", "ciphertext", "envelope")
     return {k: v for k, v in current.items() if k not in sealed}, rows
 
 
@@ -544,7 +625,7 @@ async def read_versions(conn: db.Connection, actor: Actor, keyring: Keyring, tea
                                metadata={"name": current["name"],
                                          "environment": current["environment"],
                                          "version": version})
-    sealed = ("key_id", "nonce", "ciphertext")
+    sealed = ("key_id", "nonce", "ciphertext", "envelope")
     return {k: v for k, v in current.items() if k not in sealed}, values
 
 
@@ -557,6 +638,8 @@ async def rollback(conn: db.Connection, actor: Actor, keyring: Keyring, team_id:
         await roles.require(cur, team_id, actor, roles.MEMBER)
         current = await load_secret(cur, team_id, secret_id, for_update=True)
         roles.check_environment_write(actor, current["environment"])
+        if current["envelope"] is not None:
+            raise BadRequest(E2E_ROLLBACK)
         old = await db.fetchone(
             cur,
             """SELECT v.*, s.team_id FROM secret_versions v JOIN secrets s ON s.id = v.secret_id
@@ -575,7 +658,7 @@ async def rollback(conn: db.Connection, actor: Actor, keyring: Keyring, team_id:
 
 
 _EXPORT = db.Statement("cvsm_export", f"""
-SELECT {_COLUMNS}, key_id, nonce, ciphertext FROM secrets
+SELECT {_COLUMNS}, key_id, nonce, ciphertext, envelope FROM secrets
 WHERE team_id = %(team_id)s AND deleted_at IS NULL
   AND (%(environment)s::text IS NULL OR environment = %(environment)s::text)
   AND (%(environments)s::text[] IS NULL OR environment = ANY(%(environments)s::text[]))
@@ -588,13 +671,16 @@ async def export(conn: db.Connection, actor: Actor, keyring: Keyring, team_id: u
 
     Without an environment every environment is exported; a name present in several takes its
     production, then staging, then development value. The audit entry records the environments
-    whose values were actually exported and the names' count.
+    whose values were actually exported and the names' count. An end-to-end team exports its
+    envelopes, in JSON only (400 for the text formats, which the client writes).
     """
     check_export_format(fmt)
     if environment is not None:
         check_environment(environment)
     async with db.transaction(conn) as cur:
         await roles.require(cur, team_id, actor, roles.VIEWER)
+        if fmt != "json" and await e2e.key_version_of(cur, team_id) is not None:
+            raise BadRequest(E2E_TEXT_EXPORT)
         rows = await _EXPORT.fetchall(cur, {"team_id": team_id, "environment": environment,
                                             "environments": actor.environments})
         values: dict[str, str] = {}

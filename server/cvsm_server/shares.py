@@ -8,6 +8,8 @@ views never pass `max_views` and no value leaves without its audit entry. `peek`
 status as a view would without consuming or auditing anything (HTTP HEAD).
 Unknown token: 404. Revoked, expired or used up: 410. Deleting the secret revokes its shares
 (`secrets.soft_delete`).
+A share of an end-to-end team holds the `cvsm-share1.` envelope its creator's client sealed under
+a key that only the link's #fragment carries (docs/e2e.md); it is stored and served as it came.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import uuid
 from collections.abc import Mapping
 from datetime import timedelta
 
-from . import audit, db, roles, secrets
+from . import audit, db, e2e, roles, secrets
 from .actor import Actor
 from .crypto import DecryptionError, Keyring, share_aad
 from .errors import BadRequest, Gone, NotFound
@@ -34,6 +36,9 @@ TTL_HOURS = (1, 168)
 
 SHARE_NOT_FOUND = "Tautan berbagi tidak ditemukan"
 SHARE_GONE = "Tautan berbagi sudah kedaluwarsa, habis dilihat, atau dicabut"
+E2E_VALUE_REQUIRED = ("Tim end-to-end: kirim kolom 'value' berisi amplop cvsm-share1 yang disegel di "
+                      "klien (kuncinya hanya di #fragment tautan)")
+VALUE_ONLY_E2E = "Kolom 'value' hanya untuk tautan berbagi tim end-to-end"
 
 _COLUMNS = "id, team_id, secret_id, max_views, view_count, expires_at, revoked_at, created_at"
 
@@ -59,26 +64,37 @@ def _bounded(name: str, value: int, bounds: tuple[int, int]) -> int:
 
 
 async def create_share(conn: db.Connection, actor: Actor, keyring: Keyring, team_id: uuid.UUID,
-                       secret_id: uuid.UUID, *, max_views: int = 1,
-                       ttl_hours: int = 24) -> tuple[dict, str]:
-    """A new share of the secret's current value; returns the row and its token (shown once)."""
+                       secret_id: uuid.UUID, *, max_views: int = 1, ttl_hours: int = 24,
+                       envelope: object = None) -> tuple[dict, str]:
+    """A new share of the secret's current value; returns the row and its token (shown once).
+    For an end-to-end team the value is `envelope` (`cvsm-share1.`), sealed by the client."""
     max_views = _bounded("max_views", max_views, MAX_VIEWS)
     ttl_hours = _bounded("ttl_hours", ttl_hours, TTL_HOURS)
+    if envelope is not None:
+        e2e.check_share(envelope)
     token = TOKEN_PREFIX + random.token_urlsafe(TOKEN_BYTES)
     share_id = uuid.uuid4()
     async with db.transaction(conn) as cur:
         await roles.require(cur, team_id, actor, roles.MEMBER)
         secret = await secrets.load_secret(cur, team_id, secret_id)
         roles.check_environment_write(actor, secret["environment"])
-        value = secrets.open_value(keyring, secret)
-        sealed = keyring.seal(value.encode("utf-8"), share_aad(share_id))
+        if secret["envelope"] is not None:
+            if envelope is None:
+                raise BadRequest(E2E_VALUE_REQUIRED)
+            stored = (None, None, None, envelope)
+        else:
+            if envelope is not None:
+                raise BadRequest(VALUE_ONLY_E2E)
+            value = secrets.open_value(keyring, secret)
+            sealed = keyring.seal(value.encode("utf-8"), share_aad(share_id))
+            stored = (sealed.key_id, sealed.nonce, sealed.ciphertext, None)
         row = await db.fetchone(
             cur,
             f"""INSERT INTO secret_shares (id, team_id, secret_id, token_hash, key_id, nonce,
-                                          ciphertext, max_views, expires_at, created_by)
-                VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING {_COLUMNS}""",
-            (share_id, team_id, secret_id, keyring.token_hash(token), sealed.key_id, sealed.nonce,
-             sealed.ciphertext, max_views, now() + timedelta(hours=ttl_hours), actor.user_id),
+                                          ciphertext, envelope, max_views, expires_at, created_by)
+                VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING {_COLUMNS}""",
+            (share_id, team_id, secret_id, keyring.token_hash(token), *stored,
+             max_views, now() + timedelta(hours=ttl_hours), actor.user_id),
         )
         await audit.record(cur, actor, "share_create", "share", team_id=team_id,
                            resource_id=share_id,
@@ -140,14 +156,14 @@ async def view(conn: db.Connection, actor: Actor, keyring: Keyring, token: str) 
                 WHERE s.token_hash = %s AND sec.id = s.secret_id AND s.revoked_at IS NULL
                   AND s.expires_at > now() AND s.view_count < s.max_views
                 RETURNING {", ".join("s." + c.strip() for c in _COLUMNS.split(","))},
-                          s.key_id, s.nonce, s.ciphertext, sec.name AS secret_name""",
+                          s.key_id, s.nonce, s.ciphertext, s.envelope, sec.name AS secret_name""",
             (token_hash,),
         )
         if row is None:
             await _missing(cur, token_hash)
         try:
-            value = keyring.open(row["key_id"], row["nonce"], row["ciphertext"],
-                                 share_aad(row["id"])).decode("utf-8")
+            value = row["envelope"] if row["envelope"] is not None else keyring.open(
+                row["key_id"], row["nonce"], row["ciphertext"], share_aad(row["id"])).decode("utf-8")
         except DecryptionError:
             log.error("share %s does not decrypt with the configured master key", row["id"])
             raise

@@ -1,6 +1,8 @@
 """Teams and their members: create, list, show, delete; add, change and remove members.
 
-Roles and the membership check live in `roles`; the plan table and quotas here.
+Roles and the membership check live in `roles`; the plan table and quotas here. A team may be
+created end-to-end (docs/e2e.md, `e2e`): the creator's client sends the first team key wrapped to
+the creator's public key; a member who leaves or is removed loses every wrap made for them.
 """
 
 from __future__ import annotations
@@ -9,7 +11,7 @@ import re
 import uuid
 from collections.abc import Mapping
 
-from . import audit, credentials, db, roles
+from . import audit, credentials, db, e2e, roles
 from .actor import Actor
 from .errors import BadRequest, Conflict, Forbidden, NotFound
 from .inputs import check_line
@@ -36,12 +38,17 @@ MEMBER_QUOTA = "Kuota anggota tim untuk paket ini sudah penuh"
 QUOTA_LIFT = ("Batas ini dinaikkan oleh admin server ini di panel admin (/app/admin/teams), atau "
               "oleh operator server dengan perintah `{command}`")
 SLUG_TAKEN = "Slug tim sudah digunakan"
+TEAM_ID_TAKEN = "Id tim sudah digunakan"
+TEAM_ID_REQUIRED = ("Tim end-to-end: kolom 'id' (UUID pilihan klien, yang mengikat kunci tim "
+                    "terbungkus) wajib diisi")
+TEAM_ID_ONLY_E2E = "Kolom 'id' hanya untuk tim end-to-end"
 
 
 def team_json(row: Mapping, role: str | None = None) -> dict:
     out = {"id": str(row["id"]), "slug": row["slug"], "name": row["name"], "plan": row["plan"],
            "max_secrets": row["max_secrets"], "max_members": row["max_members"],
-           "max_environments": max_environments(row["plan"])}
+           "max_environments": max_environments(row["plan"]),
+           "e2e": bool(row.get("e2e")), "key_version": row.get("key_version")}
     if role is not None:
         out["role"] = role
     return out
@@ -146,26 +153,50 @@ async def resolve(conn: db.Connection, ref: str) -> uuid.UUID:
 
 
 async def create_team(conn: db.Connection, actor: Actor, name: str, slug: str, *,
-                      plan_name: str = "starter") -> dict:
-    """A new team on `plan_name` (the operator's `CVSM_DEFAULT_PLAN`) with the actor as its Owner."""
+                      plan_name: str = "starter", e2e_wrapped_key: object = None,
+                      team_id: uuid.UUID | None = None) -> dict:
+    """A new team on `plan_name` (the operator's `CVSM_DEFAULT_PLAN`) with the actor as its Owner.
+
+    With `e2e_wrapped_key` the team is end-to-end, at key version 1, and that wrap (of the key
+    the creator's client made, to the creator's public key) is the creator's; the creator must
+    have set up a key pair (400 otherwise). The wrap is bound to the team's id, so the client
+    chooses it (`team_id`, required for an end-to-end team and only there)."""
     name, slug = check_team_fields(name, slug)
     if actor.scope is not None:  # a scoped token cannot reach past its scope by making a team
         raise Forbidden(roles.READ_ONLY if actor.scope.read_only else "Token ini terikat pada satu tim")
+    wrapped = None if e2e_wrapped_key is None else e2e.check_wrap(e2e_wrapped_key)
+    if wrapped is None and team_id is not None:
+        raise BadRequest(TEAM_ID_ONLY_E2E)
+    if wrapped is not None and team_id is None:
+        raise BadRequest(TEAM_ID_REQUIRED)
     plan = PLANS[plan_name]
     async with db.transaction(conn) as cur:
+        if wrapped is not None and await db.fetchone(
+                cur, "SELECT 1 FROM user_e2e_keys WHERE user_id = %s", (actor.user_id,)) is None:
+            raise BadRequest(e2e.NO_USER_KEY)
+        if team_id is not None and await db.fetchone(
+                cur, "SELECT 1 FROM teams WHERE id = %s", (team_id,)) is not None:
+            raise Conflict(TEAM_ID_TAKEN)
         async with db.unique_as_conflict(cur, SLUG_TAKEN):
             team = await db.fetchone(
                 cur,
-                """INSERT INTO teams (slug, name, plan, max_secrets, max_members)
-                   VALUES (%s, %s, %s, %s, %s) RETURNING *""",
-                (slug, name, plan_name, plan["max_secrets"], plan["max_members"]),
+                """INSERT INTO teams (id, slug, name, plan, max_secrets, max_members, e2e,
+                                      key_version)
+                   VALUES (coalesce(%s, gen_random_uuid()), %s, %s, %s, %s, %s, %s, %s)
+                   RETURNING *""",
+                (team_id, slug, name, plan_name, plan["max_secrets"], plan["max_members"],
+                 wrapped is not None, 1 if wrapped is not None else None),
             )
         await cur.execute(
             "INSERT INTO team_members (team_id, user_id, role) VALUES (%s, %s, %s)",
             (team["id"], actor.user_id, OWNER),
         )
+        if wrapped is not None:
+            await e2e.insert_wrap(cur, actor, team["id"], 1, wrapped_key=wrapped,
+                                  user_id=actor.user_id)
         await audit.record(cur, actor, "team_create", "team", team_id=team["id"],
-                           resource_id=team["id"], metadata={"slug": slug})
+                           resource_id=team["id"],
+                           metadata={"slug": slug, **({"e2e": True} if wrapped else {})})
     return {**team, "role": OWNER}
 
 
@@ -388,6 +419,9 @@ async def remove_member(conn: db.Connection, actor: Actor, team_id: uuid.UUID,
             "DELETE FROM team_members WHERE team_id = %s AND user_id = %s",
             (team_id, member["user_id"]),
         )
+        # An end-to-end team's keys: nothing wrapped for them (or their tokens) stays.
+        dropped = await e2e.drop_member_wraps(cur, team_id, member["user_id"])
         await audit.record(cur, actor, "member_remove", "member", team_id=team_id,
                            resource_id=member["user_id"],
-                           metadata={"email": member["email"], "role": member["role"]})
+                           metadata={"email": member["email"], "role": member["role"],
+                                     **({"e2e_wraps_dropped": dropped} if dropped else {})})

@@ -9,6 +9,11 @@ Rules (spec, Authentication; contract, API access tokens):
   fifth miss locks the token for an hour (`locked_until`, 401 meanwhile) and resets the count;
 - a failed lookup is counted per client IP first (`failed_auth` rate limit): past that limit
   the answer is 429 and nothing more is stored.
+A token bound to an end-to-end team has its own X25519 public key; the client that makes it
+wraps the team key to it (stored with the team's wraps, `e2e`) and appends the private key to the
+token string it shows, so the server never sees that half. Only a token bound to one team can
+carry a key: a token without a team reaches the user's end-to-end teams' names and envelopes, but
+no team key (its `GET .../e2e/key` is a 403).
 All lock state lives in PostgreSQL, shared by every server process; a known token is served from
 the process's `credentials` cache, which every lock and revocation invalidates (`credentials.bump`).
 """
@@ -23,7 +28,7 @@ import uuid
 from collections.abc import Mapping
 from datetime import timedelta
 
-from . import audit, credentials, db, ratelimit, roles, teams
+from . import audit, credentials, db, e2e, ratelimit, roles, teams
 from .actor import Actor, Scope
 from .clientip import address_allowed, validate_allowlist
 from .crypto import Keyring
@@ -210,7 +215,11 @@ def scope_of(row: Mapping) -> Scope | None:
 
 _COLUMNS = """id, name, token_prefix, expires_at, allowed_ips, failed_auth_count, locked_until,
               last_ip, last_user_agent, last_used_at, revoked_at, created_at, team_id,
-              environments, read_only"""
+              environments, read_only, e2e_public_key"""
+
+E2E_REQUIRED = ("Token untuk tim end-to-end memerlukan kolom 'e2e' {public_key, wrapped_key}: kunci "
+                "publik token dan kunci tim yang dibungkus untuknya")
+E2E_NEEDS_TEAM = "Kolom 'e2e' hanya untuk token yang terikat pada satu tim end-to-end ('team_id')"
 
 
 def token_json(row: Mapping) -> dict:
@@ -231,6 +240,8 @@ def token_json(row: Mapping) -> dict:
         "team_id": str(row["team_id"]) if row["team_id"] else None,
         "environments": list(row["environments"]) if row["environments"] else None,
         "read_only": row["read_only"],
+        "e2e_public_key": (e2e.b64u(row["e2e_public_key"]) if row.get("e2e_public_key")
+                           else None),
     }
 
 
@@ -248,12 +259,20 @@ async def list_tokens(conn: db.Connection, actor: Actor) -> list[dict]:
 async def create_token(conn: db.Connection, actor: Actor, keyring: Keyring, *, name: str,
                        expires_at: str | None = None, allowed_ips: list[str] | None = None,
                        team: str | None = None, environments: list[str] | None = None,
-                       read_only: bool = False) -> tuple[dict, str]:
+                       read_only: bool = False, e2e_key: dict | None = None) -> tuple[dict, str]:
     """A new token of the actor's (JWT only); returns its row and the token (shown once).
 
     `team` (id or slug, of a team the actor is in), `environments` and `read_only` narrow what
-    the token may do; none of them given, it has the user's full power."""
+    the token may do; none of them given, it has the user's full power. A token bound to an
+    end-to-end team needs `e2e_key` ({public_key, wrapped_key}: the token's public key and the
+    team's current key wrapped to it), from a creator who holds that key."""
     require_jwt(actor)
+    public_key = wrapped = None
+    if e2e_key is not None:
+        if team is None:
+            raise BadRequest(E2E_NEEDS_TEAM)
+        public_key = e2e.check_public_key(e2e_key.get("public_key"), "e2e.public_key")
+        wrapped = e2e.check_wrap(e2e_key.get("wrapped_key"), "e2e.wrapped_key")
     if environments is not None:
         if not environments:
             raise BadRequest("Kolom 'environments' tidak boleh kosong")
@@ -278,16 +297,29 @@ async def create_token(conn: db.Connection, actor: Actor, keyring: Keyring, *, n
     if team is not None:
         team_id = await teams.resolve(conn, team)
     async with db.transaction(conn) as cur:
+        key_version = None
         if team_id is not None:
             await roles.require(cur, team_id, actor, roles.VIEWER)  # 404 unless a member
+            key_version = await e2e.key_version_of(cur, team_id)
+        if key_version is None and public_key is not None:
+            raise BadRequest(E2E_NEEDS_TEAM)
+        if key_version is not None:
+            if public_key is None:
+                raise BadRequest(E2E_REQUIRED)
+            if not await e2e.caller_holds(cur, actor, team_id, key_version):
+                raise Forbidden(e2e.NO_WRAP)
         row = await db.fetchone(
             cur,
             f"""INSERT INTO api_tokens (user_id, name, token_prefix, token_hash, expires_at,
-                                        allowed_ips, team_id, environments, read_only)
-                VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING {_COLUMNS}""",
+                                        allowed_ips, team_id, environments, read_only,
+                                        e2e_public_key)
+                VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING {_COLUMNS}""",
             (actor.user_id, name, token[:PREFIX_LENGTH], keyring.token_hash(token), expiry, allowed,
-             team_id, environments, read_only),
+             team_id, environments, read_only, public_key),
         )
+        if key_version is not None:
+            await e2e.insert_wrap(cur, actor, team_id, key_version, wrapped_key=wrapped,
+                                  token_id=row["id"])
         await audit.record(cur, actor, "token_create", "api_token", resource_id=row["id"],
                            team_id=team_id,
                            metadata={"name": name, "token_prefix": row["token_prefix"],
@@ -308,6 +340,7 @@ async def revoke_token(conn: db.Connection, actor: Actor, token_id: uuid.UUID) -
         )
         if row is None:
             raise NotFound("Token tidak ditemukan")
+        await cur.execute("DELETE FROM team_key_wraps WHERE token_id = %s", (token_id,))
         await credentials.bump(cur)
         await audit.record(cur, actor, "token_revoke", "api_token", resource_id=token_id,
                            team_id=row["team_id"],

@@ -149,7 +149,8 @@ async def test_view_returns_the_value_as_it_was_when_shared(client, api: Api, ow
     resp = await view(client, token)
     assert resp.status == 200
     assert await resp.json() == {"secret_name": "DB_PASSWORD", "value": "hunter2-original",
-                                 "view_count": 1, "max_views": 2, "expires_at": share["expires_at"]}
+                                 "view_count": 1, "max_views": 2, "expires_at": share["expires_at"],
+                                 "e2e": False}
 
 
 async def test_each_view_consumes_one_and_a_used_up_share_is_gone(client, api: Api, owner, team_id,

@@ -11,8 +11,9 @@ from .. import email_verification, password_reset, ratelimit, sessions, tokens, 
 from ..errors import Unauthorized
 from ..inputs import field, string_list
 from ..timeutil import iso
-from .schema import (BOOL, ENVIRONMENT, OK, PASSWORD, STRING, TEAM_REF_PATTERN, TIME,
-                     USERNAME_PATTERN, UUID, answer, nullable, obj, one_line, ref)
+from .schema import (BOOL, E2E_PUBLIC_KEY, E2E_WRAP, ENVIRONMENT, OK, PASSWORD, STRING,
+                     TEAM_REF_PATTERN, TIME, USERNAME_PATTERN, UUID, answer, nullable, obj,
+                     one_line, ref)
 from .middleware import bearer
 from .request import actor, app_url, connection, path_id, read_json
 from .state import CREDENTIALS, KEYRING, PASSWORDS, POOL, SETTINGS, SIGNER
@@ -165,11 +166,13 @@ async def create_token(request: web.Request) -> web.Response:
     environments = (string_list(body, "environments", max_items=3)
                     if body.get("environments") is not None else None)
     read_only = field(body, "read_only", bool, required=False, default=False)
+    e2e_key = field(body, "e2e", dict, required=False)
     async with connection(request) as conn:
         row, token = await tokens.create_token(conn, actor(request), request.app[KEYRING],
                                                name=name, expires_at=expires_at,
                                                allowed_ips=allowed_ips, team=team,
-                                               environments=environments, read_only=read_only)
+                                               environments=environments, read_only=read_only,
+                                               e2e_key=e2e_key)
     return web.json_response({"api_token": tokens.token_json(row), "token": token}, status=201)
 
 
@@ -302,6 +305,13 @@ OPENAPI = {
             "environments": {"type": "array", "items": ENVIRONMENT, "minItems": 1, "maxItems": 3,
                              "description": "Limit the token to these environments."},
             "read_only": {"type": "boolean", "default": False},
+            "e2e": obj({"public_key": E2E_PUBLIC_KEY, "wrapped_key": E2E_WRAP},
+                       ("public_key", "wrapped_key"),
+                       description="Required for a token bound to an end-to-end team (and only "
+                                   "there): the token's X25519 public key and the team's current "
+                                   "key wrapped to it by a creator who holds it. The client "
+                                   "appends the private key to the token it shows "
+                                   "(docs/e2e.md)."),
         }, ("name",)),
         "responses": {201: answer({"api_token": ref("ApiToken"),
                                    "token": {"type": "string", "pattern": "^cvsm_[0-9a-f]{64}$"}})},

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from . import (accounts, admin, apidoc, audit, changes, deletion, invites, metrics, newsletter,
-               oauth, rotation, secrets, shares, support, teams, webhooks)
+from . import (accounts, admin, apidoc, audit, changes, deletion, e2e, invites, metrics,
+               newsletter, oauth, rotation, secrets, shares, support, teams, webhooks)
 from .pages import account as account_pages, admin as admin_pages, auth as auth_pages
 from .pages import kit, public as public_pages
 from .pages import members as members_pages, newsletter as newsletter_pages
@@ -59,6 +59,8 @@ ROUTES: list[Route] = [
     api("GET", "/api/v1/tokens", accounts.list_tokens),
     api("POST", "/api/v1/tokens", accounts.create_token),
     api("DELETE", f"/api/v1/tokens/{UUID % 'token_id'}", accounts.revoke_token),
+    api("GET", "/api/v1/me/e2e-key", e2e.get_user_key),
+    api("PUT", "/api/v1/me/e2e-key", e2e.set_user_key),
 
     api("GET", "/api/v1/teams", teams.list_teams),
     api("POST", "/api/v1/teams", teams.create_team),
@@ -81,6 +83,11 @@ ROUTES: list[Route] = [
     api("DELETE", WEBHOOK, webhooks.delete_webhook),
     api("GET", f"{WEBHOOK}/deliveries", webhooks.list_webhook_deliveries),
     api("POST", f"{WEBHOOK}/test", webhooks.send_webhook_test),
+    # End-to-end teams (docs/e2e.md): the caller's wrap, the recipients, grants, re-key.
+    api("GET", f"{TEAM}/e2e/key", e2e.get_team_key),
+    api("GET", f"{TEAM}/e2e/members", e2e.list_e2e_members),
+    api("POST", f"{TEAM}/e2e/grants", e2e.grant_e2e_access),
+    api("POST", f"{TEAM}/e2e/rekey", e2e.rekey_team),
 
     api("GET", f"{TEAM}/secrets", secrets.list_secrets),
     api("POST", f"{TEAM}/secrets", secrets.create_secret),

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import bulk, secrets, shares, teams, users
+from .. import bulk, e2e, secrets, shares, teams, users
 from ..inputs import CONTROL_CHARACTERS, INT64_MAX
 from ..passwords import MAX_LENGTH as PASSWORD_MAX, MIN_LENGTH as PASSWORD_MIN
 
@@ -114,8 +114,31 @@ OK = answer({"ok": {"const": True}})
 ENVIRONMENT = {"type": "string", "enum": list(secrets.ENVIRONMENTS)}
 SECRET_TYPE = {"type": "string", "enum": list(secrets.TYPES)}
 ROLE = {"type": "string", "enum": list(teams.RANK)}
-SECRET_VALUE = {"type": "string", "maxLength": secrets.MAX_VALUE_BYTES,
-                "description": f"At most {secrets.MAX_VALUE_BYTES} bytes in UTF-8."}
+SECRET_VALUE = {"type": "string", "maxLength": e2e.MAX_ENVELOPE_LENGTH,
+                "description": f"At most {secrets.MAX_VALUE_BYTES} bytes in UTF-8; for an "
+                               "end-to-end team, the envelope (`cvsm-e2e1.`) of such a value "
+                               "sealed in the client (docs/e2e.md)."}
+
+
+def _pattern(regex: Any) -> str:
+    return "^" + regex.pattern.removesuffix(r"\Z") + "$"
+
+
+E2E_PUBLIC_KEY = {"type": "string", "pattern": _pattern(e2e.PUBLIC_KEY_RE),
+                  "description": "An X25519 public key: 32 bytes in base64url without padding."}
+E2E_WRAP = {"type": "string", "pattern": _pattern(e2e.WRAP_RE),
+            "description": "A team key wrapped to one recipient's public key (docs/e2e.md)."}
+E2E_PASS = {"type": "string", "pattern": _pattern(e2e.PASS_RE),
+            "description": "A private key wrapped by a key derived from the member's passphrase "
+                           "(PBKDF2-SHA256, at least 600,000 iterations)."}
+E2E_REC = {"type": "string", "pattern": _pattern(e2e.REC_RE),
+           "description": "A private key wrapped by the member's recovery key."}
+E2E_ENVELOPE = {"type": "string", "pattern": _pattern(e2e.ENVELOPE_RE),
+                "maxLength": e2e.MAX_ENVELOPE_LENGTH,
+                "description": "A value sealed in the client under the team key (docs/e2e.md)."}
+E2E_SHARE = {"type": "string", "pattern": _pattern(e2e.SHARE_RE),
+             "maxLength": e2e.MAX_SHARE_LENGTH,
+             "description": "A shared value sealed under the key the link's #fragment carries."}
 SECRET_NAME = {"type": "string", "pattern": NAME_PATTERN}
 ID_LIST = {"type": "array", "items": STRING, "maxItems": bulk.MAX_ITEMS}
 
@@ -141,14 +164,20 @@ COMPONENTS: dict[str, dict] = {
     "User": answer({"id": UUID, "email": STRING, "username": STRING, "name": STRING}),
     "Team": obj({"id": UUID, "slug": STRING, "name": STRING, "plan": STRING,
                  "max_secrets": nullable(INT), "max_members": nullable(INT),
-                 "max_environments": nullable(INT), "role": ROLE},
-                ("id", "slug", "name", "plan", "max_secrets", "max_members", "max_environments")),
+                 "max_environments": nullable(INT), "role": ROLE,
+                 "e2e": {"type": "boolean", "description": "End-to-end (chosen at creation)."},
+                 "key_version": {**nullable({"type": "integer", "minimum": 1}),
+                                 "description": "An end-to-end team's current key version."}},
+                ("id", "slug", "name", "plan", "max_secrets", "max_members", "max_environments",
+                 "e2e", "key_version")),
     "Member": answer({"user_id": UUID, "email": STRING, "username": STRING, "name": STRING,
                       "role": ROLE}),
     "Secret": answer({"id": UUID, "name": STRING, "type": SECRET_TYPE,
                       "environment": ENVIRONMENT, "description": STRING,
                       "version": {"type": "integer", "minimum": 1}, "created_at": TIME,
-                      "updated_at": TIME}),
+                      "updated_at": TIME,
+                      "e2e": {"type": "boolean",
+                              "description": "Of an end-to-end team: its values are envelopes."}}),
     "ApiToken": obj({
         "id": UUID, "name": STRING,
         "token_prefix": STRING,
@@ -165,6 +194,8 @@ COMPONENTS: dict[str, dict] = {
         "team_id": nullable(STRING),
         "environments": nullable({"type": "array", "items": ENVIRONMENT}),
         "read_only": BOOL,
+        # end-to-end teams (0.5)
+        "e2e_public_key": nullable(STRING),
     }, ("id", "name", "token_prefix", "expires_at", "allowed_ips", "failed_auth_count",
         "locked_until", "last_ip", "last_user_agent", "last_used_at", "revoked_at", "created_at")),
     "Share": answer({"id": UUID, "secret_id": UUID,

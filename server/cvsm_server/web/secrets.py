@@ -9,7 +9,7 @@ from ..errors import BadRequest
 from ..inputs import field, string_list
 from ..timeutil import iso
 from .schema import (BULK_ANSWER, ENVIRONMENT, ID_LIST, INT, OK, SECRET_NAME, SECRET_TYPE,
-                     SECRET_VALUE, STRING, TIME, answer, obj, or_empty, query, ref)
+                     SECRET_VALUE, STRING, TIME, UUID, answer, obj, or_empty, query, ref)
 from .request import actor, connection, path_id, team_of, query_int, query_text, read_json
 from .state import KEYRING, RATE_CHARGE
 
@@ -40,7 +40,7 @@ async def read_secret(request: web.Request) -> web.Response:
         row, value = await secrets.read_secret(conn, actor(request), request.app[KEYRING],
                                                team_id, secret_id,
                                                charge=request.get(RATE_CHARGE))
-    return web.json_response({"secret": secrets.secret_json(row), "value": value})
+    return _read_answer(row, value)
 
 
 async def read_secret_by_name(request: web.Request) -> web.Response:
@@ -50,7 +50,14 @@ async def read_secret_by_name(request: web.Request) -> web.Response:
         row, value = await secrets.read_secret_by_name(
             conn, actor(request), request.app[KEYRING], team_id, request.match_info["name"],
             environment, charge=request.get(RATE_CHARGE))
-    return web.json_response({"secret": secrets.secret_json(row), "value": value})
+    return _read_answer(row, value)
+
+
+def _read_answer(row: dict, value: str) -> web.Response:
+    """A read's answer: the secret and its value; `e2e` (also in the secret) says the value is an
+    end-to-end team's envelope, which the client opens."""
+    secret = secrets.secret_json(row)
+    return web.json_response({"secret": secret, "value": value, "e2e": secret["e2e"]})
 
 
 async def create_secret(request: web.Request) -> web.Response:
@@ -61,6 +68,7 @@ async def create_secret(request: web.Request) -> web.Response:
         environment=field(body, "environment", str),
         type=field(body, "type", str, required=False, default="credential"),
         description=field(body, "description", str, required=False, default=""),
+        id=field(body, "id", str, required=False),
     )
     async with connection(request) as conn:
         team_id = await team_of(request, conn)
@@ -178,12 +186,18 @@ async def move_env(request: web.Request) -> web.Response:
 # --- OpenAPI: the operations above (`web.schema`), for `web.apidoc` ------------------------------
 
 _SECRET = answer({"secret": ref("Secret")})
-_READ = answer({"secret": ref("Secret"), "value": STRING})
+_READ = answer({"secret": ref("Secret"), "value": STRING,
+                "e2e": {"type": "boolean", "description": "`value` is an envelope (docs/e2e.md)."}})
 _ITEM = obj({"name": SECRET_NAME, "value": SECRET_VALUE, "environment": ENVIRONMENT,
              "type": {**SECRET_TYPE, "default": "credential"},
              "description": {"type": "string", "maxLength": secrets.MAX_DESCRIPTION,
-                             "default": ""}},
+                             "default": ""},
+             "id": {**UUID, "description": "End-to-end teams only, where it is required: the "
+                                           "secret's id, chosen by the client, which sealed "
+                                           "`value` for it (version 1)."}},
             ("name", "value", "environment"))
+_E2E_READ = (" For an end-to-end team (`secret.e2e`), `value` is the envelope as stored "
+             "(docs/e2e.md), which the client opens.")
 
 _PLAN_QUOTAS = ("403 when the team's plan is full: `max_secrets` live secrets, or (Starter) a "
                 "secret in a second active environment, one that holds none of the team's live "
@@ -205,7 +219,9 @@ OPENAPI = {
     },
     "create_secret": {
         "summary": "Create a secret (Member); names are unique per environment.",
-        "description": _PLAN_QUOTAS,
+        "description": _PLAN_QUOTAS + " An end-to-end team takes the client's `id` and its "
+                       "envelope as `value`, sealed for version 1 under the team's current key "
+                       "version (409 otherwise).",
         "tags": ["secrets"],
         "body": _ITEM,
         "responses": {201: _SECRET},
@@ -213,11 +229,13 @@ OPENAPI = {
     },
     "read_secret": {
         "summary": "A secret and its current value (audited as a read).",
+        "description": _E2E_READ.strip(),
         "tags": ["secrets"],
         "responses": {200: _READ},
     },
     "read_secret_by_name": {
         "summary": "A secret and its current value, by exact name and environment.",
+        "description": _E2E_READ.strip(),
         "tags": ["secrets"],
         "query": [query("environment", or_empty({**ENVIRONMENT, "default": "production"}))],
         "responses": {200: _READ},
@@ -226,7 +244,9 @@ OPENAPI = {
         "summary": "Change a secret's value, type, environment or description (Member); a new "
                    "value makes a new version. The name cannot change.",
         "description": "A move to another environment obeys the plan's active environments "
-                       "(403).",
+                       "(403). An end-to-end team takes an envelope sealed for the next version "
+                       "under the current key version (409 otherwise), and a move needs one "
+                       "(the value is bound to its environment; 400 without).",
         "tags": ["secrets"],
         "body": obj({"value": SECRET_VALUE, "type": SECRET_TYPE, "environment": ENVIRONMENT,
                      "description": {"type": "string", "maxLength": secrets.MAX_DESCRIPTION}}),
@@ -246,6 +266,8 @@ OPENAPI = {
     },
     "rollback": {
         "summary": "Make an earlier version's value current again, as a new version (Member).",
+        "description": "Refused for an end-to-end team (400): the client reads the old version "
+                       "and saves it again as a new value.",
         "tags": ["secrets"],
         "body": obj({"version": {"type": "integer", "minimum": 1,
                                  "maximum": secrets.MAX_VERSION}}, ("version",)),
@@ -254,7 +276,9 @@ OPENAPI = {
     "export": {
         "summary": "Every value of the team or of one environment (audited).",
         "description": "Without an environment, a name present in several takes its production,"
-                       " then staging, then development value.",
+                       " then staging, then development value. An end-to-end team exports JSON "
+                       "only (its envelopes, by name; 400 for `dotenv` and `shell`, which the "
+                       "client writes).",
         "tags": ["secrets"],
         "query": [query("format", {"type": "string", "enum": list(secrets.EXPORT_FORMATS),
                                    "default": "dotenv"},
@@ -288,7 +312,8 @@ OPENAPI = {
     },
     "import_dotenv": {
         "summary": "Create secrets from a .env file's content (Member).",
-        "description": _PLAN_QUOTAS + " The whole request is refused; nothing is created.",
+        "description": _PLAN_QUOTAS + " The whole request is refused; nothing is created. "
+                       "Refused for an end-to-end team (400): the client imports.",
         "tags": ["bulk"],
         "body": obj({"content": {"type": "string", "description":
                                  f"At most {bulk.MAX_DOTENV_BYTES} bytes in UTF-8."},
@@ -298,7 +323,9 @@ OPENAPI = {
     "move_env": {
         "summary": "Move the listed secrets to another environment (Member).",
         "description": "A move that would open an environment past the plan's active "
-                       "environments (Starter: one) is refused whole (403).",
+                       "environments (Starter: one) is refused whole (403). Refused for an "
+                       "end-to-end team (400): each move needs a value sealed for its new "
+                       "environment (`PUT` the secret).",
         "tags": ["bulk"],
         "body": obj({"ids": ID_LIST, "environment": ENVIRONMENT}, ("ids", "environment")),
         "responses": {200: BULK_ANSWER},

@@ -7,21 +7,23 @@ from aiohttp import web
 from .. import __version__, public, shares
 from ..inputs import field
 from ..timeutil import iso
-from .schema import INT, OK, STRING, TIME, answer, obj, ref
+from .schema import BOOL, E2E_SHARE, INT, OK, STRING, TIME, answer, obj, ref
 from .request import actor, app_url, connection, path_id, read_json, team_of
 from .state import KEYRING, POOL
 
 
 async def create_share(request: web.Request) -> web.Response:
     secret_id = path_id(request, "secret_id")
-    body = await read_json(request, max_bytes=4096, optional=True)
+    # (the default limit: an end-to-end team's envelope, even fully \u-escaped, fits)
+    body = await read_json(request, optional=True)
     max_views = field(body, "max_views", int, required=False, default=1)
     ttl_hours = field(body, "ttl_hours", int, required=False, default=24)
+    envelope = field(body, "value", str, required=False)
     async with connection(request) as conn:
         team_id = await team_of(request, conn)
         row, token = await shares.create_share(conn, actor(request), request.app[KEYRING],
                                                team_id, secret_id, max_views=max_views,
-                                               ttl_hours=ttl_hours)
+                                               ttl_hours=ttl_hours, envelope=envelope)
     url = f"{app_url(request)}/share/{token}"
     return web.json_response({"share": shares.share_json(row), "url": url}, status=201)
 
@@ -57,6 +59,7 @@ async def view_share(request: web.Request) -> web.Response:
         "view_count": row["view_count"],
         "max_views": row["max_views"],
         "expires_at": iso(row["expires_at"]),
+        "e2e": row["envelope"] is not None,
     })
 
 
@@ -89,8 +92,10 @@ OPENAPI = {
     "view_share": {
         "summary": "Reveal a shared value; consumes one view (HEAD consumes nothing).",
         "tags": ["public"],
+        "description": "With `e2e` true (a share of an end-to-end team), `value` is the "
+                       "`cvsm-share1.` envelope that the key in the link's #fragment opens.",
         "responses": {200: answer({"secret_name": STRING, "value": STRING, "view_count": INT,
-                                   "max_views": INT, "expires_at": TIME})},
+                                   "max_views": INT, "expires_at": TIME, "e2e": BOOL})},
         "errors": [410],
     },
     "create_share": {
@@ -101,6 +106,10 @@ OPENAPI = {
                           "maximum": shares.MAX_VIEWS[1], "default": 1},
             "ttl_hours": {"type": "integer", "minimum": shares.TTL_HOURS[0],
                           "maximum": shares.TTL_HOURS[1], "default": 24},
+            "value": {**E2E_SHARE, "description": "For an end-to-end team only, where it is "
+                                                  "required: the value sealed in the client "
+                                                  "under the key the link's #fragment carries "
+                                                  "(docs/e2e.md)."},
         }),
         "body_required": False,
         "responses": {201: answer({"share": ref("Share"), "url": STRING})},

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from .. import audit, teams
+from .. import audit, secrets, teams
 from ..inputs import field
-from .schema import INT, OK, ROLE, SLUG_PATTERN, answer, obj, one_line, query, ref
+from .schema import (E2E_WRAP, INT, OK, ROLE, SLUG_PATTERN, UUID, answer, obj, one_line, query,
+                     ref)
 from .request import actor, connection, path_id, query_int, read_json, team_of
 from .state import SETTINGS
 
@@ -22,9 +23,15 @@ async def list_teams(request: web.Request) -> web.Response:
 async def create_team(request: web.Request) -> web.Response:
     body = await read_json(request, max_bytes=SMALL_BODY)
     name, slug = field(body, "name", str), field(body, "slug", str)
+    e2e = field(body, "e2e", dict, required=False)
+    wrapped_key = None
+    if e2e is not None:
+        wrapped_key = field(e2e, "wrapped_key", str)
+    team_id = secrets.check_id(field(body, "id", str, required=False))
     async with connection(request) as conn:
         team = await teams.create_team(conn, actor(request), name, slug,
-                                       plan_name=request.app[SETTINGS].default_plan)
+                                       plan_name=request.app[SETTINGS].default_plan,
+                                       e2e_wrapped_key=wrapped_key, team_id=team_id)
     return web.json_response({"team": teams.team_json(team, team["role"])}, status=201)
 
 
@@ -102,8 +109,17 @@ OPENAPI = {
     "create_team": {
         "summary": "Create a team; the caller becomes its Owner.",
         "tags": ["teams"],
+        "description": "With `e2e`, the team is end-to-end (docs/e2e.md), for good: its values "
+                       "are sealed in the clients under a team key the server never holds. The "
+                       "creator must have a key pair (`PUT /me/e2e-key`; 400 otherwise); "
+                       "`wrapped_key` is the first key (version 1) wrapped to their public key "
+                       "for the team's `id`, which the client chooses (required with `e2e`, "
+                       "refused without; 409 when taken).",
         "body": obj({"name": one_line(100),
-                     "slug": {"type": "string", "pattern": SLUG_PATTERN}}, ("name", "slug")),
+                     "slug": {"type": "string", "pattern": SLUG_PATTERN},
+                     "id": UUID,
+                     "e2e": obj({"wrapped_key": E2E_WRAP}, ("wrapped_key",))},
+                    ("name", "slug")),
         "responses": {201: _TEAM},
         "errors": [409],
     },
