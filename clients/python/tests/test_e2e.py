@@ -97,6 +97,14 @@ def test_each_bad_token_of_the_vectors_is_a_configuration_error(
     assert "key part" in str(caught.value)
 
 
+async def test_a_token_that_is_not_an_api_token_is_sent_whole_dots_and_all(sdk: Sdk, api: FakeApi) -> None:
+    jwt = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJ4In0.c2lnbmF0dXJl"  # a session JWT has dots of its own
+    api.token = jwt
+    api.add("A", "plain")
+    assert await sdk.call(sdk.client(token=jwt).get("A")) == "plain"
+    assert api.requests[0].headers["Authorization"] == f"Bearer {jwt}"
+
+
 def test_the_vectors_have_the_bad_tokens_the_test_above_counts(vectors: dict[str, Any]) -> None:
     assert len(vectors["bad_tokens"]) == 4
 

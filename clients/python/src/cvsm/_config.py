@@ -117,9 +117,9 @@ def resolve_config(
     """Return the token and the configuration, or raise :class:`ConfigurationError`.
 
     Each option is taken from its argument when given, else from its ``CVSM_*`` variable in
-    ``environ``, else from its default. A token with a dot must be a token with its key part
-    (``cvsm_<64 hex>.<43 base64url characters>``); the message never shows it. ``ca_file`` is only checked to be a readable PEM
-    bundle here; :func:`tls_context` loads it.
+    ``environ``, else from its default. A ``cvsm_`` token with a dot must be a token with its
+    key part (``cvsm_<64 hex>.<43 base64url characters>``); the message never shows it.
+    ``ca_file`` is only checked to be a readable PEM bundle here; :func:`tls_context` loads it.
     """
     raw_token = _pick(token, environ, ENV_TOKEN)
     raw_token = raw_token.strip(_TOKEN_WHITESPACE) if raw_token is not None else None
@@ -131,8 +131,10 @@ def resolve_config(
             f"(token= or {ENV_TOKEN})"
         )
 
+    api_token, private_key = raw_token, None
     try:
-        api_token, private_key = e2e.split_token(raw_token)
+        if raw_token.startswith("cvsm_"):  # only an API token has a key part; a JWT has dots of its own
+            api_token, private_key = e2e.split_token(raw_token)
     except e2e.E2EError:
         raise ConfigurationError(
             "the token has a key part but is not of the form cvsm_<64 hex>.<43 base64url characters> "

@@ -43,8 +43,8 @@ class ConfigurationError(CvsmError):
 
     At construction: the token, base URL or team is missing (the message names the variable,
     e.g. ``CVSM_TOKEN is not set``), an option or variable is invalid, or the CA bundle cannot
-    be read; a token with a dot that is not a token with its key part (the message never shows
-    it). On use: the server answers that the base URL, the team (id or slug) or the environment
+    be read; a ``cvsm_`` token with a dot that is not a token with its key part (the message
+    never shows it). On use: the server answers that the base URL, the team (id or slug) or the environment
     is wrong (``status`` 404 or 400); a token without its key part reads an end-to-end team.
     From ``inject``: a secret cannot be put in the process environment.
     """
