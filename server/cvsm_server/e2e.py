@@ -225,9 +225,13 @@ def looks_sealed(value: str) -> bool:
 
 # --- the team's mode ---------------------------------------------------------------------------
 
-async def key_version_of(cur: db.Cursor, team_id: uuid.UUID) -> int | None:
-    """The team's current key version; None for a team that is not end-to-end."""
-    row = await db.fetchone(cur, "SELECT key_version FROM teams WHERE id = %s", (team_id,))
+async def key_version_of(cur: db.Cursor, team_id: uuid.UUID, *, share: bool = False) -> int | None:
+    """The team's current key version; None for a team that is not end-to-end. With `share`,
+    the team row stays locked against a re-key (which locks it for update) until the caller's
+    transaction ends, so what the caller wraps for that version is not left behind."""
+    row = await db.fetchone(
+        cur, "SELECT key_version FROM teams WHERE id = %s" + (" FOR SHARE" if share else ""),
+        (team_id,))
     if row is None:
         raise NotFound(roles.TEAM_NOT_FOUND)
     return row["key_version"]

@@ -300,7 +300,7 @@ async def create_token(conn: db.Connection, actor: Actor, keyring: Keyring, *, n
         key_version = None
         if team_id is not None:
             await roles.require(cur, team_id, actor, roles.VIEWER)  # 404 unless a member
-            key_version = await e2e.key_version_of(cur, team_id)
+            key_version = await e2e.key_version_of(cur, team_id, share=True)
         if key_version is None and public_key is not None:
             raise BadRequest(E2E_NEEDS_TEAM)
         if key_version is not None:
