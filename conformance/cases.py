@@ -55,6 +55,8 @@ class Case:
     timeout: float
     client: Mapping[str, Any] | None = None
     requires: tuple[str, ...] = ()
+    # An end-to-end team (docs/e2e.md): secrets sealed in the harness, {{token}} with its key part.
+    e2e: bool = False
 
     def value_of(self, name: str, environment: str = "production") -> str:
         for secret in self.secrets:
@@ -204,6 +206,15 @@ def _case(data: dict[str, Any], path: Path) -> Case:
         seeds.append(SecretSeed(item["name"], item.get("environment", "production"), value))
     if len({(s.name, s.environment) for s in seeds}) != len(seeds):
         raise CaseFileError(f"{path}: a secret name is seeded twice in one environment")
+    e2e = bool(data.get("team", {}).get("e2e", False))
+    resealed = [step["secret"] for step in data["steps"] if step.get("server") == "reseal_secret"]
+    if resealed and not e2e:
+        raise CaseFileError(f"{path}: reseal_secret needs an end-to-end team (\"team\": {{\"e2e\": true}})")
+    for name in resealed:
+        if not any(s.name == name and s.environment == "production" for s in seeds):
+            raise CaseFileError(f"{path}: reseal_secret of {name}, which is not a seeded production secret")
+    if e2e and data.get("tokens"):
+        raise CaseFileError(f"{path}: an end-to-end case has one token, {{{{token}}}}; \"tokens\" are not minted for it")
     return Case(
         id=data["id"],
         title=data["title"],
@@ -215,13 +226,14 @@ def _case(data: dict[str, Any], path: Path) -> Case:
         timeout=float(data.get("timeout", 60)),
         client=data.get("client"),
         requires=tuple(data.get("requires", [])),
+        e2e=e2e,
     )
 
 
 PLACEHOLDERS = {
     "base_url": "the proxy's base URL, including /api/v1",
     "refused_url": "a base URL on a port where nothing listens",
-    "token": "the run's API token",
+    "token": "the run's API token; in an end-to-end case, a token of the case's team with its key part",
     "token:NAME": "a token of the case's \"tokens\", minted for this language run",
     "bad_token": "a well-formed token the server never issued (new for each language run)",
     "team_id": "the case's team id",

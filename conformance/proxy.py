@@ -38,6 +38,7 @@ _KINDS = [
     ("by_name", re.compile(r"^/teams/[^/]+/secrets/by-name/[^/]+/?$")),
     ("list", re.compile(r"^/teams/[^/]+/secrets/?$")),
     ("value", re.compile(r"^/teams/[^/]+/secrets/[^/]+/?$")),
+    ("e2e_key", re.compile(r"^/teams/[^/]+/e2e/key/?$")),
 ]
 _HOP_BY_HOP = {
     "connection", "keep-alive", "proxy-connection", "transfer-encoding", "te", "trailer", "upgrade",
@@ -48,7 +49,8 @@ _MAX_BODY = 4 * 1024 * 1024
 
 
 def request_kind(path: str) -> str:
-    """request_kind names what an API path is for: teams, list, value, by_name, export or other."""
+    """request_kind names what an API path is for: teams, list, value, by_name, export, e2e_key
+    (an end-to-end team's key, wrapped to the caller) or other."""
     if not path.startswith(API_PREFIX):
         return "other"
     rest = path[len(API_PREFIX):]

@@ -8,6 +8,7 @@ error message never holds a token or a seeded value, and ``describe`` never hold
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import re
 import time
@@ -21,6 +22,10 @@ from .cases import Case, DriverSpec, generate_value, substitute
 from .driver import DriverProcess
 from .proxy import API_PREFIX, Fault, FaultProxy, RequestRecord
 from .server import MintedToken, SeedError, Seeder, bad_token, refused_port, unknown_team_id
+
+
+def _b64u(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
 
 CVSM_VARIABLES = (
     "CVSM_TOKEN", "CVSM_BASE_URL", "CVSM_TEAM", "CVSM_ENVIRONMENT", "CVSM_CACHE_TTL",
@@ -156,7 +161,9 @@ class CaseRun:
     def lookup(self, name: str, arg: str | None) -> str:
         seed = self.seeder.teams[self.case.id]
         if name == "token":
-            return self.seeder.token if arg is None else self.tokens[arg].token
+            if arg is None:
+                return seed.e2e.token if seed.e2e is not None else self.seeder.token
+            return self.tokens[arg].token
         if name == "secret":
             assert arg is not None
             secret_name, _, environment = arg.partition("@")
@@ -193,15 +200,23 @@ class CaseRun:
     def sub(self, value: Any) -> Any:
         return substitute(value, self.lookup)
 
+    def tokens_never_shown(self) -> list[str]:
+        """tokens_never_shown are the credentials no error message or describe may hold: with an
+        end-to-end team's token, its key part and its team key too."""
+        tokens = [self.seeder.token, self.bad_token] + [t.token for t in self.tokens.values()]
+        e2e = self.seeder.teams[self.case.id].e2e if self.case.id in self.seeder.teams else None
+        if e2e is not None:
+            tokens += [e2e.token, e2e.token.partition(".")[2], _b64u(e2e.team_key)]
+        return tokens
+
     def secrets_never_shown(self) -> list[str]:
         """secrets_never_shown are the strings no error message may hold."""
-        tokens = [self.seeder.token, self.bad_token] + [t.token for t in self.tokens.values()]
         values = [s.value for s in self.case.secrets if len(s.value) >= _MIN_LEAK_LENGTH]
-        return tokens + values
+        return self.tokens_never_shown() + values
 
     # Running ------------------------------------------------------------------------------
     async def run(self) -> None:
-        if any(step.get("server") == "rotate_secret" for step in self.case.steps):
+        if any(step.get("server") in ("rotate_secret", "reseal_secret") for step in self.case.steps):
             # Languages run side by side on one team per case: a case that rotates a value
             # runs whole for one language at a time, so each sees only its own rotation.
             async with self.seeder.case_lock(self.case.id):
@@ -242,6 +257,8 @@ class CaseRun:
             return f"sleep {step['sleep']}s"
         if "faults" in step:
             return "faults " + ", ".join(f"{f['match']}x{f.get('times', 1)}" for f in step["faults"])
+        if "sealed_for" in step:
+            return f"server {step['server']} {step['secret']} sealed for {step['sealed_for']}"
         return f"server {step['server']} {step.get('token') or step.get('secret')}"
 
     async def run_step(self, step: Mapping[str, Any]) -> None:
@@ -260,6 +277,15 @@ class CaseRun:
             except SeedError as exc:
                 raise StepFailure(f"the server did not rotate {step['secret']}: {exc}") from None
             self.log.append(f"server rotated {step['secret']}")
+            return
+        if step.get("server") == "reseal_secret":
+            name = step["secret"]
+            sealed_for = step.get("sealed_for", name)
+            try:
+                await self.seeder.reseal(self.case.id, name, self.case.value_of(name), sealed_for)
+            except SeedError as exc:
+                raise StepFailure(f"the server did not take {name} sealed anew: {exc}") from None
+            self.log.append(f"server holds {name} sealed for {sealed_for}")
             return
         if "server" in step:
             token = self.tokens[step["token"]]
@@ -312,8 +338,7 @@ class CaseRun:
                     raise StepFailure(f"the error message holds a token or value: {_short(message)}")
         elif op == "describe":
             text = json.dumps(response.get("result"), ensure_ascii=False)
-            tokens = [self.seeder.token, self.bad_token] + [t.token for t in self.tokens.values()]
-            if any(t in text for t in tokens):
+            if any(t in text for t in self.tokens_never_shown()):
                 raise StepFailure("describe shows a token")
 
     def check_answer(self, expect: Mapping[str, Any], response: Mapping[str, Any]) -> None:

@@ -4,6 +4,12 @@ The server is built with the same ``create_app`` factory as everywhere else, on 
 embedded PostgreSQL in a temporary data directory, with rate limits off (the suite makes many
 requests with one token). ``Seeder`` registers a user, mints the run's API token and gives every
 case a team of its own holding the case's secrets; it also mints per-case tokens on demand.
+
+A case with ``"team": {"e2e": true}`` gets an end-to-end team (docs/e2e.md), set up as a
+member's client would through the server's e2e API: the run's user gets a key pair, the team is
+created with the team key wrapped to it, the case's secrets are sealed with ``cvsm.e2e`` and a
+token scoped to the team is made with a key pair of its own and the team key wrapped to it; the
+case's ``{{token}}`` is that token with its key part.
 """
 
 from __future__ import annotations
@@ -24,6 +30,8 @@ from typing import Any
 import aiohttp
 import attrs
 from aiohttp import web
+
+from cvsm import e2e
 
 from .cases import Case
 
@@ -104,11 +112,23 @@ class MintedToken:
 
 
 @attrs.define
+class E2eSeed:
+    """E2eSeed is what a member's client holds for an end-to-end case team: the team key, the
+    ids of the sealed secrets and the team's token with its key part."""
+
+    team_key: bytes = attrs.field(repr=False)
+    key_version: int
+    token: str = attrs.field(repr=False)
+    secret_ids: dict[tuple[str, str], str] = attrs.Factory(dict)  # (name, environment): id
+
+
+@attrs.define
 class CaseSeed:
-    """CaseSeed is what the server holds for one case: its team."""
+    """CaseSeed is what the server holds for one case: its team (and its keys, when end-to-end)."""
 
     team_id: str
     team_slug: str
+    e2e: E2eSeed | None = None
 
 
 class SeedError(Exception):
@@ -124,6 +144,8 @@ class Seeder:
         self.jwt = ""
         self.token = ""
         self.teams: dict[str, CaseSeed] = {}
+        self.user_id = ""
+        self._member_public_key: bytes | None = None
         self._case_locks: dict[str, asyncio.Lock] = {}
         self._session: aiohttp.ClientSession | None = None
 
@@ -162,12 +184,18 @@ class Seeder:
             expect=201,
         )
         self.jwt = registered["token"]
+        self.user_id = registered["user"]["id"]
         self.token = (await self.mint("conformance-run")).token
+        if any(case.e2e for case in cases):
+            await self.set_up_member_key()
         semaphore = asyncio.Semaphore(4)
 
         async def seed_case(index: int, case: Case) -> None:
             async with semaphore:
                 slug = f"conf-{self.run_id}-{index:03d}"
+                if case.e2e:
+                    self.teams[case.id] = await self.seed_e2e_case(case, slug)
+                    return
                 created = await self.call(
                     "POST", "/teams", {"name": f"Conformance {case.id}"[:100], "slug": slug}, expect=201
                 )
@@ -188,6 +216,59 @@ class Seeder:
                 self.teams[case.id] = CaseSeed(team_id=team_id, team_slug=slug)
 
         await asyncio.gather(*(seed_case(i, case) for i, case in enumerate(cases)))
+
+    async def set_up_member_key(self) -> None:
+        """set_up_member_key gives the run's user an end-to-end key pair (``PUT /me/e2e-key``), as
+        the dashboard's "Set up end-to-end keys" does; its private key is wrapped by a passphrase
+        and a recovery key that only this process ever knew."""
+        private, public = e2e.generate_key_pair()
+        passphrase = random_secrets.token_urlsafe(18)
+        wrapped = await asyncio.to_thread(e2e.wrap_private_key_with_passphrase, private, passphrase, self.user_id)
+        recovery = e2e.wrap_private_key_with_recovery(private, random_secrets.token_bytes(32), self.user_id)
+        await self.call("PUT", "/me/e2e-key", {"public_key": e2e._b64u(public), "wrapped_private_key": wrapped,
+                                               "recovery_wrapped_private_key": recovery}, expect=201)
+        self._member_public_key = public
+
+    async def seed_e2e_case(self, case: Case, slug: str) -> CaseSeed:
+        """seed_e2e_case creates the case's end-to-end team, its sealed secrets and its token."""
+        assert self._member_public_key is not None, "set_up_member_key first"
+        team_id = str(uuid.uuid4())  # chosen by the client: the wraps are bound to it
+        team_key, key_version = e2e.new_team_key(), 1
+        await self.call("POST", "/teams", {
+            "id": team_id, "name": f"Conformance {case.id}"[:100], "slug": slug,
+            "e2e": {"wrapped_key": e2e.wrap_team_key(team_key, team_id, key_version, self._member_public_key)},
+        }, expect=201)
+        seed = E2eSeed(team_key=team_key, key_version=key_version, token="")
+        for secret in case.secrets:
+            secret_id = str(uuid.uuid4())
+            envelope = e2e.seal_value(secret.value, team_key, key_version, team_id=team_id, secret_id=secret_id,
+                                      version=1, environment=secret.environment, name=secret.name)
+            await self.call("POST", f"/teams/{team_id}/secrets", {
+                "id": secret_id, "name": secret.name, "value": envelope, "environment": secret.environment,
+                "type": "credential", "description": f"conformance case {case.id}",
+            }, expect=201)
+            seed.secret_ids[(secret.name, secret.environment)] = secret_id
+        token_private, token_public = e2e.generate_key_pair()
+        created = await self.call("POST", "/tokens", {
+            "name": f"conformance {case.id}"[:100], "team_id": team_id, "read_only": True,
+            "e2e": {"public_key": e2e._b64u(token_public),
+                    "wrapped_key": e2e.wrap_team_key(team_key, team_id, key_version, token_public)},
+        }, expect=201)
+        seed.token = e2e.join_token(created["token"], token_private)
+        return CaseSeed(team_id=team_id, team_slug=slug, e2e=seed)
+
+    async def reseal(self, case_id: str, name: str, value: str, sealed_for: str) -> None:
+        """reseal writes the production secret ``name`` of an end-to-end case team anew as its
+        next version: ``value`` sealed for the name ``sealed_for`` (``name`` itself restores it)."""
+        seed = self.teams[case_id]
+        assert seed.e2e is not None
+        secret_id = seed.e2e.secret_ids[(name, "production")]
+        path = f"/teams/{seed.team_id}/secrets/{secret_id}"
+        current = await self.call("GET", path)
+        envelope = e2e.seal_value(value, seed.e2e.team_key, seed.e2e.key_version, team_id=seed.team_id,
+                                  secret_id=secret_id, version=current["secret"]["version"] + 1,
+                                  environment="production", name=sealed_for)
+        await self.call("PUT", path, {"value": envelope})
 
     async def mint(
         self, name: str, *, expires_in: float | None = None, allowed_ips: list[str] | None = None

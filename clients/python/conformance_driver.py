@@ -29,6 +29,7 @@ KINDS: list[tuple[type[cvsm.CvsmError], str]] = [
     (cvsm.RateLimitError, "rate_limited"),
     (cvsm.ApiError, "api"),
     (cvsm.NetworkError, "network"),
+    (cvsm.DecryptionError, "decryption"),
 ]
 OPTION_NAMES = (
     "token", "base_url", "team", "environment", "cache_ttl", "timeout", "max_retries", "ca_file", "stale_if_error",

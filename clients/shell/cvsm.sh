@@ -17,7 +17,8 @@
 # --ca-file, --curl-config, --stale-if-error) win over the variables.
 #
 # Exit codes: 0 ok, 2 configuration or usage, 3 authentication, 4 permission denied, 5 not found,
-# 6 rate limited, 7 API error, 8 network error. A failure prints exactly one line on stderr,
+# 6 rate limited, 7 API error, 8 network error, 9 decryption (a value of an end-to-end team that does
+# not open). A failure prints exactly one line on stderr,
 # "cvsm: <message>", and sets CVSM_ERROR_KIND, CVSM_ERROR_MESSAGE, CVSM_ERROR_STATUS,
 # CVSM_ERROR_RETRY_AFTER, CVSM_ERROR_REQUEST_ID and CVSM_ERROR_SUGGESTION in the shell that ran
 # the function (a success sets them all to ""). A call also sets CVSM_STALE: 1 when it served a
@@ -26,6 +27,10 @@
 # state in `local` variables; they only ever `return` (never exit the caller's shell), work under
 # `set -euo pipefail`, and switch xtrace off while they run so that neither the token nor a value
 # shows up in a `set -x` trace.
+#
+# The token of an end-to-end team carries its key after a dot (cvsm_<64 hex>.<key>): with it,
+# cvsm_get, cvsm_get_all, cvsm_inject and cvsm_run read through the cvsm command (clients/go), found
+# on PATH or beside this file, which opens the values; the key never goes to the server.
 #
 # Needs curl and jq (1.6 or newer). Every name this file defines starts with cvsm_ (public) or
 # _cvsm_ (private).
@@ -146,7 +151,8 @@ _cvsm_run() {
     _cvsm_o_ca='' _cvsm_o_curlcfg='' _cvsm_now=0 _cvsm_h='' _cvsm_enc='' _cvsm_tid='' \
     _cvsm_result='' _cvsm_values='' _cvsm_rid='' _cvsm_e_status='' _cvsm_e_ra='' \
     _cvsm_e_rid='' _cvsm_e_sugg='' _cvsm_sie='' _cvsm_o_sie='' _cvsm_defer=0 _cvsm_e_code=0 \
-    _cvsm_e_msg='' _cvsm_fetched=0 _cvsm_nopts=0 _cvsm_stale_msg='' _cvsm_orc=0
+    _cvsm_e_msg='' _cvsm_fetched=0 _cvsm_nopts=0 _cvsm_stale_msg='' _cvsm_orc=0 _cvsm_e2e=0 \
+    _cvsm_keypart=''
   _cvsm_parse_args "$@" || return
   # cvsm_run: what follows the options is the command.
   shift "$_cvsm_nopts"
@@ -183,6 +189,9 @@ _cvsm_fail() {
     rid=${rid//"$_cvsm_token"/[redacted]}
     sugg=${sugg//"$_cvsm_token"/[redacted]}
   fi
+  if [ -n "${_cvsm_keypart-}" ]; then
+    msg=${msg//"$_cvsm_keypart"/[redacted]}
+  fi
   msg=${msg//[[:cntrl:]]/ }
   _cvsm_kind "$code"
   CVSM_ERROR_KIND=$_cvsm_enc
@@ -204,6 +213,7 @@ _cvsm_kind() {
     5) _cvsm_enc=not_found ;;
     6) _cvsm_enc=rate_limited ;;
     7) _cvsm_enc=api ;;
+    9) _cvsm_enc=decryption ;;
     *) _cvsm_enc=network ;;
   esac
 }
@@ -379,6 +389,18 @@ _cvsm_load_config() {
     _cvsm_fail 2 "CVSM_TOKEN contains characters a token cannot have (only visible ASCII is allowed)"
     return
   fi
+  # The token of an end-to-end team carries its X25519 private key after a dot: only the part before
+  # it is the bearer, and the values are read and opened by the cvsm command (_cvsm_delegate).
+  case $v in
+    cvsm_*.*)
+      if ! _cvsm_e2e_shape "$v"; then
+        _cvsm_fail 2 "CVSM_TOKEN has a key part but is not an end-to-end team's token (cvsm_<64 hex>.<43 base64url characters): check how it was copied"
+        return
+      fi
+      _cvsm_e2e=1 _cvsm_keypart=${v#*.}
+      v=${v%%.*}
+      ;;
+  esac
   _cvsm_token=$v
 
   _cvsm_pick CVSM_BASE_URL "$_cvsm_o_base" --base-url
@@ -454,8 +476,108 @@ _cvsm_load_config() {
     _cvsm_readable_file "$src" "$v" || return
   fi
   _cvsm_curlcfg=$v
+  if [ -n "$v" ] && [ "$_cvsm_e2e" = 1 ]; then
+    _cvsm_fail 2 "$src cannot be used with an end-to-end team's token: its requests are made by the cvsm command, whose own options (--ca-file, the proxy variables) apply"
+    return
+  fi
   _cvsm_result=''
   _cvsm_enc=''
+}
+
+# _cvsm_e2e_shape TOKEN: succeeds when TOKEN is an end-to-end team's token, cvsm_<64 lowercase hex>.<43
+# base64url characters> whose last character leaves no bits past the key's 32 bytes (so a key has one
+# spelling, as in every cvsm SDK).
+_cvsm_e2e_shape() {
+  local api="${1%%.*}" key="${1#*.}"
+  [ "${#api}" -eq 69 ] && [ "${#key}" -eq 43 ] || return 1
+  case ${api#cvsm_} in *[!0123456789abcdef]*) return 1 ;; esac
+  case $key in *[!ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-]*) return 1 ;; esac
+  case $key in *[AEIMQUYcgkosw048]) return 0 ;; esac
+  return 1
+}
+
+# _cvsm_cli sets _cvsm_enc to the cvsm command that reads an end-to-end team: the cvsm on PATH, else
+# the one beside this file; without either it fails with a configuration error saying how to get it.
+_cvsm_cli() {
+  local p=''
+  if [ -n "${ZSH_VERSION:-}" ]; then
+    p=$(whence -p cvsm 2>/dev/null) || p=''
+  else
+    p=$(type -P cvsm 2>/dev/null) || p=''
+  fi
+  if [ -z "$p" ]; then
+    _cvsm_here
+    p=$_cvsm_enc/cvsm
+    [ -f "$p" ] && [ -x "$p" ] || p=''
+  fi
+  if [ -z "$p" ]; then
+    _cvsm_fail 2 "CVSM_TOKEN is an end-to-end team's token: its values are opened by the cvsm command, which is neither on PATH nor beside cvsm.sh (build it with make -C clients/go build, or go install ./cmd/cvsm in clients/go)"
+    return
+  fi
+  _cvsm_enc=$p
+}
+
+# _cvsm_delegate get NAME | export: reads the by-name value of NAME, or every value, through the cvsm
+# command (an end-to-end team's token: cvsm opens the values with the key part). _cvsm_result is then
+# the value as a JSON string (get) or the JSON object of every value, keys sorted (export). The
+# token goes to cvsm on its standard input (--token-file /dev/stdin), never on a command line or in
+# its environment; the base URL, which may hold a password, in its environment. A failure is
+# handled as _cvsm_request's with _cvsm_defer=1: its exit code (cvsm's, the same table) is
+# returned, its message and fields left in _cvsm_e_*, read from the one JSON object cvsm writes on
+# stderr with --error-json. With a cache directory, cvsm keeps the team key there between calls
+# (--team-key-file), in an entry of the values' lifetime, so only a call without it fetches the key.
+_cvsm_delegate() {
+  local cli out rc=0 fields
+  _cvsm_cli || return
+  cli=$_cvsm_enc
+  set -- "$@" --error-json --token-file /dev/stdin --team "$_cvsm_team" --environment "$_cvsm_env" \
+    --timeout "$_cvsm_timeout" --max-retries "$_cvsm_retries"
+  [ -z "$_cvsm_ca" ] || set -- "$@" --ca-file "$_cvsm_ca"
+  if [ -n "$_cvsm_root" ]; then
+    _cvsm_hash "$_cvsm_base"$'\n'"$_cvsm_team"$'\n'"$_cvsm_token"$'\n'"team key"
+    if _cvsm_cache_find values "$_cvsm_h" kept; then
+      set -- "$@" --team-key-file "$_cvsm_result"
+    elif (umask 077 && command mkdir -p -- "$_cvsm_root/values") 2>/dev/null; then
+      _cvsm_now_ms
+      set -- "$@" --team-key-file \
+        "$_cvsm_root/values/$_cvsm_h.$_cvsm_now.$((_cvsm_now + (_cvsm_ttl + _cvsm_sie) * 1000))"
+    fi
+  fi
+  if [ "$1" = get ]; then
+    out=$( { set -o pipefail
+      printf '%s.%s' "$_cvsm_token" "$_cvsm_keypart" | CVSM_BASE_URL=$_cvsm_base command "$cli" "$@" 2>&4 | command jq -Rsc '{value: .}'
+    } 4>&1) || rc=$?
+  else
+    out=$( { set -o pipefail
+      printf '%s.%s' "$_cvsm_token" "$_cvsm_keypart" | CVSM_BASE_URL=$_cvsm_base command "$cli" "$@" --format json 2>&4 |
+        command jq -cS '{values: .}'
+    } 4>&1) || rc=$?
+  fi
+  _cvsm_e_status='' _cvsm_e_ra='' _cvsm_e_rid='' _cvsm_e_sugg=''
+  if [ "$rc" = 0 ]; then
+    _cvsm_result=$(printf '%s' "$out" | command jq -j 'select(type == "object") | (.value // .values) | tojson' 2>/dev/null) &&
+      [ -n "$_cvsm_result" ] && return 0
+    rc=8
+  fi
+  fields=$(printf '%s' "$out" | command jq -r 'select(type == "object" and has("kind"))
+    | [.message, (.status // "" | tostring), (.retry_after // "" | tostring), .request_id // "",
+       .suggestion // ""] | map(gsub("[[:cntrl:]]"; " ")) | join("\t")' 2>/dev/null) || fields=''
+  case $rc in
+    [2-9]) ;;
+    *) rc=8 ;;
+  esac
+  if [ -z "$fields" ]; then
+    fields="the cvsm command failed without saying why"$'\t\t\t\t'
+  fi
+  _cvsm_e_msg=${fields%%$'\t'*} && fields=${fields#*$'\t'}
+  _cvsm_e_status=${fields%%$'\t'*} && fields=${fields#*$'\t'}
+  _cvsm_e_ra=${fields%%$'\t'*} && fields=${fields#*$'\t'}
+  _cvsm_e_rid=${fields%%$'\t'*} && fields=${fields#*$'\t'}
+  _cvsm_e_sugg=$fields
+  [ "$rc" != 6 ] || [ -z "$_cvsm_e_ra" ] || _cvsm_e_msg="$_cvsm_e_msg (retry after ${_cvsm_e_ra}s)"
+  _cvsm_e_code=$rc
+  case $rc in 3 | 4) _cvsm_cache_drop_all ;; esac
+  return "$rc"
 }
 
 # _cvsm_redacted_base prints the base URL with any user:password part hidden.
@@ -988,10 +1110,22 @@ _cvsm_op_get() {
   env=$_cvsm_enc
   _cvsm_urlenc "$name"
   _cvsm_defer=1
-  _cvsm_request value "/teams/$_cvsm_tid/secrets/by-name/$_cvsm_enc?environment=$env" \
-    'if type == "object" and (.secret | type) == "object" and (.value | type) == "string"
-      then .value | tojson else error("not a by-name answer") end' || code=$?
+  if [ "$_cvsm_e2e" = 1 ]; then
+    _cvsm_delegate get "$name" || code=$?
+  else
+    # An end-to-end team's answer ("e2e": true in its secret, where the server puts it, or beside
+    # the value) gives the bare word e2e instead of a JSON string.
+    _cvsm_request value "/teams/$_cvsm_tid/secrets/by-name/$_cvsm_enc?environment=$env" \
+      'if type == "object" and (.secret | type) == "object" and (.value | type) == "string"
+        then (if .secret.e2e == true or .e2e == true then "e2e" else .value | tojson end)
+        else error("not a by-name answer") end' || code=$?
+  fi
   _cvsm_defer=0
+  if [ "$code" = 0 ] && [ "$_cvsm_result" = e2e ]; then
+    _cvsm_e_rid=$_cvsm_rid
+    _cvsm_fail 2 "team $_cvsm_team is end-to-end: its values are sealed, and CVSM_TOKEN needs its key part (cvsm_....<key>, as it was shown when it was made) to open them"
+    return
+  fi
   if [ "$code" = 0 ]; then
     vjson=$_cvsm_result
     [ -z "$hget" ] || _cvsm_cache_put values "$hget" "$vjson"
@@ -1001,6 +1135,11 @@ _cvsm_op_get() {
   if [ "$code" = 5 ]; then
     # The server says the secret is gone (or the team or base URL is wrong): nothing kept is served.
     [ -z "$hget" ] || _cvsm_cache_forget values "$hget"
+    if [ "$_cvsm_e2e" = 1 ]; then
+      # cvsm asked the listing itself: its error is the answer.
+      _cvsm_fail 5 "$_cvsm_e_msg"
+      return
+    fi
     _cvsm_not_found "$name"
     return
   fi
@@ -1073,11 +1212,15 @@ _cvsm_fetch_all() {
   fi
   _cvsm_urlenc "$_cvsm_env"
   _cvsm_defer=1
-  # shellcheck disable=SC2016 # jq variables, not shell ones
-  _cvsm_request export "/teams/$_cvsm_tid/secrets/export?format=json&environment=$_cvsm_enc" \
-    'if type == "object" and all(.[]; type == "string")
-      then . as $o | reduce keys[] as $k ({}; .[$k] = $o[$k]) | tojson
-      else error("not an object of strings") end' || code=$?
+  if [ "$_cvsm_e2e" = 1 ]; then
+    _cvsm_delegate export || code=$?
+  else
+    # shellcheck disable=SC2016 # jq variables, not shell ones
+    _cvsm_request export "/teams/$_cvsm_tid/secrets/export?format=json&environment=$_cvsm_enc" \
+      'if type == "object" and all(.[]; type == "string")
+        then . as $o | reduce keys[] as $k ({}; .[$k] = $o[$k]) | tojson
+        else error("not an object of strings") end' || code=$?
+  fi
   _cvsm_defer=0
   if [ "$code" = 0 ]; then
     _cvsm_values=$_cvsm_result
@@ -1226,3 +1369,12 @@ _cvsm_op_describe() {
     "$_cvsm_ver" "$(_cvsm_redacted_base)" "$_cvsm_team" "$_cvsm_env" "$_cvsm_ttl" "$_cvsm_sie" "$_cvsm_timeout" \
     "$_cvsm_retries" "$_cvsm_ca" "$_cvsm_curlcfg" "${_cvsm_cdir:-none (no XDG_RUNTIME_DIR: nothing is cached on disk)}"
 }
+
+# _cvsm_here sets _cvsm_enc to the directory this file was sourced from, where _cvsm_cli looks for
+# the cvsm command when it is not on PATH. It is defined here, while that path is known.
+eval "_cvsm_here() { _cvsm_enc=$(
+  d=${BASH_SOURCE[0]:-$0}
+  case $d in */*) d=${d%/*} ;; *) d=. ;; esac
+  cd -- "$d" 2>/dev/null && d=$PWD
+  printf '%q' "$d"
+); }"

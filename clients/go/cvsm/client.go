@@ -28,6 +28,7 @@ type Client struct {
 	cfg        *config
 	httpClient *http.Client
 	cache      *cache
+	keys       *keyring     // the team key of an end-to-end team, once fetched
 	logger     *slog.Logger // nil: slog.Default()
 	now        func() time.Time
 	sleep      func(context.Context, time.Duration) error
@@ -36,7 +37,9 @@ type Client struct {
 // NewClient returns a client configured by opts, with the options left
 // empty taken from the CVSM_* environment variables and then the defaults.
 // A missing token, base URL or team, a token with characters other than
-// visible ASCII, a negative Timeout or MaxRetries, a CVSM_* variable that
+// visible ASCII, a token with a key part that is not an end-to-end team's
+// (cvsm_<64 hex>.<43 base64url characters>), a negative Timeout or
+// MaxRetries, a CVSM_* variable that
 // does not parse, or a CA file that cannot be read returns an *Error of kind
 // KindConfiguration naming what to set. The proxy variables (HTTP_PROXY,
 // HTTPS_PROXY, NO_PROXY and their lower-case forms) are read now, once per
@@ -53,6 +56,7 @@ func NewClient(opts Options) (*Client, error) {
 	c := &Client{
 		cfg:        &cfg,
 		httpClient: hc,
+		keys:       &keyring{},
 		logger:     opts.Logger,
 		now:        time.Now,
 		sleep:      sleepContext,
@@ -68,7 +72,9 @@ func NewClient(opts Options) (*Client, error) {
 // a valid secret name ([A-Za-z_][A-Za-z0-9_]{0,254}, so also "") is
 // KindNotFound without a request. A cached value younger than the cache TTL
 // is returned without a request. With StaleIfError set, a kept value may be
-// returned when the refresh fails; GetWithInfo tells when.
+// returned when the refresh fails; GetWithInfo tells when. With the token of
+// an end-to-end team the value is opened here (the first read also fetches
+// the team key); one that does not open is a KindDecryption error.
 func (c *Client) Get(ctx context.Context, name string) (string, error) {
 	v, _, err := c.GetWithInfo(ctx, name)
 	return v, err
@@ -110,10 +116,13 @@ func (c *Client) GetWithInfo(ctx context.Context, name string) (string, Info, er
 
 	var one valueAnswer
 	query := url.Values{"environment": {env}}
-	_, err := c.getJSON(ctx, endpointByName, c.secretsPath()+"/by-name/"+url.PathEscape(name), query, &one)
+	requestID, err := c.getJSON(ctx, endpointByName, c.secretsPath()+"/by-name/"+url.PathEscape(name), query, &one)
 	if err == nil {
-		c.cache.put(env, name, *one.Value)
-		return *one.Value, Info{}, nil
+		var value string
+		if value, err = c.readValue(ctx, env, name, &one, requestID); err == nil {
+			c.cache.put(env, name, value)
+			return value, Info{}, nil
+		}
 	}
 	ce := asClientError(err)
 	if ce.Kind == KindNotFound {
@@ -167,7 +176,9 @@ func (c *Client) notFound(ctx context.Context, name string, byName *Error) error
 // to value, read with one request to the export endpoint. The result is
 // cached as a whole and also fills the cache for Get. The returned map is
 // the caller's own. With StaleIfError set, a kept result may be returned
-// when the refresh fails; GetAllWithInfo tells when.
+// when the refresh fails; GetAllWithInfo tells when. With the token of an
+// end-to-end team every value is opened here, and one that does not open
+// fails the whole call with a KindDecryption error.
 func (c *Client) GetAll(ctx context.Context) (map[string]string, error) {
 	values, _, err := c.GetAllWithInfo(ctx)
 	return values, err
@@ -184,7 +195,11 @@ func (c *Client) GetAllWithInfo(ctx context.Context) (map[string]string, Info, e
 	}
 	var values exportAnswer
 	query := url.Values{"format": {"json"}, "environment": {env}}
-	if _, err := c.getJSON(ctx, endpointExport, c.secretsPath()+"/export", query, &values); err != nil {
+	requestID, err := c.getJSON(ctx, endpointExport, c.secretsPath()+"/export", query, &values)
+	if err == nil && c.endToEnd() {
+		values, err = c.openAll(ctx, env, values, requestID)
+	}
+	if err != nil {
 		if ce := asClientError(err); servesStale(ce) {
 			if all, age, first, ok := c.cache.getAllKept(env); ok {
 				if first {
@@ -216,8 +231,11 @@ type (
 		} `json:"secrets"`
 	}
 	valueAnswer struct {
-		Secret *struct{} `json:"secret"`
-		Value  *string   `json:"value"`
+		Secret *struct {
+			E2E bool `json:"e2e"` // an end-to-end team's secret: the value is its envelope
+		} `json:"secret"`
+		Value *string `json:"value"`
+		E2E   bool    `json:"e2e"` // the same mark beside the value, as docs/e2e.md first put it
 	}
 	exportAnswer map[string]string
 )
@@ -336,8 +354,12 @@ func (c *Client) Inject(ctx context.Context, opts ...InjectOption) ([]string, er
 }
 
 // ClearCache forgets every cached value, those kept for StaleIfError
-// included, so the next Get or GetAll asks the server again.
-func (c *Client) ClearCache() { c.cache.clear() }
+// included, and the team key of an end-to-end team, so the next Get or
+// GetAll asks the server again (and fetches the team key again).
+func (c *Client) ClearCache() {
+	c.cache.clear()
+	c.keys.clear()
+}
 
 // CloseIdleConnections closes the connections the client keeps open for
 // reuse. The client stays usable. Call it when you drop a client in a

@@ -60,7 +60,10 @@ const (
 type Options struct {
 	// Token is the API token or JWT sent as a bearer token. Leading and
 	// trailing whitespace is trimmed, so a token read from a file works;
-	// what remains must be visible ASCII. Default: CVSM_TOKEN; required.
+	// what remains must be visible ASCII. The token of an end-to-end team
+	// carries its private key after a dot (cvsm_<64 hex>.<43 characters>):
+	// only the part before the dot is sent, and the key opens the team's
+	// values in this process. Default: CVSM_TOKEN; required.
 	Token string
 	// BaseURL is the API root including /api/v1, for example
 	// "https://cvsm.example.com/api/v1"; a trailing slash is ignored.
@@ -176,11 +179,13 @@ func (o Options) MarshalJSON() ([]byte, error) {
 	return json.Marshal(p)
 }
 
-// config is the effective configuration of a Client. The token is held in
-// a closure so that no reflection-based printer (fmt following pointers,
-// debuggers' pretty-printers, spew) can reach it.
+// config is the effective configuration of a Client. The token and its key
+// part are held in closures so that no reflection-based printer (fmt
+// following pointers, debuggers' pretty-printers, spew) can reach them.
 type config struct {
-	token       func() string
+	token       func() string // the bearer: the token without its key part
+	key         func() []byte // the token's X25519 private key; nil without a key part
+	keyText     func() string // the key part as written, only to scrub it from messages
 	baseURL     string
 	team        string
 	environment string
@@ -215,6 +220,18 @@ func resolveConfig(o Options) (config, error) {
 	}
 	if c.team == "" {
 		return config{}, missing(EnvTeam, "Team")
+	}
+	bearer, key, err := splitToken(token)
+	if err != nil {
+		// Never quote the token: its key part is the team's secret.
+		return config{}, newError(KindConfiguration, "the token (option Token or %s) has a key part but is not an end-to-end team's token, cvsm_<64 hex>.<43 base64url characters>: check how it was copied", EnvToken)
+	}
+	c.token = func() string { return bearer }
+	c.keyText = func() string { return "" }
+	if key != nil {
+		keyText := token[len(bearer)+1:]
+		c.key = func() []byte { return key }
+		c.keyText = func() string { return keyText }
 	}
 	c.baseURL = strings.TrimRight(c.baseURL, "/")
 	if u, err := url.Parse(c.baseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {

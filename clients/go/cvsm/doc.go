@@ -30,6 +30,13 @@
 // value is served stale a warning naming the secret (never the value) goes
 // to Options.Logger, or slog.Default().
 //
+// For an end-to-end team, whose values the server holds only sealed, the
+// token carries its private key after a dot (cvsm_<64 hex>.<key>): the
+// client sends only the part before the dot, fetches the team key wrapped
+// for the token once, and opens each value with the environment and name
+// asked for. A value that does not open is an *Error of KindDecryption
+// (ErrDecryption).
+//
 // Options follow Go's zero-value idiom: a zero field means "from the CVSM_*
 // environment variable, else the default". In particular a zero CacheTTL is
 // the default 30 seconds; NoCache turns caching off (and NoStaleIfError

@@ -38,6 +38,13 @@ const (
 	// timed out, or an answer that could not be read or did not have the
 	// promised shape, after retries.
 	KindNetwork Kind = "network"
+	// KindDecryption is a value of an end-to-end team that does not open
+	// with the team key: its envelope was changed, is malformed, was
+	// sealed for another environment or name, or names a key version the
+	// server's wrap for this token does not have; or that wrap does not
+	// open with the token's key part. It is never retried and has no
+	// Status; the message names the secret, never a value or a key.
+	KindDecryption Kind = "decryption"
 )
 
 // String returns the canonical name of the kind.
@@ -55,6 +62,7 @@ var (
 	ErrRateLimited      = errors.New("cvsm: rate limited")
 	ErrAPI              = errors.New("cvsm: API error")
 	ErrNetwork          = errors.New("cvsm: network error")
+	ErrDecryption       = errors.New("cvsm: decryption error")
 )
 
 var sentinels = map[Kind]error{
@@ -65,6 +73,7 @@ var sentinels = map[Kind]error{
 	KindRateLimited:      ErrRateLimited,
 	KindAPI:              ErrAPI,
 	KindNetwork:          ErrNetwork,
+	KindDecryption:       ErrDecryption,
 }
 
 // Error is the one error type the client returns. Use errors.As to read its

@@ -37,6 +37,7 @@ const (
 	endpointByName endpoint = iota
 	endpointList
 	endpointExport
+	endpointE2EKey // GET .../teams/{team}/e2e/key, the team key wrapped for the token
 )
 
 // answer is a JSON body the client decodes; valid reports whether the
@@ -68,6 +69,7 @@ func (c *Client) getJSON(ctx context.Context, ep endpoint, path string, query ur
 		}
 		if err.Kind == KindAuthentication || err.Kind == KindPermissionDenied {
 			c.cache.clear()
+			c.keys.clear()
 		}
 		if !retryable || attempt >= c.cfg.maxRetries || ctx.Err() != nil {
 			return "", err
@@ -124,6 +126,9 @@ func (c *Client) attempt(ctx context.Context, ep endpoint, path, target string, 
 		e.Kind = KindConfiguration
 		e.Message += fmt.Sprintf("; check the base URL (option BaseURL or %s; it includes /api/v1) and the team %q (option Team or %s)",
 			EnvBaseURL, c.cfg.team, EnvTeam)
+	case code == http.StatusBadRequest && ep == endpointE2EKey:
+		e.Kind = KindConfiguration
+		e.Message += "; the team is not end-to-end, yet the token has a key part: use the token without it"
 	case code == http.StatusBadRequest:
 		e.Kind = KindConfiguration
 		e.Message += "; check the environment (option Environment or " + EnvEnvironment + ")"
@@ -240,8 +245,10 @@ func (c *Client) networkError(ctx context.Context, path string, err error) *Erro
 // scrub removes the token from a message built from text the client does
 // not control (server bodies, transport errors).
 func (c *Client) scrub(msg string) string {
-	if token := c.cfg.token(); len(token) >= 4 {
-		msg = strings.ReplaceAll(msg, token, "<redacted>")
+	for _, secret := range []string{c.cfg.keyText(), c.cfg.token()} {
+		if len(secret) >= 4 {
+			msg = strings.ReplaceAll(msg, secret, "<redacted>")
+		}
 	}
 	return msg
 }

@@ -16,6 +16,7 @@ import {
   RateLimitError,
   ApiError,
   NetworkError,
+  DecryptionError,
 } from '../lib/index.mjs';
 
 const KINDS = [
@@ -26,6 +27,7 @@ const KINDS = [
   [RateLimitError, 'rate_limited'],
   [ApiError, 'api'],
   [NetworkError, 'network'],
+  [DecryptionError, 'decryption'],
 ];
 
 const OPTION_NAMES = {

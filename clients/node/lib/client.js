@@ -1,16 +1,19 @@
 'use strict';
 /**
  * client: the cvsm Client. It reads secrets of one team and environment, caches them for
- * cacheTtl seconds and writes them into process.env on request.
+ * cacheTtl seconds and writes them into process.env on request. With an end-to-end team's token
+ * it also fetches the team key once and opens every value it reads (lib/e2e.js).
  */
 
 const util = require('node:util');
 const { resolveConfig } = require('./config');
 const { TtlCache } = require('./cache');
 const { Transport } = require('./transport');
+const { openValue, parseEnvelope, unwrapTeamKey } = require('./e2e');
 const {
   ApiError,
   ConfigurationError,
+  DecryptionError,
   NetworkError,
   RateLimitError,
   SecretNotFoundError,
@@ -24,6 +27,12 @@ const ENV_NAME_RE = /^[A-Za-z_][A-Za-z0-9_]*$/;
 /** The hints of the configuration errors the server's answers point to (rule R9). */
 const WRONG_BASE_URL_OR_TEAM = 'check the base URL (CVSM_BASE_URL, it includes /api/v1) and the team (CVSM_TEAM)';
 const WRONG_ENVIRONMENT = 'check the environment (CVSM_ENVIRONMENT)';
+/** The hint of a 400 to the team key: the token has a key part but the team is not end-to-end. */
+const NOT_END_TO_END = 'the team (CVSM_TEAM) is not end-to-end, but the token has a key part';
+/** The message of a read of an end-to-end team with a token that lacks its key part. */
+const KEY_PART_MISSING =
+  'this team is end-to-end: the token needs its key part (CVSM_TOKEN must be the whole ' +
+  'token as it was shown, cvsm_<64 hex>.<43 characters>)';
 
 /** The type and code of the warning a stale value is logged with (process.emitWarning). */
 const STALE_WARNING = Object.freeze({ type: 'CvsmStaleWarning', code: 'CVSM_STALE_VALUE' });
@@ -38,6 +47,12 @@ const SHAPES = {
   listing: (body) => isObject(body) && Array.isArray(body.secrets),
   value: (body) => isObject(body) && isObject(body.secret) && typeof body.value === 'string',
   export: (body) => isObject(body) && Object.values(body).every((v) => typeof v === 'string'),
+  teamKey: (body) =>
+    isObject(body) &&
+    typeof body.team_id === 'string' &&
+    Number.isSafeInteger(body.key_version) &&
+    body.key_version > 0 &&
+    typeof body.wrapped_key === 'string',
 };
 
 /**
@@ -55,7 +70,8 @@ function servesStale(err) {
 
 /**
  * Reads the secrets of one team and environment from a cvsm server. Options (each falls back to its variable, read when
- * the client is created): `token` (CVSM_TOKEN), `baseUrl` (CVSM_BASE_URL, including /api/v1),
+ * the client is created): `token` (CVSM_TOKEN; an end-to-end team's token carries its key part
+ * after the dot, which is never sent), `baseUrl` (CVSM_BASE_URL, including /api/v1),
  * `team` (CVSM_TEAM, a team id or slug), `environment` (CVSM_ENVIRONMENT, default
  * "production"), `cacheTtl` (CVSM_CACHE_TTL, seconds, default 30, 0 disables), `timeout`
  * (CVSM_TIMEOUT, seconds per attempt, default 10), `maxRetries` (CVSM_MAX_RETRIES, default 2),
@@ -75,6 +91,14 @@ class Client {
   #onStale;
   /** The names (and exports) whose stale serving was logged since they were last read fresh. */
   #warned = new Set();
+  /** The X25519 key part of an end-to-end team's token (a KeyObject), or null. */
+  #privateKey;
+  /** The team key once fetched and unwrapped: `{teamId, keyVersion, key}`, or null. */
+  #teamKey = null;
+  /** The team key fetch in flight, shared by the reads that need it, or null. */
+  #teamKeyFetch = null;
+  /** Counts clearCache() calls, so that a fetch it overtook keeps nothing. */
+  #generation = 0;
 
   /**
    * Creates a client from `options` and the `CVSM_*` variables. Sends no request.
@@ -83,9 +107,13 @@ class Client {
    * @throws {ConfigurationError} When the token, base URL or team is missing, or a value is invalid.
    */
   constructor(options = {}) {
-    const { token, ca, fetch, proxy, noProxy, onStale, ...config } = resolveConfig(options, process.env);
+    const { token, privateKey, ca, fetch, proxy, noProxy, onStale, ...config } = resolveConfig(
+      options,
+      process.env,
+    );
     this.#config = Object.freeze(config);
     this.#onStale = onStale;
+    this.#privateKey = privateKey;
     this.#values = new TtlCache(config.cacheTtl, config.staleIfError);
     this.#exports = new TtlCache(config.cacheTtl, config.staleIfError);
     this.#transport = new Transport({
@@ -149,12 +177,16 @@ class Client {
    * Reads one secret of the client's environment: from the cache when it holds a fresh entry,
    * else with one request to the by-name route. With `staleIfError`, a refresh that fails with a
    * network error, a 5xx or a 429 returns the kept value instead, reported through `onStale` and
-   * a process warning.
+   * a process warning. With an end-to-end team's token, the value read is a sealed envelope: the
+   * first read also fetches the team key (kept until clearCache()), and the value is opened for
+   * this environment and name; the cache holds the opened value.
    * @param {string} name The secret's name (case-sensitive).
    * @returns {Promise<string>} The secret's value.
    * @throws {SecretNotFoundError} Without a request when `name` is not a valid secret name, and
    *   when it is absent; when a secret differs only in case, the error's `suggestion` (and
    *   message) names it.
+   * @throws {DecryptionError} When an end-to-end team's value does not open.
+   * @throws {ConfigurationError} When the team is end-to-end and the token lacks its key part.
    * @throws {CvsmError} Another subclass for any other failure.
    */
   async get(name) {
@@ -172,9 +204,9 @@ class Client {
     const cached = this.#values.get(key);
     if (cached !== undefined) return cached;
 
-    let answer;
+    let value;
     try {
-      answer = await this.#transport.getJson(
+      const answer = await this.#transport.getJson(
         `${this.#teamPath()}/secrets/by-name/${encodeURIComponent(name)}`,
         {
           query: { environment },
@@ -182,6 +214,16 @@ class Client {
           configuration: { 400: WRONG_ENVIRONMENT },
         },
       );
+      // The server marks an end-to-end team's secret (`secret.e2e`).
+      const sealed = answer.body.secret?.e2e === true || answer.body.e2e === true;
+      if (sealed && this.#privateKey === null) {
+        throw new ConfigurationError(KEY_PART_MISSING, { requestId: answer.requestId });
+      }
+      value = answer.body.value;
+      if (this.#privateKey !== null) {
+        // A token with a key part is an end-to-end team's: every value it reads must open.
+        [[, value]] = await this.#open([[name, value]], environment, answer.requestId);
+      }
     } catch (err) {
       if (err instanceof SecretNotFoundError && err.status === 404) {
         // The server said 404: a missing secret, or a wrong team or base URL. The listing
@@ -193,7 +235,6 @@ class Client {
       this.#reportStale({ method: 'get', name, environment, error: err, age: kept.age }, `get\u0000${key}`);
       return kept.value;
     }
-    const { value } = answer.body;
     this.#values.set(key, value);
     this.#warned.delete(`get\u0000${key}`);
     return value;
@@ -202,8 +243,10 @@ class Client {
   /**
    * Reads every secret of the client's environment, from the cache when it holds a fresh
    * export, else with one request to the export. It also fills the cache `get()` reads. With
-   * `staleIfError`, a failed refresh returns the kept export as `get()` does.
+   * `staleIfError`, a failed refresh returns the kept export as `get()` does. With an
+   * end-to-end team's token each value is opened as `get()` opens it.
    * @returns {Promise<Record<string, string>>} The secrets, name to value (a new object).
+   * @throws {DecryptionError} When an end-to-end team's value does not open.
    * @throws {CvsmError} A subclass for the failure it names.
    */
   async getAll() {
@@ -211,13 +254,20 @@ class Client {
     const cached = this.#exports.get(environment);
     if (cached !== undefined) return { ...cached };
 
-    let answer;
+    let values;
     try {
-      answer = await this.#transport.getJson(`${this.#teamPath()}/secrets/export`, {
+      const answer = await this.#transport.getJson(`${this.#teamPath()}/secrets/export`, {
         query: { format: 'json', environment },
         validate: SHAPES.export,
         configuration: { 404: WRONG_BASE_URL_OR_TEAM, 400: WRONG_ENVIRONMENT },
       });
+      // An end-to-end team's export is {NAME: envelope}: each opens for its own name.
+      values =
+        this.#privateKey === null
+          ? { ...answer.body }
+          : Object.fromEntries(
+              await this.#open(Object.entries(answer.body), environment, answer.requestId, { all: true }),
+            );
     } catch (err) {
       const kept = this.#keptFor(this.#exports, environment, err);
       if (kept === undefined) throw err;
@@ -227,7 +277,6 @@ class Client {
       );
       return { ...kept.value };
     }
-    const values = { ...answer.body };
     this.#exports.set(environment, values);
     this.#warned.delete(`getAll\u0000${environment}`);
     for (const [name, value] of Object.entries(values)) {
@@ -269,14 +318,18 @@ class Client {
   }
 
   /**
-   * Forgets every cached value, the ones kept for `staleIfError` included, so that the next call
-   * asks the server again. An `AuthenticationError` or `PermissionDeniedError` does the same.
+   * Forgets every cached value, the ones kept for `staleIfError` included, and an end-to-end
+   * team's key, so that the next call asks the server again. An `AuthenticationError` or
+   * `PermissionDeniedError` does the same.
    * @returns {void}
    */
   clearCache() {
     this.#values.clear();
     this.#exports.clear();
     this.#warned.clear();
+    this.#teamKey = null;
+    this.#teamKeyFetch = null;
+    this.#generation += 1;
   }
 
   /**
@@ -299,6 +352,99 @@ class Client {
   [util.inspect.custom](depth, options, inspect = util.inspect) {
     if (depth < 0) return '[Client]';
     return `Client ${inspect(this.toJSON(), { ...options, depth: options.depth === null ? null : options.depth - 1 })}`;
+  }
+
+  /**
+   * Opens the sealed values `entries` ([name, envelope] pairs read from `environment`; `all` for
+   * a getAll) with the team key and returns them as [name, value] pairs, in order. The key is
+   * fetched when none is held; when an envelope is under another key version than the held key,
+   * it is fetched once more (a re-keyed team). Each envelope is opened for the environment and the name that were asked for. Any
+   * failure to open is a DecryptionError naming the secret (or the environment, when the team
+   * key itself does not open for a getAll), with the request id of the answer that failed.
+   */
+  async #open(entries, environment, requestId, { all = false } = {}) {
+    const secret = (name) => `secret ${JSON.stringify(name)} in ${environment}`;
+    const failure = (name, reason) =>
+      new DecryptionError(`${secret(name)} cannot be opened: ${reason}`, { requestId });
+    const parsed = entries.map(([name, envelope]) => {
+      try {
+        return [name, parseEnvelope(envelope)];
+      } catch (err) {
+        throw err instanceof DecryptionError ? failure(name, err.message) : err;
+      }
+    });
+    if (parsed.length === 0) return [];
+    let held = this.#teamKey;
+    if (held === null || parsed.some(([, parts]) => parts.keyVersion !== held.keyVersion)) {
+      try {
+        held = await this.#teamKeyOnce();
+      } catch (err) {
+        if (!(err instanceof DecryptionError)) throw err;
+        const what = all ? `the secrets of ${environment}` : secret(entries[0][0]);
+        throw new DecryptionError(`${what} cannot be opened: ${err.message}`, {
+          requestId: err.requestId,
+        });
+      }
+    }
+    return parsed.map(([name, parts]) => {
+      if (parts.keyVersion !== held.keyVersion) {
+        throw failure(
+          name,
+          `it is sealed under key version ${parts.keyVersion}, the team key this token holds ` +
+            `is version ${held.keyVersion}`,
+        );
+      }
+      try {
+        return [name, openValue(parts, held.key, { teamId: held.teamId, environment, name })];
+      } catch (err) {
+        throw err instanceof DecryptionError ? failure(name, err.message) : err;
+      }
+    });
+  }
+
+  /**
+   * Returns the team key `{teamId, keyVersion, key}` fetched anew, sharing one request between
+   * the reads that ask at the same time, and keeps it until clearCache().
+   */
+  #teamKeyOnce() {
+    if (this.#teamKeyFetch === null) {
+      const generation = this.#generation;
+      const fetching = this.#fetchTeamKey().then(
+        (held) => {
+          if (generation === this.#generation) {
+            this.#teamKey = held;
+            this.#teamKeyFetch = null;
+          }
+          return held;
+        },
+        (err) => {
+          if (generation === this.#generation) this.#teamKeyFetch = null;
+          throw err;
+        },
+      );
+      this.#teamKeyFetch = fetching;
+    }
+    return this.#teamKeyFetch;
+  }
+
+  /**
+   * Asks `GET /teams/{team}/e2e/key` for the team key wrapped to this token and unwraps it with
+   * the token's key part, bound to the answer's team id and key version.
+   */
+  async #fetchTeamKey() {
+    const answer = await this.#transport.getJson(`${this.#teamPath()}/e2e/key`, {
+      validate: SHAPES.teamKey,
+      configuration: { 404: WRONG_BASE_URL_OR_TEAM, 400: NOT_END_TO_END },
+    });
+    const { team_id: teamId, key_version: keyVersion, wrapped_key: wrapped } = answer.body;
+    try {
+      return { teamId, keyVersion, key: unwrapTeamKey(wrapped, teamId, keyVersion, this.#privateKey) };
+    } catch (err) {
+      if (!(err instanceof DecryptionError)) throw err;
+      throw new DecryptionError(`the team key wrapped for this token: ${err.message}`, {
+        requestId: answer.requestId,
+      });
+    }
   }
 
   /** The path of the configured team, id or slug, percent-encoded. */

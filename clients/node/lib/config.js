@@ -8,6 +8,7 @@
 const fs = require('node:fs');
 const { X509Certificate } = require('node:crypto');
 const { ConfigurationError } = require('./errors');
+const { splitToken } = require('./e2e');
 
 const DEFAULT_ENVIRONMENT = 'production';
 const DEFAULT_CACHE_TTL = 30;
@@ -151,9 +152,11 @@ function proxyFromEnv(protocol, env) {
 }
 
 /**
- * Returns `{token, baseUrl, team, environment, cacheTtl, timeout, maxRetries,
+ * Returns `{token, privateKey, baseUrl, team, environment, cacheTtl, timeout, maxRetries,
  * staleIfError, caFile, ca, onStale, fetch, proxy, noProxy}` from `options` and `env`, or
- * throws ConfigurationError naming what is missing or invalid. `ca` is the PEM text of the CA
+ * throws ConfigurationError naming what is missing or invalid. `token` is the API token the
+ * server knows (the part before the dot of an end-to-end team's token), `privateKey` the
+ * token's X25519 key part as a KeyObject (or null). `ca` is the PEM text of the CA
  * bundle (or null), `onStale` the caller's stale hook (or null), `proxy` the proxy for the base
  * URL (or null), `noProxy` the no_proxy list ('' when unset).
  */
@@ -177,6 +180,9 @@ function resolveConfig(options = {}, env = process.env) {
         'inner whitespace or a non-ASCII character',
     );
   }
+  // An end-to-end team's token carries its private key after the dot: only the part before it
+  // is ever sent; the key stays in this process.
+  const { apiToken, privateKey } = splitToken(token);
 
   let baseUrl = pickString(options, 'baseUrl', env, 'CVSM_BASE_URL', null);
   if (baseUrl === null) throw new ConfigurationError('CVSM_BASE_URL is not set');
@@ -257,7 +263,8 @@ function resolveConfig(options = {}, env = process.env) {
   const noProxy = noProxyVariable === undefined ? '' : env[noProxyVariable];
 
   return {
-    token,
+    token: apiToken,
+    privateKey,
     baseUrl,
     team,
     environment,

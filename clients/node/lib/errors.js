@@ -76,6 +76,15 @@ class ApiError extends CvsmError {}
  */
 class NetworkError extends CvsmError {}
 
+/**
+ * A value of an end-to-end team does not open on this side: its sealed envelope is malformed,
+ * does not authenticate for the team, environment and name asked for, or is under another key
+ * version than the team key the server hands this token; or that team key's wrap does not open
+ * with the token's key part. Never retried, never answered with a kept value; `status` is null.
+ * The message names the secret, never a value or a key.
+ */
+class DecryptionError extends CvsmError {}
+
 for (const cls of [
   CvsmError,
   ConfigurationError,
@@ -85,6 +94,7 @@ for (const cls of [
   RateLimitError,
   ApiError,
   NetworkError,
+  DecryptionError,
 ]) {
   Object.defineProperty(cls.prototype, 'name', {
     value: cls.name,
@@ -103,4 +113,5 @@ module.exports = {
   RateLimitError,
   ApiError,
   NetworkError,
+  DecryptionError,
 };

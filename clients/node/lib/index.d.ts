@@ -61,7 +61,11 @@ export interface StaleEvent {
  * is created, as are the proxy variables (`http_proxy`, `https_proxy`, `no_proxy`).
  */
 export interface ClientOptions {
-  /** The API token (`cvsm_...`) or JWT, trimmed of whitespace; defaults to `CVSM_TOKEN`. Required. */
+  /**
+   * The API token (`cvsm_...`) or JWT, trimmed of whitespace; defaults to `CVSM_TOKEN`. Required.
+   * An end-to-end team's token carries its key part (`cvsm_<64 hex>.<43 characters>`): only the
+   * part before the dot is sent, and the key opens the values on this side.
+   */
   token?: string;
   /** The API root including `/api/v1`; defaults to `CVSM_BASE_URL`. Required. */
   baseUrl?: string;
@@ -152,17 +156,22 @@ export declare class Client {
   readonly caFile: string | null;
   /**
    * Reads one secret with one request, cached for `cacheTtl` seconds; with `staleIfError`, a
-   * kept value answers a failed refresh (see `onStale`).
+   * kept value answers a failed refresh (see `onStale`). An end-to-end team's first read also
+   * fetches the team key, and the value is opened on this side.
    * @param name - The secret's name (case-sensitive).
    * @returns The secret's value.
    * @throws {@link SecretNotFoundError} When the name is not valid (no request) or absent.
+   * @throws {@link DecryptionError} When an end-to-end team's value does not open.
+   * @throws {@link ConfigurationError} When the team is end-to-end and the token lacks its key part.
    * @throws {@link CvsmError} Any other subclass, for the failure it names.
    */
   get(name: string): Promise<string>;
   /**
    * Reads every secret of the environment with one request to the export; fills `get`'s cache
-   * too. With `staleIfError`, a kept export answers a failed refresh (see `onStale`).
+   * too. With `staleIfError`, a kept export answers a failed refresh (see `onStale`). An
+   * end-to-end team's values are opened on this side, as by `get`.
    * @returns The secrets, name to value.
+   * @throws {@link DecryptionError} When an end-to-end team's value does not open.
    * @throws {@link CvsmError} A subclass, for the failure it names.
    */
   getAll(): Promise<Record<string, string>>;
@@ -174,7 +183,7 @@ export declare class Client {
    * @throws {@link ConfigurationError} When a name or value cannot be put in the environment; nothing is set then.
    */
   inject(options?: InjectOptions): Promise<string[]>;
-  /** Forgets every cached value, the kept ones included. */
+  /** Forgets every cached value, the kept ones included, and an end-to-end team's key. */
   clearCache(): void;
   /**
    * Returns the effective configuration, without the token (what `JSON.stringify` prints).
@@ -234,3 +243,10 @@ export declare class RateLimitError extends CvsmError {
 export declare class ApiError extends CvsmError {}
 /** Connection refused or dropped, a TLS failure, a timeout or an unreadable answer, after the retries. */
 export declare class NetworkError extends CvsmError {}
+/**
+ * A value of an end-to-end team does not open with the token's key: a malformed or tampered
+ * envelope, one sealed for another secret or environment, one under a key version the team key
+ * answered is not, or a team key wrap that does not open. Never retried; `status` is `null`; the
+ * message names the secret, never a value or a key.
+ */
+export declare class DecryptionError extends CvsmError {}

@@ -16,6 +16,7 @@ export const {
   RateLimitError,
   ApiError,
   NetworkError,
+  DecryptionError,
 } = cvsm;
 
 export default cvsm;

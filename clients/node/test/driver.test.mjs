@@ -1,10 +1,12 @@
 /**
  * driver.test: the conformance driver as the harness uses it: one process, JSON lines in and
- * out, error kinds from error classes, environment ops, and exit 0 on shutdown or end of input.
+ * out, error kinds from error classes (decryption included), environment ops, and exit 0 on
+ * shutdown or end of input.
  */
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { createRequire } from 'node:module';
@@ -223,5 +225,41 @@ test('stale_if_error: passed through, reported in config, and stale: true only o
     assert.equal(await d.exited, 0);
   } finally {
     d.child.kill();
+  }
+});
+
+test('an end-to-end team: the token with its key part opens values, and kind decryption', async () => {
+  const vectors = JSON.parse(
+    readFileSync(fileURLToPath(new URL('../../../conformance/vectors/e2e.json', import.meta.url)), 'utf8'),
+  );
+  const sealed = vectors.values.find((v) => v.opens && v.environment === 'production' && v.name === 'DATABASE_URL');
+  const elsewhere = vectors.values.find((v) => !v.opens && v.environment === 'staging');
+  const recipient = vectors.recipients.find((r) => r.what === 'token');
+  const e2e = await new StubServer({
+    token: vectors.token.api_token,
+    e2e: { team_id: vectors.team_id, key_version: vectors.key_version, wrapped_key: recipient.wrapped_key },
+    secrets: { production: { DATABASE_URL: sealed.envelope }, staging: { [elsewhere.name]: elsewhere.envelope } },
+  }).start();
+  const d = startDriver();
+  try {
+    const options = { token: vectors.token.token, base_url: e2e.baseUrl, team: TEAM_SLUG };
+    assert.equal((await d.send('new_client', { options })).ok, true);
+    let a = await d.send('get', { name: 'DATABASE_URL' });
+    assert.deepEqual(a.result, { value: sealed.value });
+    assert.ok(!(await d.send('describe')).result.text.includes(vectors.token.private_key));
+    await d.send('new_client', { options: { ...options, environment: 'staging' } });
+    a = await d.send('get', { name: elsewhere.name });
+    assert.equal(a.ok, false);
+    assert.equal(a.error.kind, 'decryption');
+    assert.equal(a.error.status, null);
+    assert.match(a.error.message, /^secret "DATABASE_URL" in staging cannot be opened/);
+    a = await d.send('new_client', { options: { ...options, token: `${vectors.token.api_token}.abc` } });
+    assert.equal(a.error.kind, 'configuration');
+    assert.ok(e2e.requests.every((r) => r.headers.authorization === `Bearer ${vectors.token.api_token}`));
+    d.child.stdin.end();
+    assert.equal(await d.exited, 0);
+  } finally {
+    d.child.kill();
+    await e2e.close();
   }
 });

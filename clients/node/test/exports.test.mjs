@@ -21,6 +21,7 @@ const NAMES = [
   'RateLimitError',
   'ApiError',
   'NetworkError',
+  'DecryptionError',
 ];
 
 test('import and require resolve to the two entry files of the exports map', () => {

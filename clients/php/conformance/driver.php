@@ -20,6 +20,7 @@ use Cvsm\Exception\ApiException;
 use Cvsm\Exception\AuthenticationException;
 use Cvsm\Exception\ConfigurationException;
 use Cvsm\Exception\CvsmException;
+use Cvsm\Exception\DecryptionException;
 use Cvsm\Exception\NetworkException;
 use Cvsm\Exception\PermissionDeniedException;
 use Cvsm\Exception\RateLimitException;
@@ -50,6 +51,7 @@ function kindOf(\Throwable $error): string
         $error instanceof RateLimitException => 'rate_limited',
         $error instanceof ApiException => 'api',
         $error instanceof NetworkException => 'network',
+        $error instanceof DecryptionException => 'decryption',
         $error instanceof UnsupportedOp => 'unsupported',
         default => 'internal',
     };

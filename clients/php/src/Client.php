@@ -8,12 +8,15 @@ use Cvsm\Exception\ApiException;
 use Cvsm\Exception\AuthenticationException;
 use Cvsm\Exception\ConfigurationException;
 use Cvsm\Exception\CvsmException;
+use Cvsm\Exception\DecryptionException;
 use Cvsm\Exception\NetworkException;
 use Cvsm\Exception\PermissionDeniedException;
 use Cvsm\Exception\RateLimitException;
 use Cvsm\Exception\SecretNotFoundException;
 use Cvsm\Internal\Cache;
 use Cvsm\Internal\Config;
+use Cvsm\Internal\E2e;
+use Cvsm\Internal\E2eError;
 use Cvsm\Internal\HttpTransport;
 use Cvsm\Internal\UnreadableResponse;
 use Psr\Log\LoggerInterface;
@@ -25,10 +28,14 @@ use Psr\Log\LoggerInterface;
  *     $cvsm = new Cvsm\Client(['token' => getenv('CVSM_TOKEN'), 'team' => getenv('CVSM_TEAM')]);
  *     $dsn = $cvsm->get('DATABASE_URL');
  *
- * The token, the cached values, the callbacks and the transport (with its curl options or
- * PSR-18 client) live
- * outside the object's properties, so var_dump, print_r, var_export, json_encode and (array)
- * casts never show them; the client cannot be serialized.
+ * The token (with its key part, for an end-to-end team), the team key, the cached values, the
+ * callbacks and the transport (with its curl options or PSR-18 client) live outside the object's
+ * properties, so var_dump, print_r, var_export, json_encode and (array) casts never show them;
+ * the client cannot be serialized.
+ *
+ * A token of an end-to-end team carries its own key after a dot (`cvsm_<64 hex>.<key>`): the
+ * client sends only the part before the dot, fetches the team key wrapped to that key once, and
+ * opens each value locally (see docs/e2e.md). Nothing else is configured.
  */
 class Client
 {
@@ -45,11 +52,11 @@ class Client
     private const VARIABLE_NAME = '/^[A-Za-z_][A-Za-z0-9_]*$/D';
 
     /**
-     * The sensitive state of each client (token, transport, cache, callbacks, and the names whose
-     * stale value was logged), keyed by the client's $key object and so kept out of its
-     * properties.
+     * The sensitive state of each client (the API token, the token's key part and the team key
+     * of an end-to-end team, transport, cache, callbacks, and the names whose stale value was
+     * logged), keyed by the client's $key object and so kept out of its properties.
      *
-     * @var \WeakMap<object, array{token: string, transport: HttpTransport, cache: Cache, on_stale: ?\Closure, logger: ?LoggerInterface, warned: array<string, true>}>|null
+     * @var \WeakMap<object, array{token: string, private_key: ?string, team_key: ?array{team_id: string, version: int, key: string}, transport: HttpTransport, cache: Cache, on_stale: ?\Closure, logger: ?LoggerInterface, warned: array<string, true>}>|null
      */
     private static ?\WeakMap $vault = null;
 
@@ -61,7 +68,9 @@ class Client
      * Builds a client from an options array; every option falls back to its environment
      * variable and then to its default:
      *
-     * - token (CVSM_TOKEN, required): an API token, `cvsm_...`
+     * - token (CVSM_TOKEN, required): an API token, `cvsm_...`; an end-to-end team's token carries
+     *   its key part after a dot, `cvsm_<64 hex>.<43 base64url characters>`, which never leaves
+     *   the process (only the part before the dot is sent)
      * - base_url (CVSM_BASE_URL, required): the API root including /api/v1
      * - team (CVSM_TEAM, required): a team id or slug, put in every path as it is
      * - environment (CVSM_ENVIRONMENT, default "production")
@@ -90,11 +99,13 @@ class Client
      * @param array{token?: string, base_url?: string, team?: string, environment?: string, cache_ttl?: int, timeout?: int|float, max_retries?: int, ca_file?: string, curl_options?: array<int, mixed>, stale_if_error?: int, on_stale?: callable(StaleRead): mixed, logger?: LoggerInterface, http_client?: \Psr\Http\Client\ClientInterface, request_factory?: \Psr\Http\Message\RequestFactoryInterface} $options
      *        the options above; every one may be left out
      * @throws ConfigurationException when a required setting is missing (the message names its
-     *                                variable, such as "CVSM_TOKEN is not set") or a value is invalid
+     *                                variable, such as "CVSM_TOKEN is not set") or a value is
+     *                                invalid (a token with a dot that is not an end-to-end
+     *                                team's token with its key part is one)
      */
     public function __construct(#[\SensitiveParameter] array $options = [])
     {
-        $token = Config::token($options);
+        [$token, $privateKey] = Config::tokenParts(Config::token($options));
         $this->config = Config::fromOptions($options);
         $transport = HttpTransport::fromConfig(
             $this->config,
@@ -107,6 +118,8 @@ class Client
         $this->key = new \stdClass();
         self::$vault[$this->key] = [
             'token' => $token,
+            'private_key' => $privateKey,
+            'team_key' => null,
             'transport' => $transport,
             'cache' => new Cache($this->config->cacheTtl, $this->config->staleIfError),
             'on_stale' => $onStale,
@@ -125,13 +138,19 @@ class Client
      * fetched less than cache_ttl + stale_if_error seconds ago is returned instead: then the
      * on_stale callback receives a StaleRead and a warning is logged once for the name.
      *
+     * With a token of an end-to-end team, the value read is sealed: the first read also fetches
+     * the team key wrapped to the token (one more request, and again after clearCache()), and
+     * the value is opened for this team, environment and name before it is cached and returned.
+     *
      * @throws SecretNotFoundException when the name is absent (status 404), or is not a valid
      *                                 secret name (letters, digits and "_", not starting with a
      *                                 digit, at most 255 characters: then without a request and
      *                                 with status null); when a secret differs only in case,
      *                                 getSuggestion() and the message name it
      * @throws ConfigurationException  when the server says the base URL, team or environment is
-     *                                 wrong (rule R9)
+     *                                 wrong (rule R9), or the team is end-to-end and the token
+     *                                 has no key part
+     * @throws DecryptionException     when the value of an end-to-end team does not open
      * @throws CvsmException           on any other failure (see the subclasses)
      */
     public function get(string $name): string
@@ -152,15 +171,24 @@ class Client
         }
 
         try {
-            /** @var string $value */
-            $value = $this->request(
+            /** @var array{0: string, 1: bool} $answer */
+            $answer = $this->request(
                 $this->teamPath() . '/secrets/by-name/' . rawurlencode($name),
                 ['environment' => $environment],
-                static fn (mixed $answer): string => is_object($answer) && is_object($answer->secret ?? null) && is_string($answer->value ?? null)
-                    ? $answer->value
+                static fn (mixed $answer): array => is_object($answer) && is_object($answer->secret ?? null) && is_string($answer->value ?? null)
+                    ? [$answer->value, ($answer->secret->e2e ?? $answer->e2e ?? false) === true]
                     : throw new UnreadableResponse('not {"secret": {...}, "value": "..."}'),
                 [400]
             );
+            [$value, $sealed] = $answer;
+            if (self::$vault[$this->key]['private_key'] !== null) {
+                $value = $this->open([$name => $value], $environment, $name)[$name];
+            } elseif ($sealed) {
+                throw new ConfigurationException(sprintf(
+                    'this team is end-to-end: the token needs its key part (cvsm_<64 hex>.<43 characters>, the whole token as it was shown when it was made) to read secret "%s"',
+                    $name
+                ));
+            }
         } catch (SecretNotFoundException $e) {
             throw $this->notFound($environment, $name, $e);
         } catch (CvsmException $e) {
@@ -177,9 +205,11 @@ class Client
      * Returns every secret of the configured environment as name => value, through the
      * export endpoint. The result is cached as a whole and also fills the per-name cache, so a
      * get() that follows makes no request. With stale_if_error, a failed refresh returns the
-     * kept result as get() does.
+     * kept result as get() does. With a token of an end-to-end team, every value is opened as
+     * get() opens one (the team key is fetched once), and the opened values are cached.
      *
      * @return array<string, string>
+     * @throws DecryptionException when a value of an end-to-end team does not open
      * @throws CvsmException
      */
     public function getAll(): array
@@ -212,6 +242,9 @@ class Client
                 },
                 [400, 404]
             );
+            if (self::$vault[$this->key]['private_key'] !== null) {
+                $values = $this->open($values, $environment, null);
+            }
         } catch (CvsmException $e) {
             /** @var array<string, string> */
             return $this->kept($key, $e, null);
@@ -281,12 +314,14 @@ class Client
 
     /**
      * Forgets every cached value, the ones kept for stale_if_error included, so the
-     * next get() or getAll() asks the server and has nothing to fall back on.
+     * next get() or getAll() asks the server and has nothing to fall back on; for an end-to-end
+     * team it forgets the team key too, which the next read fetches again.
      */
     public function clearCache(): void
     {
         $state = self::$vault[$this->key];
         $state['cache']->clear();
+        $state['team_key'] = null;
         $state['warned'] = [];
         self::$vault[$this->key] = $state;
     }
@@ -369,13 +404,15 @@ class Client
     }
 
     /**
-     * Gives the copy the same token and callbacks and an empty cache of its own.
+     * Gives the copy the same token and callbacks and an empty cache of its own (without the
+     * team key of an end-to-end team, which it fetches again).
      */
     public function __clone()
     {
         $state = self::$vault[$this->key];
         $this->key = new \stdClass();
         $state['cache'] = new Cache($this->config->cacheTtl, $this->config->staleIfError);
+        $state['team_key'] = null;
         $state['warned'] = [];
         self::$vault[$this->key] = $state;
     }
@@ -466,6 +503,102 @@ class Client
         }
 
         return new SecretNotFoundException($message, 404, $name, $suggestion, null, $byName->getRequestId());
+    }
+
+    /**
+     * Opens the sealed values of an end-to-end team, name => envelope, read for $environment
+     * (for get(), $requested is the name asked for). The team key is the one held, or is fetched
+     * when none is held or when an envelope names another key version, at most once per call; an
+     * envelope whose key version the fetched key does not have, a wrap or a value that does not
+     * open throws DecryptionException, which names the secret, never a value or a key.
+     *
+     * @param array<string, string> $sealed
+     * @return array<string, string>
+     * @throws CvsmException
+     */
+    private function open(#[\SensitiveParameter] array $sealed, string $environment, ?string $requested): array
+    {
+        $fetched = false;
+        $opened = [];
+        foreach ($sealed as $name => $envelope) {
+            $name = (string) $name;
+            try {
+                $version = E2e::keyVersion($envelope);
+            } catch (E2eError $e) {
+                throw self::undecryptable($name, $environment, $e);
+            }
+            $teamKey = self::$vault[$this->key]['team_key'];
+            if ($teamKey === null || $teamKey['version'] !== $version) {
+                if (!$fetched) {
+                    $teamKey = $this->fetchTeamKey($requested);
+                    $fetched = true;
+                }
+                if ($teamKey === null || $teamKey['version'] !== $version) {
+                    throw self::undecryptable($name, $environment, new E2eError(sprintf(
+                        'it was sealed under key version %d, and the key wrapped to this token is version %d',
+                        $version,
+                        $teamKey['version'] ?? 0
+                    )));
+                }
+            }
+            try {
+                $opened[$name] = E2e::openValue($envelope, $teamKey['key'], $teamKey['team_id'], $environment, $name);
+            } catch (E2eError $e) {
+                throw self::undecryptable($name, $environment, $e);
+            }
+        }
+
+        return $opened;
+    }
+
+    /**
+     * Fetches the team key wrapped to this token (`GET /teams/{team}/e2e/key`, with the
+     * retries and error types of every read: 401 and 403 empty the cache, a 404 means a wrong
+     * base URL or team), unwraps it with the token's key part and holds it until clearCache().
+     * $requested names the secret being read, for the error.
+     *
+     * @return array{team_id: string, version: int, key: string}
+     * @throws CvsmException
+     */
+    private function fetchTeamKey(?string $requested): array
+    {
+        /** @var array{0: string, 1: int, 2: string} $answer */
+        $answer = $this->request(
+            $this->teamPath() . '/e2e/key',
+            [],
+            static fn (mixed $answer): array => is_object($answer) && is_string($answer->team_id ?? null)
+                && is_int($answer->key_version ?? null) && $answer->key_version >= 1 && is_string($answer->wrapped_key ?? null)
+                ? [$answer->team_id, $answer->key_version, $answer->wrapped_key]
+                : throw new UnreadableResponse('not {"team_id": "...", "key_version": <int>, "wrapped_key": "..."}'),
+            [404]
+        );
+        [$teamId, $version, $wrapped] = $answer;
+        $state = self::$vault[$this->key];
+        try {
+            $key = E2e::unwrapTeamKey($wrapped, $teamId, $version, (string) $state['private_key']);
+        } catch (E2eError $e) {
+            throw new DecryptionException(
+                sprintf(
+                    '%sthe team key wrapped to this token cannot be opened with the token\'s key part: %s',
+                    $requested !== null ? sprintf('secret "%s" in %s cannot be decrypted: ', $requested, $this->config->environment) : '',
+                    $e->getMessage()
+                ),
+                $requested
+            );
+        }
+        $state['team_key'] = ['team_id' => $teamId, 'version' => $version, 'key' => $key];
+        self::$vault[$this->key] = $state;
+
+        return $state['team_key'];
+    }
+
+    /** Returns the DecryptionException for secret $name, whose value did not open. */
+    private static function undecryptable(string $name, string $environment, E2eError $why): DecryptionException
+    {
+        return new DecryptionException(
+            sprintf('secret "%s" in %s cannot be decrypted: %s', $name, $environment, $why->getMessage()),
+            $name
+        );
     }
 
     /** Returns /teams/{team}: the configured id or slug as it is, percent-encoded. */

@@ -1,8 +1,10 @@
 """Shared fixtures: a fake cvsm API on respx and one way to drive both clients.
 
-``FakeApi`` answers the three endpoints the SDK uses (the read by name, the listing, the export)
-from an in-memory store, takes the team by id or slug as the server does, records every
-request, and plays queued faults (responses or exceptions) before answering normally.
+``FakeApi`` answers the endpoints the SDK uses (the read by name, the listing, the export and an
+end-to-end team's key) from an in-memory store, takes the team by id or slug as the server does,
+records every request, and plays queued faults (responses or exceptions) before answering
+normally. ``E2eTeam`` makes it an end-to-end team: values stored sealed, the key wrapped to a
+token's key pair.
 ``sdk`` runs every test against ``Client`` and ``AsyncClient`` alike.
 """
 
@@ -20,7 +22,7 @@ import pytest
 import respx
 
 import cvsm
-from cvsm import _cache, _protocol
+from cvsm import _cache, _protocol, e2e
 
 BASE_URL = "http://cvsm.test/api/v1"
 TEAM_ID = "5b0c2c9e-8d5e-4a55-9a40-0d7f3f3e1a11"
@@ -48,6 +50,7 @@ _PATHS = [
     ("list", re.compile(r"^/api/v1/teams/(?P<team>[^/]+)/secrets$")),
     ("by_name", re.compile(r"^/api/v1/teams/(?P<team>[^/]+)/secrets/by-name/(?P<name>[^/]+)$")),
     ("value", re.compile(r"^/api/v1/teams/(?P<team>[^/]+)/secrets/(?P<id>[^/]+)$")),
+    ("e2e_key", re.compile(r"^/api/v1/teams/(?P<team>[^/]+)/e2e/key$")),
 ]
 
 
@@ -62,10 +65,41 @@ def kind_of(request: httpx.Request) -> str:
     return "other"
 
 
+class E2eTeam:
+    """An end-to-end team's keys, as its members' browsers make them (``docs/e2e.md``).
+
+    ``token`` is the token with its key part, for the client; ``api_token`` the part the server
+    knows. ``seal`` seals a value for a secret id, version, environment and name.
+    """
+
+    def __init__(self, team_id: str = TEAM_ID, key_version: int = 1) -> None:
+        self.team_id = team_id
+        self.key_version = key_version
+        self.team_key = e2e.new_team_key()
+        self.api_token = "cvsm_" + "e2" * 32
+        self.private_key, self.public_key = e2e.generate_key_pair()
+        self.token = e2e.join_token(self.api_token, self.private_key)
+        self.key_part = self.token.partition(".")[2]
+
+    def wrapped_key(self) -> str:
+        return e2e.wrap_team_key(self.team_key, self.team_id, self.key_version, self.public_key)
+
+    def seal(self, value: str, secret_id: str, environment: str, name: str, version: int = 1) -> str:
+        return e2e.seal_value(value, self.team_key, self.key_version, team_id=self.team_id,
+                              secret_id=secret_id, version=version, environment=environment, name=name)
+
+    def rekey(self) -> None:
+        """Make key version ``key_version + 1``, as an Admin's re-key does."""
+        self.key_version += 1
+        self.team_key = e2e.new_team_key()
+
+
 class FakeApi:
     """An in-memory cvsm API behind respx."""
 
     def __init__(self) -> None:
+        self.token = TOKEN
+        self.e2e: E2eTeam | None = None
         self.secrets: list[dict[str, str]] = []
         self.teams = [{"id": TEAM_ID, "slug": TEAM_SLUG, "name": "Acme", "plan": "starter"}]
         self.requests: list[httpx.Request] = []
@@ -74,6 +108,20 @@ class FakeApi:
     def add(self, name: str, value: str, environment: str = "production") -> str:
         secret_id = str(uuid.uuid4())
         self.secrets.append({"id": secret_id, "name": name, "value": value, "environment": environment})
+        return secret_id
+
+    def end_to_end(self, team: E2eTeam | None = None) -> E2eTeam:
+        """Make the team end-to-end: ``add_sealed`` stores envelopes, the token is ``team.api_token``."""
+        self.e2e = team if team is not None else E2eTeam()
+        self.token = self.e2e.api_token
+        return self.e2e
+
+    def add_sealed(self, name: str, value: str, environment: str = "production") -> str:
+        """Store ``value`` sealed under the team key, as a member's client would write it."""
+        assert self.e2e is not None
+        secret_id = str(uuid.uuid4())
+        envelope = self.e2e.seal(value, secret_id, environment, name)
+        self.secrets.append({"id": secret_id, "name": name, "value": envelope, "environment": environment})
         return secret_id
 
     def fail(self, kind: str, *outcomes: Any) -> None:
@@ -108,7 +156,7 @@ class FakeApi:
                 if isinstance(outcome, int):
                     return httpx.Response(outcome, json={"error": f"kesalahan {outcome}"})
                 return outcome
-        if request.headers.get("Authorization") != f"Bearer {TOKEN}":
+        if request.headers.get("Authorization") != f"Bearer {self.token}":
             return httpx.Response(401, json={"error": "token tidak valid"})
         match = next(p.match(_raw_path(request)) for k, p in _PATHS if k == kind) if kind != "other" else None
         if kind == "teams":
@@ -116,6 +164,11 @@ class FakeApi:
         if match is None or unquote(match.group("team")) not in (TEAM_ID, TEAM_SLUG):
             return httpx.Response(404, json={"error": "tidak ditemukan"})
         environment = request.url.params.get("environment")
+        if kind == "e2e_key":
+            if self.e2e is None:
+                return httpx.Response(400, json={"error": "tim ini bukan tim end-to-end"})
+            return httpx.Response(200, json={"team_id": self.e2e.team_id, "key_version": self.e2e.key_version,
+                                             "wrapped_key": self.e2e.wrapped_key()})
         if kind == "list":
             search = request.url.params.get("search", "").lower()
             items = [
@@ -136,6 +189,8 @@ class FakeApi:
             found = [s for s in self.secrets if s["id"] == unquote(match.group("id"))]
         for secret in found:
             meta = {k: v for k, v in secret.items() if k != "value"}
+            if self.e2e is not None:
+                meta["e2e"] = True
             return httpx.Response(200, json={"secret": meta, "value": secret["value"]})
         return httpx.Response(404, json={"error": "rahasia tidak ditemukan"})
 

@@ -21,7 +21,8 @@ class ConformanceDriver
     Cvsm::SecretNotFoundError => "not_found",
     Cvsm::RateLimitError => "rate_limited",
     Cvsm::ApiError => "api",
-    Cvsm::NetworkError => "network"
+    Cvsm::NetworkError => "network",
+    Cvsm::DecryptionError => "decryption"
   }.freeze
 
   # Raised for an op the driver does not know.

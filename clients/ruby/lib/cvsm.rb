@@ -4,6 +4,7 @@
 require_relative "cvsm/version"
 require_relative "cvsm/errors"
 require_relative "cvsm/redaction"
+require_relative "cvsm/e2e"
 require_relative "cvsm/proxy"
 require_relative "cvsm/configuration"
 require_relative "cvsm/cache"

@@ -91,4 +91,31 @@ class DriverTest < CvsmTest
       assert_equal ["api", 503], call.call("get", "name" => "KEPT")["error"].values_at("kind", "status")
     end
   end
+
+  # An end-to-end team through the driver: the token passes through with its key part, values
+  # come back opened, and a value that does not open is kind "decryption".
+  def test_end_to_end_reads_and_the_decryption_kind
+    api, server = start_api
+    api.add_secret("DATABASE_URL", "postgres://db")
+    private_key, public_key = E2ESeal.key_pair
+    token = api.end_to_end!(private_key, public_key)
+    with_driver do |call, _stdin|
+      call.call("new_client", "options" => { "token" => token, "base_url" => server.base_url, "team" => "acme",
+                                             "max_retries" => 2 })
+      assert_equal({ "value" => "postgres://db" }, call.call("get", "name" => "DATABASE_URL")["result"])
+      assert_equal({ "values" => { "DATABASE_URL" => "postgres://db" } }, call.call("get_all")["result"])
+      text = call.call("describe").dig("result", "text")
+      refute_includes text, token.split(".").last
+      refute_includes text, "postgres://db"
+
+      sealed = api.envelope("DATABASE_URL")
+      api.script(%r{/by-name/}, json(200, "secret" => { "id" => "x" }, "value" => sealed.sub(/.\z/) { |c| c == "A" ? "B" : "A" },
+                                          "e2e" => true))
+      call.call("clear_cache")
+      error = call.call("get", "name" => "DATABASE_URL")["error"]
+      assert_equal ["decryption", nil, nil, "req-4"], error.values_at("kind", "status", "suggestion", "request_id")
+      assert_includes error["message"], "DATABASE_URL"
+      refute_includes error["message"], "postgres://db"
+    end
+  end
 end

@@ -133,22 +133,85 @@ class StubServer
   end
 end
 
+# E2ESeal is the writing half of docs/e2e.md, for the tests alone (the SDK only opens): key
+# pairs, team-key wraps and sealed values, built with OpenSSL as Cvsm::E2E builds the keys.
+module E2ESeal
+  module_function
+
+  def b64u(bytes) = [bytes].pack("m0").tr("+/", "-_").delete("=")
+
+  # [private key, public key], 32 raw bytes each.
+  def key_pair
+    key = OpenSSL::PKey.generate_key("X25519")
+    [key.private_to_der.byteslice(-32, 32), key.public_to_der.byteslice(-32, 32)]
+  end
+
+  def encrypt(key, nonce, plain, aad)
+    cipher = OpenSSL::Cipher.new("aes-256-gcm").encrypt
+    cipher.key = key
+    cipher.iv = nonce
+    cipher.auth_data = aad
+    ct = plain.empty? ? +"" : cipher.update(plain)
+    ct << cipher.final
+    ct << cipher.auth_tag
+  end
+
+  # cvsm-wrap1: +team_key+ wrapped to the raw X25519 public key +recipient+.
+  def wrap(team_key, team_id, key_version, recipient)
+    eph = OpenSSL::PKey.generate_key("X25519")
+    eph_public = eph.public_to_der.byteslice(-32, 32)
+    shared = eph.derive(OpenSSL::PKey.read(Cvsm::E2E::PUBLIC_DER_PREFIX + recipient))
+    wrapping = OpenSSL::KDF.hkdf(shared, salt: eph_public + recipient, info: "cvsm-e2e:v1:wrap", length: 32,
+                                         hash: "SHA256")
+    nonce = OpenSSL::Random.random_bytes(12)
+    ct = encrypt(wrapping, nonce, team_key, "cvsm-e2e:v1:team-key:#{team_id}:#{key_version}")
+    "cvsm-wrap1.#{b64u(eph_public)}.#{b64u(nonce)}.#{b64u(ct)}"
+  end
+
+  # cvsm-e2e1: +value+ sealed for version +version+ of secret +secret_id+.
+  def seal(value, team_key, key_version, team_id:, secret_id:, version:, environment:, name:)
+    nonce = OpenSSL::Random.random_bytes(12)
+    aad = "cvsm-e2e:v1:secret:#{team_id}:#{secret_id}:#{version}:#{environment}:#{name}"
+    "cvsm-e2e1.#{key_version}.#{secret_id}.#{version}.#{b64u(nonce)}.#{b64u(encrypt(team_key, nonce, value.b, aad))}"
+  end
+end
+
 # FakeApi answers the cvsm client endpoints from an in-memory list of secrets, checks the
 # bearer token, and lets a test script faults for the next requests to a path. Its paths take
-# the team's id or slug, as the server's do.
+# the team's id or slug, as the server's do. After #end_to_end! it serves an end-to-end team:
+# values sealed under a team key (with "e2e": true on the read by name) and the team key wrapped
+# to one token's public key at GET /teams/{team}/e2e/key.
 class FakeApi
   TEAM_ID = "0b9f4a8e-4c8d-4a53-9d58-0f1d2a3b4c5d"
   TEAM_SLUG = "acme"
   TOKEN = "cvsm_#{'ab12' * 16}".freeze
   ENVIRONMENTS = [nil, "production", "staging", "development"].freeze
 
-  attr_accessor :token
+  attr_accessor :token, :team_key, :key_version
 
   def initialize
     @token = TOKEN
     @secrets = []
     @scripts = []
     @mutex = Mutex.new
+    @e2e = nil
+  end
+
+  # FakeApi#end_to_end! makes the team end-to-end: values are sealed under +team_key+ at
+  # +key_version+, and the key is wrapped to +recipient+ (a raw X25519 public key). Returns the
+  # token string with its key part for +private_key+.
+  def end_to_end!(private_key, recipient, team_key: OpenSSL::Random.random_bytes(32), key_version: 1)
+    @e2e = recipient
+    @team_key = team_key
+    @key_version = key_version
+    "#{@token}.#{E2ESeal.b64u(private_key)}"
+  end
+
+  # FakeApi#envelope is the stored secret +name+ of +environment+ sealed as the server would serve it.
+  def envelope(name, environment = "production")
+    secret = @secrets.find { |s| s["name"] == name && s["environment"] == environment }
+    E2ESeal.seal(secret["value"], @team_key, @key_version, team_id: TEAM_ID, secret_id: secret["id"],
+                                                            version: 1, environment: environment, name: name)
   end
 
   # FakeApi#add_secret stores a secret and returns its id.
@@ -196,6 +259,7 @@ class FakeApi
     when %r{\A/api/v1/teams/#{team}/secrets/export\z}o then export(request.query)
     when %r{\A/api/v1/teams/#{team}/secrets\z}o then list(request.query)
     when %r{\A/api/v1/teams/#{team}/secrets/by-name/([^/]+)\z}o then by_name(URI::DEFAULT_PARSER.unescape(Regexp.last_match(1)), request.query)
+    when %r{\A/api/v1/teams/#{team}/e2e/key\z}o then team_key_wrap
     else json(404, "error" => "tidak ditemukan")
     end
   end
@@ -207,7 +271,17 @@ class FakeApi
     secret = @secrets.find { |s| s["name"] == name && s["environment"] == environment }
     return json(404, "error" => "secret tidak ditemukan") unless secret
 
-    json(200, "secret" => secret.slice("id", "name", "environment"), "value" => secret["value"])
+    return json(200, "secret" => secret.slice("id", "name", "environment"), "value" => secret["value"]) unless @e2e
+
+    json(200, "secret" => secret.slice("id", "name", "environment"), "value" => envelope(name, environment),
+              "e2e" => true)
+  end
+
+  def team_key_wrap
+    return json(400, "error" => "tim ini bukan end-to-end") unless @e2e
+
+    json(200, "team_id" => TEAM_ID, "key_version" => @key_version,
+              "wrapped_key" => E2ESeal.wrap(@team_key, TEAM_ID, @key_version, @e2e))
   end
 
   def list(query)
@@ -226,7 +300,7 @@ class FakeApi
     return json(400, "error" => "environment tidak valid") unless ENVIRONMENTS.include?(query["environment"])
 
     chosen = @secrets.select { |s| query["environment"].nil? || s["environment"] == query["environment"] }
-    json(200, chosen.to_h { |s| [s["name"], s["value"]] })
+    json(200, chosen.to_h { |s| [s["name"], @e2e ? envelope(s["name"], s["environment"]) : s["value"]] })
   end
 end
 

@@ -1,9 +1,12 @@
 //! The per-client cache: values by environment and name, whole `get_all`
-//! results by environment, and the values kept for stale-if-error.
+//! results by environment, the values kept for stale-if-error, and the
+//! team key of an end-to-end team.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
+
+use crate::e2e::TeamKey;
 
 /// lock ignores poisoning: the guarded data stays consistent after a panic.
 pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -29,6 +32,9 @@ pub(crate) struct Cache {
     /// warned holds (environment, name) for each stale value already
     /// logged, `None` standing for `get_all`, until a refresh succeeds.
     warned: HashSet<(String, Option<String>)>,
+    /// team_key is the end-to-end team's key, unwrapped; it does not expire
+    /// (whatever the ttl) and goes only with the rest of the cache.
+    team_key: Option<Arc<TeamKey>>,
 }
 
 impl Cache {
@@ -39,7 +45,18 @@ impl Cache {
             values: HashMap::new(),
             all: HashMap::new(),
             warned: HashSet::new(),
+            team_key: None,
         }
+    }
+
+    /// team_key returns the team key held, if any.
+    pub(crate) fn team_key(&self) -> Option<Arc<TeamKey>> {
+        self.team_key.clone()
+    }
+
+    /// store_team_key holds `key` in place of any earlier one.
+    pub(crate) fn store_team_key(&mut self, key: Arc<TeamKey>) {
+        self.team_key = Some(key);
     }
 
     /// age returns how old `entry` is when it is younger than `limit`.
@@ -188,6 +205,7 @@ impl Cache {
         self.values.clear();
         self.all.clear();
         self.warned.clear();
+        self.team_key = None;
     }
 }
 

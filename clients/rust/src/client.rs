@@ -9,12 +9,17 @@ use std::time::{Duration, Instant};
 
 use crate::builder::ClientBuilder;
 use crate::cache::{lock, Cache};
+use crate::e2e::{Envelope, Failure, TeamKey, TokenKey};
 use crate::error::{Error, Result};
 use crate::http::HttpClient;
 use crate::options::{ClientOptions, Config, Redacted};
 use crate::served::Served;
 use crate::transport::{encode, Endpoint, Transport};
-use crate::wire::{ByName, SecretList};
+use crate::wire::{ByName, SecretList, WrappedTeamKey};
+
+/// KEYLESS is the error of a token without its key part reading an
+/// end-to-end team.
+const KEYLESS: &str = "this team is end-to-end: the token (CVSM_TOKEN) needs its key part, cvsm_<64 hex digits>.<key> as it was shown when it was made";
 
 /// A blocking client that reads the secrets of one team and environment
 /// from a cvsm server.
@@ -28,10 +33,19 @@ use crate::wire::{ByName, SecretList};
 /// # let _ = url;
 /// # Ok::<(), cvsm::Error>(())
 /// ```
+///
+/// With the token of an end-to-end team (`cvsm_<64 hex>.<key>`), it opens
+/// each value itself: the first read also fetches the team key wrapped to
+/// the token (`GET /teams/{team}/e2e/key`), which it keeps until
+/// [`clear_cache`](Client::clear_cache); a value that does not open is an
+/// [`Error::Decryption`].
 pub struct Client {
     config: Config,
     transport: Transport,
     cache: Mutex<Cache>,
+    /// key_fetch is held while the team key is fetched, so that concurrent
+    /// first reads of an end-to-end team fetch it once.
+    key_fetch: Mutex<()>,
 }
 
 impl Client {
@@ -65,6 +79,7 @@ impl Client {
             config,
             transport,
             cache: Mutex::new(cache),
+            key_fetch: Mutex::new(()),
         })
     }
 
@@ -88,6 +103,11 @@ impl Client {
     /// With `stale_if_error` set, a refresh that fails with a network error,
     /// a 5xx or a 429 returns the kept value instead; use
     /// [`get_with_meta`](Client::get_with_meta) to learn that it was stale.
+    ///
+    /// For an end-to-end team the value is opened with the team key (fetched
+    /// by the first read, a second request) for this environment and this
+    /// name: [`Error::Decryption`] when it does not open, and
+    /// [`Error::Configuration`] when the token has no key part.
     pub fn get(&self, name: &str) -> Result<String> {
         self.get_with_meta(name).map(Served::into_value)
     }
@@ -115,14 +135,16 @@ impl Client {
         if let Some(value) = self.cache().fresh_value(environment, name, Instant::now()) {
             return Ok(Served::fresh(value));
         }
-        let read = self.transport.get_json::<ByName>(
-            Endpoint::ByName,
-            &format!("{}/secrets/by-name/{}", self.team_path(), encode(name)),
-            &[("environment", environment)],
-        );
+        let read = self
+            .transport
+            .get_json::<ByName>(
+                Endpoint::ByName,
+                &format!("{}/secrets/by-name/{}", self.team_path(), encode(name)),
+                &[("environment", environment)],
+            )
+            .and_then(|answer| self.reveal(environment, name, answer));
         let err = match read {
-            Ok(answer) => {
-                let value = answer.value;
+            Ok(value) => {
                 self.cache()
                     .store_value(environment, name, &value, Instant::now());
                 return Ok(Served::fresh(value));
@@ -142,7 +164,8 @@ impl Client {
     /// Returns every secret of the configured environment as name ->
     /// value (one export request, read once whatever its size), and caches
     /// the whole result, which also answers a later [`get`](Client::get)
-    /// without a request.
+    /// without a request. With the token of an end-to-end team every value
+    /// is opened, as [`get`](Client::get) opens one.
     pub fn get_all(&self) -> Result<BTreeMap<String, String>> {
         self.get_all_with_meta().map(Served::into_value)
     }
@@ -155,11 +178,18 @@ impl Client {
         if let Some(values) = self.cache().fresh_all(environment, Instant::now()) {
             return Ok(Served::fresh(values));
         }
-        let export = self.transport.get_json::<BTreeMap<String, String>>(
-            Endpoint::Export,
-            &format!("{}/secrets/export", self.team_path()),
-            &[("format", "json"), ("environment", environment)],
-        );
+        let export = self
+            .transport
+            .get_json::<BTreeMap<String, String>>(
+                Endpoint::Export,
+                &format!("{}/secrets/export", self.team_path()),
+                &[("format", "json"), ("environment", environment)],
+            )
+            .and_then(|values| match &self.config.key {
+                // An end-to-end team's export holds envelopes, keyed by name.
+                Some(token_key) => self.open_sealed(token_key, environment, values),
+                None => Ok(values),
+            });
         match export {
             Ok(values) => {
                 self.cache().store_all(environment, &values, Instant::now());
@@ -206,8 +236,9 @@ impl Client {
         Ok(names)
     }
 
-    /// Forgets every cached value, kept stale values included,
-    /// so the next read asks the server.
+    /// Forgets every cached value, kept stale values included, and
+    /// an end-to-end team's key, so the next read asks the server (and
+    /// fetches the key again).
     pub fn clear_cache(&self) {
         self.cache().clear();
     }
@@ -291,6 +322,97 @@ impl Client {
         }
     }
 
+    /// reveal returns the value of a by-name answer: opened for
+    /// `environment` and `name` when the token has a key part, as it is
+    /// otherwise. A token with a key part belongs to an end-to-end team, so
+    /// its values are opened whatever the answer says: a server that left
+    /// out `"e2e": true` could otherwise pass off a value of its own.
+    fn reveal(&self, environment: &str, name: &str, answer: ByName) -> Result<String> {
+        let Some(token_key) = &self.config.key else {
+            return match answer.is_e2e() {
+                true => Err(Error::configuration(KEYLESS)),
+                false => Ok(answer.value),
+            };
+        };
+        let sealed = BTreeMap::from([(name.to_string(), answer.value)]);
+        let mut opened = self.open_sealed(token_key, environment, sealed)?;
+        Ok(opened.remove(name).unwrap_or_default())
+    }
+
+    /// open_sealed opens each envelope of `sealed` (name -> envelope, read
+    /// from `environment`) for its name. The team key is fetched when none
+    /// is held, or when an envelope names another key version than the
+    /// one held (a re-keyed team): at most once per call.
+    fn open_sealed(
+        &self,
+        token_key: &TokenKey,
+        environment: &str,
+        sealed: BTreeMap<String, String>,
+    ) -> Result<BTreeMap<String, String>> {
+        let mut envelopes = Vec::with_capacity(sealed.len());
+        for (name, text) in sealed {
+            match Envelope::parse(&text) {
+                Ok(envelope) => envelopes.push((name, envelope)),
+                Err(why) => return Err(undecryptable(&name, environment, why)),
+            }
+        }
+        let mut key = self.cache().team_key();
+        let held = |key: &Option<Arc<TeamKey>>, envelope: &Envelope| {
+            key.as_ref()
+                .is_some_and(|key| key.version() == envelope.key_version)
+        };
+        if envelopes.iter().any(|(_, envelope)| !held(&key, envelope)) {
+            let _fetching = lock(&self.key_fetch);
+            // Another read may have fetched the key while this one waited.
+            key = self.cache().team_key();
+            if envelopes.iter().any(|(_, envelope)| !held(&key, envelope)) {
+                key = Some(self.fetch_team_key(token_key)?);
+            }
+        }
+        let Some(key) = key else {
+            return Ok(BTreeMap::new()); // nothing was sealed
+        };
+        let mut values = BTreeMap::new();
+        for (name, envelope) in envelopes {
+            if envelope.key_version != key.version() {
+                return Err(Error::decryption(format!(
+                    "secret {name:?} in {environment} cannot be decrypted: it is sealed under key version {}, and the server gives this token key version {}",
+                    envelope.key_version,
+                    key.version()
+                )));
+            }
+            match key.open(&envelope, environment, &name) {
+                Ok(value) => values.insert(name, value),
+                Err(why) => return Err(undecryptable(&name, environment, why)),
+            };
+        }
+        Ok(values)
+    }
+
+    /// fetch_team_key asks for the team key wrapped to this token, opens it
+    /// with the token's key part and holds it in place of any earlier one.
+    fn fetch_team_key(&self, token_key: &TokenKey) -> Result<Arc<TeamKey>> {
+        let answer = self.transport.get_json::<WrappedTeamKey>(
+            Endpoint::TeamKey,
+            &format!("{}/e2e/key", self.team_path()),
+            &[],
+        )?;
+        let key = TeamKey::unwrap(
+            &answer.wrapped_key,
+            &answer.team_id,
+            answer.key_version,
+            token_key,
+        )
+        .map_err(|why| {
+            Error::decryption(format!(
+                "the team key the server sent for this token cannot be decrypted with the token's key part: {why}"
+            ))
+        })?;
+        let key = Arc::new(key);
+        self.cache().store_team_key(Arc::clone(&key));
+        Ok(key)
+    }
+
     /// stale_or answers a failed refresh (rule R14): with the value `kept`
     /// finds, marked stale, when the error allows it; else with the error.
     /// `secret` names the secret, or is `None` for `get_all`.
@@ -368,8 +490,20 @@ fn error_kind(err: &Error) -> &'static str {
         Error::NotFound { .. } => "not_found",
         Error::RateLimited { .. } => "rate_limited",
         Error::Api { .. } => "api",
+        Error::Decryption { .. } => "decryption",
         Error::Network { .. } => "network",
     }
+}
+
+/// undecryptable is the error of the value of `name` that did not open.
+fn undecryptable(name: &str, environment: &str, why: Failure) -> Error {
+    let why = match why {
+        Failure::DoesNotOpen => "it does not open with the team key (it was altered, or sealed for another secret, environment or team)".to_string(),
+        why => why.to_string(),
+    };
+    Error::decryption(format!(
+        "secret {name:?} in {environment} cannot be decrypted: {why}"
+    ))
 }
 
 impl fmt::Debug for Client {
@@ -384,6 +518,7 @@ impl fmt::Debug for Client {
             .field("max_retries", &self.config.max_retries)
             .field("ca_file", &self.config.ca_file)
             .field("token", &Redacted)
+            .field("token_key", &self.config.key.as_ref().map(|_| Redacted))
             .finish_non_exhaustive()
     }
 }

@@ -24,7 +24,9 @@ pub enum Error {
     /// the export; a team slug that is none of the caller's teams included)
     /// or the environment (HTTP 400) is wrong, or a secret that
     /// [`inject`](crate::Client::inject) cannot put in the process
-    /// environment.
+    /// environment. For an end-to-end team: a `cvsm_` token whose key part
+    /// (after the dot) is malformed, a token without one reading that
+    /// team's values, or a key part used on a team that is not end-to-end.
     #[error("{message}")]
     #[non_exhaustive]
     Configuration {
@@ -108,6 +110,19 @@ pub enum Error {
         request_id: Option<String>,
     },
 
+    /// A value of an end-to-end team, or the team key the server wrapped
+    /// to the token, does not open with the token's key part: it was
+    /// altered, sealed for another secret, environment or team, malformed,
+    /// or sealed under a key version the server does not give this token.
+    /// It is never retried and never answered with a kept value. The
+    /// message names the secret, never a value or a key; there is no status.
+    #[error("{message}")]
+    #[non_exhaustive]
+    Decryption {
+        /// What did not open, and why.
+        message: String,
+    },
+
     /// No usable answer arrived after every retry: connection
     /// refused or dropped, a timeout, a TLS failure, or a 2xx answer whose
     /// body is not the JSON the request promises.
@@ -134,7 +149,7 @@ impl Error {
             | Error::RateLimited { status, .. }
             | Error::Api { status, .. } => Some(*status),
             Error::NotFound { status, .. } | Error::Configuration { status, .. } => *status,
-            Error::Network { .. } => None,
+            Error::Decryption { .. } | Error::Network { .. } => None,
         }
     }
 
@@ -160,6 +175,7 @@ impl Error {
             | Error::RateLimited { request_id, .. }
             | Error::Api { request_id, .. }
             | Error::Network { request_id, .. } => request_id.as_deref(),
+            Error::Decryption { .. } => None,
         }
     }
 
@@ -181,6 +197,7 @@ impl Error {
             | Error::NotFound { message, .. }
             | Error::RateLimited { message, .. }
             | Error::Api { message, .. }
+            | Error::Decryption { message }
             | Error::Network { message, .. } => message,
         }
     }
@@ -190,6 +207,12 @@ impl Error {
             message: message.into(),
             status: None,
             request_id: None,
+        }
+    }
+
+    pub(crate) fn decryption(message: impl Into<String>) -> Self {
+        Error::Decryption {
+            message: message.into(),
         }
     }
 

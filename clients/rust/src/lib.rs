@@ -23,6 +23,12 @@
 //! its freshness: [`Client::get_with_meta`] says so in [`Served::stale`], and
 //! a warning goes once per name to the [`log`](https://docs.rs/log) facade.
 //!
+//! For an end-to-end team, whose server holds only ciphertext, the token
+//! carries its private key after a dot (`cvsm_<64 hex>.<key>`): the client
+//! sends only the part before it, fetches the team key wrapped to the token
+//! once, and opens each value itself; a value that does not open is an
+//! [`Error::Decryption`].
+//!
 //! The client is blocking: every call blocks the calling thread (there is
 //! no async client). Its requests go through an [`HttpClient`], by default
 //! one of its own (on ureq, which stays private to cvsm: no HTTP library's
@@ -33,6 +39,7 @@
 mod builder;
 mod cache;
 mod client;
+mod e2e;
 mod error;
 mod http;
 mod options;

@@ -5,6 +5,7 @@ use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::e2e::{split_token, TokenKey};
 use crate::error::{Error, Result};
 
 /// The environment used when neither the option nor
@@ -33,6 +34,8 @@ pub const DEFAULT_MAX_RETRIES: u32 = 2;
 #[derive(Clone, Default, PartialEq, Eq)]
 pub struct ClientOptions {
     /// The API token (`cvsm_...`) or a JWT; falls back to `CVSM_TOKEN`.
+    /// A token of an end-to-end team carries its private key after a dot
+    /// (`cvsm_<64 hex>.<key>`): only the part before the dot is sent.
     pub token: Option<String>,
     /// The API root including `/api/v1`; falls back to
     /// `CVSM_BASE_URL`. A trailing `/` is ignored.
@@ -95,7 +98,10 @@ impl fmt::Debug for Redacted {
 /// Config is the effective, validated configuration of a client.
 #[derive(Clone)]
 pub(crate) struct Config {
+    /// token is the bearer: the token without its key part.
     pub token: String,
+    /// key is the private key after the token's dot (end-to-end teams).
+    pub key: Option<TokenKey>,
     pub base_url: String,
     pub team: String,
     pub environment: String,
@@ -121,6 +127,10 @@ impl Config {
                 "the token (CVSM_TOKEN) contains spaces or characters other than visible ASCII",
             ));
         }
+        let (token, key) = match split_token(&token) {
+            Ok((bearer, key)) => (bearer.to_string(), key),
+            Err(message) => return Err(Error::configuration(message)),
+        };
         let base_url = required(options.base_url, "base_url", "CVSM_BASE_URL", String::from)?;
         let team = required(options.team, "team", "CVSM_TEAM", String::from)?
             .trim()
@@ -185,6 +195,7 @@ impl Config {
 
         Ok(Config {
             token,
+            key,
             base_url,
             team,
             environment,

@@ -43,6 +43,9 @@ pub(crate) enum Endpoint {
     List,
     /// `GET /teams/{team}/secrets/export`.
     Export,
+    /// `GET /teams/{team}/e2e/key`, the team key wrapped to the token
+    /// (end-to-end teams).
+    TeamKey,
 }
 
 pub(crate) struct Transport {
@@ -228,8 +231,11 @@ impl Transport {
         };
         match (status, endpoint) {
             // A by-name 404 is a not-found the client settles with the listing.
-            (404, Endpoint::List | Endpoint::Export) => configuration(
+            (404, Endpoint::List | Endpoint::Export | Endpoint::TeamKey) => configuration(
                 "check the team (CVSM_TEAM) and the base URL (CVSM_BASE_URL), which includes /api/v1",
+            ),
+            (400, Endpoint::TeamKey) => configuration(
+                "the team is not end-to-end: its tokens have no key part (CVSM_TOKEN)",
             ),
             (400, _) => configuration("check the environment (CVSM_ENVIRONMENT)"),
             (401, _) => Error::Authentication { status, message, request_id },
@@ -448,5 +454,6 @@ mod tests {
             request_id: None,
         }));
         assert!(!is_retryable(&Error::configuration("")));
+        assert!(!is_retryable(&Error::decryption("")));
     }
 }

@@ -14,12 +14,32 @@ pub(crate) struct SecretSummary {
 }
 
 /// ByName is the by-name answer, `{"secret": {...}, "value": "..."}`; both
-/// members are required (rule R3).
+/// members are required (rule R3). An end-to-end team's answer says
+/// `"e2e": true`, beside the value or in the secret, and its value is then
+/// a sealed envelope (which a token with a key part opens whether the flag
+/// is there or not).
 #[derive(Deserialize)]
 pub(crate) struct ByName {
-    #[serde(rename = "secret")]
-    _secret: serde_json::Map<String, serde_json::Value>,
+    secret: serde_json::Map<String, serde_json::Value>,
     pub(crate) value: String,
+    #[serde(default)]
+    e2e: Option<bool>,
+}
+
+impl ByName {
+    /// is_e2e reports whether the answer flags an end-to-end team.
+    pub(crate) fn is_e2e(&self) -> bool {
+        self.e2e == Some(true) || self.secret.get("e2e") == Some(&serde_json::Value::Bool(true))
+    }
+}
+
+/// WrappedTeamKey is the answer of `GET /teams/{team}/e2e/key`: the team
+/// key at `key_version`, wrapped to the caller's public key.
+#[derive(Deserialize)]
+pub(crate) struct WrappedTeamKey {
+    pub(crate) team_id: String,
+    pub(crate) key_version: u64,
+    pub(crate) wrapped_key: String,
 }
 
 /// ErrorBody is an error answer, `{"error": "<message>"}`.

@@ -429,3 +429,40 @@ fn inject_is_all_or_nothing() {
         }
     }
 }
+
+#[test]
+fn inject_sets_the_opened_values_of_an_end_to_end_team() {
+    let _env = clean_env();
+    let names = ["RS_E2E_INJECT_A", "RS_E2E_INJECT_B", "DATABASE_URL"];
+    for name in names {
+        std::env::remove_var(name);
+    }
+    let team = support::e2e::Team::from_vectors();
+    team.put("production", "RS_E2E_INJECT_A", "opened a");
+    team.put("production", "RS_E2E_INJECT_B", "");
+    let served = std::sync::Arc::clone(&team);
+    let stub = Stub::start(move |req| served.reply(req));
+    let client = Client::new(ClientOptions {
+        token: Some(team.token.clone()),
+        base_url: Some(stub.base_url.clone()),
+        team: Some(team.team_id.clone()),
+        ..Default::default()
+    })
+    .unwrap();
+
+    assert_eq!(
+        client.inject(false).unwrap(),
+        vec!["DATABASE_URL", "RS_E2E_INJECT_A", "RS_E2E_INJECT_B"]
+    );
+    assert_eq!(std::env::var("RS_E2E_INJECT_A").unwrap(), "opened a");
+    assert_eq!(std::env::var("RS_E2E_INJECT_B").unwrap(), "");
+    assert_eq!(
+        std::env::var("DATABASE_URL").unwrap(),
+        support::e2e::Team::vector_value("production", "DATABASE_URL")
+    );
+    assert_eq!(stub.count(), 2, "the export, then the key");
+
+    for name in names {
+        std::env::remove_var(name);
+    }
+}

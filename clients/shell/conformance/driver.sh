@@ -18,6 +18,11 @@ set -euo pipefail
 umask 077
 
 _drv_here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# An end-to-end team's token reads through the cvsm command: without one on PATH, the one make build
+# put in clients/go/bin.
+if ! type -P cvsm >/dev/null && [ -x "$_drv_here/../../go/bin/cvsm" ]; then
+  PATH="$(cd "$_drv_here/../../go/bin" && pwd):$PATH"
+fi
 # shellcheck disable=SC1091 # checked on its own by make test
 . "$_drv_here/../cvsm.sh"
 

@@ -5,7 +5,10 @@ search, the JSON export; the team by id or slug in the path, 404 for neither) pl
 id, from in-memory state, records every request, and replays scripted faults (a fault lets the
 first `after` requests it matches through, then answers `count` of them). Tests drive it over HTTP:
 
-  POST /_stub/reset     {"token", "teams": [...], "secrets": [{"id","name","environment","value"}]}
+  POST /_stub/reset     {"token", "teams": [...], "secrets": [{"id","name","environment","value"}],
+                         "e2e": {"team_id", "key_version", "wrapped_key"}}  (e2e optional: with it
+                         the team is end-to-end: by-name answers' secrets say "e2e": true, and
+                         GET /teams/T/e2e/key answers it; without it that is a 400)
   POST /_stub/faults    [{"path": "<prefix>", "after": N, "count": N, "status": S, "retry_after": "5",
                           "headers": {"Name": "value"}, "body": "<raw>", "drop": true,
                           "garbage": true, "delay": SECONDS, "drip": SECONDS_PER_BYTE,
@@ -31,7 +34,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, unquote, urlsplit
 
 LOCK = threading.Lock()
-STATE = {"token": "", "teams": [], "secrets": []}
+STATE = {"token": "", "teams": [], "secrets": [], "e2e": None}
 FAULTS = []
 REQUESTS = []
 
@@ -93,7 +96,7 @@ class Handler(BaseHTTPRequestHandler):
         if url.path == "/_stub/reset":
             data = self._body()
             with LOCK:
-                STATE.update(data)
+                STATE.update({"e2e": None} | data)
                 FAULTS.clear()
                 REQUESTS.clear()
             return _json(self, 200, {"ok": True})
@@ -151,6 +154,12 @@ class Handler(BaseHTTPRequestHandler):
             return _json(self, 401, {"error": "token tidak valid"})
         parts = url.path.split("/")
         query = {k: v[0] for k, v in parse_qs(url.query, keep_blank_values=True).items()}
+        if len(parts) == 7 and parts[:4] == ["", "api", "v1", "teams"] and parts[5:] == ["e2e", "key"]:
+            if not any(parts[4] in (t["id"], t.get("slug")) for t in STATE["teams"]):
+                return _json(self, 404, {"error": "tim tidak ditemukan"})
+            if not STATE["e2e"]:
+                return _json(self, 400, {"error": "tim ini bukan end-to-end"})
+            return _json(self, 200, STATE["e2e"])
         if len(parts) >= 6 and parts[:4] == ["", "api", "v1", "teams"] and parts[5] == "secrets":
             team = next((t["id"] for t in STATE["teams"] if parts[4] in (t["id"], t.get("slug"))), None)
             if team is None:
@@ -174,7 +183,8 @@ class Handler(BaseHTTPRequestHandler):
                 env = query.get("environment", "production")
                 for s in secrets:
                     if s["name"] == unquote(parts[7]) and s["environment"] == env:
-                        return _json(self, 200, {"secret": _meta(s), "value": s["value"]})
+                        meta = _meta(s) | ({"e2e": True} if STATE["e2e"] else {})
+                        return _json(self, 200, {"secret": meta, "value": s["value"]})
                 return _json(self, 404, {"error": "rahasia tidak ditemukan"})
             if len(parts) == 7:
                 for s in secrets:

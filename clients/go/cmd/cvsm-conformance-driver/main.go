@@ -390,6 +390,8 @@ func kindOf(err error) string {
 		return "api"
 	case errors.Is(err, cvsm.ErrNetwork):
 		return "network"
+	case errors.Is(err, cvsm.ErrDecryption):
+		return "decryption"
 	}
 	return "internal"
 }

@@ -233,3 +233,24 @@ func TestStaleIsReportedOnlyWhenTheSDKSaysSo(t *testing.T) {
 		t.Errorf("after clear_cache: %v", e)
 	}
 }
+
+func TestAValueThatDoesNotOpenIsKindDecryption(t *testing.T) {
+	clearCVSMEnv(t)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Request-Id", "req-9")
+		w.Write([]byte(`{"secret":{"name":"DATABASE_URL"},"value":"cvsm-e2e1.2.x.1.AA.AA","e2e":true}`))
+	}))
+	defer srv.Close()
+	key := strings.Repeat("A", 43)
+	token := "cvsm_" + strings.Repeat("0f", 32) + "." + key
+	d := &driver{}
+	call(t, d, `{"id":1,"op":"new_client","args":{"options":{"token":"`+token+`","base_url":"`+srv.URL+`/api/v1","team":"acme"}}}`)
+	e := errorOf(t, call(t, d, `{"id":2,"op":"get","args":{"name":"DATABASE_URL"}}`))
+	if e["kind"] != "decryption" || e["status"] != nil || e["request_id"] != "req-9" || strings.Contains(e["message"].(string), "cvsm-e2e1.2.x") {
+		t.Errorf("error %v", e)
+	}
+	text := call(t, d, `{"id":3,"op":"describe","args":{}}`)["result"].(map[string]any)["text"].(string)
+	if strings.Contains(text, key) || strings.Contains(text, "0f0f0f0f") {
+		t.Errorf("describe: %s", text)
+	}
+}

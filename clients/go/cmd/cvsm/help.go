@@ -27,6 +27,11 @@ const globalFlagsHelp = `Global flags (every command; each overrides its environ
       --ca-file PATH      PEM bundle of CA certificates trusted instead of the
                           system's (CVSM_CA_FILE)
       --token-file PATH   read the API token from this file instead of CVSM_TOKEN
+      --error-json        write a failure as one JSON object on stderr (kind,
+                          message, status, retry_after, request_id, suggestion)
+      --team-key-file PATH
+                          keep an end-to-end team's key in PATH between runs
+                          (for the shell client, in its private cache directory)
   -h, --help              show this help
 
 The token comes from CVSM_TOKEN or --token-file, never from a flag: a command
@@ -38,8 +43,11 @@ Exit status:
   2  configuration or usage     6  rate limited (HTTP 429)
   3  authentication (HTTP 401)  7  other API error (after retries for 5xx)
   4  permission denied (403)    8  network error (after retries)
+  9  a value of an end-to-end team that does not open (changed, or sealed
+     for another environment or name)
   cvsm run exits with its command's status (128+N when a signal N killed it).
-Errors are one line on stderr, "cvsm: <message>", never the token or a value.
+Errors are one line on stderr, "cvsm: <message>" (one JSON object with
+--error-json), never the token or a value.
 `
 
 const getHelp = `Usage:

@@ -11,14 +11,21 @@
 // override. The token comes only from CVSM_TOKEN or --token-file: a command
 // line is visible to every user of the machine, so there is no --token flag.
 //
+// The token of an end-to-end team carries its key part (cvsm_<64 hex>.<key>):
+// the package opens the team's values here, and every command works as for
+// any team (export formats them locally, as the server would for a plain
+// team).
+//
 // Exit status: 0 ok, 2 configuration or usage error, 3 authentication,
 // 4 permission denied, 5 not found, 6 rate limited, 7 other API error,
-// 8 network error; cvsm run exits with its command's status. Every failure
-// is one line on stderr, "cvsm: <message>", never holding the token or a
-// secret value.
+// 8 network error, 9 a value of an end-to-end team that does not open;
+// cvsm run exits with its command's status. Every failure is one line on
+// stderr, "cvsm: <message>" (with --error-json, one JSON object), never
+// holding the token or a secret value.
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -44,6 +51,7 @@ const (
 	exitRateLimited = 6
 	exitAPI         = 7
 	exitNetwork     = 8
+	exitDecryption  = 9
 	exitCannotExec  = 126 // cvsm run: the command was found but could not be started
 	exitNoCommand   = 127 // cvsm run: the command was not found
 )
@@ -56,6 +64,7 @@ func main() {
 type cli struct {
 	stdout, stderr io.Writer
 	settings       settings
+	sdk            *cvsm.Client // the client of this run, once made; its team key is kept (--team-key-file)
 }
 
 func newCLI(stdout, stderr io.Writer) *cli {
@@ -146,7 +155,9 @@ func (c *cli) dispatch(args []string) error {
 	if !ok {
 		return usagef("", "unknown command %q: use get, export, run or version", rest[0])
 	}
-	return cmd.run(c, rest[1:])
+	err := cmd.run(c, rest[1:])
+	c.saveTeamKey()
+	return err
 }
 
 // report prints err as one line on stderr and returns the exit status.
@@ -170,10 +181,70 @@ func (c *cli) report(err error) int {
 	case errors.As(err, &cerr):
 		code, msg = exitCodeOf(cerr.Kind), describe(cerr)
 	}
-	if !silent {
+	switch {
+	case silent:
+	case c.settings.errorJSON.value:
+		c.reportJSON(code, msg, cerr)
+	default:
 		fmt.Fprintf(c.stderr, "cvsm: %s\n", oneLine(msg))
 	}
 	return code
+}
+
+// reportJSON writes a failure as one JSON object on stderr, for a program
+// that runs cvsm (the shell client does, for an end-to-end team): the kind,
+// the message and, from an SDK error, its status, Retry-After seconds,
+// request id and suggestion, each null when absent.
+func (c *cli) reportJSON(code int, msg string, cerr *cvsm.Error) {
+	out := struct {
+		Kind       string  `json:"kind"`
+		Message    string  `json:"message"`
+		Status     *int    `json:"status"`
+		RetryAfter *int64  `json:"retry_after"`
+		RequestID  *string `json:"request_id"`
+		Suggestion *string `json:"suggestion"`
+	}{Kind: kindOfExit(code), Message: oneLine(msg)}
+	if cerr != nil {
+		out.Kind, out.Message = cerr.Kind.String(), oneLine(cerr.Message)
+		if cerr.Status != 0 {
+			out.Status = &cerr.Status
+		}
+		if cerr.HasRetryAfter {
+			seconds := int64(cerr.RetryAfter / time.Second)
+			out.RetryAfter = &seconds
+		}
+		if cerr.RequestID != "" {
+			out.RequestID = &cerr.RequestID
+		}
+		if cerr.Suggestion != "" {
+			out.Suggestion = &cerr.Suggestion
+		}
+	}
+	line, _ := json.Marshal(out)
+	fmt.Fprintf(c.stderr, "%s\n", line)
+}
+
+// kindOfExit is the error kind of an exit status of cvsm's own.
+func kindOfExit(code int) string {
+	switch code {
+	case exitUsage:
+		return "configuration"
+	case exitAuth:
+		return "authentication"
+	case exitPermission:
+		return "permission_denied"
+	case exitNotFound:
+		return "not_found"
+	case exitRateLimited:
+		return "rate_limited"
+	case exitAPI:
+		return "api"
+	case exitNetwork:
+		return "network"
+	case exitDecryption:
+		return "decryption"
+	}
+	return "internal"
 }
 
 // exitCodeOf maps an SDK error kind to the exit status the shell client
@@ -194,6 +265,8 @@ func exitCodeOf(kind cvsm.Kind) int {
 		return exitAPI
 	case cvsm.KindNetwork:
 		return exitNetwork
+	case cvsm.KindDecryption:
+		return exitDecryption
 	}
 	return exitFailure
 }
@@ -295,8 +368,10 @@ type settings struct {
 	team        stringFlag
 	environment stringFlag
 	caFile      stringFlag
+	teamKeyFile stringFlag
 	timeout     secondsFlag
 	maxRetries  countFlag
+	errorJSON   boolFlag
 }
 
 // register adds the global flags to fs. The values are flag.Value types
@@ -311,6 +386,24 @@ func (s *settings) register(fs *flag.FlagSet) {
 	fs.Var(&s.maxRetries, "max-retries", "")
 	fs.Var(&s.caFile, "ca-file", "")
 	fs.Var(&s.tokenFile, "token-file", "")
+	fs.Var(&s.errorJSON, "error-json", "")
+	fs.Var(&s.teamKeyFile, "team-key-file", "")
+}
+
+// boolFlag is a flag without a value (--error-json), bound to settings as
+// the others are.
+type boolFlag struct{ value bool }
+
+func (f *boolFlag) String() string   { return strconv.FormatBool(f.value) }
+func (f *boolFlag) IsBoolFlag() bool { return true }
+
+func (f *boolFlag) Set(v string) error {
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		return errors.New("takes no value")
+	}
+	f.value = b
+	return nil
 }
 
 // stringFlag is a string option that is either unset or not blank.
@@ -385,7 +478,13 @@ func (c *cli) client() (*cvsm.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return cvsm.NewClient(opts)
+	client, err := cvsm.NewClient(opts)
+	if err != nil {
+		return nil, err
+	}
+	c.sdk = client
+	c.loadTeamKey()
+	return client, nil
 }
 
 // options are the SDK options the flags and CVSM_* variables give, checked

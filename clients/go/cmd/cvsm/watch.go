@@ -116,7 +116,18 @@ func (c *cli) watchClient() (*cvsm.Client, *watcher, error) {
 	}
 	stream := client.BaseURL() + "/teams/" + url.PathEscape(client.Team()) + "/secrets/changes?" +
 		url.Values{"environment": {client.Environment()}}.Encode()
-	return client, &watcher{hc: hc, url: stream, token: opts.Token}, nil
+	return client, &watcher{hc: hc, url: stream, token: bearer(opts.Token)}, nil
+}
+
+// bearer is the part of token the server knows: an end-to-end team's token
+// (cvsm_<64 hex>.<key>, its shape checked by NewClient) without its key
+// part, which never leaves the process; any other token (a JWT has dots of
+// its own) as it is.
+func bearer(token string) string {
+	if strings.HasPrefix(token, "cvsm_") {
+		token, _, _ = strings.Cut(token, ".")
+	}
+	return token
 }
 
 // watchHTTPClient is the HTTP client of cvsm run --watch: the default

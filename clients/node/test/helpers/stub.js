@@ -1,8 +1,8 @@
 'use strict';
 /**
  * stub: a tiny in-process imitation of the cvsm API (teams, secret list, secret by id, secret by
- * name, JSON export; a team by id or slug) on 127.0.0.1, recording every request, with a queue
- * of one-shot faults for tests.
+ * name, JSON export, an end-to-end team's key; a team by id or slug) on 127.0.0.1, recording
+ * every request, with a queue of one-shot faults for tests.
  */
 
 const fs = require('node:fs');
@@ -44,9 +44,15 @@ function drip(res, intervalMs) {
  * `{dripMs}` (a 200 whose body comes one byte every dripMs) or `{pass: true}` (answer
  * normally). Every answer carries `X-Request-Id: req-<n>`, n counting requests from 1.
  * With `tls: true` it serves https with the test PKI's server certificate (helpers/pki.js).
+ * `token` is the API token it accepts (default TOKEN). With `e2e` (`{team_id, key_version,
+ * wrapped_key}`, replaceable later through `stub.e2e`) the team is end-to-end: `secrets` then
+ * holds envelopes, the by-name answer's secret says `"e2e": true`, and `GET /teams/:team/e2e/key` answers
+ * `e2e`; without it that route answers 400, as the server does for a team that is not.
  */
 class StubServer {
-  constructor({ secrets, tls = false } = {}) {
+  constructor({ secrets, tls = false, token = TOKEN, e2e = null } = {}) {
+    this.token = token;
+    this.e2e = e2e;
     this.requests = [];
     this.faults = [];
     this.teams = [
@@ -133,7 +139,7 @@ class StubServer {
   }
 
   #route(req, res) {
-    if (req.headers.authorization !== `Bearer ${TOKEN}`) {
+    if (req.headers.authorization !== `Bearer ${this.token}`) {
       send(res, 401, { error: 'token tidak valid' });
       return;
     }
@@ -142,6 +148,10 @@ class StubServer {
     if (parts[0] !== 'api' || parts[1] !== 'v1') return send(res, 404, { error: 'tidak ditemukan' });
     const [, , resource, team, sub, id, byName, extra] = parts;
     if (resource === 'teams' && team === undefined) return send(res, 200, { teams: this.teams });
+    if (resource === 'teams' && (team === TEAM_ID || team === TEAM_SLUG) && sub === 'e2e' && id === 'key' && byName === undefined) {
+      if (this.e2e === null) return send(res, 400, { error: 'tim ini bukan tim end-to-end' });
+      return send(res, 200, this.e2e);
+    }
     if (resource !== 'teams' || (team !== TEAM_ID && team !== TEAM_SLUG) || sub !== 'secrets') {
       return send(res, 404, { error: 'tidak ditemukan' });
     }
@@ -153,7 +163,10 @@ class StubServer {
       const values = this.secrets[environment] || {};
       if (!Object.hasOwn(values, byName)) return send(res, 404, { error: 'rahasia tidak ditemukan' });
       return send(res, 200, {
-        secret: { id: this.#idOf(environment, byName), name: byName, environment, type: 'credential' },
+        secret: {
+          id: this.#idOf(environment, byName), name: byName, environment, type: 'credential',
+          e2e: this.e2e !== null,
+        },
         value: values[byName],
       });
     }

@@ -5,6 +5,7 @@ import cvsm, {
   Client,
   ConfigurationError,
   CvsmError,
+  DecryptionError,
   NetworkError,
   PermissionDeniedError,
   RateLimitError,
@@ -53,6 +54,7 @@ export async function main(): Promise<number> {
     return value.length + Object.keys(all).length + names.length + settings.length + (ca ? 1 : 0);
   } catch (error) {
     if (error instanceof SecretNotFoundError) return error.suggestion?.length ?? 0;
+    if (error instanceof DecryptionError) return error.status === null ? -1 : error.status;
     if (error instanceof RateLimitError) return error.retryAfter ?? 0;
     if (error instanceof AuthenticationError || error instanceof PermissionDeniedError) return 401;
     if (error instanceof ConfigurationError || error instanceof ApiError || error instanceof NetworkError) {
@@ -69,3 +71,5 @@ export async function main(): Promise<number> {
 export const version: string = VERSION;
 export const sameClass: boolean = cvsm.Client === Client;
 export const built: CvsmError = new RateLimitError('slow down', { retryAfter: 3, requestId: null });
+export const unopened: CvsmError = new DecryptionError('secret "API_KEY" in production cannot be opened', { requestId: 'req-1' });
+export const sameError: boolean = cvsm.DecryptionError === DecryptionError;

@@ -136,6 +136,32 @@ final class Config
     }
 
     /**
+     * Splits a token (from Config::token()) into the API token sent as the bearer and the key
+     * part of an end-to-end team's token (32 raw bytes), or null for a token without a dot. It
+     * throws ConfigurationException when the token has a dot but is not
+     * `cvsm_<64 hex>.<43 base64url characters>`, or when ext-sodium or ext-openssl, which open
+     * the values, is missing. The message never repeats the token.
+     *
+     * @return array{0: string, 1: ?string}
+     */
+    public static function tokenParts(#[\SensitiveParameter] string $token): array
+    {
+        try {
+            [$apiToken, $privateKey] = E2e::splitToken($token);
+        } catch (E2eError $e) {
+            throw new ConfigurationException(
+                'the token has a dot, so it should be an end-to-end team\'s token with its key part, but it is not one: '
+                . $e->getMessage() . ' (the whole token as it was shown when it was made)'
+            );
+        }
+        if ($privateKey !== null && (!function_exists('sodium_crypto_scalarmult') || !function_exists('openssl_decrypt'))) {
+            throw new ConfigurationException('a token of an end-to-end team needs the PHP extensions sodium and openssl, which open its values');
+        }
+
+        return [$apiToken, $privateKey];
+    }
+
+    /**
      * Returns the "curl_options" option: CURLOPT_* constants => values that
      * the transport applies to every handle after its own. An option the client needs to work as
      * documented (the URL, the method, the headers, redirects, how the answer is read) is refused,

@@ -1,4 +1,5 @@
-"""The part of both clients that does no I/O: configuration, cache, stale-if-error and inject.
+"""The part of both clients that does no I/O: configuration, cache, stale-if-error, inject and
+the opening of an end-to-end team's values.
 
 :class:`BaseClient` writes each operation once, as a *flow*: a generator that yields the steps
 it needs taken (a :class:`~cvsm._protocol.Call` to attempt, a :class:`~cvsm._protocol.Sleep`
@@ -158,6 +159,9 @@ class BaseClient(Generic[Http]):
         self._config = config
         self._on_stale = on_stale
         self._cache = ValueCache(config.cache_ttl, config.stale_if_error, lock=self._new_cache_lock())
+        # An end-to-end team's key, once fetched and opened: kept for the client's life, until
+        # clear_cache or a refused token, whatever cache_ttl is.
+        self._team_key: proto.TeamKey | None = None
         self._transport_ready()
 
     @property
@@ -166,8 +170,13 @@ class BaseClient(Generic[Http]):
         return self._config
 
     def clear_cache(self) -> None:
-        """Forget every cached value, so that the next call fetches again."""
+        """Forget every cached value (and an end-to-end team's key), so that the next call fetches again."""
+        self._forget()
+
+    def _forget(self) -> None:
+        """Empty the cache, kept values included, and drop the team key."""
         self._cache.clear()
+        self._team_key = None
 
     def __repr__(self) -> str:
         return proto.describe(type(self).__name__, self._config)
@@ -194,6 +203,8 @@ class BaseClient(Generic[Http]):
 
         Only after a 404 does the listing decide: a listing means the secret is missing (the
         not-found error, with a suggestion), a 404 or 400 to it a wrong team or base URL.
+        With a token that has its key part, the value served is an envelope, opened here
+        (fetching the team key first when it is not held: a second request).
         """
         environment = self._config.environment
         proto.check_name(name, environment)
@@ -204,6 +215,13 @@ class BaseClient(Generic[Http]):
         generation = cache.generation
         try:
             reply = yield from self._fetch(proto.by_name_call(self._config.team, environment, name))
+            if self._token.private_key() is not None:
+                opened = yield from self._open_flow({name: reply.value.value}, reply.request_id)
+                value = opened[name]
+            elif reply.value.e2e:
+                raise proto.keyless_end_to_end()
+            else:
+                value = reply.value.value
         except SecretNotFoundError as missing:
             listing = yield from self._fetch(proto.listing_call(self._config.team, environment, name))
             raise proto.absent_secret(listing.value, name, environment, missing) from None
@@ -212,11 +230,15 @@ class BaseClient(Generic[Http]):
             if kept is None or not proto.allows_stale(error):
                 raise
             return self._serve_stale(name, kept[0], kept[1], error)
-        cache.put_value(name, reply.value, generation)
-        return reply.value
+        cache.put_value(name, value, generation)
+        return value
 
     def _get_all_flow(self) -> Flow[dict[str, str]]:
-        """Return every secret of the environment: fresh from the cache, else one export."""
+        """Return every secret of the environment: fresh from the cache, else one export.
+
+        With a token that has its key part, every value of the export is an envelope, opened
+        here (after fetching the team key when it is not held).
+        """
         cache = self._cache
         cached = cache.fresh_all()
         if cached is not None:
@@ -224,13 +246,46 @@ class BaseClient(Generic[Http]):
         generation = cache.generation
         try:
             reply = yield from self._fetch(proto.export_call(self._config.team, self._config.environment))
+            values = reply.value
+            if self._token.private_key() is not None:
+                values = yield from self._open_flow(values, reply.request_id)
         except CvsmError as error:
             kept = cache.kept_all()
             if kept is None or not proto.allows_stale(error):
                 raise
             return self._serve_stale(None, kept[0], kept[1], error)
-        cache.put_all(reply.value, generation)
-        return dict(reply.value)
+        cache.put_all(values, generation)
+        return dict(values)
+
+    def _open_flow(self, envelopes: dict[str, str], request_id: str | None) -> Flow[dict[str, str]]:
+        """Return the values sealed in ``envelopes`` (name -> envelope) of an end-to-end team.
+
+        Each is opened with the team id, the client's environment and the name asked for. The
+        team key is fetched when it is not held, or once more when an envelope is sealed under
+        another key version than the held one (after a re-key); a value that still does not
+        open raises :class:`~cvsm.DecryptionError`, which is never retried.
+        """
+        if not envelopes:
+            return {}
+        # Malformed envelopes fail before any key request.
+        versions = {proto.key_version_of(name, envelope, request_id) for name, envelope in envelopes.items()}
+        key = self._team_key
+        if key is None or versions != {key.key_version}:
+            key = yield from self._fetch_team_key()
+        environment = self._config.environment
+        return {
+            name: proto.open_value(name, environment, envelope, key, request_id)
+            for name, envelope in envelopes.items()
+        }
+
+    def _fetch_team_key(self) -> Flow[proto.TeamKey]:
+        """Fetch the team key wrapped to this token, open it with the token's key part, keep it."""
+        private_key = self._token.private_key()
+        assert private_key is not None
+        reply = yield from self._fetch(proto.team_key_call(self._config.team))
+        key = proto.unwrap_team_key(reply.value, private_key, reply.request_id)
+        self._team_key = key
+        return key
 
     def _inject_flow(self, overwrite: bool) -> Flow[list[str]]:
         values = yield from self._get_all_flow()
@@ -264,7 +319,7 @@ class BaseClient(Generic[Http]):
         After a network error, an unreadable 2xx answer or a 502, 503 or 504, the flow pauses
         (full jitter) and tries again, at most ``max_retries`` times; any other error is raised
         at once. An :class:`~cvsm.AuthenticationError` or :class:`~cvsm.PermissionDeniedError`
-        also empties the cache, kept values included.
+        also empties the cache, kept values included, and drops the team key.
         """
         for attempt in itertools.count():
             failure: CvsmError
@@ -281,7 +336,7 @@ class BaseClient(Generic[Http]):
                     failure = exc
             if attempt >= self._config.max_retries or not proto.is_retryable(failure):
                 if isinstance(failure, (AuthenticationError, PermissionDeniedError)):
-                    self._cache.clear()
+                    self._forget()
                 raise failure
             delay = proto.backoff_delay(attempt)
             logger.debug(

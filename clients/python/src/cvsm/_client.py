@@ -37,7 +37,7 @@ class Client(BaseClient[httpx.Client]):
         """Return the value of the secret ``name`` in the client's environment.
 
         Served from the cache when fetched less than ``cache_ttl`` seconds ago, else read with
-        one request. Raise :class:`SecretNotFoundError` when no secret has exactly this
+        one request (and the team key's, on an end-to-end team's first read). Raise :class:`SecretNotFoundError` when no secret has exactly this
         (case-sensitive) name, or when ``name`` is not a valid secret name (then without a
         request). With ``stale_if_error``, a kept value may answer in place of a failed
         refresh (see ``on_stale``).
@@ -57,7 +57,8 @@ class Client(BaseClient[httpx.Client]):
     def get_all(self) -> dict[str, str]:
         """Return every secret of the client's environment as a dict of name -> value.
 
-        One request to the JSON export; the result is cached and answers ``get`` too.
+        One request to the JSON export; the result is cached and answers ``get`` too. A value
+        of an end-to-end team that does not open raises :class:`DecryptionError`.
         """
         return self._run(self._get_all_flow())
 

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 
 import attrs
 
+from . import e2e
 from ._errors import ConfigurationError
 
 ENV_TOKEN = "CVSM_TOKEN"
@@ -68,13 +69,23 @@ class ClientConfig:
 
 @attrs.frozen(repr=False)
 class Token:
-    """The API token, wrapped so that no repr, log line or traceback local shows it."""
+    """The API token, wrapped so that no repr, log line or traceback local shows it.
+
+    A token of an end-to-end team carries its X25519 private key after a dot
+    (``cvsm_<64 hex>.<43 base64url characters>``): only the part before the dot is ever sent,
+    and the key stays here, for opening the team key (see :mod:`cvsm.e2e`).
+    """
 
     _value: str
+    _private_key: bytes | None = None
 
     def reveal(self) -> str:
-        """Return the token itself, for the Authorization header only."""
+        """Return the API token (the part before the dot), for the Authorization header only."""
         return self._value
+
+    def private_key(self) -> bytes | None:
+        """Return the token's X25519 private key (its key part), or ``None`` when it has none."""
+        return self._private_key
 
     def __repr__(self) -> str:
         return "Token('***')"
@@ -106,8 +117,9 @@ def resolve_config(
     """Return the token and the configuration, or raise :class:`ConfigurationError`.
 
     Each option is taken from its argument when given, else from its ``CVSM_*`` variable in
-    ``environ``, else from its default. ``ca_file`` is only checked to be a readable PEM
-    bundle here; :func:`tls_context` loads it.
+    ``environ``, else from its default. A ``cvsm_`` token with a dot must be a token with its
+    key part (``cvsm_<64 hex>.<43 base64url characters>``); the message never shows it.
+    ``ca_file`` is only checked to be a readable PEM bundle here; :func:`tls_context` loads it.
     """
     raw_token = _pick(token, environ, ENV_TOKEN)
     raw_token = raw_token.strip(_TOKEN_WHITESPACE) if raw_token is not None else None
@@ -118,6 +130,16 @@ def resolve_config(
             "the token contains whitespace or characters other than visible ASCII "
             f"(token= or {ENV_TOKEN})"
         )
+
+    api_token, private_key = raw_token, None
+    try:
+        if raw_token.startswith("cvsm_"):  # only an API token has a key part; a JWT has dots of its own
+            api_token, private_key = e2e.split_token(raw_token)
+    except e2e.E2EError:
+        raise ConfigurationError(
+            "the token has a key part but is not of the form cvsm_<64 hex>.<43 base64url characters> "
+            f"(token= or {ENV_TOKEN})"
+        ) from None
 
     raw_base_url = _pick(base_url, environ, ENV_BASE_URL)
     if raw_base_url is None:
@@ -134,7 +156,7 @@ def resolve_config(
 
     raw_environment = _pick(environment, environ, ENV_ENVIRONMENT) or DEFAULT_ENVIRONMENT
 
-    return Token(raw_token), ClientConfig(
+    return Token(api_token, private_key), ClientConfig(
         base_url=raw_base_url,
         team=raw_team.strip(),
         environment=raw_environment.strip(),

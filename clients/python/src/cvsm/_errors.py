@@ -43,9 +43,10 @@ class ConfigurationError(CvsmError):
 
     At construction: the token, base URL or team is missing (the message names the variable,
     e.g. ``CVSM_TOKEN is not set``), an option or variable is invalid, or the CA bundle cannot
-    be read. On use: the server answers that the base URL, the team (id or slug) or the
-    environment is wrong (``status`` 404 or 400). From ``inject``: a secret cannot be put in the
-    process environment.
+    be read; a ``cvsm_`` token with a dot that is not a token with its key part (the message
+    never shows it). On use: the server answers that the base URL, the team (id or slug) or the environment
+    is wrong (``status`` 404 or 400); a token without its key part reads an end-to-end team.
+    From ``inject``: a secret cannot be put in the process environment.
     """
 
 
@@ -122,4 +123,15 @@ class NetworkError(CvsmError):
 
     The connection was refused or dropped, an attempt did not complete within ``timeout``, TLS
     failed, or a 2xx answer was unreadable (not JSON, or not the shape the request promises).
+    """
+
+
+class DecryptionError(CvsmError):
+    """Raised when a value of an end-to-end team does not open with the team key; never retried.
+
+    The envelope the server sent was tampered with, sealed for another secret, environment or
+    team, or malformed; or the team key sent for the token does not open with the token's key
+    part, or is not the key version the value was sealed under (after one fetch of the key).
+    The message names the secret, never a value or a key; ``status`` is ``None`` and
+    ``request_id`` is that of the answer which carried the value (or the key).
     """

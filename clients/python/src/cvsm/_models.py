@@ -47,12 +47,53 @@ def parse_secret_list(body: Any) -> list[SecretSummary]:
     return secrets
 
 
-def parse_secret_value(body: Any) -> str:
-    """Read ``{"secret": {...}, "value": "<plaintext>"}`` and return the value."""
+@attrs.frozen
+class SecretRead:
+    """A read by name: the value as served, and whether the server marks the team end-to-end.
+
+    For an end-to-end team (``e2e``) the value is the sealed envelope, not the plaintext.
+    """
+
+    value: str = attrs.field(repr=False)
+    e2e: bool = False
+
+
+@attrs.frozen
+class WrappedTeamKey:
+    """The answer to ``GET /teams/{team}/e2e/key``: the team key wrapped to the caller."""
+
+    team_id: str
+    key_version: int
+    wrapped_key: str = attrs.field(repr=False)
+
+
+def parse_secret_value(body: Any) -> SecretRead:
+    """Read ``{"secret": {..., "e2e": bool}, "value": "<plaintext or envelope>"}``.
+
+    The team is end-to-end when ``e2e`` is true in the secret object or beside it.
+    """
     value = body.get("value") if isinstance(body, dict) else None
-    if not isinstance(value, str) or not isinstance(body.get("secret"), dict):
+    secret = body.get("secret") if isinstance(body, dict) else None
+    if not isinstance(value, str) or not isinstance(secret, dict):
         raise _unreadable("expected a JSON object with a \"secret\" object and a string \"value\"")
-    return value
+    return SecretRead(value, body.get("e2e") is True or secret.get("e2e") is True)
+
+
+def parse_team_key(body: Any) -> WrappedTeamKey:
+    """Read ``{"team_id": "<uuid>", "key_version": <int>, "wrapped_key": "cvsm-wrap1...."}``."""
+    if not isinstance(body, dict):
+        raise _unreadable("expected a JSON object with team_id, key_version and wrapped_key")
+    team_id, key_version, wrapped = body.get("team_id"), body.get("key_version"), body.get("wrapped_key")
+    if (
+        not isinstance(team_id, str)
+        or not team_id
+        or isinstance(key_version, bool)
+        or not isinstance(key_version, int)
+        or key_version < 1
+        or not isinstance(wrapped, str)
+    ):
+        raise _unreadable("expected a JSON object with team_id, key_version and wrapped_key")
+    return WrappedTeamKey(team_id, key_version, wrapped)
 
 
 def parse_export(body: Any) -> dict[str, str]:

@@ -2,9 +2,9 @@
 
 It says which GETs to make (:class:`Call`), reads their complete answers (:class:`Answer`) into
 values or typed errors, decides what is retried, what may be answered with a stale value and how
-long to wait, checks secret names and what ``inject`` may set, and tells a missing secret from a
-wrong team out of a case-insensitive search. The clients only add the sending, blocking or
-async, around it.
+long to wait, checks secret names and what ``inject`` may set, tells a missing secret from a
+wrong team out of a case-insensitive search, and opens the values of an end-to-end team. The
+clients only add the sending, blocking or async, around it.
 """
 
 from __future__ import annotations
@@ -25,18 +25,28 @@ from urllib.parse import quote
 import attrs
 import httpx
 
+from . import e2e
 from ._config import ClientConfig, Token
 from ._errors import (
     ApiError,
     AuthenticationError,
     ConfigurationError,
     CvsmError,
+    DecryptionError,
     NetworkError,
     PermissionDeniedError,
     RateLimitError,
     SecretNotFoundError,
 )
-from ._models import SecretSummary, parse_export, parse_secret_list, parse_secret_value
+from ._models import (
+    SecretRead,
+    SecretSummary,
+    WrappedTeamKey,
+    parse_export,
+    parse_secret_list,
+    parse_secret_value,
+    parse_team_key,
+)
 from ._version import USER_AGENT
 
 T = TypeVar("T")
@@ -50,11 +60,12 @@ _DIGITS = re.compile(r"[0-9]+")
 
 
 class Endpoint(enum.Enum):
-    """The three requests the client makes; what an error status means depends on which."""
+    """The four requests the client makes; what an error status means depends on which."""
 
     BY_NAME = "by_name"
     LISTING = "listing"
     EXPORT = "export"
+    TEAM_KEY = "team_key"
 
 
 @attrs.frozen
@@ -112,7 +123,7 @@ def request_headers(token: Token) -> dict[str, str]:
     }
 
 
-def by_name_call(team: str, environment: str, name: str) -> Call[str]:
+def by_name_call(team: str, environment: str, name: str) -> Call[SecretRead]:
     """Return the call that reads the value of the secret named exactly ``name``.
 
     ``team`` is the team id or slug as configured: the server takes either in the path.
@@ -147,6 +158,76 @@ def export_call(team: str, environment: str) -> Call[dict[str, str]]:
         {"format": "json", "environment": environment},
         parse_export,
         environment=environment,
+    )
+
+
+def team_key_call(team: str) -> Call[WrappedTeamKey]:
+    """Return the call that fetches the team key of an end-to-end team, wrapped to the token."""
+    return Call(Endpoint.TEAM_KEY, f"/teams/{quote(team, safe='')}/e2e/key", None, parse_team_key)
+
+
+@attrs.frozen(repr=False)
+class TeamKey:
+    """An end-to-end team's key, opened with the token's key part; no repr shows it."""
+
+    team_id: str
+    key_version: int
+    key: bytes
+
+    def __repr__(self) -> str:
+        return f"TeamKey(team_id={self.team_id!r}, key_version={self.key_version})"
+
+
+def unwrap_team_key(wrapped: WrappedTeamKey, private_key: bytes, request_id: str | None) -> TeamKey:
+    """Open the team key the server sent, or raise :class:`DecryptionError`."""
+    try:
+        key = e2e.unwrap_team_key(wrapped.wrapped_key, wrapped.team_id, wrapped.key_version, private_key)
+    except e2e.E2EError as exc:
+        raise DecryptionError(
+            f"the team key sent for this token (key version {wrapped.key_version}) does not open "
+            f"with the token's key part: {exc}",
+            request_id=request_id,
+        ) from None
+    return TeamKey(wrapped.team_id, wrapped.key_version, key)
+
+
+def key_version_of(name: str, envelope: str, request_id: str | None) -> int:
+    """Return the key version ``envelope`` was sealed under, or raise :class:`DecryptionError`."""
+    try:
+        return e2e.parse_envelope(envelope).key_version
+    except e2e.E2EError as exc:
+        raise _undecryptable(name, str(exc), request_id) from None
+
+
+def open_value(name: str, environment: str, envelope: str, key: TeamKey, request_id: str | None) -> str:
+    """Return the value sealed in ``envelope`` for ``name`` in ``environment`` (what was asked for).
+
+    Raise :class:`DecryptionError` naming the secret, never the value or a key, when it does
+    not open: tampered, sealed for another secret, environment or team, malformed, or sealed
+    under another key version than ``key``'s.
+    """
+    version = key_version_of(name, envelope, request_id)
+    if version != key.key_version:
+        raise _undecryptable(
+            name, f"sealed under key version {version}, the team key is version {key.key_version}", request_id
+        )
+    try:
+        return e2e.open_value(envelope, key.key, team_id=key.team_id, environment=environment, name=name)
+    except e2e.E2EError as exc:
+        raise _undecryptable(name, str(exc), request_id) from None
+
+
+def _undecryptable(name: str, reason: str, request_id: str | None) -> DecryptionError:
+    return DecryptionError(
+        f"secret {json.dumps(name, ensure_ascii=False)} does not open: {reason}", request_id=request_id
+    )
+
+
+def keyless_end_to_end() -> ConfigurationError:
+    """Return the error for a token without its key part reading an end-to-end team."""
+    return ConfigurationError(
+        "this team is end-to-end: the token needs its key part (cvsm_<64 hex>.<43 base64url characters), "
+        "as it was shown when it was created (token= or CVSM_TOKEN)"
     )
 
 
@@ -276,6 +357,12 @@ def error_from_answer(call: Call[Any], answer: Answer, token: Token) -> CvsmErro
     if status == 404:
         return ConfigurationError(
             f"{message} (is the base URL the API root, ending in /api/v1, and the team one of yours?)",
+            status=status,
+            request_id=request_id,
+        )
+    if status == 400 and call.endpoint is Endpoint.TEAM_KEY:
+        return ConfigurationError(
+            f"{message} (the token has a key part, but the server says the team is not end-to-end)",
             status=status,
             request_id=request_id,
         )

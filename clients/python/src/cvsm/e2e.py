@@ -293,8 +293,11 @@ def open_share(envelope: str, share_key: bytes) -> str:
 
 
 def split_token(token: str) -> tuple[str, bytes | None]:
-    """``(API token, private key or None)``: the part the server knows, and the key after it."""
-    if "." not in token:
+    """``(API token, private key or None)``: the part the server knows, and the key after it.
+
+    Only an API token (``cvsm_…``) carries a key part; anything else (a JWT has dots of its own)
+    is returned whole."""
+    if not token.startswith("cvsm_") or "." not in token:
         return token, None
     match = _TOKEN_RE.fullmatch(token)
     if match is None:

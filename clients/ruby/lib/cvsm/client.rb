@@ -29,6 +29,13 @@ module Cvsm
       "an object whose values are all strings",
       ->(data) { data.is_a?(Hash) && data.each_value.all? { |value| value.is_a?(String) } }
     )
+    TEAM_KEY = Transport::Shape.new(
+      "an object with a string team_id, an integer key_version and a string wrapped_key",
+      lambda do |data|
+        data.is_a?(Hash) && data["team_id"].is_a?(String) && data["key_version"].is_a?(Integer) &&
+          data["wrapped_key"].is_a?(String)
+      end
+    )
 
     # The statuses that mean the base URL, team or environment is wrong (R9). A 404 to the read
     # by name is not one of them: the listing that follows it decides.
@@ -37,8 +44,11 @@ module Cvsm
     SECRETS_MISCONFIGURED = {
       404 => "check the base URL, which ends in /api/v1, and the team", 400 => WRONG_ENVIRONMENT
     }.freeze
-    private_constant :LISTING, :BY_NAME, :EXPORT, :WRONG_ENVIRONMENT, :BY_NAME_MISCONFIGURED,
-                     :SECRETS_MISCONFIGURED
+    TEAM_KEY_MISCONFIGURED = SECRETS_MISCONFIGURED.merge(
+      400 => "the team is not end-to-end, so its token has no key part"
+    ).freeze
+    private_constant :LISTING, :BY_NAME, :EXPORT, :TEAM_KEY, :WRONG_ENVIRONMENT,
+                     :BY_NAME_MISCONFIGURED, :SECRETS_MISCONFIGURED, :TEAM_KEY_MISCONFIGURED
 
     # Builds a client; every keyword is optional. A keyword that is nil falls back to its
     # +CVSM_*+ variable, then to its default. The proxy variables (+https_proxy+, +http_proxy+,
@@ -46,7 +56,9 @@ module Cvsm
     # first read.
     #
     # @param token [String, nil] API token (+cvsm_...+) or JWT, trimmed of surrounding
-    #   whitespace; +CVSM_TOKEN+. Required.
+    #   whitespace; +CVSM_TOKEN+. Required. The token of an end-to-end team carries its key
+    #   after a dot (+cvsm_<64 hex>.<key>+): only the part before the dot is sent, and the key
+    #   opens the team's values in this process.
     # @param base_url [String, nil] API root including +/api/v1+; +CVSM_BASE_URL+. Required.
     # @param team [String, nil] team id (UUID) or slug; +CVSM_TEAM+. Required.
     # @param environment [String, nil] environment to read; +CVSM_ENVIRONMENT+, then +"production"+
@@ -69,7 +81,8 @@ module Cvsm
     #   the client still sets +use_ssl+, the timeouts, +max_retries = 0+ and, with a +ca_file+,
     #   the CA
     # @raise [Cvsm::ConfigurationError] when the token, base URL or team is missing, or an
-    #   option or variable is invalid (the message names it, never the token)
+    #   option or variable is invalid, a +cvsm_+ token's key part included (the message names
+    #   it, never the token)
     def initialize(token: nil, base_url: nil, team: nil, environment: nil, cache_ttl: nil,
                    timeout: nil, max_retries: nil, ca_file: nil, stale_if_error: nil,
                    on_stale: nil, logger: nil, http_factory: nil)
@@ -83,6 +96,8 @@ module Cvsm
       @cache = Cache.new(@config.cache_ttl, @config.stale_if_error)
       @warned = {} # what a stale-read warning was logged for, until its next successful read
       @warned_mutex = Mutex.new
+      @team_key = nil # an end-to-end team's key (E2E::TeamKey), once fetched, until clear_cache
+      @team_key_mutex = Mutex.new
     end
 
     # @return [String] the API root in use, including +/api/v1+, without a trailing slash
@@ -115,14 +130,17 @@ module Cvsm
     # with one request, +GET /teams/{team}/secrets/by-name/{name}+. When that answers 404, a
     # listing tells a missing secret from a wrong team or base URL. With +stale_if_error+, a
     # refresh that fails with a network error, a 5xx or a 429 returns the kept value instead,
-    # and +on_stale+ and the logger hear of it.
+    # and +on_stale+ and the logger hear of it. In an end-to-end team the value is opened here,
+    # with the team key fetched once (+GET /teams/{team}/e2e/key+, a second request at the
+    # first read) and kept until {#clear_cache}.
     #
     # @param name [String] the secret's name (case-sensitive)
     # @return [String] its value (a new string, which the caller may change)
     # @raise [Cvsm::SecretNotFoundError] when the name is absent (its +suggestion+ names a secret
     #   that differs only in case) or is not a valid secret name (no request is sent)
     # @raise [Cvsm::ConfigurationError] when the server says the base URL, team or environment
-    #   is wrong
+    #   is wrong, or the team is end-to-end and the token has no key part
+    # @raise [Cvsm::DecryptionError] when the team is end-to-end and the value does not open
     # @raise [Cvsm::Error] another subclass for any other failure
     def get(name)
       check_name(name)
@@ -146,19 +164,22 @@ module Cvsm
     # Reads every secret of the client's environment with one request, through the JSON
     # export. The result is cached as a whole and also fills the per-name cache, so a later
     # {#get} makes no request. A failed refresh falls back on a kept result as {#get} does
-    # (+on_stale+ gets a {Cvsm::StaleRead} whose name is nil).
+    # (+on_stale+ gets a {Cvsm::StaleRead} whose name is nil). In an end-to-end team every
+    # value is opened here, as {#get} does.
     #
     # @return [Hash{String => String}] name => value (a new Hash)
-    # @raise [Cvsm::Error] a subclass for the failure it names
+    # @raise [Cvsm::DecryptionError] when the team is end-to-end and a value does not open
+    # @raise [Cvsm::Error] another subclass for the failure it names
     def get_all
       key = [:all, environment]
       cached = @cache.read(key)
       return copy(cached) if cached
 
       refreshing(key, nil) do
-        values = @transport.get_json("/teams/#{segment(team)}/secrets/export",
-                                     { format: "json", environment: environment },
-                                     shape: EXPORT, misconfigured: SECRETS_MISCONFIGURED).data
+        reply = @transport.get_json("/teams/#{segment(team)}/secrets/export",
+                                    { format: "json", environment: environment },
+                                    shape: EXPORT, misconfigured: SECRETS_MISCONFIGURED)
+        values = @config.private_key ? open_values(reply.data, reply.request_id) : reply.data
         frozen = values.to_h { |k, v| [k.dup.freeze, v.dup.freeze] }.freeze
         @cache.write_many(frozen.map { |k, v| [[:secret, environment, k], v] } << [key, frozen])
         forget_warnings([nil, *frozen.keys])
@@ -197,10 +218,11 @@ module Cvsm
     end
 
     # Forgets every cached value, kept ones included, so that the next read asks the server and
-    # has nothing to fall back on.
+    # has nothing to fall back on; in an end-to-end team, the team key too, fetched again at the
+    # next read.
     # @return [nil]
     def clear_cache
-      @cache.clear
+      forget_all
       nil
     end
 
@@ -221,12 +243,18 @@ module Cvsm
     end
 
     # Runs a request; an authentication or permission error (401, 403) empties the whole cache,
-    # kept values included, before it propagates, so a revoked token stops working at once.
+    # kept values and the team key included, before it propagates, so a revoked token stops
+    # working at once.
     def guarded
       yield
     rescue AuthenticationError, PermissionDeniedError
-      @cache.clear
+      forget_all
       raise
+    end
+
+    def forget_all
+      @cache.clear
+      @team_key_mutex.synchronize { @team_key = nil }
     end
 
     # Runs a refresh of the value under +key+ (+name+: the secret, or nil for get_all). When it
@@ -279,11 +307,79 @@ module Cvsm
             "at most 255 characters"
     end
 
-    # The value of +name+, read with one request.
+    # The value of +name+, read with one request; in an end-to-end team, opened (which fetches
+    # the team key first when it is not held).
     def read_by_name(name)
-      @transport.get_json("/teams/#{segment(team)}/secrets/by-name/#{segment(name)}",
-                          { environment: environment },
-                          shape: BY_NAME, misconfigured: BY_NAME_MISCONFIGURED).data["value"]
+      reply = @transport.get_json("/teams/#{segment(team)}/secrets/by-name/#{segment(name)}",
+                                  { environment: environment },
+                                  shape: BY_NAME, misconfigured: BY_NAME_MISCONFIGURED)
+      return open_values({ name => reply.data["value"] }, reply.request_id)[name] if @config.private_key
+      return reply.data["value"] unless end_to_end?(reply.data)
+
+      raise ConfigurationError.new(
+        "secret #{name.inspect} is in an end-to-end team: the token needs its key part " \
+        "(cvsm_<64 hex>.<key>, as it was shown when it was made) to open it",
+        request_id: reply.request_id
+      )
+    end
+
+    # Whether a read by name answered for an end-to-end team: "e2e": true beside the value, or
+    # in the secret object.
+    def end_to_end?(data)
+      data["e2e"] == true || data["secret"]["e2e"] == true
+    end
+
+    # Opens +envelopes+ (name => cvsm-e2e1 envelope) with the team key for the environment and
+    # the names asked for. The key is fetched when none is held or an envelope is sealed under
+    # another key version than the held one (then once only: a version that still differs is a
+    # DecryptionError). A DecryptionError carries the request id of the answer it came from.
+    def open_values(envelopes, request_id)
+      parsed = envelopes.to_h do |name, envelope|
+        [name, E2E.parse_envelope(envelope) ||
+          raise(DecryptionError.new("secret #{name.inspect} of #{environment} is not a sealed value " \
+                                    "(cvsm-e2e1), though the token carries a key", request_id: request_id))]
+      end
+      team_key = team_key_for(parsed.each_value.map(&:key_version).uniq)
+      parsed.to_h do |name, envelope|
+        [name, open_value(envelope, team_key, name, request_id)]
+      end
+    end
+
+    def open_value(envelope, team_key, name, request_id)
+      if envelope.key_version != team_key.key_version
+        raise DecryptionError.new(
+          "secret #{name.inspect} of #{environment} is sealed under key version " \
+          "#{envelope.key_version}, but the team key sent for this token is version #{team_key.key_version}",
+          request_id: request_id
+        )
+      end
+      E2E.open_value(envelope, team_key.key, team_id: team_key.team_id, environment: environment, name: name)
+    rescue DecryptionError => e
+      raise e.request_id ? e : DecryptionError.new(e.message, request_id: request_id)
+    end
+
+    # The team key for values sealed under +versions+: the held one, or one fetched now when none
+    # is held or it is not of every version (nil when there is nothing to open).
+    def team_key_for(versions)
+      @team_key_mutex.synchronize do
+        if versions.any? && (@team_key.nil? || versions.any? { |version| version != @team_key.key_version })
+          @team_key = fetch_team_key
+        end
+        @team_key
+      end
+    end
+
+    # One request, GET /teams/{team}/e2e/key: the team key wrapped to this token, unwrapped with
+    # the token's key part.
+    def fetch_team_key
+      reply = @transport.get_json("/teams/#{segment(team)}/e2e/key", nil,
+                                  shape: TEAM_KEY, misconfigured: TEAM_KEY_MISCONFIGURED)
+      data = reply.data
+      key = E2E.unwrap_team_key(data["wrapped_key"], team_id: data["team_id"], key_version: data["key_version"],
+                                                     private_key: @config.private_key)
+      E2E::TeamKey.new(data["team_id"], data["key_version"], key)
+    rescue DecryptionError => e
+      raise DecryptionError.new(e.message, request_id: reply&.request_id)
     end
 
     # The error for a name the read by name answered 404 to (+answer+), as the listing decides:

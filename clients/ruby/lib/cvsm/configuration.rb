@@ -92,7 +92,9 @@ module Cvsm
                    timeout: nil, max_retries: nil, ca_file: nil, stale_if_error: nil,
                    http_factory: nil, on_stale: nil, logger: nil, env: ENV)
       @env = env
-      @token = Redacted.new(resolve_token(token))
+      bearer, key = resolve_token(token)
+      @token = Redacted.new(bearer)
+      @private_key = key && Redacted.new(key)
       @base_url = normalize_base_url(base_url)
       @team = required(team, "team", "CVSM_TEAM")
       @environment = string_option(environment, "environment") || from_env("CVSM_ENVIRONMENT") ||
@@ -110,8 +112,13 @@ module Cvsm
       @env = nil
     end
 
-    # the bearer token, trimmed and checked.
+    # the bearer token, trimmed and checked: for a token of an end-to-end team, the part before
+    # the dot alone.
     def token = @token.reveal
+
+    # the token's key part (the 32-byte X25519 private key of an end-to-end team's token), or
+    # nil for a token without one. It is never sent anywhere.
+    def private_key = @private_key&.reveal
 
     # Returns the effective settings without the token.
     def to_h
@@ -158,8 +165,9 @@ module Cvsm
         raise(ConfigurationError, "#{variable} is not set (pass #{option}: or set #{variable})")
     end
 
-    # The token, trimmed of surrounding whitespace; nothing but visible ASCII may remain. The
-    # messages never hold the token: work on bytes, so no encoding error can quote it either.
+    # [API token, private key or nil]: the token, trimmed of surrounding whitespace (nothing but
+    # visible ASCII may remain), split from its key part. The messages never hold the token:
+    # work on bytes, so no encoding error can quote it either.
     def resolve_token(explicit)
       source = string_option(explicit, "token") ? "token" : "CVSM_TOKEN"
       token = required(explicit, "token", "CVSM_TOKEN").b.gsub(TOKEN_PADDING, "")
@@ -170,7 +178,18 @@ module Cvsm
               "or a non-ASCII character inside it); the token is not shown"
       end
 
-      token.force_encoding(Encoding::UTF_8)
+      split_token(token.force_encoding(Encoding::UTF_8), source)
+    end
+
+    # [API token, private key or nil]: a token of an end-to-end team carries its key after a
+    # dot (cvsm_<64 hex>.<43 base64url characters>); a cvsm_ token with a dot of any other shape
+    # is refused, without quoting it. A JWT (dots, but no cvsm_ prefix) is not split.
+    def split_token(token, source)
+      E2E.split_token(token)
+    rescue ArgumentError
+      raise ConfigurationError,
+            "#{source} has a key part after its dot but is not cvsm_<64 hex>.<43 base64url " \
+            "characters> (the token of an end-to-end team); the token is not shown"
     end
 
     def normalize_base_url(explicit)

@@ -68,6 +68,13 @@ module Cvsm
   # and 502/503/504 after the retries; +status+ is always set.
   class ApiError < Error; end
 
+  # A value of an end-to-end team does not open with the team key: the envelope was altered or
+  # is malformed, it was sealed for another secret, environment or team, its key version is not
+  # the team key's even after fetching the key again, or the team key sent for the token does
+  # not open with the token's key part. It is never retried and never answered with a kept
+  # value; +status+ is nil. The message names the secret, never a value or a key.
+  class DecryptionError < Error; end
+
   # No usable answer arrived after the retries: connection refused or
   # dropped, a timeout, a TLS failure, or a 2xx answer that is not the JSON the request promises.
   class NetworkError < Error; end

@@ -73,6 +73,7 @@ fn kind_of(err: &cvsm::Error) -> &'static str {
         cvsm::Error::RateLimited { .. } => "rate_limited",
         cvsm::Error::Api { .. } => "api",
         cvsm::Error::Network { .. } => "network",
+        cvsm::Error::Decryption { .. } => "decryption",
         _ => "internal",
     }
 }

@@ -3,6 +3,8 @@
 
 #![allow(dead_code)] // each test binary uses a different part of it
 
+pub mod e2e;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::sync::{Arc, Mutex};

@@ -1,0 +1,77 @@
+package main
+
+// --team-key-file keeps the team key of an end-to-end team between runs, for
+// the shell client, which runs cvsm once per call: the key is read from the
+// file before the first request and written there when this run fetched
+// one, so a later run makes one request instead of two. The shell client
+// names a file in its private cache directory (a per-user tmpfs, mode 0700),
+// where it keeps the values themselves, and removes it with them.
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"os"
+	"path/filepath"
+
+	"github.com/cvsm/cvsm/clients/go/internal/e2ehook"
+)
+
+// keyFile is the file's content.
+type keyFile struct {
+	TeamID     string `json:"team_id"`
+	KeyVersion int    `json:"key_version"`
+	TeamKey    string `json:"team_key"` // base64url, unpadded
+}
+
+// loadTeamKey gives the client the key the file holds, if it holds one. A
+// file that is missing or unreadable is no key: the client fetches it.
+func (c *cli) loadTeamKey() {
+	path := c.settings.teamKeyFile.value
+	if path == "" || c.sdk == nil {
+		return
+	}
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return
+	}
+	var f keyFile
+	if json.Unmarshal(raw, &f) != nil {
+		return
+	}
+	key, err := base64.RawURLEncoding.DecodeString(f.TeamKey)
+	if err != nil {
+		return
+	}
+	e2ehook.Hold(c.sdk, f.TeamID, f.KeyVersion, key)
+}
+
+// saveTeamKey writes the key the client holds to the file when it is not
+// what the file holds already: created with mode 0600 next to it, then
+// renamed over it, so a reader never sees half a file. A failure to write
+// costs only a request next time, so it is not reported.
+func (c *cli) saveTeamKey() {
+	path := c.settings.teamKeyFile.value
+	if path == "" || c.sdk == nil {
+		return
+	}
+	teamID, version, key, ok := e2ehook.Held(c.sdk)
+	if !ok {
+		return
+	}
+	content, err := json.Marshal(keyFile{TeamID: teamID, KeyVersion: version, TeamKey: base64.RawURLEncoding.EncodeToString(key)})
+	if err != nil {
+		return
+	}
+	if old, err := os.ReadFile(path); err == nil && bytes.Equal(old, content) {
+		return
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".cvsm-key-*") // mode 0600
+	if err != nil {
+		return
+	}
+	_, werr := tmp.Write(content)
+	if cerr := tmp.Close(); werr != nil || cerr != nil || os.Rename(tmp.Name(), path) != nil {
+		os.Remove(tmp.Name())
+	}
+}

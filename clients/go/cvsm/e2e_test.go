@@ -1,0 +1,264 @@
+// This file tests the cryptography of end-to-end teams against the
+// repository's shared vectors (conformance/vectors/e2e.json, read where it
+// lies) and HKDF against RFC 5869's own vectors.
+
+package cvsm
+
+import (
+	"bytes"
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/ecdh"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// e2eVectors is conformance/vectors/e2e.json, the fields these tests use.
+type e2eVectors struct {
+	TeamID     string `json:"team_id"`
+	KeyVersion int    `json:"key_version"`
+	TeamKey    string `json:"team_key"`
+	Recipients []struct {
+		What       string `json:"what"`
+		PrivateKey string `json:"private_key"`
+		PublicKey  string `json:"public_key"`
+		WrappedKey string `json:"wrapped_key"`
+	} `json:"recipients"`
+	Token struct {
+		Token      string `json:"token"`
+		APIToken   string `json:"api_token"`
+		PrivateKey string `json:"private_key"`
+	} `json:"token"`
+	BadTokens []string `json:"bad_tokens"`
+	Values    []struct {
+		Name        string `json:"name"`
+		Environment string `json:"environment"`
+		Envelope    string `json:"envelope"`
+		Opens       bool   `json:"opens"`
+		Value       string `json:"value"`
+		Why         string `json:"why"`
+	} `json:"values"`
+}
+
+// loadVectors reads the shared vectors from the repository, relative to
+// this package's folder (clients/go/cvsm).
+func loadVectors(t *testing.T) e2eVectors {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join("..", "..", "..", "conformance", "vectors", "e2e.json"))
+	if err != nil {
+		t.Fatalf("the shared vectors: %v", err)
+	}
+	var v e2eVectors
+	if err := json.Unmarshal(raw, &v); err != nil {
+		t.Fatal(err)
+	}
+	if len(v.Recipients) == 0 || len(v.Values) == 0 || len(v.BadTokens) == 0 {
+		t.Fatal("the vectors file has no recipients, values or bad tokens")
+	}
+	return v
+}
+
+func mustB64u(t *testing.T, s string) []byte {
+	t.Helper()
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func TestEveryRecipientsWrapOpensToTheTeamKey(t *testing.T) {
+	v := loadVectors(t)
+	for _, r := range v.Recipients {
+		key, err := unwrapTeamKey(r.WrappedKey, v.TeamID, v.KeyVersion, mustB64u(t, r.PrivateKey))
+		if err != nil {
+			t.Fatalf("%s: %v", r.What, err)
+		}
+		if !bytes.Equal(key, mustB64u(t, v.TeamKey)) {
+			t.Errorf("%s: unwrapped a key that is not team_key", r.What)
+		}
+		priv, _ := ecdh.X25519().NewPrivateKey(mustB64u(t, r.PrivateKey))
+		if !bytes.Equal(priv.PublicKey().Bytes(), mustB64u(t, r.PublicKey)) {
+			t.Errorf("%s: the public key is not the private key's", r.What)
+		}
+		// The wrap is bound to the team and the key version.
+		if _, err := unwrapTeamKey(r.WrappedKey, v.TeamID, v.KeyVersion+1, mustB64u(t, r.PrivateKey)); err == nil {
+			t.Errorf("%s: the wrap opened for another key version", r.What)
+		}
+		if _, err := unwrapTeamKey(r.WrappedKey, otherTeam, v.KeyVersion, mustB64u(t, r.PrivateKey)); err == nil {
+			t.Errorf("%s: the wrap opened for another team", r.What)
+		}
+	}
+	// A wrap for one recipient does not open with another's key.
+	if _, err := unwrapTeamKey(v.Recipients[0].WrappedKey, v.TeamID, v.KeyVersion, mustB64u(t, v.Recipients[1].PrivateKey)); err == nil {
+		t.Error("the member's wrap opened with the token's key")
+	}
+}
+
+func TestEveryVectorValueOpensOrFailsAsTheVectorsSay(t *testing.T) {
+	v := loadVectors(t)
+	teamKey := mustB64u(t, v.TeamKey)
+	for i, tc := range v.Values {
+		got, err := openValue(tc.Envelope, teamKey, v.TeamID, tc.Environment, tc.Name)
+		switch {
+		case tc.Opens && err != nil:
+			t.Errorf("values[%d] (%s in %s): %v", i, tc.Name, tc.Environment, err)
+		case tc.Opens && got != tc.Value:
+			t.Errorf("values[%d] (%s in %s): opened to another value", i, tc.Name, tc.Environment)
+		case !tc.Opens && err == nil:
+			t.Errorf("values[%d] (%s): opened, but %s", i, tc.Name, tc.Why)
+		case !tc.Opens:
+			var e2e *errE2E
+			if !errors.As(err, &e2e) {
+				t.Errorf("values[%d]: error %T, want the package's e2e error", i, err)
+			}
+		}
+	}
+}
+
+func TestVectorTokenSplitsIntoTheAPITokenAndItsKey(t *testing.T) {
+	v := loadVectors(t)
+	bearer, key, err := splitToken(v.Token.Token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bearer != v.Token.APIToken || !bytes.Equal(key, mustB64u(t, v.Token.PrivateKey)) {
+		t.Errorf("split into %q and another key", bearer)
+	}
+	// Tokens without a dot, and JWTs, pass whole without a key.
+	for _, plain := range []string{v.Token.APIToken, testToken, "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.c2lnbmF0dXJl"} {
+		if b, k, err := splitToken(plain); b != plain || k != nil || err != nil {
+			t.Errorf("splitToken(%q) = %q, %v, %v", plain, b, k, err)
+		}
+	}
+}
+
+func TestVectorBadTokensAreConfigurationErrorsThatQuoteNothing(t *testing.T) {
+	v := loadVectors(t)
+	// A key part whose last character has bits set past the 32 bytes is not
+	// canonical base64url: refused too, so a key has one spelling.
+	last := v.Token.Token[len(v.Token.Token)-1]
+	odd := "B" // 1 and 2: low bits the 43rd character may not have
+	if last == 'B' {
+		odd = "C"
+	}
+	noncanonical := v.Token.Token[:len(v.Token.Token)-1] + odd
+	for _, bad := range append(append([]string{}, v.BadTokens...), noncanonical) {
+		clearEnv(t)
+		c, err := NewClient(Options{Token: bad, BaseURL: "http://127.0.0.1:1/api/v1", Team: v.TeamID})
+		if c != nil || !errors.Is(err, ErrConfiguration) {
+			t.Fatalf("token %q: want a configuration error, got %v", bad, err)
+		}
+		head, tail, _ := strings.Cut(bad, ".")
+		for _, part := range []string{head, tail} {
+			if len(part) >= 4 && strings.Contains(err.Error(), part) {
+				t.Errorf("the message quotes the token: %v", err)
+			}
+		}
+	}
+}
+
+// RFC 5869, appendix A, test cases 1 to 3 (SHA-256).
+func TestHKDFSHA256MatchesRFC5869(t *testing.T) {
+	seq := func(from, to int) []byte {
+		var b []byte
+		for i := from; i <= to; i++ {
+			b = append(b, byte(i))
+		}
+		return b
+	}
+	h := func(s string) []byte {
+		b, err := hex.DecodeString(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	cases := []struct {
+		ikm, salt, info []byte
+		okm             string
+	}{
+		{bytes.Repeat([]byte{0x0b}, 22), seq(0x00, 0x0c), seq(0xf0, 0xf9),
+			"3cb25f25faacd57a90434f64d0362f2a2d2d0a90cf1a5a4c5db02d56ecc4c5bf34007208d5b887185865"},
+		{seq(0x00, 0x4f), seq(0x60, 0xaf), seq(0xb0, 0xff),
+			"b11e398dc80327a1c8e7f78c596a49344f012eda2d4efad8a050cc4c19afa97c59045a99cac7827271cb41c65e590e09da3275600c2f09b8367793a9aca3db71cc30c58179ec3e87c14c01d5c1f3434f1d87"},
+		{bytes.Repeat([]byte{0x0b}, 22), nil, nil,
+			"8da4e775a563c18f715f802a063c5a31b8a11f5c5ee1879ec3454e5f3c738d2d9d201395faa4b61a96c8"},
+	}
+	for i, tc := range cases {
+		want := h(tc.okm)
+		if got := hkdfSHA256(tc.ikm, tc.salt, tc.info, len(want)); !bytes.Equal(got, want) {
+			t.Errorf("test case %d: OKM %x", i+1, got)
+		}
+	}
+}
+
+// The sealing half, for the tests only (no program of this module writes
+// to an end-to-end team): docs/e2e.md's formats with fresh randomness.
+
+func b64u(b []byte) string { return base64.RawURLEncoding.EncodeToString(b) }
+
+func gcmSeal(t *testing.T, key, plain, aad []byte) (nonce, ct []byte) {
+	t.Helper()
+	block, err := aes.NewCipher(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gcm, err := cipher.NewGCM(block)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nonce = make([]byte, 12)
+	_, _ = rand.Read(nonce)
+	return nonce, gcm.Seal(nil, nonce, plain, aad)
+}
+
+// sealForTest is a cvsm-e2e1 envelope of value.
+func sealForTest(t *testing.T, value string, teamKey []byte, keyVersion int, teamID, secretID string, version int, environment, name string) string {
+	t.Helper()
+	nonce, ct := gcmSeal(t, teamKey, []byte(value), valueAAD(teamID, secretID, version, environment, name))
+	return "cvsm-e2e1." + strconv.Itoa(keyVersion) + "." + secretID + "." + strconv.Itoa(version) + "." + b64u(nonce) + "." + b64u(ct)
+}
+
+// wrapForTest is a cvsm-wrap1 wrap of teamKey to the recipient whose
+// private key is recipientPrivate.
+func wrapForTest(t *testing.T, teamKey []byte, teamID string, keyVersion int, recipientPrivate []byte) string {
+	t.Helper()
+	recipient, err := ecdh.X25519().NewPrivateKey(recipientPrivate)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eph, err := ecdh.X25519().GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	shared, err := eph.ECDH(recipient.PublicKey())
+	if err != nil {
+		t.Fatal(err)
+	}
+	salt := append(append([]byte{}, eph.PublicKey().Bytes()...), recipient.PublicKey().Bytes()...)
+	wrapping := hkdfSHA256(shared, salt, []byte("cvsm-e2e:v1:wrap"), 32)
+	nonce, ct := gcmSeal(t, wrapping, teamKey, teamKeyAAD(teamID, keyVersion))
+	return "cvsm-wrap1." + b64u(eph.PublicKey().Bytes()) + "." + b64u(nonce) + "." + b64u(ct)
+}
+
+func TestTheTestSealersRoundTripThroughTheOpeners(t *testing.T) {
+	v := loadVectors(t)
+	teamKey := mustB64u(t, v.TeamKey)
+	sealed := sealForTest(t, "nilai", teamKey, 3, v.TeamID, "0b6d3e2a-8f41-4a5c-b3d2-7e9c1f0a4b58", 4, "staging", "X")
+	if got, err := openValue(sealed, teamKey, v.TeamID, "staging", "X"); err != nil || got != "nilai" {
+		t.Fatalf("openValue = %q, %v", got, err)
+	}
+	wrapped := wrapForTest(t, teamKey, v.TeamID, 3, mustB64u(t, v.Token.PrivateKey))
+	if got, err := unwrapTeamKey(wrapped, v.TeamID, 3, mustB64u(t, v.Token.PrivateKey)); err != nil || !bytes.Equal(got, teamKey) {
+		t.Fatalf("unwrapTeamKey: %v", err)
+	}
+}

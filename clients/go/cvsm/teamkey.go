@@ -1,0 +1,187 @@
+// This file owns what a Client does for an end-to-end team when its token
+// carries a key part: it fetches the team key wrapped for the token once
+// (GET .../teams/{team}/e2e/key), unwraps it, keeps it for the client's life
+// (until ClearCache, or a 401 or 403) and opens each sealed value with the
+// environment and name the caller asked for. See e2e.go for the formats.
+
+package cvsm
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"sort"
+	"sync"
+
+	"github.com/cvsm/cvsm/clients/go/internal/e2ehook"
+)
+
+// The cvsm command keeps the team key between its runs through these (see
+// internal/e2ehook); nothing else of this module can reach them.
+func init() {
+	e2ehook.Held = func(client any) (string, int, []byte, bool) {
+		c, ok := client.(*Client)
+		if !ok || c.keys == nil {
+			return "", 0, nil, false
+		}
+		held := c.keys.get()
+		if held == nil {
+			return "", 0, nil, false
+		}
+		return held.teamID, held.version, append([]byte(nil), held.key()...), true
+	}
+	e2ehook.Hold = func(client any, teamID string, keyVersion int, key []byte) {
+		if c, ok := client.(*Client); ok && c.keys != nil && len(key) == e2eKeySize && teamID != "" && keyVersion > 0 {
+			key = append([]byte(nil), key...)
+			c.keys.set(&heldKey{teamID: teamID, version: keyVersion, key: func() []byte { return key }})
+		}
+	}
+}
+
+// heldKey is an unwrapped team key, with the team id and key version it
+// was wrapped for. The key sits in a closure, out of reach of printers.
+type heldKey struct {
+	teamID  string
+	version int
+	key     func() []byte
+}
+
+// keyring holds the team key of an end-to-end team. fetchMu makes
+// concurrent reads that need the key wait for one fetch instead of making
+// one each.
+type keyring struct {
+	fetchMu sync.Mutex
+	mu      sync.Mutex
+	held    *heldKey
+}
+
+func (k *keyring) get() *heldKey {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.held
+}
+
+func (k *keyring) set(h *heldKey) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.held = h
+}
+
+// clear forgets the team key, so the next read fetches it again.
+func (k *keyring) clear() { k.set(nil) }
+
+// keyAnswer is the answer of GET .../e2e/key: the team key wrapped for the
+// caller.
+type keyAnswer struct {
+	TeamID     *string `json:"team_id"`
+	KeyVersion *int    `json:"key_version"`
+	WrappedKey *string `json:"wrapped_key"`
+}
+
+func (a *keyAnswer) valid() bool {
+	return a.TeamID != nil && *a.TeamID != "" && a.KeyVersion != nil && *a.KeyVersion > 0 && a.WrappedKey != nil
+}
+
+// endToEnd reports whether the client's token carries a key part.
+func (c *Client) endToEnd() bool { return c.cfg.key != nil }
+
+// readValue is the value of a by-name answer for name in env: the answer's
+// value for a plain token; for a token with a key part, the value opened
+// from its envelope. A by-name answer marked "e2e" (in its secret, where
+// the server puts it, or beside the value) read with a token without a key
+// part is a KindConfiguration error.
+func (c *Client) readValue(ctx context.Context, env, name string, one *valueAnswer, requestID string) (string, error) {
+	if !c.endToEnd() {
+		if one.Secret.E2E || one.E2E {
+			e := newError(KindConfiguration, "team %q is end-to-end: its values are sealed, and the token needs its key part (cvsm_….<key>, as it was shown when it was created) to open them", c.cfg.team)
+			e.RequestID = requestID
+			return "", e
+		}
+		return *one.Value, nil
+	}
+	opened, err := c.openAll(ctx, env, map[string]string{name: *one.Value}, requestID)
+	if err != nil {
+		return "", err
+	}
+	return opened[name], nil
+}
+
+// openAll opens every sealed value of sealed (name -> envelope) read from
+// env, with the team key of the envelopes' key version: the key held, or
+// else the one fetched now (once per call). A value that does not open is a
+// KindDecryption error naming its secret, with the request id of the
+// answer that served it.
+func (c *Client) openAll(ctx context.Context, env string, sealed map[string]string, requestID string) (map[string]string, error) {
+	names := make([]string, 0, len(sealed))
+	for name := range sealed {
+		names = append(names, name)
+	}
+	sort.Strings(names) // the first failing name is the same every time
+	envelopes := make(map[string]envelope, len(sealed))
+	for _, name := range names {
+		e, err := parseEnvelope(sealed[name])
+		if err != nil {
+			return nil, decryptionError(name, env, requestID, err)
+		}
+		envelopes[name] = e
+	}
+	key := c.keys.get()
+	for _, name := range names {
+		if key == nil || envelopes[name].keyVersion != key.version {
+			var err error
+			if key, err = c.fetchTeamKey(ctx, key); err != nil {
+				return nil, err
+			}
+			break
+		}
+	}
+	opened := make(map[string]string, len(sealed))
+	for _, name := range names {
+		e := envelopes[name]
+		if e.keyVersion != key.version {
+			return nil, decryptionError(name, env, requestID,
+				fmt.Errorf("it is sealed under key version %d, and the team key this token holds is version %d", e.keyVersion, key.version))
+		}
+		value, err := openEnvelope(e, key.key(), key.teamID, env, name)
+		if err != nil {
+			return nil, decryptionError(name, env, requestID, err)
+		}
+		opened[name] = value
+	}
+	return opened, nil
+}
+
+// fetchTeamKey asks the server for the team key wrapped for this token,
+// unwraps it with the token's key part and holds it. stale is the key the
+// caller found wanting (nil when none was held): when another goroutine has
+// meanwhile fetched a different one, that one is used without a request.
+func (c *Client) fetchTeamKey(ctx context.Context, stale *heldKey) (*heldKey, error) {
+	c.keys.fetchMu.Lock()
+	defer c.keys.fetchMu.Unlock()
+	if held := c.keys.get(); held != nil && held != stale {
+		return held, nil
+	}
+	var answer keyAnswer
+	path := "/teams/" + url.PathEscape(c.cfg.team) + "/e2e/key"
+	requestID, err := c.getJSON(ctx, endpointE2EKey, path, nil, &answer)
+	if err != nil {
+		return nil, err
+	}
+	key, err := unwrapTeamKey(*answer.WrappedKey, *answer.TeamID, *answer.KeyVersion, c.cfg.key())
+	if err != nil {
+		e := newError(KindDecryption, "the team key the server holds for this token does not open with the token's key part: %v (was the token copied from another team, or re-created?)", err)
+		e.RequestID = requestID
+		return nil, e
+	}
+	held := &heldKey{teamID: *answer.TeamID, version: *answer.KeyVersion, key: func() []byte { return key }}
+	c.keys.set(held)
+	return held, nil
+}
+
+// decryptionError is the KindDecryption error of secret name in env. why
+// comes from this package's own checks and never holds a value or a key.
+func decryptionError(name, env, requestID string, why error) *Error {
+	e := newError(KindDecryption, "the value of secret %s in %s cannot be opened: %v", quoteName(name), env, why)
+	e.RequestID = requestID
+	return e
+}

@@ -1,0 +1,386 @@
+// This file tests a Client reading an end-to-end team with a token that
+// carries its key part, against a stub of the server's end-to-end answers
+// built from the shared vectors.
+
+package cvsm
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+)
+
+const (
+	e2eSecretDB  = "0b6d3e2a-8f41-4a5c-b3d2-7e9c1f0a4b58" // the vectors' DATABASE_URL
+	e2eSecretAPI = "c2a7f9e1-5b3d-4e8a-9f60-1d2c3b4a5e6f"
+)
+
+// e2eStub answers as the server does for an end-to-end team: by-name reads
+// with "e2e": true and the envelope as value, the JSON export of
+// envelopes, and GET .../e2e/key with the wrap for the vectors' token.
+type e2eStub struct {
+	t   *testing.T
+	v   e2eVectors
+	srv *httptest.Server
+
+	mu         sync.Mutex
+	requests   []recorded
+	sealed     map[string]map[string]string // environment -> name -> envelope
+	keyVersion int
+	wrapped    string
+	keyStatus  int  // when not 0, GET .../e2e/key answers this status
+	markBeside bool // "e2e": true beside the value instead of in the secret
+}
+
+func newE2EStub(t *testing.T) *e2eStub {
+	t.Helper()
+	v := loadVectors(t)
+	s := &e2eStub{t: t, v: v, keyVersion: v.KeyVersion}
+	for _, r := range v.Recipients {
+		if r.What == "token" {
+			s.wrapped = r.WrappedKey
+		}
+	}
+	teamKey := mustB64u(t, v.TeamKey)
+	s.sealed = map[string]map[string]string{
+		"production": {
+			"DATABASE_URL": v.Values[0].Envelope, // the vectors' own envelope
+			"API_KEY":      sealForTest(t, apiKeyVal, teamKey, v.KeyVersion, v.TeamID, e2eSecretAPI, 2, "production", "API_KEY"),
+		},
+		"staging": {"API_KEY": v.Values[2].Envelope},
+	}
+	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
+	t.Cleanup(s.srv.Close)
+	return s
+}
+
+func (s *e2eStub) serve(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.requests = append(s.requests, recorded{r.Method, r.URL.Path, r.URL.EscapedPath(), r.URL.RawQuery, r.Header.Clone()})
+	w.Header().Set("X-Request-Id", fmt.Sprintf("req-%d", len(s.requests)))
+	if r.Header.Get("Authorization") != "Bearer "+s.v.Token.APIToken {
+		writeJSON(w, 401, map[string]any{"error": "token tidak valid"})
+		return
+	}
+	team := "/api/v1/teams/" + s.v.TeamID
+	env := r.URL.Query().Get("environment")
+	switch path := r.URL.Path; {
+	case path == team+"/e2e/key" && s.keyStatus != 0:
+		writeJSON(w, s.keyStatus, map[string]any{"error": "tidak boleh"})
+	case path == team+"/e2e/key":
+		writeJSON(w, 200, map[string]any{"team_id": s.v.TeamID, "key_version": s.keyVersion, "wrapped_key": s.wrapped})
+	case path == team+"/secrets/export":
+		out := map[string]string{}
+		for name, sealed := range s.sealed[env] {
+			out[name] = sealed
+		}
+		writeJSON(w, 200, out)
+	case strings.HasPrefix(path, team+"/secrets/by-name/"):
+		name := strings.TrimPrefix(path, team+"/secrets/by-name/")
+		sealed, ok := s.sealed[env][name]
+		if !ok {
+			writeJSON(w, 404, map[string]any{"error": "rahasia tidak ditemukan"})
+			return
+		}
+		// The server marks the secret; docs/e2e.md first put the mark beside the value.
+		secret := map[string]any{"name": name, "environment": env, "e2e": !s.markBeside}
+		writeJSON(w, 200, map[string]any{"secret": secret, "value": sealed, "e2e": s.markBeside})
+	case path == team+"/secrets":
+		writeJSON(w, 200, map[string]any{"secrets": []any{}, "total": 0})
+	default:
+		writeJSON(w, 404, map[string]any{"error": "tidak ditemukan"})
+	}
+}
+
+func (s *e2eStub) set(f func(s *e2eStub)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f(s)
+}
+
+// take returns the paths requested since the last take.
+func (s *e2eStub) take() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for _, r := range s.requests {
+		out = append(out, strings.TrimPrefix(r.path, "/api/v1/teams/"+s.v.TeamID))
+	}
+	s.requests = nil
+	return out
+}
+
+func (s *e2eStub) client(t *testing.T, opts Options) testClient {
+	t.Helper()
+	clearEnv(t)
+	if opts.Token == "" {
+		opts.Token = s.v.Token.Token
+	}
+	opts.BaseURL, opts.Team = s.srv.URL+"/api/v1", s.v.TeamID
+	return newTestClient(t, nil, opts) // nil: the options name this stub
+}
+
+func wantPaths(t *testing.T, got []string, want ...string) {
+	t.Helper()
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Fatalf("requests %q, want %q", got, want)
+	}
+}
+
+func TestE2EGetReadsThenFetchesTheKeyOnceAndOpensTheValue(t *testing.T) {
+	s := newE2EStub(t)
+	c := s.client(t, Options{CacheTTL: NoCache})
+	v, err := c.Get(ctx, "DATABASE_URL")
+	if err != nil || v != s.v.Values[0].Value {
+		t.Fatalf("Get = %q, %v", v, err)
+	}
+	wantPaths(t, s.take(), "/secrets/by-name/DATABASE_URL", "/e2e/key")
+	// The key is held: the next read is one request.
+	if v, err := c.Get(ctx, "API_KEY"); err != nil || v != apiKeyVal {
+		t.Fatalf("Get = %q, %v", v, err)
+	}
+	wantPaths(t, s.take(), "/secrets/by-name/API_KEY")
+}
+
+func TestE2EBearerIsTheTokenWithoutItsKeyPart(t *testing.T) {
+	s := newE2EStub(t)
+	c := s.client(t, Options{})
+	if _, err := c.Get(ctx, "DATABASE_URL"); err != nil {
+		t.Fatal(err)
+	}
+	s.mu.Lock()
+	reqs := append([]recorded(nil), s.requests...)
+	s.mu.Unlock()
+	if len(reqs) != 2 {
+		t.Fatalf("%d requests", len(reqs))
+	}
+	for _, r := range reqs {
+		if got := r.header.Get("Authorization"); got != "Bearer "+s.v.Token.APIToken {
+			t.Errorf("%s: Authorization %q", r.path, got)
+		}
+		for name, values := range r.header {
+			for _, value := range values {
+				if strings.Contains(value, s.v.Token.PrivateKey) {
+					t.Errorf("%s: header %s carries the key part", r.path, name)
+				}
+			}
+		}
+		if strings.Contains(r.rawPath+r.query, s.v.Token.PrivateKey) {
+			t.Errorf("%s: the URL carries the key part", r.path)
+		}
+	}
+}
+
+func TestE2ECachedValuesAreTheOpenedOnesAndClearCacheRefetchesTheKey(t *testing.T) {
+	s := newE2EStub(t)
+	c := s.client(t, Options{})
+	if _, err := c.Get(ctx, "DATABASE_URL"); err != nil {
+		t.Fatal(err)
+	}
+	s.take()
+	if v, info, err := c.GetWithInfo(ctx, "DATABASE_URL"); err != nil || !info.Cached || v != s.v.Values[0].Value {
+		t.Fatalf("cached Get = %q, %+v, %v", v, info, err)
+	}
+	wantPaths(t, s.take())
+	c.ClearCache()
+	if v, err := c.Get(ctx, "DATABASE_URL"); err != nil || v != s.v.Values[0].Value {
+		t.Fatalf("Get = %q, %v", v, err)
+	}
+	wantPaths(t, s.take(), "/secrets/by-name/DATABASE_URL", "/e2e/key")
+}
+
+func TestE2EGetAllAndInjectOpenEveryValue(t *testing.T) {
+	s := newE2EStub(t)
+	c := s.client(t, Options{})
+	all, err := c.GetAll(ctx)
+	want := map[string]string{"DATABASE_URL": s.v.Values[0].Value, "API_KEY": apiKeyVal}
+	if err != nil || fmt.Sprint(all) != fmt.Sprint(want) {
+		t.Fatalf("GetAll = %v, %v", len(all), err)
+	}
+	wantPaths(t, s.take(), "/secrets/export", "/e2e/key")
+	if v, err := c.Get(ctx, "API_KEY"); err != nil || v != apiKeyVal {
+		t.Fatalf("Get after GetAll = %q, %v", v, err)
+	}
+	wantPaths(t, s.take())
+
+	staging := s.client(t, Options{Environment: "staging"})
+	for _, name := range []string{"API_KEY", "DATABASE_URL"} {
+		t.Setenv(name, "")
+		os.Unsetenv(name)
+	}
+	names, err := staging.Inject(ctx)
+	if err != nil || len(names) != 1 || os.Getenv("API_KEY") != s.v.Values[2].Value {
+		t.Fatalf("Inject = %v, %v", names, err)
+	}
+	wantPaths(t, s.take(), "/secrets/export", "/e2e/key")
+}
+
+func TestE2EValueThatDoesNotOpenIsADecryptionErrorNeverRetried(t *testing.T) {
+	v := loadVectors(t)
+	for i, tc := range v.Values {
+		if tc.Opens {
+			continue
+		}
+		s := newE2EStub(t)
+		// The server serves, as the production DATABASE_URL, what the vector
+		// says does not open for tc's environment and name: the environment
+		// and name asked for are the ones the value is checked against.
+		asked := map[string]string{"environment": "production", "name": "DATABASE_URL"}
+		sealed := tc.Envelope
+		if tc.Environment != "production" || tc.Name != "DATABASE_URL" {
+			sealed = v.Values[0].Envelope // sealed for production's DATABASE_URL
+			asked = map[string]string{"environment": tc.Environment, "name": tc.Name}
+		}
+		s.set(func(s *e2eStub) {
+			s.sealed = map[string]map[string]string{asked["environment"]: {asked["name"]: sealed}}
+		})
+		c := s.client(t, Options{Environment: asked["environment"]})
+		_, err := c.Get(ctx, asked["name"])
+		var ce *Error
+		if !errors.Is(err, ErrDecryption) || !errors.As(err, &ce) || ce.Kind != KindDecryption || ce.Status != 0 {
+			t.Fatalf("values[%d] (%s): want a decryption error, got %v", i, tc.Why, err)
+		}
+		if !strings.Contains(ce.Message, `"`+asked["name"]+`"`) || ce.RequestID != "req-1" {
+			t.Errorf("values[%d]: the error names no secret or request id: %q %q", i, ce.Message, ce.RequestID)
+		}
+		for _, secret := range []string{sealed, v.TeamKey, v.Token.PrivateKey, v.Values[0].Value} {
+			if strings.Contains(err.Error(), secret) {
+				t.Errorf("values[%d]: the message holds a value, envelope or key: %v", i, err)
+			}
+		}
+		if paths := s.take(); len(paths) > 2 {
+			t.Errorf("values[%d]: retried: %q", i, paths)
+		}
+		// Nor is it served from the stale cache or cached.
+		if _, err := c.GetAll(ctx); !errors.Is(err, ErrDecryption) {
+			t.Errorf("values[%d]: GetAll: %v", i, err)
+		}
+	}
+}
+
+func TestE2EEnvelopeOfANewKeyVersionRefetchesTheKeyOnce(t *testing.T) {
+	s := newE2EStub(t)
+	c := s.client(t, Options{CacheTTL: NoCache})
+	if _, err := c.Get(ctx, "DATABASE_URL"); err != nil {
+		t.Fatal(err)
+	}
+	s.take()
+	// The team is re-keyed: version 3, values re-sealed, a new wrap.
+	newKey := bytes.Repeat([]byte{7}, 32)
+	s.set(func(s *e2eStub) {
+		s.keyVersion = 3
+		s.wrapped = wrapForTest(t, newKey, s.v.TeamID, 3, mustB64u(t, s.v.Token.PrivateKey))
+		s.sealed["production"]["DATABASE_URL"] = sealForTest(t, "rotated", newKey, 3, s.v.TeamID, e2eSecretDB, 2, "production", "DATABASE_URL")
+	})
+	if v, err := c.Get(ctx, "DATABASE_URL"); err != nil || v != "rotated" {
+		t.Fatalf("Get = %q, %v", v, err)
+	}
+	wantPaths(t, s.take(), "/secrets/by-name/DATABASE_URL", "/e2e/key")
+	if _, err := c.Get(ctx, "DATABASE_URL"); err != nil {
+		t.Fatal(err)
+	}
+	wantPaths(t, s.take(), "/secrets/by-name/DATABASE_URL")
+
+	// An envelope of a version the server's wrap does not have: one refetch,
+	// then a decryption error.
+	s.set(func(s *e2eStub) {
+		s.sealed["production"]["DATABASE_URL"] = sealForTest(t, "x", newKey, 4, s.v.TeamID, e2eSecretDB, 3, "production", "DATABASE_URL")
+	})
+	_, err := c.Get(ctx, "DATABASE_URL")
+	if !errors.Is(err, ErrDecryption) || !strings.Contains(err.Error(), "key version 4") {
+		t.Fatalf("want a decryption error naming the key version, got %v", err)
+	}
+	wantPaths(t, s.take(), "/secrets/by-name/DATABASE_URL", "/e2e/key")
+}
+
+func TestE2EWrapThatDoesNotOpenIsADecryptionError(t *testing.T) {
+	s := newE2EStub(t)
+	s.set(func(s *e2eStub) { s.wrapped = s.v.Recipients[0].WrappedKey }) // the member's wrap
+	c := s.client(t, Options{})
+	_, err := c.Get(ctx, "DATABASE_URL")
+	var ce *Error
+	if !errors.As(err, &ce) || ce.Kind != KindDecryption || ce.RequestID != "req-2" {
+		t.Fatalf("want a decryption error from the key answer, got %v", err)
+	}
+}
+
+func TestE2EKeyAnswersMapToTheUsualKinds(t *testing.T) {
+	for status, want := range map[int]error{403: ErrPermissionDenied, 400: ErrConfiguration, 404: ErrConfiguration, 401: ErrAuthentication} {
+		s := newE2EStub(t)
+		s.set(func(s *e2eStub) { s.keyStatus = status })
+		c := s.client(t, Options{})
+		if _, err := c.Get(ctx, "DATABASE_URL"); !errors.Is(err, want) {
+			t.Errorf("key answered %d: got %v, want %v", status, err, want)
+		}
+	}
+}
+
+func TestE2EAnswerReadWithAKeylessTokenIsAConfigurationError(t *testing.T) {
+	for _, beside := range []bool{false, true} {
+		s := newE2EStub(t)
+		s.set(func(s *e2eStub) { s.markBeside = beside })
+		c := s.client(t, Options{Token: s.v.Token.APIToken})
+		_, err := c.Get(ctx, "DATABASE_URL")
+		if !errors.Is(err, ErrConfiguration) || !strings.Contains(err.Error(), "end-to-end") || !strings.Contains(err.Error(), "key part") {
+			t.Fatalf("mark beside the value %v: want a configuration error about the key part, got %v", beside, err)
+		}
+		wantPaths(t, s.take(), "/secrets/by-name/DATABASE_URL")
+	}
+}
+
+func TestE2EKeyPartNeverPrintsOrLogs(t *testing.T) {
+	s := newE2EStub(t)
+	c := s.client(t, Options{})
+	if _, err := c.GetAll(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var logged bytes.Buffer
+	slog.New(slog.NewJSONHandler(&logged, nil)).Info("client", "client", c.Client, "options", Options{Token: s.v.Token.Token})
+	opts, _ := json.Marshal(Options{Token: s.v.Token.Token})
+	printed := fmt.Sprintf("%v %+v %#v %s %v %+v %#v", c.Client, c.Client, c.Client, *c.Client,
+		Options{Token: s.v.Token.Token}, Options{Token: s.v.Token.Token}, Options{Token: s.v.Token.Token}) + logged.String() + string(opts)
+	for _, secret := range []string{s.v.Token.PrivateKey, s.v.Token.APIToken, s.v.TeamKey, s.v.Values[0].Value} {
+		if strings.Contains(printed, secret) {
+			t.Errorf("printed or logged: %s", printed)
+		}
+	}
+}
+
+func TestE2EConcurrentFirstReadsFetchTheKeyOnce(t *testing.T) {
+	s := newE2EStub(t)
+	c := s.client(t, Options{CacheTTL: NoCache})
+	var wg sync.WaitGroup
+	errs := make(chan error, 16)
+	for range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if v, err := c.Get(ctx, "DATABASE_URL"); err != nil || v != s.v.Values[0].Value {
+				errs <- fmt.Errorf("Get = %d bytes, %v", len(v), err)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	keys := 0
+	for _, p := range s.take() {
+		if p == "/e2e/key" {
+			keys++
+		}
+	}
+	if keys != 1 {
+		t.Errorf("%d key requests for 16 concurrent first reads, want 1", keys)
+	}
+}

@@ -1,0 +1,195 @@
+'use strict';
+/**
+ * e2e: the reading half of end-to-end teams, exactly as docs/e2e.md defines its formats (version
+ * 1). It splits a token from its private key (`splitToken`), unwraps the team key the server
+ * hands out (`unwrapTeamKey`) and opens sealed values (`openValue`). Keys live in `KeyObject`s,
+ * which never print their material; no message here ever holds a key, a token or a value.
+ *
+ * Primitives: X25519 (`diffieHellman`), HKDF-SHA256 (`hkdfSync`) and AES-256-GCM, all from
+ * node:crypto.
+ */
+
+const crypto = require('node:crypto');
+const { ConfigurationError, DecryptionError } = require('./errors');
+
+const KEY_BYTES = 32;
+const NONCE_BYTES = 12;
+const TAG_BYTES = 16;
+
+const B64U = '[A-Za-z0-9_-]+';
+const UUID = '[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}';
+const NUMBER = '[1-9][0-9]{0,9}';
+const ENVELOPE_RE = new RegExp(`^cvsm-e2e1\\.(${NUMBER})\\.(${UUID})\\.(${NUMBER})\\.(${B64U})\\.(${B64U})$`);
+const WRAP_RE = new RegExp(`^cvsm-wrap1\\.(${B64U})\\.(${B64U})\\.(${B64U})$`);
+const TOKEN_RE = new RegExp(`^(cvsm_[0-9a-f]{64})\\.(${B64U})$`);
+
+/** The DER prefixes that turn 32 raw bytes into an X25519 PKCS#8 private or SPKI public key. */
+const PKCS8_X25519 = Buffer.from('302e020100300506032b656e04220420', 'hex');
+const SPKI_X25519 = Buffer.from('302a300506032b656e032100', 'hex');
+
+const WRAP_INFO = Buffer.from('cvsm-e2e:v1:wrap');
+
+/**
+ * Returns the bytes of canonical base64url text without padding, or throws DecryptionError
+ * naming `what` (never the text).
+ */
+function fromB64u(text, size, what) {
+  const bytes = Buffer.from(text, 'base64url');
+  if (bytes.toString('base64url') !== text) {
+    throw new DecryptionError(`${what} is not canonical base64url`);
+  }
+  if (size !== null && bytes.length !== size) {
+    throw new DecryptionError(`${what} must be ${size} bytes`);
+  }
+  return bytes;
+}
+
+/** Returns the X25519 private KeyObject of 32 raw bytes. */
+function privateKeyOf(raw) {
+  return crypto.createPrivateKey({ key: Buffer.concat([PKCS8_X25519, raw]), format: 'der', type: 'pkcs8' });
+}
+
+/** Returns the 32 raw bytes of the public half of an X25519 private KeyObject. */
+function rawPublicKey(privateKey) {
+  return Buffer.from(crypto.createPublicKey(privateKey).export({ format: 'jwk' }).x, 'base64url');
+}
+
+/**
+ * Opens an AES-256-GCM ciphertext (its tag at the end) and returns the plain bytes, or throws
+ * DecryptionError saying that `what` does not open.
+ */
+function openGcm(key, nonce, sealed, aad, what) {
+  if (sealed.length < TAG_BYTES) throw new DecryptionError(`${what} is shorter than its tag`);
+  const decipher = crypto.createDecipheriv('aes-256-gcm', key, nonce, { authTagLength: TAG_BYTES });
+  decipher.setAAD(aad);
+  decipher.setAuthTag(sealed.subarray(sealed.length - TAG_BYTES));
+  try {
+    return Buffer.concat([decipher.update(sealed.subarray(0, sealed.length - TAG_BYTES)), decipher.final()]);
+  } catch {
+    throw new DecryptionError(`${what} does not open with this key`);
+  }
+}
+
+/**
+ * Splits the token an application was given into the API token the server knows (the part
+ * before the dot) and, for an end-to-end team's token, its X25519 private key as a KeyObject.
+ * A token without a dot, and a dotted one that does not start with `cvsm_` (a JWT), are API
+ * tokens as they are; a `cvsm_` token with a dot must be `cvsm_<64 hex>.<43 base64url characters>`.
+ * @param {string} token The whole token, already trimmed.
+ * @returns {{ apiToken: string, privateKey: crypto.KeyObject | null }}
+ * @throws {ConfigurationError} For a `cvsm_` token with a malformed key part; the message never
+ *   quotes the token.
+ */
+function splitToken(token) {
+  if (!token.includes('.') || !token.startsWith('cvsm_')) return { apiToken: token, privateKey: null };
+  const bad = new ConfigurationError(
+    'token (CVSM_TOKEN) has a key part but is not cvsm_<64 hex>.<43 base64url characters>: ' +
+      'give the whole token as it was shown when it was made',
+  );
+  const match = TOKEN_RE.exec(token);
+  if (match === null) throw bad;
+  let raw;
+  try {
+    raw = fromB64u(match[2], KEY_BYTES, "the token's key part");
+  } catch {
+    throw bad;
+  }
+  return { apiToken: match[1], privateKey: privateKeyOf(raw) };
+}
+
+/**
+ * Returns the team key in a `cvsm-wrap1.<eph>.<nonce>.<ct>` wrap, opened with the recipient's
+ * private key and bound to `teamId` and `keyVersion`, as a secret KeyObject.
+ * @param {string} wrapped The wrap the server answered.
+ * @param {string} teamId The team's id, as the same answer gives it.
+ * @param {number} keyVersion The key's version, as the same answer gives it.
+ * @param {crypto.KeyObject} privateKey The recipient's X25519 private key.
+ * @returns {crypto.KeyObject}
+ * @throws {DecryptionError} When the wrap is malformed or does not open with this key.
+ */
+function unwrapTeamKey(wrapped, teamId, keyVersion, privateKey) {
+  const match = WRAP_RE.exec(wrapped);
+  if (match === null) {
+    throw new DecryptionError('the wrapped team key is not cvsm-wrap1.<eph>.<nonce>.<ct>');
+  }
+  const ephemeral = fromB64u(match[1], KEY_BYTES, 'the ephemeral key');
+  const nonce = fromB64u(match[2], NONCE_BYTES, 'the nonce');
+  const sealed = fromB64u(match[3], KEY_BYTES + TAG_BYTES, 'the wrapped key');
+  let shared;
+  try {
+    const publicKey = crypto.createPublicKey({
+      key: Buffer.concat([SPKI_X25519, ephemeral]),
+      format: 'der',
+      type: 'spki',
+    });
+    shared = crypto.diffieHellman({ privateKey, publicKey });
+  } catch {
+    // OpenSSL refuses a low-order point (an all-zero shared secret) here.
+    throw new DecryptionError('the ephemeral key of the wrapped team key is not usable');
+  }
+  if (shared.every((byte) => byte === 0)) {
+    throw new DecryptionError('the ephemeral key of the wrapped team key is not usable');
+  }
+  const salt = Buffer.concat([ephemeral, rawPublicKey(privateKey)]);
+  const wrapping = Buffer.from(crypto.hkdfSync('sha256', shared, salt, WRAP_INFO, KEY_BYTES));
+  const aad = Buffer.from(`cvsm-e2e:v1:team-key:${teamId}:${keyVersion}`);
+  const teamKey = openGcm(wrapping, nonce, sealed, aad, 'the wrapped team key');
+  const key = crypto.createSecretKey(teamKey);
+  teamKey.fill(0);
+  wrapping.fill(0);
+  return key;
+}
+
+/**
+ * Returns the parts of a sealed value `cvsm-e2e1.<key version>.<secret id>.<version>.<nonce>.<ct>`.
+ * @param {string} envelope The sealed value.
+ * @returns {{ keyVersion: number, secretId: string, version: number, nonce: Buffer, sealed: Buffer }}
+ * @throws {DecryptionError} When it is not one.
+ */
+function parseEnvelope(envelope) {
+  const match = ENVELOPE_RE.exec(envelope);
+  if (match === null) {
+    throw new DecryptionError(
+      'the sealed value is not cvsm-e2e1.<key version>.<secret id>.<version>.<nonce>.<ciphertext>',
+    );
+  }
+  const sealed = fromB64u(match[5], null, 'the ciphertext');
+  if (sealed.length < TAG_BYTES) throw new DecryptionError('the ciphertext is shorter than its tag');
+  return {
+    keyVersion: Number(match[1]),
+    secretId: match[2],
+    version: Number(match[3]),
+    nonce: fromB64u(match[4], NONCE_BYTES, 'the nonce'),
+    sealed,
+  };
+}
+
+const UTF8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
+
+/**
+ * Returns the value sealed in `envelope`, which must have been sealed for `environment` and
+ * `name` in team `teamId`: so a server cannot serve one secret's value as another's, nor another
+ * environment's.
+ * @param {string | ReturnType<typeof parseEnvelope>} envelope The sealed value, or its parts.
+ * @param {crypto.KeyObject} teamKey The team key of the envelope's key version.
+ * @param {{ teamId: string, environment: string, name: string }} where The team the key came
+ *   with, and the environment and name that were asked for.
+ * @returns {string}
+ * @throws {DecryptionError} When the envelope is malformed, does not open, or is not UTF-8.
+ */
+function openValue(envelope, teamKey, { teamId, environment, name }) {
+  const parts = typeof envelope === 'string' ? parseEnvelope(envelope) : envelope;
+  const aad = Buffer.from(
+    `cvsm-e2e:v1:secret:${teamId}:${parts.secretId}:${parts.version}:${environment}:${name}`,
+  );
+  const plain = openGcm(teamKey, parts.nonce, parts.sealed, aad, 'the sealed value');
+  try {
+    return UTF8.decode(plain);
+  } catch {
+    throw new DecryptionError('the sealed value is not UTF-8');
+  } finally {
+    plain.fill(0);
+  }
+}
+
+module.exports = { splitToken, unwrapTeamKey, parseEnvelope, openValue, privateKeyOf, rawPublicKey };

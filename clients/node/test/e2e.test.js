@@ -1,0 +1,424 @@
+'use strict';
+/**
+ * e2e.test: end-to-end teams. Every entry of conformance/vectors/e2e.json (read from the
+ * repository, never copied) opens or fails as it says; then the Client against the stub API
+ * serving an end-to-end team: the read, one team key fetch, opened and cached values, clearCache,
+ * re-keying, the DecryptionError, and a key part that never leaves the process.
+ */
+
+const { test, describe, before, after, beforeEach } = require('node:test');
+const assert = require('node:assert/strict');
+const crypto = require('node:crypto');
+const fs = require('node:fs');
+const path = require('node:path');
+const util = require('node:util');
+const {
+  Client,
+  CvsmError,
+  ApiError,
+  ConfigurationError,
+  DecryptionError,
+  NetworkError,
+  PermissionDeniedError,
+} = require('../lib');
+const { splitToken, unwrapTeamKey, openValue, privateKeyOf, rawPublicKey } = require('../lib/e2e');
+const { StubServer, TEAM_SLUG, cleanEnv } = require('./helpers/stub');
+const { seal, wrap } = require('./helpers/e2e');
+
+cleanEnv();
+
+const VECTORS = JSON.parse(
+  fs.readFileSync(path.resolve(__dirname, '../../../conformance/vectors/e2e.json'), 'utf8'),
+);
+const TEAM_KEY = Buffer.from(VECTORS.team_key, 'base64url');
+const TOKEN_RECIPIENT = VECTORS.recipients.find((r) => r.what === 'token');
+const MEMBER_RECIPIENT = VECTORS.recipients.find((r) => r.what === 'member');
+const { token: TOKEN, api_token: API_TOKEN, private_key: KEY_PART } = VECTORS.token;
+
+describe('vectors: conformance/vectors/e2e.json', () => {
+  test('the file is the version 1 vectors, with every part the client opens', () => {
+    assert.match(VECTORS.format, /version 1/);
+    assert.ok(VECTORS.recipients.length >= 2);
+    assert.ok(VECTORS.values.some((v) => v.opens) && VECTORS.values.some((v) => !v.opens));
+    assert.ok(VECTORS.bad_tokens.length > 0);
+  });
+
+  for (const recipient of VECTORS.recipients) {
+    test(`the ${recipient.what}'s wrapped key opens with its private key to the team key`, () => {
+      const privateKey = privateKeyOf(Buffer.from(recipient.private_key, 'base64url'));
+      assert.equal(rawPublicKey(privateKey).toString('base64url'), recipient.public_key);
+      const key = unwrapTeamKey(recipient.wrapped_key, VECTORS.team_id, VECTORS.key_version, privateKey);
+      assert.equal(key.type, 'secret');
+      assert.deepEqual(key.export(), TEAM_KEY);
+    });
+  }
+
+  test('a wrap does not open for another team, key version or recipient', () => {
+    const own = privateKeyOf(Buffer.from(TOKEN_RECIPIENT.private_key, 'base64url'));
+    const other = privateKeyOf(Buffer.from(MEMBER_RECIPIENT.private_key, 'base64url'));
+    const wrapped = TOKEN_RECIPIENT.wrapped_key;
+    const otherTeam = VECTORS.team_id.replace(/^./, (c) => (c === '0' ? '1' : '0'));
+    for (const [teamId, version, key] of [
+      [otherTeam, VECTORS.key_version, own],
+      [VECTORS.team_id, VECTORS.key_version + 1, own],
+      [VECTORS.team_id, VECTORS.key_version, other],
+    ]) {
+      assert.throws(() => unwrapTeamKey(wrapped, teamId, version, key), DecryptionError);
+    }
+    assert.throws(() => unwrapTeamKey('cvsm-wrap1.x.y', VECTORS.team_id, VECTORS.key_version, own), DecryptionError);
+  });
+
+  VECTORS.values.forEach((entry, i) => {
+    const what = entry.opens ? `opens to its value` : `fails with DecryptionError (${entry.why})`;
+    test(`values[${i}]: ${entry.name} in ${entry.environment} ${what}`, () => {
+      const teamKey = crypto.createSecretKey(TEAM_KEY);
+      const where = { teamId: VECTORS.team_id, environment: entry.environment, name: entry.name };
+      if (entry.opens) {
+        assert.equal(openValue(entry.envelope, teamKey, where), entry.value);
+      } else {
+        assert.throws(
+          () => openValue(entry.envelope, teamKey, where),
+          (err) => err instanceof DecryptionError && err instanceof CvsmError && err.status === null,
+        );
+      }
+    });
+  });
+
+  test('the token splits into its API token and its private key', () => {
+    const { apiToken, privateKey } = splitToken(TOKEN);
+    assert.equal(apiToken, API_TOKEN);
+    assert.equal(privateKey.export({ format: 'jwk' }).d, KEY_PART);
+    assert.equal(rawPublicKey(privateKey).toString('base64url'), TOKEN_RECIPIENT.public_key);
+    assert.equal(TOKEN_RECIPIENT.private_key, KEY_PART);
+  });
+
+  VECTORS.bad_tokens.forEach((bad, i) => {
+    test(`bad_tokens[${i}] is a configuration error at construction that never quotes it`, () => {
+      assert.throws(
+        () => new Client({ token: bad, baseUrl: 'http://127.0.0.1:9/api/v1', team: TEAM_SLUG }),
+        (err) => {
+          assert.ok(err instanceof ConfigurationError, String(err));
+          assert.match(err.message, /key part/);
+          for (const part of bad.split('.').filter((p) => p.length > 3)) {
+            assert.ok(!err.message.includes(part), err.message);
+          }
+          return true;
+        },
+      );
+    });
+  });
+
+  test('a key part that is not canonical base64url (spare bits set) is a configuration error', () => {
+    const alphabet = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_';
+    const last = alphabet.indexOf(KEY_PART.at(-1));
+    const loose = KEY_PART.slice(0, -1) + alphabet[last | 1];
+    assert.deepEqual(Buffer.from(loose, 'base64url'), Buffer.from(KEY_PART, 'base64url'));
+    assert.throws(() => splitToken(`${API_TOKEN}.${loose}`), ConfigurationError);
+  });
+
+  test('a token without a dot, and a JWT, are sent as they are', () => {
+    assert.deepEqual(splitToken(API_TOKEN), { apiToken: API_TOKEN, privateKey: null });
+    const jwt = 'eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.c2lnbmF0dXJl';
+    assert.deepEqual(splitToken(jwt), { apiToken: jwt, privateKey: null });
+  });
+});
+
+/** The end-to-end team the stub serves: its values, sealed under the vectors' team key. */
+const SECRET_IDS = {
+  DATABASE_URL: '0b6d3e2a-8f41-4a5c-b3d2-7e9c1f0a4b58',
+  API_KEY: 'c2a7f9e1-5b3d-4e8a-9f60-1d2c3b4a5e6f',
+};
+const PLAIN = {
+  production: { DATABASE_URL: 'postgres://prod-e2e-value', API_KEY: 'kunci rahasia — café 🔑' },
+  staging: { DATABASE_URL: 'postgres://staging-e2e-value' },
+};
+
+/** Returns the envelopes of PLAIN (or `plain`), sealed under `key` at `keyVersion`. */
+function sealAll(plain = PLAIN, key = TEAM_KEY, keyVersion = VECTORS.key_version) {
+  const sealed = {};
+  for (const [environment, values] of Object.entries(plain)) {
+    sealed[environment] = {};
+    for (const [name, value] of Object.entries(values)) {
+      sealed[environment][name] = seal(value, key, keyVersion, {
+        teamId: VECTORS.team_id,
+        secretId: SECRET_IDS[name],
+        version: 3,
+        environment,
+        name,
+      });
+    }
+  }
+  return sealed;
+}
+
+/** The key answer of the team at `keyVersion`, wrapped to the token's public key. */
+function keyAnswer(key = TEAM_KEY, keyVersion = VECTORS.key_version) {
+  return {
+    team_id: VECTORS.team_id,
+    key_version: keyVersion,
+    wrapped_key:
+      key === TEAM_KEY && keyVersion === VECTORS.key_version
+        ? TOKEN_RECIPIENT.wrapped_key
+        : wrap(key, VECTORS.team_id, keyVersion, TOKEN_RECIPIENT.public_key),
+  };
+}
+
+describe('client: an end-to-end team', () => {
+  let stub;
+
+  function client(options = {}) {
+    return new Client({ token: TOKEN, baseUrl: stub.baseUrl, team: TEAM_SLUG, ...options });
+  }
+
+  const BY_NAME = (name, environment = 'production') =>
+    `/api/v1/teams/${TEAM_SLUG}/secrets/by-name/${name}?environment=${environment}`;
+  const KEY = `/api/v1/teams/${TEAM_SLUG}/e2e/key`;
+  const EXPORT = `/api/v1/teams/${TEAM_SLUG}/secrets/export?format=json&environment=production`;
+
+  before(async () => {
+    stub = await new StubServer({ token: API_TOKEN, e2e: keyAnswer(), secrets: sealAll() }).start();
+  });
+
+  after(async () => {
+    await stub.close();
+  });
+
+  beforeEach(() => {
+    stub.requests.length = 0;
+    stub.faults.length = 0;
+    stub.e2e = keyAnswer();
+    stub.secrets = sealAll();
+  });
+
+  test('get reads the envelope, fetches the team key once, and returns the opened value', async () => {
+    const c = client();
+    assert.equal(await c.get('DATABASE_URL'), PLAIN.production.DATABASE_URL);
+    assert.deepEqual(stub.paths, [BY_NAME('DATABASE_URL'), KEY]);
+  });
+
+  test('a second read makes one request: the key is kept, and the opened value is cached', async () => {
+    const c = client();
+    await c.get('DATABASE_URL');
+    assert.equal(await c.get('API_KEY'), PLAIN.production.API_KEY);
+    assert.equal(await c.get('DATABASE_URL'), PLAIN.production.DATABASE_URL);
+    assert.equal(await c.get('API_KEY'), PLAIN.production.API_KEY);
+    assert.deepEqual(stub.paths, [BY_NAME('DATABASE_URL'), KEY, BY_NAME('API_KEY')]);
+  });
+
+  test('getAll opens every value of the export and fills the cache get reads', async () => {
+    const c = client();
+    assert.deepEqual(await c.getAll(), PLAIN.production);
+    assert.equal(await c.get('API_KEY'), PLAIN.production.API_KEY);
+    assert.deepEqual(await c.getAll(), PLAIN.production);
+    assert.deepEqual(stub.paths, [EXPORT, KEY]);
+  });
+
+  test('inject puts the opened values in process.env', async (t) => {
+    t.after(() => {
+      delete process.env.DATABASE_URL;
+      delete process.env.API_KEY;
+    });
+    const names = await client({ environment: 'staging' }).inject();
+    assert.deepEqual(names, ['DATABASE_URL']);
+    assert.equal(process.env.DATABASE_URL, PLAIN.staging.DATABASE_URL);
+    assert.equal(stub.requests.length, 2);
+  });
+
+  test('each value opens for the environment the client reads', async () => {
+    assert.equal(await client({ environment: 'staging' }).get('DATABASE_URL'), PLAIN.staging.DATABASE_URL);
+  });
+
+  test('clearCache forgets the team key too: the next read fetches it again', async () => {
+    const c = client();
+    await c.get('DATABASE_URL');
+    c.clearCache();
+    assert.equal(await c.get('DATABASE_URL'), PLAIN.production.DATABASE_URL);
+    assert.deepEqual(stub.paths, [BY_NAME('DATABASE_URL'), KEY, BY_NAME('DATABASE_URL'), KEY]);
+  });
+
+  test('reads that start together share one key fetch', async () => {
+    const c = client();
+    const values = await Promise.all([c.get('DATABASE_URL'), c.get('API_KEY'), c.getAll()]);
+    assert.deepEqual(values, [PLAIN.production.DATABASE_URL, PLAIN.production.API_KEY, PLAIN.production]);
+    assert.equal(stub.paths.filter((p) => p === KEY).length, 1);
+  });
+
+  test('every request carries only the part before the dot; the key part never leaves', async () => {
+    const c = client({ cacheTtl: 0 });
+    await c.get('DATABASE_URL');
+    await c.getAll();
+    assert.equal(stub.requests.length, 3);
+    for (const r of stub.requests) {
+      assert.equal(r.headers.authorization, `Bearer ${API_TOKEN}`);
+      assert.ok(!JSON.stringify(r).includes(KEY_PART), r.url);
+    }
+  });
+
+  test('neither the printed client nor its JSON shows the token or its key part', () => {
+    const c = client();
+    for (const text of [util.inspect(c), util.inspect(c, { depth: null, showHidden: true }), JSON.stringify(c), String(c)]) {
+      assert.ok(!text.includes(KEY_PART), text);
+      assert.ok(!text.includes(API_TOKEN), text);
+    }
+  });
+
+  test('a tampered envelope is a DecryptionError naming the secret, at once and never retried', async () => {
+    const envelope = stub.secrets.production.DATABASE_URL;
+    const parts = envelope.split('.');
+    const ct = Buffer.from(parts[5], 'base64url');
+    ct[0] ^= 1;
+    parts[5] = ct.toString('base64url');
+    stub.secrets.production.DATABASE_URL = parts.join('.');
+    const c = client({ maxRetries: 2 });
+    await assert.rejects(c.get('DATABASE_URL'), (err) => {
+      assert.ok(err instanceof DecryptionError && err instanceof CvsmError, String(err));
+      assert.equal(err.name, 'DecryptionError');
+      assert.equal(err.status, null);
+      assert.equal(err.requestId, 'req-1');
+      assert.match(err.message, /^secret "DATABASE_URL" in production cannot be opened: /);
+      for (const secret of [PLAIN.production.DATABASE_URL, KEY_PART, VECTORS.team_key, parts[4], parts[5]]) {
+        assert.ok(!err.message.includes(secret), err.message);
+      }
+      return true;
+    });
+    assert.deepEqual(stub.paths, [BY_NAME('DATABASE_URL'), KEY]);
+    // Not cached: the server's next, sound answer is read and opened.
+    stub.secrets = sealAll();
+    assert.equal(await c.get('DATABASE_URL'), PLAIN.production.DATABASE_URL);
+  });
+
+  test('a value sealed for another name or environment does not open as this one', async () => {
+    stub.secrets.production.API_KEY = stub.secrets.production.DATABASE_URL;
+    stub.secrets.production.DATABASE_URL = stub.secrets.staging.DATABASE_URL;
+    const c = client({ cacheTtl: 0 });
+    await assert.rejects(c.get('API_KEY'), DecryptionError);
+    await assert.rejects(c.get('DATABASE_URL'), DecryptionError);
+    await assert.rejects(
+      c.getAll(),
+      (err) => err instanceof DecryptionError && /in production cannot be opened/.test(err.message),
+    );
+  });
+
+  test('an answer that is not an envelope does not open', async () => {
+    stub.secrets.production.DATABASE_URL = 'postgres://served-in-clear';
+    await assert.rejects(client().get('DATABASE_URL'), (err) => {
+      assert.ok(err instanceof DecryptionError, String(err));
+      assert.ok(!err.message.includes('served-in-clear'), err.message);
+      return true;
+    });
+    assert.deepEqual(stub.paths, [BY_NAME('DATABASE_URL')]);
+  });
+
+  test('a re-keyed team: an envelope under a newer key version fetches the key once more', async () => {
+    const c = client({ cacheTtl: 0 });
+    await c.get('DATABASE_URL');
+    const newKey = crypto.randomBytes(32);
+    const newVersion = VECTORS.key_version + 1;
+    stub.secrets = sealAll(PLAIN, newKey, newVersion);
+    stub.e2e = keyAnswer(newKey, newVersion);
+    stub.requests.length = 0;
+    assert.equal(await c.get('DATABASE_URL'), PLAIN.production.DATABASE_URL);
+    assert.equal(await c.get('API_KEY'), PLAIN.production.API_KEY);
+    assert.deepEqual(stub.paths, [BY_NAME('DATABASE_URL'), KEY, BY_NAME('API_KEY')]);
+  });
+
+  test('an envelope under a key version the server does not hand out fails after one refetch', async () => {
+    const c = client();
+    await c.get('API_KEY');
+    stub.secrets = sealAll(PLAIN, TEAM_KEY, VECTORS.key_version + 5);
+    stub.requests.length = 0;
+    await assert.rejects(c.get('DATABASE_URL'), (err) => {
+      assert.ok(err instanceof DecryptionError, String(err));
+      assert.match(err.message, /key version 7, the team key this token holds is version 2/);
+      return true;
+    });
+    assert.deepEqual(stub.paths, [BY_NAME('DATABASE_URL'), KEY]);
+  });
+
+  test('a wrapped key that does not open with the token is a DecryptionError, never retried', async () => {
+    stub.e2e = { ...keyAnswer(), wrapped_key: MEMBER_RECIPIENT.wrapped_key };
+    await assert.rejects(client({ maxRetries: 2 }).get('DATABASE_URL'), (err) => {
+      assert.ok(err instanceof DecryptionError, String(err));
+      assert.match(
+        err.message,
+        /^secret "DATABASE_URL" in production cannot be opened: the team key wrapped for this token/,
+      );
+      assert.equal(err.requestId, 'req-2');
+      assert.ok(!err.message.includes(KEY_PART) && !err.message.includes(MEMBER_RECIPIENT.wrapped_key));
+      return true;
+    });
+    await assert.rejects(
+      client().getAll(),
+      (err) => err instanceof DecryptionError && /^the secrets of production cannot be opened/.test(err.message),
+    );
+    assert.equal(stub.paths.filter((p) => p === KEY).length, 2);
+  });
+
+  test('the key route\'s errors are the usual typed errors (403, an unreadable answer)', async () => {
+    stub.fault({ pass: true }, { status: 403, body: { error: 'tidak ada kunci untuk token ini' } });
+    await assert.rejects(
+      client().get('DATABASE_URL'),
+      (err) => err instanceof PermissionDeniedError && err.status === 403,
+    );
+    stub.fault({ pass: true }, { status: 200, body: { team_id: VECTORS.team_id } });
+    await assert.rejects(client({ maxRetries: 0 }).get('DATABASE_URL'), NetworkError);
+  });
+
+  test('a DecryptionError is never answered with a kept value; a failed key fetch is, as any read', async (t) => {
+    // The test reads the warning itself: Node's own printer is set aside meanwhile.
+    const printers = process.listeners('warning');
+    process.removeAllListeners('warning');
+    t.after(() => {
+      for (const listener of printers) process.on('warning', listener);
+    });
+    const stale = [];
+    const c = client({ cacheTtl: 0, staleIfError: 60, maxRetries: 0, onStale: (e) => stale.push(e) });
+    assert.equal(await c.get('DATABASE_URL'), PLAIN.production.DATABASE_URL);
+    // A 503 to the key fetch of a re-keyed team: the kept value answers, as for any 5xx.
+    const newVersion = VECTORS.key_version + 1;
+    stub.secrets = sealAll(PLAIN, crypto.randomBytes(32), newVersion);
+    stub.fault({ pass: true }, { status: 503 });
+    const warned = new Promise((resolve) => process.once('warning', resolve));
+    assert.equal(await c.get('DATABASE_URL'), PLAIN.production.DATABASE_URL);
+    assert.match((await warned).message, /stale value of secret "DATABASE_URL"/);
+    assert.equal(stale.length, 1);
+    assert.ok(stale[0].error instanceof ApiError);
+    // A value that does not open is thrown, kept value or not.
+    stub.secrets = sealAll(PLAIN, crypto.randomBytes(32), VECTORS.key_version);
+    await assert.rejects(c.get('DATABASE_URL'), DecryptionError);
+    assert.equal(stale.length, 1);
+  });
+
+  test('a token without its key part reading an end-to-end team is a configuration error', async () => {
+    const c = client({ token: API_TOKEN });
+    await assert.rejects(c.get('DATABASE_URL'), (err) => {
+      assert.ok(err instanceof ConfigurationError, String(err));
+      assert.match(err.message, /^this team is end-to-end: the token needs its key part/);
+      assert.equal(err.status, null);
+      assert.equal(err.requestId, 'req-1');
+      return true;
+    });
+    assert.deepEqual(stub.paths, [BY_NAME('DATABASE_URL')]);
+  });
+});
+
+describe('client: a token with a key part against a team that is not end-to-end', () => {
+  let stub;
+  before(async () => {
+    stub = await new StubServer({ token: API_TOKEN, secrets: sealAll() }).start();
+  });
+  after(async () => {
+    await stub.close();
+  });
+
+  test('the 400 of the key route is a configuration error that says so', async () => {
+    const c = new Client({ token: TOKEN, baseUrl: stub.baseUrl, team: TEAM_SLUG });
+    await assert.rejects(c.get('DATABASE_URL'), (err) => {
+      assert.ok(err instanceof ConfigurationError, String(err));
+      assert.equal(err.status, 400);
+      assert.match(err.message, /not end-to-end/);
+      return true;
+    });
+    assert.equal(stub.requests.length, 2);
+  });
+});

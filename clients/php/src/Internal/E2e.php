@@ -1,0 +1,182 @@
+<?php
+
+declare(strict_types=1);
+
+namespace Cvsm\Internal;
+
+/**
+ * Opens what the server of an end-to-end team serves, exactly as docs/e2e.md defines it (version
+ * 1 of the formats): it splits a token from its key part, unwraps the team key wrapped to that
+ * key (`cvsm-wrap1.…`) and opens sealed values (`cvsm-e2e1.…`). Every failure throws E2eError,
+ * whose message never holds a key or a value.
+ *
+ * Primitives: X25519 from ext-sodium (sodium_crypto_scalarmult), HKDF-SHA256 from ext-hash
+ * (hash_hkdf) and AES-256-GCM from ext-openssl (openssl_decrypt). It only opens: sealing is done
+ * by the dashboard, `cvsm` and the SDKs that write.
+ *
+ * @internal
+ */
+final class E2e
+{
+    private const KEY = 32;
+    private const NONCE = 12;
+    private const TAG = 16;
+    private const B64U = '[A-Za-z0-9_-]+';
+    private const UUID = '[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}';
+    private const NUMBER = '[1-9][0-9]{0,9}';
+
+    /**
+     * Splits a token into the API token the server knows (sent as the bearer) and the X25519
+     * private key after its first dot (32 raw bytes), or null for a token without a dot. Only an
+     * API token (`cvsm_…`) carries a key part: anything else (a JWT has dots of its own) is
+     * returned whole.
+     *
+     * @return array{0: string, 1: ?string}
+     * @throws E2eError when a `cvsm_` token has a dot but is not `cvsm_<64 hex>.<43 base64url characters>`
+     */
+    public static function splitToken(#[\SensitiveParameter] string $token): array
+    {
+        if (!str_starts_with($token, 'cvsm_') || !str_contains($token, '.')) {
+            return [$token, null];
+        }
+        if (!preg_match('/^(cvsm_[0-9a-f]{64})\.(' . self::B64U . ')$/D', $token, $m)) {
+            throw new E2eError('a token with a key part must look like cvsm_<64 hex>.<43 base64url characters>');
+        }
+
+        return [$m[1], self::unb64u($m[2], self::KEY, 'the token\'s key part')];
+    }
+
+    /**
+     * Returns the 32-byte team key in $wrapped (`cvsm-wrap1.<eph>.<nonce>.<ct>`), wrapped for
+     * version $keyVersion of team $teamId to the X25519 public key of $privateKey.
+     *
+     * @throws E2eError when it is malformed or does not open with $privateKey
+     */
+    public static function unwrapTeamKey(
+        string $wrapped,
+        string $teamId,
+        int $keyVersion,
+        #[\SensitiveParameter] string $privateKey
+    ): string {
+        if (!preg_match('/^cvsm-wrap1\.(' . self::B64U . ')\.(' . self::B64U . ')\.(' . self::B64U . ')$/D', $wrapped, $m)) {
+            throw new E2eError('the wrapped team key does not look like cvsm-wrap1.<eph>.<nonce>.<ct>');
+        }
+        $ephemeral = self::unb64u($m[1], self::KEY, 'the ephemeral key of the wrapped team key');
+        $nonce = self::unb64u($m[2], self::NONCE, 'the nonce of the wrapped team key');
+        $sealed = self::unb64u($m[3], self::KEY + self::TAG, 'the wrapped team key');
+        if (strlen($privateKey) !== self::KEY) {
+            throw new E2eError('an X25519 private key is 32 bytes');
+        }
+        try {
+            $own = sodium_crypto_scalarmult_base($privateKey);
+            $shared = sodium_crypto_scalarmult($privateKey, $ephemeral);
+        } catch (\SodiumException) { // libsodium refuses an all-zero shared secret
+            throw new E2eError('the ephemeral key of the wrapped team key is not usable (low order)');
+        }
+        if (hash_equals(str_repeat("\0", self::KEY), $shared)) {
+            throw new E2eError('the ephemeral key of the wrapped team key is not usable (low order)');
+        }
+        $wrapping = hash_hkdf('sha256', $shared, self::KEY, 'cvsm-e2e:v1:wrap', $ephemeral . $own);
+
+        return self::open($wrapping, $nonce, $sealed, 'cvsm-e2e:v1:team-key:' . $teamId . ':' . $keyVersion, 'the wrapped team key');
+    }
+
+    /**
+     * Returns the key version a sealed value (`cvsm-e2e1.<key version>.…`) was sealed under.
+     *
+     * @throws E2eError when $envelope is not a sealed value
+     */
+    public static function keyVersion(string $envelope): int
+    {
+        return self::parse($envelope)[0];
+    }
+
+    /**
+     * Returns the value sealed in $envelope under $teamKey, which must have been sealed for
+     * $environment and $name in team $teamId: the associated data is built from those, the ones
+     * the client asked for, so a server cannot serve one secret's value as another's.
+     *
+     * @throws E2eError when it is malformed, does not open, or is not UTF-8
+     */
+    public static function openValue(
+        string $envelope,
+        #[\SensitiveParameter] string $teamKey,
+        string $teamId,
+        string $environment,
+        string $name
+    ): string {
+        [, $secretId, $version, $nonce, $sealed] = self::parse($envelope);
+        $plain = self::open(
+            $teamKey,
+            $nonce,
+            $sealed,
+            'cvsm-e2e:v1:secret:' . $teamId . ':' . $secretId . ':' . $version . ':' . $environment . ':' . $name,
+            'the sealed value'
+        );
+        if (preg_match('//u', $plain) !== 1) {
+            throw new E2eError('the sealed value is not UTF-8');
+        }
+
+        return $plain;
+    }
+
+    /**
+     * Splits a sealed value into key version, secret id, version, nonce and ciphertext (with its
+     * tag).
+     *
+     * @return array{0: int, 1: string, 2: int, 3: string, 4: string}
+     */
+    private static function parse(string $envelope): array
+    {
+        $pattern = '/^cvsm-e2e1\.(' . self::NUMBER . ')\.(' . self::UUID . ')\.(' . self::NUMBER . ')\.(' . self::B64U . ')\.(' . self::B64U . ')$/D';
+        if (!preg_match($pattern, $envelope, $m)) {
+            throw new E2eError('the value is not a sealed value (cvsm-e2e1.<key version>.<secret id>.<version>.<nonce>.<ciphertext>)');
+        }
+        $sealed = self::unb64u($m[5], null, 'the ciphertext of the sealed value');
+        if (strlen($sealed) < self::TAG) {
+            throw new E2eError('the ciphertext of the sealed value is shorter than its tag');
+        }
+
+        return [(int) $m[1], $m[2], (int) $m[3], self::unb64u($m[4], self::NONCE, 'the nonce of the sealed value'), $sealed];
+    }
+
+    /**
+     * Opens $sealed (ciphertext, then the 16-byte tag) with AES-256-GCM.
+     */
+    private static function open(#[\SensitiveParameter] string $key, string $nonce, string $sealed, string $aad, string $what): string
+    {
+        $plain = openssl_decrypt(
+            substr($sealed, 0, -self::TAG),
+            'aes-256-gcm',
+            $key,
+            OPENSSL_RAW_DATA,
+            $nonce,
+            substr($sealed, -self::TAG),
+            $aad
+        );
+        if ($plain === false) {
+            throw new E2eError($what . ' does not open with this key (it was sealed for another team, secret, version, environment or name, or was altered)');
+        }
+
+        return $plain;
+    }
+
+    /**
+     * Decodes canonical base64url without padding (RFC 4648 section 5), of $size bytes when
+     * $size is given.
+     */
+    private static function unb64u(string $text, ?int $size, string $what): string
+    {
+        $data = preg_match('/^' . self::B64U . '$/D', $text) && strlen($text) % 4 !== 1
+            ? base64_decode(strtr($text, '-_', '+/'), true)
+            : false;
+        if ($data === false || rtrim(strtr(base64_encode($data), '+/', '-_'), '=') !== $text) {
+            throw new E2eError($what . ' is not canonical base64url');
+        }
+        if ($size !== null && strlen($data) !== $size) {
+            throw new E2eError(sprintf('%s must be %d bytes', $what, $size));
+        }
+
+        return $data;
+    }
+}

@@ -1,0 +1,456 @@
+<?php
+
+declare(strict_types=1);
+
+namespace Cvsm\Tests;
+
+use Cvsm\Client;
+use Cvsm\Exception\ConfigurationException;
+use Cvsm\Exception\DecryptionException;
+use Cvsm\Exception\NetworkException;
+use Cvsm\Exception\PermissionDeniedException;
+
+/**
+ * E2eClientTest reads an end-to-end team through the stub with the vectors' token, which carries
+ * its key part: the read, then the team key fetched once and kept until clearCache(), the opened
+ * values cached, the decryption error, and the key part never on the wire or in print. Values
+ * beyond the vectors are sealed here, with the primitives of docs/e2e.md.
+ */
+final class E2eClientTest extends TestCase
+{
+    private const SECRET_ID = '3d6f0a4e-1b2c-4d5e-8f90-a1b2c3d4e5f6';
+
+    /** @var array<string, mixed> */
+    private array $v;
+    private string $teamId;
+    private string $teamKey;
+
+    protected function setUp(): void
+    {
+        parent::setUp();
+        $this->v = E2eVectorsTest::vectors();
+        $this->teamId = $this->v['team_id'];
+        $this->teamKey = E2eVectorsTest::unb64u($this->v['team_key']);
+    }
+
+    public function testFirstReadFetchesTheKeyAndReturnsTheOpenedValue(): void
+    {
+        $value = $this->v['values'][0];
+        $this->routeSealed('DATABASE_URL', $value['envelope']);
+        $this->routeKey();
+
+        self::assertSame($value['value'], $this->e2eClient()->get('DATABASE_URL'));
+
+        $requests = $this->stub->requests();
+        self::assertSame(
+            ['/api/v1/teams/' . $this->teamId . '/secrets/by-name/DATABASE_URL', '/api/v1/teams/' . $this->teamId . '/e2e/key'],
+            array_column($requests, 'path')
+        );
+        self::assertSame('', $requests[1]['query']);
+        $this->assertTheKeyPartNeverWentOut();
+    }
+
+    public function testSecondReadMakesOneRequestAndACachedNameNone(): void
+    {
+        $this->routeSealed('DATABASE_URL', $this->v['values'][0]['envelope']);
+        $this->routeSealed('QUOTED', $this->seal("it's \"quoted\"", 'QUOTED'));
+        $this->routeKey();
+        $client = $this->e2eClient();
+
+        $client->get('DATABASE_URL');
+        self::assertSame(2, $this->requestCount());
+        self::assertSame($this->v['values'][0]['value'], $client->get('DATABASE_URL'));
+        self::assertSame(2, $this->requestCount(), 'the opened value is cached');
+        self::assertSame("it's \"quoted\"", $client->get('QUOTED'));
+        self::assertSame(3, $this->requestCount(), 'the team key is kept');
+        self::assertSame('/api/v1/teams/' . $this->teamId . '/secrets/by-name/QUOTED', $this->stub->requests()[2]['path']);
+        $this->assertTheKeyPartNeverWentOut();
+    }
+
+    public function testClearCacheForgetsTheTeamKeyToo(): void
+    {
+        $this->routeSealed('DATABASE_URL', $this->v['values'][0]['envelope']);
+        $this->routeKey();
+        $client = $this->e2eClient();
+
+        $client->get('DATABASE_URL');
+        $client->clearCache();
+        self::assertSame($this->v['values'][0]['value'], $client->get('DATABASE_URL'));
+
+        self::assertSame(4, $this->requestCount());
+        self::assertStringEndsWith('/e2e/key', $this->stub->requests()[3]['path']);
+    }
+
+    public function testACloneFetchesTheTeamKeyItself(): void
+    {
+        $this->routeSealed('DATABASE_URL', $this->v['values'][0]['envelope']);
+        $this->routeKey();
+        $client = $this->e2eClient();
+        $client->get('DATABASE_URL');
+
+        $copy = clone $client;
+        self::assertSame($this->v['values'][0]['value'], $copy->get('DATABASE_URL'));
+
+        self::assertSame(4, $this->requestCount());
+    }
+
+    public function testGetAllAndInjectOpenEveryValueWithOneKeyFetch(): void
+    {
+        $this->setEnv('CVSM_T_E2E_A', null);
+        $this->setEnv('CVSM_T_E2E_B', null);
+        $this->routeExport(
+            ['CVSM_T_E2E_B' => $this->seal("two\nlines", 'CVSM_T_E2E_B'), 'CVSM_T_E2E_A' => $this->seal('één', 'CVSM_T_E2E_A')],
+            'production',
+            $this->teamId
+        );
+        $this->routeKey();
+        $client = $this->e2eClient();
+
+        self::assertSame(['CVSM_T_E2E_A' => 'één', 'CVSM_T_E2E_B' => "two\nlines"], $client->getAll());
+        self::assertSame(2, $this->requestCount());
+        self::assertSame("two\nlines", $client->get('CVSM_T_E2E_B'));
+        self::assertSame(['CVSM_T_E2E_A', 'CVSM_T_E2E_B'], $client->inject());
+        self::assertSame('één', getenv('CVSM_T_E2E_A'));
+        self::assertSame("two\nlines", $_ENV['CVSM_T_E2E_B']);
+        self::assertSame(2, $this->requestCount(), 'get and inject after getAll come from the cache');
+        $this->assertTheKeyPartNeverWentOut();
+    }
+
+    public function testAValueSealedForAnotherNameInTheExportIsADecryptionError(): void
+    {
+        // The server hands out B's value as A's: it was sealed for the name B.
+        $this->routeExport(['A' => $this->seal('one', 'A'), 'B' => $this->seal('two', 'A')], 'production', $this->teamId);
+        $this->routeKey();
+
+        try {
+            $this->e2eClient()->getAll();
+            self::fail('no DecryptionException');
+        } catch (DecryptionException $e) {
+            self::assertSame('B', $e->getSecretName());
+            self::assertStringStartsWith('secret "B" in production cannot be decrypted', $e->getMessage());
+        }
+    }
+
+    public function testATamperedValueIsADecryptionErrorThatIsNeitherRetriedNorCached(): void
+    {
+        $tampered = $this->v['values'][6];
+        self::assertSame('ciphertext changed', $tampered['why']);
+        $this->routeSealed('DATABASE_URL', $tampered['envelope']);
+        $this->routeKey();
+        $client = $this->e2eClient(['max_retries' => 2]);
+
+        try {
+            $client->get('DATABASE_URL');
+            self::fail('no DecryptionException');
+        } catch (DecryptionException $e) {
+            self::assertNull($e->getStatus());
+            self::assertSame('DATABASE_URL', $e->getSecretName());
+            self::assertStringContainsString('secret "DATABASE_URL" in production cannot be decrypted', $e->getMessage());
+            foreach ([$tampered['envelope'], $this->v['values'][0]['value'], $this->v['team_key'], $this->v['token']['private_key'], $this->v['token']['token']] as $secret) {
+                self::assertStringNotContainsString($secret, (string) $e);
+            }
+            self::assertStringNotContainsString($this->teamKey, (string) $e);
+        }
+        self::assertSame(2, $this->requestCount(), 'read and key, no retry');
+
+        $this->expectException(DecryptionException::class);
+        try {
+            $client->get('DATABASE_URL');
+        } finally {
+            self::assertSame(3, $this->requestCount(), 'nothing was cached; the key was');
+        }
+    }
+
+    public function testADecryptionErrorIsNeverAnsweredWithAStaleValue(): void
+    {
+        $this->stub->route(
+            self::byName('DATABASE_URL', 'production', $this->teamId),
+            ['body' => ['secret' => ['id' => self::SECRET_ID, 'e2e' => true], 'value' => $this->v['values'][0]['envelope']]],
+            ['body' => ['secret' => ['id' => self::SECRET_ID, 'e2e' => true], 'value' => $this->v['values'][6]['envelope']]]
+        );
+        $this->routeKey();
+        $client = $this->e2eClient(['cache_ttl' => 0, 'stale_if_error' => 300, 'on_stale' => static function (): void {
+            self::fail('a stale value was served');
+        }]);
+
+        self::assertSame($this->v['values'][0]['value'], $client->get('DATABASE_URL'));
+        $this->expectException(DecryptionException::class);
+        $client->get('DATABASE_URL');
+    }
+
+    public function testANewKeyVersionIsFetchedOnceMore(): void
+    {
+        $newKey = random_bytes(32);
+        $this->stub->route(
+            self::byName('DATABASE_URL', 'production', $this->teamId),
+            ['body' => ['secret' => ['id' => self::SECRET_ID, 'e2e' => true], 'value' => $this->v['values'][0]['envelope']]],
+            ['body' => ['secret' => ['id' => self::SECRET_ID, 'e2e' => true], 'value' => $this->seal('re-keyed', 'DATABASE_URL', $newKey, 3, 2)]]
+        );
+        $this->routeKey(
+            ['team_id' => $this->teamId, 'key_version' => 2, 'wrapped_key' => $this->v['recipients'][1]['wrapped_key']],
+            ['team_id' => $this->teamId, 'key_version' => 3, 'wrapped_key' => $this->wrap($newKey, 3)]
+        );
+        $client = $this->e2eClient(['cache_ttl' => 0]);
+
+        self::assertSame($this->v['values'][0]['value'], $client->get('DATABASE_URL'));
+        self::assertSame('re-keyed', $client->get('DATABASE_URL'));
+        self::assertSame('re-keyed', $client->get('DATABASE_URL'));
+
+        self::assertSame(['by-name', 'e2e', 'by-name', 'e2e', 'by-name'], array_map(
+            static fn (array $request): string => str_ends_with($request['path'], '/e2e/key') ? 'e2e' : 'by-name',
+            $this->stub->requests()
+        ));
+    }
+
+    public function testAKeyVersionTheServerDoesNotGiveIsADecryptionErrorAfterOneFetch(): void
+    {
+        $this->routeSealed('DATABASE_URL', $this->seal('future', 'DATABASE_URL', random_bytes(32), 3));
+        $this->routeKey();
+
+        try {
+            $this->e2eClient()->get('DATABASE_URL');
+            self::fail('no DecryptionException');
+        } catch (DecryptionException $e) {
+            self::assertStringContainsString('key version 3', $e->getMessage());
+        }
+        self::assertSame(2, $this->requestCount());
+    }
+
+    public function testAWrapThatDoesNotOpenWithTheTokensKeyIsADecryptionError(): void
+    {
+        $this->routeSealed('DATABASE_URL', $this->v['values'][0]['envelope']);
+        // The member's wrap: the right team key, wrapped to another key pair.
+        $this->routeKey(['team_id' => $this->teamId, 'key_version' => 2, 'wrapped_key' => $this->v['recipients'][0]['wrapped_key']]);
+
+        try {
+            $this->e2eClient()->get('DATABASE_URL');
+            self::fail('no DecryptionException');
+        } catch (DecryptionException $e) {
+            self::assertSame('DATABASE_URL', $e->getSecretName());
+            self::assertStringContainsString('team key wrapped to this token', $e->getMessage());
+            self::assertStringNotContainsString($this->v['recipients'][0]['wrapped_key'], $e->getMessage());
+        }
+    }
+
+    public function testAKeyAnswerForAnotherTeamDoesNotOpen(): void
+    {
+        $this->routeSealed('DATABASE_URL', $this->v['values'][0]['envelope']);
+        $this->routeKey(['team_id' => '00000000-0000-4000-8000-000000000000', 'key_version' => 2, 'wrapped_key' => $this->v['recipients'][1]['wrapped_key']]);
+
+        $this->expectException(DecryptionException::class);
+        $this->e2eClient()->get('DATABASE_URL');
+    }
+
+    public function testATokenWithoutItsKeyPartReadingAnEndToEndTeamIsAConfigurationError(): void
+    {
+        $this->routeSealed('DATABASE_URL', $this->v['values'][0]['envelope']);
+        $this->routeKey();
+
+        try {
+            $this->e2eClient(['token' => $this->v['token']['api_token']])->get('DATABASE_URL');
+            self::fail('no ConfigurationException');
+        } catch (ConfigurationException $e) {
+            self::assertStringContainsString('this team is end-to-end: the token needs its key part', $e->getMessage());
+            self::assertStringContainsString('"DATABASE_URL"', $e->getMessage());
+            self::assertStringNotContainsString($this->v['values'][0]['envelope'], $e->getMessage());
+        }
+        self::assertSame(1, $this->requestCount(), 'no key is asked for');
+    }
+
+    public function testAPlainAnswerToATokenWithItsKeyIsNotTrusted(): void
+    {
+        // A server that drops "e2e" and serves a value in clear cannot pass it off as the team's.
+        $this->stub->route(
+            self::byName('DATABASE_URL', 'production', $this->teamId),
+            ['body' => ['secret' => ['id' => self::SECRET_ID], 'value' => 'forged']]
+        );
+        $this->routeKey();
+
+        $this->expectException(DecryptionException::class);
+        $this->e2eClient()->get('DATABASE_URL');
+    }
+
+    public function testTheKeyRequestFailsWithTheUsualErrorTypes(): void
+    {
+        $this->routeSealed('DATABASE_URL', $this->v['values'][0]['envelope']);
+        $cases = [
+            [PermissionDeniedException::class, ['status' => 403, 'body' => ['error' => 'Token ini tidak memegang kunci tim']]],
+            [ConfigurationException::class, ['status' => 404, 'body' => ['error' => 'Tim tidak ditemukan']]],
+            [NetworkException::class, ['body' => ['team_id' => $this->teamId, 'key_version' => '2', 'wrapped_key' => 'x']]],
+        ];
+        foreach ($cases as [$type, $response]) {
+            $this->stub->reset();
+            $this->routeSealed('DATABASE_URL', $this->v['values'][0]['envelope']);
+            $this->routeKey($response);
+            try {
+                $this->e2eClient(['max_retries' => 0])->get('DATABASE_URL');
+                self::fail('no ' . $type);
+            } catch (\Exception $e) {
+                self::assertInstanceOf($type, $e);
+            }
+        }
+    }
+
+    public function testAPermissionErrorOnTheKeyEmptiesTheCache(): void
+    {
+        $this->routeSealed('DATABASE_URL', $this->v['values'][0]['envelope']);
+        $this->routeSealed('OTHER', $this->seal('x', 'OTHER', $this->teamKey, 3));
+        $this->routeKey(
+            ['body' => ['team_id' => $this->teamId, 'key_version' => 2, 'wrapped_key' => $this->v['recipients'][1]['wrapped_key']]],
+            ['status' => 403, 'body' => ['error' => 'Akses ditolak']],
+            ['body' => ['team_id' => $this->teamId, 'key_version' => 2, 'wrapped_key' => $this->v['recipients'][1]['wrapped_key']]]
+        );
+        $client = $this->e2eClient();
+        $client->get('DATABASE_URL');
+
+        try {
+            $client->get('OTHER'); // key version 3: the key is asked for again, and refused
+            self::fail('no PermissionDeniedException');
+        } catch (PermissionDeniedException) {
+        }
+        $client->get('DATABASE_URL');
+
+        self::assertSame(6, $this->requestCount(), 'the value and the key went with the cache');
+    }
+
+    public function testThePrintedClientShowsNeitherTheKeyPartNorTheTeamKeyNorAValue(): void
+    {
+        $this->routeSealed('DATABASE_URL', $this->v['values'][0]['envelope']);
+        $this->routeKey();
+        $client = $this->e2eClient();
+        $client->get('DATABASE_URL');
+
+        ob_start();
+        var_dump($client);
+        $forms = [
+            'var_dump' => (string) ob_get_clean(),
+            'print_r' => print_r($client, true),
+            'var_export' => var_export($client, true),
+            'json_encode' => (string) json_encode($client),
+            'array cast' => print_r((array) $client, true),
+        ];
+        $secrets = [
+            $this->v['token']['private_key'], E2eVectorsTest::unb64u($this->v['token']['private_key']),
+            $this->v['token']['api_token'], $this->v['team_key'], $this->teamKey, $this->v['values'][0]['value'],
+        ];
+        foreach ($forms as $form => $text) {
+            foreach ($secrets as $secret) {
+                self::assertStringNotContainsString($secret, $text, $form);
+            }
+        }
+    }
+
+    public function testTheConformanceDriverReportsKindDecryption(): void
+    {
+        $this->routeSealed('DATABASE_URL', $this->v['values'][0]['envelope']);
+        $this->routeSealed('TAMPERED', $this->v['values'][6]['envelope']);
+        $this->routeKey();
+        $requests = [
+            ['id' => 1, 'op' => 'new_client', 'args' => ['options' => ['token' => $this->v['token']['token'], 'base_url' => $this->stub->url(), 'team' => $this->teamId]]],
+            ['id' => 2, 'op' => 'get', 'args' => ['name' => 'DATABASE_URL']],
+            ['id' => 3, 'op' => 'get', 'args' => ['name' => 'TAMPERED']],
+            ['id' => 4, 'op' => 'describe', 'args' => []],
+        ];
+        $driver = proc_open(
+            [PHP_BINARY, dirname(__DIR__) . '/conformance/driver.php'],
+            [0 => ['pipe', 'r'], 1 => ['pipe', 'w'], 2 => ['file', '/dev/null', 'w']],
+            $pipes
+        );
+        self::assertIsResource($driver);
+        fwrite($pipes[0], implode("\n", array_map(static fn (array $r): string => (string) json_encode($r), $requests)) . "\n");
+        fclose($pipes[0]);
+        $answers = array_map(
+            static fn (string $line): array => json_decode($line, true),
+            array_values(array_filter(explode("\n", (string) stream_get_contents($pipes[1]))))
+        );
+        fclose($pipes[1]);
+        self::assertSame(0, proc_close($driver));
+
+        self::assertSame(['value' => $this->v['values'][0]['value']], $answers[1]['result']);
+        self::assertFalse($answers[2]['ok']);
+        self::assertSame('decryption', $answers[2]['error']['kind']);
+        self::assertNull($answers[2]['error']['status']);
+        self::assertStringNotContainsString($this->v['token']['private_key'], $answers[3]['result']['text']);
+    }
+
+    /**
+     * e2eClient builds a client of the vectors' team with the vectors' token (its key part
+     * included); $options override.
+     *
+     * @param array<string, mixed> $options
+     */
+    private function e2eClient(array $options = []): Client
+    {
+        return $this->client($options + ['token' => $this->v['token']['token'], 'team' => $this->teamId]);
+    }
+
+    /** routeSealed makes the read by name of $name answer the sealed $envelope, as an end-to-end team does. */
+    private function routeSealed(string $name, string $envelope): void
+    {
+        $this->stub->route(
+            self::byName($name, 'production', $this->teamId),
+            ['body' => ['secret' => ['id' => self::SECRET_ID, 'name' => $name, 'environment' => 'production', 'e2e' => true], 'value' => $envelope]]
+        );
+    }
+
+    /**
+     * routeKey makes GET /teams/{team}/e2e/key answer $responses in order (a response or a key
+     * answer's body); by default the vectors' key version 2 wrapped to the token.
+     *
+     * @param array<string, mixed> ...$responses
+     */
+    private function routeKey(array ...$responses): void
+    {
+        if ($responses === []) {
+            $responses = [['team_id' => $this->teamId, 'key_version' => 2, 'wrapped_key' => $this->v['recipients'][1]['wrapped_key']]];
+        }
+        $responses = array_map(
+            static fn (array $response): array => isset($response['body']) || isset($response['status']) ? $response : ['body' => $response],
+            $responses
+        );
+        $this->stub->route(sprintf('GET /teams/%s/e2e/key', $this->teamId), ...$responses);
+    }
+
+    /** assertTheKeyPartNeverWentOut checks every request: the bearer is the API token, and the key part is nowhere. */
+    private function assertTheKeyPartNeverWentOut(): void
+    {
+        $requests = $this->stub->requests();
+        self::assertNotEmpty($requests);
+        foreach ($requests as $request) {
+            self::assertSame('Bearer ' . $this->v['token']['api_token'], $request['headers']['authorization']);
+            self::assertStringNotContainsString($this->v['token']['private_key'], (string) json_encode($request, JSON_UNESCAPED_SLASHES));
+        }
+    }
+
+    /**
+     * seal seals $value for $name in production, as docs/e2e.md's "Sealed value" says, under
+     * $teamKey (default: the vectors' key) of $keyVersion.
+     */
+    private function seal(string $value, string $name, ?string $teamKey = null, int $keyVersion = 2, int $version = 1): string
+    {
+        $nonce = random_bytes(12);
+        $aad = sprintf('cvsm-e2e:v1:secret:%s:%s:%d:%s:%s', $this->teamId, self::SECRET_ID, $version, 'production', $name);
+        $ciphertext = openssl_encrypt($value, 'aes-256-gcm', $teamKey ?? $this->teamKey, OPENSSL_RAW_DATA, $nonce, $tag, $aad, 16);
+
+        return sprintf('cvsm-e2e1.%d.%s.%d.%s.%s', $keyVersion, self::SECRET_ID, $version, self::b64u($nonce), self::b64u($ciphertext . $tag));
+    }
+
+    /** wrap wraps $teamKey of $keyVersion to the vectors' token, as docs/e2e.md's "Wrapped team key" says. */
+    private function wrap(string $teamKey, int $keyVersion): string
+    {
+        $recipient = E2eVectorsTest::unb64u($this->v['recipients'][1]['public_key']);
+        $ephemeral = random_bytes(32);
+        $ephemeralPublic = sodium_crypto_scalarmult_base($ephemeral);
+        $wrapping = hash_hkdf('sha256', sodium_crypto_scalarmult($ephemeral, $recipient), 32, 'cvsm-e2e:v1:wrap', $ephemeralPublic . $recipient);
+        $nonce = random_bytes(12);
+        $aad = sprintf('cvsm-e2e:v1:team-key:%s:%d', $this->teamId, $keyVersion);
+        $ciphertext = openssl_encrypt($teamKey, 'aes-256-gcm', $wrapping, OPENSSL_RAW_DATA, $nonce, $tag, $aad, 16);
+
+        return sprintf('cvsm-wrap1.%s.%s.%s', self::b64u($ephemeralPublic), self::b64u($nonce), self::b64u($ciphertext . $tag));
+    }
+
+    private static function b64u(string $bytes): string
+    {
+        return rtrim(strtr(base64_encode($bytes), '+/', '-_'), '=');
+    }
+}

@@ -1,0 +1,381 @@
+"""End-to-end teams: the token's key part, the team key fetched once, values opened in the client.
+
+The cross-language vectors (``conformance/vectors/e2e.json``, read from the repository) are
+opened through the client itself, against the fake API serving them; then the client's flow
+against an end-to-end team: requests, cache, clear-cache, key versions and the errors.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+import cvsm
+from cvsm import e2e
+
+from .conftest import TEAM_ID, E2eTeam, FakeApi, Sdk
+
+VECTORS_PATH = Path(__file__).resolve().parents[3] / "conformance" / "vectors" / "e2e.json"
+VALUE = "postgres://app:s3cr3t-e2e@db.internal/app"
+
+
+@pytest.fixture(scope="module")
+def vectors() -> dict[str, Any]:
+    if not VECTORS_PATH.is_file():  # an sdist holds the tests, not the repository's vectors
+        pytest.skip(f"the vectors are read from the repository: {VECTORS_PATH} is not there")
+    data: dict[str, Any] = json.loads(VECTORS_PATH.read_text(encoding="utf-8"))
+    return data
+
+
+def b64u(text: str) -> bytes:
+    return e2e._unb64u(text)
+
+
+# The vectors ---------------------------------------------------------------------------------
+
+
+def test_every_recipient_of_the_vectors_opens_the_team_key(vectors: dict[str, Any]) -> None:
+    assert len(vectors["recipients"]) >= 2
+    for recipient in vectors["recipients"]:
+        opened = e2e.unwrap_team_key(recipient["wrapped_key"], vectors["team_id"], vectors["key_version"],
+                                     b64u(recipient["private_key"]))
+        assert opened == b64u(vectors["team_key"]), recipient["what"]
+
+
+def vector_api(api: FakeApi, vectors: dict[str, Any], entry: dict[str, Any]) -> None:
+    """Serve the vectors' team to the vectors' token: the token's wrap, and ``entry``'s envelope."""
+    token_wrap = next(r["wrapped_key"] for r in vectors["recipients"] if r["what"] == "token")
+    api.token = vectors["token"]["api_token"]
+    api.e2e = E2eTeam()  # marks the answers end-to-end; the key answer is the vectors' own below
+    api.secrets = [{"id": "0", "name": entry["name"], "value": entry["envelope"], "environment": entry["environment"]}]
+    api.fail("e2e_key", httpx.Response(200, json={"team_id": vectors["team_id"], "key_version": vectors["key_version"],
+                                                  "wrapped_key": token_wrap}))
+
+
+async def test_every_value_of_the_vectors_opens_through_the_client_or_is_a_decryption_error(
+    sdk: Sdk, api: FakeApi, vectors: dict[str, Any]
+) -> None:
+    assert any(not v["opens"] for v in vectors["values"]) and any(v["opens"] for v in vectors["values"])
+    for entry in vectors["values"]:
+        vector_api(api, vectors, entry)
+        client = sdk.client(token=vectors["token"]["token"], environment=entry["environment"])
+        if entry["opens"]:
+            assert await sdk.call(client.get(entry["name"])) == entry["value"], entry
+        else:
+            with pytest.raises(cvsm.DecryptionError) as caught:
+                await sdk.call(client.get(entry["name"]))
+            assert json.dumps(entry["name"]) in str(caught.value), entry["why"]
+            assert caught.value.status is None
+
+
+async def test_the_vectors_token_is_split_and_only_its_api_token_is_sent(
+    sdk: Sdk, api: FakeApi, vectors: dict[str, Any]
+) -> None:
+    token = vectors["token"]
+    assert e2e.split_token(token["token"]) == (token["api_token"], b64u(token["private_key"]))
+    vector_api(api, vectors, vectors["values"][0])
+    await sdk.call(sdk.client(token=token["token"]).get(vectors["values"][0]["name"]))
+    assert [r.headers["Authorization"] for r in api.requests] == [f"Bearer {token['api_token']}"] * 2
+
+
+@pytest.mark.parametrize("index", range(4))
+def test_each_bad_token_of_the_vectors_is_a_configuration_error(
+    sdk: Sdk, vectors: dict[str, Any], index: int
+) -> None:
+    bad = vectors["bad_tokens"][index]
+    with pytest.raises(cvsm.ConfigurationError) as caught:
+        sdk.client(token=bad)
+    key_part = bad.partition(".")[2]
+    assert bad not in str(caught.value)
+    assert not key_part or key_part not in str(caught.value)
+    assert "key part" in str(caught.value)
+
+
+async def test_a_token_that_is_not_an_api_token_is_sent_whole_dots_and_all(sdk: Sdk, api: FakeApi) -> None:
+    jwt = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJ4In0.c2lnbmF0dXJl"  # a session JWT has dots of its own
+    api.token = jwt
+    api.add("A", "plain")
+    assert await sdk.call(sdk.client(token=jwt).get("A")) == "plain"
+    assert api.requests[0].headers["Authorization"] == f"Bearer {jwt}"
+
+
+def test_the_vectors_have_the_bad_tokens_the_test_above_counts(vectors: dict[str, Any]) -> None:
+    assert len(vectors["bad_tokens"]) == 4
+
+
+# The client against an end-to-end team -------------------------------------------------------
+
+
+@pytest.fixture
+def team(api: FakeApi) -> E2eTeam:
+    return api.end_to_end()
+
+
+async def test_a_read_fetches_the_key_once_and_answers_the_opened_value(sdk: Sdk, api: FakeApi, team: E2eTeam) -> None:
+    api.add_sealed("DATABASE_URL", VALUE)
+    api.add_sealed("API_KEY", "k-123")
+    client = sdk.client(token=team.token)
+    assert await sdk.call(client.get("DATABASE_URL")) == VALUE
+    assert api.kinds() == ["by_name", "e2e_key"]
+    assert api.requests[1].url.path == f"/api/v1/teams/{TEAM_ID}/e2e/key"
+    assert await sdk.call(client.get("DATABASE_URL")) == VALUE  # cached opened
+    assert await sdk.call(client.get("API_KEY")) == "k-123"  # the key is held: one request
+    assert api.kinds() == ["by_name", "e2e_key", "by_name"]
+
+
+async def test_a_second_read_after_the_ttl_makes_one_request(
+    sdk: Sdk, api: FakeApi, team: E2eTeam, clock: list[float]
+) -> None:
+    api.add_sealed("A", "one")
+    client = sdk.client(token=team.token, cache_ttl=5)
+    await sdk.call(client.get("A"))
+    clock[0] += 6
+    api.reset_requests()
+    assert await sdk.call(client.get("A")) == "one"
+    assert api.kinds() == ["by_name"]
+
+
+async def test_with_the_cache_off_the_key_is_still_kept(sdk: Sdk, api: FakeApi, team: E2eTeam) -> None:
+    api.add_sealed("A", "one")
+    client = sdk.client(token=team.token, cache_ttl=0)
+    await sdk.call(client.get("A"))
+    await sdk.call(client.get("A"))
+    assert api.kinds() == ["by_name", "e2e_key", "by_name"]
+
+
+async def test_clear_cache_forgets_the_team_key(sdk: Sdk, api: FakeApi, team: E2eTeam) -> None:
+    api.add_sealed("A", "one")
+    client = sdk.client(token=team.token)
+    await sdk.call(client.get("A"))
+    client.clear_cache()
+    assert await sdk.call(client.get("A")) == "one"
+    assert api.kinds() == ["by_name", "e2e_key", "by_name", "e2e_key"]
+
+
+async def test_get_all_and_inject_open_every_value_of_the_export(
+    sdk: Sdk, api: FakeApi, team: E2eTeam, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    api.add_sealed("E2E_ONE", "first")
+    api.add_sealed("E2E_TWO", "second\nline")
+    api.add_sealed("E2E_ONE", "staging's", environment="staging")
+    for name in ("E2E_ONE", "E2E_TWO"):
+        monkeypatch.setenv(name, "placeholder")  # so that monkeypatch restores the environment
+        monkeypatch.delenv(name)
+    client = sdk.client(token=team.token)
+    assert await sdk.call(client.get_all()) == {"E2E_ONE": "first", "E2E_TWO": "second\nline"}
+    assert api.kinds() == ["export", "e2e_key"]
+    assert await sdk.call(client.get("E2E_TWO")) == "second\nline"  # from the cached export
+    client.clear_cache()
+    assert await sdk.call(client.inject()) == ["E2E_ONE", "E2E_TWO"]
+    assert (os.environ["E2E_ONE"], os.environ["E2E_TWO"]) == ("first", "second\nline")
+    assert api.kinds() == ["export", "e2e_key", "export", "e2e_key"]
+    staging = sdk.client(token=team.token, environment="staging")
+    assert await sdk.call(staging.get_all()) == {"E2E_ONE": "staging's"}
+
+
+async def test_an_empty_export_needs_no_key(sdk: Sdk, api: FakeApi, team: E2eTeam) -> None:
+    assert await sdk.call(sdk.client(token=team.token).get_all()) == {}
+    assert api.kinds() == ["export"]
+
+
+async def test_the_bearer_never_carries_the_key_part(sdk: Sdk, api: FakeApi, team: E2eTeam) -> None:
+    api.add_sealed("A", "one")
+    client = sdk.client(token=team.token)
+    await sdk.call(client.get("A"))
+    await sdk.call(client.get_all())
+    with pytest.raises(cvsm.SecretNotFoundError):
+        await sdk.call(client.get("MISSING"))
+    assert len(api.requests) == 5
+    for request in api.requests:
+        assert request.headers["Authorization"] == f"Bearer {team.api_token}"
+        assert team.key_part not in str(request.url)
+        assert all(team.key_part not in value for value in request.headers.values())
+
+
+async def test_a_tampered_envelope_is_a_decryption_error_never_retried_nor_cached(
+    sdk: Sdk, api: FakeApi, team: E2eTeam
+) -> None:
+    api.add_sealed("A", VALUE)
+    envelope = api.secrets[0]["value"]
+    api.secrets[0]["value"] = envelope[:-2] + ("A" if envelope[-2] != "A" else "B") + envelope[-1]
+    client = sdk.client(token=team.token)
+    with pytest.raises(cvsm.DecryptionError) as caught:
+        await sdk.call(client.get("A"))
+    error = caught.value
+    assert isinstance(error, cvsm.CvsmError)
+    assert str(error) == 'secret "A" does not open: the sealed value does not open with this key'
+    assert (error.status, error.request_id) == (None, "req-1")
+    assert api.kinds() == ["by_name", "e2e_key"]  # not retried
+    api.secrets[0]["value"] = envelope
+    assert await sdk.call(client.get("A")) == VALUE  # the error was not cached
+    assert api.kinds() == ["by_name", "e2e_key", "by_name"]
+
+
+async def test_a_value_sealed_for_another_name_or_environment_does_not_open(
+    sdk: Sdk, api: FakeApi, team: E2eTeam
+) -> None:
+    # The server swaps one stored envelope for another secret's, or another environment's.
+    a_id = api.add_sealed("A", "a-value")
+    api.add_sealed("B", "b-value")
+    api.secrets[0]["value"] = api.secrets[1]["value"]
+    client = sdk.client(token=team.token)
+    with pytest.raises(cvsm.DecryptionError, match='secret "A" does not open'):
+        await sdk.call(client.get("A"))
+    with pytest.raises(cvsm.DecryptionError, match='secret "A" does not open'):
+        await sdk.call(client.get_all())
+    api.secrets[0]["value"] = team.seal("a-value", a_id, "staging", "A")
+    with pytest.raises(cvsm.DecryptionError, match='secret "A" does not open'):
+        await sdk.call(client.get("A"))
+    assert "a-value" not in api.kinds()
+
+
+async def test_a_plain_value_served_to_a_token_with_its_key_is_a_decryption_error(
+    sdk: Sdk, api: FakeApi, team: E2eTeam
+) -> None:
+    # A server that drops the "e2e" mark and serves a value of its choosing is not believed.
+    api.add("A", "chosen by the server")
+    api.e2e = None
+    with pytest.raises(cvsm.DecryptionError, match="a sealed value must look like") as caught:
+        await sdk.call(sdk.client(token=team.token).get("A"))
+    assert "chosen by the server" not in str(caught.value)
+    assert api.kinds() == ["by_name"]
+
+
+async def test_a_wrap_that_does_not_open_is_a_decryption_error(sdk: Sdk, api: FakeApi, team: E2eTeam) -> None:
+    api.add_sealed("A", "one")
+    other_private, other_public = e2e.generate_key_pair()
+    wrapped = e2e.wrap_team_key(team.team_key, team.team_id, team.key_version, other_public)
+    api.fail("e2e_key", httpx.Response(200, json={"team_id": team.team_id, "key_version": 1, "wrapped_key": wrapped}))
+    with pytest.raises(cvsm.DecryptionError, match="does not open with the token's key part") as caught:
+        await sdk.call(sdk.client(token=team.token).get("A"))
+    assert (caught.value.status, caught.value.request_id) == (None, "req-2")
+
+
+async def test_a_new_key_version_is_fetched_once(sdk: Sdk, api: FakeApi, team: E2eTeam) -> None:
+    api.add_sealed("A", "old")
+    client = sdk.client(token=team.token, cache_ttl=0)
+    assert await sdk.call(client.get("A")) == "old"
+    team.rekey()
+    api.secrets.clear()
+    api.add_sealed("A", "new")
+    assert await sdk.call(client.get("A")) == "new"
+    assert await sdk.call(client.get("A")) == "new"
+    assert api.kinds() == ["by_name", "e2e_key", "by_name", "e2e_key", "by_name"]
+
+
+async def test_a_key_version_the_server_does_not_give_is_a_decryption_error(
+    sdk: Sdk, api: FakeApi, team: E2eTeam
+) -> None:
+    api.add_sealed("A", "one")
+    client = sdk.client(token=team.token, cache_ttl=0)
+    await sdk.call(client.get("A"))
+    team.key_version = 5  # the envelope says 5; the key answer keeps saying 1
+    api.secrets[0]["value"] = team.seal("one", api.secrets[0]["id"], "production", "A")
+    api.fail("e2e_key", httpx.Response(200, json={"team_id": team.team_id, "key_version": 1,
+                                                  "wrapped_key": e2e.wrap_team_key(team.team_key, team.team_id, 1,
+                                                                                   team.public_key)}))
+    with pytest.raises(cvsm.DecryptionError, match="sealed under key version 5, the team key is version 1"):
+        await sdk.call(client.get("A"))
+    assert api.kinds() == ["by_name", "e2e_key", "by_name", "e2e_key"]
+
+
+async def test_a_token_without_its_key_part_on_an_end_to_end_team_is_a_configuration_error(
+    sdk: Sdk, api: FakeApi, team: E2eTeam
+) -> None:
+    api.add_sealed("A", "one")
+    with pytest.raises(cvsm.ConfigurationError) as caught:
+        await sdk.call(sdk.client(token=team.api_token).get("A"))
+    assert str(caught.value).startswith("this team is end-to-end: the token needs its key part")
+    assert api.kinds() == ["by_name"]
+
+
+async def test_the_end_to_end_mark_beside_the_secret_counts_too(sdk: Sdk, api: FakeApi) -> None:
+    api.fail("by_name", httpx.Response(200, json={"secret": {"id": "x"}, "value": "cvsm-e2e1.1.x", "e2e": True}))
+    with pytest.raises(cvsm.ConfigurationError, match="the token needs its key part"):
+        await sdk.call(sdk.client().get("A"))
+
+
+async def test_a_team_that_is_not_end_to_end_answers_the_key_request_with_a_configuration_error(
+    sdk: Sdk, api: FakeApi, team: E2eTeam
+) -> None:
+    api.add_sealed("A", "one")
+    api.fail("e2e_key", 400)
+    with pytest.raises(cvsm.ConfigurationError, match="not end-to-end") as caught:
+        await sdk.call(sdk.client(token=team.token).get("A"))
+    assert caught.value.status == 400
+
+
+def rekey_and_reseal(api: FakeApi, team: E2eTeam) -> None:
+    """Re-key the team and re-seal every value under the new key, as an Admin's browser does."""
+    team.rekey()
+    for secret in api.secrets:
+        plain = secret.pop("plain")
+        secret["value"] = team.seal(plain, secret["id"], secret["environment"], secret["name"], version=2)
+
+
+def add_kept(api: FakeApi, name: str, value: str) -> None:
+    api.add_sealed(name, value)
+    api.secrets[-1]["plain"] = value
+
+
+async def test_a_key_request_refused_with_403_empties_the_cache(
+    sdk: Sdk, api: FakeApi, team: E2eTeam, clock: list[float]
+) -> None:
+    add_kept(api, "A", "one")
+    client = sdk.client(token=team.token, cache_ttl=1, stale_if_error=600, max_retries=0)
+    await sdk.call(client.get("A"))
+    clock[0] += 5
+    rekey_and_reseal(api, team)
+    api.fail("e2e_key", 403)
+    with pytest.raises(cvsm.PermissionDeniedError):  # not answered with the kept value
+        await sdk.call(client.get("A"))
+    api.fail("by_name", 503)
+    with pytest.raises(cvsm.ApiError):  # nothing kept any more
+        await sdk.call(client.get("A"))
+
+
+async def test_a_key_request_that_fails_for_the_server_may_answer_a_kept_value(
+    sdk: Sdk, api: FakeApi, team: E2eTeam, clock: list[float]
+) -> None:
+    add_kept(api, "A", "one")
+    stale: list[cvsm.StaleEvent] = []
+    client = sdk.client(token=team.token, cache_ttl=1, stale_if_error=600, max_retries=0, on_stale=stale.append)
+    assert await sdk.call(client.get("A")) == "one"
+    clock[0] += 5
+    rekey_and_reseal(api, team)
+    api.fail("e2e_key", 503)
+    assert await sdk.call(client.get("A")) == "one"
+    assert [type(e.error) for e in stale] == [cvsm.ApiError]
+    assert api.kinds() == ["by_name", "e2e_key", "by_name", "e2e_key"]
+    api.fail("by_name", httpx.Response(200, json={"secret": {}, "value": "cvsm-e2e1.2.x.1.AA.AA", "e2e": True}))
+    with pytest.raises(cvsm.DecryptionError):  # never answered with the kept value
+        await sdk.call(client.get("A"))
+
+
+async def test_neither_the_key_part_nor_the_team_key_shows_in_print_or_logs(
+    sdk: Sdk, api: FakeApi, team: E2eTeam, caplog: pytest.LogCaptureFixture
+) -> None:
+    api.add_sealed("A", VALUE)
+    caplog.set_level(logging.DEBUG)
+    client = sdk.client(token=team.token)
+    await sdk.call(client.get("A"))
+    team_key = e2e._b64u(team.team_key)
+    texts = [repr(client), str(client), repr(vars(client)), repr(client._token), repr(client._team_key)]
+    texts += [r.getMessage() for r in caplog.records]
+    for text in texts:
+        for hidden in (team.token, team.key_part, team_key, repr(team.team_key), repr(team.private_key), VALUE):
+            assert hidden not in text
+
+
+def test_the_decryption_error_is_exported_and_documented() -> None:
+    assert "DecryptionError" in cvsm.__all__
+    assert issubclass(cvsm.DecryptionError, cvsm.CvsmError)
+    assert not issubclass(cvsm.DecryptionError, (cvsm.NetworkError, cvsm.ApiError, cvsm.ConfigurationError))
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    assert "## End-to-end teams" in readme and "`DecryptionError`" in readme

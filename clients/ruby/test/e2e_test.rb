@@ -1,0 +1,345 @@
+# frozen_string_literal: true
+
+require "pp"
+require "stringio"
+require "yaml"
+require_relative "test_helper"
+
+# End-to-end teams: the cross-language vectors of conformance/vectors/e2e.json, then the client
+# against a fake end-to-end team (the key fetched once, values opened, the decryption error).
+class E2ETest < CvsmTest
+  VECTORS_FILE = File.expand_path("../../../conformance/vectors/e2e.json", __dir__)
+  VALUE = "postgres://app:s3cr3t@db.internal/app"
+
+  def vectors = (@vectors ||= JSON.parse(File.read(VECTORS_FILE)))
+
+  def unb64u(text) = (text.tr("-_", "+/") + ("=" * (-text.length % 4))).unpack1("m0")
+
+  # --- the vectors, read from the repository at test time -------------------------------------
+
+  def test_every_recipient_of_the_vectors_unwraps_the_team_key
+    assert_equal 2, vectors["recipients"].size
+    vectors["recipients"].each do |recipient|
+      private_key = unb64u(recipient["private_key"])
+      team_key = Cvsm::E2E.unwrap_team_key(recipient["wrapped_key"], team_id: vectors["team_id"],
+                                                                      key_version: vectors["key_version"],
+                                                                      private_key: private_key)
+      assert_equal unb64u(vectors["team_key"]), team_key, recipient["what"]
+      assert_equal unb64u(recipient["public_key"]),
+                   Cvsm::E2E.public_key_of(Cvsm::E2E.x25519_private(private_key)), recipient["what"]
+    end
+  end
+
+  def test_a_wrap_opens_only_for_its_team_version_and_recipient
+    member, token = vectors["recipients"]
+    {
+      "another team" => { team_id: FakeApi::TEAM_ID, key_version: vectors["key_version"],
+                          private_key: unb64u(member["private_key"]) },
+      "another key version" => { team_id: vectors["team_id"], key_version: vectors["key_version"] + 1,
+                                 private_key: unb64u(member["private_key"]) },
+      "another recipient's key" => { team_id: vectors["team_id"], key_version: vectors["key_version"],
+                                     private_key: unb64u(token["private_key"]) }
+    }.each do |why, arguments|
+      error = assert_raises(Cvsm::DecryptionError, why) { Cvsm::E2E.unwrap_team_key(member["wrapped_key"], **arguments) }
+      refute_includes error.message, member["private_key"]
+    end
+    ["cvsm-wrap1.AA.AA.AA", "cvsm-wrap2.#{member['wrapped_key'].split('.', 2).last}", "", nil].each do |wrapped|
+      assert_raises(Cvsm::DecryptionError, wrapped.inspect) do
+        Cvsm::E2E.unwrap_team_key(wrapped, team_id: vectors["team_id"], key_version: vectors["key_version"],
+                                           private_key: unb64u(member["private_key"]))
+      end
+    end
+  end
+
+  def test_a_low_order_ephemeral_key_is_refused
+    _eph, nonce, ct = vectors.dig("recipients", 0, "wrapped_key").delete_prefix("cvsm-wrap1.").split(".")
+    zero = E2ESeal.b64u("\0" * 32)
+    error = assert_raises(Cvsm::DecryptionError) do
+      Cvsm::E2E.unwrap_team_key("cvsm-wrap1.#{zero}.#{nonce}.#{ct}", team_id: vectors["team_id"],
+                                                                      key_version: vectors["key_version"],
+                                                                      private_key: unb64u(vectors.dig("recipients", 0, "private_key")))
+    end
+    assert_includes error.message, "low order"
+  end
+
+  def test_every_sealed_value_of_the_vectors_opens_or_is_a_decryption_error
+    team_key = unb64u(vectors["team_key"])
+    assert_operator vectors["values"].count { |entry| entry["opens"] }, :>=, 4
+    assert_operator vectors["values"].count { |entry| !entry["opens"] }, :>=, 4
+    vectors["values"].each do |entry|
+      open = lambda do
+        Cvsm::E2E.open_value(entry["envelope"], team_key, team_id: vectors["team_id"],
+                                                          environment: entry["environment"], name: entry["name"])
+      end
+      if entry["opens"]
+        value = open.call
+        assert_equal entry["value"], value, entry["envelope"]
+        assert_equal Encoding::UTF_8, value.encoding
+      else
+        error = assert_raises(Cvsm::DecryptionError, entry["why"], &open)
+        assert_includes error.message, entry["name"].inspect, entry["why"]
+        assert_nil error.status
+        vectors["values"].select { |v| v["opens"] }.each { |v| refute_includes error.message, v["value"] }
+        refute_includes error.message, vectors["team_key"]
+      end
+    end
+  end
+
+  def test_the_vectors_token_splits_into_its_api_token_and_key
+    token = vectors["token"]
+    assert_equal [token["api_token"], unb64u(token["private_key"])], Cvsm::E2E.split_token(token["token"])
+    assert_equal [TOKEN, nil], Cvsm::E2E.split_token(TOKEN)
+  end
+
+  def test_each_bad_token_of_the_vectors_is_a_configuration_error_that_does_not_show_it
+    assert_equal 4, vectors["bad_tokens"].size
+    vectors["bad_tokens"].each do |bad|
+      [-> { Cvsm::Client.new(token: bad, base_url: "http://h/api/v1", team: "acme") },
+       lambda do
+         ENV["CVSM_TOKEN"] = bad
+         Cvsm::Client.new(base_url: "http://h/api/v1", team: "acme")
+       end].each do |build|
+        error = assert_raises(Cvsm::ConfigurationError, bad, &build)
+        assert_includes error.message, "key part"
+        api_token, key = bad.split(".", 2)
+        refute_includes error.message, api_token
+        refute_includes error.message, key unless key.empty?
+      end
+    end
+  end
+
+  def test_a_jwt_is_not_taken_for_a_token_with_a_key
+    api, server = start_api
+    api.token = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjMifQ.c2lnbmF0dXJl"
+    api.add_secret("A", "1")
+    client = Cvsm::Client.new(token: api.token, base_url: server.base_url, team: "acme")
+    assert_equal "1", client.get("A")
+    assert_equal "Bearer #{api.token}", server.log.first.headers["authorization"]
+  end
+
+  # --- the client against an end-to-end team ----------------------------------------------------
+
+  def setup
+    super
+    @api, @server = start_api
+    @api.add_secret("DATABASE_URL", VALUE)
+    @api.add_secret("API_KEY", "kunci rahasia — café 🔑")
+    @api.add_secret("EMPTY", "")
+    @api.add_secret("DATABASE_URL", "postgres://staging", environment: "staging")
+    @private_key, @public_key = E2ESeal.key_pair
+    @token = @api.end_to_end!(@private_key, @public_key)
+    @key_part = @token.split(".", 2).last
+  end
+
+  def e2e_client(**options)
+    Cvsm::Client.new(token: @token, base_url: @server.base_url, team: "acme", **options)
+  end
+
+  def key_path = "/teams/acme/e2e/key"
+
+  def tampered(envelope)
+    last = envelope[-1] == "A" ? "B" : "A"
+    envelope[0..-2] + last
+  end
+
+  def test_the_first_read_fetches_the_team_key_once_and_later_reads_make_one_request
+    client = e2e_client
+    assert_equal VALUE, client.get("DATABASE_URL")
+    assert_equal ["/teams/acme/secrets/by-name/DATABASE_URL", key_path], paths(@server)
+
+    assert_equal "kunci rahasia — café 🔑", client.get("API_KEY")
+    assert_equal "", client.get("EMPTY")
+    assert_equal 4, @server.log.size, "the key is held: one request per new read"
+    assert_equal VALUE, client.get("DATABASE_URL")
+    assert_equal 4, @server.log.size, "the opened value is cached"
+    assert_equal "postgres://staging", e2e_client(environment: "staging").get("DATABASE_URL")
+  end
+
+  def test_concurrent_first_reads_fetch_the_team_key_once
+    8.times { |i| @api.add_secret("S#{i}", "v#{i}") }
+    client = e2e_client
+    assert_equal Array.new(8) { |i| "v#{i}" }, Array.new(8) { |i| Thread.new { client.get("S#{i}") } }.map(&:value)
+    assert_equal 1, paths(@server).count(key_path)
+  end
+
+  def test_the_bearer_header_never_carries_the_key_part
+    client = e2e_client(cache_ttl: 0)
+    client.get("DATABASE_URL")
+    client.get_all
+    client.clear_cache
+    client.get("API_KEY")
+    assert_equal 5, @server.log.size
+    @server.log.each do |request|
+      assert_equal "Bearer #{TOKEN}", request.headers["authorization"], request.path
+      request.headers.each_value { |value| refute_includes value, @key_part }
+      refute_includes request.target, @key_part
+    end
+  end
+
+  def test_clear_cache_forgets_the_team_key_too
+    client = e2e_client
+    client.get("DATABASE_URL")
+    client.clear_cache
+    assert_equal VALUE, client.get("DATABASE_URL")
+    assert_equal ["/teams/acme/secrets/by-name/DATABASE_URL", key_path] * 2, paths(@server)
+  end
+
+  def test_get_all_and_inject_open_every_value
+    client = e2e_client
+    expected = { "DATABASE_URL" => VALUE, "API_KEY" => "kunci rahasia — café 🔑", "EMPTY" => "" }
+    assert_equal expected, client.get_all
+    assert_equal ["/teams/acme/secrets/export", key_path], paths(@server)
+    assert_equal({ "format" => "json", "environment" => "production" }, @server.log.first.query)
+    assert_equal VALUE, client.get("DATABASE_URL")
+    assert_equal 2, @server.log.size, "get_all filled the per-name cache with opened values"
+
+    ENV.delete("DATABASE_URL")
+    ENV.delete("API_KEY")
+    ENV.delete("EMPTY")
+    assert_equal %w[API_KEY DATABASE_URL EMPTY], e2e_client.inject
+    assert_equal VALUE, ENV.fetch("DATABASE_URL")
+    assert_equal "kunci rahasia — café 🔑", ENV.fetch("API_KEY").dup.force_encoding(Encoding::UTF_8)
+  end
+
+  def test_an_empty_end_to_end_environment_needs_no_key
+    assert_equal({}, e2e_client(environment: "development").get_all)
+    assert_equal ["/teams/acme/secrets/export"], paths(@server)
+  end
+
+  def test_a_tampered_envelope_is_a_decryption_error_never_retried_nor_answered_with_a_kept_value
+    stale = []
+    client = e2e_client(cache_ttl: 0, stale_if_error: 60, max_retries: 2, on_stale: ->(read) { stale << read })
+    assert_equal VALUE, client.get("DATABASE_URL")
+    envelope = tampered(@api.envelope("DATABASE_URL"))
+    @api.script(%r{/by-name/}, json(200, "secret" => { "id" => "x", "name" => "DATABASE_URL" }, "value" => envelope,
+                                         "e2e" => true))
+    error = assert_raises(Cvsm::DecryptionError) { client.get("DATABASE_URL") }
+    assert_kind_of Cvsm::Error, error
+    assert_includes error.message, '"DATABASE_URL"'
+    assert_nil error.status
+    assert_equal "req-3", error.request_id, "the request id of the answer that held the envelope"
+    [VALUE, @key_part, TOKEN, E2ESeal.b64u(@api.team_key)].each { |text| refute_includes error.message, text }
+    assert_equal 3, @server.log.size, "one read, not retried, and the key was held"
+    assert_empty stale
+
+    @api.script(%r{/export\z}, json(200, "DATABASE_URL" => @api.envelope("DATABASE_URL"), "API_KEY" => "cvsm-e2e1.1.x"))
+    error = assert_raises(Cvsm::DecryptionError) { client.get_all }
+    assert_includes error.message, '"API_KEY"'
+    assert_equal 4, @server.log.size
+  end
+
+  def test_a_value_served_for_another_name_or_environment_does_not_open
+    client = e2e_client
+    @api.script(%r{/by-name/API_KEY\z}, json(200, "secret" => { "id" => "x", "name" => "API_KEY" },
+                                                   "value" => @api.envelope("DATABASE_URL"), "e2e" => true))
+    assert_raises(Cvsm::DecryptionError) { client.get("API_KEY") }
+    @api.script(%r{/by-name/}, json(200, "secret" => { "id" => "x", "name" => "DATABASE_URL" },
+                                         "value" => @api.envelope("DATABASE_URL", "staging"), "e2e" => true))
+    assert_raises(Cvsm::DecryptionError) { client.get("DATABASE_URL") }
+  end
+
+  def test_a_new_key_version_is_fetched_once_then_a_version_that_still_differs_does_not_open
+    client = e2e_client
+    client.get("DATABASE_URL")
+    @api.team_key = OpenSSL::Random.random_bytes(32) # the team was re-keyed: version 2
+    @api.key_version = 2
+    assert_equal "kunci rahasia — café 🔑", client.get("API_KEY")
+    assert_equal ["/teams/acme/secrets/by-name/API_KEY", key_path], paths(@server).last(2)
+    assert_equal "", client.get("EMPTY")
+    assert_equal 5, @server.log.size
+
+    sealed = @api.envelope("DATABASE_URL").sub("cvsm-e2e1.2.", "cvsm-e2e1.3.")
+    @api.script(%r{/by-name/}, json(200, "secret" => { "id" => "x", "name" => "DATABASE_URL" }, "value" => sealed,
+                                         "e2e" => true))
+    client.clear_cache
+    error = assert_raises(Cvsm::DecryptionError) { client.get("DATABASE_URL") }
+    assert_includes error.message, "key version 3"
+    assert_equal ["/teams/acme/secrets/by-name/DATABASE_URL", key_path], paths(@server).last(2)
+  end
+
+  def test_a_wrap_that_does_not_open_with_the_tokens_key_is_a_decryption_error
+    _other_private, other_public = E2ESeal.key_pair
+    @api.end_to_end!(@private_key, other_public, team_key: @api.team_key)
+    error = assert_raises(Cvsm::DecryptionError) { e2e_client.get("DATABASE_URL") }
+    assert_includes error.message, "team key"
+    assert_equal "req-2", error.request_id, "the key answer's"
+    refute_includes error.message, @key_part
+  end
+
+  def test_a_token_without_its_key_part_is_told_to_bring_it
+    client = client_for(@server)
+    error = assert_raises(Cvsm::ConfigurationError) { client.get("DATABASE_URL") }
+    assert_includes error.message, "end-to-end"
+    assert_includes error.message, "key part"
+    refute_includes error.message, "cvsm-e2e1"
+    assert_equal ["/teams/acme/secrets/by-name/DATABASE_URL"], paths(@server)
+
+    @api.script(%r{/by-name/}, json(200, "secret" => { "id" => "x", "name" => "DATABASE_URL", "e2e" => true },
+                                         "value" => @api.envelope("DATABASE_URL")))
+    assert_raises(Cvsm::ConfigurationError, "the flag in the secret object") { client.get("DATABASE_URL") }
+  end
+
+  def test_a_plain_answer_to_a_token_with_a_key_is_not_taken_as_the_value
+    @api.script(%r{/by-name/}, json(200, "secret" => { "id" => "x", "name" => "DATABASE_URL" }, "value" => "clear"))
+    @api.script(%r{/export\z}, json(200, "DATABASE_URL" => "clear"))
+    client = e2e_client
+    assert_includes assert_raises(Cvsm::DecryptionError) { client.get("DATABASE_URL") }.message, "not a sealed value"
+    assert_raises(Cvsm::DecryptionError) { client.get_all }
+    refute_includes paths(@server), key_path
+  end
+
+  def test_the_key_request_fails_with_the_usual_typed_errors
+    {
+      [403, "akses ditolak"] => Cvsm::PermissionDeniedError,
+      [401, "token tidak valid"] => Cvsm::AuthenticationError,
+      [404, "tim tidak ditemukan"] => Cvsm::ConfigurationError,
+      [400, "tim ini bukan end-to-end"] => Cvsm::ConfigurationError,
+      [429, "pelan"] => Cvsm::RateLimitError
+    }.each do |(status, text), error_class|
+      @api.script(%r{/e2e/key\z}, json(status, "error" => text))
+      error = assert_raises(error_class, status.to_s) { e2e_client.get("DATABASE_URL") }
+      assert_equal status, error.status
+    end
+    @api.script(%r{/e2e/key\z}, json(200, "team_id" => FakeApi::TEAM_ID), json(503, {}))
+    assert_raises(Cvsm::NetworkError, "an unreadable answer, retried") { e2e_client(max_retries: 0).get("DATABASE_URL") }
+    assert_equal VALUE, e2e_client(max_retries: 1).get("DATABASE_URL"), "a 503 is retried"
+  end
+
+  def test_a_permission_error_forgets_the_team_key_and_the_values
+    client = e2e_client
+    client.get("DATABASE_URL")
+    @api.script(%r{/by-name/}, json(403, "error" => "akses ditolak"))
+    assert_raises(Cvsm::PermissionDeniedError) { client.get("API_KEY") }
+    assert_equal VALUE, client.get("DATABASE_URL")
+    assert_equal ["/teams/acme/secrets/by-name/DATABASE_URL", key_path], paths(@server).last(2)
+  end
+
+  def test_the_key_part_and_the_team_key_are_never_printed_or_serialised
+    client = e2e_client
+    client.get("DATABASE_URL")
+    client.get_all
+    out = StringIO.new
+    PP.pp(client, out)
+    secrets = [@key_part, @token, VALUE, E2ESeal.b64u(@api.team_key), @private_key, @api.team_key]
+    shown = [client.inspect, client.to_s, out.string, client.to_yaml, client.to_json, client.config.to_s]
+    seen = []
+    walk = lambda do |object, depth|
+      next if depth > 3
+
+      object.instance_variables.each do |name|
+        part = object.instance_variable_get(name)
+        seen << part.inspect << part.to_s
+        seen << part.to_yaml unless part.is_a?(Thread::Mutex) || part.is_a?(Proc) || part.is_a?(Random)
+        walk.call(part, depth + 1) unless part.is_a?(String)
+      end
+    end
+    walk.call(client, 0)
+    (shown + seen).each do |text|
+      secrets.each { |secret| refute_includes text.b, secret.b }
+    end
+    team_key = client.instance_variable_get(:@team_key)
+    assert_equal 1, team_key.key_version
+    assert_raises(TypeError) { Marshal.dump(team_key) }
+    assert_raises(TypeError) { Marshal.dump(client) }
+  end
+end

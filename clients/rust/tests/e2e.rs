@@ -1,0 +1,587 @@
+//! End-to-end teams against a local stub server: the token's key part, the
+//! team key fetched once and kept until `clear_cache`, values opened for the
+//! name and environment asked for, and the decryption error. These tests
+//! never read or write the process environment (see tests/env.rs for
+//! `inject`).
+
+mod support;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use cvsm::{Client, ClientOptions, Error};
+use support::e2e::{vectors, Team};
+use support::{error, Reply, Request, Stub, TEAM_SLUG};
+
+const DATABASE_URL: &str = "DATABASE_URL";
+
+fn options(team: &Team, stub: &Stub) -> ClientOptions {
+    ClientOptions {
+        token: Some(team.token.clone()),
+        base_url: Some(stub.base_url.clone()),
+        team: Some(team.team_id.clone()),
+        environment: Some("production".into()),
+        cache_ttl: Some(Duration::from_secs(30)),
+        timeout: Some(Duration::from_secs(5)),
+        max_retries: Some(2),
+        ca_file: None,
+        stale_if_error: Some(Duration::ZERO),
+    }
+}
+
+/// serve starts a stub answering for `team`; `errors` may override any request.
+fn serve(
+    team: &Arc<Team>,
+    errors: impl Fn(&Request) -> Option<Reply> + Send + Sync + 'static,
+) -> Stub {
+    let team = Arc::clone(team);
+    Stub::start(move |req| errors(req).unwrap_or_else(|| team.reply(req)))
+}
+
+fn no_errors(_: &Request) -> Option<Reply> {
+    None
+}
+
+fn by_name(team: &Team, name: &str) -> String {
+    format!(
+        "/api/v1/teams/{}/secrets/by-name/{name}?environment=production",
+        team.team_id
+    )
+}
+
+fn key_path(team: &Team) -> String {
+    format!("/api/v1/teams/{}/e2e/key", team.team_id)
+}
+
+fn decryption_message(result: cvsm::Result<impl std::fmt::Debug>) -> String {
+    match result {
+        Err(err @ Error::Decryption { .. }) => {
+            assert_eq!(err.status(), None);
+            assert_eq!(err.request_id(), None);
+            assert_eq!(err.message(), err.to_string());
+            err.to_string()
+        }
+        other => panic!("expected a decryption error, got {other:?}"),
+    }
+}
+
+#[test]
+fn get_reads_fetches_the_team_key_once_and_opens_the_value() {
+    let team = Team::from_vectors();
+    team.put("production", "API_TOKEN", "tok-1");
+    let stub = serve(&team, no_errors);
+    let client = Client::new(options(&team, &stub)).unwrap();
+
+    let expected = Team::vector_value("production", DATABASE_URL);
+    assert_eq!(client.get(DATABASE_URL).unwrap(), expected);
+    assert_eq!(
+        stub.targets(),
+        vec![by_name(&team, DATABASE_URL), key_path(&team)],
+        "the read, then the key"
+    );
+    assert_eq!(client.get(DATABASE_URL).unwrap(), expected, "cached");
+    assert_eq!(client.get("API_TOKEN").unwrap(), "tok-1");
+    assert_eq!(
+        stub.targets()[2..],
+        [by_name(&team, "API_TOKEN")],
+        "the key is held: one request"
+    );
+    for request in stub.requests() {
+        let bearer = request.header("authorization").unwrap();
+        assert_eq!(bearer, format!("Bearer {}", team.api_token));
+        assert!(!bearer.contains('.'));
+        for (_, value) in &request.headers {
+            assert!(!value.contains(&team.private_key), "{value}");
+        }
+        assert!(!request.target.contains(&team.private_key));
+    }
+}
+
+#[test]
+fn every_environment_opens_its_own_values_with_the_same_key() {
+    let team = Team::from_vectors();
+    let stub = serve(&team, no_errors);
+    for (environment, name) in [
+        ("production", DATABASE_URL),
+        ("staging", "API_KEY"),
+        ("development", "QUOTED"),
+    ] {
+        let client = Client::new(ClientOptions {
+            environment: Some(environment.into()),
+            ..options(&team, &stub)
+        })
+        .unwrap();
+        assert_eq!(
+            client.get(name).unwrap(),
+            Team::vector_value(environment, name)
+        );
+        assert_eq!(client.get_all().unwrap().len(), 1, "{environment}");
+    }
+}
+
+#[test]
+fn get_all_opens_every_value_and_answers_a_later_get() {
+    let team = Team::from_vectors();
+    team.put("production", "API_TOKEN", "tok-1");
+    team.put("production", "EMPTY", "");
+    team.put("production", "MULTI", "a\nb=c \"d\" é");
+    let stub = serve(&team, no_errors);
+    let client = Client::builder()
+        .token(&team.token)
+        .base_url(&stub.base_url)
+        .team(TEAM_SLUG)
+        .max_retries(0)
+        .build()
+        .unwrap();
+
+    let values = client.get_all().unwrap();
+    assert_eq!(
+        values.into_iter().collect::<Vec<_>>(),
+        vec![
+            ("API_TOKEN".into(), "tok-1".into()),
+            (
+                DATABASE_URL.into(),
+                Team::vector_value("production", DATABASE_URL)
+            ),
+            ("EMPTY".into(), String::new()),
+            ("MULTI".into(), "a\nb=c \"d\" é".into()),
+        ]
+    );
+    assert_eq!(
+        stub.targets(),
+        vec![
+            format!("/api/v1/teams/{TEAM_SLUG}/secrets/export?format=json&environment=production"),
+            format!("/api/v1/teams/{TEAM_SLUG}/e2e/key"),
+        ]
+    );
+    assert_eq!(client.get("MULTI").unwrap(), "a\nb=c \"d\" é");
+    assert_eq!(stub.count(), 2, "the cached export answers get");
+}
+
+#[test]
+fn clear_cache_forgets_the_team_key_and_the_next_read_fetches_it_again() {
+    let team = Team::from_vectors();
+    let stub = serve(&team, no_errors);
+    let client = Client::new(options(&team, &stub)).unwrap();
+    client.get(DATABASE_URL).unwrap();
+    client.clear_cache();
+    client.get(DATABASE_URL).unwrap();
+    assert_eq!(
+        stub.targets(),
+        vec![
+            by_name(&team, DATABASE_URL),
+            key_path(&team),
+            by_name(&team, DATABASE_URL),
+            key_path(&team),
+        ]
+    );
+}
+
+#[test]
+fn the_team_key_is_held_with_a_zero_ttl_too() {
+    let team = Team::from_vectors();
+    let stub = serve(&team, no_errors);
+    let client = Client::new(ClientOptions {
+        cache_ttl: Some(Duration::ZERO),
+        ..options(&team, &stub)
+    })
+    .unwrap();
+    client.get(DATABASE_URL).unwrap();
+    client.get(DATABASE_URL).unwrap();
+    assert_eq!(
+        stub.targets(),
+        vec![
+            by_name(&team, DATABASE_URL),
+            key_path(&team),
+            by_name(&team, DATABASE_URL),
+        ],
+        "values are not cached, the key is"
+    );
+}
+
+#[test]
+fn a_tampered_envelope_is_a_decryption_error_never_retried_nor_served_stale() {
+    let team = Team::from_vectors();
+    let stub = serve(&team, no_errors);
+    let client = Client::new(ClientOptions {
+        cache_ttl: Some(Duration::ZERO),
+        stale_if_error: Some(Duration::from_secs(300)),
+        ..options(&team, &stub)
+    })
+    .unwrap();
+    let value = client.get(DATABASE_URL).unwrap();
+
+    // One character of the ciphertext changed (the vectors' own case).
+    let tampered = vectors()["values"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["why"] == "ciphertext changed")
+        .unwrap()["envelope"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    team.put_envelope("production", DATABASE_URL, &tampered);
+    let message = decryption_message(client.get_with_meta(DATABASE_URL));
+    assert!(message.contains("\"DATABASE_URL\""), "{message}");
+    assert!(message.contains("production"), "{message}");
+    for hidden in [
+        value.as_str(),
+        &tampered,
+        &team.private_key,
+        &team.api_token,
+    ] {
+        assert!(!message.contains(hidden), "{message}");
+    }
+    assert_eq!(stub.count(), 3, "read, key, read: no retry, no refetch");
+    let message = decryption_message(client.get_all_with_meta());
+    assert!(message.contains("\"DATABASE_URL\""), "{message}");
+    assert_eq!(stub.count(), 4);
+}
+
+#[test]
+fn a_value_served_under_another_name_or_environment_does_not_open() {
+    let team = Team::from_vectors();
+    let stub = serve(&team, no_errors);
+    // The server hands DATABASE_URL's envelope out as OTHER's, and staging's
+    // API_KEY as a production value.
+    team.put_envelope(
+        "production",
+        "OTHER",
+        &team.envelope("production", DATABASE_URL),
+    );
+    team.put_envelope(
+        "production",
+        "API_KEY",
+        &team.envelope("staging", "API_KEY"),
+    );
+    let client = Client::new(options(&team, &stub)).unwrap();
+    assert_eq!(
+        client.get(DATABASE_URL).unwrap(),
+        Team::vector_value("production", DATABASE_URL)
+    );
+    let message = decryption_message(client.get("OTHER"));
+    assert!(message.contains("\"OTHER\""), "{message}");
+    let message = decryption_message(client.get("API_KEY"));
+    assert!(message.contains("\"API_KEY\" in production"), "{message}");
+    let message = decryption_message(client.get_all());
+    assert!(
+        message.contains("\"API_KEY\"") || message.contains("\"OTHER\""),
+        "{message}"
+    );
+}
+
+#[test]
+fn a_malformed_envelope_is_a_decryption_error_without_a_key_request() {
+    let team = Team::from_vectors();
+    team.put_envelope("production", DATABASE_URL, "cvsm-e2e1.2.x.1.AA.AA");
+    let stub = serve(&team, no_errors);
+    let client = Client::new(options(&team, &stub)).unwrap();
+    let message = decryption_message(client.get(DATABASE_URL));
+    assert!(message.contains("not a sealed value"), "{message}");
+    assert_eq!(stub.targets(), vec![by_name(&team, DATABASE_URL)]);
+}
+
+/// moving_the_flag serves `team` with the by-name answer's `"e2e": true`
+/// in its secret object instead of beside the value.
+fn moving_the_flag(team: &Arc<Team>) -> Stub {
+    let team = Arc::clone(team);
+    Stub::start(move |req| match team.reply(req) {
+        Reply::Json(200, body) => {
+            let mut answer: serde_json::Value = serde_json::from_str(&body).unwrap();
+            if answer.get("e2e").is_some() {
+                answer.as_object_mut().unwrap().remove("e2e");
+                answer["secret"]["e2e"] = true.into();
+            }
+            Reply::Json(200, answer.to_string())
+        }
+        reply => reply,
+    })
+}
+
+#[test]
+fn a_keyless_token_reading_an_end_to_end_team_is_a_configuration_error() {
+    let team = Team::from_vectors();
+    for stub in [serve(&team, no_errors), moving_the_flag(&team)] {
+        let client = Client::new(ClientOptions {
+            token: Some(team.api_token.clone()),
+            ..options(&team, &stub)
+        })
+        .unwrap();
+        let err = client.get(DATABASE_URL).unwrap_err();
+        assert!(matches!(err, Error::Configuration { .. }), "{err:?}");
+        assert!(err.to_string().contains("end-to-end"), "{err}");
+        assert!(err.to_string().contains("key part"), "{err}");
+        assert!(!err.to_string().contains(&team.api_token), "{err}");
+        assert_eq!(stub.targets(), vec![by_name(&team, DATABASE_URL)]);
+    }
+}
+
+#[test]
+fn the_flag_in_the_secret_object_reads_like_the_flag_beside_the_value() {
+    let team = Team::from_vectors();
+    let stub = moving_the_flag(&team);
+    let client = Client::new(options(&team, &stub)).unwrap();
+    assert_eq!(
+        client.get(DATABASE_URL).unwrap(),
+        Team::vector_value("production", DATABASE_URL)
+    );
+    assert_eq!(stub.count(), 2);
+}
+
+#[test]
+fn a_re_keyed_team_is_read_after_one_key_refetch() {
+    let team = Team::from_vectors();
+    let stub = serve(&team, no_errors);
+    let client = Client::new(ClientOptions {
+        cache_ttl: Some(Duration::ZERO),
+        ..options(&team, &stub)
+    })
+    .unwrap();
+    client.get(DATABASE_URL).unwrap();
+    assert_eq!(stub.count(), 2);
+
+    team.rekey(&[("production", DATABASE_URL, "postgres://rotated")]);
+    assert_eq!(team.key_version(), 3);
+    assert!(team
+        .envelope("production", DATABASE_URL)
+        .starts_with("cvsm-e2e1.3."));
+    assert_eq!(client.get(DATABASE_URL).unwrap(), "postgres://rotated");
+    assert_eq!(
+        stub.targets()[2..],
+        [by_name(&team, DATABASE_URL), key_path(&team)],
+        "the held key is version 2: fetched once more"
+    );
+    assert_eq!(client.get(DATABASE_URL).unwrap(), "postgres://rotated");
+    assert_eq!(stub.count(), 5, "version 3 is held now");
+}
+
+#[test]
+fn an_envelope_of_a_key_version_the_server_does_not_give_fails_after_one_refetch() {
+    let team = Team::from_vectors();
+    let stub = serve(&team, no_errors);
+    let client = Client::new(ClientOptions {
+        cache_ttl: Some(Duration::ZERO),
+        ..options(&team, &stub)
+    })
+    .unwrap();
+    client.get(DATABASE_URL).unwrap();
+    let envelope = team.envelope("production", DATABASE_URL);
+    team.put_envelope(
+        "production",
+        DATABASE_URL,
+        &envelope.replacen("cvsm-e2e1.2.", "cvsm-e2e1.3.", 1),
+    );
+    let message = decryption_message(client.get(DATABASE_URL));
+    assert!(message.contains("key version 3"), "{message}");
+    assert!(message.contains("key version 2"), "{message}");
+    assert_eq!(
+        stub.targets()[2..],
+        [by_name(&team, DATABASE_URL), key_path(&team)],
+        "one refetch, no more"
+    );
+    assert_eq!(stub.count(), 4);
+}
+
+#[test]
+fn a_team_key_that_does_not_open_with_the_token_is_a_decryption_error() {
+    let team = Team::from_vectors();
+    team.wrap_for_the_member();
+    let stub = serve(&team, no_errors);
+    let client = Client::new(options(&team, &stub)).unwrap();
+    let message = decryption_message(client.get(DATABASE_URL));
+    assert!(message.contains("team key"), "{message}");
+    assert!(!message.contains(&team.private_key), "{message}");
+    assert_eq!(stub.count(), 2, "never retried");
+    decryption_message(client.get_all());
+    decryption_message(client.get(DATABASE_URL));
+    assert_eq!(stub.count(), 6, "nothing held: each read asks for the key");
+}
+
+#[test]
+fn key_request_failures_are_the_errors_of_every_get() {
+    let team = Team::from_vectors();
+    let status = Arc::new(AtomicUsize::new(403));
+    let answer = Arc::clone(&status);
+    let stub = serve(&team, move |req| {
+        req.path()
+            .ends_with("/e2e/key")
+            .then(|| match answer.load(Ordering::SeqCst) {
+                0 => Reply::Drop,
+                403 => error(403, "Token ini tidak punya kunci tim"),
+                code => error(code as u16, "Gagal"),
+            })
+    });
+    let client = Client::new(ClientOptions {
+        max_retries: Some(1),
+        ..options(&team, &stub)
+    })
+    .unwrap();
+
+    let err = client.get(DATABASE_URL).unwrap_err();
+    assert!(
+        matches!(err, Error::PermissionDenied { status: 403, .. }),
+        "{err:?}"
+    );
+    for (code, configuration) in [(400, true), (404, true), (401, false)] {
+        status.store(code, Ordering::SeqCst);
+        let err = client.get(DATABASE_URL).unwrap_err();
+        assert_eq!(err.status(), Some(code as u16), "{err:?}");
+        assert_eq!(
+            matches!(err, Error::Configuration { .. }),
+            configuration,
+            "{err:?}"
+        );
+    }
+    status.store(503, Ordering::SeqCst);
+    let before = stub.count();
+    let err = client.get(DATABASE_URL).unwrap_err();
+    assert!(matches!(err, Error::Api { status: 503, .. }), "{err:?}");
+    assert_eq!(
+        stub.count() - before,
+        3,
+        "the read, the key twice (retried)"
+    );
+    status.store(0, Ordering::SeqCst);
+    let before = stub.count();
+    let err = client.get(DATABASE_URL).unwrap_err();
+    assert!(matches!(err, Error::Network { .. }), "{err:?}");
+    assert_eq!(stub.count() - before, 3);
+}
+
+#[test]
+fn a_failed_key_refresh_can_serve_the_kept_value() {
+    let team = Team::from_vectors();
+    let down = Arc::new(AtomicUsize::new(0));
+    let flag = Arc::clone(&down);
+    let stub = serve(&team, move |req| {
+        (flag.load(Ordering::SeqCst) == 1 && req.path().ends_with("/e2e/key"))
+            .then(|| error(503, "Sedang gangguan"))
+    });
+    let client = Client::new(ClientOptions {
+        cache_ttl: Some(Duration::ZERO),
+        stale_if_error: Some(Duration::from_secs(300)),
+        max_retries: Some(0),
+        ..options(&team, &stub)
+    })
+    .unwrap();
+    let value = client.get(DATABASE_URL).unwrap();
+    down.store(1, Ordering::SeqCst);
+    team.rekey(&[("production", DATABASE_URL, "postgres://rotated")]);
+    let served = client.get_with_meta(DATABASE_URL).unwrap();
+    assert!(
+        matches!(served.stale, Some(Error::Api { status: 503, .. })),
+        "{served:?}"
+    );
+    assert_eq!(served.value, value, "the value kept from before");
+}
+
+#[test]
+fn the_key_part_is_never_printed_nor_sent() {
+    let team = Team::from_vectors();
+    let stub = serve(&team, no_errors);
+    let options = options(&team, &stub);
+    let client = Client::new(options.clone()).unwrap();
+    for printed in [
+        format!("{client:?}"),
+        format!("{client:#?}"),
+        format!("{options:?}"),
+        format!("{:?}", Client::builder().token(&team.token)),
+    ] {
+        assert!(!printed.contains(&team.private_key), "{printed}");
+        assert!(!printed.contains(&team.api_token), "{printed}");
+    }
+    assert!(format!("{client:?}").contains("token_key: Some([redacted])"));
+    let plain = Client::new(ClientOptions {
+        token: Some(team.api_token.clone()),
+        ..options
+    })
+    .unwrap();
+    assert!(format!("{plain:?}").contains("token_key: None"));
+}
+
+#[test]
+fn every_bad_token_of_the_vectors_is_a_configuration_error_that_does_not_quote_it() {
+    for token in vectors()["bad_tokens"].as_array().unwrap() {
+        let token = token.as_str().unwrap();
+        let err = Client::new(ClientOptions {
+            token: Some(token.into()),
+            base_url: Some("http://127.0.0.1:9/api/v1".into()),
+            team: Some("acme".into()),
+            ..Default::default()
+        })
+        .unwrap_err();
+        assert!(matches!(err, Error::Configuration { .. }), "{err:?}");
+        let message = err.to_string();
+        assert!(message.contains("key part"), "{message}");
+        assert!(!message.contains("cvsm_f7"), "{message}");
+        let key_part = token.split_once('.').unwrap().1;
+        assert!(key_part.len() < 8 || !message.contains(key_part));
+    }
+}
+
+#[test]
+fn a_token_with_a_key_part_opens_the_value_even_when_the_answer_omits_the_e2e_flag() {
+    // A server that drops "e2e": true cannot pass off a value of its own.
+    let team = Team::from_vectors();
+    let served = Arc::clone(&team);
+    let stub = Stub::start(move |req| match served.reply(req) {
+        Reply::Json(200, body) => {
+            let mut answer: serde_json::Value = serde_json::from_str(&body).unwrap();
+            if let Some(answer) = answer.as_object_mut() {
+                answer.remove("e2e");
+            }
+            Reply::Json(200, answer.to_string())
+        }
+        reply => reply,
+    });
+    team.put_envelope("production", "FORGED", "postgres://attacker");
+    let client = Client::new(options(&team, &stub)).unwrap();
+    let message = decryption_message(client.get("FORGED"));
+    assert!(message.contains("\"FORGED\""), "{message}");
+    assert!(!message.contains("attacker"), "{message}");
+    assert_eq!(
+        client.get(DATABASE_URL).unwrap(),
+        Team::vector_value("production", DATABASE_URL)
+    );
+    let plain = Client::new(ClientOptions {
+        token: Some(team.api_token.clone()),
+        ..options(&team, &stub)
+    })
+    .unwrap();
+    assert_eq!(
+        plain.get("FORGED").unwrap(),
+        "postgres://attacker",
+        "the flag is gone: a token without a key takes the value as it is"
+    );
+}
+
+#[test]
+fn concurrent_first_reads_fetch_the_team_key_once() {
+    let team = Team::from_vectors();
+    team.put("production", "API_TOKEN", "tok-1");
+    let slow = Arc::clone(&team);
+    let stub = serve(&team, move |req| {
+        req.path()
+            .ends_with("/e2e/key")
+            .then(|| Reply::Slow(Duration::from_millis(300), Box::new(slow.reply(req))))
+    });
+    let client = Arc::new(Client::new(options(&team, &stub)).unwrap());
+    let readers: Vec<_> = [DATABASE_URL, "API_TOKEN", DATABASE_URL, "API_TOKEN"]
+        .into_iter()
+        .map(|name| {
+            let client = Arc::clone(&client);
+            std::thread::spawn(move || client.get(name).unwrap())
+        })
+        .collect();
+    for reader in readers {
+        reader.join().unwrap();
+    }
+    let keys = stub
+        .targets()
+        .iter()
+        .filter(|t| t.ends_with("/e2e/key"))
+        .count();
+    assert_eq!(keys, 1, "{:?}", stub.targets());
+}

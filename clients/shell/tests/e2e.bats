@@ -1,0 +1,188 @@
+#!/usr/bin/env bats
+# e2e.bats - an end-to-end team: a token with its key part reads through the cvsm command (built
+# from clients/go for this file), which opens the values; the stub serves the shared vectors
+# (conformance/vectors/e2e.json) as an end-to-end team. Skipped when go is not installed.
+
+load helpers
+
+VECTORS="$BATS_TEST_DIRNAME/../../../conformance/vectors/e2e.json"
+
+setup_file() {
+  stub_start
+  if command -v go >/dev/null; then
+    (cd "$BATS_TEST_DIRNAME/../../go" &&
+      CGO_ENABLED=0 go build -buildvcs=false -o "$BATS_FILE_TMPDIR/bin/cvsm" ./cmd/cvsm)
+  fi
+}
+teardown_file() { stub_stop; }
+
+# e2e_reset INDEXES: the stub serves the vectors' values of INDEXES (a jq list such as 0,2,3: their
+# envelopes, opening or not) as the secrets of an end-to-end team "acme", its token the vectors'.
+e2e_reset() {
+  jq -c --arg team "$TEAM_ID" "{token: .token.api_token,
+      teams: [{id: \$team, slug: \"acme\", name: \"Acme\", plan: \"starter\"}],
+      e2e: {team_id, key_version, wrapped_key: (.recipients[] | select(.what == \"token\") | .wrapped_key)},
+      secrets: [.values[$1] | {id: \"s-\\(.name)-\\(.environment)\", name, environment, value: .envelope}]}" \
+    "$VECTORS" | stub_curl -X POST --data-binary @- "$(stub_url)/_stub/reset" >/dev/null
+}
+
+# vector PATH: a field of the vectors file (jq path), raw.
+vector() { jq -j "$1" "$VECTORS"; }
+
+setup() {
+  [ -x "$BATS_FILE_TMPDIR/bin/cvsm" ] || skip "go is not installed: the cvsm command cannot be built"
+  e2e_reset 0,2,3
+  sdk_env
+  CVSM_TOKEN=$(vector .token.token)
+  API_TOKEN=$(vector .token.api_token)
+  KEY_PART=$(vector .token.private_key)
+  PATH="$BATS_FILE_TMPDIR/bin:$PATH"
+  # shellcheck disable=SC1090,SC1091 # cvsm.sh is linted on its own
+  source "$SDK"
+}
+
+@test "cvsm_get opens the value through cvsm, sending only the part of the token before the dot" {
+  cvsm_get DATABASE_URL >"$BATS_TEST_TMPDIR/out"
+  [ "$(cat "$BATS_TEST_TMPDIR/out")" = "$(vector '.values[0].value')" ]
+  run stub_requests
+  [ "$(jq -c '[.[].path]' <<<"$output")" = '["/api/v1/teams/acme/secrets/by-name/DATABASE_URL","/api/v1/teams/acme/e2e/key"]' ]
+  [ "$(jq -r '[.[].headers.authorization] | unique | .[]' <<<"$output")" = "Bearer $API_TOKEN" ]
+  [[ $output != *"$KEY_PART"* ]]
+  # The opened value is cached as any value is: no request, and no cvsm, the second time.
+  cvsm_get DATABASE_URL >/dev/null
+  [ "$(count_requests)" -eq 2 ]
+}
+
+@test "the team key is kept in the cache directory: a later read is one request, until cvsm_clear_cache" {
+  cvsm_get DATABASE_URL >/dev/null
+  [ "$(cvsm_get -e staging API_KEY)" = "$(vector '.values[2].value')" ]
+  [ "$(count_requests)" -eq 3 ]
+  [ "$(count_requests /e2e/key)" -eq 1 ]
+  # The key's entry lives in the values' directory, private, and goes with them.
+  [ "$(find "$CVSM_CACHE_DIR" -type f ! -perm 600 | wc -l)" -eq 0 ]
+  cvsm_clear_cache
+  cvsm_get DATABASE_URL >/dev/null
+  [ "$(count_requests /e2e/key)" -eq 2 ]
+  # Without a cache (CVSM_CACHE_TTL=0) nothing is written, the key neither: each call fetches it.
+  rm -rf "$CVSM_CACHE_DIR"
+  CVSM_CACHE_TTL=0 cvsm_get DATABASE_URL >/dev/null
+  CVSM_CACHE_TTL=0 cvsm_get DATABASE_URL >/dev/null
+  [ "$(count_requests /e2e/key)" -eq 4 ]
+  [ ! -e "$CVSM_CACHE_DIR/values" ] || [ -z "$(ls -A "$CVSM_CACHE_DIR/values")" ]
+}
+
+@test "cvsm_get keeps an opened value's trailing newlines" {
+  e2e_reset 1
+  cvsm_get DATABASE_URL >"$BATS_TEST_TMPDIR/out"
+  printf 'line one\nline two\n' >"$BATS_TEST_TMPDIR/want"
+  cmp "$BATS_TEST_TMPDIR/want" "$BATS_TEST_TMPDIR/out"
+}
+
+@test "cvsm_get_all, cvsm_inject and cvsm_run give the opened values, quotes and unicode as they are" {
+  eval "$(cvsm_get_all -e development)"
+  [ "$QUOTED" = "$(vector '.values[3].value')" ]
+  [ "$(cvsm_get_all -e staging --json)" = "$(jq -c '{API_KEY: .values[2].value}' "$VECTORS")" ]
+  unset API_KEY
+  cvsm_inject -e staging
+  [ "$API_KEY" = "$(vector '.values[2].value')" ]
+  [ "$(cvsm_run -e development --overwrite -- printenv QUOTED)" = "$(vector '.values[3].value')" ]
+  run stub_requests
+  [[ $output != *"$KEY_PART"* ]]
+}
+
+@test "a value that does not open fails with exit 9, kind decryption, naming the secret and no key" {
+  e2e_reset 6 # the ciphertext changed
+  run cvsm_get DATABASE_URL
+  [ "$status" -eq 9 ]
+  [[ $output == "cvsm: "*DATABASE_URL* ]]
+  [[ $output != *"$KEY_PART"* && $output != *"$(vector '.values[6].envelope')"* ]]
+  local rc=0
+  cvsm_get_all >/dev/null 2>&1 || rc=$?
+  [ "$rc" -eq 9 ]
+  [ "$CVSM_ERROR_KIND" = decryption ]
+  [ -z "$CVSM_ERROR_STATUS" ]
+  [ "$CVSM_ERROR_REQUEST_ID" = req-3 ] # the export's (cvsm_get asked req-1 and req-2)
+}
+
+@test "a name that is absent is not found, with the by-name read's status, request id and a suggestion" {
+  local rc=0
+  cvsm_get database_url 2>/dev/null || rc=$?
+  [ "$rc" -eq 5 ]
+  [ "$CVSM_ERROR_KIND" = not_found ]
+  [ "$CVSM_ERROR_STATUS" = 404 ]
+  [ "$CVSM_ERROR_REQUEST_ID" = req-1 ]
+  [ "$CVSM_ERROR_SUGGESTION" = DATABASE_URL ]
+}
+
+@test "without the cvsm command, a token with a key part is a configuration error saying how to get it" {
+  PATH=/usr/local/bin:/usr/bin:/bin
+  run cvsm_get DATABASE_URL
+  [ "$status" -eq 2 ]
+  [[ $output == *"cvsm command"*"make -C clients/go build"* ]]
+  [ "$(count_requests)" -eq 0 ]
+}
+
+@test "the cvsm command beside cvsm.sh is used when none is on PATH" {
+  mkdir "$BATS_TEST_TMPDIR/sdk"
+  cp "$SDK" "$BATS_FILE_TMPDIR/bin/cvsm" "$BATS_TEST_TMPDIR/sdk/"
+  PATH=/usr/local/bin:/usr/bin:/bin
+  run bash -c 'cd /; source "$1" && cvsm_get DATABASE_URL' _ "$BATS_TEST_TMPDIR/sdk/cvsm.sh"
+  [ "$status" -eq 0 ]
+  [ "$output" = "$(vector '.values[0].value')" ]
+}
+
+@test "zsh: a token with a key part reads through cvsm too" {
+  need_zsh
+  zsh -c 'source "$1"; cvsm_get DATABASE_URL && cvsm_get -e staging API_KEY' _ "$SDK" >"$BATS_TEST_TMPDIR/out"
+  [ "$(cat "$BATS_TEST_TMPDIR/out")" = "$(vector '.values[0].value, .values[2].value')" ]
+}
+
+@test "a token without its key part reading an end-to-end team is a configuration error" {
+  CVSM_TOKEN=$API_TOKEN
+  run cvsm_get DATABASE_URL
+  [ "$status" -eq 2 ]
+  [[ $output == *"end-to-end"*"key part"* ]]
+  [ "$(count_requests /e2e/key)" -eq 0 ]
+}
+
+@test "a token whose key part is malformed is a configuration error that quotes no part of it" {
+  local bad key
+  while IFS= read -r bad; do
+    CVSM_TOKEN=$bad key=${bad#*.}
+    run cvsm_check_config
+    [ "$status" -eq 2 ]
+    [[ $output == *"key part"* && $output != *"${bad%%.*}"* ]]
+    [ "${#key}" -lt 3 ] || [[ $output != *"$key"* ]]
+  done < <(jq -r '.bad_tokens[]' "$VECTORS")
+}
+
+@test "cvsm_describe shows neither part of the token" {
+  run cvsm_describe
+  [ "$status" -eq 0 ]
+  [[ $output != *"$KEY_PART"* && $output != *"$API_TOKEN"* ]]
+}
+
+@test "the driver reports a value that does not open as kind decryption" {
+  e2e_reset 6
+  local opts
+  opts=$(jq -nc --arg t "$CVSM_TOKEN" --arg b "$(stub_url)/api/v1" '{token: $t, base_url: $b, team: "acme"}')
+  unset CVSM_TOKEN CVSM_BASE_URL CVSM_TEAM CVSM_CACHE_DIR
+  run --separate-stderr bash "$DRIVER" < <(printf '%s\n' "{\"id\":1,\"op\":\"new_client\",\"args\":{\"options\":$opts}}" \
+    '{"id":2,"op":"get","args":{"name":"DATABASE_URL"}}')
+  [ "$status" -eq 0 ]
+  [ "$(jq -r .error.kind <<<"${lines[1]}")" = decryption ]
+  [ "$(jq -r .error.status <<<"${lines[1]}")" = null ]
+}
+
+@test "a cvsm that fails without its JSON error is a network error, its fields empty" {
+  mkdir "$BATS_TEST_TMPDIR/fake"
+  printf '#!/bin/sh\necho "panic: something" >&2\nexit 1\n' >"$BATS_TEST_TMPDIR/fake/cvsm"
+  chmod +x "$BATS_TEST_TMPDIR/fake/cvsm"
+  PATH="$BATS_TEST_TMPDIR/fake:$PATH"
+  local rc=0
+  cvsm_get DATABASE_URL 2>/dev/null || rc=$?
+  [ "$rc" -eq 8 ]
+  [ "$CVSM_ERROR_KIND" = network ]
+  [ "$CVSM_ERROR_MESSAGE" = "the cvsm command failed without saying why" ]
+  [ -z "$CVSM_ERROR_STATUS$CVSM_ERROR_REQUEST_ID$CVSM_ERROR_SUGGESTION" ]
+}

@@ -1,0 +1,61 @@
+"""The end-to-end cases' setup against the reference server itself (in-process, embedded
+PostgreSQL): the team the harness makes is one the Python SDK opens, and one the server cannot."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import cvsm
+import pytest
+from cvsm import e2e
+
+from conformance.cases import load_cases
+from conformance.server import ReferenceServer, Seeder
+
+pytest.importorskip("cvsm_server", reason="the reference server is not importable")
+
+
+@pytest.fixture
+async def seeded() -> AsyncIterator[tuple[str, Seeder]]:
+    server = ReferenceServer()
+    await server.start()
+    try:
+        async with Seeder(server.url) as seeder:
+            await seeder.seed([c for c in load_cases() if c.e2e or c.id == "not_found"])
+            yield server.url + "/api/v1", seeder
+    finally:
+        await server.stop()
+
+
+async def test_the_harness_makes_end_to_end_teams_the_sdk_opens_and_the_server_serves_sealed(
+    seeded: tuple[str, Seeder]
+) -> None:
+    api, seeder = seeded
+    seed = seeder.teams["e2e_get_all_opens_values"]
+    assert seed.e2e is not None
+    async with cvsm.AsyncClient(token=seed.e2e.token, base_url=api, team=seed.team_id) as client:
+        assert await client.get_all() == {"E2E_ALPHA": "alpha-e2e-value", "E2E_BETA": "beta e2e\nvalue \u00e9"}
+    # What the server itself answers the run's user: envelopes, which only the team key opens.
+    export = await seeder.call("GET", f"/teams/{seed.team_id}/secrets/export?format=json&environment=production")
+    assert set(export) == {"E2E_ALPHA", "E2E_BETA"}
+    for name, envelope in export.items():
+        assert envelope.startswith("cvsm-e2e1.1.") and "e2e-value" not in envelope
+        assert e2e.open_value(envelope, seed.e2e.team_key, team_id=seed.team_id, environment="production",
+                              name=name) in ("alpha-e2e-value", "beta e2e\nvalue \u00e9")
+    assert seeder.teams["not_found"].e2e is None
+
+
+async def test_a_resealed_secret_is_a_decryption_error_until_it_is_resealed_for_its_name(
+    seeded: tuple[str, Seeder]
+) -> None:
+    api, seeder = seeded
+    case_id = "e2e_tampered_value_is_decryption_error"
+    seed = seeder.teams[case_id]
+    assert seed.e2e is not None
+    async with cvsm.AsyncClient(token=seed.e2e.token, base_url=api, team=seed.team_id, cache_ttl=0) as client:
+        assert await client.get("E2E_SWAPPED") == "swapped-e2e-value"
+        await seeder.reseal(case_id, "E2E_SWAPPED", "swapped-e2e-value", "E2E_OTHER")
+        with pytest.raises(cvsm.DecryptionError, match="E2E_SWAPPED"):
+            await client.get("E2E_SWAPPED")
+        await seeder.reseal(case_id, "E2E_SWAPPED", "swapped-e2e-value", "E2E_SWAPPED")
+        assert await client.get("E2E_SWAPPED") == "swapped-e2e-value"
