@@ -31,6 +31,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import cvsm
 import pytest
 from aiohttp.test_utils import TestClient
 
@@ -509,6 +510,10 @@ async def test_e2e_team_flows_in_the_browser_keep_values_out_of_the_database(
                 await landed(page, "e2e-token", width, shot=True)
                 await no_plaintext(database_url, [*plain, token.split(".")[1]])
                 assert await read_with_token(client, token, team_id, "DATABASE_URL") == current
+                async with cvsm.AsyncClient(token=token, base_url=f"{base}/api/v1", team=slug,
+                                            environment="production") as sdk:
+                    assert await sdk.get("DATABASE_URL") == current
+                    assert token.split(".")[1] not in repr(sdk)
 
                 # 7. Import a .env (parsed and sealed here) and download the export made here.
                 await page.get_by_role("link", name="Tim", exact=True).click()
@@ -609,6 +614,9 @@ async def test_e2e_team_flows_in_the_browser_keep_values_out_of_the_database(
                              ).to_be_visible()
                 await no_plaintext(database_url, plain)
                 assert await read_with_token(client, token, team_id, "DATABASE_URL") == current
+                async with cvsm.AsyncClient(token=token, base_url=f"{base}/api/v1", team=slug,
+                                            environment="production") as sdk:
+                    assert await sdk.get_all() == {"DATABASE_URL": current, **imported}
 
                 # 10. Plain HTTP on another name: not a secure context. Names, the notice, and
                 # no value form sends a value.
