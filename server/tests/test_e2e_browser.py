@@ -86,7 +86,8 @@ OPEN_VECTORS = """async (v) => {
   out.passphrase = E.b64u(await E.openPassphraseWrap(v.passphrase.wrapped,
     v.passphrase.passphrase, v.passphrase.user_id));
   try {
-    await E.openPassphraseWrap(v.passphrase.wrapped, v.passphrase.passphrase + " ", v.passphrase.user_id);
+    await E.openPassphraseWrap(v.passphrase.wrapped, v.passphrase.passphrase + " ",
+                               v.passphrase.user_id);
     out.wrong_passphrase = "opened";
   } catch (e) { out.wrong_passphrase = e.name; }
   out.recovery = E.b64u(await E.openRecoveryWrap(v.recovery.wrapped,
@@ -123,7 +124,8 @@ SEAL = """async (v) => {
     public_of_private: E.b64u(await E.publicKey(member.privateKey)),
     wrapped_key: await E.wrapTeamKey(teamKey, v.team_id, 3, member.publicKey),
     wrapped_to_python: await E.wrapTeamKey(teamKey, v.team_id, 3, E.unb64u(v.python_public, 32)),
-    passphrase_wrap: await E.wrapPrivateKeyWithPassphrase(member.privateKey, "kuda laut", v.user_id),
+    passphrase_wrap: await E.wrapPrivateKeyWithPassphrase(member.privateKey, "kuda laut",
+                                                          v.user_id),
     recovery_key: recovery.text,
     recovery_wrap: await E.wrapPrivateKeyWithRecovery(member.privateKey, recovery.raw, v.user_id),
     share_key: E.b64u(shareKey),
@@ -590,14 +592,17 @@ async def test_e2e_team_flows_in_the_browser_keep_values_out_of_the_database(
                 await their_page.get_by_label("Passphrase baru (minimal 12 karakter)").fill(
                     PASSPHRASE + " baru")
                 await their_page.get_by_label("Ulangi passphrase baru").fill(PASSPHRASE + " baru")
-                await their_page.get_by_role("button", name="Pulihkan dengan kunci pemulihan").click()
+                await their_page.get_by_role(
+                    "button", name="Pulihkan dengan kunci pemulihan").click()
                 await flash(their_page, "Passphrase baru disimpan")
-                await expect(their_page.get_by_text("Status: terbuka di peramban ini.")).to_be_visible()
+                await expect(their_page.get_by_text("Status: terbuka di peramban ini.")
+                             ).to_be_visible()
                 await their_page.get_by_role("button", name="Kunci", exact=True).click()
                 await expect(their_page.get_by_text("Status: terkunci.")).to_be_visible()
                 await their_page.get_by_label("Passphrase", exact=True).fill(PASSPHRASE + " baru")
                 await their_page.get_by_role("button", name="Buka kunci").click()
-                await expect(their_page.get_by_text("Status: terbuka di peramban ini.")).to_be_visible()
+                await expect(their_page.get_by_text("Status: terbuka di peramban ini.")
+                             ).to_be_visible()
                 await their_page.goto(f"{base}/app/teams/{slug}/secrets")
                 await their_page.get_by_role("button", name="Tampilkan nilai DATABASE_URL").click()
                 await expect(their_page.locator("pre[data-secret-value]")).to_have_text(current)

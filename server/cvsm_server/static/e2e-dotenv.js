@@ -94,7 +94,9 @@
     this.lineEnds = [];
     var match;
     NEWLINE.lastIndex = 0;
-    while ((match = NEWLINE.exec(this.text)) !== null) this.lineEnds.push(match.index + match[0].length);
+    while ((match = NEWLINE.exec(this.text)) !== null) {
+      this.lineEnds.push(match.index + match[0].length);
+    }
   }
 
   // The line of the character at `offset` (a line break belongs to the line it ends).
@@ -176,8 +178,8 @@
         var end = reader.lineAt(failed.at);
         var message = failed.message === TRAILING_TEXT && end > line ? TRAILING_TEXT_SPAN
           : failed.message;
-        entries.push({ line: line, name: failed.key, error: format(message, { line: line, end: end }),
-                       keyLine: failed.keyLine });
+        entries.push({ line: line, name: failed.key, keyLine: failed.keyLine,
+                       error: format(message, { line: line, end: end }) });
         continue;
       }
       if (read === null) continue;

@@ -263,7 +263,8 @@
     if (lock) {
       lock.addEventListener("click", function () {
         forgetMemberKey().then(function () {
-          say(messageOf(unlock) || document.getElementById("e2e-lock-state"), TEXT.lockedNow, false);
+          say(messageOf(unlock) || document.getElementById("e2e-lock-state"), TEXT.lockedNow,
+              false);
           showLockState(ctx);
         });
       });
@@ -276,7 +277,8 @@
     var state = document.getElementById("e2e-lock-state");
     if (!state || !ctx.publicKey) return;
     memberKey().then(function (member) {
-      var open = Boolean(member && member.userId === ctx.userId && member.publicKey === ctx.publicKey);
+      var open = Boolean(member && member.userId === ctx.userId &&
+                         member.publicKey === ctx.publicKey);
       state.textContent = open ? "Status: terbuka di peramban ini." : "Status: terkunci.";
       var lock = document.querySelector("[data-e2e-lock]");
       if (lock) lock.hidden = !open;
@@ -328,14 +330,18 @@
         clearPlain(form);
       });
     }
+    // Where a form's value goes: the next version of the secret the form names.
+    function nextVersion(form) {
+      return { teamId: found.teamId, secretId: form.dataset.secretId,
+               version: Number(form.dataset.version) + 1, environment: form.dataset.environment,
+               name: form.dataset.name };
+    }
     // Edit: the next version of this secret (an empty value keeps the current one).
     for (var edit of document.querySelectorAll("form[data-e2e-update]")) {
       sealing(edit, async function (form) {
         var value = plainOf(form);
-        form.elements.value.value = value ? await E.sealValue(value, found.key, found.keyVersion,
-          Object.assign({ secretId: form.dataset.secretId, version: Number(form.dataset.version) + 1,
-                          environment: form.dataset.environment, name: form.dataset.name }, where))
-          : "";
+        form.elements.value.value = value
+          ? await E.sealValue(value, found.key, found.keyVersion, nextVersion(form)) : "";
         clearPlain(form);
       });
     }
@@ -345,8 +351,7 @@
         var old = await E.openValue(form.dataset.envelope, found.key,
           { teamId: found.teamId, environment: form.dataset.environment, name: form.dataset.name });
         form.elements.value.value = await E.sealValue(old, found.key, found.keyVersion,
-          Object.assign({ secretId: form.dataset.secretId, version: Number(form.dataset.version) + 1,
-                          environment: form.dataset.environment, name: form.dataset.name }, where));
+                                                      nextVersion(form));
       });
     }
     // Share link: the value revealed on the page sealed under a new key that only the link's
@@ -369,7 +374,8 @@
         var file = form.querySelector("[data-e2e-file]");
         if (file && file.files.length) {
           try {
-            content = new TextDecoder("utf-8", { fatal: true }).decode(await file.files[0].arrayBuffer());
+            content = new TextDecoder("utf-8", { fatal: true })
+              .decode(await file.files[0].arrayBuffer());
           } catch (e) {
             refuse("Berkas .env harus UTF-8");
           }
@@ -429,8 +435,9 @@
         var fresh = E.newTeamKey();
         var wraps = [];
         for (var r of plan.recipients) {
-          wraps.push(Object.assign({}, r.user_id ? { user_id: r.user_id } : { token_id: r.token_id },
-            { wrapped_key: await E.wrapTeamKey(fresh, found.teamId, next, E.unb64u(r.public_key, 32)) }));
+          var wrapped = await E.wrapTeamKey(fresh, found.teamId, next, E.unb64u(r.public_key, 32));
+          wraps.push(r.user_id ? { user_id: r.user_id, wrapped_key: wrapped }
+                               : { token_id: r.token_id, wrapped_key: wrapped });
         }
         var secrets = [];
         for (var s of plan.secrets) {

@@ -115,7 +115,8 @@ async def rekey(request: web.Request, actor: Actor) -> web.StreamResponse:
     script made from it (new wraps, values sealed again): the re-key, in one transaction."""
     form = await Form.posted(request, actor)
     team_ref = request.match_info["team"]
-    again = form.attempt(request, "members.html", lambda conn: members_context(request, conn, actor))
+    again = form.attempt(request, "members.html",
+                         lambda conn: members_context(request, conn, actor))
     if not form["payload"]:
         async with again as conn:
             team_id = await teams.resolve(conn, team_ref)
