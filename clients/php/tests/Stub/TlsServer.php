@@ -65,7 +65,8 @@ final class TlsServer
             throw new \RuntimeException('cannot start the TLS server');
         }
         $deadline = microtime(true) + 10;
-        while (!is_file($portFile) || filesize($portFile) === 0) {
+        // PHP caches stat results: a port file seen empty once would stay empty to filesize().
+        while (clearstatcache(true, $portFile) || !is_file($portFile) || filesize($portFile) === 0) {
             if (microtime(true) > $deadline || !proc_get_status($process)['running']) {
                 throw new \RuntimeException('the TLS server did not start: ' . @file_get_contents($dir . '/server.log'));
             }
