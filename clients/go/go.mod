@@ -1,6 +1,6 @@
 module github.com/cvsm/cvsm/clients/go
 
-go 1.23.0
+go 1.24.0
 
 require golang.org/x/net v0.43.0
 

@@ -1,10 +1,9 @@
 // This file owns the cryptography of end-to-end teams, exactly as the
 // repository's docs/e2e.md defines it (version 1): splitting a token from
 // its private key, unwrapping the team key (X25519, HKDF-SHA256,
-// AES-256-GCM) and opening sealed values. Only the standard library is used;
-// HKDF is written from crypto/hmac as RFC 5869 gives it, because crypto/hkdf
-// needs Go 1.24 and this module supports 1.23. Every failure is an
-// errE2E whose text never holds a key or a value.
+// AES-256-GCM) and opening sealed values. Every primitive is the standard
+// library's (crypto/ecdh, crypto/hkdf, crypto/aes and crypto/cipher). Every
+// failure is an errE2E whose text never holds a key or a value.
 
 package cvsm
 
@@ -12,7 +11,7 @@ import (
 	"crypto/aes"
 	"crypto/cipher"
 	"crypto/ecdh"
-	"crypto/hmac"
+	"crypto/hkdf"
 	"crypto/sha256"
 	"encoding/base64"
 	"errors"
@@ -77,32 +76,9 @@ func unb64u(text string, size int) ([]byte, error) {
 	return data, nil
 }
 
-// hkdfSHA256 is HKDF (RFC 5869) with SHA-256: extract a pseudorandom key
-// from ikm with salt, then expand it with info to length bytes (at most
-// 255 * 32).
-func hkdfSHA256(ikm, salt, info []byte, length int) []byte {
-	if length > 255*sha256.Size {
-		panic("hkdfSHA256: length above 255 * HashLen")
-	}
-	if len(salt) == 0 {
-		salt = make([]byte, sha256.Size) // section 2.2: no salt is HashLen zeros
-	}
-	prk := hmacSHA256(salt, ikm)
-	var okm, t []byte
-	for i := byte(1); len(okm) < length; i++ {
-		t = hmacSHA256(prk, t, info, []byte{i}) // T(i) = HMAC(PRK, T(i-1) | info | i)
-		okm = append(okm, t...)
-	}
-	return okm[:length]
-}
-
-func hmacSHA256(key []byte, parts ...[]byte) []byte {
-	mac := hmac.New(sha256.New, key)
-	for _, p := range parts {
-		mac.Write(p)
-	}
-	return mac.Sum(nil)
-}
+// wrapKeyInfo is the HKDF info of the key that wraps the team key to a
+// recipient (docs/e2e.md).
+const wrapKeyInfo = "cvsm-e2e:v1:wrap"
 
 // aesGCMOpen opens ct (the ciphertext followed by its 16-byte tag) under a
 // 32-byte key with aad.
@@ -156,7 +132,10 @@ func unwrapTeamKey(wrapped, teamID string, keyVersion int, privateKey []byte) ([
 		return nil, e2eErr("the wrap's ephemeral key is not usable (low order)")
 	}
 	salt := append(append([]byte{}, ephPublic...), private.PublicKey().Bytes()...)
-	wrapping := hkdfSHA256(shared, salt, []byte("cvsm-e2e:v1:wrap"), e2eKeySize)
+	wrapping, err := hkdf.Key(sha256.New, shared, salt, wrapKeyInfo, e2eKeySize)
+	if err != nil {
+		return nil, e2eErr("the wrapping key cannot be derived")
+	}
 	key, err := aesGCMOpen(wrapping, nonce, ct, teamKeyAAD(teamID, keyVersion))
 	if err != nil {
 		return nil, e2eErr("the wrapped team key does not open with this token's key")
