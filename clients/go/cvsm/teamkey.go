@@ -48,11 +48,13 @@ type heldKey struct {
 
 // keyring holds the team key of an end-to-end team. fetchMu makes
 // concurrent reads that need the key wait for one fetch instead of making
-// one each.
+// one each. gen counts clears: a fetch that a clear overtook (ClearCache, or
+// a 401 or 403 meanwhile) keeps nothing.
 type keyring struct {
 	fetchMu sync.Mutex
 	mu      sync.Mutex
 	held    *heldKey
+	gen     uint64
 }
 
 func (k *keyring) get() *heldKey {
@@ -67,8 +69,30 @@ func (k *keyring) set(h *heldKey) {
 	k.held = h
 }
 
-// clear forgets the team key, so the next read fetches it again.
-func (k *keyring) clear() { k.set(nil) }
+// generation is the number of clears so far, for setIfSince.
+func (k *keyring) generation() uint64 {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.gen
+}
+
+// setIfSince holds h unless the keyring was cleared since generation gen.
+func (k *keyring) setIfSince(gen uint64, h *heldKey) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.gen == gen {
+		k.held = h
+	}
+}
+
+// clear forgets the team key, so the next read fetches it again, and
+// makes a fetch in flight keep nothing.
+func (k *keyring) clear() {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.held = nil
+	k.gen++
+}
 
 // keyAnswer is the answer of GET .../e2e/key: the team key wrapped for the
 // caller.
@@ -152,15 +176,18 @@ func (c *Client) openAll(ctx context.Context, env string, sealed map[string]stri
 }
 
 // fetchTeamKey asks the server for the team key wrapped for this token,
-// unwraps it with the token's key part and holds it. stale is the key the
-// caller found wanting (nil when none was held): when another goroutine has
-// meanwhile fetched a different one, that one is used without a request.
+// unwraps it with the token's key part and holds it, unless the keyring was
+// cleared meanwhile (ClearCache, a 401 or a 403): the caller opens its
+// envelopes with it either way. stale is the key the caller found wanting
+// (nil when none was held): when another goroutine has meanwhile fetched a
+// different one, that one is used without a request.
 func (c *Client) fetchTeamKey(ctx context.Context, stale *heldKey) (*heldKey, error) {
 	c.keys.fetchMu.Lock()
 	defer c.keys.fetchMu.Unlock()
 	if held := c.keys.get(); held != nil && held != stale {
 		return held, nil
 	}
+	gen := c.keys.generation()
 	var answer keyAnswer
 	path := "/teams/" + url.PathEscape(c.cfg.team) + "/e2e/key"
 	requestID, err := c.getJSON(ctx, endpointE2EKey, path, nil, &answer)
@@ -174,7 +201,7 @@ func (c *Client) fetchTeamKey(ctx context.Context, stale *heldKey) (*heldKey, er
 		return nil, e
 	}
 	held := &heldKey{teamID: *answer.TeamID, version: *answer.KeyVersion, key: func() []byte { return key }}
-	c.keys.set(held)
+	c.keys.setIfSince(gen, held)
 	return held, nil
 }
 

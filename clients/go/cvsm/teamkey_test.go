@@ -16,6 +16,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 const (
@@ -38,6 +39,10 @@ type e2eStub struct {
 	wrapped    string
 	keyStatus  int  // when not 0, GET .../e2e/key answers this status
 	markBeside bool // "e2e": true beside the value instead of in the secret
+	// keyGate, when not nil, holds the next answer of GET .../e2e/key,
+	// made when the request arrives, until it is closed.
+	keyGate chan struct{}
+	refused map[string]int // name -> the status its by-name read answers
 }
 
 func newE2EStub(t *testing.T) *e2eStub {
@@ -64,7 +69,12 @@ func newE2EStub(t *testing.T) *e2eStub {
 
 func (s *e2eStub) serve(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	unlocked := false
+	defer func() {
+		if !unlocked {
+			s.mu.Unlock()
+		}
+	}()
 	s.requests = append(s.requests, recorded{r.Method, r.URL.Path, r.URL.EscapedPath(), r.URL.RawQuery, r.Header.Clone()})
 	w.Header().Set("X-Request-Id", fmt.Sprintf("req-%d", len(s.requests)))
 	if r.Header.Get("Authorization") != "Bearer "+s.v.Token.APIToken {
@@ -77,7 +87,14 @@ func (s *e2eStub) serve(w http.ResponseWriter, r *http.Request) {
 	case path == team+"/e2e/key" && s.keyStatus != 0:
 		writeJSON(w, s.keyStatus, map[string]any{"error": "tidak boleh"})
 	case path == team+"/e2e/key":
-		writeJSON(w, 200, map[string]any{"team_id": s.v.TeamID, "key_version": s.keyVersion, "wrapped_key": s.wrapped})
+		body := map[string]any{"team_id": s.v.TeamID, "key_version": s.keyVersion, "wrapped_key": s.wrapped}
+		if gate := s.keyGate; gate != nil {
+			s.keyGate = nil
+			unlocked = true
+			s.mu.Unlock()
+			<-gate
+		}
+		writeJSON(w, 200, body)
 	case path == team+"/secrets/export":
 		out := map[string]string{}
 		for name, sealed := range s.sealed[env] {
@@ -86,6 +103,10 @@ func (s *e2eStub) serve(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, 200, out)
 	case strings.HasPrefix(path, team+"/secrets/by-name/"):
 		name := strings.TrimPrefix(path, team+"/secrets/by-name/")
+		if status := s.refused[name]; status != 0 {
+			writeJSON(w, status, map[string]any{"error": "tidak boleh"})
+			return
+		}
 		sealed, ok := s.sealed[env][name]
 		if !ok {
 			writeJSON(w, 404, map[string]any{"error": "rahasia tidak ditemukan"})
@@ -382,5 +403,69 @@ func TestE2EConcurrentFirstReadsFetchTheKeyOnce(t *testing.T) {
 	}
 	if keys != 1 {
 		t.Errorf("%d key requests for 16 concurrent first reads, want 1", keys)
+	}
+}
+
+// waitFor polls cond (every millisecond, for at most 10 s) until it holds.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting until %s", what)
+		}
+	}
+}
+
+// requested reports whether the stub has received a request for path
+// (below the team) since the last take.
+func (s *e2eStub) requested(path string) func() bool {
+	return func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		for _, r := range s.requests {
+			if strings.TrimPrefix(r.path, "/api/v1/teams/"+s.v.TeamID) == path {
+				return true
+			}
+		}
+		return false
+	}
+}
+
+func TestE2EAKeyFetchThatAClearOvertookKeepsNothing(t *testing.T) {
+	for _, clear := range []string{"ClearCache", "a 403 to another read"} {
+		t.Run(clear, func(t *testing.T) {
+			s := newE2EStub(t)
+			c := s.client(t, Options{CacheTTL: NoCache})
+			gate := make(chan struct{})
+			s.set(func(s *e2eStub) {
+				s.keyGate = gate
+				s.refused = map[string]int{"FORBIDDEN": 403}
+			})
+			done := make(chan error, 1)
+			go func() {
+				v, err := c.Get(ctx, "DATABASE_URL")
+				if err == nil && v != s.v.Values[0].Value {
+					err = errors.New("another value")
+				}
+				done <- err
+			}()
+			waitFor(t, "the key is asked", s.requested("/e2e/key"))
+			if clear == "ClearCache" {
+				c.ClearCache()
+			} else if _, err := c.Get(ctx, "FORBIDDEN"); !errors.Is(err, ErrPermissionDenied) {
+				t.Fatalf("Get(FORBIDDEN) = %v", err)
+			}
+			close(gate)
+			// The read in flight opens its value with the key it fetched...
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+			s.take()
+			// ...but the key is not kept: the next read fetches it again.
+			if _, err := c.Get(ctx, "DATABASE_URL"); err != nil {
+				t.Fatal(err)
+			}
+			wantPaths(t, s.take(), "/secrets/by-name/DATABASE_URL", "/e2e/key")
+		})
 	}
 }
