@@ -149,14 +149,20 @@ func (c *Client) openAll(ctx context.Context, env string, sealed map[string]stri
 		}
 		envelopes[name] = e
 	}
-	key := c.keys.get()
-	for _, name := range names {
-		if key == nil || envelopes[name].keyVersion != key.version {
-			var err error
-			if key, err = c.fetchTeamKey(ctx, key); err != nil {
-				return nil, err
+	// fits reports whether a key opens every envelope's key version.
+	fits := func(key *heldKey) bool {
+		for _, e := range envelopes {
+			if key == nil || e.keyVersion != key.version {
+				return false
 			}
-			break
+		}
+		return true
+	}
+	key := c.keys.get()
+	if !fits(key) {
+		var err error
+		if key, err = c.fetchTeamKey(ctx, fits); err != nil {
+			return nil, err
 		}
 	}
 	opened := make(map[string]string, len(sealed))
@@ -176,15 +182,17 @@ func (c *Client) openAll(ctx context.Context, env string, sealed map[string]stri
 }
 
 // fetchTeamKey asks the server for the team key wrapped for this token,
-// unwraps it with the token's key part and holds it, unless the keyring was
-// cleared meanwhile (ClearCache, a 401 or a 403): the caller opens its
-// envelopes with it either way. stale is the key the caller found wanting
-// (nil when none was held): when another goroutine has meanwhile fetched a
-// different one, that one is used without a request.
-func (c *Client) fetchTeamKey(ctx context.Context, stale *heldKey) (*heldKey, error) {
+// unwraps it with the token's key part and holds it. fits says whether a
+// key opens the envelopes the caller read: a key that another goroutine
+// fetched while this one waited is used without a request only when it
+// fits, since that fetch may have begun before a re-key that the caller's
+// envelopes already show. The key fetched is held unless the keyring was
+// cleared meanwhile (ClearCache, a 401 or a 403); the caller opens its
+// envelopes with it either way.
+func (c *Client) fetchTeamKey(ctx context.Context, fits func(*heldKey) bool) (*heldKey, error) {
 	c.keys.fetchMu.Lock()
 	defer c.keys.fetchMu.Unlock()
-	if held := c.keys.get(); held != nil && held != stale {
+	if held := c.keys.get(); held != nil && fits(held) {
 		return held, nil
 	}
 	gen := c.keys.generation()

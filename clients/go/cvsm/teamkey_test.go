@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -431,6 +432,20 @@ func (s *e2eStub) requested(path string) func() bool {
 	}
 }
 
+// blockedInFetchTeamKey reports whether a goroutine waits for the key
+// fetch of another (on the keyring's fetchMu, in fetchTeamKey).
+func blockedInFetchTeamKey() bool {
+	buf := make([]byte, 1<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		header, _, _ := strings.Cut(g, "\n")
+		if strings.Contains(header, "[sync.Mutex.Lock") && strings.Contains(g, ").fetchTeamKey(") {
+			return true
+		}
+	}
+	return false
+}
+
 func TestE2EAKeyFetchThatAClearOvertookKeepsNothing(t *testing.T) {
 	for _, clear := range []string{"ClearCache", "a 403 to another read"} {
 		t.Run(clear, func(t *testing.T) {
@@ -467,5 +482,57 @@ func TestE2EAKeyFetchThatAClearOvertookKeepsNothing(t *testing.T) {
 			}
 			wantPaths(t, s.take(), "/secrets/by-name/DATABASE_URL", "/e2e/key")
 		})
+	}
+}
+
+func TestE2EAReadOfANewKeyVersionRefetchesAfterAFetchBegunBeforeTheReKey(t *testing.T) {
+	s := newE2EStub(t)
+	c := s.client(t, Options{CacheTTL: NoCache})
+	gate := make(chan struct{})
+	s.set(func(s *e2eStub) { s.keyGate = gate })
+	// A first read fetches the key; its answer, version 2, is made before...
+	first := make(chan error, 1)
+	go func() {
+		_, err := c.Get(ctx, "DATABASE_URL")
+		first <- err
+	}()
+	waitFor(t, "the key is asked", s.requested("/e2e/key"))
+	// ...the team is re-keyed (version 3), and a second read gets a value
+	// sealed under version 3 while the first fetch is still in flight.
+	newKey := bytes.Repeat([]byte{9}, 32)
+	s.set(func(s *e2eStub) {
+		s.keyVersion = 3
+		s.wrapped = wrapForTest(t, newKey, s.v.TeamID, 3, mustB64u(t, s.v.Token.PrivateKey))
+		s.sealed["production"]["API_KEY"] = sealForTest(t, "rotated", newKey, 3, s.v.TeamID, e2eSecretAPI, 3, "production", "API_KEY")
+	})
+	second := make(chan error, 1)
+	go func() {
+		v, err := c.Get(ctx, "API_KEY")
+		if err == nil && v != "rotated" {
+			err = errors.New("another value")
+		}
+		second <- err
+	}()
+	waitFor(t, "the second read waits for the first one's key fetch", blockedInFetchTeamKey)
+	close(gate)
+	if err := <-first; err != nil {
+		t.Fatalf("first read: %v", err)
+	}
+	// The version 2 key the first read fetched does not open the second
+	// read's value: the second read fetches the key once more.
+	if err := <-second; err != nil {
+		t.Fatalf("second read: %v", err)
+	}
+	keys := 0
+	for _, p := range s.take() {
+		if p == "/e2e/key" {
+			keys++
+		}
+	}
+	if keys != 2 {
+		t.Errorf("%d key requests, want 2", keys)
+	}
+	if held := c.keys.get(); held == nil || held.version != 3 {
+		t.Errorf("the key held is not version 3")
 	}
 }
