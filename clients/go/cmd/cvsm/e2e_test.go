@@ -57,6 +57,7 @@ type e2eCLIStub struct {
 	paths   []string // and its path
 	tamper  bool     // serve every envelope with its last character changed
 	changes int      // requests to the change stream
+	refuse  int      // when not 0, the status of every answer (a 403, say)
 }
 
 func newE2ECLIStub(t *testing.T) *e2eCLIStub {
@@ -99,10 +100,15 @@ func (s *e2eCLIStub) serve(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	s.auth = append(s.auth, r.Header.Get("Authorization"))
 	s.paths = append(s.paths, r.URL.Path)
-	tamper := s.tamper
+	tamper, refuse := s.tamper, s.refuse
 	s.mu.Unlock()
 	w.Header().Set("X-Request-Id", "req-e2e")
 	w.Header().Set("Content-Type", "application/json")
+	if refuse != 0 {
+		w.WriteHeader(refuse)
+		_, _ = w.Write([]byte(`{"error": "tidak boleh"}`))
+		return
+	}
 	if r.Header.Get("Authorization") != "Bearer "+s.v.Token.APIToken {
 		w.WriteHeader(401)
 		_, _ = w.Write([]byte(`{"error": "token tidak valid"}`))
@@ -335,5 +341,37 @@ func TestTheTeamKeyFileSavesTheKeyRequestOfTheNextRun(t *testing.T) {
 	}
 	if raw, _ := os.ReadFile(file); !strings.Contains(string(raw), `"key_version":2`) {
 		t.Errorf("the file was not written again: %q", raw)
+	}
+}
+
+func TestTheTeamKeyFileIsRemovedWhenTheTokenIsRefused(t *testing.T) {
+	t.Parallel()
+	s := newE2ECLIStub(t)
+	refusedToken := "cvsm_" + strings.Repeat("0", 64) + s.v.Token.Token[strings.Index(s.v.Token.Token, "."):]
+	for _, tc := range []struct {
+		what  string
+		token string
+		code  int
+	}{
+		{"401", refusedToken, 3},
+		{"403", s.v.Token.Token, 4},
+	} {
+		file := filepath.Join(t.TempDir(), "key")
+		env := s.env(s.v.TeamID, s.v.Token.Token)
+		expectCode(t, runCLI(t, env, "--team-key-file", file, "get", "DATABASE_URL"), 0, "get")
+		if _, err := os.Stat(file); err != nil {
+			t.Fatalf("%s: the first run wrote no key file: %v", tc.what, err)
+		}
+		if tc.what == "403" {
+			s.mu.Lock()
+			s.refuse = 403
+			s.mu.Unlock()
+		}
+		// The run reads the key from the file, and the server refuses it.
+		r := runCLI(t, s.env(s.v.TeamID, tc.token), "--team-key-file", file, "get", "DATABASE_URL")
+		expectCode(t, r, tc.code, "get")
+		if _, err := os.Stat(file); !os.IsNotExist(err) {
+			t.Errorf("%s: the key file is still there after the refusal (%v)", tc.what, err)
+		}
 	}
 }

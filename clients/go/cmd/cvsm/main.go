@@ -156,7 +156,7 @@ func (c *cli) dispatch(args []string) error {
 		return usagef("", "unknown command %q: use get, export, run or version", rest[0])
 	}
 	err := cmd.run(c, rest[1:])
-	c.saveTeamKey()
+	c.saveTeamKey(err)
 	return err
 }
 

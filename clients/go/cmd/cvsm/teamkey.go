@@ -3,7 +3,8 @@ package main
 // --team-key-file keeps the team key of an end-to-end team between runs, for
 // the shell client, which runs cvsm once per call: the key is read from the
 // file before the first request and written there when this run fetched
-// one, so a later run makes one request instead of two. The shell client
+// one, so a later run makes one request instead of two; it is removed when
+// the run ends holding no key (a 401 or 403 drops it). The shell client
 // names a file in its private cache directory (a per-user tmpfs, mode 0700),
 // where it keeps the values themselves, and removes it with them.
 
@@ -11,9 +12,11 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 
+	"github.com/cvsm/cvsm/clients/go/cvsm"
 	"github.com/cvsm/cvsm/clients/go/internal/e2ehook"
 )
 
@@ -49,14 +52,18 @@ func (c *cli) loadTeamKey() {
 // saveTeamKey writes the key the client holds to the file when it is not
 // what the file holds already: created with mode 0600 next to it, then
 // renamed over it, so a reader never sees half a file. A failure to write
-// costs only a request next time, so it is not reported.
-func (c *cli) saveTeamKey() {
+// costs only a request next time, so it is not reported. When the run ended
+// with an authentication or permission error (runErr), or holds no key (a
+// 401 or 403 drops it, as does a file that held no usable key), the file is
+// removed: a refused token's team key does not stay on disk.
+func (c *cli) saveTeamKey(runErr error) {
 	path := c.settings.teamKeyFile.value
 	if path == "" || c.sdk == nil {
 		return
 	}
 	teamID, version, key, ok := e2ehook.Held(c.sdk)
-	if !ok {
+	if !ok || errors.Is(runErr, cvsm.ErrAuthentication) || errors.Is(runErr, cvsm.ErrPermissionDenied) {
+		os.Remove(path)
 		return
 	}
 	content, err := json.Marshal(keyFile{TeamID: teamID, KeyVersion: version, TeamKey: base64.RawURLEncoding.EncodeToString(key)})
