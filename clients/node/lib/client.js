@@ -358,9 +358,11 @@ class Client {
    * Opens the sealed values `entries` ([name, envelope] pairs read from `environment`; `all` for
    * a getAll) with the team key and returns them as [name, value] pairs, in order. The key is
    * fetched when none is held; when an envelope is under another key version than the held key,
-   * it is fetched once more (a re-keyed team). Each envelope is opened for the environment and the name that were asked for. Any
-   * failure to open is a DecryptionError naming the secret (or the environment, when the team
-   * key itself does not open for a getAll), with the request id of the answer that failed.
+   * it is fetched once more (a re-keyed team), by this read itself when the fetch it joined does
+   * not bring that version. Each envelope is opened for the environment and the name that were
+   * asked for. Any failure to open is a DecryptionError naming the secret (or the environment,
+   * when the team key itself does not open for a getAll), with the request id of the answer that
+   * failed.
    */
   async #open(entries, environment, requestId, { all = false } = {}) {
     const secret = (name) => `secret ${JSON.stringify(name)} in ${environment}`;
@@ -374,10 +376,15 @@ class Client {
       }
     });
     if (parsed.length === 0) return [];
+    const fits = (key) => key !== null && parsed.every(([, parts]) => parts.keyVersion === key.keyVersion);
     let held = this.#teamKey;
-    if (held === null || parsed.some(([, parts]) => parts.keyVersion !== held.keyVersion)) {
+    if (!fits(held)) {
       try {
+        // A fetch already in flight may have begun before a re-key these envelopes show: when
+        // the key it brings does not open them, this read fetches the key itself, once.
+        const joined = this.#teamKeyFetch !== null;
         held = await this.#teamKeyOnce();
+        if (joined && !fits(held)) held = await this.#teamKeyOnce();
       } catch (err) {
         if (!(err instanceof DecryptionError)) throw err;
         const what = all ? `the secrets of ${environment}` : secret(entries[0][0]);

@@ -123,6 +123,14 @@ describe('vectors: conformance/vectors/e2e.json', () => {
   });
 });
 
+/** Resolves once `cond()` holds, polling every 5 ms for at most 5 s. */
+async function waitUntil(cond) {
+  for (const deadline = Date.now() + 5000; !cond(); ) {
+    if (Date.now() > deadline) throw new Error('timed out');
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+}
+
 /** The end-to-end team the stub serves: its values, sealed under the vectors' team key. */
 const SECRET_IDS = {
   DATABASE_URL: '0b6d3e2a-8f41-4a5c-b3d2-7e9c1f0a4b58',
@@ -320,6 +328,34 @@ describe('client: an end-to-end team', () => {
     assert.equal(await c.get('DATABASE_URL'), PLAIN.production.DATABASE_URL);
     assert.equal(await c.get('API_KEY'), PLAIN.production.API_KEY);
     assert.deepEqual(stub.paths, [BY_NAME('DATABASE_URL'), KEY, BY_NAME('API_KEY')]);
+  });
+
+  test('a read of a newer key version that joined a key fetch begun before the re-key fetches the key itself', async () => {
+    const c = client({ cacheTtl: 0 });
+    let release;
+    const released = new Promise((resolve) => {
+      release = resolve;
+    });
+    // The first read's key fetch is answered with the key of before the re-key, held back...
+    stub.fault({ pass: true }, { until: released, status: 200, body: keyAnswer() });
+    const first = c.get('DATABASE_URL');
+    await waitUntil(() => stub.requests.length === 2);
+    // ...while the team is re-keyed and a second read gets a value sealed under the new version.
+    const newKey = crypto.randomBytes(32);
+    const newVersion = VECTORS.key_version + 1;
+    stub.secrets = sealAll(PLAIN, newKey, newVersion);
+    stub.e2e = keyAnswer(newKey, newVersion);
+    const second = c.get('API_KEY');
+    await waitUntil(() => stub.requests.length === 3);
+    await new Promise((resolve) => setTimeout(resolve, 100)); // the second read joins the fetch
+    release();
+    assert.equal(await first, PLAIN.production.DATABASE_URL);
+    assert.equal(await second, PLAIN.production.API_KEY);
+    assert.deepEqual(stub.paths, [BY_NAME('DATABASE_URL'), KEY, BY_NAME('API_KEY'), KEY]);
+    // The key of the new version is the one kept.
+    stub.requests.length = 0;
+    assert.equal(await c.get('DATABASE_URL'), PLAIN.production.DATABASE_URL);
+    assert.deepEqual(stub.paths, [BY_NAME('DATABASE_URL')]);
   });
 
   test('an envelope under a key version the server does not hand out fails after one refetch', async () => {

@@ -41,7 +41,8 @@ function drip(res, intervalMs) {
  * StubServer answers like the cvsm API. `secrets` maps environment -> name -> value.
  * `fault(spec)` queues a one-shot answer for the next request: `{status, body, headers}`,
  * `{destroy: true}` (drop the connection), `{delayMs}` (answer normally, but late),
- * `{dripMs}` (a 200 whose body comes one byte every dripMs) or `{pass: true}` (answer
+ * `{dripMs}` (a 200 whose body comes one byte every dripMs), `{until, status, body, headers}`
+ * (that answer, made now, sent once the promise `until` resolves) or `{pass: true}` (answer
  * normally). Every answer carries `X-Request-Id: req-<n>`, n counting requests from 1.
  * With `tls: true` it serves https with the test PKI's server certificate (helpers/pki.js).
  * `token` is the API token it accepts (default TOKEN). With `e2e` (`{team_id, key_version,
@@ -112,6 +113,13 @@ class StubServer {
     this.requests.push({ method: req.method, url: req.url, headers: req.headers });
     res.setHeader('X-Request-Id', `req-${this.requests.length}`);
     const fault = this.faults.shift();
+    if (fault && fault.until) {
+      const { until, ...rest } = fault;
+      until.then(() => {
+        if (!res.destroyed) send(res, rest.status, rest.body, rest.headers);
+      });
+      return;
+    }
     if (fault && fault.pass) {
       this.#route(req, res);
       return;
