@@ -202,10 +202,15 @@ async def revoke_share(request: web.Request, actor: Actor) -> web.StreamResponse
     return _to_secret(request, "share_revoked")
 
 
+# An end-to-end team's import posts each value sealed (base64url: 4/3 of the plaintext, and
+# the envelope's header) in JSON, form-encoded: twice the .env limit, and room for every item's
+# line, name and id.
+IMPORT_FORM_LIMIT = 2 * bulk.MAX_DOTENV_BYTES + bulk.MAX_ITEMS * 512 + 64 * 1024
+
+
 @signed_in
 async def import_dotenv(request: web.Request, actor: Actor) -> web.StreamResponse:
-    form = await Form.posted(request, actor, secret=("content",),
-                             max_bytes=bulk.MAX_DOTENV_BYTES + 64 * 1024,
+    form = await Form.posted(request, actor, secret=("content",), max_bytes=IMPORT_FORM_LIMIT,
                              too_large=bulk.DOTENV_TOO_LARGE)
     upload = form.data.get("file")
     content = form["content"]
