@@ -190,3 +190,20 @@ async def test_a_sealed_import_and_a_rekey_above_the_page_form_limit_go_through(
     rows = await query(database_url, "SELECT key_version FROM teams WHERE id = %s", (team["id"],))
     assert rows == [{"key_version": 2}]
 
+
+@pytest.mark.parametrize("item", [
+    {"line": 1, "name": 5, "error": "x"},
+    {"line": "1", "name": "A", "error": "x"},
+    {"line": 1, "name": "A", "error": ["x"]},
+    {"line": 1, "name": ["A"], "id": str(uuid.uuid4()), "value": "cvsm-e2e1.x"},
+    {"line": 1, "name": "A", "id": 7, "value": "cvsm-e2e1.x"},
+    {"line": 1, "name": "A", "id": str(uuid.uuid4()), "value": {"v": 1}},
+])
+async def test_a_sealed_import_item_of_the_wrong_shape_is_the_pages_400(
+        client: TestClient, database_url: str, item: dict[str, Any]) -> None:
+    member = await keyed_member(client)
+    team = await e2e_team(client, member, "odd-items")
+    resp = await client.post(f"/app/teams/{team['slug']}/import", data={
+        "csrf": member["csrf"], "environment": "production", "items": json.dumps([item])})
+    assert resp.status == 400 and "muat ulang halaman" in await resp.text()
+    assert not await query(database_url, "SELECT 1 FROM secrets")

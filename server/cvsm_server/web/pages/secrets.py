@@ -252,7 +252,7 @@ async def _import_sealed(conn: db.Connection, actor: Actor, request: web.Request
     sent each entry's line and name, with the envelope it sealed (and the id it chose), or the
     parser's message; the envelopes are created by the bulk create."""
     entries = json_field(form, "items")
-    if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+    if not isinstance(entries, list) or not all(_item_shaped(e) for e in entries):
         raise BadRequest(BAD_ITEMS)
     sealed = [e for e in entries if "error" not in e]
     created, _summary = await bulk.bulk_create(
@@ -268,6 +268,16 @@ async def _import_sealed(conn: db.Connection, actor: Actor, request: web.Request
 
 
 BAD_ITEMS = "Daftar impor dari skrip halaman tidak terbaca; muat ulang halaman lalu coba lagi"
+
+
+def _item_shaped(entry: object) -> bool:
+    """An item as the script sends it: a whole line number and either the parser's message
+    (`error`, the name when it read one) or the name, the id and the envelope, each a string."""
+    if not isinstance(entry, dict) or type(entry.get("line")) is not int:
+        return False
+    if "error" in entry:
+        return isinstance(entry["error"], str) and isinstance(entry.get("name"), str | None)
+    return all(isinstance(entry.get(key), str) for key in ("name", "id", "value"))
 
 
 # The dashboard's downloads: a renderer and the file's extension per export format.
