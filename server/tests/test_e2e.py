@@ -237,6 +237,32 @@ async def test_a_create_without_a_matching_envelope_is_refused(api, client, alic
     assert resp.status == 400
 
 
+async def test_an_id_taken_in_this_team_or_another_is_one_distinct_409(api, client, alice, team):
+    ours = await team.create_secret(alice, "OURS", "v")
+    bob = await keyed(api, client, "bob")
+    other = await E2ETeam.create(client, bob, "others")
+    theirs = await other.create_secret(bob, "THEIRS", "v")
+    answers = []
+    for secret_id in (ours, theirs):
+        body = {"id": secret_id, "name": "NEW", "environment": "production",
+                "value": team.seal("v", secret_id=secret_id, version=1, name="NEW")}
+        resp = await client.post(f"/api/v1/teams/{team.id}/secrets", headers=auth(alice.token),
+                                 json=body)
+        assert resp.status == 409
+        answers.append((await resp.json())["error"])
+        resp = await client.post(f"/api/v1/teams/{team.id}/secrets/bulk",
+                                 headers=auth(alice.token), json={"items": [body]})
+        answers.append((await resp.json())["results"][0]["error"])
+    # the same answer whichever team holds the id (no oracle), and not the name's
+    assert len(set(answers)) == 1 and "id secret sudah dipakai" in answers[0].lower(), answers
+    # a name taken is still the name's 409
+    secret_id = str(uuid.uuid4())
+    resp = await client.post(f"/api/v1/teams/{team.id}/secrets", headers=auth(alice.token), json={
+        "id": secret_id, "name": "OURS", "environment": "production",
+        "value": team.seal("v", secret_id=secret_id, version=1, name="OURS")})
+    assert resp.status == 409 and "nama ini" in (await resp.json())["error"]
+
+
 async def test_bulk_create_takes_envelopes_each_checked_on_its_own(client, alice, team):
     ids = [str(uuid.uuid4()) for _ in range(3)]
     items = [{"id": ids[0], "name": "ONE", "environment": "production",
