@@ -207,3 +207,22 @@ async def test_a_sealed_import_item_of_the_wrong_shape_is_the_pages_400(
         "csrf": member["csrf"], "environment": "production", "items": json.dumps([item])})
     assert resp.status == 400 and "muat ulang halaman" in await resp.text()
     assert not await query(database_url, "SELECT 1 FROM secrets")
+
+
+async def test_the_grant_form_names_the_key_it_wrapped_to_and_a_replaced_one_is_refused(
+        client: TestClient, database_url: str) -> None:
+    member = await keyed_member(client)
+    team = await e2e_team(client, member, "grant-form")
+    html = await (await client.get(f"/app/teams/{team['slug']}/members")).text()
+    assert 'data-e2e-grant' not in html  # nobody waiting yet
+    # The form as the script fills it: the wrap and the public key it was made for.
+    url = f"/app/teams/{team['slug']}/e2e/grants/{member['user_id']}"
+    _private, other = e2e.generate_key_pair()
+    resp = await client.post(url, data={
+        "csrf": member["csrf"], "public_key": e2e._b64u(other),
+        "wrapped_key": e2e.wrap_team_key(team["key"], team["id"], 1, other)})
+    assert resp.status == 409 and "berganti" in await resp.text()
+    resp = await client.post(url, allow_redirects=False, data={
+        "csrf": member["csrf"], "public_key": e2e._b64u(member["public"]),
+        "wrapped_key": e2e.wrap_team_key(team["key"], team["id"], 1, member["public"])})
+    assert resp.status == 303, await resp.text()

@@ -104,7 +104,8 @@ async def revoke_invite(request: web.Request, actor: Actor) -> web.StreamRespons
 async def grant_access(request: web.Request, actor: Actor) -> web.StreamResponse:
     """An end-to-end team's key, wrapped by the page's script to the member's public key."""
     async with team_form(request, actor) as (form, conn, team_id):
-        await e2e.grant(conn, actor, team_id, path_id(request, "user_id"), form["wrapped_key"])
+        await e2e.grant(conn, actor, team_id, path_id(request, "user_id"), form["wrapped_key"],
+                        form["public_key"])
     return done(request, "members.members_page", "e2e_granted", team=request.match_info["team"],
                 fragment="kunci-tim")
 
