@@ -104,6 +104,10 @@ USER_KEY_EXISTS = ("Kunci end-to-end Anda sudah ada dengan kunci publik lain; ki
 NO_WRAP = "Anda belum diberi akses ke kunci tim end-to-end ini"
 MEMBER_NOT_FOUND = "Anggota tidak ditemukan"
 MEMBER_HAS_NO_KEY = "Anggota ini belum menyiapkan kunci end-to-end"
+MEMBER_KEY_CHANGED = ("Kunci publik anggota ini sudah berganti sejak halaman dimuat: muat ulang, "
+                      "bandingkan sidik jarinya, lalu ulangi")
+RECIPIENT_KEY_CHANGED = ("Kunci publik {count} penerima kunci baru sudah berganti sejak halaman "
+                         "dimuat: muat ulang lalu ulangi")
 REKEY_VERSION = "Versi kunci baru harus {want} (versi sekarang ditambah satu)"
 REKEY_RECIPIENTS = ("Daftar penerima kunci baru tidak cocok dengan anggota yang punya akses dan "
                     "token tim yang aktif (kurang {missing}, tidak dikenal {unknown}): muat ulang "
@@ -287,6 +291,9 @@ async def set_user_key(conn: db.Connection, actor: Actor, *, public_key: object,
     wrapped = check_passphrase_wrap(wrapped_private_key)
     recovery = check_recovery_wrap(recovery_wrapped_private_key)
     async with db.transaction(conn) as cur:
+        # The key's row first, then the wraps: the order a grant and a re-key take (they hold
+        # it FOR SHARE while they store wraps for it), so a wrap to the old key is either
+        # stored before this and deleted by it, or refused (409) after it.
         old = await db.fetchone(
             cur, "SELECT public_key FROM user_e2e_keys WHERE user_id = %s FOR UPDATE",
             (actor.user_id,))
@@ -430,11 +437,14 @@ def token_key_json(row: Mapping) -> dict:
 
 
 async def grant(conn: db.Connection, actor: Actor, team_id: uuid.UUID, user_id: uuid.UUID,
-                wrapped_key: object, key_version: int | None = None) -> int:
+                wrapped_key: object, public_key: object,
+                key_version: int | None = None) -> int:
     """Give a member a wrap of the team key (the current version unless `key_version`), made by
-    the caller's client for the member's public key. Admin or above, holding that key version
-    themself; the member must have set up a key pair (409). Returns the key version."""
+    the caller's client for `public_key`, which must be the member's current one (409 when they
+    replaced it meanwhile: the wrap would open nothing). Admin or above, holding that key
+    version themself; the member must have set up a key pair (409). Returns the key version."""
     wrapped = check_wrap(wrapped_key)
+    wrapped_to = check_public_key(public_key)
     async with db.transaction(conn) as cur:
         await roles.require(cur, team_id, actor, roles.ADMIN)
         current = await require_e2e(cur, team_id, lock=True)
@@ -443,20 +453,23 @@ async def grant(conn: db.Connection, actor: Actor, team_id: uuid.UUID, user_id: 
             raise Forbidden(NO_WRAP)
         member = await db.fetchone(
             cur,
-            """SELECT m.user_id, u.email, k.public_key FROM team_members m
-               JOIN users u ON u.id = m.user_id
-               LEFT JOIN user_e2e_keys k ON k.user_id = m.user_id
+            """SELECT m.user_id, u.email FROM team_members m JOIN users u ON u.id = m.user_id
                WHERE m.team_id = %s AND m.user_id = %s""",
             (team_id, user_id))
         if member is None:
             raise NotFound(MEMBER_NOT_FOUND)
-        if member["public_key"] is None:
+        # Held until the wrap is stored, so a replacement of the key waits (`set_user_key`).
+        key = await db.fetchone(
+            cur, "SELECT public_key FROM user_e2e_keys WHERE user_id = %s FOR SHARE", (user_id,))
+        if key is None:
             raise Conflict(MEMBER_HAS_NO_KEY)
+        if bytes(key["public_key"]) != wrapped_to:
+            raise Conflict(MEMBER_KEY_CHANGED)
         await insert_wrap(cur, actor, team_id, version, wrapped_key=wrapped, user_id=user_id)
         await audit.record(cur, actor, "e2e_grant", "member", team_id=team_id,
                            resource_id=user_id,
                            metadata={"email": member["email"], "key_version": version,
-                                     "fingerprint": fingerprint(member["public_key"])})
+                                     "fingerprint": fingerprint(key["public_key"])})
     return version
 
 
@@ -490,6 +503,7 @@ async def rekey(conn: db.Connection, actor: Actor, team_id: uuid.UUID, *, key_ve
     wrap_items, value_items = _entries(wraps, "wraps"), _entries(values, "secrets")
     by_user: dict[uuid.UUID, str] = {}
     by_token: dict[uuid.UUID, str] = {}
+    wrapped_to: dict[uuid.UUID, bytes] = {}  # the public key each member's wrap was made for
     for item in wrap_items:
         wrapped = check_wrap(item.get("wrapped_key"))
         if (item.get("token_id") is None) == (item.get("user_id") is None):
@@ -498,6 +512,7 @@ async def rekey(conn: db.Connection, actor: Actor, team_id: uuid.UUID, *, key_ve
             target, recipient = by_token, _uuid_of(item, "wraps", "token_id")
         else:
             target, recipient = by_user, _uuid_of(item, "wraps", "user_id")
+            wrapped_to[recipient] = check_public_key(item.get("public_key"))
         if recipient in target:
             raise BadRequest(DUPLICATE.format(name="wraps"))
         target[recipient] = wrapped
@@ -522,15 +537,20 @@ async def rekey(conn: db.Connection, actor: Actor, team_id: uuid.UUID, *, key_ve
             """SELECT w.user_id FROM team_key_wraps w
                JOIN team_members m ON m.team_id = w.team_id AND m.user_id = w.user_id
                WHERE w.team_id = %(team)s AND w.key_version = %(version)s""", params)}
-        keyed = {r["user_id"] for r in await db.fetchall(
+        # The members' keys are held FOR SHARE until the new wraps are stored (`set_user_key`).
+        keyed = {r["user_id"]: bytes(r["public_key"]) for r in await db.fetchall(
             cur,
-            """SELECT m.user_id FROM team_members m JOIN user_e2e_keys k ON k.user_id = m.user_id
-               WHERE m.team_id = %(team)s""", params)}
+            """SELECT m.user_id, k.public_key FROM team_members m
+               JOIN user_e2e_keys k ON k.user_id = m.user_id
+               WHERE m.team_id = %(team)s ORDER BY m.user_id FOR SHARE OF k""", params)}
         tokens = {r["token_id"] for r in await db.fetchall(cur, _LIVE_TOKENS, params)}
         missing = len(holders - set(by_user)) + len(tokens - set(by_token))
-        unknown = len(set(by_user) - keyed) + len(set(by_token) - tokens)
+        unknown = len(set(by_user) - set(keyed)) + len(set(by_token) - tokens)
         if missing or unknown:
             raise Conflict(REKEY_RECIPIENTS.format(missing=missing, unknown=unknown))
+        changed = sum(keyed[user_id] != key for user_id, key in wrapped_to.items())
+        if changed:
+            raise Conflict(RECIPIENT_KEY_CHANGED.format(count=changed))
         live = {r["id"]: r for r in await db.fetchall(
             cur,
             """SELECT id, version FROM secrets WHERE team_id = %(team)s AND deleted_at IS NULL

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from . import audit, credentials, db, e2e, ratelimit, roles, teams
 from .actor import Actor
 from .crypto import DecryptionError, Keyring, secret_aad
-from .errors import BadRequest, NotFound
+from .errors import BadRequest, Conflict, NotFound
 from .inputs import check_text
 from .timeutil import iso
 
@@ -39,6 +39,8 @@ MAX_VERSION = 2**31 - 1
 
 SECRET_NOT_FOUND = "Secret tidak ditemukan"
 SECRET_EXISTS = "Secret dengan nama ini sudah ada di environment tersebut"
+# A client-chosen id (an end-to-end team's) that any secret has: the same answer wherever it is.
+SECRET_ID_TAKEN = "Id secret sudah dipakai; buat id acak baru lalu segel ulang nilainya"
 SECRET_QUOTA = "Kuota secret tim untuk paket ini sudah penuh"
 ENVIRONMENT_QUOTA = ("Paket tim ini hanya mengizinkan {limit} environment aktif (berisi secret); "
                      "yang aktif sekarang: {active}. Pindahkan atau hapus secret di sana dulu, "
@@ -281,14 +283,20 @@ async def insert_secret(cur: db.Cursor, actor: Actor, keyring: Keyring, team: Ma
     else:
         stored = (None, None, None, value)
     async with db.unique_as_conflict(cur, SECRET_EXISTS, savepoint="insert_secret"):
-        return await db.fetchone(
+        # An id taken (in this team or any other) inserts nothing, whatever the name: its own
+        # 409, so the name's says nothing about the id, nor the id's about where it is.
+        row = await db.fetchone(
             cur,
             f"""INSERT INTO secrets (id, team_id, name, type, environment, description, version,
                                      key_id, nonce, ciphertext, envelope, created_by)
-                VALUES (%s, %s, %s, %s, %s, %s, 1, %s, %s, %s, %s, %s) RETURNING {_COLUMNS}""",
+                VALUES (%s, %s, %s, %s, %s, %s, 1, %s, %s, %s, %s, %s)
+                ON CONFLICT (id) DO NOTHING RETURNING {_COLUMNS}""",
             (secret_id, team["id"], item.name, item.type, item.environment, item.description,
              *stored, actor.user_id),
         )
+    if row is None:
+        raise Conflict(SECRET_ID_TAKEN)
+    return row
 
 
 async def load_secret(cur: db.Cursor, team_id: uuid.UUID, secret_id: uuid.UUID, *,

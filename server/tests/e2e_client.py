@@ -93,7 +93,8 @@ class E2ETeam:
     async def grant(self, by: Member, to: Member) -> None:
         resp = await self.client.post(
             f"/api/v1/teams/{self.id}/e2e/grants", headers=auth(by.token),
-            json={"user_id": to.id, "wrapped_key": self.wrap_for(to.public_key)})
+            json={"user_id": to.id, "wrapped_key": self.wrap_for(to.public_key),
+                  "public_key": crypto._b64u(to.public_key)})  # noqa: SLF001
         assert resp.status == 200, await resp.text()
 
     def seal(self, value: str, *, secret_id: str, version: int, name: str,

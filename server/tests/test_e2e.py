@@ -237,6 +237,32 @@ async def test_a_create_without_a_matching_envelope_is_refused(api, client, alic
     assert resp.status == 400
 
 
+async def test_an_id_taken_in_this_team_or_another_is_one_distinct_409(api, client, alice, team):
+    ours = await team.create_secret(alice, "OURS", "v")
+    bob = await keyed(api, client, "bob")
+    other = await E2ETeam.create(client, bob, "others")
+    theirs = await other.create_secret(bob, "THEIRS", "v")
+    answers = []
+    for secret_id in (ours, theirs):
+        body = {"id": secret_id, "name": "NEW", "environment": "production",
+                "value": team.seal("v", secret_id=secret_id, version=1, name="NEW")}
+        resp = await client.post(f"/api/v1/teams/{team.id}/secrets", headers=auth(alice.token),
+                                 json=body)
+        assert resp.status == 409
+        answers.append((await resp.json())["error"])
+        resp = await client.post(f"/api/v1/teams/{team.id}/secrets/bulk",
+                                 headers=auth(alice.token), json={"items": [body]})
+        answers.append((await resp.json())["results"][0]["error"])
+    # the same answer whichever team holds the id (no oracle), and not the name's
+    assert len(set(answers)) == 1 and "id secret sudah dipakai" in answers[0].lower(), answers
+    # a name taken is still the name's 409
+    secret_id = str(uuid.uuid4())
+    resp = await client.post(f"/api/v1/teams/{team.id}/secrets", headers=auth(alice.token), json={
+        "id": secret_id, "name": "OURS", "environment": "production",
+        "value": team.seal("v", secret_id=secret_id, version=1, name="OURS")})
+    assert resp.status == 409 and "nama ini" in (await resp.json())["error"]
+
+
 async def test_bulk_create_takes_envelopes_each_checked_on_its_own(client, alice, team):
     ids = [str(uuid.uuid4()) for _ in range(3)]
     items = [{"id": ids[0], "name": "ONE", "environment": "production",
@@ -379,7 +405,8 @@ async def test_grants_follow_the_roles_and_need_the_granters_key(api, client, al
 
     async def grant(by: Member, to: Member) -> Any:
         return await client.post(url, headers=auth(by.token), json={
-            "user_id": to.id, "wrapped_key": team.wrap_for(to.public_key)})
+            "user_id": to.id, "wrapped_key": team.wrap_for(to.public_key),
+            "public_key": crypto._b64u(to.public_key)})
 
     assert (await grant(member, viewer)).status == 403      # Member: below Admin
     assert (await grant(admin, viewer)).status == 403       # Admin without the key
@@ -389,8 +416,12 @@ async def test_grants_follow_the_roles_and_need_the_granters_key(api, client, al
     stranger = await keyed(api, client, "stranger_f")
     assert (await grant(admin, stranger)).status == 404
     resp = await client.post(url, headers=auth(admin.token),
-                             json={"user_id": member.id, "wrapped_key": "cvsm-wrap1.a.b.c"})
+                             json={"user_id": member.id, "wrapped_key": "cvsm-wrap1.a.b.c",
+                                   "public_key": crypto._b64u(member.public_key)})
     assert resp.status == 400
+    resp = await client.post(url, headers=auth(admin.token), json={
+        "user_id": member.id, "wrapped_key": team.wrap_for(member.public_key)})
+    assert resp.status == 400  # the key it was wrapped to is required
     key, _ = await viewer.team_key(client, team.id)
     assert key == team.key
 
@@ -418,6 +449,44 @@ async def test_replacing_a_key_pair_drops_that_members_wraps(api, client, alice,
     assert resp.status == 200
     resp = await client.get(f"/api/v1/teams/{team.id}/e2e/key", headers=auth(alice.token))
     assert resp.status == 403
+
+
+async def test_a_grant_or_rekey_wrap_to_a_members_replaced_key_is_a_409(api, client, alice, team,
+                                                                       database_url):
+    bob = await keyed(api, client, "bob")
+    await api.add_member(alice.user, team.id, bob.user, "Member")
+    stale = bob.public_key  # what Alice's page showed before Bob replaced his key pair
+    fresh = Member(bob.user)
+    resp = await client.put("/api/v1/me/e2e-key", headers=auth(bob.token),
+                            json=fresh.key_body(replace=True))
+    assert resp.status == 200
+    resp = await client.post(f"/api/v1/teams/{team.id}/e2e/grants", headers=auth(alice.token),
+                             json={"user_id": bob.id, "wrapped_key": team.wrap_for(stale),
+                                   "public_key": crypto._b64u(stale)})
+    assert resp.status == 409 and "berganti" in (await resp.json())["error"]
+    resp = await client.get(f"/api/v1/teams/{team.id}/e2e/members", headers=auth(alice.token))
+    assert [m["has_access"] for m in (await resp.json())["members"]
+            if m["user_id"] == bob.id] == [False]
+    assert not await query(database_url, "SELECT 1 FROM team_key_wraps WHERE user_id = %s",
+                           (bob.id,))
+
+    # a re-key that adds him with the stale key is refused whole, and one with his new key goes
+    new_key = crypto.new_team_key()
+
+    def rekey(bobs: bytes) -> dict:
+        return {"key_version": 2, "secrets": [], "wraps": [
+            {"user_id": m.id, "public_key": crypto._b64u(k),
+             "wrapped_key": team.wrap_for(k, 2, new_key)}
+            for m, k in ((alice, alice.public_key), (bob, bobs))]}
+
+    url = f"/api/v1/teams/{team.id}/e2e/rekey"
+    resp = await client.post(url, headers=auth(alice.token), json=rekey(stale))
+    assert resp.status == 409 and "berganti" in (await resp.json())["error"]
+    resp = await client.get(f"/api/v1/teams/{team.id}", headers=auth(alice.token))
+    assert (await resp.json())["team"]["key_version"] == 1
+    resp = await client.post(url, headers=auth(alice.token), json=rekey(fresh.public_key))
+    assert resp.status == 200, await resp.text()
+    assert (await fresh.team_key(client, team.id)) == (new_key, 2)
 
 
 async def test_removing_a_member_deletes_their_wraps_and_their_tokens(api, client, alice, team,
@@ -464,8 +533,8 @@ async def test_rekey_moves_every_holder_token_and_secret_to_the_new_key_in_one_r
     url = f"/api/v1/teams/{team.id}/e2e/rekey"
 
     def wraps(*members: Member, token: bool = True) -> list[dict]:
-        out = [{"user_id": m.id, "wrapped_key": team.wrap_for(m.public_key, 2, new_key)}
-               for m in members]
+        out = [{"user_id": m.id, "wrapped_key": team.wrap_for(m.public_key, 2, new_key),
+                "public_key": crypto._b64u(m.public_key)} for m in members]
         if token:
             out.append({"token_id": token_json["id"], "wrapped_key": team.wrap_for(
                 crypto.public_key(token_private), 2, new_key)})

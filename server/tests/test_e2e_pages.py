@@ -154,3 +154,75 @@ async def test_the_pages_take_what_the_script_seals_and_refuse_the_rest_with_a_4
     assert rows == [{"key_version": 1}]
     dump = await query(database_url, "SELECT s::text AS row FROM secrets s")
     assert not any("in-clear" in r["row"] or "imported-value" in r["row"] for r in dump)
+
+
+async def test_a_sealed_import_and_a_rekey_above_the_page_form_limit_go_through(
+        client: TestClient, database_url: str) -> None:
+    # 190 lines of 1,000 bytes (a .env well within its 200 KB) sealed, JSON- and form-encoded:
+    # more than the pages' default 256 KB form, as is the re-key that seals them all again.
+    member = await keyed_member(client)
+    csrf = member["csrf"]
+    team = await e2e_team(client, member, "big-pages")
+    items, names = [], {}
+    for line in range(1, 191):
+        secret_id, name = str(uuid.uuid4()), f"BIG_{line}"
+        names[secret_id] = name
+        items.append({"line": line, "name": name, "id": secret_id, "value": e2e.seal_value(
+            "v" * 1000, team["key"], 1, team_id=team["id"], secret_id=secret_id, version=1,
+            environment="production", name=name)})
+    body = {"csrf": csrf, "environment": "production", "items": json.dumps(items)}
+    assert len(json.dumps(body)) > 256 * 1024
+    resp = await client.post(f"/app/teams/{team['slug']}/import", data=body)
+    assert resp.status == 200, await resp.text()
+    assert "190 dibuat, 0 gagal." in await resp.text()
+
+    fresh = e2e.new_team_key()
+    payload = {"key_version": 2, "wraps": [{
+        "user_id": member["user_id"], "public_key": e2e._b64u(member["public"]),
+        "wrapped_key": e2e.wrap_team_key(fresh, team["id"], 2, member["public"])}],
+        "secrets": [{"id": secret_id, "value": e2e.seal_value(
+            "w" * 1000, fresh, 2, team_id=team["id"], secret_id=secret_id, version=2,
+            environment="production", name=name)} for secret_id, name in names.items()]}
+    assert len(json.dumps(payload)) > 256 * 1024
+    resp = await client.post(f"/app/teams/{team['slug']}/e2e/rekey", allow_redirects=False,
+                             data={"csrf": csrf, "payload": json.dumps(payload)})
+    assert resp.status == 303, await resp.text()
+    rows = await query(database_url, "SELECT key_version FROM teams WHERE id = %s", (team["id"],))
+    assert rows == [{"key_version": 2}]
+
+
+@pytest.mark.parametrize("item", [
+    {"line": 1, "name": 5, "error": "x"},
+    {"line": "1", "name": "A", "error": "x"},
+    {"line": 1, "name": "A", "error": ["x"]},
+    {"line": 1, "name": ["A"], "id": str(uuid.uuid4()), "value": "cvsm-e2e1.x"},
+    {"line": 1, "name": "A", "id": 7, "value": "cvsm-e2e1.x"},
+    {"line": 1, "name": "A", "id": str(uuid.uuid4()), "value": {"v": 1}},
+])
+async def test_a_sealed_import_item_of_the_wrong_shape_is_the_pages_400(
+        client: TestClient, database_url: str, item: dict[str, Any]) -> None:
+    member = await keyed_member(client)
+    team = await e2e_team(client, member, "odd-items")
+    resp = await client.post(f"/app/teams/{team['slug']}/import", data={
+        "csrf": member["csrf"], "environment": "production", "items": json.dumps([item])})
+    assert resp.status == 400 and "muat ulang halaman" in await resp.text()
+    assert not await query(database_url, "SELECT 1 FROM secrets")
+
+
+async def test_the_grant_form_names_the_key_it_wrapped_to_and_a_replaced_one_is_refused(
+        client: TestClient, database_url: str) -> None:
+    member = await keyed_member(client)
+    team = await e2e_team(client, member, "grant-form")
+    html = await (await client.get(f"/app/teams/{team['slug']}/members")).text()
+    assert 'data-e2e-grant' not in html  # nobody waiting yet
+    # The form as the script fills it: the wrap and the public key it was made for.
+    url = f"/app/teams/{team['slug']}/e2e/grants/{member['user_id']}"
+    _private, other = e2e.generate_key_pair()
+    resp = await client.post(url, data={
+        "csrf": member["csrf"], "public_key": e2e._b64u(other),
+        "wrapped_key": e2e.wrap_team_key(team["key"], team["id"], 1, other)})
+    assert resp.status == 409 and "berganti" in await resp.text()
+    resp = await client.post(url, allow_redirects=False, data={
+        "csrf": member["csrf"], "public_key": e2e._b64u(member["public"]),
+        "wrapped_key": e2e.wrap_team_key(team["key"], team["id"], 1, member["public"])})
+    assert resp.status == 303, await resp.text()

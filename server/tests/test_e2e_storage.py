@@ -80,7 +80,7 @@ async def write_team_values(client: Any, api: Any) -> tuple[E2ETeam, Member, dic
     new_key = crypto.new_team_key()
     resp = await client.post(f"/api/v1/teams/{team.id}/e2e/rekey", headers=auth(owner.token), json={
         "key_version": 2,
-        "wraps": [{"user_id": owner.id,
+        "wraps": [{"user_id": owner.id, "public_key": crypto._b64u(owner.public_key),
                    "wrapped_key": team.wrap_for(owner.public_key, 2, new_key)}],
         "secrets": [{"id": ids[name], "value": crypto.seal_value(
             values[name], new_key, 2, team_id=team.id, secret_id=ids[name],

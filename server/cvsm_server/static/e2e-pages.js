@@ -423,6 +423,7 @@
       sealing(grant, async function (form) {
         form.elements.wrapped_key.value = await E.wrapTeamKey(found.key, found.teamId,
           found.keyVersion, E.unb64u(form.dataset.publicKey, 32));
+        form.elements.public_key.value = form.dataset.publicKey;  // the key wrapped to
       });
     }
     // Rekey: a new team key (version + 1) wrapped to every recipient the page lists, and every
@@ -436,7 +437,8 @@
         var wraps = [];
         for (var r of plan.recipients) {
           var wrapped = await E.wrapTeamKey(fresh, found.teamId, next, E.unb64u(r.public_key, 32));
-          wraps.push(r.user_id ? { user_id: r.user_id, wrapped_key: wrapped }
+          wraps.push(r.user_id ? { user_id: r.user_id, public_key: r.public_key,
+                                   wrapped_key: wrapped }
                                : { token_id: r.token_id, wrapped_key: wrapped });
         }
         var secrets = [];

@@ -59,10 +59,12 @@ async def grant_e2e_access(request: web.Request) -> web.Response:
     if user_id is None:
         raise BadRequest("Kolom 'user_id' harus UUID")
     wrapped = field(body, "wrapped_key", str)
+    public_key = field(body, "public_key", str)
     key_version = field(body, "key_version", int, required=False)
     async with connection(request) as conn:
         team_id = await team_of(request, conn)
-        version = await e2e.grant(conn, actor(request), team_id, user_id, wrapped, key_version)
+        version = await e2e.grant(conn, actor(request), team_id, user_id, wrapped, public_key,
+                                  key_version)
     return web.json_response({"user_id": str(user_id), "key_version": version})
 
 
@@ -140,13 +142,15 @@ OPENAPI = {
     "grant_e2e_access": {
         "summary": "Give a member the team key wrapped to their public key (Admin, holding "
                    "that key version).",
-        "description": _NOT_E2E + " 409 when the member has no key pair yet.",
+        "description": _NOT_E2E + " 409 when the member has no key pair yet, or when "
+                       "`public_key` (the key the wrap was made for) is no longer the member's "
+                       "current one (they replaced it: reload and compare the fingerprint).",
         "tags": ["e2e"],
-        "body": obj({"user_id": UUID, "wrapped_key": E2E_WRAP,
+        "body": obj({"user_id": UUID, "wrapped_key": E2E_WRAP, "public_key": E2E_PUBLIC_KEY,
                      "key_version": {"type": "integer", "minimum": 1,
                                      "maximum": e2e.MAX_NUMBER,
                                      "description": "The current one by default."}},
-                    ("user_id", "wrapped_key")),
+                    ("user_id", "wrapped_key", "public_key")),
         "responses": {200: answer({"user_id": UUID, "key_version": INT})},
         "errors": [409],
     },
@@ -157,14 +161,19 @@ OPENAPI = {
                        "new key for every member who holds the current key and every live "
                        "token of the team with a public key (`GET .../e2e/members`); `secrets` "
                        "one envelope per live secret, sealed for its next version under the new "
-                       "key, which becomes its current value. 409 when either set differs from "
-                       "the team's (it changed meanwhile) or an envelope is stale.",
+                       "key, which becomes its current value. A member's wrap names the "
+                       "`public_key` it was made for. 409 when either set differs from the "
+                       "team's (it changed meanwhile), a member's `public_key` is no longer "
+                       "their current one, or an envelope is stale.",
         "tags": ["e2e"],
         "body": obj({
             "key_version": {"type": "integer", "minimum": 2, "maximum": e2e.MAX_NUMBER},
             "wraps": {"type": "array", "items": obj(
-                {"user_id": UUID, "token_id": UUID, "wrapped_key": E2E_WRAP},
-                ("wrapped_key",), description="Exactly one of `user_id` and `token_id`.")},
+                {"user_id": UUID, "token_id": UUID, "wrapped_key": E2E_WRAP,
+                 "public_key": E2E_PUBLIC_KEY},
+                ("wrapped_key",), description="Exactly one of `user_id` and `token_id`; "
+                "`public_key` (the member's key the wrap was made for) is required with "
+                "`user_id`.")},
             "secrets": {"type": "array", "items": obj({"id": UUID, "value": E2E_ENVELOPE},
                                                       ("id", "value"))},
         }, ("key_version", "wraps", "secrets")),

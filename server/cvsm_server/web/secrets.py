@@ -221,7 +221,8 @@ OPENAPI = {
         "summary": "Create a secret (Member); names are unique per environment.",
         "description": _PLAN_QUOTAS + " An end-to-end team takes the client's `id` and its "
                        "envelope as `value`, sealed for version 1 under the team's current key "
-                       "version (409 otherwise).",
+                       "version (409 otherwise); an `id` that any secret already has is a 409 of "
+                       "its own (choose a new random id), the same whichever team holds it.",
         "tags": ["secrets"],
         "body": _ITEM,
         "responses": {201: _SECRET},

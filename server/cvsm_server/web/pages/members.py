@@ -14,6 +14,7 @@ from aiohttp import web
 from ... import db, e2e, invites, roles, teams
 from ...actor import Actor
 from ...errors import BadRequest
+from ..e2e import MAX_REKEY_BODY
 from ..request import app_url, path_id
 from ..state import KEYRING, POOL
 from .e2e import BAD_PAYLOAD, json_field, rekey_plan, team_context as e2e_context
@@ -103,9 +104,15 @@ async def revoke_invite(request: web.Request, actor: Actor) -> web.StreamRespons
 async def grant_access(request: web.Request, actor: Actor) -> web.StreamResponse:
     """An end-to-end team's key, wrapped by the page's script to the member's public key."""
     async with team_form(request, actor) as (form, conn, team_id):
-        await e2e.grant(conn, actor, team_id, path_id(request, "user_id"), form["wrapped_key"])
+        await e2e.grant(conn, actor, team_id, path_id(request, "user_id"), form["wrapped_key"],
+                        form["public_key"])
     return done(request, "members.members_page", "e2e_granted", team=request.match_info["team"],
                 fragment="kunci-tim")
+
+
+# The re-key's payload is the JSON API's body (every live secret sealed again), form-encoded:
+# its limit, and room for the escaped quotes and brackets of up to 1,000 entries.
+REKEY_FORM_LIMIT = MAX_REKEY_BODY + 1000 * 256
 
 
 @signed_in
@@ -113,7 +120,7 @@ async def rekey(request: web.Request, actor: Actor) -> web.StreamResponse:
     """An end-to-end team's re-key. The first post (no payload): this page again with the plan
     for the script (`e2e.rekey_plan`: its reads are audited); the second, with the payload the
     script made from it (new wraps, values sealed again): the re-key, in one transaction."""
-    form = await Form.posted(request, actor)
+    form = await Form.posted(request, actor, max_bytes=REKEY_FORM_LIMIT)
     team_ref = request.match_info["team"]
     again = form.attempt(request, "members.html",
                          lambda conn: members_context(request, conn, actor))

@@ -202,10 +202,15 @@ async def revoke_share(request: web.Request, actor: Actor) -> web.StreamResponse
     return _to_secret(request, "share_revoked")
 
 
+# An end-to-end team's import posts each value sealed (base64url: 4/3 of the plaintext, and
+# the envelope's header) in JSON, form-encoded: twice the .env limit, and room for every item's
+# line, name and id.
+IMPORT_FORM_LIMIT = 2 * bulk.MAX_DOTENV_BYTES + bulk.MAX_ITEMS * 512 + 64 * 1024
+
+
 @signed_in
 async def import_dotenv(request: web.Request, actor: Actor) -> web.StreamResponse:
-    form = await Form.posted(request, actor, secret=("content",),
-                             max_bytes=bulk.MAX_DOTENV_BYTES + 64 * 1024,
+    form = await Form.posted(request, actor, secret=("content",), max_bytes=IMPORT_FORM_LIMIT,
                              too_large=bulk.DOTENV_TOO_LARGE)
     upload = form.data.get("file")
     content = form["content"]
@@ -247,7 +252,7 @@ async def _import_sealed(conn: db.Connection, actor: Actor, request: web.Request
     sent each entry's line and name, with the envelope it sealed (and the id it chose), or the
     parser's message; the envelopes are created by the bulk create."""
     entries = json_field(form, "items")
-    if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+    if not isinstance(entries, list) or not all(_item_shaped(e) for e in entries):
         raise BadRequest(BAD_ITEMS)
     sealed = [e for e in entries if "error" not in e]
     created, _summary = await bulk.bulk_create(
@@ -263,6 +268,16 @@ async def _import_sealed(conn: db.Connection, actor: Actor, request: web.Request
 
 
 BAD_ITEMS = "Daftar impor dari skrip halaman tidak terbaca; muat ulang halaman lalu coba lagi"
+
+
+def _item_shaped(entry: object) -> bool:
+    """An item as the script sends it: a whole line number and either the parser's message
+    (`error`, the name when it read one) or the name, the id and the envelope, each a string."""
+    if not isinstance(entry, dict) or type(entry.get("line")) is not int:
+        return False
+    if "error" in entry:
+        return isinstance(entry["error"], str) and isinstance(entry.get("name"), str | None)
+    return all(isinstance(entry.get(key), str) for key in ("name", "id", "value"))
 
 
 # The dashboard's downloads: a renderer and the file's extension per export format.
