@@ -51,6 +51,9 @@ class Client
     /** A name inject() can put in the environment (rule R8). */
     private const VARIABLE_NAME = '/^[A-Za-z_][A-Za-z0-9_]*$/D';
 
+    /** The hint of a 400 to the team key's request: a key part used on a plain team. */
+    private const NOT_END_TO_END = 'the team is not end-to-end, but the token carries a key part: use the token without it';
+
     /**
      * The sensitive state of each client (the API token, the token's key part and the team key
      * of an end-to-end team, transport, cache, callbacks, and the names whose stale value was
@@ -178,7 +181,8 @@ class Client
                 static fn (mixed $answer): array => is_object($answer) && is_object($answer->secret ?? null) && is_string($answer->value ?? null)
                     ? [$answer->value, ($answer->secret->e2e ?? $answer->e2e ?? false) === true]
                     : throw new UnreadableResponse('not {"secret": {...}, "value": "..."}'),
-                [400]
+                [400 => HttpTransport::CHECK_ENVIRONMENT],
+                $requestId
             );
             [$value, $sealed] = $answer;
             if (self::$vault[$this->key]['private_key'] !== null) {
@@ -240,7 +244,8 @@ class Client
 
                     return $values;
                 },
-                [400, 404]
+                [400 => HttpTransport::CHECK_ENVIRONMENT, 404 => HttpTransport::CHECK_TEAM],
+                $requestId
             );
             if (self::$vault[$this->key]['private_key'] !== null) {
                 $values = $this->open($values, $environment, null);
@@ -445,9 +450,11 @@ class Client
      *
      * @param array<string, string> $query
      * @param callable(mixed): mixed $read
-     * @param list<int> $misconfigured statuses that mean a wrong base URL, team or environment
+     * @param array<int, string> $misconfigured status => hint, for the statuses that mean a wrong
+     *                                          configuration (see HttpTransport::getJson)
+     * @param-out string|null $requestId the X-Request-Id of the answer read
      */
-    private function request(string $path, array $query, callable $read, array $misconfigured = []): mixed
+    private function request(string $path, array $query, callable $read, array $misconfigured = [], ?string &$requestId = null): mixed
     {
         $url = $this->config->baseUrl . $path;
         if ($query !== []) {
@@ -455,7 +462,7 @@ class Client
         }
         $state = self::$vault[$this->key];
         try {
-            return $state['transport']->getJson($url, $path, $state['token'], $read, $misconfigured);
+            return $state['transport']->getJson($url, $path, $state['token'], $read, $misconfigured, $requestId);
         } catch (AuthenticationException|PermissionDeniedException $e) {
             // Never stale: kept values go too, so a revoked token stops reading at once (R14).
             $this->clearCache();
@@ -481,7 +488,7 @@ class Client
             static fn (mixed $answer): array => is_object($answer) && is_array($answer->secrets ?? null)
                 ? $answer->secrets
                 : throw new UnreadableResponse('no "secrets" list'),
-            [400, 404]
+            [400 => HttpTransport::CHECK_ENVIRONMENT, 404 => HttpTransport::CHECK_TEAM]
         );
 
         $suggestion = null;
@@ -554,7 +561,7 @@ class Client
     /**
      * Fetches the team key wrapped to this token (`GET /teams/{team}/e2e/key`, with the
      * retries and error types of every read: 401 and 403 empty the cache, a 404 means a wrong
-     * base URL or team), unwraps it with the token's key part and holds it until clearCache().
+     * base URL or team, a 400 a team that is not end-to-end), unwraps it with the token's key part and holds it until clearCache().
      * $requested names the secret being read, for the error.
      *
      * @return array{team_id: string, version: int, key: string}
@@ -570,7 +577,7 @@ class Client
                 && is_int($answer->key_version ?? null) && $answer->key_version >= 1 && is_string($answer->wrapped_key ?? null)
                 ? [$answer->team_id, $answer->key_version, $answer->wrapped_key]
                 : throw new UnreadableResponse('not {"team_id": "...", "key_version": <int>, "wrapped_key": "..."}'),
-            [404]
+            [400 => self::NOT_END_TO_END, 404 => HttpTransport::CHECK_TEAM]
         );
         [$teamId, $version, $wrapped] = $answer;
         $state = self::$vault[$this->key];

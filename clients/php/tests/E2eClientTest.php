@@ -276,6 +276,7 @@ final class E2eClientTest extends TestCase
         $cases = [
             [PermissionDeniedException::class, ['status' => 403, 'body' => ['error' => 'Token ini tidak memegang kunci tim']]],
             [ConfigurationException::class, ['status' => 404, 'body' => ['error' => 'Tim tidak ditemukan']]],
+            [ConfigurationException::class, ['status' => 400, 'body' => ['error' => 'Tim ini tidak end-to-end']]],
             [NetworkException::class, ['body' => ['team_id' => $this->teamId, 'key_version' => '2', 'wrapped_key' => 'x']]],
         ];
         foreach ($cases as [$type, $response]) {
@@ -289,6 +290,26 @@ final class E2eClientTest extends TestCase
                 self::assertInstanceOf($type, $e);
             }
         }
+    }
+
+    public function testA400ToTheKeyRequestIsAConfigurationErrorAboutTheKeyPart(): void
+    {
+        // The token carries a key part, and the team is plain: the server refuses the key route.
+        $this->routeSealed('DATABASE_URL', $this->v['values'][0]['envelope']);
+        $this->routeKey(['status' => 400, 'headers' => ['X-Request-Id' => 'req-key'], 'body' => ['error' => 'Tim ini tidak end-to-end']]);
+
+        try {
+            $this->e2eClient(['max_retries' => 2])->get('DATABASE_URL');
+            self::fail('no ConfigurationException');
+        } catch (ConfigurationException $e) {
+            self::assertSame(400, $e->getStatus());
+            self::assertSame('req-key', $e->getRequestId());
+            self::assertStringContainsString('Tim ini tidak end-to-end', $e->getMessage());
+            self::assertStringContainsString('the team is not end-to-end, but the token carries a key part', $e->getMessage());
+            self::assertStringNotContainsString('check the environment', $e->getMessage());
+            self::assertStringNotContainsString($this->v['token']['private_key'], $e->getMessage());
+        }
+        self::assertSame(2, $this->requestCount(), 'read and key, no retry');
     }
 
     public function testAPermissionErrorOnTheKeyEmptiesTheCache(): void
