@@ -137,12 +137,12 @@ impl Client {
         }
         let read = self
             .transport
-            .get_json::<ByName>(
+            .get_answer::<ByName>(
                 Endpoint::ByName,
                 &format!("{}/secrets/by-name/{}", self.team_path(), encode(name)),
                 &[("environment", environment)],
             )
-            .and_then(|answer| self.reveal(environment, name, answer));
+            .and_then(|(answer, request_id)| self.reveal(environment, name, answer, request_id));
         let err = match read {
             Ok(value) => {
                 self.cache()
@@ -180,14 +180,14 @@ impl Client {
         }
         let export = self
             .transport
-            .get_json::<BTreeMap<String, String>>(
+            .get_answer::<BTreeMap<String, String>>(
                 Endpoint::Export,
                 &format!("{}/secrets/export", self.team_path()),
                 &[("format", "json"), ("environment", environment)],
             )
-            .and_then(|values| match &self.config.key {
+            .and_then(|(values, request_id)| match &self.config.key {
                 // An end-to-end team's export holds envelopes, keyed by name.
-                Some(token_key) => self.open_sealed(token_key, environment, values),
+                Some(token_key) => self.open_sealed(token_key, environment, values, request_id),
                 None => Ok(values),
             });
         match export {
@@ -327,7 +327,14 @@ impl Client {
     /// otherwise. A token with a key part belongs to an end-to-end team, so
     /// its values are opened whatever the answer says: a server that left
     /// out `"e2e": true` could otherwise pass off a value of its own.
-    fn reveal(&self, environment: &str, name: &str, answer: ByName) -> Result<String> {
+    /// `request_id` is the answer's, for the decryption error.
+    fn reveal(
+        &self,
+        environment: &str,
+        name: &str,
+        answer: ByName,
+        request_id: Option<String>,
+    ) -> Result<String> {
         let Some(token_key) = &self.config.key else {
             return match answer.is_e2e() {
                 true => Err(Error::configuration(KEYLESS)),
@@ -335,25 +342,28 @@ impl Client {
             };
         };
         let sealed = BTreeMap::from([(name.to_string(), answer.value)]);
-        let mut opened = self.open_sealed(token_key, environment, sealed)?;
+        let mut opened = self.open_sealed(token_key, environment, sealed, request_id)?;
         Ok(opened.remove(name).unwrap_or_default())
     }
 
     /// open_sealed opens each envelope of `sealed` (name -> envelope, read
     /// from `environment`) for its name. The team key is fetched when none
     /// is held, or when an envelope names another key version than the
-    /// one held (a re-keyed team): at most once per call.
+    /// one held (a re-keyed team): at most once per call. A value that does
+    /// not open is the decryption error with `request_id`, that of the
+    /// answer that carried `sealed`.
     fn open_sealed(
         &self,
         token_key: &TokenKey,
         environment: &str,
         sealed: BTreeMap<String, String>,
+        request_id: Option<String>,
     ) -> Result<BTreeMap<String, String>> {
         let mut envelopes = Vec::with_capacity(sealed.len());
         for (name, text) in sealed {
             match Envelope::parse(&text) {
                 Ok(envelope) => envelopes.push((name, envelope)),
-                Err(why) => return Err(undecryptable(&name, environment, why)),
+                Err(why) => return Err(undecryptable(&name, environment, why, request_id)),
             }
         }
         let mut key = self.cache().team_key();
@@ -375,15 +385,18 @@ impl Client {
         let mut values = BTreeMap::new();
         for (name, envelope) in envelopes {
             if envelope.key_version != key.version() {
-                return Err(Error::decryption(format!(
-                    "secret {name:?} in {environment} cannot be decrypted: it is sealed under key version {}, and the server gives this token key version {}",
-                    envelope.key_version,
-                    key.version()
-                )));
+                return Err(Error::decryption(
+                    format!(
+                        "secret {name:?} in {environment} cannot be decrypted: it is sealed under key version {}, and the server gives this token key version {}",
+                        envelope.key_version,
+                        key.version()
+                    ),
+                    request_id,
+                ));
             }
             match key.open(&envelope, environment, &name) {
                 Ok(value) => values.insert(name, value),
-                Err(why) => return Err(undecryptable(&name, environment, why)),
+                Err(why) => return Err(undecryptable(&name, environment, why, request_id)),
             };
         }
         Ok(values)
@@ -391,8 +404,10 @@ impl Client {
 
     /// fetch_team_key asks for the team key wrapped to this token, opens it
     /// with the token's key part and holds it in place of any earlier one.
+    /// A wrap that does not open is the decryption error with the key
+    /// answer's request id.
     fn fetch_team_key(&self, token_key: &TokenKey) -> Result<Arc<TeamKey>> {
-        let answer = self.transport.get_json::<WrappedTeamKey>(
+        let (answer, request_id) = self.transport.get_answer::<WrappedTeamKey>(
             Endpoint::TeamKey,
             &format!("{}/e2e/key", self.team_path()),
             &[],
@@ -404,9 +419,12 @@ impl Client {
             token_key,
         )
         .map_err(|why| {
-            Error::decryption(format!(
-                "the team key the server sent for this token cannot be decrypted with the token's key part: {why}"
-            ))
+            Error::decryption(
+                format!(
+                    "the team key the server sent for this token cannot be decrypted with the token's key part: {why}"
+                ),
+                request_id,
+            )
         })?;
         let key = Arc::new(key);
         self.cache().store_team_key(Arc::clone(&key));
@@ -495,15 +513,17 @@ fn error_kind(err: &Error) -> &'static str {
     }
 }
 
-/// undecryptable is the error of the value of `name` that did not open.
-fn undecryptable(name: &str, environment: &str, why: Failure) -> Error {
+/// undecryptable is the error of the value of `name` that did not open,
+/// carried by the answer of `request_id`.
+fn undecryptable(name: &str, environment: &str, why: Failure, request_id: Option<String>) -> Error {
     let why = match why {
         Failure::DoesNotOpen => "it does not open with the team key (it was altered, or sealed for another secret, environment or team)".to_string(),
         why => why.to_string(),
     };
-    Error::decryption(format!(
-        "secret {name:?} in {environment} cannot be decrypted: {why}"
-    ))
+    Error::decryption(
+        format!("secret {name:?} in {environment} cannot be decrypted: {why}"),
+        request_id,
+    )
 }
 
 impl fmt::Debug for Client {
