@@ -405,8 +405,10 @@ impl Client {
     /// fetch_team_key asks for the team key wrapped to this token, opens it
     /// with the token's key part and holds it in place of any earlier one.
     /// A wrap that does not open is the decryption error with the key
-    /// answer's request id.
+    /// answer's request id. A key whose request was in flight while the
+    /// cache was cleared opens this read's values and is not held.
     fn fetch_team_key(&self, token_key: &TokenKey) -> Result<Arc<TeamKey>> {
+        let generation = self.cache().generation();
         let (answer, request_id) = self.transport.get_answer::<WrappedTeamKey>(
             Endpoint::TeamKey,
             &format!("{}/e2e/key", self.team_path()),
@@ -427,7 +429,7 @@ impl Client {
             )
         })?;
         let key = Arc::new(key);
-        self.cache().store_team_key(Arc::clone(&key));
+        self.cache().store_team_key(Arc::clone(&key), generation);
         Ok(key)
     }
 

@@ -603,3 +603,63 @@ fn concurrent_first_reads_fetch_the_team_key_once() {
         .count();
     assert_eq!(keys, 1, "{:?}", stub.targets());
 }
+
+#[test]
+fn a_team_key_fetched_across_clear_cache_or_a_403_is_not_held() {
+    for interruption in ["clear_cache", "403"] {
+        let team = Team::from_vectors();
+        let in_flight = Arc::new(AtomicUsize::new(0));
+        let seen = Arc::clone(&in_flight);
+        let slow = Arc::clone(&team);
+        let stub = serve(&team, move |req| {
+            if req.path().ends_with("/secrets/by-name/DENIED") {
+                return Some(error(403, "Akses ditolak"));
+            }
+            req.path().ends_with("/e2e/key").then(|| {
+                seen.fetch_add(1, Ordering::SeqCst);
+                Reply::Slow(Duration::from_millis(400), Box::new(slow.reply(req)))
+            })
+        });
+        let client = Arc::new(
+            Client::new(ClientOptions {
+                cache_ttl: Some(Duration::ZERO),
+                ..options(&team, &stub)
+            })
+            .unwrap(),
+        );
+        let reader = {
+            let client = Arc::clone(&client);
+            std::thread::spawn(move || client.get(DATABASE_URL))
+        };
+        let waited = std::time::Instant::now();
+        while in_flight.load(Ordering::SeqCst) == 0 {
+            assert!(waited.elapsed() < Duration::from_secs(5), "no key request");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        match interruption {
+            "clear_cache" => client.clear_cache(),
+            _ => assert!(matches!(
+                client.get("DENIED"),
+                Err(Error::PermissionDenied { .. })
+            )),
+        }
+        assert_eq!(
+            reader.join().unwrap().unwrap(),
+            Team::vector_value("production", DATABASE_URL),
+            "the read in flight opens its value with the key it fetched"
+        );
+
+        client.get(DATABASE_URL).unwrap();
+        let keys = stub
+            .targets()
+            .iter()
+            .filter(|t| t.ends_with("/e2e/key"))
+            .count();
+        assert_eq!(
+            keys,
+            2,
+            "{interruption}: the key fetched before it is not held: {:?}",
+            stub.targets()
+        );
+    }
+}
