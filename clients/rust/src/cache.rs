@@ -36,7 +36,8 @@ pub(crate) struct Cache {
     /// (whatever the ttl) and goes only with the rest of the cache.
     team_key: Option<Arc<TeamKey>>,
     /// generation counts the clears, so that what a request in flight
-    /// during a clear fetched is not stored after it.
+    /// during a clear fetched (a value, a `get_all` result, the team key)
+    /// is not stored after it.
     generation: u64,
 }
 

@@ -132,9 +132,13 @@ impl Client {
             ));
         }
         let environment = self.config.environment.as_str();
-        if let Some(value) = self.cache().fresh_value(environment, name, Instant::now()) {
-            return Ok(Served::fresh(value));
-        }
+        let generation = {
+            let cache = self.cache();
+            if let Some(value) = cache.fresh_value(environment, name, Instant::now()) {
+                return Ok(Served::fresh(value));
+            }
+            cache.generation()
+        };
         let read = self
             .transport
             .get_answer::<ByName>(
@@ -145,8 +149,11 @@ impl Client {
             .and_then(|(answer, request_id)| self.reveal(environment, name, answer, request_id));
         let err = match read {
             Ok(value) => {
-                self.cache()
-                    .store_value(environment, name, &value, Instant::now());
+                let mut cache = self.cache();
+                // Not after a clear_cache or 401/403 while the read was in flight.
+                if cache.generation() == generation {
+                    cache.store_value(environment, name, &value, Instant::now());
+                }
                 return Ok(Served::fresh(value));
             }
             // The server knows no such secret here, or no such team: the
@@ -175,9 +182,13 @@ impl Client {
     /// [`get_with_meta`](Client::get_with_meta) does for one name.
     pub fn get_all_with_meta(&self) -> Result<Served<BTreeMap<String, String>>> {
         let environment = self.config.environment.as_str();
-        if let Some(values) = self.cache().fresh_all(environment, Instant::now()) {
-            return Ok(Served::fresh(values));
-        }
+        let generation = {
+            let cache = self.cache();
+            if let Some(values) = cache.fresh_all(environment, Instant::now()) {
+                return Ok(Served::fresh(values));
+            }
+            cache.generation()
+        };
         let export = self
             .transport
             .get_answer::<BTreeMap<String, String>>(
@@ -192,7 +203,11 @@ impl Client {
             });
         match export {
             Ok(values) => {
-                self.cache().store_all(environment, &values, Instant::now());
+                let mut cache = self.cache();
+                // Not after a clear_cache or 401/403 while the export was in flight.
+                if cache.generation() == generation {
+                    cache.store_all(environment, &values, Instant::now());
+                }
                 Ok(Served::fresh(values))
             }
             Err(err) => self.stale_or(err, None, |cache, now| cache.kept_all(environment, now)),
@@ -238,7 +253,8 @@ impl Client {
 
     /// Forgets every cached value, kept stale values included, and
     /// an end-to-end team's key, so the next read asks the server (and
-    /// fetches the key again).
+    /// fetches the key again). A read in flight meanwhile returns what it
+    /// fetched but does not cache it.
     pub fn clear_cache(&self) {
         self.cache().clear();
     }
