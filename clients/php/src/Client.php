@@ -51,6 +51,9 @@ class Client
     /** A name inject() can put in the environment (rule R8). */
     private const VARIABLE_NAME = '/^[A-Za-z_][A-Za-z0-9_]*$/D';
 
+    /** The hint of a 400 to the team key's request: a key part used on a plain team. */
+    private const NOT_END_TO_END = 'the team is not end-to-end, but the token carries a key part: use the token without it';
+
     /**
      * The sensitive state of each client (the API token, the token's key part and the team key
      * of an end-to-end team, transport, cache, callbacks, and the names whose stale value was
@@ -178,11 +181,12 @@ class Client
                 static fn (mixed $answer): array => is_object($answer) && is_object($answer->secret ?? null) && is_string($answer->value ?? null)
                     ? [$answer->value, ($answer->secret->e2e ?? $answer->e2e ?? false) === true]
                     : throw new UnreadableResponse('not {"secret": {...}, "value": "..."}'),
-                [400]
+                [400 => HttpTransport::CHECK_ENVIRONMENT],
+                $requestId
             );
             [$value, $sealed] = $answer;
             if (self::$vault[$this->key]['private_key'] !== null) {
-                $value = $this->open([$name => $value], $environment, $name)[$name];
+                $value = $this->open([$name => $value], $environment, $name, $requestId)[$name];
             } elseif ($sealed) {
                 throw new ConfigurationException(sprintf(
                     'this team is end-to-end: the token needs its key part (cvsm_<64 hex>.<43 characters>, the whole token as it was shown when it was made) to read secret "%s"',
@@ -240,10 +244,11 @@ class Client
 
                     return $values;
                 },
-                [400, 404]
+                [400 => HttpTransport::CHECK_ENVIRONMENT, 404 => HttpTransport::CHECK_TEAM],
+                $requestId
             );
             if (self::$vault[$this->key]['private_key'] !== null) {
-                $values = $this->open($values, $environment, null);
+                $values = $this->open($values, $environment, null, $requestId);
             }
         } catch (CvsmException $e) {
             /** @var array<string, string> */
@@ -445,9 +450,11 @@ class Client
      *
      * @param array<string, string> $query
      * @param callable(mixed): mixed $read
-     * @param list<int> $misconfigured statuses that mean a wrong base URL, team or environment
+     * @param array<int, string> $misconfigured status => hint, for the statuses that mean a wrong
+     *                                          configuration (see HttpTransport::getJson)
+     * @param-out string|null $requestId the X-Request-Id of the answer read
      */
-    private function request(string $path, array $query, callable $read, array $misconfigured = []): mixed
+    private function request(string $path, array $query, callable $read, array $misconfigured = [], ?string &$requestId = null): mixed
     {
         $url = $this->config->baseUrl . $path;
         if ($query !== []) {
@@ -455,7 +462,7 @@ class Client
         }
         $state = self::$vault[$this->key];
         try {
-            return $state['transport']->getJson($url, $path, $state['token'], $read, $misconfigured);
+            return $state['transport']->getJson($url, $path, $state['token'], $read, $misconfigured, $requestId);
         } catch (AuthenticationException|PermissionDeniedException $e) {
             // Never stale: kept values go too, so a revoked token stops reading at once (R14).
             $this->clearCache();
@@ -481,7 +488,7 @@ class Client
             static fn (mixed $answer): array => is_object($answer) && is_array($answer->secrets ?? null)
                 ? $answer->secrets
                 : throw new UnreadableResponse('no "secrets" list'),
-            [400, 404]
+            [400 => HttpTransport::CHECK_ENVIRONMENT, 404 => HttpTransport::CHECK_TEAM]
         );
 
         $suggestion = null;
@@ -510,13 +517,15 @@ class Client
      * (for get(), $requested is the name asked for). The team key is the one held, or is fetched
      * when none is held or when an envelope names another key version, at most once per call; an
      * envelope whose key version the fetched key does not have, a wrap or a value that does not
-     * open throws DecryptionException, which names the secret, never a value or a key.
+     * open throws DecryptionException, which names the secret, never a value or a key, and carries
+     * the request id of the answer that carried the value ($requestId), or of the key's answer
+     * when the wrap does not open.
      *
      * @param array<string, string> $sealed
      * @return array<string, string>
      * @throws CvsmException
      */
-    private function open(#[\SensitiveParameter] array $sealed, string $environment, ?string $requested): array
+    private function open(#[\SensitiveParameter] array $sealed, string $environment, ?string $requested, ?string $requestId): array
     {
         $fetched = false;
         $opened = [];
@@ -525,7 +534,7 @@ class Client
             try {
                 $version = E2e::keyVersion($envelope);
             } catch (E2eError $e) {
-                throw self::undecryptable($name, $environment, $e);
+                throw self::undecryptable($name, $environment, $e, $requestId);
             }
             $teamKey = self::$vault[$this->key]['team_key'];
             if ($teamKey === null || $teamKey['version'] !== $version) {
@@ -538,13 +547,13 @@ class Client
                         'it was sealed under key version %d, and the key wrapped to this token is version %d',
                         $version,
                         $teamKey['version'] ?? 0
-                    )));
+                    )), $requestId);
                 }
             }
             try {
                 $opened[$name] = E2e::openValue($envelope, $teamKey['key'], $teamKey['team_id'], $environment, $name);
             } catch (E2eError $e) {
-                throw self::undecryptable($name, $environment, $e);
+                throw self::undecryptable($name, $environment, $e, $requestId);
             }
         }
 
@@ -554,8 +563,9 @@ class Client
     /**
      * Fetches the team key wrapped to this token (`GET /teams/{team}/e2e/key`, with the
      * retries and error types of every read: 401 and 403 empty the cache, a 404 means a wrong
-     * base URL or team), unwraps it with the token's key part and holds it until clearCache().
-     * $requested names the secret being read, for the error.
+     * base URL or team, a 400 a team that is not end-to-end), unwraps it with the token's key part
+     * and holds it until clearCache(). $requested names the secret being read, for the error; a
+     * wrap that does not open throws DecryptionException with the key answer's request id.
      *
      * @return array{team_id: string, version: int, key: string}
      * @throws CvsmException
@@ -570,7 +580,8 @@ class Client
                 && is_int($answer->key_version ?? null) && $answer->key_version >= 1 && is_string($answer->wrapped_key ?? null)
                 ? [$answer->team_id, $answer->key_version, $answer->wrapped_key]
                 : throw new UnreadableResponse('not {"team_id": "...", "key_version": <int>, "wrapped_key": "..."}'),
-            [404]
+            [400 => self::NOT_END_TO_END, 404 => HttpTransport::CHECK_TEAM],
+            $requestId
         );
         [$teamId, $version, $wrapped] = $answer;
         $state = self::$vault[$this->key];
@@ -583,7 +594,9 @@ class Client
                     $requested !== null ? sprintf('secret "%s" in %s cannot be decrypted: ', $requested, $this->config->environment) : '',
                     $e->getMessage()
                 ),
-                $requested
+                $requested,
+                null,
+                $requestId
             );
         }
         $state['team_key'] = ['team_id' => $teamId, 'version' => $version, 'key' => $key];
@@ -592,12 +605,17 @@ class Client
         return $state['team_key'];
     }
 
-    /** Returns the DecryptionException for secret $name, whose value did not open. */
-    private static function undecryptable(string $name, string $environment, E2eError $why): DecryptionException
+    /**
+     * Returns the DecryptionException for secret $name, whose value did not open; $requestId is
+     * that of the answer that carried the value.
+     */
+    private static function undecryptable(string $name, string $environment, E2eError $why, ?string $requestId): DecryptionException
     {
         return new DecryptionException(
             sprintf('secret "%s" in %s cannot be decrypted: %s', $name, $environment, $why->getMessage()),
-            $name
+            $name,
+            null,
+            $requestId
         );
     }
 

@@ -119,14 +119,18 @@ final class E2eClientTest extends TestCase
     public function testAValueSealedForAnotherNameInTheExportIsADecryptionError(): void
     {
         // The server hands out B's value as A's: it was sealed for the name B.
-        $this->routeExport(['A' => $this->seal('one', 'A'), 'B' => $this->seal('two', 'A')], 'production', $this->teamId);
-        $this->routeKey();
+        $this->stub->route(
+            sprintf('GET /teams/%s/secrets/export?format=json&environment=production', $this->teamId),
+            ['headers' => ['X-Request-Id' => 'req-export'], 'body' => ['A' => $this->seal('one', 'A'), 'B' => $this->seal('two', 'A')]]
+        );
+        $this->routeKey(['body' => ['team_id' => $this->teamId, 'key_version' => 2, 'wrapped_key' => $this->v['recipients'][1]['wrapped_key']], 'headers' => ['X-Request-Id' => 'req-key']]);
 
         try {
             $this->e2eClient()->getAll();
             self::fail('no DecryptionException');
         } catch (DecryptionException $e) {
             self::assertSame('B', $e->getSecretName());
+            self::assertSame('req-export', $e->getRequestId(), "the export's, which carried the value");
             self::assertStringStartsWith('secret "B" in production cannot be decrypted', $e->getMessage());
         }
     }
@@ -135,8 +139,8 @@ final class E2eClientTest extends TestCase
     {
         $tampered = $this->v['values'][6];
         self::assertSame('ciphertext changed', $tampered['why']);
-        $this->routeSealed('DATABASE_URL', $tampered['envelope']);
-        $this->routeKey();
+        $this->routeSealed('DATABASE_URL', $tampered['envelope'], ['X-Request-Id' => 'req-read']);
+        $this->routeKey(['body' => ['team_id' => $this->teamId, 'key_version' => 2, 'wrapped_key' => $this->v['recipients'][1]['wrapped_key']], 'headers' => ['X-Request-Id' => 'req-key']]);
         $client = $this->e2eClient(['max_retries' => 2]);
 
         try {
@@ -144,6 +148,7 @@ final class E2eClientTest extends TestCase
             self::fail('no DecryptionException');
         } catch (DecryptionException $e) {
             self::assertNull($e->getStatus());
+            self::assertSame('req-read', $e->getRequestId(), 'the answer that carried the value');
             self::assertSame('DATABASE_URL', $e->getSecretName());
             self::assertStringContainsString('secret "DATABASE_URL" in production cannot be decrypted', $e->getMessage());
             foreach ([$tampered['envelope'], $this->v['values'][0]['value'], $this->v['team_key'], $this->v['token']['private_key'], $this->v['token']['token']] as $secret) {
@@ -204,29 +209,31 @@ final class E2eClientTest extends TestCase
 
     public function testAKeyVersionTheServerDoesNotGiveIsADecryptionErrorAfterOneFetch(): void
     {
-        $this->routeSealed('DATABASE_URL', $this->seal('future', 'DATABASE_URL', random_bytes(32), 3));
-        $this->routeKey();
+        $this->routeSealed('DATABASE_URL', $this->seal('future', 'DATABASE_URL', random_bytes(32), 3), ['X-Request-Id' => 'req-read']);
+        $this->routeKey(['body' => ['team_id' => $this->teamId, 'key_version' => 2, 'wrapped_key' => $this->v['recipients'][1]['wrapped_key']], 'headers' => ['X-Request-Id' => 'req-key']]);
 
         try {
             $this->e2eClient()->get('DATABASE_URL');
             self::fail('no DecryptionException');
         } catch (DecryptionException $e) {
             self::assertStringContainsString('key version 3', $e->getMessage());
+            self::assertSame('req-read', $e->getRequestId());
         }
         self::assertSame(2, $this->requestCount());
     }
 
     public function testAWrapThatDoesNotOpenWithTheTokensKeyIsADecryptionError(): void
     {
-        $this->routeSealed('DATABASE_URL', $this->v['values'][0]['envelope']);
+        $this->routeSealed('DATABASE_URL', $this->v['values'][0]['envelope'], ['X-Request-Id' => 'req-read']);
         // The member's wrap: the right team key, wrapped to another key pair.
-        $this->routeKey(['team_id' => $this->teamId, 'key_version' => 2, 'wrapped_key' => $this->v['recipients'][0]['wrapped_key']]);
+        $this->routeKey(['body' => ['team_id' => $this->teamId, 'key_version' => 2, 'wrapped_key' => $this->v['recipients'][0]['wrapped_key']], 'headers' => ['X-Request-Id' => 'req-key']]);
 
         try {
             $this->e2eClient()->get('DATABASE_URL');
             self::fail('no DecryptionException');
         } catch (DecryptionException $e) {
             self::assertSame('DATABASE_URL', $e->getSecretName());
+            self::assertSame('req-key', $e->getRequestId(), "the key answer's, which carried the wrap");
             self::assertStringContainsString('team key wrapped to this token', $e->getMessage());
             self::assertStringNotContainsString($this->v['recipients'][0]['wrapped_key'], $e->getMessage());
         }
@@ -276,6 +283,7 @@ final class E2eClientTest extends TestCase
         $cases = [
             [PermissionDeniedException::class, ['status' => 403, 'body' => ['error' => 'Token ini tidak memegang kunci tim']]],
             [ConfigurationException::class, ['status' => 404, 'body' => ['error' => 'Tim tidak ditemukan']]],
+            [ConfigurationException::class, ['status' => 400, 'body' => ['error' => 'Tim ini tidak end-to-end']]],
             [NetworkException::class, ['body' => ['team_id' => $this->teamId, 'key_version' => '2', 'wrapped_key' => 'x']]],
         ];
         foreach ($cases as [$type, $response]) {
@@ -289,6 +297,26 @@ final class E2eClientTest extends TestCase
                 self::assertInstanceOf($type, $e);
             }
         }
+    }
+
+    public function testA400ToTheKeyRequestIsAConfigurationErrorAboutTheKeyPart(): void
+    {
+        // The token carries a key part, and the team is plain: the server refuses the key route.
+        $this->routeSealed('DATABASE_URL', $this->v['values'][0]['envelope']);
+        $this->routeKey(['status' => 400, 'headers' => ['X-Request-Id' => 'req-key'], 'body' => ['error' => 'Tim ini tidak end-to-end']]);
+
+        try {
+            $this->e2eClient(['max_retries' => 2])->get('DATABASE_URL');
+            self::fail('no ConfigurationException');
+        } catch (ConfigurationException $e) {
+            self::assertSame(400, $e->getStatus());
+            self::assertSame('req-key', $e->getRequestId());
+            self::assertStringContainsString('Tim ini tidak end-to-end', $e->getMessage());
+            self::assertStringContainsString('the team is not end-to-end, but the token carries a key part', $e->getMessage());
+            self::assertStringNotContainsString('check the environment', $e->getMessage());
+            self::assertStringNotContainsString($this->v['token']['private_key'], $e->getMessage());
+        }
+        self::assertSame(2, $this->requestCount(), 'read and key, no retry');
     }
 
     public function testAPermissionErrorOnTheKeyEmptiesTheCache(): void
@@ -384,12 +412,17 @@ final class E2eClientTest extends TestCase
         return $this->client($options + ['token' => $this->v['token']['token'], 'team' => $this->teamId]);
     }
 
-    /** routeSealed makes the read by name of $name answer the sealed $envelope, as an end-to-end team does. */
-    private function routeSealed(string $name, string $envelope): void
+    /**
+     * routeSealed makes the read by name of $name answer the sealed $envelope, as an end-to-end
+     * team does, with $headers.
+     *
+     * @param array<string, string> $headers
+     */
+    private function routeSealed(string $name, string $envelope, array $headers = []): void
     {
         $this->stub->route(
             self::byName($name, 'production', $this->teamId),
-            ['body' => ['secret' => ['id' => self::SECRET_ID, 'name' => $name, 'environment' => 'production', 'e2e' => true], 'value' => $envelope]]
+            ['headers' => $headers, 'body' => ['secret' => ['id' => self::SECRET_ID, 'name' => $name, 'environment' => 'production', 'e2e' => true], 'value' => $envelope]]
         );
     }
 

@@ -35,6 +35,10 @@ pub(crate) struct Cache {
     /// team_key is the end-to-end team's key, unwrapped; it does not expire
     /// (whatever the ttl) and goes only with the rest of the cache.
     team_key: Option<Arc<TeamKey>>,
+    /// generation counts the clears, so that what a request in flight
+    /// during a clear fetched (a value, a `get_all` result, the team key)
+    /// is not stored after it.
+    generation: u64,
 }
 
 impl Cache {
@@ -46,7 +50,14 @@ impl Cache {
             all: HashMap::new(),
             warned: HashSet::new(),
             team_key: None,
+            generation: 0,
         }
+    }
+
+    /// generation returns how many times the cache was cleared: read it
+    /// before a request whose answer will be stored.
+    pub(crate) fn generation(&self) -> u64 {
+        self.generation
     }
 
     /// team_key returns the team key held, if any.
@@ -54,9 +65,14 @@ impl Cache {
         self.team_key.clone()
     }
 
-    /// store_team_key holds `key` in place of any earlier one.
-    pub(crate) fn store_team_key(&mut self, key: Arc<TeamKey>) {
-        self.team_key = Some(key);
+    /// store_team_key holds `key` in place of any earlier one, unless the
+    /// cache was cleared since `generation` (the request for it began then):
+    /// a key fetched across `clear_cache`, or across a 401 or 403 that emptied
+    /// the cache, is used by the read that fetched it and never held.
+    pub(crate) fn store_team_key(&mut self, key: Arc<TeamKey>, generation: u64) {
+        if generation == self.generation {
+            self.team_key = Some(key);
+        }
     }
 
     /// age returns how old `entry` is when it is younger than `limit`.
@@ -206,6 +222,7 @@ impl Cache {
         self.all.clear();
         self.warned.clear();
         self.team_key = None;
+        self.generation += 1;
     }
 }
 

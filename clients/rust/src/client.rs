@@ -132,21 +132,28 @@ impl Client {
             ));
         }
         let environment = self.config.environment.as_str();
-        if let Some(value) = self.cache().fresh_value(environment, name, Instant::now()) {
-            return Ok(Served::fresh(value));
-        }
+        let generation = {
+            let cache = self.cache();
+            if let Some(value) = cache.fresh_value(environment, name, Instant::now()) {
+                return Ok(Served::fresh(value));
+            }
+            cache.generation()
+        };
         let read = self
             .transport
-            .get_json::<ByName>(
+            .get_answer::<ByName>(
                 Endpoint::ByName,
                 &format!("{}/secrets/by-name/{}", self.team_path(), encode(name)),
                 &[("environment", environment)],
             )
-            .and_then(|answer| self.reveal(environment, name, answer));
+            .and_then(|(answer, request_id)| self.reveal(environment, name, answer, request_id));
         let err = match read {
             Ok(value) => {
-                self.cache()
-                    .store_value(environment, name, &value, Instant::now());
+                let mut cache = self.cache();
+                // Not after a clear_cache or 401/403 while the read was in flight.
+                if cache.generation() == generation {
+                    cache.store_value(environment, name, &value, Instant::now());
+                }
                 return Ok(Served::fresh(value));
             }
             // The server knows no such secret here, or no such team: the
@@ -175,24 +182,32 @@ impl Client {
     /// [`get_with_meta`](Client::get_with_meta) does for one name.
     pub fn get_all_with_meta(&self) -> Result<Served<BTreeMap<String, String>>> {
         let environment = self.config.environment.as_str();
-        if let Some(values) = self.cache().fresh_all(environment, Instant::now()) {
-            return Ok(Served::fresh(values));
-        }
+        let generation = {
+            let cache = self.cache();
+            if let Some(values) = cache.fresh_all(environment, Instant::now()) {
+                return Ok(Served::fresh(values));
+            }
+            cache.generation()
+        };
         let export = self
             .transport
-            .get_json::<BTreeMap<String, String>>(
+            .get_answer::<BTreeMap<String, String>>(
                 Endpoint::Export,
                 &format!("{}/secrets/export", self.team_path()),
                 &[("format", "json"), ("environment", environment)],
             )
-            .and_then(|values| match &self.config.key {
+            .and_then(|(values, request_id)| match &self.config.key {
                 // An end-to-end team's export holds envelopes, keyed by name.
-                Some(token_key) => self.open_sealed(token_key, environment, values),
+                Some(token_key) => self.open_sealed(token_key, environment, values, request_id),
                 None => Ok(values),
             });
         match export {
             Ok(values) => {
-                self.cache().store_all(environment, &values, Instant::now());
+                let mut cache = self.cache();
+                // Not after a clear_cache or 401/403 while the export was in flight.
+                if cache.generation() == generation {
+                    cache.store_all(environment, &values, Instant::now());
+                }
                 Ok(Served::fresh(values))
             }
             Err(err) => self.stale_or(err, None, |cache, now| cache.kept_all(environment, now)),
@@ -238,7 +253,8 @@ impl Client {
 
     /// Forgets every cached value, kept stale values included, and
     /// an end-to-end team's key, so the next read asks the server (and
-    /// fetches the key again).
+    /// fetches the key again). A read in flight meanwhile returns what it
+    /// fetched but does not cache it.
     pub fn clear_cache(&self) {
         self.cache().clear();
     }
@@ -327,7 +343,14 @@ impl Client {
     /// otherwise. A token with a key part belongs to an end-to-end team, so
     /// its values are opened whatever the answer says: a server that left
     /// out `"e2e": true` could otherwise pass off a value of its own.
-    fn reveal(&self, environment: &str, name: &str, answer: ByName) -> Result<String> {
+    /// `request_id` is the answer's, for the decryption error.
+    fn reveal(
+        &self,
+        environment: &str,
+        name: &str,
+        answer: ByName,
+        request_id: Option<String>,
+    ) -> Result<String> {
         let Some(token_key) = &self.config.key else {
             return match answer.is_e2e() {
                 true => Err(Error::configuration(KEYLESS)),
@@ -335,25 +358,28 @@ impl Client {
             };
         };
         let sealed = BTreeMap::from([(name.to_string(), answer.value)]);
-        let mut opened = self.open_sealed(token_key, environment, sealed)?;
+        let mut opened = self.open_sealed(token_key, environment, sealed, request_id)?;
         Ok(opened.remove(name).unwrap_or_default())
     }
 
     /// open_sealed opens each envelope of `sealed` (name -> envelope, read
     /// from `environment`) for its name. The team key is fetched when none
     /// is held, or when an envelope names another key version than the
-    /// one held (a re-keyed team): at most once per call.
+    /// one held (a re-keyed team): at most once per call. A value that does
+    /// not open is the decryption error with `request_id`, that of the
+    /// answer that carried `sealed`.
     fn open_sealed(
         &self,
         token_key: &TokenKey,
         environment: &str,
         sealed: BTreeMap<String, String>,
+        request_id: Option<String>,
     ) -> Result<BTreeMap<String, String>> {
         let mut envelopes = Vec::with_capacity(sealed.len());
         for (name, text) in sealed {
             match Envelope::parse(&text) {
                 Ok(envelope) => envelopes.push((name, envelope)),
-                Err(why) => return Err(undecryptable(&name, environment, why)),
+                Err(why) => return Err(undecryptable(&name, environment, why, request_id)),
             }
         }
         let mut key = self.cache().team_key();
@@ -375,15 +401,18 @@ impl Client {
         let mut values = BTreeMap::new();
         for (name, envelope) in envelopes {
             if envelope.key_version != key.version() {
-                return Err(Error::decryption(format!(
-                    "secret {name:?} in {environment} cannot be decrypted: it is sealed under key version {}, and the server gives this token key version {}",
-                    envelope.key_version,
-                    key.version()
-                )));
+                return Err(Error::decryption(
+                    format!(
+                        "secret {name:?} in {environment} cannot be decrypted: it is sealed under key version {}, and the server gives this token key version {}",
+                        envelope.key_version,
+                        key.version()
+                    ),
+                    request_id,
+                ));
             }
             match key.open(&envelope, environment, &name) {
                 Ok(value) => values.insert(name, value),
-                Err(why) => return Err(undecryptable(&name, environment, why)),
+                Err(why) => return Err(undecryptable(&name, environment, why, request_id)),
             };
         }
         Ok(values)
@@ -391,8 +420,12 @@ impl Client {
 
     /// fetch_team_key asks for the team key wrapped to this token, opens it
     /// with the token's key part and holds it in place of any earlier one.
+    /// A wrap that does not open is the decryption error with the key
+    /// answer's request id. A key whose request was in flight while the
+    /// cache was cleared opens this read's values and is not held.
     fn fetch_team_key(&self, token_key: &TokenKey) -> Result<Arc<TeamKey>> {
-        let answer = self.transport.get_json::<WrappedTeamKey>(
+        let generation = self.cache().generation();
+        let (answer, request_id) = self.transport.get_answer::<WrappedTeamKey>(
             Endpoint::TeamKey,
             &format!("{}/e2e/key", self.team_path()),
             &[],
@@ -404,12 +437,15 @@ impl Client {
             token_key,
         )
         .map_err(|why| {
-            Error::decryption(format!(
-                "the team key the server sent for this token cannot be decrypted with the token's key part: {why}"
-            ))
+            Error::decryption(
+                format!(
+                    "the team key the server sent for this token cannot be decrypted with the token's key part: {why}"
+                ),
+                request_id,
+            )
         })?;
         let key = Arc::new(key);
-        self.cache().store_team_key(Arc::clone(&key));
+        self.cache().store_team_key(Arc::clone(&key), generation);
         Ok(key)
     }
 
@@ -495,15 +531,17 @@ fn error_kind(err: &Error) -> &'static str {
     }
 }
 
-/// undecryptable is the error of the value of `name` that did not open.
-fn undecryptable(name: &str, environment: &str, why: Failure) -> Error {
+/// undecryptable is the error of the value of `name` that did not open,
+/// carried by the answer of `request_id`.
+fn undecryptable(name: &str, environment: &str, why: Failure, request_id: Option<String>) -> Error {
     let why = match why {
         Failure::DoesNotOpen => "it does not open with the team key (it was altered, or sealed for another secret, environment or team)".to_string(),
         why => why.to_string(),
     };
-    Error::decryption(format!(
-        "secret {name:?} in {environment} cannot be decrypted: {why}"
-    ))
+    Error::decryption(
+        format!("secret {name:?} in {environment} cannot be decrypted: {why}"),
+        request_id,
+    )
 }
 
 impl fmt::Debug for Client {

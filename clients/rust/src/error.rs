@@ -121,6 +121,10 @@ pub enum Error {
     Decryption {
         /// What did not open, and why.
         message: String,
+        /// The `X-Request-Id` of the answer that carried the value (the
+        /// by-name read or the export), or of the team key's answer when the
+        /// key wrapped to the token does not open.
+        request_id: Option<String>,
     },
 
     /// No usable answer arrived after every retry: connection
@@ -163,7 +167,9 @@ impl Error {
     }
 
     /// Returns the `X-Request-Id` header of the answer this error
-    /// came from (for an absent name, the by-name read's), or `None` when there
+    /// came from (for an absent name, the by-name read's; for a value that
+    /// does not open, the answer that carried it, or the team key's when the
+    /// key wrapped to the token does not open), or `None` when there
     /// was no answer or it had no such header. Quote it when reporting a
     /// problem to the server's operators.
     pub fn request_id(&self) -> Option<&str> {
@@ -174,8 +180,8 @@ impl Error {
             | Error::NotFound { request_id, .. }
             | Error::RateLimited { request_id, .. }
             | Error::Api { request_id, .. }
+            | Error::Decryption { request_id, .. }
             | Error::Network { request_id, .. } => request_id.as_deref(),
-            Error::Decryption { .. } => None,
         }
     }
 
@@ -197,7 +203,7 @@ impl Error {
             | Error::NotFound { message, .. }
             | Error::RateLimited { message, .. }
             | Error::Api { message, .. }
-            | Error::Decryption { message }
+            | Error::Decryption { message, .. }
             | Error::Network { message, .. } => message,
         }
     }
@@ -210,9 +216,10 @@ impl Error {
         }
     }
 
-    pub(crate) fn decryption(message: impl Into<String>) -> Self {
+    pub(crate) fn decryption(message: impl Into<String>, request_id: Option<String>) -> Self {
         Error::Decryption {
             message: message.into(),
+            request_id,
         }
     }
 

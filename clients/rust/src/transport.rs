@@ -84,6 +84,17 @@ impl Transport {
         path: &str,
         query: &[(&str, &str)],
     ) -> Result<T> {
+        self.get_answer(endpoint, path, query).map(|(body, _)| body)
+    }
+
+    /// get_answer works as get_json, and also returns the `X-Request-Id` of
+    /// the answer it decoded.
+    pub fn get_answer<T: DeserializeOwned>(
+        &self,
+        endpoint: Endpoint,
+        path: &str,
+        query: &[(&str, &str)],
+    ) -> Result<(T, Option<String>)> {
         let url = self.url(path, query);
         let mut retry = 0;
         loop {
@@ -108,7 +119,11 @@ impl Transport {
         url
     }
 
-    fn attempt<T: DeserializeOwned>(&self, endpoint: Endpoint, url: &str) -> Result<T> {
+    fn attempt<T: DeserializeOwned>(
+        &self,
+        endpoint: Endpoint,
+        url: &str,
+    ) -> Result<(T, Option<String>)> {
         let request = HttpRequest {
             url: url.to_string(),
             headers: vec![
@@ -154,7 +169,7 @@ impl Transport {
         // limit but the timeout.
         let mut reader = KeepError::new(BufReader::with_capacity(64 * 1024, response.body_mut()));
         match serde_json::from_reader(&mut reader) {
-            Ok(body) => Ok(body),
+            Ok(body) => Ok((body, request_id)),
             Err(err) if err.is_io() => {
                 let err = HttpError::from_io(reader.error.unwrap_or_else(|| err.into()));
                 Err(self.body_failed(url, err, request_id))
@@ -454,6 +469,6 @@ mod tests {
             request_id: None,
         }));
         assert!(!is_retryable(&Error::configuration("")));
-        assert!(!is_retryable(&Error::decryption("")));
+        assert!(!is_retryable(&Error::decryption("", None)));
     }
 }

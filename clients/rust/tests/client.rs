@@ -309,6 +309,43 @@ fn clear_cache_makes_the_next_read_ask_the_server() {
 }
 
 #[test]
+fn a_read_in_flight_across_clear_cache_is_not_cached() {
+    for get_all in [false, true] {
+        let in_flight = Arc::new(AtomicUsize::new(0));
+        let seen = Arc::clone(&in_flight);
+        let stub = Stub::secrets(&[("A", "1")], move |_| {
+            // The first answer comes late: clear_cache runs meanwhile.
+            if seen.fetch_add(1, Ordering::SeqCst) == 0 {
+                std::thread::sleep(Duration::from_millis(400));
+            }
+            None
+        });
+        let client = Arc::new(client(&stub));
+        let reader = {
+            let client = Arc::clone(&client);
+            std::thread::spawn(move || match get_all {
+                true => client.get_all().map(|values| values["A"].clone()),
+                false => client.get("A"),
+            })
+        };
+        let waited = Instant::now();
+        while in_flight.load(Ordering::SeqCst) == 0 {
+            assert!(waited.elapsed() < Duration::from_secs(5), "no request");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        client.clear_cache();
+        assert_eq!(reader.join().unwrap().unwrap(), "1");
+
+        assert_eq!(client.get("A").unwrap(), "1");
+        assert_eq!(
+            stub.count(),
+            2,
+            "get_all: {get_all}: what was fetched before clear_cache is not cached"
+        );
+    }
+}
+
+#[test]
 fn get_all_is_cached_and_fills_the_per_name_cache() {
     let stub = Stub::secrets(&[("A", "1"), ("B", "2")], no_errors);
     let client = client(&stub);

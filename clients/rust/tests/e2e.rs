@@ -55,12 +55,18 @@ fn key_path(team: &Team) -> String {
 }
 
 fn decryption_message(result: cvsm::Result<impl std::fmt::Debug>) -> String {
+    decryption_error(result).to_string()
+}
+
+/// decryption_error returns the decryption error of `result`, which has no
+/// status and carries a request id (every answer of the stub has one).
+fn decryption_error(result: cvsm::Result<impl std::fmt::Debug>) -> Error {
     match result {
         Err(err @ Error::Decryption { .. }) => {
             assert_eq!(err.status(), None);
-            assert_eq!(err.request_id(), None);
+            assert!(err.request_id().is_some(), "{err:?}");
             assert_eq!(err.message(), err.to_string());
-            err.to_string()
+            err
         }
         other => panic!("expected a decryption error, got {other:?}"),
     }
@@ -223,7 +229,9 @@ fn a_tampered_envelope_is_a_decryption_error_never_retried_nor_served_stale() {
         .unwrap()
         .to_string();
     team.put_envelope("production", DATABASE_URL, &tampered);
-    let message = decryption_message(client.get_with_meta(DATABASE_URL));
+    let err = decryption_error(client.get_with_meta(DATABASE_URL));
+    assert_eq!(err.request_id(), Some("req-3"), "the read that carried it");
+    let message = err.to_string();
     assert!(message.contains("\"DATABASE_URL\""), "{message}");
     assert!(message.contains("production"), "{message}");
     for hidden in [
@@ -235,8 +243,13 @@ fn a_tampered_envelope_is_a_decryption_error_never_retried_nor_served_stale() {
         assert!(!message.contains(hidden), "{message}");
     }
     assert_eq!(stub.count(), 3, "read, key, read: no retry, no refetch");
-    let message = decryption_message(client.get_all_with_meta());
-    assert!(message.contains("\"DATABASE_URL\""), "{message}");
+    let err = decryption_error(client.get_all_with_meta());
+    assert_eq!(
+        err.request_id(),
+        Some("req-4"),
+        "the export that carried it"
+    );
+    assert!(err.to_string().contains("\"DATABASE_URL\""), "{err}");
     assert_eq!(stub.count(), 4);
 }
 
@@ -278,8 +291,9 @@ fn a_malformed_envelope_is_a_decryption_error_without_a_key_request() {
     team.put_envelope("production", DATABASE_URL, "cvsm-e2e1.2.x.1.AA.AA");
     let stub = serve(&team, no_errors);
     let client = Client::new(options(&team, &stub)).unwrap();
-    let message = decryption_message(client.get(DATABASE_URL));
-    assert!(message.contains("not a sealed value"), "{message}");
+    let err = decryption_error(client.get(DATABASE_URL));
+    assert_eq!(err.request_id(), Some("req-1"));
+    assert!(err.to_string().contains("not a sealed value"), "{err}");
     assert_eq!(stub.targets(), vec![by_name(&team, DATABASE_URL)]);
 }
 
@@ -373,7 +387,9 @@ fn an_envelope_of_a_key_version_the_server_does_not_give_fails_after_one_refetch
         DATABASE_URL,
         &envelope.replacen("cvsm-e2e1.2.", "cvsm-e2e1.3.", 1),
     );
-    let message = decryption_message(client.get(DATABASE_URL));
+    let err = decryption_error(client.get(DATABASE_URL));
+    assert_eq!(err.request_id(), Some("req-3"), "the read, not the key");
+    let message = err.to_string();
     assert!(message.contains("key version 3"), "{message}");
     assert!(message.contains("key version 2"), "{message}");
     assert_eq!(
@@ -390,7 +406,9 @@ fn a_team_key_that_does_not_open_with_the_token_is_a_decryption_error() {
     team.wrap_for_the_member();
     let stub = serve(&team, no_errors);
     let client = Client::new(options(&team, &stub)).unwrap();
-    let message = decryption_message(client.get(DATABASE_URL));
+    let err = decryption_error(client.get(DATABASE_URL));
+    assert_eq!(err.request_id(), Some("req-2"), "the key answer's");
+    let message = err.to_string();
     assert!(message.contains("team key"), "{message}");
     assert!(!message.contains(&team.private_key), "{message}");
     assert_eq!(stub.count(), 2, "never retried");
@@ -584,4 +602,64 @@ fn concurrent_first_reads_fetch_the_team_key_once() {
         .filter(|t| t.ends_with("/e2e/key"))
         .count();
     assert_eq!(keys, 1, "{:?}", stub.targets());
+}
+
+#[test]
+fn a_team_key_fetched_across_clear_cache_or_a_403_is_not_held() {
+    for interruption in ["clear_cache", "403"] {
+        let team = Team::from_vectors();
+        let in_flight = Arc::new(AtomicUsize::new(0));
+        let seen = Arc::clone(&in_flight);
+        let slow = Arc::clone(&team);
+        let stub = serve(&team, move |req| {
+            if req.path().ends_with("/secrets/by-name/DENIED") {
+                return Some(error(403, "Akses ditolak"));
+            }
+            req.path().ends_with("/e2e/key").then(|| {
+                seen.fetch_add(1, Ordering::SeqCst);
+                Reply::Slow(Duration::from_millis(400), Box::new(slow.reply(req)))
+            })
+        });
+        let client = Arc::new(
+            Client::new(ClientOptions {
+                cache_ttl: Some(Duration::ZERO),
+                ..options(&team, &stub)
+            })
+            .unwrap(),
+        );
+        let reader = {
+            let client = Arc::clone(&client);
+            std::thread::spawn(move || client.get(DATABASE_URL))
+        };
+        let waited = std::time::Instant::now();
+        while in_flight.load(Ordering::SeqCst) == 0 {
+            assert!(waited.elapsed() < Duration::from_secs(5), "no key request");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        match interruption {
+            "clear_cache" => client.clear_cache(),
+            _ => assert!(matches!(
+                client.get("DENIED"),
+                Err(Error::PermissionDenied { .. })
+            )),
+        }
+        assert_eq!(
+            reader.join().unwrap().unwrap(),
+            Team::vector_value("production", DATABASE_URL),
+            "the read in flight opens its value with the key it fetched"
+        );
+
+        client.get(DATABASE_URL).unwrap();
+        let keys = stub
+            .targets()
+            .iter()
+            .filter(|t| t.ends_with("/e2e/key"))
+            .count();
+        assert_eq!(
+            keys,
+            2,
+            "{interruption}: the key fetched before it is not held: {:?}",
+            stub.targets()
+        );
+    }
 }

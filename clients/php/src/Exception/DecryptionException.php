@@ -10,14 +10,17 @@ namespace Cvsm\Exception;
  * envelope is malformed, it was sealed under a key version the server does not give this token,
  * or the team key wrapped to the token does not open with the token's key part. It is thrown at
  * once, never retried and never answered with a stale value; getStatus() is null. The message
- * names the secret, never a value or a key.
+ * names the secret, never a value or a key. getRequestId() is the X-Request-Id of the answer that
+ * carried the value (the read by name or the export), or of the team key's answer when the key
+ * wrapped to the token does not open.
  */
 class DecryptionException extends CvsmException
 {
     private ?string $secretName;
 
     /**
-     * Builds the exception with the name of the secret being read, when there is one.
+     * Builds the exception with the name of the secret being read, when there is one, and the
+     * request id of the answer that carried what did not open.
      */
     public function __construct(string $message, ?string $secretName = null, ?\Throwable $previous = null, ?string $requestId = null)
     {

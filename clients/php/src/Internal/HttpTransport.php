@@ -26,6 +26,11 @@ use Cvsm\Exception\SecretNotFoundException;
  */
 final class HttpTransport
 {
+    /** The hint of a 400 that rejects the environment (rule R9). */
+    public const CHECK_ENVIRONMENT = 'check the environment: "environment" or CVSM_ENVIRONMENT';
+    /** The hint of a 404 that rejects the base URL or the team (rule R9). */
+    public const CHECK_TEAM = 'check the base URL, which includes /api/v1, and the team: "base_url"/CVSM_BASE_URL, "team"/CVSM_TEAM';
+
     private const RETRY_STATUSES = [502, 503, 504];
     private const BACKOFF_BASE = 0.1;
     private const MAX_MESSAGE = 300;
@@ -138,13 +143,13 @@ final class HttpTransport
     /**
      * Performs GET $url with the bearer token, decodes the JSON answer and returns what
      * $read makes of it. $read throws UnreadableResponse when the answer is not the shape the
-     * request promises; that is retried like a dropped connection. A status in $misconfigured
-     * means the base URL, team or environment is wrong (rule R9) and throws
-     * ConfigurationException. $label names the request in messages (a path, never a query or
+     * request promises; that is retried like a dropped connection. A status that is a key of
+     * $misconfigured means the configuration is wrong (the base URL, team or environment, rule R9;
+     * a token's key part on a team that is not end-to-end) and throws ConfigurationException, whose message ends with that key's hint. $label names the request in messages (a path, never a query or
      * token). $requestId receives the X-Request-Id of the answer that was read.
      *
      * @param (callable(mixed): mixed)|null $read
-     * @param list<int> $misconfigured
+     * @param array<int, string> $misconfigured status => hint
      * @throws CvsmException
      */
     public function getJson(
@@ -194,7 +199,7 @@ final class HttpTransport
                 continue;
             }
 
-            throw $this->errorFor($status, $headers, $body, $token, in_array($status, $misconfigured, true));
+            throw $this->errorFor($status, $headers, $body, $token, $misconfigured[$status] ?? null);
         }
     }
 
@@ -313,7 +318,8 @@ final class HttpTransport
 
     /**
      * Turns a non-2xx response into the exception of its kind, with a message of the
-     * status and the server's {"error": "..."} text, from which the token is removed.
+     * status and the server's {"error": "..."} text, from which the token is removed. With a
+     * $misconfigured hint, it is the ConfigurationException that ends with that hint.
      *
      * @param array<string, string> $headers
      */
@@ -322,7 +328,7 @@ final class HttpTransport
         array $headers,
         #[\SensitiveParameter] string $body,
         #[\SensitiveParameter] string $token,
-        bool $misconfigured
+        ?string $misconfigured
     ): CvsmException {
         $prefix = trim($status . ' ' . (self::REASONS[$status] ?? ''));
         $decoded = json_decode($body, true);
@@ -335,10 +341,8 @@ final class HttpTransport
             }
         }
         $message = $detail === '' ? $prefix : $prefix . ': ' . $detail;
-        if ($misconfigured) {
-            $message .= $status === 400
-                ? ' (check the environment: "environment" or CVSM_ENVIRONMENT)'
-                : ' (check the base URL, which includes /api/v1, and the team: "base_url"/CVSM_BASE_URL, "team"/CVSM_TEAM)';
+        if ($misconfigured !== null) {
+            $message .= ' (' . $misconfigured . ')';
         } elseif ($status >= 300 && $status < 400) {
             $message .= ' (redirects are not followed: check the base URL)';
         }
@@ -346,7 +350,7 @@ final class HttpTransport
         $requestId = self::requestId($headers);
 
         return match (true) {
-            $misconfigured => new ConfigurationException($message, $status, null, $requestId),
+            $misconfigured !== null => new ConfigurationException($message, $status, null, $requestId),
             $status === 401 => new AuthenticationException($message, 401, null, $requestId),
             $status === 403 => new PermissionDeniedException($message, 403, null, $requestId),
             $status === 404 => new SecretNotFoundException($message, 404, null, null, null, $requestId),

@@ -58,7 +58,7 @@ fn only_network_errors_5xx_and_429_may_serve_stale_values() {
         message: String::new(),
         request_id: None,
     }));
-    assert!(!may_serve_stale(&Error::decryption("")));
+    assert!(!may_serve_stale(&Error::decryption("", None)));
     assert!(!may_serve_stale(&Error::PermissionDenied {
         status: 403,
         message: String::new(),
