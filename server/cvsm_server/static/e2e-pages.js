@@ -304,11 +304,31 @@
     }
     notice("");
     var where = { teamId: found.teamId };
+    // The team key of the version an envelope names: the current one, or (a value sealed before
+    // a re-key) the member's wrap of that version from the page's context, opened once.
+    var wraps = ctx.wraps ? JSON.parse(ctx.wraps) : {};
+    var keys = {};
+    keys[found.keyVersion] = Promise.resolve(found.key);
+    function keyFor(envelope) {
+      var version = E.parseEnvelope(envelope).keyVersion;
+      if (!keys[version]) {
+        keys[version] = memberKey().then(function (member) {
+          if (!wraps[version]) throw new E.E2EError("no wrap of key version " + version);
+          return E.unwrapTeamKey(wraps[version], found.teamId, version, member.privateKey,
+                                 E.unb64u(member.publicKey, 32));
+        });
+      }
+      return keys[version];
+    }
+    // An envelope opened with the key of the version it names.
+    async function openAny(envelope, at) {
+      return E.openValue(envelope, await keyFor(envelope), at);
+    }
 
     // Revealed values: the page holds the envelope; the value is opened here, as text.
     for (var shown of document.querySelectorAll("[data-e2e-envelope]")) {
       try {
-        shown.textContent = await E.openValue(shown.dataset.e2eEnvelope, found.key,
+        shown.textContent = await openAny(shown.dataset.e2eEnvelope,
           { teamId: found.teamId, environment: shown.dataset.e2eEnvironment,
             name: shown.dataset.e2eName });
         shown.dataset.e2eOpened = "";
@@ -348,7 +368,7 @@
     // Rollback: the version revealed on the page, opened and sealed again as the next version.
     for (var back of document.querySelectorAll("form[data-e2e-rollback]")) {
       sealing(back, async function (form) {
-        var old = await E.openValue(form.dataset.envelope, found.key,
+        var old = await openAny(form.dataset.envelope,
           { teamId: found.teamId, environment: form.dataset.environment, name: form.dataset.name });
         form.elements.value.value = await E.sealValue(old, found.key, found.keyVersion,
                                                       nextVersion(form));
@@ -359,7 +379,7 @@
     for (var share of document.querySelectorAll("form[data-e2e-share]")) {
       sealing(share, async function (form) {
         var source = document.querySelector("[data-e2e-envelope][data-e2e-current]");
-        var value = await E.openValue(source.dataset.e2eEnvelope, found.key,
+        var value = await openAny(source.dataset.e2eEnvelope,
           { teamId: found.teamId, environment: source.dataset.e2eEnvironment,
             name: source.dataset.e2eName });
         var shareKey = E.random(32);
@@ -406,7 +426,7 @@
       var environment = exported.dataset.e2eEnvironment;
       try {
         for (var name of Object.keys(envelopes)) {
-          values[name] = await E.openValue(envelopes[name], found.key,
+          values[name] = await openAny(envelopes[name],
             { teamId: found.teamId, environment: environment, name: name });
         }
         var download = exported.querySelector("a");
