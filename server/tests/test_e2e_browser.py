@@ -745,3 +745,40 @@ async def test_e2e_dashboard_reveals_and_rolls_back_to_a_version_sealed_before_a
         finally:
             await browser.close()
 
+
+async def test_e2e_share_without_its_key_or_https_spends_no_view(
+        client: TestClient, api: Api, database_url: str) -> None:
+    """A share seen once (max_views 1), opened without its #fragment, with a cut one, or over
+    plain HTTP: refused before a view is spent; then it opens with the whole link."""
+    require_chromium()
+    from playwright.async_api import async_playwright, expect
+
+    base = str(client.make_url("/")).rstrip("/")
+    value = "postgres://app:sekali@db/app"
+    async with async_playwright() as pw:
+        browser = await chromium(pw)
+        try:
+            page, _, _ = await signed_in_with_keys(browser, base, api, "dibagi", value)
+            await page.get_by_role("button", name="Tampilkan nilai sekarang").click()
+            await expect(page.get_by_label("Nilai sekarang")).to_have_text(value)
+            await page.get_by_label("Berapa kali boleh dilihat").fill("1")
+            await page.get_by_role("button", name="Buat tautan").click()
+            shown = page.locator("[data-e2e-share-url]")
+            await expect(shown).to_contain_text("#")
+            link = (await shown.inner_text()).strip()
+            bare, key = link.split("#", 1)
+            reader = await (await browser.new_context()).new_page()
+            for address, said in ((bare, "tidak lengkap"), (f"{bare}#{key[:40]}", "tidak lengkap"),
+                                  (link.replace("127.0.0.1", INSECURE_HOST), "lewat HTTPS")):
+                await reader.goto(address)
+                await reader.get_by_role("button", name="Tampilkan secret").click()
+                await expect(reader.get_by_role("alert")).to_contain_text(said)
+                await expect(reader.locator("#secret-value")).to_have_text("")
+            views = await query(database_url, "SELECT view_count FROM secret_shares")
+            assert [r["view_count"] for r in views] == [0]
+            await reader.goto(link)
+            await reader.get_by_role("button", name="Tampilkan secret").click()
+            await expect(reader.locator("#secret-value")).to_have_text(value)
+        finally:
+            await browser.close()
+
