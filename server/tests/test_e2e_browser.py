@@ -782,3 +782,40 @@ async def test_e2e_share_without_its_key_or_https_spends_no_view(
         finally:
             await browser.close()
 
+
+async def test_e2e_unlock_and_recovery_refuse_a_public_key_not_of_the_private_key(
+        client: TestClient, api: Api, database_url: str) -> None:
+    """The public key kept with the opened private key is derived from it: when the server's
+    differs, unlock and recovery refuse (the key stays locked, the wrap unchanged)."""
+    require_chromium()
+    from playwright.async_api import async_playwright, expect
+
+    base = str(client.make_url("/")).rstrip("/")
+    async with async_playwright() as pw:
+        browser = await chromium(pw)
+        try:
+            page, owner, recovery_key = await signed_in_with_keys(
+                browser, base, api, "ditukar", "postgres://app:kunci@db/app")
+            await page.get_by_role("link", name="Akun", exact=True).click()
+            await page.get_by_role("button", name="Kunci", exact=True).click()
+            await expect(page.get_by_text("Status: terkunci.")).to_be_visible()
+            await query(database_url, "UPDATE user_e2e_keys SET public_key = %s WHERE user_id = %s",
+                        (bytes(range(32)), owner["id"]))
+            await page.reload()
+            await page.get_by_label("Passphrase", exact=True).fill(PASSPHRASE)
+            await page.get_by_role("button", name="Buka kunci").click()
+            await expect(page.get_by_text("tidak cocok dengan kunci privat")).to_be_visible()
+            await expect(page.get_by_text("Status: terkunci.")).to_be_visible()
+            stored = "SELECT wrapped_private_key FROM user_e2e_keys WHERE user_id = %s"
+            wrapped = await query(database_url, stored, (owner["id"],))
+            await page.get_by_role("textbox", name="Kunci pemulihan").fill(recovery_key)
+            await page.get_by_label("Passphrase baru (minimal 12 karakter)").fill(
+                PASSPHRASE + " baru")
+            await page.get_by_label("Ulangi passphrase baru").fill(PASSPHRASE + " baru")
+            await page.get_by_role("button", name="Pulihkan dengan kunci pemulihan").click()
+            await expect(page.get_by_role("alert").filter(has_text="tidak cocok dengan kunci")
+                         ).to_be_visible()
+            await expect(page.get_by_text("Status: terkunci.")).to_be_visible()
+            assert await query(database_url, stored, (owner["id"],)) == wrapped
+        finally:
+            await browser.close()

@@ -34,6 +34,9 @@
     wrongPassphrase: "Passphrase salah.",
     wrongRecovery: "Kunci pemulihan salah atau bukan milik akun ini.",
     badRecovery: "Kunci pemulihan berbentuk cvsm-recovery1. diikuti 43 karakter.",
+    keyMismatch: "Kunci publik yang disimpan server untuk akun ini tidak cocok dengan kunci " +
+      "privat Anda, jadi kunci tidak dibuka. Jangan beri akses atau buat tim end-to-end; " +
+      "hubungi admin server.",
     unlocked: "Kunci end-to-end terbuka di peramban ini sampai Anda keluar atau menekan Kunci.",
     lockedNow: "Kunci end-to-end dikunci di peramban ini.",
     working: "Sedang mengenkripsi…",
@@ -74,7 +77,9 @@
     return store("readonly", function (s) { return s.get(MEMBER); });
   }
 
-  async function keepMemberKey(userId, publicKey, privateRaw) {
+  // The public key kept beside it is derived from the private key itself.
+  async function keepMemberKey(userId, privateRaw) {
+    var publicKey = E.b64u(await E.publicKey(privateRaw));
     var privateKey = await E.importPrivateKey(privateRaw, false);
     privateRaw.fill(0);
     await store("readwrite", function (s) {
@@ -194,6 +199,15 @@
     return one;
   }
 
+  // The public key of an opened private key, refused when it is not the one the server holds
+  // for the account (what others wrap team keys to).
+  async function checkPublicKey(ctx, privateRaw) {
+    if (E.b64u(await E.publicKey(privateRaw)) !== ctx.publicKey) {
+      privateRaw.fill(0);
+      refuse(TEXT.keyMismatch);
+    }
+  }
+
   function accountPage(ctx) {
     var setup = document.querySelector("form[data-e2e-setup]");
     if (setup) {
@@ -209,7 +223,7 @@
           await E.wrapPrivateKeyWithRecovery(pair.privateKey, recovery.raw, ctx.userId);
         clearPlain(form);
         stash("recovery", { publicKey: publicKey, recovery: recovery.text });
-        await keepMemberKey(ctx.userId, publicKey, pair.privateKey);
+        await keepMemberKey(ctx.userId, pair.privateKey);
       });
     }
     // The recovery key made by the set-up, shown once (the page holds the new public key).
@@ -226,14 +240,15 @@
         var message = messageOf(unlock);
         var field = unlock.querySelector("[data-e2e-passphrase]");
         say(message, TEXT.working, false);
-        E.openPassphraseWrap(ctx.passWrap, field.value, ctx.userId).then(function (raw) {
-          return keepMemberKey(ctx.userId, ctx.publicKey, raw);
+        E.openPassphraseWrap(ctx.passWrap, field.value, ctx.userId).then(async function (raw) {
+          await checkPublicKey(ctx, raw);
+          return keepMemberKey(ctx.userId, raw);
         }).then(function () {
           field.value = "";
           say(message, TEXT.unlocked, false);
           showLockState(ctx);
-        }).catch(function () {
-          say(message, TEXT.wrongPassphrase, true);
+        }).catch(function (err) {
+          say(message, err.user ? err.message : TEXT.wrongPassphrase, true);
         });
       });
     }
@@ -253,10 +268,11 @@
         } catch (e) {
           refuse(TEXT.wrongRecovery);
         }
+        await checkPublicKey(ctx, raw);
         form.elements.wrapped_private_key.value =
           await E.wrapPrivateKeyWithPassphrase(raw, passphrase, ctx.userId);
         clearPlain(form);
-        await keepMemberKey(ctx.userId, ctx.publicKey, raw);
+        await keepMemberKey(ctx.userId, raw);
       });
     }
     var lock = document.querySelector("[data-e2e-lock]");
@@ -522,8 +538,9 @@
       }
       var id = E.newSecretId();  // the team's id, chosen here: the wrap names it
       f.elements.id.value = id;
+      // to the public key derived from the opened private key (equal to the server's, above)
       f.elements.wrapped_key.value = await E.wrapTeamKey(E.newTeamKey(), id, 1,
-                                                         E.unb64u(ctx.publicKey, 32));
+                                                         E.unb64u(member.publicKey, 32));
     });
   }
 
