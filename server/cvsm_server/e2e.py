@@ -385,6 +385,24 @@ async def read_wrap(conn: db.Connection, actor: Actor, team_id: uuid.UUID,
     return version, row["wrapped_key"]
 
 
+async def read_wraps(conn: db.Connection, actor: Actor, team_id: uuid.UUID) -> dict[int, str]:
+    """Every wrap of the team's keys that the caller holds, by key version (to open values
+    sealed before a re-key). Viewer or above; 400 for a team that is not end-to-end; empty when
+    the caller holds none."""
+    async with db.cursor(conn) as cur:
+        await roles.require(cur, team_id, actor, roles.VIEWER)
+        current = await require_e2e(cur, team_id)
+        rows = await db.fetchall(
+            cur,
+            """SELECT key_version, wrapped_key FROM team_key_wraps
+               WHERE team_id = %(team)s AND key_version <= %(version)s
+                 AND (CASE WHEN %(token)s::uuid IS NULL THEN user_id = %(user)s
+                           ELSE token_id = %(token)s::uuid END)
+               ORDER BY key_version""",
+            _caller_params(actor, team_id, current))
+    return {row["key_version"]: row["wrapped_key"] for row in rows}
+
+
 async def recipients(conn: db.Connection, actor: Actor, team_id: uuid.UUID
                      ) -> tuple[int, list[dict], list[dict]]:
     """The key version, the members (with their public key and whether they hold the current

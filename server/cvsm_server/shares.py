@@ -177,18 +177,21 @@ async def view(conn: db.Connection, actor: Actor, keyring: Keyring, token: str) 
     return row, value
 
 
-async def peek(conn: db.Connection, keyring: Keyring, token: str) -> None:
-    """Raise what `view` would raise, consuming nothing and writing nothing."""
+async def peek(conn: db.Connection, keyring: Keyring, token: str) -> bool:
+    """Raise what `view` would raise, consuming nothing and writing nothing; otherwise whether
+    the share is end-to-end (its value an envelope that the link's #fragment opens)."""
     token_hash = _token_hash(keyring, token)
     async with db.cursor(conn) as cur:
         row = await db.fetchone(
             cur,
-            """SELECT 1 FROM secret_shares WHERE token_hash = %s AND revoked_at IS NULL
+            """SELECT envelope IS NOT NULL AS e2e FROM secret_shares
+               WHERE token_hash = %s AND revoked_at IS NULL
                  AND expires_at > now() AND view_count < max_views""",
             (token_hash,),
         )
         if row is None:
             await _missing(cur, token_hash)
+    return bool(row["e2e"])
 
 
 async def _missing(cur: db.Cursor, token_hash: bytes) -> None:

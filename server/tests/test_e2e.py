@@ -375,9 +375,14 @@ async def test_a_share_of_an_e2e_team_stores_and_serves_the_clients_envelope(api
     assert resp.status == 201, await resp.text()
     link = (await resp.json())["url"]
     token = link.rsplit("/", 1)[1]
+    # HEAD says it is end-to-end before a view is spent (the share page refuses a link
+    # without its key then)
+    for _ in range(2):
+        head = await client.head(f"/api/v1/public/share/{token}")
+        assert head.status == 200 and head.headers["Cvsm-Share-E2E"] == "1"
     resp = await client.get(f"/api/v1/public/share/{token}")
     body = await resp.json()
-    assert body["e2e"] is True and body["value"] == envelope
+    assert body["e2e"] is True and body["value"] == envelope and body["view_count"] == 1
     assert crypto.open_share(body["value"], share_key) == "one time"
     # a plain team's share takes no value, and says it is not e2e
     plain = await api.team(alice.user, "plain-team")
@@ -387,6 +392,7 @@ async def test_a_share_of_an_e2e_team_stores_and_serves_the_clients_envelope(api
     assert resp.status == 400
     resp = await client.post(url, headers=auth(alice.token), json={})
     token = (await resp.json())["url"].rsplit("/", 1)[1]
+    assert (await client.head(f"/api/v1/public/share/{token}")).headers["Cvsm-Share-E2E"] == "0"
     body = await (await client.get(f"/api/v1/public/share/{token}")).json()
     assert body == {**body, "e2e": False, "value": "plain value"}
 

@@ -666,3 +666,156 @@ async def test_e2e_team_flows_in_the_browser_keep_values_out_of_the_database(
         finally:
             await browser.close()
     assert not problems, problems
+
+
+
+async def signed_in_with_keys(browser: Any, base: str, api: Api, slug: str,
+                              value: str) -> tuple[Any, dict, str]:
+    """A new owner signed in, their keys set up (the recovery key kept), an end-to-end team
+    made and DATABASE_URL = `value` saved in it: (page, owner, recovery key)."""
+    from playwright.async_api import expect
+
+    owner = await api.register(f"e2e_{slug.replace('-', '_')}")
+    page = await (await browser.new_context(bypass_csp=True)).new_page()
+    page.on("dialog", lambda dialog: dialog.accept())
+    await page.goto(f"{base}/signin")
+    await page.get_by_label("Email atau username").fill(owner["username"])
+    await page.get_by_label("Kata sandi").fill(PASSWORD)
+    await page.get_by_role("button", name="Masuk").click()
+    await page.wait_for_url(f"{base}/app/teams")
+    await page.get_by_role("link", name="Akun", exact=True).click()
+    await page.get_by_label("Passphrase baru (minimal 12 karakter)").fill(PASSPHRASE)
+    await page.get_by_label("Ulangi passphrase").fill(PASSPHRASE)
+    await page.get_by_role("button", name="Siapkan kunci end-to-end").click()
+    recovery = page.get_by_role("region", name="Kunci pemulihan")
+    await expect(recovery).to_be_visible()
+    recovery_key = (await recovery.locator("pre").inner_text()).strip()
+    await page.get_by_role("link", name="Tim", exact=True).click()
+    await page.get_by_label("Nama tim").fill(slug.title())
+    await page.get_by_label("Slug").fill(slug)
+    await page.get_by_label("End-to-end").check()
+    await page.get_by_role("button", name="Buat tim").click()
+    await expect(page.get_by_role("status").filter(has_text="Tim dibuat.")).to_have_count(1)
+    await page.get_by_label("Nama", exact=True).fill("DATABASE_URL")
+    await page.get_by_label("Nilai (disegel di peramban ini)").fill(value)
+    await page.get_by_role("button", name="Simpan", exact=True).click()
+    await expect(page.get_by_role("status").filter(has_text="Secret disimpan.")).to_have_count(1)
+    await page.get_by_role("link", name="DATABASE_URL").click()
+    return page, owner, recovery_key
+
+
+def chromium(pw: Any) -> Any:
+    return pw.chromium.launch(
+        executable_path=str(CHROMIUM),
+        args=[*CHROMIUM_ARGS, f"--host-resolver-rules=MAP {INSECURE_HOST} 127.0.0.1"])
+
+
+async def test_e2e_dashboard_reveals_and_rolls_back_to_a_version_sealed_before_a_rekey(
+        client: TestClient, api: Api, database_url: str) -> None:
+    """The page carries every wrap the member holds, and each envelope is opened with the key
+    of the version it names: after a re-key, version 1 is revealed and rolled back to."""
+    require_chromium()
+    from playwright.async_api import async_playwright, expect
+
+    base = str(client.make_url("/")).rstrip("/")
+    slug, a, b = "rekeyed", "postgres://app:sebelum@db/app", "postgres://app:sesudah@db/app"
+    async with async_playwright() as pw:
+        browser = await chromium(pw)
+        try:
+            page, _, _ = await signed_in_with_keys(browser, base, api, slug, a)
+            # Version 1 (a) and 2 (b) under key version 1; the re-key seals b as version 3.
+            secret_url = page.url
+            await page.get_by_label("Nilai baru").fill(b)
+            await page.get_by_role("button", name="Simpan perubahan").click()
+            await expect(page.get_by_text("Versi sekarang: 2")).to_be_visible()
+            await page.goto(f"{base}/app/teams/{slug}/members")
+            await page.get_by_role("button", name="Ganti kunci tim").click()
+            await page.get_by_role("button", name="Konfirmasi ganti kunci tim").click()
+            await expect(page.get_by_role("heading", name="Kunci tim end-to-end (versi 2)")
+                         ).to_be_visible()
+            await page.goto(secret_url)
+            await expect(page.get_by_text("Versi sekarang: 3")).to_be_visible()
+            await page.get_by_role("button", name="Tampilkan nilai versi 1").click()
+            await expect(page.get_by_label("Nilai versi 1")).to_have_text(a)
+            await page.get_by_role("button", name="Kembalikan ke versi 1").click()
+            await expect(page.get_by_text("Versi sekarang: 4")).to_be_visible()
+            await page.get_by_role("button", name="Tampilkan nilai sekarang").click()
+            await expect(page.get_by_label("Nilai sekarang")).to_have_text(a)
+            await no_plaintext(database_url, [a, b])
+        finally:
+            await browser.close()
+
+
+async def test_e2e_share_without_its_key_or_https_spends_no_view(
+        client: TestClient, api: Api, database_url: str) -> None:
+    """A share seen once (max_views 1), opened without its #fragment, with a cut one, or over
+    plain HTTP: refused before a view is spent; then it opens with the whole link."""
+    require_chromium()
+    from playwright.async_api import async_playwright, expect
+
+    base = str(client.make_url("/")).rstrip("/")
+    value = "postgres://app:sekali@db/app"
+    async with async_playwright() as pw:
+        browser = await chromium(pw)
+        try:
+            page, _, _ = await signed_in_with_keys(browser, base, api, "dibagi", value)
+            await page.get_by_role("button", name="Tampilkan nilai sekarang").click()
+            await expect(page.get_by_label("Nilai sekarang")).to_have_text(value)
+            await page.get_by_label("Berapa kali boleh dilihat").fill("1")
+            await page.get_by_role("button", name="Buat tautan").click()
+            shown = page.locator("[data-e2e-share-url]")
+            await expect(shown).to_contain_text("#")
+            link = (await shown.inner_text()).strip()
+            bare, key = link.split("#", 1)
+            reader = await (await browser.new_context()).new_page()
+            for address, said in ((bare, "tidak lengkap"), (f"{bare}#{key[:40]}", "tidak lengkap"),
+                                  (link.replace("127.0.0.1", INSECURE_HOST), "lewat HTTPS")):
+                await reader.goto(address)
+                await reader.get_by_role("button", name="Tampilkan secret").click()
+                await expect(reader.get_by_role("alert")).to_contain_text(said)
+                await expect(reader.locator("#secret-value")).to_have_text("")
+            views = await query(database_url, "SELECT view_count FROM secret_shares")
+            assert [r["view_count"] for r in views] == [0]
+            await reader.goto(link)
+            await reader.get_by_role("button", name="Tampilkan secret").click()
+            await expect(reader.locator("#secret-value")).to_have_text(value)
+        finally:
+            await browser.close()
+
+
+async def test_e2e_unlock_and_recovery_refuse_a_public_key_not_of_the_private_key(
+        client: TestClient, api: Api, database_url: str) -> None:
+    """The public key kept with the opened private key is derived from it: when the server's
+    differs, unlock and recovery refuse (the key stays locked, the wrap unchanged)."""
+    require_chromium()
+    from playwright.async_api import async_playwright, expect
+
+    base = str(client.make_url("/")).rstrip("/")
+    async with async_playwright() as pw:
+        browser = await chromium(pw)
+        try:
+            page, owner, recovery_key = await signed_in_with_keys(
+                browser, base, api, "ditukar", "postgres://app:kunci@db/app")
+            await page.get_by_role("link", name="Akun", exact=True).click()
+            await page.get_by_role("button", name="Kunci", exact=True).click()
+            await expect(page.get_by_text("Status: terkunci.")).to_be_visible()
+            await query(database_url, "UPDATE user_e2e_keys SET public_key = %s WHERE user_id = %s",
+                        (bytes(range(32)), owner["id"]))
+            await page.reload()
+            await page.get_by_label("Passphrase", exact=True).fill(PASSPHRASE)
+            await page.get_by_role("button", name="Buka kunci").click()
+            await expect(page.get_by_text("tidak cocok dengan kunci privat")).to_be_visible()
+            await expect(page.get_by_text("Status: terkunci.")).to_be_visible()
+            stored = "SELECT wrapped_private_key FROM user_e2e_keys WHERE user_id = %s"
+            wrapped = await query(database_url, stored, (owner["id"],))
+            await page.get_by_role("textbox", name="Kunci pemulihan").fill(recovery_key)
+            await page.get_by_label("Passphrase baru (minimal 12 karakter)").fill(
+                PASSPHRASE + " baru")
+            await page.get_by_label("Ulangi passphrase baru").fill(PASSPHRASE + " baru")
+            await page.get_by_role("button", name="Pulihkan dengan kunci pemulihan").click()
+            await expect(page.get_by_role("alert").filter(has_text="tidak cocok dengan kunci")
+                         ).to_be_visible()
+            await expect(page.get_by_text("Status: terkunci.")).to_be_visible()
+            assert await query(database_url, stored, (owner["id"],)) == wrapped
+        finally:
+            await browser.close()

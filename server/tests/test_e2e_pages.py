@@ -5,6 +5,7 @@ message, never a 500 and never a stored plaintext."""
 
 from __future__ import annotations
 
+import html
 import json
 import os
 import re
@@ -226,3 +227,24 @@ async def test_the_grant_form_names_the_key_it_wrapped_to_and_a_replaced_one_is_
         "csrf": member["csrf"], "public_key": e2e._b64u(member["public"]),
         "wrapped_key": e2e.wrap_team_key(team["key"], team["id"], 1, member["public"])})
     assert resp.status == 303, await resp.text()
+
+
+async def test_the_pages_carry_every_wrap_the_member_holds_after_a_rekey(
+        client: TestClient) -> None:
+    """A value sealed before a re-key names the older key version: the page's context carries
+    the member's wrap of every version they hold (`wraps`), so the script can open it."""
+    member = await keyed_member(client)
+    team = await e2e_team(client, member, "rekeyed-pages")
+    fresh = e2e.new_team_key()
+    resp = await client.post(f"/app/teams/{team['slug']}/e2e/rekey", allow_redirects=False, data={
+        "csrf": member["csrf"], "payload": json.dumps({"key_version": 2, "secrets": [], "wraps": [
+            {"user_id": member["user_id"], "public_key": e2e._b64u(member["public"]),
+             "wrapped_key": e2e.wrap_team_key(fresh, team["id"], 2, member["public"])}]})})
+    assert resp.status == 303, await resp.text()
+    for path in ("secrets", "members", "environments"):
+        ctx = context_of(await (await client.get(f"/app/teams/{team['slug']}/{path}")).text())
+        assert ctx["key-version"] == "2"
+        wraps = json.loads(html.unescape(ctx["wraps"]))
+        assert sorted(wraps) == ["1", "2"], path
+        assert {version: e2e.unwrap_team_key(wrapped, team["id"], int(version), member["private"])
+                for version, wrapped in wraps.items()} == {"1": team["key"], "2": fresh}

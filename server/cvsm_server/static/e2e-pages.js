@@ -34,6 +34,9 @@
     wrongPassphrase: "Passphrase salah.",
     wrongRecovery: "Kunci pemulihan salah atau bukan milik akun ini.",
     badRecovery: "Kunci pemulihan berbentuk cvsm-recovery1. diikuti 43 karakter.",
+    keyMismatch: "Kunci publik yang disimpan server untuk akun ini tidak cocok dengan kunci " +
+      "privat Anda, jadi kunci tidak dibuka. Jangan beri akses atau buat tim end-to-end; " +
+      "hubungi admin server.",
     unlocked: "Kunci end-to-end terbuka di peramban ini sampai Anda keluar atau menekan Kunci.",
     lockedNow: "Kunci end-to-end dikunci di peramban ini.",
     working: "Sedang mengenkripsi…",
@@ -74,7 +77,9 @@
     return store("readonly", function (s) { return s.get(MEMBER); });
   }
 
-  async function keepMemberKey(userId, publicKey, privateRaw) {
+  // The public key kept beside it is derived from the private key itself.
+  async function keepMemberKey(userId, privateRaw) {
+    var publicKey = E.b64u(await E.publicKey(privateRaw));
     var privateKey = await E.importPrivateKey(privateRaw, false);
     privateRaw.fill(0);
     await store("readwrite", function (s) {
@@ -194,6 +199,15 @@
     return one;
   }
 
+  // The public key of an opened private key, refused when it is not the one the server holds
+  // for the account (what others wrap team keys to).
+  async function checkPublicKey(ctx, privateRaw) {
+    if (E.b64u(await E.publicKey(privateRaw)) !== ctx.publicKey) {
+      privateRaw.fill(0);
+      refuse(TEXT.keyMismatch);
+    }
+  }
+
   function accountPage(ctx) {
     var setup = document.querySelector("form[data-e2e-setup]");
     if (setup) {
@@ -209,7 +223,7 @@
           await E.wrapPrivateKeyWithRecovery(pair.privateKey, recovery.raw, ctx.userId);
         clearPlain(form);
         stash("recovery", { publicKey: publicKey, recovery: recovery.text });
-        await keepMemberKey(ctx.userId, publicKey, pair.privateKey);
+        await keepMemberKey(ctx.userId, pair.privateKey);
       });
     }
     // The recovery key made by the set-up, shown once (the page holds the new public key).
@@ -226,14 +240,15 @@
         var message = messageOf(unlock);
         var field = unlock.querySelector("[data-e2e-passphrase]");
         say(message, TEXT.working, false);
-        E.openPassphraseWrap(ctx.passWrap, field.value, ctx.userId).then(function (raw) {
-          return keepMemberKey(ctx.userId, ctx.publicKey, raw);
+        E.openPassphraseWrap(ctx.passWrap, field.value, ctx.userId).then(async function (raw) {
+          await checkPublicKey(ctx, raw);
+          return keepMemberKey(ctx.userId, raw);
         }).then(function () {
           field.value = "";
           say(message, TEXT.unlocked, false);
           showLockState(ctx);
-        }).catch(function () {
-          say(message, TEXT.wrongPassphrase, true);
+        }).catch(function (err) {
+          say(message, err.user ? err.message : TEXT.wrongPassphrase, true);
         });
       });
     }
@@ -253,10 +268,11 @@
         } catch (e) {
           refuse(TEXT.wrongRecovery);
         }
+        await checkPublicKey(ctx, raw);
         form.elements.wrapped_private_key.value =
           await E.wrapPrivateKeyWithPassphrase(raw, passphrase, ctx.userId);
         clearPlain(form);
-        await keepMemberKey(ctx.userId, ctx.publicKey, raw);
+        await keepMemberKey(ctx.userId, raw);
       });
     }
     var lock = document.querySelector("[data-e2e-lock]");
@@ -304,11 +320,31 @@
     }
     notice("");
     var where = { teamId: found.teamId };
+    // The team key of the version an envelope names: the current one, or (a value sealed before
+    // a re-key) the member's wrap of that version from the page's context, opened once.
+    var wraps = ctx.wraps ? JSON.parse(ctx.wraps) : {};
+    var keys = {};
+    keys[found.keyVersion] = Promise.resolve(found.key);
+    function keyFor(envelope) {
+      var version = E.parseEnvelope(envelope).keyVersion;
+      if (!keys[version]) {
+        keys[version] = memberKey().then(function (member) {
+          if (!wraps[version]) throw new E.E2EError("no wrap of key version " + version);
+          return E.unwrapTeamKey(wraps[version], found.teamId, version, member.privateKey,
+                                 E.unb64u(member.publicKey, 32));
+        });
+      }
+      return keys[version];
+    }
+    // An envelope opened with the key of the version it names.
+    async function openAny(envelope, at) {
+      return E.openValue(envelope, await keyFor(envelope), at);
+    }
 
     // Revealed values: the page holds the envelope; the value is opened here, as text.
     for (var shown of document.querySelectorAll("[data-e2e-envelope]")) {
       try {
-        shown.textContent = await E.openValue(shown.dataset.e2eEnvelope, found.key,
+        shown.textContent = await openAny(shown.dataset.e2eEnvelope,
           { teamId: found.teamId, environment: shown.dataset.e2eEnvironment,
             name: shown.dataset.e2eName });
         shown.dataset.e2eOpened = "";
@@ -348,7 +384,7 @@
     // Rollback: the version revealed on the page, opened and sealed again as the next version.
     for (var back of document.querySelectorAll("form[data-e2e-rollback]")) {
       sealing(back, async function (form) {
-        var old = await E.openValue(form.dataset.envelope, found.key,
+        var old = await openAny(form.dataset.envelope,
           { teamId: found.teamId, environment: form.dataset.environment, name: form.dataset.name });
         form.elements.value.value = await E.sealValue(old, found.key, found.keyVersion,
                                                       nextVersion(form));
@@ -359,7 +395,7 @@
     for (var share of document.querySelectorAll("form[data-e2e-share]")) {
       sealing(share, async function (form) {
         var source = document.querySelector("[data-e2e-envelope][data-e2e-current]");
-        var value = await E.openValue(source.dataset.e2eEnvelope, found.key,
+        var value = await openAny(source.dataset.e2eEnvelope,
           { teamId: found.teamId, environment: source.dataset.e2eEnvironment,
             name: source.dataset.e2eName });
         var shareKey = E.random(32);
@@ -406,7 +442,7 @@
       var environment = exported.dataset.e2eEnvironment;
       try {
         for (var name of Object.keys(envelopes)) {
-          values[name] = await E.openValue(envelopes[name], found.key,
+          values[name] = await openAny(envelopes[name],
             { teamId: found.teamId, environment: environment, name: name });
         }
         var download = exported.querySelector("a");
@@ -504,8 +540,9 @@
       }
       var id = E.newSecretId();  // the team's id, chosen here: the wrap names it
       f.elements.id.value = id;
+      // to the public key derived from the opened private key (equal to the server's, above)
       f.elements.wrapped_key.value = await E.wrapTeamKey(E.newTeamKey(), id, 1,
-                                                         E.unb64u(ctx.publicKey, 32));
+                                                         E.unb64u(member.publicKey, 32));
     });
   }
 

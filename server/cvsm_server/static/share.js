@@ -4,6 +4,9 @@
 // already used up, expired or revoked shows that instead of a button that can only fail.
 // A share of an end-to-end team holds an envelope (`cvsm-share1.`): its key is the link's
 // #fragment, which browsers never send; e2e.js opens it here, and a missing or wrong key says so.
+// The HEAD answer says whether the share is end-to-end (`Cvsm-Share-E2E`), and the button asks
+// again before the GET: a link without its key, or a page without WebCrypto (not HTTPS), is
+// refused before a view is spent.
 (function () {
   "use strict";
 
@@ -38,45 +41,71 @@
   var address = "/api/v1/public/share/" + encodeURIComponent(token);
   var fragment = window.location.hash.replace(/^#/, "");
 
-  // The value as shown: an end-to-end share's envelope opened with the fragment's key.
-  function opened(value) {
-    if (value.indexOf("cvsm-share1.") !== 0) return Promise.resolve(value);
+  var INCOMPLETE = "Tautan ini tidak lengkap: kunci setelah tanda # hilang atau terpotong. " +
+    "Salin seluruh tautan dari pengirimnya.";
+
+  // The fragment's key of an end-to-end share, or why it cannot be opened here (before a view
+  // is spent).
+  function shareKey() {
     var E = window.CvsmE2E;
-    if (!E || !E.available()) {
-      return Promise.reject(new Error("Secret ini terenkripsi end-to-end dan hanya dapat dibuka " +
-                                      "lewat HTTPS: buka tautan ini dengan alamat https://."));
+    if (!window.isSecureContext || !E || !E.available()) {
+      throw new Error("Secret ini terenkripsi end-to-end dan hanya dapat dibuka " +
+                      "lewat HTTPS: buka tautan ini dengan alamat https://.");
     }
+    if (!/^[A-Za-z0-9_-]{43}$/.test(fragment)) throw new Error(INCOMPLETE);
+    try {
+      return E.unb64u(fragment, 32);
+    } catch (e) {
+      throw new Error(INCOMPLETE);
+    }
+  }
+
+  // The value as shown: an end-to-end share's envelope opened with the fragment's key.
+  function opened(share) {
+    if (!share.e2e) return Promise.resolve(share.value);
     var key;
     try {
-      key = E.unb64u(fragment, 32);
+      key = shareKey();
     } catch (e) {
-      return Promise.reject(new Error("Tautan ini tidak lengkap: kunci setelah tanda # hilang " +
-                                      "atau terpotong. Salin seluruh tautan dari pengirimnya."));
+      return Promise.reject(e);
     }
-    return E.openShare(value, key).catch(function () {
+    return window.CvsmE2E.openShare(share.value, key).catch(function () {
       throw new Error("Kunci setelah tanda # tidak membuka secret ini. Salin seluruh tautan " +
                       "dari pengirimnya.");
     });
   }
 
-  fetch(address, { method: "HEAD", cache: "no-store", credentials: "omit",
-                   referrerPolicy: "no-referrer" })
-    .then(function (response) {
-      if (response.status === 404 || response.status === 410) {
-        showGone(MESSAGES[response.status]);
-      }
-    })
-    .catch(function () { /* the button still works, and says what went wrong */ });
+  // HEAD: whether the link still works (404, 410 shown as gone; null then) and whether the
+  // share is end-to-end; consumes no view.
+  function peek() {
+    return fetch(address, { method: "HEAD", cache: "no-store", credentials: "omit",
+                            referrerPolicy: "no-referrer" })
+      .then(function (response) {
+        if (response.status === 404 || response.status === 410) {
+          showGone(MESSAGES[response.status]);
+          return null;
+        }
+        if (!response.ok) {
+          throw new Error(MESSAGES[response.status] ||
+                          "Terjadi kesalahan (" + response.status + ").");
+        }
+        return { e2e: response.headers.get("Cvsm-Share-E2E") === "1" };
+      });
+  }
+
+  peek().catch(function () { /* the button still works, and says what went wrong */ });
 
   $("reveal").addEventListener("click", function () {
     $("reveal").disabled = true;
-    fetch(address, {
-      headers: { Accept: "application/json" },
-      cache: "no-store",
-      credentials: "omit",
-      referrerPolicy: "no-referrer",
+    $("error").hidden = true;
+    peek().then(function (found) {
+      if (found === null) return null;
+      if (found.e2e) shareKey();  // refused here: no view spent
+      return fetch(address, { headers: { Accept: "application/json" }, cache: "no-store",
+                              credentials: "omit", referrerPolicy: "no-referrer" });
     })
       .then(function (response) {
+        if (response === null) return null;
         if (response.status === 404 || response.status === 410) {
           showGone(MESSAGES[response.status]);
           return null;
@@ -88,7 +117,7 @@
       })
       .then(function (share) {
         if (share === null) return null;
-        return opened(share.value).then(function (value) { return [share, value]; });
+        return opened(share).then(function (value) { return [share, value]; });
       })
       .then(function (found) {
         if (found === null) return;

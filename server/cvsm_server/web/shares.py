@@ -46,12 +46,14 @@ async def revoke_share(request: web.Request) -> web.Response:
 
 
 async def view_share(request: web.Request) -> web.Response:
-    """GET consumes one view; HEAD answers the same status and consumes nothing."""
+    """GET consumes one view; HEAD answers the same status and consumes nothing, and says in
+    `Cvsm-Share-E2E` (1 or 0) whether the share is end-to-end, so the share page can refuse a
+    link without its #fragment before a view is spent."""
     token = request.match_info["token"]
     async with connection(request) as conn:
         if request.method == "HEAD":
-            await shares.peek(conn, request.app[KEYRING], token)
-            return web.json_response({})
+            e2e = await shares.peek(conn, request.app[KEYRING], token)
+            return web.json_response({}, headers={"Cvsm-Share-E2E": "1" if e2e else "0"})
         row, value = await shares.view(conn, actor(request), request.app[KEYRING], token)
     return web.json_response({
         "secret_name": row["secret_name"],
@@ -90,7 +92,8 @@ OPENAPI = {
         "responses": {200: answer({"teams": INT, "secrets": INT})},
     },
     "view_share": {
-        "summary": "Reveal a shared value; consumes one view (HEAD consumes nothing).",
+        "summary": "Reveal a shared value; consumes one view (HEAD consumes nothing and "
+                   "answers `Cvsm-Share-E2E: 1` for an end-to-end share, else 0).",
         "tags": ["public"],
         "description": "With `e2e` true (a share of an end-to-end team), `value` is the "
                        "`cvsm-share1.` envelope that the key in the link's #fragment opens.",

@@ -40,12 +40,16 @@ async def page_context(conn: db.Connection, actor: Actor, page: str) -> dict[str
 
 async def team_wrap(conn: db.Connection, actor: Actor, team: dict) -> dict[str, Any]:
     """The member's wrap of the team's current key: team_id, key_version, wrapped_key (None
-    when they were not granted access)."""
+    when they were not granted access); and `wraps`, JSON of every wrap they hold by key version
+    (a value sealed before a re-key names an older version)."""
+    team_id = uuid.UUID(str(team["id"]))
     try:
-        version, wrapped = await e2e.read_wrap(conn, actor, uuid.UUID(str(team["id"])))
+        version, wrapped = await e2e.read_wrap(conn, actor, team_id)
     except Forbidden:
         version, wrapped = team["key_version"], None
-    return {"team_id": str(team["id"]), "key_version": version, "wrapped_key": wrapped}
+    wraps = await e2e.read_wraps(conn, actor, team_id)
+    return {"team_id": str(team["id"]), "key_version": version, "wrapped_key": wrapped,
+            "wraps": json.dumps({str(v): w for v, w in wraps.items()})}
 
 
 async def team_context(conn: db.Connection, actor: Actor, team: dict) -> dict[str, Any] | None:
