@@ -15,6 +15,7 @@ from typing import Any
 
 import httpx
 import pytest
+from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
 import cvsm
 from cvsm import e2e
@@ -46,6 +47,9 @@ def test_every_recipient_of_the_vectors_opens_the_team_key(vectors: dict[str, An
         opened = e2e.unwrap_team_key(recipient["wrapped_key"], vectors["team_id"], vectors["key_version"],
                                      b64u(recipient["private_key"]))
         assert opened == b64u(vectors["team_key"]), recipient["what"]
+        as_object = X25519PrivateKey.from_private_bytes(b64u(recipient["private_key"]))  # what the client holds
+        assert e2e.unwrap_team_key(recipient["wrapped_key"], vectors["team_id"], vectors["key_version"],
+                                   as_object) == opened
 
 
 def vector_api(api: FakeApi, vectors: dict[str, Any], entry: dict[str, Any]) -> None:
@@ -379,3 +383,45 @@ def test_the_decryption_error_is_exported_and_documented() -> None:
     assert not issubclass(cvsm.DecryptionError, (cvsm.NetworkError, cvsm.ApiError, cvsm.ConfigurationError))
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
     assert "## End-to-end teams" in readme and "`DecryptionError`" in readme
+
+
+def frame_locals_texts(error: BaseException) -> list[str]:
+    """Return the repr of every local of every frame of ``error``'s traceback and of the errors it
+    chains to (as an error reporter that captures locals sends them), the test's own frame aside."""
+    texts: list[str] = []
+    seen: set[int] = set()
+    pending: list[BaseException | None] = [error]
+    while pending:
+        current = pending.pop()
+        if current is None or id(current) in seen:
+            continue
+        seen.add(id(current))
+        tb = current.__traceback__
+        while tb is not None:
+            if tb.tb_frame.f_code.co_filename != __file__:
+                texts += [f"{name}={value!r}" for name, value in tb.tb_frame.f_locals.items()]
+            tb = tb.tb_next
+        pending += [current.__cause__, current.__context__]
+    return texts
+
+
+@pytest.mark.parametrize("failure", ["refused", "wrong wrap"])
+async def test_no_traceback_local_of_a_failing_key_fetch_holds_the_private_key(
+    sdk: Sdk, api: FakeApi, team: E2eTeam, failure: str
+) -> None:
+    api.add_sealed("A", "one")
+    if failure == "refused":
+        api.fail("e2e_key", 403)
+    else:
+        _, other_public = e2e.generate_key_pair()
+        wrapped = e2e.wrap_team_key(team.team_key, team.team_id, team.key_version, other_public)
+        api.fail("e2e_key", httpx.Response(200, json={"team_id": team.team_id, "key_version": 1,
+                                                      "wrapped_key": wrapped}))
+    client = sdk.client(token=team.token)
+    with pytest.raises(cvsm.CvsmError) as caught:
+        await sdk.call(client.get("A"))
+    texts = frame_locals_texts(caught.value)
+    assert len(texts) > 10  # the client's frames were walked
+    for text in texts:
+        for hidden in (repr(team.private_key), team.key_part, team.private_key.hex()):
+            assert hidden not in text

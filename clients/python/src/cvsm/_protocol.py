@@ -178,7 +178,7 @@ class TeamKey:
         return f"TeamKey(team_id={self.team_id!r}, key_version={self.key_version})"
 
 
-def unwrap_team_key(wrapped: WrappedTeamKey, private_key: bytes, request_id: str | None) -> TeamKey:
+def unwrap_team_key(wrapped: WrappedTeamKey, private_key: e2e.PrivateKey, request_id: str | None) -> TeamKey:
     """Open the team key the server sent, or raise :class:`DecryptionError`."""
     try:
         key = e2e.unwrap_team_key(wrapped.wrapped_key, wrapped.team_id, wrapped.key_version, private_key)
