@@ -7,9 +7,12 @@ against an end-to-end team: requests, cache, clear-cache, key versions and the e
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
+import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +23,7 @@ from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 import cvsm
 from cvsm import e2e
 
-from .conftest import TEAM_ID, E2eTeam, FakeApi, Sdk
+from .conftest import BASE_URL, TEAM_ID, E2eTeam, FakeApi, Sdk
 
 VECTORS_PATH = Path(__file__).resolve().parents[3] / "conformance" / "vectors" / "e2e.json"
 VALUE = "postgres://app:s3cr3t-e2e@db.internal/app"
@@ -425,3 +428,62 @@ async def test_no_traceback_local_of_a_failing_key_fetch_holds_the_private_key(
     for text in texts:
         for hidden in (repr(team.private_key), team.key_part, team.private_key.hex()):
             assert hidden not in text
+
+
+# Concurrent reads: one key request ---------------------------------------------------------------
+
+
+class SlowTransport(httpx.BaseTransport, httpx.AsyncBaseTransport):
+    """Answer from ``api`` after a pause, so that concurrent calls overlap (respx answers at once)."""
+
+    def __init__(self, api: FakeApi, pause: float = 0.05) -> None:
+        self.api = api
+        self.pause = pause
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        time.sleep(self.pause)
+        return self.api.handle(request)
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        await asyncio.sleep(self.pause)
+        return self.api.handle(request)
+
+
+READERS = 8
+
+
+def test_concurrent_first_reads_in_threads_make_one_key_request(api: FakeApi, team: E2eTeam) -> None:
+    names = [f"S{i}" for i in range(READERS)]
+    for name in names:
+        api.add_sealed(name, name.lower())
+    with httpx.Client(transport=SlowTransport(api)) as http, cvsm.Client(
+        token=team.token, base_url=BASE_URL, team=TEAM_ID, http_client=http
+    ) as client, ThreadPoolExecutor(READERS) as pool:
+        assert list(pool.map(client.get, names)) == [name.lower() for name in names]
+    assert sorted(api.kinds()) == ["by_name"] * READERS + ["e2e_key"]
+
+
+async def test_concurrent_first_reads_in_tasks_make_one_key_request(api: FakeApi, team: E2eTeam) -> None:
+    names = [f"S{i}" for i in range(READERS)]
+    for name in names:
+        api.add_sealed(name, name.lower())
+    async with httpx.AsyncClient(transport=SlowTransport(api)) as http:
+        client = cvsm.AsyncClient(token=team.token, base_url=BASE_URL, team=TEAM_ID, http_client=http)
+        values = await asyncio.gather(*(client.get(name) for name in names), client.get_all())
+    assert values[:-1] == [name.lower() for name in names]
+    assert values[-1] == {name: name.lower() for name in names}
+    assert sorted(api.kinds()) == ["by_name"] * READERS + ["e2e_key", "export"]
+
+
+async def test_concurrent_reads_after_a_rekey_fetch_the_new_key_once(api: FakeApi, team: E2eTeam) -> None:
+    api.add_sealed("A", "old")
+    async with httpx.AsyncClient(transport=SlowTransport(api)) as http:
+        client = cvsm.AsyncClient(token=team.token, base_url=BASE_URL, team=TEAM_ID, http_client=http, cache_ttl=0)
+        assert await client.get("A") == "old"
+        team.rekey()
+        api.secrets.clear()
+        api.add_sealed("A", "new")
+        api.reset_requests()
+        assert await asyncio.gather(*(client.get("A") for _ in range(READERS))) == ["new"] * READERS
+    assert sorted(api.kinds()) == ["by_name"] * READERS + ["e2e_key"]
+

@@ -114,6 +114,17 @@ class Sleep:
     seconds: float
 
 
+@attrs.frozen(eq=False)
+class Acquire:
+    """A lock the client must take before the flow goes on; the flow releases it itself.
+
+    ``lock`` is of the client's kind: a ``threading.Lock`` for ``Client``, an ``asyncio.Lock``
+    for ``AsyncClient`` (whose ``release`` is not a coroutine either).
+    """
+
+    lock: Any
+
+
 def request_headers(token: Token) -> dict[str, str]:
     """Return the headers every request carries."""
     return {
