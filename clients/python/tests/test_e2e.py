@@ -430,7 +430,7 @@ async def test_no_traceback_local_of_a_failing_key_fetch_holds_the_private_key(
             assert hidden not in text
 
 
-# Concurrent reads: one key request ---------------------------------------------------------------
+# Concurrent reads: one key request; a drop while it is in flight ------------------------------
 
 
 class SlowTransport(httpx.BaseTransport, httpx.AsyncBaseTransport):
@@ -487,3 +487,29 @@ async def test_concurrent_reads_after_a_rekey_fetch_the_new_key_once(api: FakeAp
         assert await asyncio.gather(*(client.get("A") for _ in range(READERS))) == ["new"] * READERS
     assert sorted(api.kinds()) == ["by_name"] * READERS + ["e2e_key"]
 
+
+async def test_a_key_fetched_while_the_cache_is_cleared_is_not_kept(sdk: Sdk, api: FakeApi, team: E2eTeam) -> None:
+    api.add_sealed("A", "one")
+    client = sdk.client(token=team.token)
+    api.fail("e2e_key", lambda request: client.clear_cache())  # cleared while the key is on its way
+    assert await sdk.call(client.get("A")) == "one"  # the call itself still opens its value
+    assert await sdk.call(client.get("A")) == "one"
+    assert api.kinds() == ["by_name", "e2e_key", "by_name", "e2e_key"]
+    assert await sdk.call(client.get("A")) == "one"
+    assert api.kinds() == ["by_name", "e2e_key", "by_name", "e2e_key"]  # kept from then on
+
+
+def test_a_key_fetched_while_another_call_is_refused_with_401_is_not_kept(api: FakeApi, team: E2eTeam) -> None:
+    api.add_sealed("A", "one")
+    api.add_sealed("B", "two")
+    client = cvsm.Client(token=team.token, base_url=BASE_URL, team=TEAM_ID)
+
+    def refused_meanwhile(request: httpx.Request) -> None:
+        api.fail("by_name", 401)
+        with pytest.raises(cvsm.AuthenticationError):
+            client.get("B")
+
+    api.fail("e2e_key", refused_meanwhile)
+    assert client.get("A") == "one"
+    assert client.get("B") == "two"
+    assert api.kinds() == ["by_name", "e2e_key", "by_name", "by_name", "e2e_key"]  # A, its key, B refused, B, a key

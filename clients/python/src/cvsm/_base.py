@@ -162,9 +162,12 @@ class BaseClient(Generic[Http]):
         self._cache = ValueCache(config.cache_ttl, config.stale_if_error, lock=self._new_cache_lock())
         # An end-to-end team's key, once fetched and opened: kept for the client's life, until
         # clear_cache or a refused token, whatever cache_ttl is. One call at a time fetches it
-        # (_key_lock: the others wait, then take the key it got).
+        # (_key_lock: the others wait, then take the key it got); a fetch that began before the
+        # key was dropped (_key_generation counts the drops) does not store what it got.
         self._team_key: proto.TeamKey | None = None
         self._key_lock = self._new_key_lock()
+        self._key_state_lock = self._new_cache_lock()
+        self._key_generation = 0
         self._transport_ready()
 
     @property
@@ -179,7 +182,9 @@ class BaseClient(Generic[Http]):
     def _forget(self) -> None:
         """Empty the cache, kept values included, and drop the team key."""
         self._cache.clear()
-        self._team_key = None
+        with self._key_state_lock:
+            self._key_generation += 1
+            self._team_key = None
 
     def __repr__(self) -> str:
         return proto.describe(type(self).__name__, self._config)
@@ -290,7 +295,8 @@ class BaseClient(Generic[Http]):
         this token, open it with the token's key part and keep it.
 
         One call fetches at a time: a call that waited for another's fetch takes the key it got
-        when that key fits ``versions``.
+        when that key fits ``versions``. The key is kept only if neither ``clear_cache`` nor a
+        refused token dropped the held key while it was being fetched.
         """
         lock = self._key_lock
         yield proto.Acquire(lock)
@@ -298,11 +304,14 @@ class BaseClient(Generic[Http]):
             held = self._team_key
             if held is not None and versions == {held.key_version}:
                 return held
+            generation = self._key_generation
             private_key = self._token.private_key()  # a key object: its repr shows no bytes
             assert private_key is not None
             reply = yield from self._fetch(proto.team_key_call(self._config.team))
             key = proto.unwrap_team_key(reply.value, private_key, reply.request_id)
-            self._team_key = key
+            with self._key_state_lock:
+                if generation == self._key_generation:
+                    self._team_key = key
             return key
         finally:
             lock.release()
