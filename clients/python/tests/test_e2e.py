@@ -7,19 +7,23 @@ against an end-to-end team: requests, cache, clear-cache, key versions and the e
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
+import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
 import cvsm
 from cvsm import e2e
 
-from .conftest import TEAM_ID, E2eTeam, FakeApi, Sdk
+from .conftest import BASE_URL, TEAM_ID, E2eTeam, FakeApi, Sdk
 
 VECTORS_PATH = Path(__file__).resolve().parents[3] / "conformance" / "vectors" / "e2e.json"
 VALUE = "postgres://app:s3cr3t-e2e@db.internal/app"
@@ -46,6 +50,9 @@ def test_every_recipient_of_the_vectors_opens_the_team_key(vectors: dict[str, An
         opened = e2e.unwrap_team_key(recipient["wrapped_key"], vectors["team_id"], vectors["key_version"],
                                      b64u(recipient["private_key"]))
         assert opened == b64u(vectors["team_key"]), recipient["what"]
+        as_object = X25519PrivateKey.from_private_bytes(b64u(recipient["private_key"]))  # what the client holds
+        assert e2e.unwrap_team_key(recipient["wrapped_key"], vectors["team_id"], vectors["key_version"],
+                                   as_object) == opened
 
 
 def vector_api(api: FakeApi, vectors: dict[str, Any], entry: dict[str, Any]) -> None:
@@ -379,3 +386,130 @@ def test_the_decryption_error_is_exported_and_documented() -> None:
     assert not issubclass(cvsm.DecryptionError, (cvsm.NetworkError, cvsm.ApiError, cvsm.ConfigurationError))
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
     assert "## End-to-end teams" in readme and "`DecryptionError`" in readme
+
+
+def frame_locals_texts(error: BaseException) -> list[str]:
+    """Return the repr of every local of every frame of ``error``'s traceback and of the errors it
+    chains to (as an error reporter that captures locals sends them), the test's own frame aside."""
+    texts: list[str] = []
+    seen: set[int] = set()
+    pending: list[BaseException | None] = [error]
+    while pending:
+        current = pending.pop()
+        if current is None or id(current) in seen:
+            continue
+        seen.add(id(current))
+        tb = current.__traceback__
+        while tb is not None:
+            if tb.tb_frame.f_code.co_filename != __file__:
+                texts += [f"{name}={value!r}" for name, value in tb.tb_frame.f_locals.items()]
+            tb = tb.tb_next
+        pending += [current.__cause__, current.__context__]
+    return texts
+
+
+@pytest.mark.parametrize("failure", ["refused", "wrong wrap"])
+async def test_no_traceback_local_of_a_failing_key_fetch_holds_the_private_key(
+    sdk: Sdk, api: FakeApi, team: E2eTeam, failure: str
+) -> None:
+    api.add_sealed("A", "one")
+    if failure == "refused":
+        api.fail("e2e_key", 403)
+    else:
+        _, other_public = e2e.generate_key_pair()
+        wrapped = e2e.wrap_team_key(team.team_key, team.team_id, team.key_version, other_public)
+        api.fail("e2e_key", httpx.Response(200, json={"team_id": team.team_id, "key_version": 1,
+                                                      "wrapped_key": wrapped}))
+    client = sdk.client(token=team.token)
+    with pytest.raises(cvsm.CvsmError) as caught:
+        await sdk.call(client.get("A"))
+    texts = frame_locals_texts(caught.value)
+    assert len(texts) > 10  # the client's frames were walked
+    for text in texts:
+        for hidden in (repr(team.private_key), team.key_part, team.private_key.hex()):
+            assert hidden not in text
+
+
+# Concurrent reads: one key request; a drop while it is in flight ------------------------------
+
+
+class SlowTransport(httpx.BaseTransport, httpx.AsyncBaseTransport):
+    """Answer from ``api`` after a pause, so that concurrent calls overlap (respx answers at once)."""
+
+    def __init__(self, api: FakeApi, pause: float = 0.05) -> None:
+        self.api = api
+        self.pause = pause
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        time.sleep(self.pause)
+        return self.api.handle(request)
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        await asyncio.sleep(self.pause)
+        return self.api.handle(request)
+
+
+READERS = 8
+
+
+def test_concurrent_first_reads_in_threads_make_one_key_request(api: FakeApi, team: E2eTeam) -> None:
+    names = [f"S{i}" for i in range(READERS)]
+    for name in names:
+        api.add_sealed(name, name.lower())
+    with httpx.Client(transport=SlowTransport(api)) as http, cvsm.Client(
+        token=team.token, base_url=BASE_URL, team=TEAM_ID, http_client=http
+    ) as client, ThreadPoolExecutor(READERS) as pool:
+        assert list(pool.map(client.get, names)) == [name.lower() for name in names]
+    assert sorted(api.kinds()) == ["by_name"] * READERS + ["e2e_key"]
+
+
+async def test_concurrent_first_reads_in_tasks_make_one_key_request(api: FakeApi, team: E2eTeam) -> None:
+    names = [f"S{i}" for i in range(READERS)]
+    for name in names:
+        api.add_sealed(name, name.lower())
+    async with httpx.AsyncClient(transport=SlowTransport(api)) as http:
+        client = cvsm.AsyncClient(token=team.token, base_url=BASE_URL, team=TEAM_ID, http_client=http)
+        values = await asyncio.gather(*(client.get(name) for name in names), client.get_all())
+    assert values[:-1] == [name.lower() for name in names]
+    assert values[-1] == {name: name.lower() for name in names}
+    assert sorted(api.kinds()) == ["by_name"] * READERS + ["e2e_key", "export"]
+
+
+async def test_concurrent_reads_after_a_rekey_fetch_the_new_key_once(api: FakeApi, team: E2eTeam) -> None:
+    api.add_sealed("A", "old")
+    async with httpx.AsyncClient(transport=SlowTransport(api)) as http:
+        client = cvsm.AsyncClient(token=team.token, base_url=BASE_URL, team=TEAM_ID, http_client=http, cache_ttl=0)
+        assert await client.get("A") == "old"
+        team.rekey()
+        api.secrets.clear()
+        api.add_sealed("A", "new")
+        api.reset_requests()
+        assert await asyncio.gather(*(client.get("A") for _ in range(READERS))) == ["new"] * READERS
+    assert sorted(api.kinds()) == ["by_name"] * READERS + ["e2e_key"]
+
+
+async def test_a_key_fetched_while_the_cache_is_cleared_is_not_kept(sdk: Sdk, api: FakeApi, team: E2eTeam) -> None:
+    api.add_sealed("A", "one")
+    client = sdk.client(token=team.token)
+    api.fail("e2e_key", lambda request: client.clear_cache())  # cleared while the key is on its way
+    assert await sdk.call(client.get("A")) == "one"  # the call itself still opens its value
+    assert await sdk.call(client.get("A")) == "one"
+    assert api.kinds() == ["by_name", "e2e_key", "by_name", "e2e_key"]
+    assert await sdk.call(client.get("A")) == "one"
+    assert api.kinds() == ["by_name", "e2e_key", "by_name", "e2e_key"]  # kept from then on
+
+
+def test_a_key_fetched_while_another_call_is_refused_with_401_is_not_kept(api: FakeApi, team: E2eTeam) -> None:
+    api.add_sealed("A", "one")
+    api.add_sealed("B", "two")
+    client = cvsm.Client(token=team.token, base_url=BASE_URL, team=TEAM_ID)
+
+    def refused_meanwhile(request: httpx.Request) -> None:
+        api.fail("by_name", 401)
+        with pytest.raises(cvsm.AuthenticationError):
+            client.get("B")
+
+    api.fail("e2e_key", refused_meanwhile)
+    assert client.get("A") == "one"
+    assert client.get("B") == "two"
+    assert api.kinds() == ["by_name", "e2e_key", "by_name", "by_name", "e2e_key"]  # A, its key, B refused, B, a key

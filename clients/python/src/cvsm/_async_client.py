@@ -70,6 +70,9 @@ class AsyncClient(BaseClient[httpx.AsyncClient]):
     ) -> None:
         await self.aclose()
 
+    def _new_key_lock(self) -> asyncio.Lock:
+        return asyncio.Lock()
+
     async def _run(self, flow: Flow[T]) -> T:
         """Take the steps ``flow`` asks for, with asyncio, and return its result."""
         try:
@@ -82,8 +85,11 @@ class AsyncClient(BaseClient[httpx.AsyncClient]):
                         step = flow.throw(exc)
                     else:
                         step = flow.send(answer)
-                else:
+                elif isinstance(step, proto.Sleep):
                     await asyncio.sleep(step.seconds)
+                    step = flow.send(None)
+                else:
+                    await step.lock.acquire()
                     step = flow.send(None)
         except StopIteration as done:
             result: T = done.value

@@ -3,7 +3,8 @@ the opening of an end-to-end team's values.
 
 :class:`BaseClient` writes each operation once, as a *flow*: a generator that yields the steps
 it needs taken (a :class:`~cvsm._protocol.Call` to attempt, a :class:`~cvsm._protocol.Sleep`
-before a retry) and is sent back their outcome, in the manner of ``httpx.Auth.auth_flow``.
+before a retry, an :class:`~cvsm._protocol.Acquire` of a lock) and is sent back their outcome,
+in the manner of ``httpx.Auth.auth_flow``.
 :class:`cvsm.Client` runs the flows with blocking I/O and :class:`cvsm.AsyncClient` with
 asyncio; neither holds any other logic (``Client.get`` only inlines the cache hit).
 """
@@ -31,7 +32,7 @@ logger = logging.getLogger("cvsm")
 
 T = TypeVar("T")
 Http = TypeVar("Http", httpx.Client, httpx.AsyncClient)
-Step = proto.Call[Any] | proto.Sleep
+Step = proto.Call[Any] | proto.Sleep | proto.Acquire
 Flow = Generator[Step, Any, T]
 """An operation written once for both clients; see the module docstring."""
 
@@ -160,8 +161,13 @@ class BaseClient(Generic[Http]):
         self._on_stale = on_stale
         self._cache = ValueCache(config.cache_ttl, config.stale_if_error, lock=self._new_cache_lock())
         # An end-to-end team's key, once fetched and opened: kept for the client's life, until
-        # clear_cache or a refused token, whatever cache_ttl is.
+        # clear_cache or a refused token, whatever cache_ttl is. One call at a time fetches it
+        # (_key_lock: the others wait, then take the key it got); a fetch that began before the
+        # key was dropped (_key_generation counts the drops) does not store what it got.
         self._team_key: proto.TeamKey | None = None
+        self._key_lock = self._new_key_lock()
+        self._key_state_lock = self._new_cache_lock()
+        self._key_generation = 0
         self._transport_ready()
 
     @property
@@ -176,7 +182,9 @@ class BaseClient(Generic[Http]):
     def _forget(self) -> None:
         """Empty the cache, kept values included, and drop the team key."""
         self._cache.clear()
-        self._team_key = None
+        with self._key_state_lock:
+            self._key_generation += 1
+            self._team_key = None
 
     def __repr__(self) -> str:
         return proto.describe(type(self).__name__, self._config)
@@ -184,6 +192,10 @@ class BaseClient(Generic[Http]):
     def _new_cache_lock(self) -> AbstractContextManager[Any]:
         """Return what guards the cache: a real lock where threads share the client."""
         return contextlib.nullcontext()
+
+    def _new_key_lock(self) -> Any:
+        """Return the lock one team key fetch at a time holds, of the kind the subclass's I/O takes."""
+        raise NotImplementedError
 
     def _transport_ready(self) -> None:
         """Prepare what the subclass's I/O needs besides ``_http`` (nothing here)."""
@@ -271,21 +283,38 @@ class BaseClient(Generic[Http]):
         versions = {proto.key_version_of(name, envelope, request_id) for name, envelope in envelopes.items()}
         key = self._team_key
         if key is None or versions != {key.key_version}:
-            key = yield from self._fetch_team_key()
+            key = yield from self._fetch_team_key(versions)
         environment = self._config.environment
         return {
             name: proto.open_value(name, environment, envelope, key, request_id)
             for name, envelope in envelopes.items()
         }
 
-    def _fetch_team_key(self) -> Flow[proto.TeamKey]:
-        """Fetch the team key wrapped to this token, open it with the token's key part, keep it."""
-        private_key = self._token.private_key()
-        assert private_key is not None
-        reply = yield from self._fetch(proto.team_key_call(self._config.team))
-        key = proto.unwrap_team_key(reply.value, private_key, reply.request_id)
-        self._team_key = key
-        return key
+    def _fetch_team_key(self, versions: set[int]) -> Flow[proto.TeamKey]:
+        """Return the team key for envelopes sealed under ``versions``: fetch the key wrapped to
+        this token, open it with the token's key part and keep it.
+
+        One call fetches at a time: a call that waited for another's fetch takes the key it got
+        when that key fits ``versions``. The key is kept only if neither ``clear_cache`` nor a
+        refused token dropped the held key while it was being fetched.
+        """
+        lock = self._key_lock
+        yield proto.Acquire(lock)
+        try:
+            held = self._team_key
+            if held is not None and versions == {held.key_version}:
+                return held
+            generation = self._key_generation
+            private_key = self._token.private_key()  # a key object: its repr shows no bytes
+            assert private_key is not None
+            reply = yield from self._fetch(proto.team_key_call(self._config.team))
+            key = proto.unwrap_team_key(reply.value, private_key, reply.request_id)
+            with self._key_state_lock:
+                if generation == self._key_generation:
+                    self._team_key = key
+            return key
+        finally:
+            lock.release()
 
     def _inject_flow(self, overwrite: bool) -> Flow[list[str]]:
         values = yield from self._get_all_flow()

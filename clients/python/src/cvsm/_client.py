@@ -87,6 +87,9 @@ class Client(BaseClient[httpx.Client]):
     def _new_cache_lock(self) -> threading.Lock:
         return threading.Lock()
 
+    def _new_key_lock(self) -> threading.Lock:
+        return threading.Lock()
+
     def _transport_ready(self) -> None:
         # The sockets of the client's own pool, for a deadline that passes before the answer on a
         # keep-alive connection has begun (see _deadline); a caller's http_client is not ours to cut.
@@ -104,8 +107,11 @@ class Client(BaseClient[httpx.Client]):
                         step = flow.throw(exc)
                     else:
                         step = flow.send(answer)
-                else:
+                elif isinstance(step, proto.Sleep):
                     time.sleep(step.seconds)
+                    step = flow.send(None)
+                else:
+                    step.lock.acquire()
                     step = flow.send(None)
         except StopIteration as done:
             result: T = done.value

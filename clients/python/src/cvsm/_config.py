@@ -13,6 +13,7 @@ import ssl
 from collections.abc import Mapping
 
 import attrs
+from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
 from . import e2e
 from ._errors import ConfigurationError
@@ -73,17 +74,18 @@ class Token:
 
     A token of an end-to-end team carries its X25519 private key after a dot
     (``cvsm_<64 hex>.<43 base64url characters>``): only the part before the dot is ever sent,
-    and the key stays here, for opening the team key (see :mod:`cvsm.e2e`).
+    and the key stays here, for opening the team key (see :mod:`cvsm.e2e`), as an
+    ``X25519PrivateKey`` object, whose repr shows no bytes, never as raw bytes.
     """
 
     _value: str
-    _private_key: bytes | None = None
+    _private_key: X25519PrivateKey | None = None
 
     def reveal(self) -> str:
         """Return the API token (the part before the dot), for the Authorization header only."""
         return self._value
 
-    def private_key(self) -> bytes | None:
+    def private_key(self) -> X25519PrivateKey | None:
         """Return the token's X25519 private key (its key part), or ``None`` when it has none."""
         return self._private_key
 
@@ -131,15 +133,7 @@ def resolve_config(
             f"(token= or {ENV_TOKEN})"
         )
 
-    api_token, private_key = raw_token, None
-    try:
-        if raw_token.startswith("cvsm_"):  # only an API token has a key part; a JWT has dots of its own
-            api_token, private_key = e2e.split_token(raw_token)
-    except e2e.E2EError:
-        raise ConfigurationError(
-            "the token has a key part but is not of the form cvsm_<64 hex>.<43 base64url characters> "
-            f"(token= or {ENV_TOKEN})"
-        ) from None
+    resolved_token = _split_token(raw_token)
 
     raw_base_url = _pick(base_url, environ, ENV_BASE_URL)
     if raw_base_url is None:
@@ -156,7 +150,7 @@ def resolve_config(
 
     raw_environment = _pick(environment, environ, ENV_ENVIRONMENT) or DEFAULT_ENVIRONMENT
 
-    return Token(api_token, private_key), ClientConfig(
+    return resolved_token, ClientConfig(
         base_url=raw_base_url,
         team=raw_team.strip(),
         environment=raw_environment.strip(),
@@ -168,6 +162,24 @@ def resolve_config(
         ),
         ca_file=_pick(ca_file, environ, ENV_CA_FILE),
     )
+
+
+def _split_token(raw_token: str) -> Token:
+    """Return the :class:`Token` of ``raw_token``: its API token, and its key part as a key object.
+
+    The key's raw bytes live only inside this call, so no traceback local of a later error
+    (this module's, the client's) holds them.
+    """
+    if not raw_token.startswith("cvsm_"):  # only an API token has a key part; a JWT has dots of its own
+        return Token(raw_token)
+    try:
+        api_token, key_bytes = e2e.split_token(raw_token)
+    except e2e.E2EError:
+        raise ConfigurationError(
+            "the token has a key part but is not of the form cvsm_<64 hex>.<43 base64url characters> "
+            f"(token= or {ENV_TOKEN})"
+        ) from None
+    return Token(api_token, X25519PrivateKey.from_private_bytes(key_bytes) if key_bytes is not None else None)
 
 
 def tls_context(ca_file: str) -> ssl.SSLContext:

@@ -114,6 +114,17 @@ class Sleep:
     seconds: float
 
 
+@attrs.frozen(eq=False)
+class Acquire:
+    """A lock the client must take before the flow goes on; the flow releases it itself.
+
+    ``lock`` is of the client's kind: a ``threading.Lock`` for ``Client``, an ``asyncio.Lock``
+    for ``AsyncClient`` (whose ``release`` is not a coroutine either).
+    """
+
+    lock: Any
+
+
 def request_headers(token: Token) -> dict[str, str]:
     """Return the headers every request carries."""
     return {
@@ -178,7 +189,7 @@ class TeamKey:
         return f"TeamKey(team_id={self.team_id!r}, key_version={self.key_version})"
 
 
-def unwrap_team_key(wrapped: WrappedTeamKey, private_key: bytes, request_id: str | None) -> TeamKey:
+def unwrap_team_key(wrapped: WrappedTeamKey, private_key: e2e.PrivateKey, request_id: str | None) -> TeamKey:
     """Open the team key the server sent, or raise :class:`DecryptionError`."""
     try:
         key = e2e.unwrap_team_key(wrapped.wrapped_key, wrapped.team_id, wrapped.key_version, private_key)

@@ -28,6 +28,7 @@ __all__ = [
     "E2EError",
     "Envelope",
     "MIN_ITERATIONS",
+    "PrivateKey",
     "generate_key_pair",
     "join_token",
     "new_team_key",
@@ -60,6 +61,11 @@ _PASS_RE = re.compile(rf"cvsm-pass1\.({_NUMBER})\.({_B64U})\.({_B64U})\.({_B64U}
 _REC_RE = re.compile(rf"cvsm-rec1\.({_B64U})\.({_B64U})")
 _SHARE_RE = re.compile(rf"cvsm-share1\.({_B64U})\.({_B64U})")
 _TOKEN_RE = re.compile(rf"(cvsm_[0-9a-f]{{64}})\.({_B64U})")
+
+PrivateKey = bytes | X25519PrivateKey
+"""An X25519 private key: its 32 raw bytes, or cryptography's ``X25519PrivateKey``, whose repr
+shows no bytes (what a long-lived holder such as the client keeps, so that no traceback local
+shows the key)."""
 
 
 class E2EError(ValueError):
@@ -108,7 +114,9 @@ def _hkdf(ikm: bytes, salt: bytes, info: bytes) -> bytes:
     return HKDF(algorithm=hashes.SHA256(), length=_KEY, salt=salt, info=info).derive(ikm)
 
 
-def _private(private_key: bytes) -> X25519PrivateKey:
+def _private(private_key: PrivateKey) -> X25519PrivateKey:
+    if isinstance(private_key, X25519PrivateKey):
+        return private_key
     if len(private_key) != _KEY:
         raise E2EError("an X25519 private key is 32 bytes")
     return X25519PrivateKey.from_private_bytes(private_key)
@@ -120,7 +128,7 @@ def generate_key_pair() -> tuple[bytes, bytes]:
     return private.private_bytes_raw(), private.public_key().public_bytes_raw()
 
 
-def public_key(private_key: bytes) -> bytes:
+def public_key(private_key: PrivateKey) -> bytes:
     """The X25519 public key of ``private_key``."""
     return _private(private_key).public_key().public_bytes_raw()
 
@@ -158,8 +166,9 @@ def wrap_team_key(team_key: bytes, team_id: str, key_version: int, recipient_pub
     return f"cvsm-wrap1.{_b64u(eph_public)}.{_b64u(nonce)}.{_b64u(ct)}"
 
 
-def unwrap_team_key(wrapped: str, team_id: str, key_version: int, private_key: bytes) -> bytes:
-    """The team key in ``wrapped``, opened with the recipient's X25519 private key."""
+def unwrap_team_key(wrapped: str, team_id: str, key_version: int, private_key: PrivateKey) -> bytes:
+    """The team key in ``wrapped``, opened with the recipient's X25519 private key (raw bytes or an
+    ``X25519PrivateKey``)."""
     match = _WRAP_RE.fullmatch(wrapped)
     if match is None:
         raise E2EError("a wrapped team key must look like cvsm-wrap1.<eph>.<nonce>.<ct>")
@@ -305,6 +314,6 @@ def split_token(token: str) -> tuple[str, bytes | None]:
     return match[1], _unb64u(match[2], _KEY, "the token's private key")
 
 
-def join_token(api_token: str, private_key: bytes) -> str:
+def join_token(api_token: str, private_key: PrivateKey) -> str:
     """The token string an application of an end-to-end team is given."""
     return f"{api_token}.{_b64u(_private(private_key).private_bytes_raw())}"
