@@ -677,19 +677,30 @@ ORDER BY name, {_ENV_ORDER}""")
 
 async def export(conn: db.Connection, actor: Actor, keyring: Keyring, team_id: uuid.UUID, *,
                  environment: str | None = None, fmt: str = "dotenv") -> dict[str, str]:
+    """`export_marked`'s values."""
+    values, _ = await export_marked(conn, actor, keyring, team_id, environment=environment,
+                                    fmt=fmt)
+    return values
+
+
+async def export_marked(conn: db.Connection, actor: Actor, keyring: Keyring, team_id: uuid.UUID,
+                        *, environment: str | None = None, fmt: str = "dotenv"
+                        ) -> tuple[dict[str, str], bool]:
     """Every live value of the team (or of one environment), audited as `export`.
 
     Without an environment every environment is exported; a name present in several takes its
     production, then staging, then development value. The audit entry records the environments
     whose values were actually exported and the names' count. An end-to-end team exports its
-    envelopes, in JSON only (400 for the text formats, which the client writes).
+    envelopes, in JSON only (400 for the text formats, which the client writes); the second
+    item says whether it is one (read in the same transaction as the values).
     """
     check_export_format(fmt)
     if environment is not None:
         check_environment(environment)
     async with db.transaction(conn) as cur:
         await roles.require(cur, team_id, actor, roles.VIEWER)
-        if fmt != "json" and await e2e.key_version_of(cur, team_id) is not None:
+        end_to_end = await e2e.key_version_of(cur, team_id) is not None
+        if fmt != "json" and end_to_end:
             raise BadRequest(E2E_TEXT_EXPORT)
         rows = await _EXPORT.fetchall(cur, {"team_id": team_id, "environment": environment,
                                             "environments": actor.environments})
@@ -703,4 +714,4 @@ async def export(conn: db.Connection, actor: Actor, keyring: Keyring, team_id: u
                            metadata={"format": fmt, "environment": environment or "all",
                                      "environments": [e for e in ENVIRONMENTS if e in exported_from],
                                      "count": len(values)})
-    return values
+    return values, end_to_end

@@ -10,6 +10,9 @@ async def test_allowed_origin_gets_cors_headers_and_others_do_not(make_settings,
     ok = await client.get("/api/v1/health", headers={"Origin": "https://app.example.com"})
     assert ok.headers["Access-Control-Allow-Origin"] == "https://app.example.com"
     assert ok.headers["Vary"] == "Origin"
+    # what a browser's script may read: Retry-After, the request id, the export's e2e mark
+    assert {h.strip() for h in ok.headers["Access-Control-Expose-Headers"].split(",")} == {
+        "Retry-After", "X-Request-Id", "Cvsm-E2E"}
     evil = await client.get("/api/v1/health", headers={"Origin": "https://evil.example"})
     assert "Access-Control-Allow-Origin" not in evil.headers
 

@@ -210,6 +210,30 @@ async def test_sealed_secrets_are_stored_checked_and_served_as_envelopes(client,
     assert resp.status == 200
 
 
+async def test_the_json_export_of_an_e2e_team_is_marked_and_a_plain_teams_is_not(api, client,
+                                                                                  alice, team):
+    # `{NAME: value}` has no room for the `e2e` mark: a client without the key tells by the header
+    await team.create_secret(alice, "API_KEY", "sk-live-123")
+    token_string, _, _ = await team.token(alice, read_only=True)
+    api_part, _ = crypto.split_token(token_string)
+    for token, environment in ((alice.token, "production"), (api_part, "production"),
+                               (alice.token, None)):
+        params = {"format": "json", **({"environment": environment} if environment else {})}
+        resp = await client.get(f"/api/v1/teams/{team.id}/secrets/export", headers=auth(token),
+                                params=params)
+        assert resp.status == 200 and resp.headers["Cvsm-E2E"] == "1"
+        assert (await resp.json())["API_KEY"].startswith("cvsm-e2e1.")
+    plain = await api.team(alice.user)
+    await api.secret(alice.user, plain, "API_KEY", "sk-plain")
+    for fmt in ("json", "dotenv"):
+        resp = await client.get(f"/api/v1/teams/{plain}/secrets/export", headers=auth(alice.token),
+                                params={"format": fmt, "environment": "production"})
+        assert resp.status == 200 and "Cvsm-E2E" not in resp.headers
+    resp = await client.get(f"/api/v1/teams/{plain}/secrets/export", headers=auth(alice.token),
+                            params={"format": "json"})
+    assert await resp.json() == {"API_KEY": "sk-plain"} and "Cvsm-E2E" not in resp.headers
+
+
 async def test_a_create_without_a_matching_envelope_is_refused(api, client, alice, team):
     url = f"/api/v1/teams/{team.id}/secrets"
     secret_id = str(uuid.uuid4())

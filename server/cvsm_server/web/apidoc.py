@@ -101,6 +101,8 @@ def _success(entry: Any) -> dict:
     out: dict[str, Any] = {"description": description, "headers": dict(_REQUEST_ID)}
     if content:
         out["content"] = content["content"] if "content" in content else content
+    if schema and "headers" in schema:  # beside "content": the answer's own headers
+        out["headers"].update(copy.deepcopy(schema["headers"]))
     return out
 
 

@@ -22,7 +22,7 @@ SECURITY_HEADERS = {
 }
 ALLOWED_METHODS = "GET, POST, PUT, PATCH, DELETE, OPTIONS"
 ALLOWED_HEADERS = "Authorization, Content-Type, X-Request-Id"
-EXPOSED_HEADERS = "Retry-After, X-Request-Id"
+EXPOSED_HEADERS = "Retry-After, X-Request-Id, Cvsm-E2E"
 
 
 # Set in one call per response (the names are distinct and new to it: a handler sets none).

@@ -125,6 +125,9 @@ async def rollback(request: web.Request) -> web.Response:
 
 
 TEXT_EXPORTS = {"dotenv": dotenv.render, "shell": shell_export.render}
+# On the JSON export of an end-to-end team, whose values are envelopes: `{NAME: value}` has no
+# room for the `e2e` mark a read carries, and a client without the key must not take them as values.
+E2E_HEADER = "Cvsm-E2E"
 
 
 async def export(request: web.Request) -> web.StreamResponse:
@@ -132,10 +135,11 @@ async def export(request: web.Request) -> web.StreamResponse:
     environment = query_text(request, "environment")
     async with connection(request) as conn:
         team_id = await team_of(request, conn)
-        values = await secrets.export(conn, actor(request), request.app[KEYRING], team_id,
-                                      environment=environment, fmt=fmt)
+        values, end_to_end = await secrets.export_marked(conn, actor(request),
+                                                         request.app[KEYRING], team_id,
+                                                         environment=environment, fmt=fmt)
     if fmt == "json":
-        return web.json_response(values)
+        return web.json_response(values, headers={E2E_HEADER: "1"} if end_to_end else None)
     return web.Response(text=TEXT_EXPORTS[fmt](values), content_type="text/plain", charset="utf-8")
 
 
@@ -279,7 +283,9 @@ OPENAPI = {
         "description": "Without an environment, a name present in several takes its production,"
                        " then staging, then development value. An end-to-end team exports JSON "
                        "only (its envelopes, by name; 400 for `dotenv` and `shell`, which the "
-                       "client writes).",
+                       "client writes), and says so in the header `Cvsm-E2E: 1` (absent for a "
+                       "plain team): a client without the team's key must not take the "
+                       "envelopes for values.",
         "tags": ["secrets"],
         "query": [query("format", {"type": "string", "enum": list(secrets.EXPORT_FORMATS),
                                    "default": "dotenv"},
@@ -293,7 +299,10 @@ OPENAPI = {
             "text/plain": {"schema": STRING},
             "application/json": {"schema": {"type": "object",
                                             "additionalProperties": STRING}},
-        }})},
+        }, "headers": {E2E_HEADER: {
+            "description": "`1` on the JSON export of an end-to-end team (its values are "
+                           "envelopes); absent for a plain team.",
+            "schema": {"type": "string", "enum": ["1"]}}}})},
     },
     "bulk_create": {
         "summary": f"Create up to {bulk.MAX_ITEMS} secrets, each on its own (Member).",
