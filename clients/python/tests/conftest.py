@@ -181,6 +181,7 @@ class FakeApi:
             return httpx.Response(
                 200,
                 json={s["name"]: s["value"] for s in self.secrets if environment in (None, s["environment"])},
+                headers={"Cvsm-E2E": "1"} if self.e2e is not None else None,  # as the server marks it
             )
         if kind == "by_name":
             wanted = (unquote(match.group("name")), environment or "production")

@@ -302,6 +302,35 @@ async def test_a_token_without_its_key_part_on_an_end_to_end_team_is_a_configura
     assert api.kinds() == ["by_name"]
 
 
+async def test_a_token_without_its_key_part_gets_the_same_error_from_a_marked_export(
+    sdk: Sdk, api: FakeApi, team: E2eTeam, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The export's {NAME: value} has no "e2e" mark: the server says it in the Cvsm-E2E header.
+    api.add_sealed("E2E_ONE", "first")
+    monkeypatch.setenv("E2E_ONE", "placeholder")  # so that monkeypatch restores the environment
+    monkeypatch.delenv("E2E_ONE")
+    client = sdk.client(token=team.api_token)
+    messages = []
+    for call in (client.get_all, lambda: client.inject(overwrite=True), lambda: client.get("E2E_ONE")):
+        with pytest.raises(cvsm.ConfigurationError) as caught:
+            await sdk.call(call())
+        assert caught.value.status is None
+        messages.append(str(caught.value))
+    assert messages == [messages[2]] * 3  # the by-name read's own message
+    assert messages[2].startswith("this team is end-to-end: the token needs its key part")
+    assert "E2E_ONE" not in os.environ
+    assert api.kinds() == ["export", "export", "by_name"]  # neither retried nor cached
+
+
+async def test_an_export_without_the_mark_is_answered_as_today(sdk: Sdk, api: FakeApi, team: E2eTeam) -> None:
+    api.add_sealed("A", "one")
+    envelope = api.secrets[0]["value"]
+    api.e2e = None  # a plain team's export: no Cvsm-E2E header, the values are what it answers
+    assert await sdk.call(sdk.client(token=team.api_token).get_all()) == {"A": envelope}
+    api.fail("export", httpx.Response(200, json={"A": "x"}, headers={"Cvsm-E2E": "0"}))
+    assert await sdk.call(sdk.client(token=team.api_token).get_all()) == {"A": "x"}
+
+
 async def test_the_end_to_end_mark_beside_the_secret_counts_too(sdk: Sdk, api: FakeApi) -> None:
     api.fail("by_name", httpx.Response(200, json={"secret": {"id": "x"}, "value": "cvsm-e2e1.1.x", "e2e": True}))
     with pytest.raises(cvsm.ConfigurationError, match="the token needs its key part"):

@@ -249,7 +249,8 @@ class BaseClient(Generic[Http]):
         """Return every secret of the environment: fresh from the cache, else one export.
 
         With a token that has its key part, every value of the export is an envelope, opened
-        here (after fetching the team key when it is not held).
+        here (after fetching the team key when it is not held). Without it, an export marked
+        end-to-end (``Cvsm-E2E: 1``) raises the configuration error a by-name read does.
         """
         cache = self._cache
         cached = cache.fresh_all()
@@ -261,6 +262,8 @@ class BaseClient(Generic[Http]):
             values = reply.value
             if self._token.private_key() is not None:
                 values = yield from self._open_flow(values, reply.request_id)
+            elif reply.e2e:
+                raise proto.keyless_end_to_end()
         except CvsmError as error:
             kept = cache.kept_all()
             if kept is None or not proto.allows_stale(error):

@@ -99,12 +99,18 @@ class Answer:
         return self.headers.get("X-Request-Id") or None
 
 
+# The header the server sets on an end-to-end team's JSON export (its values are envelopes).
+E2E_HEADER = "Cvsm-E2E"
+
+
 @attrs.frozen
 class Reply(Generic[T]):
-    """What a successful call returns: the parsed result and the answer's request id."""
+    """What a successful call returns: the parsed result, the answer's request id and whether
+    the answer says its values are an end-to-end team's envelopes (``Cvsm-E2E: 1``)."""
 
     value: T
     request_id: str | None
+    e2e: bool = False
 
 
 @attrs.frozen
@@ -262,7 +268,7 @@ def read_answer(call: Call[T], answer: Answer, token: Token) -> Reply[T]:
             f"unreadable response: HTTP {answer.status} body is not JSON", request_id=answer.request_id
         ) from None
     try:
-        return Reply(call.parse(body), answer.request_id)
+        return Reply(call.parse(body), answer.request_id, answer.headers.get(E2E_HEADER) == "1")
     except NetworkError as exc:
         exc.request_id = answer.request_id
         raise
