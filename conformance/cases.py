@@ -235,6 +235,7 @@ PLACEHOLDERS = {
     "refused_url": "a base URL on a port where nothing listens",
     "token": "the run's API token; in an end-to-end case, a token of the case's team with its key part",
     "token:NAME": "a token of the case's \"tokens\", minted for this language run",
+    "api_token": "in an end-to-end case, {{token}} without its key part (the API token before the dot)",
     "bad_token": "a well-formed token the server never issued (new for each language run)",
     "team_id": "the case's team id",
     "team_slug": "the case's team slug",
@@ -272,6 +273,10 @@ def _check_placeholders(case: Case) -> None:
         if name == "http_date" and arg is not None and re.fullmatch(r"[+-][0-9]+", arg):
             continue
         if name == "token" and arg in case.tokens:
+            continue
+        if name == "api_token" and arg is None:
+            if not case.e2e:
+                raise CaseFileError(f"{case.path}: {{{{api_token}}}} needs an end-to-end team (\"team\": {{\"e2e\": true}})")
             continue
         if name in ("previous", "rotated") and arg in _rotated_names(case):
             continue

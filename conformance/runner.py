@@ -164,6 +164,9 @@ class CaseRun:
             if arg is None:
                 return seed.e2e.token if seed.e2e is not None else self.seeder.token
             return self.tokens[arg].token
+        if name == "api_token":  # an end-to-end case's token without its key part
+            assert seed.e2e is not None
+            return seed.e2e.token.partition(".")[0]
         if name == "secret":
             assert arg is not None
             secret_name, _, environment = arg.partition("@")
@@ -202,11 +205,12 @@ class CaseRun:
 
     def tokens_never_shown(self) -> list[str]:
         """tokens_never_shown are the credentials no error message or describe may hold: with an
-        end-to-end team's token, its key part and its team key too."""
+        end-to-end team's token, its part before the dot, its key part and its team key too."""
         tokens = [self.seeder.token, self.bad_token] + [t.token for t in self.tokens.values()]
         e2e = self.seeder.teams[self.case.id].e2e if self.case.id in self.seeder.teams else None
         if e2e is not None:
-            tokens += [e2e.token, e2e.token.partition(".")[2], _b64u(e2e.team_key)]
+            api_token, _, key_part = e2e.token.partition(".")
+            tokens += [e2e.token, api_token, key_part, _b64u(e2e.team_key)]
         return tokens
 
     def secrets_never_shown(self) -> list[str]:

@@ -28,7 +28,7 @@ from conformance.runner import CaseRun, StepFailure
 from conformance.server import Seeder
 
 E2E_CASES = {"e2e_get_opens_value", "e2e_get_all_opens_values", "e2e_inject_sets_values",
-             "e2e_tampered_value_is_decryption_error"}
+             "e2e_tampered_value_is_decryption_error", "e2e_token_without_key_is_configuration_error"}
 
 
 class StubApi:
@@ -173,6 +173,33 @@ async def test_token_is_the_case_teams_token_with_its_key_part_and_it_never_show
             run.check_universal("get", {"ok": False, "error": {**error, "message": f"bad {leak}"}})
         with pytest.raises(StepFailure, match="describe shows a token"):
             run.check_universal("describe", {"ok": True, "result": {"text": f"<Client {leak}>"}})
+
+
+async def test_api_token_is_the_token_without_its_key_part_and_it_never_shows(stub: tuple[StubApi, str]) -> None:
+    _, url = stub
+    case = next(c for c in load_cases() if c.id == "e2e_token_without_key_is_configuration_error")
+    async with Seeder(url) as seeder:
+        await seeder.seed([case])
+    run = _Seeded(case, seeder)
+    seed = seeder.teams[case.id].e2e
+    assert seed is not None
+    api_token, dot, key_part = seed.token.partition(".")
+    assert dot and key_part and run.lookup("api_token", None) == api_token != seeder.token
+    assert run.sub(case.client["token"]) == api_token
+    error = {"kind": "configuration", "status": None, "retry_after": None, "request_id": None, "suggestion": None}
+    run.check_universal("get", {"ok": False, "error": {**error, "message": "the token needs its key part"}})
+    with pytest.raises(StepFailure, match="token or value"):
+        run.check_universal("get", {"ok": False, "error": {**error, "message": f"bad {api_token}"}})
+
+
+def test_api_token_needs_an_end_to_end_case(tmp_path: Path) -> None:
+    plain = {"id": "plain", "title": "t", "client": {"token": "{{api_token}}"},
+             "steps": [{"op": "get", "args": {"name": "A"}}]}
+    (tmp_path / "plain.json").write_text(json.dumps(plain))
+    with pytest.raises(CaseFileError, match=r"\{\{api_token\}\} needs an end-to-end team"):
+        load_cases(tmp_path)
+    (tmp_path / "plain.json").write_text(json.dumps({**plain, "team": {"e2e": True}}))
+    assert [case.id for case in load_cases(tmp_path)] == ["plain"]
 
 
 def test_reseal_needs_an_end_to_end_case_and_a_seeded_production_secret(tmp_path: Path) -> None:
