@@ -247,7 +247,8 @@ class Client {
    * end-to-end team's token each value is opened as `get()` opens it.
    * @returns {Promise<Record<string, string>>} The secrets, name to value (a new object).
    * @throws {DecryptionError} When an end-to-end team's value does not open.
-   * @throws {CvsmError} A subclass for the failure it names.
+   * @throws {ConfigurationError} When the team is end-to-end and the token lacks its key part.
+   * @throws {CvsmError} Another subclass for any other failure.
    */
   async getAll() {
     const environment = this.#config.environment;
@@ -261,7 +262,11 @@ class Client {
         validate: SHAPES.export,
         configuration: { 404: WRONG_BASE_URL_OR_TEAM, 400: WRONG_ENVIRONMENT },
       });
-      // An end-to-end team's export is {NAME: envelope}: each opens for its own name.
+      // An end-to-end team's export is {NAME: envelope}, marked by the header Cvsm-E2E: 1 (the
+      // JSON has no room for a mark): each opens for its own name, with the key part only.
+      if (this.#privateKey === null && answer.headers.get('cvsm-e2e') === '1') {
+        throw new ConfigurationError(KEY_PART_MISSING, { requestId: answer.requestId });
+      }
       values =
         this.#privateKey === null
           ? { ...answer.body }
@@ -293,7 +298,8 @@ class Client {
    * variable name) and every value (no NUL character).
    * @param {{ overwrite?: boolean }} [options] `overwrite: true` replaces variables already set.
    * @returns {Promise<string[]>} The names it set, sorted.
-   * @throws {ConfigurationError} Naming the secret whose name or value cannot be set; nothing is set then.
+   * @throws {ConfigurationError} Naming the secret whose name or value cannot be set; nothing is
+   *   set then. As getAll(), when the team is end-to-end and the token lacks its key part.
    * @throws {CvsmError} Another subclass when the read fails.
    */
   async inject({ overwrite = false } = {}) {

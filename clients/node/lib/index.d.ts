@@ -172,6 +172,7 @@ export declare class Client {
    * end-to-end team's values are opened on this side, as by `get`.
    * @returns The secrets, name to value.
    * @throws {@link DecryptionError} When an end-to-end team's value does not open.
+   * @throws {@link ConfigurationError} When the team is end-to-end and the token lacks its key part.
    * @throws {@link CvsmError} A subclass, for the failure it names.
    */
   getAll(): Promise<Record<string, string>>;
@@ -181,6 +182,7 @@ export declare class Client {
    * @param options - `overwrite: true` replaces variables already set.
    * @returns The names set, sorted.
    * @throws {@link ConfigurationError} When a name or value cannot be put in the environment; nothing is set then.
+   *   As {@link Client.getAll}, when the team is end-to-end and the token lacks its key part.
    */
   inject(options?: InjectOptions): Promise<string[]>;
   /** Forgets every cached value, the kept ones included, and an end-to-end team's key. */

@@ -111,8 +111,9 @@ class Transport {
   }
 
   /**
-   * Sends `GET {baseUrl}{path}?{query}` and returns `{body, requestId}`, the parsed JSON
-   * body and the answer's X-Request-Id (or null). Options:
+   * Sends `GET {baseUrl}{path}?{query}` and returns `{body, requestId, headers}`, the parsed
+   * JSON body, the answer's X-Request-Id (or null) and its headers (a Headers; empty when the
+   * caller's fetch gave none). Options:
    * - `validate(body)`: whether a 2xx body has the promised shape; when not, the answer is
    *   unreadable and retried like a dropped connection;
    * - `configuration`: status -> hint; an answer with one of these statuses is a
@@ -145,7 +146,7 @@ class Transport {
         continue;
       }
       if (answer.status >= 200 && answer.status < 300) {
-        return { body: answer.body, requestId: answer.requestId };
+        return { body: answer.body, requestId: answer.requestId, headers: answer.headers };
       }
       throw this.#errorFor(answer, configuration);
     }
@@ -210,7 +211,8 @@ class Transport {
         { requestId },
       );
     }
-    return { status: res.status, statusText: res.statusText, headers: res.headers, body, requestId };
+    const headers = res.headers || new Headers();
+    return { status: res.status, statusText: res.statusText, headers, body, requestId };
   }
 
   /** Maps a non-2xx answer to its error class, with the server's message. */

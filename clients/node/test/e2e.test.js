@@ -436,6 +436,35 @@ describe('client: an end-to-end team', () => {
     });
     assert.deepEqual(stub.paths, [BY_NAME('DATABASE_URL')]);
   });
+
+  test('a token without its key part: getAll and inject of an export marked Cvsm-E2E: 1 are the same configuration error', async (t) => {
+    t.after(() => {
+      delete process.env.DATABASE_URL;
+      delete process.env.API_KEY;
+    });
+    const c = client({ token: API_TOKEN, maxRetries: 2 });
+    const keyPartMissing = (requestId) => (err) => {
+      assert.ok(err instanceof ConfigurationError, String(err));
+      assert.match(err.message, /^this team is end-to-end: the token needs its key part/);
+      assert.equal(err.status, null);
+      assert.equal(err.requestId, requestId);
+      return true;
+    };
+    await assert.rejects(c.getAll(), keyPartMissing('req-1'));
+    await assert.rejects(c.inject(), keyPartMissing('req-2'));
+    assert.equal(process.env.DATABASE_URL, undefined);
+    assert.equal(process.env.API_KEY, undefined);
+    // Never retried, no key fetch, and nothing cached: get() asks the server too.
+    await assert.rejects(c.get('DATABASE_URL'), keyPartMissing('req-3'));
+    assert.deepEqual(stub.paths, [EXPORT, EXPORT, BY_NAME('DATABASE_URL')]);
+  });
+
+  test('a token without its key part: an export without the header is served as it is', async () => {
+    stub.e2e = null; // a server that does not mark the export
+    const c = client({ token: API_TOKEN });
+    assert.deepEqual(await c.getAll(), stub.secrets.production);
+    assert.deepEqual(stub.paths, [EXPORT]);
+  });
 });
 
 describe('client: a token with a key part against a team that is not end-to-end', () => {

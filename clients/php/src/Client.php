@@ -51,6 +51,8 @@ class Client
     /** A name inject() can put in the environment (rule R8). */
     private const VARIABLE_NAME = '/^[A-Za-z_][A-Za-z0-9_]*$/D';
 
+    /** What a token without its key part gets from an end-to-end team (by name: `"e2e": true`; the export: `Cvsm-E2E: 1`). */
+    private const NEEDS_KEY_PART = 'this team is end-to-end: the token needs its key part (cvsm_<64 hex>.<43 characters>, the whole token as it was shown when it was made) to read %s';
     /** The hint of a 400 to the team key's request: a key part used on a plain team. */
     private const NOT_END_TO_END = 'the team is not end-to-end, but the token carries a key part: use the token without it';
 
@@ -188,10 +190,7 @@ class Client
             if (self::$vault[$this->key]['private_key'] !== null) {
                 $value = $this->open([$name => $value], $environment, $name, $requestId)[$name];
             } elseif ($sealed) {
-                throw new ConfigurationException(sprintf(
-                    'this team is end-to-end: the token needs its key part (cvsm_<64 hex>.<43 characters>, the whole token as it was shown when it was made) to read secret "%s"',
-                    $name
-                ));
+                throw new ConfigurationException(sprintf(self::NEEDS_KEY_PART, sprintf('secret "%s"', $name)));
             }
         } catch (SecretNotFoundException $e) {
             throw $this->notFound($environment, $name, $e);
@@ -210,10 +209,13 @@ class Client
      * export endpoint. The result is cached as a whole and also fills the per-name cache, so a
      * get() that follows makes no request. With stale_if_error, a failed refresh returns the
      * kept result as get() does. With a token of an end-to-end team, every value is opened as
-     * get() opens one (the team key is fetched once), and the opened values are cached.
+     * get() opens one (the team key is fetched once), and the opened values are cached. A token
+     * without its key part gets, for an export the server marks end-to-end (`Cvsm-E2E: 1`), the
+     * ConfigurationException get() throws for such a team, and nothing is cached.
      *
      * @return array<string, string>
-     * @throws DecryptionException when a value of an end-to-end team does not open
+     * @throws ConfigurationException when the team is end-to-end and the token has no key part
+     * @throws DecryptionException    when a value of an end-to-end team does not open
      * @throws CvsmException
      */
     public function getAll(): array
@@ -226,12 +228,17 @@ class Client
             return $fresh;
         }
 
+        $keyless = self::$vault[$this->key]['private_key'] === null;
         try {
             /** @var array<string, string> $values */
             $values = $this->request(
                 $this->teamPath() . '/secrets/export',
                 ['format' => 'json', 'environment' => $environment],
-                static function (mixed $answer): array {
+                static function (mixed $answer, array $headers) use ($keyless, $environment): array {
+                    // The export's {NAME: value} has no room for "e2e": the header marks its envelopes.
+                    if ($keyless && trim($headers['cvsm-e2e'] ?? '') === '1') {
+                        throw new ConfigurationException(sprintf(self::NEEDS_KEY_PART, 'the secrets of ' . $environment));
+                    }
                     if (!is_object($answer)) {
                         throw new UnreadableResponse('the export is not a JSON object');
                     }
@@ -247,7 +254,7 @@ class Client
                 [400 => HttpTransport::CHECK_ENVIRONMENT, 404 => HttpTransport::CHECK_TEAM],
                 $requestId
             );
-            if (self::$vault[$this->key]['private_key'] !== null) {
+            if (!$keyless) {
                 $values = $this->open($values, $environment, null, $requestId);
             }
         } catch (CvsmException $e) {
@@ -449,7 +456,7 @@ class Client
      * permission stops reading at once.
      *
      * @param array<string, string> $query
-     * @param callable(mixed): mixed $read
+     * @param callable(mixed, array<string, string>): mixed $read receives the answer and its headers
      * @param array<int, string> $misconfigured status => hint, for the statuses that mean a wrong
      *                                          configuration (see HttpTransport::getJson)
      * @param-out string|null $requestId the X-Request-Id of the answer read

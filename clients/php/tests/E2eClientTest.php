@@ -264,6 +264,48 @@ final class E2eClientTest extends TestCase
         self::assertSame(1, $this->requestCount(), 'no key is asked for');
     }
 
+    public function testATokenWithoutItsKeyPartGetsAConfigurationErrorFromAnExportMarkedEndToEnd(): void
+    {
+        $this->setEnv('CVSM_T_E2E_A', null);
+        $envelope = $this->seal('één', 'CVSM_T_E2E_A');
+        $this->routeSealedExport(['CVSM_T_E2E_A' => $envelope], ['Cvsm-E2E' => '1']);
+        $this->routeKey();
+        $client = $this->e2eClient(['token' => $this->v['token']['api_token'], 'stale_if_error' => 300]);
+
+        foreach (['getAll' => static fn () => $client->getAll(), 'inject' => static fn () => $client->inject()] as $call => $read) {
+            try {
+                $read();
+                self::fail($call . ': no ConfigurationException');
+            } catch (ConfigurationException $e) {
+                self::assertStringContainsString('this team is end-to-end: the token needs its key part', $e->getMessage());
+                self::assertStringContainsString('production', $e->getMessage());
+                self::assertStringNotContainsString($envelope, $e->getMessage());
+            }
+        }
+        self::assertSame(2, $this->requestCount(), 'one export each: not retried, nothing cached, no key asked for');
+        self::assertFalse(getenv('CVSM_T_E2E_A'), 'inject set nothing');
+        foreach ($this->stub->requests() as $request) {
+            self::assertStringEndsWith('/secrets/export', $request['path']);
+        }
+    }
+
+    public function testAnExportWithoutTheMarkIsReadAsTodayByATokenWithoutItsKeyPart(): void
+    {
+        $this->routeSealedExport(['A' => 'plain-a', 'B' => 'plain-b']);
+
+        self::assertSame(['A' => 'plain-a', 'B' => 'plain-b'], $this->e2eClient(['token' => $this->v['token']['api_token']])->getAll());
+        self::assertSame(1, $this->requestCount());
+    }
+
+    public function testATokenWithItsKeyPartOpensAnExportMarkedEndToEnd(): void
+    {
+        $this->routeSealedExport(['A' => $this->seal('one', 'A')], ['Cvsm-E2E' => '1']);
+        $this->routeKey();
+
+        self::assertSame(['A' => 'one'], $this->e2eClient()->getAll());
+        self::assertSame(2, $this->requestCount());
+    }
+
     public function testAPlainAnswerToATokenWithItsKeyIsNotTrusted(): void
     {
         // A server that drops "e2e" and serves a value in clear cannot pass it off as the team's.
@@ -423,6 +465,20 @@ final class E2eClientTest extends TestCase
         $this->stub->route(
             self::byName($name, 'production', $this->teamId),
             ['headers' => $headers, 'body' => ['secret' => ['id' => self::SECRET_ID, 'name' => $name, 'environment' => 'production', 'e2e' => true], 'value' => $envelope]]
+        );
+    }
+
+    /**
+     * routeSealedExport makes the JSON export of production answer $values with $headers.
+     *
+     * @param array<string, string> $values
+     * @param array<string, string> $headers
+     */
+    private function routeSealedExport(array $values, array $headers = []): void
+    {
+        $this->stub->route(
+            sprintf('GET /teams/%s/secrets/export?format=json&environment=production', $this->teamId),
+            ['headers' => $headers, 'body' => (object) $values]
         );
     }
 

@@ -81,6 +81,24 @@ final class Psr18Test extends TestCase
         self::assertCount(4, $this->history);
     }
 
+    public function testTheEndToEndMarkOfTheExportIsReadFromThePsr7Answer(): void
+    {
+        // A token without its key part: an export the server marks end-to-end holds envelopes.
+        $this->stub->route(
+            sprintf('GET /teams/%s/secrets/export?format=json&environment=production', self::TEAM_ID),
+            ['headers' => ['Cvsm-E2E' => '1'], 'body' => ['A' => 'cvsm-e2e1.1.x.1.y.z']]
+        );
+        $client = $this->client(['http_client' => $this->guzzle(), 'request_factory' => new HttpFactory()]);
+
+        try {
+            $client->getAll();
+            self::fail('no ConfigurationException');
+        } catch (ConfigurationException $e) {
+            self::assertStringContainsString('this team is end-to-end: the token needs its key part', $e->getMessage());
+        }
+        self::assertCount(1, $this->history, 'not retried');
+    }
+
     public function testAFailureOfTheGivenClientIsANetworkErrorAfterTheRetriesWithoutTheToken(): void
     {
         $socket = stream_socket_server('tcp://127.0.0.1:0');

@@ -279,6 +279,34 @@ class E2ETest < CvsmTest
     assert_raises(Cvsm::ConfigurationError, "the flag in the secret object") { client.get("DATABASE_URL") }
   end
 
+  def test_a_token_without_its_key_part_gets_the_same_error_from_get_all_and_inject
+    client = client_for(@server)
+    error = assert_raises(Cvsm::ConfigurationError) { client.get_all }
+    assert_includes error.message, "end-to-end"
+    assert_includes error.message, "key part"
+    refute_includes error.message, "cvsm-e2e1"
+    assert_equal "req-1", error.request_id
+    assert_equal ["/teams/acme/secrets/export"], paths(@server), "not retried"
+    by_name = assert_raises(Cvsm::ConfigurationError) { client.get("DATABASE_URL") }
+    assert_equal by_name.message.delete_prefix('secret "DATABASE_URL" is '),
+                 error.message.delete_prefix("the secrets of production are ")
+
+    ENV.delete("DATABASE_URL")
+    assert_raises(Cvsm::ConfigurationError) { client.inject }
+    assert_raises(Cvsm::ConfigurationError) { client.get_all }
+    assert_equal 3, paths(@server).count("/teams/acme/secrets/export"), "nothing cached"
+    refute ENV.key?("DATABASE_URL"), "inject set nothing"
+    refute_includes paths(@server), key_path
+  end
+
+  def test_an_export_without_the_header_gives_a_token_without_its_key_part_the_values_as_before
+    @api.script(%r{/export\z}, json(200, "DATABASE_URL" => VALUE), json(200, "DATABASE_URL" => VALUE))
+    assert_equal({ "DATABASE_URL" => VALUE }, client_for(@server).get_all)
+    ENV.delete("DATABASE_URL")
+    assert_equal ["DATABASE_URL"], client_for(@server).inject
+    assert_equal VALUE, ENV.fetch("DATABASE_URL")
+  end
+
   def test_a_plain_answer_to_a_token_with_a_key_is_not_taken_as_the_value
     @api.script(%r{/by-name/}, json(200, "secret" => { "id" => "x", "name" => "DATABASE_URL" }, "value" => "clear"))
     @api.script(%r{/export\z}, json(200, "DATABASE_URL" => "clear"))

@@ -179,8 +179,8 @@ end
 # FakeApi answers the cvsm client endpoints from an in-memory list of secrets, checks the
 # bearer token, and lets a test script faults for the next requests to a path. Its paths take
 # the team's id or slug, as the server's do. After #end_to_end! it serves an end-to-end team:
-# values sealed under a team key (with "e2e": true on the read by name) and the team key wrapped
-# to one token's public key at GET /teams/{team}/e2e/key.
+# values sealed under a team key (with "e2e": true on the read by name and Cvsm-E2E: 1 on the
+# JSON export) and the team key wrapped to one token's public key at GET /teams/{team}/e2e/key.
 class FakeApi
   TEAM_ID = "0b9f4a8e-4c8d-4a53-9d58-0f1d2a3b4c5d"
   TEAM_SLUG = "acme"
@@ -300,7 +300,9 @@ class FakeApi
     return json(400, "error" => "environment tidak valid") unless ENVIRONMENTS.include?(query["environment"])
 
     chosen = @secrets.select { |s| query["environment"].nil? || s["environment"] == query["environment"] }
-    json(200, chosen.to_h { |s| [s["name"], @e2e ? envelope(s["name"], s["environment"]) : s["value"]] })
+    return json(200, chosen.to_h { |s| [s["name"], s["value"]] }) unless @e2e
+
+    json(200, chosen.to_h { |s| [s["name"], envelope(s["name"], s["environment"])] }, "Cvsm-E2E" => "1")
   end
 end
 

@@ -14,7 +14,7 @@ use crate::error::{Error, Result};
 use crate::http::HttpClient;
 use crate::options::{ClientOptions, Config, Redacted};
 use crate::served::Served;
-use crate::transport::{encode, Endpoint, Transport};
+use crate::transport::{encode, Answer, Endpoint, Transport};
 use crate::wire::{ByName, SecretList, WrappedTeamKey};
 
 /// KEYLESS is the error of a token without its key part reading an
@@ -146,7 +146,7 @@ impl Client {
                 &format!("{}/secrets/by-name/{}", self.team_path(), encode(name)),
                 &[("environment", environment)],
             )
-            .and_then(|(answer, request_id)| self.reveal(environment, name, answer, request_id));
+            .and_then(|answer| self.reveal(environment, name, answer.body, answer.request_id));
         let err = match read {
             Ok(value) => {
                 let mut cache = self.cache();
@@ -172,7 +172,9 @@ impl Client {
     /// value (one export request, read once whatever its size), and caches
     /// the whole result, which also answers a later [`get`](Client::get)
     /// without a request. With the token of an end-to-end team every value
-    /// is opened, as [`get`](Client::get) opens one.
+    /// is opened, as [`get`](Client::get) opens one; with a token without its
+    /// key part, an end-to-end team's export (marked `Cvsm-E2E: 1`) is the
+    /// [`Error::Configuration`] [`get`](Client::get) gives.
     pub fn get_all(&self) -> Result<BTreeMap<String, String>> {
         self.get_all_with_meta().map(Served::into_value)
     }
@@ -196,10 +198,15 @@ impl Client {
                 &format!("{}/secrets/export", self.team_path()),
                 &[("format", "json"), ("environment", environment)],
             )
-            .and_then(|(values, request_id)| match &self.config.key {
+            .and_then(|answer| match &self.config.key {
                 // An end-to-end team's export holds envelopes, keyed by name.
-                Some(token_key) => self.open_sealed(token_key, environment, values, request_id),
-                None => Ok(values),
+                Some(token_key) => {
+                    self.open_sealed(token_key, environment, answer.body, answer.request_id)
+                }
+                // A token without its key part cannot: the server marks that
+                // export `Cvsm-E2E: 1`, and it is the by-name read's error.
+                None if answer.e2e => Err(Error::configuration(KEYLESS)),
+                None => Ok(answer.body),
             });
         match export {
             Ok(values) => {
@@ -425,7 +432,11 @@ impl Client {
     /// cache was cleared opens this read's values and is not held.
     fn fetch_team_key(&self, token_key: &TokenKey) -> Result<Arc<TeamKey>> {
         let generation = self.cache().generation();
-        let (answer, request_id) = self.transport.get_answer::<WrappedTeamKey>(
+        let Answer {
+            body: answer,
+            request_id,
+            ..
+        } = self.transport.get_answer::<WrappedTeamKey>(
             Endpoint::TeamKey,
             &format!("{}/e2e/key", self.team_path()),
             &[],

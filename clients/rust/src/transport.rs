@@ -48,6 +48,19 @@ pub(crate) enum Endpoint {
     TeamKey,
 }
 
+/// E2E_HEADER marks the JSON export of an end-to-end team (`Cvsm-E2E: 1`),
+/// whose values are envelopes.
+const E2E_HEADER: &str = "cvsm-e2e";
+
+/// Answer is a decoded 2xx answer with what its headers tell.
+pub(crate) struct Answer<T> {
+    pub body: T,
+    /// request_id is the answer's `X-Request-Id`.
+    pub request_id: Option<String>,
+    /// e2e is true when the answer carries `Cvsm-E2E: 1`.
+    pub e2e: bool,
+}
+
 pub(crate) struct Transport {
     http: Arc<dyn HttpClient>,
     base_url: String,
@@ -84,17 +97,18 @@ impl Transport {
         path: &str,
         query: &[(&str, &str)],
     ) -> Result<T> {
-        self.get_answer(endpoint, path, query).map(|(body, _)| body)
+        self.get_answer(endpoint, path, query)
+            .map(|answer| answer.body)
     }
 
     /// get_answer works as get_json, and also returns the `X-Request-Id` of
-    /// the answer it decoded.
+    /// the answer it decoded and whether it carries `Cvsm-E2E: 1`.
     pub fn get_answer<T: DeserializeOwned>(
         &self,
         endpoint: Endpoint,
         path: &str,
         query: &[(&str, &str)],
-    ) -> Result<(T, Option<String>)> {
+    ) -> Result<Answer<T>> {
         let url = self.url(path, query);
         let mut retry = 0;
         loop {
@@ -119,11 +133,7 @@ impl Transport {
         url
     }
 
-    fn attempt<T: DeserializeOwned>(
-        &self,
-        endpoint: Endpoint,
-        url: &str,
-    ) -> Result<(T, Option<String>)> {
+    fn attempt<T: DeserializeOwned>(&self, endpoint: Endpoint, url: &str) -> Result<Answer<T>> {
         let request = HttpRequest {
             url: url.to_string(),
             headers: vec![
@@ -140,6 +150,7 @@ impl Transport {
         let status = response.status();
         let request_id = response.header("x-request-id").map(str::to_string);
         let retry_after = response.header("retry-after").map(str::to_string);
+        let e2e = response.header(E2E_HEADER) == Some("1");
 
         if !(200..300).contains(&status) {
             let mut body = Vec::new();
@@ -169,7 +180,11 @@ impl Transport {
         // limit but the timeout.
         let mut reader = KeepError::new(BufReader::with_capacity(64 * 1024, response.body_mut()));
         match serde_json::from_reader(&mut reader) {
-            Ok(body) => Ok((body, request_id)),
+            Ok(body) => Ok(Answer {
+                body,
+                request_id,
+                e2e,
+            }),
             Err(err) if err.is_io() => {
                 let err = HttpError::from_io(reader.error.unwrap_or_else(|| err.into()));
                 Err(self.body_failed(url, err, request_id))

@@ -333,6 +333,69 @@ fn a_keyless_token_reading_an_end_to_end_team_is_a_configuration_error() {
 }
 
 #[test]
+fn a_keyless_token_exporting_an_end_to_end_team_is_the_same_configuration_error() {
+    // The export `{NAME: envelope}` has no flag of its own: the server marks
+    // it with `Cvsm-E2E: 1`.
+    let team = Team::from_vectors();
+    let stub = serve(&team, no_errors);
+    let client = Client::new(ClientOptions {
+        token: Some(team.api_token.clone()),
+        ..options(&team, &stub)
+    })
+    .unwrap();
+    let from_get = client.get(DATABASE_URL).unwrap_err();
+    let export = format!(
+        "/api/v1/teams/{}/secrets/export?format=json&environment=production",
+        team.team_id
+    );
+    for _ in 0..2 {
+        let err = client.get_all().unwrap_err();
+        assert!(matches!(err, Error::Configuration { .. }), "{err:?}");
+        assert_eq!(err.to_string(), from_get.to_string());
+        assert_eq!(err.status(), None);
+        assert!(!err.to_string().contains(&team.api_token), "{err}");
+    }
+    // Never retried, and nothing cached: each call asks once, and a get
+    // after them asks again.
+    assert!(client.get(DATABASE_URL).is_err());
+    let mut targets = stub.targets();
+    targets.retain(|target| target.contains("/secrets/"));
+    assert_eq!(
+        targets,
+        vec![
+            by_name(&team, DATABASE_URL),
+            export.clone(),
+            export,
+            by_name(&team, DATABASE_URL),
+        ]
+    );
+}
+
+#[test]
+fn a_keyless_token_takes_an_export_without_the_header_as_it_is() {
+    // A plain team's export carries no `Cvsm-E2E`: its values are served as
+    // they come, whatever they look like.
+    let team = Team::from_vectors();
+    let served = Arc::clone(&team);
+    let stub = Stub::start(move |req| match served.reply(req) {
+        Reply::Headers(200, _, body) => Reply::Json(200, body),
+        reply => reply,
+    });
+    let plain = Client::new(ClientOptions {
+        token: Some(team.api_token.clone()),
+        ..options(&team, &stub)
+    })
+    .unwrap();
+    let values = plain.get_all().unwrap();
+    assert_eq!(
+        values[DATABASE_URL],
+        team.envelope("production", DATABASE_URL)
+    );
+    assert!(values[DATABASE_URL].starts_with("cvsm-e2e1."));
+    assert_eq!(stub.count(), 1);
+}
+
+#[test]
 fn the_flag_in_the_secret_object_reads_like_the_flag_beside_the_value() {
     let team = Team::from_vectors();
     let stub = moving_the_flag(&team);

@@ -466,3 +466,25 @@ fn inject_sets_the_opened_values_of_an_end_to_end_team() {
         std::env::remove_var(name);
     }
 }
+
+#[test]
+fn inject_with_a_keyless_token_of_an_end_to_end_team_sets_nothing() {
+    let _env = clean_env();
+    std::env::remove_var("DATABASE_URL");
+    let team = support::e2e::Team::from_vectors();
+    let served = std::sync::Arc::clone(&team);
+    let stub = Stub::start(move |req| served.reply(req));
+    let client = Client::new(ClientOptions {
+        token: Some(team.api_token.clone()),
+        base_url: Some(stub.base_url.clone()),
+        team: Some(team.team_id.clone()),
+        ..Default::default()
+    })
+    .unwrap();
+
+    let err = client.inject(true).unwrap_err();
+    assert!(matches!(err, Error::Configuration { .. }), "{err:?}");
+    assert!(err.to_string().contains("key part"), "{err}");
+    assert_eq!(std::env::var_os("DATABASE_URL"), None);
+    assert_eq!(stub.count(), 1, "the export, not retried");
+}

@@ -47,8 +47,9 @@ function drip(res, intervalMs) {
  * With `tls: true` it serves https with the test PKI's server certificate (helpers/pki.js).
  * `token` is the API token it accepts (default TOKEN). With `e2e` (`{team_id, key_version,
  * wrapped_key}`, replaceable later through `stub.e2e`) the team is end-to-end: `secrets` then
- * holds envelopes, the by-name answer's secret says `"e2e": true`, and `GET /teams/:team/e2e/key` answers
- * `e2e`; without it that route answers 400, as the server does for a team that is not.
+ * holds envelopes, the by-name answer's secret says `"e2e": true`, the export carries the header
+ * `Cvsm-E2E: 1`, and `GET /teams/:team/e2e/key` answers `e2e`; without it that route answers
+ * 400, as the server does for a team that is not.
  */
 class StubServer {
   constructor({ secrets, tls = false, token = TOKEN, e2e = null } = {}) {
@@ -179,7 +180,9 @@ class StubServer {
       });
     }
     if (id === 'export') {
-      return send(res, 200, { ...(this.secrets[environment] || {}) });
+      // The server marks an end-to-end team's export with a header: the JSON has no room for it.
+      const mark = this.e2e === null ? {} : { 'Cvsm-E2E': '1' };
+      return send(res, 200, { ...(this.secrets[environment] || {}) }, mark);
     }
     if (id === undefined) {
       const search = (url.searchParams.get('search') || '').toLowerCase();

@@ -142,13 +142,14 @@ final class HttpTransport
 
     /**
      * Performs GET $url with the bearer token, decodes the JSON answer and returns what
-     * $read makes of it. $read throws UnreadableResponse when the answer is not the shape the
+     * $read makes of it and of the answer's headers (lower-cased names, from curl or the PSR-18
+     * client alike). $read throws UnreadableResponse when the answer is not the shape the
      * request promises; that is retried like a dropped connection. A status that is a key of
      * $misconfigured means the configuration is wrong (the base URL, team or environment, rule R9;
      * a token's key part on a team that is not end-to-end) and throws ConfigurationException, whose message ends with that key's hint. $label names the request in messages (a path, never a query or
      * token). $requestId receives the X-Request-Id of the answer that was read.
      *
-     * @param (callable(mixed): mixed)|null $read
+     * @param (callable(mixed, array<string, string>): mixed)|null $read
      * @param array<int, string> $misconfigured status => hint
      * @throws CvsmException
      */
@@ -178,7 +179,7 @@ final class HttpTransport
                     $decoded = self::decode($body);
                     unset($body);
 
-                    return $read === null ? $decoded : $read($decoded);
+                    return $read === null ? $decoded : $read($decoded, $headers);
                 } catch (UnreadableResponse $e) {
                     $error = new NetworkException(
                         sprintf('GET %s: unreadable response (HTTP %d, %s)', $label, $status, $e->getMessage()),

@@ -47,8 +47,13 @@ module Cvsm
     TEAM_KEY_MISCONFIGURED = SECRETS_MISCONFIGURED.merge(
       400 => "the team is not end-to-end, so its token has no key part"
     ).freeze
+    # Why a token without its key part cannot read an end-to-end team: a by-name answer marked
+    # "e2e" or an export answer carrying Cvsm-E2E: 1.
+    KEY_PART_NEEDED = "in an end-to-end team: the token needs its key part " \
+                      "(cvsm_<64 hex>.<key>, as it was shown when it was made) to open it"
     private_constant :LISTING, :BY_NAME, :EXPORT, :TEAM_KEY, :WRONG_ENVIRONMENT,
-                     :BY_NAME_MISCONFIGURED, :SECRETS_MISCONFIGURED, :TEAM_KEY_MISCONFIGURED
+                     :BY_NAME_MISCONFIGURED, :SECRETS_MISCONFIGURED, :TEAM_KEY_MISCONFIGURED,
+                     :KEY_PART_NEEDED
 
     # Builds a client; every keyword is optional. A keyword that is nil falls back to its
     # +CVSM_*+ variable, then to its default. The proxy variables (+https_proxy+, +http_proxy+,
@@ -168,6 +173,9 @@ module Cvsm
     # value is opened here, as {#get} does.
     #
     # @return [Hash{String => String}] name => value (a new Hash)
+    # @raise [Cvsm::ConfigurationError] when the server says the base URL, team or environment
+    #   is wrong, or the team is end-to-end (the answer carries +Cvsm-E2E: 1+) and the token has
+    #   no key part; nothing is cached then
     # @raise [Cvsm::DecryptionError] when the team is end-to-end and a value does not open
     # @raise [Cvsm::Error] another subclass for the failure it names
     def get_all
@@ -179,7 +187,14 @@ module Cvsm
         reply = @transport.get_json("/teams/#{segment(team)}/secrets/export",
                                     { format: "json", environment: environment },
                                     shape: EXPORT, misconfigured: SECRETS_MISCONFIGURED)
-        values = @config.private_key ? open_values(reply.data, reply.request_id) : reply.data
+        values = if @config.private_key
+                   open_values(reply.data, reply.request_id)
+                 elsif reply.end_to_end
+                   raise ConfigurationError.new("the secrets of #{environment} are #{KEY_PART_NEEDED}",
+                                                request_id: reply.request_id)
+                 else
+                   reply.data
+                 end
         frozen = values.to_h { |k, v| [k.dup.freeze, v.dup.freeze] }.freeze
         @cache.write_many(frozen.map { |k, v| [[:secret, environment, k], v] } << [key, frozen])
         forget_warnings([nil, *frozen.keys])
@@ -316,11 +331,7 @@ module Cvsm
       return open_values({ name => reply.data["value"] }, reply.request_id)[name] if @config.private_key
       return reply.data["value"] unless end_to_end?(reply.data)
 
-      raise ConfigurationError.new(
-        "secret #{name.inspect} is in an end-to-end team: the token needs its key part " \
-        "(cvsm_<64 hex>.<key>, as it was shown when it was made) to open it",
-        request_id: reply.request_id
-      )
+      raise ConfigurationError.new("secret #{name.inspect} is #{KEY_PART_NEEDED}", request_id: reply.request_id)
     end
 
     # Whether a read by name answered for an end-to-end team: "e2e": true beside the value, or

@@ -24,8 +24,9 @@ module Cvsm
     # The most characters of a server's error text an error message quotes.
     MAX_DETAIL_LENGTH = 300
 
-    # A 2xx answer: its parsed JSON and its X-Request-Id header.
-    Reply = Struct.new(:data, :request_id)
+    # A 2xx answer: its parsed JSON, its X-Request-Id header and whether it carries
+    # +Cvsm-E2E: 1+ (the JSON export of an end-to-end team).
+    Reply = Struct.new(:data, :request_id, :end_to_end)
 
     # What a 2xx answer must look like: +description+ (for the error message) and +test+, a
     # callable that accepts the parsed JSON or not.
@@ -209,7 +210,8 @@ module Cvsm
     def read_success(response, path, shape)
       request_id = response["X-Request-Id"]
       data = JSON.parse(response.body.to_s)
-      return [:ok, Reply.new(data, request_id)] if shape.nil? || shape.accepts?(data)
+      end_to_end = response["Cvsm-E2E"]&.strip == "1"
+      return [:ok, Reply.new(data, request_id, end_to_end)] if shape.nil? || shape.accepts?(data)
 
       [:retry, unreadable(response, path, "not #{shape.description}", request_id)]
     rescue JSON::ParserError, EncodingError

@@ -242,8 +242,8 @@ impl Team {
 
     /// reply answers like the server for an end-to-end team: the by-name
     /// read (`"e2e": true`, the envelope as the value), the JSON export
-    /// (envelopes by name), the listing and `GET .../e2e/key`. A bearer
-    /// other than the API token is a 401.
+    /// (envelopes by name, marked `Cvsm-E2E: 1`), the listing and
+    /// `GET .../e2e/key`. A bearer other than the API token is a 401.
     pub fn reply(&self, req: &Request) -> Reply {
         if req.header("authorization") != Some(&format!("Bearer {}", self.api_token)) {
             return error(401, "Token tidak valid");
@@ -278,12 +278,14 @@ impl Team {
                     "wrapped_key": state.wrapped_key,
                 }),
             ),
-            "secrets/export" => json(
+            "secrets/export" => Reply::Headers(
                 200,
+                vec![("Cvsm-E2E", "1".into())],
                 Value::Object(
                     here.map(|s| (s.name.clone(), Value::String(s.envelope.clone())))
                         .collect(),
-                ),
+                )
+                .to_string(),
             ),
             "secrets" => json(200, json!({ "secrets": [], "total": 0 })),
             _ => match rest.strip_prefix("secrets/by-name/") {
