@@ -152,7 +152,7 @@ _cvsm_run() {
     _cvsm_result='' _cvsm_values='' _cvsm_rid='' _cvsm_e_status='' _cvsm_e_ra='' \
     _cvsm_e_rid='' _cvsm_e_sugg='' _cvsm_sie='' _cvsm_o_sie='' _cvsm_defer=0 _cvsm_e_code=0 \
     _cvsm_e_msg='' _cvsm_fetched=0 _cvsm_nopts=0 _cvsm_stale_msg='' _cvsm_orc=0 _cvsm_e2e=0 \
-    _cvsm_keypart=''
+    _cvsm_keypart='' _cvsm_mark=''
   _cvsm_parse_args "$@" || return
   # cvsm_run: what follows the options is the command.
   shift "$_cvsm_nopts"
@@ -891,9 +891,10 @@ _cvsm_curl_config() {
 
 # _cvsm_jq_reader sets _cvsm_enc to the jq program that reads one curl transfer (headers, body, then
 # "\ncvsm-curl-exit=N") and prints one line "STATUS<TAB>CURL_EXIT<TAB>RETRY_AFTER<TAB>REQUEST_ID<TAB>
-# ERROR<TAB>SHAPE" followed by the result of the request's filter (`shape`, defined before it) when
-# the answer is a 2xx of the right shape. Everything is parsed in jq, in linear time, so that an
-# answer of any size never goes through shell pattern matching (quadratic in zsh).
+# ERROR<TAB>E2E<TAB>SHAPE" (E2E: 1 when the answer carries Cvsm-E2E: 1) followed by the result of
+# the request's filter (`shape`, defined before it) when the answer is a 2xx of the right shape.
+# Everything is parsed in jq, in linear time, so that an answer of any size never goes through
+# shell pattern matching (quadratic in zsh).
 _cvsm_jq_reader() {
   # shellcheck disable=SC2016 # jq variables, not shell ones
   _cvsm_enc='
@@ -923,7 +924,8 @@ def retry_after:
      | if type == "object" and (.error | type) == "string" then .error[:300] else "" end)
    end) as $err
 | ([$st, $rc, (header($h; "retry-after") | retry_after), (header($h; "x-request-id") // "")[:200],
-    $err, $res[0]] | map(sane) | join("\t")) + "\n" + $res[1]
+    $err, (if header($h; "cvsm-e2e") == "1" then "1" else "" end), $res[0]] | map(sane) | join("\t"))
+  + "\n" + $res[1]
 '
 }
 
@@ -952,16 +954,17 @@ _cvsm_split_response() {
 
 # _cvsm_request WHAT PATH FILTER [JQ ARGS...] GETs PATH under the base URL and runs the jq FILTER
 # over a 2xx body; the filter must give one string, kept in _cvsm_result (and the answer's request
-# id in _cvsm_rid). WHAT (list, value or export) says what a 404 or 400 means: a wrong base URL,
-# team or environment (configuration), except a 404 to the by-name value read, which is not found
-# (5) for the caller to settle with the listing. Network errors, 502/503/504 and 2xx answers of the
-# wrong shape are retried up to _cvsm_retries times with jittered backoff; 4xx never are. A 401 or
-# 403 empties the cache. On failure it reports the error and returns its exit code; with
+# id in _cvsm_rid, and in _cvsm_mark 1 when it carries Cvsm-E2E: 1, else nothing). WHAT (list,
+# value or export) says what a 404 or 400 means: a wrong base URL, team or environment
+# (configuration), except a 404 to the by-name value read, which is not found (5) for the caller
+# to settle with the listing. Network errors, 502/503/504 and 2xx answers of the wrong shape are
+# retried up to _cvsm_retries times with jittered backoff; 4xx never are. A 401 or 403 empties the
+# cache. On failure it reports the error and returns its exit code; with
 # _cvsm_defer=1 it reports nothing, leaving the code and message in _cvsm_e_code and _cvsm_e_msg
 # (and the other fields in _cvsm_e_*) for the caller, which may serve a kept value instead. The
 # token goes to curl on stdin, never on its command line; the answer never touches the disk.
 _cvsm_request() {
-  local what="$1" rpath="$2" filter="$3" cfg out meta st rc ra rid err shape attempt=0 code \
+  local what="$1" rpath="$2" filter="$3" cfg out meta st rc ra rid err mark shape attempt=0 code \
     retryable msg
   shift 3
   _cvsm_curl_config "$_cvsm_base$rpath"
@@ -977,6 +980,7 @@ _cvsm_request() {
     ra=${meta%%$'\t'*} && meta=${meta#*$'\t'}
     rid=${meta%%$'\t'*} && meta=${meta#*$'\t'}
     err=${meta%%$'\t'*} && meta=${meta#*$'\t'}
+    mark=${meta%%$'\t'*} && meta=${meta#*$'\t'}
     shape=$meta
     code=0 retryable=0 msg=''
     _cvsm_e_status='' _cvsm_e_ra='' _cvsm_e_rid=$rid
@@ -990,6 +994,7 @@ _cvsm_request() {
           if [ "$shape" = ok ]; then
             _cvsm_result=$out
             _cvsm_rid=$rid
+            _cvsm_mark=$mark
             return 0
           fi
           code=8 retryable=1 msg="network error: unreadable response from the server (HTTP $st)"
@@ -1122,8 +1127,7 @@ _cvsm_op_get() {
   fi
   _cvsm_defer=0
   if [ "$code" = 0 ] && [ "$_cvsm_result" = e2e ]; then
-    _cvsm_e_rid=$_cvsm_rid
-    _cvsm_fail 2 "team $_cvsm_team is end-to-end: its values are sealed, and CVSM_TOKEN needs its key part (cvsm_....<key>, as it was shown when it was made) to open them"
+    _cvsm_keyless
     return
   fi
   if [ "$code" = 0 ]; then
@@ -1154,6 +1158,14 @@ _cvsm_op_get() {
     fi
   fi
   _cvsm_fail "$code" "$_cvsm_e_msg"
+}
+
+# _cvsm_keyless fails with the configuration error of a token without its key part that read an
+# end-to-end team (a by-name answer marked e2e, or an export carrying Cvsm-E2E: 1), with the
+# answer's request id.
+_cvsm_keyless() {
+  _cvsm_e_rid=$_cvsm_rid
+  _cvsm_fail 2 "team $_cvsm_team is end-to-end: its values are sealed, and CVSM_TOKEN needs its key part (cvsm_....<key>, as it was shown when it was made) to open them"
 }
 
 # _cvsm_print_value FILE [NAME] prints the value a cache entry holds: a JSON string, or with NAME
@@ -1220,6 +1232,12 @@ _cvsm_fetch_all() {
       'if type == "object" and all(.[]; type == "string")
         then . as $o | reduce keys[] as $k ({}; .[$k] = $o[$k]) | tojson
         else error("not an object of strings") end' || code=$?
+    # The export of an end-to-end team (Cvsm-E2E: 1) holds envelopes: this token cannot open them.
+    if [ "$code" = 0 ] && [ "$_cvsm_mark" = 1 ]; then
+      _cvsm_defer=0
+      _cvsm_keyless
+      return
+    fi
   fi
   _cvsm_defer=0
   if [ "$code" = 0 ]; then

@@ -178,7 +178,9 @@ func (c *Client) notFound(ctx context.Context, name string, byName *Error) error
 // the caller's own. With StaleIfError set, a kept result may be returned
 // when the refresh fails; GetAllWithInfo tells when. With the token of an
 // end-to-end team every value is opened here, and one that does not open
-// fails the whole call with a KindDecryption error.
+// fails the whole call with a KindDecryption error; a token without its
+// key part gets a KindConfiguration error for an export the server marks
+// end-to-end (Cvsm-E2E: 1), as Get does.
 func (c *Client) GetAll(ctx context.Context) (map[string]string, error) {
 	values, _, err := c.GetAllWithInfo(ctx)
 	return values, err
@@ -193,11 +195,15 @@ func (c *Client) GetAllWithInfo(ctx context.Context) (map[string]string, Info, e
 	if all, age, ok := c.cache.getAll(env); ok {
 		return all, Info{Cached: true, Age: age}, nil
 	}
-	var values exportAnswer
+	var export exportAnswer
 	query := url.Values{"format": {"json"}, "environment": {env}}
-	requestID, err := c.getJSON(ctx, endpointExport, c.secretsPath()+"/export", query, &values)
-	if err == nil && c.endToEnd() {
+	requestID, err := c.getJSON(ctx, endpointExport, c.secretsPath()+"/export", query, &export)
+	values := export.values
+	switch {
+	case err == nil && c.endToEnd():
 		values, err = c.openAll(ctx, env, values, requestID)
+	case err == nil && export.e2e:
+		return nil, Info{}, c.keylessError(requestID)
 	}
 	if err != nil {
 		if ce := asClientError(err); servesStale(ce) {
@@ -237,12 +243,19 @@ type (
 		Value *string `json:"value"`
 		E2E   bool    `json:"e2e"` // the same mark beside the value, as docs/e2e.md first put it
 	}
-	exportAnswer map[string]string
+	exportAnswer struct {
+		values map[string]string
+		e2e    bool // the answer carries Cvsm-E2E: 1: an end-to-end team's envelopes
+	}
 )
 
 func (a *listAnswer) valid() bool   { return a.Secrets != nil }
 func (a *valueAnswer) valid() bool  { return a.Secret != nil && a.Value != nil }
-func (a *exportAnswer) valid() bool { return *a != nil } // JSON null decodes to a nil map
+func (a *exportAnswer) valid() bool { return a.values != nil } // JSON null decodes to a nil map
+
+// readHeader notes the export's mark of an end-to-end team, which its
+// {NAME: value} body has no room for.
+func (a *exportAnswer) readHeader(h http.Header) { a.e2e = h.Get("Cvsm-E2E") == "1" }
 
 // UnmarshalJSON decodes an export, refusing null values, which would
 // otherwise decode as "".
@@ -252,17 +265,17 @@ func (a *exportAnswer) UnmarshalJSON(data []byte) error {
 		return err
 	}
 	if raw == nil {
-		*a = nil
+		a.values = nil
 		return nil
 	}
-	m := make(exportAnswer, len(raw))
+	m := make(map[string]string, len(raw))
 	for name, value := range raw {
 		if value == nil {
 			return errNullValue
 		}
 		m[name] = *value
 	}
-	*a = m
+	a.values = m
 	return nil
 }
 

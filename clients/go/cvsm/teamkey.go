@@ -117,9 +117,7 @@ func (c *Client) endToEnd() bool { return c.cfg.key != nil }
 func (c *Client) readValue(ctx context.Context, env, name string, one *valueAnswer, requestID string) (string, error) {
 	if !c.endToEnd() {
 		if one.Secret.E2E || one.E2E {
-			e := newError(KindConfiguration, "team %q is end-to-end: its values are sealed, and the token needs its key part (cvsm_….<key>, as it was shown when it was created) to open them", c.cfg.team)
-			e.RequestID = requestID
-			return "", e
+			return "", c.keylessError(requestID)
 		}
 		return *one.Value, nil
 	}
@@ -128,6 +126,15 @@ func (c *Client) readValue(ctx context.Context, env, name string, one *valueAnsw
 		return "", err
 	}
 	return opened[name], nil
+}
+
+// keylessError is the KindConfiguration error of a token without a key
+// part that reads an end-to-end team: a by-name answer marked "e2e", or an
+// export answer carrying Cvsm-E2E: 1.
+func (c *Client) keylessError(requestID string) *Error {
+	e := newError(KindConfiguration, "team %q is end-to-end: its values are sealed, and the token needs its key part (cvsm_….<key>, as it was shown when it was created) to open them", c.cfg.team)
+	e.RequestID = requestID
+	return e
 }
 
 // openAll opens every sealed value of sealed (name -> envelope) read from

@@ -40,6 +40,7 @@ type e2eStub struct {
 	wrapped    string
 	keyStatus  int  // when not 0, GET .../e2e/key answers this status
 	markBeside bool // "e2e": true beside the value instead of in the secret
+	noMark     bool // the export answers without its Cvsm-E2E: 1 header
 	// keyGate, when not nil, holds the next answer of GET .../e2e/key,
 	// made when the request arrives, until it is closed.
 	keyGate chan struct{}
@@ -100,6 +101,9 @@ func (s *e2eStub) serve(w http.ResponseWriter, r *http.Request) {
 		out := map[string]string{}
 		for name, sealed := range s.sealed[env] {
 			out[name] = sealed
+		}
+		if !s.noMark {
+			w.Header().Set("Cvsm-E2E", "1")
 		}
 		writeJSON(w, 200, out)
 	case strings.HasPrefix(path, team+"/secrets/by-name/"):
@@ -356,6 +360,41 @@ func TestE2EAnswerReadWithAKeylessTokenIsAConfigurationError(t *testing.T) {
 			t.Fatalf("mark beside the value %v: want a configuration error about the key part, got %v", beside, err)
 		}
 		wantPaths(t, s.take(), "/secrets/by-name/DATABASE_URL")
+	}
+}
+
+func TestE2EExportReadWithAKeylessTokenIsAConfigurationError(t *testing.T) {
+	s := newE2EStub(t)
+	c := s.client(t, Options{Token: s.v.Token.APIToken, CacheTTL: time.Minute, StaleIfError: time.Hour, MaxRetries: Int(2)})
+	values, err := c.GetAll(ctx)
+	var ce *Error
+	if !errors.As(err, &ce) || ce.Kind != KindConfiguration || ce.RequestID != "req-1" || values != nil ||
+		!strings.Contains(err.Error(), "end-to-end") || !strings.Contains(err.Error(), "key part") {
+		t.Fatalf("GetAll: want a configuration error about the key part, got %v, %v", values, err)
+	}
+	_, byName := c.Get(ctx, "DATABASE_URL")
+	if err.Error() != byName.Error() {
+		t.Errorf("GetAll's error %q is not Get's %q", err, byName)
+	}
+	s.take()
+	t.Setenv("DATABASE_URL", "")
+	os.Unsetenv("DATABASE_URL")
+	names, err := c.Inject(ctx)
+	if !errors.Is(err, ErrConfiguration) || names != nil || os.Getenv("DATABASE_URL") != "" {
+		t.Fatalf("Inject: want a configuration error and nothing set, got %v, %v", names, err)
+	}
+	// Not retried, nothing cached: each call asks once.
+	wantPaths(t, s.take(), "/secrets/export")
+
+	// A token with its key part ignores the mark; an export without it is
+	// read as today.
+	if values, err := s.client(t, Options{}).GetAll(ctx); err != nil || values["DATABASE_URL"] != s.v.Values[0].Value {
+		t.Fatalf("with the key part: got %v", err)
+	}
+	s.set(func(s *e2eStub) { s.noMark = true })
+	values, err = s.client(t, Options{Token: s.v.Token.APIToken}).GetAll(ctx)
+	if err != nil || values["DATABASE_URL"] != s.v.Values[0].Envelope {
+		t.Fatalf("an export without the mark: want its values as they are, got %v", err)
 	}
 }
 

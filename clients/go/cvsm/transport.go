@@ -46,6 +46,13 @@ type answer interface {
 	valid() bool
 }
 
+// headedAnswer is an answer that also reads the headers of the 2xx
+// response it was decoded from.
+type headedAnswer interface {
+	answer
+	readHeader(http.Header)
+}
+
 // getJSON GETs path (below the base URL) with query, retrying network
 // errors, unreadable answers and 502/503/504 up to maxRetries more times,
 // and decodes the JSON body of the 2xx answer into out. It returns the
@@ -108,6 +115,9 @@ func (c *Client) attempt(ctx context.Context, ep endpoint, path, target string, 
 		case problem != "":
 			return requestID, &Error{Kind: KindNetwork, RequestID: requestID,
 				Message: fmt.Sprintf("GET %s: unreadable answer (status %d): %s", path, resp.StatusCode, problem)}, true
+		}
+		if h, ok := out.(headedAnswer); ok {
+			h.readHeader(resp.Header)
 		}
 		return requestID, nil, false
 	}

@@ -145,6 +145,27 @@ setup() {
   [ "$(count_requests /e2e/key)" -eq 0 ]
 }
 
+@test "a token without its key part: the export of an end-to-end team (Cvsm-E2E: 1) is the same configuration error" {
+  CVSM_TOKEN=$API_TOKEN
+  PATH=/usr/local/bin:/usr/bin:/bin # read through curl, not cvsm
+  run cvsm_get DATABASE_URL
+  [ "$status" -eq 2 ]
+  local byname=$output
+  run cvsm_get_all
+  [ "$status" -eq 2 ]
+  [ "$output" = "$byname" ]
+  [[ $output == *"end-to-end"*"key part"* ]]
+  local rc=0
+  cvsm_inject 2>/dev/null || rc=$?
+  [ "$rc" -eq 2 ]
+  [ "$CVSM_ERROR_KIND" = configuration ]
+  [ "$CVSM_ERROR_REQUEST_ID" = req-3 ]
+  [ -z "${DATABASE_URL-}" ]
+  # Not retried, nothing cached: each call asked the export once, and never for a key.
+  [ "$(count_requests /secrets/export)" -eq 2 ]
+  [ "$(count_requests)" -eq 3 ]
+}
+
 @test "a token whose key part is malformed is a configuration error that quotes no part of it" {
   local bad key
   while IFS= read -r bad; do

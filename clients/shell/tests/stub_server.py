@@ -7,8 +7,9 @@ first `after` requests it matches through, then answers `count` of them). Tests 
 
   POST /_stub/reset     {"token", "teams": [...], "secrets": [{"id","name","environment","value"}],
                          "e2e": {"team_id", "key_version", "wrapped_key"}}  (e2e optional: with it
-                         the team is end-to-end: by-name answers' secrets say "e2e": true, and
-                         GET /teams/T/e2e/key answers it; without it that is a 400)
+                         the team is end-to-end: by-name answers' secrets say "e2e": true, the
+                         JSON export carries "Cvsm-E2E: 1", and GET /teams/T/e2e/key answers it;
+                         without it that is a 400)
   POST /_stub/faults    [{"path": "<prefix>", "after": N, "count": N, "status": S, "retry_after": "5",
                           "headers": {"Name": "value"}, "body": "<raw>", "drop": true,
                           "garbage": true, "delay": SECONDS, "drip": SECONDS_PER_BYTE,
@@ -178,7 +179,7 @@ class Handler(BaseHTTPRequestHandler):
                 if query.get("format") != "json":
                     return _json(self, 400, {"error": "format harus json"})
                 out = {s["name"]: s["value"] for s in secrets if env is None or s["environment"] == env}
-                return _json(self, 200, out)
+                return _json(self, 200, out, {"Cvsm-E2E": "1"} if STATE["e2e"] else None)
             if len(parts) == 8 and parts[6] == "by-name":
                 env = query.get("environment", "production")
                 for s in secrets:
