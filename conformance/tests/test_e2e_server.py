@@ -12,8 +12,6 @@ from cvsm import e2e
 from conformance.cases import load_cases
 from conformance.server import ReferenceServer, Seeder
 
-pytest.importorskip("cvsm_server", reason="the reference server is not importable")
-
 
 @pytest.fixture
 async def seeded() -> AsyncIterator[tuple[str, Seeder]]:
