@@ -283,16 +283,19 @@ async def insert_secret(cur: db.Cursor, actor: Actor, keyring: Keyring, team: Ma
     else:
         stored = (None, None, None, value)
     async with db.unique_as_conflict(cur, SECRET_EXISTS, savepoint="insert_secret"):
-        # An id taken (in this team or any other) inserts nothing, whatever the name: its own
-        # 409, so the name's says nothing about the id, nor the id's about where it is.
+        # An id taken (in this team or any other), or retired (it named a secret or a team
+        # since deleted: `retired_ids`, migration 0019), inserts nothing, whatever the name:
+        # its own 409, so the name's says nothing about the id, nor the id's about where it is.
         row = await db.fetchone(
             cur,
             f"""INSERT INTO secrets (id, team_id, name, type, environment, description, version,
                                      key_id, nonce, ciphertext, envelope, created_by)
-                VALUES (%s, %s, %s, %s, %s, %s, 1, %s, %s, %s, %s, %s)
+                SELECT %s, %s, %s, %s, %s, %s, 1, %s, %s, %s, %s, %s
+                WHERE %s::uuid IS NULL
+                   OR NOT EXISTS (SELECT 1 FROM retired_ids WHERE id = %s::uuid)
                 ON CONFLICT (id) DO NOTHING RETURNING {_COLUMNS}""",
             (secret_id, team["id"], item.name, item.type, item.environment, item.description,
-             *stored, actor.user_id),
+             *stored, actor.user_id, item.id, item.id),
         )
     if row is None:
         raise Conflict(SECRET_ID_TAKEN)

@@ -174,8 +174,12 @@ async def create_team(conn: db.Connection, actor: Actor, name: str, slug: str, *
         if wrapped is not None and await db.fetchone(
                 cur, "SELECT 1 FROM user_e2e_keys WHERE user_id = %s", (actor.user_id,)) is None:
             raise BadRequest(e2e.NO_USER_KEY)
+        # An id in use, or one that named a team or a secret since deleted (`retired_ids`,
+        # migration 0019: its audit chain is keyed by it), is taken for good.
         if team_id is not None and await db.fetchone(
-                cur, "SELECT 1 FROM teams WHERE id = %s", (team_id,)) is not None:
+                cur, """SELECT 1 FROM teams WHERE id = %(id)s
+                          UNION ALL SELECT 1 FROM retired_ids WHERE id = %(id)s""",
+                {"id": team_id}) is not None:
             raise Conflict(TEAM_ID_TAKEN)
         async with db.unique_as_conflict(cur, SLUG_TAKEN):
             team = await db.fetchone(
