@@ -8,10 +8,11 @@ import uuid
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
+import psycopg2
 import pytest
 
 from cvsm_server import audit, db, deletion
-from conftest import query
+from conftest import query, server_url
 from e2e_client import E2ETeam, Member, auth
 
 
@@ -89,20 +90,22 @@ async def test_every_delete_path_retires_and_the_database_refuses_a_retired_id(
     """The account purge deletes an owner's teams (and their secrets) as the system: retired
     too. Any writer inserting a retired id is refused by the database itself."""
     secret_id = await api.secret(owner, team_id, "TOKEN", "t-1")
-    pool = await db.create_pool(database_url, maxsize=1)
+    await query(database_url, "UPDATE users SET delete_after = now() - interval '1 day' "
+                "WHERE id = %s", (owner["id"],))
+    pool = await db.create_pool(server_url(database_url), maxsize=2)  # the server's own role
     try:
-        async with db.transaction(pool) as cur:
-            await cur.execute("UPDATE users SET delete_after = now() - interval '1 day' "
-                              "WHERE id = %s", (owner["id"],))
-        purged = await deletion.purge_due(pool, datetime.now(timezone.utc) + timedelta(days=1))
+        purged = await deletion.purge_due(pool, datetime.now(timezone.utc))
         assert uuid.UUID(owner["id"]) in purged
         rows = await query(database_url, "SELECT id, kind FROM retired_ids")
         assert {(str(r["id"]), r["kind"]) for r in rows} >= {(team_id, "team"),
                                                              (secret_id, "secret")}
-        for sql in ("INSERT INTO teams (id, slug, name) VALUES (%s, 'back', 'Back')",):
-            with pytest.raises(Exception, match="retired"):
-                async with db.transaction(pool) as cur:
-                    await cur.execute(sql, (team_id,))
+        async with db.cursor(pool) as cur:
+            with pytest.raises(psycopg2.errors.UniqueViolation, match="retired"):
+                await cur.execute("INSERT INTO teams (id, slug, name) VALUES (%s, 'back', 'B')",
+                                  (team_id,))
+            # the server's role may add, never remove
+            with pytest.raises(psycopg2.errors.InsufficientPrivilege):
+                await cur.execute("DELETE FROM retired_ids")
     finally:
         pool.close()
         await pool.wait_closed()
