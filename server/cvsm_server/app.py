@@ -23,16 +23,18 @@ from .config import Settings
 from .crypto import Keyring
 from .passwords import PasswordHasher
 from .web.headers import cors_middleware, on_prepare
-from .web.middleware import (auth_middleware, error_middleware, rate_limit_middleware,
-                             request_id_middleware)
+from .web.middleware import (auth_middleware, body_gate_middleware, body_limit_middleware,
+                             error_middleware, rate_limit_middleware, request_id_middleware)
+from .web.policy import BULK
 from .web.routes import setup_routes
 from .web.state import (APP_URL, CHANGE_HUB, CHECKPOINT_SIGNER, CREDENTIALS, KEYRING, LEASES,
                         OAUTH, PASSWORDS, POOL, SETTINGS, SIGNER)
 
 log = logging.getLogger("cvsm.app")
 
-# Large enough for a 500-item bulk body; each route reads with its own, smaller limit.
-CLIENT_MAX_SIZE = 40 * 1024 * 1024
+# The largest body cap of any route (`web.policy.BULK`); each route reads with its own
+# (`web.routes`), and nothing reads with aiohttp's `request.read()` or `post()`.
+CLIENT_MAX_SIZE = BULK
 
 
 async def _database(app: web.Application) -> AsyncIterator[None]:
@@ -96,8 +98,8 @@ def create_app(settings: Settings | None = None) -> web.Application:
     settings = settings or Settings.from_env()
     app = web.Application(
         middlewares=[request_id_middleware, metrics.metrics_middleware, cors_middleware,
-                     error_middleware, pages.page_errors, auth_middleware,
-                     rate_limit_middleware],
+                     error_middleware, pages.page_errors, body_limit_middleware,
+                     auth_middleware, rate_limit_middleware, body_gate_middleware],
         client_max_size=CLIENT_MAX_SIZE,
         handler_args=lowlevel.HANDLER_ARGS,  # the access log, for every runner
     )

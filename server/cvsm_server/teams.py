@@ -152,6 +152,16 @@ async def resolve(conn: db.Connection, ref: str) -> uuid.UUID:
     return row["id"]
 
 
+async def require_member(conn: db.Connection, actor: Actor, ref: str) -> uuid.UUID:
+    """The id of the team named by `ref` (its id or slug) when the actor is in it (and, for a
+    token, within its scope): what a team route checks before it reads a request's body. 404
+    otherwise, as for a team that does not exist; the route's own role check follows."""
+    team_id = await resolve(conn, ref)
+    async with db.cursor(conn) as cur:
+        await roles.require(cur, team_id, actor, VIEWER, reading=True)
+    return team_id
+
+
 async def create_team(conn: db.Connection, actor: Actor, name: str, slug: str, *,
                       plan_name: str = "starter", e2e_wrapped_key: object = None,
                       team_id: uuid.UUID | None = None) -> dict:

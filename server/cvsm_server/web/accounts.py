@@ -18,11 +18,10 @@ from .middleware import bearer
 from .request import actor, app_url, connection, path_id, read_json
 from .state import CREDENTIALS, KEYRING, PASSWORDS, POOL, SETTINGS, SIGNER
 
-SMALL_BODY = 16 * 1024
 
 
 async def register(request: web.Request) -> web.Response:
-    body = await read_json(request, max_bytes=SMALL_BODY)
+    body = await read_json(request)
     fields = {
         "email": field(body, "email", str),
         "username": field(body, "username", str),
@@ -38,7 +37,7 @@ async def register(request: web.Request) -> web.Response:
 
 
 async def login(request: web.Request) -> web.Response:
-    body = await read_json(request, max_bytes=SMALL_BODY)
+    body = await read_json(request)
     identifier = field(body, "identifier", str)  # the 0.3 line's `email` field is gone (0.4.0)
     password = field(body, "password", str)
     code = field(body, "totp_code", str, required=False)
@@ -60,7 +59,7 @@ async def request_verification(request: web.Request) -> web.Response:
 
 
 async def verify_email(request: web.Request) -> web.Response:
-    body = await read_json(request, max_bytes=4096)
+    body = await read_json(request)
     token = field(body, "token", str)
     failures = ratelimit.Charge.failed_auth(request.app[SETTINGS], actor(request).ip)
     async with connection(request) as conn:
@@ -85,7 +84,7 @@ async def _own_session(request: web.Request) -> uuid.UUID | None:
 
 
 async def request_password_reset(request: web.Request) -> web.Response:
-    body = await read_json(request, max_bytes=4096)
+    body = await read_json(request)
     email = field(body, "email", str)
     async with connection(request) as conn:
         await password_reset.request_link(conn, actor(request), request.app[KEYRING], email,
@@ -94,7 +93,7 @@ async def request_password_reset(request: web.Request) -> web.Response:
 
 
 async def reset_password(request: web.Request) -> web.Response:
-    body = await read_json(request, max_bytes=SMALL_BODY)
+    body = await read_json(request)
     token, password = field(body, "token", str), field(body, "password", str)
     failures = ratelimit.Charge.failed_auth(request.app[SETTINGS], actor(request).ip)
     async with connection(request) as conn:
@@ -133,7 +132,7 @@ async def totp_setup(request: web.Request) -> web.Response:
 
 async def totp_enable(request: web.Request) -> web.Response:
     sessions.require_jwt(actor(request))
-    body = await read_json(request, max_bytes=4096)
+    body = await read_json(request)
     code = field(body, "code", str)
     async with connection(request) as conn:
         await totp.enable(conn, actor(request), request.app[KEYRING], code)
@@ -142,7 +141,7 @@ async def totp_enable(request: web.Request) -> web.Response:
 
 async def totp_disable(request: web.Request) -> web.Response:
     sessions.require_jwt(actor(request))
-    body = await read_json(request, max_bytes=4096)
+    body = await read_json(request)
     code, password = field(body, "code", str), field(body, "password", str)
     async with connection(request) as conn:
         await totp.disable(conn, actor(request), request.app[KEYRING], request.app[PASSWORDS],
@@ -158,7 +157,7 @@ async def list_tokens(request: web.Request) -> web.Response:
 
 async def create_token(request: web.Request) -> web.Response:
     sessions.require_jwt(actor(request))
-    body = await read_json(request, max_bytes=64 * 1024)
+    body = await read_json(request)
     name = field(body, "name", str)
     expires_at = field(body, "expires_at", str, required=False)
     allowed_ips = string_list(body, "allowed_ips", required=False, max_items=100)

@@ -30,7 +30,7 @@ async def admin_list_users(request: web.Request) -> web.Response:
 
 async def admin_update_user(request: web.Request) -> web.Response:
     user_id = path_id(request, "user_id")
-    body = await read_json(request, max_bytes=4096)
+    body = await read_json(request)
     changes = {"is_admin": field(body, "is_admin", bool, required=False),
                "disabled": field(body, "disabled", bool, required=False)}
     async with connection(request) as conn:
@@ -48,7 +48,7 @@ async def admin_list_teams(request: web.Request) -> web.Response:
 
 async def admin_set_plan(request: web.Request) -> web.Response:
     team_id = path_id(request, "team_id")
-    body = await read_json(request, max_bytes=4096)
+    body = await read_json(request)
     plan = field(body, "plan", str)
     quotas = {}
     for name in ("max_secrets", "max_members"):

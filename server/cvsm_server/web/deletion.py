@@ -11,12 +11,11 @@ from .schema import OK, TIME, answer, obj
 from .request import actor, app_url, connection, read_json
 from .state import KEYRING, PASSWORDS, SETTINGS
 
-BODY_LIMIT = 4096
 
 
 async def request_deletion(request: web.Request) -> web.Response:
     client = sessions.require_jwt(actor(request))
-    body = await read_json(request, max_bytes=BODY_LIMIT)
+    body = await read_json(request)
     password = field(body, "password", str, required=False)
     code = field(body, "totp_code", str, required=False)
     confirm = field(body, "confirm", str, required=False)

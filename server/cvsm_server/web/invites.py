@@ -10,11 +10,10 @@ from .schema import OK, ROLE, STRING, TIME, UUID, answer, nullable, obj, ref
 from .request import actor, app_url, connection, path_id, read_json, team_of
 from .state import KEYRING
 
-SMALL_BODY = 16 * 1024
 
 
 async def create_invite(request: web.Request) -> web.Response:
-    body = await read_json(request, max_bytes=SMALL_BODY)
+    body = await read_json(request)
     email, role = field(body, "email", str), field(body, "role", str)
     async with connection(request) as conn:
         team_id = await team_of(request, conn)
@@ -39,7 +38,7 @@ async def revoke_invite(request: web.Request) -> web.Response:
 
 
 async def accept_invite(request: web.Request) -> web.Response:
-    body = await read_json(request, max_bytes=4096)
+    body = await read_json(request)
     token = field(body, "token", str)
     async with connection(request) as conn:
         team = await invites.accept_invite(conn, actor(request), request.app[KEYRING], token)

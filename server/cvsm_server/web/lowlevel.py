@@ -50,7 +50,10 @@ from .headers import SECURITY_HEADERS
 
 # Passed to `web.Application(handler_args=...)`: aiohttp gives these to every connection handler,
 # over what a runner passes (`web.run_app(..., access_log_class=...)` included).
-HANDLER_ARGS: Mapping[str, Any] = MappingProxyType({"access_log_class": RedactingAccessLogger})
+# `lingering_time` 0: a body the server did not read (refused before it, issue 36) is not
+# drained after the answer; the connection closes instead.
+HANDLER_ARGS: Mapping[str, Any] = MappingProxyType({"access_log_class": RedactingAccessLogger,
+                                                    "lingering_time": 0})
 
 # Loggers aiohttp and asyncio write to (a filter on a logger applies to its own records only,
 # not to its children's); `install_log_filter` adds ours, `cvsm` and `cvsm.*`.

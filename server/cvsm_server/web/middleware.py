@@ -14,6 +14,17 @@ rate limits.
 - `rate_limit_middleware`: counts the request against the limit its route declares, or leaves
   the charge to a handler that counts it inside its own statement (`own_charge`). The same
   statement confirms a credential served from the process's cache (`credentials`).
+
+Request bodies (issue 36): nothing reads a body before the route's handler, and the handler
+runs only for a caller the route accepts. Before that:
+- `body_limit_middleware` (before the credential is checked): a declared length above the
+  route's cap (`body` in `web.routes`) is a 413 at once;
+- `auth_middleware`: no valid credential, a 401 (a page's redirect to sign in);
+- `body_gate_middleware` (last): a body for a team route is read only once the caller is known
+  to be in that team (`teams.require_member`; 404 otherwise, as the route would answer).
+A body left unread (refused, or a route that reads none) is never drained: the answer carries
+`Connection: close` and the connection ends after it (`request_id_middleware`, and aiohttp's
+lingering read is off: `lowlevel.HANDLER_ARGS`).
 """
 
 from __future__ import annotations
@@ -26,10 +37,10 @@ from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 
-from .. import credentials, db, ratelimit, sessions, tokens, users
+from .. import credentials, db, ratelimit, sessions, teams, tokens, users
 from ..actor import Actor
 from ..clientip import cached_client_ip
-from ..errors import DomainError, ServerError, ServiceUnavailable, Unauthorized
+from ..errors import DomainError, PayloadTooLarge, ServerError, ServiceUnavailable, Unauthorized
 from .policy import EITHER, OPEN, SESSION, Policy, policy_of
 from .state import (ACTOR, CREDENTIALS, KEYRING, LEASES, PAGE_STATE, POOL, RATE_CHARGE,
                     REQUEST_ID, SESSION_COOKIE, SETTINGS, SIGNER)
@@ -70,7 +81,11 @@ async def request_id_middleware(request: web.Request, handler: Handler) -> web.S
     incoming = request.headers.get("X-Request-Id")
     request[REQUEST_ID] = incoming if incoming and REQUEST_ID_RE.match(incoming) \
         else new_request_id()
-    return await handler(request)
+    response = await handler(request)
+    if request.body_exists and not request.content.is_eof():
+        # A body refused or not read: answer and close, never read the rest of it.
+        response.force_close()
+    return response
 
 
 @web.middleware
@@ -235,4 +250,26 @@ async def rate_limit_middleware(request: web.Request, handler: Handler) -> web.S
             charge.lease.settle()  # a lease that failed: the next request leases again
 
 
+@web.middleware
+async def body_limit_middleware(request: web.Request,
+                                handler: Handler) -> web.StreamResponse:
+    """A declared body over the route's cap is refused before anything else is done (no
+    credential check, no database), and never read (`request_id_middleware` closes)."""
+    length = request.content_length
+    if length is not None and length > policy_of(request).body:
+        raise PayloadTooLarge()
+    return await handler(request)
 
+
+@web.middleware
+async def body_gate_middleware(request: web.Request,
+                               handler: Handler) -> web.StreamResponse:
+    """A team route's body is read only for a member of that team (or a token within it):
+    one statement before the handler, only when a body was sent."""
+    team = policy_of(request).team
+    who = request[ACTOR]
+    if team is not None and request.body_exists and who.user_id is not None \
+            and request.method != "OPTIONS":
+        async with db.connection(request.app[POOL]) as conn:
+            await teams.require_member(conn, who, request.match_info[team])
+    return await handler(request)

@@ -16,11 +16,10 @@ from .pages.newsletter import newsletter_page
 from .request import actor, app_url, connection, read_json
 from .state import KEYRING
 
-SMALL_BODY = 4096
 
 
 async def subscribe(request: web.Request) -> web.Response:
-    body = await read_json(request, max_bytes=SMALL_BODY)
+    body = await read_json(request)
     email = field(body, "email", str)
     async with connection(request) as conn:
         await newsletter.subscribe(conn, actor(request), request.app[KEYRING], email,
@@ -29,7 +28,7 @@ async def subscribe(request: web.Request) -> web.Response:
 
 
 async def confirm(request: web.Request) -> web.Response:
-    body = await read_json(request, max_bytes=SMALL_BODY)
+    body = await read_json(request)
     token = field(body, "token", str)
     async with connection(request) as conn:
         await newsletter.confirm(conn, actor(request), request.app[KEYRING], token)

@@ -12,6 +12,14 @@ by aiohttp's route object, filled once by `web.routes.setup_routes`.
 - `own_charge`: the handler counts the charge inside its own statement (`RATE_CHARGE`).
 - `openapi`: the name of the entry in the handler module's `OPENAPI` dict (`web.apidoc`), or
   None for a route outside the JSON API's document.
+- `body`: the most bytes of request body the route reads (`web.request.read_json`,
+  `read_form`): 0 for a route that reads none (every GET; an API route unless it says), a
+  page's form (`FORM`, 256 KiB) for a page's POST unless it says. A declared length above it
+  is a 413 before anything else is done (`web.middleware.body_limit_middleware`), a chunked
+  body is cut off there while it is read, and a body of a team route is read only once the
+  caller is known to be in the team (`body_gate_middleware`).
+- `team`: the path parameter naming the team of a team route (`team_id` under
+  `/api/v1/teams/{team_id}`, `team` under `/app/teams/{team}`), set by `api` and `page`.
 
 A GET page is named after its area and handler (`Route.name`), so a page redirects by name
 (`web.pages.kit.url_for`), never by a path built by hand.
@@ -34,6 +42,19 @@ RATE_KINDS = ("auth", "public", "newsletter", "api")
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
+# Body caps a route declares (`body=`), each sized to what the route can legitimately need; the
+# README's "Request bodies" table lists them. nginx's `client_max_body_size 48m`
+# (deploy/nginx.conf) stays above the largest (`BULK`): the server answers with its own 413.
+API_TEAM, PAGE_TEAM = "/api/v1/teams/{team_id}", "/app/teams/{team}"
+
+KiB, MiB = 1024, 1024 * 1024
+NONE = 0
+TINY = 4 * KiB      # a few short fields: a sign-in, an address, a password, a plan
+SMALL = 16 * KiB    # one object of short fields: a team, a member, a webhook, a key pair
+FORM = 256 * KiB    # a page's form: one 65,536-byte value, form-encoded, several times over
+VALUE = 1 * MiB     # one secret value of 65,536 bytes, even fully \u-escaped, or its envelope
+BULK = 40 * MiB     # 500 values of a bulk write, or a re-key's envelopes of every secret
+
 
 @dataclass(frozen=True, slots=True)
 class Policy:
@@ -41,12 +62,16 @@ class Policy:
     rate: str | None = None
     own_charge: bool = False
     page: bool = False
+    body: int = NONE
+    team: str | None = None
 
     def __post_init__(self) -> None:
         if self.auth not in AUTH_KINDS:
             raise ValueError(f"unknown auth {self.auth!r}")
         if self.rate is not None and self.rate not in RATE_KINDS:
             raise ValueError(f"unknown rate-limit kind {self.rate!r}")
+        if not 0 <= self.body <= BULK:
+            raise ValueError(f"body cap {self.body} outside 0..{BULK}")
 
     @property
     def needs_bearer(self) -> bool:
@@ -84,15 +109,21 @@ class Route:
 
 
 def api(method: str, path: str, handler: Handler, *, auth: str = BEARER, rate: str | None = "api",
-        own_charge: bool = False, openapi: str | None | bool = True) -> Route:
+        own_charge: bool = False, openapi: str | None | bool = True, body: int = NONE) -> Route:
     """A JSON API route: documented under its handler's name unless `openapi` says otherwise."""
     name = handler.__name__ if openapi is True else (openapi or None)
-    return Route(method, path, handler, Policy(auth, rate, own_charge), name)
+    team = "team_id" if path.startswith(f"{API_TEAM}/") or path == API_TEAM else None
+    return Route(method, path, handler, Policy(auth, rate, own_charge, body=body, team=team),
+                 name)
 
 
-def page(method: str, path: str, handler: Handler, *, auth: str = OPEN) -> Route:
+def page(method: str, path: str, handler: Handler, *, auth: str = OPEN,
+         body: int | None = None) -> Route:
     """A page for a browser (the dashboard's error pages, the query-string check)."""
-    return Route(method, path, handler, Policy(auth, None, False, True))
+    if body is None:
+        body = NONE if method == "GET" else FORM
+    team = "team" if path.startswith(f"{PAGE_TEAM}/") or path == PAGE_TEAM else None
+    return Route(method, path, handler, Policy(auth, None, False, True, body, team))
 
 
 def asset(method: str, path: str, handler: Handler) -> Route:

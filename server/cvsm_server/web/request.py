@@ -6,7 +6,6 @@ body over its limit, 404 for a malformed id) with an Indonesian message, never a
 from __future__ import annotations
 
 import io
-import json
 import uuid
 from contextlib import AbstractAsyncContextManager
 from typing import Any
@@ -19,11 +18,10 @@ from .. import db, teams
 from ..actor import Actor
 from ..errors import BadRequest, NotFound, PayloadTooLarge
 from ..inputs import bounded_int, check_text
+from . import jsonbody
+from .policy import policy_of
 from .state import ACTOR, APP_URL, POOL, SETTINGS
 
-DEFAULT_BODY_LIMIT = 1024 * 1024  # 1 MiB: a 65,536-byte value even fully \u-escaped fits
-
-NOT_JSON = "Isi permintaan bukan JSON yang valid"
 NOT_OBJECT = "Isi permintaan harus berupa objek JSON"
 
 FORM_TOO_LARGE = "Formulir terlalu besar"
@@ -43,11 +41,12 @@ def app_url(request: web.Request) -> str:
             or str(request.url.origin()))
 
 
-async def read_json(request: web.Request, *, max_bytes: int = DEFAULT_BODY_LIMIT,
-                    optional: bool = False) -> dict[str, Any]:
-    """The body as a JSON object, read at most `max_bytes` (413 beyond, never buffered whole).
+async def read_json(request: web.Request, *, optional: bool = False) -> dict[str, Any]:
+    """The body as a JSON object, read at most the route's cap (its `body` in `web.routes`;
+    413 beyond, never buffered whole) and parsed a step at a time (`web.jsonbody`).
 
     With `optional`, an empty body is an empty object."""
+    max_bytes = policy_of(request).body
     length = request.content_length
     if length is not None and length > max_bytes:
         raise PayloadTooLarge()
@@ -61,15 +60,12 @@ async def read_json(request: web.Request, *, max_bytes: int = DEFAULT_BODY_LIMIT
             raise PayloadTooLarge()
         chunks.append(chunk)
     raw = b"".join(chunks)
+    del chunks
     if not raw and optional:
         return {}
     if not raw.strip():
         raise BadRequest(NOT_OBJECT)
-    try:
-        body = json.loads(raw)
-    except (ValueError, UnicodeDecodeError, RecursionError):
-        # RecursionError: nesting deep enough to exhaust the parser is not JSON we accept.
-        raise BadRequest(NOT_JSON) from None
+    body = await jsonbody.loads(raw, cap=max_bytes)
     if not isinstance(body, dict):
         raise BadRequest(NOT_OBJECT)
     return body
@@ -87,6 +83,7 @@ async def read_form(request: web.Request, *, max_bytes: int,
     (PostgreSQL cannot store one) are each a 400 with a message, as the JSON API answers such
     a body. Text fields are `str`; a multipart file is a `web.FileField`, another non-text part
     `bytes`. An empty body is an empty form."""
+    max_bytes = min(max_bytes, policy_of(request).body)  # never above the route's cap
     length = request.content_length
     if length is not None and length > max_bytes:
         raise BadRequest(too_large)

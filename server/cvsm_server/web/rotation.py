@@ -11,7 +11,6 @@ from .schema import BOOL, INT, OK, STRING, TIME, UUID, answer, nullable, obj
 from .request import actor, connection, path_id, read_json, team_of
 from .state import KEYRING
 
-SMALL_BODY = 16 * 1024
 
 
 async def get_rotation(request: web.Request) -> web.Response:
@@ -27,7 +26,7 @@ async def get_rotation(request: web.Request) -> web.Response:
 
 async def set_rotation(request: web.Request) -> web.Response:
     secret_id = path_id(request, "secret_id")
-    body = await read_json(request, max_bytes=SMALL_BODY)
+    body = await read_json(request)
     interval = field(body, "interval_days", int)
     target = field(body, "target", dict)
     generator = field(body, "generator", dict, required=False)

@@ -13,7 +13,6 @@ from .schema import (BULK_ANSWER, ENVIRONMENT, ID_LIST, INT, OK, SECRET_NAME, SE
 from .request import actor, connection, path_id, team_of, query_int, query_text, read_json
 from .state import KEYRING, RATE_CHARGE
 
-MAX_BULK_BODY = 40 * 1024 * 1024  # 500 values of 65,536 bytes, JSON-escaped
 # A JSON string escapes one byte to at most six (\u0000), so a body over this cannot carry
 # content within the .env limit.
 MAX_DOTENV_BODY = 6 * bulk.MAX_DOTENV_BYTES + 64 * 1024
@@ -115,7 +114,7 @@ async def list_versions(request: web.Request) -> web.Response:
 
 async def rollback(request: web.Request) -> web.Response:
     secret_id = path_id(request, "secret_id")
-    body = await read_json(request, max_bytes=4096)
+    body = await read_json(request)
     version = field(body, "version", int)
     async with connection(request) as conn:
         team_id = await team_of(request, conn)
@@ -148,7 +147,7 @@ def _bulk_answer(results: list[dict], summary: dict, **extra: object) -> web.Res
 
 
 async def bulk_create(request: web.Request) -> web.Response:
-    body = await read_json(request, max_bytes=MAX_BULK_BODY)
+    body = await read_json(request)
     items = field(body, "items", list)
     async with connection(request) as conn:
         team_id = await team_of(request, conn)
@@ -158,7 +157,7 @@ async def bulk_create(request: web.Request) -> web.Response:
 
 
 async def import_dotenv(request: web.Request) -> web.Response:
-    body = await read_json(request, max_bytes=MAX_DOTENV_BODY)
+    body = await read_json(request)
     content = field(body, "content", str, allow_nul=True)  # values are stored encrypted
     environment = field(body, "environment", str)
     async with connection(request) as conn:
@@ -169,7 +168,7 @@ async def import_dotenv(request: web.Request) -> web.Response:
 
 
 async def bulk_delete(request: web.Request) -> web.Response:
-    body = await read_json(request, max_bytes=MAX_IDS_BODY)
+    body = await read_json(request)
     ids = string_list(body, "ids", max_items=bulk.MAX_ITEMS)
     async with connection(request) as conn:
         team_id = await team_of(request, conn)
@@ -178,7 +177,7 @@ async def bulk_delete(request: web.Request) -> web.Response:
 
 
 async def move_env(request: web.Request) -> web.Response:
-    body = await read_json(request, max_bytes=MAX_IDS_BODY)
+    body = await read_json(request)
     ids = string_list(body, "ids", max_items=bulk.MAX_ITEMS)
     environment = field(body, "environment", str)
     async with connection(request) as conn:

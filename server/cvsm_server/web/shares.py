@@ -14,7 +14,7 @@ from .state import KEYRING, POOL
 
 async def create_share(request: web.Request) -> web.Response:
     secret_id = path_id(request, "secret_id")
-    # (the default limit: an end-to-end team's envelope, even fully \u-escaped, fits)
+    # (the route's cap, `VALUE`: an end-to-end team's share envelope, even \u-escaped, fits)
     body = await read_json(request, optional=True)
     max_views = field(body, "max_views", int, required=False, default=1)
     ttl_hours = field(body, "ttl_hours", int, required=False, default=24)

@@ -11,7 +11,6 @@ from .schema import (E2E_WRAP, INT, OK, ROLE, SLUG_PATTERN, UUID, answer, obj, o
 from .request import actor, connection, path_id, query_int, read_json, team_of
 from .state import SETTINGS
 
-SMALL_BODY = 16 * 1024
 
 
 async def list_teams(request: web.Request) -> web.Response:
@@ -21,7 +20,7 @@ async def list_teams(request: web.Request) -> web.Response:
 
 
 async def create_team(request: web.Request) -> web.Response:
-    body = await read_json(request, max_bytes=SMALL_BODY)
+    body = await read_json(request)
     name, slug = field(body, "name", str), field(body, "slug", str)
     e2e = field(body, "e2e", dict, required=False)
     wrapped_key = None
@@ -57,7 +56,7 @@ async def list_members(request: web.Request) -> web.Response:
 
 
 async def add_member(request: web.Request) -> web.Response:
-    body = await read_json(request, max_bytes=SMALL_BODY)
+    body = await read_json(request)
     identifier, role = field(body, "identifier", str), field(body, "role", str)
     async with connection(request) as conn:
         team_id = await team_of(request, conn)
@@ -67,7 +66,7 @@ async def add_member(request: web.Request) -> web.Response:
 
 async def update_member(request: web.Request) -> web.Response:
     user_id = path_id(request, "user_id")
-    body = await read_json(request, max_bytes=SMALL_BODY)
+    body = await read_json(request)
     role = field(body, "role", str)
     async with connection(request) as conn:
         team_id = await team_of(request, conn)

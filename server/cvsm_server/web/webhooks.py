@@ -11,11 +11,10 @@ from .schema import INT, OK, STRING, TIME, UUID, answer, nullable, obj, query
 from .request import actor, connection, path_id, query_int, read_json, team_of
 from .state import KEYRING, SETTINGS
 
-SMALL_BODY = 16 * 1024
 
 
 async def create_webhook(request: web.Request) -> web.Response:
-    body = await read_json(request, max_bytes=SMALL_BODY)
+    body = await read_json(request)
     url = field(body, "url", str)
     events = field(body, "events", list)
     description = field(body, "description", str, required=False, default="")
