@@ -41,7 +41,7 @@ from .. import credentials, db, ratelimit, sessions, teams, tokens, users
 from ..actor import Actor
 from ..clientip import cached_client_ip
 from ..errors import DomainError, PayloadTooLarge, ServerError, ServiceUnavailable, Unauthorized
-from .policy import EITHER, OPEN, SESSION, Policy, policy_of
+from .policy import EITHER, OPEN, SESSION, UNMATCHED, Policy, policy_of
 from .state import (ACTOR, CREDENTIALS, KEYRING, LEASES, PAGE_STATE, POOL, RATE_CHARGE,
                     REQUEST_ID, SESSION_COOKIE, SETTINGS, SIGNER)
 
@@ -256,7 +256,9 @@ async def body_limit_middleware(request: web.Request,
     """A declared body over the route's cap is refused before anything else is done (no
     credential check, no database), and never read (`request_id_middleware` closes)."""
     length = request.content_length
-    if length is not None and length > policy_of(request).body:
+    policy = policy_of(request)
+    # (no route matched: aiohttp's own 404 or 405 follows, and reads nothing)
+    if length is not None and length > policy.body and policy is not UNMATCHED:
         raise PayloadTooLarge()
     return await handler(request)
 
