@@ -62,6 +62,13 @@ def team_json(row: Mapping) -> dict:
             "created_at": iso(row["created_at"])}
 
 
+async def check_admin(conn: db.Connection, actor: Actor) -> None:
+    """403 unless the actor is a site admin (`require_admin`): what an admin route checks
+    before it reads a request's body."""
+    async with db.cursor(conn) as cur:
+        await require_admin(cur, actor)
+
+
 async def require_admin(cur: db.Cursor, actor: Actor) -> None:
     """403 unless the actor is the operator or a signed-in (JWT) admin whose account is enabled."""
     if actor.via == "system":

@@ -37,7 +37,7 @@ from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 
-from .. import credentials, db, ratelimit, sessions, teams, tokens, users
+from .. import admin, credentials, db, ratelimit, sessions, teams, tokens, users
 from ..actor import Actor
 from ..clientip import cached_client_ip
 from ..errors import DomainError, PayloadTooLarge, ServerError, ServiceUnavailable, Unauthorized
@@ -266,12 +266,16 @@ async def body_limit_middleware(request: web.Request,
 @web.middleware
 async def body_gate_middleware(request: web.Request,
                                handler: Handler) -> web.StreamResponse:
-    """A team route's body is read only for a member of that team (or a token within it):
-    one statement before the handler, only when a body was sent."""
-    team = policy_of(request).team
+    """A team route's body is read only for a member of that team (or a token within it), an
+    admin route's only for a site admin: one statement before the handler, only when a body
+    was sent."""
+    policy = policy_of(request)
     who = request[ACTOR]
-    if team is not None and request.body_exists and who.user_id is not None \
-            and request.method != "OPTIONS":
+    if (policy.team is not None or policy.admin) and request.body_exists \
+            and who.user_id is not None and request.method != "OPTIONS":
         async with db.connection(request.app[POOL]) as conn:
-            await teams.require_member(conn, who, request.match_info[team])
+            if policy.team is not None:
+                await teams.require_member(conn, who, request.match_info[policy.team])
+            else:
+                await admin.check_admin(conn, who)
     return await handler(request)

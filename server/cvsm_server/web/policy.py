@@ -20,6 +20,8 @@ by aiohttp's route object, filled once by `web.routes.setup_routes`.
   caller is known to be in the team (`body_gate_middleware`).
 - `team`: the path parameter naming the team of a team route (`team_id` under
   `/api/v1/teams/{team_id}`, `team` under `/app/teams/{team}`), set by `api` and `page`.
+- `admin`: a route of the admin panel (`/api/v1/admin/`, `/app/admin`): its body is read only
+  for a site admin.
 
 A GET page is named after its area and handler (`Route.name`), so a page redirects by name
 (`web.pages.kit.url_for`), never by a path built by hand.
@@ -64,6 +66,7 @@ class Policy:
     page: bool = False
     body: int = NONE
     team: str | None = None
+    admin: bool = False
 
     def __post_init__(self) -> None:
         if self.auth not in AUTH_KINDS:
@@ -113,8 +116,9 @@ def api(method: str, path: str, handler: Handler, *, auth: str = BEARER, rate: s
     """A JSON API route: documented under its handler's name unless `openapi` says otherwise."""
     name = handler.__name__ if openapi is True else (openapi or None)
     team = "team_id" if path.startswith(f"{API_TEAM}/") or path == API_TEAM else None
-    return Route(method, path, handler, Policy(auth, rate, own_charge, body=body, team=team),
-                 name)
+    return Route(method, path, handler,
+                 Policy(auth, rate, own_charge, body=body, team=team,
+                        admin=path.startswith("/api/v1/admin/")), name)
 
 
 def page(method: str, path: str, handler: Handler, *, auth: str = OPEN,
@@ -123,7 +127,8 @@ def page(method: str, path: str, handler: Handler, *, auth: str = OPEN,
     if body is None:
         body = NONE if method == "GET" else FORM
     team = "team" if path.startswith(f"{PAGE_TEAM}/") or path == PAGE_TEAM else None
-    return Route(method, path, handler, Policy(auth, None, False, True, body, team))
+    return Route(method, path, handler, Policy(auth, None, False, True, body, team,
+                                               path.startswith("/app/admin")))
 
 
 def asset(method: str, path: str, handler: Handler) -> Route:
