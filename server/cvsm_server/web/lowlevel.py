@@ -50,10 +50,14 @@ from .headers import SECURITY_HEADERS
 
 # Passed to `web.Application(handler_args=...)`: aiohttp gives these to every connection handler,
 # over what a runner passes (`web.run_app(..., access_log_class=...)` included).
-# `lingering_time` 0: a body the server did not read (refused before it, issue 36) is not
-# drained after the answer; the connection closes instead.
+# `lingering_time`: after answering a request whose body it did not read (refused before it,
+# issue 36), the server discards what still arrives for at most this long, then closes (the
+# answer says `Connection: close`). Nothing is kept or parsed; closing at once instead would
+# reset the connection under a proxy still sending the body it buffered (nginx: a 502 instead
+# of the server's 413). aiohttp's default is 10 s.
+LINGERING_SECONDS = 2.0
 HANDLER_ARGS: Mapping[str, Any] = MappingProxyType({"access_log_class": RedactingAccessLogger,
-                                                    "lingering_time": 0})
+                                                    "lingering_time": LINGERING_SECONDS})
 
 # Loggers aiohttp and asyncio write to (a filter on a logger applies to its own records only,
 # not to its children's); `install_log_filter` adds ours, `cvsm` and `cvsm.*`.

@@ -22,9 +22,10 @@ runs only for a caller the route accepts. Before that:
 - `auth_middleware`: no valid credential, a 401 (a page's redirect to sign in);
 - `body_gate_middleware` (last): a body for a team route is read only once the caller is known
   to be in that team (`teams.require_member`; 404 otherwise, as the route would answer).
-A body left unread (refused, or a route that reads none) is never drained: the answer carries
-`Connection: close` and the connection ends after it (`request_id_middleware`, and aiohttp's
-lingering read is off: `lowlevel.HANDLER_ARGS`).
+A body left unread (refused, or a route that reads none) is never read into memory: the answer
+carries `Connection: close`, what still arrives is discarded for at most
+`lowlevel.LINGERING_SECONDS` (so a proxy sending a body it buffered reads the answer instead of
+a reset), and the connection ends (`request_id_middleware`).
 """
 
 from __future__ import annotations
@@ -83,7 +84,7 @@ async def request_id_middleware(request: web.Request, handler: Handler) -> web.S
         else new_request_id()
     response = await handler(request)
     if request.body_exists and not request.content.is_eof():
-        # A body refused or not read: answer and close, never read the rest of it.
+        # A body refused or not read: answer and close (`lowlevel.LINGERING_SECONDS`).
         response.force_close()
     return response
 
