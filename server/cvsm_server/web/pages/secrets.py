@@ -20,6 +20,7 @@ from ... import (bulk, db, dotenv, insights, roles, secret_rotation, secrets as 
                  shell_export, teams)
 from ...actor import Actor
 from ...errors import BadRequest, NotFound
+from ...inputs import whole_number
 from ..request import app_url, path_id
 from ..state import KEYRING, POOL
 from .e2e import json_field, team_context as e2e_context
@@ -148,10 +149,7 @@ async def secret_page(request: web.Request, actor: Actor) -> web.StreamResponse:
 
 
 def _whole(form: Form, name: str, default: int) -> int:
-    raw = form.get(name, str(default)).strip()
-    if not raw.isdigit() or len(raw) > 9:
-        raise BadRequest(f"Kolom '{name}' harus bilangan bulat")
-    return int(raw)
+    return whole_number(name, form.get(name, str(default)))
 
 
 @signed_in

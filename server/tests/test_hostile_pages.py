@@ -1,0 +1,213 @@
+"""Hostile input to the dashboard and the API, issue 36's LOW items, over real HTTP with real CSRF
+tokens against the real database: numbers written in Unicode digits (`²`, `①`, `٣`), NUL
+characters and broken UTF-8 in every numeric field of a form, a query or a JSON body; multipart
+bodies aiohttp cannot read; line breaks a browser sends as CRLF; what `cvsm-server mail show
+--links` prints of a user's own text; end-to-end envelopes one byte over the value limit; a
+used setup link; the events of `/secrets/changes` against the OpenAPI document.
+
+Each is a 4xx with an Indonesian message (a page under the dashboard, JSON under the API) or the
+right answer, never a 500.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from aiohttp.test_utils import TestClient
+
+from conftest import Api, query
+from test_dashboard import form_csrf
+from test_read_pages import sign_in, versioned
+
+from cvsm_server import inputs
+from cvsm_server.config import Settings
+from cvsm_server.errors import BadRequest
+
+
+@pytest.fixture
+def settings(make_settings: Callable[..., Settings]) -> Settings:
+    return make_settings(app_url="")  # links use the address asked; plain http keeps the cookie
+
+
+# Numbers as text: `str.isdigit()` says yes to all of these, `int()` refuses or misreads them.
+UNICODE_DIGITS = {"superscript": "²", "circled": "①", "arabic-indic": "٣", "mixed": "1²",
+                  "fullwidth": "１", "nul": "1\x00", "underscore": "1_0"}
+# The same, %-escaped in a query string, and broken UTF-8 there.
+QUERY_DIGITS = {"superscript": "%C2%B2", "circled": "%E2%91%A0", "arabic-indic": "%D9%A3",
+                "fullwidth": "%EF%BC%91", "nul": "1%00", "broken utf-8": "%FF"}
+
+
+def test_decimal_reads_ascii_digits_only() -> None:
+    decimal, is_digits, whole_number = inputs.decimal, inputs.is_digits, inputs.whole_number
+    assert decimal("42") == 42 and decimal(" 007 ") == 7 and decimal("-3", signed=True) == -3
+    for text in [*UNICODE_DIGITS.values(), "", "-3", "+3", "1e3", "0x10", " ", "1 2", None, 3]:
+        assert decimal(text) is None, text
+    assert decimal("9" * 19) is not None and decimal("9" * 20) is None
+    assert decimal("0" * 40 + "5") == 5 and decimal("1" * 10_000) is None
+    assert is_digits("123456", 6) and not is_digits("12345①", 6) and not is_digits("١٢٣٤٥٦", 6)
+    assert whole_number("n", "12") == 12
+    for text in ("²", "-1", str(2**31)):
+        with pytest.raises(BadRequest, match="Kolom 'n' harus bilangan bulat"):
+            whole_number("n", text)
+
+
+async def assert_refused_page(resp: Any, status: int = 400, message: str | None = None) -> str:
+    """A refusal that is a dashboard page (not JSON, not a traceback) with its message."""
+    text = await resp.text()
+    assert resp.status == status, text
+    assert resp.content_type == "text/html", text
+    assert "Traceback" not in text and 'role="alert"' in text
+    if message is not None:
+        assert message.replace("'", "&#39;") in text, text
+    return text
+
+
+@pytest.fixture
+async def dashboard(client: TestClient, api: Api, owner: dict, team_id: str,
+                    database_url: str) -> dict[str, str]:
+    """The owner (an admin too) signed in, with DB_URL at version 3: the pages' paths."""
+    secret_id = await versioned(client, api, owner, team_id)
+    await query(database_url, "UPDATE users SET is_admin = true WHERE id = %s", (owner["id"],))
+    await sign_in(client, owner)
+    page = f"/app/teams/{team_id}/secrets/{secret_id}"
+    return {"team": team_id, "secret": secret_id, "page": page,
+            "csrf": await form_csrf(client, page)}
+
+
+# Item 1: every numeric field of the dashboard's forms ---------------------------------------
+
+# (the form's path under the secret page or absolute, the fields besides the number, the
+# numeric field, the message)
+NUMERIC_FORMS = {
+    "reveal version": ("/value", {}, "version", "Pilih nomor versi yang ada"),
+    "diff from": ("/diff", {"to": "2"}, "from", "Pilih nomor versi yang ada"),
+    "diff to": ("/diff", {"from": "1"}, "to", "Pilih nomor versi yang ada"),
+    "rollback version": ("/rollback", {}, "version", "Kolom 'version' harus bilangan bulat"),
+    "share max_views": ("/shares", {"ttl_hours": "24"}, "max_views",
+                        "Kolom 'max_views' harus bilangan bulat"),
+    "share ttl_hours": ("/shares", {"max_views": "1"}, "ttl_hours",
+                        "Kolom 'ttl_hours' harus bilangan bulat"),
+    "plan max_secrets": ("admin-team", {"plan": "professional", "max_members": ""},
+                         "max_secrets", "Kolom 'max_secrets' harus bilangan bulat"),
+    "plan max_members": ("admin-team", {"plan": "professional", "max_secrets": ""},
+                         "max_members", "Kolom 'max_members' harus bilangan bulat"),
+}
+
+
+@pytest.mark.parametrize("form", NUMERIC_FORMS)
+async def test_a_number_in_unicode_digits_in_a_form_is_a_400_page(
+        client: TestClient, dashboard: dict[str, str], form: str, database_url: str) -> None:
+    path, fields, name, message = NUMERIC_FORMS[form]
+    action = f"/app/admin/teams/{dashboard['team']}" if path == "admin-team" \
+        else dashboard["page"] + path
+    plan = "SELECT plan, max_secrets, max_members FROM teams WHERE id = %s"
+    before = await query(database_url, plan, (dashboard["team"],))
+    for digits, number in UNICODE_DIGITS.items():
+        resp = await client.post(action, data={"csrf": dashboard["csrf"], **fields, name: number},
+                                 allow_redirects=False)
+        # The form parser refuses a NUL before any field is read.
+        await assert_refused_page(resp, 400, "berisi karakter yang tidak valid"
+                                  if digits == "nul" else message)
+    assert await query(database_url, "SELECT 1 FROM secret_shares") == []
+    assert await query(database_url, plan, (dashboard["team"],)) == before
+
+
+# A list's page number is navigation: one it cannot read shows the first page.
+PAGED = ["/app/teams/{team}/audit", "/app/admin/users", "/app/admin/teams", "/app/admin/tickets"]
+
+
+async def test_a_page_number_in_unicode_digits_shows_the_first_page_or_a_400_page(
+        client: TestClient, dashboard: dict[str, str]) -> None:
+    for path in PAGED:
+        for digits, number in QUERY_DIGITS.items():
+            resp = await client.get(path.format(team=dashboard["team"]) + "?page=" + number)
+            if digits in ("nul", "broken utf-8"):  # no page reads a query string holding these
+                await assert_refused_page(resp, 400, "Parameter URL tidak valid")
+            else:
+                text = await resp.text()
+                assert resp.status == 200, (path, digits, text)
+                assert "Halaman 1 dari" in text or path != PAGED[0], text
+
+
+async def test_the_admin_users_form_keeps_a_page_number_it_cannot_read_as_the_first(
+        client: TestClient, dashboard: dict[str, str], api: Api) -> None:
+    other = await api.register()
+    csrf = await form_csrf(client, "/app/admin/users")
+    resp = await client.post(f"/app/admin/users/{other['id']}", data={
+        "csrf": csrf, "action": "grant", "q": "", "page": "²"}, allow_redirects=False)
+    assert resp.status == 303, await resp.text()
+    assert resp.headers["Location"].endswith("page=1")
+
+
+async def test_an_audit_filter_time_in_unicode_digits_is_a_400_page(
+        client: TestClient, dashboard: dict[str, str]) -> None:
+    for name in ("from", "to"):
+        for number in QUERY_DIGITS.values():
+            resp = await client.get(f"/app/teams/{dashboard['team']}/audit?{name}=2024-01-0{number}")
+            await assert_refused_page(resp, 400)
+        for number in UNICODE_DIGITS.values():
+            resp = await client.post(f"/app/teams/{dashboard['team']}/audit/export", data={
+                "csrf": dashboard["csrf"], "format": "csv", name: f"2024-01-0{number}"})
+            assert resp.status == 400, (name, number, await resp.text())
+
+
+TOTP_CODES = ["①②③④⑤⑥", "١٢٣٤٥٦", "１２３４５６", "²²²²²²", "12345\u202e"]
+
+
+async def test_a_two_factor_code_in_unicode_digits_is_refused_as_a_code(
+        client: TestClient, dashboard: dict[str, str]) -> None:
+    csrf = await form_csrf(client, "/app/account")
+    await client.post("/app/account/2fa/setup", data={"csrf": csrf})
+    for code in TOTP_CODES:
+        resp = await client.post("/app/account/2fa/enable", data={"csrf": csrf, "code": code},
+                                 allow_redirects=False)
+        await assert_refused_page(resp, 400, "Kode autentikasi")
+
+
+async def test_the_api_refuses_a_two_factor_code_in_unicode_digits_as_a_code(
+        client: TestClient, api: Api, owner: dict) -> None:
+    auth = api.auth(owner["token"])
+    setup = await client.post("/api/v1/me/2fa/setup", headers=auth, json={})
+    assert setup.status == 200, await setup.text()
+    for code in TOTP_CODES:
+        resp = await client.post("/api/v1/me/2fa/enable", headers=auth, json={"code": code})
+        assert resp.status == 400, await resp.text()
+        assert "Kode autentikasi" in (await resp.json())["error"]
+
+
+async def test_a_csrf_token_with_a_non_ascii_character_is_the_403_page(
+        client: TestClient, dashboard: dict[str, str]) -> None:
+    for csrf in ("é" * 64, "①" * 64, "\u202e" + "0" * 63):
+        resp = await client.post("/app/teams", data={"csrf": csrf, "name": "X", "slug": "x-team"},
+                                 allow_redirects=False)
+        await assert_refused_page(resp, 403)
+        resp = await client.post("/signin/2fa", data={"csrf": csrf, "pending": csrf, "code": "1"},
+                                 allow_redirects=False)
+        assert resp.status == 403 and "Traceback" not in await resp.text()
+
+
+async def test_a_flash_cookie_with_a_non_ascii_mac_is_ignored(client: TestClient,
+                                                              dashboard: dict[str, str]) -> None:
+    client.session.cookie_jar.update_cookies({"cvsm_flash": "team_created.é"})
+    resp = await client.get("/app/teams")
+    assert resp.status == 200, await resp.text()
+
+
+# The API's numeric query parameters: the same rule, a JSON 400.
+API_QUERIES = ["/api/v1/teams/{team}/secrets?limit={n}", "/api/v1/teams/{team}/secrets?offset={n}",
+               "/api/v1/teams/{team}/audit?limit={n}", "/api/v1/teams/{team}/audit?offset={n}",
+               "/api/v1/teams/{team}/e2e/key?key_version={n}", "/api/v1/admin/users?limit={n}",
+               "/api/v1/admin/teams?offset={n}"]
+
+
+async def test_an_api_number_in_unicode_digits_is_a_json_400(
+        client: TestClient, dashboard: dict[str, str], api: Api, owner: dict) -> None:
+    for path in API_QUERIES:
+        for number in QUERY_DIGITS.values():
+            resp = await client.get(path.format(team=dashboard["team"], n=number),
+                                    headers=api.auth(owner["token"]))
+            assert resp.status == 400, await resp.text()
+            assert "error" in await resp.json()
