@@ -211,3 +211,44 @@ async def test_an_api_number_in_unicode_digits_is_a_json_400(
                                     headers=api.auth(owner["token"]))
             assert resp.status == 400, await resp.text()
             assert "error" in await resp.json()
+
+
+# Item 2: bodies aiohttp's readers raise on -------------------------------------------------
+
+BROKEN_BODIES = {
+    "part header without a colon": ("multipart/form-data; boundary=zz", b"--zz\r\nbroken"),
+    "part header cut short": ("multipart/form-data; boundary=zz",
+                              b"--zz\r\nContent-Disposition: form-data; name=\"a\"\r\n"),
+    "part header line too long": ("multipart/form-data; boundary=zz",
+                                  b"--zz\r\nX-A: " + b"a" * 100_000 + b"\r\n\r\nx\r\n--zz--\r\n"),
+    "unknown transfer encoding": (
+        "multipart/form-data; boundary=zz",
+        b"--zz\r\nContent-Disposition: form-data; name=\"a\"\r\n"
+        b"Content-Transfer-Encoding: x-nope\r\n\r\nx\r\n--zz--\r\n"),
+    "quoted boundary unterminated": ('multipart/form-data; boundary="zz', b"--zz\r\nbroken"),
+    "utf-16": ("application/x-www-form-urlencoded; charset=utf-16", "a=b".encode("utf-16")),
+    "utf-16 part": ("multipart/form-data; boundary=zz",
+                    b"--zz\r\nContent-Disposition: form-data; name=\"a\"\r\n"
+                    b"Content-Type: text/plain; charset=utf-16\r\n\r\n\xff\xfea\x00\r\n--zz--\r\n"),
+    "nul in a part name": ("multipart/form-data; boundary=zz",
+                           b"--zz\r\nContent-Disposition: form-data; name=\"a\x00\"\r\n\r\n"
+                           b"x\r\n--zz--\r\n"),
+    "broken utf-8 in a part": ("multipart/form-data; boundary=zz",
+                               b"--zz\r\nContent-Disposition: form-data; name=\"a\"\r\n\r\n"
+                               b"\xff\xfe\r\n--zz--\r\n"),
+    "broken utf-8 in a part name": ("multipart/form-data; boundary=zz",
+                                    b"--zz\r\nContent-Disposition: form-data; name=\"\xff\"\r\n"
+                                    b"\r\nx\r\n--zz--\r\n"),
+}
+
+
+@pytest.mark.parametrize("form", ["/signin", "/app/teams", "/app/teams/{team}/import"])
+async def test_a_form_body_aiohttp_cannot_read_is_a_400_page(
+        client: TestClient, dashboard: dict[str, str], form: str) -> None:
+    path = form.format(team=dashboard["team"])
+    for name, (content_type, body) in BROKEN_BODIES.items():
+        resp = await client.post(path, data=body, headers={"Content-Type": content_type},
+                                 allow_redirects=False)
+        text = await resp.text()
+        assert resp.status == 400, (name, text)
+        assert resp.content_type == "text/html" and 'role="alert"' in text, (name, text)
