@@ -252,3 +252,46 @@ async def test_a_form_body_aiohttp_cannot_read_is_a_400_page(
         text = await resp.text()
         assert resp.status == 400, (name, text)
         assert resp.content_type == "text/html" and 'role="alert"' in text, (name, text)
+
+
+# Item 3: a textarea's line breaks come as CRLF; what is stored is what the person typed -------
+
+PEM_TYPED = "-----BEGIN KEY-----\nMIIB\nAAAA\n-----END KEY-----"
+PEM_POSTED = PEM_TYPED.replace("\n", "\r\n")  # as a browser submits a textarea
+
+
+async def by_name(client: TestClient, api: Api, owner: dict, team_id: str, name: str) -> str:
+    resp = await client.get(f"/api/v1/teams/{team_id}/secrets/by-name/{name}",
+                            headers=api.auth(owner["token"]))
+    assert resp.status == 200, await resp.text()
+    return (await resp.json())["value"]
+
+
+async def test_dashboard_values_and_imports_are_stored_with_the_line_breaks_typed(
+        client: TestClient, dashboard: dict[str, str], api: Api, owner: dict) -> None:
+    team, csrf = dashboard["team"], dashboard["csrf"]
+    resp = await client.post(f"/app/teams/{team}/secrets", data={
+        "csrf": csrf, "name": "TYPED_PEM", "value": PEM_POSTED, "environment": "production",
+        "type": "other", "description": "a\r\nb"}, allow_redirects=False)
+    assert resp.status == 303, await resp.text()
+    assert await by_name(client, api, owner, team, "TYPED_PEM") == PEM_TYPED
+
+    resp = await client.post(dashboard["page"], data={
+        "csrf": csrf, "value": "old\rmac\r\n" + PEM_POSTED, "type": "", "description": ""},
+        allow_redirects=False)
+    assert resp.status == 303, await resp.text()
+    assert await by_name(client, api, owner, team, "DB_URL") == "old\nmac\n" + PEM_TYPED
+
+    content = f'IMPORTED_PEM="{PEM_POSTED}"\r\nPLAIN=one\r\n'
+    resp = await client.post(f"/app/teams/{team}/import", data={
+        "csrf": csrf, "content": content, "environment": "production"}, allow_redirects=False)
+    assert resp.status == 303, await resp.text()
+    assert await by_name(client, api, owner, team, "IMPORTED_PEM") == PEM_TYPED
+    assert await by_name(client, api, owner, team, "PLAIN") == "one"
+    export = await client.get(f"/api/v1/teams/{team}/secrets/export?format=json",
+                              headers=api.auth(owner["token"]))
+    assert "\r" not in await export.text()
+
+    # The API stores a value as it was sent.
+    await api.secret(owner, team, "API_CRLF", "a\r\nb")
+    assert await by_name(client, api, owner, team, "API_CRLF") == "a\r\nb"

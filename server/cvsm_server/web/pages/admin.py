@@ -186,7 +186,7 @@ async def reply_ticket(request: web.Request, actor: Actor) -> web.StreamResponse
     async with form.attempt(request, "admin_ticket.html",
                             lambda conn: _ticket_context(request, conn, actor),
                             field=beside("message", 400), raising=(403, 404), private=True) as conn:
-        await support.reply_ticket(conn, actor, request.app[KEYRING], ticket_id, form["message"],
+        await support.reply_ticket(conn, actor, request.app[KEYRING], ticket_id, form.text("message"),
                                    base_url=app_url(request))
     return done(request, "admin.ticket_page", "reply_sent", ticket_id=str(ticket_id))
 

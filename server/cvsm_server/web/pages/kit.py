@@ -38,6 +38,7 @@ import contextlib
 import functools
 import hashlib
 import hmac
+import re
 import secrets as random
 import time
 import uuid
@@ -251,6 +252,8 @@ class Answer(Exception):
         self.response = response
 
 
+_LINE_BREAK = re.compile(r"\r\n?")
+
 # Fields whose typed value a page never shows again, whatever form they are in (a form names
 # any other secret field itself: `Form.posted(..., secret=...)`).
 NEVER_KEPT = frozenset({"csrf", "value", "content", "password", "password_again", "confirm",
@@ -284,6 +287,13 @@ class Form:
 
     def get(self, name: str, default: str = "") -> str:
         return form_field(self.data, name, default)
+
+    def text(self, name: str) -> str:
+        """A text field as the person typed it: a browser sends a textarea's line breaks as
+        CRLF (HTML's form encoding), so CRLF and a lone CR are LF here (a PEM pasted into a
+        value comes back from the API and the export with LF only). The API's values are
+        stored as sent."""
+        return _LINE_BREAK.sub("\n", self[name])
 
     def getall(self, name: str) -> list[str]:
         return [v for v in self.data.getall(name, []) if isinstance(v, str)]

@@ -76,8 +76,8 @@ async def create_secret(request: web.Request, actor: Actor) -> web.StreamRespons
     async with _list_form(request, actor, form, environment) as conn:
         team_id = await teams.resolve(conn, team_ref)
         item = domain.SecretInput.checked(
-            name=form["name"].strip(), value=form["value"], environment=environment,
-            type=form.get("type", "credential"), description=form["description"],
+            name=form["name"].strip(), value=form.text("value"), environment=environment,
+            type=form.get("type", "credential"), description=form.text("description"),
             id=form["id"] or None)  # an end-to-end team's: the id the value was sealed for
         await domain.create_secret(conn, actor, request.app[KEYRING], team_id, item)
     return done(request, "secrets.secrets_page", "secret_created", {"environment": environment},
@@ -159,8 +159,9 @@ async def update_secret(request: web.Request, actor: Actor) -> web.StreamRespons
     async with form.attempt(request, "secret.html",
                             lambda conn: _secret_context(request, conn, actor)) as conn:
         team_id = await teams.resolve(conn, request.match_info["team"])
-        update = domain.SecretUpdate.checked(value=form["value"] or None, type=form["type"] or None,
-                                             description=form["description"])
+        update = domain.SecretUpdate.checked(value=form.text("value") or None,
+                                             type=form["type"] or None,
+                                             description=form.text("description"))
         await domain.update_secret(conn, actor, request.app[KEYRING], team_id,
                                    path_id(request, "secret_id"), update)
     return _to_secret(request, "secret_updated")
@@ -211,7 +212,7 @@ async def import_dotenv(request: web.Request, actor: Actor) -> web.StreamRespons
     form = await Form.posted(request, actor, secret=("content",), max_bytes=IMPORT_FORM_LIMIT,
                              too_large=bulk.DOTENV_TOO_LARGE)
     upload = form.data.get("file")
-    content = form["content"]
+    content = form.text("content")  # the textarea's; a file is read as it is
     if isinstance(upload, web.FileField) and upload.filename:
         try:
             content = upload.file.read(bulk.MAX_DOTENV_BYTES + 1).decode("utf-8")
