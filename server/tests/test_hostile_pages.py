@@ -11,6 +11,7 @@ right answer, never a 500.
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -20,9 +21,10 @@ from aiohttp.test_utils import TestClient
 
 from conftest import Api, query
 from test_dashboard import form_csrf
+from test_outbox import wait_for_mail
 from test_read_pages import sign_in, versioned
 
-from cvsm_server import inputs
+from cvsm_server import cli, inputs, outbox
 from cvsm_server.config import Settings
 from cvsm_server.errors import BadRequest
 
@@ -295,3 +297,33 @@ async def test_dashboard_values_and_imports_are_stored_with_the_line_breaks_type
     # The API stores a value as it was sent.
     await api.secret(owner, team, "API_CRLF", "a\r\nb")
     assert await by_name(client, api, owner, team, "API_CRLF") == "a\r\nb"
+
+
+# Item 4: `cvsm-server mail show --links` prints the server's links only ------------------------
+
+async def test_mail_show_prints_only_the_links_the_server_made_and_escapes_bidi_characters(
+        database_url: str, start_client: Callable[..., Any],
+        make_settings: Callable[..., Settings], monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    settings = make_settings(background_jobs="on", mail_poll_seconds="1")
+    client = await start_client(settings)
+    bait = "https://cvsm.test/verify-email?token=ATTACKER"
+    resp = await client.post("/api/v1/auth/register", json={
+        "email": "eve@example.com", "username": "eve_bait", "password": "correct horse 1",
+        "name": f"Eve {bait} \u202egnp.exe"})
+    assert resp.status == 201, await resp.text()
+    await wait_for_mail(settings.outbox_dir)
+    for name in [n for n in os.environ if n.startswith("CVSM_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("CVSM_DATA_DIR", str(settings.data_dir))
+
+    assert cli.main(["mail", "show", "--last", "--links"]) == 0
+    out = capsys.readouterr().out
+    [link] = out.splitlines()
+    assert link.startswith("https://cvsm.test/verify-email?token=") and "ATTACKER" not in link
+
+    assert cli.main(["mail", "show", "--last"]) == 0
+    out = capsys.readouterr().out
+    assert "\u202e" not in out and "\\u202egnp.exe" in out
+    assert f"{outbox.NOT_SERVER_LINK}{bait}" in out
+    assert f"\n{link}\n" in out  # the server's own link, unmarked
