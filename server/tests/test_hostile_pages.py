@@ -11,6 +11,7 @@ right answer, never a 500.
 
 from __future__ import annotations
 
+import base64
 import os
 import uuid
 from collections.abc import Callable
@@ -20,11 +21,12 @@ import pytest
 from aiohttp.test_utils import TestClient
 
 from conftest import Api, query
+from e2e_client import E2ETeam, Member, auth as e2e_auth
 from test_dashboard import form_csrf
 from test_outbox import wait_for_mail
 from test_read_pages import sign_in, versioned
 
-from cvsm_server import cli, inputs, outbox
+from cvsm_server import cli, e2e, inputs, outbox
 from cvsm_server.config import Settings
 from cvsm_server.errors import BadRequest
 
@@ -327,3 +329,28 @@ async def test_mail_show_prints_only_the_links_the_server_made_and_escapes_bidi_
     assert "\u202e" not in out and "\\u202egnp.exe" in out
     assert f"{outbox.NOT_SERVER_LINK}{bait}" in out
     assert f"\n{link}\n" in out  # the server's own link, unmarked
+
+
+# Item 5: an end-to-end value's limit is 65,536 bytes whatever the envelope's numbers ----------
+
+def envelope_of(size: int, secret_id: str) -> str:
+    """An envelope of the right shape for a value of `size` bytes (the server opens nothing:
+    random bytes are as good as a ciphertext), at key version 1 and version 1."""
+    def b64u(data: bytes) -> str:
+        return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+    return f"cvsm-e2e1.1.{secret_id}.1.{b64u(os.urandom(12))}.{b64u(os.urandom(size + 16))}"
+
+
+async def test_an_end_to_end_value_over_65536_bytes_is_refused_with_short_version_numbers(
+        client: TestClient, api: Api) -> None:
+    alice = Member(await api.register())
+    await alice.setup_key(client)
+    team = await E2ETeam.create(client, alice)
+    for size, status in ((65_536, 201), (65_537, 400), (65_549, 400), (65_550, 400)):
+        secret_id = str(uuid.uuid4())
+        resp = await client.post(f"/api/v1/teams/{team.id}/secrets", headers=e2e_auth(alice.token),
+                                 json={"id": secret_id, "name": f"BIG_{size}",
+                                       "environment": "production",
+                                       "value": envelope_of(size, secret_id)})
+        assert resp.status == status, (size, await resp.text())
+    assert len(envelope_of(65_549, secret_id)) <= e2e.MAX_ENVELOPE_LENGTH  # what got through
