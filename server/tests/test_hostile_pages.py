@@ -25,8 +25,9 @@ from e2e_client import E2ETeam, Member, auth as e2e_auth
 from test_dashboard import form_csrf
 from test_outbox import wait_for_mail
 from test_read_pages import sign_in, versioned
+from test_setup_link import confirm, sign_in_as, start_printing
 
-from cvsm_server import cli, e2e, inputs, outbox
+from cvsm_server import cli, e2e, inputs, outbox, setup_link
 from cvsm_server.config import Settings
 from cvsm_server.errors import BadRequest
 
@@ -354,3 +355,23 @@ async def test_an_end_to_end_value_over_65536_bytes_is_refused_with_short_versio
                                        "value": envelope_of(size, secret_id)})
         assert resp.status == status, (size, await resp.text())
     assert len(envelope_of(65_549, secret_id)) <= e2e.MAX_ENVELOPE_LENGTH  # what got through
+
+
+# Item 6: a setup link that was used shows no form ----------------------------------------------
+
+async def test_a_used_setup_link_says_so_and_shows_no_form(
+        database_url: str, start_client: Callable[..., Any],
+        make_settings: Callable[..., Settings], capsys: pytest.CaptureFixture[str]) -> None:
+    client, [token] = await start_printing(start_client, make_settings, capsys)
+    api = Api(client)
+    first, second = await api.register(), await api.register()
+    status, location, _ = await confirm(client, first, token)
+    assert (status, location) == (303, "/app/admin/users")
+    for user in (second, None):  # signed in as another account, and signed out
+        client.session.cookie_jar.clear()
+        if user is not None:
+            sign_in_as(client, user)
+        page = await client.get(f"/setup?token={token}")
+        await assert_refused_page(page, 400, setup_link.SETUP_INVALID)
+        html = await page.text()
+        assert "<form" not in html.split("<main", 1)[1] and token not in html
