@@ -11,16 +11,22 @@ right answer, never a 500.
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import json
 import os
+import sys
 import uuid
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
+import jsonschema
 import pytest
 from aiohttp.test_utils import TestClient
 
 from conftest import Api, query
+from test_changes import open_stream
 from e2e_client import E2ETeam, Member, auth as e2e_auth
 from test_dashboard import form_csrf
 from test_outbox import wait_for_mail
@@ -375,3 +381,63 @@ async def test_a_used_setup_link_says_so_and_shows_no_form(
         await assert_refused_page(page, 400, setup_link.SETUP_INVALID)
         html = await page.text()
         assert "<form" not in html.split("<main", 1)[1] and token not in html
+
+
+# Item 7: the change stream's events are what the OpenAPI document says (Schemathesis ST108) ----
+
+async def test_the_change_streams_events_conform_to_the_openapi_document(
+        client: TestClient, api: Api, owner: dict, team_id: str, tmp_path: Path) -> None:
+    await api.secret(owner, team_id, "WATCHED", "x")
+    base = str(client.make_url("/")).rstrip("/")
+    config = tmp_path / "schemathesis.toml"
+    config.write_text(f'max-stream-events = 1\n[parameters]\n"path.team_id" = "{team_id}"\n')
+    args = [sys.executable, "-m", "schemathesis.cli", "--config-file", str(config), "run",
+            f"{base}/api/v1/openapi.json", "--url", base,
+            "--header", f"Authorization: Bearer {owner['token']}",
+            "--include-operation-id", "secret_changes", "--checks", "response_schema_conformance",
+            "--phases", "examples,coverage", "--max-examples", "5", "--generation-deterministic",
+            "--no-shrink", "--workers", "1", "--no-color", "--request-timeout", "5"]
+    proc = await asyncio.create_subprocess_exec(
+        *args, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT, cwd=tmp_path,
+        env={**os.environ, "SCHEMATHESIS_HOOKS": "", "NO_COLOR": "1"})
+    out, _ = await asyncio.wait_for(proc.communicate(), timeout=240)
+    text = out.decode(errors="replace")
+    assert proc.returncode == 0, text[-6000:]
+    assert "Tested: 1" in text and "ST108" not in text, text[-6000:]
+
+
+async def test_every_kind_of_change_stream_event_is_one_the_document_describes(
+        client: TestClient, api: Api, owner: dict, team_id: str) -> None:
+    """Schemathesis reads the first event only: here a snapshot, changes, a deletion and the
+    end, each checked against the document's `itemSchema` (its `contentSchema` too)."""
+    doc = await (await client.get("/api/v1/openapi.json")).json()
+    [operation] = [item["get"] for path, item in doc["paths"].items()
+                   if path.endswith("/secrets/changes")]
+    item_schema = operation["responses"]["200"]["content"]["text/event-stream"]["itemSchema"]
+    seen = []
+
+    def check(name: str, data: Any) -> None:
+        event = {"event": name, "data": json.dumps(data)}
+        [branch] = [b for b in item_schema["oneOf"]
+                    if b["properties"]["event"]["const"] == name]
+        jsonschema.Draft202012Validator(item_schema).validate(event)
+        jsonschema.Draft202012Validator(branch["properties"]["data"]["contentSchema"]).validate(data)
+        seen.append((name, sorted(data)))
+
+    secret_id = await api.secret(owner, team_id, "WATCHED", "one")
+    created = await api.api_token(owner)
+    resp, stream = await open_stream(client, team_id, created["token"])
+    check("snapshot", await stream.expect("snapshot"))
+    auth = api.auth(owner["token"])
+    resp = await client.put(f"/api/v1/teams/{team_id}/secrets/{secret_id}", headers=auth,
+                            json={"value": "two"})
+    assert resp.status == 200
+    check("change", await stream.expect("change"))
+    assert (await client.delete(f"/api/v1/teams/{team_id}/secrets/{secret_id}",
+                                headers=auth)).status == 200
+    check("change", await stream.expect("change"))
+    assert (await client.delete(f"/api/v1/tokens/{created['api_token']['id']}",
+                                headers=auth)).status == 200
+    check("end", await stream.expect("end"))
+    assert seen == [("snapshot", ["secrets"]), ("change", ["environment", "name", "version"]),
+                    ("change", ["deleted", "name"]), ("end", ["status"])]
