@@ -20,6 +20,7 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
 import jsonschema
 import pytest
@@ -36,6 +37,7 @@ from test_setup_link import confirm, sign_in_as, start_printing
 from cvsm_server import cli, e2e, inputs, outbox, setup_link
 from cvsm_server.config import Settings
 from cvsm_server.errors import BadRequest
+from cvsm_server.web.request import FORM_NOT_UTF8
 
 
 @pytest.fixture
@@ -122,6 +124,12 @@ async def test_a_number_in_unicode_digits_in_a_form_is_a_400_page(
         # The form parser refuses a NUL before any field is read.
         await assert_refused_page(resp, 400, "berisi karakter yang tidak valid"
                                   if digits == "nul" else message)
+    for broken in (b"%FF", b"\xff", b"1%C0%80"):  # broken UTF-8, escaped and raw
+        body = urlencode({"csrf": dashboard["csrf"], **fields}).encode() + b"&" \
+            + name.encode() + b"=" + broken
+        resp = await client.post(action, data=body, allow_redirects=False, headers={
+            "Content-Type": "application/x-www-form-urlencoded"})
+        await assert_refused_page(resp, 400, FORM_NOT_UTF8)
     assert await query(database_url, "SELECT 1 FROM secret_shares") == []
     assert await query(database_url, plan, (dashboard["team"],)) == before
 
