@@ -449,3 +449,13 @@ async def test_every_kind_of_change_stream_event_is_one_the_document_describes(
     check("end", await stream.expect("end"))
     assert seen == [("snapshot", ["secrets"]), ("change", ["environment", "name", "version"]),
                     ("change", ["deleted", "name"]), ("end", ["status"])]
+
+
+async def test_a_credential_that_is_not_utf8_is_a_401(start_client: Callable[..., Any],
+                                                     make_settings: Callable[..., Settings]) -> None:
+    client = await start_client(make_settings(metrics_token="m" * 32))
+    for path in ("/api/v1/me", "/metrics"):
+        for credential in (b"Bearer \xff\xfe", b"Bearer cvsm_\xc3\x28", "Bearer ①²٣".encode()):
+            resp = await client.get(path, headers={"Authorization": credential.decode("latin-1")})
+            text = await resp.text()
+            assert resp.status == 401, (path, credential, text)
