@@ -23,6 +23,7 @@ from .actor import Actor
 from .errors import DomainError
 from .config import ConfigError, Settings
 from .embedded import EmbeddedStartError
+from .inputs import decimal
 from .web.state import APP_URL, SETTINGS
 
 
@@ -284,8 +285,11 @@ def _run_operator(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def _quota(text: str) -> str:
-    if text == "unlimited" or (text.isdigit() and int(text) <= admin.MAX_QUOTA):
+    number = decimal(text, max_digits=7)
+    if text == "unlimited":
         return text
+    if number is not None and number <= admin.MAX_QUOTA:
+        return str(number)
     raise argparse.ArgumentTypeError(f"expected a number 0..{admin.MAX_QUOTA} or 'unlimited'")
 
 

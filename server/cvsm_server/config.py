@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from .inputs import decimal
+
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 
@@ -31,11 +33,10 @@ class RateLimit:
         text = text.strip().lower()
         if text == "off":
             return None
-        try:
-            limit_text, period_text = text.split("/", 1)
-            limit, period = int(limit_text), int(period_text)
-        except ValueError:
-            raise ConfigError(f"{name} must be N/SECONDS or off, got {text!r}") from None
+        limit_text, _, period_text = text.partition("/")
+        limit, period = decimal(limit_text, max_digits=9), decimal(period_text, max_digits=9)
+        if limit is None or period is None:
+            raise ConfigError(f"{name} must be N/SECONDS or off, got {text!r}")
         if limit < 1 or period < 1:
             raise ConfigError(f"{name} must be N/SECONDS with N and SECONDS at least 1")
         return cls(limit, period)

@@ -76,6 +76,9 @@ SHARE_RE = re.compile(rf"cvsm-share1\.({_NONCE})\.({_SEALED})\Z")
 PUBLIC_KEY_RE = re.compile(rf"({_KEY})\Z")
 
 ENVELOPE_PREFIX = "cvsm-e2e1."
+# The longest ciphertext: a value of MAX_VALUE_BYTES and its tag. This, not an envelope's
+# length, is the value's limit (an envelope's numbers may be shorter than 10 digits).
+MAX_SEALED_LENGTH = _b64u_length(MAX_VALUE_BYTES + TAG_BYTES)  # 87,403 characters
 # The longest envelope: the prefix, two 10-digit numbers, an id, the nonce and the largest value.
 MAX_ENVELOPE_LENGTH = (len(ENVELOPE_PREFIX) + 10 + 1 + 36 + 1 + 10 + 1 + _b64u_length(NONCE_BYTES)
                        + 1 + _b64u_length(MAX_VALUE_BYTES + TAG_BYTES))
@@ -154,8 +157,9 @@ def parse_envelope(text: object) -> Envelope:
     """The key version, secret id and version of a `cvsm-e2e1.` envelope; 400 when `text` is
     not one (canonical base64url, a 12-byte nonce, a ciphertext of a value of at most 65,536
     bytes and its tag)."""
-    match = ENVELOPE_RE.match(text) if isinstance(text, str) else None
-    if match is None or len(text) > MAX_ENVELOPE_LENGTH \
+    match = ENVELOPE_RE.match(text) if isinstance(text, str) and len(text) <= MAX_ENVELOPE_LENGTH \
+        else None
+    if match is None or len(match[5]) > MAX_SEALED_LENGTH \
             or _canonical(match[4], NONCE_BYTES) is None or _canonical(match[5]) is None:
         raise BadRequest(BAD_ENVELOPE)
     return Envelope(int(match[1]), uuid.UUID(match[2]), int(match[3]))

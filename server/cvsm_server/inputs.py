@@ -21,7 +21,10 @@ INT64_MAX = 2**63 - 1
 INT32_MAX = 2**31 - 1
 
 _MISSING = object()
-_INTEGER = re.compile(r"[+-]?[0-9]{1,30}")
+# Digits as every client writes them: ASCII 0-9 only. `str.isdigit()` also accepts `²`, `①`
+# and `٣` (which `int()` refuses or reads), so no input is checked with it.
+_DIGITS = re.compile(r"[0-9]+")
+_SIGNED = re.compile(r"([+-]?)([0-9]+)")
 # Characters that break a line or control a terminal: C0 (CR, LF, tab, NUL...), DEL, C1 (NEL
 # among them) and Unicode's line and paragraph separators. A name holding one would break the
 # line it is shown on, and a mail header it reaches (`email` refuses CR and LF there).
@@ -113,14 +116,42 @@ def parse_uuid(value: Any) -> uuid.UUID | None:
         return None
 
 
+def is_digits(text: object, length: int | None = None) -> bool:
+    """Whether `text` is ASCII digits only (0-9; `length` of them when given)."""
+    return isinstance(text, str) and _DIGITS.fullmatch(text) is not None \
+        and (length is None or len(text) == length)
+
+
+def decimal(text: object, *, max_digits: int = 19, signed: bool = False) -> int | None:
+    """The whole number `text` writes in decimal, or None: ASCII digits 0-9 only (a sign too
+    with `signed`), at most `max_digits` of them, spaces around ignored. The one parser of
+    numbers typed as text (forms, query strings, the CLI): Unicode digits (`²`, `①`, `٣`),
+    underscores, signs and anything `int()` would read besides are None, never an exception."""
+    if not isinstance(text, str):
+        return None
+    match = _SIGNED.fullmatch(text.strip()) if len(text) <= 4 * max_digits + 64 else None
+    if match is None or (match[1] and not signed) or len(match[2].lstrip("0") or "0") > max_digits:
+        return None
+    return int(match[1] + match[2])
+
+
+def whole_number(name: str, text: object, *, minimum: int = 0, maximum: int = INT32_MAX,
+                 message: str | None = None) -> int:
+    """A form field's whole number from `minimum` to `maximum` (`decimal`); 400 `message` (or
+    one naming the field) for anything else."""
+    value = decimal(text, max_digits=len(str(maximum)))
+    if value is None or not minimum <= value <= maximum:
+        raise BadRequest(message or f"Kolom '{name}' harus bilangan bulat")
+    return value
+
+
 def bounded_int(name: str, raw: str, *, minimum: int = 0, maximum: int | None = None,
                 clamp: bool = True) -> int:
     """A whole number given as text (a query parameter), within 64 bits and `minimum`;
     above `maximum` it is clamped (or refused with `clamp=False`)."""
-    text = raw.strip()
-    if not _INTEGER.fullmatch(text):
+    value = decimal(raw, max_digits=30, signed=True)
+    if value is None:
         raise BadRequest(f"Parameter '{name}' harus berupa bilangan bulat")
-    value = int(text)
     if abs(value) > INT64_MAX:
         raise BadRequest(f"Parameter '{name}' di luar rentang yang diizinkan")
     if value < minimum:

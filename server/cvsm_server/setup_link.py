@@ -10,6 +10,8 @@ EMAIL` anyway), and the account that uses it is one its owner signed into.
   0 under `--workers`), when no user is admin: a new random token, stored only as its HMAC
   (`Keyring.token_hash`), valid for `LIFETIME`. The caller prints the link on stderr, not
   through logging: it is in no log file, and the access log writes paths without their query.
+- `usable`: whether the link's page may offer its button (unused, unexpired, no admin yet);
+  a used, expired or unknown link's page says it no longer works, with no form.
 - `claim`: a signed-in user (session JWT, never an API token) who opens the link and confirms
   (a CSRF-checked POST) becomes admin, audited as `admin_grant` (`via: setup_link`). One claim
   at a time; the token is used up; an unknown, used or expired token, or one used when any
@@ -22,7 +24,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from . import audit, db, mailtokens, sessions
+from . import audit, db, mailtokens, ratelimit, sessions
 from .actor import Actor
 from .crypto import Keyring
 from .errors import BadRequest
@@ -66,6 +68,26 @@ async def issue(pool: db.Pool, keyring: Keyring) -> str | None:
 async def end_all(cur: db.Cursor) -> None:
     """Every setup token stops working (someone is admin now)."""
     await cur.execute("UPDATE admin_setup_tokens SET used_at = now() WHERE used_at IS NULL")
+
+
+async def usable(conn: db.Connection, keyring: Keyring, token: object,
+                 failures: ratelimit.Charge | None = None) -> bool:
+    """Whether `token` would make its opener admin now: a setup token not used, not expired,
+    and no account is admin yet. Nothing is changed (a preview may open the link). The link is
+    a credential: the lookup stands behind the failed-credential throttle (`failures`, the
+    client's address; a 429 while it is limited) and a token that opens nothing is counted."""
+    if not mailtokens.well_formed(token):
+        return False
+    await ratelimit.guard(conn, failures)
+    async with db.cursor(conn) as cur:
+        found = await db.fetchone(
+            cur, """SELECT 1 FROM admin_setup_tokens
+                    WHERE token_hash = %s AND used_at IS NULL AND expires_at > now()
+                      AND NOT EXISTS (SELECT 1 FROM users WHERE is_admin)""",
+            (keyring.token_hash(token),))  # type: ignore[arg-type]
+    if found is None:
+        await ratelimit.failed(conn, failures)
+    return found is not None
 
 
 async def claim(conn: db.Connection, actor: Actor, keyring: Keyring, token: object) -> dict:

@@ -16,6 +16,7 @@ from . import audit, db
 from .actor import Actor
 from .crypto import Keyring, totp_aad
 from .errors import BadRequest, Conflict, Unauthorized
+from .inputs import is_digits
 from .passwords import PasswordHasher
 from .sessions import require_jwt
 
@@ -36,7 +37,7 @@ ALREADY_ON = "Autentikasi dua faktor sudah aktif"
 
 def match_step(secret_b32: str, code: str, at: float | None = None) -> int | None:
     """The time step whose code equals `code` (within one step of drift), or None."""
-    if not (isinstance(code, str) and len(code) == DIGITS and code.isdigit()):
+    if not is_digits(code, DIGITS):
         return None
     otp = pyotp.TOTP(secret_b32, digits=DIGITS, interval=STEP_SECONDS)
     current = int((time.time() if at is None else at) // STEP_SECONDS)
@@ -63,7 +64,7 @@ async def code_problem(cur: db.Cursor, keyring: Keyring, user: Mapping, code: st
     """Check `code` for `user` and burn its step: None when it is right, else what was wrong
     (`CODE_FORMAT`, `CODE_WRONG`, `CODE_REUSED`). Spaces inside the code are ignored."""
     code = code.replace(" ", "") if isinstance(code, str) else ""
-    if not (len(code) == DIGITS and code.isdigit()):
+    if not is_digits(code, DIGITS):
         return CODE_FORMAT
     secret = _open_secret(keyring, user)
     step = match_step(secret, code) if secret is not None else None

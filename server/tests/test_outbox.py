@@ -8,11 +8,12 @@ import os
 import re
 import subprocess
 import uuid
+from html import escape
 from pathlib import Path
 
 import pytest
 
-from cvsm_server import cli, mail, mail_sender
+from cvsm_server import cli, mail, mail_sender, outbox
 from cvsm_server.config import Settings
 
 from test_cli import CONSOLE_SCRIPT
@@ -77,7 +78,9 @@ async def test_the_readmes_mail_step_as_printed_gives_a_whole_link_that_verifies
 
 
 def write(directory: Path, mail_id: str, to: str, subject: str, text: str) -> None:
-    message = mail.Message(to=to, subject=subject, text=text, html=f"<p>{text}</p>")
+    """A message as the templates make one: each link of the text a link in the HTML."""
+    html = outbox.LINK.sub(lambda m: f'<a href="{escape(m[0].rstrip("."))}">buka</a>', text)
+    message = mail.Message(to=to, subject=subject, text=text, html=f"<p>{html}</p>")
     mail_sender.OutboxTransport(directory, "cvsm <no-reply@localhost>")._write(message, uuid.UUID(mail_id))
 
 

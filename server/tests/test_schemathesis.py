@@ -9,7 +9,8 @@ reach the handlers instead of stopping at 404; `DELETE .../secrets/{secret_id}` 
 its own, so that deleting it leaves the one every other case (and the stateful phase's links,
 which the fixed parameter overrides) reads. `POST /me/logout-all` and `DELETE /teams/{id}`
 are left out: they would end the session or the team for every case after them; so is the change
-stream (`GET /secrets/changes`), which never ends by itself (test_changes.py covers it).
+stream (`GET /secrets/changes`), which never ends by itself (test_changes.py covers it, and
+test_hostile_pages.py runs Schemathesis on it alone, reading its first event).
 
 Every check runs (`--checks all`), including that schema-valid data is accepted and schema-invalid
 data refused. A few operations refuse data no schema can describe, with a 400 the document lists:

@@ -31,13 +31,20 @@ def sign_in_as(client: TestClient, user: dict) -> None:
     client.session.cookie_jar.update_cookies({"cvsm_session": user["token"]})
 
 
-async def confirm(client: TestClient, user: dict, token: str) -> tuple[int, str, str]:
-    """Open the link signed in as `user` and press its button: (status, Location, page)."""
+async def confirm(client: TestClient, user: dict, token: str,
+                  usable: bool = True) -> tuple[int, str, str]:
+    """Open the link signed in as `user` and press its button: (status, Location, page). A link
+    that no longer works (not `usable`) says so with no button: the form is posted anyway."""
     client.session.cookie_jar.clear()
     sign_in_as(client, user)
     page = await client.get(f"/setup?token={token}")
     html = await page.text()
-    assert page.status == 200 and "Jadikan akun ini admin" in html and user["email"] in html
+    if usable:
+        assert page.status == 200 and "Jadikan akun ini admin" in html and user["email"] in html
+    else:
+        assert page.status == 400 and setup_link.SETUP_INVALID in html
+        assert "Jadikan akun ini admin" not in html and 'name="token"' not in html
+        html = await (await client.get("/app/account")).text()  # the session's CSRF token
     resp = await client.post("/setup", data={"csrf": CSRF.search(html).group(1), "token": token},
                              allow_redirects=False)
     return resp.status, resp.headers.get("Location", ""), await resp.text()
@@ -88,7 +95,7 @@ async def test_the_setup_link_makes_the_signed_in_opener_admin_once_and_is_audit
     assert [(str(r["user_id"]), r["resource_id"], r["metadata"]) for r in rows] == [
         (first["id"], first["id"], {"email": first["email"], "via": "setup_link"})]
 
-    status, _, html = await confirm(client, second, token)  # used, and there is an admin now
+    status, _, html = await confirm(client, second, token, usable=False)  # used; an admin now
     assert status == 400 and setup_link.SETUP_INVALID in html
     assert not await is_admin(database_url, second)
 
@@ -100,7 +107,7 @@ async def test_the_setup_link_is_refused_after_expiry_and_once_an_admin_exists(
     user, other = await api.register("slow_opener"), await api.register("granted_elsewhere")
     await query(database_url, "UPDATE admin_setup_tokens SET expires_at = now() - interval '1 second' "
                               "RETURNING id")
-    status, _, html = await confirm(client, user, expired)
+    status, _, html = await confirm(client, user, expired, usable=False)
     assert status == 400 and setup_link.SETUP_INVALID in html and not await is_admin(database_url, user)
 
     _, [fresh] = await start_printing(start_client, make_settings, capsys)  # a restart: a new link
@@ -108,7 +115,7 @@ async def test_the_setup_link_is_refused_after_expiry_and_once_an_admin_exists(
     done = await asyncio.to_thread(operator, database_url, "admin", "grant", other["email"])
     assert done.returncode == 0, done.stderr
     assert await query(database_url, "SELECT id FROM admin_setup_tokens WHERE used_at IS NULL") == []
-    status, _, html = await confirm(client, user, fresh)
+    status, _, html = await confirm(client, user, fresh, usable=False)
     assert status == 400 and setup_link.SETUP_INVALID in html and not await is_admin(database_url, user)
 
     # A start of an install that has an admin prints nothing and leaves no link alive.

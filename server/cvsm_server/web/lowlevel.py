@@ -77,7 +77,7 @@ MESSAGES = {
 # `Content-Length:`, `HTTP/,`, `can't`) or a small number. The request bytes come quoted
 # (`b'GET …'`) or as a raw path (`/share/shr_…`), and the description ends at the first such word.
 _DESCRIPTION_WORD = re.compile(
-    r"(?:[A-Za-z]{1,20}(?:-[A-Za-z]{1,20})*(?:'(?:t|s|re|ll|ve|d|m))?/?|\d{1,5})[.,:;]?")
+    r"(?:[A-Za-z]{1,20}(?:-[A-Za-z]{1,20})*(?:'(?:t|s|re|ll|ve|d|m))?/?|[0-9]{1,5})[.,:;]?")
 
 
 def describe(exc: HttpProcessingError) -> str:

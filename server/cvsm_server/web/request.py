@@ -12,6 +12,7 @@ from typing import Any
 from urllib.parse import parse_qsl
 
 from aiohttp import BodyPartReader, hdrs, web
+from aiohttp.http_exceptions import HttpProcessingError
 from multidict import MultiDict, MultiDictProxy
 
 from .. import db, teams
@@ -130,8 +131,18 @@ def _parse_urlencoded(raw: bytes) -> MultiDict[FormValue]:
 
 
 def _check_field_name(name: str) -> None:
-    if "\x00" in name:  # never echoed back: the message names no field
+    # Never echoed back: the message names no field. A multipart part's name is read from its
+    # header, where bytes that are not UTF-8 come as lone surrogates.
+    if "\x00" in name or not name.isascii() and not _encodes(name):
         raise BadRequest(FORM_INVALID)
+
+
+def _encodes(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 async def _read_multipart(request: web.Request, max_bytes: int,
@@ -166,9 +177,10 @@ async def _read_multipart(request: web.Request, max_bytes: int,
             raise BadRequest(too_large)
     except UnicodeDecodeError:
         raise BadRequest(FORM_NOT_UTF8) from None
-    except (ValueError, AssertionError, RuntimeError, LookupError):
-        # No boundary, a broken boundary or part header, a nested multipart, an unknown
-        # transfer encoding: aiohttp's reader says so with these.
+    except (ValueError, AssertionError, RuntimeError, LookupError, HttpProcessingError):
+        # No boundary, a broken boundary or part header (`InvalidHeader`, an HTTP parser
+        # error), a nested multipart, an unknown transfer encoding: aiohttp's reader says so
+        # with these.
         raise BadRequest(FORM_INVALID) from None
     return form
 

@@ -135,7 +135,9 @@ E2E_REC = {"type": "string", "pattern": _pattern(e2e.REC_RE),
            "description": "A private key wrapped by the member's recovery key."}
 E2E_ENVELOPE = {"type": "string", "pattern": _pattern(e2e.ENVELOPE_RE),
                 "maxLength": e2e.MAX_ENVELOPE_LENGTH,
-                "description": "A value sealed in the client under the team key (docs/e2e.md)."}
+                "description": "A value sealed in the client under the team key (docs/e2e.md): "
+                               f"its ciphertext at most {e2e.MAX_SEALED_LENGTH} characters, a "
+                               f"value of at most {secrets.MAX_VALUE_BYTES} bytes and its tag."}
 E2E_SHARE = {"type": "string", "pattern": _pattern(e2e.SHARE_RE),
              "maxLength": e2e.MAX_SHARE_LENGTH,
              "description": "A shared value sealed under the key the link's #fragment carries."}

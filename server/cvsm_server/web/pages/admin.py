@@ -15,17 +15,15 @@ from aiohttp import web
 from ... import admin, db, support
 from ...actor import Actor
 from ...errors import BadRequest
+from ...inputs import whole_number
 from ...teams import PLANS, max_environments
 from ..request import app_url, path_id
 from ..state import KEYRING, POOL
-from .kit import Form, beside, done, form_work, redirect_to, render_page, signed_in, url_for
+from .kit import (Form, beside, done, form_work, page_number, redirect_to, render_page, signed_in,
+                  url_for)
 
 
 PAGE_SIZE = 25
-
-
-def _page_number(raw: str) -> int:
-    return int(raw) if raw.isdigit() and 0 < len(raw) <= 6 and int(raw) > 0 else 1
 
 
 def _search(request: web.Request) -> str:
@@ -62,7 +60,7 @@ async def _users_context(request: web.Request, conn: db.Connection, actor: Actor
 async def users_page(request: web.Request, actor: Actor) -> web.StreamResponse:
     async with db.connection(request.app[POOL]) as conn:
         context = await _users_context(request, conn, actor, _search(request),
-                                       _page_number(request.query.get("page", "1")))
+                                       page_number(request.query.get("page")))
     return render_page(request, "admin_users.html", context)
 
 
@@ -74,7 +72,7 @@ USER_ACTIONS = {"grant": {"is_admin": True}, "revoke": {"is_admin": False},
 async def change_user(request: web.Request, actor: Actor) -> web.StreamResponse:
     """Grant or revoke admin, disable or enable (`action`); back to the same search and page."""
     form = await Form.posted(request, actor)
-    search, page = form["q"][:200], _page_number(form.get("page", "1"))
+    search, page = form["q"][:200], page_number(form.get("page"))
     async with form.attempt(request, "admin_users.html", lambda conn: _users_context(
             request, conn, actor, search, page), raising=(403,)) as conn:
         change = USER_ACTIONS.get(form["action"])
@@ -88,7 +86,7 @@ async def change_user(request: web.Request, actor: Actor) -> web.StreamResponse:
 
 @signed_in
 async def teams_page(request: web.Request, actor: Actor) -> web.StreamResponse:
-    search, page = _search(request), _page_number(request.query.get("page", "1"))
+    search, page = _search(request), page_number(request.query.get("page"))
     async with db.connection(request.app[POOL]) as conn:
         rows, total = await admin.list_teams(conn, actor, search=search, limit=PAGE_SIZE,
                                              offset=(page - 1) * PAGE_SIZE)
@@ -122,13 +120,11 @@ async def plan_page(request: web.Request, actor: Actor) -> web.StreamResponse:
 
 
 def _quota_field(name: str, text: str) -> int | None:
-    text = text.strip()
-    if not text:
+    if not text.strip():
         return None
-    if not text.isdigit() or len(text) > 7:
-        raise BadRequest(f"Kolom '{name}' harus bilangan bulat 0 sampai {admin.MAX_QUOTA}, atau "
-                         "kosong (tanpa batas)")
-    return int(text)
+    return whole_number(name, text, maximum=admin.MAX_QUOTA,
+                        message=f"Kolom '{name}' harus bilangan bulat 0 sampai {admin.MAX_QUOTA}, "
+                                "atau kosong (tanpa batas)")
 
 
 @signed_in
@@ -162,7 +158,7 @@ async def stats_page(request: web.Request, actor: Actor) -> web.StreamResponse:
 @signed_in
 async def tickets_page(request: web.Request, actor: Actor) -> web.StreamResponse:
     status = "closed" if request.query.get("status") == "closed" else "open"
-    page = _page_number(request.query.get("page", "1"))
+    page = page_number(request.query.get("page"))
     async with db.connection(request.app[POOL]) as conn:
         rows, total = await support.list_tickets(conn, actor, status=status, limit=PAGE_SIZE,
                                                  offset=(page - 1) * PAGE_SIZE)
@@ -190,7 +186,7 @@ async def reply_ticket(request: web.Request, actor: Actor) -> web.StreamResponse
     async with form.attempt(request, "admin_ticket.html",
                             lambda conn: _ticket_context(request, conn, actor),
                             field=beside("message", 400), raising=(403, 404), private=True) as conn:
-        await support.reply_ticket(conn, actor, request.app[KEYRING], ticket_id, form["message"],
+        await support.reply_ticket(conn, actor, request.app[KEYRING], ticket_id, form.text("message"),
                                    base_url=app_url(request))
     return done(request, "admin.ticket_page", "reply_sent", ticket_id=str(ticket_id))
 

@@ -63,7 +63,7 @@ def json_field(form: Form, name: str) -> Any:
     """A hidden field the script filled with JSON; a 400 page when it is not."""
     try:
         return json.loads(form[name])
-    except ValueError:
+    except (ValueError, RecursionError):  # nesting deep enough to exhaust the parser
         raise BadRequest(BAD_PAYLOAD) from None
 
 

@@ -38,6 +38,7 @@ import contextlib
 import functools
 import hashlib
 import hmac
+import re
 import secrets as random
 import time
 import uuid
@@ -53,6 +54,7 @@ from multidict import MultiDictProxy
 from ... import db, deletion, oauth, ratelimit, secrets as domain
 from ...actor import Actor
 from ...errors import DomainError, Forbidden, NotFound, Unauthorized
+from ...inputs import decimal
 from ..middleware import failure_of
 from ..policy import policy_of
 from ..request import FORM_TOO_LARGE, FormValue, app_url, check_query, read_form
@@ -86,6 +88,19 @@ def keyed_mac(request: web.Request, purpose: str, text: str) -> str:
     return hmac.new(key, f"{purpose}:{text}".encode(), hashlib.sha256).hexdigest()
 
 
+def same_mac(given: str, expected: str) -> bool:
+    """Whether `given` (from a form or a cookie: any text) is `expected`, in constant time.
+    `hmac.compare_digest` raises TypeError for text with a non-ASCII character; bytes never."""
+    return hmac.compare_digest(given.encode("utf-8", "surrogatepass"), expected.encode())
+
+
+def page_number(raw: str | None) -> int:
+    """A list page's `page` query parameter: 1 when missing or not a number from 1 to 999,999
+    in ASCII digits (a link that went stale, not an error worth a page)."""
+    number = decimal(raw, max_digits=6)
+    return number if number is not None and number >= 1 else 1
+
+
 def pending_token(request: web.Request, user_id: uuid.UUID) -> str:
     expires = int(time.time()) + PENDING_LIFETIME
     body = f"{user_id}.{expires}"
@@ -95,8 +110,9 @@ def pending_token(request: web.Request, user_id: uuid.UUID) -> str:
 def pending_user(request: web.Request, token: str) -> uuid.UUID:
     body, _, mac = token.rpartition(".")
     user, _, expires = body.partition(".")
-    if not hmac.compare_digest(mac, keyed_mac(request, "2fa", body)) or not expires.isdigit() \
-            or int(expires) < time.time():
+    expires_at = decimal(expires)
+    if not same_mac(mac, keyed_mac(request, "2fa", body)) or expires_at is None \
+            or expires_at < time.time():
         raise Unauthorized(PENDING_FAILED)
     return uuid.UUID(user)
 
@@ -139,7 +155,7 @@ def anonymous_csrf(request: web.Request) -> str:
 def check_anonymous_csrf(request: web.Request, form: Mapping[str, Any]) -> None:
     nonce = request.cookies.get(PRE_COOKIE, "")
     expected = keyed_mac(request, "csrf-pre", nonce)
-    if not nonce or not hmac.compare_digest(form_field(form, "csrf"), expected):
+    if not nonce or not same_mac(form_field(form, "csrf"), expected):
         raise Forbidden(CSRF_FAILED)
 
 
@@ -148,7 +164,7 @@ def session_csrf(request: web.Request, actor: Actor) -> str:
 
 
 def check_session_csrf(request: web.Request, actor: Actor, form: Mapping[str, Any]) -> None:
-    if not hmac.compare_digest(form_field(form, "csrf"), session_csrf(request, actor)):
+    if not same_mac(form_field(form, "csrf"), session_csrf(request, actor)):
         raise Forbidden(CSRF_FAILED)
 
 
@@ -196,7 +212,7 @@ def flash(request: web.Request, response: web.StreamResponse, key: str) -> None:
 
 def read_flash(request: web.Request) -> dict[str, str] | None:
     key, _, mac = request.cookies.get(FLASH_COOKIE, "").partition(".")
-    if key not in FLASHES or not hmac.compare_digest(mac, keyed_mac(request, "flash", key)):
+    if key not in FLASHES or not same_mac(mac, keyed_mac(request, "flash", key)):
         return None
     kind, text = FLASHES[key]
     return {"kind": kind, "text": text}
@@ -236,6 +252,8 @@ class Answer(Exception):
         self.response = response
 
 
+_LINE_BREAK = re.compile(r"\r\n?")
+
 # Fields whose typed value a page never shows again, whatever form they are in (a form names
 # any other secret field itself: `Form.posted(..., secret=...)`).
 NEVER_KEPT = frozenset({"csrf", "value", "content", "password", "password_again", "confirm",
@@ -269,6 +287,13 @@ class Form:
 
     def get(self, name: str, default: str = "") -> str:
         return form_field(self.data, name, default)
+
+    def text(self, name: str) -> str:
+        """A text field as the person typed it: a browser sends a textarea's line breaks as
+        CRLF (HTML's form encoding), so CRLF and a lone CR are LF here (a PEM pasted into a
+        value comes back from the API and the export with LF only). The API's values are
+        stored as sent."""
+        return _LINE_BREAK.sub("\n", self[name])
 
     def getall(self, name: str) -> list[str]:
         return [v for v in self.data.getall(name, []) if isinstance(v, str)]

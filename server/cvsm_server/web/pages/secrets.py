@@ -20,6 +20,7 @@ from ... import (bulk, db, dotenv, insights, roles, secret_rotation, secrets as 
                  shell_export, teams)
 from ...actor import Actor
 from ...errors import BadRequest, NotFound
+from ...inputs import whole_number
 from ..request import app_url, path_id
 from ..state import KEYRING, POOL
 from .e2e import json_field, team_context as e2e_context
@@ -75,8 +76,8 @@ async def create_secret(request: web.Request, actor: Actor) -> web.StreamRespons
     async with _list_form(request, actor, form, environment) as conn:
         team_id = await teams.resolve(conn, team_ref)
         item = domain.SecretInput.checked(
-            name=form["name"].strip(), value=form["value"], environment=environment,
-            type=form.get("type", "credential"), description=form["description"],
+            name=form["name"].strip(), value=form.text("value"), environment=environment,
+            type=form.get("type", "credential"), description=form.text("description"),
             id=form["id"] or None)  # an end-to-end team's: the id the value was sealed for
         await domain.create_secret(conn, actor, request.app[KEYRING], team_id, item)
     return done(request, "secrets.secrets_page", "secret_created", {"environment": environment},
@@ -148,10 +149,7 @@ async def secret_page(request: web.Request, actor: Actor) -> web.StreamResponse:
 
 
 def _whole(form: Form, name: str, default: int) -> int:
-    raw = form.get(name, str(default)).strip()
-    if not raw.isdigit() or len(raw) > 9:
-        raise BadRequest(f"Kolom '{name}' harus bilangan bulat")
-    return int(raw)
+    return whole_number(name, form.get(name, str(default)))
 
 
 @signed_in
@@ -161,8 +159,9 @@ async def update_secret(request: web.Request, actor: Actor) -> web.StreamRespons
     async with form.attempt(request, "secret.html",
                             lambda conn: _secret_context(request, conn, actor)) as conn:
         team_id = await teams.resolve(conn, request.match_info["team"])
-        update = domain.SecretUpdate.checked(value=form["value"] or None, type=form["type"] or None,
-                                             description=form["description"])
+        update = domain.SecretUpdate.checked(value=form.text("value") or None,
+                                             type=form["type"] or None,
+                                             description=form.text("description"))
         await domain.update_secret(conn, actor, request.app[KEYRING], team_id,
                                    path_id(request, "secret_id"), update)
     return _to_secret(request, "secret_updated")
@@ -213,7 +212,7 @@ async def import_dotenv(request: web.Request, actor: Actor) -> web.StreamRespons
     form = await Form.posted(request, actor, secret=("content",), max_bytes=IMPORT_FORM_LIMIT,
                              too_large=bulk.DOTENV_TOO_LARGE)
     upload = form.data.get("file")
-    content = form["content"]
+    content = form.text("content")  # the textarea's; a file is read as it is
     if isinstance(upload, web.FileField) and upload.filename:
         try:
             content = upload.file.read(bulk.MAX_DOTENV_BYTES + 1).decode("utf-8")

@@ -2,7 +2,8 @@
 that confirms on it becomes the install's first admin.
 
 Opening the link changes nothing (a preview or a scanner may fetch it): signed in, a button posts
-the token with the session's CSRF token; signed out, sign-in and sign-up come back here.
+the token with the session's CSRF token; signed out, sign-in and sign-up come back here. A link
+that no longer works (used, expired, or there is an admin now) says so and shows no form.
 """
 
 from __future__ import annotations
@@ -12,10 +13,18 @@ from aiohttp import web
 from ... import db, setup_link
 from ...actor import Actor
 from ..state import KEYRING, POOL
-from .kit import Form, done, link_page, signed_in
+from .kit import Form, done, failures_of, link_page, render_page, signed_in
 
 
 async def setup_page(request: web.Request) -> web.StreamResponse:
+    """The link's page: its button only while the link works (`setup_link.usable`); a used,
+    expired or unknown link, or one opened once there is an admin, says so and offers nothing."""
+    async with db.connection(request.app[POOL]) as conn:
+        works = await setup_link.usable(conn, request.app[KEYRING],
+                                        request.query.get("token", ""), failures_of(request))
+    if not works:
+        return render_page(request, "setup.html", {"error": setup_link.SETUP_INVALID},
+                           status=400, private=True)
     return link_page(request, "setup.html", setup_link.PATH, setup_link.SETUP_INVALID)
 
 

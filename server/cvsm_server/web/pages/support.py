@@ -64,7 +64,7 @@ def _json_error(exc: DomainError) -> web.Response:
 @signed_in
 async def ask(request: web.Request, actor: Actor) -> web.StreamResponse:
     form = await Form.posted(request, actor)
-    message = form["message"]
+    message = form.text("message")
     async with db.connection(request.app[POOL]) as conn:
         try:
             conversation_id = _conversation_ref(form["conversation_id"])
@@ -97,7 +97,7 @@ async def escalate(request: web.Request, actor: Actor) -> web.StreamResponse:
             if conversation_id is None:
                 raise NotFound(support.CONVERSATION_NOT_FOUND)
             ticket = await support.escalate(conn, actor, app[KEYRING], conversation_id,
-                                            form["note"],
+                                            form.text("note"),
                                             support_email=app[SETTINGS].support_email,
                                             base_url=app_url(request), charge=charge(request, actor))
         except DomainError as exc:

@@ -15,7 +15,7 @@ from ...actor import Actor
 from ...errors import BadRequest
 from ..state import POOL, SETTINGS
 from .e2e import page_context
-from .kit import Form, done, form_work, render_page, signed_in, url_for
+from .kit import Form, done, form_work, page_number, render_page, signed_in, url_for
 
 
 E2E_NEEDS_SCRIPT = ("Tim end-to-end dibuat oleh skrip halaman ini, yang memerlukan JavaScript dan "
@@ -63,8 +63,7 @@ AUDIT_PAGE = 50
 
 @signed_in
 async def audit_page(request: web.Request, actor: Actor) -> web.StreamResponse:
-    raw = request.query.get("page", "1")
-    page = int(raw) if raw.isdigit() and 0 < len(raw) <= 6 and int(raw) > 0 else 1
+    page = page_number(request.query.get("page"))
     team_ref = request.match_info["team"]
     filters = audit.Filters.parse(request.query)  # action, person, secret, from, to: links
     async with db.connection(request.app[POOL]) as conn:

@@ -16,6 +16,7 @@ from aiohttp import web
 from ... import db, secrets as domain, teams
 from ...actor import Actor
 from ...errors import BadRequest
+from ...inputs import whole_number
 from ..request import path_id
 from ..state import KEYRING, POOL
 from .kit import Form, form_field, render_page, signed_in
@@ -26,10 +27,7 @@ SAME_VERSION = "Pilih dua versi yang berbeda untuk dibandingkan"
 
 
 def _version(form: Mapping[str, Any], name: str) -> int:
-    raw = form_field(form, name).strip()
-    if not raw.isdigit() or len(raw) > 10:
-        raise BadRequest(BAD_VERSION)
-    return int(raw)
+    return whole_number(name, form_field(form, name), minimum=1, message=BAD_VERSION)
 
 
 def diff_lines(old: str, new: str) -> list[tuple[str, str]]:
