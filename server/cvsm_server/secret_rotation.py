@@ -700,7 +700,8 @@ async def _fail(conn: db.Connection, system: Actor, policy: dict, run: dict | No
             try:
                 await rotation_targets.undo(step)
             except Exception as undo_exc:  # noqa: BLE001 - noted with the failure
-                error = step.scrub(f"{error}; undo: {_said(undo_exc)}")
+                if _said(undo_exc) not in error:
+                    error = step.scrub(f"{error}; undo: {_said(undo_exc)}")
     error = error[:500]
     async with db.transaction(conn) as cur:
         closed = {"id": None, "from_version": None}

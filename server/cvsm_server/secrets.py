@@ -63,7 +63,7 @@ E2E_ID_REQUIRED = ("Tim end-to-end: kolom 'id' (UUID pilihan klien, dipakai saat
 E2E_ID_ONLY = "Kolom 'id' hanya untuk tim end-to-end"
 VALUE_TOO_LARGE = f"Nilai secret maksimal {MAX_VALUE_BYTES} byte"
 ADMIN_CREDENTIAL = ("Secret ini kredensial admin sebuah kebijakan rotasi: hanya Admin atau Owner "
-                    "yang dapat membaca atau mengubahnya, tidak lewat token ber-scope, dan ia "
+                    "yang masuk (bukan lewat token API) dapat membaca atau mengubahnya, dan ia "
                     "tidak pernah ikut ekspor atau tautan berbagi")
 
 _COLUMNS = ("id, team_id, name, type, environment, description, version, created_at, updated_at, "
@@ -401,8 +401,8 @@ _SECRET_COLUMNS = ", ".join("s." + c.strip() for c in _COLUMNS.split(","))
 # is charged, the rate-limit count: a lease of `rate_step` units, `ratelimit.Leases`). A
 # statement is atomic, so the row comes back only if the entry was written (fail-closed), in one
 # round trip. Each form is prepared once per connection (`db.Statement`).
-# A rotation's admin credential (`admin_credential`) is read by Admins and Owners only, and
-# never through a scoped token (`full_power`).
+# A rotation's admin credential (`admin_credential`) is read by Admins and Owners only, signed in
+# (`full_power`): never through an API token, which is what applications and exports hold.
 _READ = f"""
 SELECT s.* FROM (
     SELECT {_SECRET_COLUMNS}, s.key_id, s.nonce, s.ciphertext, s.envelope
@@ -489,7 +489,8 @@ async def _read(conn: db.Connection, actor: Actor, keyring: Keyring, team_id: uu
     if actor.scope is not None and not actor.scope.allows_team(team_id):
         raise NotFound(roles.TEAM_NOT_FOUND)
     params = {**audit.actor_params(actor), **match, "team_id": team_id, "epoch": actor.epoch,
-              "environments": actor.environments, "full_power": actor.scope is None}
+              "environments": actor.environments,
+              "full_power": may_hold_admin_credentials(actor)}
     cur = await db.row_cursor(conn)
     if charge is not None:
         params.update(charge.params())
@@ -523,15 +524,21 @@ async def _read(conn: db.Connection, actor: Actor, keyring: Keyring, team_id: uu
     return row, open_value(keyring, row)
 
 
+def may_hold_admin_credentials(actor: Actor) -> bool:
+    """Whether the credential may reach a rotation's admin credential at all (with the role of
+    an Admin or Owner): a signed-in person, not an API token."""
+    return actor.scope is None and actor.via != "api_token"
+
+
 async def check_admin_credential(cur: db.Cursor, actor: Actor, team_id: uuid.UUID,
                                  row: Mapping, role: str | None = None) -> None:
     """403 unless the actor may read or change `row` when it is a rotation's admin credential:
-    an Admin or Owner, not through a scoped token."""
+    an Admin or Owner, signed in (not through an API token)."""
     if not row.get("admin_credential"):
         return
     if role is None:
         role = await roles.role_of(cur, team_id, actor.user_id)
-    if actor.scope is not None or not roles.may(role, roles.ADMIN):
+    if not may_hold_admin_credentials(actor) or not roles.may(role, roles.ADMIN):
         raise Forbidden(ADMIN_CREDENTIAL)
 
 
