@@ -14,10 +14,12 @@ import asyncio
 import json
 import time
 import uuid
+from pathlib import Path
 from typing import Any
 
 import psycopg2
 import pytest
+from aiohttp import web
 from psycopg2 import sql
 
 from conftest import Api, query
@@ -435,3 +437,66 @@ async def test_the_owner_group_is_made_at_save_and_tables_made_before_the_switch
         assert cur.fetchone() == (0,)  # the probe left nothing behind
     session_a.close()
     assert "rotation_tested" in await actions(database_url, secret)
+
+
+# --- 39.7: docs/webhooks.md's rotation receiver, against a real rotation -------------------------
+
+WEBHOOKS_DOC = Path(__file__).resolve().parents[2] / "docs" / "webhooks.md"
+
+
+def documented_receiver() -> Any:
+    section = WEBHOOKS_DOC.read_text(encoding="utf-8").split(
+        "## Rotation targets: the webhook a rotation calls", 1)[1]
+    code = section.split("```python\n", 1)[1].split("```", 1)[0]
+    namespace: dict = {}
+    exec(compile(code, str(WEBHOOKS_DOC), "exec"), namespace)  # noqa: S102 - our own docs
+    return namespace["verified_rotation"]
+
+
+async def test_the_documented_rotation_receiver_verifies_a_real_rotation(rot_api: Api) -> None:
+    verified_rotation = documented_receiver()
+    seen: list[tuple[str, dict]] = []
+    signing = {"secret": ""}
+    staged: dict = {}
+
+    async def handle(request: web.Request) -> web.Response:
+        raw = await request.read()
+        try:
+            body = verified_rotation(signing["secret"], dict(request.headers), raw)
+        except ValueError:
+            return web.Response(status=401)
+        seen.append((body["step"], body))
+        if body["step"] == "set":
+            staged[body["rotation_id"]] = body["value"]
+        elif body["step"] == "test" and staged.get(body["rotation_id"]) != body["value"]:
+            return web.Response(status=409)
+        return web.Response(text="ok")
+
+    app = web.Application()
+    app.router.add_post("/rotate", handle)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    try:
+        url = f"http://127.0.0.1:{runner.addresses[0][1]}/rotate"
+        owner, team = await setup_team(rot_api)
+        secret = await rot_api.secret(owner, team, "PAYMENTS_KEY", "key-0")
+        resp = await put_policy(rot_api, owner, team, secret, {"kind": "webhook", "url": url})
+        assert resp.status == 200, await resp.text()
+        # A wrong key is refused by the receiver: the run fails and the value stays.
+        signing["secret"] = "whsec_wrong"
+        await rotate_now(rot_api, owner, team, secret)
+        assert await run_pass(rot_api) == 0 and seen == []
+        signing["secret"] = (await resp.json())["signing_secret"]
+        await rotate_now(rot_api, owner, team, secret)
+        assert await run_pass(rot_api) == 1
+    finally:
+        await runner.cleanup()
+    assert [step for step, _ in seen] == ["create", "set", "test", "finish"]
+    served = (await value_of(rot_api, owner, team, secret))["value"]
+    bodies = [body for _, body in seen]
+    assert {b["rotation_id"] for b in bodies} == {bodies[0]["rotation_id"]}
+    assert bodies[1]["value"] == bodies[2]["value"] == served
+    assert "value" not in bodies[0] and "value" not in bodies[3]
+    assert bodies[0]["secret"] == {"id": secret, "name": "PAYMENTS_KEY",
+                                   "environment": "production"}
