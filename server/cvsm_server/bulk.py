@@ -156,7 +156,7 @@ async def _lock_live(cur: db.Cursor, team_id: uuid.UUID, ids: list[uuid.UUID | N
         return {}
     rows = await db.fetchall(
         cur,
-        """SELECT id, name, environment FROM secrets
+        """SELECT id, name, environment, admin_credential FROM secrets
            WHERE id = ANY(%s::uuid[]) AND team_id = %s AND deleted_at IS NULL
            ORDER BY id FOR UPDATE""",
         (wanted, team_id),
@@ -169,10 +169,11 @@ async def bulk_delete(conn: db.Connection, actor: Actor, team_id: uuid.UUID,
     """Soft-delete the team's secrets among `raw_ids` (Admin or above); returns how many."""
     ids = _uuids(raw_ids)
     async with db.transaction(conn) as cur:
-        await roles.require(cur, team_id, actor, roles.ADMIN)
+        role = await roles.require(cur, team_id, actor, roles.ADMIN)
         live = await _lock_live(cur, team_id, ids)
         for row in live.values():
             roles.check_environment_write(actor, row["environment"])
+            await secrets.check_admin_credential(cur, actor, team_id, row, role)
         if live:
             await secrets.soft_delete(cur, list(live))
         await audit.record(cur, actor, "bulk_delete", "secret", team_id=team_id,
@@ -189,13 +190,14 @@ async def move_env(conn: db.Connection, actor: Actor, team_id: uuid.UUID, raw_id
     roles.check_environment_write(actor, target)
     results: list[dict] = []
     async with db.transaction(conn) as cur:
-        await roles.require(cur, team_id, actor, roles.MEMBER)
+        role = await roles.require(cur, team_id, actor, roles.MEMBER)
         team = await teams.lock_team(cur, team_id)  # the team before its secrets, as ever
         if team["e2e"]:
             raise BadRequest(secrets.E2E_MOVE)
         live = await _lock_live(cur, team_id, ids)
         for row in live.values():
             roles.check_environment_write(actor, row["environment"])
+            await secrets.check_admin_credential(cur, actor, team_id, row, role)
         moving = [i for i, row in live.items() if row["environment"] != target]
         if moving:  # all or nothing: the plan's active environments
             await secrets.check_environments(cur, team, [target], leaving=moving)

@@ -34,6 +34,7 @@ read from the environment of the process running the job and has no other use.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import secrets as random
@@ -44,10 +45,10 @@ from typing import Any
 
 from psycopg2.extras import Json
 
-from . import audit, db, queues, roles, rotation_targets, secrets
+from . import audit, db, queues, roles, rotation_targets, secrets, webhooks
 from .actor import Actor
 from .crypto import DecryptionError, Keyring, rotation_aad, rotation_target_aad
-from .errors import BadRequest, NotFound
+from .errors import BadRequest, Forbidden, NotFound
 from .timeutil import iso
 
 log = logging.getLogger("cvsm.secret_rotation")
@@ -65,6 +66,8 @@ RETRY_BASE_SECONDS = 60
 RETRY_MAX_SECONDS = 6 * 3600
 HISTORY = 20
 BATCH = 20
+PER_TEAM = 2  # at most this many of one team's policies in a pass (the rest wait their turn)
+CONCURRENCY = 4  # teams whose runs go on at once in a pass
 LOCK_NAMESPACE = "cvsm-secret-rotation:"
 
 POLICY_NOT_FOUND = "Secret ini belum memiliki kebijakan rotasi"
@@ -74,6 +77,9 @@ BAD_LENGTH = f"Panjang nilai harus bilangan bulat {MIN_LENGTH} sampai {MAX_LENGT
 BAD_CLASSES = "Kolom 'classes' harus berisi satu atau lebih dari: " + ", ".join(CLASSES)
 ADMIN_SECRET_MISSING = "Secret kredensial admin tidak ditemukan di tim ini"
 ADMIN_IS_SELF = "Kredensial admin harus secret lain, bukan secret yang dirotasi"
+ADMIN_OUT_OF_SCOPE = ("Token ini tidak berlaku untuk environment secret kredensial admin "
+                      "tersebut")
+TARGET_REFUSED = "Target rotasi tidak dapat disiapkan: {reason}"
 
 
 def retry_delay(failures: int) -> float:
@@ -161,10 +167,17 @@ E2E_REFUSED = ("Tim end-to-end tidak mendukung rotasi otomatis: server harus men
 
 async def set_policy(conn: db.Connection, actor: Actor, keyring: Keyring, team_id: uuid.UUID,
                      secret_id: uuid.UUID, *, interval_days: Any, target: Any,
-                     generator: Any = None, enabled: Any = True) -> tuple[dict, str | None]:
+                     generator: Any = None, enabled: Any = True,
+                     allow_private: bool = False) -> tuple[dict, str | None]:
     """Create or replace a secret's rotation policy (Admin or above), audited as
     `rotation_policy_set`. Returns the policy and, when a webhook target is new, its signing
-    secret (shown once)."""
+    secret (shown once).
+
+    Every secret the policy names must be within the caller's reach (a scoped token's
+    environments); the admin credential becomes one (`secrets.admin_credential`). The target
+    is checked as each run would use it: a webhook URL by the webhooks' rules, a PostgreSQL
+    target reached with the admin credential (read and audited), its roles checked and an
+    owner group set up (`rotation_targets.prepare`); 400 with the reason otherwise."""
     days = check_interval(interval_days)
     gen = check_generator(generator)
     if not isinstance(enabled, bool):
@@ -173,20 +186,29 @@ async def set_policy(conn: db.Connection, actor: Actor, keyring: Keyring, team_i
         raise BadRequest("Kolom 'target' harus berupa objek")
     kind = target.get("kind")
     settings = rotation_targets.check(kind, target)
+    admin_id = rotation_targets.admin_secret_id(kind, settings)
+    async with db.transaction(conn) as cur:  # who may, and an audited read of the credential
+        secret, admin = await _check_policy_secrets(cur, actor, team_id, secret_id, admin_id)
+        admin_value = await _read_admin(cur, keyring, actor, {"team_id": team_id,
+                                                               "secret_id": secret_id},
+                                        admin_id, None, by="rotation_setup") if admin else None
+    if kind == "webhook":
+        rotation_targets.check_webhook(settings["url"], allow_private)
+        await webhooks.resolve_target(settings["url"], allow_private=allow_private)
+    elif admin_value is not None:
+        step = rotation_targets.Step(
+            kind=kind, settings=settings, rotation_id=uuid.uuid4(),
+            secret={"id": str(secret_id), "name": secret["name"],
+                    "environment": secret["environment"]},
+            pending="", current="", admin=admin_value, allow_private=allow_private,
+            server_fingerprint=await fingerprint(conn))
+        try:
+            await rotation_targets.prepare(step)
+        except rotation_targets.TargetError as exc:
+            raise BadRequest(TARGET_REFUSED.format(reason=step.scrub(str(exc)))) from None
     async with db.transaction(conn) as cur:
-        secret = await _secret_for(cur, actor, team_id, secret_id, roles.ADMIN, for_update=True)
-        if secret["envelope"] is not None:
-            raise BadRequest(E2E_REFUSED)
-        roles.check_environment_write(actor, secret["environment"])
-        admin_id = rotation_targets.admin_secret_id(kind, settings)
-        if admin_id is not None:
-            if admin_id == secret_id:
-                raise BadRequest(ADMIN_IS_SELF)
-            found = await db.fetchone(
-                cur, """SELECT 1 FROM secrets WHERE id = %s AND team_id = %s
-                        AND deleted_at IS NULL""", (admin_id, team_id))
-            if found is None:
-                raise BadRequest(ADMIN_SECRET_MISSING)
+        secret, admin = await _check_policy_secrets(cur, actor, team_id, secret_id, admin_id,
+                                                    for_update=True)
         old = await db.fetchone(
             cur, f"SELECT {_POLICY_COLUMNS}, key_id FROM secret_rotation_policies "
                  "WHERE secret_id = %s", (secret_id,))
@@ -196,21 +218,22 @@ async def set_policy(conn: db.Connection, actor: Actor, keyring: Keyring, team_i
         if kind == "webhook" and (old is None or old["key_id"] is None):
             signing = "whsec_" + random.token_urlsafe(32)
             sealed = keyring.seal(signing.encode(), rotation_target_aad(policy_id))
-        elif kind != "webhook":
-            sealed = None
         keep_key = kind == "webhook" and signing is None
         row = await db.fetchone(
             cur,
             f"""INSERT INTO secret_rotation_policies
                     (secret_id, team_id, interval_days, enabled, generator, target_kind, target,
-                     id, key_id, nonce, ciphertext, next_rotation_at, created_by)
+                     id, key_id, nonce, ciphertext, next_rotation_at, created_by, set_by,
+                     set_by_token)
                 VALUES (%(secret_id)s, %(team_id)s, %(days)s, %(enabled)s, %(generator)s,
                         %(kind)s, %(target)s, %(id)s, %(key_id)s, %(nonce)s, %(ciphertext)s,
-                        now() + make_interval(days => %(days)s), %(user)s)
+                        now() + make_interval(days => %(days)s), %(user)s, %(user)s,
+                        %(token)s)
                 ON CONFLICT (secret_id) DO UPDATE SET
                     interval_days = EXCLUDED.interval_days, enabled = EXCLUDED.enabled,
                     generator = EXCLUDED.generator, target_kind = EXCLUDED.target_kind,
-                    target = EXCLUDED.target,
+                    target = EXCLUDED.target, set_by = EXCLUDED.set_by,
+                    set_by_token = EXCLUDED.set_by_token,
                     key_id = CASE WHEN %(keep_key)s THEN secret_rotation_policies.key_id
                                   ELSE EXCLUDED.key_id END,
                     nonce = CASE WHEN %(keep_key)s THEN secret_rotation_policies.nonce
@@ -227,14 +250,64 @@ async def set_policy(conn: db.Connection, actor: Actor, keyring: Keyring, team_i
              "key_id": sealed.key_id if sealed else None,
              "nonce": sealed.nonce if sealed else None,
              "ciphertext": sealed.ciphertext if sealed else None,
-             "user": actor.user_id, "keep_key": keep_key})
+             "user": actor.user_id, "token": actor.token_id, "keep_key": keep_key})
+        await _mark_admin_credentials(cur, [admin_id, _admin_of(old)])
         await audit.record(cur, actor, "rotation_policy_set", "secret", team_id=team_id,
                            resource_id=secret_id,
                            metadata={"name": secret["name"], "environment": secret["environment"],
                                      "interval_days": days, "target": kind,
-                                     "enabled": enabled})
+                                     "enabled": enabled,
+                                     **({"admin_secret_id": str(admin_id)} if admin_id else {})})
         await cur.execute(f"NOTIFY {CHANNEL}")
     return row, signing
+
+
+def _admin_of(policy: dict | None) -> uuid.UUID | None:
+    if policy is None:
+        return None
+    return rotation_targets.admin_secret_id(policy["target_kind"], policy["target"])
+
+
+async def _check_policy_secrets(cur: db.Cursor, actor: Actor, team_id: uuid.UUID,
+                                secret_id: uuid.UUID, admin_id: uuid.UUID | None, *,
+                                for_update: bool = False) -> tuple[dict, dict | None]:
+    """The rotated secret and the admin credential's secret, each within the actor's reach: an
+    Admin of the team, through a credential that may write, in the environments of both."""
+    secret = await _secret_for(cur, actor, team_id, secret_id, roles.ADMIN, for_update=for_update)
+    if secret["envelope"] is not None:
+        raise BadRequest(E2E_REFUSED)
+    roles.check_environment_write(actor, secret["environment"])
+    if admin_id is None:
+        return secret, None
+    if admin_id == secret_id:
+        raise BadRequest(ADMIN_IS_SELF)
+    admin = await db.fetchone(
+        cur, """SELECT id, name, environment, envelope FROM secrets WHERE id = %s
+                AND team_id = %s AND deleted_at IS NULL""", (admin_id, team_id))
+    if admin is None or admin["envelope"] is not None:
+        raise BadRequest(ADMIN_SECRET_MISSING)
+    if actor.scope is not None and not actor.scope.allows_environment(admin["environment"]):
+        raise Forbidden(ADMIN_OUT_OF_SCOPE)
+    return secret, admin
+
+
+async def _mark_admin_credentials(cur: db.Cursor, ids: list[uuid.UUID | None]) -> None:
+    """Each secret among `ids` is an admin credential exactly while a policy names it."""
+    wanted = sorted({str(i) for i in ids if i is not None})
+    if wanted:
+        await cur.execute(
+            """UPDATE secrets s SET admin_credential = EXISTS (
+                   SELECT 1 FROM secret_rotation_policies p
+                   WHERE p.target ->> 'admin_secret_id' = s.id::text
+                     AND p.target ? 'admin_secret_id')
+               WHERE s.id = ANY(%s::uuid[])""", (wanted,))
+
+
+async def fingerprint(conn: db.Connection | db.Pool) -> str:
+    """The server's own database cluster, as `rotation_targets` compares a target with it."""
+    async with db.cursor(conn) as cur:
+        row = await db.fetchone(cur, f"SELECT ({rotation_targets.FINGERPRINT_SQL}) AS print")
+    return row["print"]
 
 
 async def get_policy(conn: db.Connection, actor: Actor, team_id: uuid.UUID,
@@ -257,10 +330,12 @@ async def delete_policy(conn: db.Connection, actor: Actor, team_id: uuid.UUID,
     async with db.transaction(conn) as cur:
         secret = await _secret_for(cur, actor, team_id, secret_id, roles.ADMIN, for_update=True)
         roles.check_environment_write(actor, secret["environment"])
-        await cur.execute("DELETE FROM secret_rotation_policies WHERE secret_id = %s",
-                          (secret_id,))
-        if cur.rowcount == 0:
+        gone = await db.fetchone(
+            cur, """DELETE FROM secret_rotation_policies WHERE secret_id = %s
+                    RETURNING target_kind, target""", (secret_id,))
+        if gone is None:
             raise NotFound(POLICY_NOT_FOUND)
+        await _mark_admin_credentials(cur, [_admin_of(gone)])
         await audit.record(cur, actor, "rotation_policy_delete", "secret", team_id=team_id,
                            resource_id=secret_id,
                            metadata={"name": secret["name"], "environment": secret["environment"]})
@@ -301,34 +376,62 @@ def lock_key(secret_id: uuid.UUID) -> str:
     return LOCK_NAMESPACE + str(secret_id)
 
 
+# Due policies (or open runs), fairly: at most PER_TEAM of each team, the teams' first turns
+# before anyone's second, so one team's many (or broken) policies never keep another's waiting.
 _DUE = f"""
-SELECT p.secret_id FROM secret_rotation_policies p
-JOIN secrets s ON s.id = p.secret_id AND s.deleted_at IS NULL
-WHERE (p.enabled AND p.next_rotation_at <= now())
-   OR EXISTS (SELECT 1 FROM secret_rotations r
-              WHERE r.secret_id = p.secret_id AND r.step IN {OPEN_STEPS})
-ORDER BY p.next_rotation_at LIMIT %s
+SELECT secret_id, team_id FROM (
+    SELECT p.secret_id, p.team_id, p.next_rotation_at,
+           row_number() OVER (PARTITION BY p.team_id ORDER BY p.next_rotation_at, p.secret_id)
+               AS turn
+    FROM secret_rotation_policies p
+    JOIN secrets s ON s.id = p.secret_id AND s.deleted_at IS NULL
+    WHERE (p.enabled AND p.next_rotation_at <= now())
+       OR EXISTS (SELECT 1 FROM secret_rotations r
+                  WHERE r.secret_id = p.secret_id AND r.step IN {OPEN_STEPS})
+) due
+WHERE turn <= %s
+ORDER BY turn, next_rotation_at, secret_id LIMIT %s
 """
 
 
 async def run_due(pool: db.Pool, keyring: Keyring, *, allow_private: bool = False) -> int:
     """Rotate every secret that is due (or has a run left open); returns how many runs
-    finished here. Secrets another process holds are skipped."""
+    finished here. Secrets another process holds are skipped. Teams take turns (`_DUE`) and
+    their runs go on side by side (CONCURRENCY teams at once, each team's in order), so a slow
+    or broken target of one team delays no other team's rotation."""
     async with db.cursor(pool) as cur:
-        due = [r["secret_id"] for r in await db.fetchall(cur, _DUE, (BATCH,))]
-    done = 0
-    for secret_id in due:
-        try:
-            done += await rotate_secret(pool, keyring, secret_id, allow_private=allow_private)
-        except db.OUTAGE:
-            raise  # the database is away: the job notes it once (`db.OutageLog`) and retries
-        except Exception:  # noqa: BLE001 - one secret's trouble never stops the others
-            log.exception("rotation of secret %s failed unexpectedly", secret_id)
-    return done
+        due = await db.fetchall(cur, _DUE, (PER_TEAM, BATCH))
+    if not due:
+        return 0
+    server = await fingerprint(pool)
+    by_team: dict[uuid.UUID, list[uuid.UUID]] = {}
+    for row in due:
+        by_team.setdefault(row["team_id"], []).append(row["secret_id"])
+    gate = asyncio.Semaphore(CONCURRENCY)
+
+    async def team_turn(secret_ids: list[uuid.UUID]) -> int:
+        done = 0
+        async with gate:
+            for secret_id in secret_ids:
+                try:
+                    done += await rotate_secret(pool, keyring, secret_id,
+                                                allow_private=allow_private, server=server)
+                except db.OUTAGE:
+                    raise  # the database is away: the job notes it once (`db.OutageLog`)
+                except Exception:  # noqa: BLE001 - one secret's trouble never stops the others
+                    log.exception("rotation of secret %s failed unexpectedly", secret_id)
+        return done
+
+    results = await asyncio.gather(*(team_turn(ids) for ids in by_team.values()),
+                                   return_exceptions=True)
+    for result in results:  # an outage reaches the job once, after every team's turn ended
+        if isinstance(result, BaseException):
+            raise result
+    return sum(results)
 
 
 async def rotate_secret(pool: db.Pool, keyring: Keyring, secret_id: uuid.UUID, *,
-                        allow_private: bool = False) -> int:
+                        allow_private: bool = False, server: str | None = None) -> int:
     """One run for `secret_id` if this process gets its lock and it is still due (or open):
     1 when it finished, 0 otherwise."""
     async with pool.acquire() as conn:
@@ -339,7 +442,9 @@ async def rotate_secret(pool: db.Pool, keyring: Keyring, secret_id: uuid.UUID, *
         if not got["ok"]:
             return 0
         try:
-            return await _run_locked(conn, keyring, secret_id, allow_private)
+            if server is None:
+                server = await fingerprint(conn)
+            return await _run_locked(conn, keyring, secret_id, allow_private, server)
         finally:
             async with db.cursor(conn) as cur:
                 await cur.execute("SELECT pg_advisory_unlock(hashtextextended(%s, 0))",
@@ -348,7 +453,7 @@ async def rotate_secret(pool: db.Pool, keyring: Keyring, secret_id: uuid.UUID, *
 
 async def _load(cur: db.Cursor, secret_id: uuid.UUID) -> tuple[dict | None, dict | None]:
     policy = await db.fetchone(
-        cur, f"""SELECT {_POLICY_COLUMNS}, key_id, nonce, ciphertext,
+        cur, f"""SELECT {_POLICY_COLUMNS}, key_id, nonce, ciphertext, set_by, set_by_token,
                         next_rotation_at <= now() AS due
                  FROM secret_rotation_policies WHERE secret_id = %s""", (secret_id,))
     run = await db.fetchone(
@@ -358,24 +463,24 @@ async def _load(cur: db.Cursor, secret_id: uuid.UUID) -> tuple[dict | None, dict
 
 
 async def _run_locked(conn: db.Connection, keyring: Keyring, secret_id: uuid.UUID,
-                      allow_private: bool) -> int:
+                      allow_private: bool, server: str) -> int:
+    """One run. Whatever goes wrong in it (a target's refusal, a value that does not parse,
+    an authority lost, a bug) ends it as a recorded failure with its backoff (`_fail`): a
+    broken policy is retried minutes later, never at once in a loop. Only the server's own
+    database going away (`db.OUTAGE`) leaves the run open, for the next pass to resume."""
     system = Actor.system()
     async with db.cursor(conn) as cur:
         policy, run = await _load(cur, secret_id)
     if policy is None or (run is None and not (policy["enabled"] and policy["due"])):
         return 0  # done meanwhile by another process, or no longer wanted
-    if run is None:
-        try:
-            run = await _create(conn, keyring, system, policy)
-        except (rotation_targets.TargetError, DecryptionError) as exc:
-            await _fail(conn, system, policy, None, None, exc)
-            return 0
-        if run is None:
-            return 0
-        _exit_hook("created")
     step = None
     try:
-        step = await _step_context(conn, keyring, system, policy, run, allow_private)
+        if run is None:
+            run = await _create(conn, keyring, system, policy)
+            if run is None:
+                return 0
+            _exit_hook("created")
+        step = await _step_context(conn, keyring, system, policy, run, allow_private, server)
         if run["step"] == "created":
             await rotation_targets.create(step)
             await rotation_targets.set_value(step)
@@ -386,7 +491,12 @@ async def _run_locked(conn: db.Connection, keyring: Keyring, secret_id: uuid.UUI
             run = await _advance(conn, system, policy, run, "tested")
             _exit_hook("tested")
         await _finish(conn, keyring, system, policy, run, step)
-    except (rotation_targets.TargetError, DecryptionError, NotFound) as exc:
+    except db.OUTAGE:
+        raise
+    except Exception as exc:  # noqa: BLE001 - every failure of a run is recorded, never a spin
+        if not isinstance(exc, (rotation_targets.TargetError, DecryptionError, NotFound)):
+            log.exception("rotation of secret %s failed unexpectedly; recorded as a failure",
+                          secret_id)
         await _fail(conn, system, policy, run, step, exc)
         return 0
     try:
@@ -395,6 +505,37 @@ async def _run_locked(conn: db.Connection, keyring: Keyring, secret_id: uuid.UUI
         log.warning("rotation %s finished; the target's finish call failed (%s)", run["id"],
                     step.scrub(str(exc)))
     return 1
+
+
+class AuthorityLost(rotation_targets.TargetError):
+    """The account or token that set the policy may no longer do what the policy does."""
+
+
+async def _check_authority(cur: db.Cursor, policy: dict, environments: list[str]) -> None:
+    """The policy runs with the authority of whoever saved it: that account must still be an
+    Admin or Owner of the team and, when it came through an API token, the token must be live,
+    its own, able to write, and reach every environment the policy's secrets are in."""
+    row = await db.fetchone(
+        cur, """SELECT (SELECT role FROM team_members WHERE team_id = %(team)s
+                                                       AND user_id = %(user)s) AS role,
+                       t.id AS token_id, t.user_id AS token_user, t.team_id AS token_team,
+                       t.environments, t.read_only,
+                       t.revoked_at IS NULL AND (t.expires_at IS NULL OR t.expires_at > now())
+                           AS token_live
+                FROM (SELECT 1) one LEFT JOIN api_tokens t ON t.id = %(token)s""",
+        {"team": policy["team_id"], "user": policy["set_by"], "token": policy["set_by_token"]})
+    if policy["set_by"] is None or row["role"] not in (roles.ADMIN, roles.OWNER):
+        raise AuthorityLost("the account that set the policy is no longer an Admin of the team; "
+                            "an Admin must save the policy again")
+    if policy["set_by_token"] is None:
+        return
+    if (row["token_id"] is None or not row["token_live"] or row["token_user"] != policy["set_by"]
+            or row["read_only"]
+            or (row["token_team"] is not None and row["token_team"] != policy["team_id"])
+            or (row["environments"] is not None
+                and any(e not in row["environments"] for e in environments))):
+        raise AuthorityLost("the API token that set the policy is revoked or no longer reaches "
+                            "every secret the policy names; an Admin must save the policy again")
 
 
 async def _create(conn: db.Connection, keyring: Keyring, system: Actor,
@@ -409,6 +550,7 @@ async def _create(conn: db.Connection, keyring: Keyring, system: Actor,
             return None
         current = secrets.open_value(keyring, secret)
         admin = None
+        await _authorise(cur, policy, secret)
         if (admin_id := rotation_targets.admin_secret_id(policy["target_kind"],
                                                          policy["target"])):
             admin = await _read_admin(cur, keyring, system, policy, admin_id, None)
@@ -428,8 +570,18 @@ async def _create(conn: db.Connection, keyring: Keyring, system: Actor,
     return run
 
 
-async def _read_admin(cur: db.Cursor, keyring: Keyring, system: Actor, policy: dict,
-                      admin_id: uuid.UUID, run: dict | None) -> str:
+async def _authorise(cur: db.Cursor, policy: dict, secret: dict) -> None:
+    environments = [secret["environment"]]
+    if (admin_id := rotation_targets.admin_secret_id(policy["target_kind"], policy["target"])):
+        admin = await db.fetchone(cur, "SELECT environment FROM secrets WHERE id = %s",
+                                  (admin_id,))
+        if admin is not None:
+            environments.append(admin["environment"])
+    await _check_authority(cur, policy, environments)
+
+
+async def _read_admin(cur: db.Cursor, keyring: Keyring, actor: Actor, policy: dict,
+                      admin_id: uuid.UUID, run: dict | None, *, by: str = "rotation") -> str:
     """The admin credential's value, read with its `read` audit entry (same transaction)."""
     row = await db.fetchone(
         cur, """SELECT id, team_id, name, environment, version, key_id, nonce, ciphertext
@@ -437,22 +589,24 @@ async def _read_admin(cur: db.Cursor, keyring: Keyring, system: Actor, policy: d
         (admin_id, policy["team_id"]))
     if row is None:
         raise rotation_targets.TargetError("the admin credential secret is gone")
-    await audit.record(cur, system, "read", "secret", team_id=policy["team_id"],
+    await audit.record(cur, actor, "read", "secret", team_id=policy["team_id"],
                        resource_id=admin_id,
                        metadata={"name": row["name"], "environment": row["environment"],
-                                 "by": "rotation", "rotated_secret_id": str(policy["secret_id"]),
+                                 "by": by, "rotated_secret_id": str(policy["secret_id"]),
                                  "rotation_id": str(run["id"]) if run else None})
     return secrets.open_value(keyring, row)
 
 
 async def _step_context(conn: db.Connection, keyring: Keyring, system: Actor, policy: dict,
-                        run: dict, allow_private: bool) -> rotation_targets.Step:
+                        run: dict, allow_private: bool, server: str) -> rotation_targets.Step:
     async with db.transaction(conn) as cur:
         secret = await db.fetchone(
             cur, """SELECT id, team_id, name, environment, version, key_id, nonce, ciphertext
                     FROM secrets WHERE id = %s AND deleted_at IS NULL""", (policy["secret_id"],))
         if secret is None:
             raise NotFound(secrets.SECRET_NOT_FOUND)
+        if run["step"] == "created":  # before the target changes (after, the run completes)
+            await _authorise(cur, policy, secret)
         admin = None
         if (admin_id := rotation_targets.admin_secret_id(policy["target_kind"],
                                                          policy["target"])):
@@ -469,7 +623,7 @@ async def _step_context(conn: db.Connection, keyring: Keyring, system: Actor, po
                 "environment": secret["environment"]},
         pending=pending, current=secrets.open_value(keyring, secret),
         target_user=run["target_user"], admin=admin, signing_secret=signing,
-        allow_private=allow_private)
+        allow_private=allow_private, server_fingerprint=server)
 
 
 async def _record(cur: db.Cursor, system: Actor, action: str, policy: dict, secret: dict,
@@ -523,21 +677,31 @@ async def _finish(conn: db.Connection, keyring: Keyring, system: Actor, policy: 
              run["id"])
 
 
+def _said(exc: BaseException) -> str:
+    """What a failure's record says (members see it): the targets' own short reasons, else only
+    the kind of error (its text could hold anything; the server log has the traceback)."""
+    if isinstance(exc, DecryptionError):
+        return "a stored value does not decrypt"
+    if isinstance(exc, (rotation_targets.TargetError, NotFound)):
+        return str(exc)
+    return f"unexpected error ({type(exc).__name__}); the server log has the details"
+
+
 async def _fail(conn: db.Connection, system: Actor, policy: dict, run: dict | None,
                 step: rotation_targets.Step | None, exc: Exception) -> None:
     """Put the target back where it can be, close the run as failed, record it and schedule
     the retry. The served value was never touched."""
     failed_step = {None: "create", "created": "set", "set": "test",
                    "tested": "finish"}[run["step"] if run else None]
-    error = f"{failed_step}: {exc}" if not isinstance(exc, DecryptionError) \
-        else f"{failed_step}: a stored value does not decrypt"
+    error = f"{failed_step}: {_said(exc)}"
     if step is not None:
         error = step.scrub(error)
         if run is not None and run["step"] in ("created", "set"):  # the target may hold it
             try:
                 await rotation_targets.undo(step)
-            except rotation_targets.TargetError as undo_exc:
-                error = step.scrub(f"{error}; undo: {undo_exc}")
+            except Exception as undo_exc:  # noqa: BLE001 - noted with the failure
+                if _said(undo_exc) not in error:
+                    error = step.scrub(f"{error}; undo: {_said(undo_exc)}")
     error = error[:500]
     async with db.transaction(conn) as cur:
         closed = {"id": None, "from_version": None}

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from . import audit, credentials, db, e2e, ratelimit, roles, teams
 from .actor import Actor
 from .crypto import DecryptionError, Keyring, secret_aad
-from .errors import BadRequest, Conflict, NotFound
+from .errors import BadRequest, Conflict, Forbidden, NotFound
 from .inputs import check_text
 from .timeutil import iso
 
@@ -62,6 +62,9 @@ E2E_ID_REQUIRED = ("Tim end-to-end: kolom 'id' (UUID pilihan klien, dipakai saat
                    "wajib diisi")
 E2E_ID_ONLY = "Kolom 'id' hanya untuk tim end-to-end"
 VALUE_TOO_LARGE = f"Nilai secret maksimal {MAX_VALUE_BYTES} byte"
+ADMIN_CREDENTIAL = ("Secret ini kredensial admin sebuah kebijakan rotasi: hanya Admin atau Owner "
+                    "yang masuk (bukan lewat token API) dapat membaca atau mengubahnya, dan ia "
+                    "tidak pernah ikut ekspor atau tautan berbagi")
 
 _COLUMNS = ("id, team_id, name, type, environment, description, version, created_at, updated_at, "
             "e2e")
@@ -306,8 +309,8 @@ async def load_secret(cur: db.Cursor, team_id: uuid.UUID, secret_id: uuid.UUID, 
                       for_update: bool = False) -> dict:
     row = await db.fetchone(
         cur,
-        f"""SELECT {_COLUMNS}, key_id, nonce, ciphertext, envelope FROM secrets
-            WHERE id = %s AND team_id = %s AND deleted_at IS NULL
+        f"""SELECT {_COLUMNS}, key_id, nonce, ciphertext, envelope, admin_credential
+            FROM secrets WHERE id = %s AND team_id = %s AND deleted_at IS NULL
             {"FOR UPDATE" if for_update else ""}""",
         (secret_id, team_id),
     )
@@ -401,12 +404,15 @@ _SECRET_COLUMNS = ", ".join("s." + c.strip() for c in _COLUMNS.split(","))
 # is charged, the rate-limit count: a lease of `rate_step` units, `ratelimit.Leases`). A
 # statement is atomic, so the row comes back only if the entry was written (fail-closed), in one
 # round trip. Each form is prepared once per connection (`db.Statement`).
+# A rotation's admin credential (`admin_credential`) is read by Admins and Owners only, signed in
+# (`full_power`): never through an API token, which is what applications and exports hold.
 _READ = f"""
 SELECT s.* FROM (
     SELECT {_SECRET_COLUMNS}, s.key_id, s.nonce, s.ciphertext, s.envelope
     FROM secrets s JOIN team_members m ON m.team_id = s.team_id AND m.user_id = %(actor_id)s
     WHERE {{match}} AND s.team_id = %(team_id)s AND s.deleted_at IS NULL
       AND (%(environments)s::text[] IS NULL OR s.environment = ANY(%(environments)s::text[]))
+      AND (NOT s.admin_credential OR (%(full_power)s AND m.role IN ('Admin', 'Owner')))
 ) AS s
 """
 _BY_ID = "s.id = %(secret_id)s"
@@ -486,7 +492,8 @@ async def _read(conn: db.Connection, actor: Actor, keyring: Keyring, team_id: uu
     if actor.scope is not None and not actor.scope.allows_team(team_id):
         raise NotFound(roles.TEAM_NOT_FOUND)
     params = {**audit.actor_params(actor), **match, "team_id": team_id, "epoch": actor.epoch,
-              "environments": actor.environments}
+              "environments": actor.environments,
+              "full_power": may_hold_admin_credentials(actor)}
     cur = await db.row_cursor(conn)
     if charge is not None:
         params.update(charge.params())
@@ -507,8 +514,35 @@ async def _read(conn: db.Connection, actor: Actor, keyring: Keyring, team_id: uu
     if row is None:  # tell "not your team" from "no such secret" only on the miss path
         async with db.cursor(conn) as cur:
             await roles.require(cur, team_id, actor, roles.VIEWER)
+            where = "id = %(secret_id)s" if "secret_id" in match else \
+                "name = %(name)s AND environment = %(environment)s"
+            held = await db.fetchone(
+                cur, f"""SELECT 1 FROM secrets WHERE {where} AND team_id = %(team_id)s
+                         AND deleted_at IS NULL AND admin_credential
+                         AND (%(environments)s::text[] IS NULL
+                              OR environment = ANY(%(environments)s::text[]))""", params)
+        if held is not None:
+            raise Forbidden(ADMIN_CREDENTIAL)
         raise NotFound(SECRET_NOT_FOUND)
     return row, open_value(keyring, row)
+
+
+def may_hold_admin_credentials(actor: Actor) -> bool:
+    """Whether the credential may reach a rotation's admin credential at all (with the role of
+    an Admin or Owner): a signed-in person, not an API token."""
+    return actor.scope is None and actor.via != "api_token"
+
+
+async def check_admin_credential(cur: db.Cursor, actor: Actor, team_id: uuid.UUID,
+                                 row: Mapping, role: str | None = None) -> None:
+    """403 unless the actor may read or change `row` when it is a rotation's admin credential:
+    an Admin or Owner, signed in (not through an API token)."""
+    if not row.get("admin_credential"):
+        return
+    if role is None:
+        role = await roles.role_of(cur, team_id, actor.user_id)
+    if not may_hold_admin_credentials(actor) or not roles.may(role, roles.ADMIN):
+        raise Forbidden(ADMIN_CREDENTIAL)
 
 
 async def create_secret(conn: db.Connection, actor: Actor, keyring: Keyring,
@@ -530,11 +564,12 @@ async def update_secret(conn: db.Connection, actor: Actor, keyring: Keyring, tea
     changes = {k: v for k, v in (("type", update.type), ("environment", update.environment),
                                   ("description", update.description)) if v is not None}
     async with db.transaction(conn) as cur:
-        await roles.require(cur, team_id, actor, roles.MEMBER)
+        role = await roles.require(cur, team_id, actor, roles.MEMBER)
         # A move takes the team's lock before the secret's, as every quota check does.
         team = await teams.lock_team(cur, team_id) if update.environment is not None else None
         current = await load_secret(cur, team_id, secret_id, for_update=True)
         roles.check_environment_write(actor, current["environment"])
+        await check_admin_credential(cur, actor, team_id, current, role)
         if update.environment is not None:
             roles.check_environment_write(actor, update.environment)
         changed = {k: v for k, v in changes.items() if current[k] != v}
@@ -569,9 +604,10 @@ async def delete_secret(conn: db.Connection, actor: Actor, team_id: uuid.UUID,
                         secret_id: uuid.UUID) -> None:
     """Soft-delete a secret and revoke its shares (Admin or above)."""
     async with db.transaction(conn) as cur:
-        await roles.require(cur, team_id, actor, roles.ADMIN)
+        role = await roles.require(cur, team_id, actor, roles.ADMIN)
         row = await load_secret(cur, team_id, secret_id, for_update=True)
         roles.check_environment_write(actor, row["environment"])
+        await check_admin_credential(cur, actor, team_id, row, role)
         await soft_delete(cur, [secret_id])
         await audit.record(cur, actor, "delete", "secret", team_id=team_id, resource_id=secret_id,
                            metadata={"name": row["name"], "environment": row["environment"]})
@@ -616,10 +652,11 @@ async def read_versions(conn: db.Connection, actor: Actor, keyring: Keyring, tea
             any(not 1 <= v <= MAX_VERSION for v in wanted):
         raise NotFound(VERSION_NOT_FOUND)
     async with db.transaction(conn) as cur:
-        await roles.require(cur, team_id, actor, roles.VIEWER)
+        role = await roles.require(cur, team_id, actor, roles.VIEWER)
         current = await load_secret(cur, team_id, secret_id)
         if actor.environments is not None and current["environment"] not in actor.environments:
             raise NotFound(SECRET_NOT_FOUND)
+        await check_admin_credential(cur, actor, team_id, current, role)
         stored = {row["version"]: row for row in await db.fetchall(
             cur,
             """SELECT v.*, s.team_id FROM secret_versions v JOIN secrets s ON s.id = v.secret_id
@@ -648,9 +685,10 @@ async def rollback(conn: db.Connection, actor: Actor, keyring: Keyring, team_id:
     if not 1 <= version <= MAX_VERSION:
         raise NotFound("Versi secret tidak ditemukan")
     async with db.transaction(conn) as cur:
-        await roles.require(cur, team_id, actor, roles.MEMBER)
+        role = await roles.require(cur, team_id, actor, roles.MEMBER)
         current = await load_secret(cur, team_id, secret_id, for_update=True)
         roles.check_environment_write(actor, current["environment"])
+        await check_admin_credential(cur, actor, team_id, current, role)
         if current["envelope"] is not None:
             raise BadRequest(E2E_ROLLBACK)
         old = await db.fetchone(
@@ -675,7 +713,7 @@ _EXPORT = db.Statement("cvsm_export", f"""
 SELECT t.e2e AS team_e2e, s.* FROM teams t
 LEFT JOIN LATERAL (
     SELECT {_COLUMNS}, key_id, nonce, ciphertext, envelope FROM secrets
-    WHERE team_id = t.id AND deleted_at IS NULL
+    WHERE team_id = t.id AND deleted_at IS NULL AND NOT admin_credential
       AND (%(environment)s::text IS NULL OR environment = %(environment)s::text)
       AND (%(environments)s::text[] IS NULL OR environment = ANY(%(environments)s::text[]))
 ) s ON true
@@ -698,7 +736,8 @@ async def export_marked(conn: db.Connection, actor: Actor, keyring: Keyring, tea
 
     Without an environment every environment is exported; a name present in several takes its
     production, then staging, then development value. The audit entry records the environments
-    whose values were actually exported and the names' count. An end-to-end team exports its
+    whose values were actually exported and the names' count. A rotation's admin credential
+    (`admin_credential`) is never exported, whoever asks. An end-to-end team exports its
     envelopes, in JSON only (400 for the text formats, which the client writes); the second
     item says whether it is one (read in the same transaction as the values).
     """

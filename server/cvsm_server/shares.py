@@ -23,7 +23,7 @@ from datetime import timedelta
 from . import audit, db, e2e, roles, secrets
 from .actor import Actor
 from .crypto import DecryptionError, Keyring, share_aad
-from .errors import BadRequest, Gone, NotFound
+from .errors import BadRequest, Forbidden, Gone, NotFound
 from .timeutil import iso, now
 
 log = logging.getLogger("cvsm.shares")
@@ -78,6 +78,8 @@ async def create_share(conn: db.Connection, actor: Actor, keyring: Keyring, team
         await roles.require(cur, team_id, actor, roles.MEMBER)
         secret = await secrets.load_secret(cur, team_id, secret_id)
         roles.check_environment_write(actor, secret["environment"])
+        if secret["admin_credential"]:  # never leaves through a link, whoever asks
+            raise Forbidden(secrets.ADMIN_CREDENTIAL)
         if secret["envelope"] is not None:
             if envelope is None:
                 raise BadRequest(E2E_VALUE_REQUIRED)

@@ -257,6 +257,7 @@ async def test_the_audited_read_is_prepared_once_per_connection_and_runs_a_gener
     params = {"actor_id": uuid.UUID(owner["id"]), "actor_email": owner["email"], "ip": "10.0.0.1",
               "user_agent": "test", "token_id": None, "team_id": uuid.UUID(team_id),
               "secret_id": uuid.UUID(secret_id), "environments": None, "epoch": None,
+              "full_power": True,
               **ratelimit.Charge.of("api", "test", RateLimit(1000, 60)).params()}
     pool = await db.create_pool(server_url(database_url), maxsize=1)
     try:

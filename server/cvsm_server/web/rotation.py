@@ -9,7 +9,7 @@ from .. import rotation_targets, secret_rotation
 from ..inputs import field
 from .schema import BOOL, INT, OK, STRING, TIME, UUID, answer, nullable, obj
 from .request import actor, connection, path_id, read_json, team_of
-from .state import KEYRING
+from .state import KEYRING, SETTINGS
 
 
 
@@ -35,7 +35,8 @@ async def set_rotation(request: web.Request) -> web.Response:
         team_id = await team_of(request, conn)
         row, signing = await secret_rotation.set_policy(
             conn, actor(request), request.app[KEYRING], team_id, secret_id,
-            interval_days=interval, target=target, generator=generator, enabled=enabled)
+            interval_days=interval, target=target, generator=generator, enabled=enabled,
+            allow_private=request.app[SETTINGS].webhook_allow_private)
     out: dict = {"policy": secret_rotation.policy_json(row)}
     if signing is not None:
         out["signing_secret"] = signing
