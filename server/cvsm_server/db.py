@@ -24,6 +24,7 @@ import itertools
 import logging
 import os
 import re
+import select
 import signal
 import time
 import weakref
@@ -85,6 +86,104 @@ _NO_SLOT = ("too many clients", "remaining connection slots are reserved",
             "too many connections for role", "too many connections for database")
 
 
+# --- aiopg and a connection the database dropped --------------------------------------------------
+#
+# libpq closes a connection's socket the moment it finds the server gone, inside whatever call
+# found it; aiopg still has the socket's number registered with the event loop, and forgets it
+# only later (when the connection is closed), if at all. The number is free meanwhile, and the
+# next connection opened (after a database restart, at once) gets it: aiopg's registration then
+# changes only the callback (the loop believes the number is watched already), so the new
+# socket is never watched, and its first statement that waits for an answer hangs until
+# aiopg's statement limit (30 s); or the dead connection's late close unregisters the new
+# one's socket, with the same effect. `_watch_own_socket` makes each new connection register
+# its socket afresh, and a connection's close unregister its number only while that number is
+# still its own socket (test_db_outage kills the postmaster under load; aiopg 1.4).
+
+
+def _socket_identity(fd: int) -> tuple[int, int] | None:
+    try:
+        info = os.fstat(fd)
+    except OSError:
+        return None
+    return info.st_dev, info.st_ino
+
+
+# How often a statement waiting for its answer looks at its socket itself (`_watch_own_socket`).
+SOCKET_CHECK = 0.5
+
+
+def _has_something(fd: int | None, writing: bool) -> bool:
+    """Whether socket `fd` has data or its end to read now, or room to write when `writing`
+    (or is no longer open)."""
+    if fd is None:
+        return True
+    try:
+        readable, writable, _ = select.select([fd], [fd] if writing else [], [], 0)
+    except (OSError, ValueError):
+        return True
+    return bool(readable or writable)
+
+
+def _watch_own_socket(connection_class: type) -> None:
+    if getattr(connection_class, "_cvsm_watches_own_socket", False):
+        return
+    original_init, original_close = connection_class.__init__, connection_class._close
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        original_init(self, *args, **kwargs)
+        fd = self._fileno
+        self._cvsm_socket = _socket_identity(fd)
+        # A dead connection's registration may still hold this number: register anew.
+        self._loop.remove_reader(fd)
+        self._loop.add_reader(fd, self._ready, self._weakref)
+
+    def _close(self) -> None:
+        if (self._fileno is not None
+                and _socket_identity(self._fileno) != getattr(self, "_cvsm_socket", None)):
+            self._fileno = None  # libpq closed it; the number belongs to another socket now
+            self._writing = False
+        original_close(self)
+
+    async def _poll(self, waiter: asyncio.Future, timeout: float) -> None:
+        # aiopg's `_poll`, waiting for the answer in steps of SOCKET_CHECK seconds: between
+        # them, a socket that has something to read (an answer, or its end) while no event said
+        # so is read now, so that no registration the loop lost can hold a statement.
+        assert waiter is self._waiter, (waiter, self._waiter)
+        self._ready(self._weakref)
+        loop = self._loop
+        deadline = loop.time() + timeout
+        try:
+            while not waiter.done():
+                left = deadline - loop.time()
+                if left <= 0:
+                    waiter.cancel()
+                    raise asyncio.TimeoutError
+                await asyncio.wait((waiter,), timeout=min(SOCKET_CHECK, left))
+                if not waiter.done() and _has_something(self._fileno, self._writing):
+                    log.debug("a database socket had news the event loop did not report")
+                    self._ready(self._weakref)
+            waiter.result()
+        except (asyncio.CancelledError, asyncio.TimeoutError):
+            if not waiter.done():
+                waiter.cancel()
+            await asyncio.shield(self.close())
+            raise
+        except psycopg2.extensions.QueryCanceledError as exc:
+            loop.call_exception_handler({"message": exc.pgerror, "exception": exc,
+                                         "future": waiter})
+            raise asyncio.CancelledError from None
+        finally:
+            self._waiter = None
+
+    connection_class._poll = _poll
+    connection_class.__init__ = __init__
+    connection_class._close = _close
+    connection_class._cvsm_watches_own_socket = True
+
+
+_watch_own_socket(aiopg.connection.Connection)
+
+
 def with_user(url: str, user: str) -> str:
     """The same database as `url`, connecting as `user` (a key=value DSN)."""
     params = psycopg2.extensions.parse_dsn(url)
@@ -93,9 +192,23 @@ def with_user(url: str, user: str) -> str:
     return psycopg2.extensions.make_dsn(**params)
 
 
+# TCP keepalives on every connection (libpq's settings; a unix socket has none, and needs none:
+# the server's end closing is seen at once): a database host that vanished from the network, whose
+# socket would never close, is noticed within about KEEPALIVE_IDLE + INTERVAL * COUNT seconds,
+# and data it never acknowledges within TCP_USER_TIMEOUT ms. Settings in the URL win.
+KEEPALIVES = {"keepalives": "1", "keepalives_idle": "5", "keepalives_interval": "2",
+              "keepalives_count": "3", "tcp_user_timeout": "10000"}
+
+
+def with_keepalives(url: str) -> str:
+    """`url` with `KEEPALIVES` for the settings it does not make itself."""
+    params = psycopg2.extensions.parse_dsn(url)
+    return psycopg2.extensions.make_dsn(**{**KEEPALIVES, **params})
+
+
 async def create_pool(url: str, *, maxsize: int = 20) -> aiopg.Pool:
     return await aiopg.create_pool(
-        url,
+        with_keepalives(url),
         minsize=1,
         maxsize=maxsize,
         timeout=30,
@@ -255,7 +368,7 @@ async def connection_budget(url: str) -> int:
     """How many connections a server connecting with `url` may hold together: PostgreSQL's
     `max_connections` less the slots reserved for superusers (and `pg_use_reserved_connections`)
     and HEADROOM, and no more than the role's or the database's own connection limit."""
-    conn = await aiopg.connect(url, timeout=30)
+    conn = await aiopg.connect(with_keepalives(url), timeout=30)
     try:
         cur = await conn.cursor()
         try:

@@ -325,6 +325,11 @@ def _scrubbed(pgexec: Any) -> Any:
 
     def run(command: str, args: Any, bin_path: Path, **kwargs: Any) -> str:
         kwargs.setdefault("env", postgres_environment())
+        if kwargs.get("user"):  # as root: the system user's own group, not root's groups
+            import pwd
+
+            kwargs.setdefault("group", pwd.getpwnam(kwargs["user"]).pw_gid)
+            kwargs.setdefault("extra_groups", [])
         return pgexec(command, args, bin_path=bin_path, **kwargs)
 
     run.scrubbed = True  # type: ignore[attr-defined]

@@ -22,6 +22,7 @@ import itertools
 import logging
 import re
 import secrets
+import time
 from collections.abc import Awaitable, Callable
 
 from aiohttp import web
@@ -77,7 +78,7 @@ async def request_id_middleware(request: web.Request, handler: Handler) -> web.S
 async def error_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
     """Answer every failure as `{"error": "<Indonesian message>"}` with the right status."""
     try:
-        return await handler(request)
+        response = await handler(request)
     except web.HTTPException as exc:
         if exc.status < 400:
             raise
@@ -87,26 +88,64 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
     except Exception as exc:  # noqa: BLE001 - every failure is answered, none with its detail
         failure = failure_of(request, exc)
         return error_response(failure.status, failure.message, failure.headers)
+    if OUTAGE.since is not None and response.status != 503:
+        OUTAGE.ok()
+    return response
 
 
 def failure_of(request: web.Request, exc: Exception) -> DomainError:
     """What a failure is answered with (as JSON here, as the error page under a page,
     `web.pages.kit.page_errors`), logged once: a domain error is itself; a database outage a
     503 with `Retry-After`; anything unexpected a 500 with no detail, its traceback in the log."""
+    if isinstance(exc, ServiceUnavailable):
+        OUTAGE.failed(request, exc)
+        return exc
     if isinstance(exc, DomainError):
         if exc.status >= 500:
             log.warning("[%s] %s on %s %s", request.get(REQUEST_ID), exc.message, request.method,
                         _route(request))
         return exc
-    if isinstance(exc, db.UNAVAILABLE):
-        log.warning("[%s] database unavailable on %s %s: %s", request.get(REQUEST_ID),
-                    request.method, _route(request), type(exc).__name__)
+    if isinstance(exc, DATABASE_AWAY):
+        OUTAGE.failed(request, exc)
         return ServiceUnavailable()
     # The traceback names code locations only; request bodies and values are never logged,
     # and the route is named by its pattern (never a token from the path).
     log.error("[%s] unhandled error on %s %s", request.get(REQUEST_ID), request.method,
               _route(request), exc_info=exc)
     return ServerError()
+
+
+# What a request meets when the database goes away: psycopg2's errors for a connection lost or
+# refused, and a statement that got no answer within aiopg's limit (asyncio.TimeoutError).
+DATABASE_AWAY = (*db.UNAVAILABLE, TimeoutError)
+
+
+class RequestOutage:
+    """The requests' side of a database outage, in two log lines: one at the first request
+    answered 503 (with its request id and what happened), one at the next request answered
+    otherwise (how long, how many 503s); the 503s between are in the access log only."""
+
+    def __init__(self) -> None:
+        self.since: float | None = None
+        self.refused = 0
+
+    def failed(self, request: web.Request, exc: Exception) -> None:
+        self.refused += 1
+        if self.since is not None:
+            return
+        self.since = time.monotonic()
+        what = db.first_line(exc) if not isinstance(exc, DomainError) else exc.message
+        log.warning("[%s] the database is unavailable (%s: %s on %s %s): answering 503 with "
+                    "Retry-After until it is back", request.get(REQUEST_ID), type(exc).__name__,
+                    what, request.method, _route(request))
+
+    def ok(self) -> None:
+        log.warning("the database is back: %d request(s) answered 503 over %.1f s",
+                    self.refused, time.monotonic() - self.since)
+        self.since, self.refused = None, 0
+
+
+OUTAGE = RequestOutage()
 
 
 def _route(request: web.Request) -> str:
