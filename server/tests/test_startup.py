@@ -12,6 +12,7 @@ import re
 import shutil
 import stat
 import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -27,9 +28,9 @@ from cvsm_server.config import make_data_dir
 from cvsm_server.embedded import EmbeddedPostgres, EmbeddedStartError
 from test_workers import CONSOLE_SCRIPT, LISTENING, environment, running_postgres
 
-ROUNDS = 10
-SERVERS = 2  # `serve` processes per start, beside MIGRATORS `migrate` ones
-MIGRATORS = 1
+ROUNDS = int(os.environ.get("CVSM_TEST_STARTUP_ROUNDS", "10"))
+SERVERS = 1  # `serve` processes per start, beside MIGRATORS `migrate` ones (lighter: no app)
+MIGRATORS = 2
 
 
 @pytest.fixture
@@ -44,9 +45,7 @@ def home() -> Iterator[Path]:
 def _start_together(data_dir: Path, logs: Path, tag: str) -> list[str]:
     """SERVERS `serve` and MIGRATORS `migrate` processes started at once on `data_dir`; each
     `serve` must answer /health with 200 and each `migrate` exit 0. Returns the problems."""
-    # No keys given: the first start generates them, once, for every process.
-    environ = {k: v for k, v in environment(data_dir, CVSM_BACKGROUND_JOBS="off").items()
-               if k not in ("CVSM_MASTER_KEY", "CVSM_JWT_SECRET")}
+    environ = environment(data_dir, CVSM_BACKGROUND_JOBS="off")
     procs = []
     for n in range(SERVERS + MIGRATORS):
         command = ["serve", "--port", "0"] if n < SERVERS else ["migrate"]
@@ -105,6 +104,28 @@ def test_serve_and_migrate_started_together_all_come_up_on_a_fresh_and_an_existi
         assert not problems, "\n\n".join(problems)
     print(f"\n{ROUNDS} rounds of {SERVERS} serve + {MIGRATORS} migrate at once, on a fresh and "
           f"on an existing data dir: all came up ({time.monotonic() - began:.0f} s)")
+
+
+def test_processes_generating_the_keys_together_all_get_the_one_written(tmp_path):
+    """A fresh data dir and no CVSM_MASTER_KEY/CVSM_JWT_SECRET: starts that generate them at
+    once all read the same keys, whole (each was written beside and linked into place)."""
+    script = ("import sys, base64; from pathlib import Path; from cvsm_server import keys; "
+              "from cvsm_server.config import Settings; "
+              "s = Settings.from_env(); sys.stdout.write(base64.b64encode("
+              "keys.load_master_key(s)).decode() + ' ' + keys.load_jwt_secret(s))")
+    environ = {k: v for k, v in environment(tmp_path / "data").items()
+               if k not in ("CVSM_MASTER_KEY", "CVSM_JWT_SECRET")}
+    for attempt in range(3):
+        environ["CVSM_DATA_DIR"] = str(tmp_path / f"data-{attempt}")
+        procs = [subprocess.Popen([sys.executable, "-c", script], env=environ, text=True,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                 for _ in range(5)]
+        results = [proc.communicate(timeout=60) for proc in procs]
+        assert all(proc.returncode == 0 for proc in procs), [err for _, err in results]
+        assert len({out for out, _ in results}) == 1, results
+        data_dir = tmp_path / f"data-{attempt}"
+        assert sorted(p.name for p in data_dir.iterdir()) == ["jwt.secret", "master.key"]
+        assert mode(data_dir) == 0o700 and mode(data_dir / "master.key") == 0o600
 
 
 # --- a schema newer than the code ---------------------------------------------------------------
