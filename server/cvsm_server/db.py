@@ -88,16 +88,19 @@ _NO_SLOT = ("too many clients", "remaining connection slots are reserved",
 
 # --- aiopg and a connection the database dropped --------------------------------------------------
 #
-# libpq closes a connection's socket the moment it finds the server gone, inside whatever call
-# found it; aiopg still has the socket's number registered with the event loop, and forgets it
-# only later (when the connection is closed), if at all. The number is free meanwhile, and the
-# next connection opened (after a database restart, at once) gets it: aiopg's registration then
-# changes only the callback (the loop believes the number is watched already), so the new
-# socket is never watched, and its first statement that waits for an answer hangs until
-# aiopg's statement limit (30 s); or the dead connection's late close unregisters the new
-# one's socket, with the same effect. `_watch_own_socket` makes each new connection register
-# its socket afresh, and a connection's close unregister its number only while that number is
-# still its own socket (test_db_outage kills the postmaster under load; aiopg 1.4).
+# When the database goes away, libpq closes a connection's socket the moment it finds the server
+# gone, inside whatever call found it, while aiopg still has the socket's number registered with
+# the event loop and forgets it only later (when the connection is closed), if at all. The number
+# is free meanwhile and the next connection opened gets it; aiopg's registration of the new
+# socket then changes only the callback (the loop believes the number is watched already), or
+# the dead connection's late close unregisters the new socket. Either way an answer or an end
+# the loop never reports: a statement that waited for it hung until aiopg's statement limit
+# (30 s), then was a 500 (issue 39, up to half of the postmaster kills under load).
+# `_watch_own_socket`: each new connection registers its socket afresh; a connection's close
+# unregisters its number only while that number is still its own socket; and a statement
+# waiting for its answer also looks at its socket itself every SOCKET_CHECK seconds, so no
+# event the loop misses can hold it (test_db_outage kills the postmaster under load ten times;
+# written against aiopg 1.4's `Connection`: `_fileno`, `_ready`, `_poll`, `_close`, `_writing`).
 
 
 def _socket_identity(fd: int) -> tuple[int, int] | None:
@@ -784,11 +787,11 @@ async def migration_lock(pool: aiopg.Pool) -> AsyncIterator[aiopg.Cursor]:
             try:
                 yield cur
             finally:
-                try:
-                    await cur.execute("SELECT pg_advisory_unlock(%s)", (MIGRATION_LOCK_ID,))
-                except BaseException:
-                    conn.close()  # the lock goes with the session
-                    raise
+                if not conn.closed:  # else the lock went with the session
+                    try:
+                        await cur.execute("SELECT pg_advisory_unlock(%s)", (MIGRATION_LOCK_ID,))
+                    except (*UNAVAILABLE, OSError, asyncio.TimeoutError):
+                        conn.close()
         finally:
             cur.close()
 

@@ -267,12 +267,14 @@ def _blocked(folder: Path, user: Any) -> Path | None:
 
 def _refusal(path: Path, blocked: Path, what: str) -> EmbeddedStartError:
     info = blocked.stat()
+    instead = ("install cvsm-server (its Python environment) where it can reach it"
+               if what == "its programs" else
+               "keep the data dir where it can reach it (e.g. CVSM_DATA_DIR=/var/lib/cvsm)")
     return EmbeddedStartError(
         f"cannot start the embedded PostgreSQL for {path}: as root it runs as the system user "
-        f"{SYSTEM_USER}, which cannot enter {blocked} (mode {stat.S_IMODE(info.st_mode):04o}), "
-        f"on the way to {what}; cvsm changes no folder's mode it did not make. Run cvsm-server "
-        f"as a normal user, or keep {what} where {SYSTEM_USER} can reach it (e.g. "
-        "CVSM_DATA_DIR=/var/lib/cvsm)")
+        f"{SYSTEM_USER}, which cannot enter {blocked} (mode {stat.S_IMODE(info.st_mode):04o}) "
+        f"on the way to {what}, and cvsm changes no folder's mode it did not make: run "
+        f"cvsm-server as a normal user, or {instead}")
 
 
 def _check_prefix(path: Path) -> None:
