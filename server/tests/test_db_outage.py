@@ -141,8 +141,7 @@ def test_killing_the_postmaster_under_load_ten_times_gives_only_2xx_or_503_and_n
 
 # --- the pieces, on the shared test cluster ---------------------------------------------------
 
-def test_a_statement_that_got_no_answer_in_time_is_answered_503_with_one_line(caplog,
-                                                                              monkeypatch):
+def test_a_statement_that_got_no_answer_in_time_is_answered_503_with_one_line(caplog):
     """aiopg's statement limit (asyncio.TimeoutError) is the database being away, not a bug:
     503 with Retry-After, one warning for the outage, no traceback; the next good answer logs
     that it is back."""
@@ -150,10 +149,13 @@ def test_a_statement_that_got_no_answer_in_time_is_answered_503_with_one_line(ca
     from aiohttp.test_utils import make_mocked_request
 
     from cvsm_server.web import middleware
+    from cvsm_server.web.outage import RequestOutage
+    from cvsm_server.web.state import REQUEST_OUTAGE
 
-    monkeypatch.setattr(middleware, "OUTAGE", middleware.RequestOutage())
+    app = web.Application()
+    app[REQUEST_OUTAGE] = RequestOutage()
 
-    async def run() -> list[web.Response]:
+    async def run() -> list[web.StreamResponse]:
         async def times_out(request: web.Request) -> web.Response:
             raise asyncio.TimeoutError
 
@@ -162,7 +164,7 @@ def test_a_statement_that_got_no_answer_in_time_is_answered_503_with_one_line(ca
 
         answers = []
         for handler in (times_out, times_out, fine):
-            request = make_mocked_request("GET", "/api/v1/health")
+            request = make_mocked_request("GET", "/api/v1/health", app=app)
             answers.append(await middleware.error_middleware(request, handler))
         return answers
 

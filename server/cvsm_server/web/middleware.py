@@ -22,7 +22,6 @@ import itertools
 import logging
 import re
 import secrets
-import time
 from collections.abc import Awaitable, Callable
 
 from aiohttp import web
@@ -31,9 +30,10 @@ from .. import credentials, db, ratelimit, sessions, tokens, users
 from ..actor import Actor
 from ..clientip import cached_client_ip
 from ..errors import DomainError, ServerError, ServiceUnavailable, Unauthorized
+from .outage import RequestOutage
 from .policy import EITHER, OPEN, SESSION, Policy, policy_of
 from .state import (ACTOR, CREDENTIALS, KEYRING, LEASES, PAGE_STATE, POOL, RATE_CHARGE,
-                    REQUEST_ID, SESSION_COOKIE, SETTINGS, SIGNER)
+                    REQUEST_ID, REQUEST_OUTAGE, SESSION_COOKIE, SETTINGS, SIGNER)
 
 log = logging.getLogger("cvsm.errors")
 
@@ -88,8 +88,9 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
     except Exception as exc:  # noqa: BLE001 - every failure is answered, none with its detail
         failure = failure_of(request, exc)
         return error_response(failure.status, failure.message, failure.headers)
-    if OUTAGE.since is not None and response.status != 503:
-        OUTAGE.ok()
+    if response.status != 503 and (outage := request.app.get(REQUEST_OUTAGE)) is not None \
+            and outage.since is not None:
+        outage.ok()
     return response
 
 
@@ -98,7 +99,7 @@ def failure_of(request: web.Request, exc: Exception) -> DomainError:
     `web.pages.kit.page_errors`), logged once: a domain error is itself; a database outage a
     503 with `Retry-After`; anything unexpected a 500 with no detail, its traceback in the log."""
     if isinstance(exc, ServiceUnavailable):
-        OUTAGE.failed(request, exc)
+        _outage(request, exc.message)
         return exc
     if isinstance(exc, DomainError):
         if exc.status >= 500:
@@ -106,7 +107,7 @@ def failure_of(request: web.Request, exc: Exception) -> DomainError:
                         _route(request))
         return exc
     if isinstance(exc, DATABASE_AWAY):
-        OUTAGE.failed(request, exc)
+        _outage(request, f"{type(exc).__name__}: {db.first_line(exc)}")
         return ServiceUnavailable()
     # The traceback names code locations only; request bodies and values are never logged,
     # and the route is named by its pattern (never a token from the path).
@@ -120,32 +121,15 @@ def failure_of(request: web.Request, exc: Exception) -> DomainError:
 DATABASE_AWAY = (*db.UNAVAILABLE, TimeoutError)
 
 
-class RequestOutage:
-    """The requests' side of a database outage, in two log lines: one at the first request
-    answered 503 (with its request id and what happened), one at the next request answered
-    otherwise (how long, how many 503s); the 503s between are in the access log only."""
-
-    def __init__(self) -> None:
-        self.since: float | None = None
-        self.refused = 0
-
-    def failed(self, request: web.Request, exc: Exception) -> None:
-        self.refused += 1
-        if self.since is not None:
-            return
-        self.since = time.monotonic()
-        what = db.first_line(exc) if not isinstance(exc, DomainError) else exc.message
-        log.warning("[%s] the database is unavailable (%s: %s on %s %s): answering 503 with "
-                    "Retry-After until it is back", request.get(REQUEST_ID), type(exc).__name__,
-                    what, request.method, _route(request))
-
-    def ok(self) -> None:
-        log.warning("the database is back: %d request(s) answered 503 over %.1f s",
-                    self.refused, time.monotonic() - self.since)
-        self.since, self.refused = None, 0
 
 
-OUTAGE = RequestOutage()
+_NO_APP_OUTAGE = RequestOutage()
+
+
+def _outage(request: web.Request, cause: str) -> None:
+    """One line per outage (`web.outage`), with the first request's id, route and cause."""
+    outage = request.app.get(REQUEST_OUTAGE) or _NO_APP_OUTAGE  # an app not from the factory
+    outage.failed(request.get(REQUEST_ID), f"{request.method} {_route(request)}", cause)
 
 
 def _route(request: web.Request) -> str:
