@@ -200,7 +200,9 @@ def with_user(url: str, user: str) -> str:
 # socket would never close, is noticed within about KEEPALIVE_IDLE + INTERVAL * COUNT seconds,
 # and data it never acknowledges within TCP_USER_TIMEOUT ms. Settings in the URL win.
 KEEPALIVES = {"keepalives": "1", "keepalives_idle": "5", "keepalives_interval": "2",
-              "keepalives_count": "3", "tcp_user_timeout": "10000"}
+              "keepalives_count": "3"}
+if psycopg2.extensions.libpq_version() >= 120000:  # libpq 12 knows it
+    KEEPALIVES["tcp_user_timeout"] = "10000"
 
 
 def with_keepalives(url: str) -> str:
