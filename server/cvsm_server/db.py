@@ -111,6 +111,11 @@ def _socket_identity(fd: int) -> tuple[int, int] | None:
     return info.st_dev, info.st_ino
 
 
+class StatementTimeout(asyncio.TimeoutError):
+    """A statement got no answer within aiopg's limit (the pool's `timeout`): the database is
+    away or stuck, as a lost connection is (`UNAVAILABLE`)."""
+
+
 # How often a statement waiting for its answer looks at its socket itself (`_watch_own_socket`).
 SOCKET_CHECK = 0.5
 
@@ -160,7 +165,7 @@ def _watch_own_socket(connection_class: type) -> None:
                 left = deadline - loop.time()
                 if left <= 0:
                     waiter.cancel()
-                    raise asyncio.TimeoutError
+                    raise StatementTimeout(f"no answer from the database within {timeout:g} s")
                 await asyncio.wait((waiter,), timeout=min(SOCKET_CHECK, left))
                 if not waiter.done() and _has_something(self._fileno, self._writing):
                     log.debug("a database socket had news the event loop did not report")

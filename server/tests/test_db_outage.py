@@ -142,7 +142,7 @@ def test_killing_the_postmaster_under_load_ten_times_gives_only_2xx_or_503_and_n
 # --- the pieces, on the shared test cluster ---------------------------------------------------
 
 def test_a_statement_that_got_no_answer_in_time_is_answered_503_with_one_line(caplog):
-    """aiopg's statement limit (asyncio.TimeoutError) is the database being away, not a bug:
+    """aiopg's statement limit (db.StatementTimeout) is the database being away, not a bug:
     503 with Retry-After, one warning for the outage, no traceback; the next good answer logs
     that it is back."""
     from aiohttp import web
@@ -157,7 +157,7 @@ def test_a_statement_that_got_no_answer_in_time_is_answered_503_with_one_line(ca
 
     async def run() -> list[web.StreamResponse]:
         async def times_out(request: web.Request) -> web.Response:
-            raise asyncio.TimeoutError
+            raise db.StatementTimeout("no answer from the database within 30 s")
 
         async def fine(request: web.Request) -> web.Response:
             return web.json_response({"ok": True})
@@ -172,7 +172,8 @@ def test_a_statement_that_got_no_answer_in_time_is_answered_503_with_one_line(ca
     for answer in (first, second):
         assert answer.status == 503 and answer.headers["Retry-After"] == "5"
     assert back.status == 200
-    assert caplog.text.count("the database is unavailable (TimeoutError") == 1, caplog.text
+    assert caplog.text.count("the database is unavailable (StatementTimeout: no answer from the "
+                             "database within 30 s on GET") == 1, caplog.text
     assert caplog.text.count("the database is back: 2 request(s) answered 503") == 1
     assert not [r for r in caplog.records if r.exc_info]
 
@@ -187,7 +188,7 @@ async def test_a_statement_still_times_out_at_the_pools_limit(database_url):
         async with pool.acquire() as conn:
             cur = await conn.cursor()
             began = time.monotonic()
-            with pytest.raises(asyncio.TimeoutError):
+            with pytest.raises(db.StatementTimeout):
                 await cur.execute("SELECT pg_sleep(3)")
             assert 0.25 < time.monotonic() - began < 1.5
             assert conn.closed

@@ -5,7 +5,9 @@ rate limits.
 - `request_id_middleware`: every answer carries `X-Request-Id` (a sane incoming one is kept,
   otherwise a new one is made); it is in the access-log and error-log lines.
 - `error_middleware`: every failure becomes `{"error": "<Indonesian message>"}` with its status;
-  a database outage is a 503 with `Retry-After`; anything unexpected a 500 with no detail.
+  a database outage (a connection lost or refused, a statement unanswered in time) is a 503 with
+  `Retry-After`, logged once per outage (`web.outage`); anything unexpected a 500 with no
+  detail.
 - `auth_middleware`: builds the request's `Actor` once (client IP, user agent) and, as the
   route's policy says (`web.policy`), the user behind it: from the bearer credential on API
   routes (`sessions`, `tokens`), from the session cookie on session pages (with what every page
@@ -117,12 +119,8 @@ def failure_of(request: web.Request, exc: Exception) -> DomainError:
 
 
 # What a request meets when the database goes away: psycopg2's errors for a connection lost or
-# refused, and a statement that got no answer within aiopg's limit (asyncio.TimeoutError).
-DATABASE_AWAY = (*db.UNAVAILABLE, TimeoutError)
-
-
-
-
+# refused, and a statement that got no answer within aiopg's limit.
+DATABASE_AWAY = (*db.UNAVAILABLE, db.StatementTimeout)
 _NO_APP_OUTAGE = RequestOutage()
 
 
