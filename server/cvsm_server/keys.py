@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from . import db, rotation
-from .config import ConfigError, Settings, parse_master_key
+from .config import ConfigError, Settings, make_data_dir, parse_master_key
 from .crypto import CANARY_AAD, CANARY_PLAINTEXT, HASH_KEY_AAD, DecryptionError, Keyring
 
 log = logging.getLogger("cvsm.keys")
@@ -33,13 +33,23 @@ class KeyMismatch(Exception):
 def _read_or_create(path: Path, make: Callable[[], str], what: str, variable: str, loss: str) -> str:
     if path.exists():
         return path.read_text(encoding="ascii").strip()
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_data_dir(path.parent)
     value = make()
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    # Written whole beside it, then linked into place (which fails if the name exists): processes
+    # starting together on a fresh data dir all read the one that won, never a half-written one.
+    partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
+    fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     try:
         os.write(fd, (value + "\n").encode("ascii"))
+        os.fsync(fd)
     finally:
         os.close(fd)
+    try:
+        os.link(partial, path)
+    except FileExistsError:
+        return path.read_text(encoding="ascii").strip()
+    finally:
+        partial.unlink(missing_ok=True)
     log.warning(
         "%s not set: generated a %s in %s (mode 0600); %s. Set %s to manage it yourself.",
         variable, what, path, loss, variable,

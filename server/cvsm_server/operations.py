@@ -175,10 +175,12 @@ _GRANT_APP_ROLE = [
 ]
 
 
-async def restore(settings: Settings, file: str, *, force: bool = False) -> int:
+async def restore(settings: Settings, file: str, *, force: bool = False,
+                  migrate: bool = True) -> int:
     """Load a backup into the database: refused while anyone else is connected to it (a server
     serving it), and when it holds anything unless `force` (which drops the schema `public` with
-    everything in it first); then applies pending migrations."""
+    everything in it first); then applies pending migrations, unless not `migrate` (the way
+    back to the version that made the backup)."""
     source = Path(file)
     if not source.is_file():
         raise OperationFailed(f"{source}: no such file")
@@ -205,11 +207,29 @@ async def restore(settings: Settings, file: str, *, force: bool = False) -> int:
         await _run([_tool("pg_restore", bin_dir), "--no-owner", "--exit-on-error",
                     "--single-transaction", "--dbname", conninfo, str(source)], env)
         await _execute_as_owner(url, _GRANT_APP_ROLE)
-        applied = await db.migrate_as_owner(url, embedded=bin_dir is not None)
-    _say(f"restored {source}{' (the database was emptied first)' if existing else ''}; applied "
-         f"migrations: {', '.join(f'{n:04d}' for n in applied) or 'none (up to date)'}. Start the "
-         "server with the master key the backup was made under.")
+        if migrate:
+            applied = await db.migrate_as_owner(url, embedded=bin_dir is not None)
+            listed = ", ".join(f"{n:04d}" for n in applied) or "none (up to date)"
+            done = f"applied migrations: {listed}"
+        else:
+            newest = await _newest_migration(url)
+            done = (f"no migration applied (--no-migrate): the schema is at migration "
+                    f"{newest:04d}, as in the backup; start the version that made it")
+    _say(f"restored {source}{' (the database was emptied first)' if existing else ''}; {done}. "
+         "Start the server with the master key the backup was made under.")
     return 0
+
+
+async def _newest_migration(url: str) -> int:
+    pool = await db.create_pool(url, maxsize=1)
+    try:
+        async with db.cursor(pool) as cur:
+            row = await db.fetchone(cur, "SELECT coalesce(max(version), 0) AS n "
+                                         "FROM schema_migrations")
+            return row["n"]
+    finally:
+        pool.close()
+        await pool.wait_closed()
 
 
 

@@ -45,8 +45,12 @@ def postgres_home() -> Path:
     As root, the embedded server runs as a `pgserver` system user that must traverse every parent
     of its data dir, and each pytest start resets `/tmp/pytest-of-<user>` to mode 0700: a data
     dir under it becomes unreachable (PANIC at the next checkpoint) when any other pytest starts.
+    The server widens no folder it did not make, so the test opens its own (mkdtemp makes 0700)
+    for that user to pass.
     """
-    return Path(tempfile.mkdtemp(prefix="cvsm-test-pg-"))
+    home = Path(tempfile.mkdtemp(prefix="cvsm-test-pg-"))
+    home.chmod(0o755)
+    return home
 
 
 @pytest.fixture(scope="session")

@@ -205,3 +205,70 @@ def test_a_non_root_user_after_root_through_the_docs_operator_function(home):
         assert "Traceback" not in result.stderr
     owner = data.stat().st_uid
     assert dump.stat().st_uid == (data / "pg").stat().st_uid == (data / ".pg.lock").stat().st_uid == owner
+
+
+def _schema_at(data_dir: Path) -> int:
+    from cvsm_server.embedded import EmbeddedPostgres
+    import psycopg2
+
+    server = EmbeddedPostgres(data_dir)
+    try:
+        conn = psycopg2.connect(server.start())
+        try:
+            with conn.cursor() as cur:
+                cur.execute("SELECT max(version) FROM schema_migrations")
+                return cur.fetchone()[0]
+        finally:
+            conn.close()
+    finally:
+        server.stop()
+
+
+def test_the_way_back_after_an_upgrade_works_as_docs_operations_prints_it(home):
+    """docs/operations.md: back up before the upgrade, upgrade, then go back to the previous
+    version's database with the command it prints (here: a database left at migration 0003,
+    as the previous version had it)."""
+    import asyncio
+    import re
+
+    from cvsm_server import db
+    from cvsm_server.embedded import EmbeddedPostgres
+
+    data = home / "data"
+    server = EmbeddedPostgres(data)
+
+    async def migrate_to_0003() -> None:
+        pool = await db.create_pool(url, maxsize=2)
+        try:
+            await db.migrate(pool, upto=3)
+        finally:
+            pool.close()
+            await pool.wait_closed()
+
+    url = server.start()
+    try:
+        asyncio.run(migrate_to_0003())
+    finally:
+        server.stop()
+    docs = (Path(__file__).parents[2] / "docs" / "operations.md").read_text()
+    printed = re.findall(r"^\s*(cvsm-server (?:backup|restore) [^\n]*cvsm-before-0\.4\.0\.dump)$",
+                         docs, re.MULTILINE)
+    backup_line, *restores = printed
+    way_back = [line for line in restores if "--no-migrate" in line]
+    assert backup_line.startswith("cvsm-server backup") and len(way_back) == 1, printed
+    dump = home / "backups" / "cvsm-before-0.4.0.dump"
+    dump.parent.mkdir()
+
+    def run(line: str) -> subprocess.CompletedProcess:
+        args = line.replace("/backups/cvsm-before-0.4.0.dump", str(dump)).split()[1:]
+        return cvsm(data, *args)
+
+    taken = run(backup_line)
+    assert taken.returncode == 0, taken.stderr
+    upgraded = cvsm(data, "migrate")
+    assert upgraded.returncode == 0, upgraded.stderr
+    assert _schema_at(data) == max(n for n, _, _ in db.migration_files())
+    back = run(way_back[0])
+    assert back.returncode == 0, back.stderr
+    assert "no migration applied (--no-migrate): the schema is at migration 0003" in back.stdout
+    assert _schema_at(data) == 3

@@ -5,7 +5,9 @@ rate limits.
 - `request_id_middleware`: every answer carries `X-Request-Id` (a sane incoming one is kept,
   otherwise a new one is made); it is in the access-log and error-log lines.
 - `error_middleware`: every failure becomes `{"error": "<Indonesian message>"}` with its status;
-  a database outage is a 503 with `Retry-After`; anything unexpected a 500 with no detail.
+  a database outage (a connection lost or refused, a statement unanswered in time) is a 503 with
+  `Retry-After`, logged once per outage (`web.outage`); anything unexpected a 500 with no
+  detail.
 - `auth_middleware`: builds the request's `Actor` once (client IP, user agent) and, as the
   route's policy says (`web.policy`), the user behind it: from the bearer credential on API
   routes (`sessions`, `tokens`), from the session cookie on session pages (with what every page
@@ -42,9 +44,10 @@ from .. import admin, credentials, db, ratelimit, sessions, teams, tokens, users
 from ..actor import Actor
 from ..clientip import cached_client_ip
 from ..errors import DomainError, PayloadTooLarge, ServerError, ServiceUnavailable, Unauthorized
+from .outage import RequestOutage
 from .policy import EITHER, OPEN, SESSION, UNMATCHED, Policy, policy_of
 from .state import (ACTOR, CREDENTIALS, KEYRING, LEASES, PAGE_STATE, POOL, RATE_CHARGE,
-                    REQUEST_ID, SESSION_COOKIE, SETTINGS, SIGNER)
+                    REQUEST_ID, REQUEST_OUTAGE, SESSION_COOKIE, SETTINGS, SIGNER)
 
 log = logging.getLogger("cvsm.errors")
 
@@ -93,7 +96,7 @@ async def request_id_middleware(request: web.Request, handler: Handler) -> web.S
 async def error_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
     """Answer every failure as `{"error": "<Indonesian message>"}` with the right status."""
     try:
-        return await handler(request)
+        response = await handler(request)
     except web.HTTPException as exc:
         if exc.status < 400:
             raise
@@ -103,26 +106,44 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
     except Exception as exc:  # noqa: BLE001 - every failure is answered, none with its detail
         failure = failure_of(request, exc)
         return error_response(failure.status, failure.message, failure.headers)
+    if response.status != 503 and (outage := request.app.get(REQUEST_OUTAGE)) is not None \
+            and outage.since is not None:
+        outage.ok()
+    return response
 
 
 def failure_of(request: web.Request, exc: Exception) -> DomainError:
     """What a failure is answered with (as JSON here, as the error page under a page,
     `web.pages.kit.page_errors`), logged once: a domain error is itself; a database outage a
     503 with `Retry-After`; anything unexpected a 500 with no detail, its traceback in the log."""
+    if isinstance(exc, ServiceUnavailable):
+        _outage(request, exc.message)
+        return exc
     if isinstance(exc, DomainError):
         if exc.status >= 500:
             log.warning("[%s] %s on %s %s", request.get(REQUEST_ID), exc.message, request.method,
                         _route(request))
         return exc
-    if isinstance(exc, db.UNAVAILABLE):
-        log.warning("[%s] database unavailable on %s %s: %s", request.get(REQUEST_ID),
-                    request.method, _route(request), type(exc).__name__)
+    if isinstance(exc, DATABASE_AWAY):
+        _outage(request, f"{type(exc).__name__}: {db.first_line(exc)}")
         return ServiceUnavailable()
     # The traceback names code locations only; request bodies and values are never logged,
     # and the route is named by its pattern (never a token from the path).
     log.error("[%s] unhandled error on %s %s", request.get(REQUEST_ID), request.method,
               _route(request), exc_info=exc)
     return ServerError()
+
+
+# What a request meets when the database goes away: psycopg2's errors for a connection lost or
+# refused, and a statement that got no answer within aiopg's limit.
+DATABASE_AWAY = (*db.UNAVAILABLE, db.StatementTimeout)
+_NO_APP_OUTAGE = RequestOutage()
+
+
+def _outage(request: web.Request, cause: str) -> None:
+    """One line per outage (`web.outage`), with the first request's id, route and cause."""
+    outage = request.app.get(REQUEST_OUTAGE) or _NO_APP_OUTAGE  # an app not from the factory
+    outage.failed(request.get(REQUEST_ID), f"{request.method} {_route(request)}", cause)
 
 
 def _route(request: web.Request) -> str:

@@ -16,6 +16,7 @@ from ..passwords import PasswordHasher
 from ..ratelimit import Charge, Leases
 from ..sessions import JwtSigner
 from ..users import PageState
+from .outage import RequestOutage
 
 SETTINGS = web.AppKey("settings", Settings)
 POOL = web.AppKey("pool", aiopg.Pool)
@@ -25,6 +26,8 @@ PASSWORDS = web.AppKey("passwords", PasswordHasher)
 CREDENTIALS = web.AppKey("credentials", CredentialCache)
 # This process's leases of the per-credential rate limit (`ratelimit.Leases`).
 LEASES = web.AppKey("rate_leases", Leases)
+# This process's requests' side of a database outage (`web.outage`: its two log lines).
+REQUEST_OUTAGE = web.AppKey("request_outage", RequestOutage)
 # The address `cvsm-server serve` listens on (set before start-up when CVSM_APP_URL is unset).
 APP_URL = web.AppKey("app_url", str)
 # The identity providers (`oauth.Providers`: settings, discovery and JWKS caches).
