@@ -38,6 +38,7 @@ CVSM_VARIABLES = (
     "CVSM_MAX_RETRIES",
     "CVSM_CA_FILE",
     "CVSM_STALE_IF_ERROR",
+    "CVSM_LIVE",
 )
 PROXY_VARIABLES = tuple(
     name for base in ("http_proxy", "https_proxy", "all_proxy", "no_proxy") for name in (base, base.upper())
