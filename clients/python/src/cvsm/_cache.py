@@ -129,11 +129,14 @@ class ValueCache:
         if not self._enabled:
             return
         with self._lock:
-            if mark[0] != self._generation or self._changed.get(name, 0) > mark[1]:
+            if mark[0] != self._generation:
                 return
             latest = self._latest.get(name) if self._latest is not None else None
-            if version is not None and latest is not None and version < latest:
-                return  # older than what the stream already announced
+            if version is not None and latest is not None:
+                if version < latest:
+                    return  # older than what the stream already announced
+            elif self._changed.get(name, 0) > mark[1]:
+                return  # it changed while this was fetched: what was read may be older
             now = self.clock()
             self._sweep(now)
             self.entries[name] = (now + self.ttl, value)
