@@ -25,9 +25,11 @@ class Client(BaseClient[httpx.Client]):
 
     Every option is keyword-only and falls back to its ``CVSM_*`` variable (see ``__init__``):
     ``token``, ``base_url``, ``team``, ``environment``, ``cache_ttl``, ``timeout``,
-    ``max_retries``, ``stale_if_error``, ``ca_file``, plus ``on_stale``, ``verify`` and
+    ``max_retries``, ``stale_if_error``, ``ca_file``, ``live``, plus ``on_stale``, ``verify`` and
     ``http_client`` (an ``httpx.Client`` the caller owns). A missing token, base URL or team
-    raises :class:`ConfigurationError` here.
+    raises :class:`ConfigurationError` here. With ``live`` (``CVSM_LIVE=1``) one daemon thread
+    follows the team's change stream, so a changed value is fetched again as soon as the change
+    is announced; :meth:`refresh` reads one name past the cache.
 
     ``timeout`` bounds each whole attempt, body included, whatever the server does: one watchdog
     thread, shared by every client of the process, cuts an attempt's connection at its deadline.
