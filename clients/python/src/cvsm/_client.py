@@ -90,8 +90,9 @@ class Client(BaseClient[httpx.Client]):
     def close(self) -> None:
         """Stop a live client's change stream and release the client's connections (not those of
         an ``http_client`` passed in)."""
-        self._closed = True
-        stream = self._stream
+        with self._stream_lock:  # no read opens the stream after this
+            self._closed = True
+            stream = self._stream
         if stream is not None:
             stream.stop()
         if self._owns_http:
