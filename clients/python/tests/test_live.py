@@ -261,7 +261,8 @@ async def test_after_a_lost_stream_it_reconnects_and_its_snapshot_catches_what_w
         feed.refuse = [503]
         feed.end()
         await eventually(lambda: len(feed.connections) == 2)
-        await eventually(lambda: "MISSED" not in client._cache.entries)
+        await eventually(lambda: client.live_connected)  # the snapshot taken (and logged)
+        assert "MISSED" not in client._cache.entries
         assert await sdk.call(client.get("MISSED")) == "after"
         assert "SAME" in client._cache.entries  # its version did not change
         reconnects = stream_requests(api)[1:]
