@@ -23,7 +23,32 @@ KNOWN_FAILURES_DIR = ROOT / "known-failures"
 
 # The optional behaviours a driver may report in its answer to the ``capabilities`` op
 # (PROTOCOL.md); a case that requires one the driver does not report is n/a for that language.
-CAPABILITIES = frozenset({"tls_ca_file", "proxy_env"})
+CAPABILITIES = frozenset({"tls_ca_file", "proxy_env", "live", "refresh"})
+
+# The capabilities some SDKs do not have yet: capability -> {language: why}. PROTOCOL.md shows the
+# same list. A driver listed here must not report the capability (remove its line when it does),
+# and every driver not listed must report it.
+_NOT_PORTED = "not ported yet (issue 39); the Python SDK is the reference (PROTOCOL.md, `live`)"
+NOT_YET: dict[str, dict[str, str]] = {
+    "live": {
+        "node": _NOT_PORTED,
+        "go": _NOT_PORTED,
+        "rust": _NOT_PORTED,
+        "ruby": _NOT_PORTED,
+        "php": "not ported yet (issue 39): a PHP-FPM request ends before any change could arrive, so it "
+               "is planned for long-running workers (RoadRunner, Swoole) through an explicit loop",
+        "shell": "not ported yet (issue 39): each shell call is a process of its own, which holds no "
+                 "stream; planned through the `cvsm` command",
+    },
+    "refresh": {
+        "node": _NOT_PORTED,
+        "go": _NOT_PORTED,
+        "rust": _NOT_PORTED,
+        "ruby": _NOT_PORTED,
+        "php": _NOT_PORTED,
+        "shell": _NOT_PORTED,
+    },
+}
 
 _PLACEHOLDER = re.compile(r"\{\{([a-z_]+)(?::([^}]+))?\}\}")
 
@@ -213,6 +238,11 @@ def _case(data: dict[str, Any], path: Path) -> Case:
     for name in resealed:
         if not any(s.name == name and s.environment == "production" for s in seeds):
             raise CaseFileError(f"{path}: reseal_secret of {name}, which is not a seeded production secret")
+    for name in [step["secret"] for step in data["steps"] if step.get("server") == "update_and_watch"]:
+        if not any(s.name == name and s.environment == "production" for s in seeds):
+            raise CaseFileError(f"{path}: update_and_watch of {name}, which is not a seeded production secret")
+        if e2e:
+            raise CaseFileError(f"{path}: update_and_watch writes plaintext values: not for an end-to-end team")
     if e2e and data.get("tokens"):
         raise CaseFileError(f"{path}: an end-to-end case has one token, {{{{token}}}}; \"tokens\" are not minted for it")
     return Case(

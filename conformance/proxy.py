@@ -37,6 +37,7 @@ _KINDS = [
     ("export", re.compile(r"^/teams/[^/]+/secrets/export/?$")),
     ("by_name", re.compile(r"^/teams/[^/]+/secrets/by-name/[^/]+/?$")),
     ("list", re.compile(r"^/teams/[^/]+/secrets/?$")),
+    ("changes", re.compile(r"^/teams/[^/]+/secrets/changes/?$")),
     ("value", re.compile(r"^/teams/[^/]+/secrets/[^/]+/?$")),
     ("e2e_key", re.compile(r"^/teams/[^/]+/e2e/key/?$")),
 ]
@@ -50,7 +51,8 @@ _MAX_BODY = 4 * 1024 * 1024
 
 def request_kind(path: str) -> str:
     """request_kind names what an API path is for: teams, list, value, by_name, export, e2e_key
-    (an end-to-end team's key, wrapped to the caller) or other."""
+    (an end-to-end team's key, wrapped to the caller), changes (the change stream a live client
+    holds open) or other."""
     if not path.startswith(API_PREFIX):
         return "other"
     rest = path[len(API_PREFIX):]
@@ -295,6 +297,9 @@ class FaultProxy:
             out_headers["X-Request-Id"] = f"conformance-{next(self._ids)}"
             out_headers.update(fault.headers)
             header_list = list(out_headers.items())
+        elif record.kind == "changes":
+            await self._forward_stream(method, target, headers, record, writer)
+            return
         else:
             status, header_list, payload = await self._forward(method, target, headers, body)
         record.status = status
@@ -361,6 +366,32 @@ class FaultProxy:
         except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
             message = json.dumps({"error": f"conformance proxy: upstream failed: {type(exc).__name__}"})
             return 502, [("Content-Type", "application/json")], message.encode()
+
+
+    async def _forward_stream(
+        self, method: str, target: str, headers: dict[str, str], record: RequestRecord,
+        writer: asyncio.StreamWriter,
+    ) -> None:
+        """_forward_stream relays the change stream (server-sent events) as it comes, without a
+        length, until either side closes it: a live client holds it open for its whole life."""
+        assert self._session is not None
+        forward_headers = {k: v for k, v in headers.items() if k not in _HOP_BY_HOP}
+        try:
+            async with self._session.request(
+                method, URL(self.upstream + target, encoded=True), headers=forward_headers,
+                allow_redirects=False, timeout=aiohttp.ClientTimeout(total=None, sock_read=None),
+            ) as response:
+                record.status = response.status
+                out = [f"HTTP/1.1 {response.status} {_reason(response.status)}"]
+                out += [f"{k}: {v}" for k, v in response.headers.items() if k.lower() not in _HOP_BY_HOP]
+                out += ["Connection: close", "", ""]
+                writer.write("\r\n".join(out).encode("latin-1"))
+                await writer.drain()
+                async for chunk in response.content.iter_any():
+                    writer.write(chunk)
+                    await writer.drain()
+        except (aiohttp.ClientError, asyncio.TimeoutError):
+            return
 
 
 def _reason(status: int) -> str:

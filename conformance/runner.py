@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import json
+import math
 import re
 import time
 from email.utils import formatdate
@@ -220,7 +222,7 @@ class CaseRun:
 
     # Running ------------------------------------------------------------------------------
     async def run(self) -> None:
-        if any(step.get("server") in ("rotate_secret", "reseal_secret") for step in self.case.steps):
+        if any(step.get("server") in ("rotate_secret", "reseal_secret", "update_and_watch") for step in self.case.steps):
             # Languages run side by side on one team per case: a case that rotates a value
             # runs whole for one language at a time, so each sees only its own rotation.
             async with self.seeder.case_lock(self.case.id):
@@ -263,6 +265,8 @@ class CaseRun:
             return "faults " + ", ".join(f"{f['match']}x{f.get('times', 1)}" for f in step["faults"])
         if "sealed_for" in step:
             return f"server {step['server']} {step['secret']} sealed for {step['sealed_for']}"
+        if "updates" in step:
+            return f"server update_and_watch {step['secret']} x{step['updates']}"
         return f"server {step['server']} {step.get('token') or step.get('secret')}"
 
     async def run_step(self, step: Mapping[str, Any]) -> None:
@@ -291,6 +295,9 @@ class CaseRun:
                 raise StepFailure(f"the server did not take {name} sealed anew: {exc}") from None
             self.log.append(f"server holds {name} sealed for {sealed_for}")
             return
+        if step.get("server") == "update_and_watch":
+            await self.update_and_watch(step)
+            return
         if "server" in step:
             token = self.tokens[step["token"]]
             if step["server"] == "revoke_token":
@@ -300,6 +307,57 @@ class CaseRun:
                 await asyncio.sleep(max(0.0, remaining) + 1.0)
             return
         await self.run_op(step)
+
+    async def update_and_watch(self, step: Mapping[str, Any]) -> None:
+        """update_and_watch updates a secret on the server again and again and measures, for
+        each update, the time from its 200 to the driver's `get` returning the new value."""
+        name = step["secret"]
+        updates, p99_limit = int(step["updates"]), float(step.get("p99", 1.0))
+        poll, pause = float(step.get("poll", 0.02)), float(step.get("pause", 0.1))
+        seeded = self.case.value_of(name)
+        try:
+            path = await self.seeder.secret_path(self.seeder.teams[self.case.id].team_id, name)
+        except SeedError as exc:
+            raise StepFailure(str(exc)) from None
+        mark = len(self.proxy.log)
+        latencies: list[float] = []
+        try:
+            for number in range(1, updates + 1):
+                value = f"{seeded}-{self.spec.language}-{number}-{time.time_ns() % 1_000_000}"
+                latencies.append(await self._update_and_wait(path, name, value, p99_limit + 2.0, poll))
+                await asyncio.sleep(pause)
+            seen = self.proxy.log[mark:]
+        finally:
+            with contextlib.suppress(StepFailure, SeedError):  # the seeded value back, for what follows
+                await self._update_and_wait(path, name, seeded, 30.0, poll)
+        ordered = sorted(latencies)
+        p50 = ordered[(len(ordered) - 1) // 2]
+        p99 = ordered[max(0, math.ceil(0.99 * len(ordered)) - 1)]
+        summary = (f"{updates} updates of {name}: update's 200 to get returning it p50 {p50 * 1000:.0f} ms, "
+                   f"p99 {p99 * 1000:.0f} ms, max {ordered[-1] * 1000:.0f} ms; {len(seen)} request(s): "
+                   + ", ".join(f"{kind} {sum(1 for r in seen if r.kind == kind)}"
+                               for kind in sorted({r.kind for r in seen})))
+        self.log.append(summary)
+        if p99 > p99_limit:
+            raise StepFailure(f"p99 {p99:.3f} s is over {p99_limit:g} s ({summary})")
+        if "requests" in step:
+            self.check_requests(self.sub(step["requests"]), seen)
+
+    async def _update_and_wait(self, path: str, name: str, value: str, give_up: float, poll: float) -> float:
+        await self.seeder.update(path, value)
+        written = time.monotonic()
+        while True:
+            response = await self.driver.request("get", {"name": name})
+            seen_at = time.monotonic()
+            self.check_universal("get", response)
+            if not response["ok"]:
+                error = response.get("error") or {}
+                raise StepFailure(f"get {name} failed: {error.get('kind')}: {_short(error.get('message'), 200)}")
+            if response["result"].get("value") == value:
+                return seen_at - written
+            if seen_at - written > give_up:
+                raise StepFailure(f"the update of {name} was not seen within {give_up:g} s")
+            await asyncio.sleep(poll)
 
     async def run_op(self, step: Mapping[str, Any]) -> None:
         op = step["op"]

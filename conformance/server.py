@@ -291,6 +291,18 @@ class Seeder:
         """case_lock is the lock a case that changes its team's values holds while it runs."""
         return self._case_locks.setdefault(case_id, asyncio.Lock())
 
+    async def secret_path(self, team_id: str, name: str) -> str:
+        """secret_path is the API path of the team's production secret ``name``."""
+        found = await self.call("GET", f"/teams/{team_id}/secrets?environment=production&search={name}")
+        ids = [s["id"] for s in found["secrets"] if s["name"] == name]
+        if not ids:
+            raise SeedError(f"no production secret {name} in the case's team")
+        return f"/teams/{team_id}/secrets/{ids[0]}"
+
+    async def update(self, path: str, value: str) -> None:
+        """update gives the secret at ``path`` a new value (a new version); it returns at the 200."""
+        await self.call("PUT", path, {"value": value})
+
     async def rotate(self, team_id: str, name: str, *, timeout: float = 30.0) -> tuple[str, str]:
         """rotate rotates the production secret ``name`` of the team on the server (a rotation
         policy with target ``none``, then "rotate now"), waits until the background job has

@@ -2,8 +2,9 @@
 """Speak the conformance protocol (conformance/PROTOCOL.md) for cvsm.
 
 One JSON request per line on stdin, one JSON response per line on stdout. With ``--async`` it
-drives :class:`cvsm.AsyncClient` on one event loop kept for the whole session; otherwise
-:class:`cvsm.Client`. Error kinds come from the exception types, never from messages.
+drives :class:`cvsm.AsyncClient` on one event loop kept running on a thread of its own for the
+whole session (as in an application, so a live client's stream task runs between ops too);
+otherwise :class:`cvsm.Client`. Error kinds come from the exception types, never from messages.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import asyncio
 import json
 import os
 import sys
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -33,6 +35,7 @@ KINDS: list[tuple[type[cvsm.CvsmError], str]] = [
 ]
 OPTION_NAMES = (
     "token", "base_url", "team", "environment", "cache_ttl", "timeout", "max_retries", "ca_file", "stale_if_error",
+    "live",
 )
 CONFIG_KEYS = ("base_url", "team", "environment", "cache_ttl", "timeout", "max_retries", "stale_if_error")
 
@@ -75,6 +78,8 @@ class Driver:
     def __init__(self, use_async: bool) -> None:
         self.use_async = use_async
         self.loop = asyncio.new_event_loop() if use_async else None
+        if self.loop is not None:
+            threading.Thread(target=self.loop.run_forever, name="driver-loop", daemon=True).start()
         self.client: cvsm.Client | cvsm.AsyncClient | None = None
         self.stale = False
 
@@ -92,8 +97,18 @@ class Driver:
     def call(self, value: Any) -> Any:
         """Await ``value`` on the driver's loop when it is a coroutine; return it otherwise."""
         if self.loop is not None and asyncio.iscoroutine(value):
-            return self.loop.run_until_complete(value)
+            return asyncio.run_coroutine_threadsafe(value, self.loop).result()
         return value
+
+    def on_loop(self, fn: Callable[[], Any]) -> Any:
+        """Run ``fn`` on the driver's loop (an AsyncClient is only touched there), else here."""
+        if self.loop is None:
+            return fn()
+
+        async def run() -> Any:
+            return fn()
+
+        return self.call(run())
 
     def current(self) -> cvsm.Client | cvsm.AsyncClient:
         if self.client is None:
@@ -125,12 +140,14 @@ class Driver:
             return {"config": {key: config[key] for key in CONFIG_KEYS}}
         if op == "get":
             return self.read("value", lambda: self.current().get(args["name"]))
+        if op == "refresh":
+            return {"value": self.call(self.current().refresh(args["name"], args.get("environment")))}
         if op == "get_all":
             return self.read("values", lambda: self.current().get_all())
         if op == "inject":
             return {"names": self.call(self.current().inject(overwrite=bool(args.get("overwrite", False))))}
         if op == "clear_cache":
-            self.current().clear_cache()
+            self.on_loop(self.current().clear_cache)
             return {}
         if op == "describe":
             return {"text": repr(self.current())}
@@ -143,7 +160,7 @@ class Driver:
         if op == "get_env":
             return {"values": {name: os.environ.get(name) for name in args.get("names") or []}}
         if op == "capabilities":
-            return {"capabilities": ["tls_ca_file", "proxy_env"]}
+            return {"capabilities": ["tls_ca_file", "proxy_env", "live", "refresh"]}
         raise Unsupported(f"unknown op {op!r}")
 
 

@@ -124,5 +124,5 @@ def test_a_variant_missing_a_param_is_rejected(tmp_path: Path) -> None:
 
 def test_the_cases_require_only_capabilities_the_protocol_knows() -> None:
     required = {c for case in load_cases() for c in case.requires}
-    assert required == {"tls_ca_file", "proxy_env"}
+    assert required == {"tls_ca_file", "proxy_env", "live", "refresh"}
     assert required <= CAPABILITIES

@@ -149,3 +149,41 @@ async def test_serves_a_request_sent_through_a_connect_tunnel(proxy: FaultProxy)
     assert answer.startswith(b"HTTP/1.1 200") and b'"path": "/api/v1/teams"' in answer
     (record,) = proxy.log
     assert (record.forward_proxy, record.kind) == (True, "teams")
+
+
+async def test_the_change_stream_is_relayed_event_by_event_while_it_stays_open() -> None:
+    """A live client's stream never ends on its own: each event reaches the client as it is sent."""
+    sent = asyncio.Event()
+
+    async def stream(request: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        await response.write(b"event: snapshot\ndata: {}\n\n")
+        await sent.wait()
+        await response.write(b"event: change\ndata: {\"name\":\"A\"}\n\n")
+        await asyncio.sleep(30)  # open until the client leaves
+        return response
+
+    app = web.Application()
+    app.router.add_get("/api/v1/teams/{team}/secrets/changes", stream)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    fault_proxy = FaultProxy(f"http://127.0.0.1:{runner.addresses[0][1]}")
+    await fault_proxy.start()
+    try:
+        assert request_kind("/api/v1/teams/t/secrets/changes") == "changes"
+        async with httpx.AsyncClient(timeout=5) as client:
+            async with client.stream("GET", f"{fault_proxy.base_url}/teams/t/secrets/changes") as response:
+                assert response.status_code == 200
+                assert response.headers["content-type"] == "text/event-stream"
+                lines = response.aiter_lines()
+                assert [await lines.__anext__() for _ in range(3)] == ["event: snapshot", "data: {}", ""]
+                sent.set()
+                assert [await lines.__anext__() for _ in range(2)] == ["event: change", 'data: {"name":"A"}']
+        (record,) = fault_proxy.log
+        assert (record.kind, record.status) == ("changes", 200)
+    finally:
+        await fault_proxy.close()
+        await runner.cleanup()

@@ -38,6 +38,7 @@ CVSM_VARIABLES = (
     "CVSM_MAX_RETRIES",
     "CVSM_CA_FILE",
     "CVSM_STALE_IF_ERROR",
+    "CVSM_LIVE",
 )
 PROXY_VARIABLES = tuple(
     name for base in ("http_proxy", "https_proxy", "all_proxy", "no_proxy") for name in (base, base.upper())
@@ -48,6 +49,7 @@ _PATHS = [
     ("teams", re.compile(r"^/api/v1/teams$")),
     ("export", re.compile(r"^/api/v1/teams/(?P<team>[^/]+)/secrets/export$")),
     ("list", re.compile(r"^/api/v1/teams/(?P<team>[^/]+)/secrets$")),
+    ("changes", re.compile(r"^/api/v1/teams/(?P<team>[^/]+)/secrets/changes$")),
     ("by_name", re.compile(r"^/api/v1/teams/(?P<team>[^/]+)/secrets/by-name/(?P<name>[^/]+)$")),
     ("value", re.compile(r"^/api/v1/teams/(?P<team>[^/]+)/secrets/(?P<id>[^/]+)$")),
     ("e2e_key", re.compile(r"^/api/v1/teams/(?P<team>[^/]+)/e2e/key$")),
@@ -104,6 +106,8 @@ class FakeApi:
         self.teams = [{"id": TEAM_ID, "slug": TEAM_SLUG, "name": "Acme", "plan": "starter"}]
         self.requests: list[httpx.Request] = []
         self._faults: list[tuple[str, Any]] = []
+        # The change stream's answer (a function of the request), for live clients; unset: 404.
+        self.changes: Any = None
 
     def add(self, name: str, value: str, environment: str = "production") -> str:
         secret_id = str(uuid.uuid4())
@@ -164,6 +168,10 @@ class FakeApi:
         if match is None or unquote(match.group("team")) not in (TEAM_ID, TEAM_SLUG):
             return httpx.Response(404, json={"error": "tidak ditemukan"})
         environment = request.url.params.get("environment")
+        if kind == "changes":
+            if self.changes is None:
+                return httpx.Response(404, json={"error": "tidak ditemukan"})
+            return self.changes(request)  # type: ignore[no-any-return]
         if kind == "e2e_key":
             if self.e2e is None:
                 return httpx.Response(400, json={"error": "tim ini bukan tim end-to-end"})

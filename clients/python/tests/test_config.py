@@ -20,6 +20,7 @@ def test_options_default_to_production_30s_cache_10s_timeout_and_2_retries(sdk: 
         "max_retries": 2,
         "stale_if_error": 0,
         "ca_file": None,
+        "live": False,
     }
 
 
@@ -53,6 +54,7 @@ def test_explicit_options_win_over_variables(sdk: Sdk, monkeypatch: pytest.Monke
         "max_retries": 0,
         "stale_if_error": 0,
         "ca_file": None,
+        "live": False,
     }
 
 

@@ -263,7 +263,7 @@ async def test_a_value_another_call_fetched_meanwhile_is_not_marked_stale(
     clock[0] += 2
 
     def refreshed_elsewhere_then_refused(request: httpx.Request) -> None:
-        client._cache.put_value("KEPT", "newer", client._cache.generation)  # as a concurrent get would
+        client._cache.put_value("KEPT", "newer", client._cache.mark())  # as a concurrent get would
         raise httpx.ConnectError("refused", request=request)
 
     api.fail("by_name", refreshed_elsewhere_then_refused)
@@ -338,19 +338,19 @@ async def test_a_stale_answer_is_logged_once_per_name_until_fetched_fresh_again(
 
 def test_kept_entries_past_their_bound_are_dropped_from_memory(clock: list[float]) -> None:
     cache = _cache.ValueCache(1, 2)
-    cache.put_value("OLD", VALUE, cache.generation)
-    cache.put_all({"OLD_TOO": VALUE}, cache.generation)
+    cache.put_value("OLD", VALUE, cache.mark())
+    cache.put_all({"OLD_TOO": VALUE}, cache.mark())
     clock[0] += 3
     assert cache.kept_value("OLD") is None and cache.kept_all() is None
-    cache.put_value("NEW", "new", cache.generation)
+    cache.put_value("NEW", "new", cache.mark())
     assert list(cache.entries) == ["NEW"]
     assert repr(cache) == "ValueCache(entries=1)"
 
 
 def test_a_disabled_cache_keeps_nothing(clock: list[float]) -> None:
     cache = _cache.ValueCache(0, 0)
-    cache.put_value("A", VALUE, cache.generation)
-    cache.put_all({"A": VALUE}, cache.generation)
+    cache.put_value("A", VALUE, cache.mark())
+    cache.put_all({"A": VALUE}, cache.mark())
     assert (cache.fresh_value("A"), cache.kept_value("A"), cache.fresh_all(), cache.kept_all()) == (
         None,
         None,

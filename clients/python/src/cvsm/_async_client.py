@@ -7,10 +7,12 @@ only runs those flows with asyncio.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from types import TracebackType
 
 import httpx
 
+from . import _live
 from . import _protocol as proto
 from ._base import BaseClient, Flow, T
 
@@ -24,7 +26,8 @@ class AsyncClient(BaseClient[httpx.AsyncClient]):
     is not (it does no I/O).
 
     It runs on asyncio. Its cache is safe across the tasks of one event loop. Close it with
-    :meth:`aclose` or an ``async with`` block.
+    :meth:`aclose` or an ``async with`` block. With ``live``, the change stream is one task on
+    the event loop of the client's first read.
     """
 
     _http_class = httpx.AsyncClient
@@ -57,8 +60,27 @@ class AsyncClient(BaseClient[httpx.AsyncClient]):
         """
         return await self._run(self._inject_flow(overwrite))
 
+    async def refresh(self, name: str, environment: str | None = None) -> str:
+        """Return the value of ``name`` read from the server now, past the cache (one request).
+
+        As :meth:`cvsm.Client.refresh`: in the client's environment the cache then holds it; no
+        kept value answers in place of an error.
+        """
+        return await self._run(self._refresh_flow(name, environment))
+
     async def aclose(self) -> None:
-        """Release the client's connections (not those of an ``http_client`` passed in)."""
+        """Stop a live client's change stream and release the client's connections (not those of
+        an ``http_client`` passed in)."""
+        self._closed = True
+        task, self._stream_task = self._stream_task, None
+        if task is not None and not task.done():
+            task.cancel()
+            if task.get_loop() is asyncio.get_running_loop():
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        if self._stream_http is not None and self._stream_http is not self._http:
+            await self._stream_http.aclose()
+        self._stream_http = None
         if self._owns_http:
             await self._http.aclose()
 
@@ -72,6 +94,57 @@ class AsyncClient(BaseClient[httpx.AsyncClient]):
 
     def _new_key_lock(self) -> asyncio.Lock:
         return asyncio.Lock()
+
+    def _transport_ready(self) -> None:
+        self._stream_task: asyncio.Task[None] | None = None
+        self._stream_http: httpx.AsyncClient | None = None
+
+    def _live_start(self) -> None:
+        if self._live is None or self._closed:
+            return
+        loop = asyncio.get_running_loop()
+        task = self._stream_task
+        if task is not None and not task.done() and task.get_loop() is loop:
+            return
+        if self._stream_http is None:
+            self._stream_http = self._new_stream_http()
+        self._stream_task = loop.create_task(self._follow_stream(), name="cvsm-live")
+
+    async def _follow_stream(self) -> None:
+        """Follow the change stream until the client is closed (the task is cancelled)."""
+        state = self._live
+        assert state is not None and self._stream_http is not None
+        while True:
+            refusal: _live.StreamRefused | None = None
+            try:
+                await self._follow_once(state, self._stream_http)
+                reason = "the server closed it"
+            except _live.StreamRefused as exc:
+                refusal, reason = exc, str(exc)
+            except _live.StreamEnded as exc:
+                reason = str(exc)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - whatever broke it, reconnect later
+                reason = type(exc).__name__
+            await asyncio.sleep(state.refused(refusal) if refusal is not None else state.lost(reason))
+
+    async def _follow_once(self, state: _live.LiveState, http: httpx.AsyncClient) -> None:
+        response = await http.send(self._stream_request(http), stream=True, follow_redirects=False)
+        try:
+            if response.status_code != 200:
+                raise _live.StreamRefused(
+                    response.status_code, proto.retry_after_seconds(response.headers.get("Retry-After"))
+                )
+            decoder = _live.SseDecoder()
+            async for line in response.aiter_lines():
+                event = decoder.line(line)
+                if decoder.last_id is not None:
+                    state.last_event_id = decoder.last_id
+                if event is not None:
+                    state.event(*event)
+        finally:
+            await response.aclose()
 
     async def _run(self, flow: Flow[T]) -> T:
         """Take the steps ``flow`` asks for, with asyncio, and return its result."""

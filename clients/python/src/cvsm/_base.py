@@ -23,6 +23,7 @@ from typing import Any, ClassVar, Generic, TypeVar
 import attrs
 import httpx
 
+from . import _live
 from . import _protocol as proto
 from ._cache import ValueCache
 from ._config import ClientConfig, resolve_config, tls_context
@@ -82,6 +83,7 @@ class BaseClient(Generic[Http]):
         ca_file: str | None = None,
         verify: ssl.SSLContext | str | bool | None = None,
         http_client: Http | None = None,
+        live: bool | None = None,
     ) -> None:
         """Resolve the configuration and prepare the transport; no request is made here.
 
@@ -111,6 +113,12 @@ class BaseClient(Generic[Http]):
           :class:`~cvsm.AsyncClient`) the caller owns and closes, used as is for proxies, TLS,
           limits and instrumentation; ``ca_file`` and ``verify`` then do not apply, and
           ``CVSM_CA_FILE`` is ignored.
+        - ``live`` (``CVSM_LIVE=1``, default off): keep one connection to the team's change
+          stream, opened at the first read and shared by every name read, so that a value
+          changed on the server stops being served from the cache as soon as the change is
+          announced (within a second), while an unchanged value still costs one request per
+          ``cache_ttl``. While the stream is down the cache works as without it, and the client
+          reconnects with a growing pause. :meth:`close` (``aclose``) stops it.
 
         Without ``http_client``, proxies come from ``HTTP_PROXY``, ``HTTPS_PROXY``, ``ALL_PROXY``
         and ``NO_PROXY`` (either case) as they are now. Raise :class:`~cvsm.ConfigurationError`
@@ -128,6 +136,7 @@ class BaseClient(Generic[Http]):
             stale_if_error=stale_if_error,
             ca_file=ca_file,
             environ=os.environ,
+            live=live,
         )
         if on_stale is not None and not callable(on_stale):
             raise TypeError(f"on_stale must be callable, not {type(on_stale).__name__}")
@@ -145,6 +154,7 @@ class BaseClient(Generic[Http]):
             config = attrs.evolve(config, ca_file=None)
             self._http: Http = http_client
             self._owns_http = False
+            self._tls: ssl.SSLContext | str | bool = True
         else:
             tls: ssl.SSLContext | str | bool = True
             if verify is not None:
@@ -157,6 +167,7 @@ class BaseClient(Generic[Http]):
             # trust_env: the proxy variables are read now, while the client is created.
             self._http = self._http_class(verify=tls, timeout=config.timeout, follow_redirects=False, trust_env=True)
             self._owns_http = True
+            self._tls = tls
         self._config = config
         self._on_stale = on_stale
         self._cache = ValueCache(config.cache_ttl, config.stale_if_error, lock=self._new_cache_lock())
@@ -168,12 +179,23 @@ class BaseClient(Generic[Http]):
         self._key_lock = self._new_key_lock()
         self._key_state_lock = self._new_cache_lock()
         self._key_generation = 0
+        self._live = (
+            _live.LiveState(self._cache, self._forget, f"team {config.team!r}, environment {config.environment!r}")
+            if config.live
+            else None
+        )
+        self._closed = False
         self._transport_ready()
 
     @property
     def config(self) -> ClientConfig:
         """Return the client's effective configuration (never the token)."""
         return self._config
+
+    @property
+    def live_connected(self) -> bool:
+        """Tell whether the change stream of a live client is up now (always false without ``live``)."""
+        return self._live is not None and self._live.connected
 
     def clear_cache(self) -> None:
         """Forget every cached value (and an end-to-end team's key), so that the next call fetches again."""
@@ -200,6 +222,27 @@ class BaseClient(Generic[Http]):
     def _transport_ready(self) -> None:
         """Prepare what the subclass's I/O needs besides ``_http`` (nothing here)."""
 
+    def _live_start(self) -> None:
+        """Open the change stream of a live client, once, at its first read (the subclass's I/O)."""
+
+    def _stream_request(self, http: Http) -> httpx.Request:
+        """Return the request that opens the change stream of the client's environment."""
+        assert self._live is not None
+        return http.build_request(
+            "GET",
+            self._config.base_url + proto.changes_path(self._config.team),
+            params={"environment": self._config.environment},
+            headers=proto.stream_headers(self._token, self._live.last_event_id),
+            timeout=httpx.Timeout(self._config.timeout, read=_live.READ_TIMEOUT),
+        )
+
+    def _new_stream_http(self) -> Http:
+        """Return the HTTP client the change stream uses: the caller's ``http_client``, else one
+        of its own (so that no deadline of a read ever cuts the stream's connection)."""
+        if not self._owns_http:
+            return self._http
+        return self._http_class(verify=self._tls, follow_redirects=False, trust_env=True)  # type: ignore[no-any-return]
+
     def _build_request(self, call: proto.Call[Any]) -> httpx.Request:
         """Return the HTTP request for one attempt of ``call``."""
         return self._http.build_request(
@@ -224,26 +267,57 @@ class BaseClient(Generic[Http]):
         value = cache.fresh_value(name)
         if value is not None:
             return value
-        generation = cache.generation
+        self._live_start()
+        mark = cache.mark()
         try:
-            reply = yield from self._fetch(proto.by_name_call(self._config.team, environment, name))
-            if self._token.private_key() is not None:
-                opened = yield from self._open_flow({name: reply.value.value}, reply.request_id)
-                value = opened[name]
-            elif reply.value.e2e:
-                raise proto.keyless_end_to_end()
-            else:
-                value = reply.value.value
+            value, version = yield from self._read_flow(name, environment)
         except SecretNotFoundError as missing:
-            listing = yield from self._fetch(proto.listing_call(self._config.team, environment, name))
-            raise proto.absent_secret(listing.value, name, environment, missing) from None
+            raise (yield from self._absent_flow(name, environment, missing)) from None
         except CvsmError as error:
             kept = cache.kept_value(name)
             if kept is None or not proto.allows_stale(error):
                 raise
             return self._serve_stale(name, kept[0], kept[1], error)
-        cache.put_value(name, value, generation)
+        cache.put_value(name, value, mark, version)
         return value
+
+    def _refresh_flow(self, name: str, environment: str | None) -> Flow[str]:
+        """Return the value of ``name`` read now, past the cache (one request); in the client's
+        environment the cache then holds it. No kept value answers in place of an error."""
+        own = self._config.environment
+        environment = own if environment is None else environment
+        if not isinstance(environment, str) or not environment:
+            raise ConfigurationError("refresh: environment must be a non-empty string, or None for the client's own")
+        proto.check_name(name, environment)
+        self._live_start()
+        mark = self._cache.mark()
+        try:
+            value, version = yield from self._read_flow(name, environment)
+        except SecretNotFoundError as missing:
+            raise (yield from self._absent_flow(name, environment, missing)) from None
+        if environment == own:
+            self._cache.put_value(name, value, mark, version)
+        return value
+
+    def _read_flow(self, name: str, environment: str) -> Flow[tuple[str, int | None]]:
+        """Read ``name`` by name in ``environment`` (opening an end-to-end team's envelope):
+        ``(value, version the answer says or None)``. A 404 raises the
+        :class:`SecretNotFoundError` that :meth:`_absent_flow` then decides."""
+        reply = yield from self._fetch(proto.by_name_call(self._config.team, environment, name))
+        if self._token.private_key() is not None:
+            opened = yield from self._open_flow({name: reply.value.value}, reply.request_id, environment)
+            value = opened[name]
+        elif reply.value.e2e:
+            raise proto.keyless_end_to_end()
+        else:
+            value = reply.value.value
+        return value, reply.value.version
+
+    def _absent_flow(self, name: str, environment: str, missing: SecretNotFoundError) -> Flow[CvsmError]:
+        """Return the error a by-name 404 amounts to: the listing tells a missing secret (the
+        not-found error, with a suggestion) from a wrong team or base URL (its own error, raised)."""
+        listing = yield from self._fetch(proto.listing_call(self._config.team, environment, name))
+        return proto.absent_secret(listing.value, name, environment, missing)
 
     def _get_all_flow(self) -> Flow[dict[str, str]]:
         """Return every secret of the environment: fresh from the cache, else one export.
@@ -256,7 +330,8 @@ class BaseClient(Generic[Http]):
         cached = cache.fresh_all()
         if cached is not None:
             return cached
-        generation = cache.generation
+        self._live_start()
+        mark = cache.mark()
         try:
             reply = yield from self._fetch(proto.export_call(self._config.team, self._config.environment))
             values = reply.value
@@ -269,13 +344,16 @@ class BaseClient(Generic[Http]):
             if kept is None or not proto.allows_stale(error):
                 raise
             return self._serve_stale(None, kept[0], kept[1], error)
-        cache.put_all(values, generation)
+        cache.put_all(values, mark)
         return dict(values)
 
-    def _open_flow(self, envelopes: dict[str, str], request_id: str | None) -> Flow[dict[str, str]]:
+    def _open_flow(
+        self, envelopes: dict[str, str], request_id: str | None, environment: str | None = None
+    ) -> Flow[dict[str, str]]:
         """Return the values sealed in ``envelopes`` (name -> envelope) of an end-to-end team.
 
-        Each is opened with the team id, the client's environment and the name asked for. The
+        Each is opened with the team id, the environment asked for (the client's unless
+        ``environment`` says) and the name asked for. The
         team key is fetched when it is not held, or once more when an envelope is sealed under
         another key version than the held one (after a re-key); a value that still does not
         open raises :class:`~cvsm.DecryptionError`, which is never retried.
@@ -287,7 +365,7 @@ class BaseClient(Generic[Http]):
         key = self._team_key
         if key is None or versions != {key.key_version}:
             key = yield from self._fetch_team_key(versions)
-        environment = self._config.environment
+        environment = self._config.environment if environment is None else environment
         return {
             name: proto.open_value(name, environment, envelope, key, request_id)
             for name, envelope in envelopes.items()

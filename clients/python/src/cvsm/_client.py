@@ -6,6 +6,8 @@ only runs those flows with blocking I/O.
 
 from __future__ import annotations
 
+import contextlib
+import socket
 import threading
 import time
 from types import TracebackType
@@ -13,6 +15,7 @@ from types import TracebackType
 import httpx
 
 from . import _deadline
+from . import _live
 from . import _protocol as proto
 from ._base import BaseClient, Flow, T
 
@@ -22,9 +25,11 @@ class Client(BaseClient[httpx.Client]):
 
     Every option is keyword-only and falls back to its ``CVSM_*`` variable (see ``__init__``):
     ``token``, ``base_url``, ``team``, ``environment``, ``cache_ttl``, ``timeout``,
-    ``max_retries``, ``stale_if_error``, ``ca_file``, plus ``on_stale``, ``verify`` and
+    ``max_retries``, ``stale_if_error``, ``ca_file``, ``live``, plus ``on_stale``, ``verify`` and
     ``http_client`` (an ``httpx.Client`` the caller owns). A missing token, base URL or team
-    raises :class:`ConfigurationError` here.
+    raises :class:`ConfigurationError` here. With ``live`` (``CVSM_LIVE=1``) one daemon thread
+    follows the team's change stream, so a changed value is fetched again as soon as the change
+    is announced; :meth:`refresh` reads one name past the cache.
 
     ``timeout`` bounds each whole attempt, body included, whatever the server does: one watchdog
     thread, shared by every client of the process, cuts an attempt's connection at its deadline.
@@ -71,8 +76,25 @@ class Client(BaseClient[httpx.Client]):
         """
         return self._run(self._inject_flow(overwrite))
 
+    def refresh(self, name: str, environment: str | None = None) -> str:
+        """Return the value of ``name`` read from the server now, past the cache (one request).
+
+        For the pattern "my database login failed: fetch the credential once more". In the
+        client's environment (``environment`` None or the same) the cache then holds the new
+        value; another environment's value is returned and not cached. Errors are those of
+        :meth:`get`, but no kept value ever answers in place of one (``stale_if_error`` does not
+        apply: the caller asked for the current value).
+        """
+        return self._run(self._refresh_flow(name, environment))
+
     def close(self) -> None:
-        """Release the client's connections (not those of an ``http_client`` passed in)."""
+        """Stop a live client's change stream and release the client's connections (not those of
+        an ``http_client`` passed in)."""
+        with self._stream_lock:  # no read opens the stream after this
+            self._closed = True
+            stream = self._stream
+        if stream is not None:
+            stream.stop()
         if self._owns_http:
             self._http.close()
 
@@ -94,6 +116,15 @@ class Client(BaseClient[httpx.Client]):
         # The sockets of the client's own pool, for a deadline that passes before the answer on a
         # keep-alive connection has begun (see _deadline); a caller's http_client is not ours to cut.
         self._deadline_pool = _deadline.Pool() if self._owns_http else None
+        self._stream: _StreamThread | None = None
+        self._stream_lock = threading.Lock()
+
+    def _live_start(self) -> None:
+        if self._live is None or self._stream is not None or self._closed:
+            return
+        with self._stream_lock:
+            if self._stream is None and not self._closed:
+                self._stream = _StreamThread(self)
 
     def _run(self, flow: Flow[T]) -> T:
         """Take the steps ``flow`` asks for, with blocking I/O, and return its result."""
@@ -153,3 +184,79 @@ class Client(BaseClient[httpx.Client]):
             raise
         finally:
             _deadline.WATCHDOG.done(deadline)
+
+
+class _StreamThread:
+    """A live client's change stream, followed on one daemon thread until :meth:`stop`."""
+
+    def __init__(self, client: Client) -> None:
+        assert client._live is not None
+        self._client = client
+        self._state = client._live
+        self._http = client._new_stream_http()
+        self._stop = threading.Event()
+        self._response: httpx.Response | None = None
+        self._thread = threading.Thread(target=self._run, name="cvsm-live", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """End the stream and wait (briefly) for the thread; idempotent."""
+        self._stop.set()
+        response = self._response
+        if response is not None:
+            stream = response.extensions.get("network_stream")
+            sock = stream.get_extra_info("socket") if stream is not None else None
+            if sock is not None:
+                # Wakes the read blocked on it; the thread then closes the response itself.
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
+            else:  # a transport without a socket (a caller's mock)
+                with contextlib.suppress(Exception):
+                    response.close()
+        if self._thread is not threading.current_thread():
+            self._thread.join(timeout=5)
+        if self._http is not self._client._http:
+            with contextlib.suppress(Exception):
+                self._http.close()
+
+    def _run(self) -> None:
+        state = self._state
+        while not self._stop.is_set():
+            refusal: _live.StreamRefused | None = None
+            try:
+                self._follow()
+                reason = "the server closed it"
+            except _live.StreamRefused as exc:
+                refusal, reason = exc, str(exc)
+            except _live.StreamEnded as exc:
+                reason = str(exc)
+            except Exception as exc:  # noqa: BLE001 - whatever broke it, reconnect later
+                reason = type(exc).__name__
+            if self._stop.is_set():
+                return
+            self._stop.wait(state.refused(refusal) if refusal is not None else state.lost(reason))
+
+    def _follow(self) -> None:
+        state = self._state
+        request = self._client._stream_request(self._http)
+        response = self._http.send(request, stream=True, follow_redirects=False)
+        self._response = response
+        try:
+            if self._stop.is_set():
+                return
+            if response.status_code != 200:
+                raise _live.StreamRefused(
+                    response.status_code, proto.retry_after_seconds(response.headers.get("Retry-After"))
+                )
+            decoder = _live.SseDecoder()
+            for line in response.iter_lines():
+                event = decoder.line(line)
+                if decoder.last_id is not None:
+                    state.last_event_id = decoder.last_id
+                if event is not None:
+                    state.event(*event)
+                if self._stop.is_set():
+                    return
+        finally:
+            self._response = None
+            response.close()

@@ -27,6 +27,7 @@ ENV_TIMEOUT = "CVSM_TIMEOUT"
 ENV_MAX_RETRIES = "CVSM_MAX_RETRIES"
 ENV_CA_FILE = "CVSM_CA_FILE"
 ENV_STALE_IF_ERROR = "CVSM_STALE_IF_ERROR"
+ENV_LIVE = "CVSM_LIVE"
 
 DEFAULT_ENVIRONMENT = "production"
 DEFAULT_CACHE_TTL = 30
@@ -51,7 +52,9 @@ class ClientConfig:
     (0 = no cache); ``timeout`` is the limit in seconds on each whole attempt; ``max_retries``
     is the number of extra attempts for a failed GET; ``stale_if_error`` is how many seconds
     past ``cache_ttl`` a value is kept to answer when a refresh fails (0 = never); ``ca_file``
-    is the PEM bundle trusted instead of the system store, or ``None``.
+    is the PEM bundle trusted instead of the system store, or ``None``; ``live`` says whether the
+    client keeps a change-stream connection that drops a cached value as soon as its secret
+    changes on the server.
     """
 
     base_url: str
@@ -62,6 +65,7 @@ class ClientConfig:
     max_retries: int
     stale_if_error: int = DEFAULT_STALE_IF_ERROR
     ca_file: str | None = None
+    live: bool = False
 
     def as_dict(self) -> dict[str, object]:
         """Return the configuration as a plain dict (it never holds the token)."""
@@ -115,6 +119,7 @@ def resolve_config(
     stale_if_error: int | None,
     ca_file: str | None,
     environ: Mapping[str, str],
+    live: bool | None = None,
 ) -> tuple[Token, ClientConfig]:
     """Return the token and the configuration, or raise :class:`ConfigurationError`.
 
@@ -161,6 +166,7 @@ def resolve_config(
             stale_if_error, environ, "stale_if_error", ENV_STALE_IF_ERROR, DEFAULT_STALE_IF_ERROR
         ),
         ca_file=_pick(ca_file, environ, ENV_CA_FILE),
+        live=_resolve_live(live, environ),
     )
 
 
@@ -241,3 +247,25 @@ def _resolve_max_retries(explicit: int | None, environ: Mapping[str, str]) -> in
     if not _INTEGER.fullmatch(raw):
         raise ConfigurationError(f"{ENV_MAX_RETRIES} must be a non-negative integer")
     return int(raw)
+
+
+_TRUE = frozenset({"1", "true", "yes", "on"})
+_FALSE = frozenset({"0", "false", "no", "off"})
+
+
+def _resolve_live(explicit: bool | None, environ: Mapping[str, str]) -> bool:
+    """Return ``live``: the option when given (a bool), else ``CVSM_LIVE`` (1/true/yes/on or
+    0/false/no/off, any case), else off."""
+    if explicit is not None:
+        if not isinstance(explicit, bool):
+            raise ConfigurationError("live must be True or False")
+        return explicit
+    raw = environ.get(ENV_LIVE)
+    if not raw:
+        return False
+    word = raw.strip().lower()
+    if word in _TRUE:
+        return True
+    if word in _FALSE:
+        return False
+    raise ConfigurationError(f"{ENV_LIVE} must be 1 or 0 (or true/false, yes/no, on/off)")

@@ -52,10 +52,13 @@ class SecretRead:
     """A read by name: the value as served, and whether the server marks the team end-to-end.
 
     For an end-to-end team (``e2e``) the value is the sealed envelope, not the plaintext.
+    ``version`` is the secret's current version when the answer says it (a live cache compares it
+    with the change stream's).
     """
 
     value: str = attrs.field(repr=False)
     e2e: bool = False
+    version: int | None = None
 
 
 @attrs.frozen
@@ -76,7 +79,10 @@ def parse_secret_value(body: Any) -> SecretRead:
     secret = body.get("secret") if isinstance(body, dict) else None
     if not isinstance(value, str) or not isinstance(secret, dict):
         raise _unreadable("expected a JSON object with a \"secret\" object and a string \"value\"")
-    return SecretRead(value, body.get("e2e") is True or secret.get("e2e") is True)
+    version = secret.get("version")
+    if isinstance(version, bool) or not isinstance(version, int):
+        version = None
+    return SecretRead(value, body.get("e2e") is True or secret.get("e2e") is True, version)
 
 
 def parse_team_key(body: Any) -> WrappedTeamKey:

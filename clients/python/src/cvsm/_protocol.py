@@ -480,4 +480,21 @@ def describe(kind: str, config: ClientConfig) -> str:
     )
     if config.ca_file is not None:
         text += f" ca_file={config.ca_file!r}"
+    if config.live:
+        text += " live=True"
     return text + ">"
+
+
+def changes_path(team: str) -> str:
+    """Return the path of the team's change stream (server-sent events of names and versions)."""
+    return f"/teams/{quote(team, safe='')}/secrets/changes"
+
+
+def stream_headers(token: Token, last_event_id: str | None) -> dict[str, str]:
+    """Return the headers of a change-stream request: ``Last-Event-ID`` when an event had an id."""
+    headers = request_headers(token)
+    headers["Accept"] = "text/event-stream"
+    headers["Cache-Control"] = "no-cache"
+    if last_event_id is not None:
+        headers["Last-Event-ID"] = last_event_id
+    return headers
