@@ -236,7 +236,9 @@ class Seeder:
         team_key, key_version = e2e.new_team_key(), 1
         await self.call("POST", "/teams", {
             "id": team_id, "name": f"Conformance {case.id}"[:100], "slug": slug,
-            "e2e": {"wrapped_key": e2e.wrap_team_key(team_key, team_id, key_version, self._member_public_key)},
+            "e2e": {"wrapped_key": e2e.wrap_team_key(team_key, team_id, key_version, self._member_public_key),
+                    "auth": e2e.recipient_auth(team_key, team_id, key_version, "user", self.user_id,
+                                               self._member_public_key)},
         }, expect=201)
         seed = E2eSeed(team_key=team_key, key_version=key_version, token="")
         for secret in case.secrets:
@@ -252,9 +254,12 @@ class Seeder:
         created = await self.call("POST", "/tokens", {
             "name": f"conformance {case.id}"[:100], "team_id": team_id, "read_only": True,
             "e2e": {"public_key": e2e._b64u(token_public),
-                    "wrapped_key": e2e.wrap_team_key(team_key, team_id, key_version, token_public)},
+                    "wrapped_key": e2e.wrap_team_key(team_key, team_id, key_version, token_public),
+                    "auth": e2e.recipient_auth(team_key, team_id, key_version, "token", None, token_public),
+                    "key_version": key_version},
         }, expect=201)
-        seed.token = e2e.join_token(created["token"], token_private)
+        seed.token = e2e.join_token(created["token"], token_private, key_version,
+                                    e2e.commitment(team_key, team_id, key_version))
         return CaseSeed(team_id=team_id, team_slug=slug, e2e=seed)
 
     async def reseal(self, case_id: str, name: str, value: str, sealed_for: str) -> None:

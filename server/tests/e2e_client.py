@@ -43,11 +43,11 @@ class Member:
         return self.user["id"]
 
     def key_body(self, **extra: Any) -> dict[str, Any]:
-        recovery = os.urandom(32)
+        self.recovery_key = os.urandom(32)
         return {"public_key": crypto._b64u(self.public_key),  # noqa: SLF001
                 "wrapped_private_key": cheap_passphrase_wrap(),
                 "recovery_wrapped_private_key": crypto.wrap_private_key_with_recovery(
-                    self.private_key, recovery, self.id),
+                    self.private_key, self.recovery_key, self.id),
                 **extra}
 
     async def setup_key(self, client: TestClient) -> None:
