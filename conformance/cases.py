@@ -243,6 +243,8 @@ def _case(data: dict[str, Any], path: Path) -> Case:
             raise CaseFileError(f"{path}: update_and_watch of {name}, which is not a seeded production secret")
         if e2e:
             raise CaseFileError(f"{path}: update_and_watch writes plaintext values: not for an end-to-end team")
+    if not e2e and any(step.get("server") == "forge_team_key" for step in data["steps"]):
+        raise CaseFileError(f"{path}: forge_team_key needs an end-to-end team (\"team\": {{\"e2e\": true}})")
     if e2e and data.get("tokens"):
         raise CaseFileError(f"{path}: an end-to-end case has one token, {{{{token}}}}; \"tokens\" are not minted for it")
     return Case(
@@ -266,6 +268,7 @@ PLACEHOLDERS = {
     "token": "the run's API token; in an end-to-end case, a token of the case's team with its key part",
     "token:NAME": "a token of the case's \"tokens\", minted for this language run",
     "api_token": "in an end-to-end case, {{token}} without its key part (the API token before the dot)",
+    "token_unpinned": "in an end-to-end case, {{token}} in the first format: its private key without the pin",
     "bad_token": "a well-formed token the server never issued (new for each language run)",
     "team_id": "the case's team id",
     "team_slug": "the case's team slug",
@@ -304,9 +307,9 @@ def _check_placeholders(case: Case) -> None:
             continue
         if name == "token" and arg in case.tokens:
             continue
-        if name == "api_token" and arg is None:
+        if name in ("api_token", "token_unpinned") and arg is None:
             if not case.e2e:
-                raise CaseFileError(f"{case.path}: {{{{api_token}}}} needs an end-to-end team (\"team\": {{\"e2e\": true}})")
+                raise CaseFileError(f"{case.path}: {{{{{name}}}}} needs an end-to-end team (\"team\": {{\"e2e\": true}})")
             continue
         if name in ("previous", "rotated") and arg in _rotated_names(case):
             continue

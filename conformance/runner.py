@@ -169,6 +169,9 @@ class CaseRun:
         if name == "api_token":  # an end-to-end case's token without its key part
             assert seed.e2e is not None
             return seed.e2e.token.partition(".")[0]
+        if name == "token_unpinned":  # the same token in the first format: its key without the pin
+            assert seed.e2e is not None
+            return ".".join(seed.e2e.token.split(".")[:2])
         if name == "secret":
             assert arg is not None
             secret_name, _, environment = arg.partition("@")
@@ -212,7 +215,7 @@ class CaseRun:
         e2e = self.seeder.teams[self.case.id].e2e if self.case.id in self.seeder.teams else None
         if e2e is not None:
             api_token, _, key_part = e2e.token.partition(".")
-            tokens += [e2e.token, api_token, key_part, _b64u(e2e.team_key)]
+            tokens += [e2e.token, api_token, key_part, key_part.split(".")[0], _b64u(e2e.team_key)]
         return tokens
 
     def secrets_never_shown(self) -> list[str]:
@@ -222,7 +225,8 @@ class CaseRun:
 
     # Running ------------------------------------------------------------------------------
     async def run(self) -> None:
-        if any(step.get("server") in ("rotate_secret", "reseal_secret", "update_and_watch") for step in self.case.steps):
+        if any(step.get("server") in ("rotate_secret", "reseal_secret", "update_and_watch",
+                                      "forge_team_key") for step in self.case.steps):
             # Languages run side by side on one team per case: a case that rotates a value
             # runs whole for one language at a time, so each sees only its own rotation.
             async with self.seeder.case_lock(self.case.id):
@@ -285,6 +289,13 @@ class CaseRun:
             except SeedError as exc:
                 raise StepFailure(f"the server did not rotate {step['secret']}: {exc}") from None
             self.log.append(f"server rotated {step['secret']}")
+            return
+        if step.get("server") == "forge_team_key":
+            try:
+                await self.seeder.forge_team_key(self.case.id)
+            except SeedError as exc:
+                raise StepFailure(f"the server did not take the forged team key: {exc}") from None
+            self.log.append("server serves a team key of its own to the token")
             return
         if step.get("server") == "reseal_secret":
             name = step["secret"]

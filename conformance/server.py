@@ -236,7 +236,9 @@ class Seeder:
         team_key, key_version = e2e.new_team_key(), 1
         await self.call("POST", "/teams", {
             "id": team_id, "name": f"Conformance {case.id}"[:100], "slug": slug,
-            "e2e": {"wrapped_key": e2e.wrap_team_key(team_key, team_id, key_version, self._member_public_key)},
+            "e2e": {"wrapped_key": e2e.wrap_team_key(team_key, team_id, key_version, self._member_public_key),
+                    "auth": e2e.recipient_auth(team_key, team_id, key_version, "user", self.user_id,
+                                               self._member_public_key)},
         }, expect=201)
         seed = E2eSeed(team_key=team_key, key_version=key_version, token="")
         for secret in case.secrets:
@@ -252,10 +254,43 @@ class Seeder:
         created = await self.call("POST", "/tokens", {
             "name": f"conformance {case.id}"[:100], "team_id": team_id, "read_only": True,
             "e2e": {"public_key": e2e._b64u(token_public),
-                    "wrapped_key": e2e.wrap_team_key(team_key, team_id, key_version, token_public)},
+                    "wrapped_key": e2e.wrap_team_key(team_key, team_id, key_version, token_public),
+                    "auth": e2e.recipient_auth(team_key, team_id, key_version, "token", None, token_public),
+                    "key_version": key_version},
         }, expect=201)
-        seed.token = e2e.join_token(created["token"], token_private)
+        seed.token = e2e.join_token(created["token"], token_private, key_version,
+                                    e2e.commitment(team_key, team_id, key_version))
         return CaseSeed(team_id=team_id, team_slug=slug, e2e=seed)
+
+    async def forge_team_key(self, case_id: str) -> None:
+        """forge_team_key does, through the API, what an operator who writes the database can do
+        (issue 37): the team moves to key version 2 under a key that is not chained to version 1
+        (no back-link), wrapped to the case token's real public key, and every live secret is
+        sealed under it with a value the server chose (``forged-by-the-server``). Once per case
+        team: a team already at version 2 was forged by an earlier language's run."""
+        seed = self.teams[case_id]
+        assert seed.e2e is not None
+        listing = await self.call("GET", f"/teams/{seed.team_id}/e2e/members")
+        if listing["key_version"] != 1:
+            return
+        parts = e2e.parse_token(seed.e2e.token)
+        assert parts is not None and self._member_public_key is not None
+        forged, version = e2e.new_team_key(), 2
+        wraps: list[dict[str, Any]] = [{
+            "user_id": self.user_id, "public_key": e2e._b64u(self._member_public_key),
+            "wrapped_key": e2e.wrap_team_key(forged, seed.team_id, version, self._member_public_key)}]
+        for token in listing["tokens"]:
+            public = e2e._unb64u(token["public_key"])
+            wraps.append({"token_id": token["token_id"],
+                          "wrapped_key": e2e.wrap_team_key(forged, seed.team_id, version, public)})
+        secrets = []
+        for (name, environment), secret_id in seed.e2e.secret_ids.items():
+            current = await self.call("GET", f"/teams/{seed.team_id}/secrets/{secret_id}")
+            secrets.append({"id": secret_id, "value": e2e.seal_value(
+                "forged-by-the-server", forged, version, team_id=seed.team_id, secret_id=secret_id,
+                version=current["secret"]["version"] + 1, environment=environment, name=name)})
+        await self.call("POST", f"/teams/{seed.team_id}/e2e/rekey",
+                        {"key_version": version, "wraps": wraps, "secrets": secrets})
 
     async def reseal(self, case_id: str, name: str, value: str, sealed_for: str) -> None:
         """reseal writes the production secret ``name`` of an end-to-end case team anew as its

@@ -57,3 +57,25 @@ async def test_a_resealed_secret_is_a_decryption_error_until_it_is_resealed_for_
             await client.get("E2E_SWAPPED")
         await seeder.reseal(case_id, "E2E_SWAPPED", "swapped-e2e-value", "E2E_SWAPPED")
         assert await client.get("E2E_SWAPPED") == "swapped-e2e-value"
+
+
+async def test_a_forged_team_key_is_refused_by_the_sdk_and_forged_once(seeded: tuple[str, Seeder]) -> None:
+    """forge_team_key (issue 37): the team moves to a key of the server's own, wrapped to the
+    token's real key and not chained to the version the token pins; the SDK refuses it."""
+    api, seeder = seeded
+    case_id = "e2e_forged_team_key_is_decryption_error"
+    seed = seeder.teams[case_id]
+    assert seed.e2e is not None
+    async with cvsm.AsyncClient(token=seed.e2e.token, base_url=api, team=seed.team_id, cache_ttl=0) as client:
+        assert await client.get("CVSMCONF_E2E_FORGED") == "genuine-e2e-value"
+        await seeder.forge_team_key(case_id)
+        await seeder.forge_team_key(case_id)  # a later language's run: already forged, nothing more
+        with pytest.raises(cvsm.DecryptionError) as caught:
+            await client.get("CVSMCONF_E2E_FORGED")
+        assert "forged-by-the-server" not in str(caught.value)
+    listing = await seeder.call("GET", f"/teams/{seed.team_id}/e2e/members")
+    assert listing["key_version"] == 2
+    # what the server serves is a wrap of another key than the one the token pinned
+    parts = e2e.parse_token(seed.e2e.token)
+    assert parts is not None and parts.key_version == 1
+    assert parts.commitment == e2e.commitment(seed.e2e.team_key, seed.team_id, 1)

@@ -28,7 +28,8 @@ from conformance.runner import CaseRun, StepFailure
 from conformance.server import Seeder
 
 E2E_CASES = {"e2e_get_opens_value", "e2e_get_all_opens_values", "e2e_inject_sets_values",
-             "e2e_tampered_value_is_decryption_error", "e2e_token_without_key_is_configuration_error"}
+             "e2e_tampered_value_is_decryption_error", "e2e_token_without_key_is_configuration_error",
+             "e2e_forged_team_key_is_decryption_error", "e2e_first_format_token_is_configuration_error"}
 
 
 class StubApi:
@@ -117,6 +118,12 @@ async def test_an_end_to_end_case_team_is_seeded_as_a_member_client_would(stub: 
     assert private_key is not None and e2e._b64u(e2e.public_key(private_key)) == token["e2e"]["public_key"]
     team_key = e2e.unwrap_team_key(token["e2e"]["wrapped_key"], seed.team_id, 1, private_key)
     assert team_key == seed.e2e.team_key
+    # Format 2: the token pins key version 1 and its commitment; each wrap carries its auth.
+    parts = e2e.parse_token(seed.e2e.token)
+    assert parts is not None and (parts.key_version, parts.commitment) == (1, e2e.commitment(team_key, seed.team_id, 1))
+    e2e.check_recipient_auth(token["e2e"]["auth"], team_key, seed.team_id, 1, "token", None, e2e.public_key(private_key))
+    e2e.check_recipient_auth(sealed["e2e"]["auth"], team_key, seed.team_id, 1, "user", api.user_id,
+                             e2e._unb64u(key["public_key"]))
     # Every secret went as an envelope with the id the client chose, and opens to its value.
     case = next(c for c in cases if c.id == "e2e_get_opens_value")
     posted = api.bodies("POST", f"/teams/{seed.team_id}/secrets")

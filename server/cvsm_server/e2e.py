@@ -30,6 +30,7 @@ NONCE_BYTES = 12
 TAG_BYTES = 16
 SALT_BYTES = 16
 MIN_ITERATIONS = 600_000
+MAX_ITERATIONS = 10_000_000  # a stored wrap must not make a client hang
 MAX_NUMBER = 2**31 - 1
 MAX_VALUE_BYTES = 65536  # secrets.MAX_VALUE_BYTES: the plaintext's limit, sealed or not
 
@@ -60,7 +61,7 @@ def _varying(least: int) -> str:
 
 _UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
 _NUMBER = r"[1-9][0-9]{0,9}"
-_ITERATIONS = r"(?:[6-9][0-9]{5}|[1-9][0-9]{6,9})"  # 600,000 or more
+_ITERATIONS = r"(?:[6-9][0-9]{5}|[1-9][0-9]{6}|10000000)"  # 600,000 to 10,000,000
 _KEY = _fixed(KEY_BYTES)                      # 43 characters
 _NONCE = _fixed(NONCE_BYTES)                  # 16
 _SALT = _fixed(SALT_BYTES)                    # 22
@@ -74,6 +75,22 @@ PASS_RE = re.compile(rf"cvsm-pass1\.({_ITERATIONS})\.({_SALT})\.({_NONCE})\.({_W
 REC_RE = re.compile(rf"cvsm-rec1\.({_NONCE})\.({_WRAPPED})\Z")
 SHARE_RE = re.compile(rf"cvsm-share1\.({_NONCE})\.({_SEALED})\Z")
 PUBLIC_KEY_RE = re.compile(rf"({_KEY})\Z")
+AUTH_RE = re.compile(rf"({_KEY})\Z")  # HMAC-SHA256: 32 bytes
+LINK_RE = re.compile(rf"cvsm-link1\.({_NONCE})\.({_WRAPPED})\Z")
+# An anchor seals "<key version>:<43 characters>": 45 to 54 bytes, and the tag.
+ANCHOR_RE = re.compile(rf"cvsm-anchor1\.({_NONCE})\.({_varying(45 + TAG_BYTES)})\Z")
+MAX_ANCHOR_LENGTH = len("cvsm-anchor1.") + _b64u_length(NONCE_BYTES) + 1 + _b64u_length(54 + TAG_BYTES)
+
+# The X25519 public keys of low order (docs/e2e.md): with any private key their shared secret is
+# all zeros, so nothing wrapped to them is secret and every client refuses to wrap to them. The
+# u-coordinates 0, 1, the two points of order 8, p-1, p and p+1, each also with the top bit set.
+_P = 2**255 - 19
+LOW_ORDER_KEYS = frozenset(
+    (u + (high << 255)).to_bytes(32, "little")
+    for high in (0, 1)
+    for u in (0, 1, 325606250916557431795983626356110631294008115727848805560023387167927233504,
+              39382357235489614581723060781553021112529911719440698176882885853963445705823,
+              _P - 1, _P, _P + 1))
 
 ENVELOPE_PREFIX = "cvsm-e2e1."
 # The longest ciphertext: a value of MAX_VALUE_BYTES and its tag. This, not an envelope's
@@ -90,12 +107,20 @@ BAD_ENVELOPE = ("Nilai untuk tim end-to-end harus amplop terenkripsi "
 BAD_WRAP = ("Kolom '{name}' harus kunci tim terbungkus "
             "cvsm-wrap1.<kunci efemeral>.<nonce>.<ciphertext>")
 BAD_PASS = ("Kolom 'wrapped_private_key' harus cvsm-pass1.<iterasi>.<salt>.<nonce>.<ciphertext> "
-            f"dengan minimal {MIN_ITERATIONS} iterasi")
+            f"dengan {MIN_ITERATIONS} sampai {MAX_ITERATIONS} iterasi")
 BAD_REC = "Kolom 'recovery_wrapped_private_key' harus cvsm-rec1.<nonce>.<ciphertext>"
 BAD_SHARE = "Nilai tautan berbagi tim end-to-end harus amplop cvsm-share1.<nonce>.<ciphertext>"
 BAD_PUBLIC_KEY = "Kolom '{name}' harus kunci publik X25519 (32 byte, base64url tanpa padding)"
+LOW_ORDER_KEY = ("Kolom '{name}' berisi kunci publik X25519 berorde rendah (misalnya nol semua): "
+                 "tidak ada yang aman dibungkus untuknya")
+BAD_AUTH = "Kolom '{name}' harus autentikasi penerima (HMAC-SHA256, 32 byte, base64url tanpa padding)"
+BAD_LINK = "Kolom 'link' harus tautan kunci cvsm-link1.<nonce>.<ciphertext>"
+BAD_ANCHOR = "Kolom 'anchor' harus jangkar cvsm-anchor1.<nonce>.<ciphertext>"
+NO_ANCHOR = "Anda belum menyimpan jangkar untuk tim end-to-end ini"
 STALE_KEY_VERSION = ("Nilai disegel dengan versi kunci {got}, padahal versi kunci tim sekarang "
                      "{want}: ambil kunci tim lagi lalu segel ulang")
+STALE_WRAP_VERSION = ("Kunci tim yang dibungkus versi {got}, padahal versi kunci tim sekarang "
+                      "{want}: ambil kunci tim lagi lalu ulangi")
 WRONG_SECRET = "Amplop disegel untuk secret lain, bukan secret yang sedang ditulis"
 WRONG_VERSION = ("Amplop disegel untuk versi {got}, padahal yang ditulis versi {want}: "
                  "secret sudah berubah, baca lagi lalu segel ulang")
@@ -189,7 +214,7 @@ def check_wrap(text: object, name: str = "wrapped_key") -> str:
 
 def check_passphrase_wrap(text: object) -> str:
     match = PASS_RE.match(text) if isinstance(text, str) else None
-    if match is None or int(match[1]) < MIN_ITERATIONS \
+    if match is None or not MIN_ITERATIONS <= int(match[1]) <= MAX_ITERATIONS \
             or _canonical(match[2], SALT_BYTES) is None \
             or _canonical(match[3], NONCE_BYTES) is None \
             or _canonical(match[4], KEY_BYTES + TAG_BYTES) is None:
@@ -215,12 +240,46 @@ def check_share(text: object) -> str:
 
 
 def check_public_key(text: object, name: str = "public_key") -> bytes:
-    """The 32 bytes of an X25519 public key in base64url."""
+    """The 32 bytes of an X25519 public key in base64url, not one of low order."""
     match = PUBLIC_KEY_RE.match(text) if isinstance(text, str) else None
     key = _canonical(match[1], KEY_BYTES) if match else None
-    if key is None:  # (a low-order key is the clients' to refuse: they wrap nothing to it)
+    if key is None:
         raise BadRequest(BAD_PUBLIC_KEY.format(name=name))
+    if key in LOW_ORDER_KEYS:
+        raise BadRequest(LOW_ORDER_KEY.format(name=name))
     return key
+
+
+def check_auth(text: object, name: str = "auth") -> str | None:
+    """A recipient's authentication (32 bytes in base64url), or None when not given: the server
+    cannot check it (it has no team key); clients treat a wrap without one as unauthenticated."""
+    if text is None:
+        return None
+    match = AUTH_RE.match(text) if isinstance(text, str) else None
+    if match is None or _canonical(match[1], KEY_BYTES) is None:
+        raise BadRequest(BAD_AUTH.format(name=name))
+    return text  # type: ignore[return-value]
+
+
+def check_link(text: object) -> str | None:
+    """A back-link `cvsm-link1.` (the previous key version's key sealed under the new one), or
+    None when not given."""
+    if text is None:
+        return None
+    match = LINK_RE.match(text) if isinstance(text, str) else None
+    if match is None or _canonical(match[1], NONCE_BYTES) is None \
+            or _canonical(match[2], KEY_BYTES + TAG_BYTES) is None:
+        raise BadRequest(BAD_LINK)
+    return text  # type: ignore[return-value]
+
+
+def check_anchor(text: object) -> str:
+    """A member's anchor `cvsm-anchor1.` (the server cannot open it)."""
+    match = ANCHOR_RE.match(text) if isinstance(text, str) else None
+    if match is None or len(text) > MAX_ANCHOR_LENGTH \
+            or _canonical(match[1], NONCE_BYTES) is None or _canonical(match[2]) is None:
+        raise BadRequest(BAD_ANCHOR)
+    return text  # type: ignore[return-value]
 
 
 def fingerprint(public_key: bytes) -> str:
@@ -330,17 +389,19 @@ async def set_user_key(conn: db.Connection, actor: Actor, *, public_key: object,
 # --- wraps -------------------------------------------------------------------------------------
 
 async def insert_wrap(cur: db.Cursor, actor: Actor, team_id: uuid.UUID, key_version: int, *,
-                      wrapped_key: str, user_id: uuid.UUID | None = None,
+                      wrapped_key: str, auth: str | None = None, user_id: uuid.UUID | None = None,
                       token_id: uuid.UUID | None = None) -> None:
-    """Store (or replace) the wrap of key version `key_version` for a member or a token."""
+    """Store (or replace) the wrap of key version `key_version` for a member or a token, with
+    the recipient's authentication made by the client that wrapped it (None: format 1)."""
     column, recipient = ("user_id", user_id) if user_id is not None else ("token_id", token_id)
     await cur.execute(
-        f"""INSERT INTO team_key_wraps (team_id, key_version, {column}, wrapped_key, created_by)
-            VALUES (%s, %s, %s, %s, %s)
+        f"""INSERT INTO team_key_wraps (team_id, key_version, {column}, wrapped_key, auth,
+                                        created_by)
+            VALUES (%s, %s, %s, %s, %s, %s)
             ON CONFLICT (team_id, key_version, {column}) WHERE {column} IS NOT NULL
-            DO UPDATE SET wrapped_key = EXCLUDED.wrapped_key, created_by = EXCLUDED.created_by,
-                          created_at = now()""",
-        (team_id, key_version, recipient, wrapped_key, actor.user_id))
+            DO UPDATE SET wrapped_key = EXCLUDED.wrapped_key, auth = EXCLUDED.auth,
+                          created_by = EXCLUDED.created_by, created_at = now()""",
+        (team_id, key_version, recipient, wrapped_key, auth, actor.user_id))
 
 
 async def caller_holds(cur: db.Cursor, actor: Actor, team_id: uuid.UUID, key_version: int) -> bool:
@@ -349,7 +410,7 @@ async def caller_holds(cur: db.Cursor, actor: Actor, team_id: uuid.UUID, key_ver
     return row is not None
 
 
-_CALLER_WRAP = """SELECT wrapped_key, created_at FROM team_key_wraps
+_CALLER_WRAP = """SELECT wrapped_key, auth, created_at FROM team_key_wraps
                   WHERE team_id = %(team)s AND key_version = %(version)s
                     AND (CASE WHEN %(token)s::uuid IS NULL THEN user_id = %(user)s
                               ELSE token_id = %(token)s::uuid END)"""
@@ -369,14 +430,31 @@ async def drop_member_wraps(cur: db.Cursor, team_id: uuid.UUID, user_id: uuid.UU
              AND (user_id = %(user)s
                   OR token_id IN (SELECT id FROM api_tokens WHERE user_id = %(user)s))""",
         {"team": team_id, "user": user_id})
-    return cur.rowcount
+    dropped = cur.rowcount
+    await cur.execute("DELETE FROM team_e2e_anchors WHERE team_id = %s AND user_id = %s",
+                      (team_id, user_id))
+    return dropped
+
+
+@dataclass(frozen=True, slots=True)
+class CallerKey:
+    """The caller's wrap of one key version, its auth, and the team's back-links by version."""
+
+    key_version: int
+    wrapped_key: str
+    auth: str | None
+    links: dict[int, str]
+
+    def __repr__(self) -> str:
+        return f"CallerKey(key_version={self.key_version}, links={sorted(self.links)})"
 
 
 async def read_wrap(conn: db.Connection, actor: Actor, team_id: uuid.UUID,
-                    key_version: int | None = None) -> tuple[int, str]:
+                    key_version: int | None = None, since: int | None = None) -> CallerKey:
     """The caller's wrap of the team key (the current version unless `key_version`): a member's
-    own, or an API token's own. Viewer or above; 400 for a team that is not end-to-end, 403
-    when the caller holds none."""
+    own, or an API token's own, with its auth and the team's back-links (those of key versions
+    above `since` when given; a client walks them down to its pin or anchor). Viewer or above;
+    400 for a team that is not end-to-end, 403 when the caller holds none."""
     async with db.cursor(conn) as cur:
         await roles.require(cur, team_id, actor, roles.VIEWER)
         current = await require_e2e(cur, team_id)
@@ -384,9 +462,16 @@ async def read_wrap(conn: db.Connection, actor: Actor, team_id: uuid.UUID,
         row = None
         if 1 <= version <= current:
             row = await db.fetchone(cur, _CALLER_WRAP, _caller_params(actor, team_id, version))
-    if row is None:
-        raise Forbidden(NO_WRAP)
-    return version, row["wrapped_key"]
+        if row is None:
+            raise Forbidden(NO_WRAP)
+        links = await db.fetchall(
+            cur,
+            """SELECT key_version, link FROM team_key_links
+               WHERE team_id = %s AND key_version > %s AND key_version <= %s
+               ORDER BY key_version""",
+            (team_id, since or 0, current))
+    return CallerKey(version, row["wrapped_key"], row["auth"],
+                     {r["key_version"]: r["link"] for r in links})
 
 
 async def read_wraps(conn: db.Connection, actor: Actor, team_id: uuid.UUID) -> dict[int, str]:
@@ -418,11 +503,11 @@ async def recipients(conn: db.Connection, actor: Actor, team_id: uuid.UUID
         members = await db.fetchall(
             cur,
             """SELECT m.user_id, m.role, u.username, u.name, k.public_key,
-                      EXISTS (SELECT 1 FROM team_key_wraps w
-                              WHERE w.team_id = m.team_id AND w.key_version = %(version)s
-                                AND w.user_id = m.user_id) AS has_access
+                      w.id IS NOT NULL AS has_access, w.auth
                FROM team_members m JOIN users u ON u.id = m.user_id
                LEFT JOIN user_e2e_keys k ON k.user_id = m.user_id
+               LEFT JOIN team_key_wraps w ON w.team_id = m.team_id
+                    AND w.key_version = %(version)s AND w.user_id = m.user_id
                WHERE m.team_id = %(team)s ORDER BY u.username""",
             {"team": team_id, "version": current})
         tokens = []
@@ -435,10 +520,10 @@ async def recipients(conn: db.Connection, actor: Actor, team_id: uuid.UUID
 # Tokens bound to the team, with a public key, not revoked or expired, whose user is a member.
 _LIVE_TOKENS = """
 SELECT t.id AS token_id, t.name, t.token_prefix, t.user_id, t.e2e_public_key AS public_key,
-       EXISTS (SELECT 1 FROM team_key_wraps w
-               WHERE w.team_id = t.team_id AND w.key_version = %(version)s
-                 AND w.token_id = t.id) AS has_access
+       w.id IS NOT NULL AS has_access, w.auth
 FROM api_tokens t JOIN team_members m ON m.team_id = t.team_id AND m.user_id = t.user_id
+LEFT JOIN team_key_wraps w ON w.team_id = t.team_id AND w.key_version = %(version)s
+     AND w.token_id = t.id
 WHERE t.team_id = %(team)s AND t.e2e_public_key IS NOT NULL AND t.revoked_at IS NULL
   AND (t.expires_at IS NULL OR t.expires_at > now())"""
 
@@ -448,25 +533,27 @@ def member_key_json(row: Mapping) -> dict:
     return {"user_id": str(row["user_id"]), "username": row["username"], "name": row["name"],
             "role": row["role"], "public_key": b64u(key) if key is not None else None,
             "fingerprint": fingerprint(key) if key is not None else None,
-            "has_access": row["has_access"]}
+            "has_access": row["has_access"], "auth": row.get("auth")}
 
 
 def token_key_json(row: Mapping) -> dict:
     return {"token_id": str(row["token_id"]), "name": row["name"],
             "token_prefix": row["token_prefix"], "user_id": str(row["user_id"]),
             "public_key": b64u(row["public_key"]), "fingerprint": fingerprint(row["public_key"]),
-            "has_access": row["has_access"]}
+            "has_access": row["has_access"], "auth": row.get("auth")}
 
 
 async def grant(conn: db.Connection, actor: Actor, team_id: uuid.UUID, user_id: uuid.UUID,
                 wrapped_key: object, public_key: object,
-                key_version: int | None = None) -> int:
+                key_version: int | None = None, auth: object = None) -> int:
     """Give a member a wrap of the team key (the current version unless `key_version`), made by
     the caller's client for `public_key`, which must be the member's current one (409 when they
-    replaced it meanwhile: the wrap would open nothing). Admin or above, holding that key
-    version themself; the member must have set up a key pair (409). Returns the key version."""
+    replaced it meanwhile: the wrap would open nothing), with the recipient's `auth` the client
+    made (format 2). Admin or above, holding that key version themself; the member must have
+    set up a key pair (409). Returns the key version."""
     wrapped = check_wrap(wrapped_key)
     wrapped_to = check_public_key(public_key)
+    recipient_auth = check_auth(auth)
     async with db.transaction(conn) as cur:
         await roles.require(cur, team_id, actor, roles.ADMIN)
         current = await require_e2e(cur, team_id, lock=True)
@@ -487,7 +574,8 @@ async def grant(conn: db.Connection, actor: Actor, team_id: uuid.UUID, user_id: 
             raise Conflict(MEMBER_HAS_NO_KEY)
         if bytes(key["public_key"]) != wrapped_to:
             raise Conflict(MEMBER_KEY_CHANGED)
-        await insert_wrap(cur, actor, team_id, version, wrapped_key=wrapped, user_id=user_id)
+        await insert_wrap(cur, actor, team_id, version, wrapped_key=wrapped, auth=recipient_auth,
+                          user_id=user_id)
         await audit.record(cur, actor, "e2e_grant", "member", team_id=team_id,
                            resource_id=user_id,
                            metadata={"email": member["email"], "key_version": version,
@@ -512,22 +600,25 @@ def _uuid_of(item: dict, name: str, field_name: str) -> uuid.UUID:
 
 
 async def rekey(conn: db.Connection, actor: Actor, team_id: uuid.UUID, *, key_version: object,
-                wraps: object, values: object) -> dict:
+                wraps: object, values: object, link: object = None) -> dict:
     """Move the team to key version `key_version` (current + 1) in one transaction: the new
     key's wraps for every member who holds the current key and every live token of the team
     with a public key (members with a key pair but no access may be added), and one envelope
     per live secret sealed for its next version under the new key, which becomes its current
     value (the old one is kept as a version, under the old key). Admin or above, holding the
     current key. 409 when the set of recipients or secrets is not exactly the team's (changed
-    meanwhile) or an envelope names another key version, secret or version."""
+    meanwhile) or an envelope names another key version, secret or version. `link` (format 2)
+    is the new version's back-link and each wrap's `auth` its recipient's authentication, both
+    made by the re-keyer's client; the server stores them as they came."""
     if not isinstance(key_version, int) or isinstance(key_version, bool):
         raise BadRequest("Kolom 'key_version' harus bilangan bulat")
+    back_link = check_link(link)
     wrap_items, value_items = _entries(wraps, "wraps"), _entries(values, "secrets")
-    by_user: dict[uuid.UUID, str] = {}
-    by_token: dict[uuid.UUID, str] = {}
+    by_user: dict[uuid.UUID, tuple[str, str | None]] = {}
+    by_token: dict[uuid.UUID, tuple[str, str | None]] = {}
     wrapped_to: dict[uuid.UUID, bytes] = {}  # the public key each member's wrap was made for
     for item in wrap_items:
-        wrapped = check_wrap(item.get("wrapped_key"))
+        wrapped = (check_wrap(item.get("wrapped_key")), check_auth(item.get("auth"), "wraps.auth"))
         if (item.get("token_id") is None) == (item.get("user_id") is None):
             raise BadRequest(ONE_RECIPIENT)
         if item.get("token_id") is not None:
@@ -584,12 +675,16 @@ async def rekey(conn: db.Connection, actor: Actor, team_id: uuid.UUID, *, key_ve
             check_envelope(value, key_version=key_version, secret_id=secret_id,
                            version=live[secret_id]["version"] + 1)
         await cur.execute("UPDATE teams SET key_version = %s WHERE id = %s", (key_version, team_id))
-        for user_id, wrapped in by_user.items():
-            await insert_wrap(cur, actor, team_id, key_version, wrapped_key=wrapped,
+        for user_id, (wrapped, auth) in by_user.items():
+            await insert_wrap(cur, actor, team_id, key_version, wrapped_key=wrapped, auth=auth,
                               user_id=user_id)
-        for token_id, wrapped in by_token.items():
-            await insert_wrap(cur, actor, team_id, key_version, wrapped_key=wrapped,
+        for token_id, (wrapped, auth) in by_token.items():
+            await insert_wrap(cur, actor, team_id, key_version, wrapped_key=wrapped, auth=auth,
                               token_id=token_id)
+        if back_link is not None:
+            await cur.execute(
+                """INSERT INTO team_key_links (team_id, key_version, link, created_by)
+                   VALUES (%s, %s, %s, %s)""", (team_id, key_version, back_link, actor.user_id))
         if sealed:
             ids = [str(i) for i in sealed]
             # The current values become versions (under the old key), then the new ones current.
@@ -603,7 +698,45 @@ async def rekey(conn: db.Connection, actor: Actor, team_id: uuid.UUID, *, key_ve
                    FROM unnest(%s::uuid[], %s::text[]) AS n(id, envelope) WHERE s.id = n.id""",
                 (ids, list(sealed.values())))
         summary = {"key_version": key_version, "members": len(by_user), "tokens": len(by_token),
-                   "secrets": len(sealed)}
+                   "secrets": len(sealed), "link": back_link is not None}
         await audit.record(cur, actor, "e2e_rekey", "team", team_id=team_id, resource_id=team_id,
                            metadata=summary)
     return summary
+
+
+# --- anchors -----------------------------------------------------------------------------------
+
+async def read_anchor(conn: db.Connection, actor: Actor, team_id: uuid.UUID) -> dict:
+    """The member's own anchor for the team (the newest key version and commitment their client
+    verified, sealed under a key only their private key gives). Session JWT only, Viewer or
+    above; 400 for a team that is not end-to-end, 404 when none is stored."""
+    require_jwt(actor)
+    async with db.cursor(conn) as cur:
+        await roles.require(cur, team_id, actor, roles.VIEWER)
+        await require_e2e(cur, team_id)
+        row = await db.fetchone(
+            cur, "SELECT anchor, updated_at FROM team_e2e_anchors WHERE user_id = %s AND team_id = %s",
+            (actor.user_id, team_id))
+    if row is None:
+        raise NotFound(NO_ANCHOR)
+    return row
+
+
+async def store_anchor(conn: db.Connection, actor: Actor, team_id: uuid.UUID,
+                       anchor: object) -> tuple[dict, bool]:
+    """Store (or replace) the member's own anchor for the team; the server checks its shape only
+    (it cannot tell an older one from a newer one: the client moves it forward). Session JWT
+    only, Viewer or above. Returns the row and whether it was created."""
+    require_jwt(actor)
+    text = check_anchor(anchor)
+    async with db.transaction(conn) as cur:
+        await roles.require(cur, team_id, actor, roles.VIEWER)
+        await require_e2e(cur, team_id)
+        row = await db.fetchone(
+            cur,
+            """INSERT INTO team_e2e_anchors (user_id, team_id, anchor) VALUES (%s, %s, %s)
+               ON CONFLICT (user_id, team_id) DO UPDATE SET anchor = EXCLUDED.anchor,
+                                                            updated_at = now()
+               RETURNING anchor, updated_at, (xmax = 0) AS created""",
+            (actor.user_id, team_id, text))
+    return row, bool(row["created"])

@@ -164,7 +164,7 @@ async def require_member(conn: db.Connection, actor: Actor, ref: str) -> uuid.UU
 
 async def create_team(conn: db.Connection, actor: Actor, name: str, slug: str, *,
                       plan_name: str = "starter", e2e_wrapped_key: object = None,
-                      team_id: uuid.UUID | None = None) -> dict:
+                      e2e_auth: object = None, team_id: uuid.UUID | None = None) -> dict:
     """A new team on `plan_name` (the operator's `CVSM_DEFAULT_PLAN`) with the actor as its Owner.
 
     With `e2e_wrapped_key` the team is end-to-end, at key version 1, and that wrap (of the key
@@ -175,6 +175,7 @@ async def create_team(conn: db.Connection, actor: Actor, name: str, slug: str, *
     if actor.scope is not None:  # a scoped token cannot reach past its scope by making a team
         raise Forbidden(roles.READ_ONLY if actor.scope.read_only else "Token ini terikat pada satu tim")
     wrapped = None if e2e_wrapped_key is None else e2e.check_wrap(e2e_wrapped_key)
+    auth = e2e.check_auth(e2e_auth, "e2e.auth")  # the creator's own recipient auth (format 2)
     if wrapped is None and team_id is not None:
         raise BadRequest(TEAM_ID_ONLY_E2E)
     if wrapped is not None and team_id is None:
@@ -206,7 +207,7 @@ async def create_team(conn: db.Connection, actor: Actor, name: str, slug: str, *
             (team["id"], actor.user_id, OWNER),
         )
         if wrapped is not None:
-            await e2e.insert_wrap(cur, actor, team["id"], 1, wrapped_key=wrapped,
+            await e2e.insert_wrap(cur, actor, team["id"], 1, wrapped_key=wrapped, auth=auth,
                                   user_id=actor.user_id)
         await audit.record(cur, actor, "team_create", "team", team_id=team["id"],
                            resource_id=team["id"],

@@ -32,7 +32,7 @@ from . import audit, credentials, db, e2e, ratelimit, roles, teams
 from .actor import Actor, Scope
 from .clientip import address_allowed, validate_allowlist
 from .crypto import Keyring
-from .errors import BadRequest, Forbidden, NotFound, TooManyRequests, Unauthorized
+from .errors import BadRequest, Conflict, Forbidden, NotFound, TooManyRequests, Unauthorized
 from .inputs import check_line, timestamp
 from .secrets import ENVIRONMENTS, check_environment
 from .sessions import require_jwt
@@ -267,12 +267,17 @@ async def create_token(conn: db.Connection, actor: Actor, keyring: Keyring, *, n
     end-to-end team needs `e2e_key` ({public_key, wrapped_key}: the token's public key and the
     team's current key wrapped to it), from a creator who holds that key."""
     require_jwt(actor)
-    public_key = wrapped = None
+    public_key = wrapped = auth = wrapped_version = None
     if e2e_key is not None:
         if team is None:
             raise BadRequest(E2E_NEEDS_TEAM)
         public_key = e2e.check_public_key(e2e_key.get("public_key"), "e2e.public_key")
         wrapped = e2e.check_wrap(e2e_key.get("wrapped_key"), "e2e.wrapped_key")
+        auth = e2e.check_auth(e2e_key.get("auth"), "e2e.auth")
+        wrapped_version = e2e_key.get("key_version")
+        if wrapped_version is not None and (not isinstance(wrapped_version, int)
+                                            or isinstance(wrapped_version, bool)):
+            raise BadRequest("Kolom 'e2e.key_version' harus bilangan bulat")
     if environments is not None:
         if not environments:
             raise BadRequest("Kolom 'environments' tidak boleh kosong")
@@ -308,6 +313,9 @@ async def create_token(conn: db.Connection, actor: Actor, keyring: Keyring, *, n
                 raise BadRequest(E2E_REQUIRED)
             if not await e2e.caller_holds(cur, actor, team_id, key_version):
                 raise Forbidden(e2e.NO_WRAP)
+            if wrapped_version is not None and wrapped_version != key_version:
+                raise Conflict(e2e.STALE_WRAP_VERSION.format(got=wrapped_version,
+                                                             want=key_version))
         row = await db.fetchone(
             cur,
             f"""INSERT INTO api_tokens (user_id, name, token_prefix, token_hash, expires_at,
@@ -319,7 +327,7 @@ async def create_token(conn: db.Connection, actor: Actor, keyring: Keyring, *, n
         )
         if key_version is not None:
             await e2e.insert_wrap(cur, actor, team_id, key_version, wrapped_key=wrapped,
-                                  token_id=row["id"])
+                                  auth=auth, token_id=row["id"])
         await audit.record(cur, actor, "token_create", "api_token", resource_id=row["id"],
                            team_id=team_id,
                            metadata={"name": name, "token_prefix": row["token_prefix"],

@@ -564,10 +564,15 @@ async def test_rekey_moves_every_holder_token_and_secret_to_the_new_key_in_one_r
 
     def wraps(*members: Member, token: bool = True) -> list[dict]:
         out = [{"user_id": m.id, "wrapped_key": team.wrap_for(m.public_key, 2, new_key),
-                "public_key": crypto._b64u(m.public_key)} for m in members]
+                "public_key": crypto._b64u(m.public_key),
+                "auth": crypto.recipient_auth(new_key, team.id, 2, "user", m.id, m.public_key)}
+               for m in members]
         if token:
-            out.append({"token_id": token_json["id"], "wrapped_key": team.wrap_for(
-                crypto.public_key(token_private), 2, new_key)})
+            token_public = crypto.public_key(token_private)
+            out.append({"token_id": token_json["id"],
+                        "wrapped_key": team.wrap_for(token_public, 2, new_key),
+                        "auth": crypto.recipient_auth(new_key, team.id, 2, "token", None,
+                                                      token_public)})
         return out
 
     def resealed(version: int = 2, only: tuple[str, ...] = ("A", "B")) -> list[dict]:
@@ -575,7 +580,8 @@ async def test_rekey_moves_every_holder_token_and_secret_to_the_new_key_in_one_r
             values[name], new_key, 2, team_id=team.id, secret_id=ids[name], version=version,
             environment="production", name=name)} for name in only]
 
-    good = {"key_version": 2, "wraps": wraps(alice, admin), "secrets": resealed()}
+    link = crypto.make_link(new_key, team.key, team.id, 2)
+    good = {"key_version": 2, "wraps": wraps(alice, admin), "secrets": resealed(), "link": link}
     refused = [
         (alice, {**good, "key_version": 3}, 409),
         (alice, {**good, "wraps": wraps(alice)}, 409),                        # admin missing
@@ -584,6 +590,8 @@ async def test_rekey_moves_every_holder_token_and_secret_to_the_new_key_in_one_r
         (alice, {**good, "secrets": resealed(only=("A",))}, 409),             # B missing
         (alice, {**good, "secrets": resealed(version=3)}, 409),               # stale
         (alice, {**good, "secrets": [{"id": ids["A"], "value": "plain"}]}, 400),
+        (alice, {**good, "link": "cvsm-link1.AA.AA"}, 400),                   # not a link
+        (alice, {**good, "wraps": [{**good["wraps"][0], "auth": "x"}, *good["wraps"][1:]]}, 400),
         (alice, {**good, "wraps": [{**good["wraps"][0], "token_id": token_json["id"]},
                                    *good["wraps"][1:]]}, 400),        # two recipients in one
         (waiting, good, 403),                                                 # a Viewer
@@ -598,7 +606,16 @@ async def test_rekey_moves_every_holder_token_and_secret_to_the_new_key_in_one_r
     body = {**good, "wraps": [*good["wraps"], *wraps(waiting, token=False)]}
     resp = await client.post(url, headers=auth(admin.token), json=body)
     assert resp.status == 200, await resp.text()
-    assert await resp.json() == {"key_version": 2, "members": 3, "tokens": 1, "secrets": 2}
+    assert await resp.json() == {"key_version": 2, "members": 3, "tokens": 1, "secrets": 2,
+                                 "link": True}
+    # format 2: the link and each recipient's auth are served back as they came
+    body = await (await client.get(f"/api/v1/teams/{team.id}/e2e/key",
+                                   headers=auth(waiting.token))).json()
+    assert body["links"] == [{"key_version": 2, "link": link}]
+    assert body["auth"] == crypto.recipient_auth(new_key, team.id, 2, "user", waiting.id,
+                                                 waiting.public_key)
+    assert (await (await client.get(f"/api/v1/teams/{team.id}/e2e/key?since=2",
+                                    headers=auth(waiting.token))).json())["links"] == []
 
     for member in (alice, admin, waiting):
         key, version = await member.team_key(client, team.id)

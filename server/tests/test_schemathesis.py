@@ -58,6 +58,10 @@ DECLARED_400 = {
     "list_e2e_members": "a team that is not end-to-end",
     "grant_e2e_access": "a team that is not end-to-end",
     "rekey_team": "a team that is not end-to-end, or an entry listed twice",
+    "get_anchor": "a team that is not end-to-end",
+    "put_anchor": "a team that is not end-to-end",
+    "set_user_key": "a low-order X25519 public key (the all-zero one among them), which the "
+                    "pattern cannot tell from another",
     "create_team": "an `id` without `e2e` (a client-chosen id is for end-to-end teams only)",
     "create_secret": "an `id` for a team that is not end-to-end (the team decides)",
     "create_share": "a `value` for a secret of a team that is not end-to-end (the team decides)",

@@ -70,30 +70,43 @@ def kind_of(request: httpx.Request) -> str:
 class E2eTeam:
     """An end-to-end team's keys, as its members' browsers make them (``docs/e2e.md``).
 
-    ``token`` is the token with its key part, for the client; ``api_token`` the part the server
-    knows. ``seal`` seals a value for a secret id, version, environment and name.
+    ``token`` is the token with its key part and pin (the key version at its creation), for the
+    client; ``api_token`` the part the server knows. ``seal`` seals a value for a secret id,
+    version, environment and name; ``rekey`` makes the next key version and its back-link.
     """
 
     def __init__(self, team_id: str = TEAM_ID, key_version: int = 1) -> None:
         self.team_id = team_id
         self.key_version = key_version
         self.team_key = e2e.new_team_key()
+        self.keys = {key_version: self.team_key}
+        self.links: dict[int, str] = {}
         self.api_token = "cvsm_" + "e2" * 32
         self.private_key, self.public_key = e2e.generate_key_pair()
-        self.token = e2e.join_token(self.api_token, self.private_key)
+        self.token = e2e.join_token(self.api_token, self.private_key, key_version,
+                                    e2e.commitment(self.team_key, team_id, key_version))
         self.key_part = self.token.partition(".")[2]
 
     def wrapped_key(self) -> str:
         return e2e.wrap_team_key(self.team_key, self.team_id, self.key_version, self.public_key)
+
+    def key_answer(self, **changes: Any) -> dict[str, Any]:
+        """``GET .../e2e/key``'s answer for the token: its wrap of the current key and the links."""
+        return {"team_id": self.team_id, "key_version": self.key_version, "wrapped_key": self.wrapped_key(),
+                "auth": None, "links": [{"key_version": v, "link": link} for v, link in sorted(self.links.items())],
+                **changes}
 
     def seal(self, value: str, secret_id: str, environment: str, name: str, version: int = 1) -> str:
         return e2e.seal_value(value, self.team_key, self.key_version, team_id=self.team_id,
                               secret_id=secret_id, version=version, environment=environment, name=name)
 
     def rekey(self) -> None:
-        """Make key version ``key_version + 1``, as an Admin's re-key does."""
+        """Make key version ``key_version + 1`` and its back-link, as an Admin's re-key does."""
+        old = self.team_key
         self.key_version += 1
         self.team_key = e2e.new_team_key()
+        self.keys[self.key_version] = self.team_key
+        self.links[self.key_version] = e2e.make_link(self.team_key, old, self.team_id, self.key_version)
 
 
 class FakeApi:
@@ -175,8 +188,7 @@ class FakeApi:
         if kind == "e2e_key":
             if self.e2e is None:
                 return httpx.Response(400, json={"error": "tim ini bukan tim end-to-end"})
-            return httpx.Response(200, json={"team_id": self.e2e.team_id, "key_version": self.e2e.key_version,
-                                             "wrapped_key": self.e2e.wrapped_key()})
+            return httpx.Response(200, json=self.e2e.key_answer())
         if kind == "list":
             search = request.url.params.get("search", "").lower()
             items = [

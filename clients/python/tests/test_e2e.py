@@ -8,6 +8,7 @@ against an end-to-end team: requests, cache, clear-cache, key versions and the e
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import json
 import logging
 import os
@@ -55,14 +56,14 @@ def test_every_recipient_of_the_vectors_opens_the_team_key(vectors: dict[str, An
                                    as_object) == opened
 
 
-def vector_api(api: FakeApi, vectors: dict[str, Any], entry: dict[str, Any]) -> None:
-    """Serve the vectors' team to the vectors' token: the token's wrap, and ``entry``'s envelope."""
-    token_wrap = next(r["wrapped_key"] for r in vectors["recipients"] if r["what"] == "token")
+def vector_api(api: FakeApi, vectors: dict[str, Any], entry: dict[str, Any], key_answer: dict | None = None) -> None:
+    """Serve the vectors' team to the vectors' token: the key answer of its first pin case (key
+    version 3, the links down to version 1, where the token is pinned), and ``entry``'s envelope
+    (sealed under key version 2, reached through the link of version 3)."""
     api.token = vectors["token"]["api_token"]
     api.e2e = E2eTeam()  # marks the answers end-to-end; the key answer is the vectors' own below
     api.secrets = [{"id": "0", "name": entry["name"], "value": entry["envelope"], "environment": entry["environment"]}]
-    api.fail("e2e_key", httpx.Response(200, json={"team_id": vectors["team_id"], "key_version": vectors["key_version"],
-                                                  "wrapped_key": token_wrap}))
+    api.fail("e2e_key", httpx.Response(200, json=key_answer or vectors["token_pins"][0]["key_answer"]))
 
 
 async def test_every_value_of_the_vectors_opens_through_the_client_or_is_a_decryption_error(
@@ -86,12 +87,14 @@ async def test_the_vectors_token_is_split_and_only_its_api_token_is_sent(
 ) -> None:
     token = vectors["token"]
     assert e2e.split_token(token["token"]) == (token["api_token"], b64u(token["private_key"]))
+    parts = e2e.parse_token(token["token"])
+    assert parts is not None and (parts.key_version, parts.commitment) == (1, b64u(token["commitment"]))
     vector_api(api, vectors, vectors["values"][0])
     await sdk.call(sdk.client(token=token["token"]).get(vectors["values"][0]["name"]))
     assert [r.headers["Authorization"] for r in api.requests] == [f"Bearer {token['api_token']}"] * 2
 
 
-@pytest.mark.parametrize("index", range(4))
+@pytest.mark.parametrize("index", range(7))
 def test_each_bad_token_of_the_vectors_is_a_configuration_error(
     sdk: Sdk, vectors: dict[str, Any], index: int
 ) -> None:
@@ -113,7 +116,48 @@ async def test_a_token_that_is_not_an_api_token_is_sent_whole_dots_and_all(sdk: 
 
 
 def test_the_vectors_have_the_bad_tokens_the_test_above_counts(vectors: dict[str, Any]) -> None:
-    assert len(vectors["bad_tokens"]) == 4
+    assert len(vectors["bad_tokens"]) == 7
+
+
+def test_a_token_of_the_first_format_is_a_configuration_error_that_says_to_make_a_new_one(
+    sdk: Sdk, vectors: dict[str, Any]
+) -> None:
+    with pytest.raises(cvsm.ConfigurationError) as caught:
+        sdk.client(token=vectors["v1_token"])
+    assert "make a new token" in str(caught.value)
+    assert vectors["v1_token"].partition(".")[2] not in str(caught.value)
+
+
+async def test_every_pin_case_of_the_vectors_gives_its_outcome_through_the_client(
+    sdk: Sdk, api: FakeApi, vectors: dict[str, Any]
+) -> None:
+    """A key answer that does not chain to the token's pin (a key the server chose, a missing or
+    altered link, a team rolled back below the pin) is the decryption error: no value."""
+    entry = vectors["values"][0]  # sealed under key version 2
+    outcomes = set()
+    for case in vectors["token_pins"]:
+        outcomes.add(case["outcome"])
+        vector_api(api, vectors, entry, case["key_answer"])
+        client = sdk.client(token=case["token"])
+        if case["outcome"] == "ok":  # a pin above version 2 reaches it through the links too
+            assert await sdk.call(client.get(entry["name"])) == entry["value"], case["why"]
+        else:
+            with pytest.raises(cvsm.DecryptionError) as caught:
+                await sdk.call(client.get(entry["name"]))
+            assert caught.value.status is None, case["why"]
+            assert api.kinds()[-1] == "e2e_key"
+        api.reset_requests()
+    assert outcomes == {"ok", "integrity"}
+
+
+def test_the_format_2_vectors_agree_with_the_sdk(vectors: dict[str, Any]) -> None:
+    """Links, recipient auth, anchors, the PBKDF2 bounds, NFC and low-order keys (the checks of
+    ``conformance/e2e_vectors.py`` made by this SDK's own functions)."""
+    spec = importlib.util.spec_from_file_location("e2e_vectors", VECTORS_PATH.parents[1] / "e2e_vectors.py")
+    assert spec is not None and spec.loader is not None
+    checker = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(checker)  # the repository's checker, run on this SDK's cvsm.e2e
+    assert checker.check_format2(vectors) == []
 
 
 # The client against an end-to-end team -------------------------------------------------------
@@ -259,7 +303,7 @@ async def test_a_wrap_that_does_not_open_is_a_decryption_error(sdk: Sdk, api: Fa
     other_private, other_public = e2e.generate_key_pair()
     wrapped = e2e.wrap_team_key(team.team_key, team.team_id, team.key_version, other_public)
     api.fail("e2e_key", httpx.Response(200, json={"team_id": team.team_id, "key_version": 1, "wrapped_key": wrapped}))
-    with pytest.raises(cvsm.DecryptionError, match="does not open with the token's key part") as caught:
+    with pytest.raises(cvsm.DecryptionError, match="is not one a team member made for it") as caught:
         await sdk.call(sdk.client(token=team.token).get("A"))
     assert (caught.value.status, caught.value.request_id) == (None, "req-2")
 
@@ -542,3 +586,58 @@ def test_a_key_fetched_while_another_call_is_refused_with_401_is_not_kept(api: F
     assert client.get("A") == "one"
     assert client.get("B") == "two"
     assert api.kinds() == ["by_name", "e2e_key", "by_name", "by_name", "e2e_key"]  # A, its key, B refused, B, a key
+
+
+async def test_a_key_the_server_chose_wrapped_to_the_tokens_real_key_is_a_decryption_error(
+    sdk: Sdk, api: FakeApi, team: E2eTeam
+) -> None:
+    """Issue 37: the server knows the token's public key, so it can wrap a key of its own to it
+    and seal values under that key; the token's pin refuses it, with or without made-up links."""
+    forged = E2eTeam()
+    forged.private_key, forged.public_key = team.private_key, team.public_key
+    forged.rekey()  # version 2 with a link down to a version 1 the real team never had
+    api.e2e = forged  # the server serves the forged team: its wrap, links and envelopes
+    api.add_sealed("A", "the operator's value")
+    client = sdk.client(token=team.token)
+    with pytest.raises(cvsm.DecryptionError, match="pinned commitment") as caught:
+        await sdk.call(client.get("A"))
+    assert "the operator's value" not in str(caught.value)
+    api.reset_requests()
+    forged.links.clear()
+    with pytest.raises(cvsm.DecryptionError, match="link of key version 2 is missing"):
+        await sdk.call(client.get("A"))
+    assert api.kinds() == ["by_name", "e2e_key"]  # refused, never retried
+
+
+async def test_a_team_rolled_back_below_the_tokens_pin_is_a_decryption_error(sdk: Sdk, api: FakeApi) -> None:
+    team = api.end_to_end(E2eTeam(key_version=1))
+    team.rekey()
+    token = e2e.join_token(team.api_token, team.private_key, 2, e2e.commitment(team.team_key, team.team_id, 2))
+    api.add_sealed("A", "one")
+    assert await sdk.call(sdk.client(token=token).get("A")) == "one"
+    api.fail("e2e_key", httpx.Response(200, json=team.key_answer(
+        key_version=1, links=[], wrapped_key=e2e.wrap_team_key(team.keys[1], team.team_id, 1, team.public_key))))
+    api.secrets[0]["value"] = e2e.seal_value("old", team.keys[1], 1, team_id=team.team_id,
+                                             secret_id=api.secrets[0]["id"], version=1,
+                                             environment="production", name="A")
+    with pytest.raises(cvsm.DecryptionError, match="below the pinned version 2"):
+        await sdk.call(sdk.client(token=token).get("A"))
+
+
+async def test_an_envelope_under_an_older_key_version_opens_through_the_links(
+    sdk: Sdk, api: FakeApi, team: E2eTeam
+) -> None:
+    old_id = api.add_sealed("OLD", "under version 1")
+    team.rekey()
+    team.rekey()
+    api.add_sealed("NEW", "under version 3")
+    client = sdk.client(token=team.token)
+    assert await sdk.call(client.get_all()) == {"OLD": "under version 1", "NEW": "under version 3"}
+    assert api.kinds() == ["export", "e2e_key"]
+    api.reset_requests()
+    team.links[2] = team.links[3]  # an altered link: version 1 is no longer reachable
+    client = sdk.client(token=e2e.join_token(team.api_token, team.private_key, 3,
+                                             e2e.commitment(team.team_key, team.team_id, 3)))
+    with pytest.raises(cvsm.DecryptionError, match="OLD"):
+        await sdk.call(client.get("OLD"))
+    assert old_id

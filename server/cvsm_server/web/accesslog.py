@@ -20,8 +20,11 @@ from .state import ACTOR, REQUEST_ID
 # `shr_` (or `shr%5F`, any case) and the rest of the URL segment or word: the token is URL-safe base64.
 SHARE_TOKEN = re.compile(r"(?i:shr)(?:_|%5[fF])[^\s/?#&'\"\\<>]*")
 # `cvsm_` (or `cvsm%5F`, any case) and hex: a run of 8 or more, or a shorter run that ends the word (a cut-off token),
-# whatever follows it in the same word. Identifiers such as `cvsm_server` do not match.
-API_TOKEN = re.compile(r"(?i:cvsm)(?:_|%5[fF])(?:[0-9a-fA-F]{8,}|[0-9a-fA-F]+(?![0-9A-Za-z_]))[0-9A-Za-z]*")
+# whatever follows it in the same word, and an end-to-end token's key part: each `.` (or `%2E`)
+# and the base64url run after it (the private key, the pinned version, the commitment), so no
+# part of a whole token string reaches a log. Identifiers such as `cvsm_server` do not match.
+API_TOKEN = re.compile(r"(?i:cvsm)(?:_|%5[fF])(?:[0-9a-fA-F]{8,}|[0-9a-fA-F]+(?![0-9A-Za-z_]))[0-9A-Za-z]*"
+                       r"(?:(?:\.|%2[eE])[0-9A-Za-z_-]+)*")
 # A long hex run without its prefix: the tail of an API token cut where a line or packet was.
 BARE_SECRET_HEX = re.compile(r"[0-9a-fA-F]{32,}")
 

@@ -11,7 +11,7 @@ from .. import email_verification, password_reset, ratelimit, sessions, tokens, 
 from ..errors import Unauthorized
 from ..inputs import field, string_list
 from ..timeutil import iso
-from .schema import (BOOL, E2E_PUBLIC_KEY, E2E_WRAP, ENVIRONMENT, OK, PASSWORD, STRING,
+from .schema import (BOOL, E2E_AUTH, E2E_PUBLIC_KEY, E2E_WRAP, ENVIRONMENT, OK, PASSWORD, STRING,
                      TEAM_REF_PATTERN, TIME, USERNAME_PATTERN, UUID, answer, nullable, obj,
                      one_line, ref)
 from .middleware import bearer
@@ -304,12 +304,18 @@ OPENAPI = {
             "environments": {"type": "array", "items": ENVIRONMENT, "minItems": 1, "maxItems": 3,
                              "description": "Limit the token to these environments."},
             "read_only": {"type": "boolean", "default": False},
-            "e2e": obj({"public_key": E2E_PUBLIC_KEY, "wrapped_key": E2E_WRAP},
+            "e2e": obj({"public_key": E2E_PUBLIC_KEY, "wrapped_key": E2E_WRAP,
+                        "auth": E2E_AUTH,
+                        "key_version": {"type": "integer", "minimum": 1,
+                                        "maximum": 2**31 - 1,
+                                        "description": "The key version wrapped (409 when it is "
+                                                       "no longer the current one)."}},
                        ("public_key", "wrapped_key"),
                        description="Required for a token bound to an end-to-end team (and only "
-                                   "there): the token's X25519 public key and the team's current "
-                                   "key wrapped to it by a creator who holds it. The client "
-                                   "appends the private key to the token it shows "
+                                   "there): the token's X25519 public key, the team's current "
+                                   "key wrapped to it by a creator who holds it, and the "
+                                   "recipient's `auth` (format 2). The client appends the "
+                                   "private key and its pin to the token it shows "
                                    "(docs/e2e.md)."),
         }, ("name",)),
         "responses": {201: answer({"api_token": ref("ApiToken"),

@@ -70,6 +70,9 @@ def openapi_path(pattern: str) -> tuple[str, list[dict]]:
         elif name == "idp":
             schema, description = {"type": "string", "pattern": "^[a-z0-9]{1,32}$"}, \
                 "The identity provider, as configured (`CVSM_OAUTH_<IDP>_*`), e.g. `github`."
+        elif name == "version":
+            schema, description = {"type": "string", "pattern": "^[1-9][0-9]{0,9}$"}, \
+                "A version number of the secret (1 and up)."
         elif name == "token":
             schema, description = {"type": "string", "maxLength": shares.MAX_TOKEN_LENGTH}, \
                 "The share token (`shr_...`)."

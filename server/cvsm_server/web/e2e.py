@@ -1,5 +1,6 @@
-"""End-to-end team routes (docs/e2e.md): a member's key pair, the caller's wrap of a team key,
-the members' public keys, grants and the re-key. Parse, call `e2e`, shape the answer."""
+"""End-to-end team routes (docs/e2e.md): a member's key pair, the caller's wrap of a team key
+and the team's back-links, the members' public keys, grants, the re-key and a member's anchor.
+Parse, call `e2e`, shape the answer."""
 
 from __future__ import annotations
 
@@ -8,8 +9,10 @@ from aiohttp import web
 from .. import e2e
 from ..errors import BadRequest
 from ..inputs import field, parse_uuid
-from .schema import (BOOL, E2E_ENVELOPE, E2E_PASS, E2E_PUBLIC_KEY, E2E_REC, E2E_WRAP, INT, ROLE,
-                     STRING, TIME, UUID, answer, nullable, obj, query)
+from .schema import (BOOL, E2E_ANCHOR, E2E_AUTH, E2E_ENVELOPE, E2E_LINK, E2E_PASS,
+                     E2E_PUBLIC_KEY, E2E_REC, E2E_WRAP, INT, ROLE, STRING, TIME, UUID, answer,
+                     nullable, obj, query)
+from ..timeutil import iso
 from .policy import BULK
 from .request import actor, connection, query_int, read_json, team_of
 
@@ -39,11 +42,14 @@ async def set_user_key(request: web.Request) -> web.Response:
 async def get_team_key(request: web.Request) -> web.Response:
     key_version = query_int(request, "key_version", default=None, minimum=1,
                             maximum=e2e.MAX_NUMBER)
+    since = query_int(request, "since", default=None, minimum=0, maximum=e2e.MAX_NUMBER)
     async with connection(request) as conn:
         team_id = await team_of(request, conn)
-        version, wrapped = await e2e.read_wrap(conn, actor(request), team_id, key_version)
-    return web.json_response({"team_id": str(team_id), "key_version": version,
-                              "wrapped_key": wrapped})
+        key = await e2e.read_wrap(conn, actor(request), team_id, key_version, since)
+    return web.json_response({"team_id": str(team_id), "key_version": key.key_version,
+                              "wrapped_key": key.wrapped_key, "auth": key.auth,
+                              "links": [{"key_version": v, "link": link}
+                                        for v, link in sorted(key.links.items())]})
 
 
 async def list_e2e_members(request: web.Request) -> web.Response:
@@ -63,10 +69,11 @@ async def grant_e2e_access(request: web.Request) -> web.Response:
     wrapped = field(body, "wrapped_key", str)
     public_key = field(body, "public_key", str)
     key_version = field(body, "key_version", int, required=False)
+    auth = field(body, "auth", str, required=False)
     async with connection(request) as conn:
         team_id = await team_of(request, conn)
         version = await e2e.grant(conn, actor(request), team_id, user_id, wrapped, public_key,
-                                  key_version)
+                                  key_version, auth)
     return web.json_response({"user_id": str(user_id), "key_version": version})
 
 
@@ -75,11 +82,32 @@ async def rekey_team(request: web.Request) -> web.Response:
     key_version = field(body, "key_version", int)
     wraps = field(body, "wraps", list)
     values = field(body, "secrets", list)
+    link = field(body, "link", str, required=False)
     async with connection(request) as conn:
         team_id = await team_of(request, conn)
         summary = await e2e.rekey(conn, actor(request), team_id, key_version=key_version,
-                                  wraps=wraps, values=values)
+                                  wraps=wraps, values=values, link=link)
     return web.json_response(summary)
+
+
+def _anchor_json(row: dict) -> dict:
+    return {"anchor": row["anchor"], "updated_at": iso(row["updated_at"])}
+
+
+async def get_anchor(request: web.Request) -> web.Response:
+    async with connection(request) as conn:
+        team_id = await team_of(request, conn)
+        row = await e2e.read_anchor(conn, actor(request), team_id)
+    return web.json_response(_anchor_json(row))
+
+
+async def put_anchor(request: web.Request) -> web.Response:
+    body = await read_json(request, max_bytes=SMALL_BODY)
+    anchor = field(body, "anchor", str)
+    async with connection(request) as conn:
+        team_id = await team_of(request, conn)
+        row, created = await e2e.store_anchor(conn, actor(request), team_id, anchor)
+    return web.json_response(_anchor_json(row), status=201 if created else 200)
 
 
 # --- OpenAPI: the operations above (`web.schema`), for `web.apidoc` ------------------------------
@@ -89,6 +117,7 @@ _USER_KEY = answer({"e2e_key": answer({
     "wrapped_private_key": STRING, "recovery_wrapped_private_key": STRING,
     "created_at": TIME, "updated_at": TIME})})
 _NOT_E2E = "400 for a team that is not end-to-end."
+_ANCHOR = answer({"anchor": E2E_ANCHOR, "updated_at": TIME})
 
 OPENAPI = {
     "get_user_key": {
@@ -121,9 +150,17 @@ OPENAPI = {
         "query": [query("key_version", {"type": "integer", "minimum": 1,
                                         "maximum": e2e.MAX_NUMBER},
                         "An earlier key version (old versions of secrets stay under it); "
-                        "the current one by default.")],
-        "responses": {200: answer({"team_id": UUID, "key_version": INT,
-                                   "wrapped_key": E2E_WRAP})},
+                        "the current one by default."),
+                  query("since", {"type": "integer", "minimum": 0, "maximum": e2e.MAX_NUMBER},
+                        "Only the links of key versions above this one (all by default).")],
+        "responses": {200: answer({
+            "team_id": UUID, "key_version": INT, "wrapped_key": E2E_WRAP,
+            "auth": nullable({**E2E_AUTH, "description": "The wrap's recipient authentication "
+                              "(format 2); null for a wrap of the first format."}),
+            "links": {"type": "array", "description": "The team's back-links (format 2) in "
+                      "ascending key version: the client walks them from the current key down "
+                      "to its pin or anchor.",
+                      "items": answer({"key_version": INT, "link": E2E_LINK})}})},
     },
     "list_e2e_members": {
         "summary": "The members' public keys and fingerprints, whether each holds the current "
@@ -135,10 +172,11 @@ OPENAPI = {
             "members": {"type": "array", "items": answer({
                 "user_id": UUID, "username": STRING, "name": STRING, "role": ROLE,
                 "public_key": nullable(E2E_PUBLIC_KEY), "fingerprint": nullable(STRING),
-                "has_access": BOOL})},
+                "has_access": BOOL, "auth": nullable(E2E_AUTH)})},
             "tokens": {"type": "array", "items": answer({
                 "token_id": UUID, "name": STRING, "token_prefix": STRING, "user_id": UUID,
-                "public_key": E2E_PUBLIC_KEY, "fingerprint": STRING, "has_access": BOOL})},
+                "public_key": E2E_PUBLIC_KEY, "fingerprint": STRING, "has_access": BOOL,
+                "auth": nullable(E2E_AUTH)})},
         })},
     },
     "grant_e2e_access": {
@@ -151,7 +189,8 @@ OPENAPI = {
         "body": obj({"user_id": UUID, "wrapped_key": E2E_WRAP, "public_key": E2E_PUBLIC_KEY,
                      "key_version": {"type": "integer", "minimum": 1,
                                      "maximum": e2e.MAX_NUMBER,
-                                     "description": "The current one by default."}},
+                                     "description": "The current one by default."},
+                     "auth": E2E_AUTH},
                     ("user_id", "wrapped_key", "public_key")),
         "responses": {200: answer({"user_id": UUID, "key_version": INT})},
         "errors": [409],
@@ -172,15 +211,34 @@ OPENAPI = {
             "key_version": {"type": "integer", "minimum": 2, "maximum": e2e.MAX_NUMBER},
             "wraps": {"type": "array", "items": obj(
                 {"user_id": UUID, "token_id": UUID, "wrapped_key": E2E_WRAP,
-                 "public_key": E2E_PUBLIC_KEY},
+                 "public_key": E2E_PUBLIC_KEY, "auth": E2E_AUTH},
                 ("wrapped_key",), description="Exactly one of `user_id` and `token_id`; "
                 "`public_key` (the member's key the wrap was made for) is required with "
                 "`user_id`.")},
             "secrets": {"type": "array", "items": obj({"id": UUID, "value": E2E_ENVELOPE},
                                                       ("id", "value"))},
+            "link": E2E_LINK,
         }, ("key_version", "wraps", "secrets")),
         "responses": {200: answer({"key_version": INT, "members": INT, "tokens": INT,
-                                   "secrets": INT})},
+                                   "secrets": INT, "link": BOOL})},
         "errors": [409],
+    },
+    "get_anchor": {
+        "summary": "The caller's anchor for the team: the newest key version and commitment "
+                   "their client verified, sealed by it (session JWT only).",
+        "description": _NOT_E2E + " 404 when none is stored (the client's first open of the "
+                       "team: trust on first use, docs/e2e.md).",
+        "tags": ["e2e"],
+        "responses": {200: _ANCHOR},
+        "errors": [404],
+    },
+    "put_anchor": {
+        "summary": "Store the caller's anchor for the team (201 the first time; session JWT "
+                   "only).",
+        "description": _NOT_E2E + " The server checks its shape only; the client moves it "
+                       "forward (docs/e2e.md).",
+        "tags": ["e2e"],
+        "body": obj({"anchor": E2E_ANCHOR}, ("anchor",)),
+        "responses": {200: _ANCHOR, 201: _ANCHOR},
     },
 }

@@ -93,6 +93,8 @@ ROUTES: list[Route] = [
     api("GET", f"{TEAM}/e2e/members", e2e.list_e2e_members),
     api("POST", f"{TEAM}/e2e/grants", e2e.grant_e2e_access, body=SMALL),
     api("POST", f"{TEAM}/e2e/rekey", e2e.rekey_team, body=BULK),
+    api("GET", f"{TEAM}/e2e/anchor", e2e.get_anchor),
+    api("PUT", f"{TEAM}/e2e/anchor", e2e.put_anchor, body=TINY),
 
     api("GET", f"{TEAM}/secrets", secrets.list_secrets),
     api("POST", f"{TEAM}/secrets", secrets.create_secret, body=VALUE),
@@ -108,6 +110,7 @@ ROUTES: list[Route] = [
     api("PUT", SECRET, secrets.update_secret, body=VALUE),
     api("DELETE", SECRET, secrets.delete_secret),
     api("GET", f"{SECRET}/versions", secrets.list_versions),
+    api("GET", f"{SECRET}/versions/{{version:[1-9][0-9]{{0,9}}}}", secrets.read_version),
     api("POST", f"{SECRET}/rollback", secrets.rollback, body=TINY),
     api("POST", f"{SECRET}/shares", shares.create_share, body=VALUE),
     api("GET", f"{SECRET}/shares", shares.list_shares),

@@ -130,7 +130,18 @@ E2E_WRAP = {"type": "string", "pattern": _pattern(e2e.WRAP_RE),
             "description": "A team key wrapped to one recipient's public key (docs/e2e.md)."}
 E2E_PASS = {"type": "string", "pattern": _pattern(e2e.PASS_RE),
             "description": "A private key wrapped by a key derived from the member's passphrase "
-                           "(PBKDF2-SHA256, at least 600,000 iterations)."}
+                           "(PBKDF2-SHA256, 600,000 to 10,000,000 iterations)."}
+E2E_AUTH = {"type": "string", "pattern": _pattern(e2e.AUTH_RE),
+            "description": "A recipient's authentication (format 2, docs/e2e.md): HMAC-SHA256 "
+                           "under the key version's recipient key, made by the client that "
+                           "added the recipient."}
+E2E_LINK = {"type": "string", "pattern": _pattern(e2e.LINK_RE),
+            "description": "A key version's back-link (format 2): the previous version's key "
+                           "sealed under this version's."}
+E2E_ANCHOR = {"type": "string", "pattern": _pattern(e2e.ANCHOR_RE),
+              "maxLength": e2e.MAX_ANCHOR_LENGTH,
+              "description": "A member's anchor (format 2): the newest key version and its "
+                             "commitment their client verified, sealed by it."}
 E2E_REC = {"type": "string", "pattern": _pattern(e2e.REC_RE),
            "description": "A private key wrapped by the member's recovery key."}
 E2E_ENVELOPE = {"type": "string", "pattern": _pattern(e2e.ENVELOPE_RE),

@@ -101,6 +101,18 @@ async def delete_secret(request: web.Request) -> web.Response:
     return web.json_response({"ok": True})
 
 
+async def read_version(request: web.Request) -> web.Response:
+    secret_id = path_id(request, "secret_id")
+    version = int(request.match_info["version"])  # the route's pattern: 1 to 10 digits
+    async with connection(request) as conn:
+        team_id = await team_of(request, conn)
+        row, values = await secrets.read_versions(conn, actor(request), request.app[KEYRING],
+                                                  team_id, secret_id, [version])
+    secret = secrets.secret_json(row)
+    return web.json_response({"secret": secret, "version": version, "value": values[version],
+                              "e2e": secret["e2e"]})
+
+
 async def list_versions(request: web.Request) -> web.Response:
     secret_id = path_id(request, "secret_id")
     async with connection(request) as conn:
@@ -259,6 +271,17 @@ OPENAPI = {
     },
     "delete_secret": {"summary": "Delete a secret (Admin).", "tags": ["secrets"],
                       "responses": {200: OK}},
+    "read_version": {
+        "summary": "One version's value of a secret, the current one or an earlier one "
+                   "(audited as a read).",
+        "description": "For an end-to-end team `value` is that version's envelope, under the key "
+                       "version it names (docs/e2e.md): the client opens it, and rolls back by "
+                       "saving it again as a new version. 404 for a version that does not exist.",
+        "tags": ["secrets"],
+        "responses": {200: answer({"secret": ref("Secret"), "version": INT, "value": STRING,
+                                   "e2e": {"type": "boolean",
+                                           "description": "`value` is an envelope."}})},
+    },
     "list_versions": {
         "summary": "A secret's versions (never their values).",
         "tags": ["secrets"],

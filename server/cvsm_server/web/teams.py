@@ -6,7 +6,7 @@ from aiohttp import web
 
 from .. import audit, secrets, teams
 from ..inputs import field
-from .schema import (E2E_WRAP, INT, OK, ROLE, SLUG_PATTERN, UUID, answer, obj, one_line, query,
+from .schema import (E2E_AUTH, E2E_WRAP, INT, OK, ROLE, SLUG_PATTERN, UUID, answer, obj, one_line, query,
                      ref)
 from .request import actor, connection, path_id, query_int, read_json, team_of
 from .state import SETTINGS
@@ -23,14 +23,16 @@ async def create_team(request: web.Request) -> web.Response:
     body = await read_json(request)
     name, slug = field(body, "name", str), field(body, "slug", str)
     e2e = field(body, "e2e", dict, required=False)
-    wrapped_key = None
+    wrapped_key = auth = None
     if e2e is not None:
         wrapped_key = field(e2e, "wrapped_key", str)
+        auth = field(e2e, "auth", str, required=False)
     team_id = secrets.check_id(field(body, "id", str, required=False))
     async with connection(request) as conn:
         team = await teams.create_team(conn, actor(request), name, slug,
                                        plan_name=request.app[SETTINGS].default_plan,
-                                       e2e_wrapped_key=wrapped_key, team_id=team_id)
+                                       e2e_wrapped_key=wrapped_key, e2e_auth=auth,
+                                       team_id=team_id)
     return web.json_response({"team": teams.team_json(team, team["role"])}, status=201)
 
 
@@ -117,7 +119,8 @@ OPENAPI = {
         "body": obj({"name": one_line(100),
                      "slug": {"type": "string", "pattern": SLUG_PATTERN},
                      "id": UUID,
-                     "e2e": obj({"wrapped_key": E2E_WRAP}, ("wrapped_key",))},
+                     "e2e": obj({"wrapped_key": E2E_WRAP, "auth": E2E_AUTH},
+                                ("wrapped_key",))},
                     ("name", "slug")),
         "responses": {201: _TEAM},
         "errors": [409],

@@ -354,16 +354,18 @@ class BaseClient(Generic[Http]):
 
         Each is opened with the team id, the environment asked for (the client's unless
         ``environment`` says) and the name asked for. The
-        team key is fetched when it is not held, or once more when an envelope is sealed under
-        another key version than the held one (after a re-key); a value that still does not
-        open raises :class:`~cvsm.DecryptionError`, which is never retried.
+        team key is fetched (and checked against the token's pin) when it is not held, or once
+        more when an envelope is sealed under a key version above the held one (after a re-key);
+        an older key version is reached through the verified links. A key that does not chain
+        to the pin, or a value that still does not open, raises :class:`~cvsm.DecryptionError`,
+        which is never retried.
         """
         if not envelopes:
             return {}
         # Malformed envelopes fail before any key request.
         versions = {proto.key_version_of(name, envelope, request_id) for name, envelope in envelopes.items()}
         key = self._team_key
-        if key is None or versions != {key.key_version}:
+        if key is None or max(versions) > key.key_version:
             key = yield from self._fetch_team_key(versions)
         environment = self._config.environment if environment is None else environment
         return {
@@ -383,13 +385,14 @@ class BaseClient(Generic[Http]):
         yield proto.Acquire(lock)
         try:
             held = self._team_key
-            if held is not None and versions == {held.key_version}:
+            if held is not None and max(versions) <= held.key_version:
                 return held
             generation = self._key_generation
             private_key = self._token.private_key()  # a key object: its repr shows no bytes
-            assert private_key is not None
+            pin = self._token.pin()
+            assert private_key is not None and pin is not None
             reply = yield from self._fetch(proto.team_key_call(self._config.team))
-            key = proto.unwrap_team_key(reply.value, private_key, reply.request_id)
+            key = proto.open_team_key(reply.value, private_key, pin, reply.request_id)
             with self._key_state_lock:
                 if generation == self._key_generation:
                     self._team_key = key

@@ -76,14 +76,16 @@ class ClientConfig:
 class Token:
     """The API token, wrapped so that no repr, log line or traceback local shows it.
 
-    A token of an end-to-end team carries its X25519 private key after a dot
-    (``cvsm_<64 hex>.<43 base64url characters>``): only the part before the dot is ever sent,
-    and the key stays here, for opening the team key (see :mod:`cvsm.e2e`), as an
-    ``X25519PrivateKey`` object, whose repr shows no bytes, never as raw bytes.
+    A token of an end-to-end team carries its X25519 private key and its pin after dots
+    (``cvsm_<64 hex>.<private key>.<key version>.<commitment>``): only the part before the first
+    dot is ever sent, and the key stays here, for opening the team key (see :mod:`cvsm.e2e`), as
+    an ``X25519PrivateKey`` object, whose repr shows no bytes, never as raw bytes; the pin (the
+    key version and its commitment, which open nothing) is what the team key must chain back to.
     """
 
     _value: str
     _private_key: X25519PrivateKey | None = None
+    _pin: tuple[int, bytes] | None = None
 
     def reveal(self) -> str:
         """Return the API token (the part before the dot), for the Authorization header only."""
@@ -92,6 +94,10 @@ class Token:
     def private_key(self) -> X25519PrivateKey | None:
         """Return the token's X25519 private key (its key part), or ``None`` when it has none."""
         return self._private_key
+
+    def pin(self) -> tuple[int, bytes] | None:
+        """Return the token's pin, ``(key version, commitment)``, or ``None`` without a key part."""
+        return self._pin
 
     def __repr__(self) -> str:
         return "Token('***')"
@@ -179,13 +185,16 @@ def _split_token(raw_token: str) -> Token:
     if not raw_token.startswith("cvsm_"):  # only an API token has a key part; a JWT has dots of its own
         return Token(raw_token)
     try:
-        api_token, key_bytes = e2e.split_token(raw_token)
-    except e2e.E2EError:
-        raise ConfigurationError(
-            "the token has a key part but is not of the form cvsm_<64 hex>.<43 base64url characters> "
-            f"(token= or {ENV_TOKEN})"
-        ) from None
-    return Token(api_token, X25519PrivateKey.from_private_bytes(key_bytes) if key_bytes is not None else None)
+        parts = e2e.parse_token(raw_token)
+    except e2e.TokenFormatError as exc:
+        raise ConfigurationError(f"the token has a key part that cannot be used: {exc} (token= or {ENV_TOKEN})") from None
+    if parts is None:
+        return Token(raw_token)
+    return Token(
+        parts.api_token,
+        X25519PrivateKey.from_private_bytes(parts.private_key),
+        (parts.key_version, parts.commitment),
+    )
 
 
 def tls_context(ca_file: str) -> ssl.SSLContext:

@@ -68,6 +68,7 @@ class WrappedTeamKey:
     team_id: str
     key_version: int
     wrapped_key: str = attrs.field(repr=False)
+    links: dict[int, str] = attrs.field(factory=dict, repr=False)
 
 
 def parse_secret_value(body: Any) -> SecretRead:
@@ -86,7 +87,9 @@ def parse_secret_value(body: Any) -> SecretRead:
 
 
 def parse_team_key(body: Any) -> WrappedTeamKey:
-    """Read ``{"team_id": "<uuid>", "key_version": <int>, "wrapped_key": "cvsm-wrap1...."}``."""
+    """Read ``{"team_id": "<uuid>", "key_version": <int>, "wrapped_key": "cvsm-wrap1....",
+    "links": [{"key_version": <int>, "link": "cvsm-link1...."}, ...]}`` (no ``links``: none, as
+    a server of the first format answers; the chain check then decides)."""
     if not isinstance(body, dict):
         raise _unreadable("expected a JSON object with team_id, key_version and wrapped_key")
     team_id, key_version, wrapped = body.get("team_id"), body.get("key_version"), body.get("wrapped_key")
@@ -99,7 +102,17 @@ def parse_team_key(body: Any) -> WrappedTeamKey:
         or not isinstance(wrapped, str)
     ):
         raise _unreadable("expected a JSON object with team_id, key_version and wrapped_key")
-    return WrappedTeamKey(team_id, key_version, wrapped)
+    raw_links = body.get("links", [])
+    links: dict[int, str] = {}
+    if not isinstance(raw_links, list):
+        raise _unreadable("expected \"links\" to be a list")
+    for item in raw_links:
+        version = item.get("key_version") if isinstance(item, dict) else None
+        link = item.get("link") if isinstance(item, dict) else None
+        if isinstance(version, bool) or not isinstance(version, int) or not isinstance(link, str):
+            raise _unreadable("expected each link as {\"key_version\": <int>, \"link\": <string>}")
+        links[version] = link
+    return WrappedTeamKey(team_id, key_version, wrapped, links)
 
 
 def parse_export(body: Any) -> dict[str, str]:

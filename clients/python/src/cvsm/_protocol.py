@@ -185,27 +185,48 @@ def team_key_call(team: str) -> Call[WrappedTeamKey]:
 
 @attrs.frozen(repr=False)
 class TeamKey:
-    """An end-to-end team's key, opened with the token's key part; no repr shows it."""
+    """An end-to-end team's keys, opened with the token's key part and verified against its pin:
+    the current one (``key_version``) and those down to the pin (``keys``), with the team's
+    links to walk further down for older envelopes. No repr shows a key."""
 
     team_id: str
     key_version: int
-    key: bytes
+    keys: dict[int, bytes]
+    links: dict[int, str]
+
+    def key_for(self, version: int) -> bytes | None:
+        """Return the key of ``version``: ``None`` above the current one (fetch again), else
+        reached through the links from a verified key; :class:`e2e.E2EError` when a link is
+        missing or does not open."""
+        if version > self.key_version or version < 1:
+            return None
+        lowest = min(self.keys)
+        if version < lowest:
+            self.keys.update(e2e.verify_chain(self.keys[lowest], lowest, self.team_id, self.links, lowest,
+                                              e2e.commitment(self.keys[lowest], self.team_id, lowest),
+                                              down_to=version))
+        return self.keys[version]
 
     def __repr__(self) -> str:
         return f"TeamKey(team_id={self.team_id!r}, key_version={self.key_version})"
 
 
-def unwrap_team_key(wrapped: WrappedTeamKey, private_key: e2e.PrivateKey, request_id: str | None) -> TeamKey:
-    """Open the team key the server sent, or raise :class:`DecryptionError`."""
+def open_team_key(
+    wrapped: WrappedTeamKey, private_key: e2e.PrivateKey, pin: tuple[int, bytes], request_id: str | None
+) -> TeamKey:
+    """Open the team key the server sent and check that it chains back to the token's pin
+    (docs/e2e.md, format 2), or raise :class:`DecryptionError`: a key the server chose, a
+    missing or altered link, a team rolled back below the pin."""
     try:
         key = e2e.unwrap_team_key(wrapped.wrapped_key, wrapped.team_id, wrapped.key_version, private_key)
+        keys = e2e.verify_chain(key, wrapped.key_version, wrapped.team_id, wrapped.links, *pin)
     except e2e.E2EError as exc:
         raise DecryptionError(
-            f"the team key sent for this token (key version {wrapped.key_version}) does not open "
-            f"with the token's key part: {exc}",
+            f"the team key sent for this token (key version {wrapped.key_version}) is not one a team "
+            f"member made for it: {exc}",
             request_id=request_id,
         ) from None
-    return TeamKey(wrapped.team_id, wrapped.key_version, key)
+    return TeamKey(wrapped.team_id, wrapped.key_version, keys, dict(wrapped.links))
 
 
 def key_version_of(name: str, envelope: str, request_id: str | None) -> int:
@@ -224,12 +245,13 @@ def open_value(name: str, environment: str, envelope: str, key: TeamKey, request
     under another key version than ``key``'s.
     """
     version = key_version_of(name, envelope, request_id)
-    if version != key.key_version:
-        raise _undecryptable(
-            name, f"sealed under key version {version}, the team key is version {key.key_version}", request_id
-        )
     try:
-        return e2e.open_value(envelope, key.key, team_id=key.team_id, environment=environment, name=name)
+        team_key = key.key_for(version)
+        if team_key is None:
+            raise _undecryptable(
+                name, f"sealed under key version {version}, the team key is version {key.key_version}", request_id
+            )
+        return e2e.open_value(envelope, team_key, team_id=key.team_id, environment=environment, name=name)
     except e2e.E2EError as exc:
         raise _undecryptable(name, str(exc), request_id) from None
 

@@ -41,15 +41,20 @@ async def page_context(conn: db.Connection, actor: Actor, page: str) -> dict[str
 async def team_wrap(conn: db.Connection, actor: Actor, team: dict) -> dict[str, Any]:
     """The member's wrap of the team's current key: team_id, key_version, wrapped_key (None
     when they were not granted access); and `wraps`, JSON of every wrap they hold by key version
-    (a value sealed before a re-key names an older version)."""
+    (a value sealed before a re-key names an older version); and `links`, JSON of the team's
+    back-links by key version (format 2, docs/e2e.md)."""
     team_id = uuid.UUID(str(team["id"]))
+    links: dict[int, str] = {}
     try:
-        version, wrapped = await e2e.read_wrap(conn, actor, team_id)
+        key = await e2e.read_wrap(conn, actor, team_id)
+        version, wrapped, links = key.key_version, key.wrapped_key, key.links
     except Forbidden:
         version, wrapped = team["key_version"], None
     wraps = await e2e.read_wraps(conn, actor, team_id)
     return {"team_id": str(team["id"]), "key_version": version, "wrapped_key": wrapped,
-            "wraps": json.dumps({str(v): w for v, w in wraps.items()})}
+            "wraps": json.dumps({str(v): w for v, w in wraps.items()}),
+            # format 2: the team's back-links by key version, for the script's chain check
+            "links": json.dumps({str(v): link for v, link in links.items()})}
 
 
 async def team_context(conn: db.Connection, actor: Actor, team: dict) -> dict[str, Any] | None:
