@@ -102,7 +102,7 @@ async def get_anchor(request: web.Request) -> web.Response:
 
 
 async def put_anchor(request: web.Request) -> web.Response:
-    body = await read_json(request, max_bytes=SMALL_BODY)
+    body = await read_json(request)
     anchor = field(body, "anchor", str)
     async with connection(request) as conn:
         team_id = await team_of(request, conn)
