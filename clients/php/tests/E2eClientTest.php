@@ -193,7 +193,10 @@ final class E2eClientTest extends TestCase
         );
         $this->routeKey(
             ['team_id' => $this->teamId, 'key_version' => 2, 'wrapped_key' => $this->v['recipients'][1]['wrapped_key']],
-            ['team_id' => $this->teamId, 'key_version' => 3, 'wrapped_key' => $this->wrap($newKey, 3)]
+            ['team_id' => $this->teamId, 'key_version' => 3, 'wrapped_key' => $this->wrap($newKey, 3), 'links' => [
+                ...E2eVectorsTest::linksUpTo(2),
+                ['key_version' => 3, 'link' => $this->link($newKey, $this->teamKey, 3)],
+            ]]
         );
         $client = $this->e2eClient(['cache_ttl' => 0]);
 
@@ -484,7 +487,8 @@ final class E2eClientTest extends TestCase
 
     /**
      * routeKey makes GET /teams/{team}/e2e/key answer $responses in order (a response or a key
-     * answer's body); by default the vectors' key version 2 wrapped to the token.
+     * answer's body); by default the vectors' key version 2 wrapped to the token. A body without
+     * "links" gets the chain's links up to version 2.
      *
      * @param array<string, mixed> ...$responses
      */
@@ -497,6 +501,13 @@ final class E2eClientTest extends TestCase
             static fn (array $response): array => isset($response['body']) || isset($response['status']) ? $response : ['body' => $response],
             $responses
         );
+        // A key answer carries the team's links: by default those that chain version 2 to the token's pin (version 1).
+        foreach ($responses as &$response) {
+            if (is_array($response['body'] ?? null) && !array_key_exists('links', $response['body'])) {
+                $response['body']['links'] = E2eVectorsTest::linksUpTo(2);
+            }
+        }
+        unset($response);
         $this->stub->route(sprintf('GET /teams/%s/e2e/key', $this->teamId), ...$responses);
     }
 
@@ -536,6 +547,15 @@ final class E2eClientTest extends TestCase
         $ciphertext = openssl_encrypt($teamKey, 'aes-256-gcm', $wrapping, OPENSSL_RAW_DATA, $nonce, $tag, $aad, 16);
 
         return sprintf('cvsm-wrap1.%s.%s.%s', self::b64u($ephemeralPublic), self::b64u($nonce), self::b64u($ciphertext . $tag));
+    }
+
+    /** link seals $oldKey under $newKey of $newVersion, as docs/e2e.md's "Back-link" says. */
+    private function link(string $newKey, string $oldKey, int $newVersion): string
+    {
+        $nonce = random_bytes(12);
+        $ciphertext = openssl_encrypt($oldKey, 'aes-256-gcm', $newKey, OPENSSL_RAW_DATA, $nonce, $tag, sprintf('cvsm-e2e:v2:link:%s:%d', $this->teamId, $newVersion), 16);
+
+        return sprintf('cvsm-link1.%s.%s', self::b64u($nonce), self::b64u($ciphertext . $tag));
     }
 
     private static function b64u(string $bytes): string
