@@ -33,9 +33,11 @@ use Psr\Log\LoggerInterface;
  * properties, so var_dump, print_r, var_export, json_encode and (array) casts never show them;
  * the client cannot be serialized.
  *
- * A token of an end-to-end team carries its own key after a dot (`cvsm_<64 hex>.<key>`): the
- * client sends only the part before the dot, fetches the team key wrapped to that key once, and
- * opens each value locally (see docs/e2e.md). Nothing else is configured.
+ * A token of an end-to-end team carries its own key and its pin after a dot
+ * (`cvsm_<64 hex>.<key>.<key version>.<commitment>`): the client sends only the part before the
+ * dot, fetches the team key wrapped to that key once, checks that it chains back to the pinned
+ * key version through the team's links, and opens each value locally (see docs/e2e.md, format
+ * 2). Nothing else is configured.
  */
 class Client
 {
@@ -52,7 +54,7 @@ class Client
     private const VARIABLE_NAME = '/^[A-Za-z_][A-Za-z0-9_]*$/D';
 
     /** What a token without its key part gets from an end-to-end team (by name: `"e2e": true`; the export: `Cvsm-E2E: 1`). */
-    private const NEEDS_KEY_PART = 'this team is end-to-end: the token needs its key part (cvsm_<64 hex>.<43 characters>, the whole token as it was shown when it was made) to read %s';
+    private const NEEDS_KEY_PART = 'this team is end-to-end: the token needs its key part (cvsm_<64 hex>.<private key>.<key version>.<commitment>, the whole token as it was shown when it was made) to read %s';
     /** The hint of a 400 to the team key's request: a key part used on a plain team. */
     private const NOT_END_TO_END = 'the team is not end-to-end, but the token carries a key part: use the token without it';
 
@@ -74,8 +76,9 @@ class Client
      * variable and then to its default:
      *
      * - token (CVSM_TOKEN, required): an API token, `cvsm_...`; an end-to-end team's token carries
-     *   its key part after a dot, `cvsm_<64 hex>.<43 base64url characters>`, which never leaves
-     *   the process (only the part before the dot is sent)
+     *   its key part after a dot, `cvsm_<64 hex>.<private key>.<key version>.<commitment>`
+     *   (docs/e2e.md, format 2), which never leaves the process (only the part before the dot is
+     *   sent); a token of the first format (`cvsm_<64 hex>.<key>`, no pin) is refused
      * - base_url (CVSM_BASE_URL, required): the API root including /api/v1
      * - team (CVSM_TEAM, required): a team id or slug, put in every path as it is
      * - environment (CVSM_ENVIRONMENT, default "production")

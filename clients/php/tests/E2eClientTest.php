@@ -322,6 +322,49 @@ final class E2eClientTest extends TestCase
         $this->e2eClient()->get('DATABASE_URL');
     }
 
+    public function testAKeyAnswerWithoutTheLinkToThePinIsADecryptionErrorThatIsNeitherRetriedNorKept(): void
+    {
+        // The right key of version 2, wrapped to the token, but no link down to the pinned version 1.
+        $this->routeSealed('DATABASE_URL', $this->v['values'][0]['envelope'], ['X-Request-Id' => 'req-read']);
+        $this->routeKey(['body' => ['team_id' => $this->teamId, 'key_version' => 2, 'wrapped_key' => $this->v['recipients'][1]['wrapped_key'], 'links' => []], 'headers' => ['X-Request-Id' => 'req-key']]);
+        $client = $this->e2eClient(['stale_if_error' => 300]);
+
+        foreach ([2, 4] as $requests) {
+            try {
+                $client->get('DATABASE_URL');
+                self::fail('no DecryptionException');
+            } catch (DecryptionException $e) {
+                self::assertSame('DATABASE_URL', $e->getSecretName());
+                self::assertSame('req-key', $e->getRequestId());
+                self::assertStringContainsString('not one a team member made for it: the link of key version 2 is missing', $e->getMessage());
+            }
+            self::assertSame($requests, $this->requestCount(), 'neither retried nor kept: the next read fetches the key again');
+        }
+    }
+
+    public function testAValueBelowThePinOpensThroughTheLinksAndAMissingOneIsADecryptionError(): void
+    {
+        $chain = array_map([E2eVectorsTest::class, 'unb64u'], array_column($this->v['chain']['keys'], 'team_key', 'key_version'));
+        $this->routeSealed('OLD', $this->seal('sealed under version 1', 'OLD', $chain[1], 1));
+        // The token pins version 1: verifying the key of version 2 walked link 2, so version 1 is held.
+        $this->routeKey();
+        self::assertSame('sealed under version 1', $this->e2eClient()->get('OLD'));
+
+        // A token pinned at version 2 (its commitment from the vectors) reads a version-1 value:
+        // the answer carries no link of version 2, so version 1 cannot be reached.
+        $this->stub->reset();
+        $this->routeSealed('OLD', $this->seal('sealed under version 1', 'OLD', $chain[1], 1));
+        $this->routeKey(['team_id' => $this->teamId, 'key_version' => 2, 'wrapped_key' => $this->v['recipients'][1]['wrapped_key'], 'links' => []]);
+        $token = $this->v['token']['api_token'] . '.' . $this->v['token']['private_key'] . '.2.' . $this->v['chain']['keys'][1]['commitment'];
+        try {
+            $this->e2eClient(['token' => $token])->get('OLD');
+            self::fail('no DecryptionException');
+        } catch (DecryptionException $e) {
+            self::assertSame('OLD', $e->getSecretName());
+            self::assertStringContainsString('the link of key version 2 is missing', $e->getMessage());
+        }
+    }
+
     public function testTheKeyRequestFailsWithTheUsualErrorTypes(): void
     {
         $this->routeSealed('DATABASE_URL', $this->v['values'][0]['envelope']);
@@ -330,6 +373,8 @@ final class E2eClientTest extends TestCase
             [ConfigurationException::class, ['status' => 404, 'body' => ['error' => 'Tim tidak ditemukan']]],
             [ConfigurationException::class, ['status' => 400, 'body' => ['error' => 'Tim ini tidak end-to-end']]],
             [NetworkException::class, ['body' => ['team_id' => $this->teamId, 'key_version' => '2', 'wrapped_key' => 'x']]],
+            [NetworkException::class, ['body' => ['team_id' => $this->teamId, 'key_version' => 2, 'wrapped_key' => $this->v['recipients'][1]['wrapped_key'], 'links' => 'cvsm-link1.x']]],
+            [NetworkException::class, ['body' => ['team_id' => $this->teamId, 'key_version' => 2, 'wrapped_key' => $this->v['recipients'][1]['wrapped_key'], 'links' => [['key_version' => '2', 'link' => 'x']]]]],
         ];
         foreach ($cases as [$type, $response]) {
             $this->stub->reset();
