@@ -33,9 +33,11 @@ use Psr\Log\LoggerInterface;
  * properties, so var_dump, print_r, var_export, json_encode and (array) casts never show them;
  * the client cannot be serialized.
  *
- * A token of an end-to-end team carries its own key after a dot (`cvsm_<64 hex>.<key>`): the
- * client sends only the part before the dot, fetches the team key wrapped to that key once, and
- * opens each value locally (see docs/e2e.md). Nothing else is configured.
+ * A token of an end-to-end team carries its own key and its pin after a dot
+ * (`cvsm_<64 hex>.<key>.<key version>.<commitment>`): the client sends only the part before the
+ * dot, fetches the team key wrapped to that key once, checks that it chains back to the pinned
+ * key version through the team's links, and opens each value locally (see docs/e2e.md, format
+ * 2). Nothing else is configured.
  */
 class Client
 {
@@ -52,7 +54,7 @@ class Client
     private const VARIABLE_NAME = '/^[A-Za-z_][A-Za-z0-9_]*$/D';
 
     /** What a token without its key part gets from an end-to-end team (by name: `"e2e": true`; the export: `Cvsm-E2E: 1`). */
-    private const NEEDS_KEY_PART = 'this team is end-to-end: the token needs its key part (cvsm_<64 hex>.<43 characters>, the whole token as it was shown when it was made) to read %s';
+    private const NEEDS_KEY_PART = 'this team is end-to-end: the token needs its key part (cvsm_<64 hex>.<private key>.<key version>.<commitment>, the whole token as it was shown when it was made) to read %s';
     /** The hint of a 400 to the team key's request: a key part used on a plain team. */
     private const NOT_END_TO_END = 'the team is not end-to-end, but the token carries a key part: use the token without it';
 
@@ -61,7 +63,7 @@ class Client
      * of an end-to-end team, transport, cache, callbacks, and the names whose stale value was
      * logged), keyed by the client's $key object and so kept out of its properties.
      *
-     * @var \WeakMap<object, array{token: string, private_key: ?string, team_key: ?array{team_id: string, version: int, key: string}, transport: HttpTransport, cache: Cache, on_stale: ?\Closure, logger: ?LoggerInterface, warned: array<string, true>}>|null
+     * @var \WeakMap<object, array{token: string, private_key: ?string, pin: ?array{0: int, 1: string}, team_key: ?array{team_id: string, version: int, keys: array<int, string>, links: array<int, string>}, transport: HttpTransport, cache: Cache, on_stale: ?\Closure, logger: ?LoggerInterface, warned: array<string, true>}>|null
      */
     private static ?\WeakMap $vault = null;
 
@@ -74,8 +76,9 @@ class Client
      * variable and then to its default:
      *
      * - token (CVSM_TOKEN, required): an API token, `cvsm_...`; an end-to-end team's token carries
-     *   its key part after a dot, `cvsm_<64 hex>.<43 base64url characters>`, which never leaves
-     *   the process (only the part before the dot is sent)
+     *   its key part after a dot, `cvsm_<64 hex>.<private key>.<key version>.<commitment>`
+     *   (docs/e2e.md, format 2), which never leaves the process (only the part before the dot is
+     *   sent); a token of the first format (`cvsm_<64 hex>.<key>`, no pin) is refused
      * - base_url (CVSM_BASE_URL, required): the API root including /api/v1
      * - team (CVSM_TEAM, required): a team id or slug, put in every path as it is
      * - environment (CVSM_ENVIRONMENT, default "production")
@@ -110,7 +113,7 @@ class Client
      */
     public function __construct(#[\SensitiveParameter] array $options = [])
     {
-        [$token, $privateKey] = Config::tokenParts(Config::token($options));
+        [$token, $privateKey, $pinVersion, $pinCommitment] = Config::tokenParts(Config::token($options));
         $this->config = Config::fromOptions($options);
         $transport = HttpTransport::fromConfig(
             $this->config,
@@ -124,6 +127,7 @@ class Client
         self::$vault[$this->key] = [
             'token' => $token,
             'private_key' => $privateKey,
+            'pin' => $privateKey !== null ? [(int) $pinVersion, (string) $pinCommitment] : null,
             'team_key' => null,
             'transport' => $transport,
             'cache' => new Cache($this->config->cacheTtl, $this->config->staleIfError),
@@ -521,12 +525,14 @@ class Client
 
     /**
      * Opens the sealed values of an end-to-end team, name => envelope, read for $environment
-     * (for get(), $requested is the name asked for). The team key is the one held, or is fetched
-     * when none is held or when an envelope names another key version, at most once per call; an
-     * envelope whose key version the fetched key does not have, a wrap or a value that does not
-     * open throws DecryptionException, which names the secret, never a value or a key, and carries
-     * the request id of the answer that carried the value ($requestId), or of the key's answer
-     * when the wrap does not open.
+     * (for get(), $requested is the name asked for). The team keys are the ones held (verified
+     * against the token's pin), or are fetched when none are held or when an envelope names a key
+     * version above the held current one, at most once per call; a key version below those held
+     * is reached through the verified links (docs/e2e.md, "Walking a chain"). An envelope whose
+     * key version the fetched keys do not reach, a wrap, a chain or a value that does not open or
+     * verify throws DecryptionException, which names the secret, never a value or a key, and
+     * carries the request id of the answer that carried the value ($requestId), or of the key's
+     * answer when the wrap or the chain fails.
      *
      * @param array<string, string> $sealed
      * @return array<string, string>
@@ -544,21 +550,19 @@ class Client
                 throw self::undecryptable($name, $environment, $e, $requestId);
             }
             $teamKey = self::$vault[$this->key]['team_key'];
-            if ($teamKey === null || $teamKey['version'] !== $version) {
-                if (!$fetched) {
-                    $teamKey = $this->fetchTeamKey($requested);
-                    $fetched = true;
-                }
-                if ($teamKey === null || $teamKey['version'] !== $version) {
-                    throw self::undecryptable($name, $environment, new E2eError(sprintf(
-                        'it was sealed under key version %d, and the key wrapped to this token is version %d',
-                        $version,
-                        $teamKey['version'] ?? 0
-                    )), $requestId);
-                }
+            if (($teamKey === null || $version > $teamKey['version']) && !$fetched) {
+                $teamKey = $this->fetchTeamKey($requested);
+                $fetched = true;
+            }
+            if ($teamKey === null || $version > $teamKey['version']) {
+                throw self::undecryptable($name, $environment, new E2eError(sprintf(
+                    'it was sealed under key version %d, and the key wrapped to this token is version %d',
+                    $version,
+                    $teamKey['version'] ?? 0
+                )), $requestId);
             }
             try {
-                $opened[$name] = E2e::openValue($envelope, $teamKey['key'], $teamKey['team_id'], $environment, $name);
+                $opened[$name] = E2e::openValue($envelope, $this->keyOfVersion($version), $teamKey['team_id'], $environment, $name);
             } catch (E2eError $e) {
                 throw self::undecryptable($name, $environment, $e, $requestId);
             }
@@ -568,36 +572,78 @@ class Client
     }
 
     /**
+     * Returns the held team key of $version (at most the held current one): a verified key, or
+     * one reached from the lowest verified key by walking its links on down, which are then kept
+     * too.
+     *
+     * @throws E2eError when a link on the way is missing or does not open
+     */
+    private function keyOfVersion(int $version): string
+    {
+        $state = self::$vault[$this->key];
+        $teamKey = $state['team_key'];
+        \assert($teamKey !== null);
+        if ($version < 1) {
+            throw new E2eError('a key version starts at 1');
+        }
+        $lowest = min(array_keys($teamKey['keys']));
+        if ($version < $lowest) {
+            $lowestKey = $teamKey['keys'][$lowest];
+            $teamKey['keys'] += E2e::verifyChain(
+                $lowestKey,
+                $lowest,
+                $teamKey['team_id'],
+                $teamKey['links'],
+                $lowest,
+                E2e::commitment($lowestKey, $teamKey['team_id'], $lowest),
+                $version
+            );
+            $state['team_key'] = $teamKey;
+            self::$vault[$this->key] = $state;
+        }
+
+        return $teamKey['keys'][$version];
+    }
+
+    /**
      * Fetches the team key wrapped to this token (`GET /teams/{team}/e2e/key`, with the
      * retries and error types of every read: 401 and 403 empty the cache, a 404 means a wrong
-     * base URL or team, a 400 a team that is not end-to-end), unwraps it with the token's key part
-     * and holds it until clearCache(). $requested names the secret being read, for the error; a
-     * wrap that does not open throws DecryptionException with the key answer's request id.
+     * base URL or team, a 400 a team that is not end-to-end), unwraps it with the token's key part,
+     * checks that the answer's links chain it back to the token's pin (docs/e2e.md, format 2) and
+     * holds the verified keys until clearCache(). $requested names the secret being read, for the
+     * error; a wrap that does not open or a chain that does not verify throws
+     * DecryptionException with the key answer's request id, and nothing is kept.
      *
-     * @return array{team_id: string, version: int, key: string}
+     * @return array{team_id: string, version: int, keys: array<int, string>, links: array<int, string>}
      * @throws CvsmException
      */
     private function fetchTeamKey(?string $requested): array
     {
-        /** @var array{0: string, 1: int, 2: string} $answer */
+        /** @var array{0: string, 1: int, 2: string, 3: array<int, string>} $answer */
         $answer = $this->request(
             $this->teamPath() . '/e2e/key',
             [],
             static fn (mixed $answer): array => is_object($answer) && is_string($answer->team_id ?? null)
                 && is_int($answer->key_version ?? null) && $answer->key_version >= 1 && is_string($answer->wrapped_key ?? null)
-                ? [$answer->team_id, $answer->key_version, $answer->wrapped_key]
-                : throw new UnreadableResponse('not {"team_id": "...", "key_version": <int>, "wrapped_key": "..."}'),
+                ? [$answer->team_id, $answer->key_version, $answer->wrapped_key, self::links($answer->links ?? [])]
+                : throw new UnreadableResponse('not {"team_id": "...", "key_version": <int>, "wrapped_key": "...", "links": [...]}'),
             [400 => self::NOT_END_TO_END, 404 => HttpTransport::CHECK_TEAM],
             $requestId
         );
-        [$teamId, $version, $wrapped] = $answer;
+        [$teamId, $version, $wrapped, $links] = $answer;
         $state = self::$vault[$this->key];
+        [$pinVersion, $pinCommitment] = $state['pin'] ?? [0, ''];
+        $opening = true;
         try {
             $key = E2e::unwrapTeamKey($wrapped, $teamId, $version, (string) $state['private_key']);
+            $opening = false;
+            $keys = E2e::verifyChain($key, $version, $teamId, $links, $pinVersion, $pinCommitment);
         } catch (E2eError $e) {
             throw new DecryptionException(
                 sprintf(
-                    '%sthe team key wrapped to this token cannot be opened with the token\'s key part: %s',
+                    $opening
+                        ? '%sthe team key wrapped to this token cannot be opened with the token\'s key part: %s'
+                        : '%sthe team key sent for this token (key version ' . $version . ') is not one a team member made for it: %s',
                     $requested !== null ? sprintf('secret "%s" in %s cannot be decrypted: ', $requested, $this->config->environment) : '',
                     $e->getMessage()
                 ),
@@ -606,10 +652,33 @@ class Client
                 $requestId
             );
         }
-        $state['team_key'] = ['team_id' => $teamId, 'version' => $version, 'key' => $key];
+        $state['team_key'] = ['team_id' => $teamId, 'version' => $version, 'keys' => $keys, 'links' => $links];
         self::$vault[$this->key] = $state;
 
         return $state['team_key'];
+    }
+
+    /**
+     * Returns the links of a key answer, key version => `cvsm-link1.…` (none when the answer has
+     * none, as a server of the first format answers: the chain check then decides).
+     *
+     * @return array<int, string>
+     * @throws UnreadableResponse when "links" is not a list of {"key_version": <int>, "link": "..."}
+     */
+    private static function links(mixed $links): array
+    {
+        if (!is_array($links)) {
+            throw new UnreadableResponse('"links" is not a list');
+        }
+        $byVersion = [];
+        foreach ($links as $item) {
+            if (!is_object($item) || !is_int($item->key_version ?? null) || !is_string($item->link ?? null)) {
+                throw new UnreadableResponse('not each link as {"key_version": <int>, "link": "..."}');
+            }
+            $byVersion[$item->key_version] = $item->link;
+        }
+
+        return $byVersion;
     }
 
     /**

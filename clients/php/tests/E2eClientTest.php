@@ -193,7 +193,10 @@ final class E2eClientTest extends TestCase
         );
         $this->routeKey(
             ['team_id' => $this->teamId, 'key_version' => 2, 'wrapped_key' => $this->v['recipients'][1]['wrapped_key']],
-            ['team_id' => $this->teamId, 'key_version' => 3, 'wrapped_key' => $this->wrap($newKey, 3)]
+            ['team_id' => $this->teamId, 'key_version' => 3, 'wrapped_key' => $this->wrap($newKey, 3), 'links' => [
+                ...E2eVectorsTest::linksUpTo(2),
+                ['key_version' => 3, 'link' => $this->link($newKey, $this->teamKey, 3)],
+            ]]
         );
         $client = $this->e2eClient(['cache_ttl' => 0]);
 
@@ -319,6 +322,49 @@ final class E2eClientTest extends TestCase
         $this->e2eClient()->get('DATABASE_URL');
     }
 
+    public function testAKeyAnswerWithoutTheLinkToThePinIsADecryptionErrorThatIsNeitherRetriedNorKept(): void
+    {
+        // The right key of version 2, wrapped to the token, but no link down to the pinned version 1.
+        $this->routeSealed('DATABASE_URL', $this->v['values'][0]['envelope'], ['X-Request-Id' => 'req-read']);
+        $this->routeKey(['body' => ['team_id' => $this->teamId, 'key_version' => 2, 'wrapped_key' => $this->v['recipients'][1]['wrapped_key'], 'links' => []], 'headers' => ['X-Request-Id' => 'req-key']]);
+        $client = $this->e2eClient(['stale_if_error' => 300]);
+
+        foreach ([2, 4] as $requests) {
+            try {
+                $client->get('DATABASE_URL');
+                self::fail('no DecryptionException');
+            } catch (DecryptionException $e) {
+                self::assertSame('DATABASE_URL', $e->getSecretName());
+                self::assertSame('req-key', $e->getRequestId());
+                self::assertStringContainsString('not one a team member made for it: the link of key version 2 is missing', $e->getMessage());
+            }
+            self::assertSame($requests, $this->requestCount(), 'neither retried nor kept: the next read fetches the key again');
+        }
+    }
+
+    public function testAValueBelowThePinOpensThroughTheLinksAndAMissingOneIsADecryptionError(): void
+    {
+        $chain = array_map([E2eVectorsTest::class, 'unb64u'], array_column($this->v['chain']['keys'], 'team_key', 'key_version'));
+        $this->routeSealed('OLD', $this->seal('sealed under version 1', 'OLD', $chain[1], 1));
+        // The token pins version 1: verifying the key of version 2 walked link 2, so version 1 is held.
+        $this->routeKey();
+        self::assertSame('sealed under version 1', $this->e2eClient()->get('OLD'));
+
+        // A token pinned at version 2 (its commitment from the vectors) reads a version-1 value:
+        // the answer carries no link of version 2, so version 1 cannot be reached.
+        $this->stub->reset();
+        $this->routeSealed('OLD', $this->seal('sealed under version 1', 'OLD', $chain[1], 1));
+        $this->routeKey(['team_id' => $this->teamId, 'key_version' => 2, 'wrapped_key' => $this->v['recipients'][1]['wrapped_key'], 'links' => []]);
+        $token = $this->v['token']['api_token'] . '.' . $this->v['token']['private_key'] . '.2.' . $this->v['chain']['keys'][1]['commitment'];
+        try {
+            $this->e2eClient(['token' => $token])->get('OLD');
+            self::fail('no DecryptionException');
+        } catch (DecryptionException $e) {
+            self::assertSame('OLD', $e->getSecretName());
+            self::assertStringContainsString('the link of key version 2 is missing', $e->getMessage());
+        }
+    }
+
     public function testTheKeyRequestFailsWithTheUsualErrorTypes(): void
     {
         $this->routeSealed('DATABASE_URL', $this->v['values'][0]['envelope']);
@@ -327,6 +373,8 @@ final class E2eClientTest extends TestCase
             [ConfigurationException::class, ['status' => 404, 'body' => ['error' => 'Tim tidak ditemukan']]],
             [ConfigurationException::class, ['status' => 400, 'body' => ['error' => 'Tim ini tidak end-to-end']]],
             [NetworkException::class, ['body' => ['team_id' => $this->teamId, 'key_version' => '2', 'wrapped_key' => 'x']]],
+            [NetworkException::class, ['body' => ['team_id' => $this->teamId, 'key_version' => 2, 'wrapped_key' => $this->v['recipients'][1]['wrapped_key'], 'links' => 'cvsm-link1.x']]],
+            [NetworkException::class, ['body' => ['team_id' => $this->teamId, 'key_version' => 2, 'wrapped_key' => $this->v['recipients'][1]['wrapped_key'], 'links' => [['key_version' => '2', 'link' => 'x']]]]],
         ];
         foreach ($cases as [$type, $response]) {
             $this->stub->reset();
@@ -484,7 +532,8 @@ final class E2eClientTest extends TestCase
 
     /**
      * routeKey makes GET /teams/{team}/e2e/key answer $responses in order (a response or a key
-     * answer's body); by default the vectors' key version 2 wrapped to the token.
+     * answer's body); by default the vectors' key version 2 wrapped to the token. A body without
+     * "links" gets the chain's links up to version 2.
      *
      * @param array<string, mixed> ...$responses
      */
@@ -497,6 +546,13 @@ final class E2eClientTest extends TestCase
             static fn (array $response): array => isset($response['body']) || isset($response['status']) ? $response : ['body' => $response],
             $responses
         );
+        // A key answer carries the team's links: by default those that chain version 2 to the token's pin (version 1).
+        foreach ($responses as &$response) {
+            if (is_array($response['body'] ?? null) && !array_key_exists('links', $response['body'])) {
+                $response['body']['links'] = E2eVectorsTest::linksUpTo(2);
+            }
+        }
+        unset($response);
         $this->stub->route(sprintf('GET /teams/%s/e2e/key', $this->teamId), ...$responses);
     }
 
@@ -536,6 +592,15 @@ final class E2eClientTest extends TestCase
         $ciphertext = openssl_encrypt($teamKey, 'aes-256-gcm', $wrapping, OPENSSL_RAW_DATA, $nonce, $tag, $aad, 16);
 
         return sprintf('cvsm-wrap1.%s.%s.%s', self::b64u($ephemeralPublic), self::b64u($nonce), self::b64u($ciphertext . $tag));
+    }
+
+    /** link seals $oldKey under $newKey of $newVersion, as docs/e2e.md's "Back-link" says. */
+    private function link(string $newKey, string $oldKey, int $newVersion): string
+    {
+        $nonce = random_bytes(12);
+        $ciphertext = openssl_encrypt($oldKey, 'aes-256-gcm', $newKey, OPENSSL_RAW_DATA, $nonce, $tag, sprintf('cvsm-e2e:v2:link:%s:%d', $this->teamId, $newVersion), 16);
+
+        return sprintf('cvsm-link1.%s.%s', self::b64u($nonce), self::b64u($ciphertext . $tag));
     }
 
     private static function b64u(string $bytes): string

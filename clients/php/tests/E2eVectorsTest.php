@@ -37,6 +37,40 @@ final class E2eVectorsTest extends TestCase
         return self::$vectors;
     }
 
+    /**
+     * seal seals $value for $name in production under $teamKey of $keyVersion, as docs/e2e.md's
+     * "Sealed value" says.
+     */
+    public static function seal(string $value, string $name, string $teamKey, int $keyVersion, string $teamId): string
+    {
+        $secretId = '3d6f0a4e-1b2c-4d5e-8f90-a1b2c3d4e5f6';
+        $nonce = random_bytes(12);
+        $aad = sprintf('cvsm-e2e:v1:secret:%s:%s:1:production:%s', $teamId, $secretId, $name);
+        $ciphertext = openssl_encrypt($value, 'aes-256-gcm', $teamKey, OPENSSL_RAW_DATA, $nonce, $tag, $aad, 16);
+
+        return sprintf(
+            'cvsm-e2e1.%d.%s.1.%s.%s',
+            $keyVersion,
+            $secretId,
+            rtrim(strtr(base64_encode($nonce), '+/', '-_'), '='),
+            rtrim(strtr(base64_encode($ciphertext . $tag), '+/', '-_'), '=')
+        );
+    }
+
+    /**
+     * linksUpTo returns the chain's links of key versions up to $keyVersion, as a key answer
+     * carries them (the vectors' token is pinned at version 1).
+     *
+     * @return list<array{key_version: int, link: string}>
+     */
+    public static function linksUpTo(int $keyVersion): array
+    {
+        return array_values(array_map(
+            static fn (array $link): array => ['key_version' => $link['key_version'], 'link' => $link['link']],
+            array_filter(self::vectors()['chain']['links'], static fn (array $link): bool => $link['key_version'] <= $keyVersion)
+        ));
+    }
+
     /** b64u decodes base64url without padding. */
     public static function unb64u(string $text): string
     {
@@ -47,7 +81,9 @@ final class E2eVectorsTest extends TestCase
     {
         $vectors = self::vectors();
 
-        self::assertSame('cvsm end-to-end vectors, docs/e2e.md, version 1', $vectors['format']);
+        self::assertSame('cvsm end-to-end vectors, docs/e2e.md, version 2', $vectors['format']);
+        self::assertContains('integrity', array_column($vectors['token_pins'], 'outcome'));
+        self::assertContains('ok', array_column($vectors['token_pins'], 'outcome'));
         self::assertCount(2, $vectors['recipients']);
         self::assertGreaterThanOrEqual(4, count(array_filter($vectors['values'], static fn (array $v): bool => $v['opens'])));
         self::assertGreaterThanOrEqual(4, count(array_filter($vectors['values'], static fn (array $v): bool => !$v['opens'])));
@@ -96,10 +132,142 @@ final class E2eVectorsTest extends TestCase
     {
         $token = self::vectors()['token'];
 
-        self::assertSame([$token['api_token'], self::unb64u($token['private_key'])], E2e::splitToken($token['token']));
-        self::assertSame([$token['api_token'], null], E2e::splitToken($token['api_token']));
+        self::assertSame(
+            [$token['api_token'], self::unb64u($token['private_key']), $token['key_version'], self::unb64u($token['commitment'])],
+            E2e::splitToken($token['token'])
+        );
+        self::assertSame([$token['api_token'], null, null, null], E2e::splitToken($token['api_token']));
         $jwt = 'eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJhbGljZSJ9.c2lnbmF0dXJl';
-        self::assertSame([$jwt, null], E2e::splitToken($jwt), 'a JWT has dots of its own and no key part');
+        self::assertSame([$jwt, null, null, null], E2e::splitToken($jwt), 'a JWT has dots of its own and no key part');
+    }
+
+    public function testATokenOfTheFirstFormatIsAConfigurationErrorThatSaysToMakeANewOne(): void
+    {
+        $token = self::vectors()['v1_token'];
+        try {
+            $this->client(['token' => $token]);
+            self::fail('no ConfigurationException');
+        } catch (ConfigurationException $e) {
+            self::assertStringContainsString('made before end-to-end tokens carried their pin', $e->getMessage());
+            self::assertStringNotContainsString(substr($token, (int) strpos($token, '.') + 1), $e->getMessage());
+        }
+        self::assertSame(0, $this->requestCount());
+    }
+
+    public function testEveryKeyOfTheChainHasItsCommitmentAndEveryLinkOpensToTheKeyBelow(): void
+    {
+        $chain = self::vectors()['chain'];
+        $keys = [];
+        foreach ($chain['keys'] as $key) {
+            $keys[$key['key_version']] = self::unb64u($key['team_key']);
+            self::assertSame(self::unb64u($key['commitment']), E2e::commitment($keys[$key['key_version']], $chain['team_id'], $key['key_version']));
+            self::assertNotSame(
+                self::unb64u($key['commitment']),
+                E2e::commitment($keys[$key['key_version']], '00000000-0000-4000-8000-000000000000', $key['key_version']),
+                'a commitment names its team'
+            );
+        }
+        foreach ($chain['links'] as $link) {
+            self::assertSame(
+                self::unb64u($link['opens_to']),
+                E2e::openLink($link['link'], $keys[$link['key_version']], $chain['team_id'], $link['key_version'])
+            );
+        }
+    }
+
+    public function testNoBadLinkOpens(): void
+    {
+        $chain = self::vectors()['chain'];
+        foreach ($chain['bad_links'] as $bad) {
+            try {
+                E2e::openLink($bad['link'], self::unb64u($bad['key']), $chain['team_id'], $bad['key_version']);
+                self::fail($bad['why'] . ' opened');
+            } catch (E2eError $e) {
+                self::assertStringNotContainsString($bad['key'], $e->getMessage(), $bad['why']);
+            }
+        }
+    }
+
+    /**
+     * @return array<string, array{0: array<string, mixed>}>
+     */
+    public static function tokenPins(): array
+    {
+        $cases = [];
+        foreach (self::vectors()['token_pins'] as $i => $pin) {
+            $cases[sprintf('pin %d: %s (%s)', $i, $pin['why'], $pin['outcome'])] = [$pin];
+        }
+
+        return $cases;
+    }
+
+    /**
+     * Each token_pins entry through E2e alone: the token parses, its wrap opens, and the chain
+     * from the answer's key version verifies to the pin (ok) or is refused (integrity).
+     *
+     * @dataProvider tokenPins
+     * @param array<string, mixed> $pin
+     */
+    public function testEveryTokenPinVerifiesOrIsRefused(array $pin): void
+    {
+        $answer = $pin['key_answer'];
+        $links = array_column($answer['links'], 'link', 'key_version');
+        [, $private, $pinVersion, $commitment] = E2e::splitToken($pin['token']);
+        try {
+            $key = E2e::unwrapTeamKey($answer['wrapped_key'], $answer['team_id'], $answer['key_version'], (string) $private);
+            $keys = E2e::verifyChain($key, $answer['key_version'], $answer['team_id'], $links, (int) $pinVersion, (string) $commitment);
+            self::assertSame('ok', $pin['outcome'], $pin['why']);
+            $chain = array_column(self::vectors()['chain']['keys'], 'team_key', 'key_version');
+            foreach ($keys as $version => $verified) {
+                self::assertSame(self::unb64u($chain[$version]), $verified, $pin['why']);
+            }
+            self::assertSame(range($answer['key_version'], (int) $pinVersion), array_keys($keys));
+        } catch (E2eError $e) {
+            self::assertSame('integrity', $pin['outcome'], $pin['why'] . ': ' . $e->getMessage());
+        }
+    }
+
+    /**
+     * Each token_pins entry through the client against the stub: an "ok" answer opens a value
+     * sealed under the answer's key version and one under version 1 (reached through the links),
+     * an "integrity" one is a DecryptionException for the secret read, nothing is kept, and the
+     * next read fetches the key again (never served from a cache).
+     *
+     * @dataProvider tokenPins
+     * @param array<string, mixed> $pin
+     */
+    public function testEveryTokenPinThroughTheClient(array $pin): void
+    {
+        $answer = $pin['key_answer'];
+        $chain = array_column(self::vectors()['chain']['keys'], 'team_key', 'key_version');
+        $current = self::seal('current', 'CURRENT', self::unb64u($chain[3]), 3, $answer['team_id']);
+        $oldest = self::seal('oldest', 'OLDEST', self::unb64u($chain[1]), 1, $answer['team_id']);
+        foreach (['CURRENT' => $current, 'OLDEST' => $oldest] as $name => $envelope) {
+            $this->stub->route(
+                self::byName($name, 'production', $answer['team_id']),
+                ['body' => ['secret' => ['id' => 'x', 'name' => $name, 'e2e' => true], 'value' => $envelope]]
+            );
+        }
+        $this->stub->route(sprintf('GET /teams/%s/e2e/key', $answer['team_id']), ['body' => $answer]);
+        $client = $this->client(['token' => $pin['token'], 'team' => $answer['team_id']]);
+
+        if ($pin['outcome'] === 'ok') {
+            self::assertSame('current', $client->get('CURRENT'));
+            self::assertSame('oldest', $client->get('OLDEST'));
+            self::assertSame(3, $this->requestCount(), 'the key is fetched once');
+
+            return;
+        }
+        foreach ([1, 2] as $attempt) {
+            try {
+                $client->get('CURRENT');
+                self::fail('no DecryptionException: ' . $pin['why']);
+            } catch (DecryptionException $e) {
+                self::assertSame('CURRENT', $e->getSecretName());
+                self::assertStringNotContainsString($answer['wrapped_key'], $e->getMessage());
+            }
+            self::assertSame(2 * $attempt, $this->requestCount(), 'neither retried nor cached: ' . $pin['why']);
+        }
     }
 
     /**
@@ -169,7 +337,7 @@ final class E2eVectorsTest extends TestCase
         );
         $this->stub->route(
             sprintf('GET /teams/%s/e2e/key', $vectors['team_id']),
-            ['body' => ['team_id' => $vectors['team_id'], 'key_version' => $vectors['key_version'], 'wrapped_key' => $vectors['recipients'][1]['wrapped_key']]]
+            ['body' => ['team_id' => $vectors['team_id'], 'key_version' => $vectors['key_version'], 'wrapped_key' => $vectors['recipients'][1]['wrapped_key'], 'links' => self::linksUpTo($vectors['key_version'])]]
         );
         $client = new Client([
             'token' => $vectors['token']['token'],

@@ -136,18 +136,20 @@ final class Config
     }
 
     /**
-     * Splits a token (from Config::token()) into the API token sent as the bearer and the key
-     * part of an end-to-end team's token (32 raw bytes), or null for a token without a dot. It
-     * throws ConfigurationException when the token has a dot but is not
-     * `cvsm_<64 hex>.<43 base64url characters>`, or when ext-sodium or ext-openssl, which open
-     * the values, is missing. The message never repeats the token.
+     * Splits a token (from Config::token()) into the API token sent as the bearer and, for an
+     * end-to-end team's token, its private key (32 raw bytes) and its pin (key version and
+     * commitment, 32 raw bytes), or nulls for a token without a dot. It throws
+     * ConfigurationException when the token has a dot but is not
+     * `cvsm_<64 hex>.<private key>.<key version>.<commitment>` (a token of the first format,
+     * without the pin, is one), or when ext-sodium or ext-openssl, which open the values, is
+     * missing. The message never repeats the token.
      *
-     * @return array{0: string, 1: ?string}
+     * @return array{0: string, 1: ?string, 2: ?int, 3: ?string}
      */
     public static function tokenParts(#[\SensitiveParameter] string $token): array
     {
         try {
-            [$apiToken, $privateKey] = E2e::splitToken($token);
+            [$apiToken, $privateKey, $pinVersion, $pinCommitment] = E2e::splitToken($token);
         } catch (E2eError $e) {
             throw new ConfigurationException(
                 'the token has a dot, so it should be an end-to-end team\'s token with its key part, but it is not one: '
@@ -158,7 +160,7 @@ final class Config
             throw new ConfigurationException('a token of an end-to-end team needs the PHP extensions sodium and openssl, which open its values');
         }
 
-        return [$apiToken, $privateKey];
+        return [$apiToken, $privateKey, $pinVersion, $pinCommitment];
     }
 
     /**

@@ -5,9 +5,10 @@ declare(strict_types=1);
 namespace Cvsm\Internal;
 
 /**
- * Opens what the server of an end-to-end team serves, exactly as docs/e2e.md defines it (version
- * 1 of the formats): it splits a token from its key part, unwraps the team key wrapped to that
- * key (`cvsm-wrap1.…`) and opens sealed values (`cvsm-e2e1.…`). Every failure throws E2eError,
+ * Opens what the server of an end-to-end team serves, exactly as docs/e2e.md defines it (format
+ * 2): it splits a token into its API token, key part and pin, unwraps the team key wrapped to
+ * that key (`cvsm-wrap1.…`), walks the key versions' back-links (`cvsm-link1.…`) down to the
+ * pinned version and checks its commitment, and opens sealed values (`cvsm-e2e1.…`). Every failure throws E2eError,
  * whose message never holds a key or a value.
  *
  * Primitives: X25519 from ext-sodium (sodium_crypto_scalarmult), HKDF-SHA256 from ext-hash
@@ -26,24 +27,110 @@ final class E2e
     private const NUMBER = '[1-9][0-9]{0,9}';
 
     /**
-     * Splits a token into the API token the server knows (sent as the bearer) and the X25519
-     * private key after its first dot (32 raw bytes), or null for a token without a dot. Only an
-     * API token (`cvsm_…`) carries a key part: anything else (a JWT has dots of its own) is
-     * returned whole.
+     * Splits a token into the API token the server knows (sent as the bearer) and, for a token of
+     * an end-to-end team (`cvsm_<64 hex>.<private key>.<key version>.<commitment>`, format 2),
+     * the X25519 private key after its first dot (32 raw bytes) and its pin: the key version that
+     * was current when it was made and that key's commitment (32 raw bytes). A token without a
+     * dot has no key part (nulls). Only an API token (`cvsm_…`) carries a key part: anything else
+     * (a JWT has dots of its own) is returned whole.
      *
-     * @return array{0: string, 1: ?string}
-     * @throws E2eError when a `cvsm_` token has a dot but is not `cvsm_<64 hex>.<43 base64url characters>`
+     * @return array{0: string, 1: ?string, 2: ?int, 3: ?string}
+     * @throws E2eError when a `cvsm_` token has a dot but is not of that shape, a token of the
+     *                  first format (`cvsm_<64 hex>.<key>`, no pin) included
      */
     public static function splitToken(#[\SensitiveParameter] string $token): array
     {
         if (!str_starts_with($token, 'cvsm_') || !str_contains($token, '.')) {
-            return [$token, null];
+            return [$token, null, null, null];
         }
-        if (!preg_match('/^(cvsm_[0-9a-f]{64})\.(' . self::B64U . ')$/D', $token, $m)) {
-            throw new E2eError('a token with a key part must look like cvsm_<64 hex>.<43 base64url characters>');
+        $pattern = '/^(cvsm_[0-9a-f]{64})\.(' . self::B64U . ')\.(' . self::NUMBER . ')\.(' . self::B64U . ')$/D';
+        if (!preg_match($pattern, $token, $m)) {
+            if (preg_match('/^cvsm_[0-9a-f]{64}\.' . self::B64U . '$/D', $token)) {
+                throw new E2eError(
+                    'this token was made before end-to-end tokens carried their pin (cvsm_<64 hex>.<key>, the first format): '
+                    . 'make a new token for the team and revoke this one (docs/e2e.md); its key part must look like '
+                    . 'cvsm_<64 hex>.<private key>.<key version>.<commitment>'
+                );
+            }
+            throw new E2eError('a token with a key part must look like cvsm_<64 hex>.<private key>.<key version>.<commitment>');
         }
 
-        return [$m[1], self::unb64u($m[2], self::KEY, 'the token\'s key part')];
+        return [
+            $m[1],
+            self::unb64u($m[2], self::KEY, 'the token\'s key part'),
+            (int) $m[3],
+            self::unb64u($m[4], self::KEY, 'the key commitment of the token\'s key part'),
+        ];
+    }
+
+    /**
+     * Returns C_v, the 32-byte commitment to team $teamId's key $teamKey of version $keyVersion
+     * (docs/e2e.md, "Key commitment").
+     */
+    public static function commitment(#[\SensitiveParameter] string $teamKey, string $teamId, int $keyVersion): string
+    {
+        if (strlen($teamKey) !== self::KEY) {
+            throw new E2eError('a team key is 32 bytes');
+        }
+
+        return hash_hkdf('sha256', $teamKey, self::KEY, 'cvsm-e2e:v2:commit:' . $teamId . ':' . $keyVersion, '');
+    }
+
+    /**
+     * Returns the team key of version $keyVersion - 1, opened from the back-link
+     * (`cvsm-link1.<nonce>.<ct>`) stored with version $keyVersion, whose key is $teamKey.
+     *
+     * @throws E2eError when the link is malformed or does not open with $teamKey
+     */
+    public static function openLink(string $link, #[\SensitiveParameter] string $teamKey, string $teamId, int $keyVersion): string
+    {
+        if (!preg_match('/^cvsm-link1\.(' . self::B64U . ')\.(' . self::B64U . ')$/D', $link, $m)) {
+            throw new E2eError(sprintf('the link of key version %d does not look like cvsm-link1.<nonce>.<ct>', $keyVersion));
+        }
+        $nonce = self::unb64u($m[1], self::NONCE, sprintf('the nonce of the link of key version %d', $keyVersion));
+        $sealed = self::unb64u($m[2], self::KEY + self::TAG, sprintf('the link of key version %d', $keyVersion));
+
+        return self::open($teamKey, $nonce, $sealed, 'cvsm-e2e:v2:link:' . $teamId . ':' . $keyVersion, sprintf('the link of key version %d', $keyVersion));
+    }
+
+    /**
+     * Walks the chain (docs/e2e.md, "Walking a chain"): returns the team keys from
+     * $currentVersion down to min($pinVersion, $downTo), by version, after checking that the
+     * links lead from $currentKey down to the pinned version and that this key's commitment is
+     * $pinCommitment (compared in constant time).
+     *
+     * @param array<int, string> $links key version => link
+     * @return array<int, string> key version => team key
+     * @throws E2eError when the current version is below the pin, a link is missing or does not
+     *                  open, or the commitment differs
+     */
+    public static function verifyChain(
+        #[\SensitiveParameter] string $currentKey,
+        int $currentVersion,
+        string $teamId,
+        array $links,
+        int $pinVersion,
+        #[\SensitiveParameter] string $pinCommitment,
+        ?int $downTo = null
+    ): array {
+        if ($currentVersion < $pinVersion) {
+            throw new E2eError(sprintf('the team key is version %d, below the pinned version %d', $currentVersion, $pinVersion));
+        }
+        $lowest = $downTo === null ? $pinVersion : max(1, min($pinVersion, $downTo));
+        $keys = [$currentVersion => $currentKey];
+        $key = $currentKey;
+        for ($version = $currentVersion; $version > $lowest; $version--) {
+            if (!isset($links[$version])) {
+                throw new E2eError(sprintf('the link of key version %d is missing', $version));
+            }
+            $key = self::openLink($links[$version], $key, $teamId, $version);
+            $keys[$version - 1] = $key;
+        }
+        if (!hash_equals(self::commitment($keys[$pinVersion], $teamId, $pinVersion), $pinCommitment)) {
+            throw new E2eError(sprintf('the team key does not match the pinned commitment of key version %d', $pinVersion));
+        }
+
+        return $keys;
     }
 
     /**
