@@ -1,0 +1,218 @@
+"""The audit log at scale (issue 40), on the real database: pages by cursor equal pages by
+offset (filtered or not, ties of time included), a page that runs out of time is a 503 with the
+reason, the read rollups match a count of the log, verification in one ordered pass from a
+trusted checkpoint, and retention in bounded batches."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import uuid
+from html import unescape
+
+import psycopg2
+import pytest
+
+from conftest import Api, query, server_url
+from cvsm_server import audit, audit_chain, db, insights
+from cvsm_server.actor import Actor
+from cvsm_server.web.state import CHECKPOINT_SIGNER
+
+
+@pytest.fixture
+async def pool(database_url):
+    pool = await db.create_pool(server_url(database_url), maxsize=3)
+    yield pool
+    pool.close()
+    await pool.wait_closed()
+
+
+def as_actor(user: dict) -> Actor:
+    return Actor.anonymous("127.0.0.1").as_user(uuid.UUID(user["id"]), user["email"])
+
+
+async def fill(database_url: str, team_id: str, n: int, *, same_time_every: int = 3) -> None:
+    """`n` entries of the team, several sharing one created_at (ties the cursor must break)."""
+    await query(database_url, """
+        INSERT INTO audit_logs (team_id, user_email, action, resource, resource_id, metadata,
+                                created_at)
+        SELECT %s, CASE WHEN i %% 2 = 0 THEN 'even@example.com' ELSE 'Odd@Example.com' END,
+               CASE WHEN i %% 4 = 0 THEN 'read' ELSE 'update' END, 'secret',
+               CASE WHEN i %% 5 = 0 THEN 'sid-five' ELSE 'sid-other' END,
+               jsonb_build_object('name', CASE WHEN i %% 3 = 0 THEN 'THIRD' ELSE 'OTHER' END),
+               now() - make_interval(secs => (i / %s)::int)
+        FROM generate_series(1, %s) i""", (team_id, same_time_every, n))
+
+
+async def walk_api(client, h: dict, team_id: str, limit: int) -> list[str]:
+    ids, before, seen = [], None, 0
+    while True:
+        params = {"limit": limit, **({"before": before} if before else {})}
+        body = await (await client.get(f"/api/v1/teams/{team_id}/audit", params=params,
+                                       headers=h)).json()
+        ids += [e["id"] for e in body["logs"]]
+        before = body["next_before"]
+        seen += 1
+        assert seen < 100
+        if before is None:
+            return ids
+
+
+async def test_api_pages_by_cursor_equal_pages_by_offset_ties_included(client, api: Api, owner,
+                                                                       team_id, database_url):
+    await fill(database_url, team_id, 23)
+    h = api.auth(owner["token"])
+    by_offset = []
+    for offset in range(0, 40, 7):
+        body = await (await client.get(f"/api/v1/teams/{team_id}/audit",
+                                       params={"limit": 7, "offset": offset}, headers=h)).json()
+        by_offset += [e["id"] for e in body["logs"]]
+        assert body["total"] == 24  # 23 + team_create, counted without reading them
+    by_cursor = await walk_api(client, h, team_id, 7)
+    assert by_cursor == by_offset and len(set(by_cursor)) == 24
+    # A page written meanwhile does not shift the walk: the cursor holds its place.
+    first = await (await client.get(f"/api/v1/teams/{team_id}/audit", params={"limit": 5},
+                                    headers=h)).json()
+    await api.secret(owner, team_id, "NEW", "v")
+    second = await (await client.get(f"/api/v1/teams/{team_id}/audit",
+                                     params={"limit": 5, "before": first["next_before"]},
+                                     headers=h)).json()
+    assert [e["id"] for e in second["logs"]] == by_offset[5:10]
+    assert second["total"] == 25
+    for bad in ("x", "12", "1_2_3", "-1_2", "1" * 18 + "_1", "1_" + "9" * 19, "²_1"):
+        resp = await client.get(f"/api/v1/teams/{team_id}/audit", params={"before": bad},
+                                headers=h)
+        assert resp.status == 400
+        assert "Kursor" in (await resp.json())["error"]
+
+
+async def test_filtered_pages_by_cursor_walk_every_match_once(client, api: Api, owner, team_id,
+                                                              database_url, pool):
+    await fill(database_url, team_id, 60)
+    actor, team = as_actor(owner), uuid.UUID(team_id)
+    cases = [{}, {"action": "read"}, {"person": "odd@example.com"}, {"secret": "sid-five"},
+             {"secret": "THIRD"}, {"secret": "sid-five", "action": "read"}]
+    for params in cases:
+        filters = audit.Filters.parse(params)
+        everything = await query(database_url, "SELECT id, created_at, pos FROM audit_logs "
+                                               "WHERE team_id = %s ORDER BY created_at DESC, "
+                                               "pos DESC", (team_id,))
+        async with pool.acquire() as conn:
+            full = await audit.list_page(conn, actor, team, limit=200, filters=filters)
+            walked, before = [], None
+            while True:
+                page = await audit.list_page(conn, actor, team, limit=4, before=before,
+                                             filters=filters)
+                walked += page.entries
+                if page.next_before is None:
+                    break
+                before = page.next_before
+            # and back again, newest-ward, from the last entry
+            back, after = [], audit.Cursor.of(walked[-1])
+            while True:
+                page = await audit.list_page(conn, actor, team, limit=4, after=after,
+                                             filters=filters)
+                back = page.entries + back
+                if not page.newer:
+                    break
+                after = audit.Cursor.of(page.entries[0])
+        ids = [r["id"] for r in walked]
+        assert ids == [r["id"] for r in full.entries], params
+        assert [r["id"] for r in back] == ids[:-1], params
+        assert full.total == len(ids), params
+        if not params:
+            assert ids == [r["id"] for r in everything]
+        else:
+            assert 0 < len(ids) < len(everything)
+
+
+async def test_the_dashboard_walks_the_log_by_cursor_and_page_still_works(client, api: Api, owner,
+                                                                          team_id, database_url):
+    await fill(database_url, team_id, 120)
+    client.session.cookie_jar.update_cookies({"cvsm_session": owner["token"]})
+    page = f"/app/teams/{team_id}/audit"
+    html = unescape(await (await client.get(page)).text())
+    assert "121 entri" in html and "Halaman 1 dari 3" in html
+    older = re.search(r'<a href="([^"]+)" rel="next">', html)[1]
+    assert "before=" in older and "page=2" in older
+    html2 = unescape(await (await client.get(older)).text())
+    assert "Halaman 2 dari 3" in html2
+    by_page = unescape(await (await client.get(f"{page}?page=2")).text())
+    rows = re.compile(r"<tr>.*?</tr>", re.S)
+    assert rows.findall(html2) == rows.findall(by_page) and len(rows.findall(html2)) == 51  # a header row and 50
+    newer = re.search(r'<a href="([^"]+)" rel="prev">', html2)[1]
+    assert "after=" in newer
+    assert rows.findall(unescape(await (await client.get(newer)).text())) == rows.findall(html)
+    # filtered: counted up to a bound, walked by cursor as well
+    html = unescape(await (await client.get(f"{page}?action=read")).text())
+    assert "30 entri yang cocok dengan filter" in html
+    bad = await client.get(f"{page}?before=nope")
+    assert bad.status == 400 and "Kursor" in unescape(await bad.text())
+
+
+async def test_a_page_that_runs_out_of_time_is_a_503_with_the_reason(client, api: Api, owner,
+                                                                      team_id, database_url,
+                                                                      monkeypatch):
+    monkeypatch.setattr(audit, "PAGE_STATEMENT_SECONDS", 0.5)
+    blocker = psycopg2.connect(database_url)
+    try:
+        with blocker.cursor() as cur:  # the page's statements wait for this lock, and time out
+            cur.execute("LOCK TABLE audit_logs IN ACCESS EXCLUSIVE MODE")
+        resp = await client.get(f"/api/v1/teams/{team_id}/audit",
+                                headers=api.auth(owner["token"]))
+    finally:
+        blocker.rollback()
+        blocker.close()
+    assert resp.status == 503 and resp.headers["Retry-After"]
+    assert "batas waktu (0.5 detik)" in (await resp.json())["error"]
+    ok = await client.get(f"/api/v1/teams/{team_id}/audit", headers=api.auth(owner["token"]))
+    assert ok.status == 200
+
+
+async def test_read_rollups_match_a_count_of_the_log_sealed_or_not(client, api: Api, owner,
+                                                                   team_id, database_url, pool):
+    secret_id = await api.secret(owner, team_id, "DB_URL", "postgres://s3cret")
+    token = (await api.api_token(owner, name="ci-runner"))["token"]
+    for credential in (owner["token"], token, token):
+        resp = await client.get(f"/api/v1/teams/{team_id}/secrets/{secret_id}",
+                                headers=api.auth(credential))
+        assert resp.status == 200
+    # older reads over several days, one past the window
+    await query(database_url, """
+        INSERT INTO audit_logs (team_id, user_email, action, resource, resource_id, metadata,
+                                ip_address, created_at)
+        SELECT %s, 'bot@example.com', 'read', 'secret', %s, '{}', '10.0.0.' || i,
+               now() - make_interval(days => i %% 35, secs => i)
+        FROM generate_series(1, 140) i""", (team_id, secret_id))
+    actor, team, sid = as_actor(owner), uuid.UUID(team_id), uuid.UUID(secret_id)
+
+    async def readers() -> list[tuple]:
+        async with pool.acquire() as conn:
+            return [(r["email"], r["via_token"], r["reads"], r["ip"], r["at"])
+                    for r in await insights.secret_readers(conn, actor, team, sid)]
+
+    unsealed = await readers()  # nothing sealed yet: all from the log's tail
+    async with pool.acquire() as conn, db.cursor(conn) as cur:
+        assert await audit_chain.seal(cur) > 140
+    sealed = await readers()  # all from the rollup now
+    assert sealed == unsealed
+    in_window = await query(database_url, """
+        SELECT user_email, metadata->>'via_token' AS via, count(*) AS n, max(created_at) AS at
+        FROM audit_logs WHERE action = 'read' AND resource_id = %s
+          AND created_at >= now() - interval '30 days'
+        GROUP BY 1, 2""", (secret_id,))
+    # whole UTC days: the window's first day may add reads a little older than 30 days
+    by_reader = {(r[0], r[1]): (r[2], r[4]) for r in sealed}
+    for row in in_window:
+        reads, at = by_reader[(row["user_email"], row["via"])]
+        assert at == row["at"] and row["n"] <= reads <= row["n"] + 4
+    assert by_reader[(owner["email"], "ci-runner")][0] == 2
+    assert by_reader[(owner["email"], None)][0] == 1
+    rolled = await query(database_url, """
+        SELECT (SELECT sum(reads) FROM audit_reads) AS rolled,
+               (SELECT count(*) FROM audit_logs WHERE action = 'read') AS logged""")
+    assert rolled[0]["rolled"] == rolled[0]["logged"] == 143
+    # one more read, not sealed: seen at once, counted once
+    await client.get(f"/api/v1/teams/{team_id}/secrets/{secret_id}", headers=api.auth(token))
+    after = {(r[0], r[1]): r[2] for r in await readers()}
+    assert after[(owner["email"], "ci-runner")] == 3
