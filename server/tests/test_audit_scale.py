@@ -5,9 +5,9 @@ trusted checkpoint, and retention in bounded batches."""
 
 from __future__ import annotations
 
-import asyncio
 import re
 import uuid
+from datetime import datetime, timedelta, timezone
 from html import unescape
 
 import psycopg2
@@ -216,3 +216,161 @@ async def test_read_rollups_match_a_count_of_the_log_sealed_or_not(client, api: 
     await client.get(f"/api/v1/teams/{team_id}/secrets/{secret_id}", headers=api.auth(token))
     after = {(r[0], r[1]): r[2] for r in await readers()}
     assert after[(owner["email"], "ci-runner")] == 3
+
+
+async def tamper(database_url: str, sql: str, args: tuple) -> None:
+    """As the owner with the triggers off, as someone tampering with the log would."""
+    conn = psycopg2.connect(database_url)
+    try:
+        with conn, conn.cursor() as cur:
+            cur.execute("SET LOCAL session_replication_role = replica")
+            cur.execute(sql, args)
+    finally:
+        conn.close()
+
+
+async def test_verification_is_one_ordered_pass_and_resumes_from_a_trusted_checkpoint(
+        client, api: Api, owner, team_id, database_url, pool):
+    await fill(database_url, team_id, 2600)  # three pages of audit_chain.PAGE
+    signer, team = client.app[CHECKPOINT_SIGNER], uuid.UUID(team_id)
+    seen: list[tuple[int, int]] = []
+    async with pool.acquire() as conn, db.cursor(conn) as cur:
+        await audit_chain.seal(cur)
+        verdict = await audit_chain.verify_chain(cur, signer, team,
+                                                 progress=lambda c, t: seen.append((c, t)))
+        assert verdict.ok and verdict.checked == 2601
+        assert seen == [(1000, 2601), (2000, 2601), (2601, 2601)]
+        mark = await audit_chain.checkpoint_now(cur, signer, team)
+        assert mark["seq"] == 2601
+    await fill(database_url, team_id, 10)
+    # an edit before the trusted checkpoint: the full pass finds it, the resumed one starts after
+    await tamper(database_url, "UPDATE audit_logs SET action = 'x' WHERE pos = (SELECT pos FROM "
+                               "audit_seals WHERE chain_id = %s AND seq = 100)", (team_id,))
+    async with pool.acquire() as conn, db.cursor(conn) as cur:
+        await audit_chain.seal(cur)
+        full = await audit_chain.verify_chain(cur, signer, team)
+        assert full.first_broken["seq"] == 100 and full.checked == 99
+        since = await audit_chain.latest_checkpoint(cur, signer, team)
+        assert since["seq"] == 2601
+        resumed = await audit_chain.verify_chain(cur, signer, team, since=since)
+        assert resumed.ok and resumed.checked == 11
+    # an edit after it: the resumed pass finds it at its seq
+    await tamper(database_url, "UPDATE audit_logs SET ip_address = '10.6.6.6' WHERE pos = "
+                               "(SELECT pos FROM audit_seals WHERE chain_id = %s AND seq = 2605)",
+                 (team_id,))
+    async with pool.acquire() as conn, db.cursor(conn) as cur:
+        resumed = await audit_chain.verify_chain(cur, signer, team, since=since)
+        assert resumed.first_broken["seq"] == 2605 and "edited" in resumed.first_broken["reason"]
+        # the checkpoint's own entry is checked against the signed head
+        await tamper(database_url, "UPDATE audit_logs SET action = 'y' WHERE pos = (SELECT pos "
+                                   "FROM audit_seals WHERE chain_id = %s AND seq = 2601)",
+                     (team_id,))
+        resumed = await audit_chain.verify_chain(cur, signer, team, since=since)
+        assert resumed.first_broken["seq"] == 2601
+
+
+async def test_chains_and_heads_are_found_by_index(client, api: Api, owner, team_id, pool):
+    other = await api.team(owner, "other-team")
+    signer = client.app[CHECKPOINT_SIGNER]
+    assert await audit_chain.checkpoint_grown_chains(pool, signer) >= 2  # and account entries
+    await api.secret(owner, other, "X", "v")
+    assert await audit_chain.checkpoint_grown_chains(pool, signer) == 1
+    assert await audit_chain.checkpoint_grown_chains(pool, signer) == 0
+    async with pool.acquire() as conn, db.cursor(conn) as cur:
+        everything = await audit_chain.chains(cur)
+        assert {c["slug"] for c in everything} - {None} == {"acme", "other-team"}
+        mine = await audit_chain.chains(cur, team=uuid.UUID(other))
+        assert [c["slug"] for c in mine] == ["other-team"]
+
+
+async def test_retention_removes_every_expired_entry_in_bounded_batches(
+        client, api: Api, owner, team_id, database_url, pool):
+    await fill(database_url, team_id, 29)
+    signer, team = client.app[CHECKPOINT_SIGNER], uuid.UUID(team_id)
+    async with pool.acquire() as conn, db.cursor(conn) as cur:
+        await audit_chain.seal(cur)
+    # 30 entries; the first 23 past Starter's 30 days (re-chained as if written then)
+    await query(database_url, "UPDATE teams SET plan = 'starter' WHERE id = %s", (team_id,))
+    before = await query(database_url, "SELECT count(*) AS n FROM audit_logs")
+    await backdate_and_rechain(database_url, team_id, 40, 23)
+    removed = await audit_chain.purge_expired(pool, signer, batch=5)
+    assert removed == 23
+    left = await query(database_url, "SELECT min(seq) AS first, count(*) AS n FROM audit_seals "
+                                     "WHERE chain_id = %s", (team_id,))
+    assert left[0]["first"] == 24 and left[0]["n"] == 7
+    assert (await query(database_url, "SELECT count(*) AS n FROM audit_logs"))[0]["n"] == \
+        before[0]["n"] - 23
+    # five purge checkpoints were signed (one a batch); the thinning kept the anchor only
+    marks = await query(database_url, "SELECT seq, kind FROM audit_checkpoints "
+                                      "WHERE chain_id = %s", (team_id,))
+    assert marks == [{"seq": 23, "kind": "purge"}]
+    async with pool.acquire() as conn, db.cursor(conn) as cur:
+        verdict = await audit_chain.verify_chain(cur, signer, team)
+    assert verdict.ok and verdict.checked == 7
+    assert await audit_chain.purge_expired(pool, signer, batch=5) == 0
+
+
+async def backdate_and_rechain(database_url: str, team_id: str, days: int, upto: int) -> None:
+    """Move the chain's first `upto` entries `days` into the past and re-seal the whole chain
+    with the database's own hash function, as if they had been written then."""
+    await tamper(database_url, """
+        UPDATE audit_logs SET created_at = created_at - make_interval(days => %s)
+        WHERE pos IN (SELECT pos FROM audit_seals WHERE chain_id = %s AND seq <= %s)""",
+                 (days, team_id, upto))
+    rows = await query(database_url, """
+        SELECT s.pos, s.seq, a.id, a.created_at, a.user_email, a.action, a.resource,
+               a.resource_id, a.ip_address, a.user_agent, a.metadata::text AS metadata_text,
+               s.chain_id
+        FROM audit_seals s JOIN audit_logs a ON a.pos = s.pos
+        WHERE s.chain_id = %s ORDER BY s.seq""", (team_id,))
+    prev = audit_chain.GENESIS
+    updates = []
+    for row in rows:
+        row["prev_hash"] = prev
+        digest = audit_chain.entry_hash(row)
+        updates.append((prev, digest, row["pos"]))
+        prev = digest
+    conn = psycopg2.connect(database_url)
+    try:
+        with conn, conn.cursor() as cur:
+            cur.execute("SET LOCAL session_replication_role = replica")
+            cur.executemany("UPDATE audit_seals SET prev_hash = %s, hash = %s WHERE pos = %s",
+                            updates)
+    finally:
+        conn.close()
+
+
+async def test_checkpoints_are_thinned_as_they_age_and_verification_still_holds(
+        client, api: Api, owner, team_id, database_url, pool):
+    signer, team = client.app[CHECKPOINT_SIGNER], uuid.UUID(team_id)
+    await fill(database_url, team_id, 9)
+    async with pool.acquire() as conn, db.cursor(conn) as cur:
+        await audit_chain.seal(cur)
+        heads = await db.fetchall(cur, "SELECT seq, hash FROM audit_seals WHERE chain_id = %s "
+                                       "ORDER BY seq", (team,))
+    # a checkpoint at every entry: 1-5 signed 3 days ago, 6-8 two days ago, 9-10 today
+    now = datetime.now(timezone.utc)
+    rows = []
+    for head in heads:
+        at = now - timedelta(days=3 if head["seq"] <= 5 else 2 if head["seq"] <= 8 else 0)
+        message = audit_chain.checkpoint_message(team, head["seq"], bytes(head["hash"]),
+                                                 "periodic", at)
+        rows.append((team_id, team_id, head["seq"], bytes(head["hash"]), "periodic", at,
+                     signer.key_id, signer.public_key, signer.sign(message)))
+    conn = psycopg2.connect(database_url)
+    try:
+        with conn, conn.cursor() as cur:
+            cur.executemany("""INSERT INTO audit_checkpoints (chain_id, team_id, seq, head_hash,
+                               kind, signed_at, key_id, public_key, signature)
+                               VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)""", rows)
+    finally:
+        conn.close()
+    async with pool.acquire() as conn, db.cursor(conn) as cur:
+        assert await audit_chain.thin_checkpoints(cur) == 6
+        kept = [r["seq"] for r in await db.fetchall(
+            cur, "SELECT seq FROM audit_checkpoints ORDER BY seq")]
+        verdict = await audit_chain.verify_chain(cur, signer, team)
+    # the last of each past day, and every one of the kept span (today)
+    assert kept == [5, 8, 9, 10] and verdict.ok and verdict.checked == 10
+    with pytest.raises(psycopg2.errors.InsufficientPrivilege):
+        await query(server_url(database_url), "DELETE FROM audit_checkpoints")
