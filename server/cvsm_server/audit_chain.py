@@ -38,8 +38,10 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
+from json.encoder import encode_basestring as _encode_string
 from typing import Any
 
+import psycopg2.extensions
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
@@ -83,7 +85,10 @@ def canonical(row: dict[str, Any]) -> bytes:
         "user_email": row["user_email"],
         "v": 1,
     }
-    return json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+    return _CANONICAL.encode(doc).encode()
+
+
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
 def entry_hash(row: dict[str, Any]) -> bytes:
@@ -374,14 +379,46 @@ def checkpoint_json(row: dict) -> dict:
 
 
 # One page of a chain in order, from a position: the seals' (chain_id, seq) key walked from the
-# cursor, each seal joined to its entry by `pos`. `(seq, pos)` orders even a chain whose unique
-# key was dropped (two entries at one seq show up as such), and no page rescans the ones before.
-_ROWS = """SELECT a.id, s.chain_id, s.seq, s.pos, a.created_at, a.user_email, a.action, a.resource,
-                  a.resource_id, a.ip_address, a.user_agent, a.metadata::text AS metadata_text,
-                  s.prev_hash, s.hash
+# cursor, each seal joined to its entry by `pos`; no page rescans the ones before. Rows are
+# tuples (the columns of `_ROW_FIELDS`), uuids as text: the walk's cost is the hashing.
+# `seq >= last seq` but not the last entry itself: were the unique key dropped, a second entry
+# at the last seq of a page still shows up (as "appears twice").
+_ROWS = """SELECT a.id::text, s.chain_id::text, s.seq, s.pos, a.created_at, a.user_email, a.action,
+                  a.resource, a.resource_id, a.ip_address, a.user_agent,
+                  a.metadata::text AS metadata_text, s.prev_hash, s.hash
            FROM audit_seals s JOIN audit_logs a ON a.pos = s.pos
-           WHERE s.chain_id = %(chain)s AND s.seq >= %(seq)s AND (s.seq, s.pos) > (%(seq)s, %(pos)s)
-           ORDER BY s.seq, s.pos LIMIT %(page)s"""
+           WHERE s.chain_id = %(chain)s AND s.seq >= %(seq)s AND s.pos <> %(pos)s
+           ORDER BY s.seq LIMIT %(page)s"""
+
+
+def _page_hash(row: tuple) -> bytes:
+    """`entry_hash` of one `_ROWS` tuple: `canonical`'s bytes, written out in its key order
+    (the walk's hot loop; `test_audit_scale` holds the two equal)."""
+    (id_, chain, seq, _pos, created_at, user_email, action, resource, resource_id, ip_address,
+     user_agent, metadata_text, prev_hash, _hash) = row
+    text = ('{"action":' + _json(action) + ',"chain":"' + chain + '","created_at":"'
+            + _utc_micro(created_at) + '","id":"' + id_ + '","ip_address":' + _json(ip_address)
+            + ',"metadata":' + _json(metadata_text) + ',"prev_hash":"' + bytes(prev_hash).hex()
+            + '","resource":' + _json(resource) + ',"resource_id":' + _json(resource_id)
+            + ',"seq":' + str(seq) + ',"user_agent":' + _json(user_agent)
+            + ',"user_email":' + _json(user_email) + ',"v":1}')
+    return hashlib.sha256(text.encode()).digest()
+
+
+def _json(value: str | None) -> str:
+    return "null" if value is None else _encode_string(value)
+
+
+def _utc_micro(value: datetime) -> str:
+    """`utc_micro`, without strftime for a time already in UTC (as the server's sessions read)."""
+    if value.utcoffset() != _ZERO:
+        return utc_micro(value)
+    return (f"{value.year:04d}-{value.month:02d}-{value.day:02d}T{value.hour:02d}:"
+            f"{value.minute:02d}:{value.second:02d}.{value.microsecond:06d}Z")
+
+
+_ZERO = timedelta(0)
+
 
 Progress = Callable[[int, int], None]
 
@@ -426,19 +463,17 @@ async def verify_chain(cur: db.Cursor, signer: CheckpointSigner, chain_id: uuid.
     def broken(checked: int, seq: int, reason: str) -> Verdict:
         return Verdict(chain_id, checked, {"seq": seq, "reason": reason}, latest)
 
-    span = await chain_span(cur, chain_id)
-    to_check = 0 if span is None else span[1] - max(span[0], start_seq) + 1
     checked = 0
     expected: int | None = None
     prev: bytes | None = GENESIS
     if since is not None:  # the trusted checkpoint's entry comes first, whatever its prev_hash
         expected, prev = since["seq"], None
-    after = (start_seq, -1)
-    while True:
-        rows = await db.fetchall(cur, _ROWS, {"chain": chain_id, "seq": after[0], "pos": after[1],
-                                              "page": PAGE})
+
+    def walk(rows: list[tuple]) -> Verdict | None:
+        """Check one page in order; the verdict at its first broken link, else None."""
+        nonlocal checked, expected, prev
         for row in rows:
-            seq = row["seq"]
+            seq = row[2]
             if expected is None:  # the chain's start: seq 1, or just after a purge checkpoint
                 if seq != 1:
                     anchor = [cp for cp in at_seq.get(seq - 1, ()) if cp["kind"] == "purge"]
@@ -453,10 +488,10 @@ async def verify_chain(cur: db.Cursor, signer: CheckpointSigner, chain_id: uuid.
                 return broken(checked, seq, f"entry {seq} appears twice")
             if seq > expected:
                 return broken(checked, expected, f"entry {expected} is missing")
-            if prev is not None and bytes(row["prev_hash"]) != prev:
+            if prev is not None and bytes(row[12]) != prev:
                 return broken(checked, seq, "its prev_hash is not the hash of the entry before")
-            digest = entry_hash(row)
-            if digest != bytes(row["hash"]):
+            digest = _page_hash(row)
+            if digest != bytes(row[13]):
                 return broken(checked, seq, "its content does not match its hash (edited)")
             for cp in at_seq.get(seq, ()):
                 if bytes(cp["head_hash"]) != digest:
@@ -465,11 +500,27 @@ async def verify_chain(cur: db.Cursor, signer: CheckpointSigner, chain_id: uuid.
             checked += 1
             prev = digest
             expected = seq + 1
-        if progress is not None:
-            progress(checked, to_check)
-        if len(rows) < PAGE:
-            break
-        after = (rows[-1]["seq"], rows[-1]["pos"])
+        return None
+
+    span = await chain_span(cur, chain_id)
+    to_check = 0 if span is None else span[1] - max(span[0], start_seq) + 1
+    after = (start_seq, -1)
+    raw = await cur.connection.cursor(cursor_factory=psycopg2.extensions.cursor)
+    try:
+        while True:
+            await raw.execute(_ROWS, {"chain": chain_id, "seq": after[0], "pos": after[1],
+                                      "page": PAGE})
+            rows = await raw.fetchall()
+            verdict = walk(rows)
+            if verdict is not None:
+                return verdict
+            if progress is not None:
+                progress(checked, to_check)
+            if len(rows) < PAGE:
+                break
+            after = (rows[-1][2], rows[-1][3])
+    finally:
+        raw.close()
     last = expected - 1 if expected is not None and checked else None
     if since is not None and not checked:
         return broken(0, since["seq"], f"entry {since['seq']} is missing (the trusted "

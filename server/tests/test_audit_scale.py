@@ -374,3 +374,20 @@ async def test_checkpoints_are_thinned_as_they_age_and_verification_still_holds(
     assert kept == [5, 8, 9, 10] and verdict.ok and verdict.checked == 10
     with pytest.raises(psycopg2.errors.InsufficientPrivilege):
         await query(server_url(database_url), "DELETE FROM audit_checkpoints")
+
+
+@pytest.mark.parametrize("when", [datetime(2026, 3, 1, 23, 59, 59, 5, tzinfo=timezone.utc),
+                                  datetime(2026, 3, 2, 6, 0, 0, 999999,
+                                           tzinfo=timezone(timedelta(hours=7)))])
+def test_the_walks_hash_is_the_canonical_one(when):
+    """The verification walk's fast hash of a row tuple equals `entry_hash` of the same entry,
+    escapes, non-ASCII, nulls and a time outside UTC included."""
+    row = {"id": uuid.uuid4(), "chain_id": uuid.uuid4(), "seq": 12, "created_at": when,
+           "user_email": 'dï"na\\@example.com', "action": "read", "resource": "secret",
+           "resource_id": None, "ip_address": None, "user_agent": "ua\n\t\u0001/1",
+           "metadata_text": '{"name": "Ω", "q": "\\"x\\""}', "prev_hash": bytes(range(32))}
+    as_tuple = (str(row["id"]), str(row["chain_id"]), row["seq"], 99, row["created_at"],
+                row["user_email"], row["action"], row["resource"], row["resource_id"],
+                row["ip_address"], row["user_agent"], row["metadata_text"], row["prev_hash"],
+                b"")
+    assert audit_chain._page_hash(as_tuple) == audit_chain.entry_hash(row)
