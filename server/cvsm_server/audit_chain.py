@@ -504,22 +504,28 @@ async def verify_chain(cur: db.Cursor, signer: CheckpointSigner, chain_id: uuid.
 
     span = await chain_span(cur, chain_id)
     to_check = 0 if span is None else span[1] - max(span[0], start_seq) + 1
-    after = (start_seq, -1)
     raw = await cur.connection.cursor(cursor_factory=psycopg2.extensions.cursor)
+
+    async def fetch(seq: int, pos: int) -> list[tuple]:
+        await raw.execute(_ROWS, {"chain": chain_id, "seq": seq, "pos": pos, "page": PAGE})
+        return await raw.fetchall()
+
+    # The next page is asked for before this one is hashed: the database reads it meanwhile.
+    pending: asyncio.Future | None = asyncio.ensure_future(fetch(start_seq, -1))
     try:
-        while True:
-            await raw.execute(_ROWS, {"chain": chain_id, "seq": after[0], "pos": after[1],
-                                      "page": PAGE})
-            rows = await raw.fetchall()
+        while pending is not None:
+            rows = await pending
+            pending = None
+            if len(rows) == PAGE:
+                pending = asyncio.ensure_future(fetch(rows[-1][2], rows[-1][3]))
             verdict = walk(rows)
             if verdict is not None:
                 return verdict
             if progress is not None:
                 progress(checked, to_check)
-            if len(rows) < PAGE:
-                break
-            after = (rows[-1][2], rows[-1][3])
     finally:
+        if pending is not None:  # let it end: a cancelled statement would close the connection
+            await asyncio.gather(pending, return_exceptions=True)
         raw.close()
     last = expected - 1 if expected is not None and checked else None
     if since is not None and not checked:
