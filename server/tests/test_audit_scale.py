@@ -5,6 +5,7 @@ trusted checkpoint, and retention in bounded batches."""
 
 from __future__ import annotations
 
+import asyncio
 import re
 import uuid
 from datetime import datetime, timedelta, timezone
@@ -391,3 +392,23 @@ def test_the_walks_hash_is_the_canonical_one(when):
                 row["ip_address"], row["user_agent"], row["metadata_text"], row["prev_hash"],
                 b"")
     assert audit_chain._page_hash(as_tuple) == audit_chain.entry_hash(row)
+
+
+async def test_cli_verify_resumes_from_a_checkpoint_and_reports_progress(
+        client, api: Api, owner, team_id, database_url, pool, tmp_path):
+    from test_audit_chain import run_verify
+
+    await fill(database_url, team_id, 30)
+    async with pool.acquire() as conn, db.cursor(conn) as cur:
+        await audit_chain.seal(cur)
+        await audit_chain.checkpoint_now(cur, client.app[CHECKPOINT_SIGNER], uuid.UUID(team_id))
+    await fill(database_url, team_id, 4)
+    whole = await asyncio.to_thread(run_verify, database_url, tmp_path, "--team", "acme",
+                                    "--progress")
+    assert whole.returncode == 0, whole.stderr
+    assert "team acme: intact, 35 entries, signed checkpoint at seq 31" in whole.stdout
+    assert "team acme: 35 of 35 entries checked" in whole.stderr
+    resumed = await asyncio.to_thread(run_verify, database_url, tmp_path, "--team", "acme",
+                                      "--from-checkpoint")
+    assert resumed.returncode == 0, resumed.stderr
+    assert "team acme: intact, 5 entries from the checkpoint at seq 31" in resumed.stdout
