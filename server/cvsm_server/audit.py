@@ -272,9 +272,16 @@ def list_sql(filters: Filters, before: Cursor | None, after: Cursor | None = Non
 
 # The log's entries not sealed yet: its tail from the sealer's mark (the last second or so while
 # the sealer runs), which the chain's counts and the read rollups (migration 0022) do not hold.
+# The mark (`%(mark)s`, from `sealed_mark`) is given as a value, so that the plan is the
+# primary key's range from it (a subquery's value is unknown when planning: a scan of the log).
 UNSEALED = """SELECT * FROM audit_logs a
-              WHERE a.pos >= (SELECT sealed_below FROM audit_seal_state)
+              WHERE a.pos >= %(mark)s
                 AND NOT EXISTS (SELECT 1 FROM audit_seals s WHERE s.pos = a.pos)"""
+
+
+async def sealed_mark(cur: db.Cursor) -> int:
+    """The sealer's mark: every entry below this position is sealed (`UNSEALED`'s `mark`)."""
+    return (await db.fetchone(cur, "SELECT sealed_below FROM audit_seal_state"))["sealed_below"]
 
 # The team's entries without reading them: a chain is gap-free from its first kept entry to its
 # head (two probes of audit_seals' (chain_id, seq) key), plus its entries not sealed yet.
@@ -310,7 +317,8 @@ async def list_page(conn: db.Connection, actor: Actor, team_id: uuid.UUID, *,
         await roles.require(cur, team_id, actor, roles.ADMIN, reading=True)
         rows = await db.fetchall(cur, list_sql(filters, before, after), args)
         if filters == Filters():
-            total = (await db.fetchone(cur, _TOTAL, args))["n"]
+            total = (await db.fetchone(cur, _TOTAL,
+                                       {**args, "mark": await sealed_mark(cur)}))["n"]
         else:  # counted up to a bound: a page never reads every match
             total = (await db.fetchone(
                 cur, f"SELECT count(*) AS n FROM ({list_sql(filters, None)}) m",

@@ -35,6 +35,7 @@ import hmac
 import json
 import logging
 import uuid
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
@@ -277,17 +278,21 @@ PURGE_BATCH = 5000
 # Checkpoints one thinning call removes at most, and how long one run keeps thinning a backlog.
 THIN_BATCH = 10000
 THIN_SECONDS = 10.0
-# How long every checkpoint is kept; older ones are thinned to one a chain a UTC day.
+# How long every checkpoint is kept; older ones are thinned to one a chain a UTC day. A run
+# that removed nothing thins at most every THIN_EVERY_SECONDS (per pool: the job's process).
 KEEP_EVERY_CHECKPOINT = timedelta(days=1)
+THIN_EVERY_SECONDS = 6 * 3600
+_thinned_at: weakref.WeakKeyDictionary[db.Pool, float] = weakref.WeakKeyDictionary()
 
 
 async def purge_expired(pool: db.Pool, signer: CheckpointSigner, *,
                         batch: int = PURGE_BATCH) -> int:
     """Remove, per chain, the longest prefix of entries all past their retention, in
     transactions of at most `batch` entries, each after signing a `purge` checkpoint at its last
-    entry (the chain's new start); then the read rollups' expired days, and checkpoints thinned
-    (migration 0023). Returns how many entries went. A chain whose first entry is kept costs one
-    probe of its index: with nothing expired the run reads nothing else."""
+    entry (the chain's new start), and the chain's expired days of the read rollup; then
+    checkpoints thinned (migration 0023; when nothing went, at most every THIN_EVERY_SECONDS).
+    Returns how many entries went. A chain whose first entry is kept costs one probe of its
+    index: with nothing expired the run reads nothing else."""
     removed = 0
     async with db.cursor(pool) as cur:
         await seal(cur)
@@ -307,12 +312,16 @@ async def purge_expired(pool: db.Pool, signer: CheckpointSigner, *,
             removed += gone
             if gone < batch:
                 break
-    async with db.cursor(pool) as cur:
-        await cur.execute(
-            """DELETE FROM audit_reads r
-               WHERE r.day < ((now() - make_interval(days => cvsm_audit_retention_days(r.team_id)))
-                              AT TIME ZONE 'UTC')::date""")
-        await thin_checkpoints(cur)
+        async with db.cursor(pool) as cur:  # the read rollup's days past the same retention
+            await cur.execute(
+                """DELETE FROM audit_reads WHERE team_id = %s
+                     AND day < ((now() - make_interval(days => %s)) AT TIME ZONE 'UTC')::date""",
+                (chain["chain_id"], chain["days"]))
+    loop = asyncio.get_running_loop()
+    if due or loop.time() >= _thinned_at.get(pool, float("-inf")) + THIN_EVERY_SECONDS:
+        async with db.cursor(pool) as cur:
+            await thin_checkpoints(cur)
+        _thinned_at[pool] = loop.time()
     return removed
 
 

@@ -62,7 +62,8 @@ async def secret_readers(conn: db.Connection, actor: Actor, team_id: uuid.UUID,
                        sum(reads)::bigint AS reads
                 FROM r GROUP BY user_email, token_id
                 ORDER BY at DESC LIMIT %(limit)s""",
-            {"team": team_id, "secret": str(secret_id), "window": window, "limit": limit},
+            {"team": team_id, "secret": str(secret_id), "window": window, "limit": limit,
+             "mark": await audit.sealed_mark(cur)},
         )
 
 
@@ -90,7 +91,7 @@ async def unread_secrets(conn: db.Connection, actor: Actor, team_id: uuid.UUID, 
                       AND s.created_at < now() - %(window)s) x
                 WHERE last_read_at IS NULL OR last_read_at < now() - %(window)s
                 ORDER BY name, environment""",
-            {"team": team_id, "window": window},
+            {"team": team_id, "window": window, "mark": await audit.sealed_mark(cur)},
         )
 
 

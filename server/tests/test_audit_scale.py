@@ -294,8 +294,16 @@ async def test_retention_removes_every_expired_entry_in_bounded_batches(
     await query(database_url, "UPDATE teams SET plan = 'starter' WHERE id = %s", (team_id,))
     before = await query(database_url, "SELECT count(*) AS n FROM audit_logs")
     await backdate_and_rechain(database_url, team_id, 40, 23)
+    await query(database_url, """INSERT INTO audit_reads (team_id, secret_id, day, user_email,
+                                     token_id, reads, last_at)
+                                 SELECT %s, 'old', (now() - make_interval(days => d))::date, '',
+                                        '', 1, now() - make_interval(days => d)
+                                 FROM unnest(ARRAY[45, 31, 29]) d""", (team_id,))
     removed = await audit_chain.purge_expired(pool, signer, batch=5)
     assert removed == 23
+    days = await query(database_url, "SELECT (now()::date - day) AS age FROM audit_reads "
+                                     "WHERE secret_id = 'old'")
+    assert [r["age"] for r in days] == [29]  # the rollup's days past Starter's 30 went too
     left = await query(database_url, "SELECT min(seq) AS first, count(*) AS n FROM audit_seals "
                                      "WHERE chain_id = %s", (team_id,))
     assert left[0]["first"] == 24 and left[0]["n"] == 7

@@ -52,6 +52,7 @@ CREATE TABLE audit_reads (
     PRIMARY KEY (team_id, secret_id, day, user_email, token_id)
 );
 CREATE INDEX audit_reads_token_idx ON audit_reads (team_id, token_id, day) WHERE token_id <> '';
+CREATE INDEX audit_reads_team_day_idx ON audit_reads (team_id, day);  -- the purge's expired days
 
 -- The reads among `entries` (rows with pos, chain_id) summed into audit_reads.
 CREATE FUNCTION cvsm_audit_roll_reads() RETURNS trigger
