@@ -197,6 +197,12 @@ async def run(entries: int) -> None:
                        pg_total_relation_size('audit_seals') AS seals,
                        pg_total_relation_size('audit_reads') AS reads,
                        pg_total_relation_size('audit_checkpoints') AS cps""", ()))
+            parts = await db.fetchall(cur, """
+                SELECT c.relname AS name, pg_relation_size(c.oid) AS bytes
+                FROM pg_class c
+                WHERE c.relname LIKE 'audit\_logs%%' OR c.relname LIKE 'audit\_seals%%'
+                   OR c.relname LIKE 'audit\_reads%%'
+                ORDER BY c.relname""")
         page = f"/app/teams/{busy}/audit"
         client.session.cookie_jar.update_cookies({"cvsm_session": token})
 
@@ -352,6 +358,9 @@ async def run(entries: int) -> None:
             f"{per_entry:,.0f} B per entry ({size['logs'] / 2**20:,.0f} + "
             f"{size['seals'] / 2**20:,.0f} + {size['reads'] / 2**20:,.1f} MB; checkpoints "
             f"{size['cps'] / 2**20:,.1f} MB)", "<= 300 B")
+        say("")
+        say("Bytes per entry, table by table and index by index: " + ", ".join(
+            f"{p['name']} {p['bytes'] / max(total, 1):,.0f}" for p in parts if p["bytes"]))
         say("")
         say("Not measured here: backup/restore (`cvsm-server backup`), the failover test.")
         pool.close()
