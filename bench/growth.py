@@ -34,6 +34,9 @@ from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+import psycopg2
+import psycopg2.extras
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "server"))
 
 from aiohttp.test_utils import TestClient, TestServer  # noqa: E402
@@ -115,15 +118,26 @@ async def seal_all(pool: db.Pool) -> None:
     say(f"  sealed {sealed:,} entries in {time.perf_counter() - t0:.1f} s")
 
 
-async def daily_checkpoints(pool: db.Pool, signer: audit_chain.CheckpointSigner) -> int:
+def long_statement(url: str, sql: str) -> list[dict]:
+    """One statement that may take longer than the pool's 30 s (setup at millions of entries)."""
+    conn = psycopg2.connect(url, cursor_factory=psycopg2.extras.RealDictCursor)
+    try:
+        conn.autocommit = True
+        with conn.cursor() as cur:
+            cur.execute(sql)
+            return list(cur.fetchall()) if cur.description else []
+    finally:
+        conn.close()
+
+
+async def daily_checkpoints(pool: db.Pool, url: str, signer: audit_chain.CheckpointSigner) -> int:
     """One signed checkpoint a chain a day at that day's last entry (the thinned job's trace)."""
+    heads = await asyncio.to_thread(long_statement, url, """
+        SELECT DISTINCT ON (s.chain_id, (a.created_at AT TIME ZONE 'UTC')::date)
+               s.chain_id, s.seq, s.hash, a.created_at
+        FROM audit_seals s JOIN audit_logs a ON a.pos = s.pos
+        ORDER BY s.chain_id, (a.created_at AT TIME ZONE 'UTC')::date, s.seq DESC""")
     async with db.cursor(pool) as cur:
-        heads = await db.fetchall(
-            cur,
-            """SELECT DISTINCT ON (s.chain_id, (a.created_at AT TIME ZONE 'UTC')::date)
-                      s.chain_id, s.seq, s.hash, a.created_at
-               FROM audit_seals s JOIN audit_logs a ON a.pos = s.pos
-               ORDER BY s.chain_id, (a.created_at AT TIME ZONE 'UTC')::date, s.seq DESC""")
         for head in heads:
             at = head["created_at"] + timedelta(minutes=1)
             message = audit_chain.checkpoint_message(head["chain_id"], head["seq"],
@@ -135,6 +149,24 @@ async def daily_checkpoints(pool: db.Pool, signer: audit_chain.CheckpointSigner)
                 (head["chain_id"], head["chain_id"], head["seq"], bytes(head["hash"]), at,
                  signer.key_id, signer.public_key, signer.sign(message)))
     return len(heads)
+
+
+def rename(url: str, placeholders: list[str], secret_ids: list[str]) -> None:
+    """Point the filled entries' placeholder secret ids at the secrets made since, and compact
+    the log (no dead rows left to count as storage)."""
+    conn = psycopg2.connect(url)
+    try:
+        conn.autocommit = True
+        with conn.cursor() as cur:
+            cur.execute("BEGIN")
+            cur.execute("SET LOCAL session_replication_role = replica")
+            cur.execute("""UPDATE audit_logs a SET resource_id = m.id
+                           FROM unnest(%s::text[], %s::text[]) AS m(placeholder, id)
+                           WHERE a.resource_id = m.placeholder""", (placeholders, secret_ids))
+            cur.execute("COMMIT")
+            cur.execute("VACUUM FULL audit_logs")
+    finally:
+        conn.close()
 
 
 async def run(entries: int) -> None:
@@ -190,22 +222,16 @@ async def run(entries: int) -> None:
                 "name": f"SECRET_{i}", "value": f"value-{i}", "environment": "production"})
             assert resp.status == 201, await resp.text()
             secret_ids.append((await resp.json())["secret"]["id"])
+        # not sealed yet, so not hashed yet: the entries name the secrets made since (one long
+        # statement: beside the pool, whose statements have aiopg's 30 s)
+        await asyncio.to_thread(rename, owner_url, placeholders, secret_ids)
         async with db.cursor(pool) as cur:
-            # not sealed yet, so not hashed yet: the entries name the secrets made since
-            await cur.execute("BEGIN")
-            await cur.execute("SET LOCAL session_replication_role = replica")
-            await cur.execute(
-                """UPDATE audit_logs a SET resource_id = m.id
-                   FROM unnest(%s::text[], %s::text[]) AS m(placeholder, id)
-                   WHERE a.resource_id = m.placeholder""", (placeholders, secret_ids))
-            await cur.execute("COMMIT")
-            await cur.execute("VACUUM FULL audit_logs")  # no dead rows left to count as storage
             # the secrets' rows are old enough to count as unread when nobody read them
             await cur.execute("UPDATE secrets SET created_at = now() - interval '200 days'")
         await seal_all(pool)
-        say(f"  {await daily_checkpoints(pool, signer):,} daily checkpoints signed")
+        say(f"  {await daily_checkpoints(pool, owner_url, signer):,} daily checkpoints signed")
+        await asyncio.to_thread(long_statement, owner_url, "VACUUM ANALYZE")
         async with db.cursor(pool) as cur:
-            await cur.execute("VACUUM ANALYZE")
             busy_n = (await db.fetchone(cur, "SELECT count(*) AS n FROM audit_seals "
                                              "WHERE chain_id = %s", (busy,)))["n"]
             total = (await db.fetchone(cur, "SELECT count(*) AS n FROM audit_logs"))["n"]

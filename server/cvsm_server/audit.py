@@ -150,7 +150,7 @@ _SECRET_RE = re.compile(r"[A-Za-z0-9_-]{1,255}")
 BAD_ACTION = "Filter aksi tidak valid"
 BAD_PERSON = "Filter orang tidak valid (gunakan alamat email)"
 BAD_SECRET = "Filter secret tidak valid (gunakan nama atau id secret)"
-BAD_CURSOR = "Kursor halaman 'before' tidak valid (gunakan next_before dari halaman sebelumnya)"
+BAD_CURSOR = "Kursor halaman tidak valid (gunakan next_before atau tautan dari halaman sebelumnya)"
 
 # A page's statements run under this limit (below the pool's 30 s), so a page that cannot be
 # served in time is a clear 503 with the reason, never a 500 or a request left hanging.
