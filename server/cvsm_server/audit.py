@@ -13,6 +13,8 @@ joined to its seals) is what the export reads.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import csv
 import io
 import json
@@ -21,14 +23,15 @@ import re
 import uuid
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
+import psycopg2.errors
 from psycopg2.extras import Json
 
 from . import audit_chain, db, roles, webhook_events
 from .actor import Actor
-from .errors import BadRequest
+from .errors import BadRequest, ServiceUnavailable
 from .timeutil import iso, parse_iso
 
 log = logging.getLogger("cvsm.audit")
@@ -147,50 +150,217 @@ _SECRET_RE = re.compile(r"[A-Za-z0-9_-]{1,255}")
 BAD_ACTION = "Filter aksi tidak valid"
 BAD_PERSON = "Filter orang tidak valid (gunakan alamat email)"
 BAD_SECRET = "Filter secret tidak valid (gunakan nama atau id secret)"
-_FILTERED = """team_id = %(team)s
-    AND (%(f_action)s::text IS NULL OR action = %(f_action)s)
-    AND (%(f_person)s::text IS NULL OR lower(user_email) = lower(%(f_person)s))
-    AND (%(f_secret)s::text IS NULL OR (resource = 'secret' AND (resource_id = %(f_secret)s
-         OR metadata->>'name' = %(f_secret)s OR metadata->>'secret_id' = %(f_secret)s))
-         OR (resource = 'share' AND (metadata->>'name' = %(f_secret)s
-                                     OR metadata->>'secret_id' = %(f_secret)s)))
-    AND (%(f_start)s::timestamptz IS NULL OR created_at >= %(f_start)s)
-    AND (%(f_end)s::timestamptz IS NULL OR created_at < %(f_end)s)"""
+BAD_CURSOR = "Kursor halaman tidak valid (gunakan next_before atau tautan dari halaman sebelumnya)"
+
+# A page's statements run under this limit (below the pool's 30 s), so a page that cannot be
+# served in time is a clear 503 with the reason, never a 500 or a request left hanging.
+PAGE_STATEMENT_SECONDS = 10
+# A filtered list counts its matches up to this many (an index walk of that length at most).
+COUNT_CAP = 1000
+TOO_SLOW = ("Log audit tidak dapat dibaca dalam batas waktu ({seconds} detik); persempit filter "
+            "atau coba lagi nanti")
+
+
+@contextlib.asynccontextmanager
+async def bounded(conn: db.Connection, seconds: float | None = None
+                  ) -> AsyncIterator[db.Cursor]:
+    """A read transaction whose every statement PostgreSQL cancels after `seconds` (default
+    PAGE_STATEMENT_SECONDS), lock waits included; a cancelled one is a 503
+    (`ServiceUnavailable`) that says so."""
+    seconds = PAGE_STATEMENT_SECONDS if seconds is None else seconds
+    try:
+        async with db.transaction(conn) as cur:
+            await cur.execute(f"SET LOCAL statement_timeout = {int(seconds * 1000)}")
+            yield cur
+    except psycopg2.errors.QueryCanceled:
+        raise ServiceUnavailable(TOO_SLOW.format(seconds=f"{seconds:g}")) from None
+    except asyncio.CancelledError:
+        # aiopg raises a statement PostgreSQL cancelled (QueryCanceledError) as CancelledError;
+        # only a task that is itself being cancelled lets that one through.
+        task = asyncio.current_task()
+        if task is not None and task.cancelling():
+            raise
+        raise ServiceUnavailable(TOO_SLOW.format(seconds=f"{seconds:g}")) from None
+
+
+@dataclass(frozen=True, slots=True)
+class Cursor:
+    """Where a page of the list starts: just after (older than) the entry at `created_at`,
+    `pos`. Its text form (`next_before` / `before`) is `<microseconds since 1970>_<pos>`."""
+
+    created_at: datetime
+    pos: int
+
+    @classmethod
+    def of(cls, row: dict) -> Cursor:
+        return cls(row["created_at"], row["pos"])
+
+    @classmethod
+    def parse(cls, text: str | None) -> Cursor | None:
+        """The cursor in `text`; None when empty; 400 when malformed."""
+        if text is None or text == "":
+            return None
+        match = _CURSOR_RE.fullmatch(text)
+        if match is None:
+            raise BadRequest(BAD_CURSOR)
+        try:
+            at = _EPOCH + timedelta(microseconds=int(match[1]))
+        except OverflowError:
+            raise BadRequest(BAD_CURSOR) from None
+        return cls(at, int(match[2]))
+
+    def __str__(self) -> str:
+        delta = self.created_at.astimezone(timezone.utc) - _EPOCH
+        micros = (delta.days * 86400 + delta.seconds) * 1_000_000 + delta.microseconds
+        return f"{micros}_{self.pos}"
+
+
+_CURSOR_RE = re.compile(r"([0-9]{1,17})_([0-9]{1,18})")
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+# The newest-first order of every list, and its keyset: each filter walks one index in it.
+_ORDER = "ORDER BY created_at DESC, pos DESC"
+_COLUMNS = """id, pos, team_id, user_id, user_email, action, resource, resource_id, ip_address,
+              user_agent, metadata, created_at"""
+
+
+def _where(filters: Filters, before: Cursor | None, after: Cursor | None = None) -> list[str]:
+    """The conditions every branch of a list shares: team, action, person, time, cursors."""
+    out = ["team_id = %(team)s"]
+    if filters.action:
+        out.append("action = %(f_action)s")
+    if filters.person:
+        out.append("lower(user_email) = lower(%(f_person)s)")
+    if filters.start:
+        out.append("created_at >= %(f_start)s")
+    if filters.end:
+        out.append("created_at < %(f_end)s")
+    if before is not None:
+        out.append("(created_at, pos) < (%(b_at)s, %(b_pos)s)")
+    if after is not None:
+        out.append("(created_at, pos) > (%(a_at)s, %(a_pos)s)")
+    return out
+
+
+# The filter by secret (its id or name) as three disjoint branches, each an index walk in the
+# list's order (migration 0022): the secret's own entries by id, entries naming it by name,
+# shares (and others) naming it by id in their metadata.
+_SECRET_BRANCHES = (
+    "resource = 'secret' AND resource_id = %(f_secret)s",
+    """resource IN ('secret', 'share') AND metadata->>'name' = %(f_secret)s
+       AND NOT (resource = 'secret' AND resource_id IS NOT DISTINCT FROM %(f_secret)s)""",
+    """resource IN ('secret', 'share') AND metadata ? 'secret_id'
+       AND metadata->>'secret_id' = %(f_secret)s
+       AND NOT (resource = 'secret' AND resource_id IS NOT DISTINCT FROM %(f_secret)s)
+       AND (metadata->>'name') IS DISTINCT FROM %(f_secret)s""",
+)
+
+
+def list_sql(filters: Filters, before: Cursor | None, after: Cursor | None = None) -> str:
+    """The page's statement: newest first from `before`, `limit` rows after `offset`; with
+    `after`, the `limit` entries just newer than it (oldest first: the caller reverses them)."""
+    where = _where(filters, before, after)
+    order = _ORDER if after is None else "ORDER BY created_at, pos"
+    if not filters.secret:
+        return (f"SELECT {_COLUMNS} FROM audit_logs WHERE {' AND '.join(where)} {order} "
+                "LIMIT %(limit)s OFFSET %(offset)s")
+    branches = " UNION ALL ".join(
+        f"(SELECT {_COLUMNS} FROM audit_logs WHERE {' AND '.join([*where, branch])} {order} "
+        "LIMIT %(limit)s + %(offset)s)" for branch in _SECRET_BRANCHES)
+    return f"SELECT * FROM ({branches}) u {order} LIMIT %(limit)s OFFSET %(offset)s"
+
+
+# The log's entries not sealed yet: its tail from the sealer's mark (the last second or so while
+# the sealer runs), which the chain's counts and the read rollups (migration 0022) do not hold.
+# The mark (`%(mark)s`, from `sealed_mark`) is given as a value, so that the plan is the
+# primary key's range from it (a subquery's value is unknown when planning: a scan of the log).
+UNSEALED = """SELECT * FROM audit_logs a
+              WHERE a.pos >= %(mark)s
+                AND NOT EXISTS (SELECT 1 FROM audit_seals s WHERE s.pos = a.pos)"""
+
+
+async def sealed_mark(cur: db.Cursor) -> int:
+    """The sealer's mark: every entry below this position is sealed (`UNSEALED`'s `mark`)."""
+    return (await db.fetchone(cur, "SELECT sealed_below FROM audit_seal_state"))["sealed_below"]
+
+# The team's entries without reading them: a chain is gap-free from its first kept entry to its
+# head (two probes of audit_seals' (chain_id, seq) key), plus its entries not sealed yet.
+_TOTAL = f"""SELECT coalesce((SELECT max(seq) - min(seq) + 1 FROM audit_seals
+                             WHERE chain_id = %(team)s), 0)
+                  + (SELECT count(*) FROM ({UNSEALED}) u WHERE u.team_id = %(team)s) AS n"""
+
+
+@dataclass(frozen=True, slots=True)
+class Page:
+    """A page of the list, newest first: its entries, the cursor of the next (older) page (None
+    on the last), the total (the team's entries, or those the filters keep; None when these are
+    more than COUNT_CAP, which would mean counting them all), and whether newer entries exist before it (only known for a page asked `after`)."""
+
+    entries: list[dict]
+    next_before: Cursor | None
+    total: int | None
+    newer: bool = False
+
+
+async def list_page(conn: db.Connection, actor: Actor, team_id: uuid.UUID, *,
+                    limit: int = DEFAULT_LIMIT, offset: int = 0, before: Cursor | None = None,
+                    after: Cursor | None = None, filters: Filters | None = None) -> Page:
+    """A page of the team's entries (those `filters` keep), newest first, from `before` (the
+    previous page's `next_before`) and/or `offset`; or, with `after`, the page just newer than
+    that entry (the dashboard's way back). Admin or above. Each statement walks an index from
+    the cursor: the page costs its size, not the log's."""
+    filters = filters or Filters()
+    args = {"team": team_id, "limit": limit + 1, "offset": offset, **filters.params(),
+            "b_at": before.created_at if before else None, "b_pos": before.pos if before else None,
+            "a_at": after.created_at if after else None, "a_pos": after.pos if after else None}
+    async with bounded(conn) as cur:
+        await roles.require(cur, team_id, actor, roles.ADMIN, reading=True)
+        rows = await db.fetchall(cur, list_sql(filters, before, after), args)
+        if filters == Filters():
+            total = (await db.fetchone(cur, _TOTAL,
+                                       {**args, "mark": await sealed_mark(cur)}))["n"]
+        else:  # counted up to a bound: a page never reads every match
+            total = (await db.fetchone(
+                cur, f"SELECT count(*) AS n FROM ({list_sql(filters, None)}) m",
+                {**args, "limit": COUNT_CAP + 1, "offset": 0}))["n"]
+            total = None if total > COUNT_CAP else total
+    more = len(rows) > limit
+    rows = rows[:limit]
+    if after is not None:
+        rows.reverse()
+        return Page(rows, Cursor.of(rows[-1]) if rows else after, total, newer=more)
+    return Page(rows, Cursor.of(rows[-1]) if more else None, total)
 
 
 async def list_entries(conn: db.Connection, actor: Actor, team_id: uuid.UUID, *,
                        limit: int = DEFAULT_LIMIT, offset: int = 0,
-                       filters: Filters | None = None) -> tuple[list[dict], int]:
-    """A page of the team's entries (those `filters` keep), newest first, and their total;
-    Admin or above."""
-    args = {"team": team_id, "limit": limit, "offset": offset,
-            **(filters or Filters()).params()}
-    async with db.cursor(conn) as cur:
-        await roles.require(cur, team_id, actor, roles.ADMIN, reading=True)
-        rows = await db.fetchall(
-            cur,
-            f"""SELECT * FROM audit_logs WHERE {_FILTERED}
-                ORDER BY created_at DESC, id DESC LIMIT %(limit)s OFFSET %(offset)s""",
-            args,
-        )
-        total = await db.fetchone(cur, f"SELECT count(*) AS n FROM audit_logs WHERE {_FILTERED}",
-                                  args)
-    return rows, total["n"]
+                       filters: Filters | None = None) -> tuple[list[dict], int | None]:
+    """A page of the team's entries and their total (`list_page` by offset)."""
+    page = await list_page(conn, actor, team_id, limit=limit, offset=offset, filters=filters)
+    return page.entries, page.total
+
+
+# The distinct values of an index's second column for one team, one probe each (a skip scan).
+_DISTINCT = """WITH RECURSIVE v(x) AS (
+                   (SELECT {col} FROM audit_logs WHERE team_id = %(team)s AND {col} IS NOT NULL
+                    ORDER BY {col} LIMIT 1)
+                   UNION ALL
+                   SELECT (SELECT {col} FROM audit_logs WHERE team_id = %(team)s AND {col} > v.x
+                           ORDER BY {col} LIMIT 1)
+                   FROM v WHERE v.x IS NOT NULL)
+               SELECT x FROM v WHERE x IS NOT NULL"""
 
 
 async def filter_choices(conn: db.Connection, actor: Actor, team_id: uuid.UUID
                          ) -> dict[str, list[str]]:
     """The actions and people found in the team's log, sorted, for the audit page's filter
-    links; Admin or above."""
-    async with db.cursor(conn) as cur:
+    links; Admin or above. Skip scans of the action and actor indexes: one probe per value."""
+    async with bounded(conn) as cur:
         await roles.require(cur, team_id, actor, roles.ADMIN, reading=True)
-        actions = await db.fetchall(
-            cur, "SELECT DISTINCT action FROM audit_logs WHERE team_id = %s ORDER BY action",
-            (team_id,))
-        people = await db.fetchall(
-            cur, """SELECT DISTINCT lower(user_email) AS email FROM audit_logs
-                    WHERE team_id = %s AND user_email IS NOT NULL ORDER BY 1""", (team_id,))
-    return {"actions": [r["action"] for r in actions], "people": [r["email"] for r in people]}
+        actions = await db.fetchall(cur, _DISTINCT.format(col="action"), {"team": team_id})
+        people = await db.fetchall(cur, _DISTINCT.format(col="lower(user_email)"),
+                                   {"team": team_id})
+    return {"actions": [r["x"] for r in actions], "people": [r["x"] for r in people]}
 
 
 async def purge_expired(pool: db.Pool, signer: audit_chain.CheckpointSigner) -> int:

@@ -35,10 +35,14 @@ import hmac
 import json
 import logging
 import uuid
+import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
+from json.encoder import encode_basestring as _encode_string
 from typing import Any
 
+import psycopg2.extensions
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
@@ -82,7 +86,10 @@ def canonical(row: dict[str, Any]) -> bytes:
         "user_email": row["user_email"],
         "v": 1,
     }
-    return json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+    return _CANONICAL.encode(doc).encode()
+
+
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
 def entry_hash(row: dict[str, Any]) -> bytes:
@@ -172,26 +179,38 @@ async def checkpoint_now(cur: db.Cursor, signer: CheckpointSigner, chain_id: uui
     """Seal, then sign the chain's head; None when the chain has no entry."""
     await seal(cur)
     head = await db.fetchone(
-        cur,
-        """SELECT seq, hash FROM audit_chain_entries WHERE chain_id = %s
-           ORDER BY seq DESC LIMIT 1""",
+        cur, "SELECT seq, hash FROM audit_seals WHERE chain_id = %s ORDER BY seq DESC LIMIT 1",
         (chain_id,))
     if head is None:
         return None
     return await write_checkpoint(cur, signer, chain_id, head["seq"], bytes(head["hash"]), kind)
 
 
+# Every chain of the seals, one probe of their (chain_id, seq) key per chain (a skip scan): the
+# log is never grouped to find them.
+_CHAIN_IDS = """WITH RECURSIVE c(id) AS (
+                    (SELECT chain_id FROM audit_seals ORDER BY chain_id LIMIT 1)
+                    UNION ALL
+                    SELECT (SELECT chain_id FROM audit_seals WHERE chain_id > c.id
+                            ORDER BY chain_id LIMIT 1)
+                    FROM c WHERE c.id IS NOT NULL)
+                SELECT id AS chain_id FROM c WHERE id IS NOT NULL"""
+
+
 async def checkpoint_grown_chains(pool: db.Pool, signer: CheckpointSigner) -> int:
-    """Seal, then a `periodic` checkpoint for every chain whose head is past its last one."""
+    """Seal, then a `periodic` checkpoint for every chain whose head is past its last one. The
+    chains, their heads and their last checkpoints are found by index (three probes a chain)."""
     async with db.cursor(pool) as cur:
         await seal(cur)
         rows = await db.fetchall(
             cur,
-            """SELECT h.chain_id, h.seq, a.hash FROM (
-                   SELECT chain_id, max(seq) AS seq FROM audit_chain_entries GROUP BY chain_id) h
-               JOIN audit_chain_entries a ON a.chain_id = h.chain_id AND a.seq = h.seq
-               WHERE h.seq > coalesce((SELECT max(c.seq) FROM audit_checkpoints c
-                                       WHERE c.chain_id = h.chain_id), 0)""")
+            f"""SELECT c.chain_id, h.seq, h.hash FROM ({_CHAIN_IDS}) c
+                CROSS JOIN LATERAL (SELECT s.seq, s.hash FROM audit_seals s
+                                    WHERE s.chain_id = c.chain_id
+                                    ORDER BY s.seq DESC LIMIT 1) h
+                WHERE h.seq > coalesce((SELECT k.seq FROM audit_checkpoints k
+                                        WHERE k.chain_id = c.chain_id
+                                        ORDER BY k.seq DESC LIMIT 1), 0)""")
         for row in rows:
             await write_checkpoint(cur, signer, row["chain_id"], row["seq"], bytes(row["hash"]),
                                    "periodic")
@@ -253,38 +272,95 @@ async def checkpoint_at_stop(pool: db.Pool, signer: CheckpointSigner,
 
 # --- retention purge --------------------------------------------------------------------------
 
-_EXPIRED = """(cvsm_audit_retention_days(team_id) IS NOT NULL
-               AND created_at < now() - make_interval(days => cvsm_audit_retention_days(team_id)))"""
+# Entries one purge transaction removes at most (with their seals and a signed checkpoint): a
+# few hundred milliseconds, far from the statement limit, whatever the log's size.
+PURGE_BATCH = 5000
+# Checkpoints one thinning call removes at most, and how long one run keeps thinning a backlog.
+THIN_BATCH = 10000
+THIN_SECONDS = 10.0
+# How long every checkpoint is kept; older ones are thinned to one a chain a UTC day. A run
+# that removed nothing thins at most every THIN_EVERY_SECONDS (per pool: the job's process).
+KEEP_EVERY_CHECKPOINT = timedelta(days=1)
+THIN_EVERY_SECONDS = 6 * 3600
+_thinned_at: weakref.WeakKeyDictionary[db.Pool, float] = weakref.WeakKeyDictionary()
 
 
-async def purge_expired(pool: db.Pool, signer: CheckpointSigner) -> int:
-    """Remove, per chain, the longest prefix of entries all past their retention, after signing
-    a `purge` checkpoint at its last entry (the chain's new start); returns how many went."""
+async def purge_expired(pool: db.Pool, signer: CheckpointSigner, *,
+                        batch: int = PURGE_BATCH) -> int:
+    """Remove, per chain, the longest prefix of entries all past their retention, in
+    transactions of at most `batch` entries, each after signing a `purge` checkpoint at its last
+    entry (the chain's new start), and the chain's expired days of the read rollup; then
+    checkpoints thinned (migration 0023; when nothing went, at most every THIN_EVERY_SECONDS).
+    Returns how many entries went. A chain whose first entry is kept costs one probe of its
+    index: with nothing expired the run reads nothing else."""
     removed = 0
     async with db.cursor(pool) as cur:
         await seal(cur)
-        chains = [r["chain_id"] for r in await db.fetchall(
-            cur, f"SELECT DISTINCT chain_id FROM audit_chain_entries WHERE {_EXPIRED}")]
-    for chain_id in chains:
-        async with db.pool_transaction(pool) as cur:
-            end = await db.fetchone(
-                cur,
-                f"""SELECT a.seq, a.hash FROM audit_chain_entries a
-                    WHERE a.chain_id = %(c)s AND a.seq < coalesce(
-                        (SELECT min(seq) FROM audit_chain_entries
-                         WHERE chain_id = %(c)s AND NOT {_EXPIRED}),
-                        9223372036854775807)
-                    ORDER BY a.seq DESC LIMIT 1""",
-                {"c": chain_id})
-            if end is None:  # the chain's first entry is still kept
-                continue
-            await write_checkpoint(cur, signer, chain_id, end["seq"], bytes(end["hash"]), "purge")
+        due = await db.fetchall(
+            cur,
+            f"""SELECT c.chain_id, d.days FROM ({_CHAIN_IDS}) c
+                CROSS JOIN LATERAL (SELECT cvsm_audit_retention_days(c.chain_id) AS days) d
+                CROSS JOIN LATERAL (SELECT s.pos FROM audit_seals s WHERE s.chain_id = c.chain_id
+                                    ORDER BY s.seq LIMIT 1) f
+                JOIN audit_logs a ON a.pos = f.pos
+                WHERE d.days IS NOT NULL
+                  AND a.created_at < now() - make_interval(days => d.days)""")
+    for chain in due:
+        while True:
+            async with db.pool_transaction(pool) as cur:
+                gone = await _purge_batch(cur, signer, chain["chain_id"], chain["days"], batch)
+            removed += gone
+            if gone < batch:
+                break
+        async with db.cursor(pool) as cur:  # the read rollup's days past the same retention
             await cur.execute(
-                "DELETE FROM audit_logs a USING audit_seals s "
-                "WHERE s.pos = a.pos AND s.chain_id = %s AND s.seq <= %s",
-                (chain_id, end["seq"]))
-            removed += cur.rowcount
+                """DELETE FROM audit_reads WHERE team_id = %s
+                     AND day < ((now() - make_interval(days => %s)) AT TIME ZONE 'UTC')::date""",
+                (chain["chain_id"], chain["days"]))
+    loop = asyncio.get_running_loop()
+    if due or loop.time() >= _thinned_at.get(pool, float("-inf")) + THIN_EVERY_SECONDS:
+        async with db.cursor(pool) as cur:
+            await thin_checkpoints(cur)
+        _thinned_at[pool] = loop.time()
     return removed
+
+
+async def _purge_batch(cur: db.Cursor, signer: CheckpointSigner, chain_id: uuid.UUID, days: int,
+                       batch: int) -> int:
+    """The chain's first `batch` entries in order, up to the first one kept: a purge checkpoint
+    at the last of them, then their deletion (the guard checks each, the seals go with them)."""
+    rows = await db.fetchall(
+        cur,
+        """SELECT s.seq, s.hash, s.pos, a.created_at < now() - make_interval(days => %(days)s)
+                  AS expired
+           FROM audit_seals s JOIN audit_logs a ON a.pos = s.pos
+           WHERE s.chain_id = %(chain)s ORDER BY s.seq LIMIT %(batch)s""",
+        {"chain": chain_id, "days": days, "batch": batch})
+    prefix = 0
+    while prefix < len(rows) and rows[prefix]["expired"]:
+        prefix += 1
+    if not prefix:
+        return 0
+    end = rows[prefix - 1]
+    await write_checkpoint(cur, signer, chain_id, end["seq"], bytes(end["hash"]), "purge")
+    await cur.execute("DELETE FROM audit_logs WHERE pos = ANY(%s)",
+                      ([r["pos"] for r in rows[:prefix]],))
+    return cur.rowcount
+
+
+async def thin_checkpoints(cur: db.Cursor, *, keep: timedelta = KEEP_EVERY_CHECKPOINT,
+                           seconds: float = THIN_SECONDS) -> int:
+    """Remove the checkpoints verification and the purge no longer need (those below a chain's
+    purge anchor; past `keep`, all but one a chain a day), in calls of THIN_BATCH, for at most
+    about `seconds`; returns how many went."""
+    gone = 0
+    deadline = asyncio.get_running_loop().time() + seconds
+    while True:
+        row = await db.fetchone(cur, "SELECT cvsm_audit_thin_checkpoints(%s, %s) AS n",
+                                (keep, THIN_BATCH))
+        gone += row["n"]
+        if row["n"] < THIN_BATCH or asyncio.get_running_loop().time() > deadline:
+            return gone
 
 
 # --- verification -----------------------------------------------------------------------------
@@ -311,19 +387,72 @@ def checkpoint_json(row: dict) -> dict:
             "public_key": bytes(row["public_key"]).hex()}
 
 
-_ROWS = """SELECT id, chain_id, seq, created_at, user_email, action, resource, resource_id,
-                  ip_address, user_agent, metadata::text AS metadata_text, prev_hash, hash
-           FROM audit_chain_entries WHERE chain_id = %s AND (seq, id) > (%s, %s)
-           ORDER BY seq, id LIMIT %s"""
+# One page of a chain in order, from a position: the seals' (chain_id, seq) key walked from the
+# cursor, each seal joined to its entry by `pos`; no page rescans the ones before. Rows are
+# tuples (the columns of `_ROW_FIELDS`), uuids as text: the walk's cost is the hashing.
+# `seq >= last seq` but not the last entry itself: were the unique key dropped, a second entry
+# at the last seq of a page still shows up (as "appears twice").
+_ROWS = """SELECT a.id::text, s.chain_id::text, s.seq, s.pos, a.created_at, a.user_email, a.action,
+                  a.resource, a.resource_id, a.ip_address, a.user_agent,
+                  a.metadata::text AS metadata_text, s.prev_hash, s.hash
+           FROM audit_seals s JOIN audit_logs a ON a.pos = s.pos
+           WHERE s.chain_id = %(chain)s AND s.seq >= %(seq)s AND s.pos <> %(pos)s
+           ORDER BY s.seq LIMIT %(page)s"""
 
 
-async def verify_chain(cur: db.Cursor, signer: CheckpointSigner, chain_id: uuid.UUID) -> Verdict:
-    """Walk one chain from its start: every entry's seq, link and hash, every checkpoint's
+def _page_hash(row: tuple) -> bytes:
+    """`entry_hash` of one `_ROWS` tuple: `canonical`'s bytes, written out in its key order
+    (the walk's hot loop; `test_audit_scale` holds the two equal)."""
+    (id_, chain, seq, _pos, created_at, user_email, action, resource, resource_id, ip_address,
+     user_agent, metadata_text, prev_hash, _hash) = row
+    text = ('{"action":' + _json(action) + ',"chain":"' + chain + '","created_at":"'
+            + _utc_micro(created_at) + '","id":"' + id_ + '","ip_address":' + _json(ip_address)
+            + ',"metadata":' + _json(metadata_text) + ',"prev_hash":"' + bytes(prev_hash).hex()
+            + '","resource":' + _json(resource) + ',"resource_id":' + _json(resource_id)
+            + ',"seq":' + str(seq) + ',"user_agent":' + _json(user_agent)
+            + ',"user_email":' + _json(user_email) + ',"v":1}')
+    return hashlib.sha256(text.encode()).digest()
+
+
+def _json(value: str | None) -> str:
+    return "null" if value is None else _encode_string(value)
+
+
+def _utc_micro(value: datetime) -> str:
+    """`utc_micro`, without strftime for a time already in UTC (as the server's sessions read)."""
+    if value.utcoffset() != _ZERO:
+        return utc_micro(value)
+    return (f"{value.year:04d}-{value.month:02d}-{value.day:02d}T{value.hour:02d}:"
+            f"{value.minute:02d}:{value.second:02d}.{value.microsecond:06d}Z")
+
+
+_ZERO = timedelta(0)
+
+
+Progress = Callable[[int, int], None]
+
+
+async def chain_span(cur: db.Cursor, chain_id: uuid.UUID) -> tuple[int, int] | None:
+    """The chain's first and last sealed seq (two probes of its key); None when empty."""
+    row = await db.fetchone(cur, "SELECT min(seq) AS first, max(seq) AS last FROM audit_seals "
+                                 "WHERE chain_id = %s", (chain_id,))
+    return None if row is None or row["last"] is None else (row["first"], row["last"])
+
+
+async def verify_chain(cur: db.Cursor, signer: CheckpointSigner, chain_id: uuid.UUID, *,
+                       since: dict | None = None, progress: Progress | None = None) -> Verdict:
+    """Walk one chain in one ordered pass: every entry's seq, link and hash, every checkpoint's
     signature and head. Reports the first broken link (by seq) and the latest good checkpoint.
-    Entries not sealed yet are not in it: callers `seal` first."""
+    From its start, or with `since` (a checkpoint the caller trusts, signed by this server's
+    key) from that checkpoint's entry on: the entries and checkpoints before it are not read.
+    `progress(checked, to_check)` is called after each page. Entries not sealed yet are not in
+    it: callers `seal` first."""
+    start_seq = 0 if since is None else since["seq"]
     checkpoints = await db.fetchall(
-        cur, "SELECT * FROM audit_checkpoints WHERE chain_id = %s ORDER BY seq, signed_at",
-        (chain_id,))
+        cur, "SELECT * FROM audit_checkpoints WHERE chain_id = %s AND seq >= %s "
+             "ORDER BY seq, signed_at", (chain_id, start_seq))
+    if since is not None and since["chain_id"] != chain_id:
+        raise ValueError("the trusted checkpoint is of another chain")
     good: list[dict] = []
     for cp in checkpoints:
         if not signer.trusts(cp["key_id"], cp["public_key"]):
@@ -345,12 +474,15 @@ async def verify_chain(cur: db.Cursor, signer: CheckpointSigner, chain_id: uuid.
 
     checked = 0
     expected: int | None = None
-    prev = GENESIS
-    after: tuple[int, Any] = (0, uuid.UUID(int=0))
-    while True:
-        rows = await db.fetchall(cur, _ROWS, (chain_id, after[0], after[1], PAGE))
+    prev: bytes | None = GENESIS
+    if since is not None:  # the trusted checkpoint's entry comes first, whatever its prev_hash
+        expected, prev = since["seq"], None
+
+    def walk(rows: list[tuple]) -> Verdict | None:
+        """Check one page in order; the verdict at its first broken link, else None."""
+        nonlocal checked, expected, prev
         for row in rows:
-            seq = row["seq"]
+            seq = row[2]
             if expected is None:  # the chain's start: seq 1, or just after a purge checkpoint
                 if seq != 1:
                     anchor = [cp for cp in at_seq.get(seq - 1, ()) if cp["kind"] == "purge"]
@@ -365,10 +497,10 @@ async def verify_chain(cur: db.Cursor, signer: CheckpointSigner, chain_id: uuid.
                 return broken(checked, seq, f"entry {seq} appears twice")
             if seq > expected:
                 return broken(checked, expected, f"entry {expected} is missing")
-            if bytes(row["prev_hash"]) != prev:
+            if prev is not None and bytes(row[12]) != prev:
                 return broken(checked, seq, "its prev_hash is not the hash of the entry before")
-            digest = entry_hash(row)
-            if digest != bytes(row["hash"]):
+            digest = _page_hash(row)
+            if digest != bytes(row[13]):
                 return broken(checked, seq, "its content does not match its hash (edited)")
             for cp in at_seq.get(seq, ()):
                 if bytes(cp["head_hash"]) != digest:
@@ -377,10 +509,37 @@ async def verify_chain(cur: db.Cursor, signer: CheckpointSigner, chain_id: uuid.
             checked += 1
             prev = digest
             expected = seq + 1
-        if len(rows) < PAGE:
-            break
-        after = (rows[-1]["seq"], rows[-1]["id"])
-    last = expected - 1 if expected is not None else None
+        return None
+
+    span = await chain_span(cur, chain_id)
+    to_check = 0 if span is None else span[1] - max(span[0], start_seq) + 1
+    raw = await cur.connection.cursor(cursor_factory=psycopg2.extensions.cursor)
+
+    async def fetch(seq: int, pos: int) -> list[tuple]:
+        await raw.execute(_ROWS, {"chain": chain_id, "seq": seq, "pos": pos, "page": PAGE})
+        return await raw.fetchall()
+
+    # The next page is asked for before this one is hashed: the database reads it meanwhile.
+    pending: asyncio.Future | None = asyncio.ensure_future(fetch(start_seq, -1))
+    try:
+        while pending is not None:
+            rows = await pending
+            pending = None
+            if len(rows) == PAGE:
+                pending = asyncio.ensure_future(fetch(rows[-1][2], rows[-1][3]))
+            verdict = walk(rows)
+            if verdict is not None:
+                return verdict
+            if progress is not None:
+                progress(checked, to_check)
+    finally:
+        if pending is not None:  # let it end: a cancelled statement would close the connection
+            await asyncio.gather(pending, return_exceptions=True)
+        raw.close()
+    last = expected - 1 if expected is not None and checked else None
+    if since is not None and not checked:
+        return broken(0, since["seq"], f"entry {since['seq']} is missing (the trusted "
+                                       "checkpoint covers it)")
     if good:
         top_seq = max(cp["seq"] for cp in good)
         if last is None and top_seq not in purges:
@@ -393,13 +552,40 @@ async def verify_chain(cur: db.Cursor, signer: CheckpointSigner, chain_id: uuid.
     return Verdict(chain_id, checked, None, latest)
 
 
-async def chains(cur: db.Cursor) -> list[dict]:
-    """Every chain in the log or its checkpoints: chain id and the team's slug (None when the
-    team is gone or for the account chain); sealed entries only: callers `seal` first."""
+async def latest_checkpoint(cur: db.Cursor, signer: CheckpointSigner,
+                            chain_id: uuid.UUID) -> dict | None:
+    """The chain's newest checkpoint whose signature this server's key makes good (one probe of
+    its index per checkpoint looked at): where a verification can resume."""
+    rows = await db.fetchall(
+        cur, "SELECT * FROM audit_checkpoints WHERE chain_id = %s ORDER BY seq DESC, signed_at DESC "
+             "LIMIT 16", (chain_id,))
+    for cp in rows:
+        if signer.trusts(cp["key_id"], cp["public_key"]) and cp["kind"] in KINDS \
+                and signature_ok(cp):
+            return cp
+    return None
+
+
+async def chains(cur: db.Cursor, *, team: uuid.UUID | None = None) -> list[dict]:
+    """Every chain in the log or its checkpoints (or only `team`'s, when it has one): chain id
+    and the team's slug (None when the team is gone or for the account chain); sealed entries
+    only: callers `seal` first. Skip scans of the two tables' chain indexes, never the log."""
+    if team is not None:
+        return await db.fetchall(
+            cur,
+            """SELECT t.id AS chain_id, t.slug FROM teams t WHERE t.id = %(team)s
+                 AND (EXISTS (SELECT 1 FROM audit_seals WHERE chain_id = %(team)s)
+                      OR EXISTS (SELECT 1 FROM audit_checkpoints WHERE chain_id = %(team)s))""",
+            {"team": team})
     return await db.fetchall(
         cur,
-        """SELECT c.chain_id, t.slug FROM (
-               SELECT DISTINCT chain_id FROM audit_chain_entries
-               UNION SELECT DISTINCT chain_id FROM audit_checkpoints) c
-           LEFT JOIN teams t ON t.id = c.chain_id
-           ORDER BY t.slug NULLS LAST, c.chain_id""")
+        f"""WITH RECURSIVE k(id) AS (
+                (SELECT chain_id FROM audit_checkpoints ORDER BY chain_id LIMIT 1)
+                UNION ALL
+                SELECT (SELECT chain_id FROM audit_checkpoints WHERE chain_id > k.id
+                        ORDER BY chain_id LIMIT 1)
+                FROM k WHERE k.id IS NOT NULL)
+            SELECT c.chain_id, t.slug FROM (
+                {_CHAIN_IDS} UNION SELECT id FROM k WHERE id IS NOT NULL) c
+            LEFT JOIN teams t ON t.id = c.chain_id
+            ORDER BY t.slug NULLS LAST, c.chain_id""")

@@ -1,7 +1,8 @@
 """The `cvsm-server` command: `serve [--host H] [--port P] [--workers N] [--tls-cert FILE
 --tls-key FILE]`, `migrate`, `rotate-key`, `backup FILE`, `restore FILE` and `audit verify
-[--team SLUG]`, the operator's `admin grant|revoke EMAIL` and `team set-plan SLUG PLAN`, and `mail
-list|show` (the outbox, `outbox.py`). Several workers: `workers.py`; HTTPS: `tls.py`."""
+[--team SLUG] [--from-checkpoint] [--progress]`, the operator's `admin grant|revoke EMAIL` and
+`team set-plan SLUG PLAN`, and `mail list|show` (the outbox, `outbox.py`). Several workers:
+`workers.py`; HTTPS: `tls.py`."""
 
 from __future__ import annotations
 
@@ -338,6 +339,11 @@ def _add_operator_commands(sub) -> None:
     verify = audit_sub.add_parser("verify", help="verify every chain and its signed checkpoints "
                                                  "(exit 1 at the first broken link)")
     verify.add_argument("--team", metavar="SLUG", help="only this team's chain")
+    verify.add_argument("--from-checkpoint", action="store_true",
+                        help="start each chain at its newest checkpoint signed by this server's "
+                             "key instead of its first entry")
+    verify.add_argument("--progress", action="store_true",
+                        help="print progress on stderr every 100,000 entries")
 
 
 def _run_operator_command(args, settings: Settings) -> int | None:
@@ -354,7 +360,8 @@ def _run_operator_command(args, settings: Settings) -> int | None:
         return _operation(settings, lambda s: operations.restore(
             s, args.file, force=args.force, migrate=not args.no_migrate))
     if args.command == "audit":
-        return _operation(settings, lambda s: operations.audit_verify(s, args.team))
+        return _operation(settings, lambda s: operations.audit_verify(
+            s, args.team, from_checkpoint=args.from_checkpoint, progress=args.progress))
     return None
 
 

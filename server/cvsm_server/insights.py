@@ -27,23 +27,43 @@ READERS_LIMIT = 200
 DIGEST_HEX = 16  # 64 bits of the HMAC: enough to tell values apart on one page
 
 
+# A read of a secret, as the rollup and the log's unsealed tail both give it.
+_READ = "action = 'read' AND resource = 'secret'"
+
+
 async def secret_readers(conn: db.Connection, actor: Actor, team_id: uuid.UUID,
                          secret_id: uuid.UUID, *, window: timedelta = WINDOW,
                          limit: int = READERS_LIMIT) -> list[dict]:
-    """Who read the secret in the last `window`, newest first: `at`, `email` (None once the
-    user is deleted), `via_token` (the token's name, None for a session) and `ip`. Admin or
-    above, as for the audit log it comes from."""
-    async with db.cursor(conn) as cur:
+    """Who read the secret in the last `window`, one row per reader (an e-mail and the token it
+    went through), the latest first: `at` (the last read), `email` (None for a system reader),
+    `via_token` (the token's name, None for a session), `ip` (of the last read) and `reads`.
+    Admin or above, as for the audit log it comes from. From the read rollup (whole UTC days,
+    migration 0022) and the log's entries not sealed yet: the page costs its readers, never a
+    scan of the log."""
+    async with audit.bounded(conn) as cur:
         await roles.require(cur, team_id, actor, roles.ADMIN, reading=True)
         return await db.fetchall(
             cur,
-            """SELECT created_at AS at, user_email AS email, metadata->>'via_token' AS via_token,
-                      ip_address AS ip
-               FROM audit_logs
-               WHERE team_id = %s AND action = 'read' AND resource = 'secret'
-                 AND resource_id = %s AND created_at >= now() - %s
-               ORDER BY created_at DESC, id DESC LIMIT %s""",
-            (team_id, str(secret_id), window, limit),
+            f"""WITH r AS (
+                    SELECT user_email, token_id, via_token, reads, last_at, last_ip
+                    FROM audit_reads
+                    WHERE team_id = %(team)s AND secret_id = %(secret)s
+                      AND day >= ((now() - %(window)s) AT TIME ZONE 'UTC')::date
+                      AND last_at >= now() - %(window)s
+                    UNION ALL
+                    SELECT coalesce(user_email, ''), coalesce(metadata->>'token_id', ''),
+                           metadata->>'via_token', 1, created_at, ip_address
+                    FROM ({audit.UNSEALED}) u
+                    WHERE team_id = %(team)s AND {_READ} AND resource_id = %(secret)s
+                      AND created_at >= now() - %(window)s)
+                SELECT max(last_at) AS at, nullif(user_email, '') AS email,
+                       (array_agg(via_token ORDER BY last_at DESC))[1] AS via_token,
+                       (array_agg(last_ip ORDER BY last_at DESC))[1] AS ip,
+                       sum(reads)::bigint AS reads
+                FROM r GROUP BY user_email, token_id
+                ORDER BY at DESC LIMIT %(limit)s""",
+            {"team": team_id, "secret": str(secret_id), "window": window, "limit": limit,
+             "mark": await audit.sealed_mark(cur)},
         )
 
 
@@ -51,23 +71,27 @@ async def unread_secrets(conn: db.Connection, actor: Actor, team_id: uuid.UUID, 
                          window: timedelta = WINDOW) -> list[dict]:
     """The team's live secrets that nobody read in the last `window` and that are older than
     it (a new secret is not stale), by name and environment, each with `last_read_at` (None:
-    never read while the log kept it). Admin or above."""
-    async with db.cursor(conn) as cur:
+    never read while the log kept it). Admin or above. From the read rollup and the log's
+    unsealed tail: one index probe per secret."""
+    async with audit.bounded(conn) as cur:
         await roles.require(cur, team_id, actor, roles.ADMIN, reading=True)
         return await db.fetchall(
             cur,
-            """SELECT s.id, s.name, s.environment, s.created_at, s.updated_at, r.last_read_at
-               FROM secrets s
-               LEFT JOIN LATERAL (
-                   SELECT max(a.created_at) AS last_read_at FROM audit_logs a
-                   WHERE a.team_id = s.team_id AND a.action = 'read'
-                     AND a.resource = 'secret' AND a.resource_id = s.id::text
-               ) r ON true
-               WHERE s.team_id = %(team)s AND s.deleted_at IS NULL
-                 AND s.created_at < now() - %(window)s
-                 AND (r.last_read_at IS NULL OR r.last_read_at < now() - %(window)s)
-               ORDER BY s.name, s.environment""",
-            {"team": team_id, "window": window},
+            f"""WITH tail AS (
+                    SELECT resource_id, max(created_at) AS last_at FROM ({audit.UNSEALED}) u
+                    WHERE team_id = %(team)s AND {_READ} GROUP BY resource_id)
+                SELECT * FROM (
+                    SELECT s.id, s.name, s.environment, s.created_at, s.updated_at,
+                           greatest((SELECT max(r.last_at) FROM audit_reads r
+                                     WHERE r.team_id = s.team_id AND r.secret_id = s.id::text),
+                                    (SELECT t.last_at FROM tail t
+                                     WHERE t.resource_id = s.id::text)) AS last_read_at
+                    FROM secrets s
+                    WHERE s.team_id = %(team)s AND s.deleted_at IS NULL
+                      AND s.created_at < now() - %(window)s) x
+                WHERE last_read_at IS NULL OR last_read_at < now() - %(window)s
+                ORDER BY name, environment""",
+            {"team": team_id, "window": window, "mark": await audit.sealed_mark(cur)},
         )
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
+import sys
 from pathlib import Path
 
 import psycopg2.extensions
@@ -242,34 +243,58 @@ def _chain_name(chain: dict) -> str:
     return f"team {chain['slug']}" if chain["slug"] else f"deleted team {chain['chain_id']}"
 
 
-async def audit_verify(settings: Settings, team: str | None = None) -> int:
+async def audit_verify(settings: Settings, team: str | None = None, *,
+                       from_checkpoint: bool = False, progress: bool = False) -> int:
     """Verify every audit chain (or one team's): 0 when all are intact, 1 at the first broken
-    link, named by team, seq and what is wrong."""
+    link, named by team, seq and what is wrong. Each chain is one ordered pass over its index,
+    from its start or, with `from_checkpoint`, from its newest checkpoint this server's key
+    signed (what came before it was verified when that was signed). With `progress`, a line
+    on stderr every 100,000 entries."""
     keyring = Keyring(keys.load_master_key(settings), settings.old_master_keys)
     async with db.open(settings, maxsize=2) as database:
         await keys.check_master_key(database.pool, keyring)
         signer = audit_chain.CheckpointSigner(keyring)
         async with db.cursor(database.pool) as cur:
             await audit_chain.seal(cur)  # every entry committed before the command started
-            chains = await audit_chain.chains(cur)
             if team is not None:
                 row = await db.fetchone(cur, "SELECT id, slug FROM teams WHERE slug = %s", (team,))
                 if row is None:
                     raise OperationFailed(f"no team with the slug {team!r}")
-                chains = [{"chain_id": row["id"], "slug": row["slug"]}]
+                chains = await audit_chain.chains(cur, team=row["id"]) or [
+                    {"chain_id": row["id"], "slug": row["slug"]}]
+            else:
+                chains = await audit_chain.chains(cur)
             total = 0
             for chain in chains:
-                verdict = await audit_chain.verify_chain(cur, signer, chain["chain_id"])
+                name = _chain_name(chain)
+                since = None
+                if from_checkpoint:
+                    since = await audit_chain.latest_checkpoint(cur, signer, chain["chain_id"])
+                verdict = await audit_chain.verify_chain(
+                    cur, signer, chain["chain_id"], since=since,
+                    progress=_progress_line(name) if progress else None)
                 total += verdict.checked
                 if not verdict.ok:
                     raise OperationFailed(
-                        f"audit chain of {_chain_name(chain)} is broken at seq "
+                        f"audit chain of {name} is broken at seq "
                         f"{verdict.first_broken['seq']}: {verdict.first_broken['reason']}")
                 mark = verdict.checkpoint
                 signed = (f", signed checkpoint at seq {mark['seq']} ({mark['signed_at']})"
                           if mark else ", no signed checkpoint yet")
-                print(f"{_chain_name(chain)}: intact, {verdict.checked} entries{signed}",
-                      flush=True)
+                start = f" from the checkpoint at seq {since['seq']}" if since else ""
+                print(f"{name}: intact, {verdict.checked} entries{start}{signed}", flush=True)
     _say(f"audit verify: {len(chains)} chain(s) intact, {total} entries checked; checkpoint key "
          f"{signer.key_id} (Ed25519 public key {signer.public_key.hex()})")
     return 0
+
+
+def _progress_line(name: str, every: int = 100_000) -> audit_chain.Progress:
+    """A progress callback: `<chain>: N of M entries checked` on stderr every `every` entries."""
+    shown = [0]
+
+    def show(checked: int, to_check: int) -> None:
+        if checked - shown[0] >= every or (checked == to_check and checked > shown[0]):
+            shown[0] = checked
+            print(f"{name}: {checked} of {to_check} entries checked", file=sys.stderr, flush=True)
+
+    return show

@@ -6,8 +6,8 @@ from aiohttp import web
 
 from .. import audit, secrets, teams
 from ..inputs import field
-from .schema import (E2E_AUTH, E2E_WRAP, INT, OK, ROLE, SLUG_PATTERN, UUID, answer, obj, one_line, query,
-                     ref)
+from .schema import (E2E_AUTH, E2E_WRAP, INT, OK, ROLE, SLUG_PATTERN, STRING, UUID, answer, nullable,
+                     obj, one_line, query, ref)
 from .request import actor, connection, path_id, query_int, read_json, team_of
 from .state import SETTINGS
 
@@ -88,12 +88,15 @@ async def list_audit(request: web.Request) -> web.Response:
     limit = query_int(request, "limit", default=audit.DEFAULT_LIMIT, minimum=1,
                       maximum=audit.MAX_LIMIT)
     offset = query_int(request, "offset", default=0, minimum=0)
+    before = audit.Cursor.parse(request.query.get("before"))
     async with connection(request) as conn:
         team_id = await team_of(request, conn)
-        rows, total = await audit.list_entries(conn, actor(request), team_id, limit=limit,
-                                               offset=offset)
-    return web.json_response({"logs": [audit.entry_json(r) for r in rows], "total": total,
-                              "limit": limit, "offset": offset})
+        page = await audit.list_page(conn, actor(request), team_id, limit=limit, offset=offset,
+                                     before=before)
+    return web.json_response({
+        "logs": [audit.entry_json(r) for r in page.entries], "total": page.total,
+        "limit": limit, "offset": offset,
+        "next_before": str(page.next_before) if page.next_before else None})
 
 
 # --- OpenAPI: the operations above (`web.schema`), for `web.apidoc` ------------------------------
@@ -157,8 +160,14 @@ OPENAPI = {
             query("limit", {"type": "integer", "minimum": 1, "default": audit.DEFAULT_LIMIT},
                   f"Page size; above {audit.MAX_LIMIT} counts as {audit.MAX_LIMIT}."),
             query("offset", {"type": "integer", "minimum": 0, "default": 0}),
+            query("before", {"type": "string", "pattern": "^[0-9]{1,17}_[0-9]{1,18}$"},
+                  "A cursor: the `next_before` of the previous page. The page starts just "
+                  "after (older than) that page's last entry, whatever was written since; "
+                  "`offset` then counts from there. Walking by cursor costs the page, not "
+                  "the log."),
         ],
         "responses": {200: answer({"logs": {"type": "array", "items": ref("AuditEntry")},
-                                   "total": INT, "limit": INT, "offset": INT})},
+                                   "total": INT, "limit": INT, "offset": INT,
+                                   "next_before": nullable(STRING)})},
     },
 }

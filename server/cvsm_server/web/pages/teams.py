@@ -63,16 +63,30 @@ AUDIT_PAGE = 50
 
 @signed_in
 async def audit_page(request: web.Request, actor: Actor) -> web.StreamResponse:
+    """The team's audit log, newest first, 50 entries a page, walked by cursor: `before` (the
+    older page after an entry) and `after` (the newer page before one), each an index walk from
+    the cursor; `page` alone (offset) still works and, beside a cursor, only numbers the page."""
     page = page_number(request.query.get("page"))
+    before = audit.Cursor.parse(request.query.get("before"))
+    after = None if before else audit.Cursor.parse(request.query.get("after"))
     team_ref = request.match_info["team"]
     filters = audit.Filters.parse(request.query)  # action, person, secret, from, to: links
     async with db.connection(request.app[POOL]) as conn:
         team_id = await teams.resolve(conn, team_ref)
         team = await teams.get_team(conn, actor, team_id)
-        rows, total = await audit.list_entries(conn, actor, team_id, limit=AUDIT_PAGE,
-                                               offset=(page - 1) * AUDIT_PAGE, filters=filters)
+        result = None
+        if after is not None:
+            result = await audit.list_page(conn, actor, team_id, limit=AUDIT_PAGE, after=after,
+                                           filters=filters)
+            if not result.newer:  # back at the top: the newest page, whole
+                result, page = None, 1
+        if result is None:
+            result = await audit.list_page(
+                conn, actor, team_id, limit=AUDIT_PAGE, before=before,
+                offset=0 if before else (page - 1) * AUDIT_PAGE, filters=filters)
         choices = await audit.filter_choices(conn, actor, team_id)
-    pages = max(1, -(-total // AUDIT_PAGE))
+    total = result.total
+    pages = None if total is None else max(1, -(-total // AUDIT_PAGE))
 
     def link(**changes: str | int | None) -> str:
         """This page with the filters set, one changed (None: dropped), from its first page."""
@@ -80,7 +94,13 @@ async def audit_page(request: web.Request, actor: Actor) -> web.StreamResponse:
         query = {k: v for k, v in query.items() if changes.get(k, v)}
         return url_for(request, "teams.audit_page", query, team=team_ref)
 
-    return render_page(request, "audit.html", {"team": team, "team_ref": team_ref, "entries": rows,
-                                               "total": total, "page": page, "pages": pages,
-                                               "filters": filters, "choices": choices,
-                                               "link": link})
+    entries = result.entries
+    newer = link(after=str(audit.Cursor.of(entries[0])), page=page - 1) \
+        if page > 1 and entries else (link() if page > 1 else None)
+    older = link(before=str(result.next_before), page=page + 1) if result.next_before else None
+    return render_page(request, "audit.html", {"team": team, "team_ref": team_ref,
+                                               "entries": entries, "total": total, "page": page,
+                                               "pages": pages, "filters": filters,
+                                               "choices": choices, "link": link,
+                                               "newer": newer, "older": older,
+                                               "count_cap": audit.COUNT_CAP})

@@ -1,0 +1,422 @@
+"""The audit log at scale (issue 40), on the real database: pages by cursor equal pages by
+offset (filtered or not, ties of time included), a page that runs out of time is a 503 with the
+reason, the read rollups match a count of the log, verification in one ordered pass from a
+trusted checkpoint, and retention in bounded batches."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import uuid
+from datetime import datetime, timedelta, timezone
+from html import unescape
+
+import psycopg2
+import pytest
+
+from conftest import Api, query, server_url
+from cvsm_server import audit, audit_chain, db, insights
+from cvsm_server.actor import Actor
+from cvsm_server.web.state import CHECKPOINT_SIGNER
+
+
+@pytest.fixture
+async def pool(database_url):
+    pool = await db.create_pool(server_url(database_url), maxsize=3)
+    yield pool
+    pool.close()
+    await pool.wait_closed()
+
+
+def as_actor(user: dict) -> Actor:
+    return Actor.anonymous("127.0.0.1").as_user(uuid.UUID(user["id"]), user["email"])
+
+
+async def fill(database_url: str, team_id: str, n: int, *, same_time_every: int = 3) -> None:
+    """`n` entries of the team, several sharing one created_at (ties the cursor must break)."""
+    await query(database_url, """
+        INSERT INTO audit_logs (team_id, user_email, action, resource, resource_id, metadata,
+                                created_at)
+        SELECT %s, CASE WHEN i %% 2 = 0 THEN 'even@example.com' ELSE 'Odd@Example.com' END,
+               CASE WHEN i %% 4 = 0 THEN 'read' ELSE 'update' END, 'secret',
+               CASE WHEN i %% 5 = 0 THEN 'sid-five' ELSE 'sid-other' END,
+               jsonb_build_object('name', CASE WHEN i %% 3 = 0 THEN 'THIRD' ELSE 'OTHER' END),
+               now() - make_interval(secs => (i / %s)::int)
+        FROM generate_series(1, %s) i""", (team_id, same_time_every, n))
+
+
+async def walk_api(client, h: dict, team_id: str, limit: int) -> list[str]:
+    ids, before, seen = [], None, 0
+    while True:
+        params = {"limit": limit, **({"before": before} if before else {})}
+        body = await (await client.get(f"/api/v1/teams/{team_id}/audit", params=params,
+                                       headers=h)).json()
+        ids += [e["id"] for e in body["logs"]]
+        before = body["next_before"]
+        seen += 1
+        assert seen < 100
+        if before is None:
+            return ids
+
+
+async def test_api_pages_by_cursor_equal_pages_by_offset_ties_included(client, api: Api, owner,
+                                                                       team_id, database_url):
+    await fill(database_url, team_id, 23)
+    h = api.auth(owner["token"])
+    by_offset = []
+    for offset in range(0, 40, 7):
+        body = await (await client.get(f"/api/v1/teams/{team_id}/audit",
+                                       params={"limit": 7, "offset": offset}, headers=h)).json()
+        by_offset += [e["id"] for e in body["logs"]]
+        assert body["total"] == 24  # 23 + team_create, counted without reading them
+    by_cursor = await walk_api(client, h, team_id, 7)
+    assert by_cursor == by_offset and len(set(by_cursor)) == 24
+    # A page written meanwhile does not shift the walk: the cursor holds its place.
+    first = await (await client.get(f"/api/v1/teams/{team_id}/audit", params={"limit": 5},
+                                    headers=h)).json()
+    await api.secret(owner, team_id, "NEW", "v")
+    second = await (await client.get(f"/api/v1/teams/{team_id}/audit",
+                                     params={"limit": 5, "before": first["next_before"]},
+                                     headers=h)).json()
+    assert [e["id"] for e in second["logs"]] == by_offset[5:10]
+    assert second["total"] == 25
+    for bad in ("x", "12", "1_2_3", "-1_2", "1" * 18 + "_1", "1_" + "9" * 19, "²_1"):
+        resp = await client.get(f"/api/v1/teams/{team_id}/audit", params={"before": bad},
+                                headers=h)
+        assert resp.status == 400
+        assert "Kursor" in (await resp.json())["error"]
+
+
+async def test_filtered_pages_by_cursor_walk_every_match_once(client, api: Api, owner, team_id,
+                                                              database_url, pool):
+    await fill(database_url, team_id, 60)
+    actor, team = as_actor(owner), uuid.UUID(team_id)
+    cases = [{}, {"action": "read"}, {"person": "odd@example.com"}, {"secret": "sid-five"},
+             {"secret": "THIRD"}, {"secret": "sid-five", "action": "read"}]
+    for params in cases:
+        filters = audit.Filters.parse(params)
+        everything = await query(database_url, "SELECT id, created_at, pos FROM audit_logs "
+                                               "WHERE team_id = %s ORDER BY created_at DESC, "
+                                               "pos DESC", (team_id,))
+        async with pool.acquire() as conn:
+            full = await audit.list_page(conn, actor, team, limit=200, filters=filters)
+            walked, before = [], None
+            while True:
+                page = await audit.list_page(conn, actor, team, limit=4, before=before,
+                                             filters=filters)
+                walked += page.entries
+                if page.next_before is None:
+                    break
+                before = page.next_before
+            # and back again, newest-ward, from the last entry
+            back, after = [], audit.Cursor.of(walked[-1])
+            while True:
+                page = await audit.list_page(conn, actor, team, limit=4, after=after,
+                                             filters=filters)
+                back = page.entries + back
+                if not page.newer:
+                    break
+                after = audit.Cursor.of(page.entries[0])
+        ids = [r["id"] for r in walked]
+        assert ids == [r["id"] for r in full.entries], params
+        assert [r["id"] for r in back] == ids[:-1], params
+        assert full.total == len(ids), params
+        if not params:
+            assert ids == [r["id"] for r in everything]
+        else:
+            assert 0 < len(ids) < len(everything)
+
+
+async def test_the_dashboard_walks_the_log_by_cursor_and_page_still_works(client, api: Api, owner,
+                                                                          team_id, database_url):
+    await fill(database_url, team_id, 120)
+    client.session.cookie_jar.update_cookies({"cvsm_session": owner["token"]})
+    page = f"/app/teams/{team_id}/audit"
+    html = unescape(await (await client.get(page)).text())
+    assert "121 entri" in html and "Halaman 1 dari 3" in html
+    older = re.search(r'<a href="([^"]+)" rel="next">', html)[1]
+    assert "before=" in older and "page=2" in older
+    html2 = unescape(await (await client.get(older)).text())
+    assert "Halaman 2 dari 3" in html2
+    by_page = unescape(await (await client.get(f"{page}?page=2")).text())
+    rows = re.compile(r"<tr>.*?</tr>", re.S)
+    assert rows.findall(html2) == rows.findall(by_page) and len(rows.findall(html2)) == 51  # a header row and 50
+    newer = re.search(r'<a href="([^"]+)" rel="prev">', html2)[1]
+    assert "after=" in newer
+    assert rows.findall(unescape(await (await client.get(newer)).text())) == rows.findall(html)
+    # filtered: counted up to a bound, walked by cursor as well
+    html = unescape(await (await client.get(f"{page}?action=read")).text())
+    assert "30 entri yang cocok dengan filter" in html
+    bad = await client.get(f"{page}?before=nope")
+    assert bad.status == 400 and "Kursor" in unescape(await bad.text())
+
+
+async def test_a_page_that_runs_out_of_time_is_a_503_with_the_reason(client, api: Api, owner,
+                                                                      team_id, database_url,
+                                                                      monkeypatch):
+    monkeypatch.setattr(audit, "PAGE_STATEMENT_SECONDS", 0.5)
+    blocker = psycopg2.connect(database_url)
+    try:
+        with blocker.cursor() as cur:  # the page's statements wait for this lock, and time out
+            cur.execute("LOCK TABLE audit_logs IN ACCESS EXCLUSIVE MODE")
+        resp = await client.get(f"/api/v1/teams/{team_id}/audit",
+                                headers=api.auth(owner["token"]))
+    finally:
+        blocker.rollback()
+        blocker.close()
+    assert resp.status == 503 and resp.headers["Retry-After"]
+    assert "batas waktu (0.5 detik)" in (await resp.json())["error"]
+    ok = await client.get(f"/api/v1/teams/{team_id}/audit", headers=api.auth(owner["token"]))
+    assert ok.status == 200
+
+
+async def test_read_rollups_match_a_count_of_the_log_sealed_or_not(client, api: Api, owner,
+                                                                   team_id, database_url, pool):
+    secret_id = await api.secret(owner, team_id, "DB_URL", "postgres://s3cret")
+    token = (await api.api_token(owner, name="ci-runner"))["token"]
+    for credential in (owner["token"], token, token):
+        resp = await client.get(f"/api/v1/teams/{team_id}/secrets/{secret_id}",
+                                headers=api.auth(credential))
+        assert resp.status == 200
+    # older reads over several days, one past the window
+    await query(database_url, """
+        INSERT INTO audit_logs (team_id, user_email, action, resource, resource_id, metadata,
+                                ip_address, created_at)
+        SELECT %s, 'bot@example.com', 'read', 'secret', %s, '{}', '10.0.0.' || i,
+               now() - make_interval(days => i %% 35, secs => i)
+        FROM generate_series(1, 140) i""", (team_id, secret_id))
+    actor, team, sid = as_actor(owner), uuid.UUID(team_id), uuid.UUID(secret_id)
+
+    async def readers() -> list[tuple]:
+        async with pool.acquire() as conn:
+            return [(r["email"], r["via_token"], r["reads"], r["ip"], r["at"])
+                    for r in await insights.secret_readers(conn, actor, team, sid)]
+
+    unsealed = await readers()  # nothing sealed yet: all from the log's tail
+    async with pool.acquire() as conn, db.cursor(conn) as cur:
+        assert await audit_chain.seal(cur) > 140
+    sealed = await readers()  # all from the rollup now
+    assert sealed == unsealed
+    in_window = await query(database_url, """
+        SELECT user_email, metadata->>'via_token' AS via, count(*) AS n, max(created_at) AS at
+        FROM audit_logs WHERE action = 'read' AND resource_id = %s
+          AND created_at >= now() - interval '30 days'
+        GROUP BY 1, 2""", (secret_id,))
+    # whole UTC days: the window's first day may add reads a little older than 30 days
+    by_reader = {(r[0], r[1]): (r[2], r[4]) for r in sealed}
+    for row in in_window:
+        reads, at = by_reader[(row["user_email"], row["via"])]
+        assert at == row["at"] and row["n"] <= reads <= row["n"] + 4
+    assert by_reader[(owner["email"], "ci-runner")][0] == 2
+    assert by_reader[(owner["email"], None)][0] == 1
+    rolled = await query(database_url, """
+        SELECT (SELECT sum(reads) FROM audit_reads) AS rolled,
+               (SELECT count(*) FROM audit_logs WHERE action = 'read') AS logged""")
+    assert rolled[0]["rolled"] == rolled[0]["logged"] == 143
+    # one more read, not sealed: seen at once, counted once
+    await client.get(f"/api/v1/teams/{team_id}/secrets/{secret_id}", headers=api.auth(token))
+    after = {(r[0], r[1]): r[2] for r in await readers()}
+    assert after[(owner["email"], "ci-runner")] == 3
+
+
+async def tamper(database_url: str, sql: str, args: tuple) -> None:
+    """As the owner with the triggers off, as someone tampering with the log would."""
+    conn = psycopg2.connect(database_url)
+    try:
+        with conn, conn.cursor() as cur:
+            cur.execute("SET LOCAL session_replication_role = replica")
+            cur.execute(sql, args)
+    finally:
+        conn.close()
+
+
+async def test_verification_is_one_ordered_pass_and_resumes_from_a_trusted_checkpoint(
+        client, api: Api, owner, team_id, database_url, pool):
+    await fill(database_url, team_id, 2600)  # three pages of audit_chain.PAGE
+    signer, team = client.app[CHECKPOINT_SIGNER], uuid.UUID(team_id)
+    seen: list[tuple[int, int]] = []
+    async with pool.acquire() as conn, db.cursor(conn) as cur:
+        await audit_chain.seal(cur)
+        verdict = await audit_chain.verify_chain(cur, signer, team,
+                                                 progress=lambda c, t: seen.append((c, t)))
+        assert verdict.ok and verdict.checked == 2601
+        assert seen == [(1000, 2601), (2000, 2601), (2601, 2601)]
+        mark = await audit_chain.checkpoint_now(cur, signer, team)
+        assert mark["seq"] == 2601
+    await fill(database_url, team_id, 10)
+    # an edit before the trusted checkpoint: the full pass finds it, the resumed one starts after
+    await tamper(database_url, "UPDATE audit_logs SET action = 'x' WHERE pos = (SELECT pos FROM "
+                               "audit_seals WHERE chain_id = %s AND seq = 100)", (team_id,))
+    async with pool.acquire() as conn, db.cursor(conn) as cur:
+        await audit_chain.seal(cur)
+        full = await audit_chain.verify_chain(cur, signer, team)
+        assert full.first_broken["seq"] == 100 and full.checked == 99
+        since = await audit_chain.latest_checkpoint(cur, signer, team)
+        assert since["seq"] == 2601
+        resumed = await audit_chain.verify_chain(cur, signer, team, since=since)
+        assert resumed.ok and resumed.checked == 11
+    # an edit after it: the resumed pass finds it at its seq
+    await tamper(database_url, "UPDATE audit_logs SET ip_address = '10.6.6.6' WHERE pos = "
+                               "(SELECT pos FROM audit_seals WHERE chain_id = %s AND seq = 2605)",
+                 (team_id,))
+    async with pool.acquire() as conn, db.cursor(conn) as cur:
+        resumed = await audit_chain.verify_chain(cur, signer, team, since=since)
+        assert resumed.first_broken["seq"] == 2605 and "edited" in resumed.first_broken["reason"]
+        # the checkpoint's own entry is checked against the signed head
+        await tamper(database_url, "UPDATE audit_logs SET action = 'y' WHERE pos = (SELECT pos "
+                                   "FROM audit_seals WHERE chain_id = %s AND seq = 2601)",
+                     (team_id,))
+        resumed = await audit_chain.verify_chain(cur, signer, team, since=since)
+        assert resumed.first_broken["seq"] == 2601
+
+
+async def test_chains_and_heads_are_found_by_index(client, api: Api, owner, team_id, pool):
+    other = await api.team(owner, "other-team")
+    signer = client.app[CHECKPOINT_SIGNER]
+    assert await audit_chain.checkpoint_grown_chains(pool, signer) >= 2  # and account entries
+    await api.secret(owner, other, "X", "v")
+    assert await audit_chain.checkpoint_grown_chains(pool, signer) == 1
+    assert await audit_chain.checkpoint_grown_chains(pool, signer) == 0
+    async with pool.acquire() as conn, db.cursor(conn) as cur:
+        everything = await audit_chain.chains(cur)
+        assert {c["slug"] for c in everything} - {None} == {"acme", "other-team"}
+        mine = await audit_chain.chains(cur, team=uuid.UUID(other))
+        assert [c["slug"] for c in mine] == ["other-team"]
+
+
+async def test_retention_removes_every_expired_entry_in_bounded_batches(
+        client, api: Api, owner, team_id, database_url, pool):
+    await fill(database_url, team_id, 29)
+    signer, team = client.app[CHECKPOINT_SIGNER], uuid.UUID(team_id)
+    async with pool.acquire() as conn, db.cursor(conn) as cur:
+        await audit_chain.seal(cur)
+    # 30 entries; the first 23 past Starter's 30 days (re-chained as if written then)
+    await query(database_url, "UPDATE teams SET plan = 'starter' WHERE id = %s", (team_id,))
+    before = await query(database_url, "SELECT count(*) AS n FROM audit_logs")
+    await backdate_and_rechain(database_url, team_id, 40, 23)
+    await query(database_url, """INSERT INTO audit_reads (team_id, secret_id, day, user_email,
+                                     token_id, reads, last_at)
+                                 SELECT %s, 'old', (now() - make_interval(days => d))::date, '',
+                                        '', 1, now() - make_interval(days => d)
+                                 FROM unnest(ARRAY[45, 31, 29]) d""", (team_id,))
+    removed = await audit_chain.purge_expired(pool, signer, batch=5)
+    assert removed == 23
+    days = await query(database_url, "SELECT (now()::date - day) AS age FROM audit_reads "
+                                     "WHERE secret_id = 'old'")
+    assert [r["age"] for r in days] == [29]  # the rollup's days past Starter's 30 went too
+    left = await query(database_url, "SELECT min(seq) AS first, count(*) AS n FROM audit_seals "
+                                     "WHERE chain_id = %s", (team_id,))
+    assert left[0]["first"] == 24 and left[0]["n"] == 7
+    assert (await query(database_url, "SELECT count(*) AS n FROM audit_logs"))[0]["n"] == \
+        before[0]["n"] - 23
+    # five purge checkpoints were signed (one a batch); the thinning kept the anchor only
+    marks = await query(database_url, "SELECT seq, kind FROM audit_checkpoints "
+                                      "WHERE chain_id = %s", (team_id,))
+    assert marks == [{"seq": 23, "kind": "purge"}]
+    async with pool.acquire() as conn, db.cursor(conn) as cur:
+        verdict = await audit_chain.verify_chain(cur, signer, team)
+    assert verdict.ok and verdict.checked == 7
+    assert await audit_chain.purge_expired(pool, signer, batch=5) == 0
+
+
+async def backdate_and_rechain(database_url: str, team_id: str, days: int, upto: int) -> None:
+    """Move the chain's first `upto` entries `days` into the past and re-seal the whole chain
+    with the database's own hash function, as if they had been written then."""
+    await tamper(database_url, """
+        UPDATE audit_logs SET created_at = created_at - make_interval(days => %s)
+        WHERE pos IN (SELECT pos FROM audit_seals WHERE chain_id = %s AND seq <= %s)""",
+                 (days, team_id, upto))
+    rows = await query(database_url, """
+        SELECT s.pos, s.seq, a.id, a.created_at, a.user_email, a.action, a.resource,
+               a.resource_id, a.ip_address, a.user_agent, a.metadata::text AS metadata_text,
+               s.chain_id
+        FROM audit_seals s JOIN audit_logs a ON a.pos = s.pos
+        WHERE s.chain_id = %s ORDER BY s.seq""", (team_id,))
+    prev = audit_chain.GENESIS
+    updates = []
+    for row in rows:
+        row["prev_hash"] = prev
+        digest = audit_chain.entry_hash(row)
+        updates.append((prev, digest, row["pos"]))
+        prev = digest
+    conn = psycopg2.connect(database_url)
+    try:
+        with conn, conn.cursor() as cur:
+            cur.execute("SET LOCAL session_replication_role = replica")
+            cur.executemany("UPDATE audit_seals SET prev_hash = %s, hash = %s WHERE pos = %s",
+                            updates)
+    finally:
+        conn.close()
+
+
+async def test_checkpoints_are_thinned_as_they_age_and_verification_still_holds(
+        client, api: Api, owner, team_id, database_url, pool):
+    signer, team = client.app[CHECKPOINT_SIGNER], uuid.UUID(team_id)
+    await fill(database_url, team_id, 9)
+    async with pool.acquire() as conn, db.cursor(conn) as cur:
+        await audit_chain.seal(cur)
+        heads = await db.fetchall(cur, "SELECT seq, hash FROM audit_seals WHERE chain_id = %s "
+                                       "ORDER BY seq", (team,))
+    # a checkpoint at every entry: 1-5 signed 3 days ago, 6-8 two days ago, 9-10 today
+    now = datetime.now(timezone.utc)
+    rows = []
+    for head in heads:
+        at = now - timedelta(days=3 if head["seq"] <= 5 else 2 if head["seq"] <= 8 else 0)
+        message = audit_chain.checkpoint_message(team, head["seq"], bytes(head["hash"]),
+                                                 "periodic", at)
+        rows.append((team_id, team_id, head["seq"], bytes(head["hash"]), "periodic", at,
+                     signer.key_id, signer.public_key, signer.sign(message)))
+    conn = psycopg2.connect(database_url)
+    try:
+        with conn, conn.cursor() as cur:
+            cur.executemany("""INSERT INTO audit_checkpoints (chain_id, team_id, seq, head_hash,
+                               kind, signed_at, key_id, public_key, signature)
+                               VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)""", rows)
+    finally:
+        conn.close()
+    async with pool.acquire() as conn, db.cursor(conn) as cur:
+        assert await audit_chain.thin_checkpoints(cur) == 6
+        kept = [r["seq"] for r in await db.fetchall(
+            cur, "SELECT seq FROM audit_checkpoints ORDER BY seq")]
+        verdict = await audit_chain.verify_chain(cur, signer, team)
+    # the last of each past day, and every one of the kept span (today)
+    assert kept == [5, 8, 9, 10] and verdict.ok and verdict.checked == 10
+    with pytest.raises(psycopg2.errors.InsufficientPrivilege):
+        await query(server_url(database_url), "DELETE FROM audit_checkpoints")
+
+
+@pytest.mark.parametrize("when", [datetime(2026, 3, 1, 23, 59, 59, 5, tzinfo=timezone.utc),
+                                  datetime(2026, 3, 2, 6, 0, 0, 999999,
+                                           tzinfo=timezone(timedelta(hours=7)))])
+def test_the_walks_hash_is_the_canonical_one(when):
+    """The verification walk's fast hash of a row tuple equals `entry_hash` of the same entry,
+    escapes, non-ASCII, nulls and a time outside UTC included."""
+    row = {"id": uuid.uuid4(), "chain_id": uuid.uuid4(), "seq": 12, "created_at": when,
+           "user_email": 'dï"na\\@example.com', "action": "read", "resource": "secret",
+           "resource_id": None, "ip_address": None, "user_agent": "ua\n\t\u0001/1",
+           "metadata_text": '{"name": "Ω", "q": "\\"x\\""}', "prev_hash": bytes(range(32))}
+    as_tuple = (str(row["id"]), str(row["chain_id"]), row["seq"], 99, row["created_at"],
+                row["user_email"], row["action"], row["resource"], row["resource_id"],
+                row["ip_address"], row["user_agent"], row["metadata_text"], row["prev_hash"],
+                b"")
+    assert audit_chain._page_hash(as_tuple) == audit_chain.entry_hash(row)
+
+
+async def test_cli_verify_resumes_from_a_checkpoint_and_reports_progress(
+        client, api: Api, owner, team_id, database_url, pool, tmp_path):
+    from test_audit_chain import run_verify
+
+    await fill(database_url, team_id, 30)
+    async with pool.acquire() as conn, db.cursor(conn) as cur:
+        await audit_chain.seal(cur)
+        await audit_chain.checkpoint_now(cur, client.app[CHECKPOINT_SIGNER], uuid.UUID(team_id))
+    await fill(database_url, team_id, 4)
+    whole = await asyncio.to_thread(run_verify, database_url, tmp_path, "--team", "acme",
+                                    "--progress")
+    assert whole.returncode == 0, whole.stderr
+    assert "team acme: intact, 35 entries, signed checkpoint at seq 31" in whole.stdout
+    assert "team acme: 35 of 35 entries checked" in whole.stderr
+    resumed = await asyncio.to_thread(run_verify, database_url, tmp_path, "--team", "acme",
+                                      "--from-checkpoint")
+    assert resumed.returncode == 0, resumed.stderr
+    assert "team acme: intact, 5 entries from the checkpoint at seq 31" in resumed.stdout
