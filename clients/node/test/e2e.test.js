@@ -492,6 +492,75 @@ describe('client: an end-to-end team', () => {
     assert.equal(stub.paths.filter((p) => p === KEY).length, 2);
   });
 
+  VECTORS.token_pins
+    .filter((entry) => entry.outcome !== 'configuration')
+    .forEach((entry) => {
+      const outcome = entry.outcome === 'ok' ? 'opens the values' : 'is a DecryptionError, never retried nor kept';
+      test(`the client with a token_pins answer (${entry.why}) ${outcome}`, async () => {
+        // The values are sealed under key version 2; the answer's current version is 3.
+        stub.e2e = entry.key_answer;
+        const c = client({ token: entry.token, maxRetries: 2 });
+        if (entry.outcome === 'ok') {
+          assert.equal(await c.get('DATABASE_URL'), PLAIN.production.DATABASE_URL);
+          assert.deepEqual(await c.getAll(), PLAIN.production);
+          assert.deepEqual(stub.paths, [BY_NAME('DATABASE_URL'), KEY, EXPORT]);
+          return;
+        }
+        for (let round = 0; round < 2; round += 1) {
+          await assert.rejects(c.get('DATABASE_URL'), (err) => {
+            assert.ok(err instanceof DecryptionError, String(err));
+            assert.match(err.message, /is not one a team member made for it/);
+            assert.ok(!err.message.includes(entry.token.split('.')[1]));
+            return true;
+          });
+        }
+        await assert.rejects(c.getAll(), DecryptionError);
+        // Each read asked for the key once: never retried, and nothing was kept.
+        assert.deepEqual(stub.paths, [BY_NAME('DATABASE_URL'), KEY, BY_NAME('DATABASE_URL'), KEY, EXPORT, KEY]);
+      });
+    });
+
+  test('a re-key to a key of the server\'s (no link back to the pin) is a DecryptionError, never a kept value', async () => {
+    const stale = [];
+    const c = client({ cacheTtl: 0, staleIfError: 60, maxRetries: 0, onStale: (e) => stale.push(e) });
+    assert.equal(await c.get('DATABASE_URL'), PLAIN.production.DATABASE_URL);
+    const forged = crypto.randomBytes(32);
+    const newVersion = VECTORS.key_version + 1;
+    stub.secrets = sealAll(PLAIN, forged, newVersion);
+    // Wrapped to the token's real public key, but its link does not open to version 2's key.
+    stub.e2e = { ...keyAnswer(forged, newVersion), links: keyAnswer().links };
+    await assert.rejects(c.get('DATABASE_URL'), (err) => {
+      assert.ok(err instanceof DecryptionError, String(err));
+      assert.match(err.message, /the link of key version 3 is missing/);
+      return true;
+    });
+    // A whole chain of the server's own keys opens link by link, but ends at another commitment.
+    const [own2, own1] = [crypto.randomBytes(32), crypto.randomBytes(32)];
+    stub.e2e = {
+      ...keyAnswer(forged, newVersion),
+      links: [
+        { key_version: 2, link: link(own2, own1, VECTORS.team_id, 2) },
+        { key_version: newVersion, link: link(forged, own2, VECTORS.team_id, newVersion) },
+      ],
+    };
+    await assert.rejects(c.get('DATABASE_URL'), /pinned commitment of key version 1/);
+    assert.equal(stale.length, 0);
+  });
+
+  test('a value under a key version below the held one opens through the verified links', async () => {
+    const c = client();
+    const v1 = Buffer.from(VECTORS.chain.keys[0].team_key, 'base64url');
+    stub.secrets = { production: { ...sealAll().production, ...sealAll({ production: { API_KEY: 'lama' } }, v1, 1).production } };
+    assert.equal(await c.get('DATABASE_URL'), PLAIN.production.DATABASE_URL);
+    assert.equal(await c.get('API_KEY'), 'lama');
+    assert.deepEqual(stub.paths, [BY_NAME('DATABASE_URL'), KEY, BY_NAME('API_KEY')]);
+  });
+
+  test('a key answer whose links are not [{key_version, link}] is a DecryptionError', async () => {
+    stub.e2e = { ...keyAnswer(), links: [{ key_version: '2', link: 'cvsm-link1.a.b' }] };
+    await assert.rejects(client().get('DATABASE_URL'), /links of the key answer are not/);
+  });
+
   test('the key route\'s errors are the usual typed errors (403, an unreadable answer)', async () => {
     stub.fault({ pass: true }, { status: 403, body: { error: 'tidak ada kunci untuk token ini' } });
     await assert.rejects(
