@@ -281,9 +281,8 @@ function verifyChain(currentKey, currentVersion, teamId, links, pin, { downTo } 
     );
   }
   if (downTo !== undefined && downTo < pin.keyVersion) {
-    for (const [version, key] of walkDown(keys.get(pin.keyVersion), pin.keyVersion, teamId, links, Math.max(1, downTo))) {
-      keys.set(version, key);
-    }
+    const below = walkDown(keys.get(pin.keyVersion), pin.keyVersion, teamId, links, Math.max(1, downTo));
+    for (const [version, key] of below) keys.set(version, key);
   }
   return keys;
 }

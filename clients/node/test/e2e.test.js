@@ -137,7 +137,8 @@ describe('vectors: conformance/vectors/e2e.json', () => {
   });
 
   test('v1_token (the first format, no pin) is a configuration error that says so and never quotes it', () => {
-    for (const build of [() => splitToken(VECTORS.v1_token), () => new Client({ token: VECTORS.v1_token, baseUrl: 'http://127.0.0.1:9/api/v1', team: TEAM_SLUG })]) {
+    const options = { token: VECTORS.v1_token, baseUrl: 'http://127.0.0.1:9/api/v1', team: TEAM_SLUG };
+    for (const build of [() => splitToken(VECTORS.v1_token), () => new Client(options)]) {
       assert.throws(build, (err) => {
         assert.ok(err instanceof ConfigurationError, String(err));
         assert.match(err.message, /first format, without its pin/);
