@@ -250,7 +250,8 @@ export declare class NetworkError extends CvsmError {}
 /**
  * A value of an end-to-end team does not open with the token's key: a malformed or tampered
  * envelope, one sealed for another secret or environment, one under a key version the team key
- * answered is not, or a team key wrap that does not open. Never retried; `status` is `null`; the
+ * answered is not, a team key wrap that does not open, or a team key that does not chain back to
+ * the token's pin (docs/e2e.md, format 2). Never retried; `status` is `null`; the
  * message names the secret, never a value or a key.
  */
 export declare class DecryptionError extends CvsmError {}
