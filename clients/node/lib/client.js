@@ -2,14 +2,15 @@
 /**
  * client: the cvsm Client. It reads secrets of one team and environment, caches them for
  * cacheTtl seconds and writes them into process.env on request. With an end-to-end team's token
- * it also fetches the team key once and opens every value it reads (lib/e2e.js).
+ * it also fetches the team key once, checks that it chains back to the token's pin, and opens
+ * every value it reads (lib/e2e.js).
  */
 
 const util = require('node:util');
 const { resolveConfig } = require('./config');
 const { TtlCache } = require('./cache');
 const { Transport } = require('./transport');
-const { openValue, parseEnvelope, unwrapTeamKey } = require('./e2e');
+const { openValue, parseEnvelope, unwrapTeamKey, verifyChain, walkDown } = require('./e2e');
 const {
   ApiError,
   ConfigurationError,
@@ -32,7 +33,7 @@ const NOT_END_TO_END = 'the team (CVSM_TEAM) is not end-to-end, but the token ha
 /** The message of a read of an end-to-end team with a token that lacks its key part. */
 const KEY_PART_MISSING =
   'this team is end-to-end: the token needs its key part (CVSM_TOKEN must be the whole ' +
-  'token as it was shown, cvsm_<64 hex>.<43 characters>)';
+  'token as it was shown, cvsm_<64 hex>.<private key>.<key version>.<commitment>)';
 
 /** The type and code of the warning a stale value is logged with (process.emitWarning). */
 const STALE_WARNING = Object.freeze({ type: 'CvsmStaleWarning', code: 'CVSM_STALE_VALUE' });
@@ -52,7 +53,8 @@ const SHAPES = {
     typeof body.team_id === 'string' &&
     Number.isSafeInteger(body.key_version) &&
     body.key_version > 0 &&
-    typeof body.wrapped_key === 'string',
+    typeof body.wrapped_key === 'string' &&
+    (body.links === undefined || Array.isArray(body.links)),
 };
 
 /**
@@ -66,6 +68,42 @@ function servesStale(err) {
     err instanceof RateLimitError ||
     (err instanceof ApiError && err.status !== null && err.status >= 500 && err.status <= 599)
   );
+}
+
+/**
+ * Returns the links of a key answer as a Map from key version to link, or throws
+ * DecryptionError when the list is not `[{key_version, link}, ...]` with each version once.
+ */
+function linksOf(links = []) {
+  const byVersion = new Map();
+  for (const item of links) {
+    if (
+      !isObject(item) ||
+      !Number.isSafeInteger(item.key_version) ||
+      item.key_version < 2 ||
+      typeof item.link !== 'string' ||
+      byVersion.has(item.key_version)
+    ) {
+      throw new DecryptionError('the links of the key answer are not [{key_version, link}, ...]');
+    }
+    byVersion.set(item.key_version, item.link);
+  }
+  return byVersion;
+}
+
+/**
+ * Returns the team key of `version` (at most the held current version) from the verified keys
+ * `held`, walking on down the links below the lowest verified one and keeping what it reaches;
+ * DecryptionError when a link is missing or does not open.
+ */
+function keyFor(held, version) {
+  const lowest = Math.min(...held.keys.keys());
+  if (version < lowest) {
+    for (const [v, key] of walkDown(held.keys.get(lowest), lowest, held.teamId, held.links, version)) {
+      held.keys.set(v, key);
+    }
+  }
+  return held.keys.get(version);
 }
 
 /**
@@ -93,7 +131,13 @@ class Client {
   #warned = new Set();
   /** The X25519 key part of an end-to-end team's token (a KeyObject), or null. */
   #privateKey;
-  /** The team key once fetched and unwrapped: `{teamId, keyVersion, key}`, or null. */
+  /** The pin of an end-to-end team's token (`{keyVersion, commitment}`), or null. */
+  #pin;
+  /**
+   * The team keys once fetched, unwrapped and verified against the pin: `{teamId, keyVersion,
+   * keys, links}` (`keys` a Map from key version to KeyObject, `links` the team's back-links by
+   * key version, to walk further down for older envelopes), or null.
+   */
   #teamKey = null;
   /** The team key fetch in flight, shared by the reads that need it, or null. */
   #teamKeyFetch = null;
@@ -107,13 +151,14 @@ class Client {
    * @throws {ConfigurationError} When the token, base URL or team is missing, or a value is invalid.
    */
   constructor(options = {}) {
-    const { token, privateKey, ca, fetch, proxy, noProxy, onStale, ...config } = resolveConfig(
+    const { token, privateKey, pin, ca, fetch, proxy, noProxy, onStale, ...config } = resolveConfig(
       options,
       process.env,
     );
     this.#config = Object.freeze(config);
     this.#onStale = onStale;
     this.#privateKey = privateKey;
+    this.#pin = pin;
     this.#values = new TtlCache(config.cacheTtl, config.staleIfError);
     this.#exports = new TtlCache(config.cacheTtl, config.staleIfError);
     this.#transport = new Transport({
@@ -363,9 +408,10 @@ class Client {
   /**
    * Opens the sealed values `entries` ([name, envelope] pairs read from `environment`; `all` for
    * a getAll) with the team key and returns them as [name, value] pairs, in order. The key is
-   * fetched when none is held; when an envelope is under another key version than the held key,
-   * it is fetched once more (a re-keyed team), by this read itself when the fetch it joined does
-   * not bring that version. Each envelope is opened for the environment and the name that were
+   * fetched (and verified against the token's pin) when none is held; when an envelope is under
+   * a key version above the held key, it is fetched once more (a re-keyed team), by this read
+   * itself when the fetch it joined does not bring that version. An envelope under an older key
+   * version opens with the key reached through the verified links. Each envelope is opened for the environment and the name that were
    * asked for. Any failure to open is a DecryptionError naming the secret (or the environment,
    * when the team key itself does not open for a getAll), with the request id of the answer that
    * failed.
@@ -382,7 +428,7 @@ class Client {
       }
     });
     if (parsed.length === 0) return [];
-    const fits = (key) => key !== null && parsed.every(([, parts]) => parts.keyVersion === key.keyVersion);
+    const fits = (key) => key !== null && parsed.every(([, parts]) => parts.keyVersion <= key.keyVersion);
     let held = this.#teamKey;
     if (!fits(held)) {
       try {
@@ -400,7 +446,7 @@ class Client {
       }
     }
     return parsed.map(([name, parts]) => {
-      if (parts.keyVersion !== held.keyVersion) {
+      if (parts.keyVersion > held.keyVersion) {
         throw failure(
           name,
           `it is sealed under key version ${parts.keyVersion}, the team key this token holds ` +
@@ -408,7 +454,8 @@ class Client {
         );
       }
       try {
-        return [name, openValue(parts, held.key, { teamId: held.teamId, environment, name })];
+        const key = keyFor(held, parts.keyVersion);
+        return [name, openValue(parts, key, { teamId: held.teamId, environment, name })];
       } catch (err) {
         throw err instanceof DecryptionError ? failure(name, err.message) : err;
       }
@@ -441,8 +488,11 @@ class Client {
   }
 
   /**
-   * Asks `GET /teams/{team}/e2e/key` for the team key wrapped to this token and unwraps it with
-   * the token's key part, bound to the answer's team id and key version.
+   * Asks `GET /teams/{team}/e2e/key` for the team key wrapped to this token, unwraps it with the
+   * token's key part (bound to the answer's team id and key version) and walks the answer's
+   * links down to the token's pin, whose commitment must match (docs/e2e.md, format 2). Any
+   * failure is a DecryptionError: a key the server chose, a missing or altered link, a team
+   * rolled back below the pin.
    */
   async #fetchTeamKey() {
     const answer = await this.#transport.getJson(`${this.#teamPath()}/e2e/key`, {
@@ -451,12 +501,17 @@ class Client {
     });
     const { team_id: teamId, key_version: keyVersion, wrapped_key: wrapped } = answer.body;
     try {
-      return { teamId, keyVersion, key: unwrapTeamKey(wrapped, teamId, keyVersion, this.#privateKey) };
+      const links = linksOf(answer.body.links);
+      const current = unwrapTeamKey(wrapped, teamId, keyVersion, this.#privateKey);
+      const keys = verifyChain(current, keyVersion, teamId, links, this.#pin);
+      return { teamId, keyVersion, keys, links };
     } catch (err) {
       if (!(err instanceof DecryptionError)) throw err;
-      throw new DecryptionError(`the team key wrapped for this token: ${err.message}`, {
-        requestId: answer.requestId,
-      });
+      throw new DecryptionError(
+        `the team key sent for this token (key version ${keyVersion}) is not one a team member ` +
+          `made for it: ${err.message}`,
+        { requestId: answer.requestId },
+      );
     }
   }
 

@@ -152,11 +152,12 @@ function proxyFromEnv(protocol, env) {
 }
 
 /**
- * Returns `{token, privateKey, baseUrl, team, environment, cacheTtl, timeout, maxRetries,
+ * Returns `{token, privateKey, pin, baseUrl, team, environment, cacheTtl, timeout, maxRetries,
  * staleIfError, caFile, ca, onStale, fetch, proxy, noProxy}` from `options` and `env`, or
  * throws ConfigurationError naming what is missing or invalid. `token` is the API token the
  * server knows (the part before the dot of an end-to-end team's token), `privateKey` the
- * token's X25519 key part as a KeyObject (or null). `ca` is the PEM text of the CA
+ * token's X25519 key part as a KeyObject (or null), `pin` its pinned key version and commitment
+ * `{keyVersion, commitment}` (or null). `ca` is the PEM text of the CA
  * bundle (or null), `onStale` the caller's stale hook (or null), `proxy` the proxy for the base
  * URL (or null), `noProxy` the no_proxy list ('' when unset).
  */
@@ -182,7 +183,7 @@ function resolveConfig(options = {}, env = process.env) {
   }
   // An end-to-end team's token carries its private key after the dot: only the part before it
   // is ever sent; the key stays in this process.
-  const { apiToken, privateKey } = splitToken(token);
+  const { apiToken, privateKey, pin } = splitToken(token);
 
   let baseUrl = pickString(options, 'baseUrl', env, 'CVSM_BASE_URL', null);
   if (baseUrl === null) throw new ConfigurationError('CVSM_BASE_URL is not set');
@@ -265,6 +266,7 @@ function resolveConfig(options = {}, env = process.env) {
   return {
     token: apiToken,
     privateKey,
+    pin,
     baseUrl,
     team,
     environment,

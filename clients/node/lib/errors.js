@@ -79,8 +79,9 @@ class NetworkError extends CvsmError {}
 /**
  * A value of an end-to-end team does not open on this side: its sealed envelope is malformed,
  * does not authenticate for the team, environment and name asked for, or is under another key
- * version than the team key the server hands this token; or that team key's wrap does not open
- * with the token's key part. Never retried, never answered with a kept value; `status` is null.
+ * version than the team keys the server hands this token; or that team key's wrap does not open
+ * with the token's key part, or the key does not chain back to the token's pin (docs/e2e.md,
+ * format 2). Never retried, never answered with a kept value; `status` is null.
  * The message names the secret, never a value or a key.
  */
 class DecryptionError extends CvsmError {}

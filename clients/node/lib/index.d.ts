@@ -63,8 +63,10 @@ export interface StaleEvent {
 export interface ClientOptions {
   /**
    * The API token (`cvsm_...`) or JWT, trimmed of whitespace; defaults to `CVSM_TOKEN`. Required.
-   * An end-to-end team's token carries its key part (`cvsm_<64 hex>.<43 characters>`): only the
-   * part before the dot is sent, and the key opens the values on this side.
+   * An end-to-end team's token carries its key part and pin
+   * (`cvsm_<64 hex>.<private key>.<key version>.<commitment>`): only the part before the first
+   * dot is sent, and the key opens the values on this side once the team key is checked against
+   * the pin. A token of the first format (no pin) is a ConfigurationError.
    */
   token?: string;
   /** The API root including `/api/v1`; defaults to `CVSM_BASE_URL`. Required. */
@@ -248,7 +250,8 @@ export declare class NetworkError extends CvsmError {}
 /**
  * A value of an end-to-end team does not open with the token's key: a malformed or tampered
  * envelope, one sealed for another secret or environment, one under a key version the team key
- * answered is not, or a team key wrap that does not open. Never retried; `status` is `null`; the
+ * answered is not, a team key wrap that does not open, or a team key that does not chain back to
+ * the token's pin (docs/e2e.md, format 2). Never retried; `status` is `null`; the
  * message names the secret, never a value or a key.
  */
 export declare class DecryptionError extends CvsmError {}

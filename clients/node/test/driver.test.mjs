@@ -237,7 +237,13 @@ test('an end-to-end team: the token with its key part opens values, and kind dec
   const recipient = vectors.recipients.find((r) => r.what === 'token');
   const e2e = await new StubServer({
     token: vectors.token.api_token,
-    e2e: { team_id: vectors.team_id, key_version: vectors.key_version, wrapped_key: recipient.wrapped_key },
+    e2e: {
+      team_id: vectors.team_id,
+      key_version: vectors.key_version,
+      wrapped_key: recipient.wrapped_key,
+      // The token pins version 1: the link of version 2 leads to it.
+      links: vectors.chain.links.filter((l) => l.key_version <= vectors.key_version).map(({ key_version, link }) => ({ key_version, link })),
+    },
     secrets: { production: { DATABASE_URL: sealed.envelope }, staging: { [elsewhere.name]: elsewhere.envelope } },
   }).start();
   const d = startDriver();
@@ -255,6 +261,9 @@ test('an end-to-end team: the token with its key part opens values, and kind dec
     assert.match(a.error.message, /^secret "DATABASE_URL" in staging cannot be opened/);
     a = await d.send('new_client', { options: { ...options, token: `${vectors.token.api_token}.abc` } });
     assert.equal(a.error.kind, 'configuration');
+    a = await d.send('new_client', { options: { ...options, token: vectors.v1_token } });
+    assert.equal(a.error.kind, 'configuration');
+    assert.match(a.error.message, /make a new token/);
     assert.ok(e2e.requests.every((r) => r.headers.authorization === `Bearer ${vectors.token.api_token}`));
     d.child.stdin.end();
     assert.equal(await d.exited, 0);

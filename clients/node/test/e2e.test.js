@@ -21,9 +21,18 @@ const {
   NetworkError,
   PermissionDeniedError,
 } = require('../lib');
-const { splitToken, unwrapTeamKey, openValue, privateKeyOf, rawPublicKey } = require('../lib/e2e');
+const {
+  splitToken,
+  unwrapTeamKey,
+  openValue,
+  privateKeyOf,
+  rawPublicKey,
+  commitment,
+  openLink,
+  verifyChain,
+} = require('../lib/e2e');
 const { StubServer, TEAM_SLUG, cleanEnv } = require('./helpers/stub');
-const { seal, wrap } = require('./helpers/e2e');
+const { seal, wrap, link } = require('./helpers/e2e');
 
 cleanEnv();
 
@@ -36,8 +45,11 @@ const MEMBER_RECIPIENT = VECTORS.recipients.find((r) => r.what === 'member');
 const { token: TOKEN, api_token: API_TOKEN, private_key: KEY_PART } = VECTORS.token;
 
 describe('vectors: conformance/vectors/e2e.json', () => {
-  test('the file is the version 1 vectors, with every part the client opens', () => {
-    assert.match(VECTORS.format, /version 1/);
+  test('the file is the version 2 vectors, with every part the client opens', () => {
+    assert.match(VECTORS.format, /version 2/);
+    assert.ok(VECTORS.token_pins.some((p) => p.outcome === 'ok'));
+    assert.ok(VECTORS.token_pins.some((p) => p.outcome === 'integrity'));
+    assert.ok(VECTORS.chain.links.length >= 2 && VECTORS.chain.bad_links.length > 0);
     assert.ok(VECTORS.recipients.length >= 2);
     assert.ok(VECTORS.values.some((v) => v.opens) && VECTORS.values.some((v) => !v.opens));
     assert.ok(VECTORS.bad_tokens.length > 0);
@@ -84,9 +96,11 @@ describe('vectors: conformance/vectors/e2e.json', () => {
     });
   });
 
-  test('the token splits into its API token and its private key', () => {
-    const { apiToken, privateKey } = splitToken(TOKEN);
+  test('the token splits into its API token, its private key and its pin', () => {
+    const { apiToken, privateKey, pin } = splitToken(TOKEN);
     assert.equal(apiToken, API_TOKEN);
+    assert.equal(pin.keyVersion, VECTORS.token.key_version);
+    assert.equal(pin.commitment.toString('base64url'), VECTORS.token.commitment);
     assert.equal(privateKey.export({ format: 'jwk' }).d, KEY_PART);
     assert.equal(rawPublicKey(privateKey).toString('base64url'), TOKEN_RECIPIENT.public_key);
     assert.equal(TOKEN_RECIPIENT.private_key, KEY_PART);
@@ -117,9 +131,86 @@ describe('vectors: conformance/vectors/e2e.json', () => {
   });
 
   test('a token without a dot, and a JWT, are sent as they are', () => {
-    assert.deepEqual(splitToken(API_TOKEN), { apiToken: API_TOKEN, privateKey: null });
+    assert.deepEqual(splitToken(API_TOKEN), { apiToken: API_TOKEN, privateKey: null, pin: null });
     const jwt = 'eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.c2lnbmF0dXJl';
-    assert.deepEqual(splitToken(jwt), { apiToken: jwt, privateKey: null });
+    assert.deepEqual(splitToken(jwt), { apiToken: jwt, privateKey: null, pin: null });
+  });
+
+  test('v1_token (the first format, no pin) is a configuration error that says so and never quotes it', () => {
+    const options = { token: VECTORS.v1_token, baseUrl: 'http://127.0.0.1:9/api/v1', team: TEAM_SLUG };
+    for (const build of [() => splitToken(VECTORS.v1_token), () => new Client(options)]) {
+      assert.throws(build, (err) => {
+        assert.ok(err instanceof ConfigurationError, String(err));
+        assert.match(err.message, /first format, without its pin/);
+        assert.match(err.message, /make a new token/);
+        for (const part of VECTORS.v1_token.split('.')) assert.ok(!err.message.includes(part.slice(5)));
+        return true;
+      });
+    }
+  });
+
+  for (const entry of VECTORS.chain.keys) {
+    test(`chain: the commitment of key version ${entry.key_version} is the vectors'`, () => {
+      const key = crypto.createSecretKey(Buffer.from(entry.team_key, 'base64url'));
+      assert.equal(commitment(key, VECTORS.chain.team_id, entry.key_version).toString('base64url'), entry.commitment);
+      // Another team or version commits to something else.
+      assert.notEqual(commitment(key, VECTORS.team_id.replace(/^./, 'a'), entry.key_version).toString('base64url'), entry.commitment);
+      assert.notEqual(commitment(key, VECTORS.chain.team_id, entry.key_version + 1).toString('base64url'), entry.commitment);
+    });
+  }
+
+  for (const entry of VECTORS.chain.links) {
+    test(`chain: the link of key version ${entry.key_version} opens to the key before it`, () => {
+      const newer = VECTORS.chain.keys.find((k) => k.key_version === entry.key_version);
+      const key = crypto.createSecretKey(Buffer.from(newer.team_key, 'base64url'));
+      const older = openLink(entry.link, key, VECTORS.chain.team_id, entry.key_version);
+      assert.equal(older.export().toString('base64url'), entry.opens_to);
+    });
+  }
+
+  VECTORS.chain.bad_links.forEach((entry, i) => {
+    test(`chain: bad_links[${i}] does not open (${entry.why})`, () => {
+      const key = crypto.createSecretKey(Buffer.from(entry.key, 'base64url'));
+      assert.throws(() => openLink(entry.link, key, VECTORS.chain.team_id, entry.key_version), DecryptionError);
+    });
+  });
+
+  VECTORS.token_pins.forEach((entry, i) => {
+    test(`token_pins[${i}]: ${entry.outcome} (${entry.why})`, () => {
+      const answer = entry.key_answer;
+      const open = () => {
+        const { privateKey, pin } = splitToken(entry.token);
+        const current = unwrapTeamKey(answer.wrapped_key, answer.team_id, answer.key_version, privateKey);
+        const links = new Map((answer.links ?? []).map((l) => [l.key_version, l.link]));
+        return verifyChain(current, answer.key_version, answer.team_id, links, pin);
+      };
+      if (entry.outcome === 'ok') {
+        const keys = open();
+        const { pin } = splitToken(entry.token);
+        for (const k of VECTORS.chain.keys.filter((k) => k.key_version >= pin.keyVersion)) {
+          assert.equal(keys.get(k.key_version).export().toString('base64url'), k.team_key);
+        }
+      } else if (entry.outcome === 'integrity') {
+        assert.throws(open, (err) => err instanceof DecryptionError && err.status === null);
+      } else {
+        assert.equal(entry.outcome, 'configuration');
+        assert.throws(open, ConfigurationError);
+      }
+    });
+  });
+
+  test('verifyChain walks on below the pin when asked, and refuses a team rolled back below it', () => {
+    const keys = Object.fromEntries(
+      VECTORS.chain.keys.map((k) => [k.key_version, crypto.createSecretKey(Buffer.from(k.team_key, 'base64url'))]),
+    );
+    const links = new Map(VECTORS.chain.links.map((l) => [l.key_version, l.link]));
+    const commit = (v) => Buffer.from(VECTORS.chain.keys[v - 1].commitment, 'base64url');
+    const walked = verifyChain(keys[3], 3, VECTORS.chain.team_id, links, { keyVersion: 2, commitment: commit(2) }, { downTo: 1 });
+    assert.equal(walked.get(1).export().toString('base64url'), VECTORS.chain.keys[0].team_key);
+    assert.throws(
+      () => verifyChain(keys[2], 2, VECTORS.chain.team_id, links, { keyVersion: 3, commitment: commit(3) }),
+      (err) => err instanceof DecryptionError && /below the pinned version 3/.test(err.message),
+    );
   });
 });
 
@@ -159,8 +250,18 @@ function sealAll(plain = PLAIN, key = TEAM_KEY, keyVersion = VECTORS.key_version
   return sealed;
 }
 
-/** The key answer of the team at `keyVersion`, wrapped to the token's public key. */
+/**
+ * The key answer of the team at `keyVersion`, wrapped to the token's public key, with the links
+ * from it down to the token's pin (version 1): the vectors' link of version 2, and for a re-key
+ * to the next version a link of `key` back to the vectors' team key.
+ */
 function keyAnswer(key = TEAM_KEY, keyVersion = VECTORS.key_version) {
+  const links = VECTORS.chain.links
+    .filter((l) => l.key_version <= VECTORS.key_version)
+    .map(({ key_version: v, link: l }) => ({ key_version: v, link: l }));
+  if (keyVersion === VECTORS.key_version + 1) {
+    links.push({ key_version: keyVersion, link: link(key, TEAM_KEY, VECTORS.team_id, keyVersion) });
+  }
   return {
     team_id: VECTORS.team_id,
     key_version: keyVersion,
@@ -168,6 +269,8 @@ function keyAnswer(key = TEAM_KEY, keyVersion = VECTORS.key_version) {
       key === TEAM_KEY && keyVersion === VECTORS.key_version
         ? TOKEN_RECIPIENT.wrapped_key
         : wrap(key, VECTORS.team_id, keyVersion, TOKEN_RECIPIENT.public_key),
+    auth: null,
+    links,
   };
 }
 
@@ -377,7 +480,7 @@ describe('client: an end-to-end team', () => {
       assert.ok(err instanceof DecryptionError, String(err));
       assert.match(
         err.message,
-        /^secret "DATABASE_URL" in production cannot be opened: the team key wrapped for this token/,
+        /^secret "DATABASE_URL" in production cannot be opened: the team key sent for this token \(key version 2\) is not one a team member made for it/,
       );
       assert.equal(err.requestId, 'req-2');
       assert.ok(!err.message.includes(KEY_PART) && !err.message.includes(MEMBER_RECIPIENT.wrapped_key));
@@ -388,6 +491,75 @@ describe('client: an end-to-end team', () => {
       (err) => err instanceof DecryptionError && /^the secrets of production cannot be opened/.test(err.message),
     );
     assert.equal(stub.paths.filter((p) => p === KEY).length, 2);
+  });
+
+  VECTORS.token_pins
+    .filter((entry) => entry.outcome !== 'configuration')
+    .forEach((entry) => {
+      const outcome = entry.outcome === 'ok' ? 'opens the values' : 'is a DecryptionError, never retried nor kept';
+      test(`the client with a token_pins answer (${entry.why}) ${outcome}`, async () => {
+        // The values are sealed under key version 2; the answer's current version is 3.
+        stub.e2e = entry.key_answer;
+        const c = client({ token: entry.token, maxRetries: 2 });
+        if (entry.outcome === 'ok') {
+          assert.equal(await c.get('DATABASE_URL'), PLAIN.production.DATABASE_URL);
+          assert.deepEqual(await c.getAll(), PLAIN.production);
+          assert.deepEqual(stub.paths, [BY_NAME('DATABASE_URL'), KEY, EXPORT]);
+          return;
+        }
+        for (let round = 0; round < 2; round += 1) {
+          await assert.rejects(c.get('DATABASE_URL'), (err) => {
+            assert.ok(err instanceof DecryptionError, String(err));
+            assert.match(err.message, /is not one a team member made for it/);
+            assert.ok(!err.message.includes(entry.token.split('.')[1]));
+            return true;
+          });
+        }
+        await assert.rejects(c.getAll(), DecryptionError);
+        // Each read asked for the key once: never retried, and nothing was kept.
+        assert.deepEqual(stub.paths, [BY_NAME('DATABASE_URL'), KEY, BY_NAME('DATABASE_URL'), KEY, EXPORT, KEY]);
+      });
+    });
+
+  test('a re-key to a key of the server\'s (no link back to the pin) is a DecryptionError, never a kept value', async () => {
+    const stale = [];
+    const c = client({ cacheTtl: 0, staleIfError: 60, maxRetries: 0, onStale: (e) => stale.push(e) });
+    assert.equal(await c.get('DATABASE_URL'), PLAIN.production.DATABASE_URL);
+    const forged = crypto.randomBytes(32);
+    const newVersion = VECTORS.key_version + 1;
+    stub.secrets = sealAll(PLAIN, forged, newVersion);
+    // Wrapped to the token's real public key, but its link does not open to version 2's key.
+    stub.e2e = { ...keyAnswer(forged, newVersion), links: keyAnswer().links };
+    await assert.rejects(c.get('DATABASE_URL'), (err) => {
+      assert.ok(err instanceof DecryptionError, String(err));
+      assert.match(err.message, /the link of key version 3 is missing/);
+      return true;
+    });
+    // A whole chain of the server's own keys opens link by link, but ends at another commitment.
+    const [own2, own1] = [crypto.randomBytes(32), crypto.randomBytes(32)];
+    stub.e2e = {
+      ...keyAnswer(forged, newVersion),
+      links: [
+        { key_version: 2, link: link(own2, own1, VECTORS.team_id, 2) },
+        { key_version: newVersion, link: link(forged, own2, VECTORS.team_id, newVersion) },
+      ],
+    };
+    await assert.rejects(c.get('DATABASE_URL'), /pinned commitment of key version 1/);
+    assert.equal(stale.length, 0);
+  });
+
+  test('a value under a key version below the held one opens through the verified links', async () => {
+    const c = client();
+    const v1 = Buffer.from(VECTORS.chain.keys[0].team_key, 'base64url');
+    stub.secrets = { production: { ...sealAll().production, ...sealAll({ production: { API_KEY: 'lama' } }, v1, 1).production } };
+    assert.equal(await c.get('DATABASE_URL'), PLAIN.production.DATABASE_URL);
+    assert.equal(await c.get('API_KEY'), 'lama');
+    assert.deepEqual(stub.paths, [BY_NAME('DATABASE_URL'), KEY, BY_NAME('API_KEY')]);
+  });
+
+  test('a key answer whose links are not [{key_version, link}] is a DecryptionError', async () => {
+    stub.e2e = { ...keyAnswer(), links: [{ key_version: '2', link: 'cvsm-link1.a.b' }] };
+    await assert.rejects(client().get('DATABASE_URL'), /links of the key answer are not/);
   });
 
   test('the key route\'s errors are the usual typed errors (403, an unreadable answer)', async () => {

@@ -1,7 +1,7 @@
 'use strict';
 /**
  * e2e: the writing half of end-to-end teams for the tests (the client only reads): a value
- * sealed and a team key wrapped exactly as docs/e2e.md says, with node:crypto, so that the stub
+ * sealed, a team key wrapped and a back-link made exactly as docs/e2e.md says, with node:crypto, so that the stub
  * can serve a team whose values and keys the tests choose. The reading half under test opens the
  * fixed vectors of conformance/vectors/e2e.json first (test/e2e.test.js).
  */
@@ -32,4 +32,13 @@ function wrap(teamKey, teamId, keyVersion, recipient) {
   return `cvsm-wrap1.${ephemeralRaw.toString('base64url')}.${nonce.toString('base64url')}.${ct.toString('base64url')}`;
 }
 
-module.exports = { seal, wrap };
+/** Returns `cvsm-link1.…`: the key of `newVersion - 1` (`oldKey`) sealed under `newKey` (format 2). */
+function link(newKey, oldKey, teamId, newVersion) {
+  const nonce = crypto.randomBytes(12);
+  const cipher = crypto.createCipheriv('aes-256-gcm', newKey, nonce);
+  cipher.setAAD(Buffer.from(`cvsm-e2e:v2:link:${teamId}:${newVersion}`));
+  const ct = Buffer.concat([cipher.update(oldKey), cipher.final(), cipher.getAuthTag()]);
+  return `cvsm-link1.${nonce.toString('base64url')}.${ct.toString('base64url')}`;
+}
+
+module.exports = { seal, wrap, link };
