@@ -30,10 +30,14 @@ module Cvsm
       ->(data) { data.is_a?(Hash) && data.each_value.all? { |value| value.is_a?(String) } }
     )
     TEAM_KEY = Transport::Shape.new(
-      "an object with a string team_id, an integer key_version and a string wrapped_key",
+      "an object with a string team_id, an integer key_version, a string wrapped_key and a " \
+      "links list of {key_version, link}",
       lambda do |data|
         data.is_a?(Hash) && data["team_id"].is_a?(String) && data["key_version"].is_a?(Integer) &&
-          data["wrapped_key"].is_a?(String)
+          data["wrapped_key"].is_a?(String) &&
+          (data["links"].nil? || (data["links"].is_a?(Array) && data["links"].all? do |link|
+            link.is_a?(Hash) && link["key_version"].is_a?(Integer) && link["link"].is_a?(String)
+          end))
       end
     )
 
@@ -50,7 +54,7 @@ module Cvsm
     # Why a token without its key part cannot read an end-to-end team: a by-name answer marked
     # "e2e" or an export answer carrying Cvsm-E2E: 1.
     KEY_PART_NEEDED = "in an end-to-end team: the token needs its key part " \
-                      "(cvsm_<64 hex>.<key>, as it was shown when it was made) to open it"
+                      "(cvsm_<64 hex>.<key>.<key version>.<commitment>, as it was shown when it was made) to open it"
     private_constant :LISTING, :BY_NAME, :EXPORT, :TEAM_KEY, :WRONG_ENVIRONMENT,
                      :BY_NAME_MISCONFIGURED, :SECRETS_MISCONFIGURED, :TEAM_KEY_MISCONFIGURED,
                      :KEY_PART_NEEDED
@@ -357,38 +361,48 @@ module Cvsm
     end
 
     def open_value(envelope, team_key, name, request_id)
-      if envelope.key_version != team_key.key_version
+      key = team_key.key(envelope.key_version)
+      unless key
         raise DecryptionError.new(
           "secret #{name.inspect} of #{environment} is sealed under key version " \
           "#{envelope.key_version}, but the team key sent for this token is version #{team_key.key_version}",
           request_id: request_id
         )
       end
-      E2E.open_value(envelope, team_key.key, team_id: team_key.team_id, environment: environment, name: name)
+      E2E.open_value(envelope, key, team_id: team_key.team_id, environment: environment, name: name)
     rescue DecryptionError => e
       raise e.request_id ? e : DecryptionError.new(e.message, request_id: request_id)
     end
 
-    # The team key for values sealed under +versions+: the held one, or one fetched now when none
-    # is held or it is not of every version (nil when there is nothing to open).
+    # The team keys for values sealed under +versions+: the held ones, or ones fetched and
+    # verified now when none are held or a version is not among them (a version above the held
+    # current one after a re-key, or one below what the chain was walked down to). Nothing is
+    # kept when the fetch or the check fails.
     def team_key_for(versions)
       @team_key_mutex.synchronize do
-        if versions.any? && (@team_key.nil? || versions.any? { |version| version != @team_key.key_version })
-          @team_key = fetch_team_key
+        if versions.any? && (@team_key.nil? || versions.any? { |version| !@team_key.key?(version) })
+          @team_key = fetch_team_key(versions.min)
         end
         @team_key
       end
     end
 
     # One request, GET /teams/{team}/e2e/key: the team key wrapped to this token, unwrapped with
-    # the token's key part.
-    def fetch_team_key
+    # the token's key part, then checked against the token's pin through the answer's links
+    # (docs/e2e.md "Format 2"), walking down to +lowest+ when it is below the pin. Any failure
+    # is a DecryptionError, never retried.
+    def fetch_team_key(lowest)
       reply = @transport.get_json("/teams/#{segment(team)}/e2e/key", nil,
                                   shape: TEAM_KEY, misconfigured: TEAM_KEY_MISCONFIGURED)
       data = reply.data
-      key = E2E.unwrap_team_key(data["wrapped_key"], team_id: data["team_id"], key_version: data["key_version"],
+      team_id = data["team_id"]
+      current = data["key_version"]
+      key = E2E.unwrap_team_key(data["wrapped_key"], team_id: team_id, key_version: current,
                                                      private_key: @config.private_key)
-      E2E::TeamKey.new(data["team_id"], data["key_version"], key)
+      links = (data["links"] || []).to_h { |link| [link["key_version"], link["link"]] }
+      pin_version, pin_commitment = @config.pin
+      keys = E2E.verify_chain(key, current, team_id, links, pin_version, pin_commitment, down_to: lowest)
+      E2E::TeamKey.new(team_id, current, keys)
     rescue DecryptionError => e
       raise DecryptionError.new(e.message, request_id: reply&.request_id)
     end

@@ -92,9 +92,10 @@ module Cvsm
                    timeout: nil, max_retries: nil, ca_file: nil, stale_if_error: nil,
                    http_factory: nil, on_stale: nil, logger: nil, env: ENV)
       @env = env
-      bearer, key = resolve_token(token)
+      bearer, key, pin_version, pin_commitment = resolve_token(token)
       @token = Redacted.new(bearer)
       @private_key = key && Redacted.new(key)
+      @pin = key && Redacted.new([pin_version, pin_commitment].freeze)
       @base_url = normalize_base_url(base_url)
       @team = required(team, "team", "CVSM_TEAM")
       @environment = string_option(environment, "environment") || from_env("CVSM_ENVIRONMENT") ||
@@ -119,6 +120,10 @@ module Cvsm
     # the token's key part (the 32-byte X25519 private key of an end-to-end team's token), or
     # nil for a token without one. It is never sent anywhere.
     def private_key = @private_key&.reveal
+
+    # the token's pin, [key version, 32-byte commitment] (docs/e2e.md "Format 2"), or nil for a
+    # token without a key part.
+    def pin = @pin&.reveal
 
     # Returns the effective settings without the token.
     def to_h
@@ -181,15 +186,22 @@ module Cvsm
       split_token(token.force_encoding(Encoding::UTF_8), source)
     end
 
-    # [API token, private key or nil]: a token of an end-to-end team carries its key after a
-    # dot (cvsm_<64 hex>.<43 base64url characters>); a cvsm_ token with a dot of any other shape
-    # is refused, without quoting it. A JWT (dots, but no cvsm_ prefix) is not split.
+    # [API token, private key, pin version, pin commitment] (the last three nil for a token
+    # without a key part): a token of an end-to-end team carries its key and its pin after a
+    # dot (cvsm_<64 hex>.<key>.<key version>.<commitment>); a token of the first format (no
+    # pin) or a cvsm_ token with a dot of any other shape is refused, without quoting it. A JWT
+    # (dots, but no cvsm_ prefix) is not split.
     def split_token(token, source)
       E2E.split_token(token)
+    rescue E2E::FirstFormatToken
+      raise ConfigurationError,
+            "#{source} has a key part of the first format (cvsm_<64 hex>.<key>, no pin): it was " \
+            "made before end-to-end tokens carried their pin; make a new token for the team " \
+            "(docs/e2e.md); the token is not shown"
     rescue ArgumentError
       raise ConfigurationError,
-            "#{source} has a key part after its dot but is not cvsm_<64 hex>.<43 base64url " \
-            "characters> (the token of an end-to-end team); the token is not shown"
+            "#{source} has a key part after its dot but is not cvsm_<64 hex>.<private key>.<key " \
+            "version>.<commitment> (the token of an end-to-end team); the token is not shown"
     end
 
     def normalize_base_url(explicit)

@@ -33,8 +33,14 @@ module Cvsm
     NUMBER = "[1-9][0-9]{0,9}"
     ENVELOPE = /\Acvsm-e2e1\.(#{NUMBER})\.(#{UUID})\.(#{NUMBER})\.(#{B64U})\.(#{B64U})\z/o.freeze
     WRAP = /\Acvsm-wrap1\.(#{B64U})\.(#{B64U})\.(#{B64U})\z/o.freeze
-    TOKEN = /\A(cvsm_[0-9a-f]{64})\.(#{B64U})\z/o.freeze
-    private_constant :B64U, :UUID, :NUMBER, :ENVELOPE, :WRAP, :TOKEN
+    LINK = /\Acvsm-link1\.(#{B64U})\.(#{B64U})\z/o.freeze
+    TOKEN = /\A(cvsm_[0-9a-f]{64})\.(#{B64U})\.(#{NUMBER})\.(#{B64U})\z/o.freeze
+    TOKEN_V1 = /\Acvsm_[0-9a-f]{64}\.#{B64U}\z/o.freeze
+    private_constant :B64U, :UUID, :NUMBER, :ENVELOPE, :WRAP, :LINK, :TOKEN, :TOKEN_V1
+
+    # A token string of the first format (+cvsm_<64 hex>.<key>+, no pin): made before format 2,
+    # it must be made again. Configuration turns it into a Cvsm::ConfigurationError.
+    class FirstFormatToken < ArgumentError; end
 
     # The parts of a sealed value (+cvsm-e2e1.…+); +ciphertext+ ends with the GCM tag. Its
     # #inspect shows the numbers and the size, never the ciphertext.
@@ -47,32 +53,43 @@ module Cvsm
       alias_method :to_s, :inspect
     end
 
-    # A team key as the client holds it once unwrapped: the team's id and the key's version, as
-    # the server sent them with the wrap, and the key, kept in a closure rather than an instance
-    # variable. It prints, dumps to YAML or JSON as a placeholder that shows the team and version
-    # only, and Marshal refuses it.
+    # The team keys as the client holds them once unwrapped and verified against the token's
+    # pin: the team's id and the current key version, as the server sent them with the wrap, and
+    # the keys of the versions the verified chain reached, kept in a closure rather than an
+    # instance variable. It prints, dumps to YAML or JSON as a placeholder that shows the team
+    # and version only, and Marshal refuses it.
     class TeamKey
       include Redaction::Placeholder
 
       # @return [String] the team's id (a UUID)
       attr_reader :team_id
-      # @return [Integer] the key's version
+      # @return [Integer] the current key version
       attr_reader :key_version
 
       # @param team_id [String] the team's id (a UUID)
-      # @param key_version [Integer] the key's version
-      # @param key [String] the 32-byte team key
-      def initialize(team_id, key_version, key)
+      # @param key_version [Integer] the current key version
+      # @param keys [Hash{Integer => String}, String] the 32-byte keys by version (or the key of
+      #   +key_version+ alone)
+      def initialize(team_id, key_version, keys)
         @team_id = team_id.dup.freeze
         @key_version = key_version
-        key = key.b.freeze
-        @reveal = -> { key }
+        keys = { key_version => keys } if keys.is_a?(String)
+        keys = keys.to_h { |version, key| [version, key.b.freeze] }.freeze
+        @reveal = ->(version) { keys[version] }
+        @versions = keys.keys.freeze
         freeze
       end
 
-      # The 32 bytes of the key; the only way to read them.
-      # @return [String]
-      def key = @reveal.call
+      # The 32 bytes of the key of +version+ (the current one by default), nil when the verified
+      # chain did not reach it; the only way to read them.
+      # @param version [Integer] a key version
+      # @return [String, nil]
+      def key(version = key_version) = @reveal.call(version)
+
+      # Whether the key of +version+ is held.
+      # @param version [Integer] a key version
+      # @return [Boolean]
+      def key?(version) = @versions.include?(version)
 
       private
 
@@ -82,23 +99,97 @@ module Cvsm
 
     module_function
 
-    # Splits a token of an end-to-end team, +cvsm_<64 hex>.<43 base64url characters>+, into the
-    # API token the server knows and the X25519 private key after the dot. A token without a dot
-    # has no key part. Only tokens that start with +cvsm_+ are split: a JWT is sent as it is.
+    # Splits a token of an end-to-end team,
+    # +cvsm_<64 hex>.<b64u private key>.<key version>.<b64u commitment>+, into the API token the
+    # server knows, the X25519 private key and the pin (the key version current when the token
+    # was made and that key's commitment, docs/e2e.md "Format 2"). A token without a dot has no
+    # key part. Only tokens that start with +cvsm_+ are split: a JWT is sent as it is.
     #
     # @param token [String] the whole token, trimmed
-    # @return [Array(String, String)] the API token and the 32-byte private key, or
-    #   +[token, nil]+ when it has no key part
+    # @return [Array(String, String, Integer, String)] the API token, the 32-byte private key,
+    #   the pinned key version and the 32-byte commitment, or +[token, nil, nil, nil]+ when it has
+    #   no key part
+    # @raise [FirstFormatToken] for a token of the first format (no pin)
     # @raise [ArgumentError] when a +cvsm_+ token has a dot but not this shape (the message
     #   never quotes it)
     def split_token(token)
-      return [token, nil] unless token.start_with?("cvsm_") && token.include?(".")
+      return [token, nil, nil, nil] unless token.start_with?("cvsm_") && token.include?(".")
 
       match = TOKEN.match(token)
       key = match && decode(match[2], KEY_SIZE)
-      raise ArgumentError, "a token with a key part must look like cvsm_<64 hex>.<43 base64url characters>" unless key
+      pin = match && decode(match[4], KEY_SIZE)
+      return [match[1], key, Integer(match[3], 10), pin] if key && pin
 
-      [match[1], key]
+      raise FirstFormatToken, "a token of the first format (no pin)" if TOKEN_V1.match?(token)
+
+      raise ArgumentError, "a token with a key part must look like " \
+                           "cvsm_<64 hex>.<private key>.<key version>.<commitment>"
+    end
+
+    # +C_v+: the 32-byte commitment to team +team_id+'s key of version +key_version+,
+    # HKDF-SHA256(team key, salt "", info "cvsm-e2e:v2:commit:<team>:<version>").
+    #
+    # @param team_key [String] the 32-byte team key
+    # @param team_id [String] the team's id (a UUID)
+    # @param key_version [Integer] the key's version
+    # @return [String] 32 bytes
+    def commitment(team_key, team_id, key_version)
+      OpenSSL::KDF.hkdf(team_key, salt: "", info: "cvsm-e2e:v2:commit:#{team_id}:#{key_version}",
+                                  length: KEY_SIZE, hash: "SHA256")
+    end
+
+    # Opens the link stored with key version +new_version+ (+cvsm-link1.<nonce>.<ct>+): the key
+    # of version +new_version - 1+, sealed under that of +new_version+.
+    #
+    # @param link [String] the link
+    # @param new_key [String] the 32-byte key of +new_version+
+    # @param team_id [String] the team's id (a UUID)
+    # @param new_version [Integer] the version the link is stored with
+    # @return [String] the 32-byte key of +new_version - 1+
+    # @raise [Cvsm::DecryptionError] when the link is malformed or does not open
+    def open_link(link, new_key, team_id, new_version)
+      match = link.is_a?(String) && LINK.match(link)
+      nonce = match && decode(match[1], NONCE_SIZE)
+      ciphertext = match && decode(match[2], KEY_SIZE + TAG_SIZE)
+      raise DecryptionError, "the link of key version #{new_version} is not a cvsm-link1 link" unless nonce && ciphertext
+
+      decrypt(new_key, nonce, ciphertext, "cvsm-e2e:v2:link:#{team_id}:#{new_version}") ||
+        raise(DecryptionError, "the link of key version #{new_version} does not open with the key of that version")
+    end
+
+    # The team keys from +current_version+ down to +min(pin_version, down_to)+, by version, after
+    # checking that the chain of links from +current_key+ reaches the pinned key version and that
+    # key's commitment is +pin_commitment+ (compared in constant time).
+    #
+    # @param current_key [String] the 32-byte key of +current_version+
+    # @param current_version [Integer] the current key version, as the server answered it
+    # @param team_id [String] the team's id (a UUID)
+    # @param links [Hash{Integer => String}] each version's link, by the version it is stored with
+    # @param pin_version [Integer] the token's pinned key version
+    # @param pin_commitment [String] the token's 32-byte commitment
+    # @param down_to [Integer, nil] a version below the pin to walk down to as well
+    # @return [Hash{Integer => String}] the keys, by version
+    # @raise [Cvsm::DecryptionError] when the current version is below the pin, a link is
+    #   missing or does not open, or the commitment differs
+    def verify_chain(current_key, current_version, team_id, links, pin_version, pin_commitment, down_to: nil)
+      if current_version < pin_version
+        raise DecryptionError, "the team key is version #{current_version}, below the token's pinned version #{pin_version}"
+      end
+
+      lowest = down_to.nil? ? pin_version : [1, [pin_version, down_to].min].max
+      keys = { current_version => current_key }
+      key = current_key
+      current_version.downto(lowest + 1) do |version|
+        link = links[version] || raise(DecryptionError, "the link of key version #{version} is missing")
+        key = open_link(link, key, team_id, version)
+        keys[version - 1] = key
+      end
+      unless OpenSSL.fixed_length_secure_compare(commitment(keys.fetch(pin_version), team_id, pin_version),
+                                                 pin_commitment)
+        raise DecryptionError, "the team key does not match the token's pinned commitment of key version #{pin_version}"
+      end
+
+      keys
     end
 
     # Opens the team key wrapped to a recipient (+cvsm-wrap1.<eph>.<nonce>.<ct>+) with the
