@@ -85,14 +85,78 @@ class E2ETest < CvsmTest
     end
   end
 
-  def test_the_vectors_token_splits_into_its_api_token_and_key
+  def test_the_vectors_token_splits_into_its_api_token_key_and_pin
     token = vectors["token"]
-    assert_equal [token["api_token"], unb64u(token["private_key"])], Cvsm::E2E.split_token(token["token"])
-    assert_equal [TOKEN, nil], Cvsm::E2E.split_token(TOKEN)
+    assert_equal [token["api_token"], unb64u(token["private_key"]), token["key_version"], unb64u(token["commitment"])],
+                 Cvsm::E2E.split_token(token["token"])
+    assert_equal [TOKEN, nil, nil, nil], Cvsm::E2E.split_token(TOKEN)
+  end
+
+  def test_a_first_format_token_is_a_configuration_error_that_says_to_make_a_new_one
+    v1 = vectors["v1_token"]
+    assert_raises(Cvsm::E2E::FirstFormatToken) { Cvsm::E2E.split_token(v1) }
+    error = assert_raises(Cvsm::ConfigurationError) { Cvsm::Client.new(token: v1, base_url: "http://h/api/v1", team: "acme") }
+    assert_includes error.message, "first format"
+    assert_includes error.message, "make a new token"
+    v1.split(".").each { |part| refute_includes error.message, part }
+  end
+
+  def test_the_vectors_commitments_and_links
+    chain = vectors["chain"]
+    chain["keys"].each do |entry|
+      assert_equal unb64u(entry["commitment"]),
+                   Cvsm::E2E.commitment(unb64u(entry["team_key"]), chain["team_id"], entry["key_version"])
+    end
+    keys = chain["keys"].to_h { |entry| [entry["key_version"], unb64u(entry["team_key"])] }
+    chain["links"].each do |entry|
+      assert_equal unb64u(entry["opens_to"]),
+                   Cvsm::E2E.open_link(entry["link"], keys.fetch(entry["key_version"]), chain["team_id"], entry["key_version"])
+    end
+    assert_equal 4, chain["bad_links"].size
+    chain["bad_links"].each do |entry|
+      error = assert_raises(Cvsm::DecryptionError, entry["why"]) do
+        Cvsm::E2E.open_link(entry["link"], unb64u(entry["key"]), chain["team_id"], entry["key_version"])
+      end
+      refute_includes error.message, entry["key"]
+    end
+  end
+
+  # Each pin of the vectors: the key answer unwrapped with the token's key and checked against its
+  # pin, as the client does; "integrity" is a DecryptionError.
+  def test_each_token_pin_of_the_vectors_verifies_or_is_a_decryption_error
+    assert_operator vectors["token_pins"].count { |entry| entry["outcome"] == "ok" }, :>=, 3
+    assert_operator vectors["token_pins"].count { |entry| entry["outcome"] == "integrity" }, :>=, 6
+    keys = vectors.dig("chain", "keys").to_h { |entry| [entry["key_version"], unb64u(entry["team_key"])] }
+    vectors["token_pins"].each do |entry|
+      _api, private_key, pin_version, pin_commitment = Cvsm::E2E.split_token(entry["token"])
+      answer = entry["key_answer"]
+      verify = lambda do
+        key = Cvsm::E2E.unwrap_team_key(answer["wrapped_key"], team_id: answer["team_id"],
+                                                               key_version: answer["key_version"], private_key: private_key)
+        links = answer["links"].to_h { |link| [link["key_version"], link["link"]] }
+        Cvsm::E2E.verify_chain(key, answer["key_version"], answer["team_id"], links, pin_version, pin_commitment)
+      end
+      if entry["outcome"] == "ok"
+        verified = verify.call
+        assert_equal keys.select { |version, _| version >= pin_version }, verified, entry["why"]
+      else
+        assert_equal "integrity", entry["outcome"]
+        error = assert_raises(Cvsm::DecryptionError, entry["why"], &verify)
+        keys.each_value { |key| refute_includes error.message, E2ESeal.b64u(key) }
+      end
+    end
+  end
+
+  def test_a_chain_is_walked_below_the_pin_on_request
+    chain = vectors["chain"]
+    keys = chain["keys"].to_h { |entry| [entry["key_version"], unb64u(entry["team_key"])] }
+    links = chain["links"].to_h { |entry| [entry["key_version"], entry["link"]] }
+    three = chain["keys"].find { |entry| entry["key_version"] == 3 }
+    assert_equal keys, Cvsm::E2E.verify_chain(keys[3], 3, chain["team_id"], links, 3, unb64u(three["commitment"]), down_to: 1)
   end
 
   def test_each_bad_token_of_the_vectors_is_a_configuration_error_that_does_not_show_it
-    assert_equal 4, vectors["bad_tokens"].size
+    assert_equal 7, vectors["bad_tokens"].size
     vectors["bad_tokens"].each do |bad|
       [-> { Cvsm::Client.new(token: bad, base_url: "http://h/api/v1", team: "acme") },
        lambda do
@@ -101,9 +165,7 @@ class E2ETest < CvsmTest
        end].each do |build|
         error = assert_raises(Cvsm::ConfigurationError, bad, &build)
         assert_includes error.message, "key part"
-        api_token, key = bad.split(".", 2)
-        refute_includes error.message, api_token
-        refute_includes error.message, key unless key.empty?
+        bad.split(".").reject { |part| part.size < 4 }.each { |part| refute_includes error.message, part }
       end
     end
   end
@@ -128,7 +190,7 @@ class E2ETest < CvsmTest
     @api.add_secret("DATABASE_URL", "postgres://staging", environment: "staging")
     @private_key, @public_key = E2ESeal.key_pair
     @token = @api.end_to_end!(@private_key, @public_key)
-    @key_part = @token.split(".", 2).last
+    @key_part = E2ESeal.b64u(@private_key)
   end
 
   def e2e_client(**options)

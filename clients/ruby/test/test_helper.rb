@@ -140,6 +140,18 @@ module E2ESeal
 
   def b64u(bytes) = [bytes].pack("m0").tr("+/", "-_").delete("=")
 
+  # C_v, the commitment to a team key of a version (docs/e2e.md "Format 2").
+  def commitment(team_key, team_id, key_version)
+    OpenSSL::KDF.hkdf(team_key, salt: "", info: "cvsm-e2e:v2:commit:#{team_id}:#{key_version}", length: 32,
+                                hash: "SHA256")
+  end
+
+  # cvsm-link1: the key of version - 1 sealed under the key of version.
+  def link(new_key, old_key, team_id, version)
+    nonce = OpenSSL::Random.random_bytes(12)
+    "cvsm-link1.#{b64u(nonce)}.#{b64u(encrypt(new_key, nonce, old_key, "cvsm-e2e:v2:link:#{team_id}:#{version}"))}"
+  end
+
   # [private key, public key], 32 raw bytes each.
   def key_pair
     key = OpenSSL::PKey.generate_key("X25519")
@@ -204,8 +216,15 @@ class FakeApi
     @e2e = recipient
     @team_key = team_key
     @key_version = key_version
-    "#{@token}.#{E2ESeal.b64u(private_key)}"
+    @keys = { key_version => team_key } # every key version served, for the links (format 2)
+    @pin = key_version
+    "#{@token}.#{E2ESeal.b64u(private_key)}.#{key_version}.#{E2ESeal.b64u(E2ESeal.commitment(team_key, TEAM_ID, key_version))}"
   end
+
+  # FakeApi#links are the back-links of every served key version whose predecessor was served too
+  # (as a re-keying member's client makes them); +except+ leaves versions out, +forge+ maps a
+  # version to the link served for it instead.
+  attr_accessor :forged_links
 
   # FakeApi#envelope is the stored secret +name+ of +environment+ sealed as the server would serve it.
   def envelope(name, environment = "production")
@@ -280,8 +299,15 @@ class FakeApi
   def team_key_wrap
     return json(400, "error" => "tim ini bukan end-to-end") unless @e2e
 
+    @keys[@key_version] = @team_key
+    links = @keys.keys.sort.filter_map do |version|
+      next unless @keys.key?(version - 1)
+
+      link = (@forged_links || {})[version] || E2ESeal.link(@keys[version], @keys[version - 1], TEAM_ID, version)
+      { "key_version" => version, "link" => link }
+    end
     json(200, "team_id" => TEAM_ID, "key_version" => @key_version,
-              "wrapped_key" => E2ESeal.wrap(@team_key, TEAM_ID, @key_version, @e2e))
+              "wrapped_key" => E2ESeal.wrap(@team_key, TEAM_ID, @key_version, @e2e), "links" => links)
   end
 
   def list(query)
