@@ -319,6 +319,59 @@ class E2ETest < CvsmTest
     assert_equal ["/teams/acme/secrets/by-name/DATABASE_URL", key_path], paths(@server).last(2)
   end
 
+  def test_a_team_key_that_does_not_chain_to_the_pin_is_a_decryption_error_never_retried_nor_kept
+    stale = []
+    client = e2e_client(cache_ttl: 0, stale_if_error: 60, max_retries: 2, on_stale: ->(read) { stale << read })
+    assert_equal VALUE, client.get("DATABASE_URL")
+    client.clear_cache
+    # The server forges the team key: a key of its own, wrapped to the token, same version.
+    @api.end_to_end!(@private_key, @public_key)
+    @api.key_version = 1
+    [-> { client.get("DATABASE_URL") }, -> { client.get_all }].each do |read|
+      error = assert_raises(Cvsm::DecryptionError, &read)
+      assert_includes error.message, "pinned commitment"
+      assert_nil error.status
+      [VALUE, @key_part, E2ESeal.b64u(@api.team_key)].each { |text| refute_includes error.message, text }
+    end
+    assert_equal 2, paths(@server).count(key_path) - 1, "one key request per read, not retried"
+    assert_nil client.instance_variable_get(:@team_key), "nothing kept"
+    assert_empty stale
+  end
+
+  def test_a_team_key_below_the_pin_or_with_a_forged_link_is_a_decryption_error
+    @api.key_version = 2
+    @token = @api.end_to_end!(@private_key, @public_key, key_version: 2)
+    @api.key_version = 1
+    assert_includes assert_raises(Cvsm::DecryptionError) { e2e_client.get("DATABASE_URL") }.message,
+                    "below the token's pinned version 2"
+
+    @token = @api.end_to_end!(@private_key, @public_key)
+    assert_equal VALUE, e2e_client.get("DATABASE_URL")
+    @api.team_key = OpenSSL::Random.random_bytes(32) # re-keyed by the server alone: no holder's link
+    @api.key_version = 2
+    @api.forged_links = { 2 => E2ESeal.link(@api.team_key, OpenSSL::Random.random_bytes(32), FakeApi::TEAM_ID, 2) }
+    assert_includes assert_raises(Cvsm::DecryptionError) { e2e_client.get("API_KEY") }.message, "pinned commitment"
+  end
+
+  def test_a_value_of_an_older_key_version_opens_through_the_verified_links
+    old = @api.envelope("DATABASE_URL")
+    client = e2e_client
+    @api.script(%r{/by-name/}, json(200, "secret" => { "id" => "x", "name" => "DATABASE_URL" }, "value" => old,
+                                         "e2e" => true))
+    assert_equal VALUE, client.get("DATABASE_URL")
+    client.clear_cache
+    first = @api.team_key
+    @api.team_key = OpenSSL::Random.random_bytes(32) # re-keyed: version 2, with its link to version 1
+    @api.key_version = 2
+    @api.script(%r{/by-name/}, json(200, "secret" => { "id" => "x", "name" => "DATABASE_URL" }, "value" => old,
+                                         "e2e" => true))
+    assert_equal VALUE, client.get("DATABASE_URL"), "sealed under version 1, opened with the key the link gave"
+    assert_equal "kunci rahasia — café 🔑", client.get("API_KEY"), "sealed under version 2"
+    held = client.instance_variable_get(:@team_key)
+    assert_equal 2, held.key_version
+    assert_equal first, held.key(1)
+  end
+
   def test_a_wrap_that_does_not_open_with_the_tokens_key_is_a_decryption_error
     _other_private, other_public = E2ESeal.key_pair
     @api.end_to_end!(@private_key, other_public, team_key: @api.team_key)
