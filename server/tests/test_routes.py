@@ -25,7 +25,7 @@ def test_every_entry_declares_its_policy() -> None:
     assert charged_by_handler == {"read_secret", "read_secret_by_name"}
     auth = {r.path: r.policy for r in ROUTES if r.method == "POST"}
     assert auth["/api/v1/auth/login"] == policy.Policy(policy.OPEN, "auth", body=policy.SMALL)
-    assert auth["/api/v1/auth/verify-email/request"] == policy.Policy(policy.BEARER, "auth")
+    assert auth["/api/v1/auth/verify-email/request"] == policy.Policy(policy.BEARER, "auth", body=policy.EMPTY)
     assert auth["/api/v1/public/newsletter"].rate == "newsletter"
     assert auth["/app/teams"].auth == policy.SESSION and auth["/signin"].auth == policy.OPEN
 

@@ -51,6 +51,7 @@ API_TEAM, PAGE_TEAM = "/api/v1/teams/{team_id}", "/app/teams/{team}"
 
 KiB, MiB = 1024, 1024 * 1024
 NONE = 0
+EMPTY = 64          # a POST/PUT/DELETE that reads no body: room for the `{}` clients send anyway
 TINY = 4 * KiB      # a few short fields: a sign-in, an address, a password, a plan
 SMALL = 16 * KiB    # one object of short fields: a team, a member, a webhook, a key pair
 FORM = 256 * KiB    # a page's form: one 65,536-byte value, form-encoded, several times over
@@ -112,8 +113,13 @@ class Route:
 
 
 def api(method: str, path: str, handler: Handler, *, auth: str = BEARER, rate: str | None = "api",
-        own_charge: bool = False, openapi: str | None | bool = True, body: int = NONE) -> Route:
-    """A JSON API route: documented under its handler's name unless `openapi` says otherwise."""
+        own_charge: bool = False, openapi: str | None | bool = True,
+        body: int | None = None) -> Route:
+    """A JSON API route: documented under its handler's name unless `openapi` says otherwise. A
+    route that reads no body (`body` unset) refuses any body on GET, and takes up to `EMPTY`
+    bytes, never read, on the other methods."""
+    if body is None:
+        body = NONE if method == "GET" else EMPTY
     name = handler.__name__ if openapi is True else (openapi or None)
     team = "team_id" if path.startswith(f"{API_TEAM}/") or path == API_TEAM else None
     return Route(method, path, handler,
