@@ -95,10 +95,66 @@ OPEN_VECTORS = """async (v) => {
   out.share = await E.openShare(v.share.envelope, E.unb64u(v.share.share_key, 32));
   const split = E.splitToken(v.token.token);
   out.token = {api_token: split.apiToken, private_key: E.b64u(split.privateKey),
-               joined: E.joinToken(split.apiToken, split.privateKey)};
+               key_version: split.keyVersion, commitment: E.b64u(split.commitment),
+               joined: E.joinToken(split.apiToken, split.privateKey, split.keyVersion,
+                                   split.commitment)};
   for (const bad of v.bad_tokens) {
     try { E.splitToken(bad); out.badTokens.push("accepted"); }
     catch (e) { out.badTokens.push(e.name + ": " + e.message); }
+  }
+  return out;
+}"""
+
+# Runs in the page: format 2's vectors (chain, token pins, the first format's token, recipient
+# auth, anchor) through CvsmE2E; answers each outcome.
+FORMAT2_VECTORS = """async (v) => {
+  const E = window.CvsmE2E;
+  const out = {commitments: [], links: [], badLinks: [], pins: [], auths: [], anchorBad: []};
+  const c = v.chain;
+  for (const k of c.keys) {
+    out.commitments.push(E.b64u(await E.commitment(E.unb64u(k.team_key, 32), c.team_id,
+                                                   k.key_version)));
+  }
+  const keyOf = (version) => E.unb64u(c.keys.find((k) => k.key_version === version).team_key, 32);
+  for (const l of c.links) {
+    out.links.push(E.b64u(await E.openLink(l.link, keyOf(l.key_version), c.team_id, l.key_version)));
+  }
+  for (const b of c.bad_links) {
+    try { await E.openLink(b.link, E.unb64u(b.key, 32), c.team_id, b.key_version);
+          out.badLinks.push("opened"); }
+    catch (e) { out.badLinks.push(e.name); }
+  }
+  for (const t of v.token_pins) {
+    try {
+      const parts = E.splitToken(t.token);
+      const a = t.key_answer;
+      const current = await E.unwrapTeamKey(a.wrapped_key, a.team_id, a.key_version,
+                                            parts.privateKey);
+      const links = {};
+      for (const l of a.links) links[l.key_version] = l.link;
+      await E.verifyChain(current, a.key_version, a.team_id, links, parts.keyVersion,
+                          parts.commitment);
+      out.pins.push("ok");
+    } catch (e) { out.pins.push(e.name === "E2EError" ? "integrity" : "other: " + e); }
+  }
+  try { E.splitToken(v.v1_token); out.v1 = "accepted"; } catch (e) { out.v1 = e.message; }
+  for (const r of v.recipient_auth) {
+    const pub = E.unb64u(r.public_key, 32), key = E.unb64u(r.team_key, 32);
+    const made = await E.recipientAuth(key, v.chain.team_id, r.key_version, r.kind, r.id, pub);
+    let checked;
+    try { await E.checkRecipientAuth(r.auth, key, v.chain.team_id, r.key_version, r.kind, r.id,
+                                     pub); checked = true; }
+    catch (e) { checked = false; }
+    out.auths.push({made_equal: made === r.auth, checked});
+  }
+  const a = v.anchor, priv = E.unb64u(a.private_key, 32);
+  const opened = await E.openAnchor(a.anchor, await E.anchorKey(priv), a.user_id, a.team_id);
+  out.anchor = {key_version: opened.keyVersion, commitment: E.b64u(opened.commitment)};
+  const mine = await E.sealAnchor(priv, a.user_id, a.team_id, 5, E.unb64u(a.commitment, 32));
+  out.anchorSealed = mine;
+  for (const b of a.bad) {
+    try { await E.openAnchor(a.anchor, priv, b.user_id, b.team_id); out.anchorBad.push("opened"); }
+    catch (e) { out.anchorBad.push(e.name); }
   }
   return out;
 }"""
@@ -185,12 +241,30 @@ async def test_e2e_js_opens_the_vectors_and_agrees_with_the_python_reference(
             assert opened["wrong_passphrase"] == "E2EError"
             assert opened["recovery"] == VECTORS["recovery"]["private_key"]
             assert opened["share"] == VECTORS["share"]["value"]
-            assert opened["token"] == {**{k: VECTORS["token"][k] for k in ("api_token",
-                                                                         "private_key")},
-                                       "joined": VECTORS["token"]["token"]}
+            assert opened["token"] == {**{k: VECTORS["token"][k] for k in (
+                "api_token", "private_key", "key_version", "commitment")},
+                "joined": VECTORS["token"]["token"]}
             assert len(opened["badTokens"]) == len(VECTORS["bad_tokens"])
             assert all(t.startswith("E2EError: ") for t in opened["badTokens"])
             assert not any(VECTORS["token"]["private_key"] in t for t in opened["badTokens"])
+
+            # Format 2 (docs/e2e.md): commitments, links, token pins, recipient auth, anchors.
+            f2 = await page.evaluate(FORMAT2_VECTORS, VECTORS)
+            assert f2["commitments"] == [k["commitment"] for k in VECTORS["chain"]["keys"]]
+            assert f2["links"] == [l["opens_to"] for l in VECTORS["chain"]["links"]]
+            assert f2["badLinks"] == ["E2EError"] * len(VECTORS["chain"]["bad_links"])
+            assert f2["pins"] == [t["outcome"] for t in VECTORS["token_pins"]], \
+                [t["why"] for t in VECTORS["token_pins"]]
+            assert "made before" in f2["v1"]
+            assert f2["auths"] == [{"made_equal": r["valid"], "checked": r["valid"]}
+                                   for r in VECTORS["recipient_auth"]]
+            anchor = VECTORS["anchor"]
+            assert f2["anchor"] == {"key_version": anchor["key_version"],
+                                    "commitment": anchor["commitment"]}
+            assert f2["anchorBad"] == ["E2EError"] * len(anchor["bad"])
+            assert e2e.open_anchor(f2["anchorSealed"], e2e._unb64u(anchor["private_key"], 32),
+                                   anchor["user_id"], anchor["team_id"]) == (
+                5, e2e._unb64u(anchor["commitment"], 32))
 
             # What the browser seals and wraps, Python opens.
             python_private, python_public = e2e.generate_key_pair()
