@@ -367,8 +367,9 @@
     var state = document.getElementById("e2e-lock-state");
     if (!state || !ctx.publicKey) return;
     memberKey().then(async function (member) {
+      // a key kept before format 2 has no anchor key: it is unlocked again once
       var open = Boolean(member && member.userId === ctx.userId &&
-                         member.publicKey === ctx.publicKey);
+                         member.publicKey === ctx.publicKey && member.anchorKey);
       // the member's own fingerprint, from the public key derived from the private key opened
       // here (never the stored row): compared out of band with what a granting Admin sees
       var own = document.querySelector("[data-e2e-own-fingerprint]");
