@@ -290,12 +290,12 @@ async def test_the_forms_carry_format_2_auth_link_and_the_members_anchor(
     fresh = e2e.new_team_key()
     link = e2e.make_link(fresh, key, team_id, 2)
     resp = await client.post("/app/teams/format-dua/e2e/rekey", allow_redirects=False, data={
-        "csrf": member["csrf"], "payload": json.dumps({"key_version": 2, "secrets": [], "link": link,
-                                                       "wraps": [{
-            "user_id": member["user_id"], "public_key": e2e._b64u(member["public"]),
-            "wrapped_key": e2e.wrap_team_key(fresh, team_id, 2, member["public"]),
-            "auth": e2e.recipient_auth(fresh, team_id, 2, "user", member["user_id"],
-                                       member["public"])}]})})
+        "csrf": member["csrf"], "payload": json.dumps({
+            "key_version": 2, "secrets": [], "link": link, "wraps": [{
+                "user_id": member["user_id"], "public_key": e2e._b64u(member["public"]),
+                "wrapped_key": e2e.wrap_team_key(fresh, team_id, 2, member["public"]),
+                "auth": e2e.recipient_auth(fresh, team_id, 2, "user", member["user_id"],
+                                           member["public"])}]})})
     assert resp.status == 303, await resp.text()
     links = await query(database_url, "SELECT key_version, link FROM team_key_links "
                         "WHERE team_id = %s", (team_id,))

@@ -40,7 +40,8 @@ async def members_context(request: web.Request, conn: db.Connection, actor: Acto
         _version, holders, _tokens = await e2e.recipients(conn, actor, team_id)
         keys = {str(h["user_id"]): e2e.member_key_json(h) for h in holders}
     return {"team_ref": team_ref, "team": team, "members": members,
-            "e2e": await e2e_context(conn, actor, team), "e2e_keys": keys, "rekey_plan": None, "rekey_recipients": [],
+            "e2e": await e2e_context(conn, actor, team), "e2e_keys": keys, "rekey_plan": None,
+            "rekey_recipients": [],
             "roles": list(roles.RANK), "can_invite": can_invite,
             "invites": await invites.list_invites(conn, actor, team_id) if can_invite else [],
             "offers": offers, "grantable": teams.grantable_roles(team["role"]),
