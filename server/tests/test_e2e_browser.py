@@ -118,7 +118,8 @@ FORMAT2_VECTORS = """async (v) => {
   }
   const keyOf = (version) => E.unb64u(c.keys.find((k) => k.key_version === version).team_key, 32);
   for (const l of c.links) {
-    out.links.push(E.b64u(await E.openLink(l.link, keyOf(l.key_version), c.team_id, l.key_version)));
+    out.links.push(E.b64u(await E.openLink(l.link, keyOf(l.key_version), c.team_id,
+                                           l.key_version)));
   }
   for (const b of c.bad_links) {
     try { await E.openLink(b.link, E.unb64u(b.key, 32), c.team_id, b.key_version);

@@ -26,12 +26,12 @@
     noAccess: "Anda belum diberi akses ke kunci tim ini. Minta Admin tim memberi akses dari " +
       "halaman Anggota.",
     stale: "Kunci tim tidak dapat dibuka dengan kunci Anda. Buka kunci lagi di halaman Akun.",
-    integrity: "Kunci tim yang dikirim server tidak tersambung ke kunci tim yang sudah diverifikasi " +
-      "peramban ini (jangkar), jadi tidak ada nilai yang dibuka atau disegel. Jangan lanjutkan; " +
+    integrity: "Kunci tim yang dikirim server tidak tersambung ke kunci tim yang sudah " +
+      "diverifikasi peramban ini (jangkar), jadi tidak ada nilai yang dibuka atau disegel. Jangan lanjutkan; " +
       "hubungi Admin tim dan admin server.",
     rekeyStale: "Versi kunci tim berubah sejak rencana dibuat. Muat ulang halaman lalu coba lagi.",
-    unauthenticated: "Ganti kunci dibatalkan: penerima berikut tidak ditambahkan oleh pemegang kunci " +
-      "tim (tanpa autentikasi penerima yang sah; mungkin disisipkan server, atau diberi akses " +
+    unauthenticated: "Ganti kunci dibatalkan: penerima berikut tidak ditambahkan oleh " +
+      "pemegang kunci tim (tanpa autentikasi penerima yang sah; mungkin disisipkan server, atau diberi akses " +
       "sebelum format 2). Beri akses ulang anggota itu setelah membandingkan sidik jarinya, atau " +
       "cabut token itu, lalu coba lagi: ",
     notOpened: "Nilai ini tidak dapat dibuka dengan kunci tim (rusak atau bukan untuk secret ini).",

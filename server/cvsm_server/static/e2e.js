@@ -414,8 +414,8 @@
     currentVersion = Number(currentVersion);
     pinVersion = Number(pinVersion);
     if (currentVersion < pinVersion) {
-      throw new E2EError("the team key is version " + currentVersion + ", below the pinned version " +
-                         pinVersion);
+      throw new E2EError("the team key is version " + currentVersion +
+                         ", below the pinned version " + pinVersion);
     }
     var lowest = downTo === undefined || downTo === null ? pinVersion
       : Math.max(1, Math.min(pinVersion, Number(downTo)));
@@ -459,7 +459,8 @@
   async function checkRecipientAuth(auth, teamKey, teamId, keyVersion, kind, recipientId,
                                     publicRaw) {
     if (typeof auth !== "string") {
-      throw new E2EError("the recipient has no authentication (added before format 2, or by the server)");
+      throw new E2EError("the recipient has no authentication " +
+                         "(added before format 2, or by the server)");
     }
     var expected = await recipientAuth(teamKey, teamId, keyVersion, kind, recipientId, publicRaw);
     if (!constantEqual(encoder.encode(expected), encoder.encode(auth))) {
@@ -514,7 +515,8 @@
     }
     var inner = ANCHOR_PLAIN_RE.exec(utf8(plain, "the anchor"));
     if (inner === null) throw new E2EError("the anchor does not hold <key version>:<commitment>");
-    return { keyVersion: Number(inner[1]), commitment: unb64u(inner[2], KEY, "the anchor's commitment") };
+    return { keyVersion: Number(inner[1]),
+             commitment: unb64u(inner[2], KEY, "the anchor's commitment") };
   }
 
   // A public key's fingerprint as members compare it out of band: SHA-256, first 16 bytes, hex
