@@ -152,6 +152,14 @@ FORMAT2_VECTORS = """async (v) => {
   const a = v.anchor, priv = E.unb64u(a.private_key, 32);
   const opened = await E.openAnchor(a.anchor, await E.anchorKey(priv), a.user_id, a.team_id);
   out.anchor = {key_version: opened.keyVersion, commitment: E.b64u(opened.commitment)};
+  out.pbkdf2 = [];
+  for (const w of v.pbkdf2.refused) {
+    try { await E.openPassphraseWrap(w, "x", a.user_id); out.pbkdf2.push("opened"); }
+    catch (e) { out.pbkdf2.push(e.message); }
+  }
+  const n = v.nfc_passphrase;
+  out.nfc = [E.b64u(await E.openPassphraseWrap(n.wrapped, n.passphrase_nfc, n.user_id)),
+             E.b64u(await E.openPassphraseWrap(n.wrapped, n.passphrase_nfd, n.user_id))];
   const mine = await E.sealAnchor(priv, a.user_id, a.team_id, 5, E.unb64u(a.commitment, 32));
   out.anchorSealed = mine;
   for (const b of a.bad) {
@@ -264,6 +272,8 @@ async def test_e2e_js_opens_the_vectors_and_agrees_with_the_python_reference(
             assert f2["anchor"] == {"key_version": anchor["key_version"],
                                     "commitment": anchor["commitment"]}
             assert f2["anchorBad"] == ["E2EError"] * len(anchor["bad"])
+            assert all("iterations" in m for m in f2["pbkdf2"]), f2["pbkdf2"]
+            assert f2["nfc"] == [VECTORS["nfc_passphrase"]["private_key"]] * 2
             assert e2e.open_anchor(f2["anchorSealed"], e2e._unb64u(anchor["private_key"], 32),
                                    anchor["user_id"], anchor["team_id"]) == (
                 5, e2e._unb64u(anchor["commitment"], 32))

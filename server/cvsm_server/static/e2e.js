@@ -9,6 +9,7 @@
   var KEY = 32;
   var NONCE = 12;
   var MIN_ITERATIONS = 600000;
+  var MAX_ITERATIONS = 10000000;  // a stored wrap must not make the page hang
   // An X25519 private key as PKCS #8: this fixed prefix, then the 32 raw bytes (RFC 8410).
   var PKCS8_PREFIX = hex("302e020100300506032b656e04220420");
   var B64U = "[A-Za-z0-9_-]+";
@@ -258,7 +259,8 @@
   }
 
   async function passphraseKey(passphrase, salt, iterations) {
-    var base = await crypto.subtle.importKey("raw", encoder.encode(passphrase), "PBKDF2", false,
+    var base = await crypto.subtle.importKey("raw", encoder.encode(passphrase.normalize("NFC")),
+                                             "PBKDF2", false,
                                              ["deriveBits"]);
     return new Uint8Array(await crypto.subtle.deriveBits(
       { name: "PBKDF2", hash: "SHA-256", salt: salt, iterations: iterations }, base, KEY * 8));
@@ -279,8 +281,9 @@
       throw new E2EError("a passphrase wrap must look like cvsm-pass1.<iterations>.<salt>.<nonce>.<ct>");
     }
     var iterations = Number(match[1]);
-    if (iterations < MIN_ITERATIONS) {
-      throw new E2EError("a passphrase wrap needs at least " + MIN_ITERATIONS + " iterations");
+    if (iterations < MIN_ITERATIONS || iterations > MAX_ITERATIONS) {
+      throw new E2EError("a passphrase wrap needs " + MIN_ITERATIONS + " to " + MAX_ITERATIONS +
+                         " iterations");
     }
     var key = await passphraseKey(passphrase, unb64u(match[2], 16, "salt"), iterations);
     return open(key, unb64u(match[3], NONCE, "nonce"), unb64u(match[4], KEY + 16, "ct"),
