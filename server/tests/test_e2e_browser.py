@@ -45,7 +45,8 @@ from test_layout import serious_violations, too_wide
 WIDTHS = (1280, 390)
 PASSWORD = "correct horse 1"  # conftest's Api.register
 PASSPHRASE = "kuda laut batu hijau 7"
-TOKEN_WITH_KEY = re.compile(r"cvsm_[0-9a-f]{64}\.[A-Za-z0-9_-]{43}")
+# format 2: the token's private key, then its pin (key version and commitment)
+TOKEN_WITH_KEY = re.compile(r"cvsm_[0-9a-f]{64}\.[A-Za-z0-9_-]{43}\.[1-9][0-9]*\.[A-Za-z0-9_-]{43}")
 INSECURE_HOST = "cvsm.test"  # mapped to 127.0.0.1 by --host-resolver-rules: not a secure context
 
 
@@ -95,10 +96,75 @@ OPEN_VECTORS = """async (v) => {
   out.share = await E.openShare(v.share.envelope, E.unb64u(v.share.share_key, 32));
   const split = E.splitToken(v.token.token);
   out.token = {api_token: split.apiToken, private_key: E.b64u(split.privateKey),
-               joined: E.joinToken(split.apiToken, split.privateKey)};
+               key_version: split.keyVersion, commitment: E.b64u(split.commitment),
+               joined: E.joinToken(split.apiToken, split.privateKey, split.keyVersion,
+                                   split.commitment)};
   for (const bad of v.bad_tokens) {
     try { E.splitToken(bad); out.badTokens.push("accepted"); }
     catch (e) { out.badTokens.push(e.name + ": " + e.message); }
+  }
+  return out;
+}"""
+
+# Runs in the page: format 2's vectors (chain, token pins, the first format's token, recipient
+# auth, anchor) through CvsmE2E; answers each outcome.
+FORMAT2_VECTORS = """async (v) => {
+  const E = window.CvsmE2E;
+  const out = {commitments: [], links: [], badLinks: [], pins: [], auths: [], anchorBad: []};
+  const c = v.chain;
+  for (const k of c.keys) {
+    out.commitments.push(E.b64u(await E.commitment(E.unb64u(k.team_key, 32), c.team_id,
+                                                   k.key_version)));
+  }
+  const keyOf = (version) => E.unb64u(c.keys.find((k) => k.key_version === version).team_key, 32);
+  for (const l of c.links) {
+    out.links.push(E.b64u(await E.openLink(l.link, keyOf(l.key_version), c.team_id,
+                                           l.key_version)));
+  }
+  for (const b of c.bad_links) {
+    try { await E.openLink(b.link, E.unb64u(b.key, 32), c.team_id, b.key_version);
+          out.badLinks.push("opened"); }
+    catch (e) { out.badLinks.push(e.name); }
+  }
+  for (const t of v.token_pins) {
+    try {
+      const parts = E.splitToken(t.token);
+      const a = t.key_answer;
+      const current = await E.unwrapTeamKey(a.wrapped_key, a.team_id, a.key_version,
+                                            parts.privateKey);
+      const links = {};
+      for (const l of a.links) links[l.key_version] = l.link;
+      await E.verifyChain(current, a.key_version, a.team_id, links, parts.keyVersion,
+                          parts.commitment);
+      out.pins.push("ok");
+    } catch (e) { out.pins.push(e.name === "E2EError" ? "integrity" : "other: " + e); }
+  }
+  try { E.splitToken(v.v1_token); out.v1 = "accepted"; } catch (e) { out.v1 = e.message; }
+  for (const r of v.recipient_auth) {
+    const pub = E.unb64u(r.public_key, 32), key = E.unb64u(r.team_key, 32);
+    const made = await E.recipientAuth(key, v.chain.team_id, r.key_version, r.kind, r.id, pub);
+    let checked;
+    try { await E.checkRecipientAuth(r.auth, key, v.chain.team_id, r.key_version, r.kind, r.id,
+                                     pub); checked = true; }
+    catch (e) { checked = false; }
+    out.auths.push({made_equal: made === r.auth, checked});
+  }
+  const a = v.anchor, priv = E.unb64u(a.private_key, 32);
+  const opened = await E.openAnchor(a.anchor, await E.anchorKey(priv), a.user_id, a.team_id);
+  out.anchor = {key_version: opened.keyVersion, commitment: E.b64u(opened.commitment)};
+  out.pbkdf2 = [];
+  for (const w of v.pbkdf2.refused) {
+    try { await E.openPassphraseWrap(w, "x", a.user_id); out.pbkdf2.push("opened"); }
+    catch (e) { out.pbkdf2.push(e.message); }
+  }
+  const n = v.nfc_passphrase;
+  out.nfc = [E.b64u(await E.openPassphraseWrap(n.wrapped, n.passphrase_nfc, n.user_id)),
+             E.b64u(await E.openPassphraseWrap(n.wrapped, n.passphrase_nfd, n.user_id))];
+  const mine = await E.sealAnchor(priv, a.user_id, a.team_id, 5, E.unb64u(a.commitment, 32));
+  out.anchorSealed = mine;
+  for (const b of a.bad) {
+    try { await E.openAnchor(a.anchor, priv, b.user_id, b.team_id); out.anchorBad.push("opened"); }
+    catch (e) { out.anchorBad.push(e.name); }
   }
   return out;
 }"""
@@ -185,12 +251,32 @@ async def test_e2e_js_opens_the_vectors_and_agrees_with_the_python_reference(
             assert opened["wrong_passphrase"] == "E2EError"
             assert opened["recovery"] == VECTORS["recovery"]["private_key"]
             assert opened["share"] == VECTORS["share"]["value"]
-            assert opened["token"] == {**{k: VECTORS["token"][k] for k in ("api_token",
-                                                                         "private_key")},
-                                       "joined": VECTORS["token"]["token"]}
+            assert opened["token"] == {**{k: VECTORS["token"][k] for k in (
+                "api_token", "private_key", "key_version", "commitment")},
+                "joined": VECTORS["token"]["token"]}
             assert len(opened["badTokens"]) == len(VECTORS["bad_tokens"])
             assert all(t.startswith("E2EError: ") for t in opened["badTokens"])
             assert not any(VECTORS["token"]["private_key"] in t for t in opened["badTokens"])
+
+            # Format 2 (docs/e2e.md): commitments, links, token pins, recipient auth, anchors.
+            f2 = await page.evaluate(FORMAT2_VECTORS, VECTORS)
+            assert f2["commitments"] == [k["commitment"] for k in VECTORS["chain"]["keys"]]
+            assert f2["links"] == [l["opens_to"] for l in VECTORS["chain"]["links"]]
+            assert f2["badLinks"] == ["E2EError"] * len(VECTORS["chain"]["bad_links"])
+            assert f2["pins"] == [t["outcome"] for t in VECTORS["token_pins"]], \
+                [t["why"] for t in VECTORS["token_pins"]]
+            assert "made before" in f2["v1"]
+            assert f2["auths"] == [{"made_equal": r["valid"], "checked": r["valid"]}
+                                   for r in VECTORS["recipient_auth"]]
+            anchor = VECTORS["anchor"]
+            assert f2["anchor"] == {"key_version": anchor["key_version"],
+                                    "commitment": anchor["commitment"]}
+            assert f2["anchorBad"] == ["E2EError"] * len(anchor["bad"])
+            assert all("iterations" in m for m in f2["pbkdf2"]), f2["pbkdf2"]
+            assert f2["nfc"] == [VECTORS["nfc_passphrase"]["private_key"]] * 2
+            assert e2e.open_anchor(f2["anchorSealed"], e2e._unb64u(anchor["private_key"], 32),
+                                   anchor["user_id"], anchor["team_id"]) == (
+                5, e2e._unb64u(anchor["commitment"], 32))
 
             # What the browser seals and wraps, Python opens.
             python_private, python_public = e2e.generate_key_pair()
@@ -334,8 +420,9 @@ async def read_with_token(client: TestClient, token: str, team_id: str, name: st
                           environment: str = "production") -> str:
     """What an SDK does with a token of an end-to-end team: the by-name read, the team key
     unwrapped with the token's private key, the envelope opened (cvsm.e2e)."""
-    api_token, private_key = e2e.split_token(token)
-    assert private_key is not None
+    parts = e2e.parse_token(token)
+    assert parts is not None
+    api_token, private_key = parts.api_token, parts.private_key
     auth = {"Authorization": f"Bearer {api_token}"}
     read = await client.get(f"/api/v1/teams/{team_id}/secrets/by-name/{name}",
                             params={"environment": environment}, headers=auth)
@@ -347,6 +434,12 @@ async def read_with_token(client: TestClient, token: str, team_id: str, name: st
     wrap = await key.json()
     team_key = e2e.unwrap_team_key(wrap["wrapped_key"], wrap["team_id"], wrap["key_version"],
                                    private_key)
+    # format 2: the key chains to the token's pin, and the token's wrap carries its auth
+    e2e.verify_chain(team_key, wrap["key_version"], team_id,
+                     {link["key_version"]: link["link"] for link in wrap["links"]},
+                     parts.key_version, parts.commitment)
+    e2e.check_recipient_auth(wrap["auth"], team_key, team_id, wrap["key_version"], "token", None,
+                             e2e.public_key(private_key))
     return e2e.open_value(body["value"], team_key, team_id=team_id, environment=environment,
                           name=name)
 
@@ -444,6 +537,12 @@ async def test_e2e_team_flows_in_the_browser_keep_values_out_of_the_database(
                 await expect(page.locator("#e2e-notice")).to_be_hidden()
                 team_id = await page.locator("#e2e-context").get_attribute("data-team-id")
                 assert team_id
+                # format 2: the creator's wrap carries its auth; the page stored the anchor of
+                # version 1 (made at creation) on the server
+                wraps = await query(database_url, "SELECT auth FROM team_key_wraps WHERE "
+                                    "team_id = %s", (team_id,))
+                assert [bool(w["auth"]) for w in wraps] == [True]
+                await wait_for_anchor(database_url, team_id)
 
                 # 3. A secret, sealed here; revealed (opened here).
                 await page.get_by_label("Nama", exact=True).fill("DATABASE_URL")
@@ -565,9 +664,19 @@ async def test_e2e_team_flows_in_the_browser_keep_values_out_of_the_database(
                 await page.reload()
                 await landed(page, "e2e-members", width, shot=True,
                              focus=page.get_by_role("heading", name=re.compile("Kunci tim")))
+                # the member's own page shows the fingerprint computed in their browser; the
+                # granting Admin's page the stored one: they agree
+                await their_page.get_by_role("link", name="Akun", exact=True).click()
+                own = their_page.locator("[data-e2e-own-fingerprint]")
+                await expect(own).to_have_text(re.compile(r"^([0-9a-f]{4} ){7}[0-9a-f]{4}$"))
+                await expect(page.locator("code").filter(has_text=await own.inner_text())
+                             ).to_have_count(1)
                 await page.get_by_role("button", name=f"Beri akses ke {member['username']}").click()
                 await flash(page, "Akses ke kunci tim diberikan.")
-                await their_page.reload()
+                granted = await query(database_url, "SELECT auth FROM team_key_wraps WHERE "
+                                      "team_id = %s AND user_id = %s", (team_id, member["id"]))
+                assert granted and granted[0]["auth"]
+                await their_page.goto(f"{base}/app/teams/{slug}/secrets")
                 await their_page.get_by_role("button", name="Tampilkan nilai DATABASE_URL").click()
                 await expect(their_page.locator("pre[data-secret-value]")).to_have_text(current)
                 # Signing out forgets the key; the recovery key sets a new passphrase; "Kunci"
@@ -613,10 +722,21 @@ async def test_e2e_team_flows_in_the_browser_keep_values_out_of_the_database(
                 await page.get_by_role("button", name=f"Keluarkan {member['username']}").click()
                 await flash(page, "Anggota dikeluarkan dari tim.")
                 await page.get_by_role("button", name="Ganti kunci tim").click()
+                # the confirmation lists the recipients with their fingerprints
+                listed = page.locator("[data-e2e-rekey-recipients] li")
+                await expect(listed).to_have_count(2)  # the owner and the token
+                await expect(listed.filter(has_text=f"deploy {width}")).to_have_text(
+                    re.compile(r"([0-9a-f]{4} ){7}[0-9a-f]{4}"))
                 await page.get_by_role("button", name="Konfirmasi ganti kunci tim").click()
                 await flash(page, "Kunci tim diganti")
                 await expect(page.get_by_role("heading", name="Kunci tim end-to-end (versi 2)")
                              ).to_be_visible()
+                links = await query(database_url, "SELECT key_version FROM team_key_links "
+                                    "WHERE team_id = %s", (team_id,))
+                assert [r["key_version"] for r in links] == [2]
+                new_wraps = await query(database_url, "SELECT auth FROM team_key_wraps WHERE "
+                                        "team_id = %s AND key_version = 2", (team_id,))
+                assert len(new_wraps) == 2 and all(w["auth"] for w in new_wraps)
                 await no_plaintext(database_url, plain)
                 assert await read_with_token(client, token, team_id, "DATABASE_URL") == current
                 async with cvsm.AsyncClient(token=token, base_url=f"{base}/api/v1", team=slug,
@@ -702,6 +822,23 @@ async def signed_in_with_keys(browser: Any, base: str, api: Api, slug: str,
     await expect(page.get_by_role("status").filter(has_text="Secret disimpan.")).to_have_count(1)
     await page.get_by_role("link", name="DATABASE_URL").click()
     return page, owner, recovery_key
+
+
+async def anchors(database_url: str, team_id: str) -> int:
+    rows = await query(database_url, "SELECT count(*) AS n FROM team_e2e_anchors WHERE "
+                       "team_id = %s", (team_id,))
+    return rows[0]["n"]
+
+
+async def wait_for_anchor(database_url: str, team_id: str) -> None:
+    """The page stores the member's anchor with a request of its own, after it opened the key."""
+    import asyncio
+
+    for _ in range(100):
+        if await anchors(database_url, team_id):
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError("no anchor stored")
 
 
 def chromium(pw: Any) -> Any:
@@ -817,5 +954,49 @@ async def test_e2e_unlock_and_recovery_refuse_a_public_key_not_of_the_private_ke
                          ).to_be_visible()
             await expect(page.get_by_text("Status: terkunci.")).to_be_visible()
             assert await query(database_url, stored, (owner["id"],)) == wrapped
+        finally:
+            await browser.close()
+
+
+async def test_e2e_dashboard_refuses_an_unauthenticated_recipient_and_a_key_off_its_anchor(
+        client: TestClient, api: Api, database_url: str) -> None:
+    """Format 2 in the dashboard: the re-key refuses a recipient whose auth does not check (here
+    the server dropped it) before wrapping anything; a team key the server substituted in the
+    member's wrap does not chain to the anchor the page stored at its first open, so no value is
+    opened or sealed."""
+    require_chromium()
+    from playwright.async_api import async_playwright, expect
+
+    base = str(client.make_url("/")).rstrip("/")
+    slug = "dijangkar"
+    async with async_playwright() as pw:
+        browser = await chromium(pw)
+        try:
+            page, owner, _ = await signed_in_with_keys(browser, base, api, slug,
+                                                       "postgres://app:jangkar@db/app")
+            team_id = await page.locator("#e2e-context").get_attribute("data-team-id")
+            await wait_for_anchor(database_url, team_id)
+            await query(database_url, "UPDATE team_key_wraps SET auth = NULL WHERE team_id = %s",
+                        (team_id,))
+            await page.goto(f"{base}/app/teams/{slug}/members")
+            await page.get_by_role("button", name="Ganti kunci tim").click()
+            await page.get_by_role("button", name="Konfirmasi ganti kunci tim").click()
+            await expect(page.get_by_role("alert").filter(has_text="Ganti kunci dibatalkan")
+                         ).to_contain_text(owner["username"])
+            assert [r["v"] for r in await query(
+                database_url, "SELECT max(key_version) AS v FROM team_key_wraps "
+                "WHERE team_id = %s", (team_id,))] == [1]
+
+            # The server's own key, wrapped to the owner's stored public key at version 1.
+            row = await query(database_url, "SELECT public_key FROM user_e2e_keys "
+                              "WHERE user_id = %s", (owner["id"],))
+            forged = e2e.wrap_team_key(e2e.new_team_key(), team_id, 1, bytes(row[0]["public_key"]))
+            await query(database_url, "UPDATE team_key_wraps SET wrapped_key = %s "
+                        "WHERE team_id = %s", (forged, team_id))
+            await page.goto(f"{base}/app/teams/{slug}/secrets")
+            await expect(page.locator("#e2e-notice")).to_contain_text("tidak tersambung")
+            await expect(page.get_by_role("button", name="Tampilkan nilai DATABASE_URL")
+                         ).to_be_disabled()
+            await expect(page.get_by_role("button", name="Simpan", exact=True)).to_be_disabled()
         finally:
             await browser.close()

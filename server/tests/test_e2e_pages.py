@@ -18,6 +18,7 @@ from aiohttp.test_utils import TestClient
 
 from conftest import query
 from cvsm import e2e
+from cvsm_server import e2e as server_e2e
 from cvsm_server.config import Settings
 from test_dashboard import csrf_of, form_csrf, sign_up
 
@@ -248,3 +249,56 @@ async def test_the_pages_carry_every_wrap_the_member_holds_after_a_rekey(
         assert sorted(wraps) == ["1", "2"], path
         assert {version: e2e.unwrap_team_key(wrapped, team["id"], int(version), member["private"])
                 for version, wrapped in wraps.items()} == {"1": team["key"], "2": fresh}
+
+
+async def test_the_forms_carry_format_2_auth_link_and_the_members_anchor(
+        client: TestClient, database_url: str) -> None:
+    """Format 2 through the pages: creation and the re-key take each wrap's `auth`, the re-key
+    its `link`; the anchor route stores the member's sealed anchor (204) and the pages hand it
+    back in `#e2e-context`; a malformed anchor is the 400 with the domain's message. The re-key's
+    plan carries each recipient's auth and fingerprint, and its confirmation lists them."""
+    member = await keyed_member(client)
+    team_id, key = str(uuid.uuid4()), e2e.new_team_key()
+    own = e2e.recipient_auth(key, team_id, 1, "user", member["user_id"], member["public"])
+    resp = await client.post("/app/teams", allow_redirects=False, data={
+        "csrf": member["csrf"], "name": "f2", "slug": "format-dua", "e2e": "1", "id": team_id,
+        "wrapped_key": e2e.wrap_team_key(key, team_id, 1, member["public"]), "auth": own})
+    assert resp.status == 303, await resp.text()
+    stored = await query(database_url, "SELECT auth FROM team_key_wraps WHERE team_id = %s",
+                         (team_id,))
+    assert [r["auth"] for r in stored] == [own]
+
+    anchor = e2e.seal_anchor(member["private"], member["user_id"], team_id, 1,
+                             e2e.commitment(key, team_id, 1))
+    url = "/app/teams/format-dua/e2e/anchor"
+    resp = await client.post(url, allow_redirects=False,
+                             data={"csrf": member["csrf"], "anchor": "cvsm-anchor1.AA.AA"})
+    assert resp.status == 400 and "anchor" in await resp.text()
+    resp = await client.post(url, allow_redirects=False, data={"csrf": member["csrf"],
+                                                               "anchor": anchor})
+    assert resp.status == 204, await resp.text()
+    resp = await client.post(url, allow_redirects=False, data={"anchor": anchor})  # no csrf
+    assert resp.status in (400, 403)
+    ctx = context_of(await (await client.get("/app/teams/format-dua/secrets")).text())
+    assert html.unescape(ctx["anchor"]) == anchor and ctx["team-ref"] == "format-dua"
+
+    page = await client.post("/app/teams/format-dua/e2e/rekey", data={"csrf": member["csrf"]})
+    text = await page.text()
+    assert server_e2e.fingerprint(member["public"]) in text  # the confirmation lists it
+    plan = json.loads(html.unescape(re.search(r'data-plan="([^"]*)"', text).group(1)))
+    assert plan["recipients"][0]["auth"] == own
+    fresh = e2e.new_team_key()
+    link = e2e.make_link(fresh, key, team_id, 2)
+    resp = await client.post("/app/teams/format-dua/e2e/rekey", allow_redirects=False, data={
+        "csrf": member["csrf"], "payload": json.dumps({
+            "key_version": 2, "secrets": [], "link": link, "wraps": [{
+                "user_id": member["user_id"], "public_key": e2e._b64u(member["public"]),
+                "wrapped_key": e2e.wrap_team_key(fresh, team_id, 2, member["public"]),
+                "auth": e2e.recipient_auth(fresh, team_id, 2, "user", member["user_id"],
+                                           member["public"])}]})})
+    assert resp.status == 303, await resp.text()
+    links = await query(database_url, "SELECT key_version, link FROM team_key_links "
+                        "WHERE team_id = %s", (team_id,))
+    assert [(r["key_version"], r["link"]) for r in links] == [(2, link)]
+    ctx = context_of(await (await client.get("/app/teams/format-dua/secrets")).text())
+    assert json.loads(html.unescape(ctx["links"])) == {"2": link}

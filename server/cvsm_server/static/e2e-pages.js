@@ -26,6 +26,14 @@
     noAccess: "Anda belum diberi akses ke kunci tim ini. Minta Admin tim memberi akses dari " +
       "halaman Anggota.",
     stale: "Kunci tim tidak dapat dibuka dengan kunci Anda. Buka kunci lagi di halaman Akun.",
+    integrity: "Kunci tim yang dikirim server tidak tersambung ke kunci tim yang sudah " +
+      "diverifikasi peramban ini (jangkar), jadi tidak ada nilai yang dibuka atau disegel. Jangan lanjutkan; " +
+      "hubungi Admin tim dan admin server.",
+    rekeyStale: "Versi kunci tim berubah sejak rencana dibuat. Muat ulang halaman lalu coba lagi.",
+    unauthenticated: "Ganti kunci dibatalkan: penerima berikut tidak ditambahkan oleh " +
+      "pemegang kunci tim (tanpa autentikasi penerima yang sah; mungkin disisipkan server, atau diberi akses " +
+      "sebelum format 2). Beri akses ulang anggota itu setelah membandingkan sidik jarinya, atau " +
+      "cabut token itu, lalu coba lagi: ",
     notOpened: "Nilai ini tidak dapat dibuka dengan kunci tim (rusak atau bukan untuk secret ini).",
     short: "Passphrase minimal " + MIN_PASSPHRASE + " karakter.",
     differ: "Kedua passphrase tidak sama.",
@@ -81,10 +89,37 @@
   async function keepMemberKey(userId, privateRaw) {
     var publicKey = E.b64u(await E.publicKey(privateRaw));
     var privateKey = await E.importPrivateKey(privateRaw, false);
+    // format 2: the key that seals this member's anchors, non-extractable too
+    var anchorKey = await E.anchorKey(privateRaw);
     privateRaw.fill(0);
     await store("readwrite", function (s) {
-      return s.put({ userId: userId, publicKey: publicKey, privateKey: privateKey }, MEMBER);
+      return s.put({ userId: userId, publicKey: publicKey, privateKey: privateKey,
+                     anchorKey: anchorKey }, MEMBER);
     });
+  }
+
+  // The browser's own copy of the member's anchor for a team: { keyVersion, commitment (b64u) }.
+  function localAnchor(userId, teamId) {
+    return store("readonly", function (s) { return s.get("anchor:" + userId + ":" + teamId); });
+  }
+
+  function keepLocalAnchor(userId, teamId, keyVersion, commitment) {
+    return store("readwrite", function (s) {
+      return s.put({ keyVersion: keyVersion, commitment: E.b64u(commitment) },
+                   "anchor:" + userId + ":" + teamId);
+    });
+  }
+
+  // The sealed anchor stored on the server for the member (`PUT .../e2e/anchor`, through the
+  // page route that takes the session's form).
+  async function storeServerAnchor(teamRef, anchor) {
+    var csrf = document.querySelector("input[name=csrf]");
+    if (!csrf || !teamRef) return false;
+    var body = new URLSearchParams({ csrf: csrf.value, anchor: anchor });
+    var response = await fetch("/app/teams/" + encodeURIComponent(teamRef) + "/e2e/anchor",
+                               { method: "POST", body: body, credentials: "same-origin",
+                                 redirect: "manual" });
+    return response.status === 204;
   }
 
   function forgetMemberKey() {
@@ -130,21 +165,60 @@
   }
 
   // The team key of this page's team for the member whose key is unlocked here:
-  // { teamId, keyVersion, key } or a reason (a notice's text).
+  // { teamId, keyVersion, key, keys (by version, the verified chain), commitment } or a reason
+  // (a notice's text). Format 2: the key must chain (links) to the member's anchor, the newer
+  // of the one stored on the server and the browser's own copy; with neither, the first open
+  // trusts it (TOFU). The anchor then moves forward to the current version.
   async function teamKey(ctx) {
     var member = await memberKey();
-    if (!member || member.userId !== ctx.userId) {
+    if (!member || member.userId !== ctx.userId || !member.anchorKey) {
       return { reason: ctx.publicKey ? TEXT.locked : TEXT.noKeys };
     }
     if (ctx.publicKey && member.publicKey !== ctx.publicKey) return { reason: TEXT.stale };
     if (!ctx.wrappedKey) return { reason: TEXT.noAccess };
+    var current = Number(ctx.keyVersion);
+    var raw;
     try {
-      var raw = await E.unwrapTeamKey(ctx.wrappedKey, ctx.teamId, Number(ctx.keyVersion),
-                                      member.privateKey, E.unb64u(member.publicKey, 32));
-      return { teamId: ctx.teamId, keyVersion: Number(ctx.keyVersion), key: raw };
+      raw = await E.unwrapTeamKey(ctx.wrappedKey, ctx.teamId, current, member.privateKey,
+                                  E.unb64u(member.publicKey, 32));
     } catch (e) {
       return { reason: TEXT.stale };
     }
+    var links = typeof ctx.links === "string" ? JSON.parse(ctx.links || "{}") : (ctx.links || {});
+    var anchor = null, serverVersion = 0;
+    try {
+      if (ctx.anchor) {
+        anchor = await E.openAnchor(ctx.anchor, member.anchorKey, ctx.userId, ctx.teamId);
+        serverVersion = anchor.keyVersion;
+      }
+      var local = await localAnchor(ctx.userId, ctx.teamId);
+      if (local && (!anchor || local.keyVersion > anchor.keyVersion)) {
+        anchor = { keyVersion: local.keyVersion, commitment: E.unb64u(local.commitment, 32) };
+      }
+    } catch (e) {
+      return { reason: TEXT.integrity, integrity: true };
+    }
+    var keys;
+    try {
+      keys = anchor ? await E.verifyChain(raw, current, ctx.teamId, links, anchor.keyVersion,
+                                          anchor.commitment)
+        : {};
+    } catch (e) {
+      return { reason: TEXT.integrity, integrity: true };
+    }
+    keys[current] = raw;
+    var commitment = await E.commitment(raw, ctx.teamId, current);
+    if (!anchor || current > anchor.keyVersion) {
+      await keepLocalAnchor(ctx.userId, ctx.teamId, current, commitment);
+    }
+    if (current > serverVersion) {
+      try {
+        await storeServerAnchor(ctx.teamRef,
+          await E.sealAnchor(member.anchorKey, ctx.userId, ctx.teamId, current, commitment));
+      } catch (e) { /* the browser's copy holds it; the next open tries again */ }
+    }
+    return { teamId: ctx.teamId, keyVersion: current, key: raw, keys: keys,
+             commitment: commitment };
   }
 
   // Sends `form` once `fill(form)` has filled its hidden fields; the button says it is working,
@@ -292,9 +366,17 @@
   function showLockState(ctx) {
     var state = document.getElementById("e2e-lock-state");
     if (!state || !ctx.publicKey) return;
-    memberKey().then(function (member) {
+    memberKey().then(async function (member) {
+      // a key kept before format 2 has no anchor key: it is unlocked again once
       var open = Boolean(member && member.userId === ctx.userId &&
-                         member.publicKey === ctx.publicKey);
+                         member.publicKey === ctx.publicKey && member.anchorKey);
+      // the member's own fingerprint, from the public key derived from the private key opened
+      // here (never the stored row): compared out of band with what a granting Admin sees
+      var own = document.querySelector("[data-e2e-own-fingerprint]");
+      if (own) {
+        own.textContent = member && member.userId === ctx.userId
+          ? await E.fingerprint(E.unb64u(member.publicKey, 32)) : "(buka kunci untuk melihatnya)";
+      }
       state.textContent = open ? "Status: terbuka di peramban ini." : "Status: terkunci.";
       var lock = document.querySelector("[data-e2e-lock]");
       if (lock) lock.hidden = !open;
@@ -324,7 +406,7 @@
     // a re-key) the member's wrap of that version from the page's context, opened once.
     var wraps = ctx.wraps ? JSON.parse(ctx.wraps) : {};
     var keys = {};
-    keys[found.keyVersion] = Promise.resolve(found.key);
+    for (var v of Object.keys(found.keys)) keys[v] = Promise.resolve(found.keys[v]);
     function keyFor(envelope) {
       var version = E.parseEnvelope(envelope).keyVersion;
       if (!keys[version]) {
@@ -457,9 +539,12 @@
     // Members: the team key wrapped to a member's public key (its fingerprint is on the page).
     for (var grant of document.querySelectorAll("form[data-e2e-grant]")) {
       sealing(grant, async function (form) {
+        var to = E.unb64u(form.dataset.publicKey, 32);
         form.elements.wrapped_key.value = await E.wrapTeamKey(found.key, found.teamId,
-          found.keyVersion, E.unb64u(form.dataset.publicKey, 32));
+          found.keyVersion, to);
         form.elements.public_key.value = form.dataset.publicKey;  // the key wrapped to
+        form.elements.auth.value = await E.recipientAuth(found.key, found.teamId, found.keyVersion,
+                                                         "user", form.dataset.userId, to);
       });
     }
     // Rekey: a new team key (version + 1) wrapped to every recipient the page lists, and every
@@ -468,15 +553,40 @@
     if (rekey) {
       sealing(rekey, async function (form) {
         var plan = JSON.parse(form.dataset.plan);
+        if (plan.key_version !== found.keyVersion) refuse(TEXT.rekeyStale);
         var next = plan.key_version + 1;
+        var member = await memberKey();
+        // Format 2: every recipient's auth of its wrap of the current version is checked with
+        // the verified current key before anything is wrapped; the re-keyer's own public key is
+        // the one derived from its private key.
+        var refused = [];
+        for (var c of plan.recipients) {
+          var own = c.user_id === ctx.userId;
+          if (own && c.public_key !== member.publicKey) {
+            refused.push(c.name);
+            continue;
+          }
+          try {
+            await E.checkRecipientAuth(c.auth, found.key, found.teamId, found.keyVersion,
+                                       c.user_id ? "user" : "token", c.user_id || null,
+                                       E.unb64u(c.public_key, 32));
+          } catch (e) {
+            refused.push((c.user_id ? "anggota " : "token ") + c.name + " (" + c.fingerprint + ")");
+          }
+        }
+        if (refused.length) refuse(TEXT.unauthenticated + refused.join(", "));
         var fresh = E.newTeamKey();
         var wraps = [];
         for (var r of plan.recipients) {
-          var wrapped = await E.wrapTeamKey(fresh, found.teamId, next, E.unb64u(r.public_key, 32));
+          var to = E.unb64u(r.public_key, 32);
+          var wrapped = await E.wrapTeamKey(fresh, found.teamId, next, to);
+          var auth = await E.recipientAuth(fresh, found.teamId, next, r.user_id ? "user" : "token",
+                                           r.user_id || null, to);
           wraps.push(r.user_id ? { user_id: r.user_id, public_key: r.public_key,
-                                   wrapped_key: wrapped }
-                               : { token_id: r.token_id, wrapped_key: wrapped });
+                                   wrapped_key: wrapped, auth: auth }
+                               : { token_id: r.token_id, wrapped_key: wrapped, auth: auth });
         }
+        var link = await E.makeLink(fresh, found.key, found.teamId, next);
         var secrets = [];
         for (var s of plan.secrets) {
           var value = await E.openValue(s.value, found.key,
@@ -486,7 +596,7 @@
               environment: s.environment, name: s.name }) });
         }
         form.elements.payload.value = JSON.stringify({ key_version: next, wraps: wraps,
-                                                       secrets: secrets });
+                                                       secrets: secrets, link: link });
       });
     }
     enable(document);
@@ -502,7 +612,8 @@
     var kept = unstash("token");
     if (shown && kept && kept.publicKey === shown.dataset.e2eTokenPublicKey) {
       var value = shown.querySelector("[data-secret-value]");
-      value.textContent = E.joinToken(value.textContent.trim(), E.unb64u(kept.privateKey, 32));
+      value.textContent = E.joinToken(value.textContent.trim(), E.unb64u(kept.privateKey, 32),
+                                      kept.keyVersion, E.unb64u(kept.commitment, 32));
     }
     if (!form || !teamsEl) return;
     var e2eTeams = JSON.parse(teamsEl.dataset.teams);
@@ -510,6 +621,8 @@
     sealing(form, async function (f) {
       f.elements.e2e_public_key.value = "";
       f.elements.e2e_wrapped_key.value = "";
+      f.elements.e2e_auth.value = "";
+      f.elements.e2e_key_version.value = "";
       var team = e2eTeams[f.elements.team.value];
       if (!team) return true;  // not an end-to-end team: nothing to add
       var found = await teamKey(Object.assign({}, ctx, team));
@@ -519,7 +632,12 @@
       f.elements.e2e_public_key.value = publicKey;
       f.elements.e2e_wrapped_key.value = await E.wrapTeamKey(found.key, found.teamId,
                                                               found.keyVersion, pair.publicKey);
-      stash("token", { publicKey: publicKey, privateKey: E.b64u(pair.privateKey) });
+      // format 2: the wrap's auth, and the pin (the verified current version) in the string
+      f.elements.e2e_auth.value = await E.recipientAuth(found.key, found.teamId, found.keyVersion,
+                                                        "token", null, pair.publicKey);
+      f.elements.e2e_key_version.value = String(found.keyVersion);
+      stash("token", { publicKey: publicKey, privateKey: E.b64u(pair.privateKey),
+                       keyVersion: found.keyVersion, commitment: E.b64u(found.commitment) });
     });
   }
 
@@ -530,19 +648,26 @@
     if (!form) return;
     sealing(form, async function (f) {
       f.elements.wrapped_key.value = "";
+      f.elements.auth.value = "";
       f.elements.id.value = "";
       if (!f.elements.e2e.checked) return true;
       if (!E.available()) refuse(TEXT.insecure);
       var member = await memberKey();
       if (!ctx.publicKey) refuse(TEXT.noKeys);
-      if (!member || member.userId !== ctx.userId || member.publicKey !== ctx.publicKey) {
+      if (!member || member.userId !== ctx.userId || member.publicKey !== ctx.publicKey ||
+          !member.anchorKey) {
         refuse(TEXT.locked);
       }
       var id = E.newSecretId();  // the team's id, chosen here: the wrap names it
       f.elements.id.value = id;
       // to the public key derived from the opened private key (equal to the server's, above)
-      f.elements.wrapped_key.value = await E.wrapTeamKey(E.newTeamKey(), id, 1,
-                                                         E.unb64u(member.publicKey, 32));
+      var own = E.unb64u(member.publicKey, 32);
+      var fresh = E.newTeamKey();
+      f.elements.wrapped_key.value = await E.wrapTeamKey(fresh, id, 1, own);
+      f.elements.auth.value = await E.recipientAuth(fresh, id, 1, "user", ctx.userId, own);
+      // the creator's anchor for version 1, kept here at once (the server's copy is stored at
+      // the team's first page, which finds this one)
+      await keepLocalAnchor(ctx.userId, id, 1, await E.commitment(fresh, id, 1));
     });
   }
 

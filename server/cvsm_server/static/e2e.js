@@ -9,6 +9,7 @@
   var KEY = 32;
   var NONCE = 12;
   var MIN_ITERATIONS = 600000;
+  var MAX_ITERATIONS = 10000000;  // a stored wrap must not make the page hang
   // An X25519 private key as PKCS #8: this fixed prefix, then the 32 raw bytes (RFC 8410).
   var PKCS8_PREFIX = hex("302e020100300506032b656e04220420");
   var B64U = "[A-Za-z0-9_-]+";
@@ -21,7 +22,13 @@
                            ")\\.(" + B64U + ")$");
   var REC_RE = new RegExp("^cvsm-rec1\\.(" + B64U + ")\\.(" + B64U + ")$");
   var SHARE_RE = new RegExp("^cvsm-share1\\.(" + B64U + ")\\.(" + B64U + ")$");
-  var TOKEN_RE = new RegExp("^(cvsm_[0-9a-f]{64})\\.(" + B64U + ")$");
+  // format 2: the token string carries its pin (key version and that key's commitment)
+  var TOKEN_RE = new RegExp("^(cvsm_[0-9a-f]{64})\\.(" + B64U + ")\\.(" + NUMBER + ")\\.(" + B64U +
+                            ")$");
+  var TOKEN_V1_RE = new RegExp("^cvsm_[0-9a-f]{64}\\." + B64U + "$");
+  var LINK_RE = new RegExp("^cvsm-link1\\.(" + B64U + ")\\.(" + B64U + ")$");
+  var ANCHOR_RE = new RegExp("^cvsm-anchor1\\.(" + B64U + ")\\.(" + B64U + ")$");
+  var ANCHOR_PLAIN_RE = new RegExp("^(" + NUMBER + "):(" + B64U + ")$");
   var RECOVERY_RE = new RegExp("^cvsm-recovery1\\.(" + B64U + ")$");
   var encoder = new TextEncoder();
 
@@ -252,7 +259,8 @@
   }
 
   async function passphraseKey(passphrase, salt, iterations) {
-    var base = await crypto.subtle.importKey("raw", encoder.encode(passphrase), "PBKDF2", false,
+    var base = await crypto.subtle.importKey("raw", encoder.encode(passphrase.normalize("NFC")),
+                                             "PBKDF2", false,
                                              ["deriveBits"]);
     return new Uint8Array(await crypto.subtle.deriveBits(
       { name: "PBKDF2", hash: "SHA-256", salt: salt, iterations: iterations }, base, KEY * 8));
@@ -273,8 +281,9 @@
       throw new E2EError("a passphrase wrap must look like cvsm-pass1.<iterations>.<salt>.<nonce>.<ct>");
     }
     var iterations = Number(match[1]);
-    if (iterations < MIN_ITERATIONS) {
-      throw new E2EError("a passphrase wrap needs at least " + MIN_ITERATIONS + " iterations");
+    if (iterations < MIN_ITERATIONS || iterations > MAX_ITERATIONS) {
+      throw new E2EError("a passphrase wrap needs " + MIN_ITERATIONS + " to " + MAX_ITERATIONS +
+                         " iterations");
     }
     var key = await passphraseKey(passphrase, unb64u(match[2], 16, "salt"), iterations);
     return open(key, unb64u(match[3], NONCE, "nonce"), unb64u(match[4], KEY + 16, "ct"),
@@ -334,19 +343,183 @@
 
   // --- tokens with their key -----------------------------------------------------------------
 
-  // { apiToken, privateKey (32 raw bytes or null) }
+  // { apiToken, privateKey (32 raw bytes or null), keyVersion, commitment (the pin) }. Only a
+  // `cvsm_` token has a key part; the first format's (no pin) is refused: make a new token.
   function splitToken(token) {
-    if (token.indexOf(".") < 0) return { apiToken: token, privateKey: null };
+    if (token.indexOf("cvsm_") !== 0 || token.indexOf(".") < 0) {
+      return { apiToken: token, privateKey: null, keyVersion: null, commitment: null };
+    }
     var match = TOKEN_RE.exec(token);
     if (match === null) {
-      throw new E2EError("a token with a key must look like cvsm_<64 hex>.<43 base64url characters>");
+      if (TOKEN_V1_RE.test(token)) {
+        throw new E2EError("this token was made before end-to-end tokens carried their pin " +
+                           "(cvsm_<64 hex>.<key>): make a new token for the team");
+      }
+      throw new E2EError("a token with a key must look like " +
+                         "cvsm_<64 hex>.<private key>.<key version>.<commitment>");
     }
-    return { apiToken: match[1], privateKey: unb64u(match[2], KEY, "the token's private key") };
+    return { apiToken: match[1], privateKey: unb64u(match[2], KEY, "the token's private key"),
+             keyVersion: Number(match[3]),
+             commitment: unb64u(match[4], KEY, "the token's key commitment") };
   }
 
-  function joinToken(apiToken, privateRaw) {
+  // The token string with its key and its pin: the key version and commitment the member's
+  // client verified when it made the token.
+  function joinToken(apiToken, privateRaw, keyVersion, commitmentRaw) {
     if (privateRaw.length !== KEY) throw new E2EError("an X25519 private key is 32 bytes");
-    return apiToken + "." + b64u(privateRaw);
+    if (!commitmentRaw || commitmentRaw.length !== KEY || !(Number(keyVersion) >= 1)) {
+      throw new E2EError("a pin is a key version and a 32-byte commitment");
+    }
+    return apiToken + "." + b64u(privateRaw) + "." + Number(keyVersion) + "." + b64u(commitmentRaw);
+  }
+
+  // --- format 2: commitments, back-links, recipient authentication, anchors ------------------
+
+  function constantEqual(a, b) {
+    if (a.length !== b.length) return false;
+    var diff = 0;
+    for (var i = 0; i < a.length; i++) diff |= a[i] ^ b[i];
+    return diff === 0;
+  }
+
+  // C_v: the commitment to team `teamId`'s key of version `keyVersion`.
+  function commitment(teamKey, teamId, keyVersion) {
+    if (teamKey.length !== KEY) throw new E2EError("a team key is 32 bytes");
+    return hkdf(teamKey, new Uint8Array(0), "cvsm-e2e:v2:commit:" + teamId + ":" + keyVersion);
+  }
+
+  function linkAad(teamId, keyVersion) {
+    return encoder.encode("cvsm-e2e:v2:link:" + teamId + ":" + keyVersion);
+  }
+
+  // cvsm-link1: the key of version newVersion - 1 sealed under that of newVersion.
+  async function makeLink(newKey, oldKey, teamId, newVersion) {
+    if (newKey.length !== KEY || oldKey.length !== KEY || !(newVersion >= 2)) {
+      throw new E2EError("a link seals a 32-byte key under the 32-byte key of a version >= 2");
+    }
+    var nonce = random(NONCE);
+    return "cvsm-link1." + b64u(nonce) + "." +
+      b64u(await seal(newKey, nonce, oldKey, linkAad(teamId, newVersion)));
+  }
+
+  async function openLink(link, newKey, teamId, newVersion) {
+    var match = typeof link === "string" ? LINK_RE.exec(link) : null;
+    if (match === null) throw new E2EError("a link must look like cvsm-link1.<nonce>.<ct>");
+    return open(newKey, unb64u(match[1], NONCE, "nonce"), unb64u(match[2], KEY + 16, "link"),
+                linkAad(teamId, newVersion), "the link of key version " + newVersion);
+  }
+
+  // The keys from currentVersion down to min(pinVersion, downTo), by version, once the chain of
+  // links from currentKey reaches the pinned version and its commitment is pinCommitment.
+  // `links`: { version: "cvsm-link1...." }. An E2EError otherwise.
+  async function verifyChain(currentKey, currentVersion, teamId, links, pinVersion, pinCommitment,
+                             downTo) {
+    currentVersion = Number(currentVersion);
+    pinVersion = Number(pinVersion);
+    if (currentVersion < pinVersion) {
+      throw new E2EError("the team key is version " + currentVersion +
+                         ", below the pinned version " + pinVersion);
+    }
+    var lowest = downTo === undefined || downTo === null ? pinVersion
+      : Math.max(1, Math.min(pinVersion, Number(downTo)));
+    var keys = {};
+    keys[currentVersion] = currentKey;
+    var key = currentKey;
+    for (var version = currentVersion; version > lowest; version--) {
+      var link = links[version];
+      if (link === undefined || link === null) {
+        throw new E2EError("the link of key version " + version + " is missing");
+      }
+      key = await openLink(link, key, teamId, version);
+      keys[version - 1] = key;
+    }
+    if (!constantEqual(await commitment(keys[pinVersion], teamId, pinVersion), pinCommitment)) {
+      throw new E2EError("the team key does not match the pinned commitment of key version " +
+                         pinVersion);
+    }
+    return keys;
+  }
+
+  function recipientMessage(kind, recipientId, publicRaw) {
+    if (publicRaw.length !== KEY) throw new E2EError("an X25519 public key is 32 bytes");
+    if (kind === "user" && recipientId) return "user:" + recipientId + ":" + b64u(publicRaw);
+    if (kind === "token" && !recipientId) return "token:" + b64u(publicRaw);
+    throw new E2EError("a recipient is ('user', its user id) or ('token', null)");
+  }
+
+  // auth: HMAC-SHA256 under the key version's recipient key over user:<id>:<public key> or
+  // token:<public key>, in base64url.
+  async function recipientAuth(teamKey, teamId, keyVersion, kind, recipientId, publicRaw) {
+    var message = encoder.encode(recipientMessage(kind, recipientId, publicRaw));
+    var raw = await hkdf(teamKey, new Uint8Array(0),
+                         "cvsm-e2e:v2:recipient:" + teamId + ":" + keyVersion);
+    var key = await crypto.subtle.importKey("raw", raw, { name: "HMAC", hash: "SHA-256" }, false,
+                                            ["sign"]);
+    return b64u(new Uint8Array(await crypto.subtle.sign("HMAC", key, message)));
+  }
+
+  // An E2EError unless `auth` authenticates the recipient for the key version (a missing one too).
+  async function checkRecipientAuth(auth, teamKey, teamId, keyVersion, kind, recipientId,
+                                    publicRaw) {
+    if (typeof auth !== "string") {
+      throw new E2EError("the recipient has no authentication " +
+                         "(added before format 2, or by the server)");
+    }
+    var expected = await recipientAuth(teamKey, teamId, keyVersion, kind, recipientId, publicRaw);
+    if (!constantEqual(encoder.encode(expected), encoder.encode(auth))) {
+      throw new E2EError("the recipient's public key was not added by a holder of the team key");
+    }
+  }
+
+  // The anchor key A of a member's private key (32 raw bytes), as a non-extractable AES-GCM
+  // CryptoKey: the dashboard keeps it beside the member's non-extractable private key.
+  async function anchorKey(privateRaw) {
+    if (privateRaw.length !== KEY) throw new E2EError("an X25519 private key is 32 bytes");
+    return aesKeyOf(await hkdf(privateRaw, new Uint8Array(0), "cvsm-e2e:v2:anchor"));
+  }
+
+  function aesKeyOf(raw) {
+    return crypto.subtle.importKey("raw", raw, { name: "AES-GCM" }, false, ["encrypt", "decrypt"]);
+  }
+
+  function anchorAad(userId, teamId) {
+    return encoder.encode("cvsm-e2e:v2:anchor:" + userId + ":" + teamId);
+  }
+
+  // `key`: an anchor key (anchorKey) or the private key's 32 raw bytes.
+  async function asAnchorKey(key) {
+    return key instanceof CryptoKey ? key : anchorKey(key);
+  }
+
+  async function sealAnchor(key, userId, teamId, keyVersion, commitmentRaw) {
+    if (!commitmentRaw || commitmentRaw.length !== KEY || !(Number(keyVersion) >= 1)) {
+      throw new E2EError("an anchor holds a key version and a 32-byte commitment");
+    }
+    var nonce = random(NONCE);
+    var ct = new Uint8Array(await crypto.subtle.encrypt(
+      { name: "AES-GCM", iv: nonce, additionalData: anchorAad(userId, teamId), tagLength: 128 },
+      await asAnchorKey(key), encoder.encode(Number(keyVersion) + ":" + b64u(commitmentRaw))));
+    return "cvsm-anchor1." + b64u(nonce) + "." + b64u(ct);
+  }
+
+  // { keyVersion, commitment } of a member's anchor for a team.
+  async function openAnchor(anchor, key, userId, teamId) {
+    var match = typeof anchor === "string" ? ANCHOR_RE.exec(anchor) : null;
+    if (match === null) throw new E2EError("an anchor must look like cvsm-anchor1.<nonce>.<ct>");
+    var plain;
+    try {
+      plain = new Uint8Array(await crypto.subtle.decrypt(
+        { name: "AES-GCM", iv: unb64u(match[1], NONCE, "nonce"),
+          additionalData: anchorAad(userId, teamId), tagLength: 128 },
+        await asAnchorKey(key), unb64u(match[2], null, "anchor")));
+    } catch (e) {
+      if (e instanceof E2EError) throw e;
+      throw new E2EError("the anchor does not open with this key");
+    }
+    var inner = ANCHOR_PLAIN_RE.exec(utf8(plain, "the anchor"));
+    if (inner === null) throw new E2EError("the anchor does not hold <key version>:<commitment>");
+    return { keyVersion: Number(inner[1]),
+             commitment: unb64u(inner[2], KEY, "the anchor's commitment") };
   }
 
   // A public key's fingerprint as members compare it out of band: SHA-256, first 16 bytes, hex
@@ -361,6 +534,15 @@
 
   window.CvsmE2E = Object.freeze({
     E2EError: E2EError,
+    anchorKey: anchorKey,
+    checkRecipientAuth: checkRecipientAuth,
+    commitment: commitment,
+    makeLink: makeLink,
+    openAnchor: openAnchor,
+    openLink: openLink,
+    recipientAuth: recipientAuth,
+    sealAnchor: sealAnchor,
+    verifyChain: verifyChain,
     MIN_ITERATIONS: MIN_ITERATIONS,
     available: available,
     b64u: b64u,

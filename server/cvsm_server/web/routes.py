@@ -217,6 +217,7 @@ ROUTES: list[Route] = [
     page("POST", f"/app/teams/{{team}}/e2e/grants/{UUID % 'user_id'}", members_pages.grant_access,
          auth=SESSION),
     page("POST", "/app/teams/{team}/e2e/rekey", members_pages.rekey, auth=SESSION, body=BULK),
+    page("POST", "/app/teams/{team}/e2e/anchor", members_pages.store_anchor, auth=SESSION),
 
     # The admin panel (`admin_pages`) and the support assistant's page (`support_page`).
     page("GET", "/app/admin", admin_pages.index, auth=SESSION),

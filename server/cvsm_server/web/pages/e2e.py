@@ -42,7 +42,8 @@ async def team_wrap(conn: db.Connection, actor: Actor, team: dict) -> dict[str, 
     """The member's wrap of the team's current key: team_id, key_version, wrapped_key (None
     when they were not granted access); and `wraps`, JSON of every wrap they hold by key version
     (a value sealed before a re-key names an older version); and `links`, JSON of the team's
-    back-links by key version (format 2, docs/e2e.md)."""
+    back-links by key version and `anchor`, the member's stored anchor or None (format 2,
+    docs/e2e.md)."""
     team_id = uuid.UUID(str(team["id"]))
     links: dict[int, str] = {}
     try:
@@ -51,7 +52,12 @@ async def team_wrap(conn: db.Connection, actor: Actor, team: dict) -> dict[str, 
     except Forbidden:
         version, wrapped = team["key_version"], None
     wraps = await e2e.read_wraps(conn, actor, team_id)
+    try:  # the member's anchor as stored (format 2): the script opens it and walks down to it
+        anchor = (await e2e.read_anchor(conn, actor, team_id))["anchor"]
+    except NotFound:
+        anchor = None
     return {"team_id": str(team["id"]), "key_version": version, "wrapped_key": wrapped,
+            "anchor": anchor,
             "wraps": json.dumps({str(v): w for v, w in wraps.items()}),
             # format 2: the team's back-links by key version, for the script's chain check
             "links": json.dumps({str(v): link for v, link in links.items()})}
@@ -61,7 +67,8 @@ async def team_context(conn: db.Connection, actor: Actor, team: dict) -> dict[st
     """`#e2e-context` on an end-to-end team's pages; None for any other team."""
     if not team.get("e2e"):
         return None
-    return {**await page_context(conn, actor, "team"), **await team_wrap(conn, actor, team)}
+    return {**await page_context(conn, actor, "team"), **await team_wrap(conn, actor, team),
+            "team_ref": team["slug"]}  # where the script stores the member's anchor
 
 
 def json_field(form: Form, name: str) -> Any:
@@ -78,9 +85,15 @@ async def rekey_plan(conn: db.Connection, actor: Actor, keyring: Any, team_id: u
     key (members who hold the current key, the team's live tokens with a public key) and every
     live secret's current envelope (read through the export, so the audit log has the read)."""
     version, members, tokens = await e2e.recipients(conn, actor, team_id)
-    recipients = [{"user_id": str(m["user_id"]), "public_key": e2e.b64u(m["public_key"])}
+    # format 2: each with the auth of its wrap of the current version (the script checks it
+    # before wrapping the new key) and its fingerprint (the confirmation lists them)
+    recipients = [{"user_id": str(m["user_id"]), "public_key": e2e.b64u(m["public_key"]),
+                   "auth": m["auth"], "name": m["username"],
+                   "fingerprint": e2e.fingerprint(m["public_key"])}
                   for m in members if m["has_access"] and m["public_key"] is not None]
-    recipients += [{"token_id": str(t["token_id"]), "public_key": e2e.b64u(t["public_key"])}
+    recipients += [{"token_id": str(t["token_id"]), "public_key": e2e.b64u(t["public_key"]),
+                    "auth": t["auth"], "name": t["name"],
+                    "fingerprint": e2e.fingerprint(t["public_key"])}
                    for t in tokens]
     secrets = []
     for environment in ENVIRONMENTS:

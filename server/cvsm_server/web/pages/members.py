@@ -41,6 +41,7 @@ async def members_context(request: web.Request, conn: db.Connection, actor: Acto
         keys = {str(h["user_id"]): e2e.member_key_json(h) for h in holders}
     return {"team_ref": team_ref, "team": team, "members": members,
             "e2e": await e2e_context(conn, actor, team), "e2e_keys": keys, "rekey_plan": None,
+            "rekey_recipients": [],
             "roles": list(roles.RANK), "can_invite": can_invite,
             "invites": await invites.list_invites(conn, actor, team_id) if can_invite else [],
             "offers": offers, "grantable": teams.grantable_roles(team["role"]),
@@ -105,9 +106,18 @@ async def grant_access(request: web.Request, actor: Actor) -> web.StreamResponse
     """An end-to-end team's key, wrapped by the page's script to the member's public key."""
     async with team_form(request, actor) as (form, conn, team_id):
         await e2e.grant(conn, actor, team_id, path_id(request, "user_id"), form["wrapped_key"],
-                        form["public_key"])
+                        form["public_key"], auth=form["auth"] or None)
     return done(request, "members.members_page", "e2e_granted", team=request.match_info["team"],
                 fragment="kunci-tim")
+
+
+@signed_in
+async def store_anchor(request: web.Request, actor: Actor) -> web.StreamResponse:
+    """The member's anchor for the team (format 2), sealed by the page's script when it verified
+    a newer key version (or at the first open): 204, for the script's request."""
+    async with team_form(request, actor) as (form, conn, team_id):
+        await e2e.store_anchor(conn, actor, team_id, form["anchor"])
+    return web.Response(status=204)
 
 
 # The re-key's payload is the JSON API's body (every live secret sealed again), form-encoded:
@@ -129,15 +139,17 @@ async def rekey(request: web.Request, actor: Actor) -> web.StreamResponse:
             team_id = await teams.resolve(conn, team_ref)
             plan = await rekey_plan(conn, actor, request.app[KEYRING], team_id)
             context = await members_context(request, conn, actor)
-        return render_page(request, "members.html", {**context, "rekey_plan": json.dumps(plan)},
-                           private=True)
+        return render_page(request, "members.html",
+                           {**context, "rekey_plan": json.dumps(plan),
+                            "rekey_recipients": plan["recipients"]}, private=True)
     payload = json_field(form, "payload")
     if not isinstance(payload, dict):
         raise BadRequest(BAD_PAYLOAD)
     async with again as conn:
         team_id = await teams.resolve(conn, team_ref)
         await e2e.rekey(conn, actor, team_id, key_version=payload.get("key_version"),
-                        wraps=payload.get("wraps"), values=payload.get("secrets"))
+                        wraps=payload.get("wraps"), values=payload.get("secrets"),
+                        link=payload.get("link"))
     return done(request, "members.members_page", "e2e_rekeyed", team=team_ref,
                 fragment="kunci-tim")
 

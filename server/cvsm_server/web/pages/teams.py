@@ -54,6 +54,7 @@ async def create_team(request: web.Request, actor: Actor) -> web.StreamResponse:
         team = await teams.create_team(conn, actor, form["name"], form["slug"],
                                        plan_name=request.app[SETTINGS].default_plan,
                                        e2e_wrapped_key=form["wrapped_key"] if e2e else None,
+                                       e2e_auth=(form["auth"] or None) if e2e else None,
                                        team_id=secrets.check_id(form["id"]) if e2e else None)
     return done(request, "secrets.secrets_page", "team_created", team=team["slug"])
 

@@ -36,7 +36,9 @@ async def _tokens_context(conn: db.Connection, actor: Actor) -> dict[str, Any]:
         if team.get("e2e"):
             wrap = await team_wrap(conn, actor, team)
             e2e_teams[team["slug"]] = {"teamId": wrap["team_id"], "keyVersion": wrap["key_version"],
-                                       "wrappedKey": wrap["wrapped_key"] or ""}
+                                       "wrappedKey": wrap["wrapped_key"] or "",
+                                       "links": wrap["links"], "anchor": wrap["anchor"] or "",
+                                       "teamRef": team["slug"]}
     return {"tokens": rows, "teams": your_teams, "team_slugs": names, "environments": ENVIRONMENTS,
             "e2e": await page_context(conn, actor, "tokens"), "e2e_teams": json.dumps(e2e_teams),
             "created": None, "form": {"team": your_teams[0]["slug"] if your_teams else "",
@@ -62,7 +64,11 @@ async def create_token(request: web.Request, actor: Actor) -> web.StreamResponse
                 "form": {**form.kept(), "environments": environments}}
 
     async with form.attempt(request, "tokens.html", again) as conn:
-        e2e_key = ({"public_key": form["e2e_public_key"], "wrapped_key": form["e2e_wrapped_key"]}
+        e2e_key = ({"public_key": form["e2e_public_key"], "wrapped_key": form["e2e_wrapped_key"],
+                    "auth": form["e2e_auth"] or None,
+                    "key_version": int(form["e2e_key_version"])
+                    if form["e2e_key_version"].isdigit() and len(form["e2e_key_version"]) < 10
+                    else None}
                    if form["e2e_public_key"] else None)  # made by the script: see above
         row, token = await tokens.create_token(
             conn, actor, request.app[KEYRING], name=form["name"], team=form["team"] or None,
