@@ -16,12 +16,17 @@ setup_file() {
 }
 teardown_file() { stub_stop; }
 
-# e2e_reset INDEXES: the stub serves the vectors' values of INDEXES (a jq list such as 0,2,3: their
-# envelopes, opening or not) as the secrets of an end-to-end team "acme", its token the vectors'.
+# e2e_reset INDEXES [KEY_ANSWER]: the stub serves the vectors' values of INDEXES (a jq list such as
+# 0,2,3: their envelopes, opening or not) as the secrets of an end-to-end team "acme", its token the
+# vectors'. Its key answer (GET .../e2e/key) is KEY_ANSWER (a jq expression on the vectors), else
+# the token's wrap of the current version (2) with the link of version 2 to the pinned version 1.
 e2e_reset() {
+  local answer='{team_id, key_version, wrapped_key: (.recipients[] | select(.what == "token") | .wrapped_key),
+    links: [.chain.links[] | select(.key_version <= 2) | {key_version, link}]}'
+  [ -z "${2:-}" ] || answer=$2
   jq -c --arg team "$TEAM_ID" "{token: .token.api_token,
       teams: [{id: \$team, slug: \"acme\", name: \"Acme\", plan: \"starter\"}],
-      e2e: {team_id, key_version, wrapped_key: (.recipients[] | select(.what == \"token\") | .wrapped_key)},
+      e2e: ($answer),
       secrets: [.values[$1] | {id: \"s-\\(.name)-\\(.environment)\", name, environment, value: .envelope}]}" \
     "$VECTORS" | stub_curl -X POST --data-binary @- "$(stub_url)/_stub/reset" >/dev/null
 }
@@ -175,6 +180,61 @@ setup() {
     [[ $output == *"key part"* && $output != *"${bad%%.*}"* ]]
     [ "${#key}" -lt 3 ] || [[ $output != *"$key"* ]]
   done < <(jq -r '.bad_tokens[]' "$VECTORS")
+}
+
+@test "a token of the first format (no pin) is a configuration error saying to make a new token, asking nothing" {
+  CVSM_TOKEN=$(vector .v1_token)
+  local rc=0
+  cvsm_get DATABASE_URL 2>"$BATS_TEST_TMPDIR/err" || rc=$?
+  [ "$rc" -eq 2 ]
+  [ "$CVSM_ERROR_KIND" = configuration ]
+  [[ $(cat "$BATS_TEST_TMPDIR/err") == *"new token"* ]]
+  [[ $(cat "$BATS_TEST_TMPDIR/err") != *"$KEY_PART"* && $(cat "$BATS_TEST_TMPDIR/err") != *"$API_TOKEN"* ]]
+  run cvsm_check_config
+  [ "$status" -eq 2 ]
+  [[ $output == *"first format"*"new token"* ]]
+  [ "$(count_requests)" -eq 0 ]
+}
+
+@test "every pinned token of the vectors has the shape; a pin of 0, with a leading zero or a long commitment does not" {
+  local t
+  while IFS= read -r t; do
+    CVSM_TOKEN=$t
+    run cvsm_check_config
+    [ "$status" -eq 0 ]
+  done < <(jq -r '.token.token, .token_pins[].token' "$VECTORS")
+  for t in "$API_TOKEN.$KEY_PART.0.$(vector .token.commitment)" "$API_TOKEN.$KEY_PART.01.$(vector .token.commitment)" \
+    "$API_TOKEN.$KEY_PART.1.$(vector .token.commitment)A" "$API_TOKEN.$KEY_PART.1" "$API_TOKEN.$KEY_PART..$(vector .token.commitment)" \
+    "$API_TOKEN.$KEY_PART.12345678901.$(vector .token.commitment)" "$API_TOKEN.$KEY_PART.1.$(vector .token.commitment).x"; do
+    CVSM_TOKEN=$t
+    run cvsm_check_config
+    [ "$status" -eq 2 ]
+    [[ $output == *"key part"* && $output != *"$KEY_PART"* && $output != *"$API_TOKEN"* ]]
+  done
+}
+
+@test "the vectors' pins: a team key that chains back to the pin opens, any other is the decryption error, never cached" {
+  local i n outcome
+  n=$(jq '.token_pins | length' "$VECTORS")
+  for ((i = 0; i < n; i++)); do
+    e2e_reset 0 ".token_pins[$i].key_answer"
+    rm -rf "$CVSM_CACHE_DIR"
+    CVSM_TOKEN=$(vector ".token_pins[$i].token")
+    outcome=$(vector ".token_pins[$i].outcome")
+    run cvsm_get DATABASE_URL
+    if [ "$outcome" = ok ]; then
+      [ "$status" -eq 0 ] || { echo "pin $i: $output"; false; }
+      [ "$output" = "$(vector '.values[0].value')" ]
+    else
+      [ "$status" -eq 9 ] || { echo "pin $i ($(vector ".token_pins[$i].why")): $status $output"; false; }
+      [[ $output != *"$(vector '.values[0].value')"* && $output != *"$KEY_PART"* ]]
+      # Nothing is kept (no value, no team key), and the next call asks again: never retried.
+      [ ! -e "$CVSM_CACHE_DIR/values" ] || [ -z "$(ls -A "$CVSM_CACHE_DIR/values")" ]
+      run cvsm_get DATABASE_URL
+      [ "$status" -eq 9 ]
+      [ "$(count_requests /e2e/key)" -eq 2 ]
+    fi
+  done
 }
 
 @test "cvsm_describe shows neither part of the token" {
