@@ -191,6 +191,7 @@ _cvsm_fail() {
   fi
   if [ -n "${_cvsm_keypart-}" ]; then
     msg=${msg//"$_cvsm_keypart"/[redacted]}
+    msg=${msg//"${_cvsm_keypart%%.*}"/[redacted]}
   fi
   msg=${msg//[[:cntrl:]]/ }
   _cvsm_kind "$code"
@@ -389,12 +390,19 @@ _cvsm_load_config() {
     _cvsm_fail 2 "CVSM_TOKEN contains characters a token cannot have (only visible ASCII is allowed)"
     return
   fi
-  # The token of an end-to-end team carries its X25519 private key after a dot: only the part before
-  # it is the bearer, and the values are read and opened by the cvsm command (_cvsm_delegate).
+  # The token of an end-to-end team carries, after a dot, its X25519 private key and its pin (the
+  # key version current when it was made and that key's commitment): only the part before the first
+  # dot is the bearer, and the values are read, the team key checked against the pin and the values
+  # opened by the cvsm command (_cvsm_delegate). A token of the first format (no pin) must be made
+  # again; neither message quotes any part of the token.
   case $v in
     cvsm_*.*)
       if ! _cvsm_e2e_shape "$v"; then
-        _cvsm_fail 2 "CVSM_TOKEN has a key part but is not an end-to-end team's token (cvsm_<64 hex>.<43 base64url characters): check how it was copied"
+        if _cvsm_e2e_v1_shape "$v"; then
+          _cvsm_fail 2 "CVSM_TOKEN's key part is of the first format, made before end-to-end tokens carried their pin (cvsm_<64 hex>.<key>, without .<key version>.<commitment>): make a new token for the team (docs/e2e.md, format 2)"
+        else
+          _cvsm_fail 2 "CVSM_TOKEN has a key part but is not an end-to-end team's token (cvsm_<64 hex>.<private key>.<key version>.<commitment>): check how it was copied"
+        fi
         return
       fi
       _cvsm_e2e=1 _cvsm_keypart=${v#*.}
@@ -484,15 +492,38 @@ _cvsm_load_config() {
   _cvsm_enc=''
 }
 
-# _cvsm_e2e_shape TOKEN: succeeds when TOKEN is an end-to-end team's token, cvsm_<64 lowercase hex>.<43
-# base64url characters> whose last character leaves no bits past the key's 32 bytes (so a key has one
-# spelling, as in every cvsm SDK).
+# _cvsm_e2e_shape TOKEN: succeeds when TOKEN is an end-to-end team's token of format 2,
+# cvsm_<64 lowercase hex>.<private key>.<key version>.<commitment>: the key and the commitment 43
+# base64url characters each whose last character leaves no bits past their 32 bytes (so each has
+# one spelling, as in every cvsm SDK), the key version a decimal from 1 without a leading zero
+# (at most 10 digits).
 _cvsm_e2e_shape() {
-  local api="${1%%.*}" key="${1#*.}"
-  [ "${#api}" -eq 69 ] && [ "${#key}" -eq 43 ] || return 1
-  case ${api#cvsm_} in *[!0123456789abcdef]*) return 1 ;; esac
-  case $key in *[!ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-]*) return 1 ;; esac
-  case $key in *[AEIMQUYcgkosw048]) return 0 ;; esac
+  local api="${1%%.*}" rest="${1#*.}" key pin com
+  key=${rest%%.*} && rest=${rest#"$key"}
+  case $rest in .*.*) rest=${rest#.} ;; *) return 1 ;; esac
+  pin=${rest%%.*} com=${rest#*.}
+  _cvsm_e2e_api "$api" && _cvsm_b64u32 "$key" && _cvsm_b64u32 "$com" || return 1
+  case $pin in '' | 0* | *[!0123456789]* | ???????????*) return 1 ;; esac
+  return 0
+}
+
+# _cvsm_e2e_v1_shape TOKEN: succeeds when TOKEN is an end-to-end team's token of the first format,
+# cvsm_<64 lowercase hex>.<private key> (no pin), which no cvsm SDK reads any more.
+_cvsm_e2e_v1_shape() {
+  _cvsm_e2e_api "${1%%.*}" && _cvsm_b64u32 "${1#*.}"
+}
+
+# _cvsm_e2e_api API: succeeds when API is cvsm_ and 64 lowercase hex digits.
+_cvsm_e2e_api() {
+  [ "${#1}" -eq 69 ] || return 1
+  case ${1#cvsm_} in *[!0123456789abcdef]*) return 1 ;; esac
+}
+
+# _cvsm_b64u32 TEXT: succeeds when TEXT is 32 bytes in canonical base64url without padding.
+_cvsm_b64u32() {
+  [ "${#1}" -eq 43 ] || return 1
+  case $1 in *[!ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-]*) return 1 ;; esac
+  case $1 in *[AEIMQUYcgkosw048]) return 0 ;; esac
   return 1
 }
 
@@ -518,7 +549,7 @@ _cvsm_cli() {
 }
 
 # _cvsm_delegate get NAME | export: reads the by-name value of NAME, or every value, through the cvsm
-# command (an end-to-end team's token: cvsm opens the values with the key part). _cvsm_result is then
+# command (an end-to-end team's token: cvsm checks the team key against its pin and opens the values). _cvsm_result is then
 # the value as a JSON string (get) or the JSON object of every value, keys sorted (export). The
 # token goes to cvsm on its standard input (--token-file /dev/stdin), never on a command line or in
 # its environment; the base URL, which may hold a password, in its environment. A failure is
@@ -534,7 +565,8 @@ _cvsm_delegate() {
     --timeout "$_cvsm_timeout" --max-retries "$_cvsm_retries"
   [ -z "$_cvsm_ca" ] || set -- "$@" --ca-file "$_cvsm_ca"
   if [ -n "$_cvsm_root" ]; then
-    _cvsm_hash "$_cvsm_base"$'\n'"$_cvsm_team"$'\n'"$_cvsm_token"$'\n'"team key"
+    # The entry is per pin too: a key checked against one pin is never read under another.
+    _cvsm_hash "$_cvsm_base"$'\n'"$_cvsm_team"$'\n'"$_cvsm_token"$'\n'"${_cvsm_keypart#*.}"$'\n'"team key"
     if _cvsm_cache_find values "$_cvsm_h" kept; then
       set -- "$@" --team-key-file "$_cvsm_result"
     elif (umask 077 && command mkdir -p -- "$_cvsm_root/values") 2>/dev/null; then
