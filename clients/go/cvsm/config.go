@@ -226,7 +226,7 @@ func resolveConfig(o Options) (config, error) {
 	bearer, key, pin, err := splitToken(token)
 	if errors.Is(err, errFirstFormatToken) {
 		// Never quote the token: its key part is the team's secret.
-		return config{}, newError(KindConfiguration, "the token (option Token or %s) is an end-to-end token of the first format (cvsm_<64 hex>.<key>, no pinned key version): tokens made before format 2 must be made again", EnvToken)
+		return config{}, newError(KindConfiguration, "the token (option Token or %s) is an end-to-end token of the first format (cvsm_<64 hex>.<key>, no pinned key version): tokens made before format 2 must be made again: make a new token", EnvToken)
 	}
 	if err != nil {
 		// Never quote the token: its key part is the team's secret.
