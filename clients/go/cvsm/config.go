@@ -184,10 +184,10 @@ func (o Options) MarshalJSON() ([]byte, error) {
 // part are held in closures so that no reflection-based printer (fmt
 // following pointers, debuggers' pretty-printers, spew) can reach them.
 type config struct {
-	token       func() string // the bearer: the token without its key part
-	key         func() []byte // the token's X25519 private key; nil without a key part
+	token       func() string   // the bearer: the token without its key part
+	key         func() []byte   // the token's X25519 private key; nil without a key part
 	pin         func() tokenPin // the token's pinned key version and commitment; nil without a key part
-	keyText     func() string // the key part as written, only to scrub it from messages
+	keyText     func() string   // the key part as written, only to scrub it from messages
 	baseURL     string
 	team        string
 	environment string

@@ -73,7 +73,7 @@ type e2eVectors struct {
 		Outcome string `json:"outcome"`
 		Why     string `json:"why"`
 	} `json:"token_pins"`
-	Values    []struct {
+	Values []struct {
 		Name        string `json:"name"`
 		Environment string `json:"environment"`
 		Envelope    string `json:"envelope"`
