@@ -6,6 +6,7 @@ package cvsm
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math"
@@ -183,9 +184,10 @@ func (o Options) MarshalJSON() ([]byte, error) {
 // part are held in closures so that no reflection-based printer (fmt
 // following pointers, debuggers' pretty-printers, spew) can reach them.
 type config struct {
-	token       func() string // the bearer: the token without its key part
-	key         func() []byte // the token's X25519 private key; nil without a key part
-	keyText     func() string // the key part as written, only to scrub it from messages
+	token       func() string   // the bearer: the token without its key part
+	key         func() []byte   // the token's X25519 private key; nil without a key part
+	pin         func() tokenPin // the token's pinned key version and commitment; nil without a key part
+	keyText     func() string   // the key part as written, only to scrub it from messages
 	baseURL     string
 	team        string
 	environment string
@@ -221,16 +223,21 @@ func resolveConfig(o Options) (config, error) {
 	if c.team == "" {
 		return config{}, missing(EnvTeam, "Team")
 	}
-	bearer, key, err := splitToken(token)
+	bearer, key, pin, err := splitToken(token)
+	if errors.Is(err, errFirstFormatToken) {
+		// Never quote the token: its key part is the team's secret.
+		return config{}, newError(KindConfiguration, "the token (option Token or %s) is an end-to-end token of the first format (cvsm_<64 hex>.<key>, no pinned key version): tokens made before format 2 must be made again: make a new token", EnvToken)
+	}
 	if err != nil {
 		// Never quote the token: its key part is the team's secret.
-		return config{}, newError(KindConfiguration, "the token (option Token or %s) has a key part but is not an end-to-end team's token, cvsm_<64 hex>.<43 base64url characters>: check how it was copied", EnvToken)
+		return config{}, newError(KindConfiguration, "the token (option Token or %s) has a key part but is not an end-to-end team's token, cvsm_<64 hex>.<43 base64url>.<key version>.<43 base64url>: check how it was copied", EnvToken)
 	}
 	c.token = func() string { return bearer }
 	c.keyText = func() string { return "" }
 	if key != nil {
 		keyText := token[len(bearer)+1:]
 		c.key = func() []byte { return key }
+		c.pin = func() tokenPin { return *pin }
 		c.keyText = func() string { return keyText }
 	}
 	c.baseURL = strings.TrimRight(c.baseURL, "/")

@@ -13,8 +13,10 @@ import (
 	"crypto/ecdh"
 	"crypto/hkdf"
 	"crypto/sha256"
+	"crypto/subtle"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"regexp"
 	"strconv"
 	"strings"
@@ -28,7 +30,9 @@ const (
 )
 
 var (
-	e2eTokenRE    = regexp.MustCompile(`^(cvsm_[0-9a-f]{64})\.([A-Za-z0-9_-]{43})$`)
+	e2eTokenRE    = regexp.MustCompile(`^(cvsm_[0-9a-f]{64})\.([A-Za-z0-9_-]{43})\.([1-9][0-9]{0,9})\.([A-Za-z0-9_-]{43})$`)
+	e2eTokenV1RE  = regexp.MustCompile(`^cvsm_[0-9a-f]{64}\.[A-Za-z0-9_-]{43}$`)
+	e2eLinkRE     = regexp.MustCompile(`^cvsm-link1\.([A-Za-z0-9_-]{16})\.([A-Za-z0-9_-]{64})$`)
 	e2eWrapRE     = regexp.MustCompile(`^cvsm-wrap1\.([A-Za-z0-9_-]+)\.([A-Za-z0-9_-]+)\.([A-Za-z0-9_-]+)$`)
 	e2eEnvelopeRE = regexp.MustCompile(`^cvsm-e2e1\.([1-9][0-9]{0,9})\.([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})\.([1-9][0-9]{0,9})\.([A-Za-z0-9_-]+)\.([A-Za-z0-9_-]+)$`)
 )
@@ -40,24 +44,114 @@ func (e *errE2E) Error() string { return e.reason }
 
 func e2eErr(reason string) error { return &errE2E{reason} }
 
+// tokenPin is the pin a format-2 token carries: the key version current
+// when it was made and that key's commitment C_v (docs/e2e.md, "Format 2").
+type tokenPin struct {
+	version    int
+	commitment []byte
+}
+
+// errFirstFormatToken is a token of the first format (cvsm_<hex>.<key>,
+// no pin): it must be made again.
+var errFirstFormatToken = e2eErr("the token is of the first end-to-end format (no pinned key version): make a new token")
+
 // splitToken returns the part of token the server knows (sent as the
-// bearer) and, when the token has one, its 32-byte X25519 private key. A
-// token of an end-to-end team is cvsm_<64 hex>.<43 base64url characters>;
-// one that starts with cvsm_ and holds a dot but is not that shape is an
-// error. Any other token (a JWT, whose dots are its own) is returned whole.
-func splitToken(token string) (bearer string, key []byte, err error) {
+// bearer) and, when the token has one, its 32-byte X25519 private key and
+// its pin. A token of an end-to-end team is
+// cvsm_<64 hex>.<43 base64url>.<key version>.<43 base64url>; one that
+// starts with cvsm_ and holds a dot but is not that shape (the first
+// format's cvsm_<64 hex>.<43> included) is an error. Any other token (a
+// JWT, whose dots are its own) is returned whole.
+func splitToken(token string) (bearer string, key []byte, pin *tokenPin, err error) {
 	if !strings.HasPrefix(token, "cvsm_") || !strings.Contains(token, ".") {
-		return token, nil, nil
+		return token, nil, nil, nil
+	}
+	if e2eTokenV1RE.MatchString(token) {
+		return "", nil, nil, errFirstFormatToken
 	}
 	m := e2eTokenRE.FindStringSubmatch(token)
 	if m == nil {
-		return "", nil, e2eErr("a token with a key part must look like cvsm_<64 hex>.<43 base64url characters>")
+		return "", nil, nil, e2eErr("a token with a key part must look like cvsm_<64 hex>.<43 base64url>.<key version>.<43 base64url>")
 	}
 	key, err = unb64u(m[2], e2eKeySize)
 	if err != nil {
-		return "", nil, e2eErr("the token's key part is not a base64url X25519 private key")
+		return "", nil, nil, e2eErr("the token's key part is not a base64url X25519 private key")
 	}
-	return m[1], key, nil
+	version, err := strconv.Atoi(m[3])
+	if err != nil || version < 1 {
+		return "", nil, nil, e2eErr("the token's pinned key version is not a number from 1")
+	}
+	commitment, err := unb64u(m[4], e2eKeySize)
+	if err != nil {
+		return "", nil, nil, e2eErr("the token's commitment is not 32 bytes of base64url")
+	}
+	return m[1], key, &tokenPin{version: version, commitment: commitment}, nil
+}
+
+// keyCommitment is C_v = HKDF-SHA256(K_v, "", "cvsm-e2e:v2:commit:" T ":" v).
+func keyCommitment(teamKey []byte, teamID string, keyVersion int) ([]byte, error) {
+	return hkdf.Key(sha256.New, teamKey, nil, "cvsm-e2e:v2:commit:"+teamID+":"+strconv.Itoa(keyVersion), e2eKeySize)
+}
+
+// openLink opens the back-link of key version keyVersion with K_v and
+// returns K_{v-1}.
+func openLink(link string, teamKey []byte, teamID string, keyVersion int) ([]byte, error) {
+	m := e2eLinkRE.FindStringSubmatch(link)
+	if m == nil {
+		return nil, e2eErr("a link is not cvsm-link1.<nonce>.<ct>")
+	}
+	nonce, err1 := unb64u(m[1], e2eNonceSize)
+	ct, err2 := unb64u(m[2], e2eKeySize+e2eTagSize)
+	if err := errors.Join(err1, err2); err != nil {
+		return nil, e2eErr("a link is malformed")
+	}
+	older, err := aesGCMOpen(teamKey, nonce, ct, []byte("cvsm-e2e:v2:link:"+teamID+":"+strconv.Itoa(keyVersion)))
+	if err != nil || len(older) != e2eKeySize {
+		return nil, e2eErr(fmt.Sprintf("the link of key version %d does not open", keyVersion))
+	}
+	return older, nil
+}
+
+// verifyChain walks from K_cur (key version cur) down to the pin through
+// links (key version -> link) and checks the pin's commitment in constant
+// time; it then walks on down as far as links go. It returns every key
+// reached, by key version. Any failure is an errE2E and no key is returned.
+func verifyChain(current []byte, teamID string, cur int, links map[int]string, pin tokenPin) (map[int][]byte, error) {
+	if cur < pin.version {
+		return nil, e2eErr(fmt.Sprintf("the server's current key version %d is below the token's pinned version %d", cur, pin.version))
+	}
+	keys := map[int][]byte{cur: current}
+	key := current
+	for u := cur; u > pin.version; u-- {
+		link, ok := links[u]
+		if !ok {
+			return nil, e2eErr(fmt.Sprintf("the link of key version %d is missing", u))
+		}
+		older, err := openLink(link, key, teamID, u)
+		if err != nil {
+			return nil, err
+		}
+		keys[u-1] = older
+		key = older
+	}
+	commitment, err := keyCommitment(key, teamID, pin.version)
+	if err != nil || subtle.ConstantTimeCompare(commitment, pin.commitment) != 1 {
+		return nil, e2eErr("the team key does not chain back to the token's pinned key (its commitment differs)")
+	}
+	// Versions below the pin: reached only through links that open.
+	for u := pin.version; u > 1; u-- {
+		link, ok := links[u]
+		if !ok {
+			break
+		}
+		older, err := openLink(link, key, teamID, u)
+		if err != nil {
+			break
+		}
+		keys[u-1] = older
+		key = older
+	}
+	return keys, nil
 }
 
 // unb64u decodes canonical unpadded base64url (RFC 4648 section 5) of size

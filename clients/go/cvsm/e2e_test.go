@@ -39,7 +39,41 @@ type e2eVectors struct {
 		PrivateKey string `json:"private_key"`
 	} `json:"token"`
 	BadTokens []string `json:"bad_tokens"`
-	Values    []struct {
+	V1Token   string   `json:"v1_token"`
+	Chain     struct {
+		TeamID string `json:"team_id"`
+		Keys   []struct {
+			KeyVersion int    `json:"key_version"`
+			TeamKey    string `json:"team_key"`
+			Commitment string `json:"commitment"`
+		} `json:"keys"`
+		Links []struct {
+			KeyVersion int    `json:"key_version"`
+			Link       string `json:"link"`
+			OpensTo    string `json:"opens_to"`
+		} `json:"links"`
+		BadLinks []struct {
+			KeyVersion int    `json:"key_version"`
+			Key        string `json:"key"`
+			Link       string `json:"link"`
+			Why        string `json:"why"`
+		} `json:"bad_links"`
+	} `json:"chain"`
+	TokenPins []struct {
+		Token     string `json:"token"`
+		KeyAnswer struct {
+			TeamID     string `json:"team_id"`
+			KeyVersion int    `json:"key_version"`
+			WrappedKey string `json:"wrapped_key"`
+			Links      []struct {
+				KeyVersion int    `json:"key_version"`
+				Link       string `json:"link"`
+			} `json:"links"`
+		} `json:"key_answer"`
+		Outcome string `json:"outcome"`
+		Why     string `json:"why"`
+	} `json:"token_pins"`
+	Values []struct {
 		Name        string `json:"name"`
 		Environment string `json:"environment"`
 		Envelope    string `json:"envelope"`
@@ -127,7 +161,10 @@ func TestEveryVectorValueOpensOrFailsAsTheVectorsSay(t *testing.T) {
 
 func TestVectorTokenSplitsIntoTheAPITokenAndItsKey(t *testing.T) {
 	v := loadVectors(t)
-	bearer, key, err := splitToken(v.Token.Token)
+	bearer, key, pin, err := splitToken(v.Token.Token)
+	if err == nil && (pin == nil || pin.version != 1 || !bytes.Equal(pin.commitment, mustB64u(t, v.Chain.Keys[0].Commitment))) {
+		t.Errorf("the pin is not version 1 and its commitment")
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +173,7 @@ func TestVectorTokenSplitsIntoTheAPITokenAndItsKey(t *testing.T) {
 	}
 	// Tokens without a dot, and JWTs, pass whole without a key.
 	for _, plain := range []string{v.Token.APIToken, testToken, "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.c2lnbmF0dXJl"} {
-		if b, k, err := splitToken(plain); b != plain || k != nil || err != nil {
+		if b, k, p, err := splitToken(plain); b != plain || k != nil || p != nil || err != nil {
 			t.Errorf("splitToken(%q) = %q, %v, %v", plain, b, k, err)
 		}
 	}
@@ -152,7 +189,7 @@ func TestVectorBadTokensAreConfigurationErrorsThatQuoteNothing(t *testing.T) {
 		odd = "C"
 	}
 	noncanonical := v.Token.Token[:len(v.Token.Token)-1] + odd
-	for _, bad := range append(append([]string{}, v.BadTokens...), noncanonical) {
+	for _, bad := range append(append([]string{}, v.BadTokens...), noncanonical, v.V1Token) {
 		clearEnv(t)
 		c, err := NewClient(Options{Token: bad, BaseURL: "http://127.0.0.1:1/api/v1", Team: v.TeamID})
 		if c != nil || !errors.Is(err, ErrConfiguration) {
@@ -229,5 +266,92 @@ func TestTheTestSealersRoundTripThroughTheOpeners(t *testing.T) {
 	wrapped := wrapForTest(t, teamKey, v.TeamID, 3, mustB64u(t, v.Token.PrivateKey))
 	if got, err := unwrapTeamKey(wrapped, v.TeamID, 3, mustB64u(t, v.Token.PrivateKey)); err != nil || !bytes.Equal(got, teamKey) {
 		t.Fatalf("unwrapTeamKey: %v", err)
+	}
+}
+
+// linkForTest makes the back-link of key version keyVersion (docs/e2e.md,
+// "Format 2"): older sealed under newer.
+func linkForTest(t *testing.T, newer, older []byte, teamID string, keyVersion int) string {
+	t.Helper()
+	block, err := aes.NewCipher(newer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gcm, _ := cipher.NewGCM(block)
+	nonce := make([]byte, 12)
+	rand.Read(nonce)
+	ct := gcm.Seal(nil, nonce, older, []byte("cvsm-e2e:v2:link:"+teamID+":"+strconv.Itoa(keyVersion)))
+	b := base64.RawURLEncoding
+	return "cvsm-link1." + b.EncodeToString(nonce) + "." + b.EncodeToString(ct)
+}
+
+func TestVectorChainCommitmentsAndLinks(t *testing.T) {
+	v := loadVectors(t)
+	c := v.Chain
+	for _, k := range c.Keys {
+		got, err := keyCommitment(mustB64u(t, k.TeamKey), c.TeamID, k.KeyVersion)
+		if err != nil || base64.RawURLEncoding.EncodeToString(got) != k.Commitment {
+			t.Errorf("commitment of version %d differs", k.KeyVersion)
+		}
+	}
+	for _, l := range c.Links {
+		newer := mustB64u(t, c.Keys[l.KeyVersion-1].TeamKey)
+		got, err := openLink(l.Link, newer, c.TeamID, l.KeyVersion)
+		if err != nil || base64.RawURLEncoding.EncodeToString(got) != l.OpensTo {
+			t.Errorf("link of version %d: %v", l.KeyVersion, err)
+		}
+	}
+	for _, l := range c.BadLinks {
+		if _, err := openLink(l.Link, mustB64u(t, l.Key), c.TeamID, l.KeyVersion); err == nil {
+			t.Errorf("bad link (%s) opened", l.Why)
+		}
+	}
+}
+
+func TestVectorTokenPinsVerifyOrRefuse(t *testing.T) {
+	v := loadVectors(t)
+	if len(v.TokenPins) == 0 {
+		t.Fatal("no token_pins vectors")
+	}
+	for i, p := range v.TokenPins {
+		_, private, pin, err := splitToken(p.Token)
+		if p.Outcome == "configuration" {
+			if err == nil {
+				t.Errorf("token_pins[%d] (%s): the token was accepted", i, p.Why)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("token_pins[%d] (%s): %v", i, p.Why, err)
+		}
+		a := p.KeyAnswer
+		links := map[int]string{}
+		for _, l := range a.Links {
+			links[l.KeyVersion] = l.Link
+		}
+		var keys map[int][]byte
+		key, err := unwrapTeamKey(a.WrappedKey, a.TeamID, a.KeyVersion, private)
+		if err == nil {
+			keys, err = verifyChain(key, a.TeamID, a.KeyVersion, links, *pin)
+		}
+		switch p.Outcome {
+		case "ok":
+			if err != nil {
+				t.Errorf("token_pins[%d] (%s): %v", i, p.Why, err)
+				continue
+			}
+			for _, k := range v.Chain.Keys {
+				if got, ok := keys[k.KeyVersion]; ok && base64.RawURLEncoding.EncodeToString(got) != k.TeamKey {
+					t.Errorf("token_pins[%d]: key of version %d differs", i, k.KeyVersion)
+				}
+			}
+		case "integrity":
+			var e2e *errE2E
+			if err == nil || keys != nil || !errors.As(err, &e2e) {
+				t.Errorf("token_pins[%d] (%s): want the e2e error and no key, got %v", i, p.Why, err)
+			}
+		default:
+			t.Errorf("token_pins[%d]: unknown outcome %q", i, p.Outcome)
+		}
 	}
 }

@@ -28,22 +28,25 @@ func init() {
 		if held == nil {
 			return "", 0, nil, false
 		}
-		return held.teamID, held.version, append([]byte(nil), held.key()...), true
+		return held.teamID, held.version, append([]byte(nil), held.keys()[held.version]...), true
 	}
 	e2ehook.Hold = func(client any, teamID string, keyVersion int, key []byte) {
 		if c, ok := client.(*Client); ok && c.keys != nil && len(key) == e2eKeySize && teamID != "" && keyVersion > 0 {
 			key = append([]byte(nil), key...)
-			c.keys.set(&heldKey{teamID: teamID, version: keyVersion, key: func() []byte { return key }})
+			keys := map[int][]byte{keyVersion: key}
+			c.keys.set(&heldKey{teamID: teamID, version: keyVersion, keys: func() map[int][]byte { return keys }})
 		}
 	}
 }
 
-// heldKey is an unwrapped team key, with the team id and key version it
-// was wrapped for. The key sits in a closure, out of reach of printers.
+// heldKey is the unwrapped team key of the current key version (version)
+// and every older key reached through verified links, by key version, with
+// the team id they were wrapped for. The keys sit in a closure, out of
+// reach of printers.
 type heldKey struct {
 	teamID  string
 	version int
-	key     func() []byte
+	keys    func() map[int][]byte
 }
 
 // keyring holds the team key of an end-to-end team. fetchMu makes
@@ -100,6 +103,10 @@ type keyAnswer struct {
 	TeamID     *string `json:"team_id"`
 	KeyVersion *int    `json:"key_version"`
 	WrappedKey *string `json:"wrapped_key"`
+	Links      []struct {
+		KeyVersion int    `json:"key_version"`
+		Link       string `json:"link"`
+	} `json:"links"`
 }
 
 func (a *keyAnswer) valid() bool {
@@ -159,7 +166,10 @@ func (c *Client) openAll(ctx context.Context, env string, sealed map[string]stri
 	// fits reports whether a key opens every envelope's key version.
 	fits := func(key *heldKey) bool {
 		for _, e := range envelopes {
-			if key == nil || e.keyVersion != key.version {
+			if key == nil {
+				return false
+			}
+			if _, ok := key.keys()[e.keyVersion]; !ok {
 				return false
 			}
 		}
@@ -175,11 +185,12 @@ func (c *Client) openAll(ctx context.Context, env string, sealed map[string]stri
 	opened := make(map[string]string, len(sealed))
 	for _, name := range names {
 		e := envelopes[name]
-		if e.keyVersion != key.version {
+		teamKey, ok := key.keys()[e.keyVersion]
+		if !ok {
 			return nil, decryptionError(name, env, requestID,
-				fmt.Errorf("it is sealed under key version %d, and the team key this token holds is version %d", e.keyVersion, key.version))
+				fmt.Errorf("it is sealed under key version %d, which the team key this token holds (version %d) does not reach through verified links", e.keyVersion, key.version))
 		}
-		value, err := openEnvelope(e, key.key(), key.teamID, env, name)
+		value, err := openEnvelope(e, teamKey, key.teamID, env, name)
 		if err != nil {
 			return nil, decryptionError(name, env, requestID, err)
 		}
@@ -215,7 +226,17 @@ func (c *Client) fetchTeamKey(ctx context.Context, fits func(*heldKey) bool) (*h
 		e.RequestID = requestID
 		return nil, e
 	}
-	held := &heldKey{teamID: *answer.TeamID, version: *answer.KeyVersion, key: func() []byte { return key }}
+	links := make(map[int]string, len(answer.Links))
+	for _, l := range answer.Links {
+		links[l.KeyVersion] = l.Link
+	}
+	keys, err := verifyChain(key, *answer.TeamID, *answer.KeyVersion, links, c.cfg.pin())
+	if err != nil {
+		e := newError(KindDecryption, "the team key the server holds for this token does not chain back to the key pinned in the token: %v (nothing was opened)", err)
+		e.RequestID = requestID
+		return nil, e
+	}
+	held := &heldKey{teamID: *answer.TeamID, version: *answer.KeyVersion, keys: func() map[int][]byte { return keys }}
 	c.keys.setIfSince(gen, held)
 	return held, nil
 }

@@ -37,6 +37,7 @@ type e2eStub struct {
 	requests   []recorded
 	sealed     map[string]map[string]string // environment -> name -> envelope
 	keyVersion int
+	links      []map[string]any
 	wrapped    string
 	keyStatus  int  // when not 0, GET .../e2e/key answers this status
 	markBeside bool // "e2e": true beside the value instead of in the secret
@@ -50,7 +51,7 @@ type e2eStub struct {
 func newE2EStub(t *testing.T) *e2eStub {
 	t.Helper()
 	v := loadVectors(t)
-	s := &e2eStub{t: t, v: v, keyVersion: v.KeyVersion}
+	s := &e2eStub{t: t, v: v, keyVersion: v.KeyVersion, links: []map[string]any{{"key_version": 2, "link": v.Chain.Links[0].Link}}}
 	for _, r := range v.Recipients {
 		if r.What == "token" {
 			s.wrapped = r.WrappedKey
@@ -89,7 +90,7 @@ func (s *e2eStub) serve(w http.ResponseWriter, r *http.Request) {
 	case path == team+"/e2e/key" && s.keyStatus != 0:
 		writeJSON(w, s.keyStatus, map[string]any{"error": "tidak boleh"})
 	case path == team+"/e2e/key":
-		body := map[string]any{"team_id": s.v.TeamID, "key_version": s.keyVersion, "wrapped_key": s.wrapped}
+		body := map[string]any{"team_id": s.v.TeamID, "key_version": s.keyVersion, "wrapped_key": s.wrapped, "links": s.links}
 		if gate := s.keyGate; gate != nil {
 			s.keyGate = nil
 			unlocked = true
@@ -305,6 +306,7 @@ func TestE2EEnvelopeOfANewKeyVersionRefetchesTheKeyOnce(t *testing.T) {
 	s.set(func(s *e2eStub) {
 		s.keyVersion = 3
 		s.wrapped = wrapForTest(t, newKey, s.v.TeamID, 3, mustB64u(t, s.v.Token.PrivateKey))
+		s.links = append(s.links, map[string]any{"key_version": 3, "link": linkForTest(t, newKey, mustB64u(t, s.v.TeamKey), s.v.TeamID, 3)})
 		s.sealed["production"]["DATABASE_URL"] = sealForTest(t, "rotated", newKey, 3, s.v.TeamID, e2eSecretDB, 2, "production", "DATABASE_URL")
 	})
 	if v, err := c.Get(ctx, "DATABASE_URL"); err != nil || v != "rotated" {
@@ -542,6 +544,7 @@ func TestE2EAReadOfANewKeyVersionRefetchesAfterAFetchBegunBeforeTheReKey(t *test
 	s.set(func(s *e2eStub) {
 		s.keyVersion = 3
 		s.wrapped = wrapForTest(t, newKey, s.v.TeamID, 3, mustB64u(t, s.v.Token.PrivateKey))
+		s.links = append(s.links, map[string]any{"key_version": 3, "link": linkForTest(t, newKey, mustB64u(t, s.v.TeamKey), s.v.TeamID, 3)})
 		s.sealed["production"]["API_KEY"] = sealForTest(t, "rotated", newKey, 3, s.v.TeamID, e2eSecretAPI, 3, "production", "API_KEY")
 	})
 	second := make(chan error, 1)

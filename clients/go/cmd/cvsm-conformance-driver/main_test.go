@@ -242,7 +242,7 @@ func TestAValueThatDoesNotOpenIsKindDecryption(t *testing.T) {
 	}))
 	defer srv.Close()
 	key := strings.Repeat("A", 43)
-	token := "cvsm_" + strings.Repeat("0f", 32) + "." + key
+	token := "cvsm_" + strings.Repeat("0f", 32) + "." + key + ".1." + strings.Repeat("A", 43)
 	d := &driver{}
 	call(t, d, `{"id":1,"op":"new_client","args":{"options":{"token":"`+token+`","base_url":"`+srv.URL+`/api/v1","team":"acme"}}}`)
 	e := errorOf(t, call(t, d, `{"id":2,"op":"get","args":{"name":"DATABASE_URL"}}`))

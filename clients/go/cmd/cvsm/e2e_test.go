@@ -37,6 +37,9 @@ type cliVectors struct {
 		APIToken   string `json:"api_token"`
 		PrivateKey string `json:"private_key"`
 	} `json:"token"`
+	Chain struct {
+		Links []map[string]any `json:"links"`
+	} `json:"chain"`
 	Values []struct {
 		Name        string `json:"name"`
 		Environment string `json:"environment"`
@@ -132,7 +135,7 @@ func (s *e2eCLIStub) serve(w http.ResponseWriter, r *http.Request) {
 	case rest == "e2e/key" && sealed:
 		for _, rc := range s.v.Recipients {
 			if rc.What == "token" {
-				body = map[string]any{"team_id": s.v.TeamID, "key_version": s.v.KeyVersion, "wrapped_key": rc.WrappedKey}
+				body = map[string]any{"team_id": s.v.TeamID, "key_version": s.v.KeyVersion, "wrapped_key": rc.WrappedKey, "links": s.v.Chain.Links[:1]}
 			}
 		}
 	case rest == "secrets/export":
