@@ -250,6 +250,12 @@ impl Team {
         self.state.lock().unwrap().key_version
     }
 
+    /// drop_links answers the key request without its back-links, so the
+    /// served key no longer chains back to the token's pin.
+    pub fn drop_links(&self) {
+        self.state.lock().unwrap().links.clear();
+    }
+
     /// wrap_for_the_member answers the key request with the member's wrap,
     /// which the token's key does not open.
     pub fn wrap_for_the_member(&self) {
