@@ -77,11 +77,11 @@ fn every_recipient_unwraps_the_team_key_of_the_vectors() {
             recipient["what"]
         );
         let unwrapped =
-            TeamKey::unwrap(text(recipient, "wrapped_key"), team_id, version, &key).unwrap();
+            TeamKey::unwrap(text(recipient, "wrapped_key"), team_id, version, &key, &[]).unwrap();
         assert_eq!(unwrapped.version(), version);
         let mut copy = probe.clone();
         assert_eq!(
-            open_with(&unwrapped.key, &nonce, &mut copy, b"aad").unwrap(),
+            open_with(&unwrapped.keys[&version], &nonce, &mut copy, b"aad").unwrap(),
             b"probe",
             "{} unwraps team_key",
             recipient["what"]
