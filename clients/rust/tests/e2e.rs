@@ -489,7 +489,7 @@ fn a_token_of_the_first_format_is_a_configuration_error() {
     })
     .unwrap_err();
     assert!(matches!(err, Error::Configuration { .. }), "{err:?}");
-    assert!(err.to_string().contains("made again"), "{err}");
+    assert!(err.to_string().contains("new token"), "{err}");
 }
 
 #[test]
