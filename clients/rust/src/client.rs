@@ -392,7 +392,7 @@ impl Client {
         let mut key = self.cache().team_key();
         let held = |key: &Option<Arc<TeamKey>>, envelope: &Envelope| {
             key.as_ref()
-                .is_some_and(|key| key.version() == envelope.key_version)
+                .is_some_and(|key| key.has(envelope.key_version))
         };
         if envelopes.iter().any(|(_, envelope)| !held(&key, envelope)) {
             let _fetching = lock(&self.key_fetch);
@@ -407,7 +407,7 @@ impl Client {
         };
         let mut values = BTreeMap::new();
         for (name, envelope) in envelopes {
-            if envelope.key_version != key.version() {
+            if !key.has(envelope.key_version) {
                 return Err(Error::decryption(
                     format!(
                         "secret {name:?} in {environment} cannot be decrypted: it is sealed under key version {}, and the server gives this token key version {}",
@@ -446,6 +446,14 @@ impl Client {
             &answer.team_id,
             answer.key_version,
             token_key,
+            &answer
+                .links
+                .iter()
+                .map(|l| crate::e2e::Link {
+                    key_version: l.key_version,
+                    link: &l.link,
+                })
+                .collect::<Vec<_>>(),
         )
         .map_err(|why| {
             Error::decryption(

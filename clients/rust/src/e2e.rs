@@ -1,4 +1,4 @@
-//! End-to-end teams, the reading half of `docs/e2e.md` (formats version 1):
+//! End-to-end teams, the reading half of `docs/e2e.md` (format 2: the token's pin and the back-links):
 //! the private key a token carries after its dot, the team key the server
 //! wraps to it, and the sealed values that key opens.
 //!
@@ -36,6 +36,8 @@ pub(crate) enum Failure {
     LowOrder,
     /// It opened, but the value is not UTF-8.
     NotUtf8,
+    /// The team key does not chain back to the token's pin.
+    Chain(&'static str),
 }
 
 impl fmt::Display for Failure {
@@ -45,6 +47,7 @@ impl fmt::Display for Failure {
             Failure::DoesNotOpen => f.write_str("it does not open with the key"),
             Failure::LowOrder => f.write_str("its public key is not usable (low order)"),
             Failure::NotUtf8 => f.write_str("the opened value is not UTF-8"),
+            Failure::Chain(why) => f.write_str(why),
         }
     }
 }
@@ -56,6 +59,8 @@ impl fmt::Display for Failure {
 pub(crate) struct TokenKey {
     secret: StaticSecret,
     public: PublicKey,
+    /// pin is the key version pinned in the token and its commitment.
+    pin: (u64, [u8; KEY]),
 }
 
 impl fmt::Debug for TokenKey {
@@ -78,20 +83,70 @@ pub(crate) fn split_token(token: &str) -> Result<(&str, Option<TokenKey>), &'sta
     if !token.starts_with("cvsm_") {
         return Ok((token, None));
     }
-    const SHAPE: &str = "the token (CVSM_TOKEN) has a key part but is not cvsm_<64 hex digits>.<43 base64url characters>";
+    const SHAPE: &str = "the token (CVSM_TOKEN) has a key part but is not cvsm_<64 hex digits>.<43 base64url characters>.<key version>.<43 base64url characters> (a token of the first end-to-end format has no pin: make a new token)";
     let hex = &api_token["cvsm_".len()..];
+    let parts: Vec<&str> = key.split('.').collect();
     if hex.len() != API_TOKEN_HEX
         || !hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
-        || key.len() != KEY_PART
+        || parts.len() != 3
+        || parts[0].len() != KEY_PART
+        || parts[2].len() != KEY_PART
     {
         return Err(SHAPE);
     }
-    let bytes = decode(key, KEY).map_err(|_| SHAPE)?;
+    let bytes = decode(parts[0], KEY).map_err(|_| SHAPE)?;
+    let pinned = number(parts[1]).ok_or(SHAPE)?;
+    let commitment = decode(parts[2], KEY).map_err(|_| SHAPE)?;
     let mut private = [0u8; KEY];
     private.copy_from_slice(&bytes);
+    let mut pin = [0u8; KEY];
+    pin.copy_from_slice(&commitment);
     let secret = StaticSecret::from(private);
     let public = PublicKey::from(&secret);
-    Ok((api_token, Some(TokenKey { secret, public })))
+    Ok((
+        api_token,
+        Some(TokenKey {
+            secret,
+            public,
+            pin: (pinned, pin),
+        }),
+    ))
+}
+
+/// commitment is `C_v`, HKDF-SHA256 of the team key with
+/// `cvsm-e2e:v2:commit:<team>:<v>` (docs/e2e.md, "Format 2").
+fn commitment(key: &[u8], team_id: &str, version: u64) -> [u8; KEY] {
+    let info = format!("cvsm-e2e:v2:commit:{team_id}:{version}");
+    hkdf32(key, info.as_bytes())
+}
+
+/// hkdf32 is HKDF-SHA256 with an empty salt and 32 bytes of output.
+fn hkdf32(ikm: &[u8], info: &[u8]) -> [u8; KEY] {
+    struct Len;
+    impl ring::hkdf::KeyType for Len {
+        fn len(&self) -> usize {
+            KEY
+        }
+    }
+    let mut out = [0u8; KEY];
+    Salt::new(HKDF_SHA256, &[])
+        .extract(ikm)
+        .expand(&[info], Len)
+        .and_then(|okm| okm.fill(&mut out))
+        .expect("32 bytes is a valid HKDF-SHA256 length");
+    out
+}
+
+/// same compares two byte strings in constant time (for their length).
+fn same(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// Link is one back-link of the key answer: the link of `key_version`,
+/// `cvsm-link1.<nonce>.<ct>`, the key of the version before sealed under it.
+pub(crate) struct Link<'a> {
+    pub(crate) key_version: u64,
+    pub(crate) link: &'a str,
 }
 
 /// TeamKey is a team's key at one key version, unwrapped, with the team id
@@ -99,7 +154,9 @@ pub(crate) fn split_token(token: &str) -> Result<(&str, Option<TokenKey>), &'sta
 pub(crate) struct TeamKey {
     team_id: String,
     version: u64,
-    key: LessSafeKey,
+    /// keys are the keys of every version reached, by version (the
+    /// current one and those below it through verified links).
+    keys: std::collections::BTreeMap<u64, LessSafeKey>,
 }
 
 impl fmt::Debug for TeamKey {
@@ -119,6 +176,7 @@ impl TeamKey {
         team_id: &str,
         version: u64,
         token: &TokenKey,
+        links: &[Link<'_>],
     ) -> Result<TeamKey, Failure> {
         let [eph, nonce, ct] = fields(wrapped, "cvsm-wrap1.").ok_or(Failure::Malformed(
             "it is not cvsm-wrap1.<eph>.<nonce>.<ct>",
@@ -144,12 +202,68 @@ impl TeamKey {
             .into();
         let aad = format!("cvsm-e2e:v1:team-key:{team_id}:{version}");
         let team_key = open_with(&LessSafeKey::new(wrapping), &nonce, &mut ct, aad.as_bytes())?;
-        let key = UnboundKey::new(&AES_256_GCM, team_key).map_err(|_| Failure::DoesNotOpen)?;
+        Self::verify_chain(team_key, team_id, version, links, token.pin)
+    }
+
+    /// verify_chain walks the back-links from `current` (the key of
+    /// `version`) down to the pin and checks the pin's commitment, then on
+    /// down as far as links go; every failure is [`Failure::Chain`].
+    pub(crate) fn verify_chain(
+        current: &[u8],
+        team_id: &str,
+        version: u64,
+        links: &[Link<'_>],
+        pin: (u64, [u8; KEY]),
+    ) -> Result<TeamKey, Failure> {
+        let (pinned, pin_commitment) = pin;
+        if version < pinned {
+            return Err(Failure::Chain("the server gives a key version below the token's pin"));
+        }
+        let mut raw: Vec<u8> = current.to_vec();
+        let mut keys = std::collections::BTreeMap::new();
+        let mut u = version;
+        loop {
+            if u == pinned
+                && !same(&commitment(&raw, team_id, pinned), &pin_commitment)
+            {
+                return Err(Failure::Chain(
+                    "the team key does not chain back to the key pinned in the token",
+                ));
+            }
+            let key = UnboundKey::new(&AES_256_GCM, &raw).map_err(|_| Failure::DoesNotOpen)?;
+            let key = LessSafeKey::new(key);
+            if u <= 1 {
+                keys.insert(u, key);
+                break;
+            }
+            let Some(link) = links.iter().find(|l| l.key_version == u) else {
+                if u > pinned {
+                    return Err(Failure::Chain("a back-link between the key and the token's pin is missing"));
+                }
+                keys.insert(u, key);
+                break;
+            };
+            let opened = open_link(&key, link.link, team_id, u);
+            keys.insert(u, key);
+            match opened {
+                Ok(older) => raw = older,
+                Err(_) if u > pinned => {
+                    return Err(Failure::Chain("a back-link between the key and the token's pin does not open"))
+                }
+                Err(_) => break,
+            }
+            u -= 1;
+        }
         Ok(TeamKey {
             team_id: team_id.to_string(),
             version,
-            key: LessSafeKey::new(key),
+            keys,
         })
+    }
+
+    /// has reports whether this key reaches `version`.
+    pub(crate) fn has(&self, version: u64) -> bool {
+        self.keys.contains_key(&version)
     }
 
     /// version is the key version this key opens.
@@ -170,8 +284,12 @@ impl TeamKey {
             "cvsm-e2e:v1:secret:{}:{}:{}:{environment}:{name}",
             self.team_id, envelope.secret_id, envelope.version
         );
+        let key = self
+            .keys
+            .get(&envelope.key_version)
+            .ok_or(Failure::DoesNotOpen)?;
         let mut ct = envelope.ciphertext.clone();
-        let plain = open_with(&self.key, &envelope.nonce, &mut ct, aad.as_bytes())?;
+        let plain = open_with(key, &envelope.nonce, &mut ct, aad.as_bytes())?;
         String::from_utf8(plain.to_vec()).map_err(|_| Failure::NotUtf8)
     }
 }
@@ -279,6 +397,17 @@ fn decode(text: &str, size: usize) -> Result<Vec<u8>, ()> {
 /// bits in the last character).
 fn decode_any(text: &str) -> Option<Vec<u8>> {
     URL_SAFE_NO_PAD.decode(text).ok()
+}
+
+/// open_link opens `cvsm-link1.<nonce>.<ct>`, the link of `version`
+/// under the key of `version`: the key of `version - 1`.
+fn open_link(key: &LessSafeKey, link: &str, team_id: &str, version: u64) -> Result<Vec<u8>, Failure> {
+    let malformed = Failure::Malformed("it is not cvsm-link1.<nonce>.<ct>");
+    let [nonce, ct] = fields(link, "cvsm-link1.").ok_or(malformed.clone())?;
+    let nonce = decode(nonce, NONCE_LEN).map_err(|_| malformed.clone())?;
+    let mut ct = decode(ct, KEY + TAG).map_err(|_| malformed)?;
+    let aad = format!("cvsm-e2e:v2:link:{team_id}:{version}");
+    Ok(open_with(key, &nonce, &mut ct, aad.as_bytes())?.to_vec())
 }
 
 /// open_with opens `ct` (tag included) in place: the plaintext, or

@@ -40,6 +40,16 @@ pub(crate) struct WrappedTeamKey {
     pub(crate) team_id: String,
     pub(crate) key_version: u64,
     pub(crate) wrapped_key: String,
+    /// links are the team's back-links (format 2), ascending.
+    #[serde(default)]
+    pub(crate) links: Vec<WireLink>,
+}
+
+/// WireLink is one item of the key answer's `links`.
+#[derive(Deserialize)]
+pub(crate) struct WireLink {
+    pub(crate) key_version: u64,
+    pub(crate) link: String,
 }
 
 /// ErrorBody is an error answer, `{"error": "<message>"}`.

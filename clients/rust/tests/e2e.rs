@@ -464,6 +464,35 @@ fn an_envelope_of_a_key_version_the_server_does_not_give_fails_after_one_refetch
 }
 
 #[test]
+fn a_team_key_that_does_not_chain_back_to_the_pin_is_a_decryption_error() {
+    let team = Team::from_vectors();
+    team.drop_links();
+    let stub = serve(&team, no_errors);
+    let client = Client::new(options(&team, &stub)).unwrap();
+    let err = decryption_error(client.get(DATABASE_URL));
+    assert_eq!(err.request_id(), Some("req-2"), "the key answer's");
+    let message = err.to_string();
+    assert!(message.contains("pin"), "{message}");
+    assert!(!message.contains(&team.private_key), "{message}");
+    assert_eq!(stub.count(), 2, "never retried");
+    decryption_message(client.get(DATABASE_URL));
+    assert_eq!(stub.count(), 4, "nothing held: each read asks for the key");
+}
+
+#[test]
+fn a_token_of_the_first_format_is_a_configuration_error() {
+    let err = Client::new(ClientOptions {
+        token: Some(vectors()["v1_token"].as_str().unwrap().into()),
+        base_url: Some("http://127.0.0.1:9/api/v1".into()),
+        team: Some("acme".into()),
+        ..Default::default()
+    })
+    .unwrap_err();
+    assert!(matches!(err, Error::Configuration { .. }), "{err:?}");
+    assert!(err.to_string().contains("new token"), "{err}");
+}
+
+#[test]
 fn a_team_key_that_does_not_open_with_the_token_is_a_decryption_error() {
     let team = Team::from_vectors();
     team.wrap_for_the_member();

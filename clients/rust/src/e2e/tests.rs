@@ -20,9 +20,13 @@ fn text<'a>(value: &'a Value, key: &str) -> &'a str {
         .unwrap_or_else(|| panic!("{key} is not a string"))
 }
 
-/// token_key is the key of a token `cvsm_<64 zeros>.<private_key>`.
+/// token_key is the key of a token `cvsm_<64 zeros>.<private_key>`,
+/// pinned at the vectors' key version 2.
 fn token_key(private_key: &str) -> TokenKey {
-    let token = format!("cvsm_{}.{private_key}", "0".repeat(64));
+    let token = format!(
+        "cvsm_{}.{private_key}.2.i-612c5I1Tbb7YLSPOxx-TgMpS3QP7gpp259k1AnVio",
+        "0".repeat(64)
+    );
     split_token(&token).unwrap().1.expect("a key part")
 }
 
@@ -39,6 +43,7 @@ fn team_key(v: &Value) -> TeamKey {
         text(v, "team_id"),
         v["key_version"].as_u64().unwrap(),
         &token_key(text(token, "private_key")),
+        &[],
     )
     .unwrap()
 }
@@ -72,11 +77,11 @@ fn every_recipient_unwraps_the_team_key_of_the_vectors() {
             recipient["what"]
         );
         let unwrapped =
-            TeamKey::unwrap(text(recipient, "wrapped_key"), team_id, version, &key).unwrap();
+            TeamKey::unwrap(text(recipient, "wrapped_key"), team_id, version, &key, &[]).unwrap();
         assert_eq!(unwrapped.version(), version);
         let mut copy = probe.clone();
         assert_eq!(
-            open_with(&unwrapped.key, &nonce, &mut copy, b"aad").unwrap(),
+            open_with(&unwrapped.keys[&version], &nonce, &mut copy, b"aad").unwrap(),
             b"probe",
             "{} unwraps team_key",
             recipient["what"]
@@ -94,7 +99,7 @@ fn a_wrap_opens_only_for_its_team_its_key_version_and_its_recipient() {
     let key = token_key(text(token, "private_key"));
     let member = token_key(text(&v["recipients"][0], "private_key"));
     let fails = |wrapped: &str, team_id: &str, version: u64, key: &TokenKey| {
-        TeamKey::unwrap(wrapped, team_id, version, key).unwrap_err()
+        TeamKey::unwrap(wrapped, team_id, version, key, &[]).unwrap_err()
     };
     assert_eq!(
         fails(wrapped, team_id, version + 1, &key),
@@ -116,7 +121,7 @@ fn a_wrap_opens_only_for_its_team_its_key_version_and_its_recipient() {
     let mut tampered = wrapped.to_string();
     let last = tampered.pop().unwrap();
     tampered.push(if last == 'A' { 'Q' } else { 'A' });
-    assert!(TeamKey::unwrap(&tampered, team_id, version, &key).is_err());
+    assert!(TeamKey::unwrap(&tampered, team_id, version, &key, &[]).is_err());
     for malformed in [
         "",
         "cvsm-wrap1.",
@@ -128,7 +133,7 @@ fn a_wrap_opens_only_for_its_team_its_key_version_and_its_recipient() {
     ] {
         assert!(
             matches!(
-                TeamKey::unwrap(malformed, team_id, version, &key),
+                TeamKey::unwrap(malformed, team_id, version, &key, &[]),
                 Err(Failure::Malformed(_))
             ),
             "{malformed:?}"
@@ -148,7 +153,7 @@ fn a_wrap_from_a_low_order_ephemeral_key_is_refused() {
         b64u(&[0; KEY + TAG])
     );
     assert_eq!(
-        TeamKey::unwrap(&wrapped, text(&v, "team_id"), 2, &key).unwrap_err(),
+        TeamKey::unwrap(&wrapped, text(&v, "team_id"), 2, &key, &[]).unwrap_err(),
         Failure::LowOrder
     );
 }
@@ -248,11 +253,16 @@ fn every_bad_token_of_the_vectors_is_refused_without_quoting_it() {
     let key = text(&v["token"], "private_key");
     let stray = format!("{}1", &key[..42]);
     assert!(URL_SAFE_NO_PAD.decode(&stray).is_err());
-    let token = format!("{}.{stray}", text(&v["token"], "api_token"));
+    let token = format!(
+        "{}.{stray}.1.{}",
+        text(&v["token"], "api_token"),
+        text(&v["token"], "commitment")
+    );
     assert!(split_token(&token).is_err());
     let upper = format!(
-        "cvsm_{}.{key}",
-        text(&v["token"], "api_token")[5..].to_uppercase()
+        "cvsm_{}.{key}.1.{}",
+        text(&v["token"], "api_token")[5..].to_uppercase(),
+        text(&v["token"], "commitment")
     );
     assert!(split_token(&upper).is_err());
 }
@@ -267,5 +277,72 @@ fn tokens_without_a_key_part_and_jwts_are_sent_as_they_are() {
         let (bearer, key) = split_token(token).unwrap();
         assert_eq!(bearer, token);
         assert!(key.is_none(), "{token}");
+    }
+}
+
+#[test]
+fn a_first_format_token_is_refused_and_the_pinned_one_parses() {
+    let v = vectors();
+    assert!(split_token(text(&v, "v1_token")).is_err());
+    let (bearer, key) = split_token(text(&v["token"], "token")).unwrap();
+    assert_eq!(bearer, text(&v["token"], "api_token"));
+    let key = key.expect("a key part");
+    assert_eq!(key.pin.0, v["token"]["key_version"].as_u64().unwrap());
+    assert_eq!(b64u(&key.pin.1), text(&v["token"], "commitment"));
+}
+
+#[test]
+fn every_chain_commitment_of_the_vectors_matches() {
+    let v = vectors();
+    let chain = &v["chain"];
+    for key in chain["keys"].as_array().unwrap() {
+        let raw = URL_SAFE_NO_PAD.decode(text(key, "team_key")).unwrap();
+        let version = key["key_version"].as_u64().unwrap();
+        assert_eq!(
+            b64u(&commitment(&raw, text(chain, "team_id"), version)),
+            text(key, "commitment")
+        );
+    }
+}
+
+#[test]
+fn every_token_pin_of_the_vectors_verifies_or_is_an_integrity_failure() {
+    let v = vectors();
+    let pins = v["token_pins"].as_array().unwrap();
+    assert!(pins.len() >= 9);
+    for case in pins {
+        let (_, key) = split_token(text(case, "token")).unwrap();
+        let key = key.unwrap();
+        let answer = &case["key_answer"];
+        let links: Vec<Link<'_>> = answer["links"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|l| Link {
+                key_version: l["key_version"].as_u64().unwrap(),
+                link: text(l, "link"),
+            })
+            .collect();
+        let got = TeamKey::unwrap(
+            text(answer, "wrapped_key"),
+            text(answer, "team_id"),
+            answer["key_version"].as_u64().unwrap(),
+            &key,
+            &links,
+        );
+        match text(case, "outcome") {
+            "ok" => {
+                let team = got.unwrap_or_else(|e| panic!("{}: {e}", text(case, "why")));
+                // Every key version down to the pin is reached.
+                for version in key.pin.0..=team.version() {
+                    assert!(team.has(version), "{}", text(case, "why"));
+                }
+            }
+            _ => assert!(
+                matches!(got, Err(Failure::Chain(_))),
+                "{}",
+                text(case, "why")
+            ),
+        }
     }
 }

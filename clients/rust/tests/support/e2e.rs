@@ -1,7 +1,7 @@
 //! An end-to-end team for the stub server: the shared vectors
 //! (`conformance/vectors/e2e.json`, read from the repository), values sealed
 //! here under their team key as a writing client would, and the team key
-//! wrapped to the vectors' token (docs/e2e.md, formats version 1).
+//! wrapped to the vectors' token (docs/e2e.md, format 2, with its back-links).
 
 use std::sync::{Arc, Mutex};
 
@@ -59,6 +59,8 @@ struct State {
     key_version: u64,
     team_key: Vec<u8>,
     wrapped_key: String,
+    /// links are the back-links (format 2) by key version, ascending.
+    links: Vec<(u64, String)>,
     secrets: Vec<Sealed>,
     /// sealed counts the values sealed here, for their nonces and ids.
     sealed: u32,
@@ -118,6 +120,13 @@ impl Team {
                 key_version: v["key_version"].as_u64().unwrap(),
                 team_key: URL_SAFE_NO_PAD.decode(text(&v, "team_key")).unwrap(),
                 wrapped_key: text(recipient, "wrapped_key"),
+                links: v["chain"]["links"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|l| (l["key_version"].as_u64().unwrap(), text(l, "link")))
+                    .filter(|(version, _)| *version <= v["key_version"].as_u64().unwrap())
+                    .collect(),
                 secrets,
                 sealed: 0,
             }),
@@ -200,7 +209,14 @@ impl Team {
             let mut state = self.state.lock().unwrap();
             state.key_version += 1;
             let version = state.key_version;
+            let older = state.team_key.clone();
             state.team_key = (0..32u8).map(|b| b ^ version as u8).collect();
+            let link_nonce = [version as u8 + 100; 12];
+            let link_aad = format!("cvsm-e2e:v2:link:{}:{version}", self.team_id);
+            let link = seal(&state.team_key, link_nonce, &older, &link_aad);
+            state
+                .links
+                .push((version, format!("cvsm-link1.{}.{}", b64u(&link_nonce), b64u(&link))));
             let ephemeral = StaticSecret::from([version as u8 + 40; 32]);
             let eph_public = PublicKey::from(&ephemeral);
             let shared = ephemeral.diffie_hellman(&PublicKey::from(self.token_public));
@@ -232,6 +248,12 @@ impl Team {
     /// key_version is the team's current key version.
     pub fn key_version(&self) -> u64 {
         self.state.lock().unwrap().key_version
+    }
+
+    /// drop_links answers the key request without its back-links, so the
+    /// served key no longer chains back to the token's pin.
+    pub fn drop_links(&self) {
+        self.state.lock().unwrap().links.clear();
     }
 
     /// wrap_for_the_member answers the key request with the member's wrap,
@@ -276,6 +298,11 @@ impl Team {
                     "team_id": self.team_id,
                     "key_version": state.key_version,
                     "wrapped_key": state.wrapped_key,
+                    "links": state
+                        .links
+                        .iter()
+                        .map(|(version, link)| json!({"key_version": version, "link": link}))
+                        .collect::<Vec<_>>(),
                 }),
             ),
             "secrets/export" => Reply::Headers(
