@@ -217,15 +217,15 @@ impl TeamKey {
     ) -> Result<TeamKey, Failure> {
         let (pinned, pin_commitment) = pin;
         if version < pinned {
-            return Err(Failure::Chain("the server gives a key version below the token's pin"));
+            return Err(Failure::Chain(
+                "the server gives a key version below the token's pin",
+            ));
         }
         let mut raw: Vec<u8> = current.to_vec();
         let mut keys = std::collections::BTreeMap::new();
         let mut u = version;
         loop {
-            if u == pinned
-                && !same(&commitment(&raw, team_id, pinned), &pin_commitment)
-            {
+            if u == pinned && !same(&commitment(&raw, team_id, pinned), &pin_commitment) {
                 return Err(Failure::Chain(
                     "the team key does not chain back to the key pinned in the token",
                 ));
@@ -238,7 +238,9 @@ impl TeamKey {
             }
             let Some(link) = links.iter().find(|l| l.key_version == u) else {
                 if u > pinned {
-                    return Err(Failure::Chain("a back-link between the key and the token's pin is missing"));
+                    return Err(Failure::Chain(
+                        "a back-link between the key and the token's pin is missing",
+                    ));
                 }
                 keys.insert(u, key);
                 break;
@@ -248,7 +250,9 @@ impl TeamKey {
             match opened {
                 Ok(older) => raw = older,
                 Err(_) if u > pinned => {
-                    return Err(Failure::Chain("a back-link between the key and the token's pin does not open"))
+                    return Err(Failure::Chain(
+                        "a back-link between the key and the token's pin does not open",
+                    ))
                 }
                 Err(_) => break,
             }
@@ -401,7 +405,12 @@ fn decode_any(text: &str) -> Option<Vec<u8>> {
 
 /// open_link opens `cvsm-link1.<nonce>.<ct>`, the link of `version`
 /// under the key of `version`: the key of `version - 1`.
-fn open_link(key: &LessSafeKey, link: &str, team_id: &str, version: u64) -> Result<Vec<u8>, Failure> {
+fn open_link(
+    key: &LessSafeKey,
+    link: &str,
+    team_id: &str,
+    version: u64,
+) -> Result<Vec<u8>, Failure> {
     let malformed = Failure::Malformed("it is not cvsm-link1.<nonce>.<ct>");
     let [nonce, ct] = fields(link, "cvsm-link1.").ok_or(malformed.clone())?;
     let nonce = decode(nonce, NONCE_LEN).map_err(|_| malformed.clone())?;

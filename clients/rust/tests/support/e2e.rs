@@ -214,9 +214,10 @@ impl Team {
             let link_nonce = [version as u8 + 100; 12];
             let link_aad = format!("cvsm-e2e:v2:link:{}:{version}", self.team_id);
             let link = seal(&state.team_key, link_nonce, &older, &link_aad);
-            state
-                .links
-                .push((version, format!("cvsm-link1.{}.{}", b64u(&link_nonce), b64u(&link))));
+            state.links.push((
+                version,
+                format!("cvsm-link1.{}.{}", b64u(&link_nonce), b64u(&link)),
+            ));
             let ephemeral = StaticSecret::from([version as u8 + 40; 32]);
             let eph_public = PublicKey::from(&ephemeral);
             let shared = ephemeral.diffie_hellman(&PublicKey::from(self.token_public));
