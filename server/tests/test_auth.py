@@ -198,7 +198,9 @@ async def test_api_tokens_cannot_manage_credentials(client, api: Api):
     for method, path in (("GET", "/api/v1/tokens"), ("POST", "/api/v1/tokens"),
                          ("POST", "/api/v1/me/logout-all"), ("POST", "/api/v1/me/2fa/setup"),
                          ("POST", "/api/v1/me/2fa/enable"), ("POST", "/api/v1/me/2fa/disable")):
-        resp = await client.request(method, path, headers=headers, json={"name": "x", "code": "123456"})
+        # (a GET takes no body at all: one would be a 413 before the credential is looked at)
+        body = None if method == "GET" else {"name": "x", "code": "123456"}
+        resp = await client.request(method, path, headers=headers, json=body)
         assert resp.status == 403, path
 
 
