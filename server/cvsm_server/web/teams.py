@@ -88,7 +88,7 @@ async def list_audit(request: web.Request) -> web.Response:
     limit = query_int(request, "limit", default=audit.DEFAULT_LIMIT, minimum=1,
                       maximum=audit.MAX_LIMIT)
     offset = query_int(request, "offset", default=0, minimum=0)
-    before = audit.Cursor.parse(request.query.get("before"))
+    before = audit.Cursor.parse(request.query.get("before"), empty=False)
     async with connection(request) as conn:
         team_id = await team_of(request, conn)
         page = await audit.list_page(conn, actor(request), team_id, limit=limit, offset=offset,
