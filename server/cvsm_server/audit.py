@@ -196,10 +196,10 @@ class Cursor:
         return cls(row["created_at"], row["pos"])
 
     @classmethod
-    def parse(cls, text: str | None, *, empty: bool = True) -> Cursor | None:
-        """The cursor in `text`; None when absent (or empty, where `empty` allows it: a page's
-        form may send `before=`); 400 when malformed."""
-        if text is None or (text == "" and empty):
+    def parse(cls, text: str | None) -> Cursor | None:
+        """The cursor in `text`; None when absent or empty (a first page: a page's form or a
+        shell loop sends `before=`); 400 when malformed."""
+        if text is None or text == "":
             return None
         match = _CURSOR_RE.fullmatch(text)
         if match is None:

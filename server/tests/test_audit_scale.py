@@ -80,7 +80,11 @@ async def test_api_pages_by_cursor_equal_pages_by_offset_ties_included(client, a
                                      headers=h)).json()
     assert [e["id"] for e in second["logs"]] == by_offset[5:10]
     assert second["total"] == 25
-    for bad in ("", "x", "12", "1_2_3", "-1_2", "1" * 18 + "_1", "1_" + "9" * 19, "²_1"):
+    # An empty cursor is the first page (what a shell loop sends on its first turn).
+    empty = await (await client.get(f"/api/v1/teams/{team_id}/audit",
+                                    params={"limit": 5, "before": ""}, headers=h)).json()
+    assert [e["id"] for e in empty["logs"]][1:] == by_offset[:4]
+    for bad in ("x", "12", "1_2_3", "-1_2", "1" * 18 + "_1", "1_" + "9" * 19, "²_1"):
         resp = await client.get(f"/api/v1/teams/{team_id}/audit", params={"before": bad},
                                 headers=h)
         assert resp.status == 400

@@ -88,7 +88,7 @@ async def list_audit(request: web.Request) -> web.Response:
     limit = query_int(request, "limit", default=audit.DEFAULT_LIMIT, minimum=1,
                       maximum=audit.MAX_LIMIT)
     offset = query_int(request, "offset", default=0, minimum=0)
-    before = audit.Cursor.parse(request.query.get("before"), empty=False)
+    before = audit.Cursor.parse(request.query.get("before"))
     async with connection(request) as conn:
         team_id = await team_of(request, conn)
         page = await audit.list_page(conn, actor(request), team_id, limit=limit, offset=offset,
@@ -160,7 +160,7 @@ OPENAPI = {
             query("limit", {"type": "integer", "minimum": 1, "default": audit.DEFAULT_LIMIT},
                   f"Page size; above {audit.MAX_LIMIT} counts as {audit.MAX_LIMIT}."),
             query("offset", {"type": "integer", "minimum": 0, "default": 0}),
-            query("before", {"type": "string", "pattern": "^[0-9]{1,17}_[0-9]{1,18}$"},
+            query("before", {"type": "string", "pattern": "^([0-9]{1,17}_[0-9]{1,18})?$"},
                   "A cursor: the `next_before` of the previous page. The page starts just "
                   "after (older than) that page's last entry, whatever was written since; "
                   "`offset` then counts from there. Walking by cursor costs the page, not "
