@@ -167,15 +167,14 @@ module Cvsm
         (versions.keys | (before || {}).keys).each do |name|
           @changed[name] = @stamp if before.nil? || before[name] != versions[name]
         end
-        named = @entries.each_value.select { |entry| entry.fresh && entry.name }
-        dropped = named.reject { |entry| entry.version && entry.version == versions[entry.name] }
-        dropped.each { |entry| drop(entry) }
-        names = dropped.map(&:name)
-        @entries.each_value do |entry|
-          next unless entry.fresh && entry.name.nil?
-
+        dropped = @entries.select do |_, entry|
+          entry.fresh && entry.name && !(entry.version && entry.version == versions[entry.name])
+        end
+        dropped.each { |key, entry| drop(key, entry) }
+        names = dropped.map { |_, entry| entry.name }
+        @entries.select { |_, entry| entry.fresh && entry.name.nil? }.each do |key, entry|
           held = entry.value.is_a?(Hash) ? entry.value.keys : []
-          drop(entry) if held.sort != versions.keys.sort || held.intersect?(names)
+          drop(key, entry) if held.sort != versions.keys.sort || held.intersect?(names)
         end
         names
       end
@@ -190,12 +189,12 @@ module Cvsm
           version.nil? ? @latest.delete(name) : @latest[name] = version
         end
         @stamp += 1
-        @entries.each_value { |entry| drop(entry) if entry.fresh && entry.name.nil? }
-        held = @entries.each_value.select { |entry| entry.fresh && entry.name == name }
-        next false if version && !held.empty? && held.all? { |entry| entry.version == version }
+        @entries.select { |_, entry| entry.fresh && entry.name.nil? }.each { |key, entry| drop(key, entry) }
+        held = @entries.select { |_, entry| entry.fresh && entry.name == name }
+        next false if version && !held.empty? && held.each_value.all? { |entry| entry.version == version }
 
         @changed[name] = @stamp
-        held.each { |entry| drop(entry) }
+        held.each { |key, entry| drop(key, entry) }
         !held.empty?
       end
     end
@@ -226,12 +225,13 @@ module Cvsm
     def shown_settings = { ttl: @ttl, stale_if_error: @stale_if_error }
     def marshal_refusal = "#{self.class.name} cannot be marshalled (it holds secret values)"
 
-    # Makes +entry+ stop being fresh; it is still kept for stale-if-error. Called with the mutex
-    # held.
-    def drop(entry)
+    # Makes +entry+ (under +key+) stop being fresh: it is still kept for stale-if-error, or
+    # forgotten when that is off. Called with the mutex held.
+    def drop(key, entry)
       @changed[entry.name] = @stamp if entry.name
       entry.fresh = false
       entry.version = nil
+      @entries.delete(key) unless @stale_if_error.positive?
     end
 
     # The entry under +key+ while it is younger than ttl + stale_if_error; an older one is

@@ -116,6 +116,7 @@ module Cvsm
       @team_key_mutex = Mutex.new
       @live = @config.live ? new_live_state : nil
       @stream = nil # the Live::Stream, from the first read until #close
+      @stream_pid = nil # the process that opened it
       @stream_mutex = Mutex.new
       @closed = false
     end
@@ -361,12 +362,15 @@ module Cvsm
     end
 
     # Opens the change stream of a live client, once, at its first read; never after #close.
+    # A process forked from one whose client had opened it (a preforking server's worker) opens
+    # its own: the thread did not survive the fork.
     def start_stream
-      return if @live.nil? || @stream
+      return if @live.nil? || (@stream && @stream_pid == Process.pid)
 
       @stream_mutex.synchronize do
-        next if @stream || @closed
+        next if (@stream && @stream_pid == Process.pid) || @closed
 
+        @stream_pid = Process.pid
         @stream = Live::Stream.new(@transport, "/teams/#{segment(team)}/secrets/changes",
                                    { environment: environment }, @live)
       end
