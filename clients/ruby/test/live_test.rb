@@ -177,6 +177,10 @@ class LiveTest < CvsmTest
     assert_equal "42", headers["last-event-id"]
     socket, closed = next_stream
     refute_includes @log.string, TOKEN
+    assert_includes @log.string, "the change stream is down"
+    shown = client.instance_variables.map { |name| client.instance_variable_get(name).inspect }.join
+    refute_includes shown, TOKEN
+    refute_includes shown, "two"
 
     stream = client.instance_variable_get(:@stream)
     assert_predicate stream, :alive?
