@@ -282,6 +282,7 @@ class Client
         self::$vault[$this->key] = $state;
     }
 
+    /** Ends a live client's change stream when the client goes away, as close() does. */
     public function __destruct()
     {
         if (isset($this->key) && self::$vault !== null && isset(self::$vault[$this->key])) {

@@ -80,6 +80,7 @@ final class LiveStream
         $this->decoder = new SseDecoder();
     }
 
+    /** Closes the connection, as close() does. */
     public function __destruct()
     {
         $this->close();
@@ -104,7 +105,7 @@ final class LiveStream
     public function pump(float $wait = 0.0): int
     {
         $start = $this->applied;
-        $deadline = ($this->clock)() + max(0.0, $wait);
+        $deadline = hrtime(true) / 1e9 + max(0.0, $wait); // how long to wait is real time, whatever the clock says
         while (true) {
             if ($this->closed) {
                 break;
@@ -115,7 +116,7 @@ final class LiveStream
             if ($this->handle !== null) {
                 $this->drive();
             }
-            $left = $deadline - ($this->clock)();
+            $left = $deadline - hrtime(true) / 1e9;
             if ($this->applied > $start || $left <= 0) {
                 break;
             }
@@ -124,11 +125,11 @@ final class LiveStream
                     usleep((int) (min($left, 0.01) * 1e6)); // nothing to wait on yet (connecting)
                 }
             } else {
-                usleep((int) (max(0.001, min($left, $this->nextAttempt - ($this->clock)(), 1.0)) * 1e6));
+                usleep((int) (max(0.001, min($left, $this->nextAttempt - ($this->clock)(), 0.1)) * 1e6));
             }
         }
         if ($this->closed && $wait > 0) {
-            $left = $deadline - ($this->clock)();
+            $left = $deadline - hrtime(true) / 1e9;
             if ($left > 0) {
                 usleep((int) ($left * 1e6));
             }
