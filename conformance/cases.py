@@ -33,7 +33,6 @@ NOT_YET: dict[str, dict[str, str]] = {
     "live": {
         "node": _NOT_PORTED,
         "go": _NOT_PORTED,
-        "rust": _NOT_PORTED,
         "php": "not ported yet (issue 39): a PHP-FPM request ends before any change could arrive, so it "
                "is planned for long-running workers (RoadRunner, Swoole) through an explicit loop",
         "shell": "not ported yet (issue 39): each shell call is a process of its own, which holds no "
@@ -42,7 +41,6 @@ NOT_YET: dict[str, dict[str, str]] = {
     "refresh": {
         "node": _NOT_PORTED,
         "go": _NOT_PORTED,
-        "rust": _NOT_PORTED,
         "php": _NOT_PORTED,
         "shell": _NOT_PORTED,
     },

@@ -42,6 +42,7 @@ mod client;
 mod e2e;
 mod error;
 mod http;
+mod live;
 mod options;
 mod proxy;
 mod served;
