@@ -242,7 +242,13 @@ impl Cache {
         match (version, latest) {
             (Some(version), Some(latest)) if version < latest => return,
             (Some(_), Some(_)) => {}
-            _ if self.changed.get(&key).is_some_and(|&stamp| stamp > mark.stamp) => return,
+            _ if self
+                .changed
+                .get(&key)
+                .is_some_and(|&stamp| stamp > mark.stamp) =>
+            {
+                return
+            }
             _ => {}
         }
         self.warned.remove(&(key.0.clone(), Some(key.1.clone())));
@@ -304,14 +310,15 @@ impl Cache {
     /// It returns how many values stopped being fresh.
     pub(crate) fn snapshot(&mut self, environment: &str, versions: HashMap<String, i64>) -> usize {
         self.stamp += 1;
-        let before = self.latest.insert(environment.to_string(), versions.clone());
+        let before = self
+            .latest
+            .insert(environment.to_string(), versions.clone());
         let names: HashSet<&String> = versions
             .keys()
             .chain(before.iter().flat_map(|before| before.keys()))
             .collect();
         for name in names {
-            if before.as_ref().and_then(|b| b.get(name)) != versions.get(name) || before.is_none()
-            {
+            if before.as_ref().and_then(|b| b.get(name)) != versions.get(name) || before.is_none() {
                 self.changed
                     .insert((environment.to_string(), name.clone()), self.stamp);
             }
@@ -320,9 +327,10 @@ impl Cache {
             .values
             .iter()
             .filter(|((env, name), entry)| {
+                let held = self.versions.get(&(env.clone(), name.clone()));
                 env == environment
                     && entry.current
-                    && self.versions.get(&(env.clone(), name.clone())) != versions.get(name)
+                    && (held.is_none() || held != versions.get(name))
             })
             .map(|(key, _)| key.clone())
             .collect();
@@ -450,7 +458,12 @@ mod tests {
         let t0 = Instant::now();
         let mut cache = Cache::new(Duration::ZERO, Duration::ZERO);
         cache.store_value("production", "A", "1", None, cache.mark(), t0);
-        cache.store_all("production", &BTreeMap::from([("B".into(), "2".into())]), cache.mark(), t0);
+        cache.store_all(
+            "production",
+            &BTreeMap::from([("B".into(), "2".into())]),
+            cache.mark(),
+            t0,
+        );
         assert!(cache.values.is_empty() && cache.all.is_empty());
     }
 
@@ -477,7 +490,12 @@ mod tests {
         let t0 = Instant::now();
         let mut cache = Cache::new(10 * S, 20 * S);
         cache.store_value("production", "A", "1", None, cache.mark(), t0);
-        cache.store_all("production", &BTreeMap::from([("B".into(), "2".into())]), cache.mark(), t0);
+        cache.store_all(
+            "production",
+            &BTreeMap::from([("B".into(), "2".into())]),
+            cache.mark(),
+            t0,
+        );
         let later = t0 + 29 * S;
         assert_eq!(cache.fresh_value("production", "A", later), None);
         assert_eq!(cache.fresh_all("production", later), None);
@@ -523,7 +541,12 @@ mod tests {
         let t0 = Instant::now();
         let mut cache = Cache::new(S, 60 * S);
         cache.store_value("production", "A", "old", None, cache.mark(), t0);
-        cache.store_all("production", &BTreeMap::from([("A".into(), "new".into())]), cache.mark(), t0 + 10 * S);
+        cache.store_all(
+            "production",
+            &BTreeMap::from([("A".into(), "new".into())]),
+            cache.mark(),
+            t0 + 10 * S,
+        );
         assert_eq!(
             cache.kept_value("production", "A", t0 + 20 * S),
             Some(("new".into(), 10 * S))
@@ -567,5 +590,99 @@ mod tests {
 
         cache.clear();
         assert!(cache.first_warning("staging", Some("A")));
+    }
+
+    #[test]
+    fn a_change_stops_only_its_name_being_fresh_and_keeps_it_for_stale_if_error() {
+        let t0 = Instant::now();
+        let mut cache = Cache::new(30 * S, 60 * S);
+        cache.snapshot(
+            "production",
+            HashMap::from([("A".into(), 1), ("B".into(), 1)]),
+        );
+        cache.store_value("production", "A", "a1", Some(1), cache.mark(), t0);
+        cache.store_value("production", "B", "b1", Some(1), cache.mark(), t0);
+        cache.store_all(
+            "production",
+            &BTreeMap::from([("A".into(), "a1".into()), ("B".into(), "b1".into())]),
+            cache.mark(),
+            t0,
+        );
+        cache.change("production", "A", Some(1));
+        assert_eq!(
+            cache.fresh_value("production", "A", t0).as_deref(),
+            Some("a1"),
+            "it already holds the announced version"
+        );
+        cache.change("production", "A", Some(2));
+        assert_eq!(cache.fresh_value("production", "A", t0), None);
+        assert_eq!(cache.fresh_all("production", t0), None);
+        assert_eq!(
+            cache.fresh_value("production", "B", t0).as_deref(),
+            Some("b1")
+        );
+        assert_eq!(
+            cache.kept_value("production", "A", t0).map(|(v, _)| v),
+            Some("a1".into()),
+            "kept for stale-if-error"
+        );
+        assert!(cache.kept_all("production", t0).is_some());
+    }
+
+    #[test]
+    fn a_read_under_way_when_its_name_changed_stores_nothing_older() {
+        let t0 = Instant::now();
+        let mut cache = Cache::new(30 * S, Duration::ZERO);
+        let before = cache.mark();
+        cache.change("production", "A", None);
+        cache.store_value("production", "A", "old", None, before, t0);
+        assert_eq!(cache.fresh_value("production", "A", t0), None);
+        cache.store_all(
+            "production",
+            &BTreeMap::from([("B".into(), "b".into())]),
+            before,
+            t0,
+        );
+        assert_eq!(cache.fresh_all("production", t0), None, "any change");
+
+        cache.snapshot("production", HashMap::from([("A".into(), 3)]));
+        let before = cache.mark();
+        cache.change("production", "A", Some(4));
+        cache.store_value("production", "A", "v3", Some(3), before, t0);
+        assert_eq!(cache.fresh_value("production", "A", t0), None);
+        cache.store_value("production", "A", "v4", Some(4), before, t0);
+        assert_eq!(
+            cache.fresh_value("production", "A", t0).as_deref(),
+            Some("v4"),
+            "the announced version may stay"
+        );
+    }
+
+    #[test]
+    fn a_snapshot_drops_the_values_whose_version_it_does_not_confirm() {
+        let t0 = Instant::now();
+        let mut cache = Cache::new(30 * S, Duration::ZERO);
+        cache.store_value("production", "A", "a", Some(1), cache.mark(), t0);
+        cache.store_value("production", "B", "b", Some(1), cache.mark(), t0);
+        cache.store_value("production", "C", "c", None, cache.mark(), t0);
+        let dropped = cache.snapshot(
+            "production",
+            HashMap::from([("A".into(), 1), ("B".into(), 2)]),
+        );
+        assert_eq!(dropped, 2);
+        assert_eq!(
+            cache.fresh_value("production", "A", t0).as_deref(),
+            Some("a")
+        );
+        assert_eq!(
+            cache.fresh_value("production", "B", t0),
+            None,
+            "changed meanwhile"
+        );
+        assert_eq!(
+            cache.fresh_value("production", "C", t0),
+            None,
+            "version unknown"
+        );
     }
 }

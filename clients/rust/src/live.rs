@@ -294,9 +294,7 @@ impl Follower {
                     .and_then(serde_json::Value::as_object)
                     .into_iter()
                     .flatten()
-                    .filter_map(|(name, item)| {
-                        Some((name.clone(), item.get("version")?.as_i64()?))
-                    })
+                    .filter_map(|(name, item)| Some((name.clone(), item.get("version")?.as_i64()?)))
                     .collect();
                 let dropped = lock(&self.stream.cache).snapshot(environment, versions);
                 self.attempt = 0;

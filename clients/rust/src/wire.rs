@@ -35,7 +35,9 @@ impl ByName {
     /// version is the secret's version the answer says (`secret.version`),
     /// when it says one.
     pub(crate) fn version(&self) -> Option<i64> {
-        self.secret.get("version").and_then(serde_json::Value::as_i64)
+        self.secret
+            .get("version")
+            .and_then(serde_json::Value::as_i64)
     }
 }
 

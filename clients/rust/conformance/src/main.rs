@@ -123,7 +123,9 @@ impl Driver {
             "describe" => Ok(json!({ "text": format!("{:?}", self.client()?) })),
             "set_env" => set_env(args),
             "get_env" => get_env(args),
-            "capabilities" => Ok(json!({ "capabilities": ["tls_ca_file", "proxy_env", "live", "refresh"] })),
+            "capabilities" => {
+                Ok(json!({ "capabilities": ["tls_ca_file", "proxy_env", "live", "refresh"] }))
+            }
             "shutdown" => Ok(json!({})),
             other => Err(Failure::Driver {
                 kind: "unsupported",
