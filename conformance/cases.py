@@ -33,14 +33,12 @@ NOT_YET: dict[str, dict[str, str]] = {
     "live": {
         "node": _NOT_PORTED,
         "go": _NOT_PORTED,
-        "rust": _NOT_PORTED,
         "shell": "not ported yet (issue 39): each shell call is a process of its own, which holds no "
                  "stream; planned through the `cvsm` command",
     },
     "refresh": {
         "node": _NOT_PORTED,
         "go": _NOT_PORTED,
-        "rust": _NOT_PORTED,
         "shell": _NOT_PORTED,
     },
 }
