@@ -73,12 +73,12 @@ impl ClientBuilder {
         self
     }
 
-    /// Turns the live cache on or off (`CVSM_LIVE`, then off, otherwise):
+    /// Turns the live cache on (`true`), or leaves it to `CVSM_LIVE` (`false`):
     /// one connection to the team's change stream makes a changed secret
     /// stop being served from the cache at once. See [`Client`]'s "Live
     /// cache".
     pub fn live(mut self, live: bool) -> Self {
-        self.options.live = Some(live);
+        self.options.live = live;
         self
     }
 

@@ -57,7 +57,7 @@ const KEYLESS: &str = "this team is end-to-end: the token (CVSM_TOKEN) needs its
 ///
 /// ```no_run
 /// let client = cvsm::Client::new(cvsm::ClientOptions {
-///     live: Some(true),
+///     live: true,
 ///     ..Default::default()
 /// })?;
 /// let password = client.get("DB_PASSWORD")?; // a rotation is seen within a second

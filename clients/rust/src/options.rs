@@ -72,8 +72,9 @@ pub struct ClientOptions {
     /// secret stops being served from the cache at once (see "Live cache"
     /// on [`Client`](crate::Client)); falls back to `CVSM_LIVE` (`1`,
     /// `true`, `yes`, `on`, or `0`, `false`, `no`, `off`, any case; anything
-    /// else is an [`Error::Configuration`]), then off.
-    pub live: Option<bool>,
+    /// else is an [`Error::Configuration`]), then off. `true` turns it on
+    /// whatever `CVSM_LIVE` says; `false` (the default) leaves it to `CVSM_LIVE`.
+    pub live: bool,
 }
 
 impl fmt::Debug for ClientOptions {
@@ -158,8 +159,8 @@ impl Config {
             None => seconds_var("CVSM_STALE_IF_ERROR")?.unwrap_or(Duration::ZERO),
         };
         let live = match options.live {
-            Some(live) => live,
-            None => match env_var("CVSM_LIVE")? {
+            true => true,
+            false => match env_var("CVSM_LIVE")? {
                 Some(raw) => parse_switch(&raw).ok_or_else(|| {
                     Error::configuration(
                         "CVSM_LIVE must be 1, true, yes or on (or 0, false, no or off)",

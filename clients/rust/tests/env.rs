@@ -139,7 +139,7 @@ fn cache_ttl_variable_must_be_a_non_negative_integer() {
 }
 
 #[test]
-fn live_variable_takes_the_spellings_of_on_and_off_and_the_option_wins() {
+fn live_variable_takes_the_spellings_of_on_and_off_and_the_option_turns_it_on() {
     let _env = clean_env();
     set_required();
     assert!(!Client::from_env().unwrap().live(), "off by default");
@@ -155,13 +155,16 @@ fn live_variable_takes_the_spellings_of_on_and_off_and_the_option_wins() {
         std::env::set_var("CVSM_LIVE", raw);
         assert_eq!(Client::from_env().unwrap().live(), live, "{raw}");
     }
-    std::env::set_var("CVSM_LIVE", "1");
+    std::env::set_var("CVSM_LIVE", "0");
     let explicit = Client::new(ClientOptions {
-        live: Some(false),
+        live: true,
         ..Default::default()
     })
     .unwrap();
-    assert!(!explicit.live());
+    assert!(
+        explicit.live(),
+        "the option turns it on whatever CVSM_LIVE says"
+    );
     for bad in ["2", "enabled", "y"] {
         std::env::set_var("CVSM_LIVE", bad);
         let message = configuration_error(Client::from_env());

@@ -164,8 +164,8 @@ impl Driver {
             ca_file: string_option(options, "ca_file")?.map(PathBuf::from),
             stale_if_error: seconds_option(options, "stale_if_error", true)?,
             live: match options.get("live") {
-                None | Some(Value::Null) => None,
-                Some(Value::Bool(live)) => Some(*live),
+                None | Some(Value::Null) => false,
+                Some(Value::Bool(live)) => *live,
                 Some(_) => return Err(Failure::configuration("live must be a boolean")),
             },
         })?;
