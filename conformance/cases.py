@@ -31,7 +31,6 @@ CAPABILITIES = frozenset({"tls_ca_file", "proxy_env", "live", "refresh"})
 _NOT_PORTED = "not ported yet (issue 39); the Python SDK is the reference (PROTOCOL.md, `live`)"
 NOT_YET: dict[str, dict[str, str]] = {
     "live": {
-        "node": _NOT_PORTED,
         "go": _NOT_PORTED,
         "rust": _NOT_PORTED,
         "ruby": _NOT_PORTED,
@@ -41,7 +40,6 @@ NOT_YET: dict[str, dict[str, str]] = {
                  "stream; planned through the `cvsm` command",
     },
     "refresh": {
-        "node": _NOT_PORTED,
         "go": _NOT_PORTED,
         "rust": _NOT_PORTED,
         "ruby": _NOT_PORTED,
