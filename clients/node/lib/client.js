@@ -36,6 +36,9 @@ const KEY_PART_MISSING =
   'this team is end-to-end: the token needs its key part (CVSM_TOKEN must be the whole ' +
   'token as it was shown, cvsm_<64 hex>.<private key>.<key version>.<commitment>)';
 
+/** The errors of a listing made after a by-name 404: the server said the secret is gone, so no kept value answers them. */
+const AFTER_NOT_FOUND = new WeakSet();
+
 /** The type and code of the warning a stale value is logged with (process.emitWarning). */
 const STALE_WARNING = Object.freeze({ type: 'CvsmStaleWarning', code: 'CVSM_STALE_VALUE' });
 
@@ -295,7 +298,7 @@ class Client {
     try {
       read = await this.#readByName(name, environment);
     } catch (err) {
-      if (err instanceof SecretNotFoundError) throw err;
+      if (err instanceof SecretNotFoundError || AFTER_NOT_FOUND.has(err)) throw err;
       const kept = this.#keptFor(this.#values, key, err);
       if (kept === undefined) throw err;
       this.#reportStale({ method: 'get', name, environment, error: err, age: kept.age }, `get\u0000${key}`);
@@ -504,8 +507,15 @@ class Client {
     } catch (err) {
       if (err instanceof SecretNotFoundError && err.status === 404) {
         // The server said 404: a missing secret, or a wrong team or base URL. The listing
-        // decides; a kept value never answers it.
-        throw await this.#explainNotFound(environment, name, err.requestId);
+        // decides; a kept value never answers it, nor a failure of the listing itself.
+        let decided;
+        try {
+          decided = await this.#explainNotFound(environment, name, err.requestId);
+        } catch (listingError) {
+          AFTER_NOT_FOUND.add(listingError);
+          throw listingError;
+        }
+        throw decided;
       }
       throw err;
     }
