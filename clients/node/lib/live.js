@@ -192,12 +192,25 @@ class LiveStream {
 
   async #followOnce() {
     const connection = new AbortController();
-    this.#connection = connection;
-    let idle = null;
     let reader = null;
-    let rearm = () => {};
+    let idle = null;
+    let idled = false;
+    // Ends this connection: the signal for a fetch that honours it, the reader for one that
+    // does not (a pending read then resolves as done).
+    const cancel = () => {
+      connection.abort();
+      reader?.cancel().catch(() => {});
+    };
+    this.#connection = { abort: cancel };
+    const aborted = new Promise((_, reject) => {
+      connection.signal.addEventListener('abort', () => reject(new Error('aborted')), { once: true });
+    });
+    aborted.catch(() => {});
     try {
-      const res = await this.#open({ lastEventId: this.lastEventId, signal: connection.signal });
+      const res = await Promise.race([
+        this.#open({ lastEventId: this.lastEventId, signal: connection.signal }),
+        aborted,
+      ]);
       if (res.status !== 200) {
         res.body?.cancel?.().catch(() => {});
         throw new StreamRefused(res.status, res.retryAfter ?? null);
@@ -206,37 +219,40 @@ class LiveStream {
         throw new Error('the answer has no readable body');
       }
       reader = res.body.getReader();
-      const timedOut = new Promise((_, reject) => {
-        const arm = () => {
-          clearTimeout(idle);
-          idle = setTimeout(() => {
-            reject(new StreamIdle(`no byte for ${this.#readTimeoutMs / 1000} s`));
-            connection.abort();
-          }, this.#readTimeoutMs);
-          idle.unref?.();
-        };
-        arm();
-        rearm = arm;
-      });
-      timedOut.catch(() => {});
+      if (connection.signal.aborted) reader.cancel().catch(() => {});
+      const arm = () => {
+        clearTimeout(idle);
+        idle = setTimeout(() => {
+          idled = true;
+          cancel();
+        }, this.#readTimeoutMs);
+        idle.unref?.();
+      };
+      arm();
       const decoder = new TextDecoder();
       const lines = new LineSplitter();
       const sse = new SseDecoder();
       for (;;) {
-        const { done, value } = await Promise.race([reader.read(), timedOut]);
-        if (done) return;
-        rearm();
-        for (const line of lines.push(decoder.decode(value, { stream: true }))) {
+        let chunk;
+        try {
+          chunk = await reader.read();
+        } catch (err) {
+          if (idled) break;
+          throw err;
+        }
+        if (chunk.done) break;
+        arm();
+        for (const line of lines.push(decoder.decode(chunk.value, { stream: true }))) {
           const event = sse.line(line);
           if (sse.lastId !== null) this.lastEventId = sse.lastId;
           if (event !== null) this.event(event[0], event[1]);
         }
       }
+      if (idled) throw new StreamIdle(`no byte for ${this.#readTimeoutMs / 1000} s`);
     } finally {
       clearTimeout(idle);
       this.#connection = null;
-      connection.abort();
-      reader?.cancel().catch(() => {});
+      cancel();
     }
   }
 

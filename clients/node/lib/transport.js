@@ -161,8 +161,16 @@ class Transport {
     signal.addEventListener('abort', abort, { once: true });
     const timer = setTimeout(abort, this.#timeoutMs);
     timer.unref?.();
+    // The race keeps the limit (and close) even for a fetch that ignores its signal.
+    const gaveUp = new Promise((_, reject) => {
+      controller.signal.addEventListener('abort', () => reject(new Error('aborted')), { once: true });
+    });
+    gaveUp.catch(() => {});
     try {
-      const res = await this.#streamFetch(url, { method: 'GET', headers, redirect: 'manual', signal: controller.signal });
+      const res = await Promise.race([
+        this.#streamFetch(url, { method: 'GET', headers, redirect: 'manual', signal: controller.signal }),
+        gaveUp,
+      ]);
       const retryAfter = res.headers ? parseRetryAfter(res.headers.get('retry-after')) : null;
       return { status: res.status, retryAfter, body: res.body ?? null };
     } catch (err) {

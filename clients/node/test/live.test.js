@@ -167,6 +167,52 @@ describe('the reconnection pause', () => {
   });
 });
 
+describe('the stream loop', () => {
+  /** A LiveStream whose connections send `chunks` and then nothing, counting the opens. */
+  function quietStream(chunks, options = {}) {
+    const opens = [];
+    const stream = new LiveStream({
+      open: async ({ lastEventId }) => {
+        opens.push(lastEventId);
+        return {
+          status: 200,
+          // A body that ignores the abort signal: only cancelling its reader ends it.
+          body: new ReadableStream({
+            start(controller) {
+              for (const chunk of chunks) controller.enqueue(new TextEncoder().encode(chunk));
+            },
+          }),
+        };
+      },
+      onSnapshot() {},
+      onChange() {},
+      onLost() {},
+      onRefused() {},
+      describe: 'team "acme", environment "production"',
+      random: () => 0,
+      ...options,
+    });
+    return { stream, opens };
+  }
+
+  test('a stream silent for the read limit is down, and reconnects with Last-Event-ID', async () => {
+    const { stream, opens } = quietStream(['id: 9\nevent: snapshot\ndata: {"secrets":{}}\n\n'], { readTimeoutMs: 100 });
+    stream.start();
+    await until(() => opens.length >= 2, 2000);
+    assert.deepEqual(opens.slice(0, 2), [null, '9']);
+    await stream.close();
+  });
+
+  test('close() ends a connection whose fetch ignores the abort signal', async () => {
+    const { stream, opens } = quietStream(['event: snapshot\ndata: {"secrets":{}}\n\n']);
+    stream.start();
+    await until(() => stream.connected);
+    await stream.close();
+    assert.equal(stream.connected, false);
+    assert.equal(opens.length, 1);
+  });
+});
+
 describe('a live client', () => {
   let server;
   before(async () => {
