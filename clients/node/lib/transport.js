@@ -82,7 +82,11 @@ function unrefFactories() {
     const base = typeof connect === 'function' ? connect : undici.buildConnector({ ...connect });
     return (options, callback) =>
       base(options, (err, socket) => {
-        if (!err && socket) socket.unref();
+        if (!err && socket) {
+          socket.unref();
+          // undici refs a socket again while it carries a request: not this one's.
+          socket.ref = () => socket;
+        }
         callback(err, socket);
       });
   };
