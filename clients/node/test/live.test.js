@@ -32,10 +32,17 @@ class LiveServer {
   streamRequests = [];
   reads = 0;
   closedStreams = 0;
+  /** The status the change stream answers; 200 opens it. */
+  streamStatus = 200;
   server = http.createServer((req, res) => {
     const url = new URL(req.url, 'http://x');
     if (url.pathname === '/api/v1/teams/acme/secrets/changes') {
       this.streamRequests.push(req);
+      if (this.streamStatus !== 200) {
+        res.writeHead(this.streamStatus, { 'Content-Type': 'application/json' });
+        res.end('{"error": "token dicabut"}');
+        return;
+      }
       res.writeHead(200, { 'Content-Type': 'text/event-stream' });
       const secrets = Object.fromEntries(
         [...this.versions].map(([name, version]) => [name, { environment: 'production', version }]),
@@ -256,6 +263,44 @@ describe('a live client', () => {
     await until(() => server.streamRequests.length > opened);
     assert.equal(server.streamRequests.at(-1).headers['last-event-id'], '7');
     await client.close();
+  });
+
+  test('a reconnection\'s snapshot drops only the values that changed while it was down', async () => {
+    server.values.set('OTHER', 'other-1');
+    server.versions.set('OTHER', 1);
+    const client = new Client({ ...BASE, baseUrl: server.baseUrl, live: true });
+    await client.get('DB_PASSWORD');
+    await client.get('OTHER');
+    await until(() => client.liveConnected);
+    const opened = server.streamRequests.length;
+    for (const res of server.streams) res.end();
+    server.streams.length = 0;
+    server.values.set('OTHER', 'other-2'); // changed while the stream is down: not announced
+    server.versions.set('OTHER', 2);
+    await until(() => server.streamRequests.length > opened && client.liveConnected);
+    const reads = server.reads;
+    assert.equal(await client.get('OTHER'), 'other-2');
+    assert.equal(await client.get('DB_PASSWORD'), server.values.get('DB_PASSWORD'));
+    assert.equal(server.reads, reads + 1, 'the unchanged value stays cached');
+    await client.close();
+  });
+
+  test('a 401 to the stream empties the cache', async () => {
+    const live = new Client({ ...BASE, baseUrl: server.baseUrl, live: true });
+    server.streamStatus = 401;
+    try {
+      const opened = server.streamRequests.length;
+      await live.get('DB_PASSWORD'); // cached, and the stream is refused
+      await until(() => server.streamRequests.length > opened);
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      const reads = server.reads;
+      await live.get('DB_PASSWORD');
+      assert.equal(server.reads, reads + 1, 'read again: the refusal emptied the cache');
+      assert.equal(live.liveConnected, false);
+    } finally {
+      server.streamStatus = 200;
+      await live.close();
+    }
   });
 
   test('refresh checks its environment option', async () => {
