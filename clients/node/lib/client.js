@@ -119,7 +119,9 @@ function keyFor(held, version) {
  * (CVSM_TIMEOUT, seconds per attempt, default 10), `maxRetries` (CVSM_MAX_RETRIES, default 2),
  * `staleIfError` (CVSM_STALE_IF_ERROR, seconds a value is kept after it stops being fresh, to
  * answer a failed refresh; default 0, off), `caFile` (CVSM_CA_FILE, a PEM bundle trusted instead
- * of the system store); and, without a variable, `onStale` (called each time a stale value is
+ * of the system store), `live` (CVSM_LIVE, default false: keep one change stream, opened at
+ * the first read, that drops a changed value from the cache as soon as the change is announced;
+ * `close()` ends it); and, without a variable, `onStale` (called each time a stale value is
  * served) and `fetch` (a fetch function that replaces the built-in transport). The proxy
  * variables (http_proxy, https_proxy, no_proxy and their upper-case forms) are read at the
  * same time.

@@ -7,7 +7,8 @@
  *
  * Requests go through undici's fetch with a dispatcher made for this client: the proxy from
  * the environment (read when the client was created) and the private CA, if any. A caller's
- * `fetch` replaces both.
+ * `fetch` replaces both. A live client's change stream (`openStream`) goes through a dispatcher
+ * of its own, made the same way, whose sockets are unref'd.
  */
 
 const undici = require('undici');
