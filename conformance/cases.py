@@ -32,18 +32,11 @@ _NOT_PORTED = "not ported yet (issue 39); the Python SDK is the reference (PROTO
 NOT_YET: dict[str, dict[str, str]] = {
     "live": {
         "go": _NOT_PORTED,
-        "rust": _NOT_PORTED,
-        "ruby": _NOT_PORTED,
-        "php": "not ported yet (issue 39): a PHP-FPM request ends before any change could arrive, so it "
-               "is planned for long-running workers (RoadRunner, Swoole) through an explicit loop",
         "shell": "not ported yet (issue 39): each shell call is a process of its own, which holds no "
                  "stream; planned through the `cvsm` command",
     },
     "refresh": {
         "go": _NOT_PORTED,
-        "rust": _NOT_PORTED,
-        "ruby": _NOT_PORTED,
-        "php": _NOT_PORTED,
         "shell": _NOT_PORTED,
     },
 }

@@ -11,7 +11,9 @@ require "cvsm"
 # ConformanceDriver keeps the current client and answers protocol requests.
 class ConformanceDriver
   OPTION_KEYS = %w[token base_url team environment cache_ttl timeout max_retries ca_file
-                   stale_if_error].freeze
+                   stale_if_error live].freeze
+  # The configuration new_client reports (conformance/PROTOCOL.md).
+  CONFIG_KEYS = %i[base_url team environment cache_ttl timeout max_retries stale_if_error].freeze
 
   # Error kinds by SDK error class; the first match wins, so subclasses come first.
   KINDS = {
@@ -49,6 +51,8 @@ class ConformanceDriver
       respond(request)
       break if request["op"] == "shutdown"
     end
+  ensure
+    @client&.close
   end
 
   private
@@ -85,24 +89,28 @@ class ConformanceDriver
     when "new_client" then new_client(args["options"] || {})
     when "get" then reading { { "value" => client.get(args["name"]) } }
     when "get_all" then reading { { "values" => client.get_all } }
+    when "refresh" then { "value" => client.refresh(args["name"], environment: args["environment"]) }
     when "inject" then { "names" => client.inject(overwrite: args["overwrite"] == true) }
     when "clear_cache" then client.clear_cache.then { {} }
     when "describe" then { "text" => client.inspect }
     when "set_env" then set_env(args["set"] || {}, args["unset"] || [])
-    when "capabilities" then { "capabilities" => %w[tls_ca_file proxy_env] }
+    when "capabilities" then { "capabilities" => %w[tls_ca_file proxy_env live refresh] }
     when "get_env" then { "values" => Array(args["names"]).to_h { |name| [name, env_value(name)] } }
     when "shutdown" then {}
     else raise UnsupportedOp, "unsupported op #{op.inspect}"
     end
   end
 
+  # The client's stream thread (live) runs between ops on its own, as in an application; the
+  # client replaced is closed, so that its stream ends.
   def new_client(options)
+    @client&.close
     @client = nil
     unknown = options.keys - OPTION_KEYS
     warn("ignoring unknown options: #{unknown.join(', ')}") unless unknown.empty?
     keywords = options.slice(*OPTION_KEYS).transform_keys(&:to_sym)
     @client = Cvsm::Client.new(**keywords, on_stale: ->(_stale_read) { @stale = true })
-    { "config" => @client.config.transform_keys(&:to_s) }
+    { "config" => @client.config.slice(*CONFIG_KEYS).transform_keys(&:to_s) }
   end
 
   # The read's result, with "stale" => true when the SDK's on_stale hook said it served a kept

@@ -28,7 +28,7 @@ class ConfigurationTest < CvsmTest
     set_required_env
     client = Cvsm::Client.new
     assert_equal({ base_url: "http://127.0.0.1:5501/api/v1", team: "acme", environment: "production",
-                   cache_ttl: 30, timeout: 10, max_retries: 2, stale_if_error: 0 }, client.config)
+                   cache_ttl: 30, timeout: 10, max_retries: 2, stale_if_error: 0, live: false }, client.config)
   end
 
   def test_explicit_keywords_win_over_cvsm_variables
@@ -40,7 +40,7 @@ class ConfigurationTest < CvsmTest
                               environment: "development", cache_ttl: 0, timeout: 2.5, max_retries: 0,
                               stale_if_error: 5)
     assert_equal({ base_url: "https://vault.example.com/api/v1", team: "beta", environment: "development",
-                   cache_ttl: 0, timeout: 2.5, max_retries: 0, stale_if_error: 5 }, client.config)
+                   cache_ttl: 0, timeout: 2.5, max_retries: 0, stale_if_error: 5, live: false }, client.config)
   end
 
   def test_trailing_slash_of_base_url_is_ignored

@@ -4,7 +4,9 @@
 module Cvsm
   # Reads the secrets of one team and environment, caches them for +cache_ttl+ seconds and can
   # copy them into +ENV+. It is safe to share between threads. +inspect+, +pp+, YAML and JSON
-  # show its configuration, never the token or a value; Marshal refuses it.
+  # show its configuration, never the token or a value; Marshal refuses it. With +live: true+ it
+  # keeps one change-stream connection, on a thread of its own, that drops a changed value from
+  # the cache at once; {#close} ends it.
   #
   # @example Read one secret, then all of them into ENV
   #   client = Cvsm::Client.new(team: ENV.fetch("CVSM_TEAM")) # token and base URL from CVSM_* too
@@ -89,17 +91,22 @@ module Cvsm
     #   a new, not yet started +Net::HTTP+ for its host and port (proxies are then its business);
     #   the client still sets +use_ssl+, the timeouts, +max_retries = 0+ and, with a +ca_file+,
     #   the CA
+    # @param live [Boolean, nil] keep one connection to the team's change stream
+    #   (+GET /teams/{team}/secrets/changes+), opened at the first read on a thread of its own,
+    #   so that a changed secret stops being served from the cache at once (R16); +CVSM_LIVE+
+    #   (+1+/+true+/+yes+/+on+ or +0+/+false+/+no+/+off+, any case), then off. While the stream
+    #   is down the cache works as without it. Call {#close} when done with the client.
     # @raise [Cvsm::ConfigurationError] when the token, base URL or team is missing, or an
     #   option or variable is invalid, a +cvsm_+ token's key part included (the message names
     #   it, never the token)
     def initialize(token: nil, base_url: nil, team: nil, environment: nil, cache_ttl: nil,
                    timeout: nil, max_retries: nil, ca_file: nil, stale_if_error: nil,
-                   on_stale: nil, logger: nil, http_factory: nil)
+                   on_stale: nil, logger: nil, http_factory: nil, live: nil)
       @config = Configuration.new(
         token: token, base_url: base_url, team: team, environment: environment,
         cache_ttl: cache_ttl, timeout: timeout, max_retries: max_retries, ca_file: ca_file,
         stale_if_error: stale_if_error, on_stale: on_stale, logger: logger,
-        http_factory: http_factory
+        http_factory: http_factory, live: live
       )
       @transport = Transport.new(@config)
       @cache = Cache.new(@config.cache_ttl, @config.stale_if_error)
@@ -107,6 +114,11 @@ module Cvsm
       @warned_mutex = Mutex.new
       @team_key = nil # an end-to-end team's key (E2E::TeamKey), once fetched, until clear_cache
       @team_key_mutex = Mutex.new
+      @live = @config.live ? new_live_state : nil
+      @stream = nil # the Live::Stream, from the first read until #close
+      @stream_pid = nil # the process that opened it
+      @stream_mutex = Mutex.new
+      @closed = false
     end
 
     # @return [String] the API root in use, including +/api/v1+, without a trailing slash
@@ -127,10 +139,18 @@ module Cvsm
     def stale_if_error = @config.stale_if_error
     # @return [String, nil] the PEM bundle trusted instead of the system's, or nil
     def ca_file = @config.ca_file
+    # @return [Boolean] whether the client keeps a change stream open (+live:+, +CVSM_LIVE+)
+    def live? = @config.live
+
+    # @return [Boolean] whether the change stream of a live client is up now: connected and its
+    #   snapshot taken (always false without +live+)
+    def live_connected?
+      !@live.nil? && @live.connected?
+    end
 
     # The effective configuration, without the token.
     # @return [Hash{Symbol => Object}] +base_url+, +team+, +environment+, +cache_ttl+,
-    #   +timeout+, +max_retries+ and +stale_if_error+
+    #   +timeout+, +max_retries+, +stale_if_error+ and +live+
     def config
       @config.to_h
     end
@@ -157,17 +177,60 @@ module Cvsm
       cached = @cache.read(key)
       return cached.dup if cached
 
+      start_stream
+      mark = @cache.mark
       missing = nil
       value = refreshing(key, name) do
-        fetched = read_by_name(name)
-        @cache.write(key, fetched.dup.freeze)
+        fetched, version = read_by_name(name, environment)
+        @cache.write(key, fetched.dup.freeze, name: name, version: version, mark: mark)
         forget_warnings([name])
         fetched
       rescue SecretNotFoundError => e # a 404 to the read by name: a listing decides, never a kept value
         missing = e
         nil
       end
-      missing ? raise(absent(name, missing)) : value
+      missing ? raise(absent(name, missing, environment)) : value
+    end
+
+    # Reads one secret past the cache, with one request as {#get} makes
+    # (+GET /teams/{team}/secrets/by-name/{name}+), for the pattern "my database login failed:
+    # fetch the credential again once" (R17). Its errors, retries and not-found listing are
+    # those of {#get}, but a cached value never answers, nor a kept one (+stale_if_error+ does
+    # not apply: the caller asked for the current value). In the client's environment the cache
+    # then holds the value read; another environment's value is returned and not cached.
+    #
+    # @example After a login failure, once
+    #   begin
+    #     connect(client.get("DB_PASSWORD"))
+    #   rescue PG::ConnectionBad
+    #     connect(client.refresh("DB_PASSWORD")) # the rotated password, if it changed
+    #   end
+    # @param name [String] the secret's name (case-sensitive)
+    # @param environment [String, nil] the environment to read; nil for the client's own
+    # @return [String] its current value (a new string, which the caller may change)
+    # @raise [Cvsm::ConfigurationError] when +environment+ is neither nil nor a non-empty
+    #   string, or as {#get} raises it
+    # @raise [Cvsm::SecretNotFoundError] as {#get} raises it
+    # @raise [Cvsm::Error] another subclass for any other failure, as {#get}
+    def refresh(name, environment: nil)
+      unless environment.nil? || (environment.is_a?(String) && !environment.empty?)
+        raise ConfigurationError, "refresh: environment must be a non-empty string, or nil for the client's own"
+      end
+
+      check_name(name)
+      env = environment || self.environment
+      start_stream
+      mark = @cache.mark
+      value, version = guarded { read_by_name(name, env) }
+      if env == self.environment
+        @cache.write([:secret, env, name], value.dup.freeze, name: name, version: version, mark: mark)
+        forget_warnings([name])
+      end
+      value
+    rescue SecretNotFoundError => e
+      raise if e.status.nil? # an invalid name, refused without a request
+
+      raise absent(name, e, env)
     end
 
     # Reads every secret of the client's environment with one request, through the JSON
@@ -187,12 +250,14 @@ module Cvsm
       cached = @cache.read(key)
       return copy(cached) if cached
 
+      start_stream
+      mark = @cache.mark
       refreshing(key, nil) do
         reply = @transport.get_json("/teams/#{segment(team)}/secrets/export",
                                     { format: "json", environment: environment },
                                     shape: EXPORT, misconfigured: SECRETS_MISCONFIGURED)
         values = if @config.private_key
-                   open_values(reply.data, reply.request_id)
+                   open_values(reply.data, reply.request_id, environment)
                  elsif reply.end_to_end
                    raise ConfigurationError.new("the secrets of #{environment} are #{KEY_PART_NEEDED}",
                                                 request_id: reply.request_id)
@@ -200,7 +265,7 @@ module Cvsm
                    reply.data
                  end
         frozen = values.to_h { |k, v| [k.dup.freeze, v.dup.freeze] }.freeze
-        @cache.write_many(frozen.map { |k, v| [[:secret, environment, k], v] } << [key, frozen])
+        @cache.write_many(frozen.map { |k, v| [[:secret, environment, k], v, k] } << [key, frozen], mark: mark)
         forget_warnings([nil, *frozen.keys])
         values
       end
@@ -245,6 +310,19 @@ module Cvsm
       nil
     end
 
+    # Ends a live client's change stream: closes its connection and joins its thread. Reads
+    # still work afterwards, as without +live+ (no stream is opened again). Idempotent; a
+    # client without +live+ has nothing to close.
+    # @return [nil]
+    def close
+      stream = @stream_mutex.synchronize do
+        @closed = true
+        @stream
+      end
+      stream&.stop
+      nil
+    end
+
     # Refuses to rebuild a client from YAML: it would have no token. Build a new one instead.
     # @param _coder [Psych::Coder] the YAML coder
     # @raise [TypeError] always
@@ -274,6 +352,28 @@ module Cvsm
     def forget_all
       @cache.clear
       @team_key_mutex.synchronize { @team_key = nil }
+    end
+
+    # A live client's stream state: its log lines go where stale-read warnings go.
+    def new_live_state
+      log = ->(message) { @config.logger ? @config.logger.warn(message) : warn(message) }
+      Live::State.new(@cache, method(:forget_all), log,
+                      "team #{team.inspect}, environment #{environment.inspect}")
+    end
+
+    # Opens the change stream of a live client, once, at its first read; never after #close.
+    # A process forked from one whose client had opened it (a preforking server's worker) opens
+    # its own: the thread did not survive the fork.
+    def start_stream
+      return if @live.nil? || (@stream && @stream_pid == Process.pid)
+
+      @stream_mutex.synchronize do
+        next if (@stream && @stream_pid == Process.pid) || @closed
+
+        @stream_pid = Process.pid
+        @stream = Live::Stream.new(@transport, "/teams/#{segment(team)}/secrets/changes",
+                                   { environment: environment }, @live)
+      end
     end
 
     # Runs a refresh of the value under +key+ (+name+: the secret, or nil for get_all). When it
@@ -326,14 +426,17 @@ module Cvsm
             "at most 255 characters"
     end
 
-    # The value of +name+, read with one request; in an end-to-end team, opened (which fetches
-    # the team key first when it is not held).
-    def read_by_name(name)
+    # [value, version] of +name+ in +env+, read with one request (the version nil when the
+    # answer does not say it); in an end-to-end team, opened (which fetches the team key first
+    # when it is not held).
+    def read_by_name(name, env)
       reply = @transport.get_json("/teams/#{segment(team)}/secrets/by-name/#{segment(name)}",
-                                  { environment: environment },
+                                  { environment: env },
                                   shape: BY_NAME, misconfigured: BY_NAME_MISCONFIGURED)
-      return open_values({ name => reply.data["value"] }, reply.request_id)[name] if @config.private_key
-      return reply.data["value"] unless end_to_end?(reply.data)
+      version = reply.data["secret"]["version"]
+      version = nil unless version.is_a?(Integer)
+      return [open_values({ name => reply.data["value"] }, reply.request_id, env)[name], version] if @config.private_key
+      return [reply.data["value"], version] unless end_to_end?(reply.data)
 
       raise ConfigurationError.new("secret #{name.inspect} is #{KEY_PART_NEEDED}", request_id: reply.request_id)
     end
@@ -348,28 +451,28 @@ module Cvsm
     # the names asked for. The key is fetched when none is held or an envelope is sealed under
     # another key version than the held one (then once only: a version that still differs is a
     # DecryptionError). A DecryptionError carries the request id of the answer it came from.
-    def open_values(envelopes, request_id)
+    def open_values(envelopes, request_id, env)
       parsed = envelopes.to_h do |name, envelope|
         [name, E2E.parse_envelope(envelope) ||
-          raise(DecryptionError.new("secret #{name.inspect} of #{environment} is not a sealed value " \
+          raise(DecryptionError.new("secret #{name.inspect} of #{env} is not a sealed value " \
                                     "(cvsm-e2e1), though the token carries a key", request_id: request_id))]
       end
       team_key = team_key_for(parsed.each_value.map(&:key_version).uniq)
       parsed.to_h do |name, envelope|
-        [name, open_value(envelope, team_key, name, request_id)]
+        [name, open_value(envelope, team_key, name, request_id, env)]
       end
     end
 
-    def open_value(envelope, team_key, name, request_id)
+    def open_value(envelope, team_key, name, request_id, env)
       key = team_key.key(envelope.key_version)
       unless key
         raise DecryptionError.new(
-          "secret #{name.inspect} of #{environment} is sealed under key version " \
+          "secret #{name.inspect} of #{env} is sealed under key version " \
           "#{envelope.key_version}, but the team key sent for this token is version #{team_key.key_version}",
           request_id: request_id
         )
       end
-      E2E.open_value(envelope, key, team_id: team_key.team_id, environment: environment, name: name)
+      E2E.open_value(envelope, key, team_id: team_key.team_id, environment: env, name: name)
     rescue DecryptionError => e
       raise e.request_id ? e : DecryptionError.new(e.message, request_id: request_id)
     end
@@ -407,22 +510,22 @@ module Cvsm
       raise DecryptionError.new(e.message, request_id: reply&.request_id)
     end
 
-    # The error for a name the read by name answered 404 to (+answer+), as the listing decides:
+    # The error for a name the read by name in +env+ answered 404 to (+answer+), as the listing decides:
     # its 404 or 400 raises Cvsm::ConfigurationError (a wrong base URL, team or environment);
     # a listing makes the not-found error, with the 404's status and request id, suggesting a
     # listed name that differs only in case.
-    def absent(name, answer)
+    def absent(name, answer, env)
       listing = guarded do
         @transport.get_json("/teams/#{segment(team)}/secrets",
-                            { environment: environment, search: name },
+                            { environment: env, search: name },
                             shape: LISTING, misconfigured: SECRETS_MISCONFIGURED)
       end
       similar = listing.data["secrets"].find do |entry|
         entry.is_a?(Hash) && entry["name"].is_a?(String) && entry["name"] != name &&
           entry["name"].casecmp?(name) &&
-          (!entry["environment"].is_a?(String) || entry["environment"] == environment)
+          (!entry["environment"].is_a?(String) || entry["environment"] == env)
       end&.fetch("name")
-      message = "secret #{name.inspect} not found in #{environment}"
+      message = "secret #{name.inspect} not found in #{env}"
       message = "#{message}; did you mean #{similar.inspect}?" if similar
       SecretNotFoundError.new(message, status: answer.status, request_id: answer.request_id,
                                        suggestion: similar)

@@ -26,6 +26,10 @@ module Cvsm
     DEFAULT_MAX_RETRIES = 2
     # Seconds a value is kept for stale-if-error by default: off.
     DEFAULT_STALE_IF_ERROR = 0
+    # What CVSM_LIVE accepts (R16), any case, for on and for off.
+    LIVE_ON = %w[1 true yes on].freeze
+    # What CVSM_LIVE accepts for off.
+    LIVE_OFF = %w[0 false no off].freeze
 
     # Spaces, tabs, carriage returns and line feeds around a token are dropped (R6), so a token
     # read from a mounted file works.
@@ -87,10 +91,12 @@ module Cvsm
     attr_reader :on_stale
     # @return [#warn] where stale-read warnings go
     attr_reader :logger
+    # @return [Boolean] whether the client keeps a change stream open (R16)
+    attr_reader :live
 
     def initialize(token: nil, base_url: nil, team: nil, environment: nil, cache_ttl: nil,
                    timeout: nil, max_retries: nil, ca_file: nil, stale_if_error: nil,
-                   http_factory: nil, on_stale: nil, logger: nil, env: ENV)
+                   http_factory: nil, on_stale: nil, logger: nil, live: nil, env: ENV)
       @env = env
       bearer, key, pin_version, pin_commitment = resolve_token(token)
       @token = Redacted.new(bearer)
@@ -110,6 +116,7 @@ module Cvsm
       @http_factory = callable(http_factory, "http_factory", "#call(uri) and return a Net::HTTP")
       @on_stale = callable(on_stale, "on_stale", "#call(stale_read)")
       @logger = resolve_logger(logger)
+      @live = resolve_live(live)
       @env = nil
     end
 
@@ -130,7 +137,7 @@ module Cvsm
       {
         base_url: base_url, team: team, environment: environment,
         cache_ttl: cache_ttl, timeout: timeout, max_retries: max_retries,
-        stale_if_error: stale_if_error
+        stale_if_error: stale_if_error, live: live
       }
     end
 
@@ -279,6 +286,22 @@ module Cvsm
     rescue SystemCallError, IOError, EOFError, OpenSSL::X509::StoreError => e
       reason = e.is_a?(OpenSSL::X509::StoreError) || e.is_a?(EOFError) ? "no PEM certificate in it" : e.message
       raise ConfigurationError, "#{source} #{path.inspect} cannot be used as a CA bundle: #{reason}"
+    end
+
+    # The live option when given (true or false), else CVSM_LIVE (1/true/yes/on or
+    # 0/false/no/off, any case), else off.
+    def resolve_live(explicit)
+      unless explicit.nil?
+        return explicit if [true, false].include?(explicit)
+
+        raise ConfigurationError, "live must be true or false"
+      end
+      raw = from_env("CVSM_LIVE")&.strip&.downcase
+      return false if raw.nil?
+      return true if LIVE_ON.include?(raw)
+      return false if LIVE_OFF.include?(raw)
+
+      raise ConfigurationError, "CVSM_LIVE must be 1 or 0 (or true/false, yes/no, on/off)"
     end
 
     def callable(value, option, contract)

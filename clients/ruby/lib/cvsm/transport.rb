@@ -143,6 +143,40 @@ module Cvsm
       @random.rand * 0.1 * (2**attempt)
     end
 
+    # Sends GET +path+ with +query+ as a long-lived stream (the change stream, R16) and yields
+    # the Net::HTTPResponse, whatever its status, with its body not read yet; returns what the
+    # block returns. +headers+ are added to (and override) the usual ones. Connecting is bounded
+    # by +timeout+; each read of the body by +read_timeout+ seconds (no byte for that long is a
+    # Net::ReadTimeout), never by an attempt's deadline. Before connecting, +started+ is called
+    # with the Net::HTTP, so that another thread can end the stream with Net::HTTP#finish. There
+    # is no retry: the caller decides when to connect again. Network failures propagate as they
+    # are (Net::HTTP's, OpenSSL's or the system's errors).
+    def stream(path, query, headers, read_timeout:, started:)
+      uri = URI("#{@config.base_url}#{path}")
+      uri.query = URI.encode_www_form(query) if query && !query.empty?
+      http = prepare(@config.new_http(uri), uri, @config.timeout)
+      http.read_timeout = read_timeout
+      started.call(http)
+      http.start do |connection|
+        request = build_request(uri)
+        headers.each { |name, value| request[name] = value }
+        connection.request(request) { |response| return yield(response) }
+      end
+    end
+
+    # Whole seconds from a Retry-After header (R4): delta-seconds as they are; an HTTP date as
+    # the seconds from now until then, rounded up, 0 when it is past; nil for anything else.
+    def retry_after(header)
+      return nil if header.nil?
+
+      value = header.strip
+      return Integer(value, 10) if value.match?(/\A\d+\z/)
+
+      [(Time.httpdate(value) - Time.now).ceil, 0].max
+    rescue ArgumentError
+      nil
+    end
+
     private
 
     def shown_settings = { timeout: @config.timeout, max_retries: @config.max_retries }
@@ -255,19 +289,6 @@ module Cvsm
 
       text.length > MAX_DETAIL_LENGTH ? "#{text[0, MAX_DETAIL_LENGTH]}..." : text
     rescue JSON::ParserError, EncodingError
-      nil
-    end
-
-    # Whole seconds from a Retry-After header (R4): delta-seconds as they are; an HTTP date as
-    # the seconds from now until then, rounded up, 0 when it is past; nil for anything else.
-    def retry_after(header)
-      return nil if header.nil?
-
-      value = header.strip
-      return Integer(value, 10) if value.match?(/\A\d+\z/)
-
-      [(Time.httpdate(value) - Time.now).ceil, 0].max
-    rescue ArgumentError
       nil
     end
 

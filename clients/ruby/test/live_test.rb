@@ -1,0 +1,229 @@
+# frozen_string_literal: true
+
+require_relative "test_helper"
+require "logger"
+require "stringio"
+
+# Live caches (R16) where the conformance cases do not look: the option and CVSM_LIVE, the
+# event-stream parser, the reconnection pauses, Last-Event-ID, and close ending the stream.
+class LiveTest < CvsmTest
+  # A server that holds each change-stream connection open for the test to write events to, and
+  # answers reads by name from +values+ (name => [value, version]).
+  class SseServer
+    attr_reader :values, :requests, :streams
+
+    def initialize
+      @values = {}
+      @requests = Queue.new
+      @streams = Queue.new
+      @server = TCPServer.new("127.0.0.1", 0)
+      @threads = []
+      @acceptor = Thread.new do
+        loop { @threads << Thread.new(@server.accept) { |socket| serve(socket) } }
+      rescue IOError, Errno::EBADF
+        nil
+      end
+    end
+
+    def base_url = "http://127.0.0.1:#{@server.addr[1]}/api/v1"
+
+    def stop
+      @server.close
+      @acceptor.join(1)
+      @threads.each(&:kill)
+    end
+
+    private
+
+    def serve(socket)
+      target = socket.gets("\r\n").split(" ")[1]
+      headers = {}
+      while (line = socket.gets("\r\n")) && line != "\r\n"
+        name, value = line.split(":", 2)
+        headers[name.strip.downcase] = value.strip
+      end
+      @requests << [target, headers]
+      return stream(socket) if target.include?("/secrets/changes")
+
+      value, version = @values.fetch(target[%r{/by-name/(\w+)}, 1])
+      body = JSON.generate("secret" => { "name" => "A", "version" => version }, "value" => value)
+      socket.write("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: #{body.bytesize}\r\n" \
+                   "Connection: close\r\n\r\n#{body}")
+    ensure
+      socket.close unless socket.closed?
+    end
+
+    def stream(socket)
+      socket.write("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n")
+      closed = Queue.new
+      @streams << [socket, closed]
+      begin
+        socket.read # until the client closes its end
+      rescue IOError, SystemCallError
+        nil # the test closed it
+      end
+      closed << true
+    end
+  end
+
+  def setup
+    super
+    @sse = SseServer.new
+  end
+
+  def teardown
+    @client&.close
+    @sse.stop
+    super
+  end
+
+  def live_client(**options)
+    @log = StringIO.new
+    @client = Cvsm::Client.new(token: TOKEN, base_url: @sse.base_url, team: "acme", live: true,
+                               logger: Logger.new(@log), **options)
+  end
+
+  def next_request
+    Timeout.timeout(5) { @sse.requests.pop }
+  end
+
+  def next_stream
+    Timeout.timeout(5) { @sse.streams.pop }
+  end
+
+  def eventually
+    deadline = Time.now + 5
+    sleep 0.01 until yield || Time.now > deadline
+    assert yield
+  end
+
+  def test_live_option_and_cvsm_live
+    refute Cvsm::Client.new(token: TOKEN, base_url: @sse.base_url, team: "acme").live?
+    assert Cvsm::Client.new(token: TOKEN, base_url: @sse.base_url, team: "acme", live: true).live?
+    { "1" => true, "TRUE" => true, " yes " => true, "On" => true,
+      "0" => false, "false" => false, "NO" => false, "off" => false, "" => false }.each do |raw, on|
+      ENV["CVSM_LIVE"] = raw
+      assert_equal on, Cvsm::Client.new(token: TOKEN, base_url: @sse.base_url, team: "acme").live?, raw
+    end
+    ENV["CVSM_LIVE"] = "sometimes"
+    error = assert_raises(Cvsm::ConfigurationError) { Cvsm::Client.new(token: TOKEN, base_url: @sse.base_url, team: "acme") }
+    assert_includes error.message, "CVSM_LIVE"
+    assert_raises(Cvsm::ConfigurationError) do
+      Cvsm::Client.new(token: TOKEN, base_url: @sse.base_url, team: "acme", live: "yes")
+    end
+    assert_equal false, Cvsm::Client.new(token: TOKEN, base_url: @sse.base_url, team: "acme", live: false).live?
+  end
+
+  def test_decoder_reads_events_comments_ids_and_every_line_ending
+    decoder = Cvsm::Live::Decoder.new
+    lines = Cvsm::Live::Lines.new
+    events = []
+    ["event: change\r", "\ndata: {\"a\":", "\r\ndata:1}\rid: 7\n: heartbeat\n\n", "data: x\n", "\n"].each do |chunk|
+      lines.feed(chunk) { |line| (event = decoder.line(line)) && events << event }
+    end
+    assert_equal [["change", "{\"a\":\n1}"], %w[message x]], events
+    assert_equal "7", decoder.last_id
+    assert_nil decoder.line("id: a\0b")
+    assert_equal "7", decoder.last_id # an id holding NUL is ignored
+  end
+
+  def test_reconnect_pauses_stay_within_half_and_all_of_the_bound
+    low = Struct.new(:rand).new(0.0)
+    high = Struct.new(:rand).new(0.999999)
+    (0..12).each do |attempt|
+      bound = [30.0, 0.5 * (2**attempt)].min
+      assert_in_delta bound / 2, Cvsm::Live.reconnect_delay(attempt, low), 1e-9
+      assert_in_delta bound, Cvsm::Live.reconnect_delay(attempt, high), 1e-4
+    end
+  end
+
+  def test_refusals_wait_long_enough_and_401_403_forget
+    forgotten = 0
+    state = Cvsm::Live::State.new(Cvsm::Cache.new(30), -> { forgotten += 1 }, ->(_) {}, "team acme")
+    assert_operator state.refused(Cvsm::Live::Refused.new(503)), :<=, 1.0
+    assert_operator state.refused(Cvsm::Live::Refused.new(429, 40)), :>=, 40
+    assert_equal 0, forgotten
+    assert_operator state.refused(Cvsm::Live::Refused.new(404)), :>=, 300
+    assert_equal 0, forgotten
+    [401, 403].each { |status| assert_operator state.refused(Cvsm::Live::Refused.new(status)), :>=, 300 }
+    assert_equal 2, forgotten
+    assert_raises(Cvsm::Live::Ended) { state.event("end", '{"status": 403}') }
+    assert_equal 3, forgotten
+  end
+
+  def test_one_stream_drops_a_changed_value_and_close_ends_it
+    @sse.values["A"] = ["one", 1]
+    client = live_client
+    assert_equal "one", client.get("A")
+    requests = [next_request, next_request].sort_by { |target, _| target.include?("changes") ? 0 : 1 }
+    target, headers = requests.first
+    assert_equal "/api/v1/teams/acme/secrets/changes?environment=production", target
+    assert_equal "text/event-stream", headers["accept"]
+    assert_equal "Bearer #{TOKEN}", headers["authorization"]
+    assert_nil headers["last-event-id"]
+    socket, closed = next_stream
+    socket.write("event: snapshot\ndata: {\"secrets\": {\"A\": {\"environment\": \"production\", \"version\": 1}}}\n\n")
+    eventually { client.live_connected? }
+    assert_equal "one", client.get("A") # the version held is the snapshot's: still cached
+    @sse.values["A"] = ["two", 2]
+    socket.write("id: 42\nevent: change\ndata: {\"name\": \"A\", \"environment\": \"production\", \"version\": 2}\n\n")
+    eventually { client.get("A") == "two" }
+    assert_equal "two", client.get("A")
+    assert_equal 1, @sse.requests.size # one read by name for the change; nothing polls
+    assert_match %r{/by-name/A\?environment=production\z}, next_request.first
+
+    socket.close # dropped: the client connects again, naming the last event
+    _, headers = next_request
+    assert_equal "42", headers["last-event-id"]
+    socket, closed = next_stream
+    refute_includes @log.string, TOKEN
+    assert_includes @log.string, "the change stream is down"
+    shown = client.instance_variables.map { |name| client.instance_variable_get(name).inspect }.join
+    refute_includes shown, TOKEN
+    refute_includes shown, "two"
+
+    stream = client.instance_variable_get(:@stream)
+    assert_predicate stream, :alive?
+    assert_nil client.close
+    Timeout.timeout(5) { closed.pop } # the server saw the connection closed
+    refute_predicate stream, :alive?
+    assert_nil client.close # idempotent
+    socket.close
+    assert_equal "two", client.get("A") # reads still work, from the cache, and open nothing
+    assert_empty @sse.requests
+  end
+
+  def test_cache_takes_snapshots_and_changes
+    cache = Cvsm::Cache.new(30, 60)
+    key = ->(name) { [:secret, "production", name] }
+    cache.write(key["A"], "a1", name: "A", version: 1)
+    cache.write(key["B"], "b?", name: "B") # version unknown
+    cache.write_many([[key["C"], "c1", "C"], [[:all, "production"], { "C" => "c1" }]])
+    assert_equal ["B", "C"], cache.snapshot({ "A" => 1, "B" => 4, "C" => 1 }).sort
+    assert_equal "a1", cache.read(key["A"])
+    assert_nil cache.read(key["B"])
+    assert_equal "b?", cache.read_kept(key["B"]).value # dropped, still kept for stale-if-error
+    refute cache.change("A", 1) # it already holds that version
+    mark = cache.mark
+    assert cache.change("A", 2)
+    assert_nil cache.read(key["A"])
+    cache.write(key["A"], "a?", name: "A", mark: mark) # began before the change, version unknown
+    assert_nil cache.read(key["A"])
+    cache.write(key["A"], "a2", name: "A", version: 2, mark: mark) # says it is the announced one
+    assert_equal "a2", cache.read(key["A"])
+    cache.write_many([[[:all, "production"], {}]], mark: mark) # a change arrived since the mark
+    assert_nil cache.read([:all, "production"])
+    mark = cache.mark
+    cache.clear
+    cache.write(key["A"], "a2", name: "A", version: 2, mark: mark) # began before the cache was emptied
+    assert_nil cache.read_kept(key["A"])
+  end
+
+  def test_refresh_refuses_an_environment_that_is_not_a_name
+    client = Cvsm::Client.new(token: TOKEN, base_url: @sse.base_url, team: "acme")
+    ["", :staging, 1].each do |environment|
+      assert_raises(Cvsm::ConfigurationError) { client.refresh("A", environment: environment) }
+    end
+    assert_empty @sse.requests
+  end
+end
