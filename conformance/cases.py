@@ -32,7 +32,6 @@ _NOT_PORTED = "not ported yet (issue 39); the Python SDK is the reference (PROTO
 NOT_YET: dict[str, dict[str, str]] = {
     "live": {
         "node": _NOT_PORTED,
-        "go": _NOT_PORTED,
         "rust": _NOT_PORTED,
         "ruby": _NOT_PORTED,
         "php": "not ported yet (issue 39): a PHP-FPM request ends before any change could arrive, so it "
@@ -42,7 +41,6 @@ NOT_YET: dict[str, dict[str, str]] = {
     },
     "refresh": {
         "node": _NOT_PORTED,
-        "go": _NOT_PORTED,
         "rust": _NOT_PORTED,
         "ruby": _NOT_PORTED,
         "php": _NOT_PORTED,
