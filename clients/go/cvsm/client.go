@@ -485,8 +485,8 @@ func (c Client) String() string {
 	if c.cfg == nil {
 		return "cvsm.Client{}"
 	}
-	return fmt.Sprintf("cvsm.Client{BaseURL: %q, Team: %q, Environment: %q, CacheTTL: %s, StaleIfError: %s, Timeout: %s, MaxRetries: %d, Token: <redacted>}",
-		displayURL(c.cfg.baseURL), c.cfg.team, c.cfg.environment, c.cfg.cacheTTL, c.cfg.stale, c.cfg.timeout, c.cfg.maxRetries)
+	return fmt.Sprintf("cvsm.Client{BaseURL: %q, Team: %q, Environment: %q, CacheTTL: %s, StaleIfError: %s, Timeout: %s, MaxRetries: %d, Live: %t, Token: <redacted>}",
+		displayURL(c.cfg.baseURL), c.cfg.team, c.cfg.environment, c.cfg.cacheTTL, c.cfg.stale, c.cfg.timeout, c.cfg.maxRetries, c.cfg.live)
 }
 
 // GoString is the %#v form of the client; it also hides the token.
@@ -508,5 +508,6 @@ func (c Client) LogValue() slog.Value {
 		slog.Duration("stale_if_error", c.cfg.stale),
 		slog.Duration("timeout", c.cfg.timeout),
 		slog.Int("max_retries", c.cfg.maxRetries),
+		slog.Bool("live", c.cfg.live),
 	)
 }

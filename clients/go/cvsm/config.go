@@ -149,8 +149,8 @@ func (o Options) String() string {
 	if o.MaxRetries != nil {
 		retries = strconv.Itoa(*o.MaxRetries)
 	}
-	return fmt.Sprintf("cvsm.Options{Token: %s, BaseURL: %q, Team: %q, Environment: %q, CacheTTL: %s, StaleIfError: %s, Timeout: %s, MaxRetries: %s, CAFile: %q}",
-		redactedMark(o.Token), displayURL(o.BaseURL), o.Team, o.Environment, o.CacheTTL, o.StaleIfError, o.Timeout, retries, o.CAFile)
+	return fmt.Sprintf("cvsm.Options{Token: %s, BaseURL: %q, Team: %q, Environment: %q, CacheTTL: %s, StaleIfError: %s, Timeout: %s, MaxRetries: %s, CAFile: %q, Live: %t}",
+		redactedMark(o.Token), displayURL(o.BaseURL), o.Team, o.Environment, o.CacheTTL, o.StaleIfError, o.Timeout, retries, o.CAFile, o.Live)
 }
 
 // GoString is the %#v form of the options; it also hides the token.
