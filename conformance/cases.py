@@ -31,12 +31,10 @@ CAPABILITIES = frozenset({"tls_ca_file", "proxy_env", "live", "refresh"})
 _NOT_PORTED = "not ported yet (issue 39); the Python SDK is the reference (PROTOCOL.md, `live`)"
 NOT_YET: dict[str, dict[str, str]] = {
     "live": {
-        "go": _NOT_PORTED,
         "shell": "not ported yet (issue 39): each shell call is a process of its own, which holds no "
                  "stream; planned through the `cvsm` command",
     },
     "refresh": {
-        "go": _NOT_PORTED,
         "shell": _NOT_PORTED,
     },
 }
