@@ -33,13 +33,12 @@ NOT_YET: dict[str, dict[str, str]] = {
     "live": {
         "node": _NOT_PORTED,
         "go": _NOT_PORTED,
-        "shell": "not ported yet (issue 39): each shell call is a process of its own, which holds no "
-                 "stream; planned through the `cvsm` command",
+        "shell": "not in the shell SDK (issue 39): each shell call is a process of its own, which holds "
+                 "no stream; the live path for shell users is the Go `cvsm` command's `cvsm run --watch`",
     },
     "refresh": {
         "node": _NOT_PORTED,
         "go": _NOT_PORTED,
-        "shell": _NOT_PORTED,
     },
 }
 
