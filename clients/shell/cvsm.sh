@@ -1206,11 +1206,11 @@ _cvsm_op_get() {
   _cvsm_fail "$code" "$_cvsm_e_msg"
 }
 
-# _cvsm_read_name NAME reads NAME in _cvsm_env from the server, past the cache: one request by name
-# (through the cvsm command for an end-to-end team's token), deferred as _cvsm_request's with
-# _cvsm_defer=1. _cvsm_result is then the value as a JSON string, or the bare word e2e for an end-to-end
-# team's answer ("e2e": true in its secret, where the server puts it, or beside the value) read
-# without the key part; on failure the exit code is returned and the error left in _cvsm_e_*.
+# _cvsm_read_name NAME reads NAME in _cvsm_env from the server, past the cache: one request by
+# name (through the cvsm command for an end-to-end team's token), deferred as _cvsm_request's with
+# _cvsm_defer=1. _cvsm_result is then the value as a JSON string, or the bare word e2e for an
+# end-to-end team's answer ("e2e": true in its secret, where the server puts it, or beside the
+# value) read without the key part; on failure the exit code is returned, the error in _cvsm_e_*.
 _cvsm_read_name() {
   local env code=0
   _cvsm_urlenc "$_cvsm_env"
