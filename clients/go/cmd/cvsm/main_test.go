@@ -64,6 +64,12 @@ func testMain(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
+	// Under root the embedded PostgreSQL runs as a system user, which must pass through this
+	// folder to the server's data dir; the server changes no folder's mode it did not make.
+	if err := os.Chmod(scratch, 0o711); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
 	defer os.RemoveAll(scratch)
 
 	binary = filepath.Join(scratch, "cvsm")
