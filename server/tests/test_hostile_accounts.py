@@ -24,7 +24,7 @@ from test_dashboard import csrf_of, form_csrf, sign_up
 from test_email_links import token_of
 
 from cvsm_server.mail import messages as mail
-from cvsm_server.core import ratelimit
+from cvsm_server.accounts import ratelimit
 from cvsm_server.core.config import Settings
 
 

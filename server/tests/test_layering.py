@@ -20,7 +20,7 @@ PACKAGE = Path(cvsm_server.__file__).parent
 # other module of the package is a domain module.
 OUTER = {"cvsm_server", "cvsm_server.runtime.app", "cvsm_server.runtime.cli", "cvsm_server.runtime.drain",
          "cvsm_server.runtime.workers", "cvsm_server.runtime.jobs", "cvsm_server.mail.sender",
-         "cvsm_server.webhooks.sender", "cvsm_server.rotation.targets",
+         "cvsm_server.outbound.webhooks", "cvsm_server.rotation.targets",
          "cvsm_server.rotation.policy"}
 
 

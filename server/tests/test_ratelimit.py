@@ -5,7 +5,7 @@ import asyncio
 
 from aiohttp.test_utils import TestClient
 
-from cvsm_server.core import ratelimit
+from cvsm_server.accounts import ratelimit
 from cvsm_server.core.config import ConfigError, RateLimit, Settings
 from conftest import Api, query
 

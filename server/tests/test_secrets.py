@@ -10,7 +10,7 @@ import pytest
 
 from conftest import Api, query, server_url
 from cvsm_server import db
-from cvsm_server.core import ratelimit
+from cvsm_server.accounts import ratelimit
 from cvsm_server.secrets import service as secrets
 from cvsm_server.core.config import RateLimit
 

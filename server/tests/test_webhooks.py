@@ -24,7 +24,8 @@ import pytest
 from aiohttp import web
 
 from cvsm_server import db
-from cvsm_server.webhooks import sender as webhook_sender, service as webhooks
+from cvsm_server.outbound import webhooks as webhook_sender
+from cvsm_server.webhooks import service as webhooks
 from cvsm_server.crypto.sealing import Keyring
 from conftest import MASTER_KEY, Api, query, server_url
 

@@ -35,7 +35,7 @@ from ..audit import log as audit
 from . import credentials
 from .. import db
 from ..mail import messages as mail
-from ..core import ratelimit
+from . import ratelimit
 from . import sessions, totp
 from ..core.actor import Actor
 from ..crypto.sealing import Keyring

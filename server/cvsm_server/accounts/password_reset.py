@@ -15,7 +15,7 @@ import time
 from ..audit import log as audit
 from .. import db
 from ..mail import messages as mail, tokens as mailtokens
-from ..core import ratelimit
+from . import ratelimit
 from . import sessions
 from ..core.actor import Actor
 from ..core.config import RateLimit

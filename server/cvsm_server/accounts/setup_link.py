@@ -27,7 +27,7 @@ from datetime import timedelta
 from ..audit import log as audit
 from .. import db
 from ..mail import tokens as mailtokens
-from ..core import ratelimit
+from . import ratelimit
 from . import sessions
 from ..core.actor import Actor
 from ..crypto.sealing import Keyring

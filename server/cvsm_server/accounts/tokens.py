@@ -32,7 +32,7 @@ from ..audit import log as audit
 from . import credentials
 from .. import db
 from ..e2e import service as e2e
-from ..core import ratelimit
+from . import ratelimit
 from ..teams import roles, service as teams
 from ..core.actor import Actor, Scope
 from ..core.clientip import address_allowed, validate_allowlist

@@ -23,7 +23,7 @@ from . import credentials
 from .. import db
 from . import email_verification
 from ..mail import newsletter
-from ..core import ratelimit
+from . import ratelimit
 from . import sessions, totp
 from ..core.actor import Actor
 from ..crypto.sealing import Keyring

@@ -27,7 +27,7 @@ from typing import Any
 import jinja2
 
 from .. import db
-from ..core import ratelimit
+from ..accounts import ratelimit
 from ..core.config import RateLimit
 from ..crypto.sealing import Keyring, mail_aad
 from ..core.inputs import one_line

@@ -22,7 +22,7 @@ from .. import db
 from . import jobs
 from ..crypto import keys
 from ..accounts import oauth
-from ..core import ratelimit
+from ..accounts import ratelimit
 from ..accounts import sessions, setup_link
 from ..support import service as support
 from ..web import lowlevel, metrics

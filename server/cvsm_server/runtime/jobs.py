@@ -30,10 +30,11 @@ from .. import db
 from ..accounts import deletion
 from ..mail import sender as mail_sender, tokens as mailtokens
 from ..db import queues
-from ..core import ratelimit
+from ..accounts import ratelimit
 from ..rotation import policy as secret_rotation
+from ..outbound import rotation as rotation_runner
 from ..accounts import sessions, tokens
-from ..webhooks import sender as webhook_sender
+from ..outbound import webhooks as webhook_sender
 from ..core.config import Settings
 from ..crypto.sealing import Keyring
 
@@ -133,7 +134,7 @@ JOBS: tuple[Job, ...] = (
     Queue("webhooks", lambda c: webhook_sender.WebhookSender(
         c.pool, c.keyring, allow_private=c.settings.webhook_allow_private,
         poll_seconds=c.settings.webhook_poll_seconds)),
-    Queue("rotation", lambda c: secret_rotation.RotationWorker(
+    Queue("rotation", lambda c: rotation_runner.RotationWorker(
         c.pool, c.keyring, allow_private=c.settings.webhook_allow_private,
         poll_seconds=c.settings.rotation_poll_seconds)),
 )

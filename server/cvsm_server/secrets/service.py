@@ -24,7 +24,7 @@ from ..audit import log as audit
 from ..accounts import credentials
 from .. import db
 from ..e2e import service as e2e
-from ..core import ratelimit
+from ..accounts import ratelimit
 from ..teams import roles, service as teams
 from ..core.actor import Actor
 from ..crypto.sealing import DecryptionError, Keyring, secret_aad

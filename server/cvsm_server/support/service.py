@@ -37,7 +37,7 @@ from ..instance import admin
 from ..audit import log as audit
 from .. import db
 from ..mail import messages as mail
-from ..core import ratelimit
+from ..accounts import ratelimit
 from ..core.actor import Actor
 from ..crypto.sealing import Keyring
 from ..core.errors import BadRequest, Conflict, NotFound

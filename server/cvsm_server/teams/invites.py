@@ -19,7 +19,7 @@ import uuid
 from ..audit import log as audit
 from .. import db
 from ..mail import messages as mail, tokens as mailtokens
-from ..core import ratelimit
+from ..accounts import ratelimit
 from . import roles
 from ..accounts import sessions
 from . import service as teams

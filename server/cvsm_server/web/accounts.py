@@ -8,7 +8,7 @@ import uuid
 from aiohttp import web
 
 from ..accounts import email_verification, password_reset
-from ..core import ratelimit
+from ..accounts import ratelimit
 from ..accounts import sessions, tokens, totp, users
 from ..core.errors import Unauthorized
 from ..core.inputs import field, string_list

@@ -5,7 +5,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from ..accounts import deletion
-from ..core import ratelimit
+from ..accounts import ratelimit
 from ..accounts import sessions
 from ..core.inputs import field
 from ..core.timeutil import iso

@@ -43,7 +43,7 @@ from aiohttp import web
 from ..instance import admin
 from ..accounts import credentials
 from .. import db
-from ..core import ratelimit
+from ..accounts import ratelimit
 from ..accounts import sessions
 from ..teams import service as teams
 from ..accounts import tokens, users

@@ -13,7 +13,7 @@ from ..accounts.credentials import CredentialCache
 from ..crypto.sealing import Keyring
 from ..accounts.oauth import Providers
 from ..crypto.passwords import PasswordHasher
-from ..core.ratelimit import Charge, Leases
+from ..accounts.ratelimit import Charge, Leases
 from ..accounts.sessions import JwtSigner
 from ..accounts.users import PageState
 from .outage import RequestOutage

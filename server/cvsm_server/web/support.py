@@ -7,7 +7,7 @@ import uuid
 
 from aiohttp import web
 
-from ..core import ratelimit
+from ..accounts import ratelimit
 from ..support import service as support
 from ..core.actor import Actor
 from ..core.errors import NotFound

@@ -13,7 +13,7 @@ from ... import db
 from ...accounts import deletion
 from ...e2e import service as e2e
 from ...accounts import email_verification, oauth
-from ...core import ratelimit
+from ...accounts import ratelimit
 from ...accounts import totp, users
 from ...core.actor import Actor
 from ...core.errors import DomainError, TooManyRequests

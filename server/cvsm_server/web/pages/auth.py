@@ -8,15 +8,16 @@ import uuid
 
 from aiohttp import web
 
-from ... import db
-from ...accounts import email_verification, oauth, password_reset, sessions, users
 from ...core.actor import Actor
 from ...core.errors import BadRequest, DomainError, Forbidden, Unauthorized
+from ...accounts import email_verification, oauth, password_reset, sessions, users
 from ..request import app_url
 from ..state import ACTOR, KEYRING, OAUTH, PASSWORDS, POOL, SIGNER
-from .kit import (COOKIE, PENDING_FAILED, PENDING_LIFETIME, Form, beside, count_form, done,
-                  failures_of, flash, form_work, is_secure, next_of, pending_token, pending_user,
-                  redirect_to, render_page, signed_in, signed_in_actor, signed_in_response, url_for)
+from .kit import (Form, beside, count_form, done, failures_of, form_work, next_of, redirect_to,
+                  render_page, signed_in, signed_in_actor, signed_in_response, url_for)
+from .session import (COOKIE, PENDING_FAILED, PENDING_LIFETIME, flash, is_secure, pending_token,
+                      pending_user)
+from ... import db
 
 
 async def index(request: web.Request) -> web.StreamResponse:

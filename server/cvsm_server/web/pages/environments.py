@@ -11,15 +11,16 @@ from typing import Any
 
 from aiohttp import web
 
-from ... import db
+from ...core.actor import Actor
+from ...core.errors import NotFound
 from ...audit import insights
 from ...secrets import service as domain
 from ...teams import service as teams
-from ...core.actor import Actor
-from ...core.errors import NotFound
 from ..state import KEYRING, POOL
 from .e2e import team_context as e2e_context
-from .kit import Form, form_field, render_page, signed_in
+from .kit import Form, render_page, signed_in
+from .session import form_field
+from ... import db
 
 
 async def _context(request: web.Request, conn: db.Connection, actor: Actor,

@@ -36,12 +36,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import hashlib
-import hmac
 import re
-import secrets as random
-import time
-import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
 from urllib.parse import urlencode, urlsplit
@@ -51,50 +46,26 @@ import jinja2
 from aiohttp import web
 from multidict import MultiDictProxy
 
-from ... import db
-from ...accounts import deletion, oauth
-from ...core import ratelimit
-from ...secrets import service as domain
 from ...core.actor import Actor
-from ...core.errors import DomainError, Forbidden, NotFound, Unauthorized
+from ...core.errors import DomainError, NotFound
 from ...core.inputs import decimal
+from ...accounts import deletion, oauth, ratelimit
+from ...secrets import service as domain
 from ..middleware import failure_of
 from ..policy import policy_of
-from ..request import FORM_TOO_LARGE, FormValue, app_url, check_query, read_form
-from ..state import ACTOR, OAUTH, PAGE_STATE, POOL, SESSION_COOKIE, SETTINGS, SIGNER
-from .messages import FLASHES
+from ..request import FORM_TOO_LARGE, FormValue, check_query, read_form
+from ..state import ACTOR, OAUTH, PAGE_STATE, POOL, SETTINGS, SIGNER
+from .session import (COOKIE, FLASH_COOKIE, NEW_PRE_SESSION, PRE_COOKIE, anonymous_csrf,
+                      check_anonymous_csrf, check_session_csrf, flash, read_flash, session_csrf,
+                      set_cookie, ONCE_COOKIE, TOOK_ONCE, form_field)
+from ... import db
 
-
-COOKIE = SESSION_COOKIE
-PRE_COOKIE = "cvsm_pre"
-PENDING_LIFETIME = 300  # seconds between the password and the code of a two-factor sign-in
 FORM_LIMIT = 256 * 1024  # a 65,536-byte value, form-encoded, fits several times over
 CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
        "connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'")
-CSRF_FAILED = "Formulir kedaluwarsa atau tidak sah; muat ulang halaman lalu coba lagi"
-PENDING_FAILED = "Langkah verifikasi kedaluwarsa; masuk lagi dengan kata sandi"
 PAGE_NOT_FOUND = "Halaman tidak ditemukan"
 ENVIRONMENTS = domain.ENVIRONMENTS
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-# A pre-session nonce made for this response (set as a cookie when the page is sent).
-NEW_PRE_SESSION = web.RequestKey("cvsm_pre_new", str)
-# The page read the one-time cookie (`take_once`): its answer deletes it and is never stored.
-TOOK_ONCE = web.RequestKey("cvsm_took_once", bool)
-FLASH_COOKIE = "cvsm_flash"
-ONCE_COOKIE = "cvsm_once"
-ONCE_LIFETIME = 120  # seconds between a value's POST and the page that shows it
-
-
-
-def keyed_mac(request: web.Request, purpose: str, text: str) -> str:
-    key = request.app[SIGNER].secret.encode()
-    return hmac.new(key, f"{purpose}:{text}".encode(), hashlib.sha256).hexdigest()
-
-
-def same_mac(given: str, expected: str) -> bool:
-    """Whether `given` (from a form or a cookie: any text) is `expected`, in constant time.
-    `hmac.compare_digest` raises TypeError for text with a non-ASCII character; bytes never."""
-    return hmac.compare_digest(given.encode("utf-8", "surrogatepass"), expected.encode())
 
 
 def page_number(raw: str | None) -> int:
@@ -104,71 +75,11 @@ def page_number(raw: str | None) -> int:
     return number if number is not None and number >= 1 else 1
 
 
-def pending_token(request: web.Request, user_id: uuid.UUID) -> str:
-    expires = int(time.time()) + PENDING_LIFETIME
-    body = f"{user_id}.{expires}"
-    return f"{body}.{keyed_mac(request, '2fa', body)}"
-
-
-def pending_user(request: web.Request, token: str) -> uuid.UUID:
-    body, _, mac = token.rpartition(".")
-    user, _, expires = body.partition(".")
-    expires_at = decimal(expires)
-    if not same_mac(mac, keyed_mac(request, "2fa", body)) or expires_at is None \
-            or expires_at < time.time():
-        raise Unauthorized(PENDING_FAILED)
-    return uuid.UUID(user)
-
-
 async def read_page_form(request: web.Request, *, max_bytes: int = FORM_LIMIT,
                          too_large: str = FORM_TOO_LARGE) -> MultiDictProxy[FormValue]:
     """Every page's form, read by the one parser (`web.request.read_form`): NUL characters,
     invalid UTF-8, another charset and broken multipart are a 400 page, never a 500."""
     return await read_form(request, max_bytes=max_bytes, too_large=too_large)
-
-
-def form_field(form: Mapping[str, Any], name: str, default: str = "") -> str:
-    value = form.get(name, default)
-    return value if isinstance(value, str) else default
-
-
-def is_secure(request: web.Request) -> bool:
-    return app_url(request).startswith("https://")
-
-
-def set_cookie(request: web.Request, response: web.StreamResponse, name: str, value: str,
-               max_age: int | None = None) -> None:
-    response.set_cookie(name, value, httponly=True, samesite="Lax", secure=is_secure(request),
-                        path="/", max_age=max_age)
-
-
-def pre_session(request: web.Request) -> str:
-    """The pre-session nonce that CSRF tokens of the signed-out forms are bound to."""
-    return request.cookies.get(PRE_COOKIE) or request.get(NEW_PRE_SESSION) or ""
-
-
-def anonymous_csrf(request: web.Request) -> str:
-    nonce = pre_session(request)
-    if not nonce:
-        nonce = random.token_urlsafe(24)
-        request[NEW_PRE_SESSION] = nonce
-    return keyed_mac(request, "csrf-pre", nonce)
-
-
-def check_anonymous_csrf(request: web.Request, form: Mapping[str, Any]) -> None:
-    nonce = request.cookies.get(PRE_COOKIE, "")
-    expected = keyed_mac(request, "csrf-pre", nonce)
-    if not nonce or not same_mac(form_field(form, "csrf"), expected):
-        raise Forbidden(CSRF_FAILED)
-
-
-def session_csrf(request: web.Request, actor: Actor) -> str:
-    return keyed_mac(request, "csrf", str(actor.session_id))
-
-
-def check_session_csrf(request: web.Request, actor: Actor, form: Mapping[str, Any]) -> None:
-    if not same_mac(form_field(form, "csrf"), session_csrf(request, actor)):
-        raise Forbidden(CSRF_FAILED)
 
 
 def render_page(request: web.Request, template: str, context: dict[str, Any], *, status: int = 200,
@@ -205,20 +116,6 @@ def page_context(request: web.Request) -> dict[str, Any]:
 
 
 # Flash messages: a key of `FLASHES` in a signed cookie, read (and deleted) by the next page.
-
-def flash(request: web.Request, response: web.StreamResponse, key: str) -> None:
-    if key not in FLASHES:
-        raise KeyError(key)  # a programming error: only the fixed messages are said
-    set_cookie(request, response, FLASH_COOKIE, f"{key}.{keyed_mac(request, 'flash', key)}",
-               max_age=ONCE_LIFETIME)
-
-
-def read_flash(request: web.Request) -> dict[str, str] | None:
-    key, _, mac = request.cookies.get(FLASH_COOKIE, "").partition(".")
-    if key not in FLASHES or not same_mac(mac, keyed_mac(request, "flash", key)):
-        return None
-    kind, text = FLASHES[key]
-    return {"kind": kind, "text": text}
 
 
 def done(request: web.Request, name: str, message: str | None = None,

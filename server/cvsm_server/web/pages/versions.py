@@ -13,16 +13,17 @@ from typing import Any
 
 from aiohttp import web
 
-from ... import db
-from ...secrets import service as domain
-from ...teams import service as teams
 from ...core.actor import Actor
 from ...core.errors import BadRequest
 from ...core.inputs import whole_number
+from ...secrets import service as domain
+from ...teams import service as teams
 from ..request import path_id
 from ..state import KEYRING, POOL
-from .kit import Form, form_field, render_page, signed_in
+from .kit import Form, render_page, signed_in
 from .secrets import secret_context
+from .session import form_field
+from ... import db
 
 BAD_VERSION = "Pilih nomor versi yang ada"
 SAME_VERSION = "Pilih dua versi yang berbeda untuk dibandingkan"

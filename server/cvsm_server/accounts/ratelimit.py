@@ -38,10 +38,10 @@ import asyncio
 import time
 from dataclasses import dataclass
 
-from ..accounts import credentials
+from . import credentials
 from .. import db
-from .config import RateLimit, Settings
-from .errors import TooManyRequests
+from ..core.config import RateLimit, Settings
+from ..core.errors import TooManyRequests
 
 # The current fixed window of `rate_period` seconds.
 _WINDOW = ("to_timestamp(floor(extract(epoch FROM clock_timestamp()) / %(rate_period)s)"

@@ -1,5 +1,6 @@
-"""The API lock: the OpenAPI document of the last release, committed as `docs/openapi-0.4.json`,
-and the rules that tell a breaking change to it from an addition.
+"""The API lock (a development tool kept beside the tests, not part of the server package): the
+OpenAPI document of the last release, committed as `docs/openapi-0.4.json`, and the rules that
+tell a breaking change to it from an addition.
 
 `breaking_changes(locked, live)` lists, as one line each, what in `live` (the document the server
 serves now) would break a client written against `locked`:
@@ -18,7 +19,7 @@ after resolving `$ref`; `anyOf`/`oneOf` branches count as one schema whose types
 A change that is meant (a new major version, or a fix the CHANGELOG announces) is recorded by
 writing the live document over the lock, normalised (two-space indent, sorted keys):
 
-    PYTHONPATH=server python -m cvsm_server.web.apilock --write
+    PYTHONPATH=server python server/tests/apilock.py --write
 
 Without `--write` the command prints the breaking changes and exits 1 if there are any.
 """
@@ -30,7 +31,7 @@ import sys
 from pathlib import Path
 from typing import Any, Iterator
 
-LOCK_FILE = Path(__file__).resolve().parents[3] / "docs" / "openapi-0.4.json"
+LOCK_FILE = Path(__file__).resolve().parents[2] / "docs" / "openapi-0.4.json"
 METHODS = ("get", "put", "post", "delete", "patch", "head", "options", "trace")
 # bounds a request may only widen: keyword -> True when a larger value is wider
 _WIDER_WHEN_LARGER = {"maxLength": True, "maximum": True, "maxItems": True,
@@ -247,8 +248,8 @@ def breaking_changes(locked: dict, live: dict) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from .apidoc import document
-    from .routes import ROUTES
+    from cvsm_server.web.apidoc import document
+    from cvsm_server.web.routes import ROUTES
     args = sys.argv[1:] if argv is None else argv
     live = document(ROUTES)
     if args == ["--write"]:
@@ -256,7 +257,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"wrote {LOCK_FILE}")
         return 0
     if args:
-        print("usage: python -m cvsm_server.web.apilock [--write]", file=sys.stderr)
+        print("usage: python server/tests/apilock.py [--write]", file=sys.stderr)
         return 2
     changes = breaking_changes(read_lock(), live)
     for line in changes:

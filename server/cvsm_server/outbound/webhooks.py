@@ -30,7 +30,7 @@ from aiohttp.abc import AbstractResolver, ResolveResult
 
 from .. import __version__, db
 from ..db import queues
-from . import service as webhooks
+from ..webhooks import service as webhooks
 from ..crypto.sealing import Keyring
 
 log = logging.getLogger("cvsm.webhooks")
