@@ -13,8 +13,9 @@ from ...core.errors import BadRequest, DomainError, Forbidden, Unauthorized
 from ...accounts import email_verification, oauth, password_reset, sessions, users
 from ..request import app_url
 from ..state import ACTOR, KEYRING, OAUTH, PASSWORDS, POOL, SIGNER
-from .kit import (Form, beside, count_form, done, failures_of, form_work, next_of, redirect_to,
-                  render_page, signed_in, signed_in_actor, signed_in_response, url_for)
+from .forms import Form, beside, count_form, failures_of, form_work
+from .kit import done, next_of, redirect_to, signed_in, signed_in_response, url_for
+from .rendering import signed_in_actor, render_page
 from .session import (COOKIE, PENDING_FAILED, PENDING_LIFETIME, flash, is_secure, pending_token,
                       pending_user)
 from ... import db

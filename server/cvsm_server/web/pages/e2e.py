@@ -11,12 +11,13 @@ import json
 import uuid
 from typing import Any
 
-from ... import db
-from ...e2e import service as e2e
-from ...secrets import service as domain
 from ...core.actor import Actor
 from ...core.errors import BadRequest, Forbidden, NotFound
-from .kit import ENVIRONMENTS, Form
+from ...e2e import service as e2e
+from ...secrets import service as domain
+from .forms import Form
+from .kit import ENVIRONMENTS
+from ... import db
 
 BAD_PAYLOAD = "Data dari skrip halaman tidak terbaca; muat ulang halaman lalu coba lagi"
 

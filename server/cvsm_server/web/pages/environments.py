@@ -18,7 +18,9 @@ from ...secrets import service as domain
 from ...teams import service as teams
 from ..state import KEYRING, POOL
 from .e2e import team_context as e2e_context
-from .kit import Form, render_page, signed_in
+from .forms import Form
+from .kit import signed_in
+from .rendering import render_page
 from .session import form_field
 from ... import db
 

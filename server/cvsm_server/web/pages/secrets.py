@@ -16,23 +16,22 @@ from typing import Any
 
 from aiohttp import web
 
-from ...secrets import bulk
-from ... import db
-from ...secrets import dotenv
-from ...audit import insights
-from ...teams import roles
-from ...rotation import policy as secret_rotation
-from ...secrets import service as domain, shares, shell_export
-from ...teams import service as teams
 from ...core.actor import Actor
 from ...core.errors import BadRequest, NotFound
 from ...core.inputs import whole_number
+from ...audit import insights
+from ...rotation import policy as secret_rotation
+from ...secrets import bulk, dotenv, service as domain, shares, shell_export
+from ...teams import roles, service as teams
 from ..request import app_url, path_id
 from ..state import KEYRING, POOL
 from .e2e import json_field, team_context as e2e_context
-from .kit import ENVIRONMENTS, Form, done, render_page, signed_in
+from .forms import Form
+from .kit import ENVIRONMENTS, done, signed_in
 from .once import keep_once, take_once
+from .rendering import render_page
 from .teams import team_form
+from ... import db
 
 
 def _environment(value: str | None) -> str:

@@ -11,15 +11,17 @@ from typing import Any
 
 from aiohttp import web
 
-from ... import db
-from ...support import service as support
 from ...core.actor import Actor
 from ...core.errors import DomainError, NotFound
+from ...support import service as support
 from ..request import app_url
 from ..state import KEYRING, POOL, SETTINGS
 from ..support import charge
-from .kit import Form, done, render_page, signed_in
+from .forms import Form
+from .kit import done, signed_in
 from .messages import FLASHES
+from .rendering import render_page
+from ... import db
 
 ESCALATED = FLASHES["support_escalated"][1]
 

@@ -10,16 +10,17 @@ from typing import Any
 
 from aiohttp import web
 
-from ...audit import log as audit
-from ... import db
-from ...secrets import service as secrets
-from ...teams import service as teams
 from ...core.actor import Actor
 from ...core.errors import BadRequest
+from ...audit import log as audit
+from ...secrets import service as secrets
+from ...teams import service as teams
 from ..state import POOL, SETTINGS
 from .e2e import page_context
-from .kit import Form, done, form_work, page_number, render_page, signed_in, url_for
-
+from .forms import Form, form_work, page_number
+from .kit import done, signed_in, url_for
+from .rendering import render_page
+from ... import db
 
 E2E_NEEDS_SCRIPT = ("Tim end-to-end dibuat oleh skrip halaman ini, yang memerlukan JavaScript dan "
                     "HTTPS (atau localhost): buka dashboard lewat HTTPS lalu coba lagi")

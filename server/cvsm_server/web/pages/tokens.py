@@ -7,22 +7,23 @@ browser and is appended to the token where the page shows it once.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from aiohttp import web
 
-import json
-
-from ... import db
+from ...core.actor import Actor
+from ...accounts import tokens
 from ...e2e import service as e2e
 from ...teams import service as teams
-from ...accounts import tokens
-from ...core.actor import Actor
 from ..request import path_id
 from ..state import KEYRING, POOL
 from .e2e import page_context, team_wrap
-from .kit import ENVIRONMENTS, Form, done, form_work, render_page, signed_in
+from .forms import Form, form_work
+from .kit import ENVIRONMENTS, done, signed_in
 from .once import keep_once, take_once
+from .rendering import render_page
+from ... import db
 
 # The form's default is the narrowest token (one team, one environment, read-only): the
 # README's advice for an application or a CI job. The broader choices are there, named.

@@ -20,7 +20,9 @@ from ...secrets import service as domain
 from ...teams import service as teams
 from ..request import path_id
 from ..state import KEYRING, POOL
-from .kit import Form, render_page, signed_in
+from .forms import Form
+from .kit import signed_in
+from .rendering import render_page
 from .secrets import secret_context
 from .session import form_field
 from ... import db
