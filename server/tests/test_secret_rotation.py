@@ -597,7 +597,7 @@ async def test_a_new_master_key_reseals_the_target_secret_and_an_open_run(
     only_new = Keyring(new_key)  # the old key is gone: everything must open with the new one
     assert await rotation_runner.run_due(app[POOL], only_new, allow_private=True) == 1
     assert toy.steps == ["create", "set", "test", "finish"]
-    from cvsm_server.secrets.service import open_value
+    from cvsm_server.secrets.queries import open_value
     row = (await query(database_url, "SELECT * FROM secrets WHERE id = %s", (secret,)))[0]
     assert row["version"] == 2 and toy.accepted == open_value(only_new, row) != "toy-initial"
 

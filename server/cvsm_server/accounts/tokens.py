@@ -39,7 +39,7 @@ from ..core.clientip import address_allowed, validate_allowlist
 from ..crypto.sealing import Keyring
 from ..core.errors import BadRequest, Conflict, Forbidden, NotFound, TooManyRequests, Unauthorized
 from ..core.inputs import check_line, timestamp
-from ..secrets.service import ENVIRONMENTS, check_environment
+from ..secrets.inputs import ENVIRONMENTS, check_environment
 from .sessions import require_jwt
 from ..core.timeutil import iso, now
 

@@ -22,7 +22,8 @@ from .. import db
 from ..teams import roles
 from ..core.actor import Actor
 from ..crypto.sealing import Keyring
-from ..secrets.service import ENVIRONMENTS, open_value
+from ..secrets.queries import open_value
+from ..secrets.inputs import ENVIRONMENTS
 
 WINDOW = timedelta(days=30)
 READERS_LIMIT = 200

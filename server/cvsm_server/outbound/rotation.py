@@ -29,6 +29,7 @@ from ..audit import log as audit
 from ..db import queues
 from ..rotation import targets as rotation_targets
 from ..secrets import service as secrets
+from ..secrets import queries as secret_queries
 from ..teams import roles
 from ..webhooks import service as webhooks
 from .. import db
@@ -234,7 +235,7 @@ async def _create(conn: db.Connection, keyring: Keyring, system: Actor,
             (policy["secret_id"],))
         if secret is None:
             return None
-        current = secrets.open_value(keyring, secret)
+        current = secret_queries.open_value(keyring, secret)
         admin = None
         await _authorise(cur, policy, secret)
         if (admin_id := rotation_targets.admin_secret_id(policy["target_kind"],
@@ -273,7 +274,7 @@ async def _step_context(conn: db.Connection, keyring: Keyring, system: Actor, po
             cur, """SELECT id, team_id, name, environment, version, key_id, nonce, ciphertext
                     FROM secrets WHERE id = %s AND deleted_at IS NULL""", (policy["secret_id"],))
         if secret is None:
-            raise NotFound(secrets.SECRET_NOT_FOUND)
+            raise NotFound(secret_queries.SECRET_NOT_FOUND)
         if run["step"] == "created":  # before the target changes (after, the run completes)
             await _authorise(cur, policy, secret)
         admin = None
@@ -290,7 +291,7 @@ async def _step_context(conn: db.Connection, keyring: Keyring, system: Actor, po
         kind=policy["target_kind"], settings=policy["target"], rotation_id=run["id"],
         secret={"id": str(secret["id"]), "name": secret["name"],
                 "environment": secret["environment"]},
-        pending=pending, current=secrets.open_value(keyring, secret),
+        pending=pending, current=secret_queries.open_value(keyring, secret),
         target_user=run["target_user"], admin=admin, signing_secret=signing,
         allow_private=allow_private, server_fingerprint=server)
 
@@ -328,8 +329,8 @@ async def _finish(conn: db.Connection, keyring: Keyring, system: Actor, policy: 
                     FROM secrets WHERE id = %s AND deleted_at IS NULL FOR UPDATE""",
             (policy["secret_id"],))
         if current is None:
-            raise NotFound(secrets.SECRET_NOT_FOUND)
-        version = await secrets.store_new_value(cur, system, keyring, current, step.pending)
+            raise NotFound(secret_queries.SECRET_NOT_FOUND)
+        version = await secret_queries.store_new_value(cur, system, keyring, current, step.pending)
         closed = await db.fetchone(
             cur, f"""UPDATE secret_rotations SET step = 'finished', to_version = %s,
                             key_id = NULL, nonce = NULL, ciphertext = NULL, updated_at = now(),

@@ -48,6 +48,7 @@ from ..core.timeutil import iso
 from ..crypto.sealing import Keyring, rotation_target_aad
 from ..audit import log as audit
 from ..secrets import service as secrets
+from ..secrets import queries as secret_queries
 from ..teams import roles
 from ..webhooks import service as webhooks
 from .. import db
@@ -141,9 +142,9 @@ RUN_COLUMNS = """id, secret_id, team_id, from_version, to_version, step, target_
 async def _secret_for(cur: db.Cursor, actor: Actor, team_id: uuid.UUID, secret_id: uuid.UUID,
                       minimum: str, *, reading: bool = False, for_update: bool = False) -> dict:
     await roles.require(cur, team_id, actor, minimum, reading=reading)
-    row = await secrets.load_secret(cur, team_id, secret_id, for_update=for_update)
+    row = await secret_queries.load_secret(cur, team_id, secret_id, for_update=for_update)
     if actor.scope is not None and not actor.scope.allows_environment(row["environment"]):
-        raise NotFound(secrets.SECRET_NOT_FOUND)
+        raise NotFound(secret_queries.SECRET_NOT_FOUND)
     return row
 
 
@@ -368,4 +369,4 @@ async def read_admin(cur: db.Cursor, keyring: Keyring, actor: Actor, policy: dic
                        metadata={"name": row["name"], "environment": row["environment"],
                                  "by": by, "rotated_secret_id": str(policy["secret_id"]),
                                  "rotation_id": str(run["id"]) if run else None})
-    return secrets.open_value(keyring, row)
+    return secret_queries.open_value(keyring, row)

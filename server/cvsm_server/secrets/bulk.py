@@ -5,9 +5,9 @@ checked first against the number of items, and a request that would pass `max_se
 put secrets into more environments than the plan allows, inserts nothing (403); then each item
 succeeds or fails on its own, answered as `results[{index, name, ok, id | error}]` with
 `summary{total, ok, failed}`. The whole operation is one transaction holding the team row lock
-(`secrets.check_quota`), so concurrent creates never pass the quota, and its audit entry (counts
+(`secret_queries.check_quota`), so concurrent creates never pass the quota, and its audit entry (counts
 only, never values) commits with the inserts.
-Items are checked by the same rule as a single create (`secrets.SecretInput`). An end-to-end
+Items are checked by the same rule as a single create (`secret_inputs.SecretInput`). An end-to-end
 team's items carry their client-chosen `id` and envelope, as a single create does; `.env` import
 and move-env need the plaintext there, so they are refused (400) and done in the client.
 
@@ -22,17 +22,15 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from ..audit import log as audit
-from .. import db
-from . import dotenv
-from ..e2e import service as e2e
-from ..teams import roles
-from . import service as secrets
-from ..teams import service as teams
 from ..core.actor import Actor
-from ..crypto.sealing import Keyring
 from ..core.errors import BadRequest, DomainError, PayloadTooLarge
 from ..core.inputs import field, parse_uuid
+from ..crypto.sealing import Keyring
+from ..audit import log as audit
+from ..e2e import service as e2e
+from ..teams import roles, service as teams
+from .. import db
+from . import dotenv, service as secrets, queries as secret_queries, inputs as secret_inputs
 
 MAX_ITEMS = 500
 MAX_DOTENV_BYTES = 200 * 1024
@@ -52,11 +50,11 @@ def _item_error(index: int, name: object, message: str, **extra: Any) -> dict:
             "error": message, **extra}
 
 
-def item_input(item: object) -> secrets.SecretInput:
+def item_input(item: object) -> secret_inputs.SecretInput:
     """One bulk item as a SecretInput; raises BadRequest (reported as that item's error)."""
     if not isinstance(item, dict):
         raise BadRequest(ITEM_NOT_OBJECT)
-    return secrets.SecretInput.checked(
+    return secret_inputs.SecretInput.checked(
         name=field(item, "name", str),
         value=field(item, "value", str, allow_nul=True),
         environment=field(item, "environment", str),
@@ -67,10 +65,10 @@ def item_input(item: object) -> secrets.SecretInput:
 
 
 async def _insert(cur: db.Cursor, actor: Actor, keyring: Keyring, team: dict,
-                  index: int, item: secrets.SecretInput, **extra: Any) -> dict:
+                  index: int, item: secret_inputs.SecretInput, **extra: Any) -> dict:
     """Insert one item; a duplicate name (or a refused envelope) becomes the item's error."""
     try:
-        row = await secrets.insert_secret(cur, actor, keyring, team, item)
+        row = await secret_queries.insert_secret(cur, actor, keyring, team, item)
     except DomainError as exc:
         return _item_error(index, item.name, exc.message, **extra)
     return {"index": index, "id": str(row["id"]), "name": row["name"], "ok": True, **extra}
@@ -81,7 +79,7 @@ async def bulk_create(conn: db.Connection, actor: Actor, keyring: Keyring, team_
     """Create each of `items` ({name, value, environment, type?, description?}) on its own."""
     if len(items) > MAX_ITEMS:
         raise BadRequest(TOO_MANY_ITEMS)
-    checked: list[secrets.SecretInput | DomainError] = []
+    checked: list[secret_inputs.SecretInput | DomainError] = []
     for raw in items:
         try:
             checked.append(item_input(raw))
@@ -93,8 +91,8 @@ async def bulk_create(conn: db.Connection, actor: Actor, keyring: Keyring, team_
         for raw in items:  # a scoped token writes only inside its environments: all or nothing
             if isinstance(raw, dict) and isinstance(raw.get("environment"), str):
                 roles.check_environment_write(actor, raw["environment"])
-        team = await secrets.check_quota(cur, team_id, len(items), {
-            item.environment for item in checked if isinstance(item, secrets.SecretInput)})
+        team = await secret_queries.check_quota(cur, team_id, len(items), {
+            item.environment for item in checked if isinstance(item, secret_inputs.SecretInput)})
         for index, (raw, item) in enumerate(zip(items, checked)):
             if isinstance(item, DomainError):
                 results.append(_item_error(index, raw.get("name") if isinstance(raw, dict)
@@ -110,7 +108,7 @@ async def import_dotenv(conn: db.Connection, actor: Actor, keyring: Keyring, tea
                         content: str, environment: str) -> tuple[int, list[dict], dict]:
     """Bulk create from `.env` text: every entry that is not imported is an item error naming its
     line; `parsed` counts the KEY=VALUE entries, and the quota is checked against that count."""
-    environment = secrets.check_environment(environment)
+    environment = secret_inputs.check_environment(environment)
     roles.check_environment_write(actor, environment)
     try:
         size = len(content.encode("utf-8"))
@@ -126,14 +124,14 @@ async def import_dotenv(conn: db.Connection, actor: Actor, keyring: Keyring, tea
     async with db.transaction(conn) as cur:
         await roles.require(cur, team_id, actor, roles.MEMBER)
         if await e2e.key_version_of(cur, team_id) is not None:
-            raise BadRequest(secrets.E2E_IMPORT)
-        team = await secrets.check_quota(cur, team_id, parsed, [environment] if parsed else [])
+            raise BadRequest(secret_inputs.E2E_IMPORT)
+        team = await secret_queries.check_quota(cur, team_id, parsed, [environment] if parsed else [])
         for index, entry in enumerate(entries):
             if not entry.ok:
                 results.append(_item_error(index, entry.name, entry.error, line=entry.line))
                 continue
             try:
-                item = secrets.SecretInput.checked(name=entry.name, value=entry.value,
+                item = secret_inputs.SecretInput.checked(name=entry.name, value=entry.value,
                                                    environment=environment)
             except DomainError as exc:
                 results.append(_item_error(index, entry.name, exc.message, line=entry.line))
@@ -181,7 +179,7 @@ async def bulk_delete(conn: db.Connection, actor: Actor, team_id: uuid.UUID,
             roles.check_environment_write(actor, row["environment"])
             await secrets.check_admin_credential(cur, actor, team_id, row, role)
         if live:
-            await secrets.soft_delete(cur, list(live))
+            await secret_queries.soft_delete(cur, list(live))
         await audit.record(cur, actor, "bulk_delete", "secret", team_id=team_id,
                            metadata={"requested": len(ids), "deleted": len(live)})
     return len(live)
@@ -192,31 +190,31 @@ async def move_env(conn: db.Connection, actor: Actor, team_id: uuid.UUID, raw_id
     """Move each secret to `environment` (Member or above). A name that already exists there is
     that item's error; the rest move. An item already there succeeds without change."""
     ids = _uuids(raw_ids)
-    target = secrets.check_environment(environment)
+    target = secret_inputs.check_environment(environment)
     roles.check_environment_write(actor, target)
     results: list[dict] = []
     async with db.transaction(conn) as cur:
         role = await roles.require(cur, team_id, actor, roles.MEMBER)
         team = await teams.lock_team(cur, team_id)  # the team before its secrets, as ever
         if team["e2e"]:
-            raise BadRequest(secrets.E2E_MOVE)
+            raise BadRequest(secret_inputs.E2E_MOVE)
         live = await _lock_live(cur, team_id, ids)
         for row in live.values():
             roles.check_environment_write(actor, row["environment"])
             await secrets.check_admin_credential(cur, actor, team_id, row, role)
         moving = [i for i, row in live.items() if row["environment"] != target]
         if moving:  # all or nothing: the plan's active environments
-            await secrets.check_environments(cur, team, [target], leaving=moving)
+            await secret_queries.check_environments(cur, team, [target], leaving=moving)
         for index, secret_id in enumerate(ids):
             row = live.get(secret_id) if secret_id is not None else None
             if row is None:
                 results.append({"index": index, "id": raw_ids[index], "name": None, "ok": False,
-                                "error": secrets.SECRET_NOT_FOUND})
+                                "error": secret_queries.SECRET_NOT_FOUND})
                 continue
             result = {"index": index, "id": str(secret_id), "name": row["name"]}
             if row["environment"] != target:
                 try:
-                    async with db.unique_as_conflict(cur, secrets.SECRET_EXISTS, savepoint="move_env"):
+                    async with db.unique_as_conflict(cur, secret_queries.SECRET_EXISTS, savepoint="move_env"):
                         await cur.execute(
                             "UPDATE secrets SET environment = %s, updated_at = now() WHERE id = %s",
                             (target, secret_id),

@@ -23,12 +23,12 @@ from dataclasses import dataclass, field
 
 import aiopg
 
-from ..audit import log as audit
-from ..accounts import credentials
-from .. import db
-from ..teams import roles
 from ..core.actor import Actor
-from .service import ENVIRONMENTS, check_environment
+from ..accounts import credentials
+from ..audit import log as audit
+from ..teams import roles
+from .inputs import ENVIRONMENTS, check_environment
+from .. import db
 
 log = logging.getLogger("cvsm.changes")
 

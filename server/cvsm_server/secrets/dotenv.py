@@ -87,7 +87,7 @@ from bisect import bisect_right
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from .service import INVALID_NAME, NAME_RE  # one name rule, one message, for every input
+from .inputs import INVALID_NAME, NAME_RE  # one name rule, one message, for every input
 
 NOT_KEY_VALUE = "Baris {line} bukan format KEY=VALUE"
 UNTERMINATED = "Baris {line}: tanda kutip pembuka tidak ditutup"

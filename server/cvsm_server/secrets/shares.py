@@ -20,15 +20,15 @@ import uuid
 from collections.abc import Mapping
 from datetime import timedelta
 
-from ..audit import log as audit
-from .. import db
-from ..e2e import service as e2e
-from ..teams import roles
-from . import service as secrets
 from ..core.actor import Actor
-from ..crypto.sealing import DecryptionError, Keyring, share_aad
 from ..core.errors import BadRequest, Forbidden, Gone, NotFound
 from ..core.timeutil import iso, now
+from ..crypto.sealing import DecryptionError, Keyring, share_aad
+from ..audit import log as audit
+from ..e2e import service as e2e
+from ..teams import roles
+from .. import db
+from . import service as secrets, queries as secret_queries
 
 log = logging.getLogger("cvsm.shares")
 
@@ -80,7 +80,7 @@ async def create_share(conn: db.Connection, actor: Actor, keyring: Keyring, team
     share_id = uuid.uuid4()
     async with db.transaction(conn) as cur:
         await roles.require(cur, team_id, actor, roles.MEMBER)
-        secret = await secrets.load_secret(cur, team_id, secret_id)
+        secret = await secret_queries.load_secret(cur, team_id, secret_id)
         roles.check_environment_write(actor, secret["environment"])
         if secret["admin_credential"]:  # never leaves through a link, whoever asks
             raise Forbidden(secrets.ADMIN_CREDENTIAL)
@@ -91,7 +91,7 @@ async def create_share(conn: db.Connection, actor: Actor, keyring: Keyring, team
         else:
             if envelope is not None:
                 raise BadRequest(VALUE_ONLY_E2E)
-            value = secrets.open_value(keyring, secret)
+            value = secret_queries.open_value(keyring, secret)
             sealed = keyring.seal(value.encode("utf-8"), share_aad(share_id))
             stored = (sealed.key_id, sealed.nonce, sealed.ciphertext, None)
         row = await db.fetchone(
@@ -114,7 +114,7 @@ async def list_shares(conn: db.Connection, actor: Actor, team_id: uuid.UUID,
     """The secret's shares, newest first (Member or above)."""
     async with db.cursor(conn) as cur:
         await roles.require(cur, team_id, actor, roles.MEMBER)
-        secret = await secrets.load_secret(cur, team_id, secret_id)
+        secret = await secret_queries.load_secret(cur, team_id, secret_id)
         roles.check_environment_write(actor, secret["environment"])
         return await db.fetchall(
             cur,
@@ -129,7 +129,7 @@ async def revoke_share(conn: db.Connection, actor: Actor, team_id: uuid.UUID,
     """Revoke a share (Member or above); revoking twice is fine."""
     async with db.transaction(conn) as cur:
         await roles.require(cur, team_id, actor, roles.MEMBER)
-        secret = await secrets.load_secret(cur, team_id, secret_id)
+        secret = await secret_queries.load_secret(cur, team_id, secret_id)
         roles.check_environment_write(actor, secret["environment"])
         row = await db.fetchone(
             cur,

@@ -10,6 +10,7 @@ from typing import Any
 from ..secrets import bulk
 from ..e2e import service as e2e
 from ..secrets import service as secrets, shares
+from ..secrets import inputs as secret_inputs
 from ..teams import service as teams
 from ..accounts import users
 from ..core.inputs import CONTROL_CHARACTERS, INT64_MAX
@@ -17,7 +18,7 @@ from ..crypto.passwords import MAX_LENGTH as PASSWORD_MAX, MIN_LENGTH as PASSWOR
 
 UUID_PATTERN = "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
 SLUG_PATTERN = "^" + teams.SLUG_RE.pattern.removesuffix(r"\Z") + "$"
-NAME_PATTERN = "^" + secrets.NAME_RE.pattern.removesuffix(r"\Z") + "$"
+NAME_PATTERN = "^" + secret_inputs.NAME_RE.pattern.removesuffix(r"\Z") + "$"
 USERNAME_PATTERN = "^" + users.USERNAME_RE.pattern.removesuffix(r"\Z") + "$"
 TEAM_REF_PATTERN = (f"^(?:{UUID_PATTERN.strip('^$')}|{SLUG_PATTERN.strip('^$')})$")
 
@@ -115,11 +116,11 @@ BOOL = {"type": "boolean"}
 UUID = {"type": "string", "format": "uuid"}
 TIME = {"type": "string", "format": "date-time"}
 OK = answer({"ok": {"const": True}})
-ENVIRONMENT = {"type": "string", "enum": list(secrets.ENVIRONMENTS)}
-SECRET_TYPE = {"type": "string", "enum": list(secrets.TYPES)}
+ENVIRONMENT = {"type": "string", "enum": list(secret_inputs.ENVIRONMENTS)}
+SECRET_TYPE = {"type": "string", "enum": list(secret_inputs.TYPES)}
 ROLE = {"type": "string", "enum": list(teams.RANK)}
 SECRET_VALUE = {"type": "string", "maxLength": e2e.MAX_ENVELOPE_LENGTH,
-                "description": f"At most {secrets.MAX_VALUE_BYTES} bytes in UTF-8; for an "
+                "description": f"At most {secret_inputs.MAX_VALUE_BYTES} bytes in UTF-8; for an "
                                "end-to-end team, the envelope (`cvsm-e2e1.`) of such a value "
                                "sealed in the client (docs/e2e.md)."}
 
@@ -152,7 +153,7 @@ E2E_ENVELOPE = {"type": "string", "pattern": _pattern(e2e.ENVELOPE_RE),
                 "maxLength": e2e.MAX_ENVELOPE_LENGTH,
                 "description": "A value sealed in the client under the team key (docs/e2e.md): "
                                f"its ciphertext at most {e2e.MAX_SEALED_LENGTH} characters, a "
-                               f"value of at most {secrets.MAX_VALUE_BYTES} bytes and its tag."}
+                               f"value of at most {secret_inputs.MAX_VALUE_BYTES} bytes and its tag."}
 E2E_SHARE = {"type": "string", "pattern": _pattern(e2e.SHARE_RE),
              "maxLength": e2e.MAX_SHARE_LENGTH,
              "description": "A shared value sealed under the key the link's #fragment carries."}

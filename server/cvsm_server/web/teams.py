@@ -6,6 +6,7 @@ from aiohttp import web
 
 from ..audit import log as audit
 from ..secrets import service as secrets
+from ..secrets import inputs as secret_inputs
 from ..teams import service as teams
 from ..core.inputs import field
 from .schema import (E2E_AUTH, E2E_WRAP, INT, OK, ROLE, SLUG_PATTERN, STRING, UUID, answer, nullable,
@@ -29,7 +30,7 @@ async def create_team(request: web.Request) -> web.Response:
     if e2e is not None:
         wrapped_key = field(e2e, "wrapped_key", str)
         auth = field(e2e, "auth", str, required=False)
-    team_id = secrets.check_id(field(body, "id", str, required=False))
+    team_id = secret_inputs.check_id(field(body, "id", str, required=False))
     async with connection(request) as conn:
         team = await teams.create_team(conn, actor(request), name, slug,
                                        plan_name=request.app[SETTINGS].default_plan,

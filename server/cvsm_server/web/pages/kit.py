@@ -47,6 +47,7 @@ from ...core.actor import Actor
 from ...core.errors import DomainError, NotFound
 from ...accounts import oauth
 from ...secrets import service as domain
+from ...secrets import inputs as secret_inputs
 from ..middleware import failure_of
 from ..policy import policy_of
 from ..request import check_query
@@ -56,7 +57,7 @@ from .rendering import render_page, signed_in_actor
 from .session import COOKIE, PRE_COOKIE, flash, set_cookie, form_field
 
 PAGE_NOT_FOUND = "Halaman tidak ditemukan"
-ENVIRONMENTS = domain.ENVIRONMENTS
+ENVIRONMENTS = secret_inputs.ENVIRONMENTS
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 

@@ -14,6 +14,7 @@ from ...core.actor import Actor
 from ...core.errors import BadRequest
 from ...audit import log as audit
 from ...secrets import service as secrets
+from ...secrets import inputs as secret_inputs
 from ...teams import service as teams
 from ..state import POOL, SETTINGS
 from .e2e import page_context
@@ -59,7 +60,7 @@ async def create_team(request: web.Request, actor: Actor) -> web.StreamResponse:
                                        plan_name=request.app[SETTINGS].default_plan,
                                        e2e_wrapped_key=form["wrapped_key"] if e2e else None,
                                        e2e_auth=(form["auth"] or None) if e2e else None,
-                                       team_id=secrets.check_id(form["id"]) if e2e else None)
+                                       team_id=secret_inputs.check_id(form["id"]) if e2e else None)
     return done(request, "secrets.secrets_page", "team_created", team=team["slug"])
 
 
