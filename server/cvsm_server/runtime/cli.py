@@ -164,7 +164,7 @@ def _serve(settings: Settings, host: str, port: int,
 
 def _embedded_lost() -> int | None:
     """1 when the server stopped because its embedded PostgreSQL could not be started again
-    (`db._supervise`): a supervisor (systemd's Restart=on-failure, Docker's restart policy)
+    (`db.supervision`): a supervisor (systemd's Restart=on-failure, Docker's restart policy)
     then starts it afresh."""
     if (reason := db.embedded_lost()) is None:
         return None
