@@ -32,6 +32,7 @@ from ..audit import log as audit
 from . import credentials
 from .. import db
 from ..e2e import service as e2e
+from ..e2e import syntax as e2e_syntax
 from . import ratelimit
 from ..teams import roles, service as teams
 from ..core.actor import Actor, Scope
@@ -245,7 +246,7 @@ def token_json(row: Mapping) -> dict:
         "team_id": str(row["team_id"]) if row["team_id"] else None,
         "environments": list(row["environments"]) if row["environments"] else None,
         "read_only": row["read_only"],
-        "e2e_public_key": (e2e.b64u(row["e2e_public_key"]) if row.get("e2e_public_key")
+        "e2e_public_key": (e2e_syntax.b64u(row["e2e_public_key"]) if row.get("e2e_public_key")
                            else None),
     }
 
@@ -276,9 +277,9 @@ async def create_token(conn: db.Connection, actor: Actor, keyring: Keyring, *, n
     if e2e_key is not None:
         if team is None:
             raise BadRequest(E2E_NEEDS_TEAM)
-        public_key = e2e.check_public_key(e2e_key.get("public_key"), "e2e.public_key")
-        wrapped = e2e.check_wrap(e2e_key.get("wrapped_key"), "e2e.wrapped_key")
-        auth = e2e.check_auth(e2e_key.get("auth"), "e2e.auth")
+        public_key = e2e_syntax.check_public_key(e2e_key.get("public_key"), "e2e.public_key")
+        wrapped = e2e_syntax.check_wrap(e2e_key.get("wrapped_key"), "e2e.wrapped_key")
+        auth = e2e_syntax.check_auth(e2e_key.get("auth"), "e2e.auth")
         wrapped_version = e2e_key.get("key_version")
         if wrapped_version is not None and (not isinstance(wrapped_version, int)
                                             or isinstance(wrapped_version, bool)):
@@ -317,9 +318,9 @@ async def create_token(conn: db.Connection, actor: Actor, keyring: Keyring, *, n
             if public_key is None:
                 raise BadRequest(E2E_REQUIRED)
             if not await e2e.caller_holds(cur, actor, team_id, key_version):
-                raise Forbidden(e2e.NO_WRAP)
+                raise Forbidden(e2e_syntax.NO_WRAP)
             if wrapped_version is not None and wrapped_version != key_version:
-                raise Conflict(e2e.STALE_WRAP_VERSION.format(got=wrapped_version,
+                raise Conflict(e2e_syntax.STALE_WRAP_VERSION.format(got=wrapped_version,
                                                              want=key_version))
         row = await db.fetchone(
             cur,

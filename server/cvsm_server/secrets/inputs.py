@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from ..core.errors import BadRequest
 from ..core.inputs import check_text
 from ..e2e import service as e2e
+from ..e2e import syntax as e2e_syntax
 
 NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,254}\Z")
 TYPES = ("credential", "api_key", "certificate", "connection_string", "password", "token", "other")
@@ -71,7 +72,7 @@ def check_value(value: object) -> str:
         size = len(value.encode("utf-8"))
     except UnicodeEncodeError:
         raise BadRequest("Kolom 'value' berisi karakter yang tidak valid") from None
-    limit = e2e.MAX_ENVELOPE_LENGTH if e2e.looks_sealed(value) else MAX_VALUE_BYTES
+    limit = e2e_syntax.MAX_ENVELOPE_LENGTH if e2e_syntax.looks_sealed(value) else MAX_VALUE_BYTES
     if size > limit:
         raise BadRequest(VALUE_TOO_LARGE)
     return value
@@ -85,7 +86,7 @@ def check_stored_value(value: str, key_version: int | None, secret_id: uuid.UUID
         if len(value.encode("utf-8")) > MAX_VALUE_BYTES:
             raise BadRequest(VALUE_TOO_LARGE)
         return value
-    return e2e.check_envelope(value, key_version=key_version, secret_id=secret_id,
+    return e2e_syntax.check_envelope(value, key_version=key_version, secret_id=secret_id,
                               version=version)
 
 

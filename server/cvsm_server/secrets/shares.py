@@ -26,6 +26,7 @@ from ..core.timeutil import iso, now
 from ..crypto.sealing import DecryptionError, Keyring, share_aad
 from ..audit import log as audit
 from ..e2e import service as e2e
+from ..e2e import syntax as e2e_syntax
 from ..teams import roles
 from .. import db
 from . import service as secrets, queries as secret_queries
@@ -75,7 +76,7 @@ async def create_share(conn: db.Connection, actor: Actor, keyring: Keyring, team
     max_views = _bounded("max_views", max_views, MAX_VIEWS)
     ttl_hours = _bounded("ttl_hours", ttl_hours, TTL_HOURS)
     if envelope is not None:
-        e2e.check_share(envelope)
+        e2e_syntax.check_share(envelope)
     token = TOKEN_PREFIX + random.token_urlsafe(TOKEN_BYTES)
     share_id = uuid.uuid4()
     async with db.transaction(conn) as cur:

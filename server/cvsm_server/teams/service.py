@@ -15,6 +15,7 @@ from ..audit import log as audit
 from ..accounts import credentials
 from .. import db
 from ..e2e import service as e2e
+from ..e2e import syntax as e2e_syntax
 from . import roles
 from ..core.actor import Actor
 from ..core.errors import BadRequest, Conflict, Forbidden, NotFound
@@ -178,8 +179,8 @@ async def create_team(conn: db.Connection, actor: Actor, name: str, slug: str, *
     name, slug = check_team_fields(name, slug)
     if actor.scope is not None:  # a scoped token cannot reach past its scope by making a team
         raise Forbidden(roles.READ_ONLY if actor.scope.read_only else "Token ini terikat pada satu tim")
-    wrapped = None if e2e_wrapped_key is None else e2e.check_wrap(e2e_wrapped_key)
-    auth = e2e.check_auth(e2e_auth, "e2e.auth")  # the creator's own recipient auth (format 2)
+    wrapped = None if e2e_wrapped_key is None else e2e_syntax.check_wrap(e2e_wrapped_key)
+    auth = e2e_syntax.check_auth(e2e_auth, "e2e.auth")  # the creator's own recipient auth (format 2)
     if wrapped is None and team_id is not None:
         raise BadRequest(TEAM_ID_ONLY_E2E)
     if wrapped is not None and team_id is None:
@@ -188,7 +189,7 @@ async def create_team(conn: db.Connection, actor: Actor, name: str, slug: str, *
     async with db.transaction(conn) as cur:
         if wrapped is not None and await db.fetchone(
                 cur, "SELECT 1 FROM user_e2e_keys WHERE user_id = %s", (actor.user_id,)) is None:
-            raise BadRequest(e2e.NO_USER_KEY)
+            raise BadRequest(e2e_syntax.NO_USER_KEY)
         # An id in use, or one that named a team or a secret since deleted (`retired_ids`,
         # migration 0019: its audit chain is keyed by it), is taken for good.
         if team_id is not None and await db.fetchone(

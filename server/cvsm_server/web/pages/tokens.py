@@ -15,6 +15,7 @@ from aiohttp import web
 from ...core.actor import Actor
 from ...accounts import tokens
 from ...e2e import service as e2e
+from ...e2e import syntax as e2e_syntax
 from ...teams import service as teams
 from ..request import path_id
 from ..state import KEYRING, POOL
@@ -84,7 +85,7 @@ async def create_token(request: web.Request, actor: Actor) -> web.StreamResponse
     public = row.get("e2e_public_key")
     keep_once(request, response, actor, "token", {
         "name": row["name"], "token": token,
-        "e2e_public_key": e2e.b64u(bytes(public)) if public is not None else None})
+        "e2e_public_key": e2e_syntax.b64u(bytes(public)) if public is not None else None})
     return response
 
 
