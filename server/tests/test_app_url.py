@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from cvsm_server.runtime.cli import listen_url
+from cvsm_server.runtime.serve import listen_url
 from cvsm_server.core.config import Settings
 from conftest import Api
 from serving import served
