@@ -19,6 +19,7 @@ import pytest
 from aiohttp.test_utils import TestClient
 
 from cvsm_server.accounts import oauth
+from cvsm_server.accounts import oauth_providers
 from cvsm_server.runtime.app import create_app
 from cvsm_server.core.config import Settings
 from cvsm_server.web.state import OAUTH
@@ -54,7 +55,7 @@ async def client(aiohttp_client: Any, make_settings: Callable[..., Settings],
     settings = oauth_settings(make_settings, op)
     app = create_app(settings)
     # GitHub cannot be reached from the tests: the preset talks to the provider's double of it.
-    app[OAUTH] = oauth.Providers(settings.oauth_providers, github=oauth.GitHubEndpoints(
+    app[OAUTH] = oauth_providers.Providers(settings.oauth_providers, github=oauth_providers.GitHubEndpoints(
         authorize=f"{op.issuer}/login/oauth/authorize",
         token=f"{op.issuer}/login/oauth/access_token", api=f"{op.issuer}/api"))
     return await aiohttp_client(app)

@@ -22,6 +22,7 @@ from .. import db
 from . import jobs
 from ..crypto import keys
 from ..accounts import oauth
+from ..accounts import oauth_providers
 from ..accounts import ratelimit
 from ..accounts import sessions, setup_link
 from ..support import service as support
@@ -120,7 +121,7 @@ def create_app(settings: Settings | None = None) -> web.Application:
     app[CREDENTIALS] = credentials.CredentialCache(ttl=settings.credential_cache_seconds)
     app[LEASES] = ratelimit.Leases(settings.processes)
     app[REQUEST_OUTAGE] = RequestOutage()
-    app[OAUTH] = oauth.Providers(settings.oauth_providers)
+    app[OAUTH] = oauth_providers.Providers(settings.oauth_providers)
     if settings.env == "production" and "*" in settings.cors_origins:
         log.warning("CVSM_CORS_ORIGINS is '*' in production: any web origin may call this API")
     app.on_response_prepare.append(on_prepare)

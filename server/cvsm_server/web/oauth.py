@@ -14,6 +14,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from ..accounts import oauth
+from ..accounts import oauth_providers
 from .pages import auth as auth_pages, kit as page_kit
 from .request import actor, app_url, connection
 from .state import KEYRING, OAUTH, SIGNER
@@ -39,7 +40,7 @@ async def start(request: web.Request) -> web.StreamResponse:
     try:
         async with connection(request) as conn:
             url, state = await oauth.start(conn, actor(request), app[OAUTH], name, base, app[KEYRING])
-    except oauth.OAuthFailure:
+    except oauth_providers.OAuthFailure:
         return found(failure_location(base))
     response = found(url)
     auth_pages.bind_oauth_flow(request, response, state)
@@ -58,7 +59,7 @@ async def callback(request: web.Request) -> web.StreamResponse:
             outcome = await oauth.callback(conn, actor(request), app[OAUTH], app[KEYRING], app[SIGNER],
                                            name, base, params,
                                            bound_state=request.cookies.get(auth_pages.OAUTH_COOKIE))
-    except oauth.OAuthFailure as failure:
+    except oauth_providers.OAuthFailure as failure:
         response = found(failure_location(base, link=failure.link))
     else:
         if outcome.linked:

@@ -11,7 +11,7 @@ from ..secrets.changes import ChangeHub
 from ..core.config import Settings
 from ..accounts.credentials import CredentialCache
 from ..crypto.sealing import Keyring
-from ..accounts.oauth import Providers
+from ..accounts.oauth_providers import Providers
 from ..crypto.passwords import PasswordHasher
 from ..accounts.ratelimit import Charge, Leases
 from ..accounts.sessions import JwtSigner

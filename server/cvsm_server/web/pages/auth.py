@@ -11,6 +11,8 @@ from aiohttp import web
 from ...core.actor import Actor
 from ...core.errors import BadRequest, DomainError, Forbidden, Unauthorized
 from ...accounts import email_verification, oauth, password_reset, sessions, users
+from ...accounts import oauth_providers
+from ...accounts import oauth_providers
 from ..request import app_url
 from ..state import ACTOR, KEYRING, OAUTH, PASSWORDS, POOL, SIGNER
 from .forms import Form, beside, count_form, failures_of, form_work
@@ -129,9 +131,9 @@ async def oauth_link(request: web.Request, actor: Actor) -> web.StreamResponse:
         async with db.connection(request.app[POOL]) as conn:
             url, state = await oauth.start(conn, actor, request.app[OAUTH], name, base,
                                            request.app[KEYRING], link_user_id=actor.user_id)
-    except oauth.OAuthFailure:
+    except oauth_providers.OAuthFailure:
         return redirect_to("/app/account?oauth=failed")
-    response = render_page(request, "oauth_redirect.html", {"url": url, "label": oauth.label(name)},
+    response = render_page(request, "oauth_redirect.html", {"url": url, "label": oauth_providers.label(name)},
                            private=True)
     bind_oauth_flow(request, response, state)
     return response

@@ -46,6 +46,7 @@ from aiohttp import web
 from ...core.actor import Actor
 from ...core.errors import DomainError, NotFound
 from ...accounts import oauth
+from ...accounts import oauth_providers
 from ...secrets import service as domain
 from ...secrets import inputs as secret_inputs
 from ..middleware import failure_of
@@ -213,4 +214,4 @@ def setup(app: web.Application) -> None:
         autoescape=jinja2.select_autoescape(default=True, default_for_string=True),
     )
     env.globals["oauth_providers"] = app[OAUTH].choices if OAUTH in app else []
-    env.filters["oauth_label"] = oauth.label
+    env.filters["oauth_label"] = oauth_providers.label
