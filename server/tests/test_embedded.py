@@ -23,7 +23,8 @@ import psycopg2
 import pytest
 
 from conftest import postgres_home
-from cvsm_server.db.embedded import EmbeddedPostgres, EmbeddedStartError
+from cvsm_server.db.embedded import EmbeddedPostgres
+from cvsm_server.db.postmaster import EmbeddedStartError
 
 CHILD = r"""
 import sys

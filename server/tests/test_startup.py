@@ -25,7 +25,8 @@ import pytest
 from conftest import TEMPLATE, admin_execute, database_url_for, postgres_home, server_url
 from cvsm_server import __version__, db
 from cvsm_server.core.config import make_data_dir
-from cvsm_server.db.embedded import EmbeddedPostgres, EmbeddedStartError
+from cvsm_server.db.embedded import EmbeddedPostgres
+from cvsm_server.db.postmaster import EmbeddedStartError
 from test_workers import CONSOLE_SCRIPT, LISTENING, environment, running_postgres
 
 ROUNDS = int(os.environ.get("CVSM_TEST_STARTUP_ROUNDS", "10"))

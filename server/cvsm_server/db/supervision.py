@@ -17,7 +17,8 @@ from pathlib import Path
 import aiopg
 
 from ..core.config import ConfigError, Settings
-from .embedded import EmbeddedPostgres, EmbeddedStartError
+from .embedded import EmbeddedPostgres
+from .postmaster import EmbeddedStartError
 from .migrations import migrate_as_owner
 from .pool import (APP_ROLE, JOB_CONNECTIONS, connection_budget, create_pool, cursor, fetchone,
                    pool_size_for, with_user)

@@ -18,7 +18,7 @@ from ..core.actor import Actor
 from ..core.config import ConfigError, Settings
 from ..core.errors import DomainError
 from ..core.inputs import decimal
-from ..db.embedded import EmbeddedStartError
+from ..db.postmaster import EmbeddedStartError
 from ..crypto import keys
 from ..instance import admin
 from .serve import serve_here, serve_workers

@@ -17,7 +17,7 @@ from pathlib import Path
 from aiohttp import web
 
 from ..core.config import ConfigError, Settings
-from ..db.embedded import EmbeddedStartError
+from ..db.postmaster import EmbeddedStartError
 from ..web.state import APP_URL, SETTINGS
 from ..crypto import keys
 from .. import __version__, db
