@@ -102,13 +102,6 @@ async def status(conn: db.Connection, actor: Actor) -> dict[str, Any]:
     return {**user, "teams_to_delete": teams}
 
 
-async def pending_until(conn: db.Connection, user_id: uuid.UUID) -> datetime | None:
-    """The user's `delete_after`: when a deletion is pending, else None."""
-    async with db.cursor(conn) as cur:
-        row = await db.fetchone(cur, "SELECT delete_after FROM users WHERE id = %s", (user_id,))
-    return row["delete_after"] if row else None
-
-
 async def request_deletion(conn: db.Connection, actor: Actor, hasher: PasswordHasher,
                            keyring: Keyring, password: str | None, totp_code: str | None,
                            app_url: str, *, confirm: str | None = None,

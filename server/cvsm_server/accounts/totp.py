@@ -26,7 +26,6 @@ DIGITS = 6
 DRIFT_STEPS = 1
 ISSUER = "cvsm"
 
-INVALID_CODE = "Kode dua faktor tidak valid"
 # What was wrong with a code, said as it is (a reused code was right once: nothing is learned).
 CODE_FORMAT = "Kode autentikasi harus 6 angka dari aplikasi autentikator"
 CODE_WRONG = ("Kode autentikasi salah: ketik kode yang sedang tampil di aplikasi autentikator "

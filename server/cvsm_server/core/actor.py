@@ -74,10 +74,6 @@ class Actor:
         return list(self.scope.environments) if self.scope and self.scope.environments else None
 
     @property
-    def is_user(self) -> bool:
-        return self.user_id is not None
-
-    @property
     def rate_key(self) -> str:
         """The key the per-credential API rate limit counts under."""
         return f"token:{self.token_id}" if self.token_id else f"user:{self.user_id}"

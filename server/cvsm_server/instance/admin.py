@@ -95,16 +95,6 @@ FROM users u
 """
 
 
-async def may_administer(conn: db.Connection, actor: Actor) -> bool:
-    """Whether the actor may use the admin pages (the dashboard shows the link only then)."""
-    async with db.cursor(conn) as cur:
-        try:
-            await require_admin(cur, actor)
-        except Forbidden:
-            return False
-    return True
-
-
 async def list_users(conn: db.Connection, actor: Actor, *, search: str = "", limit: int = 50,
                      offset: int = 0) -> tuple[list[dict], int]:
     """A page of users whose email, username or name contains `search`, newest first; and the total."""

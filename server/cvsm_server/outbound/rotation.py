@@ -28,7 +28,6 @@ from ..rotation.targets import Step, TargetError
 from ..audit import log as audit
 from ..db import queues
 from ..rotation import targets as rotation_targets
-from ..secrets import service as secrets
 from ..secrets import queries as secret_queries
 from ..teams import roles
 from ..webhooks import service as webhooks

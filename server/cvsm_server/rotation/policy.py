@@ -47,7 +47,6 @@ from ..core.errors import BadRequest, Forbidden, NotFound
 from ..core.timeutil import iso
 from ..crypto.sealing import Keyring, rotation_target_aad
 from ..audit import log as audit
-from ..secrets import service as secrets
 from ..secrets import queries as secret_queries
 from ..teams import roles
 from ..webhooks import service as webhooks

@@ -21,7 +21,6 @@ from ..accounts import credentials
 from .. import db
 from . import jobs
 from ..crypto import keys
-from ..accounts import oauth
 from ..accounts import oauth_providers
 from ..accounts import ratelimit
 from ..accounts import sessions, setup_link

@@ -31,7 +31,6 @@ from ..accounts import deletion
 from ..mail import sender as mail_sender, tokens as mailtokens
 from ..db import queues
 from ..accounts import ratelimit
-from ..rotation import policy as secret_rotation
 from ..outbound import rotation as rotation_runner
 from ..accounts import sessions, tokens
 from ..outbound import webhooks as webhook_sender

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 import aiopg
 
 from ..core.actor import Actor
+from ..core.environments import order_sql
 from ..accounts import credentials
 from ..audit import log as audit
 from ..teams import roles
@@ -41,7 +42,7 @@ LISTEN_TIMEOUT = 10.0  # a stream's wait for the LISTEN connection at its start
 # name -> (environment, version): what a watcher sees of the team.
 State = dict[str, tuple[str, int]]
 
-_ENV_ORDER = "array_position(ARRAY['production','staging','development'], environment)"
+_ENV_ORDER = order_sql()
 _STATE = f"""
 SELECT name, environment, version, {credentials.EPOCH_SQL} AS epoch FROM secrets
 WHERE team_id = %(team_id)s AND deleted_at IS NULL

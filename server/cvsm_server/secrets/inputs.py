@@ -8,21 +8,19 @@ import re
 import uuid
 from dataclasses import dataclass
 
+from ..core.environments import ENVIRONMENTS, INVALID_ENVIRONMENT
 from ..core.errors import BadRequest
 from ..core.inputs import check_text
-from ..e2e import service as e2e
 from ..e2e import syntax as e2e_syntax
 
 NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,254}\Z")
 TYPES = ("credential", "api_key", "certificate", "connection_string", "password", "token", "other")
-ENVIRONMENTS = ("production", "staging", "development")
 EXPORT_FORMATS = ("dotenv", "shell", "json")  # .env file (`dotenv`), `shell_export`, JSON object
 MAX_VALUE_BYTES = 65536
 MAX_DESCRIPTION = 1000
 MAX_VERSION = 2**31 - 1
 INVALID_NAME = ("Nama secret harus diawali huruf atau garis bawah, lalu huruf, angka, atau garis "
                 "bawah (maksimal 255 karakter)")
-INVALID_ENVIRONMENT = "Environment harus salah satu dari production, staging, development"
 INVALID_EXPORT_FORMAT = "Format ekspor harus dotenv, shell, atau json"
 E2E_TEXT_EXPORT = ("Tim end-to-end: server tidak dapat membuka nilai, jadi ekspor .env dan shell "
                    "dibuat di klien; minta format=json (amplop terenkripsi per nama) lalu buka "

@@ -14,7 +14,6 @@ from ..core.errors import BadRequest, Conflict, NotFound
 from ..crypto.sealing import DecryptionError, Keyring, secret_aad
 from ..accounts import credentials, ratelimit
 from ..audit import log as audit
-from ..e2e import service as e2e
 from ..teams import service as teams
 from .inputs import E2E_ID_ONLY, E2E_ID_REQUIRED, ENVIRONMENTS, SecretInput, check_stored_value
 from .. import db

@@ -18,6 +18,7 @@ import uuid
 from collections.abc import Collection, Mapping
 
 from ..core.actor import Actor
+from ..core.environments import order_sql
 from ..core.errors import BadRequest, Forbidden, NotFound
 from ..core.timeutil import iso
 from ..crypto.sealing import Keyring
@@ -38,7 +39,7 @@ ADMIN_CREDENTIAL = ("Secret ini kredensial admin sebuah kebijakan rotasi: hanya 
                     "yang masuk (bukan lewat token API) dapat membaca atau mengubahnya, dan ia "
                     "tidak pernah ikut ekspor atau tautan berbagi")
 
-_ENV_ORDER = "array_position(ARRAY['production','staging','development'], environment)"
+_ENV_ORDER = order_sql()
 
 
 def secret_json(row: Mapping) -> dict:
@@ -356,7 +357,7 @@ LEFT JOIN LATERAL (
       AND (%(environments)s::text[] IS NULL OR environment = ANY(%(environments)s::text[]))
 ) s ON true
 WHERE t.id = %(team_id)s
-ORDER BY s.name, array_position(ARRAY['production','staging','development'], s.environment)""")
+ORDER BY s.name, {order_sql('s.environment')}""")
 
 
 async def export(conn: db.Connection, actor: Actor, keyring: Keyring, team_id: uuid.UUID, *,

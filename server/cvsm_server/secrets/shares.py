@@ -25,7 +25,6 @@ from ..core.errors import BadRequest, Forbidden, Gone, NotFound
 from ..core.timeutil import iso, now
 from ..crypto.sealing import DecryptionError, Keyring, share_aad
 from ..audit import log as audit
-from ..e2e import service as e2e
 from ..e2e import syntax as e2e_syntax
 from ..teams import roles
 from .. import db

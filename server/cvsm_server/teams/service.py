@@ -18,6 +18,7 @@ from ..e2e import service as e2e
 from ..e2e import syntax as e2e_syntax
 from . import roles
 from ..core.actor import Actor
+from ..core.environments import ENVIRONMENTS
 from ..core.errors import BadRequest, Conflict, Forbidden, NotFound
 from ..core.inputs import check_line
 from .roles import ADMIN, OWNER, RANK, VIEWER
@@ -245,8 +246,7 @@ async def plan_usage(conn: db.Connection, actor: Actor, team_id: uuid.UUID) -> d
                FROM secrets WHERE team_id = %(team)s AND deleted_at IS NULL""",
             {"team": team_id})
         seats = await seats_taken(cur, team_id)
-    order = ("production", "staging", "development")
-    active = sorted(used["environments"] or [], key=order.index)
+    active = sorted(used["environments"] or [], key=ENVIRONMENTS.index)
     return {
         "plan": team["plan"], "slug": team["slug"],
         "secrets": {"used": used["secrets"], "limit": team["max_secrets"]},

@@ -8,9 +8,8 @@ from __future__ import annotations
 from typing import Any
 
 from ..secrets import bulk
-from ..e2e import service as e2e
 from ..e2e import syntax as e2e_syntax
-from ..secrets import service as secrets, shares
+from ..secrets import shares
 from ..secrets import inputs as secret_inputs
 from ..teams import service as teams
 from ..accounts import users

@@ -5,7 +5,6 @@ from __future__ import annotations
 from aiohttp import web
 
 from ..audit import log as audit
-from ..secrets import service as secrets
 from ..secrets import inputs as secret_inputs
 from ..teams import service as teams
 from ..core.inputs import field

@@ -45,9 +45,7 @@ from aiohttp import web
 
 from ...core.actor import Actor
 from ...core.errors import DomainError, NotFound
-from ...accounts import oauth
 from ...accounts import oauth_providers
-from ...secrets import service as domain
 from ...secrets import inputs as secret_inputs
 from ..middleware import failure_of
 from ..policy import policy_of

@@ -13,7 +13,6 @@ from aiohttp import web
 from ...core.actor import Actor
 from ...core.errors import BadRequest
 from ...audit import log as audit
-from ...secrets import service as secrets
 from ...secrets import inputs as secret_inputs
 from ...teams import service as teams
 from ..state import POOL, SETTINGS

@@ -14,7 +14,6 @@ from aiohttp import web
 
 from ...core.actor import Actor
 from ...accounts import tokens
-from ...e2e import service as e2e
 from ...e2e import syntax as e2e_syntax
 from ...teams import service as teams
 from ..request import path_id
