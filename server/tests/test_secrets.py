@@ -73,8 +73,10 @@ async def test_duplicate_name_in_same_environment_is_409_but_other_environment_i
 
 async def test_name_of_a_deleted_secret_can_be_reused(client, api: Api, owner, team_id):
     sid = await api.secret(owner, team_id, "REUSE", "1")
-    await client.delete(url(team_id, sid), headers=api.auth(owner["token"]))
-    await api.secret(owner, team_id, "REUSE", "2")
+    deleted = await client.delete(url(team_id, sid), headers=api.auth(owner["token"]))
+    assert deleted.status == 200, await deleted.text()
+    again = await api.secret(owner, team_id, "REUSE", "2")
+    assert again != sid
 
 
 async def test_list_filters_by_environment_and_orders_by_name_without_values(client, api: Api, owner, team_id):

@@ -13,14 +13,16 @@ import uuid
 from dataclasses import dataclass
 from datetime import timedelta
 
-import jwt
+from joserfc import jwt
+from joserfc.errors import JoseError
+from joserfc.jwk import OctKey
 
-from ..audit import log as audit
-from . import credentials
-from .. import db
 from ..core.actor import Actor
 from ..core.errors import Forbidden, Unauthorized
 from ..core.timeutil import now
+from ..audit import log as audit
+from .. import db
+from . import credentials
 
 SESSION_INVALID = "Sesi tidak valid atau sudah berakhir"
 JWT_ONLY = "Endpoint ini memerlukan login, bukan token API"
@@ -35,6 +37,14 @@ class JwtSigner:
 
     def __repr__(self) -> str:
         return f"JwtSigner(lifetime_seconds={self.lifetime_seconds})"
+
+    def key(self) -> OctKey:
+        return OctKey.import_key(self.secret)
+
+
+# Every claim a session JWT carries is required; `exp` is checked (no leeway).
+CLAIMS = jwt.JWTClaimsRegistry(sub={"essential": True}, iat={"essential": True},
+                               exp={"essential": True}, jti={"essential": True})
 
 
 async def issue(cur: db.Cursor, signer: JwtSigner, user_id: uuid.UUID) -> str:
@@ -51,7 +61,7 @@ async def issue(cur: db.Cursor, signer: JwtSigner, user_id: uuid.UUID) -> str:
         "exp": int(issued.timestamp()) + signer.lifetime_seconds,
         "jti": str(session_id),
     }
-    return jwt.encode(claims, signer.secret, algorithm="HS256")
+    return jwt.encode({"alg": "HS256"}, claims, signer.key())
 
 
 async def authenticate(pool: db.Pool, cache: credentials.CredentialCache, signer: JwtSigner,
@@ -61,11 +71,11 @@ async def authenticate(pool: db.Pool, cache: credentials.CredentialCache, signer
     decoded = verified is None
     if decoded:
         try:
-            claims = jwt.decode(token, signer.secret, algorithms=["HS256"],
-                                options={"require": ["sub", "iat", "exp", "jti"]})
+            claims = jwt.decode(token, signer.key(), algorithms=["HS256"]).claims
+            CLAIMS.validate(claims)
             verified = credentials.VerifiedJwt(uuid.UUID(claims["sub"]),
                                                uuid.UUID(claims["jti"]), int(claims["exp"]))
-        except (jwt.PyJWTError, ValueError, TypeError, AttributeError):
+        except (JoseError, ValueError, TypeError, AttributeError):
             raise Unauthorized(SESSION_INVALID) from None
     user_id, session_id = verified.user_id, verified.session_id
     entry = cache.session(session_id)
