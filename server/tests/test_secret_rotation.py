@@ -463,7 +463,7 @@ async def test_two_app_instances_never_rotate_one_secret_twice(
 CRASH_SCRIPT = """
 import asyncio, base64, sys
 from cvsm_server import db
-from cvsm_server.rotation import policy as secret_rotation
+from cvsm_server.outbound import rotation as rotation_runner
 from cvsm_server.crypto.sealing import Keyring
 
 async def main():

@@ -22,7 +22,7 @@ from ..core.actor import Actor
 from ..core.errors import NotFound
 from ..crypto.sealing import DecryptionError, Keyring, rotation_aad, rotation_target_aad
 from ..rotation.policy import (CHANNEL, OPEN_STEPS, POLICY_COLUMNS, RUN_COLUMNS, fingerprint,
-                               generate)
+                               generate, read_admin)
 from ..rotation.postgres import pg_set, pg_test, pg_undo, blocking
 from ..rotation.targets import Step, TargetError
 from ..audit import log as audit

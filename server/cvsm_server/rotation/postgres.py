@@ -133,7 +133,6 @@ def _admin_run(step: Step, statements: list[Any], *, checked: tuple[list[str], s
         conn.close()
 
 
-_POWERS = ("rolsuper", "rolcreaterole", "rolreplication", "rolbypassrls")
 _CLOSURE_SQL = """
 WITH RECURSIVE up(oid) AS (
     SELECT oid FROM pg_roles WHERE rolname = %s
