@@ -11,7 +11,7 @@ import pytest
 from conftest import Api, query, server_url
 from cvsm_server import db
 from cvsm_server.accounts import ratelimit
-from cvsm_server.secrets import service as secrets
+from cvsm_server.secrets import queries as secret_queries
 from cvsm_server.core.config import RateLimit
 
 
@@ -257,7 +257,7 @@ async def test_oversized_body_is_rejected_before_buffering(client, api: Api, own
 async def test_the_audited_read_is_prepared_once_per_connection_and_runs_a_generic_plan(
         api, owner, team_id, database_url):
     secret_id = await api.secret(owner, team_id, "DB_URL", "postgres://x")
-    statement = secrets._READ_BY_ID["charged"]
+    statement = secret_queries.READ_BY_ID["charged"]
     params = {"actor_id": uuid.UUID(owner["id"]), "actor_email": owner["email"], "ip": "10.0.0.1",
               "user_agent": "test", "token_id": None, "team_id": uuid.UUID(team_id),
               "secret_id": uuid.UUID(secret_id), "environments": None, "epoch": None,
