@@ -47,7 +47,7 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
-from . import db
+from . import audit_months, db
 from .crypto import Keyring
 
 log = logging.getLogger("cvsm.audit")
@@ -292,8 +292,9 @@ async def purge_expired(pool: db.Pool, signer: CheckpointSigner, *,
     entry (the chain's new start), and the chain's expired days of the read rollup; then
     checkpoints thinned (migration 0023; when nothing went, at most every THIN_EVERY_SECONDS).
     Returns how many entries went. A chain whose first entry is kept costs one probe of its
-    index: with nothing expired the run reads nothing else."""
-    removed = 0
+    index: with nothing expired the run reads nothing else. Whole months go first, as partition
+    drops where they can (`audit_months`, migration 0024)."""
+    removed, dropped = await audit_months.drop_expired_months(pool, signer)
     async with db.cursor(pool) as cur:
         await seal(cur)
         due = await db.fetchall(
@@ -305,6 +306,9 @@ async def purge_expired(pool: db.Pool, signer: CheckpointSigner, *,
                 JOIN audit_logs a ON a.pos = f.pos
                 WHERE d.days IS NOT NULL
                   AND a.created_at < now() - make_interval(days => d.days)""")
+    for chain_id in set(dropped) - {c["chain_id"] for c in due}:
+        async with db.cursor(pool) as cur:
+            await cur.execute(_PURGE_READS, (chain_id, chain_id))
     for chain in due:
         while True:
             async with db.pool_transaction(pool) as cur:
@@ -313,16 +317,18 @@ async def purge_expired(pool: db.Pool, signer: CheckpointSigner, *,
             if gone < batch:
                 break
         async with db.cursor(pool) as cur:  # the read rollup's days past the same retention
-            await cur.execute(
-                """DELETE FROM audit_reads WHERE team_id = %s
-                     AND day < ((now() - make_interval(days => %s)) AT TIME ZONE 'UTC')::date""",
-                (chain["chain_id"], chain["days"]))
+            await cur.execute(_PURGE_READS, (chain["chain_id"], chain["chain_id"]))
     loop = asyncio.get_running_loop()
-    if due or loop.time() >= _thinned_at.get(pool, float("-inf")) + THIN_EVERY_SECONDS:
+    if due or dropped or loop.time() >= _thinned_at.get(pool, float("-inf")) + THIN_EVERY_SECONDS:
         async with db.cursor(pool) as cur:
             await thin_checkpoints(cur)
         _thinned_at[pool] = loop.time()
     return removed
+
+
+_PURGE_READS = """DELETE FROM audit_reads WHERE team_id = %s
+                    AND day < ((now() - make_interval(days => coalesce(
+                        cvsm_audit_retention_days(%s), 36500))) AT TIME ZONE 'UTC')::date"""
 
 
 async def _purge_batch(cur: db.Cursor, signer: CheckpointSigner, chain_id: uuid.UUID, days: int,
