@@ -45,7 +45,7 @@ async def expired_months(cur: db.Cursor) -> list[date]:
     """The month partitions (oldest first) that ended before the shortest retention began."""
     rows = await db.fetchall(
         cur,
-        """SELECT to_date(substr(c.relname, 13), '"y"YYYY"m"MM') AS month
+        """SELECT to_date(substr(c.relname, 12), '"y"YYYY"m"MM') AS month
            FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
            WHERE i.inhparent = 'audit_logs'::regclass
              AND c.relname ~ '^audit_logs_y[0-9]{4}m[0-9]{2}$'
