@@ -286,15 +286,20 @@ _thinned_at: weakref.WeakKeyDictionary[db.Pool, float] = weakref.WeakKeyDictiona
 
 
 async def purge_expired(pool: db.Pool, signer: CheckpointSigner, *,
-                        batch: int = PURGE_BATCH) -> int:
+                        batch: int = PURGE_BATCH,
+                        before_drop: audit_months.Before | None = None) -> int:
     """Remove, per chain, the longest prefix of entries all past their retention, in
     transactions of at most `batch` entries, each after signing a `purge` checkpoint at its last
     entry (the chain's new start), and the chain's expired days of the read rollup; then
     checkpoints thinned (migration 0023; when nothing went, at most every THIN_EVERY_SECONDS).
     Returns how many entries went. A chain whose first entry is kept costs one probe of its
     index: with nothing expired the run reads nothing else. Whole months go first, as partition
-    drops where they can (`audit_months`, migration 0024)."""
-    removed, dropped = await audit_months.drop_expired_months(pool, signer)
+    drops where they can (`audit_months`, migration 0024), each after `before_drop(month)`
+    (the archive, `audit.purge_expired`)."""
+    async def sign(cur: db.Cursor, chain_id: uuid.UUID, seq: int, head: bytes) -> None:
+        await write_checkpoint(cur, signer, chain_id, seq, head, "purge")
+
+    removed, dropped = await audit_months.drop_expired_months(pool, sign, before_drop)
     async with db.cursor(pool) as cur:
         await seal(cur)
         due = await db.fetchall(

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Awaitable, Callable
 from datetime import date
 
 import psycopg2
@@ -62,7 +63,7 @@ async def expired_months(cur: db.Cursor) -> list[date]:
     return out
 
 
-_HEADS = """WITH RECURSIVE k(id) AS (
+HEADS = """WITH RECURSIVE k(id) AS (
                 (SELECT chain_id FROM audit_seals WHERE created_at >= %(lo)s AND created_at < %(hi)s
                  ORDER BY chain_id LIMIT 1)
                 UNION ALL
@@ -82,16 +83,28 @@ _STRAGGLERS = """SELECT s.pos FROM audit_seals s
                  ORDER BY s.seq LIMIT %(limit)s"""
 
 
-async def drop_month(pool: db.Pool, signer, month: date) -> tuple[int, list[uuid.UUID]]:
-    """Drop one month (see the module's text); returns (entries removed, chains it held), or
-    raises the database's reason (nothing changed then)."""
-    from .audit_chain import write_checkpoint  # audit_chain imports this module
-
+def month_span(month: date) -> dict[str, str]:
+    """The month's bounds as query parameters `lo` (inclusive) and `hi`, UTC."""
     lo = date(month.year, month.month, 1)
     hi = date(month.year + (month.month == 12), month.month % 12 + 1, 1)
-    span = {"lo": f"{lo.isoformat()}T00:00:00Z", "hi": f"{hi.isoformat()}T00:00:00Z"}
+    return {"lo": f"{lo.isoformat()}T00:00:00Z", "hi": f"{hi.isoformat()}T00:00:00Z"}
+
+
+Sign = Callable[[db.Cursor, uuid.UUID, int, bytes], Awaitable[object]]
+Before = Callable[[date], Awaitable[object]]
+
+
+async def drop_month(pool: db.Pool, sign: Sign, month: date,
+                     before: Before | None = None) -> tuple[int, list[uuid.UUID]]:
+    """Drop one month (see the module's text): `sign(cur, chain, seq, hash)` writes the purge
+    checkpoint at each chain's new start, `before(month)` runs first (the archive). Returns
+    (entries removed, chains it held), or raises the database's reason (nothing changed)."""
+    lo = date(month.year, month.month, 1)
+    span = month_span(lo)
+    if before is not None:
+        await before(lo)
     async with db.pool_transaction(pool) as cur:
-        heads = await db.fetchall(cur, _HEADS, span)
+        heads = await db.fetchall(cur, HEADS, span)
         removed = 0
         for head in heads:
             stray = await db.fetchall(cur, _STRAGGLERS, {**span, "chain": head["chain_id"],
@@ -100,8 +113,7 @@ async def drop_month(pool: db.Pool, signer, month: date) -> tuple[int, list[uuid
             if len(stray) > STRAGGLERS:
                 raise psycopg2.ProgrammingError(
                     f"audit month {lo}: chain {head['chain_id']} is no prefix of it")
-            await write_checkpoint(cur, signer, head["chain_id"], head["seq"],
-                                   bytes(head["hash"]), "purge")
+            await sign(cur, head["chain_id"], head["seq"], bytes(head["hash"]))
             if stray:
                 await cur.execute("DELETE FROM audit_logs WHERE pos = ANY(%s)",
                                   ([r["pos"] for r in stray],))
@@ -111,9 +123,11 @@ async def drop_month(pool: db.Pool, signer, month: date) -> tuple[int, list[uuid
     return removed, [h["chain_id"] for h in heads]
 
 
-async def drop_expired_months(pool: db.Pool, signer) -> tuple[int, list[uuid.UUID]]:
-    """Drop the expired months, oldest first, up to the first that cannot go yet; returns the
-    entries removed and the chains that lost entries."""
+async def drop_expired_months(pool: db.Pool, sign: Sign, before: Before | None = None
+                              ) -> tuple[int, list[uuid.UUID]]:
+    """Drop the expired months, oldest first, up to the first that cannot go yet (`sign` and
+    `before` as for `drop_month`); returns the entries removed and the chains that lost
+    entries."""
     async with db.cursor(pool) as cur:
         await make_ahead(cur)
         months = await expired_months(cur)
@@ -121,7 +135,7 @@ async def drop_expired_months(pool: db.Pool, signer) -> tuple[int, list[uuid.UUI
     chains: list[uuid.UUID] = []
     for month in months:
         try:
-            gone, touched = await drop_month(pool, signer, month)
+            gone, touched = await drop_month(pool, sign, month, before)
         except psycopg2.Error as exc:
             log.info("audit month %s kept for the per-entry purge: %s", month.isoformat()[:7],
                      db.first_line(exc))

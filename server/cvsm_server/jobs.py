@@ -107,7 +107,8 @@ async def housekeeping(context: Context) -> None:
 
 JOBS: tuple[Job, ...] = (
     Periodic("audit_purge", lambda s: AUDIT_PURGE_SECONDS,
-             lambda c: audit.purge_expired(c.pool, c.checkpoints), "cvsm.audit",
+             lambda c: audit.purge_expired(c.pool, c.checkpoints, c.settings.audit_archive_dir),
+             "cvsm.audit",
              label="audit retention purge",
              done="audit retention purge removed %d entries"),
     Periodic("housekeeping", lambda s: HOUSEKEEPING_SECONDS, housekeeping, "cvsm.app",

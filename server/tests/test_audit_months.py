@@ -12,7 +12,7 @@ import psycopg2
 import pytest
 
 from conftest import query, server_url
-from cvsm_server import audit, audit_chain, db
+from cvsm_server import audit, audit_archive, audit_chain, cli, db
 from cvsm_server.crypto import Keyring
 from cvsm_server.web.state import CHECKPOINT_SIGNER
 
@@ -178,3 +178,38 @@ async def test_a_log_of_0023_is_partitioned_by_0024_and_keeps_verifying(fresh_da
     kinds = await query(url, "SELECT relkind FROM pg_class WHERE relname IN "
                               "('audit_logs', 'audit_seals')")
     assert [k["relkind"] for k in kinds] == ["p", "p"]
+
+
+async def test_a_month_is_archived_before_it_is_dropped_and_the_file_verifies_offline(
+        client, team_id, database_url, pool, tmp_path, capsys):
+    signer = client.app[CHECKPOINT_SIGNER]
+    await query(database_url, "UPDATE teams SET plan = 'starter' WHERE id = %s", (team_id,))
+    await twenty_entries(database_url, pool, team_id)
+    old = month_start(datetime.now(timezone.utc) - timedelta(days=100))
+    await query(database_url, "SELECT cvsm_audit_make_months(%s, %s)", (old, next_month(old)))
+    start = datetime(old.year, old.month, 1, tzinfo=timezone.utc)
+    await move_and_rechain(database_url, team_id,
+                           {seq: start + timedelta(days=3, seconds=seq) for seq in range(1, 9)})
+    assert await audit.purge_expired(pool, signer, tmp_path) == 8
+    assert not await exists(database_url, f"audit_logs_{suffix(old)}")
+    path = tmp_path / f"audit-{team_id}-{old:%Y-%m}.jsonl"
+    verdict = audit_archive.verify_file(path, signer.public_key)
+    assert verdict.ok and verdict.entries == 8 and verdict.key_id == signer.key_id
+    lines = path.read_text().splitlines()
+    assert len(lines) == 10 and '"action":"team_create"' in lines[1]
+    assert cli.main(["audit", "verify", "--file", str(path),
+                     "--public-key", signer.public_key.hex()]) == 0
+    assert "intact, 8 entries (seq 1 to 8)" in capsys.readouterr().out
+    # another key, an edited line, a removed line: each fails, naming the line
+    assert not audit_archive.verify_file(path, bytes(32)).ok
+    edited = tmp_path / "edited.jsonl"
+    edited.write_text("\n".join([*lines[:4], lines[4].replace('"update"', '"delete"'),
+                                 *lines[5:]]) + "\n")
+    verdict = audit_archive.verify_file(edited)
+    assert (verdict.ok, verdict.line) == (False, 5) and "edited" in verdict.reason
+    assert cli.main(["audit", "verify", "--file", str(edited)]) == 1
+    assert "broken at line 5" in capsys.readouterr().err
+    cut = tmp_path / "cut.jsonl"
+    cut.write_text("\n".join([*lines[:3], *lines[4:]]) + "\n")
+    verdict = audit_archive.verify_file(cut)
+    assert (verdict.ok, verdict.line) == (False, 4) and "missing" in verdict.reason
