@@ -399,14 +399,16 @@ def checkpoint_json(row: dict) -> dict:
 
 
 # One page of a chain in order, from a position: the seals' (chain_id, seq) key walked from the
-# cursor, each seal joined to its entry by `pos`; no page rescans the ones before. Rows are
+# cursor, each seal joined to its entry by `pos` and time (the seal's copy of it: one probe of
+# the entry's month partition, migration 0024; an entry whose time was changed is missing);
+# no page rescans the ones before. Rows are
 # tuples (the columns of `_ROW_FIELDS`), uuids as text: the walk's cost is the hashing.
 # `seq >= last seq` but not the last entry itself: were the unique key dropped, a second entry
 # at the last seq of a page still shows up (as "appears twice").
 _ROWS = """SELECT a.id::text, s.chain_id::text, s.seq, s.pos, a.created_at, a.user_email, a.action,
                   a.resource, a.resource_id, a.ip_address, a.user_agent,
                   a.metadata::text AS metadata_text, s.prev_hash, s.hash
-           FROM audit_seals s JOIN audit_logs a ON a.pos = s.pos
+           FROM audit_seals s JOIN audit_logs a ON a.pos = s.pos AND a.created_at = s.created_at
            WHERE s.chain_id = %(chain)s AND s.seq >= %(seq)s AND s.pos <> %(pos)s
            ORDER BY s.seq LIMIT %(page)s"""
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-from . import (audit, audit_chain, db, deletion, mail_sender, mailtokens, queues, ratelimit,
+from . import (audit, audit_chain, audit_watch, db, deletion, mail_sender, mailtokens, queues, ratelimit,
                secret_rotation, sessions, tokens, webhook_sender)
 from .config import Settings
 from .crypto import Keyring
@@ -124,6 +124,9 @@ JOBS: tuple[Job, ...] = (
     Periodic("audit_seal", lambda s: s.audit_seal_seconds,
              lambda c: audit_chain.seal_pending(c.pool), "cvsm.audit",
              label="audit sealing job", at_start=False),
+    Periodic("audit_verify", lambda s: audit_watch.VERIFY_SECONDS,
+             lambda c: audit_watch.verify_since_last_run(c.pool, c.checkpoints), "cvsm.audit",
+             label="audit verify job", at_start=False),
     Queue("webhooks", lambda c: webhook_sender.WebhookSender(
         c.pool, c.keyring, allow_private=c.settings.webhook_allow_private,
         poll_seconds=c.settings.webhook_poll_seconds)),

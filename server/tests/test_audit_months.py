@@ -12,7 +12,7 @@ import psycopg2
 import pytest
 
 from conftest import query, server_url
-from cvsm_server import audit, audit_archive, audit_chain, cli, db
+from cvsm_server import audit, audit_archive, audit_chain, audit_watch, cli, db
 from cvsm_server.crypto import Keyring
 from cvsm_server.web.state import CHECKPOINT_SIGNER
 
@@ -213,3 +213,31 @@ async def test_a_month_is_archived_before_it_is_dropped_and_the_file_verifies_of
     cut.write_text("\n".join([*lines[:3], *lines[4:]]) + "\n")
     verdict = audit_archive.verify_file(cut)
     assert (verdict.ok, verdict.line) == (False, 4) and "missing" in verdict.reason
+
+
+async def test_the_verify_job_checks_only_what_was_sealed_since_its_last_run(
+        client, team_id, database_url, pool, caplog):
+    signer, team = client.app[CHECKPOINT_SIGNER], uuid.UUID(team_id)
+    await twenty_entries(database_url, pool, team_id)  # seq 1..21
+    async with db.cursor(pool) as cur:
+        await audit_chain.checkpoint_now(cur, signer, team)
+    first = await audit_watch.verify_since_last_run(pool, signer)
+    assert first >= 1  # from each chain's newest checkpoint: its head entry, for this team
+    await twenty_entries(database_url, pool, team_id)  # seq 22..41
+    async with db.cursor(pool) as cur:
+        await audit_chain.checkpoint_now(cur, signer, team)
+    await query(database_url, "INSERT INTO audit_logs (team_id, action, resource) "
+                              "VALUES (%s, 'x', 'x')", (team_id,))  # seq 42
+    # from the checkpoint at 21 (the last run's) to the head: 21 entries of this team
+    assert await audit_watch.verify_since_last_run(pool, signer) - first == 21
+    assert await audit_watch.verify_since_last_run(pool, signer) - first == 1  # 41, 42 (was 21)
+    conn = psycopg2.connect(database_url)
+    try:
+        with conn, conn.cursor() as cur:
+            cur.execute("SET LOCAL session_replication_role = replica")
+            cur.execute("UPDATE audit_logs SET action = 'tampered' WHERE pos = (SELECT pos FROM "
+                        "audit_seals WHERE chain_id = %s AND seq = 42)", (team_id,))
+    finally:
+        conn.close()
+    await audit_watch.verify_since_last_run(pool, signer)
+    assert any("is broken at seq 42" in r.getMessage() for r in caplog.records)

@@ -330,6 +330,9 @@ async def backdate_and_rechain(database_url: str, team_id: str, days: int, upto:
         UPDATE audit_logs SET created_at = created_at - make_interval(days => %s)
         WHERE pos IN (SELECT pos FROM audit_seals WHERE chain_id = %s AND seq <= %s)""",
                  (days, team_id, upto))
+    await tamper(database_url, """
+        UPDATE audit_seals SET created_at = created_at - make_interval(days => %s)
+        WHERE chain_id = %s AND seq <= %s""", (days, team_id, upto))  # the seal's copy (0024)
     rows = await query(database_url, """
         SELECT s.pos, s.seq, a.id, a.created_at, a.user_email, a.action, a.resource,
                a.resource_id, a.ip_address, a.user_agent, a.metadata::text AS metadata_text,
