@@ -405,26 +405,40 @@ def checkpoint_json(row: dict) -> dict:
 # tuples (the columns of `_ROW_FIELDS`), uuids as text: the walk's cost is the hashing.
 # `seq >= last seq` but not the last entry itself: were the unique key dropped, a second entry
 # at the last seq of a page still shows up (as "appears twice").
-_ROWS = """SELECT a.id::text, s.chain_id::text, s.seq, s.pos, a.created_at, a.user_email, a.action,
-                  a.resource, a.resource_id, a.ip_address, a.user_agent,
-                  a.metadata::text AS metadata_text, s.prev_hash, s.hash
+_ROWS = """SELECT a.id::text, s.chain_id::text, s.seq, s.pos,
+                  to_char(a.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
+                  a.user_email, a.action, a.resource, a.resource_id, a.ip_address, a.user_agent,
+                  a.metadata::text AS metadata_text, encode(s.prev_hash, 'hex'),
+                  encode(s.hash, 'hex')
            FROM audit_seals s JOIN audit_logs a ON a.pos = s.pos AND a.created_at = s.created_at
            WHERE s.chain_id = %(chain)s AND s.seq >= %(seq)s AND s.pos <> %(pos)s
            ORDER BY s.seq LIMIT %(page)s"""
 
 
-def _page_hash(row: tuple) -> bytes:
-    """`entry_hash` of one `_ROWS` tuple: `canonical`'s bytes, written out in its key order
-    (the walk's hot loop; `test_audit_scale` holds the two equal)."""
+def _page_text(row: tuple) -> str:
+    """`canonical`'s text of one `_ROWS` tuple (time and hashes as the database writes them
+    out, or as a datetime and bytes), in its key order: the walk's hot loop, one f-string."""
     (id_, chain, seq, _pos, created_at, user_email, action, resource, resource_id, ip_address,
      user_agent, metadata_text, prev_hash, _hash) = row
-    text = ('{"action":' + _json(action) + ',"chain":"' + chain + '","created_at":"'
-            + _utc_micro(created_at) + '","id":"' + id_ + '","ip_address":' + _json(ip_address)
-            + ',"metadata":' + _json(metadata_text) + ',"prev_hash":"' + bytes(prev_hash).hex()
-            + '","resource":' + _json(resource) + ',"resource_id":' + _json(resource_id)
-            + ',"seq":' + str(seq) + ',"user_agent":' + _json(user_agent)
-            + ',"user_email":' + _json(user_email) + ',"v":1}')
-    return hashlib.sha256(text.encode()).digest()
+    if not isinstance(created_at, str):
+        created_at = _utc_micro(created_at)
+    if not isinstance(prev_hash, str):
+        prev_hash = bytes(prev_hash).hex()
+    enc = _encode_string
+    return (f'{{"action":{"null" if action is None else enc(action)},"chain":"{chain}",'
+            f'"created_at":"{created_at}","id":"{id_}",'
+            f'"ip_address":{"null" if ip_address is None else enc(ip_address)},'
+            f'"metadata":{"null" if metadata_text is None else enc(metadata_text)},'
+            f'"prev_hash":"{prev_hash}",'
+            f'"resource":{"null" if resource is None else enc(resource)},'
+            f'"resource_id":{"null" if resource_id is None else enc(resource_id)},'
+            f'"seq":{seq},"user_agent":{"null" if user_agent is None else enc(user_agent)},'
+            f'"user_email":{"null" if user_email is None else enc(user_email)},"v":1}}')
+
+
+def _page_hash(row: tuple) -> bytes:
+    """`entry_hash` of one `_ROWS` tuple (`test_audit_scale` holds the two equal)."""
+    return hashlib.sha256(_page_text(row).encode()).digest()
 
 
 def _json(value: str | None) -> str:
@@ -487,7 +501,8 @@ async def verify_chain(cur: db.Cursor, signer: CheckpointSigner, chain_id: uuid.
 
     checked = 0
     expected: int | None = None
-    prev: bytes | None = GENESIS
+    prev: str | None = GENESIS.hex()  # hashes in hex, as the page's rows carry them
+    sha256 = hashlib.sha256
     if since is not None:  # the trusted checkpoint's entry comes first, whatever its prev_hash
         expected, prev = since["seq"], None
 
@@ -504,19 +519,19 @@ async def verify_chain(cur: db.Cursor, signer: CheckpointSigner, chain_id: uuid.
                         return broken(checked, first_missing, (
                             f"entry {first_missing} is missing (the chain starts at {seq} with "
                             "no signed purge checkpoint before it)"))
-                    prev = bytes(anchor[0]["head_hash"])
+                    prev = bytes(anchor[0]["head_hash"]).hex()
                 expected = seq
             if seq < expected:
                 return broken(checked, seq, f"entry {seq} appears twice")
             if seq > expected:
                 return broken(checked, expected, f"entry {expected} is missing")
-            if prev is not None and bytes(row[12]) != prev:
+            if prev is not None and row[12] != prev:
                 return broken(checked, seq, "its prev_hash is not the hash of the entry before")
-            digest = _page_hash(row)
-            if digest != bytes(row[13]):
+            digest = sha256(_page_text(row).encode()).hexdigest()
+            if digest != row[13]:
                 return broken(checked, seq, "its content does not match its hash (edited)")
             for cp in at_seq.get(seq, ()):
-                if bytes(cp["head_hash"]) != digest:
+                if bytes(cp["head_hash"]).hex() != digest:
                     return broken(checked, seq, f"the signed checkpoint at seq {seq} names a "
                                                 "different hash")
             checked += 1

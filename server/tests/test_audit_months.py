@@ -241,3 +241,38 @@ async def test_the_verify_job_checks_only_what_was_sealed_since_its_last_run(
         conn.close()
     await audit_watch.verify_since_last_run(pool, signer)
     assert any("is broken at seq 42" in r.getMessage() for r in caplog.records)
+
+
+async def test_the_sealer_reads_only_the_holes_and_what_is_new_while_a_writer_waits(
+        client, team_id, database_url, pool):
+    """Migration 0025: while a writer's transaction stays open, each call starts past what the
+    last one sealed and looks again only at the open entry's position (a hole), not at every
+    entry since the mark; the entry is sealed once it commits."""
+    app_url = server_url(database_url)
+    state = "SELECT sealed_below, scanned_below, holes FROM audit_seal_state"
+    early = psycopg2.connect(app_url)
+    try:
+        with early.cursor() as cur:
+            cur.execute("INSERT INTO audit_logs (team_id, action, resource) "
+                        "VALUES (%s, 'early', 'x') RETURNING pos", (team_id,))
+            held = cur.fetchone()[0]
+            for _ in range(3):
+                await query(app_url, "INSERT INTO audit_logs (team_id, action, resource) "
+                                     "SELECT %s, 'late', 'x' FROM generate_series(1, 10)",
+                            (team_id,))
+                async with db.cursor(pool) as c:
+                    await audit_chain.seal(c)
+                top = (await query(database_url, "SELECT max(pos) AS p FROM audit_logs"))[0]["p"]
+                row = (await query(database_url, state))[0]
+                assert row["sealed_below"] <= held < top
+                assert row["scanned_below"] == top + 1 and row["holes"] == [held]
+        early.commit()
+    finally:
+        early.close()
+    async with db.cursor(pool) as c:
+        assert await audit_chain.seal(c) == 1
+        assert await audit_chain.seal(c) == 0
+        verdict = await audit_chain.verify_chain(c, client.app[CHECKPOINT_SIGNER],
+                                                 uuid.UUID(team_id))
+    assert verdict.ok and verdict.checked == 32
+    assert (await query(database_url, state))[0]["holes"] == []
