@@ -41,9 +41,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "server"))
 
 from aiohttp.test_utils import TestClient, TestServer  # noqa: E402
 
-from cvsm_server import audit, audit_chain, db  # noqa: E402
-from cvsm_server.app import create_app  # noqa: E402
-from cvsm_server.config import Settings  # noqa: E402
+from cvsm_server.audit import log as audit, chain as audit_chain  # noqa: E402
+from cvsm_server import db  # noqa: E402
+from cvsm_server.runtime.app import create_app  # noqa: E402
+from cvsm_server.core.config import Settings  # noqa: E402
 from cvsm_server.web.state import CHECKPOINT_SIGNER  # noqa: E402
 
 TEAMS = 100

@@ -17,8 +17,9 @@ from pathlib import Path
 import psycopg2
 import pytest
 
-from cvsm_server import audit, audit_chain, db
-from cvsm_server.crypto import Keyring
+from cvsm_server.audit import log as audit, chain as audit_chain
+from cvsm_server import db
+from cvsm_server.crypto.sealing import Keyring
 from cvsm_server.web.state import CHECKPOINT_SIGNER, POOL
 from conftest import JWT_SECRET, MASTER_KEY, Api, query, server_url
 

@@ -12,8 +12,11 @@ import psycopg2
 import pytest
 
 from conftest import query, server_url
-from cvsm_server import audit, audit_archive, audit_chain, audit_watch, cli, db
-from cvsm_server.crypto import Keyring
+from cvsm_server import db
+from cvsm_server.audit import archive as audit_archive, chain as audit_chain, log as audit
+from cvsm_server.audit import watch as audit_watch
+from cvsm_server.runtime import cli
+from cvsm_server.crypto.sealing import Keyring
 from cvsm_server.web.state import CHECKPOINT_SIGNER
 
 

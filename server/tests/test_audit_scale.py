@@ -15,8 +15,10 @@ import psycopg2
 import pytest
 
 from conftest import Api, query, server_url
-from cvsm_server import audit, audit_chain, db, insights
-from cvsm_server.actor import Actor
+from cvsm_server.audit import log as audit, chain as audit_chain
+from cvsm_server import db
+from cvsm_server.audit import insights
+from cvsm_server.core.actor import Actor
 from cvsm_server.web.state import CHECKPOINT_SIGNER
 
 

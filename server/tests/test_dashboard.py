@@ -19,8 +19,9 @@ import pyotp
 import pytest
 from aiohttp.test_utils import TestClient
 
-from cvsm_server import secrets, teams
-from cvsm_server.config import Settings
+from cvsm_server.secrets import service as secrets
+from cvsm_server.teams import service as teams
+from cvsm_server.core.config import Settings
 
 from conftest import query
 from test_docs_page import CHROMIUM, CHROMIUM_ARGS, require_chromium

@@ -6,12 +6,19 @@ from __future__ import annotations
 import pytest
 
 from conftest import MASTER_KEY, JWT_SECRET, query, server_url
-from cvsm_server import audit, bulk, db, roles, secrets, sessions, teams, users
-from cvsm_server.actor import Actor
-from cvsm_server.config import parse_master_key
-from cvsm_server.crypto import Keyring
-from cvsm_server.errors import BadRequest, Forbidden, NotFound
-from cvsm_server.passwords import PasswordHasher
+from cvsm_server.audit import log as audit
+from cvsm_server.secrets import bulk
+from cvsm_server import db
+from cvsm_server.teams import roles
+from cvsm_server.secrets import service as secrets
+from cvsm_server.accounts import sessions
+from cvsm_server.teams import service as teams
+from cvsm_server.accounts import users
+from cvsm_server.core.actor import Actor
+from cvsm_server.core.config import parse_master_key
+from cvsm_server.crypto.sealing import Keyring
+from cvsm_server.core.errors import BadRequest, Forbidden, NotFound
+from cvsm_server.crypto.passwords import PasswordHasher
 
 # Which modules are the domain, and that they load nothing of aiohttp or `web`: test_layering.
 

@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import Api, query
-from cvsm_server import dotenv, secrets, shell_export
+from cvsm_server.secrets import dotenv, service as secrets, shell_export
 from dotenv_readers import (EVAL, SOURCE, NodeDotenv, docker_env_file_names, line_reader_names,
                             node_reads, python_dotenv_bindings, python_dotenv_reads,
                             python_dotenv_values, shell_export_reads, shell_reads, source_in_shell)

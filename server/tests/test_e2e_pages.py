@@ -18,8 +18,8 @@ from aiohttp.test_utils import TestClient
 
 from conftest import query
 from cvsm import e2e
-from cvsm_server import e2e as server_e2e
-from cvsm_server.config import Settings
+from cvsm_server.e2e import service as server_e2e
+from cvsm_server.core.config import Settings
 from test_dashboard import csrf_of, form_csrf, sign_up
 
 PASSPHRASE = "kuda laut batu hijau 7"

@@ -15,9 +15,10 @@ from typing import Any
 
 from conftest import JWT_SECRET, MASTER_KEY, query, server_url
 from cvsm import e2e as crypto
-from cvsm_server import rotation, secrets
-from cvsm_server.crypto import Keyring
-from cvsm_server.embedded import wheel_bin_dir
+from cvsm_server.crypto import rekey as rotation
+from cvsm_server.secrets import service as secrets
+from cvsm_server.crypto.sealing import Keyring
+from cvsm_server.db.embedded import wheel_bin_dir
 from e2e_client import E2ETeam, Member, auth
 from serving import CONSOLE_SCRIPT
 from test_rotation import NEW_ID, NEW_KEY, rotate_key

@@ -9,8 +9,9 @@ from typing import Any
 
 import pytest
 
-from cvsm_server import deletion, jobs
-from cvsm_server.config import Settings
+from cvsm_server.accounts import deletion
+from cvsm_server.runtime import jobs
+from cvsm_server.core.config import Settings
 
 
 def test_one_registry_names_every_job_with_its_interval(make_settings: Any) -> None:

@@ -18,10 +18,10 @@ PACKAGE = Path(cvsm_server.__file__).parent
 # graceful stop), the background jobs' registry, and the senders that call out over HTTP or SMTP
 # (the webhook sender and the rotation worker with its targets use aiohttp's client). Every
 # other module of the package is a domain module.
-OUTER = {"cvsm_server", "cvsm_server.app", "cvsm_server.cli", "cvsm_server.drain",
-         "cvsm_server.workers", "cvsm_server.jobs", "cvsm_server.mail_sender",
-         "cvsm_server.webhook_sender", "cvsm_server.rotation_targets",
-         "cvsm_server.secret_rotation"}
+OUTER = {"cvsm_server", "cvsm_server.runtime.app", "cvsm_server.runtime.cli", "cvsm_server.runtime.drain",
+         "cvsm_server.runtime.workers", "cvsm_server.runtime.jobs", "cvsm_server.mail.sender",
+         "cvsm_server.webhooks.sender", "cvsm_server.rotation.targets",
+         "cvsm_server.rotation.policy"}
 
 
 def modules() -> dict[str, tuple[Path, bool]]:
@@ -102,9 +102,9 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 def test_the_graph_sees_every_kind_of_import() -> None:
     graph = import_graph()
-    assert "cvsm_server.web.routes" in graph["cvsm_server.app"]  # from .web.routes import ...
+    assert "cvsm_server.web.routes" in graph["cvsm_server.runtime.app"]  # from .web.routes import ...
     assert "cvsm_server.web.teams" in graph["cvsm_server.web.routes"]  # from . import (teams...)
-    assert "cvsm_server.audit" in graph["cvsm_server.users"]  # from . import audit
+    assert "cvsm_server.audit.log" in graph["cvsm_server.accounts.users"]  # from . import audit
     assert "cvsm_server.web.routes" in graph["cvsm_server.web.apilock"]  # inside a function
 
 
@@ -124,8 +124,8 @@ def domain_modules() -> list[str]:
 
 def test_the_domain_is_every_module_outside_web_and_the_outer_layer() -> None:
     domain = domain_modules()
-    assert {"cvsm_server.secrets", "cvsm_server.users", "cvsm_server.webhook_events",
-            "cvsm_server.mail", "cvsm_server.inputs"} <= set(domain)
+    assert {"cvsm_server.secrets.service", "cvsm_server.accounts.users", "cvsm_server.webhooks.events",
+            "cvsm_server.mail.messages", "cvsm_server.core.inputs"} <= set(domain)
     assert OUTER <= set(modules())  # the list names real modules
 
 

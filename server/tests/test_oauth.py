@@ -18,9 +18,9 @@ import pyotp
 import pytest
 from aiohttp.test_utils import TestClient
 
-from cvsm_server import oauth
-from cvsm_server.app import create_app
-from cvsm_server.config import Settings
+from cvsm_server.accounts import oauth
+from cvsm_server.runtime.app import create_app
+from cvsm_server.core.config import Settings
 from cvsm_server.web.state import OAUTH
 
 from conftest import Api, query
@@ -496,7 +496,7 @@ async def test_signing_in_with_a_provider_in_chromium(client: TestClient) -> Non
 
 
 def test_usernames_derived_from_an_email_are_valid() -> None:
-    from cvsm_server.users import validate_username
+    from cvsm_server.accounts.users import validate_username
     for email, expected in (("person@example.org", "person"), ("a@x.io", "a__"),
                             ("admin@x.io", "admin_1"), ("j.doe+tag@x.io", "j_doe_tag"),
                             (f"{'x' * 60}@x.io", "x" * 40), (f"é{uuid.uuid4().hex}@x.io", None)):

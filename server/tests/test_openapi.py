@@ -81,7 +81,8 @@ def test_private_routes_need_bearer_and_list_the_error_answers() -> None:
 
 
 def test_rules_come_from_the_domain_modules() -> None:
-    from cvsm_server import e2e, secrets
+    from cvsm_server.e2e import service as e2e
+    from cvsm_server.secrets import service as secrets
     doc = apidoc.document(ROUTES)
     body = doc["paths"]["/api/v1/teams/{team_id}/secrets"]["post"]["requestBody"]
     schema = body["content"]["application/json"]["schema"]

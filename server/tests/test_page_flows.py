@@ -14,8 +14,8 @@ import pyotp
 import pytest
 from aiohttp.test_utils import TestClient
 
-from cvsm_server import tokens
-from cvsm_server.config import Settings
+from cvsm_server.accounts import tokens
+from cvsm_server.core.config import Settings
 
 from conftest import Api, query
 from test_dashboard import csrf_of, form_csrf, sign_up

@@ -12,7 +12,8 @@ import pytest
 
 from conftest import Api, query
 from test_admin import operator
-from cvsm_server import secrets, teams
+from cvsm_server.secrets import service as secrets
+from cvsm_server.teams import service as teams
 
 # The refusals of the `acme` team (the `team_id` fixture) on Starter: the quota, then what lifts it.
 SECRET_QUOTA = teams.quota_message(secrets.SECRET_QUOTA, "acme", "starter")

@@ -23,7 +23,7 @@ import pytest
 
 import cvsm
 from conftest import Api
-from cvsm_server import secret_rotation
+from cvsm_server.rotation import policy as secret_rotation
 from cvsm_server.web.state import KEYRING, POOL
 from pg_target import PasswordPostgres
 

@@ -22,8 +22,9 @@ from aiohttp import web
 from psycopg2 import sql
 
 from conftest import MASTER_KEY, Api, query, server_url
-from cvsm_server import db, secret_rotation
-from cvsm_server.crypto import Keyring
+from cvsm_server import db
+from cvsm_server.rotation import policy as secret_rotation
+from cvsm_server.crypto.sealing import Keyring
 from cvsm_server.web.state import KEYRING, POOL
 from pg_target import PasswordPostgres
 from test_webhooks import add_webhook, independent_verify, wait_until
@@ -460,8 +461,9 @@ async def test_two_app_instances_never_rotate_one_secret_twice(
 
 CRASH_SCRIPT = """
 import asyncio, base64, sys
-from cvsm_server import db, secret_rotation
-from cvsm_server.crypto import Keyring
+from cvsm_server import db
+from cvsm_server.rotation import policy as secret_rotation
+from cvsm_server.crypto.sealing import Keyring
 
 async def main():
     pool = await db.create_pool(sys.argv[1], maxsize=2)
@@ -554,7 +556,7 @@ def readme_example() -> str:
 async def test_the_readme_example_rotates_a_postgres_role_as_printed(
         start_client: Any, make_settings: Any, target_pg: PasswordPostgres) -> None:
     from datetime import datetime, timedelta, timezone
-    from cvsm_server.embedded import wheel_bin_dir
+    from cvsm_server.db.embedded import wheel_bin_dir
 
     client = await start_client(make_settings(webhook_allow_private="1", background_jobs="on",
                                               rotation_poll_seconds="1"))
@@ -578,7 +580,7 @@ async def test_the_readme_example_rotates_a_postgres_role_as_printed(
 
 async def test_a_new_master_key_reseals_the_target_secret_and_an_open_run(
         rot_api: Api, database_url: str, toy: ToyService) -> None:
-    from cvsm_server import rotation as master_key_rotation
+    from cvsm_server.crypto import rekey as master_key_rotation
     owner, team, secret = await webhook_secret(rot_api, toy)
     await rotate_now(rot_api, owner, team, secret)
     done = run_until_killed(database_url, "created")  # leaves an open run with its pending value
@@ -594,7 +596,7 @@ async def test_a_new_master_key_reseals_the_target_secret_and_an_open_run(
     only_new = Keyring(new_key)  # the old key is gone: everything must open with the new one
     assert await secret_rotation.run_due(app[POOL], only_new, allow_private=True) == 1
     assert toy.steps == ["create", "set", "test", "finish"]
-    from cvsm_server.secrets import open_value
+    from cvsm_server.secrets.service import open_value
     row = (await query(database_url, "SELECT * FROM secrets WHERE id = %s", (secret,)))[0]
     assert row["version"] == 2 and toy.accepted == open_value(only_new, row) != "toy-initial"
 

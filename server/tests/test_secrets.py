@@ -9,8 +9,10 @@ import aiopg
 import pytest
 
 from conftest import Api, query, server_url
-from cvsm_server import db, ratelimit, secrets
-from cvsm_server.config import RateLimit
+from cvsm_server import db
+from cvsm_server.core import ratelimit
+from cvsm_server.secrets import service as secrets
+from cvsm_server.core.config import RateLimit
 
 
 def url(team_id, *parts):

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from .. import e2e
-from ..errors import BadRequest
-from ..inputs import field, parse_uuid
+from ..e2e import service as e2e
+from ..core.errors import BadRequest
+from ..core.inputs import field, parse_uuid
 from .schema import (BOOL, E2E_ANCHOR, E2E_AUTH, E2E_ENVELOPE, E2E_LINK, E2E_PASS,
                      E2E_PUBLIC_KEY, E2E_REC, E2E_WRAP, INT, ROLE, STRING, TIME, UUID, answer,
                      nullable, obj, query)
-from ..timeutil import iso
+from ..core.timeutil import iso
 from .policy import BULK
 from .request import actor, connection, query_int, read_json, team_of
 

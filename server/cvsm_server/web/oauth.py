@@ -1,7 +1,7 @@
 """Sign-in through an identity provider (OAuth 2.0 / OpenID Connect): `GET /auth/{idp}/start`
 redirects to the provider, `GET /auth/{idp}/callback` takes its answer, sets the dashboard's
 session cookie on that same response and redirects to the dashboard; whatever failed, it
-redirects to the sign-in page with one generic message. The flow itself is in `cvsm_server.oauth`.
+redirects to the sign-in page with one generic message. The flow itself is in `cvsm_server.accounts.oauth`.
 
 The state is also bound to the browser that started the flow (a cookie on `/api/v1/auth/`), so a
 callback URL carried to another browser signs no one in there. No session token travels in a
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from .. import oauth
+from ..accounts import oauth
 from .pages import auth as auth_pages, kit as page_kit
 from .request import actor, app_url, connection
 from .state import KEYRING, OAUTH, SIGNER

@@ -7,9 +7,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import bulk, e2e, secrets, shares, teams, users
-from ..inputs import CONTROL_CHARACTERS, INT64_MAX
-from ..passwords import MAX_LENGTH as PASSWORD_MAX, MIN_LENGTH as PASSWORD_MIN
+from ..secrets import bulk
+from ..e2e import service as e2e
+from ..secrets import service as secrets, shares
+from ..teams import service as teams
+from ..accounts import users
+from ..core.inputs import CONTROL_CHARACTERS, INT64_MAX
+from ..crypto.passwords import MAX_LENGTH as PASSWORD_MAX, MIN_LENGTH as PASSWORD_MIN
 
 UUID_PATTERN = "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
 SLUG_PATTERN = "^" + teams.SLUG_RE.pattern.removesuffix(r"\Z") + "$"

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from .. import bulk, dotenv, secrets, shell_export
-from ..errors import BadRequest
-from ..inputs import field, string_list
-from ..timeutil import iso
+from ..secrets import bulk, dotenv, service as secrets, shell_export
+from ..core.errors import BadRequest
+from ..core.inputs import field, string_list
+from ..core.timeutil import iso
 from .schema import (BULK_ANSWER, ENVIRONMENT, ID_LIST, INT, OK, SECRET_NAME, SECRET_TYPE,
                      SECRET_VALUE, STRING, TIME, UUID, answer, obj, or_empty, query, ref)
 from .request import actor, connection, path_id, team_of, query_int, query_text, read_json

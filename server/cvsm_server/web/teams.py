@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from .. import audit, secrets, teams
-from ..inputs import field
+from ..audit import log as audit
+from ..secrets import service as secrets
+from ..teams import service as teams
+from ..core.inputs import field
 from .schema import (E2E_AUTH, E2E_WRAP, INT, OK, ROLE, SLUG_PATTERN, STRING, UUID, answer, nullable,
                      obj, one_line, query, ref)
 from .request import actor, connection, path_id, query_int, read_json, team_of

@@ -236,8 +236,8 @@ func findServer(root string) ([]string, string) {
 	}
 	tried := []string{venv}
 	if python := os.Getenv("CVSM_SERVER_PYTHON"); python != "" {
-		if exec.Command(python, "-c", "import cvsm_server.cli").Run() == nil {
-			return []string{python, "-m", "cvsm_server.cli"}, ""
+		if exec.Command(python, "-c", "import cvsm_server.runtime.cli").Run() == nil {
+			return []string{python, "-m", "cvsm_server.runtime.cli"}, ""
 		}
 		tried = append(tried, "$CVSM_SERVER_PYTHON ("+python+") with cvsm_server")
 	}
@@ -245,8 +245,8 @@ func findServer(root string) ([]string, string) {
 		return []string{path}, ""
 	}
 	tried = append(tried, "cvsm-server on PATH")
-	if python, err := exec.LookPath("python3"); err == nil && exec.Command(python, "-c", "import cvsm_server.cli").Run() == nil {
-		return []string{python, "-m", "cvsm_server.cli"}, ""
+	if python, err := exec.LookPath("python3"); err == nil && exec.Command(python, "-c", "import cvsm_server.runtime.cli").Run() == nil {
+		return []string{python, "-m", "cvsm_server.runtime.cli"}, ""
 	}
 	tried = append(tried, "python3 on PATH with cvsm_server")
 	return nil, fmt.Sprintf("no reference server: tried %s (run `make venv` in the repository root, or set CVSM_SERVER_PYTHON to a Python that imports cvsm_server)", strings.Join(tried, ", "))

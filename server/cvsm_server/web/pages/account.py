@@ -9,9 +9,14 @@ from typing import Any
 import segno
 from aiohttp import web
 
-from ... import db, deletion, e2e, email_verification, oauth, ratelimit, totp, users
-from ...actor import Actor
-from ...errors import DomainError, TooManyRequests
+from ... import db
+from ...accounts import deletion
+from ...e2e import service as e2e
+from ...accounts import email_verification, oauth
+from ...core import ratelimit
+from ...accounts import totp, users
+from ...core.actor import Actor
+from ...core.errors import DomainError, TooManyRequests
 from ..request import app_url
 from ..state import KEYRING, PASSWORDS, POOL, SETTINGS
 from .e2e import page_context as e2e_context, user_key

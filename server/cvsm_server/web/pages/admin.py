@@ -12,11 +12,13 @@ from typing import Any
 
 from aiohttp import web
 
-from ... import admin, db, support
-from ...actor import Actor
-from ...errors import BadRequest
-from ...inputs import whole_number
-from ...teams import PLANS, max_environments
+from ...instance import admin
+from ... import db
+from ...support import service as support
+from ...core.actor import Actor
+from ...core.errors import BadRequest
+from ...core.inputs import whole_number
+from ...teams.service import PLANS, max_environments
 from ..request import app_url, path_id
 from ..state import KEYRING, POOL
 from .kit import (Form, beside, done, form_work, page_number, redirect_to, render_page, signed_in,

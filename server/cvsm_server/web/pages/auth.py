@@ -8,9 +8,10 @@ import uuid
 
 from aiohttp import web
 
-from ... import db, email_verification, oauth, password_reset, sessions, users
-from ...actor import Actor
-from ...errors import BadRequest, DomainError, Forbidden, Unauthorized
+from ... import db
+from ...accounts import email_verification, oauth, password_reset, sessions, users
+from ...core.actor import Actor
+from ...core.errors import BadRequest, DomainError, Forbidden, Unauthorized
 from ..request import app_url
 from ..state import ACTOR, KEYRING, OAUTH, PASSWORDS, POOL, SIGNER
 from .kit import (COOKIE, PENDING_FAILED, PENDING_LIFETIME, Form, beside, count_form, done,

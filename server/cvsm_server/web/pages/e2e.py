@@ -11,9 +11,11 @@ import json
 import uuid
 from typing import Any
 
-from ... import db, e2e, secrets as domain
-from ...actor import Actor
-from ...errors import BadRequest, Forbidden, NotFound
+from ... import db
+from ...e2e import service as e2e
+from ...secrets import service as domain
+from ...core.actor import Actor
+from ...core.errors import BadRequest, Forbidden, NotFound
 from .kit import ENVIRONMENTS, Form
 
 BAD_PAYLOAD = "Data dari skrip halaman tidak terbaca; muat ulang halaman lalu coba lagi"

@@ -11,9 +11,12 @@ from typing import Any
 
 from aiohttp import web
 
-from ... import db, insights, secrets as domain, teams
-from ...actor import Actor
-from ...errors import NotFound
+from ... import db
+from ...audit import insights
+from ...secrets import service as domain
+from ...teams import service as teams
+from ...core.actor import Actor
+from ...core.errors import NotFound
 from ..state import KEYRING, POOL
 from .e2e import team_context as e2e_context
 from .kit import Form, form_field, render_page, signed_in

@@ -7,8 +7,12 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from ... import db, insights, secrets as domain, teams, tokens
-from ...actor import Actor
+from ... import db
+from ...audit import insights
+from ...secrets import service as domain
+from ...teams import service as teams
+from ...accounts import tokens
+from ...core.actor import Actor
 from ..request import path_id
 from ..state import POOL
 from .kit import done, render_page, signed_in

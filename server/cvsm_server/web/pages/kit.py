@@ -51,10 +51,13 @@ import jinja2
 from aiohttp import web
 from multidict import MultiDictProxy
 
-from ... import db, deletion, oauth, ratelimit, secrets as domain
-from ...actor import Actor
-from ...errors import DomainError, Forbidden, NotFound, Unauthorized
-from ...inputs import decimal
+from ... import db
+from ...accounts import deletion, oauth
+from ...core import ratelimit
+from ...secrets import service as domain
+from ...core.actor import Actor
+from ...core.errors import DomainError, Forbidden, NotFound, Unauthorized
+from ...core.inputs import decimal
 from ..middleware import failure_of
 from ..policy import policy_of
 from ..request import FORM_TOO_LARGE, FormValue, app_url, check_query, read_form

@@ -11,9 +11,11 @@ from typing import Any
 
 from aiohttp import web
 
-from ... import db, e2e, invites, roles, teams
-from ...actor import Actor
-from ...errors import BadRequest
+from ... import db
+from ...e2e import service as e2e
+from ...teams import invites, roles, service as teams
+from ...core.actor import Actor
+from ...core.errors import BadRequest
 from ..e2e import MAX_REKEY_BODY
 from ..request import app_url, path_id
 from ..state import KEYRING, POOL

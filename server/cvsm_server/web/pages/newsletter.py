@@ -7,7 +7,7 @@ from typing import Any
 
 from aiohttp import web
 
-from ... import newsletter
+from ...mail import newsletter
 from ..request import app_url
 from ..state import ACTOR, KEYRING
 from .kit import Form, beside, render_page

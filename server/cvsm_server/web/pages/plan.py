@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from ... import db, teams
-from ...actor import Actor
+from ... import db
+from ...teams import service as teams
+from ...core.actor import Actor
 from ..state import POOL
 from .kit import render_page, signed_in
 

@@ -16,11 +16,17 @@ from typing import Any
 
 from aiohttp import web
 
-from ... import (bulk, db, dotenv, insights, roles, secret_rotation, secrets as domain, shares,
-                 shell_export, teams)
-from ...actor import Actor
-from ...errors import BadRequest, NotFound
-from ...inputs import whole_number
+from ...secrets import bulk
+from ... import db
+from ...secrets import dotenv
+from ...audit import insights
+from ...teams import roles
+from ...rotation import policy as secret_rotation
+from ...secrets import service as domain, shares, shell_export
+from ...teams import service as teams
+from ...core.actor import Actor
+from ...core.errors import BadRequest, NotFound
+from ...core.inputs import whole_number
 from ..request import app_url, path_id
 from ..state import KEYRING, POOL
 from .e2e import json_field, team_context as e2e_context

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from ... import db, setup_link
-from ...actor import Actor
+from ... import db
+from ...accounts import setup_link
+from ...core.actor import Actor
 from ..state import KEYRING, POOL
 from .kit import Form, done, failures_of, link_page, render_page, signed_in
 

@@ -1,7 +1,7 @@
 """The support assistant's page (`/app/support`): the user's conversation, a form that asks,
 and "Bicara dengan manusia" (escalate). Works without JavaScript (each form posts and the page
 comes back); `static/support.js` posts the same forms with `Accept: application/json` and shows
-the answer without a reload. The rules are in `cvsm_server.support`.
+the answer without a reload. The rules are in `cvsm_server.support.service`.
 """
 
 from __future__ import annotations
@@ -11,9 +11,10 @@ from typing import Any
 
 from aiohttp import web
 
-from ... import db, support
-from ...actor import Actor
-from ...errors import DomainError, NotFound
+from ... import db
+from ...support import service as support
+from ...core.actor import Actor
+from ...core.errors import DomainError, NotFound
 from ..request import app_url
 from ..state import KEYRING, POOL, SETTINGS
 from ..support import charge

@@ -10,9 +10,12 @@ from typing import Any
 
 from aiohttp import web
 
-from ... import audit, db, secrets, teams
-from ...actor import Actor
-from ...errors import BadRequest
+from ...audit import log as audit
+from ... import db
+from ...secrets import service as secrets
+from ...teams import service as teams
+from ...core.actor import Actor
+from ...core.errors import BadRequest
 from ..state import POOL, SETTINGS
 from .e2e import page_context
 from .kit import Form, done, form_work, page_number, render_page, signed_in, url_for

@@ -13,8 +13,11 @@ from aiohttp import web
 
 import json
 
-from ... import db, e2e, teams, tokens
-from ...actor import Actor
+from ... import db
+from ...e2e import service as e2e
+from ...teams import service as teams
+from ...accounts import tokens
+from ...core.actor import Actor
 from ..request import path_id
 from ..state import KEYRING, POOL
 from .e2e import page_context, team_wrap

@@ -13,10 +13,12 @@ from typing import Any
 
 from aiohttp import web
 
-from ... import db, secrets as domain, teams
-from ...actor import Actor
-from ...errors import BadRequest
-from ...inputs import whole_number
+from ... import db
+from ...secrets import service as domain
+from ...teams import service as teams
+from ...core.actor import Actor
+from ...core.errors import BadRequest
+from ...core.inputs import whole_number
 from ..request import path_id
 from ..state import KEYRING, POOL
 from .kit import Form, form_field, render_page, signed_in
