@@ -46,21 +46,14 @@ async def expired_months(cur: db.Cursor) -> list[date]:
     """The month partitions (oldest first) that ended before the shortest retention began."""
     rows = await db.fetchall(
         cur,
-        """SELECT to_date(substr(c.relname, 12), '"y"YYYY"m"MM') AS month
-           FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
-           WHERE i.inhparent = 'audit_logs'::regclass
-             AND c.relname ~ '^audit_logs_y[0-9]{4}m[0-9]{2}$'
+        """SELECT m.month FROM (
+               SELECT to_date(substr(c.relname, 12), '"y"YYYY"m"MM') AS month
+               FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+               WHERE i.inhparent = 'audit_logs'::regclass
+                 AND c.relname ~ '^audit_logs_y[0-9]{4}m[0-9]{2}$') m
+           WHERE (m.month + interval '1 month') AT TIME ZONE 'UTC' < now() - interval '30 days'
            ORDER BY 1""")
-    out = []
-    for row in rows:
-        month = row["month"]
-        end = date(month.year + (month.month == 12), month.month % 12 + 1, 1)
-        ended = await db.fetchone(
-            cur, "SELECT %s::date AT TIME ZONE 'UTC' < now() - interval '30 days' AS past", (end,))
-        if not ended["past"]:
-            break
-        out.append(month)
-    return out
+    return [row["month"] for row in rows]
 
 
 HEADS = """WITH RECURSIVE k(id) AS (
@@ -71,7 +64,11 @@ HEADS = """WITH RECURSIVE k(id) AS (
                         WHERE created_at >= %(lo)s AND created_at < %(hi)s AND chain_id > k.id
                         ORDER BY chain_id LIMIT 1)
                 FROM k WHERE k.id IS NOT NULL)
-            SELECT k.id AS chain_id, h.seq, h.hash FROM k CROSS JOIN LATERAL (
+            SELECT k.id AS chain_id, h.seq, h.hash,
+                   cvsm_audit_retention_days(k.id) IS NOT NULL
+                   AND %(hi)s::timestamptz < now() - make_interval(
+                       days => cvsm_audit_retention_days(k.id)) AS expired
+            FROM k CROSS JOIN LATERAL (
                 SELECT s.seq, s.hash FROM audit_seals s
                 WHERE s.created_at >= %(lo)s AND s.created_at < %(hi)s AND s.chain_id = k.id
                 ORDER BY s.seq DESC LIMIT 1) h
@@ -105,6 +102,9 @@ async def drop_month(pool: db.Pool, sign: Sign, month: date,
         await before(lo)
     async with db.pool_transaction(pool) as cur:
         heads = await db.fetchall(cur, HEADS, span)
+        kept = next((h["chain_id"] for h in heads if not h["expired"]), None)
+        if kept is not None:  # the cheap check first: the hourly run that cannot drop is short
+            raise psycopg2.ProgrammingError(f"audit month {lo}: chain {kept} keeps entries")
         removed = 0
         for head in heads:
             stray = await db.fetchall(cur, _STRAGGLERS, {**span, "chain": head["chain_id"],

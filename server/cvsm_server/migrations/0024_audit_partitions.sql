@@ -74,9 +74,12 @@ CREATE TABLE audit_seals_default PARTITION OF audit_seals DEFAULT;
 CREATE UNIQUE INDEX audit_seals_default_chain_seq ON audit_seals_default (chain_id, seq);
 
 -- The month partitions of both tables for [p_from, p_to) (months), skipping any the default
--- partition holds rows of; returns how many months were made.
+-- partition holds rows of; returns how many months were made. A partition's creation locks its
+-- table: one that waits more than 2 s for a reader (an export streaming) gives up, leaving the
+-- month for the next call (made two months ahead, there are many), rather than holding every
+-- writer behind it.
 CREATE FUNCTION cvsm_audit_make_months(p_from date, p_to date) RETURNS integer
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = public, pg_temp AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = public, pg_temp SET lock_timeout = '2s' AS $$
 DECLARE
     m date := date_trunc('month', p_from)::date;
     lo timestamptz;
@@ -92,13 +95,17 @@ BEGIN
            AND NOT EXISTS (SELECT 1 FROM audit_logs_default WHERE created_at >= lo AND created_at < hi)
            AND NOT EXISTS (SELECT 1 FROM audit_seals_default WHERE created_at >= lo AND created_at < hi)
         THEN
-            EXECUTE format('CREATE TABLE %I PARTITION OF audit_logs FOR VALUES FROM (%L) TO (%L)',
-                           'audit_logs_' || suffix, lo, hi);
-            EXECUTE format('CREATE TABLE %I PARTITION OF audit_seals FOR VALUES FROM (%L) TO (%L)',
-                           'audit_seals_' || suffix, lo, hi);
-            EXECUTE format('CREATE UNIQUE INDEX %I ON %I (chain_id, seq)',
-                           'audit_seals_' || suffix || '_chain_seq', 'audit_seals_' || suffix);
-            made := made + 1;
+            BEGIN
+                EXECUTE format('CREATE TABLE %I PARTITION OF audit_logs FOR VALUES FROM (%L) TO (%L)',
+                               'audit_logs_' || suffix, lo, hi);
+                EXECUTE format('CREATE TABLE %I PARTITION OF audit_seals FOR VALUES FROM (%L) TO (%L)',
+                               'audit_seals_' || suffix, lo, hi);
+                EXECUTE format('CREATE UNIQUE INDEX %I ON %I (chain_id, seq)',
+                               'audit_seals_' || suffix || '_chain_seq', 'audit_seals_' || suffix);
+                made := made + 1;
+            EXCEPTION WHEN lock_not_available THEN
+                RAISE NOTICE 'audit month %: its tables are busy, made later', m;
+            END;
         END IF;
         m := (m + interval '1 month')::date;
     END LOOP;
@@ -293,7 +300,7 @@ DECLARE
     n_logs bigint;
     n_seals bigint;
 BEGIN
-    SET LOCAL lock_timeout = '5s';
+    SET LOCAL lock_timeout = '2s';  -- the detach waits for readers; writers queue behind it
     IF logs IS NULL OR seals IS NULL OR date_trunc('month', p_month) <> p_month THEN
         RAISE EXCEPTION 'audit month %: no such partition', p_month;
     END IF;
