@@ -42,10 +42,12 @@ PAGE = 5000
 _ENTRIES = """SELECT a.id, s.chain_id, s.seq, a.created_at, a.user_email, a.action, a.resource,
                      a.resource_id, a.ip_address, a.user_agent, a.metadata::text AS metadata_text,
                      s.prev_hash, s.hash
-              FROM audit_seals s
-              JOIN audit_logs a ON a.pos = s.pos AND a.created_at = s.created_at
-              WHERE s.chain_id = %(chain)s AND s.seq > %(after)s AND s.seq <= %(last)s
-              ORDER BY s.seq LIMIT %(page)s"""
+              FROM (SELECT * FROM audit_seals s
+                    WHERE s.chain_id = %(chain)s AND s.seq > %(after)s AND s.seq <= %(last)s
+                    ORDER BY s.seq LIMIT %(page)s) s
+              CROSS JOIN LATERAL (SELECT * FROM audit_logs a
+                                  WHERE a.pos = s.pos AND a.created_at = s.created_at) a
+              ORDER BY s.seq"""
 _FIRST = """SELECT min(s.seq) AS seq FROM audit_seals s
             WHERE s.chain_id = %(chain_id)s AND s.created_at >= %(lo)s AND s.created_at < %(hi)s"""
 

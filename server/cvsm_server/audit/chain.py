@@ -56,6 +56,7 @@ log = logging.getLogger("cvsm.audit")
 ACCOUNT_CHAIN = uuid.UUID(int=0)
 GENESIS = bytes(32)
 PAGE = 1000
+VERIFY_PAGE = 5000
 KINDS = ("periodic", "demand", "purge")
 # Entries one `cvsm_audit_seal` call links at most (one transaction holds the sealer's lock).
 SEAL_BATCH = 5000
@@ -400,8 +401,10 @@ def checkpoint_json(row: dict) -> dict:
 
 
 # One page of a chain in order, from a position: the seals' (chain_id, seq) key walked from the
-# cursor, each seal joined to its entry by `pos` and time (the seal's copy of it: one probe of
-# the entry's month partition, migration 0024; an entry whose time was changed is missing);
+# cursor, then each seal's entry by `pos` and time (the seal's copy of it: one probe of the
+# entry's month partition, migration 0024, forced by the LATERAL: a plain join of the two
+# partitioned tables was planned as a hash join of both, seconds a page; an entry whose time was
+# changed is missing); pages of VERIFY_PAGE (planning over the partitions costs per statement);
 # no page rescans the ones before. Rows are
 # tuples (the columns of `_ROW_FIELDS`), uuids as text: the walk's cost is the hashing.
 # `seq >= last seq` but not the last entry itself: were the unique key dropped, a second entry
@@ -411,9 +414,12 @@ _ROWS = """SELECT a.id::text, s.chain_id::text, s.seq, s.pos,
                   a.user_email, a.action, a.resource, a.resource_id, a.ip_address, a.user_agent,
                   a.metadata::text AS metadata_text, encode(s.prev_hash, 'hex'),
                   encode(s.hash, 'hex')
-           FROM audit_seals s JOIN audit_logs a ON a.pos = s.pos AND a.created_at = s.created_at
-           WHERE s.chain_id = %(chain)s AND s.seq >= %(seq)s AND s.pos <> %(pos)s
-           ORDER BY s.seq LIMIT %(page)s"""
+           FROM (SELECT * FROM audit_seals s
+                 WHERE s.chain_id = %(chain)s AND s.seq >= %(seq)s AND s.pos <> %(pos)s
+                 ORDER BY s.seq LIMIT %(page)s) s
+           CROSS JOIN LATERAL (SELECT * FROM audit_logs a
+                               WHERE a.pos = s.pos AND a.created_at = s.created_at) a
+           ORDER BY s.seq"""
 
 
 def _page_text(row: tuple) -> str:
@@ -545,7 +551,7 @@ async def verify_chain(cur: db.Cursor, signer: CheckpointSigner, chain_id: uuid.
     raw = await cur.connection.cursor(cursor_factory=psycopg2.extensions.cursor)
 
     async def fetch(seq: int, pos: int) -> list[tuple]:
-        await raw.execute(_ROWS, {"chain": chain_id, "seq": seq, "pos": pos, "page": PAGE})
+        await raw.execute(_ROWS, {"chain": chain_id, "seq": seq, "pos": pos, "page": VERIFY_PAGE})
         return await raw.fetchall()
 
     # The next page is asked for before this one is hashed: the database reads it meanwhile.
@@ -554,7 +560,7 @@ async def verify_chain(cur: db.Cursor, signer: CheckpointSigner, chain_id: uuid.
         while pending is not None:
             rows = await pending
             pending = None
-            if len(rows) == PAGE:
+            if len(rows) == VERIFY_PAGE:
                 pending = asyncio.ensure_future(fetch(rows[-1][2], rows[-1][3]))
             verdict = walk(rows)
             if verdict is not None:
