@@ -237,8 +237,9 @@ async def tamper(database_url: str, sql: str, args: tuple) -> None:
 
 
 async def test_verification_is_one_ordered_pass_and_resumes_from_a_trusted_checkpoint(
-        client, api: Api, owner, team_id, database_url, pool):
-    await fill(database_url, team_id, 2600)  # three pages of audit_chain.PAGE
+        client, api: Api, owner, team_id, database_url, pool, monkeypatch):
+    monkeypatch.setattr(audit_chain, "VERIFY_PAGE", 1000)
+    await fill(database_url, team_id, 2600)  # three pages of audit_chain.VERIFY_PAGE
     signer, team = client.app[CHECKPOINT_SIGNER], uuid.UUID(team_id)
     seen: list[tuple[int, int]] = []
     async with pool.acquire() as conn, db.cursor(conn) as cur:
