@@ -47,6 +47,7 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
+from . import months as audit_months
 from .. import db
 from ..crypto.sealing import Keyring
 
@@ -55,6 +56,7 @@ log = logging.getLogger("cvsm.audit")
 ACCOUNT_CHAIN = uuid.UUID(int=0)
 GENESIS = bytes(32)
 PAGE = 1000
+VERIFY_PAGE = 5000
 KINDS = ("periodic", "demand", "purge")
 # Entries one `cvsm_audit_seal` call links at most (one transaction holds the sealer's lock).
 SEAL_BATCH = 5000
@@ -286,14 +288,20 @@ _thinned_at: weakref.WeakKeyDictionary[db.Pool, float] = weakref.WeakKeyDictiona
 
 
 async def purge_expired(pool: db.Pool, signer: CheckpointSigner, *,
-                        batch: int = PURGE_BATCH) -> int:
+                        batch: int = PURGE_BATCH,
+                        before_drop: audit_months.Before | None = None) -> int:
     """Remove, per chain, the longest prefix of entries all past their retention, in
     transactions of at most `batch` entries, each after signing a `purge` checkpoint at its last
     entry (the chain's new start), and the chain's expired days of the read rollup; then
     checkpoints thinned (migration 0023; when nothing went, at most every THIN_EVERY_SECONDS).
     Returns how many entries went. A chain whose first entry is kept costs one probe of its
-    index: with nothing expired the run reads nothing else."""
-    removed = 0
+    index: with nothing expired the run reads nothing else. Whole months go first, as partition
+    drops where they can (`audit_months`, migration 0024), each after `before_drop(month)`
+    (the archive, `audit.purge_expired`)."""
+    async def sign(cur: db.Cursor, chain_id: uuid.UUID, seq: int, head: bytes) -> None:
+        await write_checkpoint(cur, signer, chain_id, seq, head, "purge")
+
+    removed, dropped = await audit_months.drop_expired_months(pool, sign, before_drop)
     async with db.cursor(pool) as cur:
         await seal(cur)
         due = await db.fetchall(
@@ -305,6 +313,9 @@ async def purge_expired(pool: db.Pool, signer: CheckpointSigner, *,
                 JOIN audit_logs a ON a.pos = f.pos
                 WHERE d.days IS NOT NULL
                   AND a.created_at < now() - make_interval(days => d.days)""")
+    for chain_id in set(dropped) - {c["chain_id"] for c in due}:
+        async with db.cursor(pool) as cur:
+            await cur.execute(_PURGE_READS, (chain_id, chain_id))
     for chain in due:
         while True:
             async with db.pool_transaction(pool) as cur:
@@ -313,16 +324,18 @@ async def purge_expired(pool: db.Pool, signer: CheckpointSigner, *,
             if gone < batch:
                 break
         async with db.cursor(pool) as cur:  # the read rollup's days past the same retention
-            await cur.execute(
-                """DELETE FROM audit_reads WHERE team_id = %s
-                     AND day < ((now() - make_interval(days => %s)) AT TIME ZONE 'UTC')::date""",
-                (chain["chain_id"], chain["days"]))
+            await cur.execute(_PURGE_READS, (chain["chain_id"], chain["chain_id"]))
     loop = asyncio.get_running_loop()
-    if due or loop.time() >= _thinned_at.get(pool, float("-inf")) + THIN_EVERY_SECONDS:
+    if due or dropped or loop.time() >= _thinned_at.get(pool, float("-inf")) + THIN_EVERY_SECONDS:
         async with db.cursor(pool) as cur:
             await thin_checkpoints(cur)
         _thinned_at[pool] = loop.time()
     return removed
+
+
+_PURGE_READS = """DELETE FROM audit_reads WHERE team_id = %s
+                    AND day < ((now() - make_interval(days => coalesce(
+                        cvsm_audit_retention_days(%s), 36500))) AT TIME ZONE 'UTC')::date"""
 
 
 async def _purge_batch(cur: db.Cursor, signer: CheckpointSigner, chain_id: uuid.UUID, days: int,
@@ -388,30 +401,51 @@ def checkpoint_json(row: dict) -> dict:
 
 
 # One page of a chain in order, from a position: the seals' (chain_id, seq) key walked from the
-# cursor, each seal joined to its entry by `pos`; no page rescans the ones before. Rows are
+# cursor, then each seal's entry by `pos` and time (the seal's copy of it: one probe of the
+# entry's month partition, migration 0024, forced by the LATERAL: a plain join of the two
+# partitioned tables was planned as a hash join of both, seconds a page; an entry whose time was
+# changed is missing); pages of VERIFY_PAGE (planning over the partitions costs per statement);
+# no page rescans the ones before. Rows are
 # tuples (the columns of `_ROW_FIELDS`), uuids as text: the walk's cost is the hashing.
 # `seq >= last seq` but not the last entry itself: were the unique key dropped, a second entry
 # at the last seq of a page still shows up (as "appears twice").
-_ROWS = """SELECT a.id::text, s.chain_id::text, s.seq, s.pos, a.created_at, a.user_email, a.action,
-                  a.resource, a.resource_id, a.ip_address, a.user_agent,
-                  a.metadata::text AS metadata_text, s.prev_hash, s.hash
-           FROM audit_seals s JOIN audit_logs a ON a.pos = s.pos
-           WHERE s.chain_id = %(chain)s AND s.seq >= %(seq)s AND s.pos <> %(pos)s
-           ORDER BY s.seq LIMIT %(page)s"""
+_ROWS = """SELECT a.id::text, s.chain_id::text, s.seq, s.pos,
+                  to_char(a.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
+                  a.user_email, a.action, a.resource, a.resource_id, a.ip_address, a.user_agent,
+                  a.metadata::text AS metadata_text, encode(s.prev_hash, 'hex'),
+                  encode(s.hash, 'hex')
+           FROM (SELECT * FROM audit_seals s
+                 WHERE s.chain_id = %(chain)s AND s.seq >= %(seq)s AND s.pos <> %(pos)s
+                 ORDER BY s.seq LIMIT %(page)s) s
+           CROSS JOIN LATERAL (SELECT * FROM audit_logs a
+                               WHERE a.pos = s.pos AND a.created_at = s.created_at) a
+           ORDER BY s.seq"""
+
+
+def _page_text(row: tuple) -> str:
+    """`canonical`'s text of one `_ROWS` tuple (time and hashes as the database writes them
+    out, or as a datetime and bytes), in its key order: the walk's hot loop, one f-string."""
+    (id_, chain, seq, _pos, created_at, user_email, action, resource, resource_id, ip_address,
+     user_agent, metadata_text, prev_hash, _hash) = row
+    if not isinstance(created_at, str):
+        created_at = _utc_micro(created_at)
+    if not isinstance(prev_hash, str):
+        prev_hash = bytes(prev_hash).hex()
+    enc = _encode_string
+    return (f'{{"action":{"null" if action is None else enc(action)},"chain":"{chain}",'
+            f'"created_at":"{created_at}","id":"{id_}",'
+            f'"ip_address":{"null" if ip_address is None else enc(ip_address)},'
+            f'"metadata":{"null" if metadata_text is None else enc(metadata_text)},'
+            f'"prev_hash":"{prev_hash}",'
+            f'"resource":{"null" if resource is None else enc(resource)},'
+            f'"resource_id":{"null" if resource_id is None else enc(resource_id)},'
+            f'"seq":{seq},"user_agent":{"null" if user_agent is None else enc(user_agent)},'
+            f'"user_email":{"null" if user_email is None else enc(user_email)},"v":1}}')
 
 
 def _page_hash(row: tuple) -> bytes:
-    """`entry_hash` of one `_ROWS` tuple: `canonical`'s bytes, written out in its key order
-    (the walk's hot loop; `test_audit_scale` holds the two equal)."""
-    (id_, chain, seq, _pos, created_at, user_email, action, resource, resource_id, ip_address,
-     user_agent, metadata_text, prev_hash, _hash) = row
-    text = ('{"action":' + _json(action) + ',"chain":"' + chain + '","created_at":"'
-            + _utc_micro(created_at) + '","id":"' + id_ + '","ip_address":' + _json(ip_address)
-            + ',"metadata":' + _json(metadata_text) + ',"prev_hash":"' + bytes(prev_hash).hex()
-            + '","resource":' + _json(resource) + ',"resource_id":' + _json(resource_id)
-            + ',"seq":' + str(seq) + ',"user_agent":' + _json(user_agent)
-            + ',"user_email":' + _json(user_email) + ',"v":1}')
-    return hashlib.sha256(text.encode()).digest()
+    """`entry_hash` of one `_ROWS` tuple (`test_audit_scale` holds the two equal)."""
+    return hashlib.sha256(_page_text(row).encode()).digest()
 
 
 def _json(value: str | None) -> str:
@@ -474,7 +508,8 @@ async def verify_chain(cur: db.Cursor, signer: CheckpointSigner, chain_id: uuid.
 
     checked = 0
     expected: int | None = None
-    prev: bytes | None = GENESIS
+    prev: str | None = GENESIS.hex()  # hashes in hex, as the page's rows carry them
+    sha256 = hashlib.sha256
     if since is not None:  # the trusted checkpoint's entry comes first, whatever its prev_hash
         expected, prev = since["seq"], None
 
@@ -491,19 +526,19 @@ async def verify_chain(cur: db.Cursor, signer: CheckpointSigner, chain_id: uuid.
                         return broken(checked, first_missing, (
                             f"entry {first_missing} is missing (the chain starts at {seq} with "
                             "no signed purge checkpoint before it)"))
-                    prev = bytes(anchor[0]["head_hash"])
+                    prev = bytes(anchor[0]["head_hash"]).hex()
                 expected = seq
             if seq < expected:
                 return broken(checked, seq, f"entry {seq} appears twice")
             if seq > expected:
                 return broken(checked, expected, f"entry {expected} is missing")
-            if prev is not None and bytes(row[12]) != prev:
+            if prev is not None and row[12] != prev:
                 return broken(checked, seq, "its prev_hash is not the hash of the entry before")
-            digest = _page_hash(row)
-            if digest != bytes(row[13]):
+            digest = sha256(_page_text(row).encode()).hexdigest()
+            if digest != row[13]:
                 return broken(checked, seq, "its content does not match its hash (edited)")
             for cp in at_seq.get(seq, ()):
-                if bytes(cp["head_hash"]) != digest:
+                if bytes(cp["head_hash"]).hex() != digest:
                     return broken(checked, seq, f"the signed checkpoint at seq {seq} names a "
                                                 "different hash")
             checked += 1
@@ -516,7 +551,7 @@ async def verify_chain(cur: db.Cursor, signer: CheckpointSigner, chain_id: uuid.
     raw = await cur.connection.cursor(cursor_factory=psycopg2.extensions.cursor)
 
     async def fetch(seq: int, pos: int) -> list[tuple]:
-        await raw.execute(_ROWS, {"chain": chain_id, "seq": seq, "pos": pos, "page": PAGE})
+        await raw.execute(_ROWS, {"chain": chain_id, "seq": seq, "pos": pos, "page": VERIFY_PAGE})
         return await raw.fetchall()
 
     # The next page is asked for before this one is hashed: the database reads it meanwhile.
@@ -525,7 +560,7 @@ async def verify_chain(cur: db.Cursor, signer: CheckpointSigner, chain_id: uuid.
         while pending is not None:
             rows = await pending
             pending = None
-            if len(rows) == PAGE:
+            if len(rows) == VERIFY_PAGE:
                 pending = asyncio.ensure_future(fetch(rows[-1][2], rows[-1][3]))
             verdict = walk(rows)
             if verdict is not None:

@@ -24,12 +24,13 @@ import uuid
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 from typing import Any
 
 import psycopg2.errors
 from psycopg2.extras import Json
 
-from . import chain as audit_chain
+from . import archive as audit_archive, chain as audit_chain
 from .. import db
 from ..teams import roles
 from ..webhooks import events as webhook_events
@@ -367,10 +368,12 @@ async def filter_choices(conn: db.Connection, actor: Actor, team_id: uuid.UUID
     return {"actions": [r["x"] for r in actions], "people": [r["x"] for r in people]}
 
 
-async def purge_expired(pool: db.Pool, signer: audit_chain.CheckpointSigner) -> int:
-    """Delete entries older than their team's plan retention, as whole prefixes of their chains
-    each ended by a signed checkpoint (`audit_chain.purge_expired`); returns how many."""
-    return await audit_chain.purge_expired(pool, signer)
+async def purge_expired(pool: db.Pool, signer: audit_chain.CheckpointSigner,
+                        archive_dir: Path | None = None) -> int:
+    """Delete entries older than their team's plan retention, as whole months or prefixes of
+    their chains each ended by a signed checkpoint, each month archived first to `archive_dir`
+    when given (`audit_archive.purge_expired`); returns how many."""
+    return await audit_archive.purge_expired(pool, signer, archive_dir)
 
 
 # --- export ------------------------------------------------------------------------------------

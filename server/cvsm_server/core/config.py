@@ -140,6 +140,9 @@ class Settings:
     audit_checkpoint_seconds: float = 300.0
     # How often the background job seals committed audit entries into their chains (seconds).
     audit_seal_seconds: float = 1.0
+    # Where the retention purge writes a month's signed archives before dropping it
+    # (`CVSM_AUDIT_ARCHIVE_DIR`, audit_archive.py); None: no archive.
+    audit_archive_dir: Path | None = None
     # Webhooks: allow targets in private, loopback, link-local and other non-global ranges
     # (`CVSM_WEBHOOK_ALLOW_PRIVATE=1`; for tests and closed networks), and how often the sender
     # looks at the queue when nothing woke it (seconds).
@@ -212,6 +215,8 @@ class Settings:
             or 300.0,
             audit_seal_seconds=_seconds("CVSM_AUDIT_SEAL_SECONDS", get("CVSM_AUDIT_SEAL_SECONDS"),
                                         1.0) or 1.0,
+            audit_archive_dir=Path(get("CVSM_AUDIT_ARCHIVE_DIR"))
+            if get("CVSM_AUDIT_ARCHIVE_DIR") else None,
             webhook_allow_private=_flag(get("CVSM_WEBHOOK_ALLOW_PRIVATE")),
             webhook_poll_seconds=_seconds("CVSM_WEBHOOK_POLL_SECONDS",
                                           get("CVSM_WEBHOOK_POLL_SECONDS"), 30.0) or 30.0,

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-from ..audit import log as audit, chain as audit_chain
+from ..audit import log as audit, chain as audit_chain, watch as audit_watch
 from .. import db
 from ..accounts import deletion
 from ..mail import sender as mail_sender, tokens as mailtokens
@@ -114,7 +114,8 @@ async def housekeeping(context: Context) -> None:
 
 JOBS: tuple[Job, ...] = (
     Periodic("audit_purge", lambda s: AUDIT_PURGE_SECONDS,
-             lambda c: audit.purge_expired(c.pool, c.checkpoints), "cvsm.audit",
+             lambda c: audit.purge_expired(c.pool, c.checkpoints, c.settings.audit_archive_dir),
+             "cvsm.audit",
              label="audit retention purge",
              done="audit retention purge removed %d entries"),
     Periodic("housekeeping", lambda s: HOUSEKEEPING_SECONDS, housekeeping, "cvsm.app",
@@ -130,6 +131,9 @@ JOBS: tuple[Job, ...] = (
     Periodic("audit_seal", lambda s: s.audit_seal_seconds,
              lambda c: audit_chain.seal_pending(c.pool), "cvsm.audit",
              label="audit sealing job", at_start=False),
+    Periodic("audit_verify", lambda s: audit_watch.VERIFY_SECONDS,
+             lambda c: audit_watch.verify_since_last_run(c.pool, c.checkpoints), "cvsm.audit",
+             label="audit verify job", at_start=False),
     Queue("webhooks", lambda c: webhook_sender.WebhookSender(
         c.pool, c.keyring, allow_private=c.settings.webhook_allow_private,
         poll_seconds=c.settings.webhook_poll_seconds)),

@@ -290,6 +290,44 @@ async def audit_verify(settings: Settings, team: str | None = None, *,
     return 0
 
 
+async def audit_archive(settings: Settings, month: str | None, team: str | None,
+                        out_dir: Path) -> int:
+    """Write the signed archive of each team's entries of `month` (YYYY-MM; default: every
+    month the next retention purge would drop) to `out_dir`, one file per team and month."""
+    from datetime import date
+
+    from ..audit import archive as archives, months as audit_months
+
+    keyring = Keyring(keys.load_master_key(settings), settings.old_master_keys)
+    async with db.open(settings, maxsize=2) as database:
+        await keys.check_master_key(database.pool, keyring)
+        signer = audit_chain.CheckpointSigner(keyring)
+        async with db.cursor(database.pool) as cur:
+            await audit_chain.seal(cur)
+            team_id = None
+            if team is not None:
+                row = await db.fetchone(cur, "SELECT id FROM teams WHERE slug = %s", (team,))
+                if row is None:
+                    raise OperationFailed(f"no team with the slug {team!r}")
+                team_id = row["id"]
+            if month is not None:
+                try:
+                    year, number = (int(part) for part in month.split("-"))
+                    months = [date(year, number, 1)]
+                except ValueError:
+                    raise OperationFailed(f"--month {month!r} is not YYYY-MM") from None
+            else:
+                months = await audit_months.expired_months(cur)
+            written = []
+            for each in months:
+                written += await archives.archive_month(cur, signer, each, out_dir, team=team_id)
+    for path in written:
+        print(path, flush=True)
+    _say(f"audit archive: {len(written)} file(s) written; checkpoint key {signer.key_id} "
+         f"(Ed25519 public key {signer.public_key.hex()})")
+    return 0
+
+
 def _progress_line(name: str, every: int = 100_000) -> audit_chain.Progress:
     """A progress callback: `<chain>: N of M entries checked` on stderr every `every` entries."""
     shown = [0]
