@@ -31,6 +31,7 @@ import psycopg2
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "server"))
 
 from cvsm_server.audit import log as audit, chain as audit_chain  # noqa: E402
+from cvsm_server.audit import verify as audit_verify
 from cvsm_server import db  # noqa: E402
 from cvsm_server.core.config import Settings  # noqa: E402
 
@@ -146,7 +147,7 @@ async def main() -> int:
             signer = audit_chain.CheckpointSigner(Keyring(bytes(32)))
             async with db.cursor(pool) as cur:
                 for team in teams["chained"]:
-                    verdict = await audit_chain.verify_chain(cur, signer, team)
+                    verdict = await audit_verify.verify_chain(cur, signer, team)
                     if not verdict.ok:
                         print(f"chain of {team} broken: {verdict.first_broken}")
                         return 1

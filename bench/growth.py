@@ -42,6 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "server"))
 from aiohttp.test_utils import TestClient, TestServer  # noqa: E402
 
 from cvsm_server.audit import log as audit, chain as audit_chain  # noqa: E402
+from cvsm_server.audit import verify as audit_verify
 from cvsm_server import db  # noqa: E402
 from cvsm_server.runtime.app import create_app  # noqa: E402
 from cvsm_server.core.config import Settings  # noqa: E402
@@ -297,7 +298,7 @@ async def run(entries: int) -> None:
 
         async with db.cursor(pool) as cur:
             start = time.perf_counter()
-            verdict = await audit_chain.verify_chain(cur, signer, busy)
+            verdict = await audit_verify.verify_chain(cur, signer, busy)
             seconds = time.perf_counter() - start
         assert verdict.ok, verdict.first_broken
         rate = verdict.checked / seconds
@@ -305,9 +306,9 @@ async def run(entries: int) -> None:
             f"{verdict.checked:,} entries in {seconds:.1f} s ({rate:,.0f}/s: 2M in "
             f"{2_000_000 / rate:.0f} s)", "2M <= 60 s, linear")
         async with db.cursor(pool) as cur:
-            since = await audit_chain.latest_checkpoint(cur, signer, busy)
+            since = await audit_verify.latest_checkpoint(cur, signer, busy)
             start = time.perf_counter()
-            resumed = await audit_chain.verify_chain(cur, signer, busy, since=since)
+            resumed = await audit_verify.verify_chain(cur, signer, busy, since=since)
             seconds = time.perf_counter() - start
         row("`audit verify --from-checkpoint`",
             f"{resumed.checked:,} entries in {seconds * 1000:.0f} ms", "-")

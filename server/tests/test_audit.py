@@ -4,6 +4,7 @@ import psycopg2
 import pytest
 
 from cvsm_server.audit import log as audit, chain as audit_chain
+from cvsm_server.audit import verify as audit_verify
 from cvsm_server import db
 from cvsm_server.web.state import CHECKPOINT_SIGNER
 from conftest import Api, query
@@ -81,7 +82,7 @@ async def test_retention_purge_removes_only_expired_prefixes_of_each_chain(clien
         assert removed == 3
         async with db.cursor(pool) as cur:
             for team in teams.values():
-                verdict = await audit_chain.verify_chain(cur, signer, team)
+                verdict = await audit_verify.verify_chain(cur, signer, team)
                 assert verdict.ok, verdict.first_broken
     finally:
         pool.close()

@@ -17,7 +17,7 @@ from pathlib import Path
 import psycopg2
 import pytest
 
-from cvsm_server.audit import log as audit, chain as audit_chain
+from cvsm_server.audit import log as audit, chain as audit_chain, verify as audit_verify
 from cvsm_server import db
 from cvsm_server.crypto.sealing import Keyring
 from cvsm_server.web.state import CHECKPOINT_SIGNER, POOL
@@ -408,7 +408,7 @@ async def test_entries_of_a_team_deleted_before_they_are_sealed_stay_in_its_chai
     account = await query(database_url, ROWS, (audit_chain.ACCOUNT_CHAIN,))
     assert "read" not in {r["action"] for r in account}
     async with db.cursor(client.app[POOL]) as cur:
-        assert (await audit_chain.verify_chain(cur, client.app[CHECKPOINT_SIGNER],
+        assert (await audit_verify.verify_chain(cur, client.app[CHECKPOINT_SIGNER],
                                                uuid.UUID(team_id))).ok
 
 
@@ -445,7 +445,7 @@ async def test_entries_chained_before_0012_stay_and_new_ones_are_sealed_after_th
                 await audit.record(cur, None, "after", "test", team_id=team, metadata={"i": i})
             assert await audit_chain.seal(cur) == 2
             signer = audit_chain.CheckpointSigner(Keyring(bytes(32)))
-            verdict = await audit_chain.verify_chain(cur, signer, team)
+            verdict = await audit_verify.verify_chain(cur, signer, team)
     finally:
         pool.close()
         await pool.wait_closed()

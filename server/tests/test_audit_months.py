@@ -14,6 +14,7 @@ import pytest
 from conftest import query, server_url
 from cvsm_server import db
 from cvsm_server.audit import archive as audit_archive, chain as audit_chain, log as audit
+from cvsm_server.audit import verify as audit_verify
 from cvsm_server.audit import watch as audit_watch
 from cvsm_server.runtime import cli
 from cvsm_server.crypto.sealing import Keyring
@@ -117,7 +118,7 @@ async def test_an_expired_month_is_dropped_whole_and_the_chain_verifies_across_i
     async with db.cursor(pool) as cur:
         await audit.record(cur, None, "after", "test", team_id=team)
         await audit_chain.seal(cur)
-        verdict = await audit_chain.verify_chain(cur, signer, team)
+        verdict = await audit_verify.verify_chain(cur, signer, team)
     assert verdict.ok and verdict.checked == 7
     # the months ahead exist: an insert never lacks its partition
     now = month_start(datetime.now(timezone.utc))
@@ -151,7 +152,7 @@ async def test_a_month_with_entries_still_kept_stays_and_the_drop_refuses_it(
             await query(server_url(database_url), sql)
     assert await audit_chain.purge_expired(pool, signer) == 10
     async with db.cursor(pool) as cur:
-        verdict = await audit_chain.verify_chain(cur, signer, uuid.UUID(team_id))
+        verdict = await audit_verify.verify_chain(cur, signer, uuid.UUID(team_id))
     assert verdict.ok and verdict.checked == 11
 
 
@@ -173,7 +174,7 @@ async def test_a_log_of_0023_is_partitioned_by_0024_and_keeps_verifying(fresh_da
         async with db.cursor(pool) as cur:
             await audit.record(cur, None, "after", "test", team_id=team)
             assert await audit_chain.seal(cur) == 2
-            verdict = await audit_chain.verify_chain(cur, signer, team)
+            verdict = await audit_verify.verify_chain(cur, signer, team)
     finally:
         pool.close()
         await pool.wait_closed()
@@ -275,7 +276,7 @@ async def test_the_sealer_reads_only_the_holes_and_what_is_new_while_a_writer_wa
     async with db.cursor(pool) as c:
         assert await audit_chain.seal(c) == 1
         assert await audit_chain.seal(c) == 0
-        verdict = await audit_chain.verify_chain(c, client.app[CHECKPOINT_SIGNER],
+        verdict = await audit_verify.verify_chain(c, client.app[CHECKPOINT_SIGNER],
                                                  uuid.UUID(team_id))
     assert verdict.ok and verdict.checked == 32
     assert (await query(database_url, state))[0]["holes"] == []

@@ -16,6 +16,7 @@ import pytest
 
 from conftest import Api, query, server_url
 from cvsm_server.audit import log as audit, chain as audit_chain
+from cvsm_server.audit import verify as audit_verify
 from cvsm_server import db
 from cvsm_server.audit import insights
 from cvsm_server.core.actor import Actor
@@ -238,13 +239,13 @@ async def tamper(database_url: str, sql: str, args: tuple) -> None:
 
 async def test_verification_is_one_ordered_pass_and_resumes_from_a_trusted_checkpoint(
         client, api: Api, owner, team_id, database_url, pool, monkeypatch):
-    monkeypatch.setattr(audit_chain, "VERIFY_PAGE", 1000)
-    await fill(database_url, team_id, 2600)  # three pages of audit_chain.VERIFY_PAGE
+    monkeypatch.setattr(audit_verify, "VERIFY_PAGE", 1000)
+    await fill(database_url, team_id, 2600)  # three pages of audit_verify.VERIFY_PAGE
     signer, team = client.app[CHECKPOINT_SIGNER], uuid.UUID(team_id)
     seen: list[tuple[int, int]] = []
     async with pool.acquire() as conn, db.cursor(conn) as cur:
         await audit_chain.seal(cur)
-        verdict = await audit_chain.verify_chain(cur, signer, team,
+        verdict = await audit_verify.verify_chain(cur, signer, team,
                                                  progress=lambda c, t: seen.append((c, t)))
         assert verdict.ok and verdict.checked == 2601
         assert seen == [(1000, 2601), (2000, 2601), (2601, 2601)]
@@ -256,24 +257,24 @@ async def test_verification_is_one_ordered_pass_and_resumes_from_a_trusted_check
                                "audit_seals WHERE chain_id = %s AND seq = 100)", (team_id,))
     async with pool.acquire() as conn, db.cursor(conn) as cur:
         await audit_chain.seal(cur)
-        full = await audit_chain.verify_chain(cur, signer, team)
+        full = await audit_verify.verify_chain(cur, signer, team)
         assert full.first_broken["seq"] == 100 and full.checked == 99
-        since = await audit_chain.latest_checkpoint(cur, signer, team)
+        since = await audit_verify.latest_checkpoint(cur, signer, team)
         assert since["seq"] == 2601
-        resumed = await audit_chain.verify_chain(cur, signer, team, since=since)
+        resumed = await audit_verify.verify_chain(cur, signer, team, since=since)
         assert resumed.ok and resumed.checked == 11
     # an edit after it: the resumed pass finds it at its seq
     await tamper(database_url, "UPDATE audit_logs SET ip_address = '10.6.6.6' WHERE pos = "
                                "(SELECT pos FROM audit_seals WHERE chain_id = %s AND seq = 2605)",
                  (team_id,))
     async with pool.acquire() as conn, db.cursor(conn) as cur:
-        resumed = await audit_chain.verify_chain(cur, signer, team, since=since)
+        resumed = await audit_verify.verify_chain(cur, signer, team, since=since)
         assert resumed.first_broken["seq"] == 2605 and "edited" in resumed.first_broken["reason"]
         # the checkpoint's own entry is checked against the signed head
         await tamper(database_url, "UPDATE audit_logs SET action = 'y' WHERE pos = (SELECT pos "
                                    "FROM audit_seals WHERE chain_id = %s AND seq = 2601)",
                      (team_id,))
-        resumed = await audit_chain.verify_chain(cur, signer, team, since=since)
+        resumed = await audit_verify.verify_chain(cur, signer, team, since=since)
         assert resumed.first_broken["seq"] == 2601
 
 
@@ -285,9 +286,9 @@ async def test_chains_and_heads_are_found_by_index(client, api: Api, owner, team
     assert await audit_chain.checkpoint_grown_chains(pool, signer) == 1
     assert await audit_chain.checkpoint_grown_chains(pool, signer) == 0
     async with pool.acquire() as conn, db.cursor(conn) as cur:
-        everything = await audit_chain.chains(cur)
+        everything = await audit_verify.chains(cur)
         assert {c["slug"] for c in everything} - {None} == {"acme", "other-team"}
-        mine = await audit_chain.chains(cur, team=uuid.UUID(other))
+        mine = await audit_verify.chains(cur, team=uuid.UUID(other))
         assert [c["slug"] for c in mine] == ["other-team"]
 
 
@@ -321,7 +322,7 @@ async def test_retention_removes_every_expired_entry_in_bounded_batches(
                                       "WHERE chain_id = %s", (team_id,))
     assert marks == [{"seq": 23, "kind": "purge"}]
     async with pool.acquire() as conn, db.cursor(conn) as cur:
-        verdict = await audit_chain.verify_chain(cur, signer, team)
+        verdict = await audit_verify.verify_chain(cur, signer, team)
     assert verdict.ok and verdict.checked == 7
     assert await audit_chain.purge_expired(pool, signer, batch=5) == 0
 
@@ -388,7 +389,7 @@ async def test_checkpoints_are_thinned_as_they_age_and_verification_still_holds(
         assert await audit_chain.thin_checkpoints(cur) == 6
         kept = [r["seq"] for r in await db.fetchall(
             cur, "SELECT seq FROM audit_checkpoints ORDER BY seq")]
-        verdict = await audit_chain.verify_chain(cur, signer, team)
+        verdict = await audit_verify.verify_chain(cur, signer, team)
     # the last of each past day, and every one of the kept span (today)
     assert kept == [5, 8, 9, 10] and verdict.ok and verdict.checked == 10
     with pytest.raises(psycopg2.errors.InsufficientPrivilege):
@@ -409,7 +410,7 @@ def test_the_walks_hash_is_the_canonical_one(when):
                 row["user_email"], row["action"], row["resource"], row["resource_id"],
                 row["ip_address"], row["user_agent"], row["metadata_text"], row["prev_hash"],
                 b"")
-    assert audit_chain._page_hash(as_tuple) == audit_chain.entry_hash(row)
+    assert audit_verify._page_hash(as_tuple) == audit_chain.entry_hash(row)
 
 
 async def test_cli_verify_resumes_from_a_checkpoint_and_reports_progress(

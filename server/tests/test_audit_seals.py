@@ -11,6 +11,7 @@ import uuid
 import psycopg2
 
 from cvsm_server.audit import log as audit, chain as audit_chain
+from cvsm_server.audit import verify as audit_verify
 from cvsm_server import db
 from cvsm_server.crypto.sealing import Keyring
 from cvsm_server.web.state import CHECKPOINT_SIGNER, POOL
@@ -59,7 +60,7 @@ async def test_a_log_sealed_under_0016_keeps_verifying_after_0017(fresh_database
             for i in range(2):
                 await audit.record(cur, None, "after", "test", team_id=kept, metadata={"i": i})
             assert await audit_chain.seal(cur) == 2
-            verdicts = {chain: await audit_chain.verify_chain(cur, signer, chain)
+            verdicts = {chain: await audit_verify.verify_chain(cur, signer, chain)
                         for chain in (kept, gone, audit_chain.ACCOUNT_CHAIN)}
     finally:
         pool.close()
@@ -129,7 +130,7 @@ async def test_the_sealers_mark_waits_for_an_open_transactions_entry(client, api
     rows = await query(database_url, ROWS, (team_id,))
     assert [r["action"] for r in rows] == ["team_create", *["late"] * 4, "early", "later", "later"]
     async with db.cursor(client.app[POOL]) as cur:
-        verdict = await audit_chain.verify_chain(cur, client.app[CHECKPOINT_SIGNER],
+        verdict = await audit_verify.verify_chain(cur, client.app[CHECKPOINT_SIGNER],
                                                  uuid.UUID(team_id))
     assert verdict.ok and verdict.checked == 8
 

@@ -5,10 +5,8 @@ Every entry is written by the INSERT in this module: `record` for ordinary actio
 `INSERT_ENTRY` as a fragment for statements that write their entry themselves (the
 single-statement secret read). Entries are immutable in the database itself (migrations 0003
 and 0004): only the retention purge and nulling the actor of a deleted user or team get through,
-and the server's database role holds no UPDATE or TRUNCATE on the table. Each entry is also a
-link of its chain (migrations 0010, 0012, 0017, `audit_chain.py`): the database's sealer appends
-its chain fields to `audit_seals` just after it commits, and `audit_chain_entries` (the log
-joined to its seals) is what the export reads.
+and the server's database role holds no UPDATE or TRUNCATE on the table. Each entry is a link
+of its chain (`chain`): the sealer appends its chain fields to `audit_seals` once it commits.
 """
 
 from __future__ import annotations
@@ -30,7 +28,7 @@ from typing import Any
 import psycopg2.errors
 from psycopg2.extras import Json
 
-from . import archive as audit_archive, chain as audit_chain
+from . import archive as audit_archive, chain as audit_chain, verify as audit_verify
 from .. import db
 from ..teams import roles
 from ..webhooks import events as webhook_events
@@ -485,12 +483,12 @@ async def export_rows(conn: db.Connection, team_id: uuid.UUID, start: datetime |
 # --- verification ------------------------------------------------------------------------------
 
 async def verify_team(conn: db.Connection, actor: Actor, team_id: uuid.UUID,
-                      signer: audit_chain.CheckpointSigner) -> audit_chain.Verdict:
+                      signer: audit_chain.CheckpointSigner) -> audit_verify.Verdict:
     """Seal, then verify the team's chain (Admin or above)."""
     async with db.cursor(conn) as cur:
         await roles.require(cur, team_id, actor, roles.ADMIN, reading=True)
         await audit_chain.seal(cur)
-        return await audit_chain.verify_chain(cur, signer, team_id)
+        return await audit_verify.verify_chain(cur, signer, team_id)
 
 
 async def checkpoint_team(conn: db.Connection, actor: Actor, team_id: uuid.UUID,

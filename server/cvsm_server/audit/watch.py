@@ -11,7 +11,7 @@ import logging
 import uuid
 import weakref
 
-from . import chain as audit_chain
+from . import chain as audit_chain, verify as audit_verify
 from .. import db
 
 log = logging.getLogger("cvsm.audit")
@@ -27,14 +27,14 @@ async def verify_since_last_run(pool: db.Pool, signer: audit_chain.CheckpointSig
     checked = 0
     async with db.cursor(pool) as cur:
         await audit_chain.seal(cur)
-        for chain in await audit_chain.chains(cur):
+        for chain in await audit_verify.chains(cur):
             chain_id = chain["chain_id"]
-            newest = await audit_chain.latest_checkpoint(cur, signer, chain_id)
+            newest = await audit_verify.latest_checkpoint(cur, signer, chain_id)
             since = marks.get(chain_id)
-            span = await audit_chain.chain_span(cur, chain_id)
+            span = await audit_verify.chain_span(cur, chain_id)
             if since is None or span is None or since["seq"] < span[0]:  # first run, or purged
                 since = newest
-            verdict = await audit_chain.verify_chain(cur, signer, chain_id, since=since)
+            verdict = await audit_verify.verify_chain(cur, signer, chain_id, since=since)
             checked += verdict.checked
             if not verdict.ok:
                 log.error("audit chain %s is broken at seq %s: %s",

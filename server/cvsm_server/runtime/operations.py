@@ -18,7 +18,7 @@ from pathlib import Path
 
 import psycopg2.extensions
 
-from ..audit import chain as audit_chain
+from ..audit import chain as audit_chain, verify as chain_verify
 from .. import db
 from ..crypto import keys, rekey as rotation
 from ..core.config import Settings
@@ -262,17 +262,17 @@ async def audit_verify(settings: Settings, team: str | None = None, *,
                 row = await db.fetchone(cur, "SELECT id, slug FROM teams WHERE slug = %s", (team,))
                 if row is None:
                     raise OperationFailed(f"no team with the slug {team!r}")
-                chains = await audit_chain.chains(cur, team=row["id"]) or [
+                chains = await chain_verify.chains(cur, team=row["id"]) or [
                     {"chain_id": row["id"], "slug": row["slug"]}]
             else:
-                chains = await audit_chain.chains(cur)
+                chains = await chain_verify.chains(cur)
             total = 0
             for chain in chains:
                 name = _chain_name(chain)
                 since = None
                 if from_checkpoint:
-                    since = await audit_chain.latest_checkpoint(cur, signer, chain["chain_id"])
-                verdict = await audit_chain.verify_chain(
+                    since = await chain_verify.latest_checkpoint(cur, signer, chain["chain_id"])
+                verdict = await chain_verify.verify_chain(
                     cur, signer, chain["chain_id"], since=since,
                     progress=_progress_line(name) if progress else None)
                 total += verdict.checked
@@ -328,7 +328,7 @@ async def audit_archive(settings: Settings, month: str | None, team: str | None,
     return 0
 
 
-def _progress_line(name: str, every: int = 100_000) -> audit_chain.Progress:
+def _progress_line(name: str, every: int = 100_000) -> chain_verify.Progress:
     """A progress callback: `<chain>: N of M entries checked` on stderr every `every` entries."""
     shown = [0]
 
