@@ -20,6 +20,7 @@ UPDATE, no TRUNCATE of the audit log; it can neither disable a trigger nor chang
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import logging
 import os
@@ -101,6 +102,8 @@ _NO_SLOT = ("too many clients", "remaining connection slots are reserved",
 # waiting for its answer also looks at its socket itself every SOCKET_CHECK seconds, so no
 # event the loop misses can hold it (test_db_outage kills the postmaster under load ten times;
 # written against aiopg 1.4's `Connection`: `_fileno`, `_ready`, `_poll`, `_close`, `_writing`).
+# With a multi-host URL (high availability) libpq may end a connect on another socket than the
+# one it began with: `_follow_socket` moves the watch to it (test_failover, issue 40).
 
 
 def _socket_identity(fd: int) -> tuple[int, int] | None:
@@ -132,10 +135,56 @@ def _has_something(fd: int | None, writing: bool) -> bool:
     return bool(readable or writable)
 
 
+def _unwatch(loop: asyncio.AbstractEventLoop, fd: int) -> None:
+    """Forget the loop's registrations of socket number `fd`, also when the socket registered
+    under it was closed meanwhile (the selector's change of it fails then: it is dropped)."""
+    for remove in (loop.remove_writer, loop.remove_reader):
+        try:
+            remove(fd)
+        except OSError:
+            selector = getattr(loop, "_selector", None)
+            if selector is not None:
+                with contextlib.suppress(KeyError, ValueError, OSError):
+                    selector.unregister(fd)
+
+
+def _follow_socket(self: Any) -> None:
+    """Watch the socket libpq uses now. With a multi-host URL (high availability,
+    docs/operations.md) libpq opens a new socket for each host it tries while connecting, and
+    aiopg watches only the first: without this, every statement on that connection waited for
+    the SOCKET_CHECK look (half a second each) after a failover. A number that is no longer
+    this connection's socket is left alone: another connection may hold it now."""
+    old = self._fileno
+    if old is None:
+        return
+    try:
+        fd = self._conn.fileno()
+    except (psycopg2.Error, ValueError):
+        return
+    identity = _socket_identity(fd)
+    if fd == old and identity == self._cvsm_socket:
+        return
+    loop = self._loop
+    if fd != old and _socket_identity(old) == self._cvsm_socket:  # still ours: unwatch it
+        _unwatch(loop, old)
+    self._fileno, self._cvsm_socket = fd, identity
+    _unwatch(loop, fd)  # the registration of a socket closed under this number
+    loop.add_reader(fd, self._ready, self._weakref)
+    if self._writing:
+        loop.add_writer(fd, self._ready, self._weakref)
+
+
 def _watch_own_socket(connection_class: type) -> None:
     if getattr(connection_class, "_cvsm_watches_own_socket", False):
         return
     original_init, original_close = connection_class.__init__, connection_class._close
+    original_ready = connection_class._ready
+
+    def _ready(weak_self: Any) -> None:
+        original_ready(weak_self)
+        self = weak_self()
+        if self is not None and not self._conn.closed:
+            _follow_socket(self)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         original_init(self, *args, **kwargs)
@@ -184,6 +233,7 @@ def _watch_own_socket(connection_class: type) -> None:
             self._waiter = None
 
     connection_class._poll = _poll
+    connection_class._ready = staticmethod(_ready)
     connection_class.__init__ = __init__
     connection_class._close = _close
     connection_class._cvsm_watches_own_socket = True
