@@ -27,6 +27,7 @@ import uuid
 from pathlib import Path
 
 import psycopg2
+import psycopg2.extensions
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "server"))
@@ -110,8 +111,8 @@ async def run(entries: int) -> None:
 
         dump = home / "cvsm.dump"
         backup_s, _ = command(["backup", str(dump)], env)
-        restored_url = owner_url.replace("/postgres?", "/restored?")
-        long_statement(owner_url, "CREATE DATABASE restored")
+        restored_url = psycopg2.extensions.make_dsn(owner_url, dbname="restored")
+        long_statement(owner_url, "CREATE DATABASE restored TEMPLATE template0")
         restore_env = {**env, "CVSM_DATABASE_URL": restored_url,
                        "CVSM_MIGRATION_DATABASE_URL": restored_url}
         restore_s, _ = command(["restore", str(dump)], restore_env)
