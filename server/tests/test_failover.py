@@ -7,7 +7,8 @@ Clients write secrets and read them (each read audited) while the primary's post
 killed (SIGKILL) and the standby promoted (`pg_ctl promote`). The server is not restarted:
 every answer is a 2xx or a 503 with Retry-After (never a 500, never a hang), it serves again
 within RECOVERY seconds of the promotion, every write that got a 2xx is on the new primary with
-its audit entry, and the audit chain verifies (`cvsm-server audit verify`).
+its audit entry, and the audit chain verifies (`cvsm-server audit verify`); `cvsm-server backup`
+works on the same URL.
 """
 
 from __future__ import annotations
@@ -313,3 +314,8 @@ def test_killing_the_primary_and_promoting_the_standby_loses_no_acknowledged_wri
     out = verify.stdout.decode(errors="replace")
     assert verify.returncode == 0, out
     assert "chain(s) intact" in out, out
+    # The operator's commands take the same URL (pg_dump is a libpq program).
+    backup = subprocess.run([str(CONSOLE_SCRIPT), "backup", str(tmp_path / "after.dump")],
+                            env=environ, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            timeout=120)
+    assert backup.returncode == 0, backup.stdout.decode(errors="replace")
