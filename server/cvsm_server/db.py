@@ -178,18 +178,28 @@ def _watch_own_socket(connection_class: type) -> None:
     if getattr(connection_class, "_cvsm_watches_own_socket", False):
         return
     original_init, original_close = connection_class.__init__, connection_class._close
-    original_ready = connection_class._ready
+    original_ready, original_connect = connection_class._ready, connection_class._connect
 
     def _ready(weak_self: Any) -> None:
         original_ready(weak_self)
         self = weak_self()
-        if self is not None and not self._conn.closed:
+        # Only while connecting: once connected, libpq keeps its socket (and a statement's
+        # event costs no look at it).
+        if (self is not None and not getattr(self, "_cvsm_connected", True)
+                and not self._conn.closed):
             _follow_socket(self)
+
+    async def _connect(self) -> Any:
+        connected = await original_connect(self)
+        _follow_socket(self)
+        self._cvsm_connected = True
+        return connected
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         original_init(self, *args, **kwargs)
         fd = self._fileno
         self._cvsm_socket = _socket_identity(fd)
+        self._cvsm_connected = False
         # A dead connection's registration may still hold this number: register anew.
         self._loop.remove_reader(fd)
         self._loop.add_reader(fd, self._ready, self._weakref)
@@ -234,6 +244,7 @@ def _watch_own_socket(connection_class: type) -> None:
 
     connection_class._poll = _poll
     connection_class._ready = staticmethod(_ready)
+    connection_class._connect = _connect
     connection_class.__init__ = __init__
     connection_class._close = _close
     connection_class._cvsm_watches_own_socket = True
