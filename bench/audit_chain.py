@@ -30,8 +30,9 @@ import psycopg2
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "server"))
 
-from cvsm_server import audit, audit_chain, db  # noqa: E402
-from cvsm_server.config import Settings  # noqa: E402
+from cvsm_server.audit import log as audit, chain as audit_chain  # noqa: E402
+from cvsm_server import db  # noqa: E402
+from cvsm_server.core.config import Settings  # noqa: E402
 
 WRITERS = 4
 PER_WRITER = 1500
@@ -141,7 +142,7 @@ async def main() -> int:
         # The chained database's chains are intact.
         pool = await db.create_pool(urls["chained"], maxsize=1)
         try:
-            from cvsm_server.crypto import Keyring
+            from cvsm_server.crypto.sealing import Keyring
             signer = audit_chain.CheckpointSigner(Keyring(bytes(32)))
             async with db.cursor(pool) as cur:
                 for team in teams["chained"]:

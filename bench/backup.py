@@ -36,9 +36,11 @@ sys.path.insert(0, str(ROOT / "bench"))
 from growth import (SECRETS, TEAMS, daily_checkpoints, fill, long_statement,  # noqa: E402
                     seal_all, say)
 
-from cvsm_server import audit_chain, db, keys  # noqa: E402
-from cvsm_server.crypto import Keyring  # noqa: E402
-from cvsm_server.embedded import wheel_bin_dir  # noqa: E402
+from cvsm_server import db  # noqa: E402
+from cvsm_server.audit import chain as audit_chain  # noqa: E402
+from cvsm_server.crypto import keys  # noqa: E402
+from cvsm_server.crypto.sealing import Keyring  # noqa: E402
+from cvsm_server.db.embedded import wheel_bin_dir  # noqa: E402
 
 CLI = Path(sys.executable).with_name("cvsm-server")
 

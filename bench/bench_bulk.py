@@ -31,9 +31,9 @@ from aiohttp import web
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "server"))
 
 from cvsm_server import db  # noqa: E402
-from cvsm_server.app import create_app  # noqa: E402
-from cvsm_server.config import Settings  # noqa: E402
-from cvsm_server.dotenv import quote  # noqa: E402
+from cvsm_server.runtime.app import create_app  # noqa: E402
+from cvsm_server.core.config import Settings  # noqa: E402
+from cvsm_server.secrets.dotenv import quote  # noqa: E402
 from cvsm_server.web.state import POOL  # noqa: E402
 
 N = 500

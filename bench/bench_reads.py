@@ -53,13 +53,13 @@ import psutil
 from aiohttp.test_utils import TestClient, TestServer
 
 from cvsm_server import db
-from cvsm_server.app import create_app
-from cvsm_server.config import Settings
+from cvsm_server.runtime.app import create_app
+from cvsm_server.core.config import Settings
 
 BARE = """
 import asyncio, os, sys
 from aiohttp import web
-from cvsm_server import eventloop
+from cvsm_server.runtime import eventloop
 BODY = {"secret": {"id": "x", "name": "BENCH", "type": "credential", "environment": "production",
                    "description": "", "version": 1, "created_at": "", "updated_at": ""},
         "value": "v" * 64}
@@ -78,9 +78,9 @@ eventloop.run(main(int(sys.argv[1])), os.environ["CVSM_EVENT_LOOP"])
 SERVER = """
 import asyncio, sys
 from aiohttp import web
-from cvsm_server import eventloop
-from cvsm_server.app import create_app
-from cvsm_server.config import Settings
+from cvsm_server.runtime import eventloop
+from cvsm_server.runtime.app import create_app
+from cvsm_server.core.config import Settings
 async def main(port):
     runner = web.AppRunner(create_app(), access_log=None)
     await runner.setup()

@@ -86,7 +86,7 @@ async def run(seconds: float, concurrency: int) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("CVSM_")}
     env.update({"CVSM_DATA_DIR": str(data_dir), "CVSM_RATELIMIT_AUTH": "off", "CVSM_RATELIMIT_API": "off",
                 "CVSM_RATELIMIT_PUBLIC": "off", "CVSM_RATELIMIT_FAILED_AUTH": "off"})
-    server = subprocess.Popen([sys.executable, "-m", "cvsm_server.cli", "serve", "--port", str(port)],
+    server = subprocess.Popen([sys.executable, "-m", "cvsm_server.runtime.cli", "serve", "--port", str(port)],
                               env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     base = f"http://127.0.0.1:{port}/api/v1"
     try:

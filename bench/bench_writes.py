@@ -40,9 +40,10 @@ from pathlib import Path
 import psycopg2
 from aiohttp.test_utils import TestClient, TestServer
 
-from cvsm_server import audit_chain, db
-from cvsm_server.app import create_app
-from cvsm_server.config import Settings
+from cvsm_server.audit import chain as audit_chain
+from cvsm_server import db
+from cvsm_server.runtime.app import create_app
+from cvsm_server.core.config import Settings
 
 # The WAL per audited read (with its sealing) issue 25's profile found: ~2 KB, 15.4 records.
 ISSUE_WAL_BYTES = 2000

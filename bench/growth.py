@@ -41,9 +41,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "server"))
 
 from aiohttp.test_utils import TestClient, TestServer  # noqa: E402
 
-from cvsm_server import audit, audit_chain, db  # noqa: E402
-from cvsm_server.app import create_app  # noqa: E402
-from cvsm_server.config import Settings  # noqa: E402
+from cvsm_server.audit import log as audit, chain as audit_chain  # noqa: E402
+from cvsm_server import db  # noqa: E402
+from cvsm_server.runtime.app import create_app  # noqa: E402
+from cvsm_server.core.config import Settings  # noqa: E402
 from cvsm_server.web.state import CHECKPOINT_SIGNER  # noqa: E402
 
 TEAMS = 100
@@ -179,6 +180,10 @@ async def run(entries: int) -> None:
         await db.migrate(pool)
         async with db.cursor(pool) as cur:
             await cur.execute(f"ALTER ROLE {db.APP_ROLE} LOGIN")
+            # the months the fill spans, as a deployment that ran them would have made them
+            # (the hourly job makes each ahead; migration 0024 those of the log it converts)
+            await cur.execute("SELECT cvsm_audit_make_months((now() - make_interval(days => %s))"
+                              "::date, (now() + interval '3 months')::date)", (DAYS + 1,))
         env = {k: v for k, v in os.environ.items() if not k.startswith("CVSM_")}
         env.update({
             "CVSM_DATABASE_URL": db.with_user(owner_url, db.APP_ROLE),
@@ -236,16 +241,19 @@ async def run(entries: int) -> None:
                                              "WHERE chain_id = %s", (busy,)))["n"]
             total = (await db.fetchone(cur, "SELECT count(*) AS n FROM audit_logs"))["n"]
             size = (await db.fetchone(cur, """
-                SELECT pg_total_relation_size('audit_logs') AS logs,
-                       pg_total_relation_size('audit_seals') AS seals,
+                SELECT (SELECT sum(pg_total_relation_size(relid)) FROM
+                        pg_partition_tree('audit_logs')) AS logs,
+                       (SELECT sum(pg_total_relation_size(relid)) FROM
+                        pg_partition_tree('audit_seals')) AS seals,
                        pg_total_relation_size('audit_reads') AS reads,
                        pg_total_relation_size('audit_checkpoints') AS cps""", ()))
             parts = await db.fetchall(cur, """
-                SELECT c.relname AS name, pg_relation_size(c.oid) AS bytes
+                SELECT regexp_replace(c.relname, '_(y[0-9]{4}m[0-9]{2}|default)', '')
+                       AS name, sum(pg_relation_size(c.oid)) AS bytes
                 FROM pg_class c
                 WHERE c.relname LIKE 'audit\_logs%%' OR c.relname LIKE 'audit\_seals%%'
                    OR c.relname LIKE 'audit\_reads%%'
-                ORDER BY c.relname""")
+                GROUP BY 1 ORDER BY 1""")
         page = f"/app/teams/{busy}/audit"
         client.session.cookie_jar.update_cookies({"cvsm_session": token})
 

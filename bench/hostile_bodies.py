@@ -35,8 +35,8 @@ from aiohttp import web
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "server"))
 
-from cvsm_server.app import create_app  # noqa: E402
-from cvsm_server.config import Settings  # noqa: E402
+from cvsm_server.runtime.app import create_app  # noqa: E402
+from cvsm_server.core.config import Settings  # noqa: E402
 
 SAMPLES = 20
 STREAM = 400 * 1024 * 1024

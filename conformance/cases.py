@@ -28,23 +28,10 @@ CAPABILITIES = frozenset({"tls_ca_file", "proxy_env", "live", "refresh"})
 # The capabilities some SDKs do not have yet: capability -> {language: why}. PROTOCOL.md shows the
 # same list. A driver listed here must not report the capability (remove its line when it does),
 # and every driver not listed must report it.
-_NOT_PORTED = "not ported yet (issue 39); the Python SDK is the reference (PROTOCOL.md, `live`)"
 NOT_YET: dict[str, dict[str, str]] = {
     "live": {
-        "node": _NOT_PORTED,
-        "go": _NOT_PORTED,
-        "rust": _NOT_PORTED,
-        "php": "not ported yet (issue 39): a PHP-FPM request ends before any change could arrive, so it "
-               "is planned for long-running workers (RoadRunner, Swoole) through an explicit loop",
-        "shell": "not ported yet (issue 39): each shell call is a process of its own, which holds no "
-                 "stream; planned through the `cvsm` command",
-    },
-    "refresh": {
-        "node": _NOT_PORTED,
-        "go": _NOT_PORTED,
-        "rust": _NOT_PORTED,
-        "php": _NOT_PORTED,
-        "shell": _NOT_PORTED,
+        "shell": "not in the shell SDK (issue 39): each shell call is a process of its own, which holds "
+                 "no stream; the live path for shell users is the Go `cvsm` command's `cvsm run --watch`",
     },
 }
 

@@ -57,8 +57,8 @@ class ReferenceServer:
         if self.external_url:
             return
         try:
-            from cvsm_server.app import create_app
-            from cvsm_server.config import Settings
+            from cvsm_server.runtime.app import create_app
+            from cvsm_server.core.config import Settings
         except Exception as exc:  # noqa: BLE001 - any import failure means no server
             raise ServerUnavailable(
                 f"cannot import the reference server (cvsm_server): {type(exc).__name__}: {exc}. "

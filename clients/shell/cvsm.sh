@@ -3,6 +3,7 @@
 #
 # Public functions (see README.md for the full reference):
 #   cvsm_get [OPTIONS] NAME          print one secret value, exactly, with no newline added
+#   cvsm_refresh [OPTIONS] NAME [ENVIRONMENT]  the same, read from the server now, past the cache
 #   cvsm_get_all [OPTIONS] [--json]  print NAME='value' lines safe to `eval` (or one JSON object)
 #   cvsm_inject [OPTIONS] [--overwrite] [--print]   export every secret into the calling shell
 #   cvsm_run [OPTIONS] [--overwrite] -- CMD [ARGS...]  run CMD with every secret in its environment
@@ -39,6 +40,18 @@
 cvsm_get() {
   { local _cvsm_xt="$-" _cvsm_rc=0; set +x; } 2>/dev/null
   _cvsm_main get "$@" || _cvsm_rc=$?
+  case $_cvsm_xt in *x*) set -x ;; esac
+  return "$_cvsm_rc"
+}
+
+# cvsm_refresh prints the value of secret NAME read from the server now, past the cache (one
+# request), for "my database login failed: fetch the credential again once". In the configured
+# environment (no ENVIRONMENT, or the same one) the cache then holds the value read, so later
+# cvsm_get calls answer it; another ENVIRONMENT's value is printed and not cached. Errors are
+# those of cvsm_get, but no kept value ever answers in place of one (stale-if-error does not apply).
+cvsm_refresh() {
+  { local _cvsm_xt="$-" _cvsm_rc=0; set +x; } 2>/dev/null
+  _cvsm_main refresh "$@" || _cvsm_rc=$?
   case $_cvsm_xt in *x*) set -x ;; esac
   return "$_cvsm_rc"
 }
@@ -152,7 +165,7 @@ _cvsm_run() {
     _cvsm_result='' _cvsm_values='' _cvsm_rid='' _cvsm_e_status='' _cvsm_e_ra='' \
     _cvsm_e_rid='' _cvsm_e_sugg='' _cvsm_sie='' _cvsm_o_sie='' _cvsm_defer=0 _cvsm_e_code=0 \
     _cvsm_e_msg='' _cvsm_fetched=0 _cvsm_nopts=0 _cvsm_stale_msg='' _cvsm_orc=0 _cvsm_e2e=0 \
-    _cvsm_keypart='' _cvsm_mark=''
+    _cvsm_keypart='' _cvsm_mark='' _cvsm_renv=''
   _cvsm_parse_args "$@" || return
   # cvsm_run: what follows the options is the command.
   shift "$_cvsm_nopts"
@@ -170,6 +183,7 @@ _cvsm_run() {
     check) return 0 ;;
     describe) _cvsm_op_describe ;;
     get) _cvsm_op_get || _cvsm_orc=$? ;;
+    refresh) _cvsm_op_refresh || _cvsm_orc=$? ;;
     get_all) _cvsm_op_get_all || _cvsm_orc=$? ;;
     inject) _cvsm_op_inject || _cvsm_orc=$? ;;
     run) _cvsm_op_run "$@" ;;
@@ -295,8 +309,7 @@ _cvsm_parse_args() {
           break
         fi
         while [ $# -gt 0 ]; do
-          _cvsm_nargs=$((_cvsm_nargs + 1))
-          _cvsm_name=$1
+          _cvsm_positional "$1"
           shift
         done
         ;;
@@ -311,8 +324,7 @@ _cvsm_parse_args() {
           _cvsm_nopts=$((total - $# - 1))
           break
         fi
-        _cvsm_nargs=$((_cvsm_nargs + 1))
-        _cvsm_name=$a
+        _cvsm_positional "$a"
         ;;
     esac
   done
@@ -326,9 +338,25 @@ _cvsm_parse_args() {
       _cvsm_fail 2 "usage: cvsm_get [OPTIONS] NAME"
       return
     fi
+  elif [ "$_cvsm_op" = refresh ]; then
+    if [ "$_cvsm_nargs" -lt 1 ] || [ "$_cvsm_nargs" -gt 2 ]; then
+      _cvsm_fail 2 "usage: cvsm_refresh [OPTIONS] NAME [ENVIRONMENT]"
+      return
+    fi
   elif [ "$_cvsm_nargs" -ne 0 ]; then
     _cvsm_fail 2 "unexpected argument \"$_cvsm_name\""
     return
+  fi
+}
+
+# _cvsm_positional ARG takes one argument that is not an option: the NAME (of cvsm_get and
+# cvsm_refresh), or cvsm_refresh's second, the ENVIRONMENT (kept with an "x" prefix, as an option).
+_cvsm_positional() {
+  _cvsm_nargs=$((_cvsm_nargs + 1))
+  if [ "$_cvsm_op" = refresh ] && [ "$_cvsm_nargs" -eq 2 ]; then
+    _cvsm_renv="x$1"
+  else
+    _cvsm_name=$1
   fi
 }
 
@@ -1120,7 +1148,7 @@ _cvsm_valid_name() {
 # asks the listing (_cvsm_not_found). When the read fails with an error that allows it
 # (_cvsm_stale_ok), a value kept for stale-if-error is printed instead, marked stale.
 _cvsm_op_get() {
-  local name="$_cvsm_name" hget='' hall='' vjson env crc=0 code=0
+  local name="$_cvsm_name" hget='' hall='' vjson crc=0 code=0
   if ! _cvsm_valid_name "$name"; then
     _cvsm_fail 5 "secret name \"${name:0:300}\" is not valid: a name is a letter or _ followed by up to 254 letters, digits or _"
     return
@@ -1143,21 +1171,7 @@ _cvsm_op_get() {
       _cvsm_print_value "$_cvsm_result" "$name" && return 0
     fi
   fi
-  _cvsm_urlenc "$_cvsm_env"
-  env=$_cvsm_enc
-  _cvsm_urlenc "$name"
-  _cvsm_defer=1
-  if [ "$_cvsm_e2e" = 1 ]; then
-    _cvsm_delegate get "$name" || code=$?
-  else
-    # An end-to-end team's answer ("e2e": true in its secret, where the server puts it, or beside
-    # the value) gives the bare word e2e instead of a JSON string.
-    _cvsm_request value "/teams/$_cvsm_tid/secrets/by-name/$_cvsm_enc?environment=$env" \
-      'if type == "object" and (.secret | type) == "object" and (.value | type) == "string"
-        then (if .secret.e2e == true or .e2e == true then "e2e" else .value | tojson end)
-        else error("not a by-name answer") end' || code=$?
-  fi
-  _cvsm_defer=0
+  _cvsm_read_name "$name" || code=$?
   if [ "$code" = 0 ] && [ "$_cvsm_result" = e2e ]; then
     _cvsm_keyless
     return
@@ -1188,6 +1202,77 @@ _cvsm_op_get() {
       _cvsm_served_stale "$name"
       return 0
     fi
+  fi
+  _cvsm_fail "$code" "$_cvsm_e_msg"
+}
+
+# _cvsm_read_name NAME reads NAME in _cvsm_env from the server, past the cache: one request by
+# name (through the cvsm command for an end-to-end team's token), deferred as _cvsm_request's with
+# _cvsm_defer=1. _cvsm_result is then the value as a JSON string, or the bare word e2e for an
+# end-to-end team's answer ("e2e": true in its secret, where the server puts it, or beside the
+# value) read without the key part; on failure the exit code is returned, the error in _cvsm_e_*.
+_cvsm_read_name() {
+  local env code=0
+  _cvsm_urlenc "$_cvsm_env"
+  env=$_cvsm_enc
+  _cvsm_urlenc "$1"
+  _cvsm_defer=1
+  if [ "$_cvsm_e2e" = 1 ]; then
+    _cvsm_delegate get "$1" || code=$?
+  else
+    _cvsm_request value "/teams/$_cvsm_tid/secrets/by-name/$_cvsm_enc?environment=$env" \
+      'if type == "object" and (.secret | type) == "object" and (.value | type) == "string"
+        then (if .secret.e2e == true or .e2e == true then "e2e" else .value | tojson end)
+        else error("not a by-name answer") end' || code=$?
+  fi
+  _cvsm_defer=0
+  return "$code"
+}
+
+# _cvsm_op_refresh prints one value read past the cache (R17): the request, errors and not-found
+# listing of _cvsm_op_get, but never a cached or kept value. In the configured environment (no
+# ENVIRONMENT argument, or the same one) the value read replaces the cached entry (a 404 removes
+# it); another environment's is read there and not cached.
+_cvsm_op_refresh() {
+  local name="$_cvsm_name" env="$_cvsm_env" h='' crc=0 code=0
+  if [ -n "$_cvsm_renv" ]; then
+    env=${_cvsm_renv#x}
+    case $env in
+      '') _cvsm_fail 2 "cvsm_refresh: ENVIRONMENT must not be empty (leave it out for the configured one)"; return ;;
+      *[![:graph:]]*) _cvsm_fail 2 "cvsm_refresh: ENVIRONMENT must not contain spaces or control characters"; return ;;
+    esac
+  fi
+  if ! _cvsm_valid_name "$name"; then
+    _cvsm_fail 5 "secret name \"${name:0:300}\" is not valid: a name is a letter or _ followed by up to 254 letters, digits or _"
+    return
+  fi
+  if [ "$_cvsm_ttl" -gt 0 ] || [ "$_cvsm_sie" -gt 0 ]; then
+    _cvsm_cache_root || crc=$?
+    [ "$crc" != 2 ] || return 2
+    if [ "$crc" = 0 ] && [ "$env" = "$_cvsm_env" ]; then
+      _cvsm_key get "$name"
+      h=$_cvsm_h
+    fi
+  fi
+  _cvsm_env=$env
+  _cvsm_read_name "$name" || code=$?
+  if [ "$code" = 0 ] && [ "$_cvsm_result" = e2e ]; then
+    _cvsm_keyless
+    return
+  fi
+  if [ "$code" = 0 ]; then
+    [ -z "$h" ] || _cvsm_cache_put values "$h" "$_cvsm_result"
+    printf '%s' "$_cvsm_result" | command jq -j .
+    return
+  fi
+  if [ "$code" = 5 ]; then
+    [ -z "$h" ] || _cvsm_cache_forget values "$h"
+    if [ "$_cvsm_e2e" = 1 ]; then
+      _cvsm_fail 5 "$_cvsm_e_msg"
+      return
+    fi
+    _cvsm_not_found "$name"
+    return
   fi
   _cvsm_fail "$code" "$_cvsm_e_msg"
 }

@@ -19,8 +19,8 @@ import pytest
 from aiohttp.test_utils import TestClient
 
 from cvsm_server import db
-from cvsm_server.app import create_app
-from cvsm_server.config import Settings
+from cvsm_server.runtime.app import create_app
+from cvsm_server.core.config import Settings
 from smtpbox import Mailbox
 
 MASTER_KEY = base64.b64encode(bytes(range(32))).decode()

@@ -1,5 +1,5 @@
 """The real programs that read an exported `.env` file (and the shell export), for the tests,
-and what the module docstrings of `cvsm_server.dotenv` and `cvsm_server.shell_export` say each
+and what the module docstrings of `cvsm_server.secrets.dotenv` and `cvsm_server.secrets.shell_export` say each
 of them reads.
 
 - Shells: `set -a; . ./file; set +a` (or `. ./file`, `eval "$(cat file)"`) in bash, dash and zsh,
@@ -30,7 +30,7 @@ import dotenv as python_dotenv
 import pytest
 from dotenv.parser import parse_stream
 
-from cvsm_server import dotenv
+from cvsm_server.secrets import dotenv
 
 NODE_DIR = Path(__file__).parent / "node"
 OPTIONAL_SHELLS = {"dash"}  # checked where present, even under CI

@@ -16,7 +16,7 @@ from pathlib import Path
 import psycopg2
 from psycopg2 import sql
 
-from cvsm_server.embedded import wheel_bin_dir
+from cvsm_server.db.embedded import wheel_bin_dir
 
 SUPERUSER = "target_admin"
 

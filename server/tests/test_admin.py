@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 from aiohttp.test_utils import TestClient
 
-from cvsm_server import admin
-from cvsm_server.teams import PLANS
+from cvsm_server.instance import admin
+from cvsm_server.teams.service import PLANS
 
 from conftest import JWT_SECRET, MASTER_KEY, Api, query, server_url
 from test_cli import CONSOLE_SCRIPT, LOG_RECORD

@@ -18,8 +18,8 @@ from test_admin import make_admin
 from test_dashboard import axe_script, csrf_of  # noqa: F401 (a fixture)
 from test_docs_page import CHROMIUM, CHROMIUM_ARGS, require_chromium
 
-from cvsm_server.config import Settings
-from cvsm_server.web.pages.kit import CSP
+from cvsm_server.core.config import Settings
+from cvsm_server.web.pages.rendering import CSP
 
 ESCALATE = 'action="/app/support/escalate"'  # the "Bicara dengan manusia" form
 

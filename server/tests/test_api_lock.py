@@ -1,7 +1,7 @@
 """The API lock: the live OpenAPI document against the release's, `docs/openapi-0.4.json`
-(`web.apilock`). A breaking change fails here; an addition passes. A change that is meant is
-recorded with `PYTHONPATH=server python -m cvsm_server.web.apilock --write` (and said in the
-CHANGELOG)."""
+(`server/tests/apilock.py`). A breaking change fails here; an addition passes. A change that is
+meant is recorded with `PYTHONPATH=server python server/tests/apilock.py --write` (and said in
+the CHANGELOG)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from cvsm_server.web import apidoc, apilock
+import apilock
+from cvsm_server.web import apidoc
 from cvsm_server.web.routes import ROUTES
 
 SECRETS = "/api/v1/teams/{team_id}/secrets"
@@ -20,7 +21,7 @@ SECRET = "/api/v1/teams/{team_id}/secrets/{secret_id}"
 def test_the_live_document_breaks_nothing_in_the_release_lock() -> None:
     changes = apilock.breaking_changes(apilock.read_lock(), apidoc.document(ROUTES))
     assert changes == [], ("breaking changes against docs/openapi-0.4.json (if meant, see "
-                           "web/apilock.py for the command that records them):\n"
+                           "server/tests/apilock.py for the command that records them):\n"
                            + "\n".join(changes))
 
 

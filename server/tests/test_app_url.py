@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from cvsm_server.cli import listen_url
-from cvsm_server.config import Settings
+from cvsm_server.runtime.serve import listen_url
+from cvsm_server.core.config import Settings
 from conftest import Api
 from serving import served
 

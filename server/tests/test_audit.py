@@ -3,7 +3,8 @@
 import psycopg2
 import pytest
 
-from cvsm_server import audit, audit_chain, db
+from cvsm_server.audit import log as audit, chain as audit_chain
+from cvsm_server import db
 from cvsm_server.web.state import CHECKPOINT_SIGNER
 from conftest import Api, query
 

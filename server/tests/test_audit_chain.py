@@ -17,8 +17,9 @@ from pathlib import Path
 import psycopg2
 import pytest
 
-from cvsm_server import audit, audit_chain, db
-from cvsm_server.crypto import Keyring
+from cvsm_server.audit import log as audit, chain as audit_chain
+from cvsm_server import db
+from cvsm_server.crypto.sealing import Keyring
 from cvsm_server.web.state import CHECKPOINT_SIGNER, POOL
 from conftest import JWT_SECRET, MASTER_KEY, Api, query, server_url
 
@@ -241,8 +242,8 @@ async def test_verify_reports_an_inserted_entry_at_its_seq(client, api: Api, own
          (str(forged["id"]), team_id, forged["user_email"], forged["resource"],
           forged["resource_id"], forged["ip_address"], forged["user_agent"],
           forged["metadata_text"], forged["created_at"])),
-        ("""INSERT INTO audit_seals (pos, chain_id, seq, prev_hash, hash)
-            SELECT pos, %s, 4, %s, %s FROM audit_logs WHERE id = %s""",
+        ("""INSERT INTO audit_seals (pos, chain_id, seq, prev_hash, hash, created_at)
+            SELECT pos, %s, 4, %s, %s, created_at FROM audit_logs WHERE id = %s""",
          (team_id, forged["prev_hash"], forged["hash"], str(forged["id"]))),
     )
     body = await verify(client, api, owner, team_id)

@@ -9,9 +9,10 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from conftest import Api, query, server_url
-from cvsm_server import audit, db
-from cvsm_server.actor import Actor
-from cvsm_server.errors import BadRequest
+from cvsm_server.audit import log as audit
+from cvsm_server import db
+from cvsm_server.core.actor import Actor
+from cvsm_server.core.errors import BadRequest
 
 from test_invites import accept, invited
 

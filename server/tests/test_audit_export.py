@@ -7,7 +7,7 @@ import csv
 import io
 import json
 
-from cvsm_server import audit
+from cvsm_server.audit import log as audit
 from conftest import Api, query, server_url
 
 

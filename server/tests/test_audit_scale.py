@@ -15,8 +15,10 @@ import psycopg2
 import pytest
 
 from conftest import Api, query, server_url
-from cvsm_server import audit, audit_chain, db, insights
-from cvsm_server.actor import Actor
+from cvsm_server.audit import log as audit, chain as audit_chain
+from cvsm_server import db
+from cvsm_server.audit import insights
+from cvsm_server.core.actor import Actor
 from cvsm_server.web.state import CHECKPOINT_SIGNER
 
 
@@ -235,8 +237,9 @@ async def tamper(database_url: str, sql: str, args: tuple) -> None:
 
 
 async def test_verification_is_one_ordered_pass_and_resumes_from_a_trusted_checkpoint(
-        client, api: Api, owner, team_id, database_url, pool):
-    await fill(database_url, team_id, 2600)  # three pages of audit_chain.PAGE
+        client, api: Api, owner, team_id, database_url, pool, monkeypatch):
+    monkeypatch.setattr(audit_chain, "VERIFY_PAGE", 1000)
+    await fill(database_url, team_id, 2600)  # three pages of audit_chain.VERIFY_PAGE
     signer, team = client.app[CHECKPOINT_SIGNER], uuid.UUID(team_id)
     seen: list[tuple[int, int]] = []
     async with pool.acquire() as conn, db.cursor(conn) as cur:
@@ -330,6 +333,9 @@ async def backdate_and_rechain(database_url: str, team_id: str, days: int, upto:
         UPDATE audit_logs SET created_at = created_at - make_interval(days => %s)
         WHERE pos IN (SELECT pos FROM audit_seals WHERE chain_id = %s AND seq <= %s)""",
                  (days, team_id, upto))
+    await tamper(database_url, """
+        UPDATE audit_seals SET created_at = created_at - make_interval(days => %s)
+        WHERE chain_id = %s AND seq <= %s""", (days, team_id, upto))  # the seal's copy (0024)
     rows = await query(database_url, """
         SELECT s.pos, s.seq, a.id, a.created_at, a.user_email, a.action, a.resource,
                a.resource_id, a.ip_address, a.user_agent, a.metadata::text AS metadata_text,

@@ -10,8 +10,9 @@ import uuid
 
 import psycopg2
 
-from cvsm_server import audit, audit_chain, db
-from cvsm_server.crypto import Keyring
+from cvsm_server.audit import log as audit, chain as audit_chain
+from cvsm_server import db
+from cvsm_server.crypto.sealing import Keyring
 from cvsm_server.web.state import CHECKPOINT_SIGNER, POOL
 from conftest import Api, query, server_url
 from test_audit_chain import ROWS, as_superuser, sealed_rows, seal_now

@@ -1,12 +1,37 @@
 """Register, login, /me, sessions and logout-all, on the real app and database."""
 
 import asyncio
+import base64
+import json
 import time
 
-import jwt
 import pytest
+from joserfc import jwt
+from joserfc.jwk import OctKey
 
 from conftest import JWT_SECRET, Api, admin_execute, query
+
+
+def decode(token: str) -> dict:
+    return jwt.decode(token, OctKey.import_key(JWT_SECRET), algorithms=["HS256"]).claims
+
+
+def encode(claims: dict, secret: str) -> str:
+    return jwt.encode({"alg": "HS256"}, claims, OctKey.import_key(secret))
+
+
+def b64(data: dict) -> str:
+    return base64.urlsafe_b64encode(json.dumps(data).encode()).rstrip(b"=").decode()
+
+
+def unsigned(claims: dict) -> str:
+    """The same claims with `alg: none` and no signature."""
+    return f"{b64({'alg': 'none', 'typ': 'JWT'})}.{b64(claims)}."
+
+
+def claims_of(token: str) -> dict:
+    payload = token.split(".")[1]
+    return json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
 
 
 async def test_register_returns_201_with_jwt_and_user(client):
@@ -17,7 +42,7 @@ async def test_register_returns_201_with_jwt_and_user(client):
     assert set(body) == {"token", "user"}
     assert set(body["user"]) == {"id", "email", "username", "name"}
     assert body["user"]["username"] == "ana_1"
-    claims = jwt.decode(body["token"], JWT_SECRET, algorithms=["HS256"])
+    claims = decode(body["token"])
     assert {"sub", "iat", "exp", "jti"} <= set(claims)
     assert claims["sub"] == body["user"]["id"]
     assert claims["exp"] - claims["iat"] == 12 * 3600
@@ -159,10 +184,10 @@ async def test_bad_bearer_credentials_are_401(client, token):
 
 async def test_jwt_signed_with_another_secret_or_expired_is_401(client, api: Api):
     user = await api.register("joko")
-    claims = jwt.decode(user["token"], JWT_SECRET, algorithms=["HS256"])
-    forged = jwt.encode(claims, "another-secret-another-secret-123456", algorithm="HS256")
-    expired = jwt.encode({**claims, "exp": claims["iat"] - 1}, JWT_SECRET, algorithm="HS256")
-    none_alg = jwt.encode(claims, None, algorithm="none")
+    claims = decode(user["token"])
+    forged = encode(claims, "another-secret-another-secret-123456")
+    expired = encode({**claims, "exp": claims["iat"] - 1}, JWT_SECRET)
+    none_alg = unsigned(claims)
     for token in (forged, expired, none_alg):
         assert (await client.get("/api/v1/me", headers=api.auth(token))).status == 401
 
@@ -172,21 +197,20 @@ async def test_a_jwt_is_verified_once_per_process_and_never_used_past_its_exp(cl
     """The process remembers a JWT whose signature it checked (no second decode): that exact
     token only, and never at or past its `exp`."""
     user = await api.register("wulan")
-    claims = jwt.decode(user["token"], JWT_SECRET, algorithms=["HS256"])
+    claims = decode(user["token"])
     decoded = []
     real_decode = jwt.decode
     monkeypatch.setattr(jwt, "decode", lambda *a, **k: decoded.append(1) or real_decode(*a, **k))
     for _ in range(3):
         assert (await client.get("/api/v1/me", headers=api.auth(user["token"]))).status == 200
     assert len(decoded) == 1
-    forged = jwt.encode(claims, "another-secret-another-secret-123456", algorithm="HS256")
+    forged = encode(claims, "another-secret-another-secret-123456")
     assert (await client.get("/api/v1/me", headers=api.auth(forged))).status == 401
 
-    short = jwt.encode({**claims, "exp": int(time.time()) + 2}, JWT_SECRET, algorithm="HS256")
+    short = encode({**claims, "exp": int(time.time()) + 2}, JWT_SECRET)
     assert (await client.get("/api/v1/me", headers=api.auth(short))).status == 200
     assert (await client.get("/api/v1/me", headers=api.auth(short))).status == 200  # remembered
-    await asyncio.sleep(jwt.decode(short, options={"verify_signature": False})["exp"]
-                        - time.time() + 0.1)
+    await asyncio.sleep(claims_of(short)["exp"] - time.time() + 0.1)
     assert (await client.get("/api/v1/me", headers=api.auth(short))).status == 401
 
 

@@ -193,7 +193,7 @@ def test_a_non_root_user_after_root_through_the_docs_operator_function(home):
                         "CVSM_MAIL_FROM='cvsm <no-reply@example.com>'\n")
     # The installed console script, where the venv's own Python is out of the user's reach.
     program = home / "cvsm-server"
-    program.write_text(f"#!/bin/sh\nPYTHONPATH={path} exec {python} -m cvsm_server.cli \"$@\"\n")
+    program.write_text(f"#!/bin/sh\nPYTHONPATH={path} exec {python} -m cvsm_server.runtime.cli \"$@\"\n")
     program.chmod(0o755)
     function = docs_operator_function(user, env_file, program)
     dump = data / "cvsm.dump"
@@ -208,7 +208,7 @@ def test_a_non_root_user_after_root_through_the_docs_operator_function(home):
 
 
 def _schema_at(data_dir: Path) -> int:
-    from cvsm_server.embedded import EmbeddedPostgres
+    from cvsm_server.db.embedded import EmbeddedPostgres
     import psycopg2
 
     server = EmbeddedPostgres(data_dir)
@@ -232,7 +232,7 @@ def test_the_way_back_after_an_upgrade_works_as_docs_operations_prints_it(home):
     import re
 
     from cvsm_server import db
-    from cvsm_server.embedded import EmbeddedPostgres
+    from cvsm_server.db.embedded import EmbeddedPostgres
 
     data = home / "data"
     server = EmbeddedPostgres(data)

@@ -15,7 +15,7 @@ import aiohttp
 import pytest
 
 from conftest import Api, query
-from cvsm_server import changes
+from cvsm_server.secrets import changes
 from cvsm_server.web.state import POOL
 from serving import served
 

@@ -92,7 +92,7 @@ def parsers(parser: argparse.ArgumentParser, name: str = "cvsm-server"):
 
 
 def test_every_command_and_option_has_help_and_help_names_the_variables_and_the_readme() -> None:
-    from cvsm_server import cli
+    from cvsm_server.runtime import cli
 
     missing = [f"{name}: {action.dest}" for name, parser in parsers(cli.build_parser())
                for action in parser._actions

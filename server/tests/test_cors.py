@@ -2,7 +2,7 @@
 
 import logging
 
-from cvsm_server.app import create_app
+from cvsm_server.runtime.app import create_app
 
 
 async def test_allowed_origin_gets_cors_headers_and_others_do_not(make_settings, start_client):

@@ -27,7 +27,7 @@ async def second_process(database_url: str, tmp_path, api_limit: str) -> AsyncIt
                 "CVSM_JWT_SECRET": JWT_SECRET, "CVSM_DATA_DIR": str(tmp_path / "b"),
                 "CVSM_RATELIMIT_API": api_limit, "CVSM_BACKGROUND_JOBS": "off",
                 "CVSM_TRUSTED_PROXIES": "127.0.0.1"})
-    proc = subprocess.Popen([sys.executable, "-m", "cvsm_server.cli", "serve", "--port", str(port)],
+    proc = subprocess.Popen([sys.executable, "-m", "cvsm_server.runtime.cli", "serve", "--port", str(port)],
                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         base = f"http://127.0.0.1:{port}/api/v1"

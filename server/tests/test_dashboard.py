@@ -19,8 +19,10 @@ import pyotp
 import pytest
 from aiohttp.test_utils import TestClient
 
-from cvsm_server import secrets, teams
-from cvsm_server.config import Settings
+from cvsm_server.secrets import service as secrets
+from cvsm_server.secrets import queries as secret_queries
+from cvsm_server.teams import service as teams
+from cvsm_server.core.config import Settings
 
 from conftest import query
 from test_docs_page import CHROMIUM, CHROMIUM_ARGS, require_chromium
@@ -141,7 +143,7 @@ async def test_a_starter_team_is_told_in_the_form_why_a_second_environment_is_re
             "environment": environment, "type": "other", "description": ""})
         assert resp.status == status
     text = await resp.text()
-    refusal = escape(teams.quota_message(secrets.ENVIRONMENT_QUOTA.format(limit=1, active="production"),
+    refusal = escape(teams.quota_message(secret_queries.ENVIRONMENT_QUOTA.format(limit=1, active="production"),
                                          "web-team", "starter"))  # and what lifts it on this server
     assert refusal in text
     assert "typed-value-789" not in text  # the form asks for the value again

@@ -26,6 +26,7 @@ import pytest
 
 from conftest import postgres_home
 from cvsm_server import db
+from cvsm_server.db.pool import SOCKET_CHECK
 from test_workers import environment, running_postgres, serving
 
 KILLS = 10
@@ -217,7 +218,7 @@ async def test_a_connection_made_through_a_multi_host_url_is_watched_on_its_own_
         database_url):
     """libpq tries a multi-host URL's hosts in turn, each on a new socket (high availability,
     test_failover): the connection is watched on the socket it ended on, so its statements
-    are answered at once, not at the half-second look at the socket (`db.SOCKET_CHECK`)."""
+    are answered at once, not at the half-second look at the socket (`db.pool.SOCKET_CHECK`)."""
     params = psycopg2.extensions.parse_dsn(database_url)
     with socket.socket() as sock:  # a port nobody listens on: the first host refuses
         sock.bind(("127.0.0.1", 0))
@@ -238,4 +239,4 @@ async def test_a_connection_made_through_a_multi_host_url_is_watched_on_its_own_
     finally:
         pool.close()
         await pool.wait_closed()
-    assert took < db.SOCKET_CHECK * 2, f"10 statements took {took:.2f} s"
+    assert took < SOCKET_CHECK * 2, f"10 statements took {took:.2f} s"

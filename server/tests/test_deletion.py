@@ -14,9 +14,10 @@ import pyotp
 import pytest
 from aiohttp.test_utils import TestClient
 
-from cvsm_server import db, deletion
-from cvsm_server.config import Settings
-from cvsm_server.timeutil import parse_iso
+from cvsm_server import db
+from cvsm_server.accounts import deletion
+from cvsm_server.core.config import Settings
+from cvsm_server.core.timeutil import parse_iso
 
 from conftest import Api, query, server_url
 from smtpbox import html_of, link_in, text_of

@@ -31,7 +31,7 @@ import httpx
 import pytest
 import trustme
 
-from cvsm_server.app import CLIENT_MAX_SIZE
+from cvsm_server.runtime.app import CLIENT_MAX_SIZE
 from cvsm_server.web.headers import SECURITY_HEADERS
 from serving import CONSOLE_SCRIPT, served
 

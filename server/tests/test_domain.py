@@ -6,12 +6,20 @@ from __future__ import annotations
 import pytest
 
 from conftest import MASTER_KEY, JWT_SECRET, query, server_url
-from cvsm_server import audit, bulk, db, roles, secrets, sessions, teams, users
-from cvsm_server.actor import Actor
-from cvsm_server.config import parse_master_key
-from cvsm_server.crypto import Keyring
-from cvsm_server.errors import BadRequest, Forbidden, NotFound
-from cvsm_server.passwords import PasswordHasher
+from cvsm_server.audit import log as audit
+from cvsm_server.secrets import bulk
+from cvsm_server import db
+from cvsm_server.teams import roles
+from cvsm_server.secrets import service as secrets
+from cvsm_server.secrets import inputs as secret_inputs
+from cvsm_server.accounts import sessions
+from cvsm_server.teams import service as teams
+from cvsm_server.accounts import users
+from cvsm_server.core.actor import Actor
+from cvsm_server.core.config import parse_master_key
+from cvsm_server.crypto.sealing import Keyring
+from cvsm_server.core.errors import BadRequest, Forbidden, NotFound
+from cvsm_server.crypto.passwords import PasswordHasher
 
 # Which modules are the domain, and that they load nothing of aiohttp or `web`: test_layering.
 
@@ -42,7 +50,7 @@ async def test_create_and_read_a_secret_records_the_actor_without_a_request(pool
     owner = await make_user(pool, "dina", client)
     async with pool.acquire() as conn:
         team = await teams.create_team(conn, owner, "Acme", "acme")
-        item = secrets.SecretInput.checked(name="DB_URL", value="postgres://s3cret",
+        item = secret_inputs.SecretInput.checked(name="DB_URL", value="postgres://s3cret",
                                            environment="production")
         row = await secrets.create_secret(conn, owner, keyring, team["id"], item)
         read, value = await secrets.read_secret(conn, owner, keyring, team["id"], row["id"])
@@ -65,7 +73,7 @@ async def test_viewer_cannot_create_and_stranger_sees_no_team(pool, keyring):
     async with pool.acquire() as conn:
         team = await teams.create_team(conn, owner, "Acme", "acme-2")
         await teams.add_member(conn, owner, team["id"], "viewer_b", roles.VIEWER)
-        item = secrets.SecretInput.checked(name="A", value="1", environment="staging")
+        item = secret_inputs.SecretInput.checked(name="A", value="1", environment="staging")
         with pytest.raises(Forbidden):
             await secrets.create_secret(conn, viewer, keyring, team["id"], item)
         with pytest.raises(NotFound):
@@ -81,7 +89,7 @@ def test_one_secret_input_rule_for_create_and_bulk(field, value):
     fields = {"name": "OK", "value": "v", "environment": "production", "type": "credential"}
     fields[field] = value
     with pytest.raises(BadRequest) as single:
-        secrets.SecretInput.checked(**fields)
+        secret_inputs.SecretInput.checked(**fields)
     with pytest.raises(BadRequest) as item:
         bulk.item_input(fields)
     assert single.value.message == item.value.message

@@ -16,7 +16,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import Api, query
-from cvsm_server import dotenv, secrets, shell_export
+from cvsm_server.secrets import dotenv, service as secrets, shell_export
+from cvsm_server.secrets import inputs as secret_inputs
 from dotenv_readers import (EVAL, SOURCE, NodeDotenv, docker_env_file_names, line_reader_names,
                             node_reads, python_dotenv_bindings, python_dotenv_reads,
                             python_dotenv_values, shell_export_reads, shell_reads, source_in_shell)
@@ -252,7 +253,7 @@ def test_error_messages_never_contain_the_value():
 def test_an_invalid_name_in_a_file_gets_the_same_message_as_a_single_create():
     [entry] = dotenv.parse("1BAD=x\n")
     try:
-        secrets.check_name("1BAD")
+        secret_inputs.check_name("1BAD")
     except secrets.BadRequest as exc:
         assert entry.error == exc.message
     else:

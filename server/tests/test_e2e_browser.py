@@ -37,7 +37,7 @@ from aiohttp.test_utils import TestClient
 
 from conftest import Api, query
 from cvsm import e2e
-from cvsm_server.config import Settings
+from cvsm_server.core.config import Settings
 from test_dashboard import axe_script  # noqa: F401 (a fixture)
 from test_docs_page import CHROMIUM, CHROMIUM_ARGS, require_chromium
 from test_layout import serious_violations, too_wide
@@ -359,7 +359,7 @@ DOTENV_VALUES = ["plain", "", "it's", "a\\\\b", "ends\\", "line\nbreak\r\nand cr
 
 
 def _python_entries(content: str) -> list[dict]:
-    from cvsm_server import dotenv
+    from cvsm_server.secrets import dotenv
 
     return [{"line": e.line, "name": e.name, **({"error": e.error} if e.error else
                                                   {"value": e.value})}
@@ -372,7 +372,7 @@ async def test_e2e_dotenv_js_reads_and_writes_as_the_server_does(client: TestCli
 
     from playwright.async_api import async_playwright
 
-    from cvsm_server import dotenv
+    from cvsm_server.secrets import dotenv
 
     rng = random.Random(32)
     alphabet = ["A", "b", "_", "1", "=", " ", "\t", "#", "'", '"', "\\", "\n", "\r", "$", "`",
@@ -450,7 +450,7 @@ async def test_e2e_team_flows_in_the_browser_keep_values_out_of_the_database(
     require_chromium()
     from playwright.async_api import async_playwright, expect
 
-    from cvsm_server import dotenv
+    from cvsm_server.secrets import dotenv
 
     base = str(client.make_url("/")).rstrip("/")
     port = client.make_url("/").port

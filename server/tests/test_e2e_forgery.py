@@ -25,7 +25,7 @@ import pytest
 import cvsm
 from conftest import query
 from cvsm import e2e as crypto
-from cvsm_server.e2e import fingerprint  # the formula every client uses (docs/e2e.md)
+from cvsm_server.e2e.syntax import fingerprint
 from e2e_client import E2ETeam, Member, auth
 
 VALUE = "postgres://app:asli@db.internal/app"

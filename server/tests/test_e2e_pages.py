@@ -18,8 +18,9 @@ from aiohttp.test_utils import TestClient
 
 from conftest import query
 from cvsm import e2e
-from cvsm_server import e2e as server_e2e
-from cvsm_server.config import Settings
+from cvsm_server.e2e import service as server_e2e
+from cvsm_server.e2e import syntax as e2e_syntax
+from cvsm_server.core.config import Settings
 from test_dashboard import csrf_of, form_csrf, sign_up
 
 PASSPHRASE = "kuda laut batu hijau 7"
@@ -284,7 +285,7 @@ async def test_the_forms_carry_format_2_auth_link_and_the_members_anchor(
 
     page = await client.post("/app/teams/format-dua/e2e/rekey", data={"csrf": member["csrf"]})
     text = await page.text()
-    assert server_e2e.fingerprint(member["public"]) in text  # the confirmation lists it
+    assert e2e_syntax.fingerprint(member["public"]) in text  # the confirmation lists it
     plan = json.loads(html.unescape(re.search(r'data-plan="([^"]*)"', text).group(1)))
     assert plan["recipients"][0]["auth"] == own
     fresh = e2e.new_team_key()

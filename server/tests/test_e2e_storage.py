@@ -15,9 +15,11 @@ from typing import Any
 
 from conftest import JWT_SECRET, MASTER_KEY, query, server_url
 from cvsm import e2e as crypto
-from cvsm_server import rotation, secrets
-from cvsm_server.crypto import Keyring
-from cvsm_server.embedded import wheel_bin_dir
+from cvsm_server.crypto import rekey as rotation
+from cvsm_server.secrets import service as secrets
+from cvsm_server.secrets import queries as secret_queries
+from cvsm_server.crypto.sealing import Keyring
+from cvsm_server.db.embedded import wheel_bin_dir
 from e2e_client import E2ETeam, Member, auth
 from serving import CONSOLE_SCRIPT
 from test_rotation import NEW_ID, NEW_KEY, rotate_key
@@ -189,4 +191,4 @@ async def test_rotate_key_reseals_plain_rows_and_leaves_envelopes_as_they_are(
         assert team.open((await resp.json())["value"], name=name) == value
     # the plain value opens with the new key only
     row = (await query(database_url, "SELECT * FROM secrets WHERE name = 'PLAIN'"))[0]
-    assert secrets.open_value(Keyring(base64.b64decode(NEW_KEY)), row) == plain
+    assert secret_queries.open_value(Keyring(base64.b64decode(NEW_KEY)), row) == plain

@@ -15,9 +15,9 @@ from conftest import Api, query
 from smtpbox import Mailbox, link_in
 from test_dashboard import csrf_of, form_csrf
 
-from cvsm_server.config import Settings
-from cvsm_server.email_verification import LINK_INVALID as VERIFY_INVALID
-from cvsm_server.password_reset import LINK_INVALID as RESET_INVALID
+from cvsm_server.core.config import Settings
+from cvsm_server.accounts.email_verification import LINK_INVALID as VERIFY_INVALID
+from cvsm_server.accounts.password_reset import LINK_INVALID as RESET_INVALID
 
 
 @pytest.fixture

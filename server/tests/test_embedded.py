@@ -23,12 +23,13 @@ import psycopg2
 import pytest
 
 from conftest import postgres_home
-from cvsm_server.embedded import EmbeddedPostgres, EmbeddedStartError
+from cvsm_server.db.embedded import EmbeddedPostgres
+from cvsm_server.db.postmaster import EmbeddedStartError
 
 CHILD = r"""
 import sys
 from pathlib import Path
-from cvsm_server.embedded import EmbeddedPostgres
+from cvsm_server.db.embedded import EmbeddedPostgres
 
 server = EmbeddedPostgres(Path(sys.argv[1]))
 print(server.start(), flush=True)

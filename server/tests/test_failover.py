@@ -32,8 +32,9 @@ import psycopg2
 import pytest
 
 from conftest import postgres_home
-from cvsm_server import db, embedded
-from cvsm_server.embedded import wheel_bin_dir
+from cvsm_server import db
+from cvsm_server.db import embedded
+from cvsm_server.db.embedded import wheel_bin_dir
 from test_workers import CONSOLE_SCRIPT, environment, serving
 
 THREADS = 4

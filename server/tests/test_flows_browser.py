@@ -23,7 +23,7 @@ import pytest
 from aiohttp.test_utils import TestClient
 
 from conftest import Api
-from cvsm_server.config import Settings
+from cvsm_server.core.config import Settings
 from test_dashboard import axe_script, sign_up  # noqa: F401 (a fixture)
 from test_docs_page import CHROMIUM, CHROMIUM_ARGS, require_chromium
 from test_email_links import web  # noqa: F401 - the fixture: mail to `mailbox`, plain http

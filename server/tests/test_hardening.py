@@ -9,7 +9,7 @@ import pytest
 
 from conftest import Api, admin_execute, query, server_url
 from cvsm_server import db
-from cvsm_server.config import ConfigError
+from cvsm_server.core.config import ConfigError
 
 # Deep enough to exhaust Python's JSON parser, small enough for every body limit (4 KiB).
 DEEP = b"[" * 1_500 + b"]" * 1_500

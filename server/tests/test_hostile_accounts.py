@@ -23,8 +23,9 @@ from smtpbox import Mailbox, link_in
 from test_dashboard import csrf_of, form_csrf, sign_up
 from test_email_links import token_of
 
-from cvsm_server import mail, ratelimit
-from cvsm_server.config import Settings
+from cvsm_server.mail import messages as mail
+from cvsm_server.accounts import ratelimit
+from cvsm_server.core.config import Settings
 
 
 def web_settings(make_settings: Callable[..., Settings], **overrides: str) -> Settings:

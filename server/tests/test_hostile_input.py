@@ -22,8 +22,8 @@ from conftest import Api, query
 from test_dashboard import csrf_of, form_csrf, sign_up
 from test_webhooks import wait_until
 
-from cvsm_server import mail
-from cvsm_server.config import Settings
+from cvsm_server.mail import messages as mail
+from cvsm_server.core.config import Settings
 from cvsm_server.web.request import FORM_INVALID, FORM_NOT_UTF8, QUERY_INVALID
 from cvsm_server.web.state import KEYRING, POOL
 

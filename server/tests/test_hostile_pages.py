@@ -34,9 +34,14 @@ from test_outbox import wait_for_mail
 from test_read_pages import sign_in, versioned
 from test_setup_link import confirm, sign_in_as, start_printing
 
-from cvsm_server import cli, e2e, inputs, outbox, setup_link
-from cvsm_server.config import Settings
-from cvsm_server.errors import BadRequest
+from cvsm_server.runtime import cli
+from cvsm_server.e2e import service as e2e
+from cvsm_server.e2e import syntax as e2e_syntax
+from cvsm_server.core import inputs
+from cvsm_server.mail import outbox
+from cvsm_server.accounts import setup_link
+from cvsm_server.core.config import Settings
+from cvsm_server.core.errors import BadRequest
 from cvsm_server.web.request import FORM_NOT_UTF8
 
 
@@ -368,7 +373,7 @@ async def test_an_end_to_end_value_over_65536_bytes_is_refused_with_short_versio
                                        "environment": "production",
                                        "value": envelope_of(size, secret_id)})
         assert resp.status == status, (size, await resp.text())
-    assert len(envelope_of(65_549, secret_id)) <= e2e.MAX_ENVELOPE_LENGTH  # what got through
+    assert len(envelope_of(65_549, secret_id)) <= e2e_syntax.MAX_ENVELOPE_LENGTH  # what got through
 
 
 # Item 6: a setup link that was used shows no form ----------------------------------------------

@@ -8,11 +8,12 @@ import uuid
 import pytest
 
 from conftest import MASTER_KEY, Api, query, server_url
-from cvsm_server import db, insights
-from cvsm_server.actor import Actor, Scope
-from cvsm_server.config import parse_master_key
-from cvsm_server.crypto import Keyring
-from cvsm_server.errors import Forbidden, NotFound
+from cvsm_server import db
+from cvsm_server.audit import insights
+from cvsm_server.core.actor import Actor, Scope
+from cvsm_server.core.config import parse_master_key
+from cvsm_server.crypto.sealing import Keyring
+from cvsm_server.core.errors import Forbidden, NotFound
 
 
 @pytest.fixture

@@ -15,9 +15,9 @@ from aiohttp.test_utils import TestClient
 from conftest import Api, query
 from smtpbox import link_in, text_of
 
-from cvsm_server.config import Settings
-from cvsm_server.invites import INVITE_INVALID
-from cvsm_server.teams import MEMBER_QUOTA
+from cvsm_server.core.config import Settings
+from cvsm_server.teams.invites import INVITE_INVALID
+from cvsm_server.teams.service import MEMBER_QUOTA
 
 CSRF_RE = re.compile(r'name="csrf" value="([0-9a-f]{64})"')
 GENERIC = {"error": INVITE_INVALID}

@@ -9,20 +9,24 @@ from typing import Any
 
 import pytest
 
-from cvsm_server import deletion, jobs
-from cvsm_server.config import Settings
+from cvsm_server.accounts import deletion
+from cvsm_server.runtime import jobs
+from cvsm_server.core.config import Settings
 
 
 def test_one_registry_names_every_job_with_its_interval(make_settings: Any) -> None:
     settings: Settings = make_settings(audit_seal_seconds="2")
     names = [job.name for job in jobs.JOBS]
     assert names == ["audit_purge", "housekeeping", "mail", "account_deletion",
-                     "audit_checkpoint", "audit_seal", "webhooks", "rotation"]
+                     "audit_checkpoint", "audit_seal", "audit_verify", "webhooks",
+                     "rotation"]
     periodic = {job.name: job for job in jobs.JOBS if isinstance(job, jobs.Periodic)}
     intervals = {name: job.interval(settings) for name, job in periodic.items()}
     assert intervals == {"audit_purge": 3600.0, "housekeeping": 600.0,
-                         "account_deletion": deletion.PURGE_INTERVAL, "audit_seal": 2.0}
-    assert [n for n, job in periodic.items() if not job.at_start] == ["audit_seal"]
+                         "account_deletion": deletion.PURGE_INTERVAL, "audit_seal": 2.0,
+                         "audit_verify": 3600.0}
+    assert [n for n, job in periodic.items() if not job.at_start] == ["audit_seal",
+                                                                      "audit_verify"]
 
 
 async def test_a_failing_step_is_logged_and_the_job_goes_on(

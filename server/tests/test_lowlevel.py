@@ -23,7 +23,7 @@ from aiohttp.http_exceptions import BadHttpMessage, InvalidURLError, LineTooLong
 
 from cvsm_server.web import lowlevel
 from cvsm_server.web.accesslog import redact
-from cvsm_server.app import create_app
+from cvsm_server.runtime.app import create_app
 from cvsm_server.web.headers import SECURITY_HEADERS
 
 API_TOKEN = "cvsm_" + secrets.token_hex(32)
@@ -297,7 +297,7 @@ def test_a_parser_error_is_described_without_the_bytes_it_quotes():
 
 
 def test_redact_leaves_identifiers_alone():
-    text = "cvsm_server/app.py cvsm_describe cvsm_check_config shr_ is a prefix"
+    text = "cvsm_server/runtime/app.py cvsm_describe cvsm_check_config shr_ is a prefix"
     assert redact(text) == text.replace("shr_ ", "shr_[redacted] ")
     assert redact(f"x {API_TOKEN[:9]}") == "x cvsm_[redacted]"
     assert redact(f"{API_TOKEN}zz, {SHARE_TOKEN}.") == "cvsm_[redacted], shr_[redacted]"

@@ -13,9 +13,10 @@ import stat
 from conftest import MASTER_KEY, query
 from smtpbox import Mailbox, link_in, text_of
 
-from cvsm_server import db, mail, mail_sender, mailtokens
-from cvsm_server.config import Settings
-from cvsm_server.crypto import Keyring
+from cvsm_server import db
+from cvsm_server.mail import messages as mail, sender as mail_sender, tokens as mailtokens
+from cvsm_server.core.config import Settings
+from cvsm_server.crypto.sealing import Keyring
 
 
 def keyring() -> Keyring:

@@ -17,8 +17,8 @@ from aiohttp.test_utils import TestClient
 from conftest import Api, query
 from smtpbox import html_of, link_in
 
-from cvsm_server.config import Settings
-from cvsm_server.newsletter import TOKEN_INVALID
+from cvsm_server.core.config import Settings
+from cvsm_server.mail.newsletter import TOKEN_INVALID
 
 CSRF_RE = re.compile(r'name="csrf" value="([0-9a-f]{64})"')
 GENERIC = {"error": TOKEN_INVALID}

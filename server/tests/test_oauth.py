@@ -18,9 +18,10 @@ import pyotp
 import pytest
 from aiohttp.test_utils import TestClient
 
-from cvsm_server import oauth
-from cvsm_server.app import create_app
-from cvsm_server.config import Settings
+from cvsm_server.accounts import oauth
+from cvsm_server.accounts import oauth_providers
+from cvsm_server.runtime.app import create_app
+from cvsm_server.core.config import Settings
 from cvsm_server.web.state import OAUTH
 
 from conftest import Api, query
@@ -54,7 +55,7 @@ async def client(aiohttp_client: Any, make_settings: Callable[..., Settings],
     settings = oauth_settings(make_settings, op)
     app = create_app(settings)
     # GitHub cannot be reached from the tests: the preset talks to the provider's double of it.
-    app[OAUTH] = oauth.Providers(settings.oauth_providers, github=oauth.GitHubEndpoints(
+    app[OAUTH] = oauth_providers.Providers(settings.oauth_providers, github=oauth_providers.GitHubEndpoints(
         authorize=f"{op.issuer}/login/oauth/authorize",
         token=f"{op.issuer}/login/oauth/access_token", api=f"{op.issuer}/api"))
     return await aiohttp_client(app)
@@ -496,7 +497,7 @@ async def test_signing_in_with_a_provider_in_chromium(client: TestClient) -> Non
 
 
 def test_usernames_derived_from_an_email_are_valid() -> None:
-    from cvsm_server.users import validate_username
+    from cvsm_server.accounts.users import validate_username
     for email, expected in (("person@example.org", "person"), ("a@x.io", "a__"),
                             ("admin@x.io", "admin_1"), ("j.doe+tag@x.io", "j_doe_tag"),
                             (f"{'x' * 60}@x.io", "x" * 40), (f"é{uuid.uuid4().hex}@x.io", None)):

@@ -81,7 +81,10 @@ def test_private_routes_need_bearer_and_list_the_error_answers() -> None:
 
 
 def test_rules_come_from_the_domain_modules() -> None:
-    from cvsm_server import e2e, secrets
+    from cvsm_server.e2e import service as e2e
+    from cvsm_server.e2e import syntax as e2e_syntax
+    from cvsm_server.secrets import service as secrets
+    from cvsm_server.secrets import inputs as secret_inputs
     doc = apidoc.document(ROUTES)
     body = doc["paths"]["/api/v1/teams/{team_id}/secrets"]["post"]["requestBody"]
     schema = body["content"]["application/json"]["schema"]
@@ -89,10 +92,10 @@ def test_rules_come_from_the_domain_modules() -> None:
     assert set(schema["required"]) == {"name", "value", "environment"}
     props = schema["properties"]
     assert props["name"]["pattern"] == "^[A-Za-z_][A-Za-z0-9_]{0,254}$"
-    assert props["environment"]["enum"] == list(secrets.ENVIRONMENTS)
-    assert props["type"]["enum"] == [*secrets.TYPES, None]  # optional: null is left out
+    assert props["environment"]["enum"] == list(secret_inputs.ENVIRONMENTS)
+    assert props["type"]["enum"] == [*secret_inputs.TYPES, None]  # optional: null is left out
     # the longest value is an end-to-end team's envelope of a value of MAX_VALUE_BYTES
-    assert props["value"]["maxLength"] == e2e.MAX_ENVELOPE_LENGTH > secrets.MAX_VALUE_BYTES
+    assert props["value"]["maxLength"] == e2e_syntax.MAX_ENVELOPE_LENGTH > secret_inputs.MAX_VALUE_BYTES
     team = doc["paths"]["/api/v1/teams/{team_id}"]["get"]["parameters"][0]
     assert team["name"] == "team_id"
     validator = jsonschema.Draft202012Validator(team["schema"])

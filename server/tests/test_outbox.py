@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from cvsm_server import cli, mail, mail_sender, outbox
-from cvsm_server.config import Settings
+from cvsm_server.runtime import cli
+from cvsm_server.mail import messages as mail, sender as mail_sender, outbox
+from cvsm_server.core.config import Settings
 
 from test_cli import CONSOLE_SCRIPT
 

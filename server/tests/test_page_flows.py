@@ -14,8 +14,8 @@ import pyotp
 import pytest
 from aiohttp.test_utils import TestClient
 
-from cvsm_server import tokens
-from cvsm_server.config import Settings
+from cvsm_server.accounts import tokens
+from cvsm_server.core.config import Settings
 
 from conftest import Api, query
 from test_dashboard import csrf_of, form_csrf, sign_up
@@ -349,7 +349,7 @@ def test_a_refused_form_never_keeps_a_secret_field_even_unnamed() -> None:
     token fields whatever form they are in, besides those the form names itself."""
     from multidict import MultiDict, MultiDictProxy
 
-    from cvsm_server.web.pages.kit import Form
+    from cvsm_server.web.pages.forms import Form
 
     data = MultiDictProxy(MultiDict({"name": "DB_URL", "value": "s3cret", "password": "pw",
                                      "code": "123456", "token": "t0k", "csrf": "c",

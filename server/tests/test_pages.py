@@ -8,7 +8,7 @@ import aiohttp
 from aiohttp import web
 
 from cvsm_server.web.accesslog import RedactingAccessLogger
-from cvsm_server.app import create_app
+from cvsm_server.runtime.app import create_app
 
 from conftest import Api
 from test_public import assert_security_headers

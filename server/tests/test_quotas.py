@@ -12,10 +12,12 @@ import pytest
 
 from conftest import Api, query
 from test_admin import operator
-from cvsm_server import secrets, teams
+from cvsm_server.secrets import service as secrets
+from cvsm_server.secrets import queries as secret_queries
+from cvsm_server.teams import service as teams
 
 # The refusals of the `acme` team (the `team_id` fixture) on Starter: the quota, then what lifts it.
-SECRET_QUOTA = teams.quota_message(secrets.SECRET_QUOTA, "acme", "starter")
+SECRET_QUOTA = teams.quota_message(secret_queries.SECRET_QUOTA, "acme", "starter")
 MEMBER_QUOTA = teams.quota_message(teams.MEMBER_QUOTA, "acme", "starter", "max_members")
 
 
@@ -236,7 +238,7 @@ async def test_concurrent_member_adds_at_the_limit_add_exactly_one(client, api: 
 # --- environments: Starter has one active environment (one that holds a live secret) ---------
 
 def environment_quota(limit: int, active: str) -> dict:
-    return {"error": teams.quota_message(secrets.ENVIRONMENT_QUOTA.format(limit=limit, active=active),
+    return {"error": teams.quota_message(secret_queries.ENVIRONMENT_QUOTA.format(limit=limit, active=active),
                                          "acme", "starter")}
 
 
@@ -366,7 +368,7 @@ async def test_a_quota_refusal_says_who_lifts_it_and_its_operator_command_does(
     await api.secret(owner, team_id, "A", "1")
     resp = await create(client, api, owner, team_id, "B")
     message = (await resp.json())["error"]
-    assert resp.status == 403 and message.startswith(secrets.SECRET_QUOTA + ". ")
+    assert resp.status == 403 and message.startswith(secret_queries.SECRET_QUOTA + ". ")
     assert "panel admin (/app/admin/teams)" in message
     [command] = re.findall(r"`(cvsm-server [^`]*)`", message)
     assert command == "cvsm-server team set-plan acme professional"

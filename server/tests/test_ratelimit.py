@@ -5,8 +5,8 @@ import asyncio
 
 from aiohttp.test_utils import TestClient
 
-from cvsm_server import ratelimit
-from cvsm_server.config import ConfigError, RateLimit, Settings
+from cvsm_server.accounts import ratelimit
+from cvsm_server.core.config import ConfigError, RateLimit, Settings
 from conftest import Api, query
 
 import pytest

@@ -15,11 +15,13 @@ import pytest
 from aiohttp.test_utils import TestClient
 
 from conftest import MASTER_KEY, Api, query, server_url
-from cvsm_server import db, secrets, teams
-from cvsm_server.actor import Actor, Scope
-from cvsm_server.config import Settings, parse_master_key
-from cvsm_server.crypto import Keyring
-from cvsm_server.errors import NotFound
+from cvsm_server import db
+from cvsm_server.secrets import service as secrets
+from cvsm_server.teams import service as teams
+from cvsm_server.core.actor import Actor, Scope
+from cvsm_server.core.config import Settings, parse_master_key
+from cvsm_server.crypto.sealing import Keyring
+from cvsm_server.core.errors import NotFound
 from test_dashboard import form_csrf
 
 

@@ -18,7 +18,7 @@ import pytest
 from aiohttp.test_utils import TestClient
 
 from conftest import Api, query
-from cvsm_server.config import Settings
+from cvsm_server.core.config import Settings
 from test_dashboard import axe_script  # noqa: F401 (a fixture)
 from test_docs_page import CHROMIUM, CHROMIUM_ARGS, require_chromium
 from test_layout import serious_violations, too_wide

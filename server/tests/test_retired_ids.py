@@ -11,7 +11,9 @@ from typing import Any
 import psycopg2
 import pytest
 
-from cvsm_server import audit, db, deletion
+from cvsm_server.audit import log as audit
+from cvsm_server import db
+from cvsm_server.accounts import deletion
 from conftest import query, server_url
 from e2e_client import E2ETeam, Member, auth
 

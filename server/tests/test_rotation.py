@@ -18,7 +18,7 @@ import psycopg2
 import pytest
 
 from conftest import JWT_SECRET, MASTER_KEY, server_url
-from cvsm_server.crypto import key_id_of
+from cvsm_server.crypto.sealing import key_id_of
 from serving import CONSOLE_SCRIPT, served
 
 OLD_KEY = MASTER_KEY
@@ -289,8 +289,8 @@ def test_a_new_key_without_the_old_one_listed_is_refused_before_anything_is_seal
 
 
 def test_old_master_keys_are_parsed_without_quoting_them_and_never_shown():
-    from cvsm_server.config import ConfigError, Settings
-    from cvsm_server.crypto import Keyring
+    from cvsm_server.core.config import ConfigError, Settings
+    from cvsm_server.crypto.sealing import Keyring
 
     bad = "not-base64-at-all!!"
     with pytest.raises(ConfigError) as caught:

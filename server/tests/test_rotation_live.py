@@ -23,7 +23,8 @@ import pytest
 
 import cvsm
 from conftest import Api
-from cvsm_server import secret_rotation
+from cvsm_server.rotation import policy as secret_rotation
+from cvsm_server.outbound import rotation as rotation_runner
 from cvsm_server.web.state import KEYRING, POOL
 from pg_target import PasswordPostgres
 
@@ -111,7 +112,7 @@ async def rotate_three_times(start_client: Any, make_settings: Any, target_pg: P
             assert resp.status == 202, await resp.text()
             app_pool, keyring = client.server.app[POOL], client.server.app[KEYRING]
             began = time.monotonic()
-            assert await secret_rotation.run_due(app_pool, keyring, allow_private=True) == 1
+            assert await rotation_runner.run_due(app_pool, keyring, allow_private=True) == 1
             app.rotations.append((began, time.monotonic()))
             await asyncio.sleep(settle)
     finally:

@@ -8,7 +8,7 @@ from typing import Any
 
 from aiohttp import web
 
-from cvsm_server.app import create_app
+from cvsm_server.runtime.app import create_app
 from cvsm_server.web import policy
 from cvsm_server.web.routes import ROUTES
 

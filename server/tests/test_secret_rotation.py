@@ -22,8 +22,10 @@ from aiohttp import web
 from psycopg2 import sql
 
 from conftest import MASTER_KEY, Api, query, server_url
-from cvsm_server import db, secret_rotation
-from cvsm_server.crypto import Keyring
+from cvsm_server import db
+from cvsm_server.rotation import policy as secret_rotation
+from cvsm_server.outbound import rotation as rotation_runner
+from cvsm_server.crypto.sealing import Keyring
 from cvsm_server.web.state import KEYRING, POOL
 from pg_target import PasswordPostgres
 from test_webhooks import add_webhook, independent_verify, wait_until
@@ -58,7 +60,7 @@ def rot_api(rot_client: Any) -> Api:
 async def run_pass(api: Api) -> int:
     """One pass of the background job, as `RotationWorker` makes it."""
     app = api.client.server.app
-    return await secret_rotation.run_due(app[POOL], app[KEYRING], allow_private=True)
+    return await rotation_runner.run_due(app[POOL], app[KEYRING], allow_private=True)
 
 
 async def setup_team(api: Api) -> tuple[dict, str]:
@@ -423,7 +425,7 @@ async def test_a_plain_http_webhook_target_gets_no_value_unless_private_targets_
     owner, team, secret = await webhook_secret(rot_api, toy)
     await rotate_now(rot_api, owner, team, secret)
     app = rot_api.client.server.app
-    assert await secret_rotation.run_due(app[POOL], app[KEYRING], allow_private=False) == 0
+    assert await rotation_runner.run_due(app[POOL], app[KEYRING], allow_private=False) == 0
     assert toy.steps == []  # not even the create call went out
     assert (await value_of(rot_api, owner, team, secret))["value"] == "toy-initial"
     state = await rotation_of(rot_api, owner, team, secret)
@@ -443,7 +445,7 @@ async def test_two_app_instances_never_rotate_one_secret_twice(
     await rotate_now(api, owner, team, secret)
     # And both passes run at once, besides the two background jobs.
     apps = [first.server.app, second.server.app]
-    results = await asyncio.gather(*(secret_rotation.run_due(a[POOL], a[KEYRING],
+    results = await asyncio.gather(*(rotation_runner.run_due(a[POOL], a[KEYRING],
                                                              allow_private=True) for a in apps))
     assert sum(results) <= 1
 
@@ -460,12 +462,13 @@ async def test_two_app_instances_never_rotate_one_secret_twice(
 
 CRASH_SCRIPT = """
 import asyncio, base64, sys
-from cvsm_server import db, secret_rotation
-from cvsm_server.crypto import Keyring
+from cvsm_server import db
+from cvsm_server.outbound import rotation as rotation_runner
+from cvsm_server.crypto.sealing import Keyring
 
 async def main():
     pool = await db.create_pool(sys.argv[1], maxsize=2)
-    await secret_rotation.run_due(pool, Keyring(base64.b64decode(sys.argv[2])), allow_private=True)
+    await rotation_runner.run_due(pool, Keyring(base64.b64decode(sys.argv[2])), allow_private=True)
     print("finished without exiting", flush=True)
 
 asyncio.run(main())
@@ -473,7 +476,7 @@ asyncio.run(main())
 
 
 def run_until_killed(database_url: str, step: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, secret_rotation.EXIT_AFTER_ENV: step,
+    env = {**os.environ, rotation_runner.EXIT_AFTER_ENV: step,
            "PYTHONPATH": os.pathsep.join([str(SERVER_DIR), os.environ.get("PYTHONPATH", "")])}
     return subprocess.run([sys.executable, "-c", CRASH_SCRIPT, server_url(database_url),
                            MASTER_KEY], env=env, capture_output=True, text=True, timeout=60)
@@ -493,7 +496,7 @@ async def test_a_process_killed_between_steps_leaves_the_value_served_then_resum
     await rotate_now(rot_api, owner, team, secret)
 
     done = run_until_killed(database_url, step)
-    assert done.returncode == secret_rotation.EXIT_STATUS, done.stdout + done.stderr
+    assert done.returncode == rotation_runner.EXIT_STATUS, done.stdout + done.stderr
     runs = await query(database_url, "SELECT id, step, key_id, nonce, ciphertext, team_id, "
                                      "secret_id FROM secret_rotations")
     assert [r["step"] for r in runs] == [step]
@@ -554,7 +557,7 @@ def readme_example() -> str:
 async def test_the_readme_example_rotates_a_postgres_role_as_printed(
         start_client: Any, make_settings: Any, target_pg: PasswordPostgres) -> None:
     from datetime import datetime, timedelta, timezone
-    from cvsm_server.embedded import wheel_bin_dir
+    from cvsm_server.db.embedded import wheel_bin_dir
 
     client = await start_client(make_settings(webhook_allow_private="1", background_jobs="on",
                                               rotation_poll_seconds="1"))
@@ -578,11 +581,11 @@ async def test_the_readme_example_rotates_a_postgres_role_as_printed(
 
 async def test_a_new_master_key_reseals_the_target_secret_and_an_open_run(
         rot_api: Api, database_url: str, toy: ToyService) -> None:
-    from cvsm_server import rotation as master_key_rotation
+    from cvsm_server.crypto import rekey as master_key_rotation
     owner, team, secret = await webhook_secret(rot_api, toy)
     await rotate_now(rot_api, owner, team, secret)
     done = run_until_killed(database_url, "created")  # leaves an open run with its pending value
-    assert done.returncode == secret_rotation.EXIT_STATUS, done.stdout + done.stderr
+    assert done.returncode == rotation_runner.EXIT_STATUS, done.stdout + done.stderr
     app = rot_api.client.server.app
     new_key = bytes(range(100, 132))
     keyring = Keyring(new_key, [base64.b64decode(MASTER_KEY)])
@@ -592,9 +595,9 @@ async def test_a_new_master_key_reseals_the_target_secret_and_an_open_run(
                                      "SELECT key_id FROM secret_rotations")
     assert {r["key_id"] for r in rows} == {keyring.key_id}
     only_new = Keyring(new_key)  # the old key is gone: everything must open with the new one
-    assert await secret_rotation.run_due(app[POOL], only_new, allow_private=True) == 1
+    assert await rotation_runner.run_due(app[POOL], only_new, allow_private=True) == 1
     assert toy.steps == ["create", "set", "test", "finish"]
-    from cvsm_server.secrets import open_value
+    from cvsm_server.secrets.queries import open_value
     row = (await query(database_url, "SELECT * FROM secrets WHERE id = %s", (secret,)))[0]
     assert row["version"] == 2 and toy.accepted == open_value(only_new, row) != "toy-initial"
 
@@ -642,7 +645,7 @@ async def test_the_database_going_away_mid_batch_is_an_outage_not_a_traceback_pe
     await rotate_now(rot_api, owner, team, secret)
     toy.delay = 0.5  # the run is inside a step when its connections are cut
     app = rot_api.client.server.app
-    run = asyncio.ensure_future(secret_rotation.run_due(app[POOL], app[KEYRING],
+    run = asyncio.ensure_future(rotation_runner.run_due(app[POOL], app[KEYRING],
                                                         allow_private=True))
 
     async def started() -> bool:
@@ -653,4 +656,4 @@ async def test_the_database_going_away_mid_batch_is_an_outage_not_a_traceback_pe
                               "WHERE datname = current_database() AND pid <> pg_backend_pid()")
     with pytest.raises(db.OUTAGE):
         await run
-    assert not [r for r in caplog.records if r.name == secret_rotation.log.name and r.exc_info]
+    assert not [r for r in caplog.records if r.name == rotation_runner.log.name and r.exc_info]

@@ -9,8 +9,10 @@ import aiopg
 import pytest
 
 from conftest import Api, query, server_url
-from cvsm_server import db, ratelimit, secrets
-from cvsm_server.config import RateLimit
+from cvsm_server import db
+from cvsm_server.accounts import ratelimit
+from cvsm_server.secrets import queries as secret_queries
+from cvsm_server.core.config import RateLimit
 
 
 def url(team_id, *parts):
@@ -71,8 +73,10 @@ async def test_duplicate_name_in_same_environment_is_409_but_other_environment_i
 
 async def test_name_of_a_deleted_secret_can_be_reused(client, api: Api, owner, team_id):
     sid = await api.secret(owner, team_id, "REUSE", "1")
-    await client.delete(url(team_id, sid), headers=api.auth(owner["token"]))
-    await api.secret(owner, team_id, "REUSE", "2")
+    deleted = await client.delete(url(team_id, sid), headers=api.auth(owner["token"]))
+    assert deleted.status == 200, await deleted.text()
+    again = await api.secret(owner, team_id, "REUSE", "2")
+    assert again != sid
 
 
 async def test_list_filters_by_environment_and_orders_by_name_without_values(client, api: Api, owner, team_id):
@@ -253,7 +257,7 @@ async def test_oversized_body_is_rejected_before_buffering(client, api: Api, own
 async def test_the_audited_read_is_prepared_once_per_connection_and_runs_a_generic_plan(
         api, owner, team_id, database_url):
     secret_id = await api.secret(owner, team_id, "DB_URL", "postgres://x")
-    statement = secrets._READ_BY_ID["charged"]
+    statement = secret_queries.READ_BY_ID["charged"]
     params = {"actor_id": uuid.UUID(owner["id"]), "actor_email": owner["email"], "ip": "10.0.0.1",
               "user_agent": "test", "token_id": None, "team_id": uuid.UUID(team_id),
               "secret_id": uuid.UUID(secret_id), "environments": None, "epoch": None,

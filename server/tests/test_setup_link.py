@@ -13,7 +13,7 @@ import httpx
 import pytest
 from aiohttp.test_utils import TestClient
 
-from cvsm_server import setup_link
+from cvsm_server.accounts import setup_link
 
 from conftest import Api, query, server_url
 from test_admin import operator

@@ -12,7 +12,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from conftest import MASTER_KEY, Api, query
-from cvsm_server.crypto import Keyring
+from cvsm_server.crypto.sealing import Keyring
 
 TOKEN_RE = re.compile(r"https://cvsm\.test/share/(shr_[A-Za-z0-9_-]{43})\Z")
 

@@ -24,8 +24,9 @@ import pytest
 
 from conftest import TEMPLATE, admin_execute, database_url_for, postgres_home, server_url
 from cvsm_server import __version__, db
-from cvsm_server.config import make_data_dir
-from cvsm_server.embedded import EmbeddedPostgres, EmbeddedStartError
+from cvsm_server.core.config import make_data_dir
+from cvsm_server.db.embedded import EmbeddedPostgres
+from cvsm_server.db.postmaster import EmbeddedStartError
 from test_workers import CONSOLE_SCRIPT, LISTENING, environment, running_postgres
 
 ROUNDS = int(os.environ.get("CVSM_TEST_STARTUP_ROUNDS", "10"))
@@ -109,8 +110,8 @@ def test_serve_and_migrate_started_together_all_come_up_on_a_fresh_and_an_existi
 def test_processes_generating_the_keys_together_all_get_the_one_written(tmp_path):
     """A fresh data dir and no CVSM_MASTER_KEY/CVSM_JWT_SECRET: starts that generate them at
     once all read the same keys, whole (each was written beside and linked into place)."""
-    script = ("import sys, base64; from pathlib import Path; from cvsm_server import keys; "
-              "from cvsm_server.config import Settings; "
+    script = ("import sys, base64; from pathlib import Path; from cvsm_server.crypto import keys; "
+              "from cvsm_server.core.config import Settings; "
               "s = Settings.from_env(); sys.stdout.write(base64.b64encode("
               "keys.load_master_key(s)).decode() + ' ' + keys.load_jwt_secret(s))")
     environ = {k: v for k, v in environment(tmp_path / "data").items()

@@ -16,8 +16,8 @@ import pytest
 from aiohttp import web
 
 from cvsm_server import db
-from cvsm_server.app import create_app
-from cvsm_server.keys import KeyMismatch
+from cvsm_server.runtime.app import create_app
+from cvsm_server.crypto.keys import KeyMismatch
 from conftest import Api, postgres_home, query
 
 
@@ -104,7 +104,7 @@ async def test_cvsm_server_serve_starts_on_embedded_postgres_with_generated_keys
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("CVSM_")}
     env["CVSM_DATA_DIR"] = str(data_dir)
-    proc = subprocess.Popen([sys.executable, "-m", "cvsm_server.cli", "serve", "--port", str(port)],
+    proc = subprocess.Popen([sys.executable, "-m", "cvsm_server.runtime.cli", "serve", "--port", str(port)],
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
         body = None

@@ -25,7 +25,8 @@ import psutil
 import pytest
 
 from conftest import Api, postgres_home, query, server_url
-from cvsm_server import audit_chain, workers
+from cvsm_server.audit import chain as audit_chain
+from cvsm_server.runtime import workers
 from cvsm_server.web.state import CHECKPOINT_SIGNER, POOL
 from test_workers import environment, running_postgres, serving
 
@@ -353,8 +354,10 @@ async def test_background_jobs_log_one_line_when_the_database_goes_and_one_when_
     from conftest import TEMPLATE, admin_execute, database_url_for
     import dataclasses
 
-    from cvsm_server import db, jobs as registry, mail_sender
-    from cvsm_server.crypto import Keyring
+    from cvsm_server import db
+    from cvsm_server.runtime import jobs as registry
+    from cvsm_server.mail import sender as mail_sender
+    from cvsm_server.crypto.sealing import Keyring
 
     name = f"t_outage_{uuid.uuid4().hex[:8]}"
     admin_execute(postgres, f"CREATE DATABASE {name} TEMPLATE {TEMPLATE}")

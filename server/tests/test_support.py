@@ -15,8 +15,8 @@ from conftest import Api, query
 from smtpbox import Mailbox
 from test_admin import make_admin
 
-from cvsm_server import support
-from cvsm_server.config import Settings
+from cvsm_server.support import service as support
+from cvsm_server.core.config import Settings
 
 SUPPORT_EMAIL = "helpdesk@example.com"
 
@@ -292,7 +292,7 @@ async def test_without_a_support_address_the_ticket_is_only_in_the_panel(
 
 
 def test_the_support_address_setting_is_one_email_address() -> None:
-    from cvsm_server.config import ConfigError
+    from cvsm_server.core.config import ConfigError
     env = {"CVSM_DATA_DIR": "/tmp/unused"}
     assert Settings.from_env(env).support_email is None
     assert Settings.from_env({**env, "CVSM_SUPPORT_EMAIL": " desk@example.com "}).support_email == \

@@ -6,7 +6,7 @@ import time
 import pyotp
 import pytest
 
-from cvsm_server.totp import match_step
+from cvsm_server.accounts.totp import match_step
 from conftest import Api, query
 
 # RFC 6238 appendix B, SHA-1 seed "12345678901234567890": (time, 8-digit TOTP).

@@ -23,8 +23,10 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from cvsm_server import db, webhook_sender, webhooks
-from cvsm_server.crypto import Keyring
+from cvsm_server import db
+from cvsm_server.outbound import webhooks as webhook_sender
+from cvsm_server.webhooks import service as webhooks
+from cvsm_server.crypto.sealing import Keyring
 from conftest import MASTER_KEY, Api, query, server_url
 
 DOCS = Path(__file__).resolve().parents[2] / "README.md"  # its "Webhooks" section

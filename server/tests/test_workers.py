@@ -35,7 +35,8 @@ import trustme
 from cryptography.hazmat.primitives import serialization
 
 from conftest import JWT_SECRET, MASTER_KEY, admin_execute, postgres_home, server_url
-from cvsm_server import db, tls
+from cvsm_server import db
+from cvsm_server.runtime import tls
 
 CONSOLE_SCRIPT = Path(sys.executable).with_name("cvsm-server")
 LISTENING = re.compile(r"cvsm-server \S+ listening on (https?://\S+) \(share links: \S+/share/…\)")
@@ -432,7 +433,7 @@ def test_four_workers_on_few_connection_slots_answer_200_concurrent_reads_withou
 
 async def test_a_busy_pool_makes_a_request_wait_for_a_connection_then_503_with_retry_after(
         database_url, monkeypatch):
-    from cvsm_server.errors import ServiceUnavailable
+    from cvsm_server.core.errors import ServiceUnavailable
 
     pool = await db.create_pool(server_url(database_url), maxsize=1)
     try:
@@ -446,7 +447,7 @@ async def test_a_busy_pool_makes_a_request_wait_for_a_connection_then_503_with_r
         async with db.connection(pool) as conn:  # waits for the one connection
             assert conn is held
             await releasing
-            monkeypatch.setattr(db, "POOL_WAIT", 0.2)
+            monkeypatch.setattr(db.pool, "POOL_WAIT", 0.2)
             with pytest.raises(ServiceUnavailable) as refused:  # it is never given back in time
                 async with db.connection(pool):
                     pass
@@ -490,7 +491,7 @@ async def test_a_free_connection_is_taken_and_given_back_without_aiopgs_slow_pat
 async def test_a_connection_given_back_goes_to_the_request_waiting_for_it(database_url,
                                                                          monkeypatch):
     pool = await db.create_pool(server_url(database_url), maxsize=1)
-    monkeypatch.setattr(db, "POOL_WAIT", 3)
+    monkeypatch.setattr(db.pool, "POOL_WAIT", 3)
     try:
         holding = asyncio.Event()
 

@@ -32,6 +32,7 @@ type Client struct {
 	logger     *slog.Logger // nil: slog.Default()
 	now        func() time.Time
 	sleep      func(context.Context, time.Duration) error
+	live       *live // the change stream of a live client (Options.Live); nil otherwise
 }
 
 // NewClient returns a client configured by opts, with the options left
@@ -62,6 +63,9 @@ func NewClient(opts Options) (*Client, error) {
 		sleep:      sleepContext,
 	}
 	c.cache = newCache(cfg.cacheTTL, cfg.stale, func() time.Time { return c.now() })
+	if cfg.live {
+		c.live = newLive()
+	}
 	return c, nil
 }
 
@@ -113,25 +117,21 @@ func (c *Client) GetWithInfo(ctx context.Context, name string) (string, Info, er
 	if v, age, ok := c.cache.get(env, name); ok {
 		return v, Info{Cached: true, Age: age}, nil
 	}
-
-	var one valueAnswer
-	query := url.Values{"environment": {env}}
-	requestID, err := c.getJSON(ctx, endpointByName, c.secretsPath()+"/by-name/"+url.PathEscape(name), query, &one)
+	c.liveStart()
+	m := c.cache.mark()
+	value, version, absent, err := c.readByName(ctx, env, name)
 	if err == nil {
-		var value string
-		if value, err = c.readValue(ctx, env, name, &one, requestID); err == nil {
-			c.cache.put(env, name, value)
-			return value, Info{}, nil
-		}
+		c.cache.put(env, name, value, m, version)
+		return value, Info{}, nil
+	}
+	if absent {
+		// The by-name read answered 404: the server answered, so no kept
+		// value is served (whatever the listing answered), and this one is
+		// forgotten.
+		c.cache.forget(env, name)
+		return "", Info{}, err
 	}
 	ce := asClientError(err)
-	if ce.Kind == KindNotFound {
-		// The by-name read answered 404: the listing tells a missing
-		// secret from a wrong team or base URL. The server answered, so
-		// no kept value is served, and this one is forgotten.
-		c.cache.forget(env, name)
-		return "", Info{}, c.notFound(ctx, name, ce)
-	}
 	if servesStale(ce) {
 		if v, age, first, ok := c.cache.getKept(env, name); ok {
 			if first {
@@ -143,12 +143,86 @@ func (c *Client) GetWithInfo(ctx context.Context, name string) (string, Info, er
 	return "", Info{}, err
 }
 
+// RefreshOption changes what Refresh does.
+type RefreshOption func(*refreshOptions)
+
+type refreshOptions struct {
+	environment string
+}
+
+// InEnvironment returns a RefreshOption that reads from environment instead
+// of the client's; that value is returned and not cached.
+func InEnvironment(environment string) RefreshOption {
+	return func(o *refreshOptions) { o.environment = environment }
+}
+
+// Refresh returns the value of the secret name read now, past the cache,
+// with one request, as Get makes it (the same errors, retries and not-found
+// listing): for the pattern "my database login failed: fetch the
+// credential again once" (rule R17). It is never answered from the cache
+// and never with a kept value (StaleIfError does not apply: the caller
+// asked for the current value). In the client's environment the cache then
+// holds the value read; with InEnvironment(other) the value is returned and
+// not cached.
+func (c *Client) Refresh(ctx context.Context, name string, opts ...RefreshOption) (string, error) {
+	o := refreshOptions{environment: c.cfg.environment}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	env := o.environment
+	if strings.TrimSpace(env) == "" {
+		return "", newError(KindConfiguration, "Refresh: the environment must not be empty (leave InEnvironment out for the client's own)")
+	}
+	if !validSecretName(name) {
+		return "", newError(KindNotFound, "%s is not a valid secret name (letters, digits and _, not starting with a digit, at most 255 characters)", quoteName(name))
+	}
+	own := env == c.cfg.environment
+	c.liveStart()
+	m := c.cache.mark()
+	value, version, absent, err := c.readByName(ctx, env, name)
+	if err != nil {
+		if own && absent {
+			c.cache.forget(env, name)
+		}
+		return "", err
+	}
+	if own {
+		c.cache.put(env, name, value, m, version)
+	}
+	return value, nil
+}
+
+// readByName reads name in env with one request (GET .../by-name/{name}),
+// opening an end-to-end team's envelope: the value and the version the
+// answer says it is (0: unknown). A 404 goes on to the listing, which
+// decides between KindNotFound and a KindConfiguration error (notFound);
+// absent then says that the by-name read answered 404.
+func (c *Client) readByName(ctx context.Context, env, name string) (value string, version int, absent bool, err error) {
+	var one valueAnswer
+	query := url.Values{"environment": {env}}
+	requestID, err := c.getJSON(ctx, endpointByName, c.secretsPath()+"/by-name/"+url.PathEscape(name), query, &one)
+	if err == nil {
+		if value, err = c.readValue(ctx, env, name, &one, requestID); err == nil {
+			var v int
+			if json.Unmarshal(one.Secret.Version, &v) == nil && v > 0 {
+				version = v
+			}
+			return value, version, false, nil
+		}
+	}
+	if ce := asClientError(err); ce.Kind == KindNotFound {
+		// The by-name read answered 404: the listing tells a missing
+		// secret from a wrong team or base URL.
+		return "", 0, true, c.notFound(ctx, env, name, ce)
+	}
+	return "", 0, false, err
+}
+
 // notFound turns the by-name read's 404 into the error Get returns, after
 // asking the listing: a 404 or 400 to the listing is a KindConfiguration
 // error (a wrong team or base URL, rule R9); a listing makes the 404 a
 // KindNotFound error that suggests a name differing only in case.
-func (c *Client) notFound(ctx context.Context, name string, byName *Error) error {
-	env := c.cfg.environment
+func (c *Client) notFound(ctx context.Context, env, name string, byName *Error) error {
 	var list listAnswer
 	query := url.Values{"environment": {env}, "search": {name}}
 	if _, err := c.getJSON(ctx, endpointList, c.secretsPath(), query, &list); err != nil {
@@ -195,6 +269,8 @@ func (c *Client) GetAllWithInfo(ctx context.Context) (map[string]string, Info, e
 	if all, age, ok := c.cache.getAll(env); ok {
 		return all, Info{Cached: true, Age: age}, nil
 	}
+	c.liveStart()
+	m := c.cache.mark()
 	var export exportAnswer
 	query := url.Values{"format": {"json"}, "environment": {env}}
 	requestID, err := c.getJSON(ctx, endpointExport, c.secretsPath()+"/export", query, &export)
@@ -216,7 +292,7 @@ func (c *Client) GetAllWithInfo(ctx context.Context) (map[string]string, Info, e
 		}
 		return nil, Info{}, err
 	}
-	c.cache.putAll(env, values)
+	c.cache.putAll(env, values, m)
 	return copyMap(values), Info{}, nil
 }
 
@@ -238,7 +314,8 @@ type (
 	}
 	valueAnswer struct {
 		Secret *struct {
-			E2E bool `json:"e2e"` // an end-to-end team's secret: the value is its envelope
+			E2E     bool            `json:"e2e"`     // an end-to-end team's secret: the value is its envelope
+			Version json.RawMessage `json:"version"` // read when it is a whole number
 		} `json:"secret"`
 		Value *string `json:"value"`
 		E2E   bool    `json:"e2e"` // the same mark beside the value, as docs/e2e.md first put it
@@ -408,8 +485,8 @@ func (c Client) String() string {
 	if c.cfg == nil {
 		return "cvsm.Client{}"
 	}
-	return fmt.Sprintf("cvsm.Client{BaseURL: %q, Team: %q, Environment: %q, CacheTTL: %s, StaleIfError: %s, Timeout: %s, MaxRetries: %d, Token: <redacted>}",
-		displayURL(c.cfg.baseURL), c.cfg.team, c.cfg.environment, c.cfg.cacheTTL, c.cfg.stale, c.cfg.timeout, c.cfg.maxRetries)
+	return fmt.Sprintf("cvsm.Client{BaseURL: %q, Team: %q, Environment: %q, CacheTTL: %s, StaleIfError: %s, Timeout: %s, MaxRetries: %d, Live: %t, Token: <redacted>}",
+		displayURL(c.cfg.baseURL), c.cfg.team, c.cfg.environment, c.cfg.cacheTTL, c.cfg.stale, c.cfg.timeout, c.cfg.maxRetries, c.cfg.live)
 }
 
 // GoString is the %#v form of the client; it also hides the token.
@@ -431,5 +508,6 @@ func (c Client) LogValue() slog.Value {
 		slog.Duration("stale_if_error", c.cfg.stale),
 		slog.Duration("timeout", c.cfg.timeout),
 		slog.Int("max_retries", c.cfg.maxRetries),
+		slog.Bool("live", c.cfg.live),
 	)
 }

@@ -126,6 +126,18 @@ type Options struct {
 	// attempt). Proxy variables and CVSM_CA_FILE are not applied to it:
 	// configure its Transport instead.
 	HTTPClient *http.Client
+	// Live keeps a live cache (rule R16): the client opens one connection
+	// to the team's change stream at its first read and keeps it until
+	// Close, and a value whose secret changes on the server stops being
+	// served from the cache at once (the next Get reads it again), so an
+	// update is seen within about a second instead of after CacheTTL. A
+	// name that does not change still costs one request per CacheTTL, and
+	// nothing polls. While the stream is down the cache works as without
+	// Live, and the client reconnects with a growing pause. False means
+	// CVSM_LIVE (1, true, yes or on; 0, false, no or off; any case;
+	// anything else is a configuration error), then off. Call Close when
+	// the client is no longer needed, to end the stream.
+	Live bool
 }
 
 // Int returns a pointer to n, for Options.MaxRetries.
@@ -137,8 +149,8 @@ func (o Options) String() string {
 	if o.MaxRetries != nil {
 		retries = strconv.Itoa(*o.MaxRetries)
 	}
-	return fmt.Sprintf("cvsm.Options{Token: %s, BaseURL: %q, Team: %q, Environment: %q, CacheTTL: %s, StaleIfError: %s, Timeout: %s, MaxRetries: %s, CAFile: %q}",
-		redactedMark(o.Token), displayURL(o.BaseURL), o.Team, o.Environment, o.CacheTTL, o.StaleIfError, o.Timeout, retries, o.CAFile)
+	return fmt.Sprintf("cvsm.Options{Token: %s, BaseURL: %q, Team: %q, Environment: %q, CacheTTL: %s, StaleIfError: %s, Timeout: %s, MaxRetries: %s, CAFile: %q, Live: %t}",
+		redactedMark(o.Token), displayURL(o.BaseURL), o.Team, o.Environment, o.CacheTTL, o.StaleIfError, o.Timeout, retries, o.CAFile, o.Live)
 }
 
 // GoString is the %#v form of the options; it also hides the token.
@@ -196,6 +208,7 @@ type config struct {
 	timeout     time.Duration
 	maxRetries  int
 	caFile      string // "" : the system store
+	live        bool   // keep a change stream (Options.Live, CVSM_LIVE)
 }
 
 // resolveConfig applies the precedence option, then environment variable,
@@ -299,6 +312,15 @@ func resolveConfig(o Options) (config, error) {
 			return config{}, err
 		}
 		c.maxRetries = retries
+	}
+
+	c.live = o.Live
+	if raw := os.Getenv(EnvLive); !c.live && strings.TrimSpace(raw) != "" {
+		on, ok := parseLive(raw)
+		if !ok {
+			return config{}, newError(KindConfiguration, "%s must be 1, true, yes or on (or 0, false, no or off), got %q", EnvLive, raw)
+		}
+		c.live = on
 	}
 
 	c.caFile = firstNonEmpty(strings.TrimSpace(o.CAFile), strings.TrimSpace(os.Getenv(EnvCAFile)))

@@ -153,7 +153,9 @@ func TestAnErrorAnswerCutOffInItsBodyIsARetriedNetworkError(t *testing.T) {
 // R2: a large export is read in one request.
 func TestR2LargeExportIsReadOnce(t *testing.T) {
 	s := newStub(t)
-	c := newTestClient(t, s, Options{Team: teamID})
+	// Decoding 11 MiB under -race on a loaded machine can pass the default 10 s attempt
+	// limit, which would retry the read and fail the test for the wrong reason.
+	c := newTestClient(t, s, Options{Team: teamID, Timeout: 2 * time.Minute})
 	var b strings.Builder
 	b.WriteString("{")
 	big := strings.Repeat("x", 1<<20)

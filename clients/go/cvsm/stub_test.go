@@ -271,7 +271,7 @@ func (r *sleepRecorder) recorded() []time.Duration {
 	return append([]time.Duration(nil), r.sleeps...)
 }
 
-var cvsmEnvVars = []string{EnvToken, EnvBaseURL, EnvTeam, EnvEnvironment, EnvCacheTTL, EnvTimeout, EnvMaxRetries, EnvCAFile, EnvStaleIfError,
+var cvsmEnvVars = []string{EnvToken, EnvBaseURL, EnvTeam, EnvEnvironment, EnvCacheTTL, EnvTimeout, EnvMaxRetries, EnvCAFile, EnvStaleIfError, EnvLive,
 	"HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy", "NO_PROXY", "no_proxy", "REQUEST_METHOD"}
 
 // clearEnv unsets every CVSM_* and proxy variable for the test (restored

@@ -19,23 +19,42 @@ import (
 // The cvsm command keeps the team key between its runs through these (see
 // internal/e2ehook); nothing else of this module can reach them.
 func init() {
-	e2ehook.Held = func(client any) (string, int, []byte, bool) {
+	e2ehook.Held = func(client any) (string, int, []byte, map[int]string, bool) {
 		c, ok := client.(*Client)
 		if !ok || c.keys == nil {
-			return "", 0, nil, false
+			return "", 0, nil, nil, false
 		}
 		held := c.keys.get()
 		if held == nil {
-			return "", 0, nil, false
+			return "", 0, nil, nil, false
 		}
-		return held.teamID, held.version, append([]byte(nil), held.keys()[held.version]...), true
+		links := map[int]string{}
+		if held.links != nil {
+			for v, l := range held.links() {
+				links[v] = l
+			}
+		}
+		return held.teamID, held.version, append([]byte(nil), held.keys()[held.version]...), links, true
 	}
-	e2ehook.Hold = func(client any, teamID string, keyVersion int, key []byte) {
-		if c, ok := client.(*Client); ok && c.keys != nil && len(key) == e2eKeySize && teamID != "" && keyVersion > 0 {
-			key = append([]byte(nil), key...)
-			keys := map[int][]byte{keyVersion: key}
-			c.keys.set(&heldKey{teamID: teamID, version: keyVersion, keys: func() map[int][]byte { return keys }})
+	e2ehook.Hold = func(client any, teamID string, keyVersion int, key []byte, links map[int]string) bool {
+		c, ok := client.(*Client)
+		if !ok || c.keys == nil || c.cfg.pin == nil || len(key) != e2eKeySize || teamID == "" || keyVersion < 1 {
+			return false
 		}
+		// A key kept on disk is trusted no more than one the server
+		// serves: it must chain back to the token's pin (issue 37).
+		key = append([]byte(nil), key...)
+		kept := make(map[int]string, len(links))
+		for v, l := range links {
+			kept[v] = l
+		}
+		keys, err := verifyChain(key, teamID, keyVersion, kept, c.cfg.pin())
+		if err != nil {
+			return false
+		}
+		c.keys.set(&heldKey{teamID: teamID, version: keyVersion,
+			keys: func() map[int][]byte { return keys }, links: func() map[int]string { return kept }})
+		return true
 	}
 }
 
@@ -47,6 +66,7 @@ type heldKey struct {
 	teamID  string
 	version int
 	keys    func() map[int][]byte
+	links   func() map[int]string // the links of the key answer, which verified it; nil: none
 }
 
 // keyring holds the team key of an end-to-end team. fetchMu makes
@@ -236,7 +256,8 @@ func (c *Client) fetchTeamKey(ctx context.Context, fits func(*heldKey) bool) (*h
 		e.RequestID = requestID
 		return nil, e
 	}
-	held := &heldKey{teamID: *answer.TeamID, version: *answer.KeyVersion, keys: func() map[int][]byte { return keys }}
+	held := &heldKey{teamID: *answer.TeamID, version: *answer.KeyVersion,
+		keys: func() map[int][]byte { return keys }, links: func() map[int]string { return links }}
 	c.keys.setIfSince(gen, held)
 	return held, nil
 }

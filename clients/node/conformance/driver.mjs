@@ -40,6 +40,7 @@ const OPTION_NAMES = {
   max_retries: 'maxRetries',
   ca_file: 'caFile',
   stale_if_error: 'staleIfError',
+  live: 'live',
 };
 
 /** DriverError is an answer with a fixed kind that no SDK error produced. */
@@ -73,7 +74,10 @@ function configOf(c) {
 
 const OPS = {
   async new_client({ options = {} }) {
+    // The client it replaces ends its change stream (a live client's).
+    const previous = client;
     client = null;
+    if (previous !== null) await previous.close();
     const opts = {};
     for (const [key, value] of Object.entries(options)) {
       opts[OPTION_NAMES[key] ?? key] = value;
@@ -89,6 +93,10 @@ const OPS = {
     const value = await requireClient().get(name);
     const stale = staleEvents.some((e) => e.method === 'get' && e.name === name);
     return stale ? { value, stale: true } : { value };
+  },
+  async refresh({ name, environment }) {
+    const options = environment === undefined ? {} : { environment };
+    return { value: await requireClient().refresh(name, options) };
   },
   async get_all() {
     staleEvents = [];
@@ -112,7 +120,7 @@ const OPS = {
     return {};
   },
   async capabilities() {
-    return { capabilities: ["tls_ca_file", "proxy_env"] };
+    return { capabilities: ['tls_ca_file', 'proxy_env', 'live', 'refresh'] };
   },
   async get_env({ names = [] }) {
     const values = {};
@@ -120,6 +128,7 @@ const OPS = {
     return { values };
   },
   async shutdown() {
+    if (client !== null) await client.close();
     return {};
   },
 };

@@ -24,7 +24,7 @@ class TtlCache {
   /** Returns the fresh value stored under `key`, or undefined when absent or no longer fresh. */
   get(key) {
     const entry = this.#live(key);
-    if (entry === undefined || this.#now() - entry.storedAt >= this.#freshMs) return undefined;
+    if (entry === undefined || entry.expired || this.#now() - entry.storedAt >= this.#freshMs) return undefined;
     return entry.value;
   }
 
@@ -42,6 +42,32 @@ class TtlCache {
   set(key, value) {
     if (this.#keptMs <= 0) return;
     this.#entries.set(key, { value, storedAt: this.#now() });
+  }
+
+  /**
+   * Makes the entry under `key` stop being fresh at once (a live client's change); it is still
+   * kept for stale-if-error until ttl + stale seconds after it was stored. Returns whether a
+   * fresh entry was there.
+   */
+  expire(key) {
+    const entry = this.#live(key);
+    if (entry === undefined || entry.expired) return false;
+    if (this.#keptMs - this.#freshMs <= 0) {
+      this.#entries.delete(key);
+    } else {
+      entry.expired = true;
+    }
+    return this.#now() - entry.storedAt < this.#freshMs;
+  }
+
+  /** Returns whether a fresh entry is stored under `key`. */
+  has(key) {
+    return this.get(key) !== undefined;
+  }
+
+  /** Returns the keys of the fresh entries. */
+  freshKeys() {
+    return [...this.#entries.keys()].filter((key) => this.has(key));
   }
 
   /** Removes every entry, kept ones included. */

@@ -10,6 +10,7 @@ const util = require('node:util');
 const { resolveConfig } = require('./config');
 const { TtlCache } = require('./cache');
 const { Transport } = require('./transport');
+const { LiveStream } = require('./live');
 const { openValue, parseEnvelope, unwrapTeamKey, verifyChain, walkDown } = require('./e2e');
 const {
   ApiError,
@@ -34,6 +35,9 @@ const NOT_END_TO_END = 'the team (CVSM_TEAM) is not end-to-end, but the token ha
 const KEY_PART_MISSING =
   'this team is end-to-end: the token needs its key part (CVSM_TOKEN must be the whole ' +
   'token as it was shown, cvsm_<64 hex>.<private key>.<key version>.<commitment>)';
+
+/** The errors of a listing made after a by-name 404: the server said the secret is gone, so no kept value answers them. */
+const AFTER_NOT_FOUND = new WeakSet();
 
 /** The type and code of the warning a stale value is logged with (process.emitWarning). */
 const STALE_WARNING = Object.freeze({ type: 'CvsmStaleWarning', code: 'CVSM_STALE_VALUE' });
@@ -115,7 +119,9 @@ function keyFor(held, version) {
  * (CVSM_TIMEOUT, seconds per attempt, default 10), `maxRetries` (CVSM_MAX_RETRIES, default 2),
  * `staleIfError` (CVSM_STALE_IF_ERROR, seconds a value is kept after it stops being fresh, to
  * answer a failed refresh; default 0, off), `caFile` (CVSM_CA_FILE, a PEM bundle trusted instead
- * of the system store); and, without a variable, `onStale` (called each time a stale value is
+ * of the system store), `live` (CVSM_LIVE, default false: keep one change stream, opened at
+ * the first read, that drops a changed value from the cache as soon as the change is announced;
+ * `close()` ends it); and, without a variable, `onStale` (called each time a stale value is
  * served) and `fetch` (a fetch function that replaces the built-in transport). The proxy
  * variables (http_proxy, https_proxy, no_proxy and their upper-case forms) are read at the
  * same time.
@@ -143,6 +149,18 @@ class Client {
   #teamKeyFetch = null;
   /** Counts clearCache() calls, so that a fetch it overtook keeps nothing. */
   #generation = 0;
+  /** The change stream of a live client (a LiveStream), or null without `live`. */
+  #live = null;
+  /** Whether close() was called: the stream is not opened again. */
+  #closed = false;
+  /** Counts the changes the stream announced, so that a fetch one overtook keeps nothing. */
+  #stamp = 0;
+  /** Name -> the stamp of its last change. */
+  #changed = new Map();
+  /** Name -> version, as the stream last said; null before a snapshot and while it is down. */
+  #latest = null;
+  /** Name -> the version its cached value holds (at least), when known. */
+  #versions = new Map();
 
   /**
    * Creates a client from `options` and the `CVSM_*` variables. Sends no request.
@@ -172,6 +190,20 @@ class Client {
       ca,
       onRefused: () => this.clearCache(),
     });
+    if (config.live) {
+      const environment = config.environment;
+      this.#live = new LiveStream({
+        open: (request) =>
+          this.#transport.openStream(`${this.#teamPath()}/secrets/changes`, { query: { environment }, ...request }),
+        onSnapshot: (versions) => this.#onSnapshot(versions),
+        onChange: (name, version) => this.#onChange(name, version),
+        onLost: () => {
+          this.#latest = null;
+        },
+        onRefused: () => this.clearCache(),
+        describe: `team ${JSON.stringify(config.team)}, environment ${JSON.stringify(environment)}`,
+      });
+    }
   }
 
   /** The API root the client calls, without a trailing slash. @type {string} */
@@ -213,6 +245,19 @@ class Client {
     return this.#config.staleIfError;
   }
 
+  /**
+   * Whether the client keeps a change stream (option `live`, CVSM_LIVE), so that a changed
+   * secret stops being served from the cache as soon as the change is announced. @type {boolean}
+   */
+  get live() {
+    return this.#config.live;
+  }
+
+  /** Whether the change stream of a live client is up now (always false without `live`). @type {boolean} */
+  get liveConnected() {
+    return this.#live !== null && this.#live.connected;
+  }
+
   /** The path of the PEM bundle trusted instead of the system store, or `null`. @type {string | null} */
   get caFile() {
     return this.#config.caFile;
@@ -248,41 +293,71 @@ class Client {
     const key = cacheKey(environment, name);
     const cached = this.#values.get(key);
     if (cached !== undefined) return cached;
+    this.#liveStart();
+    const mark = this.#mark();
 
-    let value;
+    let read;
     try {
-      const answer = await this.#transport.getJson(
-        `${this.#teamPath()}/secrets/by-name/${encodeURIComponent(name)}`,
-        {
-          query: { environment },
-          validate: SHAPES.value,
-          configuration: { 400: WRONG_ENVIRONMENT },
-        },
-      );
-      // The server marks an end-to-end team's secret (`secret.e2e`).
-      const sealed = answer.body.secret?.e2e === true || answer.body.e2e === true;
-      if (sealed && this.#privateKey === null) {
-        throw new ConfigurationError(KEY_PART_MISSING, { requestId: answer.requestId });
-      }
-      value = answer.body.value;
-      if (this.#privateKey !== null) {
-        // A token with a key part is an end-to-end team's: every value it reads must open.
-        [[, value]] = await this.#open([[name, value]], environment, answer.requestId);
-      }
+      read = await this.#readByName(name, environment);
     } catch (err) {
-      if (err instanceof SecretNotFoundError && err.status === 404) {
-        // The server said 404: a missing secret, or a wrong team or base URL. The listing
-        // decides; a kept value never answers it.
-        throw await this.#explainNotFound(environment, name, err.requestId);
-      }
+      if (err instanceof SecretNotFoundError || AFTER_NOT_FOUND.has(err)) throw err;
       const kept = this.#keptFor(this.#values, key, err);
       if (kept === undefined) throw err;
       this.#reportStale({ method: 'get', name, environment, error: err, age: kept.age }, `get\u0000${key}`);
       return kept.value;
     }
-    this.#values.set(key, value);
-    this.#warned.delete(`get\u0000${key}`);
-    return value;
+    this.#storeValue(name, read, mark);
+    return read.value;
+  }
+
+  /**
+   * Reads one secret from the server now, past the cache: the same request, errors, retries
+   * and not-found listing as `get()`, but never answered from the cache nor with a kept value
+   * (staleIfError does not apply: the caller asked for the current value). For the pattern "my
+   * database login failed: fetch the credential again once". In the client's environment the
+   * cache then holds the value read; another environment's value is returned, not cached.
+   * @param {string} name The secret's name (case-sensitive).
+   * @param {{ environment?: string }} [options] `environment`: another environment to read
+   *   (default the client's).
+   * @returns {Promise<string>} The secret's current value.
+   * @throws {SecretNotFoundError} As `get()`.
+   * @throws {CvsmError} Another subclass for any other failure, as `get()`.
+   */
+  async refresh(name, { environment } = {}) {
+    if (typeof name !== 'string') {
+      throw new TypeError('refresh(name): name must be a string');
+    }
+    const own = this.#config.environment;
+    if (environment === undefined || environment === null) environment = own;
+    if (typeof environment !== 'string' || environment === '') {
+      throw new TypeError("refresh(name, {environment}): environment must be a non-empty string, or absent for the client's own");
+    }
+    if (!SECRET_NAME_RE.test(name)) {
+      throw new SecretNotFoundError(
+        `${JSON.stringify(name)} is not a valid secret name ` +
+          '(a letter or _, then letters, digits or _, at most 255 characters)',
+      );
+    }
+    this.#liveStart();
+    const mark = this.#mark();
+    const read = await this.#readByName(name, environment);
+    if (environment === own) this.#storeValue(name, read, mark);
+    return read.value;
+  }
+
+  /**
+   * Ends a live client's change stream (at once, its connection included) and resolves once it
+   * has stopped. The client still reads afterwards, as a client without `live`. Without `live`
+   * it does nothing. Safe to call more than once.
+   * @returns {Promise<void>}
+   */
+  async close() {
+    this.#closed = true;
+    this.#latest = null;
+    if (this.#live !== null) {
+      await this.#live.close();
+      await this.#transport.closeStream();
+    }
   }
 
   /**
@@ -299,6 +374,8 @@ class Client {
     const environment = this.#config.environment;
     const cached = this.#exports.get(environment);
     if (cached !== undefined) return { ...cached };
+    this.#liveStart();
+    const mark = this.#mark();
 
     let values;
     try {
@@ -327,12 +404,18 @@ class Client {
       );
       return { ...kept.value };
     }
-    this.#exports.set(environment, values);
-    this.#warned.delete(`getAll\u0000${environment}`);
-    for (const [name, value] of Object.entries(values)) {
-      const key = cacheKey(environment, name);
-      this.#values.set(key, value);
-      this.#warned.delete(`get\u0000${key}`);
+    // A read a clearCache() or a change overtook stores nothing: what it got may be older.
+    if (mark.generation === this.#generation && mark.stamp === this.#stamp) {
+      this.#exports.set(environment, values);
+      this.#warned.delete(`getAll\u0000${environment}`);
+      for (const [name, value] of Object.entries(values)) {
+        const key = cacheKey(environment, name);
+        this.#values.set(key, value);
+        this.#warned.delete(`get\u0000${key}`);
+        const held = this.#latest?.get(name);
+        if (held !== undefined) this.#versions.set(name, held);
+        else this.#versions.delete(name);
+      }
     }
     return { ...values };
   }
@@ -380,6 +463,7 @@ class Client {
     this.#warned.clear();
     this.#teamKey = null;
     this.#teamKeyFetch = null;
+    this.#versions.clear();
     this.#generation += 1;
   }
 
@@ -396,6 +480,7 @@ class Client {
       timeout: this.timeout,
       maxRetries: this.maxRetries,
       staleIfError: this.staleIfError,
+      live: this.live,
       caFile: this.caFile,
     };
   }
@@ -403,6 +488,138 @@ class Client {
   [util.inspect.custom](depth, options, inspect = util.inspect) {
     if (depth < 0) return '[Client]';
     return `Client ${inspect(this.toJSON(), { ...options, depth: options.depth === null ? null : options.depth - 1 })}`;
+  }
+
+  /**
+   * Reads `name` by name in `environment` and returns `{value, version}` (the version the answer
+   * says, or null), opening an end-to-end team's envelope. A 404 is followed by the listing,
+   * which decides: the not-found error (with a suggestion) or a configuration error.
+   */
+  async #readByName(name, environment) {
+    let answer;
+    try {
+      answer = await this.#transport.getJson(
+        `${this.#teamPath()}/secrets/by-name/${encodeURIComponent(name)}`,
+        {
+          query: { environment },
+          validate: SHAPES.value,
+          configuration: { 400: WRONG_ENVIRONMENT },
+        },
+      );
+    } catch (err) {
+      if (err instanceof SecretNotFoundError && err.status === 404) {
+        // The server said 404: a missing secret, or a wrong team or base URL. The listing
+        // decides; a kept value never answers it, nor a failure of the listing itself.
+        let decided;
+        try {
+          decided = await this.#explainNotFound(environment, name, err.requestId);
+        } catch (listingError) {
+          AFTER_NOT_FOUND.add(listingError);
+          throw listingError;
+        }
+        throw decided;
+      }
+      throw err;
+    }
+    // The server marks an end-to-end team's secret (`secret.e2e`).
+    const sealed = answer.body.secret?.e2e === true || answer.body.e2e === true;
+    if (sealed && this.#privateKey === null) {
+      throw new ConfigurationError(KEY_PART_MISSING, { requestId: answer.requestId });
+    }
+    let value = answer.body.value;
+    if (this.#privateKey !== null) {
+      // A token with a key part is an end-to-end team's: every value it reads must open.
+      [[, value]] = await this.#open([[name, value]], environment, answer.requestId);
+    }
+    const version = Number.isSafeInteger(answer.body.secret.version) ? answer.body.secret.version : null;
+    return { value, version };
+  }
+
+  /** Opens the change stream of a live client, once, at its first read (never after close()). */
+  #liveStart() {
+    if (this.#live !== null && !this.#closed) this.#live.start();
+  }
+
+  /** Returns when a fetch begins: it stores nothing if the cache is emptied, or its name changes, before it ends. */
+  #mark() {
+    return { generation: this.#generation, stamp: this.#stamp };
+  }
+
+  /**
+   * Stores the value `read` ({value, version}) of `name` in the client's environment, fetched
+   * by a call that began at `mark`, unless the cache was emptied meanwhile, or the stream
+   * announced a newer version (or, the version unknown, a change of the name) meanwhile.
+   */
+  #storeValue(name, { value, version }, mark) {
+    if (mark.generation !== this.#generation) return;
+    const latest = this.#latest?.get(name);
+    if (version !== null && latest !== undefined) {
+      if (version < latest) return;
+    } else if ((this.#changed.get(name) ?? 0) > mark.stamp) {
+      return;
+    }
+    const key = cacheKey(this.#config.environment, name);
+    this.#values.set(key, value);
+    this.#warned.delete(`get\u0000${key}`);
+    const held = version ?? latest;
+    if (held !== undefined) this.#versions.set(name, held);
+    else this.#versions.delete(name);
+  }
+
+  /**
+   * Takes the stream's snapshot (every name's current version, on each connect): a cached value
+   * whose version is unknown or differs stops being fresh (kept for staleIfError), and so does
+   * the getAll result unless every name of it is current and no name is missing from it.
+   */
+  #onSnapshot(versions) {
+    const before = this.#latest;
+    this.#latest = new Map(versions);
+    this.#stamp += 1;
+    for (const name of new Set([...versions.keys(), ...(before?.keys() ?? [])])) {
+      if (before === null || before.get(name) !== versions.get(name)) this.#changed.set(name, this.#stamp);
+    }
+    const environment = this.#config.environment;
+    const prefix = cacheKey(environment, '');
+    const dropped = new Set();
+    for (const key of this.#values.freshKeys()) {
+      if (!key.startsWith(prefix)) continue;
+      const name = key.slice(prefix.length);
+      const held = this.#versions.get(name);
+      if (held === undefined || held !== versions.get(name)) {
+        this.#expire(name);
+        dropped.add(name);
+      }
+    }
+    const all = this.#exports.get(environment);
+    if (all !== undefined) {
+      const names = Object.keys(all);
+      if (names.length !== versions.size || names.some((name) => dropped.has(name) || !versions.has(name))) {
+        this.#exports.expire(environment);
+      }
+    }
+  }
+
+  /**
+   * Takes a `change`: `name` is now at `version` (null: deleted). Its cached value stops being
+   * fresh unless it already holds that version; the getAll result always does.
+   */
+  #onChange(name, version) {
+    if (this.#latest !== null) {
+      if (version === null) this.#latest.delete(name);
+      else this.#latest.set(name, version);
+    }
+    this.#stamp += 1;
+    this.#exports.expire(this.#config.environment);
+    const key = cacheKey(this.#config.environment, name);
+    if (version !== null && this.#values.has(key) && this.#versions.get(name) === version) return;
+    this.#changed.set(name, this.#stamp);
+    this.#expire(name);
+  }
+
+  /** Makes the cached value of `name` stop being fresh (it stays kept for staleIfError). */
+  #expire(name) {
+    this.#values.expire(cacheKey(this.#config.environment, name));
+    this.#versions.delete(name);
   }
 
   /**

@@ -28,7 +28,29 @@ const KNOWN_OPTIONS = [
   'fetch',
   'staleIfError',
   'onStale',
+  'live',
 ];
+
+/** The accepted spellings of CVSM_LIVE (rule R16), any case. */
+const LIVE_ON = new Set(['1', 'true', 'yes', 'on']);
+const LIVE_OFF = new Set(['0', 'false', 'no', 'off']);
+
+/** Returns `live`: the option when given (a boolean), else CVSM_LIVE, else false. */
+function pickLive(options, env) {
+  if (given(options.live)) {
+    if (typeof options.live !== 'boolean') {
+      throw new ConfigurationError('option live must be true or false');
+    }
+    return options.live;
+  }
+  if (given(env.CVSM_LIVE)) {
+    const text = env.CVSM_LIVE.trim().toLowerCase();
+    if (LIVE_ON.has(text)) return true;
+    if (LIVE_OFF.has(text)) return false;
+    throw new ConfigurationError('CVSM_LIVE must be 1 or 0 (or true/false, yes/no, on/off)');
+  }
+  return false;
+}
 
 /** The proxy variables for each scheme of the base URL, the first one set wins. */
 const PROXY_VARIABLES = {
@@ -153,7 +175,7 @@ function proxyFromEnv(protocol, env) {
 
 /**
  * Returns `{token, privateKey, pin, baseUrl, team, environment, cacheTtl, timeout, maxRetries,
- * staleIfError, caFile, ca, onStale, fetch, proxy, noProxy}` from `options` and `env`, or
+ * staleIfError, live, caFile, ca, onStale, fetch, proxy, noProxy}` from `options` and `env`, or
  * throws ConfigurationError naming what is missing or invalid. `token` is the API token the
  * server knows (the part before the dot of an end-to-end team's token), `privateKey` the
  * token's X25519 key part as a KeyObject (or null), `pin` its pinned key version and commitment
@@ -249,6 +271,8 @@ function resolveConfig(options = {}, env = process.env) {
     fetchFn = options.fetch;
   }
 
+  const live = pickLive(options, env);
+
   const caFile = pickString(options, 'caFile', env, 'CVSM_CA_FILE', null);
   const caSource = given(options.caFile) ? 'option caFile' : 'CVSM_CA_FILE';
   if (caFile !== null && fetchFn !== null) {
@@ -274,6 +298,7 @@ function resolveConfig(options = {}, env = process.env) {
     timeout,
     maxRetries,
     staleIfError,
+    live,
     caFile,
     ca,
     onStale,

@@ -29,6 +29,8 @@ export interface FetchAnswer {
   headers: { get(name: string): string | null };
   /** Resolves to the whole body; it must reject if the signal aborts while the body is read. */
   text(): Promise<string>;
+  /** The body as a stream of bytes: read by a live client's change stream only (a `Response` has it). */
+  body?: ReadableStream<Uint8Array> | null;
 }
 
 /**
@@ -96,6 +98,20 @@ export interface ClientOptions {
   caFile?: string;
   /** Replaces the built-in transport (no proxy variables, no `caFile` with it). */
   fetch?: FetchFunction;
+  /**
+   * Keep one change-stream connection, opened at the first read, so that a secret changed on
+   * the server stops being served from the cache as soon as the change is announced (within a
+   * second); an unchanged value still costs one request per `cacheTtl`. While the stream is down
+   * the cache works as without it. Defaults to `CVSM_LIVE` (`1`/`true`/`yes`/`on`,
+   * `0`/`false`/`no`/`off`), then `false`. {@link Client.close} ends the stream.
+   */
+  live?: boolean;
+}
+
+/** Options of {@link Client.refresh}. */
+export interface RefreshOptions {
+  /** Another environment to read (its value is returned, not cached); default the client's. */
+  environment?: string;
 }
 
 /** The effective configuration of a {@link Client}; never the token. */
@@ -114,6 +130,8 @@ export interface ClientConfig {
   maxRetries: number;
   /** Seconds a value is kept past `cacheTtl` to answer a failed refresh; 0 is off. */
   staleIfError: number;
+  /** Whether the client keeps a change stream (`live`). */
+  live: boolean;
   /** The PEM bundle trusted instead of the system store, or `null`. */
   caFile: string | null;
 }
@@ -154,6 +172,10 @@ export declare class Client {
   readonly maxRetries: number;
   /** How many seconds a value is kept after it stops being fresh, to answer a failed refresh; 0 is off. */
   readonly staleIfError: number;
+  /** Whether the client keeps a change stream (option `live`, `CVSM_LIVE`). */
+  readonly live: boolean;
+  /** Whether a live client's change stream is up now; always `false` without `live`. */
+  readonly liveConnected: boolean;
   /** The path of the PEM bundle trusted instead of the system store, or `null`. */
   readonly caFile: string | null;
   /**
@@ -178,6 +200,23 @@ export declare class Client {
    * @throws {@link CvsmError} A subclass, for the failure it names.
    */
   getAll(): Promise<Record<string, string>>;
+  /**
+   * Reads one secret from the server now, past the cache (one request, as `get` makes): for
+   * "my database login failed: fetch the credential again once". No kept value answers in its
+   * place (`staleIfError` does not apply). In the client's environment the cache then holds the
+   * value; another environment's value is returned, not cached.
+   * @param name - The secret's name (case-sensitive).
+   * @param options - `environment`: another environment to read.
+   * @returns The secret's current value.
+   * @throws {@link SecretNotFoundError} When the name is not valid (no request) or absent.
+   * @throws {@link CvsmError} Any other subclass, as `get`.
+   */
+  refresh(name: string, options?: RefreshOptions): Promise<string>;
+  /**
+   * Ends a live client's change stream and resolves once it has stopped; the client still
+   * reads afterwards, without `live`. Without `live` it does nothing.
+   */
+  close(): Promise<void>;
   /**
    * Copies {@link Client.getAll} into `process.env`, keeping variables already set unless
    * `overwrite`.

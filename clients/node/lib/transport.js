@@ -7,7 +7,8 @@
  *
  * Requests go through undici's fetch with a dispatcher made for this client: the proxy from
  * the environment (read when the client was created) and the private CA, if any. A caller's
- * `fetch` replaces both.
+ * `fetch` replaces both. A live client's change stream (`openStream`) goes through a dispatcher
+ * of its own, made the same way, whose sockets are unref'd.
  */
 
 const undici = require('undici');
@@ -52,10 +53,11 @@ function describeCause(err) {
  * proxy of the base URL's scheme is passed on, so undici never falls back to another variable
  * and never reads the environment again.
  */
-function createDispatcher({ protocol, proxy, noProxy, ca }) {
+function createDispatcher({ protocol, proxy, noProxy, ca, unref = false }) {
   const tls = ca === null ? undefined : { ca };
   try {
     return new undici.EnvHttpProxyAgent({
+      ...(unref ? unrefFactories() : {}),
       httpProxy: protocol === 'http:' && proxy ? proxy.url : '',
       httpsProxy: protocol === 'https:' && proxy ? proxy.url : '',
       noProxy,
@@ -69,6 +71,31 @@ function createDispatcher({ protocol, proxy, noProxy, ca }) {
       `${proxy ? proxy.variable : 'proxy'}: the proxy cannot be used (${err.message})`,
     );
   }
+}
+
+/**
+ * Returns the undici factories that unref every socket they connect (the change stream's
+ * dispatcher only): an open stream must not keep the process alive on its own. A read's socket
+ * stays ref'd, so that a pending read keeps the process alive until it is answered.
+ */
+function unrefFactories() {
+  const unrefConnector = (connect) => {
+    const base = typeof connect === 'function' ? connect : undici.buildConnector({ ...connect });
+    return (options, callback) =>
+      base(options, (err, socket) => {
+        if (!err && socket) {
+          socket.unref();
+          // undici refs a socket again while it carries a request: not this one's.
+          socket.ref = () => socket;
+        }
+        callback(err, socket);
+      });
+  };
+  return {
+    factory: (origin, options) => new undici.Pool(origin, { ...options, connect: unrefConnector(options.connect) }),
+    clientFactory: (origin, options) =>
+      new undici.Pool(origin, { ...options, connect: unrefConnector(options.connect) }),
+  };
 }
 
 /** A 2xx answer whose body is not the JSON the request promises; retried like a dropped connection. */
@@ -85,6 +112,10 @@ class Transport {
   #maxRetries;
   #onRefused;
   #fetch;
+  /** The fetch of the change stream: the caller's, else undici's on a dispatcher of its own (made at the first stream). */
+  #streamFetch = null;
+  #streamDispatcher = null;
+  #dispatcherOptions = null;
 
   /**
    * `fetch` is the caller's fetch function, or null for undici's fetch with a dispatcher from
@@ -99,15 +130,68 @@ class Transport {
     this.#onRefused = onRefused;
     if (fetch !== null) {
       this.#fetch = fetch;
+      this.#streamFetch = fetch;
     } else {
-      const dispatcher = createDispatcher({
-        protocol: new URL(baseUrl).protocol,
-        proxy,
-        noProxy,
-        ca,
-      });
+      this.#dispatcherOptions = { protocol: new URL(baseUrl).protocol, proxy, noProxy, ca };
+      const dispatcher = createDispatcher(this.#dispatcherOptions);
       this.#fetch = (url, init) => undici.fetch(url, { ...init, dispatcher });
     }
+  }
+
+  /**
+   * Opens the change stream at `path` (`query`, `Last-Event-ID` when `lastEventId` is not null):
+   * resolves to `{status, retryAfter, body}` once the headers arrive, within the timeout;
+   * `signal` aborts it, body included. A failure to connect is a NetworkError (never retried
+   * here: the stream has its own pauses). The stream's connection is its own, never one of the
+   * reads', and with the built-in transport its socket is unref'd.
+   */
+  async openStream(path, { query, lastEventId = null, signal }) {
+    if (this.#streamFetch === null) {
+      this.#streamDispatcher = createDispatcher({ ...this.#dispatcherOptions, unref: true });
+      const dispatcher = this.#streamDispatcher;
+      this.#streamFetch = (url, init) => undici.fetch(url, { ...init, dispatcher });
+    }
+    let url = this.#baseUrl + path;
+    const search = new URLSearchParams(query).toString();
+    if (search) url += `?${search}`;
+    const headers = {
+      Authorization: `Bearer ${this.#token}`,
+      Accept: 'text/event-stream',
+      'Cache-Control': 'no-cache',
+      'User-Agent': USER_AGENT,
+    };
+    if (lastEventId !== null) headers['Last-Event-ID'] = lastEventId;
+    const controller = new AbortController();
+    const abort = () => controller.abort();
+    signal.addEventListener('abort', abort, { once: true });
+    const timer = setTimeout(abort, this.#timeoutMs);
+    timer.unref?.();
+    // The race keeps the limit (and close) even for a fetch that ignores its signal.
+    const gaveUp = new Promise((_, reject) => {
+      controller.signal.addEventListener('abort', () => reject(new Error('aborted')), { once: true });
+    });
+    gaveUp.catch(() => {});
+    try {
+      const res = await Promise.race([
+        this.#streamFetch(url, { method: 'GET', headers, redirect: 'manual', signal: controller.signal }),
+        gaveUp,
+      ]);
+      const retryAfter = res.headers ? parseRetryAfter(res.headers.get('retry-after')) : null;
+      return { status: res.status, retryAfter, body: res.body ?? null };
+    } catch (err) {
+      if (signal.aborted) throw err;
+      const why = controller.signal.aborted ? `timed out after ${this.#timeoutMs / 1000}s` : this.#redact(describeCause(err));
+      throw new NetworkError(`GET ${path} failed: ${why}`);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  /** Closes the change stream's own connections, if any (the caller's fetch is the caller's). */
+  async closeStream() {
+    const dispatcher = this.#streamDispatcher;
+    this.#streamDispatcher = null;
+    if (dispatcher !== null) await dispatcher.destroy().catch(() => {});
   }
 
   /**

@@ -502,6 +502,7 @@ describe('configuration', () => {
       timeout: 2.5,
       maxRetries: 0,
       staleIfError: 0,
+      live: false,
       caFile: null,
     });
   });

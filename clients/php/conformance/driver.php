@@ -7,6 +7,10 @@ declare(strict_types=1);
  * against a Cvsm\Client and writes one JSON response per line on stdout, as
  * conformance/PROTOCOL.md specifies. Error kinds come from exception types, never messages.
  * Run from anywhere: `php clients/php/conformance/driver.php`.
+ *
+ * A live client's change stream is pumped while the driver waits for the next request (as a
+ * long-running worker's loop does, PROTOCOL.md "Porting live and refresh", step 4), so its
+ * events are taken as they arrive, not only at the next read.
  */
 
 ini_set('display_errors', 'stderr');
@@ -110,6 +114,10 @@ function handle(string $op, array $args, ?Client &$client): array|\stdClass
             $result = ['values' => (object) $need()->getAll()];
 
             return StaleSignal::$seen ? $result + ['stale' => true] : $result;
+        case 'refresh':
+            $environment = $args['environment'] ?? null;
+
+            return ['value' => $need()->refresh((string) ($args['name'] ?? ''), $environment === null ? null : (string) $environment)];
         case 'inject':
             return ['names' => $need()->inject((bool) ($args['overwrite'] ?? false))];
         case 'clear_cache':
@@ -128,7 +136,7 @@ function handle(string $op, array $args, ?Client &$client): array|\stdClass
 
             return new \stdClass();
         case 'capabilities':
-            return ['capabilities' => ['tls_ca_file', 'proxy_env']];
+            return ['capabilities' => ['tls_ca_file', 'proxy_env', 'live', 'refresh']];
         case 'get_env':
             $values = [];
             foreach ((array) ($args['names'] ?? []) as $name) {
@@ -162,8 +170,26 @@ function respond(array $response): void
     fflush(STDOUT);
 }
 
+/**
+ * nextLine returns the next request line, or false at the end of input; while a live client
+ * waits for it, the client's stream is pumped (20 ms at a time).
+ */
+function nextLine(?Client $client): string|false
+{
+    while ($client !== null && $client->isLive()) {
+        $read = [STDIN];
+        $none = null;
+        if (stream_select($read, $none, $none, 0) !== 0) {
+            break; // a line (or the end of input) is there, or select failed: fgets decides
+        }
+        $client->poll(0.02);
+    }
+
+    return fgets(STDIN);
+}
+
 $client = null;
-while (($line = fgets(STDIN)) !== false) {
+while (($line = nextLine($client)) !== false) {
     if (trim($line) === '') {
         continue;
     }

@@ -18,6 +18,7 @@ use Cvsm\Internal\Config;
 use Cvsm\Internal\E2e;
 use Cvsm\Internal\E2eError;
 use Cvsm\Internal\HttpTransport;
+use Cvsm\Internal\LiveStream;
 use Cvsm\Internal\UnreadableResponse;
 use Psr\Log\LoggerInterface;
 
@@ -29,7 +30,7 @@ use Psr\Log\LoggerInterface;
  *     $dsn = $cvsm->get('DATABASE_URL');
  *
  * The token (with its key part, for an end-to-end team), the team key, the cached values, the
- * callbacks and the transport (with its curl options or PSR-18 client) live outside the object's
+ * callbacks, a live client's change stream and the transport (with its curl options or PSR-18 client) live outside the object's
  * properties, so var_dump, print_r, var_export, json_encode and (array) casts never show them;
  * the client cannot be serialized.
  *
@@ -63,7 +64,7 @@ class Client
      * of an end-to-end team, transport, cache, callbacks, and the names whose stale value was
      * logged), keyed by the client's $key object and so kept out of its properties.
      *
-     * @var \WeakMap<object, array{token: string, private_key: ?string, pin: ?array{0: int, 1: string}, team_key: ?array{team_id: string, version: int, keys: array<int, string>, links: array<int, string>}, transport: HttpTransport, cache: Cache, on_stale: ?\Closure, logger: ?LoggerInterface, warned: array<string, true>}>|null
+     * @var \WeakMap<object, array{token: string, private_key: ?string, pin: ?array{0: int, 1: string}, team_key: ?array{team_id: string, version: int, keys: array<int, string>, links: array<int, string>}, transport: HttpTransport, cache: Cache, on_stale: ?\Closure, logger: ?LoggerInterface, warned: array<string, true>, live: ?LiveStream, closed: bool}>|null
      */
     private static ?\WeakMap $vault = null;
 
@@ -102,9 +103,16 @@ class Client
      * - logger: a PSR-3 logger (Psr\Log\LoggerInterface) that gets one warning per secret served
      *   stale; without one the warning goes to error_log()
      *
+     * - live (CVSM_LIVE: 1/true/yes/on or 0/false/no/off, any case; default off): keep one
+     *   connection to the team's change stream, opened at the first read, so that a value whose
+     *   secret changed stops being served from the cache as soon as its event arrives (rule R16).
+     *   PHP has no thread to follow it on: every read applies what arrived before it, without
+     *   blocking, and a long-running worker calls poll() from its loop (see "Live cache" in the
+     *   README). It needs the built-in curl transport (not "http_client")
+     *
      * Proxies come from http_proxy, HTTPS_PROXY, no_proxy and the like, read now.
      *
-     * @param array{token?: string, base_url?: string, team?: string, environment?: string, cache_ttl?: int, timeout?: int|float, max_retries?: int, ca_file?: string, curl_options?: array<int, mixed>, stale_if_error?: int, on_stale?: callable(StaleRead): mixed, logger?: LoggerInterface, http_client?: \Psr\Http\Client\ClientInterface, request_factory?: \Psr\Http\Message\RequestFactoryInterface} $options
+     * @param array{token?: string, base_url?: string, team?: string, environment?: string, cache_ttl?: int, timeout?: int|float, max_retries?: int, ca_file?: string, curl_options?: array<int, mixed>, stale_if_error?: int, on_stale?: callable(StaleRead): mixed, logger?: LoggerInterface, http_client?: \Psr\Http\Client\ClientInterface, request_factory?: \Psr\Http\Message\RequestFactoryInterface, live?: bool} $options
      *        the options above; every one may be left out
      * @throws ConfigurationException when a required setting is missing (the message names its
      *                                variable, such as "CVSM_TOKEN is not set") or a value is
@@ -134,6 +142,8 @@ class Client
             'on_stale' => $onStale,
             'logger' => $logger,
             'warned' => [],
+            'live' => null,
+            'closed' => false,
         ];
     }
 
@@ -164,48 +174,120 @@ class Client
      */
     public function get(string $name): string
     {
-        if (!preg_match(self::SECRET_NAME, $name)) {
-            throw new SecretNotFoundException(
-                sprintf('secret name "%s" is not valid: use letters, digits and "_", not starting with a digit, at most 255 characters', self::printable($name)),
-                null,
-                $name
-            );
-        }
+        self::checkName($name);
         $environment = $this->config->environment;
         $key = self::valueKey($environment, $name);
-        $cache = $this->cache();
-        $fresh = $cache->fresh($key);
+        $this->pumpLive();
+        $fresh = $this->cache()->fresh($key);
         if ($fresh !== null) {
             return $fresh;
         }
 
         try {
-            /** @var array{0: string, 1: bool} $answer */
-            $answer = $this->request(
-                $this->teamPath() . '/secrets/by-name/' . rawurlencode($name),
-                ['environment' => $environment],
-                static fn (mixed $answer): array => is_object($answer) && is_object($answer->secret ?? null) && is_string($answer->value ?? null)
-                    ? [$answer->value, ($answer->secret->e2e ?? $answer->e2e ?? false) === true]
-                    : throw new UnreadableResponse('not {"secret": {...}, "value": "..."}'),
-                [400 => HttpTransport::CHECK_ENVIRONMENT],
-                $requestId
-            );
-            [$value, $sealed] = $answer;
-            if (self::$vault[$this->key]['private_key'] !== null) {
-                $value = $this->open([$name => $value], $environment, $name, $requestId)[$name];
-            } elseif ($sealed) {
-                throw new ConfigurationException(sprintf(self::NEEDS_KEY_PART, sprintf('secret "%s"', $name)));
-            }
+            [$value, $version] = $this->readByName($name, $environment);
         } catch (SecretNotFoundException $e) {
             throw $this->notFound($environment, $name, $e);
         } catch (CvsmException $e) {
             /** @var string */
             return $this->kept($key, $e, $name);
         }
-        $cache->put($key, $value);
-        $this->forgetWarning($key);
+        $this->store($name, $value, $version);
 
         return $value;
+    }
+
+    /**
+     * Reads the secret $name now, past the cache, for the pattern "my database login failed:
+     * fetch the credential again once" (rule R17): the same request, errors, retries and
+     * not-found listing as get(), but never answered from the cache and never with a kept value
+     * (stale_if_error does not apply: the caller asked for the current value). Without
+     * $environment, or with the client's own, the cache then holds the value read; another
+     * environment's value is returned and not cached.
+     *
+     *     try {
+     *         $pdo = new PDO($dsn, 'app', $cvsm->get('DB_PASSWORD'));
+     *     } catch (PDOException $e) {
+     *         $pdo = new PDO($dsn, 'app', $cvsm->refresh('DB_PASSWORD')); // once, then give up
+     *     }
+     *
+     * @throws SecretNotFoundException as get() does
+     * @throws ConfigurationException  as get() does, and when $environment is ""
+     * @throws DecryptionException     as get() does
+     * @throws CvsmException           on any other failure, never answered by a kept value
+     */
+    public function refresh(string $name, ?string $environment = null): string
+    {
+        if ($environment === '') {
+            throw new ConfigurationException('refresh: the environment must be a non-empty string, or null for the client\'s own');
+        }
+        $own = $this->config->environment;
+        $environment ??= $own;
+        self::checkName($name);
+        $this->pumpLive();
+        try {
+            [$value, $version] = $this->readByName($name, $environment);
+        } catch (SecretNotFoundException $e) {
+            throw $this->notFound($environment, $name, $e);
+        }
+        if ($environment === $own) {
+            $this->store($name, $value, $version);
+        }
+
+        return $value;
+    }
+
+    /**
+     * Lets a live client's change stream work for up to $seconds (a long-running worker calls it
+     * from its loop; see "Live cache" in the README): it applies the changes that arrived,
+     * reconnects when its pause is over, and returns as soon as it applied an event, or when
+     * $seconds have passed (0: without waiting at all). Returns the number of events applied.
+     * Without live, before the first read opened the stream, or after close(), it only waits
+     * $seconds. get(), getAll() and refresh() pump the stream the same way, without waiting,
+     * before they look at the cache.
+     */
+    public function poll(float $seconds = 0.0): int
+    {
+        if ($this->liveStream() === null) {
+            if ($seconds > 0) {
+                usleep((int) round($seconds * 1_000_000));
+            }
+
+            return 0;
+        }
+
+        return $this->pumpLive($seconds);
+    }
+
+    /** Tells whether the client was built with live (option "live" or CVSM_LIVE). */
+    public function isLive(): bool
+    {
+        return $this->config->live;
+    }
+
+    /** Tells whether a live client's change stream is up now: connected and its snapshot taken. */
+    public function isLiveConnected(): bool
+    {
+        return $this->liveStream()?->isConnected() ?? false;
+    }
+
+    /**
+     * Ends a live client's change stream (its connection is closed and not opened again); the
+     * client then reads as without live. Destroying the client does the same. Nothing without live.
+     */
+    public function close(): void
+    {
+        $state = self::$vault[$this->key];
+        $state['live']?->close();
+        $state['closed'] = true;
+        self::$vault[$this->key] = $state;
+    }
+
+    /** Ends a live client's change stream when the client goes away, as close() does. */
+    public function __destruct()
+    {
+        if (isset($this->key) && self::$vault !== null && isset(self::$vault[$this->key])) {
+            self::$vault[$this->key]['live']?->close();
+        }
     }
 
     /**
@@ -226,6 +308,7 @@ class Client
     {
         $environment = $this->config->environment;
         $key = self::allKey($environment);
+        $this->pumpLive();
         $cache = $this->cache();
         $fresh = $cache->fresh($key);
         if ($fresh !== null) {
@@ -269,8 +352,9 @@ class Client
 
         $cache->put($key, $values);
         $this->forgetWarning($key);
+        $live = $this->liveStream();
         foreach ($values as $name => $value) {
-            $cache->put(self::valueKey($environment, (string) $name), $value);
+            $cache->put(self::valueKey($environment, (string) $name), $value, $live?->latestVersion((string) $name));
             $this->forgetWarning(self::valueKey($environment, (string) $name));
         }
 
@@ -430,6 +514,8 @@ class Client
         $state['cache'] = new Cache($this->config->cacheTtl, $this->config->staleIfError);
         $state['team_key'] = null;
         $state['warned'] = [];
+        $state['live'] = null; // the copy opens a stream of its own at its first read
+        $state['closed'] = false;
         self::$vault[$this->key] = $state;
     }
 
@@ -795,13 +881,123 @@ class Client
     /** Names the cache entry of one secret: per environment and name. */
     private static function valueKey(string $environment, string $name): string
     {
-        return 'get' . "\0" . $environment . "\0" . $name;
+        return Cache::valueKey($environment, $name);
     }
 
     /** Names the cache entry of getAll()'s whole result for an environment. */
     private static function allKey(string $environment): string
     {
-        return 'all' . "\0" . $environment;
+        return Cache::allKey($environment);
+    }
+
+    /**
+     * Pumps a live client's change stream without blocking (opening it at the first read), so
+     * that what arrived before a read is applied before the cache answers it; empties the cache
+     * when the stream was refused (401, 403) or ended with a refusal. Nothing without live.
+     */
+    private function pumpLive(float $wait = 0.0): int
+    {
+        $live = $this->liveStream(true);
+        if ($live === null) {
+            return 0;
+        }
+        $applied = $live->pump($wait);
+        if ($live->takeForget()) {
+            $this->clearCache();
+        }
+
+        return $applied;
+    }
+
+    /** Returns the change stream of a live client, made when $open and none is (not after close()); else null. */
+    private function liveStream(bool $open = false): ?LiveStream
+    {
+        $state = self::$vault[$this->key];
+        if ($state['live'] !== null || !$open || !$this->config->live || $state['closed']) {
+            return $state['live'];
+        }
+        $logger = $state['logger'];
+        $log = static function (string $level, string $message) use ($logger): void {
+            if ($logger !== null) {
+                $logger->log($level, $message);
+            } elseif ($level === 'warning') {
+                error_log($message);
+            }
+        };
+        $state['live'] = new LiveStream(
+            $state['transport'],
+            $this->config->baseUrl . $this->teamPath() . '/secrets/changes?' . http_build_query(['environment' => $this->config->environment], '', '&', PHP_QUERY_RFC3986),
+            $state['token'],
+            $state['cache'],
+            $this->config->environment,
+            sprintf('team "%s", environment "%s"', self::printable($this->config->team), self::printable($this->config->environment)),
+            $log
+        );
+        self::$vault[$this->key] = $state;
+
+        return $state['live'];
+    }
+
+    /**
+     * Reads $name by name in $environment (opening an end-to-end team's envelope) and returns
+     * [value, the secret's version when the answer says it]; a 404 throws the
+     * SecretNotFoundException that notFound() then decides.
+     *
+     * @return array{0: string, 1: ?int}
+     * @throws CvsmException
+     */
+    private function readByName(string $name, string $environment): array
+    {
+        /** @var array{0: string, 1: bool, 2: ?int} $answer */
+        $answer = $this->request(
+            $this->teamPath() . '/secrets/by-name/' . rawurlencode($name),
+            ['environment' => $environment],
+            static fn (mixed $answer): array => is_object($answer) && is_object($answer->secret ?? null) && is_string($answer->value ?? null)
+                ? [$answer->value, ($answer->secret->e2e ?? $answer->e2e ?? false) === true, is_int($answer->secret->version ?? null) ? $answer->secret->version : null]
+                : throw new UnreadableResponse('not {"secret": {...}, "value": "..."}'),
+            [400 => HttpTransport::CHECK_ENVIRONMENT],
+            $requestId
+        );
+        [$value, $sealed, $version] = $answer;
+        if (self::$vault[$this->key]['private_key'] !== null) {
+            $value = $this->open([$name => $value], $environment, $name, $requestId)[$name];
+        } elseif ($sealed) {
+            throw new ConfigurationException(sprintf(self::NEEDS_KEY_PART, sprintf('secret "%s"', $name)));
+        }
+
+        return [$value, $version];
+    }
+
+    /**
+     * Caches $value of $name (the client's environment) read at $version, unless a live
+     * client's stream already announced a newer version than the answer's.
+     */
+    private function store(string $name, #[\SensitiveParameter] string $value, ?int $version): void
+    {
+        $latest = $this->liveStream()?->latestVersion($name);
+        if ($version !== null && $latest !== null && $version < $latest) {
+            return;
+        }
+        $key = self::valueKey($this->config->environment, $name);
+        $this->cache()->put($key, $value, $version);
+        $this->forgetWarning($key);
+    }
+
+    /**
+     * Throws the not-found error of a name that is not a valid secret name, without a request
+     * (rule R10).
+     *
+     * @throws SecretNotFoundException
+     */
+    private static function checkName(string $name): void
+    {
+        if (!preg_match(self::SECRET_NAME, $name)) {
+            throw new SecretNotFoundException(
+                sprintf('secret name "%s" is not valid: use letters, digits and "_", not starting with a digit, at most 255 characters', self::printable($name)),
+                null,
+                $name
+            );
+        }
     }
 
     /** Shortens a name for an error message and hides its control characters. */

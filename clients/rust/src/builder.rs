@@ -73,6 +73,15 @@ impl ClientBuilder {
         self
     }
 
+    /// Turns the live cache on (`true`), or leaves it to `CVSM_LIVE` (`false`):
+    /// one connection to the team's change stream makes a changed secret
+    /// stop being served from the cache at once. See [`Client`]'s "Live
+    /// cache".
+    pub fn live(mut self, live: bool) -> Self {
+        self.options.live = live;
+        self
+    }
+
     /// Sets the limit for each HTTP attempt, body included.
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.options.timeout = Some(timeout);

@@ -12,6 +12,7 @@ use crate::cache::{lock, Cache};
 use crate::e2e::{Envelope, Failure, TeamKey, TokenKey};
 use crate::error::{Error, Result};
 use crate::http::HttpClient;
+use crate::live::{Live, Stream};
 use crate::options::{ClientOptions, Config, Redacted};
 use crate::served::Served;
 use crate::transport::{encode, Answer, Endpoint, Transport};
@@ -39,10 +40,37 @@ const KEYLESS: &str = "this team is end-to-end: the token (CVSM_TOKEN) needs its
 /// the token (`GET /teams/{team}/e2e/key`), which it keeps until
 /// [`clear_cache`](Client::clear_cache); a value that does not open is an
 /// [`Error::Decryption`].
+///
+/// # Live cache
+///
+/// With [`ClientOptions::live`] (or `CVSM_LIVE=1`) the client keeps one
+/// connection to the team's change stream, opened by its first read and
+/// shared by every name it reads: a changed secret stops being served from
+/// the cache as soon as the server announces it (within milliseconds), so
+/// the next [`get`](Client::get) reads the new value, while a secret that
+/// does not change still costs one request per `cache_ttl`. The stream
+/// carries names and versions, never values. It is followed on one thread
+/// per client, which ends when the client is [closed](Client::close) or
+/// dropped. While the stream is down the cache works as without `live`
+/// (`cache_ttl`, stale-if-error) and the thread reconnects with a growing,
+/// jittered pause (at least 300 s after a 401, 403 or 404).
+///
+/// ```no_run
+/// let client = cvsm::Client::new(cvsm::ClientOptions {
+///     live: true,
+///     ..Default::default()
+/// })?;
+/// let password = client.get("DB_PASSWORD")?; // a rotation is seen within a second
+/// # let _ = password;
+/// # Ok::<(), cvsm::Error>(())
+/// ```
 pub struct Client {
     config: Config,
-    transport: Transport,
-    cache: Mutex<Cache>,
+    transport: Arc<Transport>,
+    /// cache is shared with the live cache's thread, if any.
+    cache: Arc<Mutex<Cache>>,
+    /// live is the change stream's handle of a live client.
+    live: Option<Live>,
     /// key_fetch is held while the team key is fetched, so that concurrent
     /// first reads of an end-to-end team fetch it once.
     key_fetch: Mutex<()>,
@@ -76,9 +104,10 @@ impl Client {
         let transport = Transport::new(&config, http)?;
         let cache = Cache::new(config.cache_ttl, config.stale_if_error);
         Ok(Client {
+            live: config.live.then(Live::new),
             config,
-            transport,
-            cache: Mutex::new(cache),
+            transport: Arc::new(transport),
+            cache: Arc::new(Mutex::new(cache)),
             key_fetch: Mutex::new(()),
         })
     }
@@ -125,47 +154,100 @@ impl Client {
     /// stale value: it empties the cache. No other error does either.
     pub fn get_with_meta(&self, name: &str) -> Result<Served<String>> {
         if !is_secret_name(name) {
-            return Err(Error::not_found(
-                format!("{name:?} is not a valid secret name (letters, digits and _, not starting with a digit, at most 255)"),
-                None,
-                None,
-            ));
+            return Err(invalid_name(name));
         }
         let environment = self.config.environment.as_str();
-        let generation = {
-            let cache = self.cache();
-            if let Some(value) = cache.fresh_value(environment, name, Instant::now()) {
-                return Ok(Served::fresh(value));
-            }
-            cache.generation()
-        };
-        let read = self
-            .transport
-            .get_answer::<ByName>(
-                Endpoint::ByName,
-                &format!("{}/secrets/by-name/{}", self.team_path(), encode(name)),
-                &[("environment", environment)],
-            )
-            .and_then(|answer| self.reveal(environment, name, answer.body, answer.request_id));
-        let err = match read {
-            Ok(value) => {
-                let mut cache = self.cache();
-                // Not after a clear_cache or 401/403 while the read was in flight.
-                if cache.generation() == generation {
-                    cache.store_value(environment, name, &value, Instant::now());
-                }
+        if let Some(value) = self.cache().fresh_value(environment, name, Instant::now()) {
+            return Ok(Served::fresh(value));
+        }
+        self.live_start();
+        let mark = self.cache().mark();
+        let err = match self.read(environment, name) {
+            Ok((value, version)) => {
+                // Not after a clear_cache or 401/403, nor (live) a change of
+                // the secret, while the read was in flight.
+                self.cache()
+                    .store_value(environment, name, &value, version, mark, Instant::now());
                 return Ok(Served::fresh(value));
             }
             // The server knows no such secret here, or no such team: the
             // listing decides which, and no kept value stands in for it.
             Err(Error::NotFound { request_id, .. }) => {
-                return Err(self.guard(self.absent(name, request_id)));
+                return Err(self.guard(self.absent(environment, name, request_id)));
             }
             Err(err) => err,
         };
         self.stale_or(err, Some(name), |cache, now| {
             cache.kept_value(environment, name, now)
         })
+    }
+
+    /// Returns the value of the secret `name` in the configured environment
+    /// read now, past the cache: one request, whatever the cache holds. The
+    /// cache then holds the value read.
+    ///
+    /// It is for the pattern "my database login failed: fetch the credential
+    /// again once", after a rotation the cache has not seen yet:
+    ///
+    /// ```no_run
+    /// # fn connect(_: &str) -> Result<(), ()> { Ok(()) }
+    /// # let client = cvsm::Client::from_env()?;
+    /// if connect(&client.get("DB_PASSWORD")?).is_err() {
+    ///     let _ = connect(&client.refresh("DB_PASSWORD")?); // once, not in a loop
+    /// }
+    /// # Ok::<(), cvsm::Error>(())
+    /// ```
+    ///
+    /// Its request, errors, retries and not-found listing are those of
+    /// [`get`](Client::get), but no cached value ever answers it, not even
+    /// with `stale_if_error` set: the caller asked for the current value.
+    pub fn refresh(&self, name: &str) -> Result<String> {
+        self.refresh_in(name, &self.config.environment)
+    }
+
+    /// Works as [`refresh`](Client::refresh) in `environment`: the client's
+    /// own environment's value is then cached, another environment's is
+    /// returned and not cached. An empty `environment` is an
+    /// [`Error::Configuration`].
+    pub fn refresh_in(&self, name: &str, environment: &str) -> Result<String> {
+        if environment.trim().is_empty() {
+            return Err(Error::configuration(
+                "refresh_in: the environment must not be empty",
+            ));
+        }
+        if !is_secret_name(name) {
+            return Err(invalid_name(name));
+        }
+        let own = environment == self.config.environment;
+        self.live_start();
+        let mark = self.cache().mark();
+        let (value, version) = match self.read(environment, name) {
+            Ok(read) => read,
+            Err(Error::NotFound { request_id, .. }) => {
+                return Err(self.guard(self.absent(environment, name, request_id)));
+            }
+            Err(err) => return Err(self.guard(err)),
+        };
+        if own {
+            self.cache()
+                .store_value(environment, name, &value, version, mark, Instant::now());
+        }
+        Ok(value)
+    }
+
+    /// Stops a live client's change stream (see "Live cache" above);
+    /// dropping the client does too. Reads keep working, with the plain
+    /// cache. Without `live` it does nothing.
+    pub fn close(&self) {
+        if let Some(live) = &self.live {
+            live.close();
+        }
+    }
+
+    /// Tells whether a live client's change stream is up now (its snapshot
+    /// received); always false without `live`.
+    pub fn live_connected(&self) -> bool {
+        self.live.as_ref().is_some_and(Live::connected)
     }
 
     /// Returns every secret of the configured environment as name ->
@@ -184,13 +266,11 @@ impl Client {
     /// [`get_with_meta`](Client::get_with_meta) does for one name.
     pub fn get_all_with_meta(&self) -> Result<Served<BTreeMap<String, String>>> {
         let environment = self.config.environment.as_str();
-        let generation = {
-            let cache = self.cache();
-            if let Some(values) = cache.fresh_all(environment, Instant::now()) {
-                return Ok(Served::fresh(values));
-            }
-            cache.generation()
-        };
+        if let Some(values) = self.cache().fresh_all(environment, Instant::now()) {
+            return Ok(Served::fresh(values));
+        }
+        self.live_start();
+        let mark = self.cache().mark();
         let export = self
             .transport
             .get_answer::<BTreeMap<String, String>>(
@@ -210,11 +290,10 @@ impl Client {
             });
         match export {
             Ok(values) => {
-                let mut cache = self.cache();
-                // Not after a clear_cache or 401/403 while the export was in flight.
-                if cache.generation() == generation {
-                    cache.store_all(environment, &values, Instant::now());
-                }
+                // Not after a clear_cache or 401/403, nor (live) any change,
+                // while the export was in flight.
+                self.cache()
+                    .store_all(environment, &values, mark, Instant::now());
                 Ok(Served::fresh(values))
             }
             Err(err) => self.stale_or(err, None, |cache, now| cache.kept_all(environment, now)),
@@ -302,6 +381,12 @@ impl Client {
         self.config.max_retries
     }
 
+    /// Returns whether the client keeps a live cache (see "Live cache"
+    /// above).
+    pub fn live(&self) -> bool {
+        self.config.live
+    }
+
     /// Returns the PEM bundle trusted instead of the built-in roots,
     /// when one is configured.
     pub fn ca_file(&self) -> Option<&Path> {
@@ -313,12 +398,46 @@ impl Client {
         format!("/teams/{}", encode(&self.config.team))
     }
 
+    /// live_start opens a live client's change stream, once, at its first
+    /// read.
+    fn live_start(&self) {
+        if let Some(live) = &self.live {
+            live.start(|| Stream {
+                transport: Arc::clone(&self.transport),
+                cache: Arc::clone(&self.cache),
+                path: format!("{}/secrets/changes", self.team_path()),
+                environment: self.config.environment.clone(),
+                describe: format!(
+                    "team {:?}, environment {:?}",
+                    self.config.team, self.config.environment
+                ),
+            });
+        }
+    }
+
+    /// read reads `name` by name in `environment` (one request, opened for
+    /// an end-to-end team): its value and the version the answer says. A
+    /// 404 is the by-name answer's not-found error, for
+    /// [`absent`](Client::absent) to settle.
+    fn read(&self, environment: &str, name: &str) -> Result<(String, Option<i64>)> {
+        self.transport
+            .get_answer::<ByName>(
+                Endpoint::ByName,
+                &format!("{}/secrets/by-name/{}", self.team_path(), encode(name)),
+                &[("environment", environment)],
+            )
+            .and_then(|answer| {
+                let version = answer.body.version();
+                let value = self.reveal(environment, name, answer.body, answer.request_id)?;
+                Ok((value, version))
+            })
+    }
+
     /// absent settles a by-name 404 with the listing: a listing means the
     /// name is absent (the not-found error carries the by-name answer's
     /// request id and a name differing only in case); a 404 or 400 to the
     /// listing is the configuration error of a wrong team or base URL.
-    fn absent(&self, name: &str, request_id: Option<String>) -> Error {
-        let environment = self.config.environment.as_str();
+    fn absent(&self, environment: &str, name: &str, request_id: Option<String>) -> Error {
         let list = match self.transport.get_json::<SecretList>(
             Endpoint::List,
             &format!("{}/secrets", self.team_path()),
@@ -574,10 +693,27 @@ impl fmt::Debug for Client {
             .field("timeout", &self.config.timeout)
             .field("max_retries", &self.config.max_retries)
             .field("ca_file", &self.config.ca_file)
+            .field("live", &self.config.live)
             .field("token", &Redacted)
             .field("token_key", &self.config.key.as_ref().map(|_| Redacted))
             .finish_non_exhaustive()
     }
+}
+
+impl Drop for Client {
+    /// Stops a live client's change stream, as [`close`](Client::close).
+    fn drop(&mut self) {
+        self.close();
+    }
+}
+
+/// invalid_name is the error of a name that is not a valid secret name.
+fn invalid_name(name: &str) -> Error {
+    Error::not_found(
+        format!("{name:?} is not a valid secret name (letters, digits and _, not starting with a digit, at most 255)"),
+        None,
+        None,
+    )
 }
 
 /// is_secret_name reports whether `name` is a valid secret name:

@@ -65,6 +65,7 @@ pub struct HttpRequest {
     pub(crate) url: String,
     pub(crate) headers: Vec<(&'static str, String)>,
     pub(crate) timeout: Duration,
+    pub(crate) stream: bool,
 }
 
 impl HttpRequest {
@@ -82,9 +83,20 @@ impl HttpRequest {
     }
 
     /// Returns how long the whole exchange may take, from connecting to the
-    /// last byte of the body.
+    /// last byte of the body; for a [stream](HttpRequest::is_stream), how
+    /// long connecting and each wait for a byte may take.
     pub fn timeout(&self) -> Duration {
         self.timeout
+    }
+
+    /// Tells whether this is a live client's change stream
+    /// (`Accept: text/event-stream`), whose body lasts as long as the
+    /// client: its [`timeout`](HttpRequest::timeout) bounds connecting and
+    /// each wait for a byte (the server sends one at least every 15 s), not
+    /// the whole exchange. An implementation that bounds the whole exchange
+    /// anyway makes the client reconnect each time.
+    pub fn is_stream(&self) -> bool {
+        self.stream
     }
 }
 
@@ -106,6 +118,7 @@ impl fmt::Debug for HttpRequest {
             .field("url", &self.url)
             .field("headers", &headers)
             .field("timeout", &self.timeout)
+            .field("stream", &self.stream)
             .finish()
     }
 }

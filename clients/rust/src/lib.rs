@@ -12,8 +12,8 @@
 //!
 //! Options left `None` come from `CVSM_TOKEN`, `CVSM_BASE_URL`, `CVSM_TEAM`,
 //! `CVSM_ENVIRONMENT`, `CVSM_CACHE_TTL`, `CVSM_TIMEOUT`, `CVSM_MAX_RETRIES`,
-//! `CVSM_CA_FILE` and `CVSM_STALE_IF_ERROR`. A `get` is one request (by
-//! name). Values are cached per client for 30 seconds by default; failed
+//! `CVSM_CA_FILE`, `CVSM_STALE_IF_ERROR` and `CVSM_LIVE`. A `get` is one
+//! request (by name); [`Client::refresh`] is one past the cache. Values are cached per client for 30 seconds by default; failed
 //! GETs are retried on network errors and 502/503/504. Every failure is a
 //! [`cvsm::Error`](Error) variant carrying its status, request id and
 //! suggestion.
@@ -22,6 +22,10 @@
 //! 5xx or a 429 answers with the value kept from before, for that long past
 //! its freshness: [`Client::get_with_meta`] says so in [`Served::stale`], and
 //! a warning goes once per name to the [`log`](https://docs.rs/log) facade.
+//!
+//! With `live` set, one connection per client to the team's change stream,
+//! on a thread of its own, makes a changed secret stop being served from the
+//! cache at once (see [`Client`]'s "Live cache").
 //!
 //! For an end-to-end team, whose server holds only ciphertext, the token
 //! carries its private key after a dot (`cvsm_<64 hex>.<key>`): the client
@@ -42,6 +46,7 @@ mod client;
 mod e2e;
 mod error;
 mod http;
+mod live;
 mod options;
 mod proxy;
 mod served;

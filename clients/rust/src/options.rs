@@ -68,6 +68,13 @@ pub struct ClientOptions {
     /// (whole seconds), then zero, which turns it off. See
     /// [`Client::get_with_meta`](crate::Client::get_with_meta).
     pub stale_if_error: Option<Duration>,
+    /// Keeps one connection to the team's change stream, so that a changed
+    /// secret stops being served from the cache at once (see "Live cache"
+    /// on [`Client`](crate::Client)); falls back to `CVSM_LIVE` (`1`,
+    /// `true`, `yes`, `on`, or `0`, `false`, `no`, `off`, any case; anything
+    /// else is an [`Error::Configuration`]), then off. `true` turns it on
+    /// whatever `CVSM_LIVE` says; `false` (the default) leaves it to `CVSM_LIVE`.
+    pub live: bool,
 }
 
 impl fmt::Debug for ClientOptions {
@@ -82,6 +89,7 @@ impl fmt::Debug for ClientOptions {
             .field("max_retries", &self.max_retries)
             .field("ca_file", &self.ca_file)
             .field("stale_if_error", &self.stale_if_error)
+            .field("live", &self.live)
             .finish()
     }
 }
@@ -110,6 +118,7 @@ pub(crate) struct Config {
     pub max_retries: u32,
     pub ca_file: Option<PathBuf>,
     pub stale_if_error: Duration,
+    pub live: bool,
 }
 
 impl Config {
@@ -148,6 +157,17 @@ impl Config {
         let stale_if_error = match options.stale_if_error {
             Some(keep) => keep,
             None => seconds_var("CVSM_STALE_IF_ERROR")?.unwrap_or(Duration::ZERO),
+        };
+        let live = match options.live {
+            true => true,
+            false => match env_var("CVSM_LIVE")? {
+                Some(raw) => parse_switch(&raw).ok_or_else(|| {
+                    Error::configuration(
+                        "CVSM_LIVE must be 1, true, yes or on (or 0, false, no or off)",
+                    )
+                })?,
+                None => false,
+            },
         };
         let timeout = match options.timeout {
             Some(timeout) => timeout,
@@ -204,6 +224,7 @@ impl Config {
             max_retries,
             ca_file,
             stale_if_error,
+            live,
         })
     }
 }
@@ -288,6 +309,16 @@ fn parse_timeout(raw: &str) -> Option<Duration> {
         .filter(|d| !d.is_zero())
 }
 
+/// parse_switch reads an on/off variable: `1`, `true`, `yes`, `on` or
+/// `0`, `false`, `no`, `off`, in any case, with surrounding spaces.
+fn parse_switch(raw: &str) -> Option<bool> {
+    match raw.trim().to_ascii_lowercase().as_str() {
+        "1" | "true" | "yes" | "on" => Some(true),
+        "0" | "false" | "no" | "off" => Some(false),
+        _ => None,
+    }
+}
+
 /// parse_count accepts only ASCII digits (no sign), with surrounding spaces.
 fn parse_count(raw: &str) -> Option<u32> {
     let raw = raw.trim();
@@ -336,6 +367,19 @@ mod tests {
         assert_eq!(parse_count(" 3 "), Some(3));
         for bad in ["", "-1", "+1", "1.5", "two", "99999999999"] {
             assert_eq!(parse_count(bad), None, "{bad:?} must be rejected");
+        }
+    }
+
+    #[test]
+    fn parse_switch_accepts_the_spellings_of_on_and_off_in_any_case() {
+        for on in ["1", "true", "TRUE", "Yes", "on", " On "] {
+            assert_eq!(parse_switch(on), Some(true), "{on:?}");
+        }
+        for off in ["0", "false", "False", "NO", "off"] {
+            assert_eq!(parse_switch(off), Some(false), "{off:?}");
+        }
+        for bad in ["", "2", "y", "enabled", "tru", "on off"] {
+            assert_eq!(parse_switch(bad), None, "{bad:?} must be rejected");
         }
     }
 

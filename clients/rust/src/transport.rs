@@ -10,7 +10,7 @@ use std::time::{Duration, Instant, SystemTime};
 use serde::de::DeserializeOwned;
 
 use crate::error::{Error, Result};
-use crate::http::{HttpClient, HttpError, HttpErrorKind, HttpRequest};
+use crate::http::{HttpClient, HttpError, HttpErrorKind, HttpRequest, HttpResponse};
 use crate::options::Config;
 use crate::ureq_client::UreqClient;
 use crate::wire::ErrorBody;
@@ -142,6 +142,7 @@ impl Transport {
                 ("User-Agent", USER_AGENT.to_string()),
             ],
             timeout: self.timeout,
+            stream: false,
         };
         let mut response = self
             .http
@@ -200,6 +201,49 @@ impl Transport {
                 ),
                 request_id,
                 source: None,
+            }),
+        }
+    }
+
+    /// open_stream GETs the change stream at `path` with `query`
+    /// (`Accept: text/event-stream`, and `Last-Event-ID` when given), once,
+    /// with `read_timeout` for connecting and each read. It returns the
+    /// answer when it is a 200, else why not: never the token.
+    pub fn open_stream(
+        &self,
+        path: &str,
+        query: &[(&str, &str)],
+        last_event_id: Option<&str>,
+        read_timeout: Duration,
+    ) -> std::result::Result<HttpResponse, StreamRefused> {
+        let url = self.url(path, query);
+        let mut headers = vec![
+            ("Authorization", self.authorization.clone()),
+            ("Accept", "text/event-stream".to_string()),
+            ("User-Agent", USER_AGENT.to_string()),
+        ];
+        if let Some(id) = last_event_id {
+            headers.push(("Last-Event-ID", id.to_string()));
+        }
+        let request = HttpRequest {
+            url: url.clone(),
+            headers,
+            timeout: read_timeout,
+            stream: true,
+        };
+        let response = self.http.get(&request).map_err(|err| StreamRefused {
+            status: None,
+            retry_after: None,
+            reason: self.network(&url, err).to_string(),
+        })?;
+        match response.status() {
+            200 => Ok(response),
+            status => Err(StreamRefused {
+                status: Some(status),
+                retry_after: response
+                    .header("retry-after")
+                    .and_then(|v| retry_after_seconds(v, SystemTime::now())),
+                reason: format!("the change stream answered HTTP {status}"),
             }),
         }
     }
@@ -293,6 +337,16 @@ impl Transport {
             message.replace(&self.token, REDACTED)
         }
     }
+}
+
+/// StreamRefused says why the change stream did not open: its status, when
+/// the server answered, and its `Retry-After`; `reason` names neither the
+/// token nor a value.
+#[derive(Debug)]
+pub(crate) struct StreamRefused {
+    pub status: Option<u16>,
+    pub retry_after: Option<u64>,
+    pub reason: String,
 }
 
 /// KeepError keeps the error a body read failed with, so that the client

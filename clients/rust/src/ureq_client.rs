@@ -39,15 +39,16 @@ impl HttpClient for UreqClient {
         }
         // The status is read by the client, redirects are answers (never
         // followed, so the token never goes to a Location), and the timeout
-        // bounds the whole attempt, from connecting to the last byte.
-        let response = call
-            .config()
-            .http_status_as_error(false)
-            .max_redirects(0)
-            .timeout_global(Some(request.timeout()))
-            .build()
-            .call()
-            .map_err(|err| classify(err, https))?;
+        // bounds the whole attempt, from connecting to the last byte; the
+        // change stream's, connecting and each read.
+        let config = call.config().http_status_as_error(false).max_redirects(0);
+        let config = match request.is_stream() {
+            true => config
+                .timeout_connect(Some(request.timeout()))
+                .timeout_per_read(Some(request.timeout())),
+            false => config.timeout_global(Some(request.timeout())),
+        };
+        let response = config.build().call().map_err(|err| classify(err, https))?;
         let status = response.status().as_u16();
         let headers = response
             .headers()

@@ -31,6 +31,14 @@ impl ByName {
     pub(crate) fn is_e2e(&self) -> bool {
         self.e2e == Some(true) || self.secret.get("e2e") == Some(&serde_json::Value::Bool(true))
     }
+
+    /// version is the secret's version the answer says (`secret.version`),
+    /// when it says one.
+    pub(crate) fn version(&self) -> Option<i64> {
+        self.secret
+            .get("version")
+            .and_then(serde_json::Value::as_i64)
+    }
 }
 
 /// WrappedTeamKey is the answer of `GET /teams/{team}/e2e/key`: the team

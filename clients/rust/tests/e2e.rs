@@ -27,6 +27,7 @@ fn options(team: &Team, stub: &Stub) -> ClientOptions {
         max_retries: Some(2),
         ca_file: None,
         stale_if_error: Some(Duration::ZERO),
+        live: false,
     }
 }
 

@@ -11,7 +11,7 @@ use support::{fixture, ConnectProxy, Stub, TEAM_ID, TOKEN};
 
 static ENV: Mutex<()> = Mutex::new(());
 
-const VARS: [&str; 15] = [
+const VARS: [&str; 16] = [
     "CVSM_TOKEN",
     "CVSM_BASE_URL",
     "CVSM_TEAM",
@@ -21,6 +21,7 @@ const VARS: [&str; 15] = [
     "CVSM_MAX_RETRIES",
     "CVSM_CA_FILE",
     "CVSM_STALE_IF_ERROR",
+    "CVSM_LIVE",
     "http_proxy",
     "HTTP_PROXY",
     "https_proxy",
@@ -135,6 +136,40 @@ fn cache_ttl_variable_must_be_a_non_negative_integer() {
     }
     std::env::set_var("CVSM_CACHE_TTL", "0");
     assert_eq!(Client::from_env().unwrap().cache_ttl(), Duration::ZERO);
+}
+
+#[test]
+fn live_variable_takes_the_spellings_of_on_and_off_and_the_option_turns_it_on() {
+    let _env = clean_env();
+    set_required();
+    assert!(!Client::from_env().unwrap().live(), "off by default");
+    for (raw, live) in [
+        ("1", true),
+        ("TRUE", true),
+        ("yes", true),
+        ("On", true),
+        ("0", false),
+        ("off", false),
+        ("No", false),
+    ] {
+        std::env::set_var("CVSM_LIVE", raw);
+        assert_eq!(Client::from_env().unwrap().live(), live, "{raw}");
+    }
+    std::env::set_var("CVSM_LIVE", "0");
+    let explicit = Client::new(ClientOptions {
+        live: true,
+        ..Default::default()
+    })
+    .unwrap();
+    assert!(
+        explicit.live(),
+        "the option turns it on whatever CVSM_LIVE says"
+    );
+    for bad in ["2", "enabled", "y"] {
+        std::env::set_var("CVSM_LIVE", bad);
+        let message = configuration_error(Client::from_env());
+        assert!(message.contains("CVSM_LIVE"), "{bad}: {message}");
+    }
 }
 
 #[test]

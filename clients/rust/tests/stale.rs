@@ -114,6 +114,7 @@ impl Outage {
             max_retries: Some(max_retries),
             ca_file: None,
             stale_if_error: Some(stale_if_error),
+            live: false,
         })
         .unwrap()
     }

@@ -210,7 +210,7 @@ _drv_get_env() {
 
 # _drv_handle LINE: answers one request.
 _drv_handle() {
-  local line=$1 id op args rc=0 overwrite name
+  local line=$1 id op args rc=0 overwrite name env
   if ! id=$(jq -c '.id // null' <<<"$line" 2>/dev/null); then
     _drv_fail null internal "request is not valid JSON"
     return
@@ -231,7 +231,7 @@ _drv_handle() {
       return
       ;;
     capabilities)
-      echo '{"capabilities":["tls_ca_file","proxy_env"]}' >"$_drv_res"
+      echo '{"capabilities":["tls_ca_file","proxy_env","refresh"]}' >"$_drv_res"
       _drv_reply "$id"
       return
       ;;
@@ -240,7 +240,7 @@ _drv_handle() {
       _drv_reply "$id"
       exit 0
       ;;
-    get | get_all | inject | clear_cache | describe) ;;
+    get | refresh | get_all | inject | clear_cache | describe) ;;
     *)
       _drv_fail "$id" unsupported "unknown op \"$op\""
       return
@@ -259,6 +259,20 @@ _drv_handle() {
       _drv_call cvsm_get -- "$name" || rc=$?
       [ "$rc" = 0 ] && jq -n --rawfile v "$_drv_out" --arg stale "$CVSM_STALE" \
         '{value: $v} + (if $stale == "1" then {stale: true} else {} end)' >"$_drv_res"
+      ;;
+    refresh)
+      # cvsm_refresh NAME [ENVIRONMENT]: the environment, when the request has one, as the second
+      # argument (R17's), not as --environment, which would change the client's own.
+      name=$(jq -j '.name // "" | if (explode | any(. == 0)) then "\u0001" + . else . end' <<<"$args"; printf x)
+      name=${name%x}
+      if [ "$(jq -r '.environment | type' <<<"$args")" = string ]; then
+        env=$(jq -j '.environment' <<<"$args"; printf x)
+        env=${env%x}
+        _drv_call cvsm_refresh -- "$name" "$env" || rc=$?
+      else
+        _drv_call cvsm_refresh -- "$name" || rc=$?
+      fi
+      [ "$rc" = 0 ] && jq -n --rawfile v "$_drv_out" '{value: $v}' >"$_drv_res"
       ;;
     get_all)
       _drv_call cvsm_get_all --json || rc=$?

@@ -90,6 +90,18 @@ setup() {
   [ ! -e "$CVSM_CACHE_DIR/values" ] || [ -z "$(ls -A "$CVSM_CACHE_DIR/values")" ]
 }
 
+@test "cvsm_refresh reads through cvsm past the cache, another environment too, with the kept team key" {
+  need_format2
+  cvsm_get DATABASE_URL >/dev/null
+  [ "$(cvsm_refresh DATABASE_URL)" = "$(vector '.values[0].value')" ]
+  [ "$(count_requests /by-name/DATABASE_URL)" -eq 2 ]
+  [ "$(cvsm_refresh API_KEY staging)" = "$(vector '.values[2].value')" ]
+  [ "$(stub_requests | jq -r '.[-1].query')" = environment=staging ]
+  cvsm_get DATABASE_URL >/dev/null
+  [ "$(count_requests /e2e/key)" -eq 1 ]
+  [ "$(count_requests)" -eq 4 ]
+}
+
 @test "cvsm_get keeps an opened value's trailing newlines" {
   need_format2
   e2e_reset 1

@@ -1,4 +1,4 @@
-// e2e-dotenv.js: the server's .env format (cvsm_server/dotenv.py) in the browser, for the
+// e2e-dotenv.js: the server's .env format (cvsm_server/secrets/dotenv.py) in the browser, for the
 // import and export of end-to-end teams, whose values the server cannot read. `render` quotes
 // exactly as the server's export does; `parse` reads what the server's import reads, with its
 // messages (the Chromium tests compare both with the Python module on a corpus).

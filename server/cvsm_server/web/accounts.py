@@ -7,10 +7,12 @@ import uuid
 
 from aiohttp import web
 
-from .. import email_verification, password_reset, ratelimit, sessions, tokens, totp, users
-from ..errors import Unauthorized
-from ..inputs import field, string_list
-from ..timeutil import iso
+from ..accounts import email_verification, password_reset
+from ..accounts import ratelimit
+from ..accounts import sessions, tokens, totp, users
+from ..core.errors import Unauthorized
+from ..core.inputs import field, string_list
+from ..core.timeutil import iso
 from .schema import (BOOL, E2E_AUTH, E2E_PUBLIC_KEY, E2E_WRAP, ENVIRONMENT, OK, PASSWORD, STRING,
                      TEAM_REF_PATTERN, TIME, USERNAME_PATTERN, UUID, answer, nullable, obj,
                      one_line, ref)

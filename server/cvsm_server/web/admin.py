@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from .. import admin
-from ..errors import BadRequest
-from ..inputs import field
+from ..instance import admin
+from ..core.errors import BadRequest
+from ..core.inputs import field
 from .schema import BOOL, INT, STRING, TIME, UUID, answer, nullable, obj, query
 from .request import actor, connection, path_id, query_int, query_text, read_json
 

@@ -26,7 +26,8 @@ from typing import Any
 
 from aiohttp import web
 
-from .. import __version__, shares
+from .. import __version__
+from ..secrets import shares
 from .policy import Route
 from .schema import (COMPONENTS, SECRET_NAME, STRING, TEAM_REF_PATTERN, UUID_PATTERN, ref,
                      request_body)

@@ -8,9 +8,10 @@ from datetime import datetime
 
 from aiohttp import web
 
-from .. import audit, audit_chain, db
-from ..actor import Actor
-from ..timeutil import now
+from ..audit import log as audit, chain as audit_chain
+from .. import db
+from ..core.actor import Actor
+from ..core.timeutil import now
 from .schema import BOOL, INT, STRING, answer, nullable, obj, or_empty, query
 from .request import actor, connection, team_of
 from .state import CHECKPOINT_SIGNER

@@ -16,9 +16,10 @@ import json
 
 from aiohttp import web
 
-from .. import changes, db
-from ..actor import Actor
-from ..errors import DomainError, ServiceUnavailable
+from ..secrets import changes
+from .. import db
+from ..core.actor import Actor
+from ..core.errors import DomainError, ServiceUnavailable
 from .schema import ENVIRONMENT, query
 from .middleware import authenticate_credential, bearer
 from .request import actor, connection, query_text, team_of

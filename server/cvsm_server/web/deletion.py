@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from .. import deletion, ratelimit, sessions
-from ..inputs import field
-from ..timeutil import iso
+from ..accounts import deletion
+from ..accounts import ratelimit
+from ..accounts import sessions
+from ..core.inputs import field
+from ..core.timeutil import iso
 from .schema import OK, TIME, answer, obj
 from .request import actor, app_url, connection, read_json
 from .state import KEYRING, PASSWORDS, SETTINGS

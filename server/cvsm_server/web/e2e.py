@@ -6,13 +6,14 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from .. import e2e
-from ..errors import BadRequest
-from ..inputs import field, parse_uuid
+from ..e2e import service as e2e
+from ..e2e import syntax as e2e_syntax
+from ..core.errors import BadRequest
+from ..core.inputs import field, parse_uuid
 from .schema import (BOOL, E2E_ANCHOR, E2E_AUTH, E2E_ENVELOPE, E2E_LINK, E2E_PASS,
                      E2E_PUBLIC_KEY, E2E_REC, E2E_WRAP, INT, ROLE, STRING, TIME, UUID, answer,
                      nullable, obj, query)
-from ..timeutil import iso
+from ..core.timeutil import iso
 from .policy import BULK
 from .request import actor, connection, query_int, read_json, team_of
 
@@ -41,8 +42,8 @@ async def set_user_key(request: web.Request) -> web.Response:
 
 async def get_team_key(request: web.Request) -> web.Response:
     key_version = query_int(request, "key_version", default=None, minimum=1,
-                            maximum=e2e.MAX_NUMBER)
-    since = query_int(request, "since", default=None, minimum=0, maximum=e2e.MAX_NUMBER)
+                            maximum=e2e_syntax.MAX_NUMBER)
+    since = query_int(request, "since", default=None, minimum=0, maximum=e2e_syntax.MAX_NUMBER)
     async with connection(request) as conn:
         team_id = await team_of(request, conn)
         key = await e2e.read_wrap(conn, actor(request), team_id, key_version, since)
@@ -148,10 +149,10 @@ OPENAPI = {
         "description": _NOT_E2E + " 403 when the caller holds no wrap of that key version.",
         "tags": ["e2e"],
         "query": [query("key_version", {"type": "integer", "minimum": 1,
-                                        "maximum": e2e.MAX_NUMBER},
+                                        "maximum": e2e_syntax.MAX_NUMBER},
                         "An earlier key version (old versions of secrets stay under it); "
                         "the current one by default."),
-                  query("since", {"type": "integer", "minimum": 0, "maximum": e2e.MAX_NUMBER},
+                  query("since", {"type": "integer", "minimum": 0, "maximum": e2e_syntax.MAX_NUMBER},
                         "Only the links of key versions above this one (all by default).")],
         "responses": {200: answer({
             "team_id": UUID, "key_version": INT, "wrapped_key": E2E_WRAP,
@@ -188,7 +189,7 @@ OPENAPI = {
         "tags": ["e2e"],
         "body": obj({"user_id": UUID, "wrapped_key": E2E_WRAP, "public_key": E2E_PUBLIC_KEY,
                      "key_version": {"type": "integer", "minimum": 1,
-                                     "maximum": e2e.MAX_NUMBER,
+                                     "maximum": e2e_syntax.MAX_NUMBER,
                                      "description": "The current one by default."},
                      "auth": E2E_AUTH},
                     ("user_id", "wrapped_key", "public_key")),
@@ -208,7 +209,7 @@ OPENAPI = {
                        "their current one, or an envelope is stale.",
         "tags": ["e2e"],
         "body": obj({
-            "key_version": {"type": "integer", "minimum": 2, "maximum": e2e.MAX_NUMBER},
+            "key_version": {"type": "integer", "minimum": 2, "maximum": e2e_syntax.MAX_NUMBER},
             "wraps": {"type": "array", "items": obj(
                 {"user_id": UUID, "token_id": UUID, "wrapped_key": E2E_WRAP,
                  "public_key": E2E_PUBLIC_KEY, "auth": E2E_AUTH},

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from .. import invites, teams
-from ..inputs import field
+from ..teams import invites, service as teams
+from ..core.inputs import field
 from .schema import OK, ROLE, STRING, TIME, UUID, answer, nullable, obj, ref
 from .request import actor, app_url, connection, path_id, read_json, team_of
 from .state import KEYRING

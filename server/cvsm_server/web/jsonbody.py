@@ -25,7 +25,7 @@ import json.scanner
 from collections.abc import Generator
 from typing import Any
 
-from ..errors import BadRequest, PayloadTooLarge
+from ..core.errors import BadRequest, PayloadTooLarge
 
 FAST_BYTES = 64 * 1024
 STEP_VALUES = 256

@@ -27,7 +27,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, H
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from ..errors import Unauthorized
+from ..core.errors import Unauthorized
 from .state import POOL, SETTINGS
 
 # (method, route pattern) of the responses that hand out a secret value and audit it, on 200.

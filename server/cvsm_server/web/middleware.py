@@ -40,10 +40,17 @@ from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 
-from .. import admin, credentials, db, ratelimit, sessions, teams, tokens, users
-from ..actor import Actor
-from ..clientip import cached_client_ip
-from ..errors import DomainError, PayloadTooLarge, ServerError, ServiceUnavailable, Unauthorized
+from ..instance import admin
+from ..accounts import credentials
+from .. import db
+from ..accounts import ratelimit
+from ..accounts import sessions
+from ..teams import service as teams
+from ..accounts import tokens, users
+from ..core.actor import Actor
+from ..core.clientip import cached_client_ip
+from ..core.errors import (DomainError, PayloadTooLarge, ServerError, ServiceUnavailable,
+                           Unauthorized)
 from .outage import RequestOutage
 from .policy import EITHER, OPEN, SESSION, UNMATCHED, Policy, policy_of
 from .state import (ACTOR, CREDENTIALS, KEYRING, LEASES, PAGE_STATE, POOL, RATE_CHARGE,

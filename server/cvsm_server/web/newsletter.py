@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from .. import newsletter
-from ..errors import BadRequest, DomainError
-from ..inputs import field
+from ..mail import newsletter
+from ..core.errors import BadRequest, DomainError
+from ..core.inputs import field
 from .schema import OK, STRING, answer, obj, query
 from .pages.newsletter import newsletter_page
 from .request import actor, app_url, connection, read_json

@@ -1,7 +1,7 @@
 """Sign-in through an identity provider (OAuth 2.0 / OpenID Connect): `GET /auth/{idp}/start`
 redirects to the provider, `GET /auth/{idp}/callback` takes its answer, sets the dashboard's
 session cookie on that same response and redirects to the dashboard; whatever failed, it
-redirects to the sign-in page with one generic message. The flow itself is in `cvsm_server.oauth`.
+redirects to the sign-in page with one generic message. The flow itself is in `cvsm_server.accounts.oauth`.
 
 The state is also bound to the browser that started the flow (a cookie on `/api/v1/auth/`), so a
 callback URL carried to another browser signs no one in there. No session token travels in a
@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from .. import oauth
+from ..accounts import oauth
+from ..accounts import oauth_providers
 from .pages import auth as auth_pages, kit as page_kit
 from .request import actor, app_url, connection
 from .state import KEYRING, OAUTH, SIGNER
@@ -39,7 +40,7 @@ async def start(request: web.Request) -> web.StreamResponse:
     try:
         async with connection(request) as conn:
             url, state = await oauth.start(conn, actor(request), app[OAUTH], name, base, app[KEYRING])
-    except oauth.OAuthFailure:
+    except oauth_providers.OAuthFailure:
         return found(failure_location(base))
     response = found(url)
     auth_pages.bind_oauth_flow(request, response, state)
@@ -58,7 +59,7 @@ async def callback(request: web.Request) -> web.StreamResponse:
             outcome = await oauth.callback(conn, actor(request), app[OAUTH], app[KEYRING], app[SIGNER],
                                            name, base, params,
                                            bound_state=request.cookies.get(auth_pages.OAUTH_COOKIE))
-    except oauth.OAuthFailure as failure:
+    except oauth_providers.OAuthFailure as failure:
         response = found(failure_location(base, link=failure.link))
     else:
         if outcome.linked:

@@ -15,10 +15,11 @@ from aiohttp import BodyPartReader, hdrs, web
 from aiohttp.http_exceptions import HttpProcessingError
 from multidict import MultiDict, MultiDictProxy
 
-from .. import db, teams
-from ..actor import Actor
-from ..errors import BadRequest, NotFound, PayloadTooLarge
-from ..inputs import bounded_int, check_text
+from .. import db
+from ..teams import service as teams
+from ..core.actor import Actor
+from ..core.errors import BadRequest, NotFound, PayloadTooLarge
+from ..core.inputs import bounded_int, check_text
 from . import jsonbody
 from .policy import policy_of
 from .state import ACTOR, APP_URL, POOL, SETTINGS

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from .. import rotation_targets, secret_rotation
-from ..inputs import field
+from ..rotation import targets as rotation_targets, policy as secret_rotation
+from ..core.inputs import field
 from .schema import BOOL, INT, OK, STRING, TIME, UUID, answer, nullable, obj
 from .request import actor, connection, path_id, read_json, team_of
 from .state import KEYRING, SETTINGS

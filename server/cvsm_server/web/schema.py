@@ -7,13 +7,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import bulk, e2e, secrets, shares, teams, users
-from ..inputs import CONTROL_CHARACTERS, INT64_MAX
-from ..passwords import MAX_LENGTH as PASSWORD_MAX, MIN_LENGTH as PASSWORD_MIN
+from ..secrets import bulk
+from ..e2e import syntax as e2e_syntax
+from ..secrets import shares
+from ..secrets import inputs as secret_inputs
+from ..teams import service as teams
+from ..accounts import users
+from ..core.inputs import CONTROL_CHARACTERS, INT64_MAX
+from ..crypto.passwords import MAX_LENGTH as PASSWORD_MAX, MIN_LENGTH as PASSWORD_MIN
 
 UUID_PATTERN = "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
 SLUG_PATTERN = "^" + teams.SLUG_RE.pattern.removesuffix(r"\Z") + "$"
-NAME_PATTERN = "^" + secrets.NAME_RE.pattern.removesuffix(r"\Z") + "$"
+NAME_PATTERN = "^" + secret_inputs.NAME_RE.pattern.removesuffix(r"\Z") + "$"
 USERNAME_PATTERN = "^" + users.USERNAME_RE.pattern.removesuffix(r"\Z") + "$"
 TEAM_REF_PATTERN = (f"^(?:{UUID_PATTERN.strip('^$')}|{SLUG_PATTERN.strip('^$')})$")
 
@@ -111,11 +116,11 @@ BOOL = {"type": "boolean"}
 UUID = {"type": "string", "format": "uuid"}
 TIME = {"type": "string", "format": "date-time"}
 OK = answer({"ok": {"const": True}})
-ENVIRONMENT = {"type": "string", "enum": list(secrets.ENVIRONMENTS)}
-SECRET_TYPE = {"type": "string", "enum": list(secrets.TYPES)}
+ENVIRONMENT = {"type": "string", "enum": list(secret_inputs.ENVIRONMENTS)}
+SECRET_TYPE = {"type": "string", "enum": list(secret_inputs.TYPES)}
 ROLE = {"type": "string", "enum": list(teams.RANK)}
-SECRET_VALUE = {"type": "string", "maxLength": e2e.MAX_ENVELOPE_LENGTH,
-                "description": f"At most {secrets.MAX_VALUE_BYTES} bytes in UTF-8; for an "
+SECRET_VALUE = {"type": "string", "maxLength": e2e_syntax.MAX_ENVELOPE_LENGTH,
+                "description": f"At most {secret_inputs.MAX_VALUE_BYTES} bytes in UTF-8; for an "
                                "end-to-end team, the envelope (`cvsm-e2e1.`) of such a value "
                                "sealed in the client (docs/e2e.md)."}
 
@@ -124,33 +129,33 @@ def _pattern(regex: Any) -> str:
     return "^" + regex.pattern.removesuffix(r"\Z") + "$"
 
 
-E2E_PUBLIC_KEY = {"type": "string", "pattern": _pattern(e2e.PUBLIC_KEY_RE),
+E2E_PUBLIC_KEY = {"type": "string", "pattern": _pattern(e2e_syntax.PUBLIC_KEY_RE),
                   "description": "An X25519 public key: 32 bytes in base64url without padding."}
-E2E_WRAP = {"type": "string", "pattern": _pattern(e2e.WRAP_RE),
+E2E_WRAP = {"type": "string", "pattern": _pattern(e2e_syntax.WRAP_RE),
             "description": "A team key wrapped to one recipient's public key (docs/e2e.md)."}
-E2E_PASS = {"type": "string", "pattern": _pattern(e2e.PASS_RE),
+E2E_PASS = {"type": "string", "pattern": _pattern(e2e_syntax.PASS_RE),
             "description": "A private key wrapped by a key derived from the member's passphrase "
                            "(PBKDF2-SHA256, 600,000 to 10,000,000 iterations)."}
-E2E_AUTH = {"type": "string", "pattern": _pattern(e2e.AUTH_RE),
+E2E_AUTH = {"type": "string", "pattern": _pattern(e2e_syntax.AUTH_RE),
             "description": "A recipient's authentication (format 2, docs/e2e.md): HMAC-SHA256 "
                            "under the key version's recipient key, made by the client that "
                            "added the recipient."}
-E2E_LINK = {"type": "string", "pattern": _pattern(e2e.LINK_RE),
+E2E_LINK = {"type": "string", "pattern": _pattern(e2e_syntax.LINK_RE),
             "description": "A key version's back-link (format 2): the previous version's key "
                            "sealed under this version's."}
-E2E_ANCHOR = {"type": "string", "pattern": _pattern(e2e.ANCHOR_RE),
-              "maxLength": e2e.MAX_ANCHOR_LENGTH,
+E2E_ANCHOR = {"type": "string", "pattern": _pattern(e2e_syntax.ANCHOR_RE),
+              "maxLength": e2e_syntax.MAX_ANCHOR_LENGTH,
               "description": "A member's anchor (format 2): the newest key version and its "
                              "commitment their client verified, sealed by it."}
-E2E_REC = {"type": "string", "pattern": _pattern(e2e.REC_RE),
+E2E_REC = {"type": "string", "pattern": _pattern(e2e_syntax.REC_RE),
            "description": "A private key wrapped by the member's recovery key."}
-E2E_ENVELOPE = {"type": "string", "pattern": _pattern(e2e.ENVELOPE_RE),
-                "maxLength": e2e.MAX_ENVELOPE_LENGTH,
+E2E_ENVELOPE = {"type": "string", "pattern": _pattern(e2e_syntax.ENVELOPE_RE),
+                "maxLength": e2e_syntax.MAX_ENVELOPE_LENGTH,
                 "description": "A value sealed in the client under the team key (docs/e2e.md): "
-                               f"its ciphertext at most {e2e.MAX_SEALED_LENGTH} characters, a "
-                               f"value of at most {secrets.MAX_VALUE_BYTES} bytes and its tag."}
-E2E_SHARE = {"type": "string", "pattern": _pattern(e2e.SHARE_RE),
-             "maxLength": e2e.MAX_SHARE_LENGTH,
+                               f"its ciphertext at most {e2e_syntax.MAX_SEALED_LENGTH} characters, a "
+                               f"value of at most {secret_inputs.MAX_VALUE_BYTES} bytes and its tag."}
+E2E_SHARE = {"type": "string", "pattern": _pattern(e2e_syntax.SHARE_RE),
+             "maxLength": e2e_syntax.MAX_SHARE_LENGTH,
              "description": "A shared value sealed under the key the link's #fragment carries."}
 SECRET_NAME = {"type": "string", "pattern": NAME_PATTERN}
 ID_LIST = {"type": "array", "items": STRING, "maxItems": bulk.MAX_ITEMS}

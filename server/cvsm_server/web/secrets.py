@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from .. import bulk, dotenv, secrets, shell_export
-from ..errors import BadRequest
-from ..inputs import field, string_list
-from ..timeutil import iso
+from ..secrets import bulk, dotenv, service as secrets, shell_export
+from ..secrets import inputs as secret_inputs
+from ..core.errors import BadRequest
+from ..core.inputs import field, string_list
+from ..core.timeutil import iso
 from .schema import (BULK_ANSWER, ENVIRONMENT, ID_LIST, INT, OK, SECRET_NAME, SECRET_TYPE,
                      SECRET_VALUE, STRING, TIME, UUID, answer, obj, or_empty, query, ref)
 from .request import actor, connection, path_id, team_of, query_int, query_text, read_json
@@ -61,7 +62,7 @@ def _read_answer(row: dict, value: str) -> web.Response:
 
 async def create_secret(request: web.Request) -> web.Response:
     body = await read_json(request)
-    item = secrets.SecretInput.checked(
+    item = secret_inputs.SecretInput.checked(
         name=field(body, "name", str),
         value=field(body, "value", str, allow_nul=True),
         environment=field(body, "environment", str),
@@ -80,7 +81,7 @@ async def update_secret(request: web.Request) -> web.Response:
     body = await read_json(request)
     if "name" in body:
         raise BadRequest("Nama secret tidak dapat diubah")
-    update = secrets.SecretUpdate.checked(
+    update = secret_inputs.SecretUpdate.checked(
         value=field(body, "value", str, required=False, allow_nul=True),
         type=field(body, "type", str, required=False),
         environment=field(body, "environment", str, required=False),
@@ -142,7 +143,7 @@ E2E_HEADER = "Cvsm-E2E"
 
 
 async def export(request: web.Request) -> web.StreamResponse:
-    fmt = secrets.check_export_format(request.query.get("format", "dotenv"))
+    fmt = secret_inputs.check_export_format(request.query.get("format", "dotenv"))
     environment = query_text(request, "environment")
     async with connection(request) as conn:
         team_id = await team_of(request, conn)
@@ -205,7 +206,7 @@ _READ = answer({"secret": ref("Secret"), "value": STRING,
                 "e2e": {"type": "boolean", "description": "`value` is an envelope (docs/e2e.md)."}})
 _ITEM = obj({"name": SECRET_NAME, "value": SECRET_VALUE, "environment": ENVIRONMENT,
              "type": {**SECRET_TYPE, "default": "credential"},
-             "description": {"type": "string", "maxLength": secrets.MAX_DESCRIPTION,
+             "description": {"type": "string", "maxLength": secret_inputs.MAX_DESCRIPTION,
                              "default": ""},
              "id": {**UUID, "description": "End-to-end teams only, where it is required: the "
                                            "secret's id, chosen by the client, which sealed "
@@ -265,7 +266,7 @@ OPENAPI = {
                        "(the value is bound to its environment; 400 without).",
         "tags": ["secrets"],
         "body": obj({"value": SECRET_VALUE, "type": SECRET_TYPE, "environment": ENVIRONMENT,
-                     "description": {"type": "string", "maxLength": secrets.MAX_DESCRIPTION}}),
+                     "description": {"type": "string", "maxLength": secret_inputs.MAX_DESCRIPTION}}),
         "responses": {200: _SECRET},
         "errors": [409],
     },
@@ -297,7 +298,7 @@ OPENAPI = {
                        "and saves it again as a new value.",
         "tags": ["secrets"],
         "body": obj({"version": {"type": "integer", "minimum": 1,
-                                 "maximum": secrets.MAX_VERSION}}, ("version",)),
+                                 "maximum": secret_inputs.MAX_VERSION}}, ("version",)),
         "responses": {200: _SECRET},
     },
     "export": {
@@ -309,7 +310,7 @@ OPENAPI = {
                        "plain team): a client without the team's key must not take the "
                        "envelopes for values.",
         "tags": ["secrets"],
-        "query": [query("format", {"type": "string", "enum": list(secrets.EXPORT_FORMATS),
+        "query": [query("format", {"type": "string", "enum": list(secret_inputs.EXPORT_FORMATS),
                                    "default": "dotenv"},
                         "`dotenv`: a .env file, one `NAME='value'` or `NAME=\"value\"` line per "
                         "secret (a line break in a value is written `\\n`), for dotenv libraries; "

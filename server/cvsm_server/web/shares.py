@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from .. import __version__, public, shares
-from ..inputs import field
-from ..timeutil import iso
+from .. import __version__
+from ..instance import public
+from ..secrets import shares
+from ..core.inputs import field
+from ..core.timeutil import iso
 from .schema import BOOL, E2E_SHARE, INT, OK, STRING, TIME, answer, obj, ref
 from .request import actor, app_url, connection, path_id, read_json, team_of
 from .state import KEYRING, POOL

@@ -5,17 +5,17 @@ from __future__ import annotations
 import aiopg
 from aiohttp import web
 
-from ..actor import Actor
-from ..audit_chain import CheckpointSigner
-from ..changes import ChangeHub
-from ..config import Settings
-from ..credentials import CredentialCache
-from ..crypto import Keyring
-from ..oauth import Providers
-from ..passwords import PasswordHasher
-from ..ratelimit import Charge, Leases
-from ..sessions import JwtSigner
-from ..users import PageState
+from ..core.actor import Actor
+from ..audit.chain import CheckpointSigner
+from ..secrets.changes import ChangeHub
+from ..core.config import Settings
+from ..accounts.credentials import CredentialCache
+from ..crypto.sealing import Keyring
+from ..accounts.oauth_providers import Providers
+from ..crypto.passwords import PasswordHasher
+from ..accounts.ratelimit import Charge, Leases
+from ..accounts.sessions import JwtSigner
+from ..accounts.users import PageState
 from .outage import RequestOutage
 
 SETTINGS = web.AppKey("settings", Settings)

@@ -1,5 +1,5 @@
 """Support assistant routes (`/api/v1/support/...`, session JWT) and the admins' ticket routes
-(`/api/v1/admin/tickets/...`). The rules are in `cvsm_server.support`."""
+(`/api/v1/admin/tickets/...`). The rules are in `cvsm_server.support.service`."""
 
 from __future__ import annotations
 
@@ -7,10 +7,11 @@ import uuid
 
 from aiohttp import web
 
-from .. import ratelimit, support
-from ..actor import Actor
-from ..errors import NotFound
-from ..inputs import field
+from ..accounts import ratelimit
+from ..support import service as support
+from ..core.actor import Actor
+from ..core.errors import NotFound
+from ..core.inputs import field
 from .admin import PAGE_DEFAULT, PAGE_MAX
 from .schema import BOOL, INT, STRING, TIME, UUID, answer, nullable, obj, query, trimmed
 from .request import (actor, app_url, connection, path_id, query_int, query_text, read_json)

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from .. import audit, secrets, teams
-from ..inputs import field
+from ..audit import log as audit
+from ..secrets import inputs as secret_inputs
+from ..teams import service as teams
+from ..core.inputs import field
 from .schema import (E2E_AUTH, E2E_WRAP, INT, OK, ROLE, SLUG_PATTERN, STRING, UUID, answer, nullable,
                      obj, one_line, query, ref)
 from .request import actor, connection, path_id, query_int, read_json, team_of
@@ -27,7 +29,7 @@ async def create_team(request: web.Request) -> web.Response:
     if e2e is not None:
         wrapped_key = field(e2e, "wrapped_key", str)
         auth = field(e2e, "auth", str, required=False)
-    team_id = secrets.check_id(field(body, "id", str, required=False))
+    team_id = secret_inputs.check_id(field(body, "id", str, required=False))
     async with connection(request) as conn:
         team = await teams.create_team(conn, actor(request), name, slug,
                                        plan_name=request.app[SETTINGS].default_plan,

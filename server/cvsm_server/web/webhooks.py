@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from .. import webhooks
-from ..inputs import field
+from ..webhooks import service as webhooks
+from ..core.inputs import field
 from .schema import INT, OK, STRING, TIME, UUID, answer, nullable, obj, query
 from .request import actor, connection, path_id, query_int, read_json, team_of
 from .state import KEYRING, SETTINGS

@@ -120,7 +120,7 @@ func (d *driver) dispatch(req request) (any, error) {
 			return nil, err
 		}
 		if d.client != nil {
-			d.client.CloseIdleConnections()
+			_ = d.client.Close() // ends its change stream, if live
 			d.client = nil
 		}
 		opts, err := buildOptions(args.Options)
@@ -160,6 +160,28 @@ func (d *driver) dispatch(req request) (any, error) {
 			return nil, err
 		}
 		return withStale(map[string]any{"value": v}, info), nil
+
+	case "refresh":
+		var args struct {
+			Name        string  `json:"name"`
+			Environment *string `json:"environment"`
+		}
+		if err := decodeArgs(req.Args, &args); err != nil {
+			return nil, err
+		}
+		c, err := d.current()
+		if err != nil {
+			return nil, err
+		}
+		var opts []cvsm.RefreshOption
+		if args.Environment != nil {
+			opts = append(opts, cvsm.InEnvironment(*args.Environment))
+		}
+		v, err := c.Refresh(ctx, args.Name, opts...)
+		if err != nil {
+			return nil, err
+		}
+		return map[string]any{"value": v}, nil
 
 	case "get_all":
 		c, err := d.current()
@@ -226,7 +248,7 @@ func (d *driver) dispatch(req request) (any, error) {
 		return map[string]any{}, nil
 
 	case "capabilities":
-		return map[string]any{"capabilities": []string{"tls_ca_file", "proxy_env"}}, nil
+		return map[string]any{"capabilities": []string{"tls_ca_file", "proxy_env", "live", "refresh"}}, nil
 
 	case "get_env":
 		var args struct {
@@ -282,6 +304,8 @@ func buildOptions(raw map[string]json.RawMessage) (cvsm.Options, error) {
 			err = json.Unmarshal(value, &opts.Token)
 		case "base_url":
 			err = json.Unmarshal(value, &opts.BaseURL)
+		case "live":
+			err = json.Unmarshal(value, &opts.Live)
 		case "team":
 			err = json.Unmarshal(value, &opts.Team)
 		case "environment":

@@ -13,6 +13,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
@@ -344,6 +345,55 @@ func TestTheTeamKeyFileSavesTheKeyRequestOfTheNextRun(t *testing.T) {
 	}
 	if raw, _ := os.ReadFile(file); !strings.Contains(string(raw), `"key_version":2`) {
 		t.Errorf("the file was not written again: %q", raw)
+	}
+}
+
+// A key in the file is trusted no more than one the server serves (issue
+// 37): one that does not chain back to the token's pin, a swapped key or
+// altered links, is not used; the run fetches the key, verifies it and
+// writes it back.
+func TestTheTeamKeyFileRefusesASwappedKey(t *testing.T) {
+	t.Parallel()
+	s := newE2ECLIStub(t)
+	env := s.env(s.v.TeamID, s.v.Token.Token)
+	file := filepath.Join(t.TempDir(), "key")
+	keyRequests := func() int {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		n := 0
+		for _, p := range s.paths {
+			if strings.HasSuffix(p, "/e2e/key") {
+				n++
+			}
+		}
+		return n
+	}
+	expectCode(t, runCLI(t, env, "--team-key-file", file, "get", "DATABASE_URL"), 0, "get")
+	genuine, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f keyFile
+	if err := json.Unmarshal(genuine, &f); err != nil || len(f.Links) == 0 {
+		t.Fatalf("the key file %v holds no links (%v)", f.Links, err)
+	}
+	swapped := f
+	swapped.TeamKey = base64.RawURLEncoding.EncodeToString(bytes.Repeat([]byte{7}, 32))
+	noLinks := f
+	noLinks.Links = nil
+	for i, bad := range []keyFile{swapped, noLinks} {
+		raw, _ := json.Marshal(bad)
+		if err := os.WriteFile(file, raw, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		r := runCLI(t, env, "--team-key-file", file, "get", "DATABASE_URL")
+		expectCode(t, r, 0, "get")
+		if got := keyRequests(); got != 2+i {
+			t.Fatalf("case %d: %d key requests, want %d: a key that does not chain to the pin was used", i, got, 2+i)
+		}
+		if raw, _ := os.ReadFile(file); !bytes.Equal(raw, genuine) {
+			t.Errorf("case %d: the verified key was not written back", i)
+		}
 	}
 }
 

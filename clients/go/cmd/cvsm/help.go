@@ -106,7 +106,9 @@ found and 126 when it cannot be started.
 With --watch, cvsm follows the server's change stream (names and versions,
 never values) and, when the secrets change, reads them once more and restarts
 COMMAND with them: SIGTERM, then SIGKILL if it has not stopped within --grace.
-A burst of changes restarts it once, after --debounce of quiet. Where the
+A change reaches COMMAND within about a second; a burst of changes restarts it
+once, after --debounce of quiet. A change to a secret COMMAND was not given (a
+variable already set, without --overwrite) restarts nothing. Where the
 server has no change stream or cannot be reached, cvsm checks every --poll
 instead; while it cannot read the secrets, COMMAND keeps running with the ones
 it has. SIGINT, SIGTERM and SIGQUIT end cvsm with COMMAND; when COMMAND exits
@@ -116,7 +118,7 @@ a value.
 Flags:
   --overwrite     replace variables that are already set
   --watch         restart COMMAND with the new secrets when they change
-  --debounce D    quiet time after a change before restarting (default 2s)
+  --debounce D    quiet time after a change before restarting (default 500ms)
   --grace D       time COMMAND has to stop after SIGTERM (default 10s)
   --poll D        how often to check without a change stream (default 10s)
   --              ends cvsm's flags; everything after it is COMMAND and its ARGS

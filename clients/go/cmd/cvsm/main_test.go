@@ -64,6 +64,12 @@ func testMain(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
+	// Under root the embedded PostgreSQL runs as a system user, which must pass through this
+	// folder to the server's data dir; the server changes no folder's mode it did not make.
+	if err := os.Chmod(scratch, 0o711); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
 	defer os.RemoveAll(scratch)
 
 	binary = filepath.Join(scratch, "cvsm")
@@ -236,8 +242,8 @@ func findServer(root string) ([]string, string) {
 	}
 	tried := []string{venv}
 	if python := os.Getenv("CVSM_SERVER_PYTHON"); python != "" {
-		if exec.Command(python, "-c", "import cvsm_server.cli").Run() == nil {
-			return []string{python, "-m", "cvsm_server.cli"}, ""
+		if exec.Command(python, "-c", "import cvsm_server.runtime.cli").Run() == nil {
+			return []string{python, "-m", "cvsm_server.runtime.cli"}, ""
 		}
 		tried = append(tried, "$CVSM_SERVER_PYTHON ("+python+") with cvsm_server")
 	}
@@ -245,8 +251,8 @@ func findServer(root string) ([]string, string) {
 		return []string{path}, ""
 	}
 	tried = append(tried, "cvsm-server on PATH")
-	if python, err := exec.LookPath("python3"); err == nil && exec.Command(python, "-c", "import cvsm_server.cli").Run() == nil {
-		return []string{python, "-m", "cvsm_server.cli"}, ""
+	if python, err := exec.LookPath("python3"); err == nil && exec.Command(python, "-c", "import cvsm_server.runtime.cli").Run() == nil {
+		return []string{python, "-m", "cvsm_server.runtime.cli"}, ""
 	}
 	tried = append(tried, "python3 on PATH with cvsm_server")
 	return nil, fmt.Sprintf("no reference server: tried %s (run `make venv` in the repository root, or set CVSM_SERVER_PYTHON to a Python that imports cvsm_server)", strings.Join(tried, ", "))

@@ -6,7 +6,10 @@ package main
 // one, so a later run makes one request instead of two; it is removed when
 // the run ends holding no key (a 401 or 403 drops it). The shell client
 // names a file in its private cache directory (a per-user tmpfs, mode 0700),
-// where it keeps the values themselves, and removes it with them.
+// where it keeps the values themselves, and removes it with them. A key read
+// from the file is trusted no more than one the server serves (issue 37):
+// it must chain back to the token's pinned key version through the links
+// the file keeps beside it, else it is not used and the run fetches the key.
 
 import (
 	"bytes"
@@ -25,6 +28,9 @@ type keyFile struct {
 	TeamID     string `json:"team_id"`
 	KeyVersion int    `json:"key_version"`
 	TeamKey    string `json:"team_key"` // base64url, unpadded
+	// Links are the key answer's links (key version -> link) that verified
+	// it, down to the token's pin; not secret (each is sealed under a key).
+	Links map[int]string `json:"links,omitempty"`
 }
 
 // loadTeamKey gives the client the key the file holds, if it holds one. A
@@ -46,7 +52,7 @@ func (c *cli) loadTeamKey() {
 	if err != nil {
 		return
 	}
-	e2ehook.Hold(c.sdk, f.TeamID, f.KeyVersion, key)
+	_ = e2ehook.Hold(c.sdk, f.TeamID, f.KeyVersion, key, f.Links) // a key that does not verify is no key
 }
 
 // saveTeamKey writes the key the client holds to the file when it is not
@@ -61,12 +67,12 @@ func (c *cli) saveTeamKey(runErr error) {
 	if path == "" || c.sdk == nil {
 		return
 	}
-	teamID, version, key, ok := e2ehook.Held(c.sdk)
+	teamID, version, key, links, ok := e2ehook.Held(c.sdk)
 	if !ok || errors.Is(runErr, cvsm.ErrAuthentication) || errors.Is(runErr, cvsm.ErrPermissionDenied) {
 		os.Remove(path)
 		return
 	}
-	content, err := json.Marshal(keyFile{TeamID: teamID, KeyVersion: version, TeamKey: base64.RawURLEncoding.EncodeToString(key)})
+	content, err := json.Marshal(keyFile{TeamID: teamID, KeyVersion: version, TeamKey: base64.RawURLEncoding.EncodeToString(key), Links: links})
 	if err != nil {
 		return
 	}

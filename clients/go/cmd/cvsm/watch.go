@@ -7,9 +7,12 @@ package main
 // server-sent events of names and versions, never values) and says when
 // something may have changed; where the server has no stream, or cannot be
 // reached, every poll interval counts as such a moment. The main loop waits
-// for a quiet debounce period after the last one, fetches every value once
-// (the export, as cvsm run does at the start) and, when the values differ from
-// the command's, stops the command (SIGTERM, then SIGKILL after the grace
+// for a quiet debounce period after the last one (500 ms by default, so a
+// change reaches the command within about a second), fetches every value once
+// (the export, as cvsm run does at the start) and, when the environment the
+// command would get differs from its own (a secret it was given changed; one
+// it was not given, a variable already set without --overwrite, does not
+// count), stops the command (SIGTERM, then SIGKILL after the grace
 // period) and starts it again with the new environment. A fetch that fails
 // leaves the command running with what it has. No value is ever printed.
 
@@ -27,6 +30,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -35,7 +39,7 @@ import (
 )
 
 const (
-	defaultDebounce = 2 * time.Second
+	defaultDebounce = 500 * time.Millisecond
 	defaultGrace    = 10 * time.Second
 	defaultPoll     = 10 * time.Second
 	// streamIdle is how long a stream may send nothing (the server sends a
@@ -190,6 +194,7 @@ func (c *cli) runWatch(argv []string, overwrite bool, ws *watchSettings) error {
 	if err != nil {
 		return err
 	}
+	current := env // the environment of the command running (or the next one)
 
 	say := func(format string, args ...any) {
 		fmt.Fprintf(c.stderr, "cvsm: %s\n", oneLine(fmt.Sprintf(format, args...)))
@@ -263,7 +268,11 @@ func (c *cli) runWatch(argv []string, overwrite bool, ws *watchSettings) error {
 				say("the new secrets cannot be put in an environment (%s); the command keeps running with the ones it has", errorText(err))
 				continue
 			}
-			values, next = got.values, env
+			values = got.values
+			if slices.Equal(env, current) {
+				continue // only secrets the command was not given changed
+			}
+			current, next = env, env
 			if !restarting {
 				say("the secrets changed: restarting the command")
 				restarting = true

@@ -89,11 +89,17 @@ func (l *lockedBuffer) String() string {
 // first appends $WATCHED to the starts file, then runs body.
 func startWatching(t *testing.T, team *watchTeam, baseURL string, flags []string, body string) *watching {
 	t.Helper()
+	return startWatchingEnv(t, team, baseURL, flags, body)
+}
+
+// startWatchingEnv is startWatching with more variables in cvsm's environment.
+func startWatchingEnv(t *testing.T, team *watchTeam, baseURL string, flags []string, body string, env ...string) *watching {
+	t.Helper()
 	starts := filepath.Join(t.TempDir(), "starts")
 	script := `printf '%s\n' "$WATCHED" >> "$STARTS"; ` + body
 	args := append(append([]string{"run", "--watch"}, flags...), "--", "sh", "-c", script)
 	cmd := exec.Command(binary, args...)
-	cmd.Env = cleanEnv("CVSM_TOKEN="+team.s.token, "CVSM_BASE_URL="+baseURL, "CVSM_TEAM="+team.slug, "STARTS="+starts)
+	cmd.Env = cleanEnv(append([]string{"CVSM_TOKEN=" + team.s.token, "CVSM_BASE_URL=" + baseURL, "CVSM_TEAM=" + team.slug, "STARTS=" + starts}, env...)...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	w := &watching{cmd: cmd, stderr: &lockedBuffer{}, starts: starts, done: make(chan struct{})}
 	cmd.Stderr = w.stderr
@@ -186,6 +192,42 @@ func TestWatchRestartsTheCommandWithTheNewValue(t *testing.T) {
 	}
 	if !strings.Contains(w.stderr.String(), "cvsm: the secrets changed: restarting the command") {
 		t.Errorf("stderr %q", w.stderr.String())
+	}
+}
+
+// With the default debounce a change reaches the command within about a
+// second (issue 39); a change to a secret the command was not given (a
+// variable already set, no --overwrite) restarts nothing.
+func TestWatchRestartsWithinASecondOnlyForSecretsItGave(t *testing.T) {
+	s := needServer(t)
+	t.Parallel()
+	team := newWatchTeam(t, s, "given-"+randomHex(8))
+	kept, err := s.call("POST", "/teams/"+team.slug+"/secrets", s.jwt,
+		map[string]string{"name": "KEPT", "value": "server-" + randomHex(8), "environment": "production"}, http.StatusCreated)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keptID, _ := kept["secret"].(map[string]any)["id"].(string)
+	w := startWatchingEnv(t, team, s.api, nil, loop, "KEPT=set-by-the-caller")
+	w.waitStarts(t, 1, 30*time.Second)
+	time.Sleep(500 * time.Millisecond) // the stream is open and its first snapshot taken
+	if _, err := s.call("PUT", "/teams/"+team.slug+"/secrets/"+keptID, s.jwt,
+		map[string]string{"value": "server-" + randomHex(8)}, http.StatusOK); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * time.Second) // the debounce and the fetch are long done
+	if got := w.startsSoFar(); len(got) != 1 {
+		t.Fatalf("the command started %d times after a change of a secret it was not given; stderr %q", len(got), w.stderr.String())
+	}
+	team.set(t, "given-again-"+randomHex(8))
+	started := time.Now()
+	if got := w.waitStarts(t, 2, 10*time.Second); got[1] != team.values[1] {
+		t.Errorf("the command restarted with %q, want the new value", got[1])
+	}
+	// About 0.5 s of debounce, then the fetch and the restart (room for a loaded machine, yet
+	// below the 2 s the debounce alone took before).
+	if took := time.Since(started); took > 1900*time.Millisecond {
+		t.Errorf("the restart took %s with the default debounce", took)
 	}
 }
 

@@ -33,8 +33,12 @@ final class Config
     /** Lists the option names the client accepts. */
     public const OPTIONS = [
         'token', 'base_url', 'team', 'environment', 'cache_ttl', 'timeout', 'max_retries', 'ca_file', 'curl_options',
-        'stale_if_error', 'on_stale', 'logger', 'http_client', 'request_factory',
+        'stale_if_error', 'on_stale', 'logger', 'http_client', 'request_factory', 'live',
     ];
+
+    /** The spellings of CVSM_LIVE (any case) that turn live on, and those that leave it off (rule R16). */
+    private const LIVE_ON = ['1', 'true', 'yes', 'on'];
+    private const LIVE_OFF = ['0', 'false', 'no', 'off'];
 
     /** The characters trimmed from both ends of a token (rule R6): space, tab, CR, LF. */
     private const TOKEN_TRIM = " \t\r\n";
@@ -47,7 +51,8 @@ final class Config
         public readonly int|float $timeout,
         public readonly int $maxRetries,
         public readonly ?string $caFile,
-        public readonly int $staleIfError
+        public readonly int $staleIfError,
+        public readonly bool $live = false
     ) {
     }
 
@@ -102,8 +107,42 @@ final class Config
             self::timeout($options),
             self::maxRetries($options),
             self::caFile($options),
-            self::seconds($options, 'stale_if_error', 'CVSM_STALE_IF_ERROR', self::DEFAULT_STALE_IF_ERROR, '0 turns stale-if-error off')
+            self::seconds($options, 'stale_if_error', 'CVSM_STALE_IF_ERROR', self::DEFAULT_STALE_IF_ERROR, '0 turns stale-if-error off'),
+            self::live($options)
         );
+    }
+
+    /**
+     * Resolves "live" (rule R16): the option when given (a bool), else CVSM_LIVE (1, true, yes or
+     * on; 0, false, no or off; any case, around spaces), else off. Anything else is a
+     * ConfigurationException; live with "http_client" is one too, since the change stream is
+     * held open without blocking through ext-curl, which a PSR-18 client cannot do.
+     *
+     * @param array<string, mixed> $options
+     */
+    private static function live(#[\SensitiveParameter] array $options): bool
+    {
+        if (array_key_exists('live', $options) && $options['live'] !== null) {
+            if (!is_bool($options['live'])) {
+                throw new ConfigurationException('option "live" must be true or false');
+            }
+            $live = $options['live'];
+        } else {
+            $raw = self::env('CVSM_LIVE');
+            $word = strtolower(trim((string) $raw));
+            $live = match (true) {
+                $raw === null, in_array($word, self::LIVE_OFF, true) => false,
+                in_array($word, self::LIVE_ON, true) => true,
+                default => throw new ConfigurationException('CVSM_LIVE must be 1 or 0 (or true/false, yes/no, on/off)'),
+            };
+        }
+        if ($live && ($options['http_client'] ?? null) !== null) {
+            throw new ConfigurationException(
+                'live cannot be used with option "http_client": the change stream is held open through ext-curl, without blocking, which a PSR-18 client cannot do'
+            );
+        }
+
+        return $live;
     }
 
     /**

@@ -205,6 +205,46 @@ final class HttpTransport
     }
 
     /**
+     * Returns a curl handle, not started, for the change stream at $url (rule R16): the client's
+     * CA bundle, proxy and curl options as every request has them, `Accept: text/event-stream`,
+     * `Last-Event-ID` when $lastEventId is given, no limit on the whole transfer (the stream is
+     * held open; the caller counts 45 s without a byte as lost) and $timeout to connect. $header
+     * receives each header line, $write each piece of the body; either returns how many bytes it
+     * took (fewer ends the transfer).
+     *
+     * @param \Closure(\CurlHandle, string): int $header
+     * @param \Closure(\CurlHandle, string): int $write
+     */
+    public function streamHandle(string $url, #[\SensitiveParameter] string $token, ?string $lastEventId, \Closure $header, \Closure $write): \CurlHandle
+    {
+        $handle = curl_init();
+        $timeoutMs = max(1, (int) ceil($this->timeout * 1000));
+        curl_setopt_array($handle, array_replace([
+            CURLOPT_CONNECTTIMEOUT_MS => $timeoutMs,
+            CURLOPT_NOSIGNAL => true,
+            CURLOPT_FORBID_REUSE => true,
+        ], $this->curlOptions));
+        $headers = ['Authorization: Bearer ' . $token, 'Accept: text/event-stream'];
+        if ($lastEventId !== null) {
+            $headers[] = 'Last-Event-ID: ' . $lastEventId;
+        }
+        curl_setopt_array($handle, [
+            CURLOPT_URL => $url,
+            CURLOPT_HTTPGET => true,
+            CURLOPT_TIMEOUT_MS => 0,
+            CURLOPT_FOLLOWLOCATION => false,
+            CURLOPT_PROTOCOLS => CURLPROTO_HTTP | CURLPROTO_HTTPS,
+            CURLOPT_REDIR_PROTOCOLS => CURLPROTO_HTTP | CURLPROTO_HTTPS,
+            CURLOPT_USERAGENT => Client::USER_AGENT,
+            CURLOPT_HTTPHEADER => $headers,
+            CURLOPT_HEADERFUNCTION => $header,
+            CURLOPT_WRITEFUNCTION => $write,
+        ]);
+
+        return $handle;
+    }
+
+    /**
      * Reads a Retry-After header as whole seconds (rule R4): a delay in
      * seconds as it is; an HTTP date as the seconds from now until then, rounded up, and 0 when
      * it is past; anything else, or no header, null.

@@ -94,6 +94,16 @@ impl Driver {
                 let served = self.client()?.get_with_meta(&name)?;
                 Ok(with_stale(json!({ "value": served.value }), served.stale))
             }
+            "refresh" => {
+                let name = string_arg(args, "name")?;
+                let client = self.client()?;
+                let value = match args.get("environment") {
+                    None | Some(Value::Null) => client.refresh(&name)?,
+                    Some(Value::String(environment)) => client.refresh_in(&name, environment)?,
+                    Some(_) => return Err(Failure::internal("environment must be a string")),
+                };
+                Ok(json!({ "value": value }))
+            }
             "get_all" => {
                 let served = self.client()?.get_all_with_meta()?;
                 Ok(with_stale(json!({ "values": served.value }), served.stale))
@@ -113,7 +123,9 @@ impl Driver {
             "describe" => Ok(json!({ "text": format!("{:?}", self.client()?) })),
             "set_env" => set_env(args),
             "get_env" => get_env(args),
-            "capabilities" => Ok(json!({ "capabilities": ["tls_ca_file", "proxy_env"] })),
+            "capabilities" => {
+                Ok(json!({ "capabilities": ["tls_ca_file", "proxy_env", "live", "refresh"] }))
+            }
             "shutdown" => Ok(json!({})),
             other => Err(Failure::Driver {
                 kind: "unsupported",
@@ -151,6 +163,11 @@ impl Driver {
             },
             ca_file: string_option(options, "ca_file")?.map(PathBuf::from),
             stale_if_error: seconds_option(options, "stale_if_error", true)?,
+            live: match options.get("live") {
+                None | Some(Value::Null) => false,
+                Some(Value::Bool(live)) => *live,
+                Some(_) => return Err(Failure::configuration("live must be a boolean")),
+            },
         })?;
         let config = json!({
             "base_url": client.base_url(),

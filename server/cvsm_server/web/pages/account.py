@@ -9,13 +9,17 @@ from typing import Any
 import segno
 from aiohttp import web
 
-from ... import db, deletion, e2e, email_verification, oauth, ratelimit, totp, users
-from ...actor import Actor
-from ...errors import DomainError, TooManyRequests
+from ...core.actor import Actor
+from ...core.errors import DomainError, TooManyRequests
+from ...accounts import deletion, email_verification, oauth, ratelimit, totp, users
+from ...e2e import service as e2e
 from ..request import app_url
 from ..state import KEYRING, PASSWORDS, POOL, SETTINGS
 from .e2e import page_context as e2e_context, user_key
-from .kit import Form, done, form_work, render_page, signed_in
+from .forms import Form, form_work
+from .kit import done, signed_in
+from .rendering import render_page
+from ... import db
 
 
 async def _account_context(request: web.Request, conn: db.Connection, actor: Actor) -> dict[str, Any]:

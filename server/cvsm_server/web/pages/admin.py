@@ -12,16 +12,18 @@ from typing import Any
 
 from aiohttp import web
 
-from ... import admin, db, support
-from ...actor import Actor
-from ...errors import BadRequest
-from ...inputs import whole_number
-from ...teams import PLANS, max_environments
+from ...core.actor import Actor
+from ...core.errors import BadRequest
+from ...core.inputs import whole_number
+from ...teams.service import PLANS, max_environments
+from ...instance import admin
+from ...support import service as support
 from ..request import app_url, path_id
 from ..state import KEYRING, POOL
-from .kit import (Form, beside, done, form_work, page_number, redirect_to, render_page, signed_in,
-                  url_for)
-
+from .forms import Form, beside, form_work, page_number
+from .kit import done, redirect_to, signed_in, url_for
+from .rendering import render_page
+from ... import db
 
 PAGE_SIZE = 25
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from ... import audit
-from ...actor import Actor
+from ...core.actor import Actor
+from ...audit import log as audit
 from ..audit import stream_export
 from .kit import signed_in
 from .teams import team_form

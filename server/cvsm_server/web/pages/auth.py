@@ -8,14 +8,19 @@ import uuid
 
 from aiohttp import web
 
-from ... import db, email_verification, oauth, password_reset, sessions, users
-from ...actor import Actor
-from ...errors import BadRequest, DomainError, Forbidden, Unauthorized
+from ...core.actor import Actor
+from ...core.errors import BadRequest, DomainError, Forbidden, Unauthorized
+from ...accounts import email_verification, oauth, password_reset, sessions, users
+from ...accounts import oauth_providers
+from ...accounts import oauth_providers
 from ..request import app_url
 from ..state import ACTOR, KEYRING, OAUTH, PASSWORDS, POOL, SIGNER
-from .kit import (COOKIE, PENDING_FAILED, PENDING_LIFETIME, Form, beside, count_form, done,
-                  failures_of, flash, form_work, is_secure, next_of, pending_token, pending_user,
-                  redirect_to, render_page, signed_in, signed_in_actor, signed_in_response, url_for)
+from .forms import Form, beside, count_form, failures_of, form_work
+from .kit import done, next_of, redirect_to, signed_in, signed_in_response, url_for
+from .rendering import signed_in_actor, render_page
+from .session import (COOKIE, PENDING_FAILED, PENDING_LIFETIME, flash, is_secure, pending_token,
+                      pending_user)
+from ... import db
 
 
 async def index(request: web.Request) -> web.StreamResponse:
@@ -126,9 +131,9 @@ async def oauth_link(request: web.Request, actor: Actor) -> web.StreamResponse:
         async with db.connection(request.app[POOL]) as conn:
             url, state = await oauth.start(conn, actor, request.app[OAUTH], name, base,
                                            request.app[KEYRING], link_user_id=actor.user_id)
-    except oauth.OAuthFailure:
+    except oauth_providers.OAuthFailure:
         return redirect_to("/app/account?oauth=failed")
-    response = render_page(request, "oauth_redirect.html", {"url": url, "label": oauth.label(name)},
+    response = render_page(request, "oauth_redirect.html", {"url": url, "label": oauth_providers.label(name)},
                            private=True)
     bind_oauth_flow(request, response, state)
     return response

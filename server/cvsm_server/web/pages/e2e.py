@@ -11,10 +11,14 @@ import json
 import uuid
 from typing import Any
 
-from ... import db, e2e, secrets as domain
-from ...actor import Actor
-from ...errors import BadRequest, Forbidden, NotFound
-from .kit import ENVIRONMENTS, Form
+from ...core.actor import Actor
+from ...core.errors import BadRequest, Forbidden, NotFound
+from ...e2e import service as e2e
+from ...e2e import syntax as e2e_syntax
+from ...secrets import service as domain
+from .forms import Form
+from .kit import ENVIRONMENTS
+from ... import db
 
 BAD_PAYLOAD = "Data dari skrip halaman tidak terbaca; muat ulang halaman lalu coba lagi"
 
@@ -32,8 +36,8 @@ async def page_context(conn: db.Connection, actor: Actor, page: str) -> dict[str
     account, teams, tokens): who they are and their public key."""
     key = await user_key(conn, actor)
     return {"page": page, "user_id": str(actor.user_id),
-            "public_key": e2e.b64u(key["public_key"]) if key else None,
-            "fingerprint": e2e.fingerprint(key["public_key"]) if key else None,
+            "public_key": e2e_syntax.b64u(key["public_key"]) if key else None,
+            "fingerprint": e2e_syntax.fingerprint(key["public_key"]) if key else None,
             "pass_wrap": key["wrapped_private_key"] if key and page == "account" else None,
             "rec_wrap": key["recovery_wrapped_private_key"] if key and page == "account" else None}
 
@@ -87,20 +91,20 @@ async def rekey_plan(conn: db.Connection, actor: Actor, keyring: Any, team_id: u
     version, members, tokens = await e2e.recipients(conn, actor, team_id)
     # format 2: each with the auth of its wrap of the current version (the script checks it
     # before wrapping the new key) and its fingerprint (the confirmation lists them)
-    recipients = [{"user_id": str(m["user_id"]), "public_key": e2e.b64u(m["public_key"]),
+    recipients = [{"user_id": str(m["user_id"]), "public_key": e2e_syntax.b64u(m["public_key"]),
                    "auth": m["auth"], "name": m["username"],
-                   "fingerprint": e2e.fingerprint(m["public_key"])}
+                   "fingerprint": e2e_syntax.fingerprint(m["public_key"])}
                   for m in members if m["has_access"] and m["public_key"] is not None]
-    recipients += [{"token_id": str(t["token_id"]), "public_key": e2e.b64u(t["public_key"]),
+    recipients += [{"token_id": str(t["token_id"]), "public_key": e2e_syntax.b64u(t["public_key"]),
                     "auth": t["auth"], "name": t["name"],
-                    "fingerprint": e2e.fingerprint(t["public_key"])}
+                    "fingerprint": e2e_syntax.fingerprint(t["public_key"])}
                    for t in tokens]
     secrets = []
     for environment in ENVIRONMENTS:
         values = await domain.export(conn, actor, keyring, team_id, environment=environment,
                                      fmt="json")
         for name, envelope in values.items():
-            parts = e2e.parse_envelope(envelope)
+            parts = e2e_syntax.parse_envelope(envelope)
             secrets.append({"id": str(parts.secret_id), "version": parts.version, "name": name,
                             "environment": environment, "value": envelope})
     return {"key_version": version, "recipients": recipients, "secrets": secrets}

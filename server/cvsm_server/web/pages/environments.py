@@ -11,12 +11,19 @@ from typing import Any
 
 from aiohttp import web
 
-from ... import db, insights, secrets as domain, teams
-from ...actor import Actor
-from ...errors import NotFound
+from ...core.actor import Actor
+from ...core.errors import NotFound
+from ...audit import insights
+from ...secrets import service as domain
+from ...secrets import queries as secret_queries
+from ...teams import service as teams
 from ..state import KEYRING, POOL
 from .e2e import team_context as e2e_context
-from .kit import Form, form_field, render_page, signed_in
+from .forms import Form
+from .kit import signed_in
+from .rendering import render_page
+from .session import form_field
+from ... import db
 
 
 async def _context(request: web.Request, conn: db.Connection, actor: Actor,
@@ -44,7 +51,7 @@ async def reveal_cell(request: web.Request, actor: Actor) -> web.StreamResponse:
     try:
         secret_id = uuid.UUID(form_field(form, "secret_id"))
     except ValueError:
-        raise NotFound(domain.SECRET_NOT_FOUND) from None
+        raise NotFound(secret_queries.SECRET_NOT_FOUND) from None
     team_ref = request.match_info["team"]
     async with db.connection(request.app[POOL]) as conn:
         team_id = await teams.resolve(conn, team_ref)

@@ -7,12 +7,17 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from ... import db, insights, secrets as domain, teams, tokens
-from ...actor import Actor
+from ...core.actor import Actor
+from ...accounts import tokens
+from ...audit import insights
+from ...secrets import service as domain
+from ...teams import service as teams
 from ..request import path_id
 from ..state import POOL
-from .kit import done, render_page, signed_in
+from .kit import done, signed_in
+from .rendering import render_page
 from .teams import team_form
+from ... import db
 
 
 @signed_in

@@ -34,188 +34,33 @@
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import hashlib
-import hmac
-import re
-import secrets as random
-import time
-import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 from urllib.parse import urlencode, urlsplit
 
 import aiohttp_jinja2
 import jinja2
 from aiohttp import web
-from multidict import MultiDictProxy
 
-from ... import db, deletion, oauth, ratelimit, secrets as domain
-from ...actor import Actor
-from ...errors import DomainError, Forbidden, NotFound, Unauthorized
-from ...inputs import decimal
+from ...core.actor import Actor
+from ...core.errors import DomainError, NotFound
+from ...accounts import oauth_providers
+from ...secrets import inputs as secret_inputs
 from ..middleware import failure_of
 from ..policy import policy_of
-from ..request import FORM_TOO_LARGE, FormValue, app_url, check_query, read_form
-from ..state import ACTOR, OAUTH, PAGE_STATE, POOL, SESSION_COOKIE, SETTINGS, SIGNER
-from .messages import FLASHES
+from ..request import check_query
+from ..state import ACTOR, OAUTH, SIGNER
+from .forms import Answer
+from .rendering import render_page, signed_in_actor
+from .session import COOKIE, PRE_COOKIE, flash, set_cookie, form_field
 
-
-COOKIE = SESSION_COOKIE
-PRE_COOKIE = "cvsm_pre"
-PENDING_LIFETIME = 300  # seconds between the password and the code of a two-factor sign-in
-FORM_LIMIT = 256 * 1024  # a 65,536-byte value, form-encoded, fits several times over
-CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
-       "connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'")
-CSRF_FAILED = "Formulir kedaluwarsa atau tidak sah; muat ulang halaman lalu coba lagi"
-PENDING_FAILED = "Langkah verifikasi kedaluwarsa; masuk lagi dengan kata sandi"
 PAGE_NOT_FOUND = "Halaman tidak ditemukan"
-ENVIRONMENTS = domain.ENVIRONMENTS
+ENVIRONMENTS = secret_inputs.ENVIRONMENTS
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-# A pre-session nonce made for this response (set as a cookie when the page is sent).
-NEW_PRE_SESSION = web.RequestKey("cvsm_pre_new", str)
-# The page read the one-time cookie (`take_once`): its answer deletes it and is never stored.
-TOOK_ONCE = web.RequestKey("cvsm_took_once", bool)
-FLASH_COOKIE = "cvsm_flash"
-ONCE_COOKIE = "cvsm_once"
-ONCE_LIFETIME = 120  # seconds between a value's POST and the page that shows it
-
-
-
-def keyed_mac(request: web.Request, purpose: str, text: str) -> str:
-    key = request.app[SIGNER].secret.encode()
-    return hmac.new(key, f"{purpose}:{text}".encode(), hashlib.sha256).hexdigest()
-
-
-def same_mac(given: str, expected: str) -> bool:
-    """Whether `given` (from a form or a cookie: any text) is `expected`, in constant time.
-    `hmac.compare_digest` raises TypeError for text with a non-ASCII character; bytes never."""
-    return hmac.compare_digest(given.encode("utf-8", "surrogatepass"), expected.encode())
-
-
-def page_number(raw: str | None) -> int:
-    """A list page's `page` query parameter: 1 when missing or not a number from 1 to 999,999
-    in ASCII digits (a link that went stale, not an error worth a page)."""
-    number = decimal(raw, max_digits=6)
-    return number if number is not None and number >= 1 else 1
-
-
-def pending_token(request: web.Request, user_id: uuid.UUID) -> str:
-    expires = int(time.time()) + PENDING_LIFETIME
-    body = f"{user_id}.{expires}"
-    return f"{body}.{keyed_mac(request, '2fa', body)}"
-
-
-def pending_user(request: web.Request, token: str) -> uuid.UUID:
-    body, _, mac = token.rpartition(".")
-    user, _, expires = body.partition(".")
-    expires_at = decimal(expires)
-    if not same_mac(mac, keyed_mac(request, "2fa", body)) or expires_at is None \
-            or expires_at < time.time():
-        raise Unauthorized(PENDING_FAILED)
-    return uuid.UUID(user)
-
-
-async def read_page_form(request: web.Request, *, max_bytes: int = FORM_LIMIT,
-                         too_large: str = FORM_TOO_LARGE) -> MultiDictProxy[FormValue]:
-    """Every page's form, read by the one parser (`web.request.read_form`): NUL characters,
-    invalid UTF-8, another charset and broken multipart are a 400 page, never a 500."""
-    return await read_form(request, max_bytes=max_bytes, too_large=too_large)
-
-
-def form_field(form: Mapping[str, Any], name: str, default: str = "") -> str:
-    value = form.get(name, default)
-    return value if isinstance(value, str) else default
-
-
-def is_secure(request: web.Request) -> bool:
-    return app_url(request).startswith("https://")
-
-
-def set_cookie(request: web.Request, response: web.StreamResponse, name: str, value: str,
-               max_age: int | None = None) -> None:
-    response.set_cookie(name, value, httponly=True, samesite="Lax", secure=is_secure(request),
-                        path="/", max_age=max_age)
-
-
-def pre_session(request: web.Request) -> str:
-    """The pre-session nonce that CSRF tokens of the signed-out forms are bound to."""
-    return request.cookies.get(PRE_COOKIE) or request.get(NEW_PRE_SESSION) or ""
-
-
-def anonymous_csrf(request: web.Request) -> str:
-    nonce = pre_session(request)
-    if not nonce:
-        nonce = random.token_urlsafe(24)
-        request[NEW_PRE_SESSION] = nonce
-    return keyed_mac(request, "csrf-pre", nonce)
-
-
-def check_anonymous_csrf(request: web.Request, form: Mapping[str, Any]) -> None:
-    nonce = request.cookies.get(PRE_COOKIE, "")
-    expected = keyed_mac(request, "csrf-pre", nonce)
-    if not nonce or not same_mac(form_field(form, "csrf"), expected):
-        raise Forbidden(CSRF_FAILED)
-
-
-def session_csrf(request: web.Request, actor: Actor) -> str:
-    return keyed_mac(request, "csrf", str(actor.session_id))
-
-
-def check_session_csrf(request: web.Request, actor: Actor, form: Mapping[str, Any]) -> None:
-    if not same_mac(form_field(form, "csrf"), session_csrf(request, actor)):
-        raise Forbidden(CSRF_FAILED)
-
-
-def render_page(request: web.Request, template: str, context: dict[str, Any], *, status: int = 200,
-                private: bool = False) -> web.Response:
-    """The template with what every page shows (`page_context`); a page that took a value
-    shown once (`take_once`) is never stored and deletes that value's cookie."""
-    took_once = request.get(TOOK_ONCE, False)
-    flash = read_flash(request)
-    context = {**page_context(request), "flash": flash, **context}
-    response = aiohttp_jinja2.render_template(template, request, context, status=status)
-    response.headers["Content-Security-Policy"] = CSP
-    # Pages that may hold a value are never stored; the rest are revalidated each time.
-    response.headers["Cache-Control"] = "no-store" if private or took_once else "no-cache"
-    if (nonce := request.get(NEW_PRE_SESSION)) is not None:
-        set_cookie(request, response, PRE_COOKIE, nonce)
-    if flash is not None or FLASH_COOKIE in request.cookies:
-        response.del_cookie(FLASH_COOKIE, path="/")
-    if took_once:
-        response.del_cookie(ONCE_COOKIE, path="/")
-    return response
-
-
-def page_context(request: web.Request) -> dict[str, Any]:
-    """The context processor: the signed-in user (or None), the form's CSRF token (the
-    session's, or before signing in the pre-session's), the admin link, the deletion banner,
-    and the defaults of a form (`form`: kept values, `errors`: a message per field)."""
-    state = request.get(PAGE_STATE)  # the signed-in user's banner and nav (`users.page_state`)
-    actor = signed_in_actor(request) if ACTOR in request else None
-    return {"user": actor, "error": None, "form": {}, "errors": {},
-            "csrf": session_csrf(request, actor) if actor is not None else anonymous_csrf(request),
-            "pending_deletion": deletion.format_when(state.delete_after)
-            if state is not None and state.delete_after is not None else None,
-            "shows_admin": state is not None and state.is_admin}
 
 
 # Flash messages: a key of `FLASHES` in a signed cookie, read (and deleted) by the next page.
-
-def flash(request: web.Request, response: web.StreamResponse, key: str) -> None:
-    if key not in FLASHES:
-        raise KeyError(key)  # a programming error: only the fixed messages are said
-    set_cookie(request, response, FLASH_COOKIE, f"{key}.{keyed_mac(request, 'flash', key)}",
-               max_age=ONCE_LIFETIME)
-
-
-def read_flash(request: web.Request) -> dict[str, str] | None:
-    key, _, mac = request.cookies.get(FLASH_COOKIE, "").partition(".")
-    if key not in FLASHES or not same_mac(mac, keyed_mac(request, "flash", key)):
-        return None
-    kind, text = FLASHES[key]
-    return {"kind": kind, "text": text}
 
 
 def done(request: web.Request, name: str, message: str | None = None,
@@ -241,131 +86,6 @@ def redirect_to(location: str) -> web.Response:
     response = web.Response(status=303, headers={"Location": location})
     response.headers["Cache-Control"] = "no-store"
     return response
-
-
-class Answer(Exception):
-    """A page's answer given from deep inside its handler (a form refused in `Form.attempt`):
-    `signed_in` and `page_errors` send it as it is."""
-
-    def __init__(self, response: web.Response) -> None:
-        super().__init__("answered")
-        self.response = response
-
-
-_LINE_BREAK = re.compile(r"\r\n?")
-
-# Fields whose typed value a page never shows again, whatever form they are in (a form names
-# any other secret field itself: `Form.posted(..., secret=...)`).
-NEVER_KEPT = frozenset({"csrf", "value", "content", "password", "password_again", "confirm",
-                        "code", "token", "pending"})
-
-
-class Form:
-    """A posted form of a page, read by the one parser and CSRF-checked (`posted`). Its fields
-    are strings (`form["name"]`, "" when absent); a refusal (`refused`) puts the message beside
-    its field (`errors`) and keeps what was typed (`kept`), never the fields named `secret`."""
-
-    def __init__(self, data: MultiDictProxy[FormValue], secret: tuple[str, ...] = ()) -> None:
-        self.data = data
-        self.secret = secret
-
-    @classmethod
-    async def posted(cls, request: web.Request, actor: Actor | None = None, *,
-                     secret: tuple[str, ...] = (), max_bytes: int = FORM_LIMIT,
-                     too_large: str = FORM_TOO_LARGE) -> Form:
-        """The form, once its CSRF token is checked: the session's when `actor` is given,
-        else the pre-session's (a refusal is the 403 error page)."""
-        data = await read_page_form(request, max_bytes=max_bytes, too_large=too_large)
-        if actor is not None:
-            check_session_csrf(request, actor, data)
-        else:
-            check_anonymous_csrf(request, data)
-        return cls(data, secret)
-
-    def __getitem__(self, name: str) -> str:
-        return form_field(self.data, name)
-
-    def get(self, name: str, default: str = "") -> str:
-        return form_field(self.data, name, default)
-
-    def text(self, name: str) -> str:
-        """A text field as the person typed it: a browser sends a textarea's line breaks as
-        CRLF (HTML's form encoding), so CRLF and a lone CR are LF here (a PEM pasted into a
-        value comes back from the API and the export with LF only). The API's values are
-        stored as sent."""
-        return _LINE_BREAK.sub("\n", self[name])
-
-    def getall(self, name: str) -> list[str]:
-        return [v for v in self.data.getall(name, []) if isinstance(v, str)]
-
-    def kept(self) -> dict[str, str]:
-        return {name: self[name] for name in self.data
-                if name not in NEVER_KEPT and name not in self.secret}
-
-    @contextlib.asynccontextmanager
-    async def attempt(self, request: web.Request, template: str,
-                      context: Mapping[str, Any] | Callable[[db.Connection], Awaitable[dict[str, Any]]],
-                      *, field: str | Callable[[DomainError], str | None] | None = None,
-                      private: bool = False, rate: str | None = None,
-                      raising: tuple[int, ...] = ()) -> AsyncIterator[db.Connection]:
-        """A connection for the form's work, counted first against the `rate` limit when given
-        (the signed-out forms: `auth`, `newsletter`). A refusal in it is the page again
-        (`refused`, with `context`, or `context(conn)`, the message beside `field`: a name, or a
-        function of the error), answered at once (`Answer`): the handler goes on only when the
-        work was done. A refusal with a status in `raising` (the page itself cannot be shown: a
-        403, a 404) is the error page instead."""
-        async with db.connection(request.app[POOL]) as conn:
-            try:
-                if rate is not None:
-                    await count_form(conn, request, rate)
-                yield conn
-            except DomainError as exc:
-                if exc.status in raising:
-                    raise
-                where = field(exc) if callable(field) else field
-                shown = dict(context) if isinstance(context, Mapping) else await context(conn)
-                raise Answer(self.refused(request, template, shown, exc, field=where,
-                                          private=private)) from None
-
-    def refused(self, request: web.Request, template: str, context: dict[str, Any],
-                exc: DomainError, *, field: str | None = None, private: bool = False) -> web.Response:
-        """The page again, `exc`'s message beside `field` (else above the form), with its
-        status and headers, and the values typed except the secret ones."""
-        context = {**context, "form": {**context.get("form", {}), **self.kept()}}
-        if field:
-            context["errors"] = {field: exc.message}
-        else:
-            context["error"] = exc.message
-        response = render_page(request, template, context, status=exc.status, private=private)
-        response.headers.update(exc.headers)
-        return response
-
-
-@contextlib.asynccontextmanager
-async def form_work(request: web.Request,
-                    actor: Actor) -> AsyncIterator[tuple[Form, db.Connection]]:
-    """A signed-in form that changes something and shows no page again (a button: revoke,
-    cancel, close...): the form once its CSRF token is checked, and a connection for its work.
-    A refusal is the error page (`signed_in`)."""
-    form = await Form.posted(request, actor)
-    async with db.connection(request.app[POOL]) as conn:
-        yield form, conn
-
-
-async def count_form(conn: db.Connection, request: web.Request, rate: str = "auth") -> None:
-    """A signed-out form counted against the `rate` limit of the caller's address."""
-    await ratelimit.hit(conn, ratelimit.Charge.of(rate, request[ACTOR].ip or "-",
-                                                  request.app[SETTINGS].rate_limit(rate)))
-
-
-def failures_of(request: web.Request) -> ratelimit.Charge | None:
-    return ratelimit.Charge.failed_auth(request.app[SETTINGS], request[ACTOR].ip)
-
-
-def signed_in_actor(request: web.Request) -> Actor | None:
-    """The signed-in user on a session route (`auth_middleware` read the cookie), else None."""
-    actor = request[ACTOR]
-    return actor if actor.user_id is not None else None
 
 
 def signed_in(handler: Callable[[web.Request, Actor], Awaitable[web.StreamResponse]]) -> Handler:
@@ -438,12 +158,6 @@ async def not_found(request: web.Request) -> web.StreamResponse:
     raise NotFound(PAGE_NOT_FOUND)
 
 
-def beside(field: str, *statuses: int) -> Callable[[DomainError], str | None]:
-    """For `Form.attempt`: a refusal with one of `statuses` is said beside `field`, any other
-    (a wait, a conflict of state) above the form."""
-    return lambda exc: field if exc.status in statuses else None
-
-
 def link_page(request: web.Request, template: str, path: str, invalid: str,
               **details: Any) -> web.Response:
     """The page a one-time link opens (`path?token=...`: an invitation, the setup link). Opening
@@ -498,4 +212,4 @@ def setup(app: web.Application) -> None:
         autoescape=jinja2.select_autoescape(default=True, default_for_string=True),
     )
     env.globals["oauth_providers"] = app[OAUTH].choices if OAUTH in app else []
-    env.filters["oauth_label"] = oauth.label
+    env.filters["oauth_label"] = oauth_providers.label

@@ -11,15 +11,19 @@ from typing import Any
 
 from aiohttp import web
 
-from ... import db, e2e, invites, roles, teams
-from ...actor import Actor
-from ...errors import BadRequest
+from ...core.actor import Actor
+from ...core.errors import BadRequest
+from ...e2e import service as e2e
+from ...teams import invites, roles, service as teams
 from ..e2e import MAX_REKEY_BODY
 from ..request import app_url, path_id
 from ..state import KEYRING, POOL
 from .e2e import BAD_PAYLOAD, json_field, rekey_plan, team_context as e2e_context
-from .kit import Form, done, failures_of, link_page, render_page, signed_in
+from .forms import Form, failures_of
+from .kit import done, link_page, signed_in
+from .rendering import render_page
 from .teams import team_form
+from ... import db
 
 
 async def members_context(request: web.Request, conn: db.Connection, actor: Actor) -> dict[str, Any]:

@@ -7,10 +7,11 @@ from typing import Any
 
 from aiohttp import web
 
-from ... import newsletter
+from ...mail import newsletter
 from ..request import app_url
 from ..state import ACTOR, KEYRING
-from .kit import Form, beside, render_page
+from .forms import Form, beside
+from .rendering import render_page
 
 
 def newsletter_page(request: web.Request, state: str, *, status: int = 200, **context: Any) -> web.Response:

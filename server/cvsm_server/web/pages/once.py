@@ -15,10 +15,10 @@ from typing import Any
 
 from aiohttp import web
 
-from ...actor import Actor
-from ...crypto import DecryptionError
+from ...core.actor import Actor
+from ...crypto.sealing import DecryptionError
 from ..state import KEYRING
-from .kit import ONCE_COOKIE, ONCE_LIFETIME, TOOK_ONCE, set_cookie
+from .session import ONCE_COOKIE, ONCE_LIFETIME, TOOK_ONCE, set_cookie
 
 
 def _once_aad(actor: Actor, kind: str) -> bytes:

@@ -6,10 +6,12 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from ... import db, teams
-from ...actor import Actor
+from ...core.actor import Actor
+from ...teams import service as teams
 from ..state import POOL
-from .kit import render_page, signed_in
+from .kit import signed_in
+from .rendering import render_page
+from ... import db
 
 
 @signed_in

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from aiohttp import web
 
-from ...errors import NotFound
+from ...core.errors import NotFound
 
 STATIC_DIR = Path(str(resources.files("cvsm_server") / "static"))
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from ... import secret_rotation
-from ...actor import Actor
+from ...core.actor import Actor
+from ...rotation import policy as secret_rotation
 from ..request import path_id
 from .kit import done, signed_in
 from .teams import team_form

@@ -16,17 +16,23 @@ from typing import Any
 
 from aiohttp import web
 
-from ... import (bulk, db, dotenv, insights, roles, secret_rotation, secrets as domain, shares,
-                 shell_export, teams)
-from ...actor import Actor
-from ...errors import BadRequest, NotFound
-from ...inputs import whole_number
+from ...core.actor import Actor
+from ...core.errors import BadRequest, NotFound
+from ...core.inputs import whole_number
+from ...audit import insights
+from ...rotation import policy as secret_rotation
+from ...secrets import bulk, dotenv, service as domain, shares, shell_export
+from ...secrets import inputs as secret_inputs
+from ...teams import roles, service as teams
 from ..request import app_url, path_id
 from ..state import KEYRING, POOL
 from .e2e import json_field, team_context as e2e_context
-from .kit import ENVIRONMENTS, Form, done, render_page, signed_in
+from .forms import Form
+from .kit import ENVIRONMENTS, done, signed_in
 from .once import keep_once, take_once
+from .rendering import render_page
 from .teams import team_form
+from ... import db
 
 
 def _environment(value: str | None) -> str:
@@ -44,7 +50,7 @@ async def _secrets_context(request: web.Request, conn: db.Connection, actor: Act
     rows, total = await domain.list_secrets(conn, actor, team_id, environment=environment,
                                             search=search or None, limit=500)
     return {"team": team, "team_ref": team_ref,
-            "environment": environment, "environments": ENVIRONMENTS, "types": domain.TYPES, "search": search,
+            "environment": environment, "environments": ENVIRONMENTS, "types": secret_inputs.TYPES, "search": search,
             "secrets": rows, "total": total, "revealed": {}, "form": {"environment": environment},
             "can": roles.controls(team["role"]), "e2e": await e2e_context(conn, actor, team),
             "exported": None}
@@ -75,7 +81,7 @@ async def create_secret(request: web.Request, actor: Actor) -> web.StreamRespons
     environment = _environment(form["environment"])
     async with _list_form(request, actor, form, environment) as conn:
         team_id = await teams.resolve(conn, team_ref)
-        item = domain.SecretInput.checked(
+        item = secret_inputs.SecretInput.checked(
             name=form["name"].strip(), value=form.text("value"), environment=environment,
             type=form.get("type", "credential"), description=form.text("description"),
             id=form["id"] or None)  # an end-to-end team's: the id the value was sealed for
@@ -127,7 +133,7 @@ async def _secret_context(request: web.Request, conn: db.Connection, actor: Acto
         if can["insights"] else []
     return {"team": team, "team_ref": team_ref,
             "secret": secret, "versions": versions, "shares": share_rows, "can_share": can_share,
-            "share_url": None, "types": domain.TYPES, "rotation": rotation, "can": can,
+            "share_url": None, "types": secret_inputs.TYPES, "rotation": rotation, "can": can,
             "readers": readers, "revealed": {}, "diff": None,
             "e2e": await e2e_context(conn, actor, team)}
 
@@ -159,7 +165,7 @@ async def update_secret(request: web.Request, actor: Actor) -> web.StreamRespons
     async with form.attempt(request, "secret.html",
                             lambda conn: _secret_context(request, conn, actor)) as conn:
         team_id = await teams.resolve(conn, request.match_info["team"])
-        update = domain.SecretUpdate.checked(value=form.text("value") or None,
+        update = secret_inputs.SecretUpdate.checked(value=form.text("value") or None,
                                              type=form["type"] or None,
                                              description=form.text("description"))
         await domain.update_secret(conn, actor, request.app[KEYRING], team_id,
@@ -290,7 +296,7 @@ async def export_dotenv(request: web.Request, actor: Actor) -> web.StreamRespons
     environment = _environment(form["environment"])
     fmt = form.get("format", "dotenv")
     if fmt not in _DOWNLOADS:
-        raise BadRequest(domain.INVALID_EXPORT_FORMAT)
+        raise BadRequest(secret_inputs.INVALID_EXPORT_FORMAT)
     render, extension = _DOWNLOADS[fmt]
     async with db.connection(request.app[POOL]) as conn:
         team_id = await teams.resolve(conn, team_ref)

@@ -10,10 +10,13 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from ... import db, setup_link
-from ...actor import Actor
+from ...core.actor import Actor
+from ...accounts import setup_link
 from ..state import KEYRING, POOL
-from .kit import Form, done, failures_of, link_page, render_page, signed_in
+from .forms import Form, failures_of
+from .kit import done, link_page, signed_in
+from .rendering import render_page
+from ... import db
 
 
 async def setup_page(request: web.Request) -> web.StreamResponse:

@@ -1,7 +1,7 @@
 """The support assistant's page (`/app/support`): the user's conversation, a form that asks,
 and "Bicara dengan manusia" (escalate). Works without JavaScript (each form posts and the page
 comes back); `static/support.js` posts the same forms with `Accept: application/json` and shows
-the answer without a reload. The rules are in `cvsm_server.support`.
+the answer without a reload. The rules are in `cvsm_server.support.service`.
 """
 
 from __future__ import annotations
@@ -11,14 +11,17 @@ from typing import Any
 
 from aiohttp import web
 
-from ... import db, support
-from ...actor import Actor
-from ...errors import DomainError, NotFound
+from ...core.actor import Actor
+from ...core.errors import DomainError, NotFound
+from ...support import service as support
 from ..request import app_url
 from ..state import KEYRING, POOL, SETTINGS
 from ..support import charge
-from .kit import Form, done, render_page, signed_in
+from .forms import Form
+from .kit import done, signed_in
 from .messages import FLASHES
+from .rendering import render_page
+from ... import db
 
 ESCALATED = FLASHES["support_escalated"][1]
 

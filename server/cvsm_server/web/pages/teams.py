@@ -10,13 +10,17 @@ from typing import Any
 
 from aiohttp import web
 
-from ... import audit, db, secrets, teams
-from ...actor import Actor
-from ...errors import BadRequest
+from ...core.actor import Actor
+from ...core.errors import BadRequest
+from ...audit import log as audit
+from ...secrets import inputs as secret_inputs
+from ...teams import service as teams
 from ..state import POOL, SETTINGS
 from .e2e import page_context
-from .kit import Form, done, form_work, page_number, render_page, signed_in, url_for
-
+from .forms import Form, form_work, page_number
+from .kit import done, signed_in, url_for
+from .rendering import render_page
+from ... import db
 
 E2E_NEEDS_SCRIPT = ("Tim end-to-end dibuat oleh skrip halaman ini, yang memerlukan JavaScript dan "
                     "HTTPS (atau localhost): buka dashboard lewat HTTPS lalu coba lagi")
@@ -55,7 +59,7 @@ async def create_team(request: web.Request, actor: Actor) -> web.StreamResponse:
                                        plan_name=request.app[SETTINGS].default_plan,
                                        e2e_wrapped_key=form["wrapped_key"] if e2e else None,
                                        e2e_auth=(form["auth"] or None) if e2e else None,
-                                       team_id=secrets.check_id(form["id"]) if e2e else None)
+                                       team_id=secret_inputs.check_id(form["id"]) if e2e else None)
     return done(request, "secrets.secrets_page", "team_created", team=team["slug"])
 
 

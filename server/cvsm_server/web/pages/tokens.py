@@ -7,19 +7,23 @@ browser and is appended to the token where the page shows it once.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from aiohttp import web
 
-import json
-
-from ... import db, e2e, teams, tokens
-from ...actor import Actor
+from ...core.actor import Actor
+from ...accounts import tokens
+from ...e2e import syntax as e2e_syntax
+from ...teams import service as teams
 from ..request import path_id
 from ..state import KEYRING, POOL
 from .e2e import page_context, team_wrap
-from .kit import ENVIRONMENTS, Form, done, form_work, render_page, signed_in
+from .forms import Form, form_work
+from .kit import ENVIRONMENTS, done, signed_in
 from .once import keep_once, take_once
+from .rendering import render_page
+from ... import db
 
 # The form's default is the narrowest token (one team, one environment, read-only): the
 # README's advice for an application or a CI job. The broader choices are there, named.
@@ -80,7 +84,7 @@ async def create_token(request: web.Request, actor: Actor) -> web.StreamResponse
     public = row.get("e2e_public_key")
     keep_once(request, response, actor, "token", {
         "name": row["name"], "token": token,
-        "e2e_public_key": e2e.b64u(bytes(public)) if public is not None else None})
+        "e2e_public_key": e2e_syntax.b64u(bytes(public)) if public is not None else None})
     return response
 
 

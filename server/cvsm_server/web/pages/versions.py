@@ -13,14 +13,19 @@ from typing import Any
 
 from aiohttp import web
 
-from ... import db, secrets as domain, teams
-from ...actor import Actor
-from ...errors import BadRequest
-from ...inputs import whole_number
+from ...core.actor import Actor
+from ...core.errors import BadRequest
+from ...core.inputs import whole_number
+from ...secrets import service as domain
+from ...teams import service as teams
 from ..request import path_id
 from ..state import KEYRING, POOL
-from .kit import Form, form_field, render_page, signed_in
+from .forms import Form
+from .kit import signed_in
+from .rendering import render_page
 from .secrets import secret_context
+from .session import form_field
+from ... import db
 
 BAD_VERSION = "Pilih nomor versi yang ada"
 SAME_VERSION = "Pilih dua versi yang berbeda untuk dibandingkan"

@@ -1,0 +1,324 @@
+'use strict';
+/**
+ * live.test: the parts of `live` (rule R16) and `refresh` (rule R17) the conformance cases do
+ * not see: the option and CVSM_LIVE, the event-stream parser, the reconnection pauses, the
+ * refusals, Last-Event-ID, and that close() (or a forgotten close) ends the stream.
+ */
+
+const { test, describe, before, after, beforeEach } = require('node:test');
+const assert = require('node:assert/strict');
+const http = require('node:http');
+const path = require('node:path');
+const { execFile } = require('node:child_process');
+const { promisify } = require('node:util');
+const { Client, ConfigurationError } = require('../lib');
+const { LiveStream, SseDecoder, LineSplitter, StreamRefused, reconnectDelay, REFUSED_BACKOFF } = require('../lib/live');
+const { TOKEN, cleanEnv } = require('./helpers/stub');
+
+cleanEnv();
+// The outage warning is the SDK's own; these tests read none of it.
+process.removeAllListeners('warning');
+
+const BASE = { token: TOKEN, team: 'acme' };
+
+/**
+ * A server with two routes: the by-name read (values in `values`, versions in `versions`) and
+ * the change stream, held open; `streams` are the open answers, `streamRequests` the requests.
+ */
+class LiveServer {
+  values = new Map([['DB_PASSWORD', 'one']]);
+  versions = new Map([['DB_PASSWORD', 1]]);
+  streams = [];
+  streamRequests = [];
+  reads = 0;
+  closedStreams = 0;
+  /** The status the change stream answers; 200 opens it. */
+  streamStatus = 200;
+  server = http.createServer((req, res) => {
+    const url = new URL(req.url, 'http://x');
+    if (url.pathname === '/api/v1/teams/acme/secrets/changes') {
+      this.streamRequests.push(req);
+      if (this.streamStatus !== 200) {
+        res.writeHead(this.streamStatus, { 'Content-Type': 'application/json' });
+        res.end('{"error": "token dicabut"}');
+        return;
+      }
+      res.writeHead(200, { 'Content-Type': 'text/event-stream' });
+      const secrets = Object.fromEntries(
+        [...this.versions].map(([name, version]) => [name, { environment: 'production', version }]),
+      );
+      res.write(`id: 7\nevent: snapshot\ndata: ${JSON.stringify({ secrets })}\n\n`);
+      this.streams.push(res);
+      res.on('close', () => {
+        this.closedStreams += 1;
+      });
+      return;
+    }
+    const name = decodeURIComponent(url.pathname.split('/').pop());
+    this.reads += 1;
+    res.writeHead(200, { 'Content-Type': 'application/json' });
+    res.end(JSON.stringify({ secret: { name, version: this.versions.get(name) }, value: this.values.get(name) }));
+  });
+
+  async start() {
+    await new Promise((resolve) => this.server.listen(0, '127.0.0.1', resolve));
+    this.baseUrl = `http://127.0.0.1:${this.server.address().port}/api/v1`;
+    return this;
+  }
+
+  /** Sets `name` to `value` at the next version and announces it on every open stream. */
+  change(name, value) {
+    const version = (this.versions.get(name) ?? 0) + 1;
+    this.values.set(name, value);
+    this.versions.set(name, version);
+    for (const res of this.streams) {
+      res.write(`event: change\ndata: ${JSON.stringify({ name, environment: 'production', version })}\n\n`);
+    }
+  }
+
+  async close() {
+    for (const res of this.streams) res.destroy();
+    this.server.closeAllConnections();
+    await new Promise((resolve) => this.server.close(resolve));
+  }
+}
+
+/** Waits until `check()` is true, polling every 10 ms, for at most `ms`. */
+async function until(check, ms = 3000) {
+  const end = Date.now() + ms;
+  while (!check()) {
+    if (Date.now() > end) throw new Error('timed out waiting');
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+}
+
+describe('the live option', () => {
+  beforeEach(() => cleanEnv());
+
+  test('is off by default, on with live: true, and rejects anything but a boolean', () => {
+    assert.equal(new Client({ ...BASE, baseUrl: 'http://x.test/api/v1' }).live, false);
+    assert.equal(new Client({ ...BASE, baseUrl: 'http://x.test/api/v1', live: true }).live, true);
+    assert.throws(() => new Client({ ...BASE, baseUrl: 'http://x.test/api/v1', live: 'yes' }), ConfigurationError);
+  });
+
+  test('CVSM_LIVE takes 1/true/yes/on and 0/false/no/off in any case, and nothing else', () => {
+    const live = (text) => {
+      process.env.CVSM_LIVE = text;
+      return new Client({ ...BASE, baseUrl: 'http://x.test/api/v1' }).live;
+    };
+    for (const text of ['1', 'true', 'YES', ' On ']) assert.equal(live(text), true, text);
+    for (const text of ['0', 'False', 'no', 'OFF', '']) assert.equal(live(text), false, text);
+    assert.throws(() => live('maybe'), (err) => err instanceof ConfigurationError && /CVSM_LIVE/.test(err.message));
+    process.env.CVSM_LIVE = '1';
+    assert.equal(new Client({ ...BASE, baseUrl: 'http://x.test/api/v1', live: false }).live, false);
+    delete process.env.CVSM_LIVE;
+  });
+});
+
+describe('the event-stream parser', () => {
+  test('reads events, multi-line data, ids, and skips comments', () => {
+    const sse = new SseDecoder();
+    const lines = new LineSplitter();
+    const events = [];
+    const text = ': heartbeat\r\n\r\nid: 3\nevent: change\ndata: {"a":\ndata:1}\n\ndata: x\r\rretry: 5\n\n';
+    // Fed one character at a time: a CR at a chunk's end waits for a possible LF.
+    for (const ch of text) {
+      for (const line of lines.push(ch)) {
+        const event = sse.line(line);
+        if (event !== null) events.push(event);
+      }
+    }
+    assert.deepEqual(events, [
+      ['change', '{"a":\n1}'],
+      ['message', 'x'],
+    ]);
+    assert.equal(sse.lastId, '3');
+  });
+});
+
+describe('the reconnection pause', () => {
+  test('is between half and all of min(30, 0.5 * 2**attempt)', () => {
+    assert.equal(reconnectDelay(0, () => 0), 0.25);
+    assert.equal(reconnectDelay(0, () => 1), 0.5);
+    assert.equal(reconnectDelay(3, () => 1), 4);
+    assert.equal(reconnectDelay(20, () => 0), 15);
+    assert.equal(reconnectDelay(20, () => 1), 30);
+  });
+
+  test('grows per attempt, is at least Retry-After after a 429 and 300 s after 401/403/404', () => {
+    let refusals = 0;
+    const stream = new LiveStream({
+      open: async () => ({ status: 503, body: null }),
+      onSnapshot() {},
+      onChange() {},
+      onLost() {},
+      onRefused: () => {
+        refusals += 1;
+      },
+      describe: 'team "acme", environment "production"',
+      random: () => 1,
+    });
+    assert.equal(stream.lost('x'), 0.5);
+    assert.equal(stream.lost('x'), 1);
+    assert.equal(stream.refused(new StreamRefused(429, 120)), 120);
+    assert.equal(stream.refused(new StreamRefused(404)), REFUSED_BACKOFF);
+    assert.equal(refusals, 0, 'a 404 does not empty the cache');
+    assert.equal(stream.refused(new StreamRefused(401)), REFUSED_BACKOFF);
+    assert.equal(stream.refused(new StreamRefused(403)), REFUSED_BACKOFF);
+    assert.equal(refusals, 2);
+    // An end that carries a refusal empties the cache too; a snapshot starts the pauses over.
+    assert.throws(() => stream.event('end', '{"status":404}'));
+    assert.equal(refusals, 3);
+    stream.event('snapshot', '{"secrets":{}}');
+    assert.equal(stream.lost('x'), 0.5);
+  });
+});
+
+describe('the stream loop', () => {
+  /** A LiveStream whose connections send `chunks` and then nothing, counting the opens. */
+  function quietStream(chunks, options = {}) {
+    const opens = [];
+    const stream = new LiveStream({
+      open: async ({ lastEventId }) => {
+        opens.push(lastEventId);
+        return {
+          status: 200,
+          // A body that ignores the abort signal: only cancelling its reader ends it.
+          body: new ReadableStream({
+            start(controller) {
+              for (const chunk of chunks) controller.enqueue(new TextEncoder().encode(chunk));
+            },
+          }),
+        };
+      },
+      onSnapshot() {},
+      onChange() {},
+      onLost() {},
+      onRefused() {},
+      describe: 'team "acme", environment "production"',
+      random: () => 0,
+      ...options,
+    });
+    return { stream, opens };
+  }
+
+  test('a stream silent for the read limit is down, and reconnects with Last-Event-ID', async () => {
+    const { stream, opens } = quietStream(['id: 9\nevent: snapshot\ndata: {"secrets":{}}\n\n'], { readTimeoutMs: 100 });
+    stream.start();
+    await until(() => opens.length >= 2, 2000);
+    assert.deepEqual(opens.slice(0, 2), [null, '9']);
+    await stream.close();
+  });
+
+  test('close() ends a connection whose fetch ignores the abort signal', async () => {
+    const { stream, opens } = quietStream(['event: snapshot\ndata: {"secrets":{}}\n\n']);
+    stream.start();
+    await until(() => stream.connected);
+    await stream.close();
+    assert.equal(stream.connected, false);
+    assert.equal(opens.length, 1);
+  });
+});
+
+describe('a live client', () => {
+  let server;
+  before(async () => {
+    server = await new LiveServer().start();
+  });
+  after(() => server.close());
+
+  test('opens one stream at its first read, drops a changed value, and close() ends the stream', async () => {
+    const client = new Client({ ...BASE, baseUrl: server.baseUrl, live: true });
+    const opened = server.streamRequests.length;
+    assert.equal(await client.get('DB_PASSWORD'), 'one');
+    await until(() => client.liveConnected);
+    const request = server.streamRequests.at(-1);
+    assert.equal(request.headers.accept, 'text/event-stream');
+    assert.equal(request.headers.authorization, `Bearer ${TOKEN}`);
+    assert.equal(new URL(request.url, 'http://x').searchParams.get('environment'), 'production');
+    const reads = server.reads;
+    assert.equal(await client.get('DB_PASSWORD'), 'one');
+    assert.equal(server.reads, reads, 'still cached after the snapshot');
+    server.change('DB_PASSWORD', 'two');
+    await until(() => server.streams.length > 0);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    assert.equal(await client.get('DB_PASSWORD'), 'two');
+    assert.equal(server.streamRequests.length, opened + 1, 'one stream');
+
+    const closed = server.closedStreams;
+    await client.close();
+    assert.equal(client.liveConnected, false);
+    await until(() => server.closedStreams > closed);
+    assert.equal(await client.refresh('DB_PASSWORD'), 'two', 'it still reads after close');
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    assert.equal(server.streamRequests.length, opened + 1, 'no stream after close');
+  });
+
+  test('sends Last-Event-ID when it reconnects after an event with an id', async () => {
+    const client = new Client({ ...BASE, baseUrl: server.baseUrl, live: true });
+    await client.get('DB_PASSWORD');
+    await until(() => client.liveConnected);
+    const opened = server.streamRequests.length;
+    server.streams.at(-1).end(); // dropped: it reconnects after 0.25 to 0.5 s
+    await until(() => server.streamRequests.length > opened);
+    assert.equal(server.streamRequests.at(-1).headers['last-event-id'], '7');
+    await client.close();
+  });
+
+  test('a reconnection\'s snapshot drops only the values that changed while it was down', async () => {
+    server.values.set('OTHER', 'other-1');
+    server.versions.set('OTHER', 1);
+    const client = new Client({ ...BASE, baseUrl: server.baseUrl, live: true });
+    await client.get('DB_PASSWORD');
+    await client.get('OTHER');
+    await until(() => client.liveConnected);
+    const opened = server.streamRequests.length;
+    for (const res of server.streams) res.end();
+    server.streams.length = 0;
+    server.values.set('OTHER', 'other-2'); // changed while the stream is down: not announced
+    server.versions.set('OTHER', 2);
+    await until(() => server.streamRequests.length > opened && client.liveConnected);
+    const reads = server.reads;
+    assert.equal(await client.get('OTHER'), 'other-2');
+    assert.equal(await client.get('DB_PASSWORD'), server.values.get('DB_PASSWORD'));
+    assert.equal(server.reads, reads + 1, 'the unchanged value stays cached');
+    await client.close();
+  });
+
+  test('a 401 to the stream empties the cache', async () => {
+    const live = new Client({ ...BASE, baseUrl: server.baseUrl, live: true });
+    server.streamStatus = 401;
+    try {
+      const opened = server.streamRequests.length;
+      await live.get('DB_PASSWORD'); // cached, and the stream is refused
+      await until(() => server.streamRequests.length > opened);
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      const reads = server.reads;
+      await live.get('DB_PASSWORD');
+      assert.equal(server.reads, reads + 1, 'read again: the refusal emptied the cache');
+      assert.equal(live.liveConnected, false);
+    } finally {
+      server.streamStatus = 200;
+      await live.close();
+    }
+  });
+
+  test('refresh checks its environment option', async () => {
+    const client = new Client({ ...BASE, baseUrl: server.baseUrl });
+    await assert.rejects(client.refresh('DB_PASSWORD', { environment: '' }), TypeError);
+    await assert.rejects(client.refresh('DB_PASSWORD', { environment: 3 }), TypeError);
+    await assert.rejects(client.refresh(1), TypeError);
+  });
+
+  test('does not keep the process alive when it is never closed (the stream is unref\'d)', async () => {
+    const script = `
+      const { Client } = require(${JSON.stringify(path.resolve(__dirname, '..'))});
+      const client = new Client({ token: ${JSON.stringify(TOKEN)}, team: 'acme', baseUrl: ${JSON.stringify(server.baseUrl)}, live: true });
+      client.get('DB_PASSWORD').then(async (value) => {
+        while (!client.liveConnected) await new Promise((r) => setTimeout(r, 10));
+        console.log(value);
+      });`;
+    const { stdout } = await promisify(execFile)(process.execPath, ['-e', script], { timeout: 10_000 });
+    assert.equal(stdout.trim(), 'two');
+  });
+});

@@ -1,0 +1,46 @@
+<?php
+
+declare(strict_types=1);
+
+namespace Cvsm\Tests;
+
+use Cvsm\Exception\ConfigurationException;
+use Cvsm\Exception\SecretNotFoundException;
+
+/**
+ * RefreshTest covers what the conformance case of refresh() (rule R17) does not: the arguments it
+ * refuses without a request, and that the value it reads is the one get() then serves.
+ */
+final class RefreshTest extends TestCase
+{
+    public function testAnEmptyEnvironmentOrAnInvalidNameIsRefusedWithoutARequest(): void
+    {
+        $client = $this->client();
+        try {
+            $client->refresh('DB_PASSWORD', '');
+            self::fail('an empty environment was accepted');
+        } catch (ConfigurationException $e) {
+            self::assertStringContainsString('environment', $e->getMessage());
+        }
+        try {
+            $client->refresh('DB-PASSWORD');
+            self::fail('an invalid name was read');
+        } catch (SecretNotFoundException $e) {
+            self::assertNull($e->getStatus());
+        }
+        self::assertSame(0, $this->requestCount());
+    }
+
+    public function testRefreshReadsPastTheCacheAndGetThenServesWhatItRead(): void
+    {
+        $client = $this->client();
+        $this->routeSecret('DB_PASSWORD', 'old');
+        self::assertSame('old', $client->get('DB_PASSWORD'));
+        $this->routeSecret('DB_PASSWORD', 'new');
+
+        self::assertSame('old', $client->get('DB_PASSWORD'), 'cached');
+        self::assertSame('new', $client->refresh('DB_PASSWORD'));
+        self::assertSame('new', $client->get('DB_PASSWORD'));
+        self::assertSame(2, $this->requestCount());
+    }
+}

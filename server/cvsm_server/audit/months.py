@@ -1,0 +1,146 @@
+"""The audit log stored by month (migration 0024): partitions made ahead, and retention as the
+drop of a whole month where it can be one.
+
+`audit_logs` and `audit_seals` are partitioned by RANGE of `created_at`, a partition a UTC month
+and a DEFAULT partition each. `make_ahead` makes the current month's and the next `AHEAD`
+months' partitions (the hourly retention job calls it first, so an insert never lacks one).
+
+`drop_expired_months` looks at the oldest month partitions whose end is past the shortest
+retention: for each, per chain in it, the chain's last entry of the month (its new start once
+the month goes) and the few entries of the chain outside the month with a lower seq (entries
+written around midnight at the month's end can be sealed in another order than their times).
+In one transaction it signs a `purge` checkpoint at each such head, deletes those stragglers
+(bounded, through the guard, as the per-entry purge does), and asks the database to drop the
+month (`cvsm_audit_drop_month`), which checks again that every entry of the month is past its
+chain's retention, sealed, covered by a checkpoint and a prefix of its chain, and raises
+otherwise (everything is then rolled back: the month stays for the per-entry purge). A drop
+writes no WAL per entry, and the space goes back to the system at once.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Awaitable, Callable
+from datetime import date
+
+import psycopg2
+
+from .. import db
+
+log = logging.getLogger("cvsm.audit")
+
+AHEAD = 2
+# Entries of a chain outside the month a drop removes first; more means the month is no prefix
+# of that chain (the per-entry purge handles it).
+STRAGGLERS = 1000
+
+
+async def make_ahead(cur: db.Cursor, ahead: int = AHEAD) -> int:
+    """The partitions of this month and the next `ahead` months; returns how many were made."""
+    row = await db.fetchone(cur, "SELECT cvsm_audit_make_partitions(%s) AS n", (ahead,))
+    return row["n"]
+
+
+async def expired_months(cur: db.Cursor) -> list[date]:
+    """The month partitions (oldest first) that ended before the shortest retention began."""
+    rows = await db.fetchall(
+        cur,
+        """SELECT m.month FROM (
+               SELECT to_date(substr(c.relname, 12), '"y"YYYY"m"MM') AS month
+               FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+               WHERE i.inhparent = 'audit_logs'::regclass
+                 AND c.relname ~ '^audit_logs_y[0-9]{4}m[0-9]{2}$') m
+           WHERE (m.month + interval '1 month') AT TIME ZONE 'UTC' < now() - interval '30 days'
+           ORDER BY 1""")
+    return [row["month"] for row in rows]
+
+
+HEADS = """WITH RECURSIVE k(id) AS (
+                (SELECT chain_id FROM audit_seals WHERE created_at >= %(lo)s AND created_at < %(hi)s
+                 ORDER BY chain_id LIMIT 1)
+                UNION ALL
+                SELECT (SELECT chain_id FROM audit_seals
+                        WHERE created_at >= %(lo)s AND created_at < %(hi)s AND chain_id > k.id
+                        ORDER BY chain_id LIMIT 1)
+                FROM k WHERE k.id IS NOT NULL)
+            SELECT k.id AS chain_id, h.seq, h.hash,
+                   cvsm_audit_retention_days(k.id) IS NOT NULL
+                   AND %(hi)s::timestamptz < now() - make_interval(
+                       days => cvsm_audit_retention_days(k.id)) AS expired
+            FROM k CROSS JOIN LATERAL (
+                SELECT s.seq, s.hash FROM audit_seals s
+                WHERE s.created_at >= %(lo)s AND s.created_at < %(hi)s AND s.chain_id = k.id
+                ORDER BY s.seq DESC LIMIT 1) h
+            WHERE k.id IS NOT NULL"""
+
+_STRAGGLERS = """SELECT s.pos FROM audit_seals s
+                 WHERE s.chain_id = %(chain)s AND s.seq < %(seq)s
+                   AND (s.created_at < %(lo)s OR s.created_at >= %(hi)s)
+                 ORDER BY s.seq LIMIT %(limit)s"""
+
+
+def month_span(month: date) -> dict[str, str]:
+    """The month's bounds as query parameters `lo` (inclusive) and `hi`, UTC."""
+    lo = date(month.year, month.month, 1)
+    hi = date(month.year + (month.month == 12), month.month % 12 + 1, 1)
+    return {"lo": f"{lo.isoformat()}T00:00:00Z", "hi": f"{hi.isoformat()}T00:00:00Z"}
+
+
+Sign = Callable[[db.Cursor, uuid.UUID, int, bytes], Awaitable[object]]
+Before = Callable[[date], Awaitable[object]]
+
+
+async def drop_month(pool: db.Pool, sign: Sign, month: date,
+                     before: Before | None = None) -> tuple[int, list[uuid.UUID]]:
+    """Drop one month (see the module's text): `sign(cur, chain, seq, hash)` writes the purge
+    checkpoint at each chain's new start, `before(month)` runs first (the archive). Returns
+    (entries removed, chains it held), or raises the database's reason (nothing changed)."""
+    lo = date(month.year, month.month, 1)
+    span = month_span(lo)
+    if before is not None:
+        await before(lo)
+    async with db.pool_transaction(pool) as cur:
+        heads = await db.fetchall(cur, HEADS, span)
+        kept = next((h["chain_id"] for h in heads if not h["expired"]), None)
+        if kept is not None:  # the cheap check first: the hourly run that cannot drop is short
+            raise psycopg2.ProgrammingError(f"audit month {lo}: chain {kept} keeps entries")
+        removed = 0
+        for head in heads:
+            stray = await db.fetchall(cur, _STRAGGLERS, {**span, "chain": head["chain_id"],
+                                                         "seq": head["seq"],
+                                                         "limit": STRAGGLERS + 1})
+            if len(stray) > STRAGGLERS:
+                raise psycopg2.ProgrammingError(
+                    f"audit month {lo}: chain {head['chain_id']} is no prefix of it")
+            await sign(cur, head["chain_id"], head["seq"], bytes(head["hash"]))
+            if stray:
+                await cur.execute("DELETE FROM audit_logs WHERE pos = ANY(%s)",
+                                  ([r["pos"] for r in stray],))
+                removed += cur.rowcount
+        row = await db.fetchone(cur, "SELECT cvsm_audit_drop_month(%s) AS n", (lo,))
+        removed += row["n"]
+    return removed, [h["chain_id"] for h in heads]
+
+
+async def drop_expired_months(pool: db.Pool, sign: Sign, before: Before | None = None
+                              ) -> tuple[int, list[uuid.UUID]]:
+    """Drop the expired months, oldest first, up to the first that cannot go yet (`sign` and
+    `before` as for `drop_month`); returns the entries removed and the chains that lost
+    entries."""
+    async with db.cursor(pool) as cur:
+        await make_ahead(cur)
+        months = await expired_months(cur)
+    removed = 0
+    chains: list[uuid.UUID] = []
+    for month in months:
+        try:
+            gone, touched = await drop_month(pool, sign, month, before)
+        except psycopg2.Error as exc:
+            log.info("audit month %s kept for the per-entry purge: %s", month.isoformat()[:7],
+                     db.first_line(exc))
+            break
+        removed += gone
+        chains.extend(touched)
+        log.info("audit month %s dropped: %d entries", month.isoformat()[:7], gone)
+    return removed, chains

@@ -1,0 +1,1 @@
+"""The instance as a whole: administration (admin) and the public figures (public)."""

@@ -1,0 +1,1 @@
+"""The support assistant: help articles, conversations and tickets."""

@@ -1,0 +1,58 @@
+"""Rendering a dashboard page: its template with what every page shows (the signed-in user, the
+CSRF token, the flash message, the deletion banner) and its headers (CSP, caching)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import aiohttp_jinja2
+from aiohttp import web
+
+from ...core.actor import Actor
+from ...accounts import deletion
+from ..state import ACTOR, PAGE_STATE
+from .session import (FLASH_COOKIE, NEW_PRE_SESSION, PRE_COOKIE, anonymous_csrf, flash, read_flash,
+                      session_csrf, set_cookie, ONCE_COOKIE, TOOK_ONCE)
+
+
+def render_page(request: web.Request, template: str, context: dict[str, Any], *, status: int = 200,
+                private: bool = False) -> web.Response:
+    """The template with what every page shows (`page_context`); a page that took a value
+    shown once (`take_once`) is never stored and deletes that value's cookie."""
+    took_once = request.get(TOOK_ONCE, False)
+    flash = read_flash(request)
+    context = {**page_context(request), "flash": flash, **context}
+    response = aiohttp_jinja2.render_template(template, request, context, status=status)
+    response.headers["Content-Security-Policy"] = CSP
+    # Pages that may hold a value are never stored; the rest are revalidated each time.
+    response.headers["Cache-Control"] = "no-store" if private or took_once else "no-cache"
+    if (nonce := request.get(NEW_PRE_SESSION)) is not None:
+        set_cookie(request, response, PRE_COOKIE, nonce)
+    if flash is not None or FLASH_COOKIE in request.cookies:
+        response.del_cookie(FLASH_COOKIE, path="/")
+    if took_once:
+        response.del_cookie(ONCE_COOKIE, path="/")
+    return response
+
+
+def page_context(request: web.Request) -> dict[str, Any]:
+    """The context processor: the signed-in user (or None), the form's CSRF token (the
+    session's, or before signing in the pre-session's), the admin link, the deletion banner,
+    and the defaults of a form (`form`: kept values, `errors`: a message per field)."""
+    state = request.get(PAGE_STATE)  # the signed-in user's banner and nav (`users.page_state`)
+    actor = signed_in_actor(request) if ACTOR in request else None
+    return {"user": actor, "error": None, "form": {}, "errors": {},
+            "csrf": session_csrf(request, actor) if actor is not None else anonymous_csrf(request),
+            "pending_deletion": deletion.format_when(state.delete_after)
+            if state is not None and state.delete_after is not None else None,
+            "shows_admin": state is not None and state.is_admin}
+
+
+CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+       "connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'")
+
+
+def signed_in_actor(request: web.Request) -> Actor | None:
+    """The signed-in user on a session route (`auth_middleware` read the cookie), else None."""
+    actor = request[ACTOR]
+    return actor if actor.user_id is not None else None
