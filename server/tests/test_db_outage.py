@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import shutil
+import socket
 import threading
 import time
 import uuid
@@ -25,6 +26,7 @@ import pytest
 
 from conftest import postgres_home
 from cvsm_server import db
+from cvsm_server.db.pool import SOCKET_CHECK
 from test_workers import environment, running_postgres, serving
 
 KILLS = 10
@@ -210,3 +212,31 @@ def test_the_connection_string_asks_for_tcp_keepalives():
     params = psycopg2.extensions.parse_dsn(
         db.with_keepalives("postgresql://u@db.example/cvsm?keepalives_idle=60"))
     assert params["keepalives_idle"] == "60"
+
+
+async def test_a_connection_made_through_a_multi_host_url_is_watched_on_its_own_socket(
+        database_url):
+    """libpq tries a multi-host URL's hosts in turn, each on a new socket (high availability,
+    test_failover): the connection is watched on the socket it ended on, so its statements
+    are answered at once, not at the half-second look at the socket (`db.pool.SOCKET_CHECK`)."""
+    params = psycopg2.extensions.parse_dsn(database_url)
+    with socket.socket() as sock:  # a port nobody listens on: the first host refuses
+        sock.bind(("127.0.0.1", 0))
+        dead = sock.getsockname()[1]
+    params["host"] = f"127.0.0.1,{params['host']}"
+    params["port"] = f"{dead},{params.get('port', '5432')}"
+    params["target_session_attrs"] = "read-write"
+    pool = await db.create_pool(psycopg2.extensions.make_dsn(**params), maxsize=1)
+    try:
+        async with pool.acquire() as conn:
+            cur = await conn.cursor()
+            began = time.monotonic()
+            for _ in range(10):
+                await cur.execute("SELECT 1 AS one")
+                assert (await cur.fetchone())["one"] == 1
+            took = time.monotonic() - began
+            cur.close()
+    finally:
+        pool.close()
+        await pool.wait_closed()
+    assert took < SOCKET_CHECK * 2, f"10 statements took {took:.2f} s"

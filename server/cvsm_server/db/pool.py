@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import select
 import time
 from collections.abc import AsyncIterator
@@ -22,6 +21,7 @@ import psycopg2.extras
 
 from ..core.config import ConfigError
 from ..core.errors import Conflict, ServiceUnavailable
+from .sockets import follow_socket as _follow_socket, socket_identity as _socket_identity
 
 log = logging.getLogger("cvsm.db")
 
@@ -71,14 +71,8 @@ _NO_SLOT = ("too many clients", "remaining connection slots are reserved",
 # waiting for its answer also looks at its socket itself every SOCKET_CHECK seconds, so no
 # event the loop misses can hold it (test_db_outage kills the postmaster under load ten times;
 # written against aiopg 1.4's `Connection`: `_fileno`, `_ready`, `_poll`, `_close`, `_writing`).
-
-
-def _socket_identity(fd: int) -> tuple[int, int] | None:
-    try:
-        info = os.fstat(fd)
-    except OSError:
-        return None
-    return info.st_dev, info.st_ino
+# With a multi-host URL (high availability) libpq may end a connect on another socket than the
+# one it began with: `_follow_socket` moves the watch to it (test_failover, issue 40).
 
 
 class StatementTimeout(asyncio.TimeoutError):
@@ -106,11 +100,28 @@ def _watch_own_socket(connection_class: type) -> None:
     if getattr(connection_class, "_cvsm_watches_own_socket", False):
         return
     original_init, original_close = connection_class.__init__, connection_class._close
+    original_ready, original_connect = connection_class._ready, connection_class._connect
+
+    def _ready(weak_self: Any) -> None:
+        original_ready(weak_self)
+        self = weak_self()
+        # Only while connecting: once connected, libpq keeps its socket (and a statement's
+        # event costs no look at it).
+        if (self is not None and not getattr(self, "_cvsm_connected", True)
+                and not self._conn.closed):
+            _follow_socket(self)
+
+    async def _connect(self) -> Any:
+        connected = await original_connect(self)
+        _follow_socket(self)
+        self._cvsm_connected = True
+        return connected
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         original_init(self, *args, **kwargs)
         fd = self._fileno
         self._cvsm_socket = _socket_identity(fd)
+        self._cvsm_connected = False
         # A dead connection's registration may still hold this number: register anew.
         self._loop.remove_reader(fd)
         self._loop.add_reader(fd, self._ready, self._weakref)
@@ -154,6 +165,8 @@ def _watch_own_socket(connection_class: type) -> None:
             self._waiter = None
 
     connection_class._poll = _poll
+    connection_class._ready = staticmethod(_ready)
+    connection_class._connect = _connect
     connection_class.__init__ = __init__
     connection_class._close = _close
     connection_class._cvsm_watches_own_socket = True
