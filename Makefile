@@ -34,9 +34,10 @@ serve: $(STAMP)
 	$(VENV)/bin/cvsm-server serve --host $(HOST) --port $(PORT)
 
 ## make test: the server's tests, and beside them every client's own tests then the conformance
-## suite (about 25 minutes on 2 cores: the two halves mostly wait on processes, so they overlap)
+## suite (about 25-30 minutes on 2 cores: the halves mostly wait on processes, so they overlap;
+## their output interleaves, each part ends with its own summary)
 test: $(STAMP)
-	$(MAKE) --no-print-directory -j2 -Oline server-test sdk-test
+	$(MAKE) --no-print-directory -j2 server-test sdk-test
 
 # Every client's own tests, then the conformance suite (what `make test` runs beside the server's).
 sdk-test: $(STAMP)
