@@ -1,4 +1,4 @@
-"""Where a rotated secret's next value is applied and tested (`secret_rotation.py` runs them).
+"""Where a rotated secret's next value is applied and tested (`outbound.rotation` runs them).
 
 A target has a kind and settings that hold nothing secret; they are checked once when a policy
 is set (`check`), and each rotation step calls the kind's `set`, `test`, `finish` and, after a
