@@ -1,4 +1,4 @@
-"""The audit hash chains (migrations 0010 and 0012, audit/chain.py and audit/verify.py): every writer's entry is
+"""The audit hash chains (migrations 0010 and 0012, audit/chain.py): every writer's entry is
 sealed into its chain after it commits, concurrent appenders and sealers in several connections
 and processes keep one gap-free order, signed checkpoints, and verification (API and
 `cvsm-server audit verify`) finding an entry edited, deleted or inserted by a superuser with the
