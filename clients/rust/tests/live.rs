@@ -173,9 +173,24 @@ fn one_stream_serves_every_name_and_a_reconnection_sends_the_last_event_id() {
 
 #[test]
 fn a_refused_stream_empties_the_cache_and_is_not_retried_for_minutes() {
-    let double = Double::new(|request| match request.is_stream() {
-        true => HttpResponse::new(401, vec![], &b"{\"error\": \"token revoked\"}"[..]),
-        false => by_name(request, "value"),
+    // The refusal is answered once the first read's value has been served (and, 200 ms later,
+    // stored): a refusal that lands before the store leaves that read's value, as a read that
+    // succeeded before a revocation does without `live`, and nothing would empty it afterwards.
+    let served = Arc::new(AtomicBool::new(false));
+    let read = Arc::clone(&served);
+    let double = Double::new(move |request| match request.is_stream() {
+        true => {
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while !read.load(Ordering::SeqCst) && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            std::thread::sleep(Duration::from_millis(200));
+            HttpResponse::new(401, vec![], &b"{\"error\": \"token revoked\"}"[..])
+        }
+        false => {
+            read.store(true, Ordering::SeqCst);
+            by_name(request, "value")
+        }
     });
     let client = double.client();
     client.get("A").unwrap();
