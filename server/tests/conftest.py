@@ -110,6 +110,16 @@ def server_url(owner_url: str) -> str:
 
 
 @pytest.fixture
+async def pool(database_url: str):
+    """A small pool on the test database as the server's role, for domain functions called
+    directly (no app)."""
+    pool = await db.create_pool(server_url(database_url), maxsize=4)
+    yield pool
+    pool.close()
+    await pool.wait_closed()
+
+
+@pytest.fixture
 def make_settings(database_url: str, tmp_path: Path) -> Callable[..., Settings]:
     """Settings for the test database; keyword overrides are `CVSM_*` names without the prefix."""
 

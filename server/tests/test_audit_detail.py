@@ -8,9 +8,8 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from conftest import Api, query, server_url
+from conftest import Api, query
 from cvsm_server.audit import log as audit
-from cvsm_server import db
 from cvsm_server.core.actor import Actor
 from cvsm_server.core.errors import BadRequest
 
@@ -87,14 +86,6 @@ async def test_reads_and_writes_with_a_token_record_which_token(client, api: Api
     [_, made] = await entries(database_url, "create")
     assert made["metadata"]["via_token"] == "ci-runner"
     assert made["metadata"]["token_id"] == token_id
-
-
-@pytest.fixture
-async def pool(database_url):
-    pool = await db.create_pool(server_url(database_url), maxsize=2)
-    yield pool
-    pool.close()
-    await pool.wait_closed()
 
 
 async def test_audit_list_filters_by_action_person_secret_and_time(client, api: Api, owner,

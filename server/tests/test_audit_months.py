@@ -21,14 +21,6 @@ from cvsm_server.crypto.sealing import Keyring
 from cvsm_server.web.state import CHECKPOINT_SIGNER
 
 
-@pytest.fixture
-async def pool(database_url):
-    pool = await db.create_pool(server_url(database_url), maxsize=3)
-    yield pool
-    pool.close()
-    await pool.wait_closed()
-
-
 def month_start(when: datetime) -> date:
     return date(when.year, when.month, 1)
 

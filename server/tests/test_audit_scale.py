@@ -23,14 +23,6 @@ from cvsm_server.core.actor import Actor
 from cvsm_server.web.state import CHECKPOINT_SIGNER
 
 
-@pytest.fixture
-async def pool(database_url):
-    pool = await db.create_pool(server_url(database_url), maxsize=3)
-    yield pool
-    pool.close()
-    await pool.wait_closed()
-
-
 def as_actor(user: dict) -> Actor:
     return Actor.anonymous("127.0.0.1").as_user(uuid.UUID(user["id"]), user["email"])
 

@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import MASTER_KEY, JWT_SECRET, query, server_url
+from conftest import MASTER_KEY, JWT_SECRET, query
 from cvsm_server.audit import log as audit
 from cvsm_server.secrets import bulk
-from cvsm_server import db
 from cvsm_server.teams import roles
 from cvsm_server.secrets import service as secrets
 from cvsm_server.secrets import inputs as secret_inputs
@@ -22,14 +21,6 @@ from cvsm_server.core.errors import BadRequest, Forbidden, NotFound
 from cvsm_server.crypto.passwords import PasswordHasher
 
 # Which modules are the domain, and that they load nothing of aiohttp or `web`: test_layering.
-
-
-@pytest.fixture
-async def pool(database_url):
-    pool = await db.create_pool(server_url(database_url), maxsize=4)
-    yield pool
-    pool.close()
-    await pool.wait_closed()
 
 
 @pytest.fixture

@@ -7,21 +7,12 @@ import uuid
 
 import pytest
 
-from conftest import MASTER_KEY, Api, query, server_url
-from cvsm_server import db
+from conftest import MASTER_KEY, Api, query
 from cvsm_server.audit import insights
 from cvsm_server.core.actor import Actor, Scope
 from cvsm_server.core.config import parse_master_key
 from cvsm_server.crypto.sealing import Keyring
 from cvsm_server.core.errors import Forbidden, NotFound
-
-
-@pytest.fixture
-async def pool(database_url):
-    pool = await db.create_pool(server_url(database_url), maxsize=2)
-    yield pool
-    pool.close()
-    await pool.wait_closed()
 
 
 @pytest.fixture
