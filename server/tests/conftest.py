@@ -7,13 +7,15 @@ from __future__ import annotations
 import asyncio
 import base64
 import itertools
+import os
 import shutil
 import tempfile
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import psutil
 import psycopg2
 import pytest
 from aiohttp.test_utils import TestClient
@@ -51,6 +53,29 @@ def postgres_home() -> Path:
     home = Path(tempfile.mkdtemp(prefix="cvsm-test-pg-"))
     home.chmod(0o755)
     return home
+
+
+def running_postgres(pgdata: Path) -> list[int]:
+    """The postgres processes whose working directory is `pgdata` (an embedded server's)."""
+    real = os.path.realpath(pgdata)
+    found = []
+    for proc in psutil.process_iter(["name", "cwd", "status"], ad_value=None):
+        if (proc.info["name"] == "postgres" and proc.info["status"] != psutil.STATUS_ZOMBIE
+                and proc.info["cwd"] and os.path.realpath(proc.info["cwd"]) == real):
+            found.append(proc.pid)
+    return found
+
+
+@pytest.fixture
+def home() -> Iterator[Path]:
+    """A `postgres_home()` for a test's own embedded servers (each in `home/<name>/pg`), removed
+    after it with any server a failed test left running."""
+    home = postgres_home()
+    yield home
+    for data in home.iterdir():  # only if a test failed; not to leak them
+        for pid in running_postgres(data / "pg"):
+            psutil.Process(pid).kill()
+    shutil.rmtree(home, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

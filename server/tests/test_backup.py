@@ -14,25 +14,14 @@ import sys
 from pathlib import Path
 
 import httpx
-import psutil
 import pytest
 
-from conftest import JWT_SECRET, MASTER_KEY, postgres_home
+from conftest import JWT_SECRET, MASTER_KEY
 from serving import CONSOLE_SCRIPT, served
 from test_cli import running_postgres
 
 EMBEDDED = {"CVSM_DATABASE_URL": "", "CVSM_MIGRATION_DATABASE_URL": "",
             "CVSM_RATELIMIT_AUTH": "off", "CVSM_RATELIMIT_API": "off"}
-
-
-@pytest.fixture
-def home():
-    home = postgres_home()
-    yield home
-    for data in home.iterdir():  # only if a test failed; not to leak them
-        for pid in running_postgres(data / "pg"):
-            psutil.Process(pid).kill()
-    shutil.rmtree(home, ignore_errors=True)
 
 
 def cvsm(data_dir: Path, *args: str, master_key: str = MASTER_KEY) -> subprocess.CompletedProcess:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import os
 import re
-import shutil
 import socket
 import subprocess
 import sys
@@ -15,7 +14,6 @@ from pathlib import Path
 import psutil
 import pytest
 
-from conftest import postgres_home
 
 CONSOLE_SCRIPT = Path(sys.executable).with_name("cvsm-server")
 # The format `cvsm-server` configures for its log records; every other stderr line is a message.
@@ -42,15 +40,6 @@ def running_postgres(pgdata: Path) -> list[int]:
                 and proc.info["cwd"] and os.path.realpath(proc.info["cwd"]) == real):
             found.append(proc.pid)
     return found
-
-
-@pytest.fixture
-def home():
-    home = postgres_home()
-    yield home
-    for pid in running_postgres(home / "data" / "pg"):  # only if a test failed; not to leak them
-        psutil.Process(pid).kill()
-    shutil.rmtree(home, ignore_errors=True)
 
 
 def test_serve_on_a_port_in_use_says_so_in_one_line_and_stops_the_embedded_postgres(home):
