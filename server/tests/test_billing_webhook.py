@@ -6,6 +6,7 @@ through the grace period, then Starter, with nothing deleted."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from datetime import timedelta
@@ -296,3 +297,14 @@ async def test_stripe_down_while_a_webhook_arrives_is_a_503_and_stripe_retries(
     assert resp.status == 200 and (await resp.json())["outcome"] == "applied"
     assert (await state(bapi, owner, team_id))["plan"] == "enterprise"
     assert json.loads(body)["type"] == "checkout.session.completed"
+
+
+async def test_the_same_event_delivered_twice_at_once_is_applied_once(
+        bapi: Api, stripe_front: StripeFront, database_url: str) -> None:
+    owner, team_id, customer = await paying_team(bapi, database_url)
+    stripe_front.subscriptions["sub_c"] = subscription("sub_c", customer, plan="enterprise")
+    body = checkout_completed(team_id, customer, "sub_c")
+    first, second = await asyncio.gather(deliver(bapi, body), deliver(bapi, body))
+    outcomes = sorted([(await first.json())["outcome"], (await second.json())["outcome"]])
+    assert outcomes == ["applied", "replay"]
+    assert [c["to"]["plan"] for c in await plan_changes(database_url, team_id)] == ["enterprise"]
