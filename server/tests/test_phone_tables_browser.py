@@ -1,8 +1,9 @@
 """Tables on phones, in a real browser (Debian's Chromium through Playwright): at 360 and 390 px
 every page with a table shows its rows as cards (each cell under its column's name, the table
-still a table to screen readers), the document is no wider than the window, nothing in the
-page scrolls sideways inside its own box, and every button, link and field of the main content
-lies inside the window horizontally, for an Owner (and instance admin) and for a Viewer."""
+still a table to screen readers); at those widths and at 768 px the document is no wider than
+the window, nothing in the page scrolls sideways inside its own box, and every button, link and
+field of the main content lies inside the window horizontally, for an Owner (and instance
+admin) and for a Viewer."""
 
 from __future__ import annotations
 
@@ -17,7 +18,8 @@ from cvsm_server.core.config import Settings
 from test_admin import make_admin
 from test_docs_page import CHROMIUM, CHROMIUM_ARGS, require_chromium
 
-WIDTHS = (360, 390)
+WIDTHS = (360, 390, 768)
+CARD_BELOW = 600  # px: narrower windows show a table's rows as cards
 
 # The document's width, the boxes that scroll sideways, and the controls of <main> that are
 # (partly) outside the window horizontally.
@@ -95,6 +97,8 @@ async def arrange(client: TestClient, api: Api, database_url: str) -> dict[str, 
         "audit": f"/app/teams/{team}/audit",
         "insights": f"/app/teams/{team}/insights",
         "plan": f"/app/teams/{team}/plan",
+        "rotation": f"/app/teams/{team}/rotation",
+        "webhooks": f"/app/teams/{team}/webhooks",
         "tokens": "/app/tokens",
     }
     admin_pages = {
@@ -141,7 +145,7 @@ async def test_every_table_is_cards_on_phones_with_every_control_on_screen(
             if (measured["scroll"] > measured["inner"] or measured["outside"]
                     or measured["scrolling"]):
                 problems[f"{who} {name}@{width}"] = measured
-            for table in await page.locator("main table").all():
+            for table in await page.locator("main table").all() if width < CARD_BELOW else []:
                 cards = await table.evaluate(CARDS)
                 if not cards["blocks"]:
                     problems[f"{who} {name}@{width} rows not cards"] = cards
