@@ -61,7 +61,9 @@ CARDS = """table => {
 
 @pytest.fixture
 def settings(make_settings: Callable[..., Settings]) -> Settings:
-    return make_settings(app_url="")  # links use the address asked; plain http keeps the cookie
+    # Links use the address asked; plain http keeps the cookie; a webhook to this machine is
+    # allowed (nothing is sent: background jobs are off).
+    return make_settings(app_url="", webhook_allow_private="1")
 
 
 async def arrange(client: TestClient, api: Api, database_url: str) -> dict[str, Any]:
@@ -87,6 +89,18 @@ async def arrange(client: TestClient, api: Api, database_url: str) -> dict[str, 
                          environment=environment)
     await api.secret(owner, team_id, "SESSION_SECRET", "s3cr3t")
     await api.api_token(owner, name="deploy from the continuous integration runner")
+    resp = await client.put(f"/api/v1/teams/{team_id}/secrets/{secret_id}/rotation", headers=auth,
+                            json={"interval_days": 30, "target": {
+                                "kind": "webhook",
+                                "url": "http://127.0.0.1:9/a/rather/long/rotation/hook/path"}})
+    assert resp.status == 200, await resp.text()
+    resp = await client.post(f"/api/v1/teams/{team_id}/webhooks", headers=auth, json={
+        "url": "http://127.0.0.1:9/hooks/a-rather-long-path-for-the-team-webhook",
+        "events": ["secret.created", "secret.updated", "secret.deleted", "member.added"]})
+    assert resp.status == 201, await resp.text()
+    hook_id = (await resp.json())["webhook"]["id"]
+    resp = await client.post(f"/api/v1/teams/{team_id}/webhooks/{hook_id}/test", headers=auth)
+    assert resp.status in (200, 201, 202), await resp.text()
     await api.api_token(viewer, name="viewer laptop")
     team = "acme-platform-team"
     team_pages = {
