@@ -7,11 +7,13 @@ dashboard with its real CSRF tokens) and fails on the code before device cookies
 
 from __future__ import annotations
 
+import re
 import time
 import uuid
 from collections.abc import Callable
 from typing import Any
 
+import pyotp
 from aiohttp.test_utils import TestClient
 
 from conftest import Api, query
@@ -190,3 +192,38 @@ async def test_a_password_reset_invalidates_every_device_cookie(
 
 def keyring_of(client: TestClient) -> Keyring:
     return client.app[KEYRING]
+
+
+async def test_with_two_factor_the_cookie_comes_after_the_code_and_passes_both_waits(
+        make_settings: Callable[..., Settings], start_client: Callable[..., Any],
+        database_url: str) -> None:
+    settings = web_settings(make_settings)
+    first = await start_client(settings)
+    api = Api(first)
+    owner = await api.register("two_steps")
+    setup = await first.post("/api/v1/me/2fa/setup", headers=api.auth(owner["token"]))
+    totp = pyotp.TOTP((await setup.json())["secret"])
+    resp = await first.post("/api/v1/me/2fa/enable", headers=api.auth(owner["token"]),
+                            json={"code": totp.now()})
+    assert resp.status == 200
+
+    async def sign_in_with_code(browser: TestClient) -> Any:
+        step = await signin_post(browser, owner["username"], owner["password"])
+        assert step.status == 200 and devices.COOKIE not in step.cookies  # not yet
+        pending = re.search(r'name="pending" value="([^"]+)"', await step.text()).group(1)
+        csrf = await form_csrf(browser, "/signin")
+        await query(database_url, "UPDATE users SET totp_last_step = 0")  # a fresh code again
+        return await browser.post("/signin/2fa", allow_redirects=False, data={
+            "csrf": csrf, "pending": pending, "code": totp.now()})
+
+    done = await sign_in_with_code(first)
+    assert done.status == 303 and "cvsm_session" in done.cookies
+    device = done.cookies[devices.COOKIE].value
+    # Both the password's and the code's waits are on: the cookie's browser passes both.
+    await lock_out(await start_client(settings), owner["username"], database_url)
+    await query(database_url, """INSERT INTO auth_throttle (key, failures, blocked_until,
+                                 last_failed_at) VALUES (%s, 9, now() + interval '15 minutes',
+                                 now())""", (f"2fa:{owner['id']}",))
+    browser = await browser_with(start_client, settings, device)
+    again = await sign_in_with_code(browser)
+    assert again.status == 303 and "cvsm_session" in again.cookies
