@@ -172,3 +172,78 @@ async def test_members_below_admin_get_no_link_and_a_403_page(
         "csrf": csrf, "secret_id": "00000000-0000-0000-0000-000000000000",
         "interval_days": "7", "length": "32", "target_kind": "none"})
     assert resp.status in (403, 404)
+
+
+async def test_the_rotation_and_webhook_pages_in_a_browser_on_a_phone(
+        client: TestClient, api: Api, database_url: str) -> None:
+    """One walk at 390 px in Chromium, by label and role: from the team's secrets to its
+    rotation page (a policy set, run now, deleted) and its webhook page (one created, its
+    secret shown once, tested, deleted), the page no wider than the window throughout."""
+    from test_docs_page import CHROMIUM, CHROMIUM_ARGS, require_chromium
+    from test_layout import too_wide
+    require_chromium()
+    from playwright.async_api import async_playwright, expect
+
+    owner = await api.register("phone_owner")
+    team_id = await api.team(owner, "phone-team")
+    await api.secret(owner, team_id, "PAYMENTS_PROVIDER_SIGNING_KEY", "v1")
+    base = str(client.make_url("/")).rstrip("/")
+    wide: dict[str, Any] = {}
+    async with async_playwright() as pw:
+        browser = await pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            page = await browser.new_page(viewport={"width": 390, "height": 844})
+            page.on("dialog", lambda dialog: dialog.accept())  # the confirmations
+            await page.goto(f"{base}/signin")
+            await page.get_by_label("Email atau username").fill(owner["username"])
+            await page.get_by_label("Kata sandi").fill("correct horse 1")
+            await page.get_by_role("button", name="Masuk").click()
+            await page.wait_for_url(f"{base}/app/teams")
+            await page.goto(f"{base}/app/teams/phone-team/secrets")
+
+            await page.get_by_role("navigation", name="Halaman tim").get_by_role(
+                "link", name="Rotasi").click()
+            await expect(page.get_by_role("heading", name="Atur kebijakan rotasi")).to_be_visible()
+            await page.get_by_label("Secret yang dirotasi").select_option(
+                label="PAYMENTS_PROVIDER_SIGNING_KEY (production)")
+            await page.get_by_label("Setiap berapa hari").fill("10")
+            await page.get_by_label("Target", exact=True).select_option("none")
+            await page.get_by_role("button", name="Simpan kebijakan").click()
+            await expect(page.get_by_role("status")).to_have_text("Kebijakan rotasi disimpan.")
+            policies = page.get_by_role("table", name="Kebijakan rotasi tim ini")
+            await expect(policies.get_by_role("cell", name="10 hari")).to_be_visible()
+            if measured := await too_wide(page):
+                wide["rotation"] = measured
+            run = page.get_by_role(
+                "button", name="Rotasi PAYMENTS_PROVIDER_SIGNING_KEY di production sekarang")
+            await run.scroll_into_view_if_needed()
+            await expect(run).to_be_in_viewport()  # nothing off to the side
+            await run.click()
+            await expect(page.get_by_role("status")).to_have_text("Rotasi dijalankan.")
+            await page.get_by_role(
+                "button", name="Hapus kebijakan PAYMENTS_PROVIDER_SIGNING_KEY di production").click()
+            await expect(page.get_by_text("Belum ada secret yang dirotasi otomatis")).to_be_visible()
+
+            await page.goto(f"{base}/app/teams/phone-team/secrets")
+            await page.get_by_role("navigation", name="Halaman tim").get_by_role(
+                "link", name="Webhook").click()
+            await page.get_by_label("URL", exact=True).fill("http://127.0.0.1:9/phone-hook")
+            await page.get_by_label("secret.created").check()
+            await page.get_by_role("button", name="Buat webhook").click()
+            created = page.get_by_role("region", name="Secret penanda tangan webhook baru")
+            await expect(created.locator("[data-secret-value]")).to_contain_text("whsec_")
+            if measured := await too_wide(page):
+                wide["webhooks"] = measured
+            test = page.get_by_role("button", name="Kirim event uji ke http://127.0.0.1:9/phone-hook")
+            await test.scroll_into_view_if_needed()
+            await expect(test).to_be_in_viewport()
+            await test.click()
+            hooks = page.get_by_role("table", name="Webhook tim ini")
+            await expect(hooks).to_contain_text("ping")
+            await expect(page.get_by_role("region", name="Secret penanda tangan webhook baru")
+                         ).to_have_count(0)
+            await page.get_by_role("button", name="Hapus webhook http://127.0.0.1:9/phone-hook").click()
+            await expect(page.get_by_text("Belum ada webhook di tim ini.")).to_be_visible()
+        finally:
+            await browser.close()
+    assert wide == {}
