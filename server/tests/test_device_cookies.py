@@ -57,8 +57,9 @@ async def lock_out(client: TestClient, identifier: str, database_url: str) -> No
             "identifier": identifier, "password": f"guess number {i}"},
             headers={"X-Forwarded-For": f"198.51.100.{i + 1}"})
         assert resp.status in (401, 429)
-    await query(database_url, "UPDATE auth_throttle SET blocked_until = now() + make_interval("
-                              "secs => %s) WHERE key LIKE 'login:%%'", (ratelimit.ACCOUNT_MAX_DELAY,))
+    await query(database_url, "UPDATE auth_throttle SET blocked_until = now()"
+                              " + make_interval(secs => %s) WHERE key LIKE 'login:%%'",
+                (ratelimit.ACCOUNT_MAX_DELAY,))
     resp = await client.post("/api/v1/auth/login", json={"identifier": identifier,
                                                         "password": "guess again"})
     assert resp.status == 429
@@ -100,7 +101,8 @@ async def test_the_owners_browser_passes_the_wait_a_guesser_stays_slowed(
     browser = await browser_with(start_client, settings, device)
     assert (await signin_post(browser, owner["email"].upper(), "not it at all")).status == 401
     # The API's login honours the cookie when it is sent (it sets none).
-    resp = await guesser.post("/api/v1/auth/login", headers={"Cookie": f"{devices.COOKIE}={device}"},
+    resp = await guesser.post("/api/v1/auth/login",
+                              headers={"Cookie": f"{devices.COOKIE}={device}"},
                               json={"identifier": owner["username"], "password": owner["password"]})
     assert resp.status == 200 and devices.COOKIE not in resp.cookies
 
@@ -119,7 +121,8 @@ async def test_the_owners_browser_passes_the_wait_a_guesser_stays_slowed(
     ]
     for value in forged:
         browser = await browser_with(start_client, settings, value)
-        assert (await signin_post(browser, owner["username"], owner["password"])).status == 429, value
+        refused = await signin_post(browser, owner["username"], owner["password"])
+        assert refused.status == 429, value
     # Nor one over a year old, though signed by this server.
     old = devices.mint(keyring_of(owners_browser), uuid.UUID(owner["id"]), 0,
                        issued_at=int(time.time()) - devices.LIFETIME - 5)

@@ -47,7 +47,8 @@ async def test_an_admin_sets_changes_runs_and_deletes_a_rotation_policy(
     html = await (await client.get("/app/teams/rot-team/rotation")).text()
     assert flash_of(html) == "Kebijakan rotasi disimpan."
     assert "7 hari" in html and "<code>none</code>" in html
-    rows = await query(database_url, "SELECT interval_days, generator FROM secret_rotation_policies")
+    rows = await query(database_url,
+                       "SELECT interval_days, generator FROM secret_rotation_policies")
     assert [(r["interval_days"], r["generator"]) for r in rows] == [
         (7, {"length": 24, "classes": ["lower", "digits"]})]
 
@@ -75,7 +76,8 @@ async def test_an_admin_sets_changes_runs_and_deletes_a_rotation_policy(
     resp = await client.post(f"/app/teams/rot-team/rotation/{secret_id}/run",
                              data={"csrf": csrf}, allow_redirects=False)
     assert resp.status == 303
-    assert flash_of(await (await client.get(resp.headers["Location"])).text()) == "Rotasi dijalankan."
+    shown = await (await client.get(resp.headers["Location"])).text()
+    assert flash_of(shown) == "Rotasi dijalankan."
     actions = [r["action"] for r in await query(database_url, "SELECT action FROM audit_logs")]
     assert "rotation_policy_set" in actions and "rotation_requested" in actions
 
@@ -220,9 +222,10 @@ async def test_the_rotation_and_webhook_pages_in_a_browser_on_a_phone(
             await expect(run).to_be_in_viewport()  # nothing off to the side
             await run.click()
             await expect(page.get_by_role("status")).to_have_text("Rotasi dijalankan.")
-            await page.get_by_role(
-                "button", name="Hapus kebijakan PAYMENTS_PROVIDER_SIGNING_KEY di production").click()
-            await expect(page.get_by_text("Belum ada secret yang dirotasi otomatis")).to_be_visible()
+            await page.get_by_role("button", name="Hapus kebijakan PAYMENTS_PROVIDER_SIGNING_KEY"
+                                                   " di production").click()
+            await expect(page.get_by_text("Belum ada secret yang dirotasi otomatis")
+                         ).to_be_visible()
 
             await page.goto(f"{base}/app/teams/phone-team/secrets")
             await page.get_by_role("navigation", name="Halaman tim").get_by_role(
@@ -234,7 +237,8 @@ async def test_the_rotation_and_webhook_pages_in_a_browser_on_a_phone(
             await expect(created.locator("[data-secret-value]")).to_contain_text("whsec_")
             if measured := await too_wide(page):
                 wide["webhooks"] = measured
-            test = page.get_by_role("button", name="Kirim event uji ke http://127.0.0.1:9/phone-hook")
+            test = page.get_by_role("button",
+                                    name="Kirim event uji ke http://127.0.0.1:9/phone-hook")
             await test.scroll_into_view_if_needed()
             await expect(test).to_be_in_viewport()
             await test.click()
@@ -242,7 +246,8 @@ async def test_the_rotation_and_webhook_pages_in_a_browser_on_a_phone(
             await expect(hooks).to_contain_text("ping")
             await expect(page.get_by_role("region", name="Secret penanda tangan webhook baru")
                          ).to_have_count(0)
-            await page.get_by_role("button", name="Hapus webhook http://127.0.0.1:9/phone-hook").click()
+            await page.get_by_role("button",
+                                   name="Hapus webhook http://127.0.0.1:9/phone-hook").click()
             await expect(page.get_by_text("Belum ada webhook di tim ini.")).to_be_visible()
         finally:
             await browser.close()
