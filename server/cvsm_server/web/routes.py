@@ -21,6 +21,7 @@ from .pages import rotation as rotation_pages, secrets as secrets_pages, setup a
 from .pages import support as support_pages, teams as teams_pages, tokens as tokens_pages
 from .pages import audit as audit_pages, environments as environments_pages
 from .pages import insights as insights_pages, plan as plan_pages, versions as versions_pages
+from .pages import webhooks as webhooks_pages
 from .policy import (BULK, OPEN, SESSION, SMALL, TINY, VALUE, KiB, Route, api, asset, install,
                      page)
 
@@ -211,6 +212,20 @@ ROUTES: list[Route] = [
     page("POST", "/app/teams/{team}/environments/reveal", environments_pages.reveal_cell,
          auth=SESSION),
     page("GET", "/app/teams/{team}/plan", plan_pages.plan_page, auth=SESSION),
+    # A team's rotation policies and webhooks (Admin and above; web/pages/rotation.py,
+    # webhooks.py).
+    page("GET", "/app/teams/{team}/rotation", rotation_pages.rotation_page, auth=SESSION),
+    page("POST", "/app/teams/{team}/rotation", rotation_pages.set_rotation, auth=SESSION),
+    page("POST", f"/app/teams/{{team}}/rotation/{UUID % 'secret_id'}/run",
+         rotation_pages.run_rotation, auth=SESSION),
+    page("POST", f"/app/teams/{{team}}/rotation/{UUID % 'secret_id'}/delete",
+         rotation_pages.delete_rotation, auth=SESSION),
+    page("GET", "/app/teams/{team}/webhooks", webhooks_pages.webhooks_page, auth=SESSION),
+    page("POST", "/app/teams/{team}/webhooks", webhooks_pages.create_webhook, auth=SESSION),
+    page("POST", f"/app/teams/{{team}}/webhooks/{UUID % 'webhook_id'}/test",
+         webhooks_pages.test_webhook, auth=SESSION),
+    page("POST", f"/app/teams/{{team}}/webhooks/{UUID % 'webhook_id'}/delete",
+         webhooks_pages.delete_webhook, auth=SESSION),
     page("GET", "/app/tokens", tokens_pages.tokens_page, auth=SESSION),
     page("POST", "/app/tokens", tokens_pages.create_token, auth=SESSION),
     page("POST", f"/app/tokens/{UUID % 'token_id'}/revoke", tokens_pages.revoke_token, auth=SESSION),
