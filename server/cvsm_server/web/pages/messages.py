@@ -43,4 +43,6 @@ FLASHES: dict[str, tuple[str, str]] = {
     "e2e_key_saved": ("ok", "Passphrase baru disimpan; kunci end-to-end terbuka di peramban ini."),
     "e2e_granted": ("ok", "Akses ke kunci tim diberikan."),
     "e2e_rekeyed": ("ok", "Kunci tim diganti: nilai sekarang disegel dengan kunci baru."),
+    "device_approved": ("ok", "Disetujui: kembali ke terminal, cvsm login selesai sendiri."),
+    "device_denied": ("ok", "Permintaan masuk ditolak: terminal itu tidak mendapat token."),
 }
