@@ -22,8 +22,8 @@ import (
 
 // --- without a server --------------------------------------------------
 
-// runIn runs the binary in dir with env and args (as runCLI does).
-func runIn(t *testing.T, dir string, env []string, args ...string) result {
+// runCLIIn runs the binary in dir with env and args (as runCLI does).
+func runCLIIn(t *testing.T, dir string, env []string, args ...string) result {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
@@ -61,11 +61,11 @@ func TestTheFoldersCvsmYamlIsReadFromTheFolderUpward(t *testing.T) {
 		t.Fatal(err)
 	}
 	env := cleanEnv("CVSM_TOKEN=cvsm_" + strings.Repeat("0", 64))
-	r := runIn(t, deep, env, "--max-retries", "0", "get", "X")
+	r := runCLIIn(t, deep, env, "--max-retries", "0", "get", "X")
 	expectCode(t, r, exitNetwork, "get", "X")
 
 	// The flags and CVSM_* variables win over the file: here an address that is not http.
-	r = runIn(t, deep, append(env, "CVSM_BASE_URL=ftp://example.com"), "get", "X")
+	r = runCLIIn(t, deep, append(env, "CVSM_BASE_URL=ftp://example.com"), "get", "X")
 	expectCode(t, r, exitUsage, "get", "X")
 	if !strings.Contains(r.stderr, "base URL") {
 		t.Errorf("want the CVSM_BASE_URL error, got %q", r.stderr)
@@ -73,7 +73,7 @@ func TestTheFoldersCvsmYamlIsReadFromTheFolderUpward(t *testing.T) {
 	// A file without a team, and no login: the error says how to set one.
 	other := t.TempDir()
 	writeFile(t, filepath.Join(other, ".cvsm.yaml"), "server: http://127.0.0.1:9\n")
-	r = runIn(t, other, env, "get", "X")
+	r = runCLIIn(t, other, env, "get", "X")
 	expectCode(t, r, exitUsage, "get", "X")
 	if !strings.Contains(r.stderr, "cvsm setup") {
 		t.Errorf("want a hint to cvsm setup, got %q", r.stderr)
@@ -89,7 +89,7 @@ func TestABadCvsmYamlIsAConfigurationErrorNamingIt(t *testing.T) {
 	} {
 		dir := t.TempDir()
 		writeFile(t, filepath.Join(dir, ".cvsm.yaml"), content)
-		r := runIn(t, dir, cleanEnv("CVSM_TOKEN=cvsm_x"), "get", "X")
+		r := runCLIIn(t, dir, cleanEnv("CVSM_TOKEN=cvsm_x"), "get", "X")
 		expectCode(t, r, exitUsage, "get", "X")
 		if !strings.Contains(r.stderr, ".cvsm.yaml") {
 			t.Errorf("%q: the error does not name the file: %q", content, r.stderr)
@@ -101,7 +101,7 @@ func TestSetupWritesTheFoldersFileAndRefusesAnUnknownEnvironment(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	env := cleanEnv("XDG_CONFIG_HOME=" + t.TempDir())
-	r := runIn(t, dir, env, "setup", "--server", "https://cvsm.example.com/api/v1/", "--team", "acme", "-e", "staging")
+	r := runCLIIn(t, dir, env, "setup", "--server", "https://cvsm.example.com/api/v1/", "--team", "acme", "-e", "staging")
 	expectCode(t, r, 0, "setup")
 	raw, err := os.ReadFile(filepath.Join(dir, ".cvsm.yaml"))
 	if err != nil {
@@ -114,9 +114,9 @@ func TestSetupWritesTheFoldersFileAndRefusesAnUnknownEnvironment(t *testing.T) {
 	if !strings.Contains(r.stdout, "Not signed in") {
 		t.Errorf("setup without a login should say so: %q", r.stdout)
 	}
-	r = runIn(t, dir, env, "setup", "--server", "https://cvsm.example.com", "--team", "acme", "-e", "prod")
+	r = runCLIIn(t, dir, env, "setup", "--server", "https://cvsm.example.com", "--team", "acme", "-e", "prod")
 	expectCode(t, r, exitUsage, "setup")
-	r = runIn(t, t.TempDir(), env, "setup", "--team", "acme")
+	r = runCLIIn(t, t.TempDir(), env, "setup", "--team", "acme")
 	expectCode(t, r, exitUsage, "setup")
 	if !strings.Contains(r.stderr, "cvsm login") {
 		t.Errorf("setup without a server should point at cvsm login: %q", r.stderr)
@@ -126,12 +126,12 @@ func TestSetupWritesTheFoldersFileAndRefusesAnUnknownEnvironment(t *testing.T) {
 func TestWhoamiAndLogoutWithoutALoginSaySo(t *testing.T) {
 	t.Parallel()
 	env := cleanEnv("XDG_CONFIG_HOME=" + t.TempDir())
-	r := runIn(t, t.TempDir(), env, "whoami")
+	r := runCLIIn(t, t.TempDir(), env, "whoami")
 	expectCode(t, r, exitAuth, "whoami")
 	if !strings.Contains(r.stderr, "cvsm login") {
 		t.Errorf("whoami: %q", r.stderr)
 	}
-	r = runIn(t, t.TempDir(), env, "logout", "--server", "https://cvsm.example.com")
+	r = runCLIIn(t, t.TempDir(), env, "logout", "--server", "https://cvsm.example.com")
 	expectCode(t, r, 0, "logout")
 	if !strings.Contains(r.stdout, "Not signed in") {
 		t.Errorf("logout: %q", r.stdout)
@@ -288,35 +288,35 @@ func TestLoginSetupGetWhoamiLogoutAgainstTheServer(t *testing.T) {
 
 	// A folder set up for staging: get and export read it from a folder below, with the login.
 	project := t.TempDir()
-	r := runIn(t, project, env, "setup", "-e", "staging")
+	r := runCLIIn(t, project, env, "setup", "-e", "staging")
 	expectCode(t, r, 0, "setup")
 	below := filepath.Join(project, "src", "app")
 	if err := os.MkdirAll(below, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	r = runIn(t, below, env, "get", "DATABASE_URL")
+	r = runCLIIn(t, below, env, "get", "DATABASE_URL")
 	expectCode(t, r, 0, "get")
 	if r.stdout != s.staging["DATABASE_URL"] {
 		t.Errorf("get printed %q", r.stdout)
 	}
-	r = runIn(t, below, env, "export", "--format", "json")
+	r = runCLIIn(t, below, env, "export", "--format", "json")
 	expectCode(t, r, 0, "export")
 	if !strings.Contains(r.stdout, s.staging["DATABASE_URL"]) {
 		t.Errorf("export printed %q", r.stdout)
 	}
 	// The flag wins over the file: production is outside this token's reach.
-	r = runIn(t, below, env, "get", "-e", "production", "DATABASE_URL")
+	r = runCLIIn(t, below, env, "get", "-e", "production", "DATABASE_URL")
 	if r.code == 0 || strings.Contains(r.stdout, s.production["DATABASE_URL"]) {
 		t.Errorf("-e production with a staging-only token: exit %d, %q", r.code, r.stdout)
 	}
 	// CVSM_* wins over the login: the seeded full token reads production.
-	r = runIn(t, below, append(env, "CVSM_TOKEN="+s.token, "CVSM_ENVIRONMENT=production"), "get", "DATABASE_URL")
+	r = runCLIIn(t, below, append(env, "CVSM_TOKEN="+s.token, "CVSM_ENVIRONMENT=production"), "get", "DATABASE_URL")
 	expectCode(t, r, 0, "get")
 	if r.stdout != s.production["DATABASE_URL"] {
 		t.Errorf("CVSM_TOKEN and CVSM_ENVIRONMENT did not win: %q", r.stdout)
 	}
 
-	r = runIn(t, below, env, "whoami")
+	r = runCLIIn(t, below, env, "whoami")
 	expectCode(t, r, 0, "whoami")
 	for _, want := range []string{"cli-", "cvsm login on", s.teamSlug, "read-only", "staging", ".cvsm.yaml", login.TokenPrefix} {
 		if !strings.Contains(r.stdout, want) {
@@ -327,7 +327,7 @@ func TestLoginSetupGetWhoamiLogoutAgainstTheServer(t *testing.T) {
 		t.Error("whoami printed the token")
 	}
 
-	r = runIn(t, below, env, "logout")
+	r = runCLIIn(t, below, env, "logout")
 	expectCode(t, r, 0, "logout")
 	if _, err := s.call("GET", "/me", login.Token, nil, http.StatusUnauthorized); err != nil {
 		t.Errorf("the token still works after logout: %v", err)
@@ -336,7 +336,7 @@ func TestLoginSetupGetWhoamiLogoutAgainstTheServer(t *testing.T) {
 	if strings.Contains(string(raw), login.Token) {
 		t.Error("the token is still stored after logout")
 	}
-	r = runIn(t, below, env, "get", "DATABASE_URL")
+	r = runCLIIn(t, below, env, "get", "DATABASE_URL")
 	expectCode(t, r, exitUsage, "get")
 	if !strings.Contains(r.stderr, "cvsm login") {
 		t.Errorf("get after logout: %q", r.stderr)
