@@ -150,6 +150,7 @@ async def test_denied_expired_wrong_and_unsupported(client: TestClient, api: Api
     resp = await client.post(CODE, json={"hostname": "a\nb"})
     assert resp.status == 400 and "hostname" in (await resp.json())["error"]
     assert (await client.post(CODE, json={"hostname": "h" * 65})).status == 400
+    assert (await client.post(CODE, json={"hostname": " "})).status == 400
     assert (await client.post(CODE, data="x" * 5000)).status == 413
     assert (await client.post(CODE)).status == 200  # no body: no host name
 

@@ -88,8 +88,8 @@ async def start(conn: db.Connection, client: Actor, keyring: Keyring, *, app_url
                 hostname: str | None = None) -> dict:
     """A new device authorization for the terminal `client`: RFC 8628's answer (3.2)."""
     host = (hostname or "").strip()
-    if len(host) > HOSTNAME_MAX:
-        raise BadRequest(f"Kolom 'hostname' paling banyak {HOSTNAME_MAX} karakter")
+    if hostname is not None and not 1 <= len(host) <= HOSTNAME_MAX:
+        raise BadRequest(f"Kolom 'hostname' harus 1 sampai {HOSTNAME_MAX} karakter")
     check_line("hostname", host)
     device_code = secrets.token_urlsafe(32)
     async with db.cursor(conn) as cur:

@@ -200,7 +200,11 @@ func (c *cli) login(args []string) error {
 		ExpiresIn               int    `json:"expires_in"`
 		Interval                int    `json:"interval"`
 	}
-	if err := c.post(ctx, hc, server+apiSuffix+"/auth/device/code", "", map[string]string{"hostname": cutHostname(hostname)}, &started); err != nil {
+	ask := map[string]string{}
+	if name := strings.TrimSpace(cutHostname(hostname)); name != "" {
+		ask["hostname"] = name // shown on the /device page and in the token's name
+	}
+	if err := c.post(ctx, hc, server+apiSuffix+"/auth/device/code", "", ask, &started); err != nil {
 		return err
 	}
 	if started.DeviceCode == "" || started.UserCode == "" || started.VerificationURI == "" {
