@@ -381,27 +381,26 @@ func (c *cli) whoami(args []string) error {
 	if err != nil {
 		return err
 	}
-	token, source := "", ""
+	// The token get would use: --token-file, CVSM_TOKEN, else the stored login.
+	var token, source string
 	switch {
-	case c.settings.tokenFile.set, strings.TrimSpace(os.Getenv(cvsm.EnvToken)) != "":
-		opts, err := c.options()
+	case c.settings.tokenFile.set:
+		raw, err := os.ReadFile(c.settings.tokenFile.value)
 		if err != nil {
-			return err
+			return configErrorf("cannot read the token file: %v", pathError(err))
 		}
-		token, source = opts.Token, "--token-file"
-		if token == "" {
-			token, source = strings.Trim(os.Getenv(cvsm.EnvToken), " \t\r\n"), cvsm.EnvToken
-		}
+		token, source = strings.Trim(string(raw), " \t\r\n"), "--token-file"
+	case strings.Trim(os.Getenv(cvsm.EnvToken), " \t\r\n") != "":
+		token, source = strings.Trim(os.Getenv(cvsm.EnvToken), " \t\r\n"), cvsm.EnvToken
 	case cred != nil:
 		token, source = cred.Token, path
-	default:
+	}
+	if token == "" {
 		return &exitError{code: exitAuth, msg: "not signed in to " + server + ": run 'cvsm login --server " + server + "'"}
 	}
 	// An end-to-end team's token carries its key after a dot: only the
 	// bearer part goes to the server.
-	if i := strings.IndexByte(token, '.'); i > 0 {
-		token = token[:i]
-	}
+	token = bearer(token)
 	hc, err := c.httpClient()
 	if err != nil {
 		return err

@@ -358,3 +358,18 @@ func TestADeniedLoginStoresNothing(t *testing.T) {
 		t.Errorf("a denied login stored something: %v", err)
 	}
 }
+
+func TestWhoamiShowsTheTokenFromTheEnvironmentFirst(t *testing.T) {
+	t.Parallel()
+	s := needServer(t)
+	r := runCLIIn(t, t.TempDir(), s.env(), "whoami")
+	expectCode(t, r, 0, "whoami")
+	for _, want := range []string{"cli-", "cvsm CLI tests", "from CVSM_TOKEN", "every team of the account", s.token[:13]} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("whoami does not show %q: %q", want, r.stdout)
+		}
+	}
+	if strings.Contains(r.stdout, s.token) {
+		t.Error("whoami printed the token")
+	}
+}
