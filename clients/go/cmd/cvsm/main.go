@@ -169,7 +169,7 @@ func (c *cli) dispatch(args []string) error {
 	}
 	rest := fs.Args()
 	if len(rest) == 0 {
-		return usagef("", "no command given: use " + commandList)
+		return usagef("", "no command given: use "+commandList)
 	}
 	cmd, ok := findCommand(rest[0])
 	if !ok {
