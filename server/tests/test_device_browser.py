@@ -38,8 +38,8 @@ async def test_the_device_page_approves_by_label_on_desktops_and_phones(
         try:
             for width in (1280, 390):
                 started = await start(client, hostname=f"build-box-{width}")
-                context = await browser.new_context(
-                    bypass_csp=True, viewport={"width": width, "height": 844 if width < 768 else 900})
+                viewport = {"width": width, "height": 844 if width < 768 else 900}
+                context = await browser.new_context(bypass_csp=True, viewport=viewport)
                 await context.add_cookies([{"name": "cvsm_session", "value": owner["token"],
                                             "domain": host, "path": "/"}])
                 page = await context.new_page()

@@ -209,7 +209,8 @@ async def test_a_viewer_cannot_mint_more_than_a_viewers_token(
     await let_interval_pass(database_url)
     status, body = await poll(client, started["device_code"])
     assert status == 200 and body["api_token"]["read_only"] is True
-    resp = await client.post(f"/api/v1/teams/{team_id}/secrets", headers=api.auth(body["access_token"]),
+    resp = await client.post(f"/api/v1/teams/{team_id}/secrets",
+                             headers=api.auth(body["access_token"]),
                              json={"name": "NOPE", "value": "v", "environment": "production"})
     assert resp.status == 403
 

@@ -22,7 +22,6 @@ The error values are RFC 8628's (and RFC 6749's `invalid_grant`), fixed like `2f
 from __future__ import annotations
 
 import secrets
-import uuid
 from collections.abc import Mapping
 from datetime import timedelta
 

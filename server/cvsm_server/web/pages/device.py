@@ -47,7 +47,10 @@ def _entry(request: web.Request, code: str, error: DomainError | None = None) ->
 
 
 async def _shown(request: web.Request, actor: Actor, code: str, *,
-                 error: DomainError | None = None, kept: dict[str, Any] | None = None) -> web.Response:
+                 error: DomainError | None = None,
+                 kept: dict[str, Any] | None = None) -> web.Response:
+    """The request the code names, to decide (with `error` above the form), or the code's form
+    again when it names none."""
     if not code:
         return _entry(request, code)
     async with db.connection(request.app[POOL]) as conn:
