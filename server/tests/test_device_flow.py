@@ -263,3 +263,19 @@ async def test_the_page_without_a_code_asks_for_one(client: TestClient, owner) -
     html = await page.text()
     assert page.status == 200 and 'name="user_code"' in html and "XXXX-XXXX" in html
     assert page.headers["Cache-Control"] == "no-store"
+
+
+async def test_an_end_to_end_team_is_refused_for_the_browser_to_wrap_its_key(
+        client: TestClient, api: Api, database_url) -> None:
+    """A token of an end-to-end team needs the team key wrapped to it by a browser holding it
+    (the tokens page does that): the device flow refuses such a team and stays pending."""
+    from e2e_client import E2ETeam, Member
+
+    alice = Member(await api.register("alice"))
+    await alice.setup_key(client)
+    team = await E2ETeam.create(client, alice)
+    started = await start(client)
+    status, _, html = await decide(client, alice.user, started["user_code"], team=team.id,
+                                   read_only="on")
+    assert status == 400 and "Tim end-to-end" in html
+    assert await poll(client, started["device_code"]) == (400, {"error": "authorization_pending"})
