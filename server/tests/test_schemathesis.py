@@ -65,6 +65,7 @@ DECLARED_400 = {
     "create_team": "an `id` without `e2e` (a client-chosen id is for end-to-end teams only)",
     "create_secret": "an `id` for a team that is not end-to-end (the team decides)",
     "create_share": "a `value` for a secret of a team that is not end-to-end (the team decides)",
+    "device_token": "a device code the server did not issue: RFC 8628's fixed `error` values",
 }
 # operations whose 404 is about a sub-resource a new secret has none of (its rotation policy)
 NO_POLICY_404 = ["delete_rotation", "get_rotation", "rotate_now"]

@@ -222,6 +222,7 @@ def scope_of(row: Mapping) -> Scope | None:
 _COLUMNS = """id, name, token_prefix, expires_at, allowed_ips, failed_auth_count, locked_until,
               last_ip, last_user_agent, last_used_at, revoked_at, created_at, team_id,
               environments, read_only, e2e_public_key"""
+COLUMNS = _COLUMNS  # a token's row as `token_json` reads it (also `device_flow`'s)
 
 E2E_REQUIRED = ("Token untuk tim end-to-end memerlukan kolom 'e2e' {public_key, wrapped_key}: kunci "
                 "publik token dan kunci tim yang dibungkus untuknya")

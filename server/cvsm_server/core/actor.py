@@ -37,7 +37,9 @@ class Actor:
     address and user agent the audit log records.
 
     `via` is "jwt", "api_token", "anonymous", "mail_link" (someone holding a link mailed to the
-    account) or "system" (a command run by the operator, or a background job).
+    account), "system" (a command run by the operator, or a background job) or "device_flow"
+    (the approver of a `cvsm login`, as the terminal's poll mints its token:
+    `accounts.device_flow`).
     """
 
     ip: str | None

@@ -33,7 +33,7 @@ from ..mail import sender as mail_sender, tokens as mailtokens
 from ..db import queues
 from ..accounts import ratelimit
 from ..outbound import rotation as rotation_runner
-from ..accounts import sessions, tokens
+from ..accounts import device_flow, sessions, tokens
 from ..outbound import webhooks as webhook_sender
 from ..core.config import Settings
 from ..crypto.sealing import Keyring
@@ -103,12 +103,13 @@ AUDIT_PURGE_SECONDS = 3600.0
 
 
 async def housekeeping(context: Context) -> None:
-    """Expired sessions, old rate-limit windows, token failures, used mail links, finished
-    webhook deliveries."""
+    """Expired sessions, old rate-limit windows, token failures, old device authorizations, used
+    mail links, finished webhook deliveries."""
     pool = context.pool
     await sessions.purge_expired(pool)
     await ratelimit.purge_old_windows(pool)
     await tokens.purge_old_failures(pool)
+    await device_flow.purge_expired(pool)
     await mailtokens.purge_old(pool)
     await webhook_sender.purge_finished(pool)
 

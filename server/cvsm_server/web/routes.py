@@ -12,9 +12,10 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from . import (accounts, admin, apidoc, audit, billing, changes, deletion, e2e, invites, metrics,
-               newsletter, oauth, rotation, secrets, shares, support, teams, webhooks)
+from . import (accounts, admin, apidoc, audit, billing, changes, deletion, device, e2e, invites,
+               metrics, newsletter, oauth, rotation, secrets, shares, support, teams, webhooks)
 from .pages import account as account_pages, admin as admin_pages, auth as auth_pages
+from .pages import device as device_pages
 from .pages import kit, public as public_pages
 from .pages import members as members_pages, newsletter as newsletter_pages
 from .pages import rotation as rotation_pages, secrets as secrets_pages, setup as setup_pages
@@ -53,6 +54,12 @@ ROUTES: list[Route] = [
         auth=OPEN, rate="auth", body=TINY),
     api("POST", "/api/v1/auth/password-reset", accounts.reset_password, auth=OPEN, rate="auth",
         body=SMALL),
+    # CLI sign-in (RFC 8628, `accounts.device_flow`): polled every 5 s, so the polls count
+    # against the `public` limit (30/min per address), the code requests against `auth`.
+    api("POST", "/api/v1/auth/device/code", device.device_code, auth=OPEN, rate="auth",
+        body=TINY),
+    api("POST", "/api/v1/auth/device/token", device.device_token, auth=OPEN, rate="public",
+        body=TINY),
     api("GET", "/api/v1/auth/{idp}/start", oauth.start, auth=OPEN, rate="auth"),
     api("GET", "/api/v1/auth/{idp}/callback", oauth.callback, auth=OPEN, rate="auth"),
     api("GET", "/api/v1/me", accounts.me),
@@ -65,6 +72,8 @@ ROUTES: list[Route] = [
     api("GET", "/api/v1/tokens", accounts.list_tokens),
     api("POST", "/api/v1/tokens", accounts.create_token, body=64 * KiB),
     api("DELETE", f"/api/v1/tokens/{UUID % 'token_id'}", accounts.revoke_token),
+    api("GET", "/api/v1/tokens/current", device.current_token),
+    api("DELETE", "/api/v1/tokens/current", device.revoke_current_token),
     api("GET", "/api/v1/me/e2e-key", e2e.get_user_key),
     api("PUT", "/api/v1/me/e2e-key", e2e.set_user_key, body=SMALL),
 
@@ -166,6 +175,9 @@ ROUTES: list[Route] = [
     page("GET", "/verify-email", auth_pages.verify_page),
     page("POST", "/verify-email", auth_pages.verify_email, auth=SESSION),
     page("POST", "/signout", auth_pages.signout, auth=SESSION),
+    # The page that confirms a `cvsm login` code (RFC 8628's verification URI).
+    page("GET", "/device", device_pages.device_page, auth=SESSION),
+    page("POST", "/device", device_pages.decide, auth=SESSION),
     page("GET", "/app/teams", teams_pages.teams_page, auth=SESSION),
     page("POST", "/app/teams", teams_pages.create_team, auth=SESSION),
     page("GET", "/app/teams/{team}/secrets", secrets_pages.secrets_page, auth=SESSION),

@@ -7,7 +7,8 @@ import (
 )
 
 const topHelp = `cvsm reads the secrets of a cvsm team: one value, all of them as a file to
-source, or into the environment of a command it starts.
+source, or into the environment of a command it starts. cvsm login signs a
+machine in; cvsm setup says which team and environment a folder uses.
 
 Usage:
   cvsm [flags] COMMAND [flags] [arguments]
@@ -34,9 +35,12 @@ const globalFlagsHelp = `Global flags (every command; each overrides its environ
                           (for the shell client, in its private cache directory)
   -h, --help              show this help
 
-The token comes from CVSM_TOKEN or --token-file, never from a flag: a command
-line is visible to every user of the machine (ps, /proc/PID/cmdline) and is kept
-in shell history. Flags take one or two dashes (-team or --team, --team=acme).
+The token comes from CVSM_TOKEN or --token-file, else the stored login (cvsm
+login), never from a flag: a command line is visible to every user of the
+machine (ps, /proc/PID/cmdline) and is kept in shell history. Server, team and
+environment not given by a flag or CVSM_* variable come from the nearest
+.cvsm.yaml upward (cvsm setup), then the stored login. Flags take one or two
+dashes (-team or --team, --team=acme).
 
 Exit status:
   0  success                    5  secret not found
@@ -152,7 +156,11 @@ func (c *cli) printHelp(w io.Writer, command string) {
 		for _, cmd := range commands() {
 			fmt.Fprintf(&b, "  %-8s %s\n", cmd.name, cmd.summary)
 		}
-		b.WriteString("\nExample:\n" +
+		b.WriteString("\nExamples:\n" +
+			"  cvsm login --server https://cvsm.example.com   # once per machine\n" +
+			"  cvsm setup --team acme -e staging              # once per folder: .cvsm.yaml\n" +
+			"  cvsm run -- ./app\n" +
+			"Without a login (CI, servers):\n" +
 			"  export CVSM_BASE_URL=https://cvsm.example.com/api/v1 CVSM_TEAM=acme\n" +
 			"  CVSM_TOKEN=cvsm_... cvsm run -- ./app\n")
 	}
@@ -160,3 +168,62 @@ func (c *cli) printHelp(w io.Writer, command string) {
 	b.WriteString(globalFlagsHelp)
 	_, _ = io.WriteString(w, b.String())
 }
+
+const loginHelp = `Usage:
+  cvsm login [--server URL] [--open]
+
+Signs this machine in to a cvsm server (OAuth 2.0 device authorization, RFC
+8628): cvsm prints a code and an address ({server}/device). Open it in a browser
+where you are signed in to the dashboard (on any device), check that the machine
+it shows is this one, pick the team and approve. cvsm then stores a new token
+for this machine only: bound to that team, read-only unless you chose
+otherwise, never wider than your role. The token is never printed; it is kept
+in a file only you can read: <config>/cvsm/credentials.json (os.UserConfigDir:
+$XDG_CONFIG_HOME or ~/.config on Linux), mode 0600, one per server. get, export
+and run use it when neither CVSM_TOKEN nor --token-file is given.
+
+Flags:
+  --server URL   the server's address, such as https://cvsm.example.com
+                 (default: --base-url, CVSM_BASE_URL or .cvsm.yaml's server)
+  --open         also open the address in the desktop's browser
+
+Examples:
+  cvsm login --server https://cvsm.example.com
+  cvsm login --server http://localhost:8000 --open
+`
+
+const logoutHelp = `Usage:
+  cvsm logout [--server URL]
+
+Revokes this machine's token on the server (it stops working at once) and
+deletes it from the stored login. When the server cannot be reached the token
+stays stored, so that logout can be run again.
+`
+
+const whoamiHelp = `Usage:
+  cvsm whoami [--server URL]
+
+Shows the server, the account, the token in use (its name and prefix, never the
+token), its team and what it may do, and the folder's .cvsm.yaml if any.
+The token is the one get would use: --token-file, CVSM_TOKEN, else the stored
+login.
+`
+
+const setupHelp = `Usage:
+  cvsm setup [--server URL] [--team TEAM] [-e ENV]
+
+Writes .cvsm.yaml in the current folder: the server, team and environment that
+get, export and run use here and in every folder below (the nearest
+.cvsm.yaml upward wins). The server defaults to the latest login's, the team to
+that login's team, the environment to production. The file holds no token:
+commit it if the folder's other users share the team.
+
+Where each setting comes from, first found wins:
+  token        --token-file, CVSM_TOKEN, the stored login (cvsm login)
+  server       --base-url, CVSM_BASE_URL, .cvsm.yaml, the latest login
+  team         --team, CVSM_TEAM, .cvsm.yaml, the login's team
+  environment  -e, CVSM_ENVIRONMENT, .cvsm.yaml, production
+
+Example:
+  cvsm setup --team acme -e staging
+`

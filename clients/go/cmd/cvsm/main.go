@@ -4,12 +4,19 @@
 //	cvsm export [--format F]           every secret as dotenv, shell or JSON
 //	cvsm run [--overwrite] -- CMD ...  run CMD with every secret in its environment
 //	cvsm run --watch -- CMD ...        the same, restarting CMD when the secrets change
+//	cvsm login [--server URL]          sign this machine in (RFC 8628 device flow)
+//	cvsm logout                        revoke and delete this machine's token
+//	cvsm whoami                        show the account, token and team in use
+//	cvsm setup [--team T] [-e ENV]     write .cvsm.yaml for this folder
 //	cvsm version                       print the version
 //
 // It is built on the Go SDK (package cvsm) and configured like every cvsm
 // client, by the CVSM_* environment variables, which the global flags
-// override. The token comes only from CVSM_TOKEN or --token-file: a command
-// line is visible to every user of the machine, so there is no --token flag.
+// override; what neither gives comes from the nearest .cvsm.yaml upward,
+// then the stored login (project.go has the order). The token comes from
+// CVSM_TOKEN, --token-file or the login cvsm login stored (login.go): a
+// command line is visible to every user of the machine, so there is no
+// --token flag.
 //
 // The token of an end-to-end team carries its key part (cvsm_<64 hex>.<key>):
 // the package opens the team's values here, and every command works as for
@@ -65,6 +72,12 @@ type cli struct {
 	stdout, stderr io.Writer
 	settings       settings
 	sdk            *cvsm.Client // the client of this run, once made; its team key is kept (--team-key-file)
+
+	// The folder's .cvsm.yaml (project.go), found once per run.
+	projectLoaded bool
+	projectCfg    projectConfig
+	projectPath   string
+	projectErr    error
 }
 
 func newCLI(stdout, stderr io.Writer) *cli {
@@ -119,10 +132,17 @@ func commands() []command {
 		{"get", "print the value of one secret", getHelp, (*cli).get},
 		{"export", "print every secret as dotenv, shell or JSON", exportHelp, (*cli).export},
 		{"run", "run a command with every secret in its environment", runHelp, (*cli).run},
+		{"login", "sign this machine in (a code confirmed in the browser)", loginHelp, (*cli).login},
+		{"logout", "revoke and delete this machine's token", logoutHelp, (*cli).logout},
+		{"whoami", "show the account, token and team in use", whoamiHelp, (*cli).whoami},
+		{"setup", "write .cvsm.yaml: this folder's server, team and environment", setupHelp, (*cli).setup},
 		{"version", "print the version", versionHelp, (*cli).version},
 		{"help", "show the help of cvsm or of a command", helpHelp, (*cli).help},
 	}
 }
+
+// commandList names the commands for a usage error.
+const commandList = "get, export, run, login, logout, whoami, setup or version"
 
 func findCommand(name string) (command, bool) {
 	for _, cmd := range commands() {
@@ -149,11 +169,11 @@ func (c *cli) dispatch(args []string) error {
 	}
 	rest := fs.Args()
 	if len(rest) == 0 {
-		return usagef("", "no command given: use get, export, run or version")
+		return usagef("", "no command given: use "+commandList)
 	}
 	cmd, ok := findCommand(rest[0])
 	if !ok {
-		return usagef("", "unknown command %q: use get, export, run or version", rest[0])
+		return usagef("", "unknown command %q: use "+commandList, rest[0])
 	}
 	err := cmd.run(c, rest[1:])
 	c.saveTeamKey(err)
@@ -487,8 +507,14 @@ func (c *cli) client() (*cvsm.Client, error) {
 	return client, nil
 }
 
-// options are the SDK options the flags and CVSM_* variables give, checked
-// as client describes.
+// options are the SDK options the flags, the CVSM_* variables, the
+// folder's .cvsm.yaml and the stored login give, checked as client
+// describes. First found wins (project.go):
+//
+//	token        --token-file, CVSM_TOKEN, the stored login for the server
+//	server       --base-url, CVSM_BASE_URL, .cvsm.yaml, the latest login
+//	team         --team, CVSM_TEAM, .cvsm.yaml, the stored login's team
+//	environment  -e/--environment, CVSM_ENVIRONMENT, .cvsm.yaml, production
 func (c *cli) options() (cvsm.Options, error) {
 	s := &c.settings
 	opts := cvsm.Options{
@@ -500,7 +526,63 @@ func (c *cli) options() (cvsm.Options, error) {
 		// (So CVSM_CACHE_TTL is ignored.)
 		CacheTTL: cvsm.NoCache,
 	}
-	if s.tokenFile.set {
+	if err := c.loadProject(); err != nil {
+		return cvsm.Options{}, err
+	}
+	project := c.projectCfg
+	envToken := strings.Trim(os.Getenv(cvsm.EnvToken), " \t\r\n") != ""
+	// The stored logins are read only when something is left to find.
+	var creds *credentials
+	stored := func() (*credentials, error) {
+		if creds == nil {
+			loaded, _, err := loadCredentials()
+			if err != nil {
+				return nil, err
+			}
+			creds = loaded
+		}
+		return creds, nil
+	}
+	baseURL := opts.BaseURL
+	if baseURL == "" {
+		baseURL = strings.TrimSpace(os.Getenv(cvsm.EnvBaseURL))
+	}
+	if baseURL == "" && project.Server != "" {
+		key, err := serverKey(project.Server)
+		if err != nil {
+			return cvsm.Options{}, err
+		}
+		baseURL = key + apiSuffix
+	}
+	if baseURL == "" && !s.tokenFile.set && !envToken {
+		all, err := stored()
+		if err != nil {
+			return cvsm.Options{}, err
+		}
+		if all.Default != "" {
+			baseURL = all.Default + apiSuffix
+		}
+	}
+	if baseURL == "" {
+		return cvsm.Options{}, configErrorf("%s is not set: set it, pass --base-url URL (the API root, such as https://cvsm.example.com/api/v1), or run 'cvsm login --server URL'", cvsm.EnvBaseURL)
+	}
+	if u, err := url.Parse(baseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return cvsm.Options{}, configErrorf("the base URL (--base-url or %s) must be an absolute http or https URL such as https://cvsm.example.com/api/v1", cvsm.EnvBaseURL)
+	}
+	opts.BaseURL = baseURL
+	// The stored login of this server, when the token or team is not given.
+	var login *credential
+	if !s.tokenFile.set && !envToken || opts.Team == "" && strings.TrimSpace(os.Getenv(cvsm.EnvTeam)) == "" && project.Team == "" {
+		if key, err := serverKey(baseURL); err == nil {
+			all, err := stored()
+			if err != nil {
+				return cvsm.Options{}, err
+			}
+			login = all.Servers[key]
+		}
+	}
+	switch {
+	case s.tokenFile.set:
 		raw, err := os.ReadFile(s.tokenFile.value)
 		if err != nil {
 			return cvsm.Options{}, configErrorf("cannot read the token file: %v", pathError(err))
@@ -509,21 +591,24 @@ func (c *cli) options() (cvsm.Options, error) {
 		if opts.Token == "" {
 			return cvsm.Options{}, configErrorf("the token file %q is empty", s.tokenFile.value)
 		}
-	} else if strings.Trim(os.Getenv(cvsm.EnvToken), " \t\r\n") == "" {
-		return cvsm.Options{}, configErrorf("%s is not set: export it, or pass --token-file PATH (there is no --token flag: see 'cvsm --help')", cvsm.EnvToken)
-	}
-	baseURL := opts.BaseURL
-	if baseURL == "" {
-		baseURL = strings.TrimSpace(os.Getenv(cvsm.EnvBaseURL))
-	}
-	if baseURL == "" {
-		return cvsm.Options{}, configErrorf("%s is not set: set it, or pass --base-url URL (the API root, such as https://cvsm.example.com/api/v1)", cvsm.EnvBaseURL)
-	}
-	if u, err := url.Parse(baseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return cvsm.Options{}, configErrorf("the base URL (--base-url or %s) must be an absolute http or https URL such as https://cvsm.example.com/api/v1", cvsm.EnvBaseURL)
+	case envToken:
+	case login != nil && login.Token != "":
+		opts.Token = login.Token
+	default:
+		return cvsm.Options{}, configErrorf("%s is not set: export it, pass --token-file PATH (there is no --token flag: see 'cvsm --help'), or run 'cvsm login'", cvsm.EnvToken)
 	}
 	if opts.Team == "" && strings.TrimSpace(os.Getenv(cvsm.EnvTeam)) == "" {
-		return cvsm.Options{}, configErrorf("%s is not set: set it, or pass --team TEAM (the team's id or slug)", cvsm.EnvTeam)
+		switch {
+		case project.Team != "":
+			opts.Team = project.Team
+		case login != nil && login.Team != "":
+			opts.Team = login.Team
+		default:
+			return cvsm.Options{}, configErrorf("%s is not set: set it, pass --team TEAM (the team's id or slug), or run 'cvsm setup --team TEAM' in this folder", cvsm.EnvTeam)
+		}
+	}
+	if opts.Environment == "" && strings.TrimSpace(os.Getenv(cvsm.EnvEnvironment)) == "" {
+		opts.Environment = project.Environment
 	}
 	if s.timeout.set {
 		opts.Timeout = s.timeout.value
@@ -567,7 +652,7 @@ func (c *cli) help(args []string) error {
 		return nil
 	case 1:
 		if _, ok := findCommand(fs.Arg(0)); !ok {
-			return usagef("", "unknown command %q: use get, export, run or version", fs.Arg(0))
+			return usagef("", "unknown command %q: use "+commandList, fs.Arg(0))
 		}
 		c.printHelp(c.stdout, fs.Arg(0))
 		return nil

@@ -376,8 +376,11 @@ func (s *testServer) env(extra ...string) []string {
 }
 
 // cleanEnv is the test process's environment without CVSM_* variables, plus extra.
+// Its configuration folder is an empty one of this run's, so that a login
+// stored on the machine (cvsm login) never reaches a test.
 func cleanEnv(extra ...string) []string {
-	return append(withoutCVSM(os.Environ()), extra...)
+	env := append(withoutCVSM(os.Environ()), "XDG_CONFIG_HOME="+filepath.Join(scratch, "no-login"))
+	return append(env, extra...)
 }
 
 // result is what one run of cvsm did.

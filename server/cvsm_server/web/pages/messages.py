@@ -49,4 +49,6 @@ FLASHES: dict[str, tuple[str, str]] = {
     "webhook_deleted": ("ok", "Webhook dihapus."),
     "webhook_test_sent": ("ok", "Event uji (ping) diantrekan; hasilnya muncul di pengiriman "
                                 "terbaru."),
+    "device_approved": ("ok", "Disetujui: kembali ke terminal, cvsm login selesai sendiri."),
+    "device_denied": ("ok", "Permintaan masuk ditolak: terminal itu tidak mendapat token."),
 }
