@@ -224,6 +224,7 @@ ROUTES: list[Route] = [
     page("GET", "/app/admin/users", admin_pages.users_page, auth=SESSION),
     page("POST", f"/app/admin/users/{UUID % 'user_id'}", admin_pages.change_user, auth=SESSION),
     page("GET", "/app/admin/teams", admin_pages.teams_page, auth=SESSION),
+    page("POST", "/app/admin/teams/new-team-plan", admin_pages.set_new_team_plan, auth=SESSION),
     page("GET", f"/app/admin/teams/{UUID % 'team_id'}", admin_pages.plan_page, auth=SESSION),
     page("POST", f"/app/admin/teams/{UUID % 'team_id'}", admin_pages.set_plan, auth=SESSION),
     page("GET", "/app/admin/stats", admin_pages.stats_page, auth=SESSION),
