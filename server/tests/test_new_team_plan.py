@@ -6,6 +6,7 @@ created afterwards gets; a plan that does not exist is a 400 page that changes n
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,6 +17,9 @@ from cvsm_server.instance import settings as instance_settings
 
 from conftest import Api, query
 from test_admin import make_admin
+from test_dashboard import axe_script  # noqa: F401 (a fixture)
+from test_docs_page import CHROMIUM, CHROMIUM_ARGS, require_chromium
+from test_layout import serious_violations, too_wide
 from test_setup_link import CSRF, is_admin, sign_in_as, start_printing
 
 CHECKED = re.compile(r'<input type="radio" name="default_plan" value="([a-z]+)" checked>')
@@ -147,5 +151,61 @@ async def test_the_admin_panel_changes_the_plan_new_teams_get(
                                 data={"csrf": CSRF.search(html).group(1),
                                       "default_plan": "enterprise"}, allow_redirects=False)
     assert refused.status == 403
+    assert await query(database_url, "SELECT default_plan FROM instance_settings") == [
+        {"default_plan": "starter"}]
+
+
+async def test_the_plan_choice_in_a_browser_by_label_at_1280_and_390_px(
+        database_url: str, start_client: Any, make_settings: Any, axe_script: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The set-up page's choice and the admin panel's form, used by their labels in Chromium,
+    no wider than a phone and without a serious axe-core violation."""
+    require_chromium()
+    from playwright.async_api import async_playwright, expect
+
+    # Links use the address asked (plain http keeps the cookie): the link printed is a path.
+    client = await start_client(make_settings(app_url="", default_plan="", background_jobs="on"))
+    [token] = re.findall(r"/setup\?token=([A-Za-z0-9_-]+)", capsys.readouterr().err)
+    api = Api(client)
+    first = await api.register("browser_admin")
+    base = str(client.make_url("/")).rstrip("/")
+    problems: dict[str, Any] = {}
+
+    async def check(page: Any, name: str, width: int) -> None:
+        if measured := await too_wide(page):
+            problems[f"{name}@{width} too wide"] = measured
+        if serious := await serious_violations(page, axe_script):
+            problems[f"{name}@{width} axe"] = serious
+
+    async with async_playwright() as pw:
+        browser = await pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            page = await (await browser.new_context(bypass_csp=True)).new_page()
+            await page.goto(f"{base}/signin")
+            await page.get_by_label("Email atau username").fill(first["username"])
+            await page.get_by_label("Kata sandi").fill("correct horse 1")
+            await page.get_by_role("button", name="Masuk").click()
+            await page.wait_for_url(f"{base}/app/teams")
+            for width in (1280, 390):
+                await page.set_viewport_size({"width": width, "height": 844 if width < 768 else 900})
+                await page.goto(f"{base}/setup?token={token}")
+                choices = page.get_by_role("group", name="Paket untuk tim baru di server ini")
+                await expect(choices.get_by_role("radio", name=re.compile("^professional"))).to_be_checked()
+                await check(page, "setup", width)
+            await choices.get_by_role("radio", name=re.compile("^enterprise")).check()
+            await page.get_by_role("button", name="Jadikan akun ini admin").click()
+            await page.wait_for_url(f"{base}/app/admin/users")
+            for width in (1280, 390):
+                await page.set_viewport_size({"width": width, "height": 844 if width < 768 else 900})
+                await page.goto(f"{base}/app/admin/teams")
+                form = page.get_by_role("form", name="Paket untuk tim baru")
+                await expect(form.get_by_label("Paket", exact=True)).to_have_value("enterprise")
+                await check(page, "admin-teams", width)
+            await form.get_by_label("Paket", exact=True).select_option("starter")
+            await form.get_by_role("button", name="Simpan paket untuk tim baru").click()
+            await expect(page.get_by_role("status")).to_contain_text("Paket untuk tim baru disimpan.")
+        finally:
+            await browser.close()
+    assert problems == {}
     assert await query(database_url, "SELECT default_plan FROM instance_settings") == [
         {"default_plan": "starter"}]

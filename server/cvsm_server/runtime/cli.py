@@ -302,7 +302,8 @@ Settings come from CVSM_* environment variables; the main ones:
   CVSM_APP_URL       the public base URL of links (unset: the address served)
   CVSM_SMTP_URL      smtp:// or smtps:// (unset: mail goes to the outbox,
                      read with `cvsm-server mail`)
-  CVSM_DEFAULT_PLAN  new teams' plan: starter (default), professional, enterprise
+  CVSM_DEFAULT_PLAN  new teams' plan until an admin chooses one (set-up page,
+                     admin panel): starter (default), professional, enterprise
   CVSM_ENV           production turns on production warnings
 Every variable, and running it for real: {README}, "The server" and
 "Configuration" (docs/deploy.md, docs/operations.md). COMMAND --help: its options."""
