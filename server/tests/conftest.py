@@ -22,6 +22,7 @@ from cvsm_server import db
 from cvsm_server.runtime.app import create_app
 from cvsm_server.core.config import Settings
 from smtpbox import Mailbox
+from stripe_mock import StripeFront, settings_env as stripe_settings, stripe_mock_url
 
 MASTER_KEY = base64.b64encode(bytes(range(32))).decode()
 JWT_SECRET = "test-jwt-secret-" + "x" * 32
@@ -263,3 +264,21 @@ async def mail_client(start_client: Callable[..., Any], make_settings: Callable[
     """The app with its background jobs on and mail going to `mailbox`."""
     return await start_client(make_settings(smtp_url=mailbox.url, background_jobs="on",
                                             mail_poll_seconds="1"))
+
+
+@pytest.fixture
+async def stripe_front() -> Any:
+    """stripe-mock behind a front whose subscriptions the test sets (`stripe_mock.py`): skipped
+    with the reason when stripe-mock is not installed, a failure under CI=true."""
+    front = StripeFront(stripe_mock_url())
+    await front.start()
+    yield front
+    await front.close()
+
+
+@pytest.fixture
+async def billing_client(start_client: Callable[..., Any], make_settings: Callable[..., Settings],
+                         stripe_front: StripeFront) -> TestClient:
+    """The app billing through Stripe (`CVSM_BILLING=stripe`), whose API is `stripe_front`."""
+    return await start_client(make_settings(**stripe_settings(),
+                                            stripe_api_base=stripe_front.url))

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from . import (accounts, admin, apidoc, audit, changes, deletion, e2e, invites, metrics,
+from . import (accounts, admin, apidoc, audit, billing, changes, deletion, e2e, invites, metrics,
                newsletter, oauth, rotation, secrets, shares, support, teams, webhooks)
 from .pages import account as account_pages, admin as admin_pages, auth as auth_pages
 from .pages import kit, public as public_pages
@@ -88,6 +88,14 @@ ROUTES: list[Route] = [
     api("DELETE", WEBHOOK, webhooks.delete_webhook),
     api("GET", f"{WEBHOOK}/deliveries", webhooks.list_webhook_deliveries),
     api("POST", f"{WEBHOOK}/test", webhooks.send_webhook_test),
+    # Billing (CVSM_BILLING=stripe, docs/billing.md): 404 while it is off.
+    api("GET", f"{TEAM}/billing", billing.get_billing),
+    api("POST", f"{TEAM}/billing/checkout", billing.billing_checkout, body=TINY),
+    api("POST", f"{TEAM}/billing/portal", billing.billing_portal),
+    # Stripe's signature is its credential (checked by the handler, before the body is read);
+    # not rate limited: Stripe's retries come in bursts from its own addresses.
+    api("POST", "/api/v1/billing/stripe/webhook", billing.stripe_webhook, auth=OPEN, rate=None,
+        body=billing.WEBHOOK_BODY),
     # End-to-end teams (docs/e2e.md): the caller's wrap, the recipients, grants, re-key.
     api("GET", f"{TEAM}/e2e/key", e2e.get_team_key),
     api("GET", f"{TEAM}/e2e/members", e2e.list_e2e_members),
