@@ -211,6 +211,8 @@ ROUTES: list[Route] = [
     page("POST", "/app/teams/{team}/environments/reveal", environments_pages.reveal_cell,
          auth=SESSION),
     page("GET", "/app/teams/{team}/plan", plan_pages.plan_page, auth=SESSION),
+    page("POST", "/app/teams/{team}/plan/checkout", plan_pages.checkout, auth=SESSION),
+    page("POST", "/app/teams/{team}/plan/portal", plan_pages.portal, auth=SESSION),
     page("GET", "/app/tokens", tokens_pages.tokens_page, auth=SESSION),
     page("POST", "/app/tokens", tokens_pages.create_token, auth=SESSION),
     page("POST", f"/app/tokens/{UUID % 'token_id'}/revoke", tokens_pages.revoke_token, auth=SESSION),

@@ -16,10 +16,11 @@ from ...core.actor import Actor
 from ...core.errors import BadRequest
 from ...core.inputs import whole_number
 from ...teams.service import PLANS, max_environments
+from ...billing import service as billing
 from ...instance import admin
 from ...support import service as support
 from ..request import app_url, path_id
-from ..state import KEYRING, POOL, SETTINGS
+from ..state import KEYRING, POOL, SETTINGS, STRIPE
 from .forms import Form, beside, form_work, page_number
 from .kit import done, redirect_to, signed_in, url_for
 from .rendering import render_page
@@ -91,8 +92,12 @@ async def _teams_context(request: web.Request, conn: db.Connection, actor: Actor
     rows, total = await admin.list_teams(conn, actor, search=search, limit=PAGE_SIZE,
                                          offset=(page - 1) * PAGE_SIZE)
     new_team_plan = await admin.new_team_plan(conn, actor, request.app[SETTINGS].default_plan)
+    # With billing on, each team's subscription state (the admin was checked by `list_teams`).
+    billing_on = request.app[STRIPE] is not None
+    states = await billing.team_states(conn, [r["id"] for r in rows]) if billing_on else {}
     return _context(request, actor, "teams", teams=rows, total=total, q=search, page=page,
-                    pages=_pages(total), new_team_plan=new_team_plan, plans=PLANS)
+                    pages=_pages(total), new_team_plan=new_team_plan, plans=PLANS,
+                    billing_on=billing_on, states=states)
 
 
 @signed_in

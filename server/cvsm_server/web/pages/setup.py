@@ -3,7 +3,8 @@ that confirms on it becomes the install's first admin.
 
 On a self-hosted server (billing off) the same form asks which plan new teams get, the
 suggested one preselected (`instance.settings.suggested_plan`: Professional unless the operator
-set `CVSM_DEFAULT_PLAN`); the admin panel changes it later.
+set `CVSM_DEFAULT_PLAN`); the admin panel changes it later. A managed server (billing on:
+teams pay for their plans) does not ask.
 
 Opening the link changes nothing (a preview or a scanner may fetch it): signed in, a button posts
 the token with the session's CSRF token; signed out, sign-in and sign-up come back here. A link
@@ -18,7 +19,7 @@ from ...core.actor import Actor
 from ...accounts import setup_link
 from ...instance import settings as instance_settings
 from ...teams.service import PLANS
-from ..state import KEYRING, POOL, SETTINGS
+from ..state import KEYRING, POOL, SETTINGS, STRIPE
 from .forms import Form, failures_of
 from .kit import done, link_page, signed_in
 from .rendering import render_page
@@ -36,12 +37,16 @@ async def setup_page(request: web.Request) -> web.StreamResponse:
                            status=400, private=True)
     return link_page(request, "setup.html", setup_link.PATH, setup_link.SETUP_INVALID,
                      plans=PLANS if asks_plan(request) else None,
-                     suggested=instance_settings.suggested_plan(request.app[SETTINGS].default_plan))
+                     suggested=instance_settings.suggested_plan(request.app[SETTINGS].default_plan),
+                     managed_plan=request.app[SETTINGS].default_plan or instance_settings.STARTER)
 
 
 def asks_plan(request: web.Request) -> bool:
-    """Whether the set-up page asks which plan new teams get: on a self-hosted server."""
-    return True
+    """Whether the set-up page asks which plan new teams get: on a self-hosted server, billing
+    off. With billing on (`CVSM_BILLING=stripe`) the server is a managed one: teams start on the
+    operator's plan (`CVSM_DEFAULT_PLAN`, Starter when unset) and pay for more on their plan
+    page."""
+    return request.app[STRIPE] is None
 
 
 @signed_in
