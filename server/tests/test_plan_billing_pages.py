@@ -20,7 +20,7 @@ from cvsm_server.web.pages.rendering import CSP
 from conftest import Api, query
 from stripe_mock import StripeFront, checkout_completed, settings_env, sign, subscription
 from test_admin import make_admin
-from test_setup_link import CSRF, sign_in_as
+from test_setup_link import CSRF, printed_links, sign_in_as
 
 CHECKOUT_FORM = re.compile(r'action="/app/teams/[a-z0-9-]+/plan/checkout"')
 PORTAL_FORM = 'action="/app/teams/paying-team/plan/portal"'
@@ -182,3 +182,26 @@ async def test_billing_off_the_admin_list_has_no_subscription_column(
     sign_in_as(client, boss)
     html = await (await client.get("/app/admin/teams")).text()
     assert "some-team" in html and "Langganan" not in html and "berlangganan" not in html
+
+
+async def test_a_managed_servers_set_up_page_does_not_ask_the_plan(
+        start_client: Any, make_settings: Any, stripe_front: StripeFront, database_url: str,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Billing on is a managed server: new teams start on the operator's plan (Starter unset)
+    and pay for more; the set-up page says so and stores no choice, whatever is posted."""
+    client = await start_client(make_settings(**settings_env(), stripe_api_base=stripe_front.url,
+                                              default_plan="", background_jobs="on"))
+    [token] = printed_links(capsys.readouterr().err)
+    api = Api(client)
+    first = await api.register("managed_admin")
+    sign_in_as(client, first)
+    html = await (await client.get(f"/setup?token={token}")).text()
+    assert "Jadikan akun ini admin" in html and 'name="default_plan"' not in html
+    assert "tim baru mulai dengan paket starter" in html
+    resp = await client.post("/setup", data={"csrf": CSRF.search(html).group(1), "token": token,
+                                             "default_plan": "enterprise"}, allow_redirects=False)
+    assert resp.status == 303
+    assert await query(database_url, "SELECT * FROM instance_settings") == []
+    team_id = await api.team(first)
+    [team] = await query(database_url, "SELECT plan FROM teams WHERE id = %s", (team_id,))
+    assert team["plan"] == "starter"
