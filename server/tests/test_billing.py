@@ -3,11 +3,13 @@ Customer Portal, every Stripe call made against stripe-mock (`stripe_mock.py`)."
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pytest
 
 from conftest import Api, query
+from cvsm_server.billing import rules
 from cvsm_server.core.config import ConfigError, Settings
 from cvsm_server.web.state import STRIPE
 from stripe_mock import PRICES, SECRET_KEY, WEBHOOK_SECRET, StripeFront, settings_env
@@ -196,3 +198,56 @@ async def test_an_api_token_of_the_owner_pays_unless_read_only(bapi: Api, stripe
 def test_settings_env_is_what_the_fixture_serves() -> None:
     env = {f"CVSM_{k.upper()}": v for k, v in settings_env().items()}
     assert Settings.from_env(env).billing == "stripe"
+
+
+NOW = datetime(2026, 11, 29, tzinfo=timezone.utc)
+PLAN_OF_PRICE = {price: plan for plan, price in PRICES.items()}
+
+
+@pytest.mark.parametrize(("status", "price", "since", "expected"), [
+    ("active", PRICES["enterprise"], None, ("enterprise", None)),
+    ("trialing", PRICES["professional"], None, ("professional", None)),
+    ("active", "price_nobody_configured", None, ("starter", None)),  # the plan stays
+    ("incomplete", PRICES["enterprise"], None, ("starter", None)),    # not paid yet
+    ("past_due", PRICES["enterprise"], None, ("starter", NOW)),       # grace starts now
+    ("unpaid", PRICES["enterprise"], NOW - timedelta(days=6), ("starter", NOW - timedelta(days=6))),
+    ("canceled", PRICES["enterprise"], NOW - timedelta(days=1), ("starter", None)),
+    ("incomplete_expired", PRICES["enterprise"], None, ("starter", None)),
+])
+def test_next_plan_from_a_starter_team(status: str, price: str, since: Any, expected: tuple) -> None:
+    sub = rules.Subscription("sub_1", "cus_1", status, price, None, False)
+    assert rules.next_plan("starter", sub, PLAN_OF_PRICE, past_due_since=since, now=NOW,
+                           grace_days=7) == expected
+
+
+def test_past_due_keeps_a_paid_plan_until_the_grace_period_ends() -> None:
+    sub = rules.Subscription("sub_1", "cus_1", "past_due", PRICES["enterprise"], None, False)
+    def plan(days: float) -> str:
+        return rules.next_plan("enterprise", sub, PLAN_OF_PRICE, now=NOW, grace_days=7,
+                               past_due_since=NOW - timedelta(days=days))[0]
+    assert [plan(0), plan(6.9), plan(7), plan(30)] == ["enterprise", "enterprise", "starter",
+                                                       "starter"]
+
+
+def test_which_subscription_governs() -> None:
+    def sub(sub_id: str, status: str) -> rules.Subscription:
+        return rules.Subscription(sub_id, "cus_1", status, None, None, False)
+    assert rules.governs(None, None, sub("sub_a", "canceled"))
+    assert rules.governs("sub_a", "active", sub("sub_a", "canceled"))
+    assert not rules.governs("sub_a", "active", sub("sub_b", "active"))  # one at a time
+    assert not rules.governs("sub_a", "canceled", sub("sub_b", "canceled"))
+    assert rules.governs("sub_a", "canceled", sub("sub_b", "active"))
+
+
+def test_the_subscription_an_event_names_in_each_api_version() -> None:
+    assert rules.subscription_of_event("invoice.paid", {"subscription": "sub_old"}) == "sub_old"
+    assert rules.subscription_of_event("invoice.paid", {"parent": {"subscription_details": {
+        "subscription": "sub_new"}}}) == "sub_new"
+    assert rules.subscription_of_event("customer.subscription.updated", {"id": "sub_s"}) == "sub_s"
+    assert rules.subscription_of_event("checkout.session.completed",
+                                       {"subscription": {"id": "sub_x"}}) == "sub_x"
+    assert rules.subscription_of_event("checkout.session.completed", {"subscription": None}) is None
+    old = rules.subscription({"id": "s", "customer": "c", "status": "active",
+                              "current_period_end": 1_800_000_000,
+                              "items": {"data": [{"price": {"id": "p"}}]}})
+    assert old.current_period_end == datetime.fromtimestamp(1_800_000_000, timezone.utc)

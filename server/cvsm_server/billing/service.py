@@ -162,26 +162,30 @@ async def handle_event(conn: db.Connection, gateway: StripeGateway | None, paylo
             await queries.claim_event(cur, event_id, event_type, team_id)
         return "ignored"
     subscription_id = rules.subscription_of_event(event_type, obj)
-    data = await gateway.subscription(subscription_id) if subscription_id else None
-    sub = rules.subscription(data) if data is not None else None
     async with db.transaction(conn) as cur:
         if not await queries.claim_event(cur, event_id, event_type, team_id):
             return "replay"
-        if sub is None or sub.customer != customer:
+        # The team's billing row stays locked from before the fetch to the write: deliveries
+        # for one team apply one after the other, each with what Stripe held after the one
+        # before (the team's own row is locked only for the write: its secrets never wait on
+        # Stripe). A failure of Stripe rolls the claim back: Stripe delivers the event again.
+        row = await queries.billing_row(cur, team_id, lock=True)
+        data = await gateway.subscription(subscription_id) if subscription_id else None
+        sub = rules.subscription(data) if data is not None else None
+        if row is None or sub is None or sub.customer != customer:
             log.warning("stripe event %s (%s): no subscription of its customer to apply",
                         event_id, event_type)
             return "ignored"
-        return await _apply(cur, gateway, team_id, sub, grace_days=grace_days,
+        return await _apply(cur, gateway, team_id, row, sub, grace_days=grace_days,
                             now=now or utcnow())
 
 
-async def _apply(cur: db.Cursor, gateway: StripeGateway, team_id: uuid.UUID,
+async def _apply(cur: db.Cursor, gateway: StripeGateway, team_id: uuid.UUID, row: dict,
                  sub: rules.Subscription, *, grace_days: int, now: datetime) -> str:
-    team = await queries.lock_team(cur, team_id)
-    row = await queries.billing_row(cur, team_id, lock=True)
-    if team is None or row is None:
-        return "ignored"
     if not rules.governs(row["subscription_id"], row["status"], sub):
+        return "ignored"
+    team = await queries.lock_team(cur, team_id)
+    if team is None:
         return "ignored"
     if sub.status in rules.LIVE and sub.price_id not in gateway.plan_of_price:
         log.warning("stripe subscription %s of team %s has a price no plan is set to (%s): "
