@@ -3,10 +3,12 @@ at 1280 and 390 px), against stripe-mock: the Owner chooses Professional and the
 to the Checkout URL stripe-mock returned (the plan page's own CSP lets its form go there); the
 signed `checkout.session.completed` arrives; the reloaded plan page says Professional and offers
 the billing portal. A Viewer sees the plan and the subscription's state and no billing control.
-Each page is checked with axe-core (no serious or critical violation) and for width."""
+Each page is checked with axe-core (no serious or critical violation) and for width; with
+CVSM_SCREENSHOTS_DIR set each is photographed at both widths."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +27,7 @@ CHECKOUT = "https://checkout.stripe.com/"
 
 async def test_the_owner_pays_for_professional_and_a_viewer_sees_no_billing_control(
         start_client: Any, make_settings: Any, stripe_front: StripeFront, database_url: str,
-        axe_script: Path) -> None:
+        axe_script: Path, tmp_path: Path) -> None:
     require_chromium()
     from playwright.async_api import async_playwright, expect
 
@@ -33,20 +35,21 @@ async def test_the_owner_pays_for_professional_and_a_viewer_sees_no_billing_cont
         **settings_env(), stripe_api_base=stripe_front.url, default_plan="starter", app_url=""))
     api = Api(client)
     owner, viewer = await api.register("paying_owner"), await api.register("team_viewer")
-    teams = {}
-    for width in WIDTHS:  # a team chosen at each width
-        teams[width] = slug = f"team-at-{width}"
-        team_id = await api.team(owner, slug)
-        await api.add_member(owner, team_id, viewer, "Viewer")
-        teams[slug] = team_id
+    slugs = {width: f"team-at-{width}" for width in WIDTHS}  # a team paid for at each width
+    team_ids = {}
+    for slug in slugs.values():
+        team_ids[slug] = await api.team(owner, slug)
+        await api.add_member(owner, team_ids[slug], viewer, "Viewer")
     base = str(client.make_url("/")).rstrip("/")
     problems: dict[str, Any] = {}
+    shots = Path(os.environ.get("CVSM_SCREENSHOTS_DIR") or tmp_path)
 
     async def check(page: Any, name: str, width: int) -> None:
         if measured := await too_wide(page):
             problems[f"{name}@{width} too wide"] = measured
         if serious := await serious_violations(page, axe_script):
             problems[f"{name}@{width} axe"] = serious
+        await page.screenshot(path=str(shots / f"{name}-{width}.png"), full_page=True)
 
     async def signed_in(browser: Any, user: dict, *, bypass_csp: bool) -> Any:
         page = await (await browser.new_context(bypass_csp=bypass_csp)).new_page()
@@ -69,7 +72,7 @@ async def test_the_owner_pays_for_professional_and_a_viewer_sees_no_billing_cont
                 status=200, content_type="text/html",
                 body="<!doctype html><title>Checkout</title><h1>Stripe Checkout</h1>"))
             for width in WIDTHS:
-                slug, size = teams[width], {"width": width, "height": 844 if width < 768 else 900}
+                slug, size = slugs[width], {"width": width, "height": 844 if width < 768 else 900}
                 await paying.set_viewport_size(size)
                 await checker.set_viewport_size(size)
                 plan_url = f"{base}/app/teams/{slug}/plan"
@@ -91,7 +94,7 @@ async def test_the_owner_pays_for_professional_and_a_viewer_sees_no_billing_cont
                 assert stripe_front.calls["POST /v1/checkout/sessions"] == WIDTHS.index(width) + 1
 
                 # Stripe tells the server; the plan page, reloaded, says Professional.
-                await complete_checkout(client, stripe_front, database_url, teams[slug])
+                await complete_checkout(client, stripe_front, database_url, team_ids[slug])
                 await paying.goto(plan_url)
                 await expect(paying.get_by_text("Paket tim ini:")).to_contain_text("professional")
                 await expect(paying.get_by_text("Status langganan")).to_contain_text("aktif")
@@ -104,7 +107,7 @@ async def test_the_owner_pays_for_professional_and_a_viewer_sees_no_billing_cont
             for width in WIDTHS:
                 await watching.set_viewport_size({"width": width,
                                                   "height": 844 if width < 768 else 900})
-                await watching.goto(f"{base}/app/teams/{teams[width]}/plan")
+                await watching.goto(f"{base}/app/teams/{slugs[width]}/plan")
                 await expect(watching.get_by_text("Paket tim ini:")).to_contain_text("professional")
                 await expect(watching.get_by_text("Status langganan")).to_contain_text("aktif")
                 await expect(watching.get_by_text("Hanya Owner tim")).to_be_visible()
