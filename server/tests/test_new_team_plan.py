@@ -5,6 +5,7 @@ created afterwards gets; a plan that does not exist is a 400 page that changes n
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -157,9 +158,10 @@ async def test_the_admin_panel_changes_the_plan_new_teams_get(
 
 async def test_the_plan_choice_in_a_browser_by_label_at_1280_and_390_px(
         database_url: str, start_client: Any, make_settings: Any, axe_script: Path,
-        capsys: pytest.CaptureFixture[str]) -> None:
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     """The set-up page's choice and the admin panel's form, used by their labels in Chromium,
-    no wider than a phone and without a serious axe-core violation."""
+    no wider than a phone and without a serious axe-core violation (photographed at both
+    widths with CVSM_SCREENSHOTS_DIR set)."""
     require_chromium()
     from playwright.async_api import async_playwright, expect
 
@@ -170,12 +172,14 @@ async def test_the_plan_choice_in_a_browser_by_label_at_1280_and_390_px(
     first = await api.register("browser_admin")
     base = str(client.make_url("/")).rstrip("/")
     problems: dict[str, Any] = {}
+    shots = Path(os.environ.get("CVSM_SCREENSHOTS_DIR") or tmp_path)
 
     async def check(page: Any, name: str, width: int) -> None:
         if measured := await too_wide(page):
             problems[f"{name}@{width} too wide"] = measured
         if serious := await serious_violations(page, axe_script):
             problems[f"{name}@{width} axe"] = serious
+        await page.screenshot(path=str(shots / f"{name}-{width}.png"), full_page=True)
 
     async with async_playwright() as pw:
         browser = await pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
