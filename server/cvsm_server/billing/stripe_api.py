@@ -28,6 +28,9 @@ log = logging.getLogger("cvsm.billing")
 STRIPE_DOWN = "Layanan pembayaran (Stripe) sedang tidak dapat dihubungi, coba lagi nanti"
 # Stripe's default tolerance for a signature's timestamp (seconds), as `construct_event` uses.
 TOLERANCE = stripe.Webhook.DEFAULT_TOLERANCE
+# (connect, read) seconds: a Stripe that hangs is a 503 long before the library's 80 s (a
+# webhook holds its team's billing row meanwhile).
+TIMEOUT = (5.0, 20.0)
 T = TypeVar("T")
 
 
@@ -43,8 +46,9 @@ class StripeGateway:
         base = {"api": api_base} if api_base else None
         # No retries inside a request's time: a failure is the caller's 503 (Stripe retries a
         # webhook delivery that failed on its own).
-        self._client = stripe.StripeClient(secret_key, base_addresses=base,  # type: ignore[arg-type]
-                                           max_network_retries=0)
+        self._client = stripe.StripeClient(
+            secret_key, base_addresses=base,  # type: ignore[arg-type]
+            max_network_retries=0, http_client=stripe.RequestsClient(timeout=TIMEOUT))
         self._webhook_secret = webhook_secret
         self.prices = dict(prices)
         self.plan_of_price = {price: plan for plan, price in self.prices.items()}
