@@ -16,6 +16,8 @@ EMAIL` anyway), and the account that uses it is one its owner signed into.
   (a CSRF-checked POST) becomes admin, audited as `admin_grant` (`via: setup_link`). One claim
   at a time; the token is used up; an unknown, used or expired token, or one used when any
   admin exists by now, is refused alike.
+- The set-up page of a self-hosted server also asks which plan new teams get: `claim` stores
+  it with the grant (`instance.settings`).
 - `end_all`: every setup token stops working once anyone is admin (the admin panel or the
   operator's command call it when they grant; `claim` checks for an admin anyway).
 """
@@ -31,6 +33,7 @@ from . import ratelimit
 from . import sessions
 from ..core.actor import Actor
 from ..crypto.sealing import Keyring
+from ..instance import settings as instance_settings
 from ..core.errors import BadRequest
 
 LIFETIME = timedelta(hours=24)
@@ -94,9 +97,15 @@ async def usable(conn: db.Connection, keyring: Keyring, token: object,
     return found is not None
 
 
-async def claim(conn: db.Connection, actor: Actor, keyring: Keyring, token: object) -> dict:
-    """Make the signed-in actor admin with a setup token; returns their `id` and `email`."""
+async def claim(conn: db.Connection, actor: Actor, keyring: Keyring, token: object, *,
+                default_plan: object = None) -> dict:
+    """Make the signed-in actor admin with a setup token; returns their `id` and `email`. With
+    `default_plan` (a self-hosted server's set-up page asks), that is the plan new teams get
+    from now on (`instance.settings`), stored in the same transaction; a name that is no plan
+    is a 400 and nothing is done (the link still works)."""
     sessions.require_jwt(actor)
+    if default_plan is not None:
+        instance_settings.check_plan(default_plan)
     if not mailtokens.well_formed(token):
         raise BadRequest(SETUP_INVALID)
     async with db.transaction(conn) as cur:
@@ -118,4 +127,7 @@ async def claim(conn: db.Connection, actor: Actor, keyring: Keyring, token: obje
         await end_all(cur)
         await audit.record(cur, actor, "admin_grant", "user", resource_id=user["id"],
                            metadata={"email": user["email"], "via": "setup_link"})
+        if default_plan is not None:
+            await instance_settings.store_default_plan(cur, actor, default_plan,  # type: ignore[arg-type]
+                                                       via="setup_link")
     return user

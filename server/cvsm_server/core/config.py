@@ -128,8 +128,9 @@ class Settings:
     # How often the mail sender looks at the outbox when nothing woke it (seconds).
     mail_poll_seconds: float = 30.0
     oauth_providers: Mapping[str, OAuthProvider] = field(default_factory=dict)
-    # The plan new teams get (`starter`, `professional` or `enterprise`).
-    default_plan: str = "starter"
+    # The plan new teams get (`starter`, `professional` or `enterprise`) until one is chosen on
+    # the set-up page or in the admin panel (`instance.settings`); None: not set (Starter).
+    default_plan: str | None = None
     # Master keys being rotated away from (`CVSM_OLD_MASTER_KEYS`): they still decrypt, never seal.
     old_master_keys: tuple[bytes, ...] = field(default=(), repr=False)
     # `GET /metrics` answers only when set, and only to `Authorization: Bearer <this>`.
@@ -311,8 +312,10 @@ def _billing(env: Mapping[str, str]) -> dict:
             "stripe_api_base": base.rstrip("/") if base else None, "billing_grace_days": grace}
 
 
-def _plan(text: str | None) -> str:
-    plan = (text or "starter").strip().lower()
+def _plan(text: str | None) -> str | None:
+    if not (text or "").strip():
+        return None
+    plan = (text or "").strip().lower()
     if plan not in PLAN_NAMES:
         raise ConfigError(f"CVSM_DEFAULT_PLAN must be one of {', '.join(PLAN_NAMES)}, got {text!r}")
     return plan

@@ -1,5 +1,5 @@
 """Administration: users (search, grant or revoke admin, disable), teams (search, plan and
-quotas), and the instance's numbers. For `is_admin` users through a session JWT (never an API
+quotas), the plan new teams get, and the instance's numbers. For `is_admin` users through a session JWT (never an API
 token), and for the operator's own commands (`Actor.system()`, `cvsm-server admin ...`).
 
 Every change is audited. An admin cannot take their own admin right away or disable themselves,
@@ -21,6 +21,7 @@ from ..accounts import setup_link
 from ..core.actor import Actor
 from ..core.errors import BadRequest, Forbidden, NotFound
 from ..accounts.sessions import require_jwt
+from . import settings as instance_settings
 from ..teams.service import PLANS, max_environments
 from ..core.timeutil import iso
 
@@ -216,6 +217,24 @@ async def set_plan(conn: db.Connection, actor: Actor, team_ref: uuid.UUID | str,
                                "to": {"plan": plan, "max_secrets": secrets_quota,
                                       "max_members": members_quota}})
         return await db.fetchone(cur, _TEAMS + "WHERE t.id = %s", (before["id"],))
+
+
+async def new_team_plan(conn: db.Connection, actor: Actor, configured: str | None) -> dict:
+    """The plan new teams get (`plan`) and whether it was chosen here (`chosen`: at set-up or in
+    the panel) or comes from `configured` (the operator's `CVSM_DEFAULT_PLAN`, else Starter)."""
+    async with db.cursor(conn) as cur:
+        await require_admin(cur, actor)
+        stored = await instance_settings.stored_default_plan(cur)
+    return {"plan": stored or configured or instance_settings.STARTER, "chosen": stored is not None}
+
+
+async def set_new_team_plan(conn: db.Connection, actor: Actor, plan: object) -> None:
+    """Choose the plan new teams get from now on (teams that exist keep theirs); audited as
+    `default_plan_change`."""
+    plan = instance_settings.check_plan(plan)
+    async with db.transaction(conn) as cur:
+        await require_admin(cur, actor)
+        await instance_settings.store_default_plan(cur, actor, plan)
 
 
 async def stats(conn: db.Connection, actor: Actor) -> dict:

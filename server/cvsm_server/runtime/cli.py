@@ -302,7 +302,8 @@ Settings come from CVSM_* environment variables; the main ones:
   CVSM_APP_URL       the public base URL of links (unset: the address served)
   CVSM_SMTP_URL      smtp:// or smtps:// (unset: mail goes to the outbox,
                      read with `cvsm-server mail`)
-  CVSM_DEFAULT_PLAN  new teams' plan: starter (default), professional, enterprise
+  CVSM_DEFAULT_PLAN  new teams' plan until an admin chooses one (set-up page,
+                     admin panel): starter (default), professional, enterprise
   CVSM_ENV           production turns on production warnings
 Every variable: {SERVER_DOC}, "Configuration"; running it for real:
 docs/deploy.md and docs/operations.md. COMMAND --help: its options."""

@@ -16,6 +16,7 @@ from ..accounts import credentials
 from .. import db
 from ..e2e import service as e2e
 from ..e2e import syntax as e2e_syntax
+from ..instance import settings as instance_settings
 from . import roles
 from ..core.actor import Actor
 from ..core.environments import ENVIRONMENTS
@@ -199,9 +200,13 @@ async def require_member(conn: db.Connection, actor: Actor, ref: str) -> uuid.UU
 
 
 async def create_team(conn: db.Connection, actor: Actor, name: str, slug: str, *,
-                      plan_name: str = "starter", e2e_wrapped_key: object = None,
-                      e2e_auth: object = None, team_id: uuid.UUID | None = None) -> dict:
-    """A new team on `plan_name` (the operator's `CVSM_DEFAULT_PLAN`) with the actor as its Owner.
+                      plan_name: str | None = None, configured_plan: str | None = None,
+                      e2e_wrapped_key: object = None, e2e_auth: object = None,
+                      team_id: uuid.UUID | None = None) -> dict:
+    """A new team on `plan_name`, by default the instance's plan for new teams
+    (`instance.settings.default_plan`: the one chosen at set-up or in the admin panel, else
+    `configured_plan`, the operator's `CVSM_DEFAULT_PLAN`, else Starter), with the actor as its
+    Owner.
 
     With `e2e_wrapped_key` the team is end-to-end, at key version 1, and that wrap (of the key
     the creator's client made, to the creator's public key) is the creator's; the creator must
@@ -216,8 +221,10 @@ async def create_team(conn: db.Connection, actor: Actor, name: str, slug: str, *
         raise BadRequest(TEAM_ID_ONLY_E2E)
     if wrapped is not None and team_id is None:
         raise BadRequest(TEAM_ID_REQUIRED)
-    plan = PLANS[plan_name]
     async with db.transaction(conn) as cur:
+        if plan_name is None:
+            plan_name = await instance_settings.default_plan(cur, configured_plan)
+        plan = PLANS[plan_name]
         if wrapped is not None and await db.fetchone(
                 cur, "SELECT 1 FROM user_e2e_keys WHERE user_id = %s", (actor.user_id,)) is None:
             raise BadRequest(e2e_syntax.NO_USER_KEY)

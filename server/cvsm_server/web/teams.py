@@ -32,7 +32,7 @@ async def create_team(request: web.Request) -> web.Response:
     team_id = secret_inputs.check_id(field(body, "id", str, required=False))
     async with connection(request) as conn:
         team = await teams.create_team(conn, actor(request), name, slug,
-                                       plan_name=request.app[SETTINGS].default_plan,
+                                       configured_plan=request.app[SETTINGS].default_plan,
                                        e2e_wrapped_key=wrapped_key, e2e_auth=auth,
                                        team_id=team_id)
     return web.json_response({"team": teams.team_json(team, team["role"])}, status=201)

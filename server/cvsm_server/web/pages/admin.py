@@ -16,10 +16,11 @@ from ...core.actor import Actor
 from ...core.errors import BadRequest
 from ...core.inputs import whole_number
 from ...teams.service import PLANS, max_environments
+from ...billing import service as billing
 from ...instance import admin
 from ...support import service as support
 from ..request import app_url, path_id
-from ..state import KEYRING, POOL
+from ..state import KEYRING, POOL, SETTINGS, STRIPE
 from .forms import Form, beside, form_work, page_number
 from .kit import done, redirect_to, signed_in, url_for
 from .rendering import render_page
@@ -86,14 +87,35 @@ async def change_user(request: web.Request, actor: Actor) -> web.StreamResponse:
 
 # Teams and plans ------------------------------------------------------------------------------
 
+async def _teams_context(request: web.Request, conn: db.Connection, actor: Actor, search: str,
+                         page: int) -> dict[str, Any]:
+    rows, total = await admin.list_teams(conn, actor, search=search, limit=PAGE_SIZE,
+                                         offset=(page - 1) * PAGE_SIZE)
+    new_team_plan = await admin.new_team_plan(conn, actor, request.app[SETTINGS].default_plan)
+    # With billing on, each team's subscription state (the admin was checked by `list_teams`).
+    billing_on = request.app[STRIPE] is not None
+    states = await billing.team_states(conn, [r["id"] for r in rows]) if billing_on else {}
+    return _context(request, actor, "teams", teams=rows, total=total, q=search, page=page,
+                    pages=_pages(total), new_team_plan=new_team_plan, plans=PLANS,
+                    billing_on=billing_on, states=states)
+
+
 @signed_in
 async def teams_page(request: web.Request, actor: Actor) -> web.StreamResponse:
-    search, page = _search(request), page_number(request.query.get("page"))
     async with db.connection(request.app[POOL]) as conn:
-        rows, total = await admin.list_teams(conn, actor, search=search, limit=PAGE_SIZE,
-                                             offset=(page - 1) * PAGE_SIZE)
-    return render_page(request, "admin_teams.html", _context(
-        request, actor, "teams", teams=rows, total=total, q=search, page=page, pages=_pages(total)))
+        context = await _teams_context(request, conn, actor, _search(request),
+                                       page_number(request.query.get("page")))
+    return render_page(request, "admin_teams.html", context)
+
+
+@signed_in
+async def set_new_team_plan(request: web.Request, actor: Actor) -> web.StreamResponse:
+    """The plan new teams get from now on (`default_plan`); teams that exist keep theirs."""
+    form = await Form.posted(request, actor)
+    async with form.attempt(request, "admin_teams.html", lambda conn: _teams_context(
+            request, conn, actor, "", 1), field="default_plan", raising=(403,)) as conn:
+        await admin.set_new_team_plan(conn, actor, form["default_plan"])
+    return done(request, "admin.teams_page", "new_team_plan_saved")
 
 
 def _plan_form(team: dict, plan: str | None) -> dict[str, Any]:

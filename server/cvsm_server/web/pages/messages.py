@@ -36,6 +36,7 @@ FLASHES: dict[str, tuple[str, str]] = {
                                 "ke email Anda dan muncul di percakapan ini."),
     "became_admin": ("ok", "Akun Anda sekarang admin server ini."),
     "plan_saved": ("ok", "Paket tim disimpan."),
+    "new_team_plan_saved": ("ok", "Paket untuk tim baru disimpan."),
     "reply_sent": ("ok", "Balasan terkirim ke email pengguna."),
     "ticket_closed": ("ok", "Tiket ditutup."),
     "e2e_key_set": ("ok", "Kunci end-to-end disiapkan dan terbuka di peramban ini. Simpan kunci "

@@ -56,7 +56,7 @@ async def create_team(request: web.Request, actor: Actor) -> web.StreamResponse:
         if e2e and not form["wrapped_key"]:  # the script did not run (no HTTPS, no JavaScript)
             raise BadRequest(E2E_NEEDS_SCRIPT)
         team = await teams.create_team(conn, actor, form["name"], form["slug"],
-                                       plan_name=request.app[SETTINGS].default_plan,
+                                       configured_plan=request.app[SETTINGS].default_plan,
                                        e2e_wrapped_key=form["wrapped_key"] if e2e else None,
                                        e2e_auth=(form["auth"] or None) if e2e else None,
                                        team_id=secret_inputs.check_id(form["id"]) if e2e else None)
