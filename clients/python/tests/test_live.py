@@ -377,7 +377,7 @@ async def test_refresh_raises_what_get_raises_and_never_serves_a_kept_value(
     with pytest.raises(cvsm.SecretNotFoundError) as missing:
         await sdk.call(client.refresh("key"))
     assert missing.value.suggestion == "KEY"
-    with pytest.raises(cvsm.SecretNotFoundError, match="not valid"):
+    with pytest.raises(cvsm.SecretNotFoundError, match="not a valid secret name"):
         await sdk.call(client.refresh("not a name"))
     with pytest.raises(cvsm.ConfigurationError):
         await sdk.call(client.refresh("KEY", environment=""))

@@ -124,7 +124,7 @@ async def test_values_come_back_byte_for_byte(sdk: Sdk, api: FakeApi, value: str
     ids=["empty", "leading-digit", "dash", "too-long", "path", "space", "newline", "non-ascii"],
 )
 async def test_an_invalid_name_is_not_found_without_a_request(sdk: Sdk, api: FakeApi, name: str) -> None:
-    with pytest.raises(cvsm.SecretNotFoundError, match="is not valid") as caught:
+    with pytest.raises(cvsm.SecretNotFoundError, match="is not a valid secret name") as caught:
         await sdk.call(sdk.client().get(name))
     assert (caught.value.name, caught.value.status, caught.value.request_id) == (name, None, None)
     assert api.requests == []
