@@ -80,7 +80,7 @@ def _kind(value: object) -> str | None:
 
 
 def _camel(name: str) -> str:
-    return "".join(part.capitalize() if part not in ("url", "ttl", "id", "ms", "e2e", "json") else part.upper()
+    return "".join(part.capitalize() if part not in ("url", "ttl", "id", "ms", "e2e", "json", "ca") else part.upper()
                    for part in name.split("_"))
 
 

@@ -44,8 +44,8 @@ const ruleEnvTimeout = "CVSM_TIMEOUT"
 // ruleEnvMaxRetries: environment variable: the retries after the first attempt
 const ruleEnvMaxRetries = "CVSM_MAX_RETRIES"
 
-// ruleEnvCaFile: environment variable: a PEM bundle trusted instead of the system store (R7)
-const ruleEnvCaFile = "CVSM_CA_FILE"
+// ruleEnvCAFile: environment variable: a PEM bundle trusted instead of the system store (R7)
+const ruleEnvCAFile = "CVSM_CA_FILE"
 
 // ruleEnvStaleIfError: environment variable: stale-if-error in whole seconds (R14)
 const ruleEnvStaleIfError = "CVSM_STALE_IF_ERROR"
@@ -122,14 +122,14 @@ var ruleCapabilities = []string{"tls_ca_file", "proxy_env", "live", "refresh"}
 // ruleMessageDidYouMean: appended to a not-found message when a name differs only in case (%s: that name)
 const ruleMessageDidYouMean = "; did you mean \"%s\"?"
 
-// ruleMessageNotSet: a missing token, base URL or team; the message starts so (%s: the variable), and may go on with how to set it
+// ruleMessageNotSet: a missing token, base URL or team: the message starts so (%s: the variable) and may go on with how to set it
 const ruleMessageNotSet = "%s is not set"
 
 // ruleMessageInvalidSecretName: R10's not_found message (%s: the name, quoted)
 const ruleMessageInvalidSecretName = "%s is not a valid secret name (letters, digits and _, not starting with a digit, at most 255 characters)"
 
-// ruleMessageKeylessE2E: R15: a token without its key part reads an end-to-end team
-const ruleMessageKeylessE2E = "this team is end-to-end: the token needs its key part, as it was shown when it was made"
+// ruleMessageKeylessE2E: R15: a token without its key part reads an end-to-end team: the message holds this (it may go on with the token's shape)
+const ruleMessageKeylessE2E = "this team is end-to-end: the token needs its key part"
 
-// ruleMessageFirstFormatToken: R15: a cvsm_ token with a key part of the first format
+// ruleMessageFirstFormatToken: R15: a cvsm_ token with a key part of the first format: the message holds this
 const ruleMessageFirstFormatToken = "the token is of the first end-to-end format (no pinned key version): make a new token"
