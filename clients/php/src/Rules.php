@@ -92,13 +92,13 @@ final class Rules
     public const CAPABILITIES = ["tls_ca_file", "proxy_env", "live", "refresh"];
     /** appended to a not-found message when a name differs only in case (%s: that name) */
     public const MESSAGE_DID_YOU_MEAN = "; did you mean \"%s\"?";
-    /** a missing token, base URL or team; the message starts so (%s: the variable), and may go on with how to set it */
+    /** a missing token, base URL or team: the message starts so (%s: the variable) and may go on with how to set it */
     public const MESSAGE_NOT_SET = "%s is not set";
     /** R10's not_found message (%s: the name, quoted) */
     public const MESSAGE_INVALID_SECRET_NAME = "%s is not a valid secret name (letters, digits and _, not starting with a digit, at most 255 characters)";
-    /** R15: a token without its key part reads an end-to-end team */
-    public const MESSAGE_KEYLESS_E2E = "this team is end-to-end: the token needs its key part, as it was shown when it was made";
-    /** R15: a cvsm_ token with a key part of the first format */
+    /** R15: a token without its key part reads an end-to-end team: the message holds this (it may go on with the token's shape) */
+    public const MESSAGE_KEYLESS_E2E = "this team is end-to-end: the token needs its key part";
+    /** R15: a cvsm_ token with a key part of the first format: the message holds this */
     public const MESSAGE_FIRST_FORMAT_TOKEN = "the token is of the first end-to-end format (no pinned key version): make a new token";
 
     private function __construct()

@@ -184,7 +184,7 @@ final class RequestTest extends TestCase
             self::assertNull($e->getRequestId());
             self::assertNull($e->getSuggestion());
             self::assertSame($name, $e->getSecretName());
-            self::assertStringContainsString('is not valid', $e->getMessage());
+            self::assertStringContainsString('is not a valid secret name', $e->getMessage());
             self::assertStringNotContainsString("\0", $e->getMessage());
         }
         self::assertSame(0, $this->requestCount());
