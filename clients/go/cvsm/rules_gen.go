@@ -89,7 +89,7 @@ const ruleTokenTrimmedCharacters = " \t\r\n"
 // ruleTokenPrefix: an API token's prefix; only such a token may carry a key part after a dot (R15)
 const ruleTokenPrefix = "cvsm_"
 
-// ruleUserAgentPrefix: User-Agent is this, the SDK's name, a slash and its version: cvsm-go/0.1.0
+// ruleUserAgentPrefix: User-Agent is this, the SDK's name, a slash and its version (cvsm-go/<version>)
 const ruleUserAgentPrefix = "cvsm-"
 
 // ruleAcceptJSON: the Accept header of every read

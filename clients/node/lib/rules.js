@@ -61,7 +61,7 @@ const VARIABLE_NAME_PATTERN = "[A-Za-z_][A-Za-z0-9_]*";
 const TOKEN_TRIMMED_CHARACTERS = " \t\r\n";
 /** an API token's prefix; only such a token may carry a key part after a dot (R15) */
 const TOKEN_PREFIX = "cvsm_";
-/** User-Agent is this, the SDK's name, a slash and its version: cvsm-go/0.1.0 */
+/** User-Agent is this, the SDK's name, a slash and its version (cvsm-go/<version>) */
 const USER_AGENT_PREFIX = "cvsm-";
 /** the Accept header of every read */
 const ACCEPT_JSON = "application/json";

@@ -70,7 +70,7 @@ final class Rules
     public const TOKEN_TRIMMED_CHARACTERS = " \t\r\n";
     /** an API token's prefix; only such a token may carry a key part after a dot (R15) */
     public const TOKEN_PREFIX = "cvsm_";
-    /** User-Agent is this, the SDK's name, a slash and its version: cvsm-go/0.1.0 */
+    /** User-Agent is this, the SDK's name, a slash and its version (cvsm-go/<version>) */
     public const USER_AGENT_PREFIX = "cvsm-";
     /** the Accept header of every read */
     public const ACCEPT_JSON = "application/json";

@@ -137,7 +137,7 @@ class ClientTest < CvsmTest
                "A" * 256, nil, :A, 42]
     invalid.each do |name|
       error = assert_raises(Cvsm::SecretNotFoundError, name.inspect) { client.get(name) }
-      assert_includes error.message, "is not valid"
+      assert_includes error.message, "is not a valid secret name"
       assert_nil error.status
       assert_nil error.request_id
     end

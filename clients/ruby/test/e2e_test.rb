@@ -403,8 +403,8 @@ class E2ETest < CvsmTest
     assert_equal "req-1", error.request_id
     assert_equal ["/teams/acme/secrets/export"], paths(@server), "not retried"
     by_name = assert_raises(Cvsm::ConfigurationError) { client.get("DATABASE_URL") }
-    assert_equal by_name.message.delete_prefix('secret "DATABASE_URL" is '),
-                 error.message.delete_prefix("the secrets of production are ")
+    assert_equal by_name.message.delete_suffix(' secret "DATABASE_URL"'),
+                 error.message.delete_suffix(" the secrets of production")
 
     ENV.delete("DATABASE_URL")
     assert_raises(Cvsm::ConfigurationError) { client.inject }

@@ -60,7 +60,7 @@ pub(crate) const VARIABLE_NAME_PATTERN: &str = "[A-Za-z_][A-Za-z0-9_]*";
 pub(crate) const TOKEN_TRIMMED_CHARACTERS: &str = " \t\r\n";
 /// an API token's prefix; only such a token may carry a key part after a dot (R15)
 pub(crate) const TOKEN_PREFIX: &str = "cvsm_";
-/// User-Agent is this, the SDK's name, a slash and its version: cvsm-go/0.1.0
+/// User-Agent is this, the SDK's name, a slash and its version (cvsm-go/<version>)
 pub(crate) const USER_AGENT_PREFIX: &str = "cvsm-";
 /// the Accept header of every read
 pub(crate) const ACCEPT_JSON: &str = "application/json";

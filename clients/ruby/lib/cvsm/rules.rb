@@ -63,7 +63,7 @@ module Cvsm
     TOKEN_TRIMMED_CHARACTERS = " \t\r\n"
     # an API token's prefix; only such a token may carry a key part after a dot (R15)
     TOKEN_PREFIX = "cvsm_"
-    # User-Agent is this, the SDK's name, a slash and its version: cvsm-go/0.1.0
+    # User-Agent is this, the SDK's name, a slash and its version (cvsm-go/<version>)
     USER_AGENT_PREFIX = "cvsm-"
     # the Accept header of every read
     ACCEPT_JSON = "application/json"
@@ -85,13 +85,13 @@ module Cvsm
     CAPABILITIES = ["tls_ca_file", "proxy_env", "live", "refresh"].freeze
     # appended to a not-found message when a name differs only in case (%s: that name)
     MESSAGE_DID_YOU_MEAN = "; did you mean \"%s\"?"
-    # a missing token, base URL or team; the message starts so (%s: the variable), and may go on with how to set it
+    # a missing token, base URL or team: the message starts so (%s: the variable) and may go on with how to set it
     MESSAGE_NOT_SET = "%s is not set"
     # R10's not_found message (%s: the name, quoted)
     MESSAGE_INVALID_SECRET_NAME = "%s is not a valid secret name (letters, digits and _, not starting with a digit, at most 255 characters)"
-    # R15: a token without its key part reads an end-to-end team
-    MESSAGE_KEYLESS_E2E = "this team is end-to-end: the token needs its key part, as it was shown when it was made"
-    # R15: a cvsm_ token with a key part of the first format
+    # R15: a token without its key part reads an end-to-end team: the message holds this (it may go on with the token's shape)
+    MESSAGE_KEYLESS_E2E = "this team is end-to-end: the token needs its key part"
+    # R15: a cvsm_ token with a key part of the first format: the message holds this
     MESSAGE_FIRST_FORMAT_TOKEN = "the token is of the first end-to-end format (no pinned key version): make a new token"
   end
 end
