@@ -189,7 +189,7 @@ _cvsm_run() {
     local _cvsm_r_variable_name_pattern='[A-Za-z_][A-Za-z0-9_]*'  # a name inject may set, matched whole (R8)
     local _cvsm_r_token_trimmed_characters=$' \t\r\n'  # trimmed from both ends of a token (R6); what is left must be visible ASCII, ! to ~
     local _cvsm_r_token_prefix='cvsm_'  # an API token's prefix; only such a token may carry a key part after a dot (R15)
-    local _cvsm_r_user_agent_prefix='cvsm-'  # User-Agent is this, the SDK's name, a slash and its version: cvsm-go/0.1.0
+    local _cvsm_r_user_agent_prefix='cvsm-'  # User-Agent is this, the SDK's name, a slash and its version (cvsm-go/<version>)
     local _cvsm_r_accept_json='application/json'  # the Accept header of every read
     local _cvsm_r_accept_event_stream='text/event-stream'  # the Accept header of the change stream (R16)
     local _cvsm_r_header_request_id='X-Request-Id'  # the answer header an error's request_id comes from (R11)
@@ -200,10 +200,10 @@ _cvsm_run() {
     local _cvsm_r_redacted='[redacted]'  # what stands for the token where a message would have shown it
     local _cvsm_r_capabilities='tls_ca_file proxy_env live refresh'  # the optional behaviours a driver may report (PROTOCOL.md); the shell SDK has all but live
     local _cvsm_r_message_did_you_mean='; did you mean "%s"?'  # appended to a not-found message when a name differs only in case (%s: that name)
-    local _cvsm_r_message_not_set='%s is not set'  # a missing token, base URL or team; the message starts so (%s: the variable), and may go on with how to set it
+    local _cvsm_r_message_not_set='%s is not set'  # a missing token, base URL or team: the message starts so (%s: the variable) and may go on with how to set it
     local _cvsm_r_message_invalid_secret_name='%s is not a valid secret name (letters, digits and _, not starting with a digit, at most 255 characters)'  # R10's not_found message (%s: the name, quoted)
-    local _cvsm_r_message_keyless_e2e='this team is end-to-end: the token needs its key part, as it was shown when it was made'  # R15: a token without its key part reads an end-to-end team
-    local _cvsm_r_message_first_format_token='the token is of the first end-to-end format (no pinned key version): make a new token'  # R15: a cvsm_ token with a key part of the first format
+    local _cvsm_r_message_keyless_e2e='this team is end-to-end: the token needs its key part'  # R15: a token without its key part reads an end-to-end team: the message holds this (it may go on with the token's shape)
+    local _cvsm_r_message_first_format_token='the token is of the first end-to-end format (no pinned key version): make a new token'  # R15: a cvsm_ token with a key part of the first format: the message holds this
   }
   # <<< generated rules <<<
   local _cvsm_op="$1"
@@ -461,7 +461,7 @@ _cvsm_load_config() {
   v=${v#"${v%%[!$' \t\r\n']*}"}
   v=${v%"${v##*[!$' \t\r\n']}"}
   if [ -z "$v" ]; then
-    _cvsm_fail 2 "CVSM_TOKEN is not set"
+    _cvsm_fail 2 "${_cvsm_r_message_not_set//\%s/$_cvsm_r_env_token}"
     return
   fi
   # Only visible ASCII (! to ~); checked byte by byte in the C locale.
@@ -519,27 +519,27 @@ _cvsm_load_config() {
   _cvsm_tid=$_cvsm_enc
 
   _cvsm_pick CVSM_ENVIRONMENT "$_cvsm_o_env" --environment
-  v=${_cvsm_result:-production} src=$_cvsm_enc
+  v=${_cvsm_result:-$_cvsm_r_default_environment} src=$_cvsm_enc
   case $v in *[![:graph:]]*) _cvsm_fail 2 "$src must not contain spaces or control characters"; return ;; esac
   _cvsm_env=$v
 
   _cvsm_pick CVSM_CACHE_TTL "$_cvsm_o_ttl" --cache-ttl
-  v=${_cvsm_result:-30} src=$_cvsm_enc
+  v=${_cvsm_result:-$_cvsm_r_default_cache_ttl_seconds} src=$_cvsm_enc
   _cvsm_uint "$v" || { _cvsm_fail 2 "$src must be a non-negative integer (seconds)"; return; }
   _cvsm_ttl=$_cvsm_result
 
   _cvsm_pick CVSM_STALE_IF_ERROR "$_cvsm_o_sie" --stale-if-error
-  v=${_cvsm_result:-0} src=$_cvsm_enc
+  v=${_cvsm_result:-$_cvsm_r_default_stale_if_error_seconds} src=$_cvsm_enc
   _cvsm_uint "$v" || { _cvsm_fail 2 "$src must be a non-negative integer (seconds)"; return; }
   _cvsm_sie=$_cvsm_result
 
   _cvsm_pick CVSM_MAX_RETRIES "$_cvsm_o_retries" --max-retries
-  v=${_cvsm_result:-2} src=$_cvsm_enc
+  v=${_cvsm_result:-$_cvsm_r_default_max_retries} src=$_cvsm_enc
   _cvsm_uint "$v" || { _cvsm_fail 2 "$src must be a non-negative integer"; return; }
   _cvsm_retries=$_cvsm_result
 
   _cvsm_pick CVSM_TIMEOUT "$_cvsm_o_timeout" --timeout
-  v=${_cvsm_result:-10} src=$_cvsm_enc
+  v=${_cvsm_result:-$_cvsm_r_default_timeout_seconds} src=$_cvsm_enc
   case $v in
     '' | *[!0-9.]* | .* | *. | *.*.*) _cvsm_fail 2 "$src must be a positive number of seconds"; return ;;
   esac
@@ -941,7 +941,7 @@ _cvsm_cfgstr() {
 _cvsm_backoff() {
   local e="$1" max ms frac
   [ "$e" -le 10 ] || e=10
-  max=$((100 * (1 << e)))
+  max=$((_cvsm_r_retry_backoff_base_ms * (1 << e)))
   _cvsm_now_ms
   ms=$(((((RANDOM << 15) ^ RANDOM) ^ (_cvsm_now % 1000000)) % (max + 1)))
   frac=00$((ms % 1000))
@@ -975,8 +975,8 @@ _cvsm_curl_config() {
   c="url = $_cvsm_enc"$'\n'
   _cvsm_cfgstr "Authorization: Bearer $_cvsm_token"
   c="${c}header = $_cvsm_enc"$'\n'
-  c="${c}header = \"Accept: application/json\""$'\n'
-  c="${c}user-agent = \"cvsm-shell/$_cvsm_ver\""$'\n'
+  c="${c}header = \"Accept: $_cvsm_r_accept_json\""$'\n'
+  c="${c}user-agent = \"${_cvsm_r_user_agent_prefix}shell/$_cvsm_ver\""$'\n'
   c="${c}max-time = $_cvsm_timeout"$'\n'
   c="${c}proto = \"=http,https\""$'\n'
   c="${c}suppress-connect-headers"$'\n'
@@ -1118,8 +1118,8 @@ _cvsm_request() {
             404) if [ "$what" = value ]; then code=5; else code=2; fi ;;
             400) code=2 ;;
             429) code=6 _cvsm_e_ra=$ra ;;
-            502 | 503 | 504) code=7 retryable=1 ;;
-            *) code=7 ;;
+            *) code=7
+              case " $_cvsm_r_retryable_statuses " in *" $st "*) retryable=1 ;; esac ;;
           esac
           msg="HTTP $st"
           [ -z "$err" ] || msg="$msg: $err"
@@ -1191,7 +1191,7 @@ _cvsm_valid_name() {
     '' | [!abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ_]* | \
       *[!abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_]*) return 1 ;;
   esac
-  [ "${#1}" -le 255 ]
+  [ "${#1}" -le "$_cvsm_r_secret_name_max_length" ]
 }
 
 # _cvsm_op_get prints one value: from the cache when fresh (its own entry, or a cached get_all of
@@ -1201,7 +1201,7 @@ _cvsm_valid_name() {
 _cvsm_op_get() {
   local name="$_cvsm_name" hget='' hall='' vjson crc=0 code=0
   if ! _cvsm_valid_name "$name"; then
-    _cvsm_fail 5 "secret name \"${name:0:300}\" is not valid: a name is a letter or _ followed by up to 254 letters, digits or _"
+    _cvsm_fail 5 "${_cvsm_r_message_invalid_secret_name//\%s/\"${name:0:300}\"}"
     return
   fi
   if [ "$_cvsm_ttl" -gt 0 ] || [ "$_cvsm_sie" -gt 0 ]; then
@@ -1294,7 +1294,7 @@ _cvsm_op_refresh() {
     esac
   fi
   if ! _cvsm_valid_name "$name"; then
-    _cvsm_fail 5 "secret name \"${name:0:300}\" is not valid: a name is a letter or _ followed by up to 254 letters, digits or _"
+    _cvsm_fail 5 "${_cvsm_r_message_invalid_secret_name//\%s/\"${name:0:300}\"}"
     return
   fi
   if [ "$_cvsm_ttl" -gt 0 ] || [ "$_cvsm_sie" -gt 0 ]; then
@@ -1366,7 +1366,7 @@ _cvsm_not_found() {
   sugg=$_cvsm_result
   _cvsm_e_status=404 _cvsm_e_rid=$rid _cvsm_e_sugg=$sugg
   if [ -n "$sugg" ]; then
-    _cvsm_fail 5 "secret \"$name\" not found in $_cvsm_env; did you mean \"$sugg\"?"
+    _cvsm_fail 5 "secret \"$name\" not found in $_cvsm_env${_cvsm_r_message_did_you_mean//\%s/$sugg}"
   else
     _cvsm_fail 5 "secret \"$name\" not found in $_cvsm_env"
   fi

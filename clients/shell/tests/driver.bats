@@ -175,7 +175,7 @@ answer() { printf '%s\n' "${lines[$1]}"; }
     '{"id":4,"op":"get","args":{"name":""}}'
   [ "$(answer 1 | jq -c '.error | [.kind, .status]')" = '["not_found",null]' ]
   [ "$(answer 2 | jq -r .error.kind)" = not_found ]
-  [[ "$(answer 3 | jq -r .error.message)" == *"is not valid"* ]]
+  [[ "$(answer 3 | jq -r .error.message)" == *"is not a valid secret name"* ]]
   [ "$(count_requests)" -eq 0 ]
 }
 

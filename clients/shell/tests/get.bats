@@ -68,7 +68,7 @@ setup() { common_setup; }
   for name in '' 1A a-b 'A B' 'é' "A;B" $'A\n' "$long"; do
     run --separate-stderr cvsm_get "$name"
     [ "$status" -eq 5 ]
-    [[ $stderr == 'cvsm: secret name "'*'" is not valid: a name is a letter or _ followed by up to 254 letters, digits or _' ]]
+    [[ $stderr == 'cvsm: "'*'" is not a valid secret name (letters, digits and _, not starting with a digit, at most 255 characters)' ]]
     [ "${#lines[@]}" -eq 0 ]
   done
   [ "$(count_requests)" -eq 0 ]
