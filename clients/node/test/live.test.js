@@ -227,6 +227,33 @@ describe('a live client', () => {
   });
   after(() => server.close());
 
+  test('opens one stream at its first read, drops a changed value, and close() ends the stream', async () => {
+    const client = new Client({ ...BASE, baseUrl: server.baseUrl, live: true });
+    const opened = server.streamRequests.length;
+    assert.equal(await client.get('DB_PASSWORD'), 'one');
+    await until(() => client.liveConnected);
+    const request = server.streamRequests.at(-1);
+    assert.equal(request.headers.accept, 'text/event-stream');
+    assert.equal(request.headers.authorization, `Bearer ${TOKEN}`);
+    assert.equal(new URL(request.url, 'http://x').searchParams.get('environment'), 'production');
+    const reads = server.reads;
+    assert.equal(await client.get('DB_PASSWORD'), 'one');
+    assert.equal(server.reads, reads, 'still cached after the snapshot');
+    server.change('DB_PASSWORD', 'two');
+    await until(() => server.streams.length > 0);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    assert.equal(await client.get('DB_PASSWORD'), 'two');
+    assert.equal(server.streamRequests.length, opened + 1, 'one stream');
+
+    const closed = server.closedStreams;
+    await client.close();
+    assert.equal(client.liveConnected, false);
+    await until(() => server.closedStreams > closed);
+    assert.equal(await client.refresh('DB_PASSWORD'), 'two', 'it still reads after close');
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    assert.equal(server.streamRequests.length, opened + 1, 'no stream after close');
+  });
+
   test('sends Last-Event-ID when it reconnects after an event with an id', async () => {
     const client = new Client({ ...BASE, baseUrl: server.baseUrl, live: true });
     await client.get('DB_PASSWORD');
