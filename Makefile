@@ -39,8 +39,10 @@ serve: $(STAMP)
 test: $(STAMP)
 	$(MAKE) --no-print-directory -j2 server-test sdk-test
 
-# Every client's own tests, then the conformance suite (what `make test` runs beside the server's).
+# The SDKs' generated constants agree with conformance/rules.json, every client's own tests, then the
+# conformance suite (what `make test` runs beside the server's).
 sdk-test: $(STAMP)
+	$(PY) -m conformance.gen_constants --check
 	$(PY) -m conformance unit-tests $(LANG_ARGS)
 	$(PY) -m conformance run $(LANG_ARGS)
 
@@ -49,6 +51,7 @@ server-test: $(STAMP)
 	$(PY) -m pytest conformance/tests -q -p no:cacheprovider
 
 clients-test: $(STAMP)
+	$(PY) -m conformance.gen_constants --check
 	$(PY) -m conformance unit-tests $(LANG_ARGS)
 
 conformance: $(STAMP)

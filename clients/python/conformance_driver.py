@@ -22,6 +22,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent / "src"))
 
 import cvsm  # noqa: E402
+from cvsm import _rules  # noqa: E402
 
 KINDS: list[tuple[type[cvsm.CvsmError], str]] = [
     (cvsm.ConfigurationError, "configuration"),
@@ -160,7 +161,7 @@ class Driver:
         if op == "get_env":
             return {"values": {name: os.environ.get(name) for name in args.get("names") or []}}
         if op == "capabilities":
-            return {"capabilities": ["tls_ca_file", "proxy_env", "live", "refresh"]}
+            return {"capabilities": list(_rules.CAPABILITIES)}
         raise Unsupported(f"unknown op {op!r}")
 
 

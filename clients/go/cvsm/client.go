@@ -111,7 +111,7 @@ type Info struct {
 // and is returned; so is any other error (404, 400, configuration).
 func (c *Client) GetWithInfo(ctx context.Context, name string) (string, Info, error) {
 	if !validSecretName(name) {
-		return "", Info{}, newError(KindNotFound, "%s is not a valid secret name (letters, digits and _, not starting with a digit, at most 255 characters)", quoteName(name))
+		return "", Info{}, newError(KindNotFound, ruleMessageInvalidSecretName, quoteName(name))
 	}
 	env := c.cfg.environment
 	if v, age, ok := c.cache.get(env, name); ok {
@@ -174,7 +174,7 @@ func (c *Client) Refresh(ctx context.Context, name string, opts ...RefreshOption
 		return "", newError(KindConfiguration, "Refresh: the environment must not be empty (leave InEnvironment out for the client's own)")
 	}
 	if !validSecretName(name) {
-		return "", newError(KindNotFound, "%s is not a valid secret name (letters, digits and _, not starting with a digit, at most 255 characters)", quoteName(name))
+		return "", newError(KindNotFound, ruleMessageInvalidSecretName, quoteName(name))
 	}
 	own := env == c.cfg.environment
 	c.liveStart()
@@ -240,7 +240,7 @@ func (c *Client) notFound(ctx context.Context, env, name string, byName *Error) 
 	}
 	e := newError(KindNotFound, "secret %q not found in %s", name, env)
 	if suggestion != "" {
-		e.Message += fmt.Sprintf("; did you mean %q?", suggestion)
+		e.Message += fmt.Sprintf(ruleMessageDidYouMean, suggestion)
 	}
 	e.Status, e.RequestID, e.Suggestion = byName.Status, byName.RequestID, suggestion
 	return e
@@ -332,7 +332,7 @@ func (a *exportAnswer) valid() bool { return a.values != nil } // JSON null deco
 
 // readHeader notes the export's mark of an end-to-end team, which its
 // {NAME: value} body has no room for.
-func (a *exportAnswer) readHeader(h http.Header) { a.e2e = h.Get("Cvsm-E2E") == "1" }
+func (a *exportAnswer) readHeader(h http.Header) { a.e2e = h.Get(ruleHeaderE2E) == "1" }
 
 // UnmarshalJSON decodes an export, refusing null values, which would
 // otherwise decode as "".
@@ -360,7 +360,7 @@ var errNullValue = errors.New("an export value is null")
 
 // validSecretName reports whether name matches [A-Za-z_][A-Za-z0-9_]{0,254}.
 func validSecretName(name string) bool {
-	return len(name) <= 255 && validEnvName(name)
+	return len(name) <= ruleSecretNameMaxLength && validEnvName(name)
 }
 
 // validEnvName reports whether name matches [A-Za-z_][A-Za-z0-9_]*, the

@@ -20,10 +20,10 @@ import (
 
 // Defaults used when neither an option nor an environment variable is set.
 const (
-	DefaultEnvironment = "production"
-	DefaultCacheTTL    = 30 * time.Second
-	DefaultTimeout     = 10 * time.Second
-	DefaultMaxRetries  = 2
+	DefaultEnvironment = ruleDefaultEnvironment
+	DefaultCacheTTL    = ruleDefaultCacheTTLSeconds * time.Second
+	DefaultTimeout     = ruleDefaultTimeoutSeconds * time.Second
+	DefaultMaxRetries  = ruleDefaultMaxRetries
 )
 
 // NoCache turns caching off when given as Options.CacheTTL. Options follow Go's
@@ -42,17 +42,17 @@ const NoStaleIfError time.Duration = -1
 
 // Environment variables read by NewClient for the options left empty.
 const (
-	EnvToken       = "CVSM_TOKEN"
-	EnvBaseURL     = "CVSM_BASE_URL"
-	EnvTeam        = "CVSM_TEAM"
-	EnvEnvironment = "CVSM_ENVIRONMENT"
-	EnvCacheTTL    = "CVSM_CACHE_TTL"
-	EnvTimeout     = "CVSM_TIMEOUT"
-	EnvMaxRetries  = "CVSM_MAX_RETRIES"
-	EnvCAFile      = "CVSM_CA_FILE"
+	EnvToken       = ruleEnvToken
+	EnvBaseURL     = ruleEnvBaseURL
+	EnvTeam        = ruleEnvTeam
+	EnvEnvironment = ruleEnvEnvironment
+	EnvCacheTTL    = ruleEnvCacheTTL
+	EnvTimeout     = ruleEnvTimeout
+	EnvMaxRetries  = ruleEnvMaxRetries
+	EnvCAFile      = ruleEnvCAFile
 	// EnvStaleIfError is CVSM_STALE_IF_ERROR, whole seconds (default 0,
 	// off); see Options.StaleIfError.
-	EnvStaleIfError = "CVSM_STALE_IF_ERROR"
+	EnvStaleIfError = ruleEnvStaleIfError
 )
 
 // Options configures a Client. Every field is optional: a zero field takes
@@ -239,7 +239,7 @@ func resolveConfig(o Options) (config, error) {
 	bearer, key, pin, err := splitToken(token)
 	if errors.Is(err, errFirstFormatToken) {
 		// Never quote the token: its key part is the team's secret.
-		return config{}, newError(KindConfiguration, "the token (option Token or %s) is an end-to-end token of the first format (cvsm_<64 hex>.<key>, no pinned key version): tokens made before format 2 must be made again: make a new token", EnvToken)
+		return config{}, newError(KindConfiguration, ruleMessageFirstFormatToken+" (the token of option Token or %s is cvsm_<64 hex>.<key>: tokens made before format 2 must be made again)", EnvToken)
 	}
 	if err != nil {
 		// Never quote the token: its key part is the team's secret.
@@ -395,7 +395,7 @@ func secondsFromEnv(name string, def time.Duration) (time.Duration, error) {
 }
 
 func missing(envVar, option string) *Error {
-	return newError(KindConfiguration, "%s is not set: pass Options.%s or set the %s environment variable", envVar, option, envVar)
+	return newError(KindConfiguration, ruleMessageNotSet+": pass Options.%s or set the %s environment variable", envVar, option, envVar)
 }
 
 func firstNonEmpty(values ...string) string {

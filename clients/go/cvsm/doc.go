@@ -49,4 +49,4 @@ package cvsm
 const Version = "0.1.0"
 
 // userAgent is sent with every request.
-const userAgent = "cvsm-go/" + Version
+const userAgent = ruleUserAgentPrefix + "go/" + Version

@@ -53,7 +53,7 @@ type tokenPin struct {
 
 // errFirstFormatToken is a token of the first format (cvsm_<hex>.<key>,
 // no pin): it must be made again.
-var errFirstFormatToken = e2eErr("the token is of the first end-to-end format (no pinned key version): make a new token")
+var errFirstFormatToken = e2eErr(ruleMessageFirstFormatToken)
 
 // splitToken returns the part of token the server knows (sent as the
 // bearer) and, when the token has one, its 32-byte X25519 private key and

@@ -26,6 +26,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -33,27 +34,28 @@ import (
 
 // EnvLive is CVSM_LIVE: 1, true, yes or on turn live caches on; 0, false,
 // no or off leave them off (any case); see Options.Live.
-const EnvLive = "CVSM_LIVE"
+const EnvLive = ruleEnvLive
 
 const (
 	// liveReadTimeout is how long the stream may send nothing before it
 	// counts as lost (the server sends a comment every 15 s while idle).
-	liveReadTimeout = 45 * time.Second
-	liveMaxBackoff  = 30 * time.Second
+	liveReadTimeout = ruleLiveReadTimeoutSeconds * time.Second
+	liveMaxBackoff  = ruleLiveMaxBackoffSeconds * time.Second
 	// liveRefusedBackoff is the least pause after the stream was refused
 	// (401, 403, 404): a revoked token is not tried every few seconds,
 	// which would also lock its prefix.
-	liveRefusedBackoff = 300 * time.Second
+	liveRefusedBackoff = ruleLiveRefusedBackoffSeconds * time.Second
 	// liveMaxLine bounds one line of the stream (a snapshot of many names).
 	liveMaxLine = 16 << 20
 )
 
 // parseLive reads CVSM_LIVE's value: the accepted spellings of rule R16.
 func parseLive(raw string) (on, ok bool) {
-	switch strings.ToLower(strings.TrimSpace(raw)) {
-	case "1", "true", "yes", "on":
+	word := strings.ToLower(strings.TrimSpace(raw))
+	switch {
+	case slices.Contains(ruleLiveTrueWords, word):
 		return true, true
-	case "0", "false", "no", "off":
+	case slices.Contains(ruleLiveFalseWords, word):
 		return false, true
 	}
 	return false, false
@@ -65,7 +67,7 @@ func parseLive(raw string) (on, ok bool) {
 func reconnectDelay(attempt int) time.Duration {
 	limit := liveMaxBackoff
 	if attempt < 16 {
-		limit = min(liveMaxBackoff, (500*time.Millisecond)<<attempt)
+		limit = min(liveMaxBackoff, (ruleLiveBackoffBaseMS*time.Millisecond)<<attempt)
 	}
 	return limit/2 + time.Duration(rand.Int64N(int64(limit/2)+1))
 }
@@ -270,11 +272,11 @@ func (c *Client) liveFollow(ctx context.Context) error {
 		return errors.New("cannot build the change stream's request: check the base URL")
 	}
 	req.Header.Set("Authorization", "Bearer "+c.cfg.token())
-	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("Accept", ruleAcceptEventStream)
 	req.Header.Set("User-Agent", userAgent)
 	c.live.mu.Lock()
 	if id := c.live.lastEventID; id != "" {
-		req.Header.Set("Last-Event-ID", id)
+		req.Header.Set(ruleHeaderLastEventID, id)
 	}
 	c.live.mu.Unlock()
 	resp, err := c.httpClient.Do(req)
@@ -285,7 +287,7 @@ func (c *Client) liveFollow(ctx context.Context) error {
 	if resp.StatusCode != http.StatusOK {
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxErrorBody))
 		refused := &streamRefused{status: resp.StatusCode}
-		if d, ok := parseRetryAfter(resp.Header.Get("Retry-After"), c.now()); ok {
+		if d, ok := parseRetryAfter(resp.Header.Get(ruleHeaderRetryAfter), c.now()); ok {
 			refused.retryAfter = d
 		}
 		return refused

@@ -247,38 +247,4 @@ func TestCloseBeforeAnyReadStartsNoStream(t *testing.T) {
 	}
 }
 
-func TestRefreshReadsPastTheCache(t *testing.T) {
-	s := newLiveServer(t)
-	clearEnv(t)
-	c, err := NewClient(Options{Token: testToken, BaseURL: s.srv.URL + "/api/v1", Team: teamSlug})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	_, _ = c.Get(ctx, "A")
-	s.set("two", 2)
-	if v, _ := c.Get(ctx, "A"); v != "one" {
-		t.Fatalf("Get = %q, want the cached one", v)
-	}
-	if v, err := c.Refresh(ctx, "A"); err != nil || v != "two" {
-		t.Fatalf("Refresh = %q, %v", v, err)
-	}
-	if v, _ := c.Get(ctx, "A"); v != "two" {
-		t.Fatalf("Get after Refresh = %q, want two (cached by Refresh)", v)
-	}
-	s.set("staging", 3)
-	if v, err := c.Refresh(ctx, "A", InEnvironment("staging")); err != nil || v != "staging" {
-		t.Fatalf("Refresh(staging) = %q, %v", v, err)
-	}
-	if v, _ := c.Get(ctx, "A"); v != "two" {
-		t.Fatalf("Get = %q: another environment's value must not be cached", v)
-	}
-	if _, err := c.Refresh(ctx, "A", InEnvironment(" ")); !errors.Is(err, ErrConfiguration) {
-		t.Fatalf("Refresh(empty environment) = %v, want a configuration error", err)
-	}
-	if reads, _, _ := s.counts(); reads != 3 {
-		t.Fatalf("reads = %d, want 3", reads)
-	}
-}
-
 func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }

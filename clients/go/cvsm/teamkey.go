@@ -159,7 +159,7 @@ func (c *Client) readValue(ctx context.Context, env, name string, one *valueAnsw
 // part that reads an end-to-end team: a by-name answer marked "e2e", or an
 // export answer carrying Cvsm-E2E: 1.
 func (c *Client) keylessError(requestID string) *Error {
-	e := newError(KindConfiguration, "team %q is end-to-end: its values are sealed, and the token needs its key part (cvsm_….<key>, as it was shown when it was created) to open them", c.cfg.team)
+	e := newError(KindConfiguration, ruleMessageKeylessE2E+" (cvsm_….<key>, as it was shown when it was created) to open the values of team %q", c.cfg.team)
 	e.RequestID = requestID
 	return e
 }

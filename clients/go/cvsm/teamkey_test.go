@@ -12,7 +12,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"runtime"
 	"strings"
 	"sync"
@@ -163,21 +162,6 @@ func wantPaths(t *testing.T, got []string, want ...string) {
 	}
 }
 
-func TestE2EGetReadsThenFetchesTheKeyOnceAndOpensTheValue(t *testing.T) {
-	s := newE2EStub(t)
-	c := s.client(t, Options{CacheTTL: NoCache})
-	v, err := c.Get(ctx, "DATABASE_URL")
-	if err != nil || v != s.v.Values[0].Value {
-		t.Fatalf("Get = %q, %v", v, err)
-	}
-	wantPaths(t, s.take(), "/secrets/by-name/DATABASE_URL", "/e2e/key")
-	// The key is held: the next read is one request.
-	if v, err := c.Get(ctx, "API_KEY"); err != nil || v != apiKeyVal {
-		t.Fatalf("Get = %q, %v", v, err)
-	}
-	wantPaths(t, s.take(), "/secrets/by-name/API_KEY")
-}
-
 func TestE2EBearerIsTheTokenWithoutItsKeyPart(t *testing.T) {
 	s := newE2EStub(t)
 	c := s.client(t, Options{})
@@ -223,75 +207,6 @@ func TestE2ECachedValuesAreTheOpenedOnesAndClearCacheRefetchesTheKey(t *testing.
 		t.Fatalf("Get = %q, %v", v, err)
 	}
 	wantPaths(t, s.take(), "/secrets/by-name/DATABASE_URL", "/e2e/key")
-}
-
-func TestE2EGetAllAndInjectOpenEveryValue(t *testing.T) {
-	s := newE2EStub(t)
-	c := s.client(t, Options{})
-	all, err := c.GetAll(ctx)
-	want := map[string]string{"DATABASE_URL": s.v.Values[0].Value, "API_KEY": apiKeyVal}
-	if err != nil || fmt.Sprint(all) != fmt.Sprint(want) {
-		t.Fatalf("GetAll = %v, %v", len(all), err)
-	}
-	wantPaths(t, s.take(), "/secrets/export", "/e2e/key")
-	if v, err := c.Get(ctx, "API_KEY"); err != nil || v != apiKeyVal {
-		t.Fatalf("Get after GetAll = %q, %v", v, err)
-	}
-	wantPaths(t, s.take())
-
-	staging := s.client(t, Options{Environment: "staging"})
-	for _, name := range []string{"API_KEY", "DATABASE_URL"} {
-		t.Setenv(name, "")
-		os.Unsetenv(name)
-	}
-	names, err := staging.Inject(ctx)
-	if err != nil || len(names) != 1 || os.Getenv("API_KEY") != s.v.Values[2].Value {
-		t.Fatalf("Inject = %v, %v", names, err)
-	}
-	wantPaths(t, s.take(), "/secrets/export", "/e2e/key")
-}
-
-func TestE2EValueThatDoesNotOpenIsADecryptionErrorNeverRetried(t *testing.T) {
-	v := loadVectors(t)
-	for i, tc := range v.Values {
-		if tc.Opens {
-			continue
-		}
-		s := newE2EStub(t)
-		// The server serves, as the production DATABASE_URL, what the vector
-		// says does not open for tc's environment and name: the environment
-		// and name asked for are the ones the value is checked against.
-		asked := map[string]string{"environment": "production", "name": "DATABASE_URL"}
-		sealed := tc.Envelope
-		if tc.Environment != "production" || tc.Name != "DATABASE_URL" {
-			sealed = v.Values[0].Envelope // sealed for production's DATABASE_URL
-			asked = map[string]string{"environment": tc.Environment, "name": tc.Name}
-		}
-		s.set(func(s *e2eStub) {
-			s.sealed = map[string]map[string]string{asked["environment"]: {asked["name"]: sealed}}
-		})
-		c := s.client(t, Options{Environment: asked["environment"]})
-		_, err := c.Get(ctx, asked["name"])
-		var ce *Error
-		if !errors.Is(err, ErrDecryption) || !errors.As(err, &ce) || ce.Kind != KindDecryption || ce.Status != 0 {
-			t.Fatalf("values[%d] (%s): want a decryption error, got %v", i, tc.Why, err)
-		}
-		if !strings.Contains(ce.Message, `"`+asked["name"]+`"`) || ce.RequestID != "req-1" {
-			t.Errorf("values[%d]: the error names no secret or request id: %q %q", i, ce.Message, ce.RequestID)
-		}
-		for _, secret := range []string{sealed, v.TeamKey, v.Token.PrivateKey, v.Values[0].Value} {
-			if strings.Contains(err.Error(), secret) {
-				t.Errorf("values[%d]: the message holds a value, envelope or key: %v", i, err)
-			}
-		}
-		if paths := s.take(); len(paths) > 2 {
-			t.Errorf("values[%d]: retried: %q", i, paths)
-		}
-		// Nor is it served from the stale cache or cached.
-		if _, err := c.GetAll(ctx); !errors.Is(err, ErrDecryption) {
-			t.Errorf("values[%d]: GetAll: %v", i, err)
-		}
-	}
 }
 
 func TestE2EEnvelopeOfANewKeyVersionRefetchesTheKeyOnce(t *testing.T) {
@@ -349,54 +264,6 @@ func TestE2EKeyAnswersMapToTheUsualKinds(t *testing.T) {
 		if _, err := c.Get(ctx, "DATABASE_URL"); !errors.Is(err, want) {
 			t.Errorf("key answered %d: got %v, want %v", status, err, want)
 		}
-	}
-}
-
-func TestE2EAnswerReadWithAKeylessTokenIsAConfigurationError(t *testing.T) {
-	for _, beside := range []bool{false, true} {
-		s := newE2EStub(t)
-		s.set(func(s *e2eStub) { s.markBeside = beside })
-		c := s.client(t, Options{Token: s.v.Token.APIToken})
-		_, err := c.Get(ctx, "DATABASE_URL")
-		if !errors.Is(err, ErrConfiguration) || !strings.Contains(err.Error(), "end-to-end") || !strings.Contains(err.Error(), "key part") {
-			t.Fatalf("mark beside the value %v: want a configuration error about the key part, got %v", beside, err)
-		}
-		wantPaths(t, s.take(), "/secrets/by-name/DATABASE_URL")
-	}
-}
-
-func TestE2EExportReadWithAKeylessTokenIsAConfigurationError(t *testing.T) {
-	s := newE2EStub(t)
-	c := s.client(t, Options{Token: s.v.Token.APIToken, CacheTTL: time.Minute, StaleIfError: time.Hour, MaxRetries: Int(2)})
-	values, err := c.GetAll(ctx)
-	var ce *Error
-	if !errors.As(err, &ce) || ce.Kind != KindConfiguration || ce.RequestID != "req-1" || values != nil ||
-		!strings.Contains(err.Error(), "end-to-end") || !strings.Contains(err.Error(), "key part") {
-		t.Fatalf("GetAll: want a configuration error about the key part, got %v, %v", values, err)
-	}
-	_, byName := c.Get(ctx, "DATABASE_URL")
-	if err.Error() != byName.Error() {
-		t.Errorf("GetAll's error %q is not Get's %q", err, byName)
-	}
-	s.take()
-	t.Setenv("DATABASE_URL", "")
-	os.Unsetenv("DATABASE_URL")
-	names, err := c.Inject(ctx)
-	if !errors.Is(err, ErrConfiguration) || names != nil || os.Getenv("DATABASE_URL") != "" {
-		t.Fatalf("Inject: want a configuration error and nothing set, got %v, %v", names, err)
-	}
-	// Not retried, nothing cached: each call asks once.
-	wantPaths(t, s.take(), "/secrets/export")
-
-	// A token with its key part ignores the mark; an export without it is
-	// read as today.
-	if values, err := s.client(t, Options{}).GetAll(ctx); err != nil || values["DATABASE_URL"] != s.v.Values[0].Value {
-		t.Fatalf("with the key part: got %v", err)
-	}
-	s.set(func(s *e2eStub) { s.noMark = true })
-	values, err = s.client(t, Options{Token: s.v.Token.APIToken}).GetAll(ctx)
-	if err != nil || values["DATABASE_URL"] != s.v.Values[0].Envelope {
-		t.Fatalf("an export without the mark: want its values as they are, got %v", err)
 	}
 }
 

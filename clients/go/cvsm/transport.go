@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"net/url"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -25,7 +26,7 @@ const maxErrorBody = 64 << 10
 
 // backoffBase is the cap of the first retry's random sleep; it doubles for
 // each later retry (0.1 s, 0.2 s, 0.4 s, ...).
-const backoffBase = 100 * time.Millisecond
+const backoffBase = ruleRetryBackoffBaseMS * time.Millisecond
 
 // endpoint names the request a GET is, because the same status means
 // different things on different requests (rule R9: a 404 to the listing or
@@ -96,7 +97,7 @@ func (c *Client) attempt(ctx context.Context, ep endpoint, path, target string, 
 		return "", newError(KindConfiguration, "cannot build a request for GET %s: check the base URL", path), false
 	}
 	req.Header.Set("Authorization", "Bearer "+c.cfg.token())
-	req.Header.Set("Accept", "application/json")
+	req.Header.Set("Accept", ruleAcceptJSON)
 	req.Header.Set("User-Agent", userAgent)
 
 	resp, err := c.httpClient.Do(req)
@@ -104,7 +105,7 @@ func (c *Client) attempt(ctx context.Context, ep endpoint, path, target string, 
 		return "", c.networkError(ctx, path, err), true
 	}
 	defer resp.Body.Close()
-	requestID := resp.Header.Get("X-Request-Id")
+	requestID := resp.Header.Get(ruleHeaderRequestID)
 
 	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
 		reflect.ValueOf(out).Elem().SetZero() // drop what a failed attempt decoded
@@ -150,14 +151,14 @@ func (c *Client) attempt(ctx context.Context, ep endpoint, path, target string, 
 		e.Kind = KindNotFound
 	case code == http.StatusTooManyRequests:
 		e.Kind = KindRateLimited
-		e.RetryAfter, e.HasRetryAfter = parseRetryAfter(resp.Header.Get("Retry-After"), c.now())
+		e.RetryAfter, e.HasRetryAfter = parseRetryAfter(resp.Header.Get(ruleHeaderRetryAfter), c.now())
 	case code >= 300 && code < 400:
 		e.Kind = KindAPI
 		e.Message += "; cvsm does not follow redirects: check the base URL"
 		if loc, err := resp.Location(); err == nil {
 			e.Message += " (the server points to " + c.scrub(displayOrigin(loc)) + ")"
 		}
-	case code == http.StatusBadGateway, code == http.StatusServiceUnavailable, code == http.StatusGatewayTimeout:
+	case slices.Contains(ruleRetryableStatuses, code):
 		e.Kind = KindAPI
 		retryable = true
 	default:

@@ -6,6 +6,7 @@
  */
 import { createInterface } from 'node:readline';
 import { inspect } from 'node:util';
+import rules from '../lib/rules.js';
 import {
   Client,
   CvsmError,
@@ -120,7 +121,7 @@ const OPS = {
     return {};
   },
   async capabilities() {
-    return { capabilities: ['tls_ca_file', 'proxy_env', 'live', 'refresh'] };
+    return { capabilities: [...rules.CAPABILITIES] };
   },
   async get_env({ names = [] }) {
     const values = {};

@@ -12,6 +12,7 @@ const { TtlCache } = require('./cache');
 const { Transport } = require('./transport');
 const { LiveStream } = require('./live');
 const { openValue, parseEnvelope, unwrapTeamKey, verifyChain, walkDown } = require('./e2e');
+const rules = require('./rules');
 const {
   ApiError,
   ConfigurationError,
@@ -22,9 +23,9 @@ const {
 } = require('./errors');
 
 /** A valid secret name: what get() asks the server for. */
-const SECRET_NAME_RE = /^[A-Za-z_][A-Za-z0-9_]{0,254}$/;
+const SECRET_NAME_RE = new RegExp(`^${rules.SECRET_NAME_PATTERN}$`);
 /** A name inject() can put in the process environment. */
-const ENV_NAME_RE = /^[A-Za-z_][A-Za-z0-9_]*$/;
+const ENV_NAME_RE = new RegExp(`^${rules.VARIABLE_NAME_PATTERN}$`);
 
 /** The hints of the configuration errors the server's answers point to (rule R9). */
 const WRONG_BASE_URL_OR_TEAM = 'check the base URL (CVSM_BASE_URL, it includes /api/v1) and the team (CVSM_TEAM)';
@@ -33,7 +34,7 @@ const WRONG_ENVIRONMENT = 'check the environment (CVSM_ENVIRONMENT)';
 const NOT_END_TO_END = 'the team (CVSM_TEAM) is not end-to-end, but the token has a key part';
 /** The message of a read of an end-to-end team with a token that lacks its key part. */
 const KEY_PART_MISSING =
-  'this team is end-to-end: the token needs its key part (CVSM_TOKEN must be the whole ' +
+  `${rules.MESSAGE_KEYLESS_E2E} (CVSM_TOKEN must be the whole ` +
   'token as it was shown, cvsm_<64 hex>.<private key>.<key version>.<commitment>)';
 
 /** The errors of a listing made after a by-name 404: the server said the secret is gone, so no kept value answers them. */
@@ -286,8 +287,7 @@ class Client {
     const environment = this.#config.environment;
     if (!SECRET_NAME_RE.test(name)) {
       throw new SecretNotFoundError(
-        `${JSON.stringify(name)} is not a valid secret name ` +
-          '(a letter or _, then letters, digits or _, at most 255 characters)',
+        rules.MESSAGE_INVALID_SECRET_NAME.replace('%s', JSON.stringify(name)),
       );
     }
     const key = cacheKey(environment, name);
@@ -334,8 +334,7 @@ class Client {
     }
     if (!SECRET_NAME_RE.test(name)) {
       throw new SecretNotFoundError(
-        `${JSON.stringify(name)} is not a valid secret name ` +
-          '(a letter or _, then letters, digits or _, at most 255 characters)',
+        rules.MESSAGE_INVALID_SECRET_NAME.replace('%s', JSON.stringify(name)),
       );
     }
     this.#liveStart();
@@ -386,7 +385,7 @@ class Client {
       });
       // An end-to-end team's export is {NAME: envelope}, marked by the header Cvsm-E2E: 1 (the
       // JSON has no room for a mark): each opens for its own name, with the key part only.
-      if (this.#privateKey === null && answer.headers.get('cvsm-e2e') === '1') {
+      if (this.#privateKey === null && answer.headers.get(rules.HEADER_E2E) === '1') {
         throw new ConfigurationError(KEY_PART_MISSING, { requestId: answer.requestId });
       }
       values =
@@ -760,7 +759,7 @@ class Client {
         (s.environment === undefined || s.environment === environment),
     );
     let message = `secret ${JSON.stringify(name)} not found in ${environment}`;
-    if (similar) message += `; did you mean ${JSON.stringify(similar.name)}?`;
+    if (similar) message += rules.MESSAGE_DID_YOU_MEAN.replace('%s', similar.name);
     return new SecretNotFoundError(message, {
       status: 404,
       requestId,

@@ -9,12 +9,13 @@ const fs = require('node:fs');
 const { X509Certificate } = require('node:crypto');
 const { ConfigurationError } = require('./errors');
 const { splitToken } = require('./e2e');
+const rules = require('./rules');
 
-const DEFAULT_ENVIRONMENT = 'production';
-const DEFAULT_CACHE_TTL = 30;
-const DEFAULT_TIMEOUT = 10;
-const DEFAULT_MAX_RETRIES = 2;
-const DEFAULT_STALE_IF_ERROR = 0;
+const DEFAULT_ENVIRONMENT = rules.DEFAULT_ENVIRONMENT;
+const DEFAULT_CACHE_TTL = rules.DEFAULT_CACHE_TTL_SECONDS;
+const DEFAULT_TIMEOUT = rules.DEFAULT_TIMEOUT_SECONDS;
+const DEFAULT_MAX_RETRIES = rules.DEFAULT_MAX_RETRIES;
+const DEFAULT_STALE_IF_ERROR = rules.DEFAULT_STALE_IF_ERROR_SECONDS;
 
 const KNOWN_OPTIONS = [
   'token',
@@ -31,9 +32,14 @@ const KNOWN_OPTIONS = [
   'live',
 ];
 
+/** The message of a missing token, base URL or team (`variable` is not set). */
+function notSet(variable) {
+  return rules.MESSAGE_NOT_SET.replace('%s', variable);
+}
+
 /** The accepted spellings of CVSM_LIVE (rule R16), any case. */
-const LIVE_ON = new Set(['1', 'true', 'yes', 'on']);
-const LIVE_OFF = new Set(['0', 'false', 'no', 'off']);
+const LIVE_ON = new Set(rules.LIVE_TRUE_WORDS);
+const LIVE_OFF = new Set(rules.LIVE_FALSE_WORDS);
 
 /** Returns `live`: the option when given (a boolean), else CVSM_LIVE, else false. */
 function pickLive(options, env) {
@@ -195,8 +201,8 @@ function resolveConfig(options = {}, env = process.env) {
     }
   }
 
-  const token = pickString(options, 'token', env, 'CVSM_TOKEN', null, trimToken);
-  if (token === null) throw new ConfigurationError('CVSM_TOKEN is not set');
+  const token = pickString(options, 'token', env, rules.ENV_TOKEN, null, trimToken);
+  if (token === null) throw new ConfigurationError(notSet(rules.ENV_TOKEN));
   if (!VISIBLE_ASCII.test(token)) {
     throw new ConfigurationError(
       'token (CVSM_TOKEN) holds a character that is not visible ASCII: a control character, ' +
@@ -207,8 +213,8 @@ function resolveConfig(options = {}, env = process.env) {
   // is ever sent; the key stays in this process.
   const { apiToken, privateKey, pin } = splitToken(token);
 
-  let baseUrl = pickString(options, 'baseUrl', env, 'CVSM_BASE_URL', null);
-  if (baseUrl === null) throw new ConfigurationError('CVSM_BASE_URL is not set');
+  let baseUrl = pickString(options, 'baseUrl', env, rules.ENV_BASE_URL, null);
+  if (baseUrl === null) throw new ConfigurationError(notSet(rules.ENV_BASE_URL));
   baseUrl = baseUrl.trim().replace(/\/+$/, '');
   let parsed;
   try {
@@ -220,28 +226,28 @@ function resolveConfig(options = {}, env = process.env) {
     throw new ConfigurationError('base URL (CVSM_BASE_URL) must use http or https');
   }
 
-  const team = pickString(options, 'team', env, 'CVSM_TEAM', null);
-  if (team === null) throw new ConfigurationError('CVSM_TEAM is not set');
+  const team = pickString(options, 'team', env, rules.ENV_TEAM, null);
+  if (team === null) throw new ConfigurationError(notSet(rules.ENV_TEAM));
 
   const environment = pickString(
     options,
     'environment',
     env,
-    'CVSM_ENVIRONMENT',
+    rules.ENV_ENVIRONMENT,
     DEFAULT_ENVIRONMENT,
   );
 
-  const cacheTtl = pickNumber(options, 'cacheTtl', env, 'CVSM_CACHE_TTL', DEFAULT_CACHE_TTL, {
+  const cacheTtl = pickNumber(options, 'cacheTtl', env, rules.ENV_CACHE_TTL, DEFAULT_CACHE_TTL, {
     pattern: WHOLE,
     valid: isCount,
     what: 'a non-negative integer (seconds)',
   });
-  const timeout = pickNumber(options, 'timeout', env, 'CVSM_TIMEOUT', DEFAULT_TIMEOUT, {
+  const timeout = pickNumber(options, 'timeout', env, rules.ENV_TIMEOUT, DEFAULT_TIMEOUT, {
     pattern: DECIMAL,
     valid: isPositive,
     what: 'a positive number (seconds)',
   });
-  const maxRetries = pickNumber(options, 'maxRetries', env, 'CVSM_MAX_RETRIES', DEFAULT_MAX_RETRIES, {
+  const maxRetries = pickNumber(options, 'maxRetries', env, rules.ENV_MAX_RETRIES, DEFAULT_MAX_RETRIES, {
     pattern: WHOLE,
     valid: isCount,
     what: 'a non-negative integer',
@@ -251,7 +257,7 @@ function resolveConfig(options = {}, env = process.env) {
     options,
     'staleIfError',
     env,
-    'CVSM_STALE_IF_ERROR',
+    rules.ENV_STALE_IF_ERROR,
     DEFAULT_STALE_IF_ERROR,
     { pattern: WHOLE, valid: isCount, what: 'a non-negative integer (seconds)' },
   );
@@ -273,7 +279,7 @@ function resolveConfig(options = {}, env = process.env) {
 
   const live = pickLive(options, env);
 
-  const caFile = pickString(options, 'caFile', env, 'CVSM_CA_FILE', null);
+  const caFile = pickString(options, 'caFile', env, rules.ENV_CA_FILE, null);
   const caSource = given(options.caFile) ? 'option caFile' : 'CVSM_CA_FILE';
   if (caFile !== null && fetchFn !== null) {
     throw new ConfigurationError(

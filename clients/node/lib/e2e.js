@@ -13,6 +13,7 @@
 
 const crypto = require('node:crypto');
 const { ConfigurationError, DecryptionError } = require('./errors');
+const rules = require('./rules');
 
 const KEY_BYTES = 32;
 const NONCE_BYTES = 12;
@@ -95,9 +96,8 @@ function splitToken(token) {
   const match = TOKEN_RE.exec(token);
   if (match === null && TOKEN_V1_RE.test(token)) {
     throw new ConfigurationError(
-      'token (CVSM_TOKEN) has a key part of the first format, without its pin ' +
-        '(cvsm_<64 hex>.<key>): it was made before end-to-end tokens carried their pin; ' +
-        'make a new token for the team (docs/e2e.md) and revoke this one',
+      `${rules.MESSAGE_FIRST_FORMAT_TOKEN} for the team (docs/e2e.md) and revoke this one: ` +
+        'token (CVSM_TOKEN) has a key part of the first format, without its pin (cvsm_<64 hex>.<key>)',
     );
   }
   const bad = new ConfigurationError(

@@ -15,13 +15,15 @@
  * keeps the process alive. `client.close()` ends it.
  */
 
+const rules = require('./rules');
+
 /** Milliseconds without a byte after which the stream counts as lost (the server sends a comment every 15 s). */
-const READ_TIMEOUT_MS = 45_000;
+const READ_TIMEOUT_MS = rules.LIVE_READ_TIMEOUT_SECONDS * 1000;
 /** The longest pause between two attempts, in seconds. */
-const MAX_BACKOFF = 30;
+const MAX_BACKOFF = rules.LIVE_MAX_BACKOFF_SECONDS;
 /** The least pause after a 401, 403 or 404: a revoked token is not tried every few seconds. */
-const REFUSED_BACKOFF = 300;
-const REFUSED = new Set([401, 403, 404]);
+const REFUSED_BACKOFF = rules.LIVE_REFUSED_BACKOFF_SECONDS;
+const REFUSED = new Set(rules.LIVE_REFUSED_STATUSES);
 /** The type and code of the warning an outage of the stream is reported with, once per outage. */
 const LIVE_WARNING = Object.freeze({ type: 'CvsmLiveWarning', code: 'CVSM_LIVE_DOWN' });
 
@@ -30,7 +32,7 @@ const LIVE_WARNING = Object.freeze({ type: 'CvsmLiveWarning', code: 'CVSM_LIVE_D
  * up to 30 s, taken at random between half and all of it.
  */
 function reconnectDelay(attempt, random = Math.random) {
-  return (0.5 + 0.5 * random()) * Math.min(MAX_BACKOFF, 0.5 * 2 ** attempt);
+  return (0.5 + 0.5 * random()) * Math.min(MAX_BACKOFF, (rules.LIVE_BACKOFF_BASE_MS / 1000) * 2 ** attempt);
 }
 
 /** The change stream answered with a status other than 200. */

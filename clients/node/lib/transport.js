@@ -24,13 +24,14 @@ const {
   SecretNotFoundError,
 } = require('./errors');
 const { parseRetryAfter } = require('./retry-after');
+const rules = require('./rules');
 
-const USER_AGENT = `cvsm-node/${VERSION}`;
-const RETRYABLE_STATUSES = new Set([502, 503, 504]);
+const USER_AGENT = `${rules.USER_AGENT_PREFIX}node/${VERSION}`;
+const RETRYABLE_STATUSES = new Set(rules.RETRYABLE_STATUSES);
 
 /** Returns a random delay in [0, 100 * 2**attempt) milliseconds (full jitter). */
 function backoffMs(attempt) {
-  return Math.random() * 100 * 2 ** attempt;
+  return Math.random() * rules.RETRY_BACKOFF_BASE_MS * 2 ** attempt;
 }
 
 function sleep(ms) {
@@ -156,11 +157,11 @@ class Transport {
     if (search) url += `?${search}`;
     const headers = {
       Authorization: `Bearer ${this.#token}`,
-      Accept: 'text/event-stream',
+      Accept: rules.ACCEPT_EVENT_STREAM,
       'Cache-Control': 'no-cache',
       'User-Agent': USER_AGENT,
     };
-    if (lastEventId !== null) headers['Last-Event-ID'] = lastEventId;
+    if (lastEventId !== null) headers[rules.HEADER_LAST_EVENT_ID] = lastEventId;
     const controller = new AbortController();
     const abort = () => controller.abort();
     signal.addEventListener('abort', abort, { once: true });
@@ -176,7 +177,7 @@ class Transport {
         this.#streamFetch(url, { method: 'GET', headers, redirect: 'manual', signal: controller.signal }),
         gaveUp,
       ]);
-      const retryAfter = res.headers ? parseRetryAfter(res.headers.get('retry-after')) : null;
+      const retryAfter = res.headers ? parseRetryAfter(res.headers.get(rules.HEADER_RETRY_AFTER)) : null;
       return { status: res.status, retryAfter, body: res.body ?? null };
     } catch (err) {
       if (signal.aborted) throw err;
@@ -255,7 +256,7 @@ class Transport {
         method: 'GET',
         headers: {
           Authorization: `Bearer ${this.#token}`,
-          Accept: 'application/json',
+          Accept: rules.ACCEPT_JSON,
           'User-Agent': USER_AGENT,
         },
         redirect: 'manual',
@@ -278,7 +279,7 @@ class Transport {
       clearTimeout(timer);
       exchange.catch(() => {}); // settled after a timeout: nothing is waiting for it
     }
-    const requestId = (res.headers && res.headers.get('x-request-id')) || null;
+    const requestId = (res.headers && res.headers.get(rules.HEADER_REQUEST_ID)) || null;
     let body = null;
     let parsed = false;
     try {
@@ -322,7 +323,7 @@ class Transport {
       case 429:
         return new RateLimitError(message, {
           ...fields,
-          retryAfter: parseRetryAfter(headers.get('retry-after')),
+          retryAfter: parseRetryAfter(headers.get(rules.HEADER_RETRY_AFTER)),
         });
       default:
         // 0 is what a browser-style fetch reports for a redirect it did not follow.
@@ -332,7 +333,7 @@ class Transport {
 
   /** Removes the token from text that may reach an error message. */
   #redact(text) {
-    return this.#token ? String(text).split(this.#token).join('[redacted]') : String(text);
+    return this.#token ? String(text).split(this.#token).join(rules.REDACTED) : String(text);
   }
 }
 

@@ -156,12 +156,6 @@ describe('private CA (R7)', () => {
     });
   });
 
-  test('caFile trusts the private CA', async () => {
-    const c = tlsClient({ caFile: CA });
-    assert.equal(c.caFile, CA);
-    assert.equal(await c.get('API_KEY'), 'prod-api-key-value');
-  });
-
   test('CVSM_CA_FILE trusts the private CA, and the option wins over it', async () => {
     process.env.CVSM_CA_FILE = CA;
     assert.equal((await tlsClient().getAll()).API_KEY, 'prod-api-key-value');
@@ -266,26 +260,6 @@ describe('the fetch seam', () => {
 });
 
 describe('CVSM_TIMEOUT and CVSM_MAX_RETRIES', () => {
-  test('are read from the environment, and explicit options win', () => {
-    process.env.CVSM_TIMEOUT = '2.5';
-    process.env.CVSM_MAX_RETRIES = '0';
-    assert.equal(client().timeout, 2.5);
-    assert.equal(client().maxRetries, 0);
-    assert.equal(client({ timeout: 1, maxRetries: 4 }).timeout, 1);
-    assert.equal(client({ timeout: 1, maxRetries: 4 }).maxRetries, 4);
-    process.env.CVSM_TIMEOUT = '';
-    process.env.CVSM_MAX_RETRIES = '';
-    assert.equal(client().timeout, 10);
-    assert.equal(client().maxRetries, 2);
-  });
-
-  test('CVSM_MAX_RETRIES bounds the attempts', async () => {
-    process.env.CVSM_MAX_RETRIES = '1';
-    stub.fault({ status: 503 }, { status: 503 }, { status: 503 });
-    await assert.rejects(client().getAll());
-    assert.equal(stub.requests.length, 2);
-    stub.faults.length = 0;
-  });
 
   for (const [variable, bad] of [
     ['CVSM_TIMEOUT', '0'],

@@ -136,7 +136,7 @@ function handle(string $op, array $args, ?Client &$client): array|\stdClass
 
             return new \stdClass();
         case 'capabilities':
-            return ['capabilities' => ['tls_ca_file', 'proxy_env', 'live', 'refresh']];
+            return ['capabilities' => \Cvsm\Rules::CAPABILITIES];
         case 'get_env':
             $values = [];
             foreach ((array) ($args['names'] ?? []) as $name) {

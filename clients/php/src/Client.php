@@ -46,16 +46,16 @@ class Client
     public const VERSION = '0.1.0';
 
     /** The User-Agent header sent with every request. */
-    public const USER_AGENT = 'cvsm-php/' . self::VERSION;
+    public const USER_AGENT = Rules::USER_AGENT_PREFIX . 'php/' . self::VERSION;
 
     /** A valid secret name (rule R10); anything else is not found without a request. */
-    private const SECRET_NAME = '/^[A-Za-z_][A-Za-z0-9_]{0,254}$/D';
+    private const SECRET_NAME = '/^' . Rules::SECRET_NAME_PATTERN . '$/D';
 
     /** A name inject() can put in the environment (rule R8). */
-    private const VARIABLE_NAME = '/^[A-Za-z_][A-Za-z0-9_]*$/D';
+    private const VARIABLE_NAME = '/^' . Rules::VARIABLE_NAME_PATTERN . '$/D';
 
     /** What a token without its key part gets from an end-to-end team (by name: `"e2e": true`; the export: `Cvsm-E2E: 1`). */
-    private const NEEDS_KEY_PART = 'this team is end-to-end: the token needs its key part (cvsm_<64 hex>.<private key>.<key version>.<commitment>, the whole token as it was shown when it was made) to read %s';
+    private const NEEDS_KEY_PART = Rules::MESSAGE_KEYLESS_E2E . ' (cvsm_<64 hex>.<private key>.<key version>.<commitment>, the whole token as it was shown when it was made) to read %s';
     /** The hint of a 400 to the team key's request: a key part used on a plain team. */
     private const NOT_END_TO_END = 'the team is not end-to-end, but the token carries a key part: use the token without it';
 
@@ -603,7 +603,7 @@ class Client
         }
         $message = sprintf('secret "%s" not found in %s', $name, $environment);
         if ($suggestion !== null) {
-            $message .= sprintf('; did you mean "%s"?', $suggestion);
+            $message .= sprintf(Rules::MESSAGE_DID_YOU_MEAN, $suggestion);
         }
 
         return new SecretNotFoundException($message, 404, $name, $suggestion, null, $byName->getRequestId());
@@ -993,7 +993,7 @@ class Client
     {
         if (!preg_match(self::SECRET_NAME, $name)) {
             throw new SecretNotFoundException(
-                sprintf('secret name "%s" is not valid: use letters, digits and "_", not starting with a digit, at most 255 characters', self::printable($name)),
+                sprintf(Rules::MESSAGE_INVALID_SECRET_NAME, '"' . self::printable($name) . '"'),
                 null,
                 $name
             );

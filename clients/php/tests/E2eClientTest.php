@@ -33,54 +33,6 @@ final class E2eClientTest extends TestCase
         $this->teamKey = E2eVectorsTest::unb64u($this->v['team_key']);
     }
 
-    public function testFirstReadFetchesTheKeyAndReturnsTheOpenedValue(): void
-    {
-        $value = $this->v['values'][0];
-        $this->routeSealed('DATABASE_URL', $value['envelope']);
-        $this->routeKey();
-
-        self::assertSame($value['value'], $this->e2eClient()->get('DATABASE_URL'));
-
-        $requests = $this->stub->requests();
-        self::assertSame(
-            ['/api/v1/teams/' . $this->teamId . '/secrets/by-name/DATABASE_URL', '/api/v1/teams/' . $this->teamId . '/e2e/key'],
-            array_column($requests, 'path')
-        );
-        self::assertSame('', $requests[1]['query']);
-        $this->assertTheKeyPartNeverWentOut();
-    }
-
-    public function testSecondReadMakesOneRequestAndACachedNameNone(): void
-    {
-        $this->routeSealed('DATABASE_URL', $this->v['values'][0]['envelope']);
-        $this->routeSealed('QUOTED', $this->seal("it's \"quoted\"", 'QUOTED'));
-        $this->routeKey();
-        $client = $this->e2eClient();
-
-        $client->get('DATABASE_URL');
-        self::assertSame(2, $this->requestCount());
-        self::assertSame($this->v['values'][0]['value'], $client->get('DATABASE_URL'));
-        self::assertSame(2, $this->requestCount(), 'the opened value is cached');
-        self::assertSame("it's \"quoted\"", $client->get('QUOTED'));
-        self::assertSame(3, $this->requestCount(), 'the team key is kept');
-        self::assertSame('/api/v1/teams/' . $this->teamId . '/secrets/by-name/QUOTED', $this->stub->requests()[2]['path']);
-        $this->assertTheKeyPartNeverWentOut();
-    }
-
-    public function testClearCacheForgetsTheTeamKeyToo(): void
-    {
-        $this->routeSealed('DATABASE_URL', $this->v['values'][0]['envelope']);
-        $this->routeKey();
-        $client = $this->e2eClient();
-
-        $client->get('DATABASE_URL');
-        $client->clearCache();
-        self::assertSame($this->v['values'][0]['value'], $client->get('DATABASE_URL'));
-
-        self::assertSame(4, $this->requestCount());
-        self::assertStringEndsWith('/e2e/key', $this->stub->requests()[3]['path']);
-    }
-
     public function testACloneFetchesTheTeamKeyItself(): void
     {
         $this->routeSealed('DATABASE_URL', $this->v['values'][0]['envelope']);
@@ -92,78 +44,6 @@ final class E2eClientTest extends TestCase
         self::assertSame($this->v['values'][0]['value'], $copy->get('DATABASE_URL'));
 
         self::assertSame(4, $this->requestCount());
-    }
-
-    public function testGetAllAndInjectOpenEveryValueWithOneKeyFetch(): void
-    {
-        $this->setEnv('CVSM_T_E2E_A', null);
-        $this->setEnv('CVSM_T_E2E_B', null);
-        $this->routeExport(
-            ['CVSM_T_E2E_B' => $this->seal("two\nlines", 'CVSM_T_E2E_B'), 'CVSM_T_E2E_A' => $this->seal('één', 'CVSM_T_E2E_A')],
-            'production',
-            $this->teamId
-        );
-        $this->routeKey();
-        $client = $this->e2eClient();
-
-        self::assertSame(['CVSM_T_E2E_A' => 'één', 'CVSM_T_E2E_B' => "two\nlines"], $client->getAll());
-        self::assertSame(2, $this->requestCount());
-        self::assertSame("two\nlines", $client->get('CVSM_T_E2E_B'));
-        self::assertSame(['CVSM_T_E2E_A', 'CVSM_T_E2E_B'], $client->inject());
-        self::assertSame('één', getenv('CVSM_T_E2E_A'));
-        self::assertSame("two\nlines", $_ENV['CVSM_T_E2E_B']);
-        self::assertSame(2, $this->requestCount(), 'get and inject after getAll come from the cache');
-        $this->assertTheKeyPartNeverWentOut();
-    }
-
-    public function testAValueSealedForAnotherNameInTheExportIsADecryptionError(): void
-    {
-        // The server hands out B's value as A's: it was sealed for the name B.
-        $this->stub->route(
-            sprintf('GET /teams/%s/secrets/export?format=json&environment=production', $this->teamId),
-            ['headers' => ['X-Request-Id' => 'req-export'], 'body' => ['A' => $this->seal('one', 'A'), 'B' => $this->seal('two', 'A')]]
-        );
-        $this->routeKey(['body' => ['team_id' => $this->teamId, 'key_version' => 2, 'wrapped_key' => $this->v['recipients'][1]['wrapped_key']], 'headers' => ['X-Request-Id' => 'req-key']]);
-
-        try {
-            $this->e2eClient()->getAll();
-            self::fail('no DecryptionException');
-        } catch (DecryptionException $e) {
-            self::assertSame('B', $e->getSecretName());
-            self::assertSame('req-export', $e->getRequestId(), "the export's, which carried the value");
-            self::assertStringStartsWith('secret "B" in production cannot be decrypted', $e->getMessage());
-        }
-    }
-
-    public function testATamperedValueIsADecryptionErrorThatIsNeitherRetriedNorCached(): void
-    {
-        $tampered = $this->v['values'][6];
-        self::assertSame('ciphertext changed', $tampered['why']);
-        $this->routeSealed('DATABASE_URL', $tampered['envelope'], ['X-Request-Id' => 'req-read']);
-        $this->routeKey(['body' => ['team_id' => $this->teamId, 'key_version' => 2, 'wrapped_key' => $this->v['recipients'][1]['wrapped_key']], 'headers' => ['X-Request-Id' => 'req-key']]);
-        $client = $this->e2eClient(['max_retries' => 2]);
-
-        try {
-            $client->get('DATABASE_URL');
-            self::fail('no DecryptionException');
-        } catch (DecryptionException $e) {
-            self::assertNull($e->getStatus());
-            self::assertSame('req-read', $e->getRequestId(), 'the answer that carried the value');
-            self::assertSame('DATABASE_URL', $e->getSecretName());
-            self::assertStringContainsString('secret "DATABASE_URL" in production cannot be decrypted', $e->getMessage());
-            foreach ([$tampered['envelope'], $this->v['values'][0]['value'], $this->v['team_key'], $this->v['token']['private_key'], $this->v['token']['token']] as $secret) {
-                self::assertStringNotContainsString($secret, (string) $e);
-            }
-            self::assertStringNotContainsString($this->teamKey, (string) $e);
-        }
-        self::assertSame(2, $this->requestCount(), 'read and key, no retry');
-
-        $this->expectException(DecryptionException::class);
-        try {
-            $client->get('DATABASE_URL');
-        } finally {
-            self::assertSame(3, $this->requestCount(), 'nothing was cached; the key was');
-        }
     }
 
     public function testADecryptionErrorIsNeverAnsweredWithAStaleValue(): void
@@ -251,47 +131,6 @@ final class E2eClientTest extends TestCase
         $this->e2eClient()->get('DATABASE_URL');
     }
 
-    public function testATokenWithoutItsKeyPartReadingAnEndToEndTeamIsAConfigurationError(): void
-    {
-        $this->routeSealed('DATABASE_URL', $this->v['values'][0]['envelope']);
-        $this->routeKey();
-
-        try {
-            $this->e2eClient(['token' => $this->v['token']['api_token']])->get('DATABASE_URL');
-            self::fail('no ConfigurationException');
-        } catch (ConfigurationException $e) {
-            self::assertStringContainsString('this team is end-to-end: the token needs its key part', $e->getMessage());
-            self::assertStringContainsString('"DATABASE_URL"', $e->getMessage());
-            self::assertStringNotContainsString($this->v['values'][0]['envelope'], $e->getMessage());
-        }
-        self::assertSame(1, $this->requestCount(), 'no key is asked for');
-    }
-
-    public function testATokenWithoutItsKeyPartGetsAConfigurationErrorFromAnExportMarkedEndToEnd(): void
-    {
-        $this->setEnv('CVSM_T_E2E_A', null);
-        $envelope = $this->seal('één', 'CVSM_T_E2E_A');
-        $this->routeSealedExport(['CVSM_T_E2E_A' => $envelope], ['Cvsm-E2E' => '1']);
-        $this->routeKey();
-        $client = $this->e2eClient(['token' => $this->v['token']['api_token'], 'stale_if_error' => 300]);
-
-        foreach (['getAll' => static fn () => $client->getAll(), 'inject' => static fn () => $client->inject()] as $call => $read) {
-            try {
-                $read();
-                self::fail($call . ': no ConfigurationException');
-            } catch (ConfigurationException $e) {
-                self::assertStringContainsString('this team is end-to-end: the token needs its key part', $e->getMessage());
-                self::assertStringContainsString('production', $e->getMessage());
-                self::assertStringNotContainsString($envelope, $e->getMessage());
-            }
-        }
-        self::assertSame(2, $this->requestCount(), 'one export each: not retried, nothing cached, no key asked for');
-        self::assertFalse(getenv('CVSM_T_E2E_A'), 'inject set nothing');
-        foreach ($this->stub->requests() as $request) {
-            self::assertStringEndsWith('/secrets/export', $request['path']);
-        }
-    }
-
     public function testAnExportWithoutTheMarkIsReadAsTodayByATokenWithoutItsKeyPart(): void
     {
         $this->routeSealedExport(['A' => 'plain-a', 'B' => 'plain-b']);
@@ -320,26 +159,6 @@ final class E2eClientTest extends TestCase
 
         $this->expectException(DecryptionException::class);
         $this->e2eClient()->get('DATABASE_URL');
-    }
-
-    public function testAKeyAnswerWithoutTheLinkToThePinIsADecryptionErrorThatIsNeitherRetriedNorKept(): void
-    {
-        // The right key of version 2, wrapped to the token, but no link down to the pinned version 1.
-        $this->routeSealed('DATABASE_URL', $this->v['values'][0]['envelope'], ['X-Request-Id' => 'req-read']);
-        $this->routeKey(['body' => ['team_id' => $this->teamId, 'key_version' => 2, 'wrapped_key' => $this->v['recipients'][1]['wrapped_key'], 'links' => []], 'headers' => ['X-Request-Id' => 'req-key']]);
-        $client = $this->e2eClient(['stale_if_error' => 300]);
-
-        foreach ([2, 4] as $requests) {
-            try {
-                $client->get('DATABASE_URL');
-                self::fail('no DecryptionException');
-            } catch (DecryptionException $e) {
-                self::assertSame('DATABASE_URL', $e->getSecretName());
-                self::assertSame('req-key', $e->getRequestId());
-                self::assertStringContainsString('not one a team member made for it: the link of key version 2 is missing', $e->getMessage());
-            }
-            self::assertSame($requests, $this->requestCount(), 'neither retried nor kept: the next read fetches the key again');
-        }
     }
 
     public function testAValueBelowThePinOpensThroughTheLinksAndAMissingOneIsADecryptionError(): void
@@ -456,39 +275,6 @@ final class E2eClientTest extends TestCase
                 self::assertStringNotContainsString($secret, $text, $form);
             }
         }
-    }
-
-    public function testTheConformanceDriverReportsKindDecryption(): void
-    {
-        $this->routeSealed('DATABASE_URL', $this->v['values'][0]['envelope']);
-        $this->routeSealed('TAMPERED', $this->v['values'][6]['envelope']);
-        $this->routeKey();
-        $requests = [
-            ['id' => 1, 'op' => 'new_client', 'args' => ['options' => ['token' => $this->v['token']['token'], 'base_url' => $this->stub->url(), 'team' => $this->teamId]]],
-            ['id' => 2, 'op' => 'get', 'args' => ['name' => 'DATABASE_URL']],
-            ['id' => 3, 'op' => 'get', 'args' => ['name' => 'TAMPERED']],
-            ['id' => 4, 'op' => 'describe', 'args' => []],
-        ];
-        $driver = proc_open(
-            [PHP_BINARY, dirname(__DIR__) . '/conformance/driver.php'],
-            [0 => ['pipe', 'r'], 1 => ['pipe', 'w'], 2 => ['file', '/dev/null', 'w']],
-            $pipes
-        );
-        self::assertIsResource($driver);
-        fwrite($pipes[0], implode("\n", array_map(static fn (array $r): string => (string) json_encode($r), $requests)) . "\n");
-        fclose($pipes[0]);
-        $answers = array_map(
-            static fn (string $line): array => json_decode($line, true),
-            array_values(array_filter(explode("\n", (string) stream_get_contents($pipes[1]))))
-        );
-        fclose($pipes[1]);
-        self::assertSame(0, proc_close($driver));
-
-        self::assertSame(['value' => $this->v['values'][0]['value']], $answers[1]['result']);
-        self::assertFalse($answers[2]['ok']);
-        self::assertSame('decryption', $answers[2]['error']['kind']);
-        self::assertNull($answers[2]['error']['status']);
-        self::assertStringNotContainsString($this->v['token']['private_key'], $answers[3]['result']['text']);
     }
 
     /**

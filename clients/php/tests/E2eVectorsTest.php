@@ -141,19 +141,6 @@ final class E2eVectorsTest extends TestCase
         self::assertSame([$jwt, null, null, null], E2e::splitToken($jwt), 'a JWT has dots of its own and no key part');
     }
 
-    public function testATokenOfTheFirstFormatIsAConfigurationErrorThatSaysToMakeANewOne(): void
-    {
-        $token = self::vectors()['v1_token'];
-        try {
-            $this->client(['token' => $token]);
-            self::fail('no ConfigurationException');
-        } catch (ConfigurationException $e) {
-            self::assertStringContainsString('made before end-to-end tokens carried their pin', $e->getMessage());
-            self::assertStringNotContainsString(substr($token, (int) strpos($token, '.') + 1), $e->getMessage());
-        }
-        self::assertSame(0, $this->requestCount());
-    }
-
     public function testEveryKeyOfTheChainHasItsCommitmentAndEveryLinkOpensToTheKeyBelow(): void
     {
         $chain = self::vectors()['chain'];

@@ -25,30 +25,6 @@ final class ProxyTest extends TestCase
         $this->stub->route('GET /teams/' . self::TEAM_ID . '/secrets/export?format=json&environment=production', ['body' => ['VIA' => 'proxy']]);
     }
 
-    /**
-     * @return iterable<string, array{0: string}>
-     */
-    public static function httpProxyVariables(): iterable
-    {
-        yield 'http_proxy' => ['http_proxy'];
-        yield 'HTTP_PROXY (CLI)' => ['HTTP_PROXY'];
-        yield 'all_proxy' => ['all_proxy'];
-    }
-
-    /**
-     * @dataProvider httpProxyVariables
-     */
-    public function testRequestsGoThroughTheProxyTheEnvironmentNames(string $variable): void
-    {
-        $this->setEnv($variable, $this->proxy());
-
-        self::assertSame(['VIA' => 'proxy'], $this->remoteClient()->getAll());
-
-        $request = $this->stub->requests()[0];
-        self::assertSame(self::HOST, $request['proxied_for']);
-        self::assertSame('Bearer ' . self::TOKEN, $request['headers']['authorization']);
-    }
-
     public function testHttpsProxyIsNotUsedForHttp(): void
     {
         $this->setEnv('https_proxy', $this->proxy());

@@ -28,21 +28,6 @@ final class TlsTest extends TestCase
         self::$tls = null;
     }
 
-    public function testThePrivateCaNamedByCaFileIsTrusted(): void
-    {
-        $client = $this->client(['base_url' => self::$tls->url(), 'ca_file' => self::$tls->caFile]);
-
-        self::assertSame(['TLS' => 'trusted'], $client->getAll());
-        self::assertSame(self::$tls->caFile, $client->getCaFile());
-    }
-
-    public function testThePrivateCaNamedByTheVariableIsTrusted(): void
-    {
-        $this->setEnv('CVSM_CA_FILE', self::$tls->caFile);
-
-        self::assertSame(['TLS' => 'trusted'], $this->client(['base_url' => self::$tls->url()])->getAll());
-    }
-
     public function testTheOptionWinsOverTheVariable(): void
     {
         $this->setEnv('CVSM_CA_FILE', self::$tls->otherCaFile);
@@ -115,21 +100,5 @@ final class TlsTest extends TestCase
             self::assertStringStartsWith('CVSM_CA_FILE "', $e->getMessage());
         }
         self::assertSame(0, $this->requestCount());
-    }
-
-    public function testAnUnreadableCaFileIsAConfigurationError(): void
-    {
-        if (function_exists('posix_geteuid') && posix_geteuid() === 0) {
-            self::markTestSkipped('root reads every file');
-        }
-        $path = tempnam(sys_get_temp_dir(), 'cvsm-ca');
-        copy(self::$tls->caFile, $path);
-        chmod($path, 0);
-        try {
-            $this->expectException(ConfigurationException::class);
-            $this->client(['ca_file' => $path]);
-        } finally {
-            unlink($path);
-        }
     }
 }

@@ -11,71 +11,6 @@ import cvsm
 from .conftest import FakeApi, Sdk
 
 
-async def test_cache_hit_makes_no_request(sdk: Sdk, api: FakeApi) -> None:
-    api.add("A", "1")
-    client = sdk.client()
-    assert await sdk.call(client.get("A")) == "1"
-    api.reset_requests()
-    assert await sdk.call(client.get("A")) == "1"
-    assert api.requests == []
-
-
-async def test_clear_cache_makes_the_next_call_fetch(sdk: Sdk, api: FakeApi) -> None:
-    api.add("A", "1")
-    client = sdk.client()
-    await sdk.call(client.get("A"))
-    await sdk.call(client.get_all())
-    client.clear_cache()
-    api.reset_requests()
-    await sdk.call(client.get("A"))
-    await sdk.call(client.get_all())
-    assert api.kinds() == ["by_name", "export"]
-
-
-async def test_entries_expire_after_the_ttl(sdk: Sdk, api: FakeApi, clock: list[float]) -> None:
-    api.add("A", "1")
-    client = sdk.client(cache_ttl=5)
-    await sdk.call(client.get("A"))
-    clock[0] += 4.9
-    await sdk.call(client.get("A"))
-    assert api.kinds() == ["by_name"]
-    clock[0] += 0.2
-    await sdk.call(client.get("A"))
-    assert api.kinds() == ["by_name", "by_name"]
-
-
-async def test_default_ttl_is_30_seconds(sdk: Sdk, api: FakeApi, clock: list[float]) -> None:
-    api.add("A", "1")
-    client = sdk.client()
-    await sdk.call(client.get("A"))
-    clock[0] += 29.5
-    await sdk.call(client.get("A"))
-    assert len(api.requests) == 1
-    clock[0] += 1
-    await sdk.call(client.get("A"))
-    assert len(api.requests) == 2
-
-
-async def test_cache_ttl_zero_disables_the_cache(sdk: Sdk, api: FakeApi) -> None:
-    api.add("A", "1")
-    client = sdk.client(cache_ttl=0)
-    await sdk.call(client.get("A"))
-    await sdk.call(client.get("A"))
-    await sdk.call(client.get_all())
-    await sdk.call(client.get_all())
-    assert api.kinds() == ["by_name", "by_name", "export", "export"]
-
-
-async def test_get_after_get_all_makes_no_request_and_get_all_is_cached(sdk: Sdk, api: FakeApi) -> None:
-    api.add("A", "1")
-    api.add("B", "2")
-    client = sdk.client()
-    assert await sdk.call(client.get_all()) == {"A": "1", "B": "2"}
-    assert await sdk.call(client.get("B")) == "2"
-    assert await sdk.call(client.get_all()) == {"A": "1", "B": "2"}
-    assert api.kinds() == ["export"]
-
-
 async def test_mutating_a_returned_dict_does_not_change_the_cache(sdk: Sdk, api: FakeApi) -> None:
     api.add("A", "1")
     client = sdk.client()
@@ -83,58 +18,9 @@ async def test_mutating_a_returned_dict_does_not_change_the_cache(sdk: Sdk, api:
     assert await sdk.call(client.get_all()) == {"A": "1"}
 
 
-async def test_errors_are_not_cached(sdk: Sdk, api: FakeApi) -> None:
-    api.add("A", "1")
-    client = sdk.client(max_retries=0)
-    api.fail("by_name", 503)
-    with pytest.raises(cvsm.ApiError):
-        await sdk.call(client.get("A"))
-    with pytest.raises(cvsm.SecretNotFoundError):
-        await sdk.call(client.get("MISSING"))
-    api.reset_requests()
-    assert await sdk.call(client.get("A")) == "1"
-    with pytest.raises(cvsm.SecretNotFoundError):
-        await sdk.call(client.get("MISSING"))
-    assert api.kinds() == ["by_name", "by_name", "list"]
-
-
 REFUSALS = pytest.mark.parametrize(
     ("status", "error_type"), [(401, cvsm.AuthenticationError), (403, cvsm.PermissionDeniedError)]
 )
-
-
-@REFUSALS
-async def test_a_refused_read_by_name_empties_the_cache(
-    sdk: Sdk, api: FakeApi, status: int, error_type: type[cvsm.CvsmError]
-) -> None:
-    api.add("A", "1")
-    client = sdk.client()
-    await sdk.call(client.get("A"))
-    await sdk.call(client.get_all())
-    api.fail("by_name", status)
-    with pytest.raises(error_type):
-        await sdk.call(client.get("OTHER"))
-    api.reset_requests()
-    await sdk.call(client.get("A"))
-    await sdk.call(client.get_all())
-    assert api.kinds() == ["by_name", "export"]
-
-
-@REFUSALS
-async def test_a_refused_export_empties_the_cache(
-    sdk: Sdk, api: FakeApi, clock: list[float], status: int, error_type: type[cvsm.CvsmError]
-) -> None:
-    api.add("A", "1")
-    client = sdk.client(cache_ttl=10)
-    await sdk.call(client.get_all())
-    clock[0] += 11
-    await sdk.call(client.get("A"))  # fresh again, until 21 s
-    api.fail("export", status)
-    with pytest.raises(error_type):
-        await sdk.call(client.get_all())
-    api.reset_requests()
-    await sdk.call(client.get("A"))
-    assert api.kinds() == ["by_name"]
 
 
 def test_client_cache_is_shared_safely_between_threads(api: FakeApi) -> None:

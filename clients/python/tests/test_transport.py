@@ -35,30 +35,6 @@ def fast(sdk: Sdk, url: str, **options: object) -> object:
 # R1: the timeout bounds the whole attempt.
 
 
-@pytest.mark.parametrize(
-    "respond",
-    [
-        # Headers at once, then a body that would take 5 s.
-        head_then_drip(200, {"A": "x" * 100}),
-        # The status line and headers themselves, a byte at a time.
-        drip(http_answer(200, {"A": "1"})),
-        # An error whose body drips: never the error of its status (here a wrong team, R9).
-        head_then_drip(404, {"error": "x" * 100}),
-    ],
-    ids=["body", "head", "error-body"],
-)
-async def test_an_answer_dripped_a_byte_at_a_time_times_out_at_the_deadline(sdk: Sdk, respond: Respond) -> None:
-    with RawServer(respond) as server:
-        client = fast(sdk, server.url())
-        started = time.monotonic()
-        with pytest.raises(cvsm.NetworkError, match="timed out") as caught:
-            await sdk.call(client.get_all())
-        elapsed = time.monotonic() - started
-    assert TIMEOUT <= elapsed < TIMEOUT + SLACK
-    assert caught.value.status is None
-    assert len(server.heads) == 1
-
-
 async def test_each_retry_gets_its_own_whole_timeout(sdk: Sdk) -> None:
     with RawServer(drip(http_answer(200, {"A": "1"}))) as server:
         client = sdk.client(base_url=server.url(), timeout=TIMEOUT, max_retries=2)
@@ -176,19 +152,6 @@ def direct_and_proxy() -> Iterator[tuple[RawServer, RawServer]]:
         yield direct, proxy
 
 
-async def test_http_proxy_from_the_environment_is_used(
-    sdk: Sdk, monkeypatch: pytest.MonkeyPatch, direct_and_proxy: tuple[RawServer, RawServer]
-) -> None:
-    direct, proxy = direct_and_proxy
-    before = sdk.client(base_url=direct.url())
-    monkeypatch.setenv("HTTP_PROXY", proxy.url(""))
-    after = sdk.client(base_url=direct.url())
-    assert await sdk.call(after.get_all()) == {"A": "proxied"}
-    assert proxy.heads[0].startswith(f"GET {direct.url(EXPORT_PATH)}?")
-    # The variables are read when a client is created, not at each request.
-    assert await sdk.call(before.get_all()) == {"A": "direct"}
-
-
 @pytest.mark.parametrize("variable", ["http_proxy", "HTTP_PROXY"])
 async def test_no_proxy_hosts_are_reached_directly(
     sdk: Sdk, monkeypatch: pytest.MonkeyPatch, direct_and_proxy: tuple[RawServer, RawServer], variable: str
@@ -234,19 +197,6 @@ async def test_an_answer_dripped_over_tls_times_out_at_the_deadline(
     assert TIMEOUT <= time.monotonic() - started < TIMEOUT + SLACK
 
 
-async def test_ca_file_option_trusts_the_private_ca(sdk: Sdk, tls_server: RawServer, ca_file: str) -> None:
-    client = sdk.client(base_url=tls_server.url(), ca_file=ca_file)
-    assert client.config.ca_file == ca_file
-    assert await sdk.call(client.get_all()) == {"A": "over tls"}
-
-
-async def test_ca_file_variable_trusts_the_private_ca(
-    sdk: Sdk, tls_server: RawServer, ca_file: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("CVSM_CA_FILE", ca_file)
-    assert await sdk.call(sdk.client(base_url=tls_server.url()).get_all()) == {"A": "over tls"}
-
-
 async def test_without_ca_file_the_private_ca_is_not_trusted(sdk: Sdk, tls_server: RawServer) -> None:
     with pytest.raises(cvsm.NetworkError) as caught:
         await sdk.call(sdk.client(base_url=tls_server.url(), max_retries=0).get_all())
@@ -264,20 +214,6 @@ async def test_verify_is_passed_to_httpx(sdk: Sdk, tls_server: RawServer, ca: tr
     context = ssl.create_default_context()
     ca.configure_trust(context)
     assert await sdk.call(sdk.client(base_url=tls_server.url(), verify=context).get_all()) == {"A": "over tls"}
-
-
-@pytest.mark.parametrize("content", [None, b"", b"not a certificate\n"], ids=["missing", "empty", "not-pem"])
-def test_unreadable_ca_file_is_a_configuration_error_at_construction(
-    sdk: Sdk, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, content: bytes | None
-) -> None:
-    path = tmp_path / "ca.pem"
-    if content is not None:
-        path.write_bytes(content)
-    with pytest.raises(cvsm.ConfigurationError, match="CA bundle"):
-        sdk.client(ca_file=str(path))
-    monkeypatch.setenv("CVSM_CA_FILE", str(path))
-    with pytest.raises(cvsm.ConfigurationError, match="CVSM_CA_FILE"):
-        sdk.client()
 
 
 def test_ca_file_and_verify_together_are_a_configuration_error(sdk: Sdk, ca_file: str) -> None:

@@ -94,7 +94,7 @@ class ConformanceDriver
     when "clear_cache" then client.clear_cache.then { {} }
     when "describe" then { "text" => client.inspect }
     when "set_env" then set_env(args["set"] || {}, args["unset"] || [])
-    when "capabilities" then { "capabilities" => %w[tls_ca_file proxy_env live refresh] }
+    when "capabilities" then { "capabilities" => Cvsm::Rules::CAPABILITIES }
     when "get_env" then { "values" => Array(args["names"]).to_h { |name| [name, env_value(name)] } }
     when "shutdown" then {}
     else raise UnsupportedOp, "unsupported op #{op.inspect}"

@@ -1,6 +1,7 @@
 # frozen_string_literal: true
 
 # cvsm: the Ruby client for the cvsm secrets manager. Start with Cvsm::Client.
+require_relative "cvsm/rules"
 require_relative "cvsm/version"
 require_relative "cvsm/errors"
 require_relative "cvsm/redaction"

@@ -4,61 +4,6 @@ require_relative "test_helper"
 
 # The value cache: hits, expiry, clearing, get_all filling it, and what is never cached.
 class CacheTest < CvsmTest
-  def test_second_get_of_a_name_is_served_from_the_cache
-    api, server = start_api
-    api.add_secret("A", "1")
-    client = client_for(server)
-    client.get("A")
-    count = server.log.size
-    assert_equal "1", client.get("A")
-    assert_equal count, server.log.size
-  end
-
-  def test_cached_value_expires_after_cache_ttl_seconds
-    api, server = start_api
-    api.add_secret("A", "1")
-    client = client_for(server, cache_ttl: 1)
-    client.get("A")
-    client.get("A")
-    assert_equal 1, server.log.size # one read by name; the second get was a hit
-    sleep 1.05
-    client.get("A")
-    assert_equal 2, server.log.size
-  end
-
-  def test_clear_cache_makes_the_next_get_ask_the_server
-    api, server = start_api
-    api.add_secret("A", "1")
-    client = client_for(server)
-    client.get("A")
-    before = server.log.size
-    assert_nil client.clear_cache
-    client.get("A")
-    assert_equal before + 1, server.log.size
-  end
-
-  def test_cache_ttl_zero_disables_the_cache
-    api, server = start_api
-    api.add_secret("A", "1")
-    client = client_for(server, cache_ttl: 0)
-    client.get("A")
-    client.get("A")
-    client.get_all
-    client.get_all
-    assert_equal 4, server.log.size
-  end
-
-  def test_get_after_get_all_makes_no_request
-    api, server = start_api
-    api.add_secret("A", "1")
-    api.add_secret("B", "2")
-    client = client_for(server)
-    client.get_all
-    before = server.log.size
-    assert_equal "2", client.get("B")
-    assert_equal({ "A" => "1", "B" => "2" }, client.get_all)
-    assert_equal before, server.log.size
-  end
 
   def test_changing_a_returned_value_does_not_change_the_cache
     api, server = start_api
@@ -70,50 +15,6 @@ class CacheTest < CvsmTest
     client.get("A") << "tampered"
     assert_equal({ "A" => "1" }, client.get_all)
     assert_equal "1", client.get("A")
-  end
-
-  def test_errors_are_never_cached
-    api, server = start_api
-    api.add_secret("A", "1")
-    api.script(%r{/by-name/A\z}, json(500, "error" => "gagal"))
-    client = client_for(server)
-    assert_raises(Cvsm::ApiError) { client.get("A") }
-    assert_equal "1", client.get("A")
-  end
-
-  def test_not_found_is_never_cached
-    api, server = start_api
-    client = client_for(server)
-    assert_raises(Cvsm::SecretNotFoundError) { client.get("LATER") }
-    api.add_secret("LATER", "now")
-    assert_equal "now", client.get("LATER")
-  end
-
-  def test_authentication_error_empties_the_whole_cache
-    api, server = start_api
-    api.add_secret("A", "1")
-    api.add_secret("B", "2")
-    client = client_for(server)
-    client.get("A")
-    api.token = "cvsm_revoked"
-    assert_raises(Cvsm::AuthenticationError) { client.get("B") }
-    api.token = TOKEN
-    before = server.log.size
-    assert_equal "1", client.get("A")
-    assert_equal before + 1, server.log.size, "A must be fetched again after the 401"
-  end
-
-  def test_permission_error_empties_the_whole_cache_too
-    api, server = start_api
-    api.add_secret("A", "1")
-    client = client_for(server)
-    client.get_all
-    api.script(%r{/by-name/B\z}, json(403, "error" => "dilarang"))
-    assert_raises(Cvsm::PermissionDeniedError) { client.get("B") }
-    before = server.log.size
-    assert_equal "1", client.get("A")
-    assert_equal({ "A" => "1" }, client.get_all)
-    assert_equal before + 2, server.log.size, "A and the export must be fetched again after the 403"
   end
 
   def test_an_authentication_error_from_the_listing_after_a_404_empties_the_cache_too

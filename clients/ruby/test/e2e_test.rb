@@ -92,15 +92,6 @@ class E2ETest < CvsmTest
     assert_equal [TOKEN, nil, nil, nil], Cvsm::E2E.split_token(TOKEN)
   end
 
-  def test_a_first_format_token_is_a_configuration_error_that_says_to_make_a_new_one
-    v1 = vectors["v1_token"]
-    assert_raises(Cvsm::E2E::FirstFormatToken) { Cvsm::E2E.split_token(v1) }
-    error = assert_raises(Cvsm::ConfigurationError) { Cvsm::Client.new(token: v1, base_url: "http://h/api/v1", team: "acme") }
-    assert_includes error.message, "first format"
-    assert_includes error.message, "make a new token"
-    v1.split(".").each { |part| refute_includes error.message, part }
-  end
-
   def test_the_vectors_commitments_and_links
     chain = vectors["chain"]
     chain["keys"].each do |entry|
@@ -204,19 +195,6 @@ class E2ETest < CvsmTest
     envelope[0..-2] + last
   end
 
-  def test_the_first_read_fetches_the_team_key_once_and_later_reads_make_one_request
-    client = e2e_client
-    assert_equal VALUE, client.get("DATABASE_URL")
-    assert_equal ["/teams/acme/secrets/by-name/DATABASE_URL", key_path], paths(@server)
-
-    assert_equal "kunci rahasia — café 🔑", client.get("API_KEY")
-    assert_equal "", client.get("EMPTY")
-    assert_equal 4, @server.log.size, "the key is held: one request per new read"
-    assert_equal VALUE, client.get("DATABASE_URL")
-    assert_equal 4, @server.log.size, "the opened value is cached"
-    assert_equal "postgres://staging", e2e_client(environment: "staging").get("DATABASE_URL")
-  end
-
   def test_concurrent_first_reads_fetch_the_team_key_once
     8.times { |i| @api.add_secret("S#{i}", "v#{i}") }
     client = e2e_client
@@ -224,80 +202,9 @@ class E2ETest < CvsmTest
     assert_equal 1, paths(@server).count(key_path)
   end
 
-  def test_the_bearer_header_never_carries_the_key_part
-    client = e2e_client(cache_ttl: 0)
-    client.get("DATABASE_URL")
-    client.get_all
-    client.clear_cache
-    client.get("API_KEY")
-    assert_equal 5, @server.log.size
-    @server.log.each do |request|
-      assert_equal "Bearer #{TOKEN}", request.headers["authorization"], request.path
-      request.headers.each_value { |value| refute_includes value, @key_part }
-      refute_includes request.target, @key_part
-    end
-  end
-
-  def test_clear_cache_forgets_the_team_key_too
-    client = e2e_client
-    client.get("DATABASE_URL")
-    client.clear_cache
-    assert_equal VALUE, client.get("DATABASE_URL")
-    assert_equal ["/teams/acme/secrets/by-name/DATABASE_URL", key_path] * 2, paths(@server)
-  end
-
-  def test_get_all_and_inject_open_every_value
-    client = e2e_client
-    expected = { "DATABASE_URL" => VALUE, "API_KEY" => "kunci rahasia — café 🔑", "EMPTY" => "" }
-    assert_equal expected, client.get_all
-    assert_equal ["/teams/acme/secrets/export", key_path], paths(@server)
-    assert_equal({ "format" => "json", "environment" => "production" }, @server.log.first.query)
-    assert_equal VALUE, client.get("DATABASE_URL")
-    assert_equal 2, @server.log.size, "get_all filled the per-name cache with opened values"
-
-    ENV.delete("DATABASE_URL")
-    ENV.delete("API_KEY")
-    ENV.delete("EMPTY")
-    assert_equal %w[API_KEY DATABASE_URL EMPTY], e2e_client.inject
-    assert_equal VALUE, ENV.fetch("DATABASE_URL")
-    assert_equal "kunci rahasia — café 🔑", ENV.fetch("API_KEY").dup.force_encoding(Encoding::UTF_8)
-  end
-
   def test_an_empty_end_to_end_environment_needs_no_key
     assert_equal({}, e2e_client(environment: "development").get_all)
     assert_equal ["/teams/acme/secrets/export"], paths(@server)
-  end
-
-  def test_a_tampered_envelope_is_a_decryption_error_never_retried_nor_answered_with_a_kept_value
-    stale = []
-    client = e2e_client(cache_ttl: 0, stale_if_error: 60, max_retries: 2, on_stale: ->(read) { stale << read })
-    assert_equal VALUE, client.get("DATABASE_URL")
-    envelope = tampered(@api.envelope("DATABASE_URL"))
-    @api.script(%r{/by-name/}, json(200, "secret" => { "id" => "x", "name" => "DATABASE_URL" }, "value" => envelope,
-                                         "e2e" => true))
-    error = assert_raises(Cvsm::DecryptionError) { client.get("DATABASE_URL") }
-    assert_kind_of Cvsm::Error, error
-    assert_includes error.message, '"DATABASE_URL"'
-    assert_nil error.status
-    assert_equal "req-3", error.request_id, "the request id of the answer that held the envelope"
-    [VALUE, @key_part, TOKEN, E2ESeal.b64u(@api.team_key)].each { |text| refute_includes error.message, text }
-    assert_equal 3, @server.log.size, "one read, not retried, and the key was held"
-    assert_empty stale
-
-    @api.script(%r{/export\z}, json(200, "DATABASE_URL" => @api.envelope("DATABASE_URL"), "API_KEY" => "cvsm-e2e1.1.x"))
-    error = assert_raises(Cvsm::DecryptionError) { client.get_all }
-    assert_includes error.message, '"API_KEY"'
-    assert_equal 4, @server.log.size
-  end
-
-  def test_a_value_served_for_another_name_or_environment_does_not_open
-    client = e2e_client
-    @api.script(%r{/by-name/API_KEY\z}, json(200, "secret" => { "id" => "x", "name" => "API_KEY" },
-                                                   "value" => @api.envelope("DATABASE_URL"), "e2e" => true))
-    assert_raises(Cvsm::DecryptionError) { client.get("API_KEY") }
-    @api.script(%r{/by-name/}, json(200, "secret" => { "id" => "x", "name" => "DATABASE_URL" },
-                                         "value" => @api.envelope("DATABASE_URL", "staging"), "e2e" => true))
-    assert_raises(Cvsm::DecryptionError) { client.get("DATABASE_URL") }
   end
 
   def test_a_new_key_version_is_fetched_once_then_a_version_that_still_differs_does_not_open
@@ -317,25 +224,6 @@ class E2ETest < CvsmTest
     error = assert_raises(Cvsm::DecryptionError) { client.get("DATABASE_URL") }
     assert_includes error.message, "key version 3"
     assert_equal ["/teams/acme/secrets/by-name/DATABASE_URL", key_path], paths(@server).last(2)
-  end
-
-  def test_a_team_key_that_does_not_chain_to_the_pin_is_a_decryption_error_never_retried_nor_kept
-    stale = []
-    client = e2e_client(cache_ttl: 0, stale_if_error: 60, max_retries: 2, on_stale: ->(read) { stale << read })
-    assert_equal VALUE, client.get("DATABASE_URL")
-    client.clear_cache
-    # The server forges the team key: a key of its own, wrapped to the token, same version.
-    @api.end_to_end!(@private_key, @public_key)
-    @api.key_version = 1
-    [-> { client.get("DATABASE_URL") }, -> { client.get_all }].each do |read|
-      error = assert_raises(Cvsm::DecryptionError, &read)
-      assert_includes error.message, "pinned commitment"
-      assert_nil error.status
-      [VALUE, @key_part, E2ESeal.b64u(@api.team_key)].each { |text| refute_includes error.message, text }
-    end
-    assert_equal 2, paths(@server).count(key_path) - 1, "one key request per read, not retried"
-    assert_nil client.instance_variable_get(:@team_key), "nothing kept"
-    assert_empty stale
   end
 
   def test_a_team_key_below_the_pin_or_with_a_forged_link_is_a_decryption_error
@@ -379,39 +267,6 @@ class E2ETest < CvsmTest
     assert_includes error.message, "team key"
     assert_equal "req-2", error.request_id, "the key answer's"
     refute_includes error.message, @key_part
-  end
-
-  def test_a_token_without_its_key_part_is_told_to_bring_it
-    client = client_for(@server)
-    error = assert_raises(Cvsm::ConfigurationError) { client.get("DATABASE_URL") }
-    assert_includes error.message, "end-to-end"
-    assert_includes error.message, "key part"
-    refute_includes error.message, "cvsm-e2e1"
-    assert_equal ["/teams/acme/secrets/by-name/DATABASE_URL"], paths(@server)
-
-    @api.script(%r{/by-name/}, json(200, "secret" => { "id" => "x", "name" => "DATABASE_URL", "e2e" => true },
-                                         "value" => @api.envelope("DATABASE_URL")))
-    assert_raises(Cvsm::ConfigurationError, "the flag in the secret object") { client.get("DATABASE_URL") }
-  end
-
-  def test_a_token_without_its_key_part_gets_the_same_error_from_get_all_and_inject
-    client = client_for(@server)
-    error = assert_raises(Cvsm::ConfigurationError) { client.get_all }
-    assert_includes error.message, "end-to-end"
-    assert_includes error.message, "key part"
-    refute_includes error.message, "cvsm-e2e1"
-    assert_equal "req-1", error.request_id
-    assert_equal ["/teams/acme/secrets/export"], paths(@server), "not retried"
-    by_name = assert_raises(Cvsm::ConfigurationError) { client.get("DATABASE_URL") }
-    assert_equal by_name.message.delete_prefix('secret "DATABASE_URL" is '),
-                 error.message.delete_prefix("the secrets of production are ")
-
-    ENV.delete("DATABASE_URL")
-    assert_raises(Cvsm::ConfigurationError) { client.inject }
-    assert_raises(Cvsm::ConfigurationError) { client.get_all }
-    assert_equal 3, paths(@server).count("/teams/acme/secrets/export"), "nothing cached"
-    refute ENV.key?("DATABASE_URL"), "inject set nothing"
-    refute_includes paths(@server), key_path
   end
 
   def test_an_export_without_the_header_gives_a_token_without_its_key_part_the_values_as_before

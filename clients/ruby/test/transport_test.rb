@@ -12,17 +12,6 @@ class TransportTest < CvsmTest
     server
   end
 
-  def test_private_ca_is_trusted_through_ca_file
-    server = tls_api
-    assert_equal "over tls", client_for(server, ca_file: TestPki.ca_file).get("A")
-  end
-
-  def test_private_ca_is_trusted_through_cvsm_ca_file
-    server = tls_api
-    ENV["CVSM_CA_FILE"] = TestPki.ca_file
-    assert_equal "over tls", client_for(server).get("A")
-  end
-
   def test_without_the_ca_the_server_is_not_trusted
     server = tls_api
     error = assert_raises(Cvsm::NetworkError) { client_for(server, max_retries: 0).get("A") }
@@ -42,20 +31,6 @@ class TransportTest < CvsmTest
     end
   end
 
-  def test_http_proxy_from_the_environment_carries_the_requests
-    api, proxy = start_api
-    api.add_secret("A", "proxied")
-    ENV["http_proxy"] = "http://user:p%40ss@127.0.0.1:#{proxy.port}"
-    client = Cvsm::Client.new(token: TOKEN, base_url: "http://cvsm.invalid:8080/api/v1", team: "acme")
-    assert_equal "proxied", client.get("A")
-    client.get_all
-    assert_equal 2, proxy.log.size
-    proxy.log.each do |request|
-      assert_match(%r{\Ahttp://cvsm\.invalid:8080/api/v1/teams/acme/secrets/}, request.target)
-      assert_equal "Basic #{Base64.strict_encode64('user:p@ss')}", request.headers["proxy-authorization"]
-    end
-  end
-
   def test_upper_case_http_proxy_and_a_proxy_without_scheme
     api, proxy = start_api
     api.add_secret("A", "proxied")
@@ -63,16 +38,6 @@ class TransportTest < CvsmTest
     client = Cvsm::Client.new(token: TOKEN, base_url: "http://cvsm.invalid/api/v1", team: "acme")
     assert_equal "proxied", client.get("A")
     assert(proxy.log.all? { |request| request.target.start_with?("http://cvsm.invalid/") })
-  end
-
-  def test_no_proxy_sends_the_host_direct
-    api, server = start_api
-    api.add_secret("A", "direct")
-    ENV["http_proxy"] = "http://127.0.0.1:#{closed_port}"
-    ["127.0.0.1", "localhost, 127.0.0.1", "*", "127.0.0.0/8", "127.0.0.1:#{server.port}"].each do |no_proxy|
-      ENV["NO_PROXY"] = no_proxy
-      assert_equal "direct", client_for(server).get("A"), no_proxy
-    end
   end
 
   def test_proxy_variables_are_read_when_the_client_is_built

@@ -14,13 +14,17 @@ use crate::error::{Error, Result};
 use crate::http::HttpClient;
 use crate::live::{Live, Stream};
 use crate::options::{ClientOptions, Config, Redacted};
+use crate::rules;
 use crate::served::Served;
 use crate::transport::{encode, Answer, Endpoint, Transport};
 use crate::wire::{ByName, SecretList, WrappedTeamKey};
 
 /// KEYLESS is the error of a token without its key part reading an
 /// end-to-end team.
-const KEYLESS: &str = "this team is end-to-end: the token (CVSM_TOKEN) needs its key part, cvsm_<64 hex digits>.<key> as it was shown when it was made";
+const KEYLESS: &str = concat!(
+    "this team is end-to-end: the token needs its key part",
+    " (CVSM_TOKEN: cvsm_<64 hex digits>.<key>, as it was shown when it was made)"
+);
 
 /// A blocking client that reads the secrets of one team and environment
 /// from a cvsm server.
@@ -454,7 +458,7 @@ impl Client {
             .map(|s| s.name);
         let mut message = format!("secret {name:?} not found in {environment}");
         if let Some(similar) = &suggestion {
-            message.push_str(&format!("; did you mean {similar:?}?"));
+            message.push_str(&rules::MESSAGE_DID_YOU_MEAN.replace("%s", similar));
         }
         Error::NotFound {
             status: Some(404),
@@ -710,7 +714,7 @@ impl Drop for Client {
 /// invalid_name is the error of a name that is not a valid secret name.
 fn invalid_name(name: &str) -> Error {
     Error::not_found(
-        format!("{name:?} is not a valid secret name (letters, digits and _, not starting with a digit, at most 255)"),
+        rules::MESSAGE_INVALID_SECRET_NAME.replace("%s", &format!("{name:?}")),
         None,
         None,
     )
@@ -719,7 +723,7 @@ fn invalid_name(name: &str) -> Error {
 /// is_secret_name reports whether `name` is a valid secret name:
 /// `[A-Za-z_][A-Za-z0-9_]{0,254}`.
 fn is_secret_name(name: &str) -> bool {
-    name.len() <= 255 && is_variable_name(name)
+    name.len() <= rules::SECRET_NAME_MAX_LENGTH as usize && is_variable_name(name)
 }
 
 /// is_variable_name reports whether `name` can be an environment variable

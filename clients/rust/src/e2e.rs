@@ -83,7 +83,7 @@ pub(crate) fn split_token(token: &str) -> Result<(&str, Option<TokenKey>), &'sta
     if !token.starts_with("cvsm_") {
         return Ok((token, None));
     }
-    const SHAPE: &str = "the token (CVSM_TOKEN) has a key part but is not cvsm_<64 hex digits>.<43 base64url characters>.<key version>.<43 base64url characters> (a token of the first end-to-end format has no pin: make a new token)";
+    const SHAPE: &str = "the token (CVSM_TOKEN) has a key part but is not cvsm_<64 hex digits>.<43 base64url characters>.<key version>.<43 base64url characters> (the token is of the first end-to-end format (no pinned key version): make a new token)";
     let hex = &api_token["cvsm_".len()..];
     let parts: Vec<&str> = key.split('.').collect();
     if hex.len() != API_TOKEN_HEX

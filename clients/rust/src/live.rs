@@ -30,17 +30,18 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::cache::{lock, Cache};
+use crate::rules;
 use crate::transport::{StreamRefused, Transport};
 
 /// READ_TIMEOUT is how long the stream may stay silent before it counts as
 /// lost (the server sends a comment every 15 s while idle); it also bounds
 /// connecting.
-pub(crate) const READ_TIMEOUT: Duration = Duration::from_secs(45);
+pub(crate) const READ_TIMEOUT: Duration = Duration::from_secs(rules::LIVE_READ_TIMEOUT_SECONDS);
 /// MAX_BACKOFF caps the pause before a reconnection.
-const MAX_BACKOFF: Duration = Duration::from_secs(30);
+const MAX_BACKOFF: Duration = Duration::from_secs(rules::LIVE_MAX_BACKOFF_SECONDS);
 /// REFUSED_BACKOFF is the least pause after a 401, 403 or 404: a revoked
 /// token is not tried again every few seconds, which would lock its prefix.
-const REFUSED_BACKOFF: Duration = Duration::from_secs(300);
+const REFUSED_BACKOFF: Duration = Duration::from_secs(rules::LIVE_REFUSED_BACKOFF_SECONDS);
 /// MAX_LINE is the longest line of the stream read whole; a longer one
 /// (never sent by the server) counts as a broken stream.
 const MAX_LINE: u64 = 1 << 20;
@@ -49,7 +50,7 @@ const MAX_LINE: u64 = 1 << 20;
 /// the first): `min(30 s, 0.5 s * 2^attempt)`, taken at random between half
 /// and all of it.
 pub(crate) fn reconnect_delay(attempt: u32) -> Duration {
-    let ceiling = Duration::from_millis(500)
+    let ceiling = Duration::from_millis(rules::LIVE_BACKOFF_BASE_MS)
         .saturating_mul(1u32 << attempt.min(16))
         .min(MAX_BACKOFF);
     ceiling.mul_f64(0.5 + 0.5 * random_fraction())

@@ -7,16 +7,17 @@ use std::time::Duration;
 
 use crate::e2e::{split_token, TokenKey};
 use crate::error::{Error, Result};
+use crate::rules;
 
 /// The environment used when neither the option nor
 /// `CVSM_ENVIRONMENT` names one.
-pub const DEFAULT_ENVIRONMENT: &str = "production";
+pub const DEFAULT_ENVIRONMENT: &str = rules::DEFAULT_ENVIRONMENT;
 /// How long fetched values stay cached by default.
-pub const DEFAULT_CACHE_TTL: Duration = Duration::from_secs(30);
+pub const DEFAULT_CACHE_TTL: Duration = Duration::from_secs(rules::DEFAULT_CACHE_TTL_SECONDS);
 /// The default limit for one HTTP attempt.
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(rules::DEFAULT_TIMEOUT_SECONDS);
 /// How many extra attempts a failed GET gets by default.
-pub const DEFAULT_MAX_RETRIES: u32 = 2;
+pub const DEFAULT_MAX_RETRIES: u32 = rules::DEFAULT_MAX_RETRIES as u32;
 
 /// The options a caller passes to [`Client::new`](crate::Client::new).
 ///
@@ -128,7 +129,7 @@ impl Config {
         let token = required(
             options.token.map(trim_token),
             "token",
-            "CVSM_TOKEN",
+            rules::ENV_TOKEN,
             trim_token,
         )?;
         if !token.bytes().all(|b| b.is_ascii_graphic()) {
@@ -140,27 +141,33 @@ impl Config {
             Ok((bearer, key)) => (bearer.to_string(), key),
             Err(message) => return Err(Error::configuration(message)),
         };
-        let base_url = required(options.base_url, "base_url", "CVSM_BASE_URL", String::from)?;
-        let team = required(options.team, "team", "CVSM_TEAM", String::from)?
+        let base_url = required(
+            options.base_url,
+            "base_url",
+            rules::ENV_BASE_URL,
+            String::from,
+        )?;
+        let team = required(options.team, "team", rules::ENV_TEAM, String::from)?
             .trim()
             .to_string();
         let environment = match non_empty(options.environment) {
             Some(environment) => environment,
-            None => env_var("CVSM_ENVIRONMENT")?.unwrap_or_else(|| DEFAULT_ENVIRONMENT.into()),
+            None => env_var(rules::ENV_ENVIRONMENT)?.unwrap_or_else(|| DEFAULT_ENVIRONMENT.into()),
         }
         .trim()
         .to_string();
         let cache_ttl = match options.cache_ttl {
             Some(ttl) => ttl,
-            None => seconds_var("CVSM_CACHE_TTL")?.unwrap_or(DEFAULT_CACHE_TTL),
+            None => seconds_var(rules::ENV_CACHE_TTL)?.unwrap_or(DEFAULT_CACHE_TTL),
         };
         let stale_if_error = match options.stale_if_error {
             Some(keep) => keep,
-            None => seconds_var("CVSM_STALE_IF_ERROR")?.unwrap_or(Duration::ZERO),
+            None => seconds_var(rules::ENV_STALE_IF_ERROR)?
+                .unwrap_or(Duration::from_secs(rules::DEFAULT_STALE_IF_ERROR_SECONDS)),
         };
         let live = match options.live {
             true => true,
-            false => match env_var("CVSM_LIVE")? {
+            false => match env_var(rules::ENV_LIVE)? {
                 Some(raw) => parse_switch(&raw).ok_or_else(|| {
                     Error::configuration(
                         "CVSM_LIVE must be 1, true, yes or on (or 0, false, no or off)",
@@ -171,7 +178,7 @@ impl Config {
         };
         let timeout = match options.timeout {
             Some(timeout) => timeout,
-            None => match env_var("CVSM_TIMEOUT")? {
+            None => match env_var(rules::ENV_TIMEOUT)? {
                 Some(raw) => parse_timeout(&raw).ok_or_else(|| {
                     Error::configuration("CVSM_TIMEOUT must be a positive number of seconds")
                 })?,
@@ -183,7 +190,7 @@ impl Config {
         }
         let max_retries = match options.max_retries {
             Some(retries) => retries,
-            None => match env_var("CVSM_MAX_RETRIES")? {
+            None => match env_var(rules::ENV_MAX_RETRIES)? {
                 Some(raw) => parse_count(&raw).ok_or_else(|| {
                     Error::configuration("CVSM_MAX_RETRIES must be a non-negative integer")
                 })?,
@@ -198,7 +205,7 @@ impl Config {
                 Some(path) => Some(path),
                 // A custom HTTP client owns the transport: CVSM_CA_FILE is not read.
                 None if custom_http => None,
-                None => env_var("CVSM_CA_FILE")?.map(PathBuf::from),
+                None => env_var(rules::ENV_CA_FILE)?.map(PathBuf::from),
             };
 
         let base_url = base_url.trim().trim_end_matches('/').to_string();
@@ -256,7 +263,8 @@ fn required(
         Some(value) => Ok(value),
         None => non_empty(env_var(variable)?.map(clean)).ok_or_else(|| {
             Error::configuration(format!(
-                "{variable} is not set (pass the {option} option or set {variable})"
+                "{} (pass the {option} option or set {variable})",
+                rules::MESSAGE_NOT_SET.replace("%s", variable)
             ))
         }),
     }
@@ -312,10 +320,13 @@ fn parse_timeout(raw: &str) -> Option<Duration> {
 /// parse_switch reads an on/off variable: `1`, `true`, `yes`, `on` or
 /// `0`, `false`, `no`, `off`, in any case, with surrounding spaces.
 fn parse_switch(raw: &str) -> Option<bool> {
-    match raw.trim().to_ascii_lowercase().as_str() {
-        "1" | "true" | "yes" | "on" => Some(true),
-        "0" | "false" | "no" | "off" => Some(false),
-        _ => None,
+    let word = raw.trim().to_ascii_lowercase();
+    if rules::LIVE_TRUE_WORDS.contains(&word.as_str()) {
+        Some(true)
+    } else if rules::LIVE_FALSE_WORDS.contains(&word.as_str()) {
+        Some(false)
+    } else {
+        None
     }
 }
 

@@ -12,6 +12,7 @@ use serde::de::DeserializeOwned;
 use crate::error::{Error, Result};
 use crate::http::{HttpClient, HttpError, HttpErrorKind, HttpRequest, HttpResponse};
 use crate::options::Config;
+use crate::rules;
 use crate::ureq_client::UreqClient;
 use crate::wire::ErrorBody;
 
@@ -30,7 +31,7 @@ const MAX_ERROR_BODY: u64 = 64 * 1024;
 
 /// BACKOFF_BASE is the upper bound of the first retry's random sleep; it
 /// doubles with each retry (full jitter).
-const BACKOFF_BASE: Duration = Duration::from_millis(100);
+const BACKOFF_BASE: Duration = Duration::from_millis(rules::RETRY_BACKOFF_BASE_MS);
 
 /// Endpoint says which of the API's GETs a request is; it decides what a
 /// 400 or 404 answer means (rule R9).
@@ -138,7 +139,7 @@ impl Transport {
             url: url.to_string(),
             headers: vec![
                 ("Authorization", self.authorization.clone()),
-                ("Accept", "application/json".to_string()),
+                ("Accept", rules::ACCEPT_JSON.to_string()),
                 ("User-Agent", USER_AGENT.to_string()),
             ],
             timeout: self.timeout,
@@ -219,11 +220,11 @@ impl Transport {
         let url = self.url(path, query);
         let mut headers = vec![
             ("Authorization", self.authorization.clone()),
-            ("Accept", "text/event-stream".to_string()),
+            ("Accept", rules::ACCEPT_EVENT_STREAM.to_string()),
             ("User-Agent", USER_AGENT.to_string()),
         ];
         if let Some(id) = last_event_id {
-            headers.push(("Last-Event-ID", id.to_string()));
+            headers.push((rules::HEADER_LAST_EVENT_ID, id.to_string()));
         }
         let request = HttpRequest {
             url: url.clone(),
@@ -400,14 +401,11 @@ fn retry_after_seconds(value: &str, now: SystemTime) -> Option<u64> {
 }
 
 fn is_retryable(err: &Error) -> bool {
-    matches!(
-        err,
-        Error::Network { .. }
-            | Error::Api {
-                status: 502..=504,
-                ..
-            }
-    )
+    match err {
+        Error::Network { .. } => true,
+        Error::Api { status, .. } => rules::RETRYABLE_STATUSES.contains(status),
+        _ => false,
+    }
 }
 
 /// jitter returns a random pause in `[0, 0.1 s * 2^retry]`.

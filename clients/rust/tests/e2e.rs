@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use cvsm::{Client, ClientOptions, Error};
 use support::e2e::{vectors, Team};
-use support::{error, Reply, Request, Stub, TEAM_SLUG};
+use support::{error, Reply, Request, Stub};
 
 const DATABASE_URL: &str = "DATABASE_URL";
 
@@ -74,38 +74,6 @@ fn decryption_error(result: cvsm::Result<impl std::fmt::Debug>) -> Error {
 }
 
 #[test]
-fn get_reads_fetches_the_team_key_once_and_opens_the_value() {
-    let team = Team::from_vectors();
-    team.put("production", "API_TOKEN", "tok-1");
-    let stub = serve(&team, no_errors);
-    let client = Client::new(options(&team, &stub)).unwrap();
-
-    let expected = Team::vector_value("production", DATABASE_URL);
-    assert_eq!(client.get(DATABASE_URL).unwrap(), expected);
-    assert_eq!(
-        stub.targets(),
-        vec![by_name(&team, DATABASE_URL), key_path(&team)],
-        "the read, then the key"
-    );
-    assert_eq!(client.get(DATABASE_URL).unwrap(), expected, "cached");
-    assert_eq!(client.get("API_TOKEN").unwrap(), "tok-1");
-    assert_eq!(
-        stub.targets()[2..],
-        [by_name(&team, "API_TOKEN")],
-        "the key is held: one request"
-    );
-    for request in stub.requests() {
-        let bearer = request.header("authorization").unwrap();
-        assert_eq!(bearer, format!("Bearer {}", team.api_token));
-        assert!(!bearer.contains('.'));
-        for (_, value) in &request.headers {
-            assert!(!value.contains(&team.private_key), "{value}");
-        }
-        assert!(!request.target.contains(&team.private_key));
-    }
-}
-
-#[test]
 fn every_environment_opens_its_own_values_with_the_same_key() {
     let team = Team::from_vectors();
     let stub = serve(&team, no_errors);
@@ -125,64 +93,6 @@ fn every_environment_opens_its_own_values_with_the_same_key() {
         );
         assert_eq!(client.get_all().unwrap().len(), 1, "{environment}");
     }
-}
-
-#[test]
-fn get_all_opens_every_value_and_answers_a_later_get() {
-    let team = Team::from_vectors();
-    team.put("production", "API_TOKEN", "tok-1");
-    team.put("production", "EMPTY", "");
-    team.put("production", "MULTI", "a\nb=c \"d\" é");
-    let stub = serve(&team, no_errors);
-    let client = Client::builder()
-        .token(&team.token)
-        .base_url(&stub.base_url)
-        .team(TEAM_SLUG)
-        .max_retries(0)
-        .build()
-        .unwrap();
-
-    let values = client.get_all().unwrap();
-    assert_eq!(
-        values.into_iter().collect::<Vec<_>>(),
-        vec![
-            ("API_TOKEN".into(), "tok-1".into()),
-            (
-                DATABASE_URL.into(),
-                Team::vector_value("production", DATABASE_URL)
-            ),
-            ("EMPTY".into(), String::new()),
-            ("MULTI".into(), "a\nb=c \"d\" é".into()),
-        ]
-    );
-    assert_eq!(
-        stub.targets(),
-        vec![
-            format!("/api/v1/teams/{TEAM_SLUG}/secrets/export?format=json&environment=production"),
-            format!("/api/v1/teams/{TEAM_SLUG}/e2e/key"),
-        ]
-    );
-    assert_eq!(client.get("MULTI").unwrap(), "a\nb=c \"d\" é");
-    assert_eq!(stub.count(), 2, "the cached export answers get");
-}
-
-#[test]
-fn clear_cache_forgets_the_team_key_and_the_next_read_fetches_it_again() {
-    let team = Team::from_vectors();
-    let stub = serve(&team, no_errors);
-    let client = Client::new(options(&team, &stub)).unwrap();
-    client.get(DATABASE_URL).unwrap();
-    client.clear_cache();
-    client.get(DATABASE_URL).unwrap();
-    assert_eq!(
-        stub.targets(),
-        vec![
-            by_name(&team, DATABASE_URL),
-            key_path(&team),
-            by_name(&team, DATABASE_URL),
-            key_path(&team),
-        ]
-    );
 }
 
 #[test]
@@ -207,97 +117,6 @@ fn the_team_key_is_held_with_a_zero_ttl_too() {
     );
 }
 
-#[test]
-fn a_tampered_envelope_is_a_decryption_error_never_retried_nor_served_stale() {
-    let team = Team::from_vectors();
-    let stub = serve(&team, no_errors);
-    let client = Client::new(ClientOptions {
-        cache_ttl: Some(Duration::ZERO),
-        stale_if_error: Some(Duration::from_secs(300)),
-        ..options(&team, &stub)
-    })
-    .unwrap();
-    let value = client.get(DATABASE_URL).unwrap();
-
-    // One character of the ciphertext changed (the vectors' own case).
-    let tampered = vectors()["values"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|e| e["why"] == "ciphertext changed")
-        .unwrap()["envelope"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    team.put_envelope("production", DATABASE_URL, &tampered);
-    let err = decryption_error(client.get_with_meta(DATABASE_URL));
-    assert_eq!(err.request_id(), Some("req-3"), "the read that carried it");
-    let message = err.to_string();
-    assert!(message.contains("\"DATABASE_URL\""), "{message}");
-    assert!(message.contains("production"), "{message}");
-    for hidden in [
-        value.as_str(),
-        &tampered,
-        &team.private_key,
-        &team.api_token,
-    ] {
-        assert!(!message.contains(hidden), "{message}");
-    }
-    assert_eq!(stub.count(), 3, "read, key, read: no retry, no refetch");
-    let err = decryption_error(client.get_all_with_meta());
-    assert_eq!(
-        err.request_id(),
-        Some("req-4"),
-        "the export that carried it"
-    );
-    assert!(err.to_string().contains("\"DATABASE_URL\""), "{err}");
-    assert_eq!(stub.count(), 4);
-}
-
-#[test]
-fn a_value_served_under_another_name_or_environment_does_not_open() {
-    let team = Team::from_vectors();
-    let stub = serve(&team, no_errors);
-    // The server hands DATABASE_URL's envelope out as OTHER's, and staging's
-    // API_KEY as a production value.
-    team.put_envelope(
-        "production",
-        "OTHER",
-        &team.envelope("production", DATABASE_URL),
-    );
-    team.put_envelope(
-        "production",
-        "API_KEY",
-        &team.envelope("staging", "API_KEY"),
-    );
-    let client = Client::new(options(&team, &stub)).unwrap();
-    assert_eq!(
-        client.get(DATABASE_URL).unwrap(),
-        Team::vector_value("production", DATABASE_URL)
-    );
-    let message = decryption_message(client.get("OTHER"));
-    assert!(message.contains("\"OTHER\""), "{message}");
-    let message = decryption_message(client.get("API_KEY"));
-    assert!(message.contains("\"API_KEY\" in production"), "{message}");
-    let message = decryption_message(client.get_all());
-    assert!(
-        message.contains("\"API_KEY\"") || message.contains("\"OTHER\""),
-        "{message}"
-    );
-}
-
-#[test]
-fn a_malformed_envelope_is_a_decryption_error_without_a_key_request() {
-    let team = Team::from_vectors();
-    team.put_envelope("production", DATABASE_URL, "cvsm-e2e1.2.x.1.AA.AA");
-    let stub = serve(&team, no_errors);
-    let client = Client::new(options(&team, &stub)).unwrap();
-    let err = decryption_error(client.get(DATABASE_URL));
-    assert_eq!(err.request_id(), Some("req-1"));
-    assert!(err.to_string().contains("not a sealed value"), "{err}");
-    assert_eq!(stub.targets(), vec![by_name(&team, DATABASE_URL)]);
-}
-
 /// moving_the_flag serves `team` with the by-name answer's `"e2e": true`
 /// in its secret object instead of beside the value.
 fn moving_the_flag(team: &Arc<Team>) -> Stub {
@@ -313,63 +132,6 @@ fn moving_the_flag(team: &Arc<Team>) -> Stub {
         }
         reply => reply,
     })
-}
-
-#[test]
-fn a_keyless_token_reading_an_end_to_end_team_is_a_configuration_error() {
-    let team = Team::from_vectors();
-    for stub in [serve(&team, no_errors), moving_the_flag(&team)] {
-        let client = Client::new(ClientOptions {
-            token: Some(team.api_token.clone()),
-            ..options(&team, &stub)
-        })
-        .unwrap();
-        let err = client.get(DATABASE_URL).unwrap_err();
-        assert!(matches!(err, Error::Configuration { .. }), "{err:?}");
-        assert!(err.to_string().contains("end-to-end"), "{err}");
-        assert!(err.to_string().contains("key part"), "{err}");
-        assert!(!err.to_string().contains(&team.api_token), "{err}");
-        assert_eq!(stub.targets(), vec![by_name(&team, DATABASE_URL)]);
-    }
-}
-
-#[test]
-fn a_keyless_token_exporting_an_end_to_end_team_is_the_same_configuration_error() {
-    // The export `{NAME: envelope}` has no flag of its own: the server marks
-    // it with `Cvsm-E2E: 1`.
-    let team = Team::from_vectors();
-    let stub = serve(&team, no_errors);
-    let client = Client::new(ClientOptions {
-        token: Some(team.api_token.clone()),
-        ..options(&team, &stub)
-    })
-    .unwrap();
-    let from_get = client.get(DATABASE_URL).unwrap_err();
-    let export = format!(
-        "/api/v1/teams/{}/secrets/export?format=json&environment=production",
-        team.team_id
-    );
-    for _ in 0..2 {
-        let err = client.get_all().unwrap_err();
-        assert!(matches!(err, Error::Configuration { .. }), "{err:?}");
-        assert_eq!(err.to_string(), from_get.to_string());
-        assert_eq!(err.status(), None);
-        assert!(!err.to_string().contains(&team.api_token), "{err}");
-    }
-    // Never retried, and nothing cached: each call asks once, and a get
-    // after them asks again.
-    assert!(client.get(DATABASE_URL).is_err());
-    let mut targets = stub.targets();
-    targets.retain(|target| target.contains("/secrets/"));
-    assert_eq!(
-        targets,
-        vec![
-            by_name(&team, DATABASE_URL),
-            export.clone(),
-            export,
-            by_name(&team, DATABASE_URL),
-        ]
-    );
 }
 
 #[test]
@@ -462,35 +224,6 @@ fn an_envelope_of_a_key_version_the_server_does_not_give_fails_after_one_refetch
         "one refetch, no more"
     );
     assert_eq!(stub.count(), 4);
-}
-
-#[test]
-fn a_team_key_that_does_not_chain_back_to_the_pin_is_a_decryption_error() {
-    let team = Team::from_vectors();
-    team.drop_links();
-    let stub = serve(&team, no_errors);
-    let client = Client::new(options(&team, &stub)).unwrap();
-    let err = decryption_error(client.get(DATABASE_URL));
-    assert_eq!(err.request_id(), Some("req-2"), "the key answer's");
-    let message = err.to_string();
-    assert!(message.contains("pin"), "{message}");
-    assert!(!message.contains(&team.private_key), "{message}");
-    assert_eq!(stub.count(), 2, "never retried");
-    decryption_message(client.get(DATABASE_URL));
-    assert_eq!(stub.count(), 4, "nothing held: each read asks for the key");
-}
-
-#[test]
-fn a_token_of_the_first_format_is_a_configuration_error() {
-    let err = Client::new(ClientOptions {
-        token: Some(vectors()["v1_token"].as_str().unwrap().into()),
-        base_url: Some("http://127.0.0.1:9/api/v1".into()),
-        team: Some("acme".into()),
-        ..Default::default()
-    })
-    .unwrap_err();
-    assert!(matches!(err, Error::Configuration { .. }), "{err:?}");
-    assert!(err.to_string().contains("new token"), "{err}");
 }
 
 #[test]

@@ -10,29 +10,6 @@ setup() { common_setup; }
 
 mode_of() { stat -c '%a' "$1"; }
 
-@test "a second cvsm_get within the TTL makes no request, from a subshell or another process too" {
-  [ "$(cvsm_get API_KEY)" = "k-prod" ]
-  [ "$(count_requests)" -eq 1 ]
-  [ "$(cvsm_get API_KEY)" = "k-prod" ]
-  run bash -c 'source "$1"; cvsm_get API_KEY' _ "$SDK"
-  [ "$output" = "k-prod" ]
-  if command -v zsh >/dev/null; then
-    run zsh -c 'source "$1"; cvsm_get API_KEY' _ "$SDK"
-    [ "$output" = "k-prod" ]
-  fi
-  [ "$(count_requests)" -eq 1 ]
-}
-
-@test "an entry expires after CVSM_CACHE_TTL seconds" {
-  export CVSM_CACHE_TTL=3
-  cvsm_get API_KEY >/dev/null
-  cvsm_get API_KEY >/dev/null
-  [ "$(count_requests /by-name/API_KEY)" -eq 1 ]
-  sleep 3.1
-  cvsm_get API_KEY >/dev/null
-  [ "$(count_requests /by-name/API_KEY)" -eq 2 ]
-}
-
 @test "CVSM_CACHE_TTL=0 disables the cache and writes no value to disk" {
   export CVSM_CACHE_TTL=0
   cvsm_get API_KEY >/dev/null
@@ -49,26 +26,6 @@ mode_of() { stat -c '%a' "$1"; }
   cvsm_get --cache-ttl 0 API_KEY >/dev/null
   cvsm_get --cache-ttl 0 API_KEY >/dev/null
   [ "$(count_requests /by-name/API_KEY)" -eq 2 ]
-}
-
-@test "cvsm_get_all is cached as a whole, and a cvsm_get after it makes no request" {
-  cvsm_get_all >/dev/null
-  cvsm_get_all >/dev/null
-  [ "$(count_requests /export)" -eq 1 ]
-  run cvsm_get MULTI
-  [ "$output" = "$(printf 'line1\nline2\n\n')" ]
-  [ "$(cvsm_get EMPTY; echo x)" = "x" ]
-  [ "$(count_requests)" -eq 1 ]
-}
-
-@test "cvsm_clear_cache makes the next call ask the server again" {
-  cvsm_get API_KEY >/dev/null
-  cvsm_get_all >/dev/null
-  cvsm_clear_cache
-  cvsm_get API_KEY >/dev/null
-  cvsm_get_all >/dev/null
-  [ "$(count_requests /by-name/API_KEY)" -eq 2 ]
-  [ "$(count_requests /export)" -eq 2 ]
 }
 
 @test "cvsm_clear_cache needs no configuration and succeeds when there is no cache yet" {
@@ -91,40 +48,6 @@ mode_of() { stat -c '%a' "$1"; }
   CVSM_TOKEN=$OTHER_TOKEN run cvsm_get API_KEY
   [ "$status" -eq 3 ]
   [ "$output" != "k-prod" ]
-}
-
-@test "an authentication error empties the whole cache" {
-  cvsm_get API_KEY >/dev/null
-  cvsm_get_all >/dev/null
-  stub_fault '[{"path": "/api/v1/teams/", "status": 401, "count": 1}]'
-  CVSM_ENVIRONMENT=staging run cvsm_get API_KEY
-  [ "$status" -eq 3 ]
-  cvsm_get API_KEY >/dev/null
-  cvsm_get_all >/dev/null
-  [ "$(count_requests /by-name/API_KEY)" -eq 3 ]
-  [ "$(count_requests /export)" -eq 2 ]
-}
-
-@test "a permission error empties the whole cache too" {
-  cvsm_get API_KEY >/dev/null
-  cvsm_get_all >/dev/null
-  stub_fault '[{"path": "/api/v1/teams/", "status": 403, "count": 1}]'
-  CVSM_ENVIRONMENT=staging run cvsm_get API_KEY
-  [ "$status" -eq 4 ]
-  [ -z "$(find "$CVSM_CACHE_DIR" -type f)" ]
-  cvsm_get API_KEY >/dev/null
-  cvsm_get_all >/dev/null
-  [ "$(count_requests /by-name/API_KEY)" -eq 3 ]
-  [ "$(count_requests /export)" -eq 2 ]
-}
-
-@test "errors are never cached" {
-  stub_fault '[{"path": "/api/v1/teams/acme/secrets/by-name/API_KEY", "status": 500, "count": 1}]'
-  run cvsm_get API_KEY
-  [ "$status" -eq 7 ]
-  run cvsm_get API_KEY
-  [ "$status" -eq 0 ]
-  [ "$output" = "k-prod" ]
 }
 
 @test "the cache directory is created with mode 0700 and its files with mode 0600" {

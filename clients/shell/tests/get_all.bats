@@ -7,16 +7,6 @@ setup_file() { stub_start; }
 teardown_file() { stub_stop; }
 setup() { common_setup; }
 
-@test "cvsm_get_all uses the export endpoint with format=json and the environment" {
-  cvsm_get_all >/dev/null
-  CVSM_ENVIRONMENT=staging cvsm_get_all >/dev/null
-  run stub_requests
-  [ "$(jq -r '.[0].path' <<<"$output")" = "/api/v1/teams/acme/secrets/export" ]
-  [ "$(jq -r '.[0].query' <<<"$output")" = "format=json&environment=production" ]
-  [ "$(jq -r '.[1].query' <<<"$output")" = "format=json&environment=staging" ]
-  [ "$(jq 'length' <<<"$output")" -eq 2 ]
-}
-
 @test "cvsm_get_all prints NAME='value' lines sorted by name, single-quoted" {
   run cvsm_get_all
   [ "$status" -eq 0 ]
@@ -116,43 +106,6 @@ setup() { common_setup; }
     [[ $stderr != *"kept DB:"* ]]
     [ "$(grep -c 'warning: kept' <<<"$stderr")" -eq 6 ]
   done
-}
-
-@test "cvsm_inject sets nothing when a name is not a variable name, and says which secret" {
-  stub_reset '[{"id": "a", "name": "GOOD", "environment": "production", "value": "1"},
-               {"id": "b", "name": "BAD-NAME", "environment": "production", "value": "v-bad"},
-               {"id": "c", "name": "ZED", "environment": "production", "value": "3"}]'
-  local rc=0
-  cvsm_inject 2>"$BATS_TEST_TMPDIR/err" || rc=$?
-  [ "$rc" -eq 2 ]
-  [ "$(cat "$BATS_TEST_TMPDIR/err")" = 'cvsm: secret "BAD-NAME" is not a valid variable name; nothing was set' ]
-  [ "$CVSM_ERROR_KIND" = configuration ]
-  [ -z "${GOOD+x}" ]
-  [ -z "${ZED+x}" ]
-}
-
-@test "cvsm_inject sets nothing when a value holds a NUL character, and never prints the value" {
-  stub_reset '[{"id": "a", "name": "AAA", "environment": "production", "value": "1"},
-               {"id": "b", "name": "NUL_VALUE", "environment": "production", "value": "sec\u0000ret-value"},
-               {"id": "c", "name": "ZED", "environment": "production", "value": "3"},
-               {"id": "d", "name": "9LIVES", "environment": "production", "value": "4"}]'
-  local rc=0
-  cvsm_inject 2>"$BATS_TEST_TMPDIR/err" || rc=$?
-  [ "$rc" -eq 2 ]
-  [ "$(cat "$BATS_TEST_TMPDIR/err")" = 'cvsm: secret "9LIVES" is not a valid variable name (and 1 more); nothing was set' ]
-  [ -z "${AAA+x}" ]
-  [ -z "${ZED+x}" ]
-  [ -z "${NUL_VALUE+x}" ]
-  stub_reset '[{"id": "a", "name": "AAA", "environment": "production", "value": "1"},
-               {"id": "b", "name": "NUL_VALUE", "environment": "production", "value": "sec\u0000ret-value"}]'
-  cvsm_clear_cache
-  rc=0
-  cvsm_inject --overwrite 2>"$BATS_TEST_TMPDIR/err" || rc=$?
-  [ "$rc" -eq 2 ]
-  [ "$(cat "$BATS_TEST_TMPDIR/err")" = 'cvsm: secret "NUL_VALUE" holds a NUL character, which no environment variable can; nothing was set' ]
-  [ -z "${AAA+x}" ]
-  run grep -r ret-value "$BATS_TEST_TMPDIR/err"
-  [ "$status" -eq 1 ]
 }
 
 @test "a name ending in a newline is not a variable name: nothing runs, nothing is set" {

@@ -20,15 +20,15 @@ use Psr\Log\LoggerInterface;
 final class Config
 {
     /** The environment read when neither "environment" nor CVSM_ENVIRONMENT says. */
-    public const DEFAULT_ENVIRONMENT = 'production';
+    public const DEFAULT_ENVIRONMENT = \Cvsm\Rules::DEFAULT_ENVIRONMENT;
     /** Seconds a value stays cached by default. */
-    public const DEFAULT_CACHE_TTL = 30;
+    public const DEFAULT_CACHE_TTL = \Cvsm\Rules::DEFAULT_CACHE_TTL_SECONDS;
     /** Seconds per HTTP attempt by default. */
-    public const DEFAULT_TIMEOUT = 10;
+    public const DEFAULT_TIMEOUT = \Cvsm\Rules::DEFAULT_TIMEOUT_SECONDS;
     /** Extra attempts after a retryable failure by default. */
-    public const DEFAULT_MAX_RETRIES = 2;
+    public const DEFAULT_MAX_RETRIES = \Cvsm\Rules::DEFAULT_MAX_RETRIES;
     /** Seconds a value is kept for stale-if-error by default: off. */
-    public const DEFAULT_STALE_IF_ERROR = 0;
+    public const DEFAULT_STALE_IF_ERROR = \Cvsm\Rules::DEFAULT_STALE_IF_ERROR_SECONDS;
 
     /** Lists the option names the client accepts. */
     public const OPTIONS = [
@@ -37,11 +37,11 @@ final class Config
     ];
 
     /** The spellings of CVSM_LIVE (any case) that turn live on, and those that leave it off (rule R16). */
-    private const LIVE_ON = ['1', 'true', 'yes', 'on'];
-    private const LIVE_OFF = ['0', 'false', 'no', 'off'];
+    private const LIVE_ON = \Cvsm\Rules::LIVE_TRUE_WORDS;
+    private const LIVE_OFF = \Cvsm\Rules::LIVE_FALSE_WORDS;
 
     /** The characters trimmed from both ends of a token (rule R6): space, tab, CR, LF. */
-    private const TOKEN_TRIM = " \t\r\n";
+    private const TOKEN_TRIM = \Cvsm\Rules::TOKEN_TRIMMED_CHARACTERS;
 
     private function __construct(
         public readonly string $baseUrl,
@@ -77,10 +77,10 @@ final class Config
             }
         }
 
-        $baseUrl = self::stringSetting($options, 'base_url', 'CVSM_BASE_URL');
+        $baseUrl = self::stringSetting($options, 'base_url', \Cvsm\Rules::ENV_BASE_URL);
         if ($baseUrl === null) {
             throw new ConfigurationException(
-                'CVSM_BASE_URL is not set: pass the "base_url" option or set CVSM_BASE_URL (it includes /api/v1)'
+                sprintf(\Cvsm\Rules::MESSAGE_NOT_SET, \Cvsm\Rules::ENV_BASE_URL) . ': pass the "base_url" option or set CVSM_BASE_URL (it includes /api/v1)'
             );
         }
         $baseUrl = rtrim($baseUrl, '/');
@@ -90,24 +90,24 @@ final class Config
             );
         }
 
-        $team = self::stringSetting($options, 'team', 'CVSM_TEAM');
+        $team = self::stringSetting($options, 'team', \Cvsm\Rules::ENV_TEAM);
         if ($team === null) {
             throw new ConfigurationException(
-                'CVSM_TEAM is not set: pass the "team" option or set CVSM_TEAM (a team id or slug)'
+                sprintf(\Cvsm\Rules::MESSAGE_NOT_SET, \Cvsm\Rules::ENV_TEAM) . ': pass the "team" option or set CVSM_TEAM (a team id or slug)'
             );
         }
 
-        $environment = self::stringSetting($options, 'environment', 'CVSM_ENVIRONMENT') ?? self::DEFAULT_ENVIRONMENT;
+        $environment = self::stringSetting($options, 'environment', \Cvsm\Rules::ENV_ENVIRONMENT) ?? self::DEFAULT_ENVIRONMENT;
 
         return new self(
             $baseUrl,
             $team,
             $environment,
-            self::seconds($options, 'cache_ttl', 'CVSM_CACHE_TTL', self::DEFAULT_CACHE_TTL, '0 disables the cache'),
+            self::seconds($options, 'cache_ttl', \Cvsm\Rules::ENV_CACHE_TTL, self::DEFAULT_CACHE_TTL, '0 disables the cache'),
             self::timeout($options),
             self::maxRetries($options),
             self::caFile($options),
-            self::seconds($options, 'stale_if_error', 'CVSM_STALE_IF_ERROR', self::DEFAULT_STALE_IF_ERROR, '0 turns stale-if-error off'),
+            self::seconds($options, 'stale_if_error', \Cvsm\Rules::ENV_STALE_IF_ERROR, self::DEFAULT_STALE_IF_ERROR, '0 turns stale-if-error off'),
             self::live($options)
         );
     }
@@ -128,7 +128,7 @@ final class Config
             }
             $live = $options['live'];
         } else {
-            $raw = self::env('CVSM_LIVE');
+            $raw = self::env(\Cvsm\Rules::ENV_LIVE);
             $word = strtolower(trim((string) $raw));
             $live = match (true) {
                 $raw === null, in_array($word, self::LIVE_OFF, true) => false,
@@ -155,10 +155,10 @@ final class Config
      */
     public static function token(#[\SensitiveParameter] array $options): string
     {
-        $token = self::stringSetting($options, 'token', 'CVSM_TOKEN');
+        $token = self::stringSetting($options, 'token', \Cvsm\Rules::ENV_TOKEN);
         if ($token === null) {
             throw new ConfigurationException(
-                'CVSM_TOKEN is not set: pass the "token" option or set CVSM_TOKEN'
+                sprintf(\Cvsm\Rules::MESSAGE_NOT_SET, \Cvsm\Rules::ENV_TOKEN) . ': pass the "token" option or set CVSM_TOKEN'
             );
         }
         $token = trim($token, self::TOKEN_TRIM);
@@ -426,7 +426,7 @@ final class Config
     {
         $value = $options['timeout'] ?? null;
         if ($value === null) {
-            $raw = self::env('CVSM_TIMEOUT');
+            $raw = self::env(\Cvsm\Rules::ENV_TIMEOUT);
             if ($raw === null) {
                 return self::DEFAULT_TIMEOUT;
             }
@@ -455,7 +455,7 @@ final class Config
     {
         $value = $options['max_retries'] ?? null;
         if ($value === null) {
-            $raw = self::env('CVSM_MAX_RETRIES');
+            $raw = self::env(\Cvsm\Rules::ENV_MAX_RETRIES);
             if ($raw === null) {
                 return self::DEFAULT_MAX_RETRIES;
             }
@@ -485,7 +485,7 @@ final class Config
      */
     private static function caFile(#[\SensitiveParameter] array $options): ?string
     {
-        $path = self::stringSetting($options, 'ca_file', 'CVSM_CA_FILE');
+        $path = self::stringSetting($options, 'ca_file', \Cvsm\Rules::ENV_CA_FILE);
         if ($path === null) {
             return null;
         }

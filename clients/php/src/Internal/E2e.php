@@ -47,8 +47,8 @@ final class E2e
         if (!preg_match($pattern, $token, $m)) {
             if (preg_match('/^cvsm_[0-9a-f]{64}\.' . self::B64U . '$/D', $token)) {
                 throw new E2eError(
-                    'this token was made before end-to-end tokens carried their pin (cvsm_<64 hex>.<key>, the first format): '
-                    . 'make a new token for the team and revoke this one (docs/e2e.md); its key part must look like '
+                    \Cvsm\Rules::MESSAGE_FIRST_FORMAT_TOKEN . ' for the team and revoke this one (docs/e2e.md): '
+                    . 'cvsm_<64 hex>.<key> was made before end-to-end tokens carried their pin; its key part must look like '
                     . 'cvsm_<64 hex>.<private key>.<key version>.<commitment>'
                 );
             }

@@ -31,9 +31,9 @@ final class HttpTransport
     /** The hint of a 404 that rejects the base URL or the team (rule R9). */
     public const CHECK_TEAM = 'check the base URL, which includes /api/v1, and the team: "base_url"/CVSM_BASE_URL, "team"/CVSM_TEAM';
 
-    private const RETRY_STATUSES = [502, 503, 504];
-    private const BACKOFF_BASE = 0.1;
-    private const MAX_MESSAGE = 300;
+    private const RETRY_STATUSES = \Cvsm\Rules::RETRYABLE_STATUSES;
+    private const BACKOFF_BASE = \Cvsm\Rules::RETRY_BACKOFF_BASE_MS / 1000;
+    private const MAX_MESSAGE = \Cvsm\Rules::MAX_SERVER_MESSAGE;
     private const MAX_REQUEST_ID = 200;
     private const REASONS = [
         300 => 'Multiple Choices', 301 => 'Moved Permanently', 302 => 'Found', 303 => 'See Other',
@@ -224,9 +224,9 @@ final class HttpTransport
             CURLOPT_NOSIGNAL => true,
             CURLOPT_FORBID_REUSE => true,
         ], $this->curlOptions));
-        $headers = ['Authorization: Bearer ' . $token, 'Accept: text/event-stream'];
+        $headers = ['Authorization: Bearer ' . $token, 'Accept: ' . \Cvsm\Rules::ACCEPT_EVENT_STREAM];
         if ($lastEventId !== null) {
-            $headers[] = 'Last-Event-ID: ' . $lastEventId;
+            $headers[] = \Cvsm\Rules::HEADER_LAST_EVENT_ID . ': ' . $lastEventId;
         }
         curl_setopt_array($handle, [
             CURLOPT_URL => $url,
@@ -295,7 +295,7 @@ final class HttpTransport
             CURLOPT_USERAGENT => Client::USER_AGENT,
             CURLOPT_HTTPHEADER => [
                 'Authorization: Bearer ' . $token,
-                'Accept: application/json',
+                'Accept: ' . \Cvsm\Rules::ACCEPT_JSON,
             ],
             CURLOPT_HEADERFUNCTION => static function ($handle, string $line) use (&$headers): int {
                 if (preg_match('#^HTTP/\S+\s+\d{3}#', $line)) {
@@ -462,6 +462,6 @@ final class HttpTransport
     /** Removes the token from a message, however it got there. */
     private static function redact(string $message, #[\SensitiveParameter] string $token): string
     {
-        return $token === '' ? $message : str_replace($token, '[redacted]', $message);
+        return $token === '' ? $message : str_replace($token, \Cvsm\Rules::REDACTED, $message);
     }
 }

@@ -26,14 +26,14 @@ namespace Cvsm\Internal;
 final class LiveStream
 {
     /** Seconds without a byte after which the stream counts as lost (the server sends a comment every 15 s while idle). */
-    public const READ_TIMEOUT = 45.0;
+    public const READ_TIMEOUT = \Cvsm\Rules::LIVE_READ_TIMEOUT_SECONDS * 1.0;
     /** The longest pause before a reconnection, in seconds. */
-    public const MAX_BACKOFF = 30.0;
+    public const MAX_BACKOFF = \Cvsm\Rules::LIVE_MAX_BACKOFF_SECONDS * 1.0;
     /** The shortest pause after a refusal (401, 403, 404): a revoked token is not tried every few seconds, which would lock its prefix. */
-    public const REFUSED_BACKOFF = 300.0;
+    public const REFUSED_BACKOFF = \Cvsm\Rules::LIVE_REFUSED_BACKOFF_SECONDS * 1.0;
     /** A line longer than this (bytes) ends the connection: it is no change stream. */
     private const MAX_LINE = 1 << 20;
-    private const REFUSED = [401, 403, 404];
+    private const REFUSED = \Cvsm\Rules::LIVE_REFUSED_STATUSES;
 
     private ?\CurlMultiHandle $multi = null;
     private ?\CurlHandle $handle = null;
@@ -92,7 +92,7 @@ final class LiveStream
      */
     public static function reconnectDelay(int $attempt): float
     {
-        $ceiling = min(self::MAX_BACKOFF, 0.5 * (2 ** min(max($attempt, 0), 16)));
+        $ceiling = min(self::MAX_BACKOFF, \Cvsm\Rules::LIVE_BACKOFF_BASE_MS / 1000 * (2 ** min(max($attempt, 0), 16)));
 
         return $ceiling * (0.5 + 0.5 * random_int(0, 1_000_000) / 1_000_000);
     }

@@ -44,7 +44,7 @@ final class Psr18Sender
         try {
             $request = $this->requests->createRequest('GET', $url)
                 ->withHeader('Authorization', 'Bearer ' . $token)
-                ->withHeader('Accept', 'application/json')
+                ->withHeader('Accept', \Cvsm\Rules::ACCEPT_JSON)
                 ->withHeader('User-Agent', Client::USER_AGENT);
             $response = $this->client->sendRequest($request);
             $headers = [];
@@ -63,7 +63,7 @@ final class Psr18Sender
 
             return [$response->getStatusCode(), $headers, $body];
         } catch (ClientExceptionInterface|\RuntimeException $e) {
-            $reason = $token === '' ? $e->getMessage() : str_replace($token, '[redacted]', $e->getMessage());
+            $reason = $token === '' ? $e->getMessage() : str_replace($token, \Cvsm\Rules::REDACTED, $e->getMessage());
             throw new NetworkException(sprintf('GET %s failed: %s', $label, $reason));
         }
     }

@@ -15,28 +15,29 @@ from collections.abc import Mapping
 import attrs
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
+from . import _rules as rules
 from . import e2e
 from ._errors import ConfigurationError
 
-ENV_TOKEN = "CVSM_TOKEN"
-ENV_BASE_URL = "CVSM_BASE_URL"
-ENV_TEAM = "CVSM_TEAM"
-ENV_ENVIRONMENT = "CVSM_ENVIRONMENT"
-ENV_CACHE_TTL = "CVSM_CACHE_TTL"
-ENV_TIMEOUT = "CVSM_TIMEOUT"
-ENV_MAX_RETRIES = "CVSM_MAX_RETRIES"
-ENV_CA_FILE = "CVSM_CA_FILE"
-ENV_STALE_IF_ERROR = "CVSM_STALE_IF_ERROR"
-ENV_LIVE = "CVSM_LIVE"
+ENV_TOKEN = rules.ENV_TOKEN
+ENV_BASE_URL = rules.ENV_BASE_URL
+ENV_TEAM = rules.ENV_TEAM
+ENV_ENVIRONMENT = rules.ENV_ENVIRONMENT
+ENV_CACHE_TTL = rules.ENV_CACHE_TTL
+ENV_TIMEOUT = rules.ENV_TIMEOUT
+ENV_MAX_RETRIES = rules.ENV_MAX_RETRIES
+ENV_CA_FILE = rules.ENV_CA_FILE
+ENV_STALE_IF_ERROR = rules.ENV_STALE_IF_ERROR
+ENV_LIVE = rules.ENV_LIVE
 
-DEFAULT_ENVIRONMENT = "production"
-DEFAULT_CACHE_TTL = 30
-DEFAULT_TIMEOUT = 10.0
-DEFAULT_MAX_RETRIES = 2
-DEFAULT_STALE_IF_ERROR = 0
+DEFAULT_ENVIRONMENT = rules.DEFAULT_ENVIRONMENT
+DEFAULT_CACHE_TTL = rules.DEFAULT_CACHE_TTL_SECONDS
+DEFAULT_TIMEOUT = float(rules.DEFAULT_TIMEOUT_SECONDS)
+DEFAULT_MAX_RETRIES = rules.DEFAULT_MAX_RETRIES
+DEFAULT_STALE_IF_ERROR = rules.DEFAULT_STALE_IF_ERROR_SECONDS
 
 # Trimmed from both ends of a token, so that one read from a mounted file works.
-_TOKEN_WHITESPACE = " \t\r\n"
+_TOKEN_WHITESPACE = rules.TOKEN_TRIMMED_CHARACTERS
 # Visible ASCII only: anything else could not travel in an HTTP header unaltered.
 _TOKEN_CHARS = re.compile(r"[\x21-\x7e]+")
 _INTEGER = re.compile(r"\s*[0-9]+\s*")
@@ -258,8 +259,8 @@ def _resolve_max_retries(explicit: int | None, environ: Mapping[str, str]) -> in
     return int(raw)
 
 
-_TRUE = frozenset({"1", "true", "yes", "on"})
-_FALSE = frozenset({"0", "false", "no", "off"})
+_TRUE = frozenset(rules.LIVE_TRUE_WORDS)
+_FALSE = frozenset(rules.LIVE_FALSE_WORDS)
 
 
 def _resolve_live(explicit: bool | None, environ: Mapping[str, str]) -> bool:

@@ -27,24 +27,25 @@ import random
 from collections.abc import Callable
 from typing import Any
 
+from . import _rules as rules
 from ._cache import ValueCache
 
 logger = logging.getLogger("cvsm")
 
-READ_TIMEOUT = 45.0
+READ_TIMEOUT = float(rules.LIVE_READ_TIMEOUT_SECONDS)
 """Seconds without a byte after which the stream counts as lost (the server sends a comment
 every 15 s while idle)."""
-MAX_BACKOFF = 30.0
-REFUSED_BACKOFF = 300.0
+MAX_BACKOFF = float(rules.LIVE_MAX_BACKOFF_SECONDS)
+REFUSED_BACKOFF = float(rules.LIVE_REFUSED_BACKOFF_SECONDS)
 """The pause after the stream was refused (401, 403, 404): a revoked token is not tried again
 every few seconds, which would also lock its prefix."""
-_REFUSED = frozenset({401, 403, 404})
+_REFUSED = frozenset(rules.LIVE_REFUSED_STATUSES)
 
 
 def reconnect_delay(attempt: int) -> float:
     """Return the pause before reconnection ``attempt`` (0 for the first): 0.5 s doubling up
     to 30 s, each taken at random between half and all of it."""
-    return random.uniform(0.5, 1.0) * min(MAX_BACKOFF, 0.5 * 2**attempt)
+    return random.uniform(0.5, 1.0) * min(MAX_BACKOFF, rules.LIVE_BACKOFF_BASE_MS / 1000 * 2**attempt)
 
 
 class StreamRefused(Exception):

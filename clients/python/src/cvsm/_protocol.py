@@ -25,6 +25,7 @@ from urllib.parse import quote
 import attrs
 import httpx
 
+from . import _rules as rules
 from . import e2e
 from ._config import ClientConfig, Token
 from ._errors import (
@@ -51,11 +52,11 @@ from ._version import USER_AGENT
 
 T = TypeVar("T")
 
-RETRYABLE_STATUSES = frozenset({502, 503, 504})
-_MAX_SERVER_MESSAGE = 300
-_REDACTED = "[redacted]"
-_SECRET_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,254}")
-_VARIABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+RETRYABLE_STATUSES = rules.RETRYABLE_STATUSES
+_MAX_SERVER_MESSAGE = rules.MAX_SERVER_MESSAGE
+_REDACTED = rules.REDACTED
+_SECRET_NAME = re.compile(rules.SECRET_NAME_PATTERN)
+_VARIABLE_NAME = re.compile(rules.VARIABLE_NAME_PATTERN)
 _DIGITS = re.compile(r"[0-9]+")
 
 
@@ -96,11 +97,11 @@ class Answer:
     @property
     def request_id(self) -> str | None:
         """Return the answer's ``X-Request-Id`` header, or ``None``."""
-        return self.headers.get("X-Request-Id") or None
+        return self.headers.get(rules.HEADER_REQUEST_ID) or None
 
 
 # The header the server sets on an end-to-end team's JSON export (its values are envelopes).
-E2E_HEADER = "Cvsm-E2E"
+E2E_HEADER = rules.HEADER_E2E
 
 
 @attrs.frozen
@@ -135,7 +136,7 @@ def request_headers(token: Token) -> dict[str, str]:
     """Return the headers every request carries."""
     return {
         "Authorization": f"Bearer {token.reveal()}",
-        "Accept": "application/json",
+        "Accept": rules.ACCEPT_JSON,
         "User-Agent": USER_AGENT,
     }
 
@@ -265,14 +266,14 @@ def _undecryptable(name: str, reason: str, request_id: str | None) -> Decryption
 def keyless_end_to_end() -> ConfigurationError:
     """Return the error for a token without its key part reading an end-to-end team."""
     return ConfigurationError(
-        "this team is end-to-end: the token needs its key part (cvsm_<64 hex>.<43 base64url characters), "
+        f"{rules.MESSAGE_KEYLESS_E2E} (cvsm_<64 hex>.<43 base64url characters), "
         "as it was shown when it was created (token= or CVSM_TOKEN)"
     )
 
 
 def backoff_delay(attempt: int) -> float:
     """Return the full-jitter pause before retry ``attempt`` (0 for the first retry)."""
-    return random.uniform(0.0, 0.1 * 2**attempt)
+    return random.uniform(0.0, rules.RETRY_BACKOFF_BASE_MS / 1000 * 2**attempt)
 
 
 def read_answer(call: Call[T], answer: Answer, token: Token) -> Reply[T]:
@@ -385,7 +386,7 @@ def error_from_answer(call: Call[Any], answer: Answer, token: Token) -> CvsmErro
         return RateLimitError(
             message,
             status=status,
-            retry_after=retry_after_seconds(answer.headers.get("Retry-After")),
+            retry_after=retry_after_seconds(answer.headers.get(rules.HEADER_RETRY_AFTER)),
             request_id=request_id,
         )
     if status == 404 and call.endpoint is Endpoint.BY_NAME:
@@ -427,7 +428,7 @@ def check_name(name: str, environment: str) -> None:
     if not _SECRET_NAME.fullmatch(name):
         shown = json.dumps(name if len(name) <= 80 else name[:80] + "...", ensure_ascii=False)
         raise SecretNotFoundError(
-            f"secret name {shown} is not valid: a letter or _, then up to 254 letters, digits or _",
+            rules.MESSAGE_INVALID_SECRET_NAME % shown,
             name=name,
             environment=environment,
         )
@@ -453,7 +454,7 @@ def absent_secret(
     )
     message = f"secret {json.dumps(name, ensure_ascii=False)} not found in {environment}"
     if suggestion is not None:
-        message += f"; did you mean {json.dumps(suggestion, ensure_ascii=False)}?"
+        message += rules.MESSAGE_DID_YOU_MEAN % suggestion
     return SecretNotFoundError(
         message,
         name=name,

@@ -3,6 +3,8 @@
 ``pyproject.toml`` reads ``__version__`` from here (``[tool.setuptools.dynamic]``).
 """
 
+from ._rules import USER_AGENT_PREFIX
+
 __version__ = "0.1.0"
 
-USER_AGENT = f"cvsm-python/{__version__}"
+USER_AGENT = f"{USER_AGENT_PREFIX}python/{__version__}"

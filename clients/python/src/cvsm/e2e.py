@@ -30,6 +30,8 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from cryptography.hazmat.primitives.kdf.pbkdf2 import PBKDF2HMAC
 
+from ._rules import MESSAGE_FIRST_FORMAT_TOKEN
+
 __all__ = [
     "E2EError",
     "Envelope",
@@ -371,8 +373,7 @@ def parse_token(token: str) -> TokenParts | None:
     if match is None:
         if _TOKEN_V1_RE.fullmatch(token):
             raise TokenFormatError(
-                "this token was made before end-to-end tokens carried their pin (cvsm_<64 hex>.<key>): "
-                "make a new token for the team (docs/e2e.md)")
+                f"{MESSAGE_FIRST_FORMAT_TOKEN} for the team (docs/e2e.md; cvsm_<64 hex>.<key> has no pin)")
         raise TokenFormatError("a token with a key must look like "
                                "cvsm_<64 hex>.<private key>.<key version>.<commitment>")
     try:

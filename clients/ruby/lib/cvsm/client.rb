@@ -16,9 +16,9 @@ module Cvsm
     include Redaction::Settings
 
     # A valid secret name (R10); anything else is not found without a request.
-    NAME_PATTERN = /\A[A-Za-z_][A-Za-z0-9_]{0,254}\z/.freeze
+    NAME_PATTERN = /\A#{Rules::SECRET_NAME_PATTERN}\z/
     # A name #inject can put in the process environment (R8).
-    VARIABLE_PATTERN = /\A[A-Za-z_][A-Za-z0-9_]*\z/.freeze
+    VARIABLE_PATTERN = /\A#{Rules::VARIABLE_NAME_PATTERN}\z/
 
     # What each answer must look like (R3); anything else is unreadable and retried.
     LISTING = Transport::Shape.new("an object with a secrets array",
@@ -55,8 +55,8 @@ module Cvsm
     ).freeze
     # Why a token without its key part cannot read an end-to-end team: a by-name answer marked
     # "e2e" or an export answer carrying Cvsm-E2E: 1.
-    KEY_PART_NEEDED = "in an end-to-end team: the token needs its key part " \
-                      "(cvsm_<64 hex>.<key>.<key version>.<commitment>, as it was shown when it was made) to open it"
+    KEY_PART_NEEDED = "#{Rules::MESSAGE_KEYLESS_E2E} " \
+                      "(cvsm_<64 hex>.<key>.<key version>.<commitment>, as it was shown when it was made) to open"
     private_constant :LISTING, :BY_NAME, :EXPORT, :TEAM_KEY, :WRONG_ENVIRONMENT,
                      :BY_NAME_MISCONFIGURED, :SECRETS_MISCONFIGURED, :TEAM_KEY_MISCONFIGURED,
                      :KEY_PART_NEEDED
@@ -259,7 +259,7 @@ module Cvsm
         values = if @config.private_key
                    open_values(reply.data, reply.request_id, environment)
                  elsif reply.end_to_end
-                   raise ConfigurationError.new("the secrets of #{environment} are #{KEY_PART_NEEDED}",
+                   raise ConfigurationError.new("#{KEY_PART_NEEDED} the secrets of #{environment}",
                                                 request_id: reply.request_id)
                  else
                    reply.data
@@ -422,8 +422,7 @@ module Cvsm
       shown = name.inspect
       shown = "#{name[0, 64].inspect}... (#{name.length} characters)" if name.is_a?(String) && name.length > 64
       raise SecretNotFoundError,
-            "secret name #{shown} is not valid: letters, digits and _, not starting with a digit, " \
-            "at most 255 characters"
+            format(Rules::MESSAGE_INVALID_SECRET_NAME, shown)
     end
 
     # [value, version] of +name+ in +env+, read with one request (the version nil when the
@@ -438,7 +437,7 @@ module Cvsm
       return [open_values({ name => reply.data["value"] }, reply.request_id, env)[name], version] if @config.private_key
       return [reply.data["value"], version] unless end_to_end?(reply.data)
 
-      raise ConfigurationError.new("secret #{name.inspect} is #{KEY_PART_NEEDED}", request_id: reply.request_id)
+      raise ConfigurationError.new("#{KEY_PART_NEEDED} secret #{name.inspect}", request_id: reply.request_id)
     end
 
     # Whether a read by name answered for an end-to-end team: "e2e": true beside the value, or
@@ -526,7 +525,7 @@ module Cvsm
           (!entry["environment"].is_a?(String) || entry["environment"] == env)
       end&.fetch("name")
       message = "secret #{name.inspect} not found in #{env}"
-      message = "#{message}; did you mean #{similar.inspect}?" if similar
+      message = "#{message}#{format(Rules::MESSAGE_DID_YOU_MEAN, similar)}" if similar
       SecretNotFoundError.new(message, status: answer.status, request_id: answer.request_id,
                                        suggestion: similar)
     end

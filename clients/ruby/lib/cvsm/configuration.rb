@@ -17,19 +17,19 @@ module Cvsm
     include Redaction::Settings
 
     # The environment read when neither +environment:+ nor CVSM_ENVIRONMENT says.
-    DEFAULT_ENVIRONMENT = "production"
+    DEFAULT_ENVIRONMENT = Rules::DEFAULT_ENVIRONMENT
     # Seconds a value stays cached by default.
-    DEFAULT_CACHE_TTL = 30
+    DEFAULT_CACHE_TTL = Rules::DEFAULT_CACHE_TTL_SECONDS
     # Seconds per attempt by default.
-    DEFAULT_TIMEOUT = 10
+    DEFAULT_TIMEOUT = Rules::DEFAULT_TIMEOUT_SECONDS
     # Extra attempts by default.
-    DEFAULT_MAX_RETRIES = 2
+    DEFAULT_MAX_RETRIES = Rules::DEFAULT_MAX_RETRIES
     # Seconds a value is kept for stale-if-error by default: off.
-    DEFAULT_STALE_IF_ERROR = 0
+    DEFAULT_STALE_IF_ERROR = Rules::DEFAULT_STALE_IF_ERROR_SECONDS
     # What CVSM_LIVE accepts (R16), any case, for on and for off.
-    LIVE_ON = %w[1 true yes on].freeze
+    LIVE_ON = Rules::LIVE_TRUE_WORDS
     # What CVSM_LIVE accepts for off.
-    LIVE_OFF = %w[0 false no off].freeze
+    LIVE_OFF = Rules::LIVE_FALSE_WORDS
 
     # Spaces, tabs, carriage returns and line feeds around a token are dropped (R6), so a token
     # read from a mounted file works.
@@ -103,11 +103,11 @@ module Cvsm
       @private_key = key && Redacted.new(key)
       @pin = key && Redacted.new([pin_version, pin_commitment].freeze)
       @base_url = normalize_base_url(base_url)
-      @team = required(team, "team", "CVSM_TEAM")
-      @environment = string_option(environment, "environment") || from_env("CVSM_ENVIRONMENT") ||
+      @team = required(team, "team", Rules::ENV_TEAM)
+      @environment = string_option(environment, "environment") || from_env(Rules::ENV_ENVIRONMENT) ||
                      DEFAULT_ENVIRONMENT
-      @cache_ttl = resolve_seconds(cache_ttl, "cache_ttl", "CVSM_CACHE_TTL", DEFAULT_CACHE_TTL)
-      @stale_if_error = resolve_seconds(stale_if_error, "stale_if_error", "CVSM_STALE_IF_ERROR",
+      @cache_ttl = resolve_seconds(cache_ttl, "cache_ttl", Rules::ENV_CACHE_TTL, DEFAULT_CACHE_TTL)
+      @stale_if_error = resolve_seconds(stale_if_error, "stale_if_error", Rules::ENV_STALE_IF_ERROR,
                                         DEFAULT_STALE_IF_ERROR)
       @timeout = resolve_timeout(timeout)
       @max_retries = resolve_max_retries(max_retries)
@@ -174,7 +174,7 @@ module Cvsm
 
     def required(value, option, variable)
       string_option(value, option) || from_env(variable) ||
-        raise(ConfigurationError, "#{variable} is not set (pass #{option}: or set #{variable})")
+        raise(ConfigurationError, "#{format(Rules::MESSAGE_NOT_SET, variable)} (pass #{option}: or set #{variable})")
     end
 
     # [API token, private key or nil]: the token, trimmed of surrounding whitespace (nothing but
@@ -182,7 +182,7 @@ module Cvsm
     # work on bytes, so no encoding error can quote it either.
     def resolve_token(explicit)
       source = string_option(explicit, "token") ? "token" : "CVSM_TOKEN"
-      token = required(explicit, "token", "CVSM_TOKEN").b.gsub(TOKEN_PADDING, "")
+      token = required(explicit, "token", Rules::ENV_TOKEN).b.gsub(TOKEN_PADDING, "")
       raise ConfigurationError, "#{source} is blank (only whitespace)" if token.empty?
       unless token.match?(TOKEN_CHARACTERS)
         raise ConfigurationError,
@@ -202,9 +202,8 @@ module Cvsm
       E2E.split_token(token)
     rescue E2E::FirstFormatToken
       raise ConfigurationError,
-            "#{source} has a key part of the first format (cvsm_<64 hex>.<key>, no pin): it was " \
-            "made before end-to-end tokens carried their pin; make a new token for the team " \
-            "(docs/e2e.md); the token is not shown"
+            "#{Rules::MESSAGE_FIRST_FORMAT_TOKEN} for the team (docs/e2e.md): #{source} has a key " \
+            "part of the first format (cvsm_<64 hex>.<key>, no pin); the token is not shown"
     rescue ArgumentError
       raise ConfigurationError,
             "#{source} has a key part after its dot but is not cvsm_<64 hex>.<private key>.<key " \
@@ -213,7 +212,7 @@ module Cvsm
 
     def normalize_base_url(explicit)
       source = string_option(explicit, "base_url") ? "base_url" : "CVSM_BASE_URL"
-      url = required(explicit, "base_url", "CVSM_BASE_URL").strip.sub(%r{/+\z}, "")
+      url = required(explicit, "base_url", Rules::ENV_BASE_URL).strip.sub(%r{/+\z}, "")
       uri = begin
         URI.parse(url)
       rescue URI::InvalidURIError
@@ -247,7 +246,7 @@ module Cvsm
 
         raise ConfigurationError, "timeout must be a positive number of seconds"
       end
-      raw = from_env("CVSM_TIMEOUT")&.strip
+      raw = from_env(Rules::ENV_TIMEOUT)&.strip
       return DEFAULT_TIMEOUT if raw.nil?
 
       seconds = if raw.match?(/\A\d+\z/) then Integer(raw, 10)
@@ -264,7 +263,7 @@ module Cvsm
 
         raise ConfigurationError, "max_retries must be a non-negative integer"
       end
-      raw = from_env("CVSM_MAX_RETRIES")&.strip
+      raw = from_env(Rules::ENV_MAX_RETRIES)&.strip
       return DEFAULT_MAX_RETRIES if raw.nil?
       return Integer(raw, 10) if raw.match?(/\A\d+\z/)
 
@@ -276,7 +275,7 @@ module Cvsm
     def resolve_ca_file(explicit)
       explicit = explicit.to_path if explicit.respond_to?(:to_path)
       source = string_option(explicit, "ca_file") ? "ca_file" : "CVSM_CA_FILE"
-      path = string_option(explicit, "ca_file") || from_env("CVSM_CA_FILE")
+      path = string_option(explicit, "ca_file") || from_env(Rules::ENV_CA_FILE)
       return [nil, nil] if path.nil?
 
       File.open(path, &:readbyte) # a clear message for a missing, unreadable or empty file
@@ -296,7 +295,7 @@ module Cvsm
 
         raise ConfigurationError, "live must be true or false"
       end
-      raw = from_env("CVSM_LIVE")&.strip&.downcase
+      raw = from_env(Rules::ENV_LIVE)&.strip&.downcase
       return false if raw.nil?
       return true if LIVE_ON.include?(raw)
       return false if LIVE_OFF.include?(raw)

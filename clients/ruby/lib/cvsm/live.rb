@@ -21,14 +21,14 @@ module Cvsm
   module Live
     # Seconds without a byte after which the stream counts as lost (the server sends a comment
     # every 15 s while idle).
-    READ_TIMEOUT = 45
+    READ_TIMEOUT = Rules::LIVE_READ_TIMEOUT_SECONDS
     # The longest pause between two attempts, in seconds.
-    MAX_BACKOFF = 30.0
+    MAX_BACKOFF = Rules::LIVE_MAX_BACKOFF_SECONDS.to_f
     # The shortest pause after the stream was refused (401, 403, 404): a revoked token is not
     # tried again every few seconds, which would also lock its prefix.
-    REFUSED_BACKOFF = 300.0
+    REFUSED_BACKOFF = Rules::LIVE_REFUSED_BACKOFF_SECONDS.to_f
     # The statuses that refuse the stream for a long while.
-    REFUSED = [401, 403, 404].freeze
+    REFUSED = Rules::LIVE_REFUSED_STATUSES
     # The statuses that also empty the cache.
     FORGET = [401, 403].freeze
 
@@ -38,7 +38,7 @@ module Cvsm
     # @param random [Random] the source of randomness
     # @return [Float] seconds
     def self.reconnect_delay(attempt, random = Random)
-      (0.5 + (random.rand * 0.5)) * [MAX_BACKOFF, 0.5 * (2**[attempt, 16].min)].min
+      (0.5 + (random.rand * 0.5)) * [MAX_BACKOFF, Rules::LIVE_BACKOFF_BASE_MS / 1000.0 * (2**[attempt, 16].min)].min
     end
 
     # The change stream answered with a status other than 200.
@@ -300,8 +300,8 @@ module Cvsm
       end
 
       def follow
-        headers = { "Accept" => "text/event-stream", "Accept-Encoding" => "identity", "Cache-Control" => "no-cache" }
-        headers["Last-Event-ID"] = @state.last_event_id if @state.last_event_id
+        headers = { "Accept" => Rules::ACCEPT_EVENT_STREAM, "Accept-Encoding" => "identity", "Cache-Control" => "no-cache" }
+        headers[Rules::HEADER_LAST_EVENT_ID] = @state.last_event_id if @state.last_event_id
         started = lambda do |http|
           @mutex.synchronize do
             raise Ended, "closed" if @stopped
@@ -320,7 +320,7 @@ module Cvsm
         return if stopped?
 
         status = response.code.to_i
-        raise Refused.new(status, @transport.retry_after(response["Retry-After"])) unless status == 200
+        raise Refused.new(status, @transport.retry_after(response[Rules::HEADER_RETRY_AFTER])) unless status == 200
 
         decoder = Decoder.new
         lines = Lines.new

@@ -20,9 +20,9 @@ module Cvsm
     include Redaction::Settings
 
     # The statuses retried like a network error.
-    RETRYABLE_STATUSES = [502, 503, 504].freeze
+    RETRYABLE_STATUSES = Rules::RETRYABLE_STATUSES
     # The most characters of a server's error text an error message quotes.
-    MAX_DETAIL_LENGTH = 300
+    MAX_DETAIL_LENGTH = Rules::MAX_SERVER_MESSAGE
 
     # A 2xx answer: its parsed JSON, its X-Request-Id header and whether it carries
     # +Cvsm-E2E: 1+ (the JSON export of an end-to-end team).
@@ -140,7 +140,7 @@ module Cvsm
 
     # the random delay before retry number +attempt+ (from 0).
     def backoff(attempt)
-      @random.rand * 0.1 * (2**attempt)
+      @random.rand * (Rules::RETRY_BACKOFF_BASE_MS / 1000.0) * (2**attempt)
     end
 
     # Sends GET +path+ with +query+ as a long-lived stream (the change stream, R16) and yields
@@ -236,15 +236,15 @@ module Cvsm
     def build_request(uri)
       request = Net::HTTP::Get.new(uri)
       request["Authorization"] = "Bearer #{@config.token}"
-      request["Accept"] = "application/json"
+      request["Accept"] = Rules::ACCEPT_JSON
       request["User-Agent"] = USER_AGENT
       request
     end
 
     def read_success(response, path, shape)
-      request_id = response["X-Request-Id"]
+      request_id = response[Rules::HEADER_REQUEST_ID]
       data = JSON.parse(response.body.to_s)
-      end_to_end = response["Cvsm-E2E"]&.strip == "1"
+      end_to_end = response[Rules::HEADER_E2E]&.strip == "1"
       return [:ok, Reply.new(data, request_id, end_to_end)] if shape.nil? || shape.accepts?(data)
 
       [:retry, unreadable(response, path, "not #{shape.description}", request_id)]
@@ -267,7 +267,7 @@ module Cvsm
       status = response.code.to_i
       detail = server_message(response.body)
       message = redact(detail ? "HTTP #{status}: #{detail}" : "HTTP #{status} #{response.message}".rstrip)
-      fields = { status: status, request_id: response["X-Request-Id"] }
+      fields = { status: status, request_id: response[Rules::HEADER_REQUEST_ID] }
       hint = misconfigured[status]
       return ConfigurationError.new("#{message}; #{hint}", **fields) if hint
 
@@ -276,7 +276,7 @@ module Cvsm
       when 401 then AuthenticationError.new(message, **fields)
       when 403 then PermissionDeniedError.new(message, **fields)
       when 404 then SecretNotFoundError.new(message, **fields)
-      when 429 then RateLimitError.new(message, retry_after: retry_after(response["Retry-After"]), **fields)
+      when 429 then RateLimitError.new(message, retry_after: retry_after(response[Rules::HEADER_RETRY_AFTER]), **fields)
       else ApiError.new(message, **fields)
       end
     end
