@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
+import json
 import os
 import shutil
 import statistics
@@ -171,11 +172,30 @@ def rename(url: str, placeholders: list[str], secret_ids: list[str]) -> None:
         conn.close()
 
 
-async def run(entries: int) -> None:
-    home = Path(tempfile.mkdtemp(prefix="cvsm-bench-growth-"))
+STATE = "growth-state.json"
+
+
+def app_env(home: Path, owner_url: str, secrets: dict) -> dict:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CVSM_")}
+    env.update({
+        "CVSM_DATABASE_URL": db.with_user(owner_url, db.APP_ROLE),
+        "CVSM_MIGRATION_DATABASE_URL": owner_url, "CVSM_DATA_DIR": str(home / "data"),
+        "CVSM_MASTER_KEY": secrets["master_key"], "CVSM_JWT_SECRET": secrets["jwt_secret"],
+        "CVSM_RATELIMIT_AUTH": "off", "CVSM_RATELIMIT_API": "off",
+        "CVSM_RATELIMIT_PUBLIC": "off", "CVSM_RATELIMIT_FAILED_AUTH": "off",
+        "CVSM_BACKGROUND_JOBS": "off", "CVSM_DEFAULT_PLAN": "professional",
+        "CVSM_APP_URL": "https://cvsm.test"})
+    return env
+
+
+async def fill_home(home: Path, entries: int) -> dict:
+    """Fill a fresh data dir `home` (its embedded PostgreSQL stopped at the end); returns the
+    state the measurement needs (also written to `home/STATE`)."""
     embedded = db.EmbeddedPostgres(home)
     owner_url = embedded.start()
     client = None
+    secrets = {"master_key": base64.b64encode(os.urandom(32)).decode(),
+               "jwt_secret": base64.b64encode(os.urandom(32)).decode()}
     try:
         pool = await db.create_pool(owner_url, maxsize=4)
         await db.migrate(pool)
@@ -185,17 +205,8 @@ async def run(entries: int) -> None:
             # (the hourly job makes each ahead; migration 0024 those of the log it converts)
             await cur.execute("SELECT cvsm_audit_make_months((now() - make_interval(days => %s))"
                               "::date, (now() + interval '3 months')::date)", (DAYS + 1,))
-        env = {k: v for k, v in os.environ.items() if not k.startswith("CVSM_")}
-        env.update({
-            "CVSM_DATABASE_URL": db.with_user(owner_url, db.APP_ROLE),
-            "CVSM_MIGRATION_DATABASE_URL": owner_url, "CVSM_DATA_DIR": str(home / "data"),
-            "CVSM_MASTER_KEY": base64.b64encode(os.urandom(32)).decode(),
-            "CVSM_JWT_SECRET": base64.b64encode(os.urandom(32)).decode(),
-            "CVSM_RATELIMIT_AUTH": "off", "CVSM_RATELIMIT_API": "off",
-            "CVSM_RATELIMIT_PUBLIC": "off", "CVSM_RATELIMIT_FAILED_AUTH": "off",
-            "CVSM_BACKGROUND_JOBS": "off", "CVSM_DEFAULT_PLAN": "professional",
-            "CVSM_APP_URL": "https://cvsm.test"})
-        client = TestClient(TestServer(create_app(Settings.from_env(env))))
+        client = TestClient(TestServer(create_app(Settings.from_env(
+            app_env(home, owner_url, secrets)))))
         await client.start_server()
         signer = client.app[CHECKPOINT_SIGNER]
         api = "/api/v1"
@@ -237,6 +248,55 @@ async def run(entries: int) -> None:
         await seal_all(pool)
         say(f"  {await daily_checkpoints(pool, owner_url, signer):,} daily checkpoints signed")
         await asyncio.to_thread(long_statement, owner_url, "VACUUM ANALYZE")
+        pool.close()
+        await pool.wait_closed()
+    finally:
+        if client is not None:
+            await client.close()
+        embedded.stop()
+    state = {"entries": entries, "busy": str(busy), "others": [str(o) for o in others],
+             "secret_ids": secret_ids, **secrets}
+    (home / STATE).write_text(json.dumps(state))
+    return state
+
+
+async def run(entries: int, keep: Path | None) -> None:
+    base = keep or Path(tempfile.mkdtemp(prefix="cvsm-bench-growth-"))
+    filled = base / "filled"
+    if not (filled / STATE).exists() or \
+            json.loads((filled / STATE).read_text())["entries"] != entries:
+        shutil.rmtree(filled, ignore_errors=True)
+        filled.mkdir(parents=True)
+        await fill_home(filled, entries)
+    else:
+        say(f"Reusing the {entries:,} entries filled in {filled}")
+    state = json.loads((filled / STATE).read_text())
+    # each measurement on a copy (the purge at its end removes half the log)
+    home = base / "run"
+    shutil.rmtree(home, ignore_errors=True)
+    shutil.copytree(filled, home, symlinks=True)
+    embedded = db.EmbeddedPostgres(home)
+    owner_url = embedded.start()
+    client = None
+    try:
+        pool = await db.create_pool(owner_url, maxsize=4)
+        start = time.perf_counter()
+        await db.migrate(pool)  # a fill of an older schema gets the newer migrations here
+        say(f"  migrations in {time.perf_counter() - start:.1f} s")
+        client = TestClient(TestServer(create_app(Settings.from_env(
+            app_env(home, owner_url, state)))))
+        await client.start_server()
+        signer = client.app[CHECKPOINT_SIGNER]
+        api = "/api/v1"
+        login = await client.post(f"{api}/auth/login", json={
+            "identifier": "bench@example.com", "password": "bench-password-1"})
+        assert login.status == 200, await login.text()
+        token = (await login.json())["token"]
+        auth = {"Authorization": f"Bearer {token}"}
+        busy = uuid.UUID(state["busy"])
+        others = [uuid.UUID(o) for o in state["others"]]
+        secret_ids = state["secret_ids"]
+        await asyncio.to_thread(long_statement, owner_url, "ANALYZE")
         async with db.cursor(pool) as cur:
             busy_n = (await db.fetchone(cur, "SELECT count(*) AS n FROM audit_seals "
                                              "WHERE chain_id = %s", (busy,)))["n"]
@@ -421,7 +481,10 @@ async def run(entries: int) -> None:
         if client is not None:
             await client.close()
         embedded.stop()
-        shutil.rmtree(home, ignore_errors=True)
+        if keep is None:
+            shutil.rmtree(base, ignore_errors=True)
+        else:
+            shutil.rmtree(home, ignore_errors=True)
 
 
 def main() -> None:
@@ -429,8 +492,12 @@ def main() -> None:
     parser.add_argument("--entries", type=int, default=200_000,
                         help="entries to fill (default 200,000; the issue's figures: 1000000 "
                              "and 5000000)")
+    parser.add_argument("--keep", type=Path, metavar="DIR",
+                        help="keep the filled data dir in DIR/filled and reuse it on the next run "
+                             "with the same --entries (each run measures a copy, DIR/run, and "
+                             "applies any newer migrations to it first)")
     args = parser.parse_args()
-    asyncio.run(run(args.entries))
+    asyncio.run(run(args.entries, args.keep))
 
 
 if __name__ == "__main__":
