@@ -27,6 +27,7 @@ import json
 import os
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -274,7 +275,7 @@ async def run(entries: int, keep: Path | None) -> None:
     # each measurement on a copy (the purge at its end removes half the log)
     home = base / "run"
     shutil.rmtree(home, ignore_errors=True)
-    shutil.copytree(filled, home, symlinks=True)
+    subprocess.run(["cp", "-a", str(filled), str(home)], check=True)  # owners kept
     embedded = db.EmbeddedPostgres(home)
     owner_url = embedded.start()
     client = None

@@ -442,3 +442,31 @@ async def test_cli_verify_resumes_from_a_checkpoint_and_reports_progress(
                                       "--from-checkpoint")
     assert resumed.returncode == 0, resumed.stderr
     assert "team acme: intact, 5 entries from the checkpoint at seq 31" in resumed.stdout
+
+
+async def test_a_verification_page_probes_the_entries_of_its_seals_never_scans_the_log(
+        client, team_id, database_url):
+    """Each page of the walk is a nested loop: the seals' key from the cursor, then one probe
+    per seal of its entry's month; never a join over a scan of the log, whatever the costs the
+    planner sees (index probes made dear here, as many partitions make them: a page then read
+    the whole log, a chain's verification quadratic, 256 s for 2M entries)."""
+    await fill(database_url, team_id, 50)
+    await query(database_url, "SELECT cvsm_audit_seal(5000, true)")
+    conn = psycopg2.connect(database_url)
+    try:
+        with conn, conn.cursor() as cur:
+            cur.execute("SET LOCAL random_page_cost = 1000")
+            cur.execute("EXPLAIN (FORMAT JSON) " + audit_verify._ROWS,
+                        {"chain": team_id, "seq": 0, "pos": -1, "page": 5000})
+            plan = cur.fetchone()[0][0]["Plan"]
+    finally:
+        conn.close()
+    nodes = []
+
+    def walk(node: dict) -> None:
+        nodes.append(node["Node Type"])
+        for child in node.get("Plans", ()):
+            walk(child)
+
+    walk(plan)
+    assert "Nested Loop" in nodes and "Hash Join" not in nodes and "Merge Join" not in nodes

@@ -39,10 +39,12 @@ class Verdict:
 
 # One page of a chain in order, from a position: the seals' (chain_id, seq) key walked from the
 # cursor, then each seal's entry by `pos` and time (the seal's copy of it: one probe of the
-# entry's month partition, migration 0024, forced by the LATERAL: a plain join of the two
-# partitioned tables was planned as a hash join of both, seconds a page; an entry whose time was
-# changed is missing); pages of VERIFY_PAGE (planning over the partitions costs per statement);
-# no page rescans the ones before. Rows are tuples (seq, pos, canonical text, prev_hash and hash
+# entry's month partition, migration 0024; an entry whose time was changed is missing). The
+# subquery's LIMIT keeps the planner from flattening the LATERAL into a plain join, which it
+# planned as a hash join over a scan of the whole log for every page (a whole chain quadratic:
+# ~4 s a page at 1M entries, 256 s for 2M); so each page is a nested loop of probes. Pages of
+# VERIFY_PAGE (planning over the partitions costs per statement); no page rescans the ones
+# before. Rows are tuples (seq, pos, canonical text, prev_hash and hash
 # in hex): the database writes each entry's canonical text out (`_CANONICAL_SQL`, built-in
 # functions only, never the database's own `cvsm_audit_canonical`) and the walk hashes it
 # (hashlib): no Python object per column, no JSON encoding in Python (issue 40).
@@ -68,7 +70,7 @@ _ROWS = f"""SELECT s.seq, s.pos, {_CANONICAL_SQL}, encode(s.prev_hash, 'hex'),
                  WHERE s.chain_id = %(chain)s AND s.seq >= %(seq)s AND s.pos <> %(pos)s
                  ORDER BY s.seq LIMIT %(page)s) s
            CROSS JOIN LATERAL (SELECT * FROM audit_logs a
-                               WHERE a.pos = s.pos AND a.created_at = s.created_at) a
+                               WHERE a.pos = s.pos AND a.created_at = s.created_at LIMIT 1) a
            ORDER BY s.seq"""
 
 
