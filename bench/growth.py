@@ -44,7 +44,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "server"))
 from aiohttp.test_utils import TestClient, TestServer  # noqa: E402
 
 from cvsm_server.audit import log as audit, chain as audit_chain  # noqa: E402
-from cvsm_server.audit import verify as audit_verify
+from cvsm_server.audit import verify as audit_verify  # noqa: E402
+from cvsm_server.audit import months as audit_months  # noqa: E402
 from cvsm_server import db  # noqa: E402
 from cvsm_server.runtime.app import create_app  # noqa: E402
 from cvsm_server.core.config import Settings  # noqa: E402
@@ -451,12 +452,34 @@ async def run(entries: int, keep: Path | None) -> None:
             finally:
                 batches.append(time.perf_counter() - start)
 
+        # the WAL of each step: whole months dropped, the boundary month compacted, the rest
+        # (the per-entry purge, the read rollup's expired days, checkpoints thinned)
+        steps: dict[str, list[float]] = {}
+
+        async def lsn() -> float:
+            async with db.cursor(pool) as cur:
+                return float((await db.fetchone(cur, "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), "
+                                                     "'0/0') AS b"))["b"])
+
+        def measured(name: str, call):
+            async def wrapper(*args: object, **kwargs: object):
+                before = await lsn()
+                result = await call(*args, **kwargs)
+                steps[name] = [await lsn() - before, result[0]]
+                return result
+            return wrapper
+
+        drop_months, compact = audit_months.drop_expired_months, audit_months.compact_boundary_month
+        audit_months.drop_expired_months = measured("months dropped", drop_months)
+        audit_months.compact_boundary_month = measured("boundary month compacted", compact)
         audit_chain._purge_batch = timed_batch
         start = time.perf_counter()
         try:
             removed = await audit_chain.purge_expired(pool, signer)
         finally:
             audit_chain._purge_batch = original
+            audit_months.drop_expired_months = drop_months
+            audit_months.compact_boundary_month = compact
         seconds = time.perf_counter() - start
         async with db.cursor(pool) as cur:
             wal = (await db.fetchone(cur, "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), %s) AS b",
@@ -471,6 +494,14 @@ async def run(entries: int, keep: Path | None) -> None:
             f"{per_entry:,.0f} B per entry ({size['logs'] / 2**20:,.0f} + "
             f"{size['seals'] / 2**20:,.0f} + {size['reads'] / 2**20:,.1f} MB; checkpoints "
             f"{size['cps'] / 2**20:,.1f} MB)", "<= 300 B")
+        rest = float(wal) - sum(w for w, _ in steps.values())
+        say("")
+        say("Retention WAL by step: " + ", ".join(
+            f"{name} {n:,} entries, {w / 2**20:,.1f} MB ({w / max(n, 1):,.0f} B per entry)"
+            for name, (w, n) in steps.items())
+            + f"; the rest (per-entry purge of {removed - sum(n for _, n in steps.values()):,} "
+              f"entries, the read rollup's expired days, checkpoints thinned) "
+              f"{rest / 2**20:,.1f} MB")
         say("")
         say("Bytes per entry, table by table and index by index: " + ", ".join(
             f"{p['name']} {p['bytes'] / max(total, 1):,.0f}" for p in parts if p["bytes"]))
