@@ -333,3 +333,46 @@ async def test_a_boundary_month_mostly_expired_is_compacted_and_both_chains_veri
         await query(server_url(database_url), "DELETE FROM audit_logs WHERE team_id = %s",
                     (keeper,))
     assert await audit_chain.purge_expired(pool, signer) == 0
+
+
+async def test_the_read_rollups_expired_months_go_by_partition_not_row_by_row(
+        client, team_id, database_url, pool):
+    """The read rollup is stored by month (migration 0027): a month whose rows are mostly past
+    their team's retention is replaced by a copy of the rows that stay (an Enterprise team's),
+    one with nothing left is dropped, and the purge's per-team delete is left the rest."""
+    signer = client.app[CHECKPOINT_SIGNER]
+    keeper = (await query(database_url, "INSERT INTO teams (slug, name, plan) VALUES "
+                                        "('keeper', 'Keeper', 'enterprise') RETURNING id"))[0]["id"]
+    await query(database_url, "UPDATE teams SET plan = 'starter' WHERE id = %s", (team_id,))
+    now = datetime.now(timezone.utc)
+    old = month_start(now - timedelta(days=130))
+    older = month_start(now - timedelta(days=170))
+    await query(database_url, "SELECT cvsm_audit_make_months(%s, %s)", (older, next_month(old)))
+    rows = [(team_id, f"s{i}", old + timedelta(days=i)) for i in range(9)]
+    rows += [(keeper, "k", old + timedelta(days=2)),
+             *[(team_id, f"s{i}", older + timedelta(days=i)) for i in range(3)]]
+    for team, secret, day in rows:
+        await query(database_url, """INSERT INTO audit_reads (team_id, secret_id, day, user_email,
+                                     token_id, reads, last_at) VALUES (%s, %s, %s, '', '', 1,
+                                     now())""", (team, secret, day))
+    oid = (await query(database_url, "SELECT %s::regclass::oid AS o",
+                       (f"audit_reads_{suffix(old)}",)))[0]["o"]
+
+    await audit_chain.purge_expired(pool, signer)
+
+    left = await query(database_url, "SELECT tableoid::regclass::text AS part, team_id FROM "
+                                     "audit_reads")
+    assert [(r["part"], r["team_id"]) for r in left] == [(f"audit_reads_{suffix(old)}", keeper)]
+    assert not await exists(database_url, f"audit_reads_{suffix(older)}")
+    assert (await query(database_url, "SELECT %s::regclass::oid AS o",
+                        (f"audit_reads_{suffix(old)}",)))[0]["o"] != oid
+    # the month that stays has the rollup's keys: the sealer's upsert still adds to its rows
+    await query(database_url, """INSERT INTO audit_reads AS r (team_id, secret_id, day,
+                                 user_email, token_id, reads, last_at) VALUES (%s, 'k', %s, '',
+                                 '', 1, now()) ON CONFLICT (team_id, secret_id, day, user_email,
+                                 token_id) DO UPDATE SET reads = r.reads + 1""",
+                (keeper, old + timedelta(days=2)))
+    assert (await query(database_url, "SELECT reads FROM audit_reads"))[0]["reads"] == 2
+    # asked for a month most of which stays, the database leaves it to the per-team delete
+    assert (await query(server_url(database_url), "SELECT cvsm_audit_compact_reads(%s) AS n",
+                        (old,)))[0]["n"] is None

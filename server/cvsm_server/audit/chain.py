@@ -294,7 +294,8 @@ async def purge_expired(pool: db.Pool, signer: CheckpointSigner, *,
     index: with nothing expired the run reads nothing else. Whole months go first, as partition
     drops where they can (`audit_months`, migration 0024), each after `before_drop(month)`
     (the archive, `audit.purge_expired`); then the boundary month compacted where most of it
-    goes (migration 0026), not archived: what it keeps is no whole month."""
+    goes (migration 0026), not archived: what it keeps is no whole month; and the read rollup's
+    expired months likewise (migration 0027)."""
     async def sign(cur: db.Cursor, chain_id: uuid.UUID, seq: int, head: bytes) -> None:
         await write_checkpoint(cur, signer, chain_id, seq, head, "purge")
 
@@ -304,6 +305,7 @@ async def purge_expired(pool: db.Pool, signer: CheckpointSigner, *,
     compacted, touched = await audit_months.compact_boundary_month(pool, sign)
     removed += compacted
     dropped = [*dropped, *touched]
+    await audit_months.compact_reads(pool)
     async with db.cursor(pool) as cur:
         await seal(cur)
         due = await db.fetchall(

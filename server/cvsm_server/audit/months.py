@@ -227,3 +227,33 @@ async def compact_boundary_month(pool: db.Pool, sign: Sign, *,
     log.info("audit month %s compacted: %d entries removed, %d kept", month.isoformat()[:7],
              removed, total - removed)
     return removed, [c for c, _, _ in cuts]
+
+
+async def compact_reads(pool: db.Pool) -> int:
+    """The read rollup's months (migration 0027), oldest first while they started before the
+    shortest retention: each whose expired rows are most of it loses them by a partition drop
+    or copy (`cvsm_audit_compact_reads`); stops at the first left to the per-team delete.
+    Returns how many rows went."""
+    async with db.cursor(pool) as cur:
+        months = [r["month"] for r in await db.fetchall(
+            cur,
+            """SELECT m.month FROM (
+                   SELECT to_date(substr(c.relname, 13), '"y"YYYY"m"MM') AS month
+                   FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+                   WHERE i.inhparent = 'audit_reads'::regclass
+                     AND c.relname ~ '^audit_reads_y[0-9]{4}m[0-9]{2}$') m
+               WHERE m.month::timestamp AT TIME ZONE 'UTC' < now() - interval '30 days'
+               ORDER BY 1""")]
+    gone = 0
+    for month in months:
+        try:
+            async with db.pool_transaction(pool) as cur:
+                row = await db.fetchone(cur, "SELECT cvsm_audit_compact_reads(%s) AS n", (month,))
+        except psycopg2.Error as exc:
+            log.info("audit reads month %s kept for the per-team delete: %s",
+                     month.isoformat()[:7], db.first_line(exc))
+            break
+        if row["n"] is None:
+            break
+        gone += row["n"]
+    return gone
