@@ -113,6 +113,22 @@ BEGIN
     IF part IS NULL OR date_trunc('month', p_month) <> p_month THEN
         RAISE EXCEPTION 'audit reads month %: no such partition', p_month;
     END IF;
+    -- nothing expired (the hourly run's usual answer): one probe a team of its (team_id, day)
+    -- index, the team's oldest day against its retention
+    EXECUTE format($q$
+        WITH RECURSIVE k(id) AS (
+            (SELECT team_id FROM %1$s ORDER BY team_id LIMIT 1)
+            UNION ALL
+            SELECT (SELECT team_id FROM %1$s WHERE team_id > k.id ORDER BY team_id LIMIT 1)
+            FROM k WHERE k.id IS NOT NULL)
+        SELECT count(*) FROM k WHERE k.id IS NOT NULL
+           AND (SELECT min(day) FROM %1$s WHERE team_id = k.id)
+               < ((now() - make_interval(days => coalesce(cvsm_audit_retention_days(k.id),
+                                                          36500))) AT TIME ZONE 'UTC')::date$q$,
+        part) INTO n_all;
+    IF n_all = 0 THEN
+        RETURN NULL;
+    END IF;
     EXECUTE format('LOCK TABLE %s IN SHARE MODE', part);
     -- the rows kept: those the per-team delete keeps (`audit_chain._PURGE_READS`)
     EXECUTE format($q$
