@@ -286,7 +286,8 @@ async def run(entries: int, keep: Path | None) -> None:
         # most: beside the pool (whose statements have aiopg's 30 s), as `long_statement`
         start = time.perf_counter()
         slow = await aiopg.create_pool(owner_url, minsize=1, maxsize=1, timeout=3600,
-                                       options="-c TimeZone=UTC")
+                                       options="-c TimeZone=UTC",
+                                       cursor_factory=psycopg2.extras.RealDictCursor)
         try:
             await db.migrate(slow)
         finally:
