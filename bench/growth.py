@@ -318,7 +318,8 @@ async def run(entries: int, keep: Path | None) -> None:
                         pg_partition_tree('audit_logs')) AS logs,
                        (SELECT sum(pg_total_relation_size(relid)) FROM
                         pg_partition_tree('audit_seals')) AS seals,
-                       pg_total_relation_size('audit_reads') AS reads,
+                       (SELECT sum(pg_total_relation_size(relid)) FROM
+                        pg_partition_tree('audit_reads')) AS reads,
                        pg_total_relation_size('audit_checkpoints') AS cps""", ()))
             parts = await db.fetchall(cur, """
                 SELECT regexp_replace(c.relname, '_(y[0-9]{4}m[0-9]{2}|default)', '')
