@@ -7,13 +7,15 @@ from __future__ import annotations
 import asyncio
 import base64
 import itertools
+import os
 import shutil
 import tempfile
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import psutil
 import psycopg2
 import pytest
 from aiohttp.test_utils import TestClient
@@ -22,6 +24,7 @@ from cvsm_server import db
 from cvsm_server.runtime.app import create_app
 from cvsm_server.core.config import Settings
 from smtpbox import Mailbox
+from stripe_mock import StripeFront, settings_env as stripe_settings, stripe_mock_url
 
 MASTER_KEY = base64.b64encode(bytes(range(32))).decode()
 JWT_SECRET = "test-jwt-secret-" + "x" * 32
@@ -51,6 +54,29 @@ def postgres_home() -> Path:
     home = Path(tempfile.mkdtemp(prefix="cvsm-test-pg-"))
     home.chmod(0o755)
     return home
+
+
+def running_postgres(pgdata: Path) -> list[int]:
+    """The postgres processes whose working directory is `pgdata` (an embedded server's)."""
+    real = os.path.realpath(pgdata)
+    found = []
+    for proc in psutil.process_iter(["name", "cwd", "status"], ad_value=None):
+        if (proc.info["name"] == "postgres" and proc.info["status"] != psutil.STATUS_ZOMBIE
+                and proc.info["cwd"] and os.path.realpath(proc.info["cwd"]) == real):
+            found.append(proc.pid)
+    return found
+
+
+@pytest.fixture
+def home() -> Iterator[Path]:
+    """A `postgres_home()` for a test's own embedded servers (each in `home/<name>/pg`), removed
+    after it with any server a failed test left running."""
+    home = postgres_home()
+    yield home
+    for data in home.iterdir():  # only if a test failed; not to leak them
+        for pid in running_postgres(data / "pg"):
+            psutil.Process(pid).kill()
+    shutil.rmtree(home, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
@@ -263,3 +289,21 @@ async def mail_client(start_client: Callable[..., Any], make_settings: Callable[
     """The app with its background jobs on and mail going to `mailbox`."""
     return await start_client(make_settings(smtp_url=mailbox.url, background_jobs="on",
                                             mail_poll_seconds="1"))
+
+
+@pytest.fixture
+async def stripe_front() -> Any:
+    """stripe-mock behind a front whose subscriptions the test sets (`stripe_mock.py`): skipped
+    with the reason when stripe-mock is not installed, a failure under CI=true."""
+    front = StripeFront(stripe_mock_url())
+    await front.start()
+    yield front
+    await front.close()
+
+
+@pytest.fixture
+async def billing_client(start_client: Callable[..., Any], make_settings: Callable[..., Settings],
+                         stripe_front: StripeFront) -> TestClient:
+    """The app billing through Stripe (`CVSM_BILLING=stripe`), whose API is `stripe_front`."""
+    return await start_client(make_settings(**stripe_settings(),
+                                            stripe_api_base=stripe_front.url))

@@ -10,6 +10,7 @@ import os
 import uuid
 from typing import Any
 
+import pytest
 from aiohttp.test_utils import TestClient
 
 from cvsm import e2e as crypto
@@ -244,3 +245,21 @@ class E2ETeam:
         self.key, self.key_version = new_key, version
         await by.store_anchor(client, self.id, version, new_key)
         return await resp.json()
+
+
+async def keyed(api: Any, client: TestClient, name: str | None = None) -> "Member":
+    """A new account with its key pair set up, as a member's browser does once."""
+    member = Member(await api.register(name))
+    await member.setup_key(client)
+    return member
+
+
+# The fixtures the e2e test modules share (each imports them by name).
+@pytest.fixture
+async def alice(api: Any, client: TestClient) -> "Member":
+    return await keyed(api, client, "alice")
+
+
+@pytest.fixture
+async def team(client: TestClient, alice: "Member") -> "E2ETeam":
+    return await E2ETeam.create(client, alice)

@@ -200,12 +200,12 @@ async def test_operator_commands_fail_in_one_line(database_url: str) -> None:
             assert lines[-1].startswith("cvsm-server team set-plan: error: ")
 
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+SERVER_DOC = Path(__file__).resolve().parents[2] / "docs" / "server.md"
 
 
-def readme_plan_table() -> dict[str, dict[str, int | None]]:
-    """The plan table of the README's "Administration" section, as `teams.PLANS` writes it."""
-    text = README.read_text()
+def docs_plan_table() -> dict[str, dict[str, int | None]]:
+    """The plan table of docs/server.md's "Administration" section, as `teams.PLANS` writes it."""
+    text = SERVER_DOC.read_text()
     header = "| Plan | Members | Secrets | Audit retention | Active environments |"
     lines = text[text.index(header):].splitlines()[2:]
     plans = {}
@@ -223,8 +223,8 @@ def readme_plan_table() -> dict[str, dict[str, int | None]]:
     return plans
 
 
-def test_the_readme_plan_table_is_the_codes_and_plan_changes_apply_it() -> None:
-    assert readme_plan_table() == PLANS
+def test_the_docs_plan_table_is_the_codes_and_plan_changes_apply_it() -> None:
+    assert docs_plan_table() == PLANS
     assert admin.PLAN_FORM_DEFAULTS == {name: (plan["max_secrets"], plan["max_members"])
                                         for name, plan in PLANS.items()}
 

@@ -14,25 +14,14 @@ import sys
 from pathlib import Path
 
 import httpx
-import psutil
 import pytest
 
-from conftest import JWT_SECRET, MASTER_KEY, postgres_home
+from conftest import JWT_SECRET, MASTER_KEY
 from serving import CONSOLE_SCRIPT, served
 from test_cli import running_postgres
 
 EMBEDDED = {"CVSM_DATABASE_URL": "", "CVSM_MIGRATION_DATABASE_URL": "",
             "CVSM_RATELIMIT_AUTH": "off", "CVSM_RATELIMIT_API": "off"}
-
-
-@pytest.fixture
-def home():
-    home = postgres_home()
-    yield home
-    for data in home.iterdir():  # only if a test failed; not to leak them
-        for pid in running_postgres(data / "pg"):
-            psutil.Process(pid).kill()
-    shutil.rmtree(home, ignore_errors=True)
 
 
 def cvsm(data_dir: Path, *args: str, master_key: str = MASTER_KEY) -> subprocess.CompletedProcess:
@@ -161,23 +150,23 @@ def test_root_refuses_a_data_dir_another_user_owns(home):
 
 
 def docs_operator_function(user: str, env_file: Path, program: Path) -> str:
-    """docs/deploy.md's `cvsm()` shell function, with the service's user, env file and program
-    replaced (printed)."""
+    """docs/deploy.md's `cvsm_server()` shell function (not `cvsm`: that is the people's command),
+    with the service's user, env file and program replaced (printed)."""
     text = (Path(__file__).resolve().parents[2] / "docs" / "deploy.md").read_text()
-    [line] = re.findall(r"^cvsm\(\) \{.*\}$", text, re.M)
+    [line] = re.findall(r"^cvsm_server\(\) \{.*\}$", text, re.M)
     edits = [("runuser -u cvsm ", f"runuser -u {user} "), ("/etc/cvsm/cvsm.env", str(env_file)),
              ("/opt/cvsm/venv/bin/cvsm-server", str(program))]
     for old, new in edits:
         assert line.count(old) == 1, old
         line = line.replace(old, new)
-    print(f"docs/deploy.md's cvsm(), with {edits}:\n{line}")
+    print(f"docs/deploy.md's cvsm_server(), with {edits}:\n{line}")
     return line
 
 
 def test_a_non_root_user_after_root_through_the_docs_operator_function(home):
     """Root has run the embedded PostgreSQL (this test run has, or the setup here), leaving a
     root-owned /tmp/.lockfile; the service's user then runs commands on its own data dir, the
-    way docs/deploy.md says (its `cvsm` function, in bash and in dash): they work, with no
+    way docs/deploy.md says (its `cvsm_server` function, in bash and in dash): they work, with no
     traceback, and leave everything owned by that user."""
     user = other_user()
     python, path = python_for(user)
@@ -197,8 +186,8 @@ def test_a_non_root_user_after_root_through_the_docs_operator_function(home):
     program.chmod(0o755)
     function = docs_operator_function(user, env_file, program)
     dump = data / "cvsm.dump"
-    for shell, command in (("bash", "cvsm migrate"), ("dash", f"cvsm backup {dump}"),
-                           ("bash", f"cvsm restore --force {dump}")):
+    for shell, command in (("bash", "cvsm_server migrate"), ("dash", f"cvsm_server backup {dump}"),
+                           ("bash", f"cvsm_server restore --force {dump}")):
         result = subprocess.run([shell, "-c", f"{function}\n{command}"], capture_output=True,
                                 text=True, timeout=240, cwd="/")
         assert result.returncode == 0, (command, result.stderr)

@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import os
 import re
-import shutil
 import socket
 import subprocess
 import sys
@@ -15,7 +14,6 @@ from pathlib import Path
 import psutil
 import pytest
 
-from conftest import postgres_home
 
 CONSOLE_SCRIPT = Path(sys.executable).with_name("cvsm-server")
 # The format `cvsm-server` configures for its log records; every other stderr line is a message.
@@ -42,15 +40,6 @@ def running_postgres(pgdata: Path) -> list[int]:
                 and proc.info["cwd"] and os.path.realpath(proc.info["cwd"]) == real):
             found.append(proc.pid)
     return found
-
-
-@pytest.fixture
-def home():
-    home = postgres_home()
-    yield home
-    for pid in running_postgres(home / "data" / "pg"):  # only if a test failed; not to leak them
-        psutil.Process(pid).kill()
-    shutil.rmtree(home, ignore_errors=True)
 
 
 def test_serve_on_a_port_in_use_says_so_in_one_line_and_stops_the_embedded_postgres(home):
@@ -106,9 +95,9 @@ def test_every_command_and_option_has_help_and_help_names_the_variables_and_the_
     for variable in ("CVSM_DATA_DIR", "CVSM_DATABASE_URL", "CVSM_MASTER_KEY", "CVSM_APP_URL",
                      "CVSM_SMTP_URL", "CVSM_DEFAULT_PLAN"):
         assert variable in top.stdout
-    assert '"Configuration"' in top.stdout and "README.md" in top.stdout
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    assert "\n### Configuration\n" in readme and "\n## The server\n" in readme  # where it points
+    assert '"Configuration"' in top.stdout and "docs/server.md" in top.stdout
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "server.md").read_text()
+    assert "\n## Configuration\n" in doc  # where it points
 
     serve_help = subprocess.run([str(CONSOLE_SCRIPT), "serve", "--help"], capture_output=True,
                                 text=True, timeout=60).stdout

@@ -101,30 +101,30 @@ async def shell_readme(tmp_path: Path, env: dict[str, str], production: dict[str
     require("bash"), require("curl"), require("jq")
     database_url = production["DATABASE_URL"]
     readme = REPO / "clients" / "shell" / "README.md"
-    # The clone goes into the project folder (`git clone ... cvsm`), a link here.
+    # A project folder next to the clone (`git clone ... ../cvsm`), a link here.
     app = tmp_path / "app"
     app.mkdir()
-    (app / "cvsm").symlink_to(REPO)
+    (tmp_path / "cvsm").symlink_to(REPO)
     install = blocks(readme, "bash", "## Installation")[0].strip()
-    assert install.startswith("git clone <this repository> cvsm && "), install
-    sourced = install.removeprefix("git clone <this repository> cvsm && ")
+    assert install.startswith("git clone <this repository> ../cvsm && "), install
+    sourced = install.removeprefix("git clone <this repository> ../cvsm && ")
     out = await run(["bash", "-c", f"{sourced} && cvsm_get DATABASE_URL"], app,
                     {**env, "CVSM_CACHE_DIR": str(tmp_path / "cache")})
     assert out == database_url
-    # The root README's line, from a project next to a clone in ../cvsm.
+    # The root README's line, the same clone.
     root_line = root_install("Shell")
     assert root_line == "source ../cvsm/clients/shell/cvsm.sh", root_line
-    (tmp_path / "cvsm").symlink_to(REPO)
     out = await run(["bash", "-c", f"{root_line} && cvsm_get DATABASE_URL"], app,
                     {**env, "CVSM_CACHE_DIR": str(tmp_path / "cache1")})
     assert out == database_url
-    # The other way: the one file copied next to the scripts, which the first example sources.
-    copy = re.search(r"\(`(cp cvsm/clients/shell/cvsm\.sh \./)`\)", readme.read_text()).group(1)
-    await run(["bash", "-c", copy], app, env)
+    # The first example as printed, in the project folder with nothing but the app: it copies
+    # the one file next to the scripts and sources it.
+    assert re.search(r"\(`(cp \.\./cvsm/clients/shell/cvsm\.sh \./)`", readme.read_text())
     (app / "my-app").write_text(f'#!/bin/sh\nexec jq -n "env | {{{", ".join(sorted(production))}}}"\n')
     (app / "my-app").chmod(0o755)
     example = blocks(readme, "bash")[0]
-    assert "source ./cvsm.sh" in example and "exec ./my-app" in example
+    assert "cp ../cvsm/clients/shell/cvsm.sh ./" in example and "exec ./my-app" in example
+    assert not (app / "cvsm.sh").exists()
     out = await run(["bash", "-c", example], app, {**env, "CVSM_CACHE_DIR": str(tmp_path / "cache2")})
     assert json.loads(out) == production
 

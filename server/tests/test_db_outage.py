@@ -10,12 +10,10 @@ killed ten times while threads read, write and check health.
 from __future__ import annotations
 
 import asyncio
-import shutil
 import socket
 import threading
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -24,7 +22,6 @@ import psycopg2
 import psycopg2.extensions
 import pytest
 
-from conftest import postgres_home
 from cvsm_server import db
 from cvsm_server.db.pool import SOCKET_CHECK
 from test_workers import environment, running_postgres, serving
@@ -33,15 +30,6 @@ KILLS = 10
 THREADS = 6
 # No answer may take longer than this (the statement limit was 30 s).
 SLOWEST = 5.0
-
-
-@pytest.fixture
-def home() -> Iterator[Path]:
-    home = postgres_home()
-    yield home
-    for pid in running_postgres(home / "data" / "pg"):  # only if a test failed; not to leak them
-        psutil.Process(pid).kill()
-    shutil.rmtree(home, ignore_errors=True)
 
 
 class Load:

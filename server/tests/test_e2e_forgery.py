@@ -26,27 +26,10 @@ import cvsm
 from conftest import query
 from cvsm import e2e as crypto
 from cvsm_server.e2e.syntax import fingerprint
-from e2e_client import E2ETeam, Member, auth
+from e2e_client import alice, team  # noqa: F401 (fixtures)
+from e2e_client import E2ETeam, Member, auth, keyed
 
 VALUE = "postgres://app:asli@db.internal/app"
-
-
-@pytest.fixture
-async def alice(api: Any, client: Any) -> Member:
-    member = Member(await api.register("alice"))
-    await member.setup_key(client)
-    return member
-
-
-@pytest.fixture
-async def team(client: Any, alice: Member) -> E2ETeam:
-    return await E2ETeam.create(client, alice)
-
-
-async def keyed(api: Any, client: Any, name: str) -> Member:
-    member = Member(await api.register(name))
-    await member.setup_key(client)
-    return member
 
 
 def sdk(client: Any, token: str, team: E2ETeam) -> cvsm.AsyncClient:

@@ -13,7 +13,8 @@ import pytest
 from conftest import query
 from cvsm import e2e as crypto
 from cvsm_server.web.accesslog import redact
-from e2e_client import E2ETeam, Member, auth, cheap_passphrase_wrap
+from e2e_client import alice, team  # noqa: F401 (fixtures)
+from e2e_client import E2ETeam, Member, auth, cheap_passphrase_wrap, keyed
 
 VECTORS_LOW_ORDER = [
     "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA",
@@ -22,24 +23,6 @@ VECTORS_LOW_ORDER = [
     "7P_______________________________________38",
     "7v________________________________________8",
 ]
-
-
-@pytest.fixture
-async def alice(api: Any, client: Any) -> Member:
-    member = Member(await api.register("alice"))
-    await member.setup_key(client)
-    return member
-
-
-@pytest.fixture
-async def team(client: Any, alice: Member) -> E2ETeam:
-    return await E2ETeam.create(client, alice)
-
-
-async def keyed(api: Any, client: Any, name: str) -> Member:
-    member = Member(await api.register(name))
-    await member.setup_key(client)
-    return member
 
 
 async def test_the_key_answer_carries_the_callers_auth_and_the_links(api, client, alice, team):

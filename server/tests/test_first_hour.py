@@ -341,17 +341,23 @@ async def go_readme(tmp_path: Path, env: dict[str, str], production: dict[str, s
 
 async def cvsm_command_readme(tmp_path: Path, env: dict[str, str], production: dict[str, str]) -> None:
     """The root README's install line of the `cvsm` command, then the first example of the Go
-    README's list of its commands."""
+    README's list of its commands, in one shell whose PATH lacks Go's bin folder (a fresh HOME:
+    `go install` puts it in $(go env GOPATH)/bin, which the printed line adds)."""
     require("go")
     readme = ROOT / "clients" / "go" / "README.md"
     app = test_client_readmes.project(tmp_path)
-    gobin = tmp_path / "gobin"
+    modcache = subprocess.run(["go", "env", "GOMODCACHE"], capture_output=True, text=True,
+                              check=True).stdout.strip()  # offline: the real module cache
+    gopath = tmp_path / "go"
     env = {**env, "GOPROXY": "off", "GOSUMDB": "off", "GOWORK": "off", "GOFLAGS": "-buildvcs=false",
-           "GOBIN": str(gobin), "PATH": f"{gobin}{os.pathsep}{env['PATH']}"}
-    await run(["sh", "-c", root_install("`cvsm` command")], app, env)
+           "GOPATH": str(gopath), "GOMODCACHE": modcache}
+    env.pop("GOBIN", None)
+    assert shutil.which("cvsm", path=env["PATH"]) is None, "a cvsm on PATH would hide the snag"
+    install = root_install("`cvsm` command")
     first = command_lines(blocks(readme, "sh", "## The cvsm command")[2])[0]
     assert first == "cvsm get DATABASE_URL", first
-    assert await run(["sh", "-c", first], app, env) == production["DATABASE_URL"]
+    assert await run(["sh", "-c", f"{install} && {first}"], app, env) == production["DATABASE_URL"]
+    assert (gopath / "bin" / "cvsm").is_file()
 
 
 def command_lines(block: str) -> list[str]:

@@ -19,12 +19,12 @@ def test_one_registry_names_every_job_with_its_interval(make_settings: Any) -> N
     names = [job.name for job in jobs.JOBS]
     assert names == ["audit_purge", "housekeeping", "mail", "account_deletion",
                      "audit_checkpoint", "audit_seal", "audit_verify", "webhooks",
-                     "rotation"]
+                     "rotation", "billing_grace"]
     periodic = {job.name: job for job in jobs.JOBS if isinstance(job, jobs.Periodic)}
     intervals = {name: job.interval(settings) for name, job in periodic.items()}
     assert intervals == {"audit_purge": 3600.0, "housekeeping": 600.0,
                          "account_deletion": deletion.PURGE_INTERVAL, "audit_seal": 2.0,
-                         "audit_verify": 3600.0}
+                         "audit_verify": 3600.0, "billing_grace": 3600.0}
     assert [n for n, job in periodic.items() if not job.at_start] == ["audit_seal",
                                                                       "audit_verify"]
 

@@ -26,7 +26,7 @@ import cvsm_server
 PACKAGE = Path(cvsm_server.__file__).parent
 
 KERNEL = {"core", "db", "crypto"}
-DOMAIN = {"accounts", "teams", "secrets", "audit", "e2e", "mail", "webhooks", "rotation",
+DOMAIN = {"accounts", "teams", "secrets", "audit", "e2e", "mail", "webhooks", "rotation", "billing",
           "instance", "support"}
 # package -> the packages its modules may import (besides its own modules)
 ALLOWED: dict[str, set[str]] = {

@@ -35,7 +35,7 @@ OVERFLOW = """() => {
   const out = [];
   for (const el of document.querySelectorAll("body *")) {
     const box = el.getBoundingClientRect();
-    if (box.right > width + 0.5 && box.width > 0 && !el.closest(".table-scroll, pre")) {
+    if (box.right > width + 0.5 && box.width > 0 && !el.closest("pre")) {
       out.push(`${el.tagName.toLowerCase()}${el.id ? "#" + el.id : ""}` +
                `${el.className && typeof el.className === "string" ? "." + el.className : ""}` +
                ` right=${Math.round(box.right)}`);

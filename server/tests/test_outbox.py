@@ -23,8 +23,8 @@ README = Path(__file__).resolve().parents[2] / "README.md"
 
 
 def readme_mail_step() -> str:
-    """The `sh` block of the README's "Accounts and mail" that reads the outbox, unindented."""
-    section = README.read_text().split("### Accounts and mail", 1)[1].split("\n### ", 1)[0]
+    """The `sh` block of the README's "Your first hour" that reads the outbox, unindented."""
+    section = README.read_text().split("## Your first hour", 1)[1].split("\n## ", 1)[0]
     blocks = re.findall(r"^( *)```sh\n(.*?)^\1```", section, re.S | re.M)
     [(indent, block)] = [b for b in blocks if "cvsm-server mail" in b[1]]
     return "\n".join(line.removeprefix(indent) for line in block.splitlines()) + "\n"

@@ -15,13 +15,7 @@ from cvsm_server.audit import log as audit
 from cvsm_server import db
 from cvsm_server.accounts import deletion
 from conftest import query, server_url
-from e2e_client import E2ETeam, Member, auth
-
-
-async def keyed(api: Any, client: Any) -> Member:
-    member = Member(await api.register())
-    await member.setup_key(client)
-    return member
+from e2e_client import E2ETeam, Member, auth, keyed
 
 
 def sealed_item(team: E2ETeam, secret_id: str, name: str = "REUSED") -> dict[str, Any]:

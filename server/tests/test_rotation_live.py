@@ -1,7 +1,7 @@
 """Single-user rotation without stranding applications (issue 39.3): an application made with the
 Python SDK opens a database connection every 100 ms, on a thread of its own, through three
 rotations of its PostgreSQL role's password (a second embedded PostgreSQL with password
-authentication, `pg_target.PasswordPostgres`), and no connection fails with the README's
+authentication, `pg_target.PasswordPostgres`), and no connection fails with docs/server.md's
 refresh-on-login-failure `connect` (its code, run as printed), with `live=True` or without.
 With `live=True` and a plain `get`, only connections opened during a rotation's own steps (from
 `set` until the new value commits and its change reaches the client) fail; with neither, every connection fails until the SDK's
@@ -28,17 +28,17 @@ from cvsm_server.outbound import rotation as rotation_runner
 from cvsm_server.web.state import KEYRING, POOL
 from pg_target import PasswordPostgres
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+SERVER_DOC = Path(__file__).resolve().parents[2] / "docs" / "server.md"
 ROTATIONS = 3
 EVERY = 0.1
 
 
 def readme_connect() -> Callable[..., Any]:
-    """The README's `connect(secrets, dsn)`, from the first Python block of its Rotation section."""
-    section = README.read_text(encoding="utf-8").split("### Rotation\n", 1)[1].split("\n### ", 1)[0]
+    """docs/server.md's `connect(secrets, dsn)`, from the first Python block of its Rotation section."""
+    section = SERVER_DOC.read_text(encoding="utf-8").split("## Rotation\n", 1)[1].split("\n## ", 1)[0]
     code = section.split("```python\n", 1)[1].split("```", 1)[0]
     namespace: dict[str, Any] = {}
-    exec(compile(code, "README.md (Rotation)", "exec"), namespace)  # noqa: S102 - the docs' own example
+    exec(compile(code, "docs/server.md (Rotation)", "exec"), namespace)  # noqa: S102 - the docs' own example
     return namespace["connect"]  # type: ignore[no-any-return]
 
 

@@ -144,7 +144,8 @@ async def python_readme(tmp_path: Path, reader: dict[str, str], production: dict
     out = await run([str(app / ".venv" / "bin" / "python"), "-c", check, *production], app,
                     child_env(production, **reader))
 
-    installed, values = out.splitlines()
+    loaded, installed, values = out.splitlines()
+    assert loaded == f"loaded {', '.join(sorted(production))}"  # what it prints: names, no value
     assert installed.startswith(str(app / ".venv")), "cvsm came from the project's environment"
     assert json.loads(values) == [production["DATABASE_URL"], production]
 
@@ -168,7 +169,9 @@ async def node_readme(tmp_path: Path, reader: dict[str, str], production: dict[s
     out = await run(["node", "--require", "./report.cjs", "app.mjs"], app, child_env(production, **reader),
                     timeout=60)
 
-    assert json.loads(out) == production
+    loaded, report = out.split("\n", 1)
+    assert loaded == f"loaded {', '.join(sorted(production))}"  # what it prints: names, no value
+    assert json.loads(report) == production
 
 
 async def ruby_readme(tmp_path: Path, reader: dict[str, str], production: dict[str, str]) -> None:

@@ -22,7 +22,7 @@ import httpx
 import psutil
 import pytest
 
-from conftest import TEMPLATE, admin_execute, database_url_for, postgres_home, server_url
+from conftest import TEMPLATE, admin_execute, database_url_for, server_url
 from cvsm_server import __version__, db
 from cvsm_server.core.config import make_data_dir
 from cvsm_server.db.embedded import EmbeddedPostgres
@@ -32,15 +32,6 @@ from test_workers import CONSOLE_SCRIPT, LISTENING, environment, running_postgre
 ROUNDS = int(os.environ.get("CVSM_TEST_STARTUP_ROUNDS", "10"))
 SERVERS = 1  # `serve` processes per start, beside MIGRATORS `migrate` ones (lighter: no app)
 MIGRATORS = 2
-
-
-@pytest.fixture
-def home() -> Iterator[Path]:
-    home = postgres_home()
-    yield home
-    for pid in running_postgres(home / "data" / "pg"):  # only if a test failed; not to leak them
-        psutil.Process(pid).kill()
-    shutil.rmtree(home, ignore_errors=True)
 
 
 def _start_together(data_dir: Path, logs: Path, tag: str) -> list[str]:

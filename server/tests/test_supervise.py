@@ -11,20 +11,18 @@ import asyncio
 import json
 import multiprocessing
 import os
-import shutil
 import signal
 import socket
 import threading
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import psutil
 import pytest
 
-from conftest import Api, postgres_home, query, server_url
+from conftest import Api, query, server_url
 from cvsm_server.audit import chain as audit_chain
 from cvsm_server.runtime import workers
 from cvsm_server.web.state import CHECKPOINT_SIGNER, POOL
@@ -41,15 +39,6 @@ OUTAGE_BOUND = 30.0
 def on_test_database(database_url: str, tmp_path: Path) -> dict[str, str]:
     return environment(tmp_path / "data", CVSM_DATABASE_URL=server_url(database_url),
                        CVSM_MIGRATION_DATABASE_URL=database_url)
-
-
-@pytest.fixture
-def home() -> Iterator[Path]:
-    home = postgres_home()
-    yield home
-    for pid in running_postgres(home / "data" / "pg"):  # only if a test failed; not to leak them
-        psutil.Process(pid).kill()
-    shutil.rmtree(home, ignore_errors=True)
 
 
 class Load:
@@ -207,8 +196,10 @@ def test_a_request_that_outlasts_the_drain_time_does_not_hold_the_stop(on_test_d
             time.sleep(0.5)
             stopped = time.monotonic()
             server.proc.send_signal(signal.SIGTERM)  # and the rest never comes
+            # Held by the request, the stop would never end (the rest of the body never comes):
+            # it ends after the 2 s drain plus the process's own exit (slow on a loaded machine).
             assert server.proc.wait(timeout=30) == 0
-        assert time.monotonic() - stopped < 8
+        assert time.monotonic() - stopped < 25
         assert "1 request(s) still in flight after 2 s" in server.output()
 
 

@@ -14,7 +14,6 @@ import contextlib
 import json
 import os
 import re
-import shutil
 import signal
 import socket
 import ssl
@@ -34,7 +33,7 @@ import pytest
 import trustme
 from cryptography.hazmat.primitives import serialization
 
-from conftest import JWT_SECRET, MASTER_KEY, admin_execute, postgres_home, server_url
+from conftest import JWT_SECRET, MASTER_KEY, admin_execute, running_postgres, server_url
 from cvsm_server import db
 from cvsm_server.runtime import tls
 
@@ -113,16 +112,6 @@ def on_test_database(database_url: str, tmp_path: Path) -> dict[str, str]:
                        CVSM_MIGRATION_DATABASE_URL=database_url)
 
 
-def running_postgres(pgdata: Path) -> list[int]:
-    real = os.path.realpath(pgdata)
-    found = []
-    for proc in psutil.process_iter(["name", "cwd", "status"], ad_value=None):
-        if (proc.info["name"] == "postgres" and proc.info["status"] != psutil.STATUS_ZOMBIE
-                and proc.info["cwd"] and os.path.realpath(proc.info["cwd"]) == real):
-            found.append(proc.pid)
-    return found
-
-
 def alive(pid: int) -> bool:
     try:
         return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
@@ -136,15 +125,6 @@ def processes(pids: list[int]) -> list[psutil.Process]:
         with contextlib.suppress(psutil.NoSuchProcess):
             found.append(psutil.Process(pid))
     return found
-
-
-@pytest.fixture
-def home() -> Iterator[Path]:
-    home = postgres_home()
-    yield home
-    for pid in running_postgres(home / "data" / "pg"):  # only if a test failed; not to leak them
-        psutil.Process(pid).kill()
-    shutil.rmtree(home, ignore_errors=True)
 
 
 def test_three_workers_answer_on_one_port_from_three_processes(on_test_database, tmp_path):

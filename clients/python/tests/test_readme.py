@@ -24,7 +24,8 @@ def first_python_example() -> str:
     return match.group(1)
 
 
-def test_the_first_readme_example_runs_as_printed(api: FakeApi, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_first_readme_example_runs_as_printed(api: FakeApi, monkeypatch: pytest.MonkeyPatch,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
     api.add("DATABASE_URL", "postgres://db.internal/app")
     api.add("README_TEST_OTHER", "other")
     monkeypatch.setenv("CVSM_TOKEN", TOKEN + "\n")  # as read from a mounted file
@@ -38,6 +39,7 @@ def test_the_first_readme_example_runs_as_printed(api: FakeApi, monkeypatch: pyt
     assert namespace["database_url"] == "postgres://db.internal/app"
     assert os.environ["README_TEST_OTHER"] == "other"
     assert api.kinds() == ["by_name", "export"]
+    assert capsys.readouterr().out == "loaded DATABASE_URL, README_TEST_OTHER\n"  # names, no value
 
 
 def test_the_version_has_one_source() -> None:

@@ -3,7 +3,9 @@
 A JWT (HS256; claims `sub`, `iat`, `exp`, `jti`; 12 hours by default) names a row in `sessions`.
 Logout-all revokes every session row of the user, so each JWT issued before the call stops
 working at once, on every process (`credentials.bump`), and one issued after works, whatever the
-clock says.
+clock says. It, and every end of all of a user's sessions (`end_all_credentials`: a password
+reset, a first proof of the address), also makes every device cookie of the user stop counting
+(`devices.forget_all`).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from ..core.errors import Forbidden, Unauthorized
 from ..core.timeutil import now
 from ..audit import log as audit
 from .. import db
-from . import credentials
+from . import credentials, devices
 
 SESSION_INVALID = "Sesi tidak valid atau sudah berakhir"
 JWT_ONLY = "Endpoint ini memerlukan login, bukan token API"
@@ -121,6 +123,7 @@ async def logout_all(conn: db.Connection, actor: Actor) -> int:
             (actor.user_id,),
         )
         revoked = cur.rowcount
+        await devices.forget_all(cur, actor.user_id)
         await credentials.bump(cur)
         await audit.record(cur, actor, "logout_all", "user", resource_id=actor.user_id,
                            metadata={"sessions": revoked})
@@ -143,6 +146,7 @@ async def end_all_credentials(cur: db.Cursor, user_id: uuid.UUID, *, tokens: boo
             "UPDATE api_tokens SET revoked_at = now() WHERE user_id = %s AND revoked_at IS NULL",
             (user_id,))
         tokens_revoked = cur.rowcount
+    await devices.forget_all(cur, user_id)
     await credentials.bump(cur)
     return sessions_revoked, tokens_revoked
 

@@ -6,7 +6,9 @@ for unknown accounts too (never with the identifier, which is sometimes a mistyp
 both failures cost the same work. Every check stands behind `ratelimit.guard`: while the client
 address is at its `failed_auth` limit, or the identifier (the account's two-factor step) is in its
 progressive delay, the answer is 429 before the password or code is looked at, so a right guess
-made then is refused like a wrong one, and nothing more is stored.
+made then is refused like a wrong one, and nothing more is stored. A browser with a valid device
+cookie for the account (devices.py) is spared the account's wait: its own wrong passwords count
+against the cookie instead.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from .. import db
 from . import email_verification
 from ..mail import newsletter
 from . import ratelimit
-from . import sessions, totp
+from . import devices, sessions, totp
 from ..core.actor import Actor
 from ..crypto.sealing import Keyring
 from ..core.errors import BadRequest, Conflict, Unauthorized
@@ -137,11 +139,18 @@ async def register(conn: db.Connection, hasher: PasswordHasher, signer: sessions
 async def login(conn: db.Connection, client: Actor, hasher: PasswordHasher, keyring: Keyring,
                 signer: sessions.JwtSigner, *, identifier: str, password: str,
                 totp_code: str | None = None,
-                failures: ratelimit.Charge | None = None) -> tuple[dict, str]:
-    """(user row, JWT) for the right password (and code, with two-factor on); else 401."""
+                failures: ratelimit.Charge | None = None,
+                device: devices.Device | None = None) -> tuple[dict, str]:
+    """(user row, JWT) for the right password (and code, with two-factor on); else 401.
+
+    `device`: the browser's device cookie (`devices.read`); when it is valid for the account the
+    identifier names, the account's wait does not apply, the cookie's own does."""
     identifier = identifier.strip()
     column = "email" if "@" in identifier else "username"
     account = login_throttle_key(keyring, identifier)
+    if await devices.trusted(conn, device, user_sql=f"lower(u.{column}) = lower(%s)",
+                             user_args=(identifier,)):
+        account = device.throttle_key
     await ratelimit.guard(conn, failures, account)
     async with db.transaction(conn) as cur:
         user = await db.fetchone(
@@ -165,12 +174,16 @@ async def login(conn: db.Connection, client: Actor, hasher: PasswordHasher, keyr
 
 async def complete_login(conn: db.Connection, client: Actor, keyring: Keyring,
                          signer: sessions.JwtSigner, *, user_id: uuid.UUID, totp_code: str,
-                         failures: ratelimit.Charge | None = None) -> tuple[dict, str]:
+                         failures: ratelimit.Charge | None = None,
+                         device: devices.Device | None = None) -> tuple[dict, str]:
     """The second step of a sign-in that answered `SecondFactorRequired(user_id)`: the code.
 
     The caller proves the first step with something only this server could have issued (the
-    dashboard signs the user id with a five-minute lifetime); the password is not asked again."""
+    dashboard signs the user id with a five-minute lifetime); the password is not asked again.
+    A valid device cookie for the account spares the wait as in `login`."""
     account = f"2fa:{user_id}"
+    if await devices.trusted(conn, device, user_sql="u.id = %s", user_args=(user_id,)):
+        account = device.throttle_key
     await ratelimit.guard(conn, failures, account)
     async with db.transaction(conn) as cur:
         user = await db.fetchone(cur, f"SELECT {_LOGIN_COLUMNS} FROM users WHERE id = %s FOR NO KEY UPDATE",
@@ -186,7 +199,7 @@ async def complete_login(conn: db.Connection, client: Actor, keyring: Keyring,
 
 
 _LOGIN_COLUMNS = ("id, email, username, name, password_hash, totp_enabled, totp_key_id, "
-                  "totp_nonce, totp_ciphertext, totp_last_step, disabled_at")
+                  "totp_nonce, totp_ciphertext, totp_last_step, disabled_at, device_generation")
 
 
 async def _open_session(cur: db.Cursor, client: Actor, signer: sessions.JwtSigner, user: Mapping) -> str:

@@ -157,6 +157,16 @@ class Settings:
     # The event loop `serve` runs on (`eventloop.py`): `uvloop` (the default, where installed) or
     # `asyncio` (`CVSM_EVENT_LOOP=asyncio`, the standard library's loop).
     event_loop: str = "uvloop"
+    # Billing (`CVSM_BILLING=stripe`; None: off, plans are the operator's): Stripe's secret key,
+    # the webhook endpoint's signing secret, one Price id per paid plan (`CVSM_STRIPE_PRICE_<PLAN>`),
+    # the API's base URL (`CVSM_STRIPE_API_BASE`: Stripe's own unless set, e.g. for stripe-mock)
+    # and the days a past-due subscription keeps its plan (`CVSM_BILLING_GRACE_DAYS`, 7).
+    billing: str | None = None
+    stripe_secret_key: str | None = field(default=None, repr=False)
+    stripe_webhook_secret: str | None = field(default=None, repr=False)
+    stripe_prices: Mapping[str, str] = field(default_factory=dict)
+    stripe_api_base: str | None = None
+    billing_grace_days: int = 7
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -225,6 +235,7 @@ class Settings:
             shutdown_drain_seconds=_seconds("CVSM_SHUTDOWN_DRAIN_SECONDS",
                                             get("CVSM_SHUTDOWN_DRAIN_SECONDS"), 30.0),
             event_loop=_event_loop(get("CVSM_EVENT_LOOP")),
+            **_billing(env),
         )
 
     @property
@@ -246,6 +257,58 @@ def _event_loop(text: str | None) -> str:
 
 
 PLAN_NAMES = ("starter", "professional", "enterprise")
+# The plans a team can pay for (Starter is the free one every team falls back to).
+PAID_PLANS = ("professional", "enterprise")
+_STRIPE_PRICE_VAR = re.compile(r"CVSM_STRIPE_PRICE_([A-Z0-9_]{1,32})\Z")
+
+
+def _billing(env: Mapping[str, str]) -> dict:
+    """The billing settings (`CVSM_BILLING`, `CVSM_STRIPE_*`, `CVSM_BILLING_GRACE_DAYS`). No
+    message ever quotes a key or a secret."""
+    def get(name: str) -> str | None:
+        value = (env.get(name) or "").strip()
+        return value or None
+
+    mode = (get("CVSM_BILLING") or "off").lower()
+    if mode not in ("off", "stripe"):
+        raise ConfigError(f"CVSM_BILLING must be stripe or off (unset), got {mode!r}")
+    grace_text = get("CVSM_BILLING_GRACE_DAYS")
+    grace = 7 if grace_text is None else decimal(grace_text, max_digits=3)
+    if grace is None or grace > 90:
+        raise ConfigError("CVSM_BILLING_GRACE_DAYS must be a whole number of days, 0 to 90")
+    prices: dict[str, str] = {}
+    for key in env:
+        match = _STRIPE_PRICE_VAR.match(key)
+        if match is None or not get(key):
+            continue
+        plan = match.group(1).lower()
+        if plan not in PAID_PLANS:
+            raise ConfigError(f"{key}: only {', '.join(PAID_PLANS)} are paid plans "
+                              f"(CVSM_STRIPE_PRICE_PROFESSIONAL, CVSM_STRIPE_PRICE_ENTERPRISE)")
+        if not re.fullmatch(r"price_[A-Za-z0-9_]{1,200}", get(key) or ""):
+            raise ConfigError(f"{key} must be a Stripe Price id (price_...)")
+        prices[plan] = get(key)  # type: ignore[assignment]
+    base = get("CVSM_STRIPE_API_BASE")
+    if base is not None and not base.startswith(("https://", "http://")):
+        raise ConfigError("CVSM_STRIPE_API_BASE must be an http(s) URL")
+    if mode == "off":
+        return {"billing_grace_days": grace}
+    secret_key, webhook_secret = get("CVSM_STRIPE_SECRET_KEY"), get("CVSM_STRIPE_WEBHOOK_SECRET")
+    if secret_key is None or not secret_key.startswith(("sk_", "rk_")):
+        raise ConfigError("CVSM_BILLING=stripe needs CVSM_STRIPE_SECRET_KEY (a secret key, sk_... "
+                          "or a restricted key, rk_...)")
+    if webhook_secret is None or not webhook_secret.startswith("whsec_"):
+        raise ConfigError("CVSM_BILLING=stripe needs CVSM_STRIPE_WEBHOOK_SECRET (the webhook "
+                          "endpoint's signing secret, whsec_...)")
+    if not prices:
+        raise ConfigError("CVSM_BILLING=stripe needs a Price id for at least one paid plan: "
+                          "CVSM_STRIPE_PRICE_PROFESSIONAL and/or CVSM_STRIPE_PRICE_ENTERPRISE")
+    if len(set(prices.values())) != len(prices):
+        raise ConfigError("CVSM_STRIPE_PRICE_*: each paid plan needs its own Price id")
+    return {"billing": "stripe", "stripe_secret_key": secret_key,
+            "stripe_webhook_secret": webhook_secret,
+            "stripe_prices": {plan: prices[plan] for plan in PAID_PLANS if plan in prices},
+            "stripe_api_base": base.rstrip("/") if base else None, "billing_grace_days": grace}
 
 
 def _plan(text: str | None) -> str:

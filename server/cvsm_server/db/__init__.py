@@ -18,7 +18,7 @@ The server never serves requests as a superuser or as the owner of the tables: m
 the owner (the embedded superuser, or `CVSM_MIGRATION_DATABASE_URL`), and requests run as a login
 role that is a member of `cvsm_app`, which holds only the table privileges the server needs (no
 UPDATE, no TRUNCATE of the audit log; it can neither disable a trigger nor change
-`session_replication_role`). See migration 0004 and the README.
+`session_replication_role`). See migration 0004 and docs/server.md, "The database role".
 """
 
 from .embedded import EmbeddedPostgres

@@ -171,7 +171,7 @@ async def refuse_superuser(pool: aiopg.Pool, allowed: bool) -> None:
         if not allowed:
             raise ConfigError(
                 f"the database role {row['name']!r} is {what}: it could switch off the audit "
-                f"log's protection. Connect as a role in {APP_ROLE} (see the README), or set "
+                f"log's protection. Connect as a role in {APP_ROLE} (docs/deploy.md, 'An external PostgreSQL'), or set "
                 "CVSM_ALLOW_SUPERUSER=1 to run anyway"
             )
         log.warning("serving as %s (%s) because CVSM_ALLOW_SUPERUSER=1", row["name"], what)

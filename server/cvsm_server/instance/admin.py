@@ -33,7 +33,7 @@ MAX_QUOTA = 1_000_000
 # What a plan change that names no quota applies, and what the admin plan form fills in: the
 # plan table's own quotas (`teams.PLANS`, the one source), so a team moved to a plan gets what a
 # new team on that plan gets. The spec's sentence on the form (50 and 3 for Starter, 1000 and 20
-# for Professional) disagrees with its own plan table; the table wins (README, "Administration").
+# for Professional) disagrees with its own plan table; the table wins (docs/server.md, "Administration").
 # Enterprise's are None: unlimited, or entered by hand.
 PLAN_FORM_DEFAULTS: dict[str, tuple[int | None, int | None]] = {
     name: (plan["max_secrets"], plan["max_members"]) for name, plan in PLANS.items()

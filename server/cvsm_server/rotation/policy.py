@@ -311,6 +311,39 @@ async def get_policy(conn: db.Connection, actor: Actor, team_id: uuid.UUID,
     return policy, runs
 
 
+_TEAM_POLICY_COLUMNS = ", ".join("p." + c.strip() for c in POLICY_COLUMNS.split(","))
+
+
+async def list_policies(conn: db.Connection, actor: Actor, team_id: uuid.UUID) -> list[dict]:
+    """The team's rotation policies, each with its secret's `name` and `environment`, by name
+    then environment (Admin or above: the targets are an Admin's business). A scoped token sees
+    those of its environments only."""
+    async with db.cursor(conn) as cur:
+        await roles.require(cur, team_id, actor, roles.ADMIN, reading=True)
+        rows = await db.fetchall(
+            cur, f"""SELECT {_TEAM_POLICY_COLUMNS}, s.name, s.environment
+                     FROM secret_rotation_policies p JOIN secrets s ON s.id = p.secret_id
+                     WHERE p.team_id = %s AND s.deleted_at IS NULL
+                     ORDER BY s.name, s.environment""", (team_id,))
+    return [r for r in rows
+            if actor.scope is None or actor.scope.allows_environment(r["environment"])]
+
+
+async def rotatable_secrets(conn: db.Connection, actor: Actor,
+                            team_id: uuid.UUID) -> list[dict]:
+    """The team's secrets a policy may name (to rotate, or as a PostgreSQL target's admin
+    credential): `id`, `name`, `environment` of every live secret the server can read (none in
+    an end-to-end team), by name then environment (Admin or above)."""
+    async with db.cursor(conn) as cur:
+        await roles.require(cur, team_id, actor, roles.ADMIN, reading=True)
+        rows = await db.fetchall(
+            cur, """SELECT id, name, environment FROM secrets
+                    WHERE team_id = %s AND deleted_at IS NULL AND envelope IS NULL
+                    ORDER BY name, environment LIMIT 1000""", (team_id,))
+    return [r for r in rows
+            if actor.scope is None or actor.scope.allows_environment(r["environment"])]
+
+
 async def delete_policy(conn: db.Connection, actor: Actor, team_id: uuid.UUID,
                         secret_id: uuid.UUID) -> None:
     """Remove a secret's policy (Admin or above); its history stays."""

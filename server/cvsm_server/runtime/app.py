@@ -24,6 +24,7 @@ from ..crypto import keys
 from ..accounts import oauth_providers
 from ..accounts import ratelimit
 from ..accounts import sessions, setup_link
+from ..billing.stripe_api import StripeGateway
 from ..support import service as support
 from ..web import lowlevel, metrics
 from ..web.pages import kit as pages
@@ -37,7 +38,7 @@ from ..web.outage import RequestOutage
 from ..web.policy import BULK
 from ..web.routes import setup_routes
 from ..web.state import (APP_URL, CHANGE_HUB, CHECKPOINT_SIGNER, CREDENTIALS, KEYRING, LEASES,
-                         OAUTH, PASSWORDS, POOL, REQUEST_OUTAGE, SETTINGS, SIGNER)
+                         OAUTH, PASSWORDS, POOL, REQUEST_OUTAGE, SETTINGS, SIGNER, STRIPE)
 
 log = logging.getLogger("cvsm.app")
 
@@ -121,6 +122,7 @@ def create_app(settings: Settings | None = None) -> web.Application:
     app[LEASES] = ratelimit.Leases(settings.processes)
     app[REQUEST_OUTAGE] = RequestOutage()
     app[OAUTH] = oauth_providers.Providers(settings.oauth_providers)
+    app[STRIPE] = StripeGateway.from_settings(settings)
     if settings.env == "production" and "*" in settings.cors_origins:
         log.warning("CVSM_CORS_ORIGINS is '*' in production: any web origin may call this API")
     app.on_response_prepare.append(on_prepare)

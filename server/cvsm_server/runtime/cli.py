@@ -194,7 +194,7 @@ def _add_mail_commands(sub) -> None:
         "mail", help="read the outbox: the mail written to $CVSM_DATA_DIR/outbox/ when "
                      "CVSM_SMTP_URL is unset",
         description="Read the outbox: the mail the server writes to $CVSM_DATA_DIR/outbox/ when "
-                    "CVSM_SMTP_URL is unset (README: \"Accounts and mail\").")
+                    "CVSM_SMTP_URL is unset (docs/server.md, \"Accounts and mail\").")
     mail_sub = mail_cmd.add_subparsers(dest="mail_command", required=True, metavar="{list,show}")
     mail_sub.add_parser("list", help="one line per message, newest last: id, date, to, subject "
                                      "(an empty outbox says so on stderr, exit 0)")
@@ -289,7 +289,7 @@ def _user_name(uid: int) -> str:
         return f"uid {uid}"
 
 
-README = "README.md"
+SERVER_DOC = "docs/server.md"
 MAIN_EPILOG = f"""\
 Settings come from CVSM_* environment variables; the main ones:
   CVSM_DATA_DIR      data dir: embedded PostgreSQL, generated keys, the mail
@@ -304,14 +304,14 @@ Settings come from CVSM_* environment variables; the main ones:
                      read with `cvsm-server mail`)
   CVSM_DEFAULT_PLAN  new teams' plan: starter (default), professional, enterprise
   CVSM_ENV           production turns on production warnings
-Every variable, and running it for real: {README}, "The server" and
-"Configuration" (docs/deploy.md, docs/operations.md). COMMAND --help: its options."""
+Every variable: {SERVER_DOC}, "Configuration"; running it for real:
+docs/deploy.md and docs/operations.md. COMMAND --help: its options."""
 SERVE_EPILOG = f"""\
 Unset, the database is an embedded PostgreSQL in $CVSM_DATA_DIR/pg, and keys are
 generated there. Variables read at start-up (CVSM_DATA_DIR, CVSM_DATABASE_URL,
 CVSM_MASTER_KEY, CVSM_APP_URL, CVSM_SMTP_URL, ...): `cvsm-server --help`, and
-every one in {README}, "Configuration". While no account is admin, each start
-prints a one-time link to become the first ({README}, "Administration")."""
+every one in {SERVER_DOC}, "Configuration". While no account is admin, each start
+prints a one-time link to become the first (README.md, "Your first hour")."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -349,7 +349,7 @@ def build_parser() -> argparse.ArgumentParser:
     team_sub = team_cmd.add_subparsers(dest="team_command", required=True)
     set_plan = team_sub.add_parser(
         "set-plan", help="put a team on a plan (quotas: the plan's own unless given)",
-        description="Put a team on a plan, with the plan's quotas (README, \"Administration\": "
+        description="Put a team on a plan, with the plan's quotas (docs/server.md, \"Administration\": "
                     f"{admin.plan_defaults_text('unlimited')}) unless given; audited.")
     set_plan.add_argument("slug", help="the team's slug")
     set_plan.add_argument("plan", choices=tuple(admin.PLAN_FORM_DEFAULTS), help="the plan")

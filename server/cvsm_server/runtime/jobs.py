@@ -28,6 +28,7 @@ from typing import Any
 from ..audit import log as audit, chain as audit_chain, watch as audit_watch
 from .. import db
 from ..accounts import deletion
+from ..billing import service as billing
 from ..mail import sender as mail_sender, tokens as mailtokens
 from ..db import queues
 from ..accounts import ratelimit
@@ -112,6 +113,17 @@ async def housekeeping(context: Context) -> None:
     await webhook_sender.purge_finished(pool)
 
 
+BILLING_GRACE_SECONDS = 3600.0
+
+
+async def billing_grace(context: Context) -> int:
+    """While billing is on: teams past due for the grace period fall to Starter."""
+    if context.settings.billing is None:
+        return 0
+    async with db.connection(context.pool) as conn:
+        return await billing.expire_grace(conn, grace_days=context.settings.billing_grace_days)
+
+
 JOBS: tuple[Job, ...] = (
     Periodic("audit_purge", lambda s: AUDIT_PURGE_SECONDS,
              lambda c: audit.purge_expired(c.pool, c.checkpoints, c.settings.audit_archive_dir),
@@ -140,6 +152,9 @@ JOBS: tuple[Job, ...] = (
     Queue("rotation", lambda c: rotation_runner.RotationWorker(
         c.pool, c.keyring, allow_private=c.settings.webhook_allow_private,
         poll_seconds=c.settings.rotation_poll_seconds)),
+    Periodic("billing_grace", lambda s: BILLING_GRACE_SECONDS, billing_grace, "cvsm.billing",
+             label="billing grace job",
+             done="billing grace job put %d past-due teams on Starter"),
 )
 
 

@@ -34,3 +34,37 @@ document.addEventListener("DOMContentLoaded", () => {
     form.elements.max_members.value = chosen.dataset.maxMembers;
   });
 });
+
+// Phones (app.css, below 600 px): each table row is shown as a card and each cell under its
+// column's heading, copied here into `data-label`. `display: block` makes browsers drop a
+// table's meaning, so its roles are set explicitly: screen readers still read a table.
+document.addEventListener("DOMContentLoaded", () => {
+  const roles = [["table", "table"], ["thead, tbody, tfoot", "rowgroup"], ["tr", "row"],
+    ["th[scope=col]", "columnheader"], ["th[scope=row]", "rowheader"], ["td", "cell"]];
+  for (const table of document.querySelectorAll("main table")) {
+    for (const [selector, role] of roles) {
+      if (table.matches(selector)) table.setAttribute("role", role);
+      for (const node of table.querySelectorAll(selector)) {
+        if (node.closest("table") === table) node.setAttribute("role", role);
+      }
+    }
+    const head = table.tHead && table.tHead.rows[0];
+    if (!head) continue;
+    const labels = [];
+    for (const cell of head.cells) {
+      for (let i = 0; i < cell.colSpan; i++) labels.push(cell.textContent.trim());
+    }
+    for (const body of table.tBodies) {
+      for (const row of body.rows) {
+        let column = 0;
+        for (const cell of row.cells) {
+          const label = labels[column];
+          if (cell.colSpan === 1 && label && !cell.hasAttribute("data-label")) {
+            cell.dataset.label = label;
+          }
+          column += cell.colSpan;
+        }
+      }
+    }
+  }
+});

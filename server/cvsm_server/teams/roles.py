@@ -68,6 +68,8 @@ CONTROLS = {
     "audit": ADMIN,     # audit.list_entries, audit.start_export
     "insights": ADMIN,  # insights.secret_readers, unread_secrets, unused_tokens
     "members": ADMIN,   # teams.add_member, update_member, remove_member (of others)
+    "rotation": ADMIN,  # rotation.policy.list_policies, set_policy, delete_policy
+    "webhooks": ADMIN,  # webhooks.service.list_webhooks, create_webhook, delete_webhook
 }
 
 

@@ -44,6 +44,8 @@ MEMBER_QUOTA = "Kuota anggota tim untuk paket ini sudah penuh"
 QUOTA_LIFT = ("Batas ini dinaikkan oleh admin server ini di panel admin (/app/admin/teams), atau "
               "oleh operator server dengan perintah `{command}`")
 SLUG_TAKEN = "Slug tim sudah digunakan"
+STILL_SUBSCRIBED = ("Tim ini masih berlangganan: batalkan langganannya dulu di portal tagihan "
+                    "(halaman Paket), lalu hapus timnya")
 TEAM_ID_TAKEN = "Id tim sudah digunakan"
 TEAM_ID_REQUIRED = ("Tim end-to-end: kolom 'id' (UUID pilihan klien, yang mengikat kunci tim "
                     "terbungkus) wajib diisi")
@@ -82,8 +84,32 @@ def upgrade_command(slug: str, plan: str, quota: str = "max_secrets") -> str:
     return command + f"{plan} --{quota.replace('_', '-')} N"
 
 
+# A team that pays through billing (docs/billing.md) is told what its subscription did and that
+# its Owner lifts the limit on the plan page; `billing_status` is Stripe's (`lock_team`).
+BILLING_LIFT = {
+    "failed": ("Pembayaran langganan tim ini gagal, jadi paketnya sekarang {plan}. Owner tim "
+               "memperbarui kartu atau berlangganan lagi di halaman Paket (/app/teams/{slug}/plan); "
+               "semua yang sudah ada tetap dapat dibaca dan diekspor"),
+    "ended": ("Langganan tim ini sudah berakhir, jadi paketnya sekarang {plan}. Owner tim "
+              "berlangganan lagi di halaman Paket (/app/teams/{slug}/plan); semua yang sudah ada "
+              "tetap dapat dibaca dan diekspor"),
+    "paying": "Owner tim menaikkan paket di halaman Paket (/app/teams/{slug}/plan)",
+}
+
+
+def billing_lift(slug: str, plan: str, status: str | None) -> str:
+    """What lifts a quota of a team that has a Stripe subscription state (`status`)."""
+    kind = ("failed" if status in ("past_due", "unpaid") else
+            "ended" if status in ("canceled", "incomplete_expired", "paused") else "paying")
+    return BILLING_LIFT[kind].format(plan=plan, slug=slug)
+
+
 def quota_refused(message: str, team: Mapping, quota: str = "max_secrets") -> Forbidden:
-    """The 403 of a quota check on `team` (a row with `slug` and `plan`)."""
+    """The 403 of a quota check on `team` (a row with `slug` and `plan`; `billing_status` when
+    the team has a Stripe customer, from `lock_team`)."""
+    if team.get("billing_status") is not None or team.get("billing_customer"):
+        return Forbidden(f"{message}. "
+                         + billing_lift(team["slug"], team["plan"], team.get("billing_status")))
     return Forbidden(quota_message(message, team["slug"], team["plan"], quota))
 
 
@@ -124,8 +150,12 @@ def _looks_like_an_id(slug: str) -> bool:
 
 
 async def lock_team(cur: db.Cursor, team_id: uuid.UUID) -> dict:
-    """Lock the team row (serialises quota checks) and return it."""
-    row = await db.fetchone(cur, "SELECT * FROM teams WHERE id = %s FOR NO KEY UPDATE", (team_id,))
+    """Lock the team row (serialises quota checks) and return it, with its billing state when it
+    has a Stripe customer (`billing_status`, `billing_customer`: docs/billing.md)."""
+    row = await db.fetchone(
+        cur, """SELECT t.*, b.status AS billing_status, b.customer_id IS NOT NULL AS billing_customer
+                FROM teams t LEFT JOIN team_billing b ON b.team_id = t.id
+                WHERE t.id = %s FOR NO KEY UPDATE OF t""", (team_id,))
     if row is None:
         raise NotFound(TEAM_NOT_FOUND)
     return row
@@ -264,6 +294,8 @@ async def delete_team(conn: db.Connection, actor: Actor, team_id: uuid.UUID) -> 
     async with db.transaction(conn) as cur:
         await roles.require(cur, team_id, actor, OWNER)
         team = await lock_team(cur, team_id)
+        if team["billing_status"] in ("active", "trialing", "past_due", "unpaid"):
+            raise Conflict(STILL_SUBSCRIBED)
         await audit.record(cur, actor, "team_delete", "team", team_id=None, resource_id=team_id,
                            metadata={"slug": team["slug"]})
         await cur.execute("DELETE FROM teams WHERE id = %s", (team_id,))

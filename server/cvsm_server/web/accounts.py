@@ -7,7 +7,7 @@ import uuid
 
 from aiohttp import web
 
-from ..accounts import email_verification, password_reset
+from ..accounts import devices, email_verification, password_reset
 from ..accounts import ratelimit
 from ..accounts import sessions, tokens, totp, users
 from ..core.errors import Unauthorized
@@ -47,9 +47,12 @@ async def login(request: web.Request) -> web.Response:
     app = request.app
     failures = ratelimit.Charge.failed_auth(app[SETTINGS], client.ip)
     async with connection(request) as conn:
+        # A dashboard's device cookie, when the client sends one, spares the account's wait
+        # here too; the API sets none (its clients keep no cookies).
+        device = devices.read(app[KEYRING], request.cookies.get(devices.COOKIE))
         user, token = await users.login(conn, client, app[PASSWORDS], app[KEYRING], app[SIGNER],
                                         identifier=identifier, password=password,
-                                        totp_code=code, failures=failures)
+                                        totp_code=code, failures=failures, device=device)
     return web.json_response({"token": token, "user": users.user_json(user)})
 
 

@@ -45,7 +45,7 @@ RATE_KINDS = ("auth", "public", "newsletter", "api")
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 # Body caps a route declares (`body=`), each sized to what the route can legitimately need; the
-# README's "Request bodies" table lists them. nginx's `client_max_body_size 48m`
+# docs/server.md's "Request bodies" table lists them. nginx's `client_max_body_size 48m`
 # (deploy/nginx.conf) stays above the largest (`BULK`): the server answers with its own 413.
 API_TEAM, PAGE_TEAM = "/api/v1/teams/{team_id}", "/app/teams/{team}"
 

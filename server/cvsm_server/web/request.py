@@ -43,6 +43,22 @@ def app_url(request: web.Request) -> str:
             or str(request.url.origin()))
 
 
+async def read_bytes(request: web.Request) -> bytes:
+    """The body as bytes, read at most the route's cap (413 beyond, whatever its declared
+    length says): for a body that must be checked as sent (a signed webhook)."""
+    max_bytes = policy_of(request).body
+    length = request.content_length
+    if length is not None and length > max_bytes:
+        raise PayloadTooLarge()
+    chunks, size = [], 0
+    while chunk := await request.content.read(64 * 1024):
+        size += len(chunk)
+        if size > max_bytes:
+            raise PayloadTooLarge()
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
 async def read_json(request: web.Request, *, optional: bool = False) -> dict[str, Any]:
     """The body as a JSON object, read at most the route's cap (its `body` in `web.routes`;
     413 beyond, never buffered whole) and parsed a step at a time (`web.jsonbody`).

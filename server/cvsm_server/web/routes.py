@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from . import (accounts, admin, apidoc, audit, changes, deletion, e2e, invites, metrics,
+from . import (accounts, admin, apidoc, audit, billing, changes, deletion, e2e, invites, metrics,
                newsletter, oauth, rotation, secrets, shares, support, teams, webhooks)
 from .pages import account as account_pages, admin as admin_pages, auth as auth_pages
 from .pages import kit, public as public_pages
@@ -21,6 +21,7 @@ from .pages import rotation as rotation_pages, secrets as secrets_pages, setup a
 from .pages import support as support_pages, teams as teams_pages, tokens as tokens_pages
 from .pages import audit as audit_pages, environments as environments_pages
 from .pages import insights as insights_pages, plan as plan_pages, versions as versions_pages
+from .pages import webhooks as webhooks_pages
 from .policy import (BULK, OPEN, SESSION, SMALL, TINY, VALUE, KiB, Route, api, asset, install,
                      page)
 
@@ -88,6 +89,14 @@ ROUTES: list[Route] = [
     api("DELETE", WEBHOOK, webhooks.delete_webhook),
     api("GET", f"{WEBHOOK}/deliveries", webhooks.list_webhook_deliveries),
     api("POST", f"{WEBHOOK}/test", webhooks.send_webhook_test),
+    # Billing (CVSM_BILLING=stripe, docs/billing.md): 404 while it is off.
+    api("GET", f"{TEAM}/billing", billing.get_billing),
+    api("POST", f"{TEAM}/billing/checkout", billing.billing_checkout, body=TINY),
+    api("POST", f"{TEAM}/billing/portal", billing.billing_portal),
+    # Stripe's signature is its credential (checked by the handler, before the body is read);
+    # not rate limited: Stripe's retries come in bursts from its own addresses.
+    api("POST", "/api/v1/billing/stripe/webhook", billing.stripe_webhook, auth=OPEN, rate=None,
+        body=billing.WEBHOOK_BODY),
     # End-to-end teams (docs/e2e.md): the caller's wrap, the recipients, grants, re-key.
     api("GET", f"{TEAM}/e2e/key", e2e.get_team_key),
     api("GET", f"{TEAM}/e2e/members", e2e.list_e2e_members),
@@ -203,6 +212,20 @@ ROUTES: list[Route] = [
     page("POST", "/app/teams/{team}/environments/reveal", environments_pages.reveal_cell,
          auth=SESSION),
     page("GET", "/app/teams/{team}/plan", plan_pages.plan_page, auth=SESSION),
+    # A team's rotation policies and webhooks (Admin and above; web/pages/rotation.py,
+    # webhooks.py).
+    page("GET", "/app/teams/{team}/rotation", rotation_pages.rotation_page, auth=SESSION),
+    page("POST", "/app/teams/{team}/rotation", rotation_pages.set_rotation, auth=SESSION),
+    page("POST", f"/app/teams/{{team}}/rotation/{UUID % 'secret_id'}/run",
+         rotation_pages.run_rotation, auth=SESSION),
+    page("POST", f"/app/teams/{{team}}/rotation/{UUID % 'secret_id'}/delete",
+         rotation_pages.delete_rotation, auth=SESSION),
+    page("GET", "/app/teams/{team}/webhooks", webhooks_pages.webhooks_page, auth=SESSION),
+    page("POST", "/app/teams/{team}/webhooks", webhooks_pages.create_webhook, auth=SESSION),
+    page("POST", f"/app/teams/{{team}}/webhooks/{UUID % 'webhook_id'}/test",
+         webhooks_pages.test_webhook, auth=SESSION),
+    page("POST", f"/app/teams/{{team}}/webhooks/{UUID % 'webhook_id'}/delete",
+         webhooks_pages.delete_webhook, auth=SESSION),
     page("GET", "/app/tokens", tokens_pages.tokens_page, auth=SESSION),
     page("POST", "/app/tokens", tokens_pages.create_token, auth=SESSION),
     page("POST", f"/app/tokens/{UUID % 'token_id'}/revoke", tokens_pages.revoke_token, auth=SESSION),

@@ -6,6 +6,7 @@ import aiopg
 from aiohttp import web
 
 from ..core.actor import Actor
+from ..billing.stripe_api import StripeGateway
 from ..audit.chain import CheckpointSigner
 from ..secrets.changes import ChangeHub
 from ..core.config import Settings
@@ -36,6 +37,9 @@ OAUTH = web.AppKey("oauth", Providers)
 CHECKPOINT_SIGNER = web.AppKey("checkpoint_signer", CheckpointSigner)
 # The process's LISTEN connection for the change streams (`changes.ChangeHub`).
 CHANGE_HUB = web.AppKey("change_hub", ChangeHub)
+
+# The Stripe account billing goes through (`billing.stripe_api`); None while billing is off.
+STRIPE = web.AppKey("stripe", StripeGateway | None)  # type: ignore[arg-type]
 
 # The dashboard's session cookie: a session JWT, read by `auth_middleware` on session routes.
 SESSION_COOKIE = "cvsm_session"

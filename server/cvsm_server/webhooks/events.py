@@ -42,6 +42,8 @@ ACTIONS: dict[tuple[str, str], str] = {
     ("invite_accepted", "invite"): "member.added",
     ("member_remove", "member"): "member.removed",
     ("member_update", "member"): "member.role_changed",
+    # a plan change, by an admin or the operator, or by billing (`by: "billing"`)
+    ("team_plan_change", "team"): "team.plan_changed",
 }
 EVENTS: tuple[str, ...] = tuple(dict.fromkeys(ACTIONS.values()))
 

@@ -18,8 +18,8 @@ from ..state import ACTOR, KEYRING, OAUTH, PASSWORDS, POOL, SIGNER
 from .forms import Form, beside, count_form, failures_of, form_work
 from .kit import done, next_of, redirect_to, signed_in, signed_in_response, url_for
 from .rendering import signed_in_actor, render_page
-from .session import (COOKIE, PENDING_FAILED, PENDING_LIFETIME, flash, is_secure, pending_token,
-                      pending_user)
+from .session import (COOKIE, PENDING_FAILED, PENDING_LIFETIME, device_of, flash, is_secure,
+                      pending_token, pending_user, remember_device)
 from ... import db
 
 
@@ -43,16 +43,18 @@ async def signin(request: web.Request) -> web.StreamResponse:
     next_path = next_of(request, form.data)
     async with form.attempt(request, "signin.html", {"next": next_path}, rate="auth") as conn:
         try:
-            _user, token = await users.login(
+            user, token = await users.login(
                 conn, request[ACTOR], app[PASSWORDS], app[KEYRING], app[SIGNER],
                 identifier=form["identifier"], password=form["password"],
-                failures=failures_of(request))
+                failures=failures_of(request), device=device_of(request))
         except users.SecondFactorRequired as required:
             # The page holds the signed pending token: never stored by a cache.
             return render_page(request, "twofactor.html", {
                 "next": next_path, "pending": pending_token(request, required.user_id)},
                 private=True)
-    return signed_in_response(request, token, next_path or "/app/teams")
+    response = signed_in_response(request, token, next_path or "/app/teams")
+    remember_device(request, response, user)
+    return response
 
 
 async def signin_code(request: web.Request) -> web.StreamResponse:
@@ -63,9 +65,9 @@ async def signin_code(request: web.Request) -> web.StreamResponse:
         user_id = pending_user(request, form["pending"])
         async with db.connection(app[POOL]) as conn:
             await count_form(conn, request)
-            _user, token = await users.complete_login(
+            user, token = await users.complete_login(
                 conn, request[ACTOR], app[KEYRING], app[SIGNER], user_id=user_id,
-                totp_code=form["code"], failures=failures_of(request))
+                totp_code=form["code"], failures=failures_of(request), device=device_of(request))
     except ValueError:  # a pending token that is not ours
         return render_page(request, "signin.html", {"error": PENDING_FAILED, "next": next_path},
                            status=401)
@@ -77,7 +79,9 @@ async def signin_code(request: web.Request) -> web.StreamResponse:
         return form.refused(request, "twofactor.html", {"pending": form["pending"],
                                                         "next": next_path},
                             exc, field="code", private=True)
-    return signed_in_response(request, token, next_path or "/app/teams")
+    response = signed_in_response(request, token, next_path or "/app/teams")
+    remember_device(request, response, user)
+    return response
 
 
 OAUTH_COOKIE = "cvsm_oauth"  # the state of the flow this browser started (`web.oauth`)

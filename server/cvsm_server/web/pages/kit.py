@@ -43,6 +43,7 @@ import aiohttp_jinja2
 import jinja2
 from aiohttp import web
 
+from ...core import i18n
 from ...core.actor import Actor
 from ...core.errors import DomainError, NotFound
 from ...accounts import oauth_providers
@@ -210,6 +211,10 @@ def setup(app: web.Application) -> None:
         app,
         loader=jinja2.PackageLoader("cvsm_server", "templates"),
         autoescape=jinja2.select_autoescape(default=True, default_for_string=True),
+        extensions=["jinja2.ext.i18n"],
     )
+    # `{{ _("...") }}` and `{% trans %}` in templates: the request's language (core.i18n)
+    env.install_gettext_callables(i18n.gettext, i18n.ngettext, newstyle=True,
+                                  pgettext=i18n.pgettext, npgettext=i18n.npgettext)
     env.globals["oauth_providers"] = app[OAUTH].choices if OAUTH in app else []
     env.filters["oauth_label"] = oauth_providers.label

@@ -43,4 +43,10 @@ FLASHES: dict[str, tuple[str, str]] = {
     "e2e_key_saved": ("ok", "Passphrase baru disimpan; kunci end-to-end terbuka di peramban ini."),
     "e2e_granted": ("ok", "Akses ke kunci tim diberikan."),
     "e2e_rekeyed": ("ok", "Kunci tim diganti: nilai sekarang disegel dengan kunci baru."),
+    "rotation_policy_saved": ("ok", "Kebijakan rotasi disimpan."),
+    "rotation_policy_deleted": ("ok", "Kebijakan rotasi dihapus; riwayatnya tetap ada."),
+    "webhook_created": ("ok", "Webhook dibuat."),
+    "webhook_deleted": ("ok", "Webhook dihapus."),
+    "webhook_test_sent": ("ok", "Event uji (ping) diantrekan; hasilnya muncul di pengiriman "
+                                "terbaru."),
 }

@@ -13,11 +13,12 @@ from typing import Any
 
 from aiohttp import web
 
+from ...accounts import devices
 from ...core.actor import Actor
 from ...core.errors import Forbidden, Unauthorized
 from ...core.inputs import decimal
 from ..request import app_url
-from ..state import SESSION_COOKIE, SIGNER
+from ..state import KEYRING, SESSION_COOKIE, SIGNER
 from .messages import FLASHES
 
 COOKIE = SESSION_COOKIE
@@ -65,6 +66,20 @@ def set_cookie(request: web.Request, response: web.StreamResponse, name: str, va
                max_age: int | None = None) -> None:
     response.set_cookie(name, value, httponly=True, samesite="Lax", secure=is_secure(request),
                         path="/", max_age=max_age)
+
+
+def device_of(request: web.Request) -> devices.Device | None:
+    """The browser's device cookie when it is valid (accounts/devices.py), else None."""
+    return devices.read(request.app[KEYRING], request.cookies.get(devices.COOKIE))
+
+
+def remember_device(request: web.Request, response: web.StreamResponse,
+                    user: Mapping[str, Any]) -> None:
+    """After a complete sign-in: a new device cookie for the account (a year; HttpOnly,
+    SameSite=Lax, Secure under https), so this browser is spared the account's wait."""
+    set_cookie(request, response, devices.COOKIE,
+               devices.mint(request.app[KEYRING], user["id"], user["device_generation"]),
+               max_age=devices.LIFETIME)
 
 
 def pre_session(request: web.Request) -> str:

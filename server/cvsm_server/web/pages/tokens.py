@@ -26,7 +26,7 @@ from .rendering import render_page
 from ... import db
 
 # The form's default is the narrowest token (one team, one environment, read-only): the
-# README's advice for an application or a CI job. The broader choices are there, named.
+# docs/server.md's advice for an application or a CI job. The broader choices are there, named.
 DEFAULT_ENVIRONMENT = "production"
 
 
