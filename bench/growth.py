@@ -23,9 +23,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
+import json
 import os
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -34,6 +36,7 @@ from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+import aiopg
 import psycopg2
 import psycopg2.extras
 
@@ -42,7 +45,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "server"))
 from aiohttp.test_utils import TestClient, TestServer  # noqa: E402
 
 from cvsm_server.audit import log as audit, chain as audit_chain  # noqa: E402
-from cvsm_server.audit import verify as audit_verify
+from cvsm_server.audit import verify as audit_verify  # noqa: E402
+from cvsm_server.audit import months as audit_months  # noqa: E402
 from cvsm_server import db  # noqa: E402
 from cvsm_server.runtime.app import create_app  # noqa: E402
 from cvsm_server.core.config import Settings  # noqa: E402
@@ -171,11 +175,30 @@ def rename(url: str, placeholders: list[str], secret_ids: list[str]) -> None:
         conn.close()
 
 
-async def run(entries: int) -> None:
-    home = Path(tempfile.mkdtemp(prefix="cvsm-bench-growth-"))
+STATE = "growth-state.json"
+
+
+def app_env(home: Path, owner_url: str, secrets: dict) -> dict:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CVSM_")}
+    env.update({
+        "CVSM_DATABASE_URL": db.with_user(owner_url, db.APP_ROLE),
+        "CVSM_MIGRATION_DATABASE_URL": owner_url, "CVSM_DATA_DIR": str(home / "data"),
+        "CVSM_MASTER_KEY": secrets["master_key"], "CVSM_JWT_SECRET": secrets["jwt_secret"],
+        "CVSM_RATELIMIT_AUTH": "off", "CVSM_RATELIMIT_API": "off",
+        "CVSM_RATELIMIT_PUBLIC": "off", "CVSM_RATELIMIT_FAILED_AUTH": "off",
+        "CVSM_BACKGROUND_JOBS": "off", "CVSM_DEFAULT_PLAN": "professional",
+        "CVSM_APP_URL": "https://cvsm.test"})
+    return env
+
+
+async def fill_home(home: Path, entries: int) -> dict:
+    """Fill a fresh data dir `home` (its embedded PostgreSQL stopped at the end); returns the
+    state the measurement needs (also written to `home/STATE`)."""
     embedded = db.EmbeddedPostgres(home)
     owner_url = embedded.start()
     client = None
+    secrets = {"master_key": base64.b64encode(os.urandom(32)).decode(),
+               "jwt_secret": base64.b64encode(os.urandom(32)).decode()}
     try:
         pool = await db.create_pool(owner_url, maxsize=4)
         await db.migrate(pool)
@@ -185,17 +208,8 @@ async def run(entries: int) -> None:
             # (the hourly job makes each ahead; migration 0024 those of the log it converts)
             await cur.execute("SELECT cvsm_audit_make_months((now() - make_interval(days => %s))"
                               "::date, (now() + interval '3 months')::date)", (DAYS + 1,))
-        env = {k: v for k, v in os.environ.items() if not k.startswith("CVSM_")}
-        env.update({
-            "CVSM_DATABASE_URL": db.with_user(owner_url, db.APP_ROLE),
-            "CVSM_MIGRATION_DATABASE_URL": owner_url, "CVSM_DATA_DIR": str(home / "data"),
-            "CVSM_MASTER_KEY": base64.b64encode(os.urandom(32)).decode(),
-            "CVSM_JWT_SECRET": base64.b64encode(os.urandom(32)).decode(),
-            "CVSM_RATELIMIT_AUTH": "off", "CVSM_RATELIMIT_API": "off",
-            "CVSM_RATELIMIT_PUBLIC": "off", "CVSM_RATELIMIT_FAILED_AUTH": "off",
-            "CVSM_BACKGROUND_JOBS": "off", "CVSM_DEFAULT_PLAN": "professional",
-            "CVSM_APP_URL": "https://cvsm.test"})
-        client = TestClient(TestServer(create_app(Settings.from_env(env))))
+        client = TestClient(TestServer(create_app(Settings.from_env(
+            app_env(home, owner_url, secrets)))))
         await client.start_server()
         signer = client.app[CHECKPOINT_SIGNER]
         api = "/api/v1"
@@ -237,6 +251,64 @@ async def run(entries: int) -> None:
         await seal_all(pool)
         say(f"  {await daily_checkpoints(pool, owner_url, signer):,} daily checkpoints signed")
         await asyncio.to_thread(long_statement, owner_url, "VACUUM ANALYZE")
+        pool.close()
+        await pool.wait_closed()
+    finally:
+        if client is not None:
+            await client.close()
+        embedded.stop()
+    state = {"entries": entries, "busy": str(busy), "others": [str(o) for o in others],
+             "secret_ids": secret_ids, **secrets}
+    (home / STATE).write_text(json.dumps(state))
+    return state
+
+
+async def run(entries: int, keep: Path | None) -> None:
+    base = keep or Path(tempfile.mkdtemp(prefix="cvsm-bench-growth-"))
+    filled = base / "filled"
+    if not (filled / STATE).exists() or \
+            json.loads((filled / STATE).read_text())["entries"] != entries:
+        shutil.rmtree(filled, ignore_errors=True)
+        filled.mkdir(parents=True)
+        await fill_home(filled, entries)
+    else:
+        say(f"Reusing the {entries:,} entries filled in {filled}")
+    state = json.loads((filled / STATE).read_text())
+    # each measurement on a copy (the purge at its end removes half the log)
+    home = base / "run"
+    shutil.rmtree(home, ignore_errors=True)
+    subprocess.run(["cp", "-a", str(filled), str(home)], check=True)  # owners kept
+    embedded = db.EmbeddedPostgres(home)
+    owner_url = embedded.start()
+    client = None
+    try:
+        # a fill of an older schema gets the newer migrations here, each a copy of a table at
+        # most: beside the pool (whose statements have aiopg's 30 s), as `long_statement`
+        start = time.perf_counter()
+        slow = await aiopg.create_pool(owner_url, minsize=1, maxsize=1, timeout=3600,
+                                       options="-c TimeZone=UTC",
+                                       cursor_factory=psycopg2.extras.RealDictCursor)
+        try:
+            await db.migrate(slow)
+        finally:
+            slow.close()
+            await slow.wait_closed()
+        say(f"  migrations in {time.perf_counter() - start:.1f} s")
+        pool = await db.create_pool(owner_url, maxsize=4)
+        client = TestClient(TestServer(create_app(Settings.from_env(
+            app_env(home, owner_url, state)))))
+        await client.start_server()
+        signer = client.app[CHECKPOINT_SIGNER]
+        api = "/api/v1"
+        login = await client.post(f"{api}/auth/login", json={
+            "identifier": "bench@example.com", "password": "bench-password-1"})
+        assert login.status == 200, await login.text()
+        token = (await login.json())["token"]
+        auth = {"Authorization": f"Bearer {token}"}
+        busy = uuid.UUID(state["busy"])
+        others = [uuid.UUID(o) for o in state["others"]]
+        secret_ids = state["secret_ids"]
+        await asyncio.to_thread(long_statement, owner_url, "ANALYZE")
         async with db.cursor(pool) as cur:
             busy_n = (await db.fetchone(cur, "SELECT count(*) AS n FROM audit_seals "
                                              "WHERE chain_id = %s", (busy,)))["n"]
@@ -246,7 +318,8 @@ async def run(entries: int) -> None:
                         pg_partition_tree('audit_logs')) AS logs,
                        (SELECT sum(pg_total_relation_size(relid)) FROM
                         pg_partition_tree('audit_seals')) AS seals,
-                       pg_total_relation_size('audit_reads') AS reads,
+                       (SELECT sum(pg_total_relation_size(relid)) FROM
+                        pg_partition_tree('audit_reads')) AS reads,
                        pg_total_relation_size('audit_checkpoints') AS cps""", ()))
             parts = await db.fetchall(cur, """
                 SELECT regexp_replace(c.relname, '_(y[0-9]{4}m[0-9]{2}|default)', '')
@@ -390,12 +463,34 @@ async def run(entries: int) -> None:
             finally:
                 batches.append(time.perf_counter() - start)
 
+        # the WAL of each step: whole months dropped, the boundary month compacted, the rest
+        # (the per-entry purge, the read rollup's expired days, checkpoints thinned)
+        steps: dict[str, list[float]] = {}
+
+        async def lsn() -> float:
+            async with db.cursor(pool) as cur:
+                return float((await db.fetchone(cur, "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), "
+                                                     "'0/0') AS b"))["b"])
+
+        def measured(name: str, call):
+            async def wrapper(*args: object, **kwargs: object):
+                before = await lsn()
+                result = await call(*args, **kwargs)
+                steps[name] = [await lsn() - before, result[0]]
+                return result
+            return wrapper
+
+        drop_months, compact = audit_months.drop_expired_months, audit_months.compact_boundary_month
+        audit_months.drop_expired_months = measured("months dropped", drop_months)
+        audit_months.compact_boundary_month = measured("boundary month compacted", compact)
         audit_chain._purge_batch = timed_batch
         start = time.perf_counter()
         try:
             removed = await audit_chain.purge_expired(pool, signer)
         finally:
             audit_chain._purge_batch = original
+            audit_months.drop_expired_months = drop_months
+            audit_months.compact_boundary_month = compact
         seconds = time.perf_counter() - start
         async with db.cursor(pool) as cur:
             wal = (await db.fetchone(cur, "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), %s) AS b",
@@ -410,6 +505,14 @@ async def run(entries: int) -> None:
             f"{per_entry:,.0f} B per entry ({size['logs'] / 2**20:,.0f} + "
             f"{size['seals'] / 2**20:,.0f} + {size['reads'] / 2**20:,.1f} MB; checkpoints "
             f"{size['cps'] / 2**20:,.1f} MB)", "<= 300 B")
+        rest = float(wal) - sum(w for w, _ in steps.values())
+        say("")
+        say("Retention WAL by step: " + ", ".join(
+            f"{name} {n:,} entries, {w / 2**20:,.1f} MB ({w / max(n, 1):,.0f} B per entry)"
+            for name, (w, n) in steps.items())
+            + f"; the rest (per-entry purge of {removed - sum(n for _, n in steps.values()):,} "
+              f"entries, the read rollup's expired days, checkpoints thinned) "
+              f"{rest / 2**20:,.1f} MB")
         say("")
         say("Bytes per entry, table by table and index by index: " + ", ".join(
             f"{p['name']} {p['bytes'] / max(total, 1):,.0f}" for p in parts if p["bytes"]))
@@ -421,7 +524,10 @@ async def run(entries: int) -> None:
         if client is not None:
             await client.close()
         embedded.stop()
-        shutil.rmtree(home, ignore_errors=True)
+        if keep is None:
+            shutil.rmtree(base, ignore_errors=True)
+        else:
+            shutil.rmtree(home, ignore_errors=True)
 
 
 def main() -> None:
@@ -429,8 +535,12 @@ def main() -> None:
     parser.add_argument("--entries", type=int, default=200_000,
                         help="entries to fill (default 200,000; the issue's figures: 1000000 "
                              "and 5000000)")
+    parser.add_argument("--keep", type=Path, metavar="DIR",
+                        help="keep the filled data dir in DIR/filled and reuse it on the next run "
+                             "with the same --entries (each run measures a copy, DIR/run, and "
+                             "applies any newer migrations to it first)")
     args = parser.parse_args()
-    asyncio.run(run(args.entries))
+    asyncio.run(run(args.entries, args.keep))
 
 
 if __name__ == "__main__":

@@ -272,3 +272,107 @@ async def test_the_sealer_reads_only_the_holes_and_what_is_new_while_a_writer_wa
                                                  uuid.UUID(team_id))
     assert verdict.ok and verdict.checked == 32
     assert (await query(database_url, state))[0]["holes"] == []
+
+
+async def test_a_boundary_month_mostly_expired_is_compacted_and_both_chains_verify(
+        client, team_id, database_url, pool):
+    """A month that cannot go whole (another team keeps its entries) but whose entries mostly
+    expired: the expired prefix goes by copying what stays into fresh partitions (migration
+    0026), not entry by entry; the month keeps the other team's entries, indexes and guard, and
+    both chains verify."""
+    signer, team = client.app[CHECKPOINT_SIGNER], uuid.UUID(team_id)
+    keeper = (await query(database_url, "INSERT INTO teams (slug, name, plan) VALUES "
+                                        "('keeper', 'Keeper', 'enterprise') RETURNING id"))[0]["id"]
+    await query(database_url, "UPDATE teams SET plan = 'starter' WHERE id = %s", (team_id,))
+    await twenty_entries(database_url, pool, team_id)  # seq 2..21 (1 is the team's creation)
+    await query(database_url, """INSERT INTO audit_logs (team_id, action, resource, resource_id)
+                                 SELECT %s, 'read', 'secret', 'k' || i
+                                 FROM generate_series(1, 3) i""", (keeper,))
+    async with db.cursor(pool) as cur:
+        await audit_chain.seal(cur)
+    old = month_start(datetime.now(timezone.utc) - timedelta(days=100))
+    await query(database_url, "SELECT cvsm_audit_make_months(%s, %s)", (old, next_month(old)))
+    start = datetime(old.year, old.month, 1, tzinfo=timezone.utc)
+    await move_and_rechain(database_url, team_id,
+                           {seq: start + timedelta(days=1, seconds=seq) for seq in range(1, 16)})
+    await move_and_rechain(database_url, str(keeper),
+                           {seq: start + timedelta(days=2, seconds=seq) for seq in range(1, 4)})
+    part = f"audit_logs_{suffix(old)}"
+    oid = (await query(database_url, "SELECT %s::regclass::oid AS o", (part,)))[0]["o"]
+    indexes = await query(database_url, "SELECT count(*) AS n FROM pg_indexes WHERE tablename "
+                                        "IN (%s, %s)", (part, f"audit_seals_{suffix(old)}"))
+    # asked directly, the database refuses a cut no checkpoint covers, and a chain kept for good
+    with pytest.raises(psycopg2.errors.RaiseException, match="no checkpoint at its cut"):
+        await query(server_url(database_url), "SELECT cvsm_audit_compact_month(%s, %s, %s)",
+                    (old, [team], [15]))
+    with pytest.raises(psycopg2.errors.RaiseException, match="keeps its entries"):
+        await query(server_url(database_url), "SELECT cvsm_audit_compact_month(%s, %s, %s)",
+                    (old, [keeper], [1]))
+
+    removed = await audit_chain.purge_expired(pool, signer)  # Starter: 30 days
+
+    assert removed == 15
+    assert (await query(database_url, "SELECT %s::regclass::oid AS o", (part,)))[0]["o"] != oid
+    left = await query(database_url, f"SELECT a.team_id FROM {part} a")
+    assert [r["team_id"] for r in left] == [keeper] * 3
+    assert (await query(database_url, "SELECT count(*) AS n FROM pg_indexes WHERE tablename "
+                                      "IN (%s, %s)", (part, f"audit_seals_{suffix(old)}"))
+            ) == indexes
+    marks = await query(database_url, "SELECT seq FROM audit_checkpoints WHERE chain_id = %s "
+                                      "AND kind = 'purge'", (team_id,))
+    assert [m["seq"] for m in marks] == [15]
+    async with db.cursor(pool) as cur:
+        await audit.record(cur, None, "after", "test", team_id=team)
+        await audit_chain.seal(cur)
+        verdict = await audit_verify.verify_chain(cur, signer, team)
+        kept = await audit_verify.verify_chain(cur, signer, keeper)
+    assert verdict.ok and verdict.checked == 7
+    assert kept.ok and kept.checked == 3
+    # the month's new partitions have the log's guard (row triggers) and its grants
+    with pytest.raises(psycopg2.errors.InsufficientPrivilege):
+        await query(server_url(database_url), "DELETE FROM audit_logs WHERE team_id = %s",
+                    (keeper,))
+    assert await audit_chain.purge_expired(pool, signer) == 0
+
+
+async def test_the_read_rollups_expired_months_go_by_partition_not_row_by_row(
+        client, team_id, database_url, pool):
+    """The read rollup is stored by month (migration 0027): a month whose rows are mostly past
+    their team's retention is replaced by a copy of the rows that stay (an Enterprise team's),
+    one with nothing left is dropped, and the purge's per-team delete is left the rest."""
+    signer = client.app[CHECKPOINT_SIGNER]
+    keeper = (await query(database_url, "INSERT INTO teams (slug, name, plan) VALUES "
+                                        "('keeper', 'Keeper', 'enterprise') RETURNING id"))[0]["id"]
+    await query(database_url, "UPDATE teams SET plan = 'starter' WHERE id = %s", (team_id,))
+    now = datetime.now(timezone.utc)
+    old = month_start(now - timedelta(days=130))
+    older = month_start(now - timedelta(days=170))
+    await query(database_url, "SELECT cvsm_audit_make_months(%s, %s)", (older, next_month(old)))
+    rows = [(team_id, f"s{i}", old + timedelta(days=i)) for i in range(9)]
+    rows += [(keeper, "k", old + timedelta(days=2)),
+             *[(team_id, f"s{i}", older + timedelta(days=i)) for i in range(3)]]
+    for team, secret, day in rows:
+        await query(database_url, """INSERT INTO audit_reads (team_id, secret_id, day, user_email,
+                                     token_id, reads, last_at) VALUES (%s, %s, %s, '', '', 1,
+                                     now())""", (team, secret, day))
+    oid = (await query(database_url, "SELECT %s::regclass::oid AS o",
+                       (f"audit_reads_{suffix(old)}",)))[0]["o"]
+
+    await audit_chain.purge_expired(pool, signer)
+
+    left = await query(database_url, "SELECT tableoid::regclass::text AS part, team_id FROM "
+                                     "audit_reads")
+    assert [(r["part"], r["team_id"]) for r in left] == [(f"audit_reads_{suffix(old)}", keeper)]
+    assert not await exists(database_url, f"audit_reads_{suffix(older)}")
+    assert (await query(database_url, "SELECT %s::regclass::oid AS o",
+                        (f"audit_reads_{suffix(old)}",)))[0]["o"] != oid
+    # the month that stays has the rollup's keys: the sealer's upsert still adds to its rows
+    await query(database_url, """INSERT INTO audit_reads AS r (team_id, secret_id, day,
+                                 user_email, token_id, reads, last_at) VALUES (%s, 'k', %s, '',
+                                 '', 1, now()) ON CONFLICT (team_id, secret_id, day, user_email,
+                                 token_id) DO UPDATE SET reads = r.reads + 1""",
+                (keeper, old + timedelta(days=2)))
+    assert (await query(database_url, "SELECT reads FROM audit_reads"))[0]["reads"] == 2
+    # asked for a month most of which stays, the database leaves it to the per-team delete
+    assert (await query(server_url(database_url), "SELECT cvsm_audit_compact_reads(%s) AS n",
+                        (old,)))[0]["n"] is None

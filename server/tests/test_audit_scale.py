@@ -388,21 +388,40 @@ async def test_checkpoints_are_thinned_as_they_age_and_verification_still_holds(
         await query(server_url(database_url), "DELETE FROM audit_checkpoints")
 
 
-@pytest.mark.parametrize("when", [datetime(2026, 3, 1, 23, 59, 59, 5, tzinfo=timezone.utc),
-                                  datetime(2026, 3, 2, 6, 0, 0, 999999,
-                                           tzinfo=timezone(timedelta(hours=7)))])
-def test_the_walks_hash_is_the_canonical_one(when):
-    """The verification walk's fast hash of a row tuple equals `entry_hash` of the same entry,
-    escapes, non-ASCII, nulls and a time outside UTC included."""
-    row = {"id": uuid.uuid4(), "chain_id": uuid.uuid4(), "seq": 12, "created_at": when,
-           "user_email": 'dï"na\\@example.com', "action": "read", "resource": "secret",
-           "resource_id": None, "ip_address": None, "user_agent": "ua\n\t\u0001/1",
-           "metadata_text": '{"name": "Ω", "q": "\\"x\\""}', "prev_hash": bytes(range(32))}
-    as_tuple = (str(row["id"]), str(row["chain_id"]), row["seq"], 99, row["created_at"],
-                row["user_email"], row["action"], row["resource"], row["resource_id"],
-                row["ip_address"], row["user_agent"], row["metadata_text"], row["prev_hash"],
-                b"")
-    assert audit_verify._page_hash(as_tuple) == audit_chain.entry_hash(row)
+async def test_the_walks_canonical_text_is_the_canonical_one(client, team_id, database_url,
+                                                             pool):
+    """The verification walk's canonical text, written out by the database (built-in functions
+    only), is `canonical` of the same entry byte for byte: escapes, control characters,
+    non-ASCII, nulls, a time given outside UTC; the chain of such entries verifies, and an edit
+    of one of them does not."""
+    signer, team = client.app[CHECKPOINT_SIGNER], uuid.UUID(team_id)
+    await query(database_url, """
+        INSERT INTO audit_logs (team_id, user_email, action, resource, resource_id, ip_address,
+                                user_agent, metadata, created_at)
+        VALUES (%s, 'dï"na\\@example.com', 'read', 'secret', NULL, NULL, %s,
+                '{"name": "Ω", "q": "\\"x\\"", "t": "a\\tb\\u0002"}',
+                '2026-03-02 06:00:00.999999+07'),
+               (%s, NULL, 'update', 'secret', 'sid', '10.0.0.1', NULL, '{}',
+                '2026-03-01 23:59:59.000005+00')""",
+                (team_id, "ua\n\t\u0001\u007f/1 \u2028", team_id))
+    async with pool.acquire() as conn, db.cursor(conn) as cur:
+        await audit_chain.seal(cur)
+        rows = await db.fetchall(cur, f"""
+            SELECT {audit_verify._CANONICAL_SQL} AS text, a.*, a.metadata::text AS metadata_text,
+                   s.chain_id, s.seq, s.prev_hash, s.hash
+            FROM audit_seals s JOIN audit_logs a ON a.pos = s.pos
+            WHERE s.chain_id = %s AND a.resource = 'secret' ORDER BY s.seq""", (team,))
+        assert len(rows) == 2
+        for row in rows:
+            assert row["text"].encode() == audit_chain.canonical(row)
+            assert bytes(row["hash"]) == audit_chain.entry_hash(row)
+        assert (await audit_verify.verify_chain(cur, signer, team)).ok
+    await tamper(database_url, "UPDATE audit_logs SET user_agent = 'ua' WHERE pos = %s",
+                 (rows[0]["pos"],))
+    async with pool.acquire() as conn, db.cursor(conn) as cur:
+        verdict = await audit_verify.verify_chain(cur, signer, team)
+    assert verdict.first_broken == {"seq": rows[0]["seq"],
+                                    "reason": "its content does not match its hash (edited)"}
 
 
 async def test_cli_verify_resumes_from_a_checkpoint_and_reports_progress(
@@ -423,3 +442,31 @@ async def test_cli_verify_resumes_from_a_checkpoint_and_reports_progress(
                                       "--from-checkpoint")
     assert resumed.returncode == 0, resumed.stderr
     assert "team acme: intact, 5 entries from the checkpoint at seq 31" in resumed.stdout
+
+
+async def test_a_verification_page_probes_the_entries_of_its_seals_never_scans_the_log(
+        client, team_id, database_url):
+    """Each page of the walk is a nested loop: the seals' key from the cursor, then one probe
+    per seal of its entry's month; never a join over a scan of the log, whatever the costs the
+    planner sees (index probes made dear here, as many partitions make them: a page then read
+    the whole log, a chain's verification quadratic, 256 s for 2M entries)."""
+    await fill(database_url, team_id, 50)
+    await query(database_url, "SELECT cvsm_audit_seal(5000, true)")
+    conn = psycopg2.connect(database_url)
+    try:
+        with conn, conn.cursor() as cur:
+            cur.execute("SET LOCAL random_page_cost = 1000")
+            cur.execute("EXPLAIN (FORMAT JSON) " + audit_verify._ROWS,
+                        {"chain": team_id, "seq": 0, "pos": -1, "page": 5000})
+            plan = cur.fetchone()[0][0]["Plan"]
+    finally:
+        conn.close()
+    nodes = []
+
+    def walk(node: dict) -> None:
+        nodes.append(node["Node Type"])
+        for child in node.get("Plans", ()):
+            walk(child)
+
+    walk(plan)
+    assert "Nested Loop" in nodes and "Hash Join" not in nodes and "Merge Join" not in nodes

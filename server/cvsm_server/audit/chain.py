@@ -293,11 +293,19 @@ async def purge_expired(pool: db.Pool, signer: CheckpointSigner, *,
     Returns how many entries went. A chain whose first entry is kept costs one probe of its
     index: with nothing expired the run reads nothing else. Whole months go first, as partition
     drops where they can (`audit_months`, migration 0024), each after `before_drop(month)`
-    (the archive, `audit.purge_expired`)."""
+    (the archive, `audit.purge_expired`); then the boundary month compacted where most of it
+    goes (migration 0026), not archived: what it keeps is no whole month; and the read rollup's
+    expired months likewise (migration 0027)."""
     async def sign(cur: db.Cursor, chain_id: uuid.UUID, seq: int, head: bytes) -> None:
         await write_checkpoint(cur, signer, chain_id, seq, head, "purge")
 
     removed, dropped = await audit_months.drop_expired_months(pool, sign, before_drop)
+    async with db.cursor(pool) as cur:
+        await seal(cur)
+    compacted, touched = await audit_months.compact_boundary_month(pool, sign)
+    removed += compacted
+    dropped = [*dropped, *touched]
+    await audit_months.compact_reads(pool)
     async with db.cursor(pool) as cur:
         await seal(cur)
         due = await db.fetchall(

@@ -15,6 +15,15 @@ month (`cvsm_audit_drop_month`), which checks again that every entry of the mont
 chain's retention, sealed, covered by a checkpoint and a prefix of its chain, and raises
 otherwise (everything is then rolled back: the month stays for the per-entry purge). A drop
 writes no WAL per entry, and the space goes back to the system at once.
+
+`compact_boundary_month` then looks at the oldest month left (the boundary month: its newest
+entries not expired yet): per chain, the expired prefix of its entries there (up to the first
+entry kept, by seq). Where at most a third of the month stays (COMPACT_KEPT_SHARE), it signs a
+`purge` checkpoint at each chain's cut and asks the database to copy the entries that stay into
+fresh partitions that replace the month's (`cvsm_audit_compact_month`, migration 0026: it
+checks what the guard checks and raises otherwise): WAL in proportion to what stays, not to
+what goes (issue 40: <= 100 B per removed entry), the space back at once. Otherwise (or where
+the database refuses) the per-entry purge removes them, as before.
 """
 
 from __future__ import annotations
@@ -22,7 +31,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Awaitable, Callable
-from datetime import date
+from datetime import date, datetime, timezone
 
 import psycopg2
 
@@ -34,6 +43,10 @@ AHEAD = 2
 # Entries of a chain outside the month a drop removes first; more means the month is no prefix
 # of that chain (the per-entry purge handles it).
 STRAGGLERS = 1000
+# A boundary month is compacted (what stays copied, the month's partitions replaced) where at
+# most this share of its entries stays; copying an entry writes about twice the WAL that
+# deleting one does (its row, seal and index entries against two delete records and page images).
+COMPACT_KEPT_SHARE = 1 / 3
 
 
 async def make_ahead(cur: db.Cursor, ahead: int = AHEAD) -> int:
@@ -144,3 +157,103 @@ async def drop_expired_months(pool: db.Pool, sign: Sign, before: Before | None =
         chains.extend(touched)
         log.info("audit month %s dropped: %d entries", month.isoformat()[:7], gone)
     return removed, chains
+
+
+_CUTS = """WITH RECURSIVE k(id) AS (
+               (SELECT chain_id FROM audit_seals WHERE created_at >= %(lo)s AND created_at < %(hi)s
+                ORDER BY chain_id LIMIT 1)
+               UNION ALL
+               SELECT (SELECT chain_id FROM audit_seals
+                       WHERE created_at >= %(lo)s AND created_at < %(hi)s AND chain_id > k.id
+                       ORDER BY chain_id LIMIT 1)
+               FROM k WHERE k.id IS NOT NULL)
+           SELECT k.id AS chain_id, e.first, e.last,
+                  (SELECT min(s.seq) FROM audit_seals s
+                   WHERE s.created_at >= %(lo)s AND s.created_at < %(hi)s AND s.chain_id = k.id
+                     AND s.created_at >= now() - make_interval(days => d.days)) AS first_kept
+           FROM k CROSS JOIN LATERAL (SELECT cvsm_audit_retention_days(k.id) AS days) d
+           CROSS JOIN LATERAL (
+               SELECT min(s.seq) AS first, max(s.seq) AS last FROM audit_seals s
+               WHERE s.created_at >= %(lo)s AND s.created_at < %(hi)s AND s.chain_id = k.id) e
+           WHERE k.id IS NOT NULL AND d.days IS NOT NULL"""
+
+
+async def oldest_month(cur: db.Cursor) -> date | None:
+    row = await db.fetchone(
+        cur,
+        """SELECT min(to_date(substr(c.relname, 12), '"y"YYYY"m"MM')) AS month
+           FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+           WHERE i.inhparent = 'audit_logs'::regclass
+             AND c.relname ~ '^audit_logs_y[0-9]{4}m[0-9]{2}$'""")
+    return None if row is None else row["month"]
+
+
+async def compact_boundary_month(pool: db.Pool, sign: Sign, *,
+                                 kept_share: float = COMPACT_KEPT_SHARE
+                                 ) -> tuple[int, list[uuid.UUID]]:
+    """Compact the oldest month (see the module's text) where at most `kept_share` of it stays;
+    returns (entries removed, chains that lost entries), (0, []) where it was not compacted."""
+    async with db.cursor(pool) as cur:
+        month = await oldest_month(cur)
+        if month is None or month >= datetime.now(timezone.utc).date().replace(day=1):
+            return 0, []
+        span = month_span(month)
+        cuts = []
+        for row in await db.fetchall(cur, _CUTS, span):
+            cut = row["last"] if row["first_kept"] is None else row["first_kept"] - 1
+            if cut >= row["first"]:
+                cuts.append((row["chain_id"], cut, cut - row["first"] + 1))
+        going = sum(n for _, _, n in cuts)
+        if not going:
+            return 0, []
+        total = (await db.fetchone(
+            cur, "SELECT count(*) AS n FROM audit_logs WHERE created_at >= %(lo)s "
+                 "AND created_at < %(hi)s", span))["n"]
+    if total - going > kept_share * total:
+        return 0, []
+    try:
+        async with db.pool_transaction(pool) as cur:
+            for chain_id, cut, _ in cuts:
+                head = await db.fetchone(cur, "SELECT hash FROM audit_seals WHERE chain_id = %s "
+                                              "AND seq = %s", (chain_id, cut))
+                await sign(cur, chain_id, cut, bytes(head["hash"]))
+            removed = (await db.fetchone(
+                cur, "SELECT cvsm_audit_compact_month(%s, %s::uuid[], %s::bigint[]) AS n",
+                (month, [c for c, _, _ in cuts], [cut for _, cut, _ in cuts])))["n"]
+    except psycopg2.Error as exc:
+        log.info("audit month %s kept for the per-entry purge: %s", month.isoformat()[:7],
+                 db.first_line(exc))
+        return 0, []
+    log.info("audit month %s compacted: %d entries removed, %d kept", month.isoformat()[:7],
+             removed, total - removed)
+    return removed, [c for c, _, _ in cuts]
+
+
+async def compact_reads(pool: db.Pool) -> int:
+    """The read rollup's months (migration 0027), oldest first while they started before the
+    shortest retention: each whose expired rows are most of it loses them by a partition drop
+    or copy (`cvsm_audit_compact_reads`); stops at the first left to the per-team delete.
+    Returns how many rows went."""
+    async with db.cursor(pool) as cur:
+        months = [r["month"] for r in await db.fetchall(
+            cur,
+            """SELECT m.month FROM (
+                   SELECT to_date(substr(c.relname, 13), '"y"YYYY"m"MM') AS month
+                   FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+                   WHERE i.inhparent = 'audit_reads'::regclass
+                     AND c.relname ~ '^audit_reads_y[0-9]{4}m[0-9]{2}$') m
+               WHERE m.month::timestamp AT TIME ZONE 'UTC' < now() - interval '30 days'
+               ORDER BY 1""")]
+    gone = 0
+    for month in months:
+        try:
+            async with db.pool_transaction(pool) as cur:
+                row = await db.fetchone(cur, "SELECT cvsm_audit_compact_reads(%s) AS n", (month,))
+        except psycopg2.Error as exc:
+            log.info("audit reads month %s kept for the per-team delete: %s",
+                     month.isoformat()[:7], db.first_line(exc))
+            break
+        if row["n"] is None:
+            break
+        gone += row["n"]
+    return gone

@@ -9,14 +9,12 @@ import hashlib
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timedelta
-from json.encoder import encode_basestring as _encode_string
 
 import psycopg2.extensions
 
 from .. import db
 from .chain import (CHAIN_IDS, GENESIS, KINDS, CheckpointSigner, checkpoint_json,
-                    signature_ok, utc_micro)
+                    signature_ok)
 
 # Entries one page of the verification walk reads (planning over the partitions costs per
 # statement, so pages are large).
@@ -41,65 +39,39 @@ class Verdict:
 
 # One page of a chain in order, from a position: the seals' (chain_id, seq) key walked from the
 # cursor, then each seal's entry by `pos` and time (the seal's copy of it: one probe of the
-# entry's month partition, migration 0024, forced by the LATERAL: a plain join of the two
-# partitioned tables was planned as a hash join of both, seconds a page; an entry whose time was
-# changed is missing); pages of VERIFY_PAGE (planning over the partitions costs per statement);
-# no page rescans the ones before. Rows are
-# tuples (the columns of `_ROW_FIELDS`), uuids as text: the walk's cost is the hashing.
+# entry's month partition, migration 0024; an entry whose time was changed is missing). The
+# subquery's LIMIT keeps the planner from flattening the LATERAL into a plain join, which it
+# planned as a hash join over a scan of the whole log for every page (a whole chain quadratic:
+# ~4 s a page at 1M entries, 256 s for 2M); so each page is a nested loop of probes. Pages of
+# VERIFY_PAGE (planning over the partitions costs per statement); no page rescans the ones
+# before. Rows are tuples (seq, pos, canonical text, prev_hash and hash
+# in hex): the database writes each entry's canonical text out (`_CANONICAL_SQL`, built-in
+# functions only, never the database's own `cvsm_audit_canonical`) and the walk hashes it
+# (hashlib): no Python object per column, no JSON encoding in Python (issue 40).
 # `seq >= last seq` but not the last entry itself: were the unique key dropped, a second entry
 # at the last seq of a page still shows up (as "appears twice").
-_ROWS = """SELECT a.id::text, s.chain_id::text, s.seq, s.pos,
-                  to_char(a.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
-                  a.user_email, a.action, a.resource, a.resource_id, a.ip_address, a.user_agent,
-                  a.metadata::text AS metadata_text, encode(s.prev_hash, 'hex'),
+_CANONICAL_SQL = """'{"action":' || coalesce(to_json(a.action)::text, 'null')
+    || ',"chain":"' || s.chain_id::text
+    || '","created_at":"' || to_char(a.created_at AT TIME ZONE 'UTC',
+                                     'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')
+    || '","id":"' || a.id::text
+    || '","ip_address":' || coalesce(to_json(a.ip_address)::text, 'null')
+    || ',"metadata":' || coalesce(to_json(a.metadata::text)::text, 'null')
+    || ',"prev_hash":"' || encode(s.prev_hash, 'hex')
+    || '","resource":' || coalesce(to_json(a.resource)::text, 'null')
+    || ',"resource_id":' || coalesce(to_json(a.resource_id)::text, 'null')
+    || ',"seq":' || s.seq::text
+    || ',"user_agent":' || coalesce(to_json(a.user_agent)::text, 'null')
+    || ',"user_email":' || coalesce(to_json(a.user_email)::text, 'null')
+    || ',"v":1}'"""
+_ROWS = f"""SELECT s.seq, s.pos, {_CANONICAL_SQL}, encode(s.prev_hash, 'hex'),
                   encode(s.hash, 'hex')
            FROM (SELECT * FROM audit_seals s
                  WHERE s.chain_id = %(chain)s AND s.seq >= %(seq)s AND s.pos <> %(pos)s
                  ORDER BY s.seq LIMIT %(page)s) s
            CROSS JOIN LATERAL (SELECT * FROM audit_logs a
-                               WHERE a.pos = s.pos AND a.created_at = s.created_at) a
+                               WHERE a.pos = s.pos AND a.created_at = s.created_at LIMIT 1) a
            ORDER BY s.seq"""
-
-
-def _page_text(row: tuple) -> str:
-    """`canonical`'s text of one `_ROWS` tuple (time and hashes as the database writes them
-    out, or as a datetime and bytes), in its key order: the walk's hot loop, one f-string."""
-    (id_, chain, seq, _pos, created_at, user_email, action, resource, resource_id, ip_address,
-     user_agent, metadata_text, prev_hash, _hash) = row
-    if not isinstance(created_at, str):
-        created_at = _utc_micro(created_at)
-    if not isinstance(prev_hash, str):
-        prev_hash = bytes(prev_hash).hex()
-    enc = _encode_string
-    return (f'{{"action":{"null" if action is None else enc(action)},"chain":"{chain}",'
-            f'"created_at":"{created_at}","id":"{id_}",'
-            f'"ip_address":{"null" if ip_address is None else enc(ip_address)},'
-            f'"metadata":{"null" if metadata_text is None else enc(metadata_text)},'
-            f'"prev_hash":"{prev_hash}",'
-            f'"resource":{"null" if resource is None else enc(resource)},'
-            f'"resource_id":{"null" if resource_id is None else enc(resource_id)},'
-            f'"seq":{seq},"user_agent":{"null" if user_agent is None else enc(user_agent)},'
-            f'"user_email":{"null" if user_email is None else enc(user_email)},"v":1}}')
-
-
-def _page_hash(row: tuple) -> bytes:
-    """`entry_hash` of one `_ROWS` tuple (`test_audit_scale` holds the two equal)."""
-    return hashlib.sha256(_page_text(row).encode()).digest()
-
-
-def _json(value: str | None) -> str:
-    return "null" if value is None else _encode_string(value)
-
-
-def _utc_micro(value: datetime) -> str:
-    """`utc_micro`, without strftime for a time already in UTC (as the server's sessions read)."""
-    if value.utcoffset() != _ZERO:
-        return utc_micro(value)
-    return (f"{value.year:04d}-{value.month:02d}-{value.day:02d}T{value.hour:02d}:"
-            f"{value.minute:02d}:{value.second:02d}.{value.microsecond:06d}Z")
-
-
-_ZERO = timedelta(0)
 
 
 Progress = Callable[[int, int], None]
@@ -156,7 +128,7 @@ async def verify_chain(cur: db.Cursor, signer: CheckpointSigner, chain_id: uuid.
         """Check one page in order; the verdict at its first broken link, else None."""
         nonlocal checked, expected, prev
         for row in rows:
-            seq = row[2]
+            seq = row[0]
             if expected is None:  # the chain's start: seq 1, or just after a purge checkpoint
                 if seq != 1:
                     anchor = [cp for cp in at_seq.get(seq - 1, ()) if cp["kind"] == "purge"]
@@ -171,10 +143,10 @@ async def verify_chain(cur: db.Cursor, signer: CheckpointSigner, chain_id: uuid.
                 return broken(checked, seq, f"entry {seq} appears twice")
             if seq > expected:
                 return broken(checked, expected, f"entry {expected} is missing")
-            if prev is not None and row[12] != prev:
+            if prev is not None and row[3] != prev:
                 return broken(checked, seq, "its prev_hash is not the hash of the entry before")
-            digest = sha256(_page_text(row).encode()).hexdigest()
-            if digest != row[13]:
+            digest = sha256(row[2].encode()).hexdigest()
+            if digest != row[4]:
                 return broken(checked, seq, "its content does not match its hash (edited)")
             for cp in at_seq.get(seq, ()):
                 if bytes(cp["head_hash"]).hex() != digest:
@@ -200,7 +172,7 @@ async def verify_chain(cur: db.Cursor, signer: CheckpointSigner, chain_id: uuid.
             rows = await pending
             pending = None
             if len(rows) == VERIFY_PAGE:
-                pending = asyncio.ensure_future(fetch(rows[-1][2], rows[-1][3]))
+                pending = asyncio.ensure_future(fetch(rows[-1][0], rows[-1][1]))
             verdict = walk(rows)
             if verdict is not None:
                 return verdict
