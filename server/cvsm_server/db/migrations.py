@@ -23,6 +23,10 @@ log = logging.getLogger("cvsm.db")
 
 # A stable number for pg_advisory_xact_lock while migrating ("cvsm" in ASCII).
 MIGRATION_LOCK_ID = 0x6376736D
+# A migration of a large audit log (a table rewritten into partitions, a rollup rebuilt) takes
+# minutes, and a process starting beside the one migrating waits that long for the lock: neither
+# is a request, so neither runs under the pool's 30 s limit per statement.
+MIGRATION_STATEMENT_SECONDS = 24 * 3600
 
 
 async def _migrate_as_owner(owner_url: str, embedded: bool) -> list[int]:
@@ -92,7 +96,7 @@ async def migration_lock(pool: aiopg.Pool) -> AsyncIterator[aiopg.Cursor]:
     database wait for each other instead of failing ("tuple concurrently updated", a unique
     violation of a catalog). Released on the way out, or with the connection if it broke."""
     async with pool.acquire() as conn:
-        cur = await conn.cursor()
+        cur = await conn.cursor(timeout=MIGRATION_STATEMENT_SECONDS)
         try:
             await cur.execute("SELECT pg_advisory_lock(%s)", (MIGRATION_LOCK_ID,))
             try:
