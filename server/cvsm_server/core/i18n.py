@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import contextvars
 import gettext as _gettext
-from collections.abc import Iterator
+import io
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 LANGUAGES = ("id", "en")
 DEFAULT_LANGUAGE = "id"
@@ -23,6 +25,65 @@ DEFAULT_LANGUAGE = "id"
 _CATALOGS: dict[str, _gettext.NullTranslations] = {}
 _NULL = _gettext.NullTranslations()
 _CURRENT: contextvars.ContextVar[str] = contextvars.ContextVar("cvsm_language", default=DEFAULT_LANGUAGE)
+
+
+# The catalogs: `locale/<lang>/LC_MESSAGES/messages.po` in the package, compiled in memory at
+# start-up (no .mo file is shipped or kept in git). `python -m cvsm_server.core.i18n_tool update`
+# (`make i18n`) extracts the texts and updates them.
+LOCALE_DIR = Path(__file__).resolve().parent.parent / "locale"
+DOMAIN = "messages"
+
+
+def catalog_path(language: str) -> Path:
+    return LOCALE_DIR / language / "LC_MESSAGES" / f"{DOMAIN}.po"
+
+
+def compile_catalog(language: str) -> _gettext.GNUTranslations:
+    """The language's .po file as gettext translations, compiled in memory with Babel (fuzzy
+    entries are left out, as msgfmt does)."""
+    from babel.messages.mofile import write_mo  # Babel: only when the catalogs are loaded
+    from babel.messages.pofile import read_po
+
+    with catalog_path(language).open("rb") as handle:
+        catalog = read_po(handle, locale=language, domain=DOMAIN)
+    buffer = io.BytesIO()
+    write_mo(buffer, catalog, use_fuzzy=False)
+    buffer.seek(0)
+    return _gettext.GNUTranslations(buffer)
+
+
+def load_catalogs(languages: Iterable[str] = LANGUAGES) -> None:
+    """Compile and install every language's catalog (once per process, at start-up)."""
+    for language in languages:
+        install(language, compile_catalog(language))
+
+
+def negotiate(accept_language: str | None, default: str = DEFAULT_LANGUAGE) -> str:
+    """The language an `Accept-Language` header prefers among `LANGUAGES` (q-values honoured,
+    `en-US` matches `en`), else `default`."""
+    if not accept_language:
+        return default
+    wanted: list[tuple[float, int, str]] = []
+    for index, part in enumerate(accept_language.split(",")[:32]):
+        tag, _sep, params = part.strip().partition(";")
+        quality = 1.0
+        for param in params.split(";"):
+            name, _eq, value = param.strip().partition("=")
+            if name.strip().lower() == "q":
+                try:
+                    quality = float(value)
+                except ValueError:
+                    quality = 0.0
+        tag = tag.strip().lower()
+        if tag and quality > 0:
+            wanted.append((-quality, index, tag))
+    for _quality, _index, tag in sorted(wanted):
+        if tag == "*":
+            return default
+        primary = tag.split("-")[0]
+        if primary in LANGUAGES:
+            return primary
+    return default
 
 
 def install(language: str, translations: _gettext.NullTranslations) -> None:

@@ -27,6 +27,7 @@ from ..accounts import sessions, setup_link
 from ..support import service as support
 from ..web import lowlevel, metrics
 from ..web.pages import kit as pages
+from ..core import i18n
 from ..core.config import Settings
 from ..crypto.sealing import Keyring
 from ..crypto.passwords import PasswordHasher
@@ -121,6 +122,7 @@ def create_app(settings: Settings | None = None) -> web.Application:
     app[LEASES] = ratelimit.Leases(settings.processes)
     app[REQUEST_OUTAGE] = RequestOutage()
     app[OAUTH] = oauth_providers.Providers(settings.oauth_providers)
+    i18n.load_catalogs()  # the pages' and mails' languages, compiled in memory (core.i18n)
     if settings.env == "production" and "*" in settings.cors_origins:
         log.warning("CVSM_CORS_ORIGINS is '*' in production: any web origin may call this API")
     app.on_response_prepare.append(on_prepare)

@@ -55,6 +55,7 @@ ROUTES: list[Route] = [
     api("GET", "/api/v1/auth/{idp}/start", oauth.start, auth=OPEN, rate="auth"),
     api("GET", "/api/v1/auth/{idp}/callback", oauth.callback, auth=OPEN, rate="auth"),
     api("GET", "/api/v1/me", accounts.me),
+    api("PATCH", "/api/v1/me", accounts.update_me, body=TINY),
     api("POST", "/api/v1/me/logout-all", accounts.logout_all),
     api("POST", "/api/v1/me/2fa/setup", accounts.totp_setup),
     api("POST", "/api/v1/me/2fa/enable", accounts.totp_enable, body=TINY),
