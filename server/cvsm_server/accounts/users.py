@@ -102,14 +102,6 @@ async def set_language(conn: db.Connection, actor: Actor, language: object) -> d
     return await profile(conn, actor)
 
 
-async def language_of(cur: db.Cursor, email: str) -> str | None:
-    """The language the account with this address chose (its mails' language), None when it
-    chose none or there is no such account."""
-    row = await db.fetchone(cur, "SELECT language FROM users WHERE lower(email) = lower(%s)",
-                            (email,))
-    return row["language"] if row is not None else None
-
-
 def user_json(row: Mapping) -> dict:
     return {"id": str(row["id"]), "email": row["email"], "username": row["username"],
             "name": row["name"]}

@@ -208,6 +208,8 @@ ROUTES: list[Route] = [
     page("POST", "/app/tokens", tokens_pages.create_token, auth=SESSION),
     page("POST", f"/app/tokens/{UUID % 'token_id'}/revoke", tokens_pages.revoke_token, auth=SESSION),
     page("GET", "/app/account", account_pages.account_page, auth=SESSION),
+    page("POST", "/app/account/language", account_pages.save_language, auth=SESSION),
+    page("GET", "/language/{language}", account_pages.choose_language),
     page("POST", "/app/account/verify-email", account_pages.request_verification, auth=SESSION),
     page("POST", "/app/account/2fa/setup", account_pages.totp_setup, auth=SESSION),
     page("POST", "/app/account/2fa/enable", account_pages.totp_enable, auth=SESSION),

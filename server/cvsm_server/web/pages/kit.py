@@ -53,7 +53,7 @@ from ..policy import policy_of
 from ..request import check_query
 from ..state import ACTOR, OAUTH, SIGNER
 from .forms import Answer
-from .rendering import render_page, signed_in_actor
+from .rendering import choose_language, render_page, signed_in_actor
 from .session import COOKIE, PRE_COOKIE, flash, set_cookie, form_field
 
 PAGE_NOT_FOUND = "Halaman tidak ditemukan"
@@ -96,6 +96,7 @@ def signed_in(handler: Callable[[web.Request, Actor], Awaitable[web.StreamRespon
 
     async def page(request: web.Request) -> web.StreamResponse:
         actor = signed_in_actor(request)
+        choose_language(request)  # now with the account's own choice
         if actor is None:
             response = redirect_to(url_for(request, "auth.signin_page"))
             if COOKIE in request.cookies:
@@ -122,6 +123,7 @@ async def page_errors(request: web.Request, handler: Handler) -> web.StreamRespo
     if not policy_of(request).page:  # not one of the dashboard's pages, as its route declares
         return await handler(request)
     try:
+        choose_language(request)  # the browser's (the account's, once signed in: `signed_in`)
         check_query(request)
         return await handler(request)
     except Answer as answer:

@@ -8,11 +8,33 @@ from typing import Any
 import aiohttp_jinja2
 from aiohttp import web
 
+from ...core import i18n
 from ...core.actor import Actor
 from ...accounts import deletion
-from ..state import ACTOR, PAGE_STATE
+from ..state import ACTOR, PAGE_STATE, SETTINGS
 from .session import (FLASH_COOKIE, NEW_PRE_SESSION, PRE_COOKIE, anonymous_csrf, flash, read_flash,
                       session_csrf, set_cookie, ONCE_COOKIE, TOOK_ONCE)
+
+
+# A signed-out browser's choice of language (the header's links): the account's own setting
+# wins once signed in.
+LANGUAGE_COOKIE = "cvsm_lang"
+
+
+def choose_language(request: web.Request) -> str:
+    """The page's language, set for the rest of the request (`core.i18n`): the signed-in
+    account's choice, else the browser's (its cookie, then `Accept-Language`), else the
+    server's `CVSM_DEFAULT_LANGUAGE`."""
+    state = request.get(PAGE_STATE)
+    if state is not None and state.language in i18n.LANGUAGES:
+        language = state.language
+    elif request.cookies.get(LANGUAGE_COOKIE) in i18n.LANGUAGES:
+        language = request.cookies[LANGUAGE_COOKIE]
+    else:
+        language = i18n.negotiate(request.headers.get("Accept-Language"),
+                                  request.app[SETTINGS].default_language)
+    i18n.set_language(language)
+    return language
 
 
 def render_page(request: web.Request, template: str, context: dict[str, Any], *, status: int = 200,
@@ -42,6 +64,7 @@ def page_context(request: web.Request) -> dict[str, Any]:
     state = request.get(PAGE_STATE)  # the signed-in user's banner and nav (`users.page_state`)
     actor = signed_in_actor(request) if ACTOR in request else None
     return {"user": actor, "error": None, "form": {}, "errors": {},
+            "lang": choose_language(request),
             "csrf": session_csrf(request, actor) if actor is not None else anonymous_csrf(request),
             "pending_deletion": deletion.format_when(state.delete_after)
             if state is not None and state.delete_after is not None else None,

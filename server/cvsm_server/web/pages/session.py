@@ -13,6 +13,7 @@ from typing import Any
 
 from aiohttp import web
 
+from ...core import i18n
 from ...core.actor import Actor
 from ...core.errors import Forbidden, Unauthorized
 from ...core.inputs import decimal
@@ -108,7 +109,7 @@ def read_flash(request: web.Request) -> dict[str, str] | None:
     if key not in FLASHES or not same_mac(mac, keyed_mac(request, "flash", key)):
         return None
     kind, text = FLASHES[key]
-    return {"kind": kind, "text": text}
+    return {"kind": kind, "text": i18n.gettext(text)}  # in the page's language
 
 
 # The page read the one-time cookie (`take_once`): its answer deletes it and is never stored.
