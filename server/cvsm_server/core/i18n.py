@@ -130,3 +130,9 @@ def npgettext(context: str, singular: str, plural: str, n: int) -> str:
 
 
 _ = gettext
+
+
+def N_(text: str) -> str:
+    """Marks a text for the catalogs (`make i18n` finds it) where it is defined; it is
+    translated where it is shown (a page's refusal, a flash message)."""
+    return text

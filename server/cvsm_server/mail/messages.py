@@ -51,6 +51,7 @@ _templates = jinja2.Environment(
 # `{{ _("...") }}` and `{% trans %}`: the mail's language (`render`)
 _templates.install_gettext_callables(i18n.gettext, i18n.ngettext, newstyle=True,
                                      pgettext=i18n.pgettext, npgettext=i18n.npgettext)
+_templates.globals["language"] = i18n.current_language  # `<html lang>`
 
 
 @dataclass(frozen=True)

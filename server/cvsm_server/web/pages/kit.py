@@ -43,6 +43,7 @@ import aiohttp_jinja2
 import jinja2
 from aiohttp import web
 
+from ...core.i18n import N_
 from ...core import i18n
 from ...core.actor import Actor
 from ...core.errors import DomainError, NotFound
@@ -56,7 +57,7 @@ from .forms import Answer
 from .rendering import choose_language, render_page, signed_in_actor
 from .session import COOKIE, PRE_COOKIE, flash, set_cookie, form_field
 
-PAGE_NOT_FOUND = "Halaman tidak ditemukan"
+PAGE_NOT_FOUND = N_("Halaman tidak ditemukan")
 ENVIRONMENTS = secret_inputs.ENVIRONMENTS
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -145,7 +146,7 @@ def error_page(request: web.Request, exc: DomainError, actor: Actor | None) -> w
 
 class MethodNotAllowed(DomainError):
     status = 405
-    default_message = "Halaman ini tidak menerima metode itu"
+    default_message = N_("Halaman ini tidak menerima metode itu")
 
 
 async def not_found(request: web.Request) -> web.StreamResponse:

@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-
-def N_(text: str) -> str:
-    """A text for the catalogs (`make i18n` finds it), translated where it is shown."""
-    return text
+from ...core.i18n import N_  # translated where it is shown (`session.read_flash`)
 
 
 # What a page says after a change: these texts only (a flash names one of them, so it never

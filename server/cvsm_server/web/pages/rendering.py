@@ -43,7 +43,7 @@ def render_page(request: web.Request, template: str, context: dict[str, Any], *,
     shown once (`take_once`) is never stored and deletes that value's cookie."""
     took_once = request.get(TOOK_ONCE, False)
     flash = read_flash(request)
-    context = {**page_context(request), "flash": flash, **context}
+    context = translated({**page_context(request), "flash": flash, **context})
     response = aiohttp_jinja2.render_template(template, request, context, status=status)
     response.headers["Content-Security-Policy"] = CSP
     # Pages that may hold a value are never stored; the rest are revalidated each time.
@@ -55,6 +55,22 @@ def render_page(request: web.Request, template: str, context: dict[str, Any], *,
     if took_once:
         response.del_cookie(ONCE_COOKIE, path="/")
     return response
+
+
+# The context's messages (a refusal's, beside a field or above a form, or the error page's): the
+# domain's Indonesian texts, shown in the page's language where the catalog translates them
+# (the API's JSON keeps them as they are).
+MESSAGES = ("error", "message", "notice", "sent", "e2e_error", "deletion_error")
+
+
+def translated(context: dict[str, Any]) -> dict[str, Any]:
+    for key in MESSAGES:
+        if isinstance(context.get(key), str):
+            context[key] = i18n.gettext(context[key])
+    if isinstance(context.get("errors"), dict):
+        context["errors"] = {name: i18n.gettext(text) if isinstance(text, str) else text
+                             for name, text in context["errors"].items()}
+    return context
 
 
 def page_context(request: web.Request) -> dict[str, Any]:

@@ -13,6 +13,7 @@ from typing import Any
 
 from aiohttp import web
 
+from ...core.i18n import N_
 from ...core import i18n
 from ...core.actor import Actor
 from ...core.errors import Forbidden, Unauthorized
@@ -24,8 +25,8 @@ from .messages import FLASHES
 COOKIE = SESSION_COOKIE
 PRE_COOKIE = "cvsm_pre"
 PENDING_LIFETIME = 300  # seconds between the password and the code of a two-factor sign-in
-CSRF_FAILED = "Formulir kedaluwarsa atau tidak sah; muat ulang halaman lalu coba lagi"
-PENDING_FAILED = "Langkah verifikasi kedaluwarsa; masuk lagi dengan kata sandi"
+CSRF_FAILED = N_("Formulir kedaluwarsa atau tidak sah; muat ulang halaman lalu coba lagi")
+PENDING_FAILED = N_("Langkah verifikasi kedaluwarsa; masuk lagi dengan kata sandi")
 # A pre-session nonce made for this response (set as a cookie when the page is sent).
 NEW_PRE_SESSION = web.RequestKey("cvsm_pre_new", str)
 FLASH_COOKIE = "cvsm_flash"
