@@ -12,6 +12,7 @@ at start-up (`core.i18n.load_catalogs`).
 
 from __future__ import annotations
 
+import ast
 import sys
 from pathlib import Path
 
@@ -34,6 +35,39 @@ OPTIONS = {"templates/**.html": {"extensions": "jinja2.ext.i18n"},
            "templates/mail/**.txt": {"extensions": "jinja2.ext.i18n"}}
 
 
+# The refusals' messages (`raise BadRequest("...")`, a module's `MESSAGE = "..."`, an error
+# class's `default_message`): Indonesian in the API's JSON (the contract), translated where a page
+# shows them (`web.pages.rendering.translated`). Not those of the modules below (operators' English,
+# or formats no page shows), nor one filled in later (`{...}`: it never matches as written).
+REFUSAL_SKIP = ("core/config.py", "crypto/", "e2e/syntax.py", "web/metrics.py", "web/lowlevel.py",
+                "web/headers.py", "web/jsonbody.py", "core/i18n_tool.py")
+
+
+def _a_message(value: object) -> bool:
+    return (isinstance(value, str) and " " in value and value[:1].isupper() and "{" not in value
+            and "\n" not in value and not value.startswith(("ORDER BY", "SELECT", "INSERT")))
+
+
+def refusals() -> list[tuple[str, int, str]]:
+    """(file, line, message) for every refusal message of the package's Python sources."""
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        relative = path.relative_to(PACKAGE).as_posix()
+        if relative.startswith(REFUSAL_SKIP) or "/tests/" in relative:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            value = None
+            if isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call) and node.exc.args:
+                value = node.exc.args[0]
+            elif (isinstance(node, ast.Assign) and len(node.targets) == 1
+                  and isinstance(node.targets[0], ast.Name)
+                  and (node.targets[0].id.isupper() or node.targets[0].id == "default_message")):
+                value = node.value
+            if isinstance(value, ast.Constant) and _a_message(value.value):
+                found.append((relative, node.lineno, value.value))
+    return found
+
+
 def extract() -> Catalog:
     """Every translatable text of the package, with where it is used."""
     catalog = Catalog(project="cvsm", domain=i18n.DOMAIN, charset="utf-8")
@@ -41,6 +75,11 @@ def extract() -> Catalog:
             str(PACKAGE), METHODS, OPTIONS, KEYWORDS, comment_tags=("i18n:",),
             strip_comment_tags=True):
         catalog.add(message, None, [(filename, lineno)], auto_comments=comments, context=context)
+    for filename, lineno, message in refusals():
+        if message not in catalog:
+            catalog.add(message, None, [(filename, lineno)])
+        else:
+            catalog[message].locations.append((filename, lineno))
     return catalog
 
 
@@ -52,8 +91,8 @@ def read(language: str) -> Catalog:
 def update() -> None:
     """Merge the extracted texts into each language's catalog: new texts come in untranslated
     (Indonesian: translated to themselves), texts no longer used are dropped."""
-    template = extract()
     for language in i18n.LANGUAGES:
+        template = extract()  # its own: `update` takes the template's new messages as they are
         path = i18n.catalog_path(language)
         if path.is_file():
             catalog = read(language)
