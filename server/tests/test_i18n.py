@@ -121,9 +121,10 @@ def test_the_default_language_is_a_setting(make_settings: Callable[..., Settings
 # Indonesian words that must not be seen on an English page (visible text and the attributes a
 # person reads: labels, confirmations, image texts).
 STOP_WORDS = ("Tambah", "Hapus", "Simpan", "Masuk", "Keluar", "Kata sandi", "Anggota", "Nilai",
-              "Tampilkan", "Cabut", "Buat", "Akun", "Tim ", "Bantuan", "Halaman", "Ubah", "Kembali",
+              "Tampilkan", "Cabut", "Buat", "Akun", "Tim", "Bantuan", "Halaman", "Ubah", "Kembali",
               "Unduh", "Impor", "Ekspor", "Cari", "Daftar", "Peran", "Undangan", "Tautan", "Paket",
-              "Sesi", "Versi", "Jenis", "Keterangan", "berdampingan", "dibaca", "Anda", "Bahasa ")
+              "Sesi", "Versi", "Jenis", "Keterangan", "berdampingan", "dibaca", "Anda", "yang", "dan",
+              "tidak", "dengan", "untuk")
 
 
 def visible_text(html: str) -> str:
@@ -137,7 +138,7 @@ def visible_text(html: str) -> str:
 def indonesian_left(html: str) -> list[str]:
     # The switch back to Indonesian names the language in Indonesian, as it should.
     text = visible_text(html).replace("Bahasa Indonesia", "")
-    return [word for word in STOP_WORDS if re.search(rf"\b{re.escape(word)}", text)]
+    return [word for word in STOP_WORDS if re.search(rf"\b{re.escape(word.strip())}\b", text)]
 
 
 @pytest.fixture
