@@ -111,7 +111,12 @@ def update() -> None:
         catalog.language_team = language
         if language == "id":  # the msgids are Indonesian already
             for message in catalog:
-                if message.id and not message.string:
+                if not message.id:
+                    continue
+                if isinstance(message.id, tuple):  # one form in Indonesian (nplurals=1)
+                    if not all(message.string):
+                        message.string = (message.id[0],) * catalog.num_plurals
+                elif not message.string:
                     message.string = message.id
         with path.open("wb") as handle:
             write_po(handle, catalog, width=100, omit_header=False, sort_by_file=False,
