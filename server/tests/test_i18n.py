@@ -264,3 +264,43 @@ async def test_patch_me_sets_the_language(client: TestClient, api, owner):
     assert (await cleared.json())["language"] is None
     refused = await client.patch("/api/v1/me", json={"language": "en"})
     assert refused.status == 401
+
+
+async def test_mails_are_written_in_the_recipients_language(client: TestClient, api, owner,
+                                                            database_url: str):
+    from datetime import datetime, timezone
+
+    from cvsm_server import db
+    from cvsm_server.accounts.deletion import format_when
+    from cvsm_server.mail import messages as mail
+
+    i18n.load_catalogs()
+    context = {"name": "Ana", "link": "https://cvsm.test/verify-email?token=t",
+               "app_url": "https://cvsm.test"}
+    english = mail.render("verify_email", "ana@example.com", context, language="en")
+    assert english.subject == "Verify your email address"
+    assert english.text.startswith("Hello Ana,") and '<html lang="en">' in english.html
+    indonesian = mail.render("verify_email", "ana@example.com", context, language="id")
+    assert indonesian.subject == "Verifikasi alamat email Anda" and '<html lang="id">' in indonesian.html
+    with i18n.use_language("en"):  # no choice: the sending request's language
+        assert mail.render("verify_email", "x@example.com", context).subject == english.subject
+    invite = mail.render("team_invite", "b@example.com", {
+        "inviter": None, "team_name": "<Acme>", "role": "Member", "link": "https://cvsm.test/i",
+        "days": 7, "app_url": "https://cvsm.test"}, language="en")
+    assert "An admin invites you to join the team <strong>&lt;Acme&gt;</strong>" in invite.html
+    assert 'An admin invites you to join the team "<Acme>" on cvsm as Member.' in invite.text
+
+    await client.patch("/api/v1/me", headers=api.auth(owner["token"]), json={"language": "en"})
+    pool = await db.create_pool(database_url, maxsize=1)
+    try:
+        async with db.pool_transaction(pool) as cur:
+            assert await mail.language_of(cur, owner["email"].upper()) == "en"
+            assert await mail.language_of(cur, "nobody@example.com") is None
+    finally:
+        pool.close()
+        await pool.wait_closed()
+
+    moment = datetime(2025, 6, 12, 14, 3, tzinfo=timezone.utc)
+    assert format_when(moment) == "12 Juni 2025 pukul 14.03 UTC"
+    with i18n.use_language("en"):
+        assert format_when(moment) == "12 June 2025 at 14:03 UTC"
