@@ -229,6 +229,8 @@ async def test_a_signed_out_browser_switches_with_a_cookie(client: TestClient):
     assert (switched.status, switched.headers["Location"]) == (303, "/signup")
     html = await (await client.get("/signup", headers={"Accept-Language": "id"})).text()
     assert '<html lang="en">' in html and "Bahasa Indonesia" in html
+    link = await client.get("/setup?token=one-time-secret-token")
+    assert "one-time-secret-token" not in await link.text()  # the switch keeps the path only
     away = await client.get("/language/en?next=//evil.example/x", allow_redirects=False)
     assert away.headers["Location"] == "/signin"  # only a path on this site
     await client.get("/language/id")

@@ -81,7 +81,9 @@ def page_context(request: web.Request) -> dict[str, Any]:
     actor = signed_in_actor(request) if ACTOR in request else None
     return {"user": actor, "error": None, "form": {}, "errors": {},
             "lang": choose_language(request),
-            "here": request.path_qs,  # where the signed-out language switch comes back to
+            # where the signed-out language switch comes back to: the path only, never its
+            # query (a one-time link's token stays out of every link on the page)
+            "here": request.path,
             "csrf": session_csrf(request, actor) if actor is not None else anonymous_csrf(request),
             "pending_deletion": deletion.format_when(state.delete_after)
             if state is not None and state.delete_after is not None else None,
