@@ -24,7 +24,16 @@ DEFAULT_LANGUAGE = "id"
 
 _CATALOGS: dict[str, _gettext.NullTranslations] = {}
 _NULL = _gettext.NullTranslations()
-_CURRENT: contextvars.ContextVar[str] = contextvars.ContextVar("cvsm_language", default=DEFAULT_LANGUAGE)
+_CURRENT: contextvars.ContextVar[str] = contextvars.ContextVar("cvsm_language")
+# The language of a task that chose none (an API request's mail to an address without an
+# account, a background job): the server's `CVSM_DEFAULT_LANGUAGE` once `set_default` ran.
+_default = DEFAULT_LANGUAGE
+
+
+def set_default(language: str) -> None:
+    """The server's default language (`CVSM_DEFAULT_LANGUAGE`, at start-up)."""
+    global _default
+    _default = language if language in LANGUAGES else DEFAULT_LANGUAGE
 
 
 # The catalogs: `locale/<lang>/LC_MESSAGES/messages.po` in the package, compiled in memory at
@@ -92,17 +101,17 @@ def install(language: str, translations: _gettext.NullTranslations) -> None:
 
 
 def current_language() -> str:
-    return _CURRENT.get()
+    return _CURRENT.get(_default)
 
 
 def set_language(language: str) -> None:
     """The language of the rest of this task (a request's handler, a mail's rendering)."""
-    _CURRENT.set(language if language in LANGUAGES else DEFAULT_LANGUAGE)
+    _CURRENT.set(language if language in LANGUAGES else _default)
 
 
 @contextmanager
 def use_language(language: str) -> Iterator[None]:
-    token = _CURRENT.set(language if language in LANGUAGES else DEFAULT_LANGUAGE)
+    token = _CURRENT.set(language if language in LANGUAGES else _default)
     try:
         yield
     finally:
@@ -110,7 +119,7 @@ def use_language(language: str) -> Iterator[None]:
 
 
 def _translations() -> _gettext.NullTranslations:
-    return _CATALOGS.get(_CURRENT.get(), _NULL)
+    return _CATALOGS.get(_CURRENT.get(_default), _NULL)
 
 
 def gettext(message: str) -> str:

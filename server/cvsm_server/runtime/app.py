@@ -123,6 +123,7 @@ def create_app(settings: Settings | None = None) -> web.Application:
     app[REQUEST_OUTAGE] = RequestOutage()
     app[OAUTH] = oauth_providers.Providers(settings.oauth_providers)
     i18n.load_catalogs()  # the pages' and mails' languages, compiled in memory (core.i18n)
+    i18n.set_default(settings.default_language)
     if settings.env == "production" and "*" in settings.cors_origins:
         log.warning("CVSM_CORS_ORIGINS is '*' in production: any web origin may call this API")
     app.on_response_prepare.append(on_prepare)
