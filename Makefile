@@ -19,7 +19,7 @@ LANG_ARGS := --lang $(LANG)
 unexport LANG
 endif
 
-.PHONY: serve test server-test sdk-test clients-test conformance bench venv clean
+.PHONY: serve test server-test sdk-test clients-test conformance bench venv clean i18n
 
 $(STAMP): pyproject.toml clients/python/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -56,6 +56,12 @@ clients-test: $(STAMP)
 
 conformance: $(STAMP)
 	$(PY) -m conformance run $(LANG_ARGS)
+
+## make i18n: extract the pages', flashes' and mails' texts and update the catalogs
+## (server/cvsm_server/locale/{en,id}/LC_MESSAGES/messages.po); then translate the new English
+## entries (an empty msgstr fails server/tests/test_i18n.py)
+i18n: $(STAMP)
+	$(PY) -m cvsm_server.core.i18n_tool update
 
 ## make bench: every benchmark in bench/, each printing ratios measured in one run
 bench: $(STAMP)

@@ -17,8 +17,11 @@ from cvsm_server.web import apidoc
 from cvsm_server.web.routes import ROUTES
 
 CHROMIUM = Path("/usr/bin/chromium")
+# `--accept-lang=id`: the walks find controls by their Indonesian labels, and the pages follow the
+# browser's `Accept-Language` (en-US unless told); a walk in English sets its context's locale.
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+                 "--disable-component-update", "--disable-sync", "--no-first-run",
+                 "--accept-lang=id"]
 
 
 def require_chromium() -> None:

@@ -256,3 +256,101 @@ async def test_the_invitation_landing_page_names_the_team_the_inviter_and_the_ro
         assert page.status == 400 and 'id="invite-summary"' not in text
         assert "landing_owner" not in text and "Undangan tidak valid" in text
         assert 'action="/invites/accept"' not in text
+
+
+# The pages photographed in both languages (docs/screenshots/<name>-<lang>-<width>.png) when
+# CVSM_SCREENSHOTS_DIR is set: sign-in, the secrets list, a secret's page, the members page.
+LANGUAGE_SHOTS = ("signin", "secrets", "secret", "members")
+
+
+async def test_the_walk_in_english_and_indonesian_by_label_on_desktops_and_phones(
+        client: TestClient, api: Api, axe_script: Path, tmp_path: Path) -> None:
+    """The same walk read in each language (the browser's `Accept-Language`, then the account's
+    own choice): every label, button and flash in that language, axe-core and the width check on
+    every page, at 1280 and 390 px."""
+    require_chromium()
+    from playwright.async_api import async_playwright, expect
+
+    base = str(client.make_url("/")).rstrip("/")
+    shots = Path(os.environ.get("CVSM_SCREENSHOTS_DIR") or tmp_path)
+    problems: dict[str, Any] = {}
+    words = {
+        "en": {"sign_up": "Sign up", "name": "Name", "password": "Password",
+               "create_account": "Create account", "created": "Account created.",
+               "team_name": "Team name", "create_team": "Create team",
+               "team_created": "Team created.", "value": "Value", "save": "Save",
+               "saved": "Secret saved.", "members": "Members", "account": "Account",
+               "add_member": "Add a member", "reveal": "Reveal the current value",
+               "language": "Language of pages and emails", "save_language": "Save language",
+               "language_saved": "Bahasa disimpan.", "sign_in": "Sign in"},
+        "id": {"sign_up": "Daftar", "name": "Nama", "password": "Kata sandi",
+               "create_account": "Buat akun", "created": "Akun dibuat.",
+               "team_name": "Nama tim", "create_team": "Buat tim",
+               "team_created": "Tim dibuat.", "value": "Nilai", "save": "Simpan",
+               "saved": "Secret disimpan.", "members": "Anggota", "account": "Akun",
+               "add_member": "Tambah anggota", "reveal": "Tampilkan nilai sekarang",
+               "language": "Bahasa halaman dan email", "save_language": "Simpan bahasa",
+               "language_saved": "Language saved.", "sign_in": "Masuk"},
+    }
+
+    async def landed(page: Any, name: str, lang: str, width: int) -> None:
+        assert await page.locator("html").get_attribute("lang") == lang, (name, lang)
+        if measured := await too_wide(page):
+            problems[f"{name}-{lang}@{width} too wide"] = measured
+        if serious := await serious_violations(page, axe_script):
+            problems[f"{name}-{lang}@{width} axe"] = serious
+        if name in LANGUAGE_SHOTS:
+            await page.screenshot(path=str(shots / f"{name}-{lang}-{width}.png"))
+
+    async with async_playwright() as pw:
+        browser = await pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            for lang, w in words.items():
+                other = "id" if lang == "en" else "en"
+                for width in WIDTHS:
+                    context = await browser.new_context(
+                        bypass_csp=True, locale="en-US" if lang == "en" else "id-ID",
+                        extra_http_headers={"Accept-Language": f"{lang};q=1, {other};q=0.5"},
+                        viewport={"width": width, "height": 844 if width < 768 else 900})
+                    page = await context.new_page()
+                    username, team = f"lang_{lang}_{width}", f"lang-{lang}-{width}"
+                    await page.goto(f"{base}/signin")
+                    await expect(page.get_by_role("heading", level=1)).to_have_text(w["sign_in"])
+                    await landed(page, "signin", lang, width)
+                    await page.get_by_role("link", name=w["sign_up"]).click()
+                    await page.get_by_label(w["name"], exact=True).fill("Lang User")
+                    await page.get_by_label("Email").fill(f"{username}@example.com")
+                    await page.get_by_label("Username").fill(username)
+                    await page.get_by_label(w["password"]).fill("correct horse 1")
+                    await page.get_by_role("button", name=w["create_account"]).click()
+                    await page.wait_for_url(f"{base}/app/teams")
+                    await expect(page.get_by_role("status")).to_contain_text(w["created"])
+                    await landed(page, "teams", lang, width)
+
+                    await page.get_by_label(w["team_name"]).fill(team)
+                    await page.get_by_label("Slug").fill(team)
+                    await page.get_by_role("button", name=w["create_team"]).click()
+                    await expect(page.get_by_role("status")).to_have_text(w["team_created"])
+                    await page.goto(f"{base}/app/teams/{team}/secrets")
+                    await page.get_by_label(w["name"], exact=True).fill("DATABASE_URL")
+                    await page.get_by_label(w["value"], exact=True).fill("postgres://db/app")
+                    await page.get_by_role("button", name=w["save"], exact=True).click()
+                    await expect(page.get_by_role("status")).to_have_text(w["saved"])
+                    await landed(page, "secrets", lang, width)
+                    await page.get_by_role("link", name="DATABASE_URL").click()
+                    await expect(page.get_by_role("button", name=w["reveal"])).to_be_visible()
+                    await landed(page, "secret", lang, width)
+                    await page.goto(f"{base}/app/teams/{team}/members")
+                    await expect(page.get_by_role("heading", name=w["add_member"])).to_be_visible()
+                    await landed(page, "members", lang, width)
+
+                    # The account's own choice wins over the browser's from then on.
+                    await page.get_by_role("link", name=w["account"], exact=True).click()
+                    await page.get_by_label(w["language"]).select_option(other)
+                    await page.get_by_role("button", name=w["save_language"]).click()
+                    await expect(page.get_by_role("status")).to_have_text(w["language_saved"])
+                    await landed(page, "account", other, width)
+                    await context.close()
+        finally:
+            await browser.close()
+    assert problems == {}

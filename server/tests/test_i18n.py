@@ -41,3 +41,275 @@ def test_templates_translate_through_the_current_language():
     with i18n.use_language("en"):
         assert template.render(who="<b>") == "Teams / Teams / Halo &lt;b&gt;"
     assert template.render(who="<b>") == "Tim / Tim / Halo &lt;b&gt;"  # values stay escaped
+
+
+# --- the catalogs, the language choice, English pages and mails (issue 42, item 1) -------------
+
+import re  # noqa: E402
+from collections.abc import Callable  # noqa: E402
+from typing import Any  # noqa: E402
+
+import pytest  # noqa: E402
+from aiohttp.test_utils import TestClient  # noqa: E402
+from babel.messages.pofile import read_po  # noqa: E402
+
+from cvsm_server.core import i18n_tool  # noqa: E402
+from cvsm_server.core.config import ConfigError, Settings  # noqa: E402
+
+from conftest import query  # noqa: E402
+from test_dashboard import csrf_of, form_csrf, sign_up  # noqa: E402
+
+
+def test_every_text_has_a_translation_in_both_catalogs():
+    """Every msgid the templates and Python sources use (`make i18n` extracts them) is in both
+    catalogs with a non-empty, non-fuzzy msgstr; nothing obsolete stays behind."""
+    assert i18n_tool.problems() == []
+    used = {m.id for m in i18n_tool.extract() if m.id}
+    for language in i18n.LANGUAGES:
+        catalog = i18n_tool.read(language)
+        assert {m.id for m in catalog if m.id} == used, language
+        assert not catalog.obsolete
+
+
+def test_the_catalogs_keep_every_placeholder_and_indonesian_is_itself():
+    english = i18n_tool.read("en")
+    for message in english:
+        if not message.id:
+            continue
+        ids = message.id if isinstance(message.id, tuple) else (message.id,)
+        strings = message.string if isinstance(message.string, tuple) else (message.string,)
+        for string in strings:
+            assert set(re.findall(r"%\(\w+\)s", ids[0])) == set(
+                re.findall(r"%\(\w+\)s", string)), message.id
+            assert "%" not in re.sub(r"%\(\w+\)s|%%", "", string), message.id
+    for message in i18n_tool.read("id"):
+        if message.id:
+            ids = message.id if isinstance(message.id, tuple) else (message.id,)
+            strings = message.string if isinstance(message.string, tuple) else (message.string,)
+            assert set(strings) == {ids[0]}, message.id
+
+
+def test_the_checker_finds_a_missing_translation(tmp_path, monkeypatch):
+    """The completeness check itself can fail: an English catalog with one empty msgstr."""
+    path = i18n.catalog_path("en")
+    with path.open("rb") as handle:
+        catalog = read_po(handle, locale="en")
+    first = next(m for m in catalog if m.id)
+    first.string = ""
+    from babel.messages.pofile import write_po
+    broken = tmp_path / "en" / "LC_MESSAGES" / "messages.po"
+    broken.parent.mkdir(parents=True)
+    with broken.open("wb") as handle:
+        write_po(handle, catalog)
+    (tmp_path / "id" / "LC_MESSAGES").mkdir(parents=True)
+    (tmp_path / "id" / "LC_MESSAGES" / "messages.po").write_bytes(i18n.catalog_path("id").read_bytes())
+    monkeypatch.setattr(i18n, "LOCALE_DIR", tmp_path)
+    assert i18n_tool.problems() == [f"en: untranslated {first.id!r}"]
+
+
+def test_accept_language_is_negotiated_with_q_values():
+    assert i18n.negotiate(None) == "id"
+    assert i18n.negotiate("en-US,en;q=0.9") == "en"
+    assert i18n.negotiate("fr-FR, en;q=0.5, id;q=0.8") == "id"
+    assert i18n.negotiate("id;q=0.1, en;q=0.9") == "en"
+    assert i18n.negotiate("de, fr") == "id"
+    assert i18n.negotiate("de, fr", default="en") == "en"
+    assert i18n.negotiate("en;q=0") == "id"
+    assert i18n.negotiate("en;q=abc, id") == "id"
+
+
+def test_the_default_language_is_a_setting(make_settings: Callable[..., Settings]):
+    assert Settings.from_env({"CVSM_DATA_DIR": "/tmp/x"}).default_language == "id"
+    assert Settings.from_env({"CVSM_DATA_DIR": "/tmp/x",
+                              "CVSM_DEFAULT_LANGUAGE": "EN"}).default_language == "en"
+    with pytest.raises(ConfigError, match="CVSM_DEFAULT_LANGUAGE"):
+        Settings.from_env({"CVSM_DATA_DIR": "/tmp/x", "CVSM_DEFAULT_LANGUAGE": "fr"})
+
+
+# Indonesian words that must not be seen on an English page (visible text and the attributes a
+# person reads: labels, confirmations, image texts).
+STOP_WORDS = ("Tambah", "Hapus", "Simpan", "Masuk", "Keluar", "Kata sandi", "Anggota", "Nilai",
+              "Tampilkan", "Cabut", "Buat", "Akun", "Tim", "Bantuan", "Halaman", "Ubah", "Kembali",
+              "Unduh", "Impor", "Ekspor", "Cari", "Daftar", "Peran", "Undangan", "Tautan", "Paket",
+              "Sesi", "Versi", "Jenis", "Keterangan", "berdampingan", "dibaca", "Anda", "yang", "dan",
+              "tidak", "dengan", "untuk")
+
+
+def visible_text(html: str) -> str:
+    """What a person reads: text outside tags, and the readable attributes."""
+    attributes = re.findall(r'(?:aria-label|title|alt|placeholder|data-confirm)="([^"]*)"', html)
+    body = re.sub(r"<(script|style)\b.*?</\1>", " ", html, flags=re.S)
+    text = re.sub(r"<[^>]+>", " ", body)
+    return " ".join([text, *attributes])
+
+
+def indonesian_left(html: str) -> list[str]:
+    # The switch back to Indonesian names the language in Indonesian, as it should.
+    text = visible_text(html).replace("Bahasa Indonesia", "")
+    return [word for word in STOP_WORDS if re.search(rf"\b{re.escape(word.strip())}\b", text)]
+
+
+@pytest.fixture
+def settings(make_settings: Callable[..., Settings]) -> Settings:
+    return make_settings(app_url="")  # plain http keeps the cookies
+
+
+async def english_walk(client: TestClient, headers: dict[str, str]) -> dict[str, str]:
+    """The main pages of a signed-in member with a team, a secret, a token and an invitation."""
+    csrf = await form_csrf(client, "/app/teams")
+    await client.post("/app/teams", data={"csrf": csrf, "name": "Lang", "slug": "lang-team"})
+    await client.post("/app/teams/lang-team/secrets", data={
+        "csrf": csrf, "name": "KEY", "value": "lang-value-1", "environment": "production",
+        "type": "other"})
+    await client.post("/app/teams/lang-team/invites", data={
+        "csrf": csrf, "email": "someone@example.com", "role": "Member"})
+    await client.post("/app/tokens", data={"csrf": csrf, "name": "ci", "team": "lang-team",
+                                           "environments": "production", "read_only": "on"})
+    html = await (await client.get("/app/teams/lang-team/secrets", headers=headers)).text()
+    secret_id = re.search(r'/app/teams/lang-team/secrets/([0-9a-f-]{36})"', html).group(1)  # type: ignore[union-attr]
+    pages = {}
+    for path in ("/app/teams", "/app/teams/lang-team/secrets",
+                 f"/app/teams/lang-team/secrets/{secret_id}", "/app/teams/lang-team/members",
+                 "/app/teams/lang-team/environments", "/app/teams/lang-team/plan",
+                 "/app/teams/lang-team/audit", "/app/teams/lang-team/insights", "/app/tokens",
+                 "/app/account", "/app/support", "/app/nowhere"):
+        page = await client.get(path, headers=headers)
+        assert page.status in (200, 404), path
+        pages[path] = await page.text()
+    return pages
+
+
+async def test_pages_follow_accept_language_and_leave_no_indonesian(client: TestClient):
+    english = {"Accept-Language": "en-GB,en;q=0.9,id;q=0.5"}
+    for path in ("/signin", "/signup", "/forgot-password", "/reset-password?token=x"):
+        page = await client.get(path, headers=english)
+        html = await page.text()
+        assert '<html lang="en">' in html, path
+        assert indonesian_left(html) == [], (path, indonesian_left(html))
+    html = await (await client.get("/signin")).text()
+    assert '<html lang="id">' in html and "<h1>Masuk</h1>" in html  # no header: the default
+    await sign_up(client)
+    for path, html in (await english_walk(client, english)).items():
+        assert '<html lang="en">' in html, path
+        assert indonesian_left(html) == [], (path, indonesian_left(html))
+    indonesian = await client.get("/app/tokens", headers={"Accept-Language": "id"})
+    assert "Buat token" in await indonesian.text()
+
+
+async def test_the_account_setting_wins_over_the_browser(client: TestClient, database_url: str):
+    user = await sign_up(client)
+    csrf = await form_csrf(client, "/app/account")
+    saved = await client.post("/app/account/language", data={"csrf": csrf, "language": "en"},
+                              headers={"Accept-Language": "id"})
+    html = await saved.text()  # after the redirect, the flash in the new language
+    assert '<html lang="en">' in html and "Language saved." in html
+    rows = await query(database_url, "SELECT language FROM users WHERE username = %s",
+                       (user["username"],))
+    assert rows == [{"language": "en"}]
+    page = await client.get("/app/teams", headers={"Accept-Language": "id"})
+    assert '<html lang="en">' in await page.text()
+    await client.post("/app/account/language", data={"csrf": csrf, "language": ""})
+    page = await client.get("/app/teams", headers={"Accept-Language": "id"})
+    assert '<html lang="id">' in await page.text()
+
+
+async def test_the_default_language_setting_applies_without_a_header(
+        start_client: Callable[..., Any], make_settings: Callable[..., Settings]):
+    try:
+        client = await start_client(make_settings(app_url="", default_language="en"))
+        html = await (await client.get("/signin")).text()
+        assert '<html lang="en">' in html and "<h1>Sign in</h1>" in html
+        html = await (await client.get("/signin", headers={"Accept-Language": "id"})).text()
+        assert "<h1>Masuk</h1>" in html
+        # A task that chose no language (an API request's mail, a job) writes in the default.
+        assert i18n.current_language() == "en"
+        assert i18n.gettext("Simpan") == "Save"
+    finally:
+        i18n.set_default("id")
+    assert i18n.current_language() == "id"
+
+
+async def test_a_signed_out_browser_switches_with_a_cookie(client: TestClient):
+    page = await client.get("/signin")
+    assert 'href="/language/en?next=%2Fsignin"' in await page.text()
+    switched = await client.get("/language/en?next=/signup", allow_redirects=False)
+    assert (switched.status, switched.headers["Location"]) == (303, "/signup")
+    html = await (await client.get("/signup", headers={"Accept-Language": "id"})).text()
+    assert '<html lang="en">' in html and "Bahasa Indonesia" in html
+    link = await client.get("/setup?token=one-time-secret-token")
+    assert "one-time-secret-token" not in await link.text()  # the switch keeps the path only
+    away = await client.get("/language/en?next=//evil.example/x", allow_redirects=False)
+    assert away.headers["Location"] == "/signin"  # only a path on this site
+    await client.get("/language/id")
+    assert '<html lang="id">' in await (await client.get("/signin")).text()
+
+
+async def test_a_refusal_on_a_page_is_translated_and_the_api_stays_indonesian(client: TestClient):
+    english = {"Accept-Language": "en"}
+    csrf = csrf_of(await (await client.get("/signin", headers=english)).text())
+    page = await client.post("/signin", headers=english, data={
+        "csrf": csrf, "identifier": "nobody", "password": "wrong password 1"})
+    html = await page.text()
+    assert page.status == 401 and "Wrong email/username or password" in html, html
+    api = await client.post("/api/v1/auth/login", headers=english,
+                            json={"identifier": "nobody", "password": "wrong password 1"})
+    assert (await api.json())["error"] == "Email/username atau kata sandi salah"
+    missing = await client.get("/app/nowhere", headers=english)
+    assert missing.status == 404 and "Page not found" in await missing.text()
+
+
+async def test_patch_me_sets_the_language(client: TestClient, api, owner):
+    headers = api.auth(owner["token"])
+    me = await client.get("/api/v1/me", headers=headers)
+    assert (await me.json())["language"] is None
+    for bad in ({"language": "fr"}, {"language": 1}, {}):
+        refused = await client.patch("/api/v1/me", headers=headers, json=bad)
+        assert refused.status == 400
+        assert (await refused.json())["error"] == "Kolom 'language' harus 'id' atau 'en'"
+    done = await client.patch("/api/v1/me", headers=headers, json={"language": "en"})
+    assert done.status == 200 and (await done.json())["language"] == "en"
+    assert (await (await client.get("/api/v1/me", headers=headers)).json())["language"] == "en"
+    cleared = await client.patch("/api/v1/me", headers=headers, json={"language": None})
+    assert (await cleared.json())["language"] is None
+    refused = await client.patch("/api/v1/me", json={"language": "en"})
+    assert refused.status == 401
+
+
+async def test_mails_are_written_in_the_recipients_language(client: TestClient, api, owner,
+                                                            database_url: str):
+    from datetime import datetime, timezone
+
+    from cvsm_server import db
+    from cvsm_server.accounts.deletion import format_when
+    from cvsm_server.mail import messages as mail
+
+    i18n.load_catalogs()
+    context = {"name": "Ana", "link": "https://cvsm.test/verify-email?token=t",
+               "app_url": "https://cvsm.test"}
+    english = mail.render("verify_email", "ana@example.com", context, language="en")
+    assert english.subject == "Verify your email address"
+    assert english.text.startswith("Hello Ana,") and '<html lang="en">' in english.html
+    indonesian = mail.render("verify_email", "ana@example.com", context, language="id")
+    assert indonesian.subject == "Verifikasi alamat email Anda" and '<html lang="id">' in indonesian.html
+    with i18n.use_language("en"):  # no choice: the sending request's language
+        assert mail.render("verify_email", "x@example.com", context).subject == english.subject
+    invite = mail.render("team_invite", "b@example.com", {
+        "inviter": None, "team_name": "<Acme>", "role": "Member", "link": "https://cvsm.test/i",
+        "days": 7, "app_url": "https://cvsm.test"}, language="en")
+    assert "An admin invites you to join the team <strong>&lt;Acme&gt;</strong>" in invite.html
+    assert 'An admin invites you to join the team "<Acme>" on cvsm as Member.' in invite.text
+
+    await client.patch("/api/v1/me", headers=api.auth(owner["token"]), json={"language": "en"})
+    pool = await db.create_pool(database_url, maxsize=1)
+    try:
+        async with db.pool_transaction(pool) as cur:
+            assert await mail.language_of(cur, owner["email"].upper()) == "en"
+            assert await mail.language_of(cur, "nobody@example.com") is None
+    finally:
+        pool.close()
+        await pool.wait_closed()
+
+    moment = datetime(2025, 6, 12, 14, 3, tzinfo=timezone.utc)
+    assert format_when(moment) == "12 Juni 2025 pukul 14.03 UTC"
+    with i18n.use_language("en"):
+        assert format_when(moment) == "12 June 2025 at 14:03 UTC"

@@ -39,7 +39,7 @@ ALLOWED: dict[str, set[str]] = {
     "runtime": KERNEL | DOMAIN | {"outbound", "web"},
 }
 # Data the package ships (not Python): templates, static files, help articles, migrations.
-DATA = {"templates", "static", "help", "migrations"}
+DATA = {"templates", "static", "help", "migrations", "locale"}
 
 
 def modules() -> dict[str, tuple[Path, bool]]:

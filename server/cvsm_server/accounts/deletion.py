@@ -37,6 +37,7 @@ from .. import db
 from ..mail import messages as mail
 from . import ratelimit
 from . import sessions, totp
+from ..core import i18n
 from ..core.actor import Actor
 from ..crypto.sealing import Keyring
 from ..core.errors import BadRequest, Conflict, Unauthorized
@@ -64,9 +65,16 @@ _MONTHS = ("Januari", "Februari", "Maret", "April", "Mei", "Juni", "Juli", "Agus
            "September", "Oktober", "November", "Desember")
 
 
+_MONTHS_EN = ("January", "February", "March", "April", "May", "June", "July", "August",
+              "September", "October", "November", "December")
+
+
 def format_when(value: datetime) -> str:
-    """A moment as Indonesian readers write it, in UTC: `12 Juni 2025 pukul 14.03 UTC`."""
+    """A moment as readers of the current language (`core.i18n`) write it, in UTC: `12 Juni
+    2025 pukul 14.03 UTC`, in English `12 June 2025 at 14:03 UTC`."""
     at = value.astimezone(timezone.utc)
+    if i18n.current_language() == "en":
+        return f"{at.day} {_MONTHS_EN[at.month - 1]} {at.year} at {at:%H:%M} UTC"
     return f"{at.day} {_MONTHS[at.month - 1]} {at.year} pukul {at:%H.%M} UTC"
 
 

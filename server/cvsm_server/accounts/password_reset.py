@@ -45,12 +45,13 @@ async def request_link(conn: db.Connection, client: Actor, keyring: Keyring, ema
         token = mailtokens.generate()
         async with db.transaction(conn) as cur:
             user = await db.fetchone(
-                cur, "SELECT id, email, name FROM users WHERE lower(email) = lower(%s)", (email,))
+                cur, "SELECT id, email, name, language FROM users WHERE lower(email) = lower(%s)",
+                (email,))
             target = user or {"email": email or "-", "name": ""}
             message = mail.render("password_reset", target["email"],
                                   {"name": target["name"] or target["email"],
                                    "link": link(app_url, token), "app_url": app_url},
-                                  tokens=(token,))
+                                  tokens=(token,), language=target.get("language"))
             if user is not None:
                 charge = ratelimit.Charge.of("reset_mail", str(user["id"]), PER_ADDRESS)
                 try:

@@ -68,6 +68,8 @@ class PageState:
     (the banner with its cancel button) and whether the nav links the admin panel."""
     delete_after: datetime | None
     is_admin: bool
+    # The account's chosen language (`id`, `en`), None when it chose none.
+    language: str | None = None
 
 
 async def page_state(conn: db.Connection, actor: Actor) -> PageState | None:
@@ -78,14 +80,28 @@ async def page_state(conn: db.Connection, actor: Actor) -> PageState | None:
         row = await db.fetchone(
             cur,
             f"""SELECT {credentials.EPOCH_SQL} AS epoch, u.delete_after,
-                       u.is_admin AND u.disabled_at IS NULL AS is_admin
+                       u.is_admin AND u.disabled_at IS NULL AS is_admin, u.language
                 FROM users u WHERE u.id = %s""",
             (actor.user_id,))
     if row is None:
         return None
     if actor.epoch is not None and row["epoch"] != actor.epoch:
         raise credentials.StaleCredential()
-    return PageState(row["delete_after"], bool(row["is_admin"]))
+    return PageState(row["delete_after"], bool(row["is_admin"]), row["language"])
+
+
+LANGUAGES = ("id", "en")  # core.i18n.LANGUAGES
+LANGUAGE_INVALID = "Kolom 'language' harus 'id' atau 'en'"
+
+
+async def set_language(conn: db.Connection, actor: Actor, language: object) -> dict:
+    """Choose the language of the account's pages and mails (`id` or `en`; None: none chosen,
+    the browser's and then the server's default apply). Answers the profile as `profile` does."""
+    if language is not None and language not in LANGUAGES:
+        raise BadRequest(LANGUAGE_INVALID)
+    async with db.cursor(conn) as cur:
+        await cur.execute("UPDATE users SET language = %s WHERE id = %s", (language, actor.user_id))
+    return await profile(conn, actor)
 
 
 def user_json(row: Mapping) -> dict:
@@ -232,7 +248,7 @@ async def profile(conn: db.Connection, actor: Actor) -> dict:
         row = await db.fetchone(
             cur,
             """SELECT u.id, u.email, u.username, u.name, u.is_admin, u.email_verified, u.totp_enabled,
-                      u.delete_after,
+                      u.delete_after, u.language,
                       EXISTS (SELECT 1 FROM team_members m WHERE m.user_id = u.id) AS has_team
                FROM users u WHERE u.id = %s""",
             (actor.user_id,),

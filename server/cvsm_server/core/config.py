@@ -131,6 +131,9 @@ class Settings:
     # The plan new teams get (`starter`, `professional` or `enterprise`) until one is chosen on
     # the set-up page or in the admin panel (`instance.settings`); None: not set (Starter).
     default_plan: str | None = None
+    # The pages' and mails' language when the account chose none and the browser's
+    # `Accept-Language` names neither (`id` or `en`; `CVSM_DEFAULT_LANGUAGE`, default `id`).
+    default_language: str = "id"
     # Master keys being rotated away from (`CVSM_OLD_MASTER_KEYS`): they still decrypt, never seal.
     old_master_keys: tuple[bytes, ...] = field(default=(), repr=False)
     # `GET /metrics` answers only when set, and only to `Authorization: Bearer <this>`.
@@ -218,6 +221,7 @@ class Settings:
             or 30.0,
             oauth_providers=_oauth_providers(env),
             default_plan=_plan(get("CVSM_DEFAULT_PLAN")),
+            default_language=_language(get("CVSM_DEFAULT_LANGUAGE")),
             old_master_keys=_old_master_keys(get("CVSM_OLD_MASTER_KEYS")),
             metrics_token=_metrics_token(get("CVSM_METRICS_TOKEN")),
             support_email=_email("CVSM_SUPPORT_EMAIL", get("CVSM_SUPPORT_EMAIL")),
@@ -319,6 +323,17 @@ def _plan(text: str | None) -> str | None:
     if plan not in PLAN_NAMES:
         raise ConfigError(f"CVSM_DEFAULT_PLAN must be one of {', '.join(PLAN_NAMES)}, got {text!r}")
     return plan
+
+
+LANGUAGES = ("id", "en")  # core.i18n.LANGUAGES
+
+
+def _language(text: str | None) -> str:
+    language = (text or "id").strip().lower()
+    if language not in LANGUAGES:
+        raise ConfigError(f"CVSM_DEFAULT_LANGUAGE must be one of {', '.join(LANGUAGES)}, "
+                          f"got {text!r}")
+    return language
 
 
 def _email(name: str, text: str | None) -> str | None:

@@ -14,15 +14,85 @@ from __future__ import annotations
 
 import contextvars
 import gettext as _gettext
-from collections.abc import Iterator
+import io
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 LANGUAGES = ("id", "en")
 DEFAULT_LANGUAGE = "id"
 
 _CATALOGS: dict[str, _gettext.NullTranslations] = {}
 _NULL = _gettext.NullTranslations()
-_CURRENT: contextvars.ContextVar[str] = contextvars.ContextVar("cvsm_language", default=DEFAULT_LANGUAGE)
+_CURRENT: contextvars.ContextVar[str] = contextvars.ContextVar("cvsm_language")
+# The language of a task that chose none (an API request's mail to an address without an
+# account, a background job): the server's `CVSM_DEFAULT_LANGUAGE` once `set_default` ran.
+_default = DEFAULT_LANGUAGE
+
+
+def set_default(language: str) -> None:
+    """The server's default language (`CVSM_DEFAULT_LANGUAGE`, at start-up)."""
+    global _default
+    _default = language if language in LANGUAGES else DEFAULT_LANGUAGE
+
+
+# The catalogs: `locale/<lang>/LC_MESSAGES/messages.po` in the package, compiled in memory at
+# start-up (no .mo file is shipped or kept in git). `python -m cvsm_server.core.i18n_tool update`
+# (`make i18n`) extracts the texts and updates them.
+LOCALE_DIR = Path(__file__).resolve().parent.parent / "locale"
+DOMAIN = "messages"
+
+
+def catalog_path(language: str) -> Path:
+    return LOCALE_DIR / language / "LC_MESSAGES" / f"{DOMAIN}.po"
+
+
+def compile_catalog(language: str) -> _gettext.GNUTranslations:
+    """The language's .po file as gettext translations, compiled in memory with Babel (fuzzy
+    entries are left out, as msgfmt does)."""
+    from babel.messages.mofile import write_mo  # Babel: only when the catalogs are loaded
+    from babel.messages.pofile import read_po
+
+    with catalog_path(language).open("rb") as handle:
+        catalog = read_po(handle, locale=language, domain=DOMAIN)
+    buffer = io.BytesIO()
+    write_mo(buffer, catalog, use_fuzzy=False)
+    buffer.seek(0)
+    return _gettext.GNUTranslations(buffer)
+
+
+def load_catalogs(languages: Iterable[str] = LANGUAGES) -> None:
+    """Compile and install every language's catalog (once per process, at start-up)."""
+    for language in languages:
+        install(language, compile_catalog(language))
+
+
+def negotiate(accept_language: str | None, default: str = DEFAULT_LANGUAGE) -> str:
+    """The language an `Accept-Language` header prefers among `LANGUAGES` (q-values honoured,
+    `en-US` matches `en`), else `default`."""
+    if not accept_language:
+        return default
+    wanted: list[tuple[float, int, str]] = []
+    for index, part in enumerate(accept_language.split(",")[:32]):
+        tag, _sep, params = part.strip().partition(";")
+        quality = 1.0
+        for param in params.split(";"):
+            name, _eq, value = param.strip().partition("=")
+            if name.strip().lower() == "q":
+                try:
+                    quality = float(value)
+                except ValueError:
+                    quality = 0.0
+        tag = tag.strip().lower()
+        if tag and quality > 0:
+            wanted.append((-quality, index, tag))
+    for _quality, _index, tag in sorted(wanted):
+        if tag == "*":
+            return default
+        primary = tag.split("-")[0]
+        if primary in LANGUAGES:
+            return primary
+    return default
 
 
 def install(language: str, translations: _gettext.NullTranslations) -> None:
@@ -31,17 +101,17 @@ def install(language: str, translations: _gettext.NullTranslations) -> None:
 
 
 def current_language() -> str:
-    return _CURRENT.get()
+    return _CURRENT.get(_default)
 
 
 def set_language(language: str) -> None:
     """The language of the rest of this task (a request's handler, a mail's rendering)."""
-    _CURRENT.set(language if language in LANGUAGES else DEFAULT_LANGUAGE)
+    _CURRENT.set(language if language in LANGUAGES else _default)
 
 
 @contextmanager
 def use_language(language: str) -> Iterator[None]:
-    token = _CURRENT.set(language if language in LANGUAGES else DEFAULT_LANGUAGE)
+    token = _CURRENT.set(language if language in LANGUAGES else _default)
     try:
         yield
     finally:
@@ -49,7 +119,7 @@ def use_language(language: str) -> Iterator[None]:
 
 
 def _translations() -> _gettext.NullTranslations:
-    return _CATALOGS.get(_CURRENT.get(), _NULL)
+    return _CATALOGS.get(_CURRENT.get(_default), _NULL)
 
 
 def gettext(message: str) -> str:
@@ -69,3 +139,9 @@ def npgettext(context: str, singular: str, plural: str, n: int) -> str:
 
 
 _ = gettext
+
+
+def N_(text: str) -> str:
+    """Marks a text for the catalogs (`make i18n` finds it) where it is defined; it is
+    translated where it is shown (a page's refusal, a flash message)."""
+    return text

@@ -7,6 +7,8 @@ sent it.
   with the master key (it carries single-use links) and `NOTIFY cvsm_mail` wakes the senders
   once the transaction commits, on every server process.
 - No link token reaches a log: each message keeps its links with their tokens cut out.
+- A mail is written in its recipient's language (`core.i18n`): the account's choice when the
+  address has an account that chose one, else the language of the request that sent it.
 - Mail that anyone can make the server send to an address of their choosing (`UNSOLICITED`:
   verification, reset, newsletter confirmation, invitation) is limited per recipient,
   whoever asks and from wherever (`PER_RECIPIENT`, counted in PostgreSQL like the other limits):
@@ -28,6 +30,7 @@ import jinja2
 
 from .. import db
 from ..accounts import ratelimit
+from ..core import i18n
 from ..core.config import RateLimit
 from ..crypto.sealing import Keyring, mail_aad
 from ..core.inputs import one_line
@@ -43,7 +46,12 @@ _templates = jinja2.Environment(
     undefined=jinja2.StrictUndefined,
     trim_blocks=True,
     lstrip_blocks=True,
+    extensions=["jinja2.ext.i18n"],
 )
+# `{{ _("...") }}` and `{% trans %}`: the mail's language (`render`)
+_templates.install_gettext_callables(i18n.gettext, i18n.ngettext, newstyle=True,
+                                     pgettext=i18n.pgettext, npgettext=i18n.npgettext)
+_templates.globals["language"] = i18n.current_language  # `<html lang>`
 
 
 @dataclass(frozen=True)
@@ -78,10 +86,17 @@ def redact(link: str, token: str) -> str:
     return link.replace(token, REDACTED)
 
 
-def render(template: str, to: str, context: dict[str, Any], *, tokens: tuple[str, ...] = ()) -> Message:
+def render(template: str, to: str, context: dict[str, Any], *, tokens: tuple[str, ...] = (),
+           language: str | None = None) -> Message:
     """Render `mail/<template>.txt` and `.html`; each sets `subject` (`{% set subject = ... %}`).
 
-    `tokens` are the secrets in the context's links, so the log can show the links without them."""
+    `tokens` are the secrets in the context's links, so the log can show the links without them.
+    The mail is in `language` (`id`, `en`), else in the current one (the request's)."""
+    with i18n.use_language(language or i18n.current_language()):
+        return _render(template, to, context, tokens)
+
+
+def _render(template: str, to: str, context: dict[str, Any], tokens: tuple[str, ...]) -> Message:
     text_module = _templates.get_template(f"{template}.txt").make_module(context)
     html = _templates.get_template(f"{template}.html").render(context)
     links = []
@@ -128,7 +143,17 @@ async def enqueue(cur: db.Cursor, keyring: Keyring, purpose: str,
     return mail_id
 
 
+async def language_of(cur: db.Cursor, to: str) -> str | None:
+    """The language the account with the address `to` chose, None when none (or no account)."""
+    row = await db.fetchone(cur, "SELECT language FROM users WHERE lower(email) = lower(%s)",
+                            (to,))
+    return row["language"] if row is not None else None
+
+
 async def send(cur: db.Cursor, keyring: Keyring, purpose: str, template: str, to: str,
                context: dict[str, Any], *, tokens: tuple[str, ...] = ()) -> uuid.UUID | None:
-    """Render and queue in one call (what the domain modules use)."""
-    return await enqueue(cur, keyring, purpose, render(template, to, context, tokens=tokens))
+    """Render (in the recipient's language) and queue in one call (what the domain modules
+    use)."""
+    language = await language_of(cur, to)
+    return await enqueue(cur, keyring, purpose,
+                         render(template, to, context, tokens=tokens, language=language))

@@ -28,6 +28,7 @@ from ..billing.stripe_api import StripeGateway
 from ..support import service as support
 from ..web import lowlevel, metrics
 from ..web.pages import kit as pages
+from ..core import i18n
 from ..core.config import Settings
 from ..crypto.sealing import Keyring
 from ..crypto.passwords import PasswordHasher
@@ -123,6 +124,8 @@ def create_app(settings: Settings | None = None) -> web.Application:
     app[REQUEST_OUTAGE] = RequestOutage()
     app[OAUTH] = oauth_providers.Providers(settings.oauth_providers)
     app[STRIPE] = StripeGateway.from_settings(settings)
+    i18n.load_catalogs()  # the pages' and mails' languages, compiled in memory (core.i18n)
+    i18n.set_default(settings.default_language)
     if settings.env == "production" and "*" in settings.cors_origins:
         log.warning("CVSM_CORS_ORIGINS is '*' in production: any web origin may call this API")
     app.on_response_prepare.append(on_prepare)

@@ -1,17 +1,24 @@
 // cvsm dashboard: progressive touches only; every form works without this file.
 "use strict";
 
+// The few texts this file writes, in the page's language (`<html lang>`, set by the server).
+const TEXTS = {
+  id: {copy: "Salin", copyLabel: "Salin nilai ke papan klip", copied: "Tersalin"},
+  en: {copy: "Copy", copyLabel: "Copy the value to the clipboard", copied: "Copied"},
+};
+const text = (key) => (TEXTS[document.documentElement.lang] || TEXTS.id)[key];
+
 document.addEventListener("DOMContentLoaded", () => {
   // A copy button next to each revealed value.
   for (const value of document.querySelectorAll("[data-secret-value]")) {
     if (!navigator.clipboard) break;
     const button = document.createElement("button");
     button.type = "button";
-    button.textContent = "Salin";
-    button.setAttribute("aria-label", "Salin nilai ke papan klip");
+    button.textContent = text("copy");
+    button.setAttribute("aria-label", text("copyLabel"));
     button.addEventListener("click", async () => {
       await navigator.clipboard.writeText(value.textContent);
-      button.textContent = "Tersalin";
+      button.textContent = text("copied");
     });
     value.after(button);
   }

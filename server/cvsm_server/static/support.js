@@ -27,7 +27,8 @@ document.addEventListener("DOMContentLoaded", () => {
     if (articles && articles.length) {
       const sources = document.createElement("p");
       sources.className = "sources";
-      sources.textContent = "Sumber: " + articles.map((a) => a.title).join("; ");
+      const label = document.documentElement.lang === "en" ? "Sources: " : "Sumber: ";
+      sources.textContent = label + articles.map((a) => a.title).join("; ");
       item.append(sources);
     }
     log.append(item);
@@ -42,7 +43,8 @@ document.addEventListener("DOMContentLoaded", () => {
     });
     let body = {};
     try { body = await response.json(); } catch (_) { body = {}; }
-    if (!response.ok) throw new Error(body.error || "Permintaan gagal; coba lagi.");
+    if (!response.ok) throw new Error(body.error || (document.documentElement.lang === "en"
+      ? "The request failed; try again." : "Permintaan gagal; coba lagi."));
     return body;
   }
 
@@ -56,8 +58,10 @@ document.addEventListener("DOMContentLoaded", () => {
     button.disabled = true;
     try {
       const answer = await post(ask);
-      addMessage("user", "Anda", question);
-      addMessage("assistant", "Asisten", answer.answer, answer.articles, answer.answer_html);
+      const english = document.documentElement.lang === "en";
+      addMessage("user", english ? "You" : "Anda", question);
+      addMessage("assistant", english ? "Assistant" : "Asisten", answer.answer, answer.articles,
+                 answer.answer_html);
       const fresh = !ask.elements.conversation_id.value;
       ask.elements.conversation_id.value = answer.conversation_id;
       field.value = "";

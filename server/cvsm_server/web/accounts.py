@@ -10,7 +10,7 @@ from aiohttp import web
 from ..accounts import devices, email_verification, password_reset
 from ..accounts import ratelimit
 from ..accounts import sessions, tokens, totp, users
-from ..core.errors import Unauthorized
+from ..core.errors import BadRequest, Unauthorized
 from ..core.inputs import field, string_list
 from ..core.timeutil import iso
 from .schema import (BOOL, E2E_AUTH, E2E_PUBLIC_KEY, E2E_WRAP, ENVIRONMENT, OK, PASSWORD, STRING,
@@ -110,7 +110,21 @@ async def reset_password(request: web.Request) -> web.Response:
 async def me(request: web.Request) -> web.Response:
     async with connection(request) as conn:
         row = await users.profile(conn, actor(request))
-    return web.json_response({
+    return web.json_response(_profile_json(row))
+
+
+async def update_me(request: web.Request) -> web.Response:
+    """`PATCH /me {language}`: the language of the account's pages and mails."""
+    body = await read_json(request)
+    if "language" not in body:
+        raise BadRequest(users.LANGUAGE_INVALID)
+    async with connection(request) as conn:
+        row = await users.set_language(conn, actor(request), body["language"])
+    return web.json_response(_profile_json(row))
+
+
+def _profile_json(row) -> dict:
+    return {
         "user_id": str(row["id"]),
         "email": row["email"],
         "username": row["username"],
@@ -120,7 +134,8 @@ async def me(request: web.Request) -> web.Response:
         "has_team": row["has_team"],
         "totp_enabled": row["totp_enabled"],
         "delete_after": iso(row["delete_after"]),
-    })
+        "language": row["language"],
+    }
 
 
 async def logout_all(request: web.Request) -> web.Response:
@@ -191,6 +206,10 @@ async def revoke_token(request: web.Request) -> web.Response:
 
 _AUTH_ANSWER = answer({"token": {"type": "string", "description": "A session JWT."},
                        "user": ref("User")})
+
+_LANGUAGE = {**nullable({"type": "string", "enum": ["id", "en"]}),
+             "description": "The pages' and mails' language the account chose (0.5); null: "
+                            "none chosen."}
 
 OPENAPI = {
     "register": {
@@ -263,6 +282,21 @@ OPENAPI = {
             "is_admin": BOOL, "email_verified": BOOL, "has_team": BOOL, "totp_enabled": BOOL,
             "delete_after": {**nullable(TIME), "description": "When a pending account deletion "
                              "takes effect (`POST /me/delete`); null when none is pending."},
+            "language": _LANGUAGE,
+        })},
+    },
+    "update_me": {
+        "summary": "Choose the language of the caller's dashboard pages and mails (0.5).",
+        "description": "`id` (Indonesian) or `en` (English); null clears the choice: pages then "
+                       "follow the browser's `Accept-Language`, else the server's "
+                       "`CVSM_DEFAULT_LANGUAGE`. API error bodies stay Indonesian whatever the "
+                       "choice. Answers the profile as `GET /me` does.",
+        "tags": ["accounts"],
+        "body": obj({"language": _LANGUAGE}, ("language",)),
+        "responses": {200: answer({
+            "user_id": UUID, "email": STRING, "username": STRING, "name": STRING,
+            "is_admin": BOOL, "email_verified": BOOL, "has_team": BOOL, "totp_enabled": BOOL,
+            "delete_after": nullable(TIME), "language": _LANGUAGE,
         })},
     },
     "logout_all": {

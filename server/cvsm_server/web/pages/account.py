@@ -9,6 +9,7 @@ from typing import Any
 import segno
 from aiohttp import web
 
+from ...core import i18n
 from ...core.actor import Actor
 from ...core.errors import DomainError, TooManyRequests
 from ...accounts import deletion, email_verification, oauth, ratelimit, totp, users
@@ -17,8 +18,9 @@ from ..request import app_url
 from ..state import KEYRING, PASSWORDS, POOL, SETTINGS
 from .e2e import page_context as e2e_context, user_key
 from .forms import Form, form_work
-from .kit import done, signed_in
-from .rendering import render_page
+from .kit import done, local_path, redirect_to, signed_in
+from .rendering import LANGUAGE_COOKIE, render_page
+from .session import set_cookie
 from ... import db
 
 
@@ -134,3 +136,25 @@ async def save_e2e_key(request: web.Request, actor: Actor) -> web.StreamResponse
             return await account_refused(request, conn, actor, exc)
     return done(request, "account.account_page", "e2e_key_saved" if existing else "e2e_key_set",
                 fragment="kunci-e2e")
+
+
+@signed_in
+async def save_language(request: web.Request, actor: Actor) -> web.StreamResponse:
+    """The account's language (`id`, `en`, or empty: follow the browser), as `PATCH /me`."""
+    async with form_work(request, actor) as (form, conn):
+        await users.set_language(conn, actor, form["language"] or None)
+    response = done(request, "account.account_page", "language_saved", fragment="bahasa")
+    response.del_cookie(LANGUAGE_COOKIE, path="/")  # the account's choice rules from now on
+    return response
+
+
+async def choose_language(request: web.Request) -> web.StreamResponse:
+    """`/language/{language}?next=...`: a signed-out browser's language (a cookie, a year), then
+    back to the page it came from. Only a preference: no account changes."""
+    language = request.match_info["language"]
+    response = redirect_to(local_path(request.query.get("next")) or "/signin")
+    if language in i18n.LANGUAGES:
+        set_cookie(request, response, LANGUAGE_COOKIE, language, max_age=365 * 24 * 3600)
+    else:
+        response.del_cookie(LANGUAGE_COOKIE, path="/")
+    return response

@@ -12,6 +12,7 @@ from typing import Any
 
 from aiohttp import web
 
+from ...core.i18n import N_
 from ...core.actor import Actor
 from ...core.errors import BadRequest
 from ...core.inputs import whole_number
@@ -80,7 +81,7 @@ async def change_user(request: web.Request, actor: Actor) -> web.StreamResponse:
             request, conn, actor, search, page), raising=(403,)) as conn:
         change = USER_ACTIONS.get(form["action"])
         if change is None:
-            raise BadRequest("Tindakan tidak dikenal")
+            raise BadRequest(N_("Tindakan tidak dikenal"))
         await admin.update_user(conn, actor, path_id(request, "user_id"), **change)
     return done(request, "admin.users_page", "user_changed", {"q": search, "page": str(page)})
 

@@ -8,6 +8,7 @@ import uuid
 
 from aiohttp import web
 
+from ...core.i18n import N_
 from ...core.actor import Actor
 from ...core.errors import BadRequest, DomainError, Forbidden, Unauthorized
 from ...accounts import email_verification, oauth, password_reset, sessions, users
@@ -87,7 +88,7 @@ async def signin_code(request: web.Request) -> web.StreamResponse:
 OAUTH_COOKIE = "cvsm_oauth"  # the state of the flow this browser started (`web.oauth`)
 OAUTH_COOKIE_PATH = "/api/v1/auth/"
 PENDING_COOKIE = "cvsm_pending"  # the signed pending-2FA token after a provider's callback
-OAUTH_FAILED = "Masuk melalui penyedia identitas gagal. Silakan coba lagi."
+OAUTH_FAILED = N_("Masuk melalui penyedia identitas gagal. Silakan coba lagi.")
 
 
 def bind_oauth_flow(request: web.Request, response: web.StreamResponse, state: str) -> None:
@@ -179,8 +180,8 @@ def _signup_field(exc: DomainError) -> str | None:
     return next((field for start, field in _SIGNUP_FIELDS if exc.message.startswith(start)), None)
 
 
-SENT_IF_EXISTS = ("Jika alamat itu terdaftar, kami sudah mengirim tautan untuk mengatur ulang kata "
-                  "sandi. Tautan berlaku 1 jam.")
+SENT_IF_EXISTS = N_("Jika alamat itu terdaftar, kami sudah mengirim tautan untuk mengatur ulang "
+                    "kata sandi. Tautan berlaku 1 jam.")
 
 
 async def forgot_page(request: web.Request) -> web.StreamResponse:
@@ -197,7 +198,7 @@ async def forgot(request: web.Request) -> web.StreamResponse:
     return render_page(request, "forgot.html", {"sent": SENT_IF_EXISTS})
 
 
-PASSWORDS_DIFFER = "Kedua kata sandi tidak sama"
+PASSWORDS_DIFFER = N_("Kedua kata sandi tidak sama")
 
 
 async def reset_page(request: web.Request) -> web.StreamResponse:

@@ -11,6 +11,7 @@ import json
 import uuid
 from typing import Any
 
+from ...core.i18n import N_
 from ...core.actor import Actor
 from ...core.errors import BadRequest, Forbidden, NotFound
 from ...e2e import service as e2e
@@ -20,7 +21,7 @@ from .forms import Form
 from .kit import ENVIRONMENTS
 from ... import db
 
-BAD_PAYLOAD = "Data dari skrip halaman tidak terbaca; muat ulang halaman lalu coba lagi"
+BAD_PAYLOAD = N_("Data dari skrip halaman tidak terbaca; muat ulang halaman lalu coba lagi")
 
 
 async def user_key(conn: db.Connection, actor: Actor) -> dict | None:

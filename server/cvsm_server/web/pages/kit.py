@@ -43,6 +43,7 @@ import aiohttp_jinja2
 import jinja2
 from aiohttp import web
 
+from ...core.i18n import N_
 from ...core import i18n
 from ...core.actor import Actor
 from ...core.errors import DomainError, NotFound
@@ -53,10 +54,10 @@ from ..policy import policy_of
 from ..request import check_query
 from ..state import ACTOR, OAUTH, SIGNER
 from .forms import Answer
-from .rendering import render_page, signed_in_actor
+from .rendering import choose_language, render_page, signed_in_actor
 from .session import COOKIE, PRE_COOKIE, flash, set_cookie, form_field
 
-PAGE_NOT_FOUND = "Halaman tidak ditemukan"
+PAGE_NOT_FOUND = N_("Halaman tidak ditemukan")
 ENVIRONMENTS = secret_inputs.ENVIRONMENTS
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -96,6 +97,7 @@ def signed_in(handler: Callable[[web.Request, Actor], Awaitable[web.StreamRespon
 
     async def page(request: web.Request) -> web.StreamResponse:
         actor = signed_in_actor(request)
+        choose_language(request)  # now with the account's own choice
         if actor is None:
             response = redirect_to(url_for(request, "auth.signin_page"))
             if COOKIE in request.cookies:
@@ -122,6 +124,7 @@ async def page_errors(request: web.Request, handler: Handler) -> web.StreamRespo
     if not policy_of(request).page:  # not one of the dashboard's pages, as its route declares
         return await handler(request)
     try:
+        choose_language(request)  # the browser's (the account's, once signed in: `signed_in`)
         check_query(request)
         return await handler(request)
     except Answer as answer:
@@ -143,7 +146,7 @@ def error_page(request: web.Request, exc: DomainError, actor: Actor | None) -> w
 
 class MethodNotAllowed(DomainError):
     status = 405
-    default_message = "Halaman ini tidak menerima metode itu"
+    default_message = N_("Halaman ini tidak menerima metode itu")
 
 
 async def not_found(request: web.Request) -> web.StreamResponse:

@@ -16,6 +16,7 @@ from typing import Any
 
 from aiohttp import web
 
+from ...core.i18n import N_
 from ...core.actor import Actor
 from ...core.errors import BadRequest, NotFound
 from ...core.inputs import whole_number
@@ -39,7 +40,7 @@ def _environment(value: str | None) -> str:
     if value in ENVIRONMENTS:
         return value  # type: ignore[return-value]
     if value:
-        raise NotFound("Environment tidak dikenal")
+        raise NotFound(N_("Environment tidak dikenal"))
     return "production"
 
 
@@ -223,7 +224,7 @@ async def import_dotenv(request: web.Request, actor: Actor) -> web.StreamRespons
         try:
             content = upload.file.read(bulk.MAX_DOTENV_BYTES + 1).decode("utf-8")
         except UnicodeDecodeError:
-            raise BadRequest("Berkas .env harus UTF-8") from None
+            raise BadRequest(N_("Berkas .env harus UTF-8")) from None
     team_ref = request.match_info["team"]
     environment = _environment(form["environment"])
     async with _list_form(request, actor, form, environment) as conn:  # refused whole: a quota
@@ -272,7 +273,8 @@ async def _import_sealed(conn: db.Connection, actor: Actor, request: web.Request
     return results, bulk.summary_of(results)
 
 
-BAD_ITEMS = "Daftar impor dari skrip halaman tidak terbaca; muat ulang halaman lalu coba lagi"
+BAD_ITEMS = N_("Daftar impor dari skrip halaman tidak terbaca; muat ulang halaman lalu "
+                 "coba lagi")
 
 
 def _item_shaped(entry: object) -> bool:

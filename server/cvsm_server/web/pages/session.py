@@ -14,6 +14,8 @@ from typing import Any
 from aiohttp import web
 
 from ...accounts import devices
+from ...core.i18n import N_
+from ...core import i18n
 from ...core.actor import Actor
 from ...core.errors import Forbidden, Unauthorized
 from ...core.inputs import decimal
@@ -24,8 +26,8 @@ from .messages import FLASHES
 COOKIE = SESSION_COOKIE
 PRE_COOKIE = "cvsm_pre"
 PENDING_LIFETIME = 300  # seconds between the password and the code of a two-factor sign-in
-CSRF_FAILED = "Formulir kedaluwarsa atau tidak sah; muat ulang halaman lalu coba lagi"
-PENDING_FAILED = "Langkah verifikasi kedaluwarsa; masuk lagi dengan kata sandi"
+CSRF_FAILED = N_("Formulir kedaluwarsa atau tidak sah; muat ulang halaman lalu coba lagi")
+PENDING_FAILED = N_("Langkah verifikasi kedaluwarsa; masuk lagi dengan kata sandi")
 # A pre-session nonce made for this response (set as a cookie when the page is sent).
 NEW_PRE_SESSION = web.RequestKey("cvsm_pre_new", str)
 FLASH_COOKIE = "cvsm_flash"
@@ -123,7 +125,7 @@ def read_flash(request: web.Request) -> dict[str, str] | None:
     if key not in FLASHES or not same_mac(mac, keyed_mac(request, "flash", key)):
         return None
     kind, text = FLASHES[key]
-    return {"kind": kind, "text": text}
+    return {"kind": kind, "text": i18n.gettext(text)}  # in the page's language
 
 
 # The page read the one-time cookie (`take_once`): its answer deletes it and is never stored.

@@ -10,6 +10,7 @@ from typing import Any
 
 from aiohttp import web
 
+from ...core.i18n import N_
 from ...core.actor import Actor
 from ...core.errors import BadRequest
 from ...audit import log as audit
@@ -22,8 +23,8 @@ from .kit import done, signed_in, url_for
 from .rendering import render_page
 from ... import db
 
-E2E_NEEDS_SCRIPT = ("Tim end-to-end dibuat oleh skrip halaman ini, yang memerlukan JavaScript dan "
-                    "HTTPS (atau localhost): buka dashboard lewat HTTPS lalu coba lagi")
+E2E_NEEDS_SCRIPT = N_("Tim end-to-end dibuat oleh skrip halaman ini, yang memerlukan JavaScript "
+                      "dan HTTPS (atau localhost): buka dashboard lewat HTTPS lalu coba lagi")
 
 
 @contextlib.asynccontextmanager

@@ -13,6 +13,7 @@ from typing import Any
 
 from aiohttp import web
 
+from ...core.i18n import N_
 from ...core.actor import Actor
 from ...core.errors import BadRequest
 from ...core.inputs import whole_number
@@ -27,8 +28,8 @@ from .secrets import secret_context
 from .session import form_field
 from ... import db
 
-BAD_VERSION = "Pilih nomor versi yang ada"
-SAME_VERSION = "Pilih dua versi yang berbeda untuk dibandingkan"
+BAD_VERSION = N_("Pilih nomor versi yang ada")
+SAME_VERSION = N_("Pilih dua versi yang berbeda untuk dibandingkan")
 
 
 def _version(form: Mapping[str, Any], name: str) -> int:
