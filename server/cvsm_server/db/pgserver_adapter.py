@@ -19,7 +19,7 @@ from typing import Any
 RELIES_ON = ("_lock", "_instances")
 
 
-def lock(module: ModuleType) -> Any:
+def package_lock(module: ModuleType) -> Any:
     """The package's inter-process lock (`PostgresServer._lock`, a `fasteners.InterProcessLock`),
     which it holds while it starts and stops servers. `db.embedded` holds it too while it
     recovers a dead postmaster's files and configures a fresh data dir: without it, two processes

@@ -21,7 +21,9 @@ import psycopg2.extras
 
 from ..core.config import ConfigError
 from ..core.errors import Conflict, ServiceUnavailable
-from . import aiopg_adapter
+from .aiopg_adapter import SOCKET_CHECK, StatementTimeout  # noqa: F401 (names of db.pool too)
+from .aiopg_adapter import (give_back_free, keep_row_cursor, kept_row_cursor, take_free,
+                            watch_own_socket)
 
 log = logging.getLogger("cvsm.db")
 
@@ -57,11 +59,7 @@ _NO_SLOT = ("too many clients", "remaining connection slots are reserved",
 
 
 # A connection the database dropped: each watches its own socket (`aiopg_adapter`, issue 39).
-
-StatementTimeout = aiopg_adapter.StatementTimeout
-SOCKET_CHECK = aiopg_adapter.SOCKET_CHECK
-
-aiopg_adapter.watch_own_socket(aiopg.connection.Connection)
+watch_own_socket(aiopg.connection.Connection)
 
 
 def with_user(url: str, user: str) -> str:
@@ -196,7 +194,7 @@ class connection:
         conn, self._conn = self._conn, None
         if conn is None:
             return
-        if not aiopg_adapter.give_back_free(self._pool, conn):
+        if not give_back_free(self._pool, conn):
             await self._pool.release(conn)
         if isinstance(exc, UNAVAILABLE) and conn.closed:
             # The database dropped this connection. After a restart or a failover it dropped
@@ -209,7 +207,7 @@ async def acquire(pool: aiopg.Pool, wait: float = POOL_WAIT) -> aiopg.Connection
     """A connection from `pool` within `wait` seconds (asyncio.TimeoutError after). The pool
     queues callers while it is full; when PostgreSQL refuses it a new connection for want of a
     slot, and this pool has connections in use, it waits for one of them instead."""
-    conn = aiopg_adapter.take_free(pool)  # the common case, without aiopg's slow path
+    conn = take_free(pool)  # the common case, without aiopg's slow path
     if conn is not None:
         return conn
     if pool.freesize:  # a connection is free: no wait to bound
@@ -287,10 +285,10 @@ async def row_cursor(conn: aiopg.Connection) -> aiopg.Cursor:
     are tuples, which the statement maps to dicts by its column names, cheaper than building a
     dict cursor's rows; and it is made once per connection and kept on it, so a request that
     runs one hot statement creates no cursor. Not closed by the caller."""
-    cur = aiopg_adapter.kept_row_cursor(conn)
+    cur = kept_row_cursor(conn)
     if cur is None or cur.closed:
         cur = await conn.cursor(cursor_factory=psycopg2.extensions.cursor)
-        aiopg_adapter.keep_row_cursor(conn, cur)
+        keep_row_cursor(conn, cur)
     return cur
 
 
