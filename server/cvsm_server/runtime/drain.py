@@ -73,8 +73,12 @@ class Drain:
             if busy:
                 log.warning("stopping: %d request(s) still in flight after %g s "
                             "(CVSM_SHUTDOWN_DRAIN_SECONDS); ending them", len(busy), self.seconds)
-            # The server's own end of the requests left (what `AppRunner.cleanup` would do with
-            # its `shutdown_timeout`, 60 s by default): within what is left of the drain, never
-            # 0, which aiohttp reads as "no limit". Cleanup then finds no connection left.
+            # What `AppRunner.cleanup` would do with its `shutdown_timeout` (60 s by default),
+            # within what is left of the drain, never 0, which aiohttp reads as "no limit": every
+            # connection closes (an idle keep-alive one at once; without it, `shutdown` waits
+            # out its limit for the next request), and the server ends what is left. Cleanup
+            # then finds no connection left.
+            for conn in server.connections:
+                conn.close()
             await server.shutdown(max(MIN_WAIT, deadline - loop.time()))
         await runner.cleanup()
