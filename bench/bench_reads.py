@@ -89,7 +89,7 @@ async def main(port):
 eventloop.run(main(int(sys.argv[1])), Settings.from_env().event_loop)
 """
 
-LIMITS = {"off": "off", "on": "1000000000/60"}
+LIMITS = {"off": "off", "on": "999999999/60"}
 
 
 def free_port() -> int:

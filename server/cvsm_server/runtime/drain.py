@@ -14,17 +14,19 @@ answer is sent, each answer saying `Connection: close`; only then, or at the dra
 The app's `on_shutdown` hooks run here, before the wait, and again in `AppRunner.cleanup`: each
 must not mind a second call (`app._end_streams` does not).
 
-This reads two attributes aiohttp keeps private (`RequestHandler._request_in_progress` and
-`_messages`, in aiohttp 3.9 to 3.14): `_busy` is the one place that does.
+Whether a connection has a request in flight is private to aiohttp: it is asked through
+`web.aiohttp_adapter.request_in_flight`. The rest is aiohttp's public API (`Server.connections`,
+`RequestHandler.close`, `Server.shutdown(timeout)`, `AppRunner.cleanup`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
 
 from aiohttp import web
+
+from ..web.aiohttp_adapter import request_in_flight
 
 log = logging.getLogger("cvsm.app")
 
@@ -58,26 +60,25 @@ class Drain:
         if server is not None:
             await asyncio.sleep(0)  # connections accepted just before: their requests begin
             for conn in server.connections:
-                if not _busy(conn):
+                if not request_in_flight(conn):
                     conn.close()
             await runner.shutdown()  # on_shutdown: long-lived requests (change streams) end
-            busy = [conn for conn in server.connections if _busy(conn)]
+            busy = [conn for conn in server.connections if request_in_flight(conn)]
             if busy:
                 log.info("stopping: waiting up to %g s for %d request(s) in flight",
                          self.seconds, len(busy))
             while busy and loop.time() < deadline:
                 await asyncio.sleep(POLL)
-                busy = [conn for conn in server.connections if _busy(conn)]
+                busy = [conn for conn in server.connections if request_in_flight(conn)]
             if busy:
                 log.warning("stopping: %d request(s) still in flight after %g s "
                             "(CVSM_SHUTDOWN_DRAIN_SECONDS); ending them", len(busy), self.seconds)
-            # AppRunner's own wait for requests: what is left of the drain (aiohttp's default is
-            # 60 s), never 0, which aiohttp reads as "no limit"; the slot exists on every
-            # BaseRunner.
-            runner._shutdown_timeout = max(MIN_WAIT, deadline - loop.time())
+            # What `AppRunner.cleanup` would do with its `shutdown_timeout` (60 s by default),
+            # within what is left of the drain, never 0, which aiohttp reads as "no limit": every
+            # connection closes (an idle keep-alive one at once; without it, `shutdown` waits
+            # out its limit for the next request), and the server ends what is left. Cleanup
+            # then finds no connection left.
+            for conn in server.connections:
+                conn.close()
+            await server.shutdown(max(MIN_WAIT, deadline - loop.time()))
         await runner.cleanup()
-
-
-def _busy(conn: Any) -> bool:
-    """Whether an aiohttp connection has a request in flight or one received and not begun."""
-    return bool(getattr(conn, "_request_in_progress", False) or getattr(conn, "_messages", None))

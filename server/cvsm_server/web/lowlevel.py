@@ -27,9 +27,8 @@ application: no middleware and no `on_response_prepare` runs for it (aiohttp iss
   arguments to its `RequestHandler`), so this is a `RequestHandler` subclass overriding
   `handle_error`, built for each connection by the app's server (`SafeServer`).
 
-aiohttp internals this relies on (the tests here fail if one changes): `Application._make_handler`
-(which runners call for the app's server), `Server._loop` and `Server._kwargs`, and
-`StreamResponse._prepare_headers` (where aiohttp adds `Server`).
+The aiohttp internals this relies on (choosing the server and handler class, taking `Server`
+out) are reached through `web.aiohttp_adapter` only, whose tests fail if a release changes one.
 """
 
 from __future__ import annotations
@@ -42,10 +41,11 @@ from collections.abc import Iterator, Mapping
 from types import MappingProxyType
 from typing import Any
 
-from aiohttp import hdrs, web
+from aiohttp import web
 from aiohttp.http_exceptions import BadHttpMethod, HttpProcessingError
 
 from .accesslog import RedactingAccessLogger, redact
+from .aiohttp_adapter import ResponseWithoutServerHeader, new_handler, serve_with
 from .headers import SECURITY_HEADERS
 
 # Passed to `web.Application(handler_args=...)`: aiohttp gives these to every connection handler,
@@ -156,7 +156,7 @@ def install_log_filter() -> None:
         logging.getLogger(name).addFilter(_FILTER)
 
 
-class ErrorResponse(web.Response):
+class ErrorResponse(ResponseWithoutServerHeader):
     """`{"error": message}` with the security headers and no `Server` header.
 
     For a request the parser rejected, no `on_response_prepare` runs, and aiohttp adds `Server`
@@ -170,11 +170,6 @@ class ErrorResponse(web.Response):
         super().__init__(text=json.dumps({"error": message}), status=status,
                          content_type="application/json", headers=SECURITY_HEADERS)
         self.headers["Cache-Control"] = "no-store"
-
-    async def _prepare_headers(self) -> None:
-        await super()._prepare_headers()
-        self.headers.popall(hdrs.SERVER, None)
-        self.headers.popall("X-Powered-By", None)
 
 
 class SafeRequestHandler(web.RequestHandler):
@@ -206,23 +201,13 @@ class SafeServer(web.Server):
     `SafeRequestHandler` above for each connection."""
 
     def __call__(self) -> web.RequestHandler:
-        return SafeRequestHandler(self, loop=self._loop, **self._kwargs)
+        return new_handler(self, SafeRequestHandler)
 
 
 def install(app: web.Application) -> None:
     """Every runner of `app` serves it with `SafeServer` above, and aiohttp's logs are redacted.
 
-    Runners (`AppRunner`, which `web.run_app` and the test servers use) get the app's server from
-    `app._make_handler()`; this wraps it. `handler_args` cannot do it: it passes arguments to
-    aiohttp's `RequestHandler`, and choosing the class is not one of them.
+    aiohttp has no public way to choose the server's class: `aiohttp_adapter.serve_with`.
     """
     install_log_filter()
-    make_handler = app._make_handler
-
-    def _make_handler(**kwargs: Any) -> web.Server:
-        server = make_handler(**kwargs)
-        server.__class__ = SafeServer
-        return server
-
-    # object.__setattr__: aiohttp's debug mode warns on any attribute set on an Application.
-    object.__setattr__(app, "_make_handler", _make_handler)
+    serve_with(app, SafeServer)
