@@ -381,3 +381,39 @@ async def test_the_account_page_names_the_teams_that_would_go(client, api: Api, 
                               "WHERE id = %s RETURNING id", (me_row["id"],))
     page = await (await client.get("/app/account")).text()
     assert 'name="confirm"' in page and 'name="password"' not in page and 'name="code"' in page
+
+
+async def test_a_team_that_still_pays_holds_its_only_owners_deletion(client, api: Api,
+                                                                      database_url) -> None:
+    """A team goes with its only Owner's account; one that pays through billing must not (its
+    subscription would go on charging): the request is refused while it pays, and a subscription
+    taken during the 7 days holds the purge until it ends."""
+    alice, bob = await api.register(), await api.register()
+    paying = await api.team(alice, f"paying-{uuid.uuid4().hex[:6]}")
+    shared = await api.team(bob)  # bob owns a paying team with alice as a second Owner: no hold
+    await api.add_member(bob, shared, alice, "Owner")
+    for team, customer in ((paying, "cus_alice"), (shared, "cus_bob")):
+        await query(database_url, """INSERT INTO team_billing (team_id, customer_id, status)
+                                     VALUES (%s, %s, 'active') RETURNING team_id""",
+                    (team, f"{customer}_{uuid.uuid4().hex[:6]}"))
+
+    refused = await request_deletion(client, alice, password=alice["password"])
+    assert refused.status == 409, await refused.text()
+    slug = (await query(database_url, "SELECT slug FROM teams WHERE id = %s", (paying,)))[0]["slug"]
+    assert slug in (await refused.json())["error"] and "portal tagihan" in (await refused.json())["error"]
+    assert (await (await me(client, alice["token"])).json())["delete_after"] is None
+
+    await query(database_url, "UPDATE team_billing SET status = 'canceled' WHERE team_id = %s "
+                              "RETURNING team_id", (paying,))
+    delete_after = await schedule(client, alice)
+    # Subscribed again during the 7 days: the purge leaves the account and its team.
+    await query(database_url, "UPDATE team_billing SET status = 'past_due' WHERE team_id = %s "
+                              "RETURNING team_id", (paying,))
+    assert await purge(database_url, delete_after + timedelta(seconds=1)) == []
+    assert await count(database_url, "SELECT id FROM teams WHERE id = %s", (paying,)) == 1
+    # Once it ends, the account goes, with the team it alone owned; bob's team stays.
+    await query(database_url, "UPDATE team_billing SET status = 'canceled' WHERE team_id = %s "
+                              "RETURNING team_id", (paying,))
+    assert await purge(database_url, delete_after + timedelta(seconds=1)) == [uuid.UUID(alice["id"])]
+    assert await count(database_url, "SELECT id FROM teams WHERE id = %s", (paying,)) == 0
+    assert await count(database_url, "SELECT id FROM teams WHERE id = %s", (shared,)) == 1

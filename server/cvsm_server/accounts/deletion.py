@@ -60,6 +60,20 @@ CONFIRM_REQUIRED = ("Akun ini tidak memiliki kata sandi: ketik alamat email akun
 WRONG_CONFIRM = "Alamat email konfirmasi tidak cocok dengan email akun"
 CODE_REQUIRED = "Kode dua faktor wajib diisi untuk menghapus akun"
 WRONG_CODE = "Kode dua faktor tidak valid"
+STILL_SUBSCRIBED = ("Tim {teams} masih berlangganan dan akan terhapus bersama akun ini: batalkan "
+                    "langganannya dulu di portal tagihan (halaman Paket tim), atau jadikan anggota "
+                    "lain Owner, lalu hapus akun")
+# A team the user is the only Owner of goes with the account; one that still pays through
+# billing (docs/billing.md) must not, or its Stripe subscription would go on charging for a team
+# that no longer exists. Deletion waits for it (the request is refused; a subscription taken
+# during the 7 days holds the purge until it ends).
+_SUBSCRIBED_SOLE_TEAMS = """
+    SELECT t.slug FROM teams t
+      JOIN team_members m ON m.team_id = t.id AND m.user_id = {user} AND m.role = 'Owner'
+      JOIN team_billing b ON b.team_id = t.id
+     WHERE b.status IN ('active', 'trialing', 'past_due', 'unpaid')
+       AND NOT EXISTS (SELECT 1 FROM team_members o
+                        WHERE o.team_id = t.id AND o.role = 'Owner' AND o.user_id <> {user})"""
 
 _MONTHS = ("Januari", "Februari", "Maret", "April", "Mei", "Juni", "Juli", "Agustus",
            "September", "Oktober", "November", "Desember")
@@ -126,6 +140,10 @@ async def request_deletion(conn: db.Connection, actor: Actor, hasher: PasswordHa
         user = await db.fetchone(cur, _USER, (actor.user_id,))
         if user["delete_after"] is not None:
             raise Conflict(ALREADY_PENDING)
+        paying = await db.fetchall(cur, _SUBSCRIBED_SOLE_TEAMS.format(user="%s") + " ORDER BY t.slug",
+                                   (actor.user_id, actor.user_id))
+        if paying:
+            raise Conflict(STILL_SUBSCRIBED.format(teams=", ".join(r["slug"] for r in paying)))
         if user["password_hash"] is not None:
             if not password:
                 raise BadRequest(PASSWORD_REQUIRED)
@@ -200,6 +218,7 @@ async def purge_due(pool: db.Pool, now: datetime) -> list[uuid.UUID]:
                     """SELECT id, email, delete_after FROM users
                        WHERE delete_after IS NOT NULL AND delete_after <= %s
                          AND NOT (id = ANY(%s::uuid[]))
+                         AND NOT EXISTS (""" + _SUBSCRIBED_SOLE_TEAMS.format(user="users.id") + """)
                        ORDER BY delete_after, id LIMIT 1 FOR UPDATE SKIP LOCKED""",
                     (now, failed),
                 )
