@@ -56,8 +56,10 @@ from babel.messages.pofile import read_po  # noqa: E402
 from cvsm_server.core import i18n_tool  # noqa: E402
 from cvsm_server.core.config import ConfigError, Settings  # noqa: E402
 
-from conftest import query  # noqa: E402
+from conftest import Api, query  # noqa: E402
+from stripe_mock import StripeFront, settings_env  # noqa: E402
 from test_dashboard import csrf_of, form_csrf, sign_up  # noqa: E402
+from test_setup_link import sign_in_as, start_printing  # noqa: E402
 
 
 def test_every_text_has_a_translation_in_both_catalogs():
@@ -336,3 +338,39 @@ async def test_mails_are_written_in_the_recipients_language(client: TestClient, 
     assert format_when(moment) == "12 Juni 2025 pukul 14.03 UTC"
     with i18n.use_language("en"):
         assert format_when(moment) == "12 June 2025 at 14:03 UTC"
+
+
+async def test_the_set_up_page_is_english_signed_out_and_with_its_plan_choice(
+        start_client: Callable[..., Any], make_settings: Callable[..., Settings],
+        capsys: pytest.CaptureFixture[str]):
+    client, [token] = await start_printing(
+        start_client, lambda **kw: make_settings(default_plan="", **kw), capsys)
+    english = {"Accept-Language": "en"}
+    signed_out = await (await client.get(f"/setup?token={token}", headers=english)).text()
+    assert '<html lang="en">' in signed_out and "Sign in" in signed_out
+    assert indonesian_left(signed_out) == [], indonesian_left(signed_out)
+    first = await Api(client).register("english_admin")
+    sign_in_as(client, first)
+    page = await client.get(f"/setup?token={token}", headers=english)
+    html = await page.text()
+    assert page.status == 200 and "Make this account admin" in html, html
+    assert "Plan for new teams on this server" in html and "unlimited" in html
+    assert "environments with secrets all" in html  # enterprise: every environment
+    assert indonesian_left(html) == [], indonesian_left(html)
+
+
+async def test_the_plan_page_with_billing_on_is_english(
+        start_client: Callable[..., Any], make_settings: Callable[..., Settings],
+        stripe_front: StripeFront):
+    client = await start_client(make_settings(**settings_env(), stripe_api_base=stripe_front.url,
+                                              default_plan="starter", app_url=""))
+    api = Api(client)
+    owner = await api.register("english_payer")
+    await api.team(owner, "english-team")
+    sign_in_as(client, owner)
+    page = await client.get("/app/teams/english-team/plan", headers={"Accept-Language": "en"})
+    html = await page.text()
+    assert page.status == 200 and '<html lang="en">' in html, html
+    assert "Subscription status: <strong>not subscribed</strong>" in html
+    assert ">Choose professional</button>" in html and "Choose a paid plan" in html
+    assert indonesian_left(html) == [], indonesian_left(html)
