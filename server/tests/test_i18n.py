@@ -59,6 +59,7 @@ from cvsm_server.core.config import ConfigError, Settings  # noqa: E402
 from conftest import Api, query  # noqa: E402
 from stripe_mock import StripeFront, settings_env  # noqa: E402
 from test_dashboard import csrf_of, form_csrf, sign_up  # noqa: E402
+from test_admin import make_admin  # noqa: E402
 from test_setup_link import sign_in_as, start_printing  # noqa: E402
 
 
@@ -361,7 +362,7 @@ async def test_the_set_up_page_is_english_signed_out_and_with_its_plan_choice(
 
 async def test_the_plan_page_with_billing_on_is_english(
         start_client: Callable[..., Any], make_settings: Callable[..., Settings],
-        stripe_front: StripeFront):
+        stripe_front: StripeFront, database_url: str):
     client = await start_client(make_settings(**settings_env(), stripe_api_base=stripe_front.url,
                                               default_plan="starter", app_url=""))
     api = Api(client)
@@ -373,4 +374,19 @@ async def test_the_plan_page_with_billing_on_is_english(
     assert page.status == 200 and '<html lang="en">' in html, html
     assert "Subscription status: <strong>not subscribed</strong>" in html
     assert ">Choose professional</button>" in html and "Choose a paid plan" in html
+    assert indonesian_left(html) == [], indonesian_left(html)
+    # the admin panel's teams: the plan for new teams and each team's subscription
+    await make_admin(database_url, owner)
+    page = await client.get("/app/admin/teams", headers={"Accept-Language": "en"})
+    html = await page.text()
+    assert page.status == 200 and "Save plan for new teams" in html, html
+    assert "Subscription" in html and "not subscribed" in html
+    assert indonesian_left(html) == [], indonesian_left(html)
+
+
+async def test_a_refusal_on_the_device_page_is_english(client: TestClient):
+    await sign_up(client)
+    page = await client.get("/device?user_code=BCDF-GHJK", headers={"Accept-Language": "en"})
+    html = await page.text()
+    assert page.status == 404 and "The code is unknown, already used or expired" in html, html
     assert indonesian_left(html) == [], indonesian_left(html)
