@@ -56,8 +56,11 @@ from babel.messages.pofile import read_po  # noqa: E402
 from cvsm_server.core import i18n_tool  # noqa: E402
 from cvsm_server.core.config import ConfigError, Settings  # noqa: E402
 
-from conftest import query  # noqa: E402
+from conftest import Api, query  # noqa: E402
+from stripe_mock import StripeFront, settings_env  # noqa: E402
 from test_dashboard import csrf_of, form_csrf, sign_up  # noqa: E402
+from test_admin import make_admin  # noqa: E402
+from test_setup_link import sign_in_as, start_printing  # noqa: E402
 
 
 def test_every_text_has_a_translation_in_both_catalogs():
@@ -132,7 +135,11 @@ STOP_WORDS = ("Tambah", "Hapus", "Simpan", "Masuk", "Keluar", "Kata sandi", "Ang
               "Tampilkan", "Cabut", "Buat", "Akun", "Tim", "Bantuan", "Halaman", "Ubah", "Kembali",
               "Unduh", "Impor", "Ekspor", "Cari", "Daftar", "Peran", "Undangan", "Tautan", "Paket",
               "Sesi", "Versi", "Jenis", "Keterangan", "berdampingan", "dibaca", "Anda", "yang", "dan",
-              "tidak", "dengan", "untuk")
+              "tidak", "dengan", "untuk",
+              # the billing, set-up, device, rotation and webhook pages' own words
+              "semua", "Setujui", "Tolak", "Lanjut", "Kode", "Diminta", "Kebijakan", "kebijakan",
+              "Rotasi", "Setiap", "Berikutnya", "Kirim", "Pilih", "Langganan", "tagihan", "belum",
+              "terbatas", "sekarang", "ini", "Aktif", "nonaktif", "Pengiriman", "Salin", "mesin")
 
 
 def visible_text(html: str) -> str:
@@ -151,11 +158,13 @@ def indonesian_left(html: str) -> list[str]:
 
 @pytest.fixture
 def settings(make_settings: Callable[..., Settings]) -> Settings:
-    return make_settings(app_url="")  # plain http keeps the cookies
+    # plain http keeps the cookies; a webhook to this machine is allowed (it is never sent)
+    return make_settings(app_url="", webhook_allow_private="1")
 
 
 async def english_walk(client: TestClient, headers: dict[str, str]) -> dict[str, str]:
-    """The main pages of a signed-in member with a team, a secret, a token and an invitation."""
+    """The main pages of a signed-in member with a team, a secret, a token, an invitation, a
+    rotation policy, a webhook and a `cvsm login` waiting for approval."""
     csrf = await form_csrf(client, "/app/teams")
     await client.post("/app/teams", data={"csrf": csrf, "name": "Lang", "slug": "lang-team"})
     await client.post("/app/teams/lang-team/secrets", data={
@@ -167,12 +176,22 @@ async def english_walk(client: TestClient, headers: dict[str, str]) -> dict[str,
                                            "environments": "production", "read_only": "on"})
     html = await (await client.get("/app/teams/lang-team/secrets", headers=headers)).text()
     secret_id = re.search(r'/app/teams/lang-team/secrets/([0-9a-f-]{36})"', html).group(1)  # type: ignore[union-attr]
+    await client.post("/app/teams/lang-team/rotation", data=[
+        ("csrf", csrf), ("secret_id", secret_id), ("interval_days", "7"), ("length", "24"),
+        ("classes", "lower"), ("classes", "digits"), ("enabled", "on"), ("target_kind", "none"),
+        ("value_format", "password")])
+    await client.post("/app/teams/lang-team/webhooks", data=[
+        ("csrf", csrf), ("url", "http://127.0.0.1:9/hook"), ("events", "secret.created")])
+    started = await client.post("/api/v1/auth/device/code", json={"hostname": "lang-laptop"})
+    user_code = (await started.json())["user_code"]
     pages = {}
     for path in ("/app/teams", "/app/teams/lang-team/secrets",
                  f"/app/teams/lang-team/secrets/{secret_id}", "/app/teams/lang-team/members",
                  "/app/teams/lang-team/environments", "/app/teams/lang-team/plan",
                  "/app/teams/lang-team/audit", "/app/teams/lang-team/insights", "/app/tokens",
-                 "/app/account", "/app/support", "/app/nowhere"):
+                 "/app/account", "/app/support", "/app/nowhere",
+                 "/app/teams/lang-team/rotation", f"/app/teams/lang-team/rotation?edit={secret_id}",
+                 "/app/teams/lang-team/webhooks", "/device", f"/device?user_code={user_code}"):
         page = await client.get(path, headers=headers)
         assert page.status in (200, 404), path
         pages[path] = await page.text()
@@ -189,9 +208,16 @@ async def test_pages_follow_accept_language_and_leave_no_indonesian(client: Test
     html = await (await client.get("/signin")).text()
     assert '<html lang="id">' in html and "<h1>Masuk</h1>" in html  # no header: the default
     await sign_up(client)
-    for path, html in (await english_walk(client, english)).items():
+    pages = await english_walk(client, english)
+    for path, html in pages.items():
         assert '<html lang="en">' in html, path
         assert indonesian_left(html) == [], (path, indonesian_left(html))
+    # the walk saw the new pages with something on them, not just their empty states
+    assert "Delete the policy of KEY in production" in pages["/app/teams/lang-team/rotation"]
+    assert "Delete the webhook http://127.0.0.1:9/hook" in pages["/app/teams/lang-team/webhooks"]
+    device = next(html for path, html in pages.items() if path.startswith("/device?"))
+    assert "lang-laptop" in device and "Approve" in device and "Deny" in device
+    assert "Every how many days" in pages[next(p for p in pages if "?edit=" in p)]
     indonesian = await client.get("/app/tokens", headers={"Accept-Language": "id"})
     assert "Buat token" in await indonesian.text()
 
@@ -313,3 +339,54 @@ async def test_mails_are_written_in_the_recipients_language(client: TestClient, 
     assert format_when(moment) == "12 Juni 2025 pukul 14.03 UTC"
     with i18n.use_language("en"):
         assert format_when(moment) == "12 June 2025 at 14:03 UTC"
+
+
+async def test_the_set_up_page_is_english_signed_out_and_with_its_plan_choice(
+        start_client: Callable[..., Any], make_settings: Callable[..., Settings],
+        capsys: pytest.CaptureFixture[str]):
+    client, [token] = await start_printing(
+        start_client, lambda **kw: make_settings(default_plan="", **kw), capsys)
+    english = {"Accept-Language": "en"}
+    signed_out = await (await client.get(f"/setup?token={token}", headers=english)).text()
+    assert '<html lang="en">' in signed_out and "Sign in" in signed_out
+    assert indonesian_left(signed_out) == [], indonesian_left(signed_out)
+    first = await Api(client).register("english_admin")
+    sign_in_as(client, first)
+    page = await client.get(f"/setup?token={token}", headers=english)
+    html = await page.text()
+    assert page.status == 200 and "Make this account admin" in html, html
+    assert "Plan for new teams on this server" in html and "unlimited" in html
+    assert "environments with secrets all" in html  # enterprise: every environment
+    assert indonesian_left(html) == [], indonesian_left(html)
+
+
+async def test_the_plan_page_with_billing_on_is_english(
+        start_client: Callable[..., Any], make_settings: Callable[..., Settings],
+        stripe_front: StripeFront, database_url: str):
+    client = await start_client(make_settings(**settings_env(), stripe_api_base=stripe_front.url,
+                                              default_plan="starter", app_url=""))
+    api = Api(client)
+    owner = await api.register("english_payer")
+    await api.team(owner, "english-team")
+    sign_in_as(client, owner)
+    page = await client.get("/app/teams/english-team/plan", headers={"Accept-Language": "en"})
+    html = await page.text()
+    assert page.status == 200 and '<html lang="en">' in html, html
+    assert "Subscription status: <strong>not subscribed</strong>" in html
+    assert ">Choose professional</button>" in html and "Choose a paid plan" in html
+    assert indonesian_left(html) == [], indonesian_left(html)
+    # the admin panel's teams: the plan for new teams and each team's subscription
+    await make_admin(database_url, owner)
+    page = await client.get("/app/admin/teams", headers={"Accept-Language": "en"})
+    html = await page.text()
+    assert page.status == 200 and "Save plan for new teams" in html, html
+    assert "Subscription" in html and "not subscribed" in html
+    assert indonesian_left(html) == [], indonesian_left(html)
+
+
+async def test_a_refusal_on_the_device_page_is_english(client: TestClient):
+    await sign_up(client)
+    page = await client.get("/device?user_code=BCDF-GHJK", headers={"Accept-Language": "en"})
+    html = await page.text()
+    assert page.status == 404 and "The code is unknown, already used or expired" in html, html
+    assert indonesian_left(html) == [], indonesian_left(html)
