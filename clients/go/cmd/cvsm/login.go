@@ -11,12 +11,12 @@ package main
 // after each slow_down) until the code is approved, denied or expired. The
 // token it gets is narrow (one team, read-only unless the approver chose
 // otherwise, never wider than the approver's role) and is never printed: it
-// is stored in a file only its owner can read, <config>/cvsm/credentials.json
+// is stored in the OS keyring where there is one (keyring.go), else in a
+// file only its owner can read. That file, <config>/cvsm/credentials.json
 // (os.UserConfigDir: $XDG_CONFIG_HOME or ~/.config on Linux, ~/Library/
 // Application Support on macOS, %AppData% on Windows), mode 0600 in a 0700
-// folder, one entry per server. No OS keyring is used: none is reachable
-// without a new dependency and a running keyring service, and the file is
-// what gh and doppler fall back to as well.
+// folder, holds one entry per server either way: the token's name, prefix,
+// team and reach, and the token itself only when no keyring took it.
 
 import (
 	"bytes"
@@ -54,7 +54,8 @@ type credentials struct {
 // credential is one server's login: the token and what whoami shows
 // without asking the server.
 type credential struct {
-	Token       string   `json:"token"`
+	Token       string   `json:"token,omitempty"`  // empty when the keyring holds it
+	Keyring     bool     `json:"keyring,omitempty"` // the token is in the OS keyring
 	TokenID     string   `json:"token_id"`
 	TokenName   string   `json:"token_name"`
 	TokenPrefix string   `json:"token_prefix"`
@@ -279,21 +280,20 @@ func (c *cli) login(args []string) error {
 	}
 	// A login to a server that had one already: the old token is revoked
 	// (best effort: it may be revoked or expired already).
-	if old := creds.Servers[server]; old != nil && old.Token != "" && old.Token != granted.AccessToken {
-		_ = c.request(ctx, hc, http.MethodDelete, server+apiSuffix+"/tokens/current", old.Token, nil, nil)
+	if oldToken, _ := storedToken(server, creds.Servers[server]); oldToken != "" && oldToken != granted.AccessToken {
+		_ = c.request(ctx, hc, http.MethodDelete, server+apiSuffix+"/tokens/current", bearer(oldToken), nil, nil)
 	}
-	creds.Servers[server] = &credential{
+	cred := &credential{
 		Token: granted.AccessToken, TokenID: granted.APIToken.ID, TokenName: granted.APIToken.Name,
 		TokenPrefix: granted.APIToken.TokenPrefix, TeamID: granted.Team.ID, Team: granted.Team.Slug,
 		ReadOnly: granted.APIToken.ReadOnly, Envs: granted.APIToken.Environments,
 		CreatedAt: granted.APIToken.CreatedAt,
 	}
-	creds.Default = server
-	if err := creds.save(path); err != nil {
+	if err := c.storeLogin(creds, path, server, cred); err != nil {
 		return err
 	}
-	fmt.Fprintf(c.stdout, "Signed in to %s for team %s (%s). The token %q is stored in %s (readable by you only).\n",
-		server, granted.Team.Slug, reach(granted.APIToken.ReadOnly, granted.APIToken.Environments), granted.APIToken.Name, path)
+	fmt.Fprintf(c.stdout, "Signed in to %s for team %s (%s) with the token %q.\n",
+		server, granted.Team.Slug, reach(granted.APIToken.ReadOnly, granted.APIToken.Environments), granted.APIToken.Name)
 	return nil
 }
 
@@ -348,11 +348,24 @@ func (c *cli) logout(args []string) error {
 		fmt.Fprintf(c.stdout, "Not signed in to %s: nothing to do.\n", server)
 		return nil
 	}
+	token, err := storedToken(server, cred)
+	var xerr *exitError
+	if errors.As(err, &xerr) {
+		// Gone from the keyring: nothing is left to revoke from here.
+		if err := c.forgetLogin(creds, path, server); err != nil {
+			return err
+		}
+		fmt.Fprintf(c.stdout, "Signed out of %s: the token was no longer in the OS keyring; its entry is deleted from this machine (revoke %q on the dashboard if it still exists).\n", server, cred.TokenName)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
 	hc, err := c.httpClient()
 	if err != nil {
 		return err
 	}
-	err = c.request(context.Background(), hc, http.MethodDelete, server+apiSuffix+"/tokens/current", cred.Token, nil, nil)
+	err = c.request(context.Background(), hc, http.MethodDelete, server+apiSuffix+"/tokens/current", bearer(token), nil, nil)
 	var cerr *cvsm.Error
 	revoked := err == nil
 	if err != nil && !(errors.As(err, &cerr) && cerr.Kind == cvsm.KindAuthentication) {
@@ -361,11 +374,7 @@ func (c *cli) logout(args []string) error {
 		// only would go on working).
 		return err
 	}
-	delete(creds.Servers, server)
-	if creds.Default == server {
-		creds.Default = ""
-	}
-	if err := creds.save(path); err != nil {
+	if err := c.forgetLogin(creds, path, server); err != nil {
 		return err
 	}
 	if revoked {
@@ -393,7 +402,14 @@ func (c *cli) whoami(args []string) error {
 	case strings.Trim(os.Getenv(cvsm.EnvToken), " \t\r\n") != "":
 		token, source = strings.Trim(os.Getenv(cvsm.EnvToken), " \t\r\n"), cvsm.EnvToken
 	case cred != nil:
-		token, source = cred.Token, path
+		token, err = storedToken(server, cred)
+		if err != nil {
+			return err
+		}
+		source = path
+		if cred.Keyring {
+			source = "the OS keyring"
+		}
 	}
 	if token == "" {
 		return &exitError{code: exitAuth, msg: "not signed in to " + server + ": run 'cvsm login --server " + server + "'"}

@@ -592,8 +592,13 @@ func (c *cli) options() (cvsm.Options, error) {
 			return cvsm.Options{}, configErrorf("the token file %q is empty", s.tokenFile.value)
 		}
 	case envToken:
-	case login != nil && login.Token != "":
-		opts.Token = login.Token
+	case login != nil && (login.Token != "" || login.Keyring):
+		key, _ := serverKey(baseURL)
+		token, err := storedToken(key, login)
+		if err != nil {
+			return cvsm.Options{}, err
+		}
+		opts.Token = token
 	default:
 		return cvsm.Options{}, configErrorf("%s is not set: export it, pass --token-file PATH (there is no --token flag: see 'cvsm --help'), or run 'cvsm login'", cvsm.EnvToken)
 	}
