@@ -54,7 +54,7 @@ type credentials struct {
 // credential is one server's login: the token and what whoami shows
 // without asking the server.
 type credential struct {
-	Token       string   `json:"token,omitempty"`  // empty when the keyring holds it
+	Token       string   `json:"token,omitempty"`   // empty when the keyring holds it
 	Keyring     bool     `json:"keyring,omitempty"` // the token is in the OS keyring
 	TokenID     string   `json:"token_id"`
 	TokenName   string   `json:"token_name"`

@@ -254,14 +254,16 @@ func TestLoginSetupGetWhoamiLogoutAgainstTheServer(t *testing.T) {
 	t.Parallel()
 	s := needServer(t)
 	config := t.TempDir()
-	env := cleanEnv("XDG_CONFIG_HOME=" + config)
+	// The file, not a keyring this machine may have (keyring_test.go tests the keyring).
+	env := cleanEnv("XDG_CONFIG_HOME="+config, "CVSM_KEYRING=off")
 	run, userCode := startLogin(t, s, env)
 	decideOnPage(t, s, userCode, url.Values{"decision": {"approve"}, "team": {s.teamSlug},
 		"read_only": {"on"}, "environments": {"staging"}})
 	code, stdout, stderr := run.wait(t)
-	if code != 0 || stderr != "" {
-		t.Fatalf("cvsm login exited %d: %q %q", code, stdout, stderr)
+	if code != 0 || !strings.Contains(stderr, filepath.Join(config, "cvsm", "credentials.json")) {
+		t.Fatalf("cvsm login exited %d, or did not say where the token is: %q %q", code, stdout, stderr)
 	}
+	checkStderr(t, []string{"login"}, stderr)
 	if !strings.Contains(stdout, "Signed in to") || !strings.Contains(stdout, s.teamSlug) || strings.Contains(stdout, "cvsm_") {
 		t.Errorf("login's output: %q", stdout)
 	}
@@ -347,7 +349,7 @@ func TestADeniedLoginStoresNothing(t *testing.T) {
 	t.Parallel()
 	s := needServer(t)
 	config := t.TempDir()
-	run, userCode := startLogin(t, s, cleanEnv("XDG_CONFIG_HOME="+config))
+	run, userCode := startLogin(t, s, cleanEnv("XDG_CONFIG_HOME="+config, "CVSM_KEYRING=off"))
 	decideOnPage(t, s, userCode, url.Values{"decision": {"deny"}})
 	code, stdout, stderr := run.wait(t)
 	if code != exitAuth || !strings.Contains(stderr, "denied") {
