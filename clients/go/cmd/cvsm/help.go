@@ -178,9 +178,14 @@ where you are signed in to the dashboard (on any device), check that the machine
 it shows is this one, pick the team and approve. cvsm then stores a new token
 for this machine only: bound to that team, read-only unless you chose
 otherwise, never wider than your role. The token is never printed; it is kept
-in a file only you can read: <config>/cvsm/credentials.json (os.UserConfigDir:
-$XDG_CONFIG_HOME or ~/.config on Linux), mode 0600, one per server. get, export
-and run use it when neither CVSM_TOKEN nor --token-file is given.
+in the OS keyring where there is one (macOS Keychain, Windows Credential
+Manager, the Secret Service on Linux: service "cvsm", account the server's
+address), else in a file only you can read: <config>/cvsm/credentials.json
+(os.UserConfigDir: $XDG_CONFIG_HOME or ~/.config on Linux), mode 0600. That
+file keeps each server's login (token name, prefix, team) either way, the
+token only without a keyring; login says on stderr which was used.
+CVSM_KEYRING=off keeps the token in the file. get, export and run use it when
+neither CVSM_TOKEN nor --token-file is given.
 
 Flags:
   --server URL   the server's address, such as https://cvsm.example.com
