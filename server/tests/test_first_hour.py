@@ -318,10 +318,19 @@ def test_the_first_hour_reaches_a_verified_admin_and_a_team_with_two_environment
         assert write.status_code == 403
 
 
+def go_modules_cached() -> None:
+    """The Go client's modules in the module cache (once; through the Go proxy), so the README's
+    lines can then run offline (GOPROXY=off) whatever ran before: in `make test` this half may
+    start before the Go client's own build has fetched them."""
+    subprocess.run(["go", "mod", "download"], cwd=ROOT / "clients" / "go", check=True,
+                   capture_output=True, timeout=600)
+
+
 async def go_readme(tmp_path: Path, env: dict[str, str], production: dict[str, str]) -> None:
     """The Go README's install lines and first example in a new module, as readme_test.go runs
     them: offline (golang.org/x/net from the module cache)."""
     require("go")
+    go_modules_cached()
     readme = ROOT / "clients" / "go" / "README.md"
     app = test_client_readmes.project(tmp_path)
     env = {**env, "GOPROXY": "off", "GOSUMDB": "off", "GOWORK": "off", "GOFLAGS": "-buildvcs=false"}
@@ -344,6 +353,7 @@ async def cvsm_command_readme(tmp_path: Path, env: dict[str, str], production: d
     README's list of its commands, in one shell whose PATH lacks Go's bin folder (a fresh HOME:
     `go install` puts it in $(go env GOPATH)/bin, which the printed line adds)."""
     require("go")
+    go_modules_cached()
     readme = ROOT / "clients" / "go" / "README.md"
     app = test_client_readmes.project(tmp_path)
     modcache = subprocess.run(["go", "env", "GOMODCACHE"], capture_output=True, text=True,
