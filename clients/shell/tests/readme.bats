@@ -11,9 +11,10 @@ setup() {
                {"id": "a", "name": "API_KEY", "environment": "production", "value": "k-prod"},
                {"id": "m", "name": "MULTI", "environment": "production", "value": "line1\nline2\n"},
                {"id": "q", "name": "QUOTE", "environment": "production", "value": "it'\''s $(touch PWNED)"}]'
-  # The example's directory: cvsm.sh next to the app, as the Installation section says.
-  mkdir "$BATS_TEST_TMPDIR/app"
-  cp "$SDK" "$BATS_TEST_TMPDIR/app/cvsm.sh"
+  # The example's layout: a project folder next to a clone in ../cvsm, as the README says; the
+  # example copies cvsm.sh into the project itself.
+  mkdir -p "$BATS_TEST_TMPDIR/app" "$BATS_TEST_TMPDIR/cvsm/clients/shell"
+  cp "$SDK" "$BATS_TEST_TMPDIR/cvsm/clients/shell/cvsm.sh"
   # The app reports the environment it was started with.
   printf '#!/bin/sh\nexec jq -n "env | {DATABASE_URL, API_KEY, MULTI, QUOTE}"\n' >"$BATS_TEST_TMPDIR/app/my-app"
   chmod +x "$BATS_TEST_TMPDIR/app/my-app"
@@ -67,6 +68,7 @@ first_example() {
   [[ $example == *'CVSM_TOKEN=$(cat cvsm-token) CVSM_BASE_URL=$CVSM CVSM_TEAM=acme cvsm_run -- ./app'* ]]
   printf '%s\n' "$TOKEN" >"$BATS_TEST_TMPDIR/app/cvsm-token"
   cp "$BATS_TEST_TMPDIR/app/my-app" "$BATS_TEST_TMPDIR/app/app"
+  cp "$SDK" "$BATS_TEST_TMPDIR/app/cvsm.sh"  # copied into the project, as Installation says
   unset CVSM_TOKEN CVSM_TEAM
   CVSM=$CVSM_BASE_URL run --separate-stderr env -u CVSM_BASE_URL bash -c 'cd "$1" && eval "$2"' _ "$BATS_TEST_TMPDIR/app" "$example"
   [ "$status" -eq 0 ]
