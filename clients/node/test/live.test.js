@@ -99,19 +99,10 @@ describe('the live option', () => {
     assert.equal(new Client({ ...BASE, baseUrl: 'http://x.test/api/v1' }).live, false);
     assert.equal(new Client({ ...BASE, baseUrl: 'http://x.test/api/v1', live: true }).live, true);
     assert.throws(() => new Client({ ...BASE, baseUrl: 'http://x.test/api/v1', live: 'yes' }), ConfigurationError);
-  });
-
-  test('CVSM_LIVE takes 1/true/yes/on and 0/false/no/off in any case, and nothing else', () => {
-    const live = (text) => {
-      process.env.CVSM_LIVE = text;
-      return new Client({ ...BASE, baseUrl: 'http://x.test/api/v1' }).live;
-    };
-    for (const text of ['1', 'true', 'YES', ' On ']) assert.equal(live(text), true, text);
-    for (const text of ['0', 'False', 'no', 'OFF', '']) assert.equal(live(text), false, text);
-    assert.throws(() => live('maybe'), (err) => err instanceof ConfigurationError && /CVSM_LIVE/.test(err.message));
+    // CVSM_LIVE's words are the conformance cases live_variable_spellings and
+    // live_variable_turns_the_stream_on_and_off; in Node an explicit live: false wins over it.
     process.env.CVSM_LIVE = '1';
     assert.equal(new Client({ ...BASE, baseUrl: 'http://x.test/api/v1', live: false }).live, false);
-    delete process.env.CVSM_LIVE;
   });
 });
 
