@@ -104,14 +104,6 @@ cache_dir=$CVSM_CACHE_DIR" ]
   [ "$output" = "{\"base_url\":\"$(stub_url)/api/v1\",\"team\":\"acme\",\"environment\":\"production\",\"cache_ttl\":30,\"timeout\":10,\"max_retries\":2,\"stale_if_error\":0}" ]
 }
 
-@test "options win over the variables" {
-  export CVSM_ENVIRONMENT=staging CVSM_CACHE_TTL=5 CVSM_TIMEOUT=3 CVSM_MAX_RETRIES=4 CVSM_TEAM=x \
-    CVSM_STALE_IF_ERROR=60
-  run cvsm_describe --json --environment development --cache-ttl 0 --timeout 1.5 \
-    --max-retries 0 --team acme --base-url http://example.com/api/v1/ --stale-if-error=7
-  [ "$output" = '{"base_url":"http://example.com/api/v1","team":"acme","environment":"development","cache_ttl":0,"timeout":1.5,"max_retries":0,"stale_if_error":7}' ]
-}
-
 @test "cvsm_describe hides a user:password part of the base URL" {
   CVSM_BASE_URL=https://user:pw@example.com/api/v1 run cvsm_describe
   [[ $output == *"base_url=https://***@example.com/api/v1"* ]]
