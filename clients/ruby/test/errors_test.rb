@@ -17,14 +17,6 @@ class ErrorsTest < CvsmTest
     paths(server).count { |path| READ.match?(path) }
   end
 
-  def test_error_without_json_body_still_names_the_status
-    api, server = start_api
-    api.script(READ, [418, {}, "<html>teapot</html>"])
-    error = assert_raises(Cvsm::ApiError) { client_for(server).get("A") }
-    assert_equal 418, error.status
-    assert_match(/\AHTTP 418/, error.message)
-  end
-
   def test_backoff_sleeps_a_random_time_below_0_1_times_2_to_the_attempt
     api, server = start_api
     api.script(%r{/export\z}, json(503, {}), json(503, {}), json(503, {}))

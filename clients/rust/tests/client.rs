@@ -138,14 +138,6 @@ fn a_read_in_flight_across_clear_cache_is_not_cached() {
 }
 
 #[test]
-fn error_without_a_json_body_still_carries_the_status() {
-    let stub = always(|| Reply::Json(418, "<html>teapot</html>".into()));
-    let err = client(&stub).get_all().unwrap_err();
-    assert!(matches!(err, Error::Api { status: 418, .. }), "{err:?}");
-    assert_eq!(err.to_string(), "HTTP 418: I'm a teapot");
-}
-
-#[test]
 fn long_server_messages_are_cut() {
     let long = "x".repeat(1000);
     let stub = always(move || error(500, &long));
