@@ -42,38 +42,8 @@ fn always(make: impl Fn() -> Reply + Send + Sync + 'static) -> Stub {
     Stub::start(move |_| make())
 }
 
-#[test]
-fn the_team_goes_into_the_path_as_it_is_percent_encoded() {
-    let stub = Stub::secrets(&[("A", "1"), ("B", "2")], no_errors);
-    let client = Client::new(ClientOptions {
-        team: Some(TEAM_SLUG.into()),
-        ..options(&stub.base_url)
-    })
-    .unwrap();
-    assert_eq!(client.team(), TEAM_SLUG);
-    assert_eq!(client.get("A").unwrap(), "1");
-    client.get_all().unwrap();
-    assert_eq!(
-        stub.targets(),
-        vec![
-            "/api/v1/teams/acme/secrets/by-name/A?environment=production".to_string(),
-            "/api/v1/teams/acme/secrets/export?format=json&environment=production".to_string(),
-        ],
-        "no GET /teams: the server takes a slug"
-    );
-
-    let stub = Stub::secrets(&[("A", "1")], no_errors);
-    let client = Client::new(ClientOptions {
-        team: Some("a b/c?d".into()),
-        ..options(&stub.base_url)
-    })
-    .unwrap();
-    assert!(client.get_all().is_err());
-    assert_eq!(
-        stub.targets(),
-        vec!["/api/v1/teams/a%20b%2Fc%3Fd/secrets/export?format=json&environment=production"]
-    );
-}
+// The team in the path as given, percent-encoded, with no GET /teams for a slug, is the
+// conformance cases team_is_percent_encoded_in_the_path and team_by_slug.
 
 #[test]
 fn a_read_in_flight_across_clear_cache_is_not_cached() {
