@@ -155,6 +155,7 @@ class CaseRun:
         self.unknown_team = unknown_team_id()
         self.refused_url = f"http://127.0.0.1:{refused_port()}{API_PREFIX}"
         self.refused_proxy_url = f"http://127.0.0.1:{refused_port()}"
+        self.op_mark = 0  # where the proxy log stood when the last op step began
         self.ca_file = ca_file
         self.log: list[str] = []
         self.rotated: dict[str, tuple[str, str]] = {}  # name: (before, after) a rotate_secret
@@ -276,6 +277,8 @@ class CaseRun:
     async def run_step(self, step: Mapping[str, Any]) -> None:
         if "sleep" in step:
             await asyncio.sleep(float(step["sleep"]))
+            if "requests" in step:  # from the last op on: what the client also sent on its own
+                self.check_requests(self.sub(step["requests"]), self.proxy.log[self.op_mark:])
             return
         if "faults" in step:
             # A faults step replaces whatever is still pending from an earlier one.
@@ -373,7 +376,7 @@ class CaseRun:
     async def run_op(self, step: Mapping[str, Any]) -> None:
         op = step["op"]
         args = self.sub(step.get("args", {}))
-        mark = len(self.proxy.log)
+        mark = self.op_mark = len(self.proxy.log)
         response = await self.driver.request(op, args, timeout=float(step.get("timeout", DEFAULT_STEP_TIMEOUT)))
         seen = self.proxy.log[mark:]
         self.log.append(

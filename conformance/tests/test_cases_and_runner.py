@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -126,3 +128,25 @@ def test_the_cases_require_only_capabilities_the_protocol_knows() -> None:
     required = {c for case in load_cases() for c in case.requires}
     assert required == {"tls_ca_file", "proxy_env", "live", "refresh"}
     assert required <= CAPABILITIES
+
+
+class _Sleeper(_Judge):
+    """A CaseRun whose proxy log the test writes: for the sleep step's request check."""
+
+    def __init__(self, log: list[RequestRecord]) -> None:  # noqa: D107
+        self.proxy = SimpleNamespace(log=log)
+        self.op_mark = 0
+
+    def sub(self, value: Any) -> Any:
+        return value
+
+
+def test_a_sleep_step_checks_the_requests_from_the_last_op_on() -> None:
+    log = [_record("teams")]
+    run = _Sleeper(log)
+    run.op_mark = 1  # the last op began after the first request
+    log.append(_record("changes"))  # sent by the client on its own, after the op
+    asyncio.run(run.run_step({"sleep": 0, "requests": {"count": 1, "kinds": {"changes": 1}}}))
+    with pytest.raises(StepFailure):
+        asyncio.run(run.run_step({"sleep": 0, "requests": {"kinds": {"changes": 0}}}))
+    asyncio.run(run.run_step({"sleep": 0}))  # without "requests" nothing is checked

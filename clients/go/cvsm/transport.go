@@ -276,8 +276,8 @@ func statusMessage(status int, body []byte) string {
 	}
 	if json.Unmarshal(body, &payload) == nil && payload.Error != "" {
 		server := payload.Error
-		if len(server) > 500 {
-			server = server[:500] + "..."
+		if r := []rune(server); len(r) > ruleMaxServerMessage {
+			server = string(r[:ruleMaxServerMessage]) + "..."
 		}
 		msg += ": " + server
 	}

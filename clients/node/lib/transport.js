@@ -304,7 +304,10 @@ class Transport {
   #errorFor({ status, statusText, headers, body, requestId }, configuration) {
     let detail = statusText || (status >= 300 && status < 400 ? 'redirect not followed' : 'request failed');
     if (body && typeof body === 'object' && typeof body.error === 'string' && body.error) {
-      detail = body.error;
+      const characters = [...body.error];
+      detail = characters.length > rules.MAX_SERVER_MESSAGE
+        ? `${characters.slice(0, rules.MAX_SERVER_MESSAGE).join('')}...`
+        : body.error;
     }
     const message = `${status}: ${this.#redact(detail)}`;
     const fields = { status, requestId };

@@ -16,23 +16,6 @@ test('an entry is fresh exactly ttl seconds', () => {
   assert.equal(cache.size, 0);
 });
 
-test('without a stale time nothing is kept past freshness', () => {
-  let now = 0;
-  const cache = new TtlCache(30, 0, () => now);
-  cache.set('k', 'v');
-  assert.deepEqual(cache.kept('k'), { value: 'v', age: 0 });
-  now = 30_000;
-  assert.equal(cache.kept('k'), undefined);
-});
-
-test('ttl 0 and stale 0 store nothing', () => {
-  const cache = new TtlCache(0, 0, () => 0);
-  cache.set('k', 'v');
-  assert.equal(cache.size, 0);
-  assert.equal(cache.get('k'), undefined);
-  assert.equal(cache.kept('k'), undefined);
-});
-
 test('an entry is kept ttl + stale seconds, fresh only for ttl', () => {
   let now = 500;
   const cache = new TtlCache(30, 60, () => now);

@@ -48,12 +48,6 @@ describe('cache', () => {
     values.API_KEY = 'tampered';
     assert.equal((await c.getAll()).API_KEY, 'prod-api-key-value');
   });
-
-  test('the cache is per client', async () => {
-    await client({ team: TEAM_ID }).get('API_KEY');
-    await client({ team: TEAM_ID }).get('API_KEY');
-    assert.equal(stub.requests.length, 2);
-  });
 });
 
 describe('errors', () => {

@@ -301,10 +301,6 @@ describe('client: an end-to-end team', () => {
     stub.secrets = sealAll();
   });
 
-  test('each value opens for the environment the client reads', async () => {
-    assert.equal(await client({ environment: 'staging' }).get('DATABASE_URL'), PLAIN.staging.DATABASE_URL);
-  });
-
   test('reads that start together share one key fetch', async () => {
     const c = client();
     const values = await Promise.all([c.get('DATABASE_URL'), c.get('API_KEY'), c.getAll()]);

@@ -36,32 +36,6 @@ final class ConfigurationTest extends TestCase
         $this->client($options);
     }
 
-    /**
-     * @return iterable<string, array{0: string, 1: string}>
-     */
-    public static function badNumberVariables(): iterable
-    {
-        yield 'timeout word' => ['CVSM_TIMEOUT', 'soon'];
-        yield 'timeout zero' => ['CVSM_TIMEOUT', '0'];
-        yield 'timeout negative' => ['CVSM_TIMEOUT', '-1'];
-        yield 'timeout exponent' => ['CVSM_TIMEOUT', '1e3'];
-        yield 'max retries fraction' => ['CVSM_MAX_RETRIES', '1.5'];
-        yield 'max retries negative' => ['CVSM_MAX_RETRIES', '-1'];
-        yield 'max retries word' => ['CVSM_MAX_RETRIES', 'two'];
-    }
-
-    /**
-     * @dataProvider badNumberVariables
-     */
-    public function testAnInvalidNumberVariableIsAConfigurationErrorNamingIt(string $variable, string $value): void
-    {
-        $this->setEnv($variable, $value);
-
-        $this->expectException(ConfigurationException::class);
-        $this->expectExceptionMessage($variable);
-        $this->client(['timeout' => null, 'max_retries' => null]);
-    }
-
     public function testZeroCacheTtlAndZeroRetriesAreAccepted(): void
     {
         $client = $this->client(['cache_ttl' => 0, 'max_retries' => 0]);

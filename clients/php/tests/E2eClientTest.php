@@ -139,15 +139,6 @@ final class E2eClientTest extends TestCase
         self::assertSame(1, $this->requestCount());
     }
 
-    public function testATokenWithItsKeyPartOpensAnExportMarkedEndToEnd(): void
-    {
-        $this->routeSealedExport(['A' => $this->seal('one', 'A')], ['Cvsm-E2E' => '1']);
-        $this->routeKey();
-
-        self::assertSame(['A' => 'one'], $this->e2eClient()->getAll());
-        self::assertSame(2, $this->requestCount());
-    }
-
     public function testAPlainAnswerToATokenWithItsKeyIsNotTrusted(): void
     {
         // A server that drops "e2e" and serves a value in clear cannot pass it off as the team's.

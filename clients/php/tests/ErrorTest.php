@@ -18,20 +18,6 @@ final class ErrorTest extends TestCase
 {
     private const EXPORT = 'GET /teams/' . self::TEAM_ID . '/secrets/export?format=json&environment=production';
 
-    public function testErrorWithoutAJsonBodyStillNamesTheStatus(): void
-    {
-        $this->routeValueAnswer(['status' => 409, 'body' => '<html>conflict</html>']);
-
-        try {
-            $this->client()->get('A');
-            self::fail('no exception');
-        } catch (ApiException $e) {
-            self::assertSame(409, $e->getStatus());
-            self::assertSame('409 Conflict', $e->getMessage());
-            self::assertNull($e->getRequestId(), 'no X-Request-Id header');
-        }
-    }
-
     public function testRedirectIsNotFollowedEvenWhenCurlOptionsAsk(): void
     {
         $this->expectException(ConfigurationException::class);
@@ -48,16 +34,6 @@ final class ErrorTest extends TestCase
             self::assertTrue(is_subclass_of($class, CvsmException::class), $class);
             self::assertTrue(is_subclass_of($class, CvsmExceptionInterface::class), $class);
         }
-    }
-
-    /**
-     * routeValueAnswer answers the read by name of secret A with $response.
-     *
-     * @param array<string, mixed> $response
-     */
-    private function routeValueAnswer(array $response): void
-    {
-        $this->stub->route(self::byName('A'), $response);
     }
 
     private static function closedPort(): int

@@ -30,17 +30,4 @@ final class RefreshTest extends TestCase
         }
         self::assertSame(0, $this->requestCount());
     }
-
-    public function testRefreshReadsPastTheCacheAndGetThenServesWhatItRead(): void
-    {
-        $client = $this->client();
-        $this->routeSecret('DB_PASSWORD', 'old');
-        self::assertSame('old', $client->get('DB_PASSWORD'));
-        $this->routeSecret('DB_PASSWORD', 'new');
-
-        self::assertSame('old', $client->get('DB_PASSWORD'), 'cached');
-        self::assertSame('new', $client->refresh('DB_PASSWORD'));
-        self::assertSame('new', $client->get('DB_PASSWORD'));
-        self::assertSame(2, $this->requestCount());
-    }
 }

@@ -7,7 +7,6 @@ namespace Cvsm\Tests;
 use Cvsm\Client;
 use Cvsm\Exception\AuthenticationException;
 use Cvsm\Exception\ConfigurationException;
-use Cvsm\Exception\SecretNotFoundException;
 
 final class SecrecyTest extends TestCase
 {
@@ -81,18 +80,6 @@ final class SecrecyTest extends TestCase
 
         self::assertSame(2, $this->requestCount());
         self::assertSame('Bearer ' . self::TOKEN, $this->stub->requests()[1]['headers']['authorization']);
-    }
-
-    public function testNotFoundMessageNamesNoValue(): void
-    {
-        $this->routeMissing('a', ['A']);
-
-        try {
-            $this->client()->get('a');
-            self::fail('no SecretNotFoundException');
-        } catch (SecretNotFoundException $e) {
-            self::assertStringNotContainsString(self::TOKEN, (string) $e);
-        }
     }
 
     public function testConfigurationErrorTraceHidesTheTokenEvenWithArgumentsInTraces(): void

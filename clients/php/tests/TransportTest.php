@@ -7,7 +7,6 @@ namespace Cvsm\Tests;
 use Cvsm\Exception\ApiException;
 use Cvsm\Exception\ConfigurationException;
 use Cvsm\Exception\NetworkException;
-use Cvsm\Exception\RateLimitException;
 use Cvsm\Internal\HttpTransport;
 
 /**
@@ -39,21 +38,6 @@ final class TransportTest extends TestCase
             self::assertLessThanOrEqual(0.1 * 2 ** $attempt, $seconds, 'attempt ' . $attempt);
         }
         self::assertSame(4, $this->requestCount());
-    }
-
-    public function testRetryAfterGivenAsAnHttpDateBecomesWholeSeconds(): void
-    {
-        $this->stub->route(self::EXPORT, ['status' => 429, 'headers' => ['Retry-After' => gmdate('D, d M Y H:i:s', time() + 120) . ' GMT']]);
-        $transport = new HttpTransport(2, 0, [], static function (): void {
-        });
-
-        try {
-            $transport->getJson($this->exportUrl(), '/export', self::TOKEN);
-            self::fail('no RateLimitException');
-        } catch (RateLimitException $e) {
-            self::assertGreaterThanOrEqual(118, $e->getRetryAfter());
-            self::assertLessThanOrEqual(120, $e->getRetryAfter());
-        }
     }
 
     /**

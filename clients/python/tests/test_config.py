@@ -32,27 +32,6 @@ def test_configuration_errors_are_cvsm_errors() -> None:
     assert issubclass(cvsm.ConfigurationError, cvsm.CvsmError)
 
 
-@pytest.mark.parametrize(
-    ("variable", "raw"),
-    [
-        ("CVSM_TIMEOUT", "0"),
-        ("CVSM_TIMEOUT", "-1"),
-        ("CVSM_TIMEOUT", "ten"),
-        ("CVSM_TIMEOUT", "inf"),
-        ("CVSM_TIMEOUT", "nan"),
-        ("CVSM_MAX_RETRIES", "-1"),
-        ("CVSM_MAX_RETRIES", "1.5"),
-        ("CVSM_MAX_RETRIES", "two"),
-    ],
-)
-def test_invalid_timeout_or_max_retries_variable_is_a_configuration_error_naming_it(
-    sdk: Sdk, monkeypatch: pytest.MonkeyPatch, variable: str, raw: str
-) -> None:
-    monkeypatch.setenv(variable, raw)
-    with pytest.raises(cvsm.ConfigurationError, match=variable):
-        sdk.client()
-
-
 # R6: tokens from files.
 
 

@@ -1,21 +1,10 @@
-"""Errors per status, retries on 502/503/504 and network errors, never on 4xx, and 429."""
+"""The error types and the backoff; an error answer without a JSON body is the conformance case
+error_answer_without_json_body."""
 
 from __future__ import annotations
 
-
-import httpx
-import pytest
-
 import cvsm
 from cvsm import _protocol
-
-from .conftest import FakeApi, Sdk
-
-
-async def test_error_without_json_body_uses_the_reason_phrase(sdk: Sdk, api: FakeApi) -> None:
-    api.fail("by_name", httpx.Response(500, content=b"oops"))
-    with pytest.raises(cvsm.ApiError, match=r"^HTTP 500: Internal Server Error$"):
-        await sdk.call(sdk.client().get("A"))
 
 
 def test_backoff_is_full_jitter_doubling_from_100ms() -> None:

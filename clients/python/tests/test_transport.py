@@ -141,29 +141,11 @@ def test_a_keep_alive_connection_is_cut_at_the_deadline_too(then: Respond) -> No
     assert len(server.heads) == 2
 
 
-# R7: proxies from the environment, read when the client is created.
+# R7's proxy variables are the conformance cases proxy_from_environment and proxy_variable_forms.
 
 
-@pytest.fixture
-def direct_and_proxy() -> Iterator[tuple[RawServer, RawServer]]:
-    with RawServer(answer_with(200, {"A": "direct"})) as direct, RawServer(
-        answer_with(200, {"A": "proxied"})
-    ) as proxy:
-        yield direct, proxy
-
-
-@pytest.mark.parametrize("variable", ["http_proxy", "HTTP_PROXY"])
-async def test_no_proxy_hosts_are_reached_directly(
-    sdk: Sdk, monkeypatch: pytest.MonkeyPatch, direct_and_proxy: tuple[RawServer, RawServer], variable: str
-) -> None:
-    direct, proxy = direct_and_proxy
-    monkeypatch.setenv(variable, proxy.url(""))
-    monkeypatch.setenv("NO_PROXY", "127.0.0.1")
-    assert await sdk.call(sdk.client(base_url=direct.url()).get_all()) == {"A": "direct"}
-    assert proxy.heads == []
-
-
-# R7: a private CA, trusted through ca_file or CVSM_CA_FILE instead of the system store.
+# R7: a private CA (trusted through ca_file or CVSM_CA_FILE, and only then: the conformance case
+# private_ca_trusted_through_ca_file), with httpx's own verify.
 
 
 @pytest.fixture(scope="module")
@@ -195,19 +177,6 @@ async def test_an_answer_dripped_over_tls_times_out_at_the_deadline(
     with pytest.raises(cvsm.NetworkError, match="timed out"):
         await sdk.call(client.get_all())
     assert TIMEOUT <= time.monotonic() - started < TIMEOUT + SLACK
-
-
-async def test_without_ca_file_the_private_ca_is_not_trusted(sdk: Sdk, tls_server: RawServer) -> None:
-    with pytest.raises(cvsm.NetworkError) as caught:
-        await sdk.call(sdk.client(base_url=tls_server.url(), max_retries=0).get_all())
-    assert caught.value.status is None
-
-
-async def test_ca_file_replaces_the_system_store(sdk: Sdk, tls_server: RawServer, tmp_path: Path) -> None:
-    other = tmp_path / "other-ca.pem"
-    trustme.CA().cert_pem.write_to_path(str(other))
-    with pytest.raises(cvsm.NetworkError):
-        await sdk.call(sdk.client(base_url=tls_server.url(), ca_file=str(other), max_retries=0).get_all())
 
 
 async def test_verify_is_passed_to_httpx(sdk: Sdk, tls_server: RawServer, ca: trustme.CA) -> None:

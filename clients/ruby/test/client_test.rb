@@ -2,26 +2,8 @@
 
 require_relative "test_helper"
 
-# What the client sends and how it reads answers: paths, headers, the team in the path, lookups.
+# The client shared between threads (the wire rules are the conformance cases').
 class ClientTest < CvsmTest
-
-  def test_team_and_name_are_percent_encoded_in_the_path
-    _api, server = start_api
-    client = Cvsm::Client.new(token: TOKEN, base_url: server.base_url, team: "ac/me ü", max_retries: 0)
-    assert_raises(Cvsm::ConfigurationError) { client.get("A_1") }
-    assert_equal "/api/v1/teams/ac%2Fme%20%C3%BC/secrets/by-name/A_1", server.log.first.target.split("?").first
-  end
-
-  def test_a_listing_that_holds_the_exact_name_suggests_nothing
-    api, server = start_api
-    api.add_secret("KEPT", "v")
-    api.add_secret("kept_other", "w")
-    api.script(%r{/by-name/}, json(404, "error" => "secret tidak ditemukan"))
-    error = assert_raises(Cvsm::SecretNotFoundError) { client_for(server).get("KEPT") }
-    assert_equal 'secret "KEPT" not found in production', error.message
-    assert_nil error.suggestion
-  end
-
   def test_concurrent_gets_from_many_threads_return_the_right_values
     api, server = start_api
     10.times { |i| api.add_secret("S#{i}", "v#{i}") }

@@ -48,18 +48,6 @@ class ConfigurationTest < CvsmTest
     assert_includes assert_raises(Cvsm::ConfigurationError) { Cvsm::Client.new }.message, "CVSM_TOKEN is blank"
   end
 
-  def test_invalid_cvsm_timeout_or_max_retries_is_a_configuration_error
-    set_required_env
-    { "CVSM_TIMEOUT" => %w[0 -1 abc 1s .], "CVSM_MAX_RETRIES" => %w[-1 1.5 two] }.each do |variable, values|
-      values.each do |bad|
-        ENV[variable] = bad
-        error = assert_raises(Cvsm::ConfigurationError, "#{variable}=#{bad}") { Cvsm::Client.new }
-        assert_includes error.message, variable
-      end
-      ENV.delete(variable)
-    end
-  end
-
   def test_ca_file_from_option_or_cvsm_ca_file
     set_required_env
     assert_equal TestPki.ca_file, Cvsm::Client.new(ca_file: TestPki.ca_file).ca_file

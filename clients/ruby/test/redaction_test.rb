@@ -31,19 +31,6 @@ class RedactionTest < CvsmTest
     assert_includes client.inspect, "https://vault.example.com/api/v1"
   end
 
-  def test_network_and_not_found_errors_carry_no_token_or_value
-    api, server = start_api
-    api.add_secret("a", VALUE)
-    not_found = assert_raises(Cvsm::SecretNotFoundError) { client_for(server).get("A") }
-    network = assert_raises(Cvsm::NetworkError) do
-      Cvsm::Client.new(token: TOKEN, base_url: "http://127.0.0.1:#{closed_port}/api/v1", team: "acme").get("A")
-    end
-    [not_found, network].each do |error|
-      refute_includes error.message, TOKEN
-      refute_includes error.message, VALUE
-    end
-  end
-
   def test_configuration_and_transport_inspect_hide_the_token
     config = Cvsm::Configuration.new(token: TOKEN, base_url: "http://h/api/v1", team: "acme")
     refute_includes config.inspect, TOKEN
@@ -126,13 +113,5 @@ class RedactionTest < CvsmTest
       File.read(File.join(lib, file)).match?(/def (encode_with|as_json|to_json|marshal_dump)\b/)
     end
     assert_empty copies, "serialising rules written outside lib/cvsm/redaction.rb"
-  end
-
-  def test_a_token_rejected_at_construction_is_not_in_the_message
-    error = assert_raises(Cvsm::ConfigurationError) do
-      Cvsm::Client.new(token: "#{TOKEN} trailing-part", base_url: "http://h/api/v1", team: "acme")
-    end
-    refute_includes error.message, TOKEN
-    refute_includes error.message, "trailing-part"
   end
 end

@@ -12,24 +12,9 @@ class TransportTest < CvsmTest
     server
   end
 
-  def test_without_the_ca_the_server_is_not_trusted
-    server = tls_api
-    error = assert_raises(Cvsm::NetworkError) { client_for(server, max_retries: 0).get("A") }
-    assert_includes error.message, "certificate verify failed"
-    assert_nil error.status
-  end
-
-  def test_ca_file_replaces_the_system_store
-    server = tls_api
-    Dir.mktmpdir do |dir|
-      other = File.join(dir, "other.pem")
-      key = OpenSSL::PKey::EC.generate("prime256v1")
-      File.write(other, TestPki.certificate("CN=other CA", key, nil) do |cert, ext|
-        cert.add_extension(ext.create_extension("basicConstraints", "CA:TRUE", true))
-      end.to_pem)
-      assert_raises(Cvsm::NetworkError) { client_for(server, ca_file: other, max_retries: 0).get("A") }
-    end
-  end
+  # Trust through ca_file or CVSM_CA_FILE, and only then, is the conformance case
+  # private_ca_trusted_through_ca_file; proxy variables are proxy_from_environment and
+  # proxy_variable_forms.
 
   def test_upper_case_http_proxy_and_a_proxy_without_scheme
     api, proxy = start_api

@@ -42,63 +42,8 @@ fn always(make: impl Fn() -> Reply + Send + Sync + 'static) -> Stub {
     Stub::start(move |_| make())
 }
 
-#[test]
-fn a_listing_entry_with_the_very_name_is_no_suggestion() {
-    // The by-name read says 404 (a secret deleted in between, say) while
-    // the listing still shows the name: not found, and nothing to suggest.
-    let stub = Stub::secrets(&[("GONE", "x"), ("gone", "y")], |req| {
-        req.path()
-            .contains("/by-name/")
-            .then(|| error(404, "Secret tidak ditemukan"))
-    });
-    let err = client(&stub).get("GONE").unwrap_err();
-    assert!(
-        matches!(
-            err,
-            Error::NotFound {
-                status: Some(404),
-                ..
-            }
-        ),
-        "{err:?}"
-    );
-    assert_eq!(err.suggestion(), Some("gone"));
-    let err = client(&stub).get("OTHER").unwrap_err();
-    assert_eq!(err.suggestion(), None);
-}
-
-#[test]
-fn the_team_goes_into_the_path_as_it_is_percent_encoded() {
-    let stub = Stub::secrets(&[("A", "1"), ("B", "2")], no_errors);
-    let client = Client::new(ClientOptions {
-        team: Some(TEAM_SLUG.into()),
-        ..options(&stub.base_url)
-    })
-    .unwrap();
-    assert_eq!(client.team(), TEAM_SLUG);
-    assert_eq!(client.get("A").unwrap(), "1");
-    client.get_all().unwrap();
-    assert_eq!(
-        stub.targets(),
-        vec![
-            "/api/v1/teams/acme/secrets/by-name/A?environment=production".to_string(),
-            "/api/v1/teams/acme/secrets/export?format=json&environment=production".to_string(),
-        ],
-        "no GET /teams: the server takes a slug"
-    );
-
-    let stub = Stub::secrets(&[("A", "1")], no_errors);
-    let client = Client::new(ClientOptions {
-        team: Some("a b/c?d".into()),
-        ..options(&stub.base_url)
-    })
-    .unwrap();
-    assert!(client.get_all().is_err());
-    assert_eq!(
-        stub.targets(),
-        vec!["/api/v1/teams/a%20b%2Fc%3Fd/secrets/export?format=json&environment=production"]
-    );
-}
+// The team in the path as given, percent-encoded, with no GET /teams for a slug, is the
+// conformance cases team_is_percent_encoded_in_the_path and team_by_slug.
 
 #[test]
 fn a_read_in_flight_across_clear_cache_is_not_cached() {
@@ -135,22 +80,6 @@ fn a_read_in_flight_across_clear_cache_is_not_cached() {
             "get_all: {get_all}: what was fetched before clear_cache is not cached"
         );
     }
-}
-
-#[test]
-fn error_without_a_json_body_still_carries_the_status() {
-    let stub = always(|| Reply::Json(418, "<html>teapot</html>".into()));
-    let err = client(&stub).get_all().unwrap_err();
-    assert!(matches!(err, Error::Api { status: 418, .. }), "{err:?}");
-    assert_eq!(err.to_string(), "HTTP 418: I'm a teapot");
-}
-
-#[test]
-fn long_server_messages_are_cut() {
-    let long = "x".repeat(1000);
-    let stub = always(move || error(500, &long));
-    let message = client(&stub).get_all().unwrap_err().to_string();
-    assert_eq!(message, format!("HTTP 500: {}...", "x".repeat(300)));
 }
 
 #[test]

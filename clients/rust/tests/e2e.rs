@@ -73,27 +73,8 @@ fn decryption_error(result: cvsm::Result<impl std::fmt::Debug>) -> Error {
     }
 }
 
-#[test]
-fn every_environment_opens_its_own_values_with_the_same_key() {
-    let team = Team::from_vectors();
-    let stub = serve(&team, no_errors);
-    for (environment, name) in [
-        ("production", DATABASE_URL),
-        ("staging", "API_KEY"),
-        ("development", "QUOTED"),
-    ] {
-        let client = Client::new(ClientOptions {
-            environment: Some(environment.into()),
-            ..options(&team, &stub)
-        })
-        .unwrap();
-        assert_eq!(
-            client.get(name).unwrap(),
-            Team::vector_value(environment, name)
-        );
-        assert_eq!(client.get_all().unwrap().len(), 1, "{environment}");
-    }
-}
+// Each environment's values opening for the name and environment read is the conformance
+// cases e2e_get_opens_value and e2e_get_all_opens_values.
 
 #[test]
 fn the_team_key_is_held_with_a_zero_ttl_too() {

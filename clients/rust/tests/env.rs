@@ -5,7 +5,7 @@ mod support;
 
 use std::sync::{Mutex, MutexGuard};
 
-use cvsm::{Client, ClientOptions, Error};
+use cvsm::{Client, Error};
 use support::{fixture, TOKEN};
 
 static ENV: Mutex<()> = Mutex::new(());
@@ -48,40 +48,6 @@ fn configuration_error(result: cvsm::Result<Client>) -> String {
     match result {
         Err(err @ Error::Configuration { .. }) => err.to_string(),
         other => panic!("expected a configuration error, got {other:?}"),
-    }
-}
-
-#[test]
-fn live_variable_takes_the_spellings_of_on_and_off_and_the_option_turns_it_on() {
-    let _env = clean_env();
-    set_required();
-    assert!(!Client::from_env().unwrap().live(), "off by default");
-    for (raw, live) in [
-        ("1", true),
-        ("TRUE", true),
-        ("yes", true),
-        ("On", true),
-        ("0", false),
-        ("off", false),
-        ("No", false),
-    ] {
-        std::env::set_var("CVSM_LIVE", raw);
-        assert_eq!(Client::from_env().unwrap().live(), live, "{raw}");
-    }
-    std::env::set_var("CVSM_LIVE", "0");
-    let explicit = Client::new(ClientOptions {
-        live: true,
-        ..Default::default()
-    })
-    .unwrap();
-    assert!(
-        explicit.live(),
-        "the option turns it on whatever CVSM_LIVE says"
-    );
-    for bad in ["2", "enabled", "y"] {
-        std::env::set_var("CVSM_LIVE", bad);
-        let message = configuration_error(Client::from_env());
-        assert!(message.contains("CVSM_LIVE"), "{bad}: {message}");
     }
 }
 

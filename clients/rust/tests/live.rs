@@ -1,5 +1,5 @@
 //! Live caches (rule R16) beyond what the conformance cases see: one stream
-//! per client, `Last-Event-ID` on reconnection, a refused stream, and the
+//! per client, `Last-Event-ID` on reconnection, and the
 //! stream's end when the client is closed or dropped.
 
 mod support;
@@ -171,40 +171,8 @@ fn one_stream_serves_every_name_and_a_reconnection_sends_the_last_event_id() {
     open.store(false, Ordering::SeqCst);
 }
 
-#[test]
-fn a_refused_stream_empties_the_cache_and_is_not_retried_for_minutes() {
-    // The refusal is answered once the first read's value has been served (and, 200 ms later,
-    // stored): a refusal that lands before the store leaves that read's value, as a read that
-    // succeeded before a revocation does without `live`, and nothing would empty it afterwards.
-    let served = Arc::new(AtomicBool::new(false));
-    let read = Arc::clone(&served);
-    let double = Double::new(move |request| match request.is_stream() {
-        true => {
-            let deadline = Instant::now() + Duration::from_secs(5);
-            while !read.load(Ordering::SeqCst) && Instant::now() < deadline {
-                std::thread::sleep(Duration::from_millis(10));
-            }
-            std::thread::sleep(Duration::from_millis(200));
-            HttpResponse::new(401, vec![], &b"{\"error\": \"token revoked\"}"[..])
-        }
-        false => {
-            read.store(true, Ordering::SeqCst);
-            by_name(request, "value")
-        }
-    });
-    let client = double.client();
-    client.get("A").unwrap();
-    until("the stream's attempt", || double.streams().len() == 1);
-    // The refusal lands just after the attempt: wait for the cache to go.
-    until("the cache emptied", || {
-        let reads = double.reads();
-        client.get("A").unwrap();
-        double.reads() > reads
-    });
-    std::thread::sleep(Duration::from_millis(800));
-    assert_eq!(double.streams().len(), 1, "no retry before 300 s");
-    assert!(!client.live_connected());
-}
+// A refused stream emptying the cache, and not tried again for minutes, is the conformance
+// case live_stream_refused_empties_the_cache.
 
 /// A plain TCP server: a read by name answers `{"value": "v"}`, the change
 /// stream sends its snapshot, then a comment every 50 ms until the client

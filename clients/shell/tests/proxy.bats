@@ -18,14 +18,6 @@ proxied_requests() {
   stub_requests | jq '[.[] | select(.proxied and .host == "cvsm.invalid")] | length'
 }
 
-@test "http_proxy carries every request, token included" {
-  http_proxy=$(stub_url) run cvsm_get API_KEY
-  [ "$status" -eq 0 ]
-  [ "$output" = k-prod ]
-  [ "$(proxied_requests)" -eq 1 ]
-  [ "$(stub_requests | jq -r '.[0].headers.authorization')" = "Bearer $TOKEN" ]
-}
-
 @test "HTTP_PROXY is honoured too, as the other cvsm SDKs do, except under CGI (REQUEST_METHOD set)" {
   HTTP_PROXY=$(stub_url) run cvsm_get_all --json
   [ "$status" -eq 0 ]
@@ -40,17 +32,11 @@ proxied_requests() {
   [ "$output" = k-prod ]
 }
 
-@test "no_proxy and NO_PROXY send matching hosts direct, whichever proxy variable is set" {
-  local np proxy
-  for np in no_proxy NO_PROXY; do
-    for proxy in http_proxy HTTP_PROXY; do
-      env "$np=cvsm.invalid" "$proxy=$(stub_url)" CVSM_MAX_RETRIES=0 bash -c 'source "$1"; cvsm_get API_KEY' _ "$SDK" 2>/dev/null && return 1
-      env "$np=.invalid" "$proxy=$(stub_url)" CVSM_MAX_RETRIES=0 bash -c 'source "$1"; cvsm_get API_KEY' _ "$SDK" 2>/dev/null && return 1
-    done
-  done
+# http_proxy carrying the requests, no_proxy naming the host or a list, NO_PROXY alone, and a
+# no_proxy of other hosts are the conformance cases proxy_from_environment and proxy_variable_forms.
+@test "a no_proxy domain suffix sends matching hosts direct" {
+  env "no_proxy=.invalid" "http_proxy=$(stub_url)" CVSM_MAX_RETRIES=0 bash -c 'source "$1"; cvsm_get API_KEY' _ "$SDK" 2>/dev/null && return 1
   [ "$(proxied_requests)" -eq 0 ]
-  env "no_proxy=example.com" "http_proxy=$(stub_url)" bash -c 'source "$1"; cvsm_get API_KEY' _ "$SDK"
-  [ "$(proxied_requests)" -eq 1 ]
 }
 
 @test "an unreachable proxy is a network error" {

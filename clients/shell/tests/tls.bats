@@ -31,23 +31,10 @@ setup() {
   export CVSM_CACHE_TTL=0 CVSM_TEAM=$TEAM_ID
 }
 
-@test "CVSM_CA_FILE makes the private CA trusted" {
-  CVSM_CA_FILE="$BATS_FILE_TMPDIR/ca.pem" run cvsm_get API_KEY
-  [ "$status" -eq 0 ]
-  [ "$output" = k-prod ]
-}
-
 @test "the --ca-file option does the same and wins over CVSM_CA_FILE" {
   CVSM_CA_FILE="$BATS_FILE_TMPDIR/other.pem" run cvsm_get_all --json --ca-file "$BATS_FILE_TMPDIR/ca.pem"
   [ "$status" -eq 0 ]
   [ "$(jq -r .API_KEY <<<"$output")" = k-prod ]
-}
-
-@test "without a CA file the private CA is not trusted: a network error (TLS), not retried into success" {
-  CVSM_MAX_RETRIES=0 run --separate-stderr cvsm_get API_KEY
-  [ "$status" -eq 8 ]
-  [[ $stderr == "cvsm: network error: TLS error (curl exit "*")" ]]
-  [ "$(count_requests)" -eq 0 ]
 }
 
 @test "a CA file replaces every other store: a store that trusts the server is not used beside it" {
