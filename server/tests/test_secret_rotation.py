@@ -543,14 +543,14 @@ async def assert_only_current_is_served(api: Api, owner: dict, team: str, secret
     assert viewed["value"] == current
 
 
-# --- the README's example ------------------------------------------------------------------------
+# --- the docs' example (docs/server.md, "Rotation") ---------------------------------------------
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+SERVER_DOC = Path(__file__).resolve().parents[2] / "docs" / "server.md"
 
 
 def readme_example() -> str:
-    section = README.read_text(encoding="utf-8").split("### Rotation\n", 1)[1]
-    section = section.split("\n### ", 1)[0]
+    section = SERVER_DOC.read_text(encoding="utf-8").split("## Rotation\n", 1)[1]
+    section = section.split("\n## ", 1)[0]
     return section.split("```bash\n", 1)[1].split("```", 1)[0]
 
 

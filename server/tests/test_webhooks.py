@@ -29,7 +29,7 @@ from cvsm_server.webhooks import service as webhooks
 from cvsm_server.crypto.sealing import Keyring
 from conftest import MASTER_KEY, Api, query, server_url
 
-DOCS = Path(__file__).resolve().parents[2] / "README.md"  # its "Webhooks" section
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "server.md"  # its "Webhooks" section
 ALL_EVENTS = list(webhooks.EVENTS)
 
 
@@ -565,8 +565,8 @@ async def test_a_rolled_back_action_sends_nothing(hook_api: Api, database_url: s
 
 def _doc_block(language: str) -> str:
     text = DOCS.read_text(encoding="utf-8")
-    section = text[text.index("### Webhooks\n"):]
-    section = section[:section.index("\n### ", 1)]
+    section = text[text.index("## Webhooks\n"):]
+    section = section[:section.index("\n## ", 1)]
     match = re.search(rf"```{language}\n(.*?)```", section, re.S)
     assert match, f"no {language} block in {DOCS.name}"
     return match.group(1)
