@@ -84,6 +84,9 @@ def test_the_catalogs_keep_every_placeholder_and_indonesian_is_itself():
         for string in strings:
             assert set(re.findall(r"%\(\w+\)s", ids[0])) == set(
                 re.findall(r"%\(\w+\)s", string)), message.id
+            # a message built with values (`i18n.Text`): the same `{name}` placeholders
+            assert set(re.findall(r"\{\w+\}", ids[0])) == set(
+                re.findall(r"\{\w+\}", string)), message.id
             assert "%" not in re.sub(r"%\(\w+\)s|%%", "", string), message.id
     for message in i18n_tool.read("id"):
         if message.id:
@@ -390,3 +393,51 @@ async def test_a_refusal_on_the_device_page_is_english(client: TestClient):
     html = await page.text()
     assert page.status == 404 and "The code is unknown, already used or expired" in html, html
     assert indonesian_left(html) == [], indonesian_left(html)
+
+
+def test_a_text_with_values_is_indonesian_as_a_str_and_translates_its_template():
+    i18n.load_catalogs()  # as the server does at start-up
+    text = i18n.Text("Satu tim paling banyak memiliki {n} webhook", n=5)
+    assert text == "Satu tim paling banyak memiliki 5 webhook" and isinstance(text, str)
+    assert i18n.Text(text) is text  # wrapping one again keeps its template and values
+    joined = i18n.Text("{message}. {lift}",
+                       message=i18n.Text("Kuota secret tim untuk paket ini sudah penuh"), lift=i18n.Text("Deskripsi maksimal {n} karakter", n=7))
+    import json
+    assert json.dumps({"error": joined}) == json.dumps(
+        {"error": "Kuota secret tim untuk paket ini sudah penuh. Deskripsi maksimal 7 karakter"})
+    with i18n.use_language("en"):
+        assert i18n.translate(text) == "A team has at most 5 webhooks"
+        assert i18n.translate(joined) == ("The team's secret quota for this plan is full. "
+                                          "The description is at most 7 characters")
+    with i18n.use_language("id"):
+        assert i18n.translate(text) == text
+
+
+async def test_a_refusal_with_values_on_an_english_page_is_english_and_the_api_stays_indonesian(
+        start_client: Callable[..., Any], make_settings: Callable[..., Settings]):
+    from cvsm_server.secrets import queries as secret_queries
+    from cvsm_server.teams import service as teams
+    client = await start_client(make_settings(app_url="", default_plan="starter"))
+    api = Api(client)
+    owner = await api.register("english_quota")
+    team_id = await api.team(owner, "quota-team")
+    await api.secret(owner, team_id, "FIRST", "first-value-1", "production")
+    sign_in_as(client, owner)
+    english = {"Accept-Language": "en"}
+    csrf = csrf_of(await (await client.get("/app/teams/quota-team/secrets", headers=english)).text())
+    page = await client.post("/app/teams/quota-team/secrets", headers=english, data={
+        "csrf": csrf, "name": "SECOND", "value": "second-value-2", "environment": "staging",
+        "type": "other", "description": ""})
+    html = await page.text()
+    assert page.status == 403 and '<html lang="en">' in html, html
+    assert ("This team&#39;s plan allows only 1 active environment(s) (holding secrets); active now: "
+            "production.") in html, html
+    assert "This limit is raised by this server&#39;s admin" in html
+    assert "cvsm-server team set-plan quota-team professional" in html
+    assert "hanya mengizinkan" not in html and "Batas ini" not in html
+    resp = await client.post(f"/api/v1/teams/{team_id}/secrets",
+                             headers={**english, **api.auth(owner["token"])}, json={"name": "SECOND", "value": "second-value-2", "environment": "staging"})
+    assert resp.status == 403
+    assert await resp.json() == {"error": teams.quota_message(
+        secret_queries.ENVIRONMENT_QUOTA.format(limit=1, active="production"), "quota-team", "starter")}
+    assert (await resp.json())["error"].startswith("Paket tim ini hanya mengizinkan 1 environment aktif")

@@ -39,6 +39,7 @@ from ..core.actor import Actor, Scope
 from ..core.clientip import address_allowed, validate_allowlist
 from ..crypto.sealing import Keyring
 from ..core.errors import BadRequest, Conflict, Forbidden, NotFound, TooManyRequests, Unauthorized
+from ..core.i18n import Text
 from ..core.inputs import check_line, timestamp
 from ..secrets.inputs import ENVIRONMENTS, check_environment
 from .sessions import require_jwt
@@ -303,7 +304,8 @@ async def create_token(conn: db.Connection, actor: Actor, keyring: Keyring, *, n
     try:
         allowed = validate_allowlist(allowed_ips or [])
     except ValueError as exc:
-        raise BadRequest(f"Alamat IP atau CIDR tidak valid: {str(exc)[:64]}") from None
+        raise BadRequest(Text("Alamat IP atau CIDR tidak valid: {reason}",
+                              reason=str(exc)[:64])) from None
     token = generate()
     team_id = None
     if team is not None:

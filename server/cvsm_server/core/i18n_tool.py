@@ -3,7 +3,8 @@
     python -m cvsm_server.core.i18n_tool update   # `make i18n`: extract, then merge into each .po
     python -m cvsm_server.core.i18n_tool check    # exit 1 when a text lacks a translation
 
-Texts are found in the package's Python sources (`_()`, `gettext`, `ngettext`, `pgettext`, `N_()`)
+Texts are found in the package's Python sources (`_()`, `gettext`, `ngettext`, `pgettext`, `N_()`,
+`Text()`: a message built with values, its template with `{name}` placeholders)
 and in its templates (pages `templates/*.html`, mails `templates/mail/*`: jinja2's i18n extension,
 `{{ _("...") }}` and `{% trans %}`). The msgids are the Indonesian texts; `id` translates each to
 itself, `en` to English. Nothing compiled is written: the server compiles the .po files in memory
@@ -24,7 +25,7 @@ from . import i18n
 
 PACKAGE = Path(__file__).resolve().parent.parent
 KEYWORDS = {"_": None, "gettext": None, "ngettext": (1, 2), "pgettext": ((1, "c"), 2),
-            "npgettext": ((1, "c"), 2, 3), "N_": None}
+            "npgettext": ((1, "c"), 2, 3), "N_": None, "Text": None}
 METHODS = [
     ("**/tests/**", "ignore"),
     ("**.py", "python"),

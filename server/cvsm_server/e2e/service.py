@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from ..accounts.sessions import require_jwt
 from ..core.actor import Actor
 from ..core.errors import BadRequest, Conflict, Forbidden, NotFound
+from ..core.i18n import Text
 from ..core.inputs import parse_uuid
 from ..core.timeutil import iso
 from ..audit import log as audit
@@ -324,7 +325,7 @@ async def grant(conn: db.Connection, actor: Actor, team_id: uuid.UUID, user_id: 
 
 def _entries(items: object, name: str) -> list[dict]:
     if not isinstance(items, list) or not all(isinstance(i, dict) for i in items):
-        raise BadRequest(f"Kolom '{name}' harus daftar objek")
+        raise BadRequest(Text("Kolom '{name}' harus daftar objek", name=name))
     return items  # type: ignore[return-value]
 
 
@@ -332,7 +333,8 @@ def _uuid_of(item: dict, name: str, field_name: str) -> uuid.UUID:
     value = item.get(field_name)
     parsed = parse_uuid(value) if isinstance(value, str) else None
     if parsed is None:
-        raise BadRequest(f"Setiap entri '{name}' memerlukan '{field_name}' berupa UUID")
+        raise BadRequest(Text("Setiap entri '{name}' memerlukan '{field_name}' berupa UUID",
+                              name=name, field_name=field_name))
     return parsed
 
 
