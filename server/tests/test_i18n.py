@@ -441,3 +441,18 @@ async def test_a_refusal_with_values_on_an_english_page_is_english_and_the_api_s
     assert await resp.json() == {"error": teams.quota_message(
         secret_queries.ENVIRONMENT_QUOTA.format(limit=1, active="production"), "quota-team", "starter")}
     assert (await resp.json())["error"].startswith("Paket tim ini hanya mengizinkan 1 environment aktif")
+
+
+async def test_the_share_page_is_in_the_recipients_language(client: TestClient):
+    token = "shr_" + "a" * 32  # the page is the same for every link: it never looks the token up
+    english = await client.get(f"/share/{token}", headers={"Accept-Language": "en"})
+    html = await english.text()
+    assert english.status == 200 and '<html lang="en">' in html, html
+    assert ">Show secret</button>" in html and "A secret shared with you" in html
+    assert indonesian_left(html) == [], indonesian_left(html)
+    assert english.headers["Cache-Control"] == "no-store"
+    assert "script-src 'self'" in english.headers["Content-Security-Policy"]
+    assert "Set-Cookie" not in english.headers
+    indonesian = await (await client.get(f"/share/{token}")).text()
+    assert '<html lang="id">' in indonesian and ">Tampilkan secret</button>" in indonesian
+    assert token not in html + indonesian
