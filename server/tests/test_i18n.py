@@ -456,3 +456,26 @@ async def test_the_share_page_is_in_the_recipients_language(client: TestClient):
     indonesian = await (await client.get(f"/share/{token}")).text()
     assert '<html lang="id">' in indonesian and ">Tampilkan secret</button>" in indonesian
     assert token not in html + indonesian
+
+
+async def test_an_import_s_refused_lines_are_english_on_an_english_page(client: TestClient):
+    api = Api(client)
+    owner = await api.register("english_import")
+    team_id = await api.team(owner, "import-team")
+    sign_in_as(client, owner)
+    english = {"Accept-Language": "en"}
+    csrf = csrf_of(await (await client.get("/app/teams/import-team/secrets",
+                                           headers=english)).text())
+    page = await client.post("/app/teams/import-team/import", headers=english, data={
+        "csrf": csrf, "environment": "development", "content": "not a pair\nA=1\nA=2\n"})
+    html = await page.text()
+    assert page.status == 200 and '<html lang="en">' in html, html
+    assert "Line 1 is not in the KEY=VALUE format" in html, html
+    assert "Duplicate name in the file (first on line 2)" in html
+    assert "Baris" not in html and "Nama ganda" not in html
+    resp = await client.post(f"/api/v1/teams/{team_id}/secrets/bulk/import-dotenv", headers={
+        **english, **api.auth(owner["token"])}, json={
+        "environment": "staging", "content": "not a pair\nA=1\nA=2\n"})
+    errors = [r["error"] for r in (await resp.json())["results"] if not r["ok"]]
+    assert errors == ["Baris 1 bukan format KEY=VALUE",
+                      "Nama ganda di dalam file (pertama kali di baris 2)"], errors
