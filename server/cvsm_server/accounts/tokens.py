@@ -323,8 +323,8 @@ async def create_token(conn: db.Connection, actor: Actor, keyring: Keyring, *, n
             if not await e2e.caller_holds(cur, actor, team_id, key_version):
                 raise Forbidden(e2e_syntax.NO_WRAP)
             if wrapped_version is not None and wrapped_version != key_version:
-                raise Conflict(e2e_syntax.STALE_WRAP_VERSION.format(got=wrapped_version,
-                                                             want=key_version))
+                raise Conflict(Text(e2e_syntax.STALE_WRAP_VERSION, got=wrapped_version,
+                                    want=key_version))
         row = await db.fetchone(
             cur,
             f"""INSERT INTO api_tokens (user_id, name, token_prefix, token_hash, expires_at,
