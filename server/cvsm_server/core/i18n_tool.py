@@ -39,7 +39,8 @@ OPTIONS = {"templates/**.html": {"extensions": "jinja2.ext.i18n"},
 # The refusals' messages (`raise BadRequest("...")`, a module's `MESSAGE = "..."`, an error
 # class's `default_message`): Indonesian in the API's JSON (the contract), translated where a page
 # shows them (`web.pages.rendering.translated`). Not those of the modules below (operators' English,
-# or formats no page shows), nor one filled in later (`{...}`: it never matches as written).
+# or formats no page shows), nor one filled in later (`{...}`: it never matches as written; such a
+# message is a `core.i18n.Text`, its template found as a `Text(...)` or `N_(...)` call).
 REFUSAL_SKIP = ("core/config.py", "crypto/", "e2e/syntax.py", "web/metrics.py", "web/lowlevel.py",
                 "web/headers.py", "web/jsonbody.py", "core/i18n_tool.py")
 
