@@ -479,3 +479,31 @@ async def test_an_import_s_refused_lines_are_english_on_an_english_page(client: 
     errors = [r["error"] for r in (await resp.json())["results"] if not r["ok"]]
     assert errors == ["Baris 1 bukan format KEY=VALUE",
                       "Nama ganda di dalam file (pertama kali di baris 2)"], errors
+
+
+def _script_texts(name: str, language: str) -> dict[str, str]:
+    """A script's `TEXTS.<language>` (static/<name>): each key's string, its parts joined."""
+    source = (i18n.LOCALE_DIR.parent / "static" / name).read_text(encoding="utf-8")
+    block = re.search(rf"\n    {language}: \{{\n(.*?)\n    \}},", source, re.S)
+    assert block is not None, name
+    return {key: "".join(re.findall(r'"((?:[^"\\]|\\.)*)"', value))
+            for key, value in re.findall(r"^\s+(\w+): ((?:\"(?:[^\"\\]|\\.)*\"\s*\+?\s*)+),?$",
+                                         block.group(1), re.M)}
+
+
+def test_the_scripts_have_their_texts_in_both_languages_and_the_dotenv_ones_match_the_server():
+    for name in ("share.js", "e2e-pages.js", "e2e-dotenv.js"):
+        indonesian, english = _script_texts(name, "id"), _script_texts(name, "en")
+        assert indonesian and set(indonesian) == set(english), name
+        assert all(english[key] != indonesian[key] for key in english if key != "locale"), name
+    from cvsm_server.secrets import dotenv, inputs
+    i18n.load_catalogs()
+    script = _script_texts("e2e-dotenv.js", "en")
+    with i18n.use_language("en"):
+        assert script == {"notKeyValue": i18n.gettext(dotenv.NOT_KEY_VALUE),
+                          "unterminated": i18n.gettext(dotenv.UNTERMINATED),
+                          "trailingText": i18n.gettext(dotenv.TRAILING_TEXT),
+                          "trailingTextSpan": i18n.gettext(dotenv.TRAILING_TEXT_SPAN),
+                          "duplicate": i18n.gettext(dotenv.DUPLICATE),
+                          "invalidName": i18n.gettext(inputs.INVALID_NAME)}
+    assert _script_texts("e2e-dotenv.js", "id")["duplicate"] == dotenv.DUPLICATE
