@@ -84,6 +84,9 @@ def test_the_catalogs_keep_every_placeholder_and_indonesian_is_itself():
         for string in strings:
             assert set(re.findall(r"%\(\w+\)s", ids[0])) == set(
                 re.findall(r"%\(\w+\)s", string)), message.id
+            # a message built with values (`i18n.Text`): the same `{name}` placeholders
+            assert set(re.findall(r"\{\w+\}", ids[0])) == set(
+                re.findall(r"\{\w+\}", string)), message.id
             assert "%" not in re.sub(r"%\(\w+\)s|%%", "", string), message.id
     for message in i18n_tool.read("id"):
         if message.id:
@@ -390,3 +393,117 @@ async def test_a_refusal_on_the_device_page_is_english(client: TestClient):
     html = await page.text()
     assert page.status == 404 and "The code is unknown, already used or expired" in html, html
     assert indonesian_left(html) == [], indonesian_left(html)
+
+
+def test_a_text_with_values_is_indonesian_as_a_str_and_translates_its_template():
+    i18n.load_catalogs()  # as the server does at start-up
+    text = i18n.Text("Satu tim paling banyak memiliki {n} webhook", n=5)
+    assert text == "Satu tim paling banyak memiliki 5 webhook" and isinstance(text, str)
+    assert i18n.Text(text) is text  # wrapping one again keeps its template and values
+    joined = i18n.Text("{message}. {lift}",
+                       message=i18n.Text("Kuota secret tim untuk paket ini sudah penuh"), lift=i18n.Text("Deskripsi maksimal {n} karakter", n=7))
+    import json
+    assert json.dumps({"error": joined}) == json.dumps(
+        {"error": "Kuota secret tim untuk paket ini sudah penuh. Deskripsi maksimal 7 karakter"})
+    with i18n.use_language("en"):
+        assert i18n.translate(text) == "A team has at most 5 webhooks"
+        assert i18n.translate(joined) == ("The team's secret quota for this plan is full. "
+                                          "The description is at most 7 characters")
+    with i18n.use_language("id"):
+        assert i18n.translate(text) == text
+
+
+async def test_a_refusal_with_values_on_an_english_page_is_english_and_the_api_stays_indonesian(
+        start_client: Callable[..., Any], make_settings: Callable[..., Settings]):
+    from cvsm_server.secrets import queries as secret_queries
+    from cvsm_server.teams import service as teams
+    client = await start_client(make_settings(app_url="", default_plan="starter"))
+    api = Api(client)
+    owner = await api.register("english_quota")
+    team_id = await api.team(owner, "quota-team")
+    await api.secret(owner, team_id, "FIRST", "first-value-1", "production")
+    sign_in_as(client, owner)
+    english = {"Accept-Language": "en"}
+    csrf = csrf_of(await (await client.get("/app/teams/quota-team/secrets", headers=english)).text())
+    page = await client.post("/app/teams/quota-team/secrets", headers=english, data={
+        "csrf": csrf, "name": "SECOND", "value": "second-value-2", "environment": "staging",
+        "type": "other", "description": ""})
+    html = await page.text()
+    assert page.status == 403 and '<html lang="en">' in html, html
+    assert ("This team&#39;s plan allows only 1 active environment(s) (holding secrets); active now: "
+            "production.") in html, html
+    assert "This limit is raised by this server&#39;s admin" in html
+    assert "cvsm-server team set-plan quota-team professional" in html
+    assert "hanya mengizinkan" not in html and "Batas ini" not in html
+    resp = await client.post(f"/api/v1/teams/{team_id}/secrets",
+                             headers={**english, **api.auth(owner["token"])}, json={"name": "SECOND", "value": "second-value-2", "environment": "staging"})
+    assert resp.status == 403
+    assert await resp.json() == {"error": teams.quota_message(
+        secret_queries.ENVIRONMENT_QUOTA.format(limit=1, active="production"), "quota-team", "starter")}
+    assert (await resp.json())["error"].startswith("Paket tim ini hanya mengizinkan 1 environment aktif")
+
+
+async def test_the_share_page_is_in_the_recipients_language(client: TestClient):
+    token = "shr_" + "a" * 32  # the page is the same for every link: it never looks the token up
+    english = await client.get(f"/share/{token}", headers={"Accept-Language": "en"})
+    html = await english.text()
+    assert english.status == 200 and '<html lang="en">' in html, html
+    assert ">Show secret</button>" in html and "A secret shared with you" in html
+    assert indonesian_left(html) == [], indonesian_left(html)
+    assert english.headers["Cache-Control"] == "no-store"
+    assert "script-src 'self'" in english.headers["Content-Security-Policy"]
+    assert "Set-Cookie" not in english.headers
+    indonesian = await (await client.get(f"/share/{token}")).text()
+    assert '<html lang="id">' in indonesian and ">Tampilkan secret</button>" in indonesian
+    assert token not in html + indonesian
+
+
+async def test_an_import_s_refused_lines_are_english_on_an_english_page(client: TestClient):
+    api = Api(client)
+    owner = await api.register("english_import")
+    team_id = await api.team(owner, "import-team")
+    sign_in_as(client, owner)
+    english = {"Accept-Language": "en"}
+    csrf = csrf_of(await (await client.get("/app/teams/import-team/secrets",
+                                           headers=english)).text())
+    page = await client.post("/app/teams/import-team/import", headers=english, data={
+        "csrf": csrf, "environment": "development", "content": "not a pair\nA=1\nA=2\n"})
+    html = await page.text()
+    assert page.status == 200 and '<html lang="en">' in html, html
+    assert "Line 1 is not in the KEY=VALUE format" in html, html
+    assert "Duplicate name in the file (first on line 2)" in html
+    assert "Baris" not in html and "Nama ganda" not in html
+    resp = await client.post(f"/api/v1/teams/{team_id}/secrets/bulk/import-dotenv", headers={
+        **english, **api.auth(owner["token"])}, json={
+        "environment": "staging", "content": "not a pair\nA=1\nA=2\n"})
+    errors = [r["error"] for r in (await resp.json())["results"] if not r["ok"]]
+    assert errors == ["Baris 1 bukan format KEY=VALUE",
+                      "Nama ganda di dalam file (pertama kali di baris 2)"], errors
+
+
+def _script_texts(name: str, language: str) -> dict[str, str]:
+    """A script's `TEXTS.<language>` (static/<name>): each key's string, its parts joined."""
+    source = (i18n.LOCALE_DIR.parent / "static" / name).read_text(encoding="utf-8")
+    block = re.search(rf"\n    {language}: \{{\n(.*?)\n    \}},", source, re.S)
+    assert block is not None, name
+    return {key: "".join(re.findall(r'"((?:[^"\\]|\\.)*)"', value))
+            for key, value in re.findall(r"^\s+(\w+): ((?:\"(?:[^\"\\]|\\.)*\"\s*\+?\s*)+),?$",
+                                         block.group(1), re.M)}
+
+
+def test_the_scripts_have_their_texts_in_both_languages_and_the_dotenv_ones_match_the_server():
+    for name in ("share.js", "e2e-pages.js", "e2e-dotenv.js"):
+        indonesian, english = _script_texts(name, "id"), _script_texts(name, "en")
+        assert indonesian and set(indonesian) == set(english), name
+        assert all(english[key] != indonesian[key] for key in english if key != "locale"), name
+    from cvsm_server.secrets import dotenv, inputs
+    i18n.load_catalogs()
+    script = _script_texts("e2e-dotenv.js", "en")
+    with i18n.use_language("en"):
+        assert script == {"notKeyValue": i18n.gettext(dotenv.NOT_KEY_VALUE),
+                          "unterminated": i18n.gettext(dotenv.UNTERMINATED),
+                          "trailingText": i18n.gettext(dotenv.TRAILING_TEXT),
+                          "trailingTextSpan": i18n.gettext(dotenv.TRAILING_TEXT_SPAN),
+                          "duplicate": i18n.gettext(dotenv.DUPLICATE),
+                          "invalidName": i18n.gettext(inputs.INVALID_NAME)}
+    assert _script_texts("e2e-dotenv.js", "id")["duplicate"] == dotenv.DUPLICATE

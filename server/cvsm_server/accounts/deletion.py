@@ -60,9 +60,9 @@ CONFIRM_REQUIRED = ("Akun ini tidak memiliki kata sandi: ketik alamat email akun
 WRONG_CONFIRM = "Alamat email konfirmasi tidak cocok dengan email akun"
 CODE_REQUIRED = "Kode dua faktor wajib diisi untuk menghapus akun"
 WRONG_CODE = "Kode dua faktor tidak valid"
-STILL_SUBSCRIBED = ("Tim {teams} masih berlangganan dan akan terhapus bersama akun ini: batalkan "
-                    "langganannya dulu di portal tagihan (halaman Paket tim), atau jadikan anggota "
-                    "lain Owner, lalu hapus akun")
+STILL_SUBSCRIBED = i18n.N_("Tim {teams} masih berlangganan dan akan terhapus bersama akun ini: "
+                           "batalkan langganannya dulu di portal tagihan (halaman Paket tim), atau "
+                           "jadikan anggota lain Owner, lalu hapus akun")
 # A team the user is the only Owner of goes with the account; one that still pays through
 # billing (docs/billing.md) must not, or its Stripe subscription would go on charging for a team
 # that no longer exists. Deletion waits for it (the request is refused; a subscription taken
@@ -143,7 +143,7 @@ async def request_deletion(conn: db.Connection, actor: Actor, hasher: PasswordHa
         paying = await db.fetchall(cur, _SUBSCRIBED_SOLE_TEAMS.format(user="%s") + " ORDER BY t.slug",
                                    (actor.user_id, actor.user_id))
         if paying:
-            raise Conflict(STILL_SUBSCRIBED.format(teams=", ".join(r["slug"] for r in paying)))
+            raise Conflict(i18n.Text(STILL_SUBSCRIBED, teams=", ".join(r["slug"] for r in paying)))
         if user["password_hash"] is not None:
             if not password:
                 raise BadRequest(PASSWORD_REQUIRED)

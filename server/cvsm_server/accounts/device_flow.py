@@ -29,6 +29,7 @@ from .. import db
 from ..audit import log as audit
 from ..core.actor import Actor
 from ..core.errors import BadRequest, Forbidden, NotFound
+from ..core.i18n import Text
 from ..core.inputs import check_line
 from ..crypto.sealing import Keyring
 from ..e2e import service as e2e
@@ -88,7 +89,8 @@ async def start(conn: db.Connection, client: Actor, keyring: Keyring, *, app_url
     """A new device authorization for the terminal `client`: RFC 8628's answer (3.2)."""
     host = (hostname or "").strip()
     if hostname is not None and not 1 <= len(host) <= HOSTNAME_MAX:
-        raise BadRequest(f"Kolom 'hostname' harus 1 sampai {HOSTNAME_MAX} karakter")
+        raise BadRequest(Text("Kolom '{name}' harus 1 sampai {n} karakter", name="hostname",
+                              n=HOSTNAME_MAX))
     check_line("hostname", host)
     device_code = secrets.token_urlsafe(32)
     async with db.cursor(conn) as cur:

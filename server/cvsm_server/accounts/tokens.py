@@ -39,6 +39,7 @@ from ..core.actor import Actor, Scope
 from ..core.clientip import address_allowed, validate_allowlist
 from ..crypto.sealing import Keyring
 from ..core.errors import BadRequest, Conflict, Forbidden, NotFound, TooManyRequests, Unauthorized
+from ..core.i18n import Text
 from ..core.inputs import check_line, timestamp
 from ..secrets.inputs import ENVIRONMENTS, check_environment
 from .sessions import require_jwt
@@ -303,7 +304,8 @@ async def create_token(conn: db.Connection, actor: Actor, keyring: Keyring, *, n
     try:
         allowed = validate_allowlist(allowed_ips or [])
     except ValueError as exc:
-        raise BadRequest(f"Alamat IP atau CIDR tidak valid: {str(exc)[:64]}") from None
+        raise BadRequest(Text("Alamat IP atau CIDR tidak valid: {reason}",
+                              reason=str(exc)[:64])) from None
     token = generate()
     team_id = None
     if team is not None:
@@ -321,8 +323,8 @@ async def create_token(conn: db.Connection, actor: Actor, keyring: Keyring, *, n
             if not await e2e.caller_holds(cur, actor, team_id, key_version):
                 raise Forbidden(e2e_syntax.NO_WRAP)
             if wrapped_version is not None and wrapped_version != key_version:
-                raise Conflict(e2e_syntax.STALE_WRAP_VERSION.format(got=wrapped_version,
-                                                             want=key_version))
+                raise Conflict(Text(e2e_syntax.STALE_WRAP_VERSION, got=wrapped_version,
+                                    want=key_version))
         row = await db.fetchone(
             cur,
             f"""INSERT INTO api_tokens (user_id, name, token_prefix, token_hash, expires_at,

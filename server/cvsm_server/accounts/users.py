@@ -30,6 +30,7 @@ from . import devices, sessions, totp
 from ..core.actor import Actor
 from ..crypto.sealing import Keyring
 from ..core.errors import BadRequest, Conflict, Unauthorized
+from ..core.i18n import Text
 from ..core.inputs import check_email, check_line
 from ..crypto.passwords import MAX_LENGTH, MIN_LENGTH, PasswordHasher
 
@@ -122,7 +123,7 @@ async def register(conn: db.Connection, hasher: PasswordHasher, signer: sessions
     username = validate_username(username.strip())
     email = check_email(email)
     if not MIN_LENGTH <= len(password) <= MAX_LENGTH:
-        raise BadRequest(f"Kata sandi minimal {MIN_LENGTH} karakter")
+        raise BadRequest(Text("Kata sandi minimal {n} karakter", n=MIN_LENGTH))
     if not 1 <= len(name) <= 200:
         raise BadRequest("Kolom 'name' harus 1 sampai 200 karakter")
     check_line("name", name)

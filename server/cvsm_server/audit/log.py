@@ -34,6 +34,7 @@ from ..teams import roles
 from ..webhooks import events as webhook_events
 from ..core.actor import Actor
 from ..core.errors import BadRequest, ServiceUnavailable
+from ..core.i18n import N_, Text
 from ..core.timeutil import iso, parse_iso
 
 log = logging.getLogger("cvsm.audit")
@@ -159,8 +160,8 @@ BAD_CURSOR = "Kursor halaman tidak valid (gunakan next_before atau tautan dari h
 PAGE_STATEMENT_SECONDS = 10
 # A filtered list counts its matches up to this many (an index walk of that length at most).
 COUNT_CAP = 1000
-TOO_SLOW = ("Log audit tidak dapat dibaca dalam batas waktu ({seconds} detik); persempit filter "
-            "atau coba lagi nanti")
+TOO_SLOW = N_("Log audit tidak dapat dibaca dalam batas waktu ({seconds} detik); persempit filter "
+              "atau coba lagi nanti")
 
 
 @contextlib.asynccontextmanager
@@ -175,14 +176,14 @@ async def bounded(conn: db.Connection, seconds: float | None = None
             await cur.execute(f"SET LOCAL statement_timeout = {int(seconds * 1000)}")
             yield cur
     except psycopg2.errors.QueryCanceled:
-        raise ServiceUnavailable(TOO_SLOW.format(seconds=f"{seconds:g}")) from None
+        raise ServiceUnavailable(Text(TOO_SLOW, seconds=format(seconds, "g"))) from None
     except asyncio.CancelledError:
         # aiopg raises a statement PostgreSQL cancelled (QueryCanceledError) as CancelledError;
         # only a task that is itself being cancelled lets that one through.
         task = asyncio.current_task()
         if task is not None and task.cancelling():
             raise
-        raise ServiceUnavailable(TOO_SLOW.format(seconds=f"{seconds:g}")) from None
+        raise ServiceUnavailable(Text(TOO_SLOW, seconds=format(seconds, "g"))) from None
 
 
 @dataclass(frozen=True, slots=True)
@@ -383,7 +384,7 @@ CSV_COLUMNS = ("seq", "id", "created_at", "action", "resource", "resource_id", "
 # A spreadsheet reads a cell starting with one of these as a formula (or strips it first).
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 BAD_FORMAT = "Format ekspor harus csv atau jsonl"
-BAD_TIME = "Waktu '{name}' tidak valid (gunakan ISO 8601)"
+BAD_TIME = N_("Waktu '{name}' tidak valid (gunakan ISO 8601)")
 BAD_RANGE = "Waktu 'from' harus sebelum 'to'"
 
 
@@ -397,7 +398,7 @@ def parse_export_range(start: str | None, end: str | None) -> tuple[datetime | N
         try:
             out.append(parse_iso(text).astimezone(timezone.utc))
         except (ValueError, OverflowError):
-            raise BadRequest(BAD_TIME.format(name=name)) from None
+            raise BadRequest(Text(BAD_TIME, name=name)) from None
     if out[0] is not None and out[1] is not None and out[0] >= out[1]:
         raise BadRequest(BAD_RANGE)
     return out[0], out[1]

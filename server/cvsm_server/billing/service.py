@@ -19,6 +19,7 @@ from .. import db
 from ..audit import log as audit
 from ..core.actor import Actor
 from ..core.errors import BadRequest, Conflict, NotFound
+from ..core.i18n import N_, Text
 from ..core.timeutil import iso, now as utcnow
 from ..teams import roles
 from ..teams.roles import OWNER, VIEWER
@@ -28,7 +29,7 @@ from .stripe_api import BadSignature, StripeGateway
 log = logging.getLogger("cvsm.billing")
 
 BILLING_OFF = "Penagihan tidak diaktifkan di server ini"
-BAD_PLAN = "Kolom 'plan' harus salah satu paket berbayar: {plans}"
+BAD_PLAN = N_("Kolom 'plan' harus salah satu paket berbayar: {plans}")
 ALREADY_SUBSCRIBED = ("Tim ini sudah berlangganan; ubah paket, kartu, atau batalkan langganan "
                       "lewat portal tagihan (POST /teams/:id/billing/portal)")
 NO_CUSTOMER = ("Tim ini belum pernah berlangganan; pilih paket dulu "
@@ -98,7 +99,7 @@ async def start_checkout(conn: db.Connection, actor: Actor, team_id: uuid.UUID, 
     409 while the team has a subscription (the portal changes that one)."""
     gateway = _require_on(gateway)
     if not isinstance(plan, str) or plan not in gateway.prices:
-        raise BadRequest(BAD_PLAN.format(plans=", ".join(gateway.prices)))
+        raise BadRequest(Text(BAD_PLAN, plans=", ".join(gateway.prices)))
     team, row = await _owner_team(conn, actor, team_id)
     if row is not None and (row["status"] in rules.LIVE or row["status"] in rules.GRACE):
         raise Conflict(ALREADY_SUBSCRIBED)

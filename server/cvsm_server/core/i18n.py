@@ -145,3 +145,43 @@ def N_(text: str) -> str:
     """Marks a text for the catalogs (`make i18n` finds it) where it is defined; it is
     translated where it is shown (a page's refusal, a flash message)."""
     return text
+
+
+class Text(str):
+    """A message built with values: the Indonesian text itself (a `str`, what the API's JSON
+    and a log show, unchanged), plus its msgid (`template`, with `{name}` placeholders) and its
+    values, so a page shows it in its own language (`translate`).
+
+        Text("Satu tim paling banyak memiliki {n} webhook", n=5)   # a refusal's message
+        Text(TOO_MANY, n=5)   # a template defined elsewhere: mark it there with N_(...)
+
+    `make i18n` extracts the literal templates of `Text(...)` calls. A value that is a `Text`
+    itself is translated too; any other value is shown as given (a number, a slug, a name).
+    """
+
+    template: str
+    params: dict[str, object]
+
+    def __new__(cls, template: str, /, **params: object) -> "Text":
+        if isinstance(template, Text) and not params:
+            return template  # already one: keeps its template and values
+        self = super().__new__(cls, template.format(**params) if params else template)
+        self.template = template
+        self.params = params
+        return self
+
+    def __reduce__(self):  # a copy or pickle keeps the plain text only
+        return (str, (str(self),))
+
+
+def translate(text: str) -> str:
+    """`text` in the current language: a `Text` through its template and values, any other
+    text through the catalog as it is (a fixed refusal's message)."""
+    if not isinstance(text, Text):
+        return gettext(text)
+    params = {name: translate(value) if isinstance(value, Text) else value
+              for name, value in text.params.items()}
+    try:
+        return gettext(text.template).format(**params) if params else gettext(text.template)
+    except (KeyError, IndexError, ValueError):  # a translation that broke a placeholder
+        return str(text)

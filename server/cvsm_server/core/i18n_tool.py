@@ -3,7 +3,8 @@
     python -m cvsm_server.core.i18n_tool update   # `make i18n`: extract, then merge into each .po
     python -m cvsm_server.core.i18n_tool check    # exit 1 when a text lacks a translation
 
-Texts are found in the package's Python sources (`_()`, `gettext`, `ngettext`, `pgettext`, `N_()`)
+Texts are found in the package's Python sources (`_()`, `gettext`, `ngettext`, `pgettext`, `N_()`,
+`Text()`: a message built with values, its template with `{name}` placeholders)
 and in its templates (pages `templates/*.html`, mails `templates/mail/*`: jinja2's i18n extension,
 `{{ _("...") }}` and `{% trans %}`). The msgids are the Indonesian texts; `id` translates each to
 itself, `en` to English. Nothing compiled is written: the server compiles the .po files in memory
@@ -24,7 +25,7 @@ from . import i18n
 
 PACKAGE = Path(__file__).resolve().parent.parent
 KEYWORDS = {"_": None, "gettext": None, "ngettext": (1, 2), "pgettext": ((1, "c"), 2),
-            "npgettext": ((1, "c"), 2, 3), "N_": None}
+            "npgettext": ((1, "c"), 2, 3), "N_": None, "Text": None}
 METHODS = [
     ("**/tests/**", "ignore"),
     ("**.py", "python"),
@@ -38,7 +39,8 @@ OPTIONS = {"templates/**.html": {"extensions": "jinja2.ext.i18n"},
 # The refusals' messages (`raise BadRequest("...")`, a module's `MESSAGE = "..."`, an error
 # class's `default_message`): Indonesian in the API's JSON (the contract), translated where a page
 # shows them (`web.pages.rendering.translated`). Not those of the modules below (operators' English,
-# or formats no page shows), nor one filled in later (`{...}`: it never matches as written).
+# or formats no page shows), nor one filled in later (`{...}`: it never matches as written; such a
+# message is a `core.i18n.Text`, its template found as a `Text(...)` or `N_(...)` call).
 REFUSAL_SKIP = ("core/config.py", "crypto/", "e2e/syntax.py", "web/metrics.py", "web/lowlevel.py",
                 "web/headers.py", "web/jsonbody.py", "core/i18n_tool.py")
 

@@ -14,6 +14,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from .errors import BadRequest
+from .i18n import Text
 from .timeutil import parse_iso
 
 # PostgreSQL integer columns and every 64-bit client: numbers beyond these are never valid.
@@ -43,11 +44,12 @@ def check_text(name: str, value: str, *, allow_nul: bool = False) -> str:
     """400 for text PostgreSQL cannot store or UTF-8 cannot encode: NUL characters (unless the
     text is only ever stored encrypted) and unpaired surrogates (JSON allows `\\ud800`)."""
     if not allow_nul and "\x00" in value:
-        raise BadRequest(f"Kolom '{name}' berisi karakter yang tidak valid")
+        raise BadRequest(Text("Kolom '{name}' berisi karakter yang tidak valid", name=name))
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:
-        raise BadRequest(f"Kolom '{name}' berisi karakter yang tidak valid") from None
+        raise BadRequest(Text("Kolom '{name}' berisi karakter yang tidak valid",
+                              name=name)) from None
     return value
 
 
@@ -57,7 +59,8 @@ def check_line(name: str, value: str) -> str:
     (`CONTROL_CHARACTERS`)."""
     check_text(name, value)
     if _CONTROL.search(value):
-        raise BadRequest(f"Kolom '{name}' tidak boleh berisi karakter kontrol atau baris baru")
+        raise BadRequest(Text("Kolom '{name}' tidak boleh berisi karakter kontrol atau baris baru",
+                              name=name))
     return value
 
 
@@ -78,30 +81,31 @@ def field(body: dict[str, Any], name: str, kind: type | tuple[type, ...], *, req
     value = body.get(name, _MISSING)
     if value is _MISSING or value is None:
         if required:
-            raise BadRequest(f"Kolom '{name}' wajib diisi")
+            raise BadRequest(Text("Kolom '{name}' wajib diisi", name=name))
         return default
     kinds = kind if isinstance(kind, tuple) else (kind,)
     # bool is an int in Python; JSON true is never a number here.
     if isinstance(value, bool) and bool not in kinds:
-        raise BadRequest(f"Kolom '{name}' memiliki tipe yang salah")
+        raise BadRequest(Text("Kolom '{name}' memiliki tipe yang salah", name=name))
     # JSON has one number type: 168.0 is the integer 168 (as JSON Schema's "integer" says).
     if isinstance(value, float) and int in kinds and float not in kinds and value.is_integer():
         value = int(value)
     if not isinstance(value, kinds):
-        raise BadRequest(f"Kolom '{name}' memiliki tipe yang salah")
+        raise BadRequest(Text("Kolom '{name}' memiliki tipe yang salah", name=name))
     if isinstance(value, str):
         check_text(name, value, allow_nul=allow_nul)
     elif isinstance(value, int) and not isinstance(value, bool) and abs(value) > INT32_MAX:
-        raise BadRequest(f"Kolom '{name}' di luar rentang yang diizinkan")
+        raise BadRequest(Text("Kolom '{name}' di luar rentang yang diizinkan", name=name))
     return value
 
 
 def string_list(body: dict[str, Any], name: str, *, required: bool = True, max_items: int = 500) -> list[str]:
     items = field(body, name, list, required=required, default=[])
     if len(items) > max_items:
-        raise BadRequest(f"Kolom '{name}' berisi lebih dari {max_items} item")
+        raise BadRequest(Text("Kolom '{name}' berisi lebih dari {max_items} item", name=name,
+                              max_items=max_items))
     if not all(isinstance(i, str) for i in items):
-        raise BadRequest(f"Kolom '{name}' harus berupa daftar teks")
+        raise BadRequest(Text("Kolom '{name}' harus berupa daftar teks", name=name))
     for item in items:
         check_text(name, item)
     return items
@@ -141,7 +145,7 @@ def whole_number(name: str, text: object, *, minimum: int = 0, maximum: int = IN
     one naming the field) for anything else."""
     value = decimal(text, max_digits=len(str(maximum)))
     if value is None or not minimum <= value <= maximum:
-        raise BadRequest(message or f"Kolom '{name}' harus bilangan bulat")
+        raise BadRequest(message or Text("Kolom '{name}' harus bilangan bulat", name=name))
     return value
 
 
@@ -151,14 +155,15 @@ def bounded_int(name: str, raw: str, *, minimum: int = 0, maximum: int | None = 
     above `maximum` it is clamped (or refused with `clamp=False`)."""
     value = decimal(raw, max_digits=30, signed=True)
     if value is None:
-        raise BadRequest(f"Parameter '{name}' harus berupa bilangan bulat")
+        raise BadRequest(Text("Parameter '{name}' harus berupa bilangan bulat", name=name))
     if abs(value) > INT64_MAX:
-        raise BadRequest(f"Parameter '{name}' di luar rentang yang diizinkan")
+        raise BadRequest(Text("Parameter '{name}' di luar rentang yang diizinkan", name=name))
     if value < minimum:
-        raise BadRequest(f"Parameter '{name}' minimal {minimum}")
+        raise BadRequest(Text("Parameter '{name}' minimal {minimum}", name=name, minimum=minimum))
     if maximum is not None and value > maximum:
         if not clamp:
-            raise BadRequest(f"Parameter '{name}' maksimal {maximum}")
+            raise BadRequest(Text("Parameter '{name}' maksimal {maximum}", name=name,
+                                  maximum=maximum))
         value = maximum
     return value
 
@@ -169,9 +174,9 @@ def timestamp(name: str, text: str) -> datetime:
     try:
         value = parse_iso(text).astimezone(timezone.utc)
     except (ValueError, OverflowError):
-        raise BadRequest(f"Kolom '{name}' harus berupa waktu ISO 8601") from None
+        raise BadRequest(Text("Kolom '{name}' harus berupa waktu ISO 8601", name=name)) from None
     if not 1 < value.year < 9999:
-        raise BadRequest(f"Kolom '{name}' di luar rentang waktu yang diizinkan")
+        raise BadRequest(Text("Kolom '{name}' di luar rentang waktu yang diizinkan", name=name))
     return value
 
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from ..accounts.sessions import require_jwt
 from ..core.actor import Actor
 from ..core.errors import BadRequest, Conflict, Forbidden, NotFound
+from ..core.i18n import Text
 from ..core.inputs import parse_uuid
 from ..core.timeutil import iso
 from ..audit import log as audit
@@ -324,7 +325,7 @@ async def grant(conn: db.Connection, actor: Actor, team_id: uuid.UUID, user_id: 
 
 def _entries(items: object, name: str) -> list[dict]:
     if not isinstance(items, list) or not all(isinstance(i, dict) for i in items):
-        raise BadRequest(f"Kolom '{name}' harus daftar objek")
+        raise BadRequest(Text("Kolom '{name}' harus daftar objek", name=name))
     return items  # type: ignore[return-value]
 
 
@@ -332,7 +333,8 @@ def _uuid_of(item: dict, name: str, field_name: str) -> uuid.UUID:
     value = item.get(field_name)
     parsed = parse_uuid(value) if isinstance(value, str) else None
     if parsed is None:
-        raise BadRequest(f"Setiap entri '{name}' memerlukan '{field_name}' berupa UUID")
+        raise BadRequest(Text("Setiap entri '{name}' memerlukan '{field_name}' berupa UUID",
+                              name=name, field_name=field_name))
     return parsed
 
 
@@ -378,7 +380,7 @@ async def rekey(conn: db.Connection, actor: Actor, team_id: uuid.UUID, *, key_ve
         await roles.require(cur, team_id, actor, roles.ADMIN)
         current = await require_e2e(cur, team_id, lock=True)
         if key_version != current + 1:
-            raise Conflict(REKEY_VERSION.format(want=current + 1))
+            raise Conflict(Text(REKEY_VERSION, want=current + 1))
         if not await caller_holds(cur, actor, team_id, current):
             raise Forbidden(NO_WRAP)
         params = {"team": team_id, "version": current}
@@ -397,17 +399,17 @@ async def rekey(conn: db.Connection, actor: Actor, team_id: uuid.UUID, *, key_ve
         missing = len(holders - set(by_user)) + len(tokens - set(by_token))
         unknown = len(set(by_user) - set(keyed)) + len(set(by_token) - tokens)
         if missing or unknown:
-            raise Conflict(REKEY_RECIPIENTS.format(missing=missing, unknown=unknown))
+            raise Conflict(Text(REKEY_RECIPIENTS, missing=missing, unknown=unknown))
         changed = sum(keyed[user_id] != key for user_id, key in wrapped_to.items())
         if changed:
-            raise Conflict(RECIPIENT_KEY_CHANGED.format(count=changed))
+            raise Conflict(Text(RECIPIENT_KEY_CHANGED, count=changed))
         live = {r["id"]: r for r in await db.fetchall(
             cur,
             """SELECT id, version FROM secrets WHERE team_id = %(team)s AND deleted_at IS NULL
                ORDER BY id FOR UPDATE""", params)}
         if set(live) != set(sealed):
-            raise Conflict(REKEY_SECRETS.format(missing=len(set(live) - set(sealed)),
-                                                unknown=len(set(sealed) - set(live))))
+            raise Conflict(Text(REKEY_SECRETS, missing=len(set(live) - set(sealed)),
+                                unknown=len(set(sealed) - set(live))))
         for secret_id, value in sealed.items():
             check_envelope(value, key_version=key_version, secret_id=secret_id,
                            version=live[secret_id]["version"] + 1)

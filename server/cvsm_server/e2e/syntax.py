@@ -12,6 +12,7 @@ import uuid
 from dataclasses import dataclass
 
 from ..core.errors import BadRequest, Conflict
+from ..core.i18n import N_
 
 KEY_BYTES = 32
 NONCE_BYTES = 12
@@ -103,8 +104,9 @@ BAD_ANCHOR = "Kolom 'anchor' harus jangkar cvsm-anchor1.<nonce>.<ciphertext>"
 NO_ANCHOR = "Anda belum menyimpan jangkar untuk tim end-to-end ini"
 STALE_KEY_VERSION = ("Nilai disegel dengan versi kunci {got}, padahal versi kunci tim sekarang "
                      "{want}: ambil kunci tim lagi lalu segel ulang")
-STALE_WRAP_VERSION = ("Kunci tim yang dibungkus versi {got}, padahal versi kunci tim sekarang "
-                      "{want}: ambil kunci tim lagi lalu ulangi")
+# (those with values that a page shows are marked N_: `Text(...)` where they are raised)
+STALE_WRAP_VERSION = N_("Kunci tim yang dibungkus versi {got}, padahal versi kunci tim sekarang "
+                        "{want}: ambil kunci tim lagi lalu ulangi")
 WRONG_SECRET = "Amplop disegel untuk secret lain, bukan secret yang sedang ditulis"
 WRONG_VERSION = ("Amplop disegel untuk versi {got}, padahal yang ditulis versi {want}: "
                  "secret sudah berubah, baca lagi lalu segel ulang")
@@ -118,14 +120,14 @@ MEMBER_NOT_FOUND = "Anggota tidak ditemukan"
 MEMBER_HAS_NO_KEY = "Anggota ini belum menyiapkan kunci end-to-end"
 MEMBER_KEY_CHANGED = ("Kunci publik anggota ini sudah berganti sejak halaman dimuat: muat ulang, "
                       "bandingkan sidik jarinya, lalu ulangi")
-RECIPIENT_KEY_CHANGED = ("Kunci publik {count} penerima kunci baru sudah berganti sejak halaman "
-                         "dimuat: muat ulang lalu ulangi")
-REKEY_VERSION = "Versi kunci baru harus {want} (versi sekarang ditambah satu)"
-REKEY_RECIPIENTS = ("Daftar penerima kunci baru tidak cocok dengan anggota yang punya akses dan "
-                    "token tim yang aktif (kurang {missing}, tidak dikenal {unknown}): muat ulang "
-                    "lalu ulangi")
-REKEY_SECRETS = ("Daftar nilai yang disegel ulang tidak cocok dengan secret tim yang aktif "
-                 "(kurang {missing}, tidak dikenal {unknown}): muat ulang lalu ulangi")
+RECIPIENT_KEY_CHANGED = N_("Kunci publik {count} penerima kunci baru sudah berganti sejak "
+                           "halaman dimuat: muat ulang lalu ulangi")
+REKEY_VERSION = N_("Versi kunci baru harus {want} (versi sekarang ditambah satu)")
+REKEY_RECIPIENTS = N_("Daftar penerima kunci baru tidak cocok dengan anggota yang punya akses "
+                      "dan token tim yang aktif (kurang {missing}, tidak dikenal {unknown}): muat "
+                      "ulang lalu ulangi")
+REKEY_SECRETS = N_("Daftar nilai yang disegel ulang tidak cocok dengan secret tim yang aktif "
+                   "(kurang {missing}, tidak dikenal {unknown}): muat ulang lalu ulangi")
 DUPLICATE = "Kolom '{name}' berisi entri ganda"
 ONE_RECIPIENT = "Setiap entri 'wraps' memerlukan tepat satu dari 'user_id' dan 'token_id'"
 

@@ -20,6 +20,7 @@ from .. import db
 from ..accounts import setup_link
 from ..core.actor import Actor
 from ..core.errors import BadRequest, Forbidden, NotFound
+from ..core.i18n import Text
 from ..accounts.sessions import require_jwt
 from . import settings as instance_settings
 from ..teams.service import PLANS, max_environments
@@ -184,8 +185,8 @@ def _quota(name: str, value: object) -> int | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_QUOTA:
-        raise BadRequest(f"Kolom '{name}' harus bilangan bulat 0 sampai {MAX_QUOTA}, atau null "
-                         "(tanpa batas)")
+        raise BadRequest(Text("Kolom '{name}' harus bilangan bulat 0 sampai {n}, atau null "
+                              "(tanpa batas)", name=name, n=MAX_QUOTA))
     return value
 
 

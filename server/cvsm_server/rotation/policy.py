@@ -44,6 +44,7 @@ from psycopg2.extras import Json
 
 from ..core.actor import Actor
 from ..core.errors import BadRequest, Forbidden, NotFound
+from ..core.i18n import N_, Text
 from ..core.timeutil import iso
 from ..crypto.sealing import Keyring, rotation_target_aad
 from ..audit import log as audit
@@ -71,7 +72,7 @@ ADMIN_SECRET_MISSING = "Secret kredensial admin tidak ditemukan di tim ini"
 ADMIN_IS_SELF = "Kredensial admin harus secret lain, bukan secret yang dirotasi"
 ADMIN_OUT_OF_SCOPE = ("Token ini tidak berlaku untuk environment secret kredensial admin "
                       "tersebut")
-TARGET_REFUSED = "Target rotasi tidak dapat disiapkan: {reason}"
+TARGET_REFUSED = N_("Target rotasi tidak dapat disiapkan: {reason}")
 
 
 # --- the policy -------------------------------------------------------------------------------
@@ -192,7 +193,7 @@ async def set_policy(conn: db.Connection, actor: Actor, keyring: Keyring, team_i
         try:
             await pg_target.prepare(step)
         except rotation_targets.TargetError as exc:
-            raise BadRequest(TARGET_REFUSED.format(reason=step.scrub(str(exc)))) from None
+            raise BadRequest(Text(TARGET_REFUSED, reason=step.scrub(str(exc)))) from None
     async with db.transaction(conn) as cur:
         secret, admin = await _check_policy_secrets(cur, actor, team_id, secret_id, admin_id,
                                                     for_update=True)

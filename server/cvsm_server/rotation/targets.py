@@ -56,6 +56,7 @@ from typing import Any
 from urllib.parse import quote, unquote, urlsplit
 
 from ..core.errors import BadRequest
+from ..core.i18n import N_, Text
 from ..webhooks import service as webhooks
 
 KINDS = ("none", "postgres", "postgres_alternating", "webhook")
@@ -68,7 +69,7 @@ BAD_ROLE = "Nama role PostgreSQL tidak valid (huruf, angka, garis bawah; maksima
 BAD_USERS = "Kolom 'usernames' harus berisi tepat dua nama role yang berbeda"
 BAD_FORMAT = "Kolom 'value_format' harus 'password' atau 'url'"
 BAD_ADMIN = "Kolom 'admin_secret_id' harus berupa id secret lain di tim yang sama"
-UNKNOWN_SETTING = "Pengaturan target tidak dikenal: {name}"
+UNKNOWN_SETTING = N_("Pengaturan target tidak dikenal: {name}")
 WEBHOOK_HTTPS = ("URL webhook rotasi harus https:// (nilai baru dikirim di dalamnya); http:// "
                  "hanya bila target privat diizinkan")
 
@@ -140,7 +141,7 @@ def check(kind: Any, settings: Any) -> dict:
                "webhook": {"url"}}[kind]
     for name in settings:
         if name not in allowed and name != "kind":
-            raise BadRequest(UNKNOWN_SETTING.format(name=str(name)[:64]))
+            raise BadRequest(Text(UNKNOWN_SETTING, name=str(name)[:64]))
     if kind == "postgres":
         fmt = settings.get("value_format", "password")
         if fmt not in VALUE_FORMATS:

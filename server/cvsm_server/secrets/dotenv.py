@@ -87,14 +87,16 @@ from bisect import bisect_right
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from ..core.i18n import N_, Text
 from .inputs import INVALID_NAME, NAME_RE  # one name rule, one message, for every input
 
-NOT_KEY_VALUE = "Baris {line} bukan format KEY=VALUE"
-UNTERMINATED = "Baris {line}: tanda kutip pembuka tidak ditutup"
-TRAILING_TEXT = "Baris {line}: ada teks setelah tanda kutip penutup"
-TRAILING_TEXT_SPAN = ("Baris {line}: tanda kutip yang dibuka di baris ini baru ditutup di baris "
-                      "{end} dan diikuti teks lain; baris {line} sampai {end} tidak diimpor")
-DUPLICATE = "Nama ganda di dalam file (pertama kali di baris {first})"
+# The messages of the lines refused (`Text`: Indonesian in the API, translated on a page).
+NOT_KEY_VALUE = N_("Baris {line} bukan format KEY=VALUE")
+UNTERMINATED = N_("Baris {line}: tanda kutip pembuka tidak ditutup")
+TRAILING_TEXT = N_("Baris {line}: ada teks setelah tanda kutip penutup")
+TRAILING_TEXT_SPAN = N_("Baris {line}: tanda kutip yang dibuka di baris ini baru ditutup di baris "
+                        "{end} dan diikuti teks lain; baris {line} sampai {end} tidak diimpor")
+DUPLICATE = N_("Nama ganda di dalam file (pertama kali di baris {first})")
 
 # --- rendering --------------------------------------------------------------------------------
 
@@ -169,6 +171,12 @@ def _unquoted(part: str) -> str:
             return part[:hash_at].rstrip()
         hash_at = part.find("#", hash_at + 1)
     return part.rstrip()
+
+
+def _with(message: str, **values: int) -> Text:
+    """`message` with the values it names (a line's message names `{line}`, a span's `{end}`)."""
+    return Text(message, **{name: value for name, value in values.items()
+                            if "{" + name + "}" in message})
 
 
 class _Failed(Exception):
@@ -262,7 +270,7 @@ def parse(content: str) -> list[Entry]:
             end = reader.line_at(failed.at)
             message = TRAILING_TEXT_SPAN if failed.message == TRAILING_TEXT and end > line \
                 else failed.message
-            entries.append(Entry(line, failed.key, error=message.format(line=line, end=end),
+            entries.append(Entry(line, failed.key, error=_with(message, line=line, end=end),
                                  key_line=failed.key_line, end_line=end))
             continue
         if read is None:
@@ -272,7 +280,7 @@ def parse(content: str) -> list[Entry]:
         if not NAME_RE.match(name):
             entries.append(Entry(line, name, error=INVALID_NAME, end_line=end))
         elif name in first_line:
-            entries.append(Entry(line, name, error=DUPLICATE.format(first=first_line[name]),
+            entries.append(Entry(line, name, error=Text(DUPLICATE, first=first_line[name]),
                                  end_line=end))
         else:
             first_line[name] = line

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from ..core.environments import ENVIRONMENTS, INVALID_ENVIRONMENT
 from ..core.errors import BadRequest
+from ..core.i18n import Text
 from ..core.inputs import check_text
 from ..e2e import syntax as e2e_syntax
 
@@ -93,7 +94,7 @@ def check_description(description: object) -> str:
         raise BadRequest("Kolom 'description' harus berupa teks")
     check_text("description", description)
     if len(description) > MAX_DESCRIPTION:
-        raise BadRequest(f"Deskripsi maksimal {MAX_DESCRIPTION} karakter")
+        raise BadRequest(Text("Deskripsi maksimal {n} karakter", n=MAX_DESCRIPTION))
     return description
 
 

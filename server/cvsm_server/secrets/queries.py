@@ -11,6 +11,7 @@ from collections.abc import Collection, Mapping
 
 from ..core.actor import Actor
 from ..core.errors import BadRequest, Conflict, NotFound
+from ..core.i18n import N_, Text
 from ..crypto.sealing import DecryptionError, Keyring, secret_aad
 from ..accounts import credentials, ratelimit
 from ..audit import log as audit
@@ -25,9 +26,9 @@ SECRET_EXISTS = "Secret dengan nama ini sudah ada di environment tersebut"
 # A client-chosen id (an end-to-end team's) that any secret has: the same answer wherever it is.
 SECRET_ID_TAKEN = "Id secret sudah dipakai; buat id acak baru lalu segel ulang nilainya"
 SECRET_QUOTA = "Kuota secret tim untuk paket ini sudah penuh"
-ENVIRONMENT_QUOTA = ("Paket tim ini hanya mengizinkan {limit} environment aktif (berisi secret); "
-                     "yang aktif sekarang: {active}. Pindahkan atau hapus secret di sana dulu, "
-                     "atau naikkan paket tim")
+ENVIRONMENT_QUOTA = N_("Paket tim ini hanya mengizinkan {limit} environment aktif (berisi secret); "
+                        "yang aktif sekarang: {active}. Pindahkan atau hapus secret di sana "
+                        "dulu, atau naikkan paket tim")
 COLUMNS = ("id, team_id, name, type, environment, description, version, created_at, updated_at, "
            "e2e")
 
@@ -88,7 +89,7 @@ async def check_environments(cur: db.Cursor, team: Mapping, environments: Collec
     opening = set(environments) - set(active)
     if opening and len(active) + len(opening) > limit:
         raise teams.quota_refused(
-            ENVIRONMENT_QUOTA.format(limit=limit, active=", ".join(active) or "-"), team)
+            Text(ENVIRONMENT_QUOTA, limit=limit, active=", ".join(active) or "-"), team)
 
 
 async def insert_secret(cur: db.Cursor, actor: Actor, keyring: Keyring, team: Mapping,

@@ -22,6 +22,7 @@ from datetime import timedelta
 
 from ..core.actor import Actor
 from ..core.errors import BadRequest, Forbidden, Gone, NotFound
+from ..core.i18n import Text
 from ..core.timeutil import iso, now
 from ..crypto.sealing import DecryptionError, Keyring, share_aad
 from ..audit import log as audit
@@ -63,7 +64,8 @@ def share_json(row: Mapping) -> dict:
 def _bounded(name: str, value: int, bounds: tuple[int, int]) -> int:
     low, high = bounds
     if not low <= value <= high:
-        raise BadRequest(f"Kolom '{name}' harus bilangan bulat {low} sampai {high}")
+        raise BadRequest(Text("Kolom '{name}' harus bilangan bulat {low} sampai {high}", name=name,
+                              low=low, high=high))
     return value
 
 

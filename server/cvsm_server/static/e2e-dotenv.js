@@ -9,14 +9,37 @@
   var WS = "\\t\\n\\x0b\\x0c\\r\\x1c-\\x20\\x85\\xa0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000";
   var BLANK = "\\t\\x0b\\x0c\\x1c-\\x20\\x85\\xa0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000";
 
-  var NOT_KEY_VALUE = "Baris {line} bukan format KEY=VALUE";
-  var UNTERMINATED = "Baris {line}: tanda kutip pembuka tidak ditutup";
-  var TRAILING_TEXT = "Baris {line}: ada teks setelah tanda kutip penutup";
-  var TRAILING_TEXT_SPAN = "Baris {line}: tanda kutip yang dibuka di baris ini baru ditutup di " +
-    "baris {end} dan diikuti teks lain; baris {line} sampai {end} tidak diimpor";
-  var DUPLICATE = "Nama ganda di dalam file (pertama kali di baris {first})";
-  var INVALID_NAME = "Nama secret harus diawali huruf atau garis bawah, lalu huruf, angka, atau " +
-    "garis bawah (maksimal 255 karakter)";
+  // The messages, in the page's language (`<html lang>`): the server's own (secrets/dotenv.py
+  // and its English in the catalog), word for word.
+  var TEXTS = {
+    id: {
+      notKeyValue: "Baris {line} bukan format KEY=VALUE",
+      unterminated: "Baris {line}: tanda kutip pembuka tidak ditutup",
+      trailingText: "Baris {line}: ada teks setelah tanda kutip penutup",
+      trailingTextSpan: "Baris {line}: tanda kutip yang dibuka di baris ini baru ditutup di " +
+        "baris {end} dan diikuti teks lain; baris {line} sampai {end} tidak diimpor",
+      duplicate: "Nama ganda di dalam file (pertama kali di baris {first})",
+      invalidName: "Nama secret harus diawali huruf atau garis bawah, lalu huruf, angka, atau " +
+        "garis bawah (maksimal 255 karakter)",
+    },
+    en: {
+      notKeyValue: "Line {line} is not in the KEY=VALUE format",
+      unterminated: "Line {line}: the opening quote is never closed",
+      trailingText: "Line {line}: there is text after the closing quote",
+      trailingTextSpan: "Line {line}: the quote opened on this line is closed only on line " +
+        "{end} and followed by other text; lines {line} to {end} are not imported",
+      duplicate: "Duplicate name in the file (first on line {first})",
+      invalidName: "A secret name starts with a letter or an underscore, then letters, digits " +
+        "or underscores (at most 255 characters)",
+    },
+  };
+  var T = (typeof document !== "undefined" && TEXTS[document.documentElement.lang]) || TEXTS.id;
+  var NOT_KEY_VALUE = T.notKeyValue;
+  var UNTERMINATED = T.unterminated;
+  var TRAILING_TEXT = T.trailingText;
+  var TRAILING_TEXT_SPAN = T.trailingTextSpan;
+  var DUPLICATE = T.duplicate;
+  var INVALID_NAME = T.invalidName;
   var NAME_RE = /^[A-Za-z_][A-Za-z0-9_]{0,254}$/;
 
   // --- rendering -------------------------------------------------------------------------------

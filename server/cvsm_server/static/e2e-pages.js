@@ -17,42 +17,92 @@
   var STASH = "cvsm-e2e-once";  // sessionStorage: what a page shows once after the redirect
   var MIN_PASSPHRASE = 12;
 
-  var TEXT = {
-    insecure: "Halaman ini tidak dibuka lewat HTTPS, jadi peramban tidak menyediakan kriptografi " +
-      "(WebCrypto) untuk tim end-to-end. Nama secret tetap tampil; untuk melihat atau mengubah " +
-      "nilai, buka dashboard lewat HTTPS.",
-    noKeys: "Anda belum punya kunci end-to-end. Siapkan di halaman Akun.",
-    locked: "Kunci end-to-end Anda terkunci. Buka kuncinya di halaman Akun dengan passphrase Anda.",
-    noAccess: "Anda belum diberi akses ke kunci tim ini. Minta Admin tim memberi akses dari " +
-      "halaman Anggota.",
-    stale: "Kunci tim tidak dapat dibuka dengan kunci Anda. Buka kunci lagi di halaman Akun.",
-    integrity: "Kunci tim yang dikirim server tidak tersambung ke kunci tim yang sudah " +
-      "diverifikasi peramban ini (jangkar), jadi tidak ada nilai yang dibuka atau disegel. Jangan lanjutkan; " +
-      "hubungi Admin tim dan admin server.",
-    rekeyStale: "Versi kunci tim berubah sejak rencana dibuat. Muat ulang halaman lalu coba lagi.",
-    unauthenticated: "Ganti kunci dibatalkan: penerima berikut tidak ditambahkan oleh " +
-      "pemegang kunci tim (tanpa autentikasi penerima yang sah; mungkin disisipkan server, atau diberi akses " +
-      "sebelum format 2). Beri akses ulang anggota itu setelah membandingkan sidik jarinya, atau " +
-      "cabut token itu, lalu coba lagi: ",
-    notOpened: "Nilai ini tidak dapat dibuka dengan kunci tim (rusak atau bukan untuk secret ini).",
-    short: "Passphrase minimal " + MIN_PASSPHRASE + " karakter.",
-    differ: "Kedua passphrase tidak sama.",
-    isPassword: "Passphrase tidak boleh sama dengan kata sandi masuk: server menerima kata sandi " +
-      "itu setiap kali Anda masuk.",
-    wrongPassphrase: "Passphrase salah.",
-    wrongRecovery: "Kunci pemulihan salah atau bukan milik akun ini.",
-    badRecovery: "Kunci pemulihan berbentuk cvsm-recovery1. diikuti 43 karakter.",
-    keyMismatch: "Kunci publik yang disimpan server untuk akun ini tidak cocok dengan kunci " +
-      "privat Anda, jadi kunci tidak dibuka. Jangan beri akses atau buat tim end-to-end; " +
-      "hubungi admin server.",
-    unlocked: "Kunci end-to-end terbuka di peramban ini sampai Anda keluar atau menekan Kunci.",
-    lockedNow: "Kunci end-to-end dikunci di peramban ini.",
-    working: "Sedang mengenkripsi…",
-    empty: "Nilai wajib diisi.",
-    failed: "Kriptografi gagal: ",
-    notOpenable: "Kriptografi gagal: kunci atau nilai terenkripsi tidak dapat dibuka di peramban " +
-      "ini. Muat ulang halaman; bila tetap gagal, buka kunci lagi di halaman Akun.",
+  // The texts this script writes, in the page's language (`<html lang>`, set by the server).
+  var TEXTS = {
+    id: {
+      insecure: "Halaman ini tidak dibuka lewat HTTPS, jadi peramban tidak menyediakan kriptografi " +
+        "(WebCrypto) untuk tim end-to-end. Nama secret tetap tampil; untuk melihat atau mengubah " +
+        "nilai, buka dashboard lewat HTTPS.",
+      noKeys: "Anda belum punya kunci end-to-end. Siapkan di halaman Akun.",
+      locked: "Kunci end-to-end Anda terkunci. Buka kuncinya di halaman Akun dengan passphrase Anda.",
+      noAccess: "Anda belum diberi akses ke kunci tim ini. Minta Admin tim memberi akses dari " +
+        "halaman Anggota.",
+      stale: "Kunci tim tidak dapat dibuka dengan kunci Anda. Buka kunci lagi di halaman Akun.",
+      integrity: "Kunci tim yang dikirim server tidak tersambung ke kunci tim yang sudah " +
+        "diverifikasi peramban ini (jangkar), jadi tidak ada nilai yang dibuka atau disegel. Jangan lanjutkan; " +
+        "hubungi Admin tim dan admin server.",
+      rekeyStale: "Versi kunci tim berubah sejak rencana dibuat. Muat ulang halaman lalu coba lagi.",
+      unauthenticated: "Ganti kunci dibatalkan: penerima berikut tidak ditambahkan oleh " +
+        "pemegang kunci tim (tanpa autentikasi penerima yang sah; mungkin disisipkan server, atau diberi akses " +
+        "sebelum format 2). Beri akses ulang anggota itu setelah membandingkan sidik jarinya, atau " +
+        "cabut token itu, lalu coba lagi: ",
+      notOpened: "Nilai ini tidak dapat dibuka dengan kunci tim (rusak atau bukan untuk secret ini).",
+      short: "Passphrase minimal " + MIN_PASSPHRASE + " karakter.",
+      differ: "Kedua passphrase tidak sama.",
+      isPassword: "Passphrase tidak boleh sama dengan kata sandi masuk: server menerima kata sandi " +
+        "itu setiap kali Anda masuk.",
+      wrongPassphrase: "Passphrase salah.",
+      wrongRecovery: "Kunci pemulihan salah atau bukan milik akun ini.",
+      badRecovery: "Kunci pemulihan berbentuk cvsm-recovery1. diikuti 43 karakter.",
+      keyMismatch: "Kunci publik yang disimpan server untuk akun ini tidak cocok dengan kunci " +
+        "privat Anda, jadi kunci tidak dibuka. Jangan beri akses atau buat tim end-to-end; " +
+        "hubungi admin server.",
+      unlocked: "Kunci end-to-end terbuka di peramban ini sampai Anda keluar atau menekan Kunci.",
+      lockedNow: "Kunci end-to-end dikunci di peramban ini.",
+      working: "Sedang mengenkripsi…",
+      empty: "Nilai wajib diisi.",
+      failed: "Kriptografi gagal: ",
+      notOpenable: "Kriptografi gagal: kunci atau nilai terenkripsi tidak dapat dibuka di peramban " +
+        "ini. Muat ulang halaman; bila tetap gagal, buka kunci lagi di halaman Akun.",
+      ownFingerprint: "(buka kunci untuk melihatnya)",
+      stateOpen: "Status: terbuka di peramban ini.",
+      stateLocked: "Status: terkunci.",
+      shareKeyGone: "Kunci tautan ini tidak ada lagi di peramban ini; cabut tautan ini dan buat yang baru.",
+      notUtf8: "Berkas .env harus UTF-8",
+    },
+    en: {
+      insecure: "This page was not opened over HTTPS, so the browser offers no cryptography " +
+        "(WebCrypto) for end-to-end teams. The secrets' names still show; to see or change a " +
+        "value, open the dashboard over HTTPS.",
+      noKeys: "You have no end-to-end keys yet. Set them up on the Account page.",
+      locked: "Your end-to-end key is locked. Unlock it on the Account page with your passphrase.",
+      noAccess: "You have not been given access to this team's key yet. Ask a team Admin to give " +
+        "you access from the Members page.",
+      stale: "The team key cannot be opened with your key. Unlock again on the Account page.",
+      integrity: "The team key the server sent does not chain to the team key this browser has " +
+        "already verified (its anchor), so no value was opened or sealed. Do not go on; " +
+        "contact the team's Admin and the server's admin.",
+      rekeyStale: "The team key's version changed since the plan was made. Reload the page and try again.",
+      unauthenticated: "Key change cancelled: the following recipients were not added by a " +
+        "holder of the team key (no valid recipient authentication; perhaps inserted by the server, or " +
+        "given access before format 2). Give that member access again after comparing their " +
+        "fingerprint, or revoke that token, then try again: ",
+      notOpened: "This value cannot be opened with the team key (damaged, or not for this secret).",
+      short: "The passphrase must be at least " + MIN_PASSPHRASE + " characters.",
+      differ: "The two passphrases differ.",
+      isPassword: "The passphrase must not be your sign-in password: the server receives that " +
+        "password each time you sign in.",
+      wrongPassphrase: "Wrong passphrase.",
+      wrongRecovery: "The recovery key is wrong or not this account's.",
+      badRecovery: "A recovery key is cvsm-recovery1. followed by 43 characters.",
+      keyMismatch: "The public key the server keeps for this account does not match your " +
+        "private key, so the key was not unlocked. Do not give access or create end-to-end " +
+        "teams; contact the server's admin.",
+      unlocked: "The end-to-end key is unlocked in this browser until you sign out or press Lock.",
+      lockedNow: "The end-to-end key is locked in this browser.",
+      working: "Encrypting…",
+      empty: "The value is required.",
+      failed: "Cryptography failed: ",
+      notOpenable: "Cryptography failed: the key or the encrypted value cannot be opened in this " +
+        "browser. Reload the page; if it still fails, unlock again on the Account page.",
+      ownFingerprint: "(unlock to see it)",
+      stateOpen: "Status: unlocked in this browser.",
+      stateLocked: "Status: locked.",
+      shareKeyGone: "This link's key is no longer in this browser; revoke this link and make a new one.",
+      notUtf8: "The .env file must be UTF-8",
+    },
   };
+  var TEXT = TEXTS[document.documentElement.lang] || TEXTS.id;
 
   // --- the member's key in IndexedDB ---------------------------------------------------------
 
@@ -375,9 +425,9 @@
       var own = document.querySelector("[data-e2e-own-fingerprint]");
       if (own) {
         own.textContent = member && member.userId === ctx.userId
-          ? await E.fingerprint(E.unb64u(member.publicKey, 32)) : "(buka kunci untuk melihatnya)";
+          ? await E.fingerprint(E.unb64u(member.publicKey, 32)) : TEXT.ownFingerprint;
       }
-      state.textContent = open ? "Status: terbuka di peramban ini." : "Status: terkunci.";
+      state.textContent = open ? TEXT.stateOpen : TEXT.stateLocked;
       var lock = document.querySelector("[data-e2e-lock]");
       if (lock) lock.hidden = !open;
       var unlock = document.querySelector("form[data-e2e-unlock]");
@@ -393,7 +443,7 @@
     if (link) {
       var made = unstash("share");
       link.textContent = made ? link.textContent.trim() + "#" + made.key
-        : "Kunci tautan ini tidak ada lagi di peramban ini; cabut tautan ini dan buat yang baru.";
+        : TEXT.shareKeyGone;
     }
     var found = await teamKey(ctx);
     if (!found.key) {
@@ -495,7 +545,7 @@
             content = new TextDecoder("utf-8", { fatal: true })
               .decode(await file.files[0].arrayBuffer());
           } catch (e) {
-            refuse("Berkas .env harus UTF-8");
+            refuse(TEXT.notUtf8);
           }
         }
         var environment = form.elements.environment.value;

@@ -10,11 +10,50 @@
 (function () {
   "use strict";
 
-  var MESSAGES = {
-    404: "Tautan berbagi tidak ditemukan.",
-    410: "Tautan berbagi sudah kedaluwarsa, habis dilihat, atau dicabut.",
-    429: "Terlalu banyak permintaan. Coba lagi sebentar lagi.",
+  // The texts this script writes, in the page's language (`<html lang>`, set by the server).
+  var TEXTS = {
+    id: {
+      404: "Tautan berbagi tidak ditemukan.",
+      410: "Tautan berbagi sudah kedaluwarsa, habis dilihat, atau dicabut.",
+      429: "Terlalu banyak permintaan. Coba lagi sebentar lagi.",
+      failed: "Terjadi kesalahan ({status}).",
+      incomplete: "Tautan ini tidak lengkap: kunci setelah tanda # hilang atau terpotong. " +
+        "Salin seluruh tautan dari pengirimnya.",
+      https: "Secret ini terenkripsi end-to-end dan hanya dapat dibuka " +
+        "lewat HTTPS: buka tautan ini dengan alamat https://.",
+      wrongKey: "Kunci setelah tanda # tidak membuka secret ini. Salin seluruh tautan " +
+        "dari pengirimnya.",
+      left: "Sisa kesempatan melihat: {left} dari {max}. Kedaluwarsa: {expires}.",
+      last: "Ini tampilan terakhir: tautan ini sudah habis dipakai. Simpan secret sekarang; " +
+        "memuat ulang halaman tidak akan menampilkannya lagi.",
+      copied: "Tersalin",
+      locale: "id-ID",
+    },
+    en: {
+      404: "Share link not found.",
+      410: "The share link has expired, been viewed its last time, or been revoked.",
+      429: "Too many requests. Try again in a moment.",
+      failed: "Something went wrong ({status}).",
+      incomplete: "This link is incomplete: the key after the # sign is missing or cut off. " +
+        "Copy the whole link from its sender.",
+      https: "This secret is end-to-end encrypted and opens only " +
+        "over HTTPS: open this link with its https:// address.",
+      wrongKey: "The key after the # sign does not open this secret. Copy the whole link " +
+        "from its sender.",
+      left: "Views left: {left} of {max}. Expires: {expires}.",
+      last: "This is the last view: this link is used up. Save the secret now; " +
+        "reloading the page will not show it again.",
+      copied: "Copied",
+      locale: "en-GB",
+    },
   };
+  var T = TEXTS[document.documentElement.lang] || TEXTS.id;
+  function text(key, values) {
+    return String(T[key]).replace(/\{(\w+)\}/g, function (all, name) {
+      return values && name in values ? String(values[name]) : all;
+    });
+  }
+  var MESSAGES = { 404: T[404], 410: T[410], 429: T[429] };
 
   function $(id) {
     return document.getElementById(id);
@@ -41,16 +80,14 @@
   var address = "/api/v1/public/share/" + encodeURIComponent(token);
   var fragment = window.location.hash.replace(/^#/, "");
 
-  var INCOMPLETE = "Tautan ini tidak lengkap: kunci setelah tanda # hilang atau terpotong. " +
-    "Salin seluruh tautan dari pengirimnya.";
+  var INCOMPLETE = T.incomplete;
 
   // The fragment's key of an end-to-end share, or why it cannot be opened here (before a view
   // is spent).
   function shareKey() {
     var E = window.CvsmE2E;
     if (!window.isSecureContext || !E || !E.available()) {
-      throw new Error("Secret ini terenkripsi end-to-end dan hanya dapat dibuka " +
-                      "lewat HTTPS: buka tautan ini dengan alamat https://.");
+      throw new Error(T.https);
     }
     if (!/^[A-Za-z0-9_-]{43}$/.test(fragment)) throw new Error(INCOMPLETE);
     try {
@@ -70,8 +107,7 @@
       return Promise.reject(e);
     }
     return window.CvsmE2E.openShare(share.value, key).catch(function () {
-      throw new Error("Kunci setelah tanda # tidak membuka secret ini. Salin seluruh tautan " +
-                      "dari pengirimnya.");
+      throw new Error(T.wrongKey);
     });
   }
 
@@ -87,7 +123,7 @@
         }
         if (!response.ok) {
           throw new Error(MESSAGES[response.status] ||
-                          "Terjadi kesalahan (" + response.status + ").");
+                          text("failed", { status: response.status }));
         }
         return { e2e: response.headers.get("Cvsm-Share-E2E") === "1" };
       });
@@ -111,7 +147,8 @@
           return null;
         }
         if (!response.ok) {
-          throw new Error(MESSAGES[response.status] || "Terjadi kesalahan (" + response.status + ").");
+          throw new Error(MESSAGES[response.status] ||
+                          text("failed", { status: response.status }));
         }
         return response.json();
       })
@@ -126,10 +163,9 @@
         $("secret-value").textContent = value;
         var left = share.max_views - share.view_count;
         $("meta").textContent = left > 0
-          ? "Sisa kesempatan melihat: " + left + " dari " + share.max_views +
-            ". Kedaluwarsa: " + new Date(share.expires_at).toLocaleString("id-ID") + "."
-          : "Ini tampilan terakhir: tautan ini sudah habis dipakai. Simpan secret sekarang; " +
-            "memuat ulang halaman tidak akan menampilkannya lagi.";
+          ? text("left", { left: left, max: share.max_views,
+                           expires: new Date(share.expires_at).toLocaleString(T.locale) })
+          : T.last;
         $("ask").hidden = true;
         $("shown").hidden = false;
       })
@@ -141,7 +177,7 @@
 
   $("copy").addEventListener("click", function () {
     navigator.clipboard.writeText($("secret-value").textContent).then(function () {
-      $("copy").textContent = "Tersalin";
+      $("copy").textContent = T.copied;
     });
   });
 })();

@@ -41,6 +41,7 @@ from ..accounts import ratelimit
 from ..core.actor import Actor
 from ..crypto.sealing import Keyring
 from ..core.errors import BadRequest, Conflict, NotFound
+from ..core.i18n import Text
 from ..core.inputs import check_text
 from ..accounts.sessions import require_jwt
 from ..core.timeutil import iso
@@ -224,9 +225,10 @@ def compose_answer(articles: list[dict], passage: Mapping | None) -> str:
 def _text(name: str, value: str) -> str:
     value = check_text(name, value).strip()
     if not value:
-        raise BadRequest(f"Kolom '{name}' wajib diisi")
+        raise BadRequest(Text("Kolom '{name}' wajib diisi", name=name))
     if len(value) > MAX_MESSAGE:
-        raise BadRequest(f"Kolom '{name}' paling banyak {MAX_MESSAGE} karakter")
+        raise BadRequest(Text("Kolom '{name}' paling banyak {n} karakter", name=name,
+                              n=MAX_MESSAGE))
     return value
 
 

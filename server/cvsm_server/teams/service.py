@@ -21,6 +21,7 @@ from . import roles
 from ..core.actor import Actor
 from ..core.environments import ENVIRONMENTS
 from ..core.errors import BadRequest, Conflict, Forbidden, NotFound
+from ..core.i18n import N_, Text
 from ..core.inputs import check_line
 from .roles import ADMIN, OWNER, RANK, VIEWER
 
@@ -42,8 +43,8 @@ PLANS = {
 TEAM_NOT_FOUND = roles.TEAM_NOT_FOUND
 MEMBER_QUOTA = "Kuota anggota tim untuk paket ini sudah penuh"
 # Said after every quota refusal (API and dashboard): who lifts the limit on this server.
-QUOTA_LIFT = ("Batas ini dinaikkan oleh admin server ini di panel admin (/app/admin/teams), atau "
-              "oleh operator server dengan perintah `{command}`")
+QUOTA_LIFT = N_("Batas ini dinaikkan oleh admin server ini di panel admin (/app/admin/teams), atau "
+                "oleh operator server dengan perintah `{command}`")
 SLUG_TAKEN = "Slug tim sudah digunakan"
 STILL_SUBSCRIBED = ("Tim ini masih berlangganan: batalkan langganannya dulu di portal tagihan "
                     "(halaman Paket), lalu hapus timnya")
@@ -63,15 +64,19 @@ def team_json(row: Mapping, role: str | None = None) -> dict:
     return out
 
 
+# A quota's refusal, then what lifts it: one sentence after the other, in either language.
+LIFTED = N_("{message}. {lift}")
+
+
 def quota_message(message: str, slug: str, plan: str, quota: str = "max_secrets") -> str:
     """`message` (a quota refusal), then what lifts the limit (`quota_lift`)."""
-    return f"{message}. {quota_lift(slug, plan, quota)}"
+    return Text(LIFTED, message=Text(message), lift=quota_lift(slug, plan, quota))
 
 
 def quota_lift(slug: str, plan: str, quota: str = "max_secrets") -> str:
     """What lifts a quota of the team `slug` on `plan`: the admin panel, or the operator's
     command (`upgrade_command`)."""
-    return QUOTA_LIFT.format(command=upgrade_command(slug, plan, quota))
+    return Text(QUOTA_LIFT, command=upgrade_command(slug, plan, quota))
 
 
 def upgrade_command(slug: str, plan: str, quota: str = "max_secrets") -> str:
@@ -88,13 +93,13 @@ def upgrade_command(slug: str, plan: str, quota: str = "max_secrets") -> str:
 # A team that pays through billing (docs/billing.md) is told what its subscription did and that
 # its Owner lifts the limit on the plan page; `billing_status` is Stripe's (`lock_team`).
 BILLING_LIFT = {
-    "failed": ("Pembayaran langganan tim ini gagal, jadi paketnya sekarang {plan}. Owner tim "
-               "memperbarui kartu atau berlangganan lagi di halaman Paket (/app/teams/{slug}/plan); "
-               "semua yang sudah ada tetap dapat dibaca dan diekspor"),
-    "ended": ("Langganan tim ini sudah berakhir, jadi paketnya sekarang {plan}. Owner tim "
-              "berlangganan lagi di halaman Paket (/app/teams/{slug}/plan); semua yang sudah ada "
-              "tetap dapat dibaca dan diekspor"),
-    "paying": "Owner tim menaikkan paket di halaman Paket (/app/teams/{slug}/plan)",
+    "failed": N_("Pembayaran langganan tim ini gagal, jadi paketnya sekarang {plan}. Owner tim "
+                 "memperbarui kartu atau berlangganan lagi di halaman Paket "
+                 "(/app/teams/{slug}/plan); semua yang sudah ada tetap dapat dibaca dan diekspor"),
+    "ended": N_("Langganan tim ini sudah berakhir, jadi paketnya sekarang {plan}. Owner tim "
+                "berlangganan lagi di halaman Paket (/app/teams/{slug}/plan); semua yang sudah ada "
+                "tetap dapat dibaca dan diekspor"),
+    "paying": N_("Owner tim menaikkan paket di halaman Paket (/app/teams/{slug}/plan)"),
 }
 
 
@@ -102,15 +107,15 @@ def billing_lift(slug: str, plan: str, status: str | None) -> str:
     """What lifts a quota of a team that has a Stripe subscription state (`status`)."""
     kind = ("failed" if status in ("past_due", "unpaid") else
             "ended" if status in ("canceled", "incomplete_expired", "paused") else "paying")
-    return BILLING_LIFT[kind].format(plan=plan, slug=slug)
+    return Text(BILLING_LIFT[kind], plan=plan, slug=slug)
 
 
 def quota_refused(message: str, team: Mapping, quota: str = "max_secrets") -> Forbidden:
     """The 403 of a quota check on `team` (a row with `slug` and `plan`; `billing_status` when
     the team has a Stripe customer, from `lock_team`)."""
     if team.get("billing_status") is not None or team.get("billing_customer"):
-        return Forbidden(f"{message}. "
-                         + billing_lift(team["slug"], team["plan"], team.get("billing_status")))
+        return Forbidden(Text(LIFTED, message=Text(message), lift=billing_lift(
+            team["slug"], team["plan"], team.get("billing_status"))))
     return Forbidden(quota_message(message, team["slug"], team["plan"], quota))
 
 

@@ -7,6 +7,7 @@ from aiohttp import web
 
 from ..instance import admin
 from ..core.errors import BadRequest
+from ..core.i18n import Text
 from ..core.inputs import field
 from .schema import BOOL, INT, STRING, TIME, UUID, answer, nullable, obj, query
 from .request import actor, connection, path_id, query_int, query_text, read_json
@@ -57,7 +58,7 @@ async def admin_set_plan(request: web.Request) -> web.Response:
             if isinstance(value, float) and value.is_integer():  # 5.0 is the integer 5 in JSON
                 value = int(value)
             if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
-                raise BadRequest(f"Kolom '{name}' memiliki tipe yang salah")
+                raise BadRequest(Text("Kolom '{name}' memiliki tipe yang salah", name=name))
             quotas[name] = value
     async with connection(request) as conn:
         row = await admin.set_plan(conn, actor(request), team_id, plan, **quotas)

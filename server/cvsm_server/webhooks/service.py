@@ -35,6 +35,7 @@ from ..teams import roles
 from ..core.actor import Actor
 from ..crypto.sealing import Keyring, webhook_aad
 from ..core.errors import BadRequest, NotFound
+from ..core.i18n import N_, Text
 from ..core.timeutil import iso
 # The event kinds and the channel live with the outbox; they stay importable from here.
 from .events import ACTIONS, CHANNEL, EVENTS, PING, QUEUE_FOR_WEBHOOK, payload
@@ -54,7 +55,7 @@ TARGET_REFUSED = ("Alamat tujuan webhook tidak diizinkan: jaringan privat, loopb
                   "multicast, atau alamat khusus")
 UNRESOLVABLE = "Nama host URL webhook tidak dapat di-resolve"
 NO_EVENTS = "Kolom 'events' harus berisi setidaknya satu jenis event"
-TOO_MANY = f"Satu tim paling banyak memiliki {MAX_WEBHOOKS} webhook"
+TOO_MANY = N_("Satu tim paling banyak memiliki {n} webhook")
 
 
 class TargetRefused(BadRequest):
@@ -176,7 +177,7 @@ def check_events(events: Any) -> list[str]:
         if not isinstance(kind, str):
             raise BadRequest("Kolom 'events' harus berupa daftar teks")
         if kind not in EVENTS:
-            raise BadRequest(f"Jenis event tidak dikenal: {kind[:64]!r}")
+            raise BadRequest(Text("Jenis event tidak dikenal: {kind}", kind=repr(kind[:64])))
     return [kind for kind in EVENTS if kind in events]
 
 
@@ -187,7 +188,8 @@ async def create_webhook(conn: db.Connection, actor: Actor, keyring: Keyring, te
     kinds = check_events(events)
     description = description.strip()
     if len(description) > MAX_DESCRIPTION:
-        raise BadRequest(f"Kolom 'description' paling banyak {MAX_DESCRIPTION} karakter")
+        raise BadRequest(Text("Kolom '{name}' paling banyak {n} karakter", name="description",
+                              n=MAX_DESCRIPTION))
     parse_url(url)
     async with db.cursor(conn) as cur:  # the role first: no lookup on anyone else's behalf
         await roles.require(cur, team_id, actor, roles.ADMIN)
@@ -201,7 +203,7 @@ async def create_webhook(conn: db.Connection, actor: Actor, keyring: Keyring, te
         count = await db.fetchone(cur, "SELECT count(*) AS n FROM webhooks WHERE team_id = %s",
                                   (team_id,))
         if count["n"] >= MAX_WEBHOOKS:
-            raise BadRequest(TOO_MANY)
+            raise BadRequest(Text(TOO_MANY, n=MAX_WEBHOOKS))
         row = await db.fetchone(
             cur,
             f"""INSERT INTO webhooks (id, team_id, url, events, description, key_id, nonce,

@@ -1,8 +1,9 @@
 """Web pages: the share-link page that the API's links point at, and the API reference.
 
 `POST .../shares` answers `url = {CVSM_APP_URL}/share/shr_<token>`; with the default app URL that
-is this server. The page is static: the server never reads, logs or embeds the token, and
-loading the page consumes nothing (so a chat app that previews the link does not burn a view).
+is this server. The page is the same for every link (only its language differs): the server
+never reads, logs or embeds the token, and loading the page consumes nothing (so a chat app that
+previews the link does not burn a view).
 Its script reveals the value only when the recipient asks, through `GET /public/share/:token`,
 and renders it as text, never as HTML.
 """
@@ -12,9 +13,11 @@ from __future__ import annotations
 from importlib import resources
 from pathlib import Path
 
+import aiohttp_jinja2
 from aiohttp import web
 
 from ...core.errors import NotFound
+from .rendering import choose_language
 
 STATIC_DIR = Path(str(resources.files("cvsm_server") / "static"))
 
@@ -25,7 +28,11 @@ PAGE_CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; connect-sr
 
 
 async def share_page(request: web.Request) -> web.StreamResponse:
-    response = web.FileResponse(STATIC_DIR / "share.html")
+    """The share page in the recipient's language (`choose_language`: a signed-in account's
+    choice, the language cookie, `Accept-Language`, the server's default); its script's texts
+    follow `<html lang>`. Nothing of the request but its language reaches the page."""
+    html = aiohttp_jinja2.render_string("share.html", request, {"lang": choose_language(request)})
+    response = web.Response(text=html, content_type="text/html")
     response.headers["Content-Security-Policy"] = PAGE_CSP
     response.headers["Cache-Control"] = "no-store"
     response.headers["X-Robots-Tag"] = "noindex, nofollow"

@@ -66,9 +66,9 @@ MESSAGES = ("error", "message", "notice", "sent", "e2e_error", "deletion_error")
 def translated(context: dict[str, Any]) -> dict[str, Any]:
     for key in MESSAGES:
         if isinstance(context.get(key), str):
-            context[key] = i18n.gettext(context[key])
+            context[key] = i18n.translate(context[key])
     if isinstance(context.get("errors"), dict):
-        context["errors"] = {name: i18n.gettext(text) if isinstance(text, str) else text
+        context["errors"] = {name: i18n.translate(text) if isinstance(text, str) else text
                              for name, text in context["errors"].items()}
     return context
 

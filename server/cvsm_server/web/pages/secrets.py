@@ -16,7 +16,7 @@ from typing import Any
 
 from aiohttp import web
 
-from ...core.i18n import N_
+from ...core.i18n import N_, translate
 from ...core.actor import Actor
 from ...core.errors import BadRequest, NotFound
 from ...core.inputs import whole_number
@@ -31,7 +31,7 @@ from .e2e import json_field, team_context as e2e_context
 from .forms import Form
 from .kit import ENVIRONMENTS, done, signed_in
 from .once import keep_once, take_once
-from .rendering import render_page
+from .rendering import choose_language, render_page
 from .teams import team_form
 from ... import db
 
@@ -237,8 +237,10 @@ async def import_dotenv(request: web.Request, actor: Actor) -> web.StreamRespons
                 conn, actor, request.app[KEYRING], team_id, content, environment)
     # The result (counts, and the lines refused with their names and reasons: never a value)
     # is shown once by the list after the redirect, so a reload imports nothing again.
-    problems = [{"line": r.get("line"), "name": (r.get("name") or "")[:64], "error": r["error"]}
-                for r in results if not r.get("ok")]
+    # (each reason in the page's language: it is kept as text, its values in it)
+    choose_language(request)
+    problems = [{"line": r.get("line"), "name": (r.get("name") or "")[:64],
+                 "error": translate(r["error"])} for r in results if not r.get("ok")]
     response = done(request, "secrets.secrets_page", "secrets_imported",
                     {"environment": environment}, team=team_ref)
     keep_once(request, response, actor, "import", {
