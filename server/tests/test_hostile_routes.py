@@ -27,7 +27,7 @@ PARAM = re.compile(r"\{(\w+)(?::(?:[^{}]|\{\d+(?:,\d*)?\})*)?\}")
 UUID_PARAMS = {"team_id", "secret_id", "user_id", "invite_id", "webhook_id", "share_id",
                "token_id", "ticket_id", "conversation_id"}
 OTHER_PARAMS = {"team": "acme", "name": "X", "token": "shr_nothing", "idp": "github",
-                "path": "nothing", "version": "1"}
+                "path": "nothing", "version": "1", "language": "en"}
 ANSWER_WITHIN = 10.0  # seconds: an answer that waited for the body would never come
 
 
