@@ -1,5 +1,5 @@
 # shellcheck shell=bash
-# helpers.bash - shared setup for the shell SDK's bats tests: starts the stub API (stub_server.py)
+# helpers.bash - shared setup for the shell SDK's bats tests: starts the shared stub API (conformance/stub.py)
 # once per test file, resets its data before each test, and reads back what the SDK sent.
 
 bats_require_minimum_version 1.5.0
@@ -17,7 +17,7 @@ OTHER_TOKEN=cvsm_fedcba9876543210fedcba9876543210fedcba9876543210fedcba98765432
 # stub_start [CERT KEY] starts the stub API on a free port (call from setup_file); with CERT and KEY
 # it speaks HTTPS.
 stub_start() {
-  python3 "$BATS_TEST_DIRNAME/stub_server.py" "$BATS_FILE_TMPDIR/port" "$@" >/dev/null 2>&1 3>&- &
+  python3 "$BATS_TEST_DIRNAME/../../../conformance/stub.py" "$BATS_FILE_TMPDIR/port" "$@" >/dev/null 2>&1 3>&- &
   echo $! >"$BATS_FILE_TMPDIR/pid"
   for _ in $(seq 1 100); do
     [ -s "$BATS_FILE_TMPDIR/port" ] && return 0
@@ -72,7 +72,7 @@ stub_curl() {
   curl -sf --noproxy '*' "${ca[@]}" "$@"
 }
 
-# stub_fault JSON: queues faults (a JSON array, see stub_server.py).
+# stub_fault JSON: queues faults (a JSON array, see conformance/stub.py).
 stub_fault() {
   printf '%s' "$1" | stub_curl -X POST --data-binary @- "$(stub_url)/_stub/faults" >/dev/null
 }

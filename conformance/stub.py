@@ -1,4 +1,4 @@
-"""Stub cvsm API for the shell SDK's bats tests.
+"""The one stub cvsm API that every SDK's own tests run against (canned answers and faults).
 
 It serves the endpoints the SDK uses (one secret by name, the secret list with environment and
 search, the JSON export; the team by id or slug in the path, 404 for neither) plus one secret by
@@ -20,7 +20,7 @@ first `after` requests it matches through, then answers `count` of them). Tests 
 
 Every API answer carries "X-Request-Id: req-N" (N counts the API requests from 1).
 
-Usage: python3 stub_server.py PORT_FILE [CERT KEY]  (binds 127.0.0.1 on a free port and writes it
+Usage: python3 conformance/stub.py PORT_FILE [CERT KEY]  (binds 127.0.0.1 on a free port and writes it
 there; with CERT and KEY it speaks HTTPS).
 """
 
