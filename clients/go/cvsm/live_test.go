@@ -1,12 +1,11 @@
 // Tests of live caches (Options.Live, rule R16) and Refresh (rule R17) for
-// what the conformance cases do not see: CVSM_LIVE's spellings, the SSE
-// decoder, the reconnection pause, Last-Event-ID and Close.
+// what the conformance cases do not see: the SSE decoder, the reconnection
+// pause, Last-Event-ID and Close.
 
 package cvsm
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -17,34 +16,8 @@ import (
 	"time"
 )
 
-func TestLiveOptionAndEnvironment(t *testing.T) {
-	base := Options{Token: testToken, BaseURL: "http://127.0.0.1:1/api/v1", Team: teamSlug}
-	for raw, want := range map[string]bool{"1": true, "TRUE": true, "yes": true, " On ": true, "0": false, "False": false, "no": false, "OFF": false, "": false} {
-		clearEnv(t)
-		t.Setenv(EnvLive, raw)
-		c, err := NewClient(base)
-		if err != nil {
-			t.Fatalf("CVSM_LIVE=%q: %v", raw, err)
-		}
-		if c.Live() != want {
-			t.Errorf("CVSM_LIVE=%q: Live() = %v, want %v", raw, c.Live(), want)
-		}
-	}
-	for _, raw := range []string{"2", "enabled", "y", "tru"} {
-		clearEnv(t)
-		t.Setenv(EnvLive, raw)
-		_, err := NewClient(base)
-		if !errors.Is(err, ErrConfiguration) || !strings.Contains(err.Error(), EnvLive) {
-			t.Errorf("CVSM_LIVE=%q: got %v, want a configuration error naming %s", raw, err, EnvLive)
-		}
-	}
-	clearEnv(t)
-	opts := base
-	opts.Live = true
-	if c, err := NewClient(opts); err != nil || !c.Live() {
-		t.Fatalf("Options.Live: %v, live %v", err, c != nil && c.Live())
-	}
-}
+// CVSM_LIVE's spellings and the Live option are the conformance cases live_variable_spellings
+// and live_variable_turns_the_stream_on_and_off.
 
 func TestSSEDecoder(t *testing.T) {
 	var d sseDecoder
