@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -61,21 +59,6 @@ func TestBackoffIsFullJitterBelowTheDoublingCap(t *testing.T) {
 		if d > time.Duration(100<<i)*time.Millisecond {
 			t.Errorf("sleep %d = %s above its cap", i, d)
 		}
-	}
-}
-
-func TestInjectKeepsAVariableSetToTheEmptyString(t *testing.T) {
-	s := newStub(t)
-	c := newTestClient(t, s, Options{Team: teamID})
-	t.Setenv("API_KEY", "")
-	t.Setenv("DATABASE_URL", "")
-	os.Unsetenv("DATABASE_URL")
-	names, err := c.Inject(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if v, ok := os.LookupEnv("API_KEY"); !ok || v != "" || !reflect.DeepEqual(names, []string{"DATABASE_URL"}) {
-		t.Errorf("API_KEY=%q set=%v names=%v: an empty variable is still set and kept", v, ok, names)
 	}
 }
 
