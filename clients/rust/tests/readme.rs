@@ -4,7 +4,7 @@
 
 mod support;
 
-use support::{SharedStub, TOKEN};
+use support::{SharedStub, CONFIG_VARS, TOKEN};
 
 /// The example, compiled into this test as the module `example`.
 mod example {
@@ -41,23 +41,15 @@ fn the_first_readme_example_runs() {
         ("DATABASE_URL", "postgres://db"),
         ("README_TEST_OTHER", "x"),
     ]);
+    for name in CONFIG_VARS
+        .iter()
+        .chain(&["DATABASE_URL", "README_TEST_OTHER"])
+    {
+        std::env::remove_var(name);
+    }
     std::env::set_var("CVSM_TOKEN", TOKEN);
     std::env::set_var("CVSM_BASE_URL", &stub.base_url);
     std::env::set_var("CVSM_TEAM", "acme");
-    for name in [
-        "CVSM_ENVIRONMENT",
-        "CVSM_CACHE_TTL",
-        "CVSM_TIMEOUT",
-        "CVSM_MAX_RETRIES",
-        "CVSM_CA_FILE",
-        "CVSM_STALE_IF_ERROR",
-        "http_proxy",
-        "HTTP_PROXY",
-        "DATABASE_URL",
-        "README_TEST_OTHER",
-    ] {
-        std::env::remove_var(name);
-    }
 
     example::run().expect("the README example");
 

@@ -19,6 +19,26 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
+/// CONFIG_VARS are the variables a client reads from the environment.
+pub const CONFIG_VARS: [&str; 16] = [
+    "CVSM_TOKEN",
+    "CVSM_BASE_URL",
+    "CVSM_TEAM",
+    "CVSM_ENVIRONMENT",
+    "CVSM_CACHE_TTL",
+    "CVSM_TIMEOUT",
+    "CVSM_MAX_RETRIES",
+    "CVSM_CA_FILE",
+    "CVSM_STALE_IF_ERROR",
+    "CVSM_LIVE",
+    "http_proxy",
+    "HTTP_PROXY",
+    "https_proxy",
+    "HTTPS_PROXY",
+    "no_proxy",
+    "NO_PROXY",
+];
+
 pub const TEAM_ID: &str = "0b7f3c1e-8a4d-4c2b-9f1e-2d3c4b5a6978";
 pub const TOKEN: &str = "cvsm_0123abcd_TOPSECRETTOKEN";
 /// TEAM_SLUG is the slug of team TEAM_ID; the stubs take either in their
@@ -133,38 +153,38 @@ impl SharedStub {
     }
 
     pub fn requests(&self) -> Vec<StubRequest> {
-        let body = stub_agent()
-            .get(format!("{}/_stub/requests", self.root))
-            .call()
-            .expect("GET /_stub/requests")
-            .into_body()
-            .read_to_string()
-            .unwrap();
-        serde_json::from_str(&body).unwrap()
+        serde_json::from_value(self.get("/_stub/requests")).unwrap()
     }
 
     pub fn count(&self) -> usize {
         self.requests().len()
     }
 
+    /// changes sends changes to the open change streams, a JSON array (see conformance/stub.py).
+    pub fn changes(&self, changes: serde_json::Value) {
+        self.post("/_stub/changes", changes);
+    }
+
     /// streams says how many change streams are open, and how many ended since the start.
     pub fn streams(&self) -> (u64, u64) {
-        let body = stub_agent()
-            .get(format!("{}/_stub/streams", self.root))
-            .call()
-            .expect("GET /_stub/streams")
-            .into_body()
-            .read_to_string()
-            .unwrap();
-        let streams: serde_json::Value = serde_json::from_str(&body).unwrap();
-        (
-            streams["open"].as_u64().unwrap(),
-            streams["closed"].as_u64().unwrap(),
-        )
+        let streams = self.get("/_stub/streams");
+        let count = |key: &str| streams[key].as_u64().unwrap();
+        (count("open"), count("closed"))
     }
 
     pub fn targets(&self) -> Vec<String> {
         self.requests().iter().map(StubRequest::target).collect()
+    }
+
+    fn get(&self, path: &str) -> serde_json::Value {
+        let body = stub_agent()
+            .get(format!("{}{path}", self.root))
+            .call()
+            .unwrap_or_else(|err| panic!("GET {path}: {err}"))
+            .into_body()
+            .read_to_string()
+            .unwrap();
+        serde_json::from_str(&body).unwrap()
     }
 
     fn post(&self, path: &str, body: serde_json::Value) {
