@@ -13,12 +13,32 @@ first `after` requests it matches through, then answers `count` of them). Tests 
   POST /_stub/faults    [{"path": "<prefix>", "after": N, "count": N, "status": S, "retry_after": "5",
                           "headers": {"Name": "value"}, "body": "<raw>", "drop": true,
                           "garbage": true, "delay": SECONDS, "drip": SECONDS_PER_BYTE,
-                          "no_request_id": true}]
-  GET  /_stub/requests  -> [{"method","path","query","headers","proxied","host"}] (header names
+                          "no_request_id": true, "url": "/exact/path[?query]"}]  (url: the fault
+                         matches only that path, and that query when it holds "?", not "path"'s prefix;
+                         a fault with status 200 and a body is a scripted answer)
+  GET  /_stub/requests  -> [{"method","path","query","headers","proxied","host","body"}] (header names
                            lower-cased; proxied: the request line held an absolute URL, as a client
-                           sends it to an HTTP proxy)
+                           sends it to an HTTP proxy; body: a POST's body as text)
+
+A POST to any other path is recorded too and answered by its fault, else 404.
 
 Every API answer carries "X-Request-Id: req-N" (N counts the API requests from 1).
+
+The live change stream, GET /api/v1/teams/T/secrets/changes?environment=E (default production),
+answers as the server's does (PROTOCOL.md, R16): text/event-stream, chunked, opening with
+`event: snapshot` and `data: {"secrets": {NAME: {"environment", "version"}}}` from the stored
+secrets (a secret's "version" is 1 unless reset or a change says otherwise; by-name and by-id
+answers carry it too), then held open. Faults refuse it like any path. Tests drive open streams:
+
+  POST /_stub/changes   [{"name", "environment": "production", "value": V} -> stored at the next
+                          version, and `event: change` {"name", "environment", "version"} sent to
+                          every open stream; "deleted": true removes it and sends {"name",
+                          "deleted": true}; "silent": true changes the store only; "id": "41"
+                          adds an `id:` line to the event;
+                         {"raw": "<text>"} -> written as is to every open stream;
+                         {"close": true} -> every open stream ends (the connection closes)]
+  GET  /_stub/streams   -> {"open": N, "closed": N} (streams open now; streams ended, by either
+                           side, since the reset; a reset ends the open ones)
 
 Usage: python3 conformance/stub.py PORT_FILE [CERT KEY]  (binds 127.0.0.1 on a free port and writes it
 there; with CERT and KEY it speaks HTTPS).
@@ -27,6 +47,7 @@ there; with CERT and KEY it speaks HTTPS).
 import json
 import ssl
 import os
+import select
 import socket
 import sys
 import threading
@@ -34,10 +55,12 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, unquote, urlsplit
 
-LOCK = threading.Lock()
+LOCK = threading.Condition()
 STATE = {"token": "", "teams": [], "secrets": [], "e2e": None}
 FAULTS = []
 REQUESTS = []
+STREAMS = []  # one list of pending writes per open change stream (None: end it)
+ENDED = [0]  # change streams ended since the reset
 
 
 def _json(handler, status, payload, headers=None):
@@ -62,13 +85,20 @@ def _raw(handler, status, body, headers=None, drip=None):
         handler.wfile.write(body)
 
 
-def _take_fault(path):
+def _matches(fault, path, query):
+    if "url" in fault:
+        want_path, has_query, want_query = fault["url"].partition("?")
+        return path == want_path and (not has_query or query == want_query)
+    return path.startswith(fault.get("path", ""))
+
+
+def _take_fault(path, query=""):
     with LOCK:
         for fault in FAULTS:
-            if path.startswith(fault.get("path", "")) and fault.get("after", 0) > 0:
+            if _matches(fault, path, query) and fault.get("after", 0) > 0:
                 fault["after"] -= 1
                 continue
-            if path.startswith(fault.get("path", "")) and fault.get("count", 1) > 0:
+            if _matches(fault, path, query) and fault.get("count", 1) > 0:
                 fault["count"] = fault.get("count", 1) - 1
                 return dict(fault)
     return None
@@ -76,6 +106,7 @@ def _take_fault(path):
 
 def _meta(secret):
     return {k: secret[k] for k in ("id", "name", "environment")} | {
+        "version": secret.get("version", 1),
         "type": "credential",
         "description": "",
         "updated_at": "2025-01-01T00:00:00Z",
@@ -100,11 +131,24 @@ class Handler(BaseHTTPRequestHandler):
                 STATE.update({"e2e": None} | data)
                 FAULTS.clear()
                 REQUESTS.clear()
+                for pending in STREAMS:
+                    pending.append(None)
+                ENDED[0] = -len(STREAMS)  # those end after the reset: not counted
+                LOCK.notify_all()
+            return _json(self, 200, {"ok": True})
+        if url.path == "/_stub/changes":
+            with LOCK:
+                for item in self._body():
+                    _change(item)
+                LOCK.notify_all()
             return _json(self, 200, {"ok": True})
         if url.path == "/_stub/faults":
             with LOCK:
                 FAULTS.extend(self._body())
             return _json(self, 200, {"ok": True})
+        if not url.path.startswith("/_stub/"):  # an API POST: recorded and faulted as a GET is
+            self.post_body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            return self.do_GET()
         return _json(self, 404, {"error": "tidak ditemukan"})
 
     def do_GET(self):
@@ -113,19 +157,23 @@ class Handler(BaseHTTPRequestHandler):
         if url.path == "/_stub/requests":
             with LOCK:
                 return _json(self, 200, list(REQUESTS))
+        if url.path == "/_stub/streams":
+            with LOCK:
+                return _json(self, 200, {"open": len(STREAMS), "closed": max(ENDED[0], 0)})
         with LOCK:
             REQUESTS.append(
                 {
-                    "method": "GET",
+                    "method": self.command,
                     "path": url.path,
                     "query": url.query,
                     "headers": {k.lower(): v for k, v in self.headers.items()},
                     "proxied": bool(url.scheme),
                     "host": url.netloc or self.headers.get("Host", ""),
+                    "body": self.post_body.decode(errors="replace") if self.command == "POST" else "",
                 }
             )
             self.request_id = f"req-{len(REQUESTS)}"
-        fault = _take_fault(url.path)
+        fault = _take_fault(url.path, url.query)
         if fault and fault.get("no_request_id"):
             self.request_id = None
         if fault:
@@ -148,6 +196,8 @@ class Handler(BaseHTTPRequestHandler):
                 else:
                     raw = json.dumps({"error": "kesalahan buatan"}).encode()
                 return _raw(self, fault["status"], raw, headers, fault.get("drip"))
+        if self.command == "POST":
+            return _json(self, 404, {"error": "tidak ditemukan"})
         self._api(url)
 
     def _api(self, url):
@@ -166,6 +216,11 @@ class Handler(BaseHTTPRequestHandler):
             if team is None:
                 return _json(self, 404, {"error": "tim tidak ditemukan"})
             secrets = [s for s in STATE["secrets"] if s.get("team", team) == team]
+            if len(parts) == 7 and parts[6] == "changes":
+                env = query.get("environment", "production")
+                versions = {s["name"]: {"environment": env, "version": s.get("version", 1)}
+                            for s in secrets if s["environment"] == env}
+                return self._stream(_event("snapshot", {"secrets": versions}))
             if len(parts) == 6:
                 env, search = query.get("environment"), query.get("search", "").lower()
                 found = [
@@ -193,6 +248,71 @@ class Handler(BaseHTTPRequestHandler):
                         return _json(self, 200, {"secret": _meta(s), "value": s["value"]})
                 return _json(self, 404, {"error": "rahasia tidak ditemukan"})
         return _json(self, 404, {"error": "tidak ditemukan"})
+
+    def _stream(self, first):
+        """Hold a change stream open: send `first`, then what /_stub/changes queues, until it is
+        closed there or the client leaves."""
+        self.send_response(200)
+        for name, value in (("Content-Type", "text/event-stream"), ("Cache-Control", "no-store"),
+                            ("Transfer-Encoding", "chunked"), ("X-Request-Id", self.request_id)):
+            if value:
+                self.send_header(name, value)
+        self.end_headers()
+        self.close_connection = True
+        pending = [first]
+        with LOCK:
+            STREAMS.append(pending)
+        try:
+            while True:
+                with LOCK:
+                    if not pending:
+                        LOCK.wait(0.05)
+                    items, pending[:] = list(pending), []
+                for item in items:
+                    if item is None:
+                        self.wfile.write(b"0\r\n\r\n")
+                        return
+                    self.wfile.write(b"%x\r\n%s\r\n" % (len(item), item))
+                self.wfile.flush()
+                readable, _, _ = select.select([self.connection], [], [], 0)
+                # The client left (a TLS socket is peeked under its encryption: no bytes come).
+                if readable and not socket.socket.recv(self.connection, 1, socket.MSG_PEEK):
+                    return
+        except OSError:
+            pass  # the client left
+        finally:
+            with LOCK:
+                STREAMS.remove(pending)
+                ENDED[0] += 1
+
+
+def _event(name, data, event_id=None):
+    head = f"event: {name}\n" + (f"id: {event_id}\n" if event_id else "")
+    return (head + f"data: {json.dumps(data)}\n\n").encode()
+
+
+def _change(item):
+    """Apply one /_stub/changes item (under LOCK)."""
+    if "raw" in item or item.get("close"):
+        for pending in STREAMS:
+            pending.append(None if item.get("close") else item["raw"].encode())
+        return
+    env = item.get("environment", "production")
+    found = [s for s in STATE["secrets"] if (s["name"], s["environment"]) == (item["name"], env)]
+    if item.get("deleted"):
+        STATE["secrets"] = [s for s in STATE["secrets"] if s not in found]
+        data = {"name": item["name"], "deleted": True}
+    else:
+        if not found:
+            found = [{"id": f"stub-{len(STATE['secrets']) + 1}", "name": item["name"], "environment": env,
+                      "version": 0}]
+            STATE["secrets"].append(found[0])
+        found[0]["value"] = item["value"]
+        found[0]["version"] = found[0].get("version", 1) + 1
+        data = {"name": item["name"], "environment": env, "version": found[0]["version"]}
+    if not item.get("silent"):
+        for pending in STREAMS:
+            pending.append(_event("change", data, item.get("id")))
 
 
 def main():
