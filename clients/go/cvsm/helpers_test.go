@@ -131,6 +131,24 @@ type stubFault struct {
 // inject queues faults on the stub.
 func (s *stubServer) inject(faults ...stubFault) { s.post("/_stub/faults", faults) }
 
+// changes sends changes to the stub's open change streams (see conformance/stub.py).
+func (s *stubServer) changes(items ...map[string]any) { s.post("/_stub/changes", items) }
+
+// streams says how many change streams are open, and how many ended since the reset.
+func (s *stubServer) streams() (open, closed int) {
+	s.t.Helper()
+	resp, err := stubHTTP.Get(s.url + "/_stub/streams")
+	if err != nil {
+		s.t.Fatalf("stub streams: %v", err)
+	}
+	defer resp.Body.Close()
+	var out struct{ Open, Closed int }
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+		s.t.Fatalf("stub streams: %v", err)
+	}
+	return out.Open, out.Closed
+}
+
 // stubRequest is what the stub saw of one API request.
 type stubRequest struct {
 	Method  string            `json:"method"`
