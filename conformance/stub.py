@@ -6,16 +6,27 @@ id, from in-memory state, records every request, and replays scripted faults (a 
 first `after` requests it matches through, then answers `count` of them). Tests drive it over HTTP:
 
   POST /_stub/reset     {"token", "teams": [...], "secrets": [{"id","name","environment","value"}],
-                         "e2e": {"team_id", "key_version", "wrapped_key"}}  (e2e optional: with it
-                         the team is end-to-end: by-name answers' secrets say "e2e": true, the
-                         JSON export carries "Cvsm-E2E: 1", and GET /teams/T/e2e/key answers it;
-                         without it that is a 400)
+                         "e2e": {"team_id", "key_version", "wrapped_key", "links"?}}  (e2e optional:
+                         with it the team is end-to-end: by-name answers' secrets say "e2e": true,
+                         the JSON export carries "Cvsm-E2E: 1", and GET /teams/T/e2e/key answers
+                         it as given (its "links", [{"key_version", "link"}], walk a token pinned
+                         to an older key version up to key_version); without it that is a 400.
+                         The secrets' values are sent as given: an end-to-end team's are the
+                         envelopes the test sealed)
   POST /_stub/faults    [{"path": "<prefix>", "after": N, "count": N, "status": S, "retry_after": "5",
                           "headers": {"Name": "value"}, "body": "<raw>", "drop": true,
                           "garbage": true, "delay": SECONDS, "drip": SECONDS_PER_BYTE,
-                          "no_request_id": true, "url": "/exact/path[?query]"}]  (url: the fault
-                         matches only that path, and that query when it holds "?", not "path"'s prefix;
-                         a fault with status 200 and a body is a scripted answer)
+                          "no_request_id": true, "url": "/exact/path[?query]", "hold": "NAME"}]
+                         (url: the fault matches only that path, and that query when it holds "?",
+                         not "path"'s prefix; a fault with status 200 and a body is a scripted
+                         answer; hold: the answer, made when the request arrives (the fault's, else
+                         the canned data's as they are then; not a change stream's), is sent only
+                         once NAME is released)
+  POST /_stub/release   ["NAME", ...]  (lets the answers held under each NAME go, and any later
+                         ones at once; a reset lets every held answer go and forgets the names)
+  POST /_stub/state     {"secrets": [...], "e2e": {...}, ...}  (replaces only the keys given, as a
+                         reset would, keeping the faults, the recorded requests, the held answers
+                         and the open streams: a re-key in the middle of a test)
   GET  /_stub/requests  -> [{"method","path","query","headers","proxied","host","body"}] (header names
                            lower-cased; proxied: the request line held an absolute URL, as a client
                            sends it to an HTTP proxy; body: a POST's body as text)
@@ -61,13 +72,21 @@ FAULTS = []
 REQUESTS = []
 STREAMS = []  # one list of pending writes per open change stream (None: end it)
 ENDED = [0]  # change streams ended since the reset
+GATES = {}  # hold name -> threading.Event, set once the name is released
 
 
 def _json(handler, status, payload, headers=None):
     _raw(handler, status, json.dumps(payload).encode(), headers)
 
 
+def _gate(name):
+    with LOCK:
+        return GATES.setdefault(name, threading.Event())
+
+
 def _raw(handler, status, body, headers=None, drip=None):
+    if getattr(handler, "hold", None):
+        _gate(handler.hold).wait(60)  # a test that never releases it does not hang the stub
     handler.send_response(status)
     handler.send_header("Content-Type", "application/json")
     handler.send_header("Content-Length", str(len(body)))
@@ -125,6 +144,7 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_POST(self):
         url = urlsplit(self.path)
+        self.request_id = self.hold = None  # the handler lives as long as its connection
         if url.path == "/_stub/reset":
             data = self._body()
             with LOCK:
@@ -134,7 +154,19 @@ class Handler(BaseHTTPRequestHandler):
                 for pending in STREAMS:
                     pending.append(None)
                 ENDED[0] = -len(STREAMS)  # those end after the reset: not counted
+                for gate in GATES.values():
+                    gate.set()
+                GATES.clear()
                 LOCK.notify_all()
+            return _json(self, 200, {"ok": True})
+        if url.path == "/_stub/release":
+            for name in self._body():
+                _gate(name).set()
+            return _json(self, 200, {"ok": True})
+        if url.path == "/_stub/state":
+            data = self._body()
+            with LOCK:
+                STATE.update(data)
             return _json(self, 200, {"ok": True})
         if url.path == "/_stub/changes":
             with LOCK:
@@ -153,7 +185,7 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_GET(self):
         url = urlsplit(self.path)
-        self.request_id = None
+        self.request_id = self.hold = None
         if url.path == "/_stub/requests":
             with LOCK:
                 return _json(self, 200, list(REQUESTS))
@@ -177,6 +209,7 @@ class Handler(BaseHTTPRequestHandler):
         if fault and fault.get("no_request_id"):
             self.request_id = None
         if fault:
+            self.hold = fault.get("hold")
             if fault.get("delay"):
                 time.sleep(fault["delay"])
             if fault.get("drop"):
