@@ -2,8 +2,7 @@
 // stub cvsm API every SDK's own tests share: canned data, scripted faults and
 // the requests it saw, driven over HTTP), a fake clock, and a helper that
 // builds a client with a clean CVSM_* environment. The end-to-end tests
-// (teamkey_test.go) still run their own httptest server on recorded and
-// writeJSON below.
+// (teamkey_test.go) reset it to an end-to-end team of their own.
 
 package cvsm
 
@@ -81,16 +80,22 @@ type stubServer struct {
 // stubHTTP talks to the stub itself, never through a proxy.
 var stubHTTP = &http.Client{Transport: &http.Transport{Proxy: nil}, Timeout: 10 * time.Second}
 
-// newStub starts the shared stub if need be and resets it to the fixture:
-// token testToken, team teamID (slug teamSlug), DATABASE_URL and API_KEY in
-// production, API_KEY in staging; no faults, no recorded requests.
-func newStub(t *testing.T) *stubServer {
+// sharedStub starts the shared stub if need be; the caller resets it.
+func sharedStub(t *testing.T) *stubServer {
 	t.Helper()
 	shared.once.Do(startSharedStub)
 	if shared.err != nil {
 		t.Fatalf("the shared stub (conformance/stub.py): %v", shared.err)
 	}
-	s := &stubServer{t: t, url: shared.url}
+	return &stubServer{t: t, url: shared.url}
+}
+
+// newStub starts the shared stub if need be and resets it to the fixture:
+// token testToken, team teamID (slug teamSlug), DATABASE_URL and API_KEY in
+// production, API_KEY in staging; no faults, no recorded requests.
+func newStub(t *testing.T) *stubServer {
+	t.Helper()
+	s := sharedStub(t)
 	s.post("/_stub/reset", map[string]any{
 		"token": testToken,
 		"teams": []map[string]any{{"id": teamID, "slug": teamSlug}},
@@ -119,17 +124,23 @@ func (s *stubServer) post(path string, body any) {
 }
 
 // stubFault is one scripted fault (see conformance/stub.py): the first After
-// requests whose path starts with Path pass, the next Count (1 when 0) get it.
+// requests whose path starts with Path (or is URL) pass, the next Count (1
+// when 0) get it. Hold keeps the answer back until s.release(Hold).
 type stubFault struct {
 	Path   string  `json:"path"`
+	URL    string  `json:"url,omitempty"`
 	After  int     `json:"after,omitempty"`
 	Count  int     `json:"count,omitempty"`
 	Status int     `json:"status,omitempty"`
 	Delay  float64 `json:"delay,omitempty"` // seconds
+	Hold   string  `json:"hold,omitempty"`
 }
 
 // inject queues faults on the stub.
 func (s *stubServer) inject(faults ...stubFault) { s.post("/_stub/faults", faults) }
+
+// release lets the answers held under names go.
+func (s *stubServer) release(names ...string) { s.post("/_stub/release", names) }
 
 // changes sends changes to the stub's open change streams (see conformance/stub.py).
 func (s *stubServer) changes(items ...map[string]any) { s.post("/_stub/changes", items) }
@@ -183,21 +194,6 @@ func (s *stubServer) paths() []string {
 		out = append(out, p)
 	}
 	return out
-}
-
-// recorded is what the end-to-end tests' own server saw of one request.
-type recorded struct {
-	method  string
-	path    string
-	rawPath string // as sent, percent-encoding included
-	query   string
-	header  http.Header
-}
-
-func writeJSON(w http.ResponseWriter, status int, body any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(body)
 }
 
 // fakeClock is a settable clock for cache expiry.

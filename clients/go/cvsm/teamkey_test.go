@@ -1,6 +1,6 @@
 // This file tests a Client reading an end-to-end team with a token that
-// carries its key part, against a stub of the server's end-to-end answers
-// built from the shared vectors.
+// carries its key part, on the shared stub (conformance/stub.py) holding an
+// end-to-end team built from the shared vectors.
 
 package cvsm
 
@@ -10,8 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
-	"net/http/httptest"
 	"runtime"
 	"strings"
 	"sync"
@@ -19,137 +17,78 @@ import (
 	"time"
 )
 
-const (
-	e2eSecretDB  = "0b6d3e2a-8f41-4a5c-b3d2-7e9c1f0a4b58" // the vectors' DATABASE_URL
-	e2eSecretAPI = "c2a7f9e1-5b3d-4e8a-9f60-1d2c3b4a5e6f"
-)
+// e2eSecretAPI is the id of the API_KEY the tests seal in production.
+const e2eSecretAPI = "c2a7f9e1-5b3d-4e8a-9f60-1d2c3b4a5e6f"
 
-// e2eStub answers as the server does for an end-to-end team: by-name reads
-// with "e2e": true and the envelope as value, the JSON export of
-// envelopes, and GET .../e2e/key with the wrap for the vectors' token.
+// e2eStub is the shared stub reset to the vectors' end-to-end team: by-name
+// reads with "e2e": true and the envelope as value, the JSON export of
+// envelopes, and GET .../e2e/key with the wrap for the vectors' token (key
+// version 2, its link back to the token's pinned version 1).
 type e2eStub struct {
-	t   *testing.T
-	v   e2eVectors
-	srv *httptest.Server
-
-	mu         sync.Mutex
-	requests   []recorded
-	sealed     map[string]map[string]string // environment -> name -> envelope
-	keyVersion int
-	links      []map[string]any
-	wrapped    string
-	markBeside bool // "e2e": true beside the value instead of in the secret
-	noMark     bool // the export answers without its Cvsm-E2E: 1 header
-	// keyGate, when not nil, holds the next answer of GET .../e2e/key,
-	// made when the request arrives, until it is closed.
-	keyGate chan struct{}
-	refused map[string]int // name -> the status its by-name read answers
+	*stubServer
+	v    e2eVectors
+	seen int // the requests already returned by take
 }
 
 func newE2EStub(t *testing.T) *e2eStub {
 	t.Helper()
 	v := loadVectors(t)
-	s := &e2eStub{t: t, v: v, keyVersion: v.KeyVersion, links: []map[string]any{{"key_version": 2, "link": v.Chain.Links[0].Link}}}
+	s := &e2eStub{stubServer: sharedStub(t), v: v}
+	var wrapped string
 	for _, r := range v.Recipients {
 		if r.What == "token" {
-			s.wrapped = r.WrappedKey
+			wrapped = r.WrappedKey
 		}
 	}
-	teamKey := mustB64u(t, v.TeamKey)
-	s.sealed = map[string]map[string]string{
-		"production": {
-			"DATABASE_URL": v.Values[0].Envelope, // the vectors' own envelope
-			"API_KEY":      sealForTest(t, apiKeyVal, teamKey, v.KeyVersion, v.TeamID, e2eSecretAPI, 2, "production", "API_KEY"),
-		},
-		"staging": {"API_KEY": v.Values[2].Envelope},
-	}
-	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
-	t.Cleanup(s.srv.Close)
+	apiKey := sealForTest(t, apiKeyVal, mustB64u(t, v.TeamKey), v.KeyVersion, v.TeamID, e2eSecretAPI, 2, "production", "API_KEY")
+	s.post("/_stub/reset", map[string]any{
+		"token":   v.Token.APIToken,
+		"teams":   []map[string]any{{"id": v.TeamID}},
+		"secrets": s.secrets(apiKey),
+		"e2e":     s.keyAnswer(v.KeyVersion, wrapped, map[string]any{"key_version": 2, "link": v.Chain.Links[0].Link}),
+	})
 	return s
 }
 
-func (s *e2eStub) serve(w http.ResponseWriter, r *http.Request) {
-	s.mu.Lock()
-	unlocked := false
-	defer func() {
-		if !unlocked {
-			s.mu.Unlock()
-		}
-	}()
-	s.requests = append(s.requests, recorded{r.Method, r.URL.Path, r.URL.EscapedPath(), r.URL.RawQuery, r.Header.Clone()})
-	w.Header().Set("X-Request-Id", fmt.Sprintf("req-%d", len(s.requests)))
-	if r.Header.Get("Authorization") != "Bearer "+s.v.Token.APIToken {
-		writeJSON(w, 401, map[string]any{"error": "token tidak valid"})
-		return
+// secrets are the team's envelopes: the vectors' own DATABASE_URL
+// (production) and API_KEY (staging), and apiKey as API_KEY in production.
+func (s *e2eStub) secrets(apiKey string) []map[string]any {
+	secret := func(name, environment, envelope string) map[string]any {
+		id := strings.Split(envelope, ".")[2] // cvsm-e2e1.<key version>.<secret id>...
+		return map[string]any{"id": id + "-" + environment, "name": name, "environment": environment, "value": envelope}
 	}
-	team := "/api/v1/teams/" + s.v.TeamID
-	env := r.URL.Query().Get("environment")
-	switch path := r.URL.Path; {
-	case path == team+"/e2e/key":
-		body := map[string]any{"team_id": s.v.TeamID, "key_version": s.keyVersion, "wrapped_key": s.wrapped, "links": s.links}
-		if gate := s.keyGate; gate != nil {
-			s.keyGate = nil
-			unlocked = true
-			s.mu.Unlock()
-			<-gate
-		}
-		writeJSON(w, 200, body)
-	case path == team+"/secrets/export":
-		out := map[string]string{}
-		for name, sealed := range s.sealed[env] {
-			out[name] = sealed
-		}
-		if !s.noMark {
-			w.Header().Set("Cvsm-E2E", "1")
-		}
-		writeJSON(w, 200, out)
-	case strings.HasPrefix(path, team+"/secrets/by-name/"):
-		name := strings.TrimPrefix(path, team+"/secrets/by-name/")
-		if status := s.refused[name]; status != 0 {
-			writeJSON(w, status, map[string]any{"error": "tidak boleh"})
-			return
-		}
-		sealed, ok := s.sealed[env][name]
-		if !ok {
-			writeJSON(w, 404, map[string]any{"error": "rahasia tidak ditemukan"})
-			return
-		}
-		// The server marks the secret; docs/e2e.md first put the mark beside the value.
-		secret := map[string]any{"name": name, "environment": env, "e2e": !s.markBeside}
-		writeJSON(w, 200, map[string]any{"secret": secret, "value": sealed, "e2e": s.markBeside})
-	case path == team+"/secrets":
-		writeJSON(w, 200, map[string]any{"secrets": []any{}, "total": 0})
-	default:
-		writeJSON(w, 404, map[string]any{"error": "tidak ditemukan"})
+	return []map[string]any{
+		secret("DATABASE_URL", "production", s.v.Values[0].Envelope),
+		secret("API_KEY", "production", apiKey),
+		secret("API_KEY", "staging", s.v.Values[2].Envelope),
 	}
 }
 
-func (s *e2eStub) set(f func(s *e2eStub)) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	f(s)
+func (s *e2eStub) keyAnswer(version int, wrapped string, links ...map[string]any) map[string]any {
+	return map[string]any{"team_id": s.v.TeamID, "key_version": version, "wrapped_key": wrapped, "links": links}
 }
 
-// take returns the paths requested since the last take.
+// take returns the paths (below the team) requested since the last take.
 func (s *e2eStub) take() []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	reqs := s.reqs()
 	var out []string
-	for _, r := range s.requests {
-		out = append(out, strings.TrimPrefix(r.path, "/api/v1/teams/"+s.v.TeamID))
+	for _, r := range reqs[s.seen:] {
+		out = append(out, strings.TrimPrefix(r.Path, "/api/v1/teams/"+s.v.TeamID))
 	}
-	s.requests = nil
+	s.seen = len(reqs)
 	return out
 }
 
 func (s *e2eStub) client(t *testing.T, opts Options) testClient {
 	t.Helper()
-	clearEnv(t)
-	if opts.Token == "" {
-		opts.Token = s.v.Token.Token
-	}
-	opts.BaseURL, opts.Team = s.srv.URL+"/api/v1", s.v.TeamID
+	opts.Token, opts.BaseURL, opts.Team = s.v.Token.Token, s.baseURL(), s.v.TeamID
 	return newTestClient(t, nil, opts) // nil: the options name this stub
+}
+
+// holdKeyAnswer holds the next answer of GET .../e2e/key, made when the
+// request arrives, until s.release("key").
+func (s *e2eStub) holdKeyAnswer() {
+	s.inject(stubFault{URL: "/api/v1/teams/" + s.v.TeamID + "/e2e/key", Hold: "key"})
 }
 
 func wantPaths(t *testing.T, got []string, want ...string) {
@@ -221,10 +160,8 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // (below the team) since the last take.
 func (s *e2eStub) requested(path string) func() bool {
 	return func() bool {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		for _, r := range s.requests {
-			if strings.TrimPrefix(r.path, "/api/v1/teams/"+s.v.TeamID) == path {
+		for _, r := range s.reqs()[s.seen:] {
+			if strings.TrimPrefix(r.Path, "/api/v1/teams/"+s.v.TeamID) == path {
 				return true
 			}
 		}
@@ -251,11 +188,8 @@ func TestE2EAKeyFetchThatAClearOvertookKeepsNothing(t *testing.T) {
 		t.Run(clear, func(t *testing.T) {
 			s := newE2EStub(t)
 			c := s.client(t, Options{CacheTTL: NoCache})
-			gate := make(chan struct{})
-			s.set(func(s *e2eStub) {
-				s.keyGate = gate
-				s.refused = map[string]int{"FORBIDDEN": 403}
-			})
+			s.holdKeyAnswer()
+			s.inject(stubFault{URL: "/api/v1/teams/" + s.v.TeamID + "/secrets/by-name/FORBIDDEN", Count: 100, Status: 403})
 			done := make(chan error, 1)
 			go func() {
 				v, err := c.Get(ctx, "DATABASE_URL")
@@ -270,7 +204,7 @@ func TestE2EAKeyFetchThatAClearOvertookKeepsNothing(t *testing.T) {
 			} else if _, err := c.Get(ctx, "FORBIDDEN"); !errors.Is(err, ErrPermissionDenied) {
 				t.Fatalf("Get(FORBIDDEN) = %v", err)
 			}
-			close(gate)
+			s.release("key")
 			// The read in flight opens its value with the key it fetched...
 			if err := <-done; err != nil {
 				t.Fatal(err)
@@ -288,8 +222,7 @@ func TestE2EAKeyFetchThatAClearOvertookKeepsNothing(t *testing.T) {
 func TestE2EAReadOfANewKeyVersionRefetchesAfterAFetchBegunBeforeTheReKey(t *testing.T) {
 	s := newE2EStub(t)
 	c := s.client(t, Options{CacheTTL: NoCache})
-	gate := make(chan struct{})
-	s.set(func(s *e2eStub) { s.keyGate = gate })
+	s.holdKeyAnswer()
 	// A first read fetches the key; its answer, version 2, is made before...
 	first := make(chan error, 1)
 	go func() {
@@ -300,11 +233,11 @@ func TestE2EAReadOfANewKeyVersionRefetchesAfterAFetchBegunBeforeTheReKey(t *test
 	// ...the team is re-keyed (version 3), and a second read gets a value
 	// sealed under version 3 while the first fetch is still in flight.
 	newKey := bytes.Repeat([]byte{9}, 32)
-	s.set(func(s *e2eStub) {
-		s.keyVersion = 3
-		s.wrapped = wrapForTest(t, newKey, s.v.TeamID, 3, mustB64u(t, s.v.Token.PrivateKey))
-		s.links = append(s.links, map[string]any{"key_version": 3, "link": linkForTest(t, newKey, mustB64u(t, s.v.TeamKey), s.v.TeamID, 3)})
-		s.sealed["production"]["API_KEY"] = sealForTest(t, "rotated", newKey, 3, s.v.TeamID, e2eSecretAPI, 3, "production", "API_KEY")
+	s.post("/_stub/state", map[string]any{
+		"e2e": s.keyAnswer(3, wrapForTest(t, newKey, s.v.TeamID, 3, mustB64u(t, s.v.Token.PrivateKey)),
+			map[string]any{"key_version": 2, "link": s.v.Chain.Links[0].Link},
+			map[string]any{"key_version": 3, "link": linkForTest(t, newKey, mustB64u(t, s.v.TeamKey), s.v.TeamID, 3)}),
+		"secrets": s.secrets(sealForTest(t, "rotated", newKey, 3, s.v.TeamID, e2eSecretAPI, 3, "production", "API_KEY")),
 	})
 	second := make(chan error, 1)
 	go func() {
@@ -315,7 +248,7 @@ func TestE2EAReadOfANewKeyVersionRefetchesAfterAFetchBegunBeforeTheReKey(t *test
 		second <- err
 	}()
 	waitFor(t, "the second read waits for the first one's key fetch", blockedInFetchTeamKey)
-	close(gate)
+	s.release("key")
 	if err := <-first; err != nil {
 		t.Fatalf("first read: %v", err)
 	}
