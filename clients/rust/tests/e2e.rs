@@ -1,22 +1,21 @@
-//! End-to-end teams against a local stub server: the token's key part, the
-//! team key fetched once and kept until `clear_cache`, values opened for the
-//! name and environment asked for, and the decryption error. These tests
-//! never read or write the process environment (see tests/env.rs for
-//! `inject`).
+//! End-to-end teams on the shared stub (conformance/stub.py), this SDK's own
+//! surface: the token's key part never printed nor sent, the vectors' bad
+//! tokens, and concurrent reads of the team key. These tests never read or
+//! write the process environment (see tests/env.rs for `inject`).
 
 mod support;
 
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use cvsm::{Client, ClientOptions, Error};
+use serde_json::json;
 use support::e2e::{vectors, Team};
-use support::{error, Reply, Request, Stub};
+use support::SharedStub;
 
 const DATABASE_URL: &str = "DATABASE_URL";
 
-fn options(team: &Team, stub: &Stub) -> ClientOptions {
+fn options(team: &Team, stub: &SharedStub) -> ClientOptions {
     ClientOptions {
         token: Some(team.token.clone()),
         base_url: Some(stub.base_url.clone()),
@@ -31,17 +30,16 @@ fn options(team: &Team, stub: &Stub) -> ClientOptions {
     }
 }
 
-/// serve starts a stub answering for `team`; `errors` may override any request.
-fn serve(
-    team: &Arc<Team>,
-    errors: impl Fn(&Request) -> Option<Reply> + Send + Sync + 'static,
-) -> Stub {
-    let team = Arc::clone(team);
-    Stub::start(move |req| errors(req).unwrap_or_else(|| team.reply(req)))
+/// key_path is the path of the team key answer.
+fn key_path(team: &Team) -> String {
+    format!("/api/v1/teams/{}/e2e/key", team.team_id)
 }
 
-fn no_errors(_: &Request) -> Option<Reply> {
-    None
+fn key_requests(stub: &SharedStub) -> usize {
+    stub.targets()
+        .iter()
+        .filter(|t| t.ends_with("/e2e/key"))
+        .count()
 }
 
 // The wire rules of an end-to-end team (the requests, the key kept and fetched again, every
@@ -51,9 +49,17 @@ fn no_errors(_: &Request) -> Option<Reply> {
 #[test]
 fn the_key_part_is_never_printed_nor_sent() {
     let team = Team::from_vectors();
-    let stub = serve(&team, no_errors);
+    let stub = team.serve();
     let options = options(&team, &stub);
     let client = Client::new(options.clone()).unwrap();
+    client.get(DATABASE_URL).unwrap();
+    for request in stub.requests() {
+        assert_eq!(
+            request.header("authorization"),
+            Some(format!("Bearer {}", team.api_token).as_str())
+        );
+        assert!(!format!("{request:?}").contains(&team.private_key));
+    }
     for printed in [
         format!("{client:?}"),
         format!("{client:#?}"),
@@ -94,14 +100,10 @@ fn every_bad_token_of_the_vectors_is_a_configuration_error_that_does_not_quote_i
 
 #[test]
 fn concurrent_first_reads_fetch_the_team_key_once() {
-    let team = Team::from_vectors();
+    let mut team = Team::from_vectors();
     team.put("production", "API_TOKEN", "tok-1");
-    let slow = Arc::clone(&team);
-    let stub = serve(&team, move |req| {
-        req.path()
-            .ends_with("/e2e/key")
-            .then(|| Reply::Slow(Duration::from_millis(300), Box::new(slow.reply(req))))
-    });
+    let stub = team.serve();
+    stub.faults(json!([{ "url": key_path(&team), "delay": 0.3 }]));
     let client = Arc::new(Client::new(options(&team, &stub)).unwrap());
     let readers: Vec<_> = [DATABASE_URL, "API_TOKEN", DATABASE_URL, "API_TOKEN"]
         .into_iter()
@@ -113,30 +115,20 @@ fn concurrent_first_reads_fetch_the_team_key_once() {
     for reader in readers {
         reader.join().unwrap();
     }
-    let keys = stub
-        .targets()
-        .iter()
-        .filter(|t| t.ends_with("/e2e/key"))
-        .count();
-    assert_eq!(keys, 1, "{:?}", stub.targets());
+    assert_eq!(key_requests(&stub), 1, "{:?}", stub.targets());
 }
 
 #[test]
 fn a_team_key_fetched_across_clear_cache_or_a_403_is_not_held() {
     for interruption in ["clear_cache", "403"] {
         let team = Team::from_vectors();
-        let in_flight = Arc::new(AtomicUsize::new(0));
-        let seen = Arc::clone(&in_flight);
-        let slow = Arc::clone(&team);
-        let stub = serve(&team, move |req| {
-            if req.path().ends_with("/secrets/by-name/DENIED") {
-                return Some(error(403, "Akses ditolak"));
-            }
-            req.path().ends_with("/e2e/key").then(|| {
-                seen.fetch_add(1, Ordering::SeqCst);
-                Reply::Slow(Duration::from_millis(400), Box::new(slow.reply(req)))
-            })
-        });
+        let stub = team.serve();
+        // The first key answer waits until the interruption is done.
+        stub.faults(json!([
+            { "url": key_path(&team), "hold": "key" },
+            { "url": format!("/api/v1/teams/{}/secrets/by-name/DENIED", team.team_id),
+              "count": 100, "status": 403 },
+        ]));
         let client = Arc::new(
             Client::new(ClientOptions {
                 cache_ttl: Some(Duration::ZERO),
@@ -149,7 +141,7 @@ fn a_team_key_fetched_across_clear_cache_or_a_403_is_not_held() {
             std::thread::spawn(move || client.get(DATABASE_URL))
         };
         let waited = std::time::Instant::now();
-        while in_flight.load(Ordering::SeqCst) == 0 {
+        while key_requests(&stub) == 0 {
             assert!(waited.elapsed() < Duration::from_secs(5), "no key request");
             std::thread::sleep(Duration::from_millis(5));
         }
@@ -160,6 +152,7 @@ fn a_team_key_fetched_across_clear_cache_or_a_403_is_not_held() {
                 Err(Error::PermissionDenied { .. })
             )),
         }
+        stub.release(&["key"]);
         assert_eq!(
             reader.join().unwrap().unwrap(),
             Team::vector_value("production", DATABASE_URL),
@@ -167,13 +160,8 @@ fn a_team_key_fetched_across_clear_cache_or_a_403_is_not_held() {
         );
 
         client.get(DATABASE_URL).unwrap();
-        let keys = stub
-            .targets()
-            .iter()
-            .filter(|t| t.ends_with("/e2e/key"))
-            .count();
         assert_eq!(
-            keys,
+            key_requests(&stub),
             2,
             "{interruption}: the key fetched before it is not held: {:?}",
             stub.targets()

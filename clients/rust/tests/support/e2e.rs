@@ -1,16 +1,15 @@
-//! An end-to-end team for the stub server: the shared vectors
-//! (`conformance/vectors/e2e.json`, read from the repository), values sealed
-//! here under their team key as a writing client would, and the vectors' team
-//! key wrapped to their token (docs/e2e.md, format 2, with its back-links).
-
-use std::sync::{Arc, Mutex};
+//! An end-to-end team on the shared stub (conformance/stub.py): the shared
+//! vectors (`conformance/vectors/e2e.json`, read from the repository), values
+//! sealed here under their team key as a writing client would, and the
+//! vectors' team key wrapped to their token (docs/e2e.md, format 2, with its
+//! back-links).
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
 use ring::aead::{Aad, LessSafeKey, Nonce, UnboundKey, AES_256_GCM};
 use serde_json::{json, Value};
 
-use super::{error, json, Reply, Request, TEAM_SLUG};
+use super::{SharedStub, TEAM_SLUG};
 
 /// vectors reads the vectors every language opens, from the repository.
 pub fn vectors() -> Value {
@@ -46,7 +45,6 @@ fn seal(key: &[u8], nonce: [u8; 12], plain: &[u8], aad: &str) -> Vec<u8> {
 }
 
 /// Sealed is one secret as the server holds it: its envelope.
-#[derive(Clone)]
 struct Sealed {
     environment: String,
     name: String,
@@ -64,7 +62,7 @@ struct State {
     sealed: u32,
 }
 
-/// Team is an end-to-end team of the stub server, at the vectors' key
+/// Team is an end-to-end team for the shared stub, at the vectors' key
 /// version with their team key, holding their values that open.
 pub struct Team {
     /// team_id is the vectors' team id; the stub also takes TEAM_SLUG.
@@ -75,13 +73,13 @@ pub struct Team {
     pub api_token: String,
     /// private_key is the key part, base64url.
     pub private_key: String,
-    state: Mutex<State>,
+    state: State,
 }
 
 impl Team {
     /// from_vectors holds DATABASE_URL (production), API_KEY (staging) and
     /// QUOTED (development) as the vectors sealed them.
-    pub fn from_vectors() -> Arc<Team> {
+    pub fn from_vectors() -> Team {
         let v = vectors();
         let recipient = &v["recipients"][1];
         assert_eq!(text(recipient, "what"), "token");
@@ -99,12 +97,12 @@ impl Team {
                 secrets.push(sealed);
             }
         }
-        Arc::new(Team {
+        Team {
             team_id: text(&v, "team_id"),
             token: text(&v["token"], "token"),
             api_token: text(&v["token"], "api_token"),
             private_key: text(&v["token"], "private_key"),
-            state: Mutex::new(State {
+            state: State {
                 key_version: v["key_version"].as_u64().unwrap(),
                 team_key: URL_SAFE_NO_PAD.decode(text(&v, "team_key")).unwrap(),
                 wrapped_key: text(recipient, "wrapped_key"),
@@ -117,8 +115,8 @@ impl Team {
                     .collect(),
                 secrets,
                 sealed: 0,
-            }),
-        })
+            },
+        }
     }
 
     /// value returns the value the vectors sealed for `name` in `environment`.
@@ -138,15 +136,15 @@ impl Team {
 
     /// put seals `value` for `name` in `environment` under the current team
     /// key (a new secret at version 1) and holds it in place of any other.
-    pub fn put(&self, environment: &str, name: &str, value: &str) {
+    pub fn put(&mut self, environment: &str, name: &str, value: &str) {
         let envelope = self.seal(environment, name, value);
         self.put_envelope(environment, name, &envelope);
     }
 
     /// seal returns `value` sealed for `name` in `environment` under the
     /// current team key, as a writing client seals it.
-    pub fn seal(&self, environment: &str, name: &str, value: &str) -> String {
-        let mut state = self.state.lock().unwrap();
+    pub fn seal(&mut self, environment: &str, name: &str, value: &str) -> String {
+        let state = &mut self.state;
         state.sealed += 1;
         let n = state.sealed;
         let secret_id = format!("5ea1ed00-0000-4000-8000-{n:012}");
@@ -166,8 +164,8 @@ impl Team {
     }
 
     /// put_envelope holds `envelope` as the value of `name` in `environment`.
-    pub fn put_envelope(&self, environment: &str, name: &str, envelope: &str) {
-        let mut state = self.state.lock().unwrap();
+    pub fn put_envelope(&mut self, environment: &str, name: &str, envelope: &str) {
+        let state = &mut self.state;
         state
             .secrets
             .retain(|s| !(s.environment == environment && s.name == name));
@@ -178,73 +176,36 @@ impl Team {
         });
     }
 
-    /// reply answers like the server for an end-to-end team: the by-name
-    /// read (`"e2e": true`, the envelope as the value), the JSON export
-    /// (envelopes by name, marked `Cvsm-E2E: 1`), the listing and
-    /// `GET .../e2e/key`. A bearer other than the API token is a 401.
-    pub fn reply(&self, req: &Request) -> Reply {
-        if req.header("authorization") != Some(&format!("Bearer {}", self.api_token)) {
-            return error(401, "Token tidak valid");
-        }
-        let path = req.path();
-        let query = req.target.split_once('?').map(|(_, q)| q).unwrap_or("");
-        let param = |key: &str| {
-            query
-                .split('&')
-                .find_map(|kv| kv.strip_prefix(&format!("{key}=")))
-                .map(str::to_string)
-        };
-        let Some(rest) = path.strip_prefix("/api/v1/teams/") else {
-            return error(404, "Data tidak ditemukan");
-        };
-        let (team, rest) = rest.split_once('/').unwrap_or((rest, ""));
-        if team != self.team_id && team != TEAM_SLUG {
-            return error(404, "Tim tidak ditemukan");
-        }
-        let state = self.state.lock().unwrap();
-        let environment = param("environment").unwrap_or_else(|| "production".into());
-        let here = state
-            .secrets
-            .iter()
-            .filter(|s| s.environment == environment);
-        match rest {
-            "e2e/key" => json(
-                200,
-                json!({
-                    "team_id": self.team_id,
-                    "key_version": state.key_version,
-                    "wrapped_key": state.wrapped_key,
-                    "links": state
-                        .links
-                        .iter()
-                        .map(|(version, link)| json!({"key_version": version, "link": link}))
-                        .collect::<Vec<_>>(),
-                }),
-            ),
-            "secrets/export" => Reply::Headers(
-                200,
-                vec![("Cvsm-E2E", "1".into())],
-                Value::Object(
-                    here.map(|s| (s.name.clone(), Value::String(s.envelope.clone())))
-                        .collect(),
-                )
-                .to_string(),
-            ),
-            "secrets" => json(200, json!({ "secrets": [], "total": 0 })),
-            _ => match rest.strip_prefix("secrets/by-name/") {
-                Some(name) => match here.into_iter().find(|s| s.name == name) {
-                    Some(s) => json(
-                        200,
-                        json!({
-                            "secret": { "name": s.name, "environment": s.environment },
-                            "value": s.envelope,
-                            "e2e": true,
-                        }),
-                    ),
-                    None => error(404, "Secret tidak ditemukan"),
-                },
-                None => error(404, "Data tidak ditemukan"),
+    /// serve starts a shared stub holding this team for its API token (the
+    /// path takes its id or TEAM_SLUG): by-name reads with `"e2e": true` and
+    /// the envelope as the value, the JSON export of envelopes marked
+    /// `Cvsm-E2E: 1`, and `GET .../e2e/key` with the wrap and the links.
+    pub fn serve(&self) -> SharedStub {
+        let state = &self.state;
+        SharedStub::with(json!({
+            "token": self.api_token,
+            "teams": [{ "id": self.team_id, "slug": TEAM_SLUG }],
+            "secrets": state
+                .secrets
+                .iter()
+                .enumerate()
+                .map(|(i, s)| json!({
+                    "id": format!("5ea1ed00-1111-4000-8000-{i:012}"),
+                    "name": s.name,
+                    "environment": s.environment,
+                    "value": s.envelope,
+                }))
+                .collect::<Vec<_>>(),
+            "e2e": {
+                "team_id": self.team_id,
+                "key_version": state.key_version,
+                "wrapped_key": state.wrapped_key,
+                "links": state
+                    .links
+                    .iter()
+                    .map(|(version, link)| json!({"key_version": version, "link": link}))
+                    .collect::<Vec<_>>(),
             },
-        }
+        }))
     }
 }

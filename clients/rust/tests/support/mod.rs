@@ -5,10 +5,6 @@
 #![allow(dead_code)] // each test binary uses a different part of it
 
 pub mod e2e;
-mod own;
-
-#[allow(unused_imports)] // the e2e tests use them
-pub use own::{error, json, Reply, Request, Stub};
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
@@ -88,6 +84,25 @@ impl SharedStub {
     /// start runs a stub holding `secrets` (name, value) in production of team
     /// TEAM_ID (slug TEAM_SLUG), for the token TOKEN.
     pub fn start(secrets: &[(&str, &str)]) -> SharedStub {
+        let secrets: Vec<_> = secrets
+            .iter()
+            .enumerate()
+            .map(|(i, (name, value))| {
+                serde_json::json!({
+                    "id": format!("11111111-2222-4333-8444-{i:012}"),
+                    "name": name, "environment": "production", "value": value,
+                })
+            })
+            .collect();
+        SharedStub::with(serde_json::json!({
+            "token": TOKEN,
+            "teams": [{ "id": TEAM_ID, "slug": TEAM_SLUG }],
+            "secrets": secrets,
+        }))
+    }
+
+    /// with runs a stub reset to `data`, the body of `POST /_stub/reset`.
+    pub fn with(data: serde_json::Value) -> SharedStub {
         static STARTED: AtomicUsize = AtomicUsize::new(0);
         let dir = std::env::temp_dir().join(format!(
             "cvsm-rust-stub-{}-{}",
@@ -126,24 +141,7 @@ impl SharedStub {
             child,
             dir,
         };
-        let secrets: Vec<_> = secrets
-            .iter()
-            .enumerate()
-            .map(|(i, (name, value))| {
-                serde_json::json!({
-                    "id": format!("11111111-2222-4333-8444-{i:012}"),
-                    "name": name, "environment": "production", "value": value,
-                })
-            })
-            .collect();
-        stub.post(
-            "/_stub/reset",
-            serde_json::json!({
-                "token": TOKEN,
-                "teams": [{ "id": TEAM_ID, "slug": TEAM_SLUG }],
-                "secrets": secrets,
-            }),
-        );
+        stub.post("/_stub/reset", data);
         stub
     }
 
@@ -158,6 +156,11 @@ impl SharedStub {
 
     pub fn count(&self) -> usize {
         self.requests().len()
+    }
+
+    /// release lets the answers held under `names` go (a fault's `hold`).
+    pub fn release(&self, names: &[&str]) {
+        self.post("/_stub/release", serde_json::json!(names));
     }
 
     /// changes sends changes to the open change streams, a JSON array (see conformance/stub.py).
