@@ -1,6 +1,10 @@
-"""Shared fixtures: a fake cvsm API on respx and one way to drive both clients.
+"""Shared fixtures: the shared stub API, a fake cvsm API on respx, one way to drive both clients.
 
-``FakeApi`` answers the endpoints the SDK uses (the read by name, the listing, the export and an
+``stub`` is conformance/stub.py (the one stub every SDK's own tests share) in a process of its
+own for the session, reset before each test: ``add`` stores secrets, ``fault`` queues its
+scripted faults, ``requests``/``kinds`` read what it recorded, ``push`` drives its open change
+streams; a test that asks for it and ``sdk`` gets clients pointed at it.
+``FakeApi`` (test_e2e.py's) answers the endpoints the SDK uses (the read by name, the listing, the export and an
 end-to-end team's key) from an in-memory store, takes the team by id or slug as the server does,
 records every request, and plays queued faults (responses or exceptions) before answering
 normally. ``E2eTeam`` makes it an end-to-end team: values stored sealed, the key wrapped to a
@@ -11,9 +15,14 @@ token's key pair.
 from __future__ import annotations
 
 import inspect
+import json
 import re
+import subprocess
+import sys
+import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
@@ -60,11 +69,81 @@ def _raw_path(request: httpx.Request) -> str:
     return request.url.raw_path.decode("ascii").partition("?")[0]
 
 
-def kind_of(request: httpx.Request) -> str:
-    for kind, pattern in _PATHS:
-        if pattern.match(_raw_path(request)):
-            return kind
-    return "other"
+def kind_of(request: httpx.Request | str) -> str:
+    """Return the kind of a request (or of a raw path): "by_name", "export", "list", ..."""
+    path = request if isinstance(request, str) else _raw_path(request)
+    return next((kind for kind, pattern in _PATHS if pattern.match(path)), "other")
+
+
+STUB = Path(__file__).resolve().parents[3] / "conformance" / "stub.py"
+FAULT_PATHS = {"any": "/api/", "by_name": f"/api/v1/teams/{TEAM_ID}/secrets/by-name/",
+               "export": f"/api/v1/teams/{TEAM_ID}/secrets/export",
+               "changes": f"/api/v1/teams/{TEAM_ID}/secrets/changes"}
+
+
+class Stub:
+    """conformance/stub.py on 127.0.0.1 (HTTPS with ``cert``/``key``), driven over its /_stub API."""
+
+    def __init__(self, folder: Path, cert: str | None = None, key: str | None = None) -> None:
+        port_file = folder / "port"
+        self.process = subprocess.Popen([sys.executable, str(STUB), str(port_file), *filter(None, (cert, key))])
+        deadline = time.monotonic() + 10
+        while not port_file.exists():
+            assert time.monotonic() < deadline and self.process.poll() is None, "the stub did not start"
+            time.sleep(0.02)
+        self.root = f"{'https' if cert else 'http'}://127.0.0.1:{port_file.read_text()}"
+        self.url = self.root + "/api/v1"
+        self._http = httpx.Client(base_url=self.root, verify=False, trust_env=False)
+
+    def _call(self, method: str, path: str, body: Any = None) -> Any:
+        content = None if body is None else json.dumps(body)
+        return self._http.request(method, path, content=content).raise_for_status().json()
+
+    def reset(self) -> None:
+        teams = [{"id": TEAM_ID, "slug": TEAM_SLUG, "name": "Acme", "plan": "starter"}]
+        self._call("POST", "/_stub/reset", {"token": TOKEN, "teams": teams, "secrets": []})
+
+    def add(self, name: str, value: str, environment: str = "production") -> None:
+        """Store ``value`` at the next version of ``name`` (1 for a new one), announcing nothing."""
+        self.push({"name": name, "environment": environment, "value": value, "silent": True})
+
+    def push(self, *items: dict[str, Any]) -> None:
+        """Apply /_stub/changes items: a change (announced on open streams), raw text, a close."""
+        self._call("POST", "/_stub/changes", list(items))
+
+    def fault(self, kind: str, count: int = 1, **fault: Any) -> None:
+        """Queue a fault for ``count`` requests of ``kind`` (a FAULT_PATHS key), e.g. status=503."""
+        self._call("POST", "/_stub/faults", [{"path": FAULT_PATHS[kind], "count": count, **fault}])
+
+    def requests(self, kind: str | None = None) -> list[dict[str, Any]]:
+        return [r for r in self._call("GET", "/_stub/requests") if kind in (None, kind_of(r["path"]))]
+
+    def kinds(self, since: int = 0) -> list[str]:
+        """Return the kinds of the requests recorded, from the ``since``-th on."""
+        return [kind_of(r["path"]) for r in self.requests()[since:]]
+
+    def streams(self) -> dict[str, int]:
+        return self._call("GET", "/_stub/streams")  # type: ignore[no-any-return]
+
+    def stop(self) -> None:
+        self._http.close()
+        self.process.terminate()
+        self.process.wait()
+
+
+@pytest.fixture(scope="session")
+def stub_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stub]:
+    server = Stub(tmp_path_factory.mktemp("stub"))
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def stub(stub_server: Stub, request: pytest.FixtureRequest) -> Stub:
+    stub_server.reset()
+    if "sdk" in request.fixturenames:
+        request.getfixturevalue("sdk").base_url = stub_server.url
+    return stub_server
 
 
 class E2eTeam:
@@ -119,8 +198,6 @@ class FakeApi:
         self.teams = [{"id": TEAM_ID, "slug": TEAM_SLUG, "name": "Acme", "plan": "starter"}]
         self.requests: list[httpx.Request] = []
         self._faults: list[tuple[str, Any]] = []
-        # The change stream's answer (a function of the request), for live clients; unset: 404.
-        self.changes: Any = None
 
     def add(self, name: str, value: str, environment: str = "production") -> str:
         secret_id = str(uuid.uuid4())
@@ -181,10 +258,6 @@ class FakeApi:
         if match is None or unquote(match.group("team")) not in (TEAM_ID, TEAM_SLUG):
             return httpx.Response(404, json={"error": "tidak ditemukan"})
         environment = request.url.params.get("environment")
-        if kind == "changes":
-            if self.changes is None:
-                return httpx.Response(404, json={"error": "tidak ditemukan"})
-            return self.changes(request)  # type: ignore[no-any-return]
         if kind == "e2e_key":
             if self.e2e is None:
                 return httpx.Response(400, json={"error": "tim ini bukan tim end-to-end"})
@@ -257,9 +330,10 @@ class Sdk:
     def __init__(self, flavour: str) -> None:
         self.flavour = flavour
         self.cls: type[Any] = cvsm.AsyncClient if flavour == "async" else cvsm.Client
+        self.base_url = BASE_URL
 
     def client(self, **options: Any) -> Any:
-        defaults: dict[str, Any] = {"token": TOKEN, "base_url": BASE_URL, "team": TEAM_ID}
+        defaults: dict[str, Any] = {"token": TOKEN, "base_url": self.base_url, "team": TEAM_ID}
         defaults.update(options)
         return self.cls(**{k: v for k, v in defaults.items() if v is not None})
 
