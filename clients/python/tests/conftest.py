@@ -21,7 +21,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
@@ -86,7 +86,8 @@ class Stub:
 
     def __init__(self, folder: Path, cert: str | None = None, key: str | None = None) -> None:
         port_file = folder / "port"
-        self.process = subprocess.Popen([sys.executable, str(STUB), str(port_file), *filter(None, (cert, key))])
+        self.process = subprocess.Popen([sys.executable, str(STUB), str(port_file), *filter(None, (cert, key))],
+                                        stderr=subprocess.DEVNULL)  # the clients it drips to hang up
         deadline = time.monotonic() + 10
         while not port_file.exists():
             assert time.monotonic() < deadline and self.process.poll() is None, "the stub did not start"
@@ -325,17 +326,21 @@ def api() -> Iterator[FakeApi]:
 
 
 class Sdk:
-    """Build a Client or an AsyncClient, and await calls only when the flavour needs it."""
+    """Build a Client or an AsyncClient, and await calls only when the flavour needs it.
+
+    What it built, and what ``owned`` holds, is closed after the test."""
 
     def __init__(self, flavour: str) -> None:
         self.flavour = flavour
         self.cls: type[Any] = cvsm.AsyncClient if flavour == "async" else cvsm.Client
         self.base_url = BASE_URL
+        self.owned: list[Any] = []
 
     def client(self, **options: Any) -> Any:
         defaults: dict[str, Any] = {"token": TOKEN, "base_url": self.base_url, "team": TEAM_ID}
         defaults.update(options)
-        return self.cls(**{k: v for k, v in defaults.items() if v is not None})
+        self.owned.append(self.cls(**{k: v for k, v in defaults.items() if v is not None}))
+        return self.owned[-1]
 
     @staticmethod
     async def call(value: Any) -> Any:
@@ -343,5 +348,8 @@ class Sdk:
 
 
 @pytest.fixture(params=["sync", "async"])
-def sdk(request: pytest.FixtureRequest) -> Sdk:
-    return Sdk(request.param)
+async def sdk(request: pytest.FixtureRequest) -> AsyncIterator[Sdk]:
+    made = Sdk(request.param)
+    yield made
+    for owned in made.owned:  # real sockets to the stub: a client left open would warn
+        await made.call(owned.aclose() if hasattr(owned, "aclose") else owned.close())

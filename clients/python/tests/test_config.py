@@ -28,10 +28,6 @@ def test_invalid_explicit_option_is_a_configuration_error(sdk: Sdk, options: dic
         sdk.client(**options)
 
 
-def test_configuration_errors_are_cvsm_errors() -> None:
-    assert issubclass(cvsm.ConfigurationError, cvsm.CvsmError)
-
-
 # R6: tokens from files.
 
 
