@@ -37,30 +37,19 @@ BASE_URL = "http://cvsm.test/api/v1"
 TEAM_ID = "5b0c2c9e-8d5e-4a55-9a40-0d7f3f3e1a11"
 TEAM_SLUG = "acme"
 TOKEN = "cvsm_" + "5e" * 32
-CVSM_VARIABLES = (
-    "CVSM_TOKEN",
-    "CVSM_BASE_URL",
-    "CVSM_TEAM",
-    "CVSM_ENVIRONMENT",
-    "CVSM_CACHE_TTL",
-    "CVSM_TIMEOUT",
-    "CVSM_MAX_RETRIES",
-    "CVSM_CA_FILE",
-    "CVSM_STALE_IF_ERROR",
-    "CVSM_LIVE",
-)
+CVSM_VARIABLES = tuple(f"CVSM_{name}" for name in (
+    "TOKEN", "BASE_URL", "TEAM", "ENVIRONMENT", "CACHE_TTL", "TIMEOUT", "MAX_RETRIES", "CA_FILE", "STALE_IF_ERROR",
+    "LIVE"))
 PROXY_VARIABLES = tuple(
     name for base in ("http_proxy", "https_proxy", "all_proxy", "no_proxy") for name in (base, base.upper())
 )
 
 # Matched on the raw (still percent-encoded) path, as a server routes it.
 _PATHS = [
-    ("teams", re.compile(r"^/api/v1/teams$")),
     ("export", re.compile(r"^/api/v1/teams/(?P<team>[^/]+)/secrets/export$")),
     ("list", re.compile(r"^/api/v1/teams/(?P<team>[^/]+)/secrets$")),
     ("changes", re.compile(r"^/api/v1/teams/(?P<team>[^/]+)/secrets/changes$")),
     ("by_name", re.compile(r"^/api/v1/teams/(?P<team>[^/]+)/secrets/by-name/(?P<name>[^/]+)$")),
-    ("value", re.compile(r"^/api/v1/teams/(?P<team>[^/]+)/secrets/(?P<id>[^/]+)$")),
     ("e2e_key", re.compile(r"^/api/v1/teams/(?P<team>[^/]+)/e2e/key$")),
 ]
 
@@ -196,7 +185,6 @@ class FakeApi:
         self.token = TOKEN
         self.e2e: E2eTeam | None = None
         self.secrets: list[dict[str, str]] = []
-        self.teams = [{"id": TEAM_ID, "slug": TEAM_SLUG, "name": "Acme", "plan": "starter"}]
         self.requests: list[httpx.Request] = []
         self._faults: list[tuple[str, Any]] = []
 
@@ -254,9 +242,7 @@ class FakeApi:
         if request.headers.get("Authorization") != f"Bearer {self.token}":
             return httpx.Response(401, json={"error": "token tidak valid"})
         match = next(p.match(_raw_path(request)) for k, p in _PATHS if k == kind) if kind != "other" else None
-        if kind == "teams":
-            return httpx.Response(200, json={"teams": self.teams})
-        if match is None or unquote(match.group("team")) not in (TEAM_ID, TEAM_SLUG):
+        if match is None or kind == "changes" or unquote(match.group("team")) not in (TEAM_ID, TEAM_SLUG):
             return httpx.Response(404, json={"error": "tidak ditemukan"})
         environment = request.url.params.get("environment")
         if kind == "e2e_key":
@@ -277,12 +263,8 @@ class FakeApi:
                 json={s["name"]: s["value"] for s in self.secrets if environment in (None, s["environment"])},
                 headers={"Cvsm-E2E": "1"} if self.e2e is not None else None,  # as the server marks it
             )
-        if kind == "by_name":
-            wanted = (unquote(match.group("name")), environment or "production")
-            found = [s for s in self.secrets if (s["name"], s["environment"]) == wanted]
-        else:
-            found = [s for s in self.secrets if s["id"] == unquote(match.group("id"))]
-        for secret in found:
+        wanted = (unquote(match.group("name")), environment or "production")
+        for secret in (s for s in self.secrets if (s["name"], s["environment"]) == wanted):
             meta = {k: v for k, v in secret.items() if k != "value"}
             if self.e2e is not None:
                 meta["e2e"] = True

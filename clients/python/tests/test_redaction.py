@@ -2,12 +2,6 @@
 
 from __future__ import annotations
 
-import logging
-
-import pytest
-
-import cvsm
-
 from .conftest import TOKEN, Sdk, Stub
 
 VALUE = "s3cr3t-v4lue-that-must-not-leak"
@@ -27,20 +21,6 @@ async def test_printed_client_holds_no_token_or_value(sdk: Sdk, stub: Stub) -> N
 # error_messages_hold_no_token_or_value.
 
 
-async def test_log_lines_hold_no_token_or_value(sdk: Sdk, stub: Stub, caplog: pytest.LogCaptureFixture) -> None:
-    stub.add("A", VALUE)
-    stub.fault("by_name", status=503)
-    caplog.set_level(logging.DEBUG)
-    client = sdk.client(team="acme", cache_ttl=0, stale_if_error=60)
-    await sdk.call(client.get("A"))
-    await sdk.call(client.get_all())
-    stub.fault("any", count=6, status=503)
-    await sdk.call(client.get("A"))  # served stale, and logged as such
-    await sdk.call(client.get_all())
-    assert sum(r.levelno == logging.WARNING for r in caplog.records) == 2
-    assert any(r.name == "cvsm" for r in caplog.records)
-    logged = "\n".join(r.getMessage() for r in caplog.records)
-    assert TOKEN not in logged
-    assert VALUE not in logged
+# Log lines hold no token or value: test_stale.py (the warnings), test_live.py (the stream's).
 # A missing option's message holding no token is the conformance case
 # missing_configuration_is_configuration_error.

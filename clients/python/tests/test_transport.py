@@ -106,19 +106,14 @@ def ca() -> trustme.CA:
 
 
 @pytest.fixture(scope="module")
-def tls_stub(ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stub]:
+def tls_server(ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stub]:
     folder = tmp_path_factory.mktemp("tls")
     ca.issue_cert("127.0.0.1").private_key_and_cert_chain_pem.write_to_path(str(folder / "server.pem"))
     server = Stub(folder, str(folder / "server.pem"), str(folder / "server.pem"))
+    server.reset()
+    server.add("A", "over tls")
     yield server
     server.stop()
-
-
-@pytest.fixture
-def tls_server(tls_stub: Stub) -> Stub:
-    tls_stub.reset()
-    tls_stub.add("A", "over tls")
-    return tls_stub
 
 
 @pytest.fixture
