@@ -42,12 +42,6 @@ async def test_each_retry_gets_its_own_whole_timeout(sdk: Sdk, stub: Stub) -> No
     assert len(stub.requests()) == 3
 
 
-async def test_a_slow_answer_inside_the_timeout_is_read(sdk: Sdk, stub: Stub) -> None:
-    stub.fault("export", **DRIPPED | {"drip": 0.001})
-    client = sdk.client(timeout=5, max_retries=0)
-    assert await sdk.call(client.get_all()) == {"A": "x" * 100}
-
-
 # The blocking client keeps its deadlines with one watchdog thread, never a thread per attempt.
 
 
