@@ -1,4 +1,6 @@
-"""No token or secret value in a printed client, an error message or a log line."""
+"""No token or secret value in a printed client. Error messages: the conformance cases
+error_messages_hold_no_token_or_value and missing_configuration_is_configuration_error; log
+lines: test_stale.py (the warnings) and test_live.py (the stream's)."""
 
 from __future__ import annotations
 
@@ -16,11 +18,3 @@ async def test_printed_client_holds_no_token_or_value(sdk: Sdk, stub: Stub) -> N
         assert VALUE not in text
     assert f"base_url='{stub.url}'" in repr(client)
 
-
-# No error message of any kind holds the token or a value: the conformance case
-# error_messages_hold_no_token_or_value.
-
-
-# Log lines hold no token or value: test_stale.py (the warnings), test_live.py (the stream's).
-# A missing option's message holding no token is the conformance case
-# missing_configuration_is_configuration_error.
