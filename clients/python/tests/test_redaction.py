@@ -17,4 +17,3 @@ async def test_printed_client_holds_no_token_or_value(sdk: Sdk, stub: Stub) -> N
         assert TOKEN not in text
         assert VALUE not in text
     assert f"base_url='{stub.url}'" in repr(client)
-
