@@ -5,26 +5,28 @@ declare(strict_types=1);
 namespace Cvsm\Tests;
 
 use Cvsm\Client;
-use Cvsm\Tests\Stub\StubServer;
 
 /**
- * TestCase gives every test a clean stub server and a process environment without CVSM_*
- * variables, plus helpers to build a client and script secrets.
+ * TestCase gives every test the shared stub API (conformance/stub.py, one for the whole run)
+ * reset to know the test token and team, a process environment without CVSM_* variables, and
+ * helpers to build a client and script secrets.
  */
 abstract class TestCase extends \PHPUnit\Framework\TestCase
 {
     protected const TOKEN = 'cvsm_0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef';
     protected const TEAM_ID = '6f1c2b9e-4d3a-4f5e-8a7b-1c2d3e4f5a6b';
 
-    protected StubServer $stub;
+    protected Stub $stub;
+
+    private static ?Stub $shared = null;
 
     /** @var array<string, string|false> environment variables to restore after the test */
     private array $savedEnv = [];
 
     protected function setUp(): void
     {
-        $this->stub = StubServer::instance();
-        $this->stub->reset();
+        $this->stub = self::$shared ??= new Stub();
+        $this->stub->reset(['token' => self::TOKEN, 'teams' => [['id' => self::TEAM_ID, 'slug' => 'acme']], 'secrets' => []]);
         foreach (array_keys(getenv()) as $name) {
             if (str_starts_with($name, 'CVSM_')) {
                 $this->setEnv($name, null);
