@@ -4,7 +4,6 @@ declare(strict_types=1);
 
 namespace Cvsm\Tests;
 
-use Cvsm\Exception\ConfigurationException;
 
 final class InjectTest extends TestCase
 {

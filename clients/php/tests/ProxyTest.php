@@ -80,19 +80,6 @@ final class ProxyTest extends TestCase
         self::assertSame(PHP_SAPI === 'cli' ? 'http://attacker.invalid:1' : '', $options[CURLOPT_PROXY]);
     }
 
-    public function testProxyOptionsFollowTheBaseUrlScheme(): void
-    {
-        $this->setEnv('http_proxy', 'http://plain:3128');
-        $this->setEnv('HTTPS_PROXY', 'http://secure:3128');
-        $this->setEnv('no_proxy', 'internal');
-
-        self::assertSame([CURLOPT_PROXY => 'http://plain:3128', CURLOPT_NOPROXY => 'internal'], HttpTransport::proxyOptions('http://x/api/v1'));
-        self::assertSame([CURLOPT_PROXY => 'http://secure:3128', CURLOPT_NOPROXY => 'internal'], HttpTransport::proxyOptions('https://x/api/v1'));
-        $this->setEnv('http_proxy', null);
-        $this->setEnv('no_proxy', null);
-        self::assertSame([CURLOPT_PROXY => '', CURLOPT_NOPROXY => ''], HttpTransport::proxyOptions('http://x/api/v1'));
-    }
-
     public function testCurlOptionsOverrideTheEnvironment(): void
     {
         $this->setEnv('http_proxy', 'http://127.0.0.1:1');

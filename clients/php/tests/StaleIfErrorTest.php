@@ -6,13 +6,6 @@ namespace Cvsm\Tests;
 
 use Cvsm\Client;
 use Cvsm\Exception\ApiException;
-use Cvsm\Exception\AuthenticationException;
-use Cvsm\Exception\ConfigurationException;
-use Cvsm\Exception\CvsmException;
-use Cvsm\Exception\NetworkException;
-use Cvsm\Exception\PermissionDeniedException;
-use Cvsm\Exception\RateLimitException;
-use Cvsm\Exception\SecretNotFoundException;
 use Cvsm\StaleRead;
 
 /**
