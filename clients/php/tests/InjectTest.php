@@ -11,7 +11,7 @@ final class InjectTest extends TestCase
     public function testAnEmptyVariableCountsAsSet(): void
     {
         $this->setEnv('CVSM_T_EMPTY', '');
-        $this->routeExport(['CVSM_T_EMPTY' => 'filled']);
+        $this->secrets(['CVSM_T_EMPTY' => 'filled']);
 
         self::assertSame([], $this->client()->inject());
         self::assertSame('', getenv('CVSM_T_EMPTY'));

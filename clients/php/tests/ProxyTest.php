@@ -22,7 +22,7 @@ final class ProxyTest extends TestCase
         foreach (self::VARIABLES as $name) {
             $this->setEnv($name, null);
         }
-        $this->stub->route('GET /teams/' . self::TEAM_ID . '/secrets/export?format=json&environment=production', ['body' => ['VIA' => 'proxy']]);
+        $this->secrets(['VIA' => 'proxy']);
     }
 
     /**

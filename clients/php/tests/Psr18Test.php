@@ -44,8 +44,7 @@ final class Psr18Test extends TestCase
 
     public function testEveryRequestGoesThroughTheGivenClientWithTheClientsHeaders(): void
     {
-        $this->routeSecret('DATABASE_URL', 'postgres://db');
-        $this->routeExport(['DATABASE_URL' => 'postgres://db', 'API_KEY' => 'k-1']);
+        $this->secrets(['DATABASE_URL' => 'postgres://db', 'API_KEY' => 'k-1']);
         $client = $this->client(['http_client' => $this->guzzle(), 'request_factory' => new HttpFactory(), 'cache_ttl' => 0]);
 
         self::assertSame('postgres://db', $client->get('DATABASE_URL'));
@@ -66,8 +65,8 @@ final class Psr18Test extends TestCase
 
     public function testA503IsRetriedAndA404ReadsTheListingAsWithCurl(): void
     {
-        $this->stub->route(self::byName('A'), ['status' => 503, 'body' => ['error' => 'sibuk']], ['body' => ['secret' => ['id' => 'a', 'name' => 'A', 'environment' => 'production'], 'value' => 'v']]);
-        $this->routeMissing('b', ['B'], 'req-404');
+        $this->secrets(['A' => 'v', 'B' => 'x']);
+        $this->stub->fault(['url' => '/api/v1/teams/' . self::TEAM_ID . '/secrets/by-name/A', 'status' => 503]);
         $client = $this->client(['http_client' => $this->guzzle(), 'request_factory' => new HttpFactory(), 'max_retries' => 1]);
 
         self::assertSame('v', $client->get('A'));
@@ -76,7 +75,7 @@ final class Psr18Test extends TestCase
             self::fail('no SecretNotFoundException');
         } catch (SecretNotFoundException $e) {
             self::assertSame('B', $e->getSuggestion());
-            self::assertSame('req-404', $e->getRequestId(), 'headers are read from the PSR-7 answer');
+            self::assertSame('req-3', $e->getRequestId(), 'headers are read from the PSR-7 answer');
         }
         self::assertCount(4, $this->history);
     }
@@ -139,7 +138,7 @@ final class Psr18Test extends TestCase
 
     public function testAClientThatIsItsOwnRequestFactoryNeedsNoOther(): void
     {
-        $this->routeSecret('A', 'v');
+        $this->secrets(['A' => 'v']);
         $both = new class ($this->guzzle(), new HttpFactory()) implements ClientInterface, RequestFactoryInterface {
             public function __construct(private ClientInterface $client, private RequestFactoryInterface $factory)
             {

@@ -22,6 +22,7 @@ final class ReadmeTest extends TestCase
         parent::setUp();
         $this->dir = sys_get_temp_dir() . '/cvsm-php-readme-' . getmypid() . '-' . bin2hex(random_bytes(4));
         mkdir($this->dir . '/app', 0700, true);
+        $this->secrets(['DATABASE_URL' => self::DATABASE_URL, 'REDIS_URL' => 'redis://cache']);
     }
 
     protected function tearDown(): void
@@ -182,8 +183,6 @@ final class ReadmeTest extends TestCase
      */
     private function assertTheExampleRuns(string $project, ?string $command = null, ?array $env = null): void
     {
-        $this->routeSecret('DATABASE_URL', self::DATABASE_URL, 'production', 'acme');
-        $this->routeExport(['DATABASE_URL' => self::DATABASE_URL, 'REDIS_URL' => 'redis://cache'], 'production', 'acme');
         file_put_contents($project . '/quickstart.php', self::firstExample());
 
         $output = $this->shell($command ?? escapeshellarg(PHP_BINARY) . ' quickstart.php', $project, $env ?? [

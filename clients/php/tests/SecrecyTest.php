@@ -15,8 +15,7 @@ final class SecrecyTest extends TestCase
 
     public function testPrintedClientShowsConfigurationButNoTokenOrValue(): void
     {
-        $this->routeSecret('A', self::VALUE);
-        $this->routeExport(['A' => self::VALUE]);
+        $this->secrets(['A' => self::VALUE]);
         $logger = new class (self::CURL_SECRET) extends \Psr\Log\AbstractLogger {
             public function __construct(public string $dsn)
             {
@@ -71,7 +70,7 @@ final class SecrecyTest extends TestCase
 
     public function testCloneKeepsTheTokenButNotTheCache(): void
     {
-        $this->routeSecret('A', self::VALUE);
+        $this->secrets(['A' => self::VALUE]);
         $client = $this->client();
         $client->get('A');
 

@@ -26,7 +26,7 @@ final class StaleIfErrorTest extends TestCase
 
     public function testGetAllHasNothingToFallBackOnWithOnlySingleValuesKept(): void
     {
-        $this->routeSecret('A', self::VALUE);
+        $this->secrets(['A' => self::VALUE]);
         $this->stub->route(self::EXPORT, ['status' => 503]);
         $client = $this->staleClient(['max_retries' => 0]);
         $client->get('A');

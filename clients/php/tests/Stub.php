@@ -85,6 +85,16 @@ final class Stub
                 'no_request_id' => true,
             ];
         }
+        $this->fault(...$faults);
+    }
+
+    /**
+     * Queues faults (see the stub's docstring), e.g. ["url" => "/api/v1/...", "status" => 503].
+     *
+     * @param array<string, mixed> ...$faults
+     */
+    public function fault(array ...$faults): void
+    {
         $this->call('/_stub/faults', $faults);
     }
 

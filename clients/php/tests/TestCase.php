@@ -74,54 +74,21 @@ abstract class TestCase extends \PHPUnit\Framework\TestCase
     }
 
     /**
-     * routeSecret makes the stub answer the read by name of $name with $value.
-     */
-    protected function routeSecret(string $name, string $value, string $environment = 'production', string $team = self::TEAM_ID): void
-    {
-        $this->stub->route(
-            self::byName($name, $environment, $team),
-            ['body' => ['secret' => ['id' => 'id-' . strtolower($name), 'name' => $name, 'environment' => $environment, 'type' => 'credential'], 'value' => $value]]
-        );
-    }
-
-    /**
-     * routeMissing makes the read by name of $name answer 404 (with $requestId) and the listing
-     * searched for $name answer the secrets named $listed.
+     * secrets gives the stub's team these secrets of production (name => value), to read by name,
+     * list and export; it forgets what was scripted and received before.
      *
-     * @param list<string> $listed
+     * @param array<string, string> $values
      */
-    protected function routeMissing(string $name, array $listed = [], string $requestId = 'req-by-name', string $environment = 'production'): void
+    protected function secrets(array $values): void
     {
-        $this->stub->route(self::byName($name, $environment), ['status' => 404, 'headers' => ['X-Request-Id' => $requestId], 'body' => ['error' => 'Secret tidak ditemukan']]);
-        $this->stub->route(self::listing($name, $environment), ['headers' => ['X-Request-Id' => 'req-listing'], 'body' => [
-            'secrets' => array_map(static fn (string $listedName): array => ['id' => 'id-' . $listedName, 'name' => $listedName, 'environment' => $environment], $listed),
-            'total' => count($listed),
-        ]]);
+        $secrets = array_map(static fn (string $name, string $value): array => ['id' => 'id-' . $name, 'name' => $name, 'environment' => 'production', 'value' => $value], array_keys($values), $values);
+        $this->stub->reset(['secrets' => $secrets]);
     }
 
     /** byName returns the stub route of the read by name of $name. */
     protected static function byName(string $name, string $environment = 'production', string $team = self::TEAM_ID): string
     {
         return sprintf('GET /teams/%s/secrets/by-name/%s?environment=%s', rawurlencode($team), rawurlencode($name), $environment);
-    }
-
-    /** listing returns the stub route of the listing searched for $name. */
-    protected static function listing(string $name, string $environment = 'production', string $team = self::TEAM_ID): string
-    {
-        return sprintf('GET /teams/%s/secrets?environment=%s&search=%s', rawurlencode($team), $environment, rawurlencode($name));
-    }
-
-    /**
-     * routeExport makes the export endpoint answer $values.
-     *
-     * @param array<string, string> $values
-     */
-    protected function routeExport(array $values, string $environment = 'production', string $team = self::TEAM_ID): void
-    {
-        $this->stub->route(
-            sprintf('GET /teams/%s/secrets/export?format=json&environment=%s', rawurlencode($team), $environment),
-            ['body' => (object) $values]
-        );
     }
 
     /** requestCount returns how many requests reached the stub. */
