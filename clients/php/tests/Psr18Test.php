@@ -167,7 +167,7 @@ final class Psr18Test extends TestCase
     }
 
     /**
-     * @return iterable<string, array{0: array<string, mixed>, 1: string}>
+     * @return iterable<string, array{0: array<string, mixed>, 1: string, 2?: array<string, string>}>
      */
     public static function refusedOptions(): iterable
     {
@@ -177,40 +177,27 @@ final class Psr18Test extends TestCase
         yield 'a request_factory without http_client' => [['request_factory' => new HttpFactory()], 'only used with "http_client"'];
         yield 'curl_options beside http_client' => [['http_client' => new Guzzle(), 'request_factory' => new HttpFactory(), 'curl_options' => [CURLOPT_VERBOSE => false]], 'curl_options'];
         yield 'a timeout beside http_client' => [['http_client' => new Guzzle(), 'request_factory' => new HttpFactory(), 'timeout' => 3], 'timeout cannot be used with option "http_client"'];
-        yield 'a ca_file beside http_client' => [['http_client' => new Guzzle(), 'request_factory' => new HttpFactory(), 'ca_file' => __DIR__ . '/fixtures/ca.pem'], 'ca_file cannot be used with option "http_client"'];
+        yield 'a ca_file beside http_client' => [['http_client' => new Guzzle(), 'request_factory' => new HttpFactory(), 'ca_file' => 'CA'], 'ca_file cannot be used with option "http_client"'];
+        yield 'CVSM_TIMEOUT beside http_client' => [['http_client' => new Guzzle(), 'request_factory' => new HttpFactory()], 'CVSM_TIMEOUT cannot be used with option "http_client"', ['CVSM_TIMEOUT' => '3']];
+        yield 'CVSM_CA_FILE beside http_client' => [['http_client' => new Guzzle(), 'request_factory' => new HttpFactory()], 'CVSM_CA_FILE cannot be used with option "http_client"', ['CVSM_CA_FILE' => 'CA']];
     }
 
     /**
      * @dataProvider refusedOptions
      * @param array<string, mixed> $options
+     * @param array<string, string> $env
      */
-    public function testOptionsThatCannotWorkWithHttpClientAreAConfigurationError(array $options, string $named): void
+    public function testOptionsThatCannotWorkWithHttpClientAreAConfigurationError(array $options, string $named, array $env = []): void
     {
-        if (isset($options['ca_file'])) {
-            $options['ca_file'] = $this->caFile();
+        // "CA" stands for a usable CA file.
+        $usable = fn (array $values): array => array_map(fn (mixed $value): mixed => $value === 'CA' ? $this->caFile() : $value, $values);
+        foreach ($usable($env) as $name => $value) {
+            $this->setEnv($name, $value);
         }
 
         $this->expectException(ConfigurationException::class);
         $this->expectExceptionMessage($named);
-        $this->client($options);
-    }
-
-    public function testCvsmTimeoutFromTheEnvironmentIsRefusedBesideHttpClientToo(): void
-    {
-        $this->setEnv('CVSM_TIMEOUT', '3');
-
-        $this->expectException(ConfigurationException::class);
-        $this->expectExceptionMessage('CVSM_TIMEOUT cannot be used with option "http_client"');
-        $this->client(['http_client' => new Guzzle(), 'request_factory' => new HttpFactory()]);
-    }
-
-    public function testCvsmCaFileFromTheEnvironmentIsRefusedBesideHttpClientToo(): void
-    {
-        $this->setEnv('CVSM_CA_FILE', $this->caFile());
-
-        $this->expectException(ConfigurationException::class);
-        $this->expectExceptionMessage('CVSM_CA_FILE cannot be used with option "http_client"');
-        $this->client(['http_client' => new Guzzle(), 'request_factory' => new HttpFactory()]);
+        $this->client($usable($options));
     }
 
     /** Returns a Guzzle client whose history middleware records into $this->history. */
