@@ -53,8 +53,8 @@ final class Stub
     }
 
     /**
-     * Replaces the stub's data with $data (token, teams, secrets, e2e; what is not given stays)
-     * and forgets its scripted answers, faults and recorded requests.
+     * Replaces the stub's data with $data (token, teams, secrets: what is not given stays; e2e:
+     * off unless given) and forgets its scripted answers, faults and recorded requests.
      *
      * @param array<string, mixed> $data
      */
