@@ -99,6 +99,26 @@ final class Stub
     }
 
     /**
+     * Sends items to every open change stream (a change, {"raw": text} or {"close": true}).
+     *
+     * @param array<string, mixed> ...$items
+     */
+    public function changes(array ...$items): void
+    {
+        $this->call('/_stub/changes', $items);
+    }
+
+    /**
+     * Returns the change streams open now and ended since the reset.
+     *
+     * @return array{open: int, closed: int}
+     */
+    public function streams(): array
+    {
+        return $this->call('/_stub/streams');
+    }
+
+    /**
      * Returns what the stub received, oldest first: method, path, query, headers (lower-case
      * names), proxied, host, body.
      *
