@@ -1,7 +1,7 @@
 'use strict';
 /**
- * stub: e2e.test.js's in-process imitation of the cvsm API (secret list, secret by name, JSON
- * export, an end-to-end team's key; a team by id or slug) on 127.0.0.1, recording every request,
+ * stub: e2e.test.js's in-process imitation of the cvsm API (secret by name, JSON export, an
+ * end-to-end team's key; a team by id or slug) on 127.0.0.1, recording every request,
  * with a queue of one-shot faults. Every other test uses the shared stub (shared-stub.js,
  * conformance/stub.py); this one goes when e2e.test.js's rules are conformance cases.
  */
@@ -18,9 +18,9 @@ function send(res, status, body, headers = {}) {
 
 /**
  * StubServer answers like the cvsm API. `secrets` maps environment -> name -> value.
- * `fault(spec)` queues a one-shot answer for the next request: `{status, body, headers}`,
- * `{until, status, body, headers}` (that answer, made now, sent once the promise `until`
- * resolves) or `{pass: true}` (answer normally). Every answer carries `X-Request-Id: req-<n>`,
+ * `fault(spec)` queues a one-shot answer for the next request: `{until, status, body, headers}`
+ * (that answer, made now, sent once the promise `until` resolves) or `{pass: true}` (answer
+ * normally). Every answer carries `X-Request-Id: req-<n>`,
  * n counting requests from 1. `token` is the API token it accepts (default TOKEN). With `e2e`
  * (`{team_id, key_version, wrapped_key}`, replaceable later through `stub.e2e`) the team is
  * end-to-end: `secrets` then holds envelopes, the by-name answer's secret says `"e2e": true`, the export carries the header
@@ -80,10 +80,6 @@ class StubServer {
       this.#route(req, res);
       return;
     }
-    if (fault) {
-      send(res, fault.status, fault.body === undefined ? { error: 'gangguan' } : fault.body, fault.headers);
-      return;
-    }
     this.#route(req, res);
   }
 
@@ -122,20 +118,6 @@ class StubServer {
       // The server marks an end-to-end team's export with a header: the JSON has no room for it.
       const mark = this.e2e === null ? {} : { 'Cvsm-E2E': '1' };
       return send(res, 200, { ...(this.secrets[environment] || {}) }, mark);
-    }
-    if (id === undefined) {
-      const search = (url.searchParams.get('search') || '').toLowerCase();
-      const names = Object.keys(this.secrets[environment] || {}).sort();
-      const secrets = names
-        .filter((name) => name.toLowerCase().includes(search))
-        .map((name) => ({
-          id: this.#idOf(environment, name),
-          name,
-          type: 'credential',
-          environment,
-          description: '',
-        }));
-      return send(res, 200, { secrets, total: secrets.length });
     }
     return send(res, 404, { error: 'rahasia tidak ditemukan' });
   }
