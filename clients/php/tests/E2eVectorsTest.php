@@ -318,14 +318,7 @@ final class E2eVectorsTest extends TestCase
     public function testEveryValueOpensThroughTheClientOrIsADecryptionError(array $value): void
     {
         $vectors = self::vectors();
-        $this->stub->route(
-            self::byName($value['name'], $value['environment'], $vectors['team_id']),
-            ['body' => ['secret' => ['id' => 'x', 'name' => $value['name'], 'e2e' => true], 'value' => $value['envelope']]]
-        );
-        $this->stub->route(
-            sprintf('GET /teams/%s/e2e/key', $vectors['team_id']),
-            ['body' => ['team_id' => $vectors['team_id'], 'key_version' => $vectors['key_version'], 'wrapped_key' => $vectors['recipients'][1]['wrapped_key'], 'links' => self::linksUpTo($vectors['key_version'])]]
-        );
+        $this->e2eTeam([[$value['name'], $value['environment'], $value['envelope']]]);
         $client = new Client([
             'token' => $vectors['token']['token'],
             'base_url' => $this->stub->url(),

@@ -85,6 +85,35 @@ abstract class TestCase extends \PHPUnit\Framework\TestCase
         $this->stub->reset(['secrets' => $secrets]);
     }
 
+    /**
+     * e2eTeam resets the stub to the shared vectors' end-to-end team (the vectors' token's API
+     * token, their team id) holding $secrets ([name, environment, envelope] each) and answering
+     * GET .../e2e/key with the vectors' key version 2 wrapped to the token, its links back to
+     * the token's pin; $keyAnswer overrides keys of that answer.
+     *
+     * @param list<array{0: string, 1: string, 2: string}> $secrets
+     * @param array<string, mixed> $keyAnswer
+     */
+    protected function e2eTeam(array $secrets, array $keyAnswer = []): void
+    {
+        $v = E2eVectorsTest::vectors();
+        $this->stub->reset([
+            'token' => $v['token']['api_token'],
+            'teams' => [['id' => $v['team_id']]],
+            'secrets' => array_map(
+                static fn (array $s, int $i): array => ['id' => 'e2e-' . $i, 'name' => $s[0], 'environment' => $s[1], 'value' => $s[2]],
+                $secrets,
+                array_keys($secrets)
+            ),
+            'e2e' => $keyAnswer + [
+                'team_id' => $v['team_id'],
+                'key_version' => $v['key_version'],
+                'wrapped_key' => $v['recipients'][1]['wrapped_key'],
+                'links' => E2eVectorsTest::linksUpTo($v['key_version']),
+            ],
+        ]);
+    }
+
     /** byName returns the stub route of the read by name of $name. */
     protected static function byName(string $name, string $environment = 'production', string $team = self::TEAM_ID): string
     {
