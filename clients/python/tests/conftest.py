@@ -1,13 +1,11 @@
-"""Shared fixtures: the shared stub API, a fake cvsm API on respx, one way to drive both clients.
+"""Shared fixtures: the shared stub API, one way to drive both clients.
 
 ``stub`` is conformance/stub.py (the one stub every SDK's own tests share) in a process of its
 own for the session, reset before each test: ``add`` stores secrets, ``fault`` queues its
-scripted faults, ``requests``/``kinds`` read what it recorded, ``push`` drives its open change
-streams; a test that asks for it and ``sdk`` gets clients pointed at it.
-``FakeApi`` (test_e2e.py's) answers the endpoints the SDK uses (the read by name, the listing, the export and an
-end-to-end team's key) from an in-memory store, takes the team by id or slug as the server does,
-records every request, and plays queued faults (responses or exceptions) before answering
-normally. ``E2eTeam`` makes it an end-to-end team: values stored sealed, the key wrapped to a
+scripted faults (``release`` lets a held answer go), ``requests``/``kinds`` read what it
+recorded, ``push`` drives its open change streams, ``state`` replaces its data in the middle of a
+test (an end-to-end team's key answer, say); a test that asks for it and ``sdk`` gets clients
+pointed at it. ``E2eTeam`` holds an end-to-end team's keys: values sealed, the key wrapped to a
 token's key pair.
 ``sdk`` runs every test against ``Client`` and ``AsyncClient`` alike.
 """
@@ -20,15 +18,12 @@ import re
 import subprocess
 import sys
 import time
-import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote
 
 import httpx
 import pytest
-import respx
 
 import cvsm
 from cvsm import _cache, _protocol, e2e
@@ -54,20 +49,16 @@ _PATHS = [
 ]
 
 
-def _raw_path(request: httpx.Request) -> str:
-    return request.url.raw_path.decode("ascii").partition("?")[0]
-
-
-def kind_of(request: httpx.Request | str) -> str:
-    """Return the kind of a request (or of a raw path): "by_name", "export", "list", ..."""
-    path = request if isinstance(request, str) else _raw_path(request)
+def kind_of(path: str) -> str:
+    """Return the kind of a request's raw path: "by_name", "export", "list", ..."""
     return next((kind for kind, pattern in _PATHS if pattern.match(path)), "other")
 
 
 STUB = Path(__file__).resolve().parents[3] / "conformance" / "stub.py"
 FAULT_PATHS = {"any": "/api/", "by_name": f"/api/v1/teams/{TEAM_ID}/secrets/by-name/",
                "export": f"/api/v1/teams/{TEAM_ID}/secrets/export",
-               "changes": f"/api/v1/teams/{TEAM_ID}/secrets/changes"}
+               "changes": f"/api/v1/teams/{TEAM_ID}/secrets/changes",
+               "e2e_key": f"/api/v1/teams/{TEAM_ID}/e2e/key"}
 
 
 class Stub:
@@ -96,6 +87,15 @@ class Stub:
     def add(self, name: str, value: str, environment: str = "production") -> None:
         """Store ``value`` at the next version of ``name`` (1 for a new one), announcing nothing."""
         self.push({"name": name, "environment": environment, "value": value, "silent": True})
+
+    def state(self, **data: Any) -> None:
+        """Replace only these keys of the stub's data (token, secrets, e2e: the key answer), keeping
+        its faults, recorded requests and held answers."""
+        self._call("POST", "/_stub/state", data)
+
+    def release(self, name: str) -> None:
+        """Let the answers held under ``name`` (a fault's ``hold``) go."""
+        self._call("POST", "/_stub/release", [name])
 
     def push(self, *items: dict[str, Any]) -> None:
         """Apply /_stub/changes items: a change (announced on open streams), raw text, a close."""
@@ -178,94 +178,6 @@ class E2eTeam:
         self.links[self.key_version] = e2e.make_link(self.team_key, old, self.team_id, self.key_version)
 
 
-class FakeApi:
-    """An in-memory cvsm API behind respx."""
-
-    def __init__(self) -> None:
-        self.token = TOKEN
-        self.e2e: E2eTeam | None = None
-        self.secrets: list[dict[str, str]] = []
-        self.requests: list[httpx.Request] = []
-        self._faults: list[tuple[str, Any]] = []
-
-    def add(self, name: str, value: str, environment: str = "production") -> str:
-        secret_id = str(uuid.uuid4())
-        self.secrets.append({"id": secret_id, "name": name, "value": value, "environment": environment})
-        return secret_id
-
-    def end_to_end(self, team: E2eTeam | None = None) -> E2eTeam:
-        """Make the team end-to-end: ``add_sealed`` stores envelopes, the token is ``team.api_token``."""
-        self.e2e = team if team is not None else E2eTeam()
-        self.token = self.e2e.api_token
-        return self.e2e
-
-    def add_sealed(self, name: str, value: str, environment: str = "production") -> str:
-        """Store ``value`` sealed under the team key, as a member's client would write it."""
-        assert self.e2e is not None
-        secret_id = str(uuid.uuid4())
-        envelope = self.e2e.seal(value, secret_id, environment, name)
-        self.secrets.append({"id": secret_id, "name": name, "value": envelope, "environment": environment})
-        return secret_id
-
-    def fail(self, kind: str, *outcomes: Any) -> None:
-        """Queue outcomes for ``kind`` (or "any"): an httpx.Response, an exception, a status int,
-        or a function of the request, run before it is answered normally."""
-        for outcome in outcomes:
-            self._faults.append((kind, outcome))
-
-    def kinds(self) -> list[str]:
-        return [kind_of(r) for r in self.requests]
-
-    def reset_requests(self) -> None:
-        self.requests.clear()
-
-    def handle(self, request: httpx.Request) -> httpx.Response:
-        """Answer ``request``; every answer carries ``X-Request-Id: req-<n>`` (n counts from 1)."""
-        self.requests.append(request)
-        response = self._answer(request)
-        response.headers.setdefault("X-Request-Id", f"req-{len(self.requests)}")
-        return response
-
-    def _answer(self, request: httpx.Request) -> httpx.Response:
-        kind = kind_of(request)
-        for i, (fault_kind, outcome) in enumerate(self._faults):
-            if fault_kind in (kind, "any"):
-                del self._faults[i]
-                if callable(outcome):
-                    outcome(request)
-                    break
-                if isinstance(outcome, BaseException):
-                    raise outcome
-                if isinstance(outcome, int):
-                    return httpx.Response(outcome, json={"error": f"kesalahan {outcome}"})
-                return outcome
-        if request.headers.get("Authorization") != f"Bearer {self.token}":
-            return httpx.Response(401, json={"error": "token tidak valid"})
-        match = next(p.match(_raw_path(request)) for k, p in _PATHS if k == kind) if kind != "other" else None
-        if match is None or kind == "changes" or unquote(match.group("team")) not in (TEAM_ID, TEAM_SLUG):
-            return httpx.Response(404, json={"error": "tidak ditemukan"})
-        environment = request.url.params.get("environment")
-        if kind == "e2e_key":
-            if self.e2e is None:
-                return httpx.Response(400, json={"error": "tim ini bukan tim end-to-end"})
-            return httpx.Response(200, json=self.e2e.key_answer())
-        if kind == "list":  # after a 404: the suggestions (none here)
-            return httpx.Response(200, json={"secrets": [], "total": 0})
-        if kind == "export":
-            return httpx.Response(
-                200,
-                json={s["name"]: s["value"] for s in self.secrets if environment in (None, s["environment"])},
-                headers={"Cvsm-E2E": "1"} if self.e2e is not None else None,  # as the server marks it
-            )
-        wanted = (unquote(match.group("name")), environment or "production")
-        for secret in (s for s in self.secrets if (s["name"], s["environment"]) == wanted):
-            meta = {k: v for k, v in secret.items() if k != "value"}
-            if self.e2e is not None:
-                meta["e2e"] = True
-            return httpx.Response(200, json={"secret": meta, "value": secret["value"]})
-        return httpx.Response(404, json={"error": "rahasia tidak ditemukan"})
-
-
 @pytest.fixture(autouse=True)
 def clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in CVSM_VARIABLES + PROXY_VARIABLES:
@@ -293,14 +205,6 @@ def clock(monkeypatch: pytest.MonkeyPatch) -> list[float]:
     return now
 
 
-@pytest.fixture
-def api() -> Iterator[FakeApi]:
-    fake = FakeApi()
-    with respx.mock(assert_all_called=False) as router:
-        router.route(host="cvsm.test").mock(side_effect=fake.handle)
-        yield fake
-
-
 class Sdk:
     """Build a Client or an AsyncClient, and await calls only when the flavour needs it.
 
@@ -309,7 +213,7 @@ class Sdk:
     def __init__(self, flavour: str) -> None:
         self.flavour = flavour
         self.cls: type[Any] = cvsm.AsyncClient if flavour == "async" else cvsm.Client
-        self.base_url = BASE_URL
+        self.base_url = BASE_URL  # the stub's when the test asks for it
         self.owned: list[Any] = []
 
     def client(self, **options: Any) -> Any:

@@ -1,8 +1,8 @@
 """End-to-end teams: the token's key part, the team key fetched once, values opened in the client.
 
 The cross-language vectors (``conformance/vectors/e2e.json``, read from the repository) are
-opened through the client itself, against the fake API serving them; then the client's flow
-against an end-to-end team: requests, cache, clear-cache, key versions and the errors.
+opened through the client itself, on the shared stub serving them as an end-to-end team; then the
+client's own surface against such a team: secrecy and concurrency.
 """
 
 from __future__ import annotations
@@ -12,18 +12,19 @@ import importlib.util
 import json
 import logging
 import time
+import uuid
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
 import cvsm
 from cvsm import e2e
 
-from .conftest import BASE_URL, TEAM_ID, E2eTeam, FakeApi, Sdk
+from .conftest import TEAM_ID, E2eTeam, Sdk, Stub
 
 VECTORS_PATH = Path(__file__).resolve().parents[3] / "conformance" / "vectors" / "e2e.json"
 VALUE = "postgres://app:s3cr3t-e2e@db.internal/app"
@@ -55,22 +56,21 @@ def test_every_recipient_of_the_vectors_opens_the_team_key(vectors: dict[str, An
                                    as_object) == opened
 
 
-def vector_api(api: FakeApi, vectors: dict[str, Any], entry: dict[str, Any], key_answer: dict | None = None) -> None:
+def vector_team(stub: Stub, vectors: dict[str, Any], entry: dict[str, Any], key_answer: dict | None = None) -> None:
     """Serve the vectors' team to the vectors' token: the key answer of its first pin case (key
     version 3, the links down to version 1, where the token is pinned), and ``entry``'s envelope
     (sealed under key version 2, reached through the link of version 3)."""
-    api.token = vectors["token"]["api_token"]
-    api.e2e = E2eTeam()  # marks the answers end-to-end; the key answer is the vectors' own below
-    api.secrets = [{"id": "0", "name": entry["name"], "value": entry["envelope"], "environment": entry["environment"]}]
-    api.fail("e2e_key", httpx.Response(200, json=key_answer or vectors["token_pins"][0]["key_answer"]))
+    secret = {"id": "0", "name": entry["name"], "value": entry["envelope"], "environment": entry["environment"]}
+    stub.state(token=vectors["token"]["api_token"], secrets=[secret],
+               e2e=key_answer or vectors["token_pins"][0]["key_answer"])
 
 
 async def test_every_value_of_the_vectors_opens_through_the_client_or_is_a_decryption_error(
-    sdk: Sdk, api: FakeApi, vectors: dict[str, Any]
+    sdk: Sdk, stub: Stub, vectors: dict[str, Any]
 ) -> None:
     assert any(not v["opens"] for v in vectors["values"]) and any(v["opens"] for v in vectors["values"])
     for entry in vectors["values"]:
-        vector_api(api, vectors, entry)
+        vector_team(stub, vectors, entry)
         client = sdk.client(token=vectors["token"]["token"], environment=entry["environment"])
         if entry["opens"]:
             assert await sdk.call(client.get(entry["name"])) == entry["value"], entry
@@ -82,15 +82,15 @@ async def test_every_value_of_the_vectors_opens_through_the_client_or_is_a_decry
 
 
 async def test_the_vectors_token_is_split_and_only_its_api_token_is_sent(
-    sdk: Sdk, api: FakeApi, vectors: dict[str, Any]
+    sdk: Sdk, stub: Stub, vectors: dict[str, Any]
 ) -> None:
     token = vectors["token"]
     assert e2e.split_token(token["token"]) == (token["api_token"], b64u(token["private_key"]))
     parts = e2e.parse_token(token["token"])
     assert parts is not None and (parts.key_version, parts.commitment) == (1, b64u(token["commitment"]))
-    vector_api(api, vectors, vectors["values"][0])
+    vector_team(stub, vectors, vectors["values"][0])
     await sdk.call(sdk.client(token=token["token"]).get(vectors["values"][0]["name"]))
-    assert [r.headers["Authorization"] for r in api.requests] == [f"Bearer {token['api_token']}"] * 2
+    assert [r["headers"]["authorization"] for r in stub.requests()] == [f"Bearer {token['api_token']}"] * 2
 
 
 @pytest.mark.parametrize("index", range(7))
@@ -106,12 +106,12 @@ def test_each_bad_token_of_the_vectors_is_a_configuration_error(
     assert "key part" in str(caught.value)
 
 
-async def test_a_token_that_is_not_an_api_token_is_sent_whole_dots_and_all(sdk: Sdk, api: FakeApi) -> None:
+async def test_a_token_that_is_not_an_api_token_is_sent_whole_dots_and_all(sdk: Sdk, stub: Stub) -> None:
     jwt = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJ4In0.c2lnbmF0dXJl"  # a session JWT has dots of its own
-    api.token = jwt
-    api.add("A", "plain")
+    stub.state(token=jwt)
+    stub.add("A", "plain")
     assert await sdk.call(sdk.client(token=jwt).get("A")) == "plain"
-    assert api.requests[0].headers["Authorization"] == f"Bearer {jwt}"
+    assert stub.requests()[0]["headers"]["authorization"] == f"Bearer {jwt}"
 
 
 def test_the_vectors_have_the_bad_tokens_the_test_above_counts(vectors: dict[str, Any]) -> None:
@@ -119,7 +119,7 @@ def test_the_vectors_have_the_bad_tokens_the_test_above_counts(vectors: dict[str
 
 
 async def test_every_pin_case_of_the_vectors_gives_its_outcome_through_the_client(
-    sdk: Sdk, api: FakeApi, vectors: dict[str, Any]
+    sdk: Sdk, stub: Stub, vectors: dict[str, Any]
 ) -> None:
     """A key answer that does not chain to the token's pin (a key the server chose, a missing or
     altered link, a team rolled back below the pin) is the decryption error: no value."""
@@ -127,7 +127,7 @@ async def test_every_pin_case_of_the_vectors_gives_its_outcome_through_the_clien
     outcomes = set()
     for case in vectors["token_pins"]:
         outcomes.add(case["outcome"])
-        vector_api(api, vectors, entry, case["key_answer"])
+        vector_team(stub, vectors, entry, case["key_answer"])
         client = sdk.client(token=case["token"])
         if case["outcome"] == "ok":  # a pin above version 2 reaches it through the links too
             assert await sdk.call(client.get(entry["name"])) == entry["value"], case["why"]
@@ -135,8 +135,7 @@ async def test_every_pin_case_of_the_vectors_gives_its_outcome_through_the_clien
             with pytest.raises(cvsm.DecryptionError) as caught:
                 await sdk.call(client.get(entry["name"]))
             assert caught.value.status is None, case["why"]
-            assert api.kinds()[-1] == "e2e_key"
-        api.reset_requests()
+            assert stub.kinds()[-1] == "e2e_key"
     assert outcomes == {"ok", "integrity"}
 
 
@@ -157,14 +156,28 @@ def test_the_format_2_vectors_agree_with_the_sdk(vectors: dict[str, Any]) -> Non
 
 
 @pytest.fixture
-def team(api: FakeApi) -> E2eTeam:
-    return api.end_to_end()
+def team(stub: Stub) -> E2eTeam:
+    """The stub's team made end-to-end: its key answer the new team's, its bearer the team's token's."""
+    made = E2eTeam()
+    stub.state(token=made.api_token, e2e=made.key_answer())
+    return made
+
+
+def sealed(team: E2eTeam, name: str, value: str, environment: str = "production") -> dict[str, str]:
+    """One secret of the stub holding ``value`` sealed under the team key, as a member's client writes it."""
+    secret_id = str(uuid.uuid4())
+    return {"id": secret_id, "name": name, "environment": environment,
+            "value": team.seal(value, secret_id, environment, name)}
+
+
+def add_sealed(stub: Stub, team: E2eTeam, name: str, value: str) -> None:
+    stub.add(name, sealed(team, name, value)["value"])
 
 
 async def test_neither_the_key_part_nor_the_team_key_shows_in_print_or_logs(
-    sdk: Sdk, api: FakeApi, team: E2eTeam, caplog: pytest.LogCaptureFixture
+    sdk: Sdk, stub: Stub, team: E2eTeam, caplog: pytest.LogCaptureFixture
 ) -> None:
-    api.add_sealed("A", VALUE)
+    add_sealed(stub, team, "A", VALUE)
     caplog.set_level(logging.DEBUG)
     client = sdk.client(token=team.token)
     await sdk.call(client.get("A"))
@@ -206,16 +219,15 @@ def frame_locals_texts(error: BaseException) -> list[str]:
 
 @pytest.mark.parametrize("failure", ["refused", "wrong wrap"])
 async def test_no_traceback_local_of_a_failing_key_fetch_holds_the_private_key(
-    sdk: Sdk, api: FakeApi, team: E2eTeam, failure: str
+    sdk: Sdk, stub: Stub, team: E2eTeam, failure: str
 ) -> None:
-    api.add_sealed("A", "one")
+    add_sealed(stub, team, "A", "one")
     if failure == "refused":
-        api.fail("e2e_key", 403)
+        stub.fault("e2e_key", status=403)
     else:
         _, other_public = e2e.generate_key_pair()
         wrapped = e2e.wrap_team_key(team.team_key, team.team_id, team.key_version, other_public)
-        api.fail("e2e_key", httpx.Response(200, json={"team_id": team.team_id, "key_version": 1,
-                                                      "wrapped_key": wrapped}))
+        stub.state(e2e={"team_id": team.team_id, "key_version": 1, "wrapped_key": wrapped})
     client = sdk.client(token=team.token)
     with pytest.raises(cvsm.CvsmError) as caught:
         await sdk.call(client.get("A"))
@@ -227,85 +239,95 @@ async def test_no_traceback_local_of_a_failing_key_fetch_holds_the_private_key(
 
 
 # Concurrent reads: one key request; a drop while it is in flight ------------------------------
-
-
-class SlowTransport(httpx.BaseTransport, httpx.AsyncBaseTransport):
-    """Answer from ``api`` after a pause, so that concurrent calls overlap (respx answers at once)."""
-
-    def __init__(self, api: FakeApi, pause: float = 0.05) -> None:
-        self.api = api
-        self.pause = pause
-
-    def handle_request(self, request: httpx.Request) -> httpx.Response:
-        time.sleep(self.pause)
-        return self.api.handle(request)
-
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        await asyncio.sleep(self.pause)
-        return self.api.handle(request)
-
+# (every answer of the stub comes after a pause, so that concurrent calls overlap)
 
 READERS = 8
 
 
-def test_concurrent_first_reads_in_threads_make_one_key_request(api: FakeApi, team: E2eTeam) -> None:
+def slow_answers(stub: Stub, pause: float = 0.05) -> None:
+    stub.fault("any", count=1000, delay=pause)
+
+
+def test_concurrent_first_reads_in_threads_make_one_key_request(stub: Stub, team: E2eTeam) -> None:
     names = [f"S{i}" for i in range(READERS)]
     for name in names:
-        api.add_sealed(name, name.lower())
-    with httpx.Client(transport=SlowTransport(api)) as http, cvsm.Client(
-        token=team.token, base_url=BASE_URL, team=TEAM_ID, http_client=http
-    ) as client, ThreadPoolExecutor(READERS) as pool:
+        add_sealed(stub, team, name, name.lower())
+    slow_answers(stub)
+    with cvsm.Client(token=team.token, base_url=stub.url, team=TEAM_ID) as client, \
+            ThreadPoolExecutor(READERS) as pool:
         assert list(pool.map(client.get, names)) == [name.lower() for name in names]
-    assert sorted(api.kinds()) == ["by_name"] * READERS + ["e2e_key"]
+    assert sorted(stub.kinds()) == ["by_name"] * READERS + ["e2e_key"]
 
 
-async def test_concurrent_first_reads_in_tasks_make_one_key_request(api: FakeApi, team: E2eTeam) -> None:
+async def test_concurrent_first_reads_in_tasks_make_one_key_request(stub: Stub, team: E2eTeam) -> None:
     names = [f"S{i}" for i in range(READERS)]
     for name in names:
-        api.add_sealed(name, name.lower())
-    async with httpx.AsyncClient(transport=SlowTransport(api)) as http:
-        client = cvsm.AsyncClient(token=team.token, base_url=BASE_URL, team=TEAM_ID, http_client=http)
+        add_sealed(stub, team, name, name.lower())
+    slow_answers(stub)
+    async with cvsm.AsyncClient(token=team.token, base_url=stub.url, team=TEAM_ID) as client:
         values = await asyncio.gather(*(client.get(name) for name in names), client.get_all())
     assert values[:-1] == [name.lower() for name in names]
     assert values[-1] == {name: name.lower() for name in names}
-    assert sorted(api.kinds()) == ["by_name"] * READERS + ["e2e_key", "export"]
+    assert sorted(stub.kinds()) == ["by_name"] * READERS + ["e2e_key", "export"]
 
 
-async def test_concurrent_reads_after_a_rekey_fetch_the_new_key_once(api: FakeApi, team: E2eTeam) -> None:
-    api.add_sealed("A", "old")
-    async with httpx.AsyncClient(transport=SlowTransport(api)) as http:
-        client = cvsm.AsyncClient(token=team.token, base_url=BASE_URL, team=TEAM_ID, http_client=http, cache_ttl=0)
+async def test_concurrent_reads_after_a_rekey_fetch_the_new_key_once(stub: Stub, team: E2eTeam) -> None:
+    stub.state(secrets=[sealed(team, "A", "old")])
+    slow_answers(stub)
+    async with cvsm.AsyncClient(token=team.token, base_url=stub.url, team=TEAM_ID, cache_ttl=0) as client:
         assert await client.get("A") == "old"
         team.rekey()
-        api.secrets.clear()
-        api.add_sealed("A", "new")
-        api.reset_requests()
+        stub.state(secrets=[sealed(team, "A", "new")], e2e=team.key_answer())
+        seen = len(stub.requests())
         assert await asyncio.gather(*(client.get("A") for _ in range(READERS))) == ["new"] * READERS
-    assert sorted(api.kinds()) == ["by_name"] * READERS + ["e2e_key"]
+    assert sorted(stub.kinds(seen)) == ["by_name"] * READERS + ["e2e_key"]
 
 
-async def test_a_key_fetched_while_the_cache_is_cleared_is_not_kept(sdk: Sdk, api: FakeApi, team: E2eTeam) -> None:
-    api.add_sealed("A", "one")
+async def while_the_key_is_held(stub: Stub, read: Callable[[], Any], meanwhile: Callable[[], None],
+                                in_thread: bool) -> Any:
+    """Run ``read`` (a call of the client: in a thread, else a coroutine's on this loop) with the
+    first key answer held back; once the key is asked, run ``meanwhile``, let the answer go, and
+    return what ``read`` gave."""
+    stub.fault("e2e_key", hold="key")
+    pending: Awaitable[Any]
+    if in_thread:
+        pending = asyncio.get_running_loop().run_in_executor(None, read)
+    else:
+        pending = asyncio.ensure_future(read())
+    deadline = time.monotonic() + 10
+    while "e2e_key" not in stub.kinds():
+        assert time.monotonic() < deadline, "the key was never asked"
+        await asyncio.sleep(0.01)
+    try:
+        meanwhile()
+    finally:
+        stub.release("key")
+    return await pending
+
+
+async def test_a_key_fetched_while_the_cache_is_cleared_is_not_kept(sdk: Sdk, stub: Stub, team: E2eTeam) -> None:
+    add_sealed(stub, team, "A", "one")
     client = sdk.client(token=team.token)
-    api.fail("e2e_key", lambda request: client.clear_cache())  # cleared while the key is on its way
-    assert await sdk.call(client.get("A")) == "one"  # the call itself still opens its value
+    # The call itself still opens its value with the key it fetched.
+    in_thread = sdk.flavour == "sync"
+    assert await while_the_key_is_held(stub, lambda: client.get("A"), client.clear_cache, in_thread) == "one"
     assert await sdk.call(client.get("A")) == "one"
-    assert api.kinds() == ["by_name", "e2e_key", "by_name", "e2e_key"]
+    assert stub.kinds() == ["by_name", "e2e_key", "by_name", "e2e_key"]
     assert await sdk.call(client.get("A")) == "one"
-    assert api.kinds() == ["by_name", "e2e_key", "by_name", "e2e_key"]  # kept from then on
+    assert stub.kinds() == ["by_name", "e2e_key", "by_name", "e2e_key"]  # kept from then on
 
 
-def test_a_key_fetched_while_another_call_is_refused_with_401_is_not_kept(api: FakeApi, team: E2eTeam) -> None:
-    api.add_sealed("A", "one")
-    api.add_sealed("B", "two")
-    client = cvsm.Client(token=team.token, base_url=BASE_URL, team=TEAM_ID)
+async def test_a_key_fetched_while_another_call_is_refused_with_401_is_not_kept(stub: Stub, team: E2eTeam) -> None:
+    add_sealed(stub, team, "A", "one")
+    add_sealed(stub, team, "B", "two")
+    client = cvsm.Client(token=team.token, base_url=stub.url, team=TEAM_ID)
 
-    def refused_meanwhile(request: httpx.Request) -> None:
-        api.fail("by_name", 401)
+    def refused_meanwhile() -> None:
+        stub.fault("by_name", status=401)
         with pytest.raises(cvsm.AuthenticationError):
             client.get("B")
 
-    api.fail("e2e_key", refused_meanwhile)
-    assert client.get("A") == "one"
-    assert client.get("B") == "two"
-    assert api.kinds() == ["by_name", "e2e_key", "by_name", "by_name", "e2e_key"]  # A, its key, B refused, B, a key
+    with client:
+        assert await while_the_key_is_held(stub, lambda: client.get("A"), refused_meanwhile, True) == "one"
+        assert client.get("B") == "two"
+    assert stub.kinds() == ["by_name", "e2e_key", "by_name", "by_name", "e2e_key"]  # A, its key, B refused, B, a key
