@@ -1,8 +1,8 @@
 'use strict';
 /**
  * e2e.test: end-to-end teams. Every entry of conformance/vectors/e2e.json (read from the
- * repository, never copied) opens or fails as it says; then the Client against the stub API
- * serving an end-to-end team: concurrent reads sharing one key fetch, the vectors' key answers,
+ * repository, never copied) opens or fails as it says; then the Client against the shared stub
+ * (conformance/stub.py) serving an end-to-end team: concurrent reads sharing one key fetch, the vectors' key answers,
  * and a key part that never leaves the process (the wire rules are the conformance cases e2e_*).
  */
 
@@ -28,7 +28,7 @@ const {
   openLink,
   verifyChain,
 } = require('../lib/e2e');
-const { StubServer, TEAM_SLUG, cleanEnv } = require('./helpers/stub');
+const { SharedStub, TEAM_SLUG, cleanEnv } = require('./helpers/shared-stub');
 const { seal, wrap, link } = require('./helpers/e2e');
 
 cleanEnv();
@@ -211,9 +211,9 @@ describe('vectors: conformance/vectors/e2e.json', () => {
   });
 });
 
-/** Resolves once `cond()` holds, polling every 5 ms for at most 5 s. */
+/** Resolves once `await cond()` holds, polling every 5 ms for at most 5 s. */
 async function waitUntil(cond) {
-  for (const deadline = Date.now() + 5000; !cond(); ) {
+  for (const deadline = Date.now() + 5000; !(await cond()); ) {
     if (Date.now() > deadline) throw new Error('timed out');
     await new Promise((resolve) => setTimeout(resolve, 5));
   }
@@ -283,26 +283,28 @@ describe('client: an end-to-end team', () => {
   const KEY = `/api/v1/teams/${TEAM_SLUG}/e2e/key`;
   const EXPORT = `/api/v1/teams/${TEAM_SLUG}/secrets/export?format=json&environment=production`;
 
+  /** paths lists the requests' paths with their query strings, from the `since`-th on. */
+  async function paths(since = 0) {
+    return (await stub.requests()).slice(since).map((r) => (r.query ? `${r.path}?${r.query}` : r.path));
+  }
+
   before(async () => {
-    stub = await new StubServer({ token: API_TOKEN, e2e: keyAnswer(), secrets: sealAll() }).start();
+    stub = await SharedStub.start();
   });
 
-  after(async () => {
-    await stub.close();
+  after(() => {
+    stub.stop();
   });
 
-  beforeEach(() => {
-    stub.requests.length = 0;
-    stub.faults.length = 0;
-    stub.e2e = keyAnswer();
-    stub.secrets = sealAll();
+  beforeEach(async () => {
+    await stub.reset(sealAll(), { token: API_TOKEN, e2e: keyAnswer() });
   });
 
   test('reads that start together share one key fetch', async () => {
     const c = client();
     const values = await Promise.all([c.get('DATABASE_URL'), c.get('API_KEY'), c.getAll()]);
     assert.deepEqual(values, [PLAIN.production.DATABASE_URL, PLAIN.production.API_KEY, PLAIN.production]);
-    assert.equal(stub.paths.filter((p) => p === KEY).length, 1);
+    assert.equal((await paths()).filter((p) => p === KEY).length, 1);
   });
 
   test('neither the printed client nor its JSON shows the token or its key part', () => {
@@ -315,30 +317,24 @@ describe('client: an end-to-end team', () => {
 
   test('a read of a newer key version that joined a key fetch begun before the re-key fetches the key itself', async () => {
     const c = client({ cacheTtl: 0 });
-    let release;
-    const released = new Promise((resolve) => {
-      release = resolve;
-    });
     // The first read's key fetch is answered with the key of before the re-key, held back...
-    stub.fault({ pass: true }, { until: released, status: 200, body: keyAnswer() });
+    await stub.fault({ url: KEY, hold: 'key' });
     const first = c.get('DATABASE_URL');
-    await waitUntil(() => stub.requests.length === 2);
+    await waitUntil(async () => (await stub.requests()).length === 2);
     // ...while the team is re-keyed and a second read gets a value sealed under the new version.
     const newKey = crypto.randomBytes(32);
     const newVersion = VECTORS.key_version + 1;
-    stub.secrets = sealAll(PLAIN, newKey, newVersion);
-    stub.e2e = keyAnswer(newKey, newVersion);
+    await stub.state({ secrets: sealAll(PLAIN, newKey, newVersion), e2e: keyAnswer(newKey, newVersion) });
     const second = c.get('API_KEY');
-    await waitUntil(() => stub.requests.length === 3);
+    await waitUntil(async () => (await stub.requests()).length === 3);
     await new Promise((resolve) => setTimeout(resolve, 100)); // the second read joins the fetch
-    release();
+    await stub.release('key');
     assert.equal(await first, PLAIN.production.DATABASE_URL);
     assert.equal(await second, PLAIN.production.API_KEY);
-    assert.deepEqual(stub.paths, [BY_NAME('DATABASE_URL'), KEY, BY_NAME('API_KEY'), KEY]);
+    assert.deepEqual(await paths(), [BY_NAME('DATABASE_URL'), KEY, BY_NAME('API_KEY'), KEY]);
     // The key of the new version is the one kept.
-    stub.requests.length = 0;
     assert.equal(await c.get('DATABASE_URL'), PLAIN.production.DATABASE_URL);
-    assert.deepEqual(stub.paths, [BY_NAME('DATABASE_URL')]);
+    assert.deepEqual(await paths(4), [BY_NAME('DATABASE_URL')]);
   });
 
   VECTORS.token_pins
@@ -347,12 +343,12 @@ describe('client: an end-to-end team', () => {
       const outcome = entry.outcome === 'ok' ? 'opens the values' : 'is a DecryptionError, never retried nor kept';
       test(`the client with a token_pins answer (${entry.why}) ${outcome}`, async () => {
         // The values are sealed under key version 2; the answer's current version is 3.
-        stub.e2e = entry.key_answer;
+        await stub.state({ e2e: entry.key_answer });
         const c = client({ token: entry.token, maxRetries: 2 });
         if (entry.outcome === 'ok') {
           assert.equal(await c.get('DATABASE_URL'), PLAIN.production.DATABASE_URL);
           assert.deepEqual(await c.getAll(), PLAIN.production);
-          assert.deepEqual(stub.paths, [BY_NAME('DATABASE_URL'), KEY, EXPORT]);
+          assert.deepEqual(await paths(), [BY_NAME('DATABASE_URL'), KEY, EXPORT]);
           return;
         }
         for (let round = 0; round < 2; round += 1) {
@@ -365,12 +361,12 @@ describe('client: an end-to-end team', () => {
         }
         await assert.rejects(c.getAll(), DecryptionError);
         // Each read asked for the key once: never retried, and nothing was kept.
-        assert.deepEqual(stub.paths, [BY_NAME('DATABASE_URL'), KEY, BY_NAME('DATABASE_URL'), KEY, EXPORT, KEY]);
+        assert.deepEqual(await paths(), [BY_NAME('DATABASE_URL'), KEY, BY_NAME('DATABASE_URL'), KEY, EXPORT, KEY]);
       });
     });
 
   test('a key answer whose links are not [{key_version, link}] is a DecryptionError', async () => {
-    stub.e2e = { ...keyAnswer(), links: [{ key_version: '2', link: 'cvsm-link1.a.b' }] };
+    await stub.state({ e2e: { ...keyAnswer(), links: [{ key_version: '2', link: 'cvsm-link1.a.b' }] } });
     await assert.rejects(client().get('DATABASE_URL'), /links of the key answer are not/);
   });
 });

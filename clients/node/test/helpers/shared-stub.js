@@ -3,8 +3,9 @@
  * shared-stub: conformance/stub.py, the stub API every SDK's own tests share, in a child process
  * (python3, or $PYTHON) on 127.0.0.1, driven over its /_stub API: `reset` stores the fixture
  * secrets (or others), `fault` queues its scripted faults, `requests` reads what it recorded,
- * `push` changes secrets and drives its open change streams, `streams` counts them; and the
- * tests' token, team and environment helpers. helpers/stub.js is e2e.test.js's alone.
+ * `push` changes secrets and drives its open change streams, `streams` counts them, `state`
+ * replaces its data mid-test and `release` lets a held answer go; and the tests' token, team and
+ * environment helpers.
  */
 
 const { spawn } = require('node:child_process');
@@ -30,6 +31,13 @@ const SECRETS = {
   },
   staging: { DATABASE_URL: 'postgres://staging-db-value' },
 };
+
+/** secretList turns environment -> name -> value into the stub's list of secrets. */
+function secretList(secrets) {
+  return Object.entries(secrets).flatMap(([environment, values]) =>
+    Object.entries(values).map(([name, value], i) => ({ id: `${environment}-${i}`, name, environment, value })),
+  );
+}
 
 class SharedStub {
   /** start runs the stub (HTTPS with the test PKI's server certificate when `tls`), reset. */
@@ -72,13 +80,23 @@ class SharedStub {
     });
   }
 
-  /** reset stores `secrets` (environment -> name -> value) and forgets requests and faults. */
-  reset(secrets = SECRETS) {
-    const list = Object.entries(secrets).flatMap(([environment, values]) =>
-      Object.entries(values).map(([name, value], i) => ({ id: `${environment}-${i}`, name, environment, value })),
-    );
+  /**
+   * reset stores `secrets` (environment -> name -> value) and forgets requests and faults; `data`
+   * overrides the rest of the reset (`token`, `e2e`: an end-to-end team's key answer).
+   */
+  reset(secrets = SECRETS, data = {}) {
     const teams = [{ id: TEAM_ID, slug: TEAM_SLUG, name: 'Acme', plan: 'starter' }];
-    return this.#call('POST', '/_stub/reset', { token: TOKEN, teams, secrets: list });
+    return this.#call('POST', '/_stub/reset', { token: TOKEN, teams, secrets: secretList(secrets), ...data });
+  }
+
+  /** state replaces only the keys of `data` (`secrets` as in reset, `e2e`, `token`), keeping the rest. */
+  state({ secrets, ...data }) {
+    return this.#call('POST', '/_stub/state', { ...data, ...(secrets && { secrets: secretList(secrets) }) });
+  }
+
+  /** release lets the answers held under `name` (a fault's `hold`) go. */
+  release(name) {
+    return this.#call('POST', '/_stub/release', [name]);
   }
 
   /** fault queues stub faults (`{path, after, count, status, body, drip, delay, drop, ...}`). */
