@@ -320,7 +320,9 @@ func TestLoginSetupGetWhoamiLogoutAgainstTheServer(t *testing.T) {
 
 	r = runCLIIn(t, below, env, "whoami")
 	expectCode(t, r, 0, "whoami")
-	for _, want := range []string{"cli-", "cvsm login on", s.teamSlug, "read-only", "staging", ".cvsm.yaml", login.TokenPrefix} {
+	// A `cvsm login` token expires (CVSM_DEVICE_TOKEN_DAYS, 90 days): whoami says when.
+	expires := "Expires: " + time.Now().UTC().Add(90*24*time.Hour).Format("2006-01-02")
+	for _, want := range []string{"cli-", "cvsm login on", s.teamSlug, "read-only", "staging", ".cvsm.yaml", login.TokenPrefix, expires} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("whoami does not show %q: %q", want, r.stdout)
 		}
@@ -366,7 +368,7 @@ func TestWhoamiShowsTheTokenFromTheEnvironmentFirst(t *testing.T) {
 	s := needServer(t)
 	r := runCLIIn(t, t.TempDir(), s.env(), "whoami")
 	expectCode(t, r, 0, "whoami")
-	for _, want := range []string{"cli-", "cvsm CLI tests", "from CVSM_TOKEN", "every team of the account", s.token[:13]} {
+	for _, want := range []string{"cli-", "cvsm CLI tests", "from CVSM_TOKEN", "every team of the account", s.token[:13], "Expires: never"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("whoami does not show %q: %q", want, r.stdout)
 		}
