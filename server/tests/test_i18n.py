@@ -507,3 +507,38 @@ def test_the_scripts_have_their_texts_in_both_languages_and_the_dotenv_ones_matc
                           "duplicate": i18n.gettext(dotenv.DUPLICATE),
                           "invalidName": i18n.gettext(inputs.INVALID_NAME)}
     assert _script_texts("e2e-dotenv.js", "id")["duplicate"] == dotenv.DUPLICATE
+
+
+async def test_the_end_to_end_refusals_on_an_english_page_are_english(client: TestClient):
+    """The e2e syntax's fixed messages (`e2e/syntax.py`, marked `N_`, those with values raised as
+    `Text`) shown on a page are in its language; the API's JSON keeps the Indonesian text."""
+    import base64
+    import os
+
+    from cvsm_server.e2e import syntax
+    await sign_up(client)
+    english = {"Accept-Language": "en"}
+    csrf = await form_csrf(client, "/app/account")
+    page = await client.post("/app/account/e2e", headers=english, data={
+        "csrf": csrf, "public_key": "not-a-key", "wrapped_private_key": "x",
+        "recovery_wrapped_private_key": "y"})
+    html = await page.text()
+    assert page.status == 400 and '<html lang="en">' in html, html
+    assert ("The &#39;public_key&#39; field must be an X25519 public key (32 bytes, base64url "
+            "without padding)") in html, html
+    assert "harus kunci publik" not in html
+    key = base64.urlsafe_b64encode(os.urandom(32)).rstrip(b"=").decode()
+    page = await client.post("/app/account/e2e", headers=english, data={
+        "csrf": csrf, "public_key": key, "wrapped_private_key": "x",
+        "recovery_wrapped_private_key": "y"})
+    html = await page.text()
+    assert page.status == 400 and "with 600000 to 10000000 iterations" in html, html
+    assert indonesian_left(html) == [], indonesian_left(html)
+    other = await Api(client).register("e2e_api_english")
+    resp = await client.put("/api/v1/me/e2e-key", headers={**english, **Api.auth(other["token"])},
+                            json={"public_key": key, "wrapped_private_key": "x",
+                                  "recovery_wrapped_private_key": "y"})
+    assert resp.status == 400  # the API: the contract's Indonesian, filled in
+    assert (await resp.json())["error"] == syntax.BAD_PASS.format(
+        low=syntax.MIN_ITERATIONS, high=syntax.MAX_ITERATIONS)
+    assert (await resp.json())["error"].startswith("Kolom 'wrapped_private_key' harus")
