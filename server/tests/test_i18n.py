@@ -492,7 +492,7 @@ def _script_texts(name: str, language: str) -> dict[str, str]:
 
 
 def test_the_scripts_have_their_texts_in_both_languages_and_the_dotenv_ones_match_the_server():
-    for name in ("share.js", "e2e-pages.js", "e2e-dotenv.js"):
+    for name in ("share.js", "e2e-pages.js", "e2e-dotenv.js", "docs.js"):
         indonesian, english = _script_texts(name, "id"), _script_texts(name, "en")
         assert indonesian and set(indonesian) == set(english), name
         assert all(english[key] != indonesian[key] for key in english if key != "locale"), name
