@@ -142,7 +142,12 @@ STOP_WORDS = ("Tambah", "Hapus", "Simpan", "Masuk", "Keluar", "Kata sandi", "Ang
               # the billing, set-up, device, rotation and webhook pages' own words
               "semua", "Setujui", "Tolak", "Lanjut", "Kode", "Diminta", "Kebijakan", "kebijakan",
               "Rotasi", "Setiap", "Berikutnya", "Kirim", "Pilih", "Langganan", "tagihan", "belum",
-              "terbatas", "sekarang", "ini", "Aktif", "nonaktif", "Pengiriman", "Salin", "mesin")
+              "terbatas", "sekarang", "ini", "Aktif", "nonaktif", "Pengiriman", "Salin", "mesin",
+              # the last walk's (issue 42): support, admin panel, help articles, API reference
+              "Batal", "Batalkan", "Rahasia", "Percakapan", "Pengguna", "Tiket", "Berlaku",
+              "Menurut", "artikel", "Sumber", "Asisten", "Referensi", "Memuat", "Operasi",
+              "Jawaban", "wajib", "Dibuat", "Terbuka", "Ditutup", "Catatan", "Balas", "Tutup",
+              "kedaluwarsa", "Sampai", "Dari", "Semua", "Pendaftar", "Berlangganan")
 
 
 def visible_text(html: str) -> str:
@@ -542,3 +547,42 @@ async def test_the_end_to_end_refusals_on_an_english_page_are_english(client: Te
     assert (await resp.json())["error"] == syntax.BAD_PASS.format(
         low=syntax.MIN_ITERATIONS, high=syntax.MAX_ITERATIONS)
     assert (await resp.json())["error"].startswith("Kolom 'wrapped_private_key' harus")
+
+
+async def test_the_rest_of_the_english_dashboard_leaves_no_indonesian(
+        client: TestClient, database_url: str):
+    """The pages the main walk does not reach: the support page with an answered question and
+    an escalation, the admin panel (users, teams, a team's plan, stats, tickets, a ticket), the
+    newsletter, mail-link and invitation pages, the API reference; each with `Accept-Language:
+    en`, none showing an Indonesian word outside what a person typed."""
+    english = {"Accept-Language": "en"}
+    user = await sign_up(client)
+    [row] = await query(database_url, "SELECT id FROM users WHERE username = %s",
+                        (user["username"],))
+    await make_admin(database_url, {"id": row["id"]})
+    csrf = await form_csrf(client, "/app/teams")
+    await client.post("/app/teams", data={"csrf": csrf, "name": "Walk", "slug": "walk-team"})
+    asked = await client.post("/app/support", headers=english, data={
+        "csrf": csrf, "message": "how do I create an API token?"})
+    html = await asked.text()
+    conversation = re.search(r'name="conversation_id" value="([0-9a-f-]{36})"', html).group(1)  # type: ignore[union-attr]
+    await client.post("/app/support/escalate", headers=english, data={
+        "csrf": csrf, "conversation_id": conversation, "note": "please help"})
+    [ticket] = await query(database_url, "SELECT id FROM support_tickets")
+    [team] = await query(database_url, "SELECT id FROM teams WHERE slug = 'walk-team'")
+    paths = ["/app/support", f"/app/support?c={conversation}", "/app/admin/users",
+             "/app/admin/teams", f"/app/admin/teams/{team['id']}", "/app/admin/stats",
+             "/app/admin/tickets", "/app/admin/tickets?status=closed",
+             f"/app/admin/tickets/{ticket['id']}", "/newsletter", "/newsletter/confirm?token=x",
+             "/verify-email?token=x", "/invites/accept?token=x", "/api/v1/docs"]
+    for path in paths:
+        page = await client.get(path, headers=english)
+        html = await page.text()
+        assert page.status in (200, 400, 404), (path, page.status)  # a wrong link's refusal
+        assert '<html lang="en">' in html, path
+        # what the person typed (the question and the note) is theirs, shown as written
+        seen = html.replace("please help", "")
+        assert indonesian_left(seen) == [], (path, indonesian_left(seen))
+    support_page = await (await client.get(f"/app/support?c={conversation}", headers=english)).text()
+    assert "According to the article \u201cAPI tokens and their scope\u201d" in support_page
+    assert "Sources: API tokens and their scope" in support_page
