@@ -400,3 +400,20 @@ async def test_the_support_page_answers_and_refuses_in_the_page_language(
         "csrf": csrf, "message": "bagaimana mencabut token API?"})
     html = await page.text()
     assert "Menurut artikel \u201cToken API dan cakupannya\u201d" in html
+
+
+def test_the_ticket_mail_names_the_authors_in_its_language() -> None:
+    from cvsm_server.core import i18n
+    from cvsm_server.mail import messages as mail
+    i18n.load_catalogs()
+    context = {"ticket_id": "t-1", "user_email": "ana@example.com", "user_name": "Ana",
+               "note": "tolong", "link": "https://cvsm.test/app/admin/tickets/t-1",
+               "app_url": "https://cvsm.test",
+               "transcript": support._transcript([
+                   {"author": "user", "body": "lupa kata sandi"},
+                   {"author": "assistant", "body": "Buka halaman Masuk."}])}
+    english = mail.render("support_ticket", "desk@example.com", context, language="en")
+    assert "User: lupa kata sandi\n\nAssistant: Buka halaman Masuk." in english.text, english.text
+    assert "User: lupa kata sandi" in english.html and "Pengguna" not in english.text
+    indonesian = mail.render("support_ticket", "desk@example.com", context, language="id")
+    assert "Pengguna: lupa kata sandi\n\nAsisten: Buka halaman Masuk." in indonesian.text

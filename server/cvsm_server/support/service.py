@@ -371,9 +371,10 @@ def ticket_json(row: Mapping) -> dict:
             "closed_at": iso(row["closed_at"])}
 
 
-def _transcript(messages: list[dict]) -> str:
-    names = {"user": "Pengguna", "assistant": "Asisten", "admin": "Admin"}
-    return "\n\n".join(f"{names[m['author']]}: {m['body']}" for m in messages)
+def _transcript(messages: list[dict]) -> list[dict]:
+    """The conversation for the ticket's mail: who said what (the mail's template names the
+    authors in its recipient's language)."""
+    return [{"author": m["author"], "body": m["body"]} for m in messages]
 
 
 async def escalate(conn: db.Connection, actor: Actor, keyring: Keyring,
