@@ -470,3 +470,115 @@ async def test_a_verification_page_probes_the_entries_of_its_seals_never_scans_t
 
     walk(plan)
     assert "Nested Loop" in nodes and "Hash Join" not in nodes and "Merge Join" not in nodes
+
+
+async def test_pages_checked_by_the_database_give_the_walks_verdicts(
+        client, team_id, database_url, pool, monkeypatch):
+    """Whole-chain verification checks pages in the database, several at once, and walks a page
+    row by row only where something is off: its verdict is the row-by-row walk's, whatever is
+    broken and wherever (a page's first, middle or last entry, a seq twice, a checkpoint's head,
+    a tail, a start after a purge, from a trusted checkpoint)."""
+    monkeypatch.setattr(audit_verify, "VERIFY_PAGE", 10)
+    signer = client.app[CHECKPOINT_SIGNER]
+    owner_pool = await db.create_pool(database_url, maxsize=1)
+
+    async def sign(chain: uuid.UUID, seq: int, head: bytes, kind: str) -> None:
+        async with db.cursor(owner_pool) as cur:
+            await audit_chain.write_checkpoint(cur, signer, chain, seq, head, kind)
+
+    async def hash_at(chain: uuid.UUID, seq: int) -> bytes:
+        return bytes((await query(database_url, "SELECT hash FROM audit_seals WHERE chain_id = %s "
+                                                "AND seq = %s", (chain, seq)))[0]["hash"])
+
+    at = "pos IN (SELECT pos FROM audit_seals WHERE chain_id = %s AND seq {})"
+
+    def twice(seq: int) -> list[tuple[str]]:
+        """Entry `seq` moved to another month with the seq before it (each month's key is
+        unique, not the whole table's)."""
+        return [(f"UPDATE audit_logs SET created_at = created_at - interval '40 days' WHERE "
+                 + at.format(f"= {seq}"),),
+                (f"UPDATE audit_seals SET seq = {seq - 1}, created_at = created_at - "
+                 f"interval '40 days' WHERE chain_id = %s AND seq = {seq}",)]
+
+    cases = {
+        "intact": [],
+        "edited, a page's middle": [("UPDATE audit_logs SET action = 'x' WHERE " + at.format("= 25"),)],
+        "edited, a page's first": [("UPDATE audit_logs SET action = 'x' WHERE " + at.format("= 21"),)],
+        "edited, a page's last": [("UPDATE audit_logs SET metadata = '{}' WHERE " + at.format("= 30"),)],
+        "edited, the last": [("UPDATE audit_logs SET user_agent = 'u' WHERE " + at.format("= 63"),)],
+        "deleted, a page's first": [("DELETE FROM audit_logs WHERE " + at.format("= 31"),)],
+        "deleted, a page's last": [("DELETE FROM audit_logs WHERE " + at.format("= 40"),)],
+        "deleted, a whole page": [("DELETE FROM audit_logs WHERE " + at.format("BETWEEN 31 AND 52"),)],
+        "deleted, the tail past a checkpoint": [("DELETE FROM audit_logs WHERE " + at.format(">= 44"),)],
+        "deleted, the first": [("DELETE FROM audit_logs WHERE " + at.format("= 1"),)],
+        "relinked": [("UPDATE audit_seals SET prev_hash = hash WHERE chain_id = %s AND seq = 41",)],
+        "a seq twice": twice(21),
+        "a seq twice, at a page's end": twice(11),
+        "reordered": [("UPDATE audit_seals SET seq = -seq WHERE chain_id = %s AND seq IN (33, 34)",),
+                      ("UPDATE audit_seals SET seq = 67 + seq WHERE chain_id = %s AND seq = -33",),
+                      ("UPDATE audit_seals SET seq = 67 + seq WHERE chain_id = %s AND seq = -34",)],
+    }
+    for number, (name, statements) in enumerate([*cases.items(), ("a checkpoint's head", []),
+                                                  ("after a purge", []), ("since", [])]):
+        chain = (await query(database_url, "INSERT INTO teams (slug, name) VALUES (%s, 'T') "
+                                           "RETURNING id", (f"case-{number}",)))[0]["id"]
+        await fill(database_url, str(chain), 20)
+        async with db.cursor(pool) as cur:
+            await audit_chain.seal(cur)
+            await audit_chain.checkpoint_now(cur, signer, chain)  # a head at seq 20
+        await fill(database_url, str(chain), 43)
+        async with db.cursor(pool) as cur:
+            await audit_chain.seal(cur)
+            await audit_chain.checkpoint_now(cur, signer, chain)  # and at seq 63
+        since = None
+        if name == "a checkpoint's head":
+            await sign(chain, 35, await hash_at(chain, 36), "demand")
+        elif name == "after a purge":
+            await sign(chain, 12, await hash_at(chain, 12), "purge")
+            await tamper(database_url, "DELETE FROM audit_logs WHERE " + at.format("<= 12"),
+                         (chain,))
+        elif name == "since":
+            async with db.cursor(pool) as cur:
+                since = (await db.fetchall(cur, "SELECT * FROM audit_checkpoints WHERE "
+                                                "chain_id = %s AND seq = 20", (chain,)))[0]
+            await tamper(database_url, "UPDATE audit_logs SET action = 'x' WHERE "
+                                       + at.format("= 48"), (chain,))
+        for statement in statements:
+            await tamper(database_url, statement[0], (chain,))
+        verdicts = []
+        for walked in (False, True):
+            if walked:  # the reference: no page checked by the database, all walked
+                monkeypatch.setattr(audit_verify, "_CHECK", "SELECT NULL WHERE false")
+            seen: list[tuple[int, int]] = []
+            async with pool.acquire() as conn, db.cursor(conn) as cur:
+                verdict = await audit_verify.verify_chain(
+                    cur, signer, chain, since=since, pool=None if walked else pool, workers=3,
+                    progress=lambda c, t: seen.append((c, t)))
+            verdicts.append((verdict.as_json(), seen[-1] if seen else None))
+            monkeypatch.undo()
+            monkeypatch.setattr(audit_verify, "VERIFY_PAGE", 10)
+        assert verdicts[0] == verdicts[1], name
+        if name == "deleted, a page's last":
+            assert verdicts[0][0]["first_broken"] == {"seq": 40, "reason": "entry 40 is missing"}
+        assert verdicts[0][0]["ok"] is (name == "intact" or name == "after a purge"), name
+    owner_pool.close()
+    await owner_pool.wait_closed()
+
+
+async def test_an_entry_gone_at_a_pages_end_does_not_end_the_walk(client, team_id, database_url,
+                                                                   pool, monkeypatch):
+    """A seal whose entry is gone, the last of a page of the row-by-row walk: the walk goes on
+    and finds the entry missing (it used to take the short page for the chain's end: intact)."""
+    monkeypatch.setattr(audit_verify, "VERIFY_PAGE", 10)
+    monkeypatch.setattr(audit_verify, "_CHECK", "SELECT NULL WHERE false",  # the walk alone
+                        raising=False)
+    await fill(database_url, team_id, 25)
+    async with db.cursor(pool) as cur:
+        await audit_chain.seal(cur)
+    await tamper(database_url, "DELETE FROM audit_logs WHERE pos = (SELECT pos FROM audit_seals "
+                               "WHERE chain_id = %s AND seq = 10)", (team_id,))
+    async with db.cursor(pool) as cur:
+        verdict = await audit_verify.verify_chain(cur, client.app[CHECKPOINT_SIGNER],
+                                                  uuid.UUID(team_id))
+    assert verdict.first_broken == {"seq": 10, "reason": "entry 10 is missing"}
+    assert verdict.checked == 9
