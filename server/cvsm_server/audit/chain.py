@@ -209,9 +209,19 @@ async def checkpoint_grown_chains(pool: db.Pool, signer: CheckpointSigner) -> in
                 WHERE h.seq > coalesce((SELECT k.seq FROM audit_checkpoints k
                                         WHERE k.chain_id = c.chain_id
                                         ORDER BY k.seq DESC LIMIT 1), 0)""")
-        for row in rows:
-            await write_checkpoint(cur, signer, row["chain_id"], row["seq"], bytes(row["hash"]),
-                                   "periodic")
+        if rows:  # one statement for every chain (a round trip each was most of the job)
+            signed_at = datetime.now(timezone.utc)
+            await cur.execute(
+                """INSERT INTO audit_checkpoints (chain_id, team_id, seq, head_hash, kind,
+                                                  signed_at, key_id, public_key, signature)
+                   SELECT c, nullif(c, %s), q, h, 'periodic', %s, %s, %s, g
+                   FROM unnest(%s::uuid[], %s::bigint[], %s::bytea[], %s::bytea[])
+                        AS t(c, q, h, g)""",
+                (ACCOUNT_CHAIN, signed_at, signer.key_id, signer.public_key,
+                 [row["chain_id"] for row in rows], [row["seq"] for row in rows],
+                 [bytes(row["hash"]) for row in rows],
+                 [signer.sign(checkpoint_message(row["chain_id"], row["seq"], bytes(row["hash"]),
+                                                 "periodic", signed_at)) for row in rows]))
     return len(rows)
 
 
@@ -291,7 +301,7 @@ async def purge_expired(pool: db.Pool, signer: CheckpointSigner, *,
     entry (the chain's new start), and the chain's expired days of the read rollup; then
     checkpoints thinned (migration 0023; when nothing went, at most every THIN_EVERY_SECONDS).
     Returns how many entries went. A chain whose first entry is kept costs one probe of its
-    index: with nothing expired the run reads nothing else. Whole months go first, as partition
+    index (the seal carries its entry's time): with nothing expired the run reads nothing else. Whole months go first, as partition
     drops where they can (`audit_months`, migration 0024), each after `before_drop(month)`
     (the archive, `audit.purge_expired`); then the boundary month compacted where most of it
     goes (migration 0026), not archived: what it keeps is no whole month; and the read rollup's
@@ -306,17 +316,15 @@ async def purge_expired(pool: db.Pool, signer: CheckpointSigner, *,
     removed += compacted
     dropped = [*dropped, *touched]
     await audit_months.compact_reads(pool)
-    async with db.cursor(pool) as cur:
-        await seal(cur)
+    async with db.cursor(pool) as cur:  # sealed above: what was sealed since is not expired
         due = await db.fetchall(
             cur,
             f"""SELECT c.chain_id, d.days FROM ({CHAIN_IDS}) c
                 CROSS JOIN LATERAL (SELECT cvsm_audit_retention_days(c.chain_id) AS days) d
-                CROSS JOIN LATERAL (SELECT s.pos FROM audit_seals s WHERE s.chain_id = c.chain_id
-                                    ORDER BY s.seq LIMIT 1) f
-                JOIN audit_logs a ON a.pos = f.pos
+                CROSS JOIN LATERAL (SELECT s.created_at FROM audit_seals s
+                                    WHERE s.chain_id = c.chain_id ORDER BY s.seq LIMIT 1) f
                 WHERE d.days IS NOT NULL
-                  AND a.created_at < now() - make_interval(days => d.days)""")
+                  AND f.created_at < now() - make_interval(days => d.days)""")
     for chain_id in set(dropped) - {c["chain_id"] for c in due}:
         async with db.cursor(pool) as cur:
             await cur.execute(_PURGE_READS, (chain_id, chain_id))
