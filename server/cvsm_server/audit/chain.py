@@ -301,7 +301,7 @@ async def purge_expired(pool: db.Pool, signer: CheckpointSigner, *,
     entry (the chain's new start), and the chain's expired days of the read rollup; then
     checkpoints thinned (migration 0023; when nothing went, at most every THIN_EVERY_SECONDS).
     Returns how many entries went. A chain whose first entry is kept costs one probe of its
-    index (the seal carries its entry's time): with nothing expired the run reads nothing else. Whole months go first, as partition
+    index: with nothing expired the run reads nothing else. Whole months go first, as partition
     drops where they can (`audit_months`, migration 0024), each after `before_drop(month)`
     (the archive, `audit.purge_expired`); then the boundary month compacted where most of it
     goes (migration 0026), not archived: what it keeps is no whole month; and the read rollup's
@@ -321,10 +321,11 @@ async def purge_expired(pool: db.Pool, signer: CheckpointSigner, *,
             cur,
             f"""SELECT c.chain_id, d.days FROM ({CHAIN_IDS}) c
                 CROSS JOIN LATERAL (SELECT cvsm_audit_retention_days(c.chain_id) AS days) d
-                CROSS JOIN LATERAL (SELECT s.created_at FROM audit_seals s
-                                    WHERE s.chain_id = c.chain_id ORDER BY s.seq LIMIT 1) f
+                CROSS JOIN LATERAL (SELECT s.pos FROM audit_seals s WHERE s.chain_id = c.chain_id
+                                    ORDER BY s.seq LIMIT 1) f
+                JOIN audit_logs a ON a.pos = f.pos
                 WHERE d.days IS NOT NULL
-                  AND f.created_at < now() - make_interval(days => d.days)""")
+                  AND a.created_at < now() - make_interval(days => d.days)""")
     for chain_id in set(dropped) - {c["chain_id"] for c in due}:
         async with db.cursor(pool) as cur:
             await cur.execute(_PURGE_READS, (chain_id, chain_id))
