@@ -524,23 +524,28 @@ async def test_pages_checked_by_the_database_give_the_walks_verdicts(
                 (f"UPDATE audit_seals SET seq = {seq - 1}, created_at = created_at - "
                  f"interval '40 days' WHERE chain_id = %s AND seq = {seq}",)]
 
+    def on(sql: str, seqs: str) -> list[tuple[str]]:
+        return [(f"{sql} WHERE {at.format(seqs)}",)]
+
+    def seals(sql: str) -> tuple[str]:
+        return (f"UPDATE audit_seals SET {sql}",)
+
     cases = {
         "intact": [],
-        "edited, a page's middle": [("UPDATE audit_logs SET action = 'x' WHERE " + at.format("= 25"),)],
-        "edited, a page's first": [("UPDATE audit_logs SET action = 'x' WHERE " + at.format("= 21"),)],
-        "edited, a page's last": [("UPDATE audit_logs SET metadata = '{}' WHERE " + at.format("= 30"),)],
-        "edited, the last": [("UPDATE audit_logs SET user_agent = 'u' WHERE " + at.format("= 63"),)],
-        "deleted, a page's first": [("DELETE FROM audit_logs WHERE " + at.format("= 31"),)],
-        "deleted, a page's last": [("DELETE FROM audit_logs WHERE " + at.format("= 40"),)],
-        "deleted, a whole page": [("DELETE FROM audit_logs WHERE " + at.format("BETWEEN 31 AND 52"),)],
-        "deleted, the tail past a checkpoint": [("DELETE FROM audit_logs WHERE " + at.format(">= 44"),)],
-        "deleted, the first": [("DELETE FROM audit_logs WHERE " + at.format("= 1"),)],
-        "relinked": [("UPDATE audit_seals SET prev_hash = hash WHERE chain_id = %s AND seq = 41",)],
+        "edited, a page's middle": on("UPDATE audit_logs SET action = 'x'", "= 25"),
+        "edited, a page's first": on("UPDATE audit_logs SET action = 'x'", "= 21"),
+        "edited, a page's last": on("UPDATE audit_logs SET metadata = '{}'", "= 30"),
+        "edited, the last": on("UPDATE audit_logs SET user_agent = 'u'", "= 63"),
+        "deleted, a page's first": on("DELETE FROM audit_logs", "= 31"),
+        "deleted, a page's last": on("DELETE FROM audit_logs", "= 40"),
+        "deleted, a whole page": on("DELETE FROM audit_logs", "BETWEEN 31 AND 52"),
+        "deleted, the tail past a checkpoint": on("DELETE FROM audit_logs", ">= 44"),
+        "deleted, the first": on("DELETE FROM audit_logs", "= 1"),
+        "relinked": [seals("prev_hash = hash WHERE chain_id = %s AND seq = 41")],
         "a seq twice": twice(21),
         "a seq twice, at a page's end": twice(11),
-        "reordered": [("UPDATE audit_seals SET seq = -seq WHERE chain_id = %s AND seq IN (33, 34)",),
-                      ("UPDATE audit_seals SET seq = 67 + seq WHERE chain_id = %s AND seq = -33",),
-                      ("UPDATE audit_seals SET seq = 67 + seq WHERE chain_id = %s AND seq = -34",)],
+        "reordered": [seals("seq = -seq WHERE chain_id = %s AND seq IN (33, 34)"),
+                      seals("seq = 67 + seq WHERE chain_id = %s AND seq IN (-33, -34)")],
     }
     for number, (name, statements) in enumerate([*cases.items(), ("a checkpoint's head", []),
                                                   ("after a purge", []), ("since", [])]):
