@@ -239,12 +239,7 @@ async def verify_chain(cur: db.Cursor, signer: CheckpointSigner, chain_id: uuid.
     raw = await cur.connection.cursor(cursor_factory=psycopg2.extensions.cursor)
     free: asyncio.Queue = asyncio.Queue()
     free.put_nowait(raw)
-    borrowed: list[tuple[db.Connection, db.Cursor]] = []
-    if pool is not None:
-        for _ in range(max(workers, 1) - 1):
-            conn = await db.acquire(pool)
-            borrowed.append((conn, await conn.cursor(cursor_factory=psycopg2.extensions.cursor)))
-            free.put_nowait(borrowed[-1][1])
+    borrowed: list[tuple[db.Connection, db.Cursor | None]] = []
 
     async def run(sql: str, args: dict) -> list[tuple]:
         worker = await free.get()
@@ -268,6 +263,11 @@ async def verify_chain(cur: db.Cursor, signer: CheckpointSigner, chain_id: uuid.
             "marks": inside}))))
 
     try:
+        for _ in range(max(workers, 1) - 1 if pool is not None else 0):
+            borrowed.append((await db.acquire(pool), None))
+            worker = await borrowed[-1][0].cursor(cursor_factory=psycopg2.extensions.cursor)
+            borrowed[-1] = (borrowed[-1][0], worker)
+            free.put_nowait(worker)
         while True:
             begin = start()
             if begin is not None:
@@ -306,7 +306,8 @@ async def verify_chain(cur: db.Cursor, signer: CheckpointSigner, chain_id: uuid.
         await asyncio.gather(*(f for _, f in ahead), return_exceptions=True)
         raw.close()
         for conn, worker in borrowed:
-            worker.close()
+            if worker is not None:
+                worker.close()
             await pool.release(conn)
     last = expected - 1 if expected is not None and checked else None
     if since is not None and not checked:
