@@ -293,13 +293,18 @@ async def test_a_sealer_batch_probes_its_entries_months_never_scans_the_log(data
     joins the sealed batch to the log by probes, never by a hash or merge join over a scan of
     every month (a batch of 1,000 took 1.8 s at 200k entries; migration 0037)."""
     rows = await query(database_url, """
-        SELECT p.proname, p.proconfig, pg_get_functiondef(p.oid) AS body FROM pg_proc p
-        WHERE p.proname IN ('cvsm_audit_roll_reads', 'cvsm_audit_seal')""")
+        SELECT p.proname, p.proconfig, p.provolatile, pg_get_functiondef(p.oid) AS body
+        FROM pg_proc p
+        WHERE p.proname IN ('cvsm_audit_roll_reads', 'cvsm_audit_seal', 'cvsm_audit_hash',
+                            'cvsm_audit_canonical')""")
     by_name = {r["proname"]: r for r in rows}
     settings = by_name["cvsm_audit_roll_reads"]["proconfig"]
     assert "enable_hashjoin=off" in settings and "enable_mergejoin=off" in settings
     body = by_name["cvsm_audit_seal"]["body"]
     assert body.count("WHERE s.pos = a.pos AND s.created_at = a.created_at") == 2
+    # inlined into the sealer's expression, not run as two SQL functions per entry
+    assert by_name["cvsm_audit_hash"]["provolatile"] == "s"
+    assert by_name["cvsm_audit_canonical"]["provolatile"] == "s"
 
 
 async def test_retention_removes_every_expired_entry_in_bounded_batches(
