@@ -136,16 +136,15 @@ module E2ESeal
   end
 end
 
-# FakeApi answers the cvsm client endpoints from an in-memory list of secrets, checks the
-# bearer token, and lets a test script faults for the next requests to a path. Its paths take
-# the team's id or slug, as the server's do. After #end_to_end! it serves an end-to-end team:
+# FakeApi answers the reads by name, the JSON export and the team key from an in-memory list of
+# secrets, checks the bearer token, and lets a test script answers for the next requests to a
+# path. Its paths take the team's id or slug, as the server's do. After #end_to_end! it serves an end-to-end team:
 # values sealed under a team key (with "e2e": true on the read by name and Cvsm-E2E: 1 on the
 # JSON export) and the team key wrapped to one token's public key at GET /teams/{team}/e2e/key.
 class FakeApi
   TEAM_ID = "0b9f4a8e-4c8d-4a53-9d58-0f1d2a3b4c5d"
   TEAM_SLUG = "acme"
   TOKEN = "cvsm_#{'ab12' * 16}".freeze
-  ENVIRONMENTS = [nil, "production", "staging", "development"].freeze
 
   attr_accessor :token, :team_key, :key_version
 
@@ -165,13 +164,11 @@ class FakeApi
     @team_key = team_key
     @key_version = key_version
     @keys = { key_version => team_key } # every key version served, for the links (format 2)
-    @pin = key_version
     "#{@token}.#{E2ESeal.b64u(private_key)}.#{key_version}.#{E2ESeal.b64u(E2ESeal.commitment(team_key, TEAM_ID, key_version))}"
   end
 
-  # FakeApi#links are the back-links of every served key version whose predecessor was served too
-  # (as a re-keying member's client makes them); +except+ leaves versions out, +forge+ maps a
-  # version to the link served for it instead.
+  # FakeApi#forged_links maps a key version to the link served for it instead of the true one (the
+  # key answer links every served version to its predecessor, as a re-keying member's client does).
   attr_accessor :forged_links
 
   # FakeApi#envelope is the stored secret +name+ of +environment+ sealed as the server would serve it.
@@ -224,7 +221,6 @@ class FakeApi
     team = "(?:#{TEAM_ID}|#{TEAM_SLUG})"
     case request.path
     when %r{\A/api/v1/teams/#{team}/secrets/export\z}o then export(request.query)
-    when %r{\A/api/v1/teams/#{team}/secrets\z}o then list(request.query)
     when %r{\A/api/v1/teams/#{team}/secrets/by-name/([^/]+)\z}o then by_name(URI::DEFAULT_PARSER.unescape(Regexp.last_match(1)), request.query)
     when %r{\A/api/v1/teams/#{team}/e2e/key\z}o then team_key_wrap
     else json(404, "error" => "tidak ditemukan")
@@ -233,8 +229,6 @@ class FakeApi
 
   def by_name(name, query)
     environment = query["environment"] || "production"
-    return json(400, "error" => "environment tidak valid") unless ENVIRONMENTS.include?(environment)
-
     secret = @secrets.find { |s| s["name"] == name && s["environment"] == environment }
     return json(404, "error" => "secret tidak ditemukan") unless secret
 
@@ -258,21 +252,7 @@ class FakeApi
               "wrapped_key" => E2ESeal.wrap(@team_key, TEAM_ID, @key_version, @e2e), "links" => links)
   end
 
-  def list(query)
-    return json(400, "error" => "environment tidak valid") unless ENVIRONMENTS.include?(query["environment"])
-
-    found = @secrets.select do |s|
-      (query["environment"].nil? || s["environment"] == query["environment"]) &&
-        (query["search"].nil? || s["name"].downcase.include?(query["search"].downcase))
-    end
-    items = found.map { |s| s.slice("id", "name", "environment").merge("type" => "credential") }
-    json(200, "secrets" => items, "total" => items.size)
-  end
-
   def export(query)
-    return json(400, "error" => "format salah") unless query["format"] == "json"
-    return json(400, "error" => "environment tidak valid") unless ENVIRONMENTS.include?(query["environment"])
-
     chosen = @secrets.select { |s| query["environment"].nil? || s["environment"] == query["environment"] }
     return json(200, chosen.to_h { |s| [s["name"], s["value"]] }) unless @e2e
 
