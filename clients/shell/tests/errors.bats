@@ -89,31 +89,20 @@ http_date() {
   [ -n "${CVSM_ERROR_KIND+x}" ]
 }
 
-@test "each exit code has its CVSM_ERROR_KIND" {
-  local st rc kind
-  for st in 401:3:authentication 403:4:permission_denied 404:5:not_found 429:6:rate_limited 409:7:api; do
-    stub_reset
-    fault_on_get "${st%%:*}"
-    rc=0
-    cvsm_get API_KEY 2>/dev/null || rc=$?
-    kind=${st##*:}
-    st=${st#*:}
-    [ "$rc" -eq "${st%%:*}" ]
-    [ "$CVSM_ERROR_KIND" = "$kind" ]
+# Which kind each status is, is every conformance case's (the driver takes the kind from the exit
+# code through cvsm.sh's own table, which also sets CVSM_ERROR_KIND); here the codes themselves.
+@test "each failure has the exit code the README documents" {
+  local st
+  for st in 401:3 403:4 404:5 429:6 409:7; do
+    fault_on_get "${st%:*}"
+    run cvsm_get API_KEY
+    [ "$status" -eq "${st#*:}" ]
   done
-  rc=0
-  CVSM_TOKEN='' cvsm_get API_KEY 2>/dev/null || rc=$?
-  [ "$rc" -eq 2 ]
-  [ "$CVSM_ERROR_KIND" = configuration ]
-  [ "$CVSM_ERROR_MESSAGE" = "CVSM_TOKEN is not set" ]
-  rc=0
-  CVSM_BASE_URL=http://127.0.0.1:9/api/v1 CVSM_MAX_RETRIES=0 cvsm_get API_KEY 2>/dev/null || rc=$?
-  [ "$rc" -eq 8 ]
-  [ "$CVSM_ERROR_KIND" = network ]
-  [ "$CVSM_ERROR_STATUS" = "" ]
-  [ "$CVSM_ERROR_REQUEST_ID" = "" ]
+  CVSM_TOKEN='' run cvsm_get API_KEY
+  [ "$status" -eq 2 ]
+  CVSM_BASE_URL=http://127.0.0.1:9/api/v1 CVSM_MAX_RETRIES=0 run cvsm_get API_KEY
+  [ "$status" -eq 8 ]
 }
-
 @test "an answer without X-Request-Id leaves the request id empty" {
   fault_on_get 500 '"no_request_id": true'
   local rc=0
