@@ -20,6 +20,22 @@ first `after` requests it matches through, then answers `count` of them). Tests 
 
 Every API answer carries "X-Request-Id: req-N" (N counts the API requests from 1).
 
+The live change stream, GET /api/v1/teams/T/secrets/changes?environment=E (default production),
+answers as the server's does (PROTOCOL.md, R16): text/event-stream, chunked, opening with
+`event: snapshot` and `data: {"secrets": {NAME: {"environment", "version"}}}` from the stored
+secrets (a secret's "version" is 1 unless reset or a change says otherwise; by-name and by-id
+answers carry it too), then held open. Faults refuse it like any path. Tests drive open streams:
+
+  POST /_stub/changes   [{"name", "environment": "production", "value": V} -> stored at the next
+                          version, and `event: change` {"name", "environment", "version"} sent to
+                          every open stream; "deleted": true removes it and sends {"name",
+                          "deleted": true}; "silent": true changes the store only; "id": "41"
+                          adds an `id:` line to the event;
+                         {"raw": "<text>"} -> written as is to every open stream;
+                         {"close": true} -> every open stream ends (the connection closes)]
+  GET  /_stub/streams   -> {"open": N, "closed": N} (streams open now; streams ended, by either
+                           side, since the reset; a reset ends the open ones)
+
 Usage: python3 conformance/stub.py PORT_FILE [CERT KEY]  (binds 127.0.0.1 on a free port and writes it
 there; with CERT and KEY it speaks HTTPS).
 """
@@ -27,6 +43,7 @@ there; with CERT and KEY it speaks HTTPS).
 import json
 import ssl
 import os
+import select
 import socket
 import sys
 import threading
@@ -34,10 +51,12 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, unquote, urlsplit
 
-LOCK = threading.Lock()
+LOCK = threading.Condition()
 STATE = {"token": "", "teams": [], "secrets": [], "e2e": None}
 FAULTS = []
 REQUESTS = []
+STREAMS = []  # one list of pending writes per open change stream (None: end it)
+ENDED = [0]  # change streams ended since the reset
 
 
 def _json(handler, status, payload, headers=None):
@@ -76,6 +95,7 @@ def _take_fault(path):
 
 def _meta(secret):
     return {k: secret[k] for k in ("id", "name", "environment")} | {
+        "version": secret.get("version", 1),
         "type": "credential",
         "description": "",
         "updated_at": "2025-01-01T00:00:00Z",
@@ -100,6 +120,16 @@ class Handler(BaseHTTPRequestHandler):
                 STATE.update({"e2e": None} | data)
                 FAULTS.clear()
                 REQUESTS.clear()
+                for pending in STREAMS:
+                    pending.append(None)
+                ENDED[0] = -len(STREAMS)  # those end after the reset: not counted
+                LOCK.notify_all()
+            return _json(self, 200, {"ok": True})
+        if url.path == "/_stub/changes":
+            with LOCK:
+                for item in self._body():
+                    _change(item)
+                LOCK.notify_all()
             return _json(self, 200, {"ok": True})
         if url.path == "/_stub/faults":
             with LOCK:
@@ -113,6 +143,9 @@ class Handler(BaseHTTPRequestHandler):
         if url.path == "/_stub/requests":
             with LOCK:
                 return _json(self, 200, list(REQUESTS))
+        if url.path == "/_stub/streams":
+            with LOCK:
+                return _json(self, 200, {"open": len(STREAMS), "closed": max(ENDED[0], 0)})
         with LOCK:
             REQUESTS.append(
                 {
@@ -166,6 +199,11 @@ class Handler(BaseHTTPRequestHandler):
             if team is None:
                 return _json(self, 404, {"error": "tim tidak ditemukan"})
             secrets = [s for s in STATE["secrets"] if s.get("team", team) == team]
+            if len(parts) == 7 and parts[6] == "changes":
+                env = query.get("environment", "production")
+                versions = {s["name"]: {"environment": env, "version": s.get("version", 1)}
+                            for s in secrets if s["environment"] == env}
+                return self._stream(_event("snapshot", {"secrets": versions}))
             if len(parts) == 6:
                 env, search = query.get("environment"), query.get("search", "").lower()
                 found = [
@@ -193,6 +231,71 @@ class Handler(BaseHTTPRequestHandler):
                         return _json(self, 200, {"secret": _meta(s), "value": s["value"]})
                 return _json(self, 404, {"error": "rahasia tidak ditemukan"})
         return _json(self, 404, {"error": "tidak ditemukan"})
+
+    def _stream(self, first):
+        """Hold a change stream open: send `first`, then what /_stub/changes queues, until it is
+        closed there or the client leaves."""
+        self.send_response(200)
+        for name, value in (("Content-Type", "text/event-stream"), ("Cache-Control", "no-store"),
+                            ("Transfer-Encoding", "chunked"), ("X-Request-Id", self.request_id)):
+            if value:
+                self.send_header(name, value)
+        self.end_headers()
+        self.close_connection = True
+        pending = [first]
+        with LOCK:
+            STREAMS.append(pending)
+        try:
+            while True:
+                with LOCK:
+                    if not pending:
+                        LOCK.wait(0.05)
+                    items, pending[:] = list(pending), []
+                for item in items:
+                    if item is None:
+                        self.wfile.write(b"0\r\n\r\n")
+                        return
+                    self.wfile.write(b"%x\r\n%s\r\n" % (len(item), item))
+                self.wfile.flush()
+                readable, _, _ = select.select([self.connection], [], [], 0)
+                # The client left (a TLS socket is peeked under its encryption: no bytes come).
+                if readable and not socket.socket.recv(self.connection, 1, socket.MSG_PEEK):
+                    return
+        except OSError:
+            pass  # the client left
+        finally:
+            with LOCK:
+                STREAMS.remove(pending)
+                ENDED[0] += 1
+
+
+def _event(name, data, event_id=None):
+    head = f"event: {name}\n" + (f"id: {event_id}\n" if event_id else "")
+    return (head + f"data: {json.dumps(data)}\n\n").encode()
+
+
+def _change(item):
+    """Apply one /_stub/changes item (under LOCK)."""
+    if "raw" in item or item.get("close"):
+        for pending in STREAMS:
+            pending.append(None if item.get("close") else item["raw"].encode())
+        return
+    env = item.get("environment", "production")
+    found = [s for s in STATE["secrets"] if (s["name"], s["environment"]) == (item["name"], env)]
+    if item.get("deleted"):
+        STATE["secrets"] = [s for s in STATE["secrets"] if s not in found]
+        data = {"name": item["name"], "deleted": True}
+    else:
+        if not found:
+            found = [{"id": f"stub-{len(STATE['secrets']) + 1}", "name": item["name"], "environment": env,
+                      "version": 0}]
+            STATE["secrets"].append(found[0])
+        found[0]["value"] = item["value"]
+        found[0]["version"] = found[0].get("version", 1) + 1
+        data = {"name": item["name"], "environment": env, "version": found[0]["version"]}
+    if not item.get("silent"):
+        for pending in STREAMS:
+            pending.append(_event("change", data, item.get("id")))
 
 
 def main():
