@@ -60,6 +60,12 @@ class StubApi
   # Their paths, without /api/v1.
   def paths = requests.map { |r| r["path"].delete_prefix("/api/v1") }
 
+  # Queues change-stream items (conformance/stub.py: {"name", "value"[, "id"]}, {"close": true}...).
+  def changes(*items) = post("changes", items)
+
+  # {"open" => streams open now, "closed" => streams ended since the reset}.
+  def streams = JSON.parse(http { |h| h.get("/_stub/streams") }.body)
+
   private
 
   def post(what, body) = http { |h| h.post("/_stub/#{what}", JSON.generate(body), "Content-Type" => "application/json") }
