@@ -73,22 +73,16 @@ http_date() {
   [[ $stderr =~ ^cvsm:\ HTTP\ 429:\ kesalahan\ buatan\ \(retry\ after\ (5[0-9]|60)s\)$ ]]
 }
 
+# What a failure puts in CVSM_ERROR_* is every conformance case's (the driver reports them); a
+# retried failure's request id, retried_error_carries_the_last_request_id.
 @test "a failure fills CVSM_ERROR_* in the calling shell, and the next success empties them" {
-  local rc=0
   fault_on_get 500
-  cvsm_get API_KEY 2>/dev/null || rc=$?
-  [ "$rc" -eq 7 ]
-  [ "$CVSM_ERROR_KIND" = api ]
-  [ "$CVSM_ERROR_MESSAGE" = "HTTP 500: kesalahan buatan" ]
-  [ "$CVSM_ERROR_STATUS" = 500 ]
-  [ "$CVSM_ERROR_RETRY_AFTER" = "" ]
-  [ "$CVSM_ERROR_REQUEST_ID" = req-1 ]
-  [ "$CVSM_ERROR_SUGGESTION" = "" ]
+  cvsm_get API_KEY 2>/dev/null || true
+  [ "$CVSM_ERROR_KIND:$CVSM_ERROR_STATUS:$CVSM_ERROR_REQUEST_ID" = api:500:req-1 ]
   cvsm_get API_KEY >/dev/null
   [ -z "$CVSM_ERROR_KIND$CVSM_ERROR_MESSAGE$CVSM_ERROR_STATUS$CVSM_ERROR_RETRY_AFTER$CVSM_ERROR_REQUEST_ID$CVSM_ERROR_SUGGESTION" ]
   [ -n "${CVSM_ERROR_KIND+x}" ]
 }
-
 # Which kind each status is, is every conformance case's (the driver takes the kind from the exit
 # code through cvsm.sh's own table, which also sets CVSM_ERROR_KIND); here the codes themselves.
 @test "each failure has the exit code the README documents" {
@@ -109,12 +103,4 @@ http_date() {
   cvsm_get API_KEY 2>/dev/null || rc=$?
   [ "$rc" -eq 7 ]
   [ "$CVSM_ERROR_REQUEST_ID" = "" ]
-}
-
-@test "a retried request reports the request id of the last answer" {
-  fault_on_get 503 '' 10
-  local rc=0
-  cvsm_get API_KEY 2>/dev/null || rc=$?
-  [ "$rc" -eq 7 ]
-  [ "$CVSM_ERROR_REQUEST_ID" = req-3 ]
 }
