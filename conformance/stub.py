@@ -13,10 +13,14 @@ first `after` requests it matches through, then answers `count` of them). Tests 
   POST /_stub/faults    [{"path": "<prefix>", "after": N, "count": N, "status": S, "retry_after": "5",
                           "headers": {"Name": "value"}, "body": "<raw>", "drop": true,
                           "garbage": true, "delay": SECONDS, "drip": SECONDS_PER_BYTE,
-                          "no_request_id": true}]
-  GET  /_stub/requests  -> [{"method","path","query","headers","proxied","host"}] (header names
+                          "no_request_id": true, "url": "/exact/path[?query]"}]  (url: the fault
+                         matches only that path, and that query when it holds "?", not "path"'s prefix;
+                         a fault with status 200 and a body is a scripted answer)
+  GET  /_stub/requests  -> [{"method","path","query","headers","proxied","host","body"}] (header names
                            lower-cased; proxied: the request line held an absolute URL, as a client
-                           sends it to an HTTP proxy)
+                           sends it to an HTTP proxy; body: a POST's body as text)
+
+A POST to any other path is recorded too and answered by its fault, else 404.
 
 Every API answer carries "X-Request-Id: req-N" (N counts the API requests from 1).
 
@@ -81,13 +85,20 @@ def _raw(handler, status, body, headers=None, drip=None):
         handler.wfile.write(body)
 
 
-def _take_fault(path):
+def _matches(fault, path, query):
+    if "url" in fault:
+        want_path, has_query, want_query = fault["url"].partition("?")
+        return path == want_path and (not has_query or query == want_query)
+    return path.startswith(fault.get("path", ""))
+
+
+def _take_fault(path, query=""):
     with LOCK:
         for fault in FAULTS:
-            if path.startswith(fault.get("path", "")) and fault.get("after", 0) > 0:
+            if _matches(fault, path, query) and fault.get("after", 0) > 0:
                 fault["after"] -= 1
                 continue
-            if path.startswith(fault.get("path", "")) and fault.get("count", 1) > 0:
+            if _matches(fault, path, query) and fault.get("count", 1) > 0:
                 fault["count"] = fault.get("count", 1) - 1
                 return dict(fault)
     return None
@@ -135,6 +146,9 @@ class Handler(BaseHTTPRequestHandler):
             with LOCK:
                 FAULTS.extend(self._body())
             return _json(self, 200, {"ok": True})
+        if not url.path.startswith("/_stub/"):  # an API POST: recorded and faulted as a GET is
+            self.post_body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            return self.do_GET()
         return _json(self, 404, {"error": "tidak ditemukan"})
 
     def do_GET(self):
@@ -149,16 +163,17 @@ class Handler(BaseHTTPRequestHandler):
         with LOCK:
             REQUESTS.append(
                 {
-                    "method": "GET",
+                    "method": self.command,
                     "path": url.path,
                     "query": url.query,
                     "headers": {k.lower(): v for k, v in self.headers.items()},
                     "proxied": bool(url.scheme),
                     "host": url.netloc or self.headers.get("Host", ""),
+                    "body": self.post_body.decode(errors="replace") if self.command == "POST" else "",
                 }
             )
             self.request_id = f"req-{len(REQUESTS)}"
-        fault = _take_fault(url.path)
+        fault = _take_fault(url.path, url.query)
         if fault and fault.get("no_request_id"):
             self.request_id = None
         if fault:
@@ -181,6 +196,8 @@ class Handler(BaseHTTPRequestHandler):
                 else:
                     raw = json.dumps({"error": "kesalahan buatan"}).encode()
                 return _raw(self, fault["status"], raw, headers, fault.get("drip"))
+        if self.command == "POST":
+            return _json(self, 404, {"error": "tidak ditemukan"})
         self._api(url)
 
     def _api(self, url):

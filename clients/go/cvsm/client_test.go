@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -14,46 +12,14 @@ import (
 
 var ctx = context.Background()
 
-func TestTheTeamIsPercentEncodedInThePath(t *testing.T) {
-	s := newStub(t)
-	c := newTestClient(t, s, Options{Team: "a team/with?odd#chars%"})
-	c.Get(ctx, "API_KEY")
-	c.GetAll(ctx)
-	reqs := s.reqs()
-	if len(reqs) < 2 {
-		t.Fatalf("requests %v", s.paths())
-	}
-	const escaped = "/api/v1/teams/a%20team%2Fwith%3Fodd%23chars%25/secrets"
-	if got := reqs[0].rawPath; got != escaped+"/by-name/API_KEY" {
-		t.Errorf("by-name path %s", got)
-	}
-	if got := reqs[len(reqs)-1].rawPath; got != escaped+"/export" {
-		t.Errorf("export path %s", got)
-	}
-}
-
-func TestNoCacheDisablesCachingEvenWhenTheEnvironmentSetsATTL(t *testing.T) {
-	s := newStub(t)
-	c := newTestClient(t, s, Options{Team: teamID, CacheTTL: NoCache})
-	t.Setenv(EnvCacheTTL, "60") // set after construction: explicit NoCache wins anyway
-	if c.CacheTTL() != 0 {
-		t.Fatalf("CacheTTL() = %s, want 0", c.CacheTTL())
-	}
-	c.Get(ctx, "API_KEY")
-	c.Get(ctx, "API_KEY")
-	c.GetAll(ctx)
-	c.Get(ctx, "API_KEY")
-	if n := s.count(); n != 4 {
-		t.Fatalf("without a cache every call asks: want 4 requests, got %v", s.paths())
-	}
-}
-
-const httpTimeFormat = "Mon, 02 Jan 2006 15:04:05 GMT"
+// The team percent-encoded in the path, NoCache (cache_ttl 0 in the driver) and the
+// variables inject keeps are the conformance cases team_is_percent_encoded_in_the_path,
+// cache_ttl_zero_disables_cache and inject_sets_the_environment.
 
 func TestCanceledContextStopsRetrying(t *testing.T) {
 	s := newStub(t)
 	c := newTestClient(t, s, Options{Team: teamID})
-	s.inject(fault{pathPrefix: "/teams/", remaining: 100, status: 503})
+	s.inject(stubFault{Path: "/api/v1/teams/", Count: 100, Status: 503})
 	cctx, cancel := context.WithCancel(ctx)
 	c.sleep = func(ctx context.Context, d time.Duration) error { cancel(); return sleepContext(ctx, d) }
 	_, err := c.GetAll(cctx)
@@ -83,7 +49,7 @@ func TestBackoffIsFullJitterBelowTheDoublingCap(t *testing.T) {
 	// The client asks for one sleep per retry with the growing cap.
 	s := newStub(t)
 	c := newTestClient(t, s, Options{Team: teamID, MaxRetries: Int(3)})
-	s.inject(fault{pathPrefix: "/teams/", remaining: 100, status: 504})
+	s.inject(stubFault{Path: "/api/v1/teams/", Count: 100, Status: 504})
 	c.GetAll(ctx)
 	sleeps := c.sleeps.recorded()
 	if len(sleeps) != 3 {
@@ -93,21 +59,6 @@ func TestBackoffIsFullJitterBelowTheDoublingCap(t *testing.T) {
 		if d > time.Duration(100<<i)*time.Millisecond {
 			t.Errorf("sleep %d = %s above its cap", i, d)
 		}
-	}
-}
-
-func TestInjectKeepsAVariableSetToTheEmptyString(t *testing.T) {
-	s := newStub(t)
-	c := newTestClient(t, s, Options{Team: teamID})
-	t.Setenv("API_KEY", "")
-	t.Setenv("DATABASE_URL", "")
-	os.Unsetenv("DATABASE_URL")
-	names, err := c.Inject(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if v, ok := os.LookupEnv("API_KEY"); !ok || v != "" || !reflect.DeepEqual(names, []string{"DATABASE_URL"}) {
-		t.Errorf("API_KEY=%q set=%v names=%v: an empty variable is still set and kept", v, ok, names)
 	}
 }
 

@@ -91,5 +91,9 @@ func TestR13ZeroCacheTTLMeansDefaultAndNoCacheMeansNone(t *testing.T) {
 	if c.CacheTTL() != 0 {
 		t.Errorf("CVSM_CACHE_TTL=0: %s", c.CacheTTL())
 	}
+	t.Setenv(EnvCacheTTL, "60")
+	base.CacheTTL = NoCache
+	if c, _ = NewClient(base); c.CacheTTL() != 0 {
+		t.Errorf("NoCache with CVSM_CACHE_TTL=60: %s", c.CacheTTL())
+	}
 }
-

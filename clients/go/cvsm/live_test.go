@@ -1,50 +1,20 @@
 // Tests of live caches (Options.Live, rule R16) and Refresh (rule R17) for
-// what the conformance cases do not see: CVSM_LIVE's spellings, the SSE
-// decoder, the reconnection pause, Last-Event-ID and Close.
+// what the conformance cases do not see: the SSE decoder, the reconnection
+// pause, Last-Event-ID and Close.
 
 package cvsm
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
-	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
 
-func TestLiveOptionAndEnvironment(t *testing.T) {
-	base := Options{Token: testToken, BaseURL: "http://127.0.0.1:1/api/v1", Team: teamSlug}
-	for raw, want := range map[string]bool{"1": true, "TRUE": true, "yes": true, " On ": true, "0": false, "False": false, "no": false, "OFF": false, "": false} {
-		clearEnv(t)
-		t.Setenv(EnvLive, raw)
-		c, err := NewClient(base)
-		if err != nil {
-			t.Fatalf("CVSM_LIVE=%q: %v", raw, err)
-		}
-		if c.Live() != want {
-			t.Errorf("CVSM_LIVE=%q: Live() = %v, want %v", raw, c.Live(), want)
-		}
-	}
-	for _, raw := range []string{"2", "enabled", "y", "tru"} {
-		clearEnv(t)
-		t.Setenv(EnvLive, raw)
-		_, err := NewClient(base)
-		if !errors.Is(err, ErrConfiguration) || !strings.Contains(err.Error(), EnvLive) {
-			t.Errorf("CVSM_LIVE=%q: got %v, want a configuration error naming %s", raw, err, EnvLive)
-		}
-	}
-	clearEnv(t)
-	opts := base
-	opts.Live = true
-	if c, err := NewClient(opts); err != nil || !c.Live() {
-		t.Fatalf("Options.Live: %v, live %v", err, c != nil && c.Live())
-	}
-}
+// CVSM_LIVE's spellings and the Live option are the conformance cases live_variable_spellings
+// and live_variable_turns_the_stream_on_and_off.
 
 func TestSSEDecoder(t *testing.T) {
 	var d sseDecoder
@@ -108,68 +78,6 @@ func TestRefusedStreamWaitsAndEmptiesTheCache(t *testing.T) {
 	}
 }
 
-// liveServer answers by-name reads with a value and version it holds, and
-// the change stream with the events the test sends.
-type liveServer struct {
-	srv *httptest.Server
-
-	mu      sync.Mutex
-	value   string
-	version int
-	reads   int
-	streams int
-	lastIDs []string
-	events  chan string
-	closed  chan struct{} // a stream's request ended
-}
-
-func newLiveServer(t *testing.T) *liveServer {
-	s := &liveServer{value: "one", version: 1, events: make(chan string, 16), closed: make(chan struct{}, 16)}
-	s.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if strings.HasSuffix(r.URL.Path, "/secrets/changes") {
-			s.mu.Lock()
-			s.streams++
-			s.lastIDs = append(s.lastIDs, r.Header.Get("Last-Event-ID"))
-			version := s.version
-			s.mu.Unlock()
-			defer func() { s.closed <- struct{}{} }()
-			w.Header().Set("Content-Type", "text/event-stream")
-			fmt.Fprintf(w, "event: snapshot\ndata: {\"secrets\": {\"A\": {\"environment\": \"production\", \"version\": %d}}}\n\n", version)
-			w.(http.Flusher).Flush()
-			for {
-				select {
-				case <-r.Context().Done():
-					return
-				case ev := <-s.events:
-					if ev == "" { // the server closes the stream
-						return
-					}
-					fmt.Fprint(w, ev)
-					w.(http.Flusher).Flush()
-				}
-			}
-		}
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		s.reads++
-		writeJSON(w, 200, map[string]any{"secret": map[string]any{"name": "A", "version": s.version}, "value": s.value})
-	}))
-	t.Cleanup(s.srv.Close)
-	return s
-}
-
-func (s *liveServer) set(value string, version int) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.value, s.version = value, version
-}
-
-func (s *liveServer) counts() (reads, streams int, ids []string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.reads, s.streams, append([]string(nil), s.lastIDs...)
-}
-
 func waitLive(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
@@ -181,48 +89,66 @@ func waitLive(t *testing.T, what string, cond func() bool) {
 	}
 }
 
+// streamRequests are the requests for the change stream the stub saw.
+func streamRequests(s *stubServer) []stubRequest {
+	var out []stubRequest
+	for _, r := range s.reqs() {
+		if strings.HasSuffix(r.Path, "/secrets/changes") {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func readsOf(s *stubServer) (reads int) {
+	for _, r := range s.reqs() {
+		if strings.Contains(r.Path, "/by-name/") {
+			reads++
+		}
+	}
+	return reads
+}
+
 func TestLiveChangeDropsTheValueAndCloseEndsTheStream(t *testing.T) {
-	s := newLiveServer(t)
+	s := newStub(t)
 	clearEnv(t)
-	c, err := NewClient(Options{Token: testToken, BaseURL: s.srv.URL + "/api/v1", Team: teamSlug, Live: true, Logger: discardLogger()})
+	c, err := NewClient(Options{Token: testToken, BaseURL: s.baseURL(), Team: teamSlug, Live: true, Logger: discardLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	if v, err := c.Get(ctx, "A"); err != nil || v != "one" {
+	if v, err := c.Get(ctx, "API_KEY"); err != nil || v != apiKeyVal {
 		t.Fatalf("Get = %q, %v", v, err)
 	}
 	waitLive(t, "the snapshot", func() bool { _, n := c.liveConnected(); return n == 1 })
-	if v, _ := c.Get(ctx, "A"); v != "one" {
+	if v, _ := c.Get(ctx, "API_KEY"); v != apiKeyVal {
 		t.Fatalf("Get = %q", v)
 	}
-	if reads, _, _ := s.counts(); reads != 1 {
+	if reads := readsOf(s); reads != 1 {
 		t.Fatalf("reads = %d, want 1: the snapshot holds the version the read said", reads)
 	}
 
-	s.set("two", 2)
-	s.events <- "id: 42\nevent: change\ndata: {\"name\": \"A\", \"environment\": \"production\", \"version\": 2}\n\n"
-	waitLive(t, "the new value", func() bool { v, _ := c.Get(ctx, "A"); return v == "two" })
-	if reads, streams, _ := s.counts(); reads != 2 || streams != 1 {
+	s.changes(map[string]any{"name": "API_KEY", "value": "two", "id": "42"})
+	waitLive(t, "the new value", func() bool { v, _ := c.Get(ctx, "API_KEY"); return v == "two" })
+	if reads, streams := readsOf(s), len(streamRequests(s)); reads != 2 || streams != 1 {
 		t.Fatalf("reads, streams = %d, %d; want 2, 1", reads, streams)
 	}
 
 	// The server closes the stream: the client reconnects with Last-Event-ID.
-	s.events <- ""
-	<-s.closed
+	s.changes(map[string]any{"close": true})
 	waitLive(t, "the reconnection", func() bool { _, n := c.liveConnected(); return n == 2 })
-	if _, _, ids := s.counts(); fmt.Sprint(ids) != fmt.Sprint([]string{"", "42"}) {
+	var ids []string
+	for _, r := range streamRequests(s) {
+		ids = append(ids, r.Headers["last-event-id"])
+	}
+	if fmt.Sprint(ids) != fmt.Sprint([]string{"", "42"}) {
 		t.Fatalf("Last-Event-ID per stream = %q, want [\"\" \"42\"]", ids)
 	}
 
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case <-s.closed:
-	case <-time.After(5 * time.Second):
-		t.Fatal("Close did not end the stream")
-	}
+	waitLive(t, "Close to end the stream", func() bool { open, closed := s.streams(); return open == 0 && closed == 2 })
 	select {
 	case <-c.live.done:
 	default:
@@ -232,18 +158,18 @@ func TestLiveChangeDropsTheValueAndCloseEndsTheStream(t *testing.T) {
 }
 
 func TestCloseBeforeAnyReadStartsNoStream(t *testing.T) {
-	s := newLiveServer(t)
+	s := newStub(t)
 	clearEnv(t)
-	c, err := NewClient(Options{Token: testToken, BaseURL: s.srv.URL + "/api/v1", Team: teamSlug, Live: true})
+	c, err := NewClient(Options{Token: testToken, BaseURL: s.baseURL(), Team: teamSlug, Live: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	_ = c.Close()
-	if _, err := c.Get(context.Background(), "A"); err != nil {
+	if _, err := c.Get(context.Background(), "API_KEY"); err != nil {
 		t.Fatal(err)
 	}
-	if _, streams, _ := s.counts(); streams != 0 {
-		t.Fatalf("streams = %d after Close, want 0", streams)
+	if streams := streamRequests(s); len(streams) != 0 {
+		t.Fatalf("streams = %d after Close, want 0", len(streams))
 	}
 }
 

@@ -1,17 +1,16 @@
-//! Wire behaviour of `cvsm::Client` against a local stub server: requests,
-//! the team in the path, cache, errors, retries and redaction. These tests never
-//! read or write the process environment (see tests/env.rs for that).
+//! `cvsm::Client`'s Rust surface on the shared stub (conformance/stub.py): the
+//! cache across threads, `Debug` redaction, configuration accessors and the
+//! transport seam. These tests never read or write the process environment
+//! (see tests/env.rs for that); the wire rules are the conformance cases.
 
 mod support;
 
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use cvsm::{Client, ClientOptions, Error};
-use support::{
-    error, fixture, ConnectProxy, Reply, Request, Stub, UreqHttp, TEAM_ID, TEAM_SLUG, TOKEN,
-};
+use serde_json::json;
+use support::{fixture, ConnectProxy, SharedStub, UreqHttp, TEAM_ID, TEAM_SLUG, TOKEN};
 
 /// options configures every field explicitly, so no `CVSM_*` variable is read.
 fn options(base_url: &str) -> ClientOptions {
@@ -29,17 +28,8 @@ fn options(base_url: &str) -> ClientOptions {
     }
 }
 
-fn client(stub: &Stub) -> Client {
+fn client(stub: &SharedStub) -> Client {
     Client::new(options(&stub.base_url)).expect("client")
-}
-
-fn no_errors(_: &Request) -> Option<Reply> {
-    None
-}
-
-/// always answers every request with the reply `make` builds.
-fn always(make: impl Fn() -> Reply + Send + Sync + 'static) -> Stub {
-    Stub::start(move |_| make())
 }
 
 // The team in the path as given, percent-encoded, with no GET /teams for a slug, is the
@@ -48,15 +38,9 @@ fn always(make: impl Fn() -> Reply + Send + Sync + 'static) -> Stub {
 #[test]
 fn a_read_in_flight_across_clear_cache_is_not_cached() {
     for get_all in [false, true] {
-        let in_flight = Arc::new(AtomicUsize::new(0));
-        let seen = Arc::clone(&in_flight);
-        let stub = Stub::secrets(&[("A", "1")], move |_| {
-            // The first answer comes late: clear_cache runs meanwhile.
-            if seen.fetch_add(1, Ordering::SeqCst) == 0 {
-                std::thread::sleep(Duration::from_millis(400));
-            }
-            None
-        });
+        let stub = SharedStub::start(&[("A", "1")]);
+        // The first answer comes late: clear_cache runs meanwhile.
+        stub.faults(json!([{ "path": "/api/v1/", "delay": 0.4 }]));
         let client = Arc::new(client(&stub));
         let reader = {
             let client = Arc::clone(&client);
@@ -66,7 +50,7 @@ fn a_read_in_flight_across_clear_cache_is_not_cached() {
             })
         };
         let waited = Instant::now();
-        while in_flight.load(Ordering::SeqCst) == 0 {
+        while stub.count() == 0 {
             assert!(waited.elapsed() < Duration::from_secs(5), "no request");
             std::thread::sleep(Duration::from_millis(5));
         }
@@ -84,11 +68,12 @@ fn a_read_in_flight_across_clear_cache_is_not_cached() {
 
 #[test]
 fn token_and_values_never_appear_in_debug_output_or_errors() {
-    let stub = Stub::secrets(&[("A", "value-that-must-not-print")], |req| {
-        req.path()
-            .ends_with("/export")
-            .then(|| error(401, &format!("token {TOKEN} ditolak")))
-    });
+    let stub = SharedStub::start(&[("A", "value-that-must-not-print")]);
+    stub.faults(json!([{
+        "path": format!("/api/v1/teams/{TEAM_ID}/secrets/export"),
+        "status": 401,
+        "body": json!({ "error": format!("token {TOKEN} ditolak") }).to_string(),
+    }]));
     let options = options(&stub.base_url);
     let client = Client::new(options.clone()).unwrap();
     client.get("A").unwrap();
@@ -115,7 +100,7 @@ fn client_is_send_and_sync_and_shares_its_cache_across_threads() {
     assert_send_sync::<Client>();
     assert_send_sync::<Error>();
 
-    let stub = Stub::secrets(&[("A", "1")], no_errors);
+    let stub = SharedStub::start(&[("A", "1")]);
     let client = Arc::new(client(&stub));
     client.get("A").unwrap();
     let threads: Vec<_> = (0..4)
@@ -195,34 +180,22 @@ fn invalid_explicit_options_are_configuration_errors() {
     }
 }
 
-// Decided behaviour (conformance/PROTOCOL.md, rules R1-R13).
-
-#[test]
-fn an_error_answer_cut_off_in_its_body_is_a_retried_network_error() {
-    let body = serde_json::json!({ "error": "rahasia tidak ditemukan" }).to_string();
-    let stub = always(move || Reply::Cut(404, body.clone()));
-    let err = client(&stub).get("A").unwrap_err();
-    assert!(matches!(err, Error::Network { .. }), "{err:?}");
-    assert_eq!(err.status(), None);
-    assert_eq!(err.request_id(), Some("req-3"));
-    let targets = stub.targets();
-    assert_eq!(targets.len(), 3, "{targets:?}");
-    assert!(
-        targets.iter().all(|t| t.contains("/by-name/A")),
-        "{targets:?}"
-    );
-}
+// An error answer cut off in its body, a retried network error, is the conformance cases
+// dropped_connection_retried and dripped_error_answer_is_network_error.
 
 // The transport seam and TLS.
 
 #[test]
 fn a_custom_http_client_carries_the_requests_and_the_sdk_keeps_its_rules() {
     let proxy = ConnectProxy::start();
-    let stub = Stub::secrets(&[("A", "1")], |req| {
-        req.path()
-            .ends_with("/secrets")
-            .then(|| error(403, "Dilarang"))
-    });
+    let stub = SharedStub::start(&[("A", "1")]);
+    // The export and B's read by name pass; the listing after B's 404 is refused.
+    stub.faults(json!([{
+        "path": format!("/api/v1/teams/{TEAM_ID}/secrets"),
+        "after": 2,
+        "status": 403,
+        "body": json!({ "error": "Dilarang" }).to_string(),
+    }]));
     // Your own HTTP client, here on an agent with another user agent and a
     // proxy: the client still sends its own headers and reads every status.
     let agent: ureq::Agent = ureq::Agent::config_builder()

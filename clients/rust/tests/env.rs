@@ -6,33 +6,14 @@ mod support;
 use std::sync::{Mutex, MutexGuard};
 
 use cvsm::{Client, Error};
-use support::{fixture, TOKEN};
+use support::{fixture, CONFIG_VARS, TOKEN};
 
 static ENV: Mutex<()> = Mutex::new(());
-
-const VARS: [&str; 16] = [
-    "CVSM_TOKEN",
-    "CVSM_BASE_URL",
-    "CVSM_TEAM",
-    "CVSM_ENVIRONMENT",
-    "CVSM_CACHE_TTL",
-    "CVSM_TIMEOUT",
-    "CVSM_MAX_RETRIES",
-    "CVSM_CA_FILE",
-    "CVSM_STALE_IF_ERROR",
-    "CVSM_LIVE",
-    "http_proxy",
-    "HTTP_PROXY",
-    "https_proxy",
-    "HTTPS_PROXY",
-    "no_proxy",
-    "NO_PROXY",
-];
 
 /// clean_env takes the lock and removes every `CVSM_*` and proxy variable.
 fn clean_env() -> MutexGuard<'static, ()> {
     let guard = ENV.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-    for name in VARS {
+    for name in CONFIG_VARS {
         std::env::remove_var(name);
     }
     guard

@@ -4,14 +4,13 @@
 
 mod support;
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpListener;
+use std::io::Read;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use cvsm::{Client, HttpClient, HttpError, HttpRequest, HttpResponse};
-use support::{TEAM_ID, TOKEN};
+use support::{SharedStub, TEAM_ID, TOKEN};
 
 type Answer = Box<dyn Fn(&HttpRequest) -> HttpResponse + Send + Sync>;
 
@@ -174,52 +173,12 @@ fn one_stream_serves_every_name_and_a_reconnection_sends_the_last_event_id() {
 // A refused stream emptying the cache, and not tried again for minutes, is the conformance
 // case live_stream_refused_empties_the_cache.
 
-/// A plain TCP server: a read by name answers `{"value": "v"}`, the change
-/// stream sends its snapshot, then a comment every 50 ms until the client
-/// has gone; `gone` is set then.
-fn socket_server(gone: Arc<AtomicBool>) -> String {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let base_url = format!("http://{}/api/v1", listener.local_addr().unwrap());
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(mut stream) = stream else { continue };
-            let gone = Arc::clone(&gone);
-            std::thread::spawn(move || {
-                let mut reader = BufReader::new(stream.try_clone().unwrap());
-                let mut target = String::new();
-                let mut line = String::new();
-                while reader.read_line(&mut line).unwrap_or(0) > 2 {
-                    if target.is_empty() {
-                        target = line.clone();
-                    }
-                    line.clear();
-                }
-                if !target.contains("/secrets/changes") {
-                    let body = r#"{"secret": {"version": 1}, "value": "v"}"#;
-                    let _ = write!(
-                        stream,
-                        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                        body.len()
-                    );
-                    return;
-                }
-                let _ = stream.write_all(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\nevent: snapshot\ndata: {\"secrets\": {}}\n\n");
-                while stream.write_all(b": heartbeat\n\n").is_ok() {
-                    std::thread::sleep(Duration::from_millis(50));
-                }
-                gone.store(true, Ordering::SeqCst);
-            });
-        }
-    });
-    base_url
-}
-
 #[test]
 fn dropping_the_client_ends_its_stream() {
-    let gone = Arc::new(AtomicBool::new(false));
+    let stub = SharedStub::start(&[("A", "v")]);
     let client = Client::builder()
         .token(TOKEN)
-        .base_url(socket_server(Arc::clone(&gone)))
+        .base_url(&stub.base_url)
         .team(TEAM_ID)
         .live(true)
         .build()
@@ -227,10 +186,12 @@ fn dropping_the_client_ends_its_stream() {
     assert_eq!(client.get("A").unwrap(), "v");
     until("the stream's snapshot", || client.live_connected());
     std::thread::sleep(Duration::from_millis(200));
-    assert!(!gone.load(Ordering::SeqCst), "the stream stays open");
+    assert_eq!(stub.streams(), (1, 0), "the stream stays open");
     drop(client);
-    until("the server to see the stream closed", || {
-        gone.load(Ordering::SeqCst)
+    // The stream's thread sees the drop at its next byte: the stub sends comments meanwhile.
+    until("the stub to see the stream closed", || {
+        stub.changes(serde_json::json!([{ "raw": ": heartbeat\n\n" }]));
+        stub.streams() == (0, 1)
     });
 }
 

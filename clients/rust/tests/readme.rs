@@ -1,9 +1,10 @@
 //! The README's first code example is `examples/readme.rs`, byte for byte;
-//! this test checks that, then runs the example against a stub server.
+//! this test checks that, then runs the example against the shared stub
+//! (conformance/stub.py).
 
 mod support;
 
-use support::{Stub, TOKEN};
+use support::{SharedStub, CONFIG_VARS, TOKEN};
 
 /// The example, compiled into this test as the module `example`.
 mod example {
@@ -36,30 +37,19 @@ fn the_first_readme_example_is_examples_readme_rs() {
 #[test]
 fn the_first_readme_example_runs() {
     // This binary has one test that touches the environment: this one.
-    let stub = Stub::secrets(
-        &[
-            ("DATABASE_URL", "postgres://db"),
-            ("README_TEST_OTHER", "x"),
-        ],
-        |_| None,
-    );
+    let stub = SharedStub::start(&[
+        ("DATABASE_URL", "postgres://db"),
+        ("README_TEST_OTHER", "x"),
+    ]);
+    for name in CONFIG_VARS
+        .iter()
+        .chain(&["DATABASE_URL", "README_TEST_OTHER"])
+    {
+        std::env::remove_var(name);
+    }
     std::env::set_var("CVSM_TOKEN", TOKEN);
     std::env::set_var("CVSM_BASE_URL", &stub.base_url);
     std::env::set_var("CVSM_TEAM", "acme");
-    for name in [
-        "CVSM_ENVIRONMENT",
-        "CVSM_CACHE_TTL",
-        "CVSM_TIMEOUT",
-        "CVSM_MAX_RETRIES",
-        "CVSM_CA_FILE",
-        "CVSM_STALE_IF_ERROR",
-        "http_proxy",
-        "HTTP_PROXY",
-        "DATABASE_URL",
-        "README_TEST_OTHER",
-    ] {
-        std::env::remove_var(name);
-    }
 
     example::run().expect("the README example");
 

@@ -1,320 +1,212 @@
-//! A stub cvsm server for the tests: a `std::net::TcpListener` in a thread
-//! that records every request and answers through a handler closure.
+//! The tests' fixtures: a launcher for conformance/stub.py (the stub cvsm API
+//! every SDK's own tests share), an HTTP proxy that tunnels CONNECT, a test CA
+//! and an [`cvsm::HttpClient`] on a ureq agent of the test's own.
 
 #![allow(dead_code)] // each test binary uses a different part of it
 
 pub mod e2e;
+mod own;
 
-use std::io::{BufRead, BufReader, Read, Write};
+#[allow(unused_imports)] // the e2e tests use them
+pub use own::{error, json, Reply, Request, Stub};
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Write};
 use std::net::{TcpListener, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+/// CONFIG_VARS are the variables a client reads from the environment.
+pub const CONFIG_VARS: [&str; 16] = [
+    "CVSM_TOKEN",
+    "CVSM_BASE_URL",
+    "CVSM_TEAM",
+    "CVSM_ENVIRONMENT",
+    "CVSM_CACHE_TTL",
+    "CVSM_TIMEOUT",
+    "CVSM_MAX_RETRIES",
+    "CVSM_CA_FILE",
+    "CVSM_STALE_IF_ERROR",
+    "CVSM_LIVE",
+    "http_proxy",
+    "HTTP_PROXY",
+    "https_proxy",
+    "HTTPS_PROXY",
+    "no_proxy",
+    "NO_PROXY",
+];
 
 pub const TEAM_ID: &str = "0b7f3c1e-8a4d-4c2b-9f1e-2d3c4b5a6978";
 pub const TOKEN: &str = "cvsm_0123abcd_TOPSECRETTOKEN";
+/// TEAM_SLUG is the slug of team TEAM_ID; the stubs take either in their
+/// paths, like the real server.
+pub const TEAM_SLUG: &str = "acme";
 
-/// Request is one request the stub received.
-#[derive(Clone, Debug)]
-pub struct Request {
-    pub method: String,
-    /// target is the path with its query string, as sent.
-    pub target: String,
-    pub headers: Vec<(String, String)>,
+/// SharedStub is conformance/stub.py in a process of the test's own (tests run
+/// in parallel; each gets its own data): canned data over `POST /_stub/reset`,
+/// scripted faults over `POST /_stub/faults`, the requests it saw at
+/// `GET /_stub/requests`. The process ends when the value is dropped.
+pub struct SharedStub {
+    /// base_url is the stub's API root (`http://127.0.0.1:PORT/api/v1`).
+    pub base_url: String,
+    root: String,
+    child: Child,
+    dir: std::path::PathBuf,
 }
 
-impl Request {
+/// StubRequest is what the shared stub saw of one API request.
+#[derive(Clone, Debug, serde::Deserialize)]
+pub struct StubRequest {
+    pub method: String,
+    /// path is as sent, percent-encoding included.
+    pub path: String,
+    pub query: String,
+    /// headers are keyed by their names in lower case.
+    pub headers: HashMap<String, String>,
+}
+
+impl StubRequest {
     pub fn header(&self, name: &str) -> Option<&str> {
         self.headers
-            .iter()
-            .find(|(n, _)| n.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
+            .get(&name.to_ascii_lowercase())
+            .map(String::as_str)
     }
 
-    pub fn path(&self) -> &str {
-        self.target.split('?').next().unwrap_or("")
+    /// target is the path with its query string.
+    pub fn target(&self) -> String {
+        match self.query.as_str() {
+            "" => self.path.clone(),
+            query => format!("{}?{query}", self.path),
+        }
     }
 }
 
-/// Reply is what the stub does with a request.
-pub enum Reply {
-    /// Json answers with a status and a JSON body.
-    Json(u16, String),
-    /// Headers answers with a status, extra headers and a JSON body.
-    Headers(u16, Vec<(&'static str, String)>, String),
-    /// Drop closes the connection without answering.
-    Drop,
-    /// Slow waits before answering.
-    Slow(Duration, Box<Reply>),
-    /// Drip sends a 200 head announcing `body`, then the body one byte per
-    /// interval.
-    Drip(Duration, String),
-    /// DripStatus is Drip with another status (and an `X-Request-Id`).
-    DripStatus(u16, Duration, String),
-    /// Cut sends a head announcing `body` with its status, then half the
-    /// body, and closes the connection.
-    Cut(u16, String),
-}
-
-pub fn json(status: u16, body: serde_json::Value) -> Reply {
-    Reply::Json(status, body.to_string())
-}
-
-pub fn error(status: u16, message: &str) -> Reply {
-    json(status, serde_json::json!({ "error": message }))
-}
-
-type Handler = dyn Fn(&Request) -> Reply + Send + Sync;
-
-/// Stub is a running stub server; it lives until the test process exits.
-pub struct Stub {
-    pub base_url: String,
-    requests: Arc<Mutex<Vec<Request>>>,
-}
-
-impl Stub {
-    pub fn start(handler: impl Fn(&Request) -> Reply + Send + Sync + 'static) -> Stub {
-        Stub::start_with(handler, |stream, serve| serve(Box::new(stream)))
-    }
-
-    /// start_with runs `accept` on each connection; it wraps the stream (in
-    /// TLS, say) and hands it to `serve`.
-    pub fn start_with(
-        handler: impl Fn(&Request) -> Reply + Send + Sync + 'static,
-        accept: impl Fn(TcpStream, &dyn Fn(Box<dyn Stream>)) + Send + Sync + 'static,
-    ) -> Stub {
-        let listener = TcpListener::bind("127.0.0.1:0").expect("bind stub");
-        let base_url = format!("http://{}/api/v1", listener.local_addr().unwrap());
-        let requests = Arc::new(Mutex::new(Vec::new()));
-        let handler: Arc<Handler> = Arc::new(handler);
-        let accept = Arc::new(accept);
-        let recorded = Arc::clone(&requests);
-        thread::spawn(move || {
-            for stream in listener.incoming() {
-                let Ok(stream) = stream else { continue };
-                let handler = Arc::clone(&handler);
-                let recorded = Arc::clone(&recorded);
-                let accept = Arc::clone(&accept);
-                thread::spawn(move || accept(stream, &|s| serve(s, &*handler, &recorded)));
+impl SharedStub {
+    /// start runs a stub holding `secrets` (name, value) in production of team
+    /// TEAM_ID (slug TEAM_SLUG), for the token TOKEN.
+    pub fn start(secrets: &[(&str, &str)]) -> SharedStub {
+        static STARTED: AtomicUsize = AtomicUsize::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "cvsm-rust-stub-{}-{}",
+            std::process::id(),
+            STARTED.fetch_add(1, Ordering::SeqCst)
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        let port_file = dir.join("port");
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../conformance/stub.py");
+        // Its stderr (a client hanging up makes a traceback there) goes to a file, shown when
+        // it does not start.
+        let log = std::fs::File::create(dir.join("stderr")).unwrap();
+        let child = Command::new("python3")
+            .arg(script)
+            .arg(&port_file)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("python3 conformance/stub.py");
+        let started = Instant::now();
+        let port = loop {
+            match std::fs::read_to_string(&port_file) {
+                Ok(port) if !port.trim().is_empty() => break port.trim().to_string(),
+                _ if started.elapsed() > Duration::from_secs(20) => {
+                    let log = std::fs::read_to_string(dir.join("stderr")).unwrap_or_default();
+                    panic!("conformance/stub.py wrote no port to {port_file:?}: {log}")
+                }
+                _ => thread::sleep(Duration::from_millis(20)),
             }
-        });
-        Stub { base_url, requests }
-    }
-
-    /// secrets starts a stub holding `secrets` (name, value) in production
-    /// of team TEAM_ID (slug TEAM_SLUG); `errors` may override any request.
-    pub fn secrets(
-        secrets: &[(&str, &str)],
-        errors: impl Fn(&Request) -> Option<Reply> + Send + Sync + 'static,
-    ) -> Stub {
-        let secrets: Vec<(String, String)> = secrets
+        };
+        let root = format!("http://127.0.0.1:{port}");
+        let stub = SharedStub {
+            base_url: format!("{root}/api/v1"),
+            root,
+            child,
+            dir,
+        };
+        let secrets: Vec<_> = secrets
             .iter()
-            .map(|(n, v)| (n.to_string(), v.to_string()))
+            .enumerate()
+            .map(|(i, (name, value))| {
+                serde_json::json!({
+                    "id": format!("11111111-2222-4333-8444-{i:012}"),
+                    "name": name, "environment": "production", "value": value,
+                })
+            })
             .collect();
-        Stub::start(move |req| {
-            if let Some(reply) = errors(req) {
-                return reply;
-            }
-            fake_server(&secrets, req)
-        })
+        stub.post(
+            "/_stub/reset",
+            serde_json::json!({
+                "token": TOKEN,
+                "teams": [{ "id": TEAM_ID, "slug": TEAM_SLUG }],
+                "secrets": secrets,
+            }),
+        );
+        stub
     }
 
-    pub fn requests(&self) -> Vec<Request> {
-        self.requests.lock().unwrap().clone()
+    /// faults queues faults, a JSON array (see conformance/stub.py).
+    pub fn faults(&self, faults: serde_json::Value) {
+        self.post("/_stub/faults", faults);
+    }
+
+    pub fn requests(&self) -> Vec<StubRequest> {
+        serde_json::from_value(self.get("/_stub/requests")).unwrap()
     }
 
     pub fn count(&self) -> usize {
-        self.requests.lock().unwrap().len()
+        self.requests().len()
+    }
+
+    /// changes sends changes to the open change streams, a JSON array (see conformance/stub.py).
+    pub fn changes(&self, changes: serde_json::Value) {
+        self.post("/_stub/changes", changes);
+    }
+
+    /// streams says how many change streams are open, and how many ended since the start.
+    pub fn streams(&self) -> (u64, u64) {
+        let streams = self.get("/_stub/streams");
+        let count = |key: &str| streams[key].as_u64().unwrap();
+        (count("open"), count("closed"))
     }
 
     pub fn targets(&self) -> Vec<String> {
-        self.requests().into_iter().map(|r| r.target).collect()
+        self.requests().iter().map(StubRequest::target).collect()
+    }
+
+    fn get(&self, path: &str) -> serde_json::Value {
+        let body = stub_agent()
+            .get(format!("{}{path}", self.root))
+            .call()
+            .unwrap_or_else(|err| panic!("GET {path}: {err}"))
+            .into_body()
+            .read_to_string()
+            .unwrap();
+        serde_json::from_str(&body).unwrap()
+    }
+
+    fn post(&self, path: &str, body: serde_json::Value) {
+        stub_agent()
+            .post(format!("{}{path}", self.root))
+            .header("Content-Type", "application/json")
+            .send(body.to_string())
+            .unwrap_or_else(|err| panic!("POST {path}: {err}"));
     }
 }
 
-/// secret_id gives each fake secret a stable id derived from its position.
-pub fn secret_id(index: usize) -> String {
-    format!("11111111-2222-4333-8444-{index:012}")
+impl Drop for SharedStub {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
 }
 
-/// TEAM_SLUG is the slug of team TEAM_ID; the fake server takes either in
-/// its paths, like the real one.
-pub const TEAM_SLUG: &str = "acme";
-
-/// fake_server answers the three GETs the SDK makes, like the real server:
-/// by-name, the listing and the export, of production in team TEAM_ID
-/// (or TEAM_SLUG). Any other team is a 404.
-fn fake_server(secrets: &[(String, String)], req: &Request) -> Reply {
-    let path = req.path();
-    let query = req.target.split_once('?').map(|(_, q)| q).unwrap_or("");
-    let param = |key: &str| {
-        query
-            .split('&')
-            .find_map(|kv| kv.strip_prefix(&format!("{key}=")))
-            .map(str::to_string)
-    };
-    let Some(rest) = path.strip_prefix("/api/v1/teams/") else {
-        return error(404, "Data tidak ditemukan");
-    };
-    let (team, rest) = rest.split_once('/').unwrap_or((rest, ""));
-    if team != TEAM_ID && team != TEAM_SLUG {
-        return error(404, "Tim tidak ditemukan");
-    }
-    // The export answers whatever the environment; the listing and by-name
-    // hold production only.
-    let production = param("environment").is_none_or(|e| e == "production");
-    if rest == "secrets/export" {
-        let values: serde_json::Map<String, serde_json::Value> = secrets
-            .iter()
-            .map(|(n, v)| (n.clone(), serde_json::Value::String(v.clone())))
-            .collect();
-        return json(200, serde_json::Value::Object(values));
-    }
-    if rest == "secrets" {
-        let search = param("search").unwrap_or_default().to_ascii_lowercase();
-        let matches: Vec<serde_json::Value> = secrets
-            .iter()
-            .enumerate()
-            .filter(|(_, (n, _))| production && n.to_ascii_lowercase().contains(&search))
-            .map(|(i, (n, _))| {
-                serde_json::json!({ "id": secret_id(i), "name": n, "environment": "production" })
-            })
-            .collect();
-        let total = matches.len();
-        return json(
-            200,
-            serde_json::json!({ "secrets": matches, "total": total }),
-        );
-    }
-    if let Some(name) = rest.strip_prefix("secrets/by-name/") {
-        if let Some(i) = secrets.iter().position(|(n, _)| production && n == name) {
-            let (name, value) = &secrets[i];
-            return json(
-                200,
-                serde_json::json!({
-                    "secret": { "id": secret_id(i), "name": name, "environment": "production" },
-                    "value": value,
-                }),
-            );
-        }
-        return error(404, "Secret tidak ditemukan");
-    }
-    error(404, "Data tidak ditemukan")
-}
-
-/// Stream is a connection the stub reads a request from and answers on.
-pub trait Stream: Read + Write + Send {}
-impl<S: Read + Write + Send> Stream for S {}
-
-fn serve(stream: Box<dyn Stream>, handler: &Handler, recorded: &Mutex<Vec<Request>>) {
-    let mut reader = BufReader::new(stream);
-    let mut line = String::new();
-    if reader.read_line(&mut line).unwrap_or(0) == 0 {
-        return;
-    }
-    let mut parts = line.split_whitespace();
-    let method = parts.next().unwrap_or("").to_string();
-    let target = parts.next().unwrap_or("").to_string();
-    let mut headers = Vec::new();
-    loop {
-        let mut header = String::new();
-        if reader.read_line(&mut header).unwrap_or(0) == 0 {
-            break;
-        }
-        let header = header.trim_end();
-        if header.is_empty() {
-            break;
-        }
-        if let Some((name, value)) = header.split_once(':') {
-            headers.push((name.trim().to_string(), value.trim().to_string()));
-        }
-    }
-    let request = Request {
-        method,
-        target,
-        headers,
-    };
-    let number = {
-        let mut recorded = recorded.lock().unwrap();
-        recorded.push(request.clone());
-        recorded.len()
-    };
-    respond(
-        reader.get_mut(),
-        handler(&request),
-        &format!("req-{number}"),
-    );
-}
-
-/// respond sends `reply`; every answer carries `X-Request-Id: req-<n>` (n
-/// counts the stub's requests from 1) unless the reply sets its own.
-fn respond(stream: &mut dyn Stream, reply: Reply, request_id: &str) {
-    let (status, headers, body) = match reply {
-        Reply::Drop => return,
-        Reply::Slow(pause, reply) => {
-            thread::sleep(pause);
-            return respond(stream, *reply, request_id);
-        }
-        Reply::Drip(interval, body) => {
-            let head = format!(
-                "HTTP/1.1 200 Stub\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-                body.len()
-            );
-            drip(stream, &head, interval, &body);
-            return;
-        }
-        Reply::DripStatus(status, interval, body) => {
-            let head = format!(
-                "HTTP/1.1 {status} Stub\r\nContent-Type: application/json\r\nContent-Length: {}\r\nX-Request-Id: {request_id}\r\nConnection: close\r\n\r\n",
-                body.len()
-            );
-            drip(stream, &head, interval, &body);
-            return;
-        }
-        Reply::Cut(status, body) => {
-            let head = format!(
-                "HTTP/1.1 {status} Stub\r\nContent-Type: application/json\r\nContent-Length: {}\r\nX-Request-Id: {request_id}\r\nConnection: close\r\n\r\n",
-                body.len()
-            );
-            let _ = stream.write_all(head.as_bytes());
-            let _ = stream.write_all(&body.as_bytes()[..body.len() / 2]);
-            let _ = stream.flush();
-            return;
-        }
-        Reply::Json(status, body) => (status, Vec::new(), body),
-        Reply::Headers(status, headers, body) => (status, headers, body),
-    };
-
-    let mut head = format!(
-        "HTTP/1.1 {status} Stub\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n",
-        body.len()
-    );
-    if !headers
-        .iter()
-        .any(|(name, _)| name.eq_ignore_ascii_case("x-request-id"))
-    {
-        head.push_str(&format!("X-Request-Id: {request_id}\r\n"));
-    }
-    for (name, value) in headers {
-        head.push_str(&format!("{name}: {value}\r\n"));
-    }
-    head.push_str("\r\n");
-    let _ = stream.write_all(head.as_bytes());
-    let _ = stream.write_all(body.as_bytes());
-    let _ = stream.flush();
-}
-
-/// drip sends `head` at once, then `body` one byte per `interval`.
-fn drip(stream: &mut dyn Stream, head: &str, interval: Duration, body: &str) {
-    let _ = stream.write_all(head.as_bytes());
-    for byte in body.bytes() {
-        let _ = stream.flush();
-        thread::sleep(interval);
-        if stream.write_all(&[byte]).is_err() {
-            return;
-        }
-    }
-    let _ = stream.flush();
+/// stub_agent talks to the stub itself, never through a proxy.
+fn stub_agent() -> ureq::Agent {
+    ureq::Agent::config_builder().proxy(None).build().into()
 }
 
 /// ConnectProxy is an HTTP proxy that tunnels `CONNECT host:port` and
@@ -383,82 +275,30 @@ fn tunnel(client: TcpStream, recorded: &Mutex<Vec<String>>) {
     let _ = client_write.shutdown(std::net::Shutdown::Both);
 }
 
-/// tls_stub starts a stub that speaks HTTPS with the test PKI's server
-/// certificate (for localhost and 127.0.0.1, signed by `fixture("ca.pem")`).
-pub fn tls_stub(handler: impl Fn(&Request) -> Reply + Send + Sync + 'static) -> Stub {
-    use rustls::pki_types::pem::PemObject;
-    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
-
-    let certs = CertificateDer::pem_file_iter(fixture("server.pem"))
-        .unwrap()
-        .collect::<Result<Vec<_>, _>>()
-        .unwrap();
-    let key = PrivateKeyDer::from_pem_file(fixture("server-key.pem")).unwrap();
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let config = rustls::ServerConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_no_client_auth()
-        .with_single_cert(certs, key)
-        .unwrap();
-    let config = Arc::new(config);
-    let mut stub = Stub::start_with(handler, move |tcp, serve| {
-        let Ok(connection) = rustls::ServerConnection::new(Arc::clone(&config)) else {
-            return;
-        };
-        serve(Box::new(rustls::StreamOwned::new(connection, tcp)));
-    });
-    stub.base_url = stub.base_url.replacen("http://", "https://", 1);
-    stub
-}
-
 /// fixture returns the path of a file of the test PKI, made once per test
-/// binary in Cargo's scratch directory for integration tests: `ca.pem` (a CA
-/// whose key is never written), `server.pem` and `server-key.pem` (signed by
-/// it for localhost and 127.0.0.1), and `other-ca.pem` (an unrelated CA, which
-/// must not be enough to trust the server). No key is committed.
+/// binary in Cargo's scratch directory for integration tests: `ca.pem`, a CA
+/// certificate whose key is never written. No key is committed.
 pub fn fixture(name: &str) -> std::path::PathBuf {
     static PKI: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
     PKI.get_or_init(make_pki).join(name)
 }
 
 fn make_pki() -> std::path::PathBuf {
-    use rcgen::{
-        BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, KeyPair,
-        KeyUsagePurpose,
-    };
+    use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair, KeyUsagePurpose};
 
-    let ca = |name: &str| {
-        let key = KeyPair::generate().unwrap();
-        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
-        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        params.distinguished_name.push(DnType::CommonName, name);
-        params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
-        let cert = params.self_signed(&key).unwrap();
-        (cert, key)
-    };
-    let (ca_cert, ca_key) = ca("cvsm tests CA");
-    let (other_ca, _) = ca("cvsm tests unrelated CA");
-    let server_key = KeyPair::generate().unwrap();
-    let mut params =
-        CertificateParams::new(vec!["localhost".to_string(), "127.0.0.1".to_string()]).unwrap();
+    let key = KeyPair::generate().unwrap();
+    let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
     params
         .distinguished_name
-        .push(DnType::CommonName, "localhost");
-    params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
-    let server = params.signed_by(&server_key, &ca_cert, &ca_key).unwrap();
+        .push(DnType::CommonName, "cvsm tests CA");
+    params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
+    let ca = params.self_signed(&key).unwrap();
 
     let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
         .join(format!("pki-{}", env!("CARGO_CRATE_NAME")));
     std::fs::create_dir_all(&dir).unwrap();
-    for (name, pem) in [
-        ("ca.pem", ca_cert.pem()),
-        ("other-ca.pem", other_ca.pem()),
-        ("server.pem", server.pem()),
-        ("server-key.pem", server_key.serialize_pem()),
-    ] {
-        std::fs::write(dir.join(name), pem).unwrap();
-    }
+    std::fs::write(dir.join("ca.pem"), ca.pem()).unwrap();
     dir
 }
 
