@@ -4,10 +4,6 @@
 
 load helpers
 
-setup_file() { stub_start; }
-teardown_file() { stub_stop; }
-setup() { common_setup; }
-
 mode_of() { stat -c '%a' "$1"; }
 
 @test "the --cache-ttl option wins over CVSM_CACHE_TTL" {

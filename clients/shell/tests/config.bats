@@ -4,10 +4,6 @@
 
 load helpers
 
-setup_file() { stub_start; }
-teardown_file() { stub_stop; }
-setup() { common_setup; }
-
 # A bad CVSM_TIMEOUT, CVSM_MAX_RETRIES, CVSM_CACHE_TTL or CVSM_BASE_URL and a blank CVSM_TOKEN are
 # the conformance cases invalid_timeout_or_retries_is_configuration_error,
 # invalid_cache_ttl_is_configuration_error and unusable_token_or_base_url_is_configuration_error.

@@ -4,10 +4,6 @@
 
 load helpers
 
-setup_file() { stub_start; }
-teardown_file() { stub_stop; }
-setup() { common_setup; }
-
 SECRET_PATH="/api/v1/teams/acme/secrets/by-name/API_KEY"
 
 # fault_on_get STATUS [EXTRA_JSON_FIELDS]: the next fetch of API_KEY's value answers STATUS.

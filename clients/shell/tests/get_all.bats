@@ -3,10 +3,6 @@
 
 load helpers
 
-setup_file() { stub_start; }
-teardown_file() { stub_stop; }
-setup() { common_setup; }
-
 @test "cvsm_get_all prints NAME='value' lines sorted by name, single-quoted" {
   run cvsm_get_all
   [ "$status" -eq 0 ]

@@ -4,8 +4,6 @@
 
 load helpers
 
-setup_file() { stub_start; }
-teardown_file() { stub_stop; }
 setup() {
   common_setup
   # A host that does not exist: only a proxy can reach it (the stub acts as one).

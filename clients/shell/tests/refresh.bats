@@ -5,10 +5,6 @@
 
 load helpers
 
-setup_file() { stub_start; }
-teardown_file() { stub_stop; }
-setup() { common_setup; }
-
 BY_NAME=/api/v1/teams/acme/secrets/by-name/
 
 # rotate NAME VALUE: the stub's fixture with NAME's production value replaced by VALUE (the

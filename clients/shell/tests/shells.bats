@@ -5,10 +5,6 @@
 
 load helpers
 
-setup_file() { stub_start; }
-teardown_file() { stub_stop; }
-setup() { common_setup; }
-
 # (common_setup leaves the optional CVSM_* variables unset, so set -u meets them unset too.)
 @test "under set -euo pipefail the functions work, a failure can be handled with ||, CVSM_ERROR_* read" {
   for sh in $(shells_to_test); do
