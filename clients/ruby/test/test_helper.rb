@@ -35,7 +35,7 @@ class StubApi
       Process.wait(pid)
       FileUtils.rm_rf(dir)
     end
-    100.times { File.exist?(port_file) ? break : sleep(0.05) }
+    400.times { File.exist?(port_file) ? break : sleep(0.05) } # up to 20 s on a loaded machine
     @port = Integer(File.read(port_file))
   end
 
