@@ -228,8 +228,9 @@ def _case(data: dict[str, Any], path: Path) -> Case:
             raise CaseFileError(f"{path}: update_and_watch of {name}, which is not a seeded production secret")
         if e2e:
             raise CaseFileError(f"{path}: update_and_watch writes plaintext values: not for an end-to-end team")
-    if not e2e and any(step.get("server") == "forge_team_key" for step in data["steps"]):
-        raise CaseFileError(f"{path}: forge_team_key needs an end-to-end team (\"team\": {{\"e2e\": true}})")
+    for server_step in ("forge_team_key", "rekey_team"):
+        if not e2e and any(step.get("server") == server_step for step in data["steps"]):
+            raise CaseFileError(f"{path}: {server_step} needs an end-to-end team (\"team\": {{\"e2e\": true}})")
     if e2e and data.get("tokens"):
         raise CaseFileError(f"{path}: an end-to-end case has one token, {{{{token}}}}; \"tokens\" are not minted for it")
     return Case(
@@ -254,6 +255,11 @@ PLACEHOLDERS = {
     "token:NAME": "a token of the case's \"tokens\", minted for this language run",
     "api_token": "in an end-to-end case, {{token}} without its key part (the API token before the dot)",
     "token_unpinned": "in an end-to-end case, {{token}} in the first format: its private key without the pin",
+    "token_pinned_ahead": "in an end-to-end case, {{token}} pinned to the key version above the team's current one "
+                          "(what a token meets when the server rolls its team back below the pin)",
+    "envelope:NAME[@ENV]": "in an end-to-end case, the envelope a seeded secret was seeded with (its version 1, "
+                           "under key version 1)",
+    "secret_id:NAME[@ENV]": "in an end-to-end case, a seeded secret's id",
     "bad_token": "a well-formed token the server never issued (new for each language run)",
     "team_id": "the case's team id",
     "team_slug": "the case's team slug",
@@ -292,7 +298,16 @@ def _check_placeholders(case: Case) -> None:
             continue
         if name == "token" and arg in case.tokens:
             continue
-        if name in ("api_token", "token_unpinned") and arg is None:
+        if name in ("envelope", "secret_id") and arg is not None:
+            if not case.e2e:
+                raise CaseFileError(f"{case.path}: {{{{{name}:...}}}} needs an end-to-end team (\"team\": {{\"e2e\": true}})")
+            secret_name, _, environment = arg.partition("@")
+            try:
+                case.value_of(secret_name, environment or "production")
+            except KeyError as exc:
+                raise CaseFileError(f"{case.path}: {exc.args[0]}") from None
+            continue
+        if name in ("api_token", "token_unpinned", "token_pinned_ahead") and arg is None:
             if not case.e2e:
                 raise CaseFileError(f"{case.path}: {{{{{name}}}}} needs an end-to-end team (\"team\": {{\"e2e\": true}})")
             continue

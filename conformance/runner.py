@@ -20,6 +20,8 @@ from typing import Any
 
 import attrs
 
+from cvsm import e2e
+
 from .cases import Case, DriverSpec, generate_value, substitute
 from .driver import DriverProcess
 from .proxy import API_PREFIX, Fault, FaultProxy, RequestRecord
@@ -173,6 +175,18 @@ class CaseRun:
         if name == "token_unpinned":  # the same token in the first format: its key without the pin
             assert seed.e2e is not None
             return ".".join(seed.e2e.token.split(".")[:2])
+        if name == "token_pinned_ahead":  # the same token pinned one key version above the team's
+            assert seed.e2e is not None
+            parts = e2e.parse_token(seed.e2e.token)
+            assert parts is not None
+            ahead = seed.e2e.key_version + 1
+            return e2e.join_token(parts.api_token, parts.private_key, ahead,
+                                  e2e.commitment(seed.e2e.team_key, seed.team_id, ahead))
+        if name in ("envelope", "secret_id"):  # an end-to-end secret as it was seeded
+            assert seed.e2e is not None and arg is not None
+            secret_name, _, environment = arg.partition("@")
+            key = (secret_name, environment or "production")
+            return seed.e2e.envelopes[key] if name == "envelope" else seed.e2e.secret_ids[key]
         if name == "secret":
             assert arg is not None
             secret_name, _, environment = arg.partition("@")
@@ -227,7 +241,7 @@ class CaseRun:
     # Running ------------------------------------------------------------------------------
     async def run(self) -> None:
         if any(step.get("server") in ("rotate_secret", "reseal_secret", "update_and_watch",
-                                      "forge_team_key") for step in self.case.steps):
+                                      "forge_team_key", "rekey_team") for step in self.case.steps):
             # Languages run side by side on one team per case: a case that rotates a value
             # runs whole for one language at a time, so each sees only its own rotation.
             async with self.seeder.case_lock(self.case.id):
@@ -268,8 +282,11 @@ class CaseRun:
             return f"sleep {step['sleep']}s"
         if "faults" in step:
             return "faults " + ", ".join(f"{f['match']}x{f.get('times', 1)}" for f in step["faults"])
-        if "sealed_for" in step:
-            return f"server {step['server']} {step['secret']} sealed for {step['sealed_for']}"
+        if "sealed_for" in step or "environment" in step:
+            where = f"{step.get('sealed_for', step['secret'])}@{step.get('environment', 'production')}"
+            return f"server {step['server']} {step['secret']} sealed for {where}"
+        if step.get("server") in ("rekey_team", "forge_team_key"):
+            return f"server {step['server']}"
         if "updates" in step:
             return f"server update_and_watch {step['secret']} x{step['updates']}"
         return f"server {step['server']} {step.get('token') or step.get('secret')}"
@@ -303,11 +320,19 @@ class CaseRun:
         if step.get("server") == "reseal_secret":
             name = step["secret"]
             sealed_for = step.get("sealed_for", name)
+            environment = step.get("environment", "production")
             try:
-                await self.seeder.reseal(self.case.id, name, self.case.value_of(name), sealed_for)
+                await self.seeder.reseal(self.case.id, name, self.case.value_of(name), sealed_for, environment)
             except SeedError as exc:
                 raise StepFailure(f"the server did not take {name} sealed anew: {exc}") from None
-            self.log.append(f"server holds {name} sealed for {sealed_for}")
+            self.log.append(f"server holds {name} sealed for {sealed_for} in {environment}")
+            return
+        if step.get("server") == "rekey_team":
+            try:
+                version = await self.seeder.rekey_team(self.case)
+            except SeedError as exc:
+                raise StepFailure(f"the server did not take the re-key: {exc}") from None
+            self.log.append(f"server re-keyed the team to key version {version}")
             return
         if step.get("server") == "update_and_watch":
             await self.update_and_watch(step)

@@ -120,6 +120,8 @@ class E2eSeed:
     key_version: int
     token: str = attrs.field(repr=False)
     secret_ids: dict[tuple[str, str], str] = attrs.Factory(dict)  # (name, environment): id
+    # (name, environment): the envelope seeded (version 1 under key version 1)
+    envelopes: dict[tuple[str, str], str] = attrs.Factory(dict)
 
 
 @attrs.define
@@ -250,6 +252,7 @@ class Seeder:
                 "type": "credential", "description": f"conformance case {case.id}",
             }, expect=201)
             seed.secret_ids[(secret.name, secret.environment)] = secret_id
+            seed.envelopes[(secret.name, secret.environment)] = envelope
         token_private, token_public = e2e.generate_key_pair()
         created = await self.call("POST", "/tokens", {
             "name": f"conformance {case.id}"[:100], "team_id": team_id, "read_only": True,
@@ -292,9 +295,11 @@ class Seeder:
         await self.call("POST", f"/teams/{seed.team_id}/e2e/rekey",
                         {"key_version": version, "wraps": wraps, "secrets": secrets})
 
-    async def reseal(self, case_id: str, name: str, value: str, sealed_for: str) -> None:
+    async def reseal(self, case_id: str, name: str, value: str, sealed_for: str,
+                     environment: str = "production") -> None:
         """reseal writes the production secret ``name`` of an end-to-end case team anew as its
-        next version: ``value`` sealed for the name ``sealed_for`` (``name`` itself restores it)."""
+        next version: ``value`` sealed for the name ``sealed_for`` in ``environment`` (``name``
+        in production restores it)."""
         seed = self.teams[case_id]
         assert seed.e2e is not None
         secret_id = seed.e2e.secret_ids[(name, "production")]
@@ -302,8 +307,44 @@ class Seeder:
         current = await self.call("GET", path)
         envelope = e2e.seal_value(value, seed.e2e.team_key, seed.e2e.key_version, team_id=seed.team_id,
                                   secret_id=secret_id, version=current["secret"]["version"] + 1,
-                                  environment="production", name=sealed_for)
+                                  environment=environment, name=sealed_for)
         await self.call("PUT", path, {"value": envelope})
+
+    async def rekey_team(self, case: Case) -> int:
+        """rekey_team moves an end-to-end case team to its next key version as a member's client
+        does (docs/e2e.md, re-key): a new team key with its back-link to the current one, wrapped
+        (with its recipient auth) to the run's user and to every live token of the team, and every
+        live secret sealed anew under it with its seeded value. Returns the new key version."""
+        seed = self.teams[case.id]
+        assert seed.e2e is not None and self._member_public_key is not None
+        listing = await self.call("GET", f"/teams/{seed.team_id}/e2e/members")
+        old_key, old_version = seed.e2e.team_key, seed.e2e.key_version
+        if listing["key_version"] != old_version:
+            raise SeedError(f"the team is at key version {listing['key_version']}, not {old_version}")
+        team_key, version = e2e.new_team_key(), old_version + 1
+        public = self._member_public_key
+        wraps: list[dict[str, Any]] = [{
+            "user_id": self.user_id, "public_key": e2e._b64u(public),
+            "wrapped_key": e2e.wrap_team_key(team_key, seed.team_id, version, public),
+            "auth": e2e.recipient_auth(team_key, seed.team_id, version, "user", self.user_id, public)}]
+        for token in listing["tokens"]:
+            token_public = e2e._unb64u(token["public_key"])
+            wraps.append({"token_id": token["token_id"],
+                          "wrapped_key": e2e.wrap_team_key(team_key, seed.team_id, version, token_public),
+                          "auth": e2e.recipient_auth(team_key, seed.team_id, version, "token", None,
+                                                     token_public)})
+        secrets = []
+        for (name, environment), secret_id in seed.e2e.secret_ids.items():
+            current = await self.call("GET", f"/teams/{seed.team_id}/secrets/{secret_id}")
+            secrets.append({"id": secret_id, "value": e2e.seal_value(
+                case.value_of(name, environment), team_key, version, team_id=seed.team_id,
+                secret_id=secret_id, version=current["secret"]["version"] + 1, environment=environment,
+                name=name)})
+        await self.call("POST", f"/teams/{seed.team_id}/e2e/rekey", {
+            "key_version": version, "wraps": wraps, "secrets": secrets,
+            "link": e2e.make_link(team_key, old_key, seed.team_id, version)})
+        seed.e2e.team_key, seed.e2e.key_version = team_key, version
+        return version
 
     async def mint(
         self, name: str, *, expires_in: float | None = None, allowed_ips: list[str] | None = None

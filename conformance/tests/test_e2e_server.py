@@ -79,3 +79,35 @@ async def test_a_forged_team_key_is_refused_by_the_sdk_and_forged_once(seeded: t
     parts = e2e.parse_token(seed.e2e.token)
     assert parts is not None and parts.key_version == 1
     assert parts.commitment == e2e.commitment(seed.e2e.team_key, seed.team_id, 1)
+
+
+async def test_a_rekeyed_team_is_opened_through_its_links_and_the_environment_is_sealed_in(
+    seeded: tuple[str, Seeder]
+) -> None:
+    """rekey_team moves the team on as a member's client does (a link back to the version before,
+    every value sealed anew), so the token pinned to version 1 still opens it; reseal_secret's
+    environment seals a value for another environment, which does not open for production."""
+    api, seeder = seeded
+    case = next(c for c in load_cases() if c.id == "e2e_older_envelope_opens_through_the_links")
+    seed = seeder.teams[case.id]
+    assert seed.e2e is not None
+    assert await seeder.rekey_team(case) == 2
+    assert await seeder.rekey_team(case) == 3
+    key = await seeder.call("GET", f"/teams/{seed.team_id}/e2e/members")
+    assert key["key_version"] == 3
+    async with cvsm.AsyncClient(token=seed.e2e.token, base_url=api, team=seed.team_id) as client:
+        assert await client.get_all() == {"E2E_OLD": "old-e2e-value", "E2E_NEW": "new-e2e-value"}
+    export = await seeder.call("GET", f"/teams/{seed.team_id}/secrets/export?format=json&environment=production")
+    assert all(envelope.startswith("cvsm-e2e1.3.") for envelope in export.values())
+    assert seed.e2e.envelopes[("E2E_OLD", "production")].startswith("cvsm-e2e1.1.")
+
+    case_id = "e2e_value_sealed_for_another_environment_does_not_open"
+    env_seed = seeder.teams[case_id]
+    assert env_seed.e2e is not None
+    async with cvsm.AsyncClient(token=env_seed.e2e.token, base_url=api, team=env_seed.team_id,
+                                cache_ttl=0) as client:
+        await seeder.reseal(case_id, "E2E_ENV_SWAPPED", "env-swapped-e2e-value", "E2E_ENV_SWAPPED", "staging")
+        with pytest.raises(cvsm.DecryptionError, match="E2E_ENV_SWAPPED"):
+            await client.get("E2E_ENV_SWAPPED")
+        await seeder.reseal(case_id, "E2E_ENV_SWAPPED", "env-swapped-e2e-value", "E2E_ENV_SWAPPED")
+        assert await client.get("E2E_ENV_SWAPPED") == "env-swapped-e2e-value"

@@ -29,7 +29,12 @@ from conformance.server import Seeder
 
 E2E_CASES = {"e2e_get_opens_value", "e2e_get_all_opens_values", "e2e_inject_sets_values",
              "e2e_tampered_value_is_decryption_error", "e2e_token_without_key_is_configuration_error",
-             "e2e_forged_team_key_is_decryption_error", "e2e_first_format_token_is_configuration_error"}
+             "e2e_forged_team_key_is_decryption_error", "e2e_first_format_token_is_configuration_error",
+             "e2e_team_key_outlives_the_cache", "e2e_value_sealed_for_another_environment_does_not_open",
+             "e2e_plain_value_is_decryption_error", "e2e_key_request_errors", "e2e_new_key_version_is_fetched_once",
+             "e2e_key_request_refused_empties_the_cache", "e2e_key_request_failing_answers_a_kept_value",
+             "e2e_team_rolled_back_below_the_pin_is_decryption_error",
+             "e2e_older_envelope_opens_through_the_links"}
 
 
 class StubApi:

@@ -9,8 +9,8 @@ nothing. The clone is a copy of the client's folder (`../cvsm/clients/<lang>`), 
 install builds there (a gem, a wheel) lands in this checkout. Registries: Python's lines install
 `httpx` and `attrs` from PyPI (or pip's cache) and Node's `undici` from npm (or its cache);
 Packagist cannot be reached here, so for PHP a stand-in made of Debian's copies of the PSR
-interfaces is offered to Composer through its global configuration (as clients/php's
-ReadmeTest does), and the printed lines stay as they are. A missing toolchain skips its
+interfaces is offered to Composer through its global configuration, and the printed lines stay
+as they are. A missing toolchain skips its
 language, except under `CI=true`.
 """
 

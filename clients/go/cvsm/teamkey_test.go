@@ -38,7 +38,6 @@ type e2eStub struct {
 	keyVersion int
 	links      []map[string]any
 	wrapped    string
-	keyStatus  int  // when not 0, GET .../e2e/key answers this status
 	markBeside bool // "e2e": true beside the value instead of in the secret
 	noMark     bool // the export answers without its Cvsm-E2E: 1 header
 	// keyGate, when not nil, holds the next answer of GET .../e2e/key,
@@ -86,8 +85,6 @@ func (s *e2eStub) serve(w http.ResponseWriter, r *http.Request) {
 	team := "/api/v1/teams/" + s.v.TeamID
 	env := r.URL.Query().Get("environment")
 	switch path := r.URL.Path; {
-	case path == team+"/e2e/key" && s.keyStatus != 0:
-		writeJSON(w, s.keyStatus, map[string]any{"error": "tidak boleh"})
 	case path == team+"/e2e/key":
 		body := map[string]any{"team_id": s.v.TeamID, "key_version": s.keyVersion, "wrapped_key": s.wrapped, "links": s.links}
 		if gate := s.keyGate; gate != nil {
@@ -159,111 +156,6 @@ func wantPaths(t *testing.T, got []string, want ...string) {
 	t.Helper()
 	if strings.Join(got, " ") != strings.Join(want, " ") {
 		t.Fatalf("requests %q, want %q", got, want)
-	}
-}
-
-func TestE2EBearerIsTheTokenWithoutItsKeyPart(t *testing.T) {
-	s := newE2EStub(t)
-	c := s.client(t, Options{})
-	if _, err := c.Get(ctx, "DATABASE_URL"); err != nil {
-		t.Fatal(err)
-	}
-	s.mu.Lock()
-	reqs := append([]recorded(nil), s.requests...)
-	s.mu.Unlock()
-	if len(reqs) != 2 {
-		t.Fatalf("%d requests", len(reqs))
-	}
-	for _, r := range reqs {
-		if got := r.header.Get("Authorization"); got != "Bearer "+s.v.Token.APIToken {
-			t.Errorf("%s: Authorization %q", r.path, got)
-		}
-		for name, values := range r.header {
-			for _, value := range values {
-				if strings.Contains(value, s.v.Token.PrivateKey) {
-					t.Errorf("%s: header %s carries the key part", r.path, name)
-				}
-			}
-		}
-		if strings.Contains(r.rawPath+r.query, s.v.Token.PrivateKey) {
-			t.Errorf("%s: the URL carries the key part", r.path)
-		}
-	}
-}
-
-func TestE2ECachedValuesAreTheOpenedOnesAndClearCacheRefetchesTheKey(t *testing.T) {
-	s := newE2EStub(t)
-	c := s.client(t, Options{})
-	if _, err := c.Get(ctx, "DATABASE_URL"); err != nil {
-		t.Fatal(err)
-	}
-	s.take()
-	if v, info, err := c.GetWithInfo(ctx, "DATABASE_URL"); err != nil || !info.Cached || v != s.v.Values[0].Value {
-		t.Fatalf("cached Get = %q, %+v, %v", v, info, err)
-	}
-	wantPaths(t, s.take())
-	c.ClearCache()
-	if v, err := c.Get(ctx, "DATABASE_URL"); err != nil || v != s.v.Values[0].Value {
-		t.Fatalf("Get = %q, %v", v, err)
-	}
-	wantPaths(t, s.take(), "/secrets/by-name/DATABASE_URL", "/e2e/key")
-}
-
-func TestE2EEnvelopeOfANewKeyVersionRefetchesTheKeyOnce(t *testing.T) {
-	s := newE2EStub(t)
-	c := s.client(t, Options{CacheTTL: NoCache})
-	if _, err := c.Get(ctx, "DATABASE_URL"); err != nil {
-		t.Fatal(err)
-	}
-	s.take()
-	// The team is re-keyed: version 3, values re-sealed, a new wrap.
-	newKey := bytes.Repeat([]byte{7}, 32)
-	s.set(func(s *e2eStub) {
-		s.keyVersion = 3
-		s.wrapped = wrapForTest(t, newKey, s.v.TeamID, 3, mustB64u(t, s.v.Token.PrivateKey))
-		s.links = append(s.links, map[string]any{"key_version": 3, "link": linkForTest(t, newKey, mustB64u(t, s.v.TeamKey), s.v.TeamID, 3)})
-		s.sealed["production"]["DATABASE_URL"] = sealForTest(t, "rotated", newKey, 3, s.v.TeamID, e2eSecretDB, 2, "production", "DATABASE_URL")
-	})
-	if v, err := c.Get(ctx, "DATABASE_URL"); err != nil || v != "rotated" {
-		t.Fatalf("Get = %q, %v", v, err)
-	}
-	wantPaths(t, s.take(), "/secrets/by-name/DATABASE_URL", "/e2e/key")
-	if _, err := c.Get(ctx, "DATABASE_URL"); err != nil {
-		t.Fatal(err)
-	}
-	wantPaths(t, s.take(), "/secrets/by-name/DATABASE_URL")
-
-	// An envelope of a version the server's wrap does not have: one refetch,
-	// then a decryption error.
-	s.set(func(s *e2eStub) {
-		s.sealed["production"]["DATABASE_URL"] = sealForTest(t, "x", newKey, 4, s.v.TeamID, e2eSecretDB, 3, "production", "DATABASE_URL")
-	})
-	_, err := c.Get(ctx, "DATABASE_URL")
-	if !errors.Is(err, ErrDecryption) || !strings.Contains(err.Error(), "key version 4") {
-		t.Fatalf("want a decryption error naming the key version, got %v", err)
-	}
-	wantPaths(t, s.take(), "/secrets/by-name/DATABASE_URL", "/e2e/key")
-}
-
-func TestE2EWrapThatDoesNotOpenIsADecryptionError(t *testing.T) {
-	s := newE2EStub(t)
-	s.set(func(s *e2eStub) { s.wrapped = s.v.Recipients[0].WrappedKey }) // the member's wrap
-	c := s.client(t, Options{})
-	_, err := c.Get(ctx, "DATABASE_URL")
-	var ce *Error
-	if !errors.As(err, &ce) || ce.Kind != KindDecryption || ce.RequestID != "req-2" {
-		t.Fatalf("want a decryption error from the key answer, got %v", err)
-	}
-}
-
-func TestE2EKeyAnswersMapToTheUsualKinds(t *testing.T) {
-	for status, want := range map[int]error{403: ErrPermissionDenied, 400: ErrConfiguration, 404: ErrConfiguration, 401: ErrAuthentication} {
-		s := newE2EStub(t)
-		s.set(func(s *e2eStub) { s.keyStatus = status })
-		c := s.client(t, Options{})
-		if _, err := c.Get(ctx, "DATABASE_URL"); !errors.Is(err, want) {
-			t.Errorf("key answered %d: got %v, want %v", status, err, want)
-		}
 	}
 }
 

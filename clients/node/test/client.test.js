@@ -1,24 +1,15 @@
 'use strict';
 /**
- * client.test: the Client against the in-process stub API: requests, the team in the path,
- * cache, errors, retries, inject and what a printed client or error may show.
+ * client.test: the Client against the shared stub API (conformance/stub.py): the cache's
+ * returned objects, argument types, the backoff, configuration getters and what a printed client
+ * may show. The rules every SDK shares are the conformance cases.
  */
 
 const { test, describe, before, after, beforeEach } = require('node:test');
 const assert = require('node:assert/strict');
 const util = require('node:util');
-const {
-  Client,
-  CvsmError,
-  ConfigurationError,
-  AuthenticationError,
-  PermissionDeniedError,
-  SecretNotFoundError,
-  RateLimitError,
-  ApiError,
-  NetworkError,
-} = require('../lib');
-const { StubServer, TOKEN, TEAM_ID, TEAM_SLUG, cleanEnv, freePort } = require('./helpers/stub');
+const { Client, ConfigurationError } = require('../lib');
+const { SharedStub, TOKEN, TEAM_SLUG, cleanEnv } = require('./helpers/shared-stub');
 
 cleanEnv();
 
@@ -29,17 +20,12 @@ function client(options = {}) {
 }
 
 before(async () => {
-  stub = await new StubServer().start();
+  stub = await SharedStub.start();
 });
 
-after(async () => {
-  await stub.close();
-});
+after(() => stub.stop());
 
-beforeEach(() => {
-  stub.requests.length = 0;
-  stub.faults.length = 0;
-});
+beforeEach(() => stub.reset());
 
 describe('cache', () => {
   test('changing the object getAll returned does not change the cache', async () => {
@@ -54,7 +40,7 @@ describe('errors', () => {
   test('get rejects a name that is not a string with a TypeError, without a request', async () => {
     await assert.rejects(client().get(42), TypeError);
     await assert.rejects(client().get(undefined), TypeError);
-    assert.equal(stub.requests.length, 0);
+    assert.equal((await stub.requests()).length, 0);
   });
 });
 

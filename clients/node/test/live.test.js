@@ -7,13 +7,12 @@
 
 const { test, describe, before, after, beforeEach } = require('node:test');
 const assert = require('node:assert/strict');
-const http = require('node:http');
 const path = require('node:path');
 const { execFile } = require('node:child_process');
 const { promisify } = require('node:util');
 const { Client, ConfigurationError } = require('../lib');
 const { LiveStream, SseDecoder, LineSplitter, StreamRefused, reconnectDelay, REFUSED_BACKOFF } = require('../lib/live');
-const { TOKEN, cleanEnv } = require('./helpers/stub');
+const { SharedStub, TOKEN, cleanEnv } = require('./helpers/shared-stub');
 
 cleanEnv();
 // The outage warning is the SDK's own; these tests read none of it.
@@ -21,72 +20,10 @@ process.removeAllListeners('warning');
 
 const BASE = { token: TOKEN, team: 'acme' };
 
-/**
- * A server with two routes: the by-name read (values in `values`, versions in `versions`) and
- * the change stream, held open; `streams` are the open answers, `streamRequests` the requests.
- */
-class LiveServer {
-  values = new Map([['DB_PASSWORD', 'one']]);
-  versions = new Map([['DB_PASSWORD', 1]]);
-  streams = [];
-  streamRequests = [];
-  reads = 0;
-  closedStreams = 0;
-  /** The status the change stream answers; 200 opens it. */
-  streamStatus = 200;
-  server = http.createServer((req, res) => {
-    const url = new URL(req.url, 'http://x');
-    if (url.pathname === '/api/v1/teams/acme/secrets/changes') {
-      this.streamRequests.push(req);
-      if (this.streamStatus !== 200) {
-        res.writeHead(this.streamStatus, { 'Content-Type': 'application/json' });
-        res.end('{"error": "token dicabut"}');
-        return;
-      }
-      res.writeHead(200, { 'Content-Type': 'text/event-stream' });
-      const secrets = Object.fromEntries(
-        [...this.versions].map(([name, version]) => [name, { environment: 'production', version }]),
-      );
-      res.write(`id: 7\nevent: snapshot\ndata: ${JSON.stringify({ secrets })}\n\n`);
-      this.streams.push(res);
-      res.on('close', () => {
-        this.closedStreams += 1;
-      });
-      return;
-    }
-    const name = decodeURIComponent(url.pathname.split('/').pop());
-    this.reads += 1;
-    res.writeHead(200, { 'Content-Type': 'application/json' });
-    res.end(JSON.stringify({ secret: { name, version: this.versions.get(name) }, value: this.values.get(name) }));
-  });
-
-  async start() {
-    await new Promise((resolve) => this.server.listen(0, '127.0.0.1', resolve));
-    this.baseUrl = `http://127.0.0.1:${this.server.address().port}/api/v1`;
-    return this;
-  }
-
-  /** Sets `name` to `value` at the next version and announces it on every open stream. */
-  change(name, value) {
-    const version = (this.versions.get(name) ?? 0) + 1;
-    this.values.set(name, value);
-    this.versions.set(name, version);
-    for (const res of this.streams) {
-      res.write(`event: change\ndata: ${JSON.stringify({ name, environment: 'production', version })}\n\n`);
-    }
-  }
-
-  async close() {
-    for (const res of this.streams) res.destroy();
-    this.server.closeAllConnections();
-    await new Promise((resolve) => this.server.close(resolve));
-  }
-}
-
-/** Waits until `check()` is true, polling every 10 ms, for at most `ms`. */
+/** Waits until `check()` (or the promise it returns) is true, polling every 10 ms, for at most `ms`. */
 async function until(check, ms = 3000) {
   const end = Date.now() + ms;
-  while (!check()) {
+  while (!(await check())) {
     if (Date.now() > end) throw new Error('timed out waiting');
     await new Promise((resolve) => setTimeout(resolve, 10));
   }
@@ -212,74 +149,72 @@ describe('the stream loop', () => {
 });
 
 describe('a live client', () => {
-  let server;
+  let stub;
   before(async () => {
-    server = await new LiveServer().start();
+    stub = await SharedStub.start();
   });
-  after(() => server.close());
+  after(() => stub.stop());
+  beforeEach(() => stub.reset({ production: { DB_PASSWORD: 'one' } }));
+
+  const streamRequests = () => stub.requests('/secrets/changes');
+  const reads = async () => (await stub.requests()).filter((r) => r.path.includes('/by-name/')).length;
 
   test('opens one stream at its first read, drops a changed value, and close() ends the stream', async () => {
-    const client = new Client({ ...BASE, baseUrl: server.baseUrl, live: true });
-    const opened = server.streamRequests.length;
+    const client = new Client({ ...BASE, baseUrl: stub.baseUrl, live: true });
     assert.equal(await client.get('DB_PASSWORD'), 'one');
     await until(() => client.liveConnected);
-    const request = server.streamRequests.at(-1);
+    const [request] = await streamRequests();
     assert.equal(request.headers.accept, 'text/event-stream');
     assert.equal(request.headers.authorization, `Bearer ${TOKEN}`);
-    assert.equal(new URL(request.url, 'http://x').searchParams.get('environment'), 'production');
-    const reads = server.reads;
+    assert.equal(request.query, 'environment=production');
     assert.equal(await client.get('DB_PASSWORD'), 'one');
-    assert.equal(server.reads, reads, 'still cached after the snapshot');
-    server.change('DB_PASSWORD', 'two');
-    await until(() => server.streams.length > 0);
-    await new Promise((resolve) => setTimeout(resolve, 100));
+    assert.equal(await reads(), 1, 'still cached after the snapshot');
+    await stub.push({ name: 'DB_PASSWORD', value: 'two' });
+    await new Promise((resolve) => setTimeout(resolve, 200));
     assert.equal(await client.get('DB_PASSWORD'), 'two');
-    assert.equal(server.streamRequests.length, opened + 1, 'one stream');
+    assert.equal((await streamRequests()).length, 1, 'one stream');
 
-    const closed = server.closedStreams;
     await client.close();
     assert.equal(client.liveConnected, false);
-    await until(() => server.closedStreams > closed);
+    await until(async () => (await stub.streams()).closed === 1);
     assert.equal(await client.refresh('DB_PASSWORD'), 'two', 'it still reads after close');
     await new Promise((resolve) => setTimeout(resolve, 100));
-    assert.equal(server.streamRequests.length, opened + 1, 'no stream after close');
+    assert.equal((await streamRequests()).length, 1, 'no stream after close');
   });
 
   test('sends Last-Event-ID when it reconnects after an event with an id', async () => {
-    const client = new Client({ ...BASE, baseUrl: server.baseUrl, live: true });
+    const client = new Client({ ...BASE, baseUrl: stub.baseUrl, live: true });
     await client.get('DB_PASSWORD');
     await until(() => client.liveConnected);
-    const opened = server.streamRequests.length;
-    server.streams.at(-1).end(); // dropped: it reconnects after 0.25 to 0.5 s
-    await until(() => server.streamRequests.length > opened);
-    assert.equal(server.streamRequests.at(-1).headers['last-event-id'], '7');
+    await stub.push({ raw: 'id: 7\nevent: change\ndata: {"name":"OTHER","environment":"production","version":1}\n\n' });
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    await stub.push({ close: true }); // dropped: it reconnects after 0.25 to 0.5 s
+    await until(() => !client.liveConnected);
+    await until(() => client.liveConnected);
+    assert.deepEqual((await streamRequests()).map((r) => r.headers['last-event-id']), [undefined, '7']);
     await client.close();
   });
 
   test('a reconnection\'s snapshot drops only the values that changed while it was down', async () => {
-    server.values.set('OTHER', 'other-1');
-    server.versions.set('OTHER', 1);
-    const client = new Client({ ...BASE, baseUrl: server.baseUrl, live: true });
+    await stub.push({ name: 'OTHER', value: 'other-1', silent: true });
+    const client = new Client({ ...BASE, baseUrl: stub.baseUrl, live: true });
     await client.get('DB_PASSWORD');
     await client.get('OTHER');
     await until(() => client.liveConnected);
-    const opened = server.streamRequests.length;
-    for (const res of server.streams) res.end();
-    server.streams.length = 0;
-    server.values.set('OTHER', 'other-2'); // changed while the stream is down: not announced
-    server.versions.set('OTHER', 2);
-    await until(() => server.streamRequests.length > opened && client.liveConnected);
-    const reads = server.reads;
+    await stub.push({ name: 'OTHER', value: 'other-2', silent: true }, { close: true }); // not announced
+    await until(() => !client.liveConnected);
+    await until(() => client.liveConnected);
+    const before = await reads();
     assert.equal(await client.get('OTHER'), 'other-2');
-    assert.equal(await client.get('DB_PASSWORD'), server.values.get('DB_PASSWORD'));
-    assert.equal(server.reads, reads + 1, 'the unchanged value stays cached');
+    assert.equal(await client.get('DB_PASSWORD'), 'one');
+    assert.equal(await reads(), before + 1, 'the unchanged value stays cached');
     await client.close();
   });
 
   // A 401 to the stream emptying the cache is the conformance case live_stream_refused_empties_the_cache.
 
   test('refresh checks its environment option', async () => {
-    const client = new Client({ ...BASE, baseUrl: server.baseUrl });
+    const client = new Client({ ...BASE, baseUrl: stub.baseUrl });
     await assert.rejects(client.refresh('DB_PASSWORD', { environment: '' }), TypeError);
     await assert.rejects(client.refresh('DB_PASSWORD', { environment: 3 }), TypeError);
     await assert.rejects(client.refresh(1), TypeError);
@@ -288,12 +223,12 @@ describe('a live client', () => {
   test('does not keep the process alive when it is never closed (the stream is unref\'d)', async () => {
     const script = `
       const { Client } = require(${JSON.stringify(path.resolve(__dirname, '..'))});
-      const client = new Client({ token: ${JSON.stringify(TOKEN)}, team: 'acme', baseUrl: ${JSON.stringify(server.baseUrl)}, live: true });
+      const client = new Client({ token: ${JSON.stringify(TOKEN)}, team: 'acme', baseUrl: ${JSON.stringify(stub.baseUrl)}, live: true });
       client.get('DB_PASSWORD').then(async (value) => {
         while (!client.liveConnected) await new Promise((r) => setTimeout(r, 10));
         console.log(value);
       });`;
     const { stdout } = await promisify(execFile)(process.execPath, ['-e', script], { timeout: 10_000 });
-    assert.equal(stdout.trim(), 'two');
+    assert.equal(stdout.trim(), 'one');
   });
 });

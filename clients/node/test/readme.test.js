@@ -1,7 +1,7 @@
 'use strict';
 /**
  * readme.test: the first code example of README.md, run exactly as printed, from a project that
- * has the package in its node_modules, against the stub API; and the install line, as printed,
+ * has the package in its node_modules, against the shared stub API (conformance/stub.py); and the install line, as printed,
  * in the layout it describes (it needs npm, and the registry unless undici is in npm's cache).
  */
 
@@ -12,7 +12,7 @@ const os = require('node:os');
 const path = require('node:path');
 const { execFile } = require('node:child_process');
 const { promisify } = require('node:util');
-const { StubServer, TOKEN, PROXY_VARIABLES } = require('./helpers/stub');
+const { SharedStub, TOKEN, PROXY_VARIABLES } = require('./helpers/shared-stub');
 
 const PACKAGE = path.resolve(__dirname, '..');
 const README = fs.readFileSync(path.join(PACKAGE, 'README.md'), 'utf8');
@@ -35,16 +35,15 @@ let stub;
 let project;
 
 before(async () => {
-  stub = await new StubServer().start();
-  stub.requests.length = 0;
+  stub = await SharedStub.start();
   // A project that installed the package: node_modules/cvsm is this package.
   project = fs.mkdtempSync(path.join(os.tmpdir(), 'cvsm-readme-'));
   fs.mkdirSync(path.join(project, 'node_modules'));
   fs.symlinkSync(PACKAGE, path.join(project, 'node_modules', 'cvsm'), 'dir');
 });
 
-after(async () => {
-  await stub.close();
+after(() => {
+  stub.stop();
   fs.rmSync(project, { recursive: true, force: true });
 });
 
@@ -62,7 +61,7 @@ test('the first example of README.md runs as printed', async () => {
   assert.match(stdout, /^loaded [A-Z_, ]+\n$/); // the names it set, never a value
   // get('DATABASE_URL') is one by-name request, the slug in the path; inject() reads the export.
   assert.deepEqual(
-    stub.requests.map((r) => r.url.replace(/\?.*/, '')),
+    (await stub.requests()).map((r) => r.path),
     ['/api/v1/teams/acme/secrets/by-name/DATABASE_URL', '/api/v1/teams/acme/secrets/export'],
   );
 });
@@ -87,11 +86,11 @@ test('the install line works as printed, in an empty project folder next to a cl
   assert.ok(!fs.lstatSync(path.join(app, 'node_modules', 'cvsm')).isSymbolicLink());
   const file = path.join(app, 'example.mjs');
   fs.writeFileSync(file, firstBlock('js'));
-  stub.requests.length = 0;
+  await stub.reset();
   await promisify(execFile)(process.execPath, [file], {
     cwd: app,
     env: { ...cleanChildEnv(), CVSM_TOKEN: TOKEN, CVSM_BASE_URL: stub.baseUrl, CVSM_TEAM: 'acme' },
     timeout: 20_000,
   });
-  assert.equal(stub.requests.length, 2);
+  assert.equal((await stub.requests()).length, 2);
 });

@@ -11,7 +11,7 @@ const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
 const { Client, ConfigurationError, NetworkError, VERSION } = require('../lib');
-const { StubServer, TOKEN, TEAM_ID, cleanEnv, freePort } = require('./helpers/stub');
+const { SharedStub, TOKEN, TEAM_ID, cleanEnv, freePort } = require('./helpers/shared-stub');
 const { pkiFile } = require('./helpers/pki');
 const { ForwardProxy } = require('./helpers/proxy');
 
@@ -31,19 +31,22 @@ function tlsClient(options = {}) {
 }
 
 before(async () => {
-  stub = await new StubServer().start();
-  tlsStub = await new StubServer({ tls: true }).start();
+  stub = await SharedStub.start();
+  tlsStub = await SharedStub.start({ tls: true });
   proxy = await new ForwardProxy().start();
 });
 
 after(async () => {
-  await Promise.all([stub.close(), tlsStub.close(), proxy.close()]);
+  stub.stop();
+  tlsStub.stop();
+  await proxy.close();
   cleanEnv();
 });
 
-beforeEach(() => {
+beforeEach(async () => {
   cleanEnv();
-  for (const s of [stub, tlsStub, proxy]) s.requests.length = 0;
+  await Promise.all([stub.reset(), tlsStub.reset()]);
+  proxy.requests.length = 0;
 });
 
 afterEach(() => {
@@ -73,7 +76,7 @@ describe('proxy variables (R7; the forms are the conformance cases proxy_from_en
     assert.equal(await tlsClient({ caFile: CA }).get('API_KEY'), 'prod-api-key-value');
     assert.equal(proxy.requests[0].method, 'CONNECT');
     assert.equal(proxy.requests[0].url, `127.0.0.1:${tlsStub.port}`);
-    assert.equal(tlsStub.requests.length, 1);
+    assert.equal((await tlsStub.requests()).length, 1);
     await assert.rejects(tlsClient({ caFile: OTHER_CA }).getAll(), NetworkError);
   });
 
@@ -155,7 +158,7 @@ describe('the fetch seam', () => {
   test('a caller fetch owns the transport: the proxy variables are not applied', async () => {
     process.env.HTTP_PROXY = `http://127.0.0.1:${await freePort()}`;
     await client({ fetch: (url, init) => fetch(url, init) }).getAll();
-    assert.equal(stub.requests.length, 1);
+    assert.equal((await stub.requests()).length, 1);
   });
 
   test('a caller fetch that throws is a NetworkError, retried', async () => {

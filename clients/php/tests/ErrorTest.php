@@ -16,8 +16,6 @@ use Cvsm\Exception\SecretNotFoundException;
 
 final class ErrorTest extends TestCase
 {
-    private const EXPORT = 'GET /teams/' . self::TEAM_ID . '/secrets/export?format=json&environment=production';
-
     public function testRedirectIsNotFollowedEvenWhenCurlOptionsAsk(): void
     {
         $this->expectException(ConfigurationException::class);
@@ -34,15 +32,5 @@ final class ErrorTest extends TestCase
             self::assertTrue(is_subclass_of($class, CvsmException::class), $class);
             self::assertTrue(is_subclass_of($class, CvsmExceptionInterface::class), $class);
         }
-    }
-
-    private static function closedPort(): int
-    {
-        $socket = stream_socket_server('tcp://127.0.0.1:0');
-        self::assertNotFalse($socket);
-        $name = (string) stream_socket_get_name($socket, false);
-        fclose($socket);
-
-        return (int) substr($name, strrpos($name, ':') + 1);
     }
 }

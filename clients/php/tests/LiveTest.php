@@ -5,7 +5,6 @@ declare(strict_types=1);
 namespace Cvsm\Tests;
 
 use Cvsm\Exception\ConfigurationException;
-use Cvsm\Exception\NetworkException;
 use Cvsm\Internal\Cache;
 use Cvsm\Internal\HttpTransport;
 use Cvsm\Internal\LiveStream;
@@ -14,22 +13,11 @@ use Cvsm\Internal\SseDecoder;
 /**
  * LiveTest covers what the conformance cases of live caches (rule R16) do not see: the option and
  * CVSM_LIVE, the event-stream parser, the reconnection pauses, what the stream sends and how it
- * takes a refusal, and that closing the client ends the stream. The change stream is served by a
- * socket of this process, which the client's non-blocking stream lets it answer between pumps.
+ * takes a refusal or an end, and that closing the client ends the stream, against the shared
+ * stub's change stream (a stream with a hand-driven clock where the pauses matter).
  */
 final class LiveTest extends TestCase
 {
-    /** @var resource|null */
-    private $server = null;
-
-    protected function tearDown(): void
-    {
-        if (is_resource($this->server)) {
-            fclose($this->server);
-        }
-        parent::tearDown();
-    }
-
     /**
      * CVSM_LIVE's words are the conformance cases live_variable_spellings and
      * live_variable_turns_the_stream_on_and_off; here the option's type and precedence.
@@ -72,6 +60,10 @@ final class LiveTest extends TestCase
 
     public function testTheStreamTakesSnapshotsAndChangesAndReconnectsWithLastEventId(): void
     {
+        $this->stub->reset(['secrets' => [
+            ['id' => 's', 'name' => 'SAME', 'environment' => 'production', 'value' => 'same', 'version' => 3],
+            ['id' => 'o', 'name' => 'OTHER', 'environment' => 'production', 'value' => 'other', 'version' => 2],
+        ]]);
         $now = 100.0;
         $cache = new Cache(30, 0);
         $cache->put(Cache::valueKey('production', 'SAME'), 'same', 3);
@@ -84,26 +76,22 @@ final class LiveTest extends TestCase
             return $now;
         });
 
-        $request = $this->accept($stream, $connection);
-        self::assertStringStartsWith('GET /api/v1/teams/acme/secrets/changes?environment=production HTTP/1.1', $request);
-        self::assertStringContainsStringIgnoringCase("\r\naccept: text/event-stream\r\n", $request);
-        self::assertStringContainsStringIgnoringCase("\r\nauthorization: Bearer " . self::TOKEN . "\r\n", $request);
-        self::assertStringNotContainsStringIgnoringCase('last-event-id', $request);
-
-        fwrite($connection, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\n"
-            . ": hello\r\nevent: snapshot\r\nid: 41\r\ndata: {\"secrets\": {\"SAME\": {\"environment\": \"production\", \"version\": 3}, \"OTHER\": {\"environment\": \"production\", \"version\": 2}}}\r\n\r\n");
-        self::assertSame(1, $stream->pump(2.0));
+        self::assertSame(1, $stream->pump(2.0), 'the snapshot');
         self::assertTrue($stream->isConnected());
+        [$request] = $this->stub->requests();
+        self::assertSame(['/api/v1/teams/acme/secrets/changes', 'environment=production'], [$request['path'], $request['query']]);
+        self::assertSame(['text/event-stream', 'Bearer ' . self::TOKEN], [$request['headers']['accept'], $request['headers']['authorization']]);
+        self::assertArrayNotHasKey('last-event-id', $request['headers']);
         self::assertSame('same', $cache->fresh(Cache::valueKey('production', 'SAME')), 'the version it holds is current');
         self::assertNull($cache->fresh(Cache::valueKey('production', 'OTHER')), 'a newer version exists');
         self::assertNull($cache->fresh(Cache::valueKey('production', 'UNKNOWN')), 'its version is not known');
 
-        fwrite($connection, "event: change\nid: 42\ndata: {\"name\": \"SAME\", \"environment\": \"production\", \"version\": 4}\n\n");
+        $this->stub->changes(['name' => 'SAME', 'value' => 'new', 'id' => '42']);
         self::assertSame(1, $stream->pump(2.0));
         self::assertNull($cache->fresh(Cache::valueKey('production', 'SAME')));
         self::assertSame(4, $stream->latestVersion('SAME'));
 
-        fclose($connection);
+        $this->stub->changes(['close' => true]);
         self::assertSame(0, $stream->pump(0.5));
         self::assertFalse($stream->isConnected());
         self::assertCount(1, $logged);
@@ -111,68 +99,52 @@ final class LiveTest extends TestCase
         self::assertStringNotContainsString(self::TOKEN, $logged[0]);
 
         $now += 0.6; // past the first pause (at most 0.5 s)
-        $request = $this->accept($stream, $connection);
-        self::assertStringContainsStringIgnoringCase("\r\nlast-event-id: 42\r\n", $request);
-        fclose($connection);
+        self::assertSame(1, $stream->pump(2.0), 'reconnected: a snapshot');
+        self::assertSame('42', $this->stub->requests()[1]['headers']['last-event-id']);
     }
 
     public function testARefusalEmptiesTheCacheAndWaitsFiveMinutes(): void
     {
+        $this->stub->route('GET /teams/acme/secrets/changes', ['status' => 401, 'body' => ['error' => 'token tidak valid']]);
         $now = 100.0;
-        $cache = new Cache(30, 0);
-        $stream = $this->stream($cache, static function (): void {
+        $stream = $this->stream(new Cache(30, 0), static function (): void {
         }, static function () use (&$now): float {
             return $now;
         });
-        $this->accept($stream, $connection);
-        fwrite($connection, "HTTP/1.1 401 Unauthorized\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}");
-        fclose($connection);
         $stream->pump(0.5);
 
         self::assertTrue($stream->takeForget(), 'a 401 empties the cache, as a refused read does');
         self::assertFalse($stream->takeForget(), 'once');
         $now += 299.0;
         $stream->pump(0.2);
-        self::assertFalse(@stream_socket_accept($this->server(), 0.2), 'no new attempt before 300 s');
+        self::assertCount(1, $this->stub->requests(), 'no new attempt before 300 s');
         $now += 2.0;
-        $this->accept($stream, $connection);
-        fclose($connection);
+        $stream->pump(0.5);
+        self::assertCount(2, $this->stub->requests());
     }
 
     public function testAnEndEventWithARefusalAsksForTheCacheToBeEmptied(): void
     {
         $stream = $this->stream(new Cache(30, 0), static function (): void {
         });
-        $this->accept($stream, $connection);
-        fwrite($connection, "HTTP/1.1 200 OK\r\n\r\nevent: end\ndata: {\"status\": 403}\n\n");
+        $stream->pump(2.0);
+        $this->stub->changes(['raw' => "event: end\ndata: {\"status\": 403}\n\n"]);
         $stream->pump(2.0);
 
         self::assertTrue($stream->takeForget());
         self::assertFalse($stream->isConnected());
-        fclose($connection);
     }
 
     public function testClosingTheClientEndsItsStream(): void
     {
         foreach (['close' => true, 'destroy' => false] as $how => $close) {
-            $client = $this->client(['live' => true, 'base_url' => $this->baseUrl(), 'team' => 'acme', 'timeout' => 0.3, 'max_retries' => 0]);
-            try {
-                $client->get('FIRST_READ'); // opens the stream; nothing answers the read itself
-                self::fail('the read was answered');
-            } catch (NetworkException) {
+            $this->secrets(['FIRST_READ' => 'v']);
+            $client = $this->client(['live' => true, 'team' => 'acme']);
+            $client->get('FIRST_READ'); // opens the stream
+            for ($i = 0; $i < 20 && !$client->isLiveConnected(); $i++) {
+                $client->poll(0.1);
             }
-            $stream = null;
-            for ($i = 0; $i < 4 && $stream === null; $i++) {
-                $client->poll(0.05);
-                $connection = @stream_socket_accept($this->server(), 0.5);
-                if ($connection !== false && str_contains($this->requestOn($connection, static fn () => $client->poll(0.01)), '/secrets/changes')) {
-                    $stream = $connection;
-                }
-            }
-            self::assertNotNull($stream, "$how: the first read opened the stream");
-            fwrite($stream, "HTTP/1.1 200 OK\r\n\r\nevent: snapshot\ndata: {\"secrets\": {}}\n\n");
-            $client->poll(2.0);
-            self::assertTrue($client->isLiveConnected(), $how);
+            self::assertTrue($client->isLiveConnected(), "$how: the first read opened the stream");
 
             if ($close) {
                 $client->close();
@@ -180,11 +152,10 @@ final class LiveTest extends TestCase
             } else {
                 unset($client);
             }
-            stream_set_blocking($stream, true);
-            stream_set_timeout($stream, 2);
-            self::assertSame('', (string) fread($stream, 100), "$how: the connection is closed");
-            self::assertTrue(feof($stream), $how);
-            fclose($stream);
+            for ($i = 0; $i < 40 && $this->stub->streams()['open'] > 0; $i++) {
+                usleep(50_000);
+            }
+            self::assertSame(['open' => 0, 'closed' => 1], $this->stub->streams(), "$how: the connection is closed");
         }
     }
 
@@ -194,62 +165,8 @@ final class LiveTest extends TestCase
      */
     private function stream(Cache $cache, \Closure $log, ?\Closure $clock = null): LiveStream
     {
-        $url = $this->baseUrl() . '/teams/acme/secrets/changes?environment=production';
+        $url = $this->stub->url() . '/teams/acme/secrets/changes?environment=production';
 
         return new LiveStream(new HttpTransport(2, 0), $url, self::TOKEN, $cache, 'production', 'team "acme"', $log, $clock);
-    }
-
-    /**
-     * Pumps $stream until it connects, accepts the connection into $connection and returns the
-     * request read on it.
-     *
-     * @param resource|null $connection
-     */
-    private function accept(LiveStream $stream, &$connection): string
-    {
-        for ($i = 0; $i < 20; $i++) {
-            $stream->pump(0.02);
-            $accepted = @stream_socket_accept($this->server(), 0.1);
-            if ($accepted !== false) {
-                $connection = $accepted;
-
-                return $this->requestOn($accepted, static fn () => $stream->pump(0.01));
-            }
-        }
-        self::fail('the stream did not connect');
-    }
-
-    /**
-     * Reads a request's head from $connection, calling $pump meanwhile (the sender is this process).
-     *
-     * @param resource $connection
-     */
-    private function requestOn($connection, \Closure $pump): string
-    {
-        stream_set_blocking($connection, false);
-        $request = '';
-        for ($i = 0; $i < 200 && !str_contains($request, "\r\n\r\n"); $i++) {
-            $pump();
-            $request .= (string) fread($connection, 8192);
-        }
-
-        return $request;
-    }
-
-    /** @return resource */
-    private function server()
-    {
-        if (!is_resource($this->server)) {
-            $server = stream_socket_server('tcp://127.0.0.1:0', $errno, $error);
-            self::assertNotFalse($server, $error);
-            $this->server = $server;
-        }
-
-        return $this->server;
-    }
-
-    private function baseUrl(): string
-    {
-        return 'http://' . stream_socket_get_name($this->server(), false) . '/api/v1';
     }
 }

@@ -22,7 +22,7 @@ final class ProxyTest extends TestCase
         foreach (self::VARIABLES as $name) {
             $this->setEnv($name, null);
         }
-        $this->stub->route('GET /teams/' . self::TEAM_ID . '/secrets/export?format=json&environment=production', ['body' => ['VIA' => 'proxy']]);
+        $this->secrets(['VIA' => 'proxy']);
     }
 
     /**
@@ -78,19 +78,6 @@ final class ProxyTest extends TestCase
         $options = HttpTransport::proxyOptions('http://' . self::HOST . '/api/v1');
 
         self::assertSame(PHP_SAPI === 'cli' ? 'http://attacker.invalid:1' : '', $options[CURLOPT_PROXY]);
-    }
-
-    public function testProxyOptionsFollowTheBaseUrlScheme(): void
-    {
-        $this->setEnv('http_proxy', 'http://plain:3128');
-        $this->setEnv('HTTPS_PROXY', 'http://secure:3128');
-        $this->setEnv('no_proxy', 'internal');
-
-        self::assertSame([CURLOPT_PROXY => 'http://plain:3128', CURLOPT_NOPROXY => 'internal'], HttpTransport::proxyOptions('http://x/api/v1'));
-        self::assertSame([CURLOPT_PROXY => 'http://secure:3128', CURLOPT_NOPROXY => 'internal'], HttpTransport::proxyOptions('https://x/api/v1'));
-        $this->setEnv('http_proxy', null);
-        $this->setEnv('no_proxy', null);
-        self::assertSame([CURLOPT_PROXY => '', CURLOPT_NOPROXY => ''], HttpTransport::proxyOptions('http://x/api/v1'));
     }
 
     public function testCurlOptionsOverrideTheEnvironment(): void

@@ -44,8 +44,7 @@ final class Psr18Test extends TestCase
 
     public function testEveryRequestGoesThroughTheGivenClientWithTheClientsHeaders(): void
     {
-        $this->routeSecret('DATABASE_URL', 'postgres://db');
-        $this->routeExport(['DATABASE_URL' => 'postgres://db', 'API_KEY' => 'k-1']);
+        $this->secrets(['DATABASE_URL' => 'postgres://db', 'API_KEY' => 'k-1']);
         $client = $this->client(['http_client' => $this->guzzle(), 'request_factory' => new HttpFactory(), 'cache_ttl' => 0]);
 
         self::assertSame('postgres://db', $client->get('DATABASE_URL'));
@@ -66,8 +65,8 @@ final class Psr18Test extends TestCase
 
     public function testA503IsRetriedAndA404ReadsTheListingAsWithCurl(): void
     {
-        $this->stub->route(self::byName('A'), ['status' => 503, 'body' => ['error' => 'sibuk']], ['body' => ['secret' => ['id' => 'a', 'name' => 'A', 'environment' => 'production'], 'value' => 'v']]);
-        $this->routeMissing('b', ['B'], 'req-404');
+        $this->secrets(['A' => 'v', 'B' => 'x']);
+        $this->stub->fault(['url' => '/api/v1/teams/' . self::TEAM_ID . '/secrets/by-name/A', 'status' => 503]);
         $client = $this->client(['http_client' => $this->guzzle(), 'request_factory' => new HttpFactory(), 'max_retries' => 1]);
 
         self::assertSame('v', $client->get('A'));
@@ -76,7 +75,7 @@ final class Psr18Test extends TestCase
             self::fail('no SecretNotFoundException');
         } catch (SecretNotFoundException $e) {
             self::assertSame('B', $e->getSuggestion());
-            self::assertSame('req-404', $e->getRequestId(), 'headers are read from the PSR-7 answer');
+            self::assertSame('req-3', $e->getRequestId(), 'headers are read from the PSR-7 answer');
         }
         self::assertCount(4, $this->history);
     }
@@ -139,7 +138,7 @@ final class Psr18Test extends TestCase
 
     public function testAClientThatIsItsOwnRequestFactoryNeedsNoOther(): void
     {
-        $this->routeSecret('A', 'v');
+        $this->secrets(['A' => 'v']);
         $both = new class ($this->guzzle(), new HttpFactory()) implements ClientInterface, RequestFactoryInterface {
             public function __construct(private ClientInterface $client, private RequestFactoryInterface $factory)
             {
@@ -168,7 +167,7 @@ final class Psr18Test extends TestCase
     }
 
     /**
-     * @return iterable<string, array{0: array<string, mixed>, 1: string}>
+     * @return iterable<string, array{0: array<string, mixed>, 1: string, 2?: array<string, string>}>
      */
     public static function refusedOptions(): iterable
     {
@@ -178,40 +177,27 @@ final class Psr18Test extends TestCase
         yield 'a request_factory without http_client' => [['request_factory' => new HttpFactory()], 'only used with "http_client"'];
         yield 'curl_options beside http_client' => [['http_client' => new Guzzle(), 'request_factory' => new HttpFactory(), 'curl_options' => [CURLOPT_VERBOSE => false]], 'curl_options'];
         yield 'a timeout beside http_client' => [['http_client' => new Guzzle(), 'request_factory' => new HttpFactory(), 'timeout' => 3], 'timeout cannot be used with option "http_client"'];
-        yield 'a ca_file beside http_client' => [['http_client' => new Guzzle(), 'request_factory' => new HttpFactory(), 'ca_file' => __DIR__ . '/fixtures/ca.pem'], 'ca_file cannot be used with option "http_client"'];
+        yield 'a ca_file beside http_client' => [['http_client' => new Guzzle(), 'request_factory' => new HttpFactory(), 'ca_file' => 'CA'], 'ca_file cannot be used with option "http_client"'];
+        yield 'CVSM_TIMEOUT beside http_client' => [['http_client' => new Guzzle(), 'request_factory' => new HttpFactory()], 'CVSM_TIMEOUT cannot be used with option "http_client"', ['CVSM_TIMEOUT' => '3']];
+        yield 'CVSM_CA_FILE beside http_client' => [['http_client' => new Guzzle(), 'request_factory' => new HttpFactory()], 'CVSM_CA_FILE cannot be used with option "http_client"', ['CVSM_CA_FILE' => 'CA']];
     }
 
     /**
      * @dataProvider refusedOptions
      * @param array<string, mixed> $options
+     * @param array<string, string> $env
      */
-    public function testOptionsThatCannotWorkWithHttpClientAreAConfigurationError(array $options, string $named): void
+    public function testOptionsThatCannotWorkWithHttpClientAreAConfigurationError(array $options, string $named, array $env = []): void
     {
-        if (isset($options['ca_file'])) {
-            $options['ca_file'] = $this->caFile();
+        // "CA" stands for a usable CA file.
+        $usable = fn (array $values): array => array_map(fn (mixed $value): mixed => $value === 'CA' ? $this->caFile() : $value, $values);
+        foreach ($usable($env) as $name => $value) {
+            $this->setEnv($name, $value);
         }
 
         $this->expectException(ConfigurationException::class);
         $this->expectExceptionMessage($named);
-        $this->client($options);
-    }
-
-    public function testCvsmTimeoutFromTheEnvironmentIsRefusedBesideHttpClientToo(): void
-    {
-        $this->setEnv('CVSM_TIMEOUT', '3');
-
-        $this->expectException(ConfigurationException::class);
-        $this->expectExceptionMessage('CVSM_TIMEOUT cannot be used with option "http_client"');
-        $this->client(['http_client' => new Guzzle(), 'request_factory' => new HttpFactory()]);
-    }
-
-    public function testCvsmCaFileFromTheEnvironmentIsRefusedBesideHttpClientToo(): void
-    {
-        $this->setEnv('CVSM_CA_FILE', $this->caFile());
-
-        $this->expectException(ConfigurationException::class);
-        $this->expectExceptionMessage('CVSM_CA_FILE cannot be used with option "http_client"');
-        $this->client(['http_client' => new Guzzle(), 'request_factory' => new HttpFactory()]);
+        $this->client($usable($options));
     }
 
     /** Returns a Guzzle client whose history middleware records into $this->history. */

@@ -7,6 +7,7 @@ namespace Cvsm\Tests;
 use Cvsm\Client;
 use Cvsm\Exception\AuthenticationException;
 use Cvsm\Exception\ConfigurationException;
+use Cvsm\Exception\CvsmException;
 
 final class SecrecyTest extends TestCase
 {
@@ -15,8 +16,7 @@ final class SecrecyTest extends TestCase
 
     public function testPrintedClientShowsConfigurationButNoTokenOrValue(): void
     {
-        $this->routeSecret('A', self::VALUE);
-        $this->routeExport(['A' => self::VALUE]);
+        $this->secrets(['A' => self::VALUE]);
         $logger = new class (self::CURL_SECRET) extends \Psr\Log\AbstractLogger {
             public function __construct(public string $dsn)
             {
@@ -71,7 +71,7 @@ final class SecrecyTest extends TestCase
 
     public function testCloneKeepsTheTokenButNotTheCache(): void
     {
-        $this->routeSecret('A', self::VALUE);
+        $this->secrets(['A' => self::VALUE]);
         $client = $this->client();
         $client->get('A');
 
@@ -82,40 +82,29 @@ final class SecrecyTest extends TestCase
         self::assertSame('Bearer ' . self::TOKEN, $this->stub->requests()[1]['headers']['authorization']);
     }
 
-    public function testConfigurationErrorTraceHidesTheTokenEvenWithArgumentsInTraces(): void
-    {
-        $previous = ini_set('zend.exception_ignore_args', '0');
-        try {
-            new Client(['token' => self::TOKEN, 'base_url' => 'not a url', 'team' => 'acme']);
-            self::fail('no ConfigurationException');
-        } catch (ConfigurationException $e) {
-            self::assertStringNotContainsString(self::TOKEN, $e->getMessage());
-            $sdkFrames = array_filter(
-                $e->getTrace(),
-                static fn (array $frame) => str_starts_with($frame['class'] ?? '', 'Cvsm\\') && !str_starts_with($frame['class'] ?? '', 'Cvsm\\Tests\\')
-            );
-            self::assertNotEmpty($sdkFrames);
-            self::assertArrayHasKey('args', reset($sdkFrames), 'the trace keeps arguments');
-            self::assertStringNotContainsString(self::TOKEN, print_r($sdkFrames, true));
-        } finally {
-            ini_set('zend.exception_ignore_args', (string) $previous);
-        }
-    }
-
-    public function testRequestErrorTraceHidesTheTokenEvenWithArgumentsInTraces(): void
+    public function testErrorTracesHideTheTokenEvenWithArgumentsInTraces(): void
     {
         $this->stub->route('GET /teams/' . self::TEAM_ID . '/secrets/export?format=json&environment=production', ['status' => 401, 'body' => ['error' => 'x']]);
         $previous = ini_set('zend.exception_ignore_args', '0');
         try {
-            $this->client()->getAll();
-            self::fail('no AuthenticationException');
-        } catch (AuthenticationException $e) {
-            $sdkFrames = array_filter(
-                $e->getTrace(),
-                static fn (array $frame) => str_starts_with($frame['class'] ?? '', 'Cvsm\\Internal\\')
-            );
-            self::assertNotEmpty($sdkFrames);
-            self::assertStringNotContainsString(self::TOKEN, print_r($sdkFrames, true));
+            foreach ([
+                ConfigurationException::class => static fn () => new Client(['token' => self::TOKEN, 'base_url' => 'not a url', 'team' => 'acme']),
+                AuthenticationException::class => fn () => $this->client()->getAll(),
+            ] as $class => $fails) {
+                try {
+                    $fails();
+                    self::fail('no ' . $class);
+                } catch (CvsmException $e) {
+                    self::assertInstanceOf($class, $e);
+                    self::assertStringNotContainsString(self::TOKEN, $e->getMessage());
+                    $sdkFrames = array_filter(
+                        $e->getTrace(),
+                        static fn (array $frame) => str_starts_with($frame['class'] ?? '', 'Cvsm\\') && !str_starts_with($frame['class'] ?? '', 'Cvsm\\Tests\\')
+                    );
+                    self::assertArrayHasKey('args', reset($sdkFrames), $class . ': the trace keeps arguments');
+                    self::assertStringNotContainsString(self::TOKEN, print_r($sdkFrames, true), $class);
+                }
+            }
         } finally {
             ini_set('zend.exception_ignore_args', (string) $previous);
         }

@@ -6,13 +6,6 @@ namespace Cvsm\Tests;
 
 use Cvsm\Client;
 use Cvsm\Exception\ApiException;
-use Cvsm\Exception\AuthenticationException;
-use Cvsm\Exception\ConfigurationException;
-use Cvsm\Exception\CvsmException;
-use Cvsm\Exception\NetworkException;
-use Cvsm\Exception\PermissionDeniedException;
-use Cvsm\Exception\RateLimitException;
-use Cvsm\Exception\SecretNotFoundException;
 use Cvsm\StaleRead;
 
 /**
@@ -33,7 +26,7 @@ final class StaleIfErrorTest extends TestCase
 
     public function testGetAllHasNothingToFallBackOnWithOnlySingleValuesKept(): void
     {
-        $this->routeSecret('A', self::VALUE);
+        $this->secrets(['A' => self::VALUE]);
         $this->stub->route(self::EXPORT, ['status' => 503]);
         $client = $this->staleClient(['max_retries' => 0]);
         $client->get('A');

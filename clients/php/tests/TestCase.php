@@ -5,26 +5,28 @@ declare(strict_types=1);
 namespace Cvsm\Tests;
 
 use Cvsm\Client;
-use Cvsm\Tests\Stub\StubServer;
 
 /**
- * TestCase gives every test a clean stub server and a process environment without CVSM_*
- * variables, plus helpers to build a client and script secrets.
+ * TestCase gives every test the shared stub API (conformance/stub.py, one for the whole run)
+ * reset to know the test token and team, a process environment without CVSM_* variables, and
+ * helpers to build a client and script secrets.
  */
 abstract class TestCase extends \PHPUnit\Framework\TestCase
 {
     protected const TOKEN = 'cvsm_0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef';
     protected const TEAM_ID = '6f1c2b9e-4d3a-4f5e-8a7b-1c2d3e4f5a6b';
 
-    protected StubServer $stub;
+    protected Stub $stub;
+
+    private static ?Stub $shared = null;
 
     /** @var array<string, string|false> environment variables to restore after the test */
     private array $savedEnv = [];
 
     protected function setUp(): void
     {
-        $this->stub = StubServer::instance();
-        $this->stub->reset();
+        $this->stub = self::$shared ??= new Stub();
+        $this->stub->reset(['token' => self::TOKEN, 'teams' => [['id' => self::TEAM_ID, 'slug' => 'acme']], 'secrets' => []]);
         foreach (array_keys(getenv()) as $name) {
             if (str_starts_with($name, 'CVSM_')) {
                 $this->setEnv($name, null);
@@ -72,54 +74,21 @@ abstract class TestCase extends \PHPUnit\Framework\TestCase
     }
 
     /**
-     * routeSecret makes the stub answer the read by name of $name with $value.
-     */
-    protected function routeSecret(string $name, string $value, string $environment = 'production', string $team = self::TEAM_ID): void
-    {
-        $this->stub->route(
-            self::byName($name, $environment, $team),
-            ['body' => ['secret' => ['id' => 'id-' . strtolower($name), 'name' => $name, 'environment' => $environment, 'type' => 'credential'], 'value' => $value]]
-        );
-    }
-
-    /**
-     * routeMissing makes the read by name of $name answer 404 (with $requestId) and the listing
-     * searched for $name answer the secrets named $listed.
+     * secrets gives the stub's team these secrets of production (name => value), to read by name,
+     * list and export; it forgets what was scripted and received before.
      *
-     * @param list<string> $listed
+     * @param array<string, string> $values
      */
-    protected function routeMissing(string $name, array $listed = [], string $requestId = 'req-by-name', string $environment = 'production'): void
+    protected function secrets(array $values): void
     {
-        $this->stub->route(self::byName($name, $environment), ['status' => 404, 'headers' => ['X-Request-Id' => $requestId], 'body' => ['error' => 'Secret tidak ditemukan']]);
-        $this->stub->route(self::listing($name, $environment), ['headers' => ['X-Request-Id' => 'req-listing'], 'body' => [
-            'secrets' => array_map(static fn (string $listedName): array => ['id' => 'id-' . $listedName, 'name' => $listedName, 'environment' => $environment], $listed),
-            'total' => count($listed),
-        ]]);
+        $secrets = array_map(static fn (string $name, string $value): array => ['id' => 'id-' . $name, 'name' => $name, 'environment' => 'production', 'value' => $value], array_keys($values), $values);
+        $this->stub->reset(['secrets' => $secrets]);
     }
 
     /** byName returns the stub route of the read by name of $name. */
     protected static function byName(string $name, string $environment = 'production', string $team = self::TEAM_ID): string
     {
         return sprintf('GET /teams/%s/secrets/by-name/%s?environment=%s', rawurlencode($team), rawurlencode($name), $environment);
-    }
-
-    /** listing returns the stub route of the listing searched for $name. */
-    protected static function listing(string $name, string $environment = 'production', string $team = self::TEAM_ID): string
-    {
-        return sprintf('GET /teams/%s/secrets?environment=%s&search=%s', rawurlencode($team), $environment, rawurlencode($name));
-    }
-
-    /**
-     * routeExport makes the export endpoint answer $values.
-     *
-     * @param array<string, string> $values
-     */
-    protected function routeExport(array $values, string $environment = 'production', string $team = self::TEAM_ID): void
-    {
-        $this->stub->route(
-            sprintf('GET /teams/%s/secrets/export?format=json&environment=%s', rawurlencode($team), $environment),
-            ['body' => (object) $values]
-        );
     }
 
     /** requestCount returns how many requests reached the stub. */

@@ -6,7 +6,6 @@ namespace Cvsm\Tests;
 
 use Cvsm\Exception\ApiException;
 use Cvsm\Exception\ConfigurationException;
-use Cvsm\Exception\NetworkException;
 use Cvsm\Internal\HttpTransport;
 
 /**
@@ -46,13 +45,10 @@ final class TransportTest extends TestCase
     public static function retryAfterForms(): iterable
     {
         $now = 1_700_000_000;
-        yield 'zero' => ['0', 0];
-        yield 'seconds' => ['17', 17];
+        // 0, seconds, a date ahead or past, words and no header are the conformance case retry_after_forms.
         yield 'leading zeros' => ['007', 7];
         yield 'surrounding spaces' => [' 5 ', 5];
         yield 'huge' => ['99999999999999999999999', PHP_INT_MAX];
-        yield 'IMF-fixdate ahead' => [gmdate('D, d M Y H:i:s', $now + 120) . ' GMT', 120];
-        yield 'IMF-fixdate past' => [gmdate('D, d M Y H:i:s', $now - 120) . ' GMT', 0];
         yield 'IMF-fixdate now' => [gmdate('D, d M Y H:i:s', $now) . ' GMT', 0];
         yield 'RFC 850 ahead' => [gmdate('l, d-M-y H:i:s', $now + 60) . ' GMT', 60];
         yield 'asctime ahead' => [gmdate('D M j H:i:s Y', $now + 30), 30];
@@ -60,7 +56,6 @@ final class TransportTest extends TestCase
         yield 'empty' => ['', null];
         yield 'negative' => ['-5', null];
         yield 'fraction' => ['1.5', null];
-        yield 'words' => ['soon', null];
         yield 'relative date' => ['+1 day', null];
         yield 'date without zone' => [gmdate('D, d M Y H:i:s', $now + 120), null];
         yield 'impossible date' => ['Mon, 31 Feb 2030 00:00:00 GMT', null];

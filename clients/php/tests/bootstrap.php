@@ -4,7 +4,7 @@ declare(strict_types=1);
 
 /*
  * bootstrap.php loads the SDK through its Composer-free autoload.php and the PSR interfaces it
- * types against, loads the test helpers and starts the stub server (tests/Stub/router.php under `php -S`) for the whole run.
+ * types against, and the test helpers (tests/TestCase.php starts the shared stub API).
  */
 
 require dirname(__DIR__) . '/autoload.php';
@@ -33,5 +33,3 @@ spl_autoload_register(static function (string $class): void {
         }
     }
 });
-
-Cvsm\Tests\Stub\StubServer::start();

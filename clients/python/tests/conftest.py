@@ -1,6 +1,10 @@
-"""Shared fixtures: a fake cvsm API on respx and one way to drive both clients.
+"""Shared fixtures: the shared stub API, a fake cvsm API on respx, one way to drive both clients.
 
-``FakeApi`` answers the endpoints the SDK uses (the read by name, the listing, the export and an
+``stub`` is conformance/stub.py (the one stub every SDK's own tests share) in a process of its
+own for the session, reset before each test: ``add`` stores secrets, ``fault`` queues its
+scripted faults, ``requests``/``kinds`` read what it recorded, ``push`` drives its open change
+streams; a test that asks for it and ``sdk`` gets clients pointed at it.
+``FakeApi`` (test_e2e.py's) answers the endpoints the SDK uses (the read by name, the listing, the export and an
 end-to-end team's key) from an in-memory store, takes the team by id or slug as the server does,
 records every request, and plays queued faults (responses or exceptions) before answering
 normally. ``E2eTeam`` makes it an end-to-end team: values stored sealed, the key wrapped to a
@@ -11,9 +15,14 @@ token's key pair.
 from __future__ import annotations
 
 import inspect
+import json
 import re
+import subprocess
+import sys
+import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
@@ -28,30 +37,19 @@ BASE_URL = "http://cvsm.test/api/v1"
 TEAM_ID = "5b0c2c9e-8d5e-4a55-9a40-0d7f3f3e1a11"
 TEAM_SLUG = "acme"
 TOKEN = "cvsm_" + "5e" * 32
-CVSM_VARIABLES = (
-    "CVSM_TOKEN",
-    "CVSM_BASE_URL",
-    "CVSM_TEAM",
-    "CVSM_ENVIRONMENT",
-    "CVSM_CACHE_TTL",
-    "CVSM_TIMEOUT",
-    "CVSM_MAX_RETRIES",
-    "CVSM_CA_FILE",
-    "CVSM_STALE_IF_ERROR",
-    "CVSM_LIVE",
-)
+CVSM_VARIABLES = tuple(f"CVSM_{name}" for name in (
+    "TOKEN", "BASE_URL", "TEAM", "ENVIRONMENT", "CACHE_TTL", "TIMEOUT", "MAX_RETRIES", "CA_FILE", "STALE_IF_ERROR",
+    "LIVE"))
 PROXY_VARIABLES = tuple(
     name for base in ("http_proxy", "https_proxy", "all_proxy", "no_proxy") for name in (base, base.upper())
 )
 
 # Matched on the raw (still percent-encoded) path, as a server routes it.
 _PATHS = [
-    ("teams", re.compile(r"^/api/v1/teams$")),
     ("export", re.compile(r"^/api/v1/teams/(?P<team>[^/]+)/secrets/export$")),
     ("list", re.compile(r"^/api/v1/teams/(?P<team>[^/]+)/secrets$")),
     ("changes", re.compile(r"^/api/v1/teams/(?P<team>[^/]+)/secrets/changes$")),
     ("by_name", re.compile(r"^/api/v1/teams/(?P<team>[^/]+)/secrets/by-name/(?P<name>[^/]+)$")),
-    ("value", re.compile(r"^/api/v1/teams/(?P<team>[^/]+)/secrets/(?P<id>[^/]+)$")),
     ("e2e_key", re.compile(r"^/api/v1/teams/(?P<team>[^/]+)/e2e/key$")),
 ]
 
@@ -60,11 +58,82 @@ def _raw_path(request: httpx.Request) -> str:
     return request.url.raw_path.decode("ascii").partition("?")[0]
 
 
-def kind_of(request: httpx.Request) -> str:
-    for kind, pattern in _PATHS:
-        if pattern.match(_raw_path(request)):
-            return kind
-    return "other"
+def kind_of(request: httpx.Request | str) -> str:
+    """Return the kind of a request (or of a raw path): "by_name", "export", "list", ..."""
+    path = request if isinstance(request, str) else _raw_path(request)
+    return next((kind for kind, pattern in _PATHS if pattern.match(path)), "other")
+
+
+STUB = Path(__file__).resolve().parents[3] / "conformance" / "stub.py"
+FAULT_PATHS = {"any": "/api/", "by_name": f"/api/v1/teams/{TEAM_ID}/secrets/by-name/",
+               "export": f"/api/v1/teams/{TEAM_ID}/secrets/export",
+               "changes": f"/api/v1/teams/{TEAM_ID}/secrets/changes"}
+
+
+class Stub:
+    """conformance/stub.py on 127.0.0.1 (HTTPS with ``cert``/``key``), driven over its /_stub API."""
+
+    def __init__(self, folder: Path, cert: str | None = None, key: str | None = None) -> None:
+        port_file = folder / "port"
+        self.process = subprocess.Popen([sys.executable, str(STUB), str(port_file), *filter(None, (cert, key))],
+                                        stderr=subprocess.DEVNULL)  # the clients it drips to hang up
+        deadline = time.monotonic() + 10
+        while not port_file.exists():
+            assert time.monotonic() < deadline and self.process.poll() is None, "the stub did not start"
+            time.sleep(0.02)
+        self.root = f"{'https' if cert else 'http'}://127.0.0.1:{port_file.read_text()}"
+        self.url = self.root + "/api/v1"
+        self._http = httpx.Client(base_url=self.root, verify=False, trust_env=False)
+
+    def _call(self, method: str, path: str, body: Any = None) -> Any:
+        content = None if body is None else json.dumps(body)
+        return self._http.request(method, path, content=content).raise_for_status().json()
+
+    def reset(self) -> None:
+        teams = [{"id": TEAM_ID, "slug": TEAM_SLUG, "name": "Acme", "plan": "starter"}]
+        self._call("POST", "/_stub/reset", {"token": TOKEN, "teams": teams, "secrets": []})
+
+    def add(self, name: str, value: str, environment: str = "production") -> None:
+        """Store ``value`` at the next version of ``name`` (1 for a new one), announcing nothing."""
+        self.push({"name": name, "environment": environment, "value": value, "silent": True})
+
+    def push(self, *items: dict[str, Any]) -> None:
+        """Apply /_stub/changes items: a change (announced on open streams), raw text, a close."""
+        self._call("POST", "/_stub/changes", list(items))
+
+    def fault(self, kind: str, count: int = 1, **fault: Any) -> None:
+        """Queue a fault for ``count`` requests of ``kind`` (a FAULT_PATHS key), e.g. status=503."""
+        self._call("POST", "/_stub/faults", [{"path": FAULT_PATHS[kind], "count": count, **fault}])
+
+    def requests(self, kind: str | None = None) -> list[dict[str, Any]]:
+        return [r for r in self._call("GET", "/_stub/requests") if kind in (None, kind_of(r["path"]))]
+
+    def kinds(self, since: int = 0) -> list[str]:
+        """Return the kinds of the requests recorded, from the ``since``-th on."""
+        return [kind_of(r["path"]) for r in self.requests()[since:]]
+
+    def streams(self) -> dict[str, int]:
+        return self._call("GET", "/_stub/streams")  # type: ignore[no-any-return]
+
+    def stop(self) -> None:
+        self._http.close()
+        self.process.terminate()
+        self.process.wait()
+
+
+@pytest.fixture(scope="session")
+def stub_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stub]:
+    server = Stub(tmp_path_factory.mktemp("stub"))
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def stub(stub_server: Stub, request: pytest.FixtureRequest) -> Stub:
+    stub_server.reset()
+    if "sdk" in request.fixturenames:
+        request.getfixturevalue("sdk").base_url = stub_server.url
+    return stub_server
 
 
 class E2eTeam:
@@ -116,11 +185,8 @@ class FakeApi:
         self.token = TOKEN
         self.e2e: E2eTeam | None = None
         self.secrets: list[dict[str, str]] = []
-        self.teams = [{"id": TEAM_ID, "slug": TEAM_SLUG, "name": "Acme", "plan": "starter"}]
         self.requests: list[httpx.Request] = []
         self._faults: list[tuple[str, Any]] = []
-        # The change stream's answer (a function of the request), for live clients; unset: 404.
-        self.changes: Any = None
 
     def add(self, name: str, value: str, environment: str = "production") -> str:
         secret_id = str(uuid.uuid4())
@@ -176,39 +242,23 @@ class FakeApi:
         if request.headers.get("Authorization") != f"Bearer {self.token}":
             return httpx.Response(401, json={"error": "token tidak valid"})
         match = next(p.match(_raw_path(request)) for k, p in _PATHS if k == kind) if kind != "other" else None
-        if kind == "teams":
-            return httpx.Response(200, json={"teams": self.teams})
-        if match is None or unquote(match.group("team")) not in (TEAM_ID, TEAM_SLUG):
+        if match is None or kind == "changes" or unquote(match.group("team")) not in (TEAM_ID, TEAM_SLUG):
             return httpx.Response(404, json={"error": "tidak ditemukan"})
         environment = request.url.params.get("environment")
-        if kind == "changes":
-            if self.changes is None:
-                return httpx.Response(404, json={"error": "tidak ditemukan"})
-            return self.changes(request)  # type: ignore[no-any-return]
         if kind == "e2e_key":
             if self.e2e is None:
                 return httpx.Response(400, json={"error": "tim ini bukan tim end-to-end"})
             return httpx.Response(200, json=self.e2e.key_answer())
-        if kind == "list":
-            search = request.url.params.get("search", "").lower()
-            items = [
-                {k: v for k, v in s.items() if k != "value"}
-                for s in self.secrets
-                if (environment is None or s["environment"] == environment) and search in s["name"].lower()
-            ]
-            return httpx.Response(200, json={"secrets": items, "total": len(items)})
+        if kind == "list":  # after a 404: the suggestions (none here)
+            return httpx.Response(200, json={"secrets": [], "total": 0})
         if kind == "export":
             return httpx.Response(
                 200,
                 json={s["name"]: s["value"] for s in self.secrets if environment in (None, s["environment"])},
                 headers={"Cvsm-E2E": "1"} if self.e2e is not None else None,  # as the server marks it
             )
-        if kind == "by_name":
-            wanted = (unquote(match.group("name")), environment or "production")
-            found = [s for s in self.secrets if (s["name"], s["environment"]) == wanted]
-        else:
-            found = [s for s in self.secrets if s["id"] == unquote(match.group("id"))]
-        for secret in found:
+        wanted = (unquote(match.group("name")), environment or "production")
+        for secret in (s for s in self.secrets if (s["name"], s["environment"]) == wanted):
             meta = {k: v for k, v in secret.items() if k != "value"}
             if self.e2e is not None:
                 meta["e2e"] = True
@@ -252,16 +302,21 @@ def api() -> Iterator[FakeApi]:
 
 
 class Sdk:
-    """Build a Client or an AsyncClient, and await calls only when the flavour needs it."""
+    """Build a Client or an AsyncClient, and await calls only when the flavour needs it.
+
+    What it built, and what ``owned`` holds, is closed after the test."""
 
     def __init__(self, flavour: str) -> None:
         self.flavour = flavour
         self.cls: type[Any] = cvsm.AsyncClient if flavour == "async" else cvsm.Client
+        self.base_url = BASE_URL
+        self.owned: list[Any] = []
 
     def client(self, **options: Any) -> Any:
-        defaults: dict[str, Any] = {"token": TOKEN, "base_url": BASE_URL, "team": TEAM_ID}
+        defaults: dict[str, Any] = {"token": TOKEN, "base_url": self.base_url, "team": TEAM_ID}
         defaults.update(options)
-        return self.cls(**{k: v for k, v in defaults.items() if v is not None})
+        self.owned.append(self.cls(**{k: v for k, v in defaults.items() if v is not None}))
+        return self.owned[-1]
 
     @staticmethod
     async def call(value: Any) -> Any:
@@ -269,5 +324,8 @@ class Sdk:
 
 
 @pytest.fixture(params=["sync", "async"])
-def sdk(request: pytest.FixtureRequest) -> Sdk:
-    return Sdk(request.param)
+async def sdk(request: pytest.FixtureRequest) -> AsyncIterator[Sdk]:
+    made = Sdk(request.param)
+    yield made
+    for owned in made.owned:  # real sockets to the stub: a client left open would warn
+        await made.call(owned.aclose() if hasattr(owned, "aclose") else owned.close())

@@ -1,8 +1,8 @@
 """Live caches (``live=True``) and ``refresh``: the change stream drops changed values at once.
 
-The change stream is played through respx by :class:`ChangeFeed` (the transport only); what the
-server really sends is proved by the conformance case ``live_update_visible_within_a_second`` and
-by server/tests/test_rotation_live.py, against the real server.
+The change stream is conformance/stub.py's (the ``stub`` fixture: ``push`` changes a secret and
+announces it, or writes raw events, or ends the open streams); what the server really sends is
+proved by the conformance cases live_* and by server/tests/test_rotation_live.py.
 """
 
 from __future__ import annotations
@@ -10,124 +10,31 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import queue
-import threading
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
-import httpx
 import pytest
 
 import cvsm
 from cvsm import _cache, _live
 
-from .conftest import FakeApi, Sdk
-
-_END = object()
+from .conftest import TOKEN, Sdk, Stub
 
 
-class _Connection(httpx.SyncByteStream, httpx.AsyncByteStream):
-    """One open change stream: the bytes the test pushes, until it is ended or closed."""
-
-    def __init__(self, request: httpx.Request) -> None:
-        self.request = request
-        self.queue: queue.Queue[Any] = queue.Queue()
-        self.closed = threading.Event()
-
-    def __iter__(self) -> Iterator[bytes]:
-        while not self.closed.is_set():
-            try:
-                item = self.queue.get(timeout=0.01)
-            except queue.Empty:
-                continue
-            if item is _END:
-                return
-            yield item
-
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        while not self.closed.is_set():
-            try:
-                item = self.queue.get_nowait()
-            except queue.Empty:
-                await asyncio.sleep(0.005)
-                continue
-            if item is _END:
-                return
-            yield item
-
-    def close(self) -> None:
-        self.closed.set()
-
-    async def aclose(self) -> None:
-        self.closed.set()
-
-
-class ChangeFeed:
-    """The change stream of a :class:`FakeApi`: each request opens a connection that starts with
-    a snapshot of the store's versions; the test pushes events to the newest one."""
-
-    def __init__(self, api: FakeApi) -> None:
-        self.api = api
-        self.connections: list[_Connection] = []
-        self.refuse: list[int] = []  # statuses to answer the next connections with
-        api.changes = self.answer
-
-    def versions(self, environment: str) -> dict[str, dict[str, Any]]:
-        return {
-            s["name"]: {"environment": environment, "version": s.get("version", 1)}
-            for s in self.api.secrets
-            if s["environment"] == environment
-        }
-
-    def answer(self, request: httpx.Request) -> httpx.Response:
-        if self.refuse:
-            status = self.refuse.pop(0)
-            return httpx.Response(status, json={"error": f"kesalahan {status}"})
-        connection = _Connection(request)
-        environment = request.url.params.get("environment", "production")
-        connection.queue.put(event("snapshot", {"secrets": self.versions(environment)}))
-        self.connections.append(connection)
-        return httpx.Response(200, headers={"Content-Type": "text/event-stream"}, stream=connection)
-
-    def push(self, data: bytes) -> None:
-        self.connections[-1].queue.put(data)
-
-    def end(self) -> None:
-        self.connections[-1].queue.put(_END)
-
-
-def event(name: str, data: dict[str, Any], event_id: str | None = None) -> bytes:
+def event(name: str, data: dict[str, Any], event_id: str | None = None) -> dict[str, str]:
+    """Return a /_stub/changes item that writes one event as it stands."""
     text = f"event: {name}\n" + (f"id: {event_id}\n" if event_id else "") + f"data: {json.dumps(data)}\n\n"
-    return text.encode()
+    return {"raw": text}
 
 
-def add(api: FakeApi, name: str, value: str, environment: str = "production") -> None:
-    """Store a secret at version 1; its by-name answer says its version, as the server's does."""
-    api.add(name, value, environment)
-    api.secrets[-1]["version"] = 1  # type: ignore[assignment]
-
-
-def update(api: FakeApi, name: str, value: str, environment: str = "production") -> int:
-    """Change a stored value as a PUT would: a new version. Return it."""
-    secret = next(s for s in api.secrets if (s["name"], s["environment"]) == (name, environment))
-    secret["value"] = value
-    secret["version"] = secret.get("version", 1) + 1  # type: ignore[assignment,operator]
-    return secret["version"]  # type: ignore[return-value]
-
-
-async def eventually(check: Callable[[], Any], timeout: float = 3.0) -> None:
+async def eventually(check: Callable[[], Any], timeout: float = 5.0) -> None:
     """Wait (letting the event loop run) until ``check()`` is true."""
     deadline = time.monotonic() + timeout
     while not check():
         if time.monotonic() > deadline:
             raise AssertionError("not within the time allowed")
-        await asyncio.sleep(0.005)
-
-
-@pytest.fixture
-def feed(api: FakeApi) -> ChangeFeed:
-    return ChangeFeed(api)
+        await asyncio.sleep(0.01)
 
 
 @pytest.fixture(autouse=True)
@@ -147,47 +54,17 @@ async def close(sdk: Sdk, client: Any) -> None:
     await sdk.call(client.aclose() if sdk.flavour == "async" else client.close())
 
 
-def stream_requests(api: FakeApi) -> list[httpx.Request]:
-    return [r for r in api.requests if r.url.path.endswith("/secrets/changes")]
+# Another name's change leaving a cached value, and dropping the get_all result: the conformance
+# case live_change_drops_the_get_all_result.
 
 
-def reads(api: FakeApi) -> list[str]:
-    return [k for k in api.kinds() if k != "changes"]
-
-
-async def test_a_change_of_a_name_not_cached_costs_nothing_and_a_new_name_drops_get_all(
-    sdk: Sdk, api: FakeApi, feed: ChangeFeed
-) -> None:
-    add(api, "A", "a")
-    client = sdk.client(live=True)
-    try:
-        assert await sdk.call(client.get_all()) == {"A": "a"}
-        await eventually(lambda: client.live_connected)
-        # The export fetched before the first snapshot held unknown versions: fetched again once.
-        assert await sdk.call(client.get_all()) == {"A": "a"}
-        api.reset_requests()
-        assert await sdk.call(client.get_all()) == {"A": "a"}
-        assert await sdk.call(client.get("A")) == "a"
-        assert api.requests == []
-        add(api, "B", "b")
-        feed.push(event("change", {"name": "B", "environment": "production", "version": 1}))
-        await eventually(lambda: client._cache.fresh_all() is None)
-        assert await sdk.call(client.get("A")) == "a"  # A did not change
-        assert api.requests == []
-        assert await sdk.call(client.get_all()) == {"A": "a", "B": "b"}
-        assert reads(api) == ["export"]
-    finally:
-        await close(sdk, client)
-
-
-async def test_a_deleted_secret_is_dropped(sdk: Sdk, api: FakeApi, feed: ChangeFeed) -> None:
-    add(api, "GONE", "value")
+async def test_a_deleted_secret_is_dropped(sdk: Sdk, stub: Stub) -> None:
+    stub.add("GONE", "value")
     client = sdk.client(live=True)
     try:
         await sdk.call(client.get("GONE"))
         await eventually(lambda: client.live_connected)
-        api.secrets.clear()
-        feed.push(event("change", {"name": "GONE", "deleted": True}))
+        stub.push({"name": "GONE", "deleted": True})
         await eventually(lambda: "GONE" not in client._cache.entries)
         with pytest.raises(cvsm.SecretNotFoundError):
             await sdk.call(client.get("GONE"))
@@ -195,85 +72,75 @@ async def test_a_deleted_secret_is_dropped(sdk: Sdk, api: FakeApi, feed: ChangeF
         await close(sdk, client)
 
 
-async def test_the_event_for_the_version_already_held_keeps_it(sdk: Sdk, api: FakeApi, feed: ChangeFeed) -> None:
-    add(api, "KEY", "one")
+async def test_the_event_for_the_version_already_held_keeps_it(sdk: Sdk, stub: Stub) -> None:
+    stub.add("KEY", "one")
     client = sdk.client(live=True)
     try:
         await sdk.call(client.get("KEY"))
         await eventually(lambda: client.live_connected)
-        version = update(api, "KEY", "two")
+        stub.add("KEY", "two")  # version 2, not announced yet
         assert await sdk.call(client.refresh("KEY")) == "two"  # read it before the event came
-        api.reset_requests()
-        feed.push(event("change", {"name": "KEY", "environment": "production", "version": version}))
-        feed.push(event("change", {"name": "UNRELATED", "environment": "production", "version": 3}))
+        mark = len(stub.requests())
+        stub.push(event("change", {"name": "KEY", "environment": "production", "version": 2}),
+                  event("change", {"name": "UNRELATED", "environment": "production", "version": 3}))
         await eventually(lambda: client._cache._stamp >= 3)
         assert await sdk.call(client.get("KEY")) == "two"
-        assert reads(api) == []
+        assert [k for k in stub.kinds(mark) if k != "changes"] == []
     finally:
         await close(sdk, client)
 
 
 async def test_after_a_lost_stream_it_reconnects_and_its_snapshot_catches_what_was_missed(
-    sdk: Sdk, api: FakeApi, feed: ChangeFeed, quick_reconnect: list[int], caplog: pytest.LogCaptureFixture
+    sdk: Sdk, stub: Stub, quick_reconnect: list[int], caplog: pytest.LogCaptureFixture
 ) -> None:
-    add(api, "MISSED", "before")
-    add(api, "SAME", "same")
+    stub.add("MISSED", "before")
+    stub.add("SAME", "same")
     client = sdk.client(live=True)
     try:
         await sdk.call(client.get("MISSED"))
         await sdk.call(client.get("SAME"))
         await eventually(lambda: client.live_connected)
-        feed.push(event("change", {"name": "SAME", "environment": "production", "version": 1}, event_id="41"))
+        stub.push(event("change", {"name": "SAME", "environment": "production", "version": 1}, event_id="41"))
         await eventually(lambda: client._live.last_event_id == "41")
         caplog.set_level(logging.INFO, logger="cvsm")
-        feed.push(b"")
-        update(api, "MISSED", "after")  # while the stream is down: no event
-        feed.refuse = [503]
-        feed.end()
-        await eventually(lambda: len(feed.connections) == 2)
-        await eventually(lambda: client.live_connected)  # the snapshot taken (and logged)
-        assert "MISSED" not in client._cache.entries
+        stub.add("MISSED", "after")  # while the stream is down: no event
+        stub.fault("changes", status=503)
+        stub.push({"close": True})
+        await eventually(lambda: len(stub.requests("changes")) == 3 and client.live_connected)
+        await eventually(lambda: "MISSED" not in client._cache.entries)  # the snapshot (logged)
         assert await sdk.call(client.get("MISSED")) == "after"
         assert "SAME" in client._cache.entries  # its version did not change
-        reconnects = stream_requests(api)[1:]
-        assert [r.headers.get("Last-Event-ID") for r in reconnects] == ["41", "41"]
+        reconnects = stub.requests("changes")[1:]
+        assert [r["headers"].get("last-event-id") for r in reconnects] == ["41", "41"]
         assert quick_reconnect == [0, 1]  # growing, then reset by the snapshot
         messages = [r.getMessage() for r in caplog.records]
         assert sum("change stream is down" in m for m in messages) == 1
         assert any("change stream is back (1 cached value(s) changed" in m for m in messages)
-        assert not any(api.token in m for m in messages)
+        assert not any(TOKEN in m for m in messages)
     finally:
         await close(sdk, client)
 
 
-async def test_an_end_event_with_a_refusal_empties_the_cache(sdk: Sdk, api: FakeApi, feed: ChangeFeed) -> None:
-    add(api, "KEY", "value")
+async def test_an_end_event_with_a_refusal_empties_the_cache(sdk: Sdk, stub: Stub) -> None:
+    stub.add("KEY", "value")
     client = sdk.client(live=True)
     try:
         await sdk.call(client.get("KEY"))
         await eventually(lambda: client.live_connected)
         assert len(client._cache) == 1
-        feed.refuse = [401]
-        feed.push(event("end", {"status": 401}))
-        await eventually(lambda: len(client._cache) == 0 and len(stream_requests(api)) == 2)
+        stub.fault("changes", status=401)
+        stub.push(event("end", {"status": 401}))
+        await eventually(lambda: len(client._cache) == 0 and len(stub.requests("changes")) == 2)
     finally:
         await close(sdk, client)
 
 
-async def test_a_refused_stream_waits_long_and_reads_still_work(sdk: Sdk, api: FakeApi, feed: ChangeFeed) -> None:
-    add(api, "KEY", "value")
-    feed.refuse = [403]
-    client = sdk.client(live=True)
-    try:
-        assert await sdk.call(client.get("KEY")) == "value"
-        await eventually(lambda: len(stream_requests(api)) == 2)
-        await eventually(lambda: client.live_connected)
-    finally:
-        await close(sdk, client)
+# A refused stream (401) emptying the cache and reads going on while it is down are the
+# conformance cases live_stream_refused_empties_the_cache and live_stream_down_falls_back_to_cache_ttl.
 
 
-async def test_close_ends_the_stream(sdk: Sdk, api: FakeApi, feed: ChangeFeed) -> None:
-    add(api, "KEY", "value")
+async def test_close_ends_the_stream(sdk: Sdk, stub: Stub) -> None:
+    stub.add("KEY", "value")
     client = sdk.client(live=True)
     await sdk.call(client.get("KEY"))
     await eventually(lambda: client.live_connected)
@@ -282,9 +149,9 @@ async def test_close_ends_the_stream(sdk: Sdk, api: FakeApi, feed: ChangeFeed) -
         assert client._stream_task is None
     else:
         assert not client._stream._thread.is_alive()
-    await eventually(lambda: feed.connections[0].closed.is_set())
+    await eventually(lambda: stub.streams() == {"open": 0, "closed": 1})
     await asyncio.sleep(0.05)
-    assert len(feed.connections) == 1  # no reconnection after close
+    assert len(stub.requests("changes")) == 1  # no reconnection after close
 
 
 # CVSM_LIVE's words, and no stream without live, are the conformance cases live_variable_spellings
@@ -298,19 +165,10 @@ def test_live_is_a_bool_and_shows_in_repr_only_when_on(sdk: Sdk, monkeypatch: py
         sdk.client(live="yes")
 
 
-async def test_refresh_raises_what_get_raises_and_never_serves_a_kept_value(
-    sdk: Sdk, api: FakeApi, clock: list[float]
-) -> None:
-    add(api, "KEY", "value")
-    client = sdk.client(stale_if_error=60, max_retries=0)
-    await sdk.call(client.get("KEY"))
-    api.fail("by_name", 503)
-    with pytest.raises(cvsm.ApiError) as caught:
-        await sdk.call(client.refresh("KEY"))
-    assert caught.value.status == 503
-    with pytest.raises(cvsm.SecretNotFoundError) as missing:
-        await sdk.call(client.refresh("key"))
-    assert missing.value.suggestion == "KEY"
+# refresh reading past the cache, its retries, its 404 with a suggestion and no kept value
+# answering it are the conformance case refresh_reads_past_the_cache.
+async def test_refresh_checks_its_name_and_environment_before_any_request(sdk: Sdk) -> None:
+    client = sdk.client(base_url="http://127.0.0.1:9/api/v1")  # nothing listens there
     with pytest.raises(cvsm.SecretNotFoundError, match="not a valid secret name"):
         await sdk.call(client.refresh("not a name"))
     with pytest.raises(cvsm.ConfigurationError):

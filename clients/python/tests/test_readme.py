@@ -12,7 +12,7 @@ import pytest
 
 import cvsm
 
-from .conftest import BASE_URL, TEAM_SLUG, TOKEN, FakeApi
+from .conftest import TEAM_SLUG, TOKEN, Stub
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -24,21 +24,22 @@ def first_python_example() -> str:
     return match.group(1)
 
 
-def test_the_first_readme_example_runs_as_printed(api: FakeApi, monkeypatch: pytest.MonkeyPatch,
+def test_the_first_readme_example_runs_as_printed(stub: Stub, monkeypatch: pytest.MonkeyPatch,
                                                   capsys: pytest.CaptureFixture[str]) -> None:
-    api.add("DATABASE_URL", "postgres://db.internal/app")
-    api.add("README_TEST_OTHER", "other")
+    stub.add("DATABASE_URL", "postgres://db.internal/app")
+    stub.add("README_TEST_OTHER", "other")
     monkeypatch.setenv("CVSM_TOKEN", TOKEN + "\n")  # as read from a mounted file
-    monkeypatch.setenv("CVSM_BASE_URL", BASE_URL)
+    monkeypatch.setenv("CVSM_BASE_URL", stub.url)
     monkeypatch.setenv("CVSM_TEAM", TEAM_SLUG)
     for name in ("DATABASE_URL", "README_TEST_OTHER"):
         monkeypatch.setenv(name, "placeholder")  # so that monkeypatch restores the environment
         monkeypatch.delenv(name)
     namespace: dict[str, object] = {}
     exec(compile(first_python_example(), "README.md", "exec"), namespace)
+    namespace["client"].close()  # type: ignore[attr-defined]
     assert namespace["database_url"] == "postgres://db.internal/app"
     assert os.environ["README_TEST_OTHER"] == "other"
-    assert api.kinds() == ["by_name", "export"]
+    assert stub.kinds() == ["by_name", "export"]
     assert capsys.readouterr().out == "loaded DATABASE_URL, README_TEST_OTHER\n"  # names, no value
 
 

@@ -1,51 +1,19 @@
-"""No token or secret value in a printed client, an error message or a log line."""
+"""No token or secret value in a printed client. Error messages: the conformance cases
+error_messages_hold_no_token_or_value and missing_configuration_is_configuration_error; log
+lines: test_stale.py (the warnings) and test_live.py (the stream's)."""
 
 from __future__ import annotations
 
-import logging
-
-import pytest
-
-import cvsm
-
-from .conftest import TOKEN, FakeApi, Sdk
+from .conftest import TOKEN, Sdk, Stub
 
 VALUE = "s3cr3t-v4lue-that-must-not-leak"
 
 
-async def test_printed_client_holds_no_token_or_value(sdk: Sdk, api: FakeApi) -> None:
-    api.add("A", VALUE)
+async def test_printed_client_holds_no_token_or_value(sdk: Sdk, stub: Stub) -> None:
+    stub.add("A", VALUE)
     client = sdk.client()
     await sdk.call(client.get("A"))
     for text in (repr(client), str(client), repr(client.config), repr(vars(client))):
         assert TOKEN not in text
         assert VALUE not in text
-    assert "base_url='http://cvsm.test/api/v1'" in repr(client)
-
-
-# No error message of any kind holds the token or a value: the conformance case
-# error_messages_hold_no_token_or_value.
-
-
-async def test_log_lines_hold_no_token_or_value(sdk: Sdk, api: FakeApi, caplog: pytest.LogCaptureFixture) -> None:
-    api.add("A", VALUE)
-    api.fail("by_name", 503)
-    caplog.set_level(logging.DEBUG)
-    client = sdk.client(team="acme", cache_ttl=0, stale_if_error=60)
-    await sdk.call(client.get("A"))
-    await sdk.call(client.get_all())
-    api.fail("any", *[503] * 6)
-    await sdk.call(client.get("A"))  # served stale, and logged as such
-    await sdk.call(client.get_all())
-    assert sum(r.levelno == logging.WARNING for r in caplog.records) == 2
-    assert any(r.name == "cvsm" for r in caplog.records)
-    logged = "\n".join(r.getMessage() for r in caplog.records)
-    assert TOKEN not in logged
-    assert VALUE not in logged
-
-
-def test_missing_configuration_message_does_not_echo_other_options(monkeypatch: pytest.MonkeyPatch) -> None:
-    with pytest.raises(cvsm.ConfigurationError) as caught:
-        cvsm.Client(token=TOKEN, base_url="http://cvsm.test/api/v1")
-    assert TOKEN not in str(caught.value)
-    assert str(caught.value).startswith("CVSM_TEAM is not set")
+    assert f"base_url='{stub.url}'" in repr(client)

@@ -6,7 +6,8 @@ require "yaml"
 require_relative "test_helper"
 
 # End-to-end teams: the cross-language vectors of conformance/vectors/e2e.json, then the client
-# against a fake end-to-end team (the key fetched once, values opened, the decryption error).
+# against a fake end-to-end team (concurrent first reads, secrecy); its wire rules are the
+# conformance cases e2e_*.
 class E2ETest < CvsmTest
   VECTORS_FILE = File.expand_path("../../../conformance/vectors/e2e.json", __dir__)
   VALUE = "postgres://app:s3cr3t@db.internal/app"
@@ -200,116 +201,6 @@ class E2ETest < CvsmTest
     client = e2e_client
     assert_equal Array.new(8) { |i| "v#{i}" }, Array.new(8) { |i| Thread.new { client.get("S#{i}") } }.map(&:value)
     assert_equal 1, paths(@server).count(key_path)
-  end
-
-  def test_an_empty_end_to_end_environment_needs_no_key
-    assert_equal({}, e2e_client(environment: "development").get_all)
-    assert_equal ["/teams/acme/secrets/export"], paths(@server)
-  end
-
-  def test_a_new_key_version_is_fetched_once_then_a_version_that_still_differs_does_not_open
-    client = e2e_client
-    client.get("DATABASE_URL")
-    @api.team_key = OpenSSL::Random.random_bytes(32) # the team was re-keyed: version 2
-    @api.key_version = 2
-    assert_equal "kunci rahasia — café 🔑", client.get("API_KEY")
-    assert_equal ["/teams/acme/secrets/by-name/API_KEY", key_path], paths(@server).last(2)
-    assert_equal "", client.get("EMPTY")
-    assert_equal 5, @server.log.size
-
-    sealed = @api.envelope("DATABASE_URL").sub("cvsm-e2e1.2.", "cvsm-e2e1.3.")
-    @api.script(%r{/by-name/}, json(200, "secret" => { "id" => "x", "name" => "DATABASE_URL" }, "value" => sealed,
-                                         "e2e" => true))
-    client.clear_cache
-    error = assert_raises(Cvsm::DecryptionError) { client.get("DATABASE_URL") }
-    assert_includes error.message, "key version 3"
-    assert_equal ["/teams/acme/secrets/by-name/DATABASE_URL", key_path], paths(@server).last(2)
-  end
-
-  def test_a_team_key_below_the_pin_or_with_a_forged_link_is_a_decryption_error
-    @api.key_version = 2
-    @token = @api.end_to_end!(@private_key, @public_key, key_version: 2)
-    @api.key_version = 1
-    assert_includes assert_raises(Cvsm::DecryptionError) { e2e_client.get("DATABASE_URL") }.message,
-                    "below the token's pinned version 2"
-
-    @token = @api.end_to_end!(@private_key, @public_key)
-    assert_equal VALUE, e2e_client.get("DATABASE_URL")
-    @api.team_key = OpenSSL::Random.random_bytes(32) # re-keyed by the server alone: no holder's link
-    @api.key_version = 2
-    @api.forged_links = { 2 => E2ESeal.link(@api.team_key, OpenSSL::Random.random_bytes(32), FakeApi::TEAM_ID, 2) }
-    assert_includes assert_raises(Cvsm::DecryptionError) { e2e_client.get("API_KEY") }.message, "pinned commitment"
-  end
-
-  def test_a_value_of_an_older_key_version_opens_through_the_verified_links
-    old = @api.envelope("DATABASE_URL")
-    client = e2e_client
-    @api.script(%r{/by-name/}, json(200, "secret" => { "id" => "x", "name" => "DATABASE_URL" }, "value" => old,
-                                         "e2e" => true))
-    assert_equal VALUE, client.get("DATABASE_URL")
-    client.clear_cache
-    first = @api.team_key
-    @api.team_key = OpenSSL::Random.random_bytes(32) # re-keyed: version 2, with its link to version 1
-    @api.key_version = 2
-    @api.script(%r{/by-name/}, json(200, "secret" => { "id" => "x", "name" => "DATABASE_URL" }, "value" => old,
-                                         "e2e" => true))
-    assert_equal VALUE, client.get("DATABASE_URL"), "sealed under version 1, opened with the key the link gave"
-    assert_equal "kunci rahasia — café 🔑", client.get("API_KEY"), "sealed under version 2"
-    held = client.instance_variable_get(:@team_key)
-    assert_equal 2, held.key_version
-    assert_equal first, held.key(1)
-  end
-
-  def test_a_wrap_that_does_not_open_with_the_tokens_key_is_a_decryption_error
-    _other_private, other_public = E2ESeal.key_pair
-    @api.end_to_end!(@private_key, other_public, team_key: @api.team_key)
-    error = assert_raises(Cvsm::DecryptionError) { e2e_client.get("DATABASE_URL") }
-    assert_includes error.message, "team key"
-    assert_equal "req-2", error.request_id, "the key answer's"
-    refute_includes error.message, @key_part
-  end
-
-  def test_an_export_without_the_header_gives_a_token_without_its_key_part_the_values_as_before
-    @api.script(%r{/export\z}, json(200, "DATABASE_URL" => VALUE), json(200, "DATABASE_URL" => VALUE))
-    assert_equal({ "DATABASE_URL" => VALUE }, client_for(@server).get_all)
-    ENV.delete("DATABASE_URL")
-    assert_equal ["DATABASE_URL"], client_for(@server).inject
-    assert_equal VALUE, ENV.fetch("DATABASE_URL")
-  end
-
-  def test_a_plain_answer_to_a_token_with_a_key_is_not_taken_as_the_value
-    @api.script(%r{/by-name/}, json(200, "secret" => { "id" => "x", "name" => "DATABASE_URL" }, "value" => "clear"))
-    @api.script(%r{/export\z}, json(200, "DATABASE_URL" => "clear"))
-    client = e2e_client
-    assert_includes assert_raises(Cvsm::DecryptionError) { client.get("DATABASE_URL") }.message, "not a sealed value"
-    assert_raises(Cvsm::DecryptionError) { client.get_all }
-    refute_includes paths(@server), key_path
-  end
-
-  def test_the_key_request_fails_with_the_usual_typed_errors
-    {
-      [403, "akses ditolak"] => Cvsm::PermissionDeniedError,
-      [401, "token tidak valid"] => Cvsm::AuthenticationError,
-      [404, "tim tidak ditemukan"] => Cvsm::ConfigurationError,
-      [400, "tim ini bukan end-to-end"] => Cvsm::ConfigurationError,
-      [429, "pelan"] => Cvsm::RateLimitError
-    }.each do |(status, text), error_class|
-      @api.script(%r{/e2e/key\z}, json(status, "error" => text))
-      error = assert_raises(error_class, status.to_s) { e2e_client.get("DATABASE_URL") }
-      assert_equal status, error.status
-    end
-    @api.script(%r{/e2e/key\z}, json(200, "team_id" => FakeApi::TEAM_ID), json(503, {}))
-    assert_raises(Cvsm::NetworkError, "an unreadable answer, retried") { e2e_client(max_retries: 0).get("DATABASE_URL") }
-    assert_equal VALUE, e2e_client(max_retries: 1).get("DATABASE_URL"), "a 503 is retried"
-  end
-
-  def test_a_permission_error_forgets_the_team_key_and_the_values
-    client = e2e_client
-    client.get("DATABASE_URL")
-    @api.script(%r{/by-name/}, json(403, "error" => "akses ditolak"))
-    assert_raises(Cvsm::PermissionDeniedError) { client.get("API_KEY") }
-    assert_equal VALUE, client.get("DATABASE_URL")
-    assert_equal ["/teams/acme/secrets/by-name/DATABASE_URL", key_path], paths(@server).last(2)
   end
 
   def test_the_key_part_and_the_team_key_are_never_printed_or_serialised

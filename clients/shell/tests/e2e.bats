@@ -58,19 +58,6 @@ setup() {
   source "$SDK"
 }
 
-@test "cvsm_get opens the value through cvsm, sending only the part of the token before the dot" {
-  need_format2
-  cvsm_get DATABASE_URL >"$BATS_TEST_TMPDIR/out"
-  [ "$(cat "$BATS_TEST_TMPDIR/out")" = "$(vector '.values[0].value')" ]
-  run stub_requests
-  [ "$(jq -c '[.[].path]' <<<"$output")" = '["/api/v1/teams/acme/secrets/by-name/DATABASE_URL","/api/v1/teams/acme/e2e/key"]' ]
-  [ "$(jq -r '[.[].headers.authorization] | unique | .[]' <<<"$output")" = "Bearer $API_TOKEN" ]
-  [[ $output != *"$KEY_PART"* ]]
-  # The opened value is cached as any value is: no request, and no cvsm, the second time.
-  cvsm_get DATABASE_URL >/dev/null
-  [ "$(count_requests)" -eq 2 ]
-}
-
 @test "the team key is kept in the cache directory: a later read is one request, until cvsm_clear_cache" {
   need_format2
   cvsm_get DATABASE_URL >/dev/null
@@ -123,21 +110,6 @@ setup() {
   [[ $output != *"$KEY_PART"* ]]
 }
 
-@test "a value that does not open fails with exit 9, kind decryption, naming the secret and no key" {
-  need_format2
-  e2e_reset 6 # the ciphertext changed
-  run cvsm_get DATABASE_URL
-  [ "$status" -eq 9 ]
-  [[ $output == "cvsm: "*DATABASE_URL* ]]
-  [[ $output != *"$KEY_PART"* && $output != *"$(vector '.values[6].envelope')"* ]]
-  local rc=0
-  cvsm_get_all >/dev/null 2>&1 || rc=$?
-  [ "$rc" -eq 9 ]
-  [ "$CVSM_ERROR_KIND" = decryption ]
-  [ -z "$CVSM_ERROR_STATUS" ]
-  [ "$CVSM_ERROR_REQUEST_ID" = req-3 ] # the export's (cvsm_get asked req-1 and req-2)
-}
-
 @test "a name that is absent is not found, with the by-name read's status, request id and a suggestion" {
   need_format2
   local rc=0
@@ -172,35 +144,6 @@ setup() {
   need_zsh
   zsh -c 'source "$1"; cvsm_get DATABASE_URL && cvsm_get -e staging API_KEY' _ "$SDK" >"$BATS_TEST_TMPDIR/out"
   [ "$(cat "$BATS_TEST_TMPDIR/out")" = "$(vector '.values[0].value, .values[2].value')" ]
-}
-
-@test "a token without its key part reading an end-to-end team is a configuration error" {
-  CVSM_TOKEN=$API_TOKEN
-  run cvsm_get DATABASE_URL
-  [ "$status" -eq 2 ]
-  [[ $output == *"end-to-end"*"key part"* ]]
-  [ "$(count_requests /e2e/key)" -eq 0 ]
-}
-
-@test "a token without its key part: the export of an end-to-end team (Cvsm-E2E: 1) is the same configuration error" {
-  CVSM_TOKEN=$API_TOKEN
-  PATH=/usr/local/bin:/usr/bin:/bin # read through curl, not cvsm
-  run cvsm_get DATABASE_URL
-  [ "$status" -eq 2 ]
-  local byname=$output
-  run cvsm_get_all
-  [ "$status" -eq 2 ]
-  [ "$output" = "$byname" ]
-  [[ $output == *"end-to-end"*"key part"* ]]
-  local rc=0
-  cvsm_inject 2>/dev/null || rc=$?
-  [ "$rc" -eq 2 ]
-  [ "$CVSM_ERROR_KIND" = configuration ]
-  [ "$CVSM_ERROR_REQUEST_ID" = req-3 ]
-  [ -z "${DATABASE_URL-}" ]
-  # Not retried, nothing cached: each call asked the export once, and never for a key.
-  [ "$(count_requests /secrets/export)" -eq 2 ]
-  [ "$(count_requests)" -eq 3 ]
 }
 
 @test "a token whose key part is malformed is a configuration error that quotes no part of it" {

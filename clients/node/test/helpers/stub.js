@@ -1,19 +1,14 @@
 'use strict';
 /**
- * stub: a tiny in-process imitation of the cvsm API (teams, secret list, secret by id, secret by
- * name, JSON export, an end-to-end team's key; a team by id or slug) on 127.0.0.1, recording
- * every request, with a queue of one-shot faults for tests.
+ * stub: e2e.test.js's in-process imitation of the cvsm API (secret by name, JSON export, an
+ * end-to-end team's key; a team by id or slug) on 127.0.0.1, recording every request,
+ * with a queue of one-shot faults. Every other test uses the shared stub (shared-stub.js,
+ * conformance/stub.py); this one goes when e2e.test.js's rules are conformance cases.
  */
 
-const fs = require('node:fs');
 const http = require('node:http');
-const https = require('node:https');
 
-const { pkiFile } = require('./pki');
-
-const TOKEN = 'cvsm_' + 'a1b2c3d4'.repeat(8);
-const TEAM_ID = '6f1c2b9e-3d4a-4f5b-8c7d-9e0f1a2b3c4d';
-const TEAM_SLUG = 'acme';
+const { SECRETS, TOKEN, TEAM_ID, TEAM_SLUG, cleanEnv } = require('./shared-stub');
 
 function send(res, status, body, headers = {}) {
   const text = typeof body === 'string' ? body : JSON.stringify(body);
@@ -21,72 +16,32 @@ function send(res, status, body, headers = {}) {
   res.end(text);
 }
 
-/** drip answers 200 with a JSON body written one byte every `intervalMs`. */
-function drip(res, intervalMs) {
-  const text = JSON.stringify({ teams: [], secrets: [], value: 'x' });
-  res.writeHead(200, { 'Content-Type': 'application/json' });
-  let i = 0;
-  const timer = setInterval(() => {
-    if (res.destroyed || i >= text.length) {
-      clearInterval(timer);
-      if (!res.destroyed) res.end();
-      return;
-    }
-    res.write(text[i++]);
-  }, intervalMs);
-  res.on('close', () => clearInterval(timer));
-}
-
 /**
  * StubServer answers like the cvsm API. `secrets` maps environment -> name -> value.
- * `fault(spec)` queues a one-shot answer for the next request: `{status, body, headers}`,
- * `{destroy: true}` (drop the connection), `{delayMs}` (answer normally, but late),
- * `{dripMs}` (a 200 whose body comes one byte every dripMs), `{until, status, body, headers}`
+ * `fault(spec)` queues a one-shot answer for the next request: `{until, status, body, headers}`
  * (that answer, made now, sent once the promise `until` resolves) or `{pass: true}` (answer
- * normally). Every answer carries `X-Request-Id: req-<n>`, n counting requests from 1.
- * With `tls: true` it serves https with the test PKI's server certificate (helpers/pki.js).
- * `token` is the API token it accepts (default TOKEN). With `e2e` (`{team_id, key_version,
- * wrapped_key}`, replaceable later through `stub.e2e`) the team is end-to-end: `secrets` then
- * holds envelopes, the by-name answer's secret says `"e2e": true`, the export carries the header
+ * normally). Every answer carries `X-Request-Id: req-<n>`,
+ * n counting requests from 1. `token` is the API token it accepts (default TOKEN). With `e2e`
+ * (`{team_id, key_version, wrapped_key}`, replaceable later through `stub.e2e`) the team is
+ * end-to-end: `secrets` then holds envelopes, the by-name answer's secret says `"e2e": true`, the export carries the header
  * `Cvsm-E2E: 1`, and `GET /teams/:team/e2e/key` answers `e2e`; without it that route answers
  * 400, as the server does for a team that is not.
  */
 class StubServer {
-  constructor({ secrets, tls = false, token = TOKEN, e2e = null } = {}) {
+  constructor({ secrets, token = TOKEN, e2e = null } = {}) {
     this.token = token;
     this.e2e = e2e;
     this.requests = [];
     this.faults = [];
-    this.teams = [
-      { id: '0b7c2c3e-0000-4000-8000-000000000000', slug: 'other', name: 'Other', plan: 'starter' },
-      { id: TEAM_ID, slug: TEAM_SLUG, name: 'Acme', plan: 'starter' },
-    ];
-    this.secrets = secrets || {
-      production: {
-        DATABASE_URL: 'postgres://prod-db-value',
-        API_KEY: 'prod-api-key-value',
-        API_KEY_OLD: 'prod-old-key-value',
-      },
-      staging: { DATABASE_URL: 'postgres://staging-db-value' },
-    };
-    const handler = (req, res) => this.#handle(req, res);
-    this.tls = tls;
-    this.server = tls
-      ? https.createServer(
-          {
-            key: fs.readFileSync(pkiFile('server-key.pem')),
-            cert: fs.readFileSync(pkiFile('server.pem')),
-          },
-          handler,
-        )
-      : http.createServer(handler);
+    this.secrets = secrets || structuredClone(SECRETS);
+    this.server = http.createServer((req, res) => this.#handle(req, res));
   }
 
   /** start listens on a free port of 127.0.0.1. */
   async start() {
     await new Promise((resolve) => this.server.listen(0, '127.0.0.1', resolve));
     this.port = this.server.address().port;
-    this.baseUrl = `${this.tls ? 'https' : 'http'}://127.0.0.1:${this.port}/api/v1`;
+    this.baseUrl = `http://127.0.0.1:${this.port}/api/v1`;
     return this;
   }
 
@@ -125,25 +80,6 @@ class StubServer {
       this.#route(req, res);
       return;
     }
-    if (fault && fault.dripMs) {
-      drip(res, fault.dripMs);
-      return;
-    }
-    if (fault && fault.destroy) {
-      req.socket.destroy();
-      return;
-    }
-    if (fault && fault.delayMs) {
-      const timer = setTimeout(() => {
-        if (!res.destroyed) this.#route(req, res);
-      }, fault.delayMs);
-      res.on('close', () => clearTimeout(timer));
-      return;
-    }
-    if (fault) {
-      send(res, fault.status, fault.body === undefined ? { error: 'gangguan' } : fault.body, fault.headers);
-      return;
-    }
     this.#route(req, res);
   }
 
@@ -156,7 +92,6 @@ class StubServer {
     const parts = url.pathname.split('/').filter(Boolean);
     if (parts[0] !== 'api' || parts[1] !== 'v1') return send(res, 404, { error: 'tidak ditemukan' });
     const [, , resource, team, sub, id, byName, extra] = parts;
-    if (resource === 'teams' && team === undefined) return send(res, 200, { teams: this.teams });
     if (resource === 'teams' && (team === TEAM_ID || team === TEAM_SLUG) && sub === 'e2e' && id === 'key' && byName === undefined) {
       if (this.e2e === null) return send(res, 400, { error: 'tim ini bukan tim end-to-end' });
       return send(res, 200, this.e2e);
@@ -184,48 +119,8 @@ class StubServer {
       const mark = this.e2e === null ? {} : { 'Cvsm-E2E': '1' };
       return send(res, 200, { ...(this.secrets[environment] || {}) }, mark);
     }
-    if (id === undefined) {
-      const search = (url.searchParams.get('search') || '').toLowerCase();
-      const names = Object.keys(this.secrets[environment] || {}).sort();
-      const secrets = names
-        .filter((name) => name.toLowerCase().includes(search))
-        .map((name) => ({
-          id: this.#idOf(environment, name),
-          name,
-          type: 'credential',
-          environment,
-          description: '',
-        }));
-      return send(res, 200, { secrets, total: secrets.length });
-    }
-    for (const [environment, values] of Object.entries(this.secrets)) {
-      for (const [name, value] of Object.entries(values)) {
-        if (this.#idOf(environment, name) === id) {
-          return send(res, 200, { secret: { id, name, environment, type: 'credential' }, value });
-        }
-      }
-    }
     return send(res, 404, { error: 'rahasia tidak ditemukan' });
   }
 }
 
-/** The proxy variables, which the tests control. */
-const PROXY_VARIABLES = ['http_proxy', 'HTTP_PROXY', 'https_proxy', 'HTTPS_PROXY', 'no_proxy', 'NO_PROXY'];
-
-/** cleanEnv removes every CVSM_* and proxy variable from this process's environment. */
-function cleanEnv() {
-  for (const name of Object.keys(process.env)) {
-    if (name.startsWith('CVSM_') || PROXY_VARIABLES.includes(name)) delete process.env[name];
-  }
-}
-
-/** freePort returns a port on 127.0.0.1 that nothing listens on (connections are refused). */
-async function freePort() {
-  const server = http.createServer();
-  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address();
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
-
-module.exports = { StubServer, TOKEN, TEAM_ID, TEAM_SLUG, PROXY_VARIABLES, cleanEnv, freePort };
+module.exports = { StubServer, TEAM_SLUG, cleanEnv };

@@ -1,16 +1,14 @@
 //! An end-to-end team for the stub server: the shared vectors
 //! (`conformance/vectors/e2e.json`, read from the repository), values sealed
-//! here under their team key as a writing client would, and the team key
-//! wrapped to the vectors' token (docs/e2e.md, format 2, with its back-links).
+//! here under their team key as a writing client would, and the vectors' team
+//! key wrapped to their token (docs/e2e.md, format 2, with its back-links).
 
 use std::sync::{Arc, Mutex};
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
 use ring::aead::{Aad, LessSafeKey, Nonce, UnboundKey, AES_256_GCM};
-use ring::hkdf::{Salt, HKDF_SHA256};
 use serde_json::{json, Value};
-use x25519_dalek::{PublicKey, StaticSecret};
 
 use super::{error, json, Reply, Request, TEAM_SLUG};
 
@@ -77,8 +75,6 @@ pub struct Team {
     pub api_token: String,
     /// private_key is the key part, base64url.
     pub private_key: String,
-    token_public: [u8; 32],
-    member_wrap: String,
     state: Mutex<State>,
 }
 
@@ -89,12 +85,6 @@ impl Team {
         let v = vectors();
         let recipient = &v["recipients"][1];
         assert_eq!(text(recipient, "what"), "token");
-        let mut token_public = [0u8; 32];
-        token_public.copy_from_slice(
-            &URL_SAFE_NO_PAD
-                .decode(text(recipient, "public_key"))
-                .unwrap(),
-        );
         let mut secrets: Vec<Sealed> = Vec::new();
         for entry in v["values"].as_array().unwrap() {
             let sealed = Sealed {
@@ -114,8 +104,6 @@ impl Team {
             token: text(&v["token"], "token"),
             api_token: text(&v["token"], "api_token"),
             private_key: text(&v["token"], "private_key"),
-            token_public,
-            member_wrap: text(&v["recipients"][0], "wrapped_key"),
             state: Mutex::new(State {
                 key_version: v["key_version"].as_u64().unwrap(),
                 team_key: URL_SAFE_NO_PAD.decode(text(&v, "team_key")).unwrap(),
@@ -188,79 +176,6 @@ impl Team {
             name: name.to_string(),
             envelope: envelope.to_string(),
         });
-    }
-
-    /// envelope returns the envelope held for `name` in `environment`.
-    pub fn envelope(&self, environment: &str, name: &str) -> String {
-        let state = self.state.lock().unwrap();
-        state
-            .secrets
-            .iter()
-            .find(|s| s.environment == environment && s.name == name)
-            .map(|s| s.envelope.clone())
-            .expect("a secret of the team")
-    }
-
-    /// rekey makes key version v + 1 (a new team key), wraps it to the
-    /// token's public key as the re-keying member's browser does, and
-    /// re-seals every value under it.
-    pub fn rekey(&self, values: &[(&str, &str, &str)]) {
-        {
-            let mut state = self.state.lock().unwrap();
-            state.key_version += 1;
-            let version = state.key_version;
-            let older = state.team_key.clone();
-            state.team_key = (0..32u8).map(|b| b ^ version as u8).collect();
-            let link_nonce = [version as u8 + 100; 12];
-            let link_aad = format!("cvsm-e2e:v2:link:{}:{version}", self.team_id);
-            let link = seal(&state.team_key, link_nonce, &older, &link_aad);
-            state.links.push((
-                version,
-                format!("cvsm-link1.{}.{}", b64u(&link_nonce), b64u(&link)),
-            ));
-            let ephemeral = StaticSecret::from([version as u8 + 40; 32]);
-            let eph_public = PublicKey::from(&ephemeral);
-            let shared = ephemeral.diffie_hellman(&PublicKey::from(self.token_public));
-            let mut salt = eph_public.as_bytes().to_vec();
-            salt.extend_from_slice(&self.token_public);
-            let mut wrapping = [0u8; 32];
-            Salt::new(HKDF_SHA256, &salt)
-                .extract(shared.as_bytes())
-                .expand(&[b"cvsm-e2e:v1:wrap"], HKDF_SHA256)
-                .unwrap()
-                .fill(&mut wrapping)
-                .unwrap();
-            let nonce = [version as u8; 12];
-            let aad = format!("cvsm-e2e:v1:team-key:{}:{version}", self.team_id);
-            let ct = seal(&wrapping, nonce, &state.team_key, &aad);
-            state.wrapped_key = format!(
-                "cvsm-wrap1.{}.{}.{}",
-                b64u(eph_public.as_bytes()),
-                b64u(&nonce),
-                b64u(&ct)
-            );
-            state.secrets.clear();
-        }
-        for (environment, name, value) in values {
-            self.put(environment, name, value);
-        }
-    }
-
-    /// key_version is the team's current key version.
-    pub fn key_version(&self) -> u64 {
-        self.state.lock().unwrap().key_version
-    }
-
-    /// drop_links answers the key request without its back-links, so the
-    /// served key no longer chains back to the token's pin.
-    pub fn drop_links(&self) {
-        self.state.lock().unwrap().links.clear();
-    }
-
-    /// wrap_for_the_member answers the key request with the member's wrap,
-    /// which the token's key does not open.
-    pub fn wrap_for_the_member(&self) {
-        self.state.lock().unwrap().wrapped_key = self.member_wrap.clone();
     }
 
     /// reply answers like the server for an end-to-end team: the by-name
