@@ -11,13 +11,13 @@ require "openssl"
 require "tmpdir"
 require "minitest/autorun"
 require "cvsm"
-require_relative "e2e_stub"
 
 # StubApi runs conformance/stub.py (python3) on a free port of 127.0.0.1 until the tests end, and
 # talks to it over HTTP: #reset its data, queue #faults, read back the #requests it answered.
 class StubApi
   SCRIPT = File.expand_path("../../../conformance/stub.py", __dir__)
   TOKEN = "cvsm_#{'ab12' * 16}".freeze
+  TEAM_ID = "0b9f4a8e-4c8d-4a53-9d58-0f1d2a3b4c5d"
   # The prefix of the paths of team "acme"'s secrets, for the faults' "path".
   SECRETS = "/api/v1/teams/acme/secrets"
 
@@ -41,13 +41,14 @@ class StubApi
 
   def base_url = "#{@tls ? 'https' : 'http'}://127.0.0.1:#{@port}/api/v1"
 
-  # Replaces the stub's data with team "acme" holding +secrets+ (name => production value), and
-  # forgets faults and recorded requests. Returns self.
-  def reset(secrets = {})
-    rows = secrets.each_with_index.map do |(name, value), i|
+  # Replaces the stub's data with team "acme" holding +secrets+ (name => production value, or the
+  # stub's rows), and forgets faults and recorded requests; +e2e+: the team key answer of an
+  # end-to-end team. Returns self.
+  def reset(secrets = {}, token: TOKEN, e2e: nil)
+    rows = secrets.is_a?(Array) ? secrets : secrets.each_with_index.map do |(name, value), i|
       { id: format("00000000-0000-4000-8000-%012d", i + 1), name: name, environment: "production", value: value }
     end
-    post("reset", token: TOKEN, teams: [{ id: "0b9f4a8e-4c8d-4a53-9d58-0f1d2a3b4c5d", slug: "acme" }], secrets: rows)
+    post("reset", token: token, teams: [{ id: TEAM_ID, slug: "acme" }], secrets: rows, e2e: e2e)
     self
   end
 
@@ -78,6 +79,8 @@ class StubApi
   end
 end
 
+require_relative "e2e_stub"
+
 # CvsmTest is the base class of the SDK's tests: it removes every CVSM_* and proxy variable for the
 # test and restores the environment afterwards.
 class CvsmTest < Minitest::Test
@@ -94,7 +97,6 @@ class CvsmTest < Minitest::Test
   end
 
   def teardown
-    (@servers || []).each(&:stop)
     ENV.replace(@saved_env)
   end
 

@@ -81,7 +81,7 @@ class TransportTest < CvsmTest
   end
 
   def test_http_factory_with_ca_file_gets_the_private_ca
-    stub = self.class.tls_stub.reset("A" => "over tls")
+    stub = self.class.tls_stub.reset({ "A" => "over tls" })
     factory = ->(uri) { Net::HTTP.new(uri.hostname, uri.port, nil) }
     client = Cvsm::Client.new(token: TOKEN, base_url: stub.base_url, team: "acme", http_factory: factory,
                               ca_file: TestPki.ca_file)
