@@ -371,11 +371,11 @@ async def run(entries: int, keep: Path | None) -> None:
 
         async with db.cursor(pool) as cur:
             start = time.perf_counter()
-            verdict = await audit_verify.verify_chain(cur, signer, busy)
+            verdict = await audit_verify.verify_chain(cur, signer, busy, pool=pool)
             seconds = time.perf_counter() - start
         assert verdict.ok, verdict.first_broken
         rate = verdict.checked / seconds
-        row("`audit verify`, the busy chain whole",
+        row(f"`audit verify`, the busy chain whole ({audit_verify.VERIFY_WORKERS} connections)",
             f"{verdict.checked:,} entries in {seconds:.1f} s ({rate:,.0f}/s: 2M in "
             f"{2_000_000 / rate:.0f} s)", "2M <= 60 s, linear")
         async with db.cursor(pool) as cur:

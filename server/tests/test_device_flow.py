@@ -279,3 +279,80 @@ async def test_an_end_to_end_team_is_refused_for_the_browser_to_wrap_its_key(
                                    read_only="on")
     assert status == 400 and "Tim end-to-end" in html
     assert await poll(client, started["device_code"]) == (400, {"error": "authorization_pending"})
+
+
+# --- a `cvsm login` token expires (CVSM_DEVICE_TOKEN_DAYS, issue 42) ---------------------------
+
+from datetime import datetime, timedelta, timezone  # noqa: E402
+
+import pytest  # noqa: E402
+
+from cvsm_server.accounts import tokens  # noqa: E402
+from cvsm_server.core.config import ConfigError, Settings  # noqa: E402
+
+
+async def login(client: TestClient, user: dict, team: str = "acme") -> dict[str, Any]:
+    """A whole `cvsm login`: the code, its approval on the page, the poll's answer."""
+    started = await start(client)
+    status, location, _ = await decide(client, user, started["user_code"], team=team)
+    assert (status, location) == (303, "/device")
+    status, body = await poll(client, started["device_code"])
+    assert status == 200, body
+    client.session.cookie_jar.clear()
+    return body
+
+
+def near(when: str, expected: datetime) -> bool:
+    return abs(datetime.fromisoformat(when) - expected) < timedelta(minutes=2)
+
+
+async def test_a_minted_token_expires_in_90_days_shown_to_whoami_and_on_the_tokens_page(
+        client: TestClient, api: Api, owner, team_id, database_url) -> None:
+    body = await login(client, owner)
+    expires_at = body["api_token"]["expires_at"]
+    assert expires_at is not None
+    assert near(expires_at, datetime.now(timezone.utc) + timedelta(days=90)), expires_at
+    [row] = await query(database_url, "SELECT expires_at FROM api_tokens WHERE id = %s",
+                        (body["api_token"]["id"],))
+    assert near(row["expires_at"].isoformat(), datetime.now(timezone.utc) + timedelta(days=90))
+    current = await client.get("/api/v1/tokens/current", headers=api.auth(body["access_token"]))
+    assert (await current.json())["api_token"]["expires_at"] == expires_at
+    sign_in_as(client, owner)
+    page = await (await client.get("/app/tokens", headers={"Accept-Language": "en"})).text()
+    day = datetime.fromisoformat(expires_at).astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M")
+    assert "Valid until" in page and f"{day} UTC" in page, page
+
+
+async def test_with_one_day_a_login_token_is_refused_a_day_later_as_any_expired_token(
+        start_client, make_settings, database_url, monkeypatch: pytest.MonkeyPatch) -> None:
+    client = await start_client(make_settings(device_token_days="1"))
+    api = Api(client)
+    owner = await api.register("short_lived")
+    await api.team(owner, "acme")
+    body = await login(client, owner)
+    assert near(body["api_token"]["expires_at"], datetime.now(timezone.utc) + timedelta(days=1))
+    auth = api.auth(body["access_token"])
+    assert (await client.get("/api/v1/me", headers=auth)).status == 200  # cached from now on
+    # A day and a minute later: this process's clock and the database's rows both moved on.
+    later = timedelta(days=1, minutes=1)
+    real_now = tokens.now
+    monkeypatch.setattr(tokens, "now", lambda: real_now() + later)
+    await query(database_url, "UPDATE api_tokens SET expires_at = expires_at - %s WHERE id = %s",
+                (later, body["api_token"]["id"]))
+    refused = await client.get("/api/v1/me", headers=auth)
+    assert (refused.status, await refused.json()) == (401, {"error": tokens.INVALID})
+    # the same answer as a token made in the dashboard that expired
+    made = await api.api_token(owner)
+    await query(database_url, "UPDATE api_tokens SET expires_at = now() - interval '1 second' "
+                              "WHERE id = %s", (made["api_token"]["id"],))
+    other = await client.get("/api/v1/me", headers=api.auth(made["token"]))
+    assert (other.status, await other.json()) == (401, {"error": tokens.INVALID})
+
+
+def test_the_device_token_days_setting() -> None:
+    base = {"CVSM_DATA_DIR": "/tmp/x"}
+    assert Settings.from_env(base).device_token_days == 90
+    assert Settings.from_env({**base, "CVSM_DEVICE_TOKEN_DAYS": "1"}).device_token_days == 1
+    for bad in ("0", "-1", "3651", "ninety", "1.5"):
+        with pytest.raises(ConfigError, match="CVSM_DEVICE_TOKEN_DAYS"):
+            Settings.from_env({**base, "CVSM_DEVICE_TOKEN_DAYS": bad})

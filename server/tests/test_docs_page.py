@@ -75,6 +75,11 @@ async def test_renders_in_chromium_without_console_errors(client: Any, tmp_path:
             assert await page.locator("#op-create_secret").is_visible()
             text = await page.locator("#op-create_secret").inner_text()
             assert "^[A-Za-z_][A-Za-z0-9_]{0,254}$" in text and "production" in text
+            # the browser asks for Indonesian: the chrome is Indonesian, the document's texts not
+            # (the headings are shown in capitals: compared in lower case)
+            assert "jawaban" in text.lower() and "token bearer" in text
+            assert "isi permintaan (application/json, wajib)" in text.lower()
+            assert (await page.locator("#title").inner_text()).startswith("Referensi ")
             shot = tmp_path / "docs.png"
             await page.screenshot(path=str(shot), full_page=False)
             assert shot.stat().st_size > 10_000
@@ -82,3 +87,26 @@ async def test_renders_in_chromium_without_console_errors(client: Any, tmp_path:
             await browser.close()
     assert problems == []
     assert foreign == []
+
+
+async def test_the_chrome_follows_the_page_language(client: Any) -> None:
+    """The reference's title, headings, navigation and language switch are in the page's
+    language (the cookie, `Accept-Language`, the server's default); its script's labels follow
+    `<html lang>` (`TEXTS` in docs.js); the OpenAPI document itself stays English."""
+    from test_i18n import indonesian_left
+
+    english = await client.get("/api/v1/docs", headers={"Accept-Language": "en-GB,en;q=0.9"})
+    html = await english.text()
+    assert english.status == 200 and '<html lang="en">' in html, html
+    assert "<title>cvsm API reference</title>" in html and 'aria-label="Operations"' in html
+    assert 'href="/language/id?next=%2Fapi%2Fv1%2Fdocs"' in html and "Bahasa Indonesia" in html
+    assert "in English, as in the OpenAPI document" in html
+    assert indonesian_left(html) == [], indonesian_left(html)
+    assert "Accept-Language" in english.headers["Vary"]
+    indonesian = await (await client.get("/api/v1/docs")).text()  # no header: the default
+    assert '<html lang="id">' in indonesian and "<title>Referensi API cvsm</title>" in indonesian
+    assert 'aria-label="Operasi"' in indonesian and 'href="/language/en?next=%2Fapi%2Fv1%2Fdocs"' in indonesian
+    # the switch's cookie (`/language/en`) wins over the browser's Accept-Language
+    html = await (await client.get("/api/v1/docs", headers={
+        "Accept-Language": "id", "Cookie": "cvsm_lang=en"})).text()
+    assert '<html lang="en">' in html

@@ -142,7 +142,12 @@ STOP_WORDS = ("Tambah", "Hapus", "Simpan", "Masuk", "Keluar", "Kata sandi", "Ang
               # the billing, set-up, device, rotation and webhook pages' own words
               "semua", "Setujui", "Tolak", "Lanjut", "Kode", "Diminta", "Kebijakan", "kebijakan",
               "Rotasi", "Setiap", "Berikutnya", "Kirim", "Pilih", "Langganan", "tagihan", "belum",
-              "terbatas", "sekarang", "ini", "Aktif", "nonaktif", "Pengiriman", "Salin", "mesin")
+              "terbatas", "sekarang", "ini", "Aktif", "nonaktif", "Pengiriman", "Salin", "mesin",
+              # the last walk's (issue 42): support, admin panel, help articles, API reference
+              "Batal", "Batalkan", "Rahasia", "Percakapan", "Pengguna", "Tiket", "Berlaku",
+              "Menurut", "artikel", "Sumber", "Asisten", "Referensi", "Memuat", "Operasi",
+              "Jawaban", "wajib", "Dibuat", "Terbuka", "Ditutup", "Catatan", "Balas", "Tutup",
+              "kedaluwarsa", "Sampai", "Dari", "Semua", "Pendaftar", "Berlangganan")
 
 
 def visible_text(html: str) -> str:
@@ -492,7 +497,7 @@ def _script_texts(name: str, language: str) -> dict[str, str]:
 
 
 def test_the_scripts_have_their_texts_in_both_languages_and_the_dotenv_ones_match_the_server():
-    for name in ("share.js", "e2e-pages.js", "e2e-dotenv.js"):
+    for name in ("share.js", "e2e-pages.js", "e2e-dotenv.js", "docs.js"):
         indonesian, english = _script_texts(name, "id"), _script_texts(name, "en")
         assert indonesian and set(indonesian) == set(english), name
         assert all(english[key] != indonesian[key] for key in english if key != "locale"), name
@@ -507,3 +512,77 @@ def test_the_scripts_have_their_texts_in_both_languages_and_the_dotenv_ones_matc
                           "duplicate": i18n.gettext(dotenv.DUPLICATE),
                           "invalidName": i18n.gettext(inputs.INVALID_NAME)}
     assert _script_texts("e2e-dotenv.js", "id")["duplicate"] == dotenv.DUPLICATE
+
+
+async def test_the_end_to_end_refusals_on_an_english_page_are_english(client: TestClient):
+    """The e2e syntax's fixed messages (`e2e/syntax.py`, marked `N_`, those with values raised as
+    `Text`) shown on a page are in its language; the API's JSON keeps the Indonesian text."""
+    import base64
+    import os
+
+    from cvsm_server.e2e import syntax
+    await sign_up(client)
+    english = {"Accept-Language": "en"}
+    csrf = await form_csrf(client, "/app/account")
+    page = await client.post("/app/account/e2e", headers=english, data={
+        "csrf": csrf, "public_key": "not-a-key", "wrapped_private_key": "x",
+        "recovery_wrapped_private_key": "y"})
+    html = await page.text()
+    assert page.status == 400 and '<html lang="en">' in html, html
+    assert ("The &#39;public_key&#39; field must be an X25519 public key (32 bytes, base64url "
+            "without padding)") in html, html
+    assert "harus kunci publik" not in html
+    key = base64.urlsafe_b64encode(os.urandom(32)).rstrip(b"=").decode()
+    page = await client.post("/app/account/e2e", headers=english, data={
+        "csrf": csrf, "public_key": key, "wrapped_private_key": "x",
+        "recovery_wrapped_private_key": "y"})
+    html = await page.text()
+    assert page.status == 400 and "with 600000 to 10000000 iterations" in html, html
+    assert indonesian_left(html) == [], indonesian_left(html)
+    other = await Api(client).register("e2e_api_english")
+    resp = await client.put("/api/v1/me/e2e-key", headers={**english, **Api.auth(other["token"])},
+                            json={"public_key": key, "wrapped_private_key": "x",
+                                  "recovery_wrapped_private_key": "y"})
+    assert resp.status == 400  # the API: the contract's Indonesian, filled in
+    assert (await resp.json())["error"] == syntax.BAD_PASS.format(
+        low=syntax.MIN_ITERATIONS, high=syntax.MAX_ITERATIONS)
+    assert (await resp.json())["error"].startswith("Kolom 'wrapped_private_key' harus")
+
+
+async def test_the_rest_of_the_english_dashboard_leaves_no_indonesian(
+        client: TestClient, database_url: str):
+    """The pages the main walk does not reach: the support page with an answered question and
+    an escalation, the admin panel (users, teams, a team's plan, stats, tickets, a ticket), the
+    newsletter, mail-link and invitation pages, the API reference; each with `Accept-Language:
+    en`, none showing an Indonesian word outside what a person typed."""
+    english = {"Accept-Language": "en"}
+    user = await sign_up(client)
+    [row] = await query(database_url, "SELECT id FROM users WHERE username = %s",
+                        (user["username"],))
+    await make_admin(database_url, {"id": row["id"]})
+    csrf = await form_csrf(client, "/app/teams")
+    await client.post("/app/teams", data={"csrf": csrf, "name": "Walk", "slug": "walk-team"})
+    asked = await client.post("/app/support", headers=english, data={
+        "csrf": csrf, "message": "how do I create an API token?"})
+    html = await asked.text()
+    conversation = re.search(r'name="conversation_id" value="([0-9a-f-]{36})"', html).group(1)  # type: ignore[union-attr]
+    await client.post("/app/support/escalate", headers=english, data={
+        "csrf": csrf, "conversation_id": conversation, "note": "please help"})
+    [ticket] = await query(database_url, "SELECT id FROM support_tickets")
+    [team] = await query(database_url, "SELECT id FROM teams WHERE slug = 'walk-team'")
+    paths = ["/app/support", f"/app/support?c={conversation}", "/app/admin/users",
+             "/app/admin/teams", f"/app/admin/teams/{team['id']}", "/app/admin/stats",
+             "/app/admin/tickets", "/app/admin/tickets?status=closed",
+             f"/app/admin/tickets/{ticket['id']}", "/newsletter", "/newsletter/confirm?token=x",
+             "/verify-email?token=x", "/invites/accept?token=x", "/api/v1/docs"]
+    for path in paths:
+        page = await client.get(path, headers=english)
+        html = await page.text()
+        assert page.status in (200, 400, 404), (path, page.status)  # a wrong link's refusal
+        assert '<html lang="en">' in html, path
+        # what the person typed (the question and the note) is theirs, shown as written
+        seen = html.replace("please help", "")
+        assert indonesian_left(seen) == [], (path, indonesian_left(seen))
+    support_page = await (await client.get(f"/app/support?c={conversation}", headers=english)).text()
+    assert "According to the article \u201cAPI tokens and their scope\u201d" in support_page
+    assert "Sources: API tokens and their scope" in support_page

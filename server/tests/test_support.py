@@ -5,6 +5,7 @@ belong to their user, messages are limited in size and rate, an escalation is a 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -124,18 +125,24 @@ async def test_questions_are_rate_limited_per_user(start_client: Callable[..., A
 
 
 async def test_articles_load_once_by_content_hash(client: TestClient, database_url: str) -> None:
-    rows = await query(database_url, "SELECT slug, content_hash, updated_at FROM help_articles ORDER BY slug")
+    rows = await query(database_url, "SELECT language, slug, content_hash, updated_at "
+                                     "FROM help_articles ORDER BY language, slug")
     shipped = support.shipped_articles()
-    assert [(r["slug"], r["content_hash"]) for r in rows] == [(a.slug, a.content_hash) for a in shipped]
+    assert [(r["language"], r["slug"], r["content_hash"]) for r in rows] == [
+        (a.language, a.slug, a.content_hash) for a in shipped]
     from cvsm_server import db
     pool = await db.create_pool(database_url, maxsize=1)
     try:
         assert await support.load_articles(pool) == 0  # unchanged: nothing rewritten
         changed = [support.parse_article("token-api", "# Token\n\nTeks baru tentang token.\n"),
-                   *[a for a in shipped if a.slug != "token-api"][:-1]]
+                   *[a for a in shipped if (a.language, a.slug) != ("id", "token-api")][:-1]]
         assert await support.load_articles(pool, changed) == 2  # one changed, one removed
-        passages = await query(database_url, "SELECT text FROM help_passages WHERE slug = 'token-api'")
+        passages = await query(database_url, "SELECT text FROM help_passages "
+                                             "WHERE language = 'id' AND slug = 'token-api'")
         assert [p["text"] for p in passages] == ["Teks baru tentang token."]
+        english = await query(database_url, "SELECT text FROM help_passages "
+                                            "WHERE language = 'en' AND slug = 'token-api'")
+        assert len(english) == 5  # the other language's article of that slug is its own
         assert len(await query(database_url, "SELECT 1 FROM help_articles")) == len(shipped) - 1
         assert await support.load_articles(pool) == 2
     finally:
@@ -300,3 +307,113 @@ def test_the_support_address_setting_is_one_email_address() -> None:
     for bad in ("desk", "a@b.c, d@e.f", "Desk <desk@example.com>"):
         with pytest.raises(ConfigError, match="CVSM_SUPPORT_EMAIL"):
             Settings.from_env({**env, "CVSM_SUPPORT_EMAIL": bad})
+
+
+# English beside Indonesian (issue 42) ------------------------------------------------------------
+
+def test_every_article_is_shipped_in_both_languages_with_the_same_sections() -> None:
+    indonesian = {a.slug: a for a in support.shipped_articles("id")}
+    english = {a.slug: a for a in support.shipped_articles("en")}
+    assert indonesian and set(english) == set(indonesian)
+    for slug, article in english.items():
+        assert len(article.passages) == len(indonesian[slug].passages), slug
+        assert article.title != indonesian[slug].title, slug
+
+
+@pytest.mark.parametrize(("question", "slug", "quoted"), [
+    ("How do I create an API token for CI?", "token-api", "A token is shown once only"),
+    ("can a token be limited to read-only for staging?", "token-api", "read-only"),
+    ("I forgot my password", "atur-ulang-kata-sandi", "Forgot your password?"),
+    ("how do I turn on two-factor authentication?", "autentikasi-dua-faktor", "Scan the QR code"),
+    ("how many secrets does the starter plan allow?", "paket-dan-kuota", "50 secrets and 5 members"),
+    ("delete my account", "hapus-akun", "7 days"),
+    ("my share link expired", "tautan-berbagi", "expired"),
+    ("inviting a colleague to the team by email", "undangan-tim", "even when they have no account"),
+    ("when does my cvsm login token expire?", "token-api", "90 days"),
+])
+async def test_an_english_account_asks_in_english_and_finds_english_articles(
+        client: TestClient, api: Api, question: str, slug: str, quoted: str) -> None:
+    user = await api.register()
+    await client.patch("/api/v1/me", headers=api.auth(user["token"]), json={"language": "en"})
+    answer = await ask(client, user, question)
+    assert answer["matched"] is True, answer
+    assert answer["articles"][0]["slug"] == slug, answer["articles"]
+    english_titles = {a.slug: a.title for a in support.shipped_articles("en")}
+    assert [a["title"] for a in answer["articles"]] == [
+        english_titles[a["slug"]] for a in answer["articles"]]
+    assert quoted in answer["answer"], answer["answer"]
+    assert answer["answer"].startswith(f"According to the article \u201c{english_titles[slug]}\u201d")
+
+
+async def test_the_api_answers_in_the_accounts_language_and_its_errors_stay_indonesian(
+        client: TestClient, api: Api) -> None:
+    user = await api.register()
+    # No language chosen: Indonesian, whatever the request's Accept-Language.
+    resp = await client.post("/api/v1/support/chat", headers={
+        **api.auth(user["token"]), "Accept-Language": "en"}, json={"message": "token API"})
+    answer = await resp.json()
+    assert answer["answer"].startswith("Menurut artikel"), answer
+    unmatched = await ask(client, user, "resep rendang padang")
+    assert unmatched["answer"] == support.NO_MATCH
+    await client.patch("/api/v1/me", headers=api.auth(user["token"]), json={"language": "en"})
+    unmatched = await ask(client, user, "a recipe for beef rendang")
+    assert unmatched["matched"] is False and unmatched["answer"].startswith("Sorry, I have not found")
+    assert "Talk to a human" in unmatched["answer"]
+    resp = await client.post("/api/v1/support/chat", headers={
+        **api.auth(user["token"]), "Accept-Language": "en"}, json={"message": "  "})
+    assert (resp.status, await resp.json()) == (400, {"error": "Kolom 'message' wajib diisi"})
+
+
+async def test_the_support_page_answers_and_refuses_in_the_page_language(
+        start_client: Callable[..., Any], make_settings: Callable[..., Settings]) -> None:
+    from test_dashboard import csrf_of, sign_up
+    client = await start_client(make_settings(app_url=""))
+    await sign_up(client)
+    english = {"Accept-Language": "en"}
+    csrf = csrf_of(await (await client.get("/app/support?new=1", headers=english)).text())
+    page = await client.post("/app/support", headers=english, data={
+        "csrf": csrf, "message": "how do I revoke an API token?"})
+    html = await page.text()
+    assert page.status == 200 and '<html lang="en">' in html, html
+    assert "According to the article \u201cAPI tokens and their scope\u201d" in html, html
+    assert "Sources: API tokens and their scope" in html
+    conversation = re.search(r'name="conversation_id" value="([0-9a-f-]{36})"', html).group(1)
+    # the page's script asks with Accept: application/json: its answer and refusals are English
+    resp = await client.post("/app/support", headers={**english, "Accept": "application/json"},
+                             data={"csrf": csrf, "message": "x" * (support.MAX_MESSAGE + 1)})
+    assert (resp.status, await resp.json()) == (
+        400, {"error": f"The 'message' field is at most {support.MAX_MESSAGE} characters"})
+    # the escalation's refusal beside its form (it was the API's Indonesian text)
+    page = await client.post("/app/support/escalate", headers=english, data={
+        "csrf": csrf, "conversation_id": conversation, "note": "n" * (support.MAX_MESSAGE + 1)})
+    html = await page.text()
+    assert page.status == 400 and f"The &#39;note&#39; field is at most {support.MAX_MESSAGE}" in html, html
+    assert "paling banyak" not in html
+    resp = await client.post("/app/support/escalate",
+                             headers={**english, "Accept": "application/json"},
+                             data={"csrf": csrf, "conversation_id": conversation, "note": "help"})
+    assert resp.status == 201
+    notice = (await resp.json())["notice"]
+    assert "admin" in notice and "email" in notice and "Permintaan" not in notice, notice
+    # The same page in Indonesian answers in Indonesian.
+    page = await client.post("/app/support", headers={"Accept-Language": "id"}, data={
+        "csrf": csrf, "message": "bagaimana mencabut token API?"})
+    html = await page.text()
+    assert "Menurut artikel \u201cToken API dan cakupannya\u201d" in html
+
+
+def test_the_ticket_mail_names_the_authors_in_its_language() -> None:
+    from cvsm_server.core import i18n
+    from cvsm_server.mail import messages as mail
+    i18n.load_catalogs()
+    context = {"ticket_id": "t-1", "user_email": "ana@example.com", "user_name": "Ana",
+               "note": "tolong", "link": "https://cvsm.test/app/admin/tickets/t-1",
+               "app_url": "https://cvsm.test",
+               "transcript": support._transcript([
+                   {"author": "user", "body": "lupa kata sandi"},
+                   {"author": "assistant", "body": "Buka halaman Masuk."}])}
+    english = mail.render("support_ticket", "desk@example.com", context, language="en")
+    assert "User: lupa kata sandi\n\nAssistant: Buka halaman Masuk." in english.text, english.text
+    assert "User: lupa kata sandi" in english.html and "Pengguna" not in english.text
+    indonesian = mail.render("support_ticket", "desk@example.com", context, language="id")
+    assert "Pengguna: lupa kata sandi\n\nAsisten: Buka halaman Masuk." in indonesian.text

@@ -4,11 +4,9 @@ require_relative "test_helper"
 
 # The value cache: hits, expiry, clearing, get_all filling it, and what is never cached.
 class CacheTest < CvsmTest
-
   def test_changing_a_returned_value_does_not_change_the_cache
-    api, server = start_api
-    api.add_secret("A", "1")
-    client = client_for(server)
+    stub_api("A" => "1")
+    client = stub_client
     all = client.get_all
     all["A"] << "tampered"
     all["NEW"] = "x"
@@ -18,26 +16,14 @@ class CacheTest < CvsmTest
   end
 
   def test_an_authentication_error_from_the_listing_after_a_404_empties_the_cache_too
-    api, server = start_api
-    api.add_secret("A", "1")
-    client = client_for(server)
+    stub = stub_api("A" => "1")
+    client = stub_client
     client.get("A")
-    api.script(%r{/secrets\z}, json(401, "error" => "token tidak valid"))
+    stub.faults({ path: StubApi::SECRETS, after: 1, status: 401 }) # the read by name passes, the listing is refused
     assert_raises(Cvsm::AuthenticationError) { client.get("MISSING") }
-    before = server.log.size
+    assert_equal ["/by-name/MISSING", ""], stub.paths.drop(1).map { |path| path.delete_prefix("/teams/acme/secrets") }
     client.get("A")
-    assert_equal before + 1, server.log.size
-  end
-
-  def test_cache_entries_live_exactly_ttl_seconds_on_the_clock
-    now = 100.0
-    cache = Cvsm::Cache.new(30, clock: -> { now })
-    cache.write(:k, "v")
-    now = 129.9
-    assert_equal "v", cache.read(:k)
-    now = 130.0
-    assert_nil cache.read(:k)
-    assert_equal 0, cache.size
+    assert_equal 4, stub.requests.size
   end
 
   def test_cache_inspect_shows_no_keys_or_values

@@ -5,9 +5,8 @@ require_relative "test_helper"
 # The client shared between threads (the wire rules are the conformance cases').
 class ClientTest < CvsmTest
   def test_concurrent_gets_from_many_threads_return_the_right_values
-    api, server = start_api
-    10.times { |i| api.add_secret("S#{i}", "v#{i}") }
-    client = client_for(server)
+    stub_api(Array.new(10) { |i| ["S#{i}", "v#{i}"] }.to_h)
+    client = stub_client
     results = Array.new(10) { |i| Thread.new { client.get("S#{i}") } }.map(&:value)
     assert_equal Array.new(10) { |i| "v#{i}" }, results
   end

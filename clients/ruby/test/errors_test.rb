@@ -4,26 +4,12 @@ require_relative "test_helper"
 
 # Error types per status, retries with backoff, timeouts and network failures.
 class ErrorsTest < CvsmTest
-  READ = %r{/secrets/by-name/[^/]+\z}.freeze
-  LIST = %r{/secrets\z}.freeze
-
-  # get("A") or get_all, by name.
-  def read(client, call)
-    call == :get ? client.get("A") : client.get_all
-  end
-
-  # How many reads by name +server+ received.
-  def reads(server)
-    paths(server).count { |path| READ.match?(path) }
-  end
-
   def test_backoff_sleeps_a_random_time_below_0_1_times_2_to_the_attempt
-    api, server = start_api
-    api.script(%r{/export\z}, json(503, {}), json(503, {}), json(503, {}))
+    stub_api.faults({ path: "#{StubApi::SECRETS}/export", count: 3, status: 503 })
     sleeps = []
     random = Object.new
     def random.rand = 0.99
-    config = Cvsm::Configuration.new(token: TOKEN, base_url: server.base_url, team: "acme", max_retries: 3)
+    config = Cvsm::Configuration.new(token: TOKEN, base_url: StubApi.shared.base_url, team: "acme", max_retries: 3)
     transport = Cvsm::Transport.new(config, sleeper: ->(s) { sleeps << s }, random: random)
     transport.get_json("/teams/acme/secrets/export", { format: "json" })
     assert_equal 3, sleeps.size
@@ -33,9 +19,8 @@ class ErrorsTest < CvsmTest
   end
 
   def test_a_timed_out_attempt_leaves_no_watchdog_thread_behind
-    api, server = start_api
-    api.script(READ, [:drip, 0.05, json(200, "secret" => {}, "value" => "v")])
-    client = client_for(server, timeout: 0.3, max_retries: 0)
+    stub_api.faults({ path: StubApi::SECRETS, status: 200, body: '{"secret": {}, "value": "v"}', drip: 0.05 })
+    client = stub_client(timeout: 0.3, max_retries: 0)
     assert_raises(Cvsm::NetworkError) { client.get("A") }
     assert_empty Thread.list.select { |t| t.name == "cvsm-deadline" && t.alive? }
   end

@@ -5,90 +5,12 @@ require "logger"
 require "stringio"
 
 # Live caches (R16) where the conformance cases do not look: the option and CVSM_LIVE, the
-# event-stream parser, the reconnection pauses, Last-Event-ID, and close ending the stream.
+# event-stream parser, the reconnection pauses, Last-Event-ID, and close ending the stream (on
+# conformance/stub.py's change stream).
 class LiveTest < CvsmTest
-  # A server that holds each change-stream connection open for the test to write events to, and
-  # answers reads by name from +values+ (name => [value, version]).
-  class SseServer
-    attr_reader :values, :requests, :streams
-
-    def initialize
-      @values = {}
-      @requests = Queue.new
-      @streams = Queue.new
-      @server = TCPServer.new("127.0.0.1", 0)
-      @threads = []
-      @acceptor = Thread.new do
-        loop { @threads << Thread.new(@server.accept) { |socket| serve(socket) } }
-      rescue IOError, Errno::EBADF
-        nil
-      end
-    end
-
-    def base_url = "http://127.0.0.1:#{@server.addr[1]}/api/v1"
-
-    def stop
-      @server.close
-      @acceptor.join(1)
-      @threads.each(&:kill)
-    end
-
-    private
-
-    def serve(socket)
-      target = socket.gets("\r\n").split(" ")[1]
-      headers = {}
-      while (line = socket.gets("\r\n")) && line != "\r\n"
-        name, value = line.split(":", 2)
-        headers[name.strip.downcase] = value.strip
-      end
-      @requests << [target, headers]
-      return stream(socket) if target.include?("/secrets/changes")
-
-      value, version = @values.fetch(target[%r{/by-name/(\w+)}, 1])
-      body = JSON.generate("secret" => { "name" => "A", "version" => version }, "value" => value)
-      socket.write("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: #{body.bytesize}\r\n" \
-                   "Connection: close\r\n\r\n#{body}")
-    ensure
-      socket.close unless socket.closed?
-    end
-
-    def stream(socket)
-      socket.write("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n")
-      closed = Queue.new
-      @streams << [socket, closed]
-      begin
-        socket.read # until the client closes its end
-      rescue IOError, SystemCallError
-        nil # the test closed it
-      end
-      closed << true
-    end
-  end
-
-  def setup
-    super
-    @sse = SseServer.new
-  end
-
   def teardown
     @client&.close
-    @sse.stop
     super
-  end
-
-  def live_client(**options)
-    @log = StringIO.new
-    @client = Cvsm::Client.new(token: TOKEN, base_url: @sse.base_url, team: "acme", live: true,
-                               logger: Logger.new(@log), **options)
-  end
-
-  def next_request
-    Timeout.timeout(5) { @sse.requests.pop }
-  end
-
-  def next_stream
-    Timeout.timeout(5) { @sse.streams.pop }
   end
 
   def eventually
@@ -100,12 +22,10 @@ class LiveTest < CvsmTest
   # CVSM_LIVE's words are the conformance cases live_variable_spellings and
   # live_variable_turns_the_stream_on_and_off; here the option's own type and precedence.
   def test_live_option
-    refute Cvsm::Client.new(token: TOKEN, base_url: @sse.base_url, team: "acme").live?
-    assert_raises(Cvsm::ConfigurationError) do
-      Cvsm::Client.new(token: TOKEN, base_url: @sse.base_url, team: "acme", live: "yes")
-    end
+    refute stub_client.live?
+    assert_raises(Cvsm::ConfigurationError) { stub_client(live: "yes") }
     ENV["CVSM_LIVE"] = "1"
-    assert_equal false, Cvsm::Client.new(token: TOKEN, base_url: @sse.base_url, team: "acme", live: false).live?
+    assert_equal false, stub_client(live: false).live?
   end
 
   def test_decoder_reads_events_comments_ids_and_every_line_ending
@@ -146,45 +66,39 @@ class LiveTest < CvsmTest
   end
 
   def test_one_stream_drops_a_changed_value_and_close_ends_it
-    @sse.values["A"] = ["one", 1]
-    client = live_client
+    stub = stub_api("A" => "one")
+    log = StringIO.new
+    client = @client = stub_client(live: true, logger: Logger.new(log))
     assert_equal "one", client.get("A")
-    requests = [next_request, next_request].sort_by { |target, _| target.include?("changes") ? 0 : 1 }
-    target, headers = requests.first
-    assert_equal "/api/v1/teams/acme/secrets/changes?environment=production", target
-    assert_equal "text/event-stream", headers["accept"]
-    assert_equal "Bearer #{TOKEN}", headers["authorization"]
-    assert_nil headers["last-event-id"]
-    socket, closed = next_stream
-    socket.write("event: snapshot\ndata: {\"secrets\": {\"A\": {\"environment\": \"production\", \"version\": 1}}}\n\n")
     eventually { client.live_connected? }
+    streams = -> { stub.requests.select { |r| r["path"].end_with?("/secrets/changes") } }
+    headers = streams.call.first["headers"]
+    assert_equal ["environment=production", "text/event-stream", "Bearer #{TOKEN}", nil],
+                 [streams.call.first["query"], headers["accept"], headers["authorization"], headers["last-event-id"]]
     assert_equal "one", client.get("A") # the version held is the snapshot's: still cached
-    @sse.values["A"] = ["two", 2]
-    socket.write("id: 42\nevent: change\ndata: {\"name\": \"A\", \"environment\": \"production\", \"version\": 2}\n\n")
+    stub.changes({ name: "A", value: "two", id: "42" })
     eventually { client.get("A") == "two" }
-    assert_equal "two", client.get("A")
-    assert_equal 1, @sse.requests.size # one read by name for the change; nothing polls
-    assert_match %r{/by-name/A\?environment=production\z}, next_request.first
+    assert_equal 2, stub.paths.count("/teams/acme/secrets/by-name/A"), "one read for the change; nothing polls"
 
-    socket.close # dropped: the client connects again, naming the last event
-    _, headers = next_request
-    assert_equal "42", headers["last-event-id"]
-    socket, closed = next_stream
-    refute_includes @log.string, TOKEN
-    assert_includes @log.string, "the change stream is down"
+    stub.changes({ close: true }) # dropped: the client connects again, naming the last event
+    eventually { streams.call.size == 2 }
+    assert_equal "42", streams.call.last["headers"]["last-event-id"]
+    refute_includes log.string, TOKEN
+    assert_includes log.string, "the change stream is down"
     shown = client.instance_variables.map { |name| client.instance_variable_get(name).inspect }.join
     refute_includes shown, TOKEN
     refute_includes shown, "two"
 
     stream = client.instance_variable_get(:@stream)
+    eventually { stub.streams["open"] == 1 }
     assert_predicate stream, :alive?
     assert_nil client.close
-    Timeout.timeout(5) { closed.pop } # the server saw the connection closed
+    eventually { stub.streams["open"].zero? } # the stub saw the connection closed
     refute_predicate stream, :alive?
     assert_nil client.close # idempotent
-    socket.close
+    before = stub.requests.size
     assert_equal "two", client.get("A") # reads still work, from the cache, and open nothing
-    assert_empty @sse.requests
+    assert_equal before, stub.requests.size
   end
 
   def test_cache_takes_snapshots_and_changes
@@ -214,10 +128,10 @@ class LiveTest < CvsmTest
   end
 
   def test_refresh_refuses_an_environment_that_is_not_a_name
-    client = Cvsm::Client.new(token: TOKEN, base_url: @sse.base_url, team: "acme")
+    stub = stub_api
     ["", :staging, 1].each do |environment|
-      assert_raises(Cvsm::ConfigurationError) { client.refresh("A", environment: environment) }
+      assert_raises(Cvsm::ConfigurationError) { stub_client.refresh("A", environment: environment) }
     end
-    assert_empty @sse.requests
+    assert_empty stub.requests
   end
 end

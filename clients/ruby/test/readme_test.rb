@@ -21,16 +21,14 @@ class ReadmeTest < CvsmTest
   end
 
   def test_the_first_example_runs_exactly_as_printed
-    api, server = start_api
-    api.add_secret("DATABASE_URL", "postgres://db")
-    api.add_secret("API_KEY", "k-123")
-    env = clean_env.merge("CVSM_TOKEN" => TOKEN, "CVSM_BASE_URL" => server.base_url, "CVSM_TEAM" => "acme")
+    stub = stub_api("DATABASE_URL" => "postgres://db", "API_KEY" => "k-123")
+    env = clean_env.merge("CVSM_TOKEN" => TOKEN, "CVSM_BASE_URL" => StubApi.shared.base_url, "CVSM_TEAM" => "acme")
     script = fenced("ruby")
     out, err, status = Open3.capture3(env, RbConfig.ruby, "-I", File.join(ROOT, "lib"), "-e", script,
                                       unsetenv_others: true)
     assert status.success?, err
     assert_equal "loaded API_KEY, DATABASE_URL\n", out
-    assert_equal ["/teams/acme/secrets/by-name/DATABASE_URL", "/teams/acme/secrets/export"], paths(server)
+    assert_equal ["/teams/acme/secrets/by-name/DATABASE_URL", "/teams/acme/secrets/export"], stub.paths
   end
 
   def test_the_install_line_builds_and_installs_the_gem_from_a_clone_into_an_empty_folder

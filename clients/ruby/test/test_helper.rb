@@ -1,341 +1,92 @@
 # frozen_string_literal: true
 
-# Shared test support: a tiny TCPServer-based HTTP stub, a fake cvsm API served by it, and a
-# base test class that isolates CVSM_* variables.
+# Shared test support: StubApi, a launcher for conformance/stub.py (the stub API every SDK's tests
+# share), a self-signed certificate for its HTTPS, and a base test class that isolates CVSM_* and
+# proxy variables.
 $LOAD_PATH.unshift(File.expand_path("../lib", __dir__))
-require "json"
-require "openssl"
-require "socket"
 require "fileutils"
+require "json"
+require "net/http"
+require "openssl"
 require "tmpdir"
-require "uri"
 require "minitest/autorun"
 require "cvsm"
 
-# StubServer is a minimal HTTP/1.1 server on 127.0.0.1 for tests (over TLS when given an
-# OpenSSL::SSL::SSLContext). Each connection gets one response from the handler, then is closed.
-# The handler returns [status, headers, body], :drop (close without answering), :drop_mid
-# (close halfway through the body), [:delay, seconds, response] or [:drip, seconds, response]
-# (the whole answer one byte at a time, +seconds+ apart) or [:drip_body, seconds, response]. Every answer carries
-# X-Request-Id: req-<n>, n counting the requests from 1, unless the response sets its own.
-class StubServer
-  Request = Struct.new(:method, :target, :path, :query, :headers, keyword_init: true)
-
-  def initialize(tls: nil, &handler)
-    @handler = handler
-    @tls = tls
-    @log = []
-    @log_mutex = Mutex.new
-    @threads = []
-    @server = TCPServer.new("127.0.0.1", 0)
-    @acceptor = Thread.new { accept_loop }
-  end
-
-  def port
-    @server.addr[1]
-  end
-
-  def base_url
-    "#{@tls ? 'https' : 'http'}://127.0.0.1:#{port}/api/v1"
-  end
-
-  # StubServer#log returns every request received so far, oldest first.
-  def log
-    @log_mutex.synchronize { @log.dup }
-  end
-
-  def stop
-    @server.close unless @server.closed?
-    @acceptor.join(1)
-    @threads.each(&:kill)
-  end
-
-  private
-
-  def accept_loop
-    loop do
-      socket = @server.accept
-      @threads << Thread.new(socket) { |s| serve(s) }
-    end
-  rescue IOError, Errno::EBADF
-    nil
-  end
-
-  def serve(socket)
-    socket = tls_accept(socket) if @tls
-    request = read_request(socket)
-    return if request.nil?
-
-    number = @log_mutex.synchronize { @log << request }.size
-    answer(socket, @handler.call(request), number)
-  rescue IOError, SystemCallError, OpenSSL::SSL::SSLError
-    nil
-  ensure
-    socket.close unless socket.closed?
-  end
-
-  def tls_accept(socket)
-    tls = OpenSSL::SSL::SSLSocket.new(socket, @tls)
-    tls.sync_close = true
-    tls.accept
-  end
-
-  def read_request(socket)
-    line = socket.gets("\r\n")
-    return nil if line.nil?
-
-    method, target, = line.split(" ")
-    headers = {}
-    while (header = socket.gets("\r\n")) && header != "\r\n"
-      name, value = header.split(":", 2)
-      headers[name.strip.downcase] = value.to_s.strip
-    end
-    uri = URI.parse(target)
-    query = uri.query ? URI.decode_www_form(uri.query).to_h : {}
-    Request.new(method: method, target: target, path: uri.path, query: query, headers: headers)
-  end
-
-  def answer(socket, response, number)
-    return if response == :drop
-
-    if response == :drop_mid
-      socket.write("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 200\r\n\r\n{\"secrets\": [")
-      return
-    end
-
-    drip = nil
-    if response.is_a?(Array) && response[0] == :delay
-      sleep(response[1])
-      response = response[2]
-    elsif response.is_a?(Array) && %i[drip drip_body].include?(response[0])
-      kind, drip, response = response
-    end
-    raw = raw_response(*response, number)
-    return socket.write(raw) unless drip
-
-    if kind == :drip_body # the status line and headers at once, then the body
-      head, _, raw = raw.partition("\r\n\r\n")
-      socket.write("#{head}\r\n\r\n")
-    end
-    raw.each_char do |byte|
-      socket.write(byte)
-      sleep(drip)
-    end
-  end
-
-  def raw_response(status, headers, body, number)
-    body = body.to_s.b
-    lines = ["HTTP/1.1 #{status} #{status == 200 ? 'OK' : 'Status'}",
-             "Content-Length: #{body.bytesize}", "Connection: close"]
-    lines << "X-Request-Id: req-#{number}" unless headers.keys.any? { |name| name.casecmp?("X-Request-Id") }
-    headers.each { |name, value| lines << "#{name}: #{value}" }
-    "#{lines.join("\r\n")}\r\n\r\n".b + body
-  end
-end
-
-# E2ESeal is the writing half of docs/e2e.md, for the tests alone (the SDK only opens): key
-# pairs, team-key wraps and sealed values, built with OpenSSL as Cvsm::E2E builds the keys.
-module E2ESeal
-  module_function
-
-  def b64u(bytes) = [bytes].pack("m0").tr("+/", "-_").delete("=")
-
-  # C_v, the commitment to a team key of a version (docs/e2e.md "Format 2").
-  def commitment(team_key, team_id, key_version)
-    OpenSSL::KDF.hkdf(team_key, salt: "", info: "cvsm-e2e:v2:commit:#{team_id}:#{key_version}", length: 32,
-                                hash: "SHA256")
-  end
-
-  # cvsm-link1: the key of version - 1 sealed under the key of version.
-  def link(new_key, old_key, team_id, version)
-    nonce = OpenSSL::Random.random_bytes(12)
-    "cvsm-link1.#{b64u(nonce)}.#{b64u(encrypt(new_key, nonce, old_key, "cvsm-e2e:v2:link:#{team_id}:#{version}"))}"
-  end
-
-  # [private key, public key], 32 raw bytes each.
-  def key_pair
-    key = OpenSSL::PKey.generate_key("X25519")
-    [key.private_to_der.byteslice(-32, 32), key.public_to_der.byteslice(-32, 32)]
-  end
-
-  def encrypt(key, nonce, plain, aad)
-    cipher = OpenSSL::Cipher.new("aes-256-gcm").encrypt
-    cipher.key = key
-    cipher.iv = nonce
-    cipher.auth_data = aad
-    ct = plain.empty? ? +"" : cipher.update(plain)
-    ct << cipher.final
-    ct << cipher.auth_tag
-  end
-
-  # cvsm-wrap1: +team_key+ wrapped to the raw X25519 public key +recipient+.
-  def wrap(team_key, team_id, key_version, recipient)
-    eph = OpenSSL::PKey.generate_key("X25519")
-    eph_public = eph.public_to_der.byteslice(-32, 32)
-    shared = eph.derive(OpenSSL::PKey.read(Cvsm::E2E::PUBLIC_DER_PREFIX + recipient))
-    wrapping = OpenSSL::KDF.hkdf(shared, salt: eph_public + recipient, info: "cvsm-e2e:v1:wrap", length: 32,
-                                         hash: "SHA256")
-    nonce = OpenSSL::Random.random_bytes(12)
-    ct = encrypt(wrapping, nonce, team_key, "cvsm-e2e:v1:team-key:#{team_id}:#{key_version}")
-    "cvsm-wrap1.#{b64u(eph_public)}.#{b64u(nonce)}.#{b64u(ct)}"
-  end
-
-  # cvsm-e2e1: +value+ sealed for version +version+ of secret +secret_id+.
-  def seal(value, team_key, key_version, team_id:, secret_id:, version:, environment:, name:)
-    nonce = OpenSSL::Random.random_bytes(12)
-    aad = "cvsm-e2e:v1:secret:#{team_id}:#{secret_id}:#{version}:#{environment}:#{name}"
-    "cvsm-e2e1.#{key_version}.#{secret_id}.#{version}.#{b64u(nonce)}.#{b64u(encrypt(team_key, nonce, value.b, aad))}"
-  end
-end
-
-# FakeApi answers the cvsm client endpoints from an in-memory list of secrets, checks the
-# bearer token, and lets a test script faults for the next requests to a path. Its paths take
-# the team's id or slug, as the server's do. After #end_to_end! it serves an end-to-end team:
-# values sealed under a team key (with "e2e": true on the read by name and Cvsm-E2E: 1 on the
-# JSON export) and the team key wrapped to one token's public key at GET /teams/{team}/e2e/key.
-class FakeApi
-  TEAM_ID = "0b9f4a8e-4c8d-4a53-9d58-0f1d2a3b4c5d"
-  TEAM_SLUG = "acme"
+# StubApi runs conformance/stub.py (python3) on a free port of 127.0.0.1 until the tests end, and
+# talks to it over HTTP: #reset its data, queue #faults, read back the #requests it answered.
+class StubApi
+  SCRIPT = File.expand_path("../../../conformance/stub.py", __dir__)
   TOKEN = "cvsm_#{'ab12' * 16}".freeze
-  ENVIRONMENTS = [nil, "production", "staging", "development"].freeze
+  TEAM_ID = "0b9f4a8e-4c8d-4a53-9d58-0f1d2a3b4c5d"
+  # The prefix of the paths of team "acme"'s secrets, for the faults' "path".
+  SECRETS = "/api/v1/teams/acme/secrets"
 
-  attr_accessor :token, :team_key, :key_version
+  # The plain HTTP stub, started once per run.
+  def self.shared = (@shared ||= new)
 
-  def initialize
-    @token = TOKEN
-    @secrets = []
-    @scripts = []
-    @mutex = Mutex.new
-    @e2e = nil
+  # StubApi.new(cert_file, key_file) speaks HTTPS.
+  def initialize(*tls)
+    @tls = !tls.empty?
+    dir = Dir.mktmpdir("cvsm-stub")
+    port_file = File.join(dir, "port")
+    pid = Process.spawn("python3", SCRIPT, port_file, *tls, out: File::NULL, err: File::NULL)
+    Minitest.after_run do
+      Process.kill("TERM", pid)
+      Process.wait(pid)
+      FileUtils.rm_rf(dir)
+    end
+    400.times { File.exist?(port_file) ? break : sleep(0.05) } # up to 20 s on a loaded machine
+    @port = Integer(File.read(port_file))
   end
 
-  # FakeApi#end_to_end! makes the team end-to-end: values are sealed under +team_key+ at
-  # +key_version+, and the key is wrapped to +recipient+ (a raw X25519 public key). Returns the
-  # token string with its key part for +private_key+.
-  def end_to_end!(private_key, recipient, team_key: OpenSSL::Random.random_bytes(32), key_version: 1)
-    @e2e = recipient
-    @team_key = team_key
-    @key_version = key_version
-    @keys = { key_version => team_key } # every key version served, for the links (format 2)
-    @pin = key_version
-    "#{@token}.#{E2ESeal.b64u(private_key)}.#{key_version}.#{E2ESeal.b64u(E2ESeal.commitment(team_key, TEAM_ID, key_version))}"
+  def base_url = "#{@tls ? 'https' : 'http'}://127.0.0.1:#{@port}/api/v1"
+
+  # Replaces the stub's data with team "acme" holding +secrets+ (name => production value, or the
+  # stub's rows), and forgets faults and recorded requests; +e2e+: the team key answer of an
+  # end-to-end team. Returns self.
+  def reset(secrets = {}, token: TOKEN, e2e: nil)
+    rows = secrets.is_a?(Array) ? secrets : secrets.each_with_index.map do |(name, value), i|
+      { id: format("00000000-0000-4000-8000-%012d", i + 1), name: name, environment: "production", value: value }
+    end
+    post("reset", token: token, teams: [{ id: TEAM_ID, slug: "acme" }], secrets: rows, e2e: e2e)
+    self
   end
 
-  # FakeApi#links are the back-links of every served key version whose predecessor was served too
-  # (as a re-keying member's client makes them); +except+ leaves versions out, +forge+ maps a
-  # version to the link served for it instead.
-  attr_accessor :forged_links
+  # Queues +faults+ (conformance/stub.py's docstring: "path" prefix, "count", "status", "drop"...).
+  def faults(*faults) = post("faults", faults)
 
-  # FakeApi#envelope is the stored secret +name+ of +environment+ sealed as the server would serve it.
-  def envelope(name, environment = "production")
-    secret = @secrets.find { |s| s["name"] == name && s["environment"] == environment }
-    E2ESeal.seal(secret["value"], @team_key, @key_version, team_id: TEAM_ID, secret_id: secret["id"],
-                                                            version: 1, environment: environment, name: name)
-  end
+  # The API requests answered since the reset: [{"method", "path", "query", "headers", "proxied", "host"}].
+  def requests = JSON.parse(http { |h| h.get("/_stub/requests") }.body)
 
-  # FakeApi#add_secret stores a secret and returns its id.
-  def add_secret(name, value, environment: "production")
-    id = format("00000000-0000-4000-8000-%012d", @secrets.size + 1)
-    @secrets << { "id" => id, "name" => name, "environment" => environment, "value" => value }
-    id
-  end
+  # Their paths, without /api/v1.
+  def paths = requests.map { |r| r["path"].delete_prefix("/api/v1") }
 
-  # FakeApi#script makes the next requests whose path matches +pattern+ answer +responses+ in
-  # order; afterwards the normal behaviour resumes.
-  def script(pattern, *responses)
-    @mutex.synchronize { @scripts << [pattern, responses] }
-  end
+  # Queues change-stream items (conformance/stub.py: {"name", "value"[, "id"]}, {"close": true}...).
+  def changes(*items) = post("changes", items)
 
-  def call(request)
-    scripted = next_scripted(request.path)
-    return scripted if scripted
-    return json(401, "error" => "token tidak valid") unless request.headers["authorization"] == "Bearer #{@token}"
-
-    route(request)
-  end
-
-  def self.json(status, body, headers = {})
-    [status, { "Content-Type" => "application/json" }.merge(headers), JSON.generate(body)]
-  end
+  # {"open" => streams open now, "closed" => streams ended since the reset}.
+  def streams = JSON.parse(http { |h| h.get("/_stub/streams") }.body)
 
   private
 
-  def json(...)
-    self.class.json(...)
-  end
+  def post(what, body) = http { |h| h.post("/_stub/#{what}", JSON.generate(body), "Content-Type" => "application/json") }
 
-  def next_scripted(path)
-    @mutex.synchronize do
-      entry = @scripts.find { |pattern, responses| pattern.match?(path) && !responses.empty? }
-      entry&.last&.shift
-    end
-  end
-
-  # Paths take the team's id or its slug, as the server's do; any other team is a 404.
-  def route(request)
-    team = "(?:#{TEAM_ID}|#{TEAM_SLUG})"
-    case request.path
-    when %r{\A/api/v1/teams/#{team}/secrets/export\z}o then export(request.query)
-    when %r{\A/api/v1/teams/#{team}/secrets\z}o then list(request.query)
-    when %r{\A/api/v1/teams/#{team}/secrets/by-name/([^/]+)\z}o then by_name(URI::DEFAULT_PARSER.unescape(Regexp.last_match(1)), request.query)
-    when %r{\A/api/v1/teams/#{team}/e2e/key\z}o then team_key_wrap
-    else json(404, "error" => "tidak ditemukan")
-    end
-  end
-
-  def by_name(name, query)
-    environment = query["environment"] || "production"
-    return json(400, "error" => "environment tidak valid") unless ENVIRONMENTS.include?(environment)
-
-    secret = @secrets.find { |s| s["name"] == name && s["environment"] == environment }
-    return json(404, "error" => "secret tidak ditemukan") unless secret
-
-    return json(200, "secret" => secret.slice("id", "name", "environment"), "value" => secret["value"]) unless @e2e
-
-    json(200, "secret" => secret.slice("id", "name", "environment"), "value" => envelope(name, environment),
-              "e2e" => true)
-  end
-
-  def team_key_wrap
-    return json(400, "error" => "tim ini bukan end-to-end") unless @e2e
-
-    @keys[@key_version] = @team_key
-    links = @keys.keys.sort.filter_map do |version|
-      next unless @keys.key?(version - 1)
-
-      link = (@forged_links || {})[version] || E2ESeal.link(@keys[version], @keys[version - 1], TEAM_ID, version)
-      { "key_version" => version, "link" => link }
-    end
-    json(200, "team_id" => TEAM_ID, "key_version" => @key_version,
-              "wrapped_key" => E2ESeal.wrap(@team_key, TEAM_ID, @key_version, @e2e), "links" => links)
-  end
-
-  def list(query)
-    return json(400, "error" => "environment tidak valid") unless ENVIRONMENTS.include?(query["environment"])
-
-    found = @secrets.select do |s|
-      (query["environment"].nil? || s["environment"] == query["environment"]) &&
-        (query["search"].nil? || s["name"].downcase.include?(query["search"].downcase))
-    end
-    items = found.map { |s| s.slice("id", "name", "environment").merge("type" => "credential") }
-    json(200, "secrets" => items, "total" => items.size)
-  end
-
-  def export(query)
-    return json(400, "error" => "format salah") unless query["format"] == "json"
-    return json(400, "error" => "environment tidak valid") unless ENVIRONMENTS.include?(query["environment"])
-
-    chosen = @secrets.select { |s| query["environment"].nil? || s["environment"] == query["environment"] }
-    return json(200, chosen.to_h { |s| [s["name"], s["value"]] }) unless @e2e
-
-    json(200, chosen.to_h { |s| [s["name"], envelope(s["name"], s["environment"])] }, "Cvsm-E2E" => "1")
+  def http(&block)
+    http = Net::HTTP.new("127.0.0.1", @port, nil) # nil: never through a proxy of the environment
+    http.use_ssl = @tls
+    http.ca_file = TestPki.ca_file if @tls
+    http.start(&block)
   end
 end
 
-# CvsmTest is the base class of the SDK's tests: it removes every CVSM_* variable for the
-# test, restores the environment afterwards, and stops the servers it started.
+require_relative "e2e_stub"
+
+# CvsmTest is the base class of the SDK's tests: it removes every CVSM_* and proxy variable for the
+# test and restores the environment afterwards.
 class CvsmTest < Minitest::Test
-  TOKEN = FakeApi::TOKEN
+  include FakeApiHelpers
+
+  TOKEN = StubApi::TOKEN
 
   PROXY_VARIABLES = %w[http_proxy HTTP_PROXY https_proxy HTTPS_PROXY no_proxy NO_PROXY].freeze
 
@@ -343,99 +94,48 @@ class CvsmTest < Minitest::Test
     @saved_env = ENV.to_h
     ENV.keys.grep(/\ACVSM_/).each { |name| ENV.delete(name) }
     PROXY_VARIABLES.each { |name| ENV.delete(name) }
-    @servers = []
   end
 
   def teardown
-    @servers.each(&:stop)
     ENV.replace(@saved_env)
   end
 
-  # Starts a FakeApi behind a StubServer (over TLS with +tls+); returns [api, server].
-  def start_api(tls: nil)
-    api = FakeApi.new
-    server = StubServer.new(tls: tls) { |request| api.call(request) }
-    @servers << server
-    [api, server]
-  end
+  # The shared stub, reset to hold +secrets+ (name => production value).
+  def stub_api(secrets = {}) = StubApi.shared.reset(secrets)
 
-  # Builds a client against +server+ with the fake API's token and team slug.
-  def client_for(server, **options)
-    Cvsm::Client.new(token: TOKEN, base_url: server.base_url, team: FakeApi::TEAM_SLUG, **options)
-  end
-
-  def json(status, body, headers = {})
-    FakeApi.json(status, body, headers)
-  end
-
-  # The paths of the requests +server+ received, without the /api/v1 prefix.
-  def paths(server)
-    server.log.map { |r| r.path.delete_prefix("/api/v1") }
-  end
-
-  # A port on 127.0.0.1 where nothing listens.
-  def closed_port
-    socket = TCPServer.new("127.0.0.1", 0)
-    port = socket.addr[1]
-    socket.close
-    port
+  # A client of the shared stub's team "acme".
+  def stub_client(**options)
+    Cvsm::Client.new(token: TOKEN, base_url: StubApi.shared.base_url, team: "acme", **options)
   end
 end
 
-# TestPki makes a private CA and a certificate for 127.0.0.1 signed by it, once per test run,
-# and writes the CA as a PEM file for ca_file.
+# TestPki writes a self-signed certificate for 127.0.0.1 (its own CA: the ca_file) and its key as
+# PEM files, once per run.
 module TestPki
   module_function
 
-  def ca_file
-    @ca_file ||= begin
+  def ca_file = files[0]
+  def key_file = files[1]
+
+  def files
+    @files ||= begin
       dir = Dir.mktmpdir("cvsm-pki")
       Minitest.after_run { FileUtils.rm_rf(dir) }
-      path = File.join(dir, "ca.pem")
-      File.write(path, ca_cert.to_pem)
-      path
-    end
-  end
-
-  # An SSLContext serving the certificate for 127.0.0.1 that the CA signed.
-  def server_context
-    context = OpenSSL::SSL::SSLContext.new
-    context.cert = server_cert
-    context.key = server_key
-    context
-  end
-
-  def ca_key = (@ca_key ||= OpenSSL::PKey::EC.generate("prime256v1"))
-  def server_key = (@server_key ||= OpenSSL::PKey::EC.generate("prime256v1"))
-
-  def ca_cert
-    @ca_cert ||= certificate("CN=cvsm test CA", ca_key, nil) do |cert, ext|
+      key = OpenSSL::PKey::EC.generate("prime256v1")
+      cert = OpenSSL::X509::Certificate.new
+      cert.version = 2
+      cert.serial = rand(1 << 64)
+      cert.subject = cert.issuer = OpenSSL::X509::Name.parse("/CN=cvsm test 127.0.0.1")
+      cert.public_key = key
+      cert.not_before = Time.now - 60
+      cert.not_after = Time.now + 3600
+      ext = OpenSSL::X509::ExtensionFactory.new(cert, cert)
       cert.add_extension(ext.create_extension("basicConstraints", "CA:TRUE", true))
-      cert.add_extension(ext.create_extension("keyUsage", "keyCertSign,cRLSign", true))
+      cert.add_extension(ext.create_extension("subjectAltName", "IP:127.0.0.1"))
+      cert.sign(key, OpenSSL::Digest.new("SHA256"))
+      { "ca.pem" => cert.to_pem, "key.pem" => key.private_to_pem }.map do |name, pem|
+        File.join(dir, name).tap { |path| File.write(path, pem) }
+      end
     end
-  end
-
-  def server_cert
-    @server_cert ||= certificate("CN=127.0.0.1", server_key, ca_cert) do |cert, ext|
-      cert.add_extension(ext.create_extension("subjectAltName", "IP:127.0.0.1,DNS:localhost"))
-      cert.add_extension(ext.create_extension("extendedKeyUsage", "serverAuth"))
-    end
-  end
-
-  def certificate(subject, key, issuer)
-    cert = OpenSSL::X509::Certificate.new
-    cert.version = 2
-    cert.serial = rand(1 << 64)
-    cert.subject = OpenSSL::X509::Name.parse(subject)
-    cert.issuer = issuer ? issuer.subject : cert.subject
-    cert.public_key = key
-    cert.not_before = Time.now - 60
-    cert.not_after = Time.now + 3600
-    ext = OpenSSL::X509::ExtensionFactory.new
-    ext.subject_certificate = cert
-    ext.issuer_certificate = issuer || cert
-    yield cert, ext
-    cert.sign(issuer ? ca_key : key, OpenSSL::Digest.new("SHA256"))
-    cert
   end
 end

@@ -6,32 +6,19 @@ require_relative "test_helper"
 # R7 and the transport seam: a private CA through ca_file or CVSM_CA_FILE, proxies from the
 # environment read when the client is built, and the http_factory.
 class TransportTest < CvsmTest
-  def tls_api
-    api, server = start_api(tls: TestPki.server_context)
-    api.add_secret("A", "over tls")
-    server
-  end
+  # A stub over HTTPS, its certificate the test CA's, started once per run.
+  def self.tls_stub = (@tls_stub ||= StubApi.new(TestPki.ca_file, TestPki.key_file))
 
   # Trust through ca_file or CVSM_CA_FILE, and only then, is the conformance case
   # private_ca_trusted_through_ca_file; proxy variables are proxy_from_environment and
   # proxy_variable_forms.
 
-  def test_upper_case_http_proxy_and_a_proxy_without_scheme
-    api, proxy = start_api
-    api.add_secret("A", "proxied")
-    ENV["HTTP_PROXY"] = "127.0.0.1:#{proxy.port}"
-    client = Cvsm::Client.new(token: TOKEN, base_url: "http://cvsm.invalid/api/v1", team: "acme")
-    assert_equal "proxied", client.get("A")
-    assert(proxy.log.all? { |request| request.target.start_with?("http://cvsm.invalid/") })
-  end
-
   def test_proxy_variables_are_read_when_the_client_is_built
-    api, server = start_api
-    api.add_secret("A", "direct")
-    client = client_for(server)
-    ENV["http_proxy"] = "http://127.0.0.1:#{closed_port}"
+    stub_api("A" => "direct")
+    client = stub_client
+    ENV["http_proxy"] = "http://127.0.0.1:9" # nothing listens
     assert_equal "direct", client.get("A")
-    assert_raises(Cvsm::NetworkError) { client_for(server, max_retries: 0).get("A") }
+    assert_raises(Cvsm::NetworkError) { stub_client(max_retries: 0).get("A") }
   end
 
   def test_proxy_choice_by_scheme_and_no_proxy
@@ -71,8 +58,7 @@ class TransportTest < CvsmTest
   end
 
   def test_http_factory_builds_each_connection_and_the_client_still_sets_its_limits
-    api, server = start_api
-    api.add_secret("A", "1")
+    stub_api("A" => "1")
     built = []
     factory = lambda do |uri|
       Net::HTTP.new(uri.hostname, uri.port, nil).tap do |http|
@@ -81,7 +67,7 @@ class TransportTest < CvsmTest
         built << [uri.path, http]
       end
     end
-    client = client_for(server, http_factory: factory, timeout: 3)
+    client = stub_client(http_factory: factory, timeout: 3)
     assert_equal "1", client.get("A")
     assert_raises(Cvsm::SecretNotFoundError) { client.get("B") }
     assert_equal ["/api/v1/teams/acme/secrets/by-name/A", "/api/v1/teams/acme/secrets/by-name/B",
@@ -95,8 +81,10 @@ class TransportTest < CvsmTest
   end
 
   def test_http_factory_with_ca_file_gets_the_private_ca
-    server = tls_api
+    stub = self.class.tls_stub.reset({ "A" => "over tls" })
     factory = ->(uri) { Net::HTTP.new(uri.hostname, uri.port, nil) }
-    assert_equal "over tls", client_for(server, http_factory: factory, ca_file: TestPki.ca_file).get("A")
+    client = Cvsm::Client.new(token: TOKEN, base_url: stub.base_url, team: "acme", http_factory: factory,
+                              ca_file: TestPki.ca_file)
+    assert_equal "over tls", client.get("A")
   end
 end

@@ -4,10 +4,6 @@
 
 load helpers
 
-setup_file() { stub_start; }
-teardown_file() { stub_stop; }
-setup() { common_setup; }
-
 SECRET_PATH="/api/v1/teams/acme/secrets/by-name/API_KEY"
 
 # fault_on_get STATUS [EXTRA_JSON_FIELDS]: the next fetch of API_KEY's value answers STATUS.
@@ -61,71 +57,35 @@ fault_on_get() {
   [ "$status" -eq 1 ]
 }
 
-# http_date SECONDS_FROM_NOW prints an IMF-fixdate (the HTTP date format).
-http_date() {
-  LC_ALL=C date -u -d "@$(($(date +%s) + $1))" '+%a, %d %b %Y %H:%M:%S GMT'
-}
-
-@test "an HTTP-date Retry-After is in the message as seconds too" {
-  fault_on_get 429 "\"retry_after\": \"$(http_date 60)\""
-  run --separate-stderr cvsm_get API_KEY
-  [ "$status" -eq 6 ]
-  [[ $stderr =~ ^cvsm:\ HTTP\ 429:\ kesalahan\ buatan\ \(retry\ after\ (5[0-9]|60)s\)$ ]]
-}
-
+# What a failure puts in CVSM_ERROR_* is every conformance case's (the driver reports them): an
+# HTTP-date Retry-After in seconds is retry_after_forms, a retried failure's request id
+# retried_error_carries_the_last_request_id.
 @test "a failure fills CVSM_ERROR_* in the calling shell, and the next success empties them" {
-  local rc=0
   fault_on_get 500
-  cvsm_get API_KEY 2>/dev/null || rc=$?
-  [ "$rc" -eq 7 ]
-  [ "$CVSM_ERROR_KIND" = api ]
-  [ "$CVSM_ERROR_MESSAGE" = "HTTP 500: kesalahan buatan" ]
-  [ "$CVSM_ERROR_STATUS" = 500 ]
-  [ "$CVSM_ERROR_RETRY_AFTER" = "" ]
-  [ "$CVSM_ERROR_REQUEST_ID" = req-1 ]
-  [ "$CVSM_ERROR_SUGGESTION" = "" ]
+  cvsm_get API_KEY 2>/dev/null || true
+  [ "$CVSM_ERROR_KIND:$CVSM_ERROR_STATUS:$CVSM_ERROR_REQUEST_ID" = api:500:req-1 ]
   cvsm_get API_KEY >/dev/null
   [ -z "$CVSM_ERROR_KIND$CVSM_ERROR_MESSAGE$CVSM_ERROR_STATUS$CVSM_ERROR_RETRY_AFTER$CVSM_ERROR_REQUEST_ID$CVSM_ERROR_SUGGESTION" ]
   [ -n "${CVSM_ERROR_KIND+x}" ]
 }
-
-@test "each exit code has its CVSM_ERROR_KIND" {
-  local st rc kind
-  for st in 401:3:authentication 403:4:permission_denied 404:5:not_found 429:6:rate_limited 409:7:api; do
-    stub_reset
-    fault_on_get "${st%%:*}"
-    rc=0
-    cvsm_get API_KEY 2>/dev/null || rc=$?
-    kind=${st##*:}
-    st=${st#*:}
-    [ "$rc" -eq "${st%%:*}" ]
-    [ "$CVSM_ERROR_KIND" = "$kind" ]
+# Which kind each status is, is every conformance case's (the driver takes the kind from the exit
+# code through cvsm.sh's own table, which also sets CVSM_ERROR_KIND); here the codes themselves.
+@test "each failure has the exit code the README documents" {
+  local st
+  for st in 401:3 403:4 404:5 429:6 409:7; do
+    fault_on_get "${st%:*}"
+    run cvsm_get API_KEY
+    [ "$status" -eq "${st#*:}" ]
   done
-  rc=0
-  CVSM_TOKEN='' cvsm_get API_KEY 2>/dev/null || rc=$?
-  [ "$rc" -eq 2 ]
-  [ "$CVSM_ERROR_KIND" = configuration ]
-  [ "$CVSM_ERROR_MESSAGE" = "CVSM_TOKEN is not set" ]
-  rc=0
-  CVSM_BASE_URL=http://127.0.0.1:9/api/v1 CVSM_MAX_RETRIES=0 cvsm_get API_KEY 2>/dev/null || rc=$?
-  [ "$rc" -eq 8 ]
-  [ "$CVSM_ERROR_KIND" = network ]
-  [ "$CVSM_ERROR_STATUS" = "" ]
-  [ "$CVSM_ERROR_REQUEST_ID" = "" ]
+  CVSM_TOKEN='' run cvsm_get API_KEY
+  [ "$status" -eq 2 ]
+  CVSM_BASE_URL=http://127.0.0.1:9/api/v1 CVSM_MAX_RETRIES=0 run cvsm_get API_KEY
+  [ "$status" -eq 8 ]
 }
-
 @test "an answer without X-Request-Id leaves the request id empty" {
   fault_on_get 500 '"no_request_id": true'
   local rc=0
   cvsm_get API_KEY 2>/dev/null || rc=$?
   [ "$rc" -eq 7 ]
   [ "$CVSM_ERROR_REQUEST_ID" = "" ]
-}
-
-@test "a retried request reports the request id of the last answer" {
-  fault_on_get 503 '' 10
-  local rc=0
-  cvsm_get API_KEY 2>/dev/null || rc=$?
-  [ "$rc" -eq 7 ]
-  [ "$CVSM_ERROR_REQUEST_ID" = req-3 ]
 }

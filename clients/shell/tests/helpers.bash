@@ -1,6 +1,7 @@
 # shellcheck shell=bash
 # helpers.bash - shared setup for the shell SDK's bats tests: starts the shared stub API (conformance/stub.py)
-# once per test file, resets its data before each test, and reads back what the SDK sent.
+# once per test file, resets its data before each test, and reads back what the SDK sent. A test
+# file that loads it gets the hooks below; it may define its own after `load helpers`.
 
 bats_require_minimum_version 1.5.0
 
@@ -16,6 +17,7 @@ OTHER_TOKEN=cvsm_fedcba9876543210fedcba9876543210fedcba9876543210fedcba98765432
 
 # stub_start [CERT KEY] starts the stub API on a free port (call from setup_file); with CERT and KEY
 # it speaks HTTPS.
+# shellcheck disable=SC2120 # tls.bats passes CERT and KEY
 stub_start() {
   python3 "$BATS_TEST_DIRNAME/../../../conformance/stub.py" "$BATS_FILE_TMPDIR/port" "$@" >/dev/null 2>&1 3>&- &
   echo $! >"$BATS_FILE_TMPDIR/pid"
@@ -28,13 +30,10 @@ stub_start() {
 }
 
 # stub_stop stops the stub API (call from teardown_file).
-stub_stop() {
-  kill "$(cat "$BATS_FILE_TMPDIR/pid")" 2>/dev/null || true
-}
+stub_stop() { kill "$(cat "$BATS_FILE_TMPDIR/pid")" 2>/dev/null || true; }
 
-# stub_port prints the stub API's port; stub_url its root URL (STUB_SCHEME: http unless set).
-stub_port() { cat "$BATS_FILE_TMPDIR/port"; }
-stub_url() { echo "${STUB_SCHEME:-http}://127.0.0.1:$(stub_port)"; }
+# stub_url prints the stub API's root URL (STUB_SCHEME: http unless set).
+stub_url() { echo "${STUB_SCHEME:-http}://127.0.0.1:$(cat "$BATS_FILE_TMPDIR/port")"; }
 
 # stub_reset [SECRETS_JSON]: replaces the stub's data (default: the fixture below) and forgets
 # recorded requests and faults.
@@ -73,14 +72,10 @@ stub_curl() {
 }
 
 # stub_fault JSON: queues faults (a JSON array, see conformance/stub.py).
-stub_fault() {
-  printf '%s' "$1" | stub_curl -X POST --data-binary @- "$(stub_url)/_stub/faults" >/dev/null
-}
+stub_fault() { printf '%s' "$1" | stub_curl -X POST --data-binary @- "$(stub_url)/_stub/faults" >/dev/null; }
 
 # stub_requests prints the recorded requests as a JSON array.
-stub_requests() {
-  stub_curl "$(stub_url)/_stub/requests"
-}
+stub_requests() { stub_curl "$(stub_url)/_stub/requests"; }
 
 # count_requests [PATH_SUFFIX]: how many API requests were recorded (whose path ends with SUFFIX).
 count_requests() {
@@ -118,3 +113,8 @@ common_setup() {
   # shellcheck disable=SC1090,SC1091 # cvsm.sh is linted on its own
   source "$SDK"
 }
+
+# The hooks of a test file: one stub per file, reset and the SDK sourced before each test.
+setup_file() { stub_start; }
+teardown_file() { stub_stop; }
+setup() { common_setup; }

@@ -3,8 +3,6 @@
 
 load helpers
 
-setup_file() { stub_start; }
-teardown_file() { stub_stop; }
 setup() {
   common_setup
   stub_reset '[{"id": "d", "name": "DATABASE_URL", "environment": "production", "value": "postgres://u:p@h/db"},

@@ -5,10 +5,6 @@
 
 load helpers
 
-setup_file() { stub_start; }
-teardown_file() { stub_stop; }
-setup() { common_setup; }
-
 # A command that prints what it sees of a few variables, as JSON.
 SHOW='jq -n "{API_KEY: env.API_KEY, MULTI: env.MULTI, QUOTE: env.QUOTE, EMPTY: env.EMPTY}"'
 

@@ -6,8 +6,6 @@
 
 load helpers
 
-setup_file() { stub_start; }
-teardown_file() { stub_stop; }
 setup() {
   common_setup
   export CVSM_CACHE_TTL=1 CVSM_STALE_IF_ERROR=30 CVSM_MAX_RETRIES=0

@@ -23,7 +23,6 @@ setup_file() {
     -days 2 -extfile "$d/ext" -out "$d/server.pem" 2>/dev/null
   stub_start "$d/server.pem" "$d/server.key"
 }
-teardown_file() { stub_stop; }
 setup() {
   export STUB_SCHEME=https STUB_CA="$BATS_FILE_TMPDIR/ca.pem"
   common_setup

@@ -14,7 +14,8 @@
    `access_denied`, `expired_token`, or, once approved, a new API token for that machine, named
    "cvsm login on <hostname>", bound to the chosen team and never wider than the approver (a
    Viewer's token is read-only; the approver's role is read again when it is minted). The token
-   is minted then and shown once; the code is spent (a second poll: `invalid_grant`, as for an
+   is minted then and shown once, expiring `CVSM_DEVICE_TOKEN_DAYS` (90) days later (then it
+   answers as any expired token); the code is spent (a second poll: `invalid_grant`, as for an
    unknown code).
 The error values are RFC 8628's (and RFC 6749's `invalid_grant`), fixed like `2fa_required`.
 """
@@ -31,6 +32,7 @@ from ..core.actor import Actor
 from ..core.errors import BadRequest, Forbidden, NotFound
 from ..core.i18n import Text
 from ..core.inputs import check_line
+from ..core.timeutil import iso
 from ..crypto.sealing import Keyring
 from ..e2e import service as e2e
 from ..secrets.inputs import ENVIRONMENTS, check_environment
@@ -42,6 +44,7 @@ EXPIRES_IN = 600          # seconds a code lives
 INTERVAL = 5              # seconds between polls (RFC 8628's default)
 SLOW_DOWN_STEP = 5        # seconds added to the interval at each `slow_down`
 MAX_INTERVAL = 60
+TOKEN_DAYS = 90           # days a minted token lives unless `CVSM_DEVICE_TOKEN_DAYS` says
 USER_CODE_ALPHABET = "BCDFGHJKLMNPQRSTVWXZ"  # RFC 8628 6.1: no vowels, no look-alikes
 USER_CODE_LENGTH = 8
 HOSTNAME_MAX = 64
@@ -190,10 +193,11 @@ async def decide(conn: db.Connection, actor: Actor, user_code: str, *, approve: 
 
 
 async def poll(conn: db.Connection, client: Actor, keyring: Keyring, device_code: str, *,
-               grant_type: str | None = None,
+               grant_type: str | None = None, token_days: int = TOKEN_DAYS,
                failures: ratelimit.Charge | None = None) -> tuple[dict, str, Mapping]:
     """The terminal's poll (RFC 8628 3.4/3.5): a DeviceError with the fixed value while there
-    is nothing to give; once approved, (the new token's row, the token, its team), once."""
+    is nothing to give; once approved, (the new token's row, the token, its team), once. The
+    token expires `token_days` days after it is minted (`CVSM_DEVICE_TOKEN_DAYS`)."""
     if grant_type is not None and grant_type != GRANT_TYPE:
         raise DeviceError(UNSUPPORTED_GRANT_TYPE)
     await ratelimit.guard(conn, failures)
@@ -229,11 +233,13 @@ async def poll(conn: db.Connection, client: Actor, keyring: Keyring, device_code
                     (MAX_INTERVAL, SLOW_DOWN_STEP, row["id"]))
             raise DeviceError(SLOW_DOWN)
         raise DeviceError(AUTHORIZATION_PENDING)
-    return await _mint(conn, keyring, row)
+    return await _mint(conn, keyring, row, token_days)
 
 
-async def _mint(conn: db.Connection, keyring: Keyring, found: Mapping) -> tuple[dict, str, Mapping]:
-    """The approved authorization's token: made now, in the same transaction that spends it."""
+async def _mint(conn: db.Connection, keyring: Keyring, found: Mapping,
+                token_days: int) -> tuple[dict, str, Mapping]:
+    """The approved authorization's token: made now, in the same transaction that spends it,
+    expiring `token_days` days from now."""
     token = tokens.generate()
     async with db.transaction(conn) as cur:
         spent = await db.fetchone(
@@ -258,10 +264,11 @@ async def _mint(conn: db.Connection, keyring: Keyring, found: Mapping) -> tuple[
         row = await db.fetchone(
             cur,
             f"""INSERT INTO api_tokens (user_id, name, token_prefix, token_hash, team_id,
-                                        environments, read_only)
-                VALUES (%s, %s, %s, %s, %s, %s, %s) RETURNING {tokens.COLUMNS}""",
+                                        environments, read_only, expires_at)
+                VALUES (%s, %s, %s, %s, %s, %s, %s, now() + make_interval(days => %s))
+                RETURNING {tokens.COLUMNS}""",
             (approver["id"], name, token[:tokens.PREFIX_LENGTH], keyring.token_hash(token),
-             found["team_id"], found["environments"], read_only))
+             found["team_id"], found["environments"], read_only, token_days))
         await cur.execute("UPDATE device_authorizations SET token_id = %s WHERE id = %s",
                           (row["id"], found["id"]))
         minter = Actor(ip=found["client_ip"], user_agent=found["client_user_agent"],
@@ -270,8 +277,9 @@ async def _mint(conn: db.Connection, keyring: Keyring, found: Mapping) -> tuple[
                            team_id=found["team_id"],
                            metadata={"name": name, "token_prefix": row["token_prefix"],
                                      "environments": found["environments"],
-                                     "read_only": read_only, "device_authorization":
-                                         str(found["id"])})
+                                     "read_only": read_only,
+                                     "expires_at": iso(row["expires_at"]),
+                                     "device_authorization": str(found["id"])})
     return row, token, {"id": str(found["team_id"]), "slug": approver["slug"],
                         "name": approver["name"]}
 

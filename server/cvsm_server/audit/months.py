@@ -93,6 +93,15 @@ HEADS = _CHAINS_IN_MONTH + """
                 ORDER BY s.seq DESC LIMIT 1) h
             WHERE k.id IS NOT NULL"""
 
+# The first chain of the month that keeps entries (the hourly run that cannot drop stops at it:
+# one probe and one retention look-up where the month's first chain keeps its entries).
+_KEPT = _CHAINS_IN_MONTH + """
+            SELECT k.id AS chain_id FROM k
+            WHERE k.id IS NOT NULL
+              AND NOT coalesce(%(hi)s::timestamptz < now() - make_interval(
+                      days => cvsm_audit_retention_days(k.id)), false)
+            LIMIT 1"""
+
 _STRAGGLERS = """SELECT s.pos FROM audit_seals s
                  WHERE s.chain_id = %(chain)s AND s.seq < %(seq)s
                    AND (s.created_at < %(lo)s OR s.created_at >= %(hi)s)
@@ -117,12 +126,17 @@ async def drop_month(pool: db.Pool, sign: Sign, month: date,
     (entries removed, chains it held), or raises the database's reason (nothing changed)."""
     lo = date(month.year, month.month, 1)
     span = month_span(lo)
+    async with db.cursor(pool) as cur:  # the cheap check first: the hourly run that cannot
+        kept = await db.fetchone(cur, _KEPT, span)  # drop is short (and archives nothing)
+    if kept is not None:
+        raise psycopg2.ProgrammingError(f"audit month {lo}: chain {kept['chain_id']} keeps "
+                                        "entries")
     if before is not None:
         await before(lo)
     async with db.pool_transaction(pool) as cur:
         heads = await db.fetchall(cur, HEADS, span)
         kept = next((h["chain_id"] for h in heads if not h["expired"]), None)
-        if kept is not None:  # the cheap check first: the hourly run that cannot drop is short
+        if kept is not None:
             raise psycopg2.ProgrammingError(f"audit month {lo}: chain {kept} keeps entries")
         removed = 0
         for head in heads:

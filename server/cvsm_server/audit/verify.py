@@ -5,7 +5,10 @@ signature and head; the chains' spans and their latest good checkpoints."""
 from __future__ import annotations
 
 import asyncio
+import bisect
+import collections
 import hashlib
+import os
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -17,8 +20,8 @@ from .chain import (CHAIN_IDS, GENESIS, KINDS, CheckpointSigner, checkpoint_json
                     signature_ok)
 
 # Entries one page of the verification walk reads (planning over the partitions costs per
-# statement, so pages are large).
-VERIFY_PAGE = 5000
+# statement, so pages are large; a page the database checks comes back as a few rows).
+VERIFY_PAGE = 20000
 
 
 @dataclass
@@ -49,7 +52,9 @@ class Verdict:
 # functions only, never the database's own `cvsm_audit_canonical`) and the walk hashes it
 # (hashlib): no Python object per column, no JSON encoding in Python (issue 40).
 # `seq >= last seq` but not the last entry itself: were the unique key dropped, a second entry
-# at the last seq of a page still shows up (as "appears twice").
+# at the last seq of a page still shows up (as "appears twice"). A seal whose entry is gone
+# comes with no text (the walk passes over it, the entry is missing): a page is short only at
+# the chain's end (before, a page whose last seal had lost its entry ended the walk there).
 _CANONICAL_SQL = """'{"action":' || coalesce(to_json(a.action)::text, 'null')
     || ',"chain":"' || s.chain_id::text
     || '","created_at":"' || to_char(a.created_at AT TIME ZONE 'UTC',
@@ -69,10 +74,47 @@ _ROWS = f"""SELECT s.seq, s.pos, {_CANONICAL_SQL}, encode(s.prev_hash, 'hex'),
            FROM (SELECT * FROM audit_seals s
                  WHERE s.chain_id = %(chain)s AND s.seq >= %(seq)s AND s.pos <> %(pos)s
                  ORDER BY s.seq LIMIT %(page)s) s
-           CROSS JOIN LATERAL (SELECT * FROM audit_logs a
-                               WHERE a.pos = s.pos AND a.created_at = s.created_at LIMIT 1) a
+           LEFT JOIN LATERAL (SELECT * FROM audit_logs a
+                              WHERE a.pos = s.pos AND a.created_at = s.created_at LIMIT 1) a
+                  ON true
            ORDER BY s.seq"""
 
+
+# The same page checked by the database (issue 40: the whole-chain walk's speed): the seals of
+# the seqs [lo, hi) with each one's entry (the same probes), the entry's canonical text hashed
+# by the database's built-in sha256 and compared with the seal's hash there, and each seal's
+# seq and prev_hash compared with the one before it (a window over the page). Only the rows the
+# walk has to look at come back: the page's first (its link to the page before) and last (where
+# the next starts), those where anything is off, and those at a signed checkpoint's seq (its
+# head): a good page is a few rows, whatever its size, and no Python runs per entry. A page with
+# anything off is walked again by `_ROWS` (the walk above, in Python), which says what is wrong
+# exactly as it always did; so the verdicts are those of the walk. Up to `cap` seals (one more
+# than the page holds: a page of more rows than seqs has a seq twice, which the window sees);
+# with `pos`, another entry at the seq before the page's (one the walk's cursor would meet).
+# Trusting the database's sha256 here is trusting what it returns anyway: a database that lies
+# can hand the walk the original text too; what it cannot do is produce a chain whose hashes
+# end in a head the server's key signed.
+_CHECK = f"""SELECT seq, pos, ok, encode(prev_hash, 'hex'), encode(hash, 'hex'), pseq,
+                   encode(phash, 'hex'), nseq
+            FROM (SELECT s.seq, s.pos, s.prev_hash, s.hash,
+                         sha256(convert_to({_CANONICAL_SQL}, 'UTF8')) = s.hash AS ok,
+                         lag(s.seq) OVER w AS pseq, lag(s.hash) OVER w AS phash,
+                         lead(s.seq) OVER w AS nseq
+                  FROM (SELECT * FROM audit_seals s
+                        WHERE s.chain_id = %(chain)s AND s.seq >= %(lo)s - 1 AND s.seq < %(hi)s
+                          AND (s.seq >= %(lo)s OR s.pos <> %(pos)s)
+                        ORDER BY s.seq LIMIT %(cap)s) s
+                  CROSS JOIN LATERAL (SELECT * FROM audit_logs a
+                                      WHERE a.pos = s.pos AND a.created_at = s.created_at
+                                      LIMIT 1) a
+                  WINDOW w AS (ORDER BY s.seq, s.pos)) t
+            WHERE pseq IS NULL OR nseq IS NULL OR ok IS NOT TRUE OR seq <> pseq + 1
+               OR prev_hash <> phash OR seq = ANY(%(marks)s::bigint[])
+            ORDER BY seq, pos"""
+
+# Connections one whole-chain walk checks pages on at once (its own and, given a pool, the
+# others from it): each page's work is the database's, one backend a page.
+VERIFY_WORKERS = max(1, min(4, os.cpu_count() or 1))
 
 Progress = Callable[[int, int], None]
 
@@ -85,13 +127,17 @@ async def chain_span(cur: db.Cursor, chain_id: uuid.UUID) -> tuple[int, int] | N
 
 
 async def verify_chain(cur: db.Cursor, signer: CheckpointSigner, chain_id: uuid.UUID, *,
-                       since: dict | None = None, progress: Progress | None = None) -> Verdict:
+                       since: dict | None = None, progress: Progress | None = None,
+                       pool: db.Pool | None = None,
+                       workers: int = VERIFY_WORKERS) -> Verdict:
     """Walk one chain in one ordered pass: every entry's seq, link and hash, every checkpoint's
     signature and head. Reports the first broken link (by seq) and the latest good checkpoint.
     From its start, or with `since` (a checkpoint the caller trusts, signed by this server's
     key) from that checkpoint's entry on: the entries and checkpoints before it are not read.
     `progress(checked, to_check)` is called after each page. Entries not sealed yet are not in
-    it: callers `seal` first."""
+    it: callers `seal` first. Pages are checked by the database (`_CHECK`), the next ones
+    meanwhile: with `pool`, on up to `workers` connections at once (this cursor's and others
+    from `pool`); a page with anything off is walked again row by row (`_ROWS`)."""
     start_seq = 0 if since is None else since["seq"]
     checkpoints = await db.fetchall(
         cur, "SELECT * FROM audit_checkpoints WHERE chain_id = %s AND seq >= %s "
@@ -111,6 +157,8 @@ async def verify_chain(cur: db.Cursor, signer: CheckpointSigner, chain_id: uuid.
     at_seq: dict[int, list[dict]] = {}
     for cp in good:
         at_seq.setdefault(cp["seq"], []).append(cp)
+    heads = {seq: {bytes(cp["head_hash"]).hex() for cp in cps} for seq, cps in at_seq.items()}
+    marks = sorted(at_seq)
     latest = checkpoint_json(good[-1]) if good else None
     purges = [cp["seq"] for cp in good if cp["kind"] == "purge"]
 
@@ -120,6 +168,7 @@ async def verify_chain(cur: db.Cursor, signer: CheckpointSigner, chain_id: uuid.
     checked = 0
     expected: int | None = None
     prev: str | None = GENESIS.hex()  # hashes in hex, as the page's rows carry them
+    cursor = (start_seq, -1)  # (seq, pos) of the last entry walked
     sha256 = hashlib.sha256
     if since is not None:  # the trusted checkpoint's entry comes first, whatever its prev_hash
         expected, prev = since["seq"], None
@@ -128,6 +177,8 @@ async def verify_chain(cur: db.Cursor, signer: CheckpointSigner, chain_id: uuid.
         """Check one page in order; the verdict at its first broken link, else None."""
         nonlocal checked, expected, prev
         for row in rows:
+            if row[2] is None:  # a seal without its entry: as if neither were there
+                continue
             seq = row[0]
             if expected is None:  # the chain's start: seq 1, or just after a purge checkpoint
                 if seq != 1:
@@ -159,29 +210,105 @@ async def verify_chain(cur: db.Cursor, signer: CheckpointSigner, chain_id: uuid.
 
     span = await chain_span(cur, chain_id)
     to_check = 0 if span is None else span[1] - max(span[0], start_seq) + 1
+
+    def start() -> tuple[int, str | None] | None:
+        """Where the next checked page starts and the prev_hash its first entry must carry, as
+        the walk would take them; None where only the walk can tell (the chain's start without
+        seq 1 or a purge checkpoint before it)."""
+        if expected is not None:
+            return expected, prev
+        if span is None:
+            return None
+        if span[0] == 1:
+            return 1, prev
+        anchor = [cp for cp in at_seq.get(span[0] - 1, ()) if cp["kind"] == "purge"]
+        return (span[0], bytes(anchor[0]["head_hash"]).hex()) if anchor else None
+
+    def good_page(rows: list[tuple], lo: int, link: str | None) -> tuple | None:
+        """The last row of a checked page where nothing in it is off, else None."""
+        if not rows or rows[0][0] != lo or (link is not None and rows[0][3] != link):
+            return None
+        for seq, _, ok, prev_hash, digest, pseq, phash, _ in rows:
+            if ok is not True or (pseq is not None and (seq != pseq + 1 or prev_hash != phash)):
+                return None
+            if seq in heads and heads[seq] != {digest}:
+                return None
+        return rows[-1]
+
+    page = VERIFY_PAGE
     raw = await cur.connection.cursor(cursor_factory=psycopg2.extensions.cursor)
+    free: asyncio.Queue = asyncio.Queue()
+    free.put_nowait(raw)
+    borrowed: list[tuple[db.Connection, db.Cursor | None]] = []
 
-    async def fetch(seq: int, pos: int) -> list[tuple]:
-        await raw.execute(_ROWS, {"chain": chain_id, "seq": seq, "pos": pos, "page": VERIFY_PAGE})
-        return await raw.fetchall()
+    async def run(sql: str, args: dict) -> list[tuple]:
+        worker = await free.get()
+        try:
+            await worker.execute(sql, args)
+            return await worker.fetchall()
+        finally:
+            free.put_nowait(worker)
 
-    # The next page is asked for before this one is hashed: the database reads it meanwhile.
-    pending: asyncio.Future | None = asyncio.ensure_future(fetch(start_seq, -1))
+    # Checked pages ahead, in order of seq, each `page` seqs after the one before (where it is
+    # where nothing is off), asked for as soon as a connection is free.
+    ahead: collections.deque[tuple[int, asyncio.Future]] = collections.deque()
+
+    def check(lo: int, after: int | None) -> None:
+        """Ask for the checked page from `lo`; `after` (the pos of the entry at lo - 1 the walk
+        read last) brings in another entry at that seq, as the walk's pages do."""
+        hi = lo + page
+        inside = marks[bisect.bisect_left(marks, lo):bisect.bisect_left(marks, hi)]
+        ahead.append((lo, asyncio.ensure_future(run(_CHECK, {
+            "chain": chain_id, "lo": lo, "hi": hi, "pos": after, "cap": page + 2,
+            "marks": inside}))))
+
     try:
-        while pending is not None:
-            rows = await pending
-            pending = None
-            if len(rows) == VERIFY_PAGE:
-                pending = asyncio.ensure_future(fetch(rows[-1][0], rows[-1][1]))
+        for _ in range(max(workers, 1) - 1 if pool is not None else 0):
+            borrowed.append((await db.acquire(pool), None))
+            worker = await borrowed[-1][0].cursor(cursor_factory=psycopg2.extensions.cursor)
+            borrowed[-1] = (borrowed[-1][0], worker)
+            free.put_nowait(worker)
+        while True:
+            begin = start()
+            if begin is not None:
+                lo, link = begin
+                if not ahead:
+                    check(lo, cursor[1] if cursor[1] >= 0 else None)
+                    while len(ahead) < 1 + len(borrowed):
+                        check(ahead[-1][0] + page, None)
+                at, pending = ahead.popleft()
+                rows = await pending
+                last = good_page(rows, lo, link) if at == lo else None
+                if last is not None:
+                    checked += last[0] - lo + 1
+                    expected, prev, cursor = last[0] + 1, last[4], (last[0], last[1])
+                    if progress is not None:
+                        progress(checked, to_check)
+                    if last[0] == lo + page - 1:  # a whole page: the next is (being) asked for
+                        check(ahead[-1][0] + page if ahead else lo + page, None)
+                        continue
+                # something is off, or the chain ends: the walk reads on from the last entry
+                await asyncio.gather(*(f for _, f in ahead), return_exceptions=True)
+                ahead.clear()
+            rows = await run(_ROWS, {"chain": chain_id, "seq": cursor[0], "pos": cursor[1],
+                                     "page": page})
             verdict = walk(rows)
             if verdict is not None:
                 return verdict
-            if progress is not None:
-                progress(checked, to_check)
+            if rows:
+                cursor = (rows[-1][0], rows[-1][1])
+                if progress is not None:
+                    progress(checked, to_check)
+            if len(rows) < page:
+                break
     finally:
-        if pending is not None:  # let it end: a cancelled statement would close the connection
-            await asyncio.gather(pending, return_exceptions=True)
+        # let them end: a cancelled statement would close the connection
+        await asyncio.gather(*(f for _, f in ahead), return_exceptions=True)
         raw.close()
+        for conn, worker in borrowed:
+            if worker is not None:
+                worker.close()
+            await pool.release(conn)
     last = expected - 1 if expected is not None and checked else None
     if since is not None and not checked:
         return broken(0, since["seq"], f"entry {since['seq']} is missing (the trusted "

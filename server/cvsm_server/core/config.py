@@ -134,6 +134,9 @@ class Settings:
     # The pages' and mails' language when the account chose none and the browser's
     # `Accept-Language` names neither (`id` or `en`; `CVSM_DEFAULT_LANGUAGE`, default `id`).
     default_language: str = "id"
+    # How long a token minted by `cvsm login` (the device flow) lives, in days
+    # (`CVSM_DEVICE_TOKEN_DAYS`, 90); after that it answers as any expired token.
+    device_token_days: int = 90
     # Master keys being rotated away from (`CVSM_OLD_MASTER_KEYS`): they still decrypt, never seal.
     old_master_keys: tuple[bytes, ...] = field(default=(), repr=False)
     # `GET /metrics` answers only when set, and only to `Authorization: Bearer <this>`.
@@ -222,6 +225,7 @@ class Settings:
             oauth_providers=_oauth_providers(env),
             default_plan=_plan(get("CVSM_DEFAULT_PLAN")),
             default_language=_language(get("CVSM_DEFAULT_LANGUAGE")),
+            device_token_days=_device_token_days(get("CVSM_DEVICE_TOKEN_DAYS")),
             old_master_keys=_old_master_keys(get("CVSM_OLD_MASTER_KEYS")),
             metrics_token=_metrics_token(get("CVSM_METRICS_TOKEN")),
             support_email=_email("CVSM_SUPPORT_EMAIL", get("CVSM_SUPPORT_EMAIL")),
@@ -334,6 +338,17 @@ def _language(text: str | None) -> str:
         raise ConfigError(f"CVSM_DEFAULT_LANGUAGE must be one of {', '.join(LANGUAGES)}, "
                           f"got {text!r}")
     return language
+
+
+DEVICE_TOKEN_MAX_DAYS = 3650
+
+
+def _device_token_days(text: str | None) -> int:
+    days = 90 if text is None else decimal(text.strip(), max_digits=4)
+    if days is None or not 1 <= days <= DEVICE_TOKEN_MAX_DAYS:
+        raise ConfigError(f"CVSM_DEVICE_TOKEN_DAYS must be a whole number of days, 1 to "
+                          f"{DEVICE_TOKEN_MAX_DAYS}, got {text!r}")
+    return days
 
 
 def _email(name: str, text: str | None) -> str | None:

@@ -41,7 +41,7 @@ OPTIONS = {"templates/**.html": {"extensions": "jinja2.ext.i18n"},
 # shows them (`web.pages.rendering.translated`). Not those of the modules below (operators' English,
 # or formats no page shows), nor one filled in later (`{...}`: it never matches as written; such a
 # message is a `core.i18n.Text`, its template found as a `Text(...)` or `N_(...)` call).
-REFUSAL_SKIP = ("core/config.py", "crypto/", "e2e/syntax.py", "web/metrics.py", "web/lowlevel.py",
+REFUSAL_SKIP = ("core/config.py", "crypto/", "web/metrics.py", "web/lowlevel.py",
                 "web/headers.py", "web/jsonbody.py", "core/i18n_tool.py")
 
 

@@ -366,13 +366,13 @@ async def rekey(conn: db.Connection, actor: Actor, team_id: uuid.UUID, *, key_ve
             target, recipient = by_user, _uuid_of(item, "wraps", "user_id")
             wrapped_to[recipient] = check_public_key(item.get("public_key"))
         if recipient in target:
-            raise BadRequest(DUPLICATE.format(name="wraps"))
+            raise BadRequest(Text(DUPLICATE, name="wraps"))
         target[recipient] = wrapped
     sealed: dict[uuid.UUID, str] = {}
     for item in value_items:
         secret_id = _uuid_of(item, "secrets", "id")
         if secret_id in sealed:
-            raise BadRequest(DUPLICATE.format(name="secrets"))
+            raise BadRequest(Text(DUPLICATE, name="secrets"))
         value = item.get("value")
         parse_envelope(value)
         sealed[secret_id] = value  # type: ignore[assignment]

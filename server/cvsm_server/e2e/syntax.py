@@ -12,7 +12,7 @@ import uuid
 from dataclasses import dataclass
 
 from ..core.errors import BadRequest, Conflict
-from ..core.i18n import N_
+from ..core.i18n import N_, Text
 
 KEY_BYTES = 32
 NONCE_BYTES = 12
@@ -87,39 +87,42 @@ MAX_ENVELOPE_LENGTH = (len(ENVELOPE_PREFIX) + 10 + 1 + 36 + 1 + 10 + 1 + _b64u_l
                        + 1 + _b64u_length(MAX_VALUE_BYTES + TAG_BYTES))
 MAX_SHARE_LENGTH = (len("cvsm-share1.") + _b64u_length(NONCE_BYTES) + 1
                     + _b64u_length(MAX_VALUE_BYTES + TAG_BYTES))
-BAD_ENVELOPE = ("Nilai untuk tim end-to-end harus amplop terenkripsi "
-                "cvsm-e2e1.<versi kunci>.<id secret>.<versi>.<nonce>.<ciphertext> (docs/e2e.md)")
-BAD_WRAP = ("Kolom '{name}' harus kunci tim terbungkus "
-            "cvsm-wrap1.<kunci efemeral>.<nonce>.<ciphertext>")
-BAD_PASS = ("Kolom 'wrapped_private_key' harus cvsm-pass1.<iterasi>.<salt>.<nonce>.<ciphertext> "
-            f"dengan {MIN_ITERATIONS} sampai {MAX_ITERATIONS} iterasi")
-BAD_REC = "Kolom 'recovery_wrapped_private_key' harus cvsm-rec1.<nonce>.<ciphertext>"
-BAD_SHARE = "Nilai tautan berbagi tim end-to-end harus amplop cvsm-share1.<nonce>.<ciphertext>"
-BAD_PUBLIC_KEY = "Kolom '{name}' harus kunci publik X25519 (32 byte, base64url tanpa padding)"
-LOW_ORDER_KEY = ("Kolom '{name}' berisi kunci publik X25519 berorde rendah (misalnya nol semua): "
-                 "tidak ada yang aman dibungkus untuknya")
-BAD_AUTH = "Kolom '{name}' harus autentikasi penerima (HMAC-SHA256, 32 byte, base64url tanpa padding)"
-BAD_LINK = "Kolom 'link' harus tautan kunci cvsm-link1.<nonce>.<ciphertext>"
-BAD_ANCHOR = "Kolom 'anchor' harus jangkar cvsm-anchor1.<nonce>.<ciphertext>"
-NO_ANCHOR = "Anda belum menyimpan jangkar untuk tim end-to-end ini"
-STALE_KEY_VERSION = ("Nilai disegel dengan versi kunci {got}, padahal versi kunci tim sekarang "
-                     "{want}: ambil kunci tim lagi lalu segel ulang")
-# (those with values that a page shows are marked N_: `Text(...)` where they are raised)
+# The refusals: the API's Indonesian texts (the contract), marked for the catalogs so that a
+# page shows them in its own language (`core.i18n`); those with values are raised as
+# `Text(TEMPLATE, name=...)`, which the API's JSON shows filled in, unchanged.
+BAD_ENVELOPE = N_("Nilai untuk tim end-to-end harus amplop terenkripsi "
+                  "cvsm-e2e1.<versi kunci>.<id secret>.<versi>.<nonce>.<ciphertext> (docs/e2e.md)")
+BAD_WRAP = N_("Kolom '{name}' harus kunci tim terbungkus "
+              "cvsm-wrap1.<kunci efemeral>.<nonce>.<ciphertext>")
+BAD_PASS = N_("Kolom 'wrapped_private_key' harus cvsm-pass1.<iterasi>.<salt>.<nonce>.<ciphertext> "
+              "dengan {low} sampai {high} iterasi")
+BAD_REC = N_("Kolom 'recovery_wrapped_private_key' harus cvsm-rec1.<nonce>.<ciphertext>")
+BAD_SHARE = N_("Nilai tautan berbagi tim end-to-end harus amplop cvsm-share1.<nonce>.<ciphertext>")
+BAD_PUBLIC_KEY = N_("Kolom '{name}' harus kunci publik X25519 (32 byte, base64url tanpa padding)")
+LOW_ORDER_KEY = N_("Kolom '{name}' berisi kunci publik X25519 berorde rendah (misalnya nol "
+                   "semua): tidak ada yang aman dibungkus untuknya")
+BAD_AUTH = N_("Kolom '{name}' harus autentikasi penerima (HMAC-SHA256, 32 byte, base64url tanpa "
+              "padding)")
+BAD_LINK = N_("Kolom 'link' harus tautan kunci cvsm-link1.<nonce>.<ciphertext>")
+BAD_ANCHOR = N_("Kolom 'anchor' harus jangkar cvsm-anchor1.<nonce>.<ciphertext>")
+NO_ANCHOR = N_("Anda belum menyimpan jangkar untuk tim end-to-end ini")
+STALE_KEY_VERSION = N_("Nilai disegel dengan versi kunci {got}, padahal versi kunci tim sekarang "
+                       "{want}: ambil kunci tim lagi lalu segel ulang")
 STALE_WRAP_VERSION = N_("Kunci tim yang dibungkus versi {got}, padahal versi kunci tim sekarang "
                         "{want}: ambil kunci tim lagi lalu ulangi")
-WRONG_SECRET = "Amplop disegel untuk secret lain, bukan secret yang sedang ditulis"
-WRONG_VERSION = ("Amplop disegel untuk versi {got}, padahal yang ditulis versi {want}: "
-                 "secret sudah berubah, baca lagi lalu segel ulang")
-NOT_E2E = "Tim ini bukan tim end-to-end"
-NO_USER_KEY = "Kunci end-to-end Anda belum disiapkan (PUT /api/v1/me/e2e-key)"
-USER_KEY_EXISTS = ("Kunci end-to-end Anda sudah ada dengan kunci publik lain; kirim "
-                   "\"replace\": true untuk menggantinya (akses Anda ke tim end-to-end hilang "
-                   "sampai diberikan lagi)")
-NO_WRAP = "Anda belum diberi akses ke kunci tim end-to-end ini"
-MEMBER_NOT_FOUND = "Anggota tidak ditemukan"
-MEMBER_HAS_NO_KEY = "Anggota ini belum menyiapkan kunci end-to-end"
-MEMBER_KEY_CHANGED = ("Kunci publik anggota ini sudah berganti sejak halaman dimuat: muat ulang, "
-                      "bandingkan sidik jarinya, lalu ulangi")
+WRONG_SECRET = N_("Amplop disegel untuk secret lain, bukan secret yang sedang ditulis")
+WRONG_VERSION = N_("Amplop disegel untuk versi {got}, padahal yang ditulis versi {want}: "
+                   "secret sudah berubah, baca lagi lalu segel ulang")
+NOT_E2E = N_("Tim ini bukan tim end-to-end")
+NO_USER_KEY = N_("Kunci end-to-end Anda belum disiapkan (PUT /api/v1/me/e2e-key)")
+USER_KEY_EXISTS = N_("Kunci end-to-end Anda sudah ada dengan kunci publik lain; kirim "
+                     "\"replace\": true untuk menggantinya (akses Anda ke tim end-to-end hilang "
+                     "sampai diberikan lagi)")
+NO_WRAP = N_("Anda belum diberi akses ke kunci tim end-to-end ini")
+MEMBER_NOT_FOUND = N_("Anggota tidak ditemukan")
+MEMBER_HAS_NO_KEY = N_("Anggota ini belum menyiapkan kunci end-to-end")
+MEMBER_KEY_CHANGED = N_("Kunci publik anggota ini sudah berganti sejak halaman dimuat: muat ulang, "
+                        "bandingkan sidik jarinya, lalu ulangi")
 RECIPIENT_KEY_CHANGED = N_("Kunci publik {count} penerima kunci baru sudah berganti sejak "
                            "halaman dimuat: muat ulang lalu ulangi")
 REKEY_VERSION = N_("Versi kunci baru harus {want} (versi sekarang ditambah satu)")
@@ -128,8 +131,8 @@ REKEY_RECIPIENTS = N_("Daftar penerima kunci baru tidak cocok dengan anggota yan
                       "ulang lalu ulangi")
 REKEY_SECRETS = N_("Daftar nilai yang disegel ulang tidak cocok dengan secret tim yang aktif "
                    "(kurang {missing}, tidak dikenal {unknown}): muat ulang lalu ulangi")
-DUPLICATE = "Kolom '{name}' berisi entri ganda"
-ONE_RECIPIENT = "Setiap entri 'wraps' memerlukan tepat satu dari 'user_id' dan 'token_id'"
+DUPLICATE = N_("Kolom '{name}' berisi entri ganda")
+ONE_RECIPIENT = N_("Setiap entri 'wraps' memerlukan tepat satu dari 'user_id' dan 'token_id'")
 
 
 def _canonical(text: str, size: int | None = None) -> bytes | None:
@@ -179,11 +182,11 @@ def check_envelope(text: object, *, key_version: int, secret_id: uuid.UUID, vers
     (the team's current one); 400 when it is not an envelope, 409 when it names other ones."""
     envelope = parse_envelope(text)
     if envelope.key_version != key_version:
-        raise Conflict(STALE_KEY_VERSION.format(got=envelope.key_version, want=key_version))
+        raise Conflict(Text(STALE_KEY_VERSION, got=envelope.key_version, want=key_version))
     if envelope.secret_id != secret_id:
         raise Conflict(WRONG_SECRET)
     if envelope.version != version:
-        raise Conflict(WRONG_VERSION.format(got=envelope.version, want=version))
+        raise Conflict(Text(WRONG_VERSION, got=envelope.version, want=version))
     return text  # type: ignore[return-value]
 
 
@@ -192,7 +195,7 @@ def check_wrap(text: object, name: str = "wrapped_key") -> str:
     if match is None or _canonical(match[1], KEY_BYTES) is None \
             or _canonical(match[2], NONCE_BYTES) is None \
             or _canonical(match[3], KEY_BYTES + TAG_BYTES) is None:
-        raise BadRequest(BAD_WRAP.format(name=name))
+        raise BadRequest(Text(BAD_WRAP, name=name))
     return text  # type: ignore[return-value]
 
 
@@ -202,7 +205,7 @@ def check_passphrase_wrap(text: object) -> str:
             or _canonical(match[2], SALT_BYTES) is None \
             or _canonical(match[3], NONCE_BYTES) is None \
             or _canonical(match[4], KEY_BYTES + TAG_BYTES) is None:
-        raise BadRequest(BAD_PASS)
+        raise BadRequest(Text(BAD_PASS, low=MIN_ITERATIONS, high=MAX_ITERATIONS))
     return text  # type: ignore[return-value]
 
 
@@ -228,9 +231,9 @@ def check_public_key(text: object, name: str = "public_key") -> bytes:
     match = PUBLIC_KEY_RE.match(text) if isinstance(text, str) else None
     key = _canonical(match[1], KEY_BYTES) if match else None
     if key is None:
-        raise BadRequest(BAD_PUBLIC_KEY.format(name=name))
+        raise BadRequest(Text(BAD_PUBLIC_KEY, name=name))
     if key in LOW_ORDER_KEYS:
-        raise BadRequest(LOW_ORDER_KEY.format(name=name))
+        raise BadRequest(Text(LOW_ORDER_KEY, name=name))
     return key
 
 
@@ -241,7 +244,7 @@ def check_auth(text: object, name: str = "auth") -> str | None:
         return None
     match = AUTH_RE.match(text) if isinstance(text, str) else None
     if match is None or _canonical(match[1], KEY_BYTES) is None:
-        raise BadRequest(BAD_AUTH.format(name=name))
+        raise BadRequest(Text(BAD_AUTH, name=name))
     return text  # type: ignore[return-value]
 
 

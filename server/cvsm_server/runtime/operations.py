@@ -250,10 +250,11 @@ async def audit_verify(settings: Settings, team: str | None = None, *,
     """Verify every audit chain (or one team's): 0 when all are intact, 1 at the first broken
     link, named by team, seq and what is wrong. Each chain is one ordered pass over its index,
     from its start or, with `from_checkpoint`, from its newest checkpoint this server's key
-    signed (what came before it was verified when that was signed). With `progress`, a line
-    on stderr every 100,000 entries."""
+    signed (what came before it was verified when that was signed). The database checks its
+    pages, several at once (`VERIFY_WORKERS` connections). With `progress`, a line on stderr
+    every 100,000 entries."""
     keyring = Keyring(keys.load_master_key(settings), settings.old_master_keys)
-    async with db.open(settings, maxsize=2) as database:
+    async with db.open(settings, maxsize=1 + chain_verify.VERIFY_WORKERS) as database:
         await keys.check_master_key(database.pool, keyring)
         signer = audit_chain.CheckpointSigner(keyring)
         async with db.cursor(database.pool) as cur:
@@ -273,7 +274,7 @@ async def audit_verify(settings: Settings, team: str | None = None, *,
                 if from_checkpoint:
                     since = await chain_verify.latest_checkpoint(cur, signer, chain["chain_id"])
                 verdict = await chain_verify.verify_chain(
-                    cur, signer, chain["chain_id"], since=since,
+                    cur, signer, chain["chain_id"], since=since, pool=database.pool,
                     progress=_progress_line(name) if progress else None)
                 total += verdict.checked
                 if not verdict.ok:

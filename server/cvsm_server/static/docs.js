@@ -5,6 +5,74 @@
 (function () {
   let doc = null;
 
+  // The labels this script writes, in the page's language (`<html lang>`, set by the server);
+  // the OpenAPI document's own texts (summaries, descriptions) stay as written, in English.
+  const TEXTS = {
+    id: {
+      reference: "Referensi {title}",
+      version: "Versi {version}",
+      failed: "Deskripsi API tidak dapat dimuat: {error}",
+      parameters: "Parameter",
+      name: "Nama",
+      where: "Letak",
+      type: "Jenis",
+      rules: "Aturan",
+      body: "Isi permintaan ({type}, {need})",
+      needed: "wajib",
+      optional: "opsional",
+      responses: "Jawaban",
+      headers: "Header: {names}",
+      required: "wajib",
+      bearer: "token bearer",
+      open: "publik",
+      arrayOf: "larik berisi {type}",
+      oneOf: "salah satu dari {values}",
+      pattern: "pola {pattern}",
+      minLength: "panjang min {n}",
+      maxLength: "panjang maks {n}",
+      min: "minimal {n}",
+      max: "maksimal {n}",
+      maxItems: "paling banyak {n} butir",
+      byDefault: "bawaan {value}",
+      deprecated: "usang",
+    },
+    en: {
+      reference: "{title} reference",
+      version: "Version {version}",
+      failed: "The API description could not be loaded: {error}",
+      parameters: "Parameters",
+      name: "Name",
+      where: "In",
+      type: "Type",
+      rules: "Rules",
+      body: "Request body ({type}, {need})",
+      needed: "required",
+      optional: "optional",
+      responses: "Responses",
+      headers: "Headers: {names}",
+      required: "required",
+      bearer: "bearer token",
+      open: "public",
+      arrayOf: "array of {type}",
+      oneOf: "one of {values}",
+      pattern: "pattern {pattern}",
+      minLength: "min length {n}",
+      maxLength: "max length {n}",
+      min: "min {n}",
+      max: "max {n}",
+      maxItems: "at most {n} items",
+      byDefault: "default {value}",
+      deprecated: "deprecated",
+    },
+  };
+  const LANG = TEXTS[document.documentElement.lang] ? document.documentElement.lang : "en";
+
+  // A label with its {placeholders} filled in (as text: the page never parses it as HTML).
+  function t(key, values) {
+    return TEXTS[LANG][key].replace(/\{(\w+)\}/g, (all, name) =>
+      (values && name in values ? String(values[name]) : all));
+  }
+
   function el(tag, attrs, children) {
     const node = document.createElement(tag);
     for (const [key, value] of Object.entries(attrs || {})) {
@@ -38,7 +106,7 @@
     schema = resolve(schema);
     if (schema.anyOf) return schema.anyOf.map(typeLabel).join(" | ");
     if (schema.const !== undefined) return JSON.stringify(schema.const);
-    if (schema.type === "array") return "array of " + typeLabel(schema.items || {});
+    if (schema.type === "array") return t("arrayOf", {type: typeLabel(schema.items || {})});
     let label = schema.type || "any";
     if (schema.format) label += " (" + schema.format + ")";
     return name ? name + " " + label : label;
@@ -47,15 +115,15 @@
   function rules(schema) {
     schema = resolve(schema);
     const out = [];
-    if (schema.enum) out.push("one of " + schema.enum.join(", "));
-    if (schema.pattern) out.push("pattern " + schema.pattern);
-    if (schema.minLength !== undefined) out.push("min length " + schema.minLength);
-    if (schema.maxLength !== undefined) out.push("max length " + schema.maxLength);
-    if (schema.minimum !== undefined) out.push("min " + schema.minimum);
-    if (schema.maximum !== undefined) out.push("max " + schema.maximum);
-    if (schema.maxItems !== undefined) out.push("at most " + schema.maxItems + " items");
-    if (schema.default !== undefined) out.push("default " + JSON.stringify(schema.default));
-    if (schema.deprecated) out.push("deprecated");
+    if (schema.enum) out.push(t("oneOf", {values: schema.enum.join(", ")}));
+    if (schema.pattern) out.push(t("pattern", {pattern: schema.pattern}));
+    if (schema.minLength !== undefined) out.push(t("minLength", {n: schema.minLength}));
+    if (schema.maxLength !== undefined) out.push(t("maxLength", {n: schema.maxLength}));
+    if (schema.minimum !== undefined) out.push(t("min", {n: schema.minimum}));
+    if (schema.maximum !== undefined) out.push(t("max", {n: schema.maximum}));
+    if (schema.maxItems !== undefined) out.push(t("maxItems", {n: schema.maxItems}));
+    if (schema.default !== undefined) out.push(t("byDefault", {value: JSON.stringify(schema.default)}));
+    if (schema.deprecated) out.push(t("deprecated"));
     if (schema.description) out.push(schema.description);
     return out.join("; ");
   }
@@ -77,7 +145,7 @@
       list.append(el("li", {}, [
         el("code", {text: name}), " ",
         el("span", {class: "schema", text: typeLabel(prop)}), " ",
-        required.has(name) ? el("span", {class: "req", text: "required"}) : null, " ",
+        required.has(name) ? el("span", {class: "req", text: t("required")}) : null, " ",
         el("span", {class: "rule", text: rules(prop)}),
         inner ? schemaTree(prop, depth + 1) : null,
       ]));
@@ -90,14 +158,14 @@
     const body = el("tbody");
     for (const p of op.parameters) {
       body.append(el("tr", {}, [
-        el("td", {}, [el("code", {text: p.name}), p.required ? el("span", {class: "req", text: " required"}) : null]),
+        el("td", {}, [el("code", {text: p.name}), p.required ? el("span", {class: "req", text: " " + t("required")}) : null]),
         el("td", {text: p.in}),
         el("td", {}, [el("span", {class: "schema", text: typeLabel(p.schema || {})})]),
         el("td", {class: "rule", text: [p.description, rules(p.schema || {})].filter(Boolean).join("; ")}),
       ]));
     }
-    return el("div", {}, [el("h4", {text: "Parameters"}),
-      el("table", {}, [el("thead", {}, [el("tr", {}, ["Name", "In", "Type", "Rules"].map((h) => el("th", {text: h})))]), body])]);
+    return el("div", {}, [el("h4", {text: t("parameters")}),
+      el("table", {}, [el("thead", {}, [el("tr", {}, [t("name"), t("where"), t("type"), t("rules")].map((h) => el("th", {text: h})))]), body])]);
   }
 
   function requestBody(op) {
@@ -105,7 +173,7 @@
     const content = op.requestBody.content || {};
     const type = Object.keys(content)[0];
     return el("div", {}, [
-      el("h4", {text: "Request body (" + type + (op.requestBody.required ? ", required" : ", optional") + ")"}),
+      el("h4", {text: t("body", {type, need: t(op.requestBody.required ? "needed" : "optional")})}),
       schemaTree(content[type].schema || {}, 0),
     ]);
   }
@@ -120,19 +188,19 @@
       body.append(el("tr", {}, [
         el("td", {class: "status", text: status}),
         el("td", {}, [answer.description || "",
-          headers.length ? el("div", {class: "rule", text: "Headers: " + headers.join(", ")}) : null]),
+          headers.length ? el("div", {class: "rule", text: t("headers", {names: headers.join(", ")})}) : null]),
         el("td", {}, cells),
       ]));
     }
-    return el("div", {}, [el("h4", {text: "Responses"}), el("table", {}, [body])]);
+    return el("div", {}, [el("h4", {text: t("responses")}), el("table", {}, [body])]);
   }
 
   function render() {
     document.title = doc.info.title + " " + doc.info.version;
-    document.getElementById("title").textContent = doc.info.title + " reference";
+    document.getElementById("title").textContent = t("reference", {title: doc.info.title});
     const meta = document.getElementById("meta");
     meta.textContent = "";
-    meta.append("Version " + doc.info.version + " · OpenAPI " + doc.openapi + " · ",
+    meta.append(t("version", {version: doc.info.version}) + " · OpenAPI " + doc.openapi + " · ",
       el("a", {href: "/api/v1/openapi.json", text: "openapi.json"}), " · ", doc.info.description || "");
     const byTag = new Map();
     let index = 0;
@@ -155,7 +223,7 @@
         section.append(el("article", {id}, [
           el("h3", {}, [el("span", {class: "method " + method, text: method}),
             el("span", {class: "path", text: path}),
-            op.security && op.security.length ? el("span", {class: "lock", text: "bearer token"}) : el("span", {class: "lock", text: "public"})]),
+            op.security && op.security.length ? el("span", {class: "lock", text: t("bearer")}) : el("span", {class: "lock", text: t("open")})]),
           el("p", {class: "summary", text: op.summary || ""}),
           op.description ? el("p", {class: "rule", text: op.description}) : null,
           parameters(op), requestBody(op), responses(op),
@@ -174,7 +242,7 @@
     .then((json) => { doc = json; render(); })
     .catch((err) => {
       const meta = document.getElementById("meta");
-      meta.textContent = "The API description could not be loaded: " + err.message;
+      meta.textContent = t("failed", {error: err.message});
       meta.className = "error";
     });
 })();

@@ -1,13 +1,16 @@
 """The support assistant: help articles, conversations with the assistant, and tickets.
 
-- **Articles.** The help articles ship in the package (`cvsm_server/help/*.md`, Indonesian). At
-  start-up `load_articles` puts them in `help_articles` and their paragraphs in `help_passages`,
-  by slug and content hash (unchanged articles are left alone; removed ones are deleted), under
-  an advisory lock so several processes starting at once load them once.
-- **Answers.** A question is searched with PostgreSQL full-text search (`websearch_to_tsquery`
-  over the `cvsm_help` configuration: Indonesian stemming where the server has it, migration
-  0009), its words joined with `or` after common question words are dropped, ranked with
-  `ts_rank`. The answer quotes the best article's most relevant paragraph and lists as sources
+- **Articles.** The help articles ship in the package, in Indonesian (`cvsm_server/help/*.md`)
+  and in English (`help/en/*.md`, the same slugs). At start-up `load_articles` puts them in
+  `help_articles` and their paragraphs in `help_passages`, by language, slug and content hash
+  (unchanged articles are left alone; removed ones are deleted), under an advisory lock so
+  several processes starting at once load them once.
+- **Answers** are in the reader's language: the page's on the dashboard, the account's
+  (`users.language`) else Indonesian through the API (whose error bodies stay Indonesian). A
+  question is searched among that language's articles with PostgreSQL full-text search
+  (`websearch_to_tsquery` over `cvsm_help` for Indonesian: Indonesian stemming where the server
+  has it, migration 0009; over `english` for English, migration 0036), its words joined with
+  `or` after common question words are dropped, ranked with `ts_rank`. The answer quotes the best article's most relevant paragraph and lists as sources
   the articles that match as many of the question's words as that one (no article that shares
   only a common word); with no match it says so and offers a human. No external service is
   called. Answers are Markdown (the articles' own), rendered to HTML by `render_markdown`
@@ -41,7 +44,8 @@ from ..accounts import ratelimit
 from ..core.actor import Actor
 from ..crypto.sealing import Keyring
 from ..core.errors import BadRequest, Conflict, NotFound
-from ..core.i18n import Text
+from ..core import i18n
+from ..core.i18n import N_, Text
 from ..core.inputs import check_text
 from ..accounts.sessions import require_jwt
 from ..core.timeutil import iso
@@ -60,9 +64,14 @@ TICKET_NOT_FOUND = "Tiket tidak ditemukan"
 ALREADY_ESCALATED = "Percakapan ini sudah diteruskan ke admin dan tiketnya masih terbuka"
 TICKET_CLOSED = "Tiket sudah ditutup"
 CONVERSATION_FULL = "Percakapan ini sudah terlalu panjang; mulai percakapan baru"
-NO_MATCH = ("Maaf, saya belum menemukan jawaban untuk pertanyaan itu di artikel bantuan. Coba "
+NO_MATCH = N_("Maaf, saya belum menemukan jawaban untuk pertanyaan itu di artikel bantuan. Coba "
             "dengan kata lain, atau pilih \u201cBicara dengan manusia\u201d agar admin membalas "
             "lewat email.")
+# The answer's first line, before the quoted paragraph (`compose_answer`).
+ACCORDING_TO = N_("Menurut artikel \u201c{title}\u201d")
+ACCORDING_TO_SECTION = N_("Menurut artikel \u201c{title}\u201d (bagian \u201c{heading}\u201d)")
+# The text search configuration of each language's articles (migrations 0009 and 0036).
+SEARCH_CONFIG = {"id": "cvsm_help", "en": "english"}
 
 # Words that say little about the topic of a question (they would match every article).
 STOPWORDS = frozenset("""
@@ -72,7 +81,9 @@ dia ingin ini itu jadi jika juga kalau kami kamu kapan karena ke kenapa ketika k
 lewat mana mau melalui mengapa menjadi mohon nya oleh pada para perlu saat saja sama sampai
 saya sebuah secara sedang sekarang selalu seperti siapa sih sudah supaya tapi tetapi tidak
 tolong untuk yang ya gimana gmn gak nggak enggak tak hai halo terima kasih
-the a an is are how do does what why can i to of in my
+the a an is are how do does what why can i to of in my me you your it its be was were will
+would should could where which who when there this that these those with for on at by from
+about into please hi hello thanks thank get got any some so if not no
 """.split())
 
 _WORD = re.compile(r'"[^"]{1,200}"|[^\W_][\w-]*', re.UNICODE)
@@ -100,9 +111,10 @@ class Article:
     body: str
     passages: tuple[tuple[str, str], ...]  # (heading, paragraph)
     content_hash: str
+    language: str = "id"
 
 
-def parse_article(slug: str, text: str) -> Article:
+def parse_article(slug: str, text: str, language: str = "id") -> Article:
     blocks = [b.strip() for b in re.split(r"\n\s*\n", text.replace("\r\n", "\n")) if b.strip()]
     if not blocks or not blocks[0].startswith("# "):
         raise ValueError(f"help article {slug!r} must start with '# Title'")
@@ -116,15 +128,23 @@ def parse_article(slug: str, text: str) -> Article:
         passages.append((heading, paragraph))
         body.append(paragraph)
     return Article(slug, title, "\n\n".join(body), tuple(passages),
-                   hashlib.sha256(text.encode()).hexdigest())
+                   hashlib.sha256(text.encode()).hexdigest(), language)
 
 
-def shipped_articles() -> list[Article]:
-    """The articles in the package, by slug."""
-    folder = resources.files("cvsm_server").joinpath("help")
-    return sorted((parse_article(entry.name[:-3], entry.read_text(encoding="utf-8"))
-                   for entry in folder.iterdir() if entry.name.endswith(".md")),
-                  key=lambda a: a.slug)
+# Where each language's articles are, under the package's `help` folder.
+HELP_FOLDERS = {"id": (), "en": ("en",)}
+
+
+def shipped_articles(language: str | None = None) -> list[Article]:
+    """The articles in the package (one language's, or all), by language and slug."""
+    found = []
+    for lang, parts in HELP_FOLDERS.items():
+        if language is not None and lang != language:
+            continue
+        folder = resources.files("cvsm_server").joinpath("help", *parts)
+        found += [parse_article(entry.name[:-3], entry.read_text(encoding="utf-8"), lang)
+                  for entry in folder.iterdir() if entry.name.endswith(".md")]
+    return sorted(found, key=lambda a: (a.language, a.slug))
 
 
 async def load_articles(pool: db.Pool, articles: list[Article] | None = None) -> int:
@@ -133,27 +153,30 @@ async def load_articles(pool: db.Pool, articles: list[Article] | None = None) ->
     changed = 0
     async with db.pool_transaction(pool) as cur:
         await cur.execute("SELECT pg_advisory_xact_lock(%s)", (LOAD_LOCK_ID,))
-        stored = {r["slug"]: r["content_hash"] for r in
-                  await db.fetchall(cur, "SELECT slug, content_hash FROM help_articles")}
+        stored = {(r["language"], r["slug"]): r["content_hash"] for r in await db.fetchall(
+            cur, "SELECT language, slug, content_hash FROM help_articles")}
         for article in articles:
-            if stored.get(article.slug) == article.content_hash:
+            key = (article.language, article.slug)
+            if stored.get(key) == article.content_hash:
                 continue
             changed += 1
             await cur.execute(
-                """INSERT INTO help_articles (slug, title, body, content_hash)
-                   VALUES (%s, %s, %s, %s)
-                   ON CONFLICT (slug) DO UPDATE SET title = EXCLUDED.title, body = EXCLUDED.body,
-                       content_hash = EXCLUDED.content_hash, updated_at = now()""",
-                (article.slug, article.title, article.body, article.content_hash))
-            await cur.execute("DELETE FROM help_passages WHERE slug = %s", (article.slug,))
+                """INSERT INTO help_articles (language, slug, title, body, content_hash)
+                   VALUES (%s, %s, %s, %s, %s)
+                   ON CONFLICT (language, slug) DO UPDATE SET title = EXCLUDED.title,
+                       body = EXCLUDED.body, content_hash = EXCLUDED.content_hash,
+                       updated_at = now()""",
+                (*key, article.title, article.body, article.content_hash))
+            await cur.execute("DELETE FROM help_passages WHERE language = %s AND slug = %s", key)
             for position, (heading, text) in enumerate(article.passages):
                 await cur.execute(
-                    "INSERT INTO help_passages (slug, position, heading, text) VALUES (%s, %s, %s, %s)",
-                    (article.slug, position, heading, text))
-        gone = set(stored) - {a.slug for a in articles}
-        if gone:
-            changed += len(gone)
-            await cur.execute("DELETE FROM help_articles WHERE slug = ANY(%s)", (sorted(gone),))
+                    """INSERT INTO help_passages (language, slug, position, heading, text)
+                       VALUES (%s, %s, %s, %s, %s)""", (*key, position, heading, text))
+        gone = set(stored) - {(a.language, a.slug) for a in articles}
+        for language, slug in sorted(gone):
+            changed += 1
+            await cur.execute("DELETE FROM help_articles WHERE language = %s AND slug = %s",
+                              (language, slug))
     return changed
 
 
@@ -176,22 +199,25 @@ def search_terms(question: str) -> list[str]:
 # PostgreSQL's ts_rank (below 1) among texts with as many. Counting terms first keeps a text
 # that repeats one common word from beating one that has every word asked about.
 _SCORE = """(SELECT count(*) FROM unnest(%(terms)s::text[]) AS term
-             WHERE {column} @@ websearch_to_tsquery('cvsm_help', term))
+             WHERE {column} @@ websearch_to_tsquery(%(config)s::regconfig, term))
             + ts_rank({column}, q.q)"""
 
 
-async def search(cur: db.Cursor, question: str) -> tuple[list[dict], dict | None]:
-    """The matching articles (slug, title), best first, and the best one's most relevant
-    paragraph (heading, text); ([], None) without a match."""
+async def search(cur: db.Cursor, question: str,
+                 language: str = "id") -> tuple[list[dict], dict | None]:
+    """The matching articles of `language` (slug, title), best first, and the best one's most
+    relevant paragraph (heading, text); ([], None) without a match."""
     terms = search_terms(question)
     if not terms:
         return [], None
-    params = {"q": " or ".join(terms), "terms": terms, "limit": MAX_ARTICLES}
+    language = language if language in SEARCH_CONFIG else "id"
+    params = {"q": " or ".join(terms), "terms": terms, "limit": MAX_ARTICLES,
+              "language": language, "config": SEARCH_CONFIG[language]}
     rows = await db.fetchall(cur, f"""
-        WITH q AS (SELECT websearch_to_tsquery('cvsm_help', %(q)s) AS q)
+        WITH q AS (SELECT websearch_to_tsquery(%(config)s::regconfig, %(q)s) AS q)
         SELECT a.slug, a.title, {_SCORE.format(column="a.search")} AS score
         FROM help_articles a, q
-        WHERE a.search @@ q.q
+        WHERE a.language = %(language)s AND a.search @@ q.q
         ORDER BY score DESC, a.slug
         LIMIT %(limit)s""", params)
     if not rows:
@@ -202,21 +228,26 @@ async def search(cur: db.Cursor, question: str) -> tuple[list[dict], dict | None
     used = [{"slug": r["slug"], "title": r["title"]} for r in rows
             if int(r["score"]) == int(best) and r["score"] >= best * RELATED_SHARE]
     passage = await db.fetchone(cur, f"""
-        WITH q AS (SELECT websearch_to_tsquery('cvsm_help', %(q)s) AS q)
+        WITH q AS (SELECT websearch_to_tsquery(%(config)s::regconfig, %(q)s) AS q)
         SELECT p.heading, p.text
         FROM help_passages p, q
-        WHERE p.slug = %(slug)s
+        WHERE p.language = %(language)s AND p.slug = %(slug)s
         ORDER BY {_SCORE.format(column="p.search")} DESC, p.position
         LIMIT 1""", {**params, "slug": rows[0]["slug"]})
     return used, passage
 
 
-def compose_answer(articles: list[dict], passage: Mapping | None) -> str:
-    if not articles or passage is None:
-        return NO_MATCH
-    lead = f"Menurut artikel \u201c{articles[0]['title']}\u201d"
-    if passage["heading"]:
-        lead += f" (bagian \u201c{passage['heading']}\u201d)"
+def compose_answer(articles: list[dict], passage: Mapping | None, language: str = "id") -> str:
+    """The assistant's answer (Markdown) in `language`: the best article's paragraph, quoted
+    after a line naming the article (and its section), or `NO_MATCH`."""
+    with i18n.use_language(language):
+        if not articles or passage is None:
+            return i18n.gettext(NO_MATCH)
+        if passage["heading"]:
+            lead = i18n.translate(Text(ACCORDING_TO_SECTION, title=articles[0]["title"],
+                                       heading=passage["heading"]))
+        else:
+            lead = i18n.translate(Text(ACCORDING_TO, title=articles[0]["title"]))
     return f"{lead}:\n\n{passage['text']}"
 
 
@@ -259,9 +290,10 @@ async def _messages(cur: db.Cursor, conversation_id: uuid.UUID) -> list[dict]:
 
 
 async def chat(conn: db.Connection, actor: Actor, message: str, *,
-               conversation_id: uuid.UUID | None = None,
+               conversation_id: uuid.UUID | None = None, language: str | None = None,
                charge: ratelimit.Charge | None = None) -> dict:
-    """Answer a question from the help articles, in a new conversation or the user's own one.
+    """Answer a question from the help articles, in a new conversation or the user's own one,
+    in `language` (the page's), or without one in the account's language, else Indonesian.
 
     Returns `conversation_id`, `answer` (Markdown), `answer_html` (it rendered, raw HTML
     escaped), `articles` (slug, title; empty without a match) and `matched`."""
@@ -279,8 +311,12 @@ async def chat(conn: db.Connection, actor: Actor, message: str, *,
                                            "WHERE conversation_id = %s", (conversation_id,))
             if count["n"] + 2 > MAX_MESSAGES:
                 raise BadRequest(CONVERSATION_FULL)
-        articles, passage = await search(cur, message)
-        answer = compose_answer(articles, passage)
+        if language not in SEARCH_CONFIG:
+            row = await db.fetchone(cur, "SELECT language FROM users WHERE id = %s",
+                                    (actor.user_id,))
+            language = row["language"] if row and row["language"] in SEARCH_CONFIG else "id"
+        articles, passage = await search(cur, message, language)
+        answer = compose_answer(articles, passage, language)
         await cur.execute(
             """INSERT INTO support_messages (conversation_id, author, body) VALUES (%s, 'user', %s)""",
             (conversation_id, message))
@@ -335,9 +371,10 @@ def ticket_json(row: Mapping) -> dict:
             "closed_at": iso(row["closed_at"])}
 
 
-def _transcript(messages: list[dict]) -> str:
-    names = {"user": "Pengguna", "assistant": "Asisten", "admin": "Admin"}
-    return "\n\n".join(f"{names[m['author']]}: {m['body']}" for m in messages)
+def _transcript(messages: list[dict]) -> list[dict]:
+    """The conversation for the ticket's mail: who said what (the mail's template names the
+    authors in its recipient's language)."""
+    return [{"author": m["author"], "body": m["body"]} for m in messages]
 
 
 async def escalate(conn: db.Connection, actor: Actor, keyring: Keyring,

@@ -30,7 +30,8 @@ async def device_token(request: web.Request) -> web.Response:
     failures = ratelimit.Charge.failed_auth(request.app[SETTINGS], client.ip)
     async with connection(request) as conn:
         row, token, team = await device_flow.poll(conn, client, request.app[KEYRING], code,
-                                                  grant_type=grant_type, failures=failures)
+                                                  grant_type=grant_type, failures=failures,
+                                                  token_days=request.app[SETTINGS].device_token_days)
     return web.json_response({"access_token": token, "token_type": "Bearer",
                               "api_token": tokens.token_json(row), "team": team},
                              headers={"Cache-Control": "no-store"})

@@ -209,7 +209,9 @@ const whoamiHelp = `Usage:
   cvsm whoami [--server URL]
 
 Shows the server, the account, the token in use (its name and prefix, never the
-token), its team and what it may do, and the folder's .cvsm.yaml if any.
+token), its team, what it may do and when it expires (a login's token lives the
+server's CVSM_DEVICE_TOKEN_DAYS, 90 days by default), and the folder's
+.cvsm.yaml if any.
 The token is the one get would use: --token-file, CVSM_TOKEN, else the stored
 login.
 `

@@ -450,13 +450,26 @@ func (c *cli) whoami(args []string) error {
 	if current.Team != nil {
 		team = current.Team.Slug + " (" + current.Team.Name + ")"
 	}
-	fmt.Fprintf(c.stdout, "Server:  %s\nAccount: %s (%s)\nToken:   %s (%s..., from %s)\nTeam:    %s\nAccess:  %s\n",
+	fmt.Fprintf(c.stdout, "Server:  %s\nAccount: %s (%s)\nToken:   %s (%s..., from %s)\nTeam:    %s\nAccess:  %s\nExpires: %s\n",
 		server, me.Email, me.Username, current.APIToken.Name, current.APIToken.TokenPrefix, source, team,
-		reach(current.APIToken.ReadOnly, current.APIToken.Environments))
+		reach(current.APIToken.ReadOnly, current.APIToken.Environments), expiry(current.APIToken.ExpiresAt))
 	if project, where := c.project(); where != "" {
 		fmt.Fprintf(c.stdout, "Folder:  %s (team %s, environment %s)\n", where, orNone(project.Team), orNone(project.Environment))
 	}
 	return nil
+}
+
+// expiry is when a token stops working, in UTC to the minute ("never" for
+// a token without an expiry; a `cvsm login` token lives CVSM_DEVICE_TOKEN_DAYS).
+func expiry(at *string) string {
+	if at == nil || *at == "" {
+		return "never"
+	}
+	when, err := time.Parse(time.RFC3339Nano, *at)
+	if err != nil {
+		return *at
+	}
+	return when.UTC().Format("2006-01-02 15:04") + " UTC"
 }
 
 func orNone(s string) string {

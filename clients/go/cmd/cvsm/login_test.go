@@ -320,6 +320,14 @@ func TestLoginSetupGetWhoamiLogoutAgainstTheServer(t *testing.T) {
 
 	r = runCLIIn(t, below, env, "whoami")
 	expectCode(t, r, 0, "whoami")
+	// A `cvsm login` token expires (CVSM_DEVICE_TOKEN_DAYS, 90 days): whoami says when (the
+	// day the token was minted, a minute ago at most, plus 90 days).
+	in90 := func(ago time.Duration) string {
+		return "Expires: " + time.Now().UTC().Add(90*24*time.Hour-ago).Format("2006-01-02")
+	}
+	if !strings.Contains(r.stdout, in90(0)) && !strings.Contains(r.stdout, in90(time.Minute)) {
+		t.Errorf("whoami does not show the expiry 90 days on: %q", r.stdout)
+	}
 	for _, want := range []string{"cli-", "cvsm login on", s.teamSlug, "read-only", "staging", ".cvsm.yaml", login.TokenPrefix} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("whoami does not show %q: %q", want, r.stdout)
@@ -366,7 +374,7 @@ func TestWhoamiShowsTheTokenFromTheEnvironmentFirst(t *testing.T) {
 	s := needServer(t)
 	r := runCLIIn(t, t.TempDir(), s.env(), "whoami")
 	expectCode(t, r, 0, "whoami")
-	for _, want := range []string{"cli-", "cvsm CLI tests", "from CVSM_TOKEN", "every team of the account", s.token[:13]} {
+	for _, want := range []string{"cli-", "cvsm CLI tests", "from CVSM_TOKEN", "every team of the account", s.token[:13], "Expires: never"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("whoami does not show %q: %q", want, r.stdout)
 		}

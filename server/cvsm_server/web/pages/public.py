@@ -39,16 +39,21 @@ async def share_page(request: web.Request) -> web.StreamResponse:
     return response
 
 
-# The API reference: a static page whose script renders `/api/v1/openapi.json` client-side.
+# The API reference: a page whose script renders `/api/v1/openapi.json` client-side.
 DOCS_CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
             "img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
 
 
 async def docs_page(request: web.Request) -> web.StreamResponse:
-    response = web.FileResponse(STATIC_DIR / "docs.html")
-    response.content_type = "text/html"
+    """The API reference, its chrome (title, headings, navigation, the language switch) in the
+    page's language (`choose_language`), its script's labels following `<html lang>`; the
+    OpenAPI document's own descriptions stay English."""
+    html = aiohttp_jinja2.render_string("docs.html", request, {
+        "lang": choose_language(request), "here": request.path})
+    response = web.Response(text=html, content_type="text/html")
     response.headers["Content-Security-Policy"] = DOCS_CSP
     response.headers["Cache-Control"] = "no-cache"
+    response.headers["Vary"] = "Accept-Language, Cookie"
     return response
 
 

@@ -60,7 +60,7 @@ def render_page(request: web.Request, template: str, context: dict[str, Any], *,
 # The context's messages (a refusal's, beside a field or above a form, or the error page's): the
 # domain's Indonesian texts, shown in the page's language where the catalog translates them
 # (the API's JSON keeps them as they are).
-MESSAGES = ("error", "message", "notice", "sent", "e2e_error", "deletion_error")
+MESSAGES = ("error", "message", "notice", "sent", "e2e_error", "deletion_error", "escalate_error")
 
 
 def translated(context: dict[str, Any]) -> dict[str, Any]:

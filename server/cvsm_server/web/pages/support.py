@@ -20,7 +20,8 @@ from ..support import charge
 from .forms import Form
 from .kit import done, signed_in
 from .messages import FLASHES
-from .rendering import render_page
+from .rendering import choose_language, render_page
+from ...core import i18n
 from ... import db
 
 ESCALATED = FLASHES["support_escalated"][1]
@@ -60,8 +61,12 @@ async def support_page(request: web.Request, actor: Actor) -> web.StreamResponse
     return render_page(request, "support.html", context, private=True)
 
 
-def _json_error(exc: DomainError) -> web.Response:
-    return web.json_response({"error": exc.message}, status=exc.status, headers=exc.headers)
+def _json_error(request: web.Request, exc: DomainError) -> web.Response:
+    """The page script's refusal (`static/support.js` shows it on the page): in the page's
+    language, as the page itself would show it (the API's `/support/*` stay Indonesian)."""
+    choose_language(request)
+    return web.json_response({"error": i18n.translate(exc.message)}, status=exc.status,
+                             headers=exc.headers)
 
 
 @signed_in
@@ -72,10 +77,11 @@ async def ask(request: web.Request, actor: Actor) -> web.StreamResponse:
         try:
             conversation_id = _conversation_ref(form["conversation_id"])
             result = await support.chat(conn, actor, message, conversation_id=conversation_id,
+                                        language=choose_language(request),
                                         charge=charge(request, actor))
         except DomainError as exc:
             if _wants_json(request):
-                return _json_error(exc)
+                return _json_error(request, exc)
             if exc.status == 404:
                 raise
             context = await _context(request, conn, actor,
@@ -105,7 +111,7 @@ async def escalate(request: web.Request, actor: Actor) -> web.StreamResponse:
                                             base_url=app_url(request), charge=charge(request, actor))
         except DomainError as exc:
             if _wants_json(request):
-                return _json_error(exc)
+                return _json_error(request, exc)
             if exc.status == 404:
                 raise
             context = await _context(request, conn, actor, conversation_id)
@@ -114,7 +120,8 @@ async def escalate(request: web.Request, actor: Actor) -> web.StreamResponse:
             response.headers.update(exc.headers)
             return response
     if _wants_json(request):
-        return web.json_response({"ticket": ticket, "notice": ESCALATED}, status=201,
+        choose_language(request)
+        return web.json_response({"ticket": ticket, "notice": i18n.gettext(ESCALATED)}, status=201,
                                  headers={"Cache-Control": "no-store"})
     return done(request, "support.support_page", "support_escalated",
                 {"c": str(conversation_id)})
