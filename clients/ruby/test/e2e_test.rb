@@ -5,9 +5,58 @@ require "stringio"
 require "yaml"
 require_relative "test_helper"
 
+# E2ESeal is the writing half of docs/e2e.md, for the tests alone (the SDK only opens): key
+# pairs, team-key wraps and sealed values, built with OpenSSL as Cvsm::E2E builds the keys.
+module E2ESeal
+  module_function
+
+  def b64u(bytes) = [bytes].pack("m0").tr("+/", "-_").delete("=")
+
+  # C_v, the commitment to a team key of a version (docs/e2e.md "Format 2").
+  def commitment(team_key, team_id, key_version)
+    OpenSSL::KDF.hkdf(team_key, salt: "", info: "cvsm-e2e:v2:commit:#{team_id}:#{key_version}", length: 32,
+                                hash: "SHA256")
+  end
+
+  # [private key, public key], 32 raw bytes each.
+  def key_pair
+    key = OpenSSL::PKey.generate_key("X25519")
+    [key.private_to_der.byteslice(-32, 32), key.public_to_der.byteslice(-32, 32)]
+  end
+
+  def encrypt(key, nonce, plain, aad)
+    cipher = OpenSSL::Cipher.new("aes-256-gcm").encrypt
+    cipher.key = key
+    cipher.iv = nonce
+    cipher.auth_data = aad
+    ct = plain.empty? ? +"" : cipher.update(plain)
+    ct << cipher.final
+    ct << cipher.auth_tag
+  end
+
+  # cvsm-wrap1: +team_key+ wrapped to the raw X25519 public key +recipient+.
+  def wrap(team_key, team_id, key_version, recipient)
+    eph = OpenSSL::PKey.generate_key("X25519")
+    eph_public = eph.public_to_der.byteslice(-32, 32)
+    shared = eph.derive(OpenSSL::PKey.read(Cvsm::E2E::PUBLIC_DER_PREFIX + recipient))
+    wrapping = OpenSSL::KDF.hkdf(shared, salt: eph_public + recipient, info: "cvsm-e2e:v1:wrap", length: 32,
+                                         hash: "SHA256")
+    nonce = OpenSSL::Random.random_bytes(12)
+    ct = encrypt(wrapping, nonce, team_key, "cvsm-e2e:v1:team-key:#{team_id}:#{key_version}")
+    "cvsm-wrap1.#{b64u(eph_public)}.#{b64u(nonce)}.#{b64u(ct)}"
+  end
+
+  # cvsm-e2e1: +value+ sealed for version +version+ of secret +secret_id+.
+  def seal(value, team_key, key_version, team_id:, secret_id:, version:, environment:, name:)
+    nonce = OpenSSL::Random.random_bytes(12)
+    aad = "cvsm-e2e:v1:secret:#{team_id}:#{secret_id}:#{version}:#{environment}:#{name}"
+    "cvsm-e2e1.#{key_version}.#{secret_id}.#{version}.#{b64u(nonce)}.#{b64u(encrypt(team_key, nonce, value.b, aad))}"
+  end
+end
+
 # End-to-end teams: the cross-language vectors of conformance/vectors/e2e.json, then the client
-# against a fake end-to-end team (concurrent first reads, secrecy); its wire rules are the
-# conformance cases e2e_*.
+# against the shared stub holding an end-to-end team sealed here (concurrent first reads,
+# secrecy); its wire rules are the conformance cases e2e_*.
 class E2ETest < CvsmTest
   VECTORS_FILE = File.expand_path("../../../conformance/vectors/e2e.json", __dir__)
   VALUE = "postgres://app:s3cr3t@db.internal/app"
@@ -34,7 +83,7 @@ class E2ETest < CvsmTest
   def test_a_wrap_opens_only_for_its_team_version_and_recipient
     member, token = vectors["recipients"]
     {
-      "another team" => { team_id: FakeApi::TEAM_ID, key_version: vectors["key_version"],
+      "another team" => { team_id: StubApi::TEAM_ID, key_version: vectors["key_version"],
                           private_key: unb64u(member["private_key"]) },
       "another key version" => { team_id: vectors["team_id"], key_version: vectors["key_version"] + 1,
                                  private_key: unb64u(member["private_key"]) },
@@ -163,44 +212,53 @@ class E2ETest < CvsmTest
   end
 
   def test_a_jwt_is_not_taken_for_a_token_with_a_key
-    api, server = start_api
-    api.token = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjMifQ.c2lnbmF0dXJl"
-    api.add_secret("A", "1")
-    client = Cvsm::Client.new(token: api.token, base_url: server.base_url, team: "acme")
+    jwt = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjMifQ.c2lnbmF0dXJl"
+    StubApi.shared.reset({ "A" => "1" }, token: jwt)
+    client = Cvsm::Client.new(token: jwt, base_url: StubApi.shared.base_url, team: "acme")
     assert_equal "1", client.get("A")
-    assert_equal "Bearer #{api.token}", server.log.first.headers["authorization"]
+    assert_equal "Bearer #{jwt}", StubApi.shared.requests.first["headers"]["authorization"]
   end
 
   # --- the client against an end-to-end team ----------------------------------------------------
 
   def setup
     super
-    @api, @server = start_api
-    @api.add_secret("DATABASE_URL", VALUE)
-    @api.add_secret("API_KEY", "kunci rahasia — café 🔑")
-    @api.add_secret("EMPTY", "")
-    @api.add_secret("DATABASE_URL", "postgres://staging", environment: "staging")
     @private_key, @public_key = E2ESeal.key_pair
-    @token = @api.end_to_end!(@private_key, @public_key)
+    @team_key = OpenSSL::Random.random_bytes(32)
     @key_part = E2ESeal.b64u(@private_key)
+    commitment = E2ESeal.b64u(E2ESeal.commitment(@team_key, StubApi::TEAM_ID, 1))
+    @token = "#{TOKEN}.#{@key_part}.1.#{commitment}" # pinned to key version 1
+    @secrets = [["DATABASE_URL", VALUE], ["API_KEY", "kunci rahasia — café 🔑"], ["EMPTY", ""],
+                ["DATABASE_URL", "postgres://staging", "staging"]]
+    load_team
+  end
+
+  # Resets the shared stub to team "acme" made end-to-end: @secrets ([name, value, environment])
+  # sealed under @team_key (key version 1), the key wrapped to @public_key.
+  def load_team
+    rows = @secrets.each_with_index.map do |(name, value, environment), i|
+      id = format("00000000-0000-4000-8000-%012d", i + 1)
+      environment ||= "production"
+      { id: id, name: name, environment: environment,
+        value: E2ESeal.seal(value, @team_key, 1, team_id: StubApi::TEAM_ID, secret_id: id, version: 1,
+                                                 environment: environment, name: name) }
+    end
+    StubApi.shared.reset(rows, e2e: { team_id: StubApi::TEAM_ID, key_version: 1, links: [],
+                                      wrapped_key: E2ESeal.wrap(@team_key, StubApi::TEAM_ID, 1, @public_key) })
   end
 
   def e2e_client(**options)
-    Cvsm::Client.new(token: @token, base_url: @server.base_url, team: "acme", **options)
+    Cvsm::Client.new(token: @token, base_url: StubApi.shared.base_url, team: "acme", **options)
   end
 
   def key_path = "/teams/acme/e2e/key"
 
-  def tampered(envelope)
-    last = envelope[-1] == "A" ? "B" : "A"
-    envelope[0..-2] + last
-  end
-
   def test_concurrent_first_reads_fetch_the_team_key_once
-    8.times { |i| @api.add_secret("S#{i}", "v#{i}") }
+    8.times { |i| @secrets << ["S#{i}", "v#{i}"] }
+    load_team
     client = e2e_client
     assert_equal Array.new(8) { |i| "v#{i}" }, Array.new(8) { |i| Thread.new { client.get("S#{i}") } }.map(&:value)
-    assert_equal 1, paths(@server).count(key_path)
+    assert_equal 1, StubApi.shared.paths.count(key_path)
   end
 
   def test_the_key_part_and_the_team_key_are_never_printed_or_serialised
@@ -209,7 +267,7 @@ class E2ETest < CvsmTest
     client.get_all
     out = StringIO.new
     PP.pp(client, out)
-    secrets = [@key_part, @token, VALUE, E2ESeal.b64u(@api.team_key), @private_key, @api.team_key]
+    secrets = [@key_part, @token, VALUE, E2ESeal.b64u(@team_key), @private_key, @team_key]
     shown = [client.inspect, client.to_s, out.string, client.to_yaml, client.to_json, client.config.to_s]
     seen = []
     walk = lambda do |object, depth|

@@ -79,13 +79,9 @@ class StubApi
   end
 end
 
-require_relative "e2e_stub"
-
 # CvsmTest is the base class of the SDK's tests: it removes every CVSM_* and proxy variable for the
 # test and restores the environment afterwards.
 class CvsmTest < Minitest::Test
-  include FakeApiHelpers
-
   TOKEN = StubApi::TOKEN
 
   PROXY_VARIABLES = %w[http_proxy HTTP_PROXY https_proxy HTTPS_PROXY no_proxy NO_PROXY].freeze
