@@ -222,27 +222,32 @@ class Cursor:
 _CURSOR_RE = re.compile(r"([0-9]{1,17})_([0-9]{1,18})")
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
-# The newest-first order of every list, and its keyset: each filter walks one index in it.
+# The newest-first order of every list, and its keyset: each filter walks one index in its
+# order (created_at DESC; ties of time, rare, sorted by pos as they come). The page indexes key
+# the team and the filtered value by 4-byte hashes (migration 0035): a statement names the hash
+# (what the index finds) and the value (what it keeps).
 _ORDER = "ORDER BY created_at DESC, pos DESC"
+TEAM = "uuid_hash(team_id) = uuid_hash(%(team)s::uuid) AND team_id = %(team)s"
 _COLUMNS = """id, pos, team_id, user_id, user_email, action, resource, resource_id, ip_address,
               user_agent, metadata, created_at"""
 
 
 def _where(filters: Filters, before: Cursor | None, after: Cursor | None = None) -> list[str]:
     """The conditions every branch of a list shares: team, action, person, time, cursors."""
-    out = ["team_id = %(team)s"]
+    out = [TEAM]
     if filters.action:
-        out.append("action = %(f_action)s")
+        out.append("hashtext(action) = hashtext(%(f_action)s::text) AND action = %(f_action)s")
     if filters.person:
-        out.append("lower(user_email) = lower(%(f_person)s)")
+        out.append("hashtext(lower(user_email)) = hashtext(lower(%(f_person)s::text))"
+                   " AND lower(user_email) = lower(%(f_person)s)")
     if filters.start:
         out.append("created_at >= %(f_start)s")
     if filters.end:
         out.append("created_at < %(f_end)s")
     if before is not None:
-        out.append("(created_at, pos) < (%(b_at)s, %(b_pos)s)")
+        out.append("created_at <= %(b_at)s AND (created_at, pos) < (%(b_at)s, %(b_pos)s)")
     if after is not None:
-        out.append("(created_at, pos) > (%(a_at)s, %(a_pos)s)")
+        out.append("created_at >= %(a_at)s AND (created_at, pos) > (%(a_at)s, %(a_pos)s)")
     return out
 
 
@@ -250,10 +255,13 @@ def _where(filters: Filters, before: Cursor | None, after: Cursor | None = None)
 # list's order (migration 0022): the secret's own entries by id, entries naming it by name,
 # shares (and others) naming it by id in their metadata.
 _SECRET_BRANCHES = (
-    "resource = 'secret' AND resource_id = %(f_secret)s",
-    """resource IN ('secret', 'share') AND metadata->>'name' = %(f_secret)s
+    """resource = 'secret' AND hashtext(resource_id) = hashtext(%(f_secret)s::text)
+       AND resource_id = %(f_secret)s""",
+    """resource IN ('secret', 'share') AND hashtext(metadata->>'name') = hashtext(%(f_secret)s::text)
+       AND metadata->>'name' = %(f_secret)s
        AND NOT (resource = 'secret' AND resource_id IS NOT DISTINCT FROM %(f_secret)s)""",
     """resource IN ('secret', 'share') AND metadata ? 'secret_id'
+       AND hashtext(metadata->>'secret_id') = hashtext(%(f_secret)s::text)
        AND metadata->>'secret_id' = %(f_secret)s
        AND NOT (resource = 'secret' AND resource_id IS NOT DISTINCT FROM %(f_secret)s)
        AND (metadata->>'name') IS DISTINCT FROM %(f_secret)s""",
@@ -344,15 +352,20 @@ async def list_entries(conn: db.Connection, actor: Actor, team_id: uuid.UUID, *,
     return page.entries, page.total
 
 
-# The distinct values of an index's second column for one team, one probe each (a skip scan).
-_DISTINCT = """WITH RECURSIVE v(x) AS (
-                   (SELECT {col} FROM audit_logs WHERE team_id = %(team)s AND {col} IS NOT NULL
-                    ORDER BY {col} LIMIT 1)
+# The distinct values of an index's second column for one team: a skip scan of its hashes (one
+# probe each), then one entry of each hash for its value. (Two values of one team sharing a
+# 4-byte hash would show as one choice; the filter by either still finds exactly its own.)
+_DISTINCT = """WITH RECURSIVE v(h) AS (
+                   (SELECT hashtext({col}) FROM audit_logs WHERE {team}
+                      AND hashtext({col}) IS NOT NULL ORDER BY 1 LIMIT 1)
                    UNION ALL
-                   SELECT (SELECT {col} FROM audit_logs WHERE team_id = %(team)s AND {col} > v.x
-                           ORDER BY {col} LIMIT 1)
-                   FROM v WHERE v.x IS NOT NULL)
-               SELECT x FROM v WHERE x IS NOT NULL"""
+                   SELECT (SELECT hashtext({col}) FROM audit_logs WHERE {team}
+                             AND hashtext({col}) > v.h ORDER BY 1 LIMIT 1)
+                   FROM v WHERE v.h IS NOT NULL)
+               SELECT DISTINCT x.x FROM v CROSS JOIN LATERAL (
+                   SELECT {col} AS x FROM audit_logs WHERE {team} AND hashtext({col}) = v.h
+                   LIMIT 1) x
+               WHERE v.h IS NOT NULL ORDER BY 1"""
 
 
 async def filter_choices(conn: db.Connection, actor: Actor, team_id: uuid.UUID
@@ -361,8 +374,9 @@ async def filter_choices(conn: db.Connection, actor: Actor, team_id: uuid.UUID
     links; Admin or above. Skip scans of the action and actor indexes: one probe per value."""
     async with bounded(conn) as cur:
         await roles.require(cur, team_id, actor, roles.ADMIN, reading=True)
-        actions = await db.fetchall(cur, _DISTINCT.format(col="action"), {"team": team_id})
-        people = await db.fetchall(cur, _DISTINCT.format(col="lower(user_email)"),
+        actions = await db.fetchall(cur, _DISTINCT.format(col="action", team=TEAM),
+                                    {"team": team_id})
+        people = await db.fetchall(cur, _DISTINCT.format(col="lower(user_email)", team=TEAM),
                                    {"team": team_id})
     return {"actions": [r["x"] for r in actions], "people": [r["x"] for r in people]}
 
