@@ -95,3 +95,48 @@ async def test_pages_and_counts_stay_exact_where_teams_or_values_share_a_hash(
                 assert page.total == n
         choices = await audit.filter_choices(conn, actor, uuid.UUID(str(mine)))
         assert choices == {"actions": [one], "people": ["p@example.com"]}
+
+
+async def test_pages_by_offset_and_by_cursor_agree_across_months_and_the_default_partition(
+        owner, team_id, database_url, pool, monkeypatch):
+    # three past months with partitions of their own, and entries no month covers (the default
+    # partition): a page reads month by month, an offset skips whole months by counting them
+    await query(database_url, "SELECT cvsm_audit_make_months((now() - interval '3 months')::date,"
+                              " now()::date)")
+    await query(database_url, """
+        INSERT INTO audit_logs (team_id, user_email, action, resource, metadata, created_at)
+        SELECT %s, 'p@example.com', CASE WHEN i %% 4 = 0 THEN 'read' ELSE 'update' END, 'test',
+               '{}', now() - make_interval(days => i)
+        FROM generate_series(1, 80) i""", (team_id,))
+    monkeypatch.setattr(audit, "_months_cache", None)
+    actor, team = as_actor(owner), uuid.UUID(team_id)
+    for filters in (audit.Filters(), audit.Filters(action="read")):
+        expected = [r["id"] for r in await query(database_url, f"""
+            SELECT id FROM audit_logs WHERE team_id = %s
+              {"AND action = 'read'" if filters.action else ""}
+            ORDER BY created_at DESC, pos DESC""", (team_id,))]
+        async with pool.acquire() as conn:
+            for outside in (False, True):
+                if outside:  # and now entries in the default partition too
+                    await query(database_url, """
+                        INSERT INTO audit_logs (team_id, action, resource, created_at)
+                        SELECT %s, 'read', 'test', now() - make_interval(years => 5, days => i)
+                        FROM generate_series(1, 3) i""", (team_id,))
+                    expected = [r["id"] for r in await query(database_url, f"""
+                        SELECT id FROM audit_logs WHERE team_id = %s
+                          {"AND action = 'read'" if filters.action else ""}
+                        ORDER BY created_at DESC, pos DESC""", (team_id,))]
+                by_offset = []
+                for offset in range(0, len(expected) + 9, 9):
+                    page = await audit.list_page(conn, actor, team, limit=9, offset=offset,
+                                                 filters=filters)
+                    by_offset += [e["id"] for e in page.entries]
+                by_cursor, before = [], None
+                while True:
+                    page = await audit.list_page(conn, actor, team, limit=9, before=before,
+                                                 filters=filters)
+                    by_cursor += [e["id"] for e in page.entries]
+                    if page.next_before is None:
+                        break
+                    before = page.next_before
+                assert by_offset == by_cursor == expected, (filters, outside)

@@ -387,27 +387,41 @@ def _key(row: dict) -> tuple[datetime, int]:
 
 
 async def _walk(cur: db.Cursor, filters: Filters, before: Cursor | None, after: Cursor | None,
-                args: dict[str, Any], *, exact: bool) -> list[dict]:
+                args: dict[str, Any], *, exact: bool) -> list[dict] | None:
     """The page's rows (`args`' limit after its offset), read month by month from the cursor,
-    newest first (oldest first with `after`)."""
-    need = args["limit"] + args["offset"]
+    newest first (oldest first with `after`); None where a row skipped by the offset was not
+    exact (read again with `exact`). An offset skips whole months by counting their entries
+    (what it skips, it reads: O(offset), as documented), then the rest in the month it ends in.
+    Entries outside the months (rare) with an offset: one statement over every partition."""
+    limit, skip = args["limit"], args["offset"]
     months, outside = await _segments(cur)
-    window = {**args, "limit": need, "offset": 0}
-    rows = []
+    rows: list[dict] = []
     if await _holds(cur, outside, args):
+        if skip:
+            return await db.fetchall(cur, list_sql(filters, before, after, exact=True), args)
         rows = await db.fetchall(cur, list_sql(filters, before, after, segment=outside.sql,
-                                               exact=exact), {**window, **outside.args})
+                                               exact=exact), args | outside.args)
     got: list[dict] = []
     for month in (months if after is not None else reversed(months)):
-        if len(got) >= need:
+        if len(got) >= limit:
             break
         if not _in_reach(month, filters, before, after):
             continue
+        if skip:
+            row = await db.fetchone(
+                cur, "SELECT count(*) AS n, coalesce(bool_and(exact), true) AS ok FROM "
+                     f"({list_sql(filters, before, after, segment=month.sql, exact=exact)}) m",
+                args | month.args | {"limit": skip + 1, "offset": 0})
+            if not row["ok"]:
+                return None
+            if row["n"] <= skip:
+                skip -= row["n"]
+                continue
         got += await db.fetchall(cur, list_sql(filters, before, after, segment=month.sql,
                                                exact=exact),
-                                 {**window, **month.args, "limit": need - len(got)})
-    rows = sorted(rows + got, key=_key, reverse=after is None)
-    return rows[args["offset"]:need]
+                                 args | month.args | {"limit": limit - len(got), "offset": skip})
+        skip = 0
+    return sorted(rows + got, key=_key, reverse=after is None)[:limit]
 
 
 async def _count(cur: db.Cursor, filters: Filters, args: dict[str, Any], cap: int, *,
@@ -477,8 +491,8 @@ async def list_page(conn: db.Connection, actor: Actor, team_id: uuid.UUID, *,
     async with bounded(conn) as cur:
         await roles.require(cur, team_id, actor, roles.ADMIN, reading=True)
         rows = await _walk(cur, filters, before, after, args, exact=False)
-        if not all(r["exact"] for r in rows):  # a shared hash met: read with the values
-            rows = await _walk(cur, filters, before, after, args, exact=True)
+        if rows is None or not all(r["exact"] for r in rows):  # a shared hash: with the values
+            rows = await _walk(cur, filters, before, after, args, exact=True) or []
         if filters == Filters():
             total = (await db.fetchone(cur, _TOTAL,
                                        {**args, "mark": await sealed_mark(cur)}))["n"]
