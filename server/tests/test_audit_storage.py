@@ -140,3 +140,32 @@ async def test_pages_by_offset_and_by_cursor_agree_across_months_and_the_default
                         break
                     before = page.next_before
                 assert by_offset == by_cursor == expected, (filters, outside)
+
+
+async def test_filter_choices_come_from_sealed_values_within_retention_and_the_unsealed_tail(
+        owner, team_id, database_url, pool):
+    from cvsm_server import db
+    from cvsm_server.audit import chain as audit_chain
+    await query(database_url, "UPDATE teams SET plan = 'professional' WHERE id = %s", (team_id,))
+    await query(database_url, """
+        INSERT INTO audit_logs (team_id, user_email, action, resource, created_at)
+        VALUES (%s, 'Old@Example.com', 'long_ago', 'test', now() - interval '100 days'),
+               (%s, 'Recent@Example.com', 'lately', 'test', now() - interval '80 days')""",
+                (team_id, team_id))
+    async with pool.acquire() as conn, db.cursor(conn) as cur:
+        await audit_chain.seal(cur)
+    await query(database_url, """
+        INSERT INTO audit_logs (team_id, user_email, action, resource)
+        VALUES (%s, 'fresh@example.com', 'just_now', 'test')""", (team_id,))
+    actor = as_actor(owner)
+    async with pool.acquire() as conn:
+        choices = await audit.filter_choices(conn, actor, uuid.UUID(team_id))
+    # past the team's 90 days (not purged yet): not offered; the unsealed entry: offered
+    assert "long_ago" not in choices["actions"] and "old@example.com" not in choices["people"]
+    assert {"lately", "just_now", "team_create"} <= set(choices["actions"])
+    assert {"recent@example.com", "fresh@example.com", owner["email"].lower()} \
+        <= set(choices["people"])
+    stored = await query(database_url, "SELECT kind, value FROM audit_choices WHERE team_id = %s",
+                         (team_id,))
+    assert ("action", "long_ago") in {(r["kind"], r["value"]) for r in stored}
+    assert ("action", "just_now") not in {(r["kind"], r["value"]) for r in stored}

@@ -519,48 +519,31 @@ async def list_entries(conn: db.Connection, actor: Actor, team_id: uuid.UUID, *,
     return page.entries, page.total
 
 
-# The distinct values of an index's second column for one team in one segment of the log: a
-# skip scan of its hashes (one probe each), then the value of the newest entry of the team with
-# each hash (among the ten newest with it: the team's hash may be another's too). Two values of
-# one team sharing a 4-byte hash would show as one choice; the filter by either still finds
-# exactly its own.
-_DISTINCT = """WITH RECURSIVE v(h) AS (
-                   (SELECT hashtext({col}) FROM audit_logs WHERE {team}
-                      AND hashtext({col}) IS NOT NULL ORDER BY 1 LIMIT 1)
-                   UNION ALL
-                   SELECT (SELECT hashtext({col}) FROM audit_logs WHERE {team}
-                             AND hashtext({col}) > v.h ORDER BY 1 LIMIT 1)
-                   FROM v WHERE v.h IS NOT NULL)
-               SELECT {kind} AS kind, x.x FROM v CROSS JOIN LATERAL (
-                   SELECT n.x FROM (SELECT {col} AS x, team_id FROM audit_logs
-                                    WHERE {team} AND hashtext({col}) = v.h
-                                    ORDER BY created_at DESC LIMIT 10) n
-                   WHERE n.team_id = %(team)s LIMIT 1) x
-               WHERE v.h IS NOT NULL"""
-
-
-def _choices_sql(segment: str) -> str:
-    """The actions and the people of the team in one segment of the log: one statement (one
-    per segment: planning one statement for every month costs more than the months' each)."""
-    team = f"{TEAM_FOUND} AND {segment}"
-    return (f"({_DISTINCT.format(col='action', kind=repr('action'), team=team)}) UNION ALL "
-            f"({_DISTINCT.format(col='lower(user_email)', kind=repr('person'), team=team)})")
+# The team's actions and people for the audit page's filter links (migration 0035): those of
+# `audit_choices` whose newest entry is within the team's retention (a day's slack: `last_at`
+# moves a day at a time), and those of the log's unsealed tail.
+_CHOICES = f"""SELECT kind, value FROM audit_choices
+               WHERE team_id = %(team)s
+                 AND (cvsm_audit_retention_days(%(team)s) IS NULL
+                      OR last_at >= now() - make_interval(days => cvsm_audit_retention_days(
+                                                              %(team)s) + 1))
+               UNION
+               SELECT 'action', u.action FROM ({UNSEALED}) u WHERE u.team_id = %(team)s
+               UNION
+               SELECT 'person', lower(u.user_email) FROM ({UNSEALED}) u
+               WHERE u.team_id = %(team)s AND u.user_email IS NOT NULL"""
 
 
 async def filter_choices(conn: db.Connection, actor: Actor, team_id: uuid.UUID
                          ) -> dict[str, list[str]]:
     """The actions and people found in the team's log, sorted, for the audit page's filter
-    links; Admin or above. Skip scans of the action and actor indexes, month by month: one
-    probe per value."""
-    found: dict[str, set[str]] = {"action": set(), "person": set()}
+    links; Admin or above. One index range of `audit_choices` and the log's unsealed tail."""
+    found: dict[str, list[str]] = {"action": [], "person": []}
     async with bounded(conn) as cur:
         await roles.require(cur, team_id, actor, roles.ADMIN, reading=True)
-        months, outside = await _segments(cur)
-        args = {"team": team_id}
-        for segment in (*months, *([outside] if await _holds(cur, outside, args) else [])):
-            for row in await db.fetchall(cur, _choices_sql(segment.sql),
-                                         {**args, **segment.args}):
-                found[row["kind"]].add(row["x"])
+        for row in await db.fetchall(cur, _CHOICES,
+                                     {"team": team_id, "mark": await sealed_mark(cur)}):
+            found[row["kind"]].append(row["value"])
     return {"actions": sorted(found["action"]), "people": sorted(found["person"])}
 
 

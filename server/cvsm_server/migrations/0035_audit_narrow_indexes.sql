@@ -25,6 +25,14 @@
 --
 -- The nulling of a deleted team's entries (0017's `cvsm_audit_forget_teams`) finds them by the
 -- team's hash, as the pages do. Nothing else (columns, the chain, its hashes, the seals) changes.
+--
+-- The audit page's filter choices (the actions and the people of a team's log) were skip scans
+-- of the action and actor indexes, of every month partition at each page view. They come from
+-- `audit_choices` now: one row a team (its chain), kind ('action' or 'person': the lower-cased
+-- e-mail) and value, with the time of its newest entry (`last_at`, moved on when it is a day
+-- newer at least), kept by the read rollup's trigger (0022/0024) as entries are sealed, from
+-- the same join of the batch to the log. The page shows a value whose newest entry is within the
+-- team's retention (a day's slack), plus the values of the log's unsealed tail.
 
 DROP INDEX audit_logs_team_time_idx;
 DROP INDEX audit_logs_team_action_idx;
@@ -57,5 +65,55 @@ BEGIN
     UPDATE audit_logs a SET team_id = NULL FROM gone g
         WHERE uuid_hash(a.team_id) = uuid_hash(g.id) AND a.team_id = g.id
           AND EXISTS (SELECT 1 FROM audit_seals s WHERE s.pos = a.pos);
+    RETURN NULL;
+END $$;
+
+CREATE TABLE audit_choices (
+    team_id uuid NOT NULL,  -- the entries' chain (their team at write time)
+    kind    text NOT NULL CHECK (kind IN ('action', 'person')),
+    value   text NOT NULL,
+    last_at timestamptz NOT NULL,
+    PRIMARY KEY (team_id, kind, value)
+);
+INSERT INTO audit_choices (team_id, kind, value, last_at)
+    SELECT team_id, 'action', action, max(created_at) FROM audit_logs
+    WHERE team_id IS NOT NULL GROUP BY 1, 3
+    UNION ALL
+    SELECT team_id, 'person', lower(user_email), max(created_at) FROM audit_logs
+    WHERE team_id IS NOT NULL AND user_email IS NOT NULL GROUP BY 1, 3;
+GRANT SELECT ON audit_choices TO cvsm_app;
+
+-- The read rollup of 0024, and the filter choices from the same join of the batch to the log.
+CREATE OR REPLACE FUNCTION cvsm_audit_roll_reads() RETURNS trigger
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = public, pg_temp AS $$
+BEGIN
+    WITH batch AS MATERIALIZED (
+        SELECT n.chain_id, a.pos, a.created_at, a.user_email, a.action, a.resource,
+               a.resource_id, a.ip_address, a.metadata
+        FROM sealed n JOIN audit_logs a ON a.pos = n.pos AND a.created_at = n.created_at),
+    choices AS (
+        INSERT INTO audit_choices AS c (team_id, kind, value, last_at)
+        SELECT chain_id, 'action', action, max(created_at) FROM batch GROUP BY 1, 3
+        UNION ALL
+        SELECT chain_id, 'person', lower(user_email), max(created_at) FROM batch
+        WHERE user_email IS NOT NULL GROUP BY 1, 3
+        ON CONFLICT (team_id, kind, value) DO UPDATE SET last_at = excluded.last_at
+        WHERE excluded.last_at > c.last_at + interval '1 day')
+    INSERT INTO audit_reads AS r (team_id, secret_id, day, user_email, token_id, via_token, reads,
+                                  last_at, last_ip)
+    SELECT a.chain_id, a.resource_id, (a.created_at AT TIME ZONE 'UTC')::date,
+           coalesce(a.user_email, ''), coalesce(a.metadata->>'token_id', ''),
+           (array_agg(a.metadata->>'via_token' ORDER BY a.created_at DESC, a.pos DESC))[1],
+           count(*), max(a.created_at),
+           (array_agg(a.ip_address ORDER BY a.created_at DESC, a.pos DESC))[1]
+    FROM batch a
+    WHERE a.action = 'read' AND a.resource = 'secret' AND a.resource_id IS NOT NULL
+    GROUP BY 1, 2, 3, 4, 5
+    ON CONFLICT (team_id, secret_id, day, user_email, token_id) DO UPDATE SET
+        reads = r.reads + excluded.reads,
+        last_at = greatest(r.last_at, excluded.last_at),
+        last_ip = CASE WHEN excluded.last_at >= r.last_at THEN excluded.last_ip ELSE r.last_ip END,
+        via_token = CASE WHEN excluded.last_at >= r.last_at THEN excluded.via_token
+                         ELSE r.via_token END;
     RETURN NULL;
 END $$;
