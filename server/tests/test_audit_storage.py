@@ -7,7 +7,7 @@ from __future__ import annotations
 import uuid
 
 from conftest import Api, query
-from cvsm_server.audit import log as audit
+from cvsm_server.audit import listing, log as audit
 from cvsm_server.core.actor import Actor
 
 PAGE_INDEXES = ("team_time", "team_action", "team_actor", "team_secret", "team_sname")
@@ -108,7 +108,7 @@ async def test_pages_by_offset_and_by_cursor_agree_across_months_and_the_default
         SELECT %s, 'p@example.com', CASE WHEN i %% 4 = 0 THEN 'read' ELSE 'update' END, 'test',
                '{}', now() - make_interval(days => i)
         FROM generate_series(1, 80) i""", (team_id,))
-    monkeypatch.setattr(audit, "_months_cache", None)
+    monkeypatch.setattr(listing, "_months_cache", None)
     actor, team = as_actor(owner), uuid.UUID(team_id)
     for filters in (audit.Filters(), audit.Filters(action="read")):
         expected = [r["id"] for r in await query(database_url, f"""
