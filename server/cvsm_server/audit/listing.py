@@ -8,12 +8,13 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .. import db
 
-if TYPE_CHECKING:
-    from .log import Cursor, Filters
+# `log.Filters` and `log.Cursor` (not imported: `log` imports this module)
+Filters = Any
+Cursor = Any
 
 
 # The newest-first order of every list, and its keyset: each filter walks one index in its
