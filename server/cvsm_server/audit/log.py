@@ -253,11 +253,13 @@ class Page:
     next_before: Cursor | None
     total: int | None
     newer: bool = False
+    choices: dict[str, list[str]] | None = None  # `filter_choices`, when asked with the page
 
 
 async def list_page(conn: db.Connection, actor: Actor, team_id: uuid.UUID, *,
                     limit: int = DEFAULT_LIMIT, offset: int = 0, before: Cursor | None = None,
-                    after: Cursor | None = None, filters: Filters | None = None) -> Page:
+                    after: Cursor | None = None, filters: Filters | None = None,
+                    with_choices: bool = False) -> Page:
     """A page of the team's entries (those `filters` keep), newest first, from `before` (the
     previous page's `next_before`) and/or `offset`; or, with `after`, the page just newer than
     that entry (the dashboard's way back). Admin or above. Each statement walks an index from
@@ -271,22 +273,25 @@ async def list_page(conn: db.Connection, actor: Actor, team_id: uuid.UUID, *,
         rows = await listing.walk(cur, filters, before, after, args, exact=False)
         if rows is None or not all(r["exact"] for r in rows):  # a shared hash: with the values
             rows = await listing.walk(cur, filters, before, after, args, exact=True) or []
+        mark = await sealed_mark(cur) if filters == Filters() or with_choices else 0
         if filters == Filters():
-            total = (await db.fetchone(cur, _TOTAL,
-                                       {**args, "mark": await sealed_mark(cur)}))["n"]
+            total = (await db.fetchone(cur, _TOTAL, {**args, "mark": mark}))["n"]
         else:  # counted up to a bound: a page never reads every match
             total, ok = await listing.count(cur, filters, args, COUNT_CAP, exact=False)
             if not ok:
                 total, _ = await listing.count(cur, filters, args, COUNT_CAP, exact=True)
             total = None if total > COUNT_CAP else total
+        # the dashboard's filter choices, in the page's transaction
+        choices = await _choices(cur, team_id, mark) if with_choices else None
     for row in rows:
         del row["exact"]
     more = len(rows) > limit
     rows = rows[:limit]
     if after is not None:
         rows.reverse()
-        return Page(rows, Cursor.of(rows[-1]) if rows else after, total, newer=more)
-    return Page(rows, Cursor.of(rows[-1]) if more else None, total)
+        return Page(rows, Cursor.of(rows[-1]) if rows else after, total, newer=more,
+                    choices=choices)
+    return Page(rows, Cursor.of(rows[-1]) if more else None, total, choices=choices)
 
 
 async def list_entries(conn: db.Connection, actor: Actor, team_id: uuid.UUID, *,
@@ -316,12 +321,15 @@ async def filter_choices(conn: db.Connection, actor: Actor, team_id: uuid.UUID
                          ) -> dict[str, list[str]]:
     """The actions and people found in the team's log, sorted, for the audit page's filter
     links; Admin or above. One index range of `audit_choices` and the log's unsealed tail."""
-    found: dict[str, list[str]] = {"action": [], "person": []}
     async with bounded(conn) as cur:
         await roles.require(cur, team_id, actor, roles.ADMIN, reading=True)
-        for row in await db.fetchall(cur, _CHOICES,
-                                     {"team": team_id, "mark": await sealed_mark(cur)}):
-            found[row["kind"]].append(row["value"])
+        return await _choices(cur, team_id, await sealed_mark(cur))
+
+
+async def _choices(cur: db.Cursor, team_id: uuid.UUID, mark: int) -> dict[str, list[str]]:
+    found: dict[str, list[str]] = {"action": [], "person": []}
+    for row in await db.fetchall(cur, _CHOICES, {"team": team_id, "mark": mark}):
+        found[row["kind"]].append(row["value"])
     return {"actions": sorted(found["action"]), "people": sorted(found["person"])}
 
 

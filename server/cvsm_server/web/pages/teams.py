@@ -83,14 +83,15 @@ async def audit_page(request: web.Request, actor: Actor) -> web.StreamResponse:
         result = None
         if after is not None:
             result = await audit.list_page(conn, actor, team_id, limit=AUDIT_PAGE, after=after,
-                                           filters=filters)
+                                           filters=filters, with_choices=True)
             if not result.newer:  # back at the top: the newest page, whole
                 result, page = None, 1
         if result is None:
             result = await audit.list_page(
                 conn, actor, team_id, limit=AUDIT_PAGE, before=before,
-                offset=0 if before else (page - 1) * AUDIT_PAGE, filters=filters)
-        choices = await audit.filter_choices(conn, actor, team_id)
+                offset=0 if before else (page - 1) * AUDIT_PAGE, filters=filters,
+                with_choices=True)
+    choices = result.choices
     total = result.total
     pages = None if total is None else max(1, -(-total // AUDIT_PAGE))
 
