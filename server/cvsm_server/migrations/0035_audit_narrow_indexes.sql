@@ -117,3 +117,8 @@ BEGIN
                          ELSE r.via_token END;
     RETURN NULL;
 END $$;
+
+-- The planner's statistics of the new index expressions (the hashes), on every partition: a
+-- past month is never analyzed again by autovacuum (nothing changes in it), and without them
+-- a page's plan expects a handful of rows where there are thousands (and sorts them all).
+ANALYZE audit_logs;
