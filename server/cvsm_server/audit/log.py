@@ -305,16 +305,18 @@ async def list_entries(conn: db.Connection, actor: Actor, team_id: uuid.UUID, *,
 # The team's actions and people for the audit page's filter links (migration 0035): those of
 # `audit_choices` whose newest entry is within the team's retention (a day's slack: `last_at`
 # moves a day at a time), and those of the log's unsealed tail.
-_CHOICES = f"""SELECT kind, value FROM audit_choices
+_CHOICES = f"""WITH tail AS MATERIALIZED (
+                   SELECT u.action, lower(u.user_email) AS person FROM ({UNSEALED}) u
+                   WHERE u.team_id = %(team)s)
+               SELECT kind, value FROM audit_choices
                WHERE team_id = %(team)s
                  AND (cvsm_audit_retention_days(%(team)s) IS NULL
                       OR last_at >= now() - make_interval(days => cvsm_audit_retention_days(
                                                               %(team)s) + 1))
                UNION
-               SELECT 'action', u.action FROM ({UNSEALED}) u WHERE u.team_id = %(team)s
+               SELECT 'action', action FROM tail
                UNION
-               SELECT 'person', lower(u.user_email) FROM ({UNSEALED}) u
-               WHERE u.team_id = %(team)s AND u.user_email IS NOT NULL"""
+               SELECT 'person', person FROM tail WHERE person IS NOT NULL"""
 
 
 async def filter_choices(conn: db.Connection, actor: Actor, team_id: uuid.UUID
