@@ -169,3 +169,21 @@ async def test_filter_choices_come_from_sealed_values_within_retention_and_the_u
                          (team_id,))
     assert ("action", "long_ago") in {(r["kind"], r["value"]) for r in stored}
     assert ("action", "just_now") not in {(r["kind"], r["value"]) for r in stored}
+
+
+async def test_a_deleted_teams_filter_choices_go_with_it_and_its_entries_stay_found(
+        team_id, database_url, pool):
+    from cvsm_server import db
+    from cvsm_server.audit import chain as audit_chain
+    async with pool.acquire() as conn, db.cursor(conn) as cur:
+        await audit_chain.seal(cur)
+    assert await query(database_url, "SELECT 1 FROM audit_choices WHERE team_id = %s",
+                       (team_id,))
+    await query(database_url, "DELETE FROM teams WHERE id = %s", (team_id,))
+    assert not await query(database_url, "SELECT 1 FROM audit_choices WHERE team_id = %s",
+                           (team_id,))
+    # the entries' team nulled (by the team's hash, an index probe), their chain kept
+    rows = await query(database_url, """
+        SELECT a.team_id, s.chain_id FROM audit_logs a JOIN audit_seals s ON s.pos = a.pos
+        WHERE s.chain_id = %s""", (team_id,))
+    assert rows and all(r["team_id"] is None for r in rows)

@@ -56,17 +56,6 @@ CREATE INDEX audit_logs_team_sref_idx
     ON audit_logs (uuid_hash(team_id), hashtext(metadata->>'secret_id'), created_at DESC)
     WHERE resource IN ('secret', 'share') AND metadata ? 'secret_id';
 
--- 0017's, finding the team's entries by the time index's team hash.
-CREATE OR REPLACE FUNCTION cvsm_audit_forget_teams() RETURNS trigger
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = public, pg_temp AS $$
-BEGIN
-    WHILE cvsm_audit_seal(5000, true) = 5000 LOOP
-    END LOOP;
-    UPDATE audit_logs a SET team_id = NULL FROM gone g
-        WHERE uuid_hash(a.team_id) = uuid_hash(g.id) AND a.team_id = g.id
-          AND EXISTS (SELECT 1 FROM audit_seals s WHERE s.pos = a.pos);
-    RETURN NULL;
-END $$;
 
 CREATE TABLE audit_choices (
     team_id uuid NOT NULL,  -- the entries' chain (their team at write time)
@@ -82,6 +71,20 @@ INSERT INTO audit_choices (team_id, kind, value, last_at)
     SELECT team_id, 'person', lower(user_email), max(created_at) FROM audit_logs
     WHERE team_id IS NOT NULL AND user_email IS NOT NULL GROUP BY 1, 3;
 GRANT SELECT ON audit_choices TO cvsm_app;
+
+-- 0017's, finding the team's entries by the time index's team hash, and dropping the team's
+-- filter choices (no page shows a deleted team's log).
+CREATE OR REPLACE FUNCTION cvsm_audit_forget_teams() RETURNS trigger
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = public, pg_temp AS $$
+BEGIN
+    WHILE cvsm_audit_seal(5000, true) = 5000 LOOP
+    END LOOP;
+    UPDATE audit_logs a SET team_id = NULL FROM gone g
+        WHERE uuid_hash(a.team_id) = uuid_hash(g.id) AND a.team_id = g.id
+          AND EXISTS (SELECT 1 FROM audit_seals s WHERE s.pos = a.pos);
+    DELETE FROM audit_choices c USING gone g WHERE c.team_id = g.id;
+    RETURN NULL;
+END $$;
 
 -- The read rollup of 0024, and the filter choices from the same join of the batch to the log.
 CREATE OR REPLACE FUNCTION cvsm_audit_roll_reads() RETURNS trigger
