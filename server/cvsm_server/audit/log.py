@@ -28,7 +28,8 @@ from typing import Any
 import psycopg2.errors
 from psycopg2.extras import Json
 
-from . import archive as audit_archive, chain as audit_chain, verify as audit_verify
+from . import archive as audit_archive, chain as audit_chain, listing, verify as audit_verify
+from .listing import list_sql  # noqa: F401 (re-exported)
 from .. import db
 from ..teams import roles
 from ..webhooks import events as webhook_events
@@ -222,58 +223,6 @@ class Cursor:
 _CURSOR_RE = re.compile(r"([0-9]{1,17})_([0-9]{1,18})")
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
-# The newest-first order of every list, and its keyset: each filter walks one index in it.
-_ORDER = "ORDER BY created_at DESC, pos DESC"
-_COLUMNS = """id, pos, team_id, user_id, user_email, action, resource, resource_id, ip_address,
-              user_agent, metadata, created_at"""
-
-
-def _where(filters: Filters, before: Cursor | None, after: Cursor | None = None) -> list[str]:
-    """The conditions every branch of a list shares: team, action, person, time, cursors."""
-    out = ["team_id = %(team)s"]
-    if filters.action:
-        out.append("action = %(f_action)s")
-    if filters.person:
-        out.append("lower(user_email) = lower(%(f_person)s)")
-    if filters.start:
-        out.append("created_at >= %(f_start)s")
-    if filters.end:
-        out.append("created_at < %(f_end)s")
-    if before is not None:
-        out.append("(created_at, pos) < (%(b_at)s, %(b_pos)s)")
-    if after is not None:
-        out.append("(created_at, pos) > (%(a_at)s, %(a_pos)s)")
-    return out
-
-
-# The filter by secret (its id or name) as three disjoint branches, each an index walk in the
-# list's order (migration 0022): the secret's own entries by id, entries naming it by name,
-# shares (and others) naming it by id in their metadata.
-_SECRET_BRANCHES = (
-    "resource = 'secret' AND resource_id = %(f_secret)s",
-    """resource IN ('secret', 'share') AND metadata->>'name' = %(f_secret)s
-       AND NOT (resource = 'secret' AND resource_id IS NOT DISTINCT FROM %(f_secret)s)""",
-    """resource IN ('secret', 'share') AND metadata ? 'secret_id'
-       AND metadata->>'secret_id' = %(f_secret)s
-       AND NOT (resource = 'secret' AND resource_id IS NOT DISTINCT FROM %(f_secret)s)
-       AND (metadata->>'name') IS DISTINCT FROM %(f_secret)s""",
-)
-
-
-def list_sql(filters: Filters, before: Cursor | None, after: Cursor | None = None) -> str:
-    """The page's statement: newest first from `before`, `limit` rows after `offset`; with
-    `after`, the `limit` entries just newer than it (oldest first: the caller reverses them)."""
-    where = _where(filters, before, after)
-    order = _ORDER if after is None else "ORDER BY created_at, pos"
-    if not filters.secret:
-        return (f"SELECT {_COLUMNS} FROM audit_logs WHERE {' AND '.join(where)} {order} "
-                "LIMIT %(limit)s OFFSET %(offset)s")
-    branches = " UNION ALL ".join(
-        f"(SELECT {_COLUMNS} FROM audit_logs WHERE {' AND '.join([*where, branch])} {order} "
-        "LIMIT %(limit)s + %(offset)s)" for branch in _SECRET_BRANCHES)
-    return f"SELECT * FROM ({branches}) u {order} LIMIT %(limit)s OFFSET %(offset)s"
-
-
 # The log's entries not sealed yet: its tail from the sealer's mark (the last second or so while
 # the sealer runs), which the chain's counts and the read rollups (migration 0022) do not hold.
 # The mark (`%(mark)s`, from `sealed_mark`) is given as a value, so that the plan is the
@@ -304,11 +253,13 @@ class Page:
     next_before: Cursor | None
     total: int | None
     newer: bool = False
+    choices: dict[str, list[str]] | None = None  # `filter_choices`, when asked with the page
 
 
 async def list_page(conn: db.Connection, actor: Actor, team_id: uuid.UUID, *,
                     limit: int = DEFAULT_LIMIT, offset: int = 0, before: Cursor | None = None,
-                    after: Cursor | None = None, filters: Filters | None = None) -> Page:
+                    after: Cursor | None = None, filters: Filters | None = None,
+                    with_choices: bool = False) -> Page:
     """A page of the team's entries (those `filters` keep), newest first, from `before` (the
     previous page's `next_before`) and/or `offset`; or, with `after`, the page just newer than
     that entry (the dashboard's way back). Admin or above. Each statement walks an index from
@@ -319,21 +270,28 @@ async def list_page(conn: db.Connection, actor: Actor, team_id: uuid.UUID, *,
             "a_at": after.created_at if after else None, "a_pos": after.pos if after else None}
     async with bounded(conn) as cur:
         await roles.require(cur, team_id, actor, roles.ADMIN, reading=True)
-        rows = await db.fetchall(cur, list_sql(filters, before, after), args)
+        rows = await listing.walk(cur, filters, before, after, args, exact=False)
+        if rows is None or not all(r["exact"] for r in rows):  # a shared hash: with the values
+            rows = await listing.walk(cur, filters, before, after, args, exact=True) or []
+        mark = await sealed_mark(cur) if filters == Filters() or with_choices else 0
         if filters == Filters():
-            total = (await db.fetchone(cur, _TOTAL,
-                                       {**args, "mark": await sealed_mark(cur)}))["n"]
+            total = (await db.fetchone(cur, _TOTAL, {**args, "mark": mark}))["n"]
         else:  # counted up to a bound: a page never reads every match
-            total = (await db.fetchone(
-                cur, f"SELECT count(*) AS n FROM ({list_sql(filters, None)}) m",
-                {**args, "limit": COUNT_CAP + 1, "offset": 0}))["n"]
+            total, ok = await listing.count(cur, filters, args, COUNT_CAP, exact=False)
+            if not ok:
+                total, _ = await listing.count(cur, filters, args, COUNT_CAP, exact=True)
             total = None if total > COUNT_CAP else total
+        # the dashboard's filter choices, in the page's transaction
+        choices = await _choices(cur, team_id, mark) if with_choices else None
+    for row in rows:
+        del row["exact"]
     more = len(rows) > limit
     rows = rows[:limit]
     if after is not None:
         rows.reverse()
-        return Page(rows, Cursor.of(rows[-1]) if rows else after, total, newer=more)
-    return Page(rows, Cursor.of(rows[-1]) if more else None, total)
+        return Page(rows, Cursor.of(rows[-1]) if rows else after, total, newer=more,
+                    choices=choices)
+    return Page(rows, Cursor.of(rows[-1]) if more else None, total, choices=choices)
 
 
 async def list_entries(conn: db.Connection, actor: Actor, team_id: uuid.UUID, *,
@@ -344,27 +302,37 @@ async def list_entries(conn: db.Connection, actor: Actor, team_id: uuid.UUID, *,
     return page.entries, page.total
 
 
-# The distinct values of an index's second column for one team, one probe each (a skip scan).
-_DISTINCT = """WITH RECURSIVE v(x) AS (
-                   (SELECT {col} FROM audit_logs WHERE team_id = %(team)s AND {col} IS NOT NULL
-                    ORDER BY {col} LIMIT 1)
-                   UNION ALL
-                   SELECT (SELECT {col} FROM audit_logs WHERE team_id = %(team)s AND {col} > v.x
-                           ORDER BY {col} LIMIT 1)
-                   FROM v WHERE v.x IS NOT NULL)
-               SELECT x FROM v WHERE x IS NOT NULL"""
+# The team's actions and people for the audit page's filter links (migration 0035): those of
+# `audit_choices` whose newest entry is within the team's retention (a day's slack: `last_at`
+# moves a day at a time), and those of the log's unsealed tail.
+_CHOICES = f"""WITH tail AS MATERIALIZED (
+                   SELECT u.action, lower(u.user_email) AS person FROM ({UNSEALED}) u
+                   WHERE u.team_id = %(team)s)
+               SELECT kind, value FROM audit_choices
+               WHERE team_id = %(team)s
+                 AND (cvsm_audit_retention_days(%(team)s) IS NULL
+                      OR last_at >= now() - make_interval(days => cvsm_audit_retention_days(
+                                                              %(team)s) + 1))
+               UNION
+               SELECT 'action', action FROM tail
+               UNION
+               SELECT 'person', person FROM tail WHERE person IS NOT NULL"""
 
 
 async def filter_choices(conn: db.Connection, actor: Actor, team_id: uuid.UUID
                          ) -> dict[str, list[str]]:
     """The actions and people found in the team's log, sorted, for the audit page's filter
-    links; Admin or above. Skip scans of the action and actor indexes: one probe per value."""
+    links; Admin or above. One index range of `audit_choices` and the log's unsealed tail."""
     async with bounded(conn) as cur:
         await roles.require(cur, team_id, actor, roles.ADMIN, reading=True)
-        actions = await db.fetchall(cur, _DISTINCT.format(col="action"), {"team": team_id})
-        people = await db.fetchall(cur, _DISTINCT.format(col="lower(user_email)"),
-                                   {"team": team_id})
-    return {"actions": [r["x"] for r in actions], "people": [r["x"] for r in people]}
+        return await _choices(cur, team_id, await sealed_mark(cur))
+
+
+async def _choices(cur: db.Cursor, team_id: uuid.UUID, mark: int) -> dict[str, list[str]]:
+    found: dict[str, list[str]] = {"action": [], "person": []}
+    for row in await db.fetchall(cur, _CHOICES, {"team": team_id, "mark": mark}):
+        found[row["kind"]].append(row["value"])
+    return {"actions": sorted(found["action"]), "people": sorted(found["person"])}
 
 
 async def purge_expired(pool: db.Pool, signer: audit_chain.CheckpointSigner,

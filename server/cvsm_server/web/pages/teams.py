@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
@@ -83,22 +84,28 @@ async def audit_page(request: web.Request, actor: Actor) -> web.StreamResponse:
         result = None
         if after is not None:
             result = await audit.list_page(conn, actor, team_id, limit=AUDIT_PAGE, after=after,
-                                           filters=filters)
+                                           filters=filters, with_choices=True)
             if not result.newer:  # back at the top: the newest page, whole
                 result, page = None, 1
         if result is None:
             result = await audit.list_page(
                 conn, actor, team_id, limit=AUDIT_PAGE, before=before,
-                offset=0 if before else (page - 1) * AUDIT_PAGE, filters=filters)
-        choices = await audit.filter_choices(conn, actor, team_id)
+                offset=0 if before else (page - 1) * AUDIT_PAGE, filters=filters,
+                with_choices=True)
+    choices = result.choices
     total = result.total
     pages = None if total is None else max(1, -(-total // AUDIT_PAGE))
 
-    def link(**changes: str | int | None) -> str:
-        """This page with the filters set, one changed (None: dropped), from its first page."""
-        query = {**filters.as_query(), **{k: str(v) for k, v in changes.items() if v}}
-        query = {k: v for k, v in query.items() if changes.get(k, v)}
+    @functools.cache
+    def made(changes: tuple[tuple[str, str | int | None], ...]) -> str:
+        query = {**filters.as_query(), **{k: str(v) for k, v in changes if v}}
+        query = {k: v for k, v in query.items() if dict(changes).get(k, v)}
         return url_for(request, "teams.audit_page", query, team=team_ref)
+
+    def link(**changes: str | int | None) -> str:
+        """This page with the filters set, one changed (None: dropped), from its first page
+        (each made once a page: a page's rows share their people, actions and secrets)."""
+        return made(tuple(sorted(changes.items())))
 
     entries = result.entries
     newer = link(after=str(audit.Cursor.of(entries[0])), page=page - 1) \

@@ -1,0 +1,189 @@
+"""Fewer bytes per audit entry (issue 40, migration 0035): the page indexes key the team and the
+filtered value by 4-byte hashes, and the pages stay exact where two teams or two values share a
+hash (found by the index, kept or left by the values themselves)."""
+
+from __future__ import annotations
+
+import uuid
+
+from conftest import Api, query
+from cvsm_server.audit import listing, log as audit
+from cvsm_server.core.actor import Actor
+
+PAGE_INDEXES = ("team_time", "team_action", "team_actor", "team_secret", "team_sname")
+
+
+def as_actor(user: dict) -> Actor:
+    return Actor.anonymous("127.0.0.1").as_user(uuid.UUID(user["id"]), user["email"])
+
+
+async def colliding(database_url: str, expression: str, values: str) -> tuple:
+    """Two different values of `values` (SQL yielding column v) whose `expression` (of v) is
+    equal: a birthday search among 200,000 of them finds a few."""
+    rows = await query(database_url, f"""
+        SELECT (array_agg(v ORDER BY v))[1] AS a, (array_agg(v ORDER BY v))[2] AS b
+        FROM ({values}) s GROUP BY {expression} HAVING count(*) > 1 LIMIT 1""")
+    assert rows, "no collision found"
+    return rows[0]["a"], rows[0]["b"]
+
+
+async def test_each_page_index_holds_an_entry_in_at_most_40_bytes(database_url, team_id):
+    # long values (a secret id as text is 36 characters): the index keys stay 4 bytes each
+    await query(database_url, """
+        INSERT INTO audit_logs (team_id, user_email, action, resource, resource_id, metadata)
+        SELECT %s, 'someone.with.a.long.address' || (i %% 7) || '@example.com',
+               'secret_rotation_scheduled', 'secret', gen_random_uuid()::text,
+               jsonb_build_object('name', 'A_RATHER_LONG_SECRET_NAME_' || (i %% 50))
+        FROM generate_series(1, 20000) i""", (team_id,))
+    await query(database_url, "REINDEX TABLE audit_logs")
+    for name in PAGE_INDEXES:
+        rows = await query(database_url, """
+            SELECT coalesce(sum(pg_relation_size(i.indexrelid)), 0) AS bytes
+            FROM pg_index i JOIN pg_inherits h ON h.inhrelid = i.indexrelid
+            WHERE h.inhparent = %s::regclass""", (f"audit_logs_{name}_idx",))
+        assert rows[0]["bytes"] / 20000 <= 40, (name, rows[0]["bytes"] / 20000)
+
+
+async def test_pages_and_counts_stay_exact_where_teams_or_values_share_a_hash(
+        api: Api, owner, team_id, database_url, pool):
+    # two actions sharing hashtext(), both in the team: the filter by one shows only its own
+    one, other = await colliding(database_url, "hashtext(v)",
+                                 "SELECT 'act_' || i AS v FROM generate_series(1, 200000) i")
+    await query(database_url, """
+        INSERT INTO audit_logs (team_id, user_email, action, resource, metadata)
+        SELECT %s, 'p' || (i %% 2) || '@example.com',
+               CASE WHEN i %% 3 = 0 THEN %s ELSE %s END, 'test', '{}'
+        FROM generate_series(1, 30) i""", (team_id, one, other))
+    # a team whose id shares uuid_hash() with another team's that has entries
+    mine, theirs = await colliding(
+        database_url, "uuid_hash(v)",
+        "SELECT md5(i::text)::uuid AS v FROM generate_series(1, 200000) i")
+    await query(database_url, "INSERT INTO teams (id, slug, name, plan) VALUES "
+                              "(%s, 'twin', 'Twin', 'professional')", (mine,))
+    await query(database_url, "INSERT INTO team_members (team_id, user_id, role) "
+                              "VALUES (%s, %s, 'Owner')", (mine, owner["id"]))
+    await query(database_url, """
+        INSERT INTO audit_logs (team_id, user_email, action, resource, metadata)
+        SELECT t, 'p@example.com', %s, 'test', '{}'
+        FROM unnest(ARRAY[%s::uuid, %s::uuid]) t, generate_series(1, 7) i""",
+                (one, mine, theirs))
+    actor = as_actor(owner)
+    async with pool.acquire() as conn:
+        for action, n in ((one, 10), (other, 20)):
+            page = await audit.list_page(conn, actor, uuid.UUID(team_id), limit=50,
+                                         filters=audit.Filters(action=action))
+            assert [e["action"] for e in page.entries] == [action] * n
+            assert page.total == n
+            walked, before = [], None
+            while True:
+                page = await audit.list_page(conn, actor, uuid.UUID(team_id), limit=3,
+                                             before=before, filters=audit.Filters(action=action))
+                walked += page.entries
+                if page.next_before is None:
+                    break
+                before = page.next_before
+            assert len(walked) == n and {e["team_id"] for e in walked} == {uuid.UUID(team_id)}
+        choices = await audit.filter_choices(conn, actor, uuid.UUID(team_id))
+        assert set(choices["actions"]) & {one, other}  # one of the two (they share a hash)
+        for filters, n in ((audit.Filters(), 7), (audit.Filters(action=one), 7),
+                           (audit.Filters(person="p@example.com"), 7)):
+            page = await audit.list_page(conn, actor, uuid.UUID(str(mine)), limit=50,
+                                         filters=filters)
+            assert len(page.entries) == n
+            assert {e["team_id"] for e in page.entries} == {uuid.UUID(str(mine))}
+            if filters != audit.Filters():
+                assert page.total == n
+        choices = await audit.filter_choices(conn, actor, uuid.UUID(str(mine)))
+        assert choices == {"actions": [one], "people": ["p@example.com"]}
+
+
+async def test_pages_by_offset_and_by_cursor_agree_across_months_and_the_default_partition(
+        owner, team_id, database_url, pool, monkeypatch):
+    # three past months with partitions of their own, and entries no month covers (the default
+    # partition): a page reads month by month, an offset skips whole months by counting them
+    await query(database_url, "SELECT cvsm_audit_make_months((now() - interval '3 months')::date,"
+                              " now()::date)")
+    await query(database_url, """
+        INSERT INTO audit_logs (team_id, user_email, action, resource, metadata, created_at)
+        SELECT %s, 'p@example.com', CASE WHEN i %% 4 = 0 THEN 'read' ELSE 'update' END, 'test',
+               '{}', now() - make_interval(days => i)
+        FROM generate_series(1, 80) i""", (team_id,))
+    monkeypatch.setattr(listing, "_months_cache", None)
+    actor, team = as_actor(owner), uuid.UUID(team_id)
+    for filters in (audit.Filters(), audit.Filters(action="read")):
+        expected = [r["id"] for r in await query(database_url, f"""
+            SELECT id FROM audit_logs WHERE team_id = %s
+              {"AND action = 'read'" if filters.action else ""}
+            ORDER BY created_at DESC, pos DESC""", (team_id,))]
+        async with pool.acquire() as conn:
+            for outside in (False, True):
+                if outside:  # and now entries in the default partition too
+                    await query(database_url, """
+                        INSERT INTO audit_logs (team_id, action, resource, created_at)
+                        SELECT %s, 'read', 'test', now() - make_interval(years => 5, days => i)
+                        FROM generate_series(1, 3) i""", (team_id,))
+                    expected = [r["id"] for r in await query(database_url, f"""
+                        SELECT id FROM audit_logs WHERE team_id = %s
+                          {"AND action = 'read'" if filters.action else ""}
+                        ORDER BY created_at DESC, pos DESC""", (team_id,))]
+                by_offset = []
+                for offset in range(0, len(expected) + 9, 9):
+                    page = await audit.list_page(conn, actor, team, limit=9, offset=offset,
+                                                 filters=filters)
+                    by_offset += [e["id"] for e in page.entries]
+                by_cursor, before = [], None
+                while True:
+                    page = await audit.list_page(conn, actor, team, limit=9, before=before,
+                                                 filters=filters)
+                    by_cursor += [e["id"] for e in page.entries]
+                    if page.next_before is None:
+                        break
+                    before = page.next_before
+                assert by_offset == by_cursor == expected, (filters, outside)
+
+
+async def test_filter_choices_come_from_sealed_values_within_retention_and_the_unsealed_tail(
+        owner, team_id, database_url, pool):
+    from cvsm_server import db
+    from cvsm_server.audit import chain as audit_chain
+    await query(database_url, "UPDATE teams SET plan = 'professional' WHERE id = %s", (team_id,))
+    await query(database_url, """
+        INSERT INTO audit_logs (team_id, user_email, action, resource, created_at)
+        VALUES (%s, 'Old@Example.com', 'long_ago', 'test', now() - interval '100 days'),
+               (%s, 'Recent@Example.com', 'lately', 'test', now() - interval '80 days')""",
+                (team_id, team_id))
+    async with pool.acquire() as conn, db.cursor(conn) as cur:
+        await audit_chain.seal(cur)
+    await query(database_url, """
+        INSERT INTO audit_logs (team_id, user_email, action, resource)
+        VALUES (%s, 'fresh@example.com', 'just_now', 'test')""", (team_id,))
+    actor = as_actor(owner)
+    async with pool.acquire() as conn:
+        choices = await audit.filter_choices(conn, actor, uuid.UUID(team_id))
+    # past the team's 90 days (not purged yet): not offered; the unsealed entry: offered
+    assert "long_ago" not in choices["actions"] and "old@example.com" not in choices["people"]
+    assert {"lately", "just_now", "team_create"} <= set(choices["actions"])
+    assert {"recent@example.com", "fresh@example.com", owner["email"].lower()} \
+        <= set(choices["people"])
+    stored = await query(database_url, "SELECT kind, value FROM audit_choices WHERE team_id = %s",
+                         (team_id,))
+    assert ("action", "long_ago") in {(r["kind"], r["value"]) for r in stored}
+    assert ("action", "just_now") not in {(r["kind"], r["value"]) for r in stored}
+
+
+async def test_a_deleted_teams_filter_choices_go_with_it_and_its_entries_stay_found(
+        team_id, database_url, pool):
+    from cvsm_server import db
+    from cvsm_server.audit import chain as audit_chain
+    async with pool.acquire() as conn, db.cursor(conn) as cur:
+        await audit_chain.seal(cur)
+    assert await query(database_url, "SELECT 1 FROM audit_choices WHERE team_id = %s",
+                       (team_id,))
+    await query(database_url, "DELETE FROM teams WHERE id = %s", (team_id,))
+    assert not await query(database_url, "SELECT 1 FROM audit_choices WHERE team_id = %s",
+                           (team_id,))
+    # the entries' team nulled (by the team's hash, an index probe), their chain kept
+    rows = await query(database_url, """
+        SELECT a.team_id, s.chain_id FROM audit_logs a JOIN audit_seals s ON s.pos = a.pos
+        WHERE s.chain_id = %s""", (team_id,))
+    assert rows and all(r["team_id"] is None for r in rows)
