@@ -87,8 +87,11 @@ BEGIN
 END $$;
 
 -- The read rollup of 0024, and the filter choices from the same join of the batch to the log.
+-- (Planned without hash or merge joins, as 0037 sets: a database that took 0037 before this
+-- file keeps its one probe per sealed entry, CREATE OR REPLACE resetting a function's settings.)
 CREATE OR REPLACE FUNCTION cvsm_audit_roll_reads() RETURNS trigger
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = public, pg_temp AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = public, pg_temp
+SET enable_hashjoin = off SET enable_mergejoin = off AS $$
 BEGIN
     WITH batch AS MATERIALIZED (
         SELECT n.chain_id, a.pos, a.created_at, a.user_email, a.action, a.resource,
