@@ -103,7 +103,10 @@ fn base_url_password_never_appears_in_debug_output_or_errors() {
     let printed = format!("{client:?} {client:#?} {options:?} {options:#?}");
     assert!(!printed.contains("p4ss-must-not-show"), "{printed}");
     assert!(!printed.contains("cvsm-user"), "{printed}");
-    assert!(printed.contains("http://***@127.0.0.1:9/api/v1"), "{printed}");
+    assert!(
+        printed.contains("http://***@127.0.0.1:9/api/v1"),
+        "{printed}"
+    );
     assert_eq!(client.base_url(), with_userinfo);
 
     let err = client.get("A").unwrap_err();
