@@ -283,7 +283,8 @@ PLACEHOLDERS = {
     "rotated:NAME": "a seeded secret's value after the case's last rotate_secret step of it",
 }
 _SIMPLE = {
-    "base_url", "refused_url", "base_url_with_userinfo", "refused_url_with_userinfo", "token", "bad_token", "team_id", "team_slug", "unknown_team_id", "sdk",
+    "base_url", "refused_url", "base_url_with_userinfo", "refused_url_with_userinfo", "token", "bad_token",
+    "team_id", "team_slug", "unknown_team_id", "sdk",
     "language", "root_url", "tls_base_url", "ca_file", "proxy_url", "proxied_base_url", "refused_proxy_url",
 }
 
