@@ -251,6 +251,9 @@ def _case(data: dict[str, Any], path: Path) -> Case:
 PLACEHOLDERS = {
     "base_url": "the proxy's base URL, including /api/v1",
     "refused_url": "a base URL on a port where nothing listens",
+    "base_url_with_userinfo": "{{base_url}} with a user and password in its authority "
+                              "(http://cvsm-user:cvsm-pass-must-not-show@127.0.0.1:PORT/api/v1)",
+    "refused_url_with_userinfo": "{{refused_url}} with the same user and password in its authority",
     "token": "the run's API token; in an end-to-end case, a token of the case's team with its key part",
     "token:NAME": "a token of the case's \"tokens\", minted for this language run",
     "api_token": "in an end-to-end case, {{token}} without its key part (the API token before the dot)",
@@ -280,7 +283,8 @@ PLACEHOLDERS = {
     "rotated:NAME": "a seeded secret's value after the case's last rotate_secret step of it",
 }
 _SIMPLE = {
-    "base_url", "refused_url", "token", "bad_token", "team_id", "team_slug", "unknown_team_id", "sdk",
+    "base_url", "refused_url", "base_url_with_userinfo", "refused_url_with_userinfo", "token", "bad_token",
+    "team_id", "team_slug", "unknown_team_id", "sdk",
     "language", "root_url", "tls_base_url", "ca_file", "proxy_url", "proxied_base_url", "refused_proxy_url",
 }
 

@@ -40,6 +40,17 @@ PROXIED_HOST = "cvsm-conformance.invalid"  # reachable only through the forward 
 DEFAULT_STEP_TIMEOUT = 20.0
 _MIN_LEAK_LENGTH = 6  # shorter seeded values could occur in any message by chance
 
+# The user and password {{base_url_with_userinfo}} and {{refused_url_with_userinfo}} carry: the
+# password is a credential like the token, so no describe or error message may ever show it.
+USERINFO_USER = "cvsm-user"
+USERINFO_PASSWORD = "cvsm-pass-must-not-show"
+
+
+def with_userinfo(url: str) -> str:
+    """with_userinfo puts USERINFO_USER:USERINFO_PASSWORD@ into a URL's authority."""
+    scheme, sep, rest = url.partition("://")
+    return f"{scheme}{sep}{USERINFO_USER}:{USERINFO_PASSWORD}@{rest}"
+
 
 @attrs.define
 class CaseResult:
@@ -205,6 +216,8 @@ class CaseRun:
         simple = {
             "base_url": self.proxy.base_url,
             "refused_url": self.refused_url,
+            "base_url_with_userinfo": with_userinfo(self.proxy.base_url),
+            "refused_url_with_userinfo": with_userinfo(self.refused_url),
             "bad_token": self.bad_token,
             "team_id": seed.team_id,
             "team_slug": seed.team_slug,
@@ -226,7 +239,8 @@ class CaseRun:
     def tokens_never_shown(self) -> list[str]:
         """tokens_never_shown are the credentials no error message or describe may hold: with an
         end-to-end team's token, its part before the dot, its key part and its team key too."""
-        tokens = [self.seeder.token, self.bad_token] + [t.token for t in self.tokens.values()]
+        tokens = [self.seeder.token, self.bad_token, USERINFO_PASSWORD]
+        tokens += [t.token for t in self.tokens.values()]
         e2e = self.seeder.teams[self.case.id].e2e if self.case.id in self.seeder.teams else None
         if e2e is not None:
             api_token, _, key_part = e2e.token.partition(".")
@@ -440,7 +454,7 @@ class CaseRun:
         elif op == "describe":
             text = json.dumps(response.get("result"), ensure_ascii=False)
             if any(t in text for t in self.tokens_never_shown()):
-                raise StepFailure("describe shows a token")
+                raise StepFailure("describe shows a token or a base URL's password")
 
     def check_answer(self, expect: Mapping[str, Any], response: Mapping[str, Any]) -> None:
         if expect["ok"]:

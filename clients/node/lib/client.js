@@ -7,7 +7,7 @@
  */
 
 const util = require('node:util');
-const { resolveConfig } = require('./config');
+const { resolveConfig, displayUrl } = require('./config');
 const { TtlCache } = require('./cache');
 const { Transport } = require('./transport');
 const { LiveStream } = require('./live');
@@ -467,12 +467,13 @@ class Client {
   }
 
   /**
-   * Returns the effective configuration without the token (what `JSON.stringify` prints).
+   * Returns the effective configuration without the token (what `JSON.stringify` prints), the
+   * base URL with any user and password shown as `***` (`baseUrl` itself keeps them).
    * @returns {import('./index').ClientConfig} A new object each call.
    */
   toJSON() {
     return {
-      baseUrl: this.baseUrl,
+      baseUrl: displayUrl(this.baseUrl),
       team: this.team,
       environment: this.environment,
       cacheTtl: this.cacheTtl,

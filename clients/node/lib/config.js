@@ -314,8 +314,19 @@ function resolveConfig(options = {}, env = process.env) {
   };
 }
 
+/**
+ * Returns `url` as it may be printed: a user and password in it become `***`
+ * (`https://user:secret@host/api/v1` shows as `https://***@host/api/v1`, as every SDK prints it).
+ * @param {string} url
+ * @returns {string}
+ */
+function displayUrl(url) {
+  return url.replace(/^([A-Za-z][A-Za-z0-9+.-]*:\/\/)[^/?#]*@/, '$1***@');
+}
+
 module.exports = {
   resolveConfig,
+  displayUrl,
   DEFAULT_ENVIRONMENT,
   DEFAULT_CACHE_TTL,
   DEFAULT_TIMEOUT,

@@ -229,7 +229,8 @@ export declare class Client {
   /** Forgets every cached value, the kept ones included, and an end-to-end team's key. */
   clearCache(): void;
   /**
-   * Returns the effective configuration, without the token (what `JSON.stringify` prints).
+   * Returns the effective configuration, without the token (what `JSON.stringify` prints), the
+   * base URL with any user and password shown as `***` (`baseUrl` itself keeps them).
    * @returns A new object each call.
    */
   toJSON(): ClientConfig;

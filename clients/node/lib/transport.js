@@ -108,6 +108,8 @@ class UnreadableAnswer extends NetworkError {}
  */
 class Transport {
   #token;
+  /** What of the base URL's user and password an error message must not show. */
+  #userinfo = [];
   #baseUrl;
   #timeoutMs;
   #maxRetries;
@@ -126,6 +128,7 @@ class Transport {
   constructor({ token, baseUrl, timeout, maxRetries, fetch = null, proxy = null, noProxy = '', ca = null, onRefused = () => {} }) {
     this.#token = token;
     this.#baseUrl = baseUrl;
+    this.#userinfo = userinfoOf(baseUrl);
     this.#timeoutMs = Math.max(1, Math.ceil(timeout * 1000));
     this.#maxRetries = maxRetries;
     this.#onRefused = onRefused;
@@ -334,10 +337,31 @@ class Transport {
     }
   }
 
-  /** Removes the token from text that may reach an error message. */
+  /** Removes the token, and a user and password in the base URL, from text that may reach an error message. */
   #redact(text) {
-    return this.#token ? String(text).split(this.#token).join(rules.REDACTED) : String(text);
+    let out = String(text);
+    for (const part of this.#userinfo) out = out.split(part).join('***');
+    return this.#token ? out.split(this.#token).join(rules.REDACTED) : out;
   }
+}
+
+/**
+ * The forms in which a base URL's user and password may appear in a message: as written, as the
+ * URL parser encodes them, and the password alone (longest first).
+ * @param {string} baseUrl
+ * @returns {string[]}
+ */
+function userinfoOf(baseUrl) {
+  const written = /^[A-Za-z][A-Za-z0-9+.-]*:\/\/([^/?#]*)@/.exec(baseUrl);
+  if (written === null) return [];
+  const parts = [written[1]];
+  try {
+    const url = new URL(baseUrl);
+    parts.push(`${url.username}:${url.password}`, url.password);
+  } catch {
+    // resolveConfig has parsed it already
+  }
+  return [...new Set(parts.filter((part) => part !== '' && part !== ':'))].sort((a, b) => b.length - a.length);
 }
 
 module.exports = { Transport, VERSION, USER_AGENT, parseRetryAfter, backoffMs };

@@ -132,4 +132,30 @@ describe('secrecy', () => {
     assert.match(util.inspect(c), /baseUrl: 'http:\/\/127\.0\.0\.1:\d+\/api\/v1'/);
     assert.match(util.inspect(c), /cacheTtl: 30/);
   });
+
+  test('the printed and serialised client show a base URL without its user and password', () => {
+    const withUserinfo = stub.baseUrl.replace('://', '://cvsm-user:p4ss-must-not-show@');
+    const c = client({ baseUrl: withUserinfo });
+    const printed = [
+      util.inspect(c),
+      util.inspect(c, { showHidden: true, depth: Infinity }),
+      util.format('%o %O %s %j', c, c, c, c),
+      JSON.stringify(c),
+      String(c),
+    ];
+    for (const text of printed) {
+      assert.ok(!text.includes('p4ss-must-not-show'), text);
+      assert.ok(!text.includes('cvsm-user'), text);
+    }
+    assert.equal(c.toJSON().baseUrl, stub.baseUrl.replace('://', '://***@'));
+    assert.equal(c.baseUrl, withUserinfo);
+  });
+
+  test('an error message holds no user and password of the base URL', async () => {
+    const c = client({ baseUrl: stub.baseUrl.replace('://', '://cvsm-user:p4ss-must-not-show@'), maxRetries: 0 });
+    await assert.rejects(c.get('API_KEY'), (err) => {
+      assert.ok(!err.message.includes('p4ss-must-not-show'), err.message);
+      return true;
+    });
+  });
 });

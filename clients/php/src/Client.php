@@ -429,7 +429,7 @@ class Client
     /** Returns the API root the client talks to, without a trailing slash. */
     public function getBaseUrl(): string
     {
-        return $this->config->baseUrl;
+        return $this->config->url();
     }
 
     /** Returns the team as configured: an id, or a slug. */
@@ -478,8 +478,9 @@ class Client
     }
 
     /**
-     * Returns the effective configuration (never the token): base_url, team,
-     * environment, cache_ttl, timeout, max_retries, stale_if_error.
+     * Returns the effective configuration (never the token): base_url (a user and password
+     * in it shown as "***", as getBaseUrl() does not), team, environment, cache_ttl, timeout,
+     * max_retries, stale_if_error.
      *
      * @return array{base_url: string, team: string, environment: string, cache_ttl: int, timeout: int|float, max_retries: int, stale_if_error: int}
      */
@@ -553,7 +554,7 @@ class Client
      */
     private function request(string $path, array $query, callable $read, array $misconfigured = [], ?string &$requestId = null): mixed
     {
-        $url = $this->config->baseUrl . $path;
+        $url = $this->config->url() . $path;
         if ($query !== []) {
             $url .= '?' . http_build_query($query, '', '&', PHP_QUERY_RFC3986);
         }
@@ -926,7 +927,7 @@ class Client
         };
         $state['live'] = new LiveStream(
             $state['transport'],
-            $this->config->baseUrl . $this->teamPath() . '/secrets/changes?' . http_build_query(['environment' => $this->config->environment], '', '&', PHP_QUERY_RFC3986),
+            $this->config->url() . $this->teamPath() . '/secrets/changes?' . http_build_query(['environment' => $this->config->environment], '', '&', PHP_QUERY_RFC3986),
             $state['token'],
             $state['cache'],
             $this->config->environment,

@@ -63,7 +63,32 @@ final class SecrecyTest extends TestCase
         self::assertStringContainsString('stale_if_error', $forms['var_dump']);
     }
 
-    public function testClientCannotBeSerialized(): void
+    public function testPrintedClientHidesTheBaseUrlPassword(): void
+    {
+        $this->secrets(['A' => self::VALUE]);
+        $withUserinfo = str_replace('://', '://cvsm-user:p4ss-must-not-show@', $this->stub->url());
+        $client = $this->client(['base_url' => $withUserinfo]);
+
+        ob_start();
+        var_dump($client);
+        $dumped = (string) ob_get_clean();
+        $forms = [
+            'var_dump' => $dumped,
+            'print_r' => print_r($client, true),
+            'var_export' => var_export($client, true),
+            'json_encode' => (string) json_encode($client),
+            'array cast' => print_r((array) $client, true),
+            'getConfig' => print_r($client->getConfig(), true),
+        ];
+        foreach ($forms as $form => $text) {
+            self::assertStringNotContainsString('p4ss-must-not-show', $text, $form);
+            self::assertStringNotContainsString('cvsm-user', $text, $form);
+        }
+        self::assertStringContainsString(str_replace('://', '://***@', $this->stub->url()), $forms['print_r']);
+        self::assertSame($withUserinfo, $client->getBaseUrl());
+    }
+
+        public function testClientCannotBeSerialized(): void
     {
         $this->expectException(\LogicException::class);
         serialize($this->client());

@@ -689,7 +689,10 @@ fn undecryptable(name: &str, environment: &str, why: Failure, request_id: Option
 impl fmt::Debug for Client {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Client")
-            .field("base_url", &self.config.base_url)
+            .field(
+                "base_url",
+                &crate::options::display_url(&self.config.base_url),
+            )
             .field("team", &self.config.team)
             .field("environment", &self.config.environment)
             .field("cache_ttl", &self.config.cache_ttl)

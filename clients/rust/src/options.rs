@@ -82,7 +82,7 @@ impl fmt::Debug for ClientOptions {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ClientOptions")
             .field("token", &self.token.as_ref().map(|_| Redacted))
-            .field("base_url", &self.base_url)
+            .field("base_url", &self.base_url.as_deref().map(display_url))
             .field("team", &self.team)
             .field("environment", &self.environment)
             .field("cache_ttl", &self.cache_ttl)
@@ -92,6 +92,24 @@ impl fmt::Debug for ClientOptions {
             .field("stale_if_error", &self.stale_if_error)
             .field("live", &self.live)
             .finish()
+    }
+}
+
+/// userinfo is the `user:password` part of a URL's authority (before its
+/// `@`), if it has one.
+pub(crate) fn userinfo(url: &str) -> Option<&str> {
+    let (_, rest) = url.split_once("://")?;
+    let authority = &rest[..rest.find(['/', '?', '#']).unwrap_or(rest.len())];
+    authority.rfind('@').map(|at| &authority[..at])
+}
+
+/// display_url is `url` as it may be printed: a user and password in it
+/// become `***` (`https://user:secret@host/api/v1` shows as
+/// `https://***@host/api/v1`, as every SDK prints it).
+pub(crate) fn display_url(url: &str) -> String {
+    match userinfo(url) {
+        Some(info) => url.replacen(&format!("://{info}@"), "://***@", 1),
+        None => url.to_string(),
     }
 }
 

@@ -331,7 +331,15 @@ impl Transport {
         }
     }
 
+    /// redact takes the token, and a user and password in the base URL,
+    /// out of a message.
     pub fn redact(&self, message: String) -> String {
+        let message = match crate::options::userinfo(&self.base_url) {
+            Some(info) if !info.is_empty() && message.contains(info) => {
+                message.replace(info, "***")
+            }
+            _ => message,
+        };
         if self.token.is_empty() || !message.contains(&self.token) {
             message
         } else {

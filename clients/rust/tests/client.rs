@@ -95,6 +95,27 @@ fn token_and_values_never_appear_in_debug_output_or_errors() {
 }
 
 #[test]
+fn base_url_password_never_appears_in_debug_output_or_errors() {
+    let with_userinfo = "http://cvsm-user:p4ss-must-not-show@127.0.0.1:9/api/v1";
+    let mut options = options(with_userinfo);
+    options.max_retries = Some(0);
+    let client = Client::new(options.clone()).unwrap();
+    let printed = format!("{client:?} {client:#?} {options:?} {options:#?}");
+    assert!(!printed.contains("p4ss-must-not-show"), "{printed}");
+    assert!(!printed.contains("cvsm-user"), "{printed}");
+    assert!(
+        printed.contains("http://***@127.0.0.1:9/api/v1"),
+        "{printed}"
+    );
+    assert_eq!(client.base_url(), with_userinfo);
+
+    let err = client.get("A").unwrap_err();
+    let printed = format!("{err} {err:?}");
+    assert!(matches!(err, Error::Network { .. }), "{printed}");
+    assert!(!printed.contains("p4ss-must-not-show"), "{printed}");
+}
+
+#[test]
 fn client_is_send_and_sync_and_shares_its_cache_across_threads() {
     fn assert_send_sync<T: Send + Sync>() {}
     assert_send_sync::<Client>();

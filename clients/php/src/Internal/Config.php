@@ -43,7 +43,11 @@ final class Config
     /** The characters trimmed from both ends of a token (rule R6): space, tab, CR, LF. */
     private const TOKEN_TRIM = \Cvsm\Rules::TOKEN_TRIMMED_CHARACTERS;
 
+    /** @var \WeakMap<self, string>|null each Config's base URL as given (see url()) */
+    private static ?\WeakMap $urls = null;
+
     private function __construct(
+        /** The base URL as it may be printed: its user and password, if any, as "***" (see url()). */
         public readonly string $baseUrl,
         public readonly string $team,
         public readonly string $environment,
@@ -99,8 +103,8 @@ final class Config
 
         $environment = self::stringSetting($options, 'environment', \Cvsm\Rules::ENV_ENVIRONMENT) ?? self::DEFAULT_ENVIRONMENT;
 
-        return new self(
-            $baseUrl,
+        $config = new self(
+            self::displayUrl($baseUrl),
             $team,
             $environment,
             self::seconds($options, 'cache_ttl', \Cvsm\Rules::ENV_CACHE_TTL, self::DEFAULT_CACHE_TTL, '0 disables the cache'),
@@ -110,6 +114,29 @@ final class Config
             self::seconds($options, 'stale_if_error', \Cvsm\Rules::ENV_STALE_IF_ERROR, self::DEFAULT_STALE_IF_ERROR, '0 turns stale-if-error off'),
             self::live($options)
         );
+        self::$urls ??= new \WeakMap();
+        self::$urls[$config] = $baseUrl;
+
+        return $config;
+    }
+
+    /**
+     * Returns the base URL requests go to. The baseUrl property holds it as it may be printed
+     * (see displayUrl()); the URL itself, which may carry a user and password, lives outside the
+     * object's properties, so that var_export, print_r and json_encode never show the password.
+     */
+    public function url(): string
+    {
+        return self::$urls[$this] ?? $this->baseUrl;
+    }
+
+    /**
+     * Returns $url as it may be printed: a user and password in it become "***"
+     * (https://user:secret@host/api/v1 shows as https://***@host/api/v1, as every SDK prints it).
+     */
+    public static function displayUrl(string $url): string
+    {
+        return (string) preg_replace('#^([A-Za-z][A-Za-z0-9+.-]*://)[^/?\#]*@#', '$1***@', $url, 1);
     }
 
     /**

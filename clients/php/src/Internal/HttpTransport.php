@@ -87,7 +87,7 @@ final class HttpTransport
         return new self(
             $config->timeout,
             $config->maxRetries,
-            array_replace(self::caOptions($config->caFile), self::proxyOptions($config->baseUrl), $curlOptions)
+            array_replace(self::caOptions($config->caFile), self::proxyOptions($config->url()), $curlOptions)
         );
     }
 

@@ -44,6 +44,18 @@ _INTEGER = re.compile(r"\s*[0-9]+\s*")
 _NUMBER = re.compile(r"\s*([0-9]+(\.[0-9]*)?|\.[0-9]+)\s*")
 
 
+_USERINFO = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*://)[^/?#]*@")
+
+
+def display_url(url: str) -> str:
+    """Return ``url`` as it may be printed: a user and password in it become ``***``.
+
+    ``https://user:secret@host/api/v1`` shows as ``https://***@host/api/v1`` (as the other
+    SDKs print it), so no repr, log line or error message holds the password.
+    """
+    return _USERINFO.sub(r"\1***@", url, count=1)
+
+
 @attrs.frozen(kw_only=True)
 class ClientConfig:
     """A client's effective configuration, without the token.
@@ -55,10 +67,10 @@ class ClientConfig:
     past ``cache_ttl`` a value is kept to answer when a refresh fails (0 = never); ``ca_file``
     is the PEM bundle trusted instead of the system store, or ``None``; ``live`` says whether the
     client keeps a change-stream connection that drops a cached value as soon as its secret
-    changes on the server.
+    changes on the server. Its repr shows the base URL through :func:`display_url`.
     """
 
-    base_url: str
+    base_url: str = attrs.field(repr=lambda url: repr(display_url(url)))
     team: str
     environment: str
     cache_ttl: int

@@ -27,7 +27,7 @@ import httpx
 
 from . import _rules as rules
 from . import e2e
-from ._config import ClientConfig, Token
+from ._config import ClientConfig, Token, display_url
 from ._errors import (
     ApiError,
     AuthenticationError,
@@ -316,7 +316,7 @@ def allows_stale(error: CvsmError) -> bool:
 
 
 def network_error(exc: httpx.HTTPError) -> NetworkError:
-    """Describe a transport failure by its type; the URL holds no token."""
+    """Describe a transport failure by its type; the URL holds no token, nor a password."""
     if isinstance(exc, httpx.TimeoutException):
         what = "the request timed out"
     elif isinstance(exc, httpx.ConnectError):
@@ -331,7 +331,9 @@ def network_error(exc: httpx.HTTPError) -> NetworkError:
         request: httpx.Request | None = exc.request
     except RuntimeError:
         request = None
-    where = f" ({request.method} {request.url.copy_with(query=None)})" if request is not None else ""
+    where = (
+        f" ({request.method} {display_url(str(request.url.copy_with(query=None)))})" if request is not None else ""
+    )
     error = NetworkError(f"network error: {what}{where}: {type(exc).__name__}")
     error.__cause__ = exc
     return error
@@ -497,7 +499,7 @@ def to_inject(values: Mapping[str, str], environ: Mapping[str, str], overwrite: 
 def describe(kind: str, config: ClientConfig) -> str:
     """Return the printed form of a client: its configuration, never the token or a value."""
     text = (
-        f"<cvsm.{kind} base_url={config.base_url!r} team={config.team!r} "
+        f"<cvsm.{kind} base_url={display_url(config.base_url)!r} team={config.team!r} "
         f"environment={config.environment!r} cache_ttl={config.cache_ttl} "
         f"timeout={config.timeout:g} max_retries={config.max_retries} stale_if_error={config.stale_if_error}"
     )
