@@ -354,6 +354,7 @@ impl Cache {
                 None => latest.remove(name),
             };
         }
+        self.split_all(environment, name);
         self.drop_all(environment);
         let key = (environment.to_string(), name.to_string());
         if version.is_some()
@@ -364,6 +365,45 @@ impl Cache {
         }
         self.changed.insert(key.clone(), self.stamp);
         self.drop_value(&key);
+    }
+
+    /// split_all keeps each value of the fresh `get_all` result of
+    /// `environment` but `except`'s as a value of its own (fetched when the
+    /// result was, at the version it is known to hold), unless a younger one
+    /// is held: a change of one name drops the `get_all` result, never
+    /// another name's cached value (R16).
+    fn split_all(&mut self, environment: &str, except: &str) {
+        let Some(entry) = self.all.get(environment).filter(|entry| entry.current) else {
+            return;
+        };
+        let fetched = entry.fetched;
+        let values = entry.value.clone();
+        let versions = self.all_versions.get(environment).cloned();
+        for (name, value) in values {
+            if name == except {
+                continue;
+            }
+            let key = (environment.to_string(), name);
+            if self
+                .values
+                .get(&key)
+                .is_some_and(|single| single.current && single.fetched >= fetched)
+            {
+                continue;
+            }
+            match versions.as_ref().and_then(|known| known.get(&key.1)) {
+                Some(&version) => self.versions.insert(key.clone(), version),
+                None => self.versions.remove(&key),
+            };
+            self.values.insert(
+                key,
+                Entry {
+                    value,
+                    fetched,
+                    current: true,
+                },
+            );
+        }
     }
 
     /// drop_value makes the value of `key` stop being fresh, kept for
