@@ -140,6 +140,10 @@ async def test_pages_by_offset_and_by_cursor_agree_across_months_and_the_default
                         break
                     before = page.next_before
                 assert by_offset == by_cursor == expected, (filters, outside)
+                # the largest offset the API takes is an empty page, never a bigint overflow
+                page = await audit.list_page(conn, actor, team, limit=9, offset=2**63 - 1,
+                                             filters=filters)
+                assert page.entries == [], (filters, outside)
 
 
 async def test_filter_choices_come_from_sealed_values_within_retention_and_the_unsealed_tail(

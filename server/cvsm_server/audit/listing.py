@@ -177,6 +177,11 @@ def _in_reach(month: _Segment, filters: Filters, before: Cursor | None,
                 or (after is not None and month.hi <= after.created_at))
 
 
+# The largest LIMIT PostgreSQL takes (a bigint): an offset counted past every entry is one
+# (`offset` is any integer >= 0: the count of a month up to offset + 1 must not overflow).
+_BIGINT_MAX = 2**63 - 1
+
+
 def _key(row: dict) -> tuple[datetime, int]:
     return row["created_at"], row["pos"]
 
@@ -206,7 +211,7 @@ async def walk(cur: db.Cursor, filters: Filters, before: Cursor | None, after: C
             row = await db.fetchone(
                 cur, "SELECT count(*) AS n, coalesce(bool_and(exact), true) AS ok FROM "
                      f"({list_sql(filters, before, after, segment=month.sql, exact=exact)}) m",
-                args | month.args | {"limit": skip + 1, "offset": 0})
+                args | month.args | {"limit": min(skip + 1, _BIGINT_MAX), "offset": 0})
             if not row["ok"]:
                 return None
             if row["n"] <= skip:
