@@ -40,16 +40,7 @@ final class SecrecyTest extends TestCase
         $client->get('A');
         $client->getAll();
 
-        ob_start();
-        var_dump($client);
-        $dumped = (string) ob_get_clean();
-        $forms = [
-            'var_dump' => $dumped,
-            'print_r' => print_r($client, true),
-            'var_export' => var_export($client, true),
-            'json_encode' => (string) json_encode($client),
-            'array cast' => print_r((array) $client, true),
-        ];
+        $forms = self::printedForms($client);
 
         foreach ($forms as $form => $text) {
             self::assertStringNotContainsString(self::TOKEN, $text, $form);
@@ -69,17 +60,8 @@ final class SecrecyTest extends TestCase
         $withUserinfo = str_replace('://', '://cvsm-user:p4ss-must-not-show@', $this->stub->url());
         $client = $this->client(['base_url' => $withUserinfo]);
 
-        ob_start();
-        var_dump($client);
-        $dumped = (string) ob_get_clean();
-        $forms = [
-            'var_dump' => $dumped,
-            'print_r' => print_r($client, true),
-            'var_export' => var_export($client, true),
-            'json_encode' => (string) json_encode($client),
-            'array cast' => print_r((array) $client, true),
-            'getConfig' => print_r($client->getConfig(), true),
-        ];
+        $forms = self::printedForms($client)
+            + ['getConfig' => print_r($client->getConfig(), true)];
         foreach ($forms as $form => $text) {
             self::assertStringNotContainsString('p4ss-must-not-show', $text, $form);
             self::assertStringNotContainsString('cvsm-user', $text, $form);
@@ -88,7 +70,21 @@ final class SecrecyTest extends TestCase
         self::assertSame($withUserinfo, $client->getBaseUrl());
     }
 
-        public function testClientCannotBeSerialized(): void
+    /** @return array<string, string> every form in which PHP prints an object */
+    private static function printedForms(object $client): array
+    {
+        ob_start();
+        var_dump($client);
+        return [
+            'var_dump' => (string) ob_get_clean(),
+            'print_r' => print_r($client, true),
+            'var_export' => var_export($client, true),
+            'json_encode' => (string) json_encode($client),
+            'array cast' => print_r((array) $client, true),
+        ];
+    }
+
+    public function testClientCannotBeSerialized(): void
     {
         $this->expectException(\LogicException::class);
         serialize($this->client());
