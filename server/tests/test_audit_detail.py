@@ -115,6 +115,24 @@ async def test_audit_list_filters_by_action_person_secret_and_time(client, api: 
                                              ("read", dina["email"])]
     assert await listed(secret=db_url, person=dina["email"]) == [("read", dina["email"])]
     assert await listed(action="read", secret="API_KEY") == []
+    # reads found by the name of each secret it named, deleted ones too (migration 0040: reads
+    # are in neither the action index nor the name index)
+    staging = await api.secret(dina, team_id, "DB_URL", "three", environment="staging")
+    resp = await client.get(f"/api/v1/teams/{team_id}/secrets/{staging}",
+                            headers=api.auth(dina["token"]))
+    assert resp.status == 200
+    resp = await client.delete(f"/api/v1/teams/{team_id}/secrets/{staging}",
+                               headers=api.auth(owner["token"]))
+    assert resp.status in (200, 204)
+    assert await listed(secret="DB_URL") == [
+        ("create", owner["email"]), ("read", owner["email"]), ("read", dina["email"]),
+        ("create", dina["email"]), ("read", dina["email"]), ("delete", owner["email"])]
+    assert await listed(secret="DB_URL", action="read") == [
+        ("read", owner["email"]), ("read", dina["email"]), ("read", dina["email"])]
+    assert await listed(secret=staging) == [("create", dina["email"]), ("read", dina["email"]),
+                                            ("delete", owner["email"])]
+    assert await listed(action="create") == [("create", owner["email"]), ("create", dina["email"]),
+                                             ("create", dina["email"])]
     future = (datetime.now(timezone.utc) + timedelta(days=1)).isoformat()
     assert await listed(**{"from": future}) == []
     everything = await listed()

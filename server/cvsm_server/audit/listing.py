@@ -36,8 +36,10 @@ def _found(filters: Filters, before: Cursor | None, after: Cursor | None = None)
     """The conditions an index decides, shared by every branch: team, action and person by
     their hashes, time, cursors."""
     out = [TEAM_FOUND]
-    if filters.action:
-        out.append("hashtext(action) = hashtext(%(f_action)s::text)")
+    if filters.action == "read":  # the time index (migration 0040): reads are the log's bulk
+        out.append("action = 'read'")
+    elif filters.action:  # the action index, which leaves reads out
+        out.append("hashtext(action) = hashtext(%(f_action)s::text) AND action <> 'read'")
     if filters.person:
         out.append("hashtext(lower(user_email)) = hashtext(lower(%(f_person)s::text))")
     if filters.start:
@@ -61,13 +63,14 @@ def _exact(filters: Filters) -> list[str]:
     return out
 
 
-# The filter by secret (its id or name) as three disjoint branches, each an index walk in the
-# list's order (migration 0022): the secret's own entries by id, entries naming it by name,
-# shares (and others) naming it by id in their metadata. Each is (found, exact), as above.
+# The filter by secret (its id or name) as disjoint branches, each an index walk in the list's
+# order (migration 0022): the secret's own entries by id, entries naming it by name (reads
+# apart: below), shares (and others) naming it by id in their metadata. Each is (found, exact),
+# as above.
 _SECRET_BRANCHES = (
     ("resource = 'secret' AND hashtext(resource_id) = hashtext(%(f_secret)s::text)",
      "resource_id = %(f_secret)s"),
-    ("""resource IN ('secret', 'share')
+    ("""resource IN ('secret', 'share') AND action <> 'read'
         AND hashtext(metadata->>'name') = hashtext(%(f_secret)s::text)
         AND NOT (resource = 'secret' AND resource_id IS NOT DISTINCT FROM %(f_secret)s)""",
      "metadata->>'name' = %(f_secret)s"),
@@ -77,6 +80,15 @@ _SECRET_BRANCHES = (
         AND (metadata->>'name') IS DISTINCT FROM %(f_secret)s""",
      "metadata->>'secret_id' = %(f_secret)s"),
 )
+# The reads of the secrets the name has named in the team (a read names its secret by id and
+# the name index leaves reads out, migration 0040; a secret's name never changes), one walk of
+# the secret-by-id index for each, the secret named by the filter's own id apart (the first
+# branch has its entries).
+_NAMED = """SELECT s.id::text AS sid FROM secrets s
+            WHERE s.team_id = %(team)s::uuid AND s.name = %(f_secret)s
+              AND s.id::text IS DISTINCT FROM %(f_secret)s"""
+_NAMED_READ = "resource = 'secret' AND action = 'read' AND hashtext(resource_id) = hashtext(n.sid)"
+_NAMED_READ_EXACT = ["resource_id = n.sid", "metadata->>'name' = %(f_secret)s"]
 
 
 def list_sql(filters: Filters, before: Cursor | None, after: Cursor | None = None, *,
@@ -95,6 +107,14 @@ def list_sql(filters: Filters, before: Cursor | None, after: Cursor | None = Non
         flag = "true" if exact else "(" + " AND ".join(checks) + ")"
         selects.append(f"SELECT {_COLUMNS}, {flag} AS exact FROM audit_logs "
                        f"WHERE {' AND '.join(where)} {order}")
+    if filters.secret and filters.action in (None, "read"):
+        checks = _exact(filters) + _NAMED_READ_EXACT
+        where = found + [_NAMED_READ] + (checks if exact else [])
+        flag = "true" if exact else "(" + " AND ".join(checks) + ")"
+        selects.append(
+            f"SELECT x.* FROM ({_NAMED}) n, LATERAL (SELECT {_COLUMNS}, {flag} AS exact "
+            f"FROM audit_logs WHERE {' AND '.join(where)} {order} "
+            f"LIMIT %(limit)s + %(offset)s) x {order}")
     if len(selects) == 1:
         return f"{selects[0]} LIMIT %(limit)s OFFSET %(offset)s"
     union = " UNION ALL ".join(f"({q} LIMIT %(limit)s + %(offset)s)" for q in selects)
