@@ -10,7 +10,8 @@ Prints, for each setting:
   (a process leases units of a credential's limit, 32 and then more while it spends them fast,
   in one count riding in a read's own statement: `ratelimit.Leases`), counted after 100 warm-up
   reads so the leases have grown as on a busy server;
-- PostgreSQL CPU time and server CPU time per request (from the processes' CPU times, psutil);
+- PostgreSQL CPU time and server CPU time per request (from the processes' CPU times, psutil),
+  and WAL bytes per request (PostgreSQL's WAL position before and after: the same on any machine);
 - with the limits on, reads/s of one API token on 8 connections and of 8 API tokens, one per
   connection (wrk with a thread per connection), and their ratio (one credential must not queue
   on its own rate-limit counter): `--rounds` runs of each, alternating which goes first, and
@@ -50,6 +51,7 @@ from pathlib import Path
 import aiohttp
 import aiopg
 import psutil
+import psycopg2
 from aiohttp.test_utils import TestClient, TestServer
 
 from cvsm_server import db
@@ -109,6 +111,27 @@ def wrk(url: str, seconds: float, connections: int, token: str | None = None) ->
     rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
     total = int(re.search(r"(\d+) requests in", out).group(1))
     return rps, total
+
+
+def wal_position(url: str) -> str:
+    """PostgreSQL's current WAL position (WAL bytes per read: a cost the same on any machine)."""
+    conn = psycopg2.connect(url)
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SELECT pg_current_wal_lsn()::text")
+            return cur.fetchone()[0]
+    finally:
+        conn.close()
+
+
+def wal_bytes_since(url: str, position: str) -> float:
+    conn = psycopg2.connect(url)
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), %s::pg_lsn)", (position,))
+            return float(cur.fetchone()[0])
+    finally:
+        conn.close()
 
 
 def cpu_seconds(procs: list[psutil.Process]) -> float:
@@ -311,9 +334,11 @@ async def run(seconds: float, connections: int, workers: int, rounds: int, loop:
                 wrk(url, 1, connections, jwt)  # warm-up: connections and credential cache
                 pg, srv = postgres_processes(pgdata), [psutil.Process(p.pid) for p in servers]
                 pg_before, srv_before = cpu_seconds(pg), cpu_seconds(srv)
+                wal_before = wal_position(owner_url)
                 rps, total = wrk(url, seconds, connections, jwt)
                 pg_cpu = cpu_seconds(postgres_processes(pgdata)) - pg_before
                 srv_cpu = cpu_seconds(srv) - srv_before
+                wal = wal_bytes_since(owner_url, wal_before)
                 if name == "on":  # one credential on 8 connections against 8 credentials
                     tokens = await api_tokens(base, jwt, CREDENTIALS)
                     wrk_tokens(url, 1, tokens)  # warm-up: every token in the cache
@@ -321,7 +346,8 @@ async def run(seconds: float, connections: int, workers: int, rounds: int, loop:
             finally:
                 stop(servers)
             trips, counts = await round_trips_per_read(env)
-            results[name] = (rps, pg_cpu / total * 1000, srv_cpu / total * 1000, trips, counts)
+            results[name] = (rps, pg_cpu / total * 1000, srv_cpu / total * 1000, trips, counts,
+                             wal / total)
         stop(bare)
     finally:
         embedded.stop()
@@ -331,10 +357,11 @@ async def run(seconds: float, connections: int, workers: int, rounds: int, loop:
           f"connections, {workers} worker process(es) each on {loop}, {os.cpu_count()} cores "
           "shared by PostgreSQL, the servers and wrk)")
     print(f"  bare aiohttp JSON endpoint:          {bare_rps:9.0f} req/s")
-    for name, (rps, pg_ms, srv_ms, trips, counts) in results.items():
+    for name, (rps, pg_ms, srv_ms, trips, counts, wal) in results.items():
         print(f"  rate limits {name:3}: audited reads     {rps:9.0f} req/s   ratio {rps / bare_rps:6.3f}"
               f"   round trips/read {trips:4.2f} (counting the limit {counts:5.3f})"
-              f"   PostgreSQL CPU {pg_ms:5.2f} ms/read   server CPU {srv_ms:5.2f} ms/read")
+              f"   PostgreSQL CPU {pg_ms:5.2f} ms/read   server CPU {srv_ms:5.2f} ms/read"
+              f"   WAL {wal:4.0f} B/read")
     one, many = spread
     print(f"  rate limits on, {CREDENTIALS} connections ({rounds} alternating runs each, median "
           f"and range): one API token {statistics.median(one):7.0f} reads/s "
@@ -356,7 +383,7 @@ def goals(results: dict, one_vs_eight: float) -> str:
 
     lines = ["  issue 25's goals (this run):"]
     for name in ("on", "off"):
-        _, pg_ms, srv_ms, trips, counts = results[name]
+        _, pg_ms, srv_ms, trips, counts, _ = results[name]
         lines += [
             line(f"PostgreSQL CPU, limits {name}", f"{pg_ms:.2f} ms/read", f"<= {CPU_GOAL:.2f} ms",
                  pg_ms <= CPU_GOAL),
