@@ -120,24 +120,43 @@ def watch_own_socket(connection_class: type) -> None:
         original_close(self)
 
     async def _poll(self, waiter: asyncio.Future, timeout: float) -> None:
-        # aiopg's `_poll`, waiting for the answer in steps of SOCKET_CHECK seconds: between
-        # them, a socket that has something to read (an answer, or its end) while no event said
-        # so is read now, so that no registration the loop lost can hold a statement.
+        # aiopg's `_poll`, with a timer looking at the socket every SOCKET_CHECK seconds while
+        # the answer is awaited: a socket that has something to read (an answer, or its end)
+        # while no event said so is read then, so that no registration the loop lost can hold a
+        # statement. One timer a statement (an answer within SOCKET_CHECK never fires it), not
+        # a wait with a timeout (`asyncio.wait`'s future, set and callbacks: a tenth of an
+        # audited read's server CPU).
         assert waiter is self._waiter, (waiter, self._waiter)
         self._ready(self._weakref)
         loop = self._loop
         deadline = loop.time() + timeout
+        timer: asyncio.TimerHandle | None = None
+        expired = False
+
+        def look() -> None:
+            nonlocal timer, expired
+            if waiter.done():
+                return
+            if loop.time() >= deadline:
+                expired = True
+                waiter.cancel()
+                return
+            if _has_something(self._fileno, self._writing):
+                log.debug("a database socket had news the event loop did not report")
+                self._ready(self._weakref)
+            if not waiter.done():
+                timer = loop.call_at(min(loop.time() + SOCKET_CHECK, deadline), look)
+
+        if not waiter.done():
+            timer = loop.call_at(min(loop.time() + SOCKET_CHECK, deadline), look)
         try:
-            while not waiter.done():
-                left = deadline - loop.time()
-                if left <= 0:
-                    waiter.cancel()
-                    raise StatementTimeout(f"no answer from the database within {timeout:g} s")
-                await asyncio.wait((waiter,), timeout=min(SOCKET_CHECK, left))
-                if not waiter.done() and _has_something(self._fileno, self._writing):
-                    log.debug("a database socket had news the event loop did not report")
-                    self._ready(self._weakref)
-            waiter.result()
+            try:
+                await waiter
+            except asyncio.CancelledError:
+                if expired:
+                    raise StatementTimeout(
+                        f"no answer from the database within {timeout:g} s") from None
+                raise
         except (asyncio.CancelledError, asyncio.TimeoutError):
             if not waiter.done():
                 waiter.cancel()
@@ -148,6 +167,8 @@ def watch_own_socket(connection_class: type) -> None:
                                          "future": waiter})
             raise asyncio.CancelledError from None
         finally:
+            if timer is not None:
+                timer.cancel()
             self._waiter = None
 
     connection_class._poll = _poll
