@@ -154,6 +154,15 @@ def install(app: web.Application, routes: list[Route]) -> None:
     app[POLICIES] = policies
 
 
+# A request's route never changes once matched: its policy is looked up once, then kept on the
+# request (five middlewares and the body readers ask for it).
+_POLICY = web.RequestKey("route_policy", Policy)
+
+
 def policy_of(request: web.Request) -> Policy:
-    policies: Mapping[Any, Policy] = request.app[POLICIES]
-    return policies.get(request.match_info.route, UNMATCHED)
+    try:
+        return request[_POLICY]
+    except KeyError:
+        policies: Mapping[Any, Policy] = request.app[POLICIES]
+        policy = request[_POLICY] = policies.get(request.match_info.route, UNMATCHED)
+        return policy
