@@ -32,16 +32,23 @@ async def test_the_rollup_of_0037_is_converted_by_0038_and_rolls_on(fresh_databa
             await audit.record(cur, reader, "read", "secret", team_id=team,
                                resource_id="not-a-uuid")
             await audit_chain.seal(cur)
+            # a month of the rollup the log has no partition of any more
+            await cur.execute("SELECT cvsm_audit_make_reads_month('2020-01-01')")
+            await cur.execute("""INSERT INTO audit_reads (team_id, secret_id, day, user_email,
+                                   token_id, reads, last_at) VALUES (%s, %s, '2020-01-02', '',
+                                   '', 5, '2020-01-02')""", (team, str(secret)))
             before = await db.fetchall(cur, "SELECT secret_id, token_id, reads FROM audit_reads "
                                             "ORDER BY token_id")
         assert sorted((r["secret_id"], r["token_id"], r["reads"]) for r in before) == sorted([
-            (str(secret), "", 1), (str(secret), str(token), 1), ("not-a-uuid", "", 1)])
+            (str(secret), "", 1), (str(secret), str(token), 1), ("not-a-uuid", "", 1),
+            (str(secret), "", 5)])
         assert 38 in await db.migrate(pool)
         async with db.cursor(pool) as cur:
             await audit.record(cur, reader, "read", "secret", team_id=team, resource_id=secret)
             assert await audit_chain.seal(cur) == 1
-            rows = await db.fetchall(cur, "SELECT secret_id, token_id, via_token, reads "
-                                          "FROM audit_reads ORDER BY token_id")
+            rows = await db.fetchall(cur, "SELECT secret_id, token_id, via_token, reads, "
+                                          "tableoid::regclass::text AS part FROM audit_reads "
+                                          "ORDER BY day, token_id")
             types = await db.fetchall(cur, """
                 SELECT attname, format_type(atttypid, atttypmod) AS t FROM pg_attribute
                 WHERE attrelid = 'audit_reads'::regclass AND attname IN ('secret_id', 'token_id')
@@ -50,7 +57,10 @@ async def test_the_rollup_of_0037_is_converted_by_0038_and_rolls_on(fresh_databa
         pool.close()
         await pool.wait_closed()
     assert [(r["secret_id"], r["token_id"], r["via_token"], r["reads"]) for r in rows] == [
-        (secret, NIL, None, 2), (secret, token, "ci", 1)]
+        (secret, NIL, None, 5), (secret, NIL, None, 2), (secret, token, "ci", 1)]
+    # each in its month's partition, none in the default one
+    assert rows[0]["part"] == "audit_reads_y2020m01"
+    assert all(r["part"].startswith("audit_reads_y") for r in rows)
     assert [t["t"] for t in types] == ["uuid", "uuid"]
 
 

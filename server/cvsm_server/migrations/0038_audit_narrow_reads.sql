@@ -59,10 +59,16 @@ CREATE INDEX audit_reads_token_idx ON audit_reads (team_id, token_id, day)
     WHERE token_id <> '00000000-0000-0000-0000-000000000000';
 CREATE INDEX audit_reads_team_day_idx ON audit_reads (team_id, day);
 
--- The months the old rollup had (the log's: cvsm_audit_make_reads_month of 0027).
-SELECT cvsm_audit_make_reads_month(to_date(substr(c.relname, 12), '"y"YYYY"m"MM'))
-FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
-WHERE i.inhparent = 'audit_logs'::regclass AND c.relname ~ '^audit_logs_y[0-9]{4}m[0-9]{2}$';
+-- The months of the log and of the old rollup (cvsm_audit_make_reads_month of 0027).
+SELECT cvsm_audit_make_reads_month(m) FROM (
+    SELECT to_date(substr(c.relname, 12), '"y"YYYY"m"MM') AS m
+    FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+    WHERE i.inhparent = 'audit_logs'::regclass AND c.relname ~ '^audit_logs_y[0-9]{4}m[0-9]{2}$'
+    UNION
+    SELECT to_date(substr(c.relname, 18), '"y"YYYY"m"MM')
+    FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+    WHERE i.inhparent = 'audit_reads_0037'::regclass
+      AND c.relname ~ '^audit_reads_0037_y[0-9]{4}m[0-9]{2}$') months ORDER BY m;
 INSERT INTO audit_reads (reads, last_at, team_id, secret_id, token_id, day, user_email, via_token,
                          last_ip)
     SELECT sum(r.reads), max(r.last_at), r.team_id, cvsm_audit_uuid_or_null(r.secret_id),
