@@ -353,7 +353,8 @@ async def test_the_read_rollups_expired_months_go_by_partition_not_row_by_row(
              *[(team_id, f"s{i}", older + timedelta(days=i)) for i in range(3)]]
     for team, secret, day in rows:
         await query(database_url, """INSERT INTO audit_reads (team_id, secret_id, day, user_email,
-                                     token_id, reads, last_at) VALUES (%s, %s, %s, '', '', 1,
+                                     token_id, reads, last_at) VALUES (%s, md5(%s)::uuid, %s,
+                                     '', '00000000-0000-0000-0000-000000000000'::uuid, 1,
                                      now())""", (team, secret, day))
     oid = (await query(database_url, "SELECT %s::regclass::oid AS o",
                        (f"audit_reads_{suffix(old)}",)))[0]["o"]
@@ -368,8 +369,9 @@ async def test_the_read_rollups_expired_months_go_by_partition_not_row_by_row(
                         (f"audit_reads_{suffix(old)}",)))[0]["o"] != oid
     # the month that stays has the rollup's keys: the sealer's upsert still adds to its rows
     await query(database_url, """INSERT INTO audit_reads AS r (team_id, secret_id, day,
-                                 user_email, token_id, reads, last_at) VALUES (%s, 'k', %s, '',
-                                 '', 1, now()) ON CONFLICT (team_id, secret_id, day, user_email,
+                                 user_email, token_id, reads, last_at) VALUES (%s, md5('k')::uuid,
+                                 %s, '', '00000000-0000-0000-0000-000000000000'::uuid, 1,
+                                 now()) ON CONFLICT (team_id, secret_id, day, user_email,
                                  token_id) DO UPDATE SET reads = r.reads + 1""",
                 (keeper, old + timedelta(days=2)))
     assert (await query(database_url, "SELECT reads FROM audit_reads"))[0]["reads"] == 2

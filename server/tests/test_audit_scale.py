@@ -319,13 +319,15 @@ async def test_retention_removes_every_expired_entry_in_bounded_batches(
     await backdate_and_rechain(database_url, team_id, 40, 23)
     await query(database_url, """INSERT INTO audit_reads (team_id, secret_id, day, user_email,
                                      token_id, reads, last_at)
-                                 SELECT %s, 'old', (now() - make_interval(days => d))::date, '',
-                                        '', 1, now() - make_interval(days => d)
+                                 SELECT %s, md5('old')::uuid,
+                                        (now() - make_interval(days => d))::date, '',
+                                        '00000000-0000-0000-0000-000000000000'::uuid, 1,
+                                        now() - make_interval(days => d)
                                  FROM unnest(ARRAY[45, 31, 29]) d""", (team_id,))
     removed = await audit_chain.purge_expired(pool, signer, batch=5)
     assert removed == 23
     days = await query(database_url, "SELECT (now()::date - day) AS age FROM audit_reads "
-                                     "WHERE secret_id = 'old'")
+                                     "WHERE secret_id = md5('old')::uuid")
     assert [r["age"] for r in days] == [29]  # the rollup's days past Starter's 30 went too
     left = await query(database_url, "SELECT min(seq) AS first, count(*) AS n FROM audit_seals "
                                      "WHERE chain_id = %s", (team_id,))

@@ -30,6 +30,9 @@ READERS_LIMIT = 200
 DIGEST_HEX = 16  # 64 bits of the HMAC: enough to tell values apart on one page
 
 
+# The read rollup's token of a session read (migration 0038: token ids are uuids there).
+NO_TOKEN = uuid.UUID(int=0)
+
 # A read of a secret, as the rollup and the log's unsealed tail both give it.
 _READ = "action = 'read' AND resource = 'secret'"
 
@@ -50,11 +53,12 @@ async def secret_readers(conn: db.Connection, actor: Actor, team_id: uuid.UUID,
             f"""WITH r AS (
                     SELECT user_email, token_id, via_token, reads, last_at, last_ip
                     FROM audit_reads
-                    WHERE team_id = %(team)s AND secret_id = %(secret)s
+                    WHERE team_id = %(team)s AND secret_id = %(secret_uuid)s
                       AND day >= ((now() - %(window)s) AT TIME ZONE 'UTC')::date
                       AND last_at >= now() - %(window)s
                     UNION ALL
-                    SELECT coalesce(user_email, ''), coalesce(metadata->>'token_id', ''),
+                    SELECT coalesce(user_email, ''),
+                           coalesce(cvsm_audit_uuid_or_null(metadata->>'token_id'), %(nil)s),
                            metadata->>'via_token', 1, created_at, ip_address
                     FROM ({audit.UNSEALED}) u
                     WHERE team_id = %(team)s AND {_READ} AND resource_id = %(secret)s
@@ -65,7 +69,8 @@ async def secret_readers(conn: db.Connection, actor: Actor, team_id: uuid.UUID,
                        sum(reads)::bigint AS reads
                 FROM r GROUP BY user_email, token_id
                 ORDER BY at DESC LIMIT %(limit)s""",
-            {"team": team_id, "secret": str(secret_id), "window": window, "limit": limit,
+            {"team": team_id, "secret": str(secret_id), "secret_uuid": secret_id,
+             "nil": NO_TOKEN, "window": window, "limit": limit,
              "mark": await audit.sealed_mark(cur)},
         )
 
@@ -86,7 +91,7 @@ async def unread_secrets(conn: db.Connection, actor: Actor, team_id: uuid.UUID, 
                 SELECT * FROM (
                     SELECT s.id, s.name, s.environment, s.created_at, s.updated_at,
                            greatest((SELECT max(r.last_at) FROM audit_reads r
-                                     WHERE r.team_id = s.team_id AND r.secret_id = s.id::text),
+                                     WHERE r.team_id = s.team_id AND r.secret_id = s.id),
                                     (SELECT t.last_at FROM tail t
                                      WHERE t.resource_id = s.id::text)) AS last_read_at
                     FROM secrets s
