@@ -80,20 +80,24 @@ _SECRET_BRANCHES = (
 
 
 def list_sql(filters: Filters, before: Cursor | None, after: Cursor | None = None, *,
-             segment: str | None = None, exact: bool = True) -> str:
+             segment: str | None = None, exact: bool = True, ordered: bool = True) -> str:
     """The page's statement: newest first from `before`, `limit` rows after `offset`; with
     `after`, the `limit` entries just newer than it (oldest first: the caller reverses them).
     `segment`: a condition on created_at that keeps it to one partition of the log. `exact`:
-    the values in the WHERE; otherwise each row says whether it is exact (column `exact`)."""
+    the values in the WHERE; otherwise each row says whether it is exact (column `exact`).
+    Not `ordered` (a count's): any `limit` of the matches, only their `exact` column, so that
+    the walk stops at the limit (in order, the matches of a whole month were fetched and sorted
+    to keep the limit's newest)."""
     found = _found(filters, before, after) + ([segment] if segment else [])
-    order = _ORDER if after is None else "ORDER BY created_at, pos"
+    order = "" if not ordered else _ORDER if after is None else "ORDER BY created_at, pos"
+    columns = f"{_COLUMNS}, " if ordered else ""
     branches = [(b, [e]) for b, e in _SECRET_BRANCHES] if filters.secret else [(None, [])]
     selects = []
     for branch, branch_exact in branches:
         checks = _exact(filters) + branch_exact
         where = found + ([branch] if branch else []) + (checks if exact else [])
         flag = "true" if exact else "(" + " AND ".join(checks) + ")"
-        selects.append(f"SELECT {_COLUMNS}, {flag} AS exact FROM audit_logs "
+        selects.append(f"SELECT {columns}{flag} AS exact FROM audit_logs "
                        f"WHERE {' AND '.join(where)} {order}")
     if len(selects) == 1:
         return f"{selects[0]} LIMIT %(limit)s OFFSET %(offset)s"
@@ -167,6 +171,22 @@ async def _holds(cur: db.Cursor, outside: _Segment, args: dict[str, Any]) -> boo
     return row["x"]
 
 
+@dataclass(frozen=True, slots=True)
+class Reach:
+    """Where a page's statements look: the month partitions begun by now (oldest first), the
+    rest (`segments`), and whether the team has entries in the rest (`_holds`), found once a
+    page for its walk and its count."""
+
+    months: list[_Segment]
+    outside: _Segment
+    holds: bool
+
+
+async def reach(cur: db.Cursor, args: dict[str, Any]) -> Reach:
+    months, outside = await segments(cur)
+    return Reach(months, outside, await _holds(cur, outside, args))
+
+
 def _in_reach(month: _Segment, filters: Filters, before: Cursor | None,
               after: Cursor | None) -> bool:
     """Whether the month may hold an entry of the page (its range against the time filters and
@@ -187,16 +207,18 @@ def _key(row: dict) -> tuple[datetime, int]:
 
 
 async def walk(cur: db.Cursor, filters: Filters, before: Cursor | None, after: Cursor | None,
-                args: dict[str, Any], *, exact: bool) -> list[dict] | None:
+               args: dict[str, Any], *, exact: bool, where: Reach | None = None
+               ) -> list[dict] | None:
     """The page's rows (`args`' limit after its offset), read month by month from the cursor,
     newest first (oldest first with `after`); None where a row skipped by the offset was not
     exact (read again with `exact`). An offset skips whole months by counting their entries
     (what it skips, it reads: O(offset), as documented), then the rest in the month it ends in.
     Entries outside the months (rare) with an offset: one statement over every partition."""
     limit, skip = args["limit"], args["offset"]
-    months, outside = await segments(cur)
+    where = where or await reach(cur, args)
+    months, outside = where.months, where.outside
     rows: list[dict] = []
-    if await _holds(cur, outside, args):
+    if where.holds:
         if skip:
             return await db.fetchall(cur, list_sql(filters, before, after, exact=True), args)
         rows = await db.fetchall(cur, list_sql(filters, before, after, segment=outside.sql,
@@ -208,9 +230,11 @@ async def walk(cur: db.Cursor, filters: Filters, before: Cursor | None, after: C
         if not _in_reach(month, filters, before, after):
             continue
         if skip:
+            matches = list_sql(filters, before, after, segment=month.sql, exact=exact,
+                               ordered=False)
             row = await db.fetchone(
-                cur, "SELECT count(*) AS n, coalesce(bool_and(exact), true) AS ok FROM "
-                     f"({list_sql(filters, before, after, segment=month.sql, exact=exact)}) m",
+                cur, f"SELECT count(*) AS n, coalesce(bool_and(exact), true) AS ok FROM "
+                     f"({matches}) m",
                 args | month.args | {"limit": min(skip + 1, _BIGINT_MAX), "offset": 0})
             if not row["ok"]:
                 return None
@@ -225,21 +249,21 @@ async def walk(cur: db.Cursor, filters: Filters, before: Cursor | None, after: C
 
 
 async def count(cur: db.Cursor, filters: Filters, args: dict[str, Any], cap: int, *,
-                 exact: bool) -> tuple[int, bool]:
+                exact: bool, where: Reach | None = None) -> tuple[int, bool]:
     """How many entries the filters keep, up to `cap` + 1, month by month (newest first), and
     whether every one counted is exact."""
-    months, outside = await segments(cur)
+    where = where or await reach(cur, args)
     total, ok = 0, True
-    for segment in (outside, *reversed(months)):
+    for segment in (where.outside, *reversed(where.months)):
         if total > cap:
             break
-        if segment.lo is None and not await _holds(cur, segment, args):
+        if segment.lo is None and not where.holds:
             continue
         if segment.lo is not None and not _in_reach(segment, filters, None, None):
             continue
+        matches = list_sql(filters, None, segment=segment.sql, exact=exact, ordered=False)
         row = await db.fetchone(
-            cur, "SELECT count(*) AS n, coalesce(bool_and(exact), true) AS ok FROM "
-                 f"({list_sql(filters, None, segment=segment.sql, exact=exact)}) m",
+            cur, f"SELECT count(*) AS n, coalesce(bool_and(exact), true) AS ok FROM ({matches}) m",
             {**args, **segment.args, "limit": cap + 1 - total, "offset": 0})
         total, ok = total + row["n"], ok and row["ok"]
     return total, ok
