@@ -80,24 +80,20 @@ _SECRET_BRANCHES = (
 
 
 def list_sql(filters: Filters, before: Cursor | None, after: Cursor | None = None, *,
-             segment: str | None = None, exact: bool = True, ordered: bool = True) -> str:
+             segment: str | None = None, exact: bool = True) -> str:
     """The page's statement: newest first from `before`, `limit` rows after `offset`; with
     `after`, the `limit` entries just newer than it (oldest first: the caller reverses them).
     `segment`: a condition on created_at that keeps it to one partition of the log. `exact`:
-    the values in the WHERE; otherwise each row says whether it is exact (column `exact`).
-    Not `ordered` (a count's): any `limit` of the matches, only their `exact` column, so that
-    the walk stops at the limit (in order, the matches of a whole month were fetched and sorted
-    to keep the limit's newest)."""
+    the values in the WHERE; otherwise each row says whether it is exact (column `exact`)."""
     found = _found(filters, before, after) + ([segment] if segment else [])
-    order = "" if not ordered else _ORDER if after is None else "ORDER BY created_at, pos"
-    columns = f"{_COLUMNS}, " if ordered else ""
+    order = _ORDER if after is None else "ORDER BY created_at, pos"
     branches = [(b, [e]) for b, e in _SECRET_BRANCHES] if filters.secret else [(None, [])]
     selects = []
     for branch, branch_exact in branches:
         checks = _exact(filters) + branch_exact
         where = found + ([branch] if branch else []) + (checks if exact else [])
         flag = "true" if exact else "(" + " AND ".join(checks) + ")"
-        selects.append(f"SELECT {columns}{flag} AS exact FROM audit_logs "
+        selects.append(f"SELECT {_COLUMNS}, {flag} AS exact FROM audit_logs "
                        f"WHERE {' AND '.join(where)} {order}")
     if len(selects) == 1:
         return f"{selects[0]} LIMIT %(limit)s OFFSET %(offset)s"
@@ -230,11 +226,9 @@ async def walk(cur: db.Cursor, filters: Filters, before: Cursor | None, after: C
         if not _in_reach(month, filters, before, after):
             continue
         if skip:
-            matches = list_sql(filters, before, after, segment=month.sql, exact=exact,
-                               ordered=False)
             row = await db.fetchone(
-                cur, f"SELECT count(*) AS n, coalesce(bool_and(exact), true) AS ok FROM "
-                     f"({matches}) m",
+                cur, "SELECT count(*) AS n, coalesce(bool_and(exact), true) AS ok FROM "
+                     f"({list_sql(filters, before, after, segment=month.sql, exact=exact)}) m",
                 args | month.args | {"limit": min(skip + 1, _BIGINT_MAX), "offset": 0})
             if not row["ok"]:
                 return None
@@ -261,9 +255,9 @@ async def count(cur: db.Cursor, filters: Filters, args: dict[str, Any], cap: int
             continue
         if segment.lo is not None and not _in_reach(segment, filters, None, None):
             continue
-        matches = list_sql(filters, None, segment=segment.sql, exact=exact, ordered=False)
         row = await db.fetchone(
-            cur, f"SELECT count(*) AS n, coalesce(bool_and(exact), true) AS ok FROM ({matches}) m",
+            cur, "SELECT count(*) AS n, coalesce(bool_and(exact), true) AS ok FROM "
+                 f"({list_sql(filters, None, segment=segment.sql, exact=exact)}) m",
             {**args, **segment.args, "limit": cap + 1 - total, "offset": 0})
         total, ok = total + row["n"], ok and row["ok"]
     return total, ok
