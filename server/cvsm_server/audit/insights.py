@@ -75,6 +75,16 @@ async def secret_readers(conn: db.Connection, actor: Actor, team_id: uuid.UUID,
         )
 
 
+# A secret's last read in the rollup: the newest of its newest day's rows (a row's `last_at`
+# falls on its `day`), so one probe of the key's end per partition from the newest, not every
+# day of every reader (`ORDER BY day DESC LIMIT 1`: the partitions in order, newest first).
+_LAST_READ = """(SELECT max(r.last_at) FROM audit_reads r
+                 WHERE r.team_id = s.team_id AND r.secret_id = s.id
+                   AND r.day = (SELECT d.day FROM audit_reads d
+                                WHERE d.team_id = s.team_id AND d.secret_id = s.id
+                                ORDER BY d.day DESC LIMIT 1))"""
+
+
 async def unread_secrets(conn: db.Connection, actor: Actor, team_id: uuid.UUID, *,
                          window: timedelta = WINDOW) -> list[dict]:
     """The team's live secrets that nobody read in the last `window` and that are older than
@@ -85,18 +95,18 @@ async def unread_secrets(conn: db.Connection, actor: Actor, team_id: uuid.UUID, 
         await roles.require(cur, team_id, actor, roles.ADMIN, reading=True)
         return await db.fetchall(
             cur,
-            f"""WITH tail AS (
+            f"""WITH tail AS MATERIALIZED (
                     SELECT resource_id, max(created_at) AS last_at FROM ({audit.UNSEALED}) u
-                    WHERE team_id = %(team)s AND {_READ} GROUP BY resource_id)
-                SELECT * FROM (
+                    WHERE team_id = %(team)s AND {_READ} GROUP BY resource_id),
+                live AS MATERIALIZED (
                     SELECT s.id, s.name, s.environment, s.created_at, s.updated_at,
-                           greatest((SELECT max(r.last_at) FROM audit_reads r
-                                     WHERE r.team_id = s.team_id AND r.secret_id = s.id),
-                                    (SELECT t.last_at FROM tail t
-                                     WHERE t.resource_id = s.id::text)) AS last_read_at
+                           greatest({_LAST_READ}, (SELECT t.last_at FROM tail t
+                                                   WHERE t.resource_id = s.id::text))
+                               AS last_read_at
                     FROM secrets s
                     WHERE s.team_id = %(team)s AND s.deleted_at IS NULL
-                      AND s.created_at < now() - %(window)s) x
+                      AND s.created_at < now() - %(window)s)
+                SELECT * FROM live
                 WHERE last_read_at IS NULL OR last_read_at < now() - %(window)s
                 ORDER BY name, environment""",
             {"team": team_id, "window": window, "mark": await audit.sealed_mark(cur)},

@@ -187,6 +187,22 @@ async def _holds(cur: db.Cursor, outside: _Segment, args: dict[str, Any]) -> boo
     return row["x"]
 
 
+@dataclass(frozen=True, slots=True)
+class Reach:
+    """Where a page's statements look: the month partitions begun by now (oldest first), the
+    rest (`segments`), and whether the team has entries in the rest (`_holds`), found once a
+    page for its walk and its count."""
+
+    months: list[_Segment]
+    outside: _Segment
+    holds: bool
+
+
+async def reach(cur: db.Cursor, args: dict[str, Any]) -> Reach:
+    months, outside = await segments(cur)
+    return Reach(months, outside, await _holds(cur, outside, args))
+
+
 def _in_reach(month: _Segment, filters: Filters, before: Cursor | None,
               after: Cursor | None) -> bool:
     """Whether the month may hold an entry of the page (its range against the time filters and
@@ -207,16 +223,18 @@ def _key(row: dict) -> tuple[datetime, int]:
 
 
 async def walk(cur: db.Cursor, filters: Filters, before: Cursor | None, after: Cursor | None,
-                args: dict[str, Any], *, exact: bool) -> list[dict] | None:
+               args: dict[str, Any], *, exact: bool, where: Reach | None = None
+               ) -> list[dict] | None:
     """The page's rows (`args`' limit after its offset), read month by month from the cursor,
     newest first (oldest first with `after`); None where a row skipped by the offset was not
     exact (read again with `exact`). An offset skips whole months by counting their entries
     (what it skips, it reads: O(offset), as documented), then the rest in the month it ends in.
     Entries outside the months (rare) with an offset: one statement over every partition."""
     limit, skip = args["limit"], args["offset"]
-    months, outside = await segments(cur)
+    where = where or await reach(cur, args)
+    months, outside = where.months, where.outside
     rows: list[dict] = []
-    if await _holds(cur, outside, args):
+    if where.holds:
         if skip:
             return await db.fetchall(cur, list_sql(filters, before, after, exact=True), args)
         rows = await db.fetchall(cur, list_sql(filters, before, after, segment=outside.sql,
@@ -245,15 +263,15 @@ async def walk(cur: db.Cursor, filters: Filters, before: Cursor | None, after: C
 
 
 async def count(cur: db.Cursor, filters: Filters, args: dict[str, Any], cap: int, *,
-                 exact: bool) -> tuple[int, bool]:
+                exact: bool, where: Reach | None = None) -> tuple[int, bool]:
     """How many entries the filters keep, up to `cap` + 1, month by month (newest first), and
     whether every one counted is exact."""
-    months, outside = await segments(cur)
+    where = where or await reach(cur, args)
     total, ok = 0, True
-    for segment in (outside, *reversed(months)):
+    for segment in (where.outside, *reversed(where.months)):
         if total > cap:
             break
-        if segment.lo is None and not await _holds(cur, segment, args):
+        if segment.lo is None and not where.holds:
             continue
         if segment.lo is not None and not _in_reach(segment, filters, None, None):
             continue

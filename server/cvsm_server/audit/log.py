@@ -270,16 +270,20 @@ async def list_page(conn: db.Connection, actor: Actor, team_id: uuid.UUID, *,
             "a_at": after.created_at if after else None, "a_pos": after.pos if after else None}
     async with bounded(conn) as cur:
         await roles.require(cur, team_id, actor, roles.ADMIN, reading=True)
-        rows = await listing.walk(cur, filters, before, after, args, exact=False)
+        where = await listing.reach(cur, args)  # once for the walk and the count
+        rows = await listing.walk(cur, filters, before, after, args, exact=False, where=where)
         if rows is None or not all(r["exact"] for r in rows):  # a shared hash: with the values
-            rows = await listing.walk(cur, filters, before, after, args, exact=True) or []
+            rows = await listing.walk(cur, filters, before, after, args, exact=True,
+                                      where=where) or []
         mark = await sealed_mark(cur) if filters == Filters() or with_choices else 0
         if filters == Filters():
             total = (await db.fetchone(cur, _TOTAL, {**args, "mark": mark}))["n"]
         else:  # counted up to a bound: a page never reads every match
-            total, ok = await listing.count(cur, filters, args, COUNT_CAP, exact=False)
+            total, ok = await listing.count(cur, filters, args, COUNT_CAP, exact=False,
+                                            where=where)
             if not ok:
-                total, _ = await listing.count(cur, filters, args, COUNT_CAP, exact=True)
+                total, _ = await listing.count(cur, filters, args, COUNT_CAP, exact=True,
+                                               where=where)
             total = None if total > COUNT_CAP else total
         # the dashboard's filter choices, in the page's transaction
         choices = await _choices(cur, team_id, mark) if with_choices else None

@@ -18,6 +18,7 @@ from ...audit import log as audit
 from ...secrets import inputs as secret_inputs
 from ...teams import service as teams
 from ..state import POOL, SETTINGS
+from . import audit_rows
 from .e2e import page_context
 from .forms import Form, form_work, page_number
 from .kit import done, signed_in, url_for
@@ -112,7 +113,8 @@ async def audit_page(request: web.Request, actor: Actor) -> web.StreamResponse:
         if page > 1 and entries else (link() if page > 1 else None)
     older = link(before=str(result.next_before), page=page + 1) if result.next_before else None
     return render_page(request, "audit.html", {"team": team, "team_ref": team_ref,
-                                               "entries": entries, "total": total, "page": page,
+                                               "rows": audit_rows.rows(entries, link),
+                                               "total": total, "page": page,
                                                "pages": pages, "filters": filters,
                                                "choices": choices, "link": link,
                                                "newer": newer, "older": older,
