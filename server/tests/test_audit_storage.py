@@ -10,7 +10,7 @@ from conftest import Api, query
 from cvsm_server.audit import listing, log as audit
 from cvsm_server.core.actor import Actor
 
-PAGE_INDEXES = ("team_time", "team_action", "team_actor", "team_secret", "team_sname")
+PAGE_INDEXES = ("team_time", "team_actor", "team_secret", "team_sname")
 
 
 def as_actor(user: dict) -> Actor:
@@ -42,6 +42,34 @@ async def test_each_page_index_holds_an_entry_in_at_most_40_bytes(database_url, 
             FROM pg_index i JOIN pg_inherits h ON h.inhrelid = i.indexrelid
             WHERE h.inhparent = %s::regclass""", (f"audit_logs_{name}_idx",))
         assert rows[0]["bytes"] / 20000 <= 40, (name, rows[0]["bytes"] / 20000)
+
+
+async def index_bytes(database_url: str, name: str) -> int:
+    rows = await query(database_url, """
+        SELECT coalesce(sum(pg_relation_size(i.indexrelid)), 0) AS bytes
+        FROM pg_index i JOIN pg_inherits h ON h.inhrelid = i.indexrelid
+        WHERE h.inhparent = %s::regclass""", (f"audit_logs_{name}_idx",))
+    return rows[0]["bytes"]
+
+
+async def test_reads_are_in_neither_the_action_nor_the_name_index(database_url, team_id):
+    # migration 0040: a read (the log's bulk) writes two page-index entries fewer; the action
+    # index keys the action itself (its statistics are the column's), for the other entries only
+    await query(database_url, """
+        INSERT INTO audit_logs (team_id, user_email, action, resource, resource_id, metadata)
+        SELECT %s, 'reader@example.com', 'read', 'secret', gen_random_uuid()::text,
+               jsonb_build_object('name', 'A_RATHER_LONG_SECRET_NAME_' || (i %% 50))
+        FROM generate_series(1, 20000) i""", (team_id,))
+    await query(database_url, "REINDEX TABLE audit_logs")
+    assert await index_bytes(database_url, "team_time") / 20000 >= 24  # the reads are indexed
+    for name in ("team_action", "team_sname"):
+        assert await index_bytes(database_url, name) / 20000 < 4, name  # empty pages only
+    await query(database_url, """
+        INSERT INTO audit_logs (team_id, user_email, action, resource, resource_id, metadata)
+        SELECT %s, 'writer@example.com', 'secret_rotation_scheduled', 'secret',
+               gen_random_uuid()::text, '{}' FROM generate_series(1, 20000) i""", (team_id,))
+    await query(database_url, "REINDEX TABLE audit_logs")
+    assert 24 <= await index_bytes(database_url, "team_action") / 20000 <= 64
 
 
 async def test_pages_and_counts_stay_exact_where_teams_or_values_share_a_hash(

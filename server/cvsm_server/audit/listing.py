@@ -38,8 +38,8 @@ def _found(filters: Filters, before: Cursor | None, after: Cursor | None = None)
     out = [TEAM_FOUND]
     if filters.action == "read":  # the time index (migration 0040): reads are the log's bulk
         out.append("action = 'read'")
-    elif filters.action:  # the action index, which leaves reads out
-        out.append("hashtext(action) = hashtext(%(f_action)s::text) AND action <> 'read'")
+    elif filters.action:  # the action index, which leaves reads out (by value, not hash)
+        out.append("action = %(f_action)s AND action <> 'read'")
     if filters.person:
         out.append("hashtext(lower(user_email)) = hashtext(lower(%(f_person)s::text))")
     if filters.start:
