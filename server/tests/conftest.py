@@ -23,6 +23,7 @@ from aiohttp.test_utils import TestClient
 from cvsm_server import db
 from cvsm_server.runtime.app import create_app
 from cvsm_server.core.config import Settings
+from cvsm_server.support import service as support
 from smtpbox import Mailbox
 from stripe_mock import StripeFront, settings_env as stripe_settings, stripe_mock_url
 
@@ -92,6 +93,9 @@ def postgres() -> Any:
         pool = await db.create_pool(template_url, maxsize=2)
         try:
             await db.migrate(pool)
+            # The help articles, as the app's first start loads them: each app started on a
+            # clone finds them loaded (test_support starts one from none).
+            await support.load_articles(pool)
         finally:
             pool.close()
             await pool.wait_closed()
