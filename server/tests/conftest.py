@@ -318,3 +318,19 @@ async def billing_client(start_client: Callable[..., Any], make_settings: Callab
     """The app billing through Stripe (`CVSM_BILLING=stripe`), whose API is `stripe_front`."""
     return await start_client(make_settings(**stripe_settings(),
                                             stripe_api_base=stripe_front.url))
+
+
+# The files that take longest (measured with `--durations`: a long browser or real-process test,
+# or many tests), longest first. They are collected before the others, so that under
+# `make test`'s `-n 2 --dist loadfile` each worker starts on one and the short files fill in
+# after them, instead of one worker running a long file alone at the end. Order only: every test
+# of a file still runs in that file's order, on one worker.
+SLOW_FILES = ("test_layout.py", "test_startup.py", "test_workers.py", "test_dotenv.py",
+              "test_e2e_browser.py", "test_supervise.py", "test_schemathesis.py",
+              "test_hostile_input.py", "test_auth.py", "test_flows_browser.py", "test_backup.py",
+              "test_hostile_routes.py", "test_embedded.py", "test_first_hour.py")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    rank = {name: index for index, name in enumerate(SLOW_FILES)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(SLOW_FILES)))  # stable
