@@ -320,15 +320,18 @@ async def billing_client(start_client: Callable[..., Any], make_settings: Callab
                                             stripe_api_base=stripe_front.url))
 
 
-# The files that take longest (measured with `--durations`: a long browser or real-process test,
-# or many tests), longest first. They are collected before the others, so that under
-# `make test`'s `-n 2 --dist loadfile` each worker starts on one and the short files fill in
-# after them, instead of one worker running a long file alone at the end. Order only: every test
-# of a file still runs in that file's order, on one worker.
-SLOW_FILES = ("test_layout.py", "test_startup.py", "test_workers.py", "test_dotenv.py",
+# The files that take longest (summed `--durations` of a run: long browser or real-process tests,
+# or many tests), longest first. They are collected before the others, and `make test` runs
+# `-n 2 --dist loadfile --no-loadscope-reorder`, which hands whole files to the workers in that
+# order (without it pytest-xdist sends the files with most tests first, which left the single
+# long tests of test_layout and test_schemathesis to run alone at the end). Order only: every
+# test of a file still runs in that file's order, on one worker.
+SLOW_FILES = ("test_startup.py", "test_layout.py", "test_workers.py", "test_dotenv.py",
               "test_e2e_browser.py", "test_supervise.py", "test_schemathesis.py",
-              "test_hostile_input.py", "test_auth.py", "test_flows_browser.py", "test_backup.py",
-              "test_hostile_routes.py", "test_embedded.py", "test_first_hour.py")
+              "test_hostile_input.py", "test_auth.py", "test_webhooks.py", "test_oauth.py",
+              "test_flows_browser.py", "test_hostile_pages.py", "test_hardening.py",
+              "test_secrets.py", "test_backup.py", "test_shares.py", "test_audit_chain.py",
+              "test_hostile_routes.py", "test_support.py", "test_embedded.py", "test_dashboard.py")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
