@@ -9,6 +9,8 @@ HOST   ?= 127.0.0.1
 PORT   ?= 8080
 # pytest-xdist processes for the server's tests (each starts its own embedded PostgreSQL); many
 # tests wait on real processes, so two halve the run even on two cores. 0 runs them in-process.
+# Whole files go to the workers in collection order, the slowest first (server/tests/conftest.py,
+# SLOW_FILES), so that the run ends on short files on both workers.
 TEST_WORKERS ?= 2
 
 # `make conformance LANG=python` runs one language. LANG is also the locale variable, so only a
@@ -47,7 +49,7 @@ sdk-test: $(STAMP)
 	$(PY) -m conformance run $(LANG_ARGS)
 
 server-test: $(STAMP)
-	$(PY) -m pytest server/tests -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile
+	$(PY) -m pytest server/tests -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 	$(PY) -m pytest conformance/tests -q -p no:cacheprovider
 
 clients-test: $(STAMP)

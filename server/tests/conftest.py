@@ -23,6 +23,7 @@ from aiohttp.test_utils import TestClient
 from cvsm_server import db
 from cvsm_server.runtime.app import create_app
 from cvsm_server.core.config import Settings
+from cvsm_server.support import service as support
 from smtpbox import Mailbox
 from stripe_mock import StripeFront, settings_env as stripe_settings, stripe_mock_url
 
@@ -85,6 +86,11 @@ def postgres() -> Any:
     home = postgres_home()
     server = db.EmbeddedPostgres(home)
     url = server.start(database="postgres")
+    # A throwaway cluster: nothing is forced to disk (a test waits on no fsync); data survives a
+    # crash of PostgreSQL itself, only not one of the machine, which no test makes.
+    for setting in ("fsync = off", "synchronous_commit = off", "full_page_writes = off"):
+        admin_execute(url, f"ALTER SYSTEM SET {setting}")
+    admin_execute(url, "SELECT pg_reload_conf()")
     template_url = url.replace("/postgres?", f"/{TEMPLATE}?")
     admin_execute(url, f"CREATE DATABASE {TEMPLATE}")
 
@@ -92,6 +98,9 @@ def postgres() -> Any:
         pool = await db.create_pool(template_url, maxsize=2)
         try:
             await db.migrate(pool)
+            # The help articles, as the app's first start loads them: each app started on a
+            # clone finds them loaded (test_support starts one from none).
+            await support.load_articles(pool)
         finally:
             pool.close()
             await pool.wait_closed()
@@ -115,7 +124,9 @@ def fresh_database(postgres: str) -> Callable[..., str]:
     def make(*, empty: bool = False) -> str:
         name = f"t_{next(_counter)}_{uuid.uuid4().hex[:8]}"
         template = "template0" if empty else TEMPLATE
-        admin_execute(postgres, f"CREATE DATABASE {name} TEMPLATE {template}")
+        # FILE_COPY copies the template's files (with a checkpoint, cheap with fsync off) instead
+        # of writing each of its pages to the WAL.
+        admin_execute(postgres, f"CREATE DATABASE {name} TEMPLATE {template} STRATEGY FILE_COPY")
         made.append(name)
         return database_url_for(postgres, name)
 
@@ -307,3 +318,22 @@ async def billing_client(start_client: Callable[..., Any], make_settings: Callab
     """The app billing through Stripe (`CVSM_BILLING=stripe`), whose API is `stripe_front`."""
     return await start_client(make_settings(**stripe_settings(),
                                             stripe_api_base=stripe_front.url))
+
+
+# The files that take longest (summed `--durations` of a run: long browser or real-process tests,
+# or many tests), longest first. They are collected before the others, and `make test` runs
+# `-n 2 --dist loadfile --no-loadscope-reorder`, which hands whole files to the workers in that
+# order (without it pytest-xdist sends the files with most tests first, which left the single
+# long tests of test_layout and test_schemathesis to run alone at the end). Order only: every
+# test of a file still runs in that file's order, on one worker.
+SLOW_FILES = ("test_startup.py", "test_layout.py", "test_workers.py", "test_dotenv.py",
+              "test_e2e_browser.py", "test_supervise.py", "test_schemathesis.py",
+              "test_hostile_input.py", "test_auth.py", "test_webhooks.py", "test_oauth.py",
+              "test_flows_browser.py", "test_hostile_pages.py", "test_hardening.py",
+              "test_secrets.py", "test_backup.py", "test_shares.py", "test_audit_chain.py",
+              "test_hostile_routes.py", "test_support.py", "test_embedded.py", "test_dashboard.py")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    rank = {name: index for index, name in enumerate(SLOW_FILES)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(SLOW_FILES)))  # stable

@@ -61,10 +61,20 @@ def compile_catalog(language: str) -> _gettext.GNUTranslations:
     return _gettext.GNUTranslations(buffer)
 
 
+# Catalogs compiled by `load_catalogs`, by file and its stat: an app made again in one process
+# (the tests make one per test) reuses them, and an edited file is compiled afresh.
+_COMPILED: dict[tuple[str, Path, int, int], _gettext.GNUTranslations] = {}
+
+
 def load_catalogs(languages: Iterable[str] = LANGUAGES) -> None:
     """Compile and install every language's catalog (once per process, at start-up)."""
     for language in languages:
-        install(language, compile_catalog(language))
+        path = catalog_path(language)
+        stat = path.stat()
+        key = (language, path, stat.st_mtime_ns, stat.st_size)
+        if key not in _COMPILED:
+            _COMPILED[key] = compile_catalog(language)
+        install(language, _COMPILED[key])
 
 
 def negotiate(accept_language: str | None, default: str = DEFAULT_LANGUAGE) -> str:

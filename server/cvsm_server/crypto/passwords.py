@@ -36,11 +36,23 @@ def _verify(password: str, encoded: str) -> bool:
         return False
 
 
+# The dummy hash an unknown user is verified against: of a random password nobody knows, made
+# once per process (an app made again in one process, as the tests do per test, reuses it).
+_DUMMY: str | None = None
+
+
+def _dummy_hash() -> str:
+    global _DUMMY
+    if _DUMMY is None:
+        _DUMMY = _hash(secrets.token_urlsafe(24))
+    return _DUMMY
+
+
 class PasswordHasher:
     """Hashes and verifies passwords in a worker thread."""
 
     def __init__(self) -> None:
-        self._dummy = _hash(secrets.token_urlsafe(24))
+        self._dummy = _dummy_hash()
 
     async def hash(self, password: str) -> str:
         return await asyncio.get_running_loop().run_in_executor(None, _hash, password)
