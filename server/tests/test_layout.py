@@ -47,7 +47,11 @@ AXE_RUN = "() => axe.run(document, {runOnly: ['wcag2a', 'wcag2aa', 'best-practic
 
 
 async def too_wide(page: Any) -> dict[str, Any] | None:
-    """What sticks out of the window (`OVERFLOW`'s measure) when the page is wider, else None."""
+    """What sticks out of the window (`OVERFLOW`'s measure) when the page is wider, else None.
+    Measured once the page has loaded, its stylesheet in: a text the test waited for is in the
+    document maybe before app.css is, and under load a page was measured unstyled (its phone
+    table as wide as a desktop's)."""
+    await page.wait_for_load_state("load")
     measured = await page.evaluate(OVERFLOW)
     return measured if measured["scroll"] > measured["inner"] else None
 
