@@ -100,21 +100,20 @@ def list_sql(filters: Filters, before: Cursor | None, after: Cursor | None = Non
     found = _found(filters, before, after) + ([segment] if segment else [])
     order = _ORDER if after is None else "ORDER BY created_at, pos"
     branches = [(b, [e]) for b, e in _SECRET_BRANCHES] if filters.secret else [(None, [])]
-    selects = []
-    for branch, branch_exact in branches:
+
+    def branch_select(branch: list[str], branch_exact: list[str]) -> str:
         checks = _exact(filters) + branch_exact
-        where = found + ([branch] if branch else []) + (checks if exact else [])
+        where = found + branch + (checks if exact else [])
         flag = "true" if exact else "(" + " AND ".join(checks) + ")"
-        selects.append(f"SELECT {_COLUMNS}, {flag} AS exact FROM audit_logs "
-                       f"WHERE {' AND '.join(where)} {order}")
+        return (f"SELECT {_COLUMNS}, {flag} AS exact FROM audit_logs "
+                f"WHERE {' AND '.join(where)} {order}")
+
+    selects = [branch_select([branch] if branch else [], branch_exact)
+               for branch, branch_exact in branches]
     if filters.secret and filters.action in (None, "read"):
-        checks = _exact(filters) + _NAMED_READ_EXACT
-        where = found + [_NAMED_READ] + (checks if exact else [])
-        flag = "true" if exact else "(" + " AND ".join(checks) + ")"
-        selects.append(
-            f"SELECT x.* FROM ({_NAMED}) n, LATERAL (SELECT {_COLUMNS}, {flag} AS exact "
-            f"FROM audit_logs WHERE {' AND '.join(where)} {order} "
-            f"LIMIT %(limit)s + %(offset)s) x {order}")
+        selects.append(f"SELECT x.* FROM ({_NAMED}) n, LATERAL "
+                       f"({branch_select([_NAMED_READ], _NAMED_READ_EXACT)} "
+                       f"LIMIT %(limit)s + %(offset)s) x {order}")
     if len(selects) == 1:
         return f"{selects[0]} LIMIT %(limit)s OFFSET %(offset)s"
     union = " UNION ALL ".join(f"({q} LIMIT %(limit)s + %(offset)s)" for q in selects)
