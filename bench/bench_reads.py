@@ -113,22 +113,12 @@ def wrk(url: str, seconds: float, connections: int, token: str | None = None) ->
     return rps, total
 
 
-def wal_position(url: str) -> str:
-    """PostgreSQL's current WAL position (WAL bytes per read: a cost the same on any machine)."""
+def wal_bytes(url: str) -> float:
+    """PostgreSQL's WAL position in bytes (WAL bytes per read: a cost the same on any machine)."""
     conn = psycopg2.connect(url)
     try:
         with conn.cursor() as cur:
-            cur.execute("SELECT pg_current_wal_lsn()::text")
-            return cur.fetchone()[0]
-    finally:
-        conn.close()
-
-
-def wal_bytes_since(url: str, position: str) -> float:
-    conn = psycopg2.connect(url)
-    try:
-        with conn.cursor() as cur:
-            cur.execute("SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), %s::pg_lsn)", (position,))
+            cur.execute("SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')")
             return float(cur.fetchone()[0])
     finally:
         conn.close()
@@ -334,11 +324,11 @@ async def run(seconds: float, connections: int, workers: int, rounds: int, loop:
                 wrk(url, 1, connections, jwt)  # warm-up: connections and credential cache
                 pg, srv = postgres_processes(pgdata), [psutil.Process(p.pid) for p in servers]
                 pg_before, srv_before = cpu_seconds(pg), cpu_seconds(srv)
-                wal_before = wal_position(owner_url)
+                wal_before = wal_bytes(owner_url)
                 rps, total = wrk(url, seconds, connections, jwt)
                 pg_cpu = cpu_seconds(postgres_processes(pgdata)) - pg_before
                 srv_cpu = cpu_seconds(srv) - srv_before
-                wal = wal_bytes_since(owner_url, wal_before)
+                wal = wal_bytes(owner_url) - wal_before
                 if name == "on":  # one credential on 8 connections against 8 credentials
                     tokens = await api_tokens(base, jwt, CREDENTIALS)
                     wrk_tokens(url, 1, tokens)  # warm-up: every token in the cache

@@ -124,8 +124,7 @@ def watch_own_socket(connection_class: type) -> None:
         # the answer is awaited: a socket that has something to read (an answer, or its end)
         # while no event said so is read then, so that no registration the loop lost can hold a
         # statement. One timer a statement (an answer within SOCKET_CHECK never fires it), not
-        # a wait with a timeout (`asyncio.wait`'s future, set and callbacks: a tenth of an
-        # audited read's server CPU).
+        # a wait with a timeout (`asyncio.wait`'s future, set and callbacks at every statement).
         assert waiter is self._waiter, (waiter, self._waiter)
         self._ready(self._weakref)
         loop = self._loop
