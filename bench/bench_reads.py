@@ -72,6 +72,7 @@ async def main(port):
     app.router.add_get("/bare", handler)
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
+    eventloop.settle()  # as `cvsm-server serve` does once started
     await web.TCPSite(runner, "127.0.0.1", port, reuse_port=True).start()
     await asyncio.Event().wait()
 eventloop.run(main(int(sys.argv[1])), os.environ["CVSM_EVENT_LOOP"])
@@ -86,6 +87,7 @@ from cvsm_server.core.config import Settings
 async def main(port):
     runner = web.AppRunner(create_app(), access_log=None)
     await runner.setup()
+    eventloop.settle()  # as `cvsm-server serve` does once started
     await web.TCPSite(runner, "127.0.0.1", port, reuse_port=True).start()
     await asyncio.Event().wait()
 eventloop.run(main(int(sys.argv[1])), Settings.from_env().event_loop)

