@@ -11,9 +11,9 @@ loop serves and the start-up line says so.
 
 `settle()`, called once a serving process has started its app, moves what start-up built (the
 modules, routes, templates, catalogs, the pool) out of the garbage collector's reach
-(`gc.freeze`): its full passes then walk only what requests leave behind. Measured on 2 cores, a served app under wrk (32
-connections, audited reads), four runs of each alternating: 3,340-3,450 reads/s against
-2,930-3,380, server CPU 0.23 ms per read against 0.24-0.26.
+(`gc.freeze`): its full passes then walk only what requests leave behind. Measured on 2 cores,
+a served app under wrk (32 connections, audited reads), four runs of each alternating:
+3,340-3,450 reads/s against 2,930-3,380, server CPU 0.23 ms per read against 0.24-0.26.
 """
 
 from __future__ import annotations
