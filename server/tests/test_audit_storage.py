@@ -219,3 +219,31 @@ async def test_a_deleted_teams_filter_choices_go_with_it_and_its_entries_stay_fo
         SELECT a.team_id, s.chain_id FROM audit_logs a JOIN audit_seals s ON s.pos = a.pos
         WHERE s.chain_id = %s""", (team_id,))
     assert rows and all(r["team_id"] is None for r in rows)
+
+
+async def test_seals_are_written_in_the_entries_order_into_full_pages(database_url):
+    # migration 0041: a batch's seals go in by `pos` (the key's right edge), and every index
+    # of a month partition fills its pages: ~28.5 B an entry for the seals' key (41-48 B when a
+    # batch went in chain by chain, 31.5 at the default fill)
+    teams = [uuid.uuid4() for _ in range(50)]
+    await query(database_url, """
+        INSERT INTO audit_logs (team_id, action, resource)
+        SELECT (%s::uuid[])[1 + i %% 50], 'read', 'secret' FROM generate_series(1, 20000) i""",
+                (teams,))
+    while (await query(database_url, "SELECT cvsm_audit_seal(5000, true) AS n"))[0]["n"] == 5000:
+        pass
+    rows = await query(database_url, """
+        SELECT p.part, (SELECT count(*) FROM audit_seals s WHERE s.tableoid = p.part) AS seals,
+               (SELECT pg_relation_size(i.indexrelid) FROM pg_index i
+                WHERE i.indrelid = p.part AND i.indisprimary) AS key_bytes
+        FROM (SELECT DISTINCT tableoid AS part FROM audit_seals WHERE chain_id = ANY(%s::uuid[])) p
+        """, (teams,))
+    assert len(rows) == 1  # this month's partition
+    assert rows[0]["seals"] >= 20000
+    assert rows[0]["key_bytes"] / rows[0]["seals"] <= 31, rows[0]["key_bytes"] / rows[0]["seals"]
+    options = await query(database_url, """
+        SELECT DISTINCT c.reloptions FROM pg_inherits p JOIN pg_index i ON i.indrelid = p.inhrelid
+        JOIN pg_class c ON c.oid = i.indexrelid
+        WHERE p.inhparent IN ('audit_logs'::regclass, 'audit_seals'::regclass)
+          AND p.inhrelid::regclass::text ~ '_y[0-9]{4}m[0-9]{2}$'""")
+    assert [r["reloptions"] for r in options] == [["fillfactor=100"]]
