@@ -703,6 +703,18 @@ _cvsm_redacted_base() {
   esac
 }
 
+# _cvsm_request_base sets _cvsm_enc to the base URL without any user:password part: where requests
+# go. The client authenticates with its Bearer token only, so they are never sent.
+_cvsm_request_base() {
+  local rest host
+  rest=${_cvsm_base#*://}
+  host=${rest%%/*}
+  case $host in
+    *@*) _cvsm_enc="${_cvsm_base%%://*}://${host##*@}${rest#"$host"}" ;;
+    *) _cvsm_enc=$_cvsm_base ;;
+  esac
+}
+
 # _cvsm_uid sets _cvsm_h to the user id ($UID in bash and zsh, else id -u).
 _cvsm_uid() {
   _cvsm_h=${UID:-}
@@ -1078,7 +1090,8 @@ _cvsm_request() {
   local what="$1" rpath="$2" filter="$3" cfg out meta st rc ra rid err mark shape attempt=0 code \
     retryable msg
   shift 3
-  _cvsm_curl_config "$_cvsm_base$rpath"
+  _cvsm_request_base
+  _cvsm_curl_config "$_cvsm_enc$rpath"
   cfg=$_cvsm_enc
   _cvsm_jq_reader
   filter="def shape: $filter; $_cvsm_enc"

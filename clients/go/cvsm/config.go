@@ -200,7 +200,8 @@ type config struct {
 	key         func() []byte   // the token's X25519 private key; nil without a key part
 	pin         func() tokenPin // the token's pinned key version and commitment; nil without a key part
 	keyText     func() string   // the key part as written, only to scrub it from messages
-	baseURL     string
+	baseURL     string          // as configured; printed through displayURL
+	apiRoot     string          // baseURL without a user and password: where requests go
 	team        string
 	environment string
 	cacheTTL    time.Duration // 0: no cache
@@ -257,6 +258,7 @@ func resolveConfig(o Options) (config, error) {
 	if u, err := url.Parse(c.baseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return config{}, newError(KindConfiguration, "the base URL must be an absolute http or https URL such as https://cvsm.example.com/api/v1 (option BaseURL or %s)", EnvBaseURL)
 	}
+	c.apiRoot = withoutUserinfo(c.baseURL)
 
 	switch {
 	case o.CacheTTL == NoCache:
@@ -415,13 +417,30 @@ func redactedMark(token string) string {
 	return "<redacted>"
 }
 
-// displayURL hides a password embedded in a URL.
+// displayURL hides a user and password embedded in a URL: they print as
+// "***" (https://***@host/api/v1), as in every SDK.
 func displayURL(raw string) string {
 	u, err := url.Parse(raw)
 	if err != nil {
 		return "<invalid URL>"
 	}
-	return u.Redacted()
+	if u.User == nil {
+		return u.String()
+	}
+	u.User = nil
+	return strings.Replace(u.String(), "://", "://***@", 1)
+}
+
+// withoutUserinfo is the URL requests go to: raw without a user and
+// password, which are never sent (the client authenticates with its Bearer
+// token only).
+func withoutUserinfo(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.User == nil {
+		return raw
+	}
+	u.User = nil
+	return u.String()
 }
 
 // formatSafe writes a redacted description for any fmt verb, so that no

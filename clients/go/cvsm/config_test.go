@@ -72,8 +72,12 @@ func TestPrintedBaseURLHidesAnEmbeddedPassword(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if out := printedForms(c); strings.Contains(out, "hunter2") {
-		t.Errorf("password printed:\n%s", out)
+	if out := printedForms(c); strings.Contains(out, "hunter2") || strings.Contains(out, "user:") {
+		t.Errorf("user or password printed:\n%s", out)
+	}
+	// The form every SDK prints: the whole user:password part as ***.
+	if text := c.String(); !strings.Contains(text, `"https://***@cvsm.example.com/api/v1"`) {
+		t.Errorf("printed base URL: %s", text)
 	}
 }
 

@@ -266,7 +266,7 @@ func (c *Client) liveFollow(ctx context.Context) error {
 	})
 	defer watchdog.Stop()
 
-	target := c.cfg.baseURL + c.secretsPath() + "/changes?" + url.Values{"environment": {c.cfg.environment}}.Encode()
+	target := c.cfg.apiRoot + c.secretsPath() + "/changes?" + url.Values{"environment": {c.cfg.environment}}.Encode()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
 	if err != nil {
 		return errors.New("cannot build the change stream's request: check the base URL")

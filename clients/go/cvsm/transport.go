@@ -61,7 +61,7 @@ type headedAnswer interface {
 // empties the cache, kept values included, so a revoked token stops working
 // at once.
 func (c *Client) getJSON(ctx context.Context, ep endpoint, path string, query url.Values, out answer) (string, error) {
-	target := c.cfg.baseURL + path
+	target := c.cfg.apiRoot + path
 	if len(query) > 0 {
 		target += "?" + query.Encode()
 	}

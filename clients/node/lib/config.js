@@ -324,9 +324,20 @@ function displayUrl(url) {
   return url.replace(/^([A-Za-z][A-Za-z0-9+.-]*:\/\/)[^/?#]*@/, '$1***@');
 }
 
+/**
+ * The URL every request goes to: `url` without a user and password. The client authenticates
+ * with its Bearer token only, so they are never sent (and fetch refuses a URL that holds them).
+ * @param {string} url
+ * @returns {string}
+ */
+function withoutUserinfo(url) {
+  return url.replace(/^([A-Za-z][A-Za-z0-9+.-]*:\/\/)[^/?#]*@/, '$1');
+}
+
 module.exports = {
   resolveConfig,
   displayUrl,
+  withoutUserinfo,
   DEFAULT_ENVIRONMENT,
   DEFAULT_CACHE_TTL,
   DEFAULT_TIMEOUT,

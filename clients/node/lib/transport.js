@@ -25,6 +25,7 @@ const {
 } = require('./errors');
 const { parseRetryAfter } = require('./retry-after');
 const rules = require('./rules');
+const { withoutUserinfo } = require('./config');
 
 const USER_AGENT = `${rules.USER_AGENT_PREFIX}node/${VERSION}`;
 const RETRYABLE_STATUSES = new Set(rules.RETRYABLE_STATUSES);
@@ -127,7 +128,8 @@ class Transport {
    */
   constructor({ token, baseUrl, timeout, maxRetries, fetch = null, proxy = null, noProxy = '', ca = null, onRefused = () => {} }) {
     this.#token = token;
-    this.#baseUrl = baseUrl;
+    // Requests go to the base URL without its user and password: only the Bearer token is sent.
+    this.#baseUrl = withoutUserinfo(baseUrl);
     this.#userinfo = userinfoOf(baseUrl);
     this.#timeoutMs = Math.max(1, Math.ceil(timeout * 1000));
     this.#maxRetries = maxRetries;

@@ -554,7 +554,7 @@ class Client
      */
     private function request(string $path, array $query, callable $read, array $misconfigured = [], ?string &$requestId = null): mixed
     {
-        $url = $this->config->url() . $path;
+        $url = $this->config->requestUrl() . $path;
         if ($query !== []) {
             $url .= '?' . http_build_query($query, '', '&', PHP_QUERY_RFC3986);
         }
@@ -927,7 +927,7 @@ class Client
         };
         $state['live'] = new LiveStream(
             $state['transport'],
-            $this->config->url() . $this->teamPath() . '/secrets/changes?' . http_build_query(['environment' => $this->config->environment], '', '&', PHP_QUERY_RFC3986),
+            $this->config->requestUrl() . $this->teamPath() . '/secrets/changes?' . http_build_query(['environment' => $this->config->environment], '', '&', PHP_QUERY_RFC3986),
             $state['token'],
             $state['cache'],
             $this->config->environment,

@@ -63,6 +63,20 @@ final class Psr18Test extends TestCase
         }
     }
 
+    public function testAUserAndPasswordInTheBaseUrlNeverReachTheGivenClient(): void
+    {
+        $this->secrets(['A' => 'v']);
+        $withUserinfo = (string) preg_replace('#://#', '://cvsm-user:p4ss-must-not-show@', $this->stub->url(), 1);
+        $client = $this->client(['http_client' => $this->guzzle(), 'request_factory' => new HttpFactory(), 'base_url' => $withUserinfo]);
+
+        self::assertSame('v', $client->get('A'));
+        self::assertCount(1, $this->history);
+        self::assertSame('', $this->history[0]['request']->getUri()->getUserInfo());
+        $requests = $this->stub->requests();
+        self::assertCount(1, $requests);
+        self::assertSame('Bearer ' . self::TOKEN, $requests[0]['headers']['authorization']);
+    }
+
     public function testA503IsRetriedAndA404ReadsTheListingAsWithCurl(): void
     {
         $this->secrets(['A' => 'v', 'B' => 'x']);

@@ -128,13 +128,15 @@ def test_ca_file_and_verify_together_are_a_configuration_error(sdk: Sdk, ca_file
 # The transport seam: an httpx client the caller owns.
 
 
-def seam_client(sdk: Sdk, handler: object, **options: object) -> tuple[object, object]:
+def seam_client(
+    sdk: Sdk, handler: object, base_url: str | None = None, **options: object
+) -> tuple[object, object]:
     transport_class = httpx.MockTransport
     if sdk.flavour == "async":
         http: object = httpx.AsyncClient(transport=transport_class(handler), **options)  # type: ignore[arg-type]
     else:
         http = httpx.Client(transport=transport_class(handler), **options)  # type: ignore[arg-type]
-    return http, sdk.client(http_client=http)
+    return http, sdk.client(http_client=http, base_url=base_url or sdk.base_url)
 
 
 async def test_http_client_is_used_with_the_sdk_headers(sdk: Sdk) -> None:
@@ -154,6 +156,23 @@ async def test_http_client_is_used_with_the_sdk_headers(sdk: Sdk) -> None:
     await sdk.call(client.aclose() if sdk.flavour == "async" else client.close())  # type: ignore[attr-defined]
     assert not http.is_closed  # type: ignore[attr-defined]
     await sdk.call(http.aclose() if sdk.flavour == "async" else http.close())  # type: ignore[attr-defined]
+
+
+async def test_http_client_never_gets_the_base_url_user_and_password(sdk: Sdk) -> None:
+    seen: list[httpx.Request] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return httpx.Response(200, json={"A": "1"})
+
+    with_userinfo = sdk.base_url.replace("://", "://cvsm-user:p4ss-must-not-show@", 1)
+    _, client = seam_client(sdk, handler, base_url=with_userinfo)
+    assert await sdk.call(client.get_all()) == {"A": "1"}  # type: ignore[attr-defined]
+    (request,) = seen
+    # httpx makes "Authorization: Basic" of a URL's user and password, in place of the token.
+    assert request.headers.get_list("Authorization") == [f"Bearer {TOKEN}"]
+    assert request.url.userinfo == b""
+    assert client.config.base_url == with_userinfo  # type: ignore[attr-defined]
 
 
 async def test_http_client_that_follows_redirects_is_not_followed(sdk: Sdk) -> None:

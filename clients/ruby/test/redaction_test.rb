@@ -37,7 +37,9 @@ class RedactionTest < CvsmTest
   def test_base_url_credentials_are_not_printed
     client = Cvsm::Client.new(token: TOKEN, base_url: "https://user:pa55@vault.example.com/api/v1", team: "acme")
     refute_includes client.inspect, "pa55"
-    assert_includes client.inspect, "https://vault.example.com/api/v1"
+    # The form every SDK prints: the whole user:password part as ***.
+    assert_includes client.inspect, "https://***@vault.example.com/api/v1"
+    refute_includes client.instance_variable_get(:@config).inspect, "pa55"
   end
 
   def test_marshal_refuses_and_writes_nothing

@@ -113,6 +113,17 @@ pub(crate) fn display_url(url: &str) -> String {
     }
 }
 
+/// without_userinfo is the URL requests go to: `url` without a user and
+/// password. The client authenticates with its Bearer token only, so they are
+/// never sent (an `HttpClient` that made `Authorization: Basic` of them would
+/// replace the token).
+pub(crate) fn without_userinfo(url: &str) -> String {
+    match userinfo(url) {
+        Some(info) => url.replacen(&format!("://{info}@"), "://", 1),
+        None => url.to_string(),
+    }
+}
+
 /// Redacted prints in place of a token in every `Debug` output.
 pub(crate) struct Redacted;
 

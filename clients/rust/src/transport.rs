@@ -64,7 +64,12 @@ pub(crate) struct Answer<T> {
 
 pub(crate) struct Transport {
     http: Arc<dyn HttpClient>,
+    /// base_url is where requests go: the configured base URL without its
+    /// user and password.
     base_url: String,
+    /// userinfo is the configured base URL's `user:password`, scrubbed from
+    /// messages.
+    userinfo: Option<String>,
     authorization: String,
     token: String,
     timeout: Duration,
@@ -81,7 +86,8 @@ impl Transport {
         };
         Ok(Transport {
             http,
-            base_url: config.base_url.clone(),
+            base_url: crate::options::without_userinfo(&config.base_url),
+            userinfo: crate::options::userinfo(&config.base_url).map(str::to_string),
             authorization: format!("Bearer {}", config.token),
             token: config.token.clone(),
             timeout: config.timeout,
@@ -334,7 +340,7 @@ impl Transport {
     /// redact takes the token, and a user and password in the base URL,
     /// out of a message.
     pub fn redact(&self, message: String) -> String {
-        let message = match crate::options::userinfo(&self.base_url) {
+        let message = match self.userinfo.as_deref() {
             Some(info) if !info.is_empty() && message.contains(info) => {
                 message.replace(info, "***")
             }

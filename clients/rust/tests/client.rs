@@ -5,10 +5,10 @@
 
 mod support;
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use cvsm::{Client, ClientOptions, Error};
+use cvsm::{Client, ClientOptions, Error, HttpClient, HttpError, HttpRequest, HttpResponse};
 use serde_json::json;
 use support::{fixture, ConnectProxy, SharedStub, UreqHttp, TEAM_ID, TEAM_SLUG, TOKEN};
 
@@ -113,6 +113,52 @@ fn base_url_password_never_appears_in_debug_output_or_errors() {
     let printed = format!("{err} {err:?}");
     assert!(matches!(err, Error::Network { .. }), "{printed}");
     assert!(!printed.contains("p4ss-must-not-show"), "{printed}");
+}
+
+/// Recorder answers every request with one secret and keeps the requests.
+#[derive(Clone, Default)]
+struct Recorder(Arc<Mutex<Vec<HttpRequest>>>);
+
+impl HttpClient for Recorder {
+    fn get(&self, request: &HttpRequest) -> Result<HttpResponse, HttpError> {
+        self.0.lock().unwrap().push(request.clone());
+        let body = json!({
+            "secret": {"name": "A", "environment": "production", "version": 1},
+            "value": "1",
+        });
+        Ok(HttpResponse::new(
+            200,
+            vec![],
+            std::io::Cursor::new(body.to_string()),
+        ))
+    }
+}
+
+#[test]
+fn base_url_user_and_password_never_reach_the_http_client() {
+    let recorder = Recorder::default();
+    let client = Client::builder()
+        .token(TOKEN)
+        .base_url("https://cvsm-user:p4ss-must-not-show@cvsm.example.com/api/v1")
+        .team(TEAM_ID)
+        .environment("production")
+        .http_client(recorder.clone())
+        .build()
+        .unwrap();
+    assert_eq!(client.get("A").unwrap(), "1");
+    let requests = recorder.0.lock().unwrap();
+    assert_eq!(requests.len(), 1);
+    let url = requests[0].url();
+    assert!(
+        url.starts_with("https://cvsm.example.com/api/v1/teams/"),
+        "{url}"
+    );
+    let auth: Vec<_> = requests[0]
+        .headers()
+        .filter(|(name, _)| name.eq_ignore_ascii_case("authorization"))
+        .map(|(_, value)| value.to_string())
+        .collect();
+    assert_eq!(auth, vec![format!("Bearer {TOKEN}")]);
 }
 
 #[test]

@@ -131,6 +131,16 @@ final class Config
     }
 
     /**
+     * Returns the URL requests go to: url() without a user and password. The client
+     * authenticates with its Bearer token only, so they are never sent (neither in the URL nor
+     * as the Basic authorization curl or a PSR-18 client would make of them).
+     */
+    public function requestUrl(): string
+    {
+        return (string) preg_replace('#^([A-Za-z][A-Za-z0-9+.-]*://)[^/?\#]*@#', '$1', $this->url(), 1);
+    }
+
+    /**
      * Returns $url as it may be printed: a user and password in it become "***"
      * (https://user:secret@host/api/v1 shows as https://***@host/api/v1, as every SDK prints it).
      */

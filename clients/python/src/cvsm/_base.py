@@ -26,7 +26,7 @@ import httpx
 from . import _live
 from . import _protocol as proto
 from ._cache import ValueCache
-from ._config import ClientConfig, resolve_config, tls_context
+from ._config import ClientConfig, resolve_config, tls_context, without_userinfo
 from ._errors import AuthenticationError, ConfigurationError, CvsmError, PermissionDeniedError, SecretNotFoundError
 
 logger = logging.getLogger("cvsm")
@@ -169,6 +169,8 @@ class BaseClient(Generic[Http]):
             self._owns_http = True
             self._tls = tls
         self._config = config
+        # Where requests go: the base URL without a user and password, which are never sent.
+        self._api_root = without_userinfo(config.base_url)
         self._on_stale = on_stale
         self._cache = ValueCache(config.cache_ttl, config.stale_if_error, lock=self._new_cache_lock())
         # An end-to-end team's key, once fetched and opened: kept for the client's life, until
@@ -230,7 +232,7 @@ class BaseClient(Generic[Http]):
         assert self._live is not None
         return http.build_request(
             "GET",
-            self._config.base_url + proto.changes_path(self._config.team),
+            self._api_root + proto.changes_path(self._config.team),
             params={"environment": self._config.environment},
             headers=proto.stream_headers(self._token, self._live.last_event_id),
             timeout=httpx.Timeout(self._config.timeout, read=_live.READ_TIMEOUT),
@@ -247,7 +249,7 @@ class BaseClient(Generic[Http]):
         """Return the HTTP request for one attempt of ``call``."""
         return self._http.build_request(
             "GET",
-            self._config.base_url + call.path,
+            self._api_root + call.path,
             params=call.params,
             headers=proto.request_headers(self._token),
             timeout=self._config.timeout,

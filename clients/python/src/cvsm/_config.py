@@ -56,6 +56,16 @@ def display_url(url: str) -> str:
     return _USERINFO.sub(r"\1***@", url, count=1)
 
 
+def without_userinfo(url: str) -> str:
+    """Return ``url`` without a user and password: the URL every request goes to.
+
+    The client authenticates with its Bearer token only: a user and password in the base URL
+    (copied from a proxy's configuration, say) are never sent, neither in the URL nor as the
+    ``Authorization: Basic`` header httpx would make of them in place of the token.
+    """
+    return _USERINFO.sub(r"\1", url, count=1)
+
+
 @attrs.frozen(kw_only=True)
 class ClientConfig:
     """A client's effective configuration, without the token.

@@ -336,7 +336,7 @@ module Cvsm
 
     # The configuration as #inspect, YAML and JSON show it: no token, no password in the URL.
     def shown_settings
-      config.merge(base_url: display_url(base_url))
+      config.merge(base_url: Configuration.display_url(base_url))
     end
 
     # Runs a request; an authentication or permission error (401, 403) empties the whole cache,
@@ -537,11 +537,6 @@ module Cvsm
 
     def copy(values)
       values.to_h { |k, v| [k.dup, v.dup] }
-    end
-
-    # The URL without any user:password part, for display.
-    def display_url(url)
-      url.sub(%r{\A([A-Za-z][A-Za-z0-9+.-]*://)[^/@]*@}, '\\1')
     end
   end
 end

@@ -37,6 +37,21 @@ module Cvsm
     # What a token may hold once trimmed: visible ASCII only.
     TOKEN_CHARACTERS = /\A[!-~]+\z/n.freeze
     private_constant :TOKEN_PADDING, :TOKEN_CHARACTERS
+    # The scheme of a URL, then its user and password up to the last "@" of the authority.
+    USERINFO = %r{\A([A-Za-z][A-Za-z0-9+.-]*://)[^/?#]*@}.freeze
+    private_constant :USERINFO
+
+    # +url+ as it may be printed: a user and password in it show as +***+
+    # (+https://***@host/api/v1+), as every SDK prints it.
+    # @param url [String]
+    # @return [String]
+    def self.display_url(url) = url.sub(USERINFO, '\1***@')
+
+    # +url+ without a user and password: the client authenticates with its Bearer token only, so
+    # they are never sent.
+    # @param url [String]
+    # @return [String]
+    def self.without_userinfo(url) = url.sub(USERINFO, '\1')
 
     # Holds the token so that no printing or serialisation of an object that refers to it shows
     # it: #inspect, #to_s, YAML and JSON give "[REDACTED]", Marshal refuses. The string lives in
@@ -67,6 +82,8 @@ module Cvsm
 
     # @return [String] the API root, without a trailing slash
     attr_reader :base_url
+    # @return [String] the API root without a user and password: where requests go
+    attr_reader :api_root
     # @return [String] the team id or slug
     attr_reader :team
     # @return [String] the environment read
@@ -103,6 +120,7 @@ module Cvsm
       @private_key = key && Redacted.new(key)
       @pin = key && Redacted.new([pin_version, pin_commitment].freeze)
       @base_url = normalize_base_url(base_url)
+      @api_root = Configuration.without_userinfo(@base_url)
       @team = required(team, "team", Rules::ENV_TEAM)
       @environment = string_option(environment, "environment") || from_env(Rules::ENV_ENVIRONMENT) ||
                      DEFAULT_ENVIRONMENT
@@ -157,7 +175,7 @@ module Cvsm
 
     private
 
-    def shown_settings = to_h
+    def shown_settings = to_h.merge(base_url: Configuration.display_url(base_url))
     def marshal_refusal = "#{self.class.name} cannot be marshalled (it holds a token)"
 
     def from_env(variable)

@@ -125,7 +125,7 @@ module Cvsm
     # +misconfigured+ maps statuses that mean a wrong base URL, team or environment to a hint:
     # those raise Cvsm::ConfigurationError. Any other failure raises the matching Cvsm::Error.
     def get_json(path, query = nil, shape: nil, misconfigured: {})
-      uri = URI("#{@config.base_url}#{path}")
+      uri = URI("#{@config.api_root}#{path}")
       uri.query = URI.encode_www_form(query) if query && !query.empty?
       attempt = 0
       loop do
@@ -152,7 +152,7 @@ module Cvsm
     # is no retry: the caller decides when to connect again. Network failures propagate as they
     # are (Net::HTTP's, OpenSSL's or the system's errors).
     def stream(path, query, headers, read_timeout:, started:)
-      uri = URI("#{@config.base_url}#{path}")
+      uri = URI("#{@config.api_root}#{path}")
       uri.query = URI.encode_www_form(query) if query && !query.empty?
       http = prepare(@config.new_http(uri), uri, @config.timeout)
       http.read_timeout = read_timeout
