@@ -129,26 +129,28 @@ func parseLinks(raw json.RawMessage) (map[int]string, error) {
 		return nil, e2eErr("the links of the key answer are not a list")
 	}
 	for _, item := range items {
-		var l struct {
-			KeyVersion *int    `json:"key_version"`
-			Link       *string `json:"link"`
-		}
-		if err := json.Unmarshal(item, &l); err != nil || l.KeyVersion == nil || l.Link == nil || *l.KeyVersion < 2 {
+		// By exact field names (a struct would take "Key_Version" too); a
+		// missing field is no JSON and fails, null leaves 0 or "".
+		var fields map[string]json.RawMessage
+		var version int
+		var link string
+		if json.Unmarshal(item, &fields) != nil || fields == nil ||
+			json.Unmarshal(fields["key_version"], &version) != nil || json.Unmarshal(fields["link"], &link) != nil {
 			return nil, e2eErr("the links of the key answer are not [{key_version, link}, ...]")
 		}
-		if _, twice := links[*l.KeyVersion]; twice {
+		if _, twice := links[version]; twice || version < 2 {
 			return nil, e2eErr("the links of the key answer are not [{key_version, link}, ...]")
 		}
-		m := e2eLinkRE.FindStringSubmatch(*l.Link)
+		m := e2eLinkRE.FindStringSubmatch(link)
 		if m == nil {
-			return nil, e2eErr(fmt.Sprintf("the link of key version %d is not cvsm-link1.<nonce>.<ct>", *l.KeyVersion))
+			return nil, e2eErr(fmt.Sprintf("the link of key version %d is not cvsm-link1.<nonce>.<ct>", version))
 		}
 		_, err1 := unb64u(m[1], e2eNonceSize)
 		_, err2 := unb64u(m[2], e2eKeySize+e2eTagSize)
 		if errors.Join(err1, err2) != nil {
-			return nil, e2eErr(fmt.Sprintf("the link of key version %d is malformed", *l.KeyVersion))
+			return nil, e2eErr(fmt.Sprintf("the link of key version %d is malformed", version))
 		}
-		links[*l.KeyVersion] = *l.Link
+		links[version] = link
 	}
 	return links, nil
 }
