@@ -260,6 +260,8 @@ PLACEHOLDERS = {
     "token_unpinned": "in an end-to-end case, {{token}} in the first format: its private key without the pin",
     "token_pinned_ahead": "in an end-to-end case, {{token}} pinned to the key version above the team's current one "
                           "(what a token meets when the server rolls its team back below the pin)",
+    "wrapped_key": "in an end-to-end case, the team key of key version 1 wrapped to {{token}}, as the seeding "
+                   "gave it to the server (the wrapped_key of a genuine key answer)",
     "envelope:NAME[@ENV]": "in an end-to-end case, the envelope a seeded secret was seeded with (its version 1, "
                            "under key version 1)",
     "secret_id:NAME[@ENV]": "in an end-to-end case, a seeded secret's id",
@@ -311,7 +313,7 @@ def _check_placeholders(case: Case) -> None:
             except KeyError as exc:
                 raise CaseFileError(f"{case.path}: {exc.args[0]}") from None
             continue
-        if name in ("api_token", "token_unpinned", "token_pinned_ahead") and arg is None:
+        if name in ("api_token", "token_unpinned", "token_pinned_ahead", "wrapped_key") and arg is None:
             if not case.e2e:
                 raise CaseFileError(f"{case.path}: {{{{{name}}}}} needs an end-to-end team (\"team\": {{\"e2e\": true}})")
             continue

@@ -193,6 +193,9 @@ class CaseRun:
             ahead = seed.e2e.key_version + 1
             return e2e.join_token(parts.api_token, parts.private_key, ahead,
                                   e2e.commitment(seed.e2e.team_key, seed.team_id, ahead))
+        if name == "wrapped_key":  # the team key of version 1 wrapped to the token, as seeded
+            assert seed.e2e is not None
+            return seed.e2e.token_wrap
         if name in ("envelope", "secret_id"):  # an end-to-end secret as it was seeded
             assert seed.e2e is not None and arg is not None
             secret_name, _, environment = arg.partition("@")

@@ -119,6 +119,8 @@ class E2eSeed:
     team_key: bytes = attrs.field(repr=False)
     key_version: int
     token: str = attrs.field(repr=False)
+    # the team key of version 1 wrapped to the token's public key, as the key answer serves it
+    token_wrap: str = attrs.field(default="", repr=False)
     secret_ids: dict[tuple[str, str], str] = attrs.Factory(dict)  # (name, environment): id
     # (name, environment): the envelope seeded (version 1 under key version 1)
     envelopes: dict[tuple[str, str], str] = attrs.Factory(dict)
@@ -254,10 +256,11 @@ class Seeder:
             seed.secret_ids[(secret.name, secret.environment)] = secret_id
             seed.envelopes[(secret.name, secret.environment)] = envelope
         token_private, token_public = e2e.generate_key_pair()
+        seed.token_wrap = e2e.wrap_team_key(team_key, team_id, key_version, token_public)
         created = await self.call("POST", "/tokens", {
             "name": f"conformance {case.id}"[:100], "team_id": team_id, "read_only": True,
             "e2e": {"public_key": e2e._b64u(token_public),
-                    "wrapped_key": e2e.wrap_team_key(team_key, team_id, key_version, token_public),
+                    "wrapped_key": seed.token_wrap,
                     "auth": e2e.recipient_auth(team_key, team_id, key_version, "token", None, token_public),
                     "key_version": key_version},
         }, expect=201)

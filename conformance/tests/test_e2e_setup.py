@@ -34,7 +34,7 @@ E2E_CASES = {"e2e_get_opens_value", "e2e_get_all_opens_values", "e2e_inject_sets
              "e2e_plain_value_is_decryption_error", "e2e_key_request_errors", "e2e_new_key_version_is_fetched_once",
              "e2e_key_request_refused_empties_the_cache", "e2e_key_request_failing_answers_a_kept_value",
              "e2e_team_rolled_back_below_the_pin_is_decryption_error",
-             "e2e_older_envelope_opens_through_the_links"}
+             "e2e_older_envelope_opens_through_the_links", "e2e_malformed_key_links_are_decryption_error"}
 
 
 class StubApi:
@@ -209,6 +209,33 @@ def test_api_token_needs_an_end_to_end_case(tmp_path: Path) -> None:
              "steps": [{"op": "get", "args": {"name": "A"}}]}
     (tmp_path / "plain.json").write_text(json.dumps(plain))
     with pytest.raises(CaseFileError, match=r"\{\{api_token\}\} needs an end-to-end team"):
+        load_cases(tmp_path)
+    (tmp_path / "plain.json").write_text(json.dumps({**plain, "team": {"e2e": True}}))
+    assert [case.id for case in load_cases(tmp_path)] == ["plain"]
+
+
+async def test_wrapped_key_is_the_tokens_genuine_wrap_of_the_team_key(stub: tuple[StubApi, str]) -> None:
+    api, url = stub
+    case = next(c for c in load_cases() if c.id == "e2e_malformed_key_links_are_decryption_error")
+    async with Seeder(url) as seeder:
+        await seeder.seed([case])
+    run = _Seeded(case, seeder)
+    seed = seeder.teams[case.id]
+    assert seed.e2e is not None
+    wrapped = run.lookup("wrapped_key", None)
+    (token,) = [b for b in api.bodies("POST", "/tokens") if "e2e" in b]
+    assert wrapped == token["e2e"]["wrapped_key"]
+    _, private_key = e2e.split_token(seed.e2e.token)
+    assert private_key is not None
+    assert e2e.unwrap_team_key(wrapped, seed.team_id, 1, private_key) == seed.e2e.team_key
+    assert "wrapped_key" not in repr(seed.e2e) and wrapped not in repr(seed.e2e)
+
+
+def test_wrapped_key_needs_an_end_to_end_case(tmp_path: Path) -> None:
+    fault = {"match": "e2e_key", "status": 200, "body": {"wrapped_key": "{{wrapped_key}}"}}
+    plain = {"id": "plain", "title": "t", "steps": [{"faults": [fault]}]}
+    (tmp_path / "plain.json").write_text(json.dumps(plain))
+    with pytest.raises(CaseFileError, match=r"\{\{wrapped_key\}\} needs an end-to-end team"):
         load_cases(tmp_path)
     (tmp_path / "plain.json").write_text(json.dumps({**plain, "team": {"e2e": True}}))
     assert [case.id for case in load_cases(tmp_path)] == ["plain"]

@@ -15,6 +15,7 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"regexp"
@@ -110,6 +111,48 @@ func openLink(link string, teamKey []byte, teamID string, keyVersion int) ([]byt
 		return nil, e2eErr(fmt.Sprintf("the link of key version %d does not open", keyVersion))
 	}
 	return older, nil
+}
+
+// parseLinks reads the links of a key answer, [{"key_version", "link"},
+// ...], by key version (absent or null: none). Every link is checked,
+// needed or not: each item an object with an integer key_version of at
+// least 2, given once, and a link cvsm-link1.<12-byte nonce>.<48-byte ct>
+// in canonical base64url. A malformed one is an errE2E: the answer is not
+// used.
+func parseLinks(raw json.RawMessage) (map[int]string, error) {
+	links := map[int]string{}
+	if len(raw) == 0 || string(raw) == "null" {
+		return links, nil
+	}
+	var items []json.RawMessage
+	if err := json.Unmarshal(raw, &items); err != nil {
+		return nil, e2eErr("the links of the key answer are not a list")
+	}
+	for _, item := range items {
+		// By exact field names (a struct would take "Key_Version" too); a
+		// missing field is no JSON and fails, null leaves 0 or "".
+		var fields map[string]json.RawMessage
+		var version int
+		var link string
+		if json.Unmarshal(item, &fields) != nil || fields == nil ||
+			json.Unmarshal(fields["key_version"], &version) != nil || json.Unmarshal(fields["link"], &link) != nil {
+			return nil, e2eErr("the links of the key answer are not [{key_version, link}, ...]")
+		}
+		if _, twice := links[version]; twice || version < 2 {
+			return nil, e2eErr("the links of the key answer are not [{key_version, link}, ...]")
+		}
+		m := e2eLinkRE.FindStringSubmatch(link)
+		if m == nil {
+			return nil, e2eErr(fmt.Sprintf("the link of key version %d is not cvsm-link1.<nonce>.<ct>", version))
+		}
+		_, err1 := unb64u(m[1], e2eNonceSize)
+		_, err2 := unb64u(m[2], e2eKeySize+e2eTagSize)
+		if errors.Join(err1, err2) != nil {
+			return nil, e2eErr(fmt.Sprintf("the link of key version %d is malformed", version))
+		}
+		links[version] = link
+	}
+	return links, nil
 }
 
 // verifyChain walks from K_cur (key version cur) down to the pin through

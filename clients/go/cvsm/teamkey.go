@@ -8,6 +8,7 @@ package cvsm
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/url"
 	"sort"
@@ -123,10 +124,9 @@ type keyAnswer struct {
 	TeamID     *string `json:"team_id"`
 	KeyVersion *int    `json:"key_version"`
 	WrappedKey *string `json:"wrapped_key"`
-	Links      []struct {
-		KeyVersion int    `json:"key_version"`
-		Link       string `json:"link"`
-	} `json:"links"`
+	// Links are read with the key (parseLinks): a malformed one is a
+	// KindDecryption error, not an unreadable answer.
+	Links json.RawMessage `json:"links"`
 }
 
 func (a *keyAnswer) valid() bool {
@@ -240,15 +240,17 @@ func (c *Client) fetchTeamKey(ctx context.Context, fits func(*heldKey) bool) (*h
 	if err != nil {
 		return nil, err
 	}
+	links, err := parseLinks(answer.Links)
+	if err != nil {
+		e := newError(KindDecryption, "the team key the server sent for this token cannot be used: %v (nothing was opened)", err)
+		e.RequestID = requestID
+		return nil, e
+	}
 	key, err := unwrapTeamKey(*answer.WrappedKey, *answer.TeamID, *answer.KeyVersion, c.cfg.key())
 	if err != nil {
 		e := newError(KindDecryption, "the team key the server holds for this token does not open with the token's key part: %v (was the token copied from another team, or re-created?)", err)
 		e.RequestID = requestID
 		return nil, e
-	}
-	links := make(map[int]string, len(answer.Links))
-	for _, l := range answer.Links {
-		links[l.KeyVersion] = l.Link
 	}
 	keys, err := verifyChain(key, *answer.TeamID, *answer.KeyVersion, links, c.cfg.pin())
 	if err != nil {

@@ -11,7 +11,7 @@ const { resolveConfig, displayUrl } = require('./config');
 const { TtlCache } = require('./cache');
 const { Transport } = require('./transport');
 const { LiveStream } = require('./live');
-const { openValue, parseEnvelope, unwrapTeamKey, verifyChain, walkDown } = require('./e2e');
+const { openValue, parseEnvelope, parseLink, unwrapTeamKey, verifyChain, walkDown } = require('./e2e');
 const rules = require('./rules');
 const {
   ApiError,
@@ -58,8 +58,7 @@ const SHAPES = {
     typeof body.team_id === 'string' &&
     Number.isSafeInteger(body.key_version) &&
     body.key_version > 0 &&
-    typeof body.wrapped_key === 'string' &&
-    (body.links === undefined || Array.isArray(body.links)),
+    typeof body.wrapped_key === 'string',
 };
 
 /**
@@ -76,11 +75,16 @@ function servesStale(err) {
 }
 
 /**
- * Returns the links of a key answer as a Map from key version to link, or throws
- * DecryptionError when the list is not `[{key_version, link}, ...]` with each version once.
+ * Returns the links of a key answer as a Map from key version to link (absent or null: none), or
+ * throws DecryptionError when they are not `[{key_version, link}, ...]` with each version (2 or
+ * more) once and each link `cvsm-link1.<nonce>.<ct>`: every link is checked, needed or not.
  */
-function linksOf(links = []) {
+function linksOf(links) {
   const byVersion = new Map();
+  if (links === undefined || links === null) return byVersion;
+  if (!Array.isArray(links)) {
+    throw new DecryptionError('the links of the key answer are not a list');
+  }
   for (const item of links) {
     if (
       !isObject(item) ||
@@ -91,6 +95,7 @@ function linksOf(links = []) {
     ) {
       throw new DecryptionError('the links of the key answer are not [{key_version, link}, ...]');
     }
+    parseLink(item.link, item.key_version);
     byVersion.set(item.key_version, item.link);
   }
   return byVersion;

@@ -230,6 +230,24 @@ function commitment(teamKey, teamId, keyVersion) {
 }
 
 /**
+ * Returns the nonce and ciphertext of the back-link `cvsm-link1.<nonce>.<ct>` stored with
+ * `newVersion` (12 and 48 bytes of canonical base64url), or throws DecryptionError (never
+ * showing the link).
+ * @param {string} link
+ * @param {number} newVersion
+ * @returns {{ nonce: Buffer, sealed: Buffer }}
+ */
+function parseLink(link, newVersion) {
+  const match = typeof link === 'string' ? LINK_RE.exec(link) : null;
+  if (match === null) {
+    throw new DecryptionError(`the link of key version ${newVersion} is not cvsm-link1.<nonce>.<ct>`);
+  }
+  const nonce = fromB64u(match[1], NONCE_BYTES, `the nonce of the link of key version ${newVersion}`);
+  const sealed = fromB64u(match[2], KEY_BYTES + TAG_BYTES, `the link of key version ${newVersion}`);
+  return { nonce, sealed };
+}
+
+/**
  * Returns the team key of version `newVersion - 1`, opened from the back-link
  * `cvsm-link1.<nonce>.<ct>` stored with `newVersion`, as a secret KeyObject.
  * @param {string} link The link the key answer lists for `newVersion`.
@@ -240,12 +258,7 @@ function commitment(teamKey, teamId, keyVersion) {
  * @throws {DecryptionError} When the link is malformed or does not open with `newKey`.
  */
 function openLink(link, newKey, teamId, newVersion) {
-  const match = typeof link === 'string' ? LINK_RE.exec(link) : null;
-  if (match === null) {
-    throw new DecryptionError(`the link of key version ${newVersion} is not cvsm-link1.<nonce>.<ct>`);
-  }
-  const nonce = fromB64u(match[1], NONCE_BYTES, `the nonce of the link of key version ${newVersion}`);
-  const sealed = fromB64u(match[2], KEY_BYTES + TAG_BYTES, `the link of key version ${newVersion}`);
+  const { nonce, sealed } = parseLink(link, newVersion);
   const aad = Buffer.from(`cvsm-e2e:v2:link:${teamId}:${newVersion}`);
   const older = openGcm(newKey, nonce, sealed, aad, `the link of key version ${newVersion}`);
   const key = crypto.createSecretKey(older);
@@ -310,6 +323,7 @@ module.exports = {
   privateKeyOf,
   rawPublicKey,
   commitment,
+  parseLink,
   openLink,
   verifyChain,
   walkDown,

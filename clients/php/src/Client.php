@@ -706,24 +706,25 @@ class Client
      */
     private function fetchTeamKey(?string $requested): array
     {
-        /** @var array{0: string, 1: int, 2: string, 3: array<int, string>} $answer */
+        /** @var array{0: string, 1: int, 2: string, 3: mixed} $answer */
         $answer = $this->request(
             $this->teamPath() . '/e2e/key',
             [],
             static fn (mixed $answer): array => is_object($answer) && is_string($answer->team_id ?? null)
                 && is_int($answer->key_version ?? null) && $answer->key_version >= 1 && is_string($answer->wrapped_key ?? null)
-                ? [$answer->team_id, $answer->key_version, $answer->wrapped_key, self::links($answer->links ?? [])]
+                ? [$answer->team_id, $answer->key_version, $answer->wrapped_key, $answer->links ?? null]
                 : throw new UnreadableResponse('not {"team_id": "...", "key_version": <int>, "wrapped_key": "...", "links": [...]}'),
             [400 => self::NOT_END_TO_END, 404 => HttpTransport::CHECK_TEAM],
             $requestId
         );
-        [$teamId, $version, $wrapped, $links] = $answer;
+        [$teamId, $version, $wrapped, $rawLinks] = $answer;
         $state = self::$vault[$this->key];
         [$pinVersion, $pinCommitment] = $state['pin'] ?? [0, ''];
         $opening = true;
         try {
             $key = E2e::unwrapTeamKey($wrapped, $teamId, $version, (string) $state['private_key']);
             $opening = false;
+            $links = self::links($rawLinks);
             $keys = E2e::verifyChain($key, $version, $teamId, $links, $pinVersion, $pinCommitment);
         } catch (E2eError $e) {
             throw new DecryptionException(
@@ -747,21 +748,28 @@ class Client
 
     /**
      * Returns the links of a key answer, key version => `cvsm-link1.…` (none when the answer has
-     * none, as a server of the first format answers: the chain check then decides).
+     * none or null, as a server of the first format answers: the chain check then decides). Every
+     * link is checked, needed or not: a malformed one makes the answer unusable.
      *
      * @return array<int, string>
-     * @throws UnreadableResponse when "links" is not a list of {"key_version": <int>, "link": "..."}
+     * @throws E2eError when "links" is not a list of {"key_version": <int, 2 or more, once>,
+     *                  "link": "cvsm-link1.<nonce>.<ct>"}
      */
     private static function links(mixed $links): array
     {
+        if ($links === null) {
+            return [];
+        }
         if (!is_array($links)) {
-            throw new UnreadableResponse('"links" is not a list');
+            throw new E2eError('the links of the key answer are not a list');
         }
         $byVersion = [];
         foreach ($links as $item) {
-            if (!is_object($item) || !is_int($item->key_version ?? null) || !is_string($item->link ?? null)) {
-                throw new UnreadableResponse('not each link as {"key_version": <int>, "link": "..."}');
+            if (!is_object($item) || !is_int($item->key_version ?? null) || $item->key_version < 2
+                || isset($byVersion[$item->key_version]) || !is_string($item->link ?? null)) {
+                throw new E2eError('the links of the key answer are not [{key_version, link}, ...]');
             }
+            E2e::parseLink($item->link, $item->key_version);
             $byVersion[$item->key_version] = $item->link;
         }
 

@@ -564,19 +564,18 @@ impl Client {
             &format!("{}/e2e/key", self.team_path()),
             &[],
         )?;
+        let links = crate::e2e::parse_links(answer.links.as_ref()).map_err(|why| {
+            Error::decryption(
+                format!("the team key the server sent for this token cannot be used: {why}"),
+                request_id.clone(),
+            )
+        })?;
         let key = TeamKey::unwrap(
             &answer.wrapped_key,
             &answer.team_id,
             answer.key_version,
             token_key,
-            &answer
-                .links
-                .iter()
-                .map(|l| crate::e2e::Link {
-                    key_version: l.key_version,
-                    link: &l.link,
-                })
-                .collect::<Vec<_>>(),
+            &links,
         )
         .map_err(|why| {
             Error::decryption(

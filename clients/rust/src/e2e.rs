@@ -411,12 +411,49 @@ fn open_link(
     team_id: &str,
     version: u64,
 ) -> Result<Vec<u8>, Failure> {
-    let malformed = Failure::Malformed("it is not cvsm-link1.<nonce>.<ct>");
-    let [nonce, ct] = fields(link, "cvsm-link1.").ok_or(malformed.clone())?;
-    let nonce = decode(nonce, NONCE_LEN).map_err(|_| malformed.clone())?;
-    let mut ct = decode(ct, KEY + TAG).map_err(|_| malformed)?;
+    let (nonce, mut ct) = link_parts(link)?;
     let aad = format!("cvsm-e2e:v2:link:{team_id}:{version}");
     Ok(open_with(key, &nonce, &mut ct, aad.as_bytes())?.to_vec())
+}
+
+/// link_parts are the nonce (12 bytes) and ciphertext (48 bytes) of
+/// `cvsm-link1.<nonce>.<ct>`, or [`Failure::Malformed`].
+fn link_parts(link: &str) -> Result<(Vec<u8>, Vec<u8>), Failure> {
+    let malformed = Failure::Malformed("a link is not cvsm-link1.<nonce>.<ct>");
+    let [nonce, ct] = fields(link, "cvsm-link1.").ok_or(malformed.clone())?;
+    let nonce = decode(nonce, NONCE_LEN).map_err(|_| malformed.clone())?;
+    let ct = decode(ct, KEY + TAG).map_err(|_| malformed)?;
+    Ok((nonce, ct))
+}
+
+/// parse_links reads the key answer's `links` (`None`: absent or null,
+/// none): a list of `{"key_version", "link"}`, each version an integer of
+/// at least 2 given once and each link `cvsm-link1.<nonce>.<ct>`. Every link
+/// is checked, needed or not; a malformed one is [`Failure::Malformed`] and
+/// the answer is not used.
+pub(crate) fn parse_links(raw: Option<&serde_json::Value>) -> Result<Vec<Link<'_>>, Failure> {
+    let Some(raw) = raw else {
+        return Ok(Vec::new());
+    };
+    let items = raw.as_array().ok_or(Failure::Malformed(
+        "the links of the key answer are not a list",
+    ))?;
+    let malformed =
+        Failure::Malformed("the links of the key answer are not [{key_version, link}, ...]");
+    let mut links: Vec<Link<'_>> = Vec::with_capacity(items.len());
+    for item in items {
+        let version = item.get("key_version").and_then(serde_json::Value::as_u64);
+        let link = item.get("link").and_then(serde_json::Value::as_str);
+        let (Some(key_version), Some(link)) = (version, link) else {
+            return Err(malformed);
+        };
+        if key_version < 2 || links.iter().any(|l| l.key_version == key_version) {
+            return Err(malformed);
+        }
+        link_parts(link)?;
+        links.push(Link { key_version, link });
+    }
+    Ok(links)
 }
 
 /// open_with opens `ct` (tag included) in place: the plaintext, or

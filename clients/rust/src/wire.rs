@@ -48,16 +48,12 @@ pub(crate) struct WrappedTeamKey {
     pub(crate) team_id: String,
     pub(crate) key_version: u64,
     pub(crate) wrapped_key: String,
-    /// links are the team's back-links (format 2), ascending.
+    /// links are the team's back-links (format 2), ascending, as they
+    /// came (absent or null: `None`): read with the key by
+    /// [`crate::e2e::parse_links`], since a malformed one is the decryption
+    /// error, not an unreadable answer.
     #[serde(default)]
-    pub(crate) links: Vec<WireLink>,
-}
-
-/// WireLink is one item of the key answer's `links`.
-#[derive(Deserialize)]
-pub(crate) struct WireLink {
-    pub(crate) key_version: u64,
-    pub(crate) link: String,
+    pub(crate) links: Option<serde_json::Value>,
 }
 
 /// ErrorBody is an error answer, `{"error": "<message>"}`.

@@ -77,6 +77,25 @@ final class E2e
     }
 
     /**
+     * Returns the nonce (12 bytes) and ciphertext (48 bytes) of the link `cvsm-link1.<nonce>.<ct>`
+     * stored with $keyVersion.
+     *
+     * @return array{0: string, 1: string}
+     * @throws E2eError when the link is malformed (its text is never in the message)
+     */
+    public static function parseLink(string $link, int $keyVersion): array
+    {
+        if (!preg_match('/^cvsm-link1\.(' . self::B64U . ')\.(' . self::B64U . ')$/D', $link, $m)) {
+            throw new E2eError(sprintf('the link of key version %d does not look like cvsm-link1.<nonce>.<ct>', $keyVersion));
+        }
+
+        return [
+            self::unb64u($m[1], self::NONCE, sprintf('the nonce of the link of key version %d', $keyVersion)),
+            self::unb64u($m[2], self::KEY + self::TAG, sprintf('the link of key version %d', $keyVersion)),
+        ];
+    }
+
+    /**
      * Returns the team key of version $keyVersion - 1, opened from the back-link
      * (`cvsm-link1.<nonce>.<ct>`) stored with version $keyVersion, whose key is $teamKey.
      *
@@ -84,11 +103,7 @@ final class E2e
      */
     public static function openLink(string $link, #[\SensitiveParameter] string $teamKey, string $teamId, int $keyVersion): string
     {
-        if (!preg_match('/^cvsm-link1\.(' . self::B64U . ')\.(' . self::B64U . ')$/D', $link, $m)) {
-            throw new E2eError(sprintf('the link of key version %d does not look like cvsm-link1.<nonce>.<ct>', $keyVersion));
-        }
-        $nonce = self::unb64u($m[1], self::NONCE, sprintf('the nonce of the link of key version %d', $keyVersion));
-        $sealed = self::unb64u($m[2], self::KEY + self::TAG, sprintf('the link of key version %d', $keyVersion));
+        [$nonce, $sealed] = self::parseLink($link, $keyVersion);
 
         return self::open($teamKey, $nonce, $sealed, 'cvsm-e2e:v2:link:' . $teamId . ':' . $keyVersion, sprintf('the link of key version %d', $keyVersion));
     }

@@ -63,12 +63,13 @@ class SecretRead:
 
 @attrs.frozen
 class WrappedTeamKey:
-    """The answer to ``GET /teams/{team}/e2e/key``: the team key wrapped to the caller."""
+    """The answer to ``GET /teams/{team}/e2e/key``: the team key wrapped to the caller, and the
+    answer's ``links`` as they came (read with the key: a malformed one is a decryption error)."""
 
     team_id: str
     key_version: int
     wrapped_key: str = attrs.field(repr=False)
-    links: dict[int, str] = attrs.field(factory=dict, repr=False)
+    links: Any = attrs.field(default=None, repr=False)
 
 
 def parse_secret_value(body: Any) -> SecretRead:
@@ -88,8 +89,9 @@ def parse_secret_value(body: Any) -> SecretRead:
 
 def parse_team_key(body: Any) -> WrappedTeamKey:
     """Read ``{"team_id": "<uuid>", "key_version": <int>, "wrapped_key": "cvsm-wrap1....",
-    "links": [{"key_version": <int>, "link": "cvsm-link1...."}, ...]}`` (no ``links``: none, as
-    a server of the first format answers; the chain check then decides)."""
+    "links": [{"key_version": <int>, "link": "cvsm-link1...."}, ...]}``. Without its team id, key
+    version or wrap the answer is unreadable (rule R3); ``links`` is kept as it came and checked
+    with the key it chains (``e2e.parse_links``), where a malformed one is a decryption error."""
     if not isinstance(body, dict):
         raise _unreadable("expected a JSON object with team_id, key_version and wrapped_key")
     team_id, key_version, wrapped = body.get("team_id"), body.get("key_version"), body.get("wrapped_key")
@@ -102,17 +104,7 @@ def parse_team_key(body: Any) -> WrappedTeamKey:
         or not isinstance(wrapped, str)
     ):
         raise _unreadable("expected a JSON object with team_id, key_version and wrapped_key")
-    raw_links = body.get("links", [])
-    links: dict[int, str] = {}
-    if not isinstance(raw_links, list):
-        raise _unreadable("expected \"links\" to be a list")
-    for item in raw_links:
-        version = item.get("key_version") if isinstance(item, dict) else None
-        link = item.get("link") if isinstance(item, dict) else None
-        if isinstance(version, bool) or not isinstance(version, int) or not isinstance(link, str):
-            raise _unreadable("expected each link as {\"key_version\": <int>, \"link\": <string>}")
-        links[version] = link
-    return WrappedTeamKey(team_id, key_version, wrapped, links)
+    return WrappedTeamKey(team_id, key_version, wrapped, body.get("links"))
 
 
 def parse_export(body: Any) -> dict[str, str]:

@@ -217,17 +217,18 @@ def open_team_key(
 ) -> TeamKey:
     """Open the team key the server sent and check that it chains back to the token's pin
     (docs/e2e.md, format 2), or raise :class:`DecryptionError`: a key the server chose, a
-    missing or altered link, a team rolled back below the pin."""
+    missing, malformed or altered link, a team rolled back below the pin."""
     try:
+        links = e2e.parse_links(wrapped.links)
         key = e2e.unwrap_team_key(wrapped.wrapped_key, wrapped.team_id, wrapped.key_version, private_key)
-        keys = e2e.verify_chain(key, wrapped.key_version, wrapped.team_id, wrapped.links, *pin)
+        keys = e2e.verify_chain(key, wrapped.key_version, wrapped.team_id, links, *pin)
     except e2e.E2EError as exc:
         raise DecryptionError(
             f"the team key sent for this token (key version {wrapped.key_version}) is not one a team "
             f"member made for it: {exc}",
             request_id=request_id,
         ) from None
-    return TeamKey(wrapped.team_id, wrapped.key_version, keys, dict(wrapped.links))
+    return TeamKey(wrapped.team_id, wrapped.key_version, keys, links)
 
 
 def key_version_of(name: str, envelope: str, request_id: str | None) -> int:

@@ -21,6 +21,7 @@ import re
 import unicodedata
 import uuid
 from dataclasses import dataclass
+from typing import Any
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives import hashes
@@ -431,6 +432,31 @@ def open_link(link: str, new_key: bytes, team_id: str, new_version: int) -> byte
         raise E2EError("a link must look like cvsm-link1.<nonce>.<ct>")
     return _open(new_key, _unb64u(match[1], _NONCE, "nonce"), _unb64u(match[2], _KEY + 16, "link"),
                  _link_aad(team_id, new_version), f"the link of key version {new_version}")
+
+
+def parse_links(raw: Any) -> dict[int, str]:
+    """The ``links`` of a key answer by key version: ``[{"key_version": <int>, "link":
+    "cvsm-link1.<12-byte nonce>.<48-byte ct>"}, ...]``, each version (2 or more) once (absent or
+    ``None``: none). Every link is checked, needed or not; :class:`E2EError` when one is
+    malformed: such an answer is not used."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, list):
+        raise E2EError("the links of the key answer are not a list")
+    links: dict[int, str] = {}
+    for item in raw:
+        version = item.get("key_version") if isinstance(item, dict) else None
+        link = item.get("link") if isinstance(item, dict) else None
+        if (isinstance(version, bool) or not isinstance(version, int) or version < 2 or version in links
+                or not isinstance(link, str)):
+            raise E2EError("the links of the key answer are not [{key_version, link}, ...]")
+        match = _LINK_RE.fullmatch(link)
+        if match is None:
+            raise E2EError(f"the link of key version {version} does not look like cvsm-link1.<nonce>.<ct>")
+        _unb64u(match[1], _NONCE, f"the nonce of the link of key version {version}")
+        _unb64u(match[2], _KEY + 16, f"the link of key version {version}")
+        links[version] = link
+    return links
 
 
 def verify_chain(current_key: bytes, current_version: int, team_id: str, links: dict[int, str],

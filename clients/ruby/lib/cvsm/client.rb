@@ -31,15 +31,12 @@ module Cvsm
       "an object whose values are all strings",
       ->(data) { data.is_a?(Hash) && data.each_value.all? { |value| value.is_a?(String) } }
     )
+    # Its links are read with the key (E2E.parse_links): a malformed one is a DecryptionError.
     TEAM_KEY = Transport::Shape.new(
-      "an object with a string team_id, an integer key_version, a string wrapped_key and a " \
-      "links list of {key_version, link}",
+      "an object with a string team_id, an integer key_version and a string wrapped_key",
       lambda do |data|
         data.is_a?(Hash) && data["team_id"].is_a?(String) && data["key_version"].is_a?(Integer) &&
-          data["wrapped_key"].is_a?(String) &&
-          (data["links"].nil? || (data["links"].is_a?(Array) && data["links"].all? do |link|
-            link.is_a?(Hash) && link["key_version"].is_a?(Integer) && link["link"].is_a?(String)
-          end))
+          data["wrapped_key"].is_a?(String)
       end
     )
 
@@ -499,9 +496,9 @@ module Cvsm
       data = reply.data
       team_id = data["team_id"]
       current = data["key_version"]
+      links = E2E.parse_links(data["links"])
       key = E2E.unwrap_team_key(data["wrapped_key"], team_id: team_id, key_version: current,
                                                      private_key: @config.private_key)
-      links = (data["links"] || []).to_h { |link| [link["key_version"], link["link"]] }
       pin_version, pin_commitment = @config.pin
       keys = E2E.verify_chain(key, current, team_id, links, pin_version, pin_commitment, down_to: lowest)
       E2E::TeamKey.new(team_id, current, keys)

@@ -138,6 +138,39 @@ module Cvsm
                                   length: KEY_SIZE, hash: "SHA256")
     end
 
+    # The links of a key answer by the version each is stored with (+nil+: none): a list of
+    # {"key_version" => Integer of at least 2, given once, "link" => "cvsm-link1.<nonce>.<ct>"}.
+    # Every link is checked, needed or not.
+    #
+    # @raise [DecryptionError] when one is malformed: the answer is not used
+    def parse_links(raw)
+      return {} if raw.nil?
+      raise DecryptionError, "the links of the key answer are not a list" unless raw.is_a?(Array)
+
+      raw.each_with_object({}) do |item, links|
+        version = item.is_a?(Hash) ? item["key_version"] : nil
+        link = item.is_a?(Hash) ? item["link"] : nil
+        unless version.is_a?(Integer) && version >= 2 && !links.key?(version) && link.is_a?(String)
+          raise DecryptionError, "the links of the key answer are not [{key_version, link}, ...]"
+        end
+
+        link_parts(link, version)
+        links[version] = link
+      end
+    end
+
+    # The nonce and ciphertext of the link +link+ stored with +new_version+.
+    #
+    # @raise [DecryptionError] when it is not cvsm-link1.<12-byte nonce>.<48-byte ciphertext>
+    def link_parts(link, new_version)
+      match = link.is_a?(String) && LINK.match(link)
+      nonce = match && decode(match[1], NONCE_SIZE)
+      ciphertext = match && decode(match[2], KEY_SIZE + TAG_SIZE)
+      raise DecryptionError, "the link of key version #{new_version} is not a cvsm-link1 link" unless nonce && ciphertext
+
+      [nonce, ciphertext]
+    end
+
     # Opens the link stored with key version +new_version+ (+cvsm-link1.<nonce>.<ct>+): the key
     # of version +new_version - 1+, sealed under that of +new_version+.
     #
@@ -148,11 +181,7 @@ module Cvsm
     # @return [String] the 32-byte key of +new_version - 1+
     # @raise [Cvsm::DecryptionError] when the link is malformed or does not open
     def open_link(link, new_key, team_id, new_version)
-      match = link.is_a?(String) && LINK.match(link)
-      nonce = match && decode(match[1], NONCE_SIZE)
-      ciphertext = match && decode(match[2], KEY_SIZE + TAG_SIZE)
-      raise DecryptionError, "the link of key version #{new_version} is not a cvsm-link1 link" unless nonce && ciphertext
-
+      nonce, ciphertext = link_parts(link, new_version)
       decrypt(new_key, nonce, ciphertext, "cvsm-e2e:v2:link:#{team_id}:#{new_version}") ||
         raise(DecryptionError, "the link of key version #{new_version} does not open with the key of that version")
     end
