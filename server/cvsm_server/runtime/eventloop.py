@@ -13,7 +13,8 @@ loop serves and the start-up line says so.
 modules, routes, templates, catalogs, the pool) out of the garbage collector's reach
 (`gc.freeze`): its full passes then walk only what requests leave behind. Measured on 2 cores,
 a served app under wrk (32 connections, audited reads), four runs of each alternating:
-3,340-3,450 reads/s against 2,930-3,380, server CPU 0.23 ms per read against 0.24-0.26.
+3,340-3,450 reads/s against 2,930-3,380, server CPU 0.23 ms per read against 0.24-0.26; in
+bench/bench_reads.py's runs the machine's own spread (about 10% from run to run) hides it.
 """
 
 from __future__ import annotations
