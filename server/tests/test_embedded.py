@@ -23,6 +23,7 @@ import psycopg2
 import pytest
 
 from conftest import postgres_home
+from cvsm_server.db import embedded
 from cvsm_server.db.embedded import EmbeddedPostgres
 from cvsm_server.db.postmaster import EmbeddedStartError
 
@@ -178,6 +179,20 @@ def test_start_recovers_after_the_server_and_its_postmaster_were_killed(home, ca
     assert not (pgdata / "postmaster.pid").exists()
     [warning] = recovery_warnings(caplog)
     assert str(pgdata.resolve()) in warning and f"PID {dead}" in warning and "\n" not in warning
+
+
+def test_waiting_for_a_server_whose_postmaster_died_ends_at_once(home):
+    # a postmaster killed during its own start (after pg_ctl returned, before it answered):
+    # the wait for its first connection used to last CONNECT_TIMEOUT (15 s) and the supervisor's
+    # restart with it; it ends as soon as postmaster.pid names no live postmaster
+    pgdata = home / "pg"
+    child = Child(home)
+    url = child.url
+    crash(child, pgdata)
+    started = time.monotonic()
+    with pytest.raises(psycopg2.OperationalError):
+        embedded._ensure_database(url, "postgres", pgdata.resolve())
+    assert time.monotonic() - started < 2
 
 
 @pytest.mark.parametrize("named", ["this test process", "a PID that does not exist",

@@ -39,7 +39,8 @@ import psycopg2.errors
 
 from ..core.config import make_data_dir
 from .pgserver_adapter import forget_handle, handle_for, package_lock, use_lock_file
-from .postmaster import LockFile, last_fatal_line, recover, is_postmaster_for, EmbeddedStartError
+from .postmaster import (LockFile, last_fatal_line, recover, is_postmaster_for, postmaster_alive,
+                         EmbeddedStartError)
 
 log = logging.getLogger("cvsm.db")
 
@@ -113,7 +114,7 @@ class EmbeddedPostgres:
             with package_lock(pgserver):
                 recover(pgserver, pgdata)
                 self._server.ensure_postgres_running()
-            _ensure_database(self._server.get_uri(), "postgres")
+            _ensure_database(self._server.get_uri(), "postgres", pgdata)
         except EmbeddedStartError:
             raise
         except Exception as exc:
@@ -149,7 +150,7 @@ class EmbeddedPostgres:
                 fresh = True
         if fresh:
             self._server.start()
-        _ensure_database(self._server.get_uri(), database)
+        _ensure_database(self._server.get_uri(), database, pgdata)
         return self._server.get_uri(database)
 
     def _abandon(self) -> None:
@@ -395,15 +396,17 @@ def _configure(pgdata: Path) -> None:
 DATABASE_LOCK_ID = 0x63766462  # "cvdb"
 
 
-def _ensure_database(url: str, database: str) -> None:
+def _ensure_database(url: str, database: str, pgdata: Path) -> None:
     deadline = time.monotonic() + CONNECT_TIMEOUT
     while True:
         try:
             conn = psycopg2.connect(url)
             break
         except psycopg2.OperationalError:
-            # A joined server may still be starting up or recovering.
-            if time.monotonic() > deadline:
+            # A joined server may still be starting up or recovering; one whose postmaster has
+            # died meanwhile (killed during its own start) never answers: the caller starts it
+            # again at once instead of waiting out CONNECT_TIMEOUT (15 s of outage).
+            if time.monotonic() > deadline or not postmaster_alive(pgdata):
                 raise
             time.sleep(0.2)
     try:

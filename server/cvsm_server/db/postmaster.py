@@ -49,6 +49,12 @@ class LockFile:
         return Path(line) if line else None
 
 
+def postmaster_alive(pgdata: Path) -> bool:
+    """Whether `postmaster.pid` in `pgdata` (resolved) names a running postmaster of it."""
+    lock = LockFile(pgdata / "postmaster.pid")
+    return lock.exists and is_postmaster_for(lock.pid, pgdata, lock.data_dir)
+
+
 def is_postmaster_for(pid: int | None, pgdata: Path, lock_data_dir: Path | None = None) -> bool:
     """Whether `pid` is a running PostgreSQL process working in `pgdata` (resolved).
 
