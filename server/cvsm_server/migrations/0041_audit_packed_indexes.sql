@@ -13,8 +13,9 @@
 -- takes no storage parameter): their keys grow at the right edge of each team's range (the
 -- page indexes: team hash and time; PostgreSQL's split keeps a left page full when a
 -- key's prefix is equal and its last part ascends, for tuples of up to 16 B of key) or of the
--- whole index (the keys by `pos`), and an entry is never updated in place. What a page would
--- keep free (10%) is never used. 28.5 B an entry for the seals' key at 100%; 28-29 B for each
+-- whole index (the keys by `pos`), and entries are only appended (a deleted team's entries lose
+-- their team once, 0017: those few land wherever they split). What a page would keep free (10%)
+-- was never used. 28.5 B an entry for the seals' key at 100%; 28-29 B for each
 -- page index of the log (32 at 90%). The seals' (chain_id, seq) key is not helped (its 24 B of
 -- key is past what the split's rule looks at: half-full pages, ~72 B an entry).
 --
