@@ -191,7 +191,7 @@ def test_waiting_for_a_server_whose_postmaster_died_ends_at_once(home):
     crash(child, pgdata)
     started = time.monotonic()
     with pytest.raises(psycopg2.OperationalError):
-        embedded._ensure_database(url, "postgres", pgdata.resolve())
+        embedded._ensure_database(url, "postgres", restarted=pgdata.resolve())
     assert time.monotonic() - started < 2
 
 

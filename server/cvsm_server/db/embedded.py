@@ -114,7 +114,7 @@ class EmbeddedPostgres:
             with package_lock(pgserver):
                 recover(pgserver, pgdata)
                 self._server.ensure_postgres_running()
-            _ensure_database(self._server.get_uri(), "postgres", pgdata)
+            _ensure_database(self._server.get_uri(), "postgres", restarted=pgdata)
         except EmbeddedStartError:
             raise
         except Exception as exc:
@@ -150,7 +150,7 @@ class EmbeddedPostgres:
                 fresh = True
         if fresh:
             self._server.start()
-        _ensure_database(self._server.get_uri(), database, pgdata)
+        _ensure_database(self._server.get_uri(), database)
         return self._server.get_uri(database)
 
     def _abandon(self) -> None:
@@ -396,17 +396,23 @@ def _configure(pgdata: Path) -> None:
 DATABASE_LOCK_ID = 0x63766462  # "cvdb"
 
 
-def _ensure_database(url: str, database: str, pgdata: Path) -> None:
+def _ensure_database(url: str, database: str, restarted: Path | None = None) -> None:
+    """Connect (waiting up to CONNECT_TIMEOUT for a server still starting or recovering) and
+    make `database` if it is missing. `restarted`: the data dir of a server this process has
+    just started again (`restart`): its wait ends when that server's postmaster has died, and
+    the supervisor tries again (a start that joins another process's server waits the whole
+    time: that process may be starting it again)."""
     deadline = time.monotonic() + CONNECT_TIMEOUT
     while True:
         try:
             conn = psycopg2.connect(url)
             break
         except psycopg2.OperationalError:
-            # A joined server may still be starting up or recovering; one whose postmaster has
-            # died meanwhile (killed during its own start) never answers: the caller starts it
-            # again at once instead of waiting out CONNECT_TIMEOUT (15 s of outage).
-            if time.monotonic() > deadline or not postmaster_alive(pgdata):
+            # A server may still be starting up or recovering; one restarted here whose
+            # postmaster has died meanwhile (killed during its own start) never answers: the
+            # supervisor tries again instead of waiting out CONNECT_TIMEOUT (15 s of outage).
+            if time.monotonic() > deadline or (restarted is not None
+                                               and not postmaster_alive(restarted)):
                 raise
             time.sleep(0.2)
     try:
