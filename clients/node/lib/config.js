@@ -314,6 +314,9 @@ function resolveConfig(options = {}, env = process.env) {
   };
 }
 
+/** A URL's scheme, then its user and password (up to the authority's last `@`). */
+const USERINFO = /^([A-Za-z][A-Za-z0-9+.-]*:\/\/)([^/?#]*)@/;
+
 /**
  * Returns `url` as it may be printed: a user and password in it become `***`
  * (`https://user:secret@host/api/v1` shows as `https://***@host/api/v1`, as every SDK prints it).
@@ -321,7 +324,7 @@ function resolveConfig(options = {}, env = process.env) {
  * @returns {string}
  */
 function displayUrl(url) {
-  return url.replace(/^([A-Za-z][A-Za-z0-9+.-]*:\/\/)[^/?#]*@/, '$1***@');
+  return url.replace(USERINFO, '$1***@');
 }
 
 /**
@@ -331,13 +334,14 @@ function displayUrl(url) {
  * @returns {string}
  */
 function withoutUserinfo(url) {
-  return url.replace(/^([A-Za-z][A-Za-z0-9+.-]*:\/\/)[^/?#]*@/, '$1');
+  return url.replace(USERINFO, '$1');
 }
 
 module.exports = {
   resolveConfig,
   displayUrl,
   withoutUserinfo,
+  USERINFO,
   DEFAULT_ENVIRONMENT,
   DEFAULT_CACHE_TTL,
   DEFAULT_TIMEOUT,

@@ -25,7 +25,7 @@ const {
 } = require('./errors');
 const { parseRetryAfter } = require('./retry-after');
 const rules = require('./rules');
-const { withoutUserinfo } = require('./config');
+const { withoutUserinfo, USERINFO } = require('./config');
 
 const USER_AGENT = `${rules.USER_AGENT_PREFIX}node/${VERSION}`;
 const RETRYABLE_STATUSES = new Set(rules.RETRYABLE_STATUSES);
@@ -354,9 +354,9 @@ class Transport {
  * @returns {string[]}
  */
 function userinfoOf(baseUrl) {
-  const written = /^[A-Za-z][A-Za-z0-9+.-]*:\/\/([^/?#]*)@/.exec(baseUrl);
+  const written = USERINFO.exec(baseUrl);
   if (written === null) return [];
-  const parts = [written[1]];
+  const parts = [written[2]];
   try {
     const url = new URL(baseUrl);
     parts.push(`${url.username}:${url.password}`, url.password);

@@ -19,6 +19,8 @@ use Psr\Log\LoggerInterface;
  */
 final class Config
 {
+    /** A URL's scheme, then its user and password (up to the authority's last "@"). */
+    private const USERINFO = '#^([A-Za-z][A-Za-z0-9+.-]*://)[^/?\#]*@#';
     /** The environment read when neither "environment" nor CVSM_ENVIRONMENT says. */
     public const DEFAULT_ENVIRONMENT = \Cvsm\Rules::DEFAULT_ENVIRONMENT;
     /** Seconds a value stays cached by default. */
@@ -137,7 +139,7 @@ final class Config
      */
     public function requestUrl(): string
     {
-        return (string) preg_replace('#^([A-Za-z][A-Za-z0-9+.-]*://)[^/?\#]*@#', '$1', $this->url(), 1);
+        return (string) preg_replace(self::USERINFO, '$1', $this->url(), 1);
     }
 
     /**
@@ -146,7 +148,7 @@ final class Config
      */
     public static function displayUrl(string $url): string
     {
-        return (string) preg_replace('#^([A-Za-z][A-Za-z0-9+.-]*://)[^/?\#]*@#', '$1***@', $url, 1);
+        return (string) preg_replace(self::USERINFO, '$1***@', $url, 1);
     }
 
     /**
