@@ -691,28 +691,23 @@ _cvsm_delegate() {
   return "$rc"
 }
 
-# _cvsm_redacted_base prints the base URL with any user:password part hidden.
-_cvsm_redacted_base() {
-  local scheme rest host
-  scheme=${_cvsm_base%%://*}
-  rest=${_cvsm_base#*://}
-  host=${rest%%/*}
-  case $host in
-    *@*) printf '%s://***@%s%s' "$scheme" "${host##*@}" "${rest#"$host"}" ;;
-    *) printf '%s' "$_cvsm_base" ;;
-  esac
-}
-
-# _cvsm_request_base sets _cvsm_enc to the base URL without any user:password part: where requests
-# go. The client authenticates with its Bearer token only, so they are never sent.
-_cvsm_request_base() {
+# _cvsm_base_with sets _cvsm_enc to the base URL with its user:password part, if any, replaced by
+# $1: '' where requests go (the client authenticates with its Bearer token only, so they are never
+# sent), '***@' where it is printed.
+_cvsm_base_with() {
   local rest host
   rest=${_cvsm_base#*://}
   host=${rest%%/*}
   case $host in
-    *@*) _cvsm_enc="${_cvsm_base%%://*}://${host##*@}${rest#"$host"}" ;;
+    *@*) _cvsm_enc="${_cvsm_base%%://*}://$1${host##*@}${rest#"$host"}" ;;
     *) _cvsm_enc=$_cvsm_base ;;
   esac
+}
+
+# _cvsm_redacted_base prints the base URL with any user:password part hidden.
+_cvsm_redacted_base() {
+  _cvsm_base_with '***@'
+  printf '%s' "$_cvsm_enc"
 }
 
 # _cvsm_uid sets _cvsm_h to the user id ($UID in bash and zsh, else id -u).
@@ -1090,7 +1085,7 @@ _cvsm_request() {
   local what="$1" rpath="$2" filter="$3" cfg out meta st rc ra rid err mark shape attempt=0 code \
     retryable msg
   shift 3
-  _cvsm_request_base
+  _cvsm_base_with ''
   _cvsm_curl_config "$_cvsm_enc$rpath"
   cfg=$_cvsm_enc
   _cvsm_jq_reader
