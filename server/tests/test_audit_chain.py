@@ -25,7 +25,8 @@ from conftest import JWT_SECRET, MASTER_KEY, Api, query, server_url
 
 CONSOLE_SCRIPT = Path(sys.executable).with_name("cvsm-server")
 ROWS = """SELECT id, chain_id, seq, created_at, user_email, action, resource, resource_id, ip_address,
-                 user_agent, metadata::text AS metadata_text, prev_hash, hash, team_id
+                 user_agent, metadata::text AS metadata_text,
+                 cvsm_audit_prev_hash(chain_id, seq) AS prev_hash, hash, team_id
           FROM audit_chain_entries WHERE chain_id = %s ORDER BY seq"""
 # The entries of a chain at seq positions (`AT.format("= 3")`), for tampering statements.
 AT = "pos IN (SELECT pos FROM audit_seals WHERE chain_id = %s AND seq {})"
@@ -98,8 +99,9 @@ async def test_every_writer_links_its_entry_and_python_recomputes_each_hash(clie
     for row in rows:
         assert audit_chain.entry_hash(row) == bytes(row["hash"])
         sql = await query(database_url, """SELECT cvsm_audit_canonical(chain_id, seq, id, created_at,
-            user_email, action, resource, resource_id, ip_address, user_agent, metadata, prev_hash)
-            AS c FROM audit_chain_entries WHERE id = %s""", (row["id"],))
+            user_email, action, resource, resource_id, ip_address, user_agent, metadata,
+            cvsm_audit_prev_hash(chain_id, seq)) AS c FROM audit_chain_entries WHERE id = %s""",
+            (row["id"],))
         assert sql[0]["c"].encode() == audit_chain.canonical(row)
     # Entries without a team (sign-in) form the account chain.
     await client.post("/api/v1/auth/login", json={"identifier": owner["email"], "password": "nope"})
@@ -177,8 +179,8 @@ async def test_the_server_role_cannot_forge_chain_fields_or_touch_checkpoints(cl
             await query(app_url, f"""INSERT INTO audit_logs (team_id, action, resource, {column})
                                      VALUES (%s, 'forged', 'x', %s)""", (team_id, value))
     with pytest.raises(psycopg2.errors.InsufficientPrivilege):  # the chain fields are the sealer's
-        await query(app_url, """INSERT INTO audit_seals (pos, chain_id, seq, prev_hash, hash)
-                                 VALUES (99, %s, 99, '\\x00', '\\x00')""", (team_id,))
+        await query(app_url, """INSERT INTO audit_seals (pos, chain_id, seq, hash)
+                                 VALUES (99, %s, 99, '\\x00')""", (team_id,))
     await query(app_url, "INSERT INTO audit_logs (team_id, action, resource) VALUES (%s, 'y', 'x')",
                 (team_id,))
     resp = await client.post(f"/api/v1/teams/{team_id}/audit/checkpoints",
@@ -242,9 +244,9 @@ async def test_verify_reports_an_inserted_entry_at_its_seq(client, api: Api, own
          (str(forged["id"]), team_id, forged["user_email"], forged["resource"],
           forged["resource_id"], forged["ip_address"], forged["user_agent"],
           forged["metadata_text"], forged["created_at"])),
-        ("""INSERT INTO audit_seals (pos, chain_id, seq, prev_hash, hash, created_at)
-            SELECT pos, %s, 4, %s, %s, created_at FROM audit_logs WHERE id = %s""",
-         (team_id, forged["prev_hash"], forged["hash"], str(forged["id"]))),
+        ("""INSERT INTO audit_seals (pos, chain_id, seq, hash, created_at)
+            SELECT pos, %s, 4, %s, created_at FROM audit_logs WHERE id = %s""",
+         (team_id, forged["hash"], str(forged["id"]))),
     )
     body = await verify(client, api, owner, team_id)
     assert body["ok"] is False and body["first_broken"]["seq"] == 5

@@ -67,6 +67,15 @@ async def test_export_range_filters_from_inclusive_to_exclusive(client, api: Api
         return [json.loads(line)["action"] for line in (await resp.text()).splitlines()]
 
     assert await actions(**{"from": "2024-02-01T00:00:00Z", "to": "2024-03-01T00:00:00Z"}) == ["feb"]
+    # an entry exported alone still carries its link: the hash of the entry before it in the
+    # chain (seals keep no link since migration 0042: the export reads it from the seal before)
+    resp = await client.get(export_url(team_id), params={"format": "jsonl"}, headers=h)
+    whole = {e["action"]: e for e in map(json.loads, (await resp.text()).splitlines())}
+    resp = await client.get(export_url(team_id), headers=h, params={
+        "format": "jsonl", "from": "2024-02-01T00:00:00Z", "to": "2024-03-01T00:00:00Z"})
+    [feb] = map(json.loads, (await resp.text()).splitlines())
+    assert whole["feb"]["seq"] == whole["jan"]["seq"] + 1
+    assert feb["prev_hash"] == whole["jan"]["hash"] == whole["feb"]["prev_hash"]
     assert await actions(to="2024-02-01") == ["jan"]
     since = await actions(**{"from": "2024-02-01T00:00:00+00:00"})
     assert "jan" not in since and {"team_create", "feb", "mar"} <= set(since)
@@ -122,4 +131,7 @@ async def test_a_large_export_is_streamed_in_chunks_and_complete(client, api: Ap
         data += chunk
     lines = [json.loads(line) for line in data.decode().splitlines()]
     assert len(lines) == 3002 and [e["seq"] for e in lines] == list(range(1, 3003))
+    # each entry's link is the hash before it, across the export's pages too
+    assert lines[0]["prev_hash"] == "00" * 32
+    assert all(b["prev_hash"] == a["hash"] for a, b in zip(lines, lines[1:]))
     assert chunks > 1

@@ -62,13 +62,12 @@ async def move_and_rechain(database_url: str, team_id: str, times: dict[int, dat
     for row in rows:
         row["prev_hash"] = prev
         prev = audit_chain.entry_hash(row)
-        updates.append((row["prev_hash"], prev, row["pos"]))
+        updates.append((prev, row["pos"]))
     conn = psycopg2.connect(database_url)
     try:
         with conn, conn.cursor() as cur:
             cur.execute("SET LOCAL session_replication_role = replica")
-            cur.executemany("UPDATE audit_seals SET prev_hash = %s, hash = %s WHERE pos = %s",
-                            updates)
+            cur.executemany("UPDATE audit_seals SET hash = %s WHERE pos = %s", updates)
     finally:
         conn.close()
 

@@ -365,14 +365,13 @@ async def backdate_and_rechain(database_url: str, team_id: str, days: int, upto:
     for row in rows:
         row["prev_hash"] = prev
         digest = audit_chain.entry_hash(row)
-        updates.append((prev, digest, row["pos"]))
+        updates.append((digest, row["pos"]))
         prev = digest
     conn = psycopg2.connect(database_url)
     try:
         with conn, conn.cursor() as cur:
             cur.execute("SET LOCAL session_replication_role = replica")
-            cur.executemany("UPDATE audit_seals SET prev_hash = %s, hash = %s WHERE pos = %s",
-                            updates)
+            cur.executemany("UPDATE audit_seals SET hash = %s WHERE pos = %s", updates)
     finally:
         conn.close()
 
@@ -432,9 +431,10 @@ async def test_the_walks_canonical_text_is_the_canonical_one(client, team_id, da
     async with pool.acquire() as conn, db.cursor(conn) as cur:
         await audit_chain.seal(cur)
         rows = await db.fetchall(cur, f"""
-            SELECT {audit_verify._CANONICAL_SQL} AS text, a.*, a.metadata::text AS metadata_text,
-                   s.chain_id, s.seq, s.prev_hash, s.hash
+            SELECT {audit_verify._CANONICAL_SQL.replace("PREV", "p.prev_hash")} AS text, a.*,
+                   a.metadata::text AS metadata_text, s.chain_id, s.seq, p.prev_hash, s.hash
             FROM audit_seals s JOIN audit_logs a ON a.pos = s.pos
+            CROSS JOIN LATERAL (SELECT cvsm_audit_prev_hash(s.chain_id, s.seq) AS prev_hash) p
             WHERE s.chain_id = %s AND a.resource = 'secret' ORDER BY s.seq""", (team,))
         assert len(rows) == 2
         for row in rows:
@@ -548,7 +548,7 @@ async def test_pages_checked_by_the_database_give_the_walks_verdicts(
         "deleted, a whole page": on("DELETE FROM audit_logs", "BETWEEN 31 AND 52"),
         "deleted, the tail past a checkpoint": on("DELETE FROM audit_logs", ">= 44"),
         "deleted, the first": on("DELETE FROM audit_logs", "= 1"),
-        "relinked": [seals("prev_hash = hash WHERE chain_id = %s AND seq = 41")],
+        "a hash rewritten": [seals("hash = sha256(hash) WHERE chain_id = %s AND seq = 41")],
         "a seq twice": twice(21),
         "a seq twice, at a page's end": twice(11),
         "reordered": [seals("seq = -seq WHERE chain_id = %s AND seq IN (33, 34)"),

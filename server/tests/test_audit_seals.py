@@ -177,3 +177,21 @@ async def test_deleting_users_and_teams_nulls_their_references_in_one_statement_
     chains = {str(r["chain_id"]) for r in await query(
         database_url, "SELECT chain_id FROM audit_chain_entries WHERE action = 'create'")}
     assert chains == set(teams)
+
+
+async def test_a_seal_holds_no_link_and_its_entry_still_hashes_with_the_one_before(
+        client, api: Api, owner, team_id, database_url):
+    """Migration 0042: a seal is its entry's position, chain, seq, hash and time (108 B a row,
+    141 with the link); the link is the seal before it, or the purge checkpoint there."""
+    await api.secret(owner, team_id, "A", "v")
+    await seal_now(client)
+    columns = await query(database_url, """SELECT column_name FROM information_schema.columns
+                                           WHERE table_name = 'audit_seals'""")
+    assert {c["column_name"] for c in columns} == {"pos", "chain_id", "seq", "hash", "created_at"}
+    sizes = await query(database_url, "SELECT max(pg_column_size(s.*)) AS b FROM audit_seals s")
+    assert sizes[0]["b"] <= 104  # the row's header and columns: its line pointer makes 108
+    rows = await sealed_rows(database_url, team_id)
+    assert len(rows) >= 2 and bytes(rows[0]["prev_hash"]) == audit_chain.GENESIS
+    for before, row in zip(rows, rows[1:]):
+        assert bytes(row["prev_hash"]) == bytes(before["hash"])
+        assert audit_chain.entry_hash(row) == bytes(row["hash"])

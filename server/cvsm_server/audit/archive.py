@@ -41,12 +41,14 @@ PAGE = 5000
 
 _ENTRIES = """SELECT a.id, s.chain_id, s.seq, a.created_at, a.user_email, a.action, a.resource,
                      a.resource_id, a.ip_address, a.user_agent, a.metadata::text AS metadata_text,
-                     s.prev_hash, s.hash
+                     CASE WHEN lag(s.seq) OVER w = s.seq - 1 THEN lag(s.hash) OVER w
+                          ELSE cvsm_audit_prev_hash(s.chain_id, s.seq) END AS prev_hash, s.hash
               FROM (SELECT * FROM audit_seals s
                     WHERE s.chain_id = %(chain)s AND s.seq > %(after)s AND s.seq <= %(last)s
                     ORDER BY s.seq LIMIT %(page)s) s
               CROSS JOIN LATERAL (SELECT * FROM audit_logs a
                                   WHERE a.pos = s.pos AND a.created_at = s.created_at) a
+              WINDOW w AS (ORDER BY s.seq)
               ORDER BY s.seq"""
 _FIRST = """SELECT min(s.seq) AS seq FROM audit_seals s
             WHERE s.chain_id = %(chain_id)s AND s.created_at >= %(lo)s AND s.created_at < %(hi)s"""
@@ -92,6 +94,8 @@ async def archive_month(cur: db.Cursor, signer: audit_chain.CheckpointSigner, mo
                 for row in rows:
                     if row["seq"] != after + 1:
                         raise ValueError(f"audit chain {chain}: entry {after + 1} is missing")
+                    if row["prev_hash"] is None:  # its predecessor went without a checkpoint
+                        raise ValueError(f"audit chain {chain}: entry {after} is missing")
                     doc = json.loads(audit_chain.canonical(row))
                     doc["hash"] = bytes(row["hash"]).hex()
                     out.write(_line(doc))

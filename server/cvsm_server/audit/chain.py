@@ -3,8 +3,9 @@ signed checkpoints of their heads, and the retention purge that keeps both; veri
 `audit.verify`.
 
 Chains: one per team (`chain_id` = the team id at insert time) and one for entries without a
-team (the account chain, `ACCOUNT_CHAIN`, the nil UUID). Entry `seq` n stores `prev_hash` (entry
-n-1's `hash`, or 32 zero bytes for n = 1) and `hash` = SHA-256 of `canonical(entry)`, defined in
+team (the account chain, `ACCOUNT_CHAIN`, the nil UUID). Entry `seq` n's seal stores `hash` =
+SHA-256 of `canonical(entry)`, which covers its link `prev_hash` (entry n-1's `hash`, or 32 zero
+bytes for n = 1; not stored since migration 0042: the seal before holds it), defined in
 migration 0010 and reproduced here so that verification does not trust the database's own
 function.
 

@@ -385,7 +385,9 @@ def check_export_format(fmt: str | None) -> str:
 
 def export_json(row: dict) -> dict:
     """One JSON-lines object: the list API's entry plus its chain fields."""
-    return {**entry_json(row), "seq": row["seq"], "prev_hash": bytes(row["prev_hash"]).hex(),
+    link = row["prev_hash"]  # None only in a chain that lost entries without a purge checkpoint
+    return {**entry_json(row), "seq": row["seq"],
+            "prev_hash": bytes(link).hex() if link is not None else None,
             "hash": bytes(row["hash"]).hex()}
 
 
@@ -428,6 +430,21 @@ async def start_export(conn: db.Connection, actor: Actor, team_id: uuid.UUID, fm
     return team["slug"]
 
 
+# A page of the export: the team's entries after a seq, in the time range, each with its link
+# (`prev_hash`: the hash of the entry before it, the row before where that is the one; else the
+# seal or purge checkpoint before it, `cvsm_audit_prev_hash`, migration 0042).
+_EXPORT_PAGE = """
+    SELECT e.*, CASE WHEN lag(e.seq) OVER w = e.seq - 1 THEN lag(e.hash) OVER w
+                     ELSE cvsm_audit_prev_hash(e.chain_id, e.seq) END AS prev_hash
+    FROM (SELECT * FROM audit_chain_entries
+          WHERE chain_id = %(team)s AND seq > %(after)s
+            AND (%(start)s::timestamptz IS NULL OR created_at >= %(start)s)
+            AND (%(end)s::timestamptz IS NULL OR created_at < %(end)s)
+          ORDER BY seq LIMIT %(page)s) e
+    WINDOW w AS (ORDER BY e.seq)
+    ORDER BY e.seq"""
+
+
 async def export_rows(conn: db.Connection, team_id: uuid.UUID, start: datetime | None,
                       end: datetime | None, *, page: int = EXPORT_PAGE) -> AsyncIterator[dict]:
     """The team's entries in chain order, read in keyset pages of `page` rows (never all at
@@ -439,12 +456,7 @@ async def export_rows(conn: db.Connection, team_id: uuid.UUID, start: datetime |
     while True:
         async with db.cursor(conn) as cur:
             rows = await db.fetchall(
-                cur,
-                """SELECT * FROM audit_chain_entries
-                   WHERE chain_id = %(team)s AND seq > %(after)s
-                     AND (%(start)s::timestamptz IS NULL OR created_at >= %(start)s)
-                     AND (%(end)s::timestamptz IS NULL OR created_at < %(end)s)
-                   ORDER BY seq LIMIT %(page)s""",
+                cur, _EXPORT_PAGE,
                 {"team": team_id, "after": after, "start": start, "end": end, "page": page})
         for row in rows:
             yield row

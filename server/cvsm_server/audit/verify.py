@@ -55,6 +55,9 @@ class Verdict:
 # at the last seq of a page still shows up (as "appears twice"). A seal whose entry is gone
 # comes with no text (the walk passes over it, the entry is missing): a page is short only at
 # the chain's end (before, a page whose last seal had lost its entry ended the walk there).
+# An entry's link (`prev_hash`, which seals no longer store: migration 0042) is the hash of the
+# row before it in the page, or for a page's first row, the seal before it
+# (`cvsm_audit_prev_hash`: one probe a page); `PREV` in the canonical text stands for it.
 _CANONICAL_SQL = """'{"action":' || coalesce(to_json(a.action)::text, 'null')
     || ',"chain":"' || s.chain_id::text
     || '","created_at":"' || to_char(a.created_at AT TIME ZONE 'UTC',
@@ -62,18 +65,20 @@ _CANONICAL_SQL = """'{"action":' || coalesce(to_json(a.action)::text, 'null')
     || '","id":"' || a.id::text
     || '","ip_address":' || coalesce(to_json(a.ip_address)::text, 'null')
     || ',"metadata":' || coalesce(to_json(a.metadata::text)::text, 'null')
-    || ',"prev_hash":"' || encode(s.prev_hash, 'hex')
+    || ',"prev_hash":"' || encode(PREV, 'hex')
     || '","resource":' || coalesce(to_json(a.resource)::text, 'null')
     || ',"resource_id":' || coalesce(to_json(a.resource_id)::text, 'null')
     || ',"seq":' || s.seq::text
     || ',"user_agent":' || coalesce(to_json(a.user_agent)::text, 'null')
     || ',"user_email":' || coalesce(to_json(a.user_email)::text, 'null')
     || ',"v":1}'"""
-_ROWS = f"""SELECT s.seq, s.pos, {_CANONICAL_SQL}, encode(s.prev_hash, 'hex'),
-                  encode(s.hash, 'hex')
-           FROM (SELECT * FROM audit_seals s
-                 WHERE s.chain_id = %(chain)s AND s.seq >= %(seq)s AND s.pos <> %(pos)s
-                 ORDER BY s.seq LIMIT %(page)s) s
+_ROWS = f"""SELECT s.seq, s.pos, {_CANONICAL_SQL.replace("PREV", "s.prev_hash")},
+                  encode(s.prev_hash, 'hex'), encode(s.hash, 'hex')
+           FROM (SELECT s.*, coalesce(lag(s.hash) OVER (ORDER BY s.seq, s.pos),
+                                      cvsm_audit_prev_hash(s.chain_id, s.seq)) AS prev_hash
+                 FROM (SELECT * FROM audit_seals s
+                       WHERE s.chain_id = %(chain)s AND s.seq >= %(seq)s AND s.pos <> %(pos)s
+                       ORDER BY s.seq LIMIT %(page)s) s) s
            LEFT JOIN LATERAL (SELECT * FROM audit_logs a
                               WHERE a.pos = s.pos AND a.created_at = s.created_at LIMIT 1) a
                   ON true
@@ -94,10 +99,14 @@ _ROWS = f"""SELECT s.seq, s.pos, {_CANONICAL_SQL}, encode(s.prev_hash, 'hex'),
 # Trusting the database's sha256 here is trusting what it returns anyway: a database that lies
 # can hand the walk the original text too; what it cannot do is produce a chain whose hashes
 # end in a head the server's key signed.
+# A checked page's link of each row: the hash of the row before it in the page, or the seal
+# before the page's first (one probe a page).
+_LINK = "coalesce(lag(s.hash) OVER w, cvsm_audit_prev_hash(s.chain_id, s.seq))"
 _CHECK = f"""SELECT seq, pos, ok, encode(prev_hash, 'hex'), encode(hash, 'hex'), pseq,
                    encode(phash, 'hex'), nseq
-            FROM (SELECT s.seq, s.pos, s.prev_hash, s.hash,
-                         sha256(convert_to({_CANONICAL_SQL}, 'UTF8')) = s.hash AS ok,
+            FROM (SELECT s.seq, s.pos, {_LINK} AS prev_hash, s.hash,
+                         sha256(convert_to({_CANONICAL_SQL.replace("PREV", _LINK)}, 'UTF8'))
+                         = s.hash AS ok,
                          lag(s.seq) OVER w AS pseq, lag(s.hash) OVER w AS phash,
                          lead(s.seq) OVER w AS nseq
                   FROM (SELECT * FROM audit_seals s
