@@ -1,13 +1,20 @@
 """Fewer bytes per audit entry (issue 40, migration 0035): the page indexes key the team and the
 filtered value by 4-byte hashes, and the pages stay exact where two teams or two values share a
-hash (found by the index, kept or left by the values themselves)."""
+hash (found by the index, kept or left by the values themselves). The log's and the seals' keys
+are on `pos` alone (migration 0043)."""
 
 from __future__ import annotations
 
 import uuid
+from datetime import date, datetime, timedelta, timezone
+
+import psycopg2
+import pytest
 
 from conftest import Api, query
-from cvsm_server.audit import listing, log as audit
+from cvsm_server import db
+from cvsm_server.audit import chain as audit_chain, listing, log as audit
+from cvsm_server.audit import verify as audit_verify
 from cvsm_server.core.actor import Actor
 
 PAGE_INDEXES = ("team_time", "team_actor", "team_secret", "team_sname")
@@ -176,8 +183,6 @@ async def test_pages_by_offset_and_by_cursor_agree_across_months_and_the_default
 
 async def test_filter_choices_come_from_sealed_values_within_retention_and_the_unsealed_tail(
         owner, team_id, database_url, pool):
-    from cvsm_server import db
-    from cvsm_server.audit import chain as audit_chain
     await query(database_url, "UPDATE teams SET plan = 'professional' WHERE id = %s", (team_id,))
     await query(database_url, """
         INSERT INTO audit_logs (team_id, user_email, action, resource, created_at)
@@ -205,8 +210,6 @@ async def test_filter_choices_come_from_sealed_values_within_retention_and_the_u
 
 async def test_a_deleted_teams_filter_choices_go_with_it_and_its_entries_stay_found(
         team_id, database_url, pool):
-    from cvsm_server import db
-    from cvsm_server.audit import chain as audit_chain
     async with pool.acquire() as conn, db.cursor(conn) as cur:
         await audit_chain.seal(cur)
     assert await query(database_url, "SELECT 1 FROM audit_choices WHERE team_id = %s",
@@ -224,7 +227,8 @@ async def test_a_deleted_teams_filter_choices_go_with_it_and_its_entries_stay_fo
 async def test_seals_are_written_in_the_entries_order_into_full_pages(database_url):
     # migration 0041: a batch's seals go in by `pos` (the key's right edge), and every index
     # of a month partition fills its pages: ~28.5 B an entry for the seals' key (41-48 B when a
-    # batch went in chain by chain, 31.5 at the default fill)
+    # batch went in chain by chain, 31.5 at the default fill); ~21 B since the key is on (pos)
+    # alone (0043)
     teams = [uuid.uuid4() for _ in range(50)]
     await query(database_url, """
         INSERT INTO audit_logs (team_id, action, resource)
@@ -235,15 +239,133 @@ async def test_seals_are_written_in_the_entries_order_into_full_pages(database_u
     rows = await query(database_url, """
         SELECT p.part, (SELECT count(*) FROM audit_seals s WHERE s.tableoid = p.part) AS seals,
                (SELECT pg_relation_size(i.indexrelid) FROM pg_index i
-                WHERE i.indrelid = p.part AND i.indisprimary) AS key_bytes
+                WHERE i.indrelid = p.part AND i.indexrelid::regclass::text ~ '_pos$') AS key_bytes
         FROM (SELECT DISTINCT tableoid AS part FROM audit_seals WHERE chain_id = ANY(%s::uuid[])) p
         """, (teams,))
     assert len(rows) == 1  # this month's partition
     assert rows[0]["seals"] >= 20000
-    assert rows[0]["key_bytes"] / rows[0]["seals"] <= 31, rows[0]["key_bytes"] / rows[0]["seals"]
+    assert rows[0]["key_bytes"] / rows[0]["seals"] <= 23, rows[0]["key_bytes"] / rows[0]["seals"]
     options = await query(database_url, """
         SELECT DISTINCT c.reloptions FROM pg_inherits p JOIN pg_index i ON i.indrelid = p.inhrelid
         JOIN pg_class c ON c.oid = i.indexrelid
         WHERE p.inhparent IN ('audit_logs'::regclass, 'audit_seals'::regclass)
           AND p.inhrelid::regclass::text ~ '_y[0-9]{4}m[0-9]{2}$'""")
     assert [r["reloptions"] for r in options] == [["fillfactor=100"]]
+
+
+async def pos_indexes(database_url: str, parent: str) -> list[dict]:
+    """Each partition of `parent` with its indexes on (pos) alone: name, unique, fillfactor."""
+    return await query(database_url, """
+        SELECT h.inhrelid::regclass::text AS part,
+               array_agg(i.indexrelid::regclass::text ORDER BY 1)
+                   FILTER (WHERE i.indnatts = 1 AND a.attname = 'pos') AS names,
+               bool_and(i.indisunique) FILTER (WHERE i.indnatts = 1 AND a.attname = 'pos')
+                   AS is_unique,
+               bool_or(i.indisprimary) AS has_primary,
+               array_agg(DISTINCT array_to_string(c.reloptions, ',')) AS options
+        FROM pg_inherits h JOIN pg_index i ON i.indrelid = h.inhrelid
+        JOIN pg_class c ON c.oid = i.indexrelid
+        LEFT JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = i.indkey[0]
+        WHERE h.inhparent = %s::regclass GROUP BY 1 ORDER BY 1""", (parent,))
+
+
+async def second_seal(database_url: str, pos: int) -> None:
+    """A copy of the seal of the entry at `pos`, at another seq of its chain."""
+    await query(database_url, """
+        INSERT INTO audit_seals
+        SELECT (jsonb_populate_record(s, jsonb_build_object('seq', s.seq + 1000000))).*
+        FROM audit_seals s WHERE s.pos = %s""", (pos,))
+
+
+async def test_the_keys_are_on_pos_alone_and_an_entry_is_sealed_once_in_every_partition(
+        database_url):
+    # migration 0043: no (pos, created_at) primary key (24 B of key an entry each); the log's
+    # (pos) index and the seals' unique (pos) on every partition: the default, a month made
+    # after the migration and one compacted
+    now = datetime.now(timezone.utc)
+    old = date(now.year - 1, now.month, 1)
+    await query(database_url, "SELECT cvsm_audit_make_months(%s, %s)",
+                (old, date(old.year + (old.month == 12), old.month % 12 + 1, 1)))
+    at = datetime(old.year, old.month, 3, tzinfo=timezone.utc)
+    suffix = f"y{old.year:04d}m{old.month:02d}"
+    await query(database_url, """
+        INSERT INTO audit_logs (action, resource, created_at)
+        SELECT 'update', 'test', t FROM unnest(%s::timestamptz[]) t""",
+                ([at, at + timedelta(hours=1), now - timedelta(days=36500)],))
+    await query(database_url, "SELECT cvsm_audit_seal(1000, true)")
+    placed = {r["part"]: r["pos"] for r in await query(database_url, """
+        SELECT s.tableoid::regclass::text AS part, max(s.pos) AS pos FROM audit_seals s
+        WHERE s.created_at < now() - interval '300 days' GROUP BY 1""")}
+    assert set(placed) == {f"audit_seals_{suffix}", "audit_seals_default"}
+    for part, pos in placed.items():
+        with pytest.raises(psycopg2.errors.UniqueViolation, match=f"{part}_pos"):
+            await second_seal(database_url, pos)
+    # the month rebuilt by a compaction (nothing cut: everything copied) keeps both
+    await query(database_url, "SELECT cvsm_audit_compact_month(%s, '{}', '{}')", (old,))
+    with pytest.raises(psycopg2.errors.UniqueViolation, match=f"audit_seals_{suffix}_pos"):
+        await second_seal(database_url, placed[f"audit_seals_{suffix}"])
+    assert (await query(database_url, f"SELECT count(*) AS n FROM audit_seals_{suffix}"))[0]["n"] \
+        == 2
+    for parent, unique in (("audit_logs", False), ("audit_seals", True)):
+        parts = await pos_indexes(database_url, parent)
+        assert {r["part"] for r in parts} >= {f"{parent}_{suffix}", f"{parent}_default"}
+        for r in parts:
+            assert len(r["names"] or []) == 1 and r["is_unique"] is unique, (parent, r)
+            assert not r["has_primary"], (parent, r)
+            if r["part"] != f"{parent}_default":  # every index of a month packed (0041)
+                assert r["options"] == ["fillfactor=100"], (parent, r)
+    names = {r["part"]: r["names"][0] for r in await pos_indexes(database_url, "audit_seals")}
+    assert names[f"audit_seals_{suffix}"] == f"audit_seals_{suffix}_pos"
+    assert not await query(database_url, """
+        SELECT 1 FROM pg_constraint WHERE conrelid IN ('audit_logs'::regclass,
+                                                       'audit_seals'::regclass)
+          AND contype IN ('p', 'u')""")
+
+
+async def test_an_upgraded_log_with_a_compacted_month_keeps_its_chain_and_gets_the_pos_keys(
+        fresh_database):
+    # the primary keys (a compacted month's were its own, attached) go on every partition; the
+    # chain written before verifies after, and a second seal is refused in each month
+    from cvsm_server.crypto.sealing import Keyring
+
+    url = fresh_database(empty=True)
+    team = uuid.uuid4()
+    signer = audit_chain.CheckpointSigner(Keyring(bytes(32)))
+    now = datetime.now(timezone.utc)
+    old = date(now.year - 1, now.month, 1)
+    suffix = f"y{old.year:04d}m{old.month:02d}"
+    pool = await db.create_pool(url, maxsize=2)
+    try:
+        assert 41 in await db.migrate(pool, upto=42)  # 0042 too, where it ships
+        await query(url, "SELECT cvsm_audit_make_months(%s, %s)",
+                    (old, date(old.year + (old.month == 12), old.month % 12 + 1, 1)))
+        async with db.cursor(pool) as cur:
+            await cur.execute("INSERT INTO teams (id, slug, name) VALUES (%s, 't', 'T')", (team,))
+            await cur.execute("""
+                INSERT INTO audit_logs (team_id, action, resource, created_at)
+                SELECT %s, 'update', 'test', %s + make_interval(mins => i)
+                FROM generate_series(1, 3) i""",
+                              (team, datetime(old.year, old.month, 2, tzinfo=timezone.utc)))
+            for i in range(3):
+                await audit.record(cur, None, "before", "test", team_id=team, metadata={"i": i})
+            await audit_chain.seal(cur)
+        await query(url, "SELECT cvsm_audit_compact_month(%s, '{}', '{}')", (old,))
+        assert 43 in await db.migrate(pool)
+        async with db.cursor(pool) as cur:
+            await audit.record(cur, None, "after", "test", team_id=team)
+            assert await audit_chain.seal(cur) == 1
+            verdict = await audit_verify.verify_chain(cur, signer, team)
+    finally:
+        pool.close()
+        await pool.wait_closed()
+    assert verdict.ok and verdict.checked == 7
+    seals = await query(url, "SELECT tableoid::regclass::text AS part, min(pos) AS pos "
+                             "FROM audit_seals WHERE chain_id = %s GROUP BY 1", (team,))
+    assert len(seals) == 2 and f"audit_seals_{suffix}" in {r["part"] for r in seals}
+    for r in seals:
+        with pytest.raises(psycopg2.errors.UniqueViolation, match=f"{r['part']}_pos"):
+            await second_seal(url, r["pos"])
+    for parent, unique in (("audit_logs", False), ("audit_seals", True)):
+        for r in await pos_indexes(url, parent):
+            assert len(r["names"] or []) == 1 and r["is_unique"] is unique, (parent, r)
+            assert not r["has_primary"] and r["options"] == ["fillfactor=100"], (parent, r)
