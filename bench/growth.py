@@ -310,8 +310,10 @@ async def run(entries: int, keep: Path | None) -> None:
         secret_ids = state["secret_ids"]
         await asyncio.to_thread(long_statement, owner_url, "ANALYZE")
         async with db.cursor(pool) as cur:
-            busy_n = (await db.fetchone(cur, "SELECT count(*) AS n FROM audit_seals "
-                                             "WHERE chain_id = %s", (busy,)))["n"]
+            busy_n = (await db.fetchone(
+                cur, "SELECT count(*) AS n FROM audit_seals "
+                     f"WHERE {audit_months.chain_is('chain_id', '%(busy)s')}",
+                {"busy": busy}))["n"]
             total = (await db.fetchone(cur, "SELECT count(*) AS n FROM audit_logs"))["n"]
             size = (await db.fetchone(cur, """
                 SELECT (SELECT sum(pg_total_relation_size(relid)) FROM

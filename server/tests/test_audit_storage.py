@@ -369,3 +369,61 @@ async def test_an_upgraded_log_with_a_compacted_month_keeps_its_chain_and_gets_t
         for r in await pos_indexes(url, parent):
             assert len(r["names"] or []) == 1 and r["is_unique"] is unique, (parent, r)
             assert not r["has_primary"] and r["options"] == ["fillfactor=100"], (parent, r)
+
+
+async def test_the_seals_chain_key_fills_its_pages_while_chains_interleave(database_url):
+    # migration 0044: the chains' seals interleave, each chain growing at its own place in the
+    # key; PostgreSQL keeps a split page full there only for keys of up to 16 B: the chain's
+    # 64-bit hash and its seq (28 B a tuple; 36 B an entry here, each chain's last page part
+    # full), not its uuid and seq (65 B an entry here: half pages)
+    teams = [uuid.uuid4() for _ in range(50)]
+    await query(database_url, """
+        INSERT INTO audit_logs (team_id, action, resource)
+        SELECT (%s::uuid[])[1 + i %% 50], 'read', 'secret' FROM generate_series(1, 40000) i""",
+                (teams,))
+    while (await query(database_url, "SELECT cvsm_audit_seal(1000, true) AS n"))[0]["n"] == 1000:
+        pass
+    rows = await query(database_url, """
+        SELECT p.part, (SELECT count(*) FROM audit_seals s WHERE s.tableoid = p.part) AS seals,
+               (SELECT pg_relation_size(i.indexrelid) FROM pg_index i
+                WHERE i.indrelid = p.part AND pg_get_indexdef(i.indexrelid) ~ 'uuid_hash_extended')
+               AS key_bytes
+        FROM (SELECT DISTINCT tableoid AS part FROM audit_seals WHERE chain_id = ANY(%s::uuid[])) p
+        """, (teams,))
+    assert len(rows) == 1 and rows[0]["seals"] >= 40000
+    assert rows[0]["key_bytes"] / rows[0]["seals"] <= 40, rows[0]["key_bytes"] / rows[0]["seals"]
+    # every chain that has a seal is in the registry the pages and jobs list chains from
+    listed = await query(database_url, "SELECT count(*) AS n FROM audit_chains "
+                                       "WHERE chain_id = ANY(%s::uuid[])", (teams,))
+    assert listed[0]["n"] == 50
+    # and a chain's seals are found through the key, never by reading the others'
+    plan = await query(database_url, """
+        EXPLAIN SELECT seq FROM audit_seals
+        WHERE uuid_hash_extended(chain_id, 0) = uuid_hash_extended(%(c)s::uuid, 0)
+          AND chain_id = %(c)s::uuid ORDER BY seq DESC LIMIT 1""", {"c": teams[0]})
+    text = "\n".join(r["QUERY PLAN"] for r in plan)
+    assert "Index Scan Backward" in text and "Seq Scan" not in text, text
+
+
+async def test_every_statement_finds_a_chains_seals_by_the_chain_key(database_url, team_id):
+    # migration 0044: a statement naming a chain without its hash would read every seal of
+    # every chain (a sequential scan of the seals, seconds at millions); with scans off, the
+    # planner still shows one where no index can serve the statement
+    from cvsm_server.audit import archive, months, verify
+    from datetime import datetime, timezone
+    lo, hi = datetime(2026, 1, 1, tzinfo=timezone.utc), datetime(2026, 2, 1, tzinfo=timezone.utc)
+    args = {"chain": team_id, "chain_id": team_id, "team": team_id, "seq": 1, "pos": -1,
+            "page": 100, "lo": 1, "hi": 101, "cap": 102, "marks": [], "after": 0, "last": 100,
+            "mark": 0, "start": None, "end": None, "limit": 10}
+    statements = {"verify rows": verify._ROWS, "verify check": verify._CHECK,
+                  "archive entries": archive._ENTRIES, "export page": audit._EXPORT_PAGE,
+                  "list total": audit._TOTAL, "stragglers": months._STRAGGLERS}
+    month_statements = {"archive first": archive._FIRST, "month heads": months.HEADS,
+                        "month kept": months._KEPT, "month cuts": months._CUTS}
+    for name, sql in [*statements.items(), *month_statements.items()]:
+        params = {**args, "lo": lo, "hi": hi} if name in month_statements else args
+        if name == "stragglers":
+            params = {**args, "lo": lo, "hi": hi}
+        plan = await query(database_url, "SET enable_seqscan = off; EXPLAIN " + sql, params)
+        text = "\n".join(r["QUERY PLAN"] for r in plan)
+        assert "Seq Scan on audit_seals" not in text, f"{name}:\n{text}"

@@ -39,19 +39,21 @@ FORMAT = 1
 KIND = "archive"
 PAGE = 5000
 
-_ENTRIES = """SELECT a.id, s.chain_id, s.seq, a.created_at, a.user_email, a.action, a.resource,
+_ENTRIES = f"""SELECT a.id, s.chain_id, s.seq, a.created_at, a.user_email, a.action, a.resource,
                      a.resource_id, a.ip_address, a.user_agent, a.metadata::text AS metadata_text,
                      CASE WHEN lag(s.seq) OVER w = s.seq - 1 THEN lag(s.hash) OVER w
                           ELSE cvsm_audit_prev_hash(s.chain_id, s.seq) END AS prev_hash, s.hash
               FROM (SELECT * FROM audit_seals s
-                    WHERE s.chain_id = %(chain)s AND s.seq > %(after)s AND s.seq <= %(last)s
+                    WHERE {audit_chain.chain_is("s.chain_id", "%(chain)s")}
+                      AND s.seq > %(after)s AND s.seq <= %(last)s
                     ORDER BY s.seq LIMIT %(page)s) s
               CROSS JOIN LATERAL (SELECT * FROM audit_logs a
                                   WHERE a.pos = s.pos AND a.created_at = s.created_at) a
               WINDOW w AS (ORDER BY s.seq)
               ORDER BY s.seq"""
-_FIRST = """SELECT min(s.seq) AS seq FROM audit_seals s
-            WHERE s.chain_id = %(chain_id)s AND s.created_at >= %(lo)s AND s.created_at < %(hi)s"""
+_FIRST = f"""SELECT min(s.seq) AS seq FROM audit_seals s
+             WHERE {audit_chain.chain_is("s.chain_id", "%(chain_id)s")}
+               AND s.created_at >= %(lo)s AND s.created_at < %(hi)s"""
 
 
 def file_name(chain_id: uuid.UUID, month: date) -> str:

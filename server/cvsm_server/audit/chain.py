@@ -46,6 +46,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
 from . import months as audit_months
+from .months import chain_is
 from .. import db
 from ..crypto.sealing import Keyring
 
@@ -178,22 +179,16 @@ async def checkpoint_now(cur: db.Cursor, signer: CheckpointSigner, chain_id: uui
     """Seal, then sign the chain's head; None when the chain has no entry."""
     await seal(cur)
     head = await db.fetchone(
-        cur, "SELECT seq, hash FROM audit_seals WHERE chain_id = %s ORDER BY seq DESC LIMIT 1",
-        (chain_id,))
+        cur, f"SELECT seq, hash FROM audit_seals WHERE {chain_is('chain_id', '%(chain)s')} "
+             "ORDER BY seq DESC LIMIT 1", {"chain": chain_id})
     if head is None:
         return None
     return await write_checkpoint(cur, signer, chain_id, head["seq"], bytes(head["hash"]), kind)
 
 
-# Every chain of the seals, one probe of their (chain_id, seq) key per chain (a skip scan): the
+# Every chain that has ever had a seal (`audit_chains`, kept by the sealer, migration 0044): the
 # log is never grouped to find them.
-CHAIN_IDS = """WITH RECURSIVE c(id) AS (
-                    (SELECT chain_id FROM audit_seals ORDER BY chain_id LIMIT 1)
-                    UNION ALL
-                    SELECT (SELECT chain_id FROM audit_seals WHERE chain_id > c.id
-                            ORDER BY chain_id LIMIT 1)
-                    FROM c WHERE c.id IS NOT NULL)
-                SELECT id AS chain_id FROM c WHERE id IS NOT NULL"""
+CHAIN_IDS = "SELECT chain_id FROM audit_chains"
 
 
 async def checkpoint_grown_chains(pool: db.Pool, signer: CheckpointSigner) -> int:
@@ -205,7 +200,7 @@ async def checkpoint_grown_chains(pool: db.Pool, signer: CheckpointSigner) -> in
             cur,
             f"""SELECT c.chain_id, h.seq, h.hash FROM ({CHAIN_IDS}) c
                 CROSS JOIN LATERAL (SELECT s.seq, s.hash FROM audit_seals s
-                                    WHERE s.chain_id = c.chain_id
+                                    WHERE {chain_is('s.chain_id', 'c.chain_id')}
                                     ORDER BY s.seq DESC LIMIT 1) h
                 WHERE h.seq > coalesce((SELECT k.seq FROM audit_checkpoints k
                                         WHERE k.chain_id = c.chain_id
@@ -322,7 +317,8 @@ async def purge_expired(pool: db.Pool, signer: CheckpointSigner, *,
             cur,
             f"""SELECT c.chain_id, d.days FROM ({CHAIN_IDS}) c
                 CROSS JOIN LATERAL (SELECT cvsm_audit_retention_days(c.chain_id) AS days) d
-                CROSS JOIN LATERAL (SELECT s.pos FROM audit_seals s WHERE s.chain_id = c.chain_id
+                CROSS JOIN LATERAL (SELECT s.pos FROM audit_seals s
+                                    WHERE {chain_is('s.chain_id', 'c.chain_id')}
                                     ORDER BY s.seq LIMIT 1) f
                 JOIN audit_logs a ON a.pos = f.pos
                 WHERE d.days IS NOT NULL
@@ -358,10 +354,10 @@ async def _purge_batch(cur: db.Cursor, signer: CheckpointSigner, chain_id: uuid.
     at the last of them, then their deletion (the guard checks each, the seals go with them)."""
     rows = await db.fetchall(
         cur,
-        """SELECT s.seq, s.hash, s.pos, a.created_at < now() - make_interval(days => %(days)s)
-                  AS expired
-           FROM audit_seals s JOIN audit_logs a ON a.pos = s.pos
-           WHERE s.chain_id = %(chain)s ORDER BY s.seq LIMIT %(batch)s""",
+        f"""SELECT s.seq, s.hash, s.pos, a.created_at < now() - make_interval(days => %(days)s)
+                   AS expired
+            FROM audit_seals s JOIN audit_logs a ON a.pos = s.pos
+            WHERE {chain_is('s.chain_id', '%(chain)s')} ORDER BY s.seq LIMIT %(batch)s""",
         {"chain": chain_id, "days": days, "batch": batch})
     prefix = 0
     while prefix < len(rows) and rows[prefix]["expired"]:

@@ -239,7 +239,7 @@ async def sealed_mark(cur: db.Cursor) -> int:
 # The team's entries without reading them: a chain is gap-free from its first kept entry to its
 # head (two probes of audit_seals' (chain_id, seq) key), plus its entries not sealed yet.
 _TOTAL = f"""SELECT coalesce((SELECT max(seq) - min(seq) + 1 FROM audit_seals
-                             WHERE chain_id = %(team)s), 0)
+                             WHERE {audit_chain.chain_is("chain_id", "%(team)s")}), 0)
                   + (SELECT count(*) FROM ({UNSEALED}) u WHERE u.team_id = %(team)s) AS n"""
 
 
@@ -437,7 +437,8 @@ _EXPORT_PAGE = """
     SELECT e.*, CASE WHEN lag(e.seq) OVER w = e.seq - 1 THEN lag(e.hash) OVER w
                      ELSE cvsm_audit_prev_hash(e.chain_id, e.seq) END AS prev_hash
     FROM (SELECT * FROM audit_chain_entries
-          WHERE chain_id = %(team)s AND seq > %(after)s
+          WHERE uuid_hash_extended(chain_id, 0) = uuid_hash_extended(%(team)s, 0)
+            AND chain_id = %(team)s AND seq > %(after)s
             AND (%(start)s::timestamptz IS NULL OR created_at >= %(start)s)
             AND (%(end)s::timestamptz IS NULL OR created_at < %(end)s)
           ORDER BY seq LIMIT %(page)s) e

@@ -69,27 +69,32 @@ async def expired_months(cur: db.Cursor) -> list[date]:
     return [row["month"] for row in rows]
 
 
-# The chains with seals in [lo, hi), one index probe each (a skip scan of the month's
-# chain_id index) instead of grouping the month.
-_CHAINS_IN_MONTH = """WITH RECURSIVE k(id) AS (
-        (SELECT chain_id FROM audit_seals WHERE created_at >= %(lo)s AND created_at < %(hi)s
-         ORDER BY chain_id LIMIT 1)
-        UNION ALL
-        SELECT (SELECT chain_id FROM audit_seals
-                WHERE created_at >= %(lo)s AND created_at < %(hi)s AND chain_id > k.id
-                ORDER BY chain_id LIMIT 1)
-        FROM k WHERE k.id IS NOT NULL)
+def chain_is(column: str, value: str) -> str:
+    """SQL: the seal's `column` (its chain_id) is the chain `value`, as the seals' chain key
+    finds it (migration 0044: the key holds the chain's 64-bit hash, then its seq)."""
+    return (f"uuid_hash_extended({column}, 0) = uuid_hash_extended({value}, 0) "
+            f"AND {column} = {value}")
+
+
+# The chains with seals in [lo, hi), one probe of the month's chain key for each chain there
+# is (`audit_chains`, migration 0044) instead of grouping the month.
+_CHAINS_IN_MONTH = f"""WITH k(id) AS (
+        SELECT c.chain_id FROM audit_chains c
+        CROSS JOIN LATERAL (SELECT 1 FROM audit_seals s
+                            WHERE s.created_at >= %(lo)s AND s.created_at < %(hi)s
+                              AND {chain_is("s.chain_id", "c.chain_id")} LIMIT 1) x)
 """
 
 
-HEADS = _CHAINS_IN_MONTH + """
+HEADS = _CHAINS_IN_MONTH + f"""
             SELECT k.id AS chain_id, h.seq, h.hash,
                    cvsm_audit_retention_days(k.id) IS NOT NULL
                    AND %(hi)s::timestamptz < now() - make_interval(
                        days => cvsm_audit_retention_days(k.id)) AS expired
             FROM k CROSS JOIN LATERAL (
                 SELECT s.seq, s.hash FROM audit_seals s
-                WHERE s.created_at >= %(lo)s AND s.created_at < %(hi)s AND s.chain_id = k.id
+                WHERE s.created_at >= %(lo)s AND s.created_at < %(hi)s
+                  AND {chain_is("s.chain_id", "k.id")}
                 ORDER BY s.seq DESC LIMIT 1) h
             WHERE k.id IS NOT NULL"""
 
@@ -102,8 +107,8 @@ _KEPT = _CHAINS_IN_MONTH + """
                       days => cvsm_audit_retention_days(k.id)), false)
             LIMIT 1"""
 
-_STRAGGLERS = """SELECT s.pos FROM audit_seals s
-                 WHERE s.chain_id = %(chain)s AND s.seq < %(seq)s
+_STRAGGLERS = f"""SELECT s.pos FROM audit_seals s
+                 WHERE {chain_is("s.chain_id", "%(chain)s")} AND s.seq < %(seq)s
                    AND (s.created_at < %(lo)s OR s.created_at >= %(hi)s)
                  ORDER BY s.seq LIMIT %(limit)s"""
 
@@ -179,15 +184,17 @@ async def drop_expired_months(pool: db.Pool, sign: Sign, before: Before | None =
     return removed, chains
 
 
-_CUTS = _CHAINS_IN_MONTH + """
+_CUTS = _CHAINS_IN_MONTH + f"""
            SELECT k.id AS chain_id, e.first, e.last,
                   (SELECT min(s.seq) FROM audit_seals s
-                   WHERE s.created_at >= %(lo)s AND s.created_at < %(hi)s AND s.chain_id = k.id
+                   WHERE s.created_at >= %(lo)s AND s.created_at < %(hi)s
+                     AND {chain_is("s.chain_id", "k.id")}
                      AND s.created_at >= now() - make_interval(days => d.days)) AS first_kept
            FROM k CROSS JOIN LATERAL (SELECT cvsm_audit_retention_days(k.id) AS days) d
            CROSS JOIN LATERAL (
                SELECT min(s.seq) AS first, max(s.seq) AS last FROM audit_seals s
-               WHERE s.created_at >= %(lo)s AND s.created_at < %(hi)s AND s.chain_id = k.id) e
+               WHERE s.created_at >= %(lo)s AND s.created_at < %(hi)s
+                 AND {chain_is("s.chain_id", "k.id")}) e
            WHERE k.id IS NOT NULL AND d.days IS NOT NULL"""
 
 
@@ -227,8 +234,9 @@ async def compact_boundary_month(pool: db.Pool, sign: Sign, *,
     try:
         async with db.pool_transaction(pool) as cur:
             for chain_id, cut, _ in cuts:
-                head = await db.fetchone(cur, "SELECT hash FROM audit_seals WHERE chain_id = %s "
-                                              "AND seq = %s", (chain_id, cut))
+                head = await db.fetchone(
+                    cur, f"SELECT hash FROM audit_seals WHERE {chain_is('chain_id', '%(chain)s')} "
+                         "AND seq = %(seq)s", {"chain": chain_id, "seq": cut})
                 await sign(cur, chain_id, cut, bytes(head["hash"]))
             removed = (await db.fetchone(
                 cur, "SELECT cvsm_audit_compact_month(%s, %s::uuid[], %s::bigint[]) AS n",

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import psycopg2.extensions
 
 from .. import db
-from .chain import (CHAIN_IDS, GENESIS, KINDS, CheckpointSigner, checkpoint_json,
+from .chain import (CHAIN_IDS, GENESIS, KINDS, CheckpointSigner, chain_is, checkpoint_json,
                     signature_ok)
 
 # Entries one page of the verification walk reads (planning over the partitions costs per
@@ -77,7 +77,8 @@ _ROWS = f"""SELECT s.seq, s.pos, {_CANONICAL_SQL.replace("PREV", "s.prev_hash")}
            FROM (SELECT s.*, coalesce(lag(s.hash) OVER (ORDER BY s.seq, s.pos),
                                       cvsm_audit_prev_hash(s.chain_id, s.seq)) AS prev_hash
                  FROM (SELECT * FROM audit_seals s
-                       WHERE s.chain_id = %(chain)s AND s.seq >= %(seq)s AND s.pos <> %(pos)s
+                       WHERE {chain_is("s.chain_id", "%(chain)s")}
+                         AND s.seq >= %(seq)s AND s.pos <> %(pos)s
                        ORDER BY s.seq LIMIT %(page)s) s) s
            LEFT JOIN LATERAL (SELECT * FROM audit_logs a
                               WHERE a.pos = s.pos AND a.created_at = s.created_at LIMIT 1) a
@@ -110,7 +111,8 @@ _CHECK = f"""SELECT seq, pos, ok, encode(prev_hash, 'hex'), encode(hash, 'hex'),
                          lag(s.seq) OVER w AS pseq, lag(s.hash) OVER w AS phash,
                          lead(s.seq) OVER w AS nseq
                   FROM (SELECT * FROM audit_seals s
-                        WHERE s.chain_id = %(chain)s AND s.seq >= %(lo)s - 1 AND s.seq < %(hi)s
+                        WHERE {chain_is("s.chain_id", "%(chain)s")}
+                          AND s.seq >= %(lo)s - 1 AND s.seq < %(hi)s
                           AND (s.seq >= %(lo)s OR s.pos <> %(pos)s)
                         ORDER BY s.seq LIMIT %(cap)s) s
                   CROSS JOIN LATERAL (SELECT * FROM audit_logs a
@@ -131,7 +133,7 @@ Progress = Callable[[int, int], None]
 async def chain_span(cur: db.Cursor, chain_id: uuid.UUID) -> tuple[int, int] | None:
     """The chain's first and last sealed seq (two probes of its key); None when empty."""
     row = await db.fetchone(cur, "SELECT min(seq) AS first, max(seq) AS last FROM audit_seals "
-                                 "WHERE chain_id = %s", (chain_id,))
+                                 f"WHERE {chain_is('chain_id', '%(chain)s')}", {"chain": chain_id})
     return None if row is None or row["last"] is None else (row["first"], row["last"])
 
 
@@ -355,8 +357,8 @@ async def chains(cur: db.Cursor, *, team: uuid.UUID | None = None) -> list[dict]
     if team is not None:
         return await db.fetchall(
             cur,
-            """SELECT t.id AS chain_id, t.slug FROM teams t WHERE t.id = %(team)s
-                 AND (EXISTS (SELECT 1 FROM audit_seals WHERE chain_id = %(team)s)
+            f"""SELECT t.id AS chain_id, t.slug FROM teams t WHERE t.id = %(team)s
+                 AND (EXISTS (SELECT 1 FROM audit_seals WHERE {chain_is('chain_id', '%(team)s')})
                       OR EXISTS (SELECT 1 FROM audit_checkpoints WHERE chain_id = %(team)s))""",
             {"team": team})
     return await db.fetchall(
