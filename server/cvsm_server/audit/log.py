@@ -237,7 +237,7 @@ async def sealed_mark(cur: db.Cursor) -> int:
     return (await db.fetchone(cur, "SELECT sealed_below FROM audit_seal_state"))["sealed_below"]
 
 # The team's entries without reading them: a chain is gap-free from its first kept entry to its
-# head (two probes of audit_seals' (chain_id, seq) key), plus its entries not sealed yet.
+# head (two probes of audit_seals' chain key, 0044), plus its entries not sealed yet.
 _TOTAL = f"""SELECT coalesce((SELECT max(seq) - min(seq) + 1 FROM audit_seals
                              WHERE {audit_chain.chain_is("chain_id", "%(team)s")}), 0)
                   + (SELECT count(*) FROM ({UNSEALED}) u WHERE u.team_id = %(team)s) AS n"""

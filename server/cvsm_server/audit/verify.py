@@ -40,7 +40,7 @@ class Verdict:
                 "checkpoint": self.checkpoint}
 
 
-# One page of a chain in order, from a position: the seals' (chain_id, seq) key walked from the
+# One page of a chain in order, from a position: the seals' chain key (0044) walked from the
 # cursor, then each seal's entry by `pos` and time (the seal's copy of it: one probe of the
 # entry's month partition, migration 0024; an entry whose time was changed is missing). The
 # subquery's LIMIT keeps the planner from flattening the LATERAL into a plain join, which it
@@ -353,7 +353,7 @@ async def latest_checkpoint(cur: db.Cursor, signer: CheckpointSigner,
 async def chains(cur: db.Cursor, *, team: uuid.UUID | None = None) -> list[dict]:
     """Every chain in the log or its checkpoints (or only `team`'s, when it has one): chain id
     and the team's slug (None when the team is gone or for the account chain); sealed entries
-    only: callers `seal` first. Skip scans of the two tables' chain indexes, never the log."""
+    only: callers `seal` first. From `audit_chains` and a skip scan of the checkpoints, never the log."""
     if team is not None:
         return await db.fetchall(
             cur,
