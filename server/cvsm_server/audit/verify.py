@@ -353,7 +353,8 @@ async def latest_checkpoint(cur: db.Cursor, signer: CheckpointSigner,
 async def chains(cur: db.Cursor, *, team: uuid.UUID | None = None) -> list[dict]:
     """Every chain in the log or its checkpoints (or only `team`'s, when it has one): chain id
     and the team's slug (None when the team is gone or for the account chain); sealed entries
-    only: callers `seal` first. From `audit_chains` and a skip scan of the checkpoints, never the log."""
+    only: callers `seal` first. From `audit_chains` and a skip scan of the checkpoints, never
+    the log."""
     if team is not None:
         return await db.fetchall(
             cur,
