@@ -40,9 +40,11 @@ DECLARE
 BEGIN
     FOR p IN SELECT i.inhrelid::regclass FROM pg_inherits i
              WHERE i.inhparent = 'audit_seals'::regclass ORDER BY 1 LOOP
+        -- named as PostgreSQL names the one it makes on a partition created later
         EXECUTE format('CREATE INDEX %I ON %s (uuid_hash_extended(chain_id, 0), seq) '
-                       'WITH (fillfactor = 100)', p::text || '_chain', p);
-        EXECUTE format('ALTER INDEX audit_seals_chain_idx ATTACH PARTITION %I', p::text || '_chain');
+                       'WITH (fillfactor = 100)', p::text || '_uuid_hash_extended_seq_idx', p);
+        EXECUTE format('ALTER INDEX audit_seals_chain_idx ATTACH PARTITION %I',
+                       p::text || '_uuid_hash_extended_seq_idx');
     END LOOP;
     FOR ix IN SELECT i.indexrelid::regclass FROM pg_index i
               JOIN pg_class c ON c.oid = i.indexrelid
