@@ -310,13 +310,15 @@ async def test_a_clean_stop_signs_every_chain_that_grew(start_client, make_setti
     await api.secret(owner, team, "API_KEY", "v1")
     # Some sealed head unsigned before the stop. The checkpoint job's first round (due at start:
     # none is stored yet) may come after these entries were sealed, on a loaded machine, and
-    # sign them all: then one more entry, once sealed, waits for the stop (the job's next round
-    # is an hour away).
-    grown, deadline = False, time.monotonic() + 30
+    # sign them all, or after the next ones too: so the team's chain grows again every 2 s
+    # until a sealed head is unsigned; after that first round, it waits for the stop (the
+    # job's next round is an hour away).
+    grown, deadline, more = time.monotonic(), time.monotonic() + 60, 1
     while not await unsigned_heads(database_url):
-        if not grown:
-            await api.secret(owner, team, "API_KEY_2", "v2")
-            grown = True
+        if time.monotonic() > grown + 2:
+            more += 1
+            await api.secret(owner, team, f"API_KEY_{more}", "v")
+            grown = time.monotonic()
         assert time.monotonic() < deadline, "the entries were never sealed"
         await asyncio.sleep(0.1)
     await client.close()
