@@ -154,8 +154,9 @@ BEGIN
         seqs := seqs || head_seq;
         hashes := hashes || head_hash;
     END LOOP;
-    -- in the entries' order (`pos`): the seals' key grows at its right edge only
+    -- the chains met without a seal (new, or emptied by the purge) listed, in this transaction
     INSERT INTO audit_chains (chain_id) SELECT unnest(fresh_chains) ON CONFLICT DO NOTHING;
+    -- in the entries' order (`pos`): the seals' key grows at its right edge only
     INSERT INTO audit_seals (pos, chain_id, seq, hash, created_at)
         SELECT * FROM unnest(positions, chains, seqs, hashes, times)
             AS u(pos, chain_id, seq, hash, created_at)
