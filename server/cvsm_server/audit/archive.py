@@ -41,8 +41,7 @@ PAGE = 5000
 
 _ENTRIES = f"""SELECT a.id, s.chain_id, s.seq, a.created_at, a.user_email, a.action, a.resource,
                      a.resource_id, a.ip_address, a.user_agent, a.metadata::text AS metadata_text,
-                     CASE WHEN lag(s.seq) OVER w = s.seq - 1 THEN lag(s.hash) OVER w
-                          ELSE cvsm_audit_prev_hash(s.chain_id, s.seq) END AS prev_hash, s.hash
+                     {audit_chain.link_of("s")} AS prev_hash, s.hash
               FROM (SELECT * FROM audit_seals s
                     WHERE {audit_chain.chain_is("s.chain_id", "%(chain)s")}
                       AND s.seq > %(after)s AND s.seq <= %(last)s

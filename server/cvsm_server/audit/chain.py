@@ -46,7 +46,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
 from . import months as audit_months
-from .months import chain_is
+from .months import chain_is, link_of
 from .. import db
 from ..crypto.sealing import Keyring
 

@@ -433,12 +433,10 @@ async def start_export(conn: db.Connection, actor: Actor, team_id: uuid.UUID, fm
 # A page of the export: the team's entries after a seq, in the time range, each with its link
 # (`prev_hash`: the hash of the entry before it, the row before where that is the one; else the
 # seal or purge checkpoint before it, `cvsm_audit_prev_hash`, migration 0042).
-_EXPORT_PAGE = """
-    SELECT e.*, CASE WHEN lag(e.seq) OVER w = e.seq - 1 THEN lag(e.hash) OVER w
-                     ELSE cvsm_audit_prev_hash(e.chain_id, e.seq) END AS prev_hash
+_EXPORT_PAGE = f"""
+    SELECT e.*, {audit_chain.link_of("e")} AS prev_hash
     FROM (SELECT * FROM audit_chain_entries
-          WHERE uuid_hash_extended(chain_id, 0) = uuid_hash_extended(%(team)s, 0)
-            AND chain_id = %(team)s AND seq > %(after)s
+          WHERE {audit_chain.chain_is("chain_id", "%(team)s")} AND seq > %(after)s
             AND (%(start)s::timestamptz IS NULL OR created_at >= %(start)s)
             AND (%(end)s::timestamptz IS NULL OR created_at < %(end)s)
           ORDER BY seq LIMIT %(page)s) e

@@ -76,6 +76,14 @@ def chain_is(column: str, value: str) -> str:
             f"AND {column} = {value}")
 
 
+def link_of(seals: str) -> str:
+    """SQL: the link (`prev_hash`) of each row of `seals` (an alias of seal rows in seq order
+    under the window `w`, ORDER BY seq): the hash of the row before where that is the seq
+    before, else the seal or purge checkpoint before it (migration 0042)."""
+    return (f"CASE WHEN lag({seals}.seq) OVER w = {seals}.seq - 1 THEN lag({seals}.hash) OVER w "
+            f"ELSE cvsm_audit_prev_hash({seals}.chain_id, {seals}.seq) END")
+
+
 # The chains with seals in [lo, hi), one probe of the month's chain key for each chain there
 # is (`audit_chains`, migration 0044) instead of grouping the month.
 _CHAINS_IN_MONTH = f"""WITH k(id) AS (
